@@ -1,0 +1,72 @@
+/**
+ * `mewgate gateway`: run just the gateway for one or more space.yaml files.
+ */
+import { join } from "node:path";
+import { ConfigError, loadSpaceConfig } from "../gateway/config.js";
+import { createLogger } from "../gateway/log.js";
+import { Gateway } from "../gateway/server.js";
+
+export interface GatewayCommandOptions {
+  config: string[];
+  port?: number | undefined;
+  host?: string | undefined;
+  stateDir?: string | undefined;
+  logFile?: string | undefined;
+  logLevel?: string | undefined;
+}
+
+export interface RunningGateway {
+  gateway: Gateway;
+  url: string;
+  stop(): Promise<void>;
+}
+
+/** Loads the configs, starts the gateway, and resolves once it accepts connections. Throws a readable Error otherwise. */
+export async function startGateway(opts: GatewayCommandOptions, env: NodeJS.ProcessEnv = process.env): Promise<RunningGateway> {
+  const configs = [];
+  for (const file of opts.config) {
+    const config = await loadSpaceConfig(file, env);
+    if (opts.stateDir) config.gateway.state_dir = configs.length === 0 ? opts.stateDir : join(opts.stateDir, config.space.id);
+    configs.push(config);
+  }
+  const first = configs[0];
+  if (!first) throw new Error("no space.yaml given: mewgate gateway --config space.yaml");
+  const log = createLogger({ file: opts.logFile ?? join(first.gateway.state_dir, "logs", "gateway.log"), level: opts.logLevel });
+  const gateway = new Gateway({ spaces: configs, host: opts.host, port: opts.port, log, env });
+  let address;
+  try {
+    address = await gateway.listen();
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    const host = opts.host ?? first.gateway.host;
+    const port = opts.port ?? first.gateway.port;
+    if (e.code === "EADDRINUSE") throw new Error(`port ${port} on ${host} is already in use; pick another with --port (0 picks a free one)`);
+    if (e.code === "EADDRNOTAVAIL" || e.code === "ENOTFOUND") throw new Error(`cannot listen on ${host}: no such local address`);
+    if (e.code === "EACCES") throw new Error(`not allowed to listen on ${host}:${port} (ports below 1024 need privileges)`);
+    throw err;
+  }
+  return { gateway, url: address.url, stop: () => gateway.close() };
+}
+
+/** The command itself: prints the address line, stops on SIGINT/SIGTERM. */
+export async function runGateway(opts: GatewayCommandOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
+  let running: RunningGateway;
+  try {
+    running = await startGateway(opts);
+  } catch (err) {
+    process.stderr.write(`mewgate: ${err instanceof ConfigError ? err.message : (err as Error).message}\n`);
+    return 1;
+  }
+  const spaces = [...running.gateway.spaces.keys()].join(", ");
+  out.write(`mewgate gateway listening on ${running.url}/ws (spaces: ${spaces})\n`);
+  await new Promise<void>((resolve) => {
+    const stop = () => {
+      process.off("SIGINT", stop);
+      process.off("SIGTERM", stop);
+      void running.stop().then(resolve);
+    };
+    process.on("SIGINT", stop);
+    process.on("SIGTERM", stop);
+  });
+  return 0;
+}

@@ -1,0 +1,507 @@
+// space.yaml: schema, ${ENV} substitution, and errors that point at FILE:LINE:COL.
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node } from "yaml";
+import { z } from "zod";
+import type { Capability } from "./capabilities.js";
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+export interface ConfigIssue {
+  file: string;
+  /** 1-based; 0 when the issue concerns the whole file (e.g. it cannot be read). */
+  line: number;
+  column: number;
+  /** Dotted path into the document, e.g. `participants.alice.visibility`; "" for the file itself. */
+  path: string;
+  message: string;
+}
+
+export function formatIssue(i: ConfigIssue): string {
+  const where = i.line > 0 ? `${i.file}:${i.line}:${i.column}` : i.file;
+  return `${where}: ${i.path ? `${i.path}: ` : ""}${i.message}`;
+}
+
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+  constructor(readonly issues: ConfigIssue[]) {
+    super(issues.map(formatIssue).join("\n"));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schema helpers: every message reads "expected X, found Y" so a user can fix the value blind.
+
+function show(value: unknown): string {
+  let text: string;
+  try {
+    text = JSON.stringify(value) ?? String(value);
+  } catch {
+    text = Array.isArray(value) ? "a list" : "a mapping"; // circular, via YAML anchors
+  }
+  return text.length > 40 ? `${text.slice(0, 39)}…` : text;
+}
+
+/** What a value is, without showing it (for secrets). */
+function kindOf(value: unknown): string {
+  if (typeof value === "number") return "a number (quote it to make it a string)";
+  return value === null ? "null" : Array.isArray(value) ? "a list" : typeof value === "object" ? "a mapping" : `a ${typeof value}`;
+}
+
+/** Schema-level error map: one phrase covers the type check and every range check of a field. */
+const expected =
+  (what: string, found: (input: unknown) => string = show) =>
+  (iss: { input?: unknown }) =>
+    iss.input === undefined ? "required key is missing" : `expected ${what}, found ${found(iss.input)}`;
+
+const TYPE_NAMES: Record<string, string> = {
+  string: "a string",
+  number: "a number",
+  int: "an integer",
+  boolean: "true or false",
+  object: "a mapping",
+  record: "a mapping",
+  array: "a list",
+};
+
+/** Fallback messages for issues whose schema has no phrase of its own. */
+function defaultMessage(iss: z.core.$ZodRawIssue): string {
+  const found = `, found ${show(iss.input)}`;
+  switch (iss.code) {
+    case "invalid_type":
+      if (iss.input === undefined) return "required key is missing";
+      return `expected ${TYPE_NAMES[iss.expected] ?? iss.expected}${found}`;
+    case "invalid_value": {
+      const values = iss.values.map(show);
+      return `expected ${values.length === 1 ? values[0] : `one of ${values.join(", ")}`}${found}`;
+    }
+    case "too_small":
+    case "too_big": {
+      const bound = String(iss.code === "too_small" ? iss.minimum : iss.maximum);
+      const side = iss.code === "too_small" ? "at least" : "at most";
+      if (iss.origin === "string") return `expected ${side} ${bound} characters${found}`;
+      if (iss.origin === "array") return `expected ${side} ${bound} items${found}`;
+      const op = iss.code === "too_small" ? (iss.inclusive ? ">=" : ">") : iss.inclusive ? "<=" : "<";
+      return `expected a number ${op} ${bound}${found}`;
+    }
+    case "invalid_key":
+      return iss.issues[0]?.message ?? `invalid key${found}`;
+    case "unrecognized_keys":
+      return iss.keys.map(() => "unknown key").join("\n");
+    default:
+      return `invalid value${found}`;
+  }
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = cur;
+  }
+  return prev[b.length]!;
+}
+
+/** The closest candidate, or undefined when nothing is close enough to be a plausible typo. */
+function suggest(word: string, candidates: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Math.max(2, Math.floor(word.length / 3)) + 1;
+  for (const c of candidates) {
+    const d = editDistance(word.toLowerCase(), c.toLowerCase());
+    if (d < bestDistance) [best, bestDistance] = [c, d];
+  }
+  return best;
+}
+
+const unknownKey = (key: string, known: readonly string[]) => {
+  const near = suggest(key, known);
+  return near ? `unknown key; did you mean ${JSON.stringify(near)}?` : `unknown key; expected one of ${known.join(", ")}`;
+};
+
+/**
+ * A strict mapping. zod reports all unknown keys of an object as one issue; the messages are
+ * joined by newlines here and split again in parseSpaceConfig so each key gets its own line:col.
+ * A null value (a key with nothing under it, e.g. everything commented out) counts as empty.
+ */
+function section<S extends z.core.$ZodLooseShape>(shape: S) {
+  const known = Object.keys(shape);
+  const schema = z.strictObject(shape, {
+    error: (iss) =>
+      iss.code === "unrecognized_keys" ? iss.keys.map((k) => unknownKey(k, known)).join("\n") : undefined,
+  });
+  return z.preprocess((v) => (v === null ? {} : v), schema);
+}
+
+/*
+ * ${ENV} substitution always yields strings (a token of digits stays a string, a description
+ * that happens to read "1.0" stays text). Numeric and boolean fields therefore also accept the
+ * string spelling of their value, which is what makes `port: ${PORT}` work; quoted "7420"
+ * is accepted for the same reason, which costs nothing.
+ */
+const NUMBER = /^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$/;
+const numeric = <T extends z.ZodType>(schema: T) =>
+  z.preprocess((v) => (typeof v === "string" && NUMBER.test(v.trim()) ? Number(v) : v), schema);
+const boolean = () =>
+  z.preprocess(
+    (v) => (v === "true" ? true : v === "false" ? false : v),
+    z.boolean({ error: expected("true or false") }),
+  );
+
+// setTimeout/setInterval silently treat anything above 2^31-1 ms as 1 ms.
+const MAX_TIMER_MS = 2_147_483_647;
+
+function int(min: number, max = Number.MAX_SAFE_INTEGER) {
+  const what = max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer from ${min} to ${max}`;
+  return numeric(z.int({ error: expected(what) }).min(min).max(max));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schema
+
+export const CapabilitySchema = z.looseObject(
+  {
+    kind: z.string({ error: expected("a non-empty string") }).min(1),
+    payload: z.unknown().optional(),
+  },
+  { error: expected(`a capability mapping like {kind: "chat"}`) },
+);
+export type { Capability };
+
+export const PARTICIPANT_KINDS = ["human", "agent", "mcp", "service"] as const;
+export type ParticipantKind = (typeof PARTICIPANT_KINDS)[number];
+export const VISIBILITIES = ["all", "addressed"] as const;
+export type Visibility = (typeof VISIBILITIES)[number];
+
+export const DEFAULT_LIMITS = Object.freeze({
+  max_payload_bytes: 1_048_576,
+  max_buffered_bytes: 8_388_608,
+  rate_per_second: 200,
+  rate_burst: 400,
+  flood_strikes: 50,
+  flood_window_ms: 5_000,
+  heartbeat_ms: 30_000,
+  join_timeout_ms: 5_000,
+  history: 50,
+});
+
+export const DEFAULT_HOST = "127.0.0.1";
+export const DEFAULT_PORT = 7420;
+export const DEFAULT_STATE_DIR = ".mewgate";
+
+const AGENT_CAPABILITIES: readonly Capability[] = [
+  { kind: "chat" },
+  { kind: "chat/*" },
+  { kind: "mcp/proposal" },
+  { kind: "mcp/withdraw" },
+  { kind: "mcp/response" },
+  { kind: "mcp/request", payload: { method: "tools/list" } },
+  { kind: "mcp/request", payload: { method: "notifications/*" } },
+  { kind: "reasoning/*" },
+  { kind: "participant/status" },
+  { kind: "participant/compact-done" },
+  { kind: "capability/grant-ack" },
+];
+
+const deepFreeze = <T>(value: T): T => {
+  if (value && typeof value === "object") {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+};
+
+/** Capabilities of a participant whose config (and the space's `defaults`) does not set any. */
+export const DEFAULT_CAPABILITIES: Readonly<Record<ParticipantKind, readonly Capability[]>> = deepFreeze({
+  human: [{ kind: "*" }],
+  agent: AGENT_CAPABILITIES,
+  service: AGENT_CAPABILITIES,
+  mcp: [
+    { kind: "mcp/response" },
+    { kind: "mcp/request", payload: { method: "notifications/*" } },
+    { kind: "capability/grant-ack" },
+  ],
+});
+
+/** A fresh, mutable copy. */
+export function defaultCapabilities(kind: ParticipantKind): Capability[] {
+  return structuredClone(DEFAULT_CAPABILITIES[kind]) as Capability[];
+}
+
+export function defaultVisibility(kind: ParticipantKind): Visibility {
+  return kind === "mcp" ? "addressed" : "all";
+}
+
+const SPACE_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+const PARTICIPANT_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
+const LimitsSchema = section({
+  max_payload_bytes: int(1024, 64 * 1024 * 1024).default(DEFAULT_LIMITS.max_payload_bytes),
+  max_buffered_bytes: int(64 * 1024).default(DEFAULT_LIMITS.max_buffered_bytes),
+  rate_per_second: numeric(z.number({ error: expected("a number > 0") }).positive()).default(
+    DEFAULT_LIMITS.rate_per_second,
+  ),
+  rate_burst: int(1).default(DEFAULT_LIMITS.rate_burst),
+  flood_strikes: int(1).default(DEFAULT_LIMITS.flood_strikes),
+  flood_window_ms: int(1, MAX_TIMER_MS).default(DEFAULT_LIMITS.flood_window_ms),
+  heartbeat_ms: numeric(
+    z
+      .int({ error: expected(`0 (disabled) or an integer from 100 to ${MAX_TIMER_MS}`) })
+      .max(MAX_TIMER_MS)
+      .refine((v) => v === 0 || v >= 100),
+  ).default(DEFAULT_LIMITS.heartbeat_ms),
+  join_timeout_ms: int(1, MAX_TIMER_MS).default(DEFAULT_LIMITS.join_timeout_ms),
+  history: int(0, 1000).default(DEFAULT_LIMITS.history),
+});
+export type Limits = z.output<typeof LimitsSchema>;
+
+const ToolPolicySchema = section({
+  allow: z.array(z.string()).optional(),
+  ask: z.array(z.string()).optional(),
+  deny: z.array(z.string()).optional(),
+});
+export type ToolPolicy = z.output<typeof ToolPolicySchema>;
+
+const ParticipantSchema = section({
+  kind: z.enum(PARTICIPANT_KINDS).default("service"),
+  description: z.string().optional(),
+  // Never echo a token back in a message: it may be a real secret with a typo elsewhere.
+  token: z
+    .string({ error: expected("a string of at least 8 characters", kindOf) })
+    .min(8, { error: expected("a string of at least 8 characters", (t) => `${String(t).length} characters`) })
+    .optional(),
+  capabilities: z.array(CapabilitySchema).optional(),
+  visibility: z.enum(VISIBILITIES).optional(),
+  echo: boolean().default(false),
+  tools: ToolPolicySchema.optional(),
+  approvers: z.array(z.string()).optional(),
+});
+
+const SpaceConfigSchema = section({
+  space: section({
+    id: z.string({ error: expected("a space id") }).regex(SPACE_ID, {
+      error: expected(`a space id (a-z or 0-9, then up to 63 of a-z, 0-9, "_", "-")`),
+    }),
+    name: z.string().optional(),
+    description: z.string().optional(),
+  }),
+  gateway: section({
+    host: z.string({ error: expected("a host name or address") }).min(1).default(DEFAULT_HOST),
+    port: int(0, 65535).default(DEFAULT_PORT),
+    state_dir: z.string({ error: expected("a directory path") }).min(1).default(DEFAULT_STATE_DIR),
+    limits: LimitsSchema.prefault({}),
+  }).prefault({}),
+  defaults: section({
+    visibility: z.enum(VISIBILITIES).optional(),
+    capabilities: z.array(CapabilitySchema).optional(),
+  }).optional(),
+  participants: z
+    .record(
+      z.string().regex(PARTICIPANT_ID, {
+        error: expected(`a participant id (a letter or digit, then up to 63 letters, digits, "_", ".", "-")`),
+      }),
+      ParticipantSchema,
+    )
+    .refine((ps) => Object.keys(ps).length > 0, { error: expected("at least one participant") }),
+})
+  .superRefine(({ participants }, ctx) => {
+    const ids = Object.keys(participants);
+    const tokenOwner = new Map<string, string>();
+    for (const [id, p] of Object.entries(participants)) {
+      if (p.token !== undefined) {
+        const owner = tokenOwner.get(p.token);
+        if (owner === undefined) tokenOwner.set(p.token, id);
+        // The token decides who a connection is, so a shared token would make identity ambiguous.
+        else ctx.addIssue({ code: "custom", path: ["participants", id, "token"], message: `same token as participant "${owner}"` });
+      }
+      p.approvers?.forEach((approver, i) => {
+        if (ids.includes(approver)) return;
+        const near = suggest(approver, ids);
+        const hint = near ? `; did you mean ${JSON.stringify(near)}?` : "";
+        ctx.addIssue({ code: "custom", path: ["participants", id, "approvers", i], message: `unknown participant ${JSON.stringify(approver)}${hint}` });
+      });
+    }
+  })
+  .transform(({ space, gateway, defaults, participants }) => {
+    // Null prototype: ids like "constructor" are legal and must not hit Object.prototype.
+    const resolved: Record<string, ParticipantConfig> = Object.create(null);
+    for (const [id, p] of Object.entries(participants)) {
+      resolved[id] = {
+        id,
+        ...p,
+        visibility: p.visibility ?? defaults?.visibility ?? defaultVisibility(p.kind),
+        capabilities: p.capabilities ?? structuredClone(defaults?.capabilities) ?? defaultCapabilities(p.kind),
+      };
+    }
+    return { space: { ...space, name: space.name ?? space.id }, gateway, defaults, participants: resolved };
+  });
+
+export type ParticipantConfig = Omit<z.output<typeof ParticipantSchema>, "capabilities" | "visibility"> & {
+  /** The key under `participants`, repeated here for convenience. */
+  id: string;
+  capabilities: Capability[];
+  visibility: Visibility;
+};
+
+/** The resolved config: defaults applied, `gateway.state_dir` absolute. */
+export type SpaceConfig = z.output<typeof SpaceConfigSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// ${ENV} substitution
+
+const ENV_REF = /\$\$|\$\{([^}]*)(\}?)/g;
+const ENV_NAME = /^([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?$/s;
+
+function substitute(text: string, env: NodeJS.ProcessEnv, problems: string[]): string {
+  return text.replace(ENV_REF, (match, body: string | undefined, close: string) => {
+    if (match === "$$") return "$";
+    const ref = ENV_NAME.exec(body ?? "");
+    if (!close || !ref) {
+      problems.push(`invalid reference ${JSON.stringify(match)}; use \${NAME}, \${NAME:-default}, or $$ for a literal $`);
+      return match;
+    }
+    const name = ref[1]!;
+    const fallback = ref[2];
+    const value = env[name];
+    if (value !== undefined && (fallback === undefined || value !== "")) return value;
+    if (fallback !== undefined) return fallback;
+    problems.push(`environment variable ${name} is not set`);
+    return match;
+  });
+}
+
+type Path = (string | number)[];
+
+/** Substitutes in place in every string scalar that is a value; keys are left alone. */
+function substituteEnv(node: unknown, path: Path, env: NodeJS.ProcessEnv, onError: (node: Node, path: Path, message: string) => void) {
+  if (isMap(node)) {
+    for (const pair of node.items) {
+      const key = isScalar(pair.key) ? String(pair.key.value) : "?";
+      substituteEnv(pair.value, [...path, key], env, onError);
+    }
+  } else if (isSeq(node)) {
+    node.items.forEach((item, i) => substituteEnv(item, [...path, i], env, onError));
+  } else if (isScalar(node) && typeof node.value === "string" && node.value.includes("$")) {
+    const problems: string[] = [];
+    node.value = substitute(node.value, env, problems);
+    for (const message of problems) onError(node, path, message);
+  }
+  // Aliases are skipped: their anchor is substituted where it is defined.
+}
+
+// ---------------------------------------------------------------------------------------------
+// Positions
+
+function formatPath(path: readonly PropertyKey[]): string {
+  return path
+    .map((seg, i) => {
+      if (typeof seg === "number") return `[${seg}]`;
+      const s = String(seg);
+      return /^[A-Za-z0-9_-]+$/.test(s) ? (i ? "." : "") + s : `[${JSON.stringify(s)}]`;
+    })
+    .join("");
+}
+
+/**
+ * The node an issue path points at. Unlike doc.getIn this also yields the key node (unknown
+ * keys and bad ids are reported at the key), follows aliases, and matches non-string keys by
+ * their string form as toJS does. When the path leaves the document (a missing key) it stops
+ * at the nearest ancestor and points at that ancestor's key.
+ */
+function locate(doc: Document, path: readonly PropertyKey[], atKey: boolean): Node | undefined {
+  let node: unknown = doc.contents;
+  let key: Node | undefined;
+  for (const seg of path) {
+    if (isAlias(node)) node = node.resolve(doc);
+    if (isMap(node)) {
+      const pair = node.items.find((p) => isScalar(p.key) && String(p.key.value) === String(seg));
+      if (!pair) return key ?? (node as Node);
+      key = pair.key as Node;
+      node = pair.value;
+    } else if (isSeq(node) && typeof seg === "number" && seg < node.items.length) {
+      key = undefined;
+      node = node.items[seg];
+    } else {
+      return key ?? (node as Node | undefined);
+    }
+  }
+  // An empty value (`key:` and nothing else) has a zero-width range after the colon.
+  const empty = isScalar(node) && node.value === null && node.range?.[0] === node.range?.[1];
+  return atKey || empty ? (key ?? (node as Node | undefined)) : ((node as Node | undefined) ?? key);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry points
+
+export function parseSpaceConfig(text: string, opts: { file: string; env?: NodeJS.ProcessEnv }): SpaceConfig {
+  const { file, env = process.env } = opts;
+  const lineCounter = new LineCounter();
+  const at = (offset: number | undefined, path: string, message: string): ConfigIssue => {
+    const { line, col } = offset === undefined ? { line: 1, col: 1 } : lineCounter.linePos(offset);
+    return { file, line, column: col, path, message };
+  };
+  const fail = (issues: ConfigIssue[]): never => {
+    throw new ConfigError(issues.sort((a, b) => a.line - b.line || a.column - b.column));
+  };
+
+  const issues: ConfigIssue[] = [];
+  const envErrorPaths = new Set<string>();
+  let doc: Document;
+  let data: unknown;
+  try {
+    doc = parseDocument(text, { lineCounter, prettyErrors: false });
+    if (!doc.errors.length) {
+      substituteEnv(doc.contents, [], env, (node, path, message) => {
+        envErrorPaths.add(formatPath(path));
+        issues.push(at(node.range?.[0], formatPath(path), message));
+      });
+      data = doc.toJS();
+    }
+  } catch (err) {
+    // e.g. the alias-expansion guard against "billion laughs" documents
+    return fail([{ file, line: 0, column: 0, path: "", message: `cannot parse: ${(err as Error).message}` }]);
+  }
+  // Past a syntax error the tree is a guess; schema messages about it would mislead.
+  if (doc.errors.length) return fail(doc.errors.map((e) => at(e.pos[0], "", e.message.replace(/\s+/g, " ").trim())));
+
+  const result = SpaceConfigSchema.safeParse(data, { error: defaultMessage });
+  if (!result.success) {
+    for (const issue of result.error.issues) {
+      // zod's paths may hold symbols in theory; YAML data never produces them.
+      const base = issue.path.filter((s): s is string | number => typeof s !== "symbol");
+      if (issue.code === "unrecognized_keys") {
+        const messages = issue.message.split("\n");
+        issue.keys.forEach((k, i) => {
+          const p = [...base, k];
+          issues.push(at(locate(doc, p, true)?.range?.[0], formatPath(p), messages[i] ?? "unknown key"));
+        });
+        continue;
+      }
+      const p = formatPath(base);
+      // A scalar whose ${VAR} failed already has an issue; its leftover text would only add noise.
+      if (envErrorPaths.has(p)) continue;
+      issues.push(at(locate(doc, base, issue.code === "invalid_key")?.range?.[0], p, issue.message));
+    }
+  }
+  if (issues.length || !result.success) return fail(issues);
+
+  const config = result.data;
+  config.gateway.state_dir = path.resolve(path.dirname(path.resolve(file)), config.gateway.state_dir);
+  return config;
+}
+
+export async function loadSpaceConfig(file: string, env: NodeJS.ProcessEnv = process.env): Promise<SpaceConfig> {
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    const reason =
+      e.code === "ENOENT" ? "no such file" : e.code === "EISDIR" ? "is a directory" : e.code === "EACCES" ? "permission denied" : e.message;
+    throw new ConfigError([{ file, line: 0, column: 0, path: "", message: `cannot read: ${reason}` }]);
+  }
+  return parseSpaceConfig(text, { file, env });
+}

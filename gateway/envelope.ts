@@ -1,0 +1,186 @@
+/**
+ * The MEW v0.4 envelope and the payloads of the kinds the gateway itself acts on.
+ *
+ * A frame is parsed exactly once, at the edge (`parseFrame`): JSON, then the envelope
+ * schema, then — for the few kinds the gateway interprets — the payload schema. Everything
+ * inward works on the typed result and branches on `kind` with a switch.
+ */
+import { randomUUID } from "node:crypto";
+import { z } from "zod";
+import type { Capability } from "./capabilities.js";
+import { CapabilitySchema } from "./config.js";
+
+export const PROTOCOL = "mew/v0.4";
+/** The sender id of everything the gateway itself says. */
+export const GATEWAY_ID = "system:gateway";
+
+const Id = z.string().min(1).max(256);
+/** Kinds are short path-like names: `chat`, `mcp/request`, `participant/request-status`. */
+const Kind = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.\-/]{0,127}$/, "a kind like \"chat\" or \"mcp/request\"");
+
+/**
+ * What a participant may send. `id`, `ts`, `from` and `protocol` may be left out: the
+ * gateway fills them in. Unknown top-level fields are dropped, so what reaches the other
+ * participants is exactly the documented envelope.
+ */
+export const InboundEnvelopeSchema = z.object({
+  protocol: z.literal(PROTOCOL).optional(),
+  id: Id.optional(),
+  ts: z.string().max(64).optional(),
+  from: z.string().max(256).optional(),
+  to: z.array(Id).max(256).optional(),
+  kind: Kind,
+  // MEW says "always an array"; a lone string is accepted and normalised, since
+  // early clients send one.
+  correlation_id: z
+    .union([Id, z.array(Id).max(64)])
+    .transform((v) => (typeof v === "string" ? [v] : v))
+    .optional(),
+  context: z.string().max(1024).optional(),
+  payload: z.unknown().optional(),
+});
+
+export type InboundEnvelope = z.infer<typeof InboundEnvelopeSchema>;
+
+/** A routed envelope: every header field present, `from` stamped by the gateway. */
+export interface Envelope {
+  protocol: typeof PROTOCOL;
+  id: string;
+  ts: string;
+  from: string;
+  to?: string[];
+  kind: string;
+  correlation_id?: string[];
+  context?: string;
+  payload: unknown;
+}
+
+export type { Capability };
+
+export const GrantPayloadSchema = z.object({
+  recipient: Id,
+  capabilities: z.array(CapabilitySchema).min(1).max(64),
+  reason: z.string().max(2000).optional(),
+});
+export type GrantPayload = z.infer<typeof GrantPayloadSchema>;
+
+export const RevokePayloadSchema = z
+  .object({
+    recipient: Id,
+    grant_id: Id.optional(),
+    capabilities: z.array(CapabilitySchema).min(1).max(64).optional(),
+    reason: z.string().max(2000).optional(),
+  })
+  .refine((p) => (p.grant_id === undefined) !== (p.capabilities === undefined), {
+    message: "give exactly one of grant_id or capabilities",
+  });
+export type RevokePayload = z.infer<typeof RevokePayloadSchema>;
+
+/** The MEW first-frame join, either bare (`{"type":"join",...}`) or as a `system/join` payload. */
+export const JoinSchema = z.object({
+  space: z.string().min(1).max(256).optional(),
+  token: z.string().min(1).max(4096),
+  participantId: z.string().min(1).max(256).optional(),
+  participant_id: z.string().min(1).max(256).optional(),
+});
+export type Join = z.infer<typeof JoinSchema>;
+
+/** Stable codes of `system/error` payloads. Tests and clients match on these. */
+export const ErrorCodes = {
+  invalidJson: "invalid_json",
+  invalidEnvelope: "invalid_envelope",
+  invalidPayload: "invalid_payload",
+  payloadTooLarge: "payload_too_large",
+  fromMismatch: "from_mismatch",
+  reservedKind: "reserved_kind",
+  capabilityViolation: "capability_violation",
+  unknownRecipient: "unknown_recipient",
+  rateLimited: "rate_limited",
+  grantExceedsHeld: "grant_exceeds_held",
+  unknownGrant: "unknown_grant",
+  revokeNotAllowed: "revoke_not_allowed",
+  duplicateId: "duplicate_id",
+  alreadyJoined: "already_joined",
+  internal: "internal_error",
+} as const;
+export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
+
+export type ParsedFrame =
+  | { ok: true; envelope: InboundEnvelope }
+  | { ok: true; join: Join }
+  | { ok: false; code: ErrorCode; message: string; id?: string };
+
+/**
+ * Parses one text frame. Never throws: a bad frame yields an error code and a message
+ * naming the first offending field.
+ */
+export function parseFrame(text: string): ParsedFrame {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (err) {
+    return { ok: false, code: ErrorCodes.invalidJson, message: `frame is not valid JSON: ${(err as Error).message}` };
+  }
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+    return { ok: false, code: ErrorCodes.invalidEnvelope, message: "frame must be a JSON object (a MEW envelope)" };
+  }
+  const obj = raw as Record<string, unknown>;
+  if (obj["type"] === "join" && obj["kind"] === undefined) return parseJoin(obj);
+  if (obj["kind"] === "system/join") return parseJoin(obj["payload"]);
+  const result = InboundEnvelopeSchema.safeParse(obj);
+  if (!result.success) {
+    const id = typeof obj["id"] === "string" ? obj["id"] : undefined;
+    return { ok: false, code: ErrorCodes.invalidEnvelope, message: describeIssue(result.error), ...(id ? { id } : {}) };
+  }
+  return { ok: true, envelope: result.data };
+}
+
+function parseJoin(value: unknown): ParsedFrame {
+  const result = JoinSchema.safeParse(value);
+  if (!result.success) return { ok: false, code: ErrorCodes.invalidEnvelope, message: `invalid join: ${describeIssue(result.error)}` };
+  return { ok: true, join: result.data };
+}
+
+/** One readable line for the first issue: `to.0: expected string, received number`. */
+export function describeIssue(error: z.ZodError): string {
+  const issue = error.issues[0];
+  if (!issue) return "invalid";
+  const path = issue.path.length ? issue.path.join(".") : "envelope";
+  return `${path}: ${issue.message}`;
+}
+
+/** Stamps the header fields the gateway owns onto a validated inbound envelope. */
+export function stamp(inbound: InboundEnvelope, from: string): Envelope {
+  const env: Envelope = {
+    protocol: PROTOCOL,
+    id: inbound.id ?? randomUUID(),
+    ts: inbound.ts ?? new Date().toISOString(),
+    from,
+    kind: inbound.kind,
+    payload: inbound.payload ?? {},
+  };
+  if (inbound.to !== undefined) env.to = inbound.to;
+  if (inbound.correlation_id !== undefined) env.correlation_id = inbound.correlation_id;
+  if (inbound.context !== undefined) env.context = inbound.context;
+  return env;
+}
+
+/** An envelope from the gateway itself. */
+export function systemEnvelope(kind: string, payload: unknown, extra?: { to?: string[]; correlation_id?: string[] }): Envelope {
+  const env: Envelope = { protocol: PROTOCOL, id: randomUUID(), ts: new Date().toISOString(), from: GATEWAY_ID, kind, payload };
+  if (extra?.to) env.to = extra.to;
+  if (extra?.correlation_id) env.correlation_id = extra.correlation_id;
+  return env;
+}
+
+export function errorEnvelope(
+  to: string,
+  code: ErrorCode,
+  message: string,
+  detail?: { correlationId?: string | undefined; [k: string]: unknown },
+): Envelope {
+  const { correlationId, ...rest } = detail ?? {};
+  // `error` repeats `code` because MEW clients read `payload.error`.
+  const payload = { code, error: code, message, ...rest };
+  return systemEnvelope("system/error", payload, { to: [to], ...(correlationId ? { correlation_id: [correlationId] } : {}) });
+}

@@ -1,0 +1,292 @@
+/**
+ * The HTTP + WebSocket server. It owns everything about connections — authentication at
+ * the door, size and rate limits, heartbeats, outbound backpressure — and hands each
+ * authenticated text frame to its space.
+ */
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { WebSocket, WebSocketServer } from "ws";
+import type { Logger } from "pino";
+import type { Limits, SpaceConfig } from "./config.js";
+import { ErrorCodes, errorEnvelope, parseFrame, type Join } from "./envelope.js";
+import { createLogger } from "./log.js";
+import { CloseCodes, type Member, type Peer, Space } from "./space.js";
+import { TokenBook } from "./tokens.js";
+
+export interface GatewayOptions {
+  /** The spaces to host. Host, port and limits come from the first one's `gateway` block. */
+  spaces: SpaceConfig[];
+  host?: string;
+  port?: number;
+  log?: Logger;
+  env?: NodeJS.ProcessEnv;
+}
+
+/** ws refuses (closing with 1009) frames beyond this many times the soft limit; below it a too-large frame is answered with an error and the connection is kept. */
+const HARD_PAYLOAD_FACTOR = 4;
+const HARD_PAYLOAD_CEILING = 64 * 1024 * 1024;
+
+export class Gateway {
+  readonly spaces = new Map<string, Space>();
+  private readonly http: Server;
+  private readonly wss: WebSocketServer;
+  private readonly connections = new Set<Connection>();
+  private readonly limits: Limits;
+  private readonly log: Logger;
+  private heartbeat: NodeJS.Timeout | undefined;
+  private closing = false;
+
+  constructor(private readonly opts: GatewayOptions) {
+    const first = opts.spaces[0];
+    if (!first) throw new Error("a gateway needs at least one space");
+    this.limits = first.gateway.limits;
+    this.log = opts.log ?? createLogger();
+    for (const config of opts.spaces) {
+      if (this.spaces.has(config.space.id)) throw new Error(`space "${config.space.id}" is defined twice`);
+      const { book } = TokenBook.load(Object.entries(config.participants), {
+        stateDir: config.gateway.state_dir,
+        ...(opts.env ? { env: opts.env } : {}),
+      });
+      this.spaces.set(config.space.id, new Space(config, book, this.log.child({ space: config.space.id })));
+    }
+    this.http = createServer((req, res) => {
+      if (req.method === "GET" && req.url === "/healthz") {
+        // Nothing secret: no participant ids, no tokens.
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ status: this.closing ? "closing" : "ok", protocol: "mew/v0.4", spaces: this.spaces.size }));
+        return;
+      }
+      res.writeHead(404, { "content-type": "text/plain" });
+      res.end("not found: mewgate serves GET /ws?space=NAME (WebSocket) and GET /healthz\n");
+    });
+    const maxPayload = Math.min(HARD_PAYLOAD_CEILING, this.limits.max_payload_bytes * HARD_PAYLOAD_FACTOR);
+    this.wss = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false, clientTracking: false });
+    this.http.on("upgrade", (req, socket, head) => {
+      const path = (req.url ?? "/").split("?", 1)[0];
+      if (path !== "/ws" || this.closing) {
+        socket.end(`HTTP/1.1 ${this.closing ? "503 Service Unavailable" : "404 Not Found"}\r\nConnection: close\r\n\r\n`);
+        return;
+      }
+      this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, req));
+    });
+  }
+
+  /** Starts listening; resolves once connections are accepted. */
+  async listen(): Promise<{ host: string; port: number; url: string }> {
+    const first = this.opts.spaces[0]!;
+    const host = this.opts.host ?? first.gateway.host;
+    const port = this.opts.port ?? first.gateway.port;
+    await new Promise<void>((resolve, reject) => {
+      const onError = (err: Error) => reject(err);
+      this.http.once("error", onError);
+      this.http.listen(port, host, () => {
+        this.http.off("error", onError);
+        resolve();
+      });
+    });
+    const address = this.http.address() as AddressInfo;
+    if (this.limits.heartbeat_ms > 0) {
+      this.heartbeat = setInterval(() => this.beat(), this.limits.heartbeat_ms);
+      this.heartbeat.unref();
+    }
+    const shownHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
+    const url = `ws://${shownHost}:${address.port}`;
+    this.log.info({ url, spaces: [...this.spaces.keys()] }, "gateway listening");
+    return { host: address.address, port: address.port, url };
+  }
+
+  /** Graceful shutdown: tell every participant, give sockets a moment to close, then stop. */
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    clearInterval(this.heartbeat);
+    for (const space of this.spaces.values()) space.closeAll(CloseCodes.goingAway, "gateway shutting down");
+    for (const c of this.connections) c.close(CloseCodes.goingAway, "gateway shutting down");
+    const deadline = Date.now() + 2000;
+    while (this.connections.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    for (const c of this.connections) c.ws.terminate();
+    await new Promise<void>((resolve) => this.http.close(() => resolve()));
+    this.log.info("gateway stopped");
+  }
+
+  private beat(): void {
+    for (const c of this.connections) {
+      if (!c.alive) {
+        c.log.info("no pong since the last ping; dropping");
+        c.ws.terminate();
+        continue;
+      }
+      c.alive = false;
+      c.ws.ping();
+    }
+  }
+
+  private accept(ws: WebSocket, req: IncomingMessage): void {
+    const url = new URL(req.url ?? "/", "http://gateway");
+    const conn = new Connection(ws, this.limits, this.log.child({ remote: req.socket.remoteAddress }));
+    this.connections.add(conn);
+    ws.on("close", () => {
+      this.connections.delete(conn);
+      conn.ended();
+    });
+    const token = bearer(req.headers.authorization) ?? url.searchParams.get("token") ?? undefined;
+    const spaceId = url.searchParams.get("space") ?? undefined;
+    const claimed = url.searchParams.get("participant") ?? url.searchParams.get("participantId") ?? undefined;
+    const echo = url.searchParams.get("echo") === "1" || url.searchParams.get("echo") === "true";
+    if (token !== undefined) {
+      this.admit(conn, { token, space: spaceId, claimed, echo });
+      return;
+    }
+    // No token at the door: a MEW client authenticates with its first frame.
+    conn.awaitJoin(this.limits.join_timeout_ms, (join) =>
+      this.admit(conn, { token: join.token, space: join.space ?? spaceId, claimed: join.participantId ?? join.participant_id ?? claimed, echo }),
+    );
+  }
+
+  private admit(conn: Connection, who: { token: string; space: string | undefined; claimed: string | undefined; echo: boolean }): void {
+    if (who.space === undefined) return conn.close(CloseCodes.badRequest, "missing space: connect to /ws?space=NAME");
+    const space = this.spaces.get(who.space);
+    if (!space) return conn.close(CloseCodes.unknownSpace, `no space named "${who.space.slice(0, 64)}"`);
+    const auth = space.authenticate(who.token, who.claimed);
+    if (!auth.ok) {
+      conn.log.info({ code: auth.code }, "refused");
+      return conn.close(auth.code, auth.reason);
+    }
+    conn.attach(space, space.join(auth.id, conn, { echo: who.echo }));
+  }
+}
+
+function bearer(header: string | undefined): string | undefined {
+  const m = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+  return m?.[1];
+}
+
+/**
+ * One WebSocket connection: the space's `Peer` for it, plus the per-connection limits.
+ */
+class Connection implements Peer {
+  alive = true;
+  log: Logger;
+  private space: Space | undefined;
+  private member: Member | undefined;
+  private tokens: number;
+  private lastRefill = performance.now();
+  private strikes = 0;
+  private strikeWindowStart = 0;
+  private lastRateError = 0;
+  private dropped: string | undefined;
+
+  constructor(
+    readonly ws: WebSocket,
+    private readonly limits: Limits,
+    log: Logger,
+  ) {
+    this.log = log;
+    this.tokens = limits.rate_burst;
+    ws.on("pong", () => {
+      this.alive = true;
+    });
+    ws.on("error", (err) => this.log.debug({ err: err.message }, "socket error"));
+  }
+
+  awaitJoin(timeoutMs: number, onJoin: (join: Join) => void): void {
+    const timer = setTimeout(() => this.close(CloseCodes.joinTimeout, "no token: send Authorization: Bearer, ?token=, or a join frame first"), timeoutMs);
+    this.ws.once("message", (data, isBinary) => {
+      clearTimeout(timer);
+      if (this.ws.readyState !== WebSocket.OPEN) return;
+      const parsed = isBinary ? undefined : parseFrame(data.toString());
+      if (parsed?.ok && "join" in parsed) return onJoin(parsed.join);
+      this.close(CloseCodes.unauthorized, "the first frame must be a join with a token (or authenticate at connect)");
+    });
+  }
+
+  attach(space: Space, member: Member): void {
+    this.space = space;
+    this.member = member;
+    this.log = member.log;
+    this.ws.on("message", (data, isBinary) => this.onMessage(data as Buffer, isBinary));
+  }
+
+  send(bytes: Buffer): void {
+    const ws = this.ws;
+    if (ws.readyState !== WebSocket.OPEN) return;
+    // A participant that stops reading must not grow the gateway's memory: past the cap
+    // it is dropped (and the others see it leave) rather than buffered for.
+    if (ws.bufferedAmount + bytes.length > this.limits.max_buffered_bytes) {
+      this.drop("slow_consumer", CloseCodes.slowConsumer, `outbound buffer over ${this.limits.max_buffered_bytes} bytes: not reading fast enough`);
+      return;
+    }
+    ws.send(bytes, TEXT);
+  }
+
+  close(code: number, reason: string): void {
+    if (this.ws.readyState === WebSocket.OPEN || this.ws.readyState === WebSocket.CONNECTING) this.ws.close(code, reason);
+  }
+
+  /** The socket is gone: leave the space. */
+  ended(): void {
+    if (this.space && this.member) this.space.leave(this.member, this.dropped ?? "disconnected");
+  }
+
+  private drop(why: string, code: number, reason: string): void {
+    if (this.dropped) return;
+    this.dropped = why;
+    this.log.warn({ why }, reason);
+    // close() would queue its frame behind everything already buffered; the peer is not
+    // reading, so cut the socket.
+    this.ws.close(code, reason);
+    this.ws.terminate();
+  }
+
+  private onMessage(data: Buffer, isBinary: boolean): void {
+    if (this.dropped || !this.space || !this.member) return;
+    if (!this.take()) return;
+    if (isBinary) {
+      this.reply(ErrorCodes.invalidEnvelope, "binary frames are not supported; send envelopes as text frames");
+      return;
+    }
+    if (data.length > this.limits.max_payload_bytes) {
+      this.reply(ErrorCodes.payloadTooLarge, `frame of ${data.length} bytes exceeds the limit of ${this.limits.max_payload_bytes} bytes`);
+      return;
+    }
+    try {
+      this.space.handle(this.member, data.toString("utf8"));
+    } catch (err) {
+      // A bug must cost one frame, not the gateway.
+      this.log.error({ err }, "error while handling a frame");
+      this.reply(ErrorCodes.internal, "the gateway failed to handle this frame");
+    }
+  }
+
+  /** Token bucket. Over the rate: the frame is dropped with an error; sustained: disconnect. */
+  private take(): boolean {
+    const now = performance.now();
+    const { rate_per_second, rate_burst, flood_strikes, flood_window_ms } = this.limits;
+    this.tokens = Math.min(rate_burst, this.tokens + ((now - this.lastRefill) / 1000) * rate_per_second);
+    this.lastRefill = now;
+    if (this.tokens >= 1) {
+      this.tokens -= 1;
+      return true;
+    }
+    if (now - this.strikeWindowStart > flood_window_ms) {
+      this.strikeWindowStart = now;
+      this.strikes = 0;
+    }
+    if (++this.strikes >= flood_strikes) {
+      this.drop("flood", CloseCodes.flood, `sustained flood: over ${rate_per_second} messages/s`);
+      return false;
+    }
+    // One error a second is enough for a well-behaved client to slow down.
+    if (now - this.lastRateError > 1000) {
+      this.lastRateError = now;
+      this.reply(ErrorCodes.rateLimited, `rate limit of ${rate_per_second} messages/s (burst ${rate_burst}) exceeded; frame dropped`);
+    }
+    return false;
+  }
+
+  private reply(code: (typeof ErrorCodes)[keyof typeof ErrorCodes], message: string): void {
+    if (this.member) this.send(Buffer.from(JSON.stringify(errorEnvelope(this.member.id, code, message))));
+  }
+}
+
+const TEXT = { binary: false } as const;

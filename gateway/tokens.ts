@@ -1,0 +1,101 @@
+/**
+ * Participant tokens. A token decides who a connection is; nothing the client claims does.
+ *
+ * Sources, first that applies: the participant's `token` in space.yaml (usually
+ * `${ENV}`), the environment variable `MEWGATE_TOKEN_<ID>`, or a token generated once
+ * into `<state>/tokens/<id>.token` (mode 0600) and reused on later starts.
+ *
+ * Only SHA-256 digests are kept in memory after loading; comparisons use
+ * `timingSafeEqual` and look at every participant, so the time taken does not tell an
+ * attacker which participant, if any, came close.
+ */
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+
+export type TokenSource = "config" | "env" | "file";
+
+export interface ResolvedToken {
+  id: string;
+  source: TokenSource;
+  /** Where a generated or stored token lives, for `mewgate token show`. */
+  file?: string;
+}
+
+/** `MEWGATE_TOKEN_<ID>`: the id upper-cased, every character outside [A-Z0-9] as `_`. */
+export function tokenEnvName(id: string): string {
+  return `MEWGATE_TOKEN_${id.toUpperCase().replace(/[^A-Z0-9]/g, "_")}`;
+}
+
+export function tokenFile(stateDir: string, id: string): string {
+  return join(stateDir, "tokens", `${id}.token`);
+}
+
+function digest(token: string): Buffer {
+  return createHash("sha256").update(token, "utf8").digest();
+}
+
+export class TokenBook {
+  private readonly digests = new Map<string, Buffer>();
+  readonly sources = new Map<string, ResolvedToken>();
+
+  /** Loads (or generates) a token for each participant. Returns the tokens themselves once, for callers that must hand them to child participants. */
+  static load(
+    participants: Iterable<[string, { token?: string | undefined }]>,
+    opts: { stateDir: string; env?: NodeJS.ProcessEnv },
+  ): { book: TokenBook; tokens: Map<string, string> } {
+    const env = opts.env ?? process.env;
+    const book = new TokenBook();
+    const tokens = new Map<string, string>();
+    for (const [id, p] of participants) {
+      let token: string;
+      let source: ResolvedToken;
+      const fromEnv = env[tokenEnvName(id)];
+      if (p.token) {
+        token = p.token;
+        source = { id, source: "config" };
+      } else if (fromEnv) {
+        token = fromEnv;
+        source = { id, source: "env" };
+      } else {
+        const file = tokenFile(opts.stateDir, id);
+        token = readOrCreateToken(file);
+        source = { id, source: "file", file };
+      }
+      book.digests.set(id, digest(token));
+      book.sources.set(id, source);
+      tokens.set(id, token);
+    }
+    return { book, tokens };
+  }
+
+  /** The participant this token belongs to, or undefined. Constant time in the token's content. */
+  identify(token: string): string | undefined {
+    const d = digest(token);
+    let found: string | undefined;
+    for (const [id, known] of this.digests) {
+      // No early exit: every participant is compared.
+      if (timingSafeEqual(d, known) && found === undefined) found = id;
+    }
+    return found;
+  }
+
+  has(id: string): boolean {
+    return this.digests.has(id);
+  }
+}
+
+function readOrCreateToken(file: string): string {
+  try {
+    const existing = readFileSync(file, "utf8").trim();
+    if (existing) return existing;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+  }
+  mkdirSync(join(file, ".."), { recursive: true, mode: 0o700 });
+  const token = randomBytes(24).toString("base64url");
+  writeFileSync(file, `${token}\n`, { mode: 0o600 });
+  // writeFileSync's mode is masked by the umask; make sure it is 0600.
+  chmodSync(file, 0o600);
+  return token;
+}

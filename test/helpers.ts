@@ -1,0 +1,124 @@
+/**
+ * Test scaffolding: a real gateway on port 0 with a space written to a temp dir, and a
+ * thin real-WebSocket client that collects envelopes and waits for them.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { WebSocket } from "ws";
+import { parseSpaceConfig } from "../gateway/config.js";
+import { Gateway } from "../gateway/server.js";
+
+export interface TestGateway {
+  gateway: Gateway;
+  url: string;
+  port: number;
+  dir: string;
+  yaml: string;
+  stop(): Promise<void>;
+}
+
+/** Writes `yaml` into a fresh temp dir and starts a gateway for it on 127.0.0.1:0. */
+export async function startGateway(yaml: string, opts: { dir?: string; env?: NodeJS.ProcessEnv } = {}): Promise<TestGateway> {
+  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "mewgate-test-"));
+  const file = join(dir, "space.yaml");
+  writeFileSync(file, yaml);
+  const config = parseSpaceConfig(yaml, { file, env: opts.env ?? {} });
+  const gateway = new Gateway({ spaces: [config], host: "127.0.0.1", port: 0, env: opts.env ?? {} });
+  const { port, url } = await gateway.listen();
+  return {
+    gateway,
+    url,
+    port,
+    dir,
+    yaml,
+    async stop() {
+      await gateway.close();
+      if (!opts.dir) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export type Env = { kind: string; from: string; id: string; to?: string[]; payload: any; correlation_id?: string[]; [k: string]: unknown };
+
+/** A real ws client that records every envelope it receives. */
+export class TestClient {
+  readonly received: Env[] = [];
+  closeCode: number | undefined;
+  closeReason = "";
+  private waiters: { pred: (e: Env) => boolean; resolve: (e: Env) => void }[] = [];
+  readonly closed: Promise<{ code: number; reason: string }>;
+  readonly opened: Promise<void>;
+
+  constructor(readonly ws: WebSocket) {
+    this.opened = new Promise((resolve, reject) => {
+      ws.once("open", () => resolve());
+      ws.once("error", reject);
+    });
+    this.closed = new Promise((resolve) => {
+      ws.on("close", (code, reason) => {
+        this.closeCode = code;
+        this.closeReason = reason.toString();
+        resolve({ code, reason: this.closeReason });
+      });
+    });
+    ws.on("error", () => {});
+    ws.on("message", (data) => {
+      const env = JSON.parse(data.toString()) as Env;
+      this.received.push(env);
+      this.waiters = this.waiters.filter((w) => {
+        if (!w.pred(env)) return true;
+        w.resolve(env);
+        return false;
+      });
+    });
+  }
+
+  static connect(gw: { port: number }, query: string, headers: Record<string, string> = {}): TestClient {
+    return new TestClient(new WebSocket(`ws://127.0.0.1:${gw.port}/ws?${query}`, { headers }));
+  }
+
+  /** Connects with a bearer token and waits for the welcome. */
+  static async join(gw: { port: number }, space: string, token: string, extraQuery = ""): Promise<TestClient> {
+    const c = TestClient.connect(gw, `space=${space}${extraQuery}`, { authorization: `Bearer ${token}` });
+    await c.next((e) => e.kind === "system/welcome");
+    return c;
+  }
+
+  send(frame: unknown): void {
+    this.ws.send(typeof frame === "string" ? frame : JSON.stringify(frame));
+  }
+
+  /** Resolves with the first envelope (already received or future) matching `pred`. */
+  next(pred: (e: Env) => boolean, timeoutMs = 5000): Promise<Env> {
+    const seen = this.received.find(pred);
+    if (seen) return Promise.resolve(seen);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`timed out waiting; received kinds: ${this.received.map((e) => e.kind).join(", ")}`)), timeoutMs);
+      this.waiters.push({
+        pred,
+        resolve: (e) => {
+          clearTimeout(timer);
+          resolve(e);
+        },
+      });
+    });
+  }
+
+  /** Waits for an envelope that arrives after this call. */
+  nextNew(pred: (e: Env) => boolean, timeoutMs = 5000): Promise<Env> {
+    const start = this.received.length;
+    return this.next((e) => this.received.indexOf(e) >= start && pred(e), timeoutMs);
+  }
+
+  kinds(): string[] {
+    return this.received.map((e) => e.kind);
+  }
+
+  close(): void {
+    this.ws.close();
+  }
+}
+
+/** Resolves after `ms`; for asserting that something did NOT arrive. */
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
