@@ -61,7 +61,7 @@ function own(v: Rec, k: string): unknown {
  * linear and exact (placing each piece as early as possible never loses a match), unlike a
  * backtracking RegExp, which a granted pattern like `*a*a*a*a*b` could make exponential.
  */
-function compileGlob(pattern: string): StringTest {
+export function compileGlob(pattern: string): StringTest {
   if (!pattern.includes("*")) return (s) => s === pattern;
   const parts = pattern.split("*");
   const head = parts[0]!;

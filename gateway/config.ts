@@ -258,6 +258,31 @@ const LimitsSchema = section({
 });
 export type Limits = z.output<typeof LimitsSchema>;
 
+export const DEFAULT_CALLS = Object.freeze({
+  timeout_ms: 30_000,
+  max_timeout_ms: 300_000,
+  max_call_depth: 5,
+  max_pending: 64,
+  breaker_failures: 5,
+  breaker_cooldown_ms: 30_000,
+});
+
+const CallsSchema = section({
+  timeout_ms: int(1, MAX_TIMER_MS).default(DEFAULT_CALLS.timeout_ms),
+  max_timeout_ms: int(1, MAX_TIMER_MS).default(DEFAULT_CALLS.max_timeout_ms),
+  max_call_depth: int(1, 64).default(DEFAULT_CALLS.max_call_depth),
+  max_pending: int(1, 100_000).default(DEFAULT_CALLS.max_pending),
+  breaker_failures: int(1).default(DEFAULT_CALLS.breaker_failures),
+  breaker_cooldown_ms: int(1, MAX_TIMER_MS).default(DEFAULT_CALLS.breaker_cooldown_ms),
+});
+
+const FALLBACKS = ["allow", "ask", "deny"] as const;
+const PolicySchema = section({
+  /** What a tool that matches no rule and is not read-only gets. */
+  fallback: z.enum(FALLBACKS).default("ask"),
+  proposal_ttl_ms: int(1, MAX_TIMER_MS).default(600_000),
+});
+
 const ToolPolicySchema = section({
   allow: z.array(z.string()).optional(),
   ask: z.array(z.string()).optional(),
@@ -294,6 +319,8 @@ const SpaceConfigSchema = section({
     state_dir: z.string({ error: expected("a directory path") }).min(1).default(DEFAULT_STATE_DIR),
     limits: LimitsSchema.prefault({}),
   }).prefault({}),
+  policy: PolicySchema.prefault({}),
+  calls: CallsSchema.prefault({}),
   defaults: section({
     visibility: z.enum(VISIBILITIES).optional(),
     capabilities: z.array(CapabilitySchema).optional(),
@@ -325,7 +352,7 @@ const SpaceConfigSchema = section({
       });
     }
   })
-  .transform(({ space, gateway, defaults, participants }) => {
+  .transform(({ space, gateway, policy, calls, defaults, participants }) => {
     // Null prototype: ids like "constructor" are legal and must not hit Object.prototype.
     const resolved: Record<string, ParticipantConfig> = Object.create(null);
     for (const [id, p] of Object.entries(participants)) {
@@ -336,7 +363,7 @@ const SpaceConfigSchema = section({
         capabilities: p.capabilities ?? structuredClone(defaults?.capabilities) ?? defaultCapabilities(p.kind),
       };
     }
-    return { space: { ...space, name: space.name ?? space.id }, gateway, defaults, participants: resolved };
+    return { space: { ...space, name: space.name ?? space.id }, gateway, policy, calls, defaults, participants: resolved };
   });
 
 export type ParticipantConfig = Omit<z.output<typeof ParticipantSchema>, "capabilities" | "visibility"> & {

@@ -76,6 +76,50 @@ export const RevokePayloadSchema = z
   });
 export type RevokePayload = z.infer<typeof RevokePayloadSchema>;
 
+const JsonRpcId = z.union([z.string().max(256), z.number()]);
+const Params = z.record(z.string(), z.unknown());
+
+/** The JSON-RPC body of an `mcp/request`: a request when it has an id, else a notification. */
+export const McpRequestPayloadSchema = z.object({
+  jsonrpc: z.literal("2.0").optional(),
+  id: JsonRpcId.optional(),
+  method: z.string().min(1).max(256),
+  params: Params.optional(),
+});
+export type McpRequestPayload = z.infer<typeof McpRequestPayloadSchema>;
+
+export const McpResponsePayloadSchema = z.object({
+  jsonrpc: z.literal("2.0").optional(),
+  id: JsonRpcId.nullable().optional(),
+  result: z.unknown().optional(),
+  error: z.object({ code: z.number(), message: z.string(), data: z.unknown().optional() }).optional(),
+});
+export type McpResponsePayload = z.infer<typeof McpResponsePayloadSchema>;
+
+/** MEW proposals carry the request's method and params, without JSON-RPC framing. */
+export const ProposalPayloadSchema = z.object({ method: z.string().min(1).max(256), params: Params.optional() });
+
+export const ApprovePayloadSchema = z.object({
+  scope: z.enum(["once", "always"]).default("once"),
+  arguments: Params.optional(),
+  reason: z.string().max(2000).optional(),
+});
+
+export const RejectPayloadSchema = z.object({
+  reason: z.string().max(128).default("disagree"),
+  text: z.string().max(4000).optional(),
+});
+
+export const WithdrawPayloadSchema = z.object({ reason: z.string().max(128).optional() });
+
+/** JSON-RPC error codes of the errors the gateway itself answers calls with. */
+export const RpcErrors = {
+  timeout: -32001,
+  targetLeft: -32002,
+  failed: -32003,
+  methodNotFound: -32601,
+} as const;
+
 /** The MEW first-frame join, either bare (`{"type":"join",...}`) or as a `system/join` payload. */
 export const JoinSchema = z.object({
   space: z.string().min(1).max(256).optional(),
@@ -101,6 +145,24 @@ export const ErrorCodes = {
   revokeNotAllowed: "revoke_not_allowed",
   duplicateId: "duplicate_id",
   alreadyJoined: "already_joined",
+  // tools, policy and calls
+  unknownTool: "unknown_tool",
+  proposalRequired: "proposal_required",
+  denied: "denied",
+  targetOffline: "target_offline",
+  cycleDetected: "cycle_detected",
+  depthExceeded: "depth_exceeded",
+  circuitOpen: "circuit_open",
+  tooManyPending: "too_many_pending",
+  forgedResponse: "forged_response",
+  noPendingCall: "no_pending_call",
+  // proposals
+  unknownProposal: "unknown_proposal",
+  proposalNotPending: "proposal_not_pending",
+  selfApproval: "self_approval",
+  notAnApprover: "not_an_approver",
+  approverLacksCapability: "approver_lacks_capability",
+  notProposer: "not_proposer",
   internal: "internal_error",
 } as const;
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];

@@ -7,6 +7,7 @@ import {
   ConfigError,
   DEFAULT_CAPABILITIES,
   DEFAULT_LIMITS,
+  DEFAULT_CALLS,
   defaultCapabilities,
   defaultVisibility,
   loadSpaceConfig,
@@ -53,6 +54,8 @@ describe("valid files", () => {
           history: 0,
         },
       },
+      policy: { fallback: "deny", proposal_ttl_ms: 60000 },
+      calls: { timeout_ms: 5000, max_timeout_ms: 60000, max_call_depth: 3, max_pending: 8, breaker_failures: 2, breaker_cooldown_ms: 1000 },
       defaults: { visibility: "addressed" },
       participants: {
         alice: {
@@ -102,6 +105,8 @@ describe("valid files", () => {
       state_dir: path.join(FIXTURES, ".mewgate"),
       limits: DEFAULT_LIMITS,
     });
+    expect(config.policy).toEqual({ fallback: "ask", proposal_ttl_ms: 600_000 });
+    expect(config.calls).toEqual(DEFAULT_CALLS);
     expect(config.defaults).toBeUndefined();
     const { me, helper, files, cron } = config.participants;
     expect(me).toEqual({ id: "me", kind: "human", echo: false, visibility: "all", capabilities: [{ kind: "*" }] });
@@ -247,7 +252,7 @@ describe("errors", () => {
 
   it("lists the known keys when nothing is close", () => {
     expect(errorOf(base("  a:", "colour: red"))).toBe(
-      "space.yaml:5:1: colour: unknown key; expected one of space, gateway, defaults, participants",
+      "space.yaml:5:1: colour: unknown key; expected one of space, gateway, policy, calls, defaults, participants",
     );
     expect(errorOf(base("  a:", "participant: x"))).toBe(
       'space.yaml:5:1: participant: unknown key; did you mean "participants"?',

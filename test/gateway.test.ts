@@ -186,11 +186,13 @@ describe("envelope checks", () => {
     gw = await startGateway(SPACE);
     const agent = await join("agent");
     const bob = await join("bob");
-    agent.send({ id: "call-1", kind: "mcp/request", to: ["tool"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "rm" } } });
+    agent.send({ id: "call-1", kind: "mcp/request", to: ["tool"], payload: { jsonrpc: "2.0", id: 1, method: "resources/read", params: { uri: "file:///etc/passwd" } } });
     const err = await agent.next((e) => e.kind === "system/error");
     expect(err.payload.code).toBe("capability_violation");
     expect(err.payload.attempted_kind).toBe("mcp/request");
     expect(err.correlation_id).toEqual(["call-1"]);
+    agent.send({ kind: "game/move", payload: {} });
+    expect((await agent.nextNew((e) => e.kind === "system/error")).payload.code).toBe("capability_violation");
     agent.send({ kind: "mcp/proposal", to: ["tool"], payload: { method: "tools/call", params: { name: "rm" } } });
     await bob.next((e) => e.kind === "mcp/proposal" && e.from === "agent");
     expect(bob.kinds()).not.toContain("mcp/request");
@@ -320,9 +322,9 @@ participants:
     const newbie = await TestClient.join(gw, "lab", TOKENS.bob);
     const agent = await TestClient.join(gw, "lab", TOKENS.agent);
     clients.push(newbie, agent);
-    const call = { kind: "mcp/request", to: ["lead"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "read_file" } } };
+    const call = { kind: "mcp/request", to: ["agent"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "read_file" } } };
     newbie.send(call);
-    expect((await newbie.nextNew((e) => e.kind === "system/error")).payload.code).toBe("capability_violation");
+    expect((await newbie.nextNew((e) => e.kind === "system/error")).payload.code).toBe("proposal_required");
 
     const cap = { kind: "mcp/request", payload: { method: "tools/call", params: { name: "read_file" } } };
     agent.send({ id: "grant-1", kind: "capability/grant", payload: { recipient: "newbie", capabilities: [cap], reason: "trusted" } });
@@ -347,7 +349,7 @@ participants:
     const revoked = await again.nextNew((e) => e.kind === "system/welcome");
     expect(revoked.payload.you.capabilities).not.toContainEqual(cap);
     again.send(call);
-    expect((await again.nextNew((e) => e.kind === "system/error")).payload.code).toBe("capability_violation");
+    expect((await again.nextNew((e) => e.kind === "system/error")).payload.code).toBe("proposal_required");
   });
 
   it("revokes by pattern and refuses a revoke of an unknown grant", async () => {

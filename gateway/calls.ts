@@ -1,0 +1,160 @@
+/**
+ * In-flight MCP requests routed by the gateway: timeouts, call chains, circuit breakers.
+ *
+ * Every request with a JSON-RPC id is tracked here from routing until its response, keyed
+ * by envelope id, with its timer (STYLE #6). The space asks `admit` before routing and
+ * `settle` when a response arrives; a departing participant settles all of its own at once.
+ */
+
+export interface CallLimits {
+  timeout_ms: number;
+  max_timeout_ms: number;
+  max_call_depth: number;
+  max_pending: number;
+  breaker_failures: number;
+  breaker_cooldown_ms: number;
+}
+
+export interface Call {
+  /** Envelope id of the routed request; responses correlate to it. */
+  id: string;
+  caller: string;
+  target: string;
+  rpcId: string | number;
+  method: string;
+  /** Participants waiting on this call, root caller first, this call's caller last. */
+  chain: string[];
+  timer: NodeJS.Timeout;
+  /** Set when the call carries out an approved proposal. */
+  proposalId?: string | undefined;
+  /** A MEW fulfiller, who also gets the response. */
+  fulfiller?: { id: string; envelopeId: string } | undefined;
+  /** For the gateway's own requests (tools/list): the response goes here, not to a participant. */
+  internal?: ((response: { result?: unknown; error?: unknown } | undefined, reason?: string) => void) | undefined;
+  /** Whether this call is the one probe let through a half-open breaker. */
+  probe: boolean;
+}
+
+export type Refusal = { code: "cycle_detected" | "depth_exceeded" | "circuit_open" | "too_many_pending"; message: string };
+
+interface Breaker {
+  failures: number;
+  openUntil: number;
+  probing: boolean;
+}
+
+export class Calls {
+  private readonly pending = new Map<string, Call>();
+  private readonly perCaller = new Map<string, number>();
+  private readonly breakers = new Map<string, Breaker>();
+
+  constructor(
+    private readonly limits: CallLimits,
+    private readonly onTimeout: (call: Call) => void,
+  ) {}
+
+  get(id: string): Call | undefined {
+    return this.pending.get(id);
+  }
+
+  get size(): number {
+    return this.pending.size;
+  }
+
+  /**
+   * The chain a new request from `sender` joins: if its correlation_id names a call that
+   * `sender` is serving, that call's chain plus `sender`; otherwise just `[sender]`.
+   */
+  chainFor(sender: string, correlation: readonly string[] | undefined): string[] {
+    for (const id of correlation ?? []) {
+      const serving = this.pending.get(id);
+      if (serving && serving.target === sender) return [...serving.chain, sender];
+    }
+    return [sender];
+  }
+
+  /** Checks that run before a call is routed. `undefined` means go ahead. */
+  refuse(caller: string, target: string, chain: readonly string[]): Refusal | undefined {
+    if (chain.includes(target)) {
+      return { code: "cycle_detected", message: `call cycle: ${[...chain, target].join(" → ")}` };
+    }
+    if (chain.length > this.limits.max_call_depth) {
+      return { code: "depth_exceeded", message: `call chain ${[...chain, target].join(" → ")} is deeper than ${this.limits.max_call_depth}` };
+    }
+    if ((this.perCaller.get(caller) ?? 0) >= this.limits.max_pending) {
+      return { code: "too_many_pending", message: `${this.limits.max_pending} calls already pending; wait for some to finish` };
+    }
+    const b = this.breakers.get(target);
+    if (b && b.openUntil > 0) {
+      const waitMs = b.openUntil - Date.now();
+      if (waitMs > 0 || b.probing) {
+        const after = Math.max(0, Math.ceil(waitMs / 1000));
+        return { code: "circuit_open", message: `"${target}" failed ${b.failures} times in a row; calls fail fast${b.probing ? " while a probe call is out" : ` for ${after}s more`}` };
+      }
+    }
+    return undefined;
+  }
+
+  /** The timeout a caller gets: its own wish within [1 ms, max], else the space default. */
+  timeoutFor(requested: unknown): number {
+    if (typeof requested !== "number" || !Number.isFinite(requested) || requested <= 0) return this.limits.timeout_ms;
+    return Math.min(Math.floor(requested), this.limits.max_timeout_ms);
+  }
+
+  open(call: Omit<Call, "timer" | "probe">, timeoutMs: number): Call {
+    const b = this.breakers.get(call.target);
+    const probe = b !== undefined && b.openUntil > 0 && b.openUntil <= Date.now();
+    if (probe) b!.probing = true;
+    const timer = setTimeout(() => {
+      if (!this.pending.has(call.id)) return;
+      this.close(tracked, false);
+      this.onTimeout(tracked);
+    }, timeoutMs);
+    timer.unref();
+    const tracked: Call = { ...call, timer, probe };
+    this.pending.set(call.id, tracked);
+    this.perCaller.set(call.caller, (this.perCaller.get(call.caller) ?? 0) + 1);
+    return tracked;
+  }
+
+  /** A response arrived, or the call ended otherwise. `ok` feeds the target's breaker; `undefined` (the caller left) leaves it alone. */
+  close(call: Call, ok: boolean | undefined): void {
+    if (!this.pending.delete(call.id)) return;
+    clearTimeout(call.timer);
+    const n = (this.perCaller.get(call.caller) ?? 1) - 1;
+    if (n > 0) this.perCaller.set(call.caller, n);
+    else this.perCaller.delete(call.caller);
+    if (ok !== undefined) this.record(call.target, ok, call.probe);
+  }
+
+  /** Every call pending on `target` (it left) or made by `caller` (it left). */
+  involving(participant: string): { onTarget: Call[]; byCaller: Call[] } {
+    const onTarget: Call[] = [];
+    const byCaller: Call[] = [];
+    for (const c of this.pending.values()) {
+      if (c.target === participant) onTarget.push(c);
+      else if (c.caller === participant) byCaller.push(c);
+    }
+    return { onTarget, byCaller };
+  }
+
+  clear(): void {
+    for (const c of this.pending.values()) clearTimeout(c.timer);
+    this.pending.clear();
+    this.perCaller.clear();
+  }
+
+  private record(target: string, ok: boolean, probe: boolean): void {
+    let b = this.breakers.get(target);
+    if (ok) {
+      if (b) this.breakers.delete(target);
+      return;
+    }
+    if (!b) this.breakers.set(target, (b = { failures: 0, openUntil: 0, probing: false }));
+    b.failures++;
+    if (probe || b.failures >= this.limits.breaker_failures) {
+      b.openUntil = Date.now() + this.limits.breaker_cooldown_ms;
+      b.probing = false;
+    }
+  }
+}

@@ -1,0 +1,91 @@
+/**
+ * Tool policy: may this participant call `participant/tool` directly, only through a
+ * proposal, or not at all?
+ *
+ * A participant's `tools: {allow, ask, deny}` globs are compiled once. The decision for a
+ * `tools/call`, first that applies:
+ *   1. a `deny` glob matches                      → denied
+ *   2. a capability granted at runtime matches     → direct   (an "always" approval)
+ *   3. an `ask` glob matches                       → proposal
+ *   4. an `allow` glob or a configured capability  → direct
+ *   5. the tool's annotations: readOnlyHint        → direct
+ *   6. the space's fallback                        → proposal (default), direct or denied
+ * Grants sit above `ask` so that approving "always" really stops the asking; `deny` stays
+ * above everything, since it is the operator's explicit word.
+ *
+ * `allow` globs also compile to MEW capability patterns, which go into the participant's
+ * capability list, so MEW clients read the same permissions in their welcome.
+ */
+import { type Capability, compileGlob, type Matcher } from "./capabilities.js";
+import type { ToolPolicy } from "./config.js";
+
+export type Decision = "direct" | "proposal" | "denied";
+export type Fallback = "allow" | "ask" | "deny";
+type Rule = "allow" | "ask" | "deny";
+
+export interface ToolAnnotations {
+  readOnlyHint?: boolean;
+  destructiveHint?: boolean;
+  [k: string]: unknown;
+}
+
+export class CompiledPolicy {
+  private readonly rules: { rule: Rule; test: (name: string) => boolean }[] = [];
+
+  constructor(policy: ToolPolicy | undefined) {
+    // Order of the list is the precedence: deny, then ask, then allow.
+    for (const rule of ["deny", "ask", "allow"] as const) {
+      for (const glob of policy?.[rule] ?? []) this.rules.push({ rule, test: compileGlob(glob) });
+    }
+  }
+
+  /** The strongest rule whose glob matches `participant/tool`, if any. */
+  rule(name: string): Rule | undefined {
+    for (const r of this.rules) if (r.test(name)) return r.rule;
+    return undefined;
+  }
+}
+
+/** The normalized envelope a tools/call is checked as: what the capability patterns see. */
+export function toolCallShape(owner: string, tool: string): { kind: string; to: string[]; payload: unknown } {
+  return { kind: "mcp/request", to: [owner], payload: { method: "tools/call", params: { name: tool } } };
+}
+
+export interface DecisionInput {
+  policy: CompiledPolicy;
+  /** Matches capabilities granted at runtime. */
+  granted: Matcher;
+  /** Matches the participant's configured capabilities (plus compiled `allow` globs). */
+  configured: Matcher;
+  owner: string;
+  tool: string;
+  annotations?: ToolAnnotations | undefined;
+  fallback: Fallback;
+}
+
+export function decide(input: DecisionInput): Decision {
+  const rule = input.policy.rule(`${input.owner}/${input.tool}`);
+  if (rule === "deny") return "denied";
+  const shape = toolCallShape(input.owner, input.tool);
+  if (input.granted(shape)) return "direct";
+  if (rule === "ask") return "proposal";
+  if (rule === "allow" || input.configured(shape)) return "direct";
+  if (input.annotations?.readOnlyHint === true) return "direct";
+  return input.fallback === "allow" ? "direct" : input.fallback === "deny" ? "denied" : "proposal";
+}
+
+/** `fs/read_*` → a MEW pattern allowing tools/call of `read_*` on `fs`. */
+export function allowCapabilities(policy: ToolPolicy | undefined): Capability[] {
+  return (policy?.allow ?? []).map((glob) => {
+    const slash = glob.indexOf("/");
+    const [owner, tool] = slash < 0 ? [glob, "*"] : [glob.slice(0, slash), glob.slice(slash + 1)];
+    const cap: Capability = { kind: "mcp/request", payload: { method: "tools/call", params: { name: tool || "*" } } };
+    if (owner !== "*") cap["to"] = [owner];
+    return cap;
+  });
+}
+
+/** The capability an "always" approval grants: exactly this tool on this owner. */
+export function toolGrant(owner: string, tool: string): Capability {
+  return { kind: "mcp/request", to: [owner], payload: { method: "tools/call", params: { name: tool } } };
+}

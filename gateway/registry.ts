@@ -1,0 +1,99 @@
+/**
+ * The space's tool catalogue: every tool of every participant, as `participant/tool`.
+ *
+ * The registry only stores; the space fetches (`tools/list`, all pages) and decides when.
+ */
+import { z } from "zod";
+
+/** What we keep of an MCP tool definition. Unknown fields are dropped. */
+export const McpToolSchema = z.looseObject({
+  name: z.string().min(1).max(256),
+  title: z.string().max(512).optional(),
+  description: z.string().max(16_384).optional(),
+  inputSchema: z.record(z.string(), z.unknown()).optional(),
+  outputSchema: z.record(z.string(), z.unknown()).optional(),
+  annotations: z.record(z.string(), z.unknown()).optional(),
+});
+export type McpTool = z.infer<typeof McpToolSchema>;
+
+export const ToolsListResultSchema = z.object({
+  tools: z.array(z.unknown()).max(10_000),
+  nextCursor: z.string().max(4096).optional(),
+});
+
+export interface ToolEntry {
+  /** `participant/tool` */
+  name: string;
+  participant: string;
+  tool: string;
+  title?: string | undefined;
+  description?: string | undefined;
+  inputSchema: Record<string, unknown>;
+  outputSchema?: Record<string, unknown> | undefined;
+  annotations?: Record<string, unknown> | undefined;
+}
+
+/** Most tools a single participant may register; more is almost certainly a bug or abuse. */
+export const MAX_TOOLS_PER_PARTICIPANT = 5_000;
+
+export class Registry {
+  private readonly byOwner = new Map<string, Map<string, ToolEntry>>();
+  private sorted: ToolEntry[] | undefined;
+
+  /** Replaces a participant's tools. Returns whether anything changed. */
+  set(participant: string, tools: McpTool[]): boolean {
+    const next = new Map<string, ToolEntry>();
+    for (const t of tools) {
+      next.set(t.name, {
+        name: `${participant}/${t.name}`,
+        participant,
+        tool: t.name,
+        title: t.title,
+        description: t.description,
+        inputSchema: t.inputSchema ?? { type: "object" },
+        outputSchema: t.outputSchema,
+        annotations: t.annotations,
+      });
+    }
+    const before = this.byOwner.get(participant);
+    if (before && sameTools(before, next)) return false;
+    if (next.size === 0) this.byOwner.delete(participant);
+    else this.byOwner.set(participant, next);
+    this.sorted = undefined;
+    return before !== undefined || next.size > 0;
+  }
+
+  remove(participant: string): boolean {
+    this.sorted = undefined;
+    return this.byOwner.delete(participant);
+  }
+
+  get(participant: string, tool: string): ToolEntry | undefined {
+    return this.byOwner.get(participant)?.get(tool);
+  }
+
+  /** `fs/read_file` → its entry. Participant ids never contain `/`, so the first one splits. */
+  resolve(name: string): ToolEntry | undefined {
+    const slash = name.indexOf("/");
+    return slash > 0 ? this.get(name.slice(0, slash), name.slice(slash + 1)) : undefined;
+  }
+
+  /** Every tool, sorted by name; cached until the next change. */
+  list(): readonly ToolEntry[] {
+    this.sorted ??= [...this.byOwner.values()].flatMap((m) => [...m.values()]).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    return this.sorted;
+  }
+
+  get size(): number {
+    return this.list().length;
+  }
+}
+
+function sameTools(a: Map<string, ToolEntry>, b: Map<string, ToolEntry>): boolean {
+  if (a.size !== b.size) return false;
+  for (const [name, t] of a) {
+    const u = b.get(name);
+    if (!u || JSON.stringify(t) !== JSON.stringify(u)) return false;
+  }
+  return true;
+}
