@@ -290,6 +290,55 @@ const ToolPolicySchema = section({
 });
 export type ToolPolicy = z.output<typeof ToolPolicySchema>;
 
+/**
+ * An MCP server to bridge into the space, in the shape common MCP client configs use
+ * (`command`/`args`/`env` for stdio, `url`/`headers` for streamable HTTP), so a user can
+ * paste theirs under `mcpServers:`.
+ */
+const McpServerSchema = section({
+  type: z.enum(["stdio", "http", "streamable-http", "streamableHttp"]).optional(),
+  command: z.string().min(1).optional(),
+  args: z.array(z.string()).optional(),
+  env: z.record(z.string(), z.string()).optional(),
+  cwd: z.string().optional(),
+  url: z.url({ error: expected("an http(s) URL") }).optional(),
+  headers: z.record(z.string(), z.string()).optional(),
+  description: z.string().optional(),
+  disabled: boolean().optional(),
+}).refine((m) => (m.command === undefined) !== (m.url === undefined), { error: "give either command (stdio) or url (streamable HTTP)" });
+export type McpServerConfig = z.output<typeof McpServerSchema>;
+
+export const PROVIDERS = ["auto", "openai", "anthropic", "scripted"] as const;
+
+/** An LLM participant run by `mewgate up`. */
+const AgentSchema = section({
+  /** `auto`: anthropic with ANTHROPIC_API_KEY, else openai with OPENAI_API_KEY, else the script. */
+  provider: z.enum(PROVIDERS).default("auto"),
+  model: z.string().optional(),
+  base_url: z.string().optional(),
+  api_key: z.string().optional(),
+  temperature: numeric(z.number({ error: expected("a number from 0 to 2") }).min(0).max(2)).optional(),
+  max_tokens: int(1, 1_000_000).optional(),
+  instructions: z.string().optional(),
+  /** A scripted provider's script, relative to the space.yaml. */
+  script: z.string().optional(),
+  max_iterations: int(1, 100).default(8),
+  context_tokens: int(256, 10_000_000).default(32_000),
+  reasoning: boolean().default(false),
+  /** Offer this agent to the others as a tool `<id>/<name>` (delegation). */
+  offer: section({ name: z.string().min(1).default("ask"), description: z.string().optional(), enabled: boolean().default(true) }).optional(),
+});
+export type AgentConfig = z.output<typeof AgentSchema>;
+
+/** An external program `mewgate up` starts as a participant (it gets MEWGATE_URL, MEWGATE_SPACE, MEWGATE_TOKEN). */
+const RunSchema = section({
+  command: z.string().min(1),
+  args: z.array(z.string()).optional(),
+  env: z.record(z.string(), z.string()).optional(),
+  cwd: z.string().optional(),
+});
+export type RunConfig = z.output<typeof RunSchema>;
+
 const ParticipantSchema = section({
   kind: z.enum(PARTICIPANT_KINDS).default("service"),
   description: z.string().optional(),
@@ -303,6 +352,9 @@ const ParticipantSchema = section({
   echo: boolean().default(false),
   tools: ToolPolicySchema.optional(),
   approvers: z.array(z.string()).optional(),
+  agent: AgentSchema.optional(),
+  mcp: McpServerSchema.optional(),
+  run: RunSchema.optional(),
 });
 
 const SpaceConfigSchema = section({
@@ -325,6 +377,7 @@ const SpaceConfigSchema = section({
     visibility: z.enum(VISIBILITIES).optional(),
     capabilities: z.array(CapabilitySchema).optional(),
   }).optional(),
+  mcpServers: z.record(z.string().regex(PARTICIPANT_ID, { error: expected("a participant id") }), McpServerSchema).optional(),
   participants: z
     .record(
       z.string().regex(PARTICIPANT_ID, {
@@ -334,8 +387,11 @@ const SpaceConfigSchema = section({
     )
     .refine((ps) => Object.keys(ps).length > 0, { error: expected("at least one participant") }),
 })
-  .superRefine(({ participants }, ctx) => {
-    const ids = Object.keys(participants);
+  .superRefine(({ participants, mcpServers }, ctx) => {
+    for (const id of Object.keys(mcpServers ?? {})) {
+      if (id in participants) ctx.addIssue({ code: "custom", path: ["mcpServers", id], message: `"${id}" is also under participants; give it one place` });
+    }
+    const ids = [...Object.keys(participants), ...Object.keys(mcpServers ?? {})];
     const tokenOwner = new Map<string, string>();
     for (const [id, p] of Object.entries(participants)) {
       if (p.token !== undefined) {
@@ -352,10 +408,14 @@ const SpaceConfigSchema = section({
       });
     }
   })
-  .transform(({ space, gateway, policy, calls, defaults, participants }) => {
+  .transform(({ space, gateway, policy, calls, defaults, participants, mcpServers }) => {
     // Null prototype: ids like "constructor" are legal and must not hit Object.prototype.
     const resolved: Record<string, ParticipantConfig> = Object.create(null);
-    for (const [id, p] of Object.entries(participants)) {
+    // A pasted mcpServers entry is an `mcp` participant with every default.
+    const fromMcpServers = Object.entries(mcpServers ?? {})
+      .filter(([, m]) => !m.disabled)
+      .map(([id, m]): [string, z.output<typeof ParticipantSchema>] => [id, { kind: "mcp", echo: false, description: m.description, mcp: m }]);
+    for (const [id, p] of [...Object.entries(participants), ...fromMcpServers]) {
       resolved[id] = {
         id,
         ...p,
@@ -363,7 +423,8 @@ const SpaceConfigSchema = section({
         capabilities: p.capabilities ?? structuredClone(defaults?.capabilities) ?? defaultCapabilities(p.kind),
       };
     }
-    return { space: { ...space, name: space.name ?? space.id }, gateway, policy, calls, defaults, participants: resolved };
+    // `file` is set by parseSpaceConfig once the path is known.
+    return { file: "", space: { ...space, name: space.name ?? space.id }, gateway, policy, calls, defaults, participants: resolved };
   });
 
 export type ParticipantConfig = Omit<z.output<typeof ParticipantSchema>, "capabilities" | "visibility"> & {
@@ -516,7 +577,15 @@ export function parseSpaceConfig(text: string, opts: { file: string; env?: NodeJ
   if (issues.length || !result.success) return fail(issues);
 
   const config = result.data;
-  config.gateway.state_dir = path.resolve(path.dirname(path.resolve(file)), config.gateway.state_dir);
+  const dir = path.dirname(path.resolve(file));
+  config.file = path.resolve(file);
+  config.gateway.state_dir = path.resolve(dir, config.gateway.state_dir);
+  // Paths in the file mean paths next to the file, wherever mewgate is started from.
+  for (const p of Object.values(config.participants)) {
+    if (p.agent?.script) p.agent.script = path.resolve(dir, p.agent.script);
+    if (p.mcp?.cwd) p.mcp.cwd = path.resolve(dir, p.mcp.cwd);
+    if (p.run) p.run.cwd = path.resolve(dir, p.run.cwd ?? ".");
+  }
   return config;
 }
 

@@ -37,6 +37,7 @@ describe("valid files", () => {
   it("loads a file that sets every option", async () => {
     const config = await loadSpaceConfig(path.join(FIXTURES, "full.yaml"), { ALICE_TOKEN: "alice-secret" });
     expect(config).toEqual({
+      file: path.join(FIXTURES, "full.yaml"),
       space: { id: "demo", name: "Demo space", description: "A space with every option set" },
       gateway: {
         host: "0.0.0.0",
@@ -252,7 +253,7 @@ describe("errors", () => {
 
   it("lists the known keys when nothing is close", () => {
     expect(errorOf(base("  a:", "colour: red"))).toBe(
-      "space.yaml:5:1: colour: unknown key; expected one of space, gateway, policy, calls, defaults, participants",
+      "space.yaml:5:1: colour: unknown key; expected one of space, gateway, policy, calls, defaults, mcpServers, participants",
     );
     expect(errorOf(base("  a:", "participant: x"))).toBe(
       'space.yaml:5:1: participant: unknown key; did you mean "participants"?',
@@ -471,5 +472,48 @@ describe("robustness", () => {
       { requiredKeys: [] },
     );
     fc.assert(fc.property(doc, (d) => onlyConfigErrors(stringify(d))), { numRuns: 300 });
+  });
+});
+
+describe("runtime sections", () => {
+  it("turns a pasted mcpServers block into mcp participants and resolves paths beside the file", () => {
+    const config = parseSpaceConfig(
+      lines(
+        "space: {id: demo}",
+        "mcpServers:",
+        "  fs:",
+        "    command: npx",
+        '    args: ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]',
+        "    env: {DEBUG: '1'}",
+        "  remote:",
+        "    type: http",
+        "    url: http://127.0.0.1:9000/mcp",
+        "    headers: {Authorization: Bearer x}",
+        "  off: {command: x, disabled: true}",
+        "participants:",
+        "  me: {kind: human}",
+        "  bot:",
+        "    kind: agent",
+        "    agent: {provider: scripted, script: scripts/demo.yaml}",
+        "  job:",
+        "    run: {command: node, args: [job.js], cwd: jobs}",
+      ),
+      { file: "/srv/space/space.yaml", env: {} },
+    );
+    expect(config.participants.fs).toMatchObject({ kind: "mcp", visibility: "addressed", mcp: { command: "npx", env: { DEBUG: "1" } } });
+    expect(config.participants.remote?.mcp).toEqual({ type: "http", url: "http://127.0.0.1:9000/mcp", headers: { Authorization: "Bearer x" } });
+    expect(config.participants.off).toBeUndefined();
+    expect(config.participants.bot?.agent).toMatchObject({ provider: "scripted", script: "/srv/space/scripts/demo.yaml", max_iterations: 8 });
+    expect(config.participants.job?.run).toEqual({ command: "node", args: ["job.js"], cwd: "/srv/space/jobs" });
+    expect(config.file).toBe("/srv/space/space.yaml");
+  });
+
+  it("refuses an mcp server with both or neither of command and url, and an id used twice", () => {
+    expect(errorOf(lines("space: {id: d}", "mcpServers:", "  fs: {args: [x]}", "participants:", "  me: {}"))).toBe(
+      "space.yaml:3:7: mcpServers.fs: give either command (stdio) or url (streamable HTTP)",
+    );
+    expect(errorOf(lines("space: {id: d}", "mcpServers:", "  me: {command: x}", "participants:", "  me: {}"))).toBe(
+      'space.yaml:3:7: mcpServers.me: "me" is also under participants; give it one place',
+    );
   });
 });
