@@ -18,13 +18,13 @@ export interface TestGateway {
   stop(): Promise<void>;
 }
 
-/** Writes `yaml` into a fresh temp dir and starts a gateway for it on 127.0.0.1:0. */
-export async function startGateway(yaml: string, opts: { dir?: string; env?: NodeJS.ProcessEnv } = {}): Promise<TestGateway> {
+/** Writes `yaml` into a fresh temp dir and starts a gateway for it on 127.0.0.1:0 (or `port`, to restart on the same address). */
+export async function startGateway(yaml: string, opts: { dir?: string; env?: NodeJS.ProcessEnv; port?: number } = {}): Promise<TestGateway> {
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "mewgate-test-"));
   const file = join(dir, "space.yaml");
   writeFileSync(file, yaml);
   const config = parseSpaceConfig(yaml, { file, env: opts.env ?? {} });
-  const gateway = new Gateway({ spaces: [config], host: "127.0.0.1", port: 0, env: opts.env ?? {} });
+  const gateway = new Gateway({ spaces: [config], host: "127.0.0.1", port: opts.port ?? 0, env: opts.env ?? {} });
   const { port, url } = await gateway.listen();
   return {
     gateway,

@@ -1,0 +1,73 @@
+/**
+ * Schemas of the payloads a participant reads (STYLE #2: declared once, types derived).
+ *
+ * The welcome, presence and error schemas are deliberately lenient (`looseObject`): the gateway may add fields, and a MEW
+ * peer may send more than we use. Only what the client acts on is required.
+ */
+import { z } from "zod";
+import type { Capability } from "../gateway/envelope.js";
+
+const CapabilityItem = z.custom<Capability>((v) => typeof v === "object" && v !== null && !Array.isArray(v), "a capability pattern");
+
+export const ParticipantInfoSchema = z.looseObject({
+  id: z.string(),
+  kind: z.string().optional(),
+  description: z.string().optional(),
+  capabilities: z.array(CapabilityItem).optional(),
+});
+/** Another participant, as the welcome and presence describe it. */
+export type ParticipantInfo = z.infer<typeof ParticipantInfoSchema>;
+
+export const ToolInfoSchema = z.looseObject({
+  /** Namespaced: `participant/tool`. */
+  name: z.string(),
+  participant: z.string().optional(),
+  tool: z.string().optional(),
+  description: z.string().optional(),
+  inputSchema: z.record(z.string(), z.unknown()).optional(),
+  annotations: z.record(z.string(), z.unknown()).optional(),
+  /** What applies to this participant: `direct`, `proposal` or `denied`. */
+  policy: z.string().optional(),
+});
+/** A tool of the space, from the welcome or `tools/list` on `system:gateway`. */
+export type ToolInfo = z.infer<typeof ToolInfoSchema>;
+
+const EnvelopeLike = z.looseObject({ id: z.string(), kind: z.string(), from: z.string() });
+
+export const WelcomePayloadSchema = z.looseObject({
+  you: z.looseObject({
+    id: z.string(),
+    kind: z.string().optional(),
+    capabilities: z.array(CapabilityItem).default([]),
+    visibility: z.string().optional(),
+  }),
+  space: z.looseObject({ id: z.string(), name: z.string().optional(), description: z.string().optional() }).optional(),
+  participants: z.array(ParticipantInfoSchema).default([]),
+  tools: z.array(ToolInfoSchema).default([]),
+  proposals: z.array(EnvelopeLike).default([]),
+  history: z.array(EnvelopeLike).default([]),
+});
+export type WelcomePayload = z.infer<typeof WelcomePayloadSchema>;
+
+export const PresencePayloadSchema = z.looseObject({
+  event: z.enum(["join", "leave"]),
+  participant: ParticipantInfoSchema,
+  reason: z.string().optional(),
+});
+export type PresencePayload = z.infer<typeof PresencePayloadSchema>;
+
+export const SystemErrorPayloadSchema = z.looseObject({
+  code: z.string().optional(),
+  error: z.string().optional(),
+  message: z.string().optional(),
+});
+
+/**
+ * The MCP payloads are the gateway's own schemas (the gateway has validated every routed
+ * one with them already), re-exported so the participant side reads exactly what the
+ * gateway writes.
+ */
+export { McpRequestPayloadSchema, McpResponsePayloadSchema, RejectPayloadSchema, WithdrawPayloadSchema } from "../gateway/envelope.js";
+
+/** A JSON-RPC id. */
+export type RpcId = string | number;
