@@ -33,12 +33,6 @@ export interface InProcessOptions {
 }
 
 /**
- * Spaces known to have shut down (`closeAll` closes every peer with 1001). A client that
- * reconnects after that must not re-join a space object nobody routes for any more.
- */
-const shutDown = new WeakSet<Space>();
-
-/**
  * Opens an in-process connection of `participantId` to `space`. Nothing happens until
  * `start()`; take the space from `gateway.spaces.get(id)`.
  */
@@ -68,7 +62,8 @@ class InProcessPeer implements InProcessConnection {
 
   async start(): Promise<void> {
     if (this.state !== "new") throw new Error("in-process connection already started");
-    if (shutDown.has(this.space)) {
+    // A client that reconnects after shutdown must not re-join a space nobody routes for.
+    if (this.space.closed) {
       this.end(CloseCodes.unknownSpace, `space "${this.space.id}" has shut down`);
       throw new Error(`space "${this.space.id}" has shut down`);
     }
@@ -132,7 +127,6 @@ class InProcessPeer implements InProcessConnection {
 
   /** The space closes us: replaced (4409) or gateway shutdown (1001). */
   private closedBySpace(code: number, reason: string): void {
-    if (code === CloseCodes.goingAway) shutDown.add(this.space);
     if (this.state === "open") this.end(code, reason);
   }
 

@@ -3,7 +3,7 @@
  * the door, size and rate limits, heartbeats, outbound backpressure — and hands each
  * authenticated text frame to its space.
  */
-import { createServer, type IncomingMessage, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { WebSocket, WebSocketServer } from "ws";
 import type { Logger } from "pino";
@@ -12,6 +12,8 @@ import { ErrorCodes, errorEnvelope, parseFrame, type Join } from "./envelope.js"
 import { createLogger } from "./log.js";
 import { CloseCodes, type Member, type Peer, Space } from "./space.js";
 import { TokenBook } from "./tokens.js";
+
+export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
 export interface GatewayOptions {
   /** The spaces to host. Host, port and limits come from the first one's `gateway` block. */
@@ -33,6 +35,7 @@ export class Gateway {
   private readonly connections = new Set<Connection>();
   private readonly limits: Limits;
   private readonly log: Logger;
+  private readonly routes = new Map<string, HttpHandler>();
   private heartbeat: NodeJS.Timeout | undefined;
   private closing = false;
 
@@ -50,7 +53,13 @@ export class Gateway {
       this.spaces.set(config.space.id, new Space(config, book, this.log.child({ space: config.space.id })));
     }
     this.http = createServer((req, res) => {
-      if (req.method === "GET" && req.url === "/healthz") {
+      const path = (req.url ?? "/").split("?", 1)[0]!;
+      const route = this.routes.get(path);
+      if (route) {
+        route(req, res);
+        return;
+      }
+      if (req.method === "GET" && path === "/healthz") {
         // Nothing secret: no participant ids, no tokens.
         res.writeHead(200, { "content-type": "application/json" });
         res.end(JSON.stringify({ status: this.closing ? "closing" : "ok", protocol: "mew/v0.4", spaces: this.spaces.size }));
@@ -69,6 +78,16 @@ export class Gateway {
       }
       this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, req));
     });
+  }
+
+  /**
+   * Serves `path` (exact, without query) with `handler` on the gateway's HTTP port. This is
+   * how code outside `gateway/` — the space-as-MCP-server's streamable HTTP endpoint — is
+   * mounted without the gateway importing it.
+   */
+  addHttpRoute(path: string, handler: HttpHandler): void {
+    if (path === "/ws" || path === "/healthz" || this.routes.has(path)) throw new Error(`HTTP path ${path} is taken`);
+    this.routes.set(path, handler);
   }
 
   /** Starts listening; resolves once connections are accepted. */

@@ -125,6 +125,7 @@ export class Space {
   private readonly calls: Calls;
   /** Bumped per tools/list refresh of a participant, so a stale answer is ignored. */
   private readonly toolFetches = new Map<string, number>();
+  private isClosed = false;
 
   constructor(
     readonly config: SpaceConfig,
@@ -256,8 +257,14 @@ export class Space {
     }
   }
 
+  /** Set by `closeAll`: the space routes nothing any more. */
+  get closed(): boolean {
+    return this.isClosed;
+  }
+
   /** Closes every connection and the state files; used on shutdown. */
   closeAll(code: number, reason: string): void {
+    this.isClosed = true;
     for (const m of this.members.values()) m.peer.close(code, reason);
     this.members.clear();
     this.calls.clear();
@@ -325,6 +332,7 @@ export class Space {
     if (payload.id === undefined) {
       // A notification: nothing to track.
       if (!member.allows(inbound)) return this.capabilityViolation(member, inbound);
+      if (payload.method === "notifications/cancelled") this.callerCancelled(member, inbound.correlation_id);
       this.deliver(stamp(inbound, member.id), member);
       if (payload.method === "notifications/tools/list_changed") this.refreshTools(member.id);
       return;
@@ -413,6 +421,17 @@ export class Space {
     this.deliver(env, member);
   }
 
+  /** The caller gave up on a call: stop tracking it, and do not count it against the target's breaker. */
+  private callerCancelled(member: Member, correlation: string[] | undefined): void {
+    for (const id of correlation ?? []) {
+      const call = this.calls.get(id);
+      if (!call || call.caller !== member.id) continue;
+      this.calls.close(call, undefined);
+      const p = call.proposalId ? this.proposals.get(call.proposalId) : undefined;
+      if (p?.state === "routed") this.proposals.transition(p, { state: "failed", reason: "cancelled" });
+    }
+  }
+
   private callTimedOut(call: Call): void {
     if (call.internal) return call.internal(undefined, "timeout");
     this.failCall(call, RpcErrors.timeout, "timeout", `"${call.target}" did not answer ${call.method} in time`);
@@ -481,7 +500,7 @@ export class Space {
     // Needs approval: the gateway proposes it on the caller's behalf, under the request's id,
     // so the caller simply keeps waiting for the response to its request.
     const proposalEnv = stamp({ ...inbound, kind: "mcp/proposal", to: [entry.participant], payload: { method: "tools/call", params } }, member.id);
-    this.hold(member, proposalEnv, "tools/call", params, payload.id);
+    this.hold(member, proposalEnv, "tools/call", params, payload.id, { tellProposer: true });
   }
 
   /** Asks a participant for its tools (every page) and stores them. */
@@ -575,7 +594,11 @@ export class Space {
     this.hold(member, env, method, params, env.id);
   }
 
-  private hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number): void {
+  /**
+   * Holds a proposal. `tellProposer`: the gateway made it from a tools/call, so the caller
+   * learns that its call now waits for approval.
+   */
+  private hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts: { tellProposer?: boolean } = {}): void {
     if (this.proposals.get(env.id) || this.proposals.endedAs(env.id) || this.calls.get(env.id)) {
       return this.fail(member, ErrorCodes.duplicateId, `id "${clip(env.id)}" is already in use`, env.id);
     }
@@ -596,7 +619,7 @@ export class Space {
       envelope: env,
     });
     member.log.info({ proposal: env.id, owner, method }, "proposal held");
-    this.deliver(env, member);
+    this.deliver(env, opts.tellProposer ? undefined : member);
   }
 
   /**
@@ -685,6 +708,8 @@ export class Space {
     // Routed on the proposer's behalf: the proposer, not the approver, is the caller.
     if (!this.route(this.members.get(p.proposer) ?? approver, env, payload, { proposalId: p.id, fulfiller })) {
       this.proposals.transition(p, { state: "failed", reason: "not_routed" });
+      const error = { code: RpcErrors.failed, message: "the approved call could not be routed", data: { reason: "not_routed", target: p.owner } };
+      this.deliver(systemEnvelope("mcp/response", { jsonrpc: "2.0", id: p.rpcId, error }, { to: [p.proposer], correlation_id: [p.id] }));
     }
   }
 

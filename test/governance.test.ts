@@ -236,6 +236,8 @@ describe("proposals", () => {
     agent.send({ id: "g1", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "fs/write_file", arguments: { path: "b" } } } });
     const proposal = await human.next((e) => e.kind === "mcp/proposal" && e.id === "g1");
     expect(proposal.payload.params.name).toBe("write_file");
+    // The caller learns that its call now waits for approval.
+    await agent.next((e) => e.kind === "mcp/proposal" && e.id === "g1");
     human.send({ kind: "mcp/approve", correlation_id: ["g1"], payload: {} });
     const res = await responseFor(agent, "g1");
     expect(res.payload.id).toBe(7);
@@ -548,6 +550,27 @@ ${["a", "b", "c", "d", "e", "f", "g"].map((p) => `  ${p}: {kind: service, token:
     expect((await responseFor(a, "probe")).payload.result).toEqual({});
     ask("after");
     expect((await responseFor(a, "after")).payload.result).toEqual({});
+  });
+
+  it("does not hold a caller's own cancellations against the target", async () => {
+    gw = await startGateway(CHAIN.replace("timeout_ms: 300", "timeout_ms: 30000"));
+    const a = await join(T.a);
+    const b = await join(T.b);
+    const cancel = (id: string) =>
+      a.send({ kind: "mcp/request", to: ["b"], correlation_id: [id], payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id } } });
+    for (const id of ["x1", "x2", "x3"]) {
+      a.send({ id, kind: "mcp/request", to: ["b"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "x" } } });
+      await b.next((e) => e.id === id);
+      cancel(id);
+      await b.next((e) => e.payload?.method === "notifications/cancelled" && e.correlation_id?.[0] === id);
+    }
+    a.send({ id: "x4", kind: "mcp/request", to: ["b"], payload: { jsonrpc: "2.0", id: "x4", method: "tools/call", params: { name: "x" } } });
+    await b.next((e) => e.id === "x4");
+    b.send({ kind: "mcp/response", to: ["a"], correlation_id: ["x4"], payload: { jsonrpc: "2.0", id: "x4", result: { ok: 1 } } });
+    expect((await responseFor(a, "x4")).payload.result).toEqual({ ok: 1 });
+    // A cancelled call is no longer pending: a late answer to it is refused.
+    b.send({ id: "late-x1", kind: "mcp/response", to: ["a"], correlation_id: ["x1"], payload: { jsonrpc: "2.0", id: "x1", result: {} } });
+    expect((await errorFor(b, "late-x1")).payload.code).toBe("no_pending_call");
   });
 
   it("bounds the calls pending per participant", async () => {
