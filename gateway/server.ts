@@ -66,7 +66,7 @@ export class Gateway {
         return;
       }
       res.writeHead(404, { "content-type": "text/plain" });
-      res.end("not found: mewgate serves GET /ws?space=NAME (WebSocket) and GET /healthz\n");
+      res.end(`not found: mewgate serves GET /ws?space=NAME (WebSocket), GET /healthz${this.routes.size ? `, ${[...this.routes.keys()].join(", ")}` : ""}\n`);
     });
     const maxPayload = Math.min(HARD_PAYLOAD_CEILING, this.limits.max_payload_bytes * HARD_PAYLOAD_FACTOR);
     this.wss = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false, clientTracking: false });
@@ -124,7 +124,10 @@ export class Gateway {
     const deadline = Date.now() + 2000;
     while (this.connections.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     for (const c of this.connections) c.ws.terminate();
-    await new Promise<void>((resolve) => this.http.close(() => resolve()));
+    const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
+    // Idle keep-alive HTTP sockets (an MCP client between requests) would hold close() open.
+    this.http.closeAllConnections();
+    await closed;
     this.log.info("gateway stopped");
   }
 

@@ -281,14 +281,15 @@ export class Space {
 
   /**
    * Serializes once and hands the same bytes to every recipient: `all` members see
-   * everything, `addressed` members what names them, everyone sees presence. The
+   * everything, `addressed` members what names them, everyone sees presence (and what
+   * the caller sends `toEveryone`). The
    * sender gets its own envelope back only with echo on.
    */
-  private deliver(env: Envelope, sender?: Member): void {
+  private deliver(env: Envelope, sender?: Member, toEveryone = false): void {
     const bytes = Buffer.from(JSON.stringify(env));
     this.remember(env, bytes.length);
     const to = env.to;
-    const everyone = env.kind === "system/presence";
+    const everyone = toEveryone || env.kind === "system/presence";
     for (const m of this.members.values()) {
       if (m === sender && !m.echo) continue;
       if (everyone || m.visibility === "all" || (to !== undefined && to.includes(m.id))) m.peer.send(bytes);
@@ -313,7 +314,8 @@ export class Space {
 
   private remember(env: Envelope, size: number): void {
     const max = this.config.gateway.limits.history;
-    if (max === 0) return;
+    // Big envelopes would not fit a welcome anyway; keeping them would only hold memory.
+    if (max === 0 || size > WELCOME_HISTORY_BYTES / 4) return;
     this.history.push({ env, size });
     if (this.history.length > max) this.history.shift();
   }
@@ -545,9 +547,12 @@ export class Space {
     this.sendTo(target, env);
   }
 
-  /** Tells everyone the catalogue changed; welcomes carry the new one from now on. */
+  /**
+   * Tells everyone the catalogue changed — `addressed` members too, like presence, since an
+   * MCP client behind one must hear of it. Welcomes carry the new catalogue from now on.
+   */
   private toolsChanged(): void {
-    this.deliver(systemEnvelope("mcp/request", { jsonrpc: "2.0", method: "notifications/tools/list_changed" }));
+    this.deliver(systemEnvelope("mcp/request", { jsonrpc: "2.0", method: "notifications/tools/list_changed" }), undefined, true);
   }
 
   private decideTool(member: Member, owner: string, tool: string): Decision {

@@ -135,8 +135,10 @@ describe("tool registry", () => {
   it("fetches every page of an MCP participant's tools and lists them namespaced, with the caller's policy", async () => {
     gw = await startGateway(SPACE());
     const human = await join(T.human);
-    await toolOwner(T.fs, { pageSize: 1 });
+    const fs = await toolOwner(T.fs, { pageSize: 1 });
     await human.next((e) => e.kind === "mcp/request" && e.payload.method === "notifications/tools/list_changed");
+    // An `addressed` participant hears of catalogue changes too, as it does of presence.
+    await fs.next((e) => e.from === "system:gateway" && e.payload?.method === "notifications/tools/list_changed");
     const agent = await join(T.agent);
     const tools = await listTools(agent);
     expect(tools.map((t) => [t.name, t.policy])).toEqual([
