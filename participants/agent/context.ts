@@ -198,8 +198,22 @@ export function estimateTokens(text: string): number {
 }
 
 export function estimateRequestTokens(request: Pick<ModelRequest, "system" | "messages" | "tools">): number {
-  let chars = request.system.length;
-  for (const t of request.tools) chars += t.name.length + t.description.length + JSON.stringify(t.parameters).length;
+  let chars = request.system.length + toolChars(request.tools);
   for (const m of request.messages) chars += messageChars(m);
   return Math.ceil(chars / CHARS_PER_TOKEN);
+}
+
+/**
+ * The tool definitions' size. A tool set is one array object until the tools change, and
+ * serializing hundreds of schemas on every model call would be most of the agent's own work.
+ */
+const toolCharsCache = new WeakMap<readonly unknown[], number>();
+function toolChars(tools: ModelRequest["tools"]): number {
+  let chars = toolCharsCache.get(tools);
+  if (chars === undefined) {
+    chars = 0;
+    for (const t of tools) chars += t.name.length + t.description.length + JSON.stringify(t.parameters).length;
+    toolCharsCache.set(tools, chars);
+  }
+  return chars;
 }

@@ -36,3 +36,16 @@ export {
   type ToolDefinition,
   type Usage,
 } from "./providers/types.js";
+export {
+  AskArgumentsSchema,
+  startAgent,
+  type AgentHandle,
+  type AgentOptions,
+  type AgentState,
+  type AgentStatus,
+  type AgentStopReason,
+  type AskStatus,
+} from "./participant.js";
+export { DEFAULT_MODELS, resolveProvider, UnavailableProvider, type ProviderKind, type ResolvedProvider } from "./configure.js";
+export { failureOutcome, resultText, successOutcome } from "./outcomes.js";
+export { HopTracker, mentioned, mentionPattern } from "./triggers.js";
