@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { ConfigError, loadSpaceConfig } from "../gateway/config.js";
 import { createLogger } from "../gateway/log.js";
 import { Gateway } from "../gateway/server.js";
+import { mountHttp } from "../participants/mcp-server.js";
 
 export interface GatewayCommandOptions {
   config: string[];
@@ -33,6 +34,8 @@ export async function startGateway(opts: GatewayCommandOptions, env: NodeJS.Proc
   if (!first) throw new Error("no space.yaml given: mewgate gateway --config space.yaml");
   const log = createLogger({ file: opts.logFile ?? join(first.gateway.state_dir, "logs", "gateway.log"), level: opts.logLevel });
   const gateway = new Gateway({ spaces: configs, host: opts.host, port: opts.port, log, env });
+  // Every space is also an MCP server at /mcp (streamable HTTP, participant bearer token).
+  mountHttp(gateway, { logger: log });
   let address;
   try {
     address = await gateway.listen();

@@ -2,8 +2,16 @@
 /**
  * The `mewgate` command: commander wiring only. Each command calls a tested module.
  */
-import { Command, InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
 import { runGateway } from "./gateway.js";
+import { registerMcpCommand } from "./mcp.js";
+
+// Each command loads its module when it runs, so `mewgate status` does not pay for the
+// agent and MCP machinery that only `up` needs.
+const up = () => import("./up.js");
+const lifecycle = () => import("./lifecycle.js");
+const commands = () => import("./commands.js");
+const connect = () => import("./connect.js");
 
 function port(value: string): number {
   const n = Number(value);
@@ -15,11 +23,143 @@ function collect(value: string, previous: string[] = []): string[] {
   return [...previous, value];
 }
 
+/** How a command finds the space: flags for a gateway anywhere, or a space.yaml next to it. */
+function remote(c: Command, what = "act as"): Command {
+  return c
+    .option("-g, --gateway <url>", "gateway address, e.g. ws://127.0.0.1:7420 (default: MEWGATE_URL, or from the space.yaml)")
+    .option("-s, --space <id>", "space id (default: MEWGATE_SPACE, or from the space.yaml)")
+    .option("-t, --token <token>", "token (default: MEWGATE_TOKEN, or found the way the gateway finds it)")
+    .option("--token-file <file>", "file holding the token")
+    .option("-c, --config <space.yaml>", "read the address, space and token from this space.yaml (default: ./space.yaml)")
+    .option("--as <participant>", `with a space.yaml: the participant to ${what} (default: its only human)`)
+    .option("--state-dir <dir>", "with a space.yaml: its state directory, if not the default");
+}
+
 export function program(): Command {
   const cmd = new Command("mewgate")
     .description("A gateway for shared AI workspaces (MEW Protocol v0.4)")
     .showSuggestionAfterError(true)
     .showHelpAfterError("(run mewgate --help for usage)");
+
+  cmd
+    .command("up")
+    .description("start a space: the gateway, its agents, MCP servers and commands, and a terminal for you")
+    .argument("[space.yaml]", "space file (default: ./space.yaml)")
+    .option("--state-dir <dir>", "state directory (default: gateway.state_dir, .mewgate beside the space.yaml)")
+    .option("-p, --port <n>", "port to listen on (0 picks a free one)", port)
+    .option("-H, --host <host>", "address to listen on")
+    .option("--as <participant>", "the human to attach the terminal as (default: the space's only human)")
+    .option("--json", "JSON lines on stdin/stdout instead of the interactive terminal (the default when stdin is not a terminal)")
+    .option("-d, --detach", "run in the background; stop it with mewgate down")
+    .option("--no-greet", "do not greet the agents when the terminal attaches")
+    .option("--log-level <level>", "trace, debug, info, warn, error", "info")
+    .addOption(new Option("--detached-child").hideHelp())
+    .action(async (file: string | undefined, opts) => {
+      process.exitCode = await (await up()).runUp({ ...opts, file });
+      // Anything a participant left behind must not keep the process alive.
+      setTimeout(() => process.exit(), 3000).unref();
+    });
+
+  cmd
+    .command("down")
+    .description("stop the space that mewgate up --detach started (exactly that process)")
+    .argument("[space.yaml]", "space file (default: ./space.yaml)")
+    .option("--state-dir <dir>", "state directory, if up was given one")
+    .action(async (file: string | undefined, opts) => {
+      process.exitCode = await (await lifecycle()).runDown({ ...opts, file });
+    });
+
+  cmd
+    .command("status")
+    .description("participants, tools and pending proposals of a running space")
+    .argument("[space.yaml]", "space file (default: ./space.yaml)")
+    .option("--state-dir <dir>", "state directory, if up was given one")
+    .option("--as <participant>", "look as this participant (default: the space's only human)")
+    .option("--json", "print JSON")
+    .action(async (file: string | undefined, opts) => {
+      process.exitCode = await (await lifecycle()).runStatus({ ...opts, file });
+    });
+
+  remote(cmd.command("connect").description("join a running space with the interactive terminal (JSON lines when stdin is not a terminal)"), "join as")
+    .option("--json", "JSON lines on stdin/stdout")
+    .action(async (opts) => {
+      process.exitCode = await (await connect()).runConnect(opts);
+      setTimeout(() => process.exit(), 3000).unref();
+    });
+
+  remote(cmd.command("bridge").description("plug an MCP server into a running space: mewgate bridge --as fs [options] -- <command> [args...]"), "bridge as")
+    .argument("[command...]", "the MCP server's command and arguments, after --")
+    .option("--url <http-url>", "a streamable HTTP MCP server instead of a command")
+    .option("--header <name:value>", "HTTP header for --url (repeatable)", collect)
+    .option("--env <NAME=VALUE>", "environment variable for the command (repeatable)", collect)
+    .option("--cwd <dir>", "working directory of the command")
+    .option("--log-file <file>", "pino log file, or - for stderr", "-")
+    .option("--log-level <level>", "trace, debug, info, warn, error", "warn")
+    .action(async (command: string[], opts) => {
+      process.exitCode = await (await connect()).runBridge(command, opts);
+      setTimeout(() => process.exit(), 3000).unref();
+    });
+
+  remote(cmd.command("tools").description("list the space's tools with the policy that applies to you"))
+    .option("--json", "print JSON")
+    .action(async (opts) => {
+      process.exitCode = await (await commands()).runTools(opts);
+    });
+
+  remote(cmd.command("send").description("send a chat (or any envelope) to the space"))
+    .argument("[text...]", "chat text")
+    .option("--to <id>", "address a participant (repeatable)", collect)
+    .option("--kind <kind>", "envelope kind (default chat)")
+    .option("--payload <json>", "envelope payload as JSON, instead of text")
+    .action(async (text: string[], opts) => {
+      process.exitCode = await (await commands()).runSend(text, opts);
+    });
+
+  remote(cmd.command("proposals").description("list pending proposals, or approve / reject one"))
+    .argument("[action]", "list | approve | reject", "list")
+    .argument("[id]", "proposal id (or a unique prefix, as listed)")
+    .option("--always", "approve: also let the proposer call this tool without asking from now on")
+    .option("--args <json>", "approve: with these arguments instead of the proposed ones")
+    .option("--reason <code>", "reject: reason code (unsafe, disagree, not_now, …)")
+    .option("--text <text>", "reject: a sentence for the proposer")
+    .option("--json", "list: print JSON")
+    .action(async (action: string, id: string | undefined, opts) => {
+      process.exitCode = await (await commands()).runProposals(action, id, opts);
+    });
+
+  cmd
+    .command("audit")
+    .description("who proposed, who decided, what, when: the space's audit log")
+    .option("-c, --config <space.yaml>", "space file (default: ./space.yaml)")
+    .option("--state-dir <dir>", "state directory, if not the default")
+    .option("--participant <id>", "entries where this participant proposed, decided or owns the tool")
+    .option("--tool <name>", "entries for this tool (owner/tool or tool)")
+    .option("--since <when>", "from this time (ISO date, or 30m, 2h, 7d ago)")
+    .option("--until <when>", "up to this time")
+    .option("--json", "JSON lines")
+    .action(async (opts) => {
+      process.exitCode = await (await commands()).runAudit(opts);
+    });
+
+  cmd
+    .command("token")
+    .description("show or rotate a participant's token")
+    .argument("<action>", "show | rotate")
+    .argument("<participant>", "participant id")
+    .option("-c, --config <space.yaml>", "space file (default: ./space.yaml)")
+    .option("--state-dir <dir>", "state directory, if not the default")
+    .action(async (action: string, id: string, opts) => {
+      process.exitCode = await (await import("./token.js")).runToken(action, id, opts);
+    });
+
+  cmd
+    .command("init")
+    .description("write a starter space.yaml from an example space")
+    .argument("[dir]", "directory to write into", ".")
+    .option("-e, --example <name>", "demo, coding or team", "demo")
+    .action(async (dir: string, opts) => {
+      process.exitCode = await (await import("./init.js")).runInit(dir, opts);
+    });
 
   cmd
     .command("gateway")
@@ -33,6 +173,8 @@ export function program(): Command {
     .action(async (opts) => {
       process.exitCode = await runGateway(opts);
     });
+
+  registerMcpCommand(cmd);
 
   return cmd;
 }

@@ -1,0 +1,246 @@
+/**
+ * One-shot commands against a running space: `tools`, `send`, `proposals`, and `audit`
+ * (which only reads the state directory).
+ */
+import type { AuditEntry } from "../gateway/proposals.js";
+import { readAudit } from "../gateway/proposals.js";
+import { GATEWAY_ID, type Envelope } from "../gateway/envelope.js";
+import type { ParticipantClient } from "../participants/index.js";
+import { guard, processIo, proposalLine, type Io } from "./lifecycle.js";
+import { openClient, resolveTarget, type RemoteOptions } from "./remote.js";
+import { CliError, loadSpace, spaceFile } from "./space.js";
+import { callShape, isRecord, oneLine, shortId, summarizeResult, truncate } from "./terminal/format.js";
+import { ProposalQueue } from "./terminal/queue.js";
+
+/** Connects, runs `body`, and always leaves the space. */
+async function withClient<T>(opts: RemoteOptions, io: Io, body: (client: ParticipantClient) => Promise<T>): Promise<T> {
+  const client = await openClient(await resolveTarget(withEnvDefaults(opts, io.env), io.env));
+  try {
+    return await body(client);
+  } finally {
+    await client.close();
+  }
+}
+
+/**
+ * Without `--config`, `--gateway/--space/--token` fall back to MEWGATE_URL, MEWGATE_SPACE
+ * and MEWGATE_TOKEN: what `up` gives a `run:` child, so a child can be `mewgate bridge …`.
+ */
+export function withEnvDefaults(opts: RemoteOptions, env: NodeJS.ProcessEnv): RemoteOptions {
+  if (opts.config) return opts;
+  if (!opts.gateway && !opts.space && !opts.token && !opts.tokenFile && !env["MEWGATE_URL"]) return opts;
+  return {
+    ...opts,
+    gateway: opts.gateway ?? env["MEWGATE_URL"],
+    space: opts.space ?? env["MEWGATE_SPACE"],
+    token: opts.token ?? (opts.tokenFile ? undefined : env["MEWGATE_TOKEN"]),
+  };
+}
+
+/**
+ * Sends one envelope and waits until the gateway has processed it: a `ping` to the gateway
+ * sent after it is answered only afterwards, so a refusal (a correlated `system/error`)
+ * has arrived by then.
+ */
+async function sendChecked(client: ParticipantClient, env: Parameters<ParticipantClient["send"]>[0]): Promise<string> {
+  let refusal: Envelope | undefined;
+  let id = "";
+  const off = client.on("envelope", (e) => {
+    if (e.kind === "system/error" && e.correlation_id?.includes(id)) refusal ??= e;
+  });
+  try {
+    id = client.send(env);
+    await client.request(GATEWAY_ID, "ping", {}, { timeoutMs: 5000 });
+  } finally {
+    off();
+  }
+  if (refusal) {
+    const p = isRecord(refusal.payload) ? refusal.payload : {};
+    throw new CliError(`the gateway refused it: ${String(p["code"] ?? "error")}: ${String(p["message"] ?? "")}`);
+  }
+  return id;
+}
+
+// --- tools -------------------------------------------------------------------------------
+
+export function runTools(opts: RemoteOptions & { json?: boolean }, io: Io = processIo()): Promise<number> {
+  return guard(io, () =>
+    withClient(opts, io, async (client) => {
+      const tools = await client.listTools({ timeoutMs: 10_000 });
+      if (opts.json) {
+        io.stdout.write(`${JSON.stringify(tools, null, 2)}\n`);
+        return 0;
+      }
+      if (tools.length === 0) {
+        io.stdout.write("no tools in the space\n");
+        return 0;
+      }
+      const width = Math.min(40, Math.max(...tools.map((t) => t.name.length)));
+      const lines = [...tools]
+        .sort((a, b) => (a.name < b.name ? -1 : 1))
+        .map((t) => truncate(`${t.name.padEnd(width)}  ${(t.policy ?? "?").padEnd(8)}  ${oneLine(t.description ?? "", 100)}`, 160));
+      io.stdout.write(`${lines.join("\n")}\n`);
+      return 0;
+    }),
+  );
+}
+
+// --- send --------------------------------------------------------------------------------
+
+export interface SendOptions extends RemoteOptions {
+  to?: string[] | undefined;
+  kind?: string | undefined;
+  payload?: string | undefined;
+}
+
+export function runSend(text: string[], opts: SendOptions, io: Io = processIo()): Promise<number> {
+  return guard(io, async () => {
+    const kind = opts.kind ?? "chat";
+    let payload: unknown;
+    if (opts.payload !== undefined) {
+      try {
+        payload = JSON.parse(opts.payload);
+      } catch (err) {
+        throw new CliError(`--payload is not JSON: ${(err as Error).message}`);
+      }
+      if (text.length) throw new CliError("give either text (a chat) or --payload, not both");
+    } else {
+      if (text.length === 0) throw new CliError(`nothing to send: mewgate send [--to id] <text>, or --kind <kind> --payload <json>`);
+      if (kind !== "chat") throw new CliError(`--kind ${kind} needs --payload <json>`);
+      payload = { text: text.join(" ") };
+    }
+    return withClient(opts, io, async (client) => {
+      const to = opts.to?.flatMap((t) => t.split(",")).filter(Boolean);
+      const id = await sendChecked(client, { kind, to: to?.length ? to : undefined, payload });
+      io.stdout.write(`${id}\n`);
+      return 0;
+    });
+  });
+}
+
+// --- proposals ---------------------------------------------------------------------------
+
+export interface ProposalsOptions extends RemoteOptions {
+  always?: boolean | undefined;
+  args?: string | undefined;
+  reason?: string | undefined;
+  text?: string | undefined;
+  json?: boolean | undefined;
+  /** How long `approve` waits for the call's result. Default 10 000. */
+  waitMs?: number | undefined;
+}
+
+export function runProposals(action: string | undefined, ref: string | undefined, opts: ProposalsOptions, io: Io = processIo()): Promise<number> {
+  return guard(io, async () => {
+    const verb = action ?? "list";
+    if (!["list", "approve", "reject"].includes(verb)) throw new CliError(`unknown action "${verb}": mewgate proposals [list | approve <id> | reject <id> --reason <code>]`);
+    if (verb !== "list" && !ref) throw new CliError(`mewgate proposals ${verb} <id>: which proposal? (mewgate proposals lists them)`);
+    let edited: Record<string, unknown> | undefined;
+    if (opts.args !== undefined) {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(opts.args);
+      } catch (err) {
+        throw new CliError(`--args is not JSON: ${(err as Error).message}`);
+      }
+      if (!isRecord(parsed)) throw new CliError("--args must be a JSON object");
+      edited = parsed;
+    }
+    return withClient(opts, io, async (client) => {
+      const queue = new ProposalQueue();
+      queue.sync(client.proposals.values());
+      if (verb === "list") {
+        const all = queue.all;
+        if (opts.json) io.stdout.write(`${JSON.stringify(all, null, 2)}\n`);
+        else io.stdout.write(all.length ? `${all.map(proposalLine).join("\n")}\n` : "no proposals waiting\n");
+        return 0;
+      }
+      const found = queue.resolve(ref);
+      if (!found.ok) throw new CliError(found.message);
+      const p = found.proposal;
+      const label = callShape(p).label;
+      if (verb === "reject") {
+        if (!opts.reason) throw new CliError("reject needs --reason <code> (for example unsafe, disagree, not_now)");
+        await sendChecked(client, { kind: "mcp/reject", correlation_id: [p.id], payload: opts.text ? { reason: opts.reason, text: opts.text } : { reason: opts.reason } });
+        io.stdout.write(`rejected ${label} [${shortId(p.id)}] from ${p.from}: ${opts.reason}${opts.text ? ` (${opts.text})` : ""}\n`);
+        return 0;
+      }
+      // Approve, then wait a little for the result so the person sees what happened.
+      const result = new Promise<Envelope | undefined>((resolve) => {
+        const timer = setTimeout(() => resolve(undefined), opts.waitMs ?? 10_000);
+        client.on("envelope", (e) => {
+          if (e.kind === "mcp/response" && e.correlation_id?.includes(p.id)) {
+            clearTimeout(timer);
+            resolve(e);
+          }
+        });
+      });
+      const payload: Record<string, unknown> = { scope: opts.always ? "always" : "once" };
+      if (edited) payload["arguments"] = edited;
+      await sendChecked(client, { kind: "mcp/approve", correlation_id: [p.id], payload });
+      io.stdout.write(`approved ${label} [${shortId(p.id)}] from ${p.from}${opts.always ? " (always)" : ""}${edited ? " with edited arguments" : ""}\n`);
+      const response = await result;
+      if (!response) io.stdout.write("(no result yet; it goes to the proposer)\n");
+      else {
+        const r = isRecord(response.payload) ? response.payload : {};
+        const error = isRecord(r["error"]) ? r["error"] : undefined;
+        io.stdout.write(error ? `call failed: ${String(error["message"])}\n` : `result: ${oneLine(summarizeResult(r["result"]), 200)}\n`);
+      }
+      return 0;
+    });
+  });
+}
+
+// --- audit -------------------------------------------------------------------------------
+
+export interface AuditOptions {
+  config?: string | undefined;
+  stateDir?: string | undefined;
+  participant?: string | undefined;
+  tool?: string | undefined;
+  since?: string | undefined;
+  until?: string | undefined;
+  json?: boolean | undefined;
+}
+
+/** An ISO date/time, or a duration back from now: `30s`, `10m`, `2h`, `7d`. */
+export function parseWhen(value: string, flag: string, now = Date.now()): Date {
+  const m = /^(\d+(?:\.\d+)?)\s*(s|m|h|d|w)$/i.exec(value.trim());
+  if (m) {
+    const unit = { s: 1e3, m: 60e3, h: 3600e3, d: 86400e3, w: 7 * 86400e3 }[m[2]!.toLowerCase() as "s"]!;
+    return new Date(now - Number(m[1]) * unit);
+  }
+  const t = Date.parse(value);
+  if (Number.isNaN(t)) throw new CliError(`${flag} "${value}": expected a date (2025-01-31, 2025-01-31T12:00Z) or a duration back from now (30m, 2h, 7d)`);
+  return new Date(t);
+}
+
+export function runAudit(opts: AuditOptions, io: Io = processIo()): Promise<number> {
+  return guard(io, async () => {
+    const since = opts.since ? parseWhen(opts.since, "--since") : undefined;
+    const until = opts.until ? parseWhen(opts.until, "--until") : undefined;
+    const stateDir = opts.stateDir && !opts.config ? opts.stateDir : (await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env: io.env })).stateDir;
+    const entries = readAudit(stateDir, { participant: opts.participant, tool: opts.tool, since, until });
+    if (opts.json) {
+      for (const e of entries) io.stdout.write(`${JSON.stringify(e)}\n`);
+      return 0;
+    }
+    if (entries.length === 0) {
+      io.stdout.write(`no audit entries${opts.participant || opts.tool || since || until ? " match" : ` in ${stateDir}`}\n`);
+      return 0;
+    }
+    io.stdout.write(`${entries.map(auditLine).join("\n")}\n`);
+    return 0;
+  });
+}
+
+export function auditLine(e: AuditEntry): string {
+  const tool = e.tool ? `${e.owner}/${e.tool}` : `${e.owner}: ${e.method}`;
+  const parts = [e.ts, e.event.padEnd(9), `[${shortId(e.proposal)}]`, `${e.proposer} → ${tool}`];
+  if (e.by) parts.push(`by ${e.by}`);
+  if (e.scope && e.event === "approved") parts.push(`(${e.scope})`);
+  if (e.reason) parts.push(`reason: ${e.reason}`);
+  if (e.outcome) parts.push(`outcome: ${e.outcome}`);
+  if (e.event === "proposed" && e.arguments !== undefined) parts.push(oneLine(e.arguments, 80));
+  return parts.join("  ");
+}

@@ -1,0 +1,179 @@
+/**
+ * `mewgate down` and `mewgate status`: the other ends of `mewgate up`.
+ *
+ * `down` stops exactly the process named in `<state>/up.pid` — after checking that it is
+ * alive and is that `up` (start time and command line against `up.json`, so a recycled
+ * pid is never signalled) — and waits for it to exit. That process stops everything it
+ * started itself.
+ */
+import { rmSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { ConfigError } from "../gateway/config.js";
+import type { Envelope } from "../gateway/envelope.js";
+import { openClient, resolveTarget } from "./remote.js";
+import { CliError, gatewayUrlFor, isAlive, isOurUp, loadSpace, readUpRecord, spaceFile, upFiles, type UpRecord } from "./space.js";
+import { callShape, oneLine, shortId, truncate } from "./terminal/format.js";
+
+export interface Io {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  env: NodeJS.ProcessEnv;
+}
+
+export const processIo = (): Io => ({ stdout: process.stdout, stderr: process.stderr, env: process.env });
+
+/** Runs a command body: a thrown `CliError`/`ConfigError` becomes its message on stderr and a non-zero exit code. */
+export async function guard(io: Io, body: () => Promise<number>): Promise<number> {
+  try {
+    return await body();
+  } catch (err) {
+    const e = err as Error;
+    io.stderr.write(`mewgate: ${e instanceof ConfigError || e instanceof CliError ? e.message : e.message || String(e)}\n`);
+    return err instanceof CliError ? err.exitCode : 1;
+  }
+}
+
+/** The state directory of a space file, even when the file no longer parses (so `down` still works). */
+async function stateDirOf(file: string | undefined, stateDir: string | undefined, io: Io): Promise<{ stateDir: string; space: string | undefined }> {
+  if (stateDir) return { stateDir: resolve(stateDir), space: undefined };
+  const f = spaceFile(file);
+  try {
+    const loaded = await loadSpace(f, { env: io.env });
+    return { stateDir: loaded.stateDir, space: loaded.config.space.id };
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    const fallback = resolve(dirname(resolve(f)), ".mewgate");
+    io.stderr.write(`mewgate: warning: ${err.message}\nmewgate: using the default state directory ${fallback}\n`);
+    return { stateDir: fallback, space: undefined };
+  }
+}
+
+export interface DownOptions {
+  file?: string | undefined;
+  stateDir?: string | undefined;
+  /** How long to wait for a clean exit before SIGKILL. Default 20 000. */
+  timeoutMs?: number | undefined;
+}
+
+export function runDown(opts: DownOptions, io: Io = processIo()): Promise<number> {
+  return guard(io, async () => {
+    const { stateDir } = await stateDirOf(opts.file, opts.stateDir, io);
+    const files = upFiles(stateDir);
+    const rec = readUpRecord(stateDir);
+    if (!rec) throw new CliError(`nothing to stop: no ${files.json} (was the space started with mewgate up, with this --state-dir?)`);
+    if (!isAlive(rec.pid)) {
+      removeRecord(files, rec);
+      throw new CliError(`nothing to stop: pid ${rec.pid} of space ${rec.space} has already exited (removed its stale pid file)`);
+    }
+    if (!isOurUp(rec)) {
+      removeRecord(files, rec);
+      throw new CliError(`nothing to stop: pid ${rec.pid} is now another process, not the mewgate up that wrote ${files.pid} (removed the stale pid file; that process was left alone)`);
+    }
+    process.kill(rec.pid, "SIGTERM");
+    const timeout = opts.timeoutMs ?? 20_000;
+    let gone = await exited(rec, timeout);
+    if (!gone) {
+      io.stderr.write(`mewgate: pid ${rec.pid} did not stop within ${timeout / 1000} s; killing it\n`);
+      if (isOurUp(rec)) process.kill(rec.pid, "SIGKILL");
+      gone = await exited(rec, 5000);
+    }
+    if (!gone) throw new CliError(`pid ${rec.pid} is still running after SIGKILL`);
+    removeRecord(files, rec);
+    io.stdout.write(`mewgate: stopped space ${rec.space} (pid ${rec.pid})\n`);
+    return 0;
+  });
+}
+
+async function exited(rec: UpRecord, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (!isOurUp(rec)) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return !isOurUp(rec);
+}
+
+/** Removes the pid files if they still describe `rec`. */
+function removeRecord(files: { pid: string; json: string }, rec: UpRecord): void {
+  const now = readUpRecord(rec.stateDir);
+  if (now && now.pid !== rec.pid) return;
+  rmSync(files.pid, { force: true });
+  rmSync(files.json, { force: true });
+}
+
+export interface StatusOptions {
+  file?: string | undefined;
+  stateDir?: string | undefined;
+  as?: string | undefined;
+  json?: boolean | undefined;
+}
+
+export function runStatus(opts: StatusOptions, io: Io = processIo()): Promise<number> {
+  return guard(io, async () => {
+    const file = spaceFile(opts.file);
+    const loaded = await loadSpace(file, { stateDir: opts.stateDir, env: io.env });
+    const { config, stateDir } = loaded;
+    const rec = readUpRecord(stateDir);
+    const live = rec !== undefined && isOurUp(rec) ? rec : undefined;
+    const { url } = gatewayUrlFor(config);
+    const target = await resolveTarget({ config: file, as: opts.as, stateDir, gateway: url }, io.env).catch((err: Error) => {
+      // No token file yet means no gateway ever ran with this state directory.
+      if (!live) throw new CliError(`nothing is running for space ${config.space.id}: no mewgate up in ${stateDir} (${err.message})`);
+      throw err;
+    });
+    let client;
+    try {
+      client = await openClient(target);
+    } catch (err) {
+      if (!live && err instanceof CliError && err.message.startsWith("cannot reach")) {
+        throw new CliError(`nothing is running for space ${config.space.id}: no mewgate up in ${stateDir}, and ${err.message.replace(/: is it running.*$/, "")}`);
+      }
+      throw err;
+    }
+    try {
+      const tools = await client.listTools({ timeoutMs: 5000 }).catch(() => client.tools);
+      const welcome = client.welcome!;
+      const present = new Map([...client.participants.values()].map((p) => [p.id, p]));
+      const participants = Object.values(config.participants).map((p) => ({
+        id: p.id,
+        kind: p.kind,
+        state: p.id === welcome.id ? "connected (this status check)" : present.has(p.id) ? "connected" : "not connected",
+        description: p.description,
+      }));
+      for (const p of present.values()) if (!config.participants[p.id]) participants.push({ id: p.id, kind: (p.kind as never) ?? "service", state: "connected", description: p.description });
+      const proposals = [...client.proposals.values()];
+      if (opts.json) {
+        const out = {
+          space: config.space.id,
+          url,
+          up: live ? { pid: live.pid, startedAt: live.startedAt, stateDir } : undefined,
+          participants,
+          tools: tools.map((t) => ({ name: t.name, policy: t.policy, description: t.description })),
+          proposals: proposals.map((p) => ({ id: p.id, from: p.from, ...callShape(p) })),
+        };
+        io.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+        return 0;
+      }
+      const nameWidth = Math.min(40, Math.max(0, ...tools.map((t) => t.name.length)));
+      const lines = [
+        `space ${config.space.id}${config.space.name !== config.space.id ? ` (${config.space.name})` : ""} at ${url}/ws`,
+        live ? `  mewgate up pid ${live.pid}, since ${live.startedAt}; state in ${stateDir}` : `  (not started by mewgate up with this state directory)`,
+        `participants:`,
+        ...participants.map((p) => `  ${p.id.padEnd(16)} ${p.kind.padEnd(8)} ${p.state}`),
+        `tools (${tools.length}; policy for ${welcome.id}):`,
+        ...(tools.length ? tools.map((t) => truncate(`  ${t.name.padEnd(nameWidth)}  ${(t.policy ?? "?").padEnd(9)} ${oneLine(t.description ?? "", 80)}`, 140)) : ["  none"]),
+        `pending proposals (${proposals.length}):`,
+        ...(proposals.length ? proposals.map((p) => proposalLine(p)) : ["  none"]),
+      ];
+      io.stdout.write(`${lines.join("\n")}\n`);
+      return 0;
+    } finally {
+      await client.close();
+    }
+  });
+}
+
+export function proposalLine(p: Envelope): string {
+  const c = callShape(p);
+  return truncate(`  [${shortId(p.id)}] ${p.from} → ${c.label} ${oneLine(c.arguments, 80)}  (${p.ts})`, 160);
+}

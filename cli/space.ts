@@ -1,0 +1,193 @@
+/**
+ * What every space.yaml-based command needs: loading the file with the variables `mewgate`
+ * offers to it, finding the state directory, the human to act as, its token, and where the
+ * gateway runs.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { loadSpaceConfig, type ParticipantConfig, type SpaceConfig } from "../gateway/config.js";
+import { tokenEnvName, tokenFile } from "../gateway/tokens.js";
+
+/** The command's own error: its message is printed as is (`mewgate: <message>`), exit code 1. */
+export class CliError extends Error {
+  override readonly name = "CliError";
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
+    super(message);
+  }
+}
+
+export const DEFAULT_SPACE_FILE = "space.yaml";
+
+/** The mewgate package root (holds `spaces/` and, in a checkout, `node_modules/`). */
+export const INSTALL_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+
+export interface LoadedSpace {
+  config: SpaceConfig;
+  /** The environment the file was read with, including the variables below; pass it on to the gateway. */
+  env: NodeJS.ProcessEnv;
+  stateDir: string;
+  /** `<state>/sandbox`: a scratch directory `up` creates for MCP servers (the demo's filesystem). */
+  sandbox: string;
+}
+
+/**
+ * Loads a space.yaml. Besides the caller's environment, the file may use:
+ *   ${MEWGATE_STATE_DIR}   the state directory of this run (absolute)
+ *   ${MEWGATE_SANDBOX}     `<state>/sandbox`, created by `mewgate up`
+ *   ${MEWGATE_INSTALL_DIR} where mewgate is installed (to run MCP servers it ships with)
+ *   ${MEWGATE_SPACE_DIR}   the directory of the space.yaml
+ * `--state-dir` wins over `gateway.state_dir`. The state directory is not known before the
+ * file is read, so the file is read again in the rare case where the first guess was wrong.
+ */
+export async function loadSpace(file: string, opts: { stateDir?: string | undefined; env?: NodeJS.ProcessEnv } = {}): Promise<LoadedSpace> {
+  const base = opts.env ?? process.env;
+  const spaceDir = dirname(resolve(file));
+  const withDirs = (stateDir: string): NodeJS.ProcessEnv => ({
+    ...base,
+    MEWGATE_STATE_DIR: stateDir,
+    MEWGATE_SANDBOX: join(stateDir, "sandbox"),
+    MEWGATE_INSTALL_DIR: INSTALL_DIR,
+    MEWGATE_SPACE_DIR: spaceDir,
+  });
+  const guess = opts.stateDir ? resolve(opts.stateDir) : resolve(spaceDir, ".mewgate");
+  let env = withDirs(guess);
+  let config = await loadSpaceConfig(file, env);
+  const stateDir = opts.stateDir ? resolve(opts.stateDir) : config.gateway.state_dir;
+  if (stateDir !== guess) {
+    env = withDirs(stateDir);
+    config = await loadSpaceConfig(file, env);
+  }
+  config.gateway.state_dir = stateDir;
+  return { config, env, stateDir, sandbox: join(stateDir, "sandbox") };
+}
+
+/** The human to act as: `as`, else the space's only human. */
+export function pickHuman(config: SpaceConfig, as: string | undefined): ParticipantConfig {
+  const all = Object.values(config.participants);
+  if (as !== undefined) {
+    const p = config.participants[as];
+    if (!p) throw new CliError(`no participant "${as}" in ${config.file}; participants: ${all.map((x) => x.id).join(", ")}`);
+    return p;
+  }
+  const humans = all.filter((p) => p.kind === "human");
+  if (humans.length === 1) return humans[0]!;
+  if (humans.length === 0) throw new CliError(`space "${config.space.id}" has no human participant; pick one to act as with --as <id>`);
+  throw new CliError(`space "${config.space.id}" has several humans (${humans.map((h) => h.id).join(", ")}); pick one with --as <id>`);
+}
+
+/**
+ * A participant's token, found the way the gateway finds it: its `token` in space.yaml,
+ * `MEWGATE_TOKEN_<ID>`, or the token file the gateway generated. Never generates one: a
+ * missing file means no gateway has run with this state directory yet.
+ */
+export function resolveToken(config: SpaceConfig, id: string, env: NodeJS.ProcessEnv): string {
+  const p = config.participants[id];
+  if (p?.token) return p.token;
+  const fromEnv = env[tokenEnvName(id)];
+  if (fromEnv) return fromEnv;
+  const file = tokenFile(config.gateway.state_dir, id);
+  try {
+    const token = readFileSync(file, "utf8").trim();
+    if (token) return token;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw new CliError(`cannot read the token of "${id}" from ${file}: ${(err as Error).message}`);
+  }
+  throw new CliError(
+    `no token for "${id}": not in space.yaml, no ${tokenEnvName(id)}, and no ${file} (the gateway writes it on its first start; is this the right --state-dir?)`,
+  );
+}
+
+/** What `up` records in `<state>/up.json` for `status`, `down` and the other commands. */
+export interface UpRecord {
+  pid: number;
+  url: string;
+  space: string;
+  config: string;
+  stateDir: string;
+  /** The process's start time in clock ticks since boot (`/proc/<pid>/stat` field 22), to tell it from a recycled pid. */
+  startTicks?: number | undefined;
+  argv: string[];
+  startedAt: string;
+}
+
+export function upFiles(stateDir: string): { pid: string; json: string; log: string } {
+  return { pid: join(stateDir, "up.pid"), json: join(stateDir, "up.json"), log: join(stateDir, "logs", "up.log") };
+}
+
+export function readUpRecord(stateDir: string): UpRecord | undefined {
+  try {
+    return JSON.parse(readFileSync(upFiles(stateDir).json, "utf8")) as UpRecord;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Where the gateway of this space listens: the URL a running `up` recorded (it may have
+ * picked a free port), else the space.yaml's host and port.
+ */
+export function gatewayUrlFor(config: SpaceConfig): { url: string; recorded: boolean } {
+  const rec = readUpRecord(config.gateway.state_dir);
+  if (rec?.url && rec.space === config.space.id && isAlive(rec.pid)) return { url: rec.url, recorded: true };
+  const host = config.gateway.host === "0.0.0.0" ? "127.0.0.1" : config.gateway.host === "::" ? "[::1]" : config.gateway.host;
+  const shown = host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
+  return { url: `ws://${shown}:${config.gateway.port}`, recorded: false };
+}
+
+/** Whether a process with this pid exists (and we may signal it). */
+export function isAlive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Start time of a process in clock ticks since boot, from /proc (Linux); undefined elsewhere. */
+export function processStartTicks(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // The command name (field 2) may contain spaces and parentheses; fields resume after the last ")".
+    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const ticks = Number(rest[19]);
+    return Number.isFinite(ticks) ? ticks : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The command line of a process, from /proc (Linux); undefined elsewhere. */
+export function processArgv(pid: number): string[] | undefined {
+  try {
+    const raw = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+    return raw.split("\0").filter((s) => s.length > 0);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The space file a command works on: the argument, else ./space.yaml, with a hint when it is missing. */
+export function spaceFile(arg: string | undefined): string {
+  const file = arg ?? DEFAULT_SPACE_FILE;
+  if (arg === undefined && !existsSync(file)) {
+    throw new CliError(`no ${DEFAULT_SPACE_FILE} in ${process.cwd()}: give the file (mewgate <command> path/to/space.yaml), or write one with mewgate init`);
+  }
+  return file;
+}
+
+/** Whether the process a record names is alive and is that very `up` (not a recycled pid). */
+export function isOurUp(rec: UpRecord): boolean {
+  if (!isAlive(rec.pid)) return false;
+  const ticks = processStartTicks(rec.pid);
+  if (ticks !== undefined && rec.startTicks !== undefined && ticks !== rec.startTicks) return false;
+  const argv = processArgv(rec.pid);
+  if (argv !== undefined && argv.join("\0") !== rec.argv.join("\0")) return false;
+  // Without /proc (not Linux) all we know is that the pid is alive and the record is ours.
+  return true;
+}

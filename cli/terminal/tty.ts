@@ -1,0 +1,501 @@
+/**
+ * The interactive terminal: the space scrolls by above one input line.
+ *
+ * Rendering is deliberately plain: every line is printed once and scrolls with the
+ * terminal; only the input line at the bottom is redrawn (clear line, print, place the
+ * cursor). The proposal queue is printed again as a block whenever it changes, so the
+ * latest state is always the last thing on screen. No alternate screen, no cursor
+ * addressing beyond the current line: the terminal's own scrollback keeps working.
+ *
+ * Keys with an empty input line and a proposal waiting: a approve once, A approve always,
+ * e edit the arguments then approve, r reject with a reason, n/p or ↓/↑ move in the queue.
+ */
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { emitKeypressEvents } from "node:readline";
+import type { Envelope } from "../../gateway/envelope.js";
+import type { WelcomeInfo } from "../../participants/index.js";
+import { ANSI, callShape, fit, formatEnvelope, isRecord, oneLine, PLAIN, prettyJson, shortId, truncate, visibleLength, whyApproval, type Style, type ViewContext } from "./format.js";
+import { TerminalSession, type TerminalOptions } from "./session.js";
+
+interface Key {
+  name?: string | undefined;
+  ctrl?: boolean | undefined;
+  meta?: boolean | undefined;
+  shift?: boolean | undefined;
+  sequence?: string | undefined;
+}
+
+type Mode = { kind: "chat" } | { kind: "edit"; proposal: string } | { kind: "reason"; proposal: string; label: string };
+
+const DEFAULT_REJECT_REASON = "disagree";
+
+const HELP = [
+  "Type a message and press Enter to chat (start with @id to address someone).",
+  "With a proposal waiting and the input line empty:",
+  "  a  approve once       A  approve always (grants the proposer this tool)",
+  "  e  edit the arguments (as JSON; $EDITOR when set) and approve",
+  "  r  reject with a reason          n/p or ↓/↑  next/previous proposal",
+  "Commands:",
+  "  /participants  /tools  /proposals",
+  "  /approve [id] [--always]   /reject [id] [--reason code] [text]   /edit [id]",
+  "  /pause <agent>  /resume <agent>  /status <agent>  /cancel <proposal-or-call-id>",
+  "  /help  /quit (or Ctrl-C, or Ctrl-D on an empty line)",
+];
+
+export class TtyTerminal extends TerminalSession {
+  private readonly style: Style;
+  private readonly view: ViewContext;
+  private buffer = "";
+  private cursor = 0;
+  private mode: Mode = { kind: "chat" };
+  /** Lines held back while an external editor owns the screen. */
+  private held: string[] | undefined;
+  private readonly onKey = (str: string | undefined, key: Key | undefined) => this.key(str, key ?? {});
+  private lastToolCount = -1;
+
+  constructor(opts: TerminalOptions) {
+    super(opts);
+    const env = opts.env ?? process.env;
+    this.style = opts.output.isTTY && !env["NO_COLOR"] && env["TERM"] !== "dumb" ? ANSI : PLAIN;
+    this.view = { me: "?", width: this.width, style: this.style, calls: new Map(), proposals: new Set() };
+  }
+
+  private get width(): number {
+    return Math.max(40, (this.opts.output.columns ?? 100) - 1);
+  }
+
+  // --- output -------------------------------------------------------------------------------
+
+  /** Prints lines above the input line. */
+  print(lines: string[]): void {
+    if (lines.length === 0) return;
+    if (this.held) {
+      this.held.push(...lines);
+      return;
+    }
+    this.opts.output.write(`\r\x1b[2K${lines.join("\n")}\n`);
+    this.drawPrompt();
+  }
+
+  notice(text: string, level: "info" | "error" = "info"): void {
+    this.print([level === "error" ? this.style.red(`! ${text}`) : this.style.dim(`· ${text}`)]);
+  }
+
+  private drawPrompt(): void {
+    if (this.ended || this.held) return;
+    const prompt = this.promptText();
+    const room = Math.max(10, this.width - visibleLength(prompt));
+    // Show a window of the buffer that contains the cursor.
+    const start = Math.max(0, Math.min(this.cursor - Math.floor(room * 0.7), this.buffer.length - room + 1));
+    const shown = this.buffer.slice(Math.max(0, start), Math.max(0, start) + room);
+    const col = visibleLength(prompt) + (this.cursor - Math.max(0, start));
+    this.opts.output.write(`\r\x1b[2K${prompt}${shown}\r${col > 0 ? `\x1b[${col}C` : ""}`);
+  }
+
+  private promptText(): string {
+    const s = this.style;
+    switch (this.mode.kind) {
+      case "edit":
+        return s.yellow("edit arguments as JSON (Enter approves, Esc cancels)> ");
+      case "reason":
+        return s.yellow(`why reject ${this.mode.label}? (reason "${DEFAULT_REJECT_REASON}"; Enter sends, Esc cancels)> `);
+      case "chat": {
+        const n = this.queue.size;
+        const q = n > 0 ? s.yellow(`[${this.queue.position}/${n} waiting · a A e r n p] `) : "";
+        return `${q}${s.bold(this.me)}> `;
+      }
+    }
+  }
+
+  protected showEnvelope(env: Envelope): void {
+    this.view.me = this.me;
+    this.view.width = this.width;
+    this.print(formatEnvelope(env, this.view));
+  }
+
+  protected showWelcome(info: WelcomeInfo, first: boolean, missed: Envelope[]): void {
+    const s = this.style;
+    this.view.me = info.id;
+    if (first) {
+      const space = info.space?.name && info.space.name !== info.space.id ? `${info.space.id} (${info.space.name})` : (info.space?.id ?? "?");
+      const present = info.participants.map((p) => `${p.id}${p.kind ? ` (${p.kind})` : ""}`).join(", ") || "nobody else yet";
+      this.lastToolCount = info.tools.length;
+      this.print([
+        s.bold(`mewgate · space ${space} · you are ${info.id}`),
+        s.dim(`present: ${present} · ${info.tools.length} tools · /help lists keys and commands`),
+      ]);
+    } else {
+      this.notice(`rejoined as ${info.id}`);
+    }
+    const lines = missed.flatMap((e) => formatEnvelope(e, this.view));
+    if (lines.length) this.print([s.dim(first ? "recent:" : "while away:"), ...lines.slice(-20)]);
+  }
+
+  protected echoChat(text: string, to: string[] | undefined): void {
+    this.print([`${this.style.bold(this.me)}${to ? this.style.dim(` → ${to.join(", ")}`) : ""}: ${text}`]);
+  }
+
+  protected override toolsChanged(count: number): void {
+    if (count === this.lastToolCount) return;
+    this.lastToolCount = count;
+    this.notice(`${count} tools in the space (/tools lists them)`);
+  }
+
+  /** Whether the last block printed showed proposals: "none waiting" is said once, after the last one goes. */
+  private queueShown = false;
+
+  protected queueChanged(): void {
+    if (this.queue.size === 0) {
+      if (this.queueShown) this.print([this.style.dim("── no proposals waiting ──")]);
+      this.queueShown = false;
+      this.drawPrompt();
+      return;
+    }
+    this.queueShown = true;
+    this.print(this.queueBlock());
+  }
+
+  private queueBlock(): string[] {
+    const s = this.style;
+    const w = this.width;
+    const n = this.queue.size;
+    const current = this.queue.current!;
+    const call = callShape(current);
+    const lines = [
+      s.yellow(`── ${n} proposal${n === 1 ? "" : "s"} waiting · ${this.queue.position}/${n} ${"─".repeat(Math.max(2, Math.min(40, w - 40)))}`),
+      `${s.bold(current.from)} wants ${s.bold(call.label)}  ${s.dim(`[${shortId(current.id)}]`)}`,
+      s.dim(truncate(`why: ${whyApproval(current, { config: this.opts.config, tools: this.client.tools })}`, w)),
+      call.method === "tools/call" ? "arguments:" : "params:",
+      ...prettyJson(call.arguments, { width: w - 4, maxLines: 12 }).map((l) => `  ${l}`),
+    ];
+    const others = this.queue.all.filter((p) => p !== current);
+    for (const p of others.slice(0, 5)) {
+      const c = callShape(p);
+      lines.push(s.dim(fit(`   also: ${p.from} → ${c.label} [${shortId(p.id)}] `, c.arguments, w)));
+    }
+    if (others.length > 5) lines.push(s.dim(`   … and ${others.length - 5} more (/proposals)`));
+    lines.push(s.yellow("a approve once · A approve always · e edit, then approve · r reject · n/p next/previous"));
+    return lines;
+  }
+
+  // --- input ---------------------------------------------------------------------------------
+
+  protected startInput(): void {
+    const input = this.opts.input;
+    emitKeypressEvents(input);
+    if (input.isTTY) input.setRawMode?.(true);
+    input.on("keypress", this.onKey);
+    input.resume();
+    this.drawPrompt();
+  }
+
+  protected stopInput(): void {
+    const input = this.opts.input;
+    input.off("keypress", this.onKey);
+    if (input.isTTY) input.setRawMode?.(false);
+    input.pause();
+    this.opts.output.write("\r\x1b[2K");
+  }
+
+  private key(str: string | undefined, key: Key): void {
+    if (this.ended || this.held) return;
+    if (key.ctrl && key.name === "c") {
+      if (this.mode.kind !== "chat") return this.setMode({ kind: "chat" }, "");
+      return this.finish({ reason: "quit" });
+    }
+    if (key.ctrl && key.name === "d" && this.buffer === "") {
+      if (this.mode.kind === "chat") return this.finish({ reason: "quit" });
+      return this.setMode({ kind: "chat" }, "");
+    }
+    if (key.name === "escape") {
+      if (this.mode.kind !== "chat") this.notice("cancelled");
+      return this.setMode({ kind: "chat" }, "");
+    }
+    if (key.name === "return" || key.name === "enter") {
+      const line = this.buffer;
+      this.buffer = "";
+      this.cursor = 0;
+      this.submit(line);
+      return this.drawPrompt();
+    }
+    const empty = this.buffer === "" && this.mode.kind === "chat";
+    if (empty && this.queue.size > 0 && !key.ctrl && !key.meta) {
+      if (key.name === "down" || str === "n") return this.move(() => this.queue.next());
+      if (key.name === "up" || str === "p") return this.move(() => this.queue.prev());
+      if (str === "a" || str === "A") return this.approveSelected(str === "A" ? "always" : "once");
+      if (str === "e") return this.startEdit(undefined);
+      if (str === "r") return this.startReject(undefined);
+    }
+    if (this.editKey(str, key)) this.drawPrompt();
+  }
+
+  /** Line editing; true when the buffer or cursor changed. */
+  private editKey(str: string | undefined, key: Key): boolean {
+    switch (key.name) {
+      case "backspace":
+        if (this.cursor === 0) return false;
+        this.buffer = this.buffer.slice(0, this.cursor - 1) + this.buffer.slice(this.cursor);
+        this.cursor--;
+        return true;
+      case "delete":
+        this.buffer = this.buffer.slice(0, this.cursor) + this.buffer.slice(this.cursor + 1);
+        return true;
+      case "left":
+        this.cursor = Math.max(0, this.cursor - 1);
+        return true;
+      case "right":
+        this.cursor = Math.min(this.buffer.length, this.cursor + 1);
+        return true;
+      case "home":
+        this.cursor = 0;
+        return true;
+      case "end":
+        this.cursor = this.buffer.length;
+        return true;
+    }
+    if (key.ctrl) {
+      if (key.name === "a") this.cursor = 0;
+      else if (key.name === "e") this.cursor = this.buffer.length;
+      else if (key.name === "u") [this.buffer, this.cursor] = [this.buffer.slice(this.cursor), 0];
+      else if (key.name === "k") this.buffer = this.buffer.slice(0, this.cursor);
+      else if (key.name === "w") {
+        const before = this.buffer.slice(0, this.cursor).replace(/\S+\s*$/, "");
+        this.buffer = before + this.buffer.slice(this.cursor);
+        this.cursor = before.length;
+      } else return false;
+      return true;
+    }
+    if (key.meta || str === undefined || str === "") return false;
+    // Printable text only (a paste may bring several characters at once).
+    const text = str.replace(/[\x00-\x1f\x7f]/g, "");
+    if (!text) return false;
+    this.buffer = this.buffer.slice(0, this.cursor) + text + this.buffer.slice(this.cursor);
+    this.cursor += text.length;
+    return true;
+  }
+
+  private setMode(mode: Mode, buffer: string): void {
+    this.mode = mode;
+    this.buffer = buffer;
+    this.cursor = buffer.length;
+    this.drawPrompt();
+  }
+
+  private move(step: () => boolean): void {
+    if (step()) this.queueChanged();
+    else this.drawPrompt();
+  }
+
+  private submit(line: string): void {
+    const mode = this.mode;
+    this.mode = { kind: "chat" };
+    if (mode.kind === "edit") return this.finishEdit(mode.proposal, line);
+    if (mode.kind === "reason") return this.sendReject(mode.proposal, DEFAULT_REJECT_REASON, line.trim());
+    const text = line.trim();
+    if (!text) return;
+    if (text.startsWith("/")) return this.command(text);
+    this.safely(() => this.chat(text));
+  }
+
+  // --- proposals -------------------------------------------------------------------------------
+
+  private approveSelected(scope: "once" | "always", ref?: string): void {
+    const r = this.queue.resolve(ref);
+    if (!r.ok) return this.notice(r.message, "error");
+    const label = callShape(r.proposal).label;
+    this.safely(() => {
+      this.approve(r.proposal.id, { scope });
+      this.notice(`approved ${label} [${shortId(r.proposal.id)}]${scope === "always" ? ` — ${r.proposal.from} may now call ${label} without asking` : ""}`);
+    });
+  }
+
+  private startReject(ref: string | undefined): void {
+    const r = this.queue.resolve(ref);
+    if (!r.ok) return this.notice(r.message, "error");
+    this.setMode({ kind: "reason", proposal: r.proposal.id, label: callShape(r.proposal).label }, "");
+  }
+
+  private sendReject(proposalId: string, reason: string, text: string): void {
+    this.safely(() => {
+      this.reject(proposalId, reason, text);
+      this.notice(`rejected [${shortId(proposalId)}] (${reason})${text ? `: ${text}` : ""}`);
+    });
+  }
+
+  private startEdit(ref: string | undefined): void {
+    const r = this.queue.resolve(ref);
+    if (!r.ok) return this.notice(r.message, "error");
+    const args = callShape(r.proposal).arguments;
+    const env = this.opts.env ?? process.env;
+    const editor = env["VISUAL"] || env["EDITOR"];
+    if (editor && this.opts.input.isTTY) {
+      void this.editExternally(editor, r.proposal.id, args);
+      return;
+    }
+    this.setMode({ kind: "edit", proposal: r.proposal.id }, JSON.stringify(args ?? {}));
+  }
+
+  private finishEdit(proposalId: string, text: string): void {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch (err) {
+      this.notice(`not valid JSON (${(err as Error).message}); fix it or press Esc`, "error");
+      return this.setMode({ kind: "edit", proposal: proposalId }, text);
+    }
+    if (!isRecord(parsed)) {
+      this.notice("the arguments must be a JSON object {…}", "error");
+      return this.setMode({ kind: "edit", proposal: proposalId }, text);
+    }
+    const args = parsed;
+    this.safely(() => {
+      this.approve(proposalId, { scope: "once", arguments: args });
+      this.notice(`approved [${shortId(proposalId)}] with edited arguments ${oneLine(args, 80)}`);
+    });
+  }
+
+  /** Opens $VISUAL/$EDITOR on the arguments; the space keeps running, its lines are held back meanwhile. */
+  private async editExternally(editor: string, proposalId: string, args: unknown): Promise<void> {
+    const dir = mkdtempSync(join(tmpdir(), "mewgate-edit-"));
+    const file = join(dir, `arguments-${shortId(proposalId)}.json`);
+    writeFileSync(file, `${JSON.stringify(args ?? {}, null, 2)}\n`);
+    const input = this.opts.input;
+    input.off("keypress", this.onKey);
+    if (input.isTTY) input.setRawMode?.(false);
+    input.pause();
+    this.opts.output.write("\r\x1b[2K");
+    this.held = [];
+    const code = await new Promise<number | null>((resolve) => {
+      // Through the shell, as git does, so EDITOR="code --wait" works.
+      const child = spawn(`${editor} "${file.replace(/"/g, '\\"')}"`, { shell: true, stdio: "inherit" });
+      child.on("exit", (c) => resolve(c));
+      child.on("error", () => resolve(-1));
+    });
+    let text = "";
+    try {
+      text = readFileSync(file, "utf8");
+    } catch {
+      // treated as empty below
+    }
+    rmSync(dir, { recursive: true, force: true });
+    const held = this.held;
+    this.held = undefined;
+    if (this.ended) return;
+    if (input.isTTY) input.setRawMode?.(true);
+    input.on("keypress", this.onKey);
+    input.resume();
+    this.print(held);
+    if (code !== 0) return this.notice(`${editor} exited with ${code}; nothing approved`, "error");
+    if (!text.trim()) return this.notice("empty arguments file; nothing approved");
+    this.finishEdit(proposalId, text.trim().replace(/\s*\n\s*/g, " "));
+  }
+
+  // --- commands --------------------------------------------------------------------------------
+
+  private command(line: string): void {
+    const [name = "", ...args] = line.slice(1).split(/\s+/).filter(Boolean);
+    switch (name) {
+      case "help":
+      case "?":
+        return this.print(HELP.map((l) => this.style.dim(l)));
+      case "quit":
+      case "exit":
+      case "q":
+        return this.finish({ reason: "quit" });
+      case "participants":
+      case "who":
+        return this.print(this.participantLines());
+      case "tools":
+        void this.showTools();
+        return;
+      case "proposals":
+        return this.print(this.proposalLines());
+      case "approve": {
+        const always = args.includes("--always");
+        return this.approveSelected(always ? "always" : "once", args.find((a) => !a.startsWith("--")));
+      }
+      case "edit":
+        return this.startEdit(args[0]);
+      case "reject": {
+        let words = [...args];
+        let reason = DEFAULT_REJECT_REASON;
+        const ri = words.indexOf("--reason");
+        if (ri >= 0) {
+          reason = words[ri + 1] ?? reason;
+          words.splice(ri, 2);
+        }
+        // The first word is an id when it names a waiting proposal.
+        let ref: string | undefined;
+        if (words[0] && this.queue.resolve(words[0]).ok) [ref, ...words] = words;
+        const r = this.queue.resolve(ref);
+        if (!r.ok) return this.notice(r.message, "error");
+        if (words.length === 0 && ri < 0) return this.startReject(r.proposal.id);
+        return this.sendReject(r.proposal.id, reason, words.join(" "));
+      }
+      case "pause":
+      case "resume":
+      case "status": {
+        const target = args[0];
+        if (!target) return this.notice(`usage: /${name} <participant>`, "error");
+        if (!this.client.participants.has(target)) return this.notice(`"${target}" is not here (/participants)`, "error");
+        return this.safely(() => {
+          this.control(name === "status" ? "request-status" : name, target);
+          this.notice(name === "status" ? `asked ${target} for its status` : `${name === "pause" ? "paused" : "resumed"} ${target}`);
+        });
+      }
+      case "cancel":
+        if (!args[0]) return this.notice("usage: /cancel <proposal-or-call-id>", "error");
+        return this.safely(() => this.notice(this.cancel(args[0]!, this.view.calls)));
+      case "":
+        return this.notice("type a command after / (/help lists them)", "error");
+      default:
+        return this.notice(`unknown command /${name}; /help lists them`, "error");
+    }
+  }
+
+  private participantLines(): string[] {
+    const s = this.style;
+    const lines = [s.bold("participants:"), `  ${this.me} (you)`];
+    const present = this.client.participants;
+    for (const p of present.values()) lines.push(`  ${p.id}${p.kind ? ` (${p.kind})` : ""}${p.description ? s.dim(` — ${p.description}`) : ""}`);
+    const declared = this.opts.config ? Object.values(this.opts.config.participants) : [];
+    for (const p of declared) if (p.id !== this.me && !present.has(p.id)) lines.push(s.dim(`  ${p.id} (${p.kind}) — not connected`));
+    return lines;
+  }
+
+  private proposalLines(): string[] {
+    if (this.queue.size === 0) return [this.style.dim("no proposals waiting")];
+    return this.queue.all.map((p, i) => {
+      const c = callShape(p);
+      const mark = p === this.queue.current ? ">" : " ";
+      return truncate(`${mark} ${i + 1}. [${shortId(p.id)}] ${p.from} → ${c.label} ${oneLine(c.arguments, 80)}`, this.width);
+    });
+  }
+
+  private async showTools(): Promise<void> {
+    let tools = this.client.tools;
+    try {
+      tools = await this.client.listTools({ timeoutMs: 5000 });
+    } catch {
+      // show what the welcome said
+    }
+    if (tools.length === 0) return this.print([this.style.dim("no tools in the space yet")]);
+    const width = Math.min(40, Math.max(...tools.map((t) => t.name.length)));
+    const lines = [...tools]
+      .sort((a, b) => (a.name < b.name ? -1 : 1))
+      .map((t) => truncate(`  ${t.name.padEnd(width)}  ${(t.policy ?? "?").padEnd(8)}  ${oneLine(t.description ?? "", 200)}`, this.width));
+    this.print([this.style.bold(`tools (${tools.length}; policy for ${this.me}: direct, proposal or denied):`), ...lines]);
+  }
+
+  private safely(fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.notice((err as Error).message, "error");
+    }
+  }
+}
+

@@ -1,0 +1,476 @@
+/**
+ * `mewgate up`: the whole space in one process. The gateway, then every declared
+ * participant that mewgate can run — MCP servers through in-process bridges, agents
+ * in-process, `run:` commands as supervised child processes — then the terminal as the
+ * space's human. Ctrl-C (or SIGTERM, or `mewgate down`) stops all of it, in reverse order.
+ *
+ * `--detach` runs the same thing in the background: the command starts itself again with
+ * a hidden flag, waits until that process says it is ready, and exits.
+ */
+import { spawn } from "node:child_process";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { dirname, join, relative, resolve, sep } from "node:path";
+import { fileURLToPath } from "node:url";
+import { ConfigError, type ParticipantConfig, type SpaceConfig } from "../gateway/config.js";
+import { connectInProcess } from "../gateway/inprocess.js";
+import { createLogger } from "../gateway/log.js";
+import type { Space } from "../gateway/space.js";
+import { TokenBook } from "../gateway/tokens.js";
+import { startAgent, type AgentHandle } from "../participants/agent/participant.js";
+import { ParticipantClient } from "../participants/index.js";
+import { startBridge, type Bridge } from "../participants/mcp-bridge.js";
+import { startGateway, type RunningGateway } from "./gateway.js";
+import { CliError, isOurUp, loadSpace, pickHuman, processArgv, processStartTicks, readUpRecord, spaceFile, upFiles, type LoadedSpace, type UpRecord } from "./space.js";
+import { Supervisor, type SupervisorOptions } from "./supervisor.js";
+import { createTerminal, isJsonMode, type TerminalSession } from "./terminal/index.js";
+import type { TerminalInput, TerminalOutput } from "./terminal/session.js";
+
+export interface UpOptions {
+  file?: string | undefined;
+  stateDir?: string | undefined;
+  port?: number | undefined;
+  host?: string | undefined;
+  /** The human to attach the terminal as (default: the space's only human). */
+  as?: string | undefined;
+  json?: boolean | undefined;
+  detach?: boolean | undefined;
+  /** Hidden: this process is the background half of `--detach`. */
+  detachedChild?: boolean | undefined;
+  /** Send the agents a greeting from the human once everything runs, so they start on their own. Default true. */
+  greet?: boolean | undefined;
+  logLevel?: string | undefined;
+}
+
+export interface UpIo {
+  stdin: TerminalInput;
+  stdout: TerminalOutput;
+  stderr: NodeJS.WritableStream;
+  env: NodeJS.ProcessEnv;
+  /** Stop when this resolves (tests); signals stop it too. */
+  stop?: Promise<void> | undefined;
+  supervisor?: SupervisorOptions | undefined;
+}
+
+const defaultIo = (): UpIo => ({ stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env: process.env });
+
+/** The greeting `up` sends as the human, addressed to the agents it started. */
+export function greeting(agents: string[]): string {
+  return `Hello ${agents.map((a) => `@${a}`).join(" ")}, I just joined the space. What would you like to do first?`;
+}
+
+export async function runUp(opts: UpOptions, io: UpIo = defaultIo()): Promise<number> {
+  const err = (message: string) => io.stderr.write(`mewgate: ${message}\n`);
+  try {
+    if (opts.detach && !opts.detachedChild) return await runDetached(opts, io);
+    return await runForeground(opts, io);
+  } catch (e) {
+    const message = e instanceof ConfigError || e instanceof CliError ? e.message : (e as Error).message;
+    if (opts.detachedChild) process.send?.({ type: "error", message });
+    err(message);
+    return e instanceof CliError ? e.exitCode : 1;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Foreground
+
+interface Running {
+  gateway: RunningGateway | undefined;
+  bridges: Bridge[];
+  agents: AgentHandle[];
+  supervisor: Supervisor | undefined;
+  human: ParticipantClient | undefined;
+  terminal: TerminalSession | undefined;
+  files: { pid: string; json: string } | undefined;
+}
+
+async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
+  const file = spaceFile(opts.file);
+  const loaded = await loadSpace(file, { stateDir: opts.stateDir, env: io.env });
+  const { config, stateDir } = loaded;
+  refuseIfRunning(stateDir);
+  const plan = planParticipants(config, opts.as);
+  const json = !opts.detachedChild && isJsonMode({ json: opts.json, input: io.stdin });
+  // Lines for a person: stdout when the terminal is interactive; stderr when stdout carries JSON.
+  const say = (text: string) => (json || opts.detachedChild ? io.stderr : io.stdout).write(`${text}\n`);
+
+  const running: Running = { gateway: undefined, bridges: [], agents: [], supervisor: undefined, human: undefined, terminal: undefined, files: undefined };
+  let notify: (text: string, level: "info" | "error") => void = (text, level) => say(level === "error" ? `! ${text}` : `· ${text}`);
+  const notice = (text: string, level: "info" | "error" = "info") => notify(text, level);
+
+  // Signals stop everything; installed first so a Ctrl-C during start-up still cleans up.
+  let stopRequested: (why: string) => void = () => {};
+  const stopped = new Promise<string>((resolve) => (stopRequested = resolve));
+  const onSignal = (signal: NodeJS.Signals) => stopRequested(signal);
+  for (const s of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(s, onSignal);
+  void io.stop?.then(() => stopRequested("stop"));
+
+  try {
+    mkdirSync(loaded.sandbox, { recursive: true, mode: 0o700 });
+    running.gateway = await startGateway(
+      { config: [file], stateDir, port: opts.port, host: opts.host, logLevel: opts.logLevel },
+      loaded.env,
+    );
+    const url = running.gateway.url;
+    const space = running.gateway.gateway.spaces.get(config.space.id)!;
+    // The same tokens the gateway loaded (it generated any that were missing): for `run:` children.
+    const { tokens } = TokenBook.load(Object.entries(config.participants), { stateDir, env: loaded.env });
+    if (json) io.stdout.write(`${JSON.stringify({ event: "listening", url, space: config.space.id })}\n`);
+    say(`mewgate gateway listening on ${url}/ws (space ${config.space.id}; state in ${shortPath(stateDir)})`);
+
+    const logFor = (id: string) => createLogger({ file: join(stateDir, "logs", `${id}.log`), level: opts.logLevel });
+    const inProcess = (id: string) => ({ transport: () => connectInProcess(space, id), reconnect: false as const });
+
+    // MCP servers first, so their tools are in the registry when the agents start.
+    const bridgeResults = await Promise.allSettled(
+      plan.bridges.map(async (p) => {
+        const bridge = await startBridge({ id: p.id, server: p.mcp!, client: inProcess(p.id), logger: logFor(p.id), callTimeoutMs: config.calls.timeout_ms });
+        bridge.on("down", (d) => notice(`${p.id}: ${d.message}`, "error"));
+        bridge.on("ready", (r) => r.restarts > 0 && notice(`${p.id}: MCP server restarted (${r.restarts})`));
+        bridge.on("status", (s) => s === "failed" && notice(`${p.id}: gave up restarting the MCP server (log: ${shortPath(join(stateDir, "logs", `${p.id}.log`))})`, "error"));
+        return bridge;
+      }),
+    );
+    bridgeResults.forEach((r, i) => {
+      if (r.status === "fulfilled") running.bridges.push(r.value);
+      else notice(`could not start the MCP server of ${plan.bridges[i]!.id}: ${(r.reason as Error).message} (log: ${shortPath(join(stateDir, "logs", `${plan.bridges[i]!.id}.log`))})`, "error");
+    });
+
+    const agentResults = await Promise.allSettled(
+      plan.agents.map((p) =>
+        startAgent({
+          id: p.id,
+          config: p.agent!,
+          description: p.description,
+          client: inProcess(p.id),
+          env: loaded.env,
+          logger: logFor(p.id),
+          baseDir: dirname(config.file),
+          callTimeoutMs: config.calls.timeout_ms,
+        }),
+      ),
+    );
+    agentResults.forEach((r, i) => {
+      if (r.status === "fulfilled") running.agents.push(r.value);
+      else notice(`could not start agent ${plan.agents[i]!.id}: ${(r.reason as Error).message}`, "error");
+    });
+
+    if (plan.children.length) {
+      running.supervisor = new Supervisor({ ...io.supervisor, onNotice: (t, l) => notice(t, l) });
+      for (const p of plan.children) {
+        running.supervisor.start({
+          id: p.id,
+          command: p.run!.command,
+          args: p.run!.args ?? [],
+          cwd: p.run!.cwd ?? dirname(config.file),
+          env: {
+            ...loaded.env,
+            ...p.run!.env,
+            MEWGATE_URL: url,
+            MEWGATE_SPACE: config.space.id,
+            MEWGATE_TOKEN: tokens.get(p.id)!,
+            MEWGATE_PARTICIPANT: p.id,
+          },
+          logFile: join(stateDir, "logs", `${p.id}.log`),
+        });
+      }
+    }
+    for (const warning of exposedStateDir(config, stateDir)) notice(warning, "error");
+    for (const p of plan.external) notice(`${p.id} (${p.kind}) is not started by up (no agent:, mcp: or run: section); it joins with its token`);
+
+    running.files = writeUpRecord(stateDir, { url, config, file });
+    if (opts.detachedChild) {
+      process.send?.({ type: "ready", url, pid: process.pid });
+      process.disconnect?.();
+    }
+
+    let terminalDone: Promise<unknown> = new Promise(() => {});
+    if (plan.human && !opts.detachedChild) {
+      const humanId = plan.human.id;
+      const connectHuman = async () => {
+        const client = new ParticipantClient(inProcess(humanId));
+        await client.connect();
+        return client;
+      };
+      running.human = await connectHuman();
+      const terminal = createTerminal({
+        client: running.human,
+        input: io.stdin,
+        output: io.stdout,
+        json: opts.json,
+        config: space.config,
+        env: io.env,
+        exitOnEof: false,
+        // Someone ran a one-shot command (status, send, …) as this human: take the seat back once it has left.
+        reclaim: async () => {
+          await waitFor(() => space.member(humanId) === undefined, { timeoutMs: 24 * 3600_000, intervalMs: 200 });
+          running.human = await connectHuman();
+          return running.human;
+        },
+      });
+      running.terminal = terminal;
+      notify = (text, level) => terminal.notice(text, level);
+      terminal.start();
+      if (json) io.stdout.write(`${JSON.stringify({ event: "ready", url, space: config.space.id, participant: humanId })}\n`);
+      terminalDone = terminal.done;
+      const agents = greeted(plan.agents, running.agents.map((a) => a.client.welcome?.id).filter((id): id is string => id !== undefined));
+      if (opts.greet !== false && agents.length > 0) {
+        await toolsRegistered(space, running.bridges.map((b) => b.id));
+        if (!terminal.isEnded) {
+          try {
+            terminal.chat(greeting(agents), agents);
+            if (!json) terminal.notice(`greeted ${agents.join(", ")} (turn this off with --no-greet)`);
+          } catch {
+            // the terminal has gone meanwhile
+          }
+        }
+      }
+    } else if (!opts.detachedChild) {
+      say("no human participant to attach the terminal to; the space runs until Ctrl-C");
+      if (json) io.stdout.write(`${JSON.stringify({ event: "ready", url, space: config.space.id })}\n`);
+    }
+
+    const end = await Promise.race([stopped.then(() => undefined), terminalDone as Promise<{ reason: string; message?: string } | undefined>]);
+    if (end?.reason === "closed") {
+      notice(`${end.message ?? "the terminal's connection to the space ended"}; stopping`, "error");
+      return 1;
+    }
+    return 0;
+  } finally {
+    for (const s of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.off(s, onSignal);
+    notify = (text, level) => say(level === "error" ? `! ${text}` : `· ${text}`);
+    // A second Ctrl-C while stopping means "now": the supervisor's exit hook kills the
+    // children's process groups, and MCP servers see their stdin close.
+    const force = () => {
+      say("stopping now (forced)");
+      process.exit(130);
+    };
+    for (const s of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(s, force);
+    try {
+      await shutdown(running, say);
+    } finally {
+      for (const s of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.off(s, force);
+    }
+  }
+}
+
+/** Stops in reverse order of start; never throws. */
+async function shutdown(r: Running, say: (text: string) => void): Promise<void> {
+  const quietly = async (what: Promise<unknown> | undefined) => {
+    try {
+      await what;
+    } catch {
+      // shutting down: nothing to do about it
+    }
+  };
+  if (!r.gateway) return;
+  say("stopping…");
+  r.terminal?.finish({ reason: "quit" });
+  await quietly(r.human?.close());
+  await Promise.all(r.agents.map((a) => quietly(a.stop())));
+  await quietly(r.supervisor?.stop());
+  await Promise.all(r.bridges.map((b) => quietly(b.stop())));
+  await quietly(r.gateway.stop());
+  if (r.files) removeUpRecord(r.files);
+  say("stopped");
+}
+
+interface Plan {
+  human: ParticipantConfig | undefined;
+  agents: ParticipantConfig[];
+  bridges: ParticipantConfig[];
+  children: ParticipantConfig[];
+  /** Declared, but nothing for `up` to start: they connect on their own. */
+  external: ParticipantConfig[];
+}
+
+/** Who `up` starts, and how. A participant gets one way to run. */
+export function planParticipants(config: SpaceConfig, as: string | undefined): Plan {
+  const plan: Plan = { human: undefined, agents: [], bridges: [], children: [], external: [] };
+  const humans = Object.values(config.participants).filter((p) => p.kind === "human");
+  if (as !== undefined || humans.length > 0) plan.human = pickHuman(config, as);
+  for (const p of Object.values(config.participants)) {
+    const ways = [p.run && "run", p.agent && "agent", p.mcp && "mcp"].filter(Boolean);
+    if (ways.length > 1) {
+      throw new CliError(`${config.file}: participants.${p.id} has ${ways.join(" and ")} sections; give it one way to run`);
+    }
+    if (p === plan.human) {
+      if (ways.length) throw new CliError(`${config.file}: participants.${p.id} is the human at the terminal; it cannot also have a ${ways[0]} section`);
+      continue;
+    }
+    if (p.run) plan.children.push(p);
+    else if (p.agent) plan.agents.push(p);
+    else if (p.mcp) plan.bridges.push(p);
+    else if (p.kind !== "human") plan.external.push(p);
+  }
+  return plan;
+}
+
+/**
+ * Who gets the greeting: the agents that started, except specialists that offer
+ * themselves as tools (they are called by the others, not chatted with) — unless every
+ * agent is one.
+ */
+function greeted(configured: ParticipantConfig[], started: string[]): string[] {
+  const specialist = (id: string) => {
+    const offer = configured.find((p) => p.id === id)?.agent?.offer;
+    return offer !== undefined && offer.enabled !== false;
+  };
+  const chatty = started.filter((id) => !specialist(id));
+  return chatty.length > 0 ? chatty : started;
+}
+
+/**
+ * A stdio MCP server given a directory that contains the state directory (a filesystem
+ * server over the project, say) could hand out every participant's token. Said loudly;
+ * not refused, since the operator may know better.
+ */
+export function exposedStateDir(config: SpaceConfig, stateDir: string): string[] {
+  const warnings: string[] = [];
+  for (const p of Object.values(config.participants)) {
+    if (!p.mcp?.command) continue;
+    const cwd = p.mcp.cwd ?? dirname(config.file);
+    for (const arg of p.mcp.args ?? []) {
+      if (arg.startsWith("-")) continue;
+      const dir = resolve(cwd, arg);
+      if (stateDir === dir || stateDir.startsWith(dir.endsWith(sep) ? dir : dir + sep)) {
+        if (!existsSync(dir) || !statSync(dir).isDirectory()) continue;
+        warnings.push(`${p.id} is given ${dir}, which contains the state directory ${stateDir} (tokens!); move one of them (gateway.state_dir or --state-dir)`);
+      }
+    }
+  }
+  return warnings;
+}
+
+/** Until every bridge has its tools in the registry (or a few seconds have passed): what the agents will want to use. */
+async function toolsRegistered(space: Space, bridges: string[]): Promise<void> {
+  const ready = () => bridges.every((id) => space.registry.list().some((t) => t.participant === id));
+  await waitFor(ready, { timeoutMs: 10_000, intervalMs: 50 });
+  // The agents re-list on the same change notification; give that round trip a moment.
+  await new Promise((r) => setTimeout(r, 150));
+}
+
+function waitFor(cond: () => boolean, o: { timeoutMs: number; intervalMs: number }): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (cond()) return resolve(true);
+    const started = Date.now();
+    const timer = setInterval(() => {
+      if (cond()) {
+        clearInterval(timer);
+        resolve(true);
+      } else if (Date.now() - started > o.timeoutMs) {
+        clearInterval(timer);
+        resolve(false);
+      }
+    }, o.intervalMs);
+  });
+}
+
+function shortPath(p: string): string {
+  const rel = relative(process.cwd(), p);
+  return rel && !rel.startsWith("..") && rel.length < p.length ? rel : p;
+}
+
+// ---------------------------------------------------------------------------------------
+// The pid file
+
+/** Refuses to start a second `up` on the same state directory (two gateways would share its files). */
+function refuseIfRunning(stateDir: string): void {
+  const rec = readUpRecord(stateDir);
+  if (rec && rec.pid !== process.pid && isOurUp(rec)) {
+    throw new CliError(`this space is already running (pid ${rec.pid}, ${rec.url}); stop it with mewgate down ${rec.config}, or use another --state-dir`);
+  }
+}
+
+function writeUpRecord(stateDir: string, o: { url: string; config: SpaceConfig; file: string }): { pid: string; json: string } {
+  const files = upFiles(stateDir);
+  const record: UpRecord = {
+    pid: process.pid,
+    url: o.url,
+    space: o.config.space.id,
+    config: resolve(o.file),
+    stateDir,
+    startTicks: processStartTicks(process.pid),
+    argv: processArgv(process.pid) ?? process.argv,
+    startedAt: new Date().toISOString(),
+  };
+  mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+  writeFileSync(files.json, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 });
+  writeFileSync(files.pid, `${process.pid}\n`, { mode: 0o600 });
+  return files;
+}
+
+/** Removes the pid files if they are still ours (a newer `up` may have replaced them). */
+function removeUpRecord(files: { pid: string; json: string }): void {
+  try {
+    if (readFileSync(files.pid, "utf8").trim() !== String(process.pid)) return;
+  } catch {
+    return;
+  }
+  rmSync(files.pid, { force: true });
+  rmSync(files.json, { force: true });
+}
+
+// ---------------------------------------------------------------------------------------
+// --detach
+
+const MAIN = join(dirname(fileURLToPath(import.meta.url)), "main.js");
+
+async function runDetached(opts: UpOptions, io: UpIo): Promise<number> {
+  const file = resolve(spaceFile(opts.file));
+  // Read the file here too: a bad space.yaml is reported right away, not in a log.
+  const loaded: LoadedSpace = await loadSpace(file, { stateDir: opts.stateDir, env: io.env });
+  refuseIfRunning(loaded.stateDir);
+  planParticipants(loaded.config, opts.as);
+  const args = [MAIN, "up", file, "--state-dir", loaded.stateDir, "--detached-child"];
+  if (opts.port !== undefined) args.push("--port", String(opts.port));
+  if (opts.host !== undefined) args.push("--host", opts.host);
+  if (opts.as !== undefined) args.push("--as", opts.as);
+  if (opts.logLevel !== undefined) args.push("--log-level", opts.logLevel);
+  const log = upFiles(loaded.stateDir).log;
+  mkdirSync(dirname(log), { recursive: true, mode: 0o700 });
+  const fd = openSync(log, "a", 0o600);
+  const child = spawn(process.execPath, args, { detached: true, stdio: ["ignore", fd, fd, "ipc"], env: io.env, cwd: process.cwd() });
+  closeSync(fd);
+  const outcome = await new Promise<{ ok: true; url: string; pid: number } | { ok: false; message: string }>((resolve) => {
+    const timer = setTimeout(() => resolve({ ok: false, message: `the background process did not get ready within 60 s (log: ${log})` }), 60_000);
+    child.on("message", (m: { type?: string; url?: string; pid?: number; message?: string }) => {
+      if (m.type === "ready") {
+        clearTimeout(timer);
+        resolve({ ok: true, url: m.url!, pid: m.pid ?? child.pid! });
+      } else if (m.type === "error") {
+        clearTimeout(timer);
+        resolve({ ok: false, message: m.message ?? "failed" });
+      }
+    });
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ ok: false, message: `the background process exited with code ${code} before it was ready (log: ${log})` });
+    });
+  });
+  if (!outcome.ok) {
+    if (child.exitCode === null && child.pid) {
+      try {
+        process.kill(child.pid, "SIGTERM");
+      } catch {
+        // gone
+      }
+    }
+    throw new CliError(outcome.message);
+  }
+  if (child.connected) child.disconnect();
+  child.unref();
+  const f = shortPath(file);
+  const sd = opts.stateDir ? ` --state-dir ${shortPath(loaded.stateDir)}` : "";
+  io.stdout.write(
+    [
+      `mewgate: space ${loaded.config.space.id} is running in the background (pid ${outcome.pid}) on ${outcome.url}/ws`,
+      `  join it:   mewgate connect --config ${f}${sd}${opts.as ? ` --as ${opts.as}` : ""}`,
+      `  status:    mewgate status ${f}${sd}`,
+      `  stop it:   mewgate down ${f}${sd}`,
+      `  logs:      ${shortPath(join(loaded.stateDir, "logs"))}/`,
+      "",
+    ].join("\n"),
+  );
+  return 0;
+}

@@ -1,0 +1,137 @@
+/**
+ * The space's tools as one MCP server's `tools/list`, and failures as tool results.
+ *
+ * Pure functions: the server (server.ts) feeds them what `tools/list` on `system:gateway`
+ * returned and what a failed call rejected with.
+ */
+import { ToolSchema, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import { GATEWAY_ID } from "../../gateway/envelope.js";
+import { ToolNameMap } from "../agent/names.js";
+import type { ParticipantError } from "../errors.js";
+import type { ToolInfo } from "../wire.js";
+
+/** What a space tool needs from this participant: called directly, or proposed and approved first. */
+export type ExposedPolicy = "direct" | "proposal";
+
+export interface CatalogueEntry {
+  /** `participant/tool`, as the space names it. */
+  real: string;
+  participant: string;
+  policy: ExposedPolicy;
+}
+
+export interface Catalogue {
+  /** What `tools/list` answers, in the registry's order. */
+  tools: Tool[];
+  /** MCP tool name → the space's tool. */
+  byName: ReadonlyMap<string, CatalogueEntry>;
+  /** Equal for equal tool lists: a change of it is a `list_changed`. */
+  fingerprint: string;
+  /** Names left out: two real names that encode alike, or a definition MCP clients would refuse. */
+  skipped: { name: string; why: string }[];
+}
+
+export const APPROVAL_NOTE =
+  "Needs approval: calling it sends a proposal to the space, and the call waits until a participant approves or rejects it. " +
+  "A rejection comes back as an error result carrying the approver's reason.";
+
+/**
+ * Builds the MCP view of the space's tools for participant `self`: every tool except the
+ * ones policy denies it and its own, under the MCP-safe names of `participants/agent/names.ts`
+ * (`fs/read_file` → `fs__read_file`), with the real name in the title and description.
+ */
+export function buildCatalogue(infos: readonly ToolInfo[], self: string | undefined): Catalogue {
+  const visible: { info: ToolInfo; participant: string; policy: ExposedPolicy }[] = [];
+  for (const info of infos) {
+    const slash = info.name.indexOf("/");
+    const participant = info.participant ?? (slash > 0 ? info.name.slice(0, slash) : "");
+    if (info.policy === "denied" || participant === self) continue;
+    // A policy the gateway did not state is treated as direct: if the call needs approval
+    // after all, the gateway turns it into a proposal and the call still waits for it.
+    visible.push({ info, participant, policy: info.policy === "proposal" ? "proposal" : "direct" });
+  }
+  const names = new ToolNameMap(visible.map((v) => v.info.name));
+  const skipped = names.collisions.flatMap((c) => c.names.map((name) => ({ name, why: `its MCP name ${c.functionName} is shared with ${c.names.filter((n) => n !== name).join(", ")}` })));
+  const tools: Tool[] = [];
+  const byName = new Map<string, CatalogueEntry>();
+  for (const { info, participant, policy } of visible) {
+    const fn = names.functionName(info.name);
+    if (fn === undefined) continue;
+    const tool = toMcpTool(fn, info, policy, participant);
+    if (!tool) {
+      skipped.push({ name: info.name, why: "its definition is not a valid MCP tool" });
+      continue;
+    }
+    tools.push(tool);
+    byName.set(fn, { real: info.name, participant, policy });
+  }
+  return { tools, byName, fingerprint: JSON.stringify(tools), skipped };
+}
+
+function toMcpTool(fn: string, info: ToolInfo, policy: ExposedPolicy, participant: string): Tool | undefined {
+  const real = info.name;
+  const needsApproval = policy === "proposal";
+  const ownTitle = typeof info["title"] === "string" && info["title"] ? info["title"] : undefined;
+  const title = `${ownTitle ? `${ownTitle} (${real})` : real}${needsApproval ? " — needs approval" : ""}`;
+  const description = [`${real}${info.description ? `: ${info.description}` : ""}`, ...(needsApproval ? [APPROVAL_NOTE] : [])].join("\n\n");
+  const tool: Record<string, unknown> = {
+    name: fn,
+    title,
+    description,
+    inputSchema: objectSchema(info.inputSchema) ?? { type: "object" },
+    _meta: { "mewgate/name": real, "mewgate/participant": participant, "mewgate/policy": policy },
+  };
+  const outputSchema = objectSchema(info["outputSchema"]);
+  if (outputSchema) tool["outputSchema"] = outputSchema;
+  if (info.annotations) tool["annotations"] = info.annotations;
+  // A client validates the whole list at once, so one odd definition must not spoil it:
+  // try without the optional parts before leaving the tool out.
+  for (const candidate of [tool, { ...tool, annotations: undefined }, { ...tool, annotations: undefined, outputSchema: undefined }]) {
+    const parsed = ToolSchema.safeParse(candidate);
+    if (parsed.success) return parsed.data;
+  }
+  return undefined;
+}
+
+/** A JSON Schema for an object, with `type: "object"` as MCP requires; `undefined` for anything else. */
+function objectSchema(schema: unknown): Record<string, unknown> | undefined {
+  if (typeof schema !== "object" || schema === null || Array.isArray(schema)) return undefined;
+  const s = schema as Record<string, unknown>;
+  if (s["type"] === undefined) return { type: "object", ...s };
+  return s["type"] === "object" ? s : undefined;
+}
+
+/** A failed call as the tool result an MCP client (and the model behind it) reads. */
+export function failureResult(real: string, err: ParticipantError): CallToolResult {
+  return { content: [{ type: "text", text: failureText(real, err) }], isError: true };
+}
+
+export function failureText(real: string, err: ParticipantError): string {
+  const owner = real.slice(0, Math.max(0, real.indexOf("/")));
+  const from = err.envelope?.from;
+  const by = from === undefined ? "an approver" : from === GATEWAY_ID ? "the gateway" : from;
+  switch (err.code) {
+    case "rejected":
+      return `${real} was not run: rejected by ${by}${err.reason ? `: ${err.reason}` : ""}${err.text ? ` — ${err.text}` : ""}`;
+    case "expired":
+      return `${real} was not run: nobody approved the proposal in time, so it expired${err.text ? ` (${err.text})` : ""}`;
+    case "withdrawn":
+      return `${real} was not run: the proposal was withdrawn${err.reason ? ` (${err.reason})` : ""}`;
+    case "denied":
+      return `${real} was not run: the space's policy denies it to this participant`;
+    case "unknown_tool":
+      return `${real} is not a tool of the space (any more); list the tools again`;
+    case "timeout":
+      return `${real} did not answer in time: ${err.message}`;
+    case "target_left":
+      return `${real} failed: ${owner ? `"${owner}"` : "its owner"} left the space before answering`;
+    case "target_offline":
+      return `${real} was not run: ${owner ? `"${owner}"` : "its owner"} is not connected to the space`;
+    case "disconnected":
+    case "closed":
+    case "connect_failed":
+      return `${real} failed: the connection to the space was lost (${err.message}); the call may or may not have run`;
+    default:
+      return `${real} failed (${err.code}): ${err.message}`;
+  }
+}

@@ -1,0 +1,303 @@
+/**
+ * The space as an MCP server over streamable HTTP, served by the gateway itself on one of
+ * its HTTP routes (default `/mcp`).
+ *
+ * - Every request carries `Authorization: Bearer <participant token>`; the space's token
+ *   book decides who it is, exactly as for a WebSocket connection. The space comes from
+ *   `?space=ID` or the `Mcp-Space` header, or is the only space the gateway hosts.
+ * - `initialize` opens a stateful MCP session (`Mcp-Session-Id`) with its own SDK transport
+ *   and its own `SpaceMcpServer`. Later requests must present the same participant's token.
+ * - All sessions of one participant share one in-process connection to the space: a
+ *   second connection under the same id would replace the first (close 4409), and an MCP
+ *   client often opens a new session before the old one is gone. The participant leaves
+ *   the space when its last session ends.
+ * - A session ends on `DELETE`, after `idleTimeoutMs` without any open request, when the
+ *   participant's connection ends (gateway shutdown, replaced), or on `close()`.
+ */
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import type { Logger } from "pino";
+import { connectInProcess } from "../../gateway/inprocess.js";
+import type { Gateway } from "../../gateway/server.js";
+import type { Space } from "../../gateway/space.js";
+import { ParticipantClient } from "../client.js";
+import { createSpaceMcpServer, type SpaceMcpServer } from "./server.js";
+
+export interface McpHttpOptions {
+  /** Default `/mcp`. */
+  path?: string | undefined;
+  /** A session with no open request for this long is closed. Default 30 min. */
+  idleTimeoutMs?: number | undefined;
+  /** Largest `initialize` body read before a session exists. Default 4 MiB (the SDK's own limit for later requests). */
+  maxBodyBytes?: number | undefined;
+  approvalProgressMs?: number | undefined;
+  logger?: Logger | undefined;
+}
+
+export interface McpHttpMount {
+  readonly path: string;
+  /** Open MCP sessions. */
+  readonly sessions: number;
+  /** Ends every session; the route answers 503 afterwards. */
+  close(): Promise<void>;
+}
+
+interface Pooled {
+  key: string;
+  client: ParticipantClient;
+  ready: Promise<unknown>;
+  sessions: Set<Session>;
+  users: number;
+}
+
+interface Session {
+  id: string | undefined;
+  space: string;
+  participant: string;
+  pooled: Pooled;
+  server: SpaceMcpServer;
+  transport: StreamableHTTPServerTransport;
+  open: number;
+  lastSeen: number;
+  closed: boolean;
+}
+
+type Who = { ok: true; space: Space; participant: string } | { ok: false; status: number; reason: string; message: string };
+
+const DEFAULT_IDLE_MS = 30 * 60_000;
+const DEFAULT_MAX_BODY = 4 * 1024 * 1024;
+/** JSON-RPC error codes the SDK's transport uses for transport-level refusals. */
+const RPC_SERVER_ERROR = -32000;
+const RPC_SESSION_NOT_FOUND = -32001;
+const RPC_PARSE_ERROR = -32700;
+
+/** Serves the space-as-MCP-server on the gateway's HTTP port. */
+export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpMount {
+  const path = opts.path ?? "/mcp";
+  const idleMs = opts.idleTimeoutMs ?? DEFAULT_IDLE_MS;
+  const maxBody = opts.maxBodyBytes ?? DEFAULT_MAX_BODY;
+  const log = opts.logger?.child({ component: "mcp-http" });
+  const sessions = new Map<string, Session>();
+  const pool = new Map<string, Pooled>();
+  let closing = false;
+
+  const sweeper = setInterval(
+    () => {
+      const now = Date.now();
+      for (const s of sessions.values()) {
+        if (s.open === 0 && now - s.lastSeen > idleMs) {
+          log?.info({ participant: s.participant }, "MCP session idle; closing it");
+          void closeSession(s);
+        }
+      }
+    },
+    Math.max(250, Math.min(60_000, Math.floor(idleMs / 2))),
+  );
+  sweeper.unref();
+
+  function identify(req: IncomingMessage, url: URL, session: Session | undefined): Who {
+    const token = bearer(req.headers.authorization);
+    if (token === undefined) return { ok: false, status: 401, reason: "unauthorized", message: "missing token: send Authorization: Bearer <participant token>" };
+    const named = url.searchParams.get("space") ?? header(req, "mcp-space");
+    const spaceId = named ?? session?.space ?? (gateway.spaces.size === 1 ? [...gateway.spaces.keys()][0] : undefined);
+    if (spaceId === undefined) return { ok: false, status: 400, reason: "bad_request", message: "which space? add ?space=ID to the URL or send an Mcp-Space header" };
+    const space = gateway.spaces.get(spaceId);
+    if (!space) return { ok: false, status: 404, reason: "unknown_space", message: `no space named "${spaceId.slice(0, 64)}"` };
+    const auth = space.authenticate(token);
+    if (!auth.ok) return { ok: false, status: 401, reason: "unauthorized", message: auth.reason };
+    return { ok: true, space, participant: auth.id };
+  }
+
+  async function acquire(space: Space, participant: string): Promise<Pooled> {
+    const key = `${space.id}\u0000${participant}`;
+    let p = pool.get(key);
+    if (!p || p.client.status === "closed") {
+      const client = new ParticipantClient({ transport: () => connectInProcess(space, participant), reconnect: false, logger: opts.logger });
+      const created: Pooled = { key, client, ready: client.connect(), sessions: new Set(), users: 0 };
+      created.ready.catch(() => {});
+      client.on("close", (e) => {
+        if (e.reconnecting) return;
+        if (pool.get(key) === created) pool.delete(key);
+        for (const s of [...created.sessions]) void closeSession(s);
+      });
+      pool.set(key, created);
+      p = created;
+    }
+    p.users++;
+    try {
+      await p.ready;
+    } catch (err) {
+      release(p);
+      throw err;
+    }
+    return p;
+  }
+
+  function release(p: Pooled): void {
+    if (--p.users > 0) return;
+    if (pool.get(p.key) === p) pool.delete(p.key);
+    void p.client.close("no MCP sessions left");
+  }
+
+  async function closeSession(s: Session): Promise<void> {
+    if (s.closed) return;
+    s.closed = true;
+    if (s.id !== undefined) sessions.delete(s.id);
+    s.pooled.sessions.delete(s);
+    try {
+      await s.server.close();
+    } catch (err) {
+      log?.debug({ err: (err as Error).message }, "closing an MCP session");
+    }
+    release(s.pooled);
+    log?.info({ participant: s.participant, session: s.id }, "MCP session closed");
+  }
+
+  async function openSession(space: Space, participant: string): Promise<Session> {
+    const pooled = await acquire(space, participant);
+    const server = createSpaceMcpServer({ client: pooled.client, logger: opts.logger, approvalProgressMs: opts.approvalProgressMs });
+    const session: Session = { id: undefined, space: space.id, participant, pooled, server, transport: undefined as never, open: 0, lastSeen: Date.now(), closed: false };
+    session.transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      onsessioninitialized: (id) => {
+        session.id = id;
+        sessions.set(id, session);
+        log?.info({ participant, session: id }, "MCP session opened");
+      },
+      onsessionclosed: () => void closeSession(session),
+    });
+    // Set before connect: the SDK chains the transport's own handler before its own.
+    session.transport.onclose = () => void closeSession(session);
+    pooled.sessions.add(session);
+    await server.connect(session.transport);
+    return session;
+  }
+
+  async function serve(s: Session, req: IncomingMessage, res: ServerResponse, body?: unknown): Promise<void> {
+    s.open++;
+    s.lastSeen = Date.now();
+    res.once("close", () => {
+      s.open--;
+      s.lastSeen = Date.now();
+    });
+    await s.transport.handleRequest(req, res, body);
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (closing) return rpcError(res, 503, RPC_SERVER_ERROR, "the MCP endpoint is shutting down", "closing");
+    const url = new URL(req.url ?? "/", "http://gateway");
+    const sid = header(req, "mcp-session-id");
+    const session = sid === undefined ? undefined : sessions.get(sid);
+    const who = identify(req, url, session);
+    if (!who.ok) {
+      const headers = who.status === 401 ? { "www-authenticate": 'Bearer realm="mewgate"' } : undefined;
+      return rpcError(res, who.status, RPC_SERVER_ERROR, who.message, who.reason, headers);
+    }
+    if (sid !== undefined) {
+      // 404 tells an MCP client to start a new session (the spec's rule for unknown ids).
+      if (!session) return rpcError(res, 404, RPC_SESSION_NOT_FOUND, "session not found: initialize a new one", "unknown_session");
+      if (session.space !== who.space.id || session.participant !== who.participant) {
+        return rpcError(res, 403, RPC_SERVER_ERROR, "this session belongs to another participant", "forbidden");
+      }
+      return serve(session, req, res);
+    }
+    if (req.method !== "POST") return rpcError(res, 400, RPC_SERVER_ERROR, "Bad Request: Mcp-Session-Id header is required", "bad_request");
+    // Read the body ourselves: only an initialize may open a session (and join the space).
+    const read = await readJson(req, maxBody);
+    if (!read.ok) {
+      // The rest of an oversized body is not read: close the connection after answering.
+      if (read.status === 413) res.once("finish", () => req.destroy());
+      return rpcError(res, read.status, read.status === 413 ? RPC_SERVER_ERROR : RPC_PARSE_ERROR, read.message, read.status === 413 ? "too_large" : "parse_error", read.status === 413 ? { connection: "close" } : undefined);
+    }
+    const initializes = Array.isArray(read.body) ? read.body.some((m) => isInitializeRequest(m)) : isInitializeRequest(read.body);
+    if (!initializes) return rpcError(res, 400, RPC_SERVER_ERROR, "Bad Request: no session; send initialize first", "bad_request");
+    if (who.space.closed) return rpcError(res, 503, RPC_SERVER_ERROR, `space "${who.space.id}" has shut down`, "unavailable");
+    let s: Session;
+    try {
+      s = await openSession(who.space, who.participant);
+    } catch (err) {
+      log?.warn({ participant: who.participant, err: (err as Error).message }, "could not join the space for an MCP session");
+      return rpcError(res, 503, RPC_SERVER_ERROR, `could not join space "${who.space.id}": ${(err as Error).message}`, "unavailable");
+    }
+    await serve(s, req, res, read.body);
+    // An initialize the SDK refused opened no session: nothing will ever address this one.
+    if (s.id === undefined) await closeSession(s);
+  }
+
+  gateway.addHttpRoute(path, (req, res) => {
+    handle(req, res).catch((err: Error) => {
+      log?.error({ err }, "MCP HTTP request failed");
+      if (!res.headersSent) rpcError(res, 500, -32603, "internal error");
+      else res.end();
+    });
+  });
+
+  return {
+    path,
+    get sessions() {
+      return sessions.size;
+    },
+    async close() {
+      closing = true;
+      clearInterval(sweeper);
+      const all = new Set<Session>(sessions.values());
+      for (const p of pool.values()) for (const s of p.sessions) all.add(s);
+      await Promise.all([...all].map((s) => closeSession(s)));
+    },
+  };
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  const s = Array.isArray(v) ? v[0] : v;
+  return s === undefined || s === "" ? undefined : s;
+}
+
+function bearer(value: string | undefined): string | undefined {
+  const m = value ? /^Bearer\s+(\S+)\s*$/i.exec(value) : null;
+  return m?.[1];
+}
+
+function rpcError(res: ServerResponse, status: number, code: number, message: string, reason?: string, headers?: Record<string, string>): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  const error = reason === undefined ? { code, message } : { code, message, data: { reason } };
+  res.writeHead(status, { "content-type": "application/json", ...headers });
+  res.end(JSON.stringify({ jsonrpc: "2.0", error, id: null }));
+}
+
+/** Reads a JSON body of at most `max` bytes. Past the limit the connection is closed once the 413 is out. */
+function readJson(req: IncomingMessage, max: number): Promise<{ ok: true; body: unknown } | { ok: false; status: number; message: string }> {
+  const tooLarge = { ok: false as const, status: 413, message: `request body over ${max} bytes` };
+  const declared = Number(req.headers["content-length"]);
+  if (Number.isFinite(declared) && declared > max) return Promise.resolve(tooLarge);
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= max) {
+        chunks.push(chunk);
+        return;
+      }
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.pause();
+      resolve(tooLarge);
+    };
+    const onEnd = () => {
+      try {
+        resolve({ ok: true, body: JSON.parse(Buffer.concat(chunks).toString("utf8")) });
+      } catch {
+        resolve({ ok: false, status: 400, message: "Parse error: the body is not JSON" });
+      }
+    };
+    req.on("data", onData);
+    req.once("end", onEnd);
+    req.once("error", reject);
+  });
+}

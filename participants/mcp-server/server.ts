@@ -1,0 +1,299 @@
+/**
+ * The space as one MCP server: its tools are the space's tools, each call goes through
+ * `system:gateway` as this participant, so the space's policy applies to it unchanged.
+ *
+ * One `SpaceMcpServer` serves one MCP connection (an SDK `Server` connects to exactly one
+ * transport); several may share one `ParticipantClient` (the HTTP endpoint does that for
+ * several sessions of the same participant).
+ */
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import {
+  CallToolRequestSchema,
+  CallToolResultSchema,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+  type CallToolRequest,
+  type CallToolResult,
+  type ProgressToken,
+  type ServerNotification,
+  type ServerRequest,
+} from "@modelcontextprotocol/sdk/types.js";
+import type { Logger } from "pino";
+import { GATEWAY_ID, type Envelope } from "../../gateway/envelope.js";
+import { ParticipantClient, type ClientOptions } from "../client.js";
+import { ParticipantError, RpcError } from "../errors.js";
+import { buildCatalogue, failureResult, type Catalogue } from "./catalogue.js";
+
+/** Reported as `serverInfo.version`; kept in step with package.json by hand. */
+const SERVER_VERSION = "0.1.0";
+const DEFAULT_APPROVAL_PROGRESS_MS = 2000;
+
+export interface SpaceMcpServerOptions {
+  /**
+   * The participant the MCP client acts as: a `ParticipantClient` (connected, or connected
+   * on first use; its owner closes it), or the options to create one, which the server
+   * then owns and closes with itself.
+   */
+  client: ParticipantClient | ClientOptions;
+  /** `serverInfo.name`. Default `mewgate-<space>` (or `mewgate` before the client's first welcome). */
+  name?: string | undefined;
+  logger?: Logger | undefined;
+  /**
+   * While a call waits for approval, a `notifications/progress` goes to the MCP client this
+   * often (when the request carried a `progressToken`). Default 2000.
+   */
+  approvalProgressMs?: number | undefined;
+}
+
+type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+
+/**
+ * An MCP SDK low-level `Server` whose `tools/list` is the space's tools and whose
+ * `tools/call` calls them, waiting for approval where the space's policy asks for it.
+ *
+ * It uses the `Server`'s `onclose` and `oninitialized` hooks itself; wait on `closed`
+ * instead of replacing them.
+ */
+export class SpaceMcpServer extends Server {
+  readonly client: ParticipantClient;
+  /** Resolves when the MCP connection ended (or `close()` was called). */
+  readonly closed: Promise<void>;
+  private readonly owned: boolean;
+  private readonly ready: Promise<void>;
+  private readonly log: Logger | undefined;
+  private readonly approvalProgressMs: number;
+  private catalogue: Catalogue | undefined;
+  private fetchSeq = 0;
+  private appliedSeq = 0;
+  private refreshing = false;
+  private refreshAgain = false;
+  private initialized = false;
+  private disposed = false;
+  private resolveClosed!: () => void;
+  /** Calls of ours held as proposals, by proposal id: told when someone approves. */
+  private readonly awaiting = new Map<string, (approver: string) => void>();
+  private readonly unsubscribe: (() => void)[] = [];
+
+  constructor(opts: SpaceMcpServerOptions) {
+    const owned = !(opts.client instanceof ParticipantClient);
+    const client = opts.client instanceof ParticipantClient ? opts.client : new ParticipantClient(opts.client);
+    const welcome = client.welcome;
+    super(
+      { name: opts.name ?? (welcome?.space ? `mewgate-${welcome.space.id}` : "mewgate"), version: SERVER_VERSION },
+      { capabilities: { tools: { listChanged: true } }, instructions: instructions(welcome?.space?.id, welcome?.id) },
+    );
+    this.client = client;
+    this.owned = owned;
+    this.log = opts.logger?.child({ component: "mcp-server" });
+    this.approvalProgressMs = Math.max(10, opts.approvalProgressMs ?? DEFAULT_APPROVAL_PROGRESS_MS);
+    this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
+    // connect() is idempotent: an open client answers at once, a connecting one shares its attempt.
+    this.ready = client.connect().then(() => undefined);
+    this.ready.catch(() => {});
+
+    this.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: (await this.currentTools()).tools }));
+    this.setRequestHandler(CallToolRequestSchema, (request, extra) => this.callTool(request.params, extra));
+    this.oninitialized = () => {
+      this.initialized = true;
+    };
+    this.onclose = () => this.dispose();
+
+    this.unsubscribe.push(
+      client.onNotification((n) => {
+        if (n.method === "notifications/tools/list_changed" && n.from === GATEWAY_ID) void this.spaceToolsChanged();
+      }),
+      // A grant changes policies (a tool stops needing approval); a reconnect may find another catalogue.
+      client.on("welcome", (w) => {
+        if (w.refreshed || w.reconnected) void this.spaceToolsChanged();
+      }),
+      client.on("envelope", (env) => {
+        if (env.kind !== "mcp/approve") return;
+        for (const id of env.correlation_id ?? []) this.awaiting.get(id)?.(env.from);
+      }),
+      // Without the space there is nothing to serve: end the MCP connection too.
+      client.on("close", (e) => {
+        if (!e.reconnecting) void this.close().catch(() => {});
+      }),
+    );
+  }
+
+  /** Closes the MCP connection, and the participant's connection if this server created it. */
+  override async close(): Promise<void> {
+    try {
+      await super.close();
+    } finally {
+      this.dispose();
+    }
+  }
+
+  /** The space's tools as this server lists them now (fetched from the gateway). */
+  async currentTools(): Promise<Catalogue> {
+    try {
+      await this.ready;
+      return await this.refresh();
+    } catch (err) {
+      // Between reconnects the last known list is still the best answer.
+      if (this.catalogue) return this.catalogue;
+      throw new McpError(ErrorCode.InternalError, `cannot list the space's tools: ${(err as Error).message}`);
+    }
+  }
+
+  private dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    for (const off of this.unsubscribe.splice(0)) off();
+    this.awaiting.clear();
+    if (this.owned) void this.client.close("MCP connection closed");
+    this.resolveClosed();
+  }
+
+  /** Fetches the tools; a slower, older answer never overwrites a newer one. */
+  private async refresh(): Promise<Catalogue> {
+    const seq = ++this.fetchSeq;
+    const infos = await this.client.listTools();
+    if (seq > this.appliedSeq) {
+      const next = buildCatalogue(infos, this.client.id);
+      if (next.fingerprint !== this.catalogue?.fingerprint) {
+        for (const s of next.skipped) this.log?.warn({ tool: s.name }, `not offered over MCP: ${s.why}`);
+      }
+      this.appliedSeq = seq;
+      this.catalogue = next;
+    }
+    return this.catalogue!;
+  }
+
+  /** The space said its catalogue changed: refresh, and tell the MCP client if what it sees changed. Coalesces bursts. */
+  private async spaceToolsChanged(): Promise<void> {
+    if (this.refreshing) {
+      this.refreshAgain = true;
+      return;
+    }
+    this.refreshing = true;
+    try {
+      do {
+        this.refreshAgain = false;
+        const before = this.catalogue?.fingerprint;
+        let after: string;
+        try {
+          after = (await this.refresh()).fingerprint;
+        } catch (err) {
+          this.log?.warn({ err: (err as Error).message }, "could not refresh the space's tools");
+          return;
+        }
+        if (before !== after && this.initialized && this.transport && !this.disposed) {
+          await this.sendToolListChanged().catch((err: Error) => this.log?.debug({ err: err.message }, "could not send tools/list_changed"));
+        }
+      } while (this.refreshAgain && !this.disposed);
+    } finally {
+      this.refreshing = false;
+    }
+  }
+
+  private async callTool(params: CallToolRequest["params"], extra: Extra): Promise<CallToolResult> {
+    try {
+      await this.ready;
+    } catch (err) {
+      return { content: [{ type: "text", text: `not connected to the space: ${(err as Error).message}` }], isError: true };
+    }
+    let entry = this.catalogue?.byName.get(params.name);
+    if (!entry) {
+      // The client may know a tool from a list we have not fetched (or one that just appeared).
+      await this.refresh().catch(() => undefined);
+      entry = this.catalogue?.byName.get(params.name);
+    }
+    if (!entry) throw new McpError(ErrorCode.InvalidParams, `unknown tool: ${params.name} (list the tools again: the space's tools change)`);
+    const real = entry.real;
+
+    const token = extra._meta?.progressToken;
+    const relay = token === undefined ? undefined : new ProgressRelay(token, extra, this.log);
+    let proposalId: string | undefined;
+    let ticker: NodeJS.Timeout | undefined;
+    const onProposal = (proposal: Envelope) => {
+      proposalId = proposal.id;
+      this.log?.info({ tool: real, proposal: proposal.id }, "call waits for approval");
+      this.awaiting.set(proposal.id, (approver) => {
+        clearInterval(ticker);
+        relay?.tick(`approved by ${approver}; running ${real}`);
+      });
+      if (relay) {
+        const message = `waiting for approval of ${real} (proposal ${proposal.id})`;
+        relay.tick(message);
+        ticker = setInterval(() => relay.tick(message), this.approvalProgressMs);
+      }
+    };
+    try {
+      const result = await this.client.request(
+        GATEWAY_ID,
+        "tools/call",
+        { name: real, arguments: params.arguments ?? {} },
+        { signal: extra.signal, onProposal, onProgress: relay ? (p) => relay.forward(p) : undefined },
+      );
+      const parsed = CallToolResultSchema.safeParse(result);
+      if (parsed.success) return parsed.data;
+      return { content: [{ type: "text", text: `${real} answered with something that is not an MCP tool result` }], isError: true };
+    } catch (err) {
+      if (!(err instanceof ParticipantError)) throw err;
+      this.log?.info({ tool: real, proposal: proposalId, code: err.code }, "call failed");
+      // The owner's own JSON-RPC error goes through as one (invalid params, unknown method…).
+      // (RpcError rather than McpError, whose message would gain a second "MCP error" prefix.)
+      if (err.code === "rpc_error") throw new RpcError(err.rpcCode ?? ErrorCode.InternalError, err.message, err.data);
+      // Aborted by the MCP client: the SDK sends no answer to a cancelled request.
+      if (err.code === "cancelled") throw err;
+      if (err.code === "unknown_tool") void this.spaceToolsChanged();
+      return failureResult(real, err);
+    } finally {
+      clearInterval(ticker);
+      if (proposalId !== undefined) this.awaiting.delete(proposalId);
+    }
+  }
+}
+
+/** Creates the MCP server for a participant of a space; connect it to any MCP server transport. */
+export function createSpaceMcpServer(opts: SpaceMcpServerOptions): SpaceMcpServer {
+  return new SpaceMcpServer(opts);
+}
+
+function instructions(space: string | undefined, participant: string | undefined): string {
+  const where = space ? `the mewgate space "${space}"${participant ? ` as participant "${participant}"` : ""}` : "a mewgate space";
+  return (
+    `These tools are the tools of ${where}, a shared workspace of people, agents and tool servers. ` +
+    `The space calls each tool participant/tool; here it is named participant__tool, and its title shows the real name. ` +
+    `Tools whose title says "needs approval" wait until someone in the space approves the call; ` +
+    `a rejection comes back as an error result with the reason: do not retry it unchanged.`
+  );
+}
+
+/**
+ * Progress toward one MCP request. MCP wants the numbers to increase: the ticks sent while
+ * waiting for approval count 1, 2, 3…, and the tool's own progress is shifted past them.
+ */
+class ProgressRelay {
+  private ticks = 0;
+  private last = 0;
+
+  constructor(
+    private readonly token: ProgressToken,
+    private readonly extra: Extra,
+    private readonly log: Logger | undefined,
+  ) {}
+
+  tick(message: string): void {
+    this.ticks++;
+    this.emit(this.ticks, undefined, message);
+  }
+
+  /** The tool owner's progress, forwarded. */
+  forward(p: { progress?: number; total?: number; message?: string }): void {
+    if (typeof p.progress !== "number") return;
+    this.emit(this.ticks + p.progress, typeof p.total === "number" ? this.ticks + p.total : undefined, p.message);
+  }
+
+  private emit(progress: number, total: number | undefined, message: string | undefined): void {
+    if (!(progress > this.last) || this.extra.signal.aborted) return;
+    this.last = progress;
+    const params = { progressToken: this.token, progress, ...(total === undefined ? {} : { total }), ...(message === undefined ? {} : { message }) };
+    this.extra.sendNotification({ method: "notifications/progress", params }).catch((err: Error) => this.log?.debug({ err: err.message }, "could not send progress"));
+  }
+}

@@ -1,0 +1,121 @@
+/**
+ * The interactive terminal, driven as a person would: `mewgate up spaces/demo/space.yaml`
+ * in a tmux pane, keys sent with send-keys, the screen read with capture-pane.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { cleanEnv, DEMO, MAIN, poll, readJsonLines, requireTmux, run, tempDir, Tmux } from "./fixtures/cli/harness.js";
+
+const panes: Tmux[] = [];
+
+beforeAll(() => requireTmux());
+
+afterEach(() => {
+  for (const p of panes.splice(0)) p.kill();
+});
+
+function demo(extraArgs: string[] = [], env: NodeJS.ProcessEnv = {}): { pane: Tmux; state: string } {
+  const state = tempDir("mewgate-term-");
+  const pane = new Tmux([process.execPath, MAIN, "up", DEMO, "--state-dir", state, "--port", "0", ...extraArgs], { env: cleanEnv(env) });
+  panes.push(pane);
+  return { pane, state };
+}
+
+describe("mewgate up: the interactive terminal", () => {
+  it("shows the agent's proposal within seconds; `a` approves it and the file appears in the sandbox", async () => {
+    const { pane, state } = demo();
+    await pane.waitFor(/1 proposal waiting/);
+    const screen = pane.capture();
+    expect(screen).toContain("assistant wants files/write_file");
+    expect(screen).toMatch(/why: policy: proposal — assistant's tools\.ask matches files\/write_file/);
+    expect(screen).toContain('"path": "hello.txt"');
+    // `mewgate status` borrows the human's seat meanwhile; the terminal takes it back.
+    const status = await run(["status", DEMO, "--state-dir", state]);
+    expect(status.code).toBe(0);
+    expect(status.stdout).toContain("pending proposals (1)");
+    await pane.waitFor(/rejoined as you/);
+    pane.keys("a");
+    const file = join(state, "sandbox", "hello.txt");
+    await poll("hello.txt in the sandbox", () => existsSync(file));
+    expect(readFileSync(file, "utf8")).toContain("Hello from the mewgate demo!");
+    await pane.waitFor(/← files\/write_file → assistant: Successfully wrote to hello\.txt/);
+    await pane.waitFor(/assistant → you: Done/);
+
+    // Ctrl-C stops everything and the program exits 0.
+    pane.keys("C-c");
+    await pane.waitFor(/\[exited 0\]/);
+    expect(existsSync(join(state, "up.pid"))).toBe(false);
+  });
+
+  it("`r` asks for a reason; the agent gets the rejection with it, and the audit log records it", async () => {
+    const { pane, state } = demo();
+    await pane.waitFor(/1 proposal waiting/);
+    pane.keys("r");
+    await pane.waitFor(/why reject files\/write_file\?/);
+    pane.type("not in my sandbox, thanks");
+    pane.keys("Enter");
+    // The scripted assistant repeats what the rejection told it.
+    await pane.waitFor(/assistant → you: OK, I did not do it\. What came back: Rejected by you \(reason: disagree\): .*not in my sandbox, thanks/);
+    expect(existsSync(join(state, "sandbox", "hello.txt"))).toBe(false);
+    const rejected = readJsonLines(join(state, "audit.jsonl")).find((e) => e["event"] === "rejected");
+    expect(rejected).toMatchObject({ proposer: "assistant", owner: "files", tool: "write_file", by: "you", reason: "disagree" });
+    pane.keys("C-c");
+    await pane.waitFor(/\[exited 0\]/);
+  });
+
+  it("queues several proposals: n moves, A approves always, e edits the arguments before approving, chat and / commands work", async () => {
+    const { pane, state } = demo(["--no-greet"]);
+    await pane.waitFor(/you> /);
+    pane.type("please write two notes");
+    pane.keys("Enter");
+    await pane.waitFor(/2 proposals waiting · 1\/2/);
+    expect(pane.capture()).toMatch(/also: assistant → files\/write_file \[[0-9a-f]{8}\] \{"path":"note-2\.txt"/);
+    pane.keys("n");
+    await pane.waitFor(/2 proposals waiting · 2\/2[\s\S]*"path": "note-2\.txt"/);
+    // Approve the selected one (note-2) for good: the assistant may write files from now on.
+    pane.keys("A");
+    await pane.waitFor(/1 proposal waiting · 1\/1[\s\S]*"path": "note-1\.txt"/);
+    pane.keys("e");
+    await pane.waitFor(/edit arguments as JSON/);
+    pane.keys("C-u");
+    pane.type('{"path":"edited.txt","content":"changed by you\\n"}');
+    pane.keys("Enter");
+    await poll("both writes", () => existsSync(join(state, "sandbox", "note-2.txt")) && existsSync(join(state, "sandbox", "edited.txt")));
+    expect(readFileSync(join(state, "sandbox", "edited.txt"), "utf8")).toBe("changed by you\n");
+    expect(existsSync(join(state, "sandbox", "note-1.txt"))).toBe(false);
+    await pane.waitFor(/no proposals waiting/);
+
+    // The always-grant holds: the next write goes straight through, no proposal.
+    pane.type("try again");
+    pane.keys("Enter");
+    await poll("hello.txt written without asking", () => existsSync(join(state, "sandbox", "hello.txt")));
+
+    pane.type("/participants");
+    pane.keys("Enter");
+    await pane.waitFor(/participants:\s+you \(you\)/);
+    pane.type("/pause assistant");
+    pane.keys("Enter");
+    await pane.waitFor(/assistant status: state=paused/);
+    pane.type("/nonsense");
+    pane.keys("Enter");
+    await pane.waitFor(/unknown command \/nonsense; \/help lists them/);
+    pane.type("/quit");
+    pane.keys("Enter");
+    await pane.waitFor(/\[exited 0\]/);
+    const audit = readJsonLines(join(state, "audit.jsonl"));
+    expect(audit.filter((e) => e["event"] === "approved").map((e) => e["scope"]).sort()).toEqual(["always", "once"]);
+  });
+
+  it("`e` opens $EDITOR on the arguments when it is set, and approves what was saved", async () => {
+    // An "editor" that changes the file in place, as a person would in vi.
+    const { pane, state } = demo([], { EDITOR: "sed -i s/hello.txt/via-editor.txt/" });
+    await pane.waitFor(/1 proposal waiting/);
+    pane.keys("e");
+    await poll("the edited write", () => existsSync(join(state, "sandbox", "via-editor.txt")));
+    await pane.waitFor(/approved \[[0-9a-f]{8}\] with edited arguments \{"path":"via-editor\.txt"/);
+    expect(existsSync(join(state, "sandbox", "hello.txt"))).toBe(false);
+    pane.keys("C-c");
+    await pane.waitFor(/\[exited 0\]/);
+  });
+});
