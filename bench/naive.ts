@@ -1,0 +1,57 @@
+/**
+ * The naive forwarder the gateway is measured against: a bare `ws` server that forwards
+ * each frame verbatim to every other connected socket. No parsing, no auth, no limits, no
+ * backpressure — the speed floor a gateway cannot beat, and the memory behaviour (a slow
+ * reader grows it without bound) that a gateway must not copy.
+ *
+ * It runs as its own process so that its RSS is measured apart from the load clients:
+ *
+ *   node dist/bench/naive.js [port]
+ *
+ * and prints `naive forwarder listening on ws://127.0.0.1:PORT/ws` once it accepts
+ * connections. It serves GET /healthz like the gateway, so start-up is timed the same way.
+ * The HTTP server and the ws options are the gateway's (noServer, no deflate, no client
+ * tracking), so the two differ only in what they do with a frame.
+ */
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { WebSocket, WebSocketServer } from "ws";
+
+const port = Number(process.argv[2] ?? 0);
+const sockets = new Set<WebSocket>();
+
+const http = createServer((req, res) => {
+  if (req.method === "GET" && req.url === "/healthz") {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end('{"status":"ok"}');
+    return;
+  }
+  res.writeHead(404);
+  res.end();
+});
+
+const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, clientTracking: false, maxPayload: 64 * 1024 * 1024 });
+
+http.on("upgrade", (req, socket, head) => {
+  wss.handleUpgrade(req, socket, head, (ws) => {
+    sockets.add(ws);
+    ws.on("close", () => sockets.delete(ws));
+    ws.on("error", () => {});
+    ws.on("message", (data, isBinary) => {
+      const opts = { binary: isBinary };
+      for (const other of sockets) {
+        if (other !== ws && other.readyState === WebSocket.OPEN) other.send(data as Buffer, opts);
+      }
+    });
+  });
+});
+
+http.listen(port, "127.0.0.1", () => {
+  const address = http.address() as AddressInfo;
+  process.stdout.write(`naive forwarder listening on ws://127.0.0.1:${address.port}/ws\n`);
+});
+
+// The bench stops it with SIGTERM; there is nothing to save, so leave at once.
+const stop = () => process.exit(0);
+process.on("SIGTERM", stop);
+process.on("SIGINT", stop);
