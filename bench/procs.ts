@@ -97,7 +97,7 @@ export function startGateway(configFile: string, dir: string, opts: StartOptions
 }
 
 export function startNaive(opts: StartOptions = {}): Promise<ServerProc> {
-  return startServer("naive", [...(opts.inspect ? [INSPECT] : []), NAIVE_MAIN, "0"]);
+  return startServer("naive", [...(opts.inspect ? [INSPECT] : []), ...(process.env["BENCH_NAIVE_NODE_ARGS"] ?? "").split(/\s+/).filter(Boolean), NAIVE_MAIN, "0"]);
 }
 
 /**

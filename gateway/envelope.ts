@@ -211,12 +211,24 @@ export function describeIssue(error: z.ZodError): string {
   return `${path}: ${issue.message}`;
 }
 
+let lastMs = 0;
+let lastIso = "";
+/** The current time as RFC 3339, formatted at most once per millisecond: every envelope needs one. */
+export function now(): string {
+  const ms = Date.now();
+  if (ms !== lastMs) {
+    lastMs = ms;
+    lastIso = new Date(ms).toISOString();
+  }
+  return lastIso;
+}
+
 /** Stamps the header fields the gateway owns onto a validated inbound envelope. */
 export function stamp(inbound: InboundEnvelope, from: string): Envelope {
   const env: Envelope = {
     protocol: PROTOCOL,
     id: inbound.id ?? randomUUID(),
-    ts: inbound.ts ?? new Date().toISOString(),
+    ts: inbound.ts ?? now(),
     from,
     kind: inbound.kind,
     payload: inbound.payload ?? {},
@@ -229,7 +241,7 @@ export function stamp(inbound: InboundEnvelope, from: string): Envelope {
 
 /** An envelope from the gateway itself. */
 export function systemEnvelope(kind: string, payload: unknown, extra?: { to?: string[]; correlation_id?: string[] }): Envelope {
-  const env: Envelope = { protocol: PROTOCOL, id: randomUUID(), ts: new Date().toISOString(), from: GATEWAY_ID, kind, payload };
+  const env: Envelope = { protocol: PROTOCOL, id: randomUUID(), ts: now(), from: GATEWAY_ID, kind, payload };
   if (extra?.to) env.to = extra.to;
   if (extra?.correlation_id) env.correlation_id = extra.correlation_id;
   return env;

@@ -238,6 +238,7 @@ class Connection implements Peer {
       this.drop("slow_consumer", CloseCodes.slowConsumer, `outbound buffer over ${this.limits.max_buffered_bytes} bytes: not reading fast enough`);
       return;
     }
+    corkUntilTickEnds(this);
     ws.send(bytes, TEXT);
   }
 
@@ -312,3 +313,27 @@ class Connection implements Peer {
 }
 
 const TEXT = { binary: false } as const;
+
+/**
+ * Everything sent to one participant within a tick leaves in one write: its socket is
+ * corked on the first send and uncorked once the tick's work is done. A burst of inbound
+ * frames (a chatty sender, a wave of joins and their presence) then costs each recipient
+ * one syscall instead of one per envelope. ws exposes no cork of its own, hence `_socket`.
+ */
+const corked = new Set<Connection>();
+
+function corkUntilTickEnds(c: Connection): void {
+  if (corked.has(c)) return;
+  if (corked.size === 0) process.nextTick(uncorkAll);
+  corked.add(c);
+  socketOf(c.ws).cork();
+}
+
+function uncorkAll(): void {
+  for (const c of corked) socketOf(c.ws).uncork();
+  corked.clear();
+}
+
+function socketOf(ws: WebSocket): { cork(): void; uncork(): void } {
+  return (ws as unknown as { _socket: { cork(): void; uncork(): void } })._socket;
+}

@@ -74,6 +74,8 @@ export class Member {
     readonly visibility: Visibility,
     readonly echo: boolean,
     readonly log: Logger,
+    /** Order of joining in this space. */
+    readonly joinSeq: number,
   ) {
     this.policy = new CompiledPolicy(config.tools);
   }
@@ -111,6 +113,9 @@ export const CloseCodes = {
 /** Largest total of history that goes into one welcome. */
 const WELCOME_HISTORY_BYTES = 256 * 1024;
 
+/** How long presence may wait to be sent together with more presence. */
+const PRESENCE_BATCH_MS = 10;
+
 /** Most pages of `tools/list` the gateway follows for one participant. */
 const MAX_TOOL_PAGES = 100;
 
@@ -126,6 +131,9 @@ export class Space {
   /** Bumped per tools/list refresh of a participant, so a stale answer is ignored. */
   private readonly toolFetches = new Map<string, number>();
   private isClosed = false;
+  private presence: { env: Envelope; subject: Member | undefined; joinedBy: number }[] = [];
+  /** Joins so far; each member remembers its number. */
+  private joins = 0;
 
   constructor(
     readonly config: SpaceConfig,
@@ -169,7 +177,7 @@ export class Space {
   join(id: string, peer: Peer, opts: { echo?: boolean } = {}): Member {
     const config = this.config.participants[id];
     if (!config) throw new Error(`join: "${id}" is not a participant of space "${this.id}"`);
-    const member = new Member(id, config, peer, config.visibility, opts.echo ?? config.echo, this.log.child({ participant: id }));
+    const member = new Member(id, config, peer, config.visibility, opts.echo ?? config.echo, this.log.child({ participant: id }), ++this.joins);
     this.recompile(member);
     const previous = this.members.get(id);
     this.members.set(id, member);
@@ -181,7 +189,7 @@ export class Space {
     }
     this.sendTo(member, this.welcome(member));
     if (!previous) {
-      this.deliver(systemEnvelope("system/presence", { event: "join", participant: this.describe(member) }), member);
+      this.announce(systemEnvelope("system/presence", { event: "join", participant: this.describe(member) }), member);
     }
     if (config.kind === "mcp") this.refreshTools(id);
     return member;
@@ -204,7 +212,7 @@ export class Space {
       this.calls.close(call, undefined);
       this.cancelAtTarget(call, "the caller left the space");
     }
-    this.deliver(systemEnvelope("system/presence", { event: "leave", participant: { id: member.id }, reason }));
+    this.announce(systemEnvelope("system/presence", { event: "leave", participant: { id: member.id }, reason }));
     this.toolFetches.delete(member.id);
     if (this.registry.remove(member.id)) this.toolsChanged();
   }
@@ -285,15 +293,34 @@ export class Space {
    * the caller sends `toEveryone`). The
    * sender gets its own envelope back only with echo on.
    */
-  private deliver(env: Envelope, sender?: Member, toEveryone = false): void {
+  private deliver(env: Envelope, sender?: Member, toEveryone = false, joinedBy = Infinity): void {
+    if (this.presence.length) this.flushPresence();
     const bytes = Buffer.from(JSON.stringify(env));
     this.remember(env, bytes.length);
     const to = env.to;
     const everyone = toEveryone || env.kind === "system/presence";
     for (const m of this.members.values()) {
-      if (m === sender && !m.echo) continue;
+      if ((m === sender && !m.echo) || m.joinSeq > joinedBy) continue;
       if (everyone || m.visibility === "all" || (to !== undefined && to.includes(m.id))) m.peer.send(bytes);
     }
+  }
+
+  /**
+   * Presence waits up to PRESENCE_BATCH_MS, so a wave of joins reaches each member as one
+   * write rather than one per join (each socket stays corked for the flush): announcing
+   * every join to every member is quadratic, and syscalls were nine tenths of it. Anything
+   * else delivered meanwhile flushes it first, so nobody sees a participant act before it
+   * is announced.
+   */
+  private announce(env: Envelope, subject?: Member): void {
+    // Whoever joins after this moment learns the news from its welcome instead.
+    if (this.presence.push({ env, subject, joinedBy: this.joins }) === 1) setTimeout(() => this.flushPresence(), PRESENCE_BATCH_MS).unref();
+  }
+
+  private flushPresence(): void {
+    const batch = this.presence;
+    this.presence = [];
+    for (const { env, subject, joinedBy } of batch) this.deliver(env, subject, false, joinedBy);
   }
 
   private sendTo(member: Member, env: Envelope): void {

@@ -260,6 +260,16 @@ describe("routing and visibility", () => {
     await tool.next((e) => e.kind === "system/presence" && e.payload.event === "leave");
   });
 
+  it("announces a participant before anything it sends, even while presence is batched", async () => {
+    gw = await startGateway(SPACE);
+    const bob = await join("bob");
+    const alice = await join("alice");
+    alice.send({ kind: "chat", payload: { text: "first words" } });
+    await bob.next((e) => e.kind === "chat" && e.payload.text === "first words");
+    const kinds = bob.received.filter((e) => e.kind !== "system/welcome").map((e) => `${e.kind}:${e.payload.participant?.id ?? e.payload.text}`);
+    expect(kinds).toEqual(["system/presence:alice", "chat:first words"]);
+  });
+
   it("echoes to a sender that asks for it", async () => {
     gw = await startGateway(SPACE);
     const alice = await join("alice", "&echo=1");
