@@ -3,7 +3,7 @@
  * both figures, their ratio, the goal and whether it was met. Figures, never pass/fail:
  * the exit code is 0 whatever the figures are, and non-zero only if the bench itself broke.
  *
- *   node dist/bench/run.js [fanout] [rtt] [idle] [start] [slow] [--json]
+ *   node dist/bench/run.js [fanout] [rtt] [idle] [start] [slow] [governance] [bridge] [agent] [--json]
  *
  * With no scenario named, all run. `--json` prints the rows as JSON on stdout and the
  * human-readable report on stderr. Environment:
@@ -20,10 +20,11 @@ import { join } from "node:path";
 import { DEFAULT_LIMITS } from "../gateway/config.js";
 import { pinCores } from "./procs.js";
 import { type Row, table, toJson } from "./report.js";
+import { agent, bridge, governance } from "./extra.js";
 import { type Context, fanout, idle, rtt, slow, start } from "./scenarios.js";
 import { benchSpaceYaml, smallSpaceYaml } from "./spaces.js";
 
-const SCENARIOS = { fanout, rtt, idle, start, slow } as const;
+const SCENARIOS = { fanout, rtt, idle, start, slow, governance, bridge, agent } as const;
 type Scenario = keyof typeof SCENARIOS;
 const TITLES: Record<Scenario, string> = {
   fanout: "1. chat fan-out, 100-byte text (deliveries per second, summed over receivers)",
@@ -31,6 +32,9 @@ const TITLES: Record<Scenario, string> = {
   idle: "3. idle connections",
   start: "4. start to accepting connections",
   slow: "5. a participant that stops reading while 10 MB/s flows to it",
+  governance: "6. governance: call tracking, proposals, the catalogue",
+  bridge: "7. MCP bridge: added latency",
+  agent: "8. LLM agent: its own work per model turn",
 };
 
 function parseArgs(argv: string[]): { scenarios: Scenario[]; json: boolean } {
