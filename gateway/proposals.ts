@@ -1,5 +1,7 @@
 /**
  * Proposals held by the gateway: the state machine, its persistence and its audit trail.
+ * Which transition an envelope asks for, and whether its sender may make it, is decided
+ * in decisions.ts; mcp.ts moves a routed proposal on when its call ends.
  *
  *   pending → approved → routed → answered
  *   pending → rejected | withdrawn | expired

@@ -8,18 +8,21 @@
  *   JSON → envelope schema → from → reserved kinds → recipients → capability or tool
  *   policy → kind (calls, proposals, grants) → route.
  *
- * The space also keeps the tool registry, the proposals it holds and the calls in flight
- * (registry.ts, proposals.ts, calls.ts hold the state; the decisions are made here, in
- * one place per kind).
+ * The MCP governance is not decided here: the pipeline hands each MCP kind to its module,
+ * which acts back on the space through `SpaceHost` (host.ts), implemented below —
+ *   mcp.ts        mcp/request and mcp/response: call tracking, the gateway's own
+ *                 `system:gateway` endpoint, the tool catalogue and its refresh;
+ *   decisions.ts  mcp/proposal, approve, reject, withdraw, and expiry.
+ * Their state lives in calls.ts, registry.ts and proposals.ts. Grants stay here: they
+ * change what a member may send, which is the space's own business.
  */
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import type { Logger } from "pino";
-import { type Call, Calls } from "./calls.js";
 import { compileCapabilities, covers, type Matcher } from "./capabilities.js";
 import type { ParticipantConfig, SpaceConfig } from "./config.js";
+import { Decisions } from "./decisions.js";
 import {
-  ApprovePayloadSchema,
   type Capability,
   type Envelope,
   ErrorCodes,
@@ -27,24 +30,18 @@ import {
   GATEWAY_ID,
   GrantPayloadSchema,
   type InboundEnvelope,
-  McpRequestPayloadSchema,
-  type McpRequestPayload,
-  McpResponsePayloadSchema,
-  PROTOCOL,
-  ProposalPayloadSchema,
-  RejectPayloadSchema,
   RevokePayloadSchema,
-  RpcErrors,
-  WithdrawPayloadSchema,
   describeIssue,
   errorEnvelope,
   parseFrame,
   stamp,
   systemEnvelope,
 } from "./envelope.js";
-import { allowCapabilities, CompiledPolicy, type Decision, decide, toolGrant } from "./policy.js";
-import { type Proposal, ProposalBook } from "./proposals.js";
-import { McpToolSchema, type McpTool, Registry, ToolsListResultSchema, MAX_TOOLS_PER_PARTICIPANT } from "./registry.js";
+import { clip, type SpaceHost } from "./host.js";
+import { McpRouter } from "./mcp.js";
+import { allowCapabilities, CompiledPolicy } from "./policy.js";
+import { ProposalBook } from "./proposals.js";
+import { Registry } from "./registry.js";
 import { AppendLog } from "./store.js";
 import type { TokenBook } from "./tokens.js";
 
@@ -116,20 +113,18 @@ const WELCOME_HISTORY_BYTES = 256 * 1024;
 /** How long presence may wait to be sent together with more presence. */
 const PRESENCE_BATCH_MS = 10;
 
-/** Most pages of `tools/list` the gateway follows for one participant. */
-const MAX_TOOL_PAGES = 100;
-
-export class Space {
+export class Space implements SpaceHost {
   readonly id: string;
   readonly registry = new Registry();
   readonly proposals: ProposalBook;
+  /** mcp/request and mcp/response, the gateway endpoint, the catalogue (mcp.ts). */
+  private readonly mcp: McpRouter;
+  /** What happens to proposals (decisions.ts). */
+  private readonly decisions: Decisions;
   private readonly members = new Map<string, Member>();
   private readonly grants = new Map<string, Grant[]>();
   private readonly grantLog: AppendLog<GrantRecord>;
   private readonly history: { env: Envelope; size: number }[] = [];
-  private readonly calls: Calls;
-  /** Bumped per tools/list refresh of a participant, so a stale answer is ignored. */
-  private readonly toolFetches = new Map<string, number>();
   private isClosed = false;
   private presence: { env: Envelope; subject: Member | undefined; joinedBy: number }[] = [];
   /** Joins so far; each member remembers its number. */
@@ -138,14 +133,18 @@ export class Space {
   constructor(
     readonly config: SpaceConfig,
     private readonly tokens: TokenBook,
-    private readonly log: Logger,
+    readonly log: Logger,
   ) {
     this.id = config.space.id;
     const stateDir = config.gateway.state_dir;
     this.grantLog = new AppendLog(join(stateDir, "grants.jsonl"));
     for (const record of this.grantLog.readAll()) this.applyGrantRecord(record);
-    this.calls = new Calls(config.calls, (call) => this.callTimedOut(call));
-    this.proposals = new ProposalBook(stateDir, (p) => this.proposalExpired(p));
+    this.proposals = new ProposalBook(stateDir, (p) => this.decisions.onExpired(p));
+    this.mcp = new McpRouter(this, this.registry, this.proposals);
+    this.decisions = new Decisions(this, this.proposals, this.mcp);
+    // A request can be a decision (a MEW fulfilment, a gateway tools/call that needs
+    // approval) and a decision routes a request, so the two are linked once, here.
+    this.mcp.decisions = this.decisions;
     for (const p of this.proposals.restore()) this.log.warn({ proposal: p.id }, "proposal was in flight when the gateway stopped; marked failed");
   }
 
@@ -191,7 +190,7 @@ export class Space {
     if (!previous) {
       this.announce(systemEnvelope("system/presence", { event: "join", participant: this.describe(member) }), member);
     }
-    if (config.kind === "mcp") this.refreshTools(id);
+    if (config.kind === "mcp") this.mcp.refreshTools(id);
     return member;
   }
 
@@ -203,18 +202,10 @@ export class Space {
     if (this.members.get(member.id) !== member) return;
     this.members.delete(member.id);
     member.log.info({ reason }, "left");
-    const { onTarget, byCaller } = this.calls.involving(member.id);
-    for (const call of onTarget) {
-      this.calls.close(call, false);
-      this.failCall(call, RpcErrors.targetLeft, "target_left", `"${member.id}" left the space before answering`);
-    }
-    for (const call of byCaller) {
-      this.calls.close(call, undefined);
-      this.cancelAtTarget(call, "the caller left the space");
-    }
+    // In this order: its calls' waiters hear first, then the leave, then the catalogue change.
+    this.mcp.settle(member.id);
     this.announce(systemEnvelope("system/presence", { event: "leave", participant: { id: member.id }, reason }));
-    this.toolFetches.delete(member.id);
-    if (this.registry.remove(member.id)) this.toolsChanged();
+    this.mcp.forgetTools(member.id);
   }
 
   /** The whole inbound pipeline for one text frame from `member`. */
@@ -242,20 +233,21 @@ export class Space {
         return this.fail(member, ErrorCodes.unknownRecipient, `no participant ${unknown.map((u) => `"${clip(u)}"`).join(", ")} in space "${this.id}"`, inbound.id);
       }
     }
-    // An mcp/request is checked by onRequest: tools/call by the tool policy, the rest by capability.
-    if (inbound.kind === "mcp/request") return this.onRequest(member, inbound);
+    // An mcp/request is checked by mcp.ts once its payload is parsed: tools/call by the
+    // tool policy, the rest by capability.
+    if (inbound.kind === "mcp/request") return this.mcp.onRequest(member, inbound);
     if (!member.allows(inbound)) return this.capabilityViolation(member, inbound);
     switch (inbound.kind) {
       case "mcp/response":
-        return this.onResponse(member, inbound);
+        return this.mcp.onResponse(member, inbound);
       case "mcp/proposal":
-        return this.onProposal(member, inbound);
+        return this.decisions.onProposal(member, inbound);
       case "mcp/approve":
-        return this.onApprove(member, inbound);
+        return this.decisions.onApprove(member, inbound);
       case "mcp/reject":
-        return this.onReject(member, inbound);
+        return this.decisions.onReject(member, inbound);
       case "mcp/withdraw":
-        return this.onWithdraw(member, inbound);
+        return this.decisions.onWithdraw(member, inbound);
       case "capability/grant":
         return this.grant(member, inbound);
       case "capability/revoke":
@@ -275,25 +267,28 @@ export class Space {
     this.isClosed = true;
     for (const m of this.members.values()) m.peer.close(code, reason);
     this.members.clear();
-    this.calls.clear();
+    this.mcp.close();
     this.proposals.close();
     this.grantLog.close();
   }
 
-  /** The space's tools as `caller` sees them: each with the policy that applies to it. */
+  /** The space's tools as `member` sees them: each with the policy that applies to it (mcp.ts). */
   toolsFor(member: Member): Array<Record<string, unknown>> {
-    return this.registry.list().map((t) => ({ ...t, policy: this.decideTool(member, t.participant, t.tool) }));
+    return this.mcp.toolsFor(member);
   }
 
   // --- routing -------------------------------------------------------------------
+  // deliver, sendTo, fail and capabilityViolation are public as the `SpaceHost` through
+  // which mcp.ts and decisions.ts act; nothing outside gateway/ calls them.
 
   /**
    * Serializes once and hands the same bytes to every recipient: `all` members see
    * everything, `addressed` members what names them, everyone sees presence (and what
-   * the caller sends `toEveryone`). The
-   * sender gets its own envelope back only with echo on.
+   * the caller sends `toEveryone`). The sender gets its own envelope back only with echo
+   * on. `joinedBy` is for presence only: members who joined later learnt it from their
+   * welcome.
    */
-  private deliver(env: Envelope, sender?: Member, toEveryone = false, joinedBy = Infinity): void {
+  deliver(env: Envelope, sender?: Member, toEveryone = false, joinedBy = Infinity): void {
     if (this.presence.length) this.flushPresence();
     const bytes = Buffer.from(JSON.stringify(env));
     this.remember(env, bytes.length);
@@ -323,16 +318,16 @@ export class Space {
     for (const { env, subject, joinedBy } of batch) this.deliver(env, subject, false, joinedBy);
   }
 
-  private sendTo(member: Member, env: Envelope): void {
+  sendTo(member: Member, env: Envelope): void {
     member.peer.send(Buffer.from(JSON.stringify(env)));
   }
 
-  private fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void {
+  fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void {
     if (member.log.isLevelEnabled("debug")) member.log.debug({ code, correlationId }, message);
     this.sendTo(member, errorEnvelope(member.id, code, message, { correlationId, ...extra }));
   }
 
-  private capabilityViolation(member: Member, inbound: InboundEnvelope): void {
+  capabilityViolation(member: Member, inbound: InboundEnvelope): void {
     this.fail(member, ErrorCodes.capabilityViolation, `your capabilities do not allow sending this "${inbound.kind}" envelope`, inbound.id, {
       attempted_kind: inbound.kind,
       your_capabilities: member.capabilities,
@@ -345,433 +340,6 @@ export class Space {
     if (max === 0 || size > WELCOME_HISTORY_BYTES / 4) return;
     this.history.push({ env, size });
     if (this.history.length > max) this.history.shift();
-  }
-
-  // --- calls ---------------------------------------------------------------------
-
-  private onRequest(member: Member, inbound: InboundEnvelope): void {
-    const parsed = McpRequestPayloadSchema.safeParse(inbound.payload);
-    if (!parsed.success) return this.fail(member, ErrorCodes.invalidPayload, `mcp/request: ${describeIssue(parsed.error)}`, inbound.id);
-    const payload = parsed.data;
-    const to = inbound.to ?? [];
-    if (to.includes(GATEWAY_ID)) {
-      if (to.length > 1) return this.fail(member, ErrorCodes.invalidEnvelope, `a request to ${GATEWAY_ID} must not name other recipients`, inbound.id);
-      return this.onGatewayRequest(member, inbound, payload);
-    }
-    if (payload.id === undefined) {
-      // A notification: nothing to track.
-      if (!member.allows(inbound)) return this.capabilityViolation(member, inbound);
-      if (payload.method === "notifications/cancelled") this.callerCancelled(member, inbound.correlation_id);
-      this.deliver(stamp(inbound, member.id), member);
-      if (payload.method === "notifications/tools/list_changed") this.refreshTools(member.id);
-      return;
-    }
-    const fulfilled = inbound.correlation_id?.map((id) => this.proposals.get(id)).find((p) => p !== undefined);
-    if (fulfilled) return this.onFulfil(member, inbound, payload, fulfilled);
-    if (to.length !== 1) {
-      return this.fail(member, ErrorCodes.invalidEnvelope, "an mcp/request with an id goes to exactly one participant (to: [id])", inbound.id);
-    }
-    const target = to[0]!;
-    if (payload.method === "tools/call") {
-      const tool = payload.params?.["name"];
-      if (typeof tool !== "string") return this.fail(member, ErrorCodes.invalidPayload, "tools/call: params.name must be a string", inbound.id);
-      const decision = this.decideTool(member, target, tool);
-      if (decision !== "direct") return this.refuseTool(member, decision, `${target}/${tool}`, inbound.id);
-    } else if (!member.allows(inbound)) {
-      return this.capabilityViolation(member, inbound);
-    }
-    this.route(member, stamp(inbound, member.id), payload);
-  }
-
-  private refuseTool(member: Member, decision: Exclude<Decision, "direct">, name: string, correlationId: string | undefined): void {
-    if (decision === "denied") return this.fail(member, ErrorCodes.denied, `the space's policy denies you ${name}`, correlationId, { tool: name });
-    this.fail(
-      member,
-      ErrorCodes.proposalRequired,
-      `${name} needs approval: send it as an mcp/proposal (same method and params), or call it through ${GATEWAY_ID}, which proposes it for you`,
-      correlationId,
-      { tool: name },
-    );
-  }
-
-  /** Governance, tracking, delivery: for every request that goes to a participant. */
-  private route(caller: Member, env: Envelope, payload: McpRequestPayload, extra: Pick<Call, "proposalId" | "fulfiller"> = {}): boolean {
-    const target = env.to![0]!;
-    if (!this.members.has(target)) {
-      this.fail(caller, ErrorCodes.targetOffline, `"${target}" is not connected`, env.id);
-      return false;
-    }
-    if (this.calls.get(env.id)) {
-      this.fail(caller, ErrorCodes.duplicateId, `a call with id "${clip(env.id)}" is already pending`, env.id);
-      return false;
-    }
-    const proposal = extra.proposalId ? this.proposals.get(extra.proposalId) : undefined;
-    const chain = proposal ? proposal.chain : this.calls.chainFor(env.from, env.correlation_id);
-    const refusal = this.calls.refuse(env.from, target, chain);
-    if (refusal) {
-      this.fail(caller, refusal.code, refusal.message, env.id, { chain: [...chain, target] });
-      return false;
-    }
-    const meta = payload.params?.["_meta"] as Record<string, unknown> | undefined;
-    this.calls.open(
-      { id: env.id, caller: env.from, target, rpcId: payload.id!, method: payload.method, chain, ...extra },
-      this.calls.timeoutFor(meta?.["mewgate/timeout_ms"]),
-    );
-    this.deliver(env, caller);
-    return true;
-  }
-
-  private onResponse(member: Member, inbound: InboundEnvelope): void {
-    const parsed = McpResponsePayloadSchema.safeParse(inbound.payload);
-    if (!parsed.success) return this.fail(member, ErrorCodes.invalidPayload, `mcp/response: ${describeIssue(parsed.error)}`, inbound.id);
-    const call = inbound.correlation_id?.map((id) => this.calls.get(id)).find((c) => c !== undefined);
-    if (!call) {
-      return this.fail(member, ErrorCodes.noPendingCall, "no pending call matches this response's correlation_id (it may have timed out or been answered)", inbound.id);
-    }
-    if (call.target !== member.id) {
-      member.log.warn({ call: call.id, target: call.target }, "forged response refused");
-      return this.fail(member, ErrorCodes.forgedResponse, `only "${call.target}" may answer call "${clip(call.id)}"`, inbound.id);
-    }
-    const ok = parsed.data.error === undefined;
-    this.calls.close(call, ok);
-    if (call.internal) return call.internal(parsed.data);
-    const env = stamp(inbound, member.id);
-    // The response goes to whoever waits on the call, whatever `to` the responder wrote.
-    env.to = [call.caller];
-    if (call.proposalId) {
-      env.correlation_id = [call.id, call.proposalId];
-      if (call.fulfiller) {
-        env.to.push(call.fulfiller.id);
-        env.correlation_id.push(call.fulfiller.envelopeId);
-      }
-      const p = this.proposals.get(call.proposalId);
-      if (p?.state === "routed") this.proposals.transition(p, { state: "answered", outcome: ok ? "ok" : "error" });
-    }
-    this.deliver(env, member);
-  }
-
-  /** The caller gave up on a call: stop tracking it, and do not count it against the target's breaker. */
-  private callerCancelled(member: Member, correlation: string[] | undefined): void {
-    for (const id of correlation ?? []) {
-      const call = this.calls.get(id);
-      if (!call || call.caller !== member.id) continue;
-      this.calls.close(call, undefined);
-      const p = call.proposalId ? this.proposals.get(call.proposalId) : undefined;
-      if (p?.state === "routed") this.proposals.transition(p, { state: "failed", reason: "cancelled" });
-    }
-  }
-
-  private callTimedOut(call: Call): void {
-    if (call.internal) return call.internal(undefined, "timeout");
-    this.failCall(call, RpcErrors.timeout, "timeout", `"${call.target}" did not answer ${call.method} in time`);
-    this.cancelAtTarget(call, "timed out");
-  }
-
-  /** Answers a call's waiters with a JSON-RPC error from the gateway. */
-  private failCall(call: Call, code: number, reason: string, message: string): void {
-    if (call.internal) return call.internal(undefined, reason);
-    const to = [call.caller];
-    const correlation = [call.id];
-    if (call.proposalId) {
-      correlation.push(call.proposalId);
-      const p = this.proposals.get(call.proposalId);
-      if (p && (p.state === "routed" || p.state === "approved")) this.proposals.transition(p, { state: "failed", reason });
-    }
-    if (call.fulfiller) {
-      to.push(call.fulfiller.id);
-      correlation.push(call.fulfiller.envelopeId);
-    }
-    const payload = { jsonrpc: "2.0", id: call.rpcId, error: { code, message, data: { reason, target: call.target } } };
-    this.deliver(systemEnvelope("mcp/response", payload, { to, correlation_id: correlation }));
-  }
-
-  private cancelAtTarget(call: Call, reason: string): void {
-    const target = this.members.get(call.target);
-    if (!target) return;
-    const payload = { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: call.rpcId, reason } };
-    this.sendTo(target, systemEnvelope("mcp/request", payload, { to: [call.target], correlation_id: [call.id] }));
-  }
-
-  // --- the gateway as an MCP endpoint: the registry ------------------------------------
-
-  private onGatewayRequest(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload): void {
-    const correlation = inbound.id === undefined ? {} : { correlation_id: [inbound.id] };
-    const reply = (body: Record<string, unknown>) =>
-      this.sendTo(member, systemEnvelope("mcp/response", { jsonrpc: "2.0", id: payload.id ?? null, ...body }, { to: [member.id], ...correlation }));
-    switch (payload.method) {
-      case "notifications/tools/list_changed":
-        return this.refreshTools(member.id);
-      case "tools/list":
-        return reply({ result: { tools: this.toolsFor(member) } });
-      case "ping":
-        return reply({ result: {} });
-      case "tools/call":
-        break;
-      default:
-        if (payload.id === undefined) return;
-        return reply({ error: { code: RpcErrors.methodNotFound, message: `${GATEWAY_ID} does not serve ${payload.method}; it serves tools/list and tools/call` } });
-    }
-    const name = payload.params?.["name"];
-    if (typeof name !== "string") return this.fail(member, ErrorCodes.invalidPayload, "tools/call: params.name must be a string like \"fs/read_file\"", inbound.id);
-    if (payload.id === undefined || inbound.id === undefined) {
-      return this.fail(member, ErrorCodes.invalidPayload, "tools/call through the gateway needs an envelope id and a JSON-RPC id", inbound.id);
-    }
-    const entry = this.registry.resolve(name);
-    if (!entry) return this.fail(member, ErrorCodes.unknownTool, `no tool "${clip(name)}" in space "${this.id}"`, inbound.id);
-    const params = { ...payload.params, name: entry.tool };
-    const decision = this.decideTool(member, entry.participant, entry.tool);
-    if (decision === "denied") return this.refuseTool(member, decision, name, inbound.id);
-    if (decision === "direct") {
-      const env = stamp({ ...inbound, to: [entry.participant], payload: { ...payload, params } }, member.id);
-      this.route(member, env, { ...payload, params });
-      return;
-    }
-    // Needs approval: the gateway proposes it on the caller's behalf, under the request's id,
-    // so the caller simply keeps waiting for the response to its request.
-    const proposalEnv = stamp({ ...inbound, kind: "mcp/proposal", to: [entry.participant], payload: { method: "tools/call", params } }, member.id);
-    this.hold(member, proposalEnv, "tools/call", params, payload.id, { tellProposer: true });
-  }
-
-  /** Asks a participant for its tools (every page) and stores them. */
-  private refreshTools(id: string): void {
-    const member = this.members.get(id);
-    if (!member) return;
-    const generation = (this.toolFetches.get(id) ?? 0) + 1;
-    this.toolFetches.set(id, generation);
-    const tools: McpTool[] = [];
-    const page = (cursor: string | undefined, n: number): void => {
-      this.gatewayRequest(member, "tools/list", cursor ? { cursor } : {}, (response, reason) => {
-        if (this.toolFetches.get(id) !== generation || this.members.get(id) !== member) return;
-        if (!response || response.error !== undefined) {
-          member.log.warn({ reason: reason ?? response?.error }, "tools/list failed; keeping its previous tools");
-          return;
-        }
-        const result = ToolsListResultSchema.safeParse(response.result);
-        if (!result.success) {
-          member.log.warn({ issue: describeIssue(result.error) }, "tools/list answered with a malformed result");
-          return;
-        }
-        for (const t of result.data.tools) {
-          const tool = McpToolSchema.safeParse(t);
-          if (tool.success) tools.push(tool.data);
-          else member.log.warn({ issue: describeIssue(tool.error) }, "skipping a malformed tool");
-        }
-        const next = result.data.nextCursor;
-        if (next && n + 1 < MAX_TOOL_PAGES && tools.length < MAX_TOOLS_PER_PARTICIPANT) return page(next, n + 1);
-        if (this.registry.set(id, tools.slice(0, MAX_TOOLS_PER_PARTICIPANT))) {
-          member.log.info({ tools: tools.length }, "tools registered");
-          this.toolsChanged();
-        }
-      });
-    };
-    page(undefined, 0);
-  }
-
-  private gatewayRequest(target: Member, method: string, params: Record<string, unknown>, done: NonNullable<Call["internal"]>): void {
-    const id = randomUUID();
-    this.calls.open({ id, caller: GATEWAY_ID, target: target.id, rpcId: id, method, chain: [GATEWAY_ID], internal: done }, this.config.calls.timeout_ms);
-    const env: Envelope = { protocol: PROTOCOL, id, ts: new Date().toISOString(), from: GATEWAY_ID, to: [target.id], kind: "mcp/request", payload: { jsonrpc: "2.0", id, method, params } };
-    this.sendTo(target, env);
-  }
-
-  /**
-   * Tells everyone the catalogue changed — `addressed` members too, like presence, since an
-   * MCP client behind one must hear of it. Welcomes carry the new catalogue from now on.
-   */
-  private toolsChanged(): void {
-    this.deliver(systemEnvelope("mcp/request", { jsonrpc: "2.0", method: "notifications/tools/list_changed" }), undefined, true);
-  }
-
-  private decideTool(member: Member, owner: string, tool: string): Decision {
-    return decide({
-      policy: member.policy,
-      granted: member.granted,
-      configured: member.configured,
-      owner,
-      tool,
-      annotations: this.registry.get(owner, tool)?.annotations,
-      fallback: this.config.policy.fallback,
-    });
-  }
-
-  /** Whether `member` may itself make the call a proposal asks for: the bar for deciding on it. */
-  private mayCall(member: Member, p: Proposal): boolean {
-    if (p.method === "tools/call" && p.tool !== undefined) return this.decideTool(member, p.owner, p.tool) === "direct";
-    return member.allows({ kind: "mcp/request", to: [p.owner], payload: { method: p.method, params: p.params } });
-  }
-
-  // --- proposals -------------------------------------------------------------------
-
-  private onProposal(member: Member, inbound: InboundEnvelope): void {
-    const parsed = ProposalPayloadSchema.safeParse(inbound.payload);
-    if (!parsed.success) return this.fail(member, ErrorCodes.invalidPayload, `mcp/proposal: ${describeIssue(parsed.error)}`, inbound.id);
-    let { method, params = {} } = parsed.data;
-    let to = inbound.to ?? [];
-    if (to.length === 1 && to[0] === GATEWAY_ID && method === "tools/call") {
-      const entry = typeof params["name"] === "string" ? this.registry.resolve(params["name"]) : undefined;
-      if (!entry) return this.fail(member, ErrorCodes.unknownTool, `no tool "${clip(String(params["name"]))}" in space "${this.id}"`, inbound.id);
-      to = [entry.participant];
-      params = { ...params, name: entry.tool };
-    }
-    if (to.length !== 1 || to[0] === GATEWAY_ID) {
-      return this.fail(member, ErrorCodes.invalidEnvelope, "an mcp/proposal names exactly one participant that would serve it (to: [id])", inbound.id);
-    }
-    if (method === "tools/call" && typeof params["name"] !== "string") {
-      return this.fail(member, ErrorCodes.invalidPayload, "tools/call: params.name must be a string", inbound.id);
-    }
-    if (method === "tools/call" && this.decideTool(member, to[0]!, params["name"] as string) === "denied") {
-      return this.refuseTool(member, "denied", `${to[0]}/${String(params["name"])}`, inbound.id);
-    }
-    const env = stamp({ ...inbound, to, payload: { method, params } }, member.id);
-    this.hold(member, env, method, params, env.id);
-  }
-
-  /**
-   * Holds a proposal. `tellProposer`: the gateway made it from a tools/call, so the caller
-   * learns that its call now waits for approval.
-   */
-  private hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts: { tellProposer?: boolean } = {}): void {
-    if (this.proposals.get(env.id) || this.proposals.endedAs(env.id) || this.calls.get(env.id)) {
-      return this.fail(member, ErrorCodes.duplicateId, `id "${clip(env.id)}" is already in use`, env.id);
-    }
-    const owner = env.to![0]!;
-    const now = Date.now();
-    this.proposals.add({
-      id: env.id,
-      proposer: member.id,
-      owner,
-      method,
-      params,
-      tool: method === "tools/call" ? (params["name"] as string) : undefined,
-      rpcId,
-      chain: this.calls.chainFor(member.id, env.correlation_id),
-      state: "pending",
-      createdAt: new Date(now).toISOString(),
-      expiresAt: now + this.config.policy.proposal_ttl_ms,
-      envelope: env,
-    });
-    member.log.info({ proposal: env.id, owner, method }, "proposal held");
-    this.deliver(env, opts.tellProposer ? undefined : member);
-  }
-
-  /**
-   * The proposal an `mcp/approve` / `mcp/reject` / `mcp/withdraw` names, if it is still
-   * pending; otherwise the sender is told exactly why not.
-   */
-  private pendingProposal(member: Member, inbound: InboundEnvelope, verb: string): Proposal | undefined {
-    const id = inbound.correlation_id?.[0];
-    if (id === undefined) {
-      this.fail(member, ErrorCodes.invalidEnvelope, `${verb}: correlation_id must name the proposal`, inbound.id);
-      return undefined;
-    }
-    const p = this.proposals.get(id);
-    if (p?.state === "pending") return p;
-    const ended = p?.state ?? this.proposals.endedAs(id);
-    if (ended) this.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(id)}" is already ${ended}`, inbound.id, { state: ended });
-    else this.fail(member, ErrorCodes.unknownProposal, `no proposal "${clip(id)}" in space "${this.id}"`, inbound.id);
-    return undefined;
-  }
-
-  /** Who may approve or reject: not the proposer, one of its `approvers` if set, and able to make the call itself. */
-  private mayDecide(member: Member, p: Proposal, inboundId: string | undefined): boolean {
-    if (member.id === p.proposer) {
-      this.fail(member, ErrorCodes.selfApproval, "you cannot decide on your own proposal (withdraw it instead)", inboundId);
-      return false;
-    }
-    const approvers = this.config.participants[p.proposer]?.approvers;
-    if (approvers && !approvers.includes(member.id)) {
-      this.fail(member, ErrorCodes.notAnApprover, `proposals of "${p.proposer}" are decided by ${approvers.join(", ")}`, inboundId);
-      return false;
-    }
-    if (!this.mayCall(member, p)) {
-      this.fail(member, ErrorCodes.approverLacksCapability, `you may not make this call yourself, so you cannot approve or reject it`, inboundId);
-      return false;
-    }
-    return true;
-  }
-
-  private onApprove(member: Member, inbound: InboundEnvelope): void {
-    const parsed = ApprovePayloadSchema.safeParse(inbound.payload ?? {});
-    if (!parsed.success) return this.fail(member, ErrorCodes.invalidPayload, `mcp/approve: ${describeIssue(parsed.error)}`, inbound.id);
-    const p = this.pendingProposal(member, inbound, "mcp/approve");
-    if (!p || !this.mayDecide(member, p, inbound.id)) return;
-    const { scope, arguments: edited, reason } = parsed.data;
-    if (scope === "always" && (p.tool === undefined || /[*!]/.test(p.tool))) {
-      return this.fail(member, ErrorCodes.invalidPayload, "scope \"always\" applies to a tools/call of a tool whose name has no * or !", inbound.id);
-    }
-    const env = stamp(inbound, member.id);
-    env.to ??= [p.proposer];
-    this.approve(member, p, { scope, edited, reason }, env);
-  }
-
-  /** A MEW fulfilment: a request correlated to a pending proposal counts as a one-time approval. */
-  private onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): void {
-    if (p.state !== "pending") return void this.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(p.id)}" is already ${p.state}`, inbound.id);
-    if (!this.mayDecide(member, p, inbound.id)) return;
-    const args = payload.params?.["arguments"];
-    const edited = args && typeof args === "object" && !Array.isArray(args) ? (args as Record<string, unknown>) : undefined;
-    const env = stamp(inbound, member.id);
-    this.approve(member, p, { scope: "once", edited, reason: "fulfilled" }, undefined, { id: member.id, envelopeId: env.id });
-  }
-
-  private approve(
-    approver: Member,
-    p: Proposal,
-    d: { scope: "once" | "always"; edited: Record<string, unknown> | undefined; reason: string | undefined },
-    announce: Envelope | undefined,
-    fulfiller?: { id: string; envelopeId: string },
-  ): void {
-    // Everything that could stop the call is checked before the decision is recorded, so a
-    // refused approval leaves the proposal pending for a later try.
-    if (!this.members.has(p.owner)) return this.fail(approver, ErrorCodes.targetOffline, `"${p.owner}" is not connected; the proposal stays pending`, announce?.id);
-    const refusal = this.calls.refuse(p.proposer, p.owner, p.chain);
-    if (refusal) return this.fail(approver, refusal.code, `${refusal.message}; the proposal stays pending`, announce?.id);
-    const args = d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined);
-    this.proposals.transition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, editedArguments: d.edited });
-    approver.log.info({ proposal: p.id, proposer: p.proposer, scope: d.scope }, "proposal approved");
-    if (announce) this.deliver(announce, approver);
-    if (d.scope === "always" && p.tool !== undefined) {
-      this.addGrant(approver.id, p.proposer, [toolGrant(p.owner, p.tool)], `always approve ${p.owner}/${p.tool} (proposal ${p.id})`);
-    }
-    const params = args === undefined ? p.params : { ...p.params, arguments: args };
-    const payload: McpRequestPayload = { jsonrpc: "2.0", id: p.rpcId, method: p.method, params };
-    const env: Envelope = { protocol: PROTOCOL, id: randomUUID(), ts: new Date().toISOString(), from: p.proposer, to: [p.owner], kind: "mcp/request", correlation_id: [p.id], payload };
-    this.proposals.transition(p, { state: "routed" });
-    // Routed on the proposer's behalf: the proposer, not the approver, is the caller.
-    if (!this.route(this.members.get(p.proposer) ?? approver, env, payload, { proposalId: p.id, fulfiller })) {
-      this.proposals.transition(p, { state: "failed", reason: "not_routed" });
-      const error = { code: RpcErrors.failed, message: "the approved call could not be routed", data: { reason: "not_routed", target: p.owner } };
-      this.deliver(systemEnvelope("mcp/response", { jsonrpc: "2.0", id: p.rpcId, error }, { to: [p.proposer], correlation_id: [p.id] }));
-    }
-  }
-
-  private onReject(member: Member, inbound: InboundEnvelope): void {
-    const parsed = RejectPayloadSchema.safeParse(inbound.payload ?? {});
-    if (!parsed.success) return this.fail(member, ErrorCodes.invalidPayload, `mcp/reject: ${describeIssue(parsed.error)}`, inbound.id);
-    const p = this.pendingProposal(member, inbound, "mcp/reject");
-    if (!p || !this.mayDecide(member, p, inbound.id)) return;
-    this.proposals.transition(p, { state: "rejected", decidedBy: member.id, reason: parsed.data.reason, text: parsed.data.text });
-    member.log.info({ proposal: p.id, proposer: p.proposer, reason: parsed.data.reason }, "proposal rejected");
-    const env = stamp(inbound, member.id);
-    env.to ??= [p.proposer];
-    this.deliver(env, member);
-  }
-
-  private onWithdraw(member: Member, inbound: InboundEnvelope): void {
-    const parsed = WithdrawPayloadSchema.safeParse(inbound.payload ?? {});
-    if (!parsed.success) return this.fail(member, ErrorCodes.invalidPayload, `mcp/withdraw: ${describeIssue(parsed.error)}`, inbound.id);
-    const p = this.pendingProposal(member, inbound, "mcp/withdraw");
-    if (!p) return;
-    if (p.proposer !== member.id) return this.fail(member, ErrorCodes.notProposer, `only "${p.proposer}" may withdraw this proposal`, inbound.id);
-    this.proposals.transition(p, { state: "withdrawn", decidedBy: member.id, reason: parsed.data.reason ?? "no_longer_needed" });
-    this.deliver(stamp(inbound, member.id), member);
-  }
-
-  private proposalExpired(p: Proposal): void {
-    const seconds = Math.round(this.config.policy.proposal_ttl_ms / 1000);
-    this.log.info({ proposal: p.id, proposer: p.proposer }, "proposal expired");
-    const payload = { reason: "timeout", text: `no decision within ${seconds}s; the proposal expired` };
-    this.deliver(systemEnvelope("mcp/reject", payload, { to: [p.proposer], correlation_id: [p.id] }));
   }
 
   // --- welcome -------------------------------------------------------------------
@@ -840,7 +408,7 @@ export class Space {
   }
 
   /** Persists a grant before anyone is told, so an acknowledged grant survives a crash; then refreshes the recipient. */
-  private addGrant(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope): void {
+  addGrant(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope): void {
     const record: Grant = { id: env?.id ?? randomUUID(), from, recipient, capabilities, reason, ts: env?.ts ?? new Date().toISOString() };
     this.grantLog.append({ type: "grant", ...record });
     this.applyGrantRecord({ type: "grant", ...record });
@@ -899,7 +467,3 @@ export class Space {
   }
 }
 
-/** Keeps client-supplied strings in messages short. */
-function clip(s: string): string {
-  return s.length > 64 ? `${s.slice(0, 61)}...` : s;
-}
