@@ -5,7 +5,9 @@ import { join } from "node:path";
 import { ConfigError, loadSpaceConfig } from "../gateway/config.js";
 import { createLogger } from "../gateway/log.js";
 import { Gateway } from "../gateway/server.js";
-import { mountHttp } from "../participants/mcp-server.js";
+// Not the participants/mcp-server.js barrel: that loads the MCP SDK, which this command
+// must not pay for at start. http.js loads it on the first /mcp request.
+import { mountHttp } from "../participants/mcp-server/http.js";
 
 export interface GatewayCommandOptions {
   config: string[];
@@ -34,7 +36,8 @@ export async function startGateway(opts: GatewayCommandOptions, env: NodeJS.Proc
   if (!first) throw new Error("no space.yaml given: mewgate gateway --config space.yaml");
   const log = createLogger({ file: opts.logFile ?? join(first.gateway.state_dir, "logs", "gateway.log"), level: opts.logLevel });
   const gateway = new Gateway({ spaces: configs, host: opts.host, port: opts.port, log, env });
-  // Every space is also an MCP server at /mcp (streamable HTTP, participant bearer token).
+  // Every space is also an MCP server at /mcp (streamable HTTP, participant bearer token);
+  // the MCP machinery behind the route loads on its first request.
   mountHttp(gateway, { logger: log });
   let address;
   try {

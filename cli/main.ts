@@ -3,11 +3,12 @@
  * The `mewgate` command: commander wiring only. Each command calls a tested module.
  */
 import { Command, InvalidArgumentError, Option } from "commander";
-import { runGateway } from "./gateway.js";
+// Light: the MCP machinery behind `mewgate mcp` loads when that command runs.
 import { registerMcpCommand } from "./mcp.js";
 
 // Each command loads its module when it runs, so `mewgate status` does not pay for the
-// agent and MCP machinery that only `up` needs.
+// agent and MCP machinery that only `up` needs, nor `mewgate gateway` for any of it.
+const gateway = () => import("./gateway.js");
 const up = () => import("./up.js");
 const lifecycle = () => import("./lifecycle.js");
 const commands = () => import("./commands.js");
@@ -171,7 +172,7 @@ export function program(): Command {
     .option("--log-file <file>", "pino log file, or - for stderr (default: <state-dir>/logs/gateway.log)")
     .option("--log-level <level>", "trace, debug, info, warn, error", "info")
     .action(async (opts) => {
-      process.exitCode = await runGateway(opts);
+      process.exitCode = await (await gateway()).runGateway(opts);
     });
 
   registerMcpCommand(cmd);

@@ -6,8 +6,11 @@
 import { readFileSync } from "node:fs";
 import { connect as tcpConnect } from "node:net";
 import type { Logger } from "pino";
-import { ParticipantClient, ParticipantError } from "../participants/index.js";
-import { CliError, gatewayUrlFor, loadSpace, pickHuman, resolveToken, spaceFile, type LoadedSpace } from "./space.js";
+// Light on purpose (`mewgate mcp` is registered at start): the client, and the MCP SDK
+// behind it, load when a command connects.
+import type { ParticipantClient } from "../participants/client.js";
+import { ParticipantError } from "../participants/errors.js";
+import { CliError, DEFAULT_SPACE_FILE, gatewayUrlFor, loadSpace, noTokenError, pickHuman, resolveToken, spaceFile, type FoundToken, type LoadedSpace } from "./space.js";
 
 export interface RemoteOptions {
   gateway?: string | undefined;
@@ -20,10 +23,24 @@ export interface RemoteOptions {
   stateDir?: string | undefined;
 }
 
+/** What a command wants where the flags leave it open. The defaults suit the terminal and the one-shot commands. */
+export interface ResolveRules {
+  /**
+   * With a space.yaml and neither `--as` nor a token: act as the space's only human (the
+   * default), or refuse and ask for `--as` (`mewgate mcp`: its client is usually a model,
+   * and a human may call every tool without approval, so that is never a default there).
+   */
+  actAsHuman?: boolean | undefined;
+  /** When no other source gives a token, use `MEWGATE_TOKEN` (`mewgate mcp`). */
+  envToken?: boolean | undefined;
+}
+
 export interface Target {
   url: string;
   space: string;
   token: string;
+  /** Where the token came from: `--token`, `MEWGATE_TOKEN_ALICE`, a file… (for messages; never the token). */
+  tokenSource: string;
   /** Claimed id (checked by the gateway against the token), when known. */
   participant?: string | undefined;
   /** The space.yaml, when the target came from one. */
@@ -31,38 +48,65 @@ export interface Target {
 }
 
 /**
- * Where to connect and as whom. `--gateway/--space/--token` are used as given; any that is
- * missing comes from the space.yaml (`--config`, else ./space.yaml): the URL a running
- * `up` recorded or the file's host:port, the space id, and the human's token (or `--as`).
+ * Where to connect and as whom. Without `--config`, `--gateway/--space/--token` (or
+ * `--token-file`) are used as given; with it, or with none of them (./space.yaml), what is
+ * missing comes from the space.yaml: the URL a running `up` recorded or the file's
+ * host:port, the space id, and the token of `--as` (else of the only human) the way the
+ * gateway finds it. `rules` says what a command does differently.
  */
-export async function resolveTarget(options: RemoteOptions, env: NodeJS.ProcessEnv = process.env): Promise<Target> {
-  const opts = { ...options };
-  if (opts.tokenFile && !opts.token) {
-    try {
-      opts.token = readFileSync(opts.tokenFile, "utf8").trim();
-    } catch (err) {
-      throw new CliError(`cannot read --token-file ${opts.tokenFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+export async function resolveTarget(opts: RemoteOptions, env: NodeJS.ProcessEnv = process.env, rules: ResolveRules = {}): Promise<Target> {
+  const actAsHuman = rules.actAsHuman ?? true;
+  const given = tokenFromFlags(opts, env);
+  const lastResort: FoundToken | undefined = rules.envToken && env["MEWGATE_TOKEN"] ? { token: env["MEWGATE_TOKEN"], source: "MEWGATE_TOKEN" } : undefined;
+  const configHint = `--config space.yaml ${actAsHuman ? "[--as <participant>]" : "--as <participant>"}`;
+  if (!opts.config && (opts.gateway || opts.space || given)) {
+    const found = given ?? lastResort;
+    if (!opts.gateway || !opts.space || !found) {
+      const missing = [opts.gateway ? "" : "--gateway", opts.space ? "" : "--space", found ? "" : "--token"].filter(Boolean);
+      throw new CliError(`missing ${missing.join(", ")}: give --gateway, --space and --token${rules.envToken ? " (or MEWGATE_TOKEN)" : ""}, or ${configHint}`);
     }
-    if (!opts.token) throw new CliError(`--token-file ${opts.tokenFile} is empty`);
+    return { url: normalizeUrl(opts.gateway), space: opts.space, token: found.token, tokenSource: found.source, participant: opts.as };
   }
-  if (opts.gateway && opts.space && opts.token) {
-    return { url: normalizeUrl(opts.gateway), space: opts.space, token: opts.token, participant: opts.as };
-  }
-  if (!opts.config && (opts.gateway || opts.space || opts.token)) {
-    const missing = (["gateway", "space", "token"] as const).filter((k) => !opts[k]).map((k) => `--${k}`);
-    throw new CliError(`missing ${missing.join(", ")}: give --gateway, --space and --token, or --config space.yaml [--as <participant>]`);
-  }
-  const loaded = await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env });
+  const loaded = await loadSpace(spaceFile(opts.config, `give --gateway, --space and --token, or ${configHint}`), { stateDir: opts.stateDir, env });
   const { config } = loaded;
-  const who = opts.as ?? (opts.token ? undefined : pickHuman(config, undefined).id);
-  const token = opts.token ?? resolveToken(config, who!, loaded.env);
+  if (opts.space !== undefined && opts.space !== config.space.id) {
+    throw new CliError(`--space ${opts.space} does not match ${config.file}, which defines space "${config.space.id}"`);
+  }
+  let who = opts.as === undefined ? undefined : pickHuman(config, opts.as).id;
+  if (who === undefined && !given) {
+    if (actAsHuman) who = pickHuman(config, undefined).id;
+    else if (!lastResort) {
+      const tokens = rules.envToken ? "--token, --token-file or MEWGATE_TOKEN" : "--token or --token-file";
+      throw new CliError(
+        `${opts.config ? "--config" : `./${DEFAULT_SPACE_FILE}`} needs --as <participant>: one of ${Object.keys(config.participants).join(", ")} (or a token that says who you are: ${tokens})`,
+      );
+    }
+  }
+  const found = given ?? (who === undefined ? undefined : resolveToken(config, who, loaded.env)) ?? lastResort;
+  if (!found) throw noTokenError(config, who!);
   return {
     url: opts.gateway ? normalizeUrl(opts.gateway) : gatewayUrlFor(config).url,
-    space: opts.space ?? config.space.id,
-    token,
+    space: config.space.id,
+    token: found.token,
+    tokenSource: found.source,
     participant: who,
     loaded,
   };
+}
+
+/** `--token`, else `--token-file`. */
+function tokenFromFlags(opts: RemoteOptions, env: NodeJS.ProcessEnv): FoundToken | undefined {
+  // `withEnvDefaults` passes MEWGATE_TOKEN on as `token`: name it for what it is.
+  if (opts.token) return { token: opts.token, source: opts.token === env["MEWGATE_TOKEN"] ? "MEWGATE_TOKEN" : "--token" };
+  if (!opts.tokenFile) return undefined;
+  let token: string;
+  try {
+    token = readFileSync(opts.tokenFile, "utf8").trim();
+  } catch (err) {
+    throw new CliError(`cannot read --token-file ${opts.tokenFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  if (!token) throw new CliError(`--token-file ${opts.tokenFile} is empty`);
+  return { token, source: `--token-file ${opts.tokenFile}` };
 }
 
 /** Accepts `host:port`, `http(s)://` and `ws(s)://`. */
@@ -70,16 +114,19 @@ export function normalizeUrl(url: string): string {
   let u = url.trim();
   if (!/^[a-z]+:\/\//i.test(u)) u = `ws://${u}`;
   u = u.replace(/^http:/i, "ws:").replace(/^https:/i, "wss:");
+  let valid: boolean;
   try {
-    new URL(u);
+    valid = /^wss?:$/.test(new URL(u).protocol);
   } catch {
-    throw new CliError(`not a gateway URL: "${url}" (expected ws://host:port)`);
+    valid = false;
   }
+  if (!valid) throw new CliError(`not a gateway URL: "${url}" (expected ws://host:port; wss://, http:// and https:// work too)`);
   return u.replace(/\/ws\/?$/, "").replace(/\/$/, "");
 }
 
 /** Connects and waits for the welcome; every failure becomes a `CliError` that says what to do. */
 export async function openClient(target: Target, opts: { logger?: Logger; echo?: boolean } = {}): Promise<ParticipantClient> {
+  const { ParticipantClient } = await import("../participants/client.js");
   const client = new ParticipantClient({
     url: target.url,
     space: target.space,
@@ -98,18 +145,20 @@ export async function openClient(target: Target, opts: { logger?: Logger; echo?:
   }
 }
 
-/** A connection failure as one sentence. */
-export async function explainConnectError(err: unknown, target: Pick<Target, "url" | "space" | "participant">): Promise<CliError> {
+/** A connection failure (or the end of a connection) as one sentence. */
+export async function explainConnectError(err: unknown, target: Pick<Target, "url" | "space" | "participant" | "tokenSource">): Promise<CliError> {
   if (!(err instanceof ParticipantError)) return new CliError((err as Error)?.message ?? String(err));
   switch (err.code) {
     case "unauthorized":
-      return new CliError(`the gateway refused the token for ${target.space} (close 4401: ${err.message}); check --token, MEWGATE_TOKEN_<ID> or the token file`);
+      return new CliError(`the gateway refused the token from ${target.tokenSource} for space "${target.space}" (close 4401: ${err.message})`);
     case "unknown_space":
       return new CliError(`the gateway at ${target.url} has no space "${target.space}" (${err.message})`);
     case "identity_mismatch":
-      return new CliError(`the token does not belong to "${target.participant}" (${err.message})`);
+      return new CliError(`the token from ${target.tokenSource} does not belong to "${target.participant}" (${err.message})`);
     case "unknown_participant":
       return new CliError(`no participant "${target.participant}" in space "${target.space}" (${err.message})`);
+    case "replaced":
+      return new CliError(`another connection took over this participant (${err.message})`);
     case "connect_failed": {
       const why = await probe(target.url);
       return new CliError(`cannot reach the gateway at ${target.url}${why ? ` (${why})` : ""}: is it running? (mewgate up, or mewgate status)`);

@@ -75,29 +75,42 @@ export function pickHuman(config: SpaceConfig, as: string | undefined): Particip
   }
   const humans = all.filter((p) => p.kind === "human");
   if (humans.length === 1) return humans[0]!;
-  if (humans.length === 0) throw new CliError(`space "${config.space.id}" has no human participant; pick one to act as with --as <id>`);
+  if (humans.length === 0) throw new CliError(`space "${config.space.id}" has no human participant; pick one to act as with --as <id>: one of ${all.map((x) => x.id).join(", ")}`);
   throw new CliError(`space "${config.space.id}" has several humans (${humans.map((h) => h.id).join(", ")}); pick one with --as <id>`);
+}
+
+/** A token and where it came from: a flag, a variable, a file (for messages; never the token). */
+export interface FoundToken {
+  token: string;
+  source: string;
 }
 
 /**
  * A participant's token, found the way the gateway finds it: its `token` in space.yaml,
- * `MEWGATE_TOKEN_<ID>`, or the token file the gateway generated. Never generates one: a
- * missing file means no gateway has run with this state directory yet.
+ * `MEWGATE_TOKEN_<ID>`, or the token file the gateway generated; undefined when there is
+ * none (a missing file means no gateway has run with this state directory yet). Never
+ * generates one. Throws when the file exists but cannot be read.
  */
-export function resolveToken(config: SpaceConfig, id: string, env: NodeJS.ProcessEnv): string {
+export function resolveToken(config: SpaceConfig, id: string, env: NodeJS.ProcessEnv): FoundToken | undefined {
   const p = config.participants[id];
-  if (p?.token) return p.token;
+  if (p?.token) return { token: p.token, source: `the token of "${id}" in ${config.file}` };
   const fromEnv = env[tokenEnvName(id)];
-  if (fromEnv) return fromEnv;
+  if (fromEnv) return { token: fromEnv, source: tokenEnvName(id) };
   const file = tokenFile(config.gateway.state_dir, id);
   try {
     const token = readFileSync(file, "utf8").trim();
-    if (token) return token;
+    if (token) return { token, source: file };
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw new CliError(`cannot read the token of "${id}" from ${file}: ${(err as Error).message}`);
   }
-  throw new CliError(
-    `no token for "${id}": not in space.yaml, no ${tokenEnvName(id)}, and no ${file} (the gateway writes it on its first start; is this the right --state-dir?)`,
+  return undefined;
+}
+
+/** What to do when `resolveToken` finds nothing. */
+export function noTokenError(config: SpaceConfig, id: string): CliError {
+  const file = tokenFile(config.gateway.state_dir, id);
+  return new CliError(
+    `no token for "${id}": set ${tokenEnvName(id)}, pass --token-file, or start the gateway once so that it writes ${file} (${config.file} sets none; is this the right --state-dir?)`,
   );
 }
 
@@ -172,11 +185,11 @@ export function processArgv(pid: number): string[] | undefined {
   }
 }
 
-/** The space file a command works on: the argument, else ./space.yaml, with a hint when it is missing. */
-export function spaceFile(arg: string | undefined): string {
+/** The space file a command works on: the argument, else ./space.yaml, with a hint (`how` to give one) when it is missing. */
+export function spaceFile(arg: string | undefined, how = "give the file (mewgate <command> path/to/space.yaml)"): string {
   const file = arg ?? DEFAULT_SPACE_FILE;
   if (arg === undefined && !existsSync(file)) {
-    throw new CliError(`no ${DEFAULT_SPACE_FILE} in ${process.cwd()}: give the file (mewgate <command> path/to/space.yaml), or write one with mewgate init`);
+    throw new CliError(`no ${DEFAULT_SPACE_FILE} in ${process.cwd()}: ${how}, or write one with mewgate init`);
   }
   return file;
 }

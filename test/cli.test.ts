@@ -175,7 +175,7 @@ describe("mewgate commands: errors a person can act on", () => {
       for (const cmd of [["connect"], ["tools"], ["send", "hi"], ["proposals"]]) {
         const r = await done([...cmd, "--gateway", gw.url, "--space", "cli", "--token", "not-the-token"]);
         expect(r.code, cmd.join(" ")).not.toBe(0);
-        expect(r.stderr).toContain("the gateway refused the token for cli");
+        expect(r.stderr).toContain('the gateway refused the token from --token for space "cli"');
       }
       const space404 = await done(["tools", "--gateway", gw.url, "--space", "nope", "--token", "secret-alice-1"]);
       expect(space404.stderr).toContain(`the gateway at ${gw.url} has no space "nope"`);

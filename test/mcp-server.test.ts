@@ -19,6 +19,7 @@ import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { Envelope } from "../gateway/envelope.js";
 import { resolveMcpTarget } from "../cli/mcp.js";
+import { resolveTarget } from "../cli/remote.js";
 import { ParticipantClient, RpcError } from "../participants/index.js";
 import { buildCatalogue, mountHttp, type McpHttpMount } from "../participants/mcp-server.js";
 import { sleep, startGateway, type TestGateway } from "./helpers.js";
@@ -327,7 +328,7 @@ describe("over stdio (mewgate mcp)", () => {
   beforeAll(() => {
     // `npm test` builds first. Run alone, this builds when dist lacks the mcp command or is
     // older than this feature's sources (others' edits are theirs to build).
-    const mine = ["cli/mcp.ts", "participants/mcp-server.ts", ...["server", "stdio", "catalogue", "http"].map((f) => `participants/mcp-server/${f}.ts`)];
+    const mine = ["cli/mcp.ts", "cli/remote.ts", "cli/space.ts", "participants/mcp-server.ts", ...["server", "stdio", "catalogue", "http"].map((f) => `participants/mcp-server/${f}.ts`)];
     const stale =
       !existsSync(MAIN) ||
       !readFileSync(MAIN, "utf8").includes("registerMcpCommand") ||
@@ -396,17 +397,47 @@ describe("mewgate mcp --config --as", () => {
     writeFileSync(join(dir, ".mewgate", "tokens", "c.token"), "from-file\n");
     const env = { MEWGATE_TOKEN_B_2: "from-env" };
 
-    expect(await resolveMcpTarget({ config: file, as: "a" }, env)).toMatchObject({ url: "ws://127.0.0.1:7777/", space: "lab", token: "from-config", participant: "a" });
-    expect((await resolveMcpTarget({ config: file, as: "b-2" }, env)).token).toBe("from-env");
-    expect((await resolveMcpTarget({ config: file, as: "c" }, env)).token).toBe("from-file");
-    // Flags win over the file.
-    expect(await resolveMcpTarget({ config: file, as: "c", token: "flag", gateway: "http://10.0.0.1:9" }, env)).toMatchObject({ token: "flag", url: "ws://10.0.0.1:9/" });
-    expect((await resolveMcpTarget({ gateway: "ws://h:1", space: "s" }, { MEWGATE_TOKEN: "generic" })).token).toBe("generic");
+    const tokens = join(dir, ".mewgate", "tokens");
+
+    expect(await resolveMcpTarget({ config: file, as: "a" }, env)).toMatchObject({
+      url: "ws://127.0.0.1:7777",
+      space: "lab",
+      token: "from-config",
+      participant: "a",
+      tokenSource: `the token of "a" in ${file}`,
+    });
+    expect(await resolveMcpTarget({ config: file, as: "b-2" }, env)).toMatchObject({ token: "from-env", tokenSource: "MEWGATE_TOKEN_B_2" });
+    expect(await resolveMcpTarget({ config: file, as: "c" }, env)).toMatchObject({ token: "from-file", tokenSource: join(tokens, "c.token") });
+    // Flags win over the file; a URL is normalised the way every command does it.
+    expect(await resolveMcpTarget({ config: file, as: "c", token: "flag", gateway: "http://10.0.0.1:9" }, env)).toMatchObject({ token: "flag", tokenSource: "--token", url: "ws://10.0.0.1:9" });
+    // MEWGATE_TOKEN is the last resort: without a space.yaml, after the participant's own sources, and alone it says who you are.
+    expect(await resolveMcpTarget({ gateway: "ws://h:1", space: "s" }, { MEWGATE_TOKEN: "generic" })).toMatchObject({ url: "ws://h:1", space: "s", token: "generic", tokenSource: "MEWGATE_TOKEN" });
+    expect(await resolveMcpTarget({ config: file, as: "b-2" }, { MEWGATE_TOKEN: "generic" })).toMatchObject({ token: "generic", tokenSource: "MEWGATE_TOKEN", participant: "b-2" });
+    expect(await resolveMcpTarget({ config: file, as: "c" }, { ...env, MEWGATE_TOKEN: "generic" })).toMatchObject({ token: "from-file" });
+    expect(await resolveMcpTarget({ config: file }, { MEWGATE_TOKEN: "generic" })).toMatchObject({ space: "lab", token: "generic", participant: undefined });
 
     await expect(resolveMcpTarget({ config: file }, env)).rejects.toThrow(/--config needs --as <participant>: one of a, b-2, c/);
     await expect(resolveMcpTarget({ config: file, as: "zed" }, env)).rejects.toThrow(/no participant "zed"/);
     await expect(resolveMcpTarget({ config: file, as: "b-2" }, {})).rejects.toThrow(/no token for "b-2": set MEWGATE_TOKEN_B_2/);
-    await expect(resolveMcpTarget({ gateway: "ws://h:1", space: "s" }, {})).rejects.toThrow(/no token/);
+    await expect(resolveMcpTarget({ config: file, as: "a", space: "other" }, env)).rejects.toThrow(`--space other does not match ${file}, which defines space "lab"`);
+    await expect(resolveMcpTarget({ gateway: "ws://h:1", space: "s" }, {})).rejects.toThrow(
+      /^missing --token: give --gateway, --space and --token \(or MEWGATE_TOKEN\), or --config space.yaml --as <participant>$/,
+    );
+    await expect(resolveMcpTarget({ gateway: "ftp://h:1", space: "s", token: "t" }, {})).rejects.toThrow(/not a gateway URL: "ftp:\/\/h:1"/);
+  });
+
+  it("never acts as the space's human by default, where the terminal commands do", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mewgate-mcp-"));
+    dirs.push(dir);
+    const file = join(dir, "space.yaml");
+    writeFileSync(file, `space: {id: lab}\nparticipants:\n  you: {kind: human, token: human-token}\n  claude: {kind: agent, token: agent-token}\n`);
+
+    // The human may call every tool without approval: an MCP client (usually a model) must name who it is.
+    await expect(resolveMcpTarget({ config: file }, {})).rejects.toThrow(/--config needs --as <participant>: one of you, claude/);
+    expect(await resolveTarget({ config: file }, {})).toMatchObject({ participant: "you", token: "human-token" });
+    expect(await resolveMcpTarget({ config: file, as: "claude" }, {})).toMatchObject({ participant: "claude", token: "agent-token" });
+    // A token given with the space.yaml says who you are by itself.
+    expect(await resolveMcpTarget({ config: file, token: "some-token" }, {})).toMatchObject({ space: "lab", token: "some-token", participant: undefined });
   });
 });
 

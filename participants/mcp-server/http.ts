@@ -16,14 +16,56 @@
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { Logger } from "pino";
-import { connectInProcess } from "../../gateway/inprocess.js";
 import type { Gateway } from "../../gateway/server.js";
 import type { Space } from "../../gateway/space.js";
-import { ParticipantClient } from "../client.js";
-import { createSpaceMcpServer, type SpaceMcpServer } from "./server.js";
+import type { ParticipantClient } from "../client.js";
+import type { SpaceMcpServer } from "./server.js";
+
+/*
+ * Only type imports above: this module is on the gateway's start path (`mewgate gateway`
+ * mounts /mcp), and the MCP SDK, the participant client and the space-as-MCP-server cost
+ * more to load than the whole gateway. They are loaded by the first request to the route.
+ */
+
+/** What serving MCP over HTTP needs, loaded on the first request (see `loadMcpHttpModules`). */
+export interface McpHttpModules {
+  StreamableHTTPServerTransport: typeof import("@modelcontextprotocol/sdk/server/streamableHttp.js").StreamableHTTPServerTransport;
+  isInitializeRequest: typeof import("@modelcontextprotocol/sdk/types.js").isInitializeRequest;
+  connectInProcess: typeof import("../../gateway/inprocess.js").connectInProcess;
+  ParticipantClient: typeof import("../client.js").ParticipantClient;
+  createSpaceMcpServer: typeof import("./server.js").createSpaceMcpServer;
+}
+
+let shared: Promise<McpHttpModules> | undefined;
+
+/**
+ * Loads the modules the endpoint needs, once per process. A failed load is not kept: the
+ * next request tries again (a missing file may have been restored; an evaluation error
+ * fails again, and says so again).
+ */
+export function loadMcpHttpModules(): Promise<McpHttpModules> {
+  if (shared) return shared;
+  const loading = Promise.all([
+    import("@modelcontextprotocol/sdk/server/streamableHttp.js"),
+    import("@modelcontextprotocol/sdk/types.js"),
+    import("../../gateway/inprocess.js"),
+    import("../client.js"),
+    import("./server.js"),
+  ]).then(([http, types, inprocess, client, server]) => ({
+    StreamableHTTPServerTransport: http.StreamableHTTPServerTransport,
+    isInitializeRequest: types.isInitializeRequest,
+    connectInProcess: inprocess.connectInProcess,
+    ParticipantClient: client.ParticipantClient,
+    createSpaceMcpServer: server.createSpaceMcpServer,
+  }));
+  shared = loading;
+  loading.catch(() => {
+    if (shared === loading) shared = undefined;
+  });
+  return loading;
+}
 
 export interface McpHttpOptions {
   /** Default `/mcp`. */
@@ -34,6 +76,8 @@ export interface McpHttpOptions {
   maxBodyBytes?: number | undefined;
   approvalProgressMs?: number | undefined;
   logger?: Logger | undefined;
+  /** How the endpoint's modules are loaded on its first request. Default `loadMcpHttpModules` (tests replace it). */
+  loadModules?: (() => Promise<McpHttpModules>) | undefined;
 }
 
 export interface McpHttpMount {
@@ -72,8 +116,14 @@ const DEFAULT_MAX_BODY = 4 * 1024 * 1024;
 const RPC_SERVER_ERROR = -32000;
 const RPC_SESSION_NOT_FOUND = -32001;
 const RPC_PARSE_ERROR = -32700;
+const RPC_INTERNAL_ERROR = -32603;
 
-/** Serves the space-as-MCP-server on the gateway's HTTP port. */
+/**
+ * Serves the space-as-MCP-server on the gateway's HTTP port. The route exists from this
+ * call on; the modules behind it are loaded by its first request (concurrent first
+ * requests wait for the same load). If they cannot be loaded, requests get a 500 saying
+ * so and the failure is logged; the next request tries again.
+ */
 export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpMount {
   const path = opts.path ?? "/mcp";
   const idleMs = opts.idleTimeoutMs ?? DEFAULT_IDLE_MS;
@@ -82,6 +132,28 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
   const sessions = new Map<string, Session>();
   const pool = new Map<string, Pooled>();
   let closing = false;
+  /** Set once the modules are loaded: later requests do not wait on a promise. */
+  let mods: McpHttpModules | undefined;
+  let loading: Promise<McpHttpModules> | undefined;
+
+  function load(): Promise<McpHttpModules> {
+    if (loading) return loading;
+    const started = performance.now();
+    const attempt = (opts.loadModules ?? loadMcpHttpModules)().then(
+      (m) => {
+        mods = m;
+        log?.debug({ ms: Math.round(performance.now() - started) }, "MCP server modules loaded");
+        return m;
+      },
+      (err: Error) => {
+        if (loading === attempt) loading = undefined;
+        log?.error({ err }, "could not load the MCP server modules; /mcp requests fail with 500 until a load succeeds");
+        throw err;
+      },
+    );
+    loading = attempt;
+    return attempt;
+  }
 
   const sweeper = setInterval(
     () => {
@@ -110,11 +182,11 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     return { ok: true, space, participant: auth.id };
   }
 
-  async function acquire(space: Space, participant: string): Promise<Pooled> {
+  async function acquire(m: McpHttpModules, space: Space, participant: string): Promise<Pooled> {
     const key = `${space.id}\u0000${participant}`;
     let p = pool.get(key);
     if (!p || p.client.status === "closed") {
-      const client = new ParticipantClient({ transport: () => connectInProcess(space, participant), reconnect: false, logger: opts.logger });
+      const client = new m.ParticipantClient({ transport: () => m.connectInProcess(space, participant), reconnect: false, logger: opts.logger });
       const created: Pooled = { key, client, ready: client.connect(), sessions: new Set(), users: 0 };
       created.ready.catch(() => {});
       client.on("close", (e) => {
@@ -155,11 +227,11 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     log?.info({ participant: s.participant, session: s.id }, "MCP session closed");
   }
 
-  async function openSession(space: Space, participant: string): Promise<Session> {
-    const pooled = await acquire(space, participant);
-    const server = createSpaceMcpServer({ client: pooled.client, logger: opts.logger, approvalProgressMs: opts.approvalProgressMs });
+  async function openSession(m: McpHttpModules, space: Space, participant: string): Promise<Session> {
+    const pooled = await acquire(m, space, participant);
+    const server = m.createSpaceMcpServer({ client: pooled.client, logger: opts.logger, approvalProgressMs: opts.approvalProgressMs });
     const session: Session = { id: undefined, space: space.id, participant, pooled, server, transport: undefined as never, open: 0, lastSeen: Date.now(), closed: false };
-    session.transport = new StreamableHTTPServerTransport({
+    session.transport = new m.StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
         session.id = id;
@@ -185,7 +257,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     await s.transport.handleRequest(req, res, body);
   }
 
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async function handle(m: McpHttpModules, req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (closing) return rpcError(res, 503, RPC_SERVER_ERROR, "the MCP endpoint is shutting down", "closing");
     const url = new URL(req.url ?? "/", "http://gateway");
     const sid = header(req, "mcp-session-id");
@@ -211,12 +283,12 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       if (read.status === 413) res.once("finish", () => req.destroy());
       return rpcError(res, read.status, read.status === 413 ? RPC_SERVER_ERROR : RPC_PARSE_ERROR, read.message, read.status === 413 ? "too_large" : "parse_error", read.status === 413 ? { connection: "close" } : undefined);
     }
-    const initializes = Array.isArray(read.body) ? read.body.some((m) => isInitializeRequest(m)) : isInitializeRequest(read.body);
+    const initializes = Array.isArray(read.body) ? read.body.some((msg) => m.isInitializeRequest(msg)) : m.isInitializeRequest(read.body);
     if (!initializes) return rpcError(res, 400, RPC_SERVER_ERROR, "Bad Request: no session; send initialize first", "bad_request");
     if (who.space.closed) return rpcError(res, 503, RPC_SERVER_ERROR, `space "${who.space.id}" has shut down`, "unavailable");
     let s: Session;
     try {
-      s = await openSession(who.space, who.participant);
+      s = await openSession(m, who.space, who.participant);
     } catch (err) {
       log?.warn({ participant: who.participant, err: (err as Error).message }, "could not join the space for an MCP session");
       return rpcError(res, 503, RPC_SERVER_ERROR, `could not join space "${who.space.id}": ${(err as Error).message}`, "unavailable");
@@ -226,10 +298,22 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     if (s.id === undefined) await closeSession(s);
   }
 
+  /** Answers a request that arrived before the modules were loaded, once they are (or are not). */
+  async function handleFirst(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (closing) return rpcError(res, 503, RPC_SERVER_ERROR, "the MCP endpoint is shutting down", "closing");
+    let m: McpHttpModules;
+    try {
+      m = await load();
+    } catch (err) {
+      return rpcError(res, 500, RPC_INTERNAL_ERROR, `the MCP endpoint is unavailable: the gateway could not load its MCP server modules (${(err as Error).message})`, "unavailable");
+    }
+    return handle(m, req, res);
+  }
+
   gateway.addHttpRoute(path, (req, res) => {
-    handle(req, res).catch((err: Error) => {
+    (mods ? handle(mods, req, res) : handleFirst(req, res)).catch((err: Error) => {
       log?.error({ err }, "MCP HTTP request failed");
-      if (!res.headersSent) rpcError(res, 500, -32603, "internal error");
+      if (!res.headersSent) rpcError(res, 500, RPC_INTERNAL_ERROR, "internal error");
       else res.end();
     });
   });
