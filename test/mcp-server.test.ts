@@ -6,8 +6,8 @@
  * the MCP client's participant), `human` approves or rejects with the SDK, and `claude`
  * (kind agent) is the participant the MCP client acts as.
  */
-import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -15,7 +15,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { ToolListChangedNotificationSchema, type CallToolResult, type Progress } from "@modelcontextprotocol/sdk/types.js";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { Envelope } from "../gateway/envelope.js";
 import { resolveMcpTarget } from "../cli/mcp.js";
@@ -325,25 +325,7 @@ describe("over streamable HTTP on the gateway", () => {
 });
 
 describe("over stdio (mewgate mcp)", () => {
-  beforeAll(() => {
-    // `npm test` builds first. Run alone, this builds when dist lacks the mcp command or is
-    // older than this feature's sources (others' edits are theirs to build).
-    const mine = ["cli/mcp.ts", "cli/remote.ts", "cli/space.ts", "participants/mcp-server.ts", ...["server", "stdio", "catalogue", "http"].map((f) => `participants/mcp-server/${f}.ts`)];
-    const stale =
-      !existsSync(MAIN) ||
-      !readFileSync(MAIN, "utf8").includes("registerMcpCommand") ||
-      mine.some((src) => {
-        const out = join(ROOT, "dist", src.replace(/\.ts$/, ".js"));
-        return !existsSync(out) || statSync(join(ROOT, src)).mtimeMs > statSync(out).mtimeMs;
-      });
-    if (stale) {
-      try {
-        execFileSync(process.execPath, [join(ROOT, "node_modules", "typescript", "bin", "tsc"), "-p", join(ROOT, "tsconfig.json")], { stdio: "pipe" });
-      } catch {
-        // Type errors elsewhere still emit; the spawn below fails clearly if nothing was built.
-      }
-    }
-  }, 120_000);
+  // `npm test` builds dist/ (tsc, then the esbuild bundle) before vitest runs; this suite spawns the built CLI.
 
   function stdioClient(args: string[]): { mcp: Client; transport: StdioClientTransport; stderr: () => string } {
     const transport = new StdioClientTransport({ command: process.execPath, args: [MAIN, "mcp", ...args], stderr: "pipe" });
