@@ -16,7 +16,7 @@ import { ParticipantClient } from "../participants/index.js";
 import { connectInProcess } from "../gateway/inprocess.js";
 import { HangingServer } from "./fixtures/agent/hanging-server.js";
 import { anthropicReply, closedPort, ModelServer, openaiReply, type Reply } from "./fixtures/agent/model-server.js";
-import { sleep, startGateway, type TestGateway } from "./helpers.js";
+import { sleep, startGateway, type TestGateway, waitForTool } from "./helpers.js";
 
 const FAST = { attempts: 3, baseDelayMs: 5, maxDelayMs: 20, totalTimeMs: 3000, requestTimeoutMs: 2000 };
 
@@ -143,15 +143,6 @@ function fileTools(server: McpServer): void {
   }));
 }
 
-/** Polls the gateway's catalogue (as `client` sees it) until `name` is in it. */
-async function waitForTool(client: ParticipantClient, name: string): Promise<void> {
-  const deadline = Date.now() + 5000;
-  while (Date.now() < deadline) {
-    if ((await client.listTools()).some((t) => t.name === name)) return;
-    await sleep(10);
-  }
-  throw new Error(`tool ${name} never appeared`);
-}
 
 const call = (id: string, name: string, args: unknown) => ({ id, type: "function", function: { name, arguments: JSON.stringify(args) } });
 const text = (env: Envelope) => (env.payload as { text: string }).text;

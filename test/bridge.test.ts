@@ -28,9 +28,9 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { McpServerConfig } from "../gateway/config.js";
 import { GATEWAY_ID } from "../gateway/envelope.js";
 import { connectInProcess } from "../gateway/inprocess.js";
-import { ParticipantClient, ParticipantError, type IncomingNotification } from "../participants/index.js";
+import { ParticipantClient, type IncomingNotification } from "../participants/index.js";
 import { startBridge, type Bridge, type BridgeOptions } from "../participants/mcp-bridge.js";
-import { sleep, startGateway, type TestGateway } from "./helpers.js";
+import { failure, startGateway, type TestGateway, waitFor } from "./helpers.js";
 
 const require = createRequire(import.meta.url);
 const EVERYTHING = require.resolve("@modelcontextprotocol/server-everything/dist/index.js");
@@ -99,24 +99,7 @@ async function connect(who: Who): Promise<ParticipantClient> {
   return c;
 }
 
-async function failure(p: Promise<unknown>): Promise<ParticipantError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).toBeInstanceOf(ParticipantError);
-    return err as ParticipantError;
-  }
-  throw new Error("expected a rejection");
-}
 
-async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs = 5000, what = "condition"): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
 
 const toolNames = async (c: ParticipantClient) => (await c.listTools()).map((t) => t.name);
 const hasTool = (c: ParticipantClient, name: string) => waitFor(async () => (await toolNames(c)).includes(name), 5000, `tool ${name}`);

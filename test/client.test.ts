@@ -7,7 +7,7 @@ import { connectInProcess } from "../gateway/inprocess.js";
 import type { Envelope } from "../gateway/envelope.js";
 import { backoffDelay } from "../participants/client.js";
 import { ParticipantClient, ParticipantError, RpcError, type ClientOptions, type IncomingRequest } from "../participants/index.js";
-import { sleep, startGateway, TestClient, type TestGateway } from "./helpers.js";
+import { failure, sleep, startGateway, TestClient, type TestGateway, waitForTool } from "./helpers.js";
 
 const TOKENS = {
   alice: "alice-token-123",
@@ -67,16 +67,6 @@ async function connect(who: Who | "inproc", mode: Mode = "websocket", extra: Par
   return c;
 }
 
-/** Resolves with the error a promise rejects with; fails if it resolves. */
-async function failure(p: Promise<unknown>): Promise<ParticipantError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).toBeInstanceOf(ParticipantError);
-    return err as ParticipantError;
-  }
-  throw new Error("expected a rejection");
-}
 
 function until<T>(register: (done: (v: T) => void) => void, timeoutMs = 5000): Promise<T> {
   return new Promise((resolve, reject) => {
@@ -464,15 +454,6 @@ describe("serveMcp", () => {
   });
 });
 
-/** Polls the gateway's catalogue until `name` is in it. */
-async function waitForTool(client: ParticipantClient, name: string): Promise<void> {
-  const deadline = Date.now() + 5000;
-  while (Date.now() < deadline) {
-    if ((await client.listTools()).some((t) => t.name === name)) return;
-    await sleep(20);
-  }
-  throw new Error(`tool ${name} never appeared; have ${client.tools.map((t) => t.name).join(", ")}`);
-}
 
 describe("proposals", () => {
   async function setup(space = SPACE) {

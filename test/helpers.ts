@@ -5,9 +5,11 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { expect } from "vitest";
 import { WebSocket } from "ws";
 import { parseSpaceConfig } from "../gateway/config.js";
 import { Gateway } from "../gateway/server.js";
+import { ParticipantError } from "../participants/errors.js";
 
 export interface TestGateway {
   gateway: Gateway;
@@ -122,3 +124,29 @@ export class TestClient {
 
 /** Resolves after `ms`; for asserting that something did NOT arrive. */
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `check` until it holds; fails after `timeoutMs` naming `what`. */
+export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs = 5000, what = "condition"): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+/** Polls the gateway's catalogue, as `client` sees it, until `name` is in it. */
+export function waitForTool(client: { listTools(): Promise<readonly { name: string }[]> }, name: string, timeoutMs = 5000): Promise<void> {
+  return waitFor(async () => (await client.listTools()).some((t) => t.name === name), timeoutMs, `tool ${name}`);
+}
+
+/** The ParticipantError a promise rejects with; fails the test if it resolves or rejects with anything else. */
+export async function failure(p: Promise<unknown>): Promise<ParticipantError> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).toBeInstanceOf(ParticipantError);
+    return err as ParticipantError;
+  }
+  throw new Error("expected a rejection");
+}

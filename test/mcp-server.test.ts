@@ -22,7 +22,7 @@ import { resolveMcpTarget } from "../cli/mcp.js";
 import { resolveTarget } from "../cli/remote.js";
 import { ParticipantClient, RpcError } from "../participants/index.js";
 import { buildCatalogue, mountHttp, type McpHttpMount } from "../participants/mcp-server.js";
-import { sleep, startGateway, type TestGateway } from "./helpers.js";
+import { sleep, startGateway, type TestGateway, waitForTool } from "./helpers.js";
 
 const ROOT = join(import.meta.dirname, "..");
 const MAIN = join(ROOT, "dist", "cli", "main.js");
@@ -104,14 +104,6 @@ async function setup(yaml = SPACE): Promise<Space> {
   return space;
 }
 
-async function waitForTool(client: ParticipantClient, name: string): Promise<void> {
-  const deadline = Date.now() + 5000;
-  while (Date.now() < deadline) {
-    if ((await client.listTools()).some((t) => t.name === name)) return;
-    await sleep(20);
-  }
-  throw new Error(`tool ${name} never appeared`);
-}
 
 async function httpClient(space: Space, token: string = TOKENS.claude): Promise<{ mcp: Client; transport: StreamableHTTPClientTransport }> {
   const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${space.gw.port}/mcp`), {
