@@ -31,7 +31,7 @@ export async function governance(ctx: Context): Promise<Row[]> {
       unit: "µs",
       gateway: g.proposal.p50,
       ratio: false,
-      details: [`p99 ${g.proposal.p99.toFixed(0)} µs; every transition is fsync'ed twice (proposals.jsonl and audit.jsonl) before it takes effect`],
+      details: [`p99 ${g.proposal.p99.toFixed(0)} µs; every transition is fsync'ed to proposals.jsonl before it takes effect`],
     }),
     row({
       scenario: "governance",

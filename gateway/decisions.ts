@@ -72,6 +72,12 @@ export class Decisions {
     if (this.proposals.get(env.id) || this.proposals.endedAs(env.id) || this.mcp.calls.get(env.id)) {
       return this.space.fail(member, ErrorCodes.duplicateId, `id "${clip(env.id)}" is already in use`, env.id);
     }
+    // Every proposal costs fsyncs on the gateway's thread and a line in everyone's queue, so
+    // one participant gets as many pending proposals as it may have pending calls.
+    const max = this.space.config.calls.max_pending;
+    if (this.proposals.pendingOf(member.id) >= max) {
+      return this.space.fail(member, ErrorCodes.tooManyPending, `${max} proposals of yours are already pending; wait for decisions or withdraw some`, env.id);
+    }
     const owner = env.to![0]!;
     const now = Date.now();
     this.proposals.add({

@@ -8,7 +8,7 @@
  *   approved | routed → failed        (the call could not be made or did not come back)
  *
  * Every transition is appended (and fsync'ed) to `proposals.jsonl` before the caller acts
- * on it, and to `audit.jsonl` for people. On start the file is replayed: pending proposals
+ * on it, and written to `audit.jsonl` for people. On start the file is replayed: pending proposals
  * come back with their remaining time; ones that were approved or in flight when the
  * gateway died are marked failed, since their call's fate is unknown.
  */
@@ -94,7 +94,9 @@ export class ProposalBook {
     private readonly onExpire: (p: Proposal) => void,
   ) {
     this.log = new AppendLog(join(stateDir, "proposals.jsonl"));
-    this.audit = new AppendLog(join(stateDir, "audit.jsonl"));
+    // The audit trail is for people: written before the decision takes effect, so a killed
+    // process loses nothing, but not fsync'ed — proposals.jsonl is what restores state.
+    this.audit = new AppendLog(join(stateDir, "audit.jsonl"), { fsync: false });
   }
 
   /** Replays the file. Returns proposals that were mid-flight at the crash, now failed. */
@@ -133,6 +135,13 @@ export class ProposalBook {
 
   pending(): Proposal[] {
     return [...this.open.values()].filter((p) => p.state === "pending");
+  }
+
+  /** How many of `proposer`'s proposals are pending. */
+  pendingOf(proposer: string): number {
+    let n = 0;
+    for (const p of this.open.values()) if (p.state === "pending" && p.proposer === proposer) n++;
+    return n;
   }
 
   add(p: Proposal): void {

@@ -1,10 +1,11 @@
 /**
  * Append-only JSON-lines files under the state directory.
  *
- * Each append is written and fsync'ed before it returns, so a caller that acknowledges
- * a decision after `append` knows the decision survives a `kill -9`. Records are small
- * and rare (grants, decisions), so synchronous I/O keeps ordering trivially correct
- * and costs nothing on the message path.
+ * Each append is written before it returns, so a caller that acknowledges a decision
+ * after `append` knows the decision survives a `kill -9`, and fsync'ed (unless the log is
+ * opened with `fsync: false`), so it survives a power cut too. Records are small and rare
+ * (grants, decisions), so synchronous I/O keeps ordering trivially correct and costs
+ * nothing on the message path.
  */
 import { closeSync, fstatSync, fsyncSync, mkdirSync, openSync, readFileSync, readSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
@@ -12,7 +13,11 @@ import { dirname } from "node:path";
 export class AppendLog<T> {
   private fd: number | undefined;
 
-  constructor(readonly file: string) {}
+  /** `fsync: false` still writes each record before returning (it survives a killed process), but not a power cut. */
+  constructor(
+    readonly file: string,
+    private readonly opts: { fsync?: boolean } = {},
+  ) {}
 
   /** Every record written so far. A torn last line (a crash mid-write) is skipped. */
   readAll(): T[] {
@@ -47,7 +52,7 @@ export class AppendLog<T> {
       if (size > 0 && readSync(this.fd, last, 0, 1, size - 1) === 1 && last[0] !== 0x0a) writeSync(this.fd, "\n");
     }
     writeSync(this.fd, `${JSON.stringify(record)}\n`);
-    fsyncSync(this.fd);
+    if (this.opts.fsync !== false) fsyncSync(this.fd);
   }
 
   close(): void {

@@ -355,6 +355,23 @@ describe("proposals", () => {
     await responseFor(agent2, "direct-now");
   });
 
+  it("bounds the proposals one participant may have pending", async () => {
+    gw = await startGateway(SPACE().replace("calls:\n  timeout_ms: 2000", "calls:\n  timeout_ms: 2000\n  max_pending: 2"));
+    await toolOwner(T.fs);
+    const human = await join(T.human);
+    const agent = await join(T.agent);
+    await waitForTools(agent, 4);
+    for (const id of ["q1", "q2", "q3"]) agent.send(propose(id, "write_file"));
+    expect((await errorFor(agent, "q3")).payload.code).toBe("too_many_pending");
+    await human.next((e) => e.id === "q2");
+    expect(human.received.some((e) => e.id === "q3")).toBe(false);
+    // A decision frees a place.
+    human.send({ kind: "mcp/reject", correlation_id: ["q1"], payload: { reason: "busy" } });
+    await agent.next((e) => e.kind === "mcp/reject");
+    agent.send(propose("q4", "write_file"));
+    await human.next((e) => e.id === "q4");
+  });
+
   it("shows pending proposals to a participant who joins later", async () => {
     const { agent } = await setup();
     agent.send(propose("later", "write_file"));
