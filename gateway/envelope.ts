@@ -129,6 +129,20 @@ export const JoinSchema = z.object({
 });
 export type Join = z.infer<typeof JoinSchema>;
 
+/** WebSocket close codes, part of the wire protocol, documented in the README. */
+export const CloseCodes = {
+  goingAway: 1001,
+  badRequest: 4400,
+  unauthorized: 4401,
+  identityMismatch: 4403,
+  unknownSpace: 4404,
+  unknownParticipant: 4406,
+  joinTimeout: 4408,
+  replaced: 4409,
+  flood: 4429,
+  slowConsumer: 4503,
+} as const;
+
 /** Stable codes of `system/error` payloads. Tests and clients match on these. */
 export const ErrorCodes = {
   invalidJson: "invalid_json",

@@ -11,8 +11,8 @@
  * capabilities, routing), so an in-process participant can do exactly what its
  * capabilities allow and nothing more.
  */
-import { ErrorCodes, errorEnvelope, type ErrorCode } from "./envelope.js";
-import { CloseCodes, type Member, type Peer, type Space } from "./space.js";
+import { CloseCodes, ErrorCodes, errorEnvelope, type ErrorCode } from "./envelope.js";
+import type { Member, Peer, Space } from "./space.js";
 
 /** The client end of an in-process connection (structurally a participant `Transport`). */
 export interface InProcessConnection {

@@ -8,9 +8,9 @@ import type { AddressInfo } from "node:net";
 import { WebSocket, WebSocketServer } from "ws";
 import type { Logger } from "pino";
 import type { Limits, SpaceConfig } from "./config.js";
-import { ErrorCodes, errorEnvelope, parseFrame, type Join } from "./envelope.js";
+import { CloseCodes, ErrorCodes, errorEnvelope, parseFrame, type Join } from "./envelope.js";
 import { createLogger } from "./log.js";
-import { CloseCodes, type Member, type Peer, Space } from "./space.js";
+import { type Member, type Peer, Space } from "./space.js";
 import { TokenBook } from "./tokens.js";
 
 export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;

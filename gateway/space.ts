@@ -25,6 +25,7 @@ import { Decisions } from "./decisions.js";
 import {
   type Capability,
   type Envelope,
+  CloseCodes,
   ErrorCodes,
   type ErrorCode,
   GATEWAY_ID,
@@ -93,19 +94,6 @@ type GrantRecord =
 
 export type AuthResult = { ok: true; id: string } | { ok: false; code: number; reason: string };
 
-/** WebSocket close codes, documented in the README. */
-export const CloseCodes = {
-  goingAway: 1001,
-  badRequest: 4400,
-  unauthorized: 4401,
-  identityMismatch: 4403,
-  unknownSpace: 4404,
-  unknownParticipant: 4406,
-  joinTimeout: 4408,
-  replaced: 4409,
-  flood: 4429,
-  slowConsumer: 4503,
-} as const;
 
 /** Largest total of history that goes into one welcome. */
 const WELCOME_HISTORY_BYTES = 256 * 1024;

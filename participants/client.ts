@@ -30,12 +30,11 @@ import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Logger } from "pino";
 import { z } from "zod";
-import { GATEWAY_ID, PROTOCOL, type Capability, type Envelope } from "../gateway/envelope.js";
-import { CloseCodes } from "../gateway/space.js";
+import { CloseCodes, GATEWAY_ID, PROTOCOL, type Capability, type Envelope } from "../gateway/envelope.js";
 import { ParticipantError, RpcErrorCodes, type ParticipantErrorCode } from "./errors.js";
 import { EnvelopeServerTransport } from "./mcp-transport.js";
 import type { CloseInfo, Transport, TransportFactory } from "./transport.js";
-import { webSocketTransport } from "./websocket.js";
+import { webSocketTransport, type WebSocketTransportOptions } from "./websocket.js";
 import {
   McpRequestPayloadSchema,
   McpResponsePayloadSchema,
@@ -87,19 +86,8 @@ interface CommonOptions {
   logger?: Logger | undefined;
 }
 
-/** Connect over WebSocket with a token. */
-export interface WebSocketClientOptions extends CommonOptions {
-  /** Gateway address, e.g. `ws://127.0.0.1:7420`. */
-  url: string;
-  space: string;
-  token: string;
-  /** Optional claimed id; refused (4403) if it disagrees with the token. */
-  participantId?: string | undefined;
-  /** Receive my own envelopes back. */
-  echo?: boolean | undefined;
-  /** Client-side ping interval to detect dead connections; 0 = off. Default 30 000. */
-  heartbeatMs?: number | undefined;
-}
+/** Connect over WebSocket with a token (the transport's options: url, space, token, participantId, echo, heartbeatMs). */
+export interface WebSocketClientOptions extends CommonOptions, WebSocketTransportOptions {}
 
 /** Connect through any transport, e.g. `() => connectInProcess(space, "agent")`. Called once per (re)connection. */
 export interface TransportClientOptions extends CommonOptions {
@@ -341,14 +329,8 @@ export class ParticipantClient {
     if ("transport" in opts) {
       this.factory = opts.transport;
     } else {
-      this.factory = webSocketTransport({
-        url: opts.url,
-        space: opts.space,
-        token: opts.token,
-        participantId: opts.participantId,
-        echo: opts.echo,
-        heartbeatMs: opts.heartbeatMs,
-      });
+      const { url, space, token, participantId, echo, heartbeatMs } = opts;
+      this.factory = webSocketTransport({ url, space, token, participantId, echo, heartbeatMs });
     }
     this.reconnectOpts =
       opts.reconnect === false
