@@ -25,6 +25,8 @@ export interface Call {
   method: string;
   /** Participants waiting on this call, root caller first, this call's caller last. */
   chain: string[];
+  /** The call its caller was serving when it made this one: cancelling that one cancels this. */
+  parent?: string | undefined;
   timer: NodeJS.Timeout;
   /** Set when the call carries out an approved proposal. */
   proposalId?: string | undefined;
@@ -67,11 +69,37 @@ export class Calls {
    * `sender` is serving, that call's chain plus `sender`; otherwise just `[sender]`.
    */
   chainFor(sender: string, correlation: readonly string[] | undefined): string[] {
+    const serving = this.serving(sender, correlation);
+    return serving ? [...serving.chain, sender] : [sender];
+  }
+
+  /** The call `sender` is serving that `correlation` names, if any: the parent of a new request. */
+  serving(sender: string, correlation: readonly string[] | undefined): Call | undefined {
     for (const id of correlation ?? []) {
-      const serving = this.pending.get(id);
-      if (serving && serving.target === sender) return [...serving.chain, sender];
+      const call = this.pending.get(id);
+      if (call && call.target === sender) return call;
     }
-    return [sender];
+    return undefined;
+  }
+
+  /** Calls made while serving `parent`. */
+  children(parent: string): Call[] {
+    const out: Call[] = [];
+    for (const c of this.pending.values()) if (c.parent === parent) out.push(c);
+    return out;
+  }
+
+  /** `caller`'s pending calls that a cancellation names: by envelope id in `correlation`, or by JSON-RPC `requestId`. */
+  ofCaller(caller: string, correlation: readonly string[] | undefined, requestId: unknown): Call[] {
+    const out = new Set<Call>();
+    for (const id of correlation ?? []) {
+      const call = this.pending.get(id);
+      if (call?.caller === caller) out.add(call);
+    }
+    if (typeof requestId === "string" || typeof requestId === "number") {
+      for (const c of this.pending.values()) if (c.caller === caller && c.rpcId === requestId) out.add(c);
+    }
+    return [...out];
   }
 
   /** Checks that run before a call is routed. `undefined` means go ahead. */

@@ -276,6 +276,40 @@ const CallsSchema = section({
   breaker_cooldown_ms: int(1, MAX_TIMER_MS).default(DEFAULT_CALLS.breaker_cooldown_ms),
 });
 
+/**
+ * What one participant, and the whole space, may hold at once. Each is checked before the
+ * state changes; whoever is over gets `quota_exceeded` naming the quota, and nobody else
+ * notices. The space-wide figures stop many participants together from filling the disk.
+ */
+export const DEFAULT_QUOTAS = Object.freeze({
+  /** Params of one call or proposal, serialized. */
+  argument_bytes: 256 * 1024,
+  /** Pending proposals of one participant, and their bytes. */
+  pending_proposals: 64,
+  pending_bytes: 4 * 1024 * 1024,
+  /** Pending proposals in the space, and their bytes. */
+  space_pending_proposals: 1024,
+  space_pending_bytes: 64 * 1024 * 1024,
+  /** Grants one participant has made, and grants in the space. */
+  grants: 64,
+  space_grants: 1024,
+  /** Audit history kept: whichever limit is reached first drops the oldest. */
+  audit_max_bytes: 256 * 1024 * 1024,
+  audit_max_age_days: 90,
+});
+
+const QuotasSchema = section({
+  argument_bytes: int(1024, 64 * 1024 * 1024).default(DEFAULT_QUOTAS.argument_bytes),
+  pending_proposals: int(1, 100_000).default(DEFAULT_QUOTAS.pending_proposals),
+  pending_bytes: int(1024).default(DEFAULT_QUOTAS.pending_bytes),
+  space_pending_proposals: int(1, 1_000_000).default(DEFAULT_QUOTAS.space_pending_proposals),
+  space_pending_bytes: int(1024).default(DEFAULT_QUOTAS.space_pending_bytes),
+  grants: int(0, 100_000).default(DEFAULT_QUOTAS.grants),
+  space_grants: int(0, 1_000_000).default(DEFAULT_QUOTAS.space_grants),
+  audit_max_bytes: int(1024 * 1024).default(DEFAULT_QUOTAS.audit_max_bytes),
+  audit_max_age_days: int(1, 36_500).default(DEFAULT_QUOTAS.audit_max_age_days),
+});
+
 const FALLBACKS = ["allow", "ask", "deny"] as const;
 const PolicySchema = section({
   /** What a tool that matches no rule and is not read-only gets. */
@@ -373,6 +407,7 @@ const SpaceConfigSchema = section({
   }).prefault({}),
   policy: PolicySchema.prefault({}),
   calls: CallsSchema.prefault({}),
+  quotas: QuotasSchema.prefault({}),
   defaults: section({
     visibility: z.enum(VISIBILITIES).optional(),
     capabilities: z.array(CapabilitySchema).optional(),
@@ -408,7 +443,7 @@ const SpaceConfigSchema = section({
       });
     }
   })
-  .transform(({ space, gateway, policy, calls, defaults, participants, mcpServers }) => {
+  .transform(({ space, gateway, policy, calls, quotas, defaults, participants, mcpServers }) => {
     // Null prototype: ids like "constructor" are legal and must not hit Object.prototype.
     const resolved: Record<string, ParticipantConfig> = Object.create(null);
     // A pasted mcpServers entry is an `mcp` participant with every default.
@@ -424,7 +459,7 @@ const SpaceConfigSchema = section({
       };
     }
     // `file` is set by parseSpaceConfig once the path is known.
-    return { file: "", space: { ...space, name: space.name ?? space.id }, gateway, policy, calls, defaults, participants: resolved };
+    return { file: "", space: { ...space, name: space.name ?? space.id }, gateway, policy, calls, quotas, defaults, participants: resolved };
   });
 
 export type ParticipantConfig = Omit<z.output<typeof ParticipantSchema>, "capabilities" | "visibility"> & {

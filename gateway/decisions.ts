@@ -54,11 +54,11 @@ export class Decisions {
     if (to.length !== 1 || to[0] === GATEWAY_ID) {
       return this.space.fail(member, ErrorCodes.invalidEnvelope, "an mcp/proposal names exactly one participant that would serve it (to: [id])", inbound.id);
     }
-    if (method === "tools/call" && typeof params["name"] !== "string") {
-      return this.space.fail(member, ErrorCodes.invalidPayload, "tools/call: params.name must be a string", inbound.id);
-    }
-    if (method === "tools/call" && this.mcp.decideTool(member, to[0]!, params["name"] as string) === "denied") {
-      return this.mcp.refuseTool(member, "denied", `${to[0]}/${String(params["name"])}`, inbound.id);
+    // A proposal asks for what policy would let the proposer have with approval: one that
+    // is denied outright, or over the argument quota, is refused before anyone sees it.
+    const verdict = this.mcp.authorize(member, to[0]!, method, params);
+    if (verdict.decision === "denied" && (method === "tools/call" || verdict.code !== ErrorCodes.capabilityViolation)) {
+      return this.space.fail(member, verdict.code, verdict.message, inbound.id, verdict.extra);
     }
     const env = stamp({ ...inbound, to, payload: { method, params } }, member.id);
     this.hold(member, env, method, params, env.id);
@@ -72,12 +72,8 @@ export class Decisions {
     if (this.proposals.get(env.id) || this.proposals.endedAs(env.id) || this.mcp.calls.get(env.id)) {
       return this.space.fail(member, ErrorCodes.duplicateId, `id "${clip(env.id)}" is already in use`, env.id);
     }
-    // Every proposal costs fsyncs on the gateway's thread and a line in everyone's queue, so
-    // one participant gets as many pending proposals as it may have pending calls.
-    const max = this.space.config.calls.max_pending;
-    if (this.proposals.pendingOf(member.id) >= max) {
-      return this.space.fail(member, ErrorCodes.tooManyPending, `${max} proposals of yours are already pending; wait for decisions or withdraw some`, env.id);
-    }
+    const over = this.overQuota(member.id, env);
+    if (over) return this.space.fail(member, ErrorCodes.quotaExceeded, over.message, env.id, { quota: over.quota, limit: over.limit });
     const owner = env.to![0]!;
     const now = Date.now();
     this.proposals.add({
@@ -96,6 +92,26 @@ export class Decisions {
     });
     member.log.info({ proposal: env.id, owner, method }, "proposal held");
     this.space.deliver(env, opts.tellProposer ? undefined : member);
+  }
+
+  /**
+   * Every pending proposal is held in memory, written to disk and shown to every approver,
+   * so each participant, and the space as a whole, may have only so many, of only so many
+   * bytes, pending at once. The first quota `env` would break, if any.
+   */
+  private overQuota(proposer: string, env: Envelope): { quota: string; limit: number; message: string } | undefined {
+    const q = this.space.config.quotas;
+    const bytes = Buffer.byteLength(JSON.stringify(env));
+    const mine = this.proposals.pendingOf(proposer);
+    const all = this.proposals.pendingTotal();
+    const checks: Array<[string, number, number, string]> = [
+      ["pending_proposals", mine.count + 1, q.pending_proposals, `${q.pending_proposals} proposals of yours are already pending; wait for decisions or withdraw some`],
+      ["pending_bytes", mine.bytes + bytes, q.pending_bytes, `your pending proposals would hold ${mine.bytes + bytes} bytes; you may have ${q.pending_bytes} pending`],
+      ["space_pending_proposals", all.count + 1, q.space_pending_proposals, `the space already holds ${all.count} pending proposals, its limit; try again once some are decided`],
+      ["space_pending_bytes", all.bytes + bytes, q.space_pending_bytes, `the space's pending proposals would hold ${all.bytes + bytes} bytes, over its ${q.space_pending_bytes}`],
+    ];
+    const broken = checks.find(([, value, limit]) => value > limit);
+    return broken && { quota: broken[0], limit: broken[2], message: `${broken[3]} (quotas.${broken[0]})` };
   }
 
   /**
@@ -134,10 +150,18 @@ export class Decisions {
     return true;
   }
 
-  /** Whether `member` may itself make the call a proposal asks for: the bar for deciding on it. */
+  /** Whether `member` may itself make the call a proposal asks for, directly: the bar for deciding on it. */
   private mayCall(member: Member, p: Proposal): boolean {
-    if (p.method === "tools/call" && p.tool !== undefined) return this.mcp.decideTool(member, p.owner, p.tool) === "direct";
-    return member.allows({ kind: "mcp/request", to: [p.owner], payload: { method: p.method, params: p.params } });
+    return this.mcp.authorize(member, p.owner, p.method, p.params).decision === "direct";
+  }
+
+  /** The approver's bar for the call with `args` instead of the proposed arguments. */
+  private mayCallWith(member: Member, p: Proposal, args: Record<string, unknown>, inboundId: string | undefined): boolean {
+    const verdict = this.mcp.authorize(member, p.owner, p.method, { ...p.params, arguments: args });
+    if (verdict.decision === "direct") return true;
+    if (verdict.decision === "denied") this.space.fail(member, verdict.code, verdict.message, inboundId, verdict.extra);
+    else this.space.fail(member, ErrorCodes.approverLacksCapability, "you may not make this call yourself, so you cannot approve or reject it", inboundId);
+    return false;
   }
 
   onApprove(member: Member, inbound: InboundEnvelope): void {
@@ -149,6 +173,12 @@ export class Decisions {
     if (scope === "always" && (p.tool === undefined || /[*!]/.test(p.tool))) {
       return this.space.fail(member, ErrorCodes.invalidPayload, "scope \"always\" applies to a tools/call of a tool whose name has no * or !", inbound.id);
     }
+    if (scope === "always") {
+      const over = this.space.grantQuota(member.id);
+      if (over) return this.space.fail(member, ErrorCodes.quotaExceeded, `${over}; approve once instead, or revoke a grant`, inbound.id, { quota: "grants" });
+    }
+    // Edited arguments are a new call: the approver must be able to make that one directly.
+    if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
     const env = stamp(inbound, member.id);
     env.to ??= [p.proposer];
     this.approve(member, p, { scope, edited, reason }, env);
@@ -157,9 +187,17 @@ export class Decisions {
   /** A MEW fulfilment: a request correlated to a pending proposal counts as a one-time approval. */
   onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): void {
     if (p.state !== "pending") return void this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(p.id)}" is already ${p.state}`, inbound.id);
+    // The fulfiller carries out the proposal, not a call of its own choosing.
+    const to = inbound.to ?? [];
+    const name = payload.params?.["name"];
+    if (payload.method !== p.method || (p.tool !== undefined && name !== p.tool) || to.length !== 1 || to[0] !== p.owner) {
+      const asked = p.tool === undefined ? `${p.method} to "${p.owner}"` : `${p.owner}/${p.tool}`;
+      return void this.space.fail(member, ErrorCodes.fulfilmentMismatch, `a fulfilment of proposal "${clip(p.id)}" must call ${asked}, which it proposes`, inbound.id);
+    }
     if (!this.mayDecide(member, p, inbound.id)) return;
     const args = payload.params?.["arguments"];
     const edited = args && typeof args === "object" && !Array.isArray(args) ? (args as Record<string, unknown>) : undefined;
+    if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
     const env = stamp(inbound, member.id);
     this.approve(member, p, { scope: "once", edited, reason: "fulfilled" }, undefined, { id: member.id, envelopeId: env.id });
   }
@@ -215,6 +253,13 @@ export class Decisions {
     if (p.proposer !== member.id) return this.space.fail(member, ErrorCodes.notProposer, `only "${p.proposer}" may withdraw this proposal`, inbound.id);
     this.proposals.transition(p, { state: "withdrawn", decidedBy: member.id, reason: parsed.data.reason ?? "no_longer_needed" });
     this.space.deliver(stamp(inbound, member.id), member);
+  }
+
+  /** The proposer gave up on a proposal some other way (it cancelled the call behind it): everyone hears it withdrawn. */
+  withdrawn(member: Member, p: Proposal, reason: string): void {
+    if (p.state !== "pending") return;
+    this.proposals.transition(p, { state: "withdrawn", decidedBy: member.id, reason });
+    this.space.deliver(systemEnvelope("mcp/withdraw", { reason }, { to: [p.proposer, p.owner], correlation_id: [p.id] }));
   }
 
   /** The proposal book's timer moved `p` to expired: tell the proposer. */

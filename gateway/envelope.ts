@@ -117,6 +117,7 @@ export const RpcErrors = {
   timeout: -32001,
   targetLeft: -32002,
   failed: -32003,
+  cancelled: -32004,
   methodNotFound: -32601,
 } as const;
 
@@ -157,6 +158,8 @@ export const ErrorCodes = {
   grantExceedsHeld: "grant_exceeds_held",
   unknownGrant: "unknown_grant",
   revokeNotAllowed: "revoke_not_allowed",
+  grantExceedsPolicy: "grant_exceeds_policy",
+  quotaExceeded: "quota_exceeded",
   duplicateId: "duplicate_id",
   alreadyJoined: "already_joined",
   // tools, policy and calls
@@ -170,6 +173,7 @@ export const ErrorCodes = {
   tooManyPending: "too_many_pending",
   forgedResponse: "forged_response",
   noPendingCall: "no_pending_call",
+  notCaller: "not_caller",
   // proposals
   unknownProposal: "unknown_proposal",
   proposalNotPending: "proposal_not_pending",
@@ -177,6 +181,8 @@ export const ErrorCodes = {
   notAnApprover: "not_an_approver",
   approverLacksCapability: "approver_lacks_capability",
   notProposer: "not_proposer",
+  fulfilmentMismatch: "fulfilment_mismatch",
+  storeFailed: "store_failed",
   internal: "internal_error",
 } as const;
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];

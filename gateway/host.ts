@@ -9,15 +9,19 @@
  * runtime: space.ts imports the modules, the modules import only types from space.ts.
  */
 import type { Logger } from "pino";
+import type { Authority } from "./authority.js";
 import type { Capability } from "./capabilities.js";
 import type { SpaceConfig } from "./config.js";
 import type { Envelope, ErrorCode, InboundEnvelope } from "./envelope.js";
+import type { Proposal } from "./proposals.js";
 import type { Member } from "./space.js";
 
 export interface SpaceHost {
   readonly id: string;
   readonly config: SpaceConfig;
   readonly log: Logger;
+  /** The policy decision point: every call, on every path, is decided here. */
+  readonly authority: Authority;
   /** The connected member with this id, if any. */
   member(id: string): Member | undefined;
   /**
@@ -31,6 +35,10 @@ export interface SpaceHost {
   fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void;
   /** The `capability_violation` error, worded the same wherever a capability check fails. */
   capabilityViolation(member: Member, inbound: InboundEnvelope): void;
+  /** Pending proposals, oldest first. */
+  pendingProposals(): Proposal[];
+  /** Why `granter` may not make one more grant (its quota or the space's), if it may not. */
+  grantQuota(granter: string): string | undefined;
   /** Records a persisted grant and refreshes the recipient (an "always" approval makes one). */
   addGrant(from: string, recipient: string, capabilities: Capability[], reason: string | undefined): void;
 }

@@ -34,13 +34,17 @@ import {
 } from "./envelope.js";
 import type { Decisions } from "./decisions.js";
 import { clip, type SpaceHost } from "./host.js";
-import { type Decision, decide } from "./policy.js";
+import type { Verdict } from "./authority.js";
+import { GatewayEndpoint } from "./endpoint.js";
+import type { Decision } from "./policy.js";
 import type { ProposalBook } from "./proposals.js";
 import { McpToolSchema, type McpTool, type Registry, ToolsListResultSchema, MAX_TOOLS_PER_PARTICIPANT } from "./registry.js";
 import type { Member } from "./space.js";
 
 /** Most pages of `tools/list` the gateway follows for one participant. */
 const MAX_TOOL_PAGES = 100;
+/** Largest tool definition (name, description, schemas) the catalogue keeps. */
+const MAX_TOOL_BYTES = 64 * 1024;
 
 export class McpRouter {
   readonly calls: Calls;
@@ -52,6 +56,8 @@ export class McpRouter {
   decisions!: Decisions;
   /** Bumped per tools/list refresh of a participant, so a stale answer is ignored. */
   private readonly toolFetches = new Map<string, number>();
+  /** `system:gateway` (endpoint.ts). */
+  private readonly endpoint: GatewayEndpoint;
 
   constructor(
     private readonly space: SpaceHost,
@@ -59,6 +65,7 @@ export class McpRouter {
     private readonly proposals: ProposalBook,
   ) {
     this.calls = new Calls(space.config.calls, (call) => this.callTimedOut(call));
+    this.endpoint = new GatewayEndpoint(space, this);
   }
 
   // --- requests and responses between participants ----------------------------------
@@ -72,35 +79,64 @@ export class McpRouter {
   onRequest(member: Member, inbound: InboundEnvelope): void {
     const parsed = McpRequestPayloadSchema.safeParse(inbound.payload);
     if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/request: ${describeIssue(parsed.error)}`, inbound.id);
-    const payload = parsed.data;
+    let payload = parsed.data;
     const to = inbound.to ?? [];
     if (to.includes(GATEWAY_ID)) {
       if (to.length > 1) return this.space.fail(member, ErrorCodes.invalidEnvelope, `a request to ${GATEWAY_ID} must not name other recipients`, inbound.id);
-      return this.onGatewayRequest(member, inbound, payload);
+      return this.endpoint.onRequest(member, inbound, payload);
     }
+    if (payload.method.startsWith("notifications/")) return this.onNotification(member, inbound, payload);
     if (payload.id === undefined) {
-      // A notification: nothing to track.
-      if (!member.allows(inbound)) return this.space.capabilityViolation(member, inbound);
-      if (payload.method === "notifications/cancelled") this.callerCancelled(member, inbound.correlation_id);
-      this.space.deliver(stamp(inbound, member.id), member);
-      if (payload.method === "notifications/tools/list_changed") this.refreshTools(member.id);
-      return;
+      // Not a notification, so a request all the same: MEW clients leave the JSON-RPC id
+      // out and correlate by envelope id. It takes the same road as any request — policy
+      // first — with the envelope id as its JSON-RPC id, so the answer correlates both ways.
+      if (inbound.id === undefined) {
+        return this.space.fail(member, ErrorCodes.invalidEnvelope, `${clip(payload.method)} is a request: give the envelope an id (or the payload a JSON-RPC id)`);
+      }
+      payload = { ...payload, id: inbound.id };
     }
     const fulfilled = inbound.correlation_id?.map((id) => this.proposals.get(id)).find((p) => p !== undefined);
     if (fulfilled) return this.decisions.onFulfil(member, inbound, payload, fulfilled);
     if (to.length !== 1) {
-      return this.space.fail(member, ErrorCodes.invalidEnvelope, "an mcp/request with an id goes to exactly one participant (to: [id])", inbound.id);
+      return this.space.fail(member, ErrorCodes.invalidEnvelope, "an mcp/request goes to exactly one participant (to: [id])", inbound.id);
     }
     const target = to[0]!;
-    if (payload.method === "tools/call") {
-      const tool = payload.params?.["name"];
-      if (typeof tool !== "string") return this.space.fail(member, ErrorCodes.invalidPayload, "tools/call: params.name must be a string", inbound.id);
-      const decision = this.decideTool(member, target, tool);
-      if (decision !== "direct") return this.refuseTool(member, decision, `${target}/${tool}`, inbound.id);
-    } else if (!member.allows(inbound)) {
-      return this.space.capabilityViolation(member, inbound);
+    const verdict = this.authorize(member, target, payload.method, payload.params);
+    if (verdict.decision !== "direct") return this.refuse(member, verdict, target, payload, inbound.id);
+    this.route(member, stamp({ ...inbound, payload }, member.id), payload);
+  }
+
+  /** The policy decision point (authority.ts) for `member` calling `target`. */
+  authorize(member: Member, target: string, method: string, params: Record<string, unknown> | undefined): Verdict {
+    return this.space.authority.call(member.id, member.allows, target, method, params);
+  }
+
+  /** Answers a request that may not go ahead directly. */
+  refuse(member: Member, verdict: Exclude<Verdict, { decision: "direct" }>, target: string, payload: McpRequestPayload, correlationId: string | undefined): void {
+    if (verdict.decision === "denied") return this.space.fail(member, verdict.code, verdict.message, correlationId, verdict.extra);
+    this.refuseTool(member, "proposal", `${target}/${String(payload.params?.["name"])}`, correlationId);
+  }
+
+  /**
+   * A notification between participants. Nothing to track, but a cancellation must come
+   * from the caller of the call it names, and goes only where that call went.
+   */
+  private onNotification(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload): void {
+    if (!member.allows(inbound)) return this.space.capabilityViolation(member, inbound);
+    if (payload.method === "notifications/cancelled") {
+      const to = inbound.to ?? [];
+      const calls = this.calls.ofCaller(member.id, inbound.correlation_id, payload.params?.["requestId"]).filter((c) => to.length === 0 || to.includes(c.target));
+      if (calls.length === 0) {
+        return this.space.fail(member, ErrorCodes.notCaller, "this cancellation names no pending call of yours; only a call's caller may cancel it", inbound.id);
+      }
+      const env = stamp(inbound, member.id);
+      env.to = [...new Set(calls.map((c) => c.target))];
+      this.space.deliver(env, member);
+      for (const call of calls) this.cancel(call, "cancelled by the caller", false);
+      return;
     }
-    this.route(member, stamp(inbound, member.id), payload);
+    this.space.deliver(stamp(inbound, member.id), member);
+    if (payload.method === "notifications/tools/list_changed") this.refreshTools(member.id);
   }
 
   /** Governance, tracking, delivery: for every request that goes to a participant. */
@@ -115,7 +151,8 @@ export class McpRouter {
       return false;
     }
     const proposal = extra.proposalId ? this.proposals.get(extra.proposalId) : undefined;
-    const chain = proposal ? proposal.chain : this.calls.chainFor(env.from, env.correlation_id);
+    const parent = this.calls.serving(env.from, env.correlation_id);
+    const chain = proposal ? proposal.chain : parent ? [...parent.chain, env.from] : [env.from];
     const refusal = this.calls.refuse(env.from, target, chain);
     if (refusal) {
       this.space.fail(caller, refusal.code, refusal.message, env.id, { chain: [...chain, target] });
@@ -123,7 +160,7 @@ export class McpRouter {
     }
     const meta = payload.params?.["_meta"] as Record<string, unknown> | undefined;
     this.calls.open(
-      { id: env.id, caller: env.from, target, rpcId: payload.id!, method: payload.method, chain, ...extra },
+      { id: env.id, caller: env.from, target, rpcId: payload.id!, method: payload.method, chain, parent: parent?.id, ...extra },
       this.calls.timeoutFor(meta?.["mewgate/timeout_ms"]),
     );
     this.space.deliver(env, caller);
@@ -170,10 +207,7 @@ export class McpRouter {
       this.calls.close(call, false);
       this.failCall(call, RpcErrors.targetLeft, "target_left", `"${left}" left the space before answering`);
     }
-    for (const call of byCaller) {
-      this.calls.close(call, undefined);
-      this.cancelAtTarget(call, "the caller left the space");
-    }
+    for (const call of byCaller) this.cancel(call, "the caller left the space", true);
   }
 
   /** Stops tracking every call; the space is shutting down. */
@@ -181,14 +215,22 @@ export class McpRouter {
     this.calls.clear();
   }
 
-  /** The caller gave up on a call: stop tracking it, and do not count it against the target's breaker. */
-  private callerCancelled(member: Member, correlation: string[] | undefined): void {
-    for (const id of correlation ?? []) {
-      const call = this.calls.get(id);
-      if (!call || call.caller !== member.id) continue;
-      this.calls.close(call, undefined);
-      const p = call.proposalId ? this.proposals.get(call.proposalId) : undefined;
-      if (p?.state === "routed") this.proposals.transition(p, { state: "failed", reason: "cancelled" });
+  /**
+   * Ends a call its caller gave up on (it cancelled, or left): stop tracking it without
+   * counting it against the target's breaker, fail the proposal it carries out, tell the
+   * target (unless the caller's own notification already went there), and cancel, the
+   * same way, every call the target made while serving it — down the delegation chain.
+   * Each call made on the way gets an error response, so every call ends exactly once.
+   */
+  cancel(call: Call, reason: string, notifyTarget: boolean): void {
+    this.calls.close(call, undefined);
+    const p = call.proposalId ? this.proposals.get(call.proposalId) : undefined;
+    if (p && (p.state === "routed" || p.state === "approved")) this.proposals.transition(p, { state: "failed", reason: "cancelled" });
+    if (notifyTarget) this.cancelAtTarget(call, reason);
+    // Bounded: each call is closed before its children are visited, so none is visited twice.
+    for (const child of this.calls.children(call.id)) {
+      this.failCall(child, RpcErrors.cancelled, "cancelled", `the call it served was cancelled (${reason})`);
+      this.cancel(child, reason, true);
     }
   }
 
@@ -225,44 +267,6 @@ export class McpRouter {
 
   // --- the gateway as an MCP endpoint: the registry ------------------------------------
 
-  private onGatewayRequest(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload): void {
-    const correlation = inbound.id === undefined ? {} : { correlation_id: [inbound.id] };
-    const reply = (body: Record<string, unknown>) =>
-      this.space.sendTo(member, systemEnvelope("mcp/response", { jsonrpc: "2.0", id: payload.id ?? null, ...body }, { to: [member.id], ...correlation }));
-    switch (payload.method) {
-      case "notifications/tools/list_changed":
-        return this.refreshTools(member.id);
-      case "tools/list":
-        return reply({ result: { tools: this.toolsFor(member) } });
-      case "ping":
-        return reply({ result: {} });
-      case "tools/call":
-        break;
-      default:
-        if (payload.id === undefined) return;
-        return reply({ error: { code: RpcErrors.methodNotFound, message: `${GATEWAY_ID} does not serve ${payload.method}; it serves tools/list and tools/call` } });
-    }
-    const name = payload.params?.["name"];
-    if (typeof name !== "string") return this.space.fail(member, ErrorCodes.invalidPayload, "tools/call: params.name must be a string like \"fs/read_file\"", inbound.id);
-    if (payload.id === undefined || inbound.id === undefined) {
-      return this.space.fail(member, ErrorCodes.invalidPayload, "tools/call through the gateway needs an envelope id and a JSON-RPC id", inbound.id);
-    }
-    const entry = this.registry.resolve(name);
-    if (!entry) return this.space.fail(member, ErrorCodes.unknownTool, `no tool "${clip(name)}" in space "${this.space.id}"`, inbound.id);
-    const params = { ...payload.params, name: entry.tool };
-    const decision = this.decideTool(member, entry.participant, entry.tool);
-    if (decision === "denied") return this.refuseTool(member, decision, name, inbound.id);
-    if (decision === "direct") {
-      const env = stamp({ ...inbound, to: [entry.participant], payload: { ...payload, params } }, member.id);
-      this.route(member, env, { ...payload, params });
-      return;
-    }
-    // Needs approval: the gateway proposes it on the caller's behalf, under the request's id,
-    // so the caller simply keeps waiting for the response to its request.
-    const proposalEnv = stamp({ ...inbound, kind: "mcp/proposal", to: [entry.participant], payload: { method: "tools/call", params } }, member.id);
-    this.decisions.hold(member, proposalEnv, "tools/call", params, payload.id, { tellProposer: true });
-  }
-
   /** Asks a participant for its tools (every page) and stores them. */
   refreshTools(id: string): void {
     const member = this.space.member(id);
@@ -284,8 +288,10 @@ export class McpRouter {
         }
         for (const t of result.data.tools) {
           const tool = McpToolSchema.safeParse(t);
-          if (tool.success) tools.push(tool.data);
-          else member.log.warn({ issue: describeIssue(tool.error) }, "skipping a malformed tool");
+          if (!tool.success) member.log.warn({ issue: describeIssue(tool.error) }, "skipping a malformed tool");
+          // A tool must fit a page of tools/list, and so every welcome and catalogue.
+          else if (Buffer.byteLength(JSON.stringify(tool.data)) > MAX_TOOL_BYTES) member.log.warn({ tool: tool.data.name, limit: MAX_TOOL_BYTES }, "skipping a tool whose definition is too large");
+          else tools.push(tool.data);
         }
         const next = result.data.nextCursor;
         if (next && n + 1 < MAX_TOOL_PAGES && tools.length < MAX_TOOLS_PER_PARTICIPANT) return page(next, n + 1);
@@ -323,20 +329,8 @@ export class McpRouter {
 
   /** The space's tools as `member` sees them: each with the policy that applies to it. */
   toolsFor(member: Member): Array<Record<string, unknown>> {
-    return this.registry.list().map((t) => ({ ...t, policy: this.decideTool(member, t.participant, t.tool) }));
-  }
-
-  /** The tool policy's decision (policy.ts) for `member` calling `owner/tool`, with the tool's annotations. */
-  decideTool(member: Member, owner: string, tool: string): Decision {
-    return decide({
-      policy: member.policy,
-      granted: member.granted,
-      configured: member.configured,
-      owner,
-      tool,
-      annotations: this.registry.get(owner, tool)?.annotations,
-      fallback: this.space.config.policy.fallback,
-    });
+    const authority = this.space.authority;
+    return this.registry.list().map((t) => ({ ...t, policy: authority.tool(member.id, t.participant, t.tool) }));
   }
 
   refuseTool(member: Member, decision: Exclude<Decision, "direct">, name: string, correlationId: string | undefined): void {

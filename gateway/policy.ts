@@ -89,3 +89,13 @@ export function allowCapabilities(policy: ToolPolicy | undefined): Capability[] 
 export function toolGrant(owner: string, tool: string): Capability {
   return { kind: "mcp/request", to: [owner], payload: { method: "tools/call", params: { name: tool } } };
 }
+
+/** The one tool a capability names, if it names exactly one (no globs in owner or name). */
+export function specificTool(c: Capability): { owner: string; tool: string } | undefined {
+  if (c.kind !== "mcp/request" || !Array.isArray(c["to"]) || c["to"].length !== 1) return undefined;
+  const payload = c["payload"] as { method?: unknown; params?: { name?: unknown } } | undefined;
+  const owner = c["to"][0];
+  const tool = payload?.params?.name;
+  if (payload?.method !== "tools/call" || typeof owner !== "string" || typeof tool !== "string" || /[*!?{}[\]]/.test(owner + tool)) return undefined;
+  return { owner, tool };
+}

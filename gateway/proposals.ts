@@ -53,6 +53,8 @@ export interface Proposal {
   outcome?: "ok" | "error" | undefined;
   /** The original proposal envelope, for welcomes. */
   envelope: unknown;
+  /** Size of the envelope as JSON, counted against the pending quotas. */
+  bytes?: number | undefined;
 }
 
 type Record_ = { type: "proposed"; proposal: Proposal } | { type: "state"; id: string; ts: string; patch: Partial<Proposal> & { state: ProposalState } };
@@ -86,6 +88,8 @@ export class ProposalBook {
   private readonly open = new Map<string, Proposal>();
   private readonly ended = new Map<string, ProposalState>();
   private readonly timers = new Map<string, NodeJS.Timeout>();
+  private readonly totals = new Map<string, { count: number; bytes: number }>();
+  private readonly total = { count: 0, bytes: 0 };
   private readonly log: AppendLog<Record_>;
   private readonly audit: AppendLog<AuditEntry>;
 
@@ -114,6 +118,7 @@ export class ProposalBook {
       if (NEXT[p.state].length === 0) this.remember(p);
       else if (p.state === "pending") {
         this.open.set(p.id, p);
+        this.count(p, 1);
         this.arm(p);
       } else if (p.state === "approved" || p.state === "routed") {
         this.open.set(p.id, p);
@@ -137,16 +142,32 @@ export class ProposalBook {
     return [...this.open.values()].filter((p) => p.state === "pending");
   }
 
-  /** How many of `proposer`'s proposals are pending. */
-  pendingOf(proposer: string): number {
-    let n = 0;
-    for (const p of this.open.values()) if (p.state === "pending" && p.proposer === proposer) n++;
-    return n;
+  /** How many of `proposer`'s proposals are pending, and their bytes. */
+  pendingOf(proposer: string): { count: number; bytes: number } {
+    return this.totals.get(proposer) ?? { count: 0, bytes: 0 };
+  }
+
+  /** How many proposals are pending in the space, and their bytes. */
+  pendingTotal(): { count: number; bytes: number } {
+    return this.total;
+  }
+
+  /** Keeps the pending counts as proposals come and go, so quotas cost nothing to check. */
+  private count(p: Proposal, sign: 1 | -1): void {
+    const bytes = (p.bytes ??= Buffer.byteLength(JSON.stringify(p.envelope))) * sign;
+    const mine = this.totals.get(p.proposer) ?? { count: 0, bytes: 0 };
+    mine.count += sign;
+    mine.bytes += bytes;
+    if (mine.count > 0) this.totals.set(p.proposer, mine);
+    else this.totals.delete(p.proposer);
+    this.total.count += sign;
+    this.total.bytes += bytes;
   }
 
   add(p: Proposal): void {
     this.log.append({ type: "proposed", proposal: p });
     this.open.set(p.id, p);
+    this.count(p, 1);
     this.write(p, "proposed");
     this.arm(p);
   }
@@ -158,6 +179,7 @@ export class ProposalBook {
   transition(p: Proposal, patch: Partial<Proposal> & { state: ProposalState }): void {
     if (!NEXT[p.state].includes(patch.state)) throw new Error(`proposal ${p.id}: ${p.state} → ${patch.state} is not a transition`);
     this.log.append({ type: "state", id: p.id, ts: new Date().toISOString(), patch });
+    if (p.state === "pending") this.count(p, -1);
     Object.assign(p, patch);
     this.write(p, patch.state);
     if (p.state !== "pending") this.disarm(p.id);

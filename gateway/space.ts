@@ -19,6 +19,7 @@
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import type { Logger } from "pino";
+import { Authority } from "./authority.js";
 import { compileCapabilities, covers, type Matcher } from "./capabilities.js";
 import type { ParticipantConfig, SpaceConfig } from "./config.js";
 import { Decisions } from "./decisions.js";
@@ -39,12 +40,15 @@ import {
   systemEnvelope,
 } from "./envelope.js";
 import { clip, type SpaceHost } from "./host.js";
+import { frameBudget, maySee } from "./endpoint.js";
+import { GrantBook, type GrantRecord } from "./grants.js";
 import { McpRouter } from "./mcp.js";
-import { allowCapabilities, CompiledPolicy } from "./policy.js";
-import { ProposalBook } from "./proposals.js";
+import { specificTool } from "./policy.js";
+import { type Proposal, ProposalBook } from "./proposals.js";
 import { Registry } from "./registry.js";
 import { AppendLog } from "./store.js";
 import type { TokenBook } from "./tokens.js";
+import { buildWelcome, WELCOME_HISTORY_BYTES } from "./welcome.js";
 
 /** A connected participant, seen from the space: a place to put bytes. */
 export interface Peer {
@@ -56,14 +60,9 @@ export interface Peer {
 export type Visibility = "all" | "addressed";
 
 export class Member {
-  /** Everything the member may send: configured, compiled from `allow`, and granted. */
+  /** Everything the member may send: configured, compiled from `allow`, and granted (grants that stand). */
   capabilities: Capability[] = [];
   allows: Matcher = () => false;
-  /** Configured capabilities plus `allow` globs: what the tool policy calls "configured". */
-  configured: Matcher = () => false;
-  /** Runtime grants only: these beat `ask` in the tool policy. */
-  granted: Matcher = () => false;
-  readonly policy: CompiledPolicy;
 
   constructor(
     readonly id: string,
@@ -74,29 +73,11 @@ export class Member {
     readonly log: Logger,
     /** Order of joining in this space. */
     readonly joinSeq: number,
-  ) {
-    this.policy = new CompiledPolicy(config.tools);
-  }
+  ) {}
 }
-
-interface Grant {
-  id: string;
-  from: string;
-  recipient: string;
-  capabilities: Capability[];
-  reason?: string | undefined;
-  ts: string;
-}
-
-type GrantRecord =
-  | ({ type: "grant" } & Grant)
-  | { type: "revoke"; id: string; from: string; recipient: string; grant_id?: string | undefined; capabilities?: Capability[] | undefined; ts: string };
 
 export type AuthResult = { ok: true; id: string } | { ok: false; code: number; reason: string };
 
-
-/** Largest total of history that goes into one welcome. */
-const WELCOME_HISTORY_BYTES = 256 * 1024;
 
 /** How long presence may wait to be sent together with more presence. */
 const PRESENCE_BATCH_MS = 10;
@@ -110,8 +91,11 @@ export class Space implements SpaceHost {
   /** What happens to proposals (decisions.ts). */
   private readonly decisions: Decisions;
   private readonly members = new Map<string, Member>();
-  private readonly grants = new Map<string, Grant[]>();
+  /** Grants, and which still stand (grants.ts). */
+  private readonly grants: GrantBook;
   private readonly grantLog: AppendLog<GrantRecord>;
+  /** The policy decision point (authority.ts). */
+  readonly authority: Authority;
   private readonly history: { env: Envelope; size: number }[] = [];
   private isClosed = false;
   private presence: { env: Envelope; subject: Member | undefined; joinedBy: number }[] = [];
@@ -125,8 +109,11 @@ export class Space implements SpaceHost {
   ) {
     this.id = config.space.id;
     const stateDir = config.gateway.state_dir;
+    this.grants = new GrantBook((id) => this.authority.configured(id));
+    this.authority = new Authority(config, this.grants, this.registry);
     this.grantLog = new AppendLog(join(stateDir, "grants.jsonl"));
-    for (const record of this.grantLog.readAll()) this.applyGrantRecord(record);
+    for (const record of this.grantLog.readAll()) this.grants.apply(record);
+    this.grants.revalidate();
     this.proposals = new ProposalBook(stateDir, (p) => this.decisions.onExpired(p));
     this.mcp = new McpRouter(this, this.registry, this.proposals);
     this.decisions = new Decisions(this, this.proposals, this.mcp);
@@ -260,6 +247,11 @@ export class Space implements SpaceHost {
     this.grantLog.close();
   }
 
+  /** Pending proposals, oldest first. */
+  pendingProposals(): Proposal[] {
+    return this.proposals.pending();
+  }
+
   /** The space's tools as `member` sees them: each with the policy that applies to it (mcp.ts). */
   toolsFor(member: Member): Array<Record<string, unknown>> {
     return this.mcp.toolsFor(member);
@@ -339,44 +331,36 @@ export class Space implements SpaceHost {
   }
 
   private welcome(member: Member): Envelope {
-    const participants = [...this.members.values()].filter((m) => m !== member).map((m) => this.describe(m));
-    // Newest first until the byte budget is spent, then back in order.
-    const history: Envelope[] = [];
-    let budget = WELCOME_HISTORY_BYTES;
-    for (let i = this.history.length - 1; i >= 0; i--) {
-      const h = this.history[i]!;
-      if (member.visibility === "addressed" && !h.env.to?.includes(member.id) && h.env.kind !== "system/presence") continue;
-      if (h.size > budget) break;
-      budget -= h.size;
-      history.push(h.env);
-    }
-    history.reverse();
-    const proposals = this.proposals.pending().filter((p) => member.visibility === "all" || p.proposer === member.id || p.owner === member.id);
-    const space = { id: this.id, name: this.config.space.name, description: this.config.space.description };
-    return systemEnvelope(
-      "system/welcome",
-      {
-        you: { ...this.describe(member), visibility: member.visibility },
-        space,
-        participants,
-        tools: this.toolsFor(member),
-        proposals: proposals.map((p) => p.envelope),
-        history,
-      },
-      { to: [member.id] },
-    );
+    const history = this.history;
+    const sees = (env: Envelope) => member.visibility === "all" || env.to?.includes(member.id) || env.kind === "system/presence";
+    return buildWelcome({
+      to: member.id,
+      you: { ...this.describe(member), visibility: member.visibility },
+      space: { id: this.id, name: this.config.space.name, description: this.config.space.description },
+      participants: [...this.members.values()].filter((m) => m !== member).map((m) => this.describe(m)),
+      tools: this.toolsFor(member),
+      proposals: this.proposals.pending().filter((p) => maySee(member, p)),
+      history: (function* () {
+        for (let i = history.length - 1; i >= 0; i--) if (sees(history[i]!.env)) yield history[i]!;
+      })(),
+      budget: frameBudget(this),
+    });
   }
 
   // --- capabilities and grants ------------------------------------------------------
 
-  /** Compiles a member's capabilities; called on join and whenever its grants change, never per message. */
+  /** Compiles a member's capabilities; called on join and whenever grants change, never per message. */
   private recompile(member: Member): void {
-    const configured = [...member.config.capabilities, ...allowCapabilities(member.config.tools)];
-    const granted = (this.grants.get(member.id) ?? []).flatMap((g) => g.capabilities);
-    member.capabilities = [...configured, ...granted];
+    member.capabilities = this.grants.capabilitiesOf(member.id);
     member.allows = compileCapabilities(member.capabilities);
-    member.configured = compileCapabilities(configured);
-    member.granted = compileCapabilities(granted);
+  }
+
+  /** Why `granter` may not make one more grant, if it may not. */
+  grantQuota(granter: string): string | undefined {
+    const q = this.config.quotas;
+    if (this.grants.madeBy(granter) >= q.grants) return `you have made ${q.grants} grants, your limit (quotas.grants)`;
+    if (this.grants.size >= q.space_grants) return `the space holds ${q.space_grants} grants, its limit (quotas.space_grants)`;
+    return undefined;
   }
 
   private grant(member: Member, inbound: InboundEnvelope): void {
@@ -386,10 +370,23 @@ export class Space implements SpaceHost {
     if (!(recipient in this.config.participants)) {
       return this.fail(member, ErrorCodes.unknownRecipient, `no participant "${clip(recipient)}" in space "${this.id}"`, inbound.id);
     }
-    const notHeld = capabilities.filter((c) => !covers(member.capabilities, c));
+    if (recipient === member.id) return this.fail(member, ErrorCodes.invalidPayload, "capability/grant: you cannot grant to yourself", inbound.id);
+    const held = this.grants.capabilitiesOf(member.id);
+    const notHeld = capabilities.filter((c) => !covers(held, c));
     if (notHeld.length) {
       return this.fail(member, ErrorCodes.grantExceedsHeld, "you can only grant capabilities you hold yourself", inbound.id, { not_held: notHeld });
     }
+    // Holding the pattern is not enough for a tool: the granter's own policy must let it
+    // call the tool directly. (A grant of many tools is checked tool by tool at use.)
+    const beyond = capabilities.filter((c) => {
+      const t = specificTool(c);
+      return t !== undefined && this.authority.tool(member.id, t.owner, t.tool) !== "direct";
+    });
+    if (beyond.length) {
+      return this.fail(member, ErrorCodes.grantExceedsPolicy, "your own tool policy does not let you call this directly, so you cannot lend it", inbound.id, { beyond_policy: beyond });
+    }
+    const over = this.grantQuota(member.id);
+    if (over) return this.fail(member, ErrorCodes.quotaExceeded, over, inbound.id, { quota: "grants" });
     const env = stamp(inbound, member.id);
     this.addGrant(member.id, recipient, capabilities, reason, env);
     this.deliver(env, member);
@@ -397,9 +394,10 @@ export class Space implements SpaceHost {
 
   /** Persists a grant before anyone is told, so an acknowledged grant survives a crash; then refreshes the recipient. */
   addGrant(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope): void {
-    const record: Grant = { id: env?.id ?? randomUUID(), from, recipient, capabilities, reason, ts: env?.ts ?? new Date().toISOString() };
-    this.grantLog.append({ type: "grant", ...record });
-    this.applyGrantRecord({ type: "grant", ...record });
+    const record: GrantRecord = { type: "grant", id: env?.id ?? randomUUID(), from, recipient, capabilities, reason, ts: env?.ts ?? new Date().toISOString() };
+    this.grantLog.append(record);
+    this.grants.apply(record);
+    this.grants.revalidate();
     this.log.info({ grant: record.id, from, recipient }, "capability granted");
     this.refresh(recipient);
   }
@@ -408,42 +406,45 @@ export class Space implements SpaceHost {
     const parsed = RevokePayloadSchema.safeParse(inbound.payload);
     if (!parsed.success) return this.fail(member, ErrorCodes.invalidPayload, `capability/revoke: ${describeIssue(parsed.error)}`, inbound.id);
     const { recipient, grant_id, capabilities } = parsed.data;
-    const held = this.grants.get(recipient) ?? [];
+    const held = this.grants.capabilitiesOf(member.id);
     if (grant_id !== undefined) {
-      const g = held.find((x) => x.id === grant_id);
+      const g = this.grants.to(recipient).find((x) => x.id === grant_id);
       if (!g) return this.fail(member, ErrorCodes.unknownGrant, `no grant "${clip(grant_id)}" to "${clip(recipient)}"`, inbound.id);
       // The granter may take back its grant; anyone else must hold what it lent.
-      if (g.from !== member.id && !g.capabilities.every((c) => covers(member.capabilities, c))) {
+      if (g.from !== member.id && !g.capabilities.every((c) => covers(held, c))) {
         return this.fail(member, ErrorCodes.revokeNotAllowed, "you may revoke only grants you made or capabilities you hold", inbound.id);
       }
-    } else if (!capabilities!.every((c) => covers(member.capabilities, c))) {
+    } else if (!capabilities!.every((c) => covers(held, c))) {
       return this.fail(member, ErrorCodes.revokeNotAllowed, "you may revoke only capabilities you hold", inbound.id);
     }
     const env = stamp(inbound, member.id);
     const record: GrantRecord = { type: "revoke", id: env.id, from: member.id, recipient, grant_id, capabilities, ts: env.ts };
     this.grantLog.append(record);
-    this.applyGrantRecord(record);
+    this.grants.apply(record);
     this.log.info({ revoke: env.id, from: member.id, recipient }, "capability revoked");
     this.deliver(env, member);
-    this.refresh(recipient);
+    const touched = new Set([recipient, ...this.cascade(env.id)]);
+    for (const id of touched) this.refresh(id);
   }
 
-  private applyGrantRecord(record: GrantRecord): void {
-    const list = this.grants.get(record.recipient) ?? [];
-    if (record.type === "grant") {
-      const { type: _type, ...grant } = record;
-      list.push(grant);
-    } else if (record.grant_id !== undefined) {
-      const i = list.findIndex((g) => g.id === record.grant_id);
-      if (i >= 0) list.splice(i, 1);
-    } else {
-      const patterns = record.capabilities ?? [];
-      for (const g of list) g.capabilities = g.capabilities.filter((c) => !patterns.some((p) => covers([p], c)));
+  /**
+   * Takes down every grant that no longer stands after a revoke — lent on from what was
+   * taken back — recording each removal, so the loan does not come back if its granter is
+   * given the capability again. Returns the recipients that lost something.
+   */
+  private cascade(revokeId: string): string[] {
+    const recipients: string[] = [];
+    // One pass suffices: a grant that depended on a fallen one fell in the same revalidate.
+    for (const g of this.grants.revalidate()) {
+      const record: GrantRecord = { type: "revoke", id: randomUUID(), from: GATEWAY_ID, recipient: g.recipient, grant_id: g.id, ts: new Date().toISOString(), cascade_of: revokeId };
+      this.grantLog.append(record);
+      this.grants.apply(record);
+      this.log.info({ grant: g.id, recipient: g.recipient, cascade_of: revokeId }, "grant fell with the one it was lent from");
+      const payload = { recipient: g.recipient, grant_id: g.id, reason: `lent on from a grant that was revoked (${revokeId})` };
+      this.deliver(systemEnvelope("capability/revoke", payload, { to: [g.recipient, g.from] }));
+      recipients.push(g.recipient);
     }
-    this.grants.set(
-      record.recipient,
-      list.filter((g) => g.capabilities.length > 0),
-    );
+    return recipients;
   }
 
   /** After a grant change: recompile and send the recipient a fresh welcome. */
@@ -454,4 +455,3 @@ export class Space implements SpaceHost {
     this.sendTo(m, this.welcome(m));
   }
 }
-

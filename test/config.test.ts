@@ -4,6 +4,7 @@ import fc from "fast-check";
 import { stringify } from "yaml";
 import { describe, expect, it } from "vitest";
 import {
+  DEFAULT_QUOTAS,
   ConfigError,
   DEFAULT_CAPABILITIES,
   DEFAULT_LIMITS,
@@ -57,6 +58,7 @@ describe("valid files", () => {
       },
       policy: { fallback: "deny", proposal_ttl_ms: 60000 },
       calls: { timeout_ms: 5000, max_timeout_ms: 60000, max_call_depth: 3, max_pending: 8, breaker_failures: 2, breaker_cooldown_ms: 1000 },
+      quotas: { ...DEFAULT_QUOTAS },
       defaults: { visibility: "addressed" },
       participants: {
         alice: {
@@ -253,7 +255,7 @@ describe("errors", () => {
 
   it("lists the known keys when nothing is close", () => {
     expect(errorOf(base("  a:", "colour: red"))).toBe(
-      "space.yaml:5:1: colour: unknown key; expected one of space, gateway, policy, calls, defaults, mcpServers, participants",
+      "space.yaml:5:1: colour: unknown key; expected one of space, gateway, policy, calls, quotas, defaults, mcpServers, participants",
     );
     expect(errorOf(base("  a:", "participant: x"))).toBe(
       'space.yaml:5:1: participant: unknown key; did you mean "participants"?',

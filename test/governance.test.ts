@@ -5,7 +5,7 @@ import { join as pathJoin } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { CompiledPolicy, decide } from "../gateway/policy.js";
 import { readAudit } from "../gateway/proposals.js";
-import { sleep, startGateway, TestClient, type Env, type TestGateway } from "./helpers.js";
+import { errorFor, responseFor, sleep, startGateway, TestClient, toolOwner as ownerOf, type Env, type TestGateway } from "./helpers.js";
 
 const T = {
   human: "human-token-1",
@@ -60,35 +60,12 @@ async function join(token: string): Promise<TestClient> {
   return c;
 }
 
-/**
- * A minimal MCP tool owner on a plain socket: answers tools/list (in pages of `pageSize`)
- * and tools/call (echoing name and arguments), or runs `onCall` when given.
- */
 async function toolOwner(
   token: string,
   opts: { tools?: unknown[]; pageSize?: number; onCall?: (env: Env, reply: (result: unknown) => void) => void } = {},
 ): Promise<TestClient> {
-  // The handler is in place before the welcome: the gateway asks for tools right after it.
-  const c = TestClient.connect(gw, "space=gov", { authorization: `Bearer ${token}` });
+  const c = await ownerOf(gw, "gov", token, opts.tools ?? TOOLS, opts);
   clients.push(c);
-  const tools = opts.tools ?? TOOLS;
-  const pageSize = opts.pageSize ?? 100;
-  c.ws.on("message", (data) => {
-    const env = JSON.parse(data.toString()) as Env;
-    if (env.kind !== "mcp/request" || env.from !== "system:gateway" && env.payload.method !== "tools/call") return;
-    const reply = (body: Record<string, unknown>) =>
-      c.send({ kind: "mcp/response", to: [env.from], correlation_id: [env.id], payload: { jsonrpc: "2.0", id: env.payload.id, ...body } });
-    if (env.payload.method === "tools/list") {
-      const start = Number(env.payload.params?.cursor ?? 0);
-      const page = tools.slice(start, start + pageSize);
-      const next = start + pageSize < tools.length ? { nextCursor: String(start + pageSize) } : {};
-      reply({ result: { tools: page, ...next } });
-    } else if (env.payload.method === "tools/call") {
-      if (opts.onCall) opts.onCall(env, (result) => reply({ result }));
-      else reply({ result: { content: [{ type: "text", text: JSON.stringify({ name: env.payload.params.name, args: env.payload.params.arguments }) }] } });
-    }
-  });
-  await c.next((e) => e.kind === "system/welcome");
   return c;
 }
 
@@ -106,14 +83,6 @@ async function waitForTools(c: TestClient, n: number): Promise<void> {
     await sleep(20);
   }
   throw new Error(`the registry never reached ${n} tools`);
-}
-
-function errorFor(c: TestClient, id: string): Promise<Env> {
-  return c.next((e) => e.kind === "system/error" && e.correlation_id?.includes(id) === true);
-}
-
-function responseFor(c: TestClient, id: string): Promise<Env> {
-  return c.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes(id) === true);
 }
 
 const call = (id: string, to: string, name: string, args: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) => ({
@@ -356,13 +325,15 @@ describe("proposals", () => {
   });
 
   it("bounds the proposals one participant may have pending", async () => {
-    gw = await startGateway(SPACE().replace("calls:\n  timeout_ms: 2000", "calls:\n  timeout_ms: 2000\n  max_pending: 2"));
+    gw = await startGateway(`${SPACE()}quotas:\n  pending_proposals: 2\n`);
     await toolOwner(T.fs);
     const human = await join(T.human);
     const agent = await join(T.agent);
     await waitForTools(agent, 4);
     for (const id of ["q1", "q2", "q3"]) agent.send(propose(id, "write_file"));
-    expect((await errorFor(agent, "q3")).payload.code).toBe("too_many_pending");
+    const over = await errorFor(agent, "q3");
+    expect(over.payload).toMatchObject({ code: "quota_exceeded", quota: "pending_proposals", limit: 2 });
+    expect(over.payload.message).toContain("quotas.pending_proposals");
     await human.next((e) => e.id === "q2");
     expect(human.received.some((e) => e.id === "q3")).toBe(false);
     // A decision frees a place.

@@ -150,3 +150,51 @@ export async function failure(p: Promise<unknown>): Promise<ParticipantError> {
   }
   throw new Error("expected a rejection");
 }
+
+/**
+ * A minimal MCP tool owner on a plain socket: answers tools/list (in pages of `pageSize`)
+ * and tools/call (echoing name and arguments), or runs `onCall` when given.
+ */
+export async function toolOwner(
+  gw: { port: number },
+  space: string,
+  token: string,
+  tools: unknown[],
+  opts: { pageSize?: number; onCall?: (env: Env, reply: (result: unknown) => void) => void } = {},
+): Promise<TestClient> {
+  // The handler is in place before the welcome: the gateway asks for tools right after it.
+  const c = TestClient.connect(gw, `space=${space}`, { authorization: `Bearer ${token}` });
+  const pageSize = opts.pageSize ?? 100;
+  c.ws.on("message", (data) => {
+    const env = JSON.parse(data.toString()) as Env;
+    if (env.kind !== "mcp/request" || (env.from !== "system:gateway" && env.payload.method !== "tools/call")) return;
+    const reply = (body: Record<string, unknown>) =>
+      c.send({ kind: "mcp/response", to: [env.from], correlation_id: [env.id], payload: { jsonrpc: "2.0", id: env.payload.id, ...body } });
+    if (env.payload.method === "tools/list") {
+      const start = Number(env.payload.params?.cursor ?? 0);
+      const page = tools.slice(start, start + pageSize);
+      const next = start + pageSize < tools.length ? { nextCursor: String(start + pageSize) } : {};
+      reply({ result: { tools: page, ...next } });
+    } else if (env.payload.method === "tools/call") {
+      if (opts.onCall) opts.onCall(env, (result) => reply({ result }));
+      else reply({ result: { content: [{ type: "text", text: JSON.stringify({ name: env.payload.params.name, args: env.payload.params.arguments }) }] } });
+    }
+  });
+  await c.next((e) => e.kind === "system/welcome");
+  return c;
+}
+
+/** Sends one request to system:gateway and waits for its answer. */
+export async function askGateway(c: TestClient, method: string, params: Record<string, unknown> = {}): Promise<Env> {
+  const id = `gw-${method}-${Math.random()}`;
+  c.send({ id, kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id, method, params } });
+  return c.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes(id) === true);
+}
+
+export function errorFor(c: TestClient, id: string): Promise<Env> {
+  return c.next((e) => e.kind === "system/error" && e.correlation_id?.includes(id) === true);
+}
+
+export function responseFor(c: TestClient, id: string): Promise<Env> {
+  return c.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes(id) === true);
+}

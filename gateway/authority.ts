@@ -1,0 +1,105 @@
+/**
+ * The policy decision point: may this participant make this call directly, only through
+ * a proposal, or not at all?
+ *
+ * Every path by which a call can reach a participant asks here and nowhere else: a
+ * request with or without a JSON-RPC id, a `tools/call` to `system:gateway`, a
+ * proposal, the bar an approver or a MEW fulfiller must clear, arguments an approver
+ * edited, and grants. The tool rules themselves are policy.ts's `decide`; this module
+ * supplies what they are applied to — the participant's compiled rules (whether or not it
+ * is connected, since a granter need not be), the tool's annotations, the argument
+ * quota, and the grants that still stand.
+ *
+ * A grant is worth what its granter may do at the time of use: a tool call counts as
+ * granted only if some granter of a matching grant may itself make the call directly,
+ * following loans back to a participant whose own policy allows it. A loan cycle with no
+ * such root grants nothing, and a `deny` of the granter's own takes effect at once.
+ */
+import { type Capability, compileCapabilities, type Matcher } from "./capabilities.js";
+import type { SpaceConfig } from "./config.js";
+import { ErrorCodes, type ErrorCode } from "./envelope.js";
+import type { GrantBook } from "./grants.js";
+import { allowCapabilities, CompiledPolicy, type Decision, decide } from "./policy.js";
+import type { Registry } from "./registry.js";
+
+/** The outcome for one call: go ahead, go through a proposal, or a refusal to send back. */
+export type Verdict = { decision: "direct" | "proposal" } | { decision: "denied"; code: ErrorCode; message: string; extra?: Record<string, unknown> };
+
+interface Rules {
+  policy: CompiledPolicy;
+  configured: Capability[];
+  configuredMatch: Matcher;
+}
+
+export class Authority {
+  private readonly rules = new Map<string, Rules>();
+
+  constructor(
+    private readonly config: SpaceConfig,
+    private readonly grants: GrantBook,
+    private readonly registry: Registry,
+  ) {}
+
+  /** A participant's capabilities from space.yaml: configured, plus its compiled `allow` globs. */
+  configured(id: string): readonly Capability[] {
+    return this.rulesOf(id)?.configured ?? [];
+  }
+
+  /** The tool policy's decision for `caller` calling `owner/tool`. */
+  tool(caller: string, owner: string, tool: string): Decision {
+    return this.decideFrom(caller, owner, tool, new Set());
+  }
+
+  /**
+   * The verdict for `caller` sending `method` with `params` to `target`: tools/call by
+   * the tool policy, anything else by `allows` (the caller's capability matcher), and
+   * every call's arguments against the space's size quota.
+   */
+  call(caller: string, allows: Matcher, target: string, method: string, params: Record<string, unknown> | undefined): Verdict {
+    // Never more than fits a frame with room to spare: a held proposal must fit in an answer.
+    const max = Math.min(this.config.quotas.argument_bytes, Math.floor(this.config.gateway.limits.max_payload_bytes * 0.75));
+    const size = params === undefined ? 0 : Buffer.byteLength(JSON.stringify(params));
+    if (size > max) {
+      return { decision: "denied", code: ErrorCodes.quotaExceeded, message: `the call's params are ${size} bytes; the space allows ${max} (quotas.argument_bytes)`, extra: { quota: "argument_bytes", limit: max } };
+    }
+    if (method === "tools/call") {
+      const name = params?.["name"];
+      if (typeof name !== "string") return { decision: "denied", code: ErrorCodes.invalidPayload, message: "tools/call: params.name must be a string" };
+      const d = this.tool(caller, target, name);
+      if (d !== "denied") return { decision: d };
+      return { decision: "denied", code: ErrorCodes.denied, message: `the space's policy denies you ${target}/${name}`, extra: { tool: `${target}/${name}` } };
+    }
+    if (allows({ kind: "mcp/request", to: [target], payload: { method, params } })) return { decision: "direct" };
+    return { decision: "denied", code: ErrorCodes.capabilityViolation, message: `your capabilities do not allow ${method} to "${target}"`, extra: { attempted_kind: "mcp/request", method } };
+  }
+
+  private decideFrom(caller: string, owner: string, tool: string, seen: Set<string>): Decision {
+    const rules = this.rulesOf(caller);
+    if (!rules) return "denied";
+    seen.add(caller);
+    return decide({
+      policy: rules.policy,
+      configured: rules.configuredMatch,
+      // Depth-first over grants with one `seen` set per question: a participant already
+      // asked about cannot help (it is either being proved right now, which is circular,
+      // or was found unable), so each is asked at most once.
+      granted: (shape) =>
+        this.grants.to(caller).some((g) => g.matches(shape) && !seen.has(g.from) && this.decideFrom(g.from, owner, tool, seen) === "direct"),
+      owner,
+      tool,
+      annotations: this.registry.get(owner, tool)?.annotations,
+      fallback: this.config.policy.fallback,
+    });
+  }
+
+  private rulesOf(id: string): Rules | undefined {
+    let r = this.rules.get(id);
+    if (r) return r;
+    const p = this.config.participants[id];
+    if (!p) return undefined;
+    const configured = [...p.capabilities, ...allowCapabilities(p.tools)];
+    r = { policy: new CompiledPolicy(p.tools), configured, configuredMatch: compileCapabilities(configured) };
+    this.rules.set(id, r);
+    return r;
+  }
+}

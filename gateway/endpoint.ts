@@ -1,0 +1,145 @@
+/**
+ * The gateway as an MCP endpoint, `system:gateway`: what a participant asks the space
+ * itself rather than another participant.
+ *
+ *   tools/list       the catalogue with the policy that applies to the caller, in pages
+ *   tools/call       `participant/tool`, routed directly or proposed on the caller's behalf
+ *   proposals/list   pending proposals the caller may see, in pages (large arguments elided)
+ *   proposals/get    one pending proposal in full
+ *   ping
+ *   notifications/cancelled          the caller gives up on one of its own calls
+ *   notifications/tools/list_changed the caller's tools changed
+ *
+ * Answers are sized to fit one frame: the welcome carries only what fits and says where
+ * the rest is, and the pages here are how a client fetches it.
+ */
+import type { Call } from "./calls.js";
+import { type Envelope, ErrorCodes, GATEWAY_ID, type InboundEnvelope, type McpRequestPayload, stamp, systemEnvelope } from "./envelope.js";
+import { clip, type SpaceHost } from "./host.js";
+import type { McpRouter } from "./mcp.js";
+import { jsonBytes, readCursor, takePage } from "./paging.js";
+import type { Proposal } from "./proposals.js";
+import type { Member } from "./space.js";
+
+/** JSON-RPC's "invalid params". */
+const INVALID_PARAMS = -32602;
+const METHOD_NOT_FOUND = -32601;
+
+/** A proposal envelope bigger than this is listed with its arguments elided. */
+export const PROPOSAL_INLINE_BYTES = 8 * 1024;
+
+/** The byte budget of one answer: a frame, less room for the envelope around it. */
+export function frameBudget(host: SpaceHost): number {
+  return Math.floor(host.config.gateway.limits.max_payload_bytes * 0.9) - 4096;
+}
+
+/** Who may see a proposal: everyone with `all` visibility, else only its proposer and owner. */
+export function maySee(member: Member, p: Proposal): boolean {
+  return member.visibility === "all" || p.proposer === member.id || p.owner === member.id;
+}
+
+/**
+ * A proposal's envelope as a list shows it: whole when small, otherwise with its
+ * arguments replaced by a note of their size and how to fetch them.
+ */
+export function listed(p: Proposal): Envelope {
+  const env = p.envelope as Envelope;
+  const size = jsonBytes(env);
+  if (size <= PROPOSAL_INLINE_BYTES) return env;
+  const payload = (env.payload ?? {}) as { method?: string; params?: Record<string, unknown> };
+  const params = { ...payload.params, arguments: { "mewgate/elided": { bytes: size, fetch: { to: GATEWAY_ID, method: "proposals/get", params: { id: p.id } } } } };
+  return { ...env, payload: { ...payload, params } };
+}
+
+export class GatewayEndpoint {
+  constructor(
+    private readonly space: SpaceHost,
+    private readonly router: McpRouter,
+  ) {}
+
+  onRequest(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload): void {
+    const correlation = inbound.id === undefined ? {} : { correlation_id: [inbound.id] };
+    // MEW clients correlate by envelope id and may leave the JSON-RPC id out.
+    const rpcId = payload.id ?? inbound.id ?? null;
+    const reply = (body: Record<string, unknown>) =>
+      this.space.sendTo(member, systemEnvelope("mcp/response", { jsonrpc: "2.0", id: rpcId, ...body }, { to: [member.id], ...correlation }));
+    const params = payload.params ?? {};
+    switch (payload.method) {
+      case "notifications/tools/list_changed":
+        return this.router.refreshTools(member.id);
+      case "notifications/cancelled":
+        return this.onCancelled(member, inbound, params);
+      case "ping":
+        return reply({ result: {} });
+      case "tools/list": {
+        const start = readCursor(params["cursor"]);
+        if (start === null) return reply({ error: { code: INVALID_PARAMS, message: "tools/list: unknown cursor" } });
+        const page = takePage(this.router.toolsFor(member), start ?? 0, frameBudget(this.space), jsonBytes);
+        return reply({ result: { tools: page.items, ...(page.next ? { nextCursor: page.next } : {}) } });
+      }
+      case "proposals/list": {
+        const start = readCursor(params["cursor"]);
+        if (start === null) return reply({ error: { code: INVALID_PARAMS, message: "proposals/list: unknown cursor" } });
+        const visible = this.space.pendingProposals().filter((p) => maySee(member, p));
+        const page = takePage(visible.map(listed), start ?? 0, frameBudget(this.space), jsonBytes);
+        return reply({ result: { proposals: page.items, total: visible.length, ...(page.next ? { nextCursor: page.next } : {}) } });
+      }
+      case "proposals/get": {
+        const id = params["id"];
+        const p = typeof id === "string" ? this.space.pendingProposals().find((x) => x.id === id) : undefined;
+        if (!p || !maySee(member, p)) return reply({ error: { code: INVALID_PARAMS, message: `no pending proposal "${clip(String(id))}" that you may see` } });
+        return reply({ result: { proposal: p.envelope } });
+      }
+      case "tools/call":
+        return this.onToolCall(member, inbound, payload, rpcId);
+      default:
+        if (payload.method.startsWith("notifications/")) return;
+        return reply({
+          error: { code: METHOD_NOT_FOUND, message: `${GATEWAY_ID} does not serve ${clip(payload.method)}; it serves tools/list, tools/call, proposals/list, proposals/get and ping` },
+        });
+    }
+  }
+
+  private onToolCall(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, rpcId: string | number | null): void {
+    const name = payload.params?.["name"];
+    if (typeof name !== "string") return this.space.fail(member, ErrorCodes.invalidPayload, "tools/call: params.name must be a string like \"fs/read_file\"", inbound.id);
+    if (inbound.id === undefined || rpcId === null) {
+      return this.space.fail(member, ErrorCodes.invalidPayload, "tools/call through the gateway needs an envelope id", inbound.id);
+    }
+    const entry = this.router.registry.resolve(name);
+    if (!entry) return this.space.fail(member, ErrorCodes.unknownTool, `no tool "${clip(name)}" in space "${this.space.id}"`, inbound.id);
+    const params = { ...payload.params, name: entry.tool };
+    const call = { ...payload, id: rpcId, params };
+    const verdict = this.router.authorize(member, entry.participant, "tools/call", params);
+    if (verdict.decision === "denied") return this.space.fail(member, verdict.code, verdict.message, inbound.id, verdict.extra);
+    if (verdict.decision === "direct") {
+      this.router.route(member, stamp({ ...inbound, to: [entry.participant], payload: call }, member.id), call);
+      return;
+    }
+    // Needs approval: the gateway proposes it on the caller's behalf, under the request's id,
+    // so the caller simply keeps waiting for the response to its request.
+    const proposalEnv = stamp({ ...inbound, kind: "mcp/proposal", to: [entry.participant], payload: { method: "tools/call", params } }, member.id);
+    this.router.decisions.hold(member, proposalEnv, "tools/call", params, rpcId, { tellProposer: true });
+  }
+
+  /**
+   * The caller gives up on calls it made through the gateway (or directly): each one it
+   * names — by envelope id in `correlation_id` or by `requestId` — is cancelled at its
+   * target and down its delegation chain, and a proposal still waiting for approval on
+   * its behalf is withdrawn. Only the caller's own calls can be named, so nobody can
+   * cancel another participant's call.
+   */
+  private onCancelled(member: Member, inbound: InboundEnvelope, params: Record<string, unknown>): void {
+    const requestId = params["requestId"];
+    const reason = typeof params["reason"] === "string" ? clip(params["reason"]) : "cancelled by the caller";
+    const calls: Call[] = this.router.calls.ofCaller(member.id, inbound.correlation_id, requestId);
+    for (const call of calls) this.router.cancel(call, reason, true);
+    const waiting = this.space
+      .pendingProposals()
+      .filter((p) => p.proposer === member.id && (inbound.correlation_id?.includes(p.id) || (requestId !== undefined && p.rpcId === requestId)));
+    for (const p of waiting) this.router.decisions.withdrawn(member, p, "cancelled");
+    if (calls.length === 0 && waiting.length === 0) {
+      this.space.fail(member, ErrorCodes.notCaller, "this cancellation names no pending call or proposal of yours; only a call's caller may cancel it", inbound.id);
+    }
+  }
+}

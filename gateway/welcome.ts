@@ -1,0 +1,68 @@
+/**
+ * The welcome a participant gets when it joins (and again when its grants change).
+ *
+ * It must always fit one frame, or the joiner — perhaps the human who would reject the
+ * proposal that made it large — could never get in. So each part gets a share of the
+ * frame budget and says where the rest is: pending proposals are listed small (large
+ * arguments elided, `proposals/get` fetches one) and, past their share, continue with
+ * `proposals/list` from `proposals_cursor`; the catalogue continues with `tools/list`
+ * from `tools_cursor`; other participants past their share are counted, not listed; and
+ * history is newest first until its share is spent.
+ */
+import { type Envelope, systemEnvelope } from "./envelope.js";
+import { listed } from "./endpoint.js";
+import { jsonBytes, takePage } from "./paging.js";
+import type { Proposal } from "./proposals.js";
+
+/** Most bytes of history in one welcome, whatever the frame allows. */
+export const WELCOME_HISTORY_BYTES = 256 * 1024;
+
+export interface WelcomeParts {
+  to: string;
+  you: Record<string, unknown>;
+  space: Record<string, unknown>;
+  participants: Record<string, unknown>[];
+  tools: Record<string, unknown>[];
+  /** Pending proposals the joiner may see, oldest first. */
+  proposals: Proposal[];
+  /** What the joiner may see of recent traffic, newest first. */
+  history: Iterable<{ env: Envelope; size: number }>;
+  /** Bytes the whole welcome may take. */
+  budget: number;
+}
+
+export function buildWelcome(w: WelcomeParts): Envelope {
+  let left = w.budget - jsonBytes(w.you) - jsonBytes(w.space) - 1024;
+  const payload: Record<string, unknown> = { you: w.you, space: w.space };
+
+  const participants = takePage(w.participants, 0, Math.floor(left / 2), jsonBytes);
+  payload["participants"] = participants.items;
+  if (participants.next) payload["participants_total"] = w.participants.length;
+  left -= sizeOf(participants.items);
+
+  const proposals = takePage(w.proposals.map(listed), 0, Math.floor(left / 3), jsonBytes);
+  payload["proposals"] = proposals.items;
+  if (proposals.next) payload["proposals_cursor"] = proposals.next;
+  left -= sizeOf(proposals.items);
+
+  const tools = takePage(w.tools, 0, Math.floor((left * 2) / 3), jsonBytes);
+  payload["tools"] = tools.items;
+  if (tools.next) payload["tools_cursor"] = tools.next;
+  left -= sizeOf(tools.items);
+
+  const history: Envelope[] = [];
+  let budget = Math.min(WELCOME_HISTORY_BYTES, left);
+  for (const h of w.history) {
+    if (h.size + 1 > budget) break;
+    budget -= h.size + 1;
+    history.push(h.env);
+  }
+  payload["history"] = history.reverse();
+  return systemEnvelope("system/welcome", payload, { to: [w.to] });
+}
+
+function sizeOf(items: unknown[]): number {
+  let n = 2;
+  for (const i of items) n += jsonBytes(i);
+  return n;
+}
