@@ -27,17 +27,16 @@ import {
   stamp,
   systemEnvelope,
 } from "./envelope.js";
-import { clip, type SpaceHost } from "./host.js";
-import type { McpRouter } from "./mcp.js";
+import { type CallRouter, clip, type ProposalDesk, type SpaceHost } from "./host.js";
 import { toolGrant } from "./policy.js";
 import type { Proposal, ProposalBook } from "./proposals.js";
-import type { Member } from "./space.js";
+import type { Member } from "./member.js";
 
-export class Decisions {
+export class Decisions implements ProposalDesk {
   constructor(
     private readonly space: SpaceHost,
     private readonly proposals: ProposalBook,
-    private readonly mcp: McpRouter,
+    private readonly mcp: CallRouter,
   ) {}
 
   onProposal(member: Member, inbound: InboundEnvelope): void {

@@ -15,11 +15,10 @@
  */
 import type { Call } from "./calls.js";
 import { type Envelope, ErrorCodes, GATEWAY_ID, type InboundEnvelope, type McpRequestPayload, stamp, systemEnvelope } from "./envelope.js";
-import { clip, type SpaceHost } from "./host.js";
-import type { McpRouter } from "./mcp.js";
+import { type CallRouter, clip, type SpaceHost } from "./host.js";
 import { jsonBytes, readCursor, takePage } from "./paging.js";
 import type { Proposal } from "./proposals.js";
-import type { Member } from "./space.js";
+import type { Member } from "./member.js";
 
 /** JSON-RPC's "invalid params". */
 const INVALID_PARAMS = -32602;
@@ -54,7 +53,7 @@ export function listed(p: Proposal): Envelope {
 export class GatewayEndpoint {
   constructor(
     private readonly space: SpaceHost,
-    private readonly router: McpRouter,
+    private readonly router: CallRouter,
   ) {}
 
   onRequest(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload): void {

@@ -5,16 +5,19 @@
  * mcp.ts (requests, responses, the gateway's own endpoint, the tool catalogue) and
  * decisions.ts (what happens to a proposal). Those modules never see the member map,
  * the presence batch or a socket: they act on a space only through `SpaceHost`, which
- * `Space` implements. Imports in this direction are type-only, so nothing is circular at
- * runtime: space.ts imports the modules, the modules import only types from space.ts.
+ * `Space` implements; and on each other only through `CallRouter` and `ProposalDesk`
+ * below. So the import graph has no circle, not even through types: space.ts imports
+ * the modules, and they import this file, member.ts and the state modules.
  */
 import type { Logger } from "pino";
-import type { Authority } from "./authority.js";
+import type { Authority, Verdict } from "./authority.js";
 import type { Capability } from "./capabilities.js";
 import type { SpaceConfig } from "./config.js";
-import type { Envelope, ErrorCode, InboundEnvelope } from "./envelope.js";
+import type { Envelope, ErrorCode, InboundEnvelope, McpRequestPayload } from "./envelope.js";
 import type { Proposal } from "./proposals.js";
-import type { Member } from "./space.js";
+import type { Call, Calls } from "./calls.js";
+import type { Member } from "./member.js";
+import type { Registry } from "./registry.js";
 
 export interface SpaceHost {
   readonly id: string;
@@ -41,6 +44,31 @@ export interface SpaceHost {
   grantQuota(granter: string): string | undefined;
   /** Records a persisted grant and refreshes the recipient (an "always" approval makes one). */
   addGrant(from: string, recipient: string, capabilities: Capability[], reason: string | undefined): void;
+}
+
+/**
+ * What decisions.ts and endpoint.ts need of the MCP router (mcp.ts): the decision point,
+ * routing, cancellation and the catalogue. Named here so that neither imports mcp.ts.
+ */
+export interface CallRouter {
+  readonly calls: Calls;
+  readonly registry: Registry;
+  readonly decisions: ProposalDesk;
+  /** The policy decision point's verdict for `member` calling `target`. */
+  authorize(member: Member, target: string, method: string, params: Record<string, unknown> | undefined): Verdict;
+  /** Governance, tracking, delivery of a request to a participant; false if it was refused (the caller was told). */
+  route(caller: Member, env: Envelope, payload: McpRequestPayload, extra?: Pick<Call, "proposalId" | "fulfiller">): boolean;
+  /** Ends a call its caller gave up on, down its delegation chain. */
+  cancel(call: Call, reason: string, notifyTarget: boolean): void;
+  refreshTools(id: string): void;
+  toolsFor(member: Member): Array<Record<string, unknown>>;
+}
+
+/** What mcp.ts and endpoint.ts need of decisions.ts: requests that are really proposal decisions. */
+export interface ProposalDesk {
+  onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): void;
+  hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts?: { tellProposer?: boolean }): void;
+  withdrawn(member: Member, p: Proposal, reason: string): void;
 }
 
 /** Keeps client-supplied strings in messages short. */

@@ -32,28 +32,27 @@ import {
   stamp,
   systemEnvelope,
 } from "./envelope.js";
-import type { Decisions } from "./decisions.js";
-import { clip, type SpaceHost } from "./host.js";
+import { type CallRouter, clip, type ProposalDesk, type SpaceHost } from "./host.js";
 import type { Verdict } from "./authority.js";
 import { GatewayEndpoint } from "./endpoint.js";
 import type { Decision } from "./policy.js";
 import type { ProposalBook } from "./proposals.js";
 import { McpToolSchema, type McpTool, type Registry, ToolsListResultSchema, MAX_TOOLS_PER_PARTICIPANT } from "./registry.js";
-import type { Member } from "./space.js";
+import type { Member } from "./member.js";
 
 /** Most pages of `tools/list` the gateway follows for one participant. */
 const MAX_TOOL_PAGES = 100;
 /** Largest tool definition (name, description, schemas) the catalogue keeps. */
 const MAX_TOOL_BYTES = 64 * 1024;
 
-export class McpRouter {
+export class McpRouter implements CallRouter {
   readonly calls: Calls;
   /**
    * Where requests that are really proposal decisions go. Set by the space right after
    * both are built: decisions route through this router, so neither can take the other in
    * its constructor.
    */
-  decisions!: Decisions;
+  decisions!: ProposalDesk;
   /** Bumped per tools/list refresh of a participant, so a stale answer is ignored. */
   private readonly toolFetches = new Map<string, number>();
   /** `system:gateway` (endpoint.ts). */

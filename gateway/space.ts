@@ -20,8 +20,8 @@ import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import { Authority } from "./authority.js";
-import { compileCapabilities, covers, type Matcher } from "./capabilities.js";
-import type { ParticipantConfig, SpaceConfig } from "./config.js";
+import { compileCapabilities, covers } from "./capabilities.js";
+import type { SpaceConfig } from "./config.js";
 import { Decisions } from "./decisions.js";
 import {
   type Capability,
@@ -47,34 +47,11 @@ import { specificTool } from "./policy.js";
 import { type Proposal, ProposalBook } from "./proposals.js";
 import { Registry } from "./registry.js";
 import { AppendLog } from "./store.js";
+import { Member, type Peer } from "./member.js";
 import type { TokenBook } from "./tokens.js";
 import { buildWelcome, WELCOME_HISTORY_BYTES } from "./welcome.js";
 
-/** A connected participant, seen from the space: a place to put bytes. */
-export interface Peer {
-  /** Queues one serialized envelope. A peer that cannot keep up drops itself. */
-  send(bytes: Buffer): void;
-  close(code: number, reason: string): void;
-}
-
-export type Visibility = "all" | "addressed";
-
-export class Member {
-  /** Everything the member may send: configured, compiled from `allow`, and granted (grants that stand). */
-  capabilities: Capability[] = [];
-  allows: Matcher = () => false;
-
-  constructor(
-    readonly id: string,
-    readonly config: ParticipantConfig,
-    readonly peer: Peer,
-    readonly visibility: Visibility,
-    readonly echo: boolean,
-    readonly log: Logger,
-    /** Order of joining in this space. */
-    readonly joinSeq: number,
-  ) {}
-}
+export { Member, type Peer, type Visibility } from "./member.js";
 
 export type AuthResult = { ok: true; id: string } | { ok: false; code: number; reason: string };
 

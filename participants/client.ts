@@ -272,6 +272,7 @@ interface Serving {
 }
 
 const ToolsPageSchema = z.looseObject({ tools: z.array(ToolInfoSchema), nextCursor: z.string().optional() });
+const ProposalsPageSchema = z.looseObject({ proposals: z.array(z.looseObject({ id: z.string(), kind: z.string() })), nextCursor: z.string().optional() });
 
 /** Full-jitter exponential backoff: uniform in [0, min(max, initial·2^attempt)). */
 export function backoffDelay(attempt: number, initialDelayMs: number, maxDelayMs: number, random: () => number = Math.random): number {
@@ -682,6 +683,24 @@ export class ParticipantClient {
     return tools;
   }
 
+  /**
+   * Every pending proposal this participant may see, following `proposals/list` pages;
+   * they are also remembered in `proposals`. Large arguments come elided
+   * (`{"mewgate/elided": {bytes, fetch}}`); `proposals/get` fetches one whole.
+   */
+  async listProposals(opts: CallOptions = {}): Promise<Envelope[]> {
+    const proposals: Envelope[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < 1000; page++) {
+      const res = await this.request(GATEWAY_ID, "proposals/list", cursor === undefined ? {} : { cursor }, { ...opts, schema: ProposalsPageSchema });
+      proposals.push(...(res.proposals as unknown as Envelope[]));
+      cursor = res.nextCursor;
+      if (cursor === undefined) break;
+    }
+    for (const p of proposals) if (!this.seenProposals.has(p.id)) this.seenProposals.set(p.id, p);
+    return proposals;
+  }
+
   private track(
     init: Pick<Pending, "kind" | "target" | "rpcId" | "progressToken" | "callTimeoutMs" | "explicit">,
     envelope: OutboundEnvelope,
@@ -1028,6 +1047,9 @@ export class ParticipantClient {
       this.connecting = undefined;
     }
     this.emit("welcome", info);
+    // A welcome carries what fits in one frame; the rest is a page away.
+    if (w.tools_cursor !== undefined) this.listTools().catch((err: unknown) => this.log?.warn({ err }, "could not fetch the rest of the catalogue"));
+    if (first && w.proposals_cursor !== undefined) this.listProposals().catch((err: unknown) => this.log?.warn({ err }, "could not fetch the rest of the pending proposals"));
     // Whether the server has tools is private to the SDK; a server without any answers
     // the gateway's tools/list with an error, which costs one round trip.
     if (first && this.mcp) this.announceTools();

@@ -46,6 +46,10 @@ export const WelcomePayloadSchema = z.looseObject({
   tools: z.array(ToolInfoSchema).default([]),
   proposals: z.array(EnvelopeLike).default([]),
   history: z.array(EnvelopeLike).default([]),
+  /** Set when the catalogue did not fit the welcome: tools/list continues from here. */
+  tools_cursor: z.string().optional(),
+  /** Set when pending proposals did not fit: proposals/list continues from here. */
+  proposals_cursor: z.string().optional(),
 });
 export type WelcomePayload = z.infer<typeof WelcomePayloadSchema>;
 
