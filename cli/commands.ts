@@ -3,7 +3,7 @@
  * (which only reads the state directory).
  */
 import type { AuditEntry } from "../gateway/proposals.js";
-import { readAudit } from "../gateway/proposals.js";
+import { readAudit } from "../gateway/ledger.js";
 import { GATEWAY_ID, type Envelope } from "../gateway/envelope.js";
 import type { ParticipantClient } from "../participants/index.js";
 import { guard, processIo, proposalLine, type Io } from "./lifecycle.js";

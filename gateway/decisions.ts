@@ -39,7 +39,7 @@ export class Decisions implements ProposalDesk {
     private readonly mcp: CallRouter,
   ) {}
 
-  onProposal(member: Member, inbound: InboundEnvelope): void {
+  onProposal(member: Member, inbound: InboundEnvelope): Promise<void> | void {
     const parsed = ProposalPayloadSchema.safeParse(inbound.payload);
     if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/proposal: ${describeIssue(parsed.error)}`, inbound.id);
     let { method, params = {} } = parsed.data;
@@ -60,22 +60,22 @@ export class Decisions implements ProposalDesk {
       return this.space.fail(member, verdict.code, verdict.message, inbound.id, verdict.extra);
     }
     const env = stamp({ ...inbound, to, payload: { method, params } }, member.id);
-    this.hold(member, env, method, params, env.id);
+    return this.hold(member, env, method, params, env.id);
   }
 
   /**
    * Holds a proposal. `tellProposer`: the gateway made it from a tools/call, so the caller
    * learns that its call now waits for approval.
    */
-  hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts: { tellProposer?: boolean } = {}): void {
-    if (this.proposals.get(env.id) || this.proposals.endedAs(env.id) || this.mcp.calls.get(env.id)) {
+  async hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts: { tellProposer?: boolean } = {}): Promise<void> {
+    if (this.proposals.get(env.id) || this.proposals.isBusy(env.id) || this.proposals.endedAs(env.id) || this.mcp.calls.get(env.id)) {
       return this.space.fail(member, ErrorCodes.duplicateId, `id "${clip(env.id)}" is already in use`, env.id);
     }
     const over = this.overQuota(member.id, env);
     if (over) return this.space.fail(member, ErrorCodes.quotaExceeded, over.message, env.id, { quota: over.quota, limit: over.limit });
     const owner = env.to![0]!;
     const now = Date.now();
-    this.proposals.add({
+    const plan = this.proposals.planAdd({
       id: env.id,
       proposer: member.id,
       owner,
@@ -89,6 +89,11 @@ export class Decisions implements ProposalDesk {
       expiresAt: now + this.space.config.policy.proposal_ttl_ms,
       envelope: env,
     });
+    try {
+      await this.space.record(plan);
+    } catch (err) {
+      return this.space.storeFailed(member, err, env.id, "your proposal was not held");
+    }
     member.log.info({ proposal: env.id, owner, method }, "proposal held");
     this.space.deliver(env, opts.tellProposer ? undefined : member);
   }
@@ -124,6 +129,10 @@ export class Decisions implements ProposalDesk {
       return undefined;
     }
     const p = this.proposals.get(id);
+    if (p?.state === "pending" && this.proposals.isBusy(id)) {
+      this.space.fail(member, ErrorCodes.proposalNotPending, `a decision on proposal "${clip(id)}" is being recorded`, inbound.id, { state: "deciding" });
+      return undefined;
+    }
     if (p?.state === "pending") return p;
     const ended = p?.state ?? this.proposals.endedAs(id);
     if (ended) this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(id)}" is already ${ended}`, inbound.id, { state: ended });
@@ -163,7 +172,7 @@ export class Decisions implements ProposalDesk {
     return false;
   }
 
-  onApprove(member: Member, inbound: InboundEnvelope): void {
+  onApprove(member: Member, inbound: InboundEnvelope): Promise<void> | void {
     const parsed = ApprovePayloadSchema.safeParse(inbound.payload ?? {});
     if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/approve: ${describeIssue(parsed.error)}`, inbound.id);
     const p = this.pendingProposal(member, inbound, "mcp/approve");
@@ -180,12 +189,13 @@ export class Decisions implements ProposalDesk {
     if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
     const env = stamp(inbound, member.id);
     env.to ??= [p.proposer];
-    this.approve(member, p, { scope, edited, reason }, env);
+    return this.approve(member, p, { scope, edited, reason }, env);
   }
 
   /** A MEW fulfilment: a request correlated to a pending proposal counts as a one-time approval. */
-  onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): void {
+  onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Promise<void> | void {
     if (p.state !== "pending") return void this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(p.id)}" is already ${p.state}`, inbound.id);
+    if (this.proposals.isBusy(p.id)) return void this.space.fail(member, ErrorCodes.proposalNotPending, `a decision on proposal "${clip(p.id)}" is being recorded`, inbound.id);
     // The fulfiller carries out the proposal, not a call of its own choosing.
     const to = inbound.to ?? [];
     const name = payload.params?.["name"];
@@ -198,71 +208,102 @@ export class Decisions implements ProposalDesk {
     const edited = args && typeof args === "object" && !Array.isArray(args) ? (args as Record<string, unknown>) : undefined;
     if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
     const env = stamp(inbound, member.id);
-    this.approve(member, p, { scope: "once", edited, reason: "fulfilled" }, undefined, { id: member.id, envelopeId: env.id });
+    return this.approve(member, p, { scope: "once", edited, reason: "fulfilled" }, undefined, { id: member.id, envelopeId: env.id });
   }
 
-  private approve(
+  private async approve(
     approver: Member,
     p: Proposal,
     d: { scope: "once" | "always"; edited: Record<string, unknown> | undefined; reason: string | undefined },
     announce: Envelope | undefined,
     fulfiller?: { id: string; envelopeId: string },
-  ): void {
+  ): Promise<void> {
     // Everything that could stop the call is checked before the decision is recorded, so a
     // refused approval leaves the proposal pending for a later try.
     if (this.space.member(p.owner) === undefined) return this.space.fail(approver, ErrorCodes.targetOffline, `"${p.owner}" is not connected; the proposal stays pending`, announce?.id);
     const refusal = this.mcp.calls.refuse(p.proposer, p.owner, p.chain);
     if (refusal) return this.space.fail(approver, refusal.code, `${refusal.message}; the proposal stays pending`, announce?.id);
     const args = d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined);
-    this.proposals.transition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, editedArguments: d.edited });
+    // The decision and the grant an "always" makes are one transaction: both or neither.
+    const plans = [this.proposals.planTransition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, editedArguments: d.edited })];
+    if (d.scope === "always" && p.tool !== undefined) {
+      plans.push(this.space.grantPlan(approver.id, p.proposer, [toolGrant(p.owner, p.tool)], `always approve ${p.owner}/${p.tool} (proposal ${p.id})`));
+    }
+    try {
+      await this.space.record(...plans);
+    } catch (err) {
+      return this.space.storeFailed(approver, err, announce?.id ?? fulfiller?.envelopeId, "the approval was not recorded; the proposal stays pending");
+    }
     approver.log.info({ proposal: p.id, proposer: p.proposer, scope: d.scope }, "proposal approved");
     if (announce) this.space.deliver(announce, approver);
-    if (d.scope === "always" && p.tool !== undefined) {
-      this.space.addGrant(approver.id, p.proposer, [toolGrant(p.owner, p.tool)], `always approve ${p.owner}/${p.tool} (proposal ${p.id})`);
-    }
     const params = args === undefined ? p.params : { ...p.params, arguments: args };
     const payload: McpRequestPayload = { jsonrpc: "2.0", id: p.rpcId, method: p.method, params };
     const env: Envelope = { protocol: PROTOCOL, id: randomUUID(), ts: now(), from: p.proposer, to: [p.owner], kind: "mcp/request", correlation_id: [p.id], payload };
-    this.proposals.transition(p, { state: "routed" });
+    // The approval is durable; what follows is bookkeeping nobody waits on (after a crash
+    // an approved proposal counts as failed whatever came after), so it is noted, not awaited.
+    this.space.note(this.proposals.planTransition(p, { state: "routed" }));
     // Routed on the proposer's behalf: the proposer, not the approver, is the caller.
     if (!this.mcp.route(this.space.member(p.proposer) ?? approver, env, payload, { proposalId: p.id, fulfiller })) {
-      this.proposals.transition(p, { state: "failed", reason: "not_routed" });
+      this.space.note(this.proposals.planTransition(p, { state: "failed", reason: "not_routed" }));
       const error = { code: RpcErrors.failed, message: "the approved call could not be routed", data: { reason: "not_routed", target: p.owner } };
       this.space.deliver(systemEnvelope("mcp/response", { jsonrpc: "2.0", id: p.rpcId, error }, { to: [p.proposer], correlation_id: [p.id] }));
     }
   }
 
-  onReject(member: Member, inbound: InboundEnvelope): void {
+  async onReject(member: Member, inbound: InboundEnvelope): Promise<void> {
     const parsed = RejectPayloadSchema.safeParse(inbound.payload ?? {});
     if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/reject: ${describeIssue(parsed.error)}`, inbound.id);
     const p = this.pendingProposal(member, inbound, "mcp/reject");
     if (!p || !this.mayDecide(member, p, inbound.id)) return;
-    this.proposals.transition(p, { state: "rejected", decidedBy: member.id, reason: parsed.data.reason, text: parsed.data.text });
+    try {
+      await this.space.record(this.proposals.planTransition(p, { state: "rejected", decidedBy: member.id, reason: parsed.data.reason, text: parsed.data.text }));
+    } catch (err) {
+      return this.space.storeFailed(member, err, inbound.id, "the rejection was not recorded; the proposal stays pending");
+    }
     member.log.info({ proposal: p.id, proposer: p.proposer, reason: parsed.data.reason }, "proposal rejected");
     const env = stamp(inbound, member.id);
     env.to ??= [p.proposer];
     this.space.deliver(env, member);
   }
 
-  onWithdraw(member: Member, inbound: InboundEnvelope): void {
+  async onWithdraw(member: Member, inbound: InboundEnvelope): Promise<void> {
     const parsed = WithdrawPayloadSchema.safeParse(inbound.payload ?? {});
     if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/withdraw: ${describeIssue(parsed.error)}`, inbound.id);
     const p = this.pendingProposal(member, inbound, "mcp/withdraw");
     if (!p) return;
     if (p.proposer !== member.id) return this.space.fail(member, ErrorCodes.notProposer, `only "${p.proposer}" may withdraw this proposal`, inbound.id);
-    this.proposals.transition(p, { state: "withdrawn", decidedBy: member.id, reason: parsed.data.reason ?? "no_longer_needed" });
+    try {
+      await this.space.record(this.proposals.planTransition(p, { state: "withdrawn", decidedBy: member.id, reason: parsed.data.reason ?? "no_longer_needed" }));
+    } catch (err) {
+      return this.space.storeFailed(member, err, inbound.id, "the withdrawal was not recorded; the proposal stays pending");
+    }
     this.space.deliver(stamp(inbound, member.id), member);
   }
 
   /** The proposer gave up on a proposal some other way (it cancelled the call behind it): everyone hears it withdrawn. */
-  withdrawn(member: Member, p: Proposal, reason: string): void {
-    if (p.state !== "pending") return;
-    this.proposals.transition(p, { state: "withdrawn", decidedBy: member.id, reason });
+  async withdrawn(member: Member, p: Proposal, reason: string): Promise<void> {
+    if (p.state !== "pending" || this.proposals.isBusy(p.id)) return;
+    try {
+      await this.space.record(this.proposals.planTransition(p, { state: "withdrawn", decidedBy: member.id, reason }));
+    } catch (err) {
+      return this.space.storeFailed(member, err, p.id, "the withdrawal was not recorded; the proposal stays pending");
+    }
     this.space.deliver(systemEnvelope("mcp/withdraw", { reason }, { to: [p.proposer, p.owner], correlation_id: [p.id] }));
   }
 
-  /** The proposal book's timer moved `p` to expired: tell the proposer. */
-  onExpired(p: Proposal): void {
+  /**
+   * A pending proposal's time is up: record its expiry, then tell the proposer. If a
+   * decision is being written, or the write fails, try again shortly; until then it stays
+   * pending, and nothing is lost either way.
+   */
+  async onDue(p: Proposal): Promise<void> {
+    if (this.proposals.isBusy(p.id)) return this.proposals.arm(p, 1000);
+    try {
+      await this.space.record(this.proposals.planTransition(p, { state: "expired", reason: "timeout" }));
+    } catch (err) {
+      this.space.log.error({ proposal: p.id, err: String(err) }, "could not record an expiry; trying again in 5 s");
+      return this.proposals.arm(p, 5000);
+    }
     const seconds = Math.round(this.space.config.policy.proposal_ttl_ms / 1000);
     this.space.log.info({ proposal: p.id, proposer: p.proposer }, "proposal expired");
     const payload = { reason: "timeout", text: `no decision within ${seconds}s; the proposal expired` };

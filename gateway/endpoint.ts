@@ -56,7 +56,7 @@ export class GatewayEndpoint {
     private readonly router: CallRouter,
   ) {}
 
-  onRequest(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload): void {
+  onRequest(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload): Promise<void> | void {
     const correlation = inbound.id === undefined ? {} : { correlation_id: [inbound.id] };
     // MEW clients correlate by envelope id and may leave the JSON-RPC id out.
     const rpcId = payload.id ?? inbound.id ?? null;
@@ -99,7 +99,7 @@ export class GatewayEndpoint {
     }
   }
 
-  private onToolCall(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, rpcId: string | number | null): void {
+  private onToolCall(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, rpcId: string | number | null): Promise<void> | void {
     const name = payload.params?.["name"];
     if (typeof name !== "string") return this.space.fail(member, ErrorCodes.invalidPayload, "tools/call: params.name must be a string like \"fs/read_file\"", inbound.id);
     if (inbound.id === undefined || rpcId === null) {
@@ -118,7 +118,7 @@ export class GatewayEndpoint {
     // Needs approval: the gateway proposes it on the caller's behalf, under the request's id,
     // so the caller simply keeps waiting for the response to its request.
     const proposalEnv = stamp({ ...inbound, kind: "mcp/proposal", to: [entry.participant], payload: { method: "tools/call", params } }, member.id);
-    this.router.decisions.hold(member, proposalEnv, "tools/call", params, rpcId, { tellProposer: true });
+    return this.router.decisions.hold(member, proposalEnv, "tools/call", params, rpcId, { tellProposer: true });
   }
 
   /**
@@ -128,7 +128,7 @@ export class GatewayEndpoint {
    * its behalf is withdrawn. Only the caller's own calls can be named, so nobody can
    * cancel another participant's call.
    */
-  private onCancelled(member: Member, inbound: InboundEnvelope, params: Record<string, unknown>): void {
+  private async onCancelled(member: Member, inbound: InboundEnvelope, params: Record<string, unknown>): Promise<void> {
     const requestId = params["requestId"];
     const reason = typeof params["reason"] === "string" ? clip(params["reason"]) : "cancelled by the caller";
     const calls: Call[] = this.router.calls.ofCaller(member.id, inbound.correlation_id, requestId);
@@ -136,7 +136,7 @@ export class GatewayEndpoint {
     const waiting = this.space
       .pendingProposals()
       .filter((p) => p.proposer === member.id && (inbound.correlation_id?.includes(p.id) || (requestId !== undefined && p.rpcId === requestId)));
-    for (const p of waiting) this.router.decisions.withdrawn(member, p, "cancelled");
+    for (const p of waiting) await this.router.decisions.withdrawn(member, p, "cancelled");
     if (calls.length === 0 && waiting.length === 0) {
       this.space.fail(member, ErrorCodes.notCaller, "this cancellation names no pending call or proposal of yours; only a call's caller may cancel it", inbound.id);
     }

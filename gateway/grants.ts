@@ -10,7 +10,7 @@
  * those loans, and the space records their removal, so they do not come back when the
  * granter is later given the capability again.
  *
- * This module is state only: the space persists each record before it applies it.
+ * This module is state only: the space makes each record durable before it applies it.
  */
 import { type Capability, compileCapabilities, covers, type Matcher } from "./capabilities.js";
 
@@ -71,6 +71,15 @@ export class GrantBook {
     else this.byRecipient.delete(record.recipient);
     this.total = 0;
     for (const l of this.byRecipient.values()) this.total += l.length;
+  }
+
+  /** A copy to try changes on (a revoke's cascade is computed before anything is written). */
+  clone(): GrantBook {
+    const copy = new GrantBook(this.configured);
+    for (const [k, list] of this.byRecipient) copy.byRecipient.set(k, [...list]);
+    copy.standing = new Set(this.standing);
+    copy.total = this.total;
+    return copy;
   }
 
   get size(): number {

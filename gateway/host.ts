@@ -16,6 +16,7 @@ import type { SpaceConfig } from "./config.js";
 import type { Envelope, ErrorCode, InboundEnvelope, McpRequestPayload } from "./envelope.js";
 import type { Proposal } from "./proposals.js";
 import type { Call, Calls } from "./calls.js";
+import type { Plan } from "./ledger.js";
 import type { Member } from "./member.js";
 import type { Registry } from "./registry.js";
 
@@ -42,8 +43,14 @@ export interface SpaceHost {
   pendingProposals(): Proposal[];
   /** Why `granter` may not make one more grant (its quota or the space's), if it may not. */
   grantQuota(granter: string): string | undefined;
-  /** Records a persisted grant and refreshes the recipient (an "always" approval makes one). */
-  addGrant(from: string, recipient: string, capabilities: Capability[], reason: string | undefined): void;
+  /** A grant as a plan for `record` (an "always" approval makes one, in the approval's transaction). */
+  grantPlan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined): Plan;
+  /** Writes the plans as one durable transaction, then applies them (ledger.ts). Rejects, having changed nothing, if the write fails. */
+  record(...plans: Plan[]): Promise<void>;
+  /** Applies a plan now and writes it behind: for bookkeeping no decision waits on (a call's outcome). Resolves once written or failed; never rejects. */
+  note(plan: Plan): Promise<void>;
+  /** Tells `member` that its change could not be recorded (the disk is full, say), and logs why. */
+  storeFailed(member: Member, err: unknown, correlationId: string | undefined, what: string): void;
 }
 
 /**
@@ -66,9 +73,9 @@ export interface CallRouter {
 
 /** What mcp.ts and endpoint.ts need of decisions.ts: requests that are really proposal decisions. */
 export interface ProposalDesk {
-  onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): void;
-  hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts?: { tellProposer?: boolean }): void;
-  withdrawn(member: Member, p: Proposal, reason: string): void;
+  onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Promise<void> | void;
+  hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts?: { tellProposer?: boolean }): Promise<void>;
+  withdrawn(member: Member, p: Proposal, reason: string): Promise<void>;
 }
 
 /** Keeps client-supplied strings in messages short. */

@@ -75,7 +75,7 @@ export class McpRouter implements CallRouter {
    * request to the gateway by the gateway's own rules, and a fulfilment by the bar for
    * deciding on its proposal.
    */
-  onRequest(member: Member, inbound: InboundEnvelope): void {
+  onRequest(member: Member, inbound: InboundEnvelope): Promise<void> | void {
     const parsed = McpRequestPayloadSchema.safeParse(inbound.payload);
     if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/request: ${describeIssue(parsed.error)}`, inbound.id);
     let payload = parsed.data;
@@ -166,7 +166,7 @@ export class McpRouter implements CallRouter {
     return true;
   }
 
-  onResponse(member: Member, inbound: InboundEnvelope): void {
+  onResponse(member: Member, inbound: InboundEnvelope): Promise<void> | void {
     const parsed = McpResponsePayloadSchema.safeParse(inbound.payload);
     if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/response: ${describeIssue(parsed.error)}`, inbound.id);
     const call = inbound.correlation_id?.map((id) => this.calls.get(id)).find((c) => c !== undefined);
@@ -190,7 +190,10 @@ export class McpRouter implements CallRouter {
         env.correlation_id.push(call.fulfiller.envelopeId);
       }
       const p = this.proposals.get(call.proposalId);
-      if (p?.state === "routed") this.proposals.transition(p, { state: "answered", outcome: ok ? "ok" : "error" });
+      if (p?.state === "routed") {
+        // The audit trail has the outcome by the time the proposer hears it.
+        return this.space.note(this.proposals.planTransition(p, { state: "answered", outcome: ok ? "ok" : "error" })).then(() => this.space.deliver(env, member));
+      }
     }
     this.space.deliver(env, member);
   }
@@ -224,7 +227,7 @@ export class McpRouter implements CallRouter {
   cancel(call: Call, reason: string, notifyTarget: boolean): void {
     this.calls.close(call, undefined);
     const p = call.proposalId ? this.proposals.get(call.proposalId) : undefined;
-    if (p && (p.state === "routed" || p.state === "approved")) this.proposals.transition(p, { state: "failed", reason: "cancelled" });
+    if (p && (p.state === "routed" || p.state === "approved")) this.space.note(this.proposals.planTransition(p, { state: "failed", reason: "cancelled" }));
     if (notifyTarget) this.cancelAtTarget(call, reason);
     // Bounded: each call is closed before its children are visited, so none is visited twice.
     for (const child of this.calls.children(call.id)) {
@@ -247,7 +250,7 @@ export class McpRouter implements CallRouter {
     if (call.proposalId) {
       correlation.push(call.proposalId);
       const p = this.proposals.get(call.proposalId);
-      if (p && (p.state === "routed" || p.state === "approved")) this.proposals.transition(p, { state: "failed", reason });
+      if (p && (p.state === "routed" || p.state === "approved")) this.space.note(this.proposals.planTransition(p, { state: "failed", reason }));
     }
     if (call.fulfiller) {
       to.push(call.fulfiller.id);

@@ -6,6 +6,7 @@
 import type { Logger } from "pino";
 import type { Capability, Matcher } from "./capabilities.js";
 import type { ParticipantConfig } from "./config.js";
+import type { ParsedFrame } from "./envelope.js";
 
 /** A connected participant, seen from the space: a place to put bytes. */
 export interface Peer {
@@ -20,6 +21,10 @@ export class Member {
   /** Everything the member may send: configured, compiled from `allow`, and granted (grants that stand). */
   capabilities: Capability[] = [];
   allows: Matcher = () => false;
+  /** Frames waiting for this member's changes in flight to be written (space.ts). */
+  backlog: ParsedFrame[] | undefined;
+  /** This member's changes on their way to disk. */
+  inFlight = 0;
 
   constructor(
     readonly id: string,

@@ -1,5 +1,5 @@
 /**
- * Proposals held by the gateway: the state machine, its persistence and its audit trail.
+ * Proposals held by the gateway: the state machine and its audit trail.
  * Which transition an envelope asks for, and whether its sender may make it, is decided
  * in decisions.ts; mcp.ts moves a routed proposal on when its call ends.
  *
@@ -7,13 +7,19 @@
  *   pending → rejected | withdrawn | expired
  *   approved | routed → failed        (the call could not be made or did not come back)
  *
- * Every transition is appended (and fsync'ed) to `proposals.jsonl` before the caller acts
- * on it, and written to `audit.jsonl` for people. On start the file is replayed: pending proposals
- * come back with their remaining time; ones that were approved or in flight when the
- * gateway died are marked failed, since their call's fate is unknown.
+ * A change is made in two steps, so that nothing moves before it is durable: `plan*`
+ * checks it and returns the records to write and a function that applies it in memory;
+ * the space's ledger (ledger.ts) writes the records of one or more plans as one atomic
+ * transaction and applies them only once they are on disk. A failed write leaves the
+ * book exactly as it was. While a proposal's change is being written it is `busy`, and
+ * nobody else may plan another change of it.
+ *
+ * On start the ledger folds the store's records back in (`restore`); pending proposals
+ * come back with their remaining time, and ones that were approved or in flight when the
+ * gateway died are returned so the caller marks them failed, since their call's fate is
+ * unknown.
  */
-import { join } from "node:path";
-import { AppendLog } from "./store.js";
+import type { Plan } from "./ledger.js";
 
 export type ProposalState = "pending" | "approved" | "routed" | "answered" | "rejected" | "withdrawn" | "expired" | "failed";
 
@@ -57,7 +63,13 @@ export interface Proposal {
   bytes?: number | undefined;
 }
 
-type Record_ = { type: "proposed"; proposal: Proposal } | { type: "state"; id: string; ts: string; patch: Partial<Proposal> & { state: ProposalState } };
+type Patch = Partial<Proposal> & { state: ProposalState };
+
+export type ProposalRecord =
+  | { type: "proposed"; proposal: Proposal }
+  | { type: "state"; id: string; ts: string; patch: Patch }
+  /** Ids of ended proposals, so a late decision still hears "already rejected" after a compaction. */
+  | { type: "ended"; ended: Array<[string, ProposalState]> };
 
 export interface AuditEntry {
   ts: string;
@@ -68,11 +80,17 @@ export interface AuditEntry {
   tool?: string | undefined;
   method: string;
   arguments?: unknown;
+  /** Whether the approver changed the arguments (`arguments` are then the edited ones). */
+  edited?: boolean | undefined;
   by?: string | undefined;
   scope?: string | undefined;
   reason?: string | undefined;
+  /** A rejecter's words to the proposer. */
+  text?: string | undefined;
   outcome?: string | undefined;
 }
+
+export type AuditRecord = { type: "audit"; entry: AuditEntry };
 
 export interface AuditQuery {
   participant?: string | undefined;
@@ -90,44 +108,50 @@ export class ProposalBook {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly totals = new Map<string, { count: number; bytes: number }>();
   private readonly total = { count: 0, bytes: 0 };
-  private readonly log: AppendLog<Record_>;
-  private readonly audit: AppendLog<AuditEntry>;
+  /** Proposals whose next change is being written, and ids of proposals being added. */
+  private readonly busy = new Set<string>();
 
-  constructor(
-    stateDir: string,
-    private readonly onExpire: (p: Proposal) => void,
-  ) {
-    this.log = new AppendLog(join(stateDir, "proposals.jsonl"));
-    // The audit trail is for people: written before the decision takes effect, so a killed
-    // process loses nothing, but not fsync'ed — proposals.jsonl is what restores state.
-    this.audit = new AppendLog(join(stateDir, "audit.jsonl"), { fsync: false });
+  /** `onDue`: a pending proposal's time is up; the caller records its expiry. */
+  constructor(private readonly onDue: (p: Proposal) => void) {}
+
+  // --- restore ---------------------------------------------------------------------
+
+  /** Folds one stored record in (on start, before anything is armed). */
+  applyRecord(r: ProposalRecord): void {
+    if (r.type === "proposed") this.open.set(r.proposal.id, r.proposal);
+    else if (r.type === "ended") for (const [id, state] of r.ended) this.remember(id, state);
+    else {
+      const p = this.open.get(r.id);
+      if (p) Object.assign(p, r.patch);
+    }
   }
 
-  /** Replays the file. Returns proposals that were mid-flight at the crash, now failed. */
-  restore(): Proposal[] {
-    const all = new Map<string, Proposal>();
-    for (const r of this.log.readAll()) {
-      if (r.type === "proposed") all.set(r.proposal.id, r.proposal);
-      else {
-        const p = all.get(r.id);
-        if (p) Object.assign(p, r.patch);
-      }
-    }
-    const failed: Proposal[] = [];
-    for (const p of all.values()) {
-      if (NEXT[p.state].length === 0) this.remember(p);
-      else if (p.state === "pending") {
-        this.open.set(p.id, p);
+  /**
+   * After the fold: ended proposals are remembered, pending ones armed again. Returns
+   * those that were approved or in flight, which the caller marks failed.
+   */
+  restored(): Proposal[] {
+    const inFlight: Proposal[] = [];
+    for (const p of [...this.open.values()]) {
+      if (NEXT[p.state].length === 0) {
+        this.open.delete(p.id);
+        this.remember(p.id, p.state);
+      } else if (p.state === "pending") {
         this.count(p, 1);
         this.arm(p);
-      } else if (p.state === "approved" || p.state === "routed") {
-        this.open.set(p.id, p);
-        this.transition(p, { state: "failed", reason: "gateway_restarted" });
-        failed.push(p);
-      }
+      } else inFlight.push(p);
     }
-    return failed;
+    return inFlight;
   }
+
+  /** The records that rebuild the book now: what a compaction writes. */
+  snapshot(): ProposalRecord[] {
+    const records: ProposalRecord[] = [...this.open.values()].map((p) => ({ type: "proposed", proposal: p }));
+    if (this.ended.size) records.push({ type: "ended", ended: [...this.ended] });
+    return records;
+  }
+
+  // --- queries -----------------------------------------------------------------------
 
   get(id: string): Proposal | undefined {
     return this.open.get(id);
@@ -138,11 +162,16 @@ export class ProposalBook {
     return this.ended.get(id);
   }
 
+  /** Whether a change of `id` (or its creation) is being written right now. */
+  isBusy(id: string): boolean {
+    return this.busy.has(id);
+  }
+
   pending(): Proposal[] {
     return [...this.open.values()].filter((p) => p.state === "pending");
   }
 
-  /** How many of `proposer`'s proposals are pending, and their bytes. */
+  /** How many of `proposer`'s proposals are pending, and their bytes (those being added included). */
   pendingOf(proposer: string): { count: number; bytes: number } {
     return this.totals.get(proposer) ?? { count: 0, bytes: 0 };
   }
@@ -150,6 +179,59 @@ export class ProposalBook {
   /** How many proposals are pending in the space, and their bytes. */
   pendingTotal(): { count: number; bytes: number } {
     return this.total;
+  }
+
+  // --- changes -----------------------------------------------------------------------
+
+  /**
+   * A new pending proposal. Its place in the quotas is taken at once, so that proposals
+   * racing to the disk cannot together pass a quota that each passes alone.
+   */
+  planAdd(p: Proposal): Plan {
+    this.busy.add(p.id);
+    this.count(p, 1);
+    return {
+      records: [{ type: "proposed", proposal: p }, audit(p, "proposed")],
+      apply: () => {
+        this.open.set(p.id, p);
+        this.arm(p);
+      },
+      done: () => this.busy.delete(p.id),
+      undo: () => this.count(p, -1),
+    };
+  }
+
+  /**
+   * Moves a proposal on. Throws on a transition the state machine does not allow, or on
+   * a proposal that is busy: callers check `state` and `isBusy` first and answer with a
+   * clear error.
+   */
+  planTransition(p: Proposal, patch: Patch): Plan {
+    if (!NEXT[p.state].includes(patch.state)) throw new Error(`proposal ${p.id}: ${p.state} → ${patch.state} is not a transition`);
+    if (this.busy.has(p.id)) throw new Error(`proposal ${p.id} is busy`);
+    this.busy.add(p.id);
+    const after = { ...p, ...patch };
+    return {
+      records: [{ type: "state", id: p.id, ts: new Date().toISOString(), patch }, audit(after, patch.state)],
+      apply: () => this.move(p, patch),
+      done: () => this.busy.delete(p.id),
+    };
+  }
+
+  /** Applies a change in memory; only through a plan, once its records are durable. */
+  private move(p: Proposal, patch: Patch): void {
+    if (p.state === "pending") this.count(p, -1);
+    Object.assign(p, patch);
+    if (p.state !== "pending") this.disarm(p.id);
+    if (NEXT[p.state].length === 0) {
+      this.open.delete(p.id);
+      this.remember(p.id, p.state);
+    }
+  }
+
+  close(): void {
+    for (const t of this.timers.values()) clearTimeout(t);
+    this.timers.clear();
   }
 
   /** Keeps the pending counts as proposals come and go, so quotas cost nothing to check. */
@@ -164,71 +246,18 @@ export class ProposalBook {
     this.total.bytes += bytes;
   }
 
-  add(p: Proposal): void {
-    this.log.append({ type: "proposed", proposal: p });
-    this.open.set(p.id, p);
-    this.count(p, 1);
-    this.write(p, "proposed");
-    this.arm(p);
-  }
-
-  /**
-   * Moves a proposal on; persisted before it returns. Throws on a transition the state
-   * machine does not allow: callers check `state` first and answer with a clear error.
-   */
-  transition(p: Proposal, patch: Partial<Proposal> & { state: ProposalState }): void {
-    if (!NEXT[p.state].includes(patch.state)) throw new Error(`proposal ${p.id}: ${p.state} → ${patch.state} is not a transition`);
-    this.log.append({ type: "state", id: p.id, ts: new Date().toISOString(), patch });
-    if (p.state === "pending") this.count(p, -1);
-    Object.assign(p, patch);
-    this.write(p, patch.state);
-    if (p.state !== "pending") this.disarm(p.id);
-    if (NEXT[p.state].length === 0) {
-      this.open.delete(p.id);
-      this.remember(p);
-    }
-  }
-
-  private remember(p: Proposal): void {
-    this.ended.set(p.id, p.state);
+  private remember(id: string, state: ProposalState): void {
+    this.ended.set(id, state);
     if (this.ended.size > ENDED_MEMORY) this.ended.delete(this.ended.keys().next().value!);
   }
 
-  close(): void {
-    for (const t of this.timers.values()) clearTimeout(t);
-    this.timers.clear();
-    this.log.close();
-    this.audit.close();
-  }
-
-  /** Audit entries matching the filter, oldest first. */
-  query(q: AuditQuery = {}): AuditEntry[] {
-    return queryAudit(this.audit.readAll(), q);
-  }
-
-  private write(p: Proposal, event: AuditEntry["event"]): void {
-    this.audit.append({
-      ts: new Date().toISOString(),
-      event,
-      proposal: p.id,
-      proposer: p.proposer,
-      owner: p.owner,
-      tool: p.tool,
-      method: p.method,
-      arguments: p.editedArguments ?? p.params["arguments"],
-      by: event === "proposed" ? undefined : p.decidedBy,
-      scope: p.scope,
-      reason: p.reason,
-      outcome: p.outcome,
-    });
-  }
-
-  private arm(p: Proposal): void {
+  /** Arms (or re-arms, after a failed attempt to record it) a pending proposal's expiry. */
+  arm(p: Proposal, afterMs = Math.max(0, p.expiresAt - Date.now())): void {
+    clearTimeout(this.timers.get(p.id));
     const timer = setTimeout(() => {
-      if (p.state !== "pending") return;
-      this.transition(p, { state: "expired", reason: "timeout" });
-      this.onExpire(p);
-    }, Math.max(0, p.expiresAt - Date.now()));
+      this.timers.delete(p.id);
+      if (p.state === "pending" && this.open.get(p.id) === p) this.onDue(p);
+    }, afterMs);
     timer.unref();
     this.timers.set(p.id, timer);
   }
@@ -239,19 +268,35 @@ export class ProposalBook {
   }
 }
 
-/** Filters audit entries: by a participant in any role, by tool (`owner/tool` or bare tool name), by time. */
-export function queryAudit(entries: AuditEntry[], q: AuditQuery): AuditEntry[] {
-  return entries.filter((e) => {
-    if (q.participant && e.proposer !== q.participant && e.by !== q.participant && e.owner !== q.participant) return false;
-    if (q.tool && `${e.owner}/${e.tool}` !== q.tool && e.tool !== q.tool) return false;
-    const t = Date.parse(e.ts);
-    if (q.since && t < q.since.getTime()) return false;
-    if (q.until && t > q.until.getTime()) return false;
-    return true;
-  });
+/** The audit record of `p` reaching `event`. */
+function audit(p: Proposal, event: AuditEntry["event"]): AuditRecord {
+  return {
+    type: "audit",
+    entry: {
+      ts: new Date().toISOString(),
+      event,
+      proposal: p.id,
+      proposer: p.proposer,
+      owner: p.owner,
+      tool: p.tool,
+      method: p.method,
+      arguments: p.editedArguments ?? p.params["arguments"],
+      edited: p.editedArguments !== undefined ? true : undefined,
+      by: event === "proposed" ? undefined : p.decidedBy,
+      scope: p.scope,
+      reason: p.reason,
+      text: p.text,
+      outcome: p.outcome,
+    },
+  };
 }
 
-/** Reads an audit file from a state directory without a running gateway (for `mewgate audit`). */
-export function readAudit(stateDir: string, q: AuditQuery = {}): AuditEntry[] {
-  return queryAudit(new AppendLog<AuditEntry>(join(stateDir, "audit.jsonl")).readAll(), q);
+/** Whether an audit entry matches the filter: a participant in any role, a tool (`owner/tool` or bare name), a time range. */
+export function auditMatches(e: AuditEntry, q: AuditQuery): boolean {
+  if (q.participant && e.proposer !== q.participant && e.by !== q.participant && e.owner !== q.participant) return false;
+  if (q.tool && `${e.owner}/${e.tool}` !== q.tool && e.tool !== q.tool) return false;
+  const t = Date.parse(e.ts);
+  if (q.since && t < q.since.getTime()) return false;
+  if (q.until && t > q.until.getTime()) return false;
+  return true;
 }

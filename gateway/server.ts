@@ -119,7 +119,8 @@ export class Gateway {
     if (this.closing) return;
     this.closing = true;
     clearInterval(this.heartbeat);
-    for (const space of this.spaces.values()) space.closeAll(CloseCodes.goingAway, "gateway shutting down");
+    // Each space's store flushes what it was writing before the gateway says it stopped.
+    const flushed = [...this.spaces.values()].map((space) => space.closeAll(CloseCodes.goingAway, "gateway shutting down"));
     for (const c of this.connections) c.close(CloseCodes.goingAway, "gateway shutting down");
     const deadline = Date.now() + 2000;
     while (this.connections.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
@@ -128,6 +129,8 @@ export class Gateway {
     // Idle keep-alive HTTP sockets (an MCP client between requests) would hold close() open.
     this.http.closeAllConnections();
     await closed;
+    const failed = (await Promise.allSettled(flushed)).filter((r) => r.status === "rejected");
+    for (const r of failed) this.log.error({ err: String((r as PromiseRejectedResult).reason) }, "a space's state could not be flushed");
     this.log.info("gateway stopped");
   }
 

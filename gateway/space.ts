@@ -17,7 +17,6 @@
  * change what a member may send, which is the space's own business.
  */
 import { randomUUID } from "node:crypto";
-import { join } from "node:path";
 import type { Logger } from "pino";
 import { Authority } from "./authority.js";
 import { compileCapabilities, covers } from "./capabilities.js";
@@ -36,6 +35,7 @@ import {
   describeIssue,
   errorEnvelope,
   parseFrame,
+  type ParsedFrame,
   stamp,
   systemEnvelope,
 } from "./envelope.js";
@@ -44,9 +44,10 @@ import { frameBudget, maySee } from "./endpoint.js";
 import { GrantBook, type GrantRecord } from "./grants.js";
 import { McpRouter } from "./mcp.js";
 import { specificTool } from "./policy.js";
-import { type Proposal, ProposalBook } from "./proposals.js";
+import { type AuditEntry, type AuditQuery, type Proposal, ProposalBook } from "./proposals.js";
 import { Registry } from "./registry.js";
-import { AppendLog } from "./store.js";
+import { Ledger, type Plan } from "./ledger.js";
+import { StoreError } from "./store/index.js";
 import { Member, type Peer } from "./member.js";
 import type { TokenBook } from "./tokens.js";
 import { buildWelcome, WELCOME_HISTORY_BYTES } from "./welcome.js";
@@ -55,6 +56,17 @@ export { Member, type Peer, type Visibility } from "./member.js";
 
 export type AuthResult = { ok: true; id: string } | { ok: false; code: number; reason: string };
 
+
+/** Frames of one member that may wait behind its changes being written. */
+const MAX_BACKLOG = 256;
+/** Decisions of one member that may be on their way to disk at once. */
+const MAX_IN_FLIGHT = 64;
+/** Kinds whose durable changes one member may pipeline (each is acknowledged in order). */
+const PIPELINED = new Set(["mcp/proposal", "mcp/approve", "mcp/reject", "mcp/withdraw"]);
+
+function pipelined(parsed: ParsedFrame, inFlight: number): boolean {
+  return inFlight < MAX_IN_FLIGHT && parsed.ok && "envelope" in parsed && PIPELINED.has(parsed.envelope.kind);
+}
 
 /** How long presence may wait to be sent together with more presence. */
 const PRESENCE_BATCH_MS = 10;
@@ -70,7 +82,8 @@ export class Space implements SpaceHost {
   private readonly members = new Map<string, Member>();
   /** Grants, and which still stand (grants.ts). */
   private readonly grants: GrantBook;
-  private readonly grantLog: AppendLog<GrantRecord>;
+  /** Where every change of proposals and grants is made durable (ledger.ts). */
+  private readonly ledger: Ledger;
   /** The policy decision point (authority.ts). */
   readonly authority: Authority;
   private readonly history: { env: Envelope; size: number }[] = [];
@@ -85,19 +98,24 @@ export class Space implements SpaceHost {
     readonly log: Logger,
   ) {
     this.id = config.space.id;
-    const stateDir = config.gateway.state_dir;
     this.grants = new GrantBook((id) => this.authority.configured(id));
     this.authority = new Authority(config, this.grants, this.registry);
-    this.grantLog = new AppendLog(join(stateDir, "grants.jsonl"));
-    for (const record of this.grantLog.readAll()) this.grants.apply(record);
+    this.proposals = new ProposalBook((p) => void this.decisions.onDue(p));
+    this.ledger = Ledger.open(config, log, { proposals: this.proposals, grants: this.grants });
+    const { torn, migrated, records, bytes, ms } = this.ledger.report;
+    if (torn) log.warn(torn, "the state journal ended in a torn record (a crash mid-write); it was cut off there");
+    if (migrated?.length) log.info({ files: migrated }, "state migrated from the first wave's files");
+    log.debug({ records, bytes, ms }, "state restored");
     this.grants.revalidate();
-    this.proposals = new ProposalBook(stateDir, (p) => this.decisions.onExpired(p));
     this.mcp = new McpRouter(this, this.registry, this.proposals);
     this.decisions = new Decisions(this, this.proposals, this.mcp);
     // A request can be a decision (a MEW fulfilment, a gateway tools/call that needs
     // approval) and a decision routes a request, so the two are linked once, here.
     this.mcp.decisions = this.decisions;
-    for (const p of this.proposals.restore()) this.log.warn({ proposal: p.id }, "proposal was in flight when the gateway stopped; marked failed");
+    for (const p of this.proposals.restored()) {
+      this.log.warn({ proposal: p.id }, "proposal was in flight when the gateway stopped; marked failed");
+      this.note(this.proposals.planTransition(p, { state: "failed", reason: "gateway_restarted" }));
+    }
   }
 
   get online(): number {
@@ -160,9 +178,47 @@ export class Space implements SpaceHost {
     this.mcp.forgetTools(member.id);
   }
 
-  /** The whole inbound pipeline for one text frame from `member`. */
+  /**
+   * One text frame from `member`.
+   *
+   * A frame that changes durable state is answered once the change is on disk, while the
+   * member goes on sending. Its frames still take effect in the order it sent them:
+   * decisions on proposals are pipelined — the store writes and acknowledges them in
+   * order — and any other frame waits until the member's writes in flight are done, so
+   * that, say, a chat message never overtakes the proposal sent before it. Other members
+   * are never held.
+   */
   handle(member: Member, text: string): void {
     const parsed = parseFrame(text);
+    if (member.backlog || (member.inFlight > 0 && !pipelined(parsed, member.inFlight))) {
+      member.backlog ??= [];
+      if (member.backlog.length >= MAX_BACKLOG) {
+        return this.fail(member, ErrorCodes.rateLimited, `${MAX_BACKLOG} of your frames are already waiting for the disk; frame dropped`);
+      }
+      member.backlog.push(parsed);
+      return;
+    }
+    this.run(member, parsed);
+  }
+
+  private run(member: Member, parsed: ParsedFrame): void {
+    const pending = this.process(member, parsed);
+    if (!pending) return;
+    member.inFlight++;
+    pending
+      .catch((err: unknown) => member.log.error({ err: String(err) }, "a frame's handling failed"))
+      .finally(() => {
+        member.inFlight--;
+        // A member that left or was replaced meanwhile gets nothing more done.
+        if (this.members.get(member.id) !== member || this.isClosed) return;
+        const queue = member.backlog;
+        while (queue?.length && (member.inFlight === 0 || pipelined(queue[0]!, member.inFlight))) this.run(member, queue.shift()!);
+        if (queue?.length === 0 && member.backlog === queue) member.backlog = undefined;
+      });
+  }
+
+  /** The whole inbound pipeline for one frame; a promise when the frame changes durable state. */
+  private process(member: Member, parsed: ParsedFrame): Promise<void> | void {
     if (!parsed.ok) return this.fail(member, parsed.code, parsed.message, parsed.id);
     if ("join" in parsed) {
       // MEW clients may send a join even after authenticating by header; harmless when
@@ -214,14 +270,41 @@ export class Space implements SpaceHost {
     return this.isClosed;
   }
 
-  /** Closes every connection and the state files; used on shutdown. */
-  closeAll(code: number, reason: string): void {
+  /** Closes every connection, then the store once what was written is flushed; used on shutdown. */
+  closeAll(code: number, reason: string): Promise<void> {
     this.isClosed = true;
     for (const m of this.members.values()) m.peer.close(code, reason);
     this.members.clear();
     this.mcp.close();
     this.proposals.close();
-    this.grantLog.close();
+    return this.ledger.close();
+  }
+
+  /** Audit entries matching the filter, oldest first. */
+  audit(q: AuditQuery = {}): AuditEntry[] {
+    return this.ledger.audit(q);
+  }
+
+  // --- durable changes (ledger.ts) ---------------------------------------------------
+
+  record(...plans: Plan[]): Promise<void> {
+    return this.ledger.record(...plans);
+  }
+
+  note(plan: Plan): Promise<void> {
+    plan.apply();
+    plan.done?.();
+    return this.ledger.record({ records: plan.records, apply: () => {} }).catch((err: unknown) => {
+      this.log.error({ err: String(err) }, "could not write a call's outcome; after a restart it will count as failed");
+    });
+  }
+
+  storeFailed(member: Member, err: unknown, correlationId: string | undefined, what: string): void {
+    const cause = err instanceof Error ? err.message : String(err);
+    this.log.error({ participant: member.id, err: cause }, `state store: ${what}`);
+    // The participant learns the cause (ENOSPC, say), not the server's paths.
+    const errno = err instanceof StoreError && err.errno ? err.errno : "an error";
+    this.fail(member, ErrorCodes.storeFailed, `${what}: the gateway could not write its state (${errno}); nothing changed, try again later`, correlationId, { errno });
   }
 
   /** Pending proposals, oldest first. */
@@ -340,7 +423,7 @@ export class Space implements SpaceHost {
     return undefined;
   }
 
-  private grant(member: Member, inbound: InboundEnvelope): void {
+  private async grant(member: Member, inbound: InboundEnvelope): Promise<void> {
     const parsed = GrantPayloadSchema.safeParse(inbound.payload);
     if (!parsed.success) return this.fail(member, ErrorCodes.invalidPayload, `capability/grant: ${describeIssue(parsed.error)}`, inbound.id);
     const { recipient, capabilities, reason } = parsed.data;
@@ -365,21 +448,29 @@ export class Space implements SpaceHost {
     const over = this.grantQuota(member.id);
     if (over) return this.fail(member, ErrorCodes.quotaExceeded, over, inbound.id, { quota: "grants" });
     const env = stamp(inbound, member.id);
-    this.addGrant(member.id, recipient, capabilities, reason, env);
+    try {
+      await this.record(this.grantPlan(member.id, recipient, capabilities, reason, env));
+    } catch (err) {
+      return this.storeFailed(member, err, inbound.id, "the grant was not recorded");
+    }
     this.deliver(env, member);
   }
 
-  /** Persists a grant before anyone is told, so an acknowledged grant survives a crash; then refreshes the recipient. */
-  addGrant(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope): void {
+  /** A grant, to be recorded; once it is, the recipient is refreshed. */
+  grantPlan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope): Plan {
     const record: GrantRecord = { type: "grant", id: env?.id ?? randomUUID(), from, recipient, capabilities, reason, ts: env?.ts ?? new Date().toISOString() };
-    this.grantLog.append(record);
-    this.grants.apply(record);
-    this.grants.revalidate();
-    this.log.info({ grant: record.id, from, recipient }, "capability granted");
-    this.refresh(recipient);
+    return {
+      records: [record],
+      apply: () => {
+        this.grants.apply(record);
+        this.grants.revalidate();
+        this.log.info({ grant: record.id, from, recipient }, "capability granted");
+        this.refresh(recipient);
+      },
+    };
   }
 
-  private revoke(member: Member, inbound: InboundEnvelope): void {
+  private async revoke(member: Member, inbound: InboundEnvelope): Promise<void> {
     const parsed = RevokePayloadSchema.safeParse(inbound.payload);
     if (!parsed.success) return this.fail(member, ErrorCodes.invalidPayload, `capability/revoke: ${describeIssue(parsed.error)}`, inbound.id);
     const { recipient, grant_id, capabilities } = parsed.data;
@@ -395,33 +486,27 @@ export class Space implements SpaceHost {
       return this.fail(member, ErrorCodes.revokeNotAllowed, "you may revoke only capabilities you hold", inbound.id);
     }
     const env = stamp(inbound, member.id);
-    const record: GrantRecord = { type: "revoke", id: env.id, from: member.id, recipient, grant_id, capabilities, ts: env.ts };
-    this.grantLog.append(record);
-    this.grants.apply(record);
+    const revoke: GrantRecord = { type: "revoke", id: env.id, from: member.id, recipient, grant_id, capabilities, ts: env.ts };
+    // The grants lent on from what is taken back fall with it, in the same transaction:
+    // worked out on a copy, so a failed write leaves every grant as it was.
+    const trial = this.grants.clone();
+    trial.apply(revoke);
+    const fell = trial.revalidate();
+    const cascade: GrantRecord[] = fell.map((g) => ({ type: "revoke", id: randomUUID(), from: GATEWAY_ID, recipient: g.recipient, grant_id: g.id, ts: env.ts, cascade_of: env.id }));
+    try {
+      await this.record({ records: [revoke, ...cascade], apply: () => [revoke, ...cascade].forEach((r) => this.grants.apply(r)) });
+    } catch (err) {
+      return this.storeFailed(member, err, inbound.id, "the revoke was not recorded");
+    }
+    this.grants.revalidate();
     this.log.info({ revoke: env.id, from: member.id, recipient }, "capability revoked");
     this.deliver(env, member);
-    const touched = new Set([recipient, ...this.cascade(env.id)]);
-    for (const id of touched) this.refresh(id);
-  }
-
-  /**
-   * Takes down every grant that no longer stands after a revoke — lent on from what was
-   * taken back — recording each removal, so the loan does not come back if its granter is
-   * given the capability again. Returns the recipients that lost something.
-   */
-  private cascade(revokeId: string): string[] {
-    const recipients: string[] = [];
-    // One pass suffices: a grant that depended on a fallen one fell in the same revalidate.
-    for (const g of this.grants.revalidate()) {
-      const record: GrantRecord = { type: "revoke", id: randomUUID(), from: GATEWAY_ID, recipient: g.recipient, grant_id: g.id, ts: new Date().toISOString(), cascade_of: revokeId };
-      this.grantLog.append(record);
-      this.grants.apply(record);
-      this.log.info({ grant: g.id, recipient: g.recipient, cascade_of: revokeId }, "grant fell with the one it was lent from");
-      const payload = { recipient: g.recipient, grant_id: g.id, reason: `lent on from a grant that was revoked (${revokeId})` };
+    for (const g of fell) {
+      this.log.info({ grant: g.id, recipient: g.recipient, cascade_of: env.id }, "grant fell with the one it was lent from");
+      const payload = { recipient: g.recipient, grant_id: g.id, reason: `lent on from a grant that was revoked (${env.id})` };
       this.deliver(systemEnvelope("capability/revoke", payload, { to: [g.recipient, g.from] }));
-      recipients.push(g.recipient);
     }
-    return recipients;
+    for (const id of new Set([recipient, ...fell.map((g) => g.recipient)])) this.refresh(id);
   }
 
   /** After a grant change: recompile and send the recipient a fresh welcome. */

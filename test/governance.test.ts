@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join as pathJoin } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { CompiledPolicy, decide } from "../gateway/policy.js";
-import { readAudit } from "../gateway/proposals.js";
+import { readAudit } from "../gateway/ledger.js";
 import { errorFor, responseFor, sleep, startGateway, TestClient, toolOwner as ownerOf, type Env, type TestGateway } from "./helpers.js";
 
 const T = {
@@ -379,8 +379,11 @@ describe("durability", () => {
       clients.push(fs);
       const agent = await TestClient.join(g1, "gov", T.agent);
       clients.push(agent);
+      const human = await TestClient.join(g1, "gov", T.human);
+      clients.push(human);
       agent.send(propose("k1", "write_file", { path: "survivor" }));
-      await sleep(100);
+      // Seen by an approver: the proposal is acknowledged, so it must survive.
+      await human.next((e) => e.id === "k1");
     } finally {
       first.child.kill("SIGKILL");
     }

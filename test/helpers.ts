@@ -198,3 +198,50 @@ export function errorFor(c: TestClient, id: string): Promise<Env> {
 export function responseFor(c: TestClient, id: string): Promise<Env> {
   return c.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes(id) === true);
 }
+
+/** The built CLI, as the kill -9 and full-disk tests run it: a real gateway process. */
+export const CLI_MAIN = join(import.meta.dirname, "..", "dist", "cli", "main.js");
+
+export interface GatewayProcess {
+  child: import("node:child_process").ChildProcess;
+  port: number;
+  /** Everything the process wrote to stderr (its log). */
+  stderr(): string;
+}
+
+/** Starts `mewgate gateway --config file --port 0` (or `port`) and resolves once it listens. */
+export async function spawnGateway(file: string, opts: { port?: number; shell?: string } = {}): Promise<GatewayProcess> {
+  const { spawn } = await import("node:child_process");
+  const args = [CLI_MAIN, "gateway", "--config", file, "--port", String(opts.port ?? 0)];
+  // `shell` runs the command after a prefix such as `ulimit -f 64; trap '' XFSZ;`.
+  const child = opts.shell
+    ? spawn("/bin/sh", ["-c", `${opts.shell} exec "$0" "$@"`, process.execPath, ...args], { stdio: ["ignore", "pipe", "pipe"] })
+    : spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
+  let err = "";
+  child.stderr!.on("data", (d) => (err += d));
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = "";
+    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${err}`)), 10_000);
+    child.stdout!.on("data", (d) => {
+      out += d;
+      const m = /ws:\/\/127\.0\.0\.1:(\d+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    });
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`gateway exited ${code}: ${err}`));
+    });
+  });
+  return { child, port, stderr: () => err };
+}
+
+/** SIGKILLs a gateway process and waits for it to be gone. */
+export async function killGateway(g: GatewayProcess): Promise<void> {
+  if (g.child.exitCode !== null || g.child.signalCode !== null) return;
+  const gone = new Promise((r) => g.child.once("exit", r));
+  g.child.kill("SIGKILL");
+  await gone;
+}

@@ -5,7 +5,8 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { cleanEnv, DEMO, MAIN, poll, readJsonLines, requireTmux, run, tempDir, Tmux } from "./fixtures/cli/harness.js";
+import { cleanEnv, DEMO, MAIN, poll, requireTmux, run, tempDir, Tmux } from "./fixtures/cli/harness.js";
+import { readAudit } from "../gateway/ledger.js";
 
 const panes: Tmux[] = [];
 
@@ -58,8 +59,8 @@ describe("mewgate up: the interactive terminal", () => {
     // The scripted assistant repeats what the rejection told it.
     await pane.waitFor(/assistant → you: OK, I did not do it\. What came back: Rejected by you \(reason: disagree\): .*not in my sandbox, thanks/);
     expect(existsSync(join(state, "sandbox", "hello.txt"))).toBe(false);
-    const rejected = readJsonLines(join(state, "audit.jsonl")).find((e) => e["event"] === "rejected");
-    expect(rejected).toMatchObject({ proposer: "assistant", owner: "files", tool: "write_file", by: "you", reason: "disagree" });
+    const rejected = readAudit(state).find((e) => e.event === "rejected");
+    expect(rejected).toMatchObject({ proposer: "assistant", owner: "files", tool: "write_file", by: "you", reason: "disagree", text: "not in my sandbox, thanks" });
     pane.keys("C-c");
     await pane.waitFor(/\[exited 0\]/);
   });
@@ -103,8 +104,10 @@ describe("mewgate up: the interactive terminal", () => {
     pane.type("/quit");
     pane.keys("Enter");
     await pane.waitFor(/\[exited 0\]/);
-    const audit = readJsonLines(join(state, "audit.jsonl"));
-    expect(audit.filter((e) => e["event"] === "approved").map((e) => e["scope"]).sort()).toEqual(["always", "once"]);
+    const audit = readAudit(state);
+    expect(audit.filter((e) => e.event === "approved").map((e) => e.scope).sort()).toEqual(["always", "once"]);
+    // The edited approval says so in the audit trail.
+    expect(audit.filter((e) => e.event === "approved").some((e) => e.edited === true)).toBe(true);
   });
 
   it("`e` opens $EDITOR on the arguments when it is set, and approves what was saved", async () => {

@@ -1,0 +1,102 @@
+/**
+ * A space's durable state: proposals, decisions, grants and the audit trail, all through
+ * one store (store/), so that a change is acknowledged only once it is on disk and a
+ * failed write leaves the state exactly as before.
+ *
+ * A change is a `Plan` (proposals.ts and the space make them): the records to write, and
+ * what to do in memory once they are written. `record` writes the records of one or more
+ * plans as one transaction — an "always" approval and the grant it makes succeed or fail
+ * together — and many transactions from many participants share one fsync (the store's
+ * group commit). Only then are the plans applied, and only then does the caller tell
+ * anyone.
+ *
+ * The audit trail is history, not state: it is written in the same transaction as the
+ * change it describes, then moved to the store's archive when the journal is compacted,
+ * where it is kept by age and size (quotas.audit_max_*). Start-up reads only live state.
+ */
+import type { Logger } from "pino";
+import type { SpaceConfig } from "./config.js";
+import type { GrantBook, GrantRecord } from "./grants.js";
+import { type AuditEntry, type AuditQuery, type AuditRecord, auditMatches, type ProposalBook, type ProposalRecord } from "./proposals.js";
+import { type OpenReport, openStore, readHistory, type Store } from "./store/index.js";
+
+export type StateRecord = ProposalRecord | GrantRecord | AuditRecord;
+
+/** One change: its records, and its effect in memory once they are durable. */
+export interface Plan {
+  records: StateRecord[];
+  apply(): void;
+  /** Runs after the write, whether it succeeded or not (releases what the plan reserved). */
+  done?(): void;
+  /** Runs when the write failed (gives back what the plan took in advance). */
+  undo?(): void;
+}
+
+const DAY_MS = 86_400_000;
+
+/** The files the first wave kept state in; migrated on first start, then moved to `legacy/`. */
+const LEGACY = [{ file: "proposals.jsonl" }, { file: "grants.jsonl" }, { file: "audit.jsonl", wrap: (entry: unknown): StateRecord => ({ type: "audit", entry: entry as AuditEntry }) }];
+
+export class Ledger {
+  private constructor(
+    private readonly store: Store<StateRecord>,
+    readonly report: OpenReport,
+  ) {}
+
+  /** Opens the space's store and folds what it holds into the two books. Throws a `StoreError` on a corrupt journal. */
+  static open(config: SpaceConfig, log: Logger, books: { proposals: ProposalBook; grants: GrantBook }): Ledger {
+    const { proposals, grants } = books;
+    const { store, report } = openStore<StateRecord>(
+      {
+        dir: config.gateway.state_dir,
+        history: { maxBytes: config.quotas.audit_max_bytes, maxAgeMs: config.quotas.audit_max_age_days * DAY_MS },
+        log: {
+          info: (o, msg) => log.info(o, msg),
+          warn: (o, msg) => log.warn(o, msg),
+          error: (o, msg) => log.error(o, msg),
+        },
+      },
+      {
+        apply: (r) => {
+          if (r.type === "grant" || r.type === "revoke") grants.apply(r);
+          else if (r.type !== "audit") proposals.applyRecord(r);
+        },
+        snapshot: () => [...proposals.snapshot(), ...grants.all().map((g): StateRecord => ({ type: "grant", ...g }))],
+        isHistory: (r) => r.type === "audit",
+      },
+      LEGACY,
+    );
+    return new Ledger(store, report);
+  }
+
+  /**
+   * Writes the plans' records as one transaction, then applies them in order. Rejects
+   * with the store's error, having applied nothing, when the write fails.
+   */
+  async record(...plans: Plan[]): Promise<void> {
+    try {
+      await this.store.commit(plans.flatMap((p) => p.records));
+    } catch (err) {
+      for (const p of plans) p.undo?.();
+      throw err;
+    } finally {
+      for (const p of plans) p.done?.();
+    }
+    for (const p of plans) p.apply();
+  }
+
+  /** Audit entries matching the filter, oldest first. */
+  audit(q: AuditQuery = {}, limit = 10_000): AuditEntry[] {
+    return this.store.history((r) => r.type === "audit" && auditMatches(r.entry, q), { limit }).map((r) => (r as AuditRecord).entry);
+  }
+
+  close(): Promise<void> {
+    return this.store.close();
+  }
+}
+
+/** Reads the audit trail from a state directory without a running gateway (for `mewgate audit`). */
+export function readAudit(stateDir: string, q: AuditQuery = {}, limit = 10_000): AuditEntry[] {
+  const isAudit = (r: StateRecord): r is AuditRecord => r.type === "audit";
+  return readHistory<StateRecord>(stateDir, (r) => isAudit(r) && auditMatches(r.entry, q), { limit, isHistory: isAudit }).map((r) => (r as AuditRecord).entry);
+}

@@ -1,0 +1,99 @@
+/**
+ * History moved out of the journal: records nobody needs to rebuild the live state (the
+ * audit trail), kept in segment files under `<dir>/history/` and dropped oldest first by
+ * total size and by age.
+ *
+ * Each segment is framed like the journal; a frame carries the sequence number of the
+ * journal frame its records came from, so moving history twice (a crash between moving
+ * it and replacing the journal) is detected and the second copy skipped.
+ */
+import { closeSync, existsSync, fdatasyncSync, fstatSync, mkdirSync, openSync, readdirSync, rmSync, statSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import { encodeFrame, MAGIC, readFrames } from "./frame.js";
+
+const SEGMENT = /^(\d{8})\.log$/;
+
+export interface Retention {
+  maxBytes: number;
+  maxAgeMs: number;
+}
+
+export class Archive<R> {
+  readonly dir: string;
+  /** Highest journal sequence whose history is archived. */
+  lastSeq = 0;
+  /** A segment whose end could not be read (a crash while appending): appends go to a new one. */
+  private damaged: string | undefined;
+
+  constructor(
+    stateDir: string,
+    private readonly retention: Retention,
+  ) {
+    this.dir = join(stateDir, "history");
+    for (const seg of this.segments()) {
+      const end = readFrames<R>(seg, (f) => {
+        if (f.seq > this.lastSeq) this.lastSeq = f.seq;
+      });
+      if (end.kind !== "end") this.damaged = seg;
+    }
+  }
+
+  /** Segment files, oldest first. */
+  segments(): string[] {
+    if (!existsSync(this.dir)) return [];
+    return readdirSync(this.dir)
+      .filter((f) => SEGMENT.test(f))
+      .sort()
+      .map((f) => join(this.dir, f));
+  }
+
+  /**
+   * Appends history taken from journal frames (by their sequence numbers), durably, then
+   * applies retention. Frames at or below `lastSeq` are already here and skipped.
+   */
+  append(frames: Array<{ seq: number; records: R[] }>): void {
+    const fresh = frames.filter((f) => f.seq > this.lastSeq && f.records.length > 0);
+    if (fresh.length === 0) return;
+    mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+    const segs = this.segments();
+    const segmentBytes = Math.max(1024 * 1024, Math.floor(this.retention.maxBytes / 8));
+    let file = segs.at(-1);
+    if (!file || file === this.damaged || statSync(file).size >= segmentBytes) {
+      const next = file ? Number(SEGMENT.exec(file.slice(this.dir.length + 1))![1]) + 1 : 1;
+      file = join(this.dir, `${String(next).padStart(8, "0")}.log`);
+    }
+    const fd = openSync(file, "a", 0o600);
+    try {
+      if (fstatSync(fd).size === 0) writeSync(fd, MAGIC);
+      for (const f of fresh) writeSync(fd, encodeFrame(f.seq, f.records));
+      fdatasyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    this.lastSeq = fresh.at(-1)!.seq;
+    this.retain();
+  }
+
+  /** Drops whole segments, oldest first, while over the size limit or past the age limit (never the newest). */
+  private retain(): void {
+    const segs = this.segments().map((file) => ({ file, ...statSync(file) }));
+    let total = segs.reduce((n, s) => n + s.size, 0);
+    const oldest = Date.now() - this.retention.maxAgeMs;
+    for (const s of segs.slice(0, -1)) {
+      if (total <= this.retention.maxBytes && s.mtimeMs >= oldest) break;
+      rmSync(s.file, { force: true });
+      total -= s.size;
+    }
+  }
+
+  /** History records matching `filter`, oldest first, at most `limit`. */
+  read(filter: (r: R) => boolean, limit: number, out: R[] = []): R[] {
+    for (const seg of this.segments()) {
+      if (out.length >= limit) break;
+      readFrames<R>(seg, (f) => {
+        for (const r of f.records) if (out.length < limit && filter(r)) out.push(r);
+      });
+    }
+    return out;
+  }
+}

@@ -1,0 +1,196 @@
+/**
+ * The state store: the one seam through which a space's durable facts pass.
+ *
+ *   <dir>/journal          live state and recent history, group-committed (journal.ts)
+ *   <dir>/history/*.log    older history, kept by size and age (archive.ts)
+ *   <dir>/legacy/          the first wave's jsonl files, once migrated (legacy.ts)
+ *
+ * Generic over the record type: the owner folds records into its state (`apply`), says
+ * which records are history rather than state (`isHistory`), and gives the records that
+ * rebuild its state now (`snapshot`) when the journal is compacted. Opening reads only the
+ * journal — live state plus what came since the last compaction — frame by frame, so
+ * start-up time and memory follow the live state, not the length of the history.
+ */
+import { closeSync, existsSync, fdatasyncSync, mkdirSync, openSync, readSync, renameSync, statSync, truncateSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import { Archive, type Retention } from "./archive.js";
+import { encodeFrame, MAGIC, readFrames } from "./frame.js";
+import { Journal, StoreError, syncDir } from "./journal.js";
+import { type LegacyFile, migrate } from "./legacy.js";
+
+export { StoreError } from "./journal.js";
+export type { LegacyFile } from "./legacy.js";
+
+export interface StoreLog {
+  info(o: object, msg: string): void;
+  warn(o: object, msg: string): void;
+  error(o: object, msg: string): void;
+}
+
+export interface StoreOptions {
+  dir: string;
+  /** fdatasync per batch; default true. */
+  fsync?: boolean;
+  /** Compact when the journal exceeds this and twice its last snapshot; default 16 MiB. */
+  compactBytes?: number;
+  history?: Retention;
+  log?: StoreLog;
+}
+
+export interface StoreHooks<R extends { type: string }> {
+  apply(record: R): void;
+  snapshot(): R[];
+  isHistory(record: R): boolean;
+}
+
+export interface OpenReport {
+  records: number;
+  bytes: number;
+  ms: number;
+  torn?: { file: string; offset: number; reason: string };
+  migrated?: string[];
+}
+
+const DEFAULT_RETENTION: Retention = { maxBytes: 256 * 1024 * 1024, maxAgeMs: 90 * 86_400_000 };
+
+export class Store<R extends { type: string }> {
+  constructor(
+    private readonly journal: Journal<R>,
+    private readonly archive: Archive<R>,
+  ) {}
+
+  /** Writes one transaction atomically; resolves once it is durable. Rejects with a `StoreError`. */
+  commit(txn: R[]): Promise<void> {
+    return this.journal.commit(txn);
+  }
+
+  /** History records matching `filter`, oldest first: the archive, then the journal. */
+  history(filter: (r: R) => boolean, opts: { limit?: number } = {}): R[] {
+    const limit = opts.limit ?? Infinity;
+    return this.journal.history(filter, limit, this.archive.read(filter, limit));
+  }
+
+  get stats(): Journal<R>["stats"] {
+    return this.journal.stats;
+  }
+
+  close(): Promise<void> {
+    return this.journal.close();
+  }
+}
+
+/**
+ * Opens (creating, or migrating from the first wave's files) the store in `opts.dir` and
+ * folds its live records into the owner. A torn tail is cut off and reported; a corrupt
+ * frame with data after it stops the open with a `StoreError` naming file and offset.
+ */
+export function openStore<R extends { type: string }>(opts: StoreOptions, hooks: StoreHooks<R>, legacy: LegacyFile<R>[] = []): { store: Store<R>; report: OpenReport } {
+  const t0 = performance.now();
+  mkdirSync(opts.dir, { recursive: true, mode: 0o700 });
+  const file = join(opts.dir, "journal");
+  const archive = new Archive<R>(opts.dir, opts.history ?? DEFAULT_RETENTION);
+  const report: OpenReport = { records: 0, bytes: 0, ms: 0 };
+
+  if (!existsSync(file)) {
+    const found = legacy.filter((l) => existsSync(join(opts.dir, l.file)));
+    if (found.length) {
+      report.migrated = migrate(opts.dir, found, hooks, archive, opts.log);
+      // The migrated state is now in the owner: write it as the first journal.
+      writeJournal(file, archive.lastSeq, hooks.snapshot());
+      const moved = join(opts.dir, "legacy");
+      mkdirSync(moved, { recursive: true, mode: 0o700 });
+      for (const l of found) renameSync(join(opts.dir, l.file), join(moved, l.file));
+      syncDir(opts.dir);
+      opts.log?.info({ files: report.migrated }, "state migrated to the journal; the old files are in legacy/");
+    } else {
+      writeJournal(file, 0, []);
+    }
+  }
+
+  let seq = archive.lastSeq;
+  let good = MAGIC.length;
+  let first = 0;
+  const fold = report.migrated === undefined;
+  const end = readFrames<R>(file, (f) => {
+    seq = Math.max(seq, f.seq);
+    good = f.offset + f.size;
+    if (first === 0) first = good;
+    report.records += f.records.length;
+    if (fold) for (const r of f.records) if (!hooks.isHistory(r)) hooks.apply(r);
+  });
+  if (end.kind === "corrupt") {
+    throw new StoreError("corrupt", `${file} is corrupt at byte ${end.offset} (${end.reason}); run \`mewgate state repair ${opts.dir}\` to keep what comes before it`, file, end.offset);
+  }
+  if (end.kind === "torn") {
+    report.torn = { file, offset: end.offset, reason: end.reason };
+    opts.log?.warn(report.torn, "the state journal ends in a torn frame (a crash mid-write); cut off there");
+    if (end.offset < MAGIC.length) writeJournal(file, seq, []);
+    else truncateSync(file, good);
+  }
+  report.bytes = good;
+  report.ms = Math.round(performance.now() - t0);
+  const journal = new Journal<R>(file, good, seq, archive, { snapshot: hooks.snapshot, isHistory: hooks.isHistory, log: opts.log }, { fsync: opts.fsync !== false, compactBytes: opts.compactBytes ?? 16 * 1024 * 1024 }, Math.max(first, good / 2));
+  return { store: new Store(journal, archive), report };
+}
+
+/** Writes a fresh journal holding `records` (in bounded frames), durably, via a rename. */
+function writeJournal(file: string, seq: number, records: unknown[]): void {
+  const tmp = `${file}.new`;
+  const fd = openSync(tmp, "w", 0o600);
+  try {
+    writeSync(fd, MAGIC);
+    for (let i = 0; i < records.length; i += 512) writeSync(fd, encodeFrame(seq, records.slice(i, i + 512)));
+    fdatasyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, file);
+  syncDir(join(file, ".."));
+}
+
+/** History records from a state directory without opening the store (for `mewgate audit`, even while a gateway runs). */
+export function readHistory<R extends { type: string }>(dir: string, filter: (r: R) => boolean, opts: { limit?: number; isHistory?: (r: R) => boolean } = {}): R[] {
+  const limit = opts.limit ?? Infinity;
+  const archive = new Archive<R>(dir, DEFAULT_RETENTION);
+  const out = archive.read(filter, limit);
+  const file = join(dir, "journal");
+  if (!existsSync(file)) return out;
+  readFrames<R>(file, (f) => {
+    if (f.seq <= archive.lastSeq) return;
+    for (const r of f.records) if (out.length < limit && (opts.isHistory?.(r) ?? true) && filter(r)) out.push(r);
+  });
+  return out;
+}
+
+/**
+ * Cuts the journal at its first unreadable frame, keeping every transaction before it,
+ * and moves the rest aside (`journal.damaged-<time>`) for whoever wants to look at it.
+ */
+export function repairStore(dir: string): { kept: number; movedTo?: string; offset?: number } {
+  const file = join(dir, "journal");
+  let kept = 0;
+  let good = MAGIC.length;
+  const end = readFrames(file, (f) => {
+    kept++;
+    good = f.offset + f.size;
+  });
+  if (end.kind === "end") return { kept };
+  const movedTo = `${file}.damaged-${new Date().toISOString().replace(/[:.]/g, "-")}`;
+  const size = statSync(file).size;
+  const fd = openSync(movedTo, "w", 0o600);
+  const src = openSync(file, "r");
+  try {
+    const buf = Buffer.alloc(64 * 1024);
+    for (let at = good; at < size; ) {
+      const n = readSync(src, buf, 0, Math.min(buf.length, size - at), at);
+      writeSync(fd, buf, 0, n);
+      at += n;
+    }
+    fdatasyncSync(fd);
+  } finally {
+    closeSync(fd);
+    closeSync(src);
+  }
+  truncateSync(file, Math.max(good, MAGIC.length));
+  return { kept, movedTo, offset: end.offset };
+}

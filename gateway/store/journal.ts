@@ -1,0 +1,260 @@
+/**
+ * The journal: an append-only file of transactions, group-committed.
+ *
+ * `commit` queues a transaction and resolves once it is durable. Transactions queued
+ * while a write is on its way (or in the same tick) go out together as the next batch:
+ * one write, one fdatasync, however many participants they came from. Batches go out in
+ * order, and their commits resolve in order.
+ *
+ * A failed write rejects every transaction of its batch and cuts the file back to where
+ * the batch began, so nothing of it survives and the next batch is not glued to a torn
+ * frame; the journal goes on. A failed fdatasync is different: the kernel may have dropped
+ * the dirty pages and will not say which, so the journal stops accepting commits until it
+ * is reopened (and reads what really is on disk).
+ *
+ * When the journal outgrows its threshold it is compacted between batches: the live state
+ * (the owner's snapshot) goes into a new file, history records move to the archive, and
+ * the new file replaces the old with an atomic rename.
+ */
+import { closeSync, fdatasync, fsyncSync, ftruncate, openSync, renameSync, rmSync, write, writeSync, fdatasyncSync } from "node:fs";
+import { dirname } from "node:path";
+import type { Archive } from "./archive.js";
+import { encodeFrame, MAGIC, readFrames } from "./frame.js";
+
+export class StoreError extends Error {
+  constructor(
+    readonly code: "write_failed" | "corrupt" | "closed" | "failed",
+    message: string,
+    readonly file?: string,
+    readonly offset?: number,
+    /** The system's error code behind it (ENOSPC, EIO, EFBIG, …), when there is one. */
+    readonly errno?: string,
+  ) {
+    super(message);
+    this.name = "StoreError";
+  }
+}
+
+const errnoOf = (err: unknown): string | undefined => (err as NodeJS.ErrnoException).code;
+
+export interface JournalOwner<R> {
+  snapshot(): R[];
+  isHistory(r: R): boolean;
+  log?: { info(o: object, msg: string): void; error(o: object, msg: string): void } | undefined;
+}
+
+interface Pending {
+  txn: unknown[];
+  resolve(): void;
+  reject(err: Error): void;
+}
+
+/** Records per snapshot frame: a snapshot is written in frames of bounded size. */
+const SNAPSHOT_FRAME_RECORDS = 512;
+
+export class Journal<R> {
+  private fd: number;
+  private queue: Pending[] = [];
+  private flushing = false;
+  private scheduled = false;
+  private failure: StoreError | undefined;
+  private closed = false;
+  private drained: (() => void)[] = [];
+  readonly stats = { journalBytes: 0, commits: 0, batches: 0, syncs: 0, compactions: 0 };
+
+  constructor(
+    readonly file: string,
+    /** Bytes of good frames: where the next batch goes. */
+    private size: number,
+    private seq: number,
+    private readonly archive: Archive<R>,
+    private readonly owner: JournalOwner<R>,
+    private readonly opts: { fsync: boolean; compactBytes: number },
+    private snapshotBytes: number,
+  ) {
+    this.fd = openSync(file, "r+");
+    this.stats.journalBytes = size;
+  }
+
+  commit(txn: R[]): Promise<void> {
+    if (this.closed) return Promise.reject(new StoreError("closed", "the store is closed", this.file));
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ txn, resolve, reject });
+      this.stats.commits++;
+      if (!this.flushing && !this.scheduled) {
+        this.scheduled = true;
+        // Everything committed in this tick joins the batch.
+        setImmediate(() => {
+          this.scheduled = false;
+          void this.flush();
+        });
+      }
+    });
+  }
+
+  private async flush(): Promise<void> {
+    if (this.flushing) return;
+    this.flushing = true;
+    try {
+      while (this.queue.length > 0) {
+        const batch = this.queue;
+        this.queue = [];
+        if (this.failure) {
+          for (const p of batch) p.reject(this.failure);
+          continue;
+        }
+        let bytes: Buffer;
+        try {
+          bytes = Buffer.concat(batch.map((p) => encodeFrame(++this.seq, p.txn)));
+        } catch (err) {
+          this.seq -= batch.length;
+          for (const p of batch) p.reject(new StoreError("write_failed", (err as Error).message, this.file));
+          continue;
+        }
+        const start = this.size;
+        try {
+          await writeAll(this.fd, bytes, start);
+        } catch (err) {
+          this.seq -= batch.length;
+          const e = new StoreError("write_failed", `could not write ${this.file}: ${(err as Error).message}`, this.file, start, errnoOf(err));
+          // Cut the partial batch off so it can never be read back.
+          const cut = await truncate(this.fd, start).catch((terr: Error) => terr);
+          if (cut instanceof Error) this.fail(new StoreError("failed", `could not cut a failed write from ${this.file}: ${cut.message}; restart the gateway`, this.file, start));
+          for (const p of batch) p.reject(e);
+          continue;
+        }
+        if (this.opts.fsync) {
+          try {
+            await sync(this.fd);
+            this.stats.syncs++;
+          } catch (err) {
+            this.fail(new StoreError("failed", `fdatasync of ${this.file} failed (${(err as Error).message}); the store accepts nothing more until the gateway restarts`, this.file, start, errnoOf(err)));
+            for (const p of batch) p.reject(this.failure!);
+            continue;
+          }
+        }
+        this.size = start + bytes.length;
+        this.stats.journalBytes = this.size;
+        this.stats.batches++;
+        for (const p of batch) p.resolve();
+        if (this.size > Math.max(this.opts.compactBytes, 2 * this.snapshotBytes)) this.compactNow();
+      }
+    } finally {
+      this.flushing = false;
+      for (const d of this.drained.splice(0)) d();
+    }
+  }
+
+  private fail(err: StoreError): void {
+    this.failure ??= err;
+    this.owner.log?.error({ file: this.file, err: err.message }, "state store failed");
+  }
+
+  /**
+   * Replaces the journal with the live state and moves its history to the archive. Runs
+   * between batches, synchronously, so nothing is written meanwhile. On any failure the
+   * old journal stays as it was and is simply used on.
+   */
+  private compactNow(): void {
+    const tmp = `${this.file}.compact`;
+    try {
+      const history: Array<{ seq: number; records: R[] }> = [];
+      const end = readFrames<R>(this.file, (f) => history.push({ seq: f.seq, records: f.records.filter((r) => this.owner.isHistory(r)) }), { upTo: this.size });
+      if (end.kind !== "end") throw new Error(`journal unreadable at ${end.offset}: ${end.reason}`);
+      // History first: once the new journal replaces the old, the archive must hold it.
+      this.archive.append(history);
+      const live = this.owner.snapshot();
+      const fd = openSync(tmp, "w", 0o600);
+      let size = MAGIC.length;
+      try {
+        writeSync(fd, MAGIC);
+        // The snapshot's frames carry the current sequence number: history of later
+        // frames is newer than anything archived.
+        for (let i = 0; i < live.length || i === 0; i += SNAPSHOT_FRAME_RECORDS) {
+          const frame = encodeFrame(this.seq, live.slice(i, i + SNAPSHOT_FRAME_RECORDS));
+          writeSync(fd, frame);
+          size += frame.length;
+        }
+        fdatasyncSync(fd);
+      } finally {
+        closeSync(fd);
+      }
+      renameSync(tmp, this.file);
+      syncDir(dirname(this.file));
+      closeSync(this.fd);
+      this.fd = openSync(this.file, "r+");
+      this.size = size;
+      this.snapshotBytes = size;
+      this.stats.journalBytes = size;
+      this.stats.compactions++;
+      this.owner.log?.info({ file: this.file, bytes: size, records: live.length }, "state journal compacted");
+    } catch (err) {
+      rmSync(tmp, { force: true });
+      // Try again only after as much growth again.
+      this.snapshotBytes = this.size;
+      this.owner.log?.error({ file: this.file, err: (err as Error).message }, "state journal compaction failed; the journal is used as it is");
+    }
+  }
+
+  /** History records still in the journal (not yet archived), oldest first. */
+  history(filter: (r: R) => boolean, limit: number, out: R[]): R[] {
+    readFrames<R>(
+      this.file,
+      (f) => {
+        if (f.seq <= this.archive.lastSeq) return;
+        for (const r of f.records) if (out.length < limit && this.owner.isHistory(r) && filter(r)) out.push(r);
+      },
+      { upTo: this.size },
+    );
+    return out;
+  }
+
+  /** Waits for every queued commit, then closes the file. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.flushing || this.scheduled || this.queue.length) {
+      await new Promise<void>((resolve) => {
+        this.drained.push(resolve);
+        if (!this.flushing) void this.flush();
+      });
+    }
+    closeSync(this.fd);
+  }
+}
+
+function writeAll(fd: number, bytes: Buffer, position: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const step = (offset: number): void => {
+      write(fd, bytes, offset, bytes.length - offset, position + offset, (err, written) => {
+        if (err) return reject(err);
+        // A short write is not an error: write the rest.
+        if (offset + written < bytes.length) {
+          if (written === 0) return reject(new Error("write made no progress"));
+          return step(offset + written);
+        }
+        resolve();
+      });
+    };
+    step(0);
+  });
+}
+
+function sync(fd: number): Promise<void> {
+  return new Promise((resolve, reject) => fdatasync(fd, (err) => (err ? reject(err) : resolve())));
+}
+
+function truncate(fd: number, size: number): Promise<void> {
+  return new Promise((resolve, reject) => ftruncate(fd, size, (err) => (err ? reject(err) : resolve())));
+}
+
+/** Makes a rename in `dir` durable. */
+export function syncDir(dir: string): void {
+  const fd = openSync(dir, "r");
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
