@@ -29,6 +29,7 @@ import {
 } from "./envelope.js";
 import { type CallRouter, clip, type ProposalDesk, type SpaceHost } from "./host.js";
 import { toolGrant } from "./policy.js";
+import type { Plan } from "./plan.js";
 import type { Proposal, ProposalBook } from "./proposals.js";
 import type { Member } from "./member.js";
 
@@ -225,7 +226,7 @@ export class Decisions implements ProposalDesk {
     if (refusal) return this.space.fail(approver, refusal.code, `${refusal.message}; the proposal stays pending`, announce?.id);
     const args = d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined);
     // The decision and the grant an "always" makes are one transaction: both or neither.
-    const plans = [this.proposals.planTransition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, editedArguments: d.edited })];
+    const plans: Plan[] = [this.proposals.planTransition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, editedArguments: d.edited })];
     if (d.scope === "always" && p.tool !== undefined) {
       plans.push(this.space.grantPlan(approver.id, p.proposer, [toolGrant(p.owner, p.tool)], `always approve ${p.owner}/${p.tool} (proposal ${p.id})`));
     }

@@ -16,7 +16,7 @@ import type { SpaceConfig } from "./config.js";
 import type { Envelope, ErrorCode, InboundEnvelope, McpRequestPayload } from "./envelope.js";
 import type { Proposal } from "./proposals.js";
 import type { Call, Calls } from "./calls.js";
-import type { Plan } from "./ledger.js";
+import type { Plan } from "./plan.js";
 import type { Member } from "./member.js";
 import type { Registry } from "./registry.js";
 

@@ -17,20 +17,12 @@
 import type { Logger } from "pino";
 import type { SpaceConfig } from "./config.js";
 import type { GrantBook, GrantRecord } from "./grants.js";
+import type { Plan } from "./plan.js";
 import { type AuditEntry, type AuditQuery, type AuditRecord, auditMatches, type ProposalBook, type ProposalRecord } from "./proposals.js";
 import { type OpenReport, openStore, readHistory, type Store } from "./store/index.js";
 
 export type StateRecord = ProposalRecord | GrantRecord | AuditRecord;
-
-/** One change: its records, and its effect in memory once they are durable. */
-export interface Plan {
-  records: StateRecord[];
-  apply(): void;
-  /** Runs after the write, whether it succeeded or not (releases what the plan reserved). */
-  done?(): void;
-  /** Runs when the write failed (gives back what the plan took in advance). */
-  undo?(): void;
-}
+export type { Plan } from "./plan.js";
 
 const DAY_MS = 86_400_000;
 
@@ -75,7 +67,7 @@ export class Ledger {
    */
   async record(...plans: Plan[]): Promise<void> {
     try {
-      await this.store.commit(plans.flatMap((p) => p.records));
+      await this.store.commit(plans.flatMap((p) => p.records as StateRecord[]));
     } catch (err) {
       for (const p of plans) p.undo?.();
       throw err;

@@ -19,7 +19,7 @@
  * gateway died are returned so the caller marks them failed, since their call's fate is
  * unknown.
  */
-import type { Plan } from "./ledger.js";
+import type { Plan } from "./plan.js";
 
 export type ProposalState = "pending" | "approved" | "routed" | "answered" | "rejected" | "withdrawn" | "expired" | "failed";
 
@@ -187,7 +187,7 @@ export class ProposalBook {
    * A new pending proposal. Its place in the quotas is taken at once, so that proposals
    * racing to the disk cannot together pass a quota that each passes alone.
    */
-  planAdd(p: Proposal): Plan {
+  planAdd(p: Proposal): Plan<ProposalRecord | AuditRecord> {
     this.busy.add(p.id);
     this.count(p, 1);
     return {
@@ -206,7 +206,7 @@ export class ProposalBook {
    * a proposal that is busy: callers check `state` and `isBusy` first and answer with a
    * clear error.
    */
-  planTransition(p: Proposal, patch: Patch): Plan {
+  planTransition(p: Proposal, patch: Patch): Plan<ProposalRecord | AuditRecord> {
     if (!NEXT[p.state].includes(patch.state)) throw new Error(`proposal ${p.id}: ${p.state} → ${patch.state} is not a transition`);
     if (this.busy.has(p.id)) throw new Error(`proposal ${p.id} is busy`);
     this.busy.add(p.id);
