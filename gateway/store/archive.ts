@@ -30,11 +30,14 @@ export class Archive<R> {
     private readonly retention: Retention,
   ) {
     this.dir = join(stateDir, "history");
-    for (const seg of this.segments()) {
-      const end = readFrames<R>(seg, (f) => {
+    // Segments are written in sequence order, so the newest one alone says where the
+    // archive ends: opening costs one segment, however long the history.
+    const newest = this.segments().at(-1);
+    if (newest) {
+      const end = readFrames<R>(newest, (f) => {
         if (f.seq > this.lastSeq) this.lastSeq = f.seq;
       });
-      if (end.kind !== "end") this.damaged = seg;
+      if (end.kind !== "end") this.damaged = newest;
     }
   }
 
@@ -56,7 +59,7 @@ export class Archive<R> {
     if (fresh.length === 0) return;
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     const segs = this.segments();
-    const segmentBytes = Math.max(1024 * 1024, Math.floor(this.retention.maxBytes / 8));
+    const segmentBytes = Math.min(8 * 1024 * 1024, Math.max(1024 * 1024, Math.floor(this.retention.maxBytes / 8)));
     let file = segs.at(-1);
     if (!file || file === this.damaged || statSync(file).size >= segmentBytes) {
       const next = file ? Number(SEGMENT.exec(file.slice(this.dir.length + 1))![1]) + 1 : 1;
@@ -65,7 +68,19 @@ export class Archive<R> {
     const fd = openSync(file, "a", 0o600);
     try {
       if (fstatSync(fd).size === 0) writeSync(fd, MAGIC);
-      for (const f of fresh) writeSync(fd, encodeFrame(f.seq, f.records));
+      // History goes in frames of about a MiB, each ending at a journal frame's boundary
+      // and carrying that frame's sequence number: a frame is archived whole or not at all.
+      let chunk: R[] = [];
+      let bytes = 0;
+      for (const [i, f] of fresh.entries()) {
+        chunk.push(...f.records);
+        bytes += f.records.length * 64;
+        if (bytes >= 1024 * 1024 || i === fresh.length - 1) {
+          writeSync(fd, encodeFrame(f.seq, chunk));
+          chunk = [];
+          bytes = 0;
+        }
+      }
       fdatasyncSync(fd);
     } finally {
       closeSync(fd);

@@ -49,16 +49,17 @@ export function readFrames<R>(file: string, each: (f: Frame<R>) => void, opts: {
   const fd = openSync(file, "r");
   try {
     const size = Math.min(fstatSync(fd).size, opts.upTo ?? Infinity);
-    const magic = Buffer.alloc(MAGIC.length);
-    const got = readSync(fd, magic, 0, MAGIC.length, 0);
-    if (got < MAGIC.length) return size === 0 || MAGIC.subarray(0, got).equals(magic.subarray(0, got)) ? { kind: "torn", offset: 0, reason: "no complete header" } : { kind: "corrupt", offset: 0, reason: "not a mewgate store file" };
+    const reader = new Reader(fd, size);
+    const magic = reader.at(0, MAGIC.length);
+    if (!magic) {
+      const got = reader.at(0, size) ?? Buffer.alloc(0);
+      return MAGIC.subarray(0, got.length).equals(got) ? { kind: "torn", offset: 0, reason: "no complete header" } : { kind: "corrupt", offset: 0, reason: "not a mewgate store file" };
+    }
     if (!magic.equals(MAGIC)) return { kind: "corrupt", offset: 0, reason: "not a mewgate store file (bad header)" };
-    const head = Buffer.alloc(FRAME_HEADER);
-    let buf = Buffer.alloc(64 * 1024);
     let offset = MAGIC.length;
     while (offset < size) {
-      if (offset + FRAME_HEADER > size) return { kind: "torn", offset, reason: "incomplete frame header" };
-      readSync(fd, head, 0, FRAME_HEADER, offset);
+      const head = reader.at(offset, FRAME_HEADER);
+      if (!head) return { kind: "torn", offset, reason: "incomplete frame header" };
       const length = head.readUInt32LE(0);
       const sum = head.readUInt32LE(4);
       const end = offset + FRAME_HEADER + length;
@@ -66,10 +67,8 @@ export function readFrames<R>(file: string, each: (f: Frame<R>) => void, opts: {
         if (zeroFrom(fd, offset, size)) return { kind: "torn", offset, reason: "zero-filled tail" };
         return { kind: "corrupt", offset, reason: `impossible frame length ${length}` };
       }
-      if (end > size) return { kind: "torn", offset, reason: `frame of ${length} bytes runs past the end of the file` };
-      if (buf.length < length) buf = Buffer.alloc(Math.max(length, buf.length * 2));
-      readSync(fd, buf, 0, length, offset + FRAME_HEADER);
-      const payload = buf.subarray(0, length);
+      const payload = end <= size ? reader.at(offset + FRAME_HEADER, length) : undefined;
+      if (!payload) return { kind: "torn", offset, reason: `frame of ${length} bytes runs past the end of the file` };
       if (crc32(payload) !== sum) {
         const reason = "checksum mismatch";
         return end === size ? { kind: "torn", offset, reason } : { kind: "corrupt", offset, reason };
@@ -86,6 +85,37 @@ export function readFrames<R>(file: string, each: (f: Frame<R>) => void, opts: {
     return { kind: "end" };
   } finally {
     closeSync(fd);
+  }
+}
+
+/** Reads a file through a window of at least 1 MiB, so small frames cost no syscall each. */
+class Reader {
+  private buf = Buffer.alloc(1024 * 1024);
+  private start = 0;
+  private end = 0;
+
+  constructor(
+    private readonly fd: number,
+    private readonly size: number,
+  ) {}
+
+  /** `length` bytes at `offset`, or undefined if the file ends first. Valid until the next call. */
+  at(offset: number, length: number): Buffer | undefined {
+    if (offset + length > this.size) return undefined;
+    if (offset < this.start || offset + length > this.end) {
+      if (this.buf.length < length) this.buf = Buffer.alloc(length);
+      const want = Math.min(this.buf.length, this.size - offset);
+      let got = 0;
+      while (got < want) {
+        const n = readSync(this.fd, this.buf, got, want - got, offset + got);
+        if (n <= 0) break;
+        got += n;
+      }
+      this.start = offset;
+      this.end = offset + got;
+      if (got < length) return undefined;
+    }
+    return this.buf.subarray(offset - this.start, offset - this.start + length);
   }
 }
 

@@ -138,7 +138,12 @@ export class Journal<R> {
         this.stats.journalBytes = this.size;
         this.stats.batches++;
         for (const p of batch) p.resolve();
-        if (this.size > Math.max(this.opts.compactBytes, 2 * this.snapshotBytes)) this.compactNow();
+        if (this.size > Math.max(this.opts.compactBytes, 2 * this.snapshotBytes)) {
+          // The owner applies a transaction when its commit resolves; let every one of this
+          // batch be applied before the snapshot is taken, and write nothing meanwhile.
+          await new Promise((r) => setImmediate(r));
+          this.compactNow();
+        }
       }
     } finally {
       this.flushing = false;

@@ -1,0 +1,261 @@
+/**
+ * The state store on real files: crashes (a real process killed with SIGKILL mid-burst,
+ * also mid-compaction), torn and corrupt frames, compaction and retention, migration
+ * from the first wave's files. Write failures on a full disk are tested through the
+ * gateway (durability.test.ts).
+ */
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { MAGIC } from "../gateway/store/frame.js";
+import { openStore, readHistory, repairStore, StoreError } from "../gateway/store/index.js";
+
+type Rec = { type: string; lane?: number; n?: number; part?: number; of?: number; pad?: string; k?: string; v?: number };
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+function tempDir(): string {
+  const d = mkdtempSync(join(tmpdir(), "mewgate-store-"));
+  dirs.push(d);
+  return d;
+}
+
+/** A trivial owner: a key-value state, with `audit` records as history. */
+function kv() {
+  const state = new Map<string, number>();
+  const applied: Rec[] = [];
+  return {
+    state,
+    applied,
+    hooks: {
+      apply: (r: Rec) => {
+        applied.push(r);
+        if (r.type === "set") state.set(r.k!, r.v!);
+      },
+      snapshot: (): Rec[] => [...state].map(([k, v]) => ({ type: "set", k, v })),
+      isHistory: (r: Rec) => r.type === "audit",
+    },
+  };
+}
+
+function mulberry32(seed: number): () => number {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const COMMITTER = join(import.meta.dirname, "..", "dist", "test", "fixtures", "store", "committer.js");
+
+describe("kill -9 during a burst of group commits", () => {
+  it("keeps every acknowledged transaction, each whole, in order, through compactions too", { timeout: 90_000 }, async () => {
+    const rand = mulberry32(7);
+    const RUNS = 16;
+    let acknowledged = 0;
+    for (let run = 0; run < RUNS; run++) {
+      const dir = tempDir();
+      // Every other run compacts often, so some kills land inside a compaction.
+      const compact = run % 2 ? 64 * 1024 : 16 * 1024 * 1024;
+      const child = spawn(process.execPath, [COMMITTER, dir, "16", "5000", String(compact)], { stdio: ["ignore", "pipe", "pipe"] });
+      const acks = new Map<number, number>();
+      let out = "";
+      let stderr = "";
+      child.stderr.on("data", (d) => (stderr += d));
+      const firstAck = new Promise<void>((resolve) => {
+        child.stdout.on("data", (d) => {
+          out += d;
+          const lines = out.split("\n");
+          out = lines.pop()!;
+          for (const line of lines) {
+            const [, lane, n] = line.split(" ");
+            acks.set(Number(lane), Math.max(acks.get(Number(lane)) ?? -1, Number(n)));
+          }
+          resolve();
+        });
+      });
+      const exited = new Promise((r) => child.once("exit", r));
+      await Promise.race([firstAck, exited]);
+      expect(stderr, `run ${run}: the committer started`).toBe("");
+      await new Promise((r) => setTimeout(r, 10 + Math.floor(rand() * 250)));
+      child.kill("SIGKILL");
+      await exited;
+
+      // Reopen: the state is "the last transaction of each lane", each record whole.
+      const byLane = new Map<number, Rec[]>();
+      const { store, report } = openStore<Rec>(
+        { dir },
+        { apply: (r) => byLane.set(r.lane!, [...(byLane.get(r.lane!) ?? []), r]), snapshot: () => [], isHistory: () => false },
+      );
+      await store.close();
+      for (const [lane, n] of acks) {
+        const recs = byLane.get(lane) ?? [];
+        const last = Math.max(...recs.map((r) => r.n!));
+        expect(last, `run ${run}: lane ${lane} has its acknowledged transaction ${n} (torn: ${JSON.stringify(report.torn)})`).toBeGreaterThanOrEqual(n);
+        // Whole: every transaction seen has all its parts; in order: n never goes back.
+        const parts = new Map<number, number>();
+        let previous = -1;
+        for (const r of recs) {
+          parts.set(r.n!, (parts.get(r.n!) ?? 0) + 1);
+          expect(r.n!, `run ${run}: lane ${lane} in order`).toBeGreaterThanOrEqual(previous);
+          previous = r.n!;
+        }
+        for (const [n2, count] of parts) expect(count, `run ${run}: lane ${lane} transaction ${n2} whole`).toBe(recs.find((r) => r.n === n2)!.of);
+      }
+      acknowledged += [...acks.values()].reduce((a, b) => a + b + 1, 0);
+    }
+    expect(acknowledged).toBeGreaterThan(RUNS * 16);
+  });
+});
+
+describe("reading back", () => {
+  it("cuts a torn tail off and reports where, and the next commit is read back whole", async () => {
+    const dir = tempDir();
+    const a = kv();
+    const { store } = openStore<Rec>({ dir }, a.hooks);
+    await store.commit([{ type: "set", k: "a", v: 1 }]);
+    await store.commit([{ type: "set", k: "b", v: 2 }]);
+    await store.close();
+    const file = join(dir, "journal");
+    const size = statSync(file).size;
+    truncateSync(file, size - 5); // a crash in the middle of the second frame
+
+    const b = kv();
+    const { store: s2, report } = openStore<Rec>({ dir }, b.hooks);
+    expect(report.torn).toMatchObject({ file, reason: expect.stringContaining("past the end") });
+    expect(report.torn!.offset).toBeGreaterThan(MAGIC.length);
+    expect([...b.state]).toEqual([["a", 1]]);
+    await s2.commit([{ type: "set", k: "c", v: 3 }]);
+    await s2.close();
+    const c = kv();
+    const { store: s3 } = openStore<Rec>({ dir }, c.hooks);
+    await s3.close();
+    expect([...c.state]).toEqual([["a", 1], ["c", 3]]);
+  });
+
+  it("refuses to start on a corrupt frame with data after it, naming the byte; repair keeps what came before", async () => {
+    const dir = tempDir();
+    const { store } = openStore<Rec>({ dir }, kv().hooks);
+    for (let i = 0; i < 5; i++) await store.commit([{ type: "set", k: `k${i}`, v: i }]);
+    await store.close();
+    const file = join(dir, "journal");
+    const bytes = readFileSync(file);
+    // Flip a byte inside the third frame's payload.
+    const frames: number[] = [];
+    for (let at = MAGIC.length; at < bytes.length; at += 8 + bytes.readUInt32LE(at)) frames.push(at);
+    const at = frames[2]! + 12;
+    bytes.writeUInt8(bytes.readUInt8(at) ^ 0xff, at);
+    writeFileSync(file, bytes);
+
+    let caught: unknown;
+    try {
+      openStore<Rec>({ dir }, kv().hooks);
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(StoreError);
+    expect(caught).toMatchObject({ code: "corrupt", offset: frames[2] });
+    expect((caught as Error).message).toContain(`byte ${frames[2]}`);
+    expect((caught as Error).message).toContain("mewgate state repair");
+
+    const repaired = repairStore(dir);
+    expect(repaired).toMatchObject({ kept: 2, offset: frames[2] });
+    expect(existsSync(repaired.movedTo!)).toBe(true);
+    const after = kv();
+    const { store: s2 } = openStore<Rec>({ dir }, after.hooks);
+    await s2.close();
+    expect([...after.state.keys()]).toEqual(["k0", "k1"]);
+  });
+
+  it("refuses a file that is not a store journal rather than overwriting it", () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, "journal"), "hello, I am somebody's notes\n");
+    expect(() => openStore<Rec>({ dir }, kv().hooks)).toThrow(/corrupt at byte 0/);
+  });
+});
+
+describe("compaction and history", () => {
+  it("keeps the journal bounded by the live state, moves history to the archive, and restarts reading only what is live", { timeout: 60_000 }, async () => {
+    const dir = tempDir();
+    const owner = kv();
+    const { store } = openStore<Rec>({ dir, compactBytes: 256 * 1024, fsync: false }, owner.hooks);
+    // 40,000 transactions over 50 keys, each with an audit record; each applied once
+    // durable, as the gateway's ledger does.
+    const N = 40_000;
+    for (let i = 0; i < N; i += 500) {
+      await Promise.all(
+        Array.from({ length: 500 }, (_, j) => {
+          const set: Rec = { type: "set", k: `k${(i + j) % 50}`, v: i + j };
+          return store.commit([set, { type: "audit", n: i + j, pad: "a".repeat(40) }]).then(() => void owner.state.set(set.k!, set.v!));
+        }),
+      );
+    }
+    expect(owner.state.size).toBe(50);
+    expect(store.stats.compactions).toBeGreaterThan(3);
+    // Group commit: far fewer batches than commits.
+    expect(store.stats.batches).toBeLessThan(store.stats.commits / 10);
+    const history = store.history((r) => r.type === "audit");
+    await store.close();
+    expect(history).toHaveLength(N);
+    expect(history.map((r) => r.n)).toEqual(Array.from({ length: N }, (_, i) => i));
+
+    const again = kv();
+    const { store: s2, report } = openStore<Rec>({ dir }, again.hooks);
+    await s2.close();
+    expect(report.bytes).toBeLessThan(2 * 256 * 1024 + 64 * 1024);
+    expect(again.applied.length).toBeLessThan(N / 4);
+    expect(again.state).toEqual(owner.state);
+    console.log(`restart after ${N} transactions: read ${report.records} records, ${report.bytes} bytes, in ${report.ms} ms`);
+    // And read without opening (mewgate audit while a gateway runs).
+    expect(readHistory<Rec>(dir, (r) => r.type === "audit", { limit: 10 }).map((r) => r.n)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  });
+
+  it("drops the oldest history segments over the size limit", { timeout: 30_000 }, async () => {
+    const dir = tempDir();
+    const { store } = openStore<Rec>({ dir, compactBytes: 64 * 1024, fsync: false, history: { maxBytes: 2 * 1024 * 1024, maxAgeMs: 86_400_000 } }, kv().hooks);
+    for (let i = 0; i < 6000; i += 200) {
+      await Promise.all(Array.from({ length: 200 }, (_, j) => store.commit([{ type: "audit", n: i + j, pad: "h".repeat(1000) }])));
+    }
+    const kept = store.history((r) => r.type === "audit");
+    await store.close();
+    const segments = readdirSync(join(dir, "history"));
+    const total = segments.reduce((n, f) => n + statSync(join(dir, "history", f)).size, 0);
+    expect(total).toBeLessThanOrEqual(2 * 1024 * 1024 + 1024 * 1024);
+    expect(kept.length).toBeLessThan(6000);
+    // What is kept is the newest, without gaps.
+    expect(kept.at(-1)?.n).toBe(5999);
+    expect(kept.map((r) => r.n)).toEqual(Array.from({ length: kept.length }, (_, i) => 6000 - kept.length + i));
+  });
+});
+
+describe("migration from the first wave's files", () => {
+  it("streams the jsonl files in, reports a torn line with its place, and moves the old files aside", async () => {
+    const dir = tempDir();
+    const lines = Array.from({ length: 20_000 }, (_, i) => JSON.stringify({ type: "set", k: `k${i % 7}`, v: i }));
+    writeFileSync(join(dir, "state.jsonl"), `${lines.slice(0, 10).join("\n")}\n{"type":"set","k":"torn\n${lines.slice(10).join("\n")}\n`);
+    writeFileSync(join(dir, "audit.jsonl"), `${JSON.stringify({ n: 1 })}\n${JSON.stringify({ n: 2 })}\n`);
+    const warnings: Array<{ o: object; msg: string }> = [];
+    const log = { info: () => {}, warn: (o: object, msg: string) => warnings.push({ o, msg }), error: () => {} };
+    const owner = kv();
+    const { store, report } = openStore<Rec>({ dir, log }, owner.hooks, [{ file: "state.jsonl" }, { file: "audit.jsonl", wrap: (e) => ({ type: "audit", ...(e as object) }) }]);
+    expect(report.migrated).toEqual(["state.jsonl", "audit.jsonl"]);
+    expect(warnings.find((w) => w.msg.includes("does not parse"))?.o).toMatchObject({ line: 11 });
+    expect(owner.state.get("k6")).toBe(19_999 - ((19_999 - 6) % 7));
+    expect(store.history((r) => r.type === "audit").map((r) => r.n)).toEqual([1, 2]);
+    await store.close();
+    expect(existsSync(join(dir, "state.jsonl"))).toBe(false);
+    expect(existsSync(join(dir, "legacy", "state.jsonl"))).toBe(true);
+
+    // Opening again reads the journal, not the old files.
+    const again = kv();
+    const { store: s2, report: r2 } = openStore<Rec>({ dir }, again.hooks, [{ file: "state.jsonl" }]);
+    await s2.close();
+    expect(r2.migrated).toBeUndefined();
+    expect(again.state).toEqual(owner.state);
+  });
+});
