@@ -186,6 +186,12 @@ export const DEFAULT_LIMITS = Object.freeze({
   heartbeat_ms: 30_000,
   join_timeout_ms: 5_000,
   history: 50,
+  max_connections: 1_000,
+  operator_reserve: 16,
+  max_per_address: 256,
+  max_unauthenticated: 128,
+  mcp_sessions: 256,
+  mcp_idle_ms: 30 * 60_000,
 });
 
 export const DEFAULT_HOST = "127.0.0.1";
@@ -255,6 +261,17 @@ const LimitsSchema = section({
   ).default(DEFAULT_LIMITS.heartbeat_ms),
   join_timeout_ms: int(1, MAX_TIMER_MS).default(DEFAULT_LIMITS.join_timeout_ms),
   history: int(0, 1000).default(DEFAULT_LIMITS.history),
+  /** WebSocket connections, joined or not; past it only an operator gets in (below). */
+  max_connections: int(1, 1_000_000).default(DEFAULT_LIMITS.max_connections),
+  /** Extra connections kept for humans who authenticate at the door, so a flood cannot lock them out. */
+  operator_reserve: int(0, 10_000).default(DEFAULT_LIMITS.operator_reserve),
+  /** Connections from one remote address. */
+  max_per_address: int(1, 1_000_000).default(DEFAULT_LIMITS.max_per_address),
+  /** Connections that have not authenticated yet. */
+  max_unauthenticated: int(1, 1_000_000).default(DEFAULT_LIMITS.max_unauthenticated),
+  /** Open MCP sessions on /mcp, and how long one may sit idle. */
+  mcp_sessions: int(1, 1_000_000).default(DEFAULT_LIMITS.mcp_sessions),
+  mcp_idle_ms: int(1000, MAX_TIMER_MS).default(DEFAULT_LIMITS.mcp_idle_ms),
 });
 export type Limits = z.output<typeof LimitsSchema>;
 
@@ -404,6 +421,10 @@ const SpaceConfigSchema = section({
     port: int(0, 65535).default(DEFAULT_PORT),
     state_dir: z.string({ error: expected("a directory path") }).min(1).default(DEFAULT_STATE_DIR),
     limits: LimitsSchema.prefault({}),
+    /** Web origins (besides loopback and the gateway's own) whose pages may reach the gateway. */
+    allowed_origins: z.array(z.string().url({ error: expected("an origin like https://console.example.com") })).default([]),
+    /** Host names (besides loopback, IP literals and the configured host) the gateway answers to. */
+    allowed_hosts: z.array(z.string().min(1)).default([]),
   }).prefault({}),
   policy: PolicySchema.prefault({}),
   calls: CallsSchema.prefault({}),

@@ -11,6 +11,7 @@ import type { Limits, SpaceConfig } from "./config.js";
 import { CloseCodes, ErrorCodes, errorEnvelope, parseFrame, type Join } from "./envelope.js";
 import { createLogger } from "./log.js";
 import { type Member, type Peer, Space } from "./space.js";
+import { OriginGuard } from "./origin.js";
 import { TokenBook } from "./tokens.js";
 
 export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -36,6 +37,10 @@ export class Gateway {
   private readonly limits: Limits;
   private readonly log: Logger;
   private readonly routes = new Map<string, HttpHandler>();
+  private readonly guard: OriginGuard;
+  /** Open WebSocket connections per remote address, and those not yet authenticated. */
+  private readonly perAddress = new Map<string, number>();
+  private unauthenticated = 0;
   private heartbeat: NodeJS.Timeout | undefined;
   private closing = false;
 
@@ -52,7 +57,16 @@ export class Gateway {
       });
       this.spaces.set(config.space.id, new Space(config, book, this.log.child({ space: config.space.id })));
     }
+    this.guard = new OriginGuard({ host: first.gateway.host, allowedOrigins: first.gateway.allowed_origins, allowedHosts: first.gateway.allowed_hosts });
     this.http = createServer((req, res) => {
+      // Before anything else, on every route (DESIGN: refuse before doing work).
+      const admitted = this.guard.check(req);
+      if (!admitted.ok) {
+        this.log.info({ remote: req.socket.remoteAddress, reason: admitted.reason }, "HTTP request refused");
+        res.writeHead(403, { "content-type": "text/plain", connection: "close" });
+        res.end(`forbidden: ${admitted.reason}\n`);
+        return;
+      }
       const path = (req.url ?? "/").split("?", 1)[0]!;
       const route = this.routes.get(path);
       if (route) {
@@ -70,14 +84,58 @@ export class Gateway {
     });
     const maxPayload = Math.min(HARD_PAYLOAD_CEILING, this.limits.max_payload_bytes * HARD_PAYLOAD_FACTOR);
     this.wss = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false, clientTracking: false });
+    // Slow or silent clients do not hold a socket for minutes: the request line and
+    // headers must arrive within seconds.
+    this.http.headersTimeout = Math.max(2000, this.limits.join_timeout_ms * 2);
+    this.http.requestTimeout = 60_000;
+    // The last line against file-descriptor exhaustion: sockets beyond every cap are cut.
+    this.http.maxConnections = this.limits.max_connections + this.limits.operator_reserve + this.limits.mcp_sessions + 64;
     this.http.on("upgrade", (req, socket, head) => {
-      const path = (req.url ?? "/").split("?", 1)[0];
-      if (path !== "/ws" || this.closing) {
-        socket.end(`HTTP/1.1 ${this.closing ? "503 Service Unavailable" : "404 Not Found"}\r\nConnection: close\r\n\r\n`);
+      const refusal = this.refuseUpgrade(req);
+      if (refusal) {
+        this.log.info({ remote: req.socket.remoteAddress, status: refusal.status, reason: refusal.reason }, "WebSocket upgrade refused");
+        socket.end(`HTTP/1.1 ${refusal.status}\r\nConnection: close\r\nContent-Type: text/plain\r\n\r\n${refusal.reason}\n`);
         return;
       }
       this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, req));
     });
+  }
+
+  /** The limits the gateway runs with (the first space's `gateway.limits`). */
+  get limitsInForce(): Limits {
+    return this.limits;
+  }
+
+  /**
+   * Whether (and why not) a WebSocket upgrade may go ahead, decided from its headers
+   * alone: origin and host, shutdown, path, then the connection caps. Past
+   * `max_connections` only a human of the space who authenticates at the door gets in,
+   * into the operator reserve.
+   */
+  private refuseUpgrade(req: IncomingMessage): { status: string; reason: string } | undefined {
+    const admitted = this.guard.check(req);
+    if (!admitted.ok) return { status: "403 Forbidden", reason: `forbidden: ${admitted.reason}` };
+    if (this.closing) return { status: "503 Service Unavailable", reason: "the gateway is shutting down" };
+    const url = new URL(req.url ?? "/", "http://gateway");
+    if (url.pathname !== "/ws") return { status: "404 Not Found", reason: "WebSocket connections go to /ws?space=NAME" };
+    const address = req.socket.remoteAddress ?? "unknown";
+    const { max_connections, operator_reserve, max_per_address, max_unauthenticated } = this.limits;
+    if ((this.perAddress.get(address) ?? 0) >= max_per_address) {
+      return { status: "429 Too Many Requests", reason: `too many connections from your address (gateway.limits.max_per_address: ${max_per_address})` };
+    }
+    const token = bearer(req.headers.authorization) ?? url.searchParams.get("token") ?? undefined;
+    if (this.connections.size >= max_connections) {
+      const space = this.spaces.get(url.searchParams.get("space") ?? "");
+      const auth = token !== undefined && space ? space.authenticate(token) : undefined;
+      const operator = auth?.ok === true && space!.config.participants[auth.id]?.kind === "human";
+      if (!operator || this.connections.size >= max_connections + operator_reserve) {
+        return { status: "503 Service Unavailable", reason: `the gateway is at its connection limit (gateway.limits.max_connections: ${max_connections}); try again later` };
+      }
+    }
+    if (token === undefined && this.unauthenticated >= max_unauthenticated) {
+      return { status: "503 Service Unavailable", reason: `too many connections waiting to authenticate (gateway.limits.max_unauthenticated: ${max_unauthenticated}); authenticate at connect with Authorization: Bearer` };
+    }
+    return undefined;
   }
 
   /**
@@ -148,10 +206,18 @@ export class Gateway {
 
   private accept(ws: WebSocket, req: IncomingMessage): void {
     const url = new URL(req.url ?? "/", "http://gateway");
-    const conn = new Connection(ws, this.limits, this.log.child({ remote: req.socket.remoteAddress }));
+    const address = req.socket.remoteAddress ?? "unknown";
+    const conn = new Connection(ws, this.limits, this.log.child({ remote: address }));
     this.connections.add(conn);
+    this.perAddress.set(address, (this.perAddress.get(address) ?? 0) + 1);
+    this.unauthenticated++;
+    conn.onAuthenticated = () => this.unauthenticated--;
     ws.on("close", () => {
       this.connections.delete(conn);
+      const n = (this.perAddress.get(address) ?? 1) - 1;
+      if (n > 0) this.perAddress.set(address, n);
+      else this.perAddress.delete(address);
+      if (!conn.authenticated) this.unauthenticated--;
       conn.ended();
     });
     const token = bearer(req.headers.authorization) ?? url.searchParams.get("token") ?? undefined;
@@ -192,6 +258,8 @@ function bearer(header: string | undefined): string | undefined {
 class Connection implements Peer {
   alive = true;
   log: Logger;
+  authenticated = false;
+  onAuthenticated: (() => void) | undefined;
   private space: Space | undefined;
   private member: Member | undefined;
   private tokens: number;
@@ -226,6 +294,8 @@ class Connection implements Peer {
   }
 
   attach(space: Space, member: Member): void {
+    this.authenticated = true;
+    this.onAuthenticated?.();
     this.space = space;
     this.member = member;
     this.log = member.log;
@@ -258,10 +328,11 @@ class Connection implements Peer {
     if (this.dropped) return;
     this.dropped = why;
     this.log.warn({ why }, reason);
-    // close() would queue its frame behind everything already buffered; the peer is not
-    // reading, so cut the socket.
+    // The close frame carries the code (4429, 4503) to a peer that still reads; one that
+    // does not complete the closing handshake within a second is cut off. Its frames are
+    // ignored meanwhile (`dropped`).
     this.ws.close(code, reason);
-    this.ws.terminate();
+    setTimeout(() => this.ws.terminate(), DROP_GRACE_MS).unref();
   }
 
   private onMessage(data: Buffer, isBinary: boolean): void {
@@ -316,6 +387,8 @@ class Connection implements Peer {
 }
 
 const TEXT = { binary: false } as const;
+/** How long a dropped peer has to complete the closing handshake before its socket is cut. */
+const DROP_GRACE_MS = 1000;
 
 /**
  * Everything sent to one participant within a tick leaves in one write: its socket is

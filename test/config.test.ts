@@ -4,10 +4,10 @@ import fc from "fast-check";
 import { stringify } from "yaml";
 import { describe, expect, it } from "vitest";
 import {
-  DEFAULT_QUOTAS,
   ConfigError,
   DEFAULT_CAPABILITIES,
   DEFAULT_LIMITS,
+  DEFAULT_QUOTAS,
   DEFAULT_CALLS,
   defaultCapabilities,
   defaultVisibility,
@@ -54,11 +54,29 @@ describe("valid files", () => {
           heartbeat_ms: 0,
           join_timeout_ms: 250,
           history: 0,
+          max_connections: 50,
+          operator_reserve: 2,
+          max_per_address: 10,
+          max_unauthenticated: 5,
+          mcp_sessions: 8,
+          mcp_idle_ms: 60000,
         },
+        allowed_origins: ["https://console.example.com"],
+        allowed_hosts: ["gateway.example.com"],
       },
       policy: { fallback: "deny", proposal_ttl_ms: 60000 },
       calls: { timeout_ms: 5000, max_timeout_ms: 60000, max_call_depth: 3, max_pending: 8, breaker_failures: 2, breaker_cooldown_ms: 1000 },
-      quotas: { ...DEFAULT_QUOTAS },
+      quotas: {
+        argument_bytes: 4096,
+        pending_proposals: 3,
+        pending_bytes: 65536,
+        space_pending_proposals: 10,
+        space_pending_bytes: 262144,
+        grants: 2,
+        space_grants: 20,
+        audit_max_bytes: 2097152,
+        audit_max_age_days: 7,
+      },
       defaults: { visibility: "addressed" },
       participants: {
         alice: {
@@ -107,9 +125,12 @@ describe("valid files", () => {
       port: 7420,
       state_dir: path.join(FIXTURES, ".mewgate"),
       limits: DEFAULT_LIMITS,
+      allowed_origins: [],
+      allowed_hosts: [],
     });
     expect(config.policy).toEqual({ fallback: "ask", proposal_ttl_ms: 600_000 });
     expect(config.calls).toEqual(DEFAULT_CALLS);
+    expect(config.quotas).toEqual(DEFAULT_QUOTAS);
     expect(config.defaults).toBeUndefined();
     const { me, helper, files, cron } = config.participants;
     expect(me).toEqual({ id: "me", kind: "human", echo: false, visibility: "all", capabilities: [{ kind: "*" }] });

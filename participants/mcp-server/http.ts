@@ -11,8 +11,9 @@
  *   second connection under the same id would replace the first (close 4409), and an MCP
  *   client often opens a new session before the old one is gone. The participant leaves
  *   the space when its last session ends.
- * - A session ends on `DELETE`, after `idleTimeoutMs` without any open request, when the
- *   participant's connection ends (gateway shutdown, replaced), or on `close()`.
+ * - A session ends on `DELETE`, after `idleTimeoutMs` without any request (an open GET
+ *   stream does not count), when the participant's connection ends (gateway shutdown,
+ *   replaced), or on `close()`. At most `maxSessions` are open at once.
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -70,8 +71,10 @@ export function loadMcpHttpModules(): Promise<McpHttpModules> {
 export interface McpHttpOptions {
   /** Default `/mcp`. */
   path?: string | undefined;
-  /** A session with no open request for this long is closed. Default 30 min. */
+  /** A session with no open request for this long is closed. Default `gateway.limits.mcp_idle_ms` (30 min). */
   idleTimeoutMs?: number | undefined;
+  /** Most sessions open at once; past it `initialize` gets 503. Default `gateway.limits.mcp_sessions` (256). */
+  maxSessions?: number | undefined;
   /** Largest `initialize` body read before a session exists. Default 4 MiB (the SDK's own limit for later requests). */
   maxBodyBytes?: number | undefined;
   approvalProgressMs?: number | undefined;
@@ -126,7 +129,10 @@ const RPC_INTERNAL_ERROR = -32603;
  */
 export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpMount {
   const path = opts.path ?? "/mcp";
-  const idleMs = opts.idleTimeoutMs ?? DEFAULT_IDLE_MS;
+  const idleMs = opts.idleTimeoutMs ?? gateway.limitsInForce.mcp_idle_ms ?? DEFAULT_IDLE_MS;
+  const maxSessions = opts.maxSessions ?? gateway.limitsInForce.mcp_sessions;
+  /** Sessions being opened (their initialize is in progress): they count against the cap. */
+  let opening = 0;
   const maxBody = opts.maxBodyBytes ?? DEFAULT_MAX_BODY;
   const log = opts.logger?.child({ component: "mcp-http" });
   const sessions = new Map<string, Session>();
@@ -248,12 +254,16 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
   }
 
   async function serve(s: Session, req: IncomingMessage, res: ServerResponse, body?: unknown): Promise<void> {
-    s.open++;
     s.lastSeen = Date.now();
-    res.once("close", () => {
-      s.open--;
-      s.lastSeen = Date.now();
-    });
+    // A request in progress keeps its session alive; the standalone GET stream, which a
+    // client holds open for as long as it likes, does not: idle means no requests.
+    if (req.method !== "GET") {
+      s.open++;
+      res.once("close", () => {
+        s.open--;
+        s.lastSeen = Date.now();
+      });
+    }
     await s.transport.handleRequest(req, res, body);
   }
 
@@ -286,14 +296,25 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     const initializes = Array.isArray(read.body) ? read.body.some((msg) => m.isInitializeRequest(msg)) : m.isInitializeRequest(read.body);
     if (!initializes) return rpcError(res, 400, RPC_SERVER_ERROR, "Bad Request: no session; send initialize first", "bad_request");
     if (who.space.closed) return rpcError(res, 503, RPC_SERVER_ERROR, `space "${who.space.id}" has shut down`, "unavailable");
-    let s: Session;
-    try {
-      s = await openSession(m, who.space, who.participant);
-    } catch (err) {
-      log?.warn({ participant: who.participant, err: (err as Error).message }, "could not join the space for an MCP session");
-      return rpcError(res, 503, RPC_SERVER_ERROR, `could not join space "${who.space.id}": ${(err as Error).message}`, "unavailable");
+    // Each session holds an SDK server and transport: their number is bounded.
+    if (sessions.size + opening >= maxSessions) {
+      log?.warn({ participant: who.participant, sessions: sessions.size }, "MCP session cap reached");
+      return rpcError(res, 503, RPC_SERVER_ERROR, `the gateway has ${maxSessions} MCP sessions open, its limit (gateway.limits.mcp_sessions); close one or try again later`, "too_many_sessions", { "retry-after": "30" });
     }
-    await serve(s, req, res, read.body);
+    let s: Session;
+    // Counted from here until the SDK has registered the session (or refused it).
+    opening++;
+    try {
+      try {
+        s = await openSession(m, who.space, who.participant);
+      } catch (err) {
+        log?.warn({ participant: who.participant, err: (err as Error).message }, "could not join the space for an MCP session");
+        return rpcError(res, 503, RPC_SERVER_ERROR, `could not join space "${who.space.id}": ${(err as Error).message}`, "unavailable");
+      }
+      await serve(s, req, res, read.body);
+    } finally {
+      opening--;
+    }
     // An initialize the SDK refused opened no session: nothing will ever address this one.
     if (s.id === undefined) await closeSession(s);
   }
