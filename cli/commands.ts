@@ -234,6 +234,22 @@ export function runAudit(opts: AuditOptions, io: Io = processIo()): Promise<numb
   });
 }
 
+/**
+ * `mewgate state repair`: a journal with a corrupt frame stops the gateway from starting
+ * (it says where). This keeps every transaction before that frame and moves the rest
+ * aside, for whoever wants to look at it. Run it with the gateway stopped.
+ */
+export function runStateRepair(opts: { config?: string | undefined; stateDir?: string | undefined }, io: Io = processIo()): Promise<number> {
+  return guard(io, async () => {
+    const stateDir = opts.stateDir && !opts.config ? opts.stateDir : (await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env: io.env })).stateDir;
+    const { repairStore } = await import("../gateway/store/index.js");
+    const r = repairStore(stateDir);
+    if (r.movedTo === undefined) io.stdout.write(`mewgate: the journal in ${stateDir} reads whole (${r.kept} transactions); nothing to repair\n`);
+    else io.stdout.write(`mewgate: kept ${r.kept} transactions; the journal was unreadable from byte ${r.offset}, and what followed is in ${r.movedTo}\n`);
+    return 0;
+  });
+}
+
 export function auditLine(e: AuditEntry): string {
   const tool = e.tool ? `${e.owner}/${e.tool}` : `${e.owner}: ${e.method}`;
   const parts = [e.ts, e.event.padEnd(9), `[${shortId(e.proposal)}]`, `${e.proposer} → ${tool}`];

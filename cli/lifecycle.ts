@@ -11,7 +11,7 @@ import { dirname, resolve } from "node:path";
 import { ConfigError } from "../gateway/config.js";
 import type { Envelope } from "../gateway/envelope.js";
 import { openClient, resolveTarget } from "./remote.js";
-import { CliError, gatewayUrlFor, isAlive, isOurUp, loadSpace, readUpRecord, spaceFile, upFiles, type UpRecord } from "./space.js";
+import { CliError, gatewayUrlFor, inspectUpRecord, isAlive, isOurUp, loadSpace, readUpRecord, spaceFile, upFiles, type UpRecord } from "./space.js";
 import { callShape, oneLine, shortId, truncate } from "./terminal/format.js";
 
 export interface Io {
@@ -59,11 +59,15 @@ export function runDown(opts: DownOptions, io: Io = processIo()): Promise<number
   return guard(io, async () => {
     const { stateDir } = await stateDirOf(opts.file, opts.stateDir, io);
     const files = upFiles(stateDir);
-    const rec = readUpRecord(stateDir);
-    if (!rec) throw new CliError(`nothing to stop: no ${files.json} (was the space started with mewgate up, with this --state-dir?)`);
+    const found = inspectUpRecord(stateDir);
+    if ("missing" in found) throw new CliError(`nothing to stop: no ${files.json} (was the space started with mewgate up, with this --state-dir?)`);
+    if ("problem" in found) {
+      throw new CliError(`${found.problem}. If a mewgate up is still running, stop it with Ctrl-C or kill <pid> (its pid may be in ${files.pid}); then remove ${files.json}`);
+    }
+    const rec = found.rec;
     if (!isAlive(rec.pid)) {
       removeRecord(files, rec);
-      throw new CliError(`nothing to stop: pid ${rec.pid} of space ${rec.space} has already exited (removed its stale pid file)`);
+      throw new CliError(`nothing to stop: pid ${rec.pid}${rec.space ? ` of space ${rec.space}` : ""} has already exited (removed its stale pid file)`);
     }
     if (!isOurUp(rec)) {
       removeRecord(files, rec);
@@ -79,7 +83,7 @@ export function runDown(opts: DownOptions, io: Io = processIo()): Promise<number
     }
     if (!gone) throw new CliError(`pid ${rec.pid} is still running after SIGKILL`);
     removeRecord(files, rec);
-    io.stdout.write(`mewgate: stopped space ${rec.space} (pid ${rec.pid})\n`);
+    io.stdout.write(`mewgate: stopped ${rec.space ? `space ${rec.space}` : "the space"} (pid ${rec.pid})\n`);
     return 0;
   });
 }

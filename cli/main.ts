@@ -2,6 +2,7 @@
 /**
  * The `mewgate` command: commander wiring only. Each command calls a tested module.
  */
+import { readFileSync } from "node:fs";
 import { Command, InvalidArgumentError, Option } from "commander";
 // Light: the MCP machinery behind `mewgate mcp` loads when that command runs.
 import { registerMcpCommand } from "./mcp.js";
@@ -13,6 +14,16 @@ const up = () => import("./up.js");
 const lifecycle = () => import("./lifecycle.js");
 const commands = () => import("./commands.js");
 const connect = () => import("./connect.js");
+
+/** The package's version, from the package.json two levels above this file (dist/cli/ in the repo and when installed). */
+function version(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { name?: string; version?: string };
+    return pkg.name === "mewgate" && pkg.version ? pkg.version : "unknown";
+  } catch {
+    return "unknown";
+  }
+}
 
 function port(value: string): number {
   const n = Number(value);
@@ -39,6 +50,7 @@ function remote(c: Command, what = "act as"): Command {
 export function program(): Command {
   const cmd = new Command("mewgate")
     .description("A gateway for shared AI workspaces (MEW Protocol v0.4)")
+    .version(version(), "-V, --version", "print the version")
     .showSuggestionAfterError(true)
     .showHelpAfterError("(run mewgate --help for usage)");
 
@@ -126,6 +138,17 @@ export function program(): Command {
     .option("--json", "list: print JSON")
     .action(async (action: string, id: string | undefined, opts) => {
       process.exitCode = await (await commands()).runProposals(action, id, opts);
+    });
+
+  cmd
+    .command("state")
+    .description("the space's state journal: `repair` cuts it at its first corrupt frame (with the gateway stopped)")
+    .argument("<action>", "repair")
+    .argument("[space.yaml]", "space file (default: ./space.yaml)")
+    .option("--state-dir <dir>", "state directory, if not the default")
+    .action(async (action: string, file: string | undefined, opts) => {
+      if (action !== "repair") throw new InvalidArgumentError(`unknown action "${action}"; mewgate state repair`);
+      process.exitCode = await (await commands()).runStateRepair({ ...opts, config: file });
     });
 
   cmd

@@ -3,7 +3,7 @@
  * and the options every remote command shares (`--gateway/--space/--token` or
  * `--config/--as`).
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { connect as tcpConnect } from "node:net";
 import type { Logger } from "pino";
 // Light on purpose (`mewgate mcp` is registered at start): the client, and the MCP SDK
@@ -97,16 +97,26 @@ export async function resolveTarget(opts: RemoteOptions, env: NodeJS.ProcessEnv 
 /** `--token`, else `--token-file`. */
 function tokenFromFlags(opts: RemoteOptions, env: NodeJS.ProcessEnv): FoundToken | undefined {
   // `withEnvDefaults` passes MEWGATE_TOKEN on as `token`: name it for what it is.
-  if (opts.token) return { token: opts.token, source: opts.token === env["MEWGATE_TOKEN"] ? "MEWGATE_TOKEN" : "--token" };
+  if (opts.token) {
+    if (opts.token === env["MEWGATE_TOKEN"]) return { token: opts.token, source: "MEWGATE_TOKEN" };
+    warn("--token puts the token in the command line, where other users of this machine can read it (ps, /proc); prefer --token-file <file> or MEWGATE_TOKEN");
+    return { token: opts.token, source: "--token" };
+  }
   if (!opts.tokenFile) return undefined;
   let token: string;
   try {
     token = readFileSync(opts.tokenFile, "utf8").trim();
+    // Like ssh with a private key: a token others can read is no secret any more.
+    if ((statSync(opts.tokenFile).mode & 0o077) !== 0) warn(`--token-file ${opts.tokenFile} can be read by other users; chmod 600 it`);
   } catch (err) {
     throw new CliError(`cannot read --token-file ${opts.tokenFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
   if (!token) throw new CliError(`--token-file ${opts.tokenFile} is empty`);
   return { token, source: `--token-file ${opts.tokenFile}` };
+}
+
+function warn(message: string): void {
+  process.stderr.write(`mewgate: warning: ${message}\n`);
 }
 
 /** Accepts `host:port`, `http(s)://` and `ws(s)://`. */

@@ -7,6 +7,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadSpaceConfig, type ParticipantConfig, type SpaceConfig } from "../gateway/config.js";
+import { z } from "zod";
 import { tokenEnvName, tokenFile } from "../gateway/tokens.js";
 
 /** The command's own error: its message is printed as is (`mewgate: <message>`), exit code 1. */
@@ -117,26 +118,64 @@ export function noTokenError(config: SpaceConfig, id: string): CliError {
 /** What `up` records in `<state>/up.json` for `status`, `down` and the other commands. */
 export interface UpRecord {
   pid: number;
-  url: string;
-  space: string;
-  config: string;
+  url?: string | undefined;
+  space?: string | undefined;
+  config?: string | undefined;
   stateDir: string;
   /** The process's start time in clock ticks since boot (`/proc/<pid>/stat` field 22), to tell it from a recycled pid. */
   startTicks?: number | undefined;
-  argv: string[];
-  startedAt: string;
+  /** Absent in files written by older versions. */
+  argv?: string[] | undefined;
+  startedAt?: string | undefined;
 }
+
+/**
+ * What up.json holds, checked: only `pid` is required, since files written by older
+ * versions, edited by hand or cut short by a crash must still let `down` stop what they
+ * name — and nothing else.
+ */
+const UpRecordSchema = z.looseObject({
+  pid: z.int().positive(),
+  url: z.string().optional(),
+  space: z.string().optional(),
+  config: z.string().optional(),
+  stateDir: z.string().optional(),
+  startTicks: z.number().optional(),
+  argv: z.array(z.string()).optional(),
+  startedAt: z.string().optional(),
+});
 
 export function upFiles(stateDir: string): { pid: string; json: string; log: string } {
   return { pid: join(stateDir, "up.pid"), json: join(stateDir, "up.json"), log: join(stateDir, "logs", "up.log") };
 }
 
-export function readUpRecord(stateDir: string): UpRecord | undefined {
+/** The up.json of a state directory: the record, or what is wrong with the file (`missing` when there is none). */
+export function inspectUpRecord(stateDir: string): { rec: UpRecord } | { problem: string; missing?: true } {
+  const file = upFiles(stateDir).json;
+  let text: string;
   try {
-    return JSON.parse(readFileSync(upFiles(stateDir).json, "utf8")) as UpRecord;
-  } catch {
-    return undefined;
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return { problem: `no ${file}`, missing: true };
+    return { problem: `cannot read ${file}: ${(err as Error).message}` };
   }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return { problem: `${file} is not JSON (${text.length} bytes; cut short by a crash?)` };
+  }
+  const parsed = UpRecordSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return { problem: `${file}: ${issue?.path.join(".") || "the record"}: ${issue?.message ?? "invalid"}` };
+  }
+  return { rec: { ...parsed.data, stateDir: parsed.data.stateDir ?? stateDir } };
+}
+
+export function readUpRecord(stateDir: string): UpRecord | undefined {
+  const found = inspectUpRecord(stateDir);
+  return "rec" in found ? found.rec : undefined;
 }
 
 /**
@@ -200,7 +239,11 @@ export function isOurUp(rec: UpRecord): boolean {
   const ticks = processStartTicks(rec.pid);
   if (ticks !== undefined && rec.startTicks !== undefined && ticks !== rec.startTicks) return false;
   const argv = processArgv(rec.pid);
-  if (argv !== undefined && argv.join("\0") !== rec.argv.join("\0")) return false;
+  if (argv !== undefined) {
+    if (rec.argv !== undefined) return argv.join("\0") === rec.argv.join("\0");
+    // An older record names no command line: settle for one that is a mewgate up.
+    return argv.some((a) => /(^|\/)(mewgate|main\.js)$/.test(a)) && argv.includes("up");
+  }
   // Without /proc (not Linux) all we know is that the pid is alive and the record is ours.
   return true;
 }

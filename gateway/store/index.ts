@@ -168,6 +168,7 @@ export function readHistory<R extends { type: string }>(dir: string, filter: (r:
  */
 export function repairStore(dir: string): { kept: number; movedTo?: string; offset?: number } {
   const file = join(dir, "journal");
+  if (!existsSync(file)) return { kept: 0 };
   let kept = 0;
   let good = MAGIC.length;
   const end = readFrames(file, (f) => {
