@@ -3,7 +3,7 @@
  * both figures, their ratio, the goal and whether it was met. Figures, never pass/fail:
  * the exit code is 0 whatever the figures are, and non-zero only if the bench itself broke.
  *
- *   node dist/bench/run.js [fanout] [rtt] [idle] [start] [slow] [governance] [bridge] [agent] [--json]
+ *   node dist/bench/run.js [fanout] [rtt] [idle] [start] [slow] [governance] [store] [bridge] [agent] [--json]
  *
  * With no scenario named, all run. `--json` prints the rows as JSON on stdout and the
  * human-readable report on stderr. Environment:
@@ -23,8 +23,10 @@ import { type Row, table, toJson } from "./report.js";
 import { agent, bridge, governance } from "./extra.js";
 import { type Context, fanout, idle, rtt, slow, start } from "./scenarios.js";
 import { benchSpaceYaml, smallSpaceYaml } from "./spaces.js";
+import { storeRows } from "./store.js";
 
-const SCENARIOS = { fanout, rtt, idle, start, slow, governance, bridge, agent } as const;
+const store = (ctx: Context): Promise<Row[]> => storeRows(ctx.dir, ctx.progress);
+const SCENARIOS = { fanout, rtt, idle, start, slow, governance, store, bridge, agent } as const;
 type Scenario = keyof typeof SCENARIOS;
 const TITLES: Record<Scenario, string> = {
   fanout: "1. chat fan-out, 100-byte text (deliveries per second, summed over receivers)",
@@ -33,8 +35,9 @@ const TITLES: Record<Scenario, string> = {
   start: "4. start to accepting connections",
   slow: "5. a participant that stops reading while 10 MB/s flows to it",
   governance: "6. governance: call tracking, proposals, the catalogue",
-  bridge: "7. MCP bridge: added latency",
-  agent: "8. LLM agent: its own work per model turn",
+  store: "7. state store: durable transitions",
+  bridge: "8. MCP bridge: added latency",
+  agent: "9. LLM agent: its own work per model turn",
 };
 
 function parseArgs(argv: string[]): { scenarios: Scenario[]; json: boolean } {

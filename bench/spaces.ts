@@ -11,7 +11,7 @@ export interface BenchSpaceOptions {
 }
 
 /**
- * A space whose rate limits and heartbeats are out of the way, so the bench measures the
+ * A space whose rate limits, connection caps and heartbeats are out of the way, so the bench measures the
  * gateway's routing and not its throttles. Every participant is a human: visibility `all`
  * and capabilities `*`, so each one receives every envelope, like the naive forwarder's
  * sockets do.
@@ -28,6 +28,10 @@ export function benchSpaceYaml(opts: BenchSpaceOptions): string {
     "    rate_per_second: 1000000",
     "    rate_burst: 1000000",
     "    heartbeat_ms: 0",
+    // Thousands of joins from one loopback address: the caps would (rightly) refuse them.
+    "    max_connections: 100000",
+    "    max_per_address: 100000",
+    "    max_unauthenticated: 100000",
   ];
   if (opts.maxBufferedBytes !== undefined) lines.push(`    max_buffered_bytes: ${opts.maxBufferedBytes}`);
   lines.push("participants:");

@@ -63,7 +63,7 @@ const MAX_BACKLOG = 256;
 /** Decisions of one member that may be on their way to disk at once. */
 const MAX_IN_FLIGHT = 64;
 /** Kinds whose durable changes one member may pipeline (each is acknowledged in order). */
-const PIPELINED = new Set(["mcp/proposal", "mcp/approve", "mcp/reject", "mcp/withdraw"]);
+const PIPELINED = new Set(["mcp/proposal", "mcp/approve", "mcp/reject", "mcp/withdraw", "mcp/response"]);
 
 function pipelined(parsed: ParsedFrame, inFlight: number): boolean {
   return inFlight < MAX_IN_FLIGHT && parsed.ok && "envelope" in parsed && PIPELINED.has(parsed.envelope.kind);
