@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join as pathJoin } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { readAudit } from "../gateway/ledger.js";
-import { askGateway, errorFor, killGateway, sleep, spawnGateway, TestClient, toolOwner, type Env, type GatewayProcess } from "./helpers.js";
+import { askGateway, errorFor, killGateway, seeded, sleep, spawnGateway, TestClient, toolOwner, type Env, type GatewayProcess } from "./helpers.js";
 
 const AGENTS = ["a1", "a2", "a3", "a4"];
 const TOKEN = (id: string) => `${id}-token-0123456789`;
@@ -29,15 +29,6 @@ ${AGENTS.map((a) => `  ${a}: {kind: agent, token: ${TOKEN(a)}, tools: {ask: ["fs
 
 const TOOLS = [{ name: "write_file", inputSchema: { type: "object" } }];
 
-/** A small seeded generator, so a failing run can be replayed. */
-function mulberry32(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const procs: GatewayProcess[] = [];
 const clients: TestClient[] = [];
@@ -70,7 +61,7 @@ async function pendingIds(c: TestClient): Promise<Set<string>> {
 describe("kill -9 in the middle of a burst", () => {
   it("keeps every acknowledged proposal and decision, and every always-approval whole with its grant", { timeout: 120_000 }, async () => {
     const RUNS = 8;
-    const rand = mulberry32(20261124);
+    const rand = seeded(20261124);
     for (let run = 0; run < RUNS; run++) {
       const dir = mkdtempSync(pathJoin(tmpdir(), "mewgate-dur-"));
       dirs.push(dir);

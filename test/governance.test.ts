@@ -5,7 +5,7 @@ import { join as pathJoin } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { CompiledPolicy, decide } from "../gateway/policy.js";
 import { readAudit } from "../gateway/ledger.js";
-import { errorFor, responseFor, sleep, startGateway, TestClient, toolOwner as ownerOf, type Env, type TestGateway } from "./helpers.js";
+import { errorFor, responseFor, sleep, startGateway, TestClient, toolCall as call, toolOwner as ownerOf, type Env, type TestGateway } from "./helpers.js";
 
 const T = {
   human: "human-token-1",
@@ -85,13 +85,6 @@ async function waitForTools(c: TestClient, n: number): Promise<void> {
   throw new Error(`the registry never reached ${n} tools`);
 }
 
-const call = (id: string, to: string, name: string, args: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) => ({
-  id,
-  kind: "mcp/request",
-  to: [to],
-  ...extra,
-  payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: args } },
-});
 
 const propose = (id: string, name: string, args: Record<string, unknown> = {}) => ({
   id,

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join as pathJoin } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { askGateway, errorFor, responseFor, sleep, startGateway, TestClient, toolOwner, type Env, type TestGateway } from "./helpers.js";
+import { askGateway, errorFor, responseFor, sleep, startGateway, TestClient, toolCall as call, toolOwner, type Env, type TestGateway } from "./helpers.js";
 
 const T = {
   human: "human-token-1",
@@ -87,13 +87,6 @@ async function waitForTools(c: TestClient, n: number): Promise<void> {
   throw new Error(`the registry never reached ${n} tools`);
 }
 
-const call = (id: string, to: string, name: string, args: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) => ({
-  id,
-  kind: "mcp/request",
-  to: [to],
-  ...extra,
-  payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: args } },
-});
 
 const toolCap = (owner: string, tool: string) => ({ kind: "mcp/request", to: [owner], payload: { method: "tools/call", params: { name: tool } } });
 

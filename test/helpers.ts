@@ -245,3 +245,22 @@ export async function killGateway(g: GatewayProcess): Promise<void> {
   g.child.kill("SIGKILL");
   await gone;
 }
+
+/** A `tools/call` request envelope, its envelope id doubling as the JSON-RPC id. */
+export const toolCall = (id: string, to: string, name: string, args: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) => ({
+  id,
+  kind: "mcp/request",
+  to: [to],
+  ...extra,
+  payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: args } },
+});
+
+/** A small seeded generator (mulberry32), so a failing randomized run can be replayed. */
+export function seeded(seed: number): () => number {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { MAGIC } from "../gateway/store/frame.js";
 import { openStore, readHistory, repairStore, StoreError } from "../gateway/store/index.js";
+import { seeded } from "./helpers.js";
 
 type Rec = { type: string; lane?: number; n?: number; part?: number; of?: number; pad?: string; k?: string; v?: number };
 
@@ -42,20 +43,12 @@ function kv() {
   };
 }
 
-function mulberry32(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const COMMITTER = join(import.meta.dirname, "..", "dist", "test", "fixtures", "store", "committer.js");
 
 describe("kill -9 during a burst of group commits", () => {
   it("keeps every acknowledged transaction, each whole, in order, through compactions too", { timeout: 90_000 }, async () => {
-    const rand = mulberry32(7);
+    const rand = seeded(7);
     const RUNS = 16;
     let acknowledged = 0;
     for (let run = 0; run < RUNS; run++) {
