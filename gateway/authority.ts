@@ -19,7 +19,7 @@ import { type Capability, compileCapabilities, type Matcher } from "./capabiliti
 import type { SpaceConfig } from "./config.js";
 import { ErrorCodes, type ErrorCode } from "./envelope.js";
 import type { GrantBook } from "./grants.js";
-import { allowCapabilities, CompiledPolicy, type Decision, decide } from "./policy.js";
+import { allowCapabilities, CompiledPolicy, type Decision, decide, decideWhy } from "./policy.js";
 import type { Registry } from "./registry.js";
 
 /** The outcome for one call: go ahead, go through a proposal, or a refusal to send back. */
@@ -71,6 +71,22 @@ export class Authority {
     }
     if (allows({ kind: "mcp/request", to: [target], payload: { method, params } })) return { decision: "direct" };
     return { decision: "denied", code: ErrorCodes.capabilityViolation, message: `your capabilities do not allow ${method} to "${target}"`, extra: { attempted_kind: "mcp/request", method } };
+  }
+
+  /** Why `caller` calling `owner/tool` gets the decision it gets, in words for a person. */
+  why(caller: string, owner: string, tool: string): string {
+    const rules = this.rulesOf(caller);
+    if (!rules) return "not a participant";
+    const seen = new Set([caller]);
+    return decideWhy({
+      policy: rules.policy,
+      configured: rules.configuredMatch,
+      granted: (shape) => this.grants.to(caller).some((g) => g.matches(shape) && !seen.has(g.from) && this.decideFrom(g.from, owner, tool, seen) === "direct"),
+      owner,
+      tool,
+      annotations: this.registry.get(owner, tool)?.annotations,
+      fallback: this.config.policy.fallback,
+    }).why;
   }
 
   private decideFrom(caller: string, owner: string, tool: string, seen: Set<string>): Decision {

@@ -64,14 +64,22 @@ export interface DecisionInput {
 }
 
 export function decide(input: DecisionInput): Decision {
-  const rule = input.policy.rule(`${input.owner}/${input.tool}`);
-  if (rule === "deny") return "denied";
+  return decideWhy(input).decision;
+}
+
+/** The decision and, in words for a person, the rule that made it. */
+export function decideWhy(input: DecisionInput): { decision: Decision; why: string } {
+  const name = `${input.owner}/${input.tool}`;
+  const rule = input.policy.rule(name);
+  if (rule === "deny") return { decision: "denied", why: `a deny rule matches ${name}` };
   const shape = toolCallShape(input.owner, input.tool);
-  if (input.granted(shape)) return "direct";
-  if (rule === "ask") return "proposal";
-  if (rule === "allow" || input.configured(shape)) return "direct";
-  if (input.annotations?.readOnlyHint === true) return "direct";
-  return input.fallback === "allow" ? "direct" : input.fallback === "deny" ? "denied" : "proposal";
+  if (input.granted(shape)) return { decision: "direct", why: "a grant (an always-approval) covers it" };
+  if (rule === "ask") return { decision: "proposal", why: `an ask rule matches ${name}` };
+  if (rule === "allow") return { decision: "direct", why: `an allow rule matches ${name}` };
+  if (input.configured(shape)) return { decision: "direct", why: "the participant's capabilities allow it" };
+  if (input.annotations?.readOnlyHint === true) return { decision: "direct", why: "the tool says it is read-only" };
+  const decision = input.fallback === "allow" ? "direct" : input.fallback === "deny" ? "denied" : "proposal";
+  return { decision, why: `no rule matches and the tool is not read-only: the space's fallback is ${input.fallback}` };
 }
 
 /** `fs/read_*` → a MEW pattern allowing tools/call of `read_*` on `fs`. */

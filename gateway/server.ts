@@ -37,6 +37,8 @@ export class Gateway {
   private readonly limits: Limits;
   private readonly log: Logger;
   private readonly routes = new Map<string, HttpHandler>();
+  /** Routes that serve every path under a prefix (`/api/`, `/ui/`). */
+  private readonly prefixes: Array<[string, HttpHandler]> = [];
   private readonly guard: OriginGuard;
   /** Open WebSocket connections per remote address, and those not yet authenticated. */
   private readonly perAddress = new Map<string, number>();
@@ -68,7 +70,7 @@ export class Gateway {
         return;
       }
       const path = (req.url ?? "/").split("?", 1)[0]!;
-      const route = this.routes.get(path);
+      const route = this.routes.get(path) ?? this.prefixes.find(([prefix]) => path.startsWith(prefix))?.[1];
       if (route) {
         route(req, res);
         return;
@@ -146,6 +148,12 @@ export class Gateway {
   addHttpRoute(path: string, handler: HttpHandler): void {
     if (path === "/ws" || path === "/healthz" || this.routes.has(path)) throw new Error(`HTTP path ${path} is taken`);
     this.routes.set(path, handler);
+  }
+
+  /** Serves every path that starts with `prefix` (which ends in "/") with `handler`, after the Origin and Host checks like every route. */
+  addHttpPrefix(prefix: string, handler: HttpHandler): void {
+    if (!prefix.endsWith("/") || this.prefixes.some(([p]) => p === prefix)) throw new Error(`HTTP prefix ${prefix} is taken or does not end in /`);
+    this.prefixes.push([prefix, handler]);
   }
 
   /** Starts listening; resolves once connections are accepted. */

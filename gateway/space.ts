@@ -49,7 +49,7 @@ import { Registry } from "./registry.js";
 import { Ledger } from "./ledger.js";
 import type { Plan } from "./plan.js";
 import { StoreError } from "./store/index.js";
-import { Member, type Peer } from "./member.js";
+import { Member, type Peer, type Visibility } from "./member.js";
 import type { TokenBook } from "./tokens.js";
 import { buildWelcome, WELCOME_HISTORY_BYTES } from "./welcome.js";
 
@@ -92,6 +92,8 @@ export class Space implements SpaceHost {
   private presence: { env: Envelope; subject: Member | undefined; joinedBy: number }[] = [];
   /** Joins so far; each member remembers its number. */
   private joins = 0;
+  /** Operator API event streams (operator/api.ts): they see, they do not act. */
+  private readonly watchers = new Set<{ id: string; visibility: Visibility; peer: Peer }>();
 
   constructor(
     readonly config: SpaceConfig,
@@ -282,8 +284,64 @@ export class Space implements SpaceHost {
   }
 
   /** Audit entries matching the filter, oldest first. */
-  audit(q: AuditQuery = {}): AuditEntry[] {
-    return this.ledger.audit(q);
+  audit(q: AuditQuery = {}, limit?: number): AuditEntry[] {
+    return this.ledger.audit(q, limit);
+  }
+
+  // --- acting and watching without joining (the operator API) ----------------------
+
+  /**
+   * Runs one frame through the whole pipeline as participant `id` without joining: what
+   * the participant's live connection, if any, sees of it is what it would see of any
+   * other participant's frame, and the connection is left alone. Resolves with the errors
+   * the frame earned (none: it took effect).
+   */
+  async act(id: string, frame: Record<string, unknown>): Promise<Array<Record<string, unknown>>> {
+    const config = this.config.participants[id];
+    if (!config) throw new Error(`act: "${id}" is not a participant of space "${this.id}"`);
+    const errors: Array<Record<string, unknown>> = [];
+    const peer: Peer = {
+      send: (bytes) => {
+        const env = JSON.parse(bytes.toString("utf8")) as Envelope;
+        if (env.kind === "system/error") errors.push(env.payload as Record<string, unknown>);
+      },
+      close: () => {},
+    };
+    const actor = new Member(id, config, peer, config.visibility, false, this.log.child({ participant: id, via: "api" }), this.joins);
+    this.recompile(actor);
+    const pending = this.process(actor, parseFrame(JSON.stringify(frame)));
+    if (pending) await pending;
+    return errors;
+  }
+
+  /** Streams to `peer` what participant `id` may see, until the returned function is called. */
+  watch(id: string, peer: Peer): () => void {
+    const config = this.config.participants[id];
+    if (!config) throw new Error(`watch: "${id}" is not a participant of space "${this.id}"`);
+    const w = { id, visibility: config.visibility, peer };
+    this.watchers.add(w);
+    return () => this.watchers.delete(w);
+  }
+
+  /** Every participant of the space, connected or not, as `viewer` may see it. */
+  participantsView(): Array<Record<string, unknown>> {
+    return Object.values(this.config.participants).map((p) => ({
+      id: p.id,
+      kind: p.kind,
+      ...(p.description ? { description: p.description } : {}),
+      online: this.members.has(p.id),
+      capabilities: this.grants.capabilitiesOf(p.id),
+    }));
+  }
+
+  /** Grants held now, each with whether it stands (its granter still holds what it lent). */
+  grantsView(): Array<Record<string, unknown>> {
+    return this.grants.all().map((g) => ({ ...g, standing: this.grants.stands(g) }));
+  }
+
+  /** The grant with this id, if it is held. */
+  grantById(id: string): { id: string; recipient: string; from: string } | undefined {
+    return this.grants.all().find((g) => g.id === id);
   }
 
   // --- durable changes (ledger.ts) ---------------------------------------------------
@@ -313,6 +371,16 @@ export class Space implements SpaceHost {
     return this.proposals.pending();
   }
 
+  /** The space's tools as participant `id` sees them, connected or not. */
+  toolsForId(id: string): Array<Record<string, unknown>> {
+    return this.registry.list().map((t) => ({ ...t, policy: this.authority.tool(id, t.participant, t.tool) }));
+  }
+
+  /** The catalogue entry of `owner/tool`, if registered. */
+  toolEntry(owner: string, tool: string): Record<string, unknown> | undefined {
+    return this.registry.get(owner, tool) as Record<string, unknown> | undefined;
+  }
+
   /** The space's tools as `member` sees them: each with the policy that applies to it (mcp.ts). */
   toolsFor(member: Member): Array<Record<string, unknown>> {
     return this.mcp.toolsFor(member);
@@ -338,6 +406,10 @@ export class Space implements SpaceHost {
     for (const m of this.members.values()) {
       if ((m === sender && !m.echo) || m.joinSeq > joinedBy) continue;
       if (everyone || m.visibility === "all" || (to !== undefined && to.includes(m.id))) m.peer.send(bytes);
+    }
+    // Operators watching through the API see what their participant may see.
+    for (const w of this.watchers) {
+      if (everyone || w.visibility === "all" || (to !== undefined && to.includes(w.id))) w.peer.send(bytes);
     }
   }
 

@@ -1,0 +1,216 @@
+/**
+ * The operator HTTP API, on the gateway's port under `/api/spaces/<space>/`:
+ *
+ *   GET    me | participants | tools | grants | audit | proposals[?state=all] | proposals/<id>
+ *   POST   proposals/<id>/approve {scope?, arguments?, reason?}
+ *   POST   proposals/<id>/reject  {reason, text?}
+ *   POST   proposals/<id>/withdraw {reason?}
+ *   DELETE grants/<id>            (cascading, like capability/revoke)
+ *   POST   chat {text, to?}
+ *   GET    events                 (server-sent events: every envelope the caller may see)
+ *
+ * Authenticated by a participant's token in `Authorization: Bearer` — never in the URL,
+ * which gets logged. A call acts as that participant through the space's own pipeline
+ * (`Space.act`), so every rule holds as on the wire: nobody decides on their own
+ * proposal or revokes what they may not; and it never joins, so the participant's live
+ * connection (a terminal, an agent) is not disturbed. Origin and Host are checked before
+ * any of this, like every route (origin.ts); a browser page from elsewhere gets 403.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Peer } from "../member.js";
+import type { Proposal } from "../proposals.js";
+import type { Gateway } from "../server.js";
+import type { Space } from "../space.js";
+import { proposalView, statusOf } from "./views.js";
+
+const PREFIX = "/api/spaces/";
+const MAX_BODY = 1024 * 1024;
+/** A comment line on an idle event stream, so proxies and clients know it is alive. */
+const KEEPALIVE_MS = 15_000;
+
+interface Caller {
+  space: Space;
+  id: string;
+}
+
+type Reply = { status: number; body: unknown };
+
+export function mountOperatorApi(gateway: Gateway): void {
+  gateway.addHttpPrefix(PREFIX, (req, res) => {
+    handle(gateway, req, res).catch((err: Error) => {
+      if (!res.headersSent) send(res, { status: 500, body: { error: { code: "internal_error", message: "the gateway failed on this request" } } });
+      else res.end();
+      void err;
+    });
+  });
+}
+
+async function handle(gateway: Gateway, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const url = new URL(req.url ?? "/", "http://gateway");
+  const [spaceId, ...rest] = url.pathname.slice(PREFIX.length).split("/").map(decodeURIComponent);
+  const space = gateway.spaces.get(spaceId ?? "");
+  if (!space) return send(res, fail(404, "unknown_space", `no space named "${clip(spaceId ?? "")}"`));
+  const token = bearer(req.headers.authorization);
+  if (token === undefined) return send(res, fail(401, "unauthorized", "send the participant's token as Authorization: Bearer <token>"), { "www-authenticate": 'Bearer realm="mewgate"' });
+  const auth = space.authenticate(token);
+  if (!auth.ok) return send(res, fail(401, "unauthorized", `invalid token for space "${space.id}"`), { "www-authenticate": 'Bearer realm="mewgate"' });
+  const caller: Caller = { space, id: auth.id };
+  const route = `${req.method} ${rest.map((p, i) => (i === 1 && rest[0] !== undefined && ["proposals", "grants"].includes(rest[0]) ? ":id" : p)).join("/")}`;
+  if (route === "GET events") return events(caller, req, res);
+  let body: Record<string, unknown> = {};
+  if (req.method === "POST") {
+    const read = await readBody(req);
+    if (!read.ok) return send(res, fail(read.status, "invalid_payload", read.message));
+    body = read.body;
+  }
+  send(res, await dispatch(caller, route, rest[1], url.searchParams, body));
+}
+
+async function dispatch(c: Caller, route: string, id: string | undefined, q: URLSearchParams, body: Record<string, unknown>): Promise<Reply> {
+  const { space } = c;
+  switch (route) {
+    case "GET me":
+      return ok(space.participantsView().find((p) => p.id === c.id));
+    case "GET participants":
+      return ok({ participants: space.participantsView() });
+    case "GET tools":
+      return ok({ tools: space.toolsForId(c.id) });
+    case "GET grants":
+      return ok({ grants: space.grantsView() });
+    case "GET audit":
+      return ok({ entries: space.audit(auditQuery(q), limit(q)) });
+    case "GET proposals": {
+      const pending = visible(c).map((p) => proposalView(space, c.id, p));
+      if (q.get("state") !== "all") return ok({ proposals: pending });
+      return ok({ proposals: pending, past: space.audit(auditQuery(q), limit(q)).filter((e) => e.event !== "proposed") });
+    }
+    case "GET proposals/:id": {
+      const p = visible(c).find((x) => x.id === id);
+      return p ? ok(proposalView(space, c.id, p)) : fail(404, "unknown_proposal", `no pending proposal "${clip(id ?? "")}"`);
+    }
+    case "POST proposals/:id/approve":
+      return acted(await space.act(c.id, { kind: "mcp/approve", correlation_id: [id], payload: pick(body, ["scope", "arguments", "reason"]) }), { state: "approved" });
+    case "POST proposals/:id/reject":
+      return acted(await space.act(c.id, { kind: "mcp/reject", correlation_id: [id], payload: { reason: "disagree", ...pick(body, ["reason", "text"]) } }), { state: "rejected" });
+    case "POST proposals/:id/withdraw":
+      return acted(await space.act(c.id, { kind: "mcp/withdraw", correlation_id: [id], payload: pick(body, ["reason"]) }), { state: "withdrawn" });
+    case "DELETE grants/:id": {
+      const g = space.grantById(id ?? "");
+      if (!g) return fail(404, "unknown_grant", `no grant "${clip(id ?? "")}"`);
+      return acted(await space.act(c.id, { kind: "capability/revoke", payload: { recipient: g.recipient, grant_id: g.id } }), { revoked: g.id });
+    }
+    case "POST chat": {
+      if (typeof body["text"] !== "string" || body["text"] === "") return fail(400, "invalid_payload", "chat: text must be a non-empty string");
+      const to = Array.isArray(body["to"]) ? body["to"] : undefined;
+      const envId = crypto.randomUUID();
+      return acted(await space.act(c.id, { id: envId, kind: "chat", ...(to ? { to } : {}), payload: { text: body["text"] } }), { id: envId });
+    }
+    default:
+      return fail(404, "not_found", `no such route: ${clip(route)}; see the README's operator API`);
+  }
+}
+
+/** Pending proposals the caller may see: all with visibility `all`, else its own and those it would serve. */
+function visible(c: Caller): Proposal[] {
+  const all = c.space.config.participants[c.id]?.visibility === "all";
+  return c.space.pendingProposals().filter((p) => all || p.proposer === c.id || p.owner === c.id);
+}
+
+/** The server-sent event stream of what the caller may see, until the client goes away. */
+function events(c: Caller, req: IncomingMessage, res: ServerResponse): void {
+  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-store", connection: "keep-alive", "x-accel-buffering": "no" });
+  res.write(`event: hello\ndata: ${JSON.stringify({ you: c.id, space: c.space.id })}\n\n`);
+  const peer: Peer = {
+    send: (bytes) => {
+      // A reader that does not keep up is cut off rather than buffered for.
+      if (res.writableLength > 8 * 1024 * 1024) return stop();
+      res.write(`event: envelope\ndata: ${bytes.toString("utf8")}\n\n`);
+    },
+    close: () => stop(),
+  };
+  const unwatch = c.space.watch(c.id, peer);
+  const keepalive = setInterval(() => res.write(": keepalive\n\n"), KEEPALIVE_MS);
+  keepalive.unref();
+  let stopped = false;
+  function stop(): void {
+    if (stopped) return;
+    stopped = true;
+    clearInterval(keepalive);
+    unwatch();
+    res.end();
+  }
+  req.on("close", stop);
+}
+
+/** The reply to an action: the first error it earned, with an HTTP status, or `done`. */
+function acted(errors: Array<Record<string, unknown>>, done: Record<string, unknown>): Reply {
+  const e = errors[0];
+  if (!e) return ok({ ok: true, ...done });
+  const code = String(e["code"] ?? "error");
+  return { status: statusOf(code), body: { error: { ...e, code, message: String(e["message"] ?? code) } } };
+}
+
+function auditQuery(q: URLSearchParams): { participant?: string; tool?: string; since?: Date; until?: Date } {
+  const date = (v: string | null) => (v && !Number.isNaN(Date.parse(v)) ? new Date(v) : undefined);
+  return {
+    ...(q.get("participant") ? { participant: q.get("participant")! } : {}),
+    ...(q.get("tool") ? { tool: q.get("tool")! } : {}),
+    ...(date(q.get("since")) ? { since: date(q.get("since"))! } : {}),
+    ...(date(q.get("until")) ? { until: date(q.get("until"))! } : {}),
+  };
+}
+
+function limit(q: URLSearchParams): number {
+  const n = Number(q.get("limit") ?? 1000);
+  return Number.isInteger(n) && n > 0 ? Math.min(n, 10_000) : 1000;
+}
+
+function pick(body: Record<string, unknown>, keys: string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const k of keys) if (body[k] !== undefined) out[k] = body[k];
+  return out;
+}
+
+const ok = (body: unknown): Reply => ({ status: body === undefined ? 404 : 200, body: body ?? { error: { code: "not_found", message: "not found" } } });
+const fail = (status: number, code: string, message: string): Reply => ({ status, body: { error: { code, message } } });
+
+function send(res: ServerResponse, r: Reply, headers: Record<string, string> = {}): void {
+  res.writeHead(r.status, { "content-type": "application/json", "cache-control": "no-store", ...headers });
+  res.end(JSON.stringify(r.body));
+}
+
+function readBody(req: IncomingMessage): Promise<{ ok: true; body: Record<string, unknown> } | { ok: false; status: number; message: string }> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_BODY) {
+        resolve({ ok: false, status: 413, message: `request body over ${MAX_BODY} bytes` });
+        req.destroy();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on("end", () => {
+      if (size === 0) return resolve({ ok: true, body: {} });
+      try {
+        const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown;
+        if (typeof body !== "object" || body === null || Array.isArray(body)) return resolve({ ok: false, status: 400, message: "the body must be a JSON object" });
+        resolve({ ok: true, body: body as Record<string, unknown> });
+      } catch {
+        resolve({ ok: false, status: 400, message: "the body is not JSON" });
+      }
+    });
+    req.on("error", () => resolve({ ok: false, status: 400, message: "the request failed" }));
+  });
+}
+
+function bearer(header: string | undefined): string | undefined {
+  const m = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+  return m?.[1];
+}
+
+function clip(s: string): string {
+  return s.length > 64 ? `${s.slice(0, 61)}...` : s;
+}

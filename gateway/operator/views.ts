@@ -1,0 +1,52 @@
+/**
+ * What the operator API shows of a space's state, and how its errors map to HTTP.
+ */
+import type { Proposal } from "../proposals.js";
+import type { Space } from "../space.js";
+
+/** A pending proposal as an approver needs to see it: who, what, why it waits, everything it would do. */
+export function proposalView(space: Space, viewer: string, p: Proposal): Record<string, unknown> {
+  const entry = p.tool === undefined ? undefined : space.toolEntry(p.owner, p.tool);
+  return {
+    id: p.id,
+    proposer: p.proposer,
+    owner: p.owner,
+    method: p.method,
+    ...(p.tool !== undefined ? { tool: `${p.owner}/${p.tool}`, why: space.authority.why(p.proposer, p.owner, p.tool) } : {}),
+    arguments: p.params["arguments"] ?? {},
+    ...(p.method !== "tools/call" ? { params: p.params } : {}),
+    createdAt: p.createdAt,
+    expiresAt: new Date(p.expiresAt).toISOString(),
+    ...(entry ? { inputSchema: entry["inputSchema"], description: entry["description"] } : {}),
+    // Whether the viewer may decide: not its own, and it could make the call itself.
+    mine: p.proposer === viewer,
+  };
+}
+
+/** The HTTP status for a `system/error` code an API action earned. */
+export function statusOf(code: string): number {
+  switch (code) {
+    case "unknown_proposal":
+    case "unknown_grant":
+    case "unknown_recipient":
+    case "unknown_tool":
+      return 404;
+    case "proposal_not_pending":
+    case "duplicate_id":
+    case "target_offline":
+      return 409;
+    case "quota_exceeded":
+    case "rate_limited":
+      return 429;
+    case "store_failed":
+      return 503;
+    case "invalid_payload":
+    case "invalid_envelope":
+    case "payload_too_large":
+      return 400;
+    default:
+      // self_approval, not_an_approver, approver_lacks_capability, capability_violation,
+      // revoke_not_allowed, not_proposer, denied, grant_exceeds_*: not yours to do.
+      return 403;
+  }
+}
