@@ -7,10 +7,16 @@ import { readAudit } from "../gateway/ledger.js";
 import { GATEWAY_ID, type Envelope } from "../gateway/envelope.js";
 import type { ParticipantClient } from "../participants/index.js";
 import { guard, processIo, proposalLine, type Io } from "./lifecycle.js";
+import { ApiClient, asEnvelope } from "./api.js";
 import { openClient, resolveTarget, type RemoteOptions } from "./remote.js";
 import { CliError, loadSpace, spaceFile } from "./space.js";
 import { callShape, isRecord, oneLine, shortId, summarizeResult, truncate } from "./terminal/format.js";
 import { ProposalQueue } from "./terminal/queue.js";
+
+/** Resolves the target and runs `body` against the operator API: nothing joins. */
+async function withApi<T>(opts: RemoteOptions, io: Io, body: (api: ApiClient) => Promise<T>): Promise<T> {
+  return body(new ApiClient(await resolveTarget(withEnvDefaults(opts, io.env), io.env)));
+}
 
 /** Connects, runs `body`, and always leaves the space. */
 async function withClient<T>(opts: RemoteOptions, io: Io, body: (client: ParticipantClient) => Promise<T>): Promise<T> {
@@ -65,8 +71,8 @@ async function sendChecked(client: ParticipantClient, env: Parameters<Participan
 
 export function runTools(opts: RemoteOptions & { json?: boolean }, io: Io = processIo()): Promise<number> {
   return guard(io, () =>
-    withClient(opts, io, async (client) => {
-      const tools = await client.listTools({ timeoutMs: 10_000 });
+    withApi(opts, io, async (api) => {
+      const tools = (await api.get<{ tools: Array<{ name: string; policy?: string; description?: string }> }>("tools")).tools;
       if (opts.json) {
         io.stdout.write(`${JSON.stringify(tools, null, 2)}\n`);
         return 0;
@@ -146,9 +152,9 @@ export function runProposals(action: string | undefined, ref: string | undefined
       if (!isRecord(parsed)) throw new CliError("--args must be a JSON object");
       edited = parsed;
     }
-    return withClient(opts, io, async (client) => {
+    return withApi(opts, io, async (api) => {
       const queue = new ProposalQueue();
-      queue.sync(client.proposals.values());
+      queue.sync((await api.get<{ proposals: Array<Record<string, unknown>> }>("proposals")).proposals.map(asEnvelope));
       if (verb === "list") {
         const all = queue.all;
         if (opts.json) io.stdout.write(`${JSON.stringify(all, null, 2)}\n`);
@@ -161,23 +167,16 @@ export function runProposals(action: string | undefined, ref: string | undefined
       const label = callShape(p).label;
       if (verb === "reject") {
         if (!opts.reason) throw new CliError("reject needs --reason <code> (for example unsafe, disagree, not_now)");
-        await sendChecked(client, { kind: "mcp/reject", correlation_id: [p.id], payload: opts.text ? { reason: opts.reason, text: opts.text } : { reason: opts.reason } });
+        await api.post(`proposals/${encodeURIComponent(p.id)}/reject`, opts.text ? { reason: opts.reason, text: opts.text } : { reason: opts.reason });
         io.stdout.write(`rejected ${label} [${shortId(p.id)}] from ${p.from}: ${opts.reason}${opts.text ? ` (${opts.text})` : ""}\n`);
         return 0;
       }
-      // Approve, then wait a little for the result so the person sees what happened.
-      const result = new Promise<Envelope | undefined>((resolve) => {
-        const timer = setTimeout(() => resolve(undefined), opts.waitMs ?? 10_000);
-        client.on("envelope", (e) => {
-          if (e.kind === "mcp/response" && e.correlation_id?.includes(p.id)) {
-            clearTimeout(timer);
-            resolve(e);
-          }
-        });
-      });
+      // Approve, then wait a little for the result so the person sees what happened: the
+      // event stream is open before the approval goes out.
+      const { next: result } = await api.watch((e) => e.kind === "mcp/response" && e.correlation_id?.includes(p.id) === true, opts.waitMs ?? 10_000);
       const payload: Record<string, unknown> = { scope: opts.always ? "always" : "once" };
       if (edited) payload["arguments"] = edited;
-      await sendChecked(client, { kind: "mcp/approve", correlation_id: [p.id], payload });
+      await api.post(`proposals/${encodeURIComponent(p.id)}/approve`, payload);
       io.stdout.write(`approved ${label} [${shortId(p.id)}] from ${p.from}${opts.always ? " (always)" : ""}${edited ? " with edited arguments" : ""}\n`);
       const response = await result;
       if (!response) io.stdout.write("(no result yet; it goes to the proposer)\n");
@@ -186,6 +185,35 @@ export function runProposals(action: string | undefined, ref: string | undefined
         const error = isRecord(r["error"]) ? r["error"] : undefined;
         io.stdout.write(error ? `call failed: ${String(error["message"])}\n` : `result: ${oneLine(summarizeResult(r["result"]), 200)}\n`);
       }
+      return 0;
+    });
+  });
+}
+
+// --- grants ------------------------------------------------------------------------------
+
+/** `mewgate grants [list | revoke <id>]`: the grants held in the space (always-approvals among them), and taking one back. */
+export function runGrants(action: string | undefined, ref: string | undefined, opts: RemoteOptions & { json?: boolean }, io: Io = processIo()): Promise<number> {
+  return guard(io, async () => {
+    const verb = action ?? "list";
+    if (!["list", "revoke"].includes(verb)) throw new CliError(`unknown action "${verb}": mewgate grants [list | revoke <id>]`);
+    return withApi(opts, io, async (api) => {
+      const grants = (await api.get<{ grants: Array<{ id: string; from: string; recipient: string; capabilities: unknown[]; reason?: string; ts: string; standing: boolean }> }>("grants")).grants;
+      if (verb === "list") {
+        if (opts.json) io.stdout.write(`${JSON.stringify(grants, null, 2)}\n`);
+        else if (grants.length === 0) io.stdout.write("no grants\n");
+        else {
+          const lines = grants.map((g) => truncate(`  [${shortId(g.id)}] ${g.from} → ${g.recipient}: ${oneLine(g.capabilities, 80)}${g.reason ? ` (${oneLine(g.reason, 60)})` : ""}${g.standing ? "" : " [not standing]"}`, 200));
+          io.stdout.write(`${lines.join("\n")}\n`);
+        }
+        return 0;
+      }
+      if (!ref) throw new CliError("mewgate grants revoke <id>: which grant? (mewgate grants lists them)");
+      const matches = grants.filter((g) => g.id === ref || g.id.startsWith(ref));
+      if (matches.length !== 1) throw new CliError(matches.length ? `"${ref}" matches ${matches.length} grants; give more of the id` : `no grant "${ref}" (mewgate grants lists them)`);
+      const g = matches[0]!;
+      await api.delete(`grants/${encodeURIComponent(g.id)}`);
+      io.stdout.write(`revoked [${shortId(g.id)}] ${g.from} → ${g.recipient}, and every grant lent on from it\n`);
       return 0;
     });
   });

@@ -4,7 +4,6 @@
 import { join } from "node:path";
 import { ConfigError, loadSpaceConfig } from "../gateway/config.js";
 import { createLogger } from "../gateway/log.js";
-import { mountOperatorApi } from "../gateway/operator/api.js";
 import { Gateway } from "../gateway/server.js";
 // Not the participants/mcp-server.js barrel: that loads the MCP SDK, which this command
 // must not pay for at start. http.js loads it on the first /mcp request.
@@ -40,8 +39,6 @@ export async function startGateway(opts: GatewayCommandOptions, env: NodeJS.Proc
   // Every space is also an MCP server at /mcp (streamable HTTP, participant bearer token);
   // the MCP machinery behind the route loads on its first request.
   mountHttp(gateway, { logger: log });
-  // The operator API (/api/spaces/<space>/…) and, on it, the web console (/ui/).
-  mountOperatorApi(gateway);
   let address;
   try {
     address = await gateway.listen();

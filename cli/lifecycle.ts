@@ -10,7 +10,8 @@ import { rmSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { ConfigError } from "../gateway/config.js";
 import type { Envelope } from "../gateway/envelope.js";
-import { openClient, resolveTarget } from "./remote.js";
+import { resolveTarget } from "./remote.js";
+import { ApiClient, asEnvelope } from "./api.js";
 import { CliError, gatewayUrlFor, inspectUpRecord, isAlive, isOurUp, loadSpace, readUpRecord, spaceFile, upFiles, type UpRecord } from "./space.js";
 import { callShape, oneLine, shortId, truncate } from "./terminal/format.js";
 
@@ -125,55 +126,47 @@ export function runStatus(opts: StatusOptions, io: Io = processIo()): Promise<nu
       if (!live) throw new CliError(`nothing is running for space ${config.space.id}: no mewgate up in ${stateDir} (${err.message})`);
       throw err;
     });
-    let client;
+    // Read through the operator API: a status check never joins, so it cannot log the
+    // human's terminal out or replace an in-process agent.
+    const api = new ApiClient(target);
+    let views: [{ participants: Array<Record<string, any>> }, { tools: Array<{ name: string; policy?: string; description?: string }> }, { proposals: Array<Record<string, unknown>> }];
     try {
-      client = await openClient(target);
+      views = await Promise.all([api.get("participants"), api.get("tools"), api.get("proposals")]);
     } catch (err) {
       if (!live && err instanceof CliError && err.message.startsWith("cannot reach")) {
         throw new CliError(`nothing is running for space ${config.space.id}: no mewgate up in ${stateDir}, and ${err.message.replace(/: is it running.*$/, "")}`);
       }
       throw err;
     }
-    try {
-      const tools = await client.listTools({ timeoutMs: 5000 }).catch(() => client.tools);
-      const welcome = client.welcome!;
-      const present = new Map([...client.participants.values()].map((p) => [p.id, p]));
-      const participants = Object.values(config.participants).map((p) => ({
-        id: p.id,
-        kind: p.kind,
-        state: p.id === welcome.id ? "connected (this status check)" : present.has(p.id) ? "connected" : "not connected",
-        description: p.description,
-      }));
-      for (const p of present.values()) if (!config.participants[p.id]) participants.push({ id: p.id, kind: (p.kind as never) ?? "service", state: "connected", description: p.description });
-      const proposals = [...client.proposals.values()];
-      if (opts.json) {
-        const out = {
-          space: config.space.id,
-          url,
-          up: live ? { pid: live.pid, startedAt: live.startedAt, stateDir } : undefined,
-          participants,
-          tools: tools.map((t) => ({ name: t.name, policy: t.policy, description: t.description })),
-          proposals: proposals.map((p) => ({ id: p.id, from: p.from, ...callShape(p) })),
-        };
-        io.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
-        return 0;
-      }
-      const nameWidth = Math.min(40, Math.max(0, ...tools.map((t) => t.name.length)));
-      const lines = [
-        `space ${config.space.id}${config.space.name !== config.space.id ? ` (${config.space.name})` : ""} at ${url}/ws`,
-        live ? `  mewgate up pid ${live.pid}, since ${live.startedAt}; state in ${stateDir}` : `  (not started by mewgate up with this state directory)`,
-        `participants:`,
-        ...participants.map((p) => `  ${p.id.padEnd(16)} ${p.kind.padEnd(8)} ${p.state}`),
-        `tools (${tools.length}; policy for ${welcome.id}):`,
-        ...(tools.length ? tools.map((t) => truncate(`  ${t.name.padEnd(nameWidth)}  ${(t.policy ?? "?").padEnd(9)} ${oneLine(t.description ?? "", 80)}`, 140)) : ["  none"]),
-        `pending proposals (${proposals.length}):`,
-        ...(proposals.length ? proposals.map((p) => proposalLine(p)) : ["  none"]),
-      ];
-      io.stdout.write(`${lines.join("\n")}\n`);
+    const [{ participants: people }, { tools }, { proposals: pending }] = views;
+    const participants = people.map((p) => ({ id: String(p["id"]), kind: String(p["kind"]), state: p["online"] ? "connected" : "not connected", description: p["description"] as string | undefined }));
+    const proposals = pending.map(asEnvelope);
+    if (opts.json) {
+      const out = {
+        space: config.space.id,
+        url,
+        up: live ? { pid: live.pid, startedAt: live.startedAt, stateDir } : undefined,
+        participants,
+        tools: tools.map((t) => ({ name: t.name, policy: t.policy, description: t.description })),
+        proposals: proposals.map((p) => ({ id: p.id, from: p.from, ...callShape(p) })),
+      };
+      io.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
       return 0;
-    } finally {
-      await client.close();
     }
+    const nameWidth = Math.min(40, Math.max(0, ...tools.map((t) => t.name.length)));
+    const lines = [
+      `space ${config.space.id}${config.space.name !== config.space.id ? ` (${config.space.name})` : ""} at ${url}/ws`,
+      live ? `  mewgate up pid ${live.pid}, since ${live.startedAt}; state in ${stateDir}` : `  (not started by mewgate up with this state directory)`,
+      `participants:`,
+      ...participants.map((p) => `  ${p.id.padEnd(16)} ${p.kind.padEnd(8)} ${p.state}`),
+      `tools (${tools.length}; policy for ${target.participant ?? "you"}):`,
+      ...(tools.length ? tools.map((t) => truncate(`  ${t.name.padEnd(nameWidth)}  ${(t.policy ?? "?").padEnd(9)} ${oneLine(t.description ?? "", 80)}`, 140)) : ["  none"]),
+      `pending proposals (${proposals.length}):`,
+      ...(proposals.length ? proposals.map((p) => proposalLine(p)) : ["  none"]),
+      `web console: ${url.replace(/^ws/, "http")}/ui/`,
+    ];
+    io.stdout.write(`${lines.join("\n")}\n`);
+    return 0;
   });
 }
 

@@ -140,6 +140,14 @@ export function program(): Command {
       process.exitCode = await (await commands()).runProposals(action, id, opts);
     });
 
+  remote(cmd.command("grants").description("list the grants held in the space (always-approvals among them), or revoke one and all lent on from it"))
+    .argument("[action]", "list | revoke", "list")
+    .argument("[id]", "grant id (or a unique prefix, as listed)")
+    .option("--json", "list: print JSON")
+    .action(async (action: string, id: string | undefined, opts) => {
+      process.exitCode = await (await commands()).runGrants(action, id, opts);
+    });
+
   cmd
     .command("state")
     .description("the space's state journal: `repair` cuts it at its first corrupt frame (with the gateway stopped)")

@@ -11,6 +11,7 @@ import type { Limits, SpaceConfig } from "./config.js";
 import { CloseCodes, ErrorCodes, errorEnvelope, parseFrame, type Join } from "./envelope.js";
 import { createLogger } from "./log.js";
 import { type Member, type Peer, Space } from "./space.js";
+import { mountOperatorApi } from "./operator/api.js";
 import { OriginGuard } from "./origin.js";
 import { TokenBook } from "./tokens.js";
 
@@ -92,6 +93,8 @@ export class Gateway {
     this.http.requestTimeout = 60_000;
     // The last line against file-descriptor exhaustion: sockets beyond every cap are cut.
     this.http.maxConnections = this.limits.max_connections + this.limits.operator_reserve + this.limits.mcp_sessions + 64;
+    // The operator API (and the web console on it) is part of every gateway.
+    mountOperatorApi(this);
     this.http.on("upgrade", (req, socket, head) => {
       const refusal = this.refuseUpgrade(req);
       if (refusal) {

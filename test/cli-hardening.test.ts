@@ -142,3 +142,34 @@ describe("mewgate state repair", () => {
     gateways.push(await spawnGateway(file));
   });
 });
+
+describe("one-shot commands never disturb a live session", () => {
+  it("tools, proposals and grants act through the API: the human's live connection stays, and a grant can be listed and revoked", { timeout: 30_000 }, async () => {
+    const { file } = spaceDir();
+    const g = await spawnGateway(file);
+    gateways.push(g);
+    const me = await TestClient.join(g, "clih", "me-token-123456");
+    const bot = await TestClient.join(g, "clih", "bot-token-123456");
+    const common = ["--gateway", `ws://127.0.0.1:${g.port}`, "--space", "clih", "--token-file", tokenFileWith("me-token-123456")];
+    expect((await run(["tools", ...common], { env: cleanEnv() })).code).toBe(0);
+    expect((await run(["proposals", "list", ...common], { env: cleanEnv() })).stdout).toContain("no proposals waiting");
+    me.send({ id: "lend", kind: "capability/grant", payload: { recipient: "bot", capabilities: [{ kind: "chat/x" }], reason: "try it" } });
+    await bot.next((e) => e.id === "lend");
+    const listed = await run(["grants", ...common], { env: cleanEnv() });
+    expect(listed.stdout).toMatch(/\[lend\] me → bot: .*chat\/x.* \(try it\)/);
+    const revoked = await run(["grants", "revoke", "lend", ...common], { env: cleanEnv() });
+    expect(revoked.code).toBe(0);
+    await bot.next((e) => e.kind === "capability/revoke");
+    expect((await run(["grants", ...common], { env: cleanEnv() })).stdout).toContain("no grants");
+    // Through all of that, the human's own connection was never replaced (4409).
+    expect(me.closeCode).toBeUndefined();
+    me.send({ id: "alive", kind: "chat", payload: { text: "still here" } });
+    await bot.next((e) => e.id === "alive");
+  });
+});
+
+function tokenFileWith(token: string): string {
+  const file = join(tempDir(), "token");
+  writeFileSync(file, `${token}\n`, { mode: 0o600 });
+  return file;
+}

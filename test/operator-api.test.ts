@@ -3,7 +3,6 @@
  * acting through the API never disturbs the caller's live connection.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { mountOperatorApi } from "../gateway/operator/api.js";
 import { sleep, startGateway, TestClient, toolOwner, type TestGateway } from "./helpers.js";
 
 const T = { human: "human-token-1", lead: "lead-token-22", agent: "agent-token-3", fs: "fs-token-4444", viewer: "viewer-token-5" };
@@ -47,7 +46,6 @@ async function api(token: string | undefined, method: string, path: string, body
 
 async function setup(): Promise<{ human: TestClient; agent: TestClient; fs: TestClient }> {
   gw = await startGateway(SPACE);
-  mountOperatorApi(gw.gateway);
   const fs = await toolOwner(gw, "ops", T.fs, TOOLS);
   clients.push(fs);
   const human = await TestClient.join(gw, "ops", T.human);

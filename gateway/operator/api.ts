@@ -19,7 +19,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Peer } from "../member.js";
 import type { Proposal } from "../proposals.js";
-import type { Gateway } from "../server.js";
 import type { Space } from "../space.js";
 import { proposalView, statusOf } from "./views.js";
 
@@ -35,7 +34,13 @@ interface Caller {
 
 type Reply = { status: number; body: unknown };
 
-export function mountOperatorApi(gateway: Gateway): void {
+/** What the API needs of the gateway: its spaces and a place on its HTTP port. */
+export interface ApiHost {
+  readonly spaces: ReadonlyMap<string, Space>;
+  addHttpPrefix(prefix: string, handler: (req: IncomingMessage, res: ServerResponse) => void): void;
+}
+
+export function mountOperatorApi(gateway: ApiHost): void {
   gateway.addHttpPrefix(PREFIX, (req, res) => {
     handle(gateway, req, res).catch((err: Error) => {
       if (!res.headersSent) send(res, { status: 500, body: { error: { code: "internal_error", message: "the gateway failed on this request" } } });
@@ -45,7 +50,7 @@ export function mountOperatorApi(gateway: Gateway): void {
   });
 }
 
-async function handle(gateway: Gateway, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = new URL(req.url ?? "/", "http://gateway");
   const [spaceId, ...rest] = url.pathname.slice(PREFIX.length).split("/").map(decodeURIComponent);
   const space = gateway.spaces.get(spaceId ?? "");
