@@ -28,8 +28,26 @@ export function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
-/** Cuts to `max` characters (counting the ellipsis). */
+/* eslint-disable no-control-regex */
+/** Escape sequences a terminal acts on: CSI (cursor moves, erases, SGR), OSC (titles, OSC 52 clipboard writes), DCS/SOS/PM/APC strings, and two-byte ESC forms. */
+const ESCAPES = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b[\]PX^_][\s\S]*?(?:\x07|\x1b\\|$)|\x1b[ -~]?|\x9b[0-?]*[ -/]*[@-~]|[\x90\x98\x9d-\x9f][\s\S]*?(?:\x07|\x9c|\x1b\\|$)/g;
+/** C0 and C1 controls (bar tab and newline, handled by the callers), DEL, and bidi overrides that reorder what is shown. */
+const CONTROLS = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]/g;
+/* eslint-enable no-control-regex */
+
+/**
+ * A string from the wire, made safe to draw: escape sequences removed whole, other
+ * control characters shown as `�`. Everything a participant sends passes through this
+ * before it reaches the screen, so nobody can move the cursor, repaint the approval
+ * view, hide text or write the clipboard from a chat message, a tool name or an argument.
+ */
+export function sanitize(s: string): string {
+  return s.replace(ESCAPES, "").replace(CONTROLS, "�");
+}
+
+/** Cuts to `max` characters (counting the ellipsis), sanitized. */
 export function truncate(s: string, max: number): string {
+  s = sanitize(s);
   if (max <= 1) return s.slice(0, Math.max(0, max));
   return s.length > max ? `${s.slice(0, max - 1)}…` : s;
 }
@@ -45,7 +63,36 @@ export function oneLine(value: unknown, max = 120): string {
       s = String(value);
     }
   }
-  return truncate(s.replace(/\s*\r?\n\s*/g, " ⏎ "), max);
+  return truncate(s.replace(/\s*\r?\n\s*/g, " ⏎ ").replace(/\t/g, " "), max);
+}
+
+/**
+ * Pretty JSON wrapped (never cut) to `width`: every character of the value is in the
+ * lines. `more` counts the lines past `maxLines`, for a marker that says so.
+ */
+export function wrapJson(value: unknown, width: number, maxLines = Infinity): { lines: string[]; more: number } {
+  let text: string;
+  try {
+    text = JSON.stringify(value ?? {}, null, 2) ?? "undefined";
+  } catch {
+    text = String(value);
+  }
+  const w = Math.max(20, width);
+  const lines: string[] = [];
+  for (const raw of sanitize(text).split("\n")) {
+    const indent = /^ */.exec(raw)![0].length;
+    let rest = raw;
+    lines.push(rest.slice(0, w));
+    rest = rest.slice(w);
+    // Continuations are marked and indented a step further, so a wrap is never mistaken for a new key.
+    const pad = `${" ".repeat(Math.min(indent + 2, 20))}↪ `;
+    while (rest.length > 0) {
+      const room = Math.max(10, w - pad.length);
+      lines.push(pad + rest.slice(0, room));
+      rest = rest.slice(room);
+    }
+  }
+  return lines.length <= maxLines ? { lines, more: 0 } : { lines: lines.slice(0, maxLines), more: lines.length - maxLines };
 }
 
 /** Pretty JSON, each line cut to `width`, at most `maxLines` lines. */
@@ -97,11 +144,11 @@ export function callShape(env: Envelope): CallShape {
   if (method === "tools/call" && typeof params["name"] === "string") {
     const name = params["name"];
     // Addressed to the gateway, the name is already namespaced.
-    const label = owner === GATEWAY ? name : `${owner}/${name}`;
+    const label = sanitize(owner === GATEWAY ? name : `${owner}/${name}`);
     const slash = label.indexOf("/");
     return { owner: label.slice(0, slash), method, tool: label.slice(slash + 1), label, arguments: params["arguments"] ?? {} };
   }
-  return { owner, method, label: `${owner}: ${method}`, arguments: params };
+  return { owner, method, label: sanitize(`${owner}: ${method}`), arguments: params };
 }
 
 /** Text of an MCP tool result, for one line. */

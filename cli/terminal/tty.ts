@@ -17,7 +17,8 @@ import { join } from "node:path";
 import { emitKeypressEvents } from "node:readline";
 import type { Envelope } from "../../gateway/envelope.js";
 import type { WelcomeInfo } from "../../participants/index.js";
-import { ANSI, callShape, fit, formatEnvelope, isRecord, oneLine, PLAIN, prettyJson, shortId, truncate, visibleLength, whyApproval, type Style, type ViewContext } from "./format.js";
+import { ANSI, callShape, fit, formatEnvelope, isRecord, oneLine, PLAIN, shortId, truncate, visibleLength, whyApproval, wrapJson, type Style, type ViewContext } from "./format.js";
+import { schemaProblem } from "./validate.js";
 import { TerminalSession, type TerminalOptions } from "./session.js";
 
 interface Key {
@@ -37,13 +38,26 @@ const HELP = [
   "With a proposal waiting and the input line empty:",
   "  a  approve once       A  approve always (grants the proposer this tool)",
   "  e  edit the arguments (as JSON; $EDITOR when set) and approve",
-  "  r  reject with a reason          n/p or ↓/↑  next/previous proposal",
+  "  r  reject with a reason          v  view all its arguments       n/p or ↓/↑  next/previous",
   "Commands:",
   "  /participants  /tools  /proposals",
   "  /approve [id] [--always]   /reject [id] [--reason code] [text]   /edit [id]",
   "  /pause <agent>  /resume <agent>  /status <agent>  /cancel <proposal-or-call-id>",
   "  /help  /quit (or Ctrl-C, or Ctrl-D on an empty line)",
 ];
+
+/** Lines of arguments the approval view shows before its "more" marker. */
+const ARGUMENT_LINES = 24;
+
+/**
+ * The last guard before the screen: every escape sequence but our own colours (SGR) is
+ * removed. Wire text is already sanitized where it is formatted (format.ts); this keeps a
+ * formatting path that forgot to from reaching the terminal.
+ */
+function onlyStyles(line: string): string {
+  // eslint-disable-next-line no-control-regex
+  return line.replace(/\x1b(?!\[[0-9;]*m)(\[[0-?]*[ -/]*[@-~]|\][^\x07]*(\x07|\x1b\\)?|.?)/g, "").replace(/[\x9b\x9d\x90]/g, "");
+}
 
 export class TtyTerminal extends TerminalSession {
   private readonly style: Style;
@@ -76,7 +90,7 @@ export class TtyTerminal extends TerminalSession {
       this.held.push(...lines);
       return;
     }
-    this.opts.output.write(`\r\x1b[2K${lines.join("\n")}\n`);
+    this.opts.output.write(`\r\x1b[2K${lines.map(onlyStyles).join("\n")}\n`);
     this.drawPrompt();
   }
 
@@ -169,15 +183,19 @@ export class TtyTerminal extends TerminalSession {
       `${s.bold(current.from)} wants ${s.bold(call.label)}  ${s.dim(`[${shortId(current.id)}]`)}`,
       s.dim(truncate(`why: ${whyApproval(current, { config: this.opts.config, tools: this.client.tools })}`, w)),
       call.method === "tools/call" ? "arguments:" : "params:",
-      ...prettyJson(call.arguments, { width: w - 4, maxLines: 12 }).map((l) => `  ${l}`),
     ];
+    // Wrapped, never cut: what the human approves is what is on the screen, or the
+    // marker says there is more and `v` prints it all.
+    const args = wrapJson(call.arguments, w - 4, ARGUMENT_LINES);
+    lines.push(...args.lines.map((l) => `  ${l}`));
+    if (args.more > 0) lines.push(s.yellow(`  ⋯ ${args.more} more line${args.more === 1 ? "" : "s"} of arguments — v shows them all`));
     const others = this.queue.all.filter((p) => p !== current);
     for (const p of others.slice(0, 5)) {
       const c = callShape(p);
       lines.push(s.dim(fit(`   also: ${p.from} → ${c.label} [${shortId(p.id)}] `, c.arguments, w)));
     }
     if (others.length > 5) lines.push(s.dim(`   … and ${others.length - 5} more (/proposals)`));
-    lines.push(s.yellow("a approve once · A approve always · e edit, then approve · r reject · n/p next/previous"));
+    lines.push(s.yellow("a approve once · A approve always · e edit, then approve · r reject · v view all · n/p next/previous"));
     return lines;
   }
 
@@ -228,6 +246,7 @@ export class TtyTerminal extends TerminalSession {
       if (str === "a" || str === "A") return this.approveSelected(str === "A" ? "always" : "once");
       if (str === "e") return this.startEdit(undefined);
       if (str === "r") return this.startReject(undefined);
+      if (str === "v") return this.viewAll();
     }
     if (this.editKey(str, key)) this.drawPrompt();
   }
@@ -325,6 +344,15 @@ export class TtyTerminal extends TerminalSession {
     });
   }
 
+  /** Prints the current proposal's arguments whole, wrapped, into the scrollback. */
+  private viewAll(): void {
+    const current = this.queue.current;
+    if (!current) return;
+    const call = callShape(current);
+    const { lines } = wrapJson(call.arguments, this.width - 4);
+    this.print([this.style.dim(`── all arguments of [${shortId(current.id)}] ${call.label} (${lines.length} lines) ──`), ...lines.map((l) => `  ${l}`), this.style.dim("── end of arguments ──")]);
+  }
+
   private startEdit(ref: string | undefined): void {
     const r = this.queue.resolve(ref);
     if (!r.ok) return this.notice(r.message, "error");
@@ -351,6 +379,14 @@ export class TtyTerminal extends TerminalSession {
       return this.setMode({ kind: "edit", proposal: proposalId }, text);
     }
     const args = parsed;
+    const proposal = this.queue.all.find((p) => p.id === proposalId);
+    const call = proposal ? callShape(proposal) : undefined;
+    const schema = call?.tool ? this.client.tools.find((t) => t.name === call.label)?.inputSchema : undefined;
+    const problem = schemaProblem(schema, args);
+    if (problem) {
+      this.notice(`${problem} (the tool's input schema); fix it or press Esc`, "error");
+      return this.setMode({ kind: "edit", proposal: proposalId }, text);
+    }
     this.safely(() => {
       this.approve(proposalId, { scope: "once", arguments: args });
       this.notice(`approved [${shortId(proposalId)}] with edited arguments ${oneLine(args, 80)}`);
@@ -361,7 +397,8 @@ export class TtyTerminal extends TerminalSession {
   private async editExternally(editor: string, proposalId: string, args: unknown): Promise<void> {
     const dir = mkdtempSync(join(tmpdir(), "mewgate-edit-"));
     const file = join(dir, `arguments-${shortId(proposalId)}.json`);
-    writeFileSync(file, `${JSON.stringify(args ?? {}, null, 2)}\n`);
+    const original = `${JSON.stringify(args ?? {}, null, 2)}\n`;
+    writeFileSync(file, original);
     const input = this.opts.input;
     input.off("keypress", this.onKey);
     if (input.isTTY) input.setRawMode?.(false);
@@ -389,6 +426,9 @@ export class TtyTerminal extends TerminalSession {
     input.resume();
     this.print(held);
     if (code !== 0) return this.notice(`${editor} exited with ${code}; nothing approved`, "error");
+    // Quitting without saving (vi's :q!) leaves the file as it was: that is a cancel, not
+    // an approval of the unchanged arguments. Approve with `a` for that.
+    if (text === original) return this.notice("the arguments were not changed; nothing approved (press a to approve them as they are)");
     if (!text.trim()) return this.notice("empty arguments file; nothing approved");
     this.finishEdit(proposalId, text.trim().replace(/\s*\n\s*/g, " "));
   }
