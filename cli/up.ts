@@ -211,6 +211,8 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
       running.terminal = terminal;
       notify = (text, level) => terminal.notice(text, level);
       terminal.start();
+      // The token is not printed: terminals get logged. `token show` prints it on demand.
+      if (!json) terminal.notice(`web console: ${url.replace(/^ws/, "http")}/ui/ (sign in as ${humanId} with the token from: mewgate token show ${humanId})`);
       if (json) io.stdout.write(`${JSON.stringify({ event: "ready", url, space: config.space.id, participant: humanId })}\n`);
       terminalDone = terminal.done;
       const agents = greeted(plan.agents, running.agents.map((a) => a.client.welcome?.id).filter((id): id is string => id !== undefined));
@@ -467,6 +469,7 @@ async function runDetached(opts: UpOptions, io: UpIo): Promise<number> {
       `mewgate: space ${loaded.config.space.id} is running in the background (pid ${outcome.pid}) on ${outcome.url}/ws`,
       `  join it:   mewgate connect --config ${f}${sd}${opts.as ? ` --as ${opts.as}` : ""}`,
       `  status:    mewgate status ${f}${sd}`,
+      `  console:   ${outcome.url.replace(/^ws/, "http")}/ui/  (sign in with the token from: mewgate token show <you> -c ${f}${sd})`,
       `  stop it:   mewgate down ${f}${sd}`,
       `  logs:      ${shortPath(join(loaded.stateDir, "logs"))}/`,
       "",

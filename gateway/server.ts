@@ -12,6 +12,7 @@ import { CloseCodes, ErrorCodes, errorEnvelope, parseFrame, type Join } from "./
 import { createLogger } from "./log.js";
 import { type Member, type Peer, Space } from "./space.js";
 import { mountOperatorApi } from "./operator/api.js";
+import { mountConsole } from "./operator/console.js";
 import { OriginGuard } from "./origin.js";
 import { TokenBook } from "./tokens.js";
 
@@ -93,8 +94,9 @@ export class Gateway {
     this.http.requestTimeout = 60_000;
     // The last line against file-descriptor exhaustion: sockets beyond every cap are cut.
     this.http.maxConnections = this.limits.max_connections + this.limits.operator_reserve + this.limits.mcp_sessions + 64;
-    // The operator API (and the web console on it) is part of every gateway.
+    // The operator API, and the web console on it, are part of every gateway.
     mountOperatorApi(this);
+    mountConsole(this);
     this.http.on("upgrade", (req, socket, head) => {
       const refusal = this.refuseUpgrade(req);
       if (refusal) {

@@ -1,0 +1,187 @@
+/**
+ * The web console in a real headless Chromium (Debian's, driven by playwright-core)
+ * against a real gateway: sign-in, a live inbox, approve / always / edit / reject round
+ * trips to a real proposer, XSS attempts through tool names, arguments and chat, a wrong
+ * token, a phone-sized screen. Screenshots of the inbox go to the test's temp dir (and to
+ * docs/ with UPDATE_SCREENSHOTS=1) to be looked at.
+ */
+import { existsSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { chromium, type Browser, type Page } from "playwright-core";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { ROOT, tempDir } from "./fixtures/cli/harness.js";
+import { sleep, startGateway, TestClient, toolOwner, type Env, type TestGateway } from "./helpers.js";
+
+const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
+const T = { human: "human-token-1", agent: "agent-token-3", fs: "fs-token-4444" };
+const XSS_TOOL = `<img src=x onerror="window.__xss='tool'">`;
+const SPACE = `
+space: {id: web}
+policy: {proposal_ttl_ms: 600000}
+participants:
+  human: {kind: human, token: ${T.human}}
+  agent: {kind: agent, token: ${T.agent}, tools: {ask: ["fs/*"]}}
+  fs: {kind: mcp, token: ${T.fs}}
+`;
+const TOOLS = [
+  { name: "write_file", description: "Write a file", inputSchema: { type: "object", properties: { path: { type: "string" }, content: { type: "string" } }, required: ["path"] } },
+  { name: XSS_TOOL, description: "<b>bold?</b>", inputSchema: { type: "object" } },
+];
+
+let browser: Browser;
+let gw: TestGateway | undefined;
+let page: Page | undefined;
+const clients: TestClient[] = [];
+const shots = tempDir("mewgate-console-");
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}; install Debian's chromium (.ci/run does)`);
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+}, 30_000);
+afterAll(async () => {
+  await browser?.close();
+});
+afterEach(async () => {
+  await page?.close();
+  page = undefined;
+  for (const c of clients.splice(0)) c.ws.terminate();
+  await gw?.stop();
+  gw = undefined;
+});
+
+async function setup(viewport = { width: 1100, height: 800 }): Promise<{ agent: TestClient; fs: TestClient; calls: Env[] }> {
+  gw = await startGateway(SPACE);
+  const calls: Env[] = [];
+  const fs = await toolOwner(gw, "web", T.fs, TOOLS, { onCall: (env, reply) => (calls.push(env), reply({ content: [{ type: "text", text: "written" }] })) });
+  const agent = await TestClient.join(gw, "web", T.agent);
+  clients.push(fs, agent);
+  page = await browser.newPage({ viewport });
+  page.setDefaultTimeout(6000);
+  return { agent, fs, calls };
+}
+
+const propose = (id: string, name: string, args: Record<string, unknown>) => ({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name, arguments: args } } });
+
+async function openConsole(token = T.human): Promise<void> {
+  await page!.goto(`http://127.0.0.1:${gw!.port}/ui/#space=web&token=${token}`);
+  // Live: the event stream is open and the lists are loaded.
+  if (token === T.human) await page!.locator("#conn.live").waitFor();
+}
+
+async function shot(name: string): Promise<void> {
+  await page!.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
+  if (process.env["UPDATE_SCREENSHOTS"] === "1") {
+    mkdirSync(join(ROOT, "docs"), { recursive: true });
+    await page!.screenshot({ path: join(ROOT, "docs", `${name}.png`) });
+  }
+}
+
+describe("the web console", () => {
+  it("refuses a wrong token and shows nothing of the space", async () => {
+    await setup();
+    await openConsole("wrong-token-000");
+    await page!.getByText("That token is not valid for this space.").waitFor();
+    expect(await page!.locator("#app").isHidden()).toBe(true);
+    expect(await page!.locator("#inbox li").count()).toBe(0);
+  });
+
+  it("signs in from the fragment, drops the token from the address bar, and is served under a strict CSP", async () => {
+    await setup();
+    const res = await page!.goto(`http://127.0.0.1:${gw!.port}/ui/#space=web&token=${T.human}`);
+    expect(res!.headers()["content-security-policy"]).toContain("script-src 'self'");
+    expect(res!.headers()["content-security-policy"]).toContain("default-src 'none'");
+    await page!.getByText("signed in as human").waitFor();
+    expect(page!.url()).not.toContain(T.human);
+  });
+
+  it("shows a new proposal live with everything it would do, and Approve reaches the proposer", async () => {
+    const { agent, calls } = await setup();
+    await openConsole();
+    await page!.getByText("No proposals waiting.").waitFor();
+    const long = `${"line of content\n".repeat(200)}THE-TAIL`;
+    agent.send(propose("p1", "write_file", { path: "notes.txt", content: long }));
+    const card = page!.locator('li.card[data-id="p1"]');
+    await card.waitFor();
+    expect(await page!.title()).toBe("(1) mewgate · web");
+    expect(await card.locator("h3").textContent()).toBe("agent → fs/write_file");
+    expect(await card.locator(".why").textContent()).toContain("an ask rule matches fs/write_file");
+    // Nothing cut: the whole argument is in the page, scrollable.
+    expect(await card.locator("pre.args").textContent()).toContain("THE-TAIL");
+    await shot("console-inbox");
+    await card.getByRole("button", { name: "Approve", exact: true }).click();
+    await agent.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("p1") === true);
+    expect(calls).toHaveLength(1);
+    await page!.getByText("No proposals waiting.").waitFor();
+    expect(await page!.title()).toBe("mewgate · web");
+  });
+
+  it("Edit checks the JSON against the tool's schema and shows a diff; Always makes a grant Revoke takes back; Reject asks why", async () => {
+    const { agent, calls } = await setup();
+    await openConsole();
+    agent.send(propose("e1", "write_file", { path: "a.txt" }));
+    const card = page!.locator('li.card[data-id="e1"]');
+    await card.getByRole("button", { name: "Edit" }).click();
+    await page!.locator("#edit-text").fill('{"content": "no path"}');
+    await page!.getByRole("button", { name: "Show the diff" }).click();
+    expect(await page!.locator("#edit-error").textContent()).toContain("arguments.path is required");
+    await page!.locator("#edit-text").fill('{"path": "b.txt"}');
+    await page!.getByRole("button", { name: "Show the diff" }).click();
+    expect(await page!.locator("#edit-diff .del").textContent()).toContain('"path": "a.txt"');
+    expect(await page!.locator("#edit-diff .add").textContent()).toContain('"path": "b.txt"');
+    await page!.getByRole("button", { name: "Approve with these arguments" }).click();
+    await agent.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("e1") === true);
+    expect(calls[0]!.payload.params.arguments).toEqual({ path: "b.txt" });
+
+    agent.send(propose("a1", "write_file", { path: "c.txt" }));
+    await page!.locator('li.card[data-id="a1"]').getByRole("button", { name: "Always" }).click();
+    await agent.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("a1") === true);
+    await page!.getByRole("button", { name: "Grants" }).click();
+    const revoke = page!.locator("#grants li").getByRole("button", { name: "Revoke" });
+    await revoke.waitFor();
+    await revoke.click();
+    await page!.getByText("No grants.").waitFor();
+    await agent.next((e) => e.kind === "capability/revoke");
+
+    await page!.getByRole("button", { name: /Inbox/ }).click();
+    agent.send(propose("r1", "write_file", { path: "/etc/passwd" }));
+    await page!.locator('li.card[data-id="r1"]').getByRole("button", { name: "Reject" }).click();
+    await page!.locator("#reject-reason").selectOption("unsafe");
+    await page!.locator("#reject-text").fill("not in /etc, please");
+    await page!.locator("#reject-send").click();
+    const rejected = await agent.next((e) => e.kind === "mcp/reject");
+    expect(rejected.payload).toMatchObject({ reason: "unsafe", text: "not in /etc, please" });
+  });
+
+  it("renders hostile tool names, arguments and chat as text, never as HTML", async () => {
+    const { agent } = await setup();
+    await openConsole();
+    agent.send(propose("x1", XSS_TOOL, { html: `<script>window.__xss='args'</script><img src=x onerror="window.__xss='img'">` }));
+    await page!.locator('li.card[data-id="x1"]').waitFor();
+    agent.send({ kind: "chat", payload: { text: `<img src=x onerror="window.__xss='chat'">hello` } });
+    await page!.getByRole("button", { name: /Chat/ }).click();
+    await page!.getByText(`<img src=x onerror="window.__xss='chat'">hello`).waitFor();
+    await page!.getByRole("button", { name: /Participants/ }).click();
+    await page!.getByText("<b>bold?</b>").waitFor();
+    await sleep(200);
+    expect(await page!.evaluate("window.__xss")).toBeUndefined();
+    expect(await page!.locator("img").count()).toBe(0);
+    await page!.getByRole("button", { name: /Inbox/ }).click();
+    expect(await page!.locator('li.card[data-id="x1"] h3').textContent()).toBe(`agent → fs/${XSS_TOOL}`);
+  });
+
+  it("works on a phone-sized screen: the inbox fits the width and the buttons can be used", async () => {
+    const { agent } = await setup({ width: 390, height: 844 });
+    await openConsole();
+    agent.send(propose("m1", "write_file", { path: "phone.txt", content: "x".repeat(2000) }));
+    const card = page!.locator('li.card[data-id="m1"]');
+    await card.waitFor();
+    const overflow = (await page!.evaluate("document.documentElement.scrollWidth - window.innerWidth")) as number;
+    expect(overflow).toBeLessThanOrEqual(0);
+    await shot("console-phone");
+    await card.getByRole("button", { name: "Approve", exact: true }).click();
+    await agent.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("m1") === true);
+  });
+});
