@@ -4,7 +4,8 @@
  * gateway runs.
  */
 import { existsSync, readFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { createRequire } from "node:module";
+import { dirname, join, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadSpaceConfig, type ParticipantConfig, type SpaceConfig } from "../gateway/config.js";
 import { z } from "zod";
@@ -26,6 +27,16 @@ export const DEFAULT_SPACE_FILE = "space.yaml";
 /** The mewgate package root (holds `spaces/` and, in a checkout, `node_modules/`). */
 export const INSTALL_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
+/** Where mewgate's dependencies resolve from: the node_modules holding the MCP SDK. */
+export const MODULES_DIR = (() => {
+  try {
+    const sdk = createRequire(import.meta.url).resolve("@modelcontextprotocol/sdk/package.json");
+    return sdk.slice(0, sdk.lastIndexOf(`${sep}@modelcontextprotocol${sep}`));
+  } catch {
+    return join(INSTALL_DIR, "node_modules");
+  }
+})();
+
 export interface LoadedSpace {
   config: SpaceConfig;
   /** The environment the file was read with, including the variables below; pass it on to the gateway. */
@@ -39,7 +50,10 @@ export interface LoadedSpace {
  * Loads a space.yaml. Besides the caller's environment, the file may use:
  *   ${MEWGATE_STATE_DIR}   the state directory of this run (absolute)
  *   ${MEWGATE_SANDBOX}     `<state>/sandbox`, created by `mewgate up`
- *   ${MEWGATE_INSTALL_DIR} where mewgate is installed (to run MCP servers it ships with)
+ *   ${MEWGATE_INSTALL_DIR} where mewgate is installed
+ *   ${MEWGATE_MODULES}     the node_modules its dependencies are in (to run the MCP servers it
+ *                          ships with: nested when installed globally, hoisted when installed
+ *                          into a project)
  *   ${MEWGATE_SPACE_DIR}   the directory of the space.yaml
  * `--state-dir` wins over `gateway.state_dir`. The state directory is not known before the
  * file is read, so the file is read again in the rare case where the first guess was wrong.
@@ -52,6 +66,7 @@ export async function loadSpace(file: string, opts: { stateDir?: string | undefi
     MEWGATE_STATE_DIR: stateDir,
     MEWGATE_SANDBOX: join(stateDir, "sandbox"),
     MEWGATE_INSTALL_DIR: INSTALL_DIR,
+    MEWGATE_MODULES: MODULES_DIR,
     MEWGATE_SPACE_DIR: spaceDir,
   });
   const guess = opts.stateDir ? resolve(opts.stateDir) : resolve(spaceDir, ".mewgate");

@@ -178,6 +178,13 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
     for (const warning of exposedStateDir(config, stateDir)) notice(warning, "error");
     for (const p of plan.external) notice(`${p.id} (${p.kind}) is not started by up (no agent:, mcp: or run: section); it joins with its token`);
 
+    // In the background nobody watches the notices: a declared participant that did not
+    // start fails `up --detach` with its error, rather than a success that is not one.
+    const failedToStart = [
+      ...bridgeResults.flatMap((r, i) => (r.status === "rejected" ? [`the MCP server of ${plan.bridges[i]!.id}: ${(r.reason as Error).message}`] : [])),
+      ...agentResults.flatMap((r, i) => (r.status === "rejected" ? [`agent ${plan.agents[i]!.id}: ${(r.reason as Error).message}`] : [])),
+    ];
+    if (opts.detachedChild && failedToStart.length) throw new CliError(`could not start ${failedToStart.join("; ")} (logs: ${shortPath(join(stateDir, "logs"))}/)`);
     running.files = writeUpRecord(stateDir, { url, config, file });
     if (opts.detachedChild) {
       process.send?.({ type: "ready", url, pid: process.pid });

@@ -173,3 +173,17 @@ function tokenFileWith(token: string): string {
   writeFileSync(file, `${token}\n`, { mode: 0o600 });
   return file;
 }
+
+describe("up --detach", () => {
+  it("fails with the participant's error when a declared participant does not start, and leaves nothing running", { timeout: 30_000 }, async () => {
+    const dir = tempDir();
+    const file = join(dir, "space.yaml");
+    writeFileSync(file, "space: {id: bad}\nparticipants:\n  you: {kind: human}\n  fs:\n    kind: mcp\n    mcp: {command: /nonexistent/mcp-server, args: []}\n");
+    const r = await run(["up", file, "--port", "0", "--detach"], { env: cleanEnv() });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('could not start the MCP server of fs: MCP server "fs" (mcp-server) did not start: spawn /nonexistent/mcp-server ENOENT');
+    expect(r.stdout).not.toContain("running in the background");
+    const down = await run(["down", file], { env: cleanEnv() });
+    expect(down.stderr).toContain("nothing to stop");
+  });
+});
