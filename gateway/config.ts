@@ -332,6 +332,15 @@ const PolicySchema = section({
   /** What a tool that matches no rule and is not read-only gets. */
   fallback: z.enum(FALLBACKS).default("ask"),
   proposal_ttl_ms: int(1, MAX_TIMER_MS).default(600_000),
+  /** What an unanswered proposal becomes at its TTL: rejected (the safe default), or kept pending until someone decides. */
+  expires_action: z.enum(["reject", "keep"]).default("reject"),
+});
+
+const WebhookSchema = section({
+  url: z.string().url({ error: expected("an http(s) URL") }).refine((u) => /^https?:\/\//i.test(u), { error: expected("an http(s) URL") }),
+  format: z.enum(["json", "slack"]).default("json"),
+  events: z.array(z.enum(["proposed", "decided"])).min(1).default(["proposed", "decided"]),
+  headers: z.record(z.string(), z.string()).default({}),
 });
 
 const ToolPolicySchema = section({
@@ -425,6 +434,8 @@ const SpaceConfigSchema = section({
     allowed_origins: z.array(z.string().url({ error: expected("an origin like https://console.example.com") })).default([]),
     /** Host names (besides loopback, IP literals and the configured host) the gateway answers to. */
     allowed_hosts: z.array(z.string().min(1)).default([]),
+    /** Webhooks told of each new proposal and its outcome (operator/notify.ts). */
+    notify: z.array(WebhookSchema).max(16).default([]),
   }).prefault({}),
   policy: PolicySchema.prefault({}),
   calls: CallsSchema.prefault({}),

@@ -16,6 +16,7 @@ import type { SpaceConfig } from "./config.js";
 import type { Envelope, ErrorCode, InboundEnvelope, McpRequestPayload } from "./envelope.js";
 import type { Proposal } from "./proposals.js";
 import type { Call, Calls } from "./calls.js";
+import type { SpaceMetrics } from "./metrics.js";
 import type { Plan } from "./plan.js";
 import type { Member } from "./member.js";
 import type { Registry } from "./registry.js";
@@ -26,6 +27,8 @@ export interface SpaceHost {
   readonly log: Logger;
   /** The policy decision point: every call, on every path, is decided here. */
   readonly authority: Authority;
+  /** Figures for /metrics. */
+  readonly metrics: SpaceMetrics;
   /** The connected member with this id, if any. */
   member(id: string): Member | undefined;
   /**

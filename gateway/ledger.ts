@@ -36,12 +36,13 @@ export class Ledger {
   ) {}
 
   /** Opens the space's store and folds what it holds into the two books. Throws a `StoreError` on a corrupt journal. */
-  static open(config: SpaceConfig, log: Logger, books: { proposals: ProposalBook; grants: GrantBook }): Ledger {
+  static open(config: SpaceConfig, log: Logger, books: { proposals: ProposalBook; grants: GrantBook }, onWrite?: (seconds: number) => void): Ledger {
     const { proposals, grants } = books;
     const { store, report } = openStore<StateRecord>(
       {
         dir: config.gateway.state_dir,
         history: { maxBytes: config.quotas.audit_max_bytes, maxAgeMs: config.quotas.audit_max_age_days * DAY_MS },
+        onWrite,
         log: {
           info: (o, msg) => log.info(o, msg),
           warn: (o, msg) => log.warn(o, msg),

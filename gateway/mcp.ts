@@ -179,6 +179,7 @@ export class McpRouter implements CallRouter {
     }
     const ok = parsed.data.error === undefined;
     this.calls.close(call, ok);
+    if (!call.internal) this.space.metrics.call(ok ? "ok" : "error");
     if (call.internal) return call.internal(parsed.data);
     const env = stamp(inbound, member.id);
     // The response goes to whoever waits on the call, whatever `to` the responder wrote.
@@ -207,6 +208,7 @@ export class McpRouter implements CallRouter {
     const { onTarget, byCaller } = this.calls.involving(left);
     for (const call of onTarget) {
       this.calls.close(call, false);
+      if (!call.internal) this.space.metrics.call("target_left");
       this.failCall(call, RpcErrors.targetLeft, "target_left", `"${left}" left the space before answering`);
     }
     for (const call of byCaller) this.cancel(call, "the caller left the space", true);
@@ -226,6 +228,7 @@ export class McpRouter implements CallRouter {
    */
   cancel(call: Call, reason: string, notifyTarget: boolean): void {
     this.calls.close(call, undefined);
+    this.space.metrics.call("cancelled");
     const p = call.proposalId ? this.proposals.get(call.proposalId) : undefined;
     if (p && (p.state === "routed" || p.state === "approved")) this.space.note(this.proposals.planTransition(p, { state: "failed", reason: "cancelled" }));
     if (notifyTarget) this.cancelAtTarget(call, reason);
@@ -238,6 +241,7 @@ export class McpRouter implements CallRouter {
 
   private callTimedOut(call: Call): void {
     if (call.internal) return call.internal(undefined, "timeout");
+    this.space.metrics.call("timeout");
     this.failCall(call, RpcErrors.timeout, "timeout", `"${call.target}" did not answer ${call.method} in time`);
     this.cancelAtTarget(call, "timed out");
   }

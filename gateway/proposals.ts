@@ -111,8 +111,15 @@ export class ProposalBook {
   /** Proposals whose next change is being written, and ids of proposals being added. */
   private readonly busy = new Set<string>();
 
-  /** `onDue`: a pending proposal's time is up; the caller records its expiry. */
-  constructor(private readonly onDue: (p: Proposal) => void) {}
+  /**
+   * `onDue`: a pending proposal's time is up; the caller records its expiry (`undefined`:
+   * proposals never expire — `policy.expires_action: keep`). `onChanged`: a change was
+   * applied (for notifications and metrics; not called while restoring).
+   */
+  constructor(
+    private readonly onDue: ((p: Proposal) => void) | undefined,
+    private readonly onChanged: (p: Proposal, event: ProposalState | "proposed", from: ProposalState | undefined) => void = () => {},
+  ) {}
 
   // --- restore ---------------------------------------------------------------------
 
@@ -195,6 +202,7 @@ export class ProposalBook {
       apply: () => {
         this.open.set(p.id, p);
         this.arm(p);
+        this.onChanged(p, "proposed", undefined);
       },
       done: () => this.busy.delete(p.id),
       undo: () => this.count(p, -1),
@@ -220,6 +228,7 @@ export class ProposalBook {
 
   /** Applies a change in memory; only through a plan, once its records are durable. */
   private move(p: Proposal, patch: Patch): void {
+    const from = p.state;
     if (p.state === "pending") this.count(p, -1);
     Object.assign(p, patch);
     if (p.state !== "pending") this.disarm(p.id);
@@ -227,6 +236,7 @@ export class ProposalBook {
       this.open.delete(p.id);
       this.remember(p.id, p.state);
     }
+    this.onChanged(p, p.state, from);
   }
 
   close(): void {
@@ -253,10 +263,12 @@ export class ProposalBook {
 
   /** Arms (or re-arms, after a failed attempt to record it) a pending proposal's expiry. */
   arm(p: Proposal, afterMs = Math.max(0, p.expiresAt - Date.now())): void {
+    const onDue = this.onDue;
+    if (!onDue) return;
     clearTimeout(this.timers.get(p.id));
     const timer = setTimeout(() => {
       this.timers.delete(p.id);
-      if (p.state === "pending" && this.open.get(p.id) === p) this.onDue(p);
+      if (p.state === "pending" && this.open.get(p.id) === p) onDue(p);
     }, afterMs);
     timer.unref();
     this.timers.set(p.id, timer);

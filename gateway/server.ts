@@ -11,6 +11,7 @@ import type { Limits, SpaceConfig } from "./config.js";
 import { CloseCodes, ErrorCodes, errorEnvelope, parseFrame, type Join } from "./envelope.js";
 import { createLogger } from "./log.js";
 import { type Member, type Peer, Space } from "./space.js";
+import { render as renderMetrics } from "./metrics.js";
 import { mountOperatorApi } from "./operator/api.js";
 import { mountConsole } from "./operator/console.js";
 import { OriginGuard } from "./origin.js";
@@ -77,6 +78,7 @@ export class Gateway {
         route(req, res);
         return;
       }
+      if (req.method === "GET" && path === "/metrics") return this.metrics(req, res);
       if (req.method === "GET" && path === "/healthz") {
         // Nothing secret: no participant ids, no tokens.
         res.writeHead(200, { "content-type": "application/json" });
@@ -106,6 +108,25 @@ export class Gateway {
       }
       this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, req));
     });
+  }
+
+  /**
+   * `/metrics` in Prometheus text: open to loopback (a scraper on this machine; a web page
+   * cannot read it, the Origin check stands first), otherwise for a participant's token.
+   */
+  private metrics(req: IncomingMessage, res: ServerResponse): void {
+    const remote = req.socket.remoteAddress ?? "";
+    const loopback = remote === "::1" || remote.startsWith("127.") || remote.startsWith("::ffff:127.");
+    const token = bearer(req.headers.authorization);
+    const authorized = loopback || (token !== undefined && [...this.spaces.values()].some((s) => s.authenticate(token).ok));
+    if (!authorized) {
+      res.writeHead(401, { "content-type": "text/plain", "www-authenticate": 'Bearer realm="mewgate"' });
+      res.end("metrics: send a participant's token as Authorization: Bearer, or scrape from loopback\n");
+      return;
+    }
+    const spaces = [...this.spaces.values()].map((s) => ({ space: s.id, members: s.online, pending: s.pendingProposals().length, metrics: s.metrics }));
+    res.writeHead(200, { "content-type": "text/plain; version=0.0.4", "cache-control": "no-store" });
+    res.end(renderMetrics(this.connections.size, spaces));
   }
 
   /** The limits the gateway runs with (the first space's `gateway.limits`). */
@@ -181,6 +202,8 @@ export class Gateway {
     }
     const shownHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
     const url = `ws://${shownHost}:${address.port}`;
+    const consoleHost = address.address === "0.0.0.0" || address.address === "::" ? "127.0.0.1" : shownHost;
+    for (const space of this.spaces.values()) space.consoleUrl = `http://${consoleHost}:${address.port}/ui/`;
     this.log.info({ url, spaces: [...this.spaces.keys()] }, "gateway listening");
     return { host: address.address, port: address.port, url };
   }

@@ -47,6 +47,8 @@ import { specificTool } from "./policy.js";
 import { type AuditEntry, type AuditQuery, type Proposal, ProposalBook } from "./proposals.js";
 import { Registry } from "./registry.js";
 import { Ledger } from "./ledger.js";
+import { SpaceMetrics } from "./metrics.js";
+import { Notifier } from "./operator/notify.js";
 import type { Plan } from "./plan.js";
 import { StoreError } from "./store/index.js";
 import { Member, type Peer, type Visibility } from "./member.js";
@@ -85,6 +87,12 @@ export class Space implements SpaceHost {
   private readonly grants: GrantBook;
   /** Where every change of proposals and grants is made durable (ledger.ts). */
   private readonly ledger: Ledger;
+  /** Figures for /metrics. */
+  readonly metrics = new SpaceMetrics();
+  /** Webhooks told of proposals (gateway.notify). */
+  readonly notifier: Notifier;
+  /** The web console's address, once the gateway listens (for links in notices). */
+  consoleUrl: string | undefined;
   /** The policy decision point (authority.ts). */
   readonly authority: Authority;
   private readonly history: { env: Envelope; size: number }[] = [];
@@ -103,8 +111,10 @@ export class Space implements SpaceHost {
     this.id = config.space.id;
     this.grants = new GrantBook((id) => this.authority.configured(id));
     this.authority = new Authority(config, this.grants, this.registry);
-    this.proposals = new ProposalBook((p) => void this.decisions.onDue(p));
-    this.ledger = Ledger.open(config, log, { proposals: this.proposals, grants: this.grants });
+    this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool) : undefined));
+    const onDue = config.policy.expires_action === "keep" ? undefined : (p: Proposal) => void this.decisions.onDue(p);
+    this.proposals = new ProposalBook(onDue, (p, event, from) => this.proposalChanged(p, event, from));
+    this.ledger = Ledger.open(config, log, { proposals: this.proposals, grants: this.grants }, (s) => this.metrics.storeWriteSeconds.observe(s));
     const { torn, migrated, records, bytes, ms } = this.ledger.report;
     if (torn) log.warn(torn, "the state journal ended in a torn record (a crash mid-write); it was cut off there");
     if (migrated?.length) log.info({ files: migrated }, "state migrated from the first wave's files");
@@ -192,6 +202,7 @@ export class Space implements SpaceHost {
    * are never held.
    */
   handle(member: Member, text: string): void {
+    this.metrics.envelopesIn++;
     const parsed = parseFrame(text);
     if (member.backlog || (member.inFlight > 0 && !pipelined(parsed, member.inFlight))) {
       member.backlog ??= [];
@@ -280,6 +291,7 @@ export class Space implements SpaceHost {
     this.members.clear();
     this.mcp.close();
     this.proposals.close();
+    this.notifier.close();
     return this.ledger.close();
   }
 
@@ -405,7 +417,10 @@ export class Space implements SpaceHost {
     const everyone = toEveryone || env.kind === "system/presence";
     for (const m of this.members.values()) {
       if ((m === sender && !m.echo) || m.joinSeq > joinedBy) continue;
-      if (everyone || m.visibility === "all" || (to !== undefined && to.includes(m.id))) m.peer.send(bytes);
+      if (everyone || m.visibility === "all" || (to !== undefined && to.includes(m.id))) {
+        m.peer.send(bytes);
+        this.metrics.envelopesOut++;
+      }
     }
     // Operators watching through the API see what their participant may see.
     for (const w of this.watchers) {
@@ -431,7 +446,15 @@ export class Space implements SpaceHost {
     for (const { env, subject, joinedBy } of batch) this.deliver(env, subject, false, joinedBy);
   }
 
+  /** A proposal changed (proposals.ts): count it, time its decision, tell the webhooks. */
+  private proposalChanged(p: Proposal, event: string, from: string | undefined): void {
+    this.metrics.proposal(event);
+    if (from === "pending" && (event === "approved" || event === "rejected")) this.metrics.decisionSeconds.observe((Date.now() - Date.parse(p.createdAt)) / 1000);
+    this.notifier.proposal(p, event);
+  }
+
   sendTo(member: Member, env: Envelope): void {
+    this.metrics.envelopesOut++;
     member.peer.send(Buffer.from(JSON.stringify(env)));
   }
 

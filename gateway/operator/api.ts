@@ -82,6 +82,8 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
       return ok({ tools: space.toolsForId(c.id) });
     case "GET grants":
       return ok({ grants: space.grantsView() });
+    case "GET notify":
+      return ok({ deliveries: space.notifier.deliveries() });
     case "GET audit":
       return ok({ entries: space.audit(auditQuery(q), limit(q)) });
     case "GET proposals": {

@@ -35,6 +35,8 @@ export interface StoreOptions {
   compactBytes?: number;
   history?: Retention;
   log?: StoreLog;
+  /** Told how long each batch took to become durable (write and fdatasync), in seconds. */
+  onWrite?: ((seconds: number) => void) | undefined;
 }
 
 export interface StoreHooks<R extends { type: string }> {
@@ -129,7 +131,7 @@ export function openStore<R extends { type: string }>(opts: StoreOptions, hooks:
   }
   report.bytes = good;
   report.ms = Math.round(performance.now() - t0);
-  const journal = new Journal<R>(file, good, seq, archive, { snapshot: hooks.snapshot, isHistory: hooks.isHistory, log: opts.log }, { fsync: opts.fsync !== false, compactBytes: opts.compactBytes ?? 16 * 1024 * 1024 }, Math.max(first, good / 2));
+  const journal = new Journal<R>(file, good, seq, archive, { snapshot: hooks.snapshot, isHistory: hooks.isHistory, log: opts.log, onWrite: opts.onWrite }, { fsync: opts.fsync !== false, compactBytes: opts.compactBytes ?? 16 * 1024 * 1024 }, Math.max(first, good / 2));
   return { store: new Store(journal, archive), report };
 }
 

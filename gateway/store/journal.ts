@@ -41,6 +41,7 @@ export interface JournalOwner<R> {
   snapshot(): R[];
   isHistory(r: R): boolean;
   log?: { info(o: object, msg: string): void; error(o: object, msg: string): void } | undefined;
+  onWrite?: ((seconds: number) => void) | undefined;
 }
 
 interface Pending {
@@ -113,6 +114,7 @@ export class Journal<R> {
           continue;
         }
         const start = this.size;
+        const began = performance.now();
         try {
           await writeAll(this.fd, bytes, start);
         } catch (err) {
@@ -137,6 +139,7 @@ export class Journal<R> {
         this.size = start + bytes.length;
         this.stats.journalBytes = this.size;
         this.stats.batches++;
+        this.owner.onWrite?.((performance.now() - began) / 1000);
         for (const p of batch) p.resolve();
         if (this.size > Math.max(this.opts.compactBytes, 2 * this.snapshotBytes)) {
           // The owner applies a transaction when its commit resolves; let every one of this

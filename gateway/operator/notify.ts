@@ -1,0 +1,165 @@
+/**
+ * Approvals pushed to where people are: each new proposal, and what became of it, POSTed
+ * to the webhooks in `gateway.notify` — a generic JSON body, or Slack's `{text}`.
+ *
+ * A webhook never slows the space: a delivery runs after the change it reports, off the
+ * message path, with a timeout, a few retries with backoff, and a bounded queue (past it,
+ * the oldest undelivered notice is dropped and logged). Every attempt's outcome is kept
+ * in a small delivery log (`deliveries()`, and the gateway log).
+ */
+import type { Logger } from "pino";
+import type { Proposal } from "../proposals.js";
+
+export interface WebhookConfig {
+  url: string;
+  format: "json" | "slack";
+  /** Which notices: new proposals, their outcomes, or both (default). */
+  events: Array<"proposed" | "decided">;
+  headers: Record<string, string>;
+}
+
+export interface Delivery {
+  ts: string;
+  url: string;
+  event: string;
+  proposal: string;
+  attempt: number;
+  ok: boolean;
+  status?: number;
+  error?: string;
+}
+
+const TIMEOUT_MS = 5000;
+const BACKOFF_MS = [1000, 5000, 25_000];
+const MAX_QUEUE = 1000;
+const LOG_SIZE = 200;
+const ARGUMENT_CHARS = 2000;
+
+interface Notice {
+  hook: WebhookConfig;
+  event: string;
+  proposal: string;
+  body: string;
+  attempt: number;
+}
+
+export class Notifier {
+  private readonly queue: Notice[] = [];
+  private readonly log: Delivery[] = [];
+  private running = 0;
+  private closed = false;
+
+  constructor(
+    private readonly space: string,
+    private readonly hooks: readonly WebhookConfig[],
+    private readonly logger: Logger,
+    /** The console's address, for a link in the notice (when known). */
+    private readonly consoleUrl: () => string | undefined = () => undefined,
+    /** Why a proposal waits, in words. */
+    private readonly why: (p: Proposal) => string | undefined = () => undefined,
+  ) {}
+
+  /** A proposal was made or moved on: tell the webhooks that want it. */
+  proposal(p: Proposal, event: string): void {
+    if (this.hooks.length === 0 || this.closed) return;
+    const kind = event === "proposed" ? "proposed" : ["approved", "rejected", "withdrawn", "expired"].includes(event) ? "decided" : undefined;
+    if (!kind) return;
+    for (const hook of this.hooks) {
+      if (!hook.events.includes(kind)) continue;
+      this.enqueue({ hook, event, proposal: p.id, body: this.body(hook, p, event), attempt: 0 });
+    }
+  }
+
+  /** The last deliveries, newest last. */
+  deliveries(): Delivery[] {
+    return [...this.log];
+  }
+
+  close(): void {
+    this.closed = true;
+    this.queue.length = 0;
+  }
+
+  private body(hook: WebhookConfig, p: Proposal, event: string): string {
+    const tool = p.tool === undefined ? `${p.owner}: ${p.method}` : `${p.owner}/${p.tool}`;
+    const link = this.consoleUrl();
+    if (hook.format === "slack") {
+      const verb: Record<string, string> = { proposed: "wants to call", approved: "was approved to call", rejected: "was refused", withdrawn: "withdrew", expired: "got no decision for" };
+      const who = event === "approved" || event === "rejected" ? ` by ${p.decidedBy ?? "?"}` : "";
+      const text = `[${this.space}] ${p.proposer} ${verb[event] ?? event} ${tool}${who}${p.reason && event !== "proposed" && event !== "approved" ? ` (${p.reason})` : ""}${event === "proposed" && link ? ` — decide at ${link}` : ""}`;
+      return JSON.stringify({ text });
+    }
+    let args = JSON.stringify(p.editedArguments ?? p.params["arguments"] ?? {});
+    const truncated = args.length > ARGUMENT_CHARS;
+    if (truncated) args = args.slice(0, ARGUMENT_CHARS);
+    return JSON.stringify({
+      event: `proposal.${event}`,
+      space: this.space,
+      proposal: {
+        id: p.id,
+        proposer: p.proposer,
+        tool,
+        state: p.state,
+        why: event === "proposed" ? this.why(p) : undefined,
+        arguments: args,
+        arguments_truncated: truncated || undefined,
+        decided_by: p.decidedBy,
+        reason: p.reason,
+        text: p.text,
+        expires_at: new Date(p.expiresAt).toISOString(),
+      },
+      console: link,
+    });
+  }
+
+  private enqueue(n: Notice): void {
+    if (this.queue.length >= MAX_QUEUE) {
+      const dropped = this.queue.shift()!;
+      this.logger.warn({ url: dropped.hook.url, proposal: dropped.proposal }, "webhook queue full; the oldest notice was dropped");
+    }
+    this.queue.push(n);
+    this.pump();
+  }
+
+  /** A few deliveries at once; each notice in its turn. */
+  private pump(): void {
+    while (this.running < 4 && this.queue.length > 0) {
+      const n = this.queue.shift()!;
+      this.running++;
+      void this.deliver(n).finally(() => {
+        this.running--;
+        this.pump();
+      });
+    }
+  }
+
+  private async deliver(n: Notice): Promise<void> {
+    n.attempt++;
+    const record: Delivery = { ts: new Date().toISOString(), url: n.hook.url, event: n.event, proposal: n.proposal, attempt: n.attempt, ok: false };
+    try {
+      const res = await fetch(n.hook.url, {
+        method: "POST",
+        headers: { "content-type": "application/json", "user-agent": "mewgate", ...n.hook.headers },
+        body: n.body,
+        signal: AbortSignal.timeout(TIMEOUT_MS),
+      });
+      record.status = res.status;
+      record.ok = res.ok;
+      await res.body?.cancel().catch(() => {});
+    } catch (err) {
+      record.error = (err as Error).name === "TimeoutError" ? `no answer within ${TIMEOUT_MS} ms` : (err as Error).message;
+    }
+    this.remember(record);
+    if (record.ok) return this.logger.info({ url: n.hook.url, proposal: n.proposal, event: n.event }, "webhook delivered");
+    const retryIn = BACKOFF_MS[n.attempt - 1];
+    // A client error will not get better by trying again; a server error or no answer may.
+    const retry = retryIn !== undefined && !this.closed && (record.status === undefined || record.status >= 500 || record.status === 429);
+    this.logger.warn({ url: n.hook.url, proposal: n.proposal, status: record.status, err: record.error, retry: retry ? retryIn : false }, "webhook delivery failed");
+    if (retry) setTimeout(() => this.enqueue(n), retryIn).unref();
+  }
+
+  private remember(d: Delivery): void {
+    this.log.push(d);
+    if (this.log.length > LOG_SIZE) this.log.shift();
+  }
+}
