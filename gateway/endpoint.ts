@@ -6,6 +6,7 @@
  *   tools/call       `participant/tool`, routed directly or proposed on the caller's behalf
  *   proposals/list   pending proposals the caller may see, in pages (large arguments elided)
  *   proposals/get    one pending proposal in full
+ *   grants/list      the grants the caller may see (always-approvals among them)
  *   ping
  *   notifications/cancelled          the caller gives up on one of its own calls
  *   notifications/tools/list_changed the caller's tools changed
@@ -89,12 +90,18 @@ export class GatewayEndpoint {
         if (!p || !maySee(member, p)) return reply({ error: { code: INVALID_PARAMS, message: `no pending proposal "${clip(String(id))}" that you may see` } });
         return reply({ result: { proposal: p.envelope } });
       }
+      case "grants/list": {
+        // Grants say who may do what: a member that sees everything sees them all, others
+        // the ones it made or holds.
+        const grants = this.space.grantsView().filter((g) => member.visibility === "all" || g["from"] === member.id || g["recipient"] === member.id);
+        return reply({ result: { grants } });
+      }
       case "tools/call":
         return this.onToolCall(member, inbound, payload, rpcId);
       default:
         if (payload.method.startsWith("notifications/")) return;
         return reply({
-          error: { code: METHOD_NOT_FOUND, message: `${GATEWAY_ID} does not serve ${clip(payload.method)}; it serves tools/list, tools/call, proposals/list, proposals/get and ping` },
+          error: { code: METHOD_NOT_FOUND, message: `${GATEWAY_ID} does not serve ${clip(payload.method)}; it serves tools/list, tools/call, proposals/list, proposals/get, grants/list and ping` },
         });
     }
   }

@@ -44,6 +44,8 @@ export interface SpaceHost {
   capabilityViolation(member: Member, inbound: InboundEnvelope): void;
   /** Pending proposals, oldest first. */
   pendingProposals(): Proposal[];
+  /** Grants held now, each with whether it stands. */
+  grantsView(): Array<Record<string, unknown>>;
   /** Why `granter` may not make one more grant (its quota or the space's), if it may not. */
   grantQuota(granter: string): string | undefined;
   /** A grant as a plan for `record` (an "always" approval makes one, in the approval's transaction). */

@@ -116,5 +116,18 @@ describe("the interactive terminal against a hostile participant", () => {
     expect(pane.capture()).toContain("1 proposal waiting");
     await new Promise((r) => setTimeout(r, 200));
     expect(bad.received.some((e) => e.kind === "mcp/approve")).toBe(false);
+
+    // Always: a grant, which /grants lists and /revoke takes back.
+    pane.keys("A");
+    await bad.next((e) => e.kind === "mcp/approve");
+    pane.type("/grants");
+    pane.keys("Enter");
+    const [, id] = await pane.waitFor(/\[([0-9a-f-]{8})\] me → bad: /);
+    pane.type(`/revoke ${id}`);
+    pane.keys("Enter");
+    await bad.next((e) => e.kind === "capability/revoke" && e.payload.grant_id.startsWith(id!));
+    pane.type("/grants");
+    pane.keys("Enter");
+    await pane.waitFor(/no grants/);
   });
 });

@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { emitKeypressEvents } from "node:readline";
 import type { Envelope } from "../../gateway/envelope.js";
 import type { WelcomeInfo } from "../../participants/index.js";
-import { ANSI, callShape, fit, formatEnvelope, isRecord, oneLine, PLAIN, shortId, truncate, visibleLength, whyApproval, wrapJson, type Style, type ViewContext } from "./format.js";
+import { ANSI, callShape, fit, formatEnvelope, GATEWAY, isRecord, oneLine, PLAIN, shortId, truncate, visibleLength, whyApproval, wrapJson, type Style, type ViewContext } from "./format.js";
 import { schemaProblem } from "./validate.js";
 import { TerminalSession, type TerminalOptions } from "./session.js";
 
@@ -40,7 +40,7 @@ const HELP = [
   "  e  edit the arguments (as JSON; $EDITOR when set) and approve",
   "  r  reject with a reason          v  view all its arguments       n/p or ↓/↑  next/previous",
   "Commands:",
-  "  /participants  /tools  /proposals",
+  "  /participants  /tools  /proposals  /grants  /revoke <grant id>",
   "  /approve [id] [--always]   /reject [id] [--reason code] [text]   /edit [id]",
   "  /pause <agent>  /resume <agent>  /status <agent>  /cancel <proposal-or-call-id>",
   "  /help  /quit (or Ctrl-C, or Ctrl-D on an empty line)",
@@ -453,6 +453,12 @@ export class TtyTerminal extends TerminalSession {
         return;
       case "proposals":
         return this.print(this.proposalLines());
+      case "grants":
+        void this.showGrants();
+        return;
+      case "revoke":
+        void this.revokeGrant(args[0]);
+        return;
       case "approve": {
         const always = args.includes("--always");
         return this.approveSelected(always ? "always" : "once", args.find((a) => !a.startsWith("--")));
@@ -513,6 +519,39 @@ export class TtyTerminal extends TerminalSession {
       const mark = p === this.queue.current ? ">" : " ";
       return truncate(`${mark} ${i + 1}. [${shortId(p.id)}] ${p.from} → ${c.label} ${oneLine(c.arguments, 80)}`, this.width);
     });
+  }
+
+  private async grants(): Promise<Array<{ id: string; from: string; recipient: string; capabilities: unknown; reason?: string; standing?: boolean }>> {
+    const res = await this.client.request(GATEWAY, "grants/list", {}, { timeoutMs: 5000 });
+    return isRecord(res) && Array.isArray(res["grants"]) ? (res["grants"] as never) : [];
+  }
+
+  /** `/grants`: who lent what to whom, always-approvals among them. */
+  private async showGrants(): Promise<void> {
+    try {
+      const grants = await this.grants();
+      if (grants.length === 0) return this.print([this.style.dim("no grants")]);
+      this.print([
+        this.style.bold(`grants (${grants.length}; /revoke <id> takes one back, and all lent on from it):`),
+        ...grants.map((g) => truncate(`  [${shortId(g.id)}] ${g.from} → ${g.recipient}: ${oneLine(g.capabilities, 80)}${g.reason ? ` (${oneLine(g.reason, 60)})` : ""}${g.standing === false ? " [not standing]" : ""}`, this.width)),
+      ]);
+    } catch (err) {
+      this.notice(`could not list grants: ${(err as Error).message}`, "error");
+    }
+  }
+
+  /** `/revoke <id>`: a capability/revoke of that grant; the gateway cascades. */
+  private async revokeGrant(ref: string | undefined): Promise<void> {
+    if (!ref) return this.notice("/revoke <grant id> (/grants lists them)", "error");
+    try {
+      const matches = (await this.grants()).filter((g) => g.id === ref || g.id.startsWith(ref));
+      if (matches.length !== 1) return this.notice(matches.length ? `"${ref}" matches ${matches.length} grants; give more of the id` : `no grant "${ref}" (/grants lists them)`, "error");
+      const g = matches[0]!;
+      this.client.send({ kind: "capability/revoke", payload: { recipient: g.recipient, grant_id: g.id } });
+      this.notice(`revoked [${shortId(g.id)}] ${g.from} → ${g.recipient}`);
+    } catch (err) {
+      this.notice(`could not revoke: ${(err as Error).message}`, "error");
+    }
   }
 
   private async showTools(): Promise<void> {
