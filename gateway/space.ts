@@ -13,13 +13,12 @@
  *   mcp.ts        mcp/request and mcp/response: call tracking, the gateway's own
  *                 `system:gateway` endpoint, the tool catalogue and its refresh;
  *   decisions.ts  mcp/proposal, approve, reject, withdraw, and expiry.
- * Their state lives in calls.ts, registry.ts and proposals.ts. Grants stay here: they
- * change what a member may send, which is the space's own business.
+ * Their state lives in calls.ts, registry.ts and proposals.ts; lending.ts handles
+ * capability/grant and capability/revoke over grants.ts; authority.ts decides every call.
  */
-import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { Authority } from "./authority.js";
-import { compileCapabilities, covers } from "./capabilities.js";
+import { compileCapabilities } from "./capabilities.js";
 import type { SpaceConfig } from "./config.js";
 import { Decisions } from "./decisions.js";
 import {
@@ -29,10 +28,7 @@ import {
   ErrorCodes,
   type ErrorCode,
   GATEWAY_ID,
-  GrantPayloadSchema,
   type InboundEnvelope,
-  RevokePayloadSchema,
-  describeIssue,
   errorEnvelope,
   parseFrame,
   type ParsedFrame,
@@ -41,9 +37,9 @@ import {
 } from "./envelope.js";
 import { clip, type SpaceHost } from "./host.js";
 import { frameBudget, maySee } from "./endpoint.js";
-import { GrantBook, type GrantRecord } from "./grants.js";
+import { GrantBook } from "./grants.js";
+import { Lending } from "./lending.js";
 import { McpRouter } from "./mcp.js";
-import { specificTool } from "./policy.js";
 import { type AuditEntry, type AuditQuery, type Proposal, ProposalBook } from "./proposals.js";
 import { Registry } from "./registry.js";
 import { Ledger } from "./ledger.js";
@@ -95,6 +91,8 @@ export class Space implements SpaceHost {
   consoleUrl: string | undefined;
   /** The policy decision point (authority.ts). */
   readonly authority: Authority;
+  /** capability/grant and capability/revoke (lending.ts). */
+  private readonly lending: Lending;
   private readonly history: { env: Envelope; size: number }[] = [];
   private isClosed = false;
   private presence: { env: Envelope; subject: Member | undefined; joinedBy: number }[] = [];
@@ -111,6 +109,7 @@ export class Space implements SpaceHost {
     this.id = config.space.id;
     this.grants = new GrantBook((id) => this.authority.configured(id));
     this.authority = new Authority(config, this.grants, this.registry);
+    this.lending = new Lending(this, this.grants);
     this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool) : undefined));
     const onDue = config.policy.expires_action === "keep" ? undefined : (p: Proposal) => void this.decisions.onDue(p);
     this.proposals = new ProposalBook(onDue, (p, event, from) => this.proposalChanged(p, event, from));
@@ -271,9 +270,9 @@ export class Space implements SpaceHost {
       case "mcp/withdraw":
         return this.decisions.onWithdraw(member, inbound);
       case "capability/grant":
-        return this.grant(member, inbound);
+        return this.lending.onGrant(member, inbound);
       case "capability/revoke":
-        return this.revoke(member, inbound);
+        return this.lending.onRevoke(member, inbound);
       default:
         this.deliver(stamp(inbound, member.id), member);
     }
@@ -513,100 +512,16 @@ export class Space implements SpaceHost {
 
   /** Why `granter` may not make one more grant, if it may not. */
   grantQuota(granter: string): string | undefined {
-    const q = this.config.quotas;
-    if (this.grants.madeBy(granter) >= q.grants) return `you have made ${q.grants} grants, your limit (quotas.grants)`;
-    if (this.grants.size >= q.space_grants) return `the space holds ${q.space_grants} grants, its limit (quotas.space_grants)`;
-    return undefined;
+    return this.lending.quota(granter);
   }
 
-  private async grant(member: Member, inbound: InboundEnvelope): Promise<void> {
-    const parsed = GrantPayloadSchema.safeParse(inbound.payload);
-    if (!parsed.success) return this.fail(member, ErrorCodes.invalidPayload, `capability/grant: ${describeIssue(parsed.error)}`, inbound.id);
-    const { recipient, capabilities, reason } = parsed.data;
-    if (!(recipient in this.config.participants)) {
-      return this.fail(member, ErrorCodes.unknownRecipient, `no participant "${clip(recipient)}" in space "${this.id}"`, inbound.id);
-    }
-    if (recipient === member.id) return this.fail(member, ErrorCodes.invalidPayload, "capability/grant: you cannot grant to yourself", inbound.id);
-    const held = this.grants.capabilitiesOf(member.id);
-    const notHeld = capabilities.filter((c) => !covers(held, c));
-    if (notHeld.length) {
-      return this.fail(member, ErrorCodes.grantExceedsHeld, "you can only grant capabilities you hold yourself", inbound.id, { not_held: notHeld });
-    }
-    // Holding the pattern is not enough for a tool: the granter's own policy must let it
-    // call the tool directly. (A grant of many tools is checked tool by tool at use.)
-    const beyond = capabilities.filter((c) => {
-      const t = specificTool(c);
-      return t !== undefined && this.authority.tool(member.id, t.owner, t.tool) !== "direct";
-    });
-    if (beyond.length) {
-      return this.fail(member, ErrorCodes.grantExceedsPolicy, "your own tool policy does not let you call this directly, so you cannot lend it", inbound.id, { beyond_policy: beyond });
-    }
-    const over = this.grantQuota(member.id);
-    if (over) return this.fail(member, ErrorCodes.quotaExceeded, over, inbound.id, { quota: "grants" });
-    const env = stamp(inbound, member.id);
-    try {
-      await this.record(this.grantPlan(member.id, recipient, capabilities, reason, env));
-    } catch (err) {
-      return this.storeFailed(member, err, inbound.id, "the grant was not recorded");
-    }
-    this.deliver(env, member);
-  }
-
-  /** A grant, to be recorded; once it is, the recipient is refreshed. */
+  /** A grant, to be recorded (an "always" approval makes one in its own transaction). */
   grantPlan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope): Plan {
-    const record: GrantRecord = { type: "grant", id: env?.id ?? randomUUID(), from, recipient, capabilities, reason, ts: env?.ts ?? new Date().toISOString() };
-    return {
-      records: [record],
-      apply: () => {
-        this.grants.apply(record);
-        this.grants.revalidate();
-        this.log.info({ grant: record.id, from, recipient }, "capability granted");
-        this.refresh(recipient);
-      },
-    };
-  }
-
-  private async revoke(member: Member, inbound: InboundEnvelope): Promise<void> {
-    const parsed = RevokePayloadSchema.safeParse(inbound.payload);
-    if (!parsed.success) return this.fail(member, ErrorCodes.invalidPayload, `capability/revoke: ${describeIssue(parsed.error)}`, inbound.id);
-    const { recipient, grant_id, capabilities } = parsed.data;
-    const held = this.grants.capabilitiesOf(member.id);
-    if (grant_id !== undefined) {
-      const g = this.grants.to(recipient).find((x) => x.id === grant_id);
-      if (!g) return this.fail(member, ErrorCodes.unknownGrant, `no grant "${clip(grant_id)}" to "${clip(recipient)}"`, inbound.id);
-      // The granter may take back its grant; anyone else must hold what it lent.
-      if (g.from !== member.id && !g.capabilities.every((c) => covers(held, c))) {
-        return this.fail(member, ErrorCodes.revokeNotAllowed, "you may revoke only grants you made or capabilities you hold", inbound.id);
-      }
-    } else if (!capabilities!.every((c) => covers(held, c))) {
-      return this.fail(member, ErrorCodes.revokeNotAllowed, "you may revoke only capabilities you hold", inbound.id);
-    }
-    const env = stamp(inbound, member.id);
-    const revoke: GrantRecord = { type: "revoke", id: env.id, from: member.id, recipient, grant_id, capabilities, ts: env.ts };
-    // The grants lent on from what is taken back fall with it, in the same transaction:
-    // worked out on a copy, so a failed write leaves every grant as it was.
-    const trial = this.grants.clone();
-    trial.apply(revoke);
-    const fell = trial.revalidate();
-    const cascade: GrantRecord[] = fell.map((g) => ({ type: "revoke", id: randomUUID(), from: GATEWAY_ID, recipient: g.recipient, grant_id: g.id, ts: env.ts, cascade_of: env.id }));
-    try {
-      await this.record({ records: [revoke, ...cascade], apply: () => [revoke, ...cascade].forEach((r) => this.grants.apply(r)) });
-    } catch (err) {
-      return this.storeFailed(member, err, inbound.id, "the revoke was not recorded");
-    }
-    this.grants.revalidate();
-    this.log.info({ revoke: env.id, from: member.id, recipient }, "capability revoked");
-    this.deliver(env, member);
-    for (const g of fell) {
-      this.log.info({ grant: g.id, recipient: g.recipient, cascade_of: env.id }, "grant fell with the one it was lent from");
-      const payload = { recipient: g.recipient, grant_id: g.id, reason: `lent on from a grant that was revoked (${env.id})` };
-      this.deliver(systemEnvelope("capability/revoke", payload, { to: [g.recipient, g.from] }));
-    }
-    for (const id of new Set([recipient, ...fell.map((g) => g.recipient)])) this.refresh(id);
+    return this.lending.plan(from, recipient, capabilities, reason, env);
   }
 
   /** After a grant change: recompile and send the recipient a fresh welcome. */
-  private refresh(recipient: string): void {
+  refresh(recipient: string): void {
     const m = this.members.get(recipient);
     if (!m) return;
     this.recompile(m);

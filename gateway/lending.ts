@@ -1,0 +1,144 @@
+/**
+ * Lending capabilities at runtime: `capability/grant` and `capability/revoke`, checked
+ * and made durable. A grant may lend only what its granter holds and, for a tool, what its
+ * own policy lets it call directly; a revoke takes down, in the same transaction, every
+ * grant that was lent on from what it takes back. Which grants stand is grants.ts's
+ * business; this module acts on the space only through `LendingHost`.
+ */
+import { randomUUID } from "node:crypto";
+import type { Logger } from "pino";
+import type { Authority } from "./authority.js";
+import { type Capability, covers } from "./capabilities.js";
+import type { SpaceConfig } from "./config.js";
+import {
+  type Envelope,
+  ErrorCodes,
+  type ErrorCode,
+  GATEWAY_ID,
+  GrantPayloadSchema,
+  type InboundEnvelope,
+  RevokePayloadSchema,
+  describeIssue,
+  stamp,
+  systemEnvelope,
+} from "./envelope.js";
+import type { GrantBook, GrantRecord } from "./grants.js";
+import { clip } from "./host.js";
+import type { Member } from "./member.js";
+import type { Plan } from "./plan.js";
+import { specificTool } from "./policy.js";
+
+/** What lending needs of the space. */
+export interface LendingHost {
+  readonly id: string;
+  readonly config: SpaceConfig;
+  readonly log: Logger;
+  readonly authority: Authority;
+  fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void;
+  deliver(env: Envelope, sender?: Member): void;
+  record(...plans: Plan[]): Promise<void>;
+  storeFailed(member: Member, err: unknown, correlationId: string | undefined, what: string): void;
+  /** Recompiles a member's capabilities and sends it a fresh welcome. */
+  refresh(recipient: string): void;
+}
+
+export class Lending {
+  constructor(
+    private readonly host: LendingHost,
+    private readonly grants: GrantBook,
+  ) {}
+
+  /** Why `granter` may not make one more grant, if it may not. */
+  quota(granter: string): string | undefined {
+    const q = this.host.config.quotas;
+    if (this.grants.madeBy(granter) >= q.grants) return `you have made ${q.grants} grants, your limit (quotas.grants)`;
+    if (this.grants.size >= q.space_grants) return `the space holds ${q.space_grants} grants, its limit (quotas.space_grants)`;
+    return undefined;
+  }
+
+  async onGrant(member: Member, inbound: InboundEnvelope): Promise<void> {
+    const parsed = GrantPayloadSchema.safeParse(inbound.payload);
+    if (!parsed.success) return this.host.fail(member, ErrorCodes.invalidPayload, `capability/grant: ${describeIssue(parsed.error)}`, inbound.id);
+    const { recipient, capabilities, reason } = parsed.data;
+    if (!(recipient in this.host.config.participants)) {
+      return this.host.fail(member, ErrorCodes.unknownRecipient, `no participant "${clip(recipient)}" in space "${this.host.id}"`, inbound.id);
+    }
+    if (recipient === member.id) return this.host.fail(member, ErrorCodes.invalidPayload, "capability/grant: you cannot grant to yourself", inbound.id);
+    const held = this.grants.capabilitiesOf(member.id);
+    const notHeld = capabilities.filter((c) => !covers(held, c));
+    if (notHeld.length) {
+      return this.host.fail(member, ErrorCodes.grantExceedsHeld, "you can only grant capabilities you hold yourself", inbound.id, { not_held: notHeld });
+    }
+    // Holding the pattern is not enough for a tool: the granter's own policy must let it
+    // call the tool directly. (A grant of many tools is checked tool by tool at use.)
+    const beyond = capabilities.filter((c) => {
+      const t = specificTool(c);
+      return t !== undefined && this.host.authority.tool(member.id, t.owner, t.tool) !== "direct";
+    });
+    if (beyond.length) {
+      return this.host.fail(member, ErrorCodes.grantExceedsPolicy, "your own tool policy does not let you call this directly, so you cannot lend it", inbound.id, { beyond_policy: beyond });
+    }
+    const over = this.quota(member.id);
+    if (over) return this.host.fail(member, ErrorCodes.quotaExceeded, over, inbound.id, { quota: "grants" });
+    const env = stamp(inbound, member.id);
+    try {
+      await this.host.record(this.plan(member.id, recipient, capabilities, reason, env));
+    } catch (err) {
+      return this.host.storeFailed(member, err, inbound.id, "the grant was not recorded");
+    }
+    this.host.deliver(env, member);
+  }
+
+  /** A grant, to be recorded; once it is, the recipient is refreshed. */
+  plan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope): Plan {
+    const record: GrantRecord = { type: "grant", id: env?.id ?? randomUUID(), from, recipient, capabilities, reason, ts: env?.ts ?? new Date().toISOString() };
+    return {
+      records: [record],
+      apply: () => {
+        this.grants.apply(record);
+        this.grants.revalidate();
+        this.host.log.info({ grant: record.id, from, recipient }, "capability granted");
+        this.host.refresh(recipient);
+      },
+    };
+  }
+
+  async onRevoke(member: Member, inbound: InboundEnvelope): Promise<void> {
+    const parsed = RevokePayloadSchema.safeParse(inbound.payload);
+    if (!parsed.success) return this.host.fail(member, ErrorCodes.invalidPayload, `capability/revoke: ${describeIssue(parsed.error)}`, inbound.id);
+    const { recipient, grant_id, capabilities } = parsed.data;
+    const held = this.grants.capabilitiesOf(member.id);
+    if (grant_id !== undefined) {
+      const g = this.grants.to(recipient).find((x) => x.id === grant_id);
+      if (!g) return this.host.fail(member, ErrorCodes.unknownGrant, `no grant "${clip(grant_id)}" to "${clip(recipient)}"`, inbound.id);
+      // The granter may take back its grant; anyone else must hold what it lent.
+      if (g.from !== member.id && !g.capabilities.every((c) => covers(held, c))) {
+        return this.host.fail(member, ErrorCodes.revokeNotAllowed, "you may revoke only grants you made or capabilities you hold", inbound.id);
+      }
+    } else if (!capabilities!.every((c) => covers(held, c))) {
+      return this.host.fail(member, ErrorCodes.revokeNotAllowed, "you may revoke only capabilities you hold", inbound.id);
+    }
+    const env = stamp(inbound, member.id);
+    const revoke: GrantRecord = { type: "revoke", id: env.id, from: member.id, recipient, grant_id, capabilities, ts: env.ts };
+    // The grants lent on from what is taken back fall with it, in the same transaction:
+    // worked out on a copy, so a failed write leaves every grant as it was.
+    const trial = this.grants.clone();
+    trial.apply(revoke);
+    const fell = trial.revalidate();
+    const cascade: GrantRecord[] = fell.map((g) => ({ type: "revoke", id: randomUUID(), from: GATEWAY_ID, recipient: g.recipient, grant_id: g.id, ts: env.ts, cascade_of: env.id }));
+    try {
+      await this.host.record({ records: [revoke, ...cascade], apply: () => [revoke, ...cascade].forEach((r) => this.grants.apply(r)) });
+    } catch (err) {
+      return this.host.storeFailed(member, err, inbound.id, "the revoke was not recorded");
+    }
+    this.grants.revalidate();
+    this.host.log.info({ revoke: env.id, from: member.id, recipient }, "capability revoked");
+    this.host.deliver(env, member);
+    for (const g of fell) {
+      this.host.log.info({ grant: g.id, recipient: g.recipient, cascade_of: env.id }, "grant fell with the one it was lent from");
+      const payload = { recipient: g.recipient, grant_id: g.id, reason: `lent on from a grant that was revoked (${env.id})` };
+      this.host.deliver(systemEnvelope("capability/revoke", payload, { to: [g.recipient, g.from] }));
+    }
+    for (const id of new Set([recipient, ...fell.map((g) => g.recipient)])) this.host.refresh(id);
+  }
+}
