@@ -85,6 +85,7 @@ export class Authority {
       owner,
       tool,
       annotations: this.registry.get(owner, tool)?.annotations,
+      autoApproved: this.config.participants[owner]?.mcp?.autoApprove?.includes(tool),
       fallback: this.config.policy.fallback,
     }).why;
   }
@@ -104,6 +105,7 @@ export class Authority {
       owner,
       tool,
       annotations: this.registry.get(owner, tool)?.annotations,
+      autoApproved: this.config.participants[owner]?.mcp?.autoApprove?.includes(tool),
       fallback: this.config.policy.fallback,
     });
   }

@@ -356,7 +356,8 @@ export type ToolPolicy = z.output<typeof ToolPolicySchema>;
  * paste theirs under `mcpServers:`.
  */
 const McpServerSchema = section({
-  type: z.enum(["stdio", "http", "streamable-http", "streamableHttp"]).optional(),
+  /** `sse`: a legacy HTTP+SSE server (the MCP spec of 2024-11-05); other URLs speak streamable HTTP. */
+  type: z.enum(["stdio", "http", "streamable-http", "streamableHttp", "sse"]).optional(),
   command: z.string().min(1).optional(),
   args: z.array(z.string()).optional(),
   env: z.record(z.string(), z.string()).optional(),
@@ -365,6 +366,8 @@ const McpServerSchema = section({
   headers: z.record(z.string(), z.string()).optional(),
   description: z.string().optional(),
   disabled: boolean().optional(),
+  /** Cline's list of this server's tools to call without asking: they need no approval (a participant's own ask or deny still wins). */
+  autoApprove: z.array(z.string().min(1)).optional(),
 }).refine((m) => (m.command === undefined) !== (m.url === undefined), { error: "give either command (stdio) or url (streamable HTTP)" });
 export type McpServerConfig = z.output<typeof McpServerSchema>;
 
@@ -452,9 +455,13 @@ const SpaceConfigSchema = section({
       }),
       ParticipantSchema,
     )
-    .refine((ps) => Object.keys(ps).length > 0, { error: expected("at least one participant") }),
+    .default({}),
 })
   .superRefine(({ participants, mcpServers }, ctx) => {
+    // A space of pasted mcpServers alone is a space too (its tools, for MCP clients).
+    if (Object.keys(participants).length === 0 && Object.keys(mcpServers ?? {}).length === 0) {
+      ctx.addIssue({ code: "custom", path: ["participants"], message: "expected at least one participant (under participants or mcpServers)" });
+    }
     for (const id of Object.keys(mcpServers ?? {})) {
       if (id in participants) ctx.addIssue({ code: "custom", path: ["mcpServers", id], message: `"${id}" is also under participants; give it one place` });
     }

@@ -185,7 +185,8 @@ export class McpRouter implements CallRouter {
     // The response goes to whoever waits on the call, whatever `to` the responder wrote.
     env.to = [call.caller];
     if (call.proposalId) {
-      env.correlation_id = [call.id, call.proposalId];
+      // The proposal first: a MEW proposer matches correlation_id[0] against its proposal.
+      env.correlation_id = [call.proposalId, call.id];
       if (call.fulfiller) {
         env.to.push(call.fulfiller.id);
         env.correlation_id.push(call.fulfiller.envelopeId);
@@ -252,7 +253,7 @@ export class McpRouter implements CallRouter {
     const to = [call.caller];
     const correlation = [call.id];
     if (call.proposalId) {
-      correlation.push(call.proposalId);
+      correlation.unshift(call.proposalId);
       const p = this.proposals.get(call.proposalId);
       if (p && (p.state === "routed" || p.state === "approved")) this.space.note(this.proposals.planTransition(p, { state: "failed", reason }));
     }

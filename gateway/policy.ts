@@ -9,6 +9,7 @@
  *   3. an `ask` glob matches                       → proposal
  *   4. an `allow` glob or a configured capability  → direct
  *   5. the tool's annotations: readOnlyHint        → direct
+ *      or its server's autoApprove list (mcpServers) names it → direct
  *   6. the space's fallback                        → proposal (default), direct or denied
  * Grants sit above `ask` so that approving "always" really stops the asking; `deny` stays
  * above everything, since it is the operator's explicit word.
@@ -60,6 +61,8 @@ export interface DecisionInput {
   owner: string;
   tool: string;
   annotations?: ToolAnnotations | undefined;
+  /** The owner's `autoApprove` (mcpServers) lists the tool. */
+  autoApproved?: boolean | undefined;
   fallback: Fallback;
 }
 
@@ -78,6 +81,7 @@ export function decideWhy(input: DecisionInput): { decision: Decision; why: stri
   if (rule === "allow") return { decision: "direct", why: `an allow rule matches ${name}` };
   if (input.configured(shape)) return { decision: "direct", why: "the participant's capabilities allow it" };
   if (input.annotations?.readOnlyHint === true) return { decision: "direct", why: "the tool says it is read-only" };
+  if (input.autoApproved) return { decision: "direct", why: "its server's autoApprove lists it" };
   const decision = input.fallback === "allow" ? "direct" : input.fallback === "deny" ? "denied" : "proposal";
   return { decision, why: `no rule matches and the tool is not read-only: the space's fallback is ${input.fallback}` };
 }

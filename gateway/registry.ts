@@ -31,10 +31,16 @@ export interface ToolEntry {
   inputSchema: Record<string, unknown>;
   outputSchema?: Record<string, unknown> | undefined;
   annotations?: Record<string, unknown> | undefined;
+  /** Kept as the server gave them: MCP Apps UI resources, tasks, icons. */
+  icons?: unknown;
+  execution?: unknown;
+  _meta?: Record<string, unknown> | undefined;
 }
 
 /** Most tools a single participant may register; more is almost certainly a bug or abuse. */
 export const MAX_TOOLS_PER_PARTICIPANT = 5_000;
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 export class Registry {
   private readonly byOwner = new Map<string, Map<string, ToolEntry>>();
@@ -53,6 +59,9 @@ export class Registry {
         inputSchema: t.inputSchema ?? { type: "object" },
         outputSchema: t.outputSchema,
         annotations: t.annotations,
+        ...(t["icons"] !== undefined ? { icons: t["icons"] } : {}),
+        ...(t["execution"] !== undefined ? { execution: t["execution"] } : {}),
+        ...(isRecord(t["_meta"]) ? { _meta: t["_meta"] } : {}),
       });
     }
     const before = this.byOwner.get(participant);

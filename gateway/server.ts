@@ -145,7 +145,8 @@ export class Gateway {
     if (!admitted.ok) return { status: "403 Forbidden", reason: `forbidden: ${admitted.reason}` };
     if (this.closing) return { status: "503 Service Unavailable", reason: "the gateway is shutting down" };
     const url = new URL(req.url ?? "/", "http://gateway");
-    if (url.pathname !== "/ws") return { status: "404 Not Found", reason: "WebSocket connections go to /ws?space=NAME" };
+    // MEW clients connect to the root; ours to /ws.
+    if (url.pathname !== "/ws" && url.pathname !== "/") return { status: "404 Not Found", reason: "WebSocket connections go to /ws?space=NAME (or /)" };
     const address = req.socket.remoteAddress ?? "unknown";
     const { max_connections, operator_reserve, max_per_address, max_unauthenticated } = this.limits;
     if ((this.perAddress.get(address) ?? 0) >= max_per_address) {
@@ -259,7 +260,9 @@ export class Gateway {
     const token = bearer(req.headers.authorization) ?? url.searchParams.get("token") ?? undefined;
     const spaceId = url.searchParams.get("space") ?? undefined;
     const claimed = url.searchParams.get("participant") ?? url.searchParams.get("participantId") ?? undefined;
-    const echo = url.searchParams.get("echo") === "1" || url.searchParams.get("echo") === "true";
+    // Unset in the URL, the participant's `echo` in space.yaml applies.
+    const echoParam = url.searchParams.get("echo");
+    const echo = echoParam === null ? undefined : echoParam === "1" || echoParam === "true";
     if (token !== undefined) {
       this.admit(conn, { token, space: spaceId, claimed, echo });
       return;
@@ -270,7 +273,7 @@ export class Gateway {
     );
   }
 
-  private admit(conn: Connection, who: { token: string; space: string | undefined; claimed: string | undefined; echo: boolean }): void {
+  private admit(conn: Connection, who: { token: string; space: string | undefined; claimed: string | undefined; echo: boolean | undefined }): void {
     if (who.space === undefined) return conn.close(CloseCodes.badRequest, "missing space: connect to /ws?space=NAME");
     const space = this.spaces.get(who.space);
     if (!space) return conn.close(CloseCodes.unknownSpace, `no space named "${who.space.slice(0, 64)}"`);

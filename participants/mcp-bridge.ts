@@ -36,6 +36,7 @@
 import { EventEmitter } from "node:events";
 import { basename } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared/transport.js";
@@ -314,8 +315,11 @@ class McpBridge implements Bridge {
 
   /** Starts (or restarts) the server and initializes a session with it. */
   private async connect(): Promise<Upstream> {
+    const headers = { requestInit: { headers: this.server.headers ?? {} } };
     const transport: McpTransport = this.isHttp
-      ? new StreamableHTTPClientTransport(new URL(this.server.url!), { requestInit: { headers: this.server.headers ?? {} } })
+      ? this.server.type === "sse"
+        ? new SSEClientTransport(new URL(this.server.url!), headers)
+        : new StreamableHTTPClientTransport(new URL(this.server.url!), headers)
       : new ChildStdioTransport({
           command: this.server.command!,
           args: this.server.args,

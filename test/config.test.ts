@@ -350,13 +350,13 @@ describe("errors", () => {
       "space.yaml:1:1: space.id: required key is missing",
     );
     expect(errorOf(lines("# a comment", "space: {id: demo}"))).toBe(
-      "space.yaml:2:1: participants: required key is missing",
+      "space.yaml:2:1: participants: expected at least one participant (under participants or mcpServers)",
     );
     expect(errorOf("")).toBe(
-      ["space.yaml:1:1: space: required key is missing", "space.yaml:1:1: participants: required key is missing"].join("\n"),
+      "space.yaml:1:1: space: required key is missing",
     );
     expect(errorOf(lines("space: {id: demo}", "participants: {}"))).toBe(
-      "space.yaml:2:15: participants: expected at least one participant, found {}",
+      "space.yaml:2:15: participants: expected at least one participant (under participants or mcpServers)",
     );
   });
 

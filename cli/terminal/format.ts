@@ -239,7 +239,8 @@ export function formatEnvelope(env: Envelope, ctx: ViewContext): string[] {
       return [fit(`${s.cyan("→")} ${from} calls ${s.bold(call.label)} `, args, w, onBehalf)];
     }
     case "mcp/response": {
-      const callId = env.correlation_id?.[0];
+      // The call's id is in the correlation, not always first (an approved proposal's id leads).
+      const callId = env.correlation_id?.find((c) => ctx.calls.has(c));
       const call = callId ? ctx.calls.get(callId) : undefined;
       if (!call) return [];
       if (callId) ctx.calls.delete(callId);

@@ -79,18 +79,26 @@ function toMcpTool(fn: string, info: ToolInfo, policy: ExposedPolicy, participan
     title,
     description,
     inputSchema: objectSchema(info.inputSchema) ?? { type: "object" },
-    _meta: { "mewgate/name": real, "mewgate/participant": participant, "mewgate/policy": policy },
+    // The server's own _meta (MCP Apps UI resources, …) passes through beside ours.
+    _meta: { ...(isObject(info["_meta"]) ? info["_meta"] : {}), "mewgate/name": real, "mewgate/participant": participant, "mewgate/policy": policy },
   };
+  if (info["icons"] !== undefined) tool["icons"] = info["icons"];
+  if (info["execution"] !== undefined) tool["execution"] = info["execution"];
   const outputSchema = objectSchema(info["outputSchema"]);
   if (outputSchema) tool["outputSchema"] = outputSchema;
   if (info.annotations) tool["annotations"] = info.annotations;
   // A client validates the whole list at once, so one odd definition must not spoil it:
   // try without the optional parts before leaving the tool out.
-  for (const candidate of [tool, { ...tool, annotations: undefined }, { ...tool, annotations: undefined, outputSchema: undefined }]) {
+  const bare = { ...tool, icons: undefined, execution: undefined };
+  for (const candidate of [tool, bare, { ...bare, annotations: undefined }, { ...bare, annotations: undefined, outputSchema: undefined }]) {
     const parsed = ToolSchema.safeParse(candidate);
     if (parsed.success) return parsed.data;
   }
   return undefined;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 /** A JSON Schema for an object, with `type: "object"` as MCP requires; `undefined` for anything else. */

@@ -274,7 +274,8 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     const session = sid === undefined ? undefined : sessions.get(sid);
     const who = identify(req, url, session);
     if (!who.ok) {
-      const headers = who.status === 401 ? { "www-authenticate": 'Bearer realm="mewgate"' } : undefined;
+      // RFC 9728: tell the client where the protected resource's metadata is.
+      const headers = who.status === 401 ? { "www-authenticate": `Bearer realm="mewgate", resource_metadata="${origin(req)}${METADATA_PATH}${path}"` } : undefined;
       return rpcError(res, who.status, RPC_SERVER_ERROR, who.message, who.reason, headers);
     }
     if (sid !== undefined) {
@@ -331,6 +332,16 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     return handle(m, req, res);
   }
 
+  // RFC 9728 protected-resource metadata: what the resource is and how to present a
+  // token. Tokens are issued by the space's operator (mewgate token show), not by an
+  // authorization server, so none is listed.
+  const metadata = (req: IncomingMessage, res: ServerResponse): void => {
+    res.writeHead(200, { "content-type": "application/json", "cache-control": "no-store" });
+    res.end(JSON.stringify({ resource: `${origin(req)}${path}`, bearer_methods_supported: ["header"], resource_name: "mewgate space (MCP)" }));
+  };
+  gateway.addHttpRoute(`${METADATA_PATH}${path}`, metadata);
+  gateway.addHttpRoute(METADATA_PATH, metadata);
+
   gateway.addHttpRoute(path, (req, res) => {
     (mods ? handle(mods, req, res) : handleFirst(req, res)).catch((err: Error) => {
       log?.error({ err }, "MCP HTTP request failed");
@@ -352,6 +363,13 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       await Promise.all([...all].map((s) => closeSession(s)));
     },
   };
+}
+
+const METADATA_PATH = "/.well-known/oauth-protected-resource";
+
+/** `http://host:port` as the client addressed the gateway (Host is checked before any route runs). */
+function origin(req: IncomingMessage): string {
+  return `http://${req.headers.host ?? "127.0.0.1"}`;
 }
 
 function header(req: IncomingMessage, name: string): string | undefined {

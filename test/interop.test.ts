@@ -1,0 +1,186 @@
+/**
+ * Interop: MEW v0.4 wire behaviours written from the spec (a raw WebSocket client that
+ * speaks as MEW's SDK does: root URL, join frame, id-less requests, correlation_id[0]),
+ * and MCP details: legacy SSE servers, autoApprove, spaces of mcpServers alone, tool
+ * metadata kept, RFC 9728 on /mcp.
+ */
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js";
+import { afterEach, describe, expect, it } from "vitest";
+import { WebSocket } from "ws";
+import { parseSpaceConfig } from "../gateway/config.js";
+import { connectInProcess } from "../gateway/inprocess.js";
+import { startBridge, type Bridge } from "../participants/mcp-bridge.js";
+import { mountHttp } from "../participants/mcp-server/http.js";
+import { askGateway, sleep, startGateway, TestClient, toolOwner, waitFor, type TestGateway } from "./helpers.js";
+
+const T = { human: "human-token-1", mew: "mew-token-222", fs: "fs-token-4444" };
+
+let gw: TestGateway | undefined;
+const clients: TestClient[] = [];
+const bridges: Bridge[] = [];
+const servers: Server[] = [];
+afterEach(async () => {
+  for (const b of bridges.splice(0)) await b.stop();
+  for (const c of clients.splice(0)) c.ws.terminate();
+  await gw?.stop();
+  gw = undefined;
+  for (const s of servers.splice(0)) {
+    s.closeAllConnections();
+    await new Promise((r) => s.close(r));
+  }
+});
+
+const SPACE = (extra = "") => `
+space: {id: mew}
+participants:
+  human: {kind: human, token: ${T.human}}
+  mewbot: {kind: agent, token: ${T.mew}, tools: {ask: ["fs/write_file"], allow: ["fs/read_file"]}, capabilities: [{kind: "*"}]}
+  fs: {kind: mcp, token: ${T.fs}}
+${extra}`;
+
+/** A client as MEW's SDK is: connects to the root, joins with a first frame. */
+async function mewClient(token: string): Promise<TestClient> {
+  const c = new TestClient(new WebSocket(`ws://127.0.0.1:${gw!.port}/`));
+  clients.push(c);
+  await c.opened;
+  c.send({ type: "join", space: "mew", token, participantId: "mewbot" });
+  await c.next((e) => e.kind === "system/welcome");
+  return c;
+}
+
+describe("MEW v0.4 clients", () => {
+  it("connect to the root with a join frame, and call a tool without a JSON-RPC id", async () => {
+    gw = await startGateway(SPACE());
+    clients.push(await toolOwner(gw, "mew", T.fs, [{ name: "read_file", inputSchema: { type: "object" } }, { name: "write_file", inputSchema: { type: "object" } }]));
+    const mew = await mewClient(T.mew);
+    await sleep(50);
+    mew.send({ protocol: "mew/v0.4", id: "req-1", kind: "mcp/request", to: ["fs"], payload: { jsonrpc: "2.0", method: "tools/call", params: { name: "read_file", arguments: {} } } });
+    const res = await mew.next((e) => e.kind === "mcp/response");
+    expect(res.correlation_id?.[0]).toBe("req-1");
+    expect(res.payload.id).toBe("req-1");
+  });
+
+  it("learn their proposal's outcome from correlation_id[0]", async () => {
+    gw = await startGateway(SPACE());
+    clients.push(await toolOwner(gw, "mew", T.fs, [{ name: "write_file", inputSchema: { type: "object" } }]));
+    const human = await TestClient.join(gw, "mew", T.human);
+    clients.push(human);
+    const mew = await mewClient(T.mew);
+    mew.send({ id: "prop-1", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a" } } } });
+    await human.next((e) => e.id === "prop-1");
+    human.send({ kind: "mcp/approve", correlation_id: ["prop-1"], payload: {} });
+    const res = await mew.next((e) => e.kind === "mcp/response");
+    expect(res.correlation_id?.[0]).toBe("prop-1");
+  });
+
+  it("get their own envelopes back when space.yaml says echo: true", async () => {
+    gw = await startGateway(SPACE().replace("capabilities: [{kind: \"*\"}]}", 'capabilities: [{kind: "*"}], echo: true}'));
+    const mew = await mewClient(T.mew);
+    mew.send({ id: "hello", kind: "chat", payload: { text: "hi" } });
+    const back = await mew.next((e) => e.id === "hello");
+    expect(back.from).toBe("mewbot");
+  });
+});
+
+describe("MCP servers and clients", () => {
+  it("bridges a legacy HTTP+SSE server (type: sse), keeping the tool's title, icons, _meta and outputSchema", async () => {
+    const transports = new Map<string, SSEServerTransport>();
+    const http = createServer((req, res) => {
+      void (async () => {
+        if (req.method === "GET" && req.url === "/sse") {
+          const t = new SSEServerTransport("/messages", res);
+          transports.set(t.sessionId, t);
+          const server = new McpServer({ name: "legacy", version: "1.0.0" });
+          server.registerTool(
+            "weather",
+            {
+              title: "Weather",
+              description: "Today's weather",
+              outputSchema: { sky: (await import("zod")).z.string() },
+              _meta: { "ui/resourceUri": "ui://weather/card" },
+            } as never,
+            async () => ({ content: [{ type: "text", text: "sunny" }], structuredContent: { sky: "sunny" } }),
+          );
+          await server.connect(t);
+          return;
+        }
+        const sid = new URL(req.url ?? "/", "http://x").searchParams.get("sessionId") ?? "";
+        const t = transports.get(sid);
+        if (!t) return void res.writeHead(404).end();
+        await t.handlePostMessage(req, res);
+      })();
+    });
+    servers.push(http);
+    await new Promise<void>((r) => http.listen(0, "127.0.0.1", r));
+    const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}/sse`;
+    gw = await startGateway(SPACE());
+    const space = gw.gateway.spaces.get("mew")!;
+    bridges.push(await startBridge({ id: "fs", server: { type: "sse", url }, client: { transport: () => connectInProcess(space, "fs"), reconnect: false } }));
+    const human = await TestClient.join(gw, "mew", T.human);
+    clients.push(human);
+    let tool: any;
+    await waitFor(async () => (tool = (await askGateway(human, "tools/list")).payload.result.tools.find((t: any) => t.name === "fs/weather")) !== undefined, 5000, "the SSE server's tool");
+    expect(tool).toMatchObject({ title: "Weather", _meta: { "ui/resourceUri": "ui://weather/card" }, outputSchema: { type: "object" } });
+    human.send({ id: "w", kind: "mcp/request", to: ["fs"], payload: { jsonrpc: "2.0", id: "w", method: "tools/call", params: { name: "weather", arguments: {} } } });
+    const res = await human.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("w") === true);
+    expect(res.payload.result.structuredContent).toEqual({ sky: "sunny" });
+  });
+
+  it("turns Cline's autoApprove into no approval for those tools, though a participant's own ask still wins", async () => {
+    gw = await startGateway(`
+space: {id: mew}
+participants:
+  human: {kind: human, token: ${T.human}}
+  careful: {kind: agent, token: careful-token-1, tools: {ask: ["fs/*"]}}
+  bold: {kind: agent, token: bold-token-22}
+mcpServers:
+  fs: {command: node, args: ["-e", "0"], autoApprove: [read_file]}
+`);
+    const config = parseSpaceConfig(`space: {id: x}\nmcpServers:\n  fs: {command: node, autoApprove: [read_file]}\n`, { file: "space.yaml", env: {} });
+    // A space of mcpServers alone is a space.
+    expect(Object.keys(config.participants)).toEqual(["fs"]);
+    const space = gw.gateway.spaces.get("mew")!;
+    expect(space.authority.tool("bold", "fs", "read_file")).toBe("direct");
+    expect(space.authority.why("bold", "fs", "read_file")).toBe("its server's autoApprove lists it");
+    expect(space.authority.tool("bold", "fs", "write_file")).toBe("proposal");
+    expect(space.authority.tool("careful", "fs", "read_file")).toBe("proposal");
+  });
+
+  it("withdraws the pending proposal of an HTTP MCP client whose session ends", async () => {
+    gw = await startGateway(SPACE());
+    mountHttp(gw.gateway);
+    clients.push(await toolOwner(gw, "mew", T.fs, [{ name: "write_file", inputSchema: { type: "object" } }]));
+    const human = await TestClient.join(gw, "mew", T.human);
+    clients.push(human);
+    const { Client } = await import("@modelcontextprotocol/sdk/client/index.js");
+    const { StreamableHTTPClientTransport } = await import("@modelcontextprotocol/sdk/client/streamableHttp.js");
+    const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw.port}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${T.mew}` } } });
+    const client = new Client({ name: "interop", version: "1.0.0" });
+    await client.connect(transport);
+    await waitFor(async () => (await client.listTools()).tools.some((t) => t.name.includes("write_file")), 5000, "the tool");
+    const name = (await client.listTools()).tools.find((t) => t.name.includes("write_file"))!.name;
+    const call = client.callTool({ name, arguments: { path: "x" } }).catch((err: Error) => err);
+    const proposal = await human.next((e) => e.kind === "mcp/proposal");
+    // The session ends (as when a client goes away): nothing cancels the call first.
+    await transport.terminateSession();
+    const withdrawn = await human.next((e) => e.kind === "mcp/withdraw" && e.correlation_id?.includes(proposal.id) === true);
+    expect(withdrawn).toBeDefined();
+    await client.close();
+    await call;
+  });
+
+  it("answers 401 on /mcp with WWW-Authenticate naming its RFC 9728 metadata, which says how to present a token", async () => {
+    gw = await startGateway(SPACE());
+    mountHttp(gw.gateway);
+    const res = await fetch(`http://127.0.0.1:${gw.port}/mcp`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    expect(res.status).toBe(401);
+    const header = res.headers.get("www-authenticate")!;
+    const meta = /resource_metadata="([^"]+)"/.exec(header)?.[1];
+    expect(meta).toBe(`http://127.0.0.1:${gw.port}/.well-known/oauth-protected-resource/mcp`);
+    const doc = (await (await fetch(meta!)).json()) as Record<string, unknown>;
+    expect(doc).toMatchObject({ resource: `http://127.0.0.1:${gw.port}/mcp`, bearer_methods_supported: ["header"] });
+  });
+});
