@@ -14,6 +14,7 @@ import { type Member, type Peer, Space } from "./space.js";
 import { render as renderMetrics } from "./metrics.js";
 import { mountOperatorApi } from "./operator/api.js";
 import { mountConsole } from "./operator/console.js";
+import { mountInjection } from "./operator/inject.js";
 import { OriginGuard } from "./origin.js";
 import { TokenBook } from "./tokens.js";
 
@@ -99,6 +100,7 @@ export class Gateway {
     // The operator API, and the web console on it, are part of every gateway.
     mountOperatorApi(this);
     mountConsole(this);
+    mountInjection(this);
     this.http.on("upgrade", (req, socket, head) => {
       const refusal = this.refuseUpgrade(req);
       if (refusal) {

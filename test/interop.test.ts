@@ -85,6 +85,35 @@ describe("MEW v0.4 clients", () => {
   });
 });
 
+describe("MEW's HTTP message injection", () => {
+  const inject = (who: string, token: string | undefined, body: unknown) =>
+    fetch(`http://127.0.0.1:${gw!.port}/participants/${who}/messages?space=mew`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: JSON.stringify(body),
+    }).then(async (r) => ({ status: r.status, body: (await r.json()) as Record<string, unknown> }));
+
+  it("takes an envelope as the token's participant, through every rule of the wire", async () => {
+    gw = await startGateway(SPACE());
+    const human = await TestClient.join(gw, "mew", T.human);
+    clients.push(human);
+    const ok = await inject("mewbot", T.mew, { kind: "chat", payload: { text: "from a script" } });
+    expect(ok).toMatchObject({ status: 200, body: { status: "accepted" } });
+    const chat = await human.next((e) => e.kind === "chat");
+    expect(chat).toMatchObject({ from: "mewbot", id: ok.body["id"], payload: { text: "from a script" } });
+    // Hostile: no token, another participant's token, a forged from, a reserved kind, no kind.
+    expect((await inject("mewbot", undefined, { kind: "chat" })).status).toBe(401);
+    expect((await inject("mewbot", T.human, { kind: "chat", payload: { text: "x" } })).status).toBe(403);
+    expect((await inject("mewbot", T.mew, { kind: "chat", from: "human", payload: { text: "forged" } })).body["error"]).toBe("from_mismatch");
+    expect((await inject("mewbot", T.mew, { kind: "system/welcome", payload: {} })).body["error"]).toBe("reserved_kind");
+    expect((await inject("mewbot", T.mew, { payload: {} })).status).toBe(400);
+    await sleep(50);
+    expect(human.received.filter((e) => e.kind === "chat")).toHaveLength(1);
+    const list = (await (await fetch(`http://127.0.0.1:${gw!.port}/participants?space=mew`, { headers: { authorization: `Bearer ${T.mew}` } })).json()) as { participants: Array<{ id: string; connected: boolean }> };
+    expect(list.participants.find((p) => p.id === "human")?.connected).toBe(true);
+  });
+});
+
 describe("MCP servers and clients", () => {
   it("bridges a legacy HTTP+SSE server (type: sse), keeping the tool's title, icons, _meta and outputSchema", async () => {
     const transports = new Map<string, SSEServerTransport>();
