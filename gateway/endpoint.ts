@@ -30,7 +30,8 @@ export const PROPOSAL_INLINE_BYTES = 8 * 1024;
 
 /** The byte budget of one answer: a frame, less room for the envelope around it. */
 export function frameBudget(host: SpaceHost): number {
-  return Math.floor(host.config.gateway.limits.max_payload_bytes * 0.9) - 4096;
+  // A floor, so a very small frame limit still leaves room to list something.
+  return Math.max(2048, Math.floor(host.config.gateway.limits.max_payload_bytes * 0.9) - 4096);
 }
 
 /** Who may see a proposal: everyone with `all` visibility, else only its proposer and owner. */

@@ -20,6 +20,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Peer } from "../member.js";
 import type { Proposal } from "../proposals.js";
 import type { Space } from "../space.js";
+import { bearer, readJsonObject, sendJson } from "./http.js";
 import { proposalView, statusOf } from "./views.js";
 
 const PREFIX = "/api/spaces/";
@@ -64,7 +65,7 @@ async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerRespons
   if (route === "GET events") return events(caller, req, res);
   let body: Record<string, unknown> = {};
   if (req.method === "POST") {
-    const read = await readBody(req);
+    const read = await readJsonObject(req, MAX_BODY);
     if (!read.ok) return send(res, fail(read.status, "invalid_payload", read.message));
     body = read.body;
   }
@@ -182,40 +183,7 @@ const ok = (body: unknown): Reply => ({ status: body === undefined ? 404 : 200, 
 const fail = (status: number, code: string, message: string): Reply => ({ status, body: { error: { code, message } } });
 
 function send(res: ServerResponse, r: Reply, headers: Record<string, string> = {}): void {
-  res.writeHead(r.status, { "content-type": "application/json", "cache-control": "no-store", ...headers });
-  res.end(JSON.stringify(r.body));
-}
-
-function readBody(req: IncomingMessage): Promise<{ ok: true; body: Record<string, unknown> } | { ok: false; status: number; message: string }> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on("data", (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > MAX_BODY) {
-        resolve({ ok: false, status: 413, message: `request body over ${MAX_BODY} bytes` });
-        req.destroy();
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on("end", () => {
-      if (size === 0) return resolve({ ok: true, body: {} });
-      try {
-        const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown;
-        if (typeof body !== "object" || body === null || Array.isArray(body)) return resolve({ ok: false, status: 400, message: "the body must be a JSON object" });
-        resolve({ ok: true, body: body as Record<string, unknown> });
-      } catch {
-        resolve({ ok: false, status: 400, message: "the body is not JSON" });
-      }
-    });
-    req.on("error", () => resolve({ ok: false, status: 400, message: "the request failed" }));
-  });
-}
-
-function bearer(header: string | undefined): string | undefined {
-  const m = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-  return m?.[1];
+  sendJson(res, r.status, r.body, headers);
 }
 
 function clip(s: string): string {

@@ -12,6 +12,7 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Space } from "../space.js";
+import { bearer, readJsonObject, sendJson as send } from "./http.js";
 import { statusOf } from "./views.js";
 
 const MAX_BODY = 1024 * 1024;
@@ -29,8 +30,8 @@ export function mountInjection(gateway: InjectHost): void {
     return gateway.spaces.size === 1 ? [...gateway.spaces.values()][0] : undefined;
   };
   const who = (req: IncomingMessage, s: Space): string | undefined => {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? "");
-    const auth = m ? s.authenticate(m[1]!) : undefined;
+    const token = bearer(req.headers.authorization);
+    const auth = token === undefined ? undefined : s.authenticate(token);
     return auth?.ok ? auth.id : undefined;
   };
 
@@ -53,11 +54,12 @@ export function mountInjection(gateway: InjectHost): void {
       const id = who(req, s);
       // The path names the participant; the token must be that participant's.
       if (id === undefined || id !== decodeURIComponent(m[1]!)) return send(res, 403, { error: "forbidden", message: "invalid token for participant" });
-      const body = await readBody(req);
-      if (!body.ok) return send(res, body.status, { error: "invalid_request", message: body.message });
-      if (typeof body.value["kind"] !== "string" || body.value["kind"] === "") return send(res, 400, { error: "invalid_request", message: "message kind is required" });
-      const envelopeId = typeof body.value["id"] === "string" && body.value["id"] ? body.value["id"] : `http-${randomUUID()}`;
-      const errors = await s.act(id, { ...body.value, id: envelopeId });
+      const read = await readJsonObject(req, MAX_BODY);
+      if (!read.ok) return send(res, read.status, { error: "invalid_request", message: read.message });
+      const body = read.body;
+      if (typeof body["kind"] !== "string" || body["kind"] === "") return send(res, 400, { error: "invalid_request", message: "message kind is required" });
+      const envelopeId = typeof body["id"] === "string" && body["id"] ? body["id"] : `http-${randomUUID()}`;
+      const errors = await s.act(id, { ...body, id: envelopeId });
       const e = errors[0];
       if (e) {
         const code = String(e["code"] ?? "error");
@@ -67,34 +69,5 @@ export function mountInjection(gateway: InjectHost): void {
     })().catch(() => {
       if (!res.headersSent) send(res, 500, { error: "internal_error", message: "the gateway failed on this request" });
     });
-  });
-}
-
-function send(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { "content-type": "application/json", "cache-control": "no-store" });
-  res.end(JSON.stringify(body));
-}
-
-function readBody(req: IncomingMessage): Promise<{ ok: true; value: Record<string, unknown> } | { ok: false; status: number; message: string }> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on("data", (c: Buffer) => {
-      size += c.length;
-      if (size > MAX_BODY) {
-        resolve({ ok: false, status: 413, message: `request body over ${MAX_BODY} bytes` });
-        req.destroy();
-      } else chunks.push(c);
-    });
-    req.on("end", () => {
-      try {
-        const v = JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown;
-        if (typeof v !== "object" || v === null || Array.isArray(v)) return resolve({ ok: false, status: 400, message: "request body must be a JSON object" });
-        resolve({ ok: true, value: v as Record<string, unknown> });
-      } catch {
-        resolve({ ok: false, status: 400, message: "request body must be a JSON object" });
-      }
-    });
-    req.on("error", () => resolve({ ok: false, status: 400, message: "the request failed" }));
   });
 }

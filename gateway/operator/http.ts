@@ -1,0 +1,43 @@
+/**
+ * Small HTTP helpers shared by the operator routes (api.ts, inject.ts): a bearer token
+ * from the header, a bounded JSON-object body, a JSON answer.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+
+export function bearer(header: string | undefined): string | undefined {
+  const m = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+  return m?.[1];
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { "content-type": "application/json", "cache-control": "no-store", ...headers });
+  res.end(JSON.stringify(body));
+}
+
+/** Reads a JSON object of at most `max` bytes (an empty body is `{}`); past the limit the request is cut off. */
+export function readJsonObject(req: IncomingMessage, max: number): Promise<{ ok: true; body: Record<string, unknown> } | { ok: false; status: number; message: string }> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > max) {
+        resolve({ ok: false, status: 413, message: `request body over ${max} bytes` });
+        req.destroy();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on("end", () => {
+      if (size === 0) return resolve({ ok: true, body: {} });
+      try {
+        const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown;
+        if (typeof body !== "object" || body === null || Array.isArray(body)) return resolve({ ok: false, status: 400, message: "the body must be a JSON object" });
+        resolve({ ok: true, body: body as Record<string, unknown> });
+      } catch {
+        resolve({ ok: false, status: 400, message: "the body is not JSON" });
+      }
+    });
+    req.on("error", () => resolve({ ok: false, status: 400, message: "the request failed" }));
+  });
+}
