@@ -72,7 +72,8 @@ export class Decisions implements ProposalDesk {
     if (this.proposals.get(env.id) || this.proposals.isBusy(env.id) || this.proposals.endedAs(env.id) || this.mcp.calls.get(env.id)) {
       return this.space.fail(member, ErrorCodes.duplicateId, `id "${clip(env.id)}" is already in use`, env.id);
     }
-    const over = this.overQuota(member.id, env);
+    const bytes = Buffer.byteLength(JSON.stringify(env));
+    const over = this.overQuota(member.id, bytes);
     if (over) return this.space.fail(member, ErrorCodes.quotaExceeded, over.message, env.id, { quota: over.quota, limit: over.limit });
     const owner = env.to![0]!;
     const now = Date.now();
@@ -89,6 +90,7 @@ export class Decisions implements ProposalDesk {
       createdAt: new Date(now).toISOString(),
       expiresAt: now + this.space.config.policy.proposal_ttl_ms,
       envelope: env,
+      bytes,
     });
     try {
       await this.space.record(plan);
@@ -102,11 +104,10 @@ export class Decisions implements ProposalDesk {
   /**
    * Every pending proposal is held in memory, written to disk and shown to every approver,
    * so each participant, and the space as a whole, may have only so many, of only so many
-   * bytes, pending at once. The first quota `env` would break, if any.
+   * bytes, pending at once. The first quota a proposal of `bytes` would break, if any.
    */
-  private overQuota(proposer: string, env: Envelope): { quota: string; limit: number; message: string } | undefined {
+  private overQuota(proposer: string, bytes: number): { quota: string; limit: number; message: string } | undefined {
     const q = this.space.config.quotas;
-    const bytes = Buffer.byteLength(JSON.stringify(env));
     const mine = this.proposals.pendingOf(proposer);
     const all = this.proposals.pendingTotal();
     const checks: Array<[string, number, number, string]> = [
