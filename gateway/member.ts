@@ -12,6 +12,8 @@ import type { ParsedFrame } from "./envelope.js";
 export interface Peer {
   /** Queues one serialized envelope. A peer that cannot keep up drops itself. */
   send(bytes: Buffer): void;
+  /** A raw stream frame (`#<id>#<data>`), as text or binary; peers without streams leave it out. */
+  sendFrame?(data: Buffer, binary: boolean): void;
   close(code: number, reason: string): void;
 }
 

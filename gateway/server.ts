@@ -356,6 +356,17 @@ class Connection implements Peer {
     ws.send(bytes, TEXT);
   }
 
+  sendFrame(data: Buffer, binary: boolean): void {
+    const ws = this.ws;
+    if (ws.readyState !== WebSocket.OPEN) return;
+    if (ws.bufferedAmount + data.length > this.limits.max_buffered_bytes) {
+      this.drop("slow_consumer", CloseCodes.slowConsumer, `outbound buffer over ${this.limits.max_buffered_bytes} bytes: not reading fast enough`);
+      return;
+    }
+    corkUntilTickEnds(this);
+    ws.send(data, { binary });
+  }
+
   close(code: number, reason: string): void {
     if (this.ws.readyState === WebSocket.OPEN || this.ws.readyState === WebSocket.CONNECTING) this.ws.close(code, reason);
   }
@@ -379,12 +390,14 @@ class Connection implements Peer {
   private onMessage(data: Buffer, isBinary: boolean): void {
     if (this.dropped || !this.space || !this.member) return;
     if (!this.take()) return;
-    if (isBinary) {
-      this.reply(ErrorCodes.invalidEnvelope, "binary frames are not supported; send envelopes as text frames");
-      return;
-    }
     if (data.length > this.limits.max_payload_bytes) {
       this.reply(ErrorCodes.payloadTooLarge, `frame of ${data.length} bytes exceeds the limit of ${this.limits.max_payload_bytes} bytes`);
+      return;
+    }
+    // `#<stream_id>#<data>`: a MEW stream frame, text or binary, not an envelope.
+    if (data[0] === 0x23) return this.space.streamFrame(this.member, data, isBinary);
+    if (isBinary) {
+      this.reply(ErrorCodes.invalidEnvelope, "binary frames carry streams only (#<stream_id>#<data>); send envelopes as text frames");
       return;
     }
     try {

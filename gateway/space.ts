@@ -39,6 +39,7 @@ import { clip, type SpaceHost } from "./host.js";
 import { frameBudget, maySee } from "./endpoint.js";
 import { GrantBook } from "./grants.js";
 import { Lending } from "./lending.js";
+import { Streams } from "./streams.js";
 import { McpRouter } from "./mcp.js";
 import { type AuditEntry, type AuditQuery, type Proposal, ProposalBook } from "./proposals.js";
 import { Registry } from "./registry.js";
@@ -93,6 +94,8 @@ export class Space implements SpaceHost {
   readonly authority: Authority;
   /** capability/grant and capability/revoke (lending.ts). */
   private readonly lending: Lending;
+  /** MEW streams (streams.ts). */
+  private readonly streams: Streams;
   private readonly history: { env: Envelope; size: number }[] = [];
   private isClosed = false;
   private presence: { env: Envelope; subject: Member | undefined; joinedBy: number }[] = [];
@@ -110,6 +113,7 @@ export class Space implements SpaceHost {
     this.grants = new GrantBook((id) => this.authority.configured(id));
     this.authority = new Authority(config, this.grants, this.registry);
     this.lending = new Lending(this, this.grants);
+    this.streams = new Streams({ config, log, deliver: (e, s, t) => this.deliver(e, s, t), fail: (...a) => this.fail(...a), members: () => this.members.values() });
     this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool) : undefined));
     const onDue = config.policy.expires_action === "keep" ? undefined : (p: Proposal) => void this.decisions.onDue(p);
     this.proposals = new ProposalBook(onDue, (p, event, from) => this.proposalChanged(p, event, from));
@@ -186,6 +190,7 @@ export class Space implements SpaceHost {
     member.log.info({ reason }, "left");
     // In this order: its calls' waiters hear first, then the leave, then the catalogue change.
     this.mcp.settle(member.id);
+    this.streams.left(member.id);
     this.announce(systemEnvelope("system/presence", { event: "leave", participant: { id: member.id }, reason }));
     this.mcp.forgetTools(member.id);
   }
@@ -230,6 +235,12 @@ export class Space implements SpaceHost {
       });
   }
 
+  /** A raw stream frame (`#<id>#<data>`) from `member` (server.ts sends them here, not to `handle`). */
+  streamFrame(member: Member, data: Buffer, binary: boolean): void {
+    this.metrics.envelopesIn++;
+    this.streams.frame(member, data, binary);
+  }
+
   /** The whole inbound pipeline for one frame; a promise when the frame changes durable state. */
   private process(member: Member, parsed: ParsedFrame): Promise<void> | void {
     if (!parsed.ok) return this.fail(member, parsed.code, parsed.message, parsed.id);
@@ -249,7 +260,8 @@ export class Space implements SpaceHost {
       return this.fail(member, ErrorCodes.reservedKind, `kind "${inbound.kind}" is reserved for the gateway`, inbound.id);
     }
     if (inbound.to) {
-      const unknown = inbound.to.filter((to) => to !== GATEWAY_ID && !(to in this.config.participants));
+      // MEW addresses the gateway as "gateway" too (stream/request and the like).
+      const unknown = inbound.to.filter((to) => to !== GATEWAY_ID && to !== "gateway" && !(to in this.config.participants));
       if (unknown.length) {
         return this.fail(member, ErrorCodes.unknownRecipient, `no participant ${unknown.map((u) => `"${clip(u)}"`).join(", ")} in space "${this.id}"`, inbound.id);
       }
@@ -273,6 +285,14 @@ export class Space implements SpaceHost {
         return this.lending.onGrant(member, inbound);
       case "capability/revoke":
         return this.lending.onRevoke(member, inbound);
+      case "stream/request":
+        return this.streams.request(member, inbound);
+      case "stream/close":
+        return this.streams.close(member, inbound);
+      case "stream/grant-write":
+      case "stream/revoke-write":
+      case "stream/transfer-ownership":
+        return this.streams.rights(member, inbound);
       default:
         this.deliver(stamp(inbound, member.id), member);
     }
@@ -499,6 +519,7 @@ export class Space implements SpaceHost {
         for (let i = history.length - 1; i >= 0; i--) if (sees(history[i]!.env)) yield history[i]!;
       })(),
       budget: frameBudget(this),
+      activeStreams: this.streams.active(),
     });
   }
 

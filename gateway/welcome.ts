@@ -29,11 +29,17 @@ export interface WelcomeParts {
   history: Iterable<{ env: Envelope; size: number }>;
   /** Bytes the whole welcome may take. */
   budget: number;
+  /** Open MEW streams, for late joiners. */
+  activeStreams?: Record<string, unknown>[];
 }
 
 export function buildWelcome(w: WelcomeParts): Envelope {
   let left = w.budget - jsonBytes(w.you) - jsonBytes(w.space) - 1024;
   const payload: Record<string, unknown> = { you: w.you, space: w.space };
+  if (w.activeStreams?.length) {
+    payload["active_streams"] = w.activeStreams;
+    left -= sizeOf(w.activeStreams);
+  }
 
   const participants = takePage(w.participants, 0, Math.floor(left / 2), jsonBytes);
   payload["participants"] = participants.items;

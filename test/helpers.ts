@@ -46,6 +46,8 @@ export type Env = { kind: string; from: string; id: string; to?: string[]; paylo
 /** A real ws client that records every envelope it receives. */
 export class TestClient {
   readonly received: Env[] = [];
+  /** Raw stream frames received, in order. */
+  readonly frames: Array<{ data: Buffer; binary: boolean }> = [];
   closeCode: number | undefined;
   closeReason = "";
   private waiters: { pred: (e: Env) => boolean; resolve: (e: Env) => void }[] = [];
@@ -65,8 +67,11 @@ export class TestClient {
       });
     });
     ws.on("error", () => {});
-    ws.on("message", (data) => {
-      const env = JSON.parse(data.toString()) as Env;
+    ws.on("message", (data, isBinary) => {
+      // Stream frames (#<id>#<data>) and binary frames are not envelopes: kept aside.
+      const text = data.toString();
+      if (isBinary || text.startsWith("#")) return void this.frames.push({ data: Buffer.from(data as Buffer), binary: isBinary });
+      const env = JSON.parse(text) as Env;
       this.received.push(env);
       this.waiters = this.waiters.filter((w) => {
         if (!w.pred(env)) return true;

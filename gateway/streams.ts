@@ -1,0 +1,146 @@
+/**
+ * MEW v0.4 streams: bulk or binary data beside the envelope bus.
+ *
+ *   stream/request            → the gateway allocates an id and answers stream/open
+ *   #<stream_id>#<data>       raw frames (text or binary), no envelope, from an authorized writer
+ *   stream/close              the owner ends it (or the gateway, when the owner leaves)
+ *   stream/grant-write, stream/revoke-write, stream/transfer-ownership   the owner's rights
+ *
+ * The request's payload is kept whole and shown to late joiners in the welcome's
+ * `active_streams`, with the owner and the authorized writers. Frames go to everyone in
+ * the space but their writer, or, for a stream requested with `target: [ids]`, only to
+ * those participants and the owner. A frame counts against its writer's rate and size
+ * limits like any other (server.ts), and a reader that cannot keep up is dropped the same
+ * way.
+ */
+import type { Logger } from "pino";
+import { type Envelope, type ErrorCode, type InboundEnvelope, stamp, systemEnvelope } from "./envelope.js";
+import { clip } from "./host.js";
+import type { Member } from "./member.js";
+
+interface Stream {
+  id: string;
+  owner: string;
+  writers: Set<string>;
+  created: string;
+  /** Participants the frames go to (besides the owner); undefined: everyone. */
+  target: string[] | undefined;
+  /** The request's payload, whole. */
+  request: Record<string, unknown>;
+}
+
+export interface StreamHost {
+  readonly config: { participants: Record<string, unknown> };
+  readonly log: Logger;
+  deliver(env: Envelope, sender?: Member, toEveryone?: boolean): void;
+  fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void;
+  /** Every connected member, for frames. */
+  members(): Iterable<Member>;
+}
+
+/** Most streams open in a space at once. */
+const MAX_STREAMS = 256;
+
+export class Streams {
+  private readonly streams = new Map<string, Stream>();
+  private counter = 0;
+
+  constructor(private readonly host: StreamHost) {}
+
+  /** `stream/request`: allocate, remember, announce. */
+  request(member: Member, inbound: InboundEnvelope): void {
+    if (this.streams.size >= MAX_STREAMS) return this.host.fail(member, "quota_exceeded", `the space has ${MAX_STREAMS} streams open, its limit`, inbound.id, { quota: "streams" });
+    const payload = isRecord(inbound.payload) ? inbound.payload : {};
+    const target = Array.isArray(payload["target"]) ? payload["target"].filter((t): t is string => typeof t === "string") : undefined;
+    const stream: Stream = { id: `stream-${++this.counter}`, owner: member.id, writers: new Set([member.id]), created: new Date().toISOString(), target, request: payload };
+    this.streams.set(stream.id, stream);
+    const req = stamp(inbound, member.id);
+    this.host.deliver(req, member);
+    const encoding = payload["encoding"] === "binary" ? "binary" : "text";
+    this.host.deliver(systemEnvelope("stream/open", { stream_id: stream.id, encoding }, { to: [member.id], correlation_id: [req.id] }), undefined, true);
+    this.host.log.info({ stream: stream.id, owner: member.id }, "stream opened");
+  }
+
+  /** `stream/close`: the owner ends its stream. */
+  close(member: Member, inbound: InboundEnvelope): void {
+    const s = this.owned(member, inbound);
+    if (!s) return;
+    this.streams.delete(s.id);
+    this.host.deliver(stamp(inbound, member.id), member, true);
+  }
+
+  /** `stream/grant-write`, `stream/revoke-write`, `stream/transfer-ownership`. */
+  rights(member: Member, inbound: InboundEnvelope): void {
+    const s = this.owned(member, inbound);
+    if (!s) return;
+    const payload = inbound.payload as Record<string, unknown>;
+    const who = String(inbound.kind === "stream/transfer-ownership" ? payload["new_owner"] : payload["participant_id"]);
+    if (!(who in this.host.config.participants)) return this.host.fail(member, "unknown_recipient", `no participant "${clip(who)}" in the space`, inbound.id, { error: "participant_not_found" });
+    let event: string;
+    if (inbound.kind === "stream/grant-write") {
+      s.writers.add(who);
+      event = "stream/write-granted";
+    } else if (inbound.kind === "stream/revoke-write") {
+      if (who === s.owner) return this.host.fail(member, "invalid_payload", "the owner keeps its write access", inbound.id, { error: "invalid_operation" });
+      s.writers.delete(who);
+      event = "stream/write-revoked";
+    } else {
+      s.owner = who;
+      s.writers.add(who);
+      event = "stream/ownership-transferred";
+    }
+    this.host.deliver(stamp(inbound, member.id), member, true);
+    this.host.deliver(systemEnvelope(event, { stream_id: s.id, participant_id: who, owner: s.owner, authorized_writers: [...s.writers] }, { correlation_id: [inbound.id ?? ""] }), undefined, true);
+  }
+
+  /**
+   * One raw frame `#<id>#<data>` from `member`: forwarded as it came to the stream's
+   * readers if `member` may write to it; otherwise the writer is told why.
+   */
+  frame(member: Member, data: Buffer, binary: boolean): void {
+    const end = data.indexOf(0x23, 1); // the second "#"
+    const id = end > 1 ? data.subarray(1, end).toString("utf8") : "";
+    const s = this.streams.get(id);
+    if (!s) return this.host.fail(member, "invalid_envelope", `no open stream "${clip(id)}" (frames are #<stream_id>#<data>)`, undefined, { error: "stream_not_found" });
+    if (!s.writers.has(member.id)) return this.host.fail(member, "capability_violation", `you may not write to stream "${clip(id)}"; its owner grants that`, undefined, { error: "unauthorized" });
+    for (const m of this.host.members()) {
+      if (m === member) continue;
+      if (s.target && m.id !== s.owner && !s.target.includes(m.id)) continue;
+      m.peer.sendFrame?.(data, binary);
+    }
+  }
+
+  /** A participant left: its streams close, and it writes to no other stream. */
+  left(id: string): void {
+    for (const s of [...this.streams.values()]) {
+      if (s.owner === id) {
+        this.streams.delete(s.id);
+        this.host.deliver(systemEnvelope("stream/close", { stream_id: s.id, reason: "owner_left" }, {}), undefined, true);
+      } else s.writers.delete(id);
+    }
+  }
+
+  /** For the welcome: every open stream, its request's fields, owner and writers. */
+  active(): Array<Record<string, unknown>> {
+    return [...this.streams.values()].map((s) => ({ ...s.request, stream_id: s.id, owner: s.owner, authorized_writers: [...s.writers], created: s.created }));
+  }
+
+  /** The stream an owner's envelope names, or undefined after telling the sender why not. */
+  private owned(member: Member, inbound: InboundEnvelope): Stream | undefined {
+    const id = isRecord(inbound.payload) ? inbound.payload["stream_id"] : undefined;
+    const s = typeof id === "string" ? this.streams.get(id) : undefined;
+    if (!s) {
+      this.host.fail(member, "invalid_payload", `no open stream "${clip(String(id))}"`, inbound.id, { error: "stream_not_found" });
+      return undefined;
+    }
+    if (s.owner !== member.id) {
+      this.host.fail(member, "capability_violation", `only "${s.owner}", its owner, may do that to stream "${s.id}"`, inbound.id, { error: "unauthorized" });
+      return undefined;
+    }
+    return s;
+  }
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
