@@ -40,6 +40,11 @@ export class Authority {
     private readonly registry: Registry,
   ) {}
 
+  /** Drops what was compiled from a participant's rules (it was invited or removed at runtime). */
+  forget(id: string): void {
+    this.rules.delete(id);
+  }
+
   /** A participant's capabilities from space.yaml: configured, plus its compiled `allow` globs. */
   configured(id: string): readonly Capability[] {
     return this.rulesOf(id)?.configured ?? [];

@@ -17,11 +17,12 @@
 import type { Logger } from "pino";
 import type { SpaceConfig } from "./config.js";
 import type { GrantBook, GrantRecord } from "./grants.js";
+import type { InviteRecord, Invites } from "./invites.js";
 import type { Plan } from "./plan.js";
 import { type AuditEntry, type AuditQuery, type AuditRecord, auditMatches, type ProposalBook, type ProposalRecord } from "./proposals.js";
 import { type OpenReport, openStore, readHistory, type Store } from "./store/index.js";
 
-export type StateRecord = ProposalRecord | GrantRecord | AuditRecord;
+export type StateRecord = ProposalRecord | GrantRecord | AuditRecord | InviteRecord;
 export type { Plan } from "./plan.js";
 
 const DAY_MS = 86_400_000;
@@ -36,8 +37,8 @@ export class Ledger {
   ) {}
 
   /** Opens the space's store and folds what it holds into the two books. Throws a `StoreError` on a corrupt journal. */
-  static open(config: SpaceConfig, log: Logger, books: { proposals: ProposalBook; grants: GrantBook }, onWrite?: (seconds: number) => void): Ledger {
-    const { proposals, grants } = books;
+  static open(config: SpaceConfig, log: Logger, books: { proposals: ProposalBook; grants: GrantBook; invites: Invites }, onWrite?: (seconds: number) => void): Ledger {
+    const { proposals, grants, invites } = books;
     const { store, report } = openStore<StateRecord>(
       {
         dir: config.gateway.state_dir,
@@ -52,9 +53,11 @@ export class Ledger {
       {
         apply: (r) => {
           if (r.type === "grant" || r.type === "revoke") grants.apply(r);
+          else if (r.type === "invite" || r.type === "kick") invites.apply(r);
           else if (r.type !== "audit") proposals.applyRecord(r);
         },
-        snapshot: () => [...proposals.snapshot(), ...grants.all().map((g): StateRecord => ({ type: "grant", ...g }))],
+        // Invited participants first: grants and proposals may name them.
+        snapshot: () => [...invites.snapshot(), ...proposals.snapshot(), ...grants.all().map((g): StateRecord => ({ type: "grant", ...g }))],
         isHistory: (r) => r.type === "audit",
       },
       LEGACY,

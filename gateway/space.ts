@@ -39,6 +39,7 @@ import { clip, type SpaceHost } from "./host.js";
 import { frameBudget, maySee } from "./endpoint.js";
 import { GrantBook } from "./grants.js";
 import { Lending } from "./lending.js";
+import { Invites } from "./invites.js";
 import { Streams } from "./streams.js";
 import { McpRouter } from "./mcp.js";
 import { type AuditEntry, type AuditQuery, type Proposal, ProposalBook } from "./proposals.js";
@@ -96,6 +97,8 @@ export class Space implements SpaceHost {
   private readonly lending: Lending;
   /** MEW streams (streams.ts). */
   private readonly streams: Streams;
+  /** Participants invited at runtime (invites.ts). */
+  private readonly invites: Invites;
   private readonly history: { env: Envelope; size: number }[] = [];
   private isClosed = false;
   private presence: { env: Envelope; subject: Member | undefined; joinedBy: number }[] = [];
@@ -114,10 +117,25 @@ export class Space implements SpaceHost {
     this.authority = new Authority(config, this.grants, this.registry);
     this.lending = new Lending(this, this.grants);
     this.streams = new Streams({ config, log, deliver: (e, s, t) => this.deliver(e, s, t), fail: (...a) => this.fail(...a), members: () => this.members.values() });
+    this.invites = new Invites(
+      {
+        config,
+        log,
+        member: (id) => this.members.get(id),
+        capabilitiesOf: (id) => this.grants.capabilitiesOf(id),
+        deliver: (e, s) => this.deliver(e, s),
+        sendTo: (m, e) => this.sendTo(m, e),
+        fail: (...a) => this.fail(...a),
+        record: (...p) => this.record(...p),
+        storeFailed: (...a) => this.storeFailed(...a),
+        forget: (id) => this.authority.forget(id),
+      },
+      tokens,
+    );
     this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool) : undefined));
     const onDue = config.policy.expires_action === "keep" ? undefined : (p: Proposal) => void this.decisions.onDue(p);
     this.proposals = new ProposalBook(onDue, (p, event, from) => this.proposalChanged(p, event, from));
-    this.ledger = Ledger.open(config, log, { proposals: this.proposals, grants: this.grants }, (s) => this.metrics.storeWriteSeconds.observe(s));
+    this.ledger = Ledger.open(config, log, { proposals: this.proposals, grants: this.grants, invites: this.invites }, (s) => this.metrics.storeWriteSeconds.observe(s));
     const { torn, migrated, records, bytes, ms } = this.ledger.report;
     if (torn) log.warn(torn, "the state journal ended in a torn record (a crash mid-write); it was cut off there");
     if (migrated?.length) log.info({ files: migrated }, "state migrated from the first wave's files");
@@ -285,6 +303,10 @@ export class Space implements SpaceHost {
         return this.lending.onGrant(member, inbound);
       case "capability/revoke":
         return this.lending.onRevoke(member, inbound);
+      case "space/invite":
+        return this.invites.onInvite(member, inbound);
+      case "space/kick":
+        return this.invites.onKick(member, inbound);
       case "stream/request":
         return this.streams.request(member, inbound);
       case "stream/close":

@@ -15,7 +15,7 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
-export type TokenSource = "config" | "env" | "file";
+export type TokenSource = "config" | "env" | "file" | "invite";
 
 export interface ResolvedToken {
   id: string;
@@ -84,6 +84,27 @@ export class TokenBook {
 
   has(id: string): boolean {
     return this.digests.has(id);
+  }
+
+  /** The digest under which a token is kept (base64): what the state store records for a minted token. */
+  static digestOf(token: string): string {
+    return digest(token).toString("base64");
+  }
+
+  /** Admits a runtime participant (space/invite) by its token's digest. */
+  addDigest(id: string, digestB64: string): void {
+    const d = Buffer.from(digestB64, "base64");
+    this.digests.set(id, d);
+    this.owners.set(digestB64, id);
+    this.sources.set(id, { id, source: "invite" });
+  }
+
+  /** Forgets a runtime participant's token (space/kick). */
+  remove(id: string): void {
+    const d = this.digests.get(id);
+    if (d) this.owners.delete(d.toString("base64"));
+    this.digests.delete(id);
+    this.sources.delete(id);
   }
 }
 

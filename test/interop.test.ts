@@ -213,3 +213,56 @@ mcpServers:
     expect(doc).toMatchObject({ resource: `http://127.0.0.1:${gw.port}/mcp`, bearer_methods_supported: ["header"] });
   });
 });
+
+describe("space/invite and space/kick", () => {
+  it("mints a token for an invited participant, shown only to the inviter, that survives a restart until a kick", { timeout: 30_000 }, async () => {
+    const { mkdtempSync, rmSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const { join } = await import("node:path");
+    const dir = mkdtempSync(join(tmpdir(), "mewgate-invite-"));
+    try {
+      gw = await startGateway(SPACE(), { dir });
+      const human = await TestClient.join(gw, "mew", T.human);
+      const watcher = await TestClient.join(gw, "mew", T.mew);
+      clients.push(human, watcher);
+      human.send({ id: "inv", kind: "space/invite", payload: { participant_id: "helper", initial_capabilities: [{ kind: "chat" }], reason: "extra hands" } });
+      const minted = await human.next((e) => e.kind === "space/invite" && e.from === "system:gateway");
+      const token = minted.payload.token as string;
+      expect(token).toMatch(/^[A-Za-z0-9_-]{20,}$/);
+      const seen = await watcher.next((e) => e.kind === "space/invite");
+      expect(seen.payload.participant_id).toBe("helper");
+      expect(JSON.stringify(watcher.received)).not.toContain(token);
+      human.send({ id: "again", kind: "space/invite", payload: { participant_id: "helper", initial_capabilities: [] } });
+      expect((await human.next((e) => e.kind === "system/error" && e.correlation_id?.includes("again") === true)).payload.code).toBe("duplicate_id");
+
+      const helper = await TestClient.join(gw, "mew", token);
+      clients.push(helper);
+      const welcome = helper.received.find((e) => e.kind === "system/welcome")!;
+      expect(welcome.payload.you).toMatchObject({ id: "helper", capabilities: [{ kind: "chat" }] });
+      helper.send({ id: "hi", kind: "chat", payload: { text: "hello" } });
+      await human.next((e) => e.id === "hi");
+      // It has what it was given and no more: it may not propose, nor invite others.
+      helper.send({ id: "nope", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "x" } } });
+      expect((await helper.next((e) => e.kind === "system/error" && e.correlation_id?.includes("nope") === true)).payload.code).toBe("capability_violation");
+      helper.send({ id: "spread", kind: "space/invite", payload: { participant_id: "worm", initial_capabilities: [{ kind: "*" }] } });
+      expect((await helper.next((e) => e.kind === "system/error" && e.correlation_id?.includes("spread") === true)).payload.code).toBe("capability_violation");
+
+      // A restart keeps the invited participant and its token.
+      const port = gw.port;
+      for (const c of clients.splice(0)) c.ws.terminate();
+      await gw.stop();
+      gw = await startGateway(SPACE(), { dir, port });
+      const boss = await TestClient.join(gw, "mew", T.human);
+      const back = await TestClient.join(gw, "mew", token);
+      clients.push(boss, back);
+      boss.send({ id: "kick", kind: "space/kick", payload: { participant_id: "helper", reason: "done" } });
+      const { code } = await back.closed;
+      expect(code).toBe(4401);
+      const refused = TestClient.connect(gw, "space=mew", { authorization: `Bearer ${token}` });
+      clients.push(refused);
+      expect((await refused.closed).code).toBe(4401);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

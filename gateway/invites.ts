@@ -1,0 +1,121 @@
+/**
+ * Participants added at runtime: MEW's `space/invite` and `space/kick`.
+ *
+ * An invite names a new participant id and its `initial_capabilities`; the inviter may
+ * give only what it holds itself, as with a grant. The gateway mints a token, keeps only
+ * its digest (in the state store, so the participant survives a restart), and hands the
+ * token to the inviter alone — everyone else sees the invite without it. A kick removes
+ * an invited participant for good (its token stops working, its connection is closed);
+ * a participant from space.yaml can only be disconnected, since the file brings it back.
+ */
+import { randomBytes } from "node:crypto";
+import type { Logger } from "pino";
+import { type Capability, covers } from "./capabilities.js";
+import type { ParticipantConfig, SpaceConfig } from "./config.js";
+import { CloseCodes, type Envelope, ErrorCodes, type ErrorCode, type InboundEnvelope, stamp, systemEnvelope } from "./envelope.js";
+import { clip } from "./host.js";
+import type { Member } from "./member.js";
+import type { Plan } from "./plan.js";
+import { TokenBook } from "./tokens.js";
+
+export type InviteRecord =
+  | { type: "invite"; id: string; by: string; capabilities: Capability[]; digest: string; ts: string; reason?: string | undefined }
+  | { type: "kick"; id: string; by: string; ts: string; reason?: string | undefined };
+
+const PARTICIPANT_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+/** Most participants invited into one space. */
+const MAX_INVITED = 256;
+
+export interface InviteHost {
+  readonly config: SpaceConfig;
+  readonly log: Logger;
+  member(id: string): Member | undefined;
+  capabilitiesOf(id: string): Capability[];
+  deliver(env: Envelope, sender?: Member): void;
+  sendTo(member: Member, env: Envelope): void;
+  fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void;
+  record(...plans: Plan[]): Promise<void>;
+  storeFailed(member: Member, err: unknown, correlationId: string | undefined, what: string): void;
+  /** A participant's rules changed or it is gone: forget what was derived from them. */
+  forget(id: string): void;
+}
+
+export class Invites {
+  /** Invited participants now in the space, as recorded. */
+  private readonly invited = new Map<string, Extract<InviteRecord, { type: "invite" }>>();
+
+  constructor(
+    private readonly host: InviteHost,
+    private readonly tokens: TokenBook,
+  ) {}
+
+  /** Folds a stored record in (on start), or applies one just written. */
+  apply(r: InviteRecord): void {
+    if (r.type === "invite") {
+      this.invited.set(r.id, r);
+      const p: ParticipantConfig = { id: r.id, kind: "agent", echo: false, visibility: "all", capabilities: r.capabilities } as ParticipantConfig;
+      this.host.config.participants[r.id] = p;
+      this.tokens.addDigest(r.id, r.digest);
+    } else if (this.invited.delete(r.id)) {
+      delete this.host.config.participants[r.id];
+      this.tokens.remove(r.id);
+    }
+    this.host.forget(r.id);
+  }
+
+  snapshot(): InviteRecord[] {
+    return [...this.invited.values()];
+  }
+
+  isInvited(id: string): boolean {
+    return this.invited.has(id);
+  }
+
+  async onInvite(member: Member, inbound: InboundEnvelope): Promise<void> {
+    const payload = (inbound.payload ?? {}) as Record<string, unknown>;
+    const id = payload["participant_id"];
+    const caps = payload["initial_capabilities"] ?? [];
+    if (typeof id !== "string" || !PARTICIPANT_ID.test(id)) return this.host.fail(member, ErrorCodes.invalidPayload, "space/invite: participant_id must be a participant id (a letter or digit, then letters, digits, _ . -)", inbound.id);
+    if (id in this.host.config.participants || id === "gateway") return this.host.fail(member, ErrorCodes.duplicateId, `"${clip(id)}" is already a participant of the space`, inbound.id);
+    if (!Array.isArray(caps) || !caps.every((c) => typeof c === "object" && c !== null && typeof (c as Capability).kind === "string")) {
+      return this.host.fail(member, ErrorCodes.invalidPayload, "space/invite: initial_capabilities must be a list of capabilities like {kind: \"chat\"}", inbound.id);
+    }
+    const capabilities = caps as Capability[];
+    const held = this.host.capabilitiesOf(member.id);
+    const notHeld = capabilities.filter((c) => !covers(held, c));
+    if (notHeld.length) return this.host.fail(member, ErrorCodes.grantExceedsHeld, "you can only give an invited participant capabilities you hold yourself", inbound.id, { not_held: notHeld });
+    if (this.invited.size >= MAX_INVITED) return this.host.fail(member, ErrorCodes.quotaExceeded, `the space has ${MAX_INVITED} invited participants, its limit`, inbound.id, { quota: "invited" });
+    const token = randomBytes(24).toString("base64url");
+    const env = stamp(inbound, member.id);
+    const record: InviteRecord = { type: "invite", id, by: member.id, capabilities, digest: TokenBook.digestOf(token), ts: env.ts, reason: typeof payload["reason"] === "string" ? payload["reason"] : undefined };
+    try {
+      await this.host.record({ records: [record], apply: () => this.apply(record) });
+    } catch (err) {
+      return this.host.storeFailed(member, err, inbound.id, "the invitation was not recorded");
+    }
+    this.host.log.info({ invited: id, by: member.id }, "participant invited");
+    // Everyone sees the invitation; only the inviter gets the token, never a broadcast.
+    this.host.deliver(env, member);
+    this.host.sendTo(member, systemEnvelope("space/invite", { participant_id: id, token, capabilities }, { to: [member.id], correlation_id: [env.id] }));
+  }
+
+  async onKick(member: Member, inbound: InboundEnvelope): Promise<void> {
+    const payload = (inbound.payload ?? {}) as Record<string, unknown>;
+    const id = payload["participant_id"];
+    if (typeof id !== "string" || !(id in this.host.config.participants)) return this.host.fail(member, ErrorCodes.unknownRecipient, `no participant "${clip(String(id))}" in the space`, inbound.id);
+    if (id === member.id) return this.host.fail(member, ErrorCodes.invalidPayload, "space/kick: you cannot remove yourself (leave instead)", inbound.id);
+    const env = stamp(inbound, member.id);
+    const reason = typeof payload["reason"] === "string" ? payload["reason"] : undefined;
+    if (this.invited.has(id)) {
+      const record: InviteRecord = { type: "kick", id, by: member.id, ts: env.ts, reason };
+      try {
+        await this.host.record({ records: [record], apply: () => this.apply(record) });
+      } catch (err) {
+        return this.host.storeFailed(member, err, inbound.id, "the removal was not recorded");
+      }
+    }
+    this.host.log.info({ kicked: id, by: member.id, invited: !this.invited.has(id) }, "participant removed");
+    this.host.deliver(env, member);
+    this.host.member(id)?.peer.close(CloseCodes.unauthorized, `removed from the space by ${member.id}${reason ? `: ${clip(reason)}` : ""}`);
+  }
+}
