@@ -51,6 +51,16 @@ export class Decisions implements ProposalDesk {
       to = [entry.participant];
       params = { ...params, name: entry.tool };
     }
+    // MEW lets a proposal name no one: whoever can serve it may. The gateway holds it for
+    // the one participant that offers the tool, so approval and policy work as for any other.
+    if (to.length === 0 && method === "tools/call" && typeof params["name"] === "string") {
+      const owners = this.mcp.registry.ownersOf(params["name"]);
+      if (owners.length === 1) to = owners;
+      else {
+        const why = owners.length === 0 ? `no participant offers a tool "${clip(params["name"])}"` : `${owners.join(", ")} all offer "${clip(params["name"])}"`;
+        return this.space.fail(member, ErrorCodes.invalidEnvelope, `an untargeted mcp/proposal needs one participant that serves it: ${why}; name it in to: [id]`, inbound.id);
+      }
+    }
     if (to.length !== 1 || to[0] === GATEWAY_ID) {
       return this.space.fail(member, ErrorCodes.invalidEnvelope, "an mcp/proposal names exactly one participant that would serve it (to: [id])", inbound.id);
     }

@@ -82,6 +82,13 @@ export class Registry {
   }
 
   /** `fs/read_file` → its entry. Participant ids never contain `/`, so the first one splits. */
+  /** The participants that offer a tool of this (bare) name. */
+  ownersOf(tool: string): string[] {
+    const owners: string[] = [];
+    for (const [participant, tools] of this.byOwner) if (tools.has(tool)) owners.push(participant);
+    return owners;
+  }
+
   resolve(name: string): ToolEntry | undefined {
     const slash = name.indexOf("/");
     return slash > 0 ? this.get(name.slice(0, slash), name.slice(slash + 1)) : undefined;

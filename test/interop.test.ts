@@ -76,6 +76,24 @@ describe("MEW v0.4 clients", () => {
     expect(res.correlation_id?.[0]).toBe("prop-1");
   });
 
+  it("may propose without naming who serves it: the one participant that offers the tool is asked", async () => {
+    gw = await startGateway(SPACE());
+    clients.push(await toolOwner(gw, "mew", T.fs, [{ name: "write_file", inputSchema: { type: "object" } }]));
+    const human = await TestClient.join(gw, "mew", T.human);
+    clients.push(human);
+    const mew = await mewClient(T.mew);
+    await sleep(50);
+    mew.send({ id: "open-prop", kind: "mcp/proposal", payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a" } } } });
+    const seen = await human.next((e) => e.id === "open-prop");
+    expect(seen.to).toEqual(["fs"]);
+    human.send({ kind: "mcp/approve", correlation_id: ["open-prop"], payload: {} });
+    expect((await mew.next((e) => e.kind === "mcp/response")).correlation_id?.[0]).toBe("open-prop");
+    // No one offers it: refused with the reason, not held for no one.
+    mew.send({ id: "nobody", kind: "mcp/proposal", payload: { method: "tools/call", params: { name: "launch_rockets" } } });
+    const err = await mew.next((e) => e.kind === "system/error" && e.correlation_id?.includes("nobody") === true);
+    expect(err.payload.message).toContain('no participant offers a tool "launch_rockets"');
+  });
+
   it("get their own envelopes back when space.yaml says echo: true", async () => {
     gw = await startGateway(SPACE().replace("capabilities: [{kind: \"*\"}]}", 'capabilities: [{kind: "*"}], echo: true}'));
     const mew = await mewClient(T.mew);
