@@ -284,3 +284,34 @@ describe("space/invite and space/kick", () => {
     }
   });
 });
+
+describe("the space as an MCP server: resources and prompts", () => {
+  it("offers the resources and prompts of the space's MCP servers, read through their owner", { timeout: 30_000 }, async () => {
+    const { createRequire } = await import("node:module");
+    const everything = createRequire(import.meta.url).resolve("@modelcontextprotocol/server-everything/dist/index.js");
+    gw = await startGateway(SPACE());
+    mountHttp(gw.gateway);
+    const space = gw.gateway.spaces.get("mew")!;
+    bridges.push(await startBridge({ id: "fs", server: { command: process.execPath, args: [everything, "stdio"] }, client: { transport: () => connectInProcess(space, "fs"), reconnect: false } }));
+    const { Client } = await import("@modelcontextprotocol/sdk/client/index.js");
+    const { StreamableHTTPClientTransport } = await import("@modelcontextprotocol/sdk/client/streamableHttp.js");
+    const client = new Client({ name: "interop", version: "1.0.0" });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw.port}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${T.human}` } } }));
+    try {
+      expect(client.getServerCapabilities()).toMatchObject({ resources: {}, prompts: {} });
+      const { resources } = await client.listResources();
+      expect(resources.length).toBeGreaterThan(0);
+      expect(resources[0]!.name.startsWith("fs/")).toBe(true);
+      const read = await client.readResource({ uri: resources[0]!.uri });
+      expect(read.contents[0]!.uri).toBe(resources[0]!.uri);
+      const { prompts } = await client.listPrompts();
+      const simple = prompts.find((p) => p.name.startsWith("fs__") && !(p.arguments ?? []).some((a) => a.required));
+      expect(simple).toBeDefined();
+      const got = await client.getPrompt({ name: simple!.name });
+      expect(got.messages.length).toBeGreaterThan(0);
+      await expect(client.readResource({ uri: "nowhere://x" })).rejects.toThrow(/no participant of the space offers/);
+    } finally {
+      await client.close();
+    }
+  });
+});

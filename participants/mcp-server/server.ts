@@ -13,8 +13,16 @@ import {
   CallToolResultSchema,
   ErrorCode,
   ListToolsRequestSchema,
+  ListResourcesRequestSchema,
+  ReadResourceRequestSchema,
+  ListPromptsRequestSchema,
+  GetPromptRequestSchema,
   McpError,
   type CallToolRequest,
+  type GetPromptResult,
+  type ListPromptsResult,
+  type ListResourcesResult,
+  type ReadResourceResult,
   type CallToolResult,
   type ProgressToken,
   type ServerNotification,
@@ -25,6 +33,7 @@ import { GATEWAY_ID, type Envelope } from "../../gateway/envelope.js";
 import { ParticipantClient, type ClientOptions } from "../client.js";
 import { ParticipantError, RpcError } from "../errors.js";
 import { buildCatalogue, failureResult, type Catalogue } from "./catalogue.js";
+import { SpaceResources } from "./resources.js";
 
 /** Reported as `serverInfo.version`; kept in step with package.json by hand. */
 const SERVER_VERSION = "0.1.0";
@@ -82,7 +91,7 @@ export class SpaceMcpServer extends Server {
     const welcome = client.welcome;
     super(
       { name: opts.name ?? (welcome?.space ? `mewgate-${welcome.space.id}` : "mewgate"), version: SERVER_VERSION },
-      { capabilities: { tools: { listChanged: true } }, instructions: instructions(welcome?.space?.id, welcome?.id) },
+      { capabilities: { tools: { listChanged: true }, resources: {}, prompts: {} }, instructions: instructions(welcome?.space?.id, welcome?.id) },
     );
     this.client = client;
     this.owned = owned;
@@ -95,6 +104,25 @@ export class SpaceMcpServer extends Server {
 
     this.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: (await this.currentTools()).tools }));
     this.setRequestHandler(CallToolRequestSchema, (request, extra) => this.callTool(request.params, extra));
+    // Resources and prompts of the space's MCP servers, through the gateway (resources.ts).
+    const resources = new SpaceResources(client);
+    // The results are the owners' own, passed on as they came (only names are prefixed).
+    this.setRequestHandler(ListResourcesRequestSchema, async () => {
+      await this.ready;
+      return (await resources.listResources()) as ListResourcesResult;
+    });
+    this.setRequestHandler(ReadResourceRequestSchema, async (request) => {
+      await this.ready;
+      return (await resources.readResource(request.params.uri)) as ReadResourceResult;
+    });
+    this.setRequestHandler(ListPromptsRequestSchema, async () => {
+      await this.ready;
+      return (await resources.listPrompts()) as ListPromptsResult;
+    });
+    this.setRequestHandler(GetPromptRequestSchema, async (request) => {
+      await this.ready;
+      return (await resources.getPrompt(request.params.name, request.params.arguments)) as GetPromptResult;
+    });
     this.oninitialized = () => {
       this.initialized = true;
     };

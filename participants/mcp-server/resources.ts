@@ -1,0 +1,95 @@
+/**
+ * The space's resources and prompts, as the space-as-MCP-server offers them: gathered from
+ * the participants of kind `mcp` (through the gateway, as this participant, so capability
+ * rules apply), and read or fetched through the one that owns them.
+ *
+ * Resources keep their URIs — a `resource_link` a tool returned can be read as it is —
+ * and are named `participant/name`; a URI two servers share is read from the first that
+ * listed it. Prompts are named `participant__prompt`, like tools.
+ */
+import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
+import type { ParticipantClient } from "../client.js";
+import { ParticipantError } from "../errors.js";
+
+const TIMEOUT_MS = 10_000;
+/** Most resources or prompts gathered from one participant. */
+const MAX_PER_OWNER = 1000;
+
+type Item = Record<string, unknown>;
+
+export class SpaceResources {
+  /** URI → the participant that listed it. */
+  private readonly owners = new Map<string, string>();
+
+  constructor(private readonly client: ParticipantClient) {}
+
+  async listResources(): Promise<{ resources: Item[] }> {
+    const resources: Item[] = [];
+    for (const owner of this.servers()) {
+      for (const r of await this.gather(owner, "resources/list", "resources")) {
+        if (typeof r["uri"] !== "string") continue;
+        if (!this.owners.has(r["uri"])) this.owners.set(r["uri"], owner);
+        resources.push({ ...r, name: `${owner}/${String(r["name"] ?? r["uri"])}` });
+      }
+    }
+    return { resources };
+  }
+
+  async readResource(uri: string): Promise<Record<string, unknown>> {
+    if (!this.owners.has(uri)) await this.listResources();
+    const owner = this.owners.get(uri);
+    if (!owner) throw new McpError(ErrorCode.InvalidParams, `no participant of the space offers the resource ${uri}`);
+    return this.ask(owner, "resources/read", { uri });
+  }
+
+  async listPrompts(): Promise<{ prompts: Item[] }> {
+    const prompts: Item[] = [];
+    for (const owner of this.servers()) {
+      for (const p of await this.gather(owner, "prompts/list", "prompts")) {
+        if (typeof p["name"] === "string") prompts.push({ ...p, name: `${owner}__${p["name"]}`, title: `${String(p["title"] ?? p["name"])} (${owner})` });
+      }
+    }
+    return { prompts };
+  }
+
+  async getPrompt(name: string, args: Record<string, string> | undefined): Promise<Record<string, unknown>> {
+    const split = name.indexOf("__");
+    const owner = split > 0 ? name.slice(0, split) : "";
+    if (!this.servers().includes(owner)) throw new McpError(ErrorCode.InvalidParams, `unknown prompt: ${name} (prompts are named participant__prompt)`);
+    return this.ask(owner, "prompts/get", { name: name.slice(split + 2), ...(args ? { arguments: args } : {}) });
+  }
+
+  /** Connected participants that are MCP servers. */
+  private servers(): string[] {
+    return [...this.client.participants.values()].filter((p) => p.kind === "mcp").map((p) => p.id);
+  }
+
+  /** Every page of a list from one participant; one that does not offer it contributes nothing. */
+  private async gather(owner: string, method: string, key: string): Promise<Item[]> {
+    const items: Item[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < 20 && items.length < MAX_PER_OWNER; page++) {
+      let res: Record<string, unknown>;
+      try {
+        res = await this.ask(owner, method, cursor ? { cursor } : {});
+      } catch {
+        break;
+      }
+      const list = res[key];
+      if (Array.isArray(list)) items.push(...list.filter((x): x is Item => typeof x === "object" && x !== null));
+      cursor = typeof res["nextCursor"] === "string" ? res["nextCursor"] : undefined;
+      if (!cursor) break;
+    }
+    return items.slice(0, MAX_PER_OWNER);
+  }
+
+  private async ask(owner: string, method: string, params: Record<string, unknown>): Promise<Record<string, unknown>> {
+    try {
+      const res = await this.client.request(owner, method, params, { timeoutMs: TIMEOUT_MS });
+      return typeof res === "object" && res !== null ? (res as Record<string, unknown>) : {};
+    } catch (err) {
+      if (err instanceof ParticipantError) throw new McpError(err.code === "rpc_error" ? (err.rpcCode ?? ErrorCode.InternalError) : ErrorCode.InvalidRequest, `${owner}: ${err.message}`);
+      throw err;
+    }
+  }
+}
