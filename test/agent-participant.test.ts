@@ -303,7 +303,7 @@ participants:
     expect(alice.watch.chatsFrom("helper")).toHaveLength(1);
   });
 
-  it("says once that the provider is unreachable, stays quiet during the cool-down, and tries again after it", async () => {
+  it("says that the provider is unreachable, answers at once during the cool-down with when it will retry, and tries again after it", async () => {
     const port = await closedPort();
     gw = await startGateway(`
 space: {id: lab}
@@ -328,10 +328,12 @@ participants:
     const first = await alice.watch.next((e) => e.kind === "chat" && e.from === "helper");
     expect(text(first)).toMatch(/^I could not answer: openai: cannot reach http:\/\/127\.0\.0\.1:\d+\/v1\/chat\/completions \(.*ECONNREFUSED.*\) after 3 attempts\. I will not try again for 2 s/);
 
-    // A second trigger inside the cool-down: no provider call, no message.
+    // A second trigger inside the cool-down: no provider call, but an answer at once that
+    // says it is waiting and when it will try again.
     alice.client.send({ kind: "chat", to: ["helper"], payload: { text: "hello??" } });
-    await sleep(250);
-    expect(alice.watch.chatsFrom("helper")).toHaveLength(1);
+    const waiting = await alice.watch.next((e) => e.kind === "chat" && e.from === "helper" && e !== first);
+    expect(text(waiting)).toMatch(/^My model provider is unavailable \(openai: cannot reach .*\)\. I will try again at \d\d:\d\d:\d\d UTC, in [12] s; ask me then\.$/);
+    expect(alice.watch.chatsFrom("helper")).toHaveLength(2);
     expect(helper.client.status).toBe("open");
     const status = helper.status();
     expect(status.provider_unavailable_until).toBeDefined();
@@ -343,8 +345,8 @@ participants:
     // After the cool-down, a new trigger tries again (and says so again, once).
     await sleep(1300);
     alice.client.send({ kind: "chat", to: ["helper"], payload: { text: "now?" } });
-    await alice.watch.next((e) => e.kind === "chat" && e.from === "helper" && e !== first);
-    expect(alice.watch.chatsFrom("helper")).toHaveLength(2);
+    await alice.watch.next((e) => e.kind === "chat" && e.from === "helper" && e !== first && e !== waiting);
+    expect(alice.watch.chatsFrom("helper")).toHaveLength(3);
   });
 
   it("says clearly when no model is configured at all", async () => {

@@ -481,7 +481,11 @@ class Agent {
     this.flushContext();
     this.conversation.append({ role: "user", text: `${env.from}: ${trigger.text}` });
     if (this.providerDown()) {
-      this.log?.debug({ trigger: env.id }, "the model provider is cooling down after a failure; not answering");
+      // Say so at once, and when it will try again, rather than leave the sender waiting.
+      const until = this.down!.until;
+      const seconds = Math.max(1, Math.ceil((until - Date.now()) / 1000));
+      this.log?.debug({ trigger: env.id }, "the model provider is cooling down after a failure; said so");
+      this.say(env, trigger.hops + 1, `My model provider is unavailable (${this.down!.error.message}). I will try again at ${new Date(until).toISOString().slice(11, 19)} UTC, in ${seconds} s; ask me then.`, "plain");
       return;
     }
     await this.toolsReady();
