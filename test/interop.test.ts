@@ -286,7 +286,7 @@ describe("space/invite and space/kick", () => {
 });
 
 describe("the space as an MCP server: resources and prompts", () => {
-  it("offers the resources and prompts of the space's MCP servers, read through their owner", { timeout: 30_000 }, async () => {
+  it("offers the resources, prompts and completions of the space's MCP servers, through their owner", { timeout: 30_000 }, async () => {
     const { createRequire } = await import("node:module");
     const everything = createRequire(import.meta.url).resolve("@modelcontextprotocol/server-everything/dist/index.js");
     gw = await startGateway(SPACE());
@@ -310,6 +310,9 @@ describe("the space as an MCP server: resources and prompts", () => {
       const got = await client.getPrompt({ name: simple!.name });
       expect(got.messages.length).toBeGreaterThan(0);
       await expect(client.readResource({ uri: "nowhere://x" })).rejects.toThrow(/no participant of the space offers/);
+      // Completion of a prompt's argument, asked of the prompt's owner.
+      const completion = await client.complete({ ref: { type: "ref/prompt", name: "fs__completable-prompt" }, argument: { name: "department", value: "Eng" } });
+      expect(completion.completion.values).toContain("Engineering");
     } finally {
       await client.close();
     }

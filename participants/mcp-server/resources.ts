@@ -59,6 +59,33 @@ export class SpaceResources {
     return this.ask(owner, "prompts/get", { name: name.slice(split + 2), ...(args ? { arguments: args } : {}) });
   }
 
+  /**
+   * `completion/complete` for a prompt's or a resource template's argument, asked of the
+   * participant that owns the prompt (by its `participant__` prefix) or the resource.
+   */
+  async complete(params: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const ref = (params["ref"] ?? {}) as Record<string, unknown>;
+    if (ref["type"] === "ref/prompt" && typeof ref["name"] === "string") {
+      const split = ref["name"].indexOf("__");
+      const owner = split > 0 ? ref["name"].slice(0, split) : "";
+      if (!this.servers().includes(owner)) throw new McpError(ErrorCode.InvalidParams, `unknown prompt: ${ref["name"]}`);
+      return this.ask(owner, "completion/complete", { ...params, ref: { ...ref, name: ref["name"].slice(split + 2) } });
+    }
+    if (ref["type"] === "ref/resource" && typeof ref["uri"] === "string") {
+      // A template's URI is not a listed resource: ask each server until one answers.
+      const known = this.owners.get(ref["uri"]);
+      for (const owner of known ? [known] : this.servers()) {
+        try {
+          return await this.ask(owner, "completion/complete", params);
+        } catch {
+          // not this one
+        }
+      }
+      throw new McpError(ErrorCode.InvalidParams, `no participant of the space completes ${ref["uri"]}`);
+    }
+    throw new McpError(ErrorCode.InvalidParams, "completion/complete: ref must be a ref/prompt or a ref/resource");
+  }
+
   /** Connected participants that are MCP servers. */
   private servers(): string[] {
     return [...this.client.participants.values()].filter((p) => p.kind === "mcp").map((p) => p.id);

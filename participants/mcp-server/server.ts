@@ -17,8 +17,10 @@ import {
   ReadResourceRequestSchema,
   ListPromptsRequestSchema,
   GetPromptRequestSchema,
+  CompleteRequestSchema,
   McpError,
   type CallToolRequest,
+  type CompleteResult,
   type GetPromptResult,
   type ListPromptsResult,
   type ListResourcesResult,
@@ -91,7 +93,7 @@ export class SpaceMcpServer extends Server {
     const welcome = client.welcome;
     super(
       { name: opts.name ?? (welcome?.space ? `mewgate-${welcome.space.id}` : "mewgate"), version: SERVER_VERSION },
-      { capabilities: { tools: { listChanged: true }, resources: {}, prompts: {} }, instructions: instructions(welcome?.space?.id, welcome?.id) },
+      { capabilities: { tools: { listChanged: true }, resources: {}, prompts: {}, completions: {} }, instructions: instructions(welcome?.space?.id, welcome?.id) },
     );
     this.client = client;
     this.owned = owned;
@@ -122,6 +124,10 @@ export class SpaceMcpServer extends Server {
     this.setRequestHandler(GetPromptRequestSchema, async (request) => {
       await this.ready;
       return (await resources.getPrompt(request.params.name, request.params.arguments)) as GetPromptResult;
+    });
+    this.setRequestHandler(CompleteRequestSchema, async (request) => {
+      await this.ready;
+      return (await resources.complete(request.params as Record<string, unknown>)) as CompleteResult;
     });
     this.oninitialized = () => {
       this.initialized = true;
