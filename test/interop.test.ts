@@ -318,3 +318,37 @@ describe("the space as an MCP server: resources and prompts", () => {
     }
   });
 });
+
+describe("cancellation from an MCP client", () => {
+  it("reaches the bridged server: client → /mcp → gateway → bridge → stdio server", { timeout: 30_000 }, async () => {
+    const { mkdtempSync, readFileSync, existsSync, rmSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const { join } = await import("node:path");
+    const dir = mkdtempSync(join(tmpdir(), "mewgate-cancel-"));
+    const mark = join(dir, "mark");
+    try {
+      gw = await startGateway(SPACE());
+      mountHttp(gw.gateway);
+      const space = gw.gateway.spaces.get("mew")!;
+      const waiter = join(import.meta.dirname, "fixtures", "bridge", "waiter.mjs");
+      bridges.push(await startBridge({ id: "fs", server: { command: process.execPath, args: [waiter], env: { WAITER_MARK: mark } }, client: { transport: () => connectInProcess(space, "fs"), reconnect: false } }));
+      const { Client } = await import("@modelcontextprotocol/sdk/client/index.js");
+      const { StreamableHTTPClientTransport } = await import("@modelcontextprotocol/sdk/client/streamableHttp.js");
+      const client = new Client({ name: "interop", version: "1.0.0" });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw.port}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${T.human}` } } }));
+      try {
+        await waitFor(async () => (await client.listTools()).tools.some((t) => t.name === "fs__wait"), 5000, "the tool");
+        const ctl = new AbortController();
+        const call = client.callTool({ name: "fs__wait", arguments: {} }, undefined, { signal: ctl.signal }).catch((err: Error) => err);
+        await waitFor(() => existsSync(mark), 5000, "the server to start waiting");
+        ctl.abort("changed my mind");
+        expect(await call).toBeInstanceOf(Error);
+        await waitFor(() => readFileSync(mark, "utf8") === "cancelled", 5000, "the server to hear the cancellation");
+      } finally {
+        await client.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
