@@ -1,9 +1,13 @@
-// space.yaml: schema, ${ENV} substitution, and errors that point at FILE:LINE:COL.
+// space.yaml: the schema (with config-limits.ts, built from config-schema.ts), ${ENV} substitution, and errors that point at FILE:LINE:COL.
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node } from "yaml";
 import { z } from "zod";
 import type { Capability } from "./capabilities.js";
+import { CallsSchema, DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits, LimitsSchema, QuotasSchema } from "./config-limits.js";
+import { boolean, defaultMessage, expected, int, kindOf, MAX_TIMER_MS, numeric, section, suggest } from "./config-schema.js";
+
+export { DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits };
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -31,135 +35,6 @@ export class ConfigError extends Error {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Schema helpers: every message reads "expected X, found Y" so a user can fix the value blind.
-
-function show(value: unknown): string {
-  let text: string;
-  try {
-    text = JSON.stringify(value) ?? String(value);
-  } catch {
-    text = Array.isArray(value) ? "a list" : "a mapping"; // circular, via YAML anchors
-  }
-  return text.length > 40 ? `${text.slice(0, 39)}…` : text;
-}
-
-/** What a value is, without showing it (for secrets). */
-function kindOf(value: unknown): string {
-  if (typeof value === "number") return "a number (quote it to make it a string)";
-  return value === null ? "null" : Array.isArray(value) ? "a list" : typeof value === "object" ? "a mapping" : `a ${typeof value}`;
-}
-
-/** Schema-level error map: one phrase covers the type check and every range check of a field. */
-const expected =
-  (what: string, found: (input: unknown) => string = show) =>
-  (iss: { input?: unknown }) =>
-    iss.input === undefined ? "required key is missing" : `expected ${what}, found ${found(iss.input)}`;
-
-const TYPE_NAMES: Record<string, string> = {
-  string: "a string",
-  number: "a number",
-  int: "an integer",
-  boolean: "true or false",
-  object: "a mapping",
-  record: "a mapping",
-  array: "a list",
-};
-
-/** Fallback messages for issues whose schema has no phrase of its own. */
-function defaultMessage(iss: z.core.$ZodRawIssue): string {
-  const found = `, found ${show(iss.input)}`;
-  switch (iss.code) {
-    case "invalid_type":
-      if (iss.input === undefined) return "required key is missing";
-      return `expected ${TYPE_NAMES[iss.expected] ?? iss.expected}${found}`;
-    case "invalid_value": {
-      const values = iss.values.map(show);
-      return `expected ${values.length === 1 ? values[0] : `one of ${values.join(", ")}`}${found}`;
-    }
-    case "too_small":
-    case "too_big": {
-      const bound = String(iss.code === "too_small" ? iss.minimum : iss.maximum);
-      const side = iss.code === "too_small" ? "at least" : "at most";
-      if (iss.origin === "string") return `expected ${side} ${bound} characters${found}`;
-      if (iss.origin === "array") return `expected ${side} ${bound} items${found}`;
-      const op = iss.code === "too_small" ? (iss.inclusive ? ">=" : ">") : iss.inclusive ? "<=" : "<";
-      return `expected a number ${op} ${bound}${found}`;
-    }
-    case "invalid_key":
-      return iss.issues[0]?.message ?? `invalid key${found}`;
-    case "unrecognized_keys":
-      return iss.keys.map(() => "unknown key").join("\n");
-    default:
-      return `invalid value${found}`;
-  }
-}
-
-function editDistance(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const cur = [i];
-    for (let j = 1; j <= b.length; j++) {
-      cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    prev = cur;
-  }
-  return prev[b.length]!;
-}
-
-/** The closest candidate, or undefined when nothing is close enough to be a plausible typo. */
-function suggest(word: string, candidates: readonly string[]): string | undefined {
-  let best: string | undefined;
-  let bestDistance = Math.max(2, Math.floor(word.length / 3)) + 1;
-  for (const c of candidates) {
-    const d = editDistance(word.toLowerCase(), c.toLowerCase());
-    if (d < bestDistance) [best, bestDistance] = [c, d];
-  }
-  return best;
-}
-
-const unknownKey = (key: string, known: readonly string[]) => {
-  const near = suggest(key, known);
-  return near ? `unknown key; did you mean ${JSON.stringify(near)}?` : `unknown key; expected one of ${known.join(", ")}`;
-};
-
-/**
- * A strict mapping. zod reports all unknown keys of an object as one issue; the messages are
- * joined by newlines here and split again in parseSpaceConfig so each key gets its own line:col.
- * A null value (a key with nothing under it, e.g. everything commented out) counts as empty.
- */
-function section<S extends z.core.$ZodLooseShape>(shape: S) {
-  const known = Object.keys(shape);
-  const schema = z.strictObject(shape, {
-    error: (iss) =>
-      iss.code === "unrecognized_keys" ? iss.keys.map((k) => unknownKey(k, known)).join("\n") : undefined,
-  });
-  return z.preprocess((v) => (v === null ? {} : v), schema);
-}
-
-/*
- * ${ENV} substitution always yields strings (a token of digits stays a string, a description
- * that happens to read "1.0" stays text). Numeric and boolean fields therefore also accept the
- * string spelling of their value, which is what makes `port: ${PORT}` work; quoted "7420"
- * is accepted for the same reason, which costs nothing.
- */
-const NUMBER = /^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$/;
-const numeric = <T extends z.ZodType>(schema: T) =>
-  z.preprocess((v) => (typeof v === "string" && NUMBER.test(v.trim()) ? Number(v) : v), schema);
-const boolean = () =>
-  z.preprocess(
-    (v) => (v === "true" ? true : v === "false" ? false : v),
-    z.boolean({ error: expected("true or false") }),
-  );
-
-// setTimeout/setInterval silently treat anything above 2^31-1 ms as 1 ms.
-const MAX_TIMER_MS = 2_147_483_647;
-
-function int(min: number, max = Number.MAX_SAFE_INTEGER) {
-  const what = max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer from ${min} to ${max}`;
-  return numeric(z.int({ error: expected(what) }).min(min).max(max));
-}
-
-// ---------------------------------------------------------------------------------------------
 // Schema
 
 export const CapabilitySchema = z.looseObject(
@@ -175,24 +50,6 @@ export const PARTICIPANT_KINDS = ["human", "agent", "mcp", "service"] as const;
 export type ParticipantKind = (typeof PARTICIPANT_KINDS)[number];
 export const VISIBILITIES = ["all", "addressed"] as const;
 export type Visibility = (typeof VISIBILITIES)[number];
-
-export const DEFAULT_LIMITS = Object.freeze({
-  max_payload_bytes: 1_048_576,
-  max_buffered_bytes: 8_388_608,
-  rate_per_second: 200,
-  rate_burst: 400,
-  flood_strikes: 50,
-  flood_window_ms: 5_000,
-  heartbeat_ms: 30_000,
-  join_timeout_ms: 5_000,
-  history: 50,
-  max_connections: 1_000,
-  operator_reserve: 16,
-  max_per_address: 256,
-  max_unauthenticated: 128,
-  mcp_sessions: 256,
-  mcp_idle_ms: 30 * 60_000,
-});
 
 export const DEFAULT_HOST = "127.0.0.1";
 export const DEFAULT_PORT = 7420;
@@ -243,89 +100,6 @@ export function defaultVisibility(kind: ParticipantKind): Visibility {
 
 const SPACE_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 const PARTICIPANT_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
-
-const LimitsSchema = section({
-  max_payload_bytes: int(1024, 64 * 1024 * 1024).default(DEFAULT_LIMITS.max_payload_bytes),
-  max_buffered_bytes: int(64 * 1024).default(DEFAULT_LIMITS.max_buffered_bytes),
-  rate_per_second: numeric(z.number({ error: expected("a number > 0") }).positive()).default(
-    DEFAULT_LIMITS.rate_per_second,
-  ),
-  rate_burst: int(1).default(DEFAULT_LIMITS.rate_burst),
-  flood_strikes: int(1).default(DEFAULT_LIMITS.flood_strikes),
-  flood_window_ms: int(1, MAX_TIMER_MS).default(DEFAULT_LIMITS.flood_window_ms),
-  heartbeat_ms: numeric(
-    z
-      .int({ error: expected(`0 (disabled) or an integer from 100 to ${MAX_TIMER_MS}`) })
-      .max(MAX_TIMER_MS)
-      .refine((v) => v === 0 || v >= 100),
-  ).default(DEFAULT_LIMITS.heartbeat_ms),
-  join_timeout_ms: int(1, MAX_TIMER_MS).default(DEFAULT_LIMITS.join_timeout_ms),
-  history: int(0, 1000).default(DEFAULT_LIMITS.history),
-  /** WebSocket connections, joined or not; past it only an operator gets in (below). */
-  max_connections: int(1, 1_000_000).default(DEFAULT_LIMITS.max_connections),
-  /** Extra connections kept for humans who authenticate at the door, so a flood cannot lock them out. */
-  operator_reserve: int(0, 10_000).default(DEFAULT_LIMITS.operator_reserve),
-  /** Connections from one remote address. */
-  max_per_address: int(1, 1_000_000).default(DEFAULT_LIMITS.max_per_address),
-  /** Connections that have not authenticated yet. */
-  max_unauthenticated: int(1, 1_000_000).default(DEFAULT_LIMITS.max_unauthenticated),
-  /** Open MCP sessions on /mcp, and how long one may sit idle. */
-  mcp_sessions: int(1, 1_000_000).default(DEFAULT_LIMITS.mcp_sessions),
-  mcp_idle_ms: int(1000, MAX_TIMER_MS).default(DEFAULT_LIMITS.mcp_idle_ms),
-});
-export type Limits = z.output<typeof LimitsSchema>;
-
-export const DEFAULT_CALLS = Object.freeze({
-  timeout_ms: 30_000,
-  max_timeout_ms: 300_000,
-  max_call_depth: 5,
-  max_pending: 64,
-  breaker_failures: 5,
-  breaker_cooldown_ms: 30_000,
-});
-
-const CallsSchema = section({
-  timeout_ms: int(1, MAX_TIMER_MS).default(DEFAULT_CALLS.timeout_ms),
-  max_timeout_ms: int(1, MAX_TIMER_MS).default(DEFAULT_CALLS.max_timeout_ms),
-  max_call_depth: int(1, 64).default(DEFAULT_CALLS.max_call_depth),
-  max_pending: int(1, 100_000).default(DEFAULT_CALLS.max_pending),
-  breaker_failures: int(1).default(DEFAULT_CALLS.breaker_failures),
-  breaker_cooldown_ms: int(1, MAX_TIMER_MS).default(DEFAULT_CALLS.breaker_cooldown_ms),
-});
-
-/**
- * What one participant, and the whole space, may hold at once. Each is checked before the
- * state changes; whoever is over gets `quota_exceeded` naming the quota, and nobody else
- * notices. The space-wide figures stop many participants together from filling the disk.
- */
-export const DEFAULT_QUOTAS = Object.freeze({
-  /** Params of one call or proposal, serialized. */
-  argument_bytes: 256 * 1024,
-  /** Pending proposals of one participant, and their bytes. */
-  pending_proposals: 64,
-  pending_bytes: 4 * 1024 * 1024,
-  /** Pending proposals in the space, and their bytes. */
-  space_pending_proposals: 1024,
-  space_pending_bytes: 64 * 1024 * 1024,
-  /** Grants one participant has made, and grants in the space. */
-  grants: 64,
-  space_grants: 1024,
-  /** Audit history kept: whichever limit is reached first drops the oldest. */
-  audit_max_bytes: 256 * 1024 * 1024,
-  audit_max_age_days: 90,
-});
-
-const QuotasSchema = section({
-  argument_bytes: int(1024, 64 * 1024 * 1024).default(DEFAULT_QUOTAS.argument_bytes),
-  pending_proposals: int(1, 100_000).default(DEFAULT_QUOTAS.pending_proposals),
-  pending_bytes: int(1024).default(DEFAULT_QUOTAS.pending_bytes),
-  space_pending_proposals: int(1, 1_000_000).default(DEFAULT_QUOTAS.space_pending_proposals),
-  space_pending_bytes: int(1024).default(DEFAULT_QUOTAS.space_pending_bytes),
-  grants: int(0, 100_000).default(DEFAULT_QUOTAS.grants),
-  space_grants: int(0, 1_000_000).default(DEFAULT_QUOTAS.space_grants),
-  audit_max_bytes: int(1024 * 1024).default(DEFAULT_QUOTAS.audit_max_bytes),
-  audit_max_age_days: int(1, 36_500).default(DEFAULT_QUOTAS.audit_max_age_days),
-});
 
 const FALLBACKS = ["allow", "ask", "deny"] as const;
 const PolicySchema = section({
