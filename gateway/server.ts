@@ -344,27 +344,26 @@ class Connection implements Peer {
   }
 
   send(bytes: Buffer): void {
+    this.write(bytes, false);
+  }
+
+  sendFrame(data: Buffer, binary: boolean): void {
+    this.write(data, binary);
+  }
+
+  /**
+   * A participant that stops reading must not grow the gateway's memory: past the cap it
+   * is dropped (and the others see it leave) rather than buffered for.
+   */
+  private write(bytes: Buffer, binary: boolean): void {
     const ws = this.ws;
     if (ws.readyState !== WebSocket.OPEN) return;
-    // A participant that stops reading must not grow the gateway's memory: past the cap
-    // it is dropped (and the others see it leave) rather than buffered for.
     if (ws.bufferedAmount + bytes.length > this.limits.max_buffered_bytes) {
       this.drop("slow_consumer", CloseCodes.slowConsumer, `outbound buffer over ${this.limits.max_buffered_bytes} bytes: not reading fast enough`);
       return;
     }
     corkUntilTickEnds(this);
-    ws.send(bytes, TEXT);
-  }
-
-  sendFrame(data: Buffer, binary: boolean): void {
-    const ws = this.ws;
-    if (ws.readyState !== WebSocket.OPEN) return;
-    if (ws.bufferedAmount + data.length > this.limits.max_buffered_bytes) {
-      this.drop("slow_consumer", CloseCodes.slowConsumer, `outbound buffer over ${this.limits.max_buffered_bytes} bytes: not reading fast enough`);
-      return;
-    }
-    corkUntilTickEnds(this);
-    ws.send(data, { binary });
+    ws.send(bytes, binary ? BINARY : TEXT);
   }
 
   close(code: number, reason: string): void {
@@ -441,6 +440,7 @@ class Connection implements Peer {
 }
 
 const TEXT = { binary: false } as const;
+const BINARY = { binary: true } as const;
 /** How long a dropped peer has to complete the closing handshake before its socket is cut. */
 const DROP_GRACE_MS = 1000;
 
