@@ -61,12 +61,8 @@ export class Authority {
    * every call's arguments against the space's size quota.
    */
   call(caller: string, allows: Matcher, target: string, method: string, params: Record<string, unknown> | undefined): Verdict {
-    // Never more than fits a frame with room to spare: a held proposal must fit in an answer.
-    const max = Math.min(this.config.quotas.argument_bytes, Math.floor(this.config.gateway.limits.max_payload_bytes * 0.75));
-    const size = params === undefined ? 0 : Buffer.byteLength(JSON.stringify(params));
-    if (size > max) {
-      return { decision: "denied", code: ErrorCodes.quotaExceeded, message: `the call's params are ${size} bytes; the space allows ${max} (quotas.argument_bytes)`, extra: { quota: "argument_bytes", limit: max } };
-    }
+    const oversize = this.oversize(params);
+    if (oversize) return oversize;
     if (method === "tools/call") {
       const name = params?.["name"];
       if (typeof name !== "string") return { decision: "denied", code: ErrorCodes.invalidPayload, message: "tools/call: params.name must be a string" };
@@ -76,6 +72,24 @@ export class Authority {
     }
     if (allows({ kind: "mcp/request", to: [target], payload: { method, params } })) return { decision: "direct" };
     return { decision: "denied", code: ErrorCodes.capabilityViolation, message: `your capabilities do not allow ${method} to "${target}"`, extra: { attempted_kind: "mcp/request", method } };
+  }
+
+  /**
+   * The verdict for a callback (calls.ts `CALLBACK_METHODS`): a request a participant sends
+   * back to the caller of a call it is serving. The caller asked for it by calling, and it
+   * answers it itself (a human declines a form, an agent its model's turn), so no
+   * capability is needed; the argument quota holds as for every call.
+   */
+  callback(params: Record<string, unknown> | undefined): Verdict {
+    return this.oversize(params) ?? { decision: "direct" };
+  }
+
+  private oversize(params: Record<string, unknown> | undefined): Verdict | undefined {
+    // Never more than fits a frame with room to spare: a held proposal must fit in an answer.
+    const max = Math.min(this.config.quotas.argument_bytes, Math.floor(this.config.gateway.limits.max_payload_bytes * 0.75));
+    const size = params === undefined ? 0 : Buffer.byteLength(JSON.stringify(params));
+    if (size <= max) return undefined;
+    return { decision: "denied", code: ErrorCodes.quotaExceeded, message: `the call's params are ${size} bytes; the space allows ${max} (quotas.argument_bytes)`, extra: { quota: "argument_bytes", limit: max } };
   }
 
   /** Why `caller` calling `owner/tool` gets the decision it gets, in words for a person. */

@@ -36,7 +36,24 @@ export interface Call {
   internal?: ((response: { result?: unknown; error?: unknown } | undefined, reason?: string) => void) | undefined;
   /** Whether this call is the one probe let through a half-open breaker. */
   probe: boolean;
+  /** How long it may wait for its response, counted afresh whenever a callback it waits on ends. */
+  timeoutMs: number;
+  /** Set when this is a callback: a request from the target of that call back to its caller (sampling, elicitation, roots). */
+  callbackFor?: string | undefined;
+  /** Callbacks outstanding on this call or a call it waits on: its timer stands still meanwhile. */
+  held: number;
+  /** Callbacks this call has had so far, bounded by `MAX_CALLBACKS_PER_CALL`. */
+  callbacks: number;
 }
+
+/**
+ * MCP requests a server may send its client while serving the client's request. Sent back
+ * to the caller of a call being served (correlated to it), they are callbacks, not new
+ * calls: the caller opened the door by calling.
+ */
+export const CALLBACK_METHODS: ReadonlySet<string> = new Set(["sampling/createMessage", "elicitation/create", "roots/list", "ping"]);
+/** Most callbacks one call may make in its life: a server cannot keep its caller's model or human busy forever. */
+export const MAX_CALLBACKS_PER_CALL = 64;
 
 export type Refusal = { code: "cycle_detected" | "depth_exceeded" | "circuit_open" | "too_many_pending"; message: string };
 
@@ -82,6 +99,18 @@ export class Calls {
     return undefined;
   }
 
+  /**
+   * The call a request from `sender` to `target` is a callback of: a pending call named in
+   * `correlation` that `sender` is serving for `target`.
+   */
+  callbackOf(sender: string, target: string, correlation: readonly string[] | undefined): Call | undefined {
+    for (const id of correlation ?? []) {
+      const call = this.pending.get(id);
+      if (call && call.target === sender && call.caller === target) return call;
+    }
+    return undefined;
+  }
+
   /** Calls made while serving `parent`. */
   children(parent: string): Call[] {
     const out: Call[] = [];
@@ -103,11 +132,16 @@ export class Calls {
   }
 
   /** Checks that run before a call is routed. `undefined` means go ahead. */
-  refuse(caller: string, target: string, chain: readonly string[]): Refusal | undefined {
-    if (chain.includes(target)) {
+  refuse(caller: string, target: string, chain: readonly string[], callback?: Call): Refusal | undefined {
+    if (callback) {
+      // Back along the chain by design, so neither a cycle nor deeper; only bounded.
+      if (callback.callbacks >= MAX_CALLBACKS_PER_CALL) {
+        return { code: "too_many_pending", message: `call "${callback.id}" already made ${MAX_CALLBACKS_PER_CALL} requests back to its caller` };
+      }
+    } else if (chain.includes(target)) {
       return { code: "cycle_detected", message: `call cycle: ${[...chain, target].join(" → ")}` };
     }
-    if (chain.length > this.limits.max_call_depth) {
+    if (!callback && chain.length > this.limits.max_call_depth) {
       return { code: "depth_exceeded", message: `call chain ${[...chain, target].join(" → ")} is deeper than ${this.limits.max_call_depth}` };
     }
     if ((this.perCaller.get(caller) ?? 0) >= this.limits.max_pending) {
@@ -130,26 +164,50 @@ export class Calls {
     return Math.min(Math.floor(requested), this.limits.max_timeout_ms);
   }
 
-  open(call: Omit<Call, "timer" | "probe">, timeoutMs: number): Call {
+  open(call: Omit<Call, "timer" | "probe" | "timeoutMs" | "held" | "callbacks">, timeoutMs: number): Call {
     const b = this.breakers.get(call.target);
     const probe = b !== undefined && b.openUntil > 0 && b.openUntil <= Date.now();
     if (probe) b!.probing = true;
-    const timer = setTimeout(() => {
-      if (!this.pending.has(call.id)) return;
-      this.close(tracked, false);
-      this.onTimeout(tracked);
-    }, timeoutMs);
-    timer.unref();
-    const tracked: Call = { ...call, timer, probe };
+    const tracked: Call = { ...call, timer: undefined as unknown as NodeJS.Timeout, probe, timeoutMs, held: 0, callbacks: 0 };
+    this.arm(tracked);
     this.pending.set(call.id, tracked);
     this.perCaller.set(call.caller, (this.perCaller.get(call.caller) ?? 0) + 1);
+    // A call waiting on its caller (a human filling a form) is not late: it and every call
+    // waiting on it stand still until the callback ends.
+    const served = call.callbackFor === undefined ? undefined : this.pending.get(call.callbackFor);
+    if (served) {
+      served.callbacks++;
+      this.hold(served, +1);
+    }
     return tracked;
+  }
+
+  private arm(call: Call): void {
+    clearTimeout(call.timer);
+    call.timer = setTimeout(() => {
+      if (!this.pending.has(call.id)) return;
+      this.close(call, false);
+      this.onTimeout(call);
+    }, call.timeoutMs);
+    call.timer.unref();
+  }
+
+  /** Stops (`+1`) or restarts (`-1`, when nothing holds it any more) the timers of `call` and the calls it serves. */
+  private hold(call: Call, delta: 1 | -1): void {
+    // Bounded: parents are distinct pending calls, at most max_call_depth of them.
+    for (let c: Call | undefined = call, n = 0; c && n <= this.limits.max_call_depth + 1; c = c.parent ? this.pending.get(c.parent) : undefined, n++) {
+      c.held = Math.max(0, c.held + delta);
+      if (c.held > 0) clearTimeout(c.timer);
+      else this.arm(c);
+    }
   }
 
   /** A response arrived, or the call ended otherwise. `ok` feeds the target's breaker; `undefined` (the caller left) leaves it alone. */
   close(call: Call, ok: boolean | undefined): void {
     if (!this.pending.delete(call.id)) return;
     clearTimeout(call.timer);
+    const served = call.callbackFor === undefined ? undefined : this.pending.get(call.callbackFor);
+    if (served) this.hold(served, -1);
     const n = (this.perCaller.get(call.caller) ?? 1) - 1;
     if (n > 0) this.perCaller.set(call.caller, n);
     else this.perCaller.delete(call.caller);

@@ -16,7 +16,7 @@
  * through `route` here. The space links the two once, when it builds them.
  */
 import { randomUUID } from "node:crypto";
-import { type Call, Calls } from "./calls.js";
+import { CALLBACK_METHODS, type Call, Calls } from "./calls.js";
 import {
   type Envelope,
   ErrorCodes,
@@ -100,9 +100,10 @@ export class McpRouter implements CallRouter {
       return this.space.fail(member, ErrorCodes.invalidEnvelope, "an mcp/request goes to exactly one participant (to: [id])", inbound.id);
     }
     const target = to[0]!;
-    const verdict = this.authorize(member, target, payload.method, payload.params);
+    const served = CALLBACK_METHODS.has(payload.method) ? this.calls.callbackOf(member.id, target, inbound.correlation_id) : undefined;
+    const verdict = served ? this.space.authority.callback(payload.params) : this.authorize(member, target, payload.method, payload.params);
     if (verdict.decision !== "direct") return this.refuse(member, verdict, target, payload, inbound.id);
-    this.route(member, stamp({ ...inbound, payload }, member.id), payload);
+    this.route(member, stamp({ ...inbound, payload }, member.id), payload, served ? { callbackFor: served.id } : {});
   }
 
   /** The policy decision point (authority.ts) for `member` calling `target`. */
@@ -139,7 +140,7 @@ export class McpRouter implements CallRouter {
   }
 
   /** Governance, tracking, delivery: for every request that goes to a participant. */
-  route(caller: Member, env: Envelope, payload: McpRequestPayload, extra: Pick<Call, "proposalId" | "fulfiller"> = {}): boolean {
+  route(caller: Member, env: Envelope, payload: McpRequestPayload, extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor"> = {}): boolean {
     const target = env.to![0]!;
     if (this.space.member(target) === undefined) {
       this.space.fail(caller, ErrorCodes.targetOffline, `"${target}" is not connected`, env.id);
@@ -150,9 +151,11 @@ export class McpRouter implements CallRouter {
       return false;
     }
     const proposal = extra.proposalId ? this.proposals.get(extra.proposalId) : undefined;
-    const parent = this.calls.serving(env.from, env.correlation_id);
-    const chain = proposal ? proposal.chain : parent ? [...parent.chain, env.from] : [env.from];
-    const refusal = this.calls.refuse(env.from, target, chain);
+    // A callback goes back along its call's chain: it joins that call, not a longer chain.
+    const served = extra.callbackFor === undefined ? undefined : this.calls.get(extra.callbackFor);
+    const parent = served ?? this.calls.serving(env.from, env.correlation_id);
+    const chain = proposal ? proposal.chain : served ? served.chain : parent ? [...parent.chain, env.from] : [env.from];
+    const refusal = this.calls.refuse(env.from, target, chain, served);
     if (refusal) {
       this.space.fail(caller, refusal.code, refusal.message, env.id, { chain: [...chain, target] });
       return false;

@@ -256,6 +256,8 @@ interface Pending {
   /** The caller gave `timeoutMs`: one deadline for the whole call, never re-armed. */
   explicit: boolean;
   timer: NodeJS.Timeout | undefined;
+  /** Callbacks of this call being served here now (its target asks us something): its clock stands still. */
+  held: number;
   proposed: boolean;
   resolve: (value: unknown) => void;
   reject: (error: ParticipantError) => void;
@@ -269,6 +271,8 @@ interface Serving {
   from: string;
   rpcId: RpcId;
   abort: (reason: string) => void;
+  /** The calls of ours this request is a callback of: their clocks restart when it ends. */
+  holds?: Pending[] | undefined;
 }
 
 const ToolsPageSchema = z.looseObject({ tools: z.array(ToolInfoSchema), nextCursor: z.string().optional() });
@@ -713,6 +717,7 @@ export class ParticipantClient {
         ...init,
         id,
         timer: undefined,
+        held: 0,
         proposed: init.kind === "proposal",
         resolve,
         reject,
@@ -759,6 +764,7 @@ export class ParticipantClient {
 
   private arm(p: Pending, ms: number): void {
     clearTimeout(p.timer);
+    if (p.held > 0) return;
     p.timer = setTimeout(() => {
       if (this.pending.get(p.id) !== p) return;
       this.stop(p, "timeout");
@@ -882,21 +888,21 @@ export class ParticipantClient {
 
   private serve(env: Envelope, rpcId: RpcId, method: string, params: unknown): void {
     if (this.serving.has(env.id)) return;
+    this.holdCallers(env, rpcId);
     const mcp = this.mcp;
     if (mcp) {
-      this.serving.set(env.id, { from: env.from, rpcId, abort: (reason) => mcp.cancel(env.id, reason) });
+      this.serving.get(env.id)!.abort = (reason) => mcp.cancel(env.id, reason);
       // The SDK runs the handler in promise continuations of this call, so it inherits the context.
       servingContext.run({ client: this, envelopeId: env.id }, () => mcp.deliverRequest(env.id, method, params));
       return;
     }
     const handler = this.requestHandler;
     if (!handler) {
-      this.serving.set(env.id, { from: env.from, rpcId, abort: () => {} });
       this.respond(env.id, { error: { code: RpcErrorCodes.methodNotFound, message: `"${this.lastWelcome?.id}" does not serve requests (${method})` } });
       return;
     }
     const controller = new AbortController();
-    this.serving.set(env.id, { from: env.from, rpcId, abort: (reason) => controller.abort(reason) });
+    this.serving.get(env.id)!.abort = (reason) => controller.abort(reason);
     const request: IncomingRequest = { method, params, from: env.from, rpcId, envelope: env, signal: controller.signal };
     void servingContext.run({ client: this, envelopeId: env.id }, async () => {
       try {
@@ -908,11 +914,40 @@ export class ParticipantClient {
     });
   }
 
+  /**
+   * Starts serving `env`. When it is a callback — the target of a call of ours asks us
+   * something about it (a form, a completion) — that call's clock stands still until we
+   * answer: the target is waiting on us, not late.
+   */
+  private holdCallers(env: Envelope, rpcId: RpcId): void {
+    const holds: Pending[] = [];
+    for (const id of env.correlation_id ?? []) {
+      const p = this.pending.get(id);
+      // Through the gateway or straight to the target; either way only while we serve the callback.
+      if (!p || (p.target !== env.from && p.target !== GATEWAY_ID)) continue;
+      p.held++;
+      clearTimeout(p.timer);
+      holds.push(p);
+    }
+    this.serving.set(env.id, { from: env.from, rpcId, abort: () => {}, holds: holds.length > 0 ? holds : undefined });
+  }
+
+  /** Stops serving `envelopeId`; the calls it held get their clocks back. */
+  private endServing(envelopeId: string): Serving | undefined {
+    const s = this.serving.get(envelopeId);
+    if (!s) return undefined;
+    this.serving.delete(envelopeId);
+    for (const p of s.holds ?? []) {
+      p.held = Math.max(0, p.held - 1);
+      if (this.pending.get(p.id) === p) this.arm(p, p.callTimeoutMs);
+    }
+    return s;
+  }
+
   /** Answers a served request, unless it was cancelled meanwhile. */
   private respond(envelopeId: string, outcome: { result: unknown } | { error: { code: number; message: string; data?: unknown } }): void {
-    const s = this.serving.get(envelopeId);
+    const s = this.endServing(envelopeId);
     if (!s) return;
-    this.serving.delete(envelopeId);
     this.trySend(() =>
       this.send({ kind: "mcp/response", to: [s.from], correlation_id: [envelopeId], payload: { jsonrpc: "2.0", id: s.rpcId, ...outcome } }),
     );
@@ -937,7 +972,7 @@ export class ParticipantClient {
     if (target === undefined) return;
     const s = this.serving.get(target)!;
     if (s.from !== env.from && env.from !== GATEWAY_ID) return;
-    this.serving.delete(target);
+    this.endServing(target);
     const reason = isRecord(params) && typeof params["reason"] === "string" ? params["reason"] : "cancelled";
     s.abort(reason);
   }
