@@ -142,6 +142,22 @@ const McpServerSchema = section({
   disabled: boolean().optional(),
   /** Cline's list of this server's tools to call without asking: they need no approval (a participant's own ask or deny still wins). */
   autoApprove: z.array(z.string().min(1)).optional(),
+  /** The server may ask the caller of a call it serves for a model completion (MCP sampling). Default true. */
+  sampling: boolean().optional(),
+  /** The server may ask the caller of a call it serves to fill in a form or visit a URL (MCP elicitation). Default true. */
+  elicitation: boolean().optional(),
+  /**
+   * The roots the server is told of: a list of URIs (or `{uri, name}`), or `{from: participant}`
+   * to ask that participant (a `mewgate mcp` session passes its MCP client's roots on). Without
+   * it the server is not offered roots, so a server that would widen its reach to the client's
+   * roots keeps to its own configuration.
+   */
+  roots: z
+    .union([
+      z.array(z.union([z.string().min(1).max(4096), section({ uri: z.string().min(1).max(4096), name: z.string().max(256).optional() })])).max(256),
+      section({ from: z.string().regex(PARTICIPANT_ID, { error: expected("a participant id") }) }),
+    ], { error: expected("a list of root URIs, or {from: participant}") })
+    .optional(),
 }).refine((m) => (m.command === undefined) !== (m.url === undefined), { error: "give either command (stdio) or url (streamable HTTP)" });
 export type McpServerConfig = z.output<typeof McpServerSchema>;
 
@@ -241,6 +257,16 @@ const SpaceConfigSchema = section({
     }
     const ids = [...Object.keys(participants), ...Object.keys(mcpServers ?? {})];
     const tokenOwner = new Map<string, string>();
+    const servers: Array<[string[], z.output<typeof McpServerSchema> | undefined]> = [
+      ...Object.entries(participants).map(([id, p]): [string[], typeof p.mcp] => [["participants", id, "mcp"], p.mcp]),
+      ...Object.entries(mcpServers ?? {}).map(([id, m]): [string[], typeof m] => [["mcpServers", id], m]),
+    ];
+    for (const [path, m] of servers) {
+      const from = m?.roots !== undefined && !Array.isArray(m.roots) ? m.roots.from : undefined;
+      if (from === undefined || ids.includes(from)) continue;
+      const near = suggest(from, ids);
+      ctx.addIssue({ code: "custom", path: [...path, "roots", "from"], message: `unknown participant ${JSON.stringify(from)}${near ? `; did you mean ${JSON.stringify(near)}?` : ""}` });
+    }
     for (const [id, p] of Object.entries(participants)) {
       if (p.token !== undefined) {
         const owner = tokenOwner.get(p.token);
@@ -270,6 +296,9 @@ const SpaceConfigSchema = section({
         visibility: p.visibility ?? defaults?.visibility ?? defaultVisibility(p.kind),
         capabilities: p.capabilities ?? structuredClone(defaults?.capabilities) ?? defaultCapabilities(p.kind),
       };
+      // The operator named where the server's roots come from: asking there is allowed, and only that.
+      const rootsFrom = p.mcp?.roots !== undefined && !Array.isArray(p.mcp.roots) ? p.mcp.roots.from : undefined;
+      if (rootsFrom !== undefined) resolved[id]!.capabilities.push({ kind: "mcp/request", to: [rootsFrom], payload: { method: "roots/list" } });
     }
     // `file` is set by parseSpaceConfig once the path is known.
     return { file: "", space: { ...space, name: space.name ?? space.id }, gateway, policy, calls, quotas, defaults, participants: resolved };

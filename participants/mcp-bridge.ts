@@ -29,9 +29,9 @@
  * - stays in the space across server restarts; the participant SDK itself reconnects to
  *   the gateway if the gateway restarts.
  *
- * Not offered to servers: sampling, elicitation and roots. Over stdio a server's request
- * cannot be tied to the call it serves, so there is nobody in the space to route it to;
- * the `Client` declares none of these capabilities and well-behaved servers do not ask.
+ * - answers the server's own requests through the space (bridge/callbacks.ts): sampling
+ *   and elicitation go back to the caller of the call it is serving, roots come from
+ *   space.yaml; its log messages during a call go to that call's caller.
  */
 import { EventEmitter } from "node:events";
 import { basename } from "node:path";
@@ -45,6 +45,7 @@ import type { Logger } from "pino";
 import { z } from "zod";
 import type { McpServerConfig } from "../gateway/config.js";
 import { GATEWAY_ID, RpcErrors } from "../gateway/envelope.js";
+import { clientCapabilities, installCallbacks, soleCaller, type ServedCall } from "./bridge/callbacks.js";
 import { ChildStdioTransport } from "./bridge/stdio.js";
 import { ParticipantClient, type ClientOptions, type IncomingRequest } from "./client.js";
 import { RpcError, RpcErrorCodes } from "./errors.js";
@@ -174,7 +175,7 @@ interface Upstream {
   readonly inflight: Set<Forwarded>;
 }
 
-interface Forwarded {
+interface Forwarded extends ServedCall {
   fail(error: RpcError): void;
 }
 
@@ -237,6 +238,13 @@ class McpBridge implements Bridge {
     });
     this.client.on("presence", (e) => {
       if (e.event === "leave") this.dropSubscriber(e.participant.id);
+    });
+    // The participant the server's roots come from says they changed: the server asks again.
+    const rootsFrom = server.roots !== undefined && !Array.isArray(server.roots) ? server.roots.from : undefined;
+    this.client.onNotification((n) => {
+      if (n.method !== "notifications/roots/list_changed" || n.from !== rootsFrom) return;
+      const up = this.upstream;
+      if (up?.ready && !up.lost) up.client.sendRootsListChanged().catch(() => {});
     });
     this.client.on("close", (e) => {
       if (e.reconnecting || this.state === "stopped" || this.state === "starting") return;
@@ -327,7 +335,14 @@ class McpBridge implements Bridge {
           cwd: this.server.cwd,
           onStderrLine: (line) => this.log?.info({ stream: "stderr" }, line),
         });
-    const client = new Client(CLIENT_INFO, { capabilities: {} });
+    const client = new Client(CLIENT_INFO, { capabilities: clientCapabilities(this.server) });
+    installCallbacks(client, {
+      id: this.id,
+      participant: this.client,
+      server: this.server,
+      log: this.log,
+      inflight: () => (up.lost ? [] : [...up.inflight]),
+    });
     const up: Upstream = { client, transport, ready: false, lost: false, readyAt: 0, probing: false, inflight: new Set() };
     // Installed before connect(): the SDK chains it before its own close handling, so we
     // fail pending calls with the exit status before the SDK fails them with "Connection closed".
@@ -522,9 +537,22 @@ class McpBridge implements Bridge {
         if (cancelAtServer !== undefined) controller.abort(cancelAtServer);
         then();
       };
-      const call: Forwarded = { fail: (error) => settle(() => reject(error)) };
+      // While the server waits on its caller (a form, a completion), its own clock stands still.
+      let paused = 0;
+      const call: Forwarded = {
+        req,
+        fail: (error) => settle(() => reject(error)),
+        pause: () => {
+          paused++;
+          clearTimeout(timer);
+        },
+        resume: () => {
+          if (--paused === 0 && up.inflight.has(call)) arm();
+        },
+      };
       const arm = () => {
         clearTimeout(timer);
+        if (paused > 0) return;
         timer = setTimeout(() => {
           const message = `MCP server "${this.id}" did not answer ${req.method} within ${timeoutMs} ms; the request was cancelled`;
           settle(() => reject(this.failure("server_timeout", message, { timeout_ms: timeoutMs })), "timeout");
@@ -606,6 +634,12 @@ class McpBridge implements Bridge {
         const p = isRecord(n.params) ? n.params : {};
         const level = LOG_LEVELS[String(p["level"])] ?? "info";
         this.log?.[level]({ stream: "mcp-log", logger: p["logger"], data: p["data"] }, "MCP server log message");
+        // During someone's calls it is most likely about them: they hear it (a space server passes it to its MCP client).
+        const found = soleCaller([...up.inflight]);
+        if ("caller" in found && this.client.status === "open") {
+          const correlationId = found.calls.map((c) => c.req.envelope.id);
+          this.trySend(() => this.client.notify(found.caller, n.method, n.params, { correlationId }));
+        }
         return;
       }
       default:

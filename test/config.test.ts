@@ -392,6 +392,15 @@ describe("errors", () => {
     );
   });
 
+  it("checks where a server's roots come from, and lets it ask there and nowhere else", () => {
+    const head = ["space: {id: demo}", "participants:", "  alice: {kind: human}", "mcpServers:"];
+    expect(errorOf(lines(...head, "  fs: {command: x, roots: {from: alcie}}"))).toBe('space.yaml:5:34: mcpServers.fs.roots.from: unknown participant "alcie"; did you mean "alice"?');
+    expect(errorOf(lines(...head, "  gh: {command: y, roots: 7}"))).toBe("space.yaml:5:27: mcpServers.gh.roots: expected a list of root URIs, or {from: participant}, found 7");
+    const ok = parse(lines("space: {id: demo}", "participants:", "  alice: {kind: human}", "mcpServers:", "  fs: {command: x, roots: {from: alice}, sampling: false}"));
+    expect(ok.participants["fs"]!.mcp!.sampling).toBe(false);
+    expect(ok.participants["fs"]!.capabilities).toContainEqual({ kind: "mcp/request", to: ["alice"], payload: { method: "roots/list" } });
+  });
+
   it("reports YAML syntax errors at the position the parser gives", () => {
     expect(errorOf(lines("space:", "  id: demo", "participants: [a", "x: 'unclosed"))).toBe(
       [
