@@ -43,6 +43,7 @@ import { GATEWAY_ID, type Envelope } from "../../gateway/envelope.js";
 import { ParticipantClient, type CallOptions, type ClientOptions, type IncomingRequest, type OutboundEnvelope, type WelcomeInfo } from "../client.js";
 import { RpcError, RpcErrorCodes } from "../errors.js";
 import type { ToolInfo } from "../wire.js";
+import { answerSampling, passElicitationUp } from "./callbacks.js";
 import { resolveProvider } from "./configure.js";
 import { Conversation, type Summarize } from "./context.js";
 import { runTurn, type CallTool, type LoopEvent, type TurnContext, type TurnResult } from "./loop.js";
@@ -244,6 +245,8 @@ class Agent {
   private compacting = false;
   private stopped = false;
   private readonly delegations = new Set<AbortController>();
+  /** Envelope ids of the calls of our tool being served now → their callers (a form about one goes to its caller). */
+  private readonly servingCalls = new Map<string, string>();
 
   // Provider health and accounting.
   private down: { until: number; error: ProviderError } | undefined;
@@ -294,7 +297,8 @@ class Agent {
         if (n.method === "notifications/tools/list_changed" && n.from === GATEWAY_ID) this.relist();
       }),
     );
-    if (this.offerName !== undefined) this.unsubscribe.push(c.onRequest((req) => this.onCall(req)));
+    // Also without an offer: a server the agent calls may ask it for a completion (callbacks.ts).
+    this.unsubscribe.push(c.onRequest((req) => this.onCall(req)));
   }
 
   onWelcome(info: WelcomeInfo, alreadyOpen: boolean): void {
@@ -630,13 +634,18 @@ class Agent {
   private async onCall(req: IncomingRequest): Promise<unknown> {
     switch (req.method) {
       case "tools/list":
-        return { tools: [this.offerTool()] };
+        return { tools: this.offerName === undefined ? [] : [this.offerTool()] };
       case "tools/call":
+        if (this.offerName === undefined) throw new RpcError(RpcErrorCodes.methodNotFound, `${this.id} offers no tools`);
         return this.delegate(req);
       case "ping":
         return {};
+      case "sampling/createMessage":
+        return this.sample(req);
+      case "elicitation/create":
+        return passElicitationUp(this.client, this.id, this.servingCalls, req);
       default:
-        throw new RpcError(RpcErrorCodes.methodNotFound, `${this.id} serves tools/list and tools/call, not ${req.method}`);
+        throw new RpcError(RpcErrorCodes.methodNotFound, `${this.id} serves tools/list, tools/call and sampling/createMessage, not ${req.method}`);
     }
   }
 
@@ -673,6 +682,7 @@ class Agent {
     const onAbort = () => controller.abort(req.signal.reason);
     req.signal.addEventListener("abort", onAbort, { once: true });
     this.delegations.add(controller);
+    this.servingCalls.set(req.envelope.id, req.from);
     const note = `\n\n## This task\nYou are answering a call of your tool ${this.id}/${this.offerName} from ${req.from}. Your final reply is returned to ${req.from} as the tool's result, not posted in chat: make it the complete answer.`;
     try {
       await this.toolsReady();
@@ -711,6 +721,37 @@ class Agent {
       clearTimeout(timer);
       req.signal.removeEventListener("abort", onAbort);
       this.delegations.delete(controller);
+      this.servingCalls.delete(req.envelope.id);
+    }
+  }
+
+  /** A completion for a server the agent called (callbacks.ts), counted like any other use of the model. */
+  private async sample(req: IncomingRequest): Promise<Record<string, unknown>> {
+    if (this.stopped || this.paused) throw new RpcError(RpcErrorCodes.internalError, `${this.id} is ${this.stopped ? "shutting down" : "paused"}`);
+    if (this.providerDown()) throw new RpcError(RpcErrorCodes.internalError, `${this.id}'s model is unavailable: ${this.down!.error.message}`);
+    const started = Date.now();
+    try {
+      const result = await answerSampling(
+        {
+          provider: this.provider,
+          options: this.modelOptions,
+          maxTokens: this.config.max_tokens,
+          onUsage: (u) => {
+            this.inputTokens += u?.input ?? 0;
+            this.outputTokens += u?.output ?? 0;
+          },
+        },
+        req,
+      );
+      this.latencyMs = Date.now() - started;
+      this.log?.info({ for: req.from, ms: this.latencyMs }, "answered a sampling request");
+      return result;
+    } catch (err) {
+      if (err instanceof ProviderError) {
+        this.providerFailed(err, undefined);
+        throw new RpcError(RpcErrorCodes.internalError, `${this.id} could not answer: ${err.message}`);
+      }
+      throw err;
     }
   }
 
