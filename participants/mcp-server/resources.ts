@@ -42,6 +42,21 @@ export class SpaceResources {
     return this.ask(owner, "resources/read", { uri });
   }
 
+  /** Subscribes to `uri` at the participant that owns it; returns that participant. */
+  async subscribe(uri: string): Promise<string> {
+    if (!this.owners.has(uri)) await this.listResources();
+    const owner = this.owners.get(uri);
+    if (!owner) throw new McpError(ErrorCode.InvalidParams, `no participant of the space offers the resource ${uri}`);
+    await this.ask(owner, "resources/subscribe", { uri });
+    return owner;
+  }
+
+  /** Ends the subscription to `uri` at its owner (best effort: the owner may be gone). */
+  async unsubscribe(uri: string): Promise<void> {
+    const owner = this.owners.get(uri);
+    if (owner) await this.ask(owner, "resources/unsubscribe", { uri }).catch(() => {});
+  }
+
   async listPrompts(): Promise<{ prompts: Item[] }> {
     const prompts: Item[] = [];
     for (const owner of this.servers()) {

@@ -19,6 +19,11 @@ import {
   GetPromptRequestSchema,
   CompleteRequestSchema,
   McpError,
+  RootsListChangedNotificationSchema,
+  SetLevelRequestSchema,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
+  type LoggingLevel,
   type CallToolRequest,
   type CompleteResult,
   type GetPromptResult,
@@ -35,11 +40,16 @@ import { GATEWAY_ID, type Envelope } from "../../gateway/envelope.js";
 import { ParticipantClient, type ClientOptions } from "../client.js";
 import { ParticipantError, RpcError } from "../errors.js";
 import { buildCatalogue, failureResult, type Catalogue } from "./catalogue.js";
+import { deskOf, type Desk, type Session } from "./callbacks.js";
 import { SpaceResources } from "./resources.js";
 
 /** Reported as `serverInfo.version`; kept in step with package.json by hand. */
 const SERVER_VERSION = "0.1.0";
 const DEFAULT_APPROVAL_PROGRESS_MS = 2000;
+/** How long the MCP client gets to answer a form or a completion a tool server asked for, unless the asker says. */
+const DEFAULT_CALLBACK_TIMEOUT_MS = 600_000;
+/** MCP's log levels, least severe first. */
+const LOG_LEVELS: readonly LoggingLevel[] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
 
 export interface SpaceMcpServerOptions {
   /**
@@ -86,6 +96,13 @@ export class SpaceMcpServer extends Server {
   /** Calls of ours held as proposals, by proposal id: told when someone approves. */
   private readonly awaiting = new Map<string, (approver: string) => void>();
   private readonly unsubscribe: (() => void)[] = [];
+  /** Envelope ids of this session's calls still waiting (and their proposals) → the MCP request each serves. */
+  private readonly made = new Map<string, Extra>();
+  /** Below this the MCP client hears no log messages (`logging/setLevel`). */
+  private logLevel: LoggingLevel = "info";
+  private readonly desk: Desk;
+  private readonly resources: SpaceResources;
+  private readonly leaveDesk: () => string[];
 
   constructor(opts: SpaceMcpServerOptions) {
     const owned = !(opts.client instanceof ParticipantClient);
@@ -93,7 +110,10 @@ export class SpaceMcpServer extends Server {
     const welcome = client.welcome;
     super(
       { name: opts.name ?? (welcome?.space ? `mewgate-${welcome.space.id}` : "mewgate"), version: SERVER_VERSION },
-      { capabilities: { tools: { listChanged: true }, resources: {}, prompts: {}, completions: {} }, instructions: instructions(welcome?.space?.id, welcome?.id) },
+      {
+        capabilities: { tools: { listChanged: true }, resources: { subscribe: true, listChanged: true }, prompts: { listChanged: true }, completions: {}, logging: {} },
+        instructions: instructions(welcome?.space?.id, welcome?.id),
+      },
     );
     this.client = client;
     this.owned = owned;
@@ -107,7 +127,37 @@ export class SpaceMcpServer extends Server {
     this.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: (await this.currentTools()).tools }));
     this.setRequestHandler(CallToolRequestSchema, (request, extra) => this.callTool(request.params, extra));
     // Resources and prompts of the space's MCP servers, through the gateway (resources.ts).
-    const resources = new SpaceResources(client);
+    const resources = (this.resources = new SpaceResources(client));
+    // What the space's tool servers ask back about this session's calls (callbacks.ts).
+    this.desk = deskOf(client);
+    this.leaveDesk = this.desk.add(this.session);
+    this.setRequestHandler(SubscribeRequestSchema, async (request) => {
+      await this.ready;
+      const { uri } = request.params;
+      if (this.desk.subscribe(this.session, uri)) {
+        try {
+          await resources.subscribe(uri);
+        } catch (err) {
+          this.desk.unsubscribe(this.session, uri);
+          throw err;
+        }
+      }
+      return {};
+    });
+    this.setRequestHandler(UnsubscribeRequestSchema, async (request) => {
+      if (this.desk.unsubscribe(this.session, request.params.uri)) await resources.unsubscribe(request.params.uri);
+      return {};
+    });
+    this.setRequestHandler(SetLevelRequestSchema, async (request) => {
+      this.logLevel = request.params.level;
+      return {};
+    });
+    // The client's roots changed: the tool servers that take their roots from here ask again.
+    this.setNotificationHandler(RootsListChangedNotificationSchema, async () => {
+      for (const p of this.client.participants.values()) {
+        if (p.kind === "mcp") this.client.notify(p.id, "notifications/roots/list_changed", {});
+      }
+    });
     // The results are the owners' own, passed on as they came (only names are prefixed).
     this.setRequestHandler(ListResourcesRequestSchema, async () => {
       await this.ready;
@@ -135,16 +185,19 @@ export class SpaceMcpServer extends Server {
     this.onclose = () => this.dispose();
 
     this.unsubscribe.push(
-      client.onNotification((n) => {
-        if (n.method === "notifications/tools/list_changed" && n.from === GATEWAY_ID) void this.spaceToolsChanged();
-      }),
+      client.onNotification((n) => this.spaceNotification(n.method, n.params, n.from, n.envelope)),
       // A grant changes policies (a tool stops needing approval); a reconnect may find another catalogue.
       client.on("welcome", (w) => {
         if (w.refreshed || w.reconnected) void this.spaceToolsChanged();
       }),
       client.on("envelope", (env) => {
         if (env.kind !== "mcp/approve") return;
-        for (const id of env.correlation_id ?? []) this.awaiting.get(id)?.(env.from);
+        for (const id of env.correlation_id ?? []) {
+          const told = this.awaiting.get(id);
+          if (!told) continue;
+          told(env.from);
+          this.sendLog("info", `${env.from} approved the call`, this.made.get(id));
+        }
       }),
       // Without the space there is nothing to serve: end the MCP connection too.
       client.on("close", (e) => {
@@ -179,6 +232,8 @@ export class SpaceMcpServer extends Server {
     this.disposed = true;
     for (const off of this.unsubscribe.splice(0)) off();
     this.awaiting.clear();
+    this.made.clear();
+    for (const uri of this.leaveDesk()) void this.resources.unsubscribe(uri);
     if (this.owned) void this.client.close("MCP connection closed");
     this.resolveClosed();
   }
@@ -246,7 +301,9 @@ export class SpaceMcpServer extends Server {
     let ticker: NodeJS.Timeout | undefined;
     const onProposal = (proposal: Envelope) => {
       proposalId = proposal.id;
+      this.made.set(proposal.id, extra);
       this.log?.info({ tool: real, proposal: proposal.id }, "call waits for approval");
+      this.sendLog("info", `${real} waits for approval in the space (proposal ${proposal.id})`, extra);
       this.awaiting.set(proposal.id, (approver) => {
         clearInterval(ticker);
         relay?.tick(`approved by ${approver}; running ${real}`);
@@ -257,13 +314,17 @@ export class SpaceMcpServer extends Server {
         ticker = setInterval(() => relay.tick(message), this.approvalProgressMs);
       }
     };
+    let callId: string | undefined;
     try {
-      const result = await this.client.request(
+      const pending = this.client.request(
         GATEWAY_ID,
         "tools/call",
         { name: real, arguments: params.arguments ?? {} },
         { signal: extra.signal, onProposal, onProgress: relay ? (p) => relay.forward(p) : undefined },
       );
+      callId = pending.id;
+      this.made.set(callId, extra);
+      const result = await pending;
       const parsed = CallToolResultSchema.safeParse(result);
       if (parsed.success) return parsed.data;
       return { content: [{ type: "text", text: `${real} answered with something that is not an MCP tool result` }], isError: true };
@@ -279,8 +340,87 @@ export class SpaceMcpServer extends Server {
       return failureResult(real, err);
     } finally {
       clearInterval(ticker);
-      if (proposalId !== undefined) this.awaiting.delete(proposalId);
+      if (proposalId !== undefined) {
+        this.awaiting.delete(proposalId);
+        this.made.delete(proposalId);
+      }
+      if (callId !== undefined) this.made.delete(callId);
     }
+  }
+
+  // --- what the space tells or asks this session ----------------------------------------
+
+  /** This session as the desk sees it (callbacks.ts). */
+  private readonly session: Session = {
+    made: (ids) => ids.find((id) => this.made.has(id)),
+    offers: (method) => {
+      const caps = this.getClientCapabilities();
+      if (method === "elicitation/create") return caps?.elicitation !== undefined;
+      if (method === "sampling/createMessage") return caps?.sampling !== undefined;
+      if (method === "roots/list") return caps?.roots !== undefined;
+      return false;
+    },
+    ask: async (req, about) => {
+      const params = { ...(req.params as Record<string, unknown>) };
+      const meta = typeof params["_meta"] === "object" && params["_meta"] !== null ? { ...(params["_meta"] as Record<string, unknown>) } : {};
+      const asked = meta["mewgate/timeout_ms"];
+      for (const key of Object.keys(meta)) if (key.startsWith("mewgate/")) delete meta[key];
+      if (Object.keys(meta).length > 0) params["_meta"] = meta;
+      else delete params["_meta"];
+      const related = about === undefined ? undefined : this.made.get(about);
+      const options = {
+        signal: req.signal,
+        timeout: typeof asked === "number" && asked > 0 ? asked : DEFAULT_CALLBACK_TIMEOUT_MS,
+        // Over streamable HTTP it goes out on the stream of the tool call it is about.
+        ...(related ? { relatedRequestId: related.requestId } : {}),
+      };
+      this.log?.info({ method: req.method, from: req.from }, "a tool server asks the MCP client");
+      switch (req.method) {
+        case "elicitation/create":
+          // Whoever reads the form should know which tool server asks.
+          if (typeof params["message"] === "string") params["message"] = `${req.from} asks: ${params["message"]}`;
+          return this.elicitInput(params as never, options);
+        case "sampling/createMessage":
+          return this.createMessage(params as never, options);
+        default:
+          return this.listRoots(undefined, options);
+      }
+    },
+  };
+
+  private spaceNotification(method: string, params: unknown, from: string, env: Envelope): void {
+    if (method === "notifications/tools/list_changed" && from === GATEWAY_ID) return void this.spaceToolsChanged();
+    if (!this.initialized || this.disposed) return;
+    const send = (p: Promise<void>) => void p.catch((err: Error) => this.log?.debug({ err: err.message, method }, "could not tell the MCP client"));
+    switch (method) {
+      case "notifications/resources/updated": {
+        const uri = typeof params === "object" && params !== null ? (params as Record<string, unknown>)["uri"] : undefined;
+        if (typeof uri === "string" && this.desk.subscribers(uri).includes(this.session)) send(this.sendResourceUpdated({ uri }));
+        return;
+      }
+      case "notifications/resources/list_changed":
+        return send(this.sendResourceListChanged());
+      case "notifications/prompts/list_changed":
+        return send(this.sendPromptListChanged());
+      case "notifications/message": {
+        // A tool server's log line about one of this session's calls.
+        const about = (env.correlation_id ?? []).find((id) => this.made.has(id));
+        if (about === undefined || typeof params !== "object" || params === null) return;
+        const p = params as Record<string, unknown>;
+        const level = LOG_LEVELS.includes(p["level"] as LoggingLevel) ? (p["level"] as LoggingLevel) : "info";
+        const logger = typeof p["logger"] === "string" ? `${from}/${p["logger"]}` : from;
+        this.sendLog(level, p["data"], this.made.get(about), logger);
+        return;
+      }
+    }
+  }
+
+  /** A log message to the MCP client, at or above the level it asked for, on the stream of the request it is about. */
+  private sendLog(level: LoggingLevel, data: unknown, about: Extra | undefined, logger = "mewgate"): void {
+    if (LOG_LEVELS.indexOf(level) < LOG_LEVELS.indexOf(this.logLevel) || !this.initialized || this.disposed) return;
+    const notification = { method: "notifications/message" as const, params: { level, logger, data } };
+    const sent = about ? about.sendNotification(notification) : this.notification(notification);
+    sent.catch((err: Error) => this.log?.debug({ err: err.message }, "could not send a log message"));
   }
 }
 

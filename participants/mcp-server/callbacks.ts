@@ -1,0 +1,103 @@
+/**
+ * What the space asks of a `mewgate mcp` participant, answered by its MCP client: a tool
+ * server that the client called asks for a form (elicitation) or a completion (sampling)
+ * about that call, or for the client's roots.
+ *
+ * One participant may have several MCP sessions (the HTTP endpoint shares one
+ * `ParticipantClient` among the sessions of one token), so the requests of the space are
+ * taken in one place per client — the desk — and handed to the session whose call they
+ * are about (by `correlation_id`). Roots are not about a call: the session that most
+ * recently said it has roots answers. Resource subscriptions are counted here across
+ * sessions, so one session's unsubscribe does not end another's updates.
+ */
+import { ErrorCode } from "@modelcontextprotocol/sdk/types.js";
+import type { IncomingRequest, ParticipantClient } from "../client.js";
+import { RpcError } from "../errors.js";
+
+/** One MCP session, as the desk sees it. */
+export interface Session {
+  /** Whether one of `ids` is the envelope id of a call this session made and still waits on. */
+  made(ids: readonly string[]): string | undefined;
+  /** Whether its MCP client declared the capability `method` needs. */
+  offers(method: string): boolean;
+  /** Asks its MCP client. `about`: the call it concerns, if any. */
+  ask(req: IncomingRequest, about: string | undefined): Promise<unknown>;
+}
+
+const CLIENT_METHODS: Readonly<Record<string, string>> = {
+  "sampling/createMessage": "sampling",
+  "elicitation/create": "elicitation",
+  "roots/list": "roots",
+};
+
+export class Desk {
+  private readonly sessions: Session[] = [];
+  /** Resource URI → sessions subscribed to it. */
+  private readonly subscribed = new Map<string, Set<Session>>();
+
+  constructor(private readonly client: ParticipantClient) {
+    client.onRequest((req) => this.handle(req));
+  }
+
+  /** Adds a session; returns the function that removes it (and its subscriptions: the URIs nobody holds any more). */
+  add(session: Session): () => string[] {
+    this.sessions.push(session);
+    return () => {
+      const i = this.sessions.indexOf(session);
+      if (i >= 0) this.sessions.splice(i, 1);
+      const dropped: string[] = [];
+      for (const uri of [...this.subscribed.keys()]) if (this.unsubscribe(session, uri)) dropped.push(uri);
+      return dropped;
+    };
+  }
+
+  /** Records a subscription; true when it is the first for `uri` (ask the owner). */
+  subscribe(session: Session, uri: string): boolean {
+    let subs = this.subscribed.get(uri);
+    const first = subs === undefined;
+    if (!subs) this.subscribed.set(uri, (subs = new Set()));
+    subs.add(session);
+    return first;
+  }
+
+  /** Drops a subscription; true when nobody holds `uri` any more (tell the owner). */
+  unsubscribe(session: Session, uri: string): boolean {
+    const subs = this.subscribed.get(uri);
+    if (!subs?.delete(session) || subs.size > 0) return false;
+    this.subscribed.delete(uri);
+    return true;
+  }
+
+  subscribers(uri: string): readonly Session[] {
+    return [...(this.subscribed.get(uri) ?? [])];
+  }
+
+  private async handle(req: IncomingRequest): Promise<unknown> {
+    if (req.method === "ping") return {};
+    const capability = CLIENT_METHODS[req.method];
+    if (capability === undefined) throw new RpcError(ErrorCode.MethodNotFound, `"${this.client.id}" is an MCP client's seat in the space; it answers ${Object.keys(CLIENT_METHODS).join(", ")} and ping, not ${req.method}`);
+    const ids = req.envelope.correlation_id ?? [];
+    let session: Session | undefined;
+    let about: string | undefined;
+    for (const s of this.sessions) {
+      about = s.made(ids);
+      if (about !== undefined) {
+        session = s;
+        break;
+      }
+    }
+    if (!session && req.method === "roots/list") session = [...this.sessions].reverse().find((s) => s.offers("roots/list"));
+    if (!session) throw new RpcError(ErrorCode.InvalidRequest, `${req.method} to "${this.client.id}" is not about a call any of its MCP sessions is waiting on`);
+    if (!session.offers(req.method)) throw new RpcError(ErrorCode.MethodNotFound, `the MCP client of "${this.client.id}" does not support ${capability}`);
+    return session.ask(req, about);
+  }
+}
+
+const desks = new WeakMap<ParticipantClient, Desk>();
+
+/** The desk of `client`, made on first use (it serves the client's requests from then on). */
+export function deskOf(client: ParticipantClient): Desk {
+  let desk = desks.get(client);
+  if (!desk) desks.set(client, (desk = new Desk(client)));
+  return desk;
+}
