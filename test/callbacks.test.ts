@@ -196,7 +196,7 @@ describe("callbacks from server-everything", () => {
     const text = (result.content as Array<{ text: string }>).map((c) => c.text).join("\n");
     expect(text).toMatch(/Ada Lovelace/);
     expect(asked).toHaveLength(1);
-    expect(asked[0]!.message.startsWith("fs asks: ")).toBe(true);
+    expect(asked[0]!.message).toBe("fs asks (fs/trigger-elicitation-request): Please provide inputs for the following fields:");
     // A client that cannot fill in forms gets an error result, not a hang.
     const plain = await mcpClient("alice", {});
     const refused = await plain.callTool({ name: "fs__trigger-elicitation-request", arguments: {} });
@@ -231,6 +231,41 @@ describe("callbacks from server-everything", () => {
     expect(sampling.tools ?? []).toHaveLength(0);
     const toolResult = (model.requests[2]!.body as { messages: Array<{ role: string; content: string }> }).messages.find((m) => m.role === "tool");
     expect(toolResult?.content).toMatch(/Frames pass through the gate/);
+  });
+
+  it("passes a server's form up a delegation: MCP client → bot/ask → the bot's tool → back to the MCP client", { timeout: 30_000 }, async () => {
+    const model = await new ModelServer()
+      .reply(
+        openaiReply({ tool_calls: [{ id: "t1", type: "function", function: { name: "fs__trigger-elicitation-request", arguments: "{}" } }] }),
+        openaiReply({ content: "Alice says her name is Grace." }),
+      )
+      .start();
+    closers.push(() => model.stop());
+    gw = await startGateway(
+      SPACE("", `  bot: {kind: agent, token: ${T.bot}, tools: {allow: ["fs/*"]}, agent: {provider: openai, model: test-model, base_url: "${model.url}/v1", offer: {}}}`).replace(
+        `tools: {allow: ["fs/*"], ask: ["fs/echo"]}`,
+        `tools: {allow: ["fs/*", "bot/*"], ask: ["fs/echo"]}`,
+      ),
+    );
+    mountHttp(gw.gateway);
+    await everything("ev");
+    const bot = await startAgent({ id: "bot", config: gw.gateway.spaces.get("ev")!.config.participants["bot"]!.agent!, client: { url: gw.url, space: "ev", token: T.bot, reconnect: false }, env: {} });
+    closers.push(() => bot.stop());
+    await waitFor(() => gw!.gateway.spaces.get("ev")!.registry.resolve("fs/trigger-elicitation-request") !== undefined, 8000, "the elicitation tool");
+    const client = await mcpClient("alice", { elicitation: {} });
+    const asked: string[] = [];
+    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      asked.push((request.params as { message: string }).message);
+      return { action: "accept", content: { name: "Grace Hopper" } };
+    });
+    await waitFor(async () => (await client.listTools()).tools.some((t) => t.name === "bot__ask"), 8000, "bot/ask");
+    const result = await client.callTool({ name: "bot__ask", arguments: { message: "ask me my name through the server" } });
+    expect(JSON.stringify(result)).toMatch(/Grace\./);
+    // Who asks is who sent it (the bot relays it); the tool it is about, as context.
+    expect(asked).toEqual(["bot asks (fs/trigger-elicitation-request): Please provide inputs for the following fields:"]);
+    // The bot's model saw the server's result, with the name the MCP client gave.
+    const toolResult = (model.requests[1]!.body as { messages: Array<{ role: string; content: string }> }).messages.find((m) => m.role === "tool");
+    expect(toolResult?.content).toMatch(/Grace Hopper/);
   });
 
   it("tells the server the roots space.yaml lists, or those of the participant it names", { timeout: 30_000 }, async () => {

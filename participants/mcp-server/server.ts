@@ -364,6 +364,8 @@ export class SpaceMcpServer extends Server {
       const params = { ...(req.params as Record<string, unknown>) };
       const meta = typeof params["_meta"] === "object" && params["_meta"] !== null ? { ...(params["_meta"] as Record<string, unknown>) } : {};
       const asked = meta["mewgate/timeout_ms"];
+      const forMeta = meta["mewgate/for"];
+      const tool = typeof forMeta === "object" && forMeta !== null ? (forMeta as Record<string, unknown>)["tool"] : undefined;
       for (const key of Object.keys(meta)) if (key.startsWith("mewgate/")) delete meta[key];
       if (Object.keys(meta).length > 0) params["_meta"] = meta;
       else delete params["_meta"];
@@ -378,7 +380,11 @@ export class SpaceMcpServer extends Server {
       switch (req.method) {
         case "elicitation/create":
           // Whoever reads the form should know which tool server asks.
-          if (typeof params["message"] === "string") params["message"] = `${req.from} asks: ${params["message"]}`;
+          // Who asks is the sender the gateway stamped; the tool it names is its own word, shown as context.
+          if (typeof params["message"] === "string") {
+            const context = typeof tool === "string" ? ` (${tool.replace(/[\u0000-\u001f\u007f-\u009f]/g, "").slice(0, 200)})` : "";
+            params["message"] = `${req.from} asks${context}: ${params["message"]}`;
+          }
           return this.elicitInput(params as never, options);
         case "sampling/createMessage":
           return this.createMessage(params as never, options);
