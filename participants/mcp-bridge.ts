@@ -630,11 +630,15 @@ class McpBridge implements Bridge {
         }
         return;
       }
-      case "notifications/message": {
-        const p = isRecord(n.params) ? n.params : {};
-        const level = LOG_LEVELS[String(p["level"])] ?? "info";
-        this.log?.[level]({ stream: "mcp-log", logger: p["logger"], data: p["data"] }, "MCP server log message");
-        // During someone's calls it is most likely about them: they hear it (a space server passes it to its MCP client).
+      case "notifications/message":
+      case "notifications/elicitation/complete": {
+        if (n.method === "notifications/message") {
+          const p = isRecord(n.params) ? n.params : {};
+          const level = LOG_LEVELS[String(p["level"])] ?? "info";
+          this.log?.[level]({ stream: "mcp-log", logger: p["logger"], data: p["data"] }, "MCP server log message");
+        }
+        // During someone's calls it is about them (a log line, a URL flow they finished):
+        // they hear it, and a space server passes it to its MCP client.
         const found = soleCaller([...up.inflight]);
         if ("caller" in found && this.client.status === "open") {
           const correlationId = found.calls.map((c) => c.req.envelope.id);

@@ -197,6 +197,25 @@ describe("callbacks from server-everything", () => {
     expect(text).toMatch(/Ada Lovelace/);
     expect(asked).toHaveLength(1);
     expect(asked[0]!.message).toBe("fs asks (fs/trigger-elicitation-request): Please provide inputs for the following fields:");
+    // A URL flow: the client gets the URL and says whether the person went; nothing opens by itself.
+    const url = await mcpClient("alice", { elicitation: { form: {}, url: {} } });
+    const urls: string[] = [];
+    url.setRequestHandler(ElicitRequestSchema, async (request) => {
+      const p = request.params as { mode?: string; url?: string };
+      urls.push(`${p.mode}:${p.url}`);
+      return { action: "accept" };
+    });
+    await waitFor(async () => (await url.listTools()).tools.some((t) => t.name === "fs__trigger-url-elicitation"), 8000, "the URL tool");
+    const went = await url.callTool({ name: "fs__trigger-url-elicitation", arguments: { url: "https://example.test/consent" } });
+    expect(went.isError).toBeFalsy();
+    expect(urls).toEqual(["url:https://example.test/consent"]);
+    // The error path (-32042, URL elicitation required) reaches the client as the server's own JSON-RPC error.
+    const required = await url.callTool({ name: "fs__trigger-url-elicitation", arguments: { url: "https://example.test/consent", errorPath: true } }).then(
+      (r) => r,
+      (err: { code?: number; data?: { elicitations?: unknown[] } }) => err,
+    );
+    expect((required as { code?: number }).code).toBe(-32042);
+    expect((required as { data?: { elicitations?: unknown[] } }).data?.elicitations).toHaveLength(1);
     // A client that cannot fill in forms gets an error result, not a hang.
     const plain = await mcpClient("alice", {});
     const refused = await plain.callTool({ name: "fs__trigger-elicitation-request", arguments: {} });

@@ -408,6 +408,12 @@ export class SpaceMcpServer extends Server {
         return send(this.sendResourceListChanged());
       case "notifications/prompts/list_changed":
         return send(this.sendPromptListChanged());
+      case "notifications/elicitation/complete": {
+        // A URL flow a tool server asked for, finished out of band: the session that was asked hears it.
+        const about = (env.correlation_id ?? []).find((id) => this.made.has(id));
+        if (about !== undefined) send(this.made.get(about)!.sendNotification({ method: "notifications/elicitation/complete", params: params as { elicitationId: string } }));
+        return;
+      }
       case "notifications/message": {
         // A tool server's log line about one of this session's calls.
         const about = (env.correlation_id ?? []).find((id) => this.made.has(id));
