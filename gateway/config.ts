@@ -178,6 +178,8 @@ const AgentSchema = section({
   max_iterations: int(1, 100).default(8),
   context_tokens: int(256, 10_000_000).default(32_000),
   reasoning: boolean().default(false),
+  /** The space's primary agent: it answers a human's broadcast chat (one that addresses and mentions nobody) even with other agents present. One per space. */
+  primary: boolean().default(false),
   /** Offer this agent to the others as a tool `<id>/<name>` (delegation). */
   offer: section({ name: z.string().min(1).default("ask"), description: z.string().optional(), enabled: boolean().default(true) }).optional(),
 });
@@ -261,6 +263,10 @@ const SpaceConfigSchema = section({
       ...Object.entries(participants).map(([id, p]): [string[], typeof p.mcp] => [["participants", id, "mcp"], p.mcp]),
       ...Object.entries(mcpServers ?? {}).map(([id, m]): [string[], typeof m] => [["mcpServers", id], m]),
     ];
+    const primaries = Object.entries(participants).filter(([, p]) => p.agent?.primary);
+    for (const [id] of primaries.slice(1)) {
+      ctx.addIssue({ code: "custom", path: ["participants", id, "agent", "primary"], message: `"${primaries[0]![0]}" is already the primary agent; a space has one` });
+    }
     for (const [path, m] of servers) {
       const from = m?.roots !== undefined && !Array.isArray(m.roots) ? m.roots.from : undefined;
       if (from === undefined || ids.includes(from)) continue;

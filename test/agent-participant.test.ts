@@ -16,7 +16,7 @@ import { ParticipantClient } from "../participants/index.js";
 import { connectInProcess } from "../gateway/inprocess.js";
 import { HangingServer } from "./fixtures/agent/hanging-server.js";
 import { anthropicReply, closedPort, ModelServer, openaiReply, type Reply } from "./fixtures/agent/model-server.js";
-import { sleep, startGateway, type TestGateway, waitForTool } from "./helpers.js";
+import { sleep, startGateway, type TestGateway, waitFor, waitForTool } from "./helpers.js";
 
 const FAST = { attempts: 3, baseDelayMs: 5, maxDelayMs: 20, totalTimeMs: 3000, requestTimeoutMs: 2000 };
 
@@ -546,6 +546,28 @@ participants:
     expect(bModel.requests).toHaveLength(1);
     // b still heard the last one: as context.
     expect(agents[1]!.status().messages_in_context).toBeGreaterThanOrEqual(4);
+  });
+
+  it("lets the primary agent answer a broadcast in a space of several agents, and only it", async () => {
+    const mainModel = await modelServer(openaiReply({ content: "Primary here." }));
+    const otherModel = await modelServer(openaiReply({ content: "I should not speak." }));
+    gw = await startGateway(`
+space: {id: lab}
+participants:
+  alice: {kind: human, token: ${token("alice")}}
+  main: {kind: agent, token: ${token("main")}, agent: ${openaiAgent(mainModel, "primary: true")}}
+  other: {kind: agent, token: ${token("other")}, agent: ${openaiAgent(otherModel)}}
+`);
+    const alice = await human();
+    await agent("main");
+    await agent("other");
+    await waitFor(() => alice.client.participants.has("other") && alice.client.participants.has("main"), 3000, "both agents");
+    alice.client.send({ kind: "chat", payload: { text: "anyone?" } });
+    const reply = await alice.watch.next((e) => e.kind === "chat" && e.from === "main");
+    expect(text(reply)).toBe("Primary here.");
+    await sleep(300);
+    expect(otherModel.requests).toHaveLength(0);
+    expect(alice.watch.chatsFrom("other")).toHaveLength(0);
   });
 
   it("obeys pause, resume, request-status, compact, forget, clear and shutdown", async () => {

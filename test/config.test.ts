@@ -392,6 +392,12 @@ describe("errors", () => {
     );
   });
 
+  it("allows one primary agent per space", () => {
+    const text = base("  a: {kind: agent, agent: {primary: true}}", "  b: {kind: agent, agent: {primary: true}}");
+    expect(errorOf(text)).toBe('space.yaml:5:37: participants.b.agent.primary: "a" is already the primary agent; a space has one');
+    expect(parse(base("  a: {kind: agent, agent: {primary: true}}")).participants["a"]!.agent!.primary).toBe(true);
+  });
+
   it("checks where a server's roots come from, and lets it ask there and nowhere else", () => {
     const head = ["space: {id: demo}", "participants:", "  alice: {kind: human}", "mcpServers:"];
     expect(errorOf(lines(...head, "  fs: {command: x, roots: {from: alcie}}"))).toBe('space.yaml:5:34: mcpServers.fs.roots.from: unknown participant "alcie"; did you mean "alice"?');

@@ -426,7 +426,8 @@ class Agent {
     if (!human) return false;
     const others = [...this.client.participants.values()];
     if (others.filter((p) => p.kind === "human").length !== 1) return false;
-    if (others.some((p) => p.kind === "agent")) return false;
+    // With other agents present, only the primary takes what is addressed to nobody.
+    if (!this.config.primary && others.some((p) => p.kind === "agent")) return false;
     return mentioned(text, this.client.participants.keys()).length === 0;
   }
 

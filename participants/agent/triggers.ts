@@ -7,7 +7,8 @@
  *   3. A broadcast chat (no `to`) from a human, mentioning nobody present, is a trigger
  *      when that human is the only human present and this agent is the only agent
  *      present: in a one-person, one-agent space nobody should have to type `@agent`.
- *      With several agents present the human addresses one of them, so exactly one answers.
+ *      With several agents present the human addresses one of them, so exactly one answers
+ *      — unless one is the space's primary (`agent.primary`), which then takes it.
  *   4. Every other chat the agent can see is context only.
  *
  * Machines answering machines is bounded twice:
