@@ -10,6 +10,9 @@
  *   {"approve": "<proposal id or unique prefix>", "scope": "once"|"always", "arguments": {...}}
  *   {"reject": "<id>", "reason": "unsafe", "text": "..."}
  *   {"pause": "<participant>"} / {"resume": "<participant>"}
+ *   {"answer": "<form request id>", "action": "accept"|"decline"|"cancel", "content": {...}}
+ *       answers a form asked of this person (the request is on stdout as an mcp/request
+ *       with method elicitation/create; an `{"event": "form"}` line follows it)
  *   {"quit": true}
  *   {"kind": "...", ...}   any envelope, sent as is (the gateway fills in the rest)
  */
@@ -17,7 +20,7 @@ import { createInterface, type Interface } from "node:readline";
 import type { Envelope } from "../../gateway/envelope.js";
 import type { OutboundEnvelope, WelcomeInfo } from "../../participants/index.js";
 import { isRecord } from "./format.js";
-import { TerminalSession, type TerminalOptions } from "./session.js";
+import { TerminalSession, type Ask, type TerminalOptions } from "./session.js";
 
 export class JsonTerminal extends TerminalSession {
   private rl: Interface | undefined;
@@ -51,6 +54,14 @@ export class JsonTerminal extends TerminalSession {
   }
 
   protected queueChanged(): void {}
+
+  protected formAsked(ask: Ask): void {
+    this.event("form", { id: ask.id, from: ask.from, ...(ask.about ? { about: ask.about } : {}), mode: ask.form.mode });
+  }
+
+  protected formEnded(ask: Ask, why: string): void {
+    this.event("form_ended", { id: ask.id, why });
+  }
 
   /** Scripts know what they sent. */
   protected echoChat(): void {}
@@ -120,6 +131,18 @@ export class JsonTerminal extends TerminalSession {
       const id = this.reject(proposal, str("reason") ?? "disagree", str("text"));
       return this.event("sent", { id, kind: "mcp/reject", proposal });
     }
+    if (str("answer") !== undefined) {
+      const ask = this.forms.find((f) => f.id === str("answer"));
+      if (!ask) throw new Error(`no form "${str("answer")}" is waiting`);
+      const action = cmd["action"];
+      if (action === "accept") {
+        const content = cmd["content"];
+        if (content !== undefined && !isRecord(content)) throw new Error("content must be a JSON object");
+        this.answer(ask, { action, ...(content === undefined ? {} : { content }) });
+      } else if (action === "decline" || action === "cancel") this.answer(ask, { action });
+      else throw new Error('action must be "accept", "decline" or "cancel"');
+      return this.event("answered", { id: ask.id, action });
+    }
     for (const verb of ["pause", "resume"] as const) {
       const target = str(verb);
       if (target !== undefined) {
@@ -127,6 +150,6 @@ export class JsonTerminal extends TerminalSession {
         return;
       }
     }
-    throw new Error('unknown input: expected {"chat":…}, {"approve":…}, {"reject":…}, {"pause":…}, {"resume":…}, {"quit":true} or an envelope {"kind":…}');
+    throw new Error('unknown input: expected {"chat":…}, {"approve":…}, {"reject":…}, {"pause":…}, {"resume":…}, {"answer":…}, {"quit":true} or an envelope {"kind":…}');
   }
 }

@@ -5,7 +5,9 @@
  */
 import type { SpaceConfig } from "../../gateway/config.js";
 import type { Envelope } from "../../gateway/envelope.js";
-import type { ClientCloseEvent, ParticipantClient, WelcomeInfo } from "../../participants/index.js";
+import type { ClientCloseEvent, IncomingRequest, ParticipantClient, WelcomeInfo } from "../../participants/index.js";
+import { RpcError, RpcErrorCodes } from "../../participants/errors.js";
+import { parseForm, type Form } from "./elicit.js";
 import { callShape, GATEWAY, isRecord, type SeenCall } from "./format.js";
 import { ProposalQueue } from "./queue.js";
 
@@ -43,6 +45,17 @@ export interface TerminalEnd {
   message?: string | undefined;
 }
 
+/** A form asked of this person. */
+export interface Ask {
+  /** The request's envelope id. */
+  id: string;
+  from: string;
+  /** The tool the form is about, as the asker says. */
+  about: string | undefined;
+  form: Form;
+  resolve(result: unknown): void;
+}
+
 export abstract class TerminalSession {
   client: ParticipantClient;
   readonly queue = new ProposalQueue();
@@ -53,6 +66,8 @@ export abstract class TerminalSession {
   /** Our approve/reject envelopes by id → the proposal, to undo on a refusal. */
   private readonly decisions = new Map<string, string>();
   private unsubscribe: (() => void)[] = [];
+  /** Forms someone asked this person to fill in (elicit.ts), oldest first; each ends once. */
+  protected readonly forms: Ask[] = [];
   private resolveDone!: (end: TerminalEnd) => void;
   private toolsTimer: NodeJS.Timeout | undefined;
 
@@ -88,6 +103,10 @@ export abstract class TerminalSession {
   protected abstract queueChanged(): void;
   /** Our own chat, which the gateway does not send back to us. */
   protected abstract echoChat(text: string, to: string[] | undefined): void;
+  /** Someone asked a form of this person (it is also in `forms`). */
+  protected abstract formAsked(ask: Ask): void;
+  /** A form ended without this terminal answering it: the asker withdrew it, or the call it was about ended. */
+  protected abstract formEnded(ask: Ask, why: string): void;
   /** Whether this view shows the tool count (it costs a tools/list per change). */
   protected readonly watchesTools: boolean = true;
   protected toolsChanged(_count: number): void {}
@@ -98,6 +117,7 @@ export abstract class TerminalSession {
     this.ended = true;
     clearTimeout(this.toolsTimer);
     for (const u of this.unsubscribe.splice(0)) u();
+    for (const ask of [...this.forms]) this.answer(ask, { action: "cancel" });
     this.stopInput();
     this.resolveDone(end);
   }
@@ -111,7 +131,43 @@ export abstract class TerminalSession {
       // Refusals come correlated to our envelopes as system/error and are shown from the
       // envelope stream; this listener only keeps the client from logging them again.
       client.on("error", () => {}),
+      client.onRequest((req) => this.serveRequest(req)),
     );
+  }
+
+  /** A person answers forms (`elicitation/create`) and nothing else. */
+  private serveRequest(req: IncomingRequest): Promise<unknown> {
+    if (req.method !== "elicitation/create") {
+      throw new RpcError(RpcErrorCodes.methodNotFound, `${this.me} is a person at a terminal: it answers elicitation/create, not ${req.method}`);
+    }
+    const parsed = parseForm(req.params);
+    if (!parsed.ok) throw new RpcError(RpcErrorCodes.invalidParams, `elicitation/create: ${parsed.error}`);
+    const params = req.params as Record<string, unknown>;
+    const meta = isRecord(params["_meta"]) ? params["_meta"] : {};
+    const about = isRecord(meta["mewgate/for"]) && typeof meta["mewgate/for"]["tool"] === "string" ? meta["mewgate/for"]["tool"] : undefined;
+    return new Promise((resolve) => {
+      const ask: Ask = { id: req.envelope.id, from: req.from, about, form: parsed.value, resolve };
+      this.forms.push(ask);
+      req.signal.addEventListener(
+        "abort",
+        () => {
+          const i = this.forms.indexOf(ask);
+          if (i < 0) return;
+          this.forms.splice(i, 1);
+          this.formEnded(ask, `${String(req.signal.reason ?? "cancelled")}`);
+        },
+        { once: true },
+      );
+      this.formAsked(ask);
+    });
+  }
+
+  /** Answers a form: accept with content, decline, or cancel. */
+  answer(ask: Ask, result: { action: "accept"; content?: Record<string, unknown> } | { action: "decline" | "cancel" }): void {
+    const i = this.forms.indexOf(ask);
+    if (i < 0) return;
+    this.forms.splice(i, 1);
+    ask.resolve(result);
   }
 
   private onEnvelope(env: Envelope): void {

@@ -9,6 +9,8 @@
  *
  * Keys with an empty input line and a proposal waiting: a approve once, A approve always,
  * e edit the arguments then approve, r reject with a reason, n/p or ↓/↑ move in the queue.
+ * A form someone asks this person to fill in (elicitation) takes the input line field by
+ * field (form.ts) until it is answered, declined, cancelled (Esc) or withdrawn.
  */
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -18,8 +20,9 @@ import { emitKeypressEvents } from "node:readline";
 import type { Envelope } from "../../gateway/envelope.js";
 import type { WelcomeInfo } from "../../participants/index.js";
 import { ANSI, callShape, fit, formatEnvelope, GATEWAY, isRecord, oneLine, PLAIN, shortId, truncate, visibleLength, whyApproval, wrapJson, type Style, type ViewContext } from "./format.js";
+import { FormWalk } from "./form.js";
 import { schemaProblem } from "./validate.js";
-import { TerminalSession, type TerminalOptions } from "./session.js";
+import { TerminalSession, type Ask, type TerminalOptions } from "./session.js";
 
 interface Key {
   name?: string | undefined;
@@ -29,7 +32,7 @@ interface Key {
   sequence?: string | undefined;
 }
 
-type Mode = { kind: "chat" } | { kind: "edit"; proposal: string } | { kind: "reason"; proposal: string; label: string };
+type Mode = { kind: "chat" } | { kind: "edit"; proposal: string } | { kind: "reason"; proposal: string; label: string } | { kind: "form"; walk: FormWalk };
 
 const DEFAULT_REJECT_REASON = "disagree";
 
@@ -116,6 +119,8 @@ export class TtyTerminal extends TerminalSession {
         return s.yellow("edit arguments as JSON (Enter approves, Esc cancels)> ");
       case "reason":
         return s.yellow(`why reject ${this.mode.label}? (reason "${DEFAULT_REJECT_REASON}"; Enter sends, Esc cancels)> `);
+      case "form":
+        return this.mode.walk.prompt();
       case "chat": {
         const n = this.queue.size;
         const q = n > 0 ? s.yellow(`[${this.queue.position}/${n} waiting · a A e r n p] `) : "";
@@ -199,6 +204,45 @@ export class TtyTerminal extends TerminalSession {
     return lines;
   }
 
+  // --- forms (elicitation) -------------------------------------------------------------------
+
+  protected formAsked(ask: Ask): void {
+    if (this.mode.kind === "form") return this.notice(`${ask.from} also asks you to fill in a form; it waits for this one`);
+    this.startForm(ask);
+  }
+
+  protected formEnded(ask: Ask, why: string): void {
+    if (this.mode.kind === "form" && this.mode.walk.ask === ask) {
+      this.notice(`${ask.from} no longer waits for the form (${oneLine(why, 80)})`);
+      this.mode = { kind: "chat" };
+      return this.nextForm();
+    }
+    this.notice(`a waiting form from ${ask.from} was withdrawn (${oneLine(why, 80)})`);
+  }
+
+  private startForm(ask: Ask): void {
+    const walk = new FormWalk(ask, this.style, this.width);
+    this.print(walk.opening());
+    this.setMode({ kind: "form", walk }, "");
+  }
+
+  private nextForm(): void {
+    const next = this.forms[0];
+    if (next) this.startForm(next);
+    else this.drawPrompt();
+  }
+
+  private formLine(walk: FormWalk, line: string): void {
+    const step = walk.enter(line);
+    this.print(step.lines);
+    if (!step.done) {
+      this.mode = { kind: "form", walk };
+      return;
+    }
+    this.answer(walk.ask, step.result);
+    this.nextForm();
+  }
+
   // --- input ---------------------------------------------------------------------------------
 
   protected startInput(): void {
@@ -220,6 +264,16 @@ export class TtyTerminal extends TerminalSession {
 
   private key(str: string | undefined, key: Key): void {
     if (this.ended || this.held) return;
+    if (this.mode.kind === "form" && (key.name === "escape" || (key.ctrl && key.name === "c"))) {
+      // Leaving a form answers it: the asker hears "cancel" rather than waiting on nobody.
+      const ask = this.mode.walk.ask;
+      this.mode = { kind: "chat" };
+      this.buffer = "";
+      this.cursor = 0;
+      this.answer(ask, { action: "cancel" });
+      this.notice(`cancelled ${ask.from}'s form`);
+      return this.nextForm();
+    }
     if (key.ctrl && key.name === "c") {
       if (this.mode.kind !== "chat") return this.setMode({ kind: "chat" }, "");
       return this.finish({ reason: "quit" });
@@ -311,6 +365,7 @@ export class TtyTerminal extends TerminalSession {
   private submit(line: string): void {
     const mode = this.mode;
     this.mode = { kind: "chat" };
+    if (mode.kind === "form") return this.formLine(mode.walk, line);
     if (mode.kind === "edit") return this.finishEdit(mode.proposal, line);
     if (mode.kind === "reason") return this.sendReject(mode.proposal, DEFAULT_REJECT_REASON, line.trim());
     const text = line.trim();
