@@ -36,6 +36,9 @@ export interface Call {
   internal?: ((response: { result?: unknown; error?: unknown } | undefined, reason?: string) => void) | undefined;
   /** Whether this call is the one probe let through a half-open breaker. */
   probe: boolean;
+  openedAt: number;
+  /** Kept for requests a person may answer from the web console (calls.ts `CALLBACK_METHODS`), which lists them. */
+  params?: Record<string, unknown> | undefined;
   /** How long it may wait for its response, counted afresh whenever a callback it waits on ends. */
   timeoutMs: number;
   /** Set when this is a callback: a request from the target of that call back to its caller (sampling, elicitation, roots). */
@@ -111,6 +114,11 @@ export class Calls {
     return undefined;
   }
 
+  /** Calls waiting on `target` to answer. */
+  toTarget(target: string): Call[] {
+    return [...this.pending.values()].filter((c) => c.target === target);
+  }
+
   /** Calls made while serving `parent`. */
   children(parent: string): Call[] {
     const out: Call[] = [];
@@ -164,11 +172,11 @@ export class Calls {
     return Math.min(Math.floor(requested), this.limits.max_timeout_ms);
   }
 
-  open(call: Omit<Call, "timer" | "probe" | "timeoutMs" | "held" | "callbacks">, timeoutMs: number): Call {
+  open(call: Omit<Call, "timer" | "probe" | "timeoutMs" | "held" | "callbacks" | "openedAt">, timeoutMs: number): Call {
     const b = this.breakers.get(call.target);
     const probe = b !== undefined && b.openUntil > 0 && b.openUntil <= Date.now();
     if (probe) b!.probing = true;
-    const tracked: Call = { ...call, timer: undefined as unknown as NodeJS.Timeout, probe, timeoutMs, held: 0, callbacks: 0 };
+    const tracked: Call = { ...call, timer: undefined as unknown as NodeJS.Timeout, probe, timeoutMs, held: 0, callbacks: 0, openedAt: Date.now() };
     this.arm(tracked);
     this.pending.set(call.id, tracked);
     this.perCaller.set(call.caller, (this.perCaller.get(call.caller) ?? 0) + 1);

@@ -31,6 +31,8 @@ export interface SpaceHost {
   readonly metrics: SpaceMetrics;
   /** The connected member with this id, if any. */
   member(id: string): Member | undefined;
+  /** Whether someone watches as this participant (the web console): it can answer what is asked of it. */
+  watching(id: string): boolean;
   /**
    * Routes an envelope by visibility, serialized once (see `Space.deliver`). `sender` does
    * not get it back unless it asked for echo; `toEveryone` reaches `addressed` members too.

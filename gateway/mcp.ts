@@ -142,7 +142,8 @@ export class McpRouter implements CallRouter {
   /** Governance, tracking, delivery: for every request that goes to a participant. */
   route(caller: Member, env: Envelope, payload: McpRequestPayload, extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor"> = {}): boolean {
     const target = env.to![0]!;
-    if (this.space.member(target) === undefined) {
+    // A person with only the web console open is there too, for what they can answer.
+    if (this.space.member(target) === undefined && !(CALLBACK_METHODS.has(payload.method) && this.space.watching(target))) {
       this.space.fail(caller, ErrorCodes.targetOffline, `"${target}" is not connected`, env.id);
       return false;
     }
@@ -162,7 +163,17 @@ export class McpRouter implements CallRouter {
     }
     const meta = payload.params?.["_meta"] as Record<string, unknown> | undefined;
     this.calls.open(
-      { id: env.id, caller: env.from, target, rpcId: payload.id!, method: payload.method, chain, parent: parent?.id, ...extra },
+      {
+        id: env.id,
+        caller: env.from,
+        target,
+        rpcId: payload.id!,
+        method: payload.method,
+        chain,
+        parent: parent?.id,
+        ...(CALLBACK_METHODS.has(payload.method) ? { params: payload.params } : {}),
+        ...extra,
+      },
       this.calls.timeoutFor(meta?.["mewgate/timeout_ms"]),
     );
     this.space.deliver(env, caller);

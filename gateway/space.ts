@@ -156,6 +156,16 @@ export class Space implements SpaceHost {
     return this.members.size;
   }
 
+  watching(id: string): boolean {
+    for (const w of this.watchers) if (w.id === id) return true;
+    return false;
+  }
+
+  /** Requests waiting on participant `id` to answer (a form asked of a person at the web console). */
+  requestsFor(id: string): Array<Record<string, unknown>> {
+    return this.mcp.calls.toTarget(id).map((c) => ({ id: c.id, from: c.caller, method: c.method, rpc_id: c.rpcId, params: c.params, age_ms: Date.now() - c.openedAt }));
+  }
+
   member(id: string): Member | undefined {
     return this.members.get(id);
   }

@@ -1,6 +1,8 @@
 // The mewgate web console: the operator API in a page. Plain JavaScript, no build step.
 // Everything a participant wrote is put on the page with textContent, never as HTML.
 
+import { formCards } from "./elicit.js";
+
 const $ = (id) => document.getElementById(id);
 const state = { space: "", token: "", me: "", proposals: [], tools: [], seen: new Set(), stream: undefined };
 
@@ -115,6 +117,7 @@ async function openStream() {
 }
 
 function onEnvelope(env) {
+  forms.onEnvelope(env, state.me)?.catch?.(alertIn);
   switch (env.kind) {
     case "chat":
       return addLog("chat", env.from, env.payload && typeof env.payload.text === "string" ? env.payload.text : JSON.stringify(env.payload));
@@ -180,8 +183,11 @@ function addLog(kind, from, text) {
 }
 
 async function refreshAll() {
-  await Promise.all([refreshProposals(), refreshPeople(), refreshGrants(), refreshAudit()]);
+  await Promise.all([refreshProposals(), forms.refresh(), refreshPeople(), refreshGrants(), refreshAudit()]);
 }
+
+// Forms asked of me (elicitation), above the proposals in the inbox.
+const forms = formCards({ api, el, list: $("forms"), onCount: () => {} });
 
 async function refreshProposals() {
   const { proposals } = await api("GET", "proposals");

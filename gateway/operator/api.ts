@@ -7,6 +7,8 @@
  *   POST   proposals/<id>/withdraw {reason?}
  *   DELETE grants/<id>            (cascading, like capability/revoke)
  *   POST   chat {text, to?}
+ *   GET    requests               (forms asked of the caller: elicitation/create waiting on it)
+ *   POST   requests/<id>/respond  {result} or {error: {code, message}}: the caller's answer
  *   GET    events                 (server-sent events: every envelope the caller may see)
  *
  * Authenticated by a participant's token in `Authorization: Bearer` — never in the URL,
@@ -61,7 +63,7 @@ async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerRespons
   const auth = space.authenticate(token);
   if (!auth.ok) return send(res, fail(401, "unauthorized", `invalid token for space "${space.id}"`), { "www-authenticate": 'Bearer realm="mewgate"' });
   const caller: Caller = { space, id: auth.id };
-  const route = `${req.method} ${rest.map((p, i) => (i === 1 && rest[0] !== undefined && ["proposals", "grants"].includes(rest[0]) ? ":id" : p)).join("/")}`;
+  const route = `${req.method} ${rest.map((p, i) => (i === 1 && rest[0] !== undefined && ["proposals", "grants", "requests"].includes(rest[0]) ? ":id" : p)).join("/")}`;
   if (route === "GET events") return events(caller, req, res);
   let body: Record<string, unknown> = {};
   if (req.method === "POST") {
@@ -112,6 +114,15 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
       const to = Array.isArray(body["to"]) ? body["to"] : undefined;
       const envId = crypto.randomUUID();
       return acted(await space.act(c.id, { id: envId, kind: "chat", ...(to ? { to } : {}), payload: { text: body["text"] } }), { id: envId });
+    }
+    case "GET requests":
+      return ok({ requests: space.requestsFor(c.id).filter((r) => r["method"] === "elicitation/create") });
+    case "POST requests/:id/respond": {
+      // Answered as the caller, through the pipeline: only the one asked may answer, and only once.
+      const r = space.requestsFor(c.id).find((x) => x["id"] === id);
+      if (!r) return fail(404, "unknown_request", `nothing "${clip(id ?? "")}" is waiting for your answer`);
+      const outcome = body["error"] !== undefined ? { error: body["error"] } : { result: body["result"] ?? {} };
+      return acted(await space.act(c.id, { kind: "mcp/response", correlation_id: [id], payload: { jsonrpc: "2.0", id: r["rpc_id"], ...outcome } }), { answered: id });
     }
     default:
       return fail(404, "not_found", `no such route: ${clip(route)}; see the README's operator API`);
