@@ -163,6 +163,11 @@ export type McpServerConfig = z.output<typeof McpServerSchema>;
 
 export const PROVIDERS = ["auto", "openai", "anthropic", "scripted"] as const;
 
+const PriceSchema = section({
+  input_per_mtok: numeric(z.number().min(0)),
+  output_per_mtok: numeric(z.number().min(0)),
+});
+
 /** An LLM participant run by `mewgate up`. */
 const AgentSchema = section({
   /** `auto`: anthropic with ANTHROPIC_API_KEY, else openai with OPENAI_API_KEY, else the script. */
@@ -181,7 +186,15 @@ const AgentSchema = section({
   /** The space's primary agent: it answers a human's broadcast chat (one that addresses and mentions nobody) even with other agents present. One per space. */
   primary: boolean().default(false),
   /** Offer this agent to the others as a tool `<id>/<name>` (delegation). */
-  offer: section({ name: z.string().min(1).default("ask"), description: z.string().optional(), enabled: boolean().default(true) }).optional(),
+  offer: section({
+    name: z.string().min(1).default("ask"),
+    description: z.string().optional(),
+    enabled: boolean().default(true),
+    /** Asks worked on at once; the rest wait, HIGH priority first. */
+    max_concurrent: int(1, 64).default(4),
+  }).optional(),
+  /** USD per million tokens by model, for what requests cost; the space's `prices` fill in what is not here. */
+  prices: z.record(z.string(), PriceSchema).optional(),
 });
 export type AgentConfig = z.output<typeof AgentSchema>;
 
@@ -234,6 +247,8 @@ const SpaceConfigSchema = section({
   }).prefault({}),
   policy: PolicySchema.prefault({}),
   calls: CallsSchema.prefault({}),
+  /** USD per million input and output tokens, by model name: what agents' requests cost, totalled per request. */
+  prices: z.record(z.string(), PriceSchema).default({}),
   quotas: QuotasSchema.prefault({}),
   defaults: section({
     visibility: z.enum(VISIBILITIES).optional(),
@@ -288,7 +303,7 @@ const SpaceConfigSchema = section({
       });
     }
   })
-  .transform(({ space, gateway, policy, calls, quotas, defaults, participants, mcpServers }) => {
+  .transform(({ space, gateway, policy, calls, quotas, defaults, participants, mcpServers, prices }) => {
     // Null prototype: ids like "constructor" are legal and must not hit Object.prototype.
     const resolved: Record<string, ParticipantConfig> = Object.create(null);
     // A pasted mcpServers entry is an `mcp` participant with every default.
@@ -301,6 +316,7 @@ const SpaceConfigSchema = section({
         ...p,
         visibility: p.visibility ?? defaults?.visibility ?? defaultVisibility(p.kind),
         capabilities: p.capabilities ?? structuredClone(defaults?.capabilities) ?? defaultCapabilities(p.kind),
+        ...(p.agent ? { agent: { ...p.agent, prices: { ...prices, ...p.agent.prices } } } : {}),
       };
       // The operator named where the server's roots come from: asking there is allowed, and only that.
       const rootsFrom = p.mcp?.roots !== undefined && !Array.isArray(p.mcp.roots) ? p.mcp.roots.from : undefined;

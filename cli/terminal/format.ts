@@ -216,7 +216,15 @@ export function formatEnvelope(env: Envelope, ctx: ViewContext): string[] {
       const text = payloadText(env.payload) ?? "";
       const [first = "", ...rest] = text.split(/\r?\n/);
       const head = `${s.bold(from)}${s.dim(to)}: `;
-      return [head + first, ...rest.map((l) => `  ${l}`)];
+      const lines = [head + first, ...rest.map((l) => `  ${l}`)];
+      // An agent's reply says what the request cost, with everything it delegated.
+      const usage = isRecord(env.payload) && isRecord(env.payload["usage"]) ? env.payload["usage"] : undefined;
+      if (usage && typeof usage["input_tokens"] === "number" && typeof usage["output_tokens"] === "number") {
+        const tokens = (usage["input_tokens"] + usage["output_tokens"]).toLocaleString("en-US");
+        const cost = typeof usage["cost_usd"] === "number" ? ` · $${usage["cost_usd"].toFixed(4)}` : "";
+        lines.push(s.dim(`  (${tokens} tokens${cost} for this request)`));
+      }
+      return lines;
     }
     case "mcp/request": {
       const method = String(payload["method"] ?? "");

@@ -36,15 +36,14 @@ export {
   type ToolDefinition,
   type Usage,
 } from "./providers/types.js";
+export { AskArgumentsSchema, ASK_INPUT_SCHEMA, ASK_OUTPUT_SCHEMA, type AskStatus, type Priority, type Spend } from "./contract.js";
 export {
-  AskArgumentsSchema,
   startAgent,
   type AgentHandle,
   type AgentOptions,
   type AgentState,
   type AgentStatus,
   type AgentStopReason,
-  type AskStatus,
 } from "./participant.js";
 export { DEFAULT_MODELS, resolveProvider, UnavailableProvider, type ProviderKind, type ResolvedProvider } from "./configure.js";
 export { failureOutcome, resultText, successOutcome } from "./outcomes.js";

@@ -44,6 +44,21 @@ import { ParticipantClient, type CallOptions, type ClientOptions, type IncomingR
 import { RpcError, RpcErrorCodes } from "../errors.js";
 import type { ToolInfo } from "../wire.js";
 import { answerSampling, passElicitationUp } from "./callbacks.js";
+import {
+  addDelegated,
+  addUsage,
+  ANSWER_NOTE,
+  ASK_INPUT_SCHEMA,
+  ASK_OUTPUT_SCHEMA,
+  AskArgumentsSchema,
+  askResult,
+  AskQueue,
+  emptySpend,
+  handoffText,
+  readAnswer,
+  roundCost,
+  type Spend,
+} from "./contract.js";
 import { resolveProvider } from "./configure.js";
 import { Conversation, type Summarize } from "./context.js";
 import { runTurn, type CallTool, type LoopEvent, type TurnContext, type TurnResult } from "./loop.js";
@@ -100,6 +115,8 @@ export interface AgentStatus {
   /** Delegated calls answered since start, and running now. */
   delegations: number;
   active_delegations: number;
+  /** Asks waiting for their turn (`offer.max_concurrent`). */
+  queued_asks: number;
   /** Tokens the provider reported, summed over every model call. */
   input_tokens_total: number;
   output_tokens_total: number;
@@ -120,13 +137,6 @@ export interface AgentHandle {
 }
 
 /** The offered tool's arguments. */
-export const AskArgumentsSchema = z.object({
-  message: z.string().min(1),
-  context: z.string().optional(),
-});
-
-export type AskStatus = "success" | "partial" | "error" | "timeout";
-
 const DEFAULT_COOLDOWN_MS = 60_000;
 const DEFAULT_MAX_HOPS = 3;
 const DEFAULT_CALL_TIMEOUT_MS = 30_000;
@@ -245,6 +255,8 @@ class Agent {
   private compacting = false;
   private stopped = false;
   private readonly delegations = new Set<AbortController>();
+  /** Asks waiting their turn, HIGH priority first (contract.ts). */
+  private readonly asks: AskQueue;
   /** Envelope ids of the calls of our tool being served now → their callers (a form about one goes to its caller). */
   private readonly servingCalls = new Map<string, string>();
 
@@ -272,6 +284,7 @@ class Agent {
     this.callTimeoutMs = opts.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
     const offer = opts.config.offer;
     this.offerName = offer && offer.enabled !== false ? (offer.name ?? "ask") : undefined;
+    this.asks = new AskQueue(offer?.max_concurrent ?? 4);
     this.conversation = new Conversation({ budgetTokens: this.budget() });
     this.mention = mentionPattern(this.id);
   }
@@ -499,13 +512,16 @@ class Agent {
     this.chatAbort = controller;
     const reasoning = this.startReasoning(env.id, `Working on ${env.from}'s message`);
     const started = Date.now();
+    // What this request costs, with what it delegated: the person sees the total with the reply.
+    const spend = emptySpend();
+    const announce = (text: string) => this.say(env, trigger.hops + 1, text, "plain");
     let turn: TurnResult;
     try {
       turn = await runTurn({
         provider: this.provider,
         conversation: this.conversation,
         context: () => this.turnContext(),
-        callTool: this.callTool(),
+        callTool: this.callTool(undefined, spend, announce),
         options: this.modelOptions,
         maxIterations: this.config.max_iterations,
         signal: controller.signal,
@@ -516,8 +532,10 @@ class Agent {
     }
     this.turns++;
     this.account(turn, started);
+    addUsage(spend, turn.usage, this.modelOptions.model, this.config.prices ?? {});
     reasoning?.conclude(turn);
-    const reply = (text: string, format: "markdown" | "plain" = "markdown") => this.say(env, trigger.hops + 1, text, format);
+    const usage = { input_tokens: spend.input_tokens, output_tokens: spend.output_tokens, ...(spend.cost_usd === undefined ? {} : { cost_usd: roundCost(spend.cost_usd) }) };
+    const reply = (text: string, format: "markdown" | "plain" = "markdown") => this.say(env, trigger.hops + 1, text, format, usage);
     switch (turn.status) {
       case "done":
         // An empty answer is a deliberate silence (e.g. nothing to add to another agent).
@@ -536,8 +554,8 @@ class Agent {
     }
   }
 
-  private say(trigger: Envelope, hops: number, text: string, format: "markdown" | "plain"): void {
-    const id = this.send({ kind: "chat", to: [trigger.from], correlation_id: [trigger.id], payload: { text, format } });
+  private say(trigger: Envelope, hops: number, text: string, format: "markdown" | "plain", usage?: Record<string, unknown>): void {
+    const id = this.send({ kind: "chat", to: [trigger.from], correlation_id: [trigger.id], payload: { text, format, ...(usage ? { usage } : {}) } });
     if (id) this.hops.set(id, hops);
   }
 
@@ -560,8 +578,13 @@ class Agent {
     }
   }
 
-  /** `callTool` for the loop: every call goes to the gateway, which routes it or holds it as a proposal. */
-  private callTool(deadline?: number): CallTool {
+  /**
+   * `callTool` for the loop: every call goes to the gateway, which routes it or holds it
+   * as a proposal. A tool that declares `timeout_ms` (an agent's ask) gets its deadline
+   * from it; what a delegated call reports it spent is added to `spend`; `announce` tells
+   * the person waiting, in plain words, that the work is handed on.
+   */
+  private callTool(deadline?: number, spend?: Spend, announce?: (text: string) => void): CallTool {
     return async (name, args, { signal }) => {
       let proposal: string | undefined;
       const opts: CallOptions = {
@@ -571,9 +594,18 @@ class Agent {
           this.myProposals.add(p.id);
         },
       };
-      if (deadline !== undefined) opts.timeoutMs = Math.max(1, deadline - Date.now());
+      const tool = this.rawTools.find((t) => t.name === name);
+      const props = isRecord(tool?.inputSchema) && isRecord(tool.inputSchema["properties"]) ? tool.inputSchema["properties"] : {};
+      const asked = "timeout_ms" in props && typeof args["timeout_ms"] === "number" && args["timeout_ms"] > 0 ? args["timeout_ms"] : undefined;
+      const left = deadline === undefined ? undefined : Math.max(1, deadline - Date.now());
+      if (asked !== undefined || left !== undefined) opts.timeoutMs = Math.min(asked ?? Infinity, left ?? Infinity);
+      const owner = name.slice(0, Math.max(0, name.indexOf("/")));
+      if (announce && this.client.participants.get(owner)?.kind === "agent" && typeof args["message"] === "string") {
+        announce(`Now I will ask ${owner}: ${clip(args["message"], 200)}`);
+      }
       try {
         const result = await this.client.request(GATEWAY_ID, "tools/call", { name, arguments: args }, opts);
+        if (spend) addDelegated(spend, result);
         return successOutcome(result, proposal === undefined ? undefined : this.approvals.get(proposal));
       } catch (err) {
         return failureOutcome(err);
@@ -616,19 +648,8 @@ class Agent {
       description:
         this.config.offer?.description ??
         `Ask ${this.id}${who} to work on a task with its own tools and return its final answer. The result carries a status: success, partial, error or timeout.`,
-      inputSchema: {
-        type: "object",
-        properties: {
-          message: { type: "string", description: "The task or question, self-contained." },
-          context: { type: "string", description: "Background the task needs (optional)." },
-        },
-        required: ["message"],
-      },
-      outputSchema: {
-        type: "object",
-        properties: { status: { type: "string", enum: ["success", "partial", "error", "timeout"] }, answer: { type: "string" } },
-        required: ["status", "answer"],
-      },
+      inputSchema: ASK_INPUT_SCHEMA,
+      outputSchema: ASK_OUTPUT_SCHEMA,
     };
   }
 
@@ -658,22 +679,25 @@ class Agent {
     const args = AskArgumentsSchema.safeParse(params["arguments"] ?? {});
     if (!args.success) {
       const issue = args.error.issues[0];
-      return askResult("error", `invalid arguments: ${issue?.path.join(".") || "arguments"}: ${issue?.message ?? "invalid"}`);
+      return askResult({ status: "error", error_code: "INVALID_ARGUMENTS", answer: `invalid arguments: ${issue?.path.join(".") || "arguments"}: ${issue?.message ?? "invalid"}` });
     }
-    if (this.stopped) return askResult("error", `${this.id} is shutting down`);
-    if (this.paused) return askResult("error", `${this.id} is paused; try again later`);
-    if (this.providerDown()) return askResult("error", `${this.id}'s model is unavailable: ${this.down!.error.message}`);
+    if (this.stopped) return askResult({ status: "error", error_code: "AGENT_STOPPING", answer: `${this.id} is shutting down` });
+    if (this.paused) return askResult({ status: "error", error_code: "AGENT_PAUSED", answer: `${this.id} is paused; try again later` });
+    if (this.providerDown()) return askResult({ status: "error", error_code: "MODEL_UNAVAILABLE", answer: `${this.id}'s model is unavailable: ${this.down!.error.message}` });
 
-    // Answer before the gateway gives up on the call, keeping a margin for the way back.
+    // Answer before the caller gives up — the gateway's deadline or the caller's own
+    // timeout_ms, whichever is first — keeping a margin for the way back.
     const meta = isRecord(params["_meta"]) ? params["_meta"] : {};
     const requested = meta["mewgate/timeout_ms"];
-    const timeoutMs = typeof requested === "number" && requested > 0 ? requested : this.callTimeoutMs;
+    const gatewayMs = typeof requested === "number" && requested > 0 ? requested : this.callTimeoutMs;
+    const timeoutMs = Math.min(gatewayMs, args.data.timeout_ms ?? gatewayMs);
     const budgetMs = Math.max(1, timeoutMs - Math.min(1000, Math.ceil(timeoutMs / 10)));
-    const deadline = Date.now() + budgetMs;
+    const received = Date.now();
+    const deadline = received + budgetMs;
 
     const conversation = new Conversation({ budgetTokens: this.budget() });
-    const { message, context } = args.data;
-    conversation.append({ role: "user", text: `${req.from}: ${message}${context?.trim() ? `\n\nContext from ${req.from}:\n${context.trim()}` : ""}` });
+    const { message, context, priority } = args.data;
+    conversation.append({ role: "user", text: `${req.from}: ${message}${handoffText(req.from, context)}` });
     const controller = new AbortController();
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -682,10 +706,26 @@ class Agent {
     }, budgetMs);
     const onAbort = () => controller.abort(req.signal.reason);
     req.signal.addEventListener("abort", onAbort, { once: true });
-    this.delegations.add(controller);
-    this.servingCalls.set(req.envelope.id, req.from);
-    const note = `\n\n## This task\nYou are answering a call of your tool ${this.id}/${this.offerName} from ${req.from}. Your final reply is returned to ${req.from} as the tool's result, not posted in chat: make it the complete answer.`;
+    const spend = emptySpend();
+    const metadata = () => ({
+      processing_time_ms: Date.now() - received,
+      input_tokens: spend.input_tokens,
+      output_tokens: spend.output_tokens,
+      ...(spend.cost_usd === undefined ? {} : { cost_usd: roundCost(spend.cost_usd) }),
+      model: this.modelOptions.model,
+    });
+    let release: (() => void) | undefined;
     try {
+      // A busy agent takes HIGH before NORMAL before LOW.
+      release = await this.asks.enter(priority, controller.signal).catch(() => undefined);
+      if (!release) {
+        return timedOut
+          ? askResult({ status: "timeout", answer: `${this.id} was busy and could not start in time.`, metadata: metadata() })
+          : askResult({ status: "error", error_code: "CANCELLED", answer: `${this.id} did not start: the call was cancelled.`, metadata: metadata() });
+      }
+      this.delegations.add(controller);
+      this.servingCalls.set(req.envelope.id, req.from);
+      const note = `\n\n## This task\nYou are answering a call of your tool ${this.id}/${this.offerName} from ${req.from}. Your final reply is returned to ${req.from} as the tool's result, not posted in chat: make it the complete answer. ${ANSWER_NOTE}`;
       await this.toolsReady();
       const reasoning = this.startReasoning(req.envelope.id, `Working on ${req.from}'s call of ${this.offerName}`);
       const started = Date.now();
@@ -696,29 +736,37 @@ class Agent {
           const c = this.turnContext();
           return { system: c.system + note, tools: c.tools };
         },
-        callTool: this.callTool(deadline),
+        callTool: this.callTool(deadline, spend),
         options: this.modelOptions,
         maxIterations: this.config.max_iterations,
         signal: controller.signal,
         onEvent: reasoning?.onEvent,
       });
       this.account(turn, started);
+      addUsage(spend, turn.usage, this.modelOptions.model, this.config.prices ?? {});
       reasoning?.conclude(turn);
       this.delegationsDone++;
-      const text = turn.text.trim();
+      const read = readAnswer(turn.text);
       switch (turn.status) {
         case "done":
-          return askResult("success", text || "(no answer)");
+          return askResult({ status: read.warnings.length > 0 ? "partial" : "success", answer: read.answer || "(no answer)", confidence: read.confidence, warnings: read.warnings, metadata: metadata() });
         case "max_iterations":
-          return askResult("partial", `${text || "(no answer yet)"}\n\n(${this.id} stopped after ${plural(turn.iterations, "model call")} before finishing.)`);
+          return askResult({
+            status: "partial",
+            answer: read.answer || "(no answer yet)",
+            confidence: read.confidence ?? "low",
+            warnings: [...read.warnings, `${this.id} stopped after ${plural(turn.iterations, "model call")} before finishing`],
+            metadata: metadata(),
+          });
         case "aborted":
-          if (timedOut) return askResult("timeout", text ? `${text}\n\n(${this.id} ran out of time before finishing.)` : `${this.id} could not finish in time.`);
-          return askResult("error", `${this.id} stopped working on this (${String(controller.signal.reason ?? "aborted")}).`);
+          if (timedOut) return askResult({ status: "timeout", answer: read.answer ? `${read.answer}\n\n(${this.id} ran out of time before finishing.)` : `${this.id} could not finish in time.`, metadata: metadata() });
+          return askResult({ status: "error", error_code: "CANCELLED", answer: `${this.id} stopped working on this (${String(controller.signal.reason ?? "aborted")}).`, metadata: metadata() });
         case "error":
           this.providerFailed(turn.error!, undefined);
-          return askResult("error", `${this.id} could not answer: ${turn.error!.message}`);
+          return askResult({ status: "error", error_code: "MODEL_ERROR", answer: `${this.id} could not answer: ${turn.error!.message}`, metadata: metadata() });
       }
     } finally {
+      release?.();
       clearTimeout(timer);
       req.signal.removeEventListener("abort", onAbort);
       this.delegations.delete(controller);
@@ -910,6 +958,7 @@ class Agent {
       turns: this.turns,
       delegations: this.delegationsDone,
       active_delegations: this.delegations.size,
+      queued_asks: this.asks.queued,
       input_tokens_total: this.inputTokens,
       output_tokens_total: this.outputTokens,
     };
@@ -950,10 +999,3 @@ class Agent {
 }
 
 /** A delegated call's result: text for models, `structuredContent` for programs. */
-function askResult(status: AskStatus, answer: string): Record<string, unknown> {
-  return {
-    content: [{ type: "text", text: status === "success" ? answer : `[${status}] ${answer}` }],
-    structuredContent: { status, answer },
-    ...(status === "error" ? { isError: true } : {}),
-  };
-}
