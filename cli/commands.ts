@@ -190,6 +190,19 @@ export function runProposals(action: string | undefined, ref: string | undefined
   });
 }
 
+// --- switching specialists off and on ----------------------------------------------------
+
+/** `mewgate disable|enable <participant>`: switches a specialist off (its tools leave every catalogue) or back on. */
+export function runSwitch(verb: "disable" | "enable", id: string, opts: RemoteOptions & { reason?: string }, io: Io = processIo()): Promise<number> {
+  return guard(io, async () =>
+    withApi(opts, io, async (api) => {
+      await api.post(`participants/${encodeURIComponent(id)}/${verb}`, opts.reason ? { reason: opts.reason } : {});
+      io.stdout.write(verb === "disable" ? `${id} is switched off: its tools are offered to nobody until it is enabled\n` : `${id} is switched on\n`);
+      return 0;
+    }),
+  );
+}
+
 // --- grants ------------------------------------------------------------------------------
 
 /** `mewgate grants [list | revoke <id>]`: the grants held in the space (always-approvals among them), and taking one back. */

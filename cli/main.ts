@@ -140,6 +140,15 @@ export function program(): Command {
       process.exitCode = await (await commands()).runProposals(action, id, opts);
     });
 
+  for (const verb of ["disable", "enable"] as const) {
+    remote(cmd.command(verb).description(verb === "disable" ? "switch an agent or tool server off: its tools leave every catalogue and prompt (persisted)" : "switch a disabled agent or tool server back on"))
+      .argument("<participant>", "the participant id")
+      .option("--reason <text>", "why (recorded)")
+      .action(async (id: string, opts) => {
+        process.exitCode = await (await commands()).runSwitch(verb, id, opts);
+      });
+  }
+
   remote(cmd.command("grants").description("list the grants held in the space (always-approvals among them), or revoke one and all lent on from it"))
     .argument("[action]", "list | revoke", "list")
     .argument("[id]", "grant id (or a unique prefix, as listed)")

@@ -174,6 +174,7 @@ export const ErrorCodes = {
   forgedResponse: "forged_response",
   noPendingCall: "no_pending_call",
   notCaller: "not_caller",
+  participantDisabled: "participant_disabled",
   // proposals
   unknownProposal: "unknown_proposal",
   proposalNotPending: "proposal_not_pending",

@@ -18,11 +18,12 @@ import type { Logger } from "pino";
 import type { SpaceConfig } from "./config.js";
 import type { GrantBook, GrantRecord } from "./grants.js";
 import type { InviteRecord, Invites } from "./invites.js";
+import type { SwitchRecord, Switches } from "./switches.js";
 import type { Plan } from "./plan.js";
 import { type AuditEntry, type AuditQuery, type AuditRecord, auditMatches, type ProposalBook, type ProposalRecord } from "./proposals.js";
 import { type OpenReport, openStore, readHistory, type Store } from "./store/index.js";
 
-export type StateRecord = ProposalRecord | GrantRecord | AuditRecord | InviteRecord;
+export type StateRecord = ProposalRecord | GrantRecord | AuditRecord | InviteRecord | SwitchRecord;
 export type { Plan } from "./plan.js";
 
 const DAY_MS = 86_400_000;
@@ -37,8 +38,8 @@ export class Ledger {
   ) {}
 
   /** Opens the space's store and folds what it holds into the two books. Throws a `StoreError` on a corrupt journal. */
-  static open(config: SpaceConfig, log: Logger, books: { proposals: ProposalBook; grants: GrantBook; invites: Invites }, onWrite?: (seconds: number) => void): Ledger {
-    const { proposals, grants, invites } = books;
+  static open(config: SpaceConfig, log: Logger, books: { proposals: ProposalBook; grants: GrantBook; invites: Invites; switches: Switches }, onWrite?: (seconds: number) => void): Ledger {
+    const { proposals, grants, invites, switches } = books;
     const { store, report } = openStore<StateRecord>(
       {
         dir: config.gateway.state_dir,
@@ -54,10 +55,11 @@ export class Ledger {
         apply: (r) => {
           if (r.type === "grant" || r.type === "revoke") grants.apply(r);
           else if (r.type === "invite" || r.type === "kick") invites.apply(r);
+          else if (r.type === "disable" || r.type === "enable") switches.apply(r);
           else if (r.type !== "audit") proposals.applyRecord(r);
         },
         // Invited participants first: grants and proposals may name them.
-        snapshot: () => [...invites.snapshot(), ...proposals.snapshot(), ...grants.all().map((g): StateRecord => ({ type: "grant", ...g }))],
+        snapshot: () => [...invites.snapshot(), ...switches.snapshot(), ...proposals.snapshot(), ...grants.all().map((g): StateRecord => ({ type: "grant", ...g }))],
         isHistory: (r) => r.type === "audit",
       },
       LEGACY,

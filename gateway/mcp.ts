@@ -152,6 +152,11 @@ export class McpRouter implements CallRouter {
       return false;
     }
     const proposal = extra.proposalId ? this.proposals.get(extra.proposalId) : undefined;
+    // A switched-off participant serves nobody, whichever way the call came (switches.ts).
+    if (payload.method === "tools/call" && this.registry.isDisabled(target)) {
+      this.space.fail(caller, ErrorCodes.participantDisabled, `"${target}" is switched off in this space; ask someone who may switch it on (space/enable)`, env.id);
+      return false;
+    }
     // A callback goes back along its call's chain: it joins that call, not a longer chain.
     const served = extra.callbackFor === undefined ? undefined : this.calls.get(extra.callbackFor);
     const parent = served ?? this.calls.serving(env.from, env.correlation_id);
@@ -342,6 +347,11 @@ export class McpRouter implements CallRouter {
    * Tells everyone the catalogue changed — `addressed` members too, like presence, since an
    * MCP client behind one must hear of it. Welcomes carry the new catalogue from now on.
    */
+  /** The catalogue changed other than by a participant's tools/list (a participant was switched off or on). */
+  catalogueChanged(): void {
+    this.toolsChanged();
+  }
+
   private toolsChanged(): void {
     this.space.deliver(systemEnvelope("mcp/request", { jsonrpc: "2.0", method: "notifications/tools/list_changed" }), undefined, true);
   }

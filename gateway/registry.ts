@@ -45,6 +45,20 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "obj
 export class Registry {
   private readonly byOwner = new Map<string, Map<string, ToolEntry>>();
   private sorted: ToolEntry[] | undefined;
+  /** Participants switched off (switches.ts): their tools are kept, and offered to nobody. */
+  private readonly off = new Set<string>();
+
+  /** Hides (or shows again) every tool of `participant`. Returns whether it had any. */
+  setDisabled(participant: string, disabled: boolean): boolean {
+    if (disabled) this.off.add(participant);
+    else this.off.delete(participant);
+    this.sorted = undefined;
+    return this.byOwner.has(participant);
+  }
+
+  isDisabled(participant: string): boolean {
+    return this.off.has(participant);
+  }
 
   /** Replaces a participant's tools. Returns whether anything changed. */
   set(participant: string, tools: McpTool[]): boolean {
@@ -78,6 +92,7 @@ export class Registry {
   }
 
   get(participant: string, tool: string): ToolEntry | undefined {
+    if (this.off.has(participant)) return undefined;
     return this.byOwner.get(participant)?.get(tool);
   }
 
@@ -85,7 +100,7 @@ export class Registry {
   /** The participants that offer a tool of this (bare) name. */
   ownersOf(tool: string): string[] {
     const owners: string[] = [];
-    for (const [participant, tools] of this.byOwner) if (tools.has(tool)) owners.push(participant);
+    for (const [participant, tools] of this.byOwner) if (tools.has(tool) && !this.off.has(participant)) owners.push(participant);
     return owners;
   }
 
@@ -96,7 +111,10 @@ export class Registry {
 
   /** Every tool, sorted by name; cached until the next change. */
   list(): readonly ToolEntry[] {
-    this.sorted ??= [...this.byOwner.values()].flatMap((m) => [...m.values()]).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    this.sorted ??= [...this.byOwner.entries()]
+      .filter(([owner]) => !this.off.has(owner))
+      .flatMap(([, m]) => [...m.values()])
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     return this.sorted;
   }
 

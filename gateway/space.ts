@@ -40,6 +40,7 @@ import { frameBudget, maySee } from "./endpoint.js";
 import { GrantBook } from "./grants.js";
 import { Lending } from "./lending.js";
 import { Invites } from "./invites.js";
+import { Switches } from "./switches.js";
 import { Streams } from "./streams.js";
 import { McpRouter } from "./mcp.js";
 import { type AuditEntry, type AuditQuery, type Proposal, ProposalBook } from "./proposals.js";
@@ -99,6 +100,8 @@ export class Space implements SpaceHost {
   private readonly streams: Streams;
   /** Participants invited at runtime (invites.ts). */
   private readonly invites: Invites;
+  /** Participants switched off at runtime (switches.ts). */
+  readonly switches: Switches;
   private readonly history: { env: Envelope; size: number }[] = [];
   private isClosed = false;
   private presence: { env: Envelope; subject: Member | undefined; joinedBy: number }[] = [];
@@ -132,10 +135,21 @@ export class Space implements SpaceHost {
       },
       tokens,
     );
+    this.switches = new Switches({
+      config,
+      log,
+      deliver: (e, s) => this.deliver(e, s),
+      fail: (...a) => this.fail(...a),
+      record: (...p) => this.record(...p),
+      storeFailed: (...a) => this.storeFailed(...a),
+      changed: (id, disabled) => {
+        if (this.registry.setDisabled(id, disabled)) this.mcp?.catalogueChanged();
+      },
+    });
     this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool) : undefined));
     const onDue = config.policy.expires_action === "keep" ? undefined : (p: Proposal) => void this.decisions.onDue(p);
     this.proposals = new ProposalBook(onDue, (p, event, from) => this.proposalChanged(p, event, from));
-    this.ledger = Ledger.open(config, log, { proposals: this.proposals, grants: this.grants, invites: this.invites }, (s) => this.metrics.storeWriteSeconds.observe(s));
+    this.ledger = Ledger.open(config, log, { proposals: this.proposals, grants: this.grants, invites: this.invites, switches: this.switches }, (s) => this.metrics.storeWriteSeconds.observe(s));
     const { torn, migrated, records, bytes, ms } = this.ledger.report;
     if (torn) log.warn(torn, "the state journal ended in a torn record (a crash mid-write); it was cut off there");
     if (migrated?.length) log.info({ files: migrated }, "state migrated from the first wave's files");
@@ -317,6 +331,9 @@ export class Space implements SpaceHost {
         return this.invites.onInvite(member, inbound);
       case "space/kick":
         return this.invites.onKick(member, inbound);
+      case "space/disable":
+      case "space/enable":
+        return this.switches.onSwitch(member, inbound, inbound.kind === "space/disable" ? "disable" : "enable");
       case "stream/request":
         return this.streams.request(member, inbound);
       case "stream/close":
@@ -393,6 +410,7 @@ export class Space implements SpaceHost {
       kind: p.kind,
       ...(p.description ? { description: p.description } : {}),
       online: this.members.has(p.id),
+      ...(this.switches.isDisabled(p.id) ? { disabled: true } : {}),
       capabilities: this.grants.capabilitiesOf(p.id),
     }));
   }
@@ -533,6 +551,7 @@ export class Space implements SpaceHost {
 
   private describe(member: Member): Record<string, unknown> {
     const d: Record<string, unknown> = { id: member.id, kind: member.config.kind, capabilities: member.capabilities };
+    if (this.switches.isDisabled(member.id)) d["disabled"] = true;
     if (member.config.description) d["description"] = member.config.description;
     return d;
   }

@@ -46,6 +46,7 @@ const HELP = [
   "  /participants  /tools  /proposals  /grants  /revoke <grant id>",
   "  /approve [id] [--always]   /reject [id] [--reason code] [text]   /edit [id]",
   "  /pause <agent>  /resume <agent>  /status <agent>  /cancel <proposal-or-call-id>",
+  "  /disable <id>  /enable <id>   switch a specialist off (its tools leave every catalogue) or on",
   "  /help  /quit (or Ctrl-C, or Ctrl-D on an empty line)",
 ];
 
@@ -545,6 +546,15 @@ export class TtyTerminal extends TerminalSession {
         return this.safely(() => {
           this.control(name === "status" ? "request-status" : name, target);
           this.notice(name === "status" ? `asked ${target} for its status` : `${name === "pause" ? "paused" : "resumed"} ${target}`);
+        });
+      }
+      case "disable":
+      case "enable": {
+        const target = args[0];
+        if (!target) return this.notice(`usage: /${name} <participant>`, "error");
+        return this.safely(() => {
+          this.client.send({ kind: `space/${name}`, payload: { participant_id: target } });
+          this.notice(`asked the space to ${name} ${target}`);
         });
       }
       case "cancel":

@@ -7,6 +7,7 @@
  *   POST   proposals/<id>/withdraw {reason?}
  *   DELETE grants/<id>            (cascading, like capability/revoke)
  *   POST   chat {text, to?}
+ *   POST   participants/<id>/disable {reason?} · participants/<id>/enable  (space/disable, space/enable)
  *   GET    requests               (forms asked of the caller: elicitation/create waiting on it)
  *   POST   requests/<id>/respond  {result} or {error: {code, message}}: the caller's answer
  *   GET    events                 (server-sent events: every envelope the caller may see)
@@ -63,7 +64,7 @@ async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerRespons
   const auth = space.authenticate(token);
   if (!auth.ok) return send(res, fail(401, "unauthorized", `invalid token for space "${space.id}"`), { "www-authenticate": 'Bearer realm="mewgate"' });
   const caller: Caller = { space, id: auth.id };
-  const route = `${req.method} ${rest.map((p, i) => (i === 1 && rest[0] !== undefined && ["proposals", "grants", "requests"].includes(rest[0]) ? ":id" : p)).join("/")}`;
+  const route = `${req.method} ${rest.map((p, i) => (i === 1 && rest[0] !== undefined && ["proposals", "grants", "requests", "participants"].includes(rest[0]) ? ":id" : p)).join("/")}`;
   if (route === "GET events") return events(caller, req, res);
   let body: Record<string, unknown> = {};
   if (req.method === "POST") {
@@ -114,6 +115,12 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
       const to = Array.isArray(body["to"]) ? body["to"] : undefined;
       const envId = crypto.randomUUID();
       return acted(await space.act(c.id, { id: envId, kind: "chat", ...(to ? { to } : {}), payload: { text: body["text"] } }), { id: envId });
+    }
+    case "POST participants/:id/disable":
+    case "POST participants/:id/enable": {
+      const kind = route.endsWith("disable") ? "space/disable" : "space/enable";
+      const payload = { participant_id: id, ...pick(body, ["reason"]) };
+      return acted(await space.act(c.id, { kind, payload }), { participant: id, disabled: kind === "space/disable" });
     }
     case "GET requests":
       return ok({ requests: space.requestsFor(c.id).filter((r) => r["method"] === "elicitation/create") });

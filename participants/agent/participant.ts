@@ -255,6 +255,8 @@ class Agent {
   private compacting = false;
   private stopped = false;
   private readonly delegations = new Set<AbortController>();
+  /** Participants switched off in the space: left out of the prompt. */
+  private readonly switchedOff = new Set<string>();
   /** Asks waiting their turn, HIGH priority first (contract.ts). */
   private readonly asks: AskQueue;
   /** Envelope ids of the calls of our tool being served now → their callers (a form about one goes to its caller). */
@@ -316,6 +318,8 @@ class Agent {
 
   onWelcome(info: WelcomeInfo, alreadyOpen: boolean): void {
     this.rawTools = info.tools;
+    this.switchedOff.clear();
+    for (const p of info.participants) if ((p as { disabled?: unknown }).disabled === true) this.switchedOff.add(p.id);
     this.toolsDirty = true;
     this.promptDirty = true;
     if (info.refreshed && !alreadyOpen) return;
@@ -371,7 +375,10 @@ class Agent {
       this.system = buildSystemPrompt({
         self: { id: this.id, description: this.opts.description, instructions: this.config.instructions },
         space: welcome?.space ?? { id: "space" },
-        participants: [...this.client.participants.values()].map((p) => ({ id: p.id, kind: p.kind ?? "participant", description: p.description })),
+        // A participant switched off (space/disable) is not offered to the model.
+        participants: [...this.client.participants.values()]
+          .filter((p) => !this.switchedOff.has(p.id))
+          .map((p) => ({ id: p.id, kind: p.kind ?? "participant", description: p.description })),
         tools: this.spaceTools,
       });
       this.promptDirty = false;
@@ -385,6 +392,17 @@ class Agent {
     if (this.stopped || env.from === this.id) return;
     const addressed = env.to?.includes(this.id) ?? false;
     switch (env.kind) {
+      case "space/disable":
+      case "space/enable": {
+        // Delivered only once the gateway has recorded it.
+        const who = isRecord(env.payload) ? env.payload["participant_id"] : undefined;
+        if (typeof who === "string" && env.from !== GATEWAY_ID) {
+          if (env.kind === "space/disable") this.switchedOff.add(who);
+          else this.switchedOff.delete(who);
+          this.promptDirty = true;
+        }
+        return;
+      }
       case "chat":
         return this.onChat(env);
       case "mcp/approve":
