@@ -80,7 +80,8 @@ export class Gateway {
         return;
       }
       if (req.method === "GET" && path === "/metrics") return this.metrics(req, res);
-      if (req.method === "GET" && path === "/healthz") {
+      // /health is MEW's name for it; its scenarios and tools poll it.
+      if (req.method === "GET" && (path === "/healthz" || path === "/health")) {
         // Nothing secret: no participant ids, no tokens.
         res.writeHead(200, { "content-type": "application/json" });
         res.end(JSON.stringify({ status: this.closing ? "closing" : "ok", protocol: "mew/v0.4", spaces: this.spaces.size }));
@@ -175,7 +176,7 @@ export class Gateway {
    * mounted without the gateway importing it.
    */
   addHttpRoute(path: string, handler: HttpHandler): void {
-    if (path === "/ws" || path === "/healthz" || this.routes.has(path)) throw new Error(`HTTP path ${path} is taken`);
+    if (path === "/ws" || path === "/healthz" || path === "/health" || this.routes.has(path)) throw new Error(`HTTP path ${path} is taken`);
     this.routes.set(path, handler);
   }
 

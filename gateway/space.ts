@@ -299,7 +299,8 @@ export class Space implements SpaceHost {
       return this.fail(member, ErrorCodes.fromMismatch, `from must be "${member.id}" (your authenticated id), not "${clip(inbound.from)}"`, inbound.id);
     }
     if (inbound.kind.startsWith("system/")) {
-      return this.fail(member, ErrorCodes.reservedKind, `kind "${inbound.kind}" is reserved for the gateway`, inbound.id);
+      // Worded as MEW's gateway words it ("system/register is reserved for the gateway"): its clients match on it.
+      return this.fail(member, ErrorCodes.reservedKind, `${clip(inbound.kind)} is reserved for the gateway`, inbound.id);
     }
     if (inbound.to) {
       // MEW addresses the gateway as "gateway" too (stream/request and the like).
@@ -376,14 +377,17 @@ export class Space implements SpaceHost {
    * other participant's frame, and the connection is left alone. Resolves with the errors
    * the frame earned (none: it took effect).
    */
-  async act(id: string, frame: Record<string, unknown>): Promise<Array<Record<string, unknown>>> {
+  async act(id: string, frame: Record<string, unknown>, opts: { tellLive?: boolean } = {}): Promise<Array<Record<string, unknown>>> {
     const config = this.config.participants[id];
     if (!config) throw new Error(`act: "${id}" is not a participant of space "${this.id}"`);
     const errors: Array<Record<string, unknown>> = [];
     const peer: Peer = {
       send: (bytes) => {
         const env = JSON.parse(bytes.toString("utf8")) as Envelope;
-        if (env.kind === "system/error") errors.push(env.payload as Record<string, unknown>);
+        if (env.kind !== "system/error") return;
+        errors.push(env.payload as Record<string, unknown>);
+        // MEW's injection: the participant's own connection hears of the refusal too.
+        if (opts.tellLive) this.members.get(id)?.peer.send(bytes);
       },
       close: () => {},
     };

@@ -59,7 +59,7 @@ export function mountInjection(gateway: InjectHost): void {
       const body = read.body;
       if (typeof body["kind"] !== "string" || body["kind"] === "") return send(res, 400, { error: "invalid_request", message: "message kind is required" });
       const envelopeId = typeof body["id"] === "string" && body["id"] ? body["id"] : `http-${randomUUID()}`;
-      const errors = await s.act(id, { ...body, id: envelopeId });
+      const errors = await s.act(id, { ...body, id: envelopeId }, { tellLive: true });
       const e = errors[0];
       if (e) {
         const code = String(e["code"] ?? "error");

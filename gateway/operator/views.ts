@@ -42,6 +42,7 @@ export function statusOf(code: string): number {
       return 503;
     case "invalid_payload":
     case "invalid_envelope":
+    case "reserved_kind":
     case "payload_too_large":
       return 400;
     default:
