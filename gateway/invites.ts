@@ -75,8 +75,10 @@ export class Invites {
     const payload = (inbound.payload ?? {}) as Record<string, unknown>;
     const id = payload["participant_id"];
     const caps = payload["initial_capabilities"] ?? [];
-    if (typeof id !== "string" || !PARTICIPANT_ID.test(id)) return this.host.fail(member, ErrorCodes.invalidPayload, "space/invite: participant_id must be a participant id (a letter or digit, then letters, digits, _ . -)", inbound.id);
-    if (id in this.host.config.participants || id === "gateway") return this.host.fail(member, ErrorCodes.duplicateId, `"${clip(id)}" is already a participant of the space`, inbound.id);
+    if (typeof id !== "string") return this.host.fail(member, ErrorCodes.invalidPayload, "space/invite: payload.participant_id is required", inbound.id);
+    if (!PARTICIPANT_ID.test(id)) return this.host.fail(member, ErrorCodes.invalidPayload, "space/invite: participant_id has invalid characters (a letter or digit, then letters, digits, _ . -; at most 64)", inbound.id);
+    // `reason: already_exists` is MEW's word for it, which its clients look for.
+    if (id in this.host.config.participants || id === "gateway") return this.host.fail(member, ErrorCodes.duplicateId, `"${clip(id)}" is already a participant of the space`, inbound.id, { reason: "already_exists" });
     if (!Array.isArray(caps) || !caps.every((c) => typeof c === "object" && c !== null && typeof (c as Capability).kind === "string")) {
       return this.host.fail(member, ErrorCodes.invalidPayload, "space/invite: initial_capabilities must be a list of capabilities like {kind: \"chat\"}", inbound.id);
     }
@@ -94,9 +96,11 @@ export class Invites {
       return this.host.storeFailed(member, err, inbound.id, "the invitation was not recorded");
     }
     this.host.log.info({ invited: id, by: member.id }, "participant invited");
-    // Everyone sees the invitation; only the inviter gets the token, never a broadcast.
+    // Everyone sees the invitation (and, as MEW's presence event "invited", who joins the
+    // roster); only the inviter gets the token, in a space/invite-ack, never a broadcast.
     this.host.deliver(env, member);
-    this.host.sendTo(member, systemEnvelope("space/invite", { participant_id: id, token, capabilities }, { to: [member.id], correlation_id: [env.id] }));
+    this.host.deliver(systemEnvelope("system/presence", { event: "invited", participant: { id, kind: "agent", capabilities }, by: member.id }));
+    this.host.sendTo(member, systemEnvelope("space/invite-ack", { participant_id: id, status: "created", token, capabilities }, { to: [member.id], correlation_id: [env.id] }));
   }
 
   async onKick(member: Member, inbound: InboundEnvelope): Promise<void> {

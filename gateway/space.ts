@@ -377,16 +377,18 @@ export class Space implements SpaceHost {
    * other participant's frame, and the connection is left alone. Resolves with the errors
    * the frame earned (none: it took effect).
    */
-  async act(id: string, frame: Record<string, unknown>, opts: { tellLive?: boolean } = {}): Promise<Array<Record<string, unknown>>> {
+  async act(id: string, frame: Record<string, unknown>, opts: { tellLive?: boolean; replies?: Envelope[] } = {}): Promise<Array<Record<string, unknown>>> {
     const config = this.config.participants[id];
     if (!config) throw new Error(`act: "${id}" is not a participant of space "${this.id}"`);
     const errors: Array<Record<string, unknown>> = [];
     const peer: Peer = {
       send: (bytes) => {
         const env = JSON.parse(bytes.toString("utf8")) as Envelope;
-        if (env.kind !== "system/error") return;
-        errors.push(env.payload as Record<string, unknown>);
-        // MEW's injection: the participant's own connection hears of the refusal too.
+        const toActor = env.to?.length === 1 && env.to[0] === id && env.from === GATEWAY_ID;
+        if (env.kind === "system/error") errors.push(env.payload as Record<string, unknown>);
+        else if (toActor) opts.replies?.push(env);
+        else return;
+        // MEW's injection: the participant's own connection hears the gateway's answer too.
         if (opts.tellLive) this.members.get(id)?.peer.send(bytes);
       },
       close: () => {},

@@ -244,11 +244,14 @@ describe("space/invite and space/kick", () => {
       const watcher = await TestClient.join(gw, "mew", T.mew);
       clients.push(human, watcher);
       human.send({ id: "inv", kind: "space/invite", payload: { participant_id: "helper", initial_capabilities: [{ kind: "chat" }], reason: "extra hands" } });
-      const minted = await human.next((e) => e.kind === "space/invite" && e.from === "system:gateway");
+      const minted = await human.next((e) => e.kind === "space/invite-ack" && e.from === "system:gateway");
+      expect(minted.payload.status).toBe("created");
       const token = minted.payload.token as string;
       expect(token).toMatch(/^[A-Za-z0-9_-]{20,}$/);
       const seen = await watcher.next((e) => e.kind === "space/invite");
       expect(seen.payload.participant_id).toBe("helper");
+      const roster = await watcher.next((e) => e.kind === "system/presence" && e.payload.event === "invited");
+      expect(roster.payload.participant).toMatchObject({ id: "helper", capabilities: [{ kind: "chat" }] });
       expect(JSON.stringify(watcher.received)).not.toContain(token);
       human.send({ id: "again", kind: "space/invite", payload: { participant_id: "helper", initial_capabilities: [] } });
       expect((await human.next((e) => e.kind === "system/error" && e.correlation_id?.includes("again") === true)).payload.code).toBe("duplicate_id");

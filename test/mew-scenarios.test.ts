@@ -164,3 +164,37 @@ participants:
     expect(client.received.some((e) => e.kind === "capability/grant-ack" && e.from === "system:gateway")).toBe(false);
   });
 });
+
+describe("MEW scenario 17: space invite", () => {
+  it("answers an injected invite with the token to the inviter alone, and refuses duplicates and bad ids in MEW's words", async () => {
+    gw = await startGateway(`
+space: {id: s17}
+participants:
+  admin: {kind: human, token: ${T.coord}}
+  observer: {kind: agent, token: ${T.agent}}
+`);
+    const admin = await TestClient.join(gw, "s17", T.coord);
+    const observer = await TestClient.join(gw, "s17", T.agent);
+    clients.push(admin, observer);
+    const invite = (participant_id: unknown, extra: object = {}) => ({ kind: "space/invite", payload: { participant_id, initial_capabilities: [{ kind: "chat" }, { kind: "mcp/proposal" }, { kind: "mcp/response" }], reason: "testing" }, ...extra });
+    const made = await inject("admin", T.coord, invite("new-agent", { id: "inv-1" }));
+    expect(made.status).toBe(200);
+    expect(made.json).toMatchObject({ status: "created", participant_id: "new-agent" });
+    const token = made.json.token as string;
+    expect(token).toMatch(/^[A-Za-z0-9_-]{20,}$/);
+    // The inviter's own connection gets the ack with the token; the observer gets presence, never the token.
+    expect((await admin.next((e) => e.kind === "space/invite-ack")).payload.token).toBe(token);
+    await observer.next((e) => e.kind === "system/presence" && e.payload.event === "invited");
+    expect(JSON.stringify(observer.received)).not.toContain('"token"');
+    expect(observer.received.some((e) => e.kind === "space/invite-ack")).toBe(false);
+
+    expect((await inject("new-agent", token, { kind: "chat", payload: { text: "Hello from newly invited agent!", format: "plain" } })).json.status).toBe("accepted");
+    expect((await inject("new-agent", token, { kind: "mcp/proposal", to: ["admin"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "test_tool", arguments: {} } } })).json.status).toBe("accepted");
+
+    expect(JSON.stringify((await inject("admin", T.coord, invite("new-agent"))).json)).toContain('"already_exists"');
+    expect(JSON.stringify((await inject("admin", T.coord, invite("observer"))).json)).toContain('"already_exists"');
+    expect(JSON.stringify((await inject("admin", T.coord, invite("../../../etc/passwd"))).json)).toContain("invalid characters");
+    expect(JSON.stringify((await inject("admin", T.coord, invite("foo/bar"))).json)).toContain("invalid characters");
+    expect((await inject("admin", T.coord, { kind: "space/invite" })).status).toBe(400);
+  });
+});

@@ -143,7 +143,7 @@ function onEnvelope(env) {
       else if (env.correlation_id?.length > 1) addLog("activity", env.from, "answered an approved call");
       return;
     case "system/presence":
-      addLog("activity", env.payload?.participant?.id ?? "?", env.payload?.event === "join" ? "joined" : "left");
+      addLog("activity", env.payload?.participant?.id ?? "?", env.payload?.event === "join" ? "joined" : env.payload?.event === "invited" ? "was invited" : "left");
       return refreshPeople();
     case "capability/grant":
     case "capability/revoke":

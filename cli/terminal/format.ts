@@ -283,6 +283,7 @@ export function formatEnvelope(env: Envelope, ctx: ViewContext): string[] {
       const p = isRecord(payload["participant"]) ? payload["participant"] : {};
       const pid = String(p["id"] ?? "?");
       if (payload["event"] === "join") return [s.dim(`* ${pid} joined${p["kind"] ? ` (${String(p["kind"])})` : ""}`)];
+      if (payload["event"] === "invited") return [s.dim(`* ${pid} was invited${payload["by"] ? ` by ${String(payload["by"])}` : ""}`)];
       return [s.dim(`* ${pid} left${payload["reason"] ? ` (${String(payload["reason"])})` : ""}`)];
     }
     case "system/error":

@@ -11,6 +11,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Envelope } from "../envelope.js";
 import type { Space } from "../space.js";
 import { bearer, readJsonObject, sendJson as send } from "./http.js";
 import { statusOf } from "./views.js";
@@ -59,12 +60,16 @@ export function mountInjection(gateway: InjectHost): void {
       const body = read.body;
       if (typeof body["kind"] !== "string" || body["kind"] === "") return send(res, 400, { error: "invalid_request", message: "message kind is required" });
       const envelopeId = typeof body["id"] === "string" && body["id"] ? body["id"] : `http-${randomUUID()}`;
-      const errors = await s.act(id, { ...body, id: envelopeId }, { tellLive: true });
+      const replies: Envelope[] = [];
+      const errors = await s.act(id, { ...body, id: envelopeId }, { tellLive: true, replies });
       const e = errors[0];
       if (e) {
         const code = String(e["code"] ?? "error");
         return send(res, statusOf(code), { error: code, message: String(e["message"] ?? code), ...e });
       }
+      // An invitation answers with the new participant's token, to the inviter alone (MEW's shape).
+      const ack = replies.find((r) => r.kind === "space/invite-ack");
+      if (ack) return send(res, 200, { id: envelopeId, ...(ack.payload as Record<string, unknown>), timestamp: new Date().toISOString() });
       send(res, 200, { id: envelopeId, status: "accepted", timestamp: new Date().toISOString() });
     })().catch(() => {
       if (!res.headersSent) send(res, 500, { error: "internal_error", message: "the gateway failed on this request" });
