@@ -57,7 +57,8 @@ export class Streams {
     const req = stamp(inbound, member.id);
     this.host.deliver(req, member);
     const encoding = payload["encoding"] === "binary" ? "binary" : "text";
-    this.host.deliver(systemEnvelope("stream/open", { stream_id: stream.id, encoding }, { to: [member.id], correlation_id: [req.id] }), undefined, true);
+    // The request's own fields first, the gateway's after: nobody names owner or writers but the gateway.
+    this.host.deliver(systemEnvelope("stream/open", { ...this.describe(stream), encoding }, { to: [member.id], correlation_id: [req.id] }), undefined, true);
     this.host.log.info({ stream: stream.id, owner: member.id }, "stream opened");
   }
 
@@ -89,8 +90,9 @@ export class Streams {
       s.writers.add(who);
       event = "stream/ownership-transferred";
     }
+    const transfer = event === "stream/ownership-transferred" ? { previous_owner: member.id, new_owner: who } : {};
     this.host.deliver(stamp(inbound, member.id), member, true);
-    this.host.deliver(systemEnvelope(event, { stream_id: s.id, participant_id: who, owner: s.owner, authorized_writers: [...s.writers] }, { correlation_id: [inbound.id ?? ""] }), undefined, true);
+    this.host.deliver(systemEnvelope(event, { stream_id: s.id, participant_id: who, owner: s.owner, authorized_writers: [...s.writers], ...transfer }, { correlation_id: [inbound.id ?? ""] }), undefined, true);
   }
 
   /**
@@ -122,7 +124,11 @@ export class Streams {
 
   /** For the welcome: every open stream, its request's fields, owner and writers. */
   active(): Array<Record<string, unknown>> {
-    return [...this.streams.values()].map((s) => ({ ...s.request, stream_id: s.id, owner: s.owner, authorized_writers: [...s.writers], created: s.created }));
+    return [...this.streams.values()].map((s) => this.describe(s));
+  }
+
+  private describe(s: Stream): Record<string, unknown> {
+    return { ...s.request, stream_id: s.id, owner: s.owner, authorized_writers: [...s.writers], created: s.created, ...(s.target ? { target: s.target } : {}) };
   }
 
   /** The stream an owner's envelope names, or undefined after telling the sender why not. */

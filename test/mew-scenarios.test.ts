@@ -198,3 +198,30 @@ participants:
     expect((await inject("admin", T.coord, { kind: "space/invite" })).status).toBe(400);
   });
 });
+
+describe("MEW scenarios 15, 16 and 18: streams", () => {
+  it("opens with the gateway's owner and writers whatever the request says, names targets, and reports transfers MEW's way", async () => {
+    gw = await startGateway(`
+space: {id: s18}
+participants:
+  publisher: {kind: agent, token: ${T.agent}, capabilities: [{kind: "*"}]}
+  aggregator: {kind: agent, token: ${T.calc}, capabilities: [{kind: "*"}]}
+  observer: {kind: human, token: ${T.coord}}
+`);
+    const publisher = await TestClient.join(gw, "s18", T.agent);
+    const aggregator = await TestClient.join(gw, "s18", T.calc);
+    clients.push(publisher, aggregator);
+    publisher.send({ id: "req-1", kind: "stream/request", to: ["gateway"], payload: { direction: "upload", target: ["aggregator"], authorized_writers: ["observer", "attacker"], owner: "attacker", description: "positions" } });
+    const open = await publisher.next((e) => e.kind === "stream/open");
+    expect(open.payload).toMatchObject({ owner: "publisher", authorized_writers: ["publisher"], target: ["aggregator"] });
+    const id = open.payload.stream_id as string;
+    // A late joiner's welcome lists it, with when it was created.
+    const observer = await TestClient.join(gw, "s18", T.coord);
+    clients.push(observer);
+    const welcome = observer.received.find((e) => e.kind === "system/welcome")!;
+    expect(welcome.payload.active_streams[0]).toMatchObject({ stream_id: id, owner: "publisher", created: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/) });
+    publisher.send({ id: "xfer", kind: "stream/transfer-ownership", payload: { stream_id: id, new_owner: "aggregator" } });
+    const moved = await observer.next((e) => e.kind === "stream/ownership-transferred");
+    expect(moved.payload).toMatchObject({ stream_id: id, new_owner: "aggregator", previous_owner: "publisher", owner: "aggregator" });
+  });
+});
