@@ -71,10 +71,22 @@ export class Calls {
   private readonly perCaller = new Map<string, number>();
   private readonly breakers = new Map<string, Breaker>();
 
+  /** Told of every call that ends, however it ends (conversations.ts pops what it held). */
+  onEnd: ((call: Call) => void) | undefined;
+
   constructor(
     private readonly limits: CallLimits,
     private readonly onTimeout: (call: Call) => void,
   ) {}
+
+  /** Stops a pending call's clock (and those of the calls it serves) until `resume`: something else bounds it meanwhile. */
+  suspend(call: Call): void {
+    if (this.pending.get(call.id) === call) this.hold(call, +1);
+  }
+
+  resume(call: Call): void {
+    if (this.pending.get(call.id) === call) this.hold(call, -1);
+  }
 
   get(id: string): Call | undefined {
     return this.pending.get(id);
@@ -216,6 +228,7 @@ export class Calls {
     clearTimeout(call.timer);
     const served = call.callbackFor === undefined ? undefined : this.pending.get(call.callbackFor);
     if (served) this.hold(served, -1);
+    this.onEnd?.(call);
     const n = (this.perCaller.get(call.caller) ?? 1) - 1;
     if (n > 0) this.perCaller.set(call.caller, n);
     else this.perCaller.delete(call.caller);

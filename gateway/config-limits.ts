@@ -62,6 +62,7 @@ export const DEFAULT_CALLS = Object.freeze({
   max_pending: 64,
   breaker_failures: 5,
   breaker_cooldown_ms: 30_000,
+  takeover_idle_ms: 600_000,
 });
 
 export const CallsSchema = section({
@@ -71,6 +72,8 @@ export const CallsSchema = section({
   max_pending: int(1, 100_000).default(DEFAULT_CALLS.max_pending),
   breaker_failures: int(1).default(DEFAULT_CALLS.breaker_failures),
   breaker_cooldown_ms: int(1, MAX_TIMER_MS).default(DEFAULT_CALLS.breaker_cooldown_ms),
+  /** An agent holding a person's conversation (a takeover) with no chat either way for this long hands it all back. */
+  takeover_idle_ms: int(1, MAX_TIMER_MS).default(DEFAULT_CALLS.takeover_idle_ms),
 });
 
 /**

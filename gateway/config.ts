@@ -192,7 +192,11 @@ const AgentSchema = section({
     enabled: boolean().default(true),
     /** Asks worked on at once; the rest wait, HIGH priority first. */
     max_concurrent: int(1, 64).default(4),
+    /** Asked for a person, take their conversation over until done (needs agent.takeover to allow that person). */
+    interactive: boolean().default(false),
   }).optional(),
+  /** People whose conversation this agent may take over when asked interactively (or "*"); see conversations.ts. */
+  takeover: z.array(z.string().min(1)).optional(),
   /** USD per million tokens by model, for what requests cost; the space's `prices` fill in what is not here. */
   prices: z.record(z.string(), PriceSchema).optional(),
 });

@@ -234,6 +234,16 @@ export class McpRouter implements CallRouter {
     for (const call of byCaller) this.cancel(call, "the caller left the space", true);
   }
 
+  /**
+   * Ends a call nobody gave up on, for the space's own reasons (a conversation unwound):
+   * its caller gets an error response, its target and everything it started are cancelled.
+   */
+  abort(call: Call, reason: string, message: string): void {
+    if (!this.calls.get(call.id)) return;
+    this.failCall(call, RpcErrors.cancelled, reason, message);
+    this.cancel(call, message, true);
+  }
+
   /** Stops tracking every call; the space is shutting down. */
   close(): void {
     this.calls.clear();

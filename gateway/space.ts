@@ -40,6 +40,7 @@ import { frameBudget, maySee } from "./endpoint.js";
 import { GrantBook } from "./grants.js";
 import { Lending } from "./lending.js";
 import { Invites } from "./invites.js";
+import { Conversations } from "./conversations.js";
 import { Switches } from "./switches.js";
 import { Streams } from "./streams.js";
 import { McpRouter } from "./mcp.js";
@@ -102,6 +103,8 @@ export class Space implements SpaceHost {
   private readonly invites: Invites;
   /** Participants switched off at runtime (switches.ts). */
   readonly switches: Switches;
+  /** Who holds each person's conversation (conversations.ts). */
+  private conversations!: Conversations;
   private readonly history: { env: Envelope; size: number }[] = [];
   private isClosed = false;
   private presence: { env: Envelope; subject: Member | undefined; joinedBy: number }[] = [];
@@ -157,6 +160,15 @@ export class Space implements SpaceHost {
     this.grants.revalidate();
     this.mcp = new McpRouter(this, this.registry, this.proposals);
     this.decisions = new Decisions(this, this.proposals, this.mcp);
+    this.conversations = new Conversations({
+      config,
+      log,
+      calls: this.mcp.calls,
+      abort: (call, reason, message) => this.mcp.abort(call, reason, message),
+      deliver: (e, s, t) => this.deliver(e, s, t),
+      fail: (...a) => this.fail(...a),
+    });
+    this.mcp.calls.onEnd = (call) => this.conversations.callEnded(call);
     // A request can be a decision (a MEW fulfilment, a gateway tools/call that needs
     // approval) and a decision routes a request, so the two are linked once, here.
     this.mcp.decisions = this.decisions;
@@ -312,6 +324,8 @@ export class Space implements SpaceHost {
     // An mcp/request is checked by mcp.ts once its payload is parsed: tools/call by the
     // tool policy, the rest by capability.
     if (inbound.kind === "mcp/request") return this.mcp.onRequest(member, inbound);
+    // A takeover is allowed by space.yaml's agent.takeover and the call it names, not by a capability.
+    if (inbound.kind === "space/takeover") return this.conversations.onTakeover(member, inbound);
     if (!member.allows(inbound)) return this.capabilityViolation(member, inbound);
     switch (inbound.kind) {
       case "mcp/response":
@@ -343,6 +357,11 @@ export class Space implements SpaceHost {
       case "stream/revoke-write":
       case "stream/transfer-ownership":
         return this.streams.rights(member, inbound);
+      case "chat":
+        // Who is talking with whom, idle clocks, and "stop" (conversations.ts).
+        this.conversations.onChat(member, inbound);
+        this.deliver(stamp(inbound, member.id), member);
+        return;
       default:
         this.deliver(stamp(inbound, member.id), member);
     }
@@ -359,6 +378,7 @@ export class Space implements SpaceHost {
     for (const m of this.members.values()) m.peer.close(code, reason);
     this.members.clear();
     this.mcp.close();
+    this.conversations.close();
     this.proposals.close();
     this.notifier.close();
     return this.ledger.close();
@@ -577,6 +597,7 @@ export class Space implements SpaceHost {
       })(),
       budget: frameBudget(this),
       activeStreams: this.streams.active(),
+      conversations: this.conversations.view(),
     });
   }
 

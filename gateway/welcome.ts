@@ -31,11 +31,17 @@ export interface WelcomeParts {
   budget: number;
   /** Open MEW streams, for late joiners. */
   activeStreams?: Record<string, unknown>[];
+  /** Who holds each person's conversation (conversations.ts); none when nobody does. */
+  conversations?: Record<string, unknown>[];
 }
 
 export function buildWelcome(w: WelcomeParts): Envelope {
   let left = w.budget - jsonBytes(w.you) - jsonBytes(w.space) - 1024;
   const payload: Record<string, unknown> = { you: w.you, space: w.space };
+  if (w.conversations?.length) {
+    payload["conversations"] = w.conversations;
+    left -= sizeOf(w.conversations);
+  }
   if (w.activeStreams?.length) {
     payload["active_streams"] = w.activeStreams;
     left -= sizeOf(w.activeStreams);

@@ -66,7 +66,7 @@ describe("valid files", () => {
         notify: [{ url: "https://hooks.example.com/mewgate", format: "slack", events: ["proposed"], headers: { Authorization: "Bearer hook-secret" } }],
       },
       policy: { fallback: "deny", proposal_ttl_ms: 60000, expires_action: "keep" },
-      calls: { timeout_ms: 5000, max_timeout_ms: 60000, max_call_depth: 3, max_pending: 8, breaker_failures: 2, breaker_cooldown_ms: 1000 },
+      calls: { timeout_ms: 5000, max_timeout_ms: 60000, max_call_depth: 3, max_pending: 8, breaker_failures: 2, breaker_cooldown_ms: 1000, takeover_idle_ms: 600000 },
       quotas: {
         argument_bytes: 4096,
         pending_proposals: 3,

@@ -142,6 +142,15 @@ function onEnvelope(env) {
       if (env.payload?.error) addLog("activity", env.from, `call failed: ${env.payload.error.message ?? ""}`);
       else if (env.correlation_id?.length > 1) addLog("activity", env.from, "answered an approved call");
       return;
+    case "space/conversation":
+      // Who holds my conversation (interactive delegation).
+      if (env.payload?.human === state.me) {
+        const holder = typeof env.payload.holder === "string" ? env.payload.holder : "";
+        $("holder").hidden = !holder;
+        $("holder").textContent = holder ? `talking with ${holder} — say "stop" to end` : "";
+      }
+      addLog("activity", env.payload?.human ?? "?", env.payload?.holder ? `is talking with ${env.payload.holder}` : "has the conversation back");
+      return;
     case "system/presence":
       addLog("activity", env.payload?.participant?.id ?? "?", env.payload?.event === "join" ? "joined" : env.payload?.event === "invited" ? "was invited" : "left");
       return refreshPeople();

@@ -286,6 +286,13 @@ export function formatEnvelope(env: Envelope, ctx: ViewContext): string[] {
       if (payload["event"] === "invited") return [s.dim(`* ${pid} was invited${payload["by"] ? ` by ${String(payload["by"])}` : ""}`)];
       return [s.dim(`* ${pid} left${payload["reason"] ? ` (${String(payload["reason"])})` : ""}`)];
     }
+    case "space/conversation": {
+      // Who holds a person's conversation (interactive delegation).
+      const stack = Array.isArray(payload["stack"]) ? payload["stack"].filter(isRecord).map((f) => String(f["agent"] ?? "?")) : [];
+      const human = String(payload["human"] ?? "?");
+      const holder = typeof payload["holder"] === "string" ? payload["holder"] : undefined;
+      return [s.dim(holder ? `* ${holder} now holds ${human}'s conversation (${stack.join(" → ")}); say "stop" to end it` : `* ${human}'s conversation is handed back`)];
+    }
     case "system/error":
       return [s.red(`! ${String(payload["code"] ?? payload["error"] ?? "error")}: ${String(payload["message"] ?? "")}`)];
     case "system/welcome":

@@ -73,6 +73,8 @@ export class TtyTerminal extends TerminalSession {
   private held: string[] | undefined;
   private readonly onKey = (str: string | undefined, key: Key | undefined) => this.key(str, key ?? {});
   private lastToolCount = -1;
+  /** The agent holding my conversation (interactive delegation), shown in the prompt. */
+  private holder: string | undefined;
 
   constructor(opts: TerminalOptions) {
     super(opts);
@@ -125,12 +127,16 @@ export class TtyTerminal extends TerminalSession {
       case "chat": {
         const n = this.queue.size;
         const q = n > 0 ? s.yellow(`[${this.queue.position}/${n} waiting · a A e r n p] `) : "";
-        return `${q}${s.bold(this.me)}> `;
+        const w = this.holder ? s.yellow(`[with ${this.holder}] `) : "";
+        return `${q}${w}${s.bold(this.me)}> `;
       }
     }
   }
 
   protected showEnvelope(env: Envelope): void {
+    if (env.kind === "space/conversation" && isRecord(env.payload) && env.payload["human"] === this.me) {
+      this.holder = typeof env.payload["holder"] === "string" ? sanitizeId(env.payload["holder"]) : undefined;
+    }
     this.view.me = this.me;
     this.view.width = this.width;
     this.print(formatEnvelope(env, this.view));
@@ -138,6 +144,9 @@ export class TtyTerminal extends TerminalSession {
 
   protected showWelcome(info: WelcomeInfo, first: boolean, missed: Envelope[]): void {
     const s = this.style;
+    const held = isRecord(info.envelope.payload) && Array.isArray(info.envelope.payload["conversations"]) ? info.envelope.payload["conversations"] : [];
+    const mine = held.find((c): c is Record<string, unknown> => isRecord(c) && c["human"] === info.id);
+    this.holder = typeof mine?.["holder"] === "string" ? sanitizeId(mine["holder"]) : undefined;
     this.view.me = info.id;
     if (first) {
       const space = info.space?.name && info.space.name !== info.space.id ? `${info.space.id} (${info.space.name})` : (info.space?.id ?? "?");
@@ -643,3 +652,7 @@ export class TtyTerminal extends TerminalSession {
   }
 }
 
+/** A participant id for the prompt line: printable and short. */
+function sanitizeId(id: string): string {
+  return truncate(id, 40);
+}

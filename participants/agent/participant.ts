@@ -44,6 +44,7 @@ import { ParticipantClient, type CallOptions, type ClientOptions, type IncomingR
 import { RpcError, RpcErrorCodes } from "../errors.js";
 import type { ToolInfo } from "../wire.js";
 import { answerSampling, passElicitationUp } from "./callbacks.js";
+import { COMPLETE_NOTE, converse, HeldConversations, Inbox } from "./takeover.js";
 import {
   addDelegated,
   addUsage,
@@ -138,6 +139,8 @@ export interface AgentHandle {
 
 /** The offered tool's arguments. */
 const DEFAULT_COOLDOWN_MS = 60_000;
+/** How long a caller waits on an interactive ask: the gateway's idle clock ends it sooner when nobody talks. */
+const INTERACTIVE_WAIT_MS = 24 * 3_600_000;
 const DEFAULT_MAX_HOPS = 3;
 const DEFAULT_CALL_TIMEOUT_MS = 30_000;
 const MAX_QUEUE = 16;
@@ -255,6 +258,9 @@ class Agent {
   private compacting = false;
   private stopped = false;
   private readonly delegations = new Set<AbortController>();
+  /** Who holds each person's conversation (takeover.ts), and the inboxes of the ones I hold. */
+  private readonly held = new HeldConversations();
+  private readonly inboxes = new Map<string, Inbox>();
   /** Participants switched off in the space: left out of the prompt. */
   private readonly switchedOff = new Set<string>();
   /** Asks waiting their turn, HIGH priority first (contract.ts). */
@@ -318,6 +324,7 @@ class Agent {
 
   onWelcome(info: WelcomeInfo, alreadyOpen: boolean): void {
     this.rawTools = info.tools;
+    this.held.reset(info.envelope);
     this.switchedOff.clear();
     for (const p of info.participants) if ((p as { disabled?: unknown }).disabled === true) this.switchedOff.add(p.id);
     this.toolsDirty = true;
@@ -392,6 +399,9 @@ class Agent {
     if (this.stopped || env.from === this.id) return;
     const addressed = env.to?.includes(this.id) ?? false;
     switch (env.kind) {
+      case "space/conversation":
+        if (env.from === GATEWAY_ID) this.held.apply(env);
+        return;
       case "space/disable":
       case "space/enable": {
         // Delivered only once the gateway has recorded it.
@@ -429,6 +439,11 @@ class Agent {
     const human = this.isHuman(env.from);
     if (human) this.machineStreak = 0;
     const hops = this.hops.observe(env, human);
+    // A person whose conversation someone holds talks to the holder (takeover.ts).
+    const holder = human ? this.held.holder(env.from) : undefined;
+    const inbox = holder === this.id ? this.inboxes.get(env.from) : undefined;
+    if (inbox && (env.to === undefined || env.to.length === 0 || env.to.includes(this.id))) return inbox.push(text);
+    if (holder !== undefined && holder !== this.id && !env.to?.includes(this.id) && !this.mention.test(text)) return this.addContext(env, text);
     if (!this.isTrigger(env, text, human)) return this.addContext(env, text);
 
     const refuse = (why: string) => {
@@ -539,7 +554,7 @@ class Agent {
         provider: this.provider,
         conversation: this.conversation,
         context: () => this.turnContext(),
-        callTool: this.callTool(undefined, spend, announce),
+        callTool: this.callTool(undefined, spend, announce, this.isHuman(env.from) ? env.from : undefined),
         options: this.modelOptions,
         maxIterations: this.config.max_iterations,
         signal: controller.signal,
@@ -602,7 +617,7 @@ class Agent {
    * from it; what a delegated call reports it spent is added to `spend`; `announce` tells
    * the person waiting, in plain words, that the work is handed on.
    */
-  private callTool(deadline?: number, spend?: Spend, announce?: (text: string) => void): CallTool {
+  private callTool(deadline?: number, spend?: Spend, announce?: (text: string) => void, human?: string): CallTool {
     return async (name, args, { signal }) => {
       let proposal: string | undefined;
       const opts: CallOptions = {
@@ -617,12 +632,21 @@ class Agent {
       const asked = "timeout_ms" in props && typeof args["timeout_ms"] === "number" && args["timeout_ms"] > 0 ? args["timeout_ms"] : undefined;
       const left = deadline === undefined ? undefined : Math.max(1, deadline - Date.now());
       if (asked !== undefined || left !== undefined) opts.timeoutMs = Math.min(asked ?? Infinity, left ?? Infinity);
+      // An interactive agent's ask, for the person this turn is for: it may take their conversation over.
+      const toolMeta = isRecord(tool?.["_meta"]) ? tool["_meta"] : {};
+      if (toolMeta["mewgate/interactive"] === true && human !== undefined) {
+        args = { ...args, _meta: { ...(isRecord(args["_meta"]) ? args["_meta"] : {}), "mewgate/human": human } };
+        opts.timeoutMs = Math.min(opts.timeoutMs ?? INTERACTIVE_WAIT_MS, INTERACTIVE_WAIT_MS);
+        if (deadline === undefined) opts.timeoutMs = INTERACTIVE_WAIT_MS;
+      }
       const owner = name.slice(0, Math.max(0, name.indexOf("/")));
       if (announce && this.client.participants.get(owner)?.kind === "agent" && typeof args["message"] === "string") {
         announce(`Now I will ask ${owner}: ${clip(args["message"], 200)}`);
       }
       try {
-        const result = await this.client.request(GATEWAY_ID, "tools/call", { name, arguments: args }, opts);
+        const { _meta: callMeta, ...callArgs } = args;
+        const params = isRecord(callMeta) ? { name, arguments: callArgs, _meta: callMeta } : { name, arguments: args };
+        const result = await this.client.request(GATEWAY_ID, "tools/call", params, opts);
         if (spend) addDelegated(spend, result);
         return successOutcome(result, proposal === undefined ? undefined : this.approvals.get(proposal));
       } catch (err) {
@@ -668,6 +692,7 @@ class Agent {
         `Ask ${this.id}${who} to work on a task with its own tools and return its final answer. The result carries a status: success, partial, error or timeout.`,
       inputSchema: ASK_INPUT_SCHEMA,
       outputSchema: ASK_OUTPUT_SCHEMA,
+      ...(this.config.offer?.interactive ? { _meta: { "mewgate/interactive": true } } : {}),
     };
   }
 
@@ -743,6 +768,13 @@ class Agent {
       }
       this.delegations.add(controller);
       this.servingCalls.set(req.envelope.id, req.from);
+      // Asked for a person, an interactive agent takes their conversation over (takeover.ts).
+      const forHuman = meta["mewgate/human"];
+      if (this.config.offer?.interactive && typeof forHuman === "string" && (await this.takeOver(req, forHuman))) {
+        // From here the gateway's idle clock bounds the work, not the call's deadline.
+        clearTimeout(timer);
+        return await this.converseWith(req, forHuman, conversation, controller.signal, spend, metadata);
+      }
       const note = `\n\n## This task\nYou are answering a call of your tool ${this.id}/${this.offerName} from ${req.from}. Your final reply is returned to ${req.from} as the tool's result, not posted in chat: make it the complete answer. ${ANSWER_NOTE}`;
       await this.toolsReady();
       const reasoning = this.startReasoning(req.envelope.id, `Working on ${req.from}'s call of ${this.offerName}`);
@@ -789,6 +821,70 @@ class Agent {
       req.signal.removeEventListener("abort", onAbort);
       this.delegations.delete(controller);
       this.servingCalls.delete(req.envelope.id);
+    }
+  }
+
+  /** Asks the gateway to let this agent hold `human`'s conversation for `req`; true once it does. */
+  private takeOver(req: IncomingRequest, human: string): Promise<boolean> {
+    return new Promise((resolve) => {
+      let id: string | undefined;
+      const done = (ok: boolean, why?: string) => {
+        off();
+        clearTimeout(timer);
+        if (!ok) this.log?.info({ human, why }, "could not take the conversation over; working on the task without it");
+        resolve(ok);
+      };
+      const off = this.client.on("envelope", (env) => {
+        if (id === undefined || !env.correlation_id?.includes(id)) return;
+        if (env.kind === "space/conversation" && isRecord(env.payload) && env.payload["holder"] === this.id) done(true);
+        else if (env.kind === "system/error") done(false, isRecord(env.payload) ? String(env.payload["message"]) : "refused");
+      });
+      const timer = setTimeout(() => done(false, "no answer from the gateway"), 5000);
+      id = this.send({ kind: "space/takeover", payload: { human, call: req.envelope.id } });
+      if (!id) done(false, "not connected");
+    });
+  }
+
+  /** Holds `human`'s conversation until the model calls complete (takeover.ts); the result answers `req`. */
+  private async converseWith(req: IncomingRequest, human: string, conversation: Conversation, signal: AbortSignal, spend: Spend, metadata: () => Record<string, unknown>): Promise<unknown> {
+    const inbox = new Inbox();
+    this.inboxes.set(human, inbox);
+    const note = `\n\n## This task\n${req.from} handed you a task for ${human}.${COMPLETE_NOTE}`;
+    try {
+      await this.toolsReady();
+      const end = await converse({
+        client: this.client,
+        human,
+        conversation,
+        inbox,
+        signal,
+        context: () => {
+          const c = this.turnContext();
+          return { system: c.system + note, tools: c.tools };
+        },
+        callTool: this.callTool(undefined, spend, undefined, human),
+        turn: async (o) => {
+          const started = Date.now();
+          const t = await runTurn({ provider: this.provider, conversation, context: o.context, callTool: o.callTool, options: this.modelOptions, maxIterations: this.config.max_iterations, signal: o.signal });
+          this.account(t, started);
+          addUsage(spend, t.usage, this.modelOptions.model, this.config.prices ?? {});
+          return t;
+        },
+        say: (text) => void this.send({ kind: "chat", to: [human], payload: { text, format: "markdown" } }),
+      });
+      this.delegationsDone++;
+      if (end.how === "complete") {
+        const read = readAnswer(end.result);
+        return askResult({ status: read.warnings.length ? "partial" : "success", answer: read.answer || end.result, confidence: read.confidence, warnings: read.warnings, metadata: metadata() });
+      }
+      if (end.why === "aborted") return askResult({ status: "error", error_code: "CANCELLED", answer: `${this.id} stopped: the conversation with ${human} was ended.`, metadata: metadata() });
+      if (end.why === "error") {
+        if (end.last?.error) this.providerFailed(end.last.error, undefined);
+        return askResult({ status: "error", error_code: "MODEL_ERROR", answer: `${this.id} could not go on: ${end.last?.error?.message ?? "error"}`, metadata: metadata() });
+      }
+      return askResult({ status: "partial", answer: end.last?.text.trim() || "(no answer)", confidence: "low", warnings: [`${this.id} stopped before finishing the conversation with ${human}`], metadata: metadata() });
+    } finally {
+      this.inboxes.delete(human);
     }
   }
 

@@ -1,0 +1,166 @@
+/**
+ * Who holds a person's conversation: interactive delegation (after Ash's stack model).
+ *
+ * An agent asked to work on something for a person may take the conversation over: the
+ * person then talks to it directly until it answers the call it was asked with, and the
+ * answer goes back to the caller as the call's result. Takeovers nest — main → planner →
+ * researcher — so each person has a stack of frames; the person's messages are for the
+ * top one (agents read the stack from `space/conversation` and the welcome).
+ *
+ * A frame is tied to the call that asked for it: it is pushed by `space/takeover
+ * {human, call}` from that call's target, and it is popped — with every frame above it —
+ * when that call ends in any way (answered, failed, cancelled, its target or caller gone).
+ * While a frame is on the stack the call's own clock stands still; instead the top frame
+ * has an idle clock (`calls.takeover_idle_ms`), restarted by every chat between the person
+ * and the holder, and when it runs out the whole stack unwinds. So does the person saying
+ * "cancel" or "stop". Every push and pop is logged and announced.
+ *
+ * Who may take over: the agent's `agent.takeover` lists the people it may hold (or "*");
+ * the call must come from the top of that person's stack, or — when nobody holds it yet —
+ * from the person or the agent the person is talking with (the last to chat to them).
+ */
+import type { Logger } from "pino";
+import type { Call, Calls } from "./calls.js";
+import type { SpaceConfig } from "./config.js";
+import { type Envelope, ErrorCodes, type ErrorCode, type InboundEnvelope, systemEnvelope } from "./envelope.js";
+import { clip } from "./host.js";
+import type { Member } from "./member.js";
+
+export interface Frame {
+  agent: string;
+  caller: string;
+  call: string;
+  since: string;
+}
+
+export interface ConversationHost {
+  readonly config: SpaceConfig;
+  readonly log: Logger;
+  readonly calls: Calls;
+  /** Fails the call to its caller and cancels it at its target and down its chain. */
+  abort(call: Call, reason: string, message: string): void;
+  deliver(env: Envelope, sender?: Member, toEveryone?: boolean): void;
+  fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void;
+}
+
+const STOP_WORDS = new Set(["cancel", "stop"]);
+
+export class Conversations {
+  private readonly stacks = new Map<string, Frame[]>();
+  private readonly idle = new Map<string, NodeJS.Timeout>();
+  /** The agents each person is talking with: those they last addressed (or the primary, for a message to nobody), and whoever answered them since. */
+  private readonly partners = new Map<string, Set<string>>();
+
+  constructor(private readonly host: ConversationHost) {}
+
+  /** Every person's stack that is not empty, for the welcome. */
+  view(): Array<{ human: string; holder: string; stack: Array<Omit<Frame, "call">> }> {
+    return [...this.stacks].map(([human, frames]) => ({ human, holder: frames[frames.length - 1]!.agent, stack: frames.map(({ call: _c, ...f }) => f) }));
+  }
+
+  holder(human: string): string | undefined {
+    const frames = this.stacks.get(human);
+    return frames?.[frames.length - 1]?.agent;
+  }
+
+  /** A chat passing through: who is talking with whom, idle clocks, and "stop". */
+  onChat(member: Member, env: InboundEnvelope): void {
+    const to = env.to ?? [];
+    if (member.config.kind === "agent") {
+      for (const human of to) if (this.host.config.participants[human]?.kind === "human") this.partners.get(human)?.add(member.id) ?? this.partners.set(human, new Set([member.id]));
+    } else if (member.config.kind === "human") {
+      const agents = to.filter((id) => this.host.config.participants[id]?.kind === "agent");
+      const primary = Object.values(this.host.config.participants).find((p) => p.agent?.primary)?.id;
+      this.partners.set(member.id, new Set(to.length ? agents : primary ? [primary] : []));
+    }
+    const frames = member.config.kind === "human" ? this.stacks.get(member.id) : undefined;
+    if (frames) {
+      const text = typeof (env.payload as Record<string, unknown> | undefined)?.["text"] === "string" ? ((env.payload as Record<string, unknown>)["text"] as string) : "";
+      if (STOP_WORDS.has(text.trim().toLowerCase())) return this.unwind(member.id, "stopped", `${member.id} said "${clip(text.trim())}"`);
+      this.touch(member.id);
+      return;
+    }
+    // The holder talking to the person keeps the conversation alive too.
+    for (const human of to) if (this.holder(human) === member.id) this.touch(human);
+  }
+
+  /** `space/takeover {human, call}` from the target of `call`. */
+  onTakeover(member: Member, inbound: InboundEnvelope): void {
+    const payload = (inbound.payload ?? {}) as Record<string, unknown>;
+    const human = payload["human"];
+    const callId = payload["call"];
+    const refuse = (message: string, code: ErrorCode = ErrorCodes.invalidPayload) => this.host.fail(member, code, `space/takeover: ${message}`, inbound.id);
+    if (typeof human !== "string" || this.host.config.participants[human]?.kind !== "human") return refuse(`"${clip(String(human))}" is not a person of this space`, ErrorCodes.unknownRecipient);
+    const call = typeof callId === "string" ? this.host.calls.get(callId) : undefined;
+    if (!call || call.target !== member.id) return refuse("name a pending call you are serving (payload.call)", ErrorCodes.noPendingCall);
+    const allowed = this.host.config.participants[member.id]?.agent?.takeover ?? [];
+    if (!allowed.includes(human) && !allowed.includes("*")) return refuse(`${member.id} may not take over ${human}'s conversation (agent.takeover in space.yaml)`, ErrorCodes.denied);
+    const frames = this.stacks.get(human) ?? [];
+    const top = frames[frames.length - 1];
+    if (top ? call.caller !== top.agent : call.caller !== human && !this.partners.get(human)?.has(call.caller)) {
+      return refuse(`only ${top ? top.agent : `${human} or the agent ${human} is talking with`} can hand ${human}'s conversation on`, ErrorCodes.denied);
+    }
+    if (frames.some((f) => f.agent === member.id)) return refuse(`${member.id} already holds a place in ${human}'s conversation`, ErrorCodes.cycleDetected);
+    if (frames.length >= this.host.config.calls.max_call_depth) return refuse(`${human}'s conversation is already ${frames.length} deep`, ErrorCodes.depthExceeded);
+    const frame: Frame = { agent: member.id, caller: call.caller, call: call.id, since: new Date().toISOString() };
+    this.stacks.set(human, [...frames, frame]);
+    this.host.calls.suspend(call);
+    this.host.log.info({ human, agent: member.id, caller: call.caller, depth: frames.length + 1 }, "conversation taken over");
+    this.announce(human, `${member.id} took over from ${call.caller}`, inbound.id);
+    this.touch(human);
+  }
+
+  /** A call ended: the frame it held, and every frame above it, are popped. */
+  callEnded(call: Call): void {
+    for (const [human, frames] of this.stacks) {
+      const i = frames.findIndex((f) => f.call === call.id);
+      if (i < 0) continue;
+      const popped = frames.slice(i);
+      const rest = frames.slice(0, i);
+      if (rest.length) this.stacks.set(human, rest);
+      else this.stacks.delete(human);
+      this.host.log.info({ human, popped: popped.map((f) => f.agent), depth: rest.length }, "conversation handed back");
+      this.announce(human, `${popped[0]!.agent} handed back to ${popped[0]!.caller}`);
+      if (rest.length) this.touch(human);
+      else this.clearIdle(human);
+    }
+  }
+
+  /** Ends every frame of a person's stack: the bottom call is aborted, the rest go with it. */
+  unwind(human: string, reason: string, message: string): void {
+    const bottom = this.stacks.get(human)?.[0];
+    const call = bottom ? this.host.calls.get(bottom.call) : undefined;
+    this.host.log.info({ human, reason }, "conversation unwound");
+    if (call) this.host.abort(call, reason, `the conversation with ${human} was unwound: ${message}`);
+    // A call already gone leaves its frames to be cleaned here.
+    if (this.stacks.has(human)) {
+      this.stacks.delete(human);
+      this.clearIdle(human);
+      this.announce(human, message);
+    }
+  }
+
+  close(): void {
+    for (const t of this.idle.values()) clearTimeout(t);
+    this.idle.clear();
+  }
+
+  private touch(human: string): void {
+    this.clearIdle(human);
+    const ms = this.host.config.calls.takeover_idle_ms;
+    const t = setTimeout(() => this.unwind(human, "idle", `nobody spoke for ${Math.round(ms / 1000)} s`), ms);
+    t.unref();
+    this.idle.set(human, t);
+  }
+
+  private clearIdle(human: string): void {
+    clearTimeout(this.idle.get(human));
+    this.idle.delete(human);
+  }
+
+  private announce(human: string, what: string, correlation?: string): void {
+    const frames = this.stacks.get(human) ?? [];
+    const payload = { human, holder: frames[frames.length - 1]?.agent ?? null, stack: frames.map(({ call: _c, ...f }) => f), event: what };
+    this.host.deliver(systemEnvelope("space/conversation", payload, correlation ? { correlation_id: [correlation] } : {}), undefined, true);
+  }
+}
