@@ -70,6 +70,9 @@ export class Decisions implements ProposalDesk {
     if (verdict.decision === "denied" && (method === "tools/call" || verdict.code !== ErrorCodes.capabilityViolation)) {
       return this.space.fail(member, verdict.code, verdict.message, inbound.id, verdict.extra);
     }
+    // A proposal that could never be routed (a call back into its own chain) is refused now.
+    const chain = this.mcp.calls.chainFor(member.id, inbound.correlation_id);
+    if (chain.includes(to[0]!)) return this.space.fail(member, ErrorCodes.cycleDetected, `call cycle: ${[...chain, to[0]!].join(" → ")}`, inbound.id, { chain: [...chain, to[0]!] });
     const env = stamp({ ...inbound, to, payload: { method, params } }, member.id);
     return this.hold(member, env, method, params, env.id);
   }

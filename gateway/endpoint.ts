@@ -123,6 +123,12 @@ export class GatewayEndpoint {
       this.router.route(member, stamp({ ...inbound, to: [entry.participant], payload: call }, member.id), call);
       return;
     }
+    // A call that could never be routed is refused now, not held for someone to approve
+    // into an error (found by the simulation, seed 31677: a worker proposing to call itself).
+    const chain = this.router.calls.chainFor(member.id, inbound.correlation_id);
+    if (chain.includes(entry.participant)) {
+      return this.space.fail(member, ErrorCodes.cycleDetected, `call cycle: ${[...chain, entry.participant].join(" → ")}`, inbound.id, { chain: [...chain, entry.participant] });
+    }
     // Needs approval: the gateway proposes it on the caller's behalf, under the request's id,
     // so the caller simply keeps waiting for the response to its request.
     const proposalEnv = stamp({ ...inbound, kind: "mcp/proposal", to: [entry.participant], payload: { method: "tools/call", params } }, member.id);

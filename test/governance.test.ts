@@ -567,3 +567,30 @@ ${["a", "b", "c", "d", "e", "f", "g"].map((p) => `  ${p}: {kind: service, token:
     expect((await errorFor(a, "c3")).payload.code).toBe("too_many_pending");
   });
 });
+
+describe("a call that could never be routed", () => {
+  // Found by the simulation (test/sim, seed 31677): a participant whose call to its own tool
+  // needed approval was held as a proposal; approving it failed with a cycle, and the caller
+  // waited until it gave up.
+  it("is refused at once as a cycle, not held for approval", async () => {
+    gw = await startGateway(`
+space: {id: loop}
+participants:
+  w: {kind: mcp, token: w-token-000001, tools: {ask: ["w/*"]}, capabilities: [{kind: "*"}]}
+  human: {kind: human, token: human-token-01}
+`);
+    const w = await ownerOf(gw, "loop", "w-token-000001", [{ name: "risky", inputSchema: { type: "object" } }]);
+    const human = await TestClient.join(gw, "loop", "human-token-01");
+    try {
+      w.send({ id: "self", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "w/risky", arguments: {} } } });
+      const refused = await w.next((e) => e.kind === "system/error" && e.correlation_id?.includes("self") === true);
+      expect(refused.payload).toMatchObject({ code: "cycle_detected", chain: ["w", "w"] });
+      w.send({ id: "self-p", kind: "mcp/proposal", to: ["w"], payload: { method: "tools/call", params: { name: "risky", arguments: {} } } });
+      expect((await w.next((e) => e.kind === "system/error" && e.correlation_id?.includes("self-p") === true)).payload.code).toBe("cycle_detected");
+      expect(human.received.some((e) => e.kind === "mcp/proposal")).toBe(false);
+    } finally {
+      w.ws.terminate();
+      human.ws.terminate();
+    }
+  });
+});
