@@ -37,29 +37,13 @@
  *   `chat/acknowledge`, after which the agent leaves (`closed` settles with `shutdown`).
  */
 import type { Logger } from "pino";
-import { z } from "zod";
 import type { AgentConfig } from "../../gateway/config.js";
 import { GATEWAY_ID, type Envelope } from "../../gateway/envelope.js";
-import { ParticipantClient, type CallOptions, type ClientOptions, type IncomingRequest, type OutboundEnvelope, type WelcomeInfo } from "../client.js";
-import { RpcError, RpcErrorCodes } from "../errors.js";
+import { ParticipantClient, type CallOptions, type ClientOptions, type OutboundEnvelope, type WelcomeInfo } from "../client.js";
 import type { ToolInfo } from "../wire.js";
-import { answerSampling, passElicitationUp } from "./callbacks.js";
-import { COMPLETE_NOTE, converse, HeldConversations, Inbox } from "./takeover.js";
-import {
-  addDelegated,
-  addUsage,
-  ANSWER_NOTE,
-  ASK_INPUT_SCHEMA,
-  ASK_OUTPUT_SCHEMA,
-  AskArgumentsSchema,
-  askResult,
-  AskQueue,
-  emptySpend,
-  handoffText,
-  readAnswer,
-  roundCost,
-  type Spend,
-} from "./contract.js";
+import { AskServer, INTERACTIVE_WAIT_MS } from "./serve.js";
+import { HeldConversations } from "./takeover.js";
+import { addDelegated, addUsage, emptySpend, roundCost, type Spend } from "./contract.js";
 import { resolveProvider } from "./configure.js";
 import { Conversation, type Summarize } from "./context.js";
 import { runTurn, type CallTool, type LoopEvent, type TurnContext, type TurnResult } from "./loop.js";
@@ -139,8 +123,6 @@ export interface AgentHandle {
 
 /** The offered tool's arguments. */
 const DEFAULT_COOLDOWN_MS = 60_000;
-/** How long a caller waits on an interactive ask: the gateway's idle clock ends it sooner when nobody talks. */
-const INTERACTIVE_WAIT_MS = 24 * 3_600_000;
 const DEFAULT_MAX_HOPS = 3;
 const DEFAULT_CALL_TIMEOUT_MS = 30_000;
 const MAX_QUEUE = 16;
@@ -223,7 +205,6 @@ class Agent {
   private readonly cooldownMs: number;
   private readonly maxHops: number;
   private readonly callTimeoutMs: number;
-  private readonly offerName: string | undefined;
   private readonly mention: RegExp;
   private readonly unsubscribe: (() => void)[] = [];
 
@@ -257,22 +238,17 @@ class Agent {
   private pauseTimer: NodeJS.Timeout | undefined;
   private compacting = false;
   private stopped = false;
-  private readonly delegations = new Set<AbortController>();
-  /** Who holds each person's conversation (takeover.ts), and the inboxes of the ones I hold. */
+  /** Who holds each person's conversation (takeover.ts). */
   private readonly held = new HeldConversations();
-  private readonly inboxes = new Map<string, Inbox>();
+  /** The ask tool, callbacks, and the conversations taken over (serve.ts). */
+  private readonly serving: AskServer;
   /** Participants switched off in the space: left out of the prompt. */
   private readonly switchedOff = new Set<string>();
-  /** Asks waiting their turn, HIGH priority first (contract.ts). */
-  private readonly asks: AskQueue;
-  /** Envelope ids of the calls of our tool being served now → their callers (a form about one goes to its caller). */
-  private readonly servingCalls = new Map<string, string>();
 
   // Provider health and accounting.
   private down: { until: number; error: ProviderError } | undefined;
   private lastError: string | undefined;
   private turns = 0;
-  private delegationsDone = 0;
   private inputTokens = 0;
   private outputTokens = 0;
   private latencyMs: number | undefined;
@@ -290,11 +266,50 @@ class Agent {
     this.cooldownMs = opts.providerCooldownMs ?? DEFAULT_COOLDOWN_MS;
     this.maxHops = opts.maxHops ?? DEFAULT_MAX_HOPS;
     this.callTimeoutMs = opts.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
-    const offer = opts.config.offer;
-    this.offerName = offer && offer.enabled !== false ? (offer.name ?? "ask") : undefined;
-    this.asks = new AskQueue(offer?.max_concurrent ?? 4);
+    this.serving = this.serveHost();
     this.conversation = new Conversation({ budgetTokens: this.budget() });
     this.mention = mentionPattern(this.id);
+  }
+
+  /** The serving side (serve.ts), with what it may reach of this agent. */
+  private serveHost(): AskServer {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const agent = this;
+    return new AskServer({
+      id: this.id,
+      description: this.opts.description,
+      config: this.config,
+      client: this.client,
+      provider: this.provider,
+      modelOptions: this.modelOptions,
+      log: this.log,
+      callTimeoutMs: this.callTimeoutMs,
+      get stopped() {
+        return agent.stopped;
+      },
+      get paused() {
+        return agent.paused;
+      },
+      get down() {
+        return agent.down;
+      },
+      providerDown: () => this.providerDown(),
+      providerFailed: (e, tell) => this.providerFailed(e, tell),
+      budget: () => this.budget(),
+      toolsReady: () => this.toolsReady(),
+      turnContext: () => this.turnContext(),
+      callTool: (deadline, spend, announce, human) => this.callTool(deadline, spend, announce, human),
+      account: (turn, started) => this.account(turn, started),
+      startReasoning: (correlation, message) => this.startReasoning(correlation, message),
+      send: (env) => this.send(env),
+      setLatency: (ms) => {
+        this.latencyMs = ms;
+      },
+      addTokens: (u) => {
+        this.inputTokens += u?.input ?? 0;
+        this.outputTokens += u?.output ?? 0;
+      },
+    });
   }
 
   private budget(): number {
@@ -319,7 +334,7 @@ class Agent {
       }),
     );
     // Also without an offer: a server the agent calls may ask it for a completion (callbacks.ts).
-    this.unsubscribe.push(c.onRequest((req) => this.onCall(req)));
+    this.unsubscribe.push(c.onRequest((req) => this.serving.onCall(req)));
   }
 
   onWelcome(info: WelcomeInfo, alreadyOpen: boolean): void {
@@ -331,7 +346,7 @@ class Agent {
     this.promptDirty = true;
     if (info.refreshed && !alreadyOpen) return;
     // Agents are not asked for their tools on join; they announce them.
-    if (this.offerName !== undefined) this.client.announceTools();
+    if (this.serving.offerName !== undefined) this.client.announceTools();
     if (!this.seeded) {
       this.seeded = true;
       for (const env of info.history) if (env.kind === "chat") this.observeHistory(env);
@@ -441,7 +456,7 @@ class Agent {
     const hops = this.hops.observe(env, human);
     // A person whose conversation someone holds talks to the holder (takeover.ts).
     const holder = human ? this.held.holder(env.from) : undefined;
-    const inbox = holder === this.id ? this.inboxes.get(env.from) : undefined;
+    const inbox = holder === this.id ? this.serving.inbox(env.from) : undefined;
     if (inbox && (env.to === undefined || env.to.length === 0 || env.to.includes(this.id))) return inbox.push(text);
     if (holder !== undefined && holder !== this.id && !env.to?.includes(this.id) && !this.mention.test(text)) return this.addContext(env, text);
     if (!this.isTrigger(env, text, human)) return this.addContext(env, text);
@@ -681,243 +696,6 @@ class Agent {
     };
   }
 
-  // --- delegation ------------------------------------------------------------------------
-
-  private offerTool(): Record<string, unknown> {
-    const who = this.opts.description?.trim() ? ` (${this.opts.description.trim()})` : "";
-    return {
-      name: this.offerName,
-      description:
-        this.config.offer?.description ??
-        `Ask ${this.id}${who} to work on a task with its own tools and return its final answer. The result carries a status: success, partial, error or timeout.`,
-      inputSchema: ASK_INPUT_SCHEMA,
-      outputSchema: ASK_OUTPUT_SCHEMA,
-      ...(this.config.offer?.interactive ? { _meta: { "mewgate/interactive": true } } : {}),
-    };
-  }
-
-  private async onCall(req: IncomingRequest): Promise<unknown> {
-    switch (req.method) {
-      case "tools/list":
-        return { tools: this.offerName === undefined ? [] : [this.offerTool()] };
-      case "tools/call":
-        if (this.offerName === undefined) throw new RpcError(RpcErrorCodes.methodNotFound, `${this.id} offers no tools`);
-        return this.delegate(req);
-      case "ping":
-        return {};
-      case "sampling/createMessage":
-        return this.sample(req);
-      case "elicitation/create":
-        return passElicitationUp(this.client, this.id, this.servingCalls, req);
-      default:
-        throw new RpcError(RpcErrorCodes.methodNotFound, `${this.id} serves tools/list, tools/call and sampling/createMessage, not ${req.method}`);
-    }
-  }
-
-  private async delegate(req: IncomingRequest): Promise<unknown> {
-    const params = isRecord(req.params) ? req.params : {};
-    if (params["name"] !== this.offerName) {
-      throw new RpcError(RpcErrorCodes.invalidParams, `unknown tool "${String(params["name"])}": ${this.id} offers "${this.offerName}"`);
-    }
-    const args = AskArgumentsSchema.safeParse(params["arguments"] ?? {});
-    if (!args.success) {
-      const issue = args.error.issues[0];
-      return askResult({ status: "error", error_code: "INVALID_ARGUMENTS", answer: `invalid arguments: ${issue?.path.join(".") || "arguments"}: ${issue?.message ?? "invalid"}` });
-    }
-    if (this.stopped) return askResult({ status: "error", error_code: "AGENT_STOPPING", answer: `${this.id} is shutting down` });
-    if (this.paused) return askResult({ status: "error", error_code: "AGENT_PAUSED", answer: `${this.id} is paused; try again later` });
-    if (this.providerDown()) return askResult({ status: "error", error_code: "MODEL_UNAVAILABLE", answer: `${this.id}'s model is unavailable: ${this.down!.error.message}` });
-
-    // Answer before the caller gives up — the gateway's deadline or the caller's own
-    // timeout_ms, whichever is first — keeping a margin for the way back.
-    const meta = isRecord(params["_meta"]) ? params["_meta"] : {};
-    const requested = meta["mewgate/timeout_ms"];
-    const gatewayMs = typeof requested === "number" && requested > 0 ? requested : this.callTimeoutMs;
-    const timeoutMs = Math.min(gatewayMs, args.data.timeout_ms ?? gatewayMs);
-    const budgetMs = Math.max(1, timeoutMs - Math.min(1000, Math.ceil(timeoutMs / 10)));
-    const received = Date.now();
-    const deadline = received + budgetMs;
-
-    const conversation = new Conversation({ budgetTokens: this.budget() });
-    const { message, context, priority } = args.data;
-    conversation.append({ role: "user", text: `${req.from}: ${message}${handoffText(req.from, context)}` });
-    const controller = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      controller.abort("timeout");
-    }, budgetMs);
-    const onAbort = () => controller.abort(req.signal.reason);
-    req.signal.addEventListener("abort", onAbort, { once: true });
-    const spend = emptySpend();
-    const metadata = () => ({
-      processing_time_ms: Date.now() - received,
-      input_tokens: spend.input_tokens,
-      output_tokens: spend.output_tokens,
-      ...(spend.cost_usd === undefined ? {} : { cost_usd: roundCost(spend.cost_usd) }),
-      model: this.modelOptions.model,
-    });
-    let release: (() => void) | undefined;
-    try {
-      // A busy agent takes HIGH before NORMAL before LOW.
-      release = await this.asks.enter(priority, controller.signal).catch(() => undefined);
-      if (!release) {
-        return timedOut
-          ? askResult({ status: "timeout", answer: `${this.id} was busy and could not start in time.`, metadata: metadata() })
-          : askResult({ status: "error", error_code: "CANCELLED", answer: `${this.id} did not start: the call was cancelled.`, metadata: metadata() });
-      }
-      this.delegations.add(controller);
-      this.servingCalls.set(req.envelope.id, req.from);
-      // Asked for a person, an interactive agent takes their conversation over (takeover.ts).
-      const forHuman = meta["mewgate/human"];
-      if (this.config.offer?.interactive && typeof forHuman === "string" && (await this.takeOver(req, forHuman))) {
-        // From here the gateway's idle clock bounds the work, not the call's deadline.
-        clearTimeout(timer);
-        return await this.converseWith(req, forHuman, conversation, controller.signal, spend, metadata);
-      }
-      const note = `\n\n## This task\nYou are answering a call of your tool ${this.id}/${this.offerName} from ${req.from}. Your final reply is returned to ${req.from} as the tool's result, not posted in chat: make it the complete answer. ${ANSWER_NOTE}`;
-      await this.toolsReady();
-      const reasoning = this.startReasoning(req.envelope.id, `Working on ${req.from}'s call of ${this.offerName}`);
-      const started = Date.now();
-      const turn = await runTurn({
-        provider: this.provider,
-        conversation,
-        context: () => {
-          const c = this.turnContext();
-          return { system: c.system + note, tools: c.tools };
-        },
-        callTool: this.callTool(deadline, spend),
-        options: this.modelOptions,
-        maxIterations: this.config.max_iterations,
-        signal: controller.signal,
-        onEvent: reasoning?.onEvent,
-      });
-      this.account(turn, started);
-      addUsage(spend, turn.usage, this.modelOptions.model, this.config.prices ?? {});
-      reasoning?.conclude(turn);
-      this.delegationsDone++;
-      const read = readAnswer(turn.text);
-      switch (turn.status) {
-        case "done":
-          return askResult({ status: read.warnings.length > 0 ? "partial" : "success", answer: read.answer || "(no answer)", confidence: read.confidence, warnings: read.warnings, metadata: metadata() });
-        case "max_iterations":
-          return askResult({
-            status: "partial",
-            answer: read.answer || "(no answer yet)",
-            confidence: read.confidence ?? "low",
-            warnings: [...read.warnings, `${this.id} stopped after ${plural(turn.iterations, "model call")} before finishing`],
-            metadata: metadata(),
-          });
-        case "aborted":
-          if (timedOut) return askResult({ status: "timeout", answer: read.answer ? `${read.answer}\n\n(${this.id} ran out of time before finishing.)` : `${this.id} could not finish in time.`, metadata: metadata() });
-          return askResult({ status: "error", error_code: "CANCELLED", answer: `${this.id} stopped working on this (${String(controller.signal.reason ?? "aborted")}).`, metadata: metadata() });
-        case "error":
-          this.providerFailed(turn.error!, undefined);
-          return askResult({ status: "error", error_code: "MODEL_ERROR", answer: `${this.id} could not answer: ${turn.error!.message}`, metadata: metadata() });
-      }
-    } finally {
-      release?.();
-      clearTimeout(timer);
-      req.signal.removeEventListener("abort", onAbort);
-      this.delegations.delete(controller);
-      this.servingCalls.delete(req.envelope.id);
-    }
-  }
-
-  /** Asks the gateway to let this agent hold `human`'s conversation for `req`; true once it does. */
-  private takeOver(req: IncomingRequest, human: string): Promise<boolean> {
-    return new Promise((resolve) => {
-      let id: string | undefined;
-      const done = (ok: boolean, why?: string) => {
-        off();
-        clearTimeout(timer);
-        if (!ok) this.log?.info({ human, why }, "could not take the conversation over; working on the task without it");
-        resolve(ok);
-      };
-      const off = this.client.on("envelope", (env) => {
-        if (id === undefined || !env.correlation_id?.includes(id)) return;
-        if (env.kind === "space/conversation" && isRecord(env.payload) && env.payload["holder"] === this.id) done(true);
-        else if (env.kind === "system/error") done(false, isRecord(env.payload) ? String(env.payload["message"]) : "refused");
-      });
-      const timer = setTimeout(() => done(false, "no answer from the gateway"), 5000);
-      id = this.send({ kind: "space/takeover", payload: { human, call: req.envelope.id } });
-      if (!id) done(false, "not connected");
-    });
-  }
-
-  /** Holds `human`'s conversation until the model calls complete (takeover.ts); the result answers `req`. */
-  private async converseWith(req: IncomingRequest, human: string, conversation: Conversation, signal: AbortSignal, spend: Spend, metadata: () => Record<string, unknown>): Promise<unknown> {
-    const inbox = new Inbox();
-    this.inboxes.set(human, inbox);
-    const note = `\n\n## This task\n${req.from} handed you a task for ${human}.${COMPLETE_NOTE}`;
-    try {
-      await this.toolsReady();
-      const end = await converse({
-        client: this.client,
-        human,
-        conversation,
-        inbox,
-        signal,
-        context: () => {
-          const c = this.turnContext();
-          return { system: c.system + note, tools: c.tools };
-        },
-        callTool: this.callTool(undefined, spend, undefined, human),
-        turn: async (o) => {
-          const started = Date.now();
-          const t = await runTurn({ provider: this.provider, conversation, context: o.context, callTool: o.callTool, options: this.modelOptions, maxIterations: this.config.max_iterations, signal: o.signal });
-          this.account(t, started);
-          addUsage(spend, t.usage, this.modelOptions.model, this.config.prices ?? {});
-          return t;
-        },
-        say: (text) => void this.send({ kind: "chat", to: [human], payload: { text, format: "markdown" } }),
-      });
-      this.delegationsDone++;
-      if (end.how === "complete") {
-        const read = readAnswer(end.result);
-        return askResult({ status: read.warnings.length ? "partial" : "success", answer: read.answer || end.result, confidence: read.confidence, warnings: read.warnings, metadata: metadata() });
-      }
-      if (end.why === "aborted") return askResult({ status: "error", error_code: "CANCELLED", answer: `${this.id} stopped: the conversation with ${human} was ended.`, metadata: metadata() });
-      if (end.why === "error") {
-        if (end.last?.error) this.providerFailed(end.last.error, undefined);
-        return askResult({ status: "error", error_code: "MODEL_ERROR", answer: `${this.id} could not go on: ${end.last?.error?.message ?? "error"}`, metadata: metadata() });
-      }
-      return askResult({ status: "partial", answer: end.last?.text.trim() || "(no answer)", confidence: "low", warnings: [`${this.id} stopped before finishing the conversation with ${human}`], metadata: metadata() });
-    } finally {
-      this.inboxes.delete(human);
-    }
-  }
-
-  /** A completion for a server the agent called (callbacks.ts), counted like any other use of the model. */
-  private async sample(req: IncomingRequest): Promise<Record<string, unknown>> {
-    if (this.stopped || this.paused) throw new RpcError(RpcErrorCodes.internalError, `${this.id} is ${this.stopped ? "shutting down" : "paused"}`);
-    if (this.providerDown()) throw new RpcError(RpcErrorCodes.internalError, `${this.id}'s model is unavailable: ${this.down!.error.message}`);
-    const started = Date.now();
-    try {
-      const result = await answerSampling(
-        {
-          provider: this.provider,
-          options: this.modelOptions,
-          maxTokens: this.config.max_tokens,
-          onUsage: (u) => {
-            this.inputTokens += u?.input ?? 0;
-            this.outputTokens += u?.output ?? 0;
-          },
-        },
-        req,
-      );
-      this.latencyMs = Date.now() - started;
-      this.log?.info({ for: req.from, ms: this.latencyMs }, "answered a sampling request");
-      return result;
-    } catch (err) {
-      if (err instanceof ProviderError) {
-        this.providerFailed(err, undefined);
-        throw new RpcError(RpcErrorCodes.internalError, `${this.id} could not answer: ${err.message}`);
-      }
-      throw err;
-    }
-  }
-
   // --- control ---------------------------------------------------------------------------
 
   private onControl(env: Envelope): void {
@@ -984,7 +762,7 @@ class Agent {
 
   private restart(): void {
     this.chatAbort?.abort("restart");
-    for (const c of this.delegations) c.abort("restart");
+    this.serving.abortAll("restart");
     this.queue = [];
     this.pendingContext.length = 0;
     this.conversation = new Conversation({ budgetTokens: this.budget() });
@@ -993,7 +771,7 @@ class Agent {
     this.down = undefined;
     this.lastError = undefined;
     this.turns = 0;
-    this.delegationsDone = 0;
+    this.serving.done = 0;
     this.inputTokens = 0;
     this.outputTokens = 0;
     this.latencyMs = undefined;
@@ -1060,7 +838,7 @@ class Agent {
 
   status(): AgentStatus {
     const stats = this.conversation.stats();
-    const state: AgentState = this.stopped ? "stopped" : this.paused ? "paused" : this.running || this.delegations.size > 0 ? "busy" : "idle";
+    const state: AgentState = this.stopped ? "stopped" : this.paused ? "paused" : this.running || this.serving.active > 0 ? "busy" : "idle";
     const s: AgentStatus = {
       id: this.id,
       state,
@@ -1070,9 +848,9 @@ class Agent {
       model: this.modelOptions.model,
       ...stats,
       turns: this.turns,
-      delegations: this.delegationsDone,
-      active_delegations: this.delegations.size,
-      queued_asks: this.asks.queued,
+      delegations: this.serving.done,
+      active_delegations: this.serving.active,
+      queued_asks: this.serving.queued,
       input_tokens_total: this.inputTokens,
       output_tokens_total: this.outputTokens,
     };
@@ -1099,7 +877,7 @@ class Agent {
     this.stopped = true;
     clearTimeout(this.pauseTimer);
     this.chatAbort?.abort(reason);
-    for (const c of this.delegations) c.abort(reason);
+    this.serving.abortAll(reason);
     this.queue = [];
     for (const off of this.unsubscribe.splice(0)) off();
     this.log?.info({ reason }, "agent stopped");
