@@ -429,6 +429,11 @@ export class Space implements SpaceHost {
     return () => this.watchers.delete(w);
   }
 
+  /** Who holds each person's conversation (conversations.ts). */
+  conversationsView(): Array<Record<string, unknown>> {
+    return this.conversations.view();
+  }
+
   /** Every participant of the space, connected or not, as `viewer` may see it. */
   participantsView(): Array<Record<string, unknown>> {
     return Object.values(this.config.participants).map((p) => ({

@@ -88,6 +88,7 @@ space: {id: trip}
 calls: {takeover_idle_ms: ${extra ? 600 : 600000}}
 participants:
   alice: {kind: human, token: ${token("alice")}}
+  bob: {kind: human, token: ${token("bob")}}
   main: {kind: agent, token: ${token("main")}, tools: {allow: ["planner/ask"]}, agent: ${openai(main, "primary: true")}}
   planner: {kind: agent, token: ${token("planner")}, tools: {allow: ["researcher/ask"]}, agent: ${openai(planner, "offer: {interactive: true}, takeover: [alice]")}}
   researcher: {kind: agent, token: ${token("researcher")}, agent: ${openai(researcher, "offer: {interactive: true}, takeover: [\"*\"]")}}
@@ -115,6 +116,12 @@ describe("interactive delegation", () => {
     await chatFrom(alice.seen, "planner");
     expect(holders(alice.seen)).toEqual(["planner"]);
     expect(text(alice.seen.find((e) => e.kind === "chat" && e.from === "planner")!)).toBe("What is your budget?");
+    // The console reads the same from the operator API; a late joiner from its welcome.
+    const api = await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/trip/conversations`, { headers: { authorization: `Bearer ${token("alice")}` } });
+    expect(((await api.json()) as { conversations: unknown[] }).conversations).toEqual([{ human: "alice", holder: "planner", stack: [expect.objectContaining({ agent: "planner", caller: "main" })] }]);
+    const late = await TestClient.join(gw!, "trip", token("bob"));
+    raw.push(late);
+    expect(late.received.find((e) => e.kind === "system/welcome")!.payload.conversations).toEqual([expect.objectContaining({ human: "alice", holder: "planner" })]);
     // Untargeted, as people talk: it goes to the planner, not to main.
     alice.c.send({ kind: "chat", payload: { text: "100" } });
     await waitFor(() => alice.seen.some((e) => e.kind === "chat" && e.from === "main" && text(e) === "Trip planned: budget 100."), 10_000, "main's answer");

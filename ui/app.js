@@ -144,11 +144,7 @@ function onEnvelope(env) {
       return;
     case "space/conversation":
       // Who holds my conversation (interactive delegation).
-      if (env.payload?.human === state.me) {
-        const holder = typeof env.payload.holder === "string" ? env.payload.holder : "";
-        $("holder").hidden = !holder;
-        $("holder").textContent = holder ? `talking with ${holder} — say "stop" to end` : "";
-      }
+      if (env.payload?.human === state.me) showHolder(typeof env.payload.holder === "string" ? env.payload.holder : "");
       addLog("activity", env.payload?.human ?? "?", env.payload?.holder ? `is talking with ${env.payload.holder}` : "has the conversation back");
       return;
     case "system/presence":
@@ -192,7 +188,18 @@ function addLog(kind, from, text) {
 }
 
 async function refreshAll() {
-  await Promise.all([refreshProposals(), forms.refresh(), refreshPeople(), refreshGrants(), refreshAudit()]);
+  await Promise.all([refreshProposals(), forms.refresh(), refreshPeople(), refreshGrants(), refreshAudit(), refreshHolder()]);
+}
+
+/** Who holds my conversation now (interactive delegation), as the header says. */
+async function refreshHolder() {
+  const { conversations } = await api("GET", "conversations");
+  showHolder(conversations.find((c) => c.human === state.me)?.holder ?? "");
+}
+
+function showHolder(holder) {
+  $("holder").hidden = !holder;
+  $("holder").textContent = holder ? `talking with ${holder} — say "stop" to end` : "";
 }
 
 // Forms asked of me (elicitation), above the proposals in the inbox.

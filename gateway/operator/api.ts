@@ -8,6 +8,7 @@
  *   DELETE grants/<id>            (cascading, like capability/revoke)
  *   POST   chat {text, to?}
  *   POST   participants/<id>/disable {reason?} · participants/<id>/enable  (space/disable, space/enable)
+ *   GET    conversations          (who holds each person's conversation: interactive delegation)
  *   GET    requests               (forms asked of the caller: elicitation/create waiting on it)
  *   POST   requests/<id>/respond  {result} or {error: {code, message}}: the caller's answer
  *   GET    events                 (server-sent events: every envelope the caller may see)
@@ -122,6 +123,8 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
       const payload = { participant_id: id, ...pick(body, ["reason"]) };
       return acted(await space.act(c.id, { kind, payload }), { participant: id, disabled: kind === "space/disable" });
     }
+    case "GET conversations":
+      return ok({ conversations: space.conversationsView() });
     case "GET requests":
       return ok({ requests: space.requestsFor(c.id).filter((r) => r["method"] === "elicitation/create") });
     case "POST requests/:id/respond": {

@@ -9,7 +9,7 @@ import { checkRun } from "./invariants.js";
 import { runWorld } from "./world.js";
 
 const ONE = process.env["SIM_SEED"] === undefined ? undefined : Number(process.env["SIM_SEED"]);
-const SEEDS = ONE !== undefined ? [ONE] : Array.from({ length: Number(process.env["SIM_SEEDS"] ?? 200) }, (_, i) => 1 + i * 7919);
+const SEEDS = ONE !== undefined ? [ONE] : Array.from({ length: Number(process.env["SIM_SEEDS"] ?? 400) }, (_, i) => 1 + i * 7919);
 
 describe("deterministic simulation", () => {
   it(`keeps every invariant over ${SEEDS.length} seeded runs with injected faults`, { timeout: 120_000 }, async () => {
