@@ -13,7 +13,9 @@
  * - Identity: `crypto.randomUUID` and `Math.random` are seeded for the run, so envelope
  *   ids, jitter and the trace are the same for the same seed, byte for byte.
  * - Workload: workers offering `work` (and `risky`, which needs a person's approval) call
- *   each other, sometimes while serving (nested chains); a person decides proposals.
+ *   each other, sometimes while serving (nested chains); real agents (with a seeded model)
+ *   are asked by the workers and by the person in chat, and call tools and each other's
+ *   `ask` in turn; a person decides proposals.
  * - Faults: a callee that never answers (timeout), one that is busy (an error), a rejected
  *   proposal, a call to nobody (not found), a worker that leaves, network delay and
  *   partition, a state-store write that fails.
@@ -29,11 +31,14 @@ import { parseSpaceConfig } from "../../gateway/config.js";
 import { connectInProcess, type InProcessConnection } from "../../gateway/inprocess.js";
 import { Space } from "../../gateway/space.js";
 import { TokenBook } from "../../gateway/tokens.js";
+import { startAgent, type AgentHandle } from "../../participants/agent/index.js";
+import type { ModelRequest, ModelResponse, Provider } from "../../participants/agent/providers/types.js";
 import { ParticipantClient, type IncomingRequest } from "../../participants/client.js";
 import { RpcError } from "../../participants/errors.js";
 import { seeded } from "../helpers.js";
 
 export const WORKERS = 4;
+export const AGENTS = 2;
 export const MAX_DEPTH = 3;
 const START = Date.UTC(2026, 0, 1);
 /** Steps (timers run) one run may take, and simulated time it may cover. */
@@ -61,6 +66,7 @@ export async function runWorld(seed: number): Promise<Run> {
   const dir = mkdtempSync(join(tmpdir(), "mewgate-sim-"));
   const run: Run = { seed, trace: [], faults: [], violations: [], proposals: new Map(), steps: 0, simulatedMs: 0 };
   const clients: ParticipantClient[] = [];
+  const agents: AgentHandle[] = [];
   let space: Space | undefined;
   try {
     const config = parseSpaceConfig(spaceYaml(dir), { file: join(dir, "space.yaml"), env: {} });
@@ -85,6 +91,14 @@ export async function runWorld(seed: number): Promise<Run> {
     const workers: ParticipantClient[] = [];
     for (let i = 0; i < WORKERS; i++) workers.push(await enter(world, `w${i}`, (c) => serve(world, c, i)));
     for (const w of workers) w.announceTools();
+    for (let i = 0; i < AGENTS; i++) agents.push(await startSimAgent(world, `a${i}`));
+
+    // The person asks the agents in chat now and then.
+    const chats = Math.floor(rng() * 4);
+    for (let n = 0; n < chats; n++) {
+      const to = `a${Math.floor(rng() * AGENTS)}`;
+      setTimeout(() => human.send({ kind: "chat", to: [to], payload: { text: `task ${n} for ${to}` } }), Math.floor(rng() * 5000));
+    }
 
     // The workload: each worker calls others at seeded moments.
     const calls = 6 + Math.floor(rng() * 10);
@@ -125,6 +139,7 @@ export async function runWorld(seed: number): Promise<Run> {
     for (const [id, events] of run.proposals) for (const e of audit) if (e.proposal === id) events.push(e.event);
     for (const p of space.pendingProposals()) run.proposals.get(p.id)?.push("pending");
   } finally {
+    for (const a of agents) await a.stop().catch(() => {});
     for (const c of clients) await c.close("end of run").catch(() => {});
     await space?.closeAll(1001, "end of run").catch(() => {});
     vi.useRealTimers();
@@ -142,9 +157,37 @@ interface World {
   clients: ParticipantClient[];
 }
 
+/** A real agent with a seeded model: it calls a tool it was offered about half the time, at most twice a turn. */
+async function startSimAgent(world: World, id: string): Promise<AgentHandle> {
+  const { rng } = world;
+  const provider: Provider = {
+    name: "sim",
+    complete: async (request: ModelRequest): Promise<ModelResponse> => {
+      await new Promise((r) => setTimeout(r, 5 + Math.floor(rng() * 200)));
+      const results = request.messages.filter((m) => m.role === "tool").length;
+      const tools = request.tools.filter((t) => t.name !== "complete");
+      if (results < 2 && tools.length > 0 && rng() < 0.5) {
+        const tool = tools[Math.floor(rng() * tools.length)]!;
+        const args = tool.name.endsWith("__ask") ? { message: `help ${id}`, priority: rng() < 0.3 ? "HIGH" : "NORMAL", timeout_ms: 500 + Math.floor(rng() * 1500) } : {};
+        return { text: "", toolCalls: [{ id: `t${results}`, name: tool.name, arguments: args }], stopReason: "tool_use", usage: { input: 100, output: 10 } };
+      }
+      return { text: `${id} answers`, toolCalls: [], stopReason: "end_turn", usage: { input: 100, output: 20 } };
+    },
+  };
+  const config = world.space.config.participants[id]!.agent!;
+  const connected = startAgent({ id, config, provider, client: { transport: () => world.net.wrap(connectInProcess(world.space, id), id), reconnect: false }, env: {}, callTimeoutMs: 1000 });
+  for (let i = 0; i < 1000; i++) {
+    const done = await Promise.race([connected.then(() => true), Promise.resolve(false)]);
+    if (done) break;
+    await vi.advanceTimersToNextTimerAsync();
+    await settle(world.space);
+  }
+  return connected;
+}
+
 function spaceYaml(dir: string): string {
   const worker = (i: number) =>
-    `  w${i}: {kind: service, tools: {allow: ["w*/work"], ask: ["w*/risky"]}, capabilities: [{kind: "chat"}, {kind: "mcp/response"}, {kind: "mcp/proposal"}, {kind: "mcp/withdraw"}, {kind: "mcp/request", payload: {method: "tools/list"}}, {kind: "mcp/request", payload: {method: "notifications/*"}}]}`;
+    `  w${i}: {kind: service, tools: {allow: ["w*/work", "a*/ask"], ask: ["w*/risky"]}, capabilities: [{kind: "chat"}, {kind: "mcp/response"}, {kind: "mcp/proposal"}, {kind: "mcp/withdraw"}, {kind: "mcp/request", payload: {method: "tools/list"}}, {kind: "mcp/request", payload: {method: "notifications/*"}}]}`;
   return [
     "space: {id: sim}",
     `gateway: {state_dir: ${JSON.stringify(join(dir, "state"))}}`,
@@ -153,6 +196,7 @@ function spaceYaml(dir: string): string {
     "participants:",
     "  human: {kind: human}",
     ...Array.from({ length: WORKERS }, (_, i) => worker(i)),
+    ...Array.from({ length: AGENTS }, (_, i) => `  a${i}: {kind: agent, tools: {allow: ["w*/work", "a*/ask"]}, agent: {provider: scripted, offer: {max_concurrent: 2}, max_iterations: 4}}`),
     "",
   ].join("\n");
 }
@@ -160,6 +204,7 @@ function spaceYaml(dir: string): string {
 function pickTarget(rng: () => number, self: string): string {
   const r = rng();
   if (r < 0.08) return "ghost/work";
+  if (r < 0.2) return `a${Math.floor(rng() * AGENTS)}/ask`;
   const j = Math.floor(rng() * WORKERS);
   const name = `w${j}`;
   // A call to oneself is refused by the tool list (not offered) — the gateway still routes it; keep it: a cycle of one.
@@ -262,7 +307,9 @@ class Network {
 /** Waits until the state store has nothing in flight, so real I/O cannot reorder the run. */
 async function settle(space: Space): Promise<void> {
   const journal = (space as unknown as { ledger: { store: { journal: { queue: unknown[]; flushing: boolean; scheduled: boolean } } } }).ledger.store.journal;
-  for (let i = 0; i < 10_000; i++) {
+  // Bounded in real time, generously: a slow disk makes a run slower, never different or failed.
+  const until = performance.now() + 60_000;
+  while (performance.now() < until) {
     await new Promise((r) => setImmediate(r));
     if (journal.queue.length === 0 && !journal.flushing && !journal.scheduled) {
       // One more turn for what the last write resolved.
@@ -270,7 +317,7 @@ async function settle(space: Space): Promise<void> {
       return;
     }
   }
-  throw new Error("the state store did not settle");
+  throw new Error("the state store did not settle within 60 s of real time");
 }
 
 /** Storage fault: the next write of the store fails, as a full disk would make it. */
