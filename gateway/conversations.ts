@@ -15,6 +15,11 @@
  * and the holder, and when it runs out the whole stack unwinds. So does the person saying
  * "cancel" or "stop". Every push and pop is logged and announced.
  *
+ * Frames are durable (the state store): a push is written before it is announced, a pop
+ * noted. After a gateway restart the stacks come back with their calls, so the holder's
+ * answer still reaches the caller once both have reconnected (the participant SDK keeps a
+ * call held in a conversation across a reconnect).
+ *
  * Who may take over: the agent's `agent.takeover` lists the people it may hold (or "*");
  * the call must come from the top of that person's stack, or — when nobody holds it yet —
  * from the person or the agent the person is talking with (the last to chat to them).
@@ -25,6 +30,7 @@ import type { SpaceConfig } from "./config.js";
 import { type Envelope, ErrorCodes, type ErrorCode, type InboundEnvelope, systemEnvelope } from "./envelope.js";
 import { clip } from "./host.js";
 import type { Member } from "./member.js";
+import type { Plan } from "./plan.js";
 
 export interface Frame {
   agent: string;
@@ -33,10 +39,19 @@ export interface Frame {
   since: string;
 }
 
+/** What the store keeps of a frame: enough to open its call again after a restart. */
+export type FrameRecord =
+  | ({ type: "frame"; human: string; rpcId: string | number; method: string; chain: string[] } & Frame)
+  | { type: "unframe"; human: string; call: string };
+
 export interface ConversationHost {
   readonly config: SpaceConfig;
   readonly log: Logger;
+  /** The space's calls (read when needed: the router is built after the store is read). */
   readonly calls: Calls;
+  record(...plans: Plan[]): Promise<void>;
+  note(plan: Plan): void;
+  storeFailed(member: Member, err: unknown, correlationId: string | undefined, what: string): void;
   /** Fails the call to its caller and cancels it at its target and down its chain. */
   abort(call: Call, reason: string, message: string): void;
   deliver(env: Envelope, sender?: Member, toEveryone?: boolean): void;
@@ -53,9 +68,56 @@ export class Conversations {
 
   constructor(private readonly host: ConversationHost) {}
 
+  /** Restored frames' calls, to open once the router exists. */
+  private restored: Extract<FrameRecord, { type: "frame" }>[] = [];
+
   /** Every person's stack that is not empty, for the welcome. */
-  view(): Array<{ human: string; holder: string; stack: Array<Omit<Frame, "call">> }> {
-    return [...this.stacks].map(([human, frames]) => ({ human, holder: frames[frames.length - 1]!.agent, stack: frames.map(({ call: _c, ...f }) => f) }));
+  view(): Array<{ human: string; holder: string; stack: Frame[] }> {
+    return [...this.stacks].map(([human, frames]) => ({ human, holder: frames[frames.length - 1]!.agent, stack: frames.map((f) => ({ ...f })) }));
+  }
+
+  /** Folds a stored record in, on start. */
+  apply(r: FrameRecord): void {
+    if (r.type === "frame") {
+      const frames = this.stacks.get(r.human) ?? [];
+      this.stacks.set(r.human, [...frames, { agent: r.agent, caller: r.caller, call: r.call, since: r.since }]);
+      this.restored.push(r);
+    } else {
+      this.drop(r.human, r.call);
+      this.restored = this.restored.filter((f) => f.call !== r.call);
+    }
+  }
+
+  snapshot(): FrameRecord[] {
+    const calls = new Map(this.restored.map((r) => [r.call, r]));
+    const out: FrameRecord[] = [];
+    for (const [human, frames] of this.stacks) {
+      for (const f of frames) {
+        const live = (this.host.calls as Calls | undefined)?.get(f.call);
+        const was = calls.get(f.call);
+        const rpcId = live?.rpcId ?? was?.rpcId;
+        if (rpcId === undefined) continue;
+        out.push({ type: "frame", human, ...f, rpcId, method: live?.method ?? was?.method ?? "tools/call", chain: live?.chain ?? was?.chain ?? [f.caller] });
+      }
+    }
+    return out;
+  }
+
+  /**
+   * After a restart: the restored frames' calls are pending again (their clocks held, as
+   * before), and every stack gets a fresh idle clock.
+   */
+  resume(): void {
+    const byCall = new Map<string, string>();
+    for (const r of this.restored) {
+      const parent = byCall.get(r.caller);
+      const call = this.host.calls.open({ id: r.call, caller: r.caller, target: r.agent, rpcId: r.rpcId, method: r.method, chain: r.chain, parent }, this.host.config.calls.timeout_ms);
+      this.host.calls.suspend(call);
+      byCall.set(r.agent, r.call);
+    }
+    if (this.restored.length) this.host.log.info({ frames: this.restored.length }, "conversations restored");
+    this.restored = [];
+    for (const human of this.stacks.keys()) this.touch(human);
   }
 
   holder(human: string): string | undefined {
@@ -85,7 +147,7 @@ export class Conversations {
   }
 
   /** `space/takeover {human, call}` from the target of `call`. */
-  onTakeover(member: Member, inbound: InboundEnvelope): void {
+  async onTakeover(member: Member, inbound: InboundEnvelope): Promise<void> {
     const payload = (inbound.payload ?? {}) as Record<string, unknown>;
     const human = payload["human"];
     const callId = payload["call"];
@@ -103,7 +165,15 @@ export class Conversations {
     if (frames.some((f) => f.agent === member.id)) return refuse(`${member.id} already holds a place in ${human}'s conversation`, ErrorCodes.cycleDetected);
     if (frames.length >= this.host.config.calls.max_call_depth) return refuse(`${human}'s conversation is already ${frames.length} deep`, ErrorCodes.depthExceeded);
     const frame: Frame = { agent: member.id, caller: call.caller, call: call.id, since: new Date().toISOString() };
-    this.stacks.set(human, [...frames, frame]);
+    // Durable before anyone hears of it.
+    const record: FrameRecord = { type: "frame", human, ...frame, rpcId: call.rpcId, method: call.method, chain: call.chain };
+    try {
+      await this.host.record({ records: [record], apply: () => this.stacks.set(human, [...(this.stacks.get(human) ?? []), frame]) });
+    } catch (err) {
+      return this.host.storeFailed(member, err, inbound.id, "the takeover was not recorded");
+    }
+    // The call may have ended while the frame was written: then there is nothing to hold.
+    if (this.host.calls.get(call.id) !== call) return void this.drop(human, call.id);
     this.host.calls.suspend(call);
     this.host.log.info({ human, agent: member.id, caller: call.caller, depth: frames.length + 1 }, "conversation taken over");
     this.announce(human, `${member.id} took over from ${call.caller}`, inbound.id);
@@ -113,17 +183,27 @@ export class Conversations {
   /** A call ended: the frame it held, and every frame above it, are popped. */
   callEnded(call: Call): void {
     for (const [human, frames] of this.stacks) {
-      const i = frames.findIndex((f) => f.call === call.id);
-      if (i < 0) continue;
-      const popped = frames.slice(i);
-      const rest = frames.slice(0, i);
-      if (rest.length) this.stacks.set(human, rest);
-      else this.stacks.delete(human);
+      if (!frames.some((f) => f.call === call.id)) continue;
+      const popped = this.drop(human, call.id);
+      const unframe: FrameRecord = { type: "unframe", human, call: call.id };
+      this.host.note({ records: [unframe], apply: () => {} });
+      const rest = this.stacks.get(human) ?? [];
       this.host.log.info({ human, popped: popped.map((f) => f.agent), depth: rest.length }, "conversation handed back");
       this.announce(human, `${popped[0]!.agent} handed back to ${popped[0]!.caller}`);
       if (rest.length) this.touch(human);
       else this.clearIdle(human);
     }
+  }
+
+  /** Takes the frame of `call` and every frame above it off `human`'s stack; returns them. */
+  private drop(human: string, call: string): Frame[] {
+    const frames = this.stacks.get(human) ?? [];
+    const i = frames.findIndex((f) => f.call === call);
+    if (i < 0) return [];
+    const rest = frames.slice(0, i);
+    if (rest.length) this.stacks.set(human, rest);
+    else this.stacks.delete(human);
+    return frames.slice(i);
   }
 
   /** Ends every frame of a person's stack: the bottom call is aborted, the rest go with it. */
@@ -160,7 +240,7 @@ export class Conversations {
 
   private announce(human: string, what: string, correlation?: string): void {
     const frames = this.stacks.get(human) ?? [];
-    const payload = { human, holder: frames[frames.length - 1]?.agent ?? null, stack: frames.map(({ call: _c, ...f }) => f), event: what };
+    const payload = { human, holder: frames[frames.length - 1]?.agent ?? null, stack: frames.map((f) => ({ ...f })), event: what };
     this.host.deliver(systemEnvelope("space/conversation", payload, correlation ? { correlation_id: [correlation] } : {}), undefined, true);
   }
 }

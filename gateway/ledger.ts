@@ -19,11 +19,12 @@ import type { SpaceConfig } from "./config.js";
 import type { GrantBook, GrantRecord } from "./grants.js";
 import type { InviteRecord, Invites } from "./invites.js";
 import type { SwitchRecord, Switches } from "./switches.js";
+import type { Conversations, FrameRecord } from "./conversations.js";
 import type { Plan } from "./plan.js";
 import { type AuditEntry, type AuditQuery, type AuditRecord, auditMatches, type ProposalBook, type ProposalRecord } from "./proposals.js";
 import { type OpenReport, openStore, readHistory, type Store } from "./store/index.js";
 
-export type StateRecord = ProposalRecord | GrantRecord | AuditRecord | InviteRecord | SwitchRecord;
+export type StateRecord = ProposalRecord | GrantRecord | AuditRecord | InviteRecord | SwitchRecord | FrameRecord;
 export type { Plan } from "./plan.js";
 
 const DAY_MS = 86_400_000;
@@ -38,8 +39,8 @@ export class Ledger {
   ) {}
 
   /** Opens the space's store and folds what it holds into the two books. Throws a `StoreError` on a corrupt journal. */
-  static open(config: SpaceConfig, log: Logger, books: { proposals: ProposalBook; grants: GrantBook; invites: Invites; switches: Switches }, onWrite?: (seconds: number) => void): Ledger {
-    const { proposals, grants, invites, switches } = books;
+  static open(config: SpaceConfig, log: Logger, books: { proposals: ProposalBook; grants: GrantBook; invites: Invites; switches: Switches; conversations: Conversations }, onWrite?: (seconds: number) => void): Ledger {
+    const { proposals, grants, invites, switches, conversations } = books;
     const { store, report } = openStore<StateRecord>(
       {
         dir: config.gateway.state_dir,
@@ -56,10 +57,11 @@ export class Ledger {
           if (r.type === "grant" || r.type === "revoke") grants.apply(r);
           else if (r.type === "invite" || r.type === "kick") invites.apply(r);
           else if (r.type === "disable" || r.type === "enable") switches.apply(r);
+          else if (r.type === "frame" || r.type === "unframe") conversations.apply(r);
           else if (r.type !== "audit") proposals.applyRecord(r);
         },
         // Invited participants first: grants and proposals may name them.
-        snapshot: () => [...invites.snapshot(), ...switches.snapshot(), ...proposals.snapshot(), ...grants.all().map((g): StateRecord => ({ type: "grant", ...g }))],
+        snapshot: () => [...invites.snapshot(), ...switches.snapshot(), ...conversations.snapshot(), ...proposals.snapshot(), ...grants.all().map((g): StateRecord => ({ type: "grant", ...g }))],
         isHistory: (r) => r.type === "audit",
       },
       LEGACY,

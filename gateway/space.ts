@@ -149,10 +149,26 @@ export class Space implements SpaceHost {
         if (this.registry.setDisabled(id, disabled)) this.mcp?.catalogueChanged();
       },
     });
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const space = this;
+    this.conversations = new Conversations({
+      config,
+      log,
+      get calls() {
+        // Undefined only while the store is read at start, before the router exists.
+        return space.mcp?.calls;
+      },
+      abort: (call, reason, message) => this.mcp.abort(call, reason, message),
+      deliver: (e, s, t) => this.deliver(e, s, t),
+      fail: (...a) => this.fail(...a),
+      record: (...p) => this.record(...p),
+      note: (p) => void this.note(p),
+      storeFailed: (...a) => this.storeFailed(...a),
+    });
     this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool) : undefined));
     const onDue = config.policy.expires_action === "keep" ? undefined : (p: Proposal) => void this.decisions.onDue(p);
     this.proposals = new ProposalBook(onDue, (p, event, from) => this.proposalChanged(p, event, from));
-    this.ledger = Ledger.open(config, log, { proposals: this.proposals, grants: this.grants, invites: this.invites, switches: this.switches }, (s) => this.metrics.storeWriteSeconds.observe(s));
+    this.ledger = Ledger.open(config, log, { proposals: this.proposals, grants: this.grants, invites: this.invites, switches: this.switches, conversations: this.conversations }, (s) => this.metrics.storeWriteSeconds.observe(s));
     const { torn, migrated, records, bytes, ms } = this.ledger.report;
     if (torn) log.warn(torn, "the state journal ended in a torn record (a crash mid-write); it was cut off there");
     if (migrated?.length) log.info({ files: migrated }, "state migrated from the first wave's files");
@@ -160,15 +176,9 @@ export class Space implements SpaceHost {
     this.grants.revalidate();
     this.mcp = new McpRouter(this, this.registry, this.proposals);
     this.decisions = new Decisions(this, this.proposals, this.mcp);
-    this.conversations = new Conversations({
-      config,
-      log,
-      calls: this.mcp.calls,
-      abort: (call, reason, message) => this.mcp.abort(call, reason, message),
-      deliver: (e, s, t) => this.deliver(e, s, t),
-      fail: (...a) => this.fail(...a),
-    });
     this.mcp.calls.onEnd = (call) => this.conversations.callEnded(call);
+    // Stacks that were held when the gateway stopped are held again, with their calls.
+    this.conversations.resume();
     // A request can be a decision (a MEW fulfilment, a gateway tools/call that needs
     // approval) and a decision routes a request, so the two are linked once, here.
     this.mcp.decisions = this.decisions;

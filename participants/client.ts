@@ -500,9 +500,11 @@ export class ParticipantClient {
     clearTimeout(this.welcomeTimer);
     const wasOpen = this.welcomed;
     this.welcomed = false;
-    this.settleAll(`connection closed (${info.code}${info.reason ? `: ${info.reason}` : ""})`);
+    const why = `connection closed (${info.code}${info.reason ? `: ${info.reason}` : ""})`;
+    this.settleAll(why, true);
 
     if (this.state === "closed") {
+      this.settleAll(why);
       this.emit("close", { code: info.code, reason: info.reason, reconnecting: false });
       for (const w of this.closeWaiters.splice(0)) w();
       return;
@@ -521,6 +523,7 @@ export class ParticipantClient {
     }
     if (error) {
       this.state = "closed";
+      this.settleAll(error.message);
       this.log?.info({ code: info.code, error: error.code }, "connection ended for good");
       this.connecting?.reject(error);
       this.connecting = undefined;
@@ -539,13 +542,33 @@ export class ParticipantClient {
     }, delayMs);
   }
 
-  /** Every pending call fails, every served request is aborted: none can be answered on a new connection. */
-  private settleAll(why: string): void {
-    for (const p of [...this.pending.values()]) this.fail(p, new ParticipantError("disconnected", why));
+  /**
+   * Every pending call fails, every served request is aborted: none can be answered on a
+   * new connection — except, while reconnecting, the calls held in a person's conversation
+   * (`space/conversation`): the gateway keeps those across its own restart, so the answer
+   * can still come, or still be given, once the connection is back.
+   */
+  private settleAll(why: string, keepHeld = false): void {
+    const held = keepHeld ? new Set([...this.heldCalls.values()].flat()) : new Set<string>();
+    for (const p of [...this.pending.values()]) if (!held.has(p.id)) this.fail(p, new ParticipantError("disconnected", why));
     for (const [id, s] of [...this.serving]) {
+      if (held.has(id)) continue;
       this.serving.delete(id);
       s.abort("disconnected");
     }
+  }
+
+  /** Calls of mine (made or served) held in a person's conversation, per person. */
+  private readonly heldCalls = new Map<string, string[]>();
+
+  private noteConversation(human: unknown, stack: unknown): void {
+    if (typeof human !== "string") return;
+    const me = this.lastWelcome?.id;
+    const mine = (Array.isArray(stack) ? stack : [])
+      .filter((f): f is Record<string, unknown> => isRecord(f) && typeof f["call"] === "string" && (f["caller"] === me || f["agent"] === me))
+      .map((f) => f["call"] as string);
+    if (mine.length) this.heldCalls.set(human, mine);
+    else this.heldCalls.delete(human);
   }
 
   // --- sending ----------------------------------------------------------------------------
@@ -1008,6 +1031,14 @@ export class ParticipantClient {
     switch (env.kind) {
       case "system/welcome":
         this.onWelcome(env);
+        if (isRecord(env.payload)) {
+          this.heldCalls.clear();
+          const list = env.payload["conversations"];
+          for (const c of Array.isArray(list) ? list : []) if (isRecord(c)) this.noteConversation(c["human"], c["stack"]);
+        }
+        break;
+      case "space/conversation":
+        if (env.from === GATEWAY_ID && isRecord(env.payload)) this.noteConversation(env.payload["human"], env.payload["stack"]);
         break;
       case "system/presence":
         this.onPresence(env);

@@ -5,6 +5,9 @@
  * what call; then takeover and complete, nesting three deep with the person's messages at
  * the top, "stop" unwinding it all, and an idle conversation unwinding by itself.
  */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { formatEnvelope, PLAIN } from "../cli/terminal/format.js";
 import type { Envelope } from "../gateway/envelope.js";
@@ -170,5 +173,52 @@ describe("interactive delegation", () => {
     expect(holders(alice.seen)).toEqual(["planner", null]);
     const toolResult = (m.requests[1]!.body.messages as Array<{ role: string; content: string }>).find((x) => x.role === "tool");
     expect(toolResult?.content).toMatch(/nobody spoke for 1 s/);
+  });
+
+  it("survives a restart of the gateway in the middle of a takeover: the stack, the call and the person's next message", { timeout: 40_000 }, async () => {
+    const m = await model(openaiReply({ tool_calls: [call("a1", "planner__ask", { message: "plan the trip" })] }), openaiReply({ content: "Trip planned: budget 100." }));
+    const p = await model(openaiReply({ content: "What is your budget?" }), openaiReply({ tool_calls: [call("c1", "complete", { result: "budget 100" })] }));
+    const r = await model();
+    const dir = mkdtempSync(join(tmpdir(), "mewgate-takeover-"));
+    try {
+      const yaml = SPACE(m, p, r);
+      gw = await startGateway(yaml, { dir });
+      const port = gw.port;
+      const again = { initialDelayMs: 50, maxDelayMs: 200, maxAttempts: 100 };
+      const c = new ParticipantClient({ url: gw.url, space: "trip", token: token("alice"), reconnect: again });
+      clients.push(c);
+      const seen: Envelope[] = [];
+      c.on("envelope", (e) => seen.push(e));
+      await c.connect();
+      const start = async (id: string) => {
+        const h = await startAgent({ id, config: gw!.gateway.spaces.get("trip")!.config.participants[id]!.agent!, client: { url: gw!.url, space: "trip", token: token(id), reconnect: again }, env: {} });
+        agents.push(h);
+      };
+      await start("researcher");
+      await start("planner");
+      await waitFor(async () => (await c.listTools()).some((t) => t.name === "planner/ask"), 5000, "planner/ask");
+      await start("main");
+      c.send({ kind: "chat", payload: { text: "plan my trip" } });
+      await chatFrom(seen, "planner");
+
+      // The gateway goes away and comes back on the same address and state.
+      await gw.stop();
+      gw = await startGateway(yaml, { dir, port });
+      await waitFor(() => c.status === "open" && c.welcome?.reconnected === true, 10_000, "alice to be back");
+      const welcome = c.welcome!.envelope.payload as { conversations?: Array<{ holder: string }> };
+      expect(welcome.conversations?.[0]?.holder).toBe("planner");
+      await waitFor(() => gw!.gateway.spaces.get("trip")!.participantsView().filter((x) => x["online"]).length === 4, 10_000, "everyone back");
+
+      c.send({ kind: "chat", payload: { text: "100" } });
+      await waitFor(() => seen.some((e) => e.kind === "chat" && e.from === "main" && text(e) === "Trip planned: budget 100."), 10_000, "main's answer after the restart");
+      expect(lastUser(p, 1)).toBe("alice: 100");
+      const toolResult = (m.requests[1]!.body.messages as Array<{ role: string; content: string }>).find((x) => x.role === "tool");
+      expect(toolResult?.content).toBe("budget 100");
+      expect(holders(seen).at(-1)).toBeNull();
+    } finally {
+      await gw?.stop();
+      gw = undefined;
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
