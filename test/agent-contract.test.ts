@@ -11,7 +11,7 @@ import type { Envelope } from "../gateway/envelope.js";
 import { startAgent, type AgentHandle } from "../participants/agent/index.js";
 import { ParticipantClient } from "../participants/client.js";
 import { HangingServer } from "./fixtures/agent/hanging-server.js";
-import { ModelServer, openaiReply, type Reply } from "./fixtures/agent/model-server.js";
+import { ModelServer, openaiReply, type Reply, openaiAgentBlock, openaiToolCall } from "./fixtures/agent/model-server.js";
 import { startGateway, waitFor, waitForTool, type TestGateway } from "./helpers.js";
 
 let gw: TestGateway | undefined;
@@ -27,7 +27,7 @@ afterEach(async () => {
 });
 
 const token = (id: string) => `${id}-token-0123`;
-const call = (id: string, name: string, args: unknown) => ({ id, type: "function", function: { name, arguments: JSON.stringify(args) } });
+const call = openaiToolCall;
 const text = (env: Envelope) => (env.payload as { text: string }).text;
 
 async function model(...replies: Reply[]): Promise<ModelServer> {
@@ -35,7 +35,7 @@ async function model(...replies: Reply[]): Promise<ModelServer> {
   servers.push(s);
   return s;
 }
-const openai = (m: { url: string } | string, extra = "") => `{provider: openai, model: test-model, base_url: "${typeof m === "string" ? m : `${m.url}/v1`}"${extra ? `, ${extra}` : ""}}`;
+const openai = openaiAgentBlock;
 
 async function join(id: string): Promise<ParticipantClient> {
   const c = new ParticipantClient({ url: gw!.url, space: "lab", token: token(id), reconnect: false });

@@ -15,7 +15,7 @@ import { HopTracker, mentioned, mentionPattern } from "../participants/agent/tri
 import { ParticipantClient } from "../participants/index.js";
 import { connectInProcess } from "../gateway/inprocess.js";
 import { HangingServer } from "./fixtures/agent/hanging-server.js";
-import { anthropicReply, closedPort, ModelServer, openaiReply, type Reply } from "./fixtures/agent/model-server.js";
+import { anthropicReply, closedPort, ModelServer, openaiReply, type Reply, openaiAgentBlock, openaiToolCall } from "./fixtures/agent/model-server.js";
 import { sleep, startGateway, type TestGateway, waitFor, waitForTool } from "./helpers.js";
 
 const FAST = { attempts: 3, baseDelayMs: 5, maxDelayMs: 20, totalTimeMs: 3000, requestTimeoutMs: 2000 };
@@ -41,11 +41,7 @@ async function modelServer(...replies: Reply[]): Promise<ModelServer> {
   return s;
 }
 
-/** An `agent:` block for space.yaml talking to `server`. */
-function openaiAgent(server: { url: string } | string, extra = ""): string {
-  const url = typeof server === "string" ? server : `${server.url}/v1`;
-  return `{provider: openai, model: test-model, base_url: "${url}"${extra ? `, ${extra}` : ""}}`;
-}
+const openaiAgent = openaiAgentBlock;
 
 /** Records every envelope a participant receives and waits for the ones a test expects. */
 class Watcher {
@@ -144,7 +140,7 @@ function fileTools(server: McpServer): void {
 }
 
 
-const call = (id: string, name: string, args: unknown) => ({ id, type: "function", function: { name, arguments: JSON.stringify(args) } });
+const call = openaiToolCall;
 const text = (env: Envelope) => (env.payload as { text: string }).text;
 const toolMessages = (body: any) => (body.messages as any[]).filter((m) => m.role === "tool");
 

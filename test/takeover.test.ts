@@ -13,7 +13,7 @@ import { formatEnvelope, PLAIN } from "../cli/terminal/format.js";
 import type { Envelope } from "../gateway/envelope.js";
 import { startAgent, type AgentHandle } from "../participants/agent/index.js";
 import { ParticipantClient } from "../participants/client.js";
-import { ModelServer, openaiReply, type Reply } from "./fixtures/agent/model-server.js";
+import { ModelServer, openaiReply, type Reply, openaiAgentBlock, openaiToolCall } from "./fixtures/agent/model-server.js";
 import { errorFor, startGateway, TestClient, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 
 let gw: TestGateway | undefined;
@@ -31,14 +31,14 @@ afterEach(async () => {
 });
 
 const token = (id: string) => `${id}-token-0123`;
-const call = (id: string, name: string, args: unknown) => ({ id, type: "function", function: { name, arguments: JSON.stringify(args) } });
+const call = openaiToolCall;
 const text = (env: Envelope) => (env.payload as { text: string }).text;
 async function model(...replies: Reply[]): Promise<ModelServer> {
   const s = await new ModelServer().reply(...replies).start();
   servers.push(s);
   return s;
 }
-const openai = (m: ModelServer, extra = "") => `{provider: openai, model: test-model, base_url: "${m.url}/v1"${extra ? `, ${extra}` : ""}}`;
+const openai = openaiAgentBlock;
 async function agent(space: string, id: string): Promise<AgentHandle> {
   const h = await startAgent({ id, config: gw!.gateway.spaces.get(space)!.config.participants[id]!.agent!, client: { url: gw!.url, space, token: token(id), reconnect: false }, env: {} });
   agents.push(h);
