@@ -195,6 +195,8 @@ const AgentSchema = section({
     /** Asked for a person, take their conversation over until done (needs agent.takeover to allow that person). */
     interactive: boolean().default(false),
   }).optional(),
+  /** Whether a tool server this agent calls may borrow its model (MCP sampling). Default true. */
+  sampling: boolean().default(true),
   /** People whose conversation this agent may take over when asked interactively (or "*"); see conversations.ts. */
   takeover: z.array(z.string().min(1)).optional(),
   /** USD per million tokens by model, for what requests cost; the space's `prices` fill in what is not here. */

@@ -63,8 +63,10 @@ const STOP_WORDS = new Set(["cancel", "stop"]);
 export class Conversations {
   private readonly stacks = new Map<string, Frame[]>();
   private readonly idle = new Map<string, NodeJS.Timeout>();
-  /** The agents each person is talking with: those they last addressed (or the primary, for a message to nobody), and whoever answered them since. */
+  /** The agents each person is talking with: those they last addressed (or the primary, for a message to nobody), and whoever answered that message. */
   private readonly partners = new Map<string, Set<string>>();
+  /** Each person's last message: only a reply to it makes its sender someone they talk with. */
+  private readonly lastMessage = new Map<string, string>();
 
   constructor(private readonly host: ConversationHost) {}
 
@@ -126,14 +128,19 @@ export class Conversations {
   }
 
   /** A chat passing through: who is talking with whom, idle clocks, and "stop". */
-  onChat(member: Member, env: InboundEnvelope): void {
+  onChat(member: Member, env: Envelope): void {
     const to = env.to ?? [];
     if (member.config.kind === "agent") {
-      for (const human of to) if (this.host.config.participants[human]?.kind === "human") this.partners.get(human)?.add(member.id) ?? this.partners.set(human, new Set([member.id]));
+      // Chatting at someone is not talking with them: answering their last message is.
+      for (const human of to) {
+        const last = this.lastMessage.get(human);
+        if (last !== undefined && env.correlation_id?.includes(last)) this.partners.get(human)?.add(member.id);
+      }
     } else if (member.config.kind === "human") {
       const agents = to.filter((id) => this.host.config.participants[id]?.kind === "agent");
       const primary = Object.values(this.host.config.participants).find((p) => p.agent?.primary)?.id;
       this.partners.set(member.id, new Set(to.length ? agents : primary ? [primary] : []));
+      if (env.id !== undefined) this.lastMessage.set(member.id, env.id);
     }
     const frames = member.config.kind === "human" ? this.stacks.get(member.id) : undefined;
     if (frames) {

@@ -369,8 +369,9 @@ export class Space implements SpaceHost {
         return this.streams.rights(member, inbound);
       case "chat":
         // Who is talking with whom, idle clocks, and "stop" (conversations.ts).
-        this.conversations.onChat(member, inbound);
-        this.deliver(stamp(inbound, member.id), member);
+        const chat = stamp(inbound, member.id);
+        this.conversations.onChat(member, chat);
+        this.deliver(chat, member);
         return;
       default:
         this.deliver(stamp(inbound, member.id), member);

@@ -287,6 +287,30 @@ describe("callbacks from server-everything", () => {
     expect(toolResult?.content).toMatch(/Grace Hopper/);
   });
 
+  it("refuses a sampling request to an agent that lends its model to no server (agent.sampling: false)", { timeout: 30_000 }, async () => {
+    const model = await new ModelServer().reply(openaiReply({ tool_calls: [{ id: "t1", type: "function", function: { name: "b__slow", arguments: "{}" } }] }), openaiReply({ content: "done" })).start();
+    closers.push(() => model.stop());
+    gw = await startGateway(`
+space: {id: cb}
+participants:
+  alice: {kind: human, token: ${T.alice}}
+  b: {kind: mcp, token: ${T.b}}
+  bot: {kind: agent, token: ${T.bot}, tools: {allow: ["b/*"]}, agent: {provider: openai, model: test-model, base_url: "${model.url}/v1", sampling: false}}
+`);
+    const calls: Env[] = [];
+    const b = await toolOwner(gw, "cb", T.b, [ECHO], { onCall: (env) => calls.push(env) });
+    const alice = await TestClient.join(gw, "cb", T.alice);
+    raw.push(b, alice);
+    const bot = await startAgent({ id: "bot", config: gw.gateway.spaces.get("cb")!.config.participants["bot"]!.agent!, client: { url: gw.url, space: "cb", token: T.bot, reconnect: false }, env: {} });
+    closers.push(() => bot.stop());
+    alice.send({ kind: "chat", to: ["bot"], payload: { text: "go" } });
+    await waitFor(() => calls.length === 1, 5000, "bot's call");
+    b.send({ id: "s1", kind: "mcp/request", to: ["bot"], correlation_id: [calls[0]!.id], payload: { jsonrpc: "2.0", id: "s1", method: "sampling/createMessage", params: { messages: [{ role: "user", content: { type: "text", text: "hi" } }], maxTokens: 10 } } });
+    const refused = await responseFor(b, "s1");
+    expect(refused.payload.error).toMatchObject({ code: -32601, message: expect.stringMatching(/lends its model to no tool server/) });
+    expect(model.requests).toHaveLength(1);
+  });
+
   it("tells the server the roots space.yaml lists, or those of the participant it names", { timeout: 30_000 }, async () => {
     gw = await startGateway(SPACE(`, mcp: {command: node, roots: {from: alice}}`));
     mountHttp(gw.gateway);

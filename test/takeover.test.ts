@@ -83,6 +83,12 @@ participants:
     expect((await errorFor(helper, "t2")).payload.message).toMatch(/only alice or the agent alice is talking with/);
     helper.send({ id: "t3", kind: "space/takeover", payload: { human: "stranger", call: held[0]!.env.id } });
     expect((await errorFor(helper, "t3")).payload.error).toBe("unknown_recipient");
+    // Chatting at alice unasked does not make the stranger someone she talks with.
+    stranger.send({ kind: "chat", to: ["alice"], payload: { text: "hello alice" } });
+    stranger.send({ id: "c2", kind: "mcp/request", to: ["helper"], payload: { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "ask", arguments: {} } } });
+    await waitFor(() => held.length === 2, 3000, "the stranger's call");
+    helper.send({ id: "t4", kind: "space/takeover", payload: { human: "alice", call: held[1]!.env.id } });
+    expect((await errorFor(helper, "t4")).payload.message).toMatch(/only alice or the agent alice is talking with/);
   });
 });
 

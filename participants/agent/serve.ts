@@ -117,6 +117,7 @@ export class AskServer {
       case "ping":
         return {};
       case "sampling/createMessage":
+        if (this.host.config.sampling === false) throw new RpcError(RpcErrorCodes.methodNotFound, `${this.host.id} lends its model to no tool server (agent.sampling: false)`);
         return this.sample(req);
       case "elicitation/create":
         return passElicitationUp(this.host.client, this.host.id, this.servingCalls, req);
