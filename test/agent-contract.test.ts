@@ -168,6 +168,7 @@ participants:
     expect((final.payload as any).usage).toEqual({ input_tokens: 600, output_tokens: 150, cost_usd: 0.0009 });
     // b's result carried its own and c's: three calls.
     const toA = a.requests[1]!.body.messages.find((m: any) => m.role === "tool");
-    expect(toA.content).toBe("deep");
+    // The caller's model reads the answer and how sure the callee is.
+    expect(toA.content).toBe("deep\n(status success, confidence high)");
   });
 });

@@ -413,7 +413,7 @@ participants:
     expect(result.content).toEqual([{ type: "text", text: "The answer is 42." }]);
     expect(result.structuredContent).toMatchObject({ status: "success", answer: "The answer is 42.", confidence: "medium", metadata: { input_tokens: 240, output_tokens: 60, model: "test-model" } });
     expect(result.structuredContent.metadata.processing_time_ms).toBeGreaterThanOrEqual(0);
-    expect(toolMessages(coordinatorModel.requests[1]!.body)).toEqual([{ role: "tool", tool_call_id: "d1", content: "The answer is 42." }]);
+    expect(toolMessages(coordinatorModel.requests[1]!.body)).toEqual([{ role: "tool", tool_call_id: "d1", content: "The answer is 42.\n(status success, confidence medium)" }]);
 
     // The researcher ran its own loop on the message, in a conversation of its own.
     const asked = researcherModel.requests[0]!.body;

@@ -138,7 +138,7 @@ describe("interactive delegation", () => {
     expect(lastUser(p, 1)).toBe("alice: 100");
     expect(m.requests).toHaveLength(2);
     const toolResult = (m.requests[1]!.body.messages as Array<{ role: string; content: string }>).find((x) => x.role === "tool");
-    expect(toolResult?.content).toBe("budget 100");
+    expect(toolResult?.content).toBe("budget 100\n(status success, confidence high)");
   });
 
   it("nests three deep with the person at the top, and \"stop\" unwinds it all", { timeout: 30_000 }, async () => {
@@ -219,7 +219,7 @@ describe("interactive delegation", () => {
       await waitFor(() => seen.some((e) => e.kind === "chat" && e.from === "main" && text(e) === "Trip planned: budget 100."), 10_000, "main's answer after the restart");
       expect(lastUser(p, 1)).toBe("alice: 100");
       const toolResult = (m.requests[1]!.body.messages as Array<{ role: string; content: string }>).find((x) => x.role === "tool");
-      expect(toolResult?.content).toBe("budget 100");
+      expect(toolResult?.content).toBe("budget 100\n(status success, confidence medium)");
       expect(holders(seen).at(-1)).toBeNull();
     } finally {
       await gw?.stop();

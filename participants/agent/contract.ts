@@ -125,6 +125,19 @@ export function addDelegated(spend: Spend, result: unknown): void {
   else spend.cost_usd = undefined;
 }
 
+/**
+ * What the caller's model reads besides the answer, from an ask result's structured
+ * content: status, confidence and error code (warnings are in the text already).
+ */
+export function contractLine(result: unknown): string | undefined {
+  const sc = isRecord(result) && isRecord(result["structuredContent"]) ? result["structuredContent"] : undefined;
+  if (!sc || typeof sc["status"] !== "string" || typeof sc["answer"] !== "string") return undefined;
+  const parts = [`status ${sc["status"]}`];
+  if (typeof sc["confidence"] === "string") parts.push(`confidence ${sc["confidence"]}`);
+  if (typeof sc["error_code"] === "string") parts.push(`error ${sc["error_code"]}`);
+  return `(${parts.join(", ")})`;
+}
+
 /** Cost rounded for people: a millionth of a dollar is the finest that matters. */
 export function roundCost(usd: number | undefined): number | undefined {
   return usd === undefined ? undefined : Math.round(usd * 1e6) / 1e6;

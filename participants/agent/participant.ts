@@ -43,7 +43,7 @@ import { ParticipantClient, type CallOptions, type ClientOptions, type OutboundE
 import type { ToolInfo } from "../wire.js";
 import { AskServer, INTERACTIVE_WAIT_MS } from "./serve.js";
 import { HeldConversations } from "./takeover.js";
-import { addDelegated, addUsage, emptySpend, roundCost, type Spend } from "./contract.js";
+import { addDelegated, addUsage, contractLine, emptySpend, roundCost, type Spend } from "./contract.js";
 import { resolveProvider } from "./configure.js";
 import { Conversation, type Summarize } from "./context.js";
 import { runTurn, type CallTool, type LoopEvent, type TurnContext, type TurnResult } from "./loop.js";
@@ -663,7 +663,10 @@ class Agent {
         const params = isRecord(callMeta) ? { name, arguments: callArgs, _meta: callMeta } : { name, arguments: args };
         const result = await this.client.request(GATEWAY_ID, "tools/call", params, opts);
         if (spend) addDelegated(spend, result);
-        return successOutcome(result, proposal === undefined ? undefined : this.approvals.get(proposal));
+        const outcome = successOutcome(result, proposal === undefined ? undefined : this.approvals.get(proposal));
+        // An agent's answer comes with how sure it is: the model weighs it with that.
+        const line = contractLine(result);
+        return line && outcome.type === "result" ? { ...outcome, content: `${outcome.content}\n${line}` } : outcome;
       } catch (err) {
         return failureOutcome(err);
       } finally {
