@@ -74,8 +74,14 @@ export class Conversations {
   private restored: Extract<FrameRecord, { type: "frame" }>[] = [];
 
   /** Every person's stack that is not empty, for the welcome. */
-  view(): Array<{ human: string; holder: string; stack: Frame[] }> {
-    return [...this.stacks].map(([human, frames]) => ({ human, holder: frames[frames.length - 1]!.agent, stack: frames.map((f) => ({ ...f })) }));
+  view(): Array<{ human: string; holder: string; stack: Array<Frame & { rpc_id?: string | number }> }> {
+    return [...this.stacks].map(([human, frames]) => ({ human, holder: frames[frames.length - 1]!.agent, stack: frames.map((f) => this.describe(f)) }));
+  }
+
+  /** A frame as announced: with its call's JSON-RPC id, so a holder that restarted can answer it. */
+  private describe(f: Frame): Frame & { rpc_id?: string | number } {
+    const rpcId = (this.host.calls as Calls | undefined)?.get(f.call)?.rpcId;
+    return { ...f, ...(rpcId === undefined ? {} : { rpc_id: rpcId }) };
   }
 
   /** Folds a stored record in, on start. */
@@ -120,6 +126,12 @@ export class Conversations {
     if (this.restored.length) this.host.log.info({ frames: this.restored.length }, "conversations restored");
     this.restored = [];
     for (const human of this.stacks.keys()) this.touch(human);
+  }
+
+  /** Whether `callId` is the call of some frame. */
+  holds(callId: string): boolean {
+    for (const frames of this.stacks.values()) if (frames.some((f) => f.call === callId)) return true;
+    return false;
   }
 
   holder(human: string): string | undefined {
@@ -247,7 +259,7 @@ export class Conversations {
 
   private announce(human: string, what: string, correlation?: string): void {
     const frames = this.stacks.get(human) ?? [];
-    const payload = { human, holder: frames[frames.length - 1]?.agent ?? null, stack: frames.map((f) => ({ ...f })), event: what };
+    const payload = { human, holder: frames[frames.length - 1]?.agent ?? null, stack: frames.map((f) => this.describe(f)), event: what };
     this.host.deliver(systemEnvelope("space/conversation", payload, correlation ? { correlation_id: [correlation] } : {}), undefined, true);
   }
 }

@@ -227,6 +227,9 @@ export class McpRouter implements CallRouter {
   settle(left: string): void {
     const { onTarget, byCaller } = this.calls.involving(left);
     for (const call of onTarget) {
+      // A conversation's holder that drops out (a restart) may come back and answer: the
+      // person's idle clock bounds the wait instead (conversations.ts).
+      if (this.space.heldInConversation(call.id)) continue;
       this.calls.close(call, false);
       if (!call.internal) this.space.metrics.call("target_left");
       this.failCall(call, RpcErrors.targetLeft, "target_left", `"${left}" left the space before answering`);

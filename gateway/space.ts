@@ -192,6 +192,10 @@ export class Space implements SpaceHost {
     return this.members.size;
   }
 
+  heldInConversation(callId: string): boolean {
+    return this.conversations.holds(callId);
+  }
+
   watching(id: string): boolean {
     for (const w of this.watchers) if (w.id === id) return true;
     return false;

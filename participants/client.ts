@@ -859,6 +859,22 @@ export class ParticipantClient {
     };
   }
 
+  /**
+   * Takes up a call this participant was serving before it restarted — one the gateway kept
+   * because it is held in a person's conversation (`space/conversation` names its envelope
+   * id and JSON-RPC id). Returns how to answer it, and a signal that aborts when the caller
+   * cancels or the gateway ends it.
+   */
+  adopt(envelopeId: string, from: string, rpcId: RpcId): { signal: AbortSignal; answer(result: unknown): void; fail(error: unknown): void } {
+    const controller = new AbortController();
+    if (!this.serving.has(envelopeId)) this.serving.set(envelopeId, { from, rpcId, abort: (reason) => controller.abort(reason) });
+    return {
+      signal: controller.signal,
+      answer: (result) => this.respond(envelopeId, { result: result === undefined ? {} : result }),
+      fail: (error) => this.respond(envelopeId, { error: toRpcError(error) }),
+    };
+  }
+
   /** Receives JSON-RPC notifications addressed to me or broadcast. Returns a function that removes the handler. */
   onNotification(handler: NotificationHandler): () => void {
     this.notificationHandlers.add(handler);

@@ -227,4 +227,37 @@ describe("interactive delegation", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it("survives a restart of the holder: the gateway keeps its call, and it takes the conversation up again from the history", { timeout: 30_000 }, async () => {
+    const m = await model(openaiReply({ tool_calls: [call("a1", "planner__ask", { message: "plan the trip" })] }), openaiReply({ content: "Trip planned: budget 100." }));
+    const p = await model(openaiReply({ content: "What is your budget?" }), openaiReply({ tool_calls: [call("c1", "complete", { result: "budget 100" })] }));
+    const r = await model();
+    gw = await startGateway(SPACE(m, p, r));
+    const alice = await person("trip");
+    await agent("trip", "researcher");
+    const config = gw.gateway.spaces.get("trip")!.config.participants["planner"]!.agent!;
+    const first = new ParticipantClient({ url: gw.url, space: "trip", token: token("planner"), reconnect: false });
+    const planner1 = await startAgent({ id: "planner", config, client: first, env: {} });
+    await waitFor(async () => (await alice.c.listTools()).some((t) => t.name === "planner/ask"), 5000, "planner/ask");
+    await agent("trip", "main");
+    alice.c.send({ kind: "chat", payload: { text: "plan my trip" } });
+    await chatFrom(alice.seen, "planner");
+
+    // The planner's process dies mid-conversation: its connection drops, no answer is sent.
+    await first.close("crash");
+    await planner1.closed;
+    await new Promise((r) => setTimeout(r, 200));
+    expect(holders(alice.seen).at(-1)).toBe("planner");
+    // A new planner process joins and takes the conversation up where it was: waiting for alice.
+    await agent("trip", "planner");
+    alice.c.send({ kind: "chat", payload: { text: "100" } });
+    await waitFor(() => alice.seen.some((e) => e.kind === "chat" && e.from === "main" && text(e) === "Trip planned: budget 100."), 10_000, "main's answer after the planner restarted");
+    const resumed = p.requests[1]!.body.messages as Array<{ role: string; content: string }>;
+    expect(resumed.map((x) => `${x.role}: ${x.content}`).slice(1)).toEqual([
+      "user: main: a task for alice. You were holding alice's conversation and restarted; what was said since you took it over follows.",
+      "assistant: What is your budget?",
+      "user: alice: 100",
+    ]);
+    expect(holders(alice.seen).at(-1)).toBeNull();
+  });
 });

@@ -340,6 +340,8 @@ class Agent {
   onWelcome(info: WelcomeInfo, alreadyOpen: boolean): void {
     this.rawTools = info.tools;
     this.held.reset(info.envelope);
+    // Conversations this agent held before it restarted go on (serve.ts).
+    this.serving.resumeHeld(info.envelope, info.history);
     this.switchedOff.clear();
     for (const p of info.participants) if ((p as { disabled?: unknown }).disabled === true) this.switchedOff.add(p.id);
     this.toolsDirty = true;

@@ -8,6 +8,7 @@
  */
 import type { Logger } from "pino";
 import type { AgentConfig } from "../../gateway/config.js";
+import type { Envelope } from "../../gateway/envelope.js";
 import type { IncomingRequest, OutboundEnvelope, ParticipantClient } from "../client.js";
 import { RpcError, RpcErrorCodes } from "../errors.js";
 import { answerSampling, passElicitationUp } from "./callbacks.js";
@@ -88,6 +89,61 @@ export class AskServer {
   /** The inbox of a person whose conversation this agent holds. */
   inbox(human: string): Inbox | undefined {
     return this.inboxes.get(human);
+  }
+
+  /**
+   * After this agent restarted: the conversations the gateway says it still holds are taken
+   * up again — the call adopted (client.adopt), the context rebuilt from the welcome's
+   * history since the takeover — and the person's next message continues them.
+   */
+  resumeHeld(welcome: Envelope, history: readonly Envelope[]): void {
+    if (!this.host.config.offer?.interactive || !isRecord(welcome.payload)) return;
+    const list = welcome.payload["conversations"];
+    for (const c of Array.isArray(list) ? list : []) {
+      if (!isRecord(c) || c["holder"] !== this.host.id || typeof c["human"] !== "string" || !Array.isArray(c["stack"])) continue;
+      const top = c["stack"][c["stack"].length - 1];
+      if (!isRecord(top) || typeof top["call"] !== "string" || typeof top["caller"] !== "string" || (typeof top["rpc_id"] !== "string" && typeof top["rpc_id"] !== "number")) continue;
+      if (this.servingCalls.has(top["call"])) continue;
+      void this.resume(c["human"], top["call"], top["caller"], top["rpc_id"], typeof top["since"] === "string" ? top["since"] : "", history);
+    }
+  }
+
+  private async resume(human: string, call: string, from: string, rpcId: string | number, since: string, history: readonly Envelope[]): Promise<void> {
+    const handle = this.host.client.adopt(call, from, rpcId);
+    this.servingCalls.set(call, from);
+    const controller = new AbortController();
+    const onAbort = () => controller.abort(handle.signal.reason);
+    handle.signal.addEventListener("abort", onAbort, { once: true });
+    this.delegations.add(controller);
+    this.host.log?.info({ human, call }, "taking a held conversation up again after a restart");
+    const conversation = new Conversation({ budgetTokens: this.host.budget() });
+    conversation.append({ role: "user", text: `${from}: a task for ${human}. You were holding ${human}'s conversation and restarted; what was said since you took it over follows.` });
+    const after = Date.parse(since) || 0;
+    let waiting = false;
+    for (const env of [...history].sort((a, b) => Date.parse(a.ts) - Date.parse(b.ts))) {
+      const text = env.kind === "chat" && isRecord(env.payload) && typeof env.payload["text"] === "string" ? env.payload["text"] : undefined;
+      if (text === undefined || Date.parse(env.ts) < after) continue;
+      if (env.from === human && (!env.to?.length || env.to.includes(this.host.id))) {
+        conversation.append({ role: "user", text: `${human}: ${text}` });
+        waiting = false;
+      } else if (env.from === this.host.id && env.to?.includes(human)) {
+        conversation.append({ role: "assistant", text, toolCalls: [] });
+        waiting = true;
+      }
+    }
+    const spend = emptySpend();
+    const started = Date.now();
+    const metadata = () => ({ processing_time_ms: Date.now() - started, input_tokens: spend.input_tokens, output_tokens: spend.output_tokens, model: this.host.modelOptions.model });
+    try {
+      // Its last word was a question to the person: wait for the answer before the model goes on.
+      handle.answer(await this.converseWith(from, human, conversation, controller.signal, spend, metadata, waiting));
+    } catch (err) {
+      handle.fail(err);
+    } finally {
+      handle.signal.removeEventListener("abort", onAbort);
+      this.delegations.delete(controller);
+      this.servingCalls.delete(call);
+    }
   }
 
   abortAll(reason: string): void {
@@ -185,7 +241,7 @@ export class AskServer {
       if (this.host.config.offer?.interactive && typeof forHuman === "string" && (await this.takeOver(req, forHuman))) {
         // From here the gateway's idle clock bounds the work, not the call's deadline.
         clearTimeout(timer);
-        return await this.converseWith(req, forHuman, conversation, controller.signal, spend, metadata);
+        return await this.converseWith(req.from, forHuman, conversation, controller.signal, spend, metadata);
       }
       const note = `\n\n## This task\nYou are answering a call of your tool ${this.host.id}/${this.offerName} from ${req.from}. Your final reply is returned to ${req.from} as the tool's result, not posted in chat: make it the complete answer. ${ANSWER_NOTE}`;
       await this.host.toolsReady();
@@ -258,10 +314,10 @@ export class AskServer {
   }
 
   /** Holds `human`'s conversation until the model calls complete (takeover.ts); the result answers `req`. */
-  private async converseWith(req: IncomingRequest, human: string, conversation: Conversation, signal: AbortSignal, spend: Spend, metadata: () => Record<string, unknown>): Promise<unknown> {
+  private async converseWith(from: string, human: string, conversation: Conversation, signal: AbortSignal, spend: Spend, metadata: () => Record<string, unknown>, waitFirst = false): Promise<unknown> {
     const inbox = new Inbox();
     this.inboxes.set(human, inbox);
-    const note = `\n\n## This task\n${req.from} handed you a task for ${human}.${COMPLETE_NOTE}`;
+    const note = `\n\n## This task\n${from} handed you a task for ${human}.${COMPLETE_NOTE}`;
     try {
       await this.host.toolsReady();
       const end = await converse({
@@ -270,11 +326,13 @@ export class AskServer {
         conversation,
         inbox,
         signal,
+        waitFirst,
         context: () => {
           const c = this.host.turnContext();
           return { system: c.system + note, tools: c.tools };
         },
-        callTool: this.host.callTool(undefined, spend, undefined, human),
+        // Handing on is said to the person, in plain words.
+        callTool: this.host.callTool(undefined, spend, (text) => void this.host.send({ kind: "chat", to: [human], payload: { text, format: "plain" } }), human),
         turn: async (o) => {
           const started = Date.now();
           const t = await runTurn({ provider: this.host.provider, conversation, context: o.context, callTool: o.callTool, options: this.host.modelOptions, maxIterations: this.host.config.max_iterations, signal: o.signal });

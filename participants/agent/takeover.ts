@@ -101,6 +101,8 @@ export interface InteractiveDeps {
   conversation: Conversation;
   inbox: Inbox;
   signal: AbortSignal;
+  /** Wait for the person's message before the first turn (a conversation taken up again mid-question). */
+  waitFirst?: boolean | undefined;
   context: () => TurnContext;
   callTool: CallTool;
   /** Runs one model turn. */
@@ -116,6 +118,13 @@ export type InteractiveEnd =
 /** Talks with the person until the model calls `complete`, the call ends, or a turn fails. */
 export async function converse(deps: InteractiveDeps): Promise<InteractiveEnd> {
   let last: TurnResult | undefined;
+  if (deps.waitFirst) {
+    try {
+      deps.conversation.append({ role: "user", text: `${deps.human}: ${await deps.inbox.next(deps.signal)}` });
+    } catch {
+      return { how: "ended", last, why: "aborted" };
+    }
+  }
   for (let exchange = 0; exchange < MAX_EXCHANGES; exchange++) {
     let completed: string | undefined;
     const stop = new AbortController();

@@ -30,8 +30,8 @@
  *   tool_error: BOOL           one of them is an error (true) or none is (false)
  *   tool_result_contains: TEXT one of them contains TEXT (case-insensitive)
  *
- * In `text`, `{{user}}` stands for the new user messages and `{{tool_results}}` for the
- * new tool results, one per line. `delay_ms` waits before replying (for demos).
+ * In `text` and in the string values of `arguments`, `{{user}}` stands for the new user
+ * messages and `{{tool_results}}` for the new tool results, one per line. `delay_ms` waits before replying (for demos).
  *
  * Tool names are written as the space shows them (`participant/tool`); the provider turns
  * them into function names with the same encoder the agent uses, exactly as a real model
@@ -144,7 +144,7 @@ export class ScriptedProvider implements Provider {
     const toolCalls: ToolCall[] = (step?.tool_calls ?? []).map((c) => ({
       id: `call_${++this.calls}`,
       name: encodeToolName(c.name),
-      arguments: c.arguments ?? {},
+      arguments: fillArguments(c.arguments ?? {}, fresh),
     }));
     return {
       text,
@@ -193,6 +193,11 @@ function fill(text: string, fresh: Fresh): string {
   return text
     .replaceAll("{{user}}", fresh.users.join("\n"))
     .replaceAll("{{tool_results}}", fresh.results.map((r) => r.content).join("\n"));
+}
+
+/** `{{user}}` and `{{tool_results}}` in the string values of a tool call's arguments, as in `text`. */
+function fillArguments(args: Record<string, unknown>, fresh: Fresh): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(args).map(([k, v]) => [k, typeof v === "string" ? fill(v, fresh) : v]));
 }
 
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
