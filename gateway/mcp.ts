@@ -238,6 +238,18 @@ export class McpRouter implements CallRouter {
   }
 
   /**
+   * Nobody can answer for `id` any more (its last web console closed, and it has no
+   * connection): the requests that waited on it there fail at once rather than at their timeout.
+   */
+  unreachable(id: string): void {
+    for (const call of this.calls.involving(id).onTarget) {
+      if (!CALLBACK_METHODS.has(call.method) || this.space.heldInConversation(call.id)) continue;
+      this.calls.close(call, undefined);
+      this.failCall(call, RpcErrors.targetLeft, "target_left", `"${id}" closed the console without answering`);
+    }
+  }
+
+  /**
    * Ends a call nobody gave up on, for the space's own reasons (a conversation unwound):
    * its caller gets an error response, its target and everything it started are cancelled.
    */

@@ -441,7 +441,11 @@ export class Space implements SpaceHost {
     if (!config) throw new Error(`watch: "${id}" is not a participant of space "${this.id}"`);
     const w = { id, visibility: config.visibility, peer };
     this.watchers.add(w);
-    return () => this.watchers.delete(w);
+    return () => {
+      if (!this.watchers.delete(w)) return;
+      // The last console of someone not connected closed: what only they could answer fails now.
+      if (!this.members.has(id) && !this.watching(id)) this.mcp.unreachable(id);
+    };
   }
 
   /** Who holds each person's conversation (conversations.ts). */

@@ -136,3 +136,30 @@ describe("forms at the web console", () => {
     await p.locator('li.card[data-request="f4"]').waitFor({ state: "detached" });
   });
 });
+
+describe("a form asked of someone whose last console closes", () => {
+  it("fails at once with target_left instead of waiting for its timeout", async () => {
+    const asker = await setup();
+    const events = new AbortController();
+    const stream = await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/web/events`, { headers: { authorization: `Bearer ${T.human}` }, signal: events.signal });
+    expect(stream.status).toBe(200);
+    const reader = stream.body!.getReader();
+    await reader.read(); // the hello: the console is watching
+    asker.send(ask("gone", { message: "Still there?", requestedSchema: { type: "object", properties: {} } }));
+    await waitForListed("gone");
+    events.abort();
+    const failed = await responseFor(asker, "gone");
+    expect(failed.payload.error.data).toMatchObject({ reason: "target_left" });
+    expect(failed.payload.error.message).toMatch(/closed the console without answering/);
+  });
+});
+
+async function waitForListed(id: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const res = await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/web/requests`, { headers: { authorization: `Bearer ${T.human}` } });
+    const { requests } = (await res.json()) as { requests: Array<{ id: string }> };
+    if (requests.some((r) => r.id === id)) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`request ${id} was never listed`);
+}
