@@ -52,6 +52,7 @@ import { Notifier } from "./operator/notify.js";
 import type { Plan } from "./plan.js";
 import { StoreError } from "./store/index.js";
 import { Member, type Peer, type Visibility } from "./member.js";
+import { jsonBytes } from "./paging.js";
 import type { TokenBook } from "./tokens.js";
 import { buildWelcome, WELCOME_HISTORY_BYTES } from "./welcome.js";
 
@@ -600,10 +601,21 @@ export class Space implements SpaceHost {
   // --- welcome -------------------------------------------------------------------
 
   private describe(member: Member): Record<string, unknown> {
+    const disabled = this.switches.isDisabled(member.id);
+    const cached = member.described;
+    // Capabilities are replaced, never mutated, when they change: the reference tells.
+    if (cached && cached.capabilities === member.capabilities && cached.disabled === disabled) return cached.value;
     const d: Record<string, unknown> = { id: member.id, kind: member.config.kind, capabilities: member.capabilities };
-    if (this.switches.isDisabled(member.id)) d["disabled"] = true;
+    if (disabled) d["disabled"] = true;
     if (member.config.description) d["description"] = member.config.description;
+    member.described = { value: d, bytes: jsonBytes(d), capabilities: member.capabilities, disabled };
     return d;
+  }
+
+  /** The JSON size of a description from `describe`, without serializing it again. */
+  private describedBytes(d: Record<string, unknown>): number {
+    const m = typeof d["id"] === "string" ? this.members.get(d["id"]) : undefined;
+    return m?.described?.value === d ? m.described.bytes : jsonBytes(d);
   }
 
   private welcome(member: Member): Envelope {
@@ -614,6 +626,7 @@ export class Space implements SpaceHost {
       you: { ...this.describe(member), visibility: member.visibility },
       space: { id: this.id, name: this.config.space.name, description: this.config.space.description },
       participants: [...this.members.values()].filter((m) => m !== member).map((m) => this.describe(m)),
+      participantBytes: (d) => this.describedBytes(d),
       tools: this.toolsFor(member),
       proposals: this.proposals.pending().filter((p) => maySee(member, p)),
       history: (function* () {

@@ -22,6 +22,8 @@ export interface WelcomeParts {
   you: Record<string, unknown>;
   space: Record<string, unknown>;
   participants: Record<string, unknown>[];
+  /** The JSON size of one participant entry, when the caller knows it already. Default: serialize it. */
+  participantBytes?: ((p: Record<string, unknown>) => number) | undefined;
   tools: Record<string, unknown>[];
   /** Pending proposals the joiner may see, oldest first. */
   proposals: Proposal[];
@@ -47,10 +49,11 @@ export function buildWelcome(w: WelcomeParts): Envelope {
     left -= sizeOf(w.activeStreams);
   }
 
-  const participants = takePage(w.participants, 0, Math.floor(left / 2), jsonBytes);
+  const participantBytes = w.participantBytes ?? jsonBytes;
+  const participants = takePage(w.participants, 0, Math.floor(left / 2), participantBytes);
   payload["participants"] = participants.items;
   if (participants.next) payload["participants_total"] = w.participants.length;
-  left -= sizeOf(participants.items);
+  left -= participants.items.reduce((n, p) => n + participantBytes(p), 2);
 
   const proposals = takePage(w.proposals.map(listed), 0, Math.floor(left / 3), jsonBytes);
   payload["proposals"] = proposals.items;
