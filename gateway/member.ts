@@ -27,7 +27,7 @@ export class Member {
    * How others see this member (welcome, presence), with its size as JSON: made once per
    * change of capabilities or switch, not once per joiner (space.ts `describe`).
    */
-  described: { value: Record<string, unknown>; bytes: number; capabilities: Capability[]; disabled: boolean } | undefined;
+  described: { value: Record<string, unknown>; json: string; bytes: number; capabilities: Capability[]; disabled: boolean } | undefined;
   /** Frames waiting for this member's changes in flight to be written (space.ts). */
   backlog: ParsedFrame[] | undefined;
   /** This member's changes on their way to disk. */

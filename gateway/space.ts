@@ -16,6 +16,7 @@
  * Their state lives in calls.ts, registry.ts and proposals.ts; lending.ts handles
  * capability/grant and capability/revoke over grants.ts; authority.ts decides every call.
  */
+import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { Authority } from "./authority.js";
 import { compileCapabilities } from "./capabilities.js";
@@ -74,6 +75,10 @@ function pipelined(parsed: ParsedFrame, inFlight: number): boolean {
 
 /** How long presence may wait to be sent together with more presence. */
 const PRESENCE_BATCH_MS = 10;
+
+/** Stands for a welcome's participants until they are spliced in (`sendWelcome`). */
+const ROSTER_MARK = `\u0000roster:${randomBytes(12).toString("hex")}`;
+const ROSTER_MARK_JSON = JSON.stringify(ROSTER_MARK);
 
 export class Space implements SpaceHost {
   readonly id: string;
@@ -241,7 +246,7 @@ export class Space implements SpaceHost {
     } else {
       member.log.info({ visibility: member.visibility }, "joined");
     }
-    this.sendTo(member, this.welcome(member));
+    this.sendWelcome(member);
     if (!previous) {
       this.announce(systemEnvelope("system/presence", { event: "join", participant: this.describe(member) }), member);
     }
@@ -608,14 +613,38 @@ export class Space implements SpaceHost {
     const d: Record<string, unknown> = { id: member.id, kind: member.config.kind, capabilities: member.capabilities };
     if (disabled) d["disabled"] = true;
     if (member.config.description) d["description"] = member.config.description;
-    member.described = { value: d, bytes: jsonBytes(d), capabilities: member.capabilities, disabled };
+    const json = JSON.stringify(d);
+    member.described = { value: d, json, bytes: Buffer.byteLength(json) + 1, capabilities: member.capabilities, disabled };
     return d;
   }
 
-  /** The JSON size of a description from `describe`, without serializing it again. */
+  /** A description from `describe` as JSON, and its size, without serializing it again. */
+  private describedJson(d: Record<string, unknown>): string {
+    const m = typeof d["id"] === "string" ? this.members.get(d["id"]) : undefined;
+    return m?.described?.value === d ? m.described.json : JSON.stringify(d);
+  }
+
   private describedBytes(d: Record<string, unknown>): number {
     const m = typeof d["id"] === "string" ? this.members.get(d["id"]) : undefined;
     return m?.described?.value === d ? m.described.bytes : jsonBytes(d);
+  }
+
+  /**
+   * Sends a welcome. Its participants are spliced in from each member's cached JSON rather
+   * than serialized again for every joiner (a wave of joins would otherwise serialize the
+   * roster once per joiner); the marker is random per process, so no text can forge it.
+   */
+  private sendWelcome(member: Member): void {
+    const env = this.welcome(member);
+    const payload = env.payload as Record<string, unknown>;
+    const list = payload["participants"] as Record<string, unknown>[];
+    payload["participants"] = ROSTER_MARK;
+    const text = JSON.stringify(env);
+    const at = text.indexOf(ROSTER_MARK_JSON);
+    payload["participants"] = list;
+    this.metrics.envelopesOut++;
+    if (at < 0) return member.peer.send(Buffer.from(JSON.stringify(env)));
+    member.peer.send(Buffer.from(`${text.slice(0, at)}[${list.map((d) => this.describedJson(d)).join(",")}]${text.slice(at + ROSTER_MARK_JSON.length)}`));
   }
 
   private welcome(member: Member): Envelope {
@@ -661,6 +690,6 @@ export class Space implements SpaceHost {
     const m = this.members.get(recipient);
     if (!m) return;
     this.recompile(m);
-    this.sendTo(m, this.welcome(m));
+    this.sendWelcome(m);
   }
 }

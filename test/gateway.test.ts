@@ -431,3 +431,31 @@ describe("staying up", () => {
     expect((await alice.closed).code).toBe(1001);
   });
 });
+
+describe("the welcome's roster", () => {
+  it("lists every participant exactly as described, whatever their descriptions hold", async () => {
+    const tricky = `quote " backslash \\ nul \u0000roster:00 newline \n emoji 🎉 </script>`;
+    gw = await startGateway(`
+space: {id: roster}
+participants:
+  a: {kind: human, token: roster-token-a, description: ${JSON.stringify(tricky)}}
+  b: {kind: agent, token: roster-token-b, description: ${JSON.stringify(`${tricky} b`)}}
+  c: {kind: service, token: roster-token-c}
+`);
+    const a = await TestClient.join(gw, "roster", "roster-token-a");
+    const b = await TestClient.join(gw, "roster", "roster-token-b");
+    const c = await TestClient.join(gw, "roster", "roster-token-c");
+    try {
+      const welcome = c.received.find((e) => e.kind === "system/welcome")!;
+      const roster = welcome.payload.participants as Array<{ id: string; kind: string; description?: string; capabilities: unknown[] }>;
+      expect(roster.map((p) => p.id).sort()).toEqual(["a", "b"]);
+      const da = roster.find((p) => p.id === "a")!;
+      expect(da.description).toBe(tricky);
+      expect(da.kind).toBe("human");
+      expect(roster.find((p) => p.id === "b")!.description).toBe(`${da.description} b`);
+      expect(welcome.payload.you).toMatchObject({ id: "c", kind: "service" });
+    } finally {
+      for (const x of [a, b, c]) x.ws.terminate();
+    }
+  });
+});
