@@ -16,6 +16,9 @@ export interface GatewayCommandOptions {
   stateDir?: string | undefined;
   logFile?: string | undefined;
   logLevel?: string | undefined;
+  /** A NATS server: run as one node of a cluster (overrides `gateway.cluster`). */
+  cluster?: string | undefined;
+  node?: string | undefined;
 }
 
 export interface RunningGateway {
@@ -35,7 +38,9 @@ export async function startGateway(opts: GatewayCommandOptions, env: NodeJS.Proc
   const first = configs[0];
   if (!first) throw new Error("no space.yaml given: mewgate gateway --config space.yaml");
   const log = createLogger({ file: opts.logFile ?? join(first.gateway.state_dir, "logs", "gateway.log"), level: opts.logLevel });
-  const gateway = new Gateway({ spaces: configs, host: opts.host, port: opts.port, log, env });
+  const fromYaml = first.gateway.cluster;
+  const cluster = opts.cluster ? { url: opts.cluster, node: opts.node ?? fromYaml?.node, lease_ms: fromYaml?.lease_ms } : fromYaml && { ...fromYaml, node: opts.node ?? fromYaml.node };
+  const gateway = new Gateway({ spaces: configs, host: opts.host, port: opts.port, log, env, cluster });
   // Every space is also an MCP server at /mcp (streamable HTTP, participant bearer token);
   // the MCP machinery behind the route loads on its first request.
   mountHttp(gateway, { logger: log });
@@ -63,8 +68,14 @@ export async function runGateway(opts: GatewayCommandOptions, out: NodeJS.Writab
     process.stderr.write(`mewgate: ${err instanceof ConfigError ? err.message : (err as Error).message}\n`);
     return 1;
   }
-  const spaces = [...running.gateway.spaces.keys()].join(", ");
-  out.write(`mewgate gateway listening on ${running.url}/ws (spaces: ${spaces})\n`);
+  const node = running.gateway.clusterNode;
+  if (node) {
+    const owns = [...running.gateway.spaces.keys()].join(", ") || "none yet";
+    out.write(`mewgate gateway listening on ${running.url}/ws (cluster node ${node.node}; owns: ${owns})\n`);
+  } else {
+    const spaces = [...running.gateway.spaces.keys()].join(", ");
+    out.write(`mewgate gateway listening on ${running.url}/ws (spaces: ${spaces})\n`);
+  }
   await new Promise<void>((resolve) => {
     const stop = () => {
       process.off("SIGINT", stop);

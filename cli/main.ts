@@ -211,6 +211,8 @@ export function program(): Command {
     .option("--state-dir <dir>", "state directory (default: .mewgate beside the space.yaml)")
     .option("--log-file <file>", "pino log file, or - for stderr (default: <state-dir>/logs/gateway.log)")
     .option("--log-level <level>", "trace, debug, info, warn, error", "info")
+    .option("--cluster <url>", "serve the spaces together with other gateways over this NATS server (default: gateway.cluster)")
+    .option("--node <name>", "this gateway's name in the cluster (default: host name and port)")
     .action(async (opts) => {
       process.exitCode = await (await gateway()).runGateway(opts);
     });

@@ -231,6 +231,18 @@ const ParticipantSchema = section({
   run: RunSchema.optional(),
 });
 
+const NATS_URLS = /^(nats:\/\/)?[A-Za-z0-9.\-[\]:]+(,\s*(nats:\/\/)?[A-Za-z0-9.\-[\]:]+)*$/;
+const ClusterSchema = z.union([
+  z.string().regex(NATS_URLS, { error: expected("a NATS server address like nats://127.0.0.1:4222") }).transform((url): { url: string; node?: string | undefined; lease_ms: number } => ({ url, lease_ms: 1500 })),
+  section({
+    url: z.string({ error: expected("a NATS server address like nats://127.0.0.1:4222") }).regex(NATS_URLS, { error: expected("a NATS server address like nats://127.0.0.1:4222") }),
+    /** This process's name in the cluster; default: host name and port. */
+    node: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, { error: expected("a node name of 1 to 64 of A-Z, a-z, 0-9, _ and -") }).optional(),
+    /** How long a space's owner may be silent before another node takes the space over. */
+    lease_ms: int(300, 60_000).default(1500),
+  }),
+]);
+
 const SpaceConfigSchema = section({
   space: section({
     id: z.string({ error: expected("a space id") }).regex(SPACE_ID, {
@@ -250,6 +262,8 @@ const SpaceConfigSchema = section({
     allowed_hosts: z.array(z.string().min(1)).default([]),
     /** Webhooks told of each new proposal and its outcome (operator/notify.ts). */
     notify: z.array(WebhookSchema).max(16).default([]),
+    /** Serve the space together with other gateway processes over NATS (cluster/index.ts). */
+    cluster: ClusterSchema.optional(),
   }).prefault({}),
   policy: PolicySchema.prefault({}),
   calls: CallsSchema.prefault({}),

@@ -133,6 +133,9 @@ export type Join = z.infer<typeof JoinSchema>;
 /** WebSocket close codes, part of the wire protocol, documented in the README. */
 export const CloseCodes = {
   goingAway: 1001,
+  /** The space moved to another node of a cluster (or is between owners): reconnect. */
+  moved: 1012,
+  tryAgain: 1013,
   badRequest: 4400,
   unauthorized: 4401,
   identityMismatch: 4403,

@@ -22,7 +22,7 @@ import type { SwitchRecord, Switches } from "./switches.js";
 import type { Conversations, FrameRecord } from "./conversations.js";
 import type { Plan } from "./plan.js";
 import { type AuditEntry, type AuditQuery, type AuditRecord, auditMatches, type ProposalBook, type ProposalRecord } from "./proposals.js";
-import { type OpenReport, openStore, readHistory, type Store } from "./store/index.js";
+import { type OpenReport, openStore, readHistory, type StateStore, type StoreHooks, type StoreOpener } from "./store/index.js";
 
 export type StateRecord = ProposalRecord | GrantRecord | AuditRecord | InviteRecord | SwitchRecord | FrameRecord;
 export type { Plan } from "./plan.js";
@@ -34,38 +34,51 @@ const LEGACY = [{ file: "proposals.jsonl" }, { file: "grants.jsonl" }, { file: "
 
 export class Ledger {
   private constructor(
-    private readonly store: Store<StateRecord>,
+    private readonly store: StateStore<StateRecord>,
     readonly report: OpenReport,
   ) {}
 
-  /** Opens the space's store and folds what it holds into the two books. Throws a `StoreError` on a corrupt journal. */
-  static open(config: SpaceConfig, log: Logger, books: { proposals: ProposalBook; grants: GrantBook; invites: Invites; switches: Switches; conversations: Conversations }, onWrite?: (seconds: number) => void): Ledger {
+  /**
+   * Opens the space's store and folds what it holds into the books. Throws a `StoreError`
+   * on a corrupt journal. `opener` replaces the journal in `gateway.state_dir` (a cluster
+   * keeps a space's state on its bus).
+   */
+  static open(
+    config: SpaceConfig,
+    log: Logger,
+    books: { proposals: ProposalBook; grants: GrantBook; invites: Invites; switches: Switches; conversations: Conversations },
+    onWrite?: (seconds: number) => void,
+    opener?: StoreOpener<StateRecord>,
+  ): Ledger {
     const { proposals, grants, invites, switches, conversations } = books;
-    const { store, report } = openStore<StateRecord>(
-      {
-        dir: config.gateway.state_dir,
-        history: { maxBytes: config.quotas.audit_max_bytes, maxAgeMs: config.quotas.audit_max_age_days * DAY_MS },
-        onWrite,
-        log: {
-          info: (o, msg) => log.info(o, msg),
-          warn: (o, msg) => log.warn(o, msg),
-          error: (o, msg) => log.error(o, msg),
-        },
+    const hooks: StoreHooks<StateRecord> = {
+      apply: (r) => {
+        if (r.type === "grant" || r.type === "revoke") grants.apply(r);
+        else if (r.type === "invite" || r.type === "kick") invites.apply(r);
+        else if (r.type === "disable" || r.type === "enable") switches.apply(r);
+        else if (r.type === "frame" || r.type === "unframe") conversations.apply(r);
+        else if (r.type !== "audit") proposals.applyRecord(r);
       },
-      {
-        apply: (r) => {
-          if (r.type === "grant" || r.type === "revoke") grants.apply(r);
-          else if (r.type === "invite" || r.type === "kick") invites.apply(r);
-          else if (r.type === "disable" || r.type === "enable") switches.apply(r);
-          else if (r.type === "frame" || r.type === "unframe") conversations.apply(r);
-          else if (r.type !== "audit") proposals.applyRecord(r);
+      // Invited participants first: grants and proposals may name them.
+      snapshot: () => [...invites.snapshot(), ...switches.snapshot(), ...conversations.snapshot(), ...proposals.snapshot(), ...grants.all().map((g): StateRecord => ({ type: "grant", ...g }))],
+      isHistory: (r) => r.type === "audit",
+    };
+    const { store, report } =
+      opener?.(hooks) ??
+      openStore<StateRecord>(
+        {
+          dir: config.gateway.state_dir,
+          history: { maxBytes: config.quotas.audit_max_bytes, maxAgeMs: config.quotas.audit_max_age_days * DAY_MS },
+          onWrite,
+          log: {
+            info: (o, msg) => log.info(o, msg),
+            warn: (o, msg) => log.warn(o, msg),
+            error: (o, msg) => log.error(o, msg),
+          },
         },
-        // Invited participants first: grants and proposals may name them.
-        snapshot: () => [...invites.snapshot(), ...switches.snapshot(), ...conversations.snapshot(), ...proposals.snapshot(), ...grants.all().map((g): StateRecord => ({ type: "grant", ...g }))],
-        isHistory: (r) => r.type === "audit",
-      },
-      LEGACY,
-    );
+        hooks,
+        LEGACY,
+      );
     return new Ledger(store, report);
   }
 

@@ -5,18 +5,25 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { hostname } from "node:os";
 import { WebSocket, WebSocketServer } from "ws";
 import type { Logger } from "pino";
 import type { Limits, SpaceConfig } from "./config.js";
 import { CloseCodes, ErrorCodes, errorEnvelope, parseFrame, type Join } from "./envelope.js";
 import { createLogger } from "./log.js";
-import { type Member, type Peer, Space } from "./space.js";
+import { type Peer, Space } from "./space.js";
+import { type Admission, localDoor, type MemberPort, type SpaceDoor } from "./door.js";
 import { render as renderMetrics } from "./metrics.js";
 import { mountOperatorApi } from "./operator/api.js";
 import { mountConsole } from "./operator/console.js";
 import { mountInjection } from "./operator/inject.js";
 import { OriginGuard } from "./origin.js";
 import { TokenBook } from "./tokens.js";
+import type { StateRecord } from "./ledger.js";
+import type { StoreOpener } from "./store/index.js";
+// Loaded only by a clustered gateway: the NATS client is not paid for at every start.
+import type { Cluster } from "./cluster/index.js";
+import { passOn, spaceOfRequest } from "./cluster/proxy.js";
 
 export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -27,14 +34,21 @@ export interface GatewayOptions {
   port?: number;
   log?: Logger;
   env?: NodeJS.ProcessEnv;
+  /** Serve the spaces together with other gateway processes (`gateway.cluster` or `--cluster`). */
+  cluster?: { url: string; node?: string | undefined; lease_ms?: number | undefined } | undefined;
 }
 
 /** ws refuses (closing with 1009) frames beyond this many times the soft limit; below it a too-large frame is answered with an error and the connection is kept. */
 const HARD_PAYLOAD_FACTOR = 4;
 const HARD_PAYLOAD_CEILING = 64 * 1024 * 1024;
+/** A space's lease in a cluster: how soon another node takes it over when its owner dies. */
+const DEFAULT_LEASE_MS = 1500;
 
 export class Gateway {
+  /** The spaces this process runs (in a cluster, the ones it owns now). */
   readonly spaces = new Map<string, Space>();
+  /** Set once a clustered gateway listens (cluster/index.ts). */
+  private cluster: Cluster | undefined;
   private readonly http: Server;
   private readonly wss: WebSocketServer;
   private readonly connections = new Set<Connection>();
@@ -55,13 +69,12 @@ export class Gateway {
     if (!first) throw new Error("a gateway needs at least one space");
     this.limits = first.gateway.limits;
     this.log = opts.log ?? createLogger();
+    const ids = new Set<string>();
     for (const config of opts.spaces) {
-      if (this.spaces.has(config.space.id)) throw new Error(`space "${config.space.id}" is defined twice`);
-      const { book } = TokenBook.load(Object.entries(config.participants), {
-        stateDir: config.gateway.state_dir,
-        ...(opts.env ? { env: opts.env } : {}),
-      });
-      this.spaces.set(config.space.id, new Space(config, book, this.log.child({ space: config.space.id })));
+      if (ids.has(config.space.id)) throw new Error(`space "${config.space.id}" is defined twice`);
+      ids.add(config.space.id);
+      // A clustered gateway opens a space when it comes to own it.
+      if (!this.clustered) this.spaces.set(config.space.id, this.openSpace(config));
     }
     this.guard = new OriginGuard({ host: first.gateway.host, allowedOrigins: first.gateway.allowed_origins, allowedHosts: first.gateway.allowed_hosts });
     this.http = createServer((req, res) => {
@@ -74,6 +87,7 @@ export class Gateway {
         return;
       }
       const path = (req.url ?? "/").split("?", 1)[0]!;
+      if (this.cluster && this.passOn(req, res, path)) return;
       const route = this.routes.get(path) ?? this.prefixes.find(([prefix]) => path.startsWith(prefix))?.[1];
       if (route) {
         route(req, res);
@@ -84,7 +98,9 @@ export class Gateway {
       if (req.method === "GET" && (path === "/healthz" || path === "/health")) {
         // Nothing secret: no participant ids, no tokens.
         res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify({ status: this.closing ? "closing" : "ok", protocol: "mew/v0.4", spaces: this.spaces.size }));
+        // A cluster node also says which spaces it owns now: what a load balancer or an operator asks.
+        const cluster = this.cluster ? { node: this.cluster.node, owns: [...this.spaces.keys()] } : undefined;
+        res.end(JSON.stringify({ status: this.closing ? "closing" : "ok", protocol: "mew/v0.4", spaces: this.spaces.size, ...(cluster ? { cluster } : {}) }));
         return;
       }
       res.writeHead(404, { "content-type": "text/plain" });
@@ -130,6 +146,39 @@ export class Gateway {
     const spaces = [...this.spaces.values()].map((s) => ({ space: s.id, members: s.online, pending: s.pendingProposals().length, metrics: s.metrics }));
     res.writeHead(200, { "content-type": "text/plain; version=0.0.4", "cache-control": "no-store" });
     res.end(renderMetrics(this.connections.size, spaces));
+  }
+
+  private openSpace(config: SpaceConfig, store?: StoreOpener<StateRecord>): Space {
+    const { book } = TokenBook.load(Object.entries(config.participants), {
+      stateDir: config.gateway.state_dir,
+      ...(this.opts.env ? { env: this.opts.env } : {}),
+    });
+    return new Space(config, book, this.log.child({ space: config.space.id }), store ? { store } : {});
+  }
+
+  private get clustered(): boolean {
+    return this.opts.cluster !== undefined;
+  }
+
+  /** A request about a space another node owns goes to that node (cluster/proxy.ts). */
+  private passOn(req: IncomingMessage, res: ServerResponse, path: string): boolean {
+    if (path === "/health" || path === "/healthz" || path === "/metrics" || path === "/ui" || path.startsWith("/ui/")) return false;
+    const id = spaceOfRequest(req, this.opts.spaces.map((c) => c.space.id));
+    if (id === undefined || this.spaces.has(id)) return false;
+    const owner = this.cluster!.owner(id);
+    if (!owner) {
+      if (!this.opts.spaces.some((c) => c.space.id === id)) return false;
+      res.writeHead(503, { "content-type": "text/plain", "retry-after": "1" });
+      res.end(`no node serves space "${id.slice(0, 64)}" right now (a take-over is under way); try again\n`);
+      return true;
+    }
+    passOn(req, res, owner.http, owner.node, this.log);
+    return true;
+  }
+
+  /** This node's part in a cluster, once it listens. */
+  get clusterNode(): Cluster | undefined {
+    return this.cluster;
   }
 
   /** The limits the gateway runs with (the first space's `gateway.limits`). */
@@ -207,7 +256,37 @@ export class Gateway {
     const shownHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
     const url = `ws://${shownHost}:${address.port}`;
     const consoleHost = address.address === "0.0.0.0" || address.address === "::" ? "127.0.0.1" : shownHost;
-    for (const space of this.spaces.values()) space.consoleUrl = `http://${consoleHost}:${address.port}/ui/`;
+    const consoleUrl = `http://${consoleHost}:${address.port}/ui/`;
+    for (const space of this.spaces.values()) space.consoleUrl = consoleUrl;
+    const cluster = this.opts.cluster;
+    if (cluster) {
+      const node = cluster.node ?? `${hostname().replace(/[^A-Za-z0-9_-]/g, "-").slice(0, 40)}-${address.port}`;
+      const http = `http://${consoleHost}:${address.port}`;
+      try {
+        const { Cluster } = await import("./cluster/index.js");
+        this.cluster = await Cluster.start(
+          { url: cluster.url, node, leaseMs: cluster.lease_ms ?? DEFAULT_LEASE_MS },
+          {
+            log: this.log,
+            httpUrl: () => http,
+            open: (config, store) => {
+              const space = this.openSpace(config, store);
+              space.consoleUrl = consoleUrl;
+              this.spaces.set(config.space.id, space);
+              return space;
+            },
+            closed: (space) => {
+              if (this.spaces.get(space.id) === space) this.spaces.delete(space.id);
+            },
+          },
+          this.opts.spaces,
+        );
+      } catch (err) {
+        await new Promise<void>((resolve) => this.http.close(() => resolve()));
+        throw err;
+      }
+      this.log.info({ node, owns: [...this.spaces.keys()] }, "joined the cluster");
+    }
     this.log.info({ url, spaces: [...this.spaces.keys()] }, "gateway listening");
     return { host: address.address, port: address.port, url };
   }
@@ -218,6 +297,8 @@ export class Gateway {
     this.closing = true;
     clearInterval(this.heartbeat);
     // Each space's store flushes what it was writing before the gateway says it stopped.
+    // A cluster node hands its spaces over first: another node owns them at once.
+    await this.cluster?.stop().catch((err: unknown) => this.log.error({ err: String(err) }, "leaving the cluster failed"));
     const flushed = [...this.spaces.values()].map((space) => space.closeAll(CloseCodes.goingAway, "gateway shutting down"));
     for (const c of this.connections) c.close(CloseCodes.goingAway, "gateway shutting down");
     const deadline = Date.now() + 2000;
@@ -278,14 +359,35 @@ export class Gateway {
 
   private admit(conn: Connection, who: { token: string; space: string | undefined; claimed: string | undefined; echo: boolean | undefined }): void {
     if (who.space === undefined) return conn.close(CloseCodes.badRequest, "missing space: connect to /ws?space=NAME");
-    const space = this.spaces.get(who.space);
-    if (!space) return conn.close(CloseCodes.unknownSpace, `no space named "${who.space.slice(0, 64)}"`);
-    const auth = space.authenticate(who.token, who.claimed);
-    if (!auth.ok) {
-      conn.log.info({ code: auth.code }, "refused");
-      return conn.close(auth.code, auth.reason);
+    const door = this.door(who.space);
+    if (!door) return conn.close(CloseCodes.unknownSpace, `no space named "${who.space.slice(0, 64)}"`);
+    const settle = (admission: Admission) => {
+      if (!admission.ok) {
+        conn.log.info({ code: admission.code }, "refused");
+        return conn.close(admission.code, admission.reason);
+      }
+      conn.attach(admission.port);
+    };
+    conn.admitting();
+    let admission: Admission | Promise<Admission>;
+    try {
+      admission = door.admit({ token: who.token, claimed: who.claimed, echo: who.echo }, conn);
+    } catch (err) {
+      conn.log.error({ err: String(err) }, "admission failed");
+      return conn.close(CloseCodes.tryAgain, "the gateway could not admit you; try again");
     }
-    conn.attach(space, space.join(auth.id, conn, { echo: who.echo }));
+    if (!(admission instanceof Promise)) return settle(admission);
+    admission.then(settle, (err: unknown) => {
+      conn.log.warn({ err: String(err) }, "admission failed");
+      conn.close(CloseCodes.tryAgain, "the space is not reachable right now; try again");
+    });
+  }
+
+  /** Where connections to space `id` go: its local door, or a cluster's. */
+  private door(id: string): SpaceDoor | undefined {
+    if (this.cluster) return this.cluster.door(id);
+    const space = this.spaces.get(id);
+    return space ? localDoor(space) : undefined;
   }
 }
 
@@ -302,8 +404,9 @@ class Connection implements Peer {
   log: Logger;
   authenticated = false;
   onAuthenticated: (() => void) | undefined;
-  private space: Space | undefined;
-  private member: Member | undefined;
+  private port: MemberPort | undefined;
+  /** Frames that arrived while the space was admitting this connection (a remote space answers later). */
+  private early: Array<[Buffer, boolean]> | undefined;
   private tokens: number;
   private lastRefill = performance.now();
   private strikes = 0;
@@ -335,13 +438,25 @@ class Connection implements Peer {
     });
   }
 
-  attach(space: Space, member: Member): void {
+  /** The space is deciding on this connection: keep what the client sends meanwhile, in order. */
+  admitting(): void {
+    if (this.early) return;
+    this.early = [];
+    this.ws.on("message", (data, isBinary) => {
+      if (this.port) return this.onMessage(data as Buffer, isBinary);
+      if (this.early!.length >= EARLY_FRAMES) return this.drop("flood", CloseCodes.flood, `more than ${EARLY_FRAMES} frames before the space admitted you`);
+      this.early!.push([data as Buffer, isBinary]);
+    });
+  }
+
+  attach(port: MemberPort): void {
     this.authenticated = true;
     this.onAuthenticated?.();
-    this.space = space;
-    this.member = member;
-    this.log = member.log;
-    this.ws.on("message", (data, isBinary) => this.onMessage(data as Buffer, isBinary));
+    this.port = port;
+    this.log = port.log;
+    // The socket closed while the space was admitting it.
+    if (this.ws.readyState !== WebSocket.OPEN) return this.ended();
+    for (const [data, isBinary] of this.early?.splice(0) ?? []) this.onMessage(data, isBinary);
   }
 
   send(bytes: Buffer): void {
@@ -373,7 +488,9 @@ class Connection implements Peer {
 
   /** The socket is gone: leave the space. */
   ended(): void {
-    if (this.space && this.member) this.space.leave(this.member, this.dropped ?? "disconnected");
+    const port = this.port;
+    this.port = undefined;
+    port?.leave(this.dropped ?? "disconnected");
   }
 
   private drop(why: string, code: number, reason: string): void {
@@ -388,20 +505,21 @@ class Connection implements Peer {
   }
 
   private onMessage(data: Buffer, isBinary: boolean): void {
-    if (this.dropped || !this.space || !this.member) return;
+    const port = this.port;
+    if (this.dropped || !port) return;
     if (!this.take()) return;
     if (data.length > this.limits.max_payload_bytes) {
       this.reply(ErrorCodes.payloadTooLarge, `frame of ${data.length} bytes exceeds the limit of ${this.limits.max_payload_bytes} bytes`);
       return;
     }
     // `#<stream_id>#<data>`: a MEW stream frame, text or binary, not an envelope.
-    if (data[0] === 0x23) return this.space.streamFrame(this.member, data, isBinary);
+    if (data[0] === 0x23) return port.streamFrame(data, isBinary);
     if (isBinary) {
       this.reply(ErrorCodes.invalidEnvelope, "binary frames carry streams only (#<stream_id>#<data>); send envelopes as text frames");
       return;
     }
     try {
-      this.space.handle(this.member, data.toString("utf8"));
+      port.handle(data.toString("utf8"));
     } catch (err) {
       // A bug must cost one frame, not the gateway.
       this.log.error({ err }, "error while handling a frame");
@@ -436,12 +554,14 @@ class Connection implements Peer {
   }
 
   private reply(code: (typeof ErrorCodes)[keyof typeof ErrorCodes], message: string): void {
-    if (this.member) this.send(Buffer.from(JSON.stringify(errorEnvelope(this.member.id, code, message))));
+    if (this.port) this.send(Buffer.from(JSON.stringify(errorEnvelope(this.port.id, code, message))));
   }
 }
 
 const TEXT = { binary: false } as const;
 const BINARY = { binary: true } as const;
+/** Frames a client may send before its space has admitted it. */
+const EARLY_FRAMES = 64;
 /** How long a dropped peer has to complete the closing handshake before its socket is cut. */
 const DROP_GRACE_MS = 1000;
 

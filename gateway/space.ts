@@ -47,11 +47,11 @@ import { Streams } from "./streams.js";
 import { McpRouter } from "./mcp.js";
 import { type AuditEntry, type AuditQuery, type Proposal, ProposalBook } from "./proposals.js";
 import { Registry } from "./registry.js";
-import { Ledger } from "./ledger.js";
+import { Ledger, type StateRecord } from "./ledger.js";
 import { SpaceMetrics } from "./metrics.js";
 import { Notifier } from "./operator/notify.js";
 import type { Plan } from "./plan.js";
-import { StoreError } from "./store/index.js";
+import { StoreError, type StoreOpener } from "./store/index.js";
 import { Member, type Peer, type Visibility } from "./member.js";
 import { jsonBytes } from "./paging.js";
 import type { TokenBook } from "./tokens.js";
@@ -123,6 +123,8 @@ export class Space implements SpaceHost {
     readonly config: SpaceConfig,
     private readonly tokens: TokenBook,
     readonly log: Logger,
+    /** Where the space's state is kept, when not in `gateway.state_dir` (a cluster's bus). */
+    opts: { store?: StoreOpener<StateRecord> } = {},
   ) {
     this.id = config.space.id;
     this.grants = new GrantBook((id) => this.authority.configured(id));
@@ -174,7 +176,7 @@ export class Space implements SpaceHost {
     this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool) : undefined));
     const onDue = config.policy.expires_action === "keep" ? undefined : (p: Proposal) => void this.decisions.onDue(p);
     this.proposals = new ProposalBook(onDue, (p, event, from) => this.proposalChanged(p, event, from));
-    this.ledger = Ledger.open(config, log, { proposals: this.proposals, grants: this.grants, invites: this.invites, switches: this.switches, conversations: this.conversations }, (s) => this.metrics.storeWriteSeconds.observe(s));
+    this.ledger = Ledger.open(config, log, { proposals: this.proposals, grants: this.grants, invites: this.invites, switches: this.switches, conversations: this.conversations }, (s) => this.metrics.storeWriteSeconds.observe(s), opts.store);
     const { torn, migrated, records, bytes, ms } = this.ledger.report;
     if (torn) log.warn(torn, "the state journal ended in a torn record (a crash mid-write); it was cut off there");
     if (migrated?.length) log.info({ files: migrated }, "state migrated from the first wave's files");
@@ -216,9 +218,12 @@ export class Space implements SpaceHost {
     return this.members.get(id);
   }
 
-  /** The token decides the identity; a claimed id is only checked against it. */
-  authenticate(token: string, claimedId?: string): AuthResult {
-    const id = this.tokens.identify(token);
+  /**
+   * The token decides the identity; a claimed id is only checked against it. A cluster
+   * node that holds the socket passes the token's SHA-256 digest instead (cluster/owner.ts).
+   */
+  authenticate(token: string | { digest: Buffer }, claimedId?: string): AuthResult {
+    const id = typeof token === "string" ? this.tokens.identify(token) : this.tokens.identifyDigest(token.digest);
     if (id === undefined) return { ok: false, code: CloseCodes.unauthorized, reason: `invalid token for space "${this.id}"` };
     if (claimedId !== undefined && claimedId !== id) {
       if (!(claimedId in this.config.participants)) {

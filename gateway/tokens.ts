@@ -77,9 +77,14 @@ export class TokenBook {
 
   /** The participant this token belongs to, or undefined. */
   identify(token: string): string | undefined {
-    const d = digest(token);
+    return this.identifyDigest(digest(token));
+  }
+
+  /** The participant whose token has this SHA-256 digest (a cluster node passes digests, never tokens). */
+  identifyDigest(d: Buffer): string | undefined {
     const id = this.owners.get(d.toString("base64"));
-    return id !== undefined && timingSafeEqual(d, this.digests.get(id)!) ? id : undefined;
+    const mine = id === undefined ? undefined : this.digests.get(id);
+    return mine !== undefined && mine.length === d.length && timingSafeEqual(d, mine) ? id : undefined;
   }
 
   has(id: string): boolean {

@@ -215,9 +215,9 @@ export interface GatewayProcess {
 }
 
 /** Starts `mewgate gateway --config file --port 0` (or `port`) and resolves once it listens. */
-export async function spawnGateway(file: string, opts: { port?: number; shell?: string } = {}): Promise<GatewayProcess> {
+export async function spawnGateway(file: string, opts: { port?: number; shell?: string; args?: string[] } = {}): Promise<GatewayProcess> {
   const { spawn } = await import("node:child_process");
-  const args = [CLI_MAIN, "gateway", "--config", file, "--port", String(opts.port ?? 0)];
+  const args = [CLI_MAIN, "gateway", "--config", file, "--port", String(opts.port ?? 0), ...(opts.args ?? [])];
   // `shell` runs the command after a prefix such as `ulimit -f 64; trap '' XFSZ;`.
   const child = opts.shell
     ? spawn("/bin/sh", ["-c", `${opts.shell} exec "$0" "$@"`, process.execPath, ...args], { stdio: ["ignore", "pipe", "pipe"] })

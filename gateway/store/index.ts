@@ -55,7 +55,21 @@ export interface OpenReport {
 
 const DEFAULT_RETENTION: Retention = { maxBytes: 256 * 1024 * 1024, maxAgeMs: 90 * 86_400_000 };
 
-export class Store<R extends { type: string }> {
+/**
+ * What a space's ledger needs of a store, whichever keeps the records: the journal here,
+ * or a stream on the cluster's bus (cluster/bus-store.ts).
+ */
+export interface StateStore<R extends { type: string }> {
+  commit(txn: R[]): Promise<void>;
+  history(filter: (r: R) => boolean, opts?: { limit?: number }): R[];
+  readonly stats: { journalBytes: number; commits: number; batches: number; syncs: number; compactions: number };
+  close(): Promise<void>;
+}
+
+/** Opens a space's state: folds what the store holds into the owner and returns the store. */
+export type StoreOpener<R extends { type: string }> = (hooks: StoreHooks<R>) => { store: StateStore<R>; report: OpenReport };
+
+export class Store<R extends { type: string }> implements StateStore<R> {
   constructor(
     private readonly journal: Journal<R>,
     private readonly archive: Archive<R>,

@@ -1,0 +1,224 @@
+/**
+ * A space's state on the cluster's bus: its transactions are messages on the subject
+ * `mewgate.state.<space>` of a JetStream stream, so whichever node owns the space next
+ * reads them back. The same seam as the journal (store/index.ts `StateStore`).
+ *
+ * - Group commit: the transactions queued in one tick (and while a publish is on its way)
+ *   go out as one message; its commits resolve when JetStream has stored it.
+ * - Fencing: each publish expects the subject's last sequence to be the one this owner
+ *   last wrote. A node that lost its lease and still writes is refused by the server, so
+ *   two owners can never interleave; the refused one stops (`onFenced`).
+ * - Exactly once: each message has an id. A publish whose acknowledgement is lost (the bus
+ *   restarted meanwhile) is sent again with the same id until a deadline, and the server
+ *   drops the duplicate.
+ * - Compaction: past `compactMessages` messages the owner writes its live state as one
+ *   snapshot message and purges what came before; history records move to the subject's
+ *   `.history` sibling first. A reader starts at the last snapshot.
+ */
+import { headers as natsHeaders, JSONCodec } from "nats";
+import type { Logger } from "pino";
+import type { OpenReport, StateStore, StoreHooks, StoreOpener } from "../store/index.js";
+import { StoreError } from "../store/index.js";
+import { type Bus, STATE_STREAM, subjects } from "./bus.js";
+
+interface Batch<R> {
+  /** Transactions, each applied whole. */
+  t?: R[][];
+  /** A snapshot: the live state at this point; everything before it is superseded. */
+  snapshot?: R[];
+}
+
+interface Pending<R> {
+  txn: R[];
+  resolve(): void;
+  reject(err: Error): void;
+}
+
+const codec = JSONCodec<Batch<unknown>>();
+/** How long a batch is retried across a bus outage before its commits fail. */
+const PUBLISH_DEADLINE_MS = 5000;
+const DEFAULT_COMPACT_MESSAGES = 4096;
+
+/** Reads a space's state from the bus; the returned opener folds it into the ledger. */
+export async function loadBusState<R extends { type: string }>(
+  bus: Bus,
+  space: string,
+  opts: { log: Logger; epoch: string; onFenced: (why: string) => void; compactMessages?: number },
+): Promise<StoreOpener<R>> {
+  const t0 = performance.now();
+  const subject = subjects.state(space);
+  const messages: Array<{ seq: number; batch: Batch<R>; bytes: number }> = [];
+  let last = 0;
+  try {
+    last = (await bus.jsm.streams.getMessage(STATE_STREAM, { last_by_subj: subject })).seq;
+  } catch (err) {
+    if (!/no message found/i.test((err as Error).message)) throw err;
+  }
+  if (last > 0) {
+    const consumer = await bus.js.consumers.get(STATE_STREAM, { filterSubjects: subject });
+    const iter = await consumer.consume({ max_messages: 512 });
+    for await (const m of iter) {
+      messages.push({ seq: m.seq, batch: codec.decode(m.data) as Batch<R>, bytes: m.data.length });
+      if (m.seq >= last || m.info.pending === 0) break;
+    }
+    iter.stop();
+  }
+  let from = 0;
+  for (let i = messages.length - 1; i >= 0; i--) if (messages[i]!.batch.snapshot) (from = i), (i = -1);
+  const ms = Math.round(performance.now() - t0);
+  return (hooks: StoreHooks<R>) => {
+    const history: R[] = [];
+    let records = 0;
+    let bytes = 0;
+    for (const { batch, bytes: size } of messages.slice(from)) {
+      bytes += size;
+      for (const r of batch.snapshot ?? batch.t?.flat() ?? []) {
+        records++;
+        if (hooks.isHistory(r)) history.push(r);
+        else hooks.apply(r);
+      }
+    }
+    const report: OpenReport = { records, bytes, ms };
+    opts.log.info({ space, messages: messages.length - from, records, ms }, "state read from the cluster bus");
+    const store = new BusStore<R>(bus, space, last, messages.length - from, hooks, history, opts);
+    return { store, report };
+  };
+}
+
+export class BusStore<R extends { type: string }> implements StateStore<R> {
+  readonly stats = { journalBytes: 0, commits: 0, batches: 0, syncs: 0, compactions: 0 };
+  private queue: Pending<R>[] = [];
+  private flushing = false;
+  private scheduled = false;
+  private failure: StoreError | undefined;
+  private closed = false;
+  private drained: Array<() => void> = [];
+  private batchNo = 0;
+  private readonly subject: string;
+
+  constructor(
+    private readonly bus: Bus,
+    private readonly space: string,
+    /** The subject's last sequence as this owner knows it: what its next publish expects. */
+    private lastSeq: number,
+    /** Messages since the last snapshot. */
+    private messages: number,
+    private readonly hooks: StoreHooks<R>,
+    /** History records (the audit trail) since the last compaction, oldest first. */
+    private readonly recent: R[],
+    private readonly opts: { log: Logger; epoch: string; onFenced: (why: string) => void; compactMessages?: number },
+  ) {
+    this.subject = subjects.state(space);
+  }
+
+  commit(txn: R[]): Promise<void> {
+    if (this.closed) return Promise.reject(new StoreError("closed", "the store is closed"));
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ txn, resolve, reject });
+      this.stats.commits++;
+      if (!this.flushing && !this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => {
+          this.scheduled = false;
+          void this.flush();
+        });
+      }
+    });
+  }
+
+  history(filter: (r: R) => boolean, opts: { limit?: number } = {}): R[] {
+    const limit = opts.limit ?? Infinity;
+    const out: R[] = [];
+    for (const r of this.recent) if (out.length < limit && filter(r)) out.push(r);
+    return out;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.flushing || this.scheduled || this.queue.length) {
+      await new Promise<void>((resolve) => {
+        this.drained.push(resolve);
+        if (!this.flushing) void this.flush();
+      });
+    }
+  }
+
+  private async flush(): Promise<void> {
+    if (this.flushing) return;
+    this.flushing = true;
+    try {
+      while (this.queue.length > 0) {
+        const batch = this.queue;
+        this.queue = [];
+        if (this.failure) {
+          for (const p of batch) p.reject(this.failure);
+          continue;
+        }
+        try {
+          await this.publish({ t: batch.map((p) => p.txn) });
+        } catch (err) {
+          for (const p of batch) p.reject(err as Error);
+          continue;
+        }
+        this.stats.batches++;
+        this.stats.syncs++;
+        for (const p of batch) for (const r of p.txn) if (this.hooks.isHistory(r)) this.recent.push(r);
+        for (const p of batch) p.resolve();
+        if (++this.messages > (this.opts.compactMessages ?? DEFAULT_COMPACT_MESSAGES)) {
+          // Let the owner apply this batch before its state is taken.
+          await new Promise((r) => setImmediate(r));
+          await this.compact().catch((err: Error) => this.opts.log.error({ err: err.message }, "compacting the space's state on the bus failed; carrying on"));
+        }
+      }
+    } finally {
+      this.flushing = false;
+      for (const d of this.drained.splice(0)) d();
+    }
+  }
+
+  /** One fenced, deduplicated publish; retried with the same id across a bus outage. */
+  private async publish(batch: Batch<R>): Promise<void> {
+    const data = codec.encode(batch);
+    const msgID = `${this.space}:${this.opts.epoch}:${++this.batchNo}`;
+    const deadline = Date.now() + PUBLISH_DEADLINE_MS;
+    for (;;) {
+      try {
+        const ack = await this.bus.js.publish(this.subject, data, { msgID, expect: { lastSubjectSequence: this.lastSeq }, timeout: 1000 });
+        this.lastSeq = ack.seq;
+        this.stats.journalBytes += data.length;
+        return;
+      } catch (err) {
+        const message = (err as Error).message;
+        if (/wrong last sequence/i.test(message)) {
+          this.failure = new StoreError("failed", "another node owns this space now; its state was not written here");
+          this.opts.onFenced(`state write fenced: ${message}`);
+          throw this.failure;
+        }
+        if (Date.now() > deadline) throw new StoreError("write_failed", `the cluster bus did not store the change in ${PUBLISH_DEADLINE_MS} ms (${message})`, undefined, undefined, "EBUS");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  }
+
+  /**
+   * History goes to its own subject, then the live state as a snapshot, then everything
+   * before the snapshot is purged. A crash between the steps leaves a readable subject:
+   * at worst history twice in the archive subject, and old messages a reader skips.
+   */
+  private async compact(): Promise<void> {
+    const history = this.recent.splice(0);
+    if (history.length) {
+      const h = natsHeaders();
+      h.set("Nats-Msg-Id", `${this.space}:${this.opts.epoch}:history:${this.batchNo}`);
+      await this.bus.js.publish(`${this.subject}.history`, codec.encode({ t: [history] }), { headers: h });
+    }
+    const seqBefore = this.lastSeq;
+    await this.publish({ snapshot: this.hooks.snapshot() });
+    await this.bus.jsm.streams.purge(STATE_STREAM, { filter: this.subject, seq: this.lastSeq });
+    this.messages = 1;
+    this.stats.compactions++;
+    this.opts.log.info({ space: this.space, upTo: seqBefore }, "space state compacted on the cluster bus");
+  }
+}

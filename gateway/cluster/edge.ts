@@ -1,0 +1,136 @@
+/**
+ * A node's side of spaces it does not own: the sockets stay here, with their limits
+ * (server.ts), and their frames travel to the owner over a link (link.ts). Behind
+ * `SpaceDoor` a connection cannot tell this from a local space.
+ */
+import type { Logger } from "pino";
+import { CloseCodes } from "../envelope.js";
+import type { AdmitRequest, Admission, MemberPort } from "../door.js";
+import type { Peer } from "../member.js";
+import { TokenBook } from "../tokens.js";
+import type { Bus } from "./bus.js";
+import { subjects } from "./bus.js";
+import { LinkEnd, type Wire } from "./link.js";
+import type { AttachReply, AttachRequest } from "./owner.js";
+
+interface EdgeConn {
+  space: string;
+  link: LinkEnd;
+  peer: Peer;
+}
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+/** How long a connection waits for its space to have an owner (during a takeover). */
+const ATTACH_DEADLINE_MS = 5000;
+
+export class Edge {
+  private readonly conns = new Map<string, EdgeConn>();
+  private n = 0;
+
+  constructor(
+    private readonly bus: Bus,
+    private readonly boot: string,
+    private readonly log: Logger,
+  ) {}
+
+  /** A frame or acknowledgement from an owner (mewgate.node.<this node>). */
+  receive(w: Wire): void {
+    this.conns.get(w.conn)?.link.receive(w);
+  }
+
+  async admit(space: string, who: AdmitRequest, peer: Peer, maxBytes: number): Promise<Admission> {
+    const conn = `${this.bus.node}.${this.boot}.${++this.n}`;
+    const link = new LinkEnd(
+      conn,
+      (data) => this.bus.nc.publish(subjects.up(space), data),
+      (op, body) => {
+        if (op === "F") peer.send(Buffer.from(body));
+        else if (op === "T" || op === "B") peer.sendFrame?.(Buffer.from(body), op === "B");
+        else if (op === "X") {
+          const text = dec.decode(body);
+          const at = text.indexOf(" ");
+          this.forget(conn);
+          peer.close(Number(text.slice(0, at)) || CloseCodes.goingAway, text.slice(at + 1));
+        }
+      },
+      maxBytes,
+      () => {
+        this.forget(conn);
+        peer.close(CloseCodes.tryAgain, "the space's owner stopped acknowledging your frames; reconnect");
+      },
+    );
+    // Registered before asking: the welcome may arrive before the reply.
+    this.conns.set(conn, { space, link, peer });
+    const req: AttachRequest = { conn, node: this.bus.node, boot: this.boot, digest: TokenBook.digestOf(who.token), claimed: who.claimed, echo: who.echo };
+    const reply = await this.attach(space, req).catch((err: Error) => {
+      this.forget(conn);
+      throw err;
+    });
+    if (!reply.ok) {
+      this.forget(conn);
+      return reply;
+    }
+    const log = this.log.child({ participant: reply.id, conn });
+    const port: MemberPort = {
+      id: reply.id,
+      log,
+      handle: (text) => link.send("F", enc.encode(text)),
+      streamFrame: (data, binary) => link.send(binary ? "B" : "T", data),
+      leave: (reason) => {
+        if (!this.conns.has(conn)) return;
+        link.send("L", enc.encode(reason));
+        // Kept a little, for the owner to acknowledge (or have it sent again).
+        setTimeout(() => this.forget(conn), 3000).unref();
+      },
+    };
+    return { ok: true, port };
+  }
+
+  /** Asks the owner, again while the space has none (a takeover is under way). */
+  private async attach(space: string, req: AttachRequest): Promise<AttachReply> {
+    const deadline = Date.now() + ATTACH_DEADLINE_MS;
+    const data = enc.encode(JSON.stringify(req));
+    for (;;) {
+      try {
+        const msg = await this.bus.nc.request(subjects.attach(space), data, { timeout: 1000 });
+        return JSON.parse(dec.decode(msg.data)) as AttachReply;
+      } catch (err) {
+        if (Date.now() > deadline) throw new Error(`no node serves space "${space}" (${(err as Error).message})`);
+        await new Promise((r) => setTimeout(r, 150));
+      }
+    }
+  }
+
+  private forget(conn: string): void {
+    const c = this.conns.get(conn);
+    if (!c) return;
+    c.link.end();
+    this.conns.delete(conn);
+  }
+
+  /** The space has a new owner (or none): its members here reconnect, to be admitted anew. */
+  moved(space: string, reason: string): void {
+    for (const [conn, c] of this.conns) {
+      if (c.space !== space) continue;
+      this.forget(conn);
+      c.peer.close(CloseCodes.moved, reason);
+    }
+  }
+
+  resend(all: boolean): void {
+    const now = performance.now();
+    for (const c of this.conns.values()) c.link.resend(all, now);
+  }
+
+  get size(): number {
+    return this.conns.size;
+  }
+
+  stop(reason: string): void {
+    for (const [conn, c] of this.conns) {
+      this.forget(conn);
+      c.peer.close(CloseCodes.goingAway, reason);
+    }
+  }
+}

@@ -1,0 +1,288 @@
+/**
+ * Several gateway processes serving the same spaces, over NATS.
+ *
+ * Each space has one owner at a time, decided by a lease in a JetStream key-value bucket
+ * (after Kelpie's single activation): the owner renews it a few times per lease; when it
+ * stops — killed, cut off — the lease runs out and the first node to create the key
+ * again owns the space. Only the owner runs the space's state machine (`Space`), with its
+ * state read from and written to the bus (bus-store.ts), fenced so that an owner which
+ * lost its lease can no longer write. Every other node is an edge for the space: it keeps
+ * its members' sockets and links them to the owner (edge.ts, owner.ts). When the owner
+ * changes, the edges close those sockets with 1012 and the clients reconnect — to any
+ * node — and are admitted by the new owner.
+ *
+ * An owner that cannot renew for most of a lease steps down before the lease runs out,
+ * so that two nodes never both believe they own a space.
+ */
+import { randomBytes } from "node:crypto";
+import type { Logger } from "pino";
+import type { SpaceConfig } from "../config.js";
+import { CloseCodes } from "../envelope.js";
+import type { AdmitRequest, SpaceDoor } from "../door.js";
+import { localDoor } from "../door.js";
+import type { StateRecord } from "../ledger.js";
+import type { Peer } from "../member.js";
+import type { Space } from "../space.js";
+import type { StoreOpener } from "../store/index.js";
+import { Bus, subjects } from "./bus.js";
+import { loadBusState } from "./bus-store.js";
+import { Edge } from "./edge.js";
+import { decodeWire } from "./link.js";
+import { OwnerDesk } from "./owner.js";
+
+export interface ClusterOptions {
+  url: string;
+  node: string;
+  leaseMs: number;
+}
+
+/** What the cluster needs of the gateway: to open and close the spaces it comes to own. */
+export interface ClusterHost {
+  readonly log: Logger;
+  open(config: SpaceConfig, store: StoreOpener<StateRecord>): Space;
+  closed(space: Space): void;
+  /** Where this node's HTTP server listens (for requests another node passes on). */
+  httpUrl(): string;
+}
+
+interface Holder {
+  node: string;
+  http: string;
+}
+
+interface Slot {
+  config: SpaceConfig;
+  mode: "edge" | "loading" | "owner";
+  /** The lease's revision while this node holds it. */
+  rev: number;
+  /** When the lease was last renewed (or taken). */
+  renewedAt: number;
+  holder: Holder | undefined;
+  space?: Space | undefined;
+  desk?: OwnerDesk | undefined;
+  busy: boolean;
+}
+
+const BEAT_MS = 500;
+/** A node not heard from for this long is gone, and so are its members. */
+const NODE_SILENT_MS = 3000;
+
+export class Cluster {
+  private readonly slots = new Map<string, Slot>();
+  private readonly boot = randomBytes(4).toString("hex");
+  private readonly beats = new Map<string, { boot: string; at: number }>();
+  private readonly edge: Edge;
+  private timers: NodeJS.Timeout[] = [];
+  private stopped = false;
+  private readonly log: Logger;
+
+  private constructor(
+    private readonly bus: Bus,
+    private readonly opts: ClusterOptions,
+    private readonly host: ClusterHost,
+    configs: SpaceConfig[],
+  ) {
+    this.log = host.log.child({ node: opts.node });
+    this.edge = new Edge(bus, this.boot, this.log);
+    for (const config of configs) this.slots.set(config.space.id, { config, mode: "edge", rev: 0, renewedAt: 0, holder: undefined, busy: false });
+  }
+
+  /** Joins the cluster and settles, for every space, who owns it. */
+  static async start(opts: ClusterOptions, host: ClusterHost, configs: SpaceConfig[]): Promise<Cluster> {
+    const bus = await Bus.open({ url: opts.url, node: opts.node, leaseMs: opts.leaseMs, log: host.log });
+    const cluster = new Cluster(bus, opts, host, configs);
+    cluster.listen();
+    await cluster.tick();
+    return cluster;
+  }
+
+  get node(): string {
+    return this.opts.node;
+  }
+
+  /** Who owns space `id` now, as far as this node knows. */
+  owner(id: string): Holder | undefined {
+    const slot = this.slots.get(id);
+    return slot?.mode === "owner" ? { node: this.opts.node, http: this.host.httpUrl() } : slot?.holder;
+  }
+
+  owns(id: string): boolean {
+    return this.slots.get(id)?.mode === "owner";
+  }
+
+  door(id: string): SpaceDoor | undefined {
+    const slot = this.slots.get(id);
+    if (!slot) return undefined;
+    return {
+      id,
+      admit: (who: AdmitRequest, peer: Peer) => {
+        if (slot.mode === "owner" && slot.space && !slot.space.closed) return localDoor(slot.space).admit(who, peer);
+        return this.edge.admit(id, who, peer, slot.config.gateway.limits.max_buffered_bytes);
+      },
+    };
+  }
+
+  private listen(): void {
+    const nc = this.bus.nc;
+    nc.subscribe(subjects.node(this.opts.node), {
+      callback: (err, msg) => {
+        if (err) return;
+        const w = decodeWire(msg.data);
+        if (w) this.edge.receive(w);
+      },
+    });
+    nc.subscribe(subjects.beat, {
+      callback: (err, msg) => {
+        if (err) return;
+        const [node, boot] = new TextDecoder().decode(msg.data).split(" ");
+        if (!node || !boot || node === this.opts.node) return;
+        const was = this.beats.get(node);
+        this.beats.set(node, { boot, at: Date.now() });
+        // The node restarted: the members it had are gone.
+        if (was && was.boot !== boot) for (const s of this.slots.values()) s.desk?.nodeLost(node, boot);
+      },
+    });
+    const beat = new TextEncoder().encode(`${this.opts.node} ${this.boot}`);
+    this.every(BEAT_MS, () => {
+      nc.publish(subjects.beat, beat);
+      const now = Date.now();
+      for (const [node, b] of this.beats) {
+        if (now - b.at < NODE_SILENT_MS) continue;
+        this.beats.delete(node);
+        this.log.warn({ lost: node }, "a cluster node went silent; its members have left");
+        for (const s of this.slots.values()) s.desk?.nodeLost(node);
+      }
+    });
+    this.every(Math.max(100, Math.floor(this.opts.leaseMs / 5)), () => void this.tick());
+    this.every(250, () => this.resend(false));
+    void (async () => {
+      for await (const s of nc.status()) if (s.type === "reconnect") this.resend(true);
+    })();
+  }
+
+  private every(ms: number, f: () => void): void {
+    const t = setInterval(f, ms);
+    t.unref();
+    this.timers.push(t);
+  }
+
+  private resend(all: boolean): void {
+    this.edge.resend(all);
+    for (const s of this.slots.values()) s.desk?.resend(all);
+  }
+
+  /** One round of the lease for every space. */
+  private async tick(): Promise<void> {
+    await Promise.all([...this.slots.values()].map((slot) => this.round(slot)));
+  }
+
+  private async round(slot: Slot): Promise<void> {
+    if (slot.busy || this.stopped) return;
+    slot.busy = true;
+    const id = slot.config.space.id;
+    try {
+      if (slot.mode !== "edge") return await this.renew(slot);
+      const entry = await this.bus.leases.get(id);
+      if (entry && entry.operation === "PUT") {
+        const holder = JSON.parse(new TextDecoder().decode(entry.value)) as Holder;
+        if (slot.holder && slot.holder.node !== holder.node) this.edge.moved(id, "the space moved to another node; reconnect");
+        slot.holder = holder;
+        return;
+      }
+      if (slot.holder) this.edge.moved(id, "the node serving the space stopped; reconnect");
+      slot.holder = undefined;
+      let rev: number;
+      try {
+        rev = await this.bus.leases.create(id, this.leaseValue());
+      } catch {
+        return; // Another node was quicker.
+      }
+      await this.takeOver(slot, rev);
+    } catch (err) {
+      this.log.debug({ space: id, err: String(err) }, "lease round failed");
+    } finally {
+      slot.busy = false;
+    }
+  }
+
+  private leaseValueCache: Uint8Array | undefined;
+
+  private leaseValue(): Uint8Array {
+    this.leaseValueCache ??= new TextEncoder().encode(JSON.stringify({ node: this.opts.node, http: this.host.httpUrl() } satisfies Holder));
+    return this.leaseValueCache;
+  }
+
+  private async renew(slot: Slot): Promise<void> {
+    const id = slot.config.space.id;
+    try {
+      slot.rev = await this.bus.leases.update(id, this.leaseValue(), slot.rev);
+      slot.renewedAt = Date.now();
+    } catch (err) {
+      const message = (err as Error).message;
+      if (/wrong last sequence/i.test(message)) return void this.stepDown(slot, `its lease was taken (${message})`);
+      // Cut off from the bus: step down before the lease can run out under us.
+      if (Date.now() - slot.renewedAt > this.opts.leaseMs * 0.7) return void this.stepDown(slot, `could not renew its lease (${message})`);
+    }
+  }
+
+  private async takeOver(slot: Slot, rev: number): Promise<void> {
+    const id = slot.config.space.id;
+    slot.mode = "loading";
+    slot.rev = rev;
+    slot.renewedAt = Date.now();
+    const t0 = performance.now();
+    // The lease is renewed while the state is read.
+    const keep = setInterval(() => void this.renew(slot), Math.max(100, Math.floor(this.opts.leaseMs / 5)));
+    try {
+      const opener = await loadBusState<StateRecord>(this.bus, id, {
+        log: this.log,
+        epoch: `${this.opts.node}.${this.boot}.${rev}`,
+        onFenced: (why) => void this.stepDown(slot, why),
+      });
+      if (slot.mode !== "loading") return;
+      const space = this.host.open(slot.config, opener);
+      slot.space = space;
+      slot.desk = new OwnerDesk(this.bus, space, this.log.child({ space: id }));
+      slot.desk.start();
+      slot.mode = "owner";
+      slot.holder = undefined;
+      this.log.info({ space: id, ms: Math.round(performance.now() - t0), rev }, "this node owns the space now");
+    } catch (err) {
+      this.log.error({ space: id, err: String(err) }, "taking the space over failed; releasing it");
+      await this.stepDown(slot, "take-over failed");
+    } finally {
+      clearInterval(keep);
+    }
+  }
+
+  private async stepDown(slot: Slot, why: string): Promise<void> {
+    if (slot.mode === "edge") return;
+    const id = slot.config.space.id;
+    this.log.warn({ space: id, why }, "this node no longer owns the space");
+    slot.mode = "edge";
+    const { space, desk } = slot;
+    slot.space = undefined;
+    slot.desk = undefined;
+    if (!space) return desk?.stop();
+    this.host.closed(space);
+    // Every member is told (a remote one through its link), then the links end.
+    const closing = space.closeAll(CloseCodes.moved, "the space moved to another node; reconnect");
+    desk?.stop();
+    await closing.catch((err: unknown) => this.log.error({ space: id, err: String(err) }, "closing the space's state failed"));
+  }
+
+  /** Hands every owned space over at once (the lease is deleted, not left to run out), then leaves. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    for (const t of this.timers) clearInterval(t);
+    this.edge.stop("this gateway node is shutting down; reconnect");
+    for (const slot of this.slots.values()) {
+      if (slot.mode === "edge") continue;
+      const rev = slot.rev;
+      await this.stepDown(slot, "shutting down");
+      await this.bus.leases.delete(slot.config.space.id, { previousSeq: rev }).catch(() => {});
+    }
+    await this.bus.close();
+  }
+}

@@ -1,0 +1,139 @@
+/**
+ * The owner's side of a space served to members on other nodes: each is an ordinary
+ * `Member` of the `Space`, whose `Peer` is a link to the node holding its socket. The
+ * space's pipeline — identity, capabilities, policy, proposals — runs here, once, for
+ * local and remote members alike.
+ */
+import type { Msg, Subscription } from "nats";
+import type { Logger } from "pino";
+import { CloseCodes } from "../envelope.js";
+import type { Member, Peer } from "../member.js";
+import type { Space } from "../space.js";
+import type { Bus } from "./bus.js";
+import { subjects } from "./bus.js";
+import { decodeWire, LinkEnd } from "./link.js";
+
+/** What a node sends to have a connection admitted. */
+export interface AttachRequest {
+  conn: string;
+  node: string;
+  boot: string;
+  /** SHA-256 of the token, base64: the token itself never crosses the bus. */
+  digest: string;
+  claimed?: string | undefined;
+  echo?: boolean | undefined;
+}
+
+export type AttachReply = { ok: true; id: string } | { ok: false; code: number; reason: string };
+
+interface Remote {
+  member: Member;
+  link: LinkEnd;
+  node: string;
+  boot: string;
+}
+
+const dec = new TextDecoder();
+const enc = new TextEncoder();
+
+export class OwnerDesk {
+  private readonly remotes = new Map<string, Remote>();
+  private readonly subs: Subscription[] = [];
+
+  constructor(
+    private readonly bus: Bus,
+    readonly space: Space,
+    private readonly log: Logger,
+  ) {}
+
+  start(): void {
+    const id = this.space.id;
+    this.subs.push(this.bus.nc.subscribe(subjects.attach(id), { callback: (err, msg) => (err ? undefined : this.onAttach(msg)) }));
+    this.subs.push(
+      this.bus.nc.subscribe(subjects.up(id), {
+        callback: (err, msg) => {
+          if (err) return;
+          const w = decodeWire(msg.data);
+          if (w) this.remotes.get(w.conn)?.link.receive(w);
+        },
+      }),
+    );
+  }
+
+  get members(): number {
+    return this.remotes.size;
+  }
+
+  private onAttach(msg: Msg): void {
+    let reply: AttachReply;
+    try {
+      reply = this.attach(JSON.parse(dec.decode(msg.data)) as AttachRequest);
+    } catch (err) {
+      this.log.warn({ err: String(err) }, "a node's attach request could not be read");
+      reply = { ok: false, code: CloseCodes.badRequest, reason: "malformed attach request" };
+    }
+    msg.respond(enc.encode(JSON.stringify(reply)));
+  }
+
+  private attach(req: AttachRequest): AttachReply {
+    if (typeof req.conn !== "string" || typeof req.node !== "string" || typeof req.digest !== "string" || req.conn.length > 200 || req.node.length > 64) {
+      return { ok: false, code: CloseCodes.badRequest, reason: "malformed attach request" };
+    }
+    // The node asked again (our reply was lost): it is the same connection.
+    const known = this.remotes.get(req.conn);
+    if (known) return { ok: true, id: known.member.id };
+    if (this.space.closed) return { ok: false, code: CloseCodes.moved, reason: "the space moved to another node; reconnect" };
+    const auth = this.space.authenticate({ digest: Buffer.from(req.digest, "base64") }, req.claimed);
+    if (!auth.ok) return auth;
+    const maxBytes = this.space.config.gateway.limits.max_buffered_bytes;
+    let member: Member | undefined;
+    const link = new LinkEnd(
+      req.conn,
+      (data) => this.bus.nc.publish(subjects.node(req.node), data),
+      (op, body) => {
+        if (!member) return;
+        if (op === "F") this.space.handle(member, dec.decode(body));
+        else if (op === "T" || op === "B") this.space.streamFrame(member, Buffer.from(body), op === "B");
+        else if (op === "L") this.drop(req.conn, dec.decode(body) || "disconnected");
+      },
+      maxBytes,
+      () => {
+        this.log.warn({ conn: req.conn, node: req.node }, "a member's node stopped acknowledging; dropping it as a slow consumer");
+        this.drop(req.conn, "slow_consumer");
+      },
+    );
+    const peer: Peer = {
+      send: (bytes) => link.send("F", bytes),
+      sendFrame: (data, binary) => link.send(binary ? "B" : "T", data),
+      close: (code, reason) => link.send("X", enc.encode(`${code} ${reason}`)),
+    };
+    member = this.space.join(auth.id, peer, { echo: req.echo });
+    this.remotes.set(req.conn, { member, link, node: req.node, boot: req.boot });
+    return { ok: true, id: auth.id };
+  }
+
+  private drop(conn: string, reason: string): void {
+    const r = this.remotes.get(conn);
+    if (!r) return;
+    this.remotes.delete(conn);
+    // Let the link acknowledge the leave before it ends.
+    setTimeout(() => r.link.end(), 2000).unref();
+    this.space.leave(r.member, reason);
+  }
+
+  /** A node went silent (or restarted: a new boot): its members have left. */
+  nodeLost(node: string, keepBoot?: string): void {
+    for (const [conn, r] of this.remotes) if (r.node === node && r.boot !== keepBoot) this.drop(conn, "node_lost");
+  }
+
+  resend(all: boolean): void {
+    const now = performance.now();
+    for (const r of this.remotes.values()) r.link.resend(all, now);
+  }
+
+  stop(): void {
+    for (const s of this.subs.splice(0)) s.unsubscribe();
+    for (const r of this.remotes.values()) r.link.end();
+    this.remotes.clear();
+  }
+}

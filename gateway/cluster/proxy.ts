@@ -1,0 +1,43 @@
+/**
+ * HTTP for a space another node owns (the operator API, the console's calls, MCP at
+ * /mcp, MEW's injection) is passed on to that node's HTTP server as it came, streamed
+ * both ways, so that event streams and SSE work through it.
+ */
+import { request, type IncomingMessage, type ServerResponse } from "node:http";
+import type { Logger } from "pino";
+
+/** Headers that belong to one hop only. */
+const HOP = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer"]);
+
+export function passOn(req: IncomingMessage, res: ServerResponse, target: string, node: string, log: Logger): void {
+  const url = new URL(req.url ?? "/", target);
+  const headers: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !HOP.has(k)) headers[k] = v;
+  headers["x-forwarded-for"] = req.socket.remoteAddress ?? "";
+  const out = request(url, { method: req.method, headers }, (upstream) => {
+    const back: Record<string, string | string[]> = {};
+    for (const [k, v] of Object.entries(upstream.headers)) if (v !== undefined && !HOP.has(k)) back[k] = v;
+    back["x-mewgate-node"] = node;
+    res.writeHead(upstream.statusCode ?? 502, back);
+    upstream.pipe(res);
+  });
+  out.on("error", (err) => {
+    log.warn({ node, err: err.message }, "could not pass a request on to the space's owner");
+    if (!res.headersSent) {
+      res.writeHead(503, { "content-type": "text/plain", "retry-after": "1" });
+      res.end("the node that owns this space is not reachable; try again\n");
+    } else res.destroy();
+  });
+  res.on("close", () => out.destroy());
+  req.pipe(out);
+}
+
+/** The space an HTTP request is about: `/api/spaces/<id>/…`, `?space=`, or the only one. */
+export function spaceOfRequest(req: IncomingMessage, spaces: readonly string[]): string | undefined {
+  const url = new URL(req.url ?? "/", "http://gateway");
+  const api = /^\/api\/spaces\/([^/]+)/.exec(url.pathname);
+  if (api) return decodeURIComponent(api[1]!);
+  const named = url.searchParams.get("space");
+  if (named) return named;
+  return spaces.length === 1 ? spaces[0] : undefined;
+}

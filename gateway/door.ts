@@ -1,0 +1,59 @@
+/**
+ * The space seam: how a connection reaches a space, wherever the space runs.
+ *
+ * server.ts owns sockets and their limits; it hands an authenticated connection's frames
+ * to a `MemberPort` and gets bytes back through the `Peer` it gave. It never sees whether
+ * the space behind the door runs in this process (`localDoor`) or on another node of a
+ * cluster (cluster/edge.ts) — as a socket.io adapter hides where a room's members are.
+ */
+import type { Logger } from "pino";
+import type { Peer } from "./member.js";
+import type { Space } from "./space.js";
+
+/** A joined participant, as its connection reaches it. */
+export interface MemberPort {
+  readonly id: string;
+  readonly log: Logger;
+  /** One text frame, in the order the participant sent it. */
+  handle(text: string): void;
+  /** A raw stream frame (`#<id>#<data>`). */
+  streamFrame(data: Buffer, binary: boolean): void;
+  /** The connection ended. */
+  leave(reason: string): void;
+}
+
+export type Admission = { ok: true; port: MemberPort } | { ok: false; code: number; reason: string };
+
+export interface AdmitRequest {
+  token: string;
+  claimed?: string | undefined;
+  echo?: boolean | undefined;
+}
+
+export interface SpaceDoor {
+  readonly id: string;
+  /** Authenticates by the token and joins; `peer` gets what the participant is sent. */
+  admit(who: AdmitRequest, peer: Peer): Admission | Promise<Admission>;
+}
+
+/** The door of a space in this process. */
+export function localDoor(space: Space): SpaceDoor {
+  return {
+    id: space.id,
+    admit(who, peer) {
+      const auth = space.authenticate(who.token, who.claimed);
+      if (!auth.ok) return auth;
+      return { ok: true, port: localPort(space, space.join(auth.id, peer, { echo: who.echo })) };
+    },
+  };
+}
+
+function localPort(space: Space, member: ReturnType<Space["join"]>): MemberPort {
+  return {
+    id: member.id,
+    log: member.log,
+    handle: (text) => space.handle(member, text),
+    streamFrame: (data, binary) => space.streamFrame(member, data, binary),
+    leave: (reason) => space.leave(member, reason),
+  };
+}

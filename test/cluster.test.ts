@@ -1,0 +1,193 @@
+/**
+ * A cluster of real gateway processes over a real nats-server (Debian's, with JetStream):
+ * members on different nodes chat, call and approve; the owner is killed with proposals
+ * pending; the bus itself is killed and restarted.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join as pathJoin } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { askGateway, type Env, type GatewayProcess, killGateway, sleep, spawnGateway, TestClient, toolOwner, waitFor } from "./helpers.js";
+import { NatsServer, natsServerPath } from "./fixtures/cluster/nats.js";
+
+const TOKEN = (id: string) => `${id}-cluster-token-0123456789`;
+const SPACE = (leaseMs = 1500) => `
+space: {id: team}
+gateway: {state_dir: .mewgate, cluster: {url: "nats://127.0.0.1:1", lease_ms: ${leaseMs}}}
+policy: {proposal_ttl_ms: 600000}
+participants:
+  alice: {kind: human, token: ${TOKEN("alice")}}
+  bob: {kind: human, token: ${TOKEN("bob")}}
+  fs: {kind: mcp, token: ${TOKEN("fs")}}
+  bot: {kind: agent, token: ${TOKEN("bot")}, tools: {ask: ["fs/write_file"]}}
+`;
+const TOOLS = [{ name: "write_file", inputSchema: { type: "object" } }];
+
+const bin = natsServerPath();
+if (!bin) throw new Error("the cluster tests need nats-server (apt-get install nats-server); npm test installs it when it can");
+
+let nats: NatsServer;
+const dirs: string[] = [];
+const procs: GatewayProcess[] = [];
+const clients: TestClient[] = [];
+
+beforeAll(async () => {
+  nats = new NatsServer(bin);
+  await nats.start();
+});
+afterAll(async () => {
+  await nats.stop();
+});
+afterEach(async () => {
+  for (const c of clients.splice(0)) c.ws.terminate();
+  await Promise.all(procs.splice(0).map(killGateway));
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+interface Node {
+  name: string;
+  proc: GatewayProcess;
+  port: number;
+}
+
+/** Starts `n` gateway processes of one cluster, each with its own state directory, on a space of its own name. */
+async function cluster(space: string, n: number, leaseMs?: number): Promise<Node[]> {
+  const yaml = SPACE(leaseMs).replace("id: team", `id: ${space}`);
+  const nodes: Node[] = [];
+  for (let i = 1; i <= n; i++) {
+    const dir = mkdtempSync(pathJoin(tmpdir(), "mewgate-cluster-"));
+    dirs.push(dir);
+    const file = pathJoin(dir, "space.yaml");
+    writeFileSync(file, yaml);
+    const proc = await spawnGateway(file, { args: ["--cluster", nats.url, "--node", `n${i}`] });
+    procs.push(proc);
+    nodes.push({ name: `n${i}`, proc, port: proc.port });
+  }
+  return nodes;
+}
+
+async function health(node: Node): Promise<{ cluster: { node: string; owns: string[] } }> {
+  const res = await fetch(`http://127.0.0.1:${node.port}/health`);
+  return (await res.json()) as { cluster: { node: string; owns: string[] } };
+}
+
+async function ownerOf(nodes: Node[], space: string, timeoutMs = 5000): Promise<Node> {
+  let found: Node | undefined;
+  await waitFor(
+    async () => {
+      for (const n of nodes) if (n.proc.child.exitCode === null && n.proc.child.signalCode === null && (await health(n)).cluster.owns.includes(space)) found = n;
+      return found !== undefined;
+    },
+    timeoutMs,
+    `an owner of ${space}`,
+  );
+  return found!;
+}
+
+async function join(node: Node, space: string, id: string): Promise<TestClient> {
+  const c = await TestClient.join(node, space, TOKEN(id));
+  clients.push(c);
+  return c;
+}
+
+describe("a cluster over NATS", () => {
+  it("refuses, across nodes, what it refuses locally: a wrong token, a forged from, a self-approval", async () => {
+    const nodes = await cluster("hostile", 2);
+    const owner = await ownerOf(nodes, "hostile");
+    const edge = nodes.find((n) => n !== owner)!;
+    const wrong = TestClient.connect(edge, "space=hostile", { authorization: "Bearer nope" });
+    clients.push(wrong);
+    expect((await wrong.closed).code).toBe(4401);
+    const claimed = TestClient.connect(edge, "space=hostile&participant=bob", { authorization: `Bearer ${TOKEN("alice")}` });
+    clients.push(claimed);
+    expect((await claimed.closed).code).toBe(4403);
+    const unknown = TestClient.connect(edge, "space=nowhere", { authorization: `Bearer ${TOKEN("alice")}` });
+    clients.push(unknown);
+    expect((await unknown.closed).code).toBe(4404);
+
+    const bob = await join(edge, "hostile", "bob");
+    const alice = await join(owner, "hostile", "alice");
+    bob.send({ id: "forged", kind: "chat", from: "alice", payload: { text: "I am alice" } });
+    const err = await bob.next((e) => e.kind === "system/error" && e.correlation_id?.[0] === "forged");
+    expect(err.payload.code).toBe("from_mismatch");
+    await toolOwner(edge, "hostile", TOKEN("fs"), TOOLS).then((c) => clients.push(c));
+    const bot = await join(edge, "hostile", "bot");
+    bot.send({ id: "p-self", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: {} } } });
+    await alice.next((e) => e.kind === "mcp/proposal" && e.id === "p-self");
+    bot.send({ id: "self-approve", kind: "mcp/approve", correlation_id: ["p-self"], payload: {} });
+    const refused = await bot.next((e) => e.kind === "system/error" && e.correlation_id?.[0] === "self-approve");
+    expect(refused.payload.code).toBe("capability_violation");
+    // A frame that is not JSON, through the edge, is answered and costs nothing else.
+    bob.send("{not json");
+    expect((await bob.next((e) => e.kind === "system/error" && e.payload.code === "invalid_json")).payload.code).toBe("invalid_json");
+  });
+
+  it("lets members on different nodes chat, call and approve, in order", async () => {
+    const nodes = await cluster("across", 3);
+    const owner = await ownerOf(nodes, "across");
+    const [e1, e2] = nodes.filter((n) => n !== owner) as [Node, Node];
+    const alice = await join(e1, "across", "alice");
+    const bob = await join(e2, "across", "bob");
+    expect(alice.received[0]!.payload.participants.map((p: { id: string }) => p.id)).not.toContain("alice");
+    // Chat across nodes, in order.
+    for (let i = 0; i < 50; i++) alice.send({ id: `c${i}`, kind: "chat", payload: { text: `hello ${i}` } });
+    await bob.next((e) => e.id === "c49");
+    expect(bob.received.filter((e) => e.kind === "chat").map((e) => e.payload.text)).toEqual(Array.from({ length: 50 }, (_, i) => `hello ${i}`));
+    // A call that needs approval: proposed on one node, approved on another, run on a third.
+    const calls: Env[] = [];
+    await toolOwner(owner, "across", TOKEN("fs"), TOOLS, {
+      onCall: (env, reply) => {
+        calls.push(env);
+        reply({ content: [{ type: "text", text: "written" }] });
+      },
+    }).then((c) => clients.push(c));
+    const bot = await join(e1, "across", "bot");
+    bot.send({ id: "p1", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "x" } } } });
+    await bob.next((e) => e.kind === "mcp/proposal" && e.id === "p1");
+    expect(calls).toHaveLength(0);
+    bob.send({ id: "a1", kind: "mcp/approve", correlation_id: ["p1"], payload: {} });
+    const result = await bot.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("p1") === true, 8000);
+    expect(JSON.stringify(result.payload)).toContain("written");
+    expect(calls).toHaveLength(1);
+    expect(calls[0]!.from).toBe("bot");
+    // The operator API of the space answers on a node that does not own it.
+    const res = await fetch(`http://127.0.0.1:${e2.port}/api/spaces/across/participants`, { headers: { authorization: `Bearer ${TOKEN("bob")}` } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-mewgate-node")).toBe(owner.name);
+  });
+
+  it("takes the space over within 2 s of a kill -9 of its owner, with the pending proposal still approvable", { timeout: 60_000 }, async () => {
+    const nodes = await cluster("takeover", 3);
+    const owner = await ownerOf(nodes, "takeover");
+    const [e1, e2] = nodes.filter((n) => n !== owner) as [Node, Node];
+    const bob = await join(e2, "takeover", "bob");
+    await toolOwner(e1, "takeover", TOKEN("fs"), TOOLS).then((c) => clients.push(c));
+    const bot = await join(e1, "takeover", "bot");
+    const ids = Array.from({ length: 20 }, (_, i) => `k${i}`);
+    for (const id of ids) bot.send({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { id } } } });
+    // Acknowledged: bob (an approver) has seen each of them.
+    await bob.next((e) => e.kind === "mcp/proposal" && e.id === "k19");
+    bob.send({ id: "d0", kind: "mcp/reject", correlation_id: ["k0"], payload: { reason: "no" } });
+    await bot.next((e) => e.kind === "mcp/reject" && e.correlation_id?.[0] === "k0");
+
+    const killedAt = Date.now();
+    await killGateway(owner.proc);
+    const next = await ownerOf([e1, e2], "takeover", 10_000);
+    const tookMs = Date.now() - killedAt;
+    expect(tookMs, `take-over took ${tookMs} ms`).toBeLessThan(2000 + 600);
+    // The members were told to reconnect; they come back through any node.
+    await waitFor(() => bob.closeCode !== undefined, 5000, "bob's socket closed");
+    expect(bob.closeCode).toBe(1012);
+    const bob2 = await join(next === e1 ? e2 : e1, "takeover", "bob");
+    const listed = await askGateway(bob2, "proposals/list", {});
+    const pending = new Set((listed.payload.result.proposals as Array<{ id: string }>).map((p) => p.id));
+    for (const id of ids.slice(1)) expect(pending.has(id), `${id} is still pending`).toBe(true);
+    expect(pending.has("k0")).toBe(false);
+    const calls: Env[] = [];
+    await toolOwner(next, "takeover", TOKEN("fs"), TOOLS, { onCall: (env, reply) => (calls.push(env), reply({ content: [{ type: "text", text: "ok" }] })) }).then((c) => clients.push(c));
+    const bot2 = await join(next, "takeover", "bot");
+    bob2.send({ id: "d5", kind: "mcp/approve", correlation_id: ["k5"], payload: {} });
+    await bot2.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("k5") === true, 8000);
+    expect(calls.map((c) => c.payload.params.arguments.id)).toEqual(["k5"]);
+  });
+});
