@@ -190,4 +190,62 @@ describe("a cluster over NATS", () => {
     await bot2.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("k5") === true, 8000);
     expect(calls.map((c) => c.payload.params.arguments.id)).toEqual(["k5"]);
   });
+
+  it("loses and repeats nothing when the bus itself is killed and restarted mid-traffic", { timeout: 60_000 }, async () => {
+    // A lease longer than the outage: the owner keeps the space through it.
+    const nodes = await cluster("partition", 3, 6000);
+    const owner = await ownerOf(nodes, "partition");
+    const [e1, e2] = nodes.filter((n) => n !== owner) as [Node, Node];
+    const alice = await join(e1, "partition", "alice");
+    const bob = await join(e2, "partition", "bob");
+    await toolOwner(owner, "partition", TOKEN("fs"), TOOLS).then((c) => clients.push(c));
+    const bot = await join(e1, "partition", "bot");
+    const N = 300;
+    const sending = (async () => {
+      for (let i = 0; i < N; i++) {
+        alice.send({ id: `m${i}`, kind: "chat", payload: { text: `m${i}` } });
+        if (i % 10 === 0) bot.send({ id: `p${i}`, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { i } } } });
+        await sleep(4);
+      }
+    })();
+    await sleep(300);
+    await nats.kill();
+    await sleep(400);
+    await nats.start();
+    await sending;
+    await bob.next((e) => e.id === `m${N - 1}`, 15_000);
+    const chats = bob.received.filter((e) => e.kind === "chat").map((e) => e.id);
+    expect(chats).toEqual(Array.from({ length: N }, (_, i) => `m${i}`));
+    // Every proposal reached the approver once; none was refused for the outage.
+    await waitFor(() => bob.received.filter((e) => e.kind === "mcp/proposal").length >= N / 10, 10_000, "every proposal");
+    const proposals = bob.received.filter((e) => e.kind === "mcp/proposal").map((e) => e.id);
+    expect(proposals).toEqual(Array.from({ length: N / 10 }, (_, i) => `p${i * 10}`));
+    expect(bot.received.filter((e) => e.kind === "system/error")).toEqual([]);
+    // Still one owner, the same, and its state took every proposal.
+    expect((await ownerOf(nodes, "partition")).name).toBe(owner.name);
+    const listed = await askGateway(bob, "proposals/list", {});
+    expect(listed.payload.result.proposals).toHaveLength(N / 10);
+    expect(alice.closeCode).toBeUndefined();
+  });
+
+  it("survives the kill of a node that is not the owner: its members come back through another", { timeout: 60_000 }, async () => {
+    const nodes = await cluster("edgekill", 3);
+    const owner = await ownerOf(nodes, "edgekill");
+    const [e1, e2] = nodes.filter((n) => n !== owner) as [Node, Node];
+    const bob = await join(e2, "edgekill", "bob");
+    await toolOwner(owner, "edgekill", TOKEN("fs"), TOOLS).then((c) => clients.push(c));
+    const bot = await join(e1, "edgekill", "bot");
+    bot.send({ id: "q1", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: {} } } });
+    await bob.next((e) => e.kind === "mcp/proposal" && e.id === "q1");
+    await killGateway(e1.proc);
+    // The owner hears the node is gone and says bot left.
+    const left = await bob.next((e) => e.kind === "system/presence" && e.payload.event === "leave" && e.payload.participant.id === "bot", 8000);
+    expect(left.payload.reason).toBe("node_lost");
+    const bot2 = await join(e2, "edgekill", "bot");
+    expect(bot2.received[0]!.kind).toBe("system/welcome");
+    const listed = await askGateway(bob, "proposals/list", {});
+    expect((listed.payload.result.proposals as Array<{ id: string }>).map((p) => p.id)).toEqual(["q1"]);
+    bob.send({ id: "ok", kind: "mcp/approve", correlation_id: ["q1"], payload: {} });
+    await bot2.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("q1") === true, 8000);
+  });
 });

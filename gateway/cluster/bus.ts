@@ -1,7 +1,7 @@
 /**
  * The cluster's bus: one NATS connection per gateway process, with JetStream for what
  * must outlive a node (a space's state, cluster/bus-store.ts) and a key-value bucket for
- * who owns each space (cluster/lease.ts).
+ * who owns each space (cluster/index.ts).
  *
  * Subjects (space ids are `[a-z0-9][a-z0-9_-]*`, node ids `[A-Za-z0-9_-]+`, so both are
  * single subject tokens as they are):
@@ -15,7 +15,7 @@ import { connect, type JetStreamClient, type JetStreamManager, type KV, type Nat
 import type { Logger } from "pino";
 
 export const STATE_STREAM = "MEWGATE_STATE";
-export const LEASE_BUCKET = "mewgate_leases";
+export const LEASE_BUCKET = "mewgate_owners";
 
 export const subjects = {
   state: (space: string) => `mewgate.state.${space}`,
@@ -29,8 +29,6 @@ export interface BusOptions {
   /** nats://host:port, or several separated by commas. */
   url: string;
   node: string;
-  /** How long a lease lasts without renewal: the bucket's TTL. */
-  leaseMs: number;
   log: Logger;
 }
 
@@ -73,7 +71,9 @@ export class Bus {
         });
     }
     const js = nc.jetstream();
-    const leases = await js.views.kv(LEASE_BUCKET, { ttl: opts.leaseMs, history: 1, storage: StorageType.File });
+    // No TTL: a lease expires by what its readers observe (cluster/index.ts), so nodes with
+    // different lease lengths, or a bus that restarts, cannot cut one short.
+    const leases = await js.views.kv(LEASE_BUCKET, { history: 1, storage: StorageType.File });
     void (async () => {
       for await (const s of nc.status()) {
         if (s.type === "disconnect" || s.type === "reconnect") opts.log.warn({ bus: s.type, server: s.data }, `cluster bus ${s.type === "reconnect" ? "reconnected" : "lost"}`);

@@ -36,7 +36,14 @@ export class Edge {
 
   /** A frame or acknowledgement from an owner (mewgate.node.<this node>). */
   receive(w: Wire): void {
-    this.conns.get(w.conn)?.link.receive(w);
+    const c = this.conns.get(w.conn);
+    if (!c) return;
+    // Out of band (sequence 0): the owner does not know this connection any more.
+    if (w.op === "X" && w.seq === 0) {
+      this.forget(w.conn);
+      return c.peer.close(CloseCodes.moved, "the space lost track of this connection; reconnect");
+    }
+    c.link.receive(w);
   }
 
   async admit(space: string, who: AdmitRequest, peer: Peer, maxBytes: number): Promise<Admission> {

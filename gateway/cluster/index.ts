@@ -2,15 +2,19 @@
  * Several gateway processes serving the same spaces, over NATS.
  *
  * Each space has one owner at a time, decided by a lease in a JetStream key-value bucket
- * (after Kelpie's single activation): the owner renews it a few times per lease; when it
- * stops — killed, cut off — the lease runs out and the first node to create the key
- * again owns the space. Only the owner runs the space's state machine (`Space`), with its
- * state read from and written to the bus (bus-store.ts), fenced so that an owner which
- * lost its lease can no longer write. Every other node is an edge for the space: it keeps
- * its members' sockets and links them to the owner (edge.ts, owner.ts). When the owner
- * changes, the edges close those sockets with 1012 and the clients reconnect — to any
- * node — and are admitted by the new owner.
+ * (after Kelpie's single activation). The owner renews it a few times per lease. Expiry
+ * is observed, not timed by clocks: a node that sees the same revision of a lease for a
+ * whole lease period of its own time takes the space over by replacing exactly that
+ * revision, so only one node can win, and no clock skew between machines matters. Only
+ * the owner runs the space's state machine (`Space`), with its state read from and
+ * written to the bus (bus-store.ts), fenced so that an owner which lost its lease can no
+ * longer write. Every other node is an edge for the space: it keeps its members' sockets
+ * and links them to the owner (edge.ts, owner.ts). When the owner changes, the edges
+ * close those sockets with 1012 and the clients reconnect — to any node — and are
+ * admitted by the new owner.
  *
+ * After the bus comes back from an outage, nobody could renew during it: every node
+ * starts its observation again, and an owner whose lease the bus lost writes it anew.
  * An owner that cannot renew for most of a lease steps down before the lease runs out,
  * so that two nodes never both believe they own a space.
  */
@@ -48,6 +52,8 @@ export interface ClusterHost {
 interface Holder {
   node: string;
   http: string;
+  /** The holder's lease length: how long others wait on an unchanged revision. */
+  lease_ms: number;
 }
 
 interface Slot {
@@ -58,6 +64,8 @@ interface Slot {
   /** When the lease was last renewed (or taken). */
   renewedAt: number;
   holder: Holder | undefined;
+  /** The lease revision last seen, and since when (this node's clock). */
+  seen: { rev: number; at: number } | undefined;
   space?: Space | undefined;
   desk?: OwnerDesk | undefined;
   busy: boolean;
@@ -74,6 +82,9 @@ export class Cluster {
   private readonly edge: Edge;
   private timers: NodeJS.Timeout[] = [];
   private stopped = false;
+  private connected = true;
+  /** Until then no lease is taken: the bus just came back, and owners have a lease's time to renew. */
+  private graceUntil = 0;
   private readonly log: Logger;
 
   private constructor(
@@ -84,12 +95,12 @@ export class Cluster {
   ) {
     this.log = host.log.child({ node: opts.node });
     this.edge = new Edge(bus, this.boot, this.log);
-    for (const config of configs) this.slots.set(config.space.id, { config, mode: "edge", rev: 0, renewedAt: 0, holder: undefined, busy: false });
+    for (const config of configs) this.slots.set(config.space.id, { config, mode: "edge", rev: 0, renewedAt: 0, holder: undefined, seen: undefined, busy: false });
   }
 
   /** Joins the cluster and settles, for every space, who owns it. */
   static async start(opts: ClusterOptions, host: ClusterHost, configs: SpaceConfig[]): Promise<Cluster> {
-    const bus = await Bus.open({ url: opts.url, node: opts.node, leaseMs: opts.leaseMs, log: host.log });
+    const bus = await Bus.open({ url: opts.url, node: opts.node, log: host.log });
     const cluster = new Cluster(bus, opts, host, configs);
     cluster.listen();
     await cluster.tick();
@@ -103,7 +114,7 @@ export class Cluster {
   /** Who owns space `id` now, as far as this node knows. */
   owner(id: string): Holder | undefined {
     const slot = this.slots.get(id);
-    return slot?.mode === "owner" ? { node: this.opts.node, http: this.host.httpUrl() } : slot?.holder;
+    return slot?.mode === "owner" ? { node: this.opts.node, http: this.host.httpUrl(), lease_ms: this.opts.leaseMs } : slot?.holder;
   }
 
   owns(id: string): boolean {
@@ -143,8 +154,11 @@ export class Cluster {
       },
     });
     const beat = new TextEncoder().encode(`${this.opts.node} ${this.boot}`);
+    nc.publish(subjects.beat, beat);
     this.every(BEAT_MS, () => {
       nc.publish(subjects.beat, beat);
+      // Cut off from the bus, this node hears nobody: that says nothing about the others.
+      if (!this.connected) return;
       const now = Date.now();
       for (const [node, b] of this.beats) {
         if (now - b.at < NODE_SILENT_MS) continue;
@@ -156,7 +170,17 @@ export class Cluster {
     this.every(Math.max(100, Math.floor(this.opts.leaseMs / 5)), () => void this.tick());
     this.every(250, () => this.resend(false));
     void (async () => {
-      for await (const s of nc.status()) if (s.type === "reconnect") this.resend(true);
+      for await (const s of nc.status()) {
+        if (s.type === "disconnect") this.connected = false;
+        if (s.type !== "reconnect") continue;
+        this.connected = true;
+        // Every node gets its full silence allowance again from now.
+        const now = Date.now();
+        for (const b of this.beats.values()) b.at = now;
+        for (const slot of this.slots.values()) if (slot.seen) slot.seen.at = now;
+        this.graceUntil = now + this.opts.leaseMs;
+        this.resend(true);
+      }
     })();
   }
 
@@ -183,20 +207,35 @@ export class Cluster {
     try {
       if (slot.mode !== "edge") return await this.renew(slot);
       const entry = await this.bus.leases.get(id);
+      const now = Date.now();
+      let rev: number;
       if (entry && entry.operation === "PUT") {
         const holder = JSON.parse(new TextDecoder().decode(entry.value)) as Holder;
         if (slot.holder && slot.holder.node !== holder.node) this.edge.moved(id, "the space moved to another node; reconnect");
         slot.holder = holder;
-        return;
+        if (slot.seen?.rev !== entry.revision) slot.seen = { rev: entry.revision, at: now };
+        // Renewed within its lease, as far as this node has watched: the owner lives.
+        if (now - slot.seen.at < (holder.lease_ms || this.opts.leaseMs) || now < this.graceUntil) return;
+        this.log.warn({ space: id, holder: holder.node, silentMs: now - slot.seen.at }, "the space's owner stopped renewing its lease; taking over");
+        this.edge.moved(id, "the node serving the space stopped; reconnect");
+        slot.holder = undefined;
+        try {
+          rev = await this.bus.leases.update(id, this.leaseValue(), entry.revision);
+        } catch {
+          return; // Another node was quicker.
+        }
+      } else {
+        // Never owned, or handed over on shutdown.
+        if (now < this.graceUntil) return;
+        if (slot.holder) this.edge.moved(id, "the node serving the space stopped; reconnect");
+        slot.holder = undefined;
+        try {
+          rev = await this.bus.leases.create(id, this.leaseValue());
+        } catch {
+          return;
+        }
       }
-      if (slot.holder) this.edge.moved(id, "the node serving the space stopped; reconnect");
-      slot.holder = undefined;
-      let rev: number;
-      try {
-        rev = await this.bus.leases.create(id, this.leaseValue());
-      } catch {
-        return; // Another node was quicker.
-      }
+      slot.seen = undefined;
       await this.takeOver(slot, rev);
     } catch (err) {
       this.log.debug({ space: id, err: String(err) }, "lease round failed");
@@ -208,7 +247,7 @@ export class Cluster {
   private leaseValueCache: Uint8Array | undefined;
 
   private leaseValue(): Uint8Array {
-    this.leaseValueCache ??= new TextEncoder().encode(JSON.stringify({ node: this.opts.node, http: this.host.httpUrl() } satisfies Holder));
+    this.leaseValueCache ??= new TextEncoder().encode(JSON.stringify({ node: this.opts.node, http: this.host.httpUrl(), lease_ms: this.opts.leaseMs } satisfies Holder));
     return this.leaseValueCache;
   }
 
@@ -219,7 +258,21 @@ export class Cluster {
       slot.renewedAt = Date.now();
     } catch (err) {
       const message = (err as Error).message;
-      if (/wrong last sequence/i.test(message)) return void this.stepDown(slot, `its lease was taken (${message})`);
+      if (/wrong last sequence/i.test(message)) {
+        // The bus may have lost the lease (a restart): write it anew if nobody holds it.
+        const entry = await this.bus.leases.get(id).catch(() => undefined);
+        if (entry === null || (entry && entry.operation !== "PUT")) {
+          try {
+            slot.rev = await this.bus.leases.create(id, this.leaseValue());
+            slot.renewedAt = Date.now();
+            this.log.warn({ space: id }, "the bus had lost this node's lease; written again");
+            return;
+          } catch {
+            // Someone else wrote it meanwhile.
+          }
+        }
+        return void this.stepDown(slot, `its lease was taken (${message})`);
+      }
       // Cut off from the bus: step down before the lease can run out under us.
       if (Date.now() - slot.renewedAt > this.opts.leaseMs * 0.7) return void this.stepDown(slot, `could not renew its lease (${message})`);
     }
@@ -242,7 +295,10 @@ export class Cluster {
       if (slot.mode !== "loading") return;
       const space = this.host.open(slot.config, opener);
       slot.space = space;
-      slot.desk = new OwnerDesk(this.bus, space, this.log.child({ space: id }));
+      slot.desk = new OwnerDesk(this.bus, space, this.log.child({ space: id }), (node, boot) => {
+        // A node with members here is watched from its first attach, beat or no beat yet.
+        if (!this.beats.has(node)) this.beats.set(node, { boot, at: Date.now() });
+      });
       slot.desk.start();
       slot.mode = "owner";
       slot.holder = undefined;

@@ -11,7 +11,7 @@ import type { Member, Peer } from "../member.js";
 import type { Space } from "../space.js";
 import type { Bus } from "./bus.js";
 import { subjects } from "./bus.js";
-import { decodeWire, LinkEnd } from "./link.js";
+import { decodeWire, encodeWire, LinkEnd } from "./link.js";
 
 /** What a node sends to have a connection admitted. */
 export interface AttachRequest {
@@ -39,11 +39,15 @@ const enc = new TextEncoder();
 export class OwnerDesk {
   private readonly remotes = new Map<string, Remote>();
   private readonly subs: Subscription[] = [];
+  /** Nodes that ever attached a member here: the only ones told about connections it does not know. */
+  private readonly nodes = new Set<string>();
 
   constructor(
     private readonly bus: Bus,
     readonly space: Space,
     private readonly log: Logger,
+    /** A node attached a member: it is watched for silence from now. */
+    private readonly attached: (node: string, boot: string) => void,
   ) {}
 
   start(): void {
@@ -54,7 +58,13 @@ export class OwnerDesk {
         callback: (err, msg) => {
           if (err) return;
           const w = decodeWire(msg.data);
-          if (w) this.remotes.get(w.conn)?.link.receive(w);
+          if (!w) return;
+          const remote = this.remotes.get(w.conn);
+          if (remote) return remote.link.receive(w);
+          // A connection this owner does not know (it was dropped, or the space changed
+          // hands): its node closes the socket, and the client comes back to be admitted.
+          const node = w.conn.split(".", 1)[0]!;
+          if (w.op !== "A" && this.nodes.has(node)) this.bus.nc.publish(subjects.node(node), encodeWire("X", w.conn, 0, enc.encode(`${CloseCodes.moved} the space no longer knows this connection; reconnect`)));
         },
       }),
     );
@@ -107,6 +117,8 @@ export class OwnerDesk {
       sendFrame: (data, binary) => link.send(binary ? "B" : "T", data),
       close: (code, reason) => link.send("X", enc.encode(`${code} ${reason}`)),
     };
+    this.nodes.add(req.node);
+    this.attached(req.node, req.boot);
     member = this.space.join(auth.id, peer, { echo: req.echo });
     this.remotes.set(req.conn, { member, link, node: req.node, boot: req.boot });
     return { ok: true, id: auth.id };
