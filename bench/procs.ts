@@ -74,6 +74,8 @@ export interface StartOptions {
    * reading RSS (see `collectGarbage`).
    */
   inspect?: boolean;
+  /** More arguments for `mewgate gateway` (`--cluster`, `--node`). */
+  args?: string[];
 }
 
 const INSPECT = "--inspect=127.0.0.1:0";
@@ -92,6 +94,7 @@ export function startGateway(configFile: string, dir: string, opts: StartOptions
     join(dir, "gw.log"),
     "--state-dir",
     join(dir, "state"),
+    ...(opts.args ?? []),
   ];
   return startServer("gateway", args);
 }

@@ -3,7 +3,7 @@
  * both figures, their ratio, the goal and whether it was met. Figures, never pass/fail:
  * the exit code is 0 whatever the figures are, and non-zero only if the bench itself broke.
  *
- *   node dist/bench/run.js [fanout] [rtt] [idle] [start] [slow] [governance] [store] [bridge] [agent] [--json]
+ *   node dist/bench/run.js [fanout] [rtt] [idle] [start] [slow] [governance] [store] [bridge] [agent] [cluster] [--json]
  *
  * With no scenario named, all run. `--json` prints the rows as JSON on stdout and the
  * human-readable report on stderr. Environment:
@@ -24,9 +24,10 @@ import { agent, bridge, governance } from "./extra.js";
 import { type Context, fanout, idle, rtt, slow, start } from "./scenarios.js";
 import { benchSpaceYaml, smallSpaceYaml } from "./spaces.js";
 import { storeRows } from "./store.js";
+import { cluster } from "./cluster.js";
 
 const store = (ctx: Context): Promise<Row[]> => storeRows(ctx.dir, ctx.progress);
-const SCENARIOS = { fanout, rtt, idle, start, slow, governance, store, bridge, agent } as const;
+const SCENARIOS = { fanout, rtt, idle, start, slow, governance, store, bridge, agent, cluster } as const;
 type Scenario = keyof typeof SCENARIOS;
 const TITLES: Record<Scenario, string> = {
   fanout: "1. chat fan-out, 100-byte text (deliveries per second, summed over receivers)",
@@ -38,6 +39,7 @@ const TITLES: Record<Scenario, string> = {
   store: "7. state store: durable transitions",
   bridge: "8. MCP bridge: added latency",
   agent: "9. LLM agent: its own work per model turn",
+  cluster: "10. a cluster of three gateways over NATS, against one gateway",
 };
 
 function parseArgs(argv: string[]): { scenarios: Scenario[]; json: boolean } {

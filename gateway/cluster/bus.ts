@@ -82,6 +82,11 @@ export class Bus {
     return new Bus(nc, js, jsm, leases, opts.node);
   }
 
+  /** The largest message the server takes. */
+  get maxPayload(): number {
+    return this.nc.info?.max_payload ?? 1024 * 1024;
+  }
+
   async close(): Promise<void> {
     await this.nc.drain().catch(() => this.nc.close());
   }

@@ -10,7 +10,7 @@ import type { Peer } from "../member.js";
 import { TokenBook } from "../tokens.js";
 import type { Bus } from "./bus.js";
 import { subjects } from "./bus.js";
-import { LinkEnd, type Wire } from "./link.js";
+import { LinkEnd, type Outbox, type Wire } from "./link.js";
 import type { AttachReply, AttachRequest } from "./owner.js";
 
 interface EdgeConn {
@@ -30,6 +30,7 @@ export class Edge {
 
   constructor(
     private readonly bus: Bus,
+    private readonly outbox: Outbox,
     private readonly boot: string,
     private readonly log: Logger,
   ) {}
@@ -50,7 +51,7 @@ export class Edge {
     const conn = `${this.bus.node}.${this.boot}.${++this.n}`;
     const link = new LinkEnd(
       conn,
-      (data) => this.bus.nc.publish(subjects.up(space), data),
+      (data) => this.outbox.send(subjects.up(space), data),
       (op, body) => {
         if (op === "F") peer.send(Buffer.from(body));
         else if (op === "T" || op === "B") peer.sendFrame?.(Buffer.from(body), op === "B");

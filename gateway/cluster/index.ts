@@ -31,7 +31,7 @@ import type { StoreOpener } from "../store/index.js";
 import { Bus, subjects } from "./bus.js";
 import { loadBusState } from "./bus-store.js";
 import { Edge } from "./edge.js";
-import { decodeWire } from "./link.js";
+import { Outbox, unbatch } from "./link.js";
 import { OwnerDesk } from "./owner.js";
 
 export interface ClusterOptions {
@@ -72,6 +72,10 @@ interface Slot {
 }
 
 const BEAT_MS = 500;
+/** Link frames per bus message, at most. */
+const OUTBOX_BYTES = 256 * 1024;
+/** Room beside a frame of `max_payload_bytes` on the bus: the link's header, and the gateway's own fields on what it forwards. */
+const FRAME_HEADROOM = 64 * 1024;
 /** A node not heard from for this long is gone, and so are its members. */
 const NODE_SILENT_MS = 3000;
 
@@ -80,6 +84,8 @@ export class Cluster {
   private readonly boot = randomBytes(4).toString("hex");
   private readonly beats = new Map<string, { boot: string; at: number }>();
   private readonly edge: Edge;
+  /** Link frames, one bus message per subject per tick. */
+  private readonly outbox: Outbox;
   private timers: NodeJS.Timeout[] = [];
   private stopped = false;
   private connected = true;
@@ -94,13 +100,22 @@ export class Cluster {
     configs: SpaceConfig[],
   ) {
     this.log = host.log.child({ node: opts.node });
-    this.edge = new Edge(bus, this.boot, this.log);
+    this.outbox = new Outbox((subject, data) => bus.nc.publish(subject, data), Math.min(OUTBOX_BYTES, bus.maxPayload));
+    this.edge = new Edge(bus, this.outbox, this.boot, this.log);
     for (const config of configs) this.slots.set(config.space.id, { config, mode: "edge", rev: 0, renewedAt: 0, holder: undefined, seen: undefined, busy: false });
   }
 
   /** Joins the cluster and settles, for every space, who owns it. */
   static async start(opts: ClusterOptions, host: ClusterHost, configs: SpaceConfig[]): Promise<Cluster> {
     const bus = await Bus.open({ url: opts.url, node: opts.node, log: host.log });
+    // Any frame a member may send or be sent must fit one bus message.
+    const needed = Math.max(...configs.map((c) => c.gateway.limits.max_payload_bytes)) + FRAME_HEADROOM;
+    if (bus.maxPayload < needed) {
+      await bus.close();
+      throw new Error(
+        `the NATS server at ${opts.url} takes messages of at most ${bus.maxPayload} bytes; the cluster needs ${needed} (gateway.limits.max_payload_bytes plus ${FRAME_HEADROOM}). Start nats-server with "max_payload: ${Math.ceil(needed / 1048576)}MB" in its config`,
+      );
+    }
     const cluster = new Cluster(bus, opts, host, configs);
     cluster.listen();
     await cluster.tick();
@@ -138,8 +153,7 @@ export class Cluster {
     nc.subscribe(subjects.node(this.opts.node), {
       callback: (err, msg) => {
         if (err) return;
-        const w = decodeWire(msg.data);
-        if (w) this.edge.receive(w);
+        for (const w of unbatch(msg.data)) this.edge.receive(w);
       },
     });
     nc.subscribe(subjects.beat, {
@@ -295,7 +309,7 @@ export class Cluster {
       if (slot.mode !== "loading") return;
       const space = this.host.open(slot.config, opener);
       slot.space = space;
-      slot.desk = new OwnerDesk(this.bus, space, this.log.child({ space: id }), (node, boot) => {
+      slot.desk = new OwnerDesk(this.bus, this.outbox, space, this.log.child({ space: id }), (node, boot) => {
         // A node with members here is watched from its first attach, beat or no beat yet.
         if (!this.beats.has(node)) this.beats.set(node, { boot, at: Date.now() });
       });
@@ -339,6 +353,7 @@ export class Cluster {
       await this.stepDown(slot, "shutting down");
       await this.bus.leases.delete(slot.config.space.id, { previousSeq: rev }).catch(() => {});
     }
+    this.outbox.flush();
     await this.bus.close();
   }
 }

@@ -10,7 +10,9 @@
  * second (go-back-N). Past `maxBytes` unacknowledged the far end is not keeping up, as a
  * socket's buffer would say locally, and the link gives up.
  *
- * Wire: `<op> <conn> <seq>\n<body>`; an acknowledgement is `A <conn> <seq>\n`.
+ * Wire: `<op> <conn> <seq>\n<body>`; an acknowledgement is `A <conn> <seq>\n`. What one
+ * node sends to one subject within a tick travels as one bus message (`Outbox`): a chat
+ * to fifty members on another node is one message there, not fifty.
  */
 
 export type Op = "F" | "T" | "B" | "L" | "X";
@@ -128,4 +130,69 @@ export class LinkEnd {
 function flushAcks(): void {
   for (const l of acking) l.sendAck();
   acking.clear();
+}
+
+/**
+ * Frames for the same subject, queued within a tick, published as one message: each
+ * frame is preceded by its length (4 bytes, big-endian).
+ */
+export class Outbox {
+  private readonly queued = new Map<string, { parts: Uint8Array[]; bytes: number }>();
+  private scheduled = false;
+
+  constructor(
+    private readonly publish: (subject: string, data: Uint8Array) => void,
+    /** A message grows to this many bytes at most (a larger frame goes alone). */
+    private readonly maxBytes: number,
+  ) {}
+
+  send(subject: string, frame: Uint8Array): void {
+    let q = this.queued.get(subject);
+    if (q && q.bytes + 4 + frame.length > this.maxBytes) {
+      this.emit(subject, q);
+      q = undefined;
+    }
+    if (!q) this.queued.set(subject, (q = { parts: [], bytes: 0 }));
+    q.parts.push(frame);
+    q.bytes += 4 + frame.length;
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => this.flush());
+    }
+  }
+
+  flush(): void {
+    this.scheduled = false;
+    for (const [subject, q] of this.queued) this.emit(subject, q);
+    this.queued.clear();
+  }
+
+  private emit(subject: string, q: { parts: Uint8Array[]; bytes: number }): void {
+    this.queued.delete(subject);
+    const out = new Uint8Array(q.bytes);
+    const view = new DataView(out.buffer);
+    let at = 0;
+    for (const p of q.parts) {
+      view.setUint32(at, p.length);
+      out.set(p, at + 4);
+      at += 4 + p.length;
+    }
+    try {
+      this.publish(subject, out);
+    } catch {
+      // The connection is closing or gone: the links send their frames again.
+    }
+  }
+}
+
+/** The frames of one `Outbox` message; stops at the first that does not fit. */
+export function* unbatch(data: Uint8Array): Generator<Wire> {
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  for (let at = 0; at + 4 <= data.length; ) {
+    const n = view.getUint32(at);
+    if (at + 4 + n > data.length) return;
+    const w = decodeWire(data.subarray(at + 4, at + 4 + n));
+    if (w) yield w;
+    at += 4 + n;
+  }
 }

@@ -11,7 +11,7 @@ import type { Member, Peer } from "../member.js";
 import type { Space } from "../space.js";
 import type { Bus } from "./bus.js";
 import { subjects } from "./bus.js";
-import { decodeWire, encodeWire, LinkEnd } from "./link.js";
+import { encodeWire, LinkEnd, type Outbox, unbatch } from "./link.js";
 
 /** What a node sends to have a connection admitted. */
 export interface AttachRequest {
@@ -44,6 +44,7 @@ export class OwnerDesk {
 
   constructor(
     private readonly bus: Bus,
+    private readonly outbox: Outbox,
     readonly space: Space,
     private readonly log: Logger,
     /** A node attached a member: it is watched for silence from now. */
@@ -57,14 +58,17 @@ export class OwnerDesk {
       this.bus.nc.subscribe(subjects.up(id), {
         callback: (err, msg) => {
           if (err) return;
-          const w = decodeWire(msg.data);
-          if (!w) return;
-          const remote = this.remotes.get(w.conn);
-          if (remote) return remote.link.receive(w);
-          // A connection this owner does not know (it was dropped, or the space changed
-          // hands): its node closes the socket, and the client comes back to be admitted.
-          const node = w.conn.split(".", 1)[0]!;
-          if (w.op !== "A" && this.nodes.has(node)) this.bus.nc.publish(subjects.node(node), encodeWire("X", w.conn, 0, enc.encode(`${CloseCodes.moved} the space no longer knows this connection; reconnect`)));
+          for (const w of unbatch(msg.data)) {
+            const remote = this.remotes.get(w.conn);
+            if (remote) {
+              remote.link.receive(w);
+              continue;
+            }
+            // A connection this owner does not know (it was dropped, or the space changed
+            // hands): its node closes the socket, and the client comes back to be admitted.
+            const node = w.conn.split(".", 1)[0]!;
+            if (w.op !== "A" && this.nodes.has(node)) this.outbox.send(subjects.node(node), encodeWire("X", w.conn, 0, enc.encode(`${CloseCodes.moved} the space no longer knows this connection; reconnect`)));
+          }
         },
       }),
     );
@@ -99,7 +103,7 @@ export class OwnerDesk {
     let member: Member | undefined;
     const link = new LinkEnd(
       req.conn,
-      (data) => this.bus.nc.publish(subjects.node(req.node), data),
+      (data) => this.outbox.send(subjects.node(req.node), data),
       (op, body) => {
         if (!member) return;
         if (op === "F") this.space.handle(member, dec.decode(body));
