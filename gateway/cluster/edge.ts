@@ -51,10 +51,12 @@ export class Edge {
     const conn = `${this.bus.node}.${this.boot}.${++this.n}`;
     const link = new LinkEnd(
       conn,
-      (data) => this.outbox.send(subjects.up(space), data),
+      (op, c, seq, body) => this.outbox.send(subjects.up(space), op, c, seq, body),
       (op, body) => {
-        if (op === "F") peer.send(Buffer.from(body));
-        else if (op === "T" || op === "B") peer.sendFrame?.(Buffer.from(body), op === "B");
+        // A view, not a copy: the same bytes may go to several sockets, as on one node.
+        const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+        if (op === "F") peer.send(bytes);
+        else if (op === "T" || op === "B") peer.sendFrame?.(bytes, op === "B");
         else if (op === "X") {
           const text = dec.decode(body);
           const at = text.indexOf(" ");

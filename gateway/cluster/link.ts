@@ -11,8 +11,9 @@
  * socket's buffer would say locally, and the link gives up.
  *
  * Wire: `<op> <conn> <seq>\n<body>`; an acknowledgement is `A <conn> <seq>\n`. What one
- * node sends to one subject within a tick travels as one bus message (`Outbox`): a chat
- * to fifty members on another node is one message there, not fifty.
+ * node sends to one subject within a tick travels as one bus message (`Outbox`), and the
+ * same bytes sent to several members there travel once, as `M <op> <conn>:<seq>,…\n<body>`:
+ * a chat to fifty members on another node is one copy in one message, not fifty.
  */
 
 export type Op = "F" | "T" | "B" | "L" | "X";
@@ -37,6 +38,25 @@ export function encodeWire(op: Op | "A", conn: string, seq: number, body?: Uint8
   return out;
 }
 
+/** The frames of one wire record: one, or several sharing a body (`M`). */
+function* decodeRecord(data: Uint8Array): Generator<Wire> {
+  if (data[0] !== 0x4d /* M */) {
+    const w = decodeWire(data);
+    if (w) yield w;
+    return;
+  }
+  const nl = data.indexOf(NL);
+  if (nl < 0) return;
+  const [, op, pairs] = dec.decode(data.subarray(0, nl)).split(" ");
+  if (!op || op.length !== 1 || !"FTBLX".includes(op) || !pairs) return;
+  const body = data.subarray(nl + 1);
+  for (const pair of pairs.split(",")) {
+    const at = pair.lastIndexOf(":");
+    const seq = Number(pair.slice(at + 1));
+    if (at > 0 && Number.isSafeInteger(seq)) yield { op: op as Op, conn: pair.slice(0, at), seq, body };
+  }
+}
+
 export function decodeWire(data: Uint8Array): Wire | undefined {
   const nl = data.indexOf(NL);
   if (nl < 0 || nl > 200) return undefined;
@@ -53,7 +73,7 @@ const acking = new Set<LinkEnd>();
 
 export class LinkEnd {
   private next = 1;
-  private readonly unacked: Array<{ seq: number; data: Uint8Array; at: number }> = [];
+  private readonly unacked: Array<{ seq: number; op: Op; body: Uint8Array; at: number }> = [];
   private unackedBytes = 0;
   private received = 0;
   private ackDue = false;
@@ -61,8 +81,8 @@ export class LinkEnd {
 
   constructor(
     readonly conn: string,
-    /** Publishes to the far end. */
-    private readonly out: (data: Uint8Array) => void,
+    /** Publishes one frame (or, with no body, an acknowledgement) to the far end. */
+    private readonly out: (op: Op | "A", conn: string, seq: number, body?: Uint8Array) => void,
     /** One frame from the far end, in order, once. */
     private readonly deliver: (op: Op, body: Uint8Array) => void,
     private readonly maxBytes: number,
@@ -73,10 +93,9 @@ export class LinkEnd {
   send(op: Op, body: Uint8Array): void {
     if (this.dead) return;
     const seq = this.next++;
-    const data = encodeWire(op, this.conn, seq, body);
-    this.unacked.push({ seq, data, at: performance.now() });
-    this.unackedBytes += data.length;
-    this.out(data);
+    this.unacked.push({ seq, op, body, at: performance.now() });
+    this.unackedBytes += body.length + 32;
+    this.out(op, this.conn, seq, body);
     if (this.unackedBytes > this.maxBytes) {
       this.dead = true;
       this.overflow();
@@ -100,12 +119,12 @@ export class LinkEnd {
 
   sendAck(): void {
     this.ackDue = false;
-    if (!this.dead) this.out(encodeWire("A", this.conn, this.received));
+    if (!this.dead) this.out("A", this.conn, this.received);
   }
 
   private acked(seq: number): void {
     let n = 0;
-    while (n < this.unacked.length && this.unacked[n]!.seq <= seq) this.unackedBytes -= this.unacked[n++]!.data.length;
+    while (n < this.unacked.length && this.unacked[n]!.seq <= seq) this.unackedBytes -= this.unacked[n++]!.body.length + 32;
     if (n) this.unacked.splice(0, n);
   }
 
@@ -115,7 +134,7 @@ export class LinkEnd {
     if (!all && now - this.unacked[0]!.at < RESEND_AFTER_MS) return;
     for (const u of this.unacked) {
       u.at = now;
-      this.out(u.data);
+      this.out(u.op, this.conn, u.seq, u.body);
     }
   }
 
@@ -136,8 +155,15 @@ function flushAcks(): void {
  * Frames for the same subject, queued within a tick, published as one message: each
  * frame is preceded by its length (4 bytes, big-endian).
  */
+interface Item {
+  op: Op | "A";
+  conn: string;
+  seq: number;
+  body: Uint8Array | undefined;
+}
+
 export class Outbox {
-  private readonly queued = new Map<string, { parts: Uint8Array[]; bytes: number }>();
+  private readonly queued = new Map<string, { items: Item[]; bytes: number }>();
   private scheduled = false;
 
   constructor(
@@ -146,15 +172,18 @@ export class Outbox {
     private readonly maxBytes: number,
   ) {}
 
-  send(subject: string, frame: Uint8Array): void {
+  send(subject: string, op: Op | "A", conn: string, seq: number, body?: Uint8Array): void {
     let q = this.queued.get(subject);
-    if (q && q.bytes + 4 + frame.length > this.maxBytes) {
+    const last = q?.items[q.items.length - 1];
+    // The same bytes again (a delivery to several members) cost only their address.
+    const size = 48 + conn.length + (body && body !== last?.body ? body.length : 0);
+    if (q && q.bytes + size > this.maxBytes) {
       this.emit(subject, q);
       q = undefined;
     }
-    if (!q) this.queued.set(subject, (q = { parts: [], bytes: 0 }));
-    q.parts.push(frame);
-    q.bytes += 4 + frame.length;
+    if (!q) this.queued.set(subject, (q = { items: [], bytes: 0 }));
+    q.items.push({ op, conn, seq, body });
+    q.bytes += size;
     if (!this.scheduled) {
       this.scheduled = true;
       setImmediate(() => this.flush());
@@ -167,15 +196,34 @@ export class Outbox {
     this.queued.clear();
   }
 
-  private emit(subject: string, q: { parts: Uint8Array[]; bytes: number }): void {
+  private emit(subject: string, q: { items: Item[] }): void {
     this.queued.delete(subject);
-    const out = new Uint8Array(q.bytes);
+    const records: Uint8Array[] = [];
+    const items = q.items;
+    for (let i = 0; i < items.length; ) {
+      const first = items[i]!;
+      let j = i + 1;
+      if (first.body && first.body.length > 0 && first.op !== "A") while (j < items.length && items[j]!.body === first.body && items[j]!.op === first.op) j++;
+      if (j - i === 1) records.push(encodeWire(first.op, first.conn, first.seq, first.body));
+      else {
+        const pairs = items.slice(i, j).map((it) => `${it.conn}:${it.seq}`).join(",");
+        const head = enc.encode(`M ${first.op} ${pairs}\n`);
+        const rec = new Uint8Array(head.length + first.body!.length);
+        rec.set(head, 0);
+        rec.set(first.body!, head.length);
+        records.push(rec);
+      }
+      i = j;
+    }
+    let bytes = 0;
+    for (const r of records) bytes += 4 + r.length;
+    const out = new Uint8Array(bytes);
     const view = new DataView(out.buffer);
     let at = 0;
-    for (const p of q.parts) {
-      view.setUint32(at, p.length);
-      out.set(p, at + 4);
-      at += 4 + p.length;
+    for (const r of records) {
+      view.setUint32(at, r.length);
+      out.set(r, at + 4);
+      at += 4 + r.length;
     }
     try {
       this.publish(subject, out);
@@ -191,8 +239,7 @@ export function* unbatch(data: Uint8Array): Generator<Wire> {
   for (let at = 0; at + 4 <= data.length; ) {
     const n = view.getUint32(at);
     if (at + 4 + n > data.length) return;
-    const w = decodeWire(data.subarray(at + 4, at + 4 + n));
-    if (w) yield w;
+    yield* decodeRecord(data.subarray(at + 4, at + 4 + n));
     at += 4 + n;
   }
 }

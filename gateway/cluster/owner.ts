@@ -11,7 +11,7 @@ import type { Member, Peer } from "../member.js";
 import type { Space } from "../space.js";
 import type { Bus } from "./bus.js";
 import { subjects } from "./bus.js";
-import { encodeWire, LinkEnd, type Outbox, unbatch } from "./link.js";
+import { LinkEnd, type Outbox, unbatch } from "./link.js";
 
 /** What a node sends to have a connection admitted. */
 export interface AttachRequest {
@@ -67,7 +67,7 @@ export class OwnerDesk {
             // A connection this owner does not know (it was dropped, or the space changed
             // hands): its node closes the socket, and the client comes back to be admitted.
             const node = w.conn.split(".", 1)[0]!;
-            if (w.op !== "A" && this.nodes.has(node)) this.outbox.send(subjects.node(node), encodeWire("X", w.conn, 0, enc.encode(`${CloseCodes.moved} the space no longer knows this connection; reconnect`)));
+            if (w.op !== "A" && this.nodes.has(node)) this.outbox.send(subjects.node(node), "X", w.conn, 0, enc.encode(`${CloseCodes.moved} the space no longer knows this connection; reconnect`));
           }
         },
       }),
@@ -103,7 +103,7 @@ export class OwnerDesk {
     let member: Member | undefined;
     const link = new LinkEnd(
       req.conn,
-      (data) => this.outbox.send(subjects.node(req.node), data),
+      (op, conn, seq, body) => this.outbox.send(subjects.node(req.node), op, conn, seq, body),
       (op, body) => {
         if (!member) return;
         if (op === "F") this.space.handle(member, dec.decode(body));
