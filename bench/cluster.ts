@@ -7,7 +7,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join as pathJoin } from "node:path";
 import { join, type Target } from "./clients.js";
-import { NatsServer, natsServerPath } from "./nats.js";
+import { NatsServer, natsServerPath } from "../cli/nats.js";
 import { type FrameCounter, joinCounter } from "./raw.js";
 import { type ServerProc, startGateway } from "./procs.js";
 import { type Row, row } from "./report.js";

@@ -65,6 +65,11 @@ export function program(): Command {
     .option("--json", "JSON lines on stdin/stdout instead of the interactive terminal (the default when stdin is not a terminal)")
     .option("-d, --detach", "run in the background; stop it with mewgate down")
     .option("--no-greet", "do not greet the agents when the terminal attaches")
+    .option("--nodes <n>", "try a cluster: a local nats-server and this many gateway nodes serving the space (needs nats-server)", (v: string) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 1 || n > 9) throw new InvalidArgumentError("a number of nodes from 1 to 9");
+      return n;
+    })
     .option("--log-level <level>", "trace, debug, info, warn, error", "info")
     .addOption(new Option("--detached-child").hideHelp())
     .action(async (file: string | undefined, opts) => {

@@ -20,6 +20,7 @@ import { startAgent, type AgentHandle } from "../participants/agent/participant.
 import { ParticipantClient } from "../participants/index.js";
 import { startBridge, type Bridge } from "../participants/mcp-bridge.js";
 import { startGateway, type RunningGateway } from "./gateway.js";
+import { startBus, startNodes } from "./local-cluster.js";
 import { CliError, isOurUp, loadSpace, pickHuman, processArgv, processStartTicks, readUpRecord, spaceFile, upFiles, type LoadedSpace, type UpRecord } from "./space.js";
 import { Supervisor, type SupervisorOptions } from "./supervisor.js";
 import { createTerminal, isJsonMode, type TerminalSession } from "./terminal/index.js";
@@ -30,6 +31,8 @@ export interface UpOptions {
   stateDir?: string | undefined;
   port?: number | undefined;
   host?: string | undefined;
+  /** Run a local cluster of this many gateway nodes over NATS (local-cluster.ts). */
+  nodes?: number | undefined;
   /** The human to attach the terminal as (default: the space's only human). */
   as?: string | undefined;
   json?: boolean | undefined;
@@ -82,6 +85,8 @@ interface Running {
   human: ParticipantClient | undefined;
   terminal: TerminalSession | undefined;
   files: { pid: string; json: string } | undefined;
+  /** `--nodes`: the bus and the other nodes (local-cluster.ts). */
+  cluster: { stopNodes(): Promise<void>; bus: { stop(): Promise<void> } } | undefined;
 }
 
 async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
@@ -94,7 +99,7 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
   // Lines for a person: stdout when the terminal is interactive; stderr when stdout carries JSON.
   const say = (text: string) => (json || opts.detachedChild ? io.stderr : io.stdout).write(`${text}\n`);
 
-  const running: Running = { gateway: undefined, bridges: [], agents: [], supervisor: undefined, human: undefined, terminal: undefined, files: undefined };
+  const running: Running = { gateway: undefined, bridges: [], agents: [], supervisor: undefined, human: undefined, terminal: undefined, files: undefined, cluster: undefined };
   let notify: (text: string, level: "info" | "error") => void = (text, level) => say(level === "error" ? `! ${text}` : `· ${text}`);
   const notice = (text: string, level: "info" | "error" = "info") => notify(text, level);
 
@@ -107,14 +112,27 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
 
   try {
     mkdirSync(loaded.sandbox, { recursive: true, mode: 0o700 });
+    const nodes = opts.nodes ?? 1;
+    const bus = nodes > 1 ? await startBus(stateDir) : undefined;
+    if (bus) running.cluster = { stopNodes: async () => {}, bus };
     running.gateway = await startGateway(
-      { config: [file], stateDir, port: opts.port, host: opts.host, logLevel: opts.logLevel },
+      { config: [file], stateDir, port: opts.port, host: opts.host, logLevel: opts.logLevel, ...(bus ? { cluster: bus.url, node: "n1" } : {}) },
       loaded.env,
     );
     const url = running.gateway.url;
-    const space = running.gateway.gateway.spaces.get(config.space.id)!;
+    // In a cluster this node owns the space once any lease a crashed earlier run left behind has run out.
+    const gw = running.gateway.gateway;
+    if (bus) await waitFor(() => gw.spaces.has(config.space.id), { timeoutMs: 15_000, intervalMs: 50 });
+    const space = gw.spaces.get(config.space.id);
+    if (!space) throw new CliError(`node n1 could not take space "${config.space.id}" over from an earlier run within 15 s`);
     // The same tokens the gateway loaded (it generated any that were missing): for `run:` children.
     const { tokens } = TokenBook.load(Object.entries(config.participants), { stateDir, env: loaded.env });
+    if (bus) {
+      const cluster = await startNodes({ nats: bus, count: nodes, file, stateDir, tokens, env: loaded.env });
+      running.cluster = { stopNodes: () => cluster.stopNodes(), bus };
+      say(`local cluster: NATS at ${bus.url}; n1 ${url}/ws (this process, owns the space now)${cluster.nodes.map((n) => `, ${n.name} ${n.url}/ws`).join("")}`);
+      say(`members may connect to any node; kill the owner and another takes the space over`);
+    }
     if (json) io.stdout.write(`${JSON.stringify({ event: "listening", url, space: config.space.id })}\n`);
     say(`mewgate gateway listening on ${url}/ws (space ${config.space.id}; state in ${shortPath(stateDir)})`);
 
@@ -272,14 +290,16 @@ async function shutdown(r: Running, say: (text: string) => void): Promise<void> 
       // shutting down: nothing to do about it
     }
   };
-  if (!r.gateway) return;
+  if (!r.gateway) return void (await quietly(r.cluster?.bus.stop()));
   say("stopping…");
   r.terminal?.finish({ reason: "quit" });
   await quietly(r.human?.close());
   await Promise.all(r.agents.map((a) => quietly(a.stop())));
   await quietly(r.supervisor?.stop());
   await Promise.all(r.bridges.map((b) => quietly(b.stop())));
+  await quietly(r.cluster?.stopNodes());
   await quietly(r.gateway.stop());
+  await quietly(r.cluster?.bus.stop());
   if (r.files) removeUpRecord(r.files);
   say("stopped");
 }
@@ -434,6 +454,7 @@ async function runDetached(opts: UpOptions, io: UpIo): Promise<number> {
   const args = [MAIN, "up", file, "--state-dir", loaded.stateDir, "--detached-child"];
   if (opts.port !== undefined) args.push("--port", String(opts.port));
   if (opts.host !== undefined) args.push("--host", opts.host);
+  if (opts.nodes !== undefined) args.push("--nodes", String(opts.nodes));
   if (opts.as !== undefined) args.push("--as", opts.as);
   if (opts.logLevel !== undefined) args.push("--log-level", opts.logLevel);
   const log = upFiles(loaded.stateDir).log;

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join as pathJoin } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { askGateway, type Env, type GatewayProcess, killGateway, sleep, spawnGateway, TestClient, toolOwner, waitFor } from "./helpers.js";
-import { NatsServer, natsServerPath } from "../bench/nats.js";
+import { NatsServer, natsServerPath } from "../cli/nats.js";
 
 const TOKEN = (id: string) => `${id}-cluster-token-0123456789`;
 const SPACE = (leaseMs = 1500) => `

@@ -262,3 +262,43 @@ describe("the README's start command", () => {
     expect((await cli.exited).code).toBe(0);
   });
 });
+
+describe("mewgate up --nodes 3 (a local cluster)", () => {
+  it("serves the space from three nodes, and another takes it over when up itself is killed", { timeout: 60_000 }, async () => {
+    const state = tempDir();
+    const cli = up(["up", DEMO, "--state-dir", state, "--port", "0", "--nodes", "3"]);
+    await cli.waitLine((l) => l["event"] === "ready", "the ready event");
+    const proposal = await cli.waitLine(isProposal, "the assistant's proposal");
+    const nodes = [...cli.stderr.matchAll(/(n[23]) ws:\/\/127\.0\.0\.1:(\d+)\/ws/g)].map((m) => ({ name: m[1]!, port: Number(m[2]) }));
+    expect(nodes.map((n) => n.name)).toEqual(["n2", "n3"]);
+    const tree = descendants(cli.child.pid!);
+    pids.push(...tree);
+    const token = readFileSync(join(state, "tokens", "you.token"), "utf8").trim();
+    const pending = async (port: number) => {
+      const res = await fetch(`http://127.0.0.1:${port}/api/spaces/demo/proposals`, { headers: { authorization: `Bearer ${token}` } });
+      return { status: res.status, node: res.headers.get("x-mewgate-node"), body: res.status === 200 ? ((await res.json()) as { proposals: Array<{ id: string }> }) : undefined };
+    };
+    // Asked of another node, the answer comes from the owner (n1, this process).
+    const before = await pending(nodes[0]!.port);
+    expect(before.node).toBe("n1");
+    expect(before.body!.proposals.map((p) => p.id)).toContain(proposal["id"]);
+
+    cli.kill("SIGKILL");
+    await cli.exited;
+    const owner = await poll("another node to own the space", async () => {
+      for (const n of nodes) {
+        const h = (await (await fetch(`http://127.0.0.1:${n.port}/health`)).json()) as { cluster: { owns: string[] } };
+        if (h.cluster.owns.includes("demo")) return n;
+      }
+      return undefined;
+    });
+    const other = nodes.find((n) => n !== owner)!;
+    const after = await poll("the other node to pass requests on to the new owner", async () => {
+      const r = await pending(other.port);
+      return r.status === 200 && r;
+    });
+    expect(after.node).toBe(owner.name);
+    expect(after.body!.proposals.map((p) => p.id)).toContain(proposal["id"]);
+  });
+});
+

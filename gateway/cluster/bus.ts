@@ -87,7 +87,10 @@ export class Bus {
     return this.nc.info?.max_payload ?? 1024 * 1024;
   }
 
+  /** Sends what is queued and leaves; a bus that is gone is not waited for. */
   async close(): Promise<void> {
-    await this.nc.drain().catch(() => this.nc.close());
+    const drained = this.nc.drain().catch(() => undefined);
+    const late = await Promise.race([drained.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), 2000).unref())]);
+    if (late) await this.nc.close().catch(() => undefined);
   }
 }

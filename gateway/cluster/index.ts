@@ -236,7 +236,8 @@ export class Cluster {
         try {
           rev = await this.bus.leases.update(id, this.leaseValue(), entry.revision);
         } catch {
-          return; // Another node was quicker.
+          // Another node was quicker: learn which, so requests can go to it at once.
+          return void (await this.learnHolder(slot));
         }
       } else {
         // Never owned, or handed over on shutdown.
@@ -246,7 +247,7 @@ export class Cluster {
         try {
           rev = await this.bus.leases.create(id, this.leaseValue());
         } catch {
-          return;
+          return void (await this.learnHolder(slot));
         }
       }
       slot.seen = undefined;
@@ -256,6 +257,13 @@ export class Cluster {
     } finally {
       slot.busy = false;
     }
+  }
+
+  private async learnHolder(slot: Slot): Promise<void> {
+    const entry = await this.bus.leases.get(slot.config.space.id).catch(() => null);
+    if (!entry || entry.operation !== "PUT") return;
+    slot.holder = JSON.parse(new TextDecoder().decode(entry.value)) as Holder;
+    slot.seen = { rev: entry.revision, at: Date.now() };
   }
 
   private leaseValueCache: Uint8Array | undefined;
