@@ -54,8 +54,10 @@ interface Node {
 }
 
 /** Starts `n` gateway processes of one cluster, each with its own state directory, on a space of its own name. */
-async function cluster(space: string, n: number, leaseMs?: number): Promise<Node[]> {
-  const yaml = SPACE(leaseMs).replace("id: team", `id: ${space}`);
+async function cluster(space: string, n: number, leaseMs?: number, limits = ""): Promise<Node[]> {
+  const yaml = SPACE(leaseMs)
+    .replace("id: team", `id: ${space}`)
+    .replace("state_dir: .mewgate,", `state_dir: .mewgate, ${limits ? `limits: {${limits}},` : ""}`);
   const nodes: Node[] = [];
   for (let i = 1; i <= n; i++) {
     const dir = mkdtempSync(pathJoin(tmpdir(), "mewgate-cluster-"));
@@ -248,4 +250,28 @@ describe("a cluster over NATS", () => {
     bob.send({ id: "ok", kind: "mcp/approve", correlation_id: ["q1"], payload: {} });
     await bot2.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("q1") === true, 8000);
   });
+
+  it("drops a member on another node that stops reading, as a slow consumer, and keeps serving the rest", { timeout: 60_000 }, async () => {
+    const nodes = await cluster("slow", 2, undefined, "max_buffered_bytes: 262144, rate_per_second: 100000, rate_burst: 100000");
+    const owner = await ownerOf(nodes, "slow");
+    const edge = nodes.find((n) => n !== owner)!;
+    const alice = await join(owner, "slow", "alice");
+    const bob = await join(edge, "slow", "bob");
+    const bot = await join(edge, "slow", "bot");
+    (bob.ws as unknown as { _socket: { pause(): void } })._socket.pause();
+    const chunk = { kind: "chat", payload: { text: "y".repeat(60_000) } };
+    let left = false;
+    void alice.next((e) => e.kind === "system/presence" && e.payload.event === "leave" && e.payload.participant.id === "bob", 30_000).then(() => (left = true), () => {});
+    for (let round = 0; round < 1000 && !left; round++) {
+      for (let i = 0; i < 10; i++) alice.send(chunk);
+      await sleep(20);
+    }
+    expect(left).toBe(true);
+    const leave = alice.received.find((e) => e.kind === "system/presence" && e.payload.event === "leave")!;
+    expect(leave.payload.reason).toBe("slow_consumer");
+    // bot, on the same node, still hears alice.
+    alice.send({ id: "after", kind: "chat", payload: { text: "still here" } });
+    await bot.next((e) => e.id === "after", 15_000);
+  });
 });
+

@@ -42,7 +42,9 @@ export class Edge {
     // Out of band (sequence 0): the owner does not know this connection any more.
     if (w.op === "X" && w.seq === 0) {
       this.forget(w.conn);
-      return c.peer.close(CloseCodes.moved, "the space lost track of this connection; reconnect");
+      const text = dec.decode(w.body);
+      const code = Number(text.slice(0, text.indexOf(" ")));
+      return code === CloseCodes.slowConsumer ? c.peer.close(code, text.slice(text.indexOf(" ") + 1)) : c.peer.close(CloseCodes.moved, "the space lost track of this connection; reconnect");
     }
     c.link.receive(w);
   }
@@ -64,7 +66,8 @@ export class Edge {
           peer.close(Number(text.slice(0, at)) || CloseCodes.goingAway, text.slice(at + 1));
         }
       },
-      maxBytes,
+      // The socket bounds what the client may queue (rate limits); this bounds a hung owner.
+      Math.max(4 * maxBytes, 32 * 1024 * 1024),
       () => {
         this.forget(conn);
         peer.close(CloseCodes.tryAgain, "the space's owner stopped acknowledging your frames; reconnect");

@@ -35,6 +35,8 @@ interface Remote {
 
 const dec = new TextDecoder();
 const enc = new TextEncoder();
+/** Unacknowledged bytes a member's link may hold at least (owner side). */
+const LINK_FLOOR_BYTES = 32 * 1024 * 1024;
 
 export class OwnerDesk {
   private readonly remotes = new Map<string, Remote>();
@@ -99,7 +101,10 @@ export class OwnerDesk {
     if (this.space.closed) return { ok: false, code: CloseCodes.moved, reason: "the space moved to another node; reconnect" };
     const auth = this.space.authenticate({ digest: Buffer.from(req.digest, "base64") }, req.claimed);
     if (!auth.ok) return auth;
-    const maxBytes = this.space.config.gateway.limits.max_buffered_bytes;
+    // What may wait for the member's node to acknowledge. The node bounds the socket
+    // itself (max_buffered_bytes, as locally); this only bounds what a node that stopped
+    // acknowledging — hung, cut off — costs the owner, with room for the bus's round trip.
+    const maxBytes = Math.max(4 * this.space.config.gateway.limits.max_buffered_bytes, LINK_FLOOR_BYTES);
     let member: Member | undefined;
     const link = new LinkEnd(
       req.conn,
@@ -113,6 +118,8 @@ export class OwnerDesk {
       maxBytes,
       () => {
         this.log.warn({ conn: req.conn, node: req.node }, "a member's node stopped acknowledging; dropping it as a slow consumer");
+        // Out of band: the node closes the socket, if it still can.
+        this.outbox.send(subjects.node(req.node), "X", req.conn, 0, enc.encode(`${CloseCodes.slowConsumer} the node serving you did not keep up`));
         this.drop(req.conn, "slow_consumer");
       },
     );
