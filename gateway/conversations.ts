@@ -68,7 +68,12 @@ export class Conversations {
   /** Each person's last message: only a reply to it makes its sender someone they talk with. */
   private readonly lastMessage = new Map<string, string>();
 
-  constructor(private readonly host: ConversationHost) {}
+  /** The space's primary agent, if it has one: fixed by space.yaml, so looked up once, not per message. */
+  private readonly primary: string | undefined;
+
+  constructor(private readonly host: ConversationHost) {
+    this.primary = Object.values(host.config.participants).find((p) => p.agent?.primary)?.id;
+  }
 
   /** Restored frames' calls, to open once the router exists. */
   private restored: Extract<FrameRecord, { type: "frame" }>[] = [];
@@ -150,8 +155,7 @@ export class Conversations {
       }
     } else if (member.config.kind === "human") {
       const agents = to.filter((id) => this.host.config.participants[id]?.kind === "agent");
-      const primary = Object.values(this.host.config.participants).find((p) => p.agent?.primary)?.id;
-      this.partners.set(member.id, new Set(to.length ? agents : primary ? [primary] : []));
+      this.partners.set(member.id, new Set(to.length ? agents : this.primary ? [this.primary] : []));
       if (env.id !== undefined) this.lastMessage.set(member.id, env.id);
     }
     const frames = member.config.kind === "human" ? this.stacks.get(member.id) : undefined;
