@@ -479,7 +479,13 @@ class Connection implements Peer {
       return;
     }
     corkUntilTickEnds(this);
-    ws.send(bytes, binary ? BINARY : TEXT);
+    // The frame is written whole here rather than by ws.send: a delivery hands the same
+    // bytes to every recipient, so their header is made once (`frameHeader`), and nothing
+    // else is allocated per recipient. Server frames are never masked, and the server runs
+    // without compression, so the bytes on the wire are what ws would have written.
+    const socket = socketOf(ws);
+    socket.write(frameHeader(bytes, binary));
+    socket.write(bytes);
   }
 
   close(code: number, reason: string): void {
@@ -558,8 +564,6 @@ class Connection implements Peer {
   }
 }
 
-const TEXT = { binary: false } as const;
-const BINARY = { binary: true } as const;
 /** Frames a client may send before its space has admitted it. */
 const EARLY_FRAMES = 64;
 /** How long a dropped peer has to complete the closing handshake before its socket is cut. */
@@ -585,6 +589,32 @@ function uncorkAll(): void {
   corked.clear();
 }
 
-function socketOf(ws: WebSocket): { cork(): void; uncork(): void } {
-  return (ws as unknown as { _socket: { cork(): void; uncork(): void } })._socket;
+function socketOf(ws: WebSocket): { cork(): void; uncork(): void; write(b: Buffer): boolean } {
+  return (ws as unknown as { _socket: { cork(): void; uncork(): void; write(b: Buffer): boolean } })._socket;
+}
+
+/** The last payload framed, and its header: one delivery's recipients share both. */
+let framed: Buffer | undefined;
+let framedBinary = false;
+let framedHeader = Buffer.alloc(0);
+
+/** An unmasked, final WebSocket frame header (RFC 6455 5.2) for `bytes`. */
+function frameHeader(bytes: Buffer, binary: boolean): Buffer {
+  if (bytes === framed && binary === framedBinary) return framedHeader;
+  const n = bytes.length;
+  const h = Buffer.allocUnsafe(n < 126 ? 2 : n < 65536 ? 4 : 10);
+  h[0] = 0x80 | (binary ? 0x2 : 0x1);
+  if (n < 126) h[1] = n;
+  else if (n < 65536) {
+    h[1] = 126;
+    h.writeUInt16BE(n, 2);
+  } else {
+    h[1] = 127;
+    h.writeUInt32BE(Math.floor(n / 0x1_0000_0000), 2);
+    h.writeUInt32BE(n >>> 0, 6);
+  }
+  framed = bytes;
+  framedBinary = binary;
+  framedHeader = h;
+  return h;
 }

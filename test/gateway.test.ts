@@ -392,6 +392,16 @@ describe("staying up", () => {
     expect(leave.payload.reason).toBe("flood");
   });
 
+  it("frames every size of envelope the way a WebSocket client reads it (7-, 16- and 64-bit lengths)", async () => {
+    gw = await startGateway(SPACE);
+    const alice = await join("alice");
+    const bob = await join("bob");
+    const sizes = [1, 60, 125, 126, 127, 65_000, 65_535, 65_536, 70_000, 300_000];
+    for (const n of sizes) alice.send({ id: `s${n}`, kind: "chat", payload: { text: "z".repeat(n) } });
+    for (const n of sizes) expect((await bob.next((e) => e.id === `s${n}`)).payload.text).toHaveLength(n);
+    expect(bob.ws.readyState).toBe(WebSocket.OPEN);
+  });
+
   it("drops a participant that stops reading, keeping the gateway's buffer bounded", async () => {
     gw = await startGateway(SPACE.replace("join_timeout_ms: 300", "join_timeout_ms: 300\n    max_buffered_bytes: 262144\n    rate_per_second: 100000\n    rate_burst: 100000"));
     const alice = await join("alice");
