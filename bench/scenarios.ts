@@ -454,8 +454,24 @@ export async function idle(ctx: Context): Promise<Row[]> {
       unit: "ms",
       gateway: g.connectMs,
       naive: v.connectMs,
+      goal: { text: "<= 2.00", met: g.connectMs / v.connectMs <= 2 },
+      details: [joinBound(g, v)],
     }),
   ];
+}
+
+/**
+ * Why joins cannot be as fast as the forwarder's: MEW announces every join to every member
+ * (system/presence), so n joins deliver n(n-1)/2 frames the forwarder never sends. Within
+ * 2x the forwarder's time they would have to go out at a rate this line compares with
+ * what the gateway reached while joining.
+ */
+function joinBound(g: IdleResult, v: IdleResult): string {
+  const n = g.connections;
+  const presence = (n * (n - 1)) / 2;
+  const needed = presence / ((2 * v.connectMs) / 1000);
+  const reached = (g.framesPerClient * n) / (g.connectMs / 1000);
+  return `MEW announces each join to every member: ${presence.toLocaleString("en-US")} presence deliveries for ${n.toLocaleString("en-US")} joins (the forwarder sends none); within 2x naive they would need ${Math.round(needed).toLocaleString("en-US")} deliveries/s, and the gateway delivered ${Math.round(reached).toLocaleString("en-US")}/s while joining (fan-out, scenario 1, is the ceiling of that rate)`;
 }
 
 // --- 4. start-up ----------------------------------------------------------------------------
