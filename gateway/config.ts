@@ -232,16 +232,19 @@ const ParticipantSchema = section({
 });
 
 const NATS_URLS = /^(nats:\/\/)?[A-Za-z0-9.\-[\]:]+(,\s*(nats:\/\/)?[A-Za-z0-9.\-[\]:]+)*$/;
-const ClusterSchema = z.union([
-  z.string().regex(NATS_URLS, { error: expected("a NATS server address like nats://127.0.0.1:4222") }).transform((url): { url: string; node?: string | undefined; lease_ms: number } => ({ url, lease_ms: 1500 })),
+// A bare string is the NATS address: `cluster: nats://127.0.0.1:4222`.
+const ClusterSchema = z.preprocess(
+  (v) => (typeof v === "string" ? { url: v } : v),
   section({
     url: z.string({ error: expected("a NATS server address like nats://127.0.0.1:4222") }).regex(NATS_URLS, { error: expected("a NATS server address like nats://127.0.0.1:4222") }),
     /** This process's name in the cluster; default: host name and port. */
     node: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, { error: expected("a node name of 1 to 64 of A-Z, a-z, 0-9, _ and -") }).optional(),
     /** How long a space's owner may be silent before another node takes the space over. */
     lease_ms: int(300, 60_000).default(1500),
+    /** How other nodes reach this one's HTTP port (requests about spaces it owns); default: its listening address, or the host name when it listens on all. */
+    advertise: z.string().url({ error: expected("an http:// URL other nodes reach this gateway at, like http://10.0.0.5:7420") }).regex(/^https?:\/\//, { error: expected("an http:// or https:// URL") }).optional(),
   }),
-]);
+);
 
 const SpaceConfigSchema = section({
   space: section({

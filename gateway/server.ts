@@ -35,7 +35,7 @@ export interface GatewayOptions {
   log?: Logger;
   env?: NodeJS.ProcessEnv;
   /** Serve the spaces together with other gateway processes (`gateway.cluster` or `--cluster`). */
-  cluster?: { url: string; node?: string | undefined; lease_ms?: number | undefined } | undefined;
+  cluster?: { url: string; node?: string | undefined; lease_ms?: number | undefined; advertise?: string | undefined } | undefined;
 }
 
 /** ws refuses (closing with 1009) frames beyond this many times the soft limit; below it a too-large frame is answered with an error and the connection is kept. */
@@ -261,7 +261,10 @@ export class Gateway {
     const cluster = this.opts.cluster;
     if (cluster) {
       const node = cluster.node ?? `${hostname().replace(/[^A-Za-z0-9_-]/g, "-").slice(0, 40)}-${address.port}`;
-      const http = `http://${consoleHost}:${address.port}`;
+      // Where other nodes send HTTP about the spaces this one owns: a wildcard address is
+      // no address to them, so the host name stands in unless one is given.
+      const wildcard = address.address === "0.0.0.0" || address.address === "::";
+      const http = (cluster.advertise ?? `http://${wildcard ? hostname() : shownHost}:${address.port}`).replace(/\/$/, "");
       try {
         const { Cluster } = await import("./cluster/index.js");
         this.cluster = await Cluster.start(

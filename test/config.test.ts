@@ -398,6 +398,23 @@ describe("errors", () => {
     expect(parse(base("  a: {kind: agent, agent: {primary: true}}")).participants["a"]!.agent!.primary).toBe(true);
   });
 
+  it("checks gateway.cluster: the NATS address, the node's name, the lease and the advertised address", () => {
+    const withCluster = (c: string) => lines("space: {id: demo}", `gateway: {cluster: ${c}}`, "participants:", "  alice: {kind: human}");
+    expect(errorOf(withCluster('"http://x"'))).toBe('space.yaml:2:11: gateway.cluster.url: expected a NATS server address like nats://127.0.0.1:4222, found "http://x"');
+    expect(errorOf(withCluster("{node: a}"))).toBe("space.yaml:2:11: gateway.cluster.url: required key is missing");
+    expect(errorOf(withCluster("{url: nats://127.0.0.1:4222, node: 'a b'}"))).toMatch(/^space\.yaml:2:\d+: gateway\.cluster\.node: expected a node name of 1 to 64 of A-Z/);
+    expect(errorOf(withCluster("{url: nats://127.0.0.1:4222, lease_ms: 10}"))).toMatch(/^space\.yaml:2:\d+: gateway\.cluster\.lease_ms: /);
+    expect(errorOf(withCluster("{url: nats://127.0.0.1:4222, advertise: 'ftp://x'}"))).toMatch(/^space\.yaml:2:\d+: gateway\.cluster\.advertise: expected an http:\/\/ or https:\/\/ URL/);
+    expect(errorOf(withCluster("{url: 'nats://127.0.0.1:4222; rm -rf /'}"))).toMatch(/gateway\.cluster\.url: expected a NATS server address/);
+    expect(parse(withCluster("nats://127.0.0.1:4222")).gateway.cluster).toEqual({ url: "nats://127.0.0.1:4222", lease_ms: 1500 });
+    expect(parse(withCluster("{url: 'nats://a:4222,nats://b:4222', node: n-1, lease_ms: 3000, advertise: 'http://10.0.0.5:7420'}")).gateway.cluster).toEqual({
+      url: "nats://a:4222,nats://b:4222",
+      node: "n-1",
+      lease_ms: 3000,
+      advertise: "http://10.0.0.5:7420",
+    });
+  });
+
   it("checks where a server's roots come from, and lets it ask there and nowhere else", () => {
     const head = ["space: {id: demo}", "participants:", "  alice: {kind: human}", "mcpServers:"];
     expect(errorOf(lines(...head, "  fs: {command: x, roots: {from: alcie}}"))).toBe('space.yaml:5:34: mcpServers.fs.roots.from: unknown participant "alcie"; did you mean "alice"?');
