@@ -273,5 +273,32 @@ describe("a cluster over NATS", () => {
     alice.send({ id: "after", kind: "chat", payload: { text: "still here" } });
     await bot.next((e) => e.id === "after", 15_000);
   });
+
+  it("shrugs off garbage on the bus: malformed attach requests and link frames cost nothing", { timeout: 30_000 }, async () => {
+    const nodes = await cluster("garbage", 2);
+    const owner = await ownerOf(nodes, "garbage");
+    const edge = nodes.find((n) => n !== owner)!;
+    const alice = await join(edge, "garbage", "alice");
+    const bob = await join(owner, "garbage", "bob");
+    const { connect } = await import("nats");
+    const nc = await connect({ servers: nats.url.replace("nats://", "") });
+    try {
+      const enc = new TextEncoder();
+      const answers: string[] = [];
+      for (const body of ["not json", "{}", JSON.stringify({ conn: 1, node: "x" }), JSON.stringify({ conn: "c", node: "x", boot: "b", digest: "AAAA", echo: "yes" }), JSON.stringify({ conn: "x".repeat(500), node: "x", boot: "b", digest: "AAAA" })]) {
+        answers.push(new TextDecoder().decode((await nc.request("mewgate.attach.garbage", enc.encode(body), { timeout: 3000 })).data));
+      }
+      for (const a of answers) expect(JSON.parse(a)).toMatchObject({ ok: false });
+      // A guessed connection id with a wrong token's digest is refused like a wrong token.
+      const wrong = JSON.parse(new TextDecoder().decode((await nc.request("mewgate.attach.garbage", enc.encode(JSON.stringify({ conn: "n9.b.1", node: "n9", boot: "b", digest: "AAAA" })), { timeout: 3000 })).data));
+      expect(wrong).toMatchObject({ ok: false, code: 4401 });
+      for (const junk of [new Uint8Array([0, 0, 0, 9, 1, 2]), enc.encode("\u0000\u0000\u0000\u0005F a 1"), new Uint8Array(10_000).fill(0xff)]) nc.publish("mewgate.up.garbage", junk);
+      await nc.flush();
+    } finally {
+      await nc.close();
+    }
+    alice.send({ id: "still", kind: "chat", payload: { text: "fine" } });
+    await bob.next((e) => e.id === "still");
+  });
 });
 

@@ -69,6 +69,7 @@ interface Slot {
   space?: Space | undefined;
   desk?: OwnerDesk | undefined;
   busy: boolean;
+  renewing?: boolean;
 }
 
 const BEAT_MS = 500;
@@ -274,6 +275,17 @@ export class Cluster {
   }
 
   private async renew(slot: Slot): Promise<void> {
+    // One renewal at a time: two with the same revision would make the second look taken.
+    if (slot.renewing) return;
+    slot.renewing = true;
+    try {
+      await this.renewOnce(slot);
+    } finally {
+      slot.renewing = false;
+    }
+  }
+
+  private async renewOnce(slot: Slot): Promise<void> {
     const id = slot.config.space.id;
     try {
       slot.rev = await this.bus.leases.update(id, this.leaseValue(), slot.rev);

@@ -92,14 +92,24 @@ export class OwnerDesk {
   }
 
   private attach(req: AttachRequest): AttachReply {
-    if (typeof req.conn !== "string" || typeof req.node !== "string" || typeof req.digest !== "string" || req.conn.length > 200 || req.node.length > 64) {
+    const optional = (v: unknown, type: "string" | "boolean") => v === undefined || v === null || typeof v === type;
+    if (
+      typeof req.conn !== "string" ||
+      typeof req.node !== "string" ||
+      typeof req.boot !== "string" ||
+      typeof req.digest !== "string" ||
+      !optional(req.claimed, "string") ||
+      !optional(req.echo, "boolean") ||
+      req.conn.length > 200 ||
+      req.node.length > 64
+    ) {
       return { ok: false, code: CloseCodes.badRequest, reason: "malformed attach request" };
     }
     // The node asked again (our reply was lost): it is the same connection.
     const known = this.remotes.get(req.conn);
     if (known) return { ok: true, id: known.member.id };
     if (this.space.closed) return { ok: false, code: CloseCodes.moved, reason: "the space moved to another node; reconnect" };
-    const auth = this.space.authenticate({ digest: Buffer.from(req.digest, "base64") }, req.claimed);
+    const auth = this.space.authenticate({ digest: Buffer.from(req.digest, "base64") }, req.claimed ?? undefined);
     if (!auth.ok) return auth;
     // What may wait for the member's node to acknowledge. The node bounds the socket
     // itself (max_buffered_bytes, as locally); this only bounds what a node that stopped
@@ -130,7 +140,7 @@ export class OwnerDesk {
     };
     this.nodes.add(req.node);
     this.attached(req.node, req.boot);
-    member = this.space.join(auth.id, peer, { echo: req.echo });
+    member = this.space.join(auth.id, peer, { echo: req.echo ?? undefined });
     this.remotes.set(req.conn, { member, link, node: req.node, boot: req.boot });
     return { ok: true, id: auth.id };
   }
