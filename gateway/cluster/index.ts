@@ -51,6 +51,8 @@ export interface ClusterHost {
 
 interface Holder {
   node: string;
+  /** Which run of the node: a node restarted under the same name is another owner. */
+  boot?: string;
   http: string;
   /** The holder's lease length: how long others wait on an unchanged revision. */
   lease_ms: number;
@@ -226,7 +228,7 @@ export class Cluster {
       let rev: number;
       if (entry && entry.operation === "PUT") {
         const holder = JSON.parse(new TextDecoder().decode(entry.value)) as Holder;
-        if (slot.holder && slot.holder.node !== holder.node) this.edge.moved(id, "the space moved to another node; reconnect");
+        if (slot.holder && (slot.holder.node !== holder.node || slot.holder.boot !== holder.boot)) this.edge.moved(id, "the space moved to another node; reconnect");
         slot.holder = holder;
         if (slot.seen?.rev !== entry.revision) slot.seen = { rev: entry.revision, at: now };
         // Renewed within its lease, as far as this node has watched: the owner lives.
@@ -270,7 +272,7 @@ export class Cluster {
   private leaseValueCache: Uint8Array | undefined;
 
   private leaseValue(): Uint8Array {
-    this.leaseValueCache ??= new TextEncoder().encode(JSON.stringify({ node: this.opts.node, http: this.host.httpUrl(), lease_ms: this.opts.leaseMs } satisfies Holder));
+    this.leaseValueCache ??= new TextEncoder().encode(JSON.stringify({ node: this.opts.node, boot: this.boot, http: this.host.httpUrl(), lease_ms: this.opts.leaseMs } satisfies Holder));
     return this.leaseValueCache;
   }
 
