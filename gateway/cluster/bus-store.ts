@@ -19,6 +19,7 @@ import { headers as natsHeaders, JSONCodec } from "nats";
 import type { Logger } from "pino";
 import type { OpenReport, StateStore, StoreHooks, StoreOpener } from "../store/index.js";
 import { StoreError } from "../store/index.js";
+import { CommitQueue, type Pending } from "../store/queue.js";
 import { type Bus, STATE_STREAM, subjects } from "./bus.js";
 
 interface Batch<R> {
@@ -28,11 +29,6 @@ interface Batch<R> {
   snapshot?: R[];
 }
 
-interface Pending<R> {
-  txn: R[];
-  resolve(): void;
-  reject(err: Error): void;
-}
 
 const codec = JSONCodec<Batch<unknown>>();
 /** How long a batch is retried across a bus outage before its commits fail. */
@@ -87,12 +83,9 @@ export async function loadBusState<R extends { type: string }>(
 
 export class BusStore<R extends { type: string }> implements StateStore<R> {
   readonly stats = { journalBytes: 0, commits: 0, batches: 0, syncs: 0, compactions: 0 };
-  private queue: Pending<R>[] = [];
-  private flushing = false;
-  private scheduled = false;
+  private readonly queue = new CommitQueue<R[]>((batch) => this.writeBatch(batch));
   private failure: StoreError | undefined;
   private closed = false;
-  private drained: Array<() => void> = [];
   private batchNo = 0;
   private readonly subject: string;
 
@@ -114,17 +107,8 @@ export class BusStore<R extends { type: string }> implements StateStore<R> {
   commit(txn: R[]): Promise<void> {
     if (this.closed) return Promise.reject(new StoreError("closed", "the store is closed"));
     if (this.failure) return Promise.reject(this.failure);
-    return new Promise<void>((resolve, reject) => {
-      this.queue.push({ txn, resolve, reject });
-      this.stats.commits++;
-      if (!this.flushing && !this.scheduled) {
-        this.scheduled = true;
-        setImmediate(() => {
-          this.scheduled = false;
-          void this.flush();
-        });
-      }
-    });
+    this.stats.commits++;
+    return this.queue.push(txn);
   }
 
   history(filter: (r: R) => boolean, opts: { limit?: number } = {}): R[] {
@@ -137,44 +121,29 @@ export class BusStore<R extends { type: string }> implements StateStore<R> {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.flushing || this.scheduled || this.queue.length) {
-      await new Promise<void>((resolve) => {
-        this.drained.push(resolve);
-        if (!this.flushing) void this.flush();
-      });
-    }
+    await this.queue.drain();
   }
 
-  private async flush(): Promise<void> {
-    if (this.flushing) return;
-    this.flushing = true;
+  /** One batch: one message for all its transactions (see `CommitQueue`). */
+  private async writeBatch(batch: Pending<R[]>[]): Promise<void> {
+    if (this.failure) {
+      for (const p of batch) p.reject(this.failure);
+      return;
+    }
     try {
-      while (this.queue.length > 0) {
-        const batch = this.queue;
-        this.queue = [];
-        if (this.failure) {
-          for (const p of batch) p.reject(this.failure);
-          continue;
-        }
-        try {
-          await this.publish({ t: batch.map((p) => p.txn) });
-        } catch (err) {
-          for (const p of batch) p.reject(err as Error);
-          continue;
-        }
-        this.stats.batches++;
-        this.stats.syncs++;
-        for (const p of batch) for (const r of p.txn) if (this.hooks.isHistory(r)) this.recent.push(r);
-        for (const p of batch) p.resolve();
-        if (++this.messages > (this.opts.compactMessages ?? DEFAULT_COMPACT_MESSAGES)) {
-          // Let the owner apply this batch before its state is taken.
-          await new Promise((r) => setImmediate(r));
-          await this.compact().catch((err: Error) => this.opts.log.error({ err: err.message }, "compacting the space's state on the bus failed; carrying on"));
-        }
-      }
-    } finally {
-      this.flushing = false;
-      for (const d of this.drained.splice(0)) d();
+      await this.publish({ t: batch.map((p) => p.txn) });
+    } catch (err) {
+      for (const p of batch) p.reject(err as Error);
+      return;
+    }
+    this.stats.batches++;
+    this.stats.syncs++;
+    for (const p of batch) for (const r of p.txn) if (this.hooks.isHistory(r)) this.recent.push(r);
+    for (const p of batch) p.resolve();
+    if (++this.messages > (this.opts.compactMessages ?? DEFAULT_COMPACT_MESSAGES)) {
+      // Let the owner apply this batch before its state is taken.
+      await new Promise((r) => setImmediate(r));
+      await this.compact().catch((err: Error) => this.opts.log.error({ err: err.message }, "compacting the space's state on the bus failed; carrying on"));
     }
   }
 

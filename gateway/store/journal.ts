@@ -20,6 +20,7 @@ import { closeSync, fdatasync, fsyncSync, ftruncate, openSync, renameSync, rmSyn
 import { dirname } from "node:path";
 import type { Archive } from "./archive.js";
 import { encodeFrame, MAGIC, readFrames } from "./frame.js";
+import { CommitQueue, type Pending } from "./queue.js";
 
 export class StoreError extends Error {
   constructor(
@@ -44,23 +45,15 @@ export interface JournalOwner<R> {
   onWrite?: ((seconds: number) => void) | undefined;
 }
 
-interface Pending {
-  txn: unknown[];
-  resolve(): void;
-  reject(err: Error): void;
-}
 
 /** Records per snapshot frame: a snapshot is written in frames of bounded size. */
 const SNAPSHOT_FRAME_RECORDS = 512;
 
 export class Journal<R> {
   private fd: number;
-  private queue: Pending[] = [];
-  private flushing = false;
-  private scheduled = false;
+  private readonly queue = new CommitQueue<R[]>((batch) => this.writeBatch(batch));
   private failure: StoreError | undefined;
   private closed = false;
-  private drained: (() => void)[] = [];
   readonly stats = { journalBytes: 0, commits: 0, batches: 0, syncs: 0, compactions: 0 };
 
   constructor(
@@ -80,77 +73,57 @@ export class Journal<R> {
   commit(txn: R[]): Promise<void> {
     if (this.closed) return Promise.reject(new StoreError("closed", "the store is closed", this.file));
     if (this.failure) return Promise.reject(this.failure);
-    return new Promise<void>((resolve, reject) => {
-      this.queue.push({ txn, resolve, reject });
-      this.stats.commits++;
-      if (!this.flushing && !this.scheduled) {
-        this.scheduled = true;
-        // Everything committed in this tick joins the batch.
-        setImmediate(() => {
-          this.scheduled = false;
-          void this.flush();
-        });
-      }
-    });
+    this.stats.commits++;
+    return this.queue.push(txn);
   }
 
-  private async flush(): Promise<void> {
-    if (this.flushing) return;
-    this.flushing = true;
+  /** One batch: one write and one fdatasync for all its transactions (see `CommitQueue`). */
+  private async writeBatch(batch: Pending<R[]>[]): Promise<void> {
+    if (this.failure) {
+      for (const p of batch) p.reject(this.failure);
+      return;
+    }
+    let bytes: Buffer;
     try {
-      while (this.queue.length > 0) {
-        const batch = this.queue;
-        this.queue = [];
-        if (this.failure) {
-          for (const p of batch) p.reject(this.failure);
-          continue;
-        }
-        let bytes: Buffer;
-        try {
-          bytes = Buffer.concat(batch.map((p) => encodeFrame(++this.seq, p.txn)));
-        } catch (err) {
-          this.seq -= batch.length;
-          for (const p of batch) p.reject(new StoreError("write_failed", (err as Error).message, this.file));
-          continue;
-        }
-        const start = this.size;
-        const began = performance.now();
-        try {
-          await writeAll(this.fd, bytes, start);
-        } catch (err) {
-          this.seq -= batch.length;
-          const e = new StoreError("write_failed", `could not write ${this.file}: ${(err as Error).message}`, this.file, start, errnoOf(err));
-          // Cut the partial batch off so it can never be read back.
-          const cut = await truncate(this.fd, start).catch((terr: Error) => terr);
-          if (cut instanceof Error) this.fail(new StoreError("failed", `could not cut a failed write from ${this.file}: ${cut.message}; restart the gateway`, this.file, start));
-          for (const p of batch) p.reject(e);
-          continue;
-        }
-        if (this.opts.fsync) {
-          try {
-            await sync(this.fd);
-            this.stats.syncs++;
-          } catch (err) {
-            this.fail(new StoreError("failed", `fdatasync of ${this.file} failed (${(err as Error).message}); the store accepts nothing more until the gateway restarts`, this.file, start, errnoOf(err)));
-            for (const p of batch) p.reject(this.failure!);
-            continue;
-          }
-        }
-        this.size = start + bytes.length;
-        this.stats.journalBytes = this.size;
-        this.stats.batches++;
-        this.owner.onWrite?.((performance.now() - began) / 1000);
-        for (const p of batch) p.resolve();
-        if (this.size > Math.max(this.opts.compactBytes, 2 * this.snapshotBytes)) {
-          // The owner applies a transaction when its commit resolves; let every one of this
-          // batch be applied before the snapshot is taken, and write nothing meanwhile.
-          await new Promise((r) => setImmediate(r));
-          this.compactNow();
-        }
+      bytes = Buffer.concat(batch.map((p) => encodeFrame(++this.seq, p.txn)));
+    } catch (err) {
+      this.seq -= batch.length;
+      for (const p of batch) p.reject(new StoreError("write_failed", (err as Error).message, this.file));
+      return;
+    }
+    const start = this.size;
+    const began = performance.now();
+    try {
+      await writeAll(this.fd, bytes, start);
+    } catch (err) {
+      this.seq -= batch.length;
+      const e = new StoreError("write_failed", `could not write ${this.file}: ${(err as Error).message}`, this.file, start, errnoOf(err));
+      // Cut the partial batch off so it can never be read back.
+      const cut = await truncate(this.fd, start).catch((terr: Error) => terr);
+      if (cut instanceof Error) this.fail(new StoreError("failed", `could not cut a failed write from ${this.file}: ${cut.message}; restart the gateway`, this.file, start));
+      for (const p of batch) p.reject(e);
+      return;
+    }
+    if (this.opts.fsync) {
+      try {
+        await sync(this.fd);
+        this.stats.syncs++;
+      } catch (err) {
+        this.fail(new StoreError("failed", `fdatasync of ${this.file} failed (${(err as Error).message}); the store accepts nothing more until the gateway restarts`, this.file, start, errnoOf(err)));
+        for (const p of batch) p.reject(this.failure!);
+        return;
       }
-    } finally {
-      this.flushing = false;
-      for (const d of this.drained.splice(0)) d();
+    }
+    this.size = start + bytes.length;
+    this.stats.journalBytes = this.size;
+    this.stats.batches++;
+    this.owner.onWrite?.((performance.now() - began) / 1000);
+    for (const p of batch) p.resolve();
+    if (this.size > Math.max(this.opts.compactBytes, 2 * this.snapshotBytes)) {
+      // The owner applies a transaction when its commit resolves; let every one of this
+      // batch be applied before the snapshot is taken, and write nothing meanwhile.
+      await new Promise((r) => setImmediate(r));
+      this.compactNow();
     }
   }
 
@@ -222,12 +195,7 @@ export class Journal<R> {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.flushing || this.scheduled || this.queue.length) {
-      await new Promise<void>((resolve) => {
-        this.drained.push(resolve);
-        if (!this.flushing) void this.flush();
-      });
-    }
+    await this.queue.drain();
     closeSync(this.fd);
   }
 }

@@ -1,0 +1,234 @@
+/**
+ * One WebSocket connection as the server keeps it: the space's `Peer` for it, and the
+ * per-connection limits (rate, size, outbound buffer), with how its frames are written.
+ * server.ts accepts and authenticates connections; this file is what each one is after.
+ */
+import { WebSocket } from "ws";
+import type { Logger } from "pino";
+import type { Limits } from "./config.js";
+import { CloseCodes, ErrorCodes, errorEnvelope, parseFrame, type Join } from "./envelope.js";
+import type { MemberPort } from "./door.js";
+import type { Peer } from "./member.js";
+
+/**
+ * One WebSocket connection: the space's `Peer` for it, plus the per-connection limits.
+ */
+export class Connection implements Peer {
+  alive = true;
+  log: Logger;
+  authenticated = false;
+  onAuthenticated: (() => void) | undefined;
+  private port: MemberPort | undefined;
+  /** Frames that arrived while the space was admitting this connection (a remote space answers later). */
+  private early: Array<[Buffer, boolean]> | undefined;
+  private tokens: number;
+  private lastRefill = performance.now();
+  private strikes = 0;
+  private strikeWindowStart = 0;
+  private lastRateError = 0;
+  private dropped: string | undefined;
+
+  constructor(
+    readonly ws: WebSocket,
+    private readonly limits: Limits,
+    log: Logger,
+  ) {
+    this.log = log;
+    this.tokens = limits.rate_burst;
+    ws.on("pong", () => {
+      this.alive = true;
+    });
+    ws.on("error", (err) => this.log.debug({ err: err.message }, "socket error"));
+  }
+
+  awaitJoin(timeoutMs: number, onJoin: (join: Join) => void): void {
+    const timer = setTimeout(() => this.close(CloseCodes.joinTimeout, "no token: send Authorization: Bearer, ?token=, or a join frame first"), timeoutMs);
+    this.ws.once("message", (data, isBinary) => {
+      clearTimeout(timer);
+      if (this.ws.readyState !== WebSocket.OPEN) return;
+      const parsed = isBinary ? undefined : parseFrame(data.toString());
+      if (parsed?.ok && "join" in parsed) return onJoin(parsed.join);
+      this.close(CloseCodes.unauthorized, "the first frame must be a join with a token (or authenticate at connect)");
+    });
+  }
+
+  /** The space is deciding on this connection: keep what the client sends meanwhile, in order. */
+  admitting(): void {
+    if (this.early) return;
+    this.early = [];
+    this.ws.on("message", (data, isBinary) => {
+      if (this.port) return this.onMessage(data as Buffer, isBinary);
+      if (this.early!.length >= EARLY_FRAMES) return this.drop("flood", CloseCodes.flood, `more than ${EARLY_FRAMES} frames before the space admitted you`);
+      this.early!.push([data as Buffer, isBinary]);
+    });
+  }
+
+  attach(port: MemberPort): void {
+    this.authenticated = true;
+    this.onAuthenticated?.();
+    this.port = port;
+    this.log = port.log;
+    // The socket closed while the space was admitting it.
+    if (this.ws.readyState !== WebSocket.OPEN) return this.ended();
+    for (const [data, isBinary] of this.early?.splice(0) ?? []) this.onMessage(data, isBinary);
+  }
+
+  send(bytes: Buffer): void {
+    this.write(bytes, false);
+  }
+
+  sendFrame(data: Buffer, binary: boolean): void {
+    this.write(data, binary);
+  }
+
+  /**
+   * A participant that stops reading must not grow the gateway's memory: past the cap it
+   * is dropped (and the others see it leave) rather than buffered for.
+   */
+  private write(bytes: Buffer, binary: boolean): void {
+    const ws = this.ws;
+    if (ws.readyState !== WebSocket.OPEN) return;
+    if (ws.bufferedAmount + bytes.length > this.limits.max_buffered_bytes) {
+      this.drop("slow_consumer", CloseCodes.slowConsumer, `outbound buffer over ${this.limits.max_buffered_bytes} bytes: not reading fast enough`);
+      return;
+    }
+    corkUntilTickEnds(this);
+    // The frame is written whole here rather than by ws.send: a delivery hands the same
+    // bytes to every recipient, so their header is made once (`frameHeader`), and nothing
+    // else is allocated per recipient. Server frames are never masked, and the server runs
+    // without compression, so the bytes on the wire are what ws would have written.
+    const socket = socketOf(ws);
+    socket.write(frameHeader(bytes, binary));
+    socket.write(bytes);
+  }
+
+  close(code: number, reason: string): void {
+    if (this.ws.readyState === WebSocket.OPEN || this.ws.readyState === WebSocket.CONNECTING) this.ws.close(code, reason);
+  }
+
+  /** The socket is gone: leave the space. */
+  ended(): void {
+    const port = this.port;
+    this.port = undefined;
+    port?.leave(this.dropped ?? "disconnected");
+  }
+
+  private drop(why: string, code: number, reason: string): void {
+    if (this.dropped) return;
+    this.dropped = why;
+    this.log.warn({ why }, reason);
+    // The close frame carries the code (4429, 4503) to a peer that still reads; one that
+    // does not complete the closing handshake within a second is cut off. Its frames are
+    // ignored meanwhile (`dropped`).
+    this.ws.close(code, reason);
+    setTimeout(() => this.ws.terminate(), DROP_GRACE_MS).unref();
+  }
+
+  private onMessage(data: Buffer, isBinary: boolean): void {
+    const port = this.port;
+    if (this.dropped || !port) return;
+    if (!this.take()) return;
+    if (data.length > this.limits.max_payload_bytes) {
+      this.reply(ErrorCodes.payloadTooLarge, `frame of ${data.length} bytes exceeds the limit of ${this.limits.max_payload_bytes} bytes`);
+      return;
+    }
+    // `#<stream_id>#<data>`: a MEW stream frame, text or binary, not an envelope.
+    if (data[0] === 0x23) return port.streamFrame(data, isBinary);
+    if (isBinary) {
+      this.reply(ErrorCodes.invalidEnvelope, "binary frames carry streams only (#<stream_id>#<data>); send envelopes as text frames");
+      return;
+    }
+    try {
+      port.handle(data.toString("utf8"));
+    } catch (err) {
+      // A bug must cost one frame, not the gateway.
+      this.log.error({ err }, "error while handling a frame");
+      this.reply(ErrorCodes.internal, "the gateway failed to handle this frame");
+    }
+  }
+
+  /** Token bucket. Over the rate: the frame is dropped with an error; sustained: disconnect. */
+  private take(): boolean {
+    const now = performance.now();
+    const { rate_per_second, rate_burst, flood_strikes, flood_window_ms } = this.limits;
+    this.tokens = Math.min(rate_burst, this.tokens + ((now - this.lastRefill) / 1000) * rate_per_second);
+    this.lastRefill = now;
+    if (this.tokens >= 1) {
+      this.tokens -= 1;
+      return true;
+    }
+    if (now - this.strikeWindowStart > flood_window_ms) {
+      this.strikeWindowStart = now;
+      this.strikes = 0;
+    }
+    if (++this.strikes >= flood_strikes) {
+      this.drop("flood", CloseCodes.flood, `sustained flood: over ${rate_per_second} messages/s`);
+      return false;
+    }
+    // One error a second is enough for a well-behaved client to slow down.
+    if (now - this.lastRateError > 1000) {
+      this.lastRateError = now;
+      this.reply(ErrorCodes.rateLimited, `rate limit of ${rate_per_second} messages/s (burst ${rate_burst}) exceeded; frame dropped`);
+    }
+    return false;
+  }
+
+  private reply(code: (typeof ErrorCodes)[keyof typeof ErrorCodes], message: string): void {
+    if (this.port) this.send(Buffer.from(JSON.stringify(errorEnvelope(this.port.id, code, message))));
+  }
+}
+
+/** Frames a client may send before its space has admitted it. */
+const EARLY_FRAMES = 64;
+/** How long a dropped peer has to complete the closing handshake before its socket is cut. */
+const DROP_GRACE_MS = 1000;
+
+/**
+ * Everything sent to one participant within a tick leaves in one write: its socket is
+ * corked on the first send and uncorked once the tick's work is done. A burst of inbound
+ * frames (a chatty sender, a wave of joins and their presence) then costs each recipient
+ * one syscall instead of one per envelope. ws exposes no cork of its own, hence `_socket`.
+ */
+const corked = new Set<Connection>();
+
+function corkUntilTickEnds(c: Connection): void {
+  if (corked.has(c)) return;
+  if (corked.size === 0) process.nextTick(uncorkAll);
+  corked.add(c);
+  socketOf(c.ws).cork();
+}
+
+function uncorkAll(): void {
+  for (const c of corked) socketOf(c.ws).uncork();
+  corked.clear();
+}
+
+function socketOf(ws: WebSocket): { cork(): void; uncork(): void; write(b: Buffer): boolean } {
+  return (ws as unknown as { _socket: { cork(): void; uncork(): void; write(b: Buffer): boolean } })._socket;
+}
+
+/** The last payload framed, and its header: one delivery's recipients share both. */
+let framed: Buffer | undefined;
+let framedBinary = false;
+let framedHeader = Buffer.alloc(0);
+
+/** An unmasked, final WebSocket frame header (RFC 6455 5.2) for `bytes`. */
+function frameHeader(bytes: Buffer, binary: boolean): Buffer {
+  if (bytes === framed && binary === framedBinary) return framedHeader;
+  const n = bytes.length;
+  const h = Buffer.allocUnsafe(n < 126 ? 2 : n < 65536 ? 4 : 10);
+  h[0] = 0x80 | (binary ? 0x2 : 0x1);
+  if (n < 126) h[1] = n;
+  else if (n < 65536) {
+    h[1] = 126;
+    h.writeUInt16BE(n, 2);
+  } else {
+    h[1] = 127;
+    h.writeUInt32BE(Math.floor(n / 0x1_0000_0000), 2);
+    h.writeUInt32BE(n >>> 0, 6);
+  }
+  framed = bytes;
+  framedBinary = binary;
+  framedHeader = h;
+  return h;
+}
