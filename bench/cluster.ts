@@ -8,7 +8,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join as pathJoin } from "node:path";
 import { join, type Target } from "./clients.js";
 import { NatsServer, natsServerPath } from "../cli/nats.js";
-import { type FrameCounter, joinCounter } from "./raw.js";
+import { type FrameCounter, joinCounter, pumpWindowed } from "./raw.js";
 import { type ServerProc, startGateway } from "./procs.js";
 import { type Row, row } from "./report.js";
 import { latency } from "./stats.js";
@@ -71,25 +71,13 @@ async function fanout(senderAt: Target, receiversAt: Target): Promise<number> {
     await sleep(500);
     for (const r of rx) r.received = 0;
     const frame = Buffer.from(JSON.stringify({ kind: "chat", payload: { text: "x".repeat(100) } }));
-    let sent = 0;
-    let sending = true;
-    const pump = () => {
-      if (!sending) return;
-      let min = Infinity;
-      for (const r of rx) if (r.received < min) min = r.received;
-      for (let room = FANOUT.window - (sent - min); room > 0; room--) {
-        sender.send(frame);
-        sent++;
-      }
-    };
-    for (const r of rx) r.onFrame = pump;
-    pump();
+    const pump = pumpWindowed(sender, rx, frame, FANOUT.window);
     await sleep(FANOUT.warmMs);
     const count = () => rx.reduce((a, r) => a + r.received, 0);
     const a = { t: performance.now(), n: count() };
     await sleep(FANOUT.measureMs);
     const b = { t: performance.now(), n: count() };
-    sending = false;
+    pump.stop();
     return ((b.n - a.n) / (b.t - a.t)) * 1000;
   } finally {
     sender.terminate();

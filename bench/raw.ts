@@ -158,3 +158,30 @@ export function joinCounter(target: Target, id: string, timeoutMs = 10_000): Pro
     socket.on("data", onData);
   });
 }
+
+/**
+ * Windowed flow control for fan-out: `sender` keeps at most `window` messages ahead of the
+ * slowest receiver, so no server's buffers balloon and each is measured at the rate it
+ * can sustain rather than the rate it can queue. Returns how to stop, and how many went.
+ */
+export function pumpWindowed(sender: { send(frame: Buffer): void }, rx: readonly FrameCounter[], frame: Buffer, window: number): { stop(): void; readonly sent: number } {
+  let sent = 0;
+  let sending = true;
+  const pump = () => {
+    if (!sending) return;
+    let min = Infinity;
+    for (const r of rx) if (r.received < min) min = r.received;
+    for (let room = window - (sent - min); room > 0; room--) {
+      sender.send(frame);
+      sent++;
+    }
+  };
+  for (const r of rx) r.onFrame = pump;
+  pump();
+  return {
+    stop: () => void (sending = false),
+    get sent() {
+      return sent;
+    },
+  };
+}

@@ -20,7 +20,7 @@ import {
   startNaive,
 } from "./procs.js";
 import { type Row, row } from "./report.js";
-import { type FrameCounter, joinCounter } from "./raw.js";
+import { type FrameCounter, joinCounter, pumpWindowed } from "./raw.js";
 import { latency, median } from "./stats.js";
 
 export interface Context {
@@ -107,26 +107,11 @@ async function fanoutRun(ctx: Context, server: ServerProc, receivers: number): P
     for (const r of rx) r.received = 0;
 
     const frame = Buffer.from(JSON.stringify({ kind: "chat", payload: { text: "x".repeat(FANOUT.textBytes) } }));
-    let sent = 0;
-    let sending = true;
     let error: string | undefined;
     sender.onFrame = (data) => {
       if (data.includes('"system/error"')) error ??= data.toString("utf8", 0, 300);
     };
-    // Windowed flow control: the sender keeps at most `window` messages ahead of the
-    // slowest receiver, so neither server's buffers balloon and both are measured at the
-    // rate they can sustain rather than the rate they can queue.
-    const pump = () => {
-      if (!sending) return;
-      let min = Infinity;
-      for (const r of rx) if (r.received < min) min = r.received;
-      for (let room = FANOUT.window - (sent - min); room > 0; room--) {
-        sender.send(frame);
-        sent++;
-      }
-    };
-    for (const r of rx) r.onFrame = pump;
-    pump();
+    const pump = pumpWindowed(sender, rx, frame, FANOUT.window);
 
     await sleep(FANOUT.warmMs);
     const snap = () => ({
@@ -139,8 +124,8 @@ async function fanoutRun(ctx: Context, server: ServerProc, receivers: number): P
     const a = snap();
     await sleep(FANOUT.measureMs);
     const b = snap();
-    sending = false;
-    await until(() => rx.every((r) => r.received >= sent), 5000);
+    pump.stop();
+    await until(() => rx.every((r) => r.received >= pump.sent), 5000);
     if (error) throw new Error(`${server.kind} answered the fan-out sender with ${error}`);
     const wall = b.t - a.t;
     const client = process.cpuUsage(a.client);
