@@ -34,9 +34,14 @@ export class CommitQueue<T> {
     });
   }
 
+  /** Nothing queued, scheduled or being written. */
+  get idle(): boolean {
+    return !this.flushing && !this.scheduled && this.queue.length === 0;
+  }
+
   /** Resolves once every queued commit has been written (or refused). */
   async drain(): Promise<void> {
-    if (!this.flushing && !this.scheduled && this.queue.length === 0) return;
+    if (this.idle) return;
     await new Promise<void>((resolve) => {
       this.drained.push(resolve);
       if (!this.flushing) void this.flush();

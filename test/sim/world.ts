@@ -306,12 +306,12 @@ class Network {
 
 /** Waits until the state store has nothing in flight, so real I/O cannot reorder the run. */
 async function settle(space: Space): Promise<void> {
-  const journal = (space as unknown as { ledger: { store: { journal: { queue: unknown[]; flushing: boolean; scheduled: boolean } } } }).ledger.store.journal;
+  const journal = (space as unknown as { ledger: { store: { journal: { queue: { idle: boolean } } } } }).ledger.store.journal;
   // Bounded in real time, generously: a slow disk makes a run slower, never different or failed.
   const until = performance.now() + 60_000;
   while (performance.now() < until) {
     await new Promise((r) => setImmediate(r));
-    if (journal.queue.length === 0 && !journal.flushing && !journal.scheduled) {
+    if (journal.queue.idle) {
       // One more turn for what the last write resolved.
       await new Promise((r) => setImmediate(r));
       return;
