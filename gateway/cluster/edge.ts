@@ -17,6 +17,8 @@ interface EdgeConn {
   space: string;
   link: LinkEnd;
   peer: Peer;
+  /** The owner (node and run) that admitted it, once it has. */
+  owner?: string;
 }
 
 const enc = new TextEncoder();
@@ -84,6 +86,8 @@ export class Edge {
       this.forget(conn);
       return reply;
     }
+    const c = this.conns.get(conn);
+    if (c) c.owner = reply.owner;
     const log = this.log.child({ participant: reply.id, conn });
     const port: MemberPort = {
       id: reply.id,
@@ -122,10 +126,14 @@ export class Edge {
     this.conns.delete(conn);
   }
 
-  /** The space has a new owner (or none): its members here reconnect, to be admitted anew. */
-  moved(space: string, reason: string): void {
+  /**
+   * The space has a new owner (or none): its members here reconnect, to be admitted anew —
+   * all but those the new owner, `keep`, admitted already (they may have come in before
+   * this node noticed the change).
+   */
+  moved(space: string, reason: string, keep?: string): void {
     for (const [conn, c] of this.conns) {
-      if (c.space !== space) continue;
+      if (c.space !== space || (keep !== undefined && c.owner === keep)) continue;
       this.forget(conn);
       c.peer.close(CloseCodes.moved, reason);
     }

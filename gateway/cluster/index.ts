@@ -74,6 +74,9 @@ interface Slot {
   renewing?: boolean;
 }
 
+/** How an owner (node and run) is named in attach replies and compared with leases. */
+const ownerKey = (h: { node: string; boot?: string | undefined }) => `${h.node}/${h.boot ?? ""}`;
+
 const BEAT_MS = 500;
 /** Link frames per bus message, at most. */
 const OUTBOX_BYTES = 256 * 1024;
@@ -228,7 +231,7 @@ export class Cluster {
       let rev: number;
       if (entry && entry.operation === "PUT") {
         const holder = JSON.parse(new TextDecoder().decode(entry.value)) as Holder;
-        if (slot.holder && (slot.holder.node !== holder.node || slot.holder.boot !== holder.boot)) this.edge.moved(id, "the space moved to another node; reconnect");
+        if (slot.holder && (slot.holder.node !== holder.node || slot.holder.boot !== holder.boot)) this.edge.moved(id, "the space moved to another node; reconnect", ownerKey(holder));
         slot.holder = holder;
         if (slot.seen?.rev !== entry.revision) slot.seen = { rev: entry.revision, at: now };
         // Renewed within its lease, as far as this node has watched: the owner lives.
@@ -331,10 +334,17 @@ export class Cluster {
       if (slot.mode !== "loading") return;
       const space = this.host.open(slot.config, opener);
       slot.space = space;
-      slot.desk = new OwnerDesk(this.bus, this.outbox, space, this.log.child({ space: id }), (node, boot) => {
-        // A node with members here is watched from its first attach, beat or no beat yet.
-        if (!this.beats.has(node)) this.beats.set(node, { boot, at: Date.now() });
-      });
+      slot.desk = new OwnerDesk(
+        this.bus,
+        this.outbox,
+        space,
+        this.log.child({ space: id }),
+        (node, boot) => {
+          // A node with members here is watched from its first attach, beat or no beat yet.
+          if (!this.beats.has(node)) this.beats.set(node, { boot, at: Date.now() });
+        },
+        ownerKey({ node: this.opts.node, boot: this.boot }),
+      );
       slot.desk.start();
       slot.mode = "owner";
       slot.holder = undefined;

@@ -24,7 +24,8 @@ export interface AttachRequest {
   echo?: boolean | undefined;
 }
 
-export type AttachReply = { ok: true; id: string } | { ok: false; code: number; reason: string };
+/** `owner`: the node and run that admitted the connection, so its node can tell when the space moved away from them. */
+export type AttachReply = { ok: true; id: string; owner: string } | { ok: false; code: number; reason: string };
 
 interface Remote {
   member: Member;
@@ -51,6 +52,8 @@ export class OwnerDesk {
     private readonly log: Logger,
     /** A node attached a member: it is watched for silence from now. */
     private readonly attached: (node: string, boot: string) => void,
+    /** This node and run, as its lease names them. */
+    private readonly self: string,
   ) {}
 
   start(): void {
@@ -107,7 +110,7 @@ export class OwnerDesk {
     }
     // The node asked again (our reply was lost): it is the same connection.
     const known = this.remotes.get(req.conn);
-    if (known) return { ok: true, id: known.member.id };
+    if (known) return { ok: true, id: known.member.id, owner: this.self };
     if (this.space.closed) return { ok: false, code: CloseCodes.moved, reason: "the space moved to another node; reconnect" };
     const auth = this.space.authenticate({ digest: Buffer.from(req.digest, "base64") }, req.claimed ?? undefined);
     if (!auth.ok) return auth;
@@ -142,7 +145,7 @@ export class OwnerDesk {
     this.attached(req.node, req.boot);
     member = this.space.join(auth.id, peer, { echo: req.echo ?? undefined });
     this.remotes.set(req.conn, { member, link, node: req.node, boot: req.boot });
-    return { ok: true, id: auth.id };
+    return { ok: true, id: auth.id, owner: this.self };
   }
 
   private drop(conn: string, reason: string): void {
