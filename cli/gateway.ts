@@ -39,7 +39,7 @@ export async function startGateway(opts: GatewayCommandOptions, env: NodeJS.Proc
   if (!first) throw new Error("no space.yaml given: mewgate gateway --config space.yaml");
   const log = createLogger({ file: opts.logFile ?? join(first.gateway.state_dir, "logs", "gateway.log"), level: opts.logLevel });
   const fromYaml = first.gateway.cluster;
-  const cluster = opts.cluster ? { url: opts.cluster, node: opts.node ?? fromYaml?.node, lease_ms: fromYaml?.lease_ms, advertise: fromYaml?.advertise } : fromYaml && { ...fromYaml, node: opts.node ?? fromYaml.node };
+  const cluster = opts.cluster ? { url: opts.cluster, node: opts.node ?? fromYaml?.node, lease_ms: fromYaml?.lease_ms, advertise: fromYaml?.advertise, replicas: fromYaml?.replicas } : fromYaml && { ...fromYaml, node: opts.node ?? fromYaml.node };
   const gateway = new Gateway({ spaces: configs, host: opts.host, port: opts.port, log, env, cluster });
   // Every space is also an MCP server at /mcp (streamable HTTP, participant bearer token);
   // the MCP machinery behind the route loads on its first request.

@@ -241,6 +241,8 @@ const ClusterSchema = z.preprocess(
     node: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, { error: expected("a node name of 1 to 64 of A-Z, a-z, 0-9, _ and -") }).optional(),
     /** How long a space's owner may be silent before another node takes the space over. */
     lease_ms: int(300, 60_000).default(1500),
+    /** Copies JetStream keeps of the spaces' state and the leases: 3 on a JetStream cluster, so a machine's loss loses nothing. */
+    replicas: int(1, 5).default(1),
     /** How other nodes reach this one's HTTP port (requests about spaces it owns); default: its listening address, or the host name when it listens on all. */
     advertise: z.string().url({ error: expected("an http:// URL other nodes reach this gateway at, like http://10.0.0.5:7420") }).regex(/^https?:\/\//, { error: expected("an http:// or https:// URL") }).optional(),
   }),

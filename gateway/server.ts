@@ -36,7 +36,7 @@ export interface GatewayOptions {
   log?: Logger;
   env?: NodeJS.ProcessEnv;
   /** Serve the spaces together with other gateway processes (`gateway.cluster` or `--cluster`). */
-  cluster?: { url: string; node?: string | undefined; lease_ms?: number | undefined; advertise?: string | undefined } | undefined;
+  cluster?: { url: string; node?: string | undefined; lease_ms?: number | undefined; advertise?: string | undefined; replicas?: number | undefined } | undefined;
 }
 
 /** ws refuses (closing with 1009) frames beyond this many times the soft limit; below it a too-large frame is answered with an error and the connection is kept. */
@@ -269,7 +269,7 @@ export class Gateway {
       try {
         const { Cluster } = await import("./cluster/index.js");
         this.cluster = await Cluster.start(
-          { url: cluster.url, node, leaseMs: cluster.lease_ms ?? DEFAULT_LEASE_MS },
+          { url: cluster.url, node, leaseMs: cluster.lease_ms ?? DEFAULT_LEASE_MS, replicas: cluster.replicas },
           {
             log: this.log,
             httpUrl: () => http,

@@ -20,7 +20,7 @@ let bus: Bus;
 beforeAll(async () => {
   nats = new NatsServer(bin);
   await nats.start();
-  bus = await Bus.open({ url: nats.url, node: "t", log });
+  bus = await Bus.open({ url: nats.url, node: "t", log, replicas: 1 });
 });
 afterAll(async () => {
   await bus.close();

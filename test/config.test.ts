@@ -406,11 +406,13 @@ describe("errors", () => {
     expect(errorOf(withCluster("{url: nats://127.0.0.1:4222, lease_ms: 10}"))).toMatch(/^space\.yaml:2:\d+: gateway\.cluster\.lease_ms: /);
     expect(errorOf(withCluster("{url: nats://127.0.0.1:4222, advertise: 'ftp://x'}"))).toMatch(/^space\.yaml:2:\d+: gateway\.cluster\.advertise: expected an http:\/\/ or https:\/\/ URL/);
     expect(errorOf(withCluster("{url: 'nats://127.0.0.1:4222; rm -rf /'}"))).toMatch(/gateway\.cluster\.url: expected a NATS server address/);
-    expect(parse(withCluster("nats://127.0.0.1:4222")).gateway.cluster).toEqual({ url: "nats://127.0.0.1:4222", lease_ms: 1500 });
+    expect(parse(withCluster("nats://127.0.0.1:4222")).gateway.cluster).toEqual({ url: "nats://127.0.0.1:4222", lease_ms: 1500, replicas: 1 });
+    expect(errorOf(withCluster("{url: nats://127.0.0.1:4222, replicas: 7}"))).toMatch(/^space\.yaml:2:\d+: gateway\.cluster\.replicas: expected an integer from 1 to 5, found 7/);
     expect(parse(withCluster("{url: 'nats://a:4222,nats://b:4222', node: n-1, lease_ms: 3000, advertise: 'http://10.0.0.5:7420'}")).gateway.cluster).toEqual({
       url: "nats://a:4222,nats://b:4222",
       node: "n-1",
       lease_ms: 3000,
+      replicas: 1,
       advertise: "http://10.0.0.5:7420",
     });
   });

@@ -30,6 +30,8 @@ export interface BusOptions {
   url: string;
   node: string;
   log: Logger;
+  /** Copies JetStream keeps of the state stream and the lease bucket, when this node makes them. */
+  replicas: number;
 }
 
 export class Bus {
@@ -64,16 +66,18 @@ export class Bus {
       await jsm.streams.info(STATE_STREAM);
     } catch {
       await jsm.streams
-        .add({ name: STATE_STREAM, subjects: ["mewgate.state.>"], storage: StorageType.File, retention: RetentionPolicy.Limits, max_msgs_per_subject: -1, duplicate_window: 120_000_000_000 })
+        .add({ name: STATE_STREAM, subjects: ["mewgate.state.>"], storage: StorageType.File, retention: RetentionPolicy.Limits, max_msgs_per_subject: -1, duplicate_window: 120_000_000_000, num_replicas: opts.replicas })
         .catch((err: Error) => {
           // Another node made it first.
-          if (!/already in use/i.test(err.message)) throw err;
+          if (/already in use/i.test(err.message)) return;
+          void nc.close();
+          throw new Error(`could not make the cluster's state stream on ${opts.url} (replicas: ${opts.replicas}): ${err.message}`);
         });
     }
     const js = nc.jetstream();
     // No TTL: a lease expires by what its readers observe (cluster/index.ts), so nodes with
     // different lease lengths, or a bus that restarts, cannot cut one short.
-    const leases = await js.views.kv(LEASE_BUCKET, { history: 1, storage: StorageType.File });
+    const leases = await js.views.kv(LEASE_BUCKET, { history: 1, storage: StorageType.File, replicas: opts.replicas });
     void (async () => {
       for await (const s of nc.status()) {
         if (s.type === "disconnect" || s.type === "reconnect") opts.log.warn({ bus: s.type, server: s.data }, `cluster bus ${s.type === "reconnect" ? "reconnected" : "lost"}`);

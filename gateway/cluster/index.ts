@@ -38,6 +38,8 @@ export interface ClusterOptions {
   url: string;
   node: string;
   leaseMs: number;
+  /** Copies JetStream keeps of the state and the leases (3 on a JetStream cluster); default 1. */
+  replicas?: number | undefined;
 }
 
 /** What the cluster needs of the gateway: to open and close the spaces it comes to own. */
@@ -113,7 +115,7 @@ export class Cluster {
 
   /** Joins the cluster and settles, for every space, who owns it. */
   static async start(opts: ClusterOptions, host: ClusterHost, configs: SpaceConfig[]): Promise<Cluster> {
-    const bus = await Bus.open({ url: opts.url, node: opts.node, log: host.log });
+    const bus = await Bus.open({ url: opts.url, node: opts.node, log: host.log, replicas: opts.replicas ?? 1 });
     // Any frame a member may send or be sent must fit one bus message.
     const needed = Math.max(...configs.map((c) => c.gateway.limits.max_payload_bytes)) + FRAME_HEADROOM;
     if (bus.maxPayload < needed) {
