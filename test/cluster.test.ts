@@ -301,5 +301,25 @@ describe("a cluster over NATS", () => {
     alice.send({ id: "still", kind: "chat", payload: { text: "fine" } });
     await bob.next((e) => e.id === "still");
   });
+
+  it("removes a member on another node that is kicked, and hands a replaced connection over without a leave", { timeout: 30_000 }, async () => {
+    const nodes = await cluster("kick", 3);
+    const owner = await ownerOf(nodes, "kick");
+    const [e1, e2] = nodes.filter((n) => n !== owner) as [Node, Node];
+    const alice = await join(owner, "kick", "alice");
+    const bot = await join(e1, "kick", "bot");
+    const bob = await join(e1, "kick", "bob");
+    // bob connects again through another node: the first connection is replaced, nobody sees a leave.
+    const bob2 = await join(e2, "kick", "bob");
+    expect((await bob.closed).code).toBe(4409);
+    alice.send({ id: "to-bob", kind: "chat", to: ["bob"], payload: { text: "which bob?" } });
+    await bob2.next((e) => e.id === "to-bob");
+    // Kicked: its socket closes, and the space says it left.
+    alice.send({ id: "kick-bot", kind: "space/kick", payload: { participant_id: "bot", reason: "done" } });
+    expect((await bot.closed).code).toBe(4401);
+    const left = await bob2.next((e) => e.kind === "system/presence" && e.payload.event === "leave" && e.payload.participant.id === "bot");
+    expect(left.payload.participant.id).toBe("bot");
+    expect(alice.received.some((e) => e.kind === "system/presence" && e.payload.event === "leave" && e.payload.participant.id === "bob")).toBe(false);
+  });
 });
 

@@ -139,7 +139,13 @@ export class OwnerDesk {
     const peer: Peer = {
       send: (bytes) => link.send("F", bytes),
       sendFrame: (data, binary) => link.send(binary ? "B" : "T", data),
-      close: (code, reason) => link.send("X", enc.encode(`${code} ${reason}`)),
+      close: (code, reason) => {
+        link.send("X", enc.encode(`${code} ${reason}`));
+        // The node closes the socket and forgets it, so no leave comes back: the member
+        // leaves here, once the closer (a kick, a replacement) is done — as a local
+        // socket's close event would make it. A replaced member's leave is ignored.
+        setImmediate(() => this.drop(req.conn, "disconnected"));
+      },
     };
     this.nodes.add(req.node);
     this.attached(req.node, req.boot);
