@@ -24,7 +24,7 @@ import type { StateRecord } from "./ledger.js";
 import type { StoreOpener } from "./store/index.js";
 // Loaded only by a clustered gateway: the NATS client is not paid for at every start.
 import type { Cluster } from "./cluster/index.js";
-import { passOn, spaceOfRequest } from "./cluster/proxy.js";
+import { HOP_HEADER, passOn, spaceOfRequest } from "./cluster/proxy.js";
 
 export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -167,7 +167,7 @@ export class Gateway {
     const id = spaceOfRequest(req, this.opts.spaces.map((c) => c.space.id));
     if (id === undefined || this.spaces.has(id)) return false;
     const owner = this.cluster!.owner(id);
-    if (!owner) {
+    if (!owner || req.headers[HOP_HEADER] !== undefined) {
       if (!this.opts.spaces.some((c) => c.space.id === id)) return false;
       res.writeHead(503, { "content-type": "text/plain", "retry-after": "1" });
       res.end(`no node serves space "${id.slice(0, 64)}" right now (a take-over is under way); try again\n`);

@@ -159,6 +159,10 @@ describe("a cluster over NATS", () => {
     const res = await fetch(`http://127.0.0.1:${e2.port}/api/spaces/across/participants`, { headers: { authorization: `Bearer ${TOKEN("bob")}` } });
     expect(res.status).toBe(200);
     expect(res.headers.get("x-mewgate-node")).toBe(owner.name);
+    // A request another node already passed on is never passed on again: stale views of
+    // the owner on two nodes cannot bounce it between them.
+    const bounced = await fetch(`http://127.0.0.1:${e2.port}/api/spaces/across/participants`, { headers: { authorization: `Bearer ${TOKEN("bob")}`, "x-mewgate-passed-to": "n9" } });
+    expect(bounced.status).toBe(503);
   });
 
   it("takes the space over after a kill -9 of its owner, with the pending proposals still approvable", { timeout: 60_000 }, async () => {

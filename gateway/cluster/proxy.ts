@@ -6,6 +6,9 @@
 import { request, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Logger } from "pino";
 
+/** Marks a request one node passed on: it is not passed on again (two nodes with stale views of the owner would bounce it forever). */
+export const HOP_HEADER = "x-mewgate-passed-to";
+
 /** Headers that belong to one hop only. */
 const HOP = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer"]);
 
@@ -14,6 +17,7 @@ export function passOn(req: IncomingMessage, res: ServerResponse, target: string
   const headers: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !HOP.has(k)) headers[k] = v;
   headers["x-forwarded-for"] = req.socket.remoteAddress ?? "";
+  headers[HOP_HEADER] = node;
   const out = request(url, { method: req.method, headers }, (upstream) => {
     const back: Record<string, string | string[]> = {};
     for (const [k, v] of Object.entries(upstream.headers)) if (v !== undefined && !HOP.has(k)) back[k] = v;
