@@ -139,7 +139,7 @@ export class Connection implements Peer {
       return;
     }
     try {
-      port.handle(data.toString("utf8"));
+      port.handle(data);
     } catch (err) {
       // A bug must cost one frame, not the gateway.
       this.log.error({ err }, "error while handling a frame");

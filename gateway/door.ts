@@ -15,7 +15,7 @@ export interface MemberPort {
   readonly id: string;
   readonly log: Logger;
   /** One text frame, in the order the participant sent it. */
-  handle(text: string): void;
+  handle(data: Buffer): void;
   /** A raw stream frame (`#<id>#<data>`). */
   streamFrame(data: Buffer, binary: boolean): void;
   /** The connection ended. */
@@ -52,7 +52,7 @@ function localPort(space: Space, member: ReturnType<Space["join"]>): MemberPort 
   return {
     id: member.id,
     log: member.log,
-    handle: (text) => space.handle(member, text),
+    handle: (data) => space.handle(member, data.toString("utf8")),
     streamFrame: (data, binary) => space.streamFrame(member, data, binary),
     leave: (reason) => space.leave(member, reason),
   };

@@ -92,7 +92,8 @@ export class Edge {
     const port: MemberPort = {
       id: reply.id,
       log,
-      handle: (text) => link.send("F", enc.encode(text)),
+      // The frame's bytes as they came: the owner decodes them once.
+      handle: (data) => link.send("F", data),
       streamFrame: (data, binary) => link.send(binary ? "B" : "T", data),
       leave: (reason) => {
         if (!this.conns.has(conn)) return;
