@@ -8,7 +8,7 @@ import { createRequire } from "node:module";
 import { dirname, join, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadSpaceConfig, type ParticipantConfig, type SpaceConfig } from "../gateway/config.js";
-import { z } from "zod";
+import * as z from "zod";
 import { tokenEnvName, tokenFile } from "../gateway/tokens.js";
 
 /** The command's own error: its message is printed as is (`mewgate: <message>`), exit code 1. */

@@ -3,7 +3,7 @@
  * `calls` (governance of routed requests) and `quotas` (what one participant, and the
  * space, may hold). Kept apart from config.ts, which assembles the whole schema.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { expected, int, MAX_TIMER_MS, numeric, section } from "./config-schema.js";
 
 export const DEFAULT_LIMITS = Object.freeze({

@@ -4,7 +4,7 @@
  * also accept their string spelling (for `${ENV}`), and messages that read "expected X,
  * found Y" so a user can fix a value without seeing the schema.
  */
-import { z } from "zod";
+import * as z from "zod";
 
 // ---------------------------------------------------------------------------------------------
 // Schema helpers: every message reads "expected X, found Y" so a user can fix the value blind.

@@ -6,7 +6,7 @@
  * inward works on the typed result and branches on `kind` with a switch.
  */
 import { randomUUID } from "node:crypto";
-import { z } from "zod";
+import * as z from "zod";
 import type { Capability } from "./capabilities.js";
 import { CapabilitySchema } from "./config.js";
 

@@ -3,7 +3,7 @@
  *
  * The registry only stores; mcp.ts fetches (`tools/list`, all pages) and decides when.
  */
-import { z } from "zod";
+import * as z from "zod";
 
 /** What we keep of an MCP tool definition. Unknown fields are dropped. */
 export const McpToolSchema = z.looseObject({

@@ -29,7 +29,7 @@ import { EventEmitter } from "node:events";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Logger } from "pino";
-import { z } from "zod";
+import * as z from "zod";
 import { CloseCodes, GATEWAY_ID, PROTOCOL, type Capability, type Envelope } from "../gateway/envelope.js";
 import { ParticipantError, RpcErrorCodes, type ParticipantErrorCode } from "./errors.js";
 import { EnvelopeServerTransport } from "./mcp-transport.js";

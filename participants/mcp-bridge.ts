@@ -42,7 +42,7 @@ import type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.j
 import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, McpError, type Implementation, type Notification, type Progress, type Request } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
-import { z } from "zod";
+import * as z from "zod";
 import type { McpServerConfig } from "../gateway/config.js";
 import { GATEWAY_ID, RpcErrors } from "../gateway/envelope.js";
 import { clientCapabilities, installCallbacks, soleCaller, type ServedCall } from "./bridge/callbacks.js";

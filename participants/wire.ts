@@ -4,7 +4,7 @@
  * The welcome, presence and error schemas are deliberately lenient (`looseObject`): the gateway may add fields, and a MEW
  * peer may send more than we use. Only what the client acts on is required.
  */
-import { z } from "zod";
+import * as z from "zod";
 import type { Capability } from "../gateway/envelope.js";
 
 const CapabilityItem = z.custom<Capability>((v) => typeof v === "object" && v !== null && !Array.isArray(v), "a capability pattern");

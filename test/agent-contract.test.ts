@@ -6,7 +6,7 @@
  */
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { afterEach, describe, expect, it } from "vitest";
-import { z } from "zod";
+import * as z from "zod";
 import type { Envelope } from "../gateway/envelope.js";
 import { startAgent, type AgentHandle } from "../participants/agent/index.js";
 import { ParticipantClient } from "../participants/client.js";

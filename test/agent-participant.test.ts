@@ -7,7 +7,7 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { Writable } from "node:stream";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
-import { z } from "zod";
+import * as z from "zod";
 import type { AgentConfig } from "../gateway/config.js";
 import type { Envelope } from "../gateway/envelope.js";
 import { startAgent, type AgentHandle, type AgentOptions } from "../participants/agent/participant.js";

@@ -2,7 +2,7 @@ import { rmSync } from "node:fs";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { CallToolResultSchema, ListToolsResultSchema } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
-import { z } from "zod";
+import * as z from "zod";
 import { connectInProcess } from "../gateway/inprocess.js";
 import type { Envelope } from "../gateway/envelope.js";
 import { backoffDelay } from "../participants/client.js";

@@ -12,7 +12,7 @@
  * speculative — for success and partial), `warnings` (for partial), `error_code` (for error)
  * and `metadata` (processing time, tokens, cost — its own and everything it delegated).
  */
-import { z } from "zod";
+import * as z from "zod";
 import type { Usage } from "./providers/types.js";
 
 export const PRIORITIES = ["HIGH", "NORMAL", "LOW"] as const;

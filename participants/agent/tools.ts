@@ -2,7 +2,7 @@
  * The space's tools as the agent sees them: the gateway's `tools/list` entries, parsed
  * once, turned into function definitions for the model and a name map back.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { ToolNameMap, type NameCollision } from "./names.js";
 import type { JsonSchema, ToolDefinition } from "./providers/types.js";
 

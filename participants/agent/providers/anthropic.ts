@@ -7,7 +7,7 @@
  * (tool results first, as the API requires, then any text); text blocks may not be empty;
  * the first message must be the user's; and `max_tokens` is mandatory.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { postJson, trimBaseUrl, type RetryOptions } from "./http.js";
 import { ProviderError, type Message, type ModelRequest, type ModelResponse, type Provider, type StopReason, type ToolCall } from "./types.js";
 

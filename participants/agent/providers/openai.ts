@@ -7,7 +7,7 @@
  * may be a string, null, or a list of text parts. Arguments that are not a JSON object
  * become `invalidArguments` on that one call, never an exception.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { isRecord, postJson, trimBaseUrl, type RetryOptions } from "./http.js";
 import {
   ProviderError,

@@ -39,7 +39,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
-import { z } from "zod";
+import * as z from "zod";
 import { estimateRequestTokens, estimateTokens } from "../context.js";
 import { encodeToolName } from "../names.js";
 import { ProviderError, type Message, type ModelRequest, type ModelResponse, type Provider, type ToolCall } from "./types.js";
