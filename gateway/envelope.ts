@@ -213,12 +213,145 @@ export function parseFrame(text: string): ParsedFrame {
   const obj = raw as Record<string, unknown>;
   if (obj["type"] === "join" && obj["kind"] === undefined) return parseJoin(obj);
   if (obj["kind"] === "system/join") return parseJoin(obj["payload"]);
+  const quick = quickEnvelope(obj);
+  if (quick !== undefined) return { ok: true, envelope: quick };
   const result = InboundEnvelopeSchema.safeParse(obj);
   if (!result.success) {
     const id = typeof obj["id"] === "string" ? obj["id"] : undefined;
     return { ok: false, code: ErrorCodes.invalidEnvelope, message: describeIssue(result.error), ...(id ? { id } : {}) };
   }
   return { ok: true, envelope: result.data };
+}
+
+// --- the common shapes, read by hand --------------------------------------------------------
+//
+// Every routed envelope and every call crosses the schemas above, and zod's generic
+// machinery costs more than the rest of the gateway's work on a small envelope. The readers
+// below accept the well-formed common case and build exactly what the schema would; for
+// anything else they answer undefined and the schema decides, so that errors keep the
+// schema's words. test/envelope-quick.test.ts holds the two to the same answers.
+
+const KIND = /^[A-Za-z0-9][A-Za-z0-9_.\-/]{0,127}$/;
+
+function isId(v: unknown): v is string {
+  return typeof v === "string" && v.length >= 1 && v.length <= 256;
+}
+
+function ids(v: unknown, max: number): string[] | undefined {
+  if (!Array.isArray(v) || v.length > max) return undefined;
+  for (let i = 0; i < v.length; i++) if (!isId(v[i])) return undefined;
+  return v.slice();
+}
+
+function isShortString(v: unknown, max: number): v is string {
+  return typeof v === "string" && v.length <= max;
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
+  const proto = Object.getPrototypeOf(v) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+/** The envelope schema's answer for a well-formed envelope, or undefined to ask the schema. */
+export function quickEnvelope(o: Record<string, unknown>): InboundEnvelope | undefined {
+  const { protocol, id, ts, from, to, kind, correlation_id, context, payload } = o;
+  if (typeof kind !== "string" || !KIND.test(kind)) return undefined;
+  const env: InboundEnvelope = { kind };
+  if (protocol !== undefined) {
+    if (protocol !== PROTOCOL) return undefined;
+    env.protocol = PROTOCOL;
+  }
+  if (id !== undefined) {
+    if (!isId(id)) return undefined;
+    env.id = id;
+  }
+  if (ts !== undefined) {
+    if (!isShortString(ts, 64)) return undefined;
+    env.ts = ts;
+  }
+  if (from !== undefined) {
+    if (!isShortString(from, 256)) return undefined;
+    env.from = from;
+  }
+  if (to !== undefined) {
+    const list = ids(to, 256);
+    if (list === undefined) return undefined;
+    env.to = list;
+  }
+  if (correlation_id !== undefined) {
+    const list = isId(correlation_id) ? [correlation_id] : ids(correlation_id, 64);
+    if (list === undefined) return undefined;
+    env.correlation_id = list;
+  }
+  if (context !== undefined) {
+    if (!isShortString(context, 1024)) return undefined;
+    env.context = context;
+  }
+  if (payload !== undefined) env.payload = payload;
+  return env;
+}
+
+function isRpcId(v: unknown): v is string | number {
+  return typeof v === "number" ? Number.isFinite(v) : isShortString(v, 256);
+}
+
+/** The request schema's answer for a well-formed JSON-RPC request, or undefined to ask the schema. */
+export function quickMcpRequest(p: unknown): McpRequestPayload | undefined {
+  if (!isPlainObject(p)) return undefined;
+  const { jsonrpc, id, method, params } = p;
+  if (typeof method !== "string" || method.length < 1 || method.length > 256) return undefined;
+  const out: McpRequestPayload = { method };
+  if (jsonrpc !== undefined) {
+    if (jsonrpc !== "2.0") return undefined;
+    out.jsonrpc = "2.0";
+  }
+  if (id !== undefined) {
+    if (!isRpcId(id)) return undefined;
+    out.id = id;
+  }
+  if (params !== undefined) {
+    if (!isPlainObject(params)) return undefined;
+    out.params = { ...params };
+  }
+  return out;
+}
+
+/** The response schema's answer for a well-formed JSON-RPC response, or undefined to ask the schema. */
+export function quickMcpResponse(p: unknown): McpResponsePayload | undefined {
+  if (!isPlainObject(p)) return undefined;
+  const { jsonrpc, id, result, error } = p;
+  const out: McpResponsePayload = {};
+  if (jsonrpc !== undefined) {
+    if (jsonrpc !== "2.0") return undefined;
+    out.jsonrpc = "2.0";
+  }
+  if (id !== undefined) {
+    if (id !== null && !isRpcId(id)) return undefined;
+    out.id = id;
+  }
+  if (result !== undefined) out.result = result;
+  if (error !== undefined) {
+    if (!isPlainObject(error)) return undefined;
+    const { code, message, data } = error;
+    if (typeof code !== "number" || !Number.isFinite(code) || typeof message !== "string") return undefined;
+    out.error = data === undefined ? { code, message } : { code, message, data };
+  }
+  return out;
+}
+
+type Parsed<T> = { success: true; data: T } | { success: false; error: z.ZodError };
+
+/** An `mcp/request` payload, read by hand when it is well formed, else by its schema. */
+export function parseMcpRequest(payload: unknown): Parsed<McpRequestPayload> {
+  const quick = quickMcpRequest(payload);
+  return quick !== undefined ? { success: true, data: quick } : McpRequestPayloadSchema.safeParse(payload);
+}
+
+/** An `mcp/response` payload, read by hand when it is well formed, else by its schema. */
+export function parseMcpResponse(payload: unknown): Parsed<McpResponsePayload> {
+  const quick = quickMcpResponse(payload);
+  return quick !== undefined ? { success: true, data: quick } : McpResponsePayloadSchema.safeParse(payload);
 }
 
 function parseJoin(value: unknown): ParsedFrame {

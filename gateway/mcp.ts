@@ -22,9 +22,9 @@ import {
   ErrorCodes,
   GATEWAY_ID,
   type InboundEnvelope,
-  McpRequestPayloadSchema,
+  parseMcpRequest,
   type McpRequestPayload,
-  McpResponsePayloadSchema,
+  parseMcpResponse,
   PROTOCOL,
   RpcErrors,
   describeIssue,
@@ -76,7 +76,7 @@ export class McpRouter implements CallRouter {
    * deciding on its proposal.
    */
   onRequest(member: Member, inbound: InboundEnvelope): Promise<void> | void {
-    const parsed = McpRequestPayloadSchema.safeParse(inbound.payload);
+    const parsed = parseMcpRequest(inbound.payload);
     if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/request: ${describeIssue(parsed.error)}`, inbound.id);
     let payload = parsed.data;
     const to = inbound.to ?? [];
@@ -186,7 +186,7 @@ export class McpRouter implements CallRouter {
   }
 
   onResponse(member: Member, inbound: InboundEnvelope): Promise<void> | void {
-    const parsed = McpResponsePayloadSchema.safeParse(inbound.payload);
+    const parsed = parseMcpResponse(inbound.payload);
     if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/response: ${describeIssue(parsed.error)}`, inbound.id);
     const call = inbound.correlation_id?.map((id) => this.calls.get(id)).find((c) => c !== undefined);
     if (!call) {

@@ -36,8 +36,8 @@ import { EnvelopeServerTransport } from "./mcp-transport.js";
 import type { CloseInfo, Transport, TransportFactory } from "./transport.js";
 import { webSocketTransport, type WebSocketTransportOptions } from "./websocket.js";
 import {
-  McpRequestPayloadSchema,
-  McpResponsePayloadSchema,
+  parseMcpRequest,
+  parseMcpResponse,
   PresencePayloadSchema,
   RejectPayloadSchema,
   SystemErrorPayloadSchema,
@@ -1157,7 +1157,7 @@ export class ParticipantClient {
   }
 
   private onMcpRequest(env: Envelope): void {
-    const parsed = McpRequestPayloadSchema.safeParse(env.payload);
+    const parsed = parseMcpRequest(env.payload);
     if (!parsed.success) return;
     const { id: rpcId, method, params } = parsed.data;
     const me = this.lastWelcome?.id;
@@ -1201,7 +1201,7 @@ export class ParticipantClient {
     this.forgetProposals(env);
     const p = this.pendingFor(env);
     if (!p) return;
-    const parsed = McpResponsePayloadSchema.safeParse(env.payload);
+    const parsed = parseMcpResponse(env.payload);
     if (!parsed.success) {
       this.fail(p, new ParticipantError("invalid_response", `"${env.from}" answered with something that is not JSON-RPC`, { envelope: env, data: env.payload }));
       return;

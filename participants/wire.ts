@@ -71,7 +71,7 @@ export const SystemErrorPayloadSchema = z.looseObject({
  * one with them already), re-exported so the participant side reads exactly what the
  * gateway writes.
  */
-export { McpRequestPayloadSchema, McpResponsePayloadSchema, RejectPayloadSchema, WithdrawPayloadSchema } from "../gateway/envelope.js";
+export { parseMcpRequest, parseMcpResponse, RejectPayloadSchema, WithdrawPayloadSchema } from "../gateway/envelope.js";
 
 /** A JSON-RPC id. */
 export type RpcId = string | number;
