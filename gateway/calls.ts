@@ -188,7 +188,28 @@ export class Calls {
     const b = this.breakers.get(call.target);
     const probe = b !== undefined && b.openUntil > 0 && b.openUntil <= Date.now();
     if (probe) b!.probing = true;
-    const tracked: Call = { ...call, timer: undefined as unknown as NodeJS.Timeout, probe, timeoutMs, held: 0, callbacks: 0, openedAt: Date.now() };
+    // Field by field, not `{ ...call, more }`: V8 (Node 20) takes a slow path for every
+    // property added after a spread, about a microsecond each, and this runs for every call.
+    const tracked: Call = {
+      id: call.id,
+      caller: call.caller,
+      target: call.target,
+      rpcId: call.rpcId,
+      method: call.method,
+      chain: call.chain,
+      parent: call.parent,
+      timer: undefined as unknown as NodeJS.Timeout,
+      proposalId: call.proposalId,
+      fulfiller: call.fulfiller,
+      internal: call.internal,
+      probe,
+      openedAt: Date.now(),
+      params: call.params,
+      timeoutMs,
+      callbackFor: call.callbackFor,
+      held: 0,
+      callbacks: 0,
+    };
     this.arm(tracked);
     this.pending.set(call.id, tracked);
     this.perCaller.set(call.caller, (this.perCaller.get(call.caller) ?? 0) + 1);

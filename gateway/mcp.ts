@@ -92,7 +92,7 @@ export class McpRouter implements CallRouter {
       if (inbound.id === undefined) {
         return this.space.fail(member, ErrorCodes.invalidEnvelope, `${clip(payload.method)} is a request: give the envelope an id (or the payload a JSON-RPC id)`);
       }
-      payload = { ...payload, id: inbound.id };
+      payload = { jsonrpc: payload.jsonrpc, id: inbound.id, method: payload.method, params: payload.params };
     }
     const fulfilled = inbound.correlation_id?.map((id) => this.proposals.get(id)).find((p) => p !== undefined);
     if (fulfilled) return this.decisions.onFulfil(member, inbound, payload, fulfilled);
@@ -176,8 +176,10 @@ export class McpRouter implements CallRouter {
         method: payload.method,
         chain,
         parent: parent?.id,
-        ...(CALLBACK_METHODS.has(payload.method) ? { params: payload.params } : {}),
-        ...extra,
+        params: CALLBACK_METHODS.has(payload.method) ? payload.params : undefined,
+        proposalId: extra.proposalId,
+        fulfiller: extra.fulfiller,
+        callbackFor: extra.callbackFor,
       },
       this.calls.timeoutFor(meta?.["mewgate/timeout_ms"]),
     );
