@@ -12,13 +12,23 @@
  * connections. It serves GET /healthz like the gateway, so start-up is timed the same way.
  * The HTTP server and the ws options are the gateway's (noServer, no deflate, no client
  * tracking), so the two differ only in what they do with a frame.
+ *
+ * With `--stamp` it is the floor of any MEW gateway instead: each frame is parsed, given the
+ * header fields a gateway owns (`protocol`, `id`, `ts`, and `from`, which must come from
+ * the connection and never from the sender), serialised again and forwarded. No
+ * validation, policy, routing or tracking: what no gateway that stamps `from` can skip.
+ *
+ *   node dist/bench/naive.js [port] [--stamp]
  */
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { WebSocket, WebSocketServer } from "ws";
 
 const port = Number(process.argv[2] ?? 0);
+const stamping = process.argv.includes("--stamp");
 const sockets = new Set<WebSocket>();
+let connections = 0;
+let envelopes = 0;
 
 const http = createServer((req, res) => {
   if (req.method === "GET" && req.url === "/healthz") {
@@ -35,16 +45,35 @@ const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, clie
 http.on("upgrade", (req, socket, head) => {
   wss.handleUpgrade(req, socket, head, (ws) => {
     sockets.add(ws);
+    const from = `c${++connections}`;
     ws.on("close", () => sockets.delete(ws));
     ws.on("error", () => {});
     ws.on("message", (data, isBinary) => {
       const opts = { binary: isBinary };
+      const out = stamping && !isBinary ? stamp(data as Buffer, from) : (data as Buffer);
+      if (out === undefined) return;
       for (const other of sockets) {
-        if (other !== ws && other.readyState === WebSocket.OPEN) other.send(data as Buffer, opts);
+        if (other !== ws && other.readyState === WebSocket.OPEN) other.send(out, opts);
       }
     });
   });
 });
+
+/** The least a MEW gateway does with a frame: read it, own its header, write it again. */
+function stamp(data: Buffer, from: string): Buffer | undefined {
+  let env: Record<string, unknown>;
+  try {
+    env = JSON.parse(data.toString("utf8")) as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+  if (typeof env !== "object" || env === null) return undefined;
+  env["protocol"] = "mew/v0.4";
+  env["id"] ??= `e${++envelopes}`;
+  env["ts"] = new Date().toISOString();
+  env["from"] = from;
+  return Buffer.from(JSON.stringify(env));
+}
 
 http.listen(port, "127.0.0.1", () => {
   const address = http.address() as AddressInfo;

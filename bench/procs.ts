@@ -15,7 +15,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 export const GATEWAY_MAIN = join(here, "..", "cli", "main.js");
 export const NAIVE_MAIN = join(here, "naive.js");
 
-export type ServerKind = "gateway" | "naive";
+/** The gateway, the naive forwarder, and the forwarder that stamps (`naive.js --stamp`: the floor of any MEW gateway). */
+export type ServerKind = "gateway" | "naive" | "floor";
 
 export interface ServerProc {
   kind: ServerKind;
@@ -99,8 +100,9 @@ export function startGateway(configFile: string, dir: string, opts: StartOptions
   return startServer("gateway", args);
 }
 
-export function startNaive(opts: StartOptions = {}): Promise<ServerProc> {
-  return startServer("naive", [...(opts.inspect ? [INSPECT] : []), ...(process.env["BENCH_NAIVE_NODE_ARGS"] ?? "").split(/\s+/).filter(Boolean), NAIVE_MAIN, "0"]);
+export function startNaive(opts: StartOptions & { stamp?: boolean } = {}): Promise<ServerProc> {
+  const nodeArgs = (process.env["BENCH_NAIVE_NODE_ARGS"] ?? "").split(/\s+/).filter(Boolean);
+  return startServer(opts.stamp ? "floor" : "naive", [...(opts.inspect ? [INSPECT] : []), ...nodeArgs, NAIVE_MAIN, "0", ...(opts.stamp ? ["--stamp"] : [])]);
 }
 
 /**

@@ -126,7 +126,7 @@ export function joinCounter(target: Target, id: string, timeoutMs = 10_000): Pro
         if (!head.subarray(0, 12).toString().startsWith("HTTP/1.1 101")) return fail(`handshake refused: ${head.subarray(0, end).toString()}`);
         upgraded = true;
         head = head.subarray(end + 4);
-        if (target.kind === "naive") return ready(head);
+        if (target.kind !== "gateway") return ready(head);
       }
       // The gateway's first frame is its welcome: read it whole, check it, and count from there.
       if (head.length < 2) return;
