@@ -82,6 +82,12 @@ describe("mewgate gateway", () => {
     expect(text).toContain("refused");
     expect(text).not.toContain("secret-alice-1");
     expect(text).not.toContain("guess-token-42");
+    // The start is accounted for, phase by phase, and the phases add up.
+    const started = text.split("\n").find((l) => l.includes('"accepting connections"'));
+    const ms = (JSON.parse(started!) as { start_ms: Record<string, number> }).start_ms;
+    expect(Object.keys(ms)).toEqual(["node", "code", "config", "gateway", "listen", "total"]);
+    for (const v of Object.values(ms)) expect(v).toBeGreaterThanOrEqual(0);
+    expect(Math.abs(ms["node"]! + ms["code"]! + ms["config"]! + ms["gateway"]! + ms["listen"]! - ms["total"]!)).toBeLessThan(1);
   });
 
   it("exits non-zero with file:line:col on a bad space.yaml", async () => {
