@@ -16,6 +16,7 @@ for (const bridgeTransport of ["websocket", "in-process"] as const) {
       `                                                         p50      p99`,
       `  direct  (SDK Client -> stdio server)                 ${pad(r.direct.p50, 6)}  ${pad(r.direct.p99, 7)}`,
       `  bridged (participant -> gateway -> bridge -> server) ${pad(r.bridged.p50, 6)}  ${pad(r.bridged.p99, 7)}`,
+      `  two bare WebSocket hops (ws client -> echo -> back)   ${pad(r.hops.p50, 6)}  ${pad(r.hops.p99, 7)}`,
       `  added at p50: ${added} µs (goal <= 500 µs: ${added <= 500 ? "met" : "not met"})`,
       "",
     ].join("\n"),

@@ -12,12 +12,14 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { parseSpaceConfig } from "../gateway/config.js";
 import { connectInProcess } from "../gateway/inprocess.js";
 import { Gateway } from "../gateway/server.js";
+import { WebSocket, WebSocketServer } from "ws";
 import { ParticipantClient } from "../participants/client.js";
 import { startBridge } from "../participants/mcp-bridge.js";
 import { percentile } from "./stats.js";
@@ -44,6 +46,11 @@ export interface LatencyFigures {
 export interface BridgeLatencyResult {
   direct: LatencyFigures;
   bridged: LatencyFigures;
+  /**
+   * A bare WebSocket round trip in this process (ws client → ws echo server → back): the two
+   * loopback hops the bridged call adds over the direct one, with no gateway or bridge work.
+   */
+  hops: LatencyFigures;
 }
 
 const CALLER_TOKEN = "bench-caller-token";
@@ -93,10 +100,22 @@ export async function benchBridgeLatency(opts: BridgeLatencyOptions = {}): Promi
   const direct = new Client({ name: "mewgate-bench", version: "0.1.0" });
   await direct.connect(new StdioClientTransport({ ...server, stderr: "ignore" }));
 
+  const echo = new WebSocketServer({ host: "127.0.0.1", port: 0, perMessageDeflate: false });
+  echo.on("connection", (ws) => ws.on("message", (data) => ws.send(data as Buffer)));
+  await new Promise<void>((resolve) => echo.once("listening", () => resolve()));
+  const raw = new WebSocket(`ws://127.0.0.1:${(echo.address() as AddressInfo).port}`, { perMessageDeflate: false });
+  await new Promise<void>((resolve, reject) => raw.once("open", () => resolve()).once("error", reject));
+
   const params = { name: "echo", arguments: { text: "ping" } };
+  // About the size of the bridged call's envelopes.
+  const frame = JSON.stringify({ protocol: "mew/v0.4", id: "0d6f1c8e-7a43-4c1e-9d0b-2f6a7b1c9e55", kind: "mcp/request", to: ["echo"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params } });
   const viaBridge = () => caller.request("echo", "tools/call", params);
   const viaClient = () => direct.callTool(params);
-  const samples = { direct: [] as number[], bridged: [] as number[] };
+  const viaHops = () => new Promise<void>((resolve) => {
+    raw.once("message", () => resolve());
+    raw.send(frame);
+  });
+  const samples = { direct: [] as number[], bridged: [] as number[], hops: [] as number[] };
   const run = async (call: () => Promise<unknown>, n: number, into?: number[]) => {
     for (let i = 0; i < n; i++) {
       const t0 = process.hrtime.bigint();
@@ -109,17 +128,22 @@ export async function benchBridgeLatency(opts: BridgeLatencyOptions = {}): Promi
   try {
     await run(viaClient, warmup);
     await run(viaBridge, warmup);
+    await run(viaHops, warmup);
     for (let done = 0, k = 0; done < iterations; done += block, k++) {
       const n = Math.min(block, iterations - done);
       if (k % 2 === 0) {
         await run(viaClient, n, samples.direct);
         await run(viaBridge, n, samples.bridged);
+        await run(viaHops, n, samples.hops);
       } else {
+        await run(viaHops, n, samples.hops);
         await run(viaBridge, n, samples.bridged);
         await run(viaClient, n, samples.direct);
       }
     }
   } finally {
+    raw.close();
+    echo.close();
     await direct.close().catch(() => {});
     await caller.close();
     await bridge.stop();
@@ -131,5 +155,5 @@ export async function benchBridgeLatency(opts: BridgeLatencyOptions = {}): Promi
     const sorted = [...xs].sort((a, b) => a - b);
     return { p50: Math.round(percentile(sorted, 50)), p99: Math.round(percentile(sorted, 99)) };
   };
-  return { direct: figures(samples.direct), bridged: figures(samples.bridged) };
+  return { direct: figures(samples.direct), bridged: figures(samples.bridged), hops: figures(samples.hops) };
 }

@@ -67,6 +67,7 @@ export async function bridge(ctx: Context): Promise<Row[]> {
       details: [
         `"naive" here is the same call made directly with the MCP SDK Client to the same server; added at p50: ${(added * 1000).toFixed(0)} µs`,
         `p99: bridged ${r.bridged.p99.toFixed(0)} µs, direct ${r.direct.p99.toFixed(0)} µs; the bridge joins in-process, as under mewgate up`,
+        `the two WebSocket hops a bridged call adds (caller → gateway → caller) cost ${r.hops.p50} µs at p50 by themselves (a bare ws echo in this process, in the same blocks); the gateway, the bridge and the two participant clients add the other ${r.bridged.p50 - r.direct.p50 - r.hops.p50} µs`,
       ],
     }),
   ];
