@@ -37,15 +37,15 @@ function owner() {
   return { state, hooks };
 }
 
-async function open(space: string, epoch: string, opts: { compactMessages?: number; onFenced?: (why: string) => void } = {}) {
+async function open(space: string, epoch: string, opts: { compactMessages?: number; onFenced?: (why: string) => void; history?: { maxBytes: number; maxAgeMs: number } } = {}) {
   const o = owner();
-  const opener = await loadBusState<R>(bus, space, { log, epoch, onFenced: opts.onFenced ?? (() => {}), ...(opts.compactMessages ? { compactMessages: opts.compactMessages } : {}) });
+  const opener = await loadBusState<R>(bus, space, { log, epoch, onFenced: opts.onFenced ?? (() => {}), compactMessages: opts.compactMessages, history: opts.history });
   const { store } = opener(o.hooks);
   return { ...o, store };
 }
 
 describe("state on the bus", () => {
-  it("reads back what was committed, through compactions, with the history since the last one", async () => {
+  it("reads back what was committed, through compactions, with the whole audit trail", async () => {
     const a = await open("compact", "e1", { compactMessages: 8 });
     for (let i = 0; i < 40; i++) {
       const txn: R[] = [{ type: "set", k: `k${i % 5}`, v: i }, { type: "audit", n: i }];
@@ -60,9 +60,53 @@ describe("state on the bus", () => {
     await a.store.close();
     const b = await open("compact", "e2");
     expect(Object.fromEntries(b.state)).toEqual({ k0: 35, k1: 36, k2: 37, k3: 38, k4: 39 });
-    const history = b.store.history(() => true);
-    expect(history.length).toBeGreaterThan(0);
-    expect(history.at(-1)).toEqual({ type: "audit", n: 39 });
+    // The whole audit trail, compactions or not, in order, on the next owner.
+    const all = Array.from({ length: 40 }, (_, n) => ({ type: "audit", n }));
+    expect(b.store.history(() => true)).toEqual(all);
+    expect(b.store.history((r) => r.type === "audit" && r.n % 10 === 0)).toEqual([0, 10, 20, 30].map((n) => ({ type: "audit", n })));
+    expect(b.store.history(() => true, { limit: 3 })).toEqual(all.slice(0, 3));
+    await b.store.close();
+  });
+
+  it("keeps the audit trail readable on the owner that compacted it", async () => {
+    const a = await open("own-history", "e1", { compactMessages: 4 });
+    for (let i = 0; i < 30; i++) await a.store.commit([{ type: "audit", n: i }]);
+    expect(a.store.stats.compactions).toBeGreaterThan(3);
+    expect(a.store.history(() => true)).toEqual(Array.from({ length: 30 }, (_, n) => ({ type: "audit", n })));
+    await a.store.close();
+  });
+
+  it("skips a history batch it cannot read, and still takes the space over", async () => {
+    const a = await open("junk-history", "e1", { compactMessages: 4 });
+    for (let i = 0; i < 12; i++) await a.store.commit([{ type: "audit", n: i }]);
+    await a.store.close();
+    const subject = `${subjects.state("junk-history")}.history`;
+    await bus.js.publish(subject, new TextEncoder().encode("{not json"));
+    await bus.js.publish(subject, new TextEncoder().encode('{"t":"not batches"}'));
+    const b = await open("junk-history", "e2");
+    expect(b.store.history(() => true)).toEqual(Array.from({ length: 12 }, (_, n) => ({ type: "audit", n })));
+    await b.store.close();
+  });
+
+  it("drops the oldest history past its retention, on the bus as in memory, and never the newest", async () => {
+    // Each compaction moves about 5 records (~130 bytes) to the history subject; keep about two.
+    const history = { maxBytes: 300, maxAgeMs: 86_400_000 };
+    const a = await open("retained", "e1", { compactMessages: 4, history });
+    for (let i = 0; i < 60; i++) await a.store.commit([{ type: "audit", n: i }]);
+    const kept = a.store.history(() => true) as Array<{ n: number }>;
+    expect(kept.length).toBeLessThan(30);
+    expect(kept.at(-1)).toEqual({ type: "audit", n: 59 });
+    // What is kept has no gap: the window is the newest records.
+    expect(kept.map((r) => r.n)).toEqual(Array.from({ length: kept.length }, (_, i) => 60 - kept.length + i));
+    const info = await bus.jsm.streams.info(STATE_STREAM, { subjects_filter: `${subjects.state("retained")}.history` } as never);
+    const left = (info.state as { subjects?: Record<string, number> }).subjects?.[`${subjects.state("retained")}.history`] ?? 0;
+    expect(left, "history messages left on the bus").toBeGreaterThan(0);
+    expect(left, "history messages left on the bus").toBeLessThanOrEqual(3);
+    await a.store.close();
+    // The next owner serves the same window.
+    const b = await open("retained", "e2", { history });
+    expect(b.store.history(() => true)).toEqual(kept);
+    await b.store.close();
   });
 
   it("refuses the writes of an owner whose place was taken, and keeps the new owner's", async () => {

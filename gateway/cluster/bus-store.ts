@@ -13,14 +13,17 @@
  *   drops the duplicate.
  * - Compaction: past `compactMessages` messages the owner writes its live state as one
  *   snapshot message and purges what came before; history records move to the subject's
- *   `.history` sibling first. A reader starts at the last snapshot.
+ *   `.history` sibling first (bus-history.ts), where the API still reads them. A reader
+ *   starts at the last snapshot.
  */
 import { headers as natsHeaders, JSONCodec } from "nats";
 import type { Logger } from "pino";
 import type { OpenReport, StateStore, StoreHooks, StoreOpener } from "../store/index.js";
 import { StoreError } from "../store/index.js";
+import type { Retention } from "../store/archive.js";
 import { CommitQueue, type Pending } from "../store/queue.js";
 import { type Bus, STATE_STREAM, subjects } from "./bus.js";
+import { BusHistory, DEFAULT_BUS_RETENTION } from "./bus-history.js";
 
 interface Batch<R> {
   /** Transactions, each applied whole. */
@@ -39,7 +42,7 @@ const DEFAULT_COMPACT_MESSAGES = 4096;
 export async function loadBusState<R extends { type: string }>(
   bus: Bus,
   space: string,
-  opts: { log: Logger; epoch: string; onFenced: (why: string) => void; compactMessages?: number },
+  opts: BusStoreOptions,
 ): Promise<StoreOpener<R>> {
   const t0 = performance.now();
   const subject = subjects.state(space);
@@ -59,6 +62,7 @@ export async function loadBusState<R extends { type: string }>(
     }
     iter.stop();
   }
+  const archive = await BusHistory.load<R>(bus, `${subject}.history`, opts.history ?? DEFAULT_BUS_RETENTION, opts.log);
   let from = 0;
   for (let i = messages.length - 1; i >= 0; i--) if (messages[i]!.batch.snapshot) (from = i), (i = -1);
   const ms = Math.round(performance.now() - t0);
@@ -76,9 +80,19 @@ export async function loadBusState<R extends { type: string }>(
     }
     const report: OpenReport = { records, bytes, ms };
     opts.log.info({ space, messages: messages.length - from, records, ms }, "state read from the cluster bus");
-    const store = new BusStore<R>(bus, space, last, messages.length - from, hooks, history, opts);
+    const store = new BusStore<R>(bus, space, last, messages.length - from, hooks, history, archive, opts);
     return { store, report };
   };
+}
+
+export interface BusStoreOptions {
+  log: Logger;
+  /** This owner's run, in message ids: a retried publish is a duplicate only within one run. */
+  epoch: string;
+  onFenced: (why: string) => void;
+  compactMessages?: number | undefined;
+  /** How much older history (the audit trail) is kept, on the bus and in the owner's memory. */
+  history?: Retention | undefined;
 }
 
 export class BusStore<R extends { type: string }> implements StateStore<R> {
@@ -99,7 +113,9 @@ export class BusStore<R extends { type: string }> implements StateStore<R> {
     private readonly hooks: StoreHooks<R>,
     /** History records (the audit trail) since the last compaction, oldest first. */
     private readonly recent: R[],
-    private readonly opts: { log: Logger; epoch: string; onFenced: (why: string) => void; compactMessages?: number },
+    /** And what compactions moved to the `.history` subject, within its retention. */
+    private readonly archive: BusHistory<R>,
+    private readonly opts: BusStoreOptions,
   ) {
     this.subject = subjects.state(space);
   }
@@ -111,9 +127,10 @@ export class BusStore<R extends { type: string }> implements StateStore<R> {
     return this.queue.push(txn);
   }
 
+  /** History records matching `filter`, oldest first: the archive, then what came since the last compaction. */
   history(filter: (r: R) => boolean, opts: { limit?: number } = {}): R[] {
     const limit = opts.limit ?? Infinity;
-    const out: R[] = [];
+    const out = this.archive.read(filter, limit);
     for (const r of this.recent) if (out.length < limit && filter(r)) out.push(r);
     return out;
   }
@@ -177,11 +194,15 @@ export class BusStore<R extends { type: string }> implements StateStore<R> {
    * at worst history twice in the archive subject, and old messages a reader skips.
    */
   private async compact(): Promise<void> {
-    const history = this.recent.splice(0);
+    // Taken off `recent` only once stored: a failed compaction keeps them readable.
+    const history = this.recent.slice();
     if (history.length) {
       const h = natsHeaders();
       h.set("Nats-Msg-Id", `${this.space}:${this.opts.epoch}:history:${this.batchNo}`);
-      await this.bus.js.publish(`${this.subject}.history`, codec.encode({ t: [history] }), { headers: h });
+      const data = codec.encode({ t: [history] });
+      const ack = await this.bus.js.publish(`${this.subject}.history`, data, { headers: h });
+      this.recent.splice(0, history.length);
+      await this.archive.add(ack.seq, data.length, history);
     }
     const seqBefore = this.lastSeq;
     await this.publish({ snapshot: this.hooks.snapshot() });

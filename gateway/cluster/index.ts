@@ -29,6 +29,7 @@ import type { Peer } from "../member.js";
 import type { Space } from "../space.js";
 import type { StoreOpener } from "../store/index.js";
 import { Bus, subjects } from "./bus.js";
+import { DEFAULT_BUS_RETENTION } from "./bus-history.js";
 import { loadBusState } from "./bus-store.js";
 import { Edge } from "./edge.js";
 import { Outbox, unbatch } from "./link.js";
@@ -332,6 +333,11 @@ export class Cluster {
         log: this.log,
         epoch: `${this.opts.node}.${this.boot}.${rev}`,
         onFenced: (why) => void this.stepDown(slot, why),
+        // The audit trail's retention, with its bytes held in the owner's memory: no more than the bus store's default.
+        history: {
+          maxBytes: Math.min(slot.config.quotas.audit_max_bytes, DEFAULT_BUS_RETENTION.maxBytes),
+          maxAgeMs: slot.config.quotas.audit_max_age_days * 86_400_000,
+        },
       });
       if (slot.mode !== "loading") return;
       const space = this.host.open(slot.config, opener);
