@@ -28,6 +28,8 @@ export interface ServerProc {
   printedMs: number;
   /** ms from spawn() to a 200 from /healthz. */
   healthyMs: number;
+  /** What it printed up to and with its ws:// line. */
+  printed: string;
   /** The inspector's ws:// address, when started with `inspect`. */
   inspector?: string | undefined;
   child: ChildProcess;
@@ -162,7 +164,7 @@ function startServer(kind: ServerKind, args: string[], timeoutMs = 15_000): Prom
           if (settled) return;
           settled = true;
           clearTimeout(timer);
-          resolve({ kind, pid: child.pid!, port, base: `ws://127.0.0.1:${port}`, printedMs, healthyMs: performance.now() - t0, inspector, child, stop });
+          resolve({ kind, pid: child.pid!, port, base: `ws://127.0.0.1:${port}`, printedMs, healthyMs: performance.now() - t0, printed: stdout, inspector, child, stop });
         },
         (err: Error) => fail(err.message),
       );
