@@ -92,7 +92,7 @@ export class McpRouter implements CallRouter {
       if (inbound.id === undefined) {
         return this.space.fail(member, ErrorCodes.invalidEnvelope, `${clip(payload.method)} is a request: give the envelope an id (or the payload a JSON-RPC id)`);
       }
-      payload = { jsonrpc: payload.jsonrpc, id: inbound.id, method: payload.method, params: payload.params };
+      payload = { jsonrpc: payload.jsonrpc, id: inbound.id, method: payload.method, params: payload.params } satisfies Record<keyof McpRequestPayload, unknown>;
     }
     const fulfilled = inbound.correlation_id?.map((id) => this.proposals.get(id)).find((p) => p !== undefined);
     if (fulfilled) return this.decisions.onFulfil(member, inbound, payload, fulfilled);
