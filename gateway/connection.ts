@@ -15,10 +15,11 @@ import type { Peer } from "./member.js";
  */
 export class Connection implements Peer {
   alive = true;
-  log: Logger;
   authenticated = false;
-  onAuthenticated: (() => void) | undefined;
   private port: MemberPort | undefined;
+  /** The member this connection was admitted as, kept after it leaves, for the log. */
+  private admitted: MemberPort | undefined;
+  private ownLog: Logger | undefined;
   /** Frames that arrived while the space was admitting this connection (a remote space answers later). */
   private early: Array<[Buffer, boolean]> | undefined;
   private tokens: number;
@@ -31,14 +32,22 @@ export class Connection implements Peer {
   constructor(
     readonly ws: WebSocket,
     private readonly limits: Limits,
-    log: Logger,
+    private readonly serverLog: Logger,
+    private readonly remote: string,
   ) {
-    this.log = log;
     this.tokens = limits.rate_burst;
     ws.on("pong", () => {
       this.alive = true;
     });
     ws.on("error", (err) => this.log.debug({ err: err.message }, "socket error"));
+  }
+
+  /**
+   * The member's logger once admitted, before that a child with the remote address. Made
+   * when first used: an idle connection that never logs keeps no logger of its own.
+   */
+  get log(): Logger {
+    return this.admitted?.log ?? (this.ownLog ??= this.serverLog.child({ remote: this.remote }));
   }
 
   awaitJoin(timeoutMs: number, onJoin: (join: Join) => void): void {
@@ -58,19 +67,22 @@ export class Connection implements Peer {
     this.early = [];
     this.ws.on("message", (data, isBinary) => {
       if (this.port) return this.onMessage(data as Buffer, isBinary);
-      if (this.early!.length >= EARLY_FRAMES) return this.drop("flood", CloseCodes.flood, `more than ${EARLY_FRAMES} frames before the space admitted you`);
-      this.early!.push([data as Buffer, isBinary]);
+      // Admitted and gone again: the socket is closing, and its frames go nowhere.
+      if (!this.early) return;
+      if (this.early.length >= EARLY_FRAMES) return this.drop("flood", CloseCodes.flood, `more than ${EARLY_FRAMES} frames before the space admitted you`);
+      this.early.push([data as Buffer, isBinary]);
     });
   }
 
   attach(port: MemberPort): void {
     this.authenticated = true;
-    this.onAuthenticated?.();
     this.port = port;
-    this.log = port.log;
+    this.admitted = port;
+    const early = this.early;
+    this.early = undefined;
     // The socket closed while the space was admitting it.
     if (this.ws.readyState !== WebSocket.OPEN) return this.ended();
-    for (const [data, isBinary] of this.early?.splice(0) ?? []) this.onMessage(data, isBinary);
+    for (const [data, isBinary] of early ?? []) this.onMessage(data, isBinary);
   }
 
   send(bytes: Buffer): void {

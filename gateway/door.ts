@@ -7,7 +7,7 @@
  * cluster (cluster/edge.ts) — as a socket.io adapter hides where a room's members are.
  */
 import type { Logger } from "pino";
-import type { Peer } from "./member.js";
+import type { Member, Peer } from "./member.js";
 import type { Space } from "./space.js";
 
 /** A joined participant, as its connection reaches it. */
@@ -43,17 +43,38 @@ export function localDoor(space: Space): SpaceDoor {
     admit(who, peer) {
       const auth = space.authenticate(who.token, who.claimed);
       if (!auth.ok) return auth;
-      return { ok: true, port: localPort(space, space.join(auth.id, peer, { echo: who.echo })) };
+      return { ok: true, port: new LocalPort(space, space.join(auth.id, peer, { echo: who.echo })) };
     },
   };
 }
 
-function localPort(space: Space, member: ReturnType<Space["join"]>): MemberPort {
-  return {
-    id: member.id,
-    log: member.log,
-    handle: (data) => space.handle(member, data.toString("utf8")),
-    streamFrame: (data, binary) => space.streamFrame(member, data, binary),
-    leave: (reason) => space.leave(member, reason),
-  };
+/**
+ * A member of a space in this process. A class, not an object of closures: a space of
+ * thousands of idle members keeps one of these each, and methods cost it nothing.
+ */
+class LocalPort implements MemberPort {
+  constructor(
+    private readonly space: Space,
+    private readonly member: Member,
+  ) {}
+
+  get id(): string {
+    return this.member.id;
+  }
+
+  get log(): Logger {
+    return this.member.log;
+  }
+
+  handle(data: Buffer): void {
+    this.space.handle(this.member, data.toString("utf8"));
+  }
+
+  streamFrame(data: Buffer, binary: boolean): void {
+    this.space.streamFrame(this.member, data, binary);
+  }
+
+  leave(reason: string): void {
+    this.space.leave(this.member, reason);
+  }
 }

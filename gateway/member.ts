@@ -32,6 +32,7 @@ export class Member {
   backlog: ParsedFrame[] | undefined;
   /** This member's changes on their way to disk. */
   inFlight = 0;
+  private ownLog: Logger | undefined;
 
   constructor(
     readonly id: string,
@@ -39,9 +40,21 @@ export class Member {
     readonly peer: Peer,
     readonly visibility: Visibility,
     readonly echo: boolean,
-    readonly log: Logger,
+    /** The space's logger; the member's own is its child, made when first used. */
+    private readonly spaceLog: Logger,
     /** Order of joining in this space. */
     readonly joinSeq: number,
+    /** How the member acts when it has no socket (`api`: the operator API acting for it). */
+    readonly via?: "api",
   ) {}
+
+  /**
+   * A child logger with the member's id. Made on first use: most members of a large space
+   * never log after joining, and a pino child (its bindings kept as a string) is a few
+   * hundred bytes a member.
+   */
+  get log(): Logger {
+    return (this.ownLog ??= this.spaceLog.child(this.via ? { participant: this.id, via: this.via } : { participant: this.id }));
+  }
 }
 

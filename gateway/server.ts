@@ -332,11 +332,10 @@ export class Gateway {
   private accept(ws: WebSocket, req: IncomingMessage): void {
     const url = new URL(req.url ?? "/", "http://gateway");
     const address = req.socket.remoteAddress ?? "unknown";
-    const conn = new Connection(ws, this.limits, this.log.child({ remote: address }));
+    const conn = new Connection(ws, this.limits, this.log, address);
     this.connections.add(conn);
     this.perAddress.set(address, (this.perAddress.get(address) ?? 0) + 1);
     this.unauthenticated++;
-    conn.onAuthenticated = () => this.unauthenticated--;
     ws.on("close", () => {
       this.connections.delete(conn);
       const n = (this.perAddress.get(address) ?? 1) - 1;
@@ -370,6 +369,8 @@ export class Gateway {
         conn.log.info({ code: admission.code }, "refused");
         return conn.close(admission.code, admission.reason);
       }
+      // A socket that closed while a remote space was admitting it was counted off then.
+      if (this.connections.has(conn)) this.unauthenticated--;
       conn.attach(admission.port);
     };
     conn.admitting();

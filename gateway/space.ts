@@ -241,7 +241,7 @@ export class Space implements SpaceHost {
   join(id: string, peer: Peer, opts: { echo?: boolean } = {}): Member {
     const config = this.config.participants[id];
     if (!config) throw new Error(`join: "${id}" is not a participant of space "${this.id}"`);
-    const member = new Member(id, config, peer, config.visibility, opts.echo ?? config.echo, this.log.child({ participant: id }), ++this.joins);
+    const member = new Member(id, config, peer, config.visibility, opts.echo ?? config.echo, this.log, ++this.joins);
     this.recompile(member);
     const previous = this.members.get(id);
     this.members.set(id, member);
@@ -249,7 +249,8 @@ export class Space implements SpaceHost {
       previous.peer.close(CloseCodes.replaced, "replaced by a newer connection for the same participant");
       member.log.info("connection replaced");
     } else {
-      member.log.info({ visibility: member.visibility }, "joined");
+      // Through the space's logger, so a member that never logs again never makes its own.
+      this.log.info({ participant: id, visibility: member.visibility }, "joined");
     }
     this.sendWelcome(member);
     if (!previous) {
@@ -439,7 +440,7 @@ export class Space implements SpaceHost {
       },
       close: () => {},
     };
-    const actor = new Member(id, config, peer, config.visibility, false, this.log.child({ participant: id, via: "api" }), this.joins);
+    const actor = new Member(id, config, peer, config.visibility, false, this.log, this.joins, "api");
     this.recompile(actor);
     const pending = this.process(actor, parseFrame(JSON.stringify(frame)));
     if (pending) await pending;
@@ -589,7 +590,7 @@ export class Space implements SpaceHost {
   }
 
   fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void {
-    if (member.log.isLevelEnabled("debug")) member.log.debug({ code, correlationId }, message);
+    if (this.log.isLevelEnabled("debug")) member.log.debug({ code, correlationId }, message);
     this.sendTo(member, errorEnvelope(member.id, code, message, { correlationId, ...extra }));
   }
 

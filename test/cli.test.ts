@@ -78,7 +78,9 @@ describe("mewgate gateway", () => {
     child.kill("SIGTERM");
     await done;
     const text = readFileSync(log, "utf8");
-    expect(text).toContain("joined");
+    // A member's lines carry its id, though its own logger is made only when it first logs.
+    const joinedLine = text.split("\n").find((l) => l.includes('"msg":"joined"'));
+    expect(JSON.parse(joinedLine!)).toMatchObject({ space: "cli", participant: "alice", msg: "joined" });
     expect(text).toContain("refused");
     expect(text).not.toContain("secret-alice-1");
     expect(text).not.toContain("guess-token-42");

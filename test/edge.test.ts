@@ -119,6 +119,38 @@ describe("connection limits", () => {
     expect(agent.outcome).toBe("open");
   });
 
+  it("gives a waiting slot back when its socket joins, is refused, or closes, and only once", async () => {
+    gw = await startGateway(SPACE("max_unauthenticated: 2"));
+    const waiting = async () => {
+      const r = await upgrade("space=edge");
+      expect(r.outcome).toBe("open");
+      return (r as { ws: WebSocket }).ws;
+    };
+    const joined = (ws: WebSocket, token: string) =>
+      new Promise<string>((resolve) => {
+        ws.on("message", (d: Buffer) => {
+          const kind = (JSON.parse(d.toString()) as { kind?: string }).kind;
+          if (kind === "system/welcome") resolve(kind);
+        });
+        ws.once("close", (code) => resolve(`closed ${code}`));
+        ws.send(JSON.stringify({ type: "join", space: "edge", token }));
+      });
+    // Two sockets join with a frame: both slots come back.
+    const [a, b] = [await waiting(), await waiting()];
+    expect(await joined(a, T.agent)).toBe("system/welcome");
+    expect(await joined(b, T.bot)).toBe("system/welcome");
+    // One is refused (a wrong token), one closes before it says anything: both slots come back.
+    const [c, d] = [await waiting(), await waiting()];
+    expect((await upgrade("space=edge")).outcome).toBe(503);
+    expect(await joined(c, "not-a-token-9")).toMatch(/^closed 4\d{3}$/);
+    d.close();
+    const opens = async () => (await upgrade("space=edge")).outcome === "open";
+    await waitFor(opens);
+    await waitFor(opens);
+    // And not twice: the cap still holds at two.
+    expect((await upgrade("space=edge")).outcome).toBe(503);
+  });
+
   it("closes a socket that does not authenticate within the deadline", async () => {
     gw = await startGateway(SPACE("join_timeout_ms: 300"));
     const silent = await upgrade("space=edge");
