@@ -402,6 +402,34 @@ describe("staying up", () => {
     expect(bob.ws.readyState).toBe(WebSocket.OPEN);
   });
 
+  it("delivers every frame whole and in order to a reader that stalls while the kernel takes writes in part", async () => {
+    gw = await startGateway(SPACE.replace("join_timeout_ms: 300", "join_timeout_ms: 300\n    max_buffered_bytes: 67108864\n    rate_per_second: 100000\n    rate_burst: 100000"));
+    const alice = await join("alice");
+    const bob = await join("bob");
+    // A reader that keeps up, whose writes reuse the buffer bob's stalled write may hold.
+    const agent = await join("agent");
+    const socket = (bob.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
+    socket.pause();
+    // Many small frames a tick (copied into one write), a few large ones (written as they
+    // are), across many ticks, until loopback's buffers are full and writes go in part.
+    const text = (i: number) => `${i}:`.padEnd(50 + ((i * 7919) % 1500), String.fromCharCode(97 + (i % 26)));
+    const total = 6000;
+    for (let i = 0; i < total; i++) {
+      alice.send({ id: `w${i}`, kind: "chat", payload: { text: i % 500 === 0 ? text(i).repeat(40) : text(i) } });
+      if (i % 50 === 49) await sleep(1);
+    }
+    await sleep(200);
+    socket.resume();
+    for (const reader of [agent, bob]) {
+      const last = await reader.next((e) => e.id === `w${total - 1}`, 20_000);
+      expect(last.kind).toBe("chat");
+      const chats = reader.received.filter((e) => e.kind === "chat");
+      expect(chats.map((e) => e.id)).toEqual(Array.from({ length: total }, (_, i) => `w${i}`));
+      for (let i = 0; i < total; i++) expect(chats[i]!.payload.text).toBe(i % 500 === 0 ? text(i).repeat(40) : text(i));
+      expect(reader.ws.readyState).toBe(WebSocket.OPEN);
+    }
+  });
+
   it("drops a participant that stops reading, keeping the gateway's buffer bounded", async () => {
     gw = await startGateway(SPACE.replace("join_timeout_ms: 300", "join_timeout_ms: 300\n    max_buffered_bytes: 262144\n    rate_per_second: 100000\n    rate_burst: 100000"));
     const alice = await join("alice");
