@@ -561,7 +561,7 @@ export class Space implements SpaceHost {
 
   /**
    * Presence waits up to PRESENCE_BATCH_MS, so a wave of joins reaches each member as one
-   * write rather than one per join (each socket stays corked for the flush): announcing
+   * write rather than one per join (each socket's frames of a tick leave together): announcing
    * every join to every member is quadratic, and syscalls were nine tenths of it. Anything
    * else delivered meanwhile flushes it first, so nobody sees a participant act before it
    * is announced.
