@@ -240,17 +240,10 @@ const SCRATCH_BYTES = 64 * 1024;
 let scratch = Buffer.allocUnsafeSlow(SCRATCH_BYTES);
 
 function writeCoalesced(socket: SocketLike, parts: Buffer[], total: number): void {
-  if (parts.length === 2 && total > SCRATCH_BYTES / 2) {
-    // One large frame: its payload is shared by its recipients, not copied for each.
-    socket.cork();
-    socket.write(parts[0]!);
-    socket.write(parts[1]!);
-    socket.uncork();
-    return;
-  }
-  // A socket with writes still waiting would keep the copies too: a slow reader would
-  // hold its own copy of every delivery instead of sharing it with the others.
-  if (total > SCRATCH_BYTES || socket.writableLength > 0) {
+  // Written as they are, not copied: one large frame (its payload shared by its
+  // recipients), more than the buffer holds, or a socket with writes still waiting (it
+  // would keep the copy, and a slow reader would hold one of every delivery).
+  if (total > SCRATCH_BYTES || (parts.length === 2 && total > SCRATCH_BYTES / 2) || socket.writableLength > 0) {
     socket.cork();
     for (const part of parts) socket.write(part);
     socket.uncork();
