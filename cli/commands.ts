@@ -2,9 +2,9 @@
  * One-shot commands against a running space: `tools`, `send`, `proposals`, and `audit`
  * (which only reads the state directory).
  */
-import type { AuditEntry } from "../gateway/proposals.js";
-import { readAudit } from "../gateway/ledger.js";
-import { GATEWAY_ID, type Envelope } from "../gateway/envelope.js";
+import type { AuditEntry } from "../gateway/proposals/book.js";
+import { readAudit } from "../gateway/space/ledger.js";
+import { GATEWAY_ID, type Envelope } from "../gateway/wire/envelope.js";
 import type { ParticipantClient } from "../participants/index.js";
 import { guard, processIo, proposalLine, type Io } from "./lifecycle.js";
 import { ApiClient, asEnvelope } from "./api.js";

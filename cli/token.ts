@@ -8,7 +8,7 @@
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
-import { tokenEnvName, tokenFile } from "../gateway/tokens.js";
+import { tokenEnvName, tokenFile } from "../gateway/identity/tokens.js";
 import { guard, processIo, type Io } from "./lifecycle.js";
 import { CliError, isAlive, loadSpace, readUpRecord, spaceFile } from "./space.js";
 

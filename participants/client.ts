@@ -30,7 +30,7 @@ import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Logger } from "pino";
 import * as z from "zod";
-import { CloseCodes, GATEWAY_ID, PROTOCOL, type Capability, type Envelope } from "../gateway/envelope.js";
+import { CloseCodes, GATEWAY_ID, PROTOCOL, type Capability, type Envelope } from "../gateway/wire/envelope.js";
 import { ParticipantError, RpcErrorCodes, type ParticipantErrorCode } from "./errors.js";
 import { EnvelopeServerTransport } from "./mcp-transport.js";
 import type { CloseInfo, Transport, TransportFactory } from "./transport.js";

@@ -43,8 +43,8 @@ import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared
 import { ErrorCode, McpError, type Implementation, type Notification, type Progress, type Request } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
 import * as z from "zod";
-import type { McpServerConfig } from "../gateway/config.js";
-import { GATEWAY_ID, RpcErrors } from "../gateway/envelope.js";
+import type { McpServerConfig } from "../gateway/config/config.js";
+import { GATEWAY_ID, RpcErrors } from "../gateway/wire/envelope.js";
 import { clientCapabilities, installCallbacks, soleCaller, type ServedCall } from "./bridge/callbacks.js";
 import { ChildStdioTransport } from "./bridge/stdio.js";
 import { ParticipantClient, type ClientOptions, type IncomingRequest } from "./client.js";

@@ -7,7 +7,7 @@
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { afterEach, describe, expect, it } from "vitest";
 import * as z from "zod";
-import type { Envelope } from "../gateway/envelope.js";
+import type { Envelope } from "../gateway/wire/envelope.js";
 import { startAgent, type AgentHandle } from "../participants/agent/index.js";
 import { ParticipantClient } from "../participants/client.js";
 import { HangingServer } from "./fixtures/agent/hanging-server.js";

@@ -25,9 +25,9 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { pino, type Logger } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
-import type { McpServerConfig } from "../gateway/config.js";
-import { GATEWAY_ID } from "../gateway/envelope.js";
-import { connectInProcess } from "../gateway/inprocess.js";
+import type { McpServerConfig } from "../gateway/config/config.js";
+import { GATEWAY_ID } from "../gateway/wire/envelope.js";
+import { connectInProcess } from "../gateway/space/inprocess.js";
 import { ParticipantClient, type IncomingNotification } from "../participants/index.js";
 import { startBridge, type Bridge, type BridgeOptions } from "../participants/mcp-bridge.js";
 import { failure, startGateway, type TestGateway, waitFor } from "./helpers.js";

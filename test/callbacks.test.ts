@@ -11,7 +11,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ElicitRequestSchema, ListRootsRequestSchema, LoggingMessageNotificationSchema, ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
-import { connectInProcess } from "../gateway/inprocess.js";
+import { connectInProcess } from "../gateway/space/inprocess.js";
 import { startAgent, type AgentHandle } from "../participants/agent/index.js";
 import { startBridge, type Bridge } from "../participants/mcp-bridge.js";
 import { mountHttp } from "../participants/mcp-server/http.js";

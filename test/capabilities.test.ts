@@ -7,7 +7,7 @@ import {
   covers,
   matchesGlob,
   MAX_PATTERN_DEPTH,
-} from "../gateway/capabilities.js";
+} from "../gateway/policy/capabilities.js";
 
 type Env = { kind: string; payload?: unknown; [k: string]: unknown };
 

@@ -14,7 +14,7 @@ import {
   loadSpaceConfig,
   parseSpaceConfig,
   type SpaceConfig,
-} from "../gateway/config.js";
+} from "../gateway/config/config.js";
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "config");
 

@@ -11,7 +11,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join as pathJoin } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { readAudit } from "../gateway/ledger.js";
+import { readAudit } from "../gateway/space/ledger.js";
 import { askGateway, errorFor, killGateway, seeded, sleep, spawnGateway, TestClient, toolOwner, type Env, type GatewayProcess } from "./helpers.js";
 
 const AGENTS = ["a1", "a2", "a3", "a4"];

@@ -14,7 +14,7 @@ import {
   quickEnvelope,
   quickMcpRequest,
   quickMcpResponse,
-} from "../gateway/envelope.js";
+} from "../gateway/wire/envelope.js";
 
 /** A small deterministic generator (mulberry32), so that a failure repeats. */
 function rng(seed: number): () => number {

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { parseFrame, stamp } from "../gateway/envelope.js";
+import { parseFrame, stamp } from "../gateway/wire/envelope.js";
 
 describe("parseFrame", () => {
   it("never throws, whatever the text", () => {

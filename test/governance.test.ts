@@ -3,8 +3,8 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join as pathJoin } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { CompiledPolicy, decide } from "../gateway/policy.js";
-import { readAudit } from "../gateway/ledger.js";
+import { CompiledPolicy, decide } from "../gateway/policy/rules.js";
+import { readAudit } from "../gateway/space/ledger.js";
 import { errorFor, responseFor, sleep, startGateway, TestClient, toolCall as call, toolOwner as ownerOf, type Env, type TestGateway } from "./helpers.js";
 
 const T = {

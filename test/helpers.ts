@@ -7,8 +7,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "vitest";
 import { WebSocket } from "ws";
-import { parseSpaceConfig } from "../gateway/config.js";
-import { Gateway } from "../gateway/server.js";
+import { parseSpaceConfig } from "../gateway/config/config.js";
+import { Gateway } from "../gateway/edge/server.js";
 import { ParticipantError } from "../participants/errors.js";
 
 export interface TestGateway {

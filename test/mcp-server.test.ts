@@ -17,7 +17,7 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { ToolListChangedNotificationSchema, type CallToolResult, type Progress } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import * as z from "zod";
-import type { Envelope } from "../gateway/envelope.js";
+import type { Envelope } from "../gateway/wire/envelope.js";
 import { resolveMcpTarget } from "../cli/mcp.js";
 import { resolveTarget } from "../cli/remote.js";
 import { ParticipantClient, RpcError } from "../participants/index.js";

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { formatEnvelope, PLAIN } from "../cli/terminal/format.js";
-import type { Envelope } from "../gateway/envelope.js";
+import type { Envelope } from "../gateway/wire/envelope.js";
 import { startAgent, type AgentHandle } from "../participants/agent/index.js";
 import { ParticipantClient } from "../participants/client.js";
 import { ModelServer, openaiReply, type Reply, openaiAgentBlock, openaiToolCall } from "./fixtures/agent/model-server.js";

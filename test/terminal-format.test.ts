@@ -1,7 +1,7 @@
 /** The terminal's view and proposal queue as pure functions. */
 import { describe, expect, it } from "vitest";
-import { parseSpaceConfig } from "../gateway/config.js";
-import type { Envelope } from "../gateway/envelope.js";
+import { parseSpaceConfig } from "../gateway/config/config.js";
+import type { Envelope } from "../gateway/wire/envelope.js";
 import { formatEnvelope, PLAIN, ProposalQueue, whyApproval, type ViewContext } from "../cli/terminal/index.js";
 import { visibleLength } from "../cli/terminal/format.js";
 

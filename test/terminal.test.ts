@@ -6,7 +6,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { cleanEnv, DEMO, MAIN, poll, requireTmux, run, tempDir, Tmux } from "./fixtures/cli/harness.js";
-import { readAudit } from "../gateway/ledger.js";
+import { readAudit } from "../gateway/space/ledger.js";
 
 const panes: Tmux[] = [];
 

@@ -2,9 +2,9 @@
  * What the terminal shows for each envelope: one readable line (rarely a few), never the raw
  * JSON. Pure functions, so the view is tested without a terminal.
  */
-import type { SpaceConfig } from "../../gateway/config.js";
-import type { Envelope } from "../../gateway/envelope.js";
-import { CompiledPolicy } from "../../gateway/policy.js";
+import type { SpaceConfig } from "../../gateway/config/config.js";
+import type { Envelope } from "../../gateway/wire/envelope.js";
+import { CompiledPolicy } from "../../gateway/policy/rules.js";
 import type { ToolInfo } from "../../participants/index.js";
 
 export const GATEWAY = "system:gateway";

@@ -17,7 +17,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { emitKeypressEvents } from "node:readline";
-import type { Envelope } from "../../gateway/envelope.js";
+import type { Envelope } from "../../gateway/wire/envelope.js";
 import type { WelcomeInfo } from "../../participants/index.js";
 import { ANSI, callShape, fit, formatEnvelope, GATEWAY, isRecord, oneLine, PLAIN, shortId, truncate, visibleLength, whyApproval, wrapJson, type Style, type ViewContext } from "./format.js";
 import { FormWalk } from "./form.js";

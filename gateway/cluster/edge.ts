@@ -4,10 +4,10 @@
  * `SpaceDoor` a connection cannot tell this from a local space.
  */
 import type { Logger } from "pino";
-import { CloseCodes } from "../envelope.js";
-import type { AdmitRequest, Admission, MemberPort } from "../door.js";
-import type { Peer } from "../member.js";
-import { TokenBook } from "../tokens.js";
+import { CloseCodes } from "../wire/envelope.js";
+import type { AdmitRequest, Admission, MemberPort } from "../space/door.js";
+import type { Peer } from "../ports/member.js";
+import { TokenBook } from "../identity/tokens.js";
 import type { Bus } from "./bus.js";
 import { subjects } from "./bus.js";
 import { LinkEnd, type Outbox, type Wire } from "./link.js";

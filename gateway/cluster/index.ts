@@ -20,13 +20,13 @@
  */
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
-import type { SpaceConfig } from "../config.js";
-import { CloseCodes } from "../envelope.js";
-import type { AdmitRequest, SpaceDoor } from "../door.js";
-import { localDoor } from "../door.js";
-import type { StateRecord } from "../ledger.js";
-import type { Peer } from "../member.js";
-import type { Space } from "../space.js";
+import type { SpaceConfig } from "../config/config.js";
+import { CloseCodes } from "../wire/envelope.js";
+import type { AdmitRequest, SpaceDoor } from "../space/door.js";
+import { localDoor } from "../space/door.js";
+import type { StateRecord } from "../space/ledger.js";
+import type { Peer } from "../ports/member.js";
+import type { Space } from "../space/space.js";
 import type { StoreOpener } from "../store/index.js";
 import { Bus, subjects } from "./bus.js";
 import { DEFAULT_BUS_RETENTION } from "./bus-history.js";

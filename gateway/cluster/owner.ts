@@ -6,9 +6,9 @@
  */
 import type { Msg, Subscription } from "nats";
 import type { Logger } from "pino";
-import { CloseCodes } from "../envelope.js";
-import type { Member, Peer } from "../member.js";
-import type { Space } from "../space.js";
+import { CloseCodes } from "../wire/envelope.js";
+import type { Member, Peer } from "../ports/member.js";
+import type { Space } from "../space/space.js";
 import type { Bus } from "./bus.js";
 import { subjects } from "./bus.js";
 import { LinkEnd, type Outbox, unbatch } from "./link.js";

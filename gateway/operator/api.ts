@@ -21,9 +21,9 @@
  * any of this, like every route (origin.ts); a browser page from elsewhere gets 403.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Peer } from "../member.js";
-import type { Proposal } from "../proposals.js";
-import type { Space } from "../space.js";
+import type { Peer } from "../ports/member.js";
+import type { Proposal } from "../proposals/book.js";
+import type { Space } from "../space/space.js";
 import { bearer, readJsonObject, sendJson } from "./http.js";
 import { proposalView, statusOf } from "./views.js";
 

@@ -11,8 +11,8 @@
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Envelope } from "../envelope.js";
-import type { Space } from "../space.js";
+import type { Envelope } from "../wire/envelope.js";
+import type { Space } from "../space/space.js";
 import { bearer, readJsonObject, sendJson as send } from "./http.js";
 import { statusOf } from "./views.js";
 

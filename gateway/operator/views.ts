@@ -1,8 +1,8 @@
 /**
  * What the operator API shows of a space's state, and how its errors map to HTTP.
  */
-import type { Proposal } from "../proposals.js";
-import type { Space } from "../space.js";
+import type { Proposal } from "../proposals/book.js";
+import type { Space } from "../space/space.js";
 
 /** A pending proposal as an approver needs to see it: who, what, why it waits, everything it would do. */
 export function proposalView(space: Space, viewer: string, p: Proposal): Record<string, unknown> {

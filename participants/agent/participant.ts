@@ -37,8 +37,8 @@
  *   `chat/acknowledge`, after which the agent leaves (`closed` settles with `shutdown`).
  */
 import type { Logger } from "pino";
-import type { AgentConfig } from "../../gateway/config.js";
-import { GATEWAY_ID, type Envelope } from "../../gateway/envelope.js";
+import type { AgentConfig } from "../../gateway/config/config.js";
+import { GATEWAY_ID, type Envelope } from "../../gateway/wire/envelope.js";
 import { ParticipantClient, type CallOptions, type ClientOptions, type OutboundEnvelope, type WelcomeInfo } from "../client.js";
 import type { ToolInfo } from "../wire.js";
 import { AskServer, INTERACTIVE_WAIT_MS } from "./serve.js";

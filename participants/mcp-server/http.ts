@@ -19,8 +19,8 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { Logger } from "pino";
-import type { Gateway } from "../../gateway/server.js";
-import type { Space } from "../../gateway/space.js";
+import type { Gateway } from "../../gateway/edge/server.js";
+import type { Space } from "../../gateway/space/space.js";
 import type { ParticipantClient } from "../client.js";
 import type { SpaceMcpServer } from "./server.js";
 
@@ -34,7 +34,7 @@ import type { SpaceMcpServer } from "./server.js";
 export interface McpHttpModules {
   StreamableHTTPServerTransport: typeof import("@modelcontextprotocol/sdk/server/streamableHttp.js").StreamableHTTPServerTransport;
   isInitializeRequest: typeof import("@modelcontextprotocol/sdk/types.js").isInitializeRequest;
-  connectInProcess: typeof import("../../gateway/inprocess.js").connectInProcess;
+  connectInProcess: typeof import("../../gateway/space/inprocess.js").connectInProcess;
   ParticipantClient: typeof import("../client.js").ParticipantClient;
   createSpaceMcpServer: typeof import("./server.js").createSpaceMcpServer;
 }
@@ -51,7 +51,7 @@ export function loadMcpHttpModules(): Promise<McpHttpModules> {
   const loading = Promise.all([
     import("@modelcontextprotocol/sdk/server/streamableHttp.js"),
     import("@modelcontextprotocol/sdk/types.js"),
-    import("../../gateway/inprocess.js"),
+    import("../../gateway/space/inprocess.js"),
     import("../client.js"),
     import("./server.js"),
   ]).then(([http, types, inprocess, client, server]) => ({

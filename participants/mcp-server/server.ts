@@ -36,7 +36,7 @@ import {
   type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
-import { GATEWAY_ID, type Envelope } from "../../gateway/envelope.js";
+import { GATEWAY_ID, type Envelope } from "../../gateway/wire/envelope.js";
 import { ParticipantClient, type ClientOptions } from "../client.js";
 import { ParticipantError, RpcError } from "../errors.js";
 import { buildCatalogue, failureResult, type Catalogue } from "./catalogue.js";

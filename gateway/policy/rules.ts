@@ -18,7 +18,7 @@
  * capability list, so MEW clients read the same permissions in their welcome.
  */
 import { type Capability, compileGlob, type Matcher } from "./capabilities.js";
-import type { ToolPolicy } from "./config.js";
+import type { ToolPolicy } from "../config/config.js";
 
 export type Decision = "direct" | "proposal" | "denied";
 export type Fallback = "allow" | "ask" | "deny";

@@ -19,7 +19,7 @@
  * gateway died are returned so the caller marks them failed, since their call's fate is
  * unknown.
  */
-import type { Plan } from "./plan.js";
+import type { Plan } from "../ports/plan.js";
 
 export type ProposalState = "pending" | "approved" | "routed" | "answered" | "rejected" | "withdrawn" | "expired" | "failed";
 

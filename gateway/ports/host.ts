@@ -10,13 +10,13 @@
  * the modules, and they import this file, member.ts and the state modules.
  */
 import type { Logger } from "pino";
-import type { Authority, Verdict } from "./authority.js";
-import type { Capability } from "./capabilities.js";
-import type { SpaceConfig } from "./config.js";
-import type { Envelope, ErrorCode, InboundEnvelope, McpRequestPayload } from "./envelope.js";
-import type { Proposal } from "./proposals.js";
-import type { Call, Calls } from "./calls.js";
-import type { SpaceMetrics } from "./metrics.js";
+import type { Authority, Verdict } from "../policy/authority.js";
+import type { Capability } from "../policy/capabilities.js";
+import type { SpaceConfig } from "../config/config.js";
+import type { Envelope, ErrorCode, InboundEnvelope, McpRequestPayload } from "../wire/envelope.js";
+import type { Proposal } from "../proposals/book.js";
+import type { Call, Calls } from "../calls/calls.js";
+import type { SpaceMetrics } from "../operator/metrics.js";
 import type { Plan } from "./plan.js";
 import type { Member } from "./member.js";
 import type { Registry } from "./registry.js";

@@ -9,7 +9,7 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import type { Authority } from "./authority.js";
 import { type Capability, covers } from "./capabilities.js";
-import type { SpaceConfig } from "./config.js";
+import type { SpaceConfig } from "../config/config.js";
 import {
   type Envelope,
   ErrorCodes,
@@ -21,12 +21,12 @@ import {
   describeIssue,
   stamp,
   systemEnvelope,
-} from "./envelope.js";
+} from "../wire/envelope.js";
 import type { GrantBook, GrantRecord } from "./grants.js";
-import { clip } from "./host.js";
-import type { Member } from "./member.js";
-import type { Plan } from "./plan.js";
-import { specificTool } from "./policy.js";
+import { clip } from "../ports/host.js";
+import type { Member } from "../ports/member.js";
+import type { Plan } from "../ports/plan.js";
+import { specificTool } from "./rules.js";
 
 /** What lending needs of the space. */
 export interface LendingHost {

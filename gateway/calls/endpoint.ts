@@ -15,11 +15,11 @@
  * the rest is, and the pages here are how a client fetches it.
  */
 import type { Call } from "./calls.js";
-import { type Envelope, ErrorCodes, GATEWAY_ID, type InboundEnvelope, type McpRequestPayload, stamp, systemEnvelope } from "./envelope.js";
-import { type CallRouter, clip, type SpaceHost } from "./host.js";
-import { jsonBytes, readCursor, takePage } from "./paging.js";
-import type { Proposal } from "./proposals.js";
-import type { Member } from "./member.js";
+import { type Envelope, ErrorCodes, GATEWAY_ID, type InboundEnvelope, type McpRequestPayload, stamp, systemEnvelope } from "../wire/envelope.js";
+import { type CallRouter, clip, type SpaceHost } from "../ports/host.js";
+import { jsonBytes, readCursor, takePage } from "../wire/paging.js";
+import type { Proposal } from "../proposals/book.js";
+import type { Member } from "../ports/member.js";
 
 /** JSON-RPC's "invalid params". */
 const INVALID_PARAMS = -32602;

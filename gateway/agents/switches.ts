@@ -12,11 +12,11 @@
  * for, the second answers them.
  */
 import type { Logger } from "pino";
-import type { SpaceConfig } from "./config.js";
-import { type Envelope, ErrorCodes, type ErrorCode, type InboundEnvelope, stamp } from "./envelope.js";
-import { clip } from "./host.js";
-import type { Member } from "./member.js";
-import type { Plan } from "./plan.js";
+import type { SpaceConfig } from "../config/config.js";
+import { type Envelope, ErrorCodes, type ErrorCode, type InboundEnvelope, stamp } from "../wire/envelope.js";
+import { clip } from "../ports/host.js";
+import type { Member } from "../ports/member.js";
+import type { Plan } from "../ports/plan.js";
 
 interface SwitchFields {
   id: string;

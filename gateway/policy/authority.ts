@@ -16,11 +16,11 @@
  * such root grants nothing, and a `deny` of the granter's own takes effect at once.
  */
 import { type Capability, compileCapabilities, type Matcher } from "./capabilities.js";
-import type { SpaceConfig } from "./config.js";
-import { ErrorCodes, type ErrorCode } from "./envelope.js";
+import type { SpaceConfig } from "../config/config.js";
+import { ErrorCodes, type ErrorCode } from "../wire/envelope.js";
 import type { GrantBook } from "./grants.js";
-import { allowCapabilities, CompiledPolicy, type Decision, decide, decideWhy } from "./policy.js";
-import type { Registry } from "./registry.js";
+import { allowCapabilities, CompiledPolicy, type Decision, decide, decideWhy } from "./rules.js";
+import type { Registry } from "../ports/registry.js";
 
 /** The outcome for one call: go ahead, go through a proposal, or a refusal to send back. */
 export type Verdict = { decision: "direct" | "proposal" } | { decision: "denied"; code: ErrorCode; message: string; extra?: Record<string, unknown> };

@@ -8,23 +8,23 @@ import type { AddressInfo } from "node:net";
 import { hostname } from "node:os";
 import { type WebSocket, WebSocketServer } from "ws";
 import type { Logger } from "pino";
-import type { Limits, SpaceConfig } from "./config.js";
-import { CloseCodes } from "./envelope.js";
-import { createLogger } from "./log.js";
-import { Space } from "./space.js";
-import { type Admission, localDoor, type SpaceDoor } from "./door.js";
+import type { Limits, SpaceConfig } from "../config/config.js";
+import { CloseCodes } from "../wire/envelope.js";
+import { createLogger } from "../operator/log.js";
+import { Space } from "../space/space.js";
+import { type Admission, localDoor, type SpaceDoor } from "../space/door.js";
 import { Connection } from "./connection.js";
-import { render as renderMetrics } from "./metrics.js";
-import { mountOperatorApi } from "./operator/api.js";
-import { mountConsole } from "./operator/console.js";
-import { mountInjection } from "./operator/inject.js";
+import { render as renderMetrics } from "../operator/metrics.js";
+import { mountOperatorApi } from "../operator/api.js";
+import { mountConsole } from "../operator/console.js";
+import { mountInjection } from "../operator/inject.js";
 import { OriginGuard } from "./origin.js";
-import { TokenBook } from "./tokens.js";
-import type { StateRecord } from "./ledger.js";
-import type { StoreOpener } from "./store/index.js";
+import { TokenBook } from "../identity/tokens.js";
+import type { StateRecord } from "../space/ledger.js";
+import type { StoreOpener } from "../store/index.js";
 // Loaded only by a clustered gateway: the NATS client is not paid for at every start.
-import type { Cluster } from "./cluster/index.js";
-import { HOP_HEADER, passOn, spaceOfRequest } from "./cluster/proxy.js";
+import type { Cluster } from "../cluster/index.js";
+import { HOP_HEADER, passOn, spaceOfRequest } from "../cluster/proxy.js";
 
 export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -267,7 +267,7 @@ export class Gateway {
       const wildcard = address.address === "0.0.0.0" || address.address === "::";
       const http = (cluster.advertise ?? `http://${wildcard ? hostname() : shownHost}:${address.port}`).replace(/\/$/, "");
       try {
-        const { Cluster } = await import("./cluster/index.js");
+        const { Cluster } = await import("../cluster/index.js");
         this.cluster = await Cluster.start(
           { url: cluster.url, node, leaseMs: cluster.lease_ms ?? DEFAULT_LEASE_MS, replicas: cluster.replicas },
           {

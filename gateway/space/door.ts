@@ -7,7 +7,7 @@
  * cluster (cluster/edge.ts) — as a socket.io adapter hides where a room's members are.
  */
 import type { Logger } from "pino";
-import type { Member, Peer } from "./member.js";
+import type { Member, Peer } from "../ports/member.js";
 import type { Space } from "./space.js";
 
 /** A joined participant, as its connection reaches it. */

@@ -31,14 +31,14 @@ import {
   now,
   stamp,
   systemEnvelope,
-} from "./envelope.js";
-import { type CallRouter, clip, type ProposalDesk, type SpaceHost } from "./host.js";
-import type { Verdict } from "./authority.js";
+} from "../wire/envelope.js";
+import { type CallRouter, clip, type ProposalDesk, type SpaceHost } from "../ports/host.js";
+import type { Verdict } from "../policy/authority.js";
 import { GatewayEndpoint } from "./endpoint.js";
-import type { Decision } from "./policy.js";
-import type { ProposalBook } from "./proposals.js";
-import { McpToolSchema, type McpTool, type Registry, ToolsListResultSchema, MAX_TOOLS_PER_PARTICIPANT } from "./registry.js";
-import type { Member } from "./member.js";
+import type { Decision } from "../policy/rules.js";
+import type { ProposalBook } from "../proposals/book.js";
+import { McpToolSchema, type McpTool, type Registry, ToolsListResultSchema, MAX_TOOLS_PER_PARTICIPANT } from "../ports/registry.js";
+import type { Member } from "../ports/member.js";
 
 /** Most pages of `tools/list` the gateway follows for one participant. */
 const MAX_TOOL_PAGES = 100;

@@ -18,10 +18,10 @@
  */
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
-import { Authority } from "./authority.js";
-import { compileCapabilities } from "./capabilities.js";
-import type { SpaceConfig } from "./config.js";
-import { Decisions } from "./decisions.js";
+import { Authority } from "../policy/authority.js";
+import { compileCapabilities } from "../policy/capabilities.js";
+import type { SpaceConfig } from "../config/config.js";
+import { Decisions } from "../proposals/decisions.js";
 import {
   type Capability,
   type Envelope,
@@ -35,29 +35,29 @@ import {
   type ParsedFrame,
   stamp,
   systemEnvelope,
-} from "./envelope.js";
-import { clip, type SpaceHost } from "./host.js";
-import { frameBudget, maySee } from "./endpoint.js";
-import { GrantBook } from "./grants.js";
-import { Lending } from "./lending.js";
-import { Invites } from "./invites.js";
-import { Conversations } from "./conversations.js";
-import { Switches } from "./switches.js";
-import { Streams } from "./streams.js";
-import { McpRouter } from "./mcp.js";
-import { type AuditEntry, type AuditQuery, type Proposal, ProposalBook } from "./proposals.js";
-import { Registry } from "./registry.js";
+} from "../wire/envelope.js";
+import { clip, type SpaceHost } from "../ports/host.js";
+import { frameBudget, maySee } from "../calls/endpoint.js";
+import { GrantBook } from "../policy/grants.js";
+import { Lending } from "../policy/lending.js";
+import { Invites } from "../agents/invites.js";
+import { Conversations } from "../agents/conversations.js";
+import { Switches } from "../agents/switches.js";
+import { Streams } from "../agents/streams.js";
+import { McpRouter } from "../calls/router.js";
+import { type AuditEntry, type AuditQuery, type Proposal, ProposalBook } from "../proposals/book.js";
+import { Registry } from "../ports/registry.js";
 import { Ledger, type StateRecord } from "./ledger.js";
-import { SpaceMetrics } from "./metrics.js";
-import { Notifier } from "./operator/notify.js";
-import type { Plan } from "./plan.js";
-import { StoreError, type StoreOpener } from "./store/index.js";
-import { Member, type Peer, type Visibility } from "./member.js";
-import { jsonBytes } from "./paging.js";
-import type { TokenBook } from "./tokens.js";
+import { SpaceMetrics } from "../operator/metrics.js";
+import { Notifier } from "../operator/notify.js";
+import type { Plan } from "../ports/plan.js";
+import { StoreError, type StoreOpener } from "../store/index.js";
+import { Member, type Peer, type Visibility } from "../ports/member.js";
+import { jsonBytes } from "../wire/paging.js";
+import type { TokenBook } from "../identity/tokens.js";
 import { buildWelcome, WELCOME_HISTORY_BYTES } from "./welcome.js";
 
-export { Member, type Peer, type Visibility } from "./member.js";
+export { Member, type Peer, type Visibility } from "../ports/member.js";
 
 export type AuthResult = { ok: true; id: string } | { ok: false; code: number; reason: string };
 

@@ -4,7 +4,7 @@
  * space, may hold). Kept apart from config.ts, which assembles the whole schema.
  */
 import * as z from "zod";
-import { expected, int, MAX_TIMER_MS, numeric, section } from "./config-schema.js";
+import { expected, int, MAX_TIMER_MS, numeric, section } from "./schema.js";
 
 export const DEFAULT_LIMITS = Object.freeze({
   max_payload_bytes: 1_048_576,

@@ -25,12 +25,12 @@
  * from the person or the agent the person is talking with (the last to chat to them).
  */
 import type { Logger } from "pino";
-import type { Call, Calls } from "./calls.js";
-import type { SpaceConfig } from "./config.js";
-import { type Envelope, ErrorCodes, type ErrorCode, type InboundEnvelope, systemEnvelope } from "./envelope.js";
-import { clip } from "./host.js";
-import type { Member } from "./member.js";
-import type { Plan } from "./plan.js";
+import type { Call, Calls } from "../calls/calls.js";
+import type { SpaceConfig } from "../config/config.js";
+import { type Envelope, ErrorCodes, type ErrorCode, type InboundEnvelope, systemEnvelope } from "../wire/envelope.js";
+import { clip } from "../ports/host.js";
+import type { Member } from "../ports/member.js";
+import type { Plan } from "../ports/plan.js";
 
 export interface Frame {
   agent: string;

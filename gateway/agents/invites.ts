@@ -10,13 +10,13 @@
  */
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
-import { type Capability, covers } from "./capabilities.js";
-import type { ParticipantConfig, SpaceConfig } from "./config.js";
-import { CloseCodes, type Envelope, ErrorCodes, type ErrorCode, type InboundEnvelope, stamp, systemEnvelope } from "./envelope.js";
-import { clip } from "./host.js";
-import type { Member } from "./member.js";
-import type { Plan } from "./plan.js";
-import { TokenBook } from "./tokens.js";
+import { type Capability, covers } from "../policy/capabilities.js";
+import type { ParticipantConfig, SpaceConfig } from "../config/config.js";
+import { CloseCodes, type Envelope, ErrorCodes, type ErrorCode, type InboundEnvelope, stamp, systemEnvelope } from "../wire/envelope.js";
+import { clip } from "../ports/host.js";
+import type { Member } from "../ports/member.js";
+import type { Plan } from "../ports/plan.js";
+import { TokenBook } from "../identity/tokens.js";
 
 export type InviteRecord =
   | { type: "invite"; id: string; by: string; capabilities: Capability[]; digest: string; ts: string; reason?: string | undefined }

@@ -11,7 +11,7 @@
  * capabilities, routing), so an in-process participant can do exactly what its
  * capabilities allow and nothing more.
  */
-import { CloseCodes, ErrorCodes, errorEnvelope, type ErrorCode } from "./envelope.js";
+import { CloseCodes, ErrorCodes, errorEnvelope, type ErrorCode } from "../wire/envelope.js";
 import type { Member, Peer, Space } from "./space.js";
 
 /** The client end of an in-process connection (structurally a participant `Transport`). */

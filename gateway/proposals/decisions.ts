@@ -26,12 +26,12 @@ import {
   now,
   stamp,
   systemEnvelope,
-} from "./envelope.js";
-import { type CallRouter, clip, type ProposalDesk, type SpaceHost } from "./host.js";
-import { toolGrant } from "./policy.js";
-import type { Plan } from "./plan.js";
-import type { Proposal, ProposalBook } from "./proposals.js";
-import type { Member } from "./member.js";
+} from "../wire/envelope.js";
+import { type CallRouter, clip, type ProposalDesk, type SpaceHost } from "../ports/host.js";
+import { toolGrant } from "../policy/rules.js";
+import type { Plan } from "../ports/plan.js";
+import type { Proposal, ProposalBook } from "./book.js";
+import type { Member } from "../ports/member.js";
 
 export class Decisions implements ProposalDesk {
   constructor(

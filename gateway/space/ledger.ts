@@ -15,17 +15,17 @@
  * where it is kept by age and size (quotas.audit_max_*). Start-up reads only live state.
  */
 import type { Logger } from "pino";
-import type { SpaceConfig } from "./config.js";
-import type { GrantBook, GrantRecord } from "./grants.js";
-import type { InviteRecord, Invites } from "./invites.js";
-import type { SwitchRecord, Switches } from "./switches.js";
-import type { Conversations, FrameRecord } from "./conversations.js";
-import type { Plan } from "./plan.js";
-import { type AuditEntry, type AuditQuery, type AuditRecord, auditMatches, type ProposalBook, type ProposalRecord } from "./proposals.js";
-import { type OpenReport, openStore, readHistory, type StateStore, type StoreHooks, type StoreOpener } from "./store/index.js";
+import type { SpaceConfig } from "../config/config.js";
+import type { GrantBook, GrantRecord } from "../policy/grants.js";
+import type { InviteRecord, Invites } from "../agents/invites.js";
+import type { SwitchRecord, Switches } from "../agents/switches.js";
+import type { Conversations, FrameRecord } from "../agents/conversations.js";
+import type { Plan } from "../ports/plan.js";
+import { type AuditEntry, type AuditQuery, type AuditRecord, auditMatches, type ProposalBook, type ProposalRecord } from "../proposals/book.js";
+import { type OpenReport, openStore, readHistory, type StateStore, type StoreHooks, type StoreOpener } from "../store/index.js";
 
 export type StateRecord = ProposalRecord | GrantRecord | AuditRecord | InviteRecord | SwitchRecord | FrameRecord;
-export type { Plan } from "./plan.js";
+export type { Plan } from "../ports/plan.js";
 
 const DAY_MS = 86_400_000;
 

@@ -14,9 +14,9 @@
  * way.
  */
 import type { Logger } from "pino";
-import { type Envelope, type ErrorCode, type InboundEnvelope, stamp, systemEnvelope } from "./envelope.js";
-import { clip } from "./host.js";
-import type { Member } from "./member.js";
+import { type Envelope, type ErrorCode, type InboundEnvelope, stamp, systemEnvelope } from "../wire/envelope.js";
+import { clip } from "../ports/host.js";
+import type { Member } from "../ports/member.js";
 
 interface Stream {
   id: string;

@@ -5,10 +5,10 @@
  */
 import { WebSocket } from "ws";
 import type { Logger } from "pino";
-import type { Limits } from "./config.js";
-import { CloseCodes, ErrorCodes, errorEnvelope, parseFrame, type Join } from "./envelope.js";
-import type { MemberPort } from "./door.js";
-import type { Peer } from "./member.js";
+import type { Limits } from "../config/config.js";
+import { CloseCodes, ErrorCodes, errorEnvelope, parseFrame, type Join } from "../wire/envelope.js";
+import type { MemberPort } from "../space/door.js";
+import type { Peer } from "../ports/member.js";
 
 /**
  * One WebSocket connection: the space's `Peer` for it, plus the per-connection limits.

@@ -9,10 +9,10 @@
  * from `tools_cursor`; other participants past their share are counted, not listed; and
  * history is newest first until its share is spent.
  */
-import { type Envelope, systemEnvelope } from "./envelope.js";
-import { listed } from "./endpoint.js";
-import { jsonBytes, takePage } from "./paging.js";
-import type { Proposal } from "./proposals.js";
+import { type Envelope, systemEnvelope } from "../wire/envelope.js";
+import { listed } from "../calls/endpoint.js";
+import { jsonBytes, takePage } from "../wire/paging.js";
+import type { Proposal } from "../proposals/book.js";
 
 /** Most bytes of history in one welcome, whatever the frame allows. */
 export const WELCOME_HISTORY_BYTES = 256 * 1024;

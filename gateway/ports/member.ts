@@ -4,9 +4,9 @@
  * modules that act on members (mcp.ts, decisions.ts, endpoint.ts) need not import the space.
  */
 import type { Logger } from "pino";
-import type { Capability, Matcher } from "./capabilities.js";
-import type { ParticipantConfig } from "./config.js";
-import type { ParsedFrame } from "./envelope.js";
+import type { Capability, Matcher } from "../policy/capabilities.js";
+import type { ParticipantConfig } from "../config/config.js";
+import type { ParsedFrame } from "../wire/envelope.js";
 
 /** A connected participant, seen from the space: a place to put bytes. */
 export interface Peer {
