@@ -234,6 +234,20 @@ describe("envelope checks", () => {
     expect(got.correlation_id).toEqual(["m-0"]);
     expect(got.context).toBe("round-1");
   });
+
+  it("finds no handler for kinds named like an object's own properties, and passes them through as any other kind", async () => {
+    gw = await startGateway(SPACE);
+    const alice = await join("alice");
+    const bob = await join("bob");
+    // A dispatch table kept in a plain object would find Object.prototype's members here
+    // and call them (or throw) instead of delivering the envelope.
+    const kinds = ["constructor", "toString", "hasOwnProperty", "valueOf", "isPrototypeOf"];
+    for (const kind of kinds) alice.send({ kind, payload: { kind } });
+    alice.send({ kind: "chat", payload: { text: "still here" } });
+    await bob.next((e) => e.kind === "chat" && e.payload.text === "still here");
+    expect(bob.received.filter((e) => kinds.includes(e.kind)).map((e) => [e.kind, e.from, e.payload.kind])).toEqual(kinds.map((k) => [k, "alice", k]));
+    expect(alice.received.filter((e) => e.kind === "system/error")).toEqual([]);
+  });
 });
 
 describe("routing and visibility", () => {

@@ -1,0 +1,109 @@
+/**
+ * Who is in a space and who sees what: the members, the operators watching, presence and
+ * recent history, and the one way bytes leave the space.
+ *
+ * This is the delivery port the space gives its handlers (`SpaceHost.deliver`, `sendTo`,
+ * `fail`, `capabilityViolation`): they hand it an envelope and never see a socket or the
+ * member map. Every envelope is serialized once and the same bytes go to each recipient.
+ */
+import type { Logger } from "pino";
+import type { SpaceConfig } from "../config/config.js";
+import type { SpaceMetrics } from "../operator/metrics.js";
+import type { Member, Peer, Visibility } from "../ports/member.js";
+import { type Envelope, type ErrorCode, ErrorCodes, errorEnvelope, type InboundEnvelope } from "../wire/envelope.js";
+import { WELCOME_HISTORY_BYTES } from "./welcome.js";
+
+/** How long presence may wait to be sent together with more presence. */
+const PRESENCE_BATCH_MS = 10;
+
+/** An operator API event stream (operator/api.ts): it sees, it does not act. */
+export interface Watcher {
+  id: string;
+  visibility: Visibility;
+  peer: Peer;
+}
+
+export class Delivery {
+  readonly members = new Map<string, Member>();
+  readonly watchers = new Set<Watcher>();
+  /** Recent envelopes, oldest first, for welcomes. */
+  readonly history: { env: Envelope; size: number }[] = [];
+  private presence: { env: Envelope; subject: Member | undefined; joinedBy: number }[] = [];
+  /** Joins so far; each member remembers its number. */
+  joins = 0;
+
+  constructor(
+    private readonly config: SpaceConfig,
+    private readonly metrics: SpaceMetrics,
+    private readonly log: Logger,
+  ) {}
+
+  /**
+   * Serializes once and hands the same bytes to every recipient: `all` members see
+   * everything, `addressed` members what names them, everyone sees presence (and what
+   * the caller sends `toEveryone`). The sender gets its own envelope back only with echo
+   * on. `joinedBy` is for presence only: members who joined later learnt it from their
+   * welcome.
+   */
+  deliver(env: Envelope, sender?: Member, toEveryone = false, joinedBy = Infinity): void {
+    if (this.presence.length) this.flushPresence();
+    const bytes = Buffer.from(JSON.stringify(env));
+    this.remember(env, bytes.length);
+    const to = env.to;
+    const everyone = toEveryone || env.kind === "system/presence";
+    for (const m of this.members.values()) {
+      if ((m === sender && !m.echo) || m.joinSeq > joinedBy) continue;
+      if (everyone || m.visibility === "all" || (to !== undefined && to.includes(m.id))) {
+        m.peer.send(bytes);
+        this.metrics.envelopesOut++;
+      }
+    }
+    // Operators watching through the API see what their participant may see.
+    for (const w of this.watchers) {
+      if (everyone || w.visibility === "all" || (to !== undefined && to.includes(w.id))) w.peer.send(bytes);
+    }
+  }
+
+  /**
+   * Presence waits up to PRESENCE_BATCH_MS, so a wave of joins reaches each member as one
+   * write rather than one per join (each socket's frames of a tick leave together): announcing
+   * every join to every member is quadratic, and syscalls were nine tenths of it. Anything
+   * else delivered meanwhile flushes it first, so nobody sees a participant act before it
+   * is announced.
+   */
+  announce(env: Envelope, subject?: Member): void {
+    // Whoever joins after this moment learns the news from its welcome instead.
+    if (this.presence.push({ env, subject, joinedBy: this.joins }) === 1) setTimeout(() => this.flushPresence(), PRESENCE_BATCH_MS).unref();
+  }
+
+  private flushPresence(): void {
+    const batch = this.presence;
+    this.presence = [];
+    for (const { env, subject, joinedBy } of batch) this.deliver(env, subject, false, joinedBy);
+  }
+
+  sendTo(member: Member, env: Envelope): void {
+    this.metrics.envelopesOut++;
+    member.peer.send(Buffer.from(JSON.stringify(env)));
+  }
+
+  fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void {
+    if (this.log.isLevelEnabled("debug")) member.log.debug({ code, correlationId }, message);
+    this.sendTo(member, errorEnvelope(member.id, code, message, { correlationId, ...extra }));
+  }
+
+  capabilityViolation(member: Member, inbound: InboundEnvelope): void {
+    this.fail(member, ErrorCodes.capabilityViolation, `your capabilities do not allow sending this "${inbound.kind}" envelope`, inbound.id, {
+      attempted_kind: inbound.kind,
+      your_capabilities: member.capabilities,
+    });
+  }
+
+  private remember(env: Envelope, size: number): void {
+    const max = this.config.gateway.limits.history;
+    // Big envelopes would not fit a welcome anyway; keeping them would only hold memory.
+    if (max === 0 || size > WELCOME_HISTORY_BYTES / 4) return;
+    this.history.push({ env, size });
+    if (this.history.length > max) this.history.shift();
+  }
+}
