@@ -8,10 +8,10 @@
  * a hidden flag, waits until that process says it is ready, and exits.
  */
 import { spawn } from "node:child_process";
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { dirname, join, relative, resolve, sep } from "node:path";
+import { closeSync, mkdirSync, openSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ConfigError, type ParticipantConfig, type SpaceConfig } from "../gateway/config/config.js";
+import { ConfigError } from "../gateway/config/config.js";
 import { connectInProcess } from "../gateway/space/inprocess.js";
 import { createLogger } from "../gateway/operator/log.js";
 import type { Space } from "../gateway/space/space.js";
@@ -21,10 +21,15 @@ import { ParticipantClient } from "../participants/index.js";
 import { startBridge, type Bridge } from "../participants/mcp-bridge.js";
 import { startGateway, type RunningGateway } from "./gateway.js";
 import { startBus, startNodes } from "./local-cluster.js";
-import { CliError, isOurUp, loadSpace, pickHuman, processArgv, processStartTicks, readUpRecord, spaceFile, upFiles, type LoadedSpace, type UpRecord } from "./space.js";
+import { exposedStateDir, greeted, planParticipants } from "./plan.js";
+import { CliError, loadSpace, spaceFile, upFiles, type LoadedSpace } from "./space.js";
 import { Supervisor, type SupervisorOptions } from "./supervisor.js";
 import { createTerminal, isJsonMode, type TerminalSession } from "./terminal/index.js";
 import type { TerminalInput, TerminalOutput } from "./terminal/session.js";
+import { refuseIfRunning, removeUpRecord, writeUpRecord } from "./up-record.js";
+
+// The launch plan moved to plan.ts; `up` still answers for it (tests import it from here).
+export { exposedStateDir, planParticipants } from "./plan.js";
 
 export interface UpOptions {
   file?: string | undefined;
@@ -304,73 +309,6 @@ async function shutdown(r: Running, say: (text: string) => void): Promise<void> 
   say("stopped");
 }
 
-interface Plan {
-  human: ParticipantConfig | undefined;
-  agents: ParticipantConfig[];
-  bridges: ParticipantConfig[];
-  children: ParticipantConfig[];
-  /** Declared, but nothing for `up` to start: they connect on their own. */
-  external: ParticipantConfig[];
-}
-
-/** Who `up` starts, and how. A participant gets one way to run. */
-export function planParticipants(config: SpaceConfig, as: string | undefined): Plan {
-  const plan: Plan = { human: undefined, agents: [], bridges: [], children: [], external: [] };
-  const humans = Object.values(config.participants).filter((p) => p.kind === "human");
-  if (as !== undefined || humans.length > 0) plan.human = pickHuman(config, as);
-  for (const p of Object.values(config.participants)) {
-    const ways = [p.run && "run", p.agent && "agent", p.mcp && "mcp"].filter(Boolean);
-    if (ways.length > 1) {
-      throw new CliError(`${config.file}: participants.${p.id} has ${ways.join(" and ")} sections; give it one way to run`);
-    }
-    if (p === plan.human) {
-      if (ways.length) throw new CliError(`${config.file}: participants.${p.id} is the human at the terminal; it cannot also have a ${ways[0]} section`);
-      continue;
-    }
-    if (p.run) plan.children.push(p);
-    else if (p.agent) plan.agents.push(p);
-    else if (p.mcp) plan.bridges.push(p);
-    else if (p.kind !== "human") plan.external.push(p);
-  }
-  return plan;
-}
-
-/**
- * Who gets the greeting: the agents that started, except specialists that offer
- * themselves as tools (they are called by the others, not chatted with) — unless every
- * agent is one.
- */
-function greeted(configured: ParticipantConfig[], started: string[]): string[] {
-  const specialist = (id: string) => {
-    const offer = configured.find((p) => p.id === id)?.agent?.offer;
-    return offer !== undefined && offer.enabled !== false;
-  };
-  const chatty = started.filter((id) => !specialist(id));
-  return chatty.length > 0 ? chatty : started;
-}
-
-/**
- * A stdio MCP server given a directory that contains the state directory (a filesystem
- * server over the project, say) could hand out every participant's token. Said loudly;
- * not refused, since the operator may know better.
- */
-export function exposedStateDir(config: SpaceConfig, stateDir: string): string[] {
-  const warnings: string[] = [];
-  for (const p of Object.values(config.participants)) {
-    if (!p.mcp?.command) continue;
-    const cwd = p.mcp.cwd ?? dirname(config.file);
-    for (const arg of p.mcp.args ?? []) {
-      if (arg.startsWith("-")) continue;
-      const dir = resolve(cwd, arg);
-      if (stateDir === dir || stateDir.startsWith(dir.endsWith(sep) ? dir : dir + sep)) {
-        if (!existsSync(dir) || !statSync(dir).isDirectory()) continue;
-        warnings.push(`${p.id} is given ${dir}, which contains the state directory ${stateDir} (tokens!); move one of them (gateway.state_dir or --state-dir)`);
-      }
-    }
-  }
-  return warnings;
-}
-
 /** Until every bridge has its tools in the registry (or a few seconds have passed): what the agents will want to use. */
 async function toolsRegistered(space: Space, bridges: string[]): Promise<void> {
   const ready = () => bridges.every((id) => space.registry.list().some((t) => t.participant === id));
@@ -398,46 +336,6 @@ function waitFor(cond: () => boolean, o: { timeoutMs: number; intervalMs: number
 function shortPath(p: string): string {
   const rel = relative(process.cwd(), p);
   return rel && !rel.startsWith("..") && rel.length < p.length ? rel : p;
-}
-
-// ---------------------------------------------------------------------------------------
-// The pid file
-
-/** Refuses to start a second `up` on the same state directory (two gateways would share its files). */
-function refuseIfRunning(stateDir: string): void {
-  const rec = readUpRecord(stateDir);
-  if (rec && rec.pid !== process.pid && isOurUp(rec)) {
-    throw new CliError(`this space is already running (pid ${rec.pid}, ${rec.url}); stop it with mewgate down ${rec.config}, or use another --state-dir`);
-  }
-}
-
-function writeUpRecord(stateDir: string, o: { url: string; config: SpaceConfig; file: string }): { pid: string; json: string } {
-  const files = upFiles(stateDir);
-  const record: UpRecord = {
-    pid: process.pid,
-    url: o.url,
-    space: o.config.space.id,
-    config: resolve(o.file),
-    stateDir,
-    startTicks: processStartTicks(process.pid),
-    argv: processArgv(process.pid) ?? process.argv,
-    startedAt: new Date().toISOString(),
-  };
-  mkdirSync(stateDir, { recursive: true, mode: 0o700 });
-  writeFileSync(files.json, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 });
-  writeFileSync(files.pid, `${process.pid}\n`, { mode: 0o600 });
-  return files;
-}
-
-/** Removes the pid files if they are still ours (a newer `up` may have replaced them). */
-function removeUpRecord(files: { pid: string; json: string }): void {
-  try {
-    if (readFileSync(files.pid, "utf8").trim() !== String(process.pid)) return;
-  } catch {
-    return;
-  }
-  rmSync(files.pid, { force: true });
-  rmSync(files.json, { force: true });
 }
 
 // ---------------------------------------------------------------------------------------

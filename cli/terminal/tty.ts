@@ -12,25 +12,17 @@
  * A form someone asks this person to fill in (elicitation) takes the input line field by
  * field (form.ts) until it is answered, declined, cancelled (Esc) or withdrawn.
  */
-import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { emitKeypressEvents } from "node:readline";
 import type { Envelope } from "../../gateway/wire/envelope.js";
 import type { WelcomeInfo } from "../../participants/index.js";
-import { ANSI, callShape, fit, formatEnvelope, GATEWAY, isRecord, oneLine, PLAIN, shortId, truncate, visibleLength, whyApproval, wrapJson, type Style, type ViewContext } from "./format.js";
+import { editInEditor } from "./editor.js";
+import { ANSI, callShape, formatEnvelope, isRecord, oneLine, PLAIN, shortId, truncate, visibleLength, type Style, type ViewContext } from "./format.js";
 import { FormWalk } from "./form.js";
+import { LineEditor, type Key } from "./line.js";
+import { SpaceLists } from "./lists.js";
+import { allArguments, proposalLines, queueBlock } from "./proposal-view.js";
 import { schemaProblem } from "./validate.js";
 import { TerminalSession, type Ask, type TerminalOptions } from "./session.js";
-
-interface Key {
-  name?: string | undefined;
-  ctrl?: boolean | undefined;
-  meta?: boolean | undefined;
-  shift?: boolean | undefined;
-  sequence?: string | undefined;
-}
 
 type Mode = { kind: "chat" } | { kind: "edit"; proposal: string } | { kind: "reason"; proposal: string; label: string } | { kind: "form"; walk: FormWalk };
 
@@ -50,9 +42,6 @@ const HELP = [
   "  /help  /quit (or Ctrl-C, or Ctrl-D on an empty line)",
 ];
 
-/** Lines of arguments the approval view shows before its "more" marker. */
-const ARGUMENT_LINES = 24;
-
 /**
  * The last guard before the screen: every escape sequence but our own colours (SGR) is
  * removed. Wire text is already sanitized where it is formatted (format.ts); this keeps a
@@ -66,13 +55,13 @@ function onlyStyles(line: string): string {
 export class TtyTerminal extends TerminalSession {
   private readonly style: Style;
   private readonly view: ViewContext;
-  private buffer = "";
-  private cursor = 0;
+  private readonly line = new LineEditor();
   private mode: Mode = { kind: "chat" };
   /** Lines held back while an external editor owns the screen. */
   private held: string[] | undefined;
   private readonly onKey = (str: string | undefined, key: Key | undefined) => this.key(str, key ?? {});
   private lastToolCount = -1;
+  private readonly lists: SpaceLists;
   /** The agent holding my conversation (interactive delegation), shown in the prompt. */
   private holder: string | undefined;
 
@@ -81,6 +70,15 @@ export class TtyTerminal extends TerminalSession {
     const env = opts.env ?? process.env;
     this.style = opts.output.isTTY && !env["NO_COLOR"] && env["TERM"] !== "dumb" ? ANSI : PLAIN;
     this.view = { me: "?", width: this.width, style: this.style, calls: new Map(), proposals: new Set() };
+    this.lists = new SpaceLists({
+      client: () => this.client,
+      me: () => this.me,
+      width: () => this.width,
+      style: this.style,
+      config: opts.config,
+      print: (lines) => this.print(lines),
+      notice: (text, level) => this.notice(text, level),
+    });
   }
 
   private get width(): number {
@@ -109,9 +107,8 @@ export class TtyTerminal extends TerminalSession {
     const prompt = this.promptText();
     const room = Math.max(10, this.width - visibleLength(prompt));
     // Show a window of the buffer that contains the cursor.
-    const start = Math.max(0, Math.min(this.cursor - Math.floor(room * 0.7), this.buffer.length - room + 1));
-    const shown = this.buffer.slice(Math.max(0, start), Math.max(0, start) + room);
-    const col = visibleLength(prompt) + (this.cursor - Math.max(0, start));
+    const { shown, column } = this.line.window(room);
+    const col = visibleLength(prompt) + column;
     this.opts.output.write(`\r\x1b[2K${prompt}${shown}\r${col > 0 ? `\x1b[${col}C` : ""}`);
   }
 
@@ -184,34 +181,7 @@ export class TtyTerminal extends TerminalSession {
       return;
     }
     this.queueShown = true;
-    this.print(this.queueBlock());
-  }
-
-  private queueBlock(): string[] {
-    const s = this.style;
-    const w = this.width;
-    const n = this.queue.size;
-    const current = this.queue.current!;
-    const call = callShape(current);
-    const lines = [
-      s.yellow(`── ${n} proposal${n === 1 ? "" : "s"} waiting · ${this.queue.position}/${n} ${"─".repeat(Math.max(2, Math.min(40, w - 40)))}`),
-      `${s.bold(current.from)} wants ${s.bold(call.label)}  ${s.dim(`[${shortId(current.id)}]`)}`,
-      s.dim(truncate(`why: ${whyApproval(current, { config: this.opts.config, tools: this.client.tools })}`, w)),
-      call.method === "tools/call" ? "arguments:" : "params:",
-    ];
-    // Wrapped, never cut: what the human approves is what is on the screen, or the
-    // marker says there is more and `v` prints it all.
-    const args = wrapJson(call.arguments, w - 4, ARGUMENT_LINES);
-    lines.push(...args.lines.map((l) => `  ${l}`));
-    if (args.more > 0) lines.push(s.yellow(`  ⋯ ${args.more} more line${args.more === 1 ? "" : "s"} of arguments — v shows them all`));
-    const others = this.queue.all.filter((p) => p !== current);
-    for (const p of others.slice(0, 5)) {
-      const c = callShape(p);
-      lines.push(s.dim(fit(`   also: ${p.from} → ${c.label} [${shortId(p.id)}] `, c.arguments, w)));
-    }
-    if (others.length > 5) lines.push(s.dim(`   … and ${others.length - 5} more (/proposals)`));
-    lines.push(s.yellow("a approve once · A approve always · e edit, then approve · r reject · v view all · n/p next/previous"));
-    return lines;
+    this.print(queueBlock(this.queue, this.style, this.width, { config: this.opts.config, tools: this.client.tools }));
   }
 
   // --- forms (elicitation) -------------------------------------------------------------------
@@ -278,8 +248,7 @@ export class TtyTerminal extends TerminalSession {
       // Leaving a form answers it: the asker hears "cancel" rather than waiting on nobody.
       const ask = this.mode.walk.ask;
       this.mode = { kind: "chat" };
-      this.buffer = "";
-      this.cursor = 0;
+      this.line.set("");
       this.answer(ask, { action: "cancel" });
       this.notice(`cancelled ${ask.from}'s form`);
       return this.nextForm();
@@ -288,7 +257,7 @@ export class TtyTerminal extends TerminalSession {
       if (this.mode.kind !== "chat") return this.setMode({ kind: "chat" }, "");
       return this.finish({ reason: "quit" });
     }
-    if (key.ctrl && key.name === "d" && this.buffer === "") {
+    if (key.ctrl && key.name === "d" && this.line.buffer === "") {
       if (this.mode.kind === "chat") return this.finish({ reason: "quit" });
       return this.setMode({ kind: "chat" }, "");
     }
@@ -297,13 +266,12 @@ export class TtyTerminal extends TerminalSession {
       return this.setMode({ kind: "chat" }, "");
     }
     if (key.name === "return" || key.name === "enter") {
-      const line = this.buffer;
-      this.buffer = "";
-      this.cursor = 0;
+      const line = this.line.buffer;
+      this.line.set("");
       this.submit(line);
       return this.drawPrompt();
     }
-    const empty = this.buffer === "" && this.mode.kind === "chat";
+    const empty = this.line.buffer === "" && this.mode.kind === "chat";
     if (empty && this.queue.size > 0 && !key.ctrl && !key.meta) {
       if (key.name === "down" || str === "n") return this.move(() => this.queue.next());
       if (key.name === "up" || str === "p") return this.move(() => this.queue.prev());
@@ -312,58 +280,12 @@ export class TtyTerminal extends TerminalSession {
       if (str === "r") return this.startReject(undefined);
       if (str === "v") return this.viewAll();
     }
-    if (this.editKey(str, key)) this.drawPrompt();
-  }
-
-  /** Line editing; true when the buffer or cursor changed. */
-  private editKey(str: string | undefined, key: Key): boolean {
-    switch (key.name) {
-      case "backspace":
-        if (this.cursor === 0) return false;
-        this.buffer = this.buffer.slice(0, this.cursor - 1) + this.buffer.slice(this.cursor);
-        this.cursor--;
-        return true;
-      case "delete":
-        this.buffer = this.buffer.slice(0, this.cursor) + this.buffer.slice(this.cursor + 1);
-        return true;
-      case "left":
-        this.cursor = Math.max(0, this.cursor - 1);
-        return true;
-      case "right":
-        this.cursor = Math.min(this.buffer.length, this.cursor + 1);
-        return true;
-      case "home":
-        this.cursor = 0;
-        return true;
-      case "end":
-        this.cursor = this.buffer.length;
-        return true;
-    }
-    if (key.ctrl) {
-      if (key.name === "a") this.cursor = 0;
-      else if (key.name === "e") this.cursor = this.buffer.length;
-      else if (key.name === "u") [this.buffer, this.cursor] = [this.buffer.slice(this.cursor), 0];
-      else if (key.name === "k") this.buffer = this.buffer.slice(0, this.cursor);
-      else if (key.name === "w") {
-        const before = this.buffer.slice(0, this.cursor).replace(/\S+\s*$/, "");
-        this.buffer = before + this.buffer.slice(this.cursor);
-        this.cursor = before.length;
-      } else return false;
-      return true;
-    }
-    if (key.meta || str === undefined || str === "") return false;
-    // Printable text only (a paste may bring several characters at once).
-    const text = str.replace(/[\x00-\x1f\x7f]/g, "");
-    if (!text) return false;
-    this.buffer = this.buffer.slice(0, this.cursor) + text + this.buffer.slice(this.cursor);
-    this.cursor += text.length;
-    return true;
+    if (this.line.edit(str, key)) this.drawPrompt();
   }
 
   private setMode(mode: Mode, buffer: string): void {
     this.mode = mode;
-    this.buffer = buffer;
-    this.cursor = buffer.length;
+    this.line.set(buffer);
     this.drawPrompt();
   }
 
@@ -413,9 +335,7 @@ export class TtyTerminal extends TerminalSession {
   private viewAll(): void {
     const current = this.queue.current;
     if (!current) return;
-    const call = callShape(current);
-    const { lines } = wrapJson(call.arguments, this.width - 4);
-    this.print([this.style.dim(`── all arguments of [${shortId(current.id)}] ${call.label} (${lines.length} lines) ──`), ...lines.map((l) => `  ${l}`), this.style.dim("── end of arguments ──")]);
+    this.print(allArguments(current, this.style, this.width));
   }
 
   private startEdit(ref: string | undefined): void {
@@ -460,30 +380,17 @@ export class TtyTerminal extends TerminalSession {
 
   /** Opens $VISUAL/$EDITOR on the arguments; the space keeps running, its lines are held back meanwhile. */
   private async editExternally(editor: string, proposalId: string, args: unknown): Promise<void> {
-    const dir = mkdtempSync(join(tmpdir(), "mewgate-edit-"));
-    const file = join(dir, `arguments-${shortId(proposalId)}.json`);
     const original = `${JSON.stringify(args ?? {}, null, 2)}\n`;
-    writeFileSync(file, original);
     const input = this.opts.input;
-    input.off("keypress", this.onKey);
-    if (input.isTTY) input.setRawMode?.(false);
-    input.pause();
-    this.opts.output.write("\r\x1b[2K");
-    this.held = [];
-    const code = await new Promise<number | null>((resolve) => {
-      // Through the shell, as git does, so EDITOR="code --wait" works.
-      const child = spawn(`${editor} "${file.replace(/"/g, '\\"')}"`, { shell: true, stdio: "inherit" });
-      child.on("exit", (c) => resolve(c));
-      child.on("error", () => resolve(-1));
+    const { code, text } = await editInEditor(editor, `arguments-${shortId(proposalId)}.json`, original, () => {
+      input.off("keypress", this.onKey);
+      if (input.isTTY) input.setRawMode?.(false);
+      input.pause();
+      this.opts.output.write("\r\x1b[2K");
+      this.held = [];
     });
-    let text = "";
-    try {
-      text = readFileSync(file, "utf8");
-    } catch {
-      // treated as empty below
-    }
-    rmSync(dir, { recursive: true, force: true });
-    const held = this.held;
+    // Set by the hand-over above, which always runs before the editor does.
+    const held = this.held ?? [];
     this.held = undefined;
     if (this.ended) return;
     if (input.isTTY) input.setRawMode?.(true);
@@ -512,17 +419,17 @@ export class TtyTerminal extends TerminalSession {
         return this.finish({ reason: "quit" });
       case "participants":
       case "who":
-        return this.print(this.participantLines());
+        return this.print(this.lists.participantLines());
       case "tools":
-        void this.showTools();
+        void this.lists.showTools();
         return;
       case "proposals":
-        return this.print(this.proposalLines());
+        return this.print(proposalLines(this.queue, this.style, this.width));
       case "grants":
-        void this.showGrants();
+        void this.lists.showGrants();
         return;
       case "revoke":
-        void this.revokeGrant(args[0]);
+        void this.lists.revokeGrant(args[0]);
         return;
       case "approve": {
         const always = args.includes("--always");
@@ -574,73 +481,6 @@ export class TtyTerminal extends TerminalSession {
       default:
         return this.notice(`unknown command /${name}; /help lists them`, "error");
     }
-  }
-
-  private participantLines(): string[] {
-    const s = this.style;
-    const lines = [s.bold("participants:"), `  ${this.me} (you)`];
-    const present = this.client.participants;
-    for (const p of present.values()) lines.push(`  ${p.id}${p.kind ? ` (${p.kind})` : ""}${p.description ? s.dim(` — ${p.description}`) : ""}`);
-    const declared = this.opts.config ? Object.values(this.opts.config.participants) : [];
-    for (const p of declared) if (p.id !== this.me && !present.has(p.id)) lines.push(s.dim(`  ${p.id} (${p.kind}) — not connected`));
-    return lines;
-  }
-
-  private proposalLines(): string[] {
-    if (this.queue.size === 0) return [this.style.dim("no proposals waiting")];
-    return this.queue.all.map((p, i) => {
-      const c = callShape(p);
-      const mark = p === this.queue.current ? ">" : " ";
-      return truncate(`${mark} ${i + 1}. [${shortId(p.id)}] ${p.from} → ${c.label} ${oneLine(c.arguments, 80)}`, this.width);
-    });
-  }
-
-  private async grants(): Promise<Array<{ id: string; from: string; recipient: string; capabilities: unknown; reason?: string; standing?: boolean }>> {
-    const res = await this.client.request(GATEWAY, "grants/list", {}, { timeoutMs: 5000 });
-    return isRecord(res) && Array.isArray(res["grants"]) ? (res["grants"] as never) : [];
-  }
-
-  /** `/grants`: who lent what to whom, always-approvals among them. */
-  private async showGrants(): Promise<void> {
-    try {
-      const grants = await this.grants();
-      if (grants.length === 0) return this.print([this.style.dim("no grants")]);
-      this.print([
-        this.style.bold(`grants (${grants.length}; /revoke <id> takes one back, and all lent on from it):`),
-        ...grants.map((g) => truncate(`  [${shortId(g.id)}] ${g.from} → ${g.recipient}: ${oneLine(g.capabilities, 80)}${g.reason ? ` (${oneLine(g.reason, 60)})` : ""}${g.standing === false ? " [not standing]" : ""}`, this.width)),
-      ]);
-    } catch (err) {
-      this.notice(`could not list grants: ${(err as Error).message}`, "error");
-    }
-  }
-
-  /** `/revoke <id>`: a capability/revoke of that grant; the gateway cascades. */
-  private async revokeGrant(ref: string | undefined): Promise<void> {
-    if (!ref) return this.notice("/revoke <grant id> (/grants lists them)", "error");
-    try {
-      const matches = (await this.grants()).filter((g) => g.id === ref || g.id.startsWith(ref));
-      if (matches.length !== 1) return this.notice(matches.length ? `"${ref}" matches ${matches.length} grants; give more of the id` : `no grant "${ref}" (/grants lists them)`, "error");
-      const g = matches[0]!;
-      this.client.send({ kind: "capability/revoke", payload: { recipient: g.recipient, grant_id: g.id } });
-      this.notice(`revoked [${shortId(g.id)}] ${g.from} → ${g.recipient}`);
-    } catch (err) {
-      this.notice(`could not revoke: ${(err as Error).message}`, "error");
-    }
-  }
-
-  private async showTools(): Promise<void> {
-    let tools = this.client.tools;
-    try {
-      tools = await this.client.listTools({ timeoutMs: 5000 });
-    } catch {
-      // show what the welcome said
-    }
-    if (tools.length === 0) return this.print([this.style.dim("no tools in the space yet")]);
-    const width = Math.min(40, Math.max(...tools.map((t) => t.name.length)));
-    const lines = [...tools]
-      .sort((a, b) => (a.name < b.name ? -1 : 1))
-      .map((t) => truncate(`  ${t.name.padEnd(width)}  ${(t.policy ?? "?").padEnd(8)}  ${oneLine(t.description ?? "", 200)}`, this.width));
-    this.print([this.style.bold(`tools (${tools.length}; policy for ${this.me}: direct, proposal or denied):`), ...lines]);
   }
 
   private safely(fn: () => void): void {

@@ -1,0 +1,56 @@
+/**
+ * How the interactive terminal shows the proposals waiting for this person: the block
+ * printed again whenever the queue changes, every argument of one (`v`), and the list
+ * (`/proposals`). Pure functions of the queue, so what is approved is what was shown.
+ */
+import type { SpaceConfig } from "../../gateway/config/config.js";
+import type { Envelope } from "../../gateway/wire/envelope.js";
+import type { ToolInfo } from "../../participants/index.js";
+import { callShape, fit, oneLine, shortId, truncate, whyApproval, wrapJson, type Style } from "./format.js";
+import type { ProposalQueue } from "./queue.js";
+
+/** Lines of arguments the approval view shows before its "more" marker. */
+const ARGUMENT_LINES = 24;
+
+/** The block shown while proposals wait: the selected one whole (up to its marker), the others one line each. */
+export function queueBlock(queue: ProposalQueue, s: Style, w: number, why: { config?: SpaceConfig | undefined; tools?: readonly ToolInfo[] | undefined }): string[] {
+  const n = queue.size;
+  const current = queue.current!;
+  const call = callShape(current);
+  const lines = [
+    s.yellow(`── ${n} proposal${n === 1 ? "" : "s"} waiting · ${queue.position}/${n} ${"─".repeat(Math.max(2, Math.min(40, w - 40)))}`),
+    `${s.bold(current.from)} wants ${s.bold(call.label)}  ${s.dim(`[${shortId(current.id)}]`)}`,
+    s.dim(truncate(`why: ${whyApproval(current, why)}`, w)),
+    call.method === "tools/call" ? "arguments:" : "params:",
+  ];
+  // Wrapped, never cut: what the human approves is what is on the screen, or the
+  // marker says there is more and `v` prints it all.
+  const args = wrapJson(call.arguments, w - 4, ARGUMENT_LINES);
+  lines.push(...args.lines.map((l) => `  ${l}`));
+  if (args.more > 0) lines.push(s.yellow(`  ⋯ ${args.more} more line${args.more === 1 ? "" : "s"} of arguments — v shows them all`));
+  const others = queue.all.filter((p) => p !== current);
+  for (const p of others.slice(0, 5)) {
+    const c = callShape(p);
+    lines.push(s.dim(fit(`   also: ${p.from} → ${c.label} [${shortId(p.id)}] `, c.arguments, w)));
+  }
+  if (others.length > 5) lines.push(s.dim(`   … and ${others.length - 5} more (/proposals)`));
+  lines.push(s.yellow("a approve once · A approve always · e edit, then approve · r reject · v view all · n/p next/previous"));
+  return lines;
+}
+
+/** A proposal's arguments whole, wrapped, for the scrollback (`v`). */
+export function allArguments(current: Envelope, s: Style, width: number): string[] {
+  const call = callShape(current);
+  const { lines } = wrapJson(call.arguments, width - 4);
+  return [s.dim(`── all arguments of [${shortId(current.id)}] ${call.label} (${lines.length} lines) ──`), ...lines.map((l) => `  ${l}`), s.dim("── end of arguments ──")];
+}
+
+/** `/proposals`: one line each, the selected one marked. */
+export function proposalLines(queue: ProposalQueue, s: Style, width: number): string[] {
+  if (queue.size === 0) return [s.dim("no proposals waiting")];
+  return queue.all.map((p, i) => {
+    const c = callShape(p);
+    const mark = p === queue.current ? ">" : " ";
+    return truncate(`${mark} ${i + 1}. [${shortId(p.id)}] ${p.from} → ${c.label} ${oneLine(c.arguments, 80)}`, width);
+  });
+}
