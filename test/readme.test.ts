@@ -1,0 +1,161 @@
+/**
+ * The README's offline walk-through, run as the README writes it: its `mewgate` commands
+ * are read from its ```sh blocks (so a changed command is the one tested), `mewgate` is
+ * the built CLI (`node dist/cli/main.js`), and the only changes are the ones a test must
+ * make: a temp directory to work in, `--port 0` on `up`, and the proposal id the listing
+ * printed in place of `<id>`. Its space.yaml snippets are checked against the schema too.
+ */
+import { existsSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { parseSpaceConfig } from "../gateway/config.js";
+import { alive, allGone, cleanEnv, descendants, poll, ROOT, run, tempDir } from "./fixtures/cli/harness.js";
+
+const README = readFileSync(join(ROOT, "README.md"), "utf8");
+
+/** The bodies of the README's fenced blocks of one language. */
+function blocks(lang: string): string[] {
+  return [...README.matchAll(new RegExp("^```" + lang + "\\n([\\s\\S]*?)^```", "gm"))].map((m) => m[1]!);
+}
+
+/** One shell line as words: quotes group, a `#` after a space starts a comment. */
+function words(line: string): string[] {
+  const out: string[] = [];
+  let word: string | undefined;
+  let quote: string | undefined;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i]!;
+    if (quote) {
+      if (c === quote) quote = undefined;
+      else word += c;
+    } else if (c === '"' || c === "'") {
+      quote = c;
+      word ??= "";
+    } else if (/\s/.test(c)) {
+      if (word !== undefined) out.push(word);
+      word = undefined;
+    } else if (c === "#" && word === undefined) {
+      break;
+    } else {
+      word = (word ?? "") + c;
+    }
+  }
+  if (quote) throw new Error(`unbalanced quote in README command: ${line}`);
+  if (word !== undefined) out.push(word);
+  return out;
+}
+
+/** Every `mewgate …` command of the README's sh blocks, as its arguments (without `mewgate`). */
+function commands(): string[][] {
+  const lines = blocks("sh").flatMap((b) => b.replace(/\\\n\s*/g, " ").split("\n"));
+  return lines.map(words).filter((w) => w[0] === "mewgate").map((w) => w.slice(1));
+}
+
+/** The first README command that `pred` picks; fails naming what the README should show. */
+function command(what: string, pred: (args: string[]) => boolean): string[] {
+  const found = commands().find(pred);
+  if (!found) throw new Error(`the README shows no command to ${what}`);
+  return found;
+}
+
+const dirs: string[] = [];
+const pids: number[] = [];
+
+afterEach(() => {
+  for (const pid of pids.splice(0)) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // gone
+    }
+  }
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+describe("the README", () => {
+  it("keeps its two commands", () => {
+    const first = blocks("sh")[0]!;
+    expect(first).toContain("npm install && npm start");
+    expect(first).toContain("npm install && npm test");
+  });
+
+  it("runs its walk-through offline: init, up --detach, status, send, proposals, approve, down", { timeout: 150_000 }, async () => {
+    const cwd = tempDir("mewgate-readme-");
+    dirs.push(cwd);
+    const env = cleanEnv();
+    const mewgate = async (args: string[]) => {
+      const r = await run(args, { env, cwd });
+      return { ...r, shown: `mewgate ${args.join(" ")}\n--- stdout:\n${r.stdout}\n--- stderr:\n${r.stderr}` };
+    };
+
+    const init = await mewgate(command("write a starter space", (a) => a[0] === "init"));
+    expect(init.code, init.shown).toBe(0);
+    expect(init.stdout).toContain("next: mewgate up");
+
+    // Port 0: the example's 7420 may be taken on the machine running the tests.
+    const up = await mewgate([...command("start the space in the background", (a) => a[0] === "up" && a.includes("--detach")), "--port", "0"]);
+    expect(up.code, up.shown).toBe(0);
+    const pid = Number(up.stdout.match(/running in the background \(pid (\d+)\)/)?.[1]);
+    expect(pid, up.shown).toBeGreaterThan(0);
+    pids.push(pid);
+
+    const status = await mewgate(command("show the space's status", (a) => a[0] === "status"));
+    expect(status.code, status.shown).toBe(0);
+    expect(status.stdout).toMatch(/space \S+ \(.*\) at ws:\/\/127\.0\.0\.1:\d+\/ws/);
+    expect(status.stdout).toMatch(/assistant\s+agent\s+connected/);
+    expect(status.stdout).toContain("pending proposals (0)");
+    expect(status.stdout).toMatch(/web console: http:\/\/127\.0\.0\.1:\d+\/ui\//);
+
+    const send = await mewgate(command("send a chat", (a) => a[0] === "send"));
+    expect(send.code, send.shown).toBe(0);
+
+    // The assistant answers the chat by proposing to write hello.txt; it waits for someone to decide.
+    const list = command("list the pending proposals", (a) => a[0] === "proposals" && (a[1] === undefined || a[1].startsWith("-") || a[1] === "list"));
+    let listed = "";
+    await poll("the assistant's proposal in the README's listing", async () => {
+      const r = await mewgate(list);
+      expect(r.code, r.shown).toBe(0);
+      listed = r.stdout;
+      return /assistant → files\/write_file/.test(listed);
+    }, 30_000, 250);
+    const id = listed.match(/\[([0-9a-f]{8})\]/)?.[1];
+    expect(id, listed).toBeDefined();
+
+    const approveArgs = command("approve a proposal", (a) => a[0] === "proposals" && a[1] === "approve");
+    expect(approveArgs, "the README's approve command names the proposal as <id>").toContain("<id>");
+    const approve = await mewgate(approveArgs.map((a) => (a === "<id>" ? id! : a)));
+    expect(approve.code, approve.shown).toBe(0);
+    expect(approve.stdout).toContain(`approved files/write_file [${id}] from assistant`);
+    expect(approve.stdout).toContain("result: Successfully wrote to hello.txt");
+    const space = join(cwd, init.stdout.match(/next: mewgate up (\S+)/)![1]!, "..");
+    expect(existsSync(join(space, ".mewgate", "sandbox", "hello.txt"))).toBe(true);
+
+    const tree = descendants(pid);
+    const down = await mewgate(command("stop the space", (a) => a[0] === "down"));
+    expect(down.code, down.shown).toBe(0);
+    expect(down.stdout).toContain(`(pid ${pid})`);
+    expect(alive(pid)).toBe(false);
+    await allGone(tree);
+
+    const after = await mewgate(command("show the space's status", (a) => a[0] === "status"));
+    expect(after.code).not.toBe(0);
+    expect(after.stderr).toContain("nothing is running");
+  });
+
+  it("prints the version with the command from its PATH section", async () => {
+    const version = await run(command("print the version", (a) => a[0] === "--version"), { env: cleanEnv() });
+    expect(version.code).toBe(0);
+    expect(version.stdout.trim()).toBe(JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).version);
+  });
+
+  it("shows space.yaml snippets the gateway accepts", () => {
+    const snippets = blocks("yaml");
+    expect(snippets.length).toBeGreaterThan(0);
+    for (const yaml of snippets) {
+      // A fragment (participants, mcpServers) is checked inside a space of its own; ${VARS} it names are set.
+      const whole = /^space:/m.test(yaml) ? yaml : `space: {id: readme}\n${yaml}`;
+      const env = Object.fromEntries([...yaml.matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)/g)].map((m) => [m[1]!, "set-by-test"]));
+      expect(() => parseSpaceConfig(whole, { file: "README.md", env }), yaml).not.toThrow();
+    }
+  });
+});
