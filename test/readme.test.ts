@@ -8,7 +8,7 @@
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { parseSpaceConfig } from "../gateway/config.js";
+import { parseSpaceConfig } from "../gateway/config/config.js";
 import { alive, allGone, cleanEnv, descendants, poll, ROOT, run, tempDir } from "./fixtures/cli/harness.js";
 
 const README = readFileSync(join(ROOT, "README.md"), "utf8");
