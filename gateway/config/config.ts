@@ -3,7 +3,6 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { type Document, isScalar, LineCounter, parseDocument } from "yaml";
 import * as z from "zod";
-import type { Capability } from "../policy/capabilities.js";
 import { CallsSchema, DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits, LimitsSchema, QuotasSchema } from "./limits.js";
 import { boolean, defaultMessage, expected, int, kindOf, MAX_TIMER_MS, numeric, section, suggest } from "./schema.js";
 import { formatPath, locate, substituteEnv } from "./yaml.js";
@@ -45,7 +44,8 @@ export const CapabilitySchema = z.looseObject(
   },
   { error: expected(`a capability mapping like {kind: "chat"}`) },
 );
-export type { Capability };
+/** A MEW capability: a pattern over an envelope's `kind` and `payload` (matched by policy/capabilities.ts). */
+export type Capability = { kind: string; payload?: unknown; [k: string]: unknown };
 
 export const PARTICIPANT_KINDS = ["human", "agent", "mcp", "service"] as const;
 export type ParticipantKind = (typeof PARTICIPANT_KINDS)[number];

@@ -14,7 +14,7 @@ import { createLogger } from "../operator/log.js";
 import { Space } from "../space/space.js";
 import { type Admission, localDoor, type SpaceDoor } from "../space/door.js";
 import { Connection } from "./connection.js";
-import { render as renderMetrics } from "../operator/metrics.js";
+import { render as renderMetrics } from "../ports/metrics.js";
 import { mountOperatorApi } from "../operator/api.js";
 import { mountConsole } from "../operator/console.js";
 import { mountInjection } from "../operator/inject.js";

@@ -26,7 +26,9 @@
  * its capabilities does.
  */
 
-export type Capability = { kind: string; payload?: unknown; [k: string]: unknown };
+// The type is declared beside its schema (config/config.ts), the lowest floor that names it.
+import type { Capability } from "../config/config.js";
+export type { Capability };
 
 export type Matcher = (envelope: { kind: string; payload?: unknown; [k: string]: unknown }) => boolean;
 

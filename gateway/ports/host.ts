@@ -16,7 +16,7 @@ import type { SpaceConfig } from "../config/config.js";
 import type { Envelope, ErrorCode, InboundEnvelope, McpRequestPayload } from "../wire/envelope.js";
 import type { Proposal } from "../proposals/book.js";
 import type { Call, Calls } from "../calls/calls.js";
-import type { SpaceMetrics } from "../operator/metrics.js";
+import type { SpaceMetrics } from "./metrics.js";
 import type { Plan } from "./plan.js";
 import type { Member } from "./member.js";
 import type { Registry } from "./registry.js";

@@ -8,7 +8,7 @@
  */
 import type { Logger } from "pino";
 import type { SpaceConfig } from "../config/config.js";
-import type { SpaceMetrics } from "../operator/metrics.js";
+import type { SpaceMetrics } from "../ports/metrics.js";
 import type { Member, Peer, Visibility } from "../ports/member.js";
 import { type Envelope, type ErrorCode, ErrorCodes, errorEnvelope, type InboundEnvelope } from "../wire/envelope.js";
 import { WELCOME_HISTORY_BYTES } from "./welcome.js";

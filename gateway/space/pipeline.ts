@@ -9,7 +9,7 @@
  * the member's later frames wait in order behind it (see `handle`).
  */
 import type { SpaceConfig } from "../config/config.js";
-import type { SpaceMetrics } from "../operator/metrics.js";
+import type { SpaceMetrics } from "../ports/metrics.js";
 import { clip } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
 import { ErrorCodes, type ErrorCode, GATEWAY_ID, type InboundEnvelope, parseFrame, type ParsedFrame } from "../wire/envelope.js";

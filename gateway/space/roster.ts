@@ -7,7 +7,7 @@
  */
 import { randomBytes } from "node:crypto";
 import type { SpaceConfig } from "../config/config.js";
-import type { SpaceMetrics } from "../operator/metrics.js";
+import type { SpaceMetrics } from "../ports/metrics.js";
 import type { Member } from "../ports/member.js";
 import type { Proposal } from "../proposals/book.js";
 import type { Envelope } from "../wire/envelope.js";

@@ -7,8 +7,7 @@
  */
 import { randomUUID } from "node:crypto";
 import * as z from "zod";
-import type { Capability } from "../policy/capabilities.js";
-import { CapabilitySchema } from "../config/config.js";
+import { type Capability, CapabilitySchema } from "../config/config.js";
 
 export const PROTOCOL = "mew/v0.4";
 /** The sender id of everything the gateway itself says. */

@@ -8,7 +8,7 @@
  * in a small delivery log (`deliveries()`, and the gateway log).
  */
 import type { Logger } from "pino";
-import type { Proposal } from "../proposals/book.js";
+import type { Proposal } from "./book.js";
 
 export interface WebhookConfig {
   url: string;
