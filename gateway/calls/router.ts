@@ -8,7 +8,7 @@
  * pipeline validates an envelope and dispatches on its kind; from there this module
  * decides, and talks back only through `SpaceHost` (deliver, sendTo, fail). The state it
  * works on lives next door: in-flight calls in calls.ts, the catalogue in registry.ts,
- * proposals in proposals.ts.
+ * proposals in proposals/book.ts.
  *
  * Requests and proposals turn into each other: a request correlated to a pending proposal
  * is a MEW fulfilment (an approval), and a tools/call to the gateway that needs approval

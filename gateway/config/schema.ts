@@ -1,5 +1,5 @@
 /**
- * The pieces space.yaml's schema is built from (config.ts, config-limits.ts): strict
+ * The pieces space.yaml's schema is built from (config.ts, limits.ts): strict
  * mappings whose unknown keys suggest the nearest known one, numbers and booleans that
  * also accept their string spelling (for `${ENV}`), and messages that read "expected X,
  * found Y" so a user can fix a value without seeing the schema.

@@ -135,7 +135,7 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
       return acted(await space.act(c.id, { kind: "mcp/response", correlation_id: [id], payload: { jsonrpc: "2.0", id: r["rpc_id"], ...outcome } }), { answered: id });
     }
     default:
-      return fail(404, "not_found", `no such route: ${clip(route)}; see the README's operator API`);
+      return fail(404, "not_found", `no such route: ${clip(route)}; see docs/operator-api.md`);
   }
 }
 

@@ -5,7 +5,7 @@
  * Every path by which a call can reach a participant asks here and nowhere else: a
  * request with or without a JSON-RPC id, a `tools/call` to `system:gateway`, a
  * proposal, the bar an approver or a MEW fulfiller must clear, arguments an approver
- * edited, and grants. The tool rules themselves are policy.ts's `decide`; this module
+ * edited, and grants. The tool rules themselves are policy/rules.ts's `decide`; this module
  * supplies what they are applied to — the participant's compiled rules (whether or not it
  * is connected, since a granter need not be), the tool's annotations, the argument
  * quota, and the grants that still stand.

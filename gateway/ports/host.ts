@@ -2,7 +2,7 @@
  * The seam between a space and the modules that handle its MCP traffic.
  *
  * space.ts keeps members, routing, visibility and presence; the MCP side lives beside it:
- * mcp.ts (requests, responses, the gateway's own endpoint, the tool catalogue) and
+ * calls/router.ts (requests, responses, the gateway's own endpoint, the tool catalogue) and
  * decisions.ts (what happens to a proposal). Those modules never see the member map,
  * the presence batch or a socket: they act on a space only through `SpaceHost`, which
  * `Space` implements; and on each other only through `CallRouter` and `ProposalDesk`
@@ -63,8 +63,8 @@ export interface SpaceHost {
 }
 
 /**
- * What decisions.ts and endpoint.ts need of the MCP router (mcp.ts): the decision point,
- * routing, cancellation and the catalogue. Named here so that neither imports mcp.ts.
+ * What decisions.ts and endpoint.ts need of the MCP router (calls/router.ts): the decision point,
+ * routing, cancellation and the catalogue. Named here so that neither imports calls/router.ts.
  */
 export interface CallRouter {
   readonly calls: Calls;
@@ -80,7 +80,7 @@ export interface CallRouter {
   toolsFor(member: Member): Array<Record<string, unknown>>;
 }
 
-/** What mcp.ts and endpoint.ts need of decisions.ts: requests that are really proposal decisions. */
+/** What calls/router.ts and endpoint.ts need of decisions.ts: requests that are really proposal decisions. */
 export interface ProposalDesk {
   onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Promise<void> | void;
   hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts?: { tellProposer?: boolean }): Promise<void>;

@@ -1,7 +1,7 @@
 /**
  * A change of durable state, made in two steps so that nothing moves before it is on
  * disk: the records to write, and what to do in memory once they are written. Made by
- * proposals.ts and space.ts, written by ledger.ts.
+ * proposals/book.ts and space.ts, written by ledger.ts.
  */
 export interface Plan<R extends { type: string } = { type: string }> {
   records: R[];

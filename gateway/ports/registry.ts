@@ -1,7 +1,7 @@
 /**
  * The space's tool catalogue: every tool of every participant, as `participant/tool`.
  *
- * The registry only stores; mcp.ts fetches (`tools/list`, all pages) and decides when.
+ * The registry only stores; calls/router.ts fetches (`tools/list`, all pages) and decides when.
  */
 import * as z from "zod";
 

@@ -1,7 +1,7 @@
 /**
  * Proposals held by the gateway: the state machine and its audit trail.
  * Which transition an envelope asks for, and whether its sender may make it, is decided
- * in decisions.ts; mcp.ts moves a routed proposal on when its call ends.
+ * in decisions.ts; calls/router.ts moves a routed proposal on when its call ends.
  *
  *   pending → approved → routed → answered
  *   pending → rejected | withdrawn | expired

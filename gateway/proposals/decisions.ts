@@ -2,12 +2,12 @@
  * What happens to a proposal: held, approved (or fulfilled, MEW-style), rejected,
  * withdrawn, or expired — each decision in one place.
  *
- * proposals.ts is the state machine and its persistence; this module decides which
+ * proposals/book.ts is the state machine and its persistence; this module decides which
  * transition an envelope asks for and whether its sender may make it: only a participant
  * that could make the call itself, named in the proposer's `approvers` if set, and never
  * the proposer. It was split out of space.ts (members, routing, visibility, presence),
  * and acts on the space only through `SpaceHost`. An approved proposal becomes a call,
- * routed through mcp.ts on the proposer's behalf.
+ * routed through calls/router.ts on the proposer's behalf.
  */
 import { randomUUID } from "node:crypto";
 import {

@@ -3,7 +3,7 @@
  * one store (store/), so that a change is acknowledged only once it is on disk and a
  * failed write leaves the state exactly as before.
  *
- * A change is a `Plan` (proposals.ts and the space make them): the records to write, and
+ * A change is a `Plan` (proposals/book.ts and the space make them): the records to write, and
  * what to do in memory once they are written. `record` writes the records of one or more
  * plans as one transaction — an "always" approval and the grant it makes succeed or fail
  * together — and many transactions from many participants share one fsync (the store's

@@ -51,7 +51,7 @@ export class Space implements SpaceHost {
   readonly id: string;
   readonly registry = new Registry();
   readonly proposals: ProposalBook;
-  /** mcp/request and mcp/response, the gateway endpoint, the catalogue (mcp.ts). */
+  /** mcp/request and mcp/response, the gateway endpoint, the catalogue (calls/router.ts). */
   private readonly mcp: McpRouter;
   /** What happens to proposals (decisions.ts). */
   private readonly decisions: Decisions;
@@ -417,12 +417,12 @@ export class Space implements SpaceHost {
     return this.registry.get(owner, tool) as Record<string, unknown> | undefined;
   }
 
-  /** The space's tools as `member` sees them: each with the policy that applies to it (mcp.ts). */
+  /** The space's tools as `member` sees them: each with the policy that applies to it (calls/router.ts). */
   toolsFor(member: Member): Array<Record<string, unknown>> {
     return this.mcp.toolsFor(member);
   }
 
-  /** A proposal changed (proposals.ts): count it, time its decision, tell the webhooks. */
+  /** A proposal changed (proposals/book.ts): count it, time its decision, tell the webhooks. */
   private proposalChanged(p: Proposal, event: string, from: string | undefined): void {
     this.metrics.proposal(event);
     if (from === "pending" && (event === "approved" || event === "rejected")) this.metrics.decisionSeconds.observe((Date.now() - Date.parse(p.createdAt)) / 1000);

@@ -129,7 +129,7 @@ export const JoinSchema = z.object({
 });
 export type Join = z.infer<typeof JoinSchema>;
 
-/** WebSocket close codes, part of the wire protocol, documented in the README. */
+/** WebSocket close codes, part of the wire protocol, documented in docs/protocol.md. */
 export const CloseCodes = {
   goingAway: 1001,
   /** The space moved to another node of a cluster (or is between owners): reconnect. */
