@@ -53,6 +53,7 @@ import type { RetryOptions } from "./providers/http.js";
 import { ProviderError, type Message, type ModelOptions, type Provider } from "./providers/types.js";
 import { buildToolSet, SpaceToolSchema, type SpaceTool, type ToolSet } from "./tools.js";
 import { HopTracker, mentioned, mentionPattern } from "./triggers.js";
+import { ProviderHealth } from "./health.js";
 
 export interface AgentOptions {
   /** The participant id; must be the one the token (or in-process transport) gives. */
@@ -145,20 +146,6 @@ function clip(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
-/** Failures that say "the provider cannot serve now", as opposed to one bad request. */
-function isAvailabilityError(error: ProviderError): boolean {
-  switch (error.code) {
-    case "missing_api_key":
-    case "unreachable":
-    case "rate_limited":
-      return true;
-    case "http_error":
-      return error.status === undefined || error.status >= 500 || error.status === 401 || error.status === 403 || error.status === 404;
-    default:
-      return false;
-  }
-}
-
 /** Joins the space and starts answering. Rejects only when the client cannot connect (bad token, unknown space, …). */
 export async function startAgent(opts: AgentOptions): Promise<AgentHandle> {
   const log = opts.logger?.child({ participant: opts.id, component: "agent" });
@@ -202,7 +189,6 @@ class Agent {
   private resolveClosed!: (reason: AgentStopReason) => void;
   private readonly id: string;
   private readonly config: AgentConfig;
-  private readonly cooldownMs: number;
   private readonly maxHops: number;
   private readonly callTimeoutMs: number;
   private readonly mention: RegExp;
@@ -245,13 +231,8 @@ class Agent {
   /** Participants switched off in the space: left out of the prompt. */
   private readonly switchedOff = new Set<string>();
 
-  // Provider health and accounting.
-  private down: { until: number; error: ProviderError } | undefined;
-  private lastError: string | undefined;
-  private turns = 0;
-  private inputTokens = 0;
-  private outputTokens = 0;
-  private latencyMs: number | undefined;
+  /** Provider health and accounting (health.ts). */
+  private readonly health: ProviderHealth;
 
   constructor(
     private readonly opts: AgentOptions,
@@ -263,7 +244,7 @@ class Agent {
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
     this.id = opts.id;
     this.config = opts.config;
-    this.cooldownMs = opts.providerCooldownMs ?? DEFAULT_COOLDOWN_MS;
+    this.health = new ProviderHealth(opts.providerCooldownMs ?? DEFAULT_COOLDOWN_MS, log);
     this.maxHops = opts.maxHops ?? DEFAULT_MAX_HOPS;
     this.callTimeoutMs = opts.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
     this.serving = this.serveHost();
@@ -291,23 +272,23 @@ class Agent {
         return agent.paused;
       },
       get down() {
-        return agent.down;
+        return agent.health.down;
       },
-      providerDown: () => this.providerDown(),
-      providerFailed: (e, tell) => this.providerFailed(e, tell),
+      providerDown: () => this.health.providerDown(),
+      providerFailed: (e, tell) => this.health.providerFailed(e, tell),
       budget: () => this.budget(),
       toolsReady: () => this.toolsReady(),
       turnContext: () => this.turnContext(),
       callTool: (deadline, spend, announce, human) => this.callTool(deadline, spend, announce, human),
-      account: (turn, started) => this.account(turn, started),
+      account: (turn, started) => this.health.account(turn, started),
       startReasoning: (correlation, message) => this.startReasoning(correlation, message),
       send: (env) => this.send(env),
       setLatency: (ms) => {
-        this.latencyMs = ms;
+        this.health.latencyMs = ms;
       },
       addTokens: (u) => {
-        this.inputTokens += u?.input ?? 0;
-        this.outputTokens += u?.output ?? 0;
+        this.health.inputTokens += u?.input ?? 0;
+        this.health.outputTokens += u?.output ?? 0;
       },
     });
   }
@@ -538,22 +519,16 @@ class Agent {
     }
   }
 
-  private providerDown(): boolean {
-    if (this.down && Date.now() < this.down.until) return true;
-    this.down = undefined;
-    return false;
-  }
-
   private async chatTurn(trigger: Trigger): Promise<void> {
     const { env } = trigger;
     this.flushContext();
     this.conversation.append({ role: "user", text: `${env.from}: ${trigger.text}` });
-    if (this.providerDown()) {
+    if (this.health.providerDown()) {
       // Say so at once, and when it will try again, rather than leave the sender waiting.
-      const until = this.down!.until;
+      const until = this.health.down!.until;
       const seconds = Math.max(1, Math.ceil((until - Date.now()) / 1000));
       this.log?.debug({ trigger: env.id }, "the model provider is cooling down after a failure; said so");
-      this.say(env, trigger.hops + 1, `My model provider is unavailable (${this.down!.error.message}). I will try again at ${new Date(until).toISOString().slice(11, 19)} UTC, in ${seconds} s; ask me then.`, "plain");
+      this.say(env, trigger.hops + 1, `My model provider is unavailable (${this.health.down!.error.message}). I will try again at ${new Date(until).toISOString().slice(11, 19)} UTC, in ${seconds} s; ask me then.`, "plain");
       return;
     }
     await this.toolsReady();
@@ -580,8 +555,8 @@ class Agent {
     } finally {
       this.chatAbort = undefined;
     }
-    this.turns++;
-    this.account(turn, started);
+    this.health.turns++;
+    this.health.account(turn, started);
     addUsage(spend, turn.usage, this.modelOptions.model, this.config.prices ?? {});
     reasoning?.conclude(turn);
     const usage = { input_tokens: spend.input_tokens, output_tokens: spend.output_tokens, ...(spend.cost_usd === undefined ? {} : { cost_usd: roundCost(spend.cost_usd) }) };
@@ -597,7 +572,7 @@ class Agent {
         );
         return;
       case "error":
-        this.providerFailed(turn.error!, (text) => reply(text, "plain"));
+        this.health.providerFailed(turn.error!, (text) => reply(text, "plain"));
         return;
       case "aborted":
         return;
@@ -607,25 +582,6 @@ class Agent {
   private say(trigger: Envelope, hops: number, text: string, format: "markdown" | "plain", usage?: Record<string, unknown>): void {
     const id = this.send({ kind: "chat", to: [trigger.from], correlation_id: [trigger.id], payload: { text, format, ...(usage ? { usage } : {}) } });
     if (id) this.hops.set(id, hops);
-  }
-
-  /** Says a provider failure once; availability failures start the cool-down. */
-  private providerFailed(error: ProviderError, tell: ((text: string) => void) | undefined): void {
-    this.lastError = error.message;
-    const availability = isAvailabilityError(error);
-    if (availability) this.down = { until: Date.now() + this.cooldownMs, error };
-    this.log?.warn({ code: error.code, status: error.status, provider: error.provider }, error.message);
-    const after = availability ? ` I will not try again for ${Math.ceil(this.cooldownMs / 1000)} s; ask me again after that.` : "";
-    tell?.(`I could not answer: ${error.message}.${after}`);
-  }
-
-  private account(turn: TurnResult, started: number): void {
-    this.inputTokens += turn.usage.input;
-    this.outputTokens += turn.usage.output;
-    this.latencyMs = Date.now() - started;
-    if (turn.status !== "error") {
-      this.down = undefined;
-    }
   }
 
   /**
@@ -773,13 +729,8 @@ class Agent {
     this.conversation = new Conversation({ budgetTokens: this.budget() });
     this.hops.clear();
     this.machineStreak = 0;
-    this.down = undefined;
-    this.lastError = undefined;
-    this.turns = 0;
+    this.health.reset();
     this.serving.done = 0;
-    this.inputTokens = 0;
-    this.outputTokens = 0;
-    this.latencyMs = undefined;
     clearTimeout(this.pauseTimer);
     this.paused = false;
   }
@@ -788,7 +739,7 @@ class Agent {
     const reply = (extra: Record<string, unknown>) =>
       this.send({ kind: "participant/compact-done", to: [env.from], correlation_id: [env.id], payload: { ...this.statusPayload(), ...extra } });
     if (this.compacting) return void reply({ error: "a compaction is already running" });
-    if (this.providerDown()) return void reply({ error: `the model is unavailable: ${this.down!.error.message}` });
+    if (this.health.providerDown()) return void reply({ error: `the model is unavailable: ${this.health.down!.error.message}` });
     this.compacting = true;
     try {
       const before = this.conversation.tokens;
@@ -796,7 +747,7 @@ class Agent {
       reply({ replaced, tokens_before: before });
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
-      if (err instanceof ProviderError) this.providerFailed(err, undefined);
+      if (err instanceof ProviderError) this.health.providerFailed(err, undefined);
       reply({ error: message });
     } finally {
       this.compacting = false;
@@ -852,16 +803,17 @@ class Agent {
       provider: this.provider.name,
       model: this.modelOptions.model,
       ...stats,
-      turns: this.turns,
+      turns: this.health.turns,
       delegations: this.serving.done,
       active_delegations: this.serving.active,
       queued_asks: this.serving.queued,
-      input_tokens_total: this.inputTokens,
-      output_tokens_total: this.outputTokens,
+      input_tokens_total: this.health.inputTokens,
+      output_tokens_total: this.health.outputTokens,
     };
-    if (this.latencyMs !== undefined) s.latency_ms = this.latencyMs;
-    if (this.down && Date.now() < this.down.until) s.provider_unavailable_until = new Date(this.down.until).toISOString();
-    if (this.lastError !== undefined) s.last_error = this.lastError;
+    const { down } = this.health;
+    if (this.health.latencyMs !== undefined) s.latency_ms = this.health.latencyMs;
+    if (down && Date.now() < down.until) s.provider_unavailable_until = new Date(down.until).toISOString();
+    if (this.health.lastError !== undefined) s.last_error = this.health.lastError;
     return s;
   }
 
