@@ -40,20 +40,18 @@ import type { Logger } from "pino";
 import type { AgentConfig } from "../../gateway/config.js";
 import { GATEWAY_ID, type Envelope } from "../../gateway/envelope.js";
 import { ParticipantClient, type CallOptions, type ClientOptions, type OutboundEnvelope, type WelcomeInfo } from "../client.js";
-import type { ToolInfo } from "../wire.js";
 import { AskServer, INTERACTIVE_WAIT_MS } from "./serve.js";
 import { HeldConversations } from "./takeover.js";
 import { addDelegated, addUsage, contractLine, emptySpend, roundCost, type Spend } from "./contract.js";
 import { resolveProvider } from "./configure.js";
 import { Conversation, type Summarize } from "./context.js";
-import { runTurn, type CallTool, type LoopEvent, type TurnContext, type TurnResult } from "./loop.js";
+import { runTurn, type CallTool, type LoopEvent, type TurnResult } from "./loop.js";
 import { failureOutcome, successOutcome } from "./outcomes.js";
-import { buildSystemPrompt } from "./prompt.js";
 import type { RetryOptions } from "./providers/http.js";
 import { ProviderError, type Message, type ModelOptions, type Provider } from "./providers/types.js";
-import { buildToolSet, SpaceToolSchema, type SpaceTool, type ToolSet } from "./tools.js";
 import { HopTracker, mentioned, mentionPattern } from "./triggers.js";
 import { ProviderHealth } from "./health.js";
+import { SpaceView } from "./space-view.js";
 
 export interface AgentOptions {
   /** The participant id; must be the one the token (or in-process transport) gives. */
@@ -205,15 +203,8 @@ class Agent {
   private machineStreak = 0;
   private seeded = false;
 
-  // The space as the prompt shows it.
-  private rawTools: readonly ToolInfo[] = [];
-  private spaceTools: SpaceTool[] = [];
-  private toolsDirty = true;
-  private promptDirty = true;
-  private toolSet: ToolSet = buildToolSet([]);
-  private system = "";
-  private relisting: Promise<void> | undefined;
-  private relistAgain = false;
+  /** The space as the prompt shows it (space-view.ts). */
+  private readonly view: SpaceView;
 
   // Tool calls waiting on proposals: proposal id → who approved it.
   private readonly myProposals = new Set<string>();
@@ -228,8 +219,6 @@ class Agent {
   private readonly held = new HeldConversations();
   /** The ask tool, callbacks, and the conversations taken over (serve.ts). */
   private readonly serving: AskServer;
-  /** Participants switched off in the space: left out of the prompt. */
-  private readonly switchedOff = new Set<string>();
 
   /** Provider health and accounting (health.ts). */
   private readonly health: ProviderHealth;
@@ -247,9 +236,26 @@ class Agent {
     this.health = new ProviderHealth(opts.providerCooldownMs ?? DEFAULT_COOLDOWN_MS, log);
     this.maxHops = opts.maxHops ?? DEFAULT_MAX_HOPS;
     this.callTimeoutMs = opts.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+    this.view = this.viewHost();
     this.serving = this.serveHost();
     this.conversation = new Conversation({ budgetTokens: this.budget() });
     this.mention = mentionPattern(this.id);
+  }
+
+  /** The space view (space-view.ts), with what it may reach of this agent. */
+  private viewHost(): SpaceView {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const agent = this;
+    return new SpaceView({
+      id: this.id,
+      description: this.opts.description,
+      config: this.config,
+      client: this.client,
+      log: this.log,
+      get stopped() {
+        return agent.stopped;
+      },
+    });
   }
 
   /** The serving side (serve.ts), with what it may reach of this agent. */
@@ -277,8 +283,8 @@ class Agent {
       providerDown: () => this.health.providerDown(),
       providerFailed: (e, tell) => this.health.providerFailed(e, tell),
       budget: () => this.budget(),
-      toolsReady: () => this.toolsReady(),
-      turnContext: () => this.turnContext(),
+      toolsReady: () => this.view.toolsReady(),
+      turnContext: () => this.view.turnContext(),
       callTool: (deadline, spend, announce, human) => this.callTool(deadline, spend, announce, human),
       account: (turn, started) => this.health.account(turn, started),
       startReasoning: (correlation, message) => this.startReasoning(correlation, message),
@@ -303,15 +309,13 @@ class Agent {
     const c = this.client;
     this.unsubscribe.push(
       c.on("welcome", (info) => this.onWelcome(info, false)),
-      c.on("presence", () => {
-        this.promptDirty = true;
-      }),
+      c.on("presence", () => this.view.presenceChanged()),
       c.on("envelope", (env) => this.onEnvelope(env)),
       c.on("close", (e) => {
         if (!e.reconnecting) void this.stop("connection");
       }),
       c.onNotification((n) => {
-        if (n.method === "notifications/tools/list_changed" && n.from === GATEWAY_ID) this.relist();
+        if (n.method === "notifications/tools/list_changed" && n.from === GATEWAY_ID) this.view.relist();
       }),
     );
     // Also without an offer: a server the agent calls may ask it for a completion (callbacks.ts).
@@ -319,14 +323,11 @@ class Agent {
   }
 
   onWelcome(info: WelcomeInfo, alreadyOpen: boolean): void {
-    this.rawTools = info.tools;
+    this.view.setTools(info.tools);
     this.held.reset(info.envelope);
     // Conversations this agent held before it restarted go on (serve.ts).
     this.serving.resumeHeld(info.envelope, info.history);
-    this.switchedOff.clear();
-    for (const p of info.participants) if ((p as { disabled?: unknown }).disabled === true) this.switchedOff.add(p.id);
-    this.toolsDirty = true;
-    this.promptDirty = true;
+    this.view.welcome(info);
     if (info.refreshed && !alreadyOpen) return;
     // Agents are not asked for their tools on join; they announce them.
     if (this.serving.offerName !== undefined) this.client.announceTools();
@@ -334,61 +335,6 @@ class Agent {
       this.seeded = true;
       for (const env of info.history) if (env.kind === "chat") this.observeHistory(env);
     }
-  }
-
-  /** Re-lists the space's tools; overlapping requests collapse into one more run. */
-  private relist(): void {
-    if (this.relisting) {
-      this.relistAgain = true;
-      return;
-    }
-    this.relisting = (async () => {
-      do {
-        this.relistAgain = false;
-        try {
-          this.rawTools = await this.client.listTools();
-          this.toolsDirty = true;
-        } catch (err) {
-          this.log?.warn({ err: (err as Error).message }, "could not list the space's tools; keeping the previous list");
-        }
-      } while (this.relistAgain && !this.stopped);
-    })().finally(() => {
-      this.relisting = undefined;
-    });
-  }
-
-  /** Waits for a re-listing in progress, so a turn never starts with a stale tool list it was told about. */
-  private async toolsReady(): Promise<void> {
-    while (this.relisting) await this.relisting;
-  }
-
-  /** The prompt and tools, rebuilt only when the space changed. */
-  private turnContext(): TurnContext {
-    if (this.toolsDirty) {
-      const tools: SpaceTool[] = [];
-      for (const t of this.rawTools) {
-        const parsed = SpaceToolSchema.safeParse(t);
-        if (parsed.success) tools.push(parsed.data);
-      }
-      this.toolSet = buildToolSet(tools, { self: this.id });
-      this.spaceTools = tools;
-      this.toolsDirty = false;
-      this.promptDirty = true;
-    }
-    if (this.promptDirty) {
-      const welcome = this.client.welcome;
-      this.system = buildSystemPrompt({
-        self: { id: this.id, description: this.opts.description, instructions: this.config.instructions },
-        space: welcome?.space ?? { id: "space" },
-        // A participant switched off (space/disable) is not offered to the model.
-        participants: [...this.client.participants.values()]
-          .filter((p) => !this.switchedOff.has(p.id))
-          .map((p) => ({ id: p.id, kind: p.kind ?? "participant", description: p.description })),
-        tools: this.spaceTools,
-      });
-      this.promptDirty = false;
-    }
-    return { system: this.system, tools: this.toolSet };
   }
 
   // --- what arrives -----------------------------------------------------------------------
@@ -401,16 +347,9 @@ class Agent {
         if (env.from === GATEWAY_ID) this.held.apply(env);
         return;
       case "space/disable":
-      case "space/enable": {
-        // Delivered only once the gateway has recorded it.
-        const who = isRecord(env.payload) ? env.payload["participant_id"] : undefined;
-        if (typeof who === "string" && env.from !== GATEWAY_ID) {
-          if (env.kind === "space/disable") this.switchedOff.add(who);
-          else this.switchedOff.delete(who);
-          this.promptDirty = true;
-        }
+      case "space/enable":
+        this.view.switched(env);
         return;
-      }
       case "chat":
         return this.onChat(env);
       case "mcp/approve":
@@ -531,7 +470,7 @@ class Agent {
       this.say(env, trigger.hops + 1, `My model provider is unavailable (${this.health.down!.error.message}). I will try again at ${new Date(until).toISOString().slice(11, 19)} UTC, in ${seconds} s; ask me then.`, "plain");
       return;
     }
-    await this.toolsReady();
+    await this.view.toolsReady();
     if (this.stopped || this.paused) return;
     const controller = new AbortController();
     this.chatAbort = controller;
@@ -545,7 +484,7 @@ class Agent {
       turn = await runTurn({
         provider: this.provider,
         conversation: this.conversation,
-        context: () => this.turnContext(),
+        context: () => this.view.turnContext(),
         callTool: this.callTool(undefined, spend, announce, this.isHuman(env.from) ? env.from : undefined),
         options: this.modelOptions,
         maxIterations: this.config.max_iterations,
@@ -600,7 +539,7 @@ class Agent {
           this.myProposals.add(p.id);
         },
       };
-      const tool = this.rawTools.find((t) => t.name === name);
+      const tool = this.view.tool(name);
       const props = isRecord(tool?.inputSchema) && isRecord(tool.inputSchema["properties"]) ? tool.inputSchema["properties"] : {};
       const asked = "timeout_ms" in props && typeof args["timeout_ms"] === "number" && args["timeout_ms"] > 0 ? args["timeout_ms"] : undefined;
       const left = deadline === undefined ? undefined : Math.max(1, deadline - Date.now());
@@ -645,7 +584,7 @@ class Agent {
     return {
       onEvent: (e) => {
         if (e.type !== "model" || e.response.toolCalls.length === 0) return;
-        const names = e.response.toolCalls.map((c) => this.toolSet.names.toolName(c.name) ?? c.name);
+        const names = e.response.toolCalls.map((c) => this.view.toolName(c.name));
         const text = e.response.text.trim();
         this.send({ kind: "reasoning/thought", context, payload: { message: `${text ? `${text}\n` : ""}Calling ${names.join(", ")}.` } });
       },
@@ -761,7 +700,7 @@ class Agent {
           case "user":
             return m.text;
           case "assistant": {
-            const calls = m.toolCalls.map((c) => this.toolSet.names.toolName(c.name) ?? c.name);
+            const calls = m.toolCalls.map((c) => this.view.toolName(c.name));
             return `${this.id}: ${m.text}${calls.length ? ` [called ${calls.join(", ")}]` : ""}`;
           }
           case "tool":
