@@ -39,19 +39,19 @@
 import type { Logger } from "pino";
 import type { AgentConfig } from "../../gateway/config.js";
 import { GATEWAY_ID, type Envelope } from "../../gateway/envelope.js";
-import { ParticipantClient, type CallOptions, type ClientOptions, type OutboundEnvelope, type WelcomeInfo } from "../client.js";
-import { AskServer, INTERACTIVE_WAIT_MS } from "./serve.js";
+import { ParticipantClient, type ClientOptions, type OutboundEnvelope, type WelcomeInfo } from "../client.js";
+import { AskServer } from "./serve.js";
 import { HeldConversations } from "./takeover.js";
-import { addDelegated, addUsage, contractLine, emptySpend, roundCost, type Spend } from "./contract.js";
+import { addUsage, emptySpend, roundCost } from "./contract.js";
 import { resolveProvider } from "./configure.js";
 import { Conversation, type Summarize } from "./context.js";
-import { runTurn, type CallTool, type LoopEvent, type TurnResult } from "./loop.js";
-import { failureOutcome, successOutcome } from "./outcomes.js";
+import { runTurn, type LoopEvent, type TurnResult } from "./loop.js";
 import type { RetryOptions } from "./providers/http.js";
 import { ProviderError, type Message, type ModelOptions, type Provider } from "./providers/types.js";
 import { HopTracker, mentioned, mentionPattern } from "./triggers.js";
 import { ProviderHealth } from "./health.js";
 import { SpaceView } from "./space-view.js";
+import { ToolCaller } from "./tool-calls.js";
 
 export interface AgentOptions {
   /** The participant id; must be the one the token (or in-process transport) gives. */
@@ -206,9 +206,8 @@ class Agent {
   /** The space as the prompt shows it (space-view.ts). */
   private readonly view: SpaceView;
 
-  // Tool calls waiting on proposals: proposal id → who approved it.
-  private readonly myProposals = new Set<string>();
-  private readonly approvals = new Map<string, string>();
+  /** The calls of the space's tools, and who approved our proposals (tool-calls.ts). */
+  private readonly calls: ToolCaller;
 
   // Control state.
   private paused = false;
@@ -237,6 +236,7 @@ class Agent {
     this.maxHops = opts.maxHops ?? DEFAULT_MAX_HOPS;
     this.callTimeoutMs = opts.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
     this.view = this.viewHost();
+    this.calls = new ToolCaller({ client: this.client, tool: (name) => this.view.tool(name) });
     this.serving = this.serveHost();
     this.conversation = new Conversation({ budgetTokens: this.budget() });
     this.mention = mentionPattern(this.id);
@@ -285,7 +285,7 @@ class Agent {
       budget: () => this.budget(),
       toolsReady: () => this.view.toolsReady(),
       turnContext: () => this.view.turnContext(),
-      callTool: (deadline, spend, announce, human) => this.callTool(deadline, spend, announce, human),
+      callTool: (deadline, spend, announce, human) => this.calls.callTool(deadline, spend, announce, human),
       account: (turn, started) => this.health.account(turn, started),
       startReasoning: (correlation, message) => this.startReasoning(correlation, message),
       send: (env) => this.send(env),
@@ -353,17 +353,13 @@ class Agent {
       case "chat":
         return this.onChat(env);
       case "mcp/approve":
-        return this.noteApproval(env);
+        return this.calls.noteApproval(env);
       case "mcp/request":
         // A MEW fulfilment of one of my proposals counts as its approval.
-        if (env.from !== GATEWAY_ID) this.noteApproval(env);
+        if (env.from !== GATEWAY_ID) this.calls.noteApproval(env);
         return;
     }
     if (addressed && env.kind.startsWith("participant/")) this.onControl(env);
-  }
-
-  private noteApproval(env: Envelope): void {
-    for (const id of env.correlation_id ?? []) if (this.myProposals.has(id)) this.approvals.set(id, env.from);
   }
 
   private isHuman(id: string): boolean {
@@ -485,7 +481,7 @@ class Agent {
         provider: this.provider,
         conversation: this.conversation,
         context: () => this.view.turnContext(),
-        callTool: this.callTool(undefined, spend, announce, this.isHuman(env.from) ? env.from : undefined),
+        callTool: this.calls.callTool(undefined, spend, announce, this.isHuman(env.from) ? env.from : undefined),
         options: this.modelOptions,
         maxIterations: this.config.max_iterations,
         signal: controller.signal,
@@ -521,58 +517,6 @@ class Agent {
   private say(trigger: Envelope, hops: number, text: string, format: "markdown" | "plain", usage?: Record<string, unknown>): void {
     const id = this.send({ kind: "chat", to: [trigger.from], correlation_id: [trigger.id], payload: { text, format, ...(usage ? { usage } : {}) } });
     if (id) this.hops.set(id, hops);
-  }
-
-  /**
-   * `callTool` for the loop: every call goes to the gateway, which routes it or holds it
-   * as a proposal. A tool that declares `timeout_ms` (an agent's ask) gets its deadline
-   * from it; what a delegated call reports it spent is added to `spend`; `announce` tells
-   * the person waiting, in plain words, that the work is handed on.
-   */
-  private callTool(deadline?: number, spend?: Spend, announce?: (text: string) => void, human?: string): CallTool {
-    return async (name, args, { signal }) => {
-      let proposal: string | undefined;
-      const opts: CallOptions = {
-        signal,
-        onProposal: (p) => {
-          proposal = p.id;
-          this.myProposals.add(p.id);
-        },
-      };
-      const tool = this.view.tool(name);
-      const props = isRecord(tool?.inputSchema) && isRecord(tool.inputSchema["properties"]) ? tool.inputSchema["properties"] : {};
-      const asked = "timeout_ms" in props && typeof args["timeout_ms"] === "number" && args["timeout_ms"] > 0 ? args["timeout_ms"] : undefined;
-      const left = deadline === undefined ? undefined : Math.max(1, deadline - Date.now());
-      if (asked !== undefined || left !== undefined) opts.timeoutMs = Math.min(asked ?? Infinity, left ?? Infinity);
-      // An interactive agent's ask, for the person this turn is for: it may take their conversation over.
-      const toolMeta = isRecord(tool?.["_meta"]) ? tool["_meta"] : {};
-      if (toolMeta["mewgate/interactive"] === true && human !== undefined) {
-        args = { ...args, _meta: { ...(isRecord(args["_meta"]) ? args["_meta"] : {}), "mewgate/human": human } };
-        opts.timeoutMs = Math.min(opts.timeoutMs ?? INTERACTIVE_WAIT_MS, INTERACTIVE_WAIT_MS);
-        if (deadline === undefined) opts.timeoutMs = INTERACTIVE_WAIT_MS;
-      }
-      const owner = name.slice(0, Math.max(0, name.indexOf("/")));
-      if (announce && this.client.participants.get(owner)?.kind === "agent" && typeof args["message"] === "string") {
-        announce(`Now I will ask ${owner}: ${clip(args["message"], 200)}`);
-      }
-      try {
-        const { _meta: callMeta, ...callArgs } = args;
-        const params = isRecord(callMeta) ? { name, arguments: callArgs, _meta: callMeta } : { name, arguments: args };
-        const result = await this.client.request(GATEWAY_ID, "tools/call", params, opts);
-        if (spend) addDelegated(spend, result);
-        const outcome = successOutcome(result, proposal === undefined ? undefined : this.approvals.get(proposal));
-        // An agent's answer comes with how sure it is: the model weighs it with that.
-        const line = contractLine(result);
-        return line && outcome.type === "result" ? { ...outcome, content: `${outcome.content}\n${line}` } : outcome;
-      } catch (err) {
-        return failureOutcome(err);
-      } finally {
-        if (proposal !== undefined) {
-          this.myProposals.delete(proposal);
-          this.approvals.delete(proposal);
-        }
-      }
-    };
   }
 
   // --- reasoning transparency -----------------------------------------------------------
