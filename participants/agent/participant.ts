@@ -45,13 +45,14 @@ import { HeldConversations } from "./takeover.js";
 import { addUsage, emptySpend, roundCost } from "./contract.js";
 import { resolveProvider } from "./configure.js";
 import { Conversation, type Summarize } from "./context.js";
-import { runTurn, type LoopEvent, type TurnResult } from "./loop.js";
+import { runTurn, type TurnResult } from "./loop.js";
 import type { RetryOptions } from "./providers/http.js";
 import { ProviderError, type Message, type ModelOptions, type Provider } from "./providers/types.js";
 import { HopTracker, mentioned, mentionPattern } from "./triggers.js";
 import { ProviderHealth } from "./health.js";
 import { SpaceView } from "./space-view.js";
 import { ToolCaller } from "./tool-calls.js";
+import { startReasoning, type Reasoning } from "./reasoning.js";
 
 export interface AgentOptions {
   /** The participant id; must be the one the token (or in-process transport) gives. */
@@ -521,23 +522,9 @@ class Agent {
 
   // --- reasoning transparency -----------------------------------------------------------
 
-  private startReasoning(correlation: string, message: string): { onEvent: (e: LoopEvent) => void; conclude: (t: TurnResult) => void } | undefined {
+  private startReasoning(correlation: string, message: string): Reasoning | undefined {
     if (!this.config.reasoning) return undefined;
-    const context = this.send({ kind: "reasoning/start", correlation_id: [correlation], payload: { message } });
-    if (!context) return undefined;
-    return {
-      onEvent: (e) => {
-        if (e.type !== "model" || e.response.toolCalls.length === 0) return;
-        const names = e.response.toolCalls.map((c) => this.view.toolName(c.name));
-        const text = e.response.text.trim();
-        this.send({ kind: "reasoning/thought", context, payload: { message: `${text ? `${text}\n` : ""}Calling ${names.join(", ")}.` } });
-      },
-      conclude: (t) => {
-        const message =
-          t.status === "done" ? clip(t.text.trim() || "(no answer)", 2000) : t.status === "error" ? `Failed: ${t.error?.message ?? "error"}` : `Ended: ${t.status}`;
-        this.send({ kind: "reasoning/conclusion", context, payload: { message } });
-      },
-    };
+    return startReasoning({ send: (env) => this.send(env), toolName: (name) => this.view.toolName(name) }, correlation, message);
   }
 
   // --- control ---------------------------------------------------------------------------
