@@ -42,15 +42,13 @@ import { GATEWAY_ID, type Envelope } from "../../gateway/envelope.js";
 import { ParticipantClient, type ClientOptions, type OutboundEnvelope, type WelcomeInfo } from "../client.js";
 import { AskServer } from "./serve.js";
 import { HeldConversations } from "./takeover.js";
-import { addUsage, emptySpend, roundCost } from "./contract.js";
 import { resolveProvider } from "./configure.js";
-import { Conversation, type Summarize } from "./context.js";
-import { runTurn, type TurnResult } from "./loop.js";
+import type { Summarize } from "./context.js";
 import type { RetryOptions } from "./providers/http.js";
-import { ProviderError, type Message, type ModelOptions, type Provider } from "./providers/types.js";
-import { HopTracker, mentioned, mentionPattern } from "./triggers.js";
+import { ProviderError, type ModelOptions, type Provider } from "./providers/types.js";
 import { ProviderHealth } from "./health.js";
 import { SpaceView } from "./space-view.js";
+import { ChatTurns } from "./chat.js";
 import { ToolCaller } from "./tool-calls.js";
 import { startReasoning, type Reasoning } from "./reasoning.js";
 
@@ -125,20 +123,9 @@ export interface AgentHandle {
 const DEFAULT_COOLDOWN_MS = 60_000;
 const DEFAULT_MAX_HOPS = 3;
 const DEFAULT_CALL_TIMEOUT_MS = 30_000;
-const MAX_QUEUE = 16;
-
-interface Trigger {
-  env: Envelope;
-  text: string;
-  hops: number;
-}
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-function plural(n: number, what: string): string {
-  return `${n} ${what}${n === 1 ? "" : "s"}`;
 }
 
 function clip(text: string, max: number): string {
@@ -190,19 +177,10 @@ class Agent {
   private readonly config: AgentConfig;
   private readonly maxHops: number;
   private readonly callTimeoutMs: number;
-  private readonly mention: RegExp;
   private readonly unsubscribe: (() => void)[] = [];
 
-  // The chat conversation and what waits for it.
-  private conversation: Conversation;
-  private readonly pendingContext: Message[] = [];
-  private queue: Trigger[] = [];
-  private running = false;
-  private chatAbort: AbortController | undefined;
-  private readonly hops = new HopTracker();
-  /** Turns started by non-human chats since the last human chat. */
-  private machineStreak = 0;
-  private seeded = false;
+  /** The chat conversation and the triggers waiting for it (chat.ts). */
+  private readonly chat: ChatTurns;
 
   /** The space as the prompt shows it (space-view.ts). */
   private readonly view: SpaceView;
@@ -239,8 +217,7 @@ class Agent {
     this.view = this.viewHost();
     this.calls = new ToolCaller({ client: this.client, tool: (name) => this.view.tool(name) });
     this.serving = this.serveHost();
-    this.conversation = new Conversation({ budgetTokens: this.budget() });
-    this.mention = mentionPattern(this.id);
+    this.chat = this.chatHost();
   }
 
   /** The space view (space-view.ts), with what it may reach of this agent. */
@@ -256,6 +233,36 @@ class Agent {
       get stopped() {
         return agent.stopped;
       },
+    });
+  }
+
+  /** The chat side (chat.ts), with what it may reach of this agent. */
+  private chatHost(): ChatTurns {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const agent = this;
+    return new ChatTurns({
+      id: this.id,
+      config: this.config,
+      client: this.client,
+      provider: this.provider,
+      modelOptions: this.modelOptions,
+      log: this.log,
+      maxHops: this.maxHops,
+      get stopped() {
+        return agent.stopped;
+      },
+      get paused() {
+        return agent.paused;
+      },
+      health: this.health,
+      holder: (human) => this.held.holder(human),
+      inbox: (human) => this.serving.inbox(human),
+      budget: () => this.budget(),
+      toolsReady: () => this.view.toolsReady(),
+      turnContext: () => this.view.turnContext(),
+      callTool: (deadline, spend, announce, human) => this.calls.callTool(deadline, spend, announce, human),
+      startReasoning: (correlation, message) => this.startReasoning(correlation, message),
+      send: (env) => this.send(env),
     });
   }
 
@@ -332,10 +339,7 @@ class Agent {
     if (info.refreshed && !alreadyOpen) return;
     // Agents are not asked for their tools on join; they announce them.
     if (this.serving.offerName !== undefined) this.client.announceTools();
-    if (!this.seeded) {
-      this.seeded = true;
-      for (const env of info.history) if (env.kind === "chat") this.observeHistory(env);
-    }
+    this.chat.seed(info.history);
   }
 
   // --- what arrives -----------------------------------------------------------------------
@@ -352,7 +356,7 @@ class Agent {
         this.view.switched(env);
         return;
       case "chat":
-        return this.onChat(env);
+        return this.chat.onChat(env);
       case "mcp/approve":
         return this.calls.noteApproval(env);
       case "mcp/request":
@@ -361,163 +365,6 @@ class Agent {
         return;
     }
     if (addressed && env.kind.startsWith("participant/")) this.onControl(env);
-  }
-
-  private isHuman(id: string): boolean {
-    return this.client.participants.get(id)?.kind === "human";
-  }
-
-  private onChat(env: Envelope): void {
-    const text = isRecord(env.payload) && typeof env.payload["text"] === "string" ? env.payload["text"] : undefined;
-    if (text === undefined || text.trim() === "") return;
-    const human = this.isHuman(env.from);
-    if (human) this.machineStreak = 0;
-    const hops = this.hops.observe(env, human);
-    // A person whose conversation someone holds talks to the holder (takeover.ts).
-    const holder = human ? this.held.holder(env.from) : undefined;
-    const inbox = holder === this.id ? this.serving.inbox(env.from) : undefined;
-    if (inbox && (env.to === undefined || env.to.length === 0 || env.to.includes(this.id))) return inbox.push(text);
-    if (holder !== undefined && holder !== this.id && !env.to?.includes(this.id) && !this.mention.test(text)) return this.addContext(env, text);
-    if (!this.isTrigger(env, text, human)) return this.addContext(env, text);
-
-    const refuse = (why: string) => {
-      this.log?.debug({ trigger: env.id, from: env.from }, why);
-      this.addContext(env, text);
-    };
-    if (this.paused) return refuse("paused: kept as context only");
-    if (!human && (hops + 1 > this.maxHops || this.machineStreak >= this.maxHops)) {
-      return refuse(`not answering: ${this.maxHops} chats between machines in a row`);
-    }
-    if (!human) this.machineStreak++;
-    this.queue.push({ env, text, hops });
-    if (this.queue.length > MAX_QUEUE) {
-      const dropped = this.queue.shift()!;
-      this.log?.warn({ trigger: dropped.env.id }, "too many messages waiting; the oldest is kept as context only");
-      this.addContext(dropped.env, dropped.text);
-    }
-    void this.pump();
-  }
-
-  /** See `triggers.ts` for the rules. */
-  private isTrigger(env: Envelope, text: string, human: boolean): boolean {
-    if (env.to?.includes(this.id)) return true;
-    if (this.mention.test(text)) return true;
-    if (env.to !== undefined && env.to.length > 0) return false;
-    if (!human) return false;
-    const others = [...this.client.participants.values()];
-    if (others.filter((p) => p.kind === "human").length !== 1) return false;
-    // With other agents present, only the primary takes what is addressed to nobody.
-    if (!this.config.primary && others.some((p) => p.kind === "agent")) return false;
-    return mentioned(text, this.client.participants.keys()).length === 0;
-  }
-
-  private contextLine(env: Envelope, text: string): string {
-    const to = (env.to ?? []).filter((t) => t !== this.id);
-    const addressedToMe = env.to?.includes(this.id) ?? false;
-    if (env.to && env.to.length > 0 && !addressedToMe) return `${env.from} (to ${to.join(", ")}): ${text}`;
-    return `${env.from}: ${text}`;
-  }
-
-  private addContext(env: Envelope, text: string): void {
-    this.pendingContext.push({ role: "user", text: this.contextLine(env, text) });
-    if (!this.running) this.flushContext();
-  }
-
-  private observeHistory(env: Envelope): void {
-    const text = isRecord(env.payload) && typeof env.payload["text"] === "string" ? env.payload["text"] : undefined;
-    if (!text) return;
-    if (env.from === this.id) this.pendingContext.push({ role: "assistant", text, toolCalls: [] });
-    else this.pendingContext.push({ role: "user", text: this.contextLine(env, text) });
-    this.flushContext();
-  }
-
-  private flushContext(): void {
-    if (this.pendingContext.length > 0) this.conversation.append(...this.pendingContext.splice(0));
-  }
-
-  // --- chat turns ---------------------------------------------------------------------
-
-  private async pump(): Promise<void> {
-    if (this.running) return;
-    this.running = true;
-    try {
-      while (!this.stopped && !this.paused && this.queue.length > 0) {
-        const trigger = this.queue.shift()!;
-        try {
-          await this.chatTurn(trigger);
-        } catch (err) {
-          this.log?.error({ err }, "a chat turn failed unexpectedly");
-        }
-      }
-    } finally {
-      this.running = false;
-      if (!this.stopped) this.flushContext();
-    }
-  }
-
-  private async chatTurn(trigger: Trigger): Promise<void> {
-    const { env } = trigger;
-    this.flushContext();
-    this.conversation.append({ role: "user", text: `${env.from}: ${trigger.text}` });
-    if (this.health.providerDown()) {
-      // Say so at once, and when it will try again, rather than leave the sender waiting.
-      const until = this.health.down!.until;
-      const seconds = Math.max(1, Math.ceil((until - Date.now()) / 1000));
-      this.log?.debug({ trigger: env.id }, "the model provider is cooling down after a failure; said so");
-      this.say(env, trigger.hops + 1, `My model provider is unavailable (${this.health.down!.error.message}). I will try again at ${new Date(until).toISOString().slice(11, 19)} UTC, in ${seconds} s; ask me then.`, "plain");
-      return;
-    }
-    await this.view.toolsReady();
-    if (this.stopped || this.paused) return;
-    const controller = new AbortController();
-    this.chatAbort = controller;
-    const reasoning = this.startReasoning(env.id, `Working on ${env.from}'s message`);
-    const started = Date.now();
-    // What this request costs, with what it delegated: the person sees the total with the reply.
-    const spend = emptySpend();
-    const announce = (text: string) => this.say(env, trigger.hops + 1, text, "plain");
-    let turn: TurnResult;
-    try {
-      turn = await runTurn({
-        provider: this.provider,
-        conversation: this.conversation,
-        context: () => this.view.turnContext(),
-        callTool: this.calls.callTool(undefined, spend, announce, this.isHuman(env.from) ? env.from : undefined),
-        options: this.modelOptions,
-        maxIterations: this.config.max_iterations,
-        signal: controller.signal,
-        onEvent: reasoning?.onEvent,
-      });
-    } finally {
-      this.chatAbort = undefined;
-    }
-    this.health.turns++;
-    this.health.account(turn, started);
-    addUsage(spend, turn.usage, this.modelOptions.model, this.config.prices ?? {});
-    reasoning?.conclude(turn);
-    const usage = { input_tokens: spend.input_tokens, output_tokens: spend.output_tokens, ...(spend.cost_usd === undefined ? {} : { cost_usd: roundCost(spend.cost_usd) }) };
-    const reply = (text: string, format: "markdown" | "plain" = "markdown") => this.say(env, trigger.hops + 1, text, format, usage);
-    switch (turn.status) {
-      case "done":
-        // An empty answer is a deliberate silence (e.g. nothing to add to another agent).
-        if (turn.text.trim()) reply(turn.text);
-        return;
-      case "max_iterations":
-        reply(
-          `${turn.text.trim() ? `${turn.text.trim()}\n\n` : ""}(I stopped after ${plural(turn.iterations, "model call")}, the most I make for one message, before finishing. Ask me to continue if you want me to go on.)`,
-        );
-        return;
-      case "error":
-        this.health.providerFailed(turn.error!, (text) => reply(text, "plain"));
-        return;
-      case "aborted":
-        return;
-    }
-  }
-
-  private say(trigger: Envelope, hops: number, text: string, format: "markdown" | "plain", usage?: Record<string, unknown>): void {
-    const id = this.send({ kind: "chat", to: [trigger.from], correlation_id: [trigger.id], payload: { text, format, ...(usage ? { usage } : {}) } });
-    if (id) this.hops.set(id, hops);
   }
 
   // --- reasoning transparency -----------------------------------------------------------
@@ -536,7 +383,7 @@ class Agent {
         this.paused = true;
         clearTimeout(this.pauseTimer);
         // Waiting triggers become context: a pause may be long, and stale questions should not all be answered at resume.
-        for (const t of this.queue.splice(0)) this.addContext(t.env, t.text);
+        this.chat.queuedToContext();
         const seconds = payload["timeout_seconds"];
         if (typeof seconds === "number" && seconds > 0 && Number.isFinite(seconds)) {
           this.pauseTimer = setTimeout(() => {
@@ -558,12 +405,12 @@ class Agent {
         const direction = payload["direction"] === "newest" ? "newest" : "oldest";
         const requested = payload["entries"];
         const entries =
-          typeof requested === "number" && Number.isFinite(requested) && requested > 0 ? Math.floor(requested) : Math.ceil(this.conversation.messagesInContext / 2);
-        const forgotten = this.conversation.forget(direction, entries);
+          typeof requested === "number" && Number.isFinite(requested) && requested > 0 ? Math.floor(requested) : Math.ceil(this.chat.conversation.messagesInContext / 2);
+        const forgotten = this.chat.conversation.forget(direction, entries);
         return this.reportStatus(env, { forgotten });
       }
       case "participant/clear": {
-        const cleared = this.conversation.clear() + this.pendingContext.splice(0).length;
+        const cleared = this.chat.clear();
         return this.reportStatus(env, { cleared });
       }
       case "participant/compact":
@@ -588,17 +435,13 @@ class Agent {
     clearTimeout(this.pauseTimer);
     this.pauseTimer = undefined;
     this.paused = false;
-    void this.pump();
+    void this.chat.pump();
   }
 
   private restart(): void {
-    this.chatAbort?.abort("restart");
+    this.chat.abort("restart");
     this.serving.abortAll("restart");
-    this.queue = [];
-    this.pendingContext.length = 0;
-    this.conversation = new Conversation({ budgetTokens: this.budget() });
-    this.hops.clear();
-    this.machineStreak = 0;
+    this.chat.reset();
     this.health.reset();
     this.serving.done = 0;
     clearTimeout(this.pauseTimer);
@@ -612,8 +455,8 @@ class Agent {
     if (this.health.providerDown()) return void reply({ error: `the model is unavailable: ${this.health.down!.error.message}` });
     this.compacting = true;
     try {
-      const before = this.conversation.tokens;
-      const replaced = await this.conversation.compact(this.summarize);
+      const before = this.chat.conversation.tokens;
+      const replaced = await this.chat.conversation.compact(this.summarize);
       reply({ replaced, tokens_before: before });
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
@@ -663,13 +506,13 @@ class Agent {
   }
 
   status(): AgentStatus {
-    const stats = this.conversation.stats();
-    const state: AgentState = this.stopped ? "stopped" : this.paused ? "paused" : this.running || this.serving.active > 0 ? "busy" : "idle";
+    const stats = this.chat.conversation.stats();
+    const state: AgentState = this.stopped ? "stopped" : this.paused ? "paused" : this.chat.running || this.serving.active > 0 ? "busy" : "idle";
     const s: AgentStatus = {
       id: this.id,
       state,
       paused: this.paused,
-      queued: this.queue.length,
+      queued: this.chat.queued,
       provider: this.provider.name,
       model: this.modelOptions.model,
       ...stats,
@@ -703,9 +546,9 @@ class Agent {
     if (this.stopped) return this.closed;
     this.stopped = true;
     clearTimeout(this.pauseTimer);
-    this.chatAbort?.abort(reason);
+    this.chat.abort(reason);
     this.serving.abortAll(reason);
-    this.queue = [];
+    this.chat.dropQueue();
     for (const off of this.unsubscribe.splice(0)) off();
     this.log?.info({ reason }, "agent stopped");
     try {
