@@ -35,6 +35,12 @@
  *   counters and the provider cool-down) with `participant/status`; `compact` (the oldest
  *   half summarized by the model) with `participant/compact-done`; `shutdown` with
  *   `chat/acknowledge`, after which the agent leaves (`closed` settles with `shutdown`).
+ *
+ * The `Agent` here holds the parts and wires them, each given only what it needs: the chat
+ * turns (chat.ts), the control messages (control.ts), the ask tool and callbacks
+ * (serve.ts), the space's tools and prompt (space-view.ts), the calls of those tools
+ * (tool-calls.ts), the provider's health and counters (health.ts), reasoning reports
+ * (reasoning.ts).
  */
 import type { Logger } from "pino";
 import type { AgentConfig } from "../../gateway/config.js";
@@ -43,12 +49,12 @@ import { ParticipantClient, type ClientOptions, type OutboundEnvelope, type Welc
 import { AskServer } from "./serve.js";
 import { HeldConversations } from "./takeover.js";
 import { resolveProvider } from "./configure.js";
-import type { Summarize } from "./context.js";
 import type { RetryOptions } from "./providers/http.js";
-import { ProviderError, type ModelOptions, type Provider } from "./providers/types.js";
+import type { ModelOptions, Provider } from "./providers/types.js";
 import { ProviderHealth } from "./health.js";
 import { SpaceView } from "./space-view.js";
 import { ChatTurns } from "./chat.js";
+import { Controls } from "./control.js";
 import { ToolCaller } from "./tool-calls.js";
 import { startReasoning, type Reasoning } from "./reasoning.js";
 
@@ -124,14 +130,6 @@ const DEFAULT_COOLDOWN_MS = 60_000;
 const DEFAULT_MAX_HOPS = 3;
 const DEFAULT_CALL_TIMEOUT_MS = 30_000;
 
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-function clip(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
-}
-
 /** Joins the space and starts answering. Rejects only when the client cannot connect (bad token, unknown space, …). */
 export async function startAgent(opts: AgentOptions): Promise<AgentHandle> {
   const log = opts.logger?.child({ participant: opts.id, component: "agent" });
@@ -188,10 +186,8 @@ class Agent {
   /** The calls of the space's tools, and who approved our proposals (tool-calls.ts). */
   private readonly calls: ToolCaller;
 
-  // Control state.
-  private paused = false;
-  private pauseTimer: NodeJS.Timeout | undefined;
-  private compacting = false;
+  /** The `participant/*` control messages and the pause they set (control.ts). */
+  private readonly controls: Controls;
   private stopped = false;
   /** Who holds each person's conversation (takeover.ts). */
   private readonly held = new HeldConversations();
@@ -218,6 +214,7 @@ class Agent {
     this.calls = new ToolCaller({ client: this.client, tool: (name) => this.view.tool(name) });
     this.serving = this.serveHost();
     this.chat = this.chatHost();
+    this.controls = this.controlHost();
   }
 
   /** The space view (space-view.ts), with what it may reach of this agent. */
@@ -233,6 +230,23 @@ class Agent {
       get stopped() {
         return agent.stopped;
       },
+    });
+  }
+
+  /** The controls (control.ts), with what they act on. */
+  private controlHost(): Controls {
+    return new Controls({
+      id: this.id,
+      provider: this.provider,
+      modelOptions: this.modelOptions,
+      log: this.log,
+      chat: this.chat,
+      health: this.health,
+      serving: this.serving,
+      toolName: (name) => this.view.toolName(name),
+      send: (env) => this.send(env),
+      statusPayload: () => this.statusPayload(),
+      stop: (reason) => this.stop(reason),
     });
   }
 
@@ -252,7 +266,7 @@ class Agent {
         return agent.stopped;
       },
       get paused() {
-        return agent.paused;
+        return agent.controls.paused;
       },
       health: this.health,
       holder: (human) => this.held.holder(human),
@@ -283,7 +297,7 @@ class Agent {
         return agent.stopped;
       },
       get paused() {
-        return agent.paused;
+        return agent.controls.paused;
       },
       get down() {
         return agent.health.down;
@@ -364,7 +378,7 @@ class Agent {
         if (env.from !== GATEWAY_ID) this.calls.noteApproval(env);
         return;
     }
-    if (addressed && env.kind.startsWith("participant/")) this.onControl(env);
+    if (addressed && env.kind.startsWith("participant/")) this.controls.onControl(env);
   }
 
   // --- reasoning transparency -----------------------------------------------------------
@@ -374,144 +388,20 @@ class Agent {
     return startReasoning({ send: (env) => this.send(env), toolName: (name) => this.view.toolName(name) }, correlation, message);
   }
 
-  // --- control ---------------------------------------------------------------------------
-
-  private onControl(env: Envelope): void {
-    const payload = isRecord(env.payload) ? env.payload : {};
-    switch (env.kind) {
-      case "participant/pause": {
-        this.paused = true;
-        clearTimeout(this.pauseTimer);
-        // Waiting triggers become context: a pause may be long, and stale questions should not all be answered at resume.
-        this.chat.queuedToContext();
-        const seconds = payload["timeout_seconds"];
-        if (typeof seconds === "number" && seconds > 0 && Number.isFinite(seconds)) {
-          this.pauseTimer = setTimeout(() => {
-            this.resume();
-            this.reportStatus(env, { resumed: "timeout" });
-          }, Math.min(seconds * 1000, 2_147_483_647));
-          this.pauseTimer.unref();
-        }
-        this.log?.info({ by: env.from, timeout_seconds: seconds }, "paused");
-        return this.reportStatus(env);
-      }
-      case "participant/resume":
-        this.resume();
-        this.log?.info({ by: env.from }, "resumed");
-        return this.reportStatus(env);
-      case "participant/request-status":
-        return this.reportStatus(env);
-      case "participant/forget": {
-        const direction = payload["direction"] === "newest" ? "newest" : "oldest";
-        const requested = payload["entries"];
-        const entries =
-          typeof requested === "number" && Number.isFinite(requested) && requested > 0 ? Math.floor(requested) : Math.ceil(this.chat.conversation.messagesInContext / 2);
-        const forgotten = this.chat.conversation.forget(direction, entries);
-        return this.reportStatus(env, { forgotten });
-      }
-      case "participant/clear": {
-        const cleared = this.chat.clear();
-        return this.reportStatus(env, { cleared });
-      }
-      case "participant/compact":
-        void this.compact(env);
-        return;
-      case "participant/restart":
-        this.restart();
-        this.log?.info({ by: env.from }, "restarted");
-        return this.reportStatus(env, { restarted: true });
-      case "participant/shutdown":
-        this.log?.info({ by: env.from }, "shutdown requested");
-        this.send({ kind: "chat/acknowledge", to: [env.from], correlation_id: [env.id], payload: { status: "shutdown" } });
-        void this.stop("shutdown");
-        return;
-      default:
-        // participant/status and the like from others: nothing to do.
-        return;
-    }
-  }
-
-  private resume(): void {
-    clearTimeout(this.pauseTimer);
-    this.pauseTimer = undefined;
-    this.paused = false;
-    void this.chat.pump();
-  }
-
-  private restart(): void {
-    this.chat.abort("restart");
-    this.serving.abortAll("restart");
-    this.chat.reset();
-    this.health.reset();
-    this.serving.done = 0;
-    clearTimeout(this.pauseTimer);
-    this.paused = false;
-  }
-
-  private async compact(env: Envelope): Promise<void> {
-    const reply = (extra: Record<string, unknown>) =>
-      this.send({ kind: "participant/compact-done", to: [env.from], correlation_id: [env.id], payload: { ...this.statusPayload(), ...extra } });
-    if (this.compacting) return void reply({ error: "a compaction is already running" });
-    if (this.health.providerDown()) return void reply({ error: `the model is unavailable: ${this.health.down!.error.message}` });
-    this.compacting = true;
-    try {
-      const before = this.chat.conversation.tokens;
-      const replaced = await this.chat.conversation.compact(this.summarize);
-      reply({ replaced, tokens_before: before });
-    } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
-      if (err instanceof ProviderError) this.health.providerFailed(err, undefined);
-      reply({ error: message });
-    } finally {
-      this.compacting = false;
-    }
-  }
-
-  private readonly summarize: Summarize = async (messages) => {
-    const transcript = messages
-      .map((m) => {
-        switch (m.role) {
-          case "user":
-            return m.text;
-          case "assistant": {
-            const calls = m.toolCalls.map((c) => this.view.toolName(c.name));
-            return `${this.id}: ${m.text}${calls.length ? ` [called ${calls.join(", ")}]` : ""}`;
-          }
-          case "tool":
-            return `[tool result${m.isError ? ", error" : ""}] ${clip(m.content, 2000)}`;
-        }
-      })
-      .join("\n");
-    const response = await this.provider.complete({
-      system: `You condense conversation transcripts for ${this.id}, an AI agent, so it can keep working with less context.`,
-      messages: [
-        {
-          role: "user",
-          text: `Summarize this earlier part of the conversation in a few short paragraphs. Keep who asked what, decisions, results of tool calls, rejections and open tasks. Write the summary only.\n\n${transcript}`,
-        },
-      ],
-      tools: [],
-      options: this.modelOptions,
-    });
-    return response.text.trim() || "(nothing worth keeping)";
-  };
+  // --- status ---------------------------------------------------------------------------
 
   private statusPayload(): Record<string, unknown> {
     const { id: _id, ...rest } = this.status();
     return rest;
   }
 
-  private reportStatus(env: Envelope, extra: Record<string, unknown> = {}): void {
-    this.send({ kind: "participant/status", to: [env.from], correlation_id: [env.id], payload: { ...this.statusPayload(), ...extra } });
-  }
-
   status(): AgentStatus {
     const stats = this.chat.conversation.stats();
-    const state: AgentState = this.stopped ? "stopped" : this.paused ? "paused" : this.chat.running || this.serving.active > 0 ? "busy" : "idle";
+    const state: AgentState = this.stopped ? "stopped" : this.controls.paused ? "paused" : this.chat.running || this.serving.active > 0 ? "busy" : "idle";
     const s: AgentStatus = {
       id: this.id,
       state,
-      paused: this.paused,
+      paused: this.controls.paused,
       queued: this.chat.queued,
       provider: this.provider.name,
       model: this.modelOptions.model,
@@ -545,7 +435,7 @@ class Agent {
   async stop(reason: AgentStopReason): Promise<AgentStopReason> {
     if (this.stopped) return this.closed;
     this.stopped = true;
-    clearTimeout(this.pauseTimer);
+    this.controls.stop();
     this.chat.abort(reason);
     this.serving.abortAll(reason);
     this.chat.dropQueue();
