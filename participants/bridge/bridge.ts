@@ -29,7 +29,7 @@
  * - stays in the space across server restarts; the participant SDK itself reconnects to
  *   the gateway if the gateway restarts.
  *
- * - answers the server's own requests through the space (bridge/callbacks.ts): sampling
+ * - answers the server's own requests through the space (callbacks.ts): sampling
  *   and elicitation go back to the caller of the call it is serving, roots come from
  *   space.yaml; its log messages during a call go to that call's caller.
  */
@@ -43,12 +43,12 @@ import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared
 import { ErrorCode, McpError, type Implementation, type Notification, type Progress, type Request } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
 import * as z from "zod";
-import type { McpServerConfig } from "../gateway/config.js";
-import { GATEWAY_ID, RpcErrors } from "../gateway/envelope.js";
-import { clientCapabilities, installCallbacks, soleCaller, type ServedCall } from "./bridge/callbacks.js";
-import { ChildStdioTransport } from "./bridge/stdio.js";
-import { ParticipantClient, type ClientOptions, type IncomingRequest } from "./client.js";
-import { RpcError, RpcErrorCodes } from "./errors.js";
+import type { McpServerConfig } from "../../gateway/config.js";
+import { GATEWAY_ID, RpcErrors } from "../../gateway/envelope.js";
+import { clientCapabilities, installCallbacks, soleCaller, type ServedCall } from "./callbacks.js";
+import { ChildStdioTransport } from "./stdio.js";
+import { ParticipantClient, type ClientOptions, type IncomingRequest } from "../client.js";
+import { RpcError, RpcErrorCodes } from "../errors.js";
 
 // ---------------------------------------------------------------------------------------
 // Options and public types
