@@ -34,21 +34,18 @@
  *   space.yaml; its log messages during a call go to that call's caller.
  */
 import { EventEmitter } from "node:events";
-import { basename } from "node:path";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, McpError, type Implementation, type Notification, type Progress, type Request } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
-import * as z from "zod";
 import type { McpServerConfig } from "../../gateway/config.js";
-import { clientCapabilities, installCallbacks, soleCaller, type ServedCall } from "./callbacks.js";
+import { soleCaller } from "./callbacks.js";
 import { ChildStdioTransport } from "./stdio.js";
 import { ParticipantClient, type ClientOptions, type IncomingRequest } from "../client.js";
 import { RpcError, RpcErrorCodes } from "../errors.js";
-import { bridgeFailure, type Bridge, type BridgeEvents, type BridgeFailureReason, type BridgeOptions, type BridgeStatus, type RestartOptions, type ServerDown } from "./types.js";
+import { AnyResult, ServerLink, type Forwarded, type Upstream } from "./server.js";
+import { bridgeFailure, type Bridge, type BridgeEvents, type BridgeFailureReason, type BridgeOptions, type BridgeStatus } from "./types.js";
 
 export {
   BridgeErrorCodes,
@@ -71,54 +68,21 @@ export async function startBridge(opts: BridgeOptions): Promise<Bridge> {
 // ---------------------------------------------------------------------------------------
 // Internals
 
-const CLIENT_INFO = { name: "mewgate-bridge", version: "0.1.0" };
-/** A run this long resets the restart backoff. */
-const STABLE_MS = 10_000;
-/** After an HTTP transport error, the server must answer a ping within this to count as alive. */
-const PROBE_TIMEOUT_MS = 2000;
 // setTimeout treats anything above 2^31-1 ms as 1 ms.
 const MAX_TIMER_MS = 2_147_483_647;
-/** Results travel as they are: no schema of ours between the server and the caller. */
-const AnyResult = z.unknown();
-
-/** One connection to the server: a process and its `Client`, or an HTTP session. Replaced on restart. */
-interface Upstream {
-  client: Client;
-  transport: McpTransport;
-  /** Initialized: calls may be forwarded, and its end is a crash. */
-  ready: boolean;
-  lost: boolean;
-  readyAt: number;
-  probing: boolean;
-  readonly inflight: Set<Forwarded>;
-}
-
-interface Forwarded extends ServedCall {
-  fail(error: RpcError): void;
-}
 
 type Settle = (then: () => void, cancelAtServer?: string) => void;
 
 class McpBridge implements Bridge {
   readonly id: string;
   readonly client: ParticipantClient;
-  private readonly server: McpServerConfig;
-  private readonly isHttp: boolean;
-  /** The command or URL, for messages: never the env, the headers, or a URL's query. */
-  private readonly label: string;
   private readonly log: Logger | undefined;
-  private readonly restartOpts: Required<{ [K in keyof RestartOptions]: number }>;
   private readonly callTimeoutMs: number;
-  private readonly startTimeoutMs: number;
   private readonly events = new EventEmitter();
+  /** The server's runs, restarts and their backoff (server.ts). */
+  private readonly link: ServerLink;
 
   private state: BridgeStatus = "starting";
-  private upstream: Upstream | undefined;
-  private attempts = 0;
-  private restartCount = 0;
-  private restartTimer: NodeJS.Timeout | undefined;
-  /** What happened to the server last, for `server_unavailable` messages. */
-  private lastDown = "";
   private stopping: Promise<void> | undefined;
   /** Resource URI → participants subscribed to it through us. */
   private readonly subscribers = new Map<string, Set<string>>();
@@ -128,27 +92,19 @@ class McpBridge implements Bridge {
     if (server.disabled) throw new Error(`MCP server "${opts.id}" is disabled in its config`);
     if ((server.command === undefined) === (server.url === undefined)) throw new Error(`MCP server "${opts.id}": give either command (stdio) or url (streamable HTTP)`);
     this.id = opts.id;
-    this.server = server;
-    this.isHttp = server.url !== undefined;
-    this.label = this.isHttp ? safeUrl(server.url!) : commandLabel(server.command!, server.args);
     this.log = opts.logger?.child({ participant: opts.id, component: "mcp-bridge" });
-    this.restartOpts = {
-      initialDelayMs: opts.restart?.initialDelayMs ?? 250,
-      maxDelayMs: opts.restart?.maxDelayMs ?? 30_000,
-      maxRestarts: opts.restart?.maxRestarts ?? Number.POSITIVE_INFINITY,
-    };
     this.callTimeoutMs = opts.callTimeoutMs ?? 30_000;
-    this.startTimeoutMs = opts.startTimeoutMs ?? 60_000;
 
     const clientOpts: ClientOptions =
       "transport" in opts.client ? { ...opts.client } : { participantId: opts.id, ...opts.client };
     clientOpts.logger ??= opts.logger;
     this.client = new ParticipantClient(clientOpts);
+    this.link = this.serverHost(server, opts);
     this.client.onRequest((req) => this.handle(req));
     this.client.on("welcome", (w) => {
       if (w.refreshed) return;
       // The gateway asks an `mcp` participant for its tools when it joins; anyone else has to say so.
-      if (w.kind !== "mcp" && this.available()) this.client.announceTools();
+      if (w.kind !== "mcp" && this.link.available()) this.client.announceTools();
       // Whoever left while we were away (a gateway restart) will not be announced as leaving.
       const present = new Set(w.participants.map((p) => p.id));
       const gone = new Set([...this.subscribers.values()].flatMap((subs) => [...subs].filter((who) => !present.has(who))));
@@ -161,7 +117,7 @@ class McpBridge implements Bridge {
     const rootsFrom = server.roots !== undefined && !Array.isArray(server.roots) ? server.roots.from : undefined;
     this.client.onNotification((n) => {
       if (n.method !== "notifications/roots/list_changed" || n.from !== rootsFrom) return;
-      const up = this.upstream;
+      const up = this.link.upstream;
       if (up?.ready && !up.lost) up.client.sendRootsListChanged().catch(() => {});
     });
     this.client.on("close", (e) => {
@@ -176,16 +132,44 @@ class McpBridge implements Bridge {
   }
 
   get pid(): number | undefined {
-    const up = this.upstream;
-    return up && !up.lost && up.transport instanceof ChildStdioTransport ? up.transport.pid : undefined;
+    return this.link.pid;
   }
 
   get restarts(): number {
-    return this.restartCount;
+    return this.link.restarts;
   }
 
   get serverInfo(): Implementation | undefined {
-    return this.upstream?.client.getServerVersion();
+    return this.link.serverInfo;
+  }
+
+  /** The server connection (server.ts), with what it may reach of the bridge. */
+  private serverHost(server: McpServerConfig, opts: BridgeOptions): ServerLink {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const bridge = this;
+    return new ServerLink(
+      server,
+      {
+        id: this.id,
+        participant: this.client,
+        log: this.log,
+        get status() {
+          return bridge.state;
+        },
+        get stopping() {
+          return bridge.stopping !== undefined;
+        },
+        setStatus: (status) => this.setStatus(status),
+        emit: (event, ...args) => this.emit(event, ...args),
+        notification: (up, n) => this.serverNotification(up, n),
+        renewSubscriptions: (up) => {
+          for (const uri of this.subscribers.keys()) {
+            up.client.request({ method: "resources/subscribe", params: { uri } }, AnyResult).catch((err: Error) => this.log?.warn({ uri, err: err.message }, "could not renew a resource subscription"));
+          }
+        },
+      },
+      { restart: opts.restart, startTimeoutMs: opts.startTimeoutMs },
+    );
   }
 
   on<K extends keyof BridgeEvents>(event: K, listener: (...args: BridgeEvents[K]) => void): () => void {
@@ -194,13 +178,13 @@ class McpBridge implements Bridge {
   }
 
   async start(): Promise<void> {
-    this.log?.info({ server: this.label, transport: this.isHttp ? "http" : "stdio" }, "starting the MCP server");
+    this.log?.info({ server: this.link.label, transport: this.link.isHttp ? "http" : "stdio" }, "starting the MCP server");
     let up: Upstream;
     try {
-      up = await this.connect();
+      up = await this.link.connect();
     } catch (err) {
       this.setStatus("stopped");
-      throw new Error(`MCP server "${this.id}" (${this.label}) did not start: ${(err as Error).message}`, { cause: (err as Error).cause });
+      throw new Error(`MCP server "${this.id}" (${this.link.label}) did not start: ${(err as Error).message}`, { cause: (err as Error).cause });
     }
     // Join after the server is up, so the gateway's first tools/list finds it.
     try {
@@ -213,201 +197,28 @@ class McpBridge implements Bridge {
     if (this.state === "starting") this.setStatus("running");
     this.log?.info({ pid: this.pid, serverInfo: up.client.getServerVersion() }, "MCP server bridged into the space");
     // Joining already made the registry ask for the tools (see the welcome listener).
-    if (!up.lost) this.ready(up, false);
+    if (!up.lost) this.link.ready(up, false);
   }
 
   stop(): Promise<void> {
     if (this.stopping) return this.stopping;
     this.setStatus("stopped");
-    clearTimeout(this.restartTimer);
+    this.link.cancelRestart();
     this.stopping = (async () => {
       await this.client.close("bridge stopped").catch(() => {});
-      const up = this.upstream;
-      this.upstream = undefined;
-      if (up) {
-        // Tell an HTTP server the session is over (best effort, briefly); a process gets its stdin closed.
-        if (up.ready && !up.lost && up.transport instanceof StreamableHTTPClientTransport) {
-          const transport = up.transport;
-          await Promise.race([transport.terminateSession().catch(() => {}), new Promise((r) => setTimeout(r, 1000).unref())]);
-        }
-        await this.close(up);
-      }
+      await this.link.shutdown();
       this.log?.info("bridge stopped");
     })();
     return this.stopping;
   }
 
-  // --- the server connection ---------------------------------------------------------
-
-  /** Starts (or restarts) the server and initializes a session with it. */
-  private async connect(): Promise<Upstream> {
-    const headers = { requestInit: { headers: this.server.headers ?? {} } };
-    const transport: McpTransport = this.isHttp
-      ? this.server.type === "sse"
-        ? new SSEClientTransport(new URL(this.server.url!), headers)
-        : new StreamableHTTPClientTransport(new URL(this.server.url!), headers)
-      : new ChildStdioTransport({
-          command: this.server.command!,
-          args: this.server.args,
-          env: this.server.env,
-          cwd: this.server.cwd,
-          onStderrLine: (line) => this.log?.info({ stream: "stderr" }, line),
-        });
-    const client = new Client(CLIENT_INFO, { capabilities: clientCapabilities(this.server) });
-    installCallbacks(client, {
-      id: this.id,
-      participant: this.client,
-      server: this.server,
-      log: this.log,
-      inflight: () => (up.lost ? [] : [...up.inflight]),
-    });
-    const up: Upstream = { client, transport, ready: false, lost: false, readyAt: 0, probing: false, inflight: new Set() };
-    // Installed before connect(): the SDK chains it before its own close handling, so we
-    // fail pending calls with the exit status before the SDK fails them with "Connection closed".
-    transport.onclose = () => this.down(up);
-    client.onerror = (err) => this.transportError(up, err);
-    client.fallbackNotificationHandler = async (n) => this.serverNotification(up, n);
-    this.upstream = up;
-    try {
-      await client.connect(transport, { timeout: this.startTimeoutMs });
-      if (up.lost) throw new Error("the connection ended right after initialization");
-    } catch (err) {
-      up.lost = true;
-      if (this.upstream === up) this.upstream = undefined;
-      await client.close().catch(() => {});
-      throw new Error(startFailure(transport, err), { cause: err });
-    }
-    up.ready = true;
-    up.readyAt = Date.now();
-    return up;
-  }
-
-  private available(): boolean {
-    const up = this.upstream;
-    return up !== undefined && up.ready && !up.lost;
-  }
-
-  /** After a start or restart: tell the registry, renew subscriptions, tell listeners. */
-  private ready(up: Upstream, announce = true): void {
-    if (announce && this.client.status === "open" && up.client.getServerCapabilities()?.tools) this.client.announceTools();
-    for (const uri of this.subscribers.keys()) {
-      up.client.request({ method: "resources/subscribe", params: { uri } }, AnyResult).catch((err: Error) => this.log?.warn({ uri, err: err.message }, "could not renew a resource subscription"));
-    }
-    this.emit("ready", { restarts: this.restartCount, serverInfo: up.client.getServerVersion(), pid: this.pid });
-  }
-
-  /** The connection `up` ended: the process exited, the HTTP session broke, or we closed it. */
-  private down(up: Upstream, why?: string): void {
-    if (up.lost) return;
-    up.lost = true;
-    if (this.upstream === up) this.upstream = undefined;
-    // A start that failed: its caller reports it.
-    if (!up.ready) return;
-    if (this.state === "stopped") {
-      this.failAll(up, this.unavailable());
-      return;
-    }
-    const info = this.describeEnd(up, why);
-    this.lastDown = info.message;
-    this.failAll(up, this.failure("server_crashed", info.message, { exit_code: info.code, signal: info.signal }));
-    this.log?.warn({ exitCode: info.code, signal: info.signal }, info.message);
-    this.emit("down", info);
-    // Releases the HTTP session; a dead process is already gone.
-    void this.close(up);
-    if (Date.now() - up.readyAt >= STABLE_MS) this.attempts = 0;
-    this.scheduleRestart();
-  }
-
-  private failAll(up: Upstream, error: RpcError): void {
-    for (const call of [...up.inflight]) call.fail(error);
-  }
-
-  private async close(up: Upstream): Promise<void> {
-    this.failAll(up, this.unavailable());
-    await up.client.close().catch(() => {});
-  }
-
-  private scheduleRestart(): void {
-    if (this.state === "stopped") return;
-    const { initialDelayMs, maxDelayMs, maxRestarts } = this.restartOpts;
-    if (this.attempts >= maxRestarts) {
-      this.setStatus("failed");
-      this.log?.error({ attempts: this.attempts }, `gave up restarting the MCP server: ${this.lastDown}`);
-      // The registry asks again and gets no tools: nobody is offered what cannot answer.
-      if (this.client.status === "open") this.client.announceTools();
-      return;
-    }
-    const ceiling = Math.min(maxDelayMs, initialDelayMs * 2 ** Math.min(this.attempts, 30));
-    // Jitter between half and all of the ceiling: a crash loop never restarts at once.
-    const delayMs = Math.round(ceiling / 2 + (Math.random() * ceiling) / 2);
-    this.attempts++;
-    this.setStatus("restarting");
-    this.log?.info({ attempt: this.attempts, delayMs }, "restarting the MCP server");
-    this.emit("restarting", { attempt: this.attempts, delayMs });
-    this.restartTimer = setTimeout(() => void this.restart(), delayMs);
-  }
-
-  private async restart(): Promise<void> {
-    if (this.state !== "restarting") return;
-    let up: Upstream;
-    try {
-      up = await this.connect();
-    } catch (err) {
-      if (this.stopping) return;
-      this.lastDown = `MCP server "${this.id}" (${this.label}) could not be restarted: ${(err as Error).message}`;
-      this.log?.warn({ attempt: this.attempts }, this.lastDown);
-      this.scheduleRestart();
-      return;
-    }
-    if (this.stopping) return;
-    this.restartCount++;
-    this.setStatus("running");
-    this.log?.info({ restarts: this.restartCount, pid: this.pid }, "MCP server restarted");
-    this.ready(up);
-  }
-
-  /**
-   * Errors the SDK reports outside any call. Over stdio these are lines on stdout that are
-   * not JSON-RPC, or a cancellation that could not be sent: worth a log line, no more.
-   * Over HTTP a stream broke or a POST failed: whether the server is gone, a ping tells.
-   */
-  private transportError(up: Upstream, err: Error): void {
-    if (up.lost) return;
-    if (!this.isHttp || !up.ready) {
-      this.log?.warn({ err: err.message }, "MCP transport error");
-      return;
-    }
-    if (up.probing) return;
-    up.probing = true;
-    up.client.ping({ timeout: PROBE_TIMEOUT_MS }).then(
-      () => {
-        up.probing = false;
-        this.log?.info({ err: err.message }, "MCP transport error; the server still answers");
-      },
-      (pingErr: unknown) => {
-        up.probing = false;
-        // Any JSON-RPC answer, even an error, means someone is there.
-        if (pingErr instanceof McpError && pingErr.code !== ErrorCode.RequestTimeout && pingErr.code !== ErrorCode.ConnectionClosed) return;
-        this.down(up, `stopped answering (${err.message})`);
-      },
-    );
-  }
-
-  private describeEnd(up: Upstream, why?: string): ServerDown {
-    const name = `MCP server "${this.id}" (${this.label})`;
-    const exit = up.transport instanceof ChildStdioTransport ? up.transport.exit : undefined;
-    if (exit?.signal) return { message: `${name} was killed by ${exit.signal}`, code: exit.code, signal: exit.signal };
-    if (exit) return { message: `${name} exited with code ${exit.code}`, code: exit.code, signal: exit.signal };
-    return { message: `${name} ${why ?? "closed the connection"}` };
-  }
-
   // --- serving the space ---------------------------------------------------------------
 
   private handle(req: IncomingRequest): unknown {
-    const up = this.upstream;
+    const up = this.link.upstream;
     const ok = up !== undefined && up.ready && !up.lost;
     if (req.method === "tools/list" && (this.state === "failed" || (ok && !up.client.getServerCapabilities()?.tools))) return { tools: [] };
-    if (!ok) throw this.unavailable();
+    if (!ok) throw this.link.unavailable();
     switch (req.method) {
       case "initialize":
         // The session is ours; a caller gets what the server told us.
@@ -509,18 +320,18 @@ class McpBridge implements Bridge {
       settle(() => reject(new RpcError(err.code, unprefixed(err), err.data)));
       return;
     }
-    if (this.isHttp) {
+    if (this.link.isHttp) {
       const status = err instanceof StreamableHTTPError ? err.code : undefined;
       // A refusal of this one request (auth, bad request) is not a dead server; 404 is a lost session.
       if (status !== undefined && status >= 400 && status < 500 && status !== 404) {
         settle(() => reject(new RpcError(RpcErrorCodes.internalError, (err as Error).message, { reason: "http_error", status })));
         return;
       }
-      this.down(up, `could not be reached (${(err as Error).message})`);
+      this.link.down(up, `could not be reached (${(err as Error).message})`);
       return;
     }
     // stdio: the process is gone or going; its exit status, if known yet, says how.
-    const info = this.describeEnd(up, "closed the connection");
+    const info = this.link.describeEnd(up, "closed the connection");
     settle(() => reject(this.failure("server_crashed", info.message, { exit_code: info.code, signal: info.signal })));
   }
 
@@ -582,7 +393,7 @@ class McpBridge implements Bridge {
     for (const [uri, subs] of this.subscribers) {
       if (!subs.delete(who) || subs.size > 0) continue;
       this.subscribers.delete(uri);
-      const up = this.upstream;
+      const up = this.link.upstream;
       if (up?.ready && !up.lost) up.client.request({ method: "resources/unsubscribe", params: { uri } }, AnyResult).catch(() => {});
     }
   }
@@ -591,18 +402,6 @@ class McpBridge implements Bridge {
 
   private failure(reason: BridgeFailureReason, message: string, extra: Record<string, unknown> = {}): RpcError {
     return bridgeFailure(this.id, reason, message, extra);
-  }
-
-  private unavailable(): RpcError {
-    const why =
-      this.state === "stopped"
-        ? "the bridge is stopping"
-        : this.state === "failed"
-          ? `gave up restarting it; last: ${this.lastDown}`
-          : this.state === "restarting"
-            ? `restarting after: ${this.lastDown}`
-            : "it is not running";
-    return this.failure("server_unavailable", `MCP server "${this.id}" is unavailable: ${why}`);
   }
 
   private setStatus(status: BridgeStatus): void {
@@ -649,33 +448,8 @@ function unprefixed(err: McpError): string {
   return err.message.startsWith(prefix) ? err.message.slice(prefix.length) : err.message;
 }
 
-/** Why a start failed: a process that died while initializing says more through its exit status than "Connection closed". */
-function startFailure(transport: McpTransport, err: unknown): string {
-  const exit = transport instanceof ChildStdioTransport ? transport.exit : undefined;
-  if (exit?.error) return exit.error.message;
-  if (exit?.signal) return `killed by ${exit.signal} while initializing`;
-  if (exit) return `exited with code ${exit.code} while initializing`;
-  return err instanceof Error ? err.message : String(err);
-}
-
 function protocolVersionOf(transport: McpTransport): string | undefined {
   if (transport instanceof ChildStdioTransport) return transport.protocolVersion;
   if (transport instanceof StreamableHTTPClientTransport) return transport.protocolVersion;
   return undefined;
-}
-
-/** `node server.mjs`, `npx server-filesystem`: enough to recognise it, without arguments that might be secrets. */
-function commandLabel(command: string, args: string[] | undefined): string {
-  const first = args?.find((a) => !a.startsWith("-"));
-  return first === undefined ? basename(command) : `${basename(command)} ${basename(first)}`;
-}
-
-/** A URL without credentials or query (either may hold a token). */
-function safeUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.origin}${u.pathname}`;
-  } catch {
-    return "(invalid URL)";
-  }
 }
