@@ -37,13 +37,13 @@ import { EventEmitter } from "node:events";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ErrorCode, McpError, type Implementation, type Notification, type Progress, type Request } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, McpError, type Implementation, type Progress, type Request } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
 import type { McpServerConfig } from "../../gateway/config.js";
-import { soleCaller } from "./callbacks.js";
 import { ChildStdioTransport } from "./stdio.js";
 import { ParticipantClient, type ClientOptions, type IncomingRequest } from "../client.js";
 import { RpcError, RpcErrorCodes } from "../errors.js";
+import { ServerNotifications, trySend } from "./notifications.js";
 import { AnyResult, ServerLink, type Forwarded, type Upstream } from "./server.js";
 import { bridgeFailure, type Bridge, type BridgeEvents, type BridgeFailureReason, type BridgeOptions, type BridgeStatus } from "./types.js";
 
@@ -84,8 +84,8 @@ class McpBridge implements Bridge {
 
   private state: BridgeStatus = "starting";
   private stopping: Promise<void> | undefined;
-  /** Resource URI → participants subscribed to it through us. */
-  private readonly subscribers = new Map<string, Set<string>>();
+  /** List changes, resource updates and subscriptions, log lines (notifications.ts). */
+  private readonly notifications: ServerNotifications;
 
   constructor(opts: BridgeOptions) {
     const { server } = opts;
@@ -100,18 +100,25 @@ class McpBridge implements Bridge {
     clientOpts.logger ??= opts.logger;
     this.client = new ParticipantClient(clientOpts);
     this.link = this.serverHost(server, opts);
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const bridge = this;
+    this.notifications = new ServerNotifications({
+      participant: this.client,
+      log: this.log,
+      get upstream() {
+        return bridge.link.upstream;
+      },
+    });
     this.client.onRequest((req) => this.handle(req));
     this.client.on("welcome", (w) => {
       if (w.refreshed) return;
       // The gateway asks an `mcp` participant for its tools when it joins; anyone else has to say so.
       if (w.kind !== "mcp" && this.link.available()) this.client.announceTools();
       // Whoever left while we were away (a gateway restart) will not be announced as leaving.
-      const present = new Set(w.participants.map((p) => p.id));
-      const gone = new Set([...this.subscribers.values()].flatMap((subs) => [...subs].filter((who) => !present.has(who))));
-      for (const who of gone) this.dropSubscriber(who);
+      this.notifications.dropAbsent(new Set(w.participants.map((p) => p.id)));
     });
     this.client.on("presence", (e) => {
-      if (e.event === "leave") this.dropSubscriber(e.participant.id);
+      if (e.event === "leave") this.notifications.dropSubscriber(e.participant.id);
     });
     // The participant the server's roots come from says they changed: the server asks again.
     const rootsFrom = server.roots !== undefined && !Array.isArray(server.roots) ? server.roots.from : undefined;
@@ -161,12 +168,8 @@ class McpBridge implements Bridge {
         },
         setStatus: (status) => this.setStatus(status),
         emit: (event, ...args) => this.emit(event, ...args),
-        notification: (up, n) => this.serverNotification(up, n),
-        renewSubscriptions: (up) => {
-          for (const uri of this.subscribers.keys()) {
-            up.client.request({ method: "resources/subscribe", params: { uri } }, AnyResult).catch((err: Error) => this.log?.warn({ uri, err: err.message }, "could not renew a resource subscription"));
-          }
-        },
+        notification: (up, n) => this.notifications.onNotification(up, n),
+        renewSubscriptions: (up) => this.notifications.renew(up),
       },
       { restart: opts.restart, startTimeoutMs: opts.startTimeoutMs },
     );
@@ -228,15 +231,9 @@ class McpBridge implements Bridge {
           serverInfo: up.client.getServerVersion(),
           ...(up.client.getInstructions() === undefined ? {} : { instructions: up.client.getInstructions() }),
         };
-      case "resources/unsubscribe": {
-        const uri = isRecord(req.params) ? req.params["uri"] : undefined;
-        const subs = typeof uri === "string" ? this.subscribers.get(uri) : undefined;
-        subs?.delete(req.from);
-        // Others still want updates: the server's subscription stays.
-        if (subs && subs.size > 0) return {};
-        if (typeof uri === "string") this.subscribers.delete(uri);
+      case "resources/unsubscribe":
+        if (this.notifications.release(req)) return {};
         break;
-      }
     }
     return this.forward(up, req);
   }
@@ -305,7 +302,7 @@ class McpBridge implements Bridge {
       }
       up.client.request({ method: req.method, params } as Request, AnyResult, options).then(
         (result) => {
-          if (req.method === "resources/subscribe") this.addSubscriber(req);
+          if (req.method === "resources/subscribe") this.notifications.subscribed(req);
           settle(() => resolve(result));
         },
         (err: unknown) => this.forwardFailed(up, call, err, settle, reject),
@@ -338,64 +335,7 @@ class McpBridge implements Bridge {
   private progress(req: IncomingRequest, progressToken: string | number, progress: Progress): void {
     // The caller's own envelope id first: the SDK's `onProgress` finds its call by it.
     const correlationId = [req.envelope.id, ...(req.envelope.correlation_id ?? [])];
-    this.trySend(() => this.client.notify(req.from, "notifications/progress", { ...progress, progressToken }, { correlationId }));
-  }
-
-  private serverNotification(up: Upstream, n: Notification): void {
-    if (up.lost) return;
-    switch (n.method) {
-      case "notifications/tools/list_changed":
-        if (this.client.status === "open") this.client.announceTools();
-        return;
-      case "notifications/resources/list_changed":
-      case "notifications/prompts/list_changed":
-        // Nobody in the space keeps a catalogue of these; whoever cares hears it.
-        if (this.client.status === "open") this.trySend(() => this.client.notify(undefined, n.method, n.params));
-        return;
-      case "notifications/resources/updated": {
-        const uri = isRecord(n.params) ? n.params["uri"] : undefined;
-        for (const who of (typeof uri === "string" ? this.subscribers.get(uri) : undefined) ?? []) {
-          this.trySend(() => this.client.notify(who, n.method, n.params));
-        }
-        return;
-      }
-      case "notifications/message":
-      case "notifications/elicitation/complete": {
-        if (n.method === "notifications/message") {
-          const p = isRecord(n.params) ? n.params : {};
-          const level = LOG_LEVELS[String(p["level"])] ?? "info";
-          this.log?.[level]({ stream: "mcp-log", logger: p["logger"], data: p["data"] }, "MCP server log message");
-        }
-        // During someone's calls it is about them (a log line, a URL flow they finished):
-        // they hear it, and a space server passes it to its MCP client.
-        const found = soleCaller([...up.inflight]);
-        if ("caller" in found && this.client.status === "open") {
-          const correlationId = found.calls.map((c) => c.req.envelope.id);
-          this.trySend(() => this.client.notify(found.caller, n.method, n.params, { correlationId }));
-        }
-        return;
-      }
-      default:
-        this.log?.debug({ method: n.method }, "notification from the MCP server; not forwarded");
-    }
-  }
-
-  private addSubscriber(req: IncomingRequest): void {
-    const uri = isRecord(req.params) ? req.params["uri"] : undefined;
-    if (typeof uri !== "string") return;
-    let subs = this.subscribers.get(uri);
-    if (!subs) this.subscribers.set(uri, (subs = new Set()));
-    subs.add(req.from);
-  }
-
-  /** A participant left: its subscriptions end, and the server's too when nobody else holds them. */
-  private dropSubscriber(who: string): void {
-    for (const [uri, subs] of this.subscribers) {
-      if (!subs.delete(who) || subs.size > 0) continue;
-      this.subscribers.delete(uri);
-      const up = this.link.upstream;
-      if (up?.ready && !up.lost) up.client.request({ method: "resources/unsubscribe", params: { uri } }, AnyResult).catch(() => {});
-    }
+    trySend(this.log, () => this.client.notify(req.from, "notifications/progress", { ...progress, progressToken }, { correlationId }));
   }
 
   // --- small things ----------------------------------------------------------------------
@@ -417,26 +357,7 @@ class McpBridge implements Bridge {
       this.log?.warn({ err, event }, "bridge event listener threw");
     }
   }
-
-  private trySend(send: () => unknown): void {
-    try {
-      send();
-    } catch (err) {
-      this.log?.debug({ err: (err as Error).message }, "could not send");
-    }
-  }
 }
-
-const LOG_LEVELS: Record<string, "debug" | "info" | "warn" | "error"> = {
-  debug: "debug",
-  info: "info",
-  notice: "info",
-  warning: "warn",
-  error: "error",
-  critical: "error",
-  alert: "error",
-  emergency: "error",
-};
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
