@@ -32,20 +32,22 @@
  * - answers the server's own requests through the space (callbacks.ts): sampling
  *   and elicitation go back to the caller of the call it is serving, roots come from
  *   space.yaml; its log messages during a call go to that call's caller.
+ *
+ * This file holds the status and the events and wires the parts, each given only what it
+ * needs: the server's runs and restarts (server.ts), serving requests with their progress
+ * and cancellation (forward.ts), what the server says outside a call (notifications.ts),
+ * the server's own requests (callbacks.ts), the stdio transport (stdio.ts), and the public
+ * types (types.ts).
  */
 import { EventEmitter } from "node:events";
-import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ErrorCode, McpError, type Implementation, type Progress, type Request } from "@modelcontextprotocol/sdk/types.js";
+import type { Implementation } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
 import type { McpServerConfig } from "../../gateway/config.js";
-import { ChildStdioTransport } from "./stdio.js";
-import { ParticipantClient, type ClientOptions, type IncomingRequest } from "../client.js";
-import { RpcError, RpcErrorCodes } from "../errors.js";
-import { ServerNotifications, trySend } from "./notifications.js";
-import { AnyResult, ServerLink, type Forwarded, type Upstream } from "./server.js";
-import { bridgeFailure, type Bridge, type BridgeEvents, type BridgeFailureReason, type BridgeOptions, type BridgeStatus } from "./types.js";
+import { ParticipantClient, type ClientOptions } from "../client.js";
+import { Forwarder } from "./forward.js";
+import { ServerNotifications } from "./notifications.js";
+import { ServerLink, type Upstream } from "./server.js";
+import type { Bridge, BridgeEvents, BridgeOptions, BridgeStatus } from "./types.js";
 
 export {
   BridgeErrorCodes,
@@ -68,11 +70,6 @@ export async function startBridge(opts: BridgeOptions): Promise<Bridge> {
 // ---------------------------------------------------------------------------------------
 // Internals
 
-// setTimeout treats anything above 2^31-1 ms as 1 ms.
-const MAX_TIMER_MS = 2_147_483_647;
-
-type Settle = (then: () => void, cancelAtServer?: string) => void;
-
 class McpBridge implements Bridge {
   readonly id: string;
   readonly client: ParticipantClient;
@@ -81,11 +78,13 @@ class McpBridge implements Bridge {
   private readonly events = new EventEmitter();
   /** The server's runs, restarts and their backoff (server.ts). */
   private readonly link: ServerLink;
+  /** List changes, resource updates and subscriptions, log lines (notifications.ts). */
+  private readonly notifications: ServerNotifications;
+  /** Requests from the space, into the server (forward.ts). */
+  private readonly forwarder: Forwarder;
 
   private state: BridgeStatus = "starting";
   private stopping: Promise<void> | undefined;
-  /** List changes, resource updates and subscriptions, log lines (notifications.ts). */
-  private readonly notifications: ServerNotifications;
 
   constructor(opts: BridgeOptions) {
     const { server } = opts;
@@ -109,7 +108,18 @@ class McpBridge implements Bridge {
         return bridge.link.upstream;
       },
     });
-    this.client.onRequest((req) => this.handle(req));
+    this.forwarder = new Forwarder({
+      id: this.id,
+      participant: this.client,
+      log: this.log,
+      get status() {
+        return bridge.state;
+      },
+      callTimeoutMs: this.callTimeoutMs,
+      link: this.link,
+      notifications: this.notifications,
+    });
+    this.client.onRequest((req) => this.forwarder.handle(req));
     this.client.on("welcome", (w) => {
       if (w.refreshed) return;
       // The gateway asks an `mcp` participant for its tools when it joins; anyone else has to say so.
@@ -215,134 +225,7 @@ class McpBridge implements Bridge {
     return this.stopping;
   }
 
-  // --- serving the space ---------------------------------------------------------------
-
-  private handle(req: IncomingRequest): unknown {
-    const up = this.link.upstream;
-    const ok = up !== undefined && up.ready && !up.lost;
-    if (req.method === "tools/list" && (this.state === "failed" || (ok && !up.client.getServerCapabilities()?.tools))) return { tools: [] };
-    if (!ok) throw this.link.unavailable();
-    switch (req.method) {
-      case "initialize":
-        // The session is ours; a caller gets what the server told us.
-        return {
-          protocolVersion: protocolVersionOf(up.transport),
-          capabilities: up.client.getServerCapabilities() ?? {},
-          serverInfo: up.client.getServerVersion(),
-          ...(up.client.getInstructions() === undefined ? {} : { instructions: up.client.getInstructions() }),
-        };
-      case "resources/unsubscribe":
-        if (this.notifications.release(req)) return {};
-        break;
-    }
-    return this.forward(up, req);
-  }
-
-  private forward(up: Upstream, req: IncomingRequest): Promise<unknown> {
-    let params = req.params;
-    let callerToken: string | number | undefined;
-    let timeoutMs = this.callTimeoutMs;
-    if (isRecord(params) && isRecord(params["_meta"])) {
-      const { progressToken, ...meta } = params["_meta"];
-      const asked = meta["mewgate/timeout_ms"];
-      if (typeof asked === "number" && asked > 0) timeoutMs = Math.min(asked, MAX_TIMER_MS);
-      if (typeof progressToken === "string" || typeof progressToken === "number") {
-        callerToken = progressToken;
-        // The SDK puts in a token of its own and maps the server's progress back to us.
-        params = { ...params, _meta: meta };
-      }
-    }
-    return new Promise((resolve, reject) => {
-      const controller = new AbortController();
-      let timer: NodeJS.Timeout | undefined;
-      const settle: Settle = (then, cancelAtServer) => {
-        if (!up.inflight.delete(call)) return;
-        clearTimeout(timer);
-        req.signal.removeEventListener("abort", onCallerAbort);
-        // Abort makes the SDK send notifications/cancelled to the server.
-        if (cancelAtServer !== undefined) controller.abort(cancelAtServer);
-        then();
-      };
-      // While the server waits on its caller (a form, a completion), its own clock stands still.
-      let paused = 0;
-      const call: Forwarded = {
-        req,
-        fail: (error) => settle(() => reject(error)),
-        pause: () => {
-          paused++;
-          clearTimeout(timer);
-        },
-        resume: () => {
-          if (--paused === 0 && up.inflight.has(call)) arm();
-        },
-      };
-      const arm = () => {
-        clearTimeout(timer);
-        if (paused > 0) return;
-        timer = setTimeout(() => {
-          const message = `MCP server "${this.id}" did not answer ${req.method} within ${timeoutMs} ms; the request was cancelled`;
-          settle(() => reject(this.failure("server_timeout", message, { timeout_ms: timeoutMs })), "timeout");
-        }, timeoutMs);
-      };
-      // The caller cancelled, or the gateway timed the call out: nobody waits for an answer any more.
-      const onCallerAbort = () => settle(() => reject(new RpcError(RpcErrorCodes.internalError, "cancelled")), String(req.signal.reason ?? "cancelled"));
-      if (req.signal.aborted) return reject(new RpcError(RpcErrorCodes.internalError, "cancelled"));
-      up.inflight.add(call);
-      req.signal.addEventListener("abort", onCallerAbort, { once: true });
-      arm();
-      // Our own timer decides (it restarts on progress); the SDK's is only a backstop.
-      const options: RequestOptions = { signal: controller.signal, timeout: MAX_TIMER_MS };
-      if (callerToken !== undefined) {
-        const token = callerToken;
-        options.onprogress = (progress) => {
-          if (!up.inflight.has(call)) return;
-          arm();
-          this.progress(req, token, progress);
-        };
-      }
-      up.client.request({ method: req.method, params } as Request, AnyResult, options).then(
-        (result) => {
-          if (req.method === "resources/subscribe") this.notifications.subscribed(req);
-          settle(() => resolve(result));
-        },
-        (err: unknown) => this.forwardFailed(up, call, err, settle, reject),
-      );
-    });
-  }
-
-  private forwardFailed(up: Upstream, call: Forwarded, err: unknown, settle: Settle, reject: (e: unknown) => void): void {
-    if (!up.inflight.has(call)) return;
-    if (err instanceof McpError && err.code !== ErrorCode.ConnectionClosed) {
-      // The server's JSON-RPC error, passed on as it came.
-      settle(() => reject(new RpcError(err.code, unprefixed(err), err.data)));
-      return;
-    }
-    if (this.link.isHttp) {
-      const status = err instanceof StreamableHTTPError ? err.code : undefined;
-      // A refusal of this one request (auth, bad request) is not a dead server; 404 is a lost session.
-      if (status !== undefined && status >= 400 && status < 500 && status !== 404) {
-        settle(() => reject(new RpcError(RpcErrorCodes.internalError, (err as Error).message, { reason: "http_error", status })));
-        return;
-      }
-      this.link.down(up, `could not be reached (${(err as Error).message})`);
-      return;
-    }
-    // stdio: the process is gone or going; its exit status, if known yet, says how.
-    const info = this.link.describeEnd(up, "closed the connection");
-    settle(() => reject(this.failure("server_crashed", info.message, { exit_code: info.code, signal: info.signal })));
-  }
-
-  private progress(req: IncomingRequest, progressToken: string | number, progress: Progress): void {
-    // The caller's own envelope id first: the SDK's `onProgress` finds its call by it.
-    const correlationId = [req.envelope.id, ...(req.envelope.correlation_id ?? [])];
-    trySend(this.log, () => this.client.notify(req.from, "notifications/progress", { ...progress, progressToken }, { correlationId }));
-  }
-
   // --- small things ----------------------------------------------------------------------
-
-  private failure(reason: BridgeFailureReason, message: string, extra: Record<string, unknown> = {}): RpcError {
-    return bridgeFailure(this.id, reason, message, extra);
-  }
 
   private setStatus(status: BridgeStatus): void {
     if (this.state === status || this.state === "stopped") return;
@@ -357,20 +240,4 @@ class McpBridge implements Bridge {
       this.log?.warn({ err, event }, "bridge event listener threw");
     }
   }
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-/** The SDK prefixes `MCP error <code>: ` to the server's message; the caller gets the server's own words. */
-function unprefixed(err: McpError): string {
-  const prefix = `MCP error ${err.code}: `;
-  return err.message.startsWith(prefix) ? err.message.slice(prefix.length) : err.message;
-}
-
-function protocolVersionOf(transport: McpTransport): string | undefined {
-  if (transport instanceof ChildStdioTransport) return transport.protocolVersion;
-  if (transport instanceof StreamableHTTPClientTransport) return transport.protocolVersion;
-  return undefined;
 }
