@@ -21,7 +21,7 @@ import { connectInProcess } from "../gateway/space/inprocess.js";
 import { Gateway } from "../gateway/edge/server.js";
 import { WebSocket, WebSocketServer } from "ws";
 import { ParticipantClient } from "../participants/client.js";
-import { startBridge } from "../participants/mcp-bridge.js";
+import { startBridge } from "../participants/bridge/bridge.js";
 import { percentile } from "./stats.js";
 
 export interface BridgeLatencyOptions {

@@ -92,7 +92,7 @@ export function runBridge(command: string[], opts: BridgeCommandOptions, io: Io 
     const signals = onSignals();
     let bridge;
     try {
-      const { startBridge } = await import("../participants/mcp-bridge.js");
+      const { startBridge } = await import("../participants/bridge/bridge.js");
       bridge = await startBridge({ id, server, client: { url: target.url, space: target.space, token: target.token }, logger });
     } catch (err) {
       signals.off();

@@ -18,7 +18,7 @@ import type { Space } from "../gateway/space/space.js";
 import { TokenBook } from "../gateway/identity/tokens.js";
 import { startAgent, type AgentHandle } from "../participants/agent/participant.js";
 import { ParticipantClient } from "../participants/index.js";
-import { startBridge, type Bridge } from "../participants/mcp-bridge.js";
+import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { startGateway, type RunningGateway } from "./gateway.js";
 import { startBus, startNodes } from "./local-cluster.js";
 import { exposedStateDir, greeted, planParticipants } from "./plan.js";

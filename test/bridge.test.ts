@@ -29,7 +29,7 @@ import type { McpServerConfig } from "../gateway/config/config.js";
 import { GATEWAY_ID } from "../gateway/wire/envelope.js";
 import { connectInProcess } from "../gateway/space/inprocess.js";
 import { ParticipantClient, type IncomingNotification } from "../participants/index.js";
-import { startBridge, type Bridge, type BridgeOptions } from "../participants/mcp-bridge.js";
+import { startBridge, type Bridge, type BridgeOptions } from "../participants/bridge/bridge.js";
 import { failure, startGateway, type TestGateway, waitFor } from "./helpers.js";
 
 const require = createRequire(import.meta.url);

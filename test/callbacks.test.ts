@@ -13,7 +13,7 @@ import { ElicitRequestSchema, ListRootsRequestSchema, LoggingMessageNotification
 import { afterEach, describe, expect, it } from "vitest";
 import { connectInProcess } from "../gateway/space/inprocess.js";
 import { startAgent, type AgentHandle } from "../participants/agent/index.js";
-import { startBridge, type Bridge } from "../participants/mcp-bridge.js";
+import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { mountHttp } from "../participants/mcp-server/http.js";
 import { ModelServer, openaiReply } from "./fixtures/agent/model-server.js";
 import { errorFor, responseFor, sleep, startGateway, TestClient, toolCall, toolOwner, waitFor, type Env, type TestGateway } from "./helpers.js";

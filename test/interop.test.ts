@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import { parseSpaceConfig } from "../gateway/config/config.js";
 import { connectInProcess } from "../gateway/space/inprocess.js";
-import { startBridge, type Bridge } from "../participants/mcp-bridge.js";
+import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { mountHttp } from "../participants/mcp-server/http.js";
 import { askGateway, sleep, startGateway, TestClient, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 

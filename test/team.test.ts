@@ -12,7 +12,7 @@ import { connectInProcess } from "../gateway/space/inprocess.js";
 import type { Envelope } from "../gateway/wire/envelope.js";
 import { startAgent, type AgentHandle } from "../participants/agent/index.js";
 import { ParticipantClient } from "../participants/client.js";
-import { startBridge, type Bridge } from "../participants/mcp-bridge.js";
+import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { ROOT } from "./fixtures/cli/harness.js";
 import { startGateway, waitFor, type TestGateway } from "./helpers.js";
 

@@ -35,24 +35,28 @@
  *   counters and the provider cool-down) with `participant/status`; `compact` (the oldest
  *   half summarized by the model) with `participant/compact-done`; `shutdown` with
  *   `chat/acknowledge`, after which the agent leaves (`closed` settles with `shutdown`).
+ *
+ * The `Agent` here holds the parts and wires them, each given only what it needs: the chat
+ * turns (chat.ts), the control messages (control.ts), the ask tool and callbacks
+ * (serve.ts), the space's tools and prompt (space-view.ts), the calls of those tools
+ * (tool-calls.ts), the provider's health and counters (health.ts), reasoning reports
+ * (reasoning.ts).
  */
 import type { Logger } from "pino";
 import type { AgentConfig } from "../../gateway/config/config.js";
 import { GATEWAY_ID, type Envelope } from "../../gateway/wire/envelope.js";
-import { ParticipantClient, type CallOptions, type ClientOptions, type OutboundEnvelope, type WelcomeInfo } from "../client.js";
-import type { ToolInfo } from "../wire.js";
-import { AskServer, INTERACTIVE_WAIT_MS } from "./serve.js";
+import { ParticipantClient, type ClientOptions, type OutboundEnvelope, type WelcomeInfo } from "../client.js";
+import { AskServer } from "./serve.js";
 import { HeldConversations } from "./takeover.js";
-import { addDelegated, addUsage, contractLine, emptySpend, roundCost, type Spend } from "./contract.js";
 import { resolveProvider } from "./configure.js";
-import { Conversation, type Summarize } from "./context.js";
-import { runTurn, type CallTool, type LoopEvent, type TurnContext, type TurnResult } from "./loop.js";
-import { failureOutcome, successOutcome } from "./outcomes.js";
-import { buildSystemPrompt } from "./prompt.js";
 import type { RetryOptions } from "./providers/http.js";
-import { ProviderError, type Message, type ModelOptions, type Provider } from "./providers/types.js";
-import { buildToolSet, SpaceToolSchema, type SpaceTool, type ToolSet } from "./tools.js";
-import { HopTracker, mentioned, mentionPattern } from "./triggers.js";
+import type { ModelOptions, Provider } from "./providers/types.js";
+import { ProviderHealth } from "./health.js";
+import { SpaceView } from "./space-view.js";
+import { ChatTurns } from "./chat.js";
+import { Controls } from "./control.js";
+import { ToolCaller } from "./tool-calls.js";
+import { startReasoning, type Reasoning } from "./reasoning.js";
 
 export interface AgentOptions {
   /** The participant id; must be the one the token (or in-process transport) gives. */
@@ -125,39 +129,6 @@ export interface AgentHandle {
 const DEFAULT_COOLDOWN_MS = 60_000;
 const DEFAULT_MAX_HOPS = 3;
 const DEFAULT_CALL_TIMEOUT_MS = 30_000;
-const MAX_QUEUE = 16;
-
-interface Trigger {
-  env: Envelope;
-  text: string;
-  hops: number;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-function plural(n: number, what: string): string {
-  return `${n} ${what}${n === 1 ? "" : "s"}`;
-}
-
-function clip(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
-}
-
-/** Failures that say "the provider cannot serve now", as opposed to one bad request. */
-function isAvailabilityError(error: ProviderError): boolean {
-  switch (error.code) {
-    case "missing_api_key":
-    case "unreachable":
-    case "rate_limited":
-      return true;
-    case "http_error":
-      return error.status === undefined || error.status >= 500 || error.status === 401 || error.status === 403 || error.status === 404;
-    default:
-      return false;
-  }
-}
 
 /** Joins the space and starts answering. Rejects only when the client cannot connect (bad token, unknown space, …). */
 export async function startAgent(opts: AgentOptions): Promise<AgentHandle> {
@@ -202,56 +173,29 @@ class Agent {
   private resolveClosed!: (reason: AgentStopReason) => void;
   private readonly id: string;
   private readonly config: AgentConfig;
-  private readonly cooldownMs: number;
   private readonly maxHops: number;
   private readonly callTimeoutMs: number;
-  private readonly mention: RegExp;
   private readonly unsubscribe: (() => void)[] = [];
 
-  // The chat conversation and what waits for it.
-  private conversation: Conversation;
-  private readonly pendingContext: Message[] = [];
-  private queue: Trigger[] = [];
-  private running = false;
-  private chatAbort: AbortController | undefined;
-  private readonly hops = new HopTracker();
-  /** Turns started by non-human chats since the last human chat. */
-  private machineStreak = 0;
-  private seeded = false;
+  /** The chat conversation and the triggers waiting for it (chat.ts). */
+  private readonly chat: ChatTurns;
 
-  // The space as the prompt shows it.
-  private rawTools: readonly ToolInfo[] = [];
-  private spaceTools: SpaceTool[] = [];
-  private toolsDirty = true;
-  private promptDirty = true;
-  private toolSet: ToolSet = buildToolSet([]);
-  private system = "";
-  private relisting: Promise<void> | undefined;
-  private relistAgain = false;
+  /** The space as the prompt shows it (space-view.ts). */
+  private readonly view: SpaceView;
 
-  // Tool calls waiting on proposals: proposal id → who approved it.
-  private readonly myProposals = new Set<string>();
-  private readonly approvals = new Map<string, string>();
+  /** The calls of the space's tools, and who approved our proposals (tool-calls.ts). */
+  private readonly calls: ToolCaller;
 
-  // Control state.
-  private paused = false;
-  private pauseTimer: NodeJS.Timeout | undefined;
-  private compacting = false;
+  /** The `participant/*` control messages and the pause they set (control.ts). */
+  private readonly controls: Controls;
   private stopped = false;
   /** Who holds each person's conversation (takeover.ts). */
   private readonly held = new HeldConversations();
   /** The ask tool, callbacks, and the conversations taken over (serve.ts). */
   private readonly serving: AskServer;
-  /** Participants switched off in the space: left out of the prompt. */
-  private readonly switchedOff = new Set<string>();
 
-  // Provider health and accounting.
-  private down: { until: number; error: ProviderError } | undefined;
-  private lastError: string | undefined;
-  private turns = 0;
-  private inputTokens = 0;
-  private outputTokens = 0;
-  private latencyMs: number | undefined;
+  /** Provider health and accounting (health.ts). */
+  private readonly health: ProviderHealth;
 
   constructor(
     private readonly opts: AgentOptions,
@@ -263,12 +207,77 @@ class Agent {
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
     this.id = opts.id;
     this.config = opts.config;
-    this.cooldownMs = opts.providerCooldownMs ?? DEFAULT_COOLDOWN_MS;
+    this.health = new ProviderHealth(opts.providerCooldownMs ?? DEFAULT_COOLDOWN_MS, log);
     this.maxHops = opts.maxHops ?? DEFAULT_MAX_HOPS;
     this.callTimeoutMs = opts.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+    this.view = this.viewHost();
+    this.calls = new ToolCaller({ client: this.client, tool: (name) => this.view.tool(name) });
     this.serving = this.serveHost();
-    this.conversation = new Conversation({ budgetTokens: this.budget() });
-    this.mention = mentionPattern(this.id);
+    this.chat = this.chatHost();
+    this.controls = this.controlHost();
+  }
+
+  /** The space view (space-view.ts), with what it may reach of this agent. */
+  private viewHost(): SpaceView {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const agent = this;
+    return new SpaceView({
+      id: this.id,
+      description: this.opts.description,
+      config: this.config,
+      client: this.client,
+      log: this.log,
+      get stopped() {
+        return agent.stopped;
+      },
+    });
+  }
+
+  /** The controls (control.ts), with what they act on. */
+  private controlHost(): Controls {
+    return new Controls({
+      id: this.id,
+      provider: this.provider,
+      modelOptions: this.modelOptions,
+      log: this.log,
+      chat: this.chat,
+      health: this.health,
+      serving: this.serving,
+      toolName: (name) => this.view.toolName(name),
+      send: (env) => this.send(env),
+      statusPayload: () => this.statusPayload(),
+      stop: (reason) => this.stop(reason),
+    });
+  }
+
+  /** The chat side (chat.ts), with what it may reach of this agent. */
+  private chatHost(): ChatTurns {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const agent = this;
+    return new ChatTurns({
+      id: this.id,
+      config: this.config,
+      client: this.client,
+      provider: this.provider,
+      modelOptions: this.modelOptions,
+      log: this.log,
+      maxHops: this.maxHops,
+      get stopped() {
+        return agent.stopped;
+      },
+      get paused() {
+        return agent.controls.paused;
+      },
+      health: this.health,
+      holder: (human) => this.held.holder(human),
+      inbox: (human) => this.serving.inbox(human),
+      budget: () => this.budget(),
+      toolsReady: () => this.view.toolsReady(),
+      turnContext: () => this.view.turnContext(),
+      callTool: (deadline, spend, announce, human) => this.calls.callTool(deadline, spend, announce, human),
+      startReasoning: (correlation, message) => this.startReasoning(correlation, message),
+      send: (env) => this.send(env),
+    });
   }
 
   /** The serving side (serve.ts), with what it may reach of this agent. */
@@ -288,26 +297,26 @@ class Agent {
         return agent.stopped;
       },
       get paused() {
-        return agent.paused;
+        return agent.controls.paused;
       },
       get down() {
-        return agent.down;
+        return agent.health.down;
       },
-      providerDown: () => this.providerDown(),
-      providerFailed: (e, tell) => this.providerFailed(e, tell),
+      providerDown: () => this.health.providerDown(),
+      providerFailed: (e, tell) => this.health.providerFailed(e, tell),
       budget: () => this.budget(),
-      toolsReady: () => this.toolsReady(),
-      turnContext: () => this.turnContext(),
-      callTool: (deadline, spend, announce, human) => this.callTool(deadline, spend, announce, human),
-      account: (turn, started) => this.account(turn, started),
+      toolsReady: () => this.view.toolsReady(),
+      turnContext: () => this.view.turnContext(),
+      callTool: (deadline, spend, announce, human) => this.calls.callTool(deadline, spend, announce, human),
+      account: (turn, started) => this.health.account(turn, started),
       startReasoning: (correlation, message) => this.startReasoning(correlation, message),
       send: (env) => this.send(env),
       setLatency: (ms) => {
-        this.latencyMs = ms;
+        this.health.latencyMs = ms;
       },
       addTokens: (u) => {
-        this.inputTokens += u?.input ?? 0;
-        this.outputTokens += u?.output ?? 0;
+        this.health.inputTokens += u?.input ?? 0;
+        this.health.outputTokens += u?.output ?? 0;
       },
     });
   }
@@ -322,15 +331,13 @@ class Agent {
     const c = this.client;
     this.unsubscribe.push(
       c.on("welcome", (info) => this.onWelcome(info, false)),
-      c.on("presence", () => {
-        this.promptDirty = true;
-      }),
+      c.on("presence", () => this.view.presenceChanged()),
       c.on("envelope", (env) => this.onEnvelope(env)),
       c.on("close", (e) => {
         if (!e.reconnecting) void this.stop("connection");
       }),
       c.onNotification((n) => {
-        if (n.method === "notifications/tools/list_changed" && n.from === GATEWAY_ID) this.relist();
+        if (n.method === "notifications/tools/list_changed" && n.from === GATEWAY_ID) this.view.relist();
       }),
     );
     // Also without an offer: a server the agent calls may ask it for a completion (callbacks.ts).
@@ -338,76 +345,15 @@ class Agent {
   }
 
   onWelcome(info: WelcomeInfo, alreadyOpen: boolean): void {
-    this.rawTools = info.tools;
+    this.view.setTools(info.tools);
     this.held.reset(info.envelope);
     // Conversations this agent held before it restarted go on (serve.ts).
     this.serving.resumeHeld(info.envelope, info.history);
-    this.switchedOff.clear();
-    for (const p of info.participants) if ((p as { disabled?: unknown }).disabled === true) this.switchedOff.add(p.id);
-    this.toolsDirty = true;
-    this.promptDirty = true;
+    this.view.welcome(info);
     if (info.refreshed && !alreadyOpen) return;
     // Agents are not asked for their tools on join; they announce them.
     if (this.serving.offerName !== undefined) this.client.announceTools();
-    if (!this.seeded) {
-      this.seeded = true;
-      for (const env of info.history) if (env.kind === "chat") this.observeHistory(env);
-    }
-  }
-
-  /** Re-lists the space's tools; overlapping requests collapse into one more run. */
-  private relist(): void {
-    if (this.relisting) {
-      this.relistAgain = true;
-      return;
-    }
-    this.relisting = (async () => {
-      do {
-        this.relistAgain = false;
-        try {
-          this.rawTools = await this.client.listTools();
-          this.toolsDirty = true;
-        } catch (err) {
-          this.log?.warn({ err: (err as Error).message }, "could not list the space's tools; keeping the previous list");
-        }
-      } while (this.relistAgain && !this.stopped);
-    })().finally(() => {
-      this.relisting = undefined;
-    });
-  }
-
-  /** Waits for a re-listing in progress, so a turn never starts with a stale tool list it was told about. */
-  private async toolsReady(): Promise<void> {
-    while (this.relisting) await this.relisting;
-  }
-
-  /** The prompt and tools, rebuilt only when the space changed. */
-  private turnContext(): TurnContext {
-    if (this.toolsDirty) {
-      const tools: SpaceTool[] = [];
-      for (const t of this.rawTools) {
-        const parsed = SpaceToolSchema.safeParse(t);
-        if (parsed.success) tools.push(parsed.data);
-      }
-      this.toolSet = buildToolSet(tools, { self: this.id });
-      this.spaceTools = tools;
-      this.toolsDirty = false;
-      this.promptDirty = true;
-    }
-    if (this.promptDirty) {
-      const welcome = this.client.welcome;
-      this.system = buildSystemPrompt({
-        self: { id: this.id, description: this.opts.description, instructions: this.config.instructions },
-        space: welcome?.space ?? { id: "space" },
-        // A participant switched off (space/disable) is not offered to the model.
-        participants: [...this.client.participants.values()]
-          .filter((p) => !this.switchedOff.has(p.id))
-          .map((p) => ({ id: p.id, kind: p.kind ?? "participant", description: p.description })),
-        tools: this.spaceTools,
-      });
-      this.promptDirty = false;
-    }
-    return { system: this.system, tools: this.toolSet };
+    this.chat.seed(info.history);
   }
 
   // --- what arrives -----------------------------------------------------------------------
@@ -420,448 +366,57 @@ class Agent {
         if (env.from === GATEWAY_ID) this.held.apply(env);
         return;
       case "space/disable":
-      case "space/enable": {
-        // Delivered only once the gateway has recorded it.
-        const who = isRecord(env.payload) ? env.payload["participant_id"] : undefined;
-        if (typeof who === "string" && env.from !== GATEWAY_ID) {
-          if (env.kind === "space/disable") this.switchedOff.add(who);
-          else this.switchedOff.delete(who);
-          this.promptDirty = true;
-        }
+      case "space/enable":
+        this.view.switched(env);
         return;
-      }
       case "chat":
-        return this.onChat(env);
+        return this.chat.onChat(env);
       case "mcp/approve":
-        return this.noteApproval(env);
+        return this.calls.noteApproval(env);
       case "mcp/request":
         // A MEW fulfilment of one of my proposals counts as its approval.
-        if (env.from !== GATEWAY_ID) this.noteApproval(env);
+        if (env.from !== GATEWAY_ID) this.calls.noteApproval(env);
         return;
     }
-    if (addressed && env.kind.startsWith("participant/")) this.onControl(env);
-  }
-
-  private noteApproval(env: Envelope): void {
-    for (const id of env.correlation_id ?? []) if (this.myProposals.has(id)) this.approvals.set(id, env.from);
-  }
-
-  private isHuman(id: string): boolean {
-    return this.client.participants.get(id)?.kind === "human";
-  }
-
-  private onChat(env: Envelope): void {
-    const text = isRecord(env.payload) && typeof env.payload["text"] === "string" ? env.payload["text"] : undefined;
-    if (text === undefined || text.trim() === "") return;
-    const human = this.isHuman(env.from);
-    if (human) this.machineStreak = 0;
-    const hops = this.hops.observe(env, human);
-    // A person whose conversation someone holds talks to the holder (takeover.ts).
-    const holder = human ? this.held.holder(env.from) : undefined;
-    const inbox = holder === this.id ? this.serving.inbox(env.from) : undefined;
-    if (inbox && (env.to === undefined || env.to.length === 0 || env.to.includes(this.id))) return inbox.push(text);
-    if (holder !== undefined && holder !== this.id && !env.to?.includes(this.id) && !this.mention.test(text)) return this.addContext(env, text);
-    if (!this.isTrigger(env, text, human)) return this.addContext(env, text);
-
-    const refuse = (why: string) => {
-      this.log?.debug({ trigger: env.id, from: env.from }, why);
-      this.addContext(env, text);
-    };
-    if (this.paused) return refuse("paused: kept as context only");
-    if (!human && (hops + 1 > this.maxHops || this.machineStreak >= this.maxHops)) {
-      return refuse(`not answering: ${this.maxHops} chats between machines in a row`);
-    }
-    if (!human) this.machineStreak++;
-    this.queue.push({ env, text, hops });
-    if (this.queue.length > MAX_QUEUE) {
-      const dropped = this.queue.shift()!;
-      this.log?.warn({ trigger: dropped.env.id }, "too many messages waiting; the oldest is kept as context only");
-      this.addContext(dropped.env, dropped.text);
-    }
-    void this.pump();
-  }
-
-  /** See `triggers.ts` for the rules. */
-  private isTrigger(env: Envelope, text: string, human: boolean): boolean {
-    if (env.to?.includes(this.id)) return true;
-    if (this.mention.test(text)) return true;
-    if (env.to !== undefined && env.to.length > 0) return false;
-    if (!human) return false;
-    const others = [...this.client.participants.values()];
-    if (others.filter((p) => p.kind === "human").length !== 1) return false;
-    // With other agents present, only the primary takes what is addressed to nobody.
-    if (!this.config.primary && others.some((p) => p.kind === "agent")) return false;
-    return mentioned(text, this.client.participants.keys()).length === 0;
-  }
-
-  private contextLine(env: Envelope, text: string): string {
-    const to = (env.to ?? []).filter((t) => t !== this.id);
-    const addressedToMe = env.to?.includes(this.id) ?? false;
-    if (env.to && env.to.length > 0 && !addressedToMe) return `${env.from} (to ${to.join(", ")}): ${text}`;
-    return `${env.from}: ${text}`;
-  }
-
-  private addContext(env: Envelope, text: string): void {
-    this.pendingContext.push({ role: "user", text: this.contextLine(env, text) });
-    if (!this.running) this.flushContext();
-  }
-
-  private observeHistory(env: Envelope): void {
-    const text = isRecord(env.payload) && typeof env.payload["text"] === "string" ? env.payload["text"] : undefined;
-    if (!text) return;
-    if (env.from === this.id) this.pendingContext.push({ role: "assistant", text, toolCalls: [] });
-    else this.pendingContext.push({ role: "user", text: this.contextLine(env, text) });
-    this.flushContext();
-  }
-
-  private flushContext(): void {
-    if (this.pendingContext.length > 0) this.conversation.append(...this.pendingContext.splice(0));
-  }
-
-  // --- chat turns ---------------------------------------------------------------------
-
-  private async pump(): Promise<void> {
-    if (this.running) return;
-    this.running = true;
-    try {
-      while (!this.stopped && !this.paused && this.queue.length > 0) {
-        const trigger = this.queue.shift()!;
-        try {
-          await this.chatTurn(trigger);
-        } catch (err) {
-          this.log?.error({ err }, "a chat turn failed unexpectedly");
-        }
-      }
-    } finally {
-      this.running = false;
-      if (!this.stopped) this.flushContext();
-    }
-  }
-
-  private providerDown(): boolean {
-    if (this.down && Date.now() < this.down.until) return true;
-    this.down = undefined;
-    return false;
-  }
-
-  private async chatTurn(trigger: Trigger): Promise<void> {
-    const { env } = trigger;
-    this.flushContext();
-    this.conversation.append({ role: "user", text: `${env.from}: ${trigger.text}` });
-    if (this.providerDown()) {
-      // Say so at once, and when it will try again, rather than leave the sender waiting.
-      const until = this.down!.until;
-      const seconds = Math.max(1, Math.ceil((until - Date.now()) / 1000));
-      this.log?.debug({ trigger: env.id }, "the model provider is cooling down after a failure; said so");
-      this.say(env, trigger.hops + 1, `My model provider is unavailable (${this.down!.error.message}). I will try again at ${new Date(until).toISOString().slice(11, 19)} UTC, in ${seconds} s; ask me then.`, "plain");
-      return;
-    }
-    await this.toolsReady();
-    if (this.stopped || this.paused) return;
-    const controller = new AbortController();
-    this.chatAbort = controller;
-    const reasoning = this.startReasoning(env.id, `Working on ${env.from}'s message`);
-    const started = Date.now();
-    // What this request costs, with what it delegated: the person sees the total with the reply.
-    const spend = emptySpend();
-    const announce = (text: string) => this.say(env, trigger.hops + 1, text, "plain");
-    let turn: TurnResult;
-    try {
-      turn = await runTurn({
-        provider: this.provider,
-        conversation: this.conversation,
-        context: () => this.turnContext(),
-        callTool: this.callTool(undefined, spend, announce, this.isHuman(env.from) ? env.from : undefined),
-        options: this.modelOptions,
-        maxIterations: this.config.max_iterations,
-        signal: controller.signal,
-        onEvent: reasoning?.onEvent,
-      });
-    } finally {
-      this.chatAbort = undefined;
-    }
-    this.turns++;
-    this.account(turn, started);
-    addUsage(spend, turn.usage, this.modelOptions.model, this.config.prices ?? {});
-    reasoning?.conclude(turn);
-    const usage = { input_tokens: spend.input_tokens, output_tokens: spend.output_tokens, ...(spend.cost_usd === undefined ? {} : { cost_usd: roundCost(spend.cost_usd) }) };
-    const reply = (text: string, format: "markdown" | "plain" = "markdown") => this.say(env, trigger.hops + 1, text, format, usage);
-    switch (turn.status) {
-      case "done":
-        // An empty answer is a deliberate silence (e.g. nothing to add to another agent).
-        if (turn.text.trim()) reply(turn.text);
-        return;
-      case "max_iterations":
-        reply(
-          `${turn.text.trim() ? `${turn.text.trim()}\n\n` : ""}(I stopped after ${plural(turn.iterations, "model call")}, the most I make for one message, before finishing. Ask me to continue if you want me to go on.)`,
-        );
-        return;
-      case "error":
-        this.providerFailed(turn.error!, (text) => reply(text, "plain"));
-        return;
-      case "aborted":
-        return;
-    }
-  }
-
-  private say(trigger: Envelope, hops: number, text: string, format: "markdown" | "plain", usage?: Record<string, unknown>): void {
-    const id = this.send({ kind: "chat", to: [trigger.from], correlation_id: [trigger.id], payload: { text, format, ...(usage ? { usage } : {}) } });
-    if (id) this.hops.set(id, hops);
-  }
-
-  /** Says a provider failure once; availability failures start the cool-down. */
-  private providerFailed(error: ProviderError, tell: ((text: string) => void) | undefined): void {
-    this.lastError = error.message;
-    const availability = isAvailabilityError(error);
-    if (availability) this.down = { until: Date.now() + this.cooldownMs, error };
-    this.log?.warn({ code: error.code, status: error.status, provider: error.provider }, error.message);
-    const after = availability ? ` I will not try again for ${Math.ceil(this.cooldownMs / 1000)} s; ask me again after that.` : "";
-    tell?.(`I could not answer: ${error.message}.${after}`);
-  }
-
-  private account(turn: TurnResult, started: number): void {
-    this.inputTokens += turn.usage.input;
-    this.outputTokens += turn.usage.output;
-    this.latencyMs = Date.now() - started;
-    if (turn.status !== "error") {
-      this.down = undefined;
-    }
-  }
-
-  /**
-   * `callTool` for the loop: every call goes to the gateway, which routes it or holds it
-   * as a proposal. A tool that declares `timeout_ms` (an agent's ask) gets its deadline
-   * from it; what a delegated call reports it spent is added to `spend`; `announce` tells
-   * the person waiting, in plain words, that the work is handed on.
-   */
-  private callTool(deadline?: number, spend?: Spend, announce?: (text: string) => void, human?: string): CallTool {
-    return async (name, args, { signal }) => {
-      let proposal: string | undefined;
-      const opts: CallOptions = {
-        signal,
-        onProposal: (p) => {
-          proposal = p.id;
-          this.myProposals.add(p.id);
-        },
-      };
-      const tool = this.rawTools.find((t) => t.name === name);
-      const props = isRecord(tool?.inputSchema) && isRecord(tool.inputSchema["properties"]) ? tool.inputSchema["properties"] : {};
-      const asked = "timeout_ms" in props && typeof args["timeout_ms"] === "number" && args["timeout_ms"] > 0 ? args["timeout_ms"] : undefined;
-      const left = deadline === undefined ? undefined : Math.max(1, deadline - Date.now());
-      if (asked !== undefined || left !== undefined) opts.timeoutMs = Math.min(asked ?? Infinity, left ?? Infinity);
-      // An interactive agent's ask, for the person this turn is for: it may take their conversation over.
-      const toolMeta = isRecord(tool?.["_meta"]) ? tool["_meta"] : {};
-      if (toolMeta["mewgate/interactive"] === true && human !== undefined) {
-        args = { ...args, _meta: { ...(isRecord(args["_meta"]) ? args["_meta"] : {}), "mewgate/human": human } };
-        opts.timeoutMs = Math.min(opts.timeoutMs ?? INTERACTIVE_WAIT_MS, INTERACTIVE_WAIT_MS);
-        if (deadline === undefined) opts.timeoutMs = INTERACTIVE_WAIT_MS;
-      }
-      const owner = name.slice(0, Math.max(0, name.indexOf("/")));
-      if (announce && this.client.participants.get(owner)?.kind === "agent" && typeof args["message"] === "string") {
-        announce(`Now I will ask ${owner}: ${clip(args["message"], 200)}`);
-      }
-      try {
-        const { _meta: callMeta, ...callArgs } = args;
-        const params = isRecord(callMeta) ? { name, arguments: callArgs, _meta: callMeta } : { name, arguments: args };
-        const result = await this.client.request(GATEWAY_ID, "tools/call", params, opts);
-        if (spend) addDelegated(spend, result);
-        const outcome = successOutcome(result, proposal === undefined ? undefined : this.approvals.get(proposal));
-        // An agent's answer comes with how sure it is: the model weighs it with that.
-        const line = contractLine(result);
-        return line && outcome.type === "result" ? { ...outcome, content: `${outcome.content}\n${line}` } : outcome;
-      } catch (err) {
-        return failureOutcome(err);
-      } finally {
-        if (proposal !== undefined) {
-          this.myProposals.delete(proposal);
-          this.approvals.delete(proposal);
-        }
-      }
-    };
+    if (addressed && env.kind.startsWith("participant/")) this.controls.onControl(env);
   }
 
   // --- reasoning transparency -----------------------------------------------------------
 
-  private startReasoning(correlation: string, message: string): { onEvent: (e: LoopEvent) => void; conclude: (t: TurnResult) => void } | undefined {
+  private startReasoning(correlation: string, message: string): Reasoning | undefined {
     if (!this.config.reasoning) return undefined;
-    const context = this.send({ kind: "reasoning/start", correlation_id: [correlation], payload: { message } });
-    if (!context) return undefined;
-    return {
-      onEvent: (e) => {
-        if (e.type !== "model" || e.response.toolCalls.length === 0) return;
-        const names = e.response.toolCalls.map((c) => this.toolSet.names.toolName(c.name) ?? c.name);
-        const text = e.response.text.trim();
-        this.send({ kind: "reasoning/thought", context, payload: { message: `${text ? `${text}\n` : ""}Calling ${names.join(", ")}.` } });
-      },
-      conclude: (t) => {
-        const message =
-          t.status === "done" ? clip(t.text.trim() || "(no answer)", 2000) : t.status === "error" ? `Failed: ${t.error?.message ?? "error"}` : `Ended: ${t.status}`;
-        this.send({ kind: "reasoning/conclusion", context, payload: { message } });
-      },
-    };
+    return startReasoning({ send: (env) => this.send(env), toolName: (name) => this.view.toolName(name) }, correlation, message);
   }
 
-  // --- control ---------------------------------------------------------------------------
-
-  private onControl(env: Envelope): void {
-    const payload = isRecord(env.payload) ? env.payload : {};
-    switch (env.kind) {
-      case "participant/pause": {
-        this.paused = true;
-        clearTimeout(this.pauseTimer);
-        // Waiting triggers become context: a pause may be long, and stale questions should not all be answered at resume.
-        for (const t of this.queue.splice(0)) this.addContext(t.env, t.text);
-        const seconds = payload["timeout_seconds"];
-        if (typeof seconds === "number" && seconds > 0 && Number.isFinite(seconds)) {
-          this.pauseTimer = setTimeout(() => {
-            this.resume();
-            this.reportStatus(env, { resumed: "timeout" });
-          }, Math.min(seconds * 1000, 2_147_483_647));
-          this.pauseTimer.unref();
-        }
-        this.log?.info({ by: env.from, timeout_seconds: seconds }, "paused");
-        return this.reportStatus(env);
-      }
-      case "participant/resume":
-        this.resume();
-        this.log?.info({ by: env.from }, "resumed");
-        return this.reportStatus(env);
-      case "participant/request-status":
-        return this.reportStatus(env);
-      case "participant/forget": {
-        const direction = payload["direction"] === "newest" ? "newest" : "oldest";
-        const requested = payload["entries"];
-        const entries =
-          typeof requested === "number" && Number.isFinite(requested) && requested > 0 ? Math.floor(requested) : Math.ceil(this.conversation.messagesInContext / 2);
-        const forgotten = this.conversation.forget(direction, entries);
-        return this.reportStatus(env, { forgotten });
-      }
-      case "participant/clear": {
-        const cleared = this.conversation.clear() + this.pendingContext.splice(0).length;
-        return this.reportStatus(env, { cleared });
-      }
-      case "participant/compact":
-        void this.compact(env);
-        return;
-      case "participant/restart":
-        this.restart();
-        this.log?.info({ by: env.from }, "restarted");
-        return this.reportStatus(env, { restarted: true });
-      case "participant/shutdown":
-        this.log?.info({ by: env.from }, "shutdown requested");
-        this.send({ kind: "chat/acknowledge", to: [env.from], correlation_id: [env.id], payload: { status: "shutdown" } });
-        void this.stop("shutdown");
-        return;
-      default:
-        // participant/status and the like from others: nothing to do.
-        return;
-    }
-  }
-
-  private resume(): void {
-    clearTimeout(this.pauseTimer);
-    this.pauseTimer = undefined;
-    this.paused = false;
-    void this.pump();
-  }
-
-  private restart(): void {
-    this.chatAbort?.abort("restart");
-    this.serving.abortAll("restart");
-    this.queue = [];
-    this.pendingContext.length = 0;
-    this.conversation = new Conversation({ budgetTokens: this.budget() });
-    this.hops.clear();
-    this.machineStreak = 0;
-    this.down = undefined;
-    this.lastError = undefined;
-    this.turns = 0;
-    this.serving.done = 0;
-    this.inputTokens = 0;
-    this.outputTokens = 0;
-    this.latencyMs = undefined;
-    clearTimeout(this.pauseTimer);
-    this.paused = false;
-  }
-
-  private async compact(env: Envelope): Promise<void> {
-    const reply = (extra: Record<string, unknown>) =>
-      this.send({ kind: "participant/compact-done", to: [env.from], correlation_id: [env.id], payload: { ...this.statusPayload(), ...extra } });
-    if (this.compacting) return void reply({ error: "a compaction is already running" });
-    if (this.providerDown()) return void reply({ error: `the model is unavailable: ${this.down!.error.message}` });
-    this.compacting = true;
-    try {
-      const before = this.conversation.tokens;
-      const replaced = await this.conversation.compact(this.summarize);
-      reply({ replaced, tokens_before: before });
-    } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
-      if (err instanceof ProviderError) this.providerFailed(err, undefined);
-      reply({ error: message });
-    } finally {
-      this.compacting = false;
-    }
-  }
-
-  private readonly summarize: Summarize = async (messages) => {
-    const transcript = messages
-      .map((m) => {
-        switch (m.role) {
-          case "user":
-            return m.text;
-          case "assistant": {
-            const calls = m.toolCalls.map((c) => this.toolSet.names.toolName(c.name) ?? c.name);
-            return `${this.id}: ${m.text}${calls.length ? ` [called ${calls.join(", ")}]` : ""}`;
-          }
-          case "tool":
-            return `[tool result${m.isError ? ", error" : ""}] ${clip(m.content, 2000)}`;
-        }
-      })
-      .join("\n");
-    const response = await this.provider.complete({
-      system: `You condense conversation transcripts for ${this.id}, an AI agent, so it can keep working with less context.`,
-      messages: [
-        {
-          role: "user",
-          text: `Summarize this earlier part of the conversation in a few short paragraphs. Keep who asked what, decisions, results of tool calls, rejections and open tasks. Write the summary only.\n\n${transcript}`,
-        },
-      ],
-      tools: [],
-      options: this.modelOptions,
-    });
-    return response.text.trim() || "(nothing worth keeping)";
-  };
+  // --- status ---------------------------------------------------------------------------
 
   private statusPayload(): Record<string, unknown> {
     const { id: _id, ...rest } = this.status();
     return rest;
   }
 
-  private reportStatus(env: Envelope, extra: Record<string, unknown> = {}): void {
-    this.send({ kind: "participant/status", to: [env.from], correlation_id: [env.id], payload: { ...this.statusPayload(), ...extra } });
-  }
-
   status(): AgentStatus {
-    const stats = this.conversation.stats();
-    const state: AgentState = this.stopped ? "stopped" : this.paused ? "paused" : this.running || this.serving.active > 0 ? "busy" : "idle";
+    const stats = this.chat.conversation.stats();
+    const state: AgentState = this.stopped ? "stopped" : this.controls.paused ? "paused" : this.chat.running || this.serving.active > 0 ? "busy" : "idle";
     const s: AgentStatus = {
       id: this.id,
       state,
-      paused: this.paused,
-      queued: this.queue.length,
+      paused: this.controls.paused,
+      queued: this.chat.queued,
       provider: this.provider.name,
       model: this.modelOptions.model,
       ...stats,
-      turns: this.turns,
+      turns: this.health.turns,
       delegations: this.serving.done,
       active_delegations: this.serving.active,
       queued_asks: this.serving.queued,
-      input_tokens_total: this.inputTokens,
-      output_tokens_total: this.outputTokens,
+      input_tokens_total: this.health.inputTokens,
+      output_tokens_total: this.health.outputTokens,
     };
-    if (this.latencyMs !== undefined) s.latency_ms = this.latencyMs;
-    if (this.down && Date.now() < this.down.until) s.provider_unavailable_until = new Date(this.down.until).toISOString();
-    if (this.lastError !== undefined) s.last_error = this.lastError;
+    const { down } = this.health;
+    if (this.health.latencyMs !== undefined) s.latency_ms = this.health.latencyMs;
+    if (down && Date.now() < down.until) s.provider_unavailable_until = new Date(down.until).toISOString();
+    if (this.health.lastError !== undefined) s.last_error = this.health.lastError;
     return s;
   }
 
@@ -880,10 +435,10 @@ class Agent {
   async stop(reason: AgentStopReason): Promise<AgentStopReason> {
     if (this.stopped) return this.closed;
     this.stopped = true;
-    clearTimeout(this.pauseTimer);
-    this.chatAbort?.abort(reason);
+    this.controls.stop();
+    this.chat.abort(reason);
     this.serving.abortAll(reason);
-    this.queue = [];
+    this.chat.dropQueue();
     for (const off of this.unsubscribe.splice(0)) off();
     this.log?.info({ reason }, "agent stopped");
     try {

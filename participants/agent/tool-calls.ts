@@ -1,0 +1,94 @@
+/**
+ * The agent's calls of the space's tools: every call goes to the gateway, which routes it
+ * or holds it as a proposal; whoever approves a proposal of ours is remembered so the model
+ * hears who let it through.
+ *
+ * Split from participant.ts; used by the chat turns and the ask server alike.
+ */
+import { GATEWAY_ID, type Envelope } from "../../gateway/wire/envelope.js";
+import type { CallOptions, ParticipantClient } from "../client.js";
+import type { ToolInfo } from "../wire.js";
+import { addDelegated, contractLine, type Spend } from "./contract.js";
+import type { CallTool } from "./loop.js";
+import { failureOutcome, successOutcome } from "./outcomes.js";
+import { INTERACTIVE_WAIT_MS } from "./serve.js";
+
+/** What the calls need of the agent. */
+export interface ToolCallHost {
+  readonly client: ParticipantClient;
+  /** The space's tool of this name, as listed. */
+  tool(name: string): ToolInfo | undefined;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function clip(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+export class ToolCaller {
+  // Tool calls waiting on proposals: proposal id → who approved it.
+  private readonly myProposals = new Set<string>();
+  private readonly approvals = new Map<string, string>();
+
+  constructor(private readonly host: ToolCallHost) {}
+
+  /** An `mcp/approve`, or a MEW fulfilment of one of our proposals. */
+  noteApproval(env: Envelope): void {
+    for (const id of env.correlation_id ?? []) if (this.myProposals.has(id)) this.approvals.set(id, env.from);
+  }
+
+  /**
+   * `callTool` for the loop: every call goes to the gateway, which routes it or holds it
+   * as a proposal. A tool that declares `timeout_ms` (an agent's ask) gets its deadline
+   * from it; what a delegated call reports it spent is added to `spend`; `announce` tells
+   * the person waiting, in plain words, that the work is handed on.
+   */
+  callTool(deadline?: number, spend?: Spend, announce?: (text: string) => void, human?: string): CallTool {
+    return async (name, args, { signal }) => {
+      let proposal: string | undefined;
+      const opts: CallOptions = {
+        signal,
+        onProposal: (p) => {
+          proposal = p.id;
+          this.myProposals.add(p.id);
+        },
+      };
+      const tool = this.host.tool(name);
+      const props = isRecord(tool?.inputSchema) && isRecord(tool.inputSchema["properties"]) ? tool.inputSchema["properties"] : {};
+      const asked = "timeout_ms" in props && typeof args["timeout_ms"] === "number" && args["timeout_ms"] > 0 ? args["timeout_ms"] : undefined;
+      const left = deadline === undefined ? undefined : Math.max(1, deadline - Date.now());
+      if (asked !== undefined || left !== undefined) opts.timeoutMs = Math.min(asked ?? Infinity, left ?? Infinity);
+      // An interactive agent's ask, for the person this turn is for: it may take their conversation over.
+      const toolMeta = isRecord(tool?.["_meta"]) ? tool["_meta"] : {};
+      if (toolMeta["mewgate/interactive"] === true && human !== undefined) {
+        args = { ...args, _meta: { ...(isRecord(args["_meta"]) ? args["_meta"] : {}), "mewgate/human": human } };
+        opts.timeoutMs = Math.min(opts.timeoutMs ?? INTERACTIVE_WAIT_MS, INTERACTIVE_WAIT_MS);
+        if (deadline === undefined) opts.timeoutMs = INTERACTIVE_WAIT_MS;
+      }
+      const owner = name.slice(0, Math.max(0, name.indexOf("/")));
+      if (announce && this.host.client.participants.get(owner)?.kind === "agent" && typeof args["message"] === "string") {
+        announce(`Now I will ask ${owner}: ${clip(args["message"], 200)}`);
+      }
+      try {
+        const { _meta: callMeta, ...callArgs } = args;
+        const params = isRecord(callMeta) ? { name, arguments: callArgs, _meta: callMeta } : { name, arguments: args };
+        const result = await this.host.client.request(GATEWAY_ID, "tools/call", params, opts);
+        if (spend) addDelegated(spend, result);
+        const outcome = successOutcome(result, proposal === undefined ? undefined : this.approvals.get(proposal));
+        // An agent's answer comes with how sure it is: the model weighs it with that.
+        const line = contractLine(result);
+        return line && outcome.type === "result" ? { ...outcome, content: `${outcome.content}\n${line}` } : outcome;
+      } catch (err) {
+        return failureOutcome(err);
+      } finally {
+        if (proposal !== undefined) {
+          this.myProposals.delete(proposal);
+          this.approvals.delete(proposal);
+        }
+      }
+    };
+  }
+}

@@ -1,0 +1,180 @@
+/**
+ * Serving the space: each request addressed to the bridge goes to the MCP server through
+ * the SDK `Client` (any method but `initialize`, answered from the session we hold), and
+ * its result or JSON-RPC error comes back unchanged. Progress and cancellation live with
+ * the forwarding because they are one call's timer: the server's progress goes to the
+ * caller and re-arms the call's timeout, the caller's cancellation (or that timeout) is
+ * passed on to the server, and a crash fails the call from outside.
+ *
+ * Split from bridge.ts; what it needs comes as `ForwardHost`.
+ */
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { ErrorCode, McpError, type Progress, type Request } from "@modelcontextprotocol/sdk/types.js";
+import type { Logger } from "pino";
+import type { IncomingRequest, ParticipantClient } from "../client.js";
+import { RpcError, RpcErrorCodes } from "../errors.js";
+import { trySend, type ServerNotifications } from "./notifications.js";
+import { AnyResult, type Forwarded, type ServerLink, type Upstream } from "./server.js";
+import { ChildStdioTransport } from "./stdio.js";
+import { bridgeFailure, type BridgeStatus } from "./types.js";
+
+// setTimeout treats anything above 2^31-1 ms as 1 ms.
+const MAX_TIMER_MS = 2_147_483_647;
+
+type Settle = (then: () => void, cancelAtServer?: string) => void;
+
+/** What serving needs of the bridge. */
+export interface ForwardHost {
+  readonly id: string;
+  readonly participant: ParticipantClient;
+  readonly log: Logger | undefined;
+  readonly status: BridgeStatus;
+  /** A call's timeout when its caller gives none. */
+  readonly callTimeoutMs: number;
+  readonly link: ServerLink;
+  readonly notifications: ServerNotifications;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+export class Forwarder {
+  constructor(private readonly host: ForwardHost) {}
+
+  /** A request from the space, answered from the session or forwarded to the server. */
+  handle(req: IncomingRequest): unknown {
+    const up = this.host.link.upstream;
+    const ok = up !== undefined && up.ready && !up.lost;
+    if (req.method === "tools/list" && (this.host.status === "failed" || (ok && !up.client.getServerCapabilities()?.tools))) return { tools: [] };
+    if (!ok) throw this.host.link.unavailable();
+    switch (req.method) {
+      case "initialize":
+        // The session is ours; a caller gets what the server told us.
+        return {
+          protocolVersion: protocolVersionOf(up.transport),
+          capabilities: up.client.getServerCapabilities() ?? {},
+          serverInfo: up.client.getServerVersion(),
+          ...(up.client.getInstructions() === undefined ? {} : { instructions: up.client.getInstructions() }),
+        };
+      case "resources/unsubscribe":
+        if (this.host.notifications.release(req)) return {};
+        break;
+    }
+    return this.forward(up, req);
+  }
+
+  private forward(up: Upstream, req: IncomingRequest): Promise<unknown> {
+    let params = req.params;
+    let callerToken: string | number | undefined;
+    let timeoutMs = this.host.callTimeoutMs;
+    if (isRecord(params) && isRecord(params["_meta"])) {
+      const { progressToken, ...meta } = params["_meta"];
+      const asked = meta["mewgate/timeout_ms"];
+      if (typeof asked === "number" && asked > 0) timeoutMs = Math.min(asked, MAX_TIMER_MS);
+      if (typeof progressToken === "string" || typeof progressToken === "number") {
+        callerToken = progressToken;
+        // The SDK puts in a token of its own and maps the server's progress back to us.
+        params = { ...params, _meta: meta };
+      }
+    }
+    return new Promise((resolve, reject) => {
+      const controller = new AbortController();
+      let timer: NodeJS.Timeout | undefined;
+      const settle: Settle = (then, cancelAtServer) => {
+        if (!up.inflight.delete(call)) return;
+        clearTimeout(timer);
+        req.signal.removeEventListener("abort", onCallerAbort);
+        // Abort makes the SDK send notifications/cancelled to the server.
+        if (cancelAtServer !== undefined) controller.abort(cancelAtServer);
+        then();
+      };
+      // While the server waits on its caller (a form, a completion), its own clock stands still.
+      let paused = 0;
+      const call: Forwarded = {
+        req,
+        fail: (error) => settle(() => reject(error)),
+        pause: () => {
+          paused++;
+          clearTimeout(timer);
+        },
+        resume: () => {
+          if (--paused === 0 && up.inflight.has(call)) arm();
+        },
+      };
+      const arm = () => {
+        clearTimeout(timer);
+        if (paused > 0) return;
+        timer = setTimeout(() => {
+          const message = `MCP server "${this.host.id}" did not answer ${req.method} within ${timeoutMs} ms; the request was cancelled`;
+          settle(() => reject(bridgeFailure(this.host.id, "server_timeout", message, { timeout_ms: timeoutMs })), "timeout");
+        }, timeoutMs);
+      };
+      // The caller cancelled, or the gateway timed the call out: nobody waits for an answer any more.
+      const onCallerAbort = () => settle(() => reject(new RpcError(RpcErrorCodes.internalError, "cancelled")), String(req.signal.reason ?? "cancelled"));
+      if (req.signal.aborted) return reject(new RpcError(RpcErrorCodes.internalError, "cancelled"));
+      up.inflight.add(call);
+      req.signal.addEventListener("abort", onCallerAbort, { once: true });
+      arm();
+      // Our own timer decides (it restarts on progress); the SDK's is only a backstop.
+      const options: RequestOptions = { signal: controller.signal, timeout: MAX_TIMER_MS };
+      if (callerToken !== undefined) {
+        const token = callerToken;
+        options.onprogress = (progress) => {
+          if (!up.inflight.has(call)) return;
+          arm();
+          this.progress(req, token, progress);
+        };
+      }
+      up.client.request({ method: req.method, params } as Request, AnyResult, options).then(
+        (result) => {
+          if (req.method === "resources/subscribe") this.host.notifications.subscribed(req);
+          settle(() => resolve(result));
+        },
+        (err: unknown) => this.forwardFailed(up, call, err, settle, reject),
+      );
+    });
+  }
+
+  private forwardFailed(up: Upstream, call: Forwarded, err: unknown, settle: Settle, reject: (e: unknown) => void): void {
+    if (!up.inflight.has(call)) return;
+    if (err instanceof McpError && err.code !== ErrorCode.ConnectionClosed) {
+      // The server's JSON-RPC error, passed on as it came.
+      settle(() => reject(new RpcError(err.code, unprefixed(err), err.data)));
+      return;
+    }
+    if (this.host.link.isHttp) {
+      const status = err instanceof StreamableHTTPError ? err.code : undefined;
+      // A refusal of this one request (auth, bad request) is not a dead server; 404 is a lost session.
+      if (status !== undefined && status >= 400 && status < 500 && status !== 404) {
+        settle(() => reject(new RpcError(RpcErrorCodes.internalError, (err as Error).message, { reason: "http_error", status })));
+        return;
+      }
+      this.host.link.down(up, `could not be reached (${(err as Error).message})`);
+      return;
+    }
+    // stdio: the process is gone or going; its exit status, if known yet, says how.
+    const info = this.host.link.describeEnd(up, "closed the connection");
+    settle(() => reject(bridgeFailure(this.host.id, "server_crashed", info.message, { exit_code: info.code, signal: info.signal })));
+  }
+
+  private progress(req: IncomingRequest, progressToken: string | number, progress: Progress): void {
+    // The caller's own envelope id first: the SDK's `onProgress` finds its call by it.
+    const correlationId = [req.envelope.id, ...(req.envelope.correlation_id ?? [])];
+    trySend(this.host.log, () => this.host.participant.notify(req.from, "notifications/progress", { ...progress, progressToken }, { correlationId }));
+  }
+}
+
+/** The SDK prefixes `MCP error <code>: ` to the server's message; the caller gets the server's own words. */
+function unprefixed(err: McpError): string {
+  const prefix = `MCP error ${err.code}: `;
+  return err.message.startsWith(prefix) ? err.message.slice(prefix.length) : err.message;
+}
+
+function protocolVersionOf(transport: McpTransport): string | undefined {
+  if (transport instanceof ChildStdioTransport) return transport.protocolVersion;
+  if (transport instanceof StreamableHTTPClientTransport) return transport.protocolVersion;
+  return undefined;
+}
