@@ -5,25 +5,24 @@
  * pieces behind the facade are private to the folder. May import `gateway/envelope.ts` and
  * the participant side's transport, wire and error modules, nothing above them.
  */
-export {
-  ParticipantClient,
-  backoffDelay,
-  type ApproveOptions,
-  type CallOptions,
-  type ClientCloseEvent,
-  type ClientEvents,
-  type ClientOptions,
-  type ClientStatus,
-  type IncomingNotification,
-  type IncomingRequest,
-  type NotificationHandler,
-  type OutboundEnvelope,
-  type PendingCall,
-  type PresenceEvent,
-  type ReconnectOptions,
-  type RequestHandler,
-  type TransportClientOptions,
-  type TypedCallOptions,
-  type WebSocketClientOptions,
-  type WelcomeInfo,
-} from "./client.js";
+export { ParticipantClient, backoffDelay } from "./client.js";
+export type {
+  ApproveOptions,
+  CallOptions,
+  ClientCloseEvent,
+  ClientEvents,
+  ClientOptions,
+  ClientStatus,
+  IncomingNotification,
+  IncomingRequest,
+  NotificationHandler,
+  OutboundEnvelope,
+  PendingCall,
+  PresenceEvent,
+  ReconnectOptions,
+  RequestHandler,
+  TransportClientOptions,
+  TypedCallOptions,
+  WebSocketClientOptions,
+  WelcomeInfo,
+} from "./types.js";
