@@ -28,13 +28,10 @@ import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import type { Logger } from "pino";
 import * as z from "zod";
-import { CloseCodes, GATEWAY_ID, PROTOCOL, type Capability, type Envelope } from "../../gateway/envelope.js";
-import { ParticipantError, RpcErrorCodes, type ParticipantErrorCode } from "../errors.js";
+import { GATEWAY_ID, type Capability, type Envelope } from "../../gateway/envelope.js";
+import { ParticipantError, RpcErrorCodes } from "../errors.js";
 import { EnvelopeServerTransport } from "../mcp-transport.js";
-import type { CloseInfo, Transport, TransportFactory } from "../transport.js";
-import { webSocketTransport, type WebSocketTransportOptions } from "../websocket.js";
 import {
   parseMcpRequest,
   parseMcpResponse,
@@ -59,29 +56,14 @@ import type {
   NotificationHandler,
   OutboundEnvelope,
   PendingCall,
-  ReconnectOptions,
   RequestHandler,
   TypedCallOptions,
   WelcomeInfo,
 } from "./types.js";
+import { Connection } from "./connection.js";
 
 // ---------------------------------------------------------------------------------------
 // Internals
-
-/** Close codes after which reconnecting cannot help, with the error code the owner gets. */
-const FINAL_CLOSES = new Map<number, ParticipantErrorCode>([
-  [CloseCodes.badRequest, "bad_request"],
-  [CloseCodes.unauthorized, "unauthorized"],
-  [CloseCodes.identityMismatch, "identity_mismatch"],
-  [CloseCodes.unknownSpace, "unknown_space"],
-  [CloseCodes.unknownParticipant, "unknown_participant"],
-  // Another connection took over this identity; coming back would take it back, forever.
-  [CloseCodes.replaced, "replaced"],
-]);
-
-/** A connection that stayed up this long resets the backoff. */
-const STABLE_MS = 5000;
-const NO_WELCOME = 4000;
 
 /** Which served request (if any) the current async context is running for. */
 interface ServingContext {
@@ -122,12 +104,6 @@ interface Serving {
 const ToolsPageSchema = z.looseObject({ tools: z.array(ToolInfoSchema), nextCursor: z.string().optional() });
 const ProposalsPageSchema = z.looseObject({ proposals: z.array(z.looseObject({ id: z.string(), kind: z.string() })), nextCursor: z.string().optional() });
 
-/** Full-jitter exponential backoff: uniform in [0, min(max, initial·2^attempt)). */
-export function backoffDelay(attempt: number, initialDelayMs: number, maxDelayMs: number, random: () => number = Math.random): number {
-  const ceiling = Math.min(maxDelayMs, initialDelayMs * 2 ** Math.min(attempt, 30));
-  return Math.floor(random() * ceiling);
-}
-
 // ---------------------------------------------------------------------------------------
 
 /** One participant's connection to one space. */
@@ -139,26 +115,10 @@ export class ParticipantClient {
     return client;
   }
 
-  private readonly factory: TransportFactory;
-  private readonly reconnectOpts: Required<ReconnectOptions> | false;
-  private readonly connectTimeoutMs: number;
+  private readonly conn: Connection;
   private readonly requestTimeoutMs: number;
   private readonly proposalTimeoutMs: number;
-  private readonly maxBufferedBytes: number;
-  private readonly baseLog: Logger | undefined;
-  private log: Logger | undefined;
   private readonly events = new EventEmitter();
-
-  private state: ClientStatus = "idle";
-  private transport: Transport | undefined;
-  private welcomed = false;
-  private everOpen = false;
-  private openedAt = 0;
-  private attempts = 0;
-  private welcomeTimer: NodeJS.Timeout | undefined;
-  private reconnectTimer: NodeJS.Timeout | undefined;
-  private connecting: { promise: Promise<WelcomeInfo>; resolve: (w: WelcomeInfo) => void; reject: (e: ParticipantError) => void } | undefined;
-  private closeWaiters: (() => void)[] = [];
 
   private lastWelcome: WelcomeInfo | undefined;
   private readonly others = new Map<string, ParticipantInfo>();
@@ -175,34 +135,23 @@ export class ParticipantClient {
   private mcp: EnvelopeServerTransport | undefined;
 
   constructor(opts: ClientOptions) {
-    if ("transport" in opts) {
-      this.factory = opts.transport;
-    } else {
-      const { url, space, token, participantId, echo, heartbeatMs } = opts;
-      this.factory = webSocketTransport({ url, space, token, participantId, echo, heartbeatMs });
-    }
-    this.reconnectOpts =
-      opts.reconnect === false
-        ? false
-        : {
-            initialDelayMs: opts.reconnect?.initialDelayMs ?? 100,
-            maxDelayMs: opts.reconnect?.maxDelayMs ?? 10_000,
-            maxAttempts: opts.reconnect?.maxAttempts ?? Infinity,
-            retryFirstConnect: opts.reconnect?.retryFirstConnect ?? false,
-          };
-    this.connectTimeoutMs = opts.connectTimeoutMs ?? 10_000;
+    this.conn = new Connection(opts, {
+      receive: (text) => this.receive(text),
+      settleAll: (why, keepHeld) => this.settleAll(why, keepHeld),
+      closeMcp: () => {
+        if (this.mcp) void this.mcp.close();
+      },
+      welcome: () => this.lastWelcome,
+      emit: this.emit.bind(this),
+    });
     this.requestTimeoutMs = opts.requestTimeoutMs ?? 35_000;
     this.proposalTimeoutMs = opts.proposalTimeoutMs ?? 660_000;
-    this.maxBufferedBytes = opts.maxBufferedBytes ?? 8 * 1024 * 1024;
-    // Only the space name goes into the log context; the token stays in the transport.
-    this.baseLog = opts.logger?.child({ space: "space" in opts ? opts.space : undefined, component: "participant" });
-    this.log = this.baseLog;
   }
 
   // --- state ------------------------------------------------------------------------------
 
   get status(): ClientStatus {
-    return this.state;
+    return this.conn.state;
   }
 
   /** This participant's id, from the welcome. Throws before the first welcome. */
@@ -261,129 +210,12 @@ export class ParticipantClient {
    * `reconnect.retryFirstConnect`), or `closed` if `close()` is called meanwhile.
    */
   connect(): Promise<WelcomeInfo> {
-    if (this.state === "closed") return Promise.reject(new ParticipantError("closed", "this client was closed"));
-    if (this.state === "open" && this.lastWelcome) return Promise.resolve(this.lastWelcome);
-    if (this.connecting) return this.connecting.promise;
-    let resolve!: (w: WelcomeInfo) => void;
-    let reject!: (e: ParticipantError) => void;
-    const promise = new Promise<WelcomeInfo>((res, rej) => {
-      resolve = res;
-      reject = rej;
-    });
-    this.connecting = { promise, resolve, reject };
-    if (this.state === "idle") this.open();
-    return promise;
+    return this.conn.connect();
   }
 
   /** Leaves the space for good: pending calls reject with `disconnected`, served requests are aborted, nothing reconnects. */
   close(reason = "client closed"): Promise<void> {
-    if (this.state === "closed" && !this.transport) return Promise.resolve();
-    this.state = "closed";
-    clearTimeout(this.reconnectTimer);
-    this.connecting?.reject(new ParticipantError("closed", "the client was closed while connecting"));
-    this.connecting = undefined;
-    const mcp = this.mcp;
-    if (mcp) void mcp.close();
-    const t = this.transport;
-    if (!t) {
-      this.settleAll("the client was closed");
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        // The transport never reported its close; settle as if it had.
-        if (this.transport === t) this.lost(t, { code: 1000, reason });
-      }, 2000);
-      this.closeWaiters.push(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-      t.close(1000, reason);
-    });
-  }
-
-  private open(): void {
-    this.state = this.everOpen ? "reconnecting" : "connecting";
-    let t: Transport;
-    try {
-      t = this.factory();
-    } catch (err) {
-      this.log?.warn({ err }, "could not create a transport");
-      this.lostBeforeStart({ code: 1006, reason: (err as Error).message });
-      return;
-    }
-    this.transport = t;
-    this.welcomed = false;
-    t.onmessage = (text) => {
-      if (this.transport === t) this.receive(text);
-    };
-    t.onclose = (info) => {
-      if (this.transport === t) this.lost(t, info);
-    };
-    t.onerror = (err) => this.log?.debug({ err: err.message }, "transport error");
-    this.welcomeTimer = setTimeout(() => {
-      if (this.transport !== t || this.welcomed) return;
-      this.log?.info("no welcome in time; dropping the connection");
-      this.lost(t, { code: NO_WELCOME, reason: `no welcome within ${this.connectTimeoutMs} ms` });
-      t.close(1000, "no welcome");
-    }, this.connectTimeoutMs);
-    t.start().catch((err: Error) => this.log?.debug({ err: err.message }, "connection attempt failed"));
-  }
-
-  /** A factory that threw counts as a failed attempt. */
-  private lostBeforeStart(info: CloseInfo): void {
-    const t: Transport = { start: async () => {}, send: () => {}, close: () => {} };
-    this.transport = t;
-    this.lost(t, info);
-  }
-
-  /** The connection `t` ended. Settles everything that depended on it, then decides whether to come back. */
-  private lost(t: Transport, info: CloseInfo): void {
-    if (this.transport !== t) return;
-    this.transport = undefined;
-    clearTimeout(this.welcomeTimer);
-    const wasOpen = this.welcomed;
-    this.welcomed = false;
-    const why = `connection closed (${info.code}${info.reason ? `: ${info.reason}` : ""})`;
-    this.settleAll(why, true);
-
-    if (this.state === "closed") {
-      this.settleAll(why);
-      this.emit("close", { code: info.code, reason: info.reason, reconnecting: false });
-      for (const w of this.closeWaiters.splice(0)) w();
-      return;
-    }
-    if (wasOpen && Date.now() - this.openedAt >= STABLE_MS) this.attempts = 0;
-
-    const final = FINAL_CLOSES.get(info.code);
-    const r = this.reconnectOpts;
-    let error: ParticipantError | undefined;
-    if (final !== undefined) {
-      error = new ParticipantError(final, info.reason || `refused with close code ${info.code}`, { closeCode: info.code });
-    } else if (!r || (!this.everOpen && !r.retryFirstConnect)) {
-      error = new ParticipantError("connect_failed", `connection ${this.everOpen ? "lost" : "failed"} (${info.code}${info.reason ? `: ${info.reason}` : ""})`, { closeCode: info.code });
-    } else if (this.attempts >= r.maxAttempts) {
-      error = new ParticipantError("connect_failed", `gave up after ${this.attempts} attempts (last close ${info.code})`, { closeCode: info.code });
-    }
-    if (error) {
-      this.state = "closed";
-      this.settleAll(error.message);
-      this.log?.info({ code: info.code, error: error.code }, "connection ended for good");
-      this.connecting?.reject(error);
-      this.connecting = undefined;
-      if (this.mcp) void this.mcp.close();
-      this.emit("close", { code: info.code, reason: info.reason, reconnecting: false, error });
-      return;
-    }
-    const delayMs = backoffDelay(this.attempts, (r as Required<ReconnectOptions>).initialDelayMs, (r as Required<ReconnectOptions>).maxDelayMs);
-    this.attempts++;
-    this.state = "reconnecting";
-    this.log?.info({ code: info.code, attempt: this.attempts, delayMs }, "connection lost; reconnecting");
-    this.emit("close", { code: info.code, reason: info.reason, reconnecting: true });
-    this.emit("reconnecting", { attempt: this.attempts, delayMs });
-    this.reconnectTimer = setTimeout(() => {
-      if (this.state === "reconnecting") this.open();
-    }, delayMs);
+    return this.conn.close(reason);
   }
 
   /**
@@ -423,30 +255,12 @@ export class ParticipantClient {
    * The gateway's verdict on it (a `system/error`) arrives as an `error` event.
    */
   send(envelope: OutboundEnvelope): string {
-    const t = this.transport;
-    if (this.state === "closed") throw new ParticipantError("closed", "this client was closed");
-    if (!t || !this.welcomed) throw new ParticipantError("disconnected", `not connected (${this.state})`);
-    if ((t.bufferedAmount ?? 0) > this.maxBufferedBytes) {
-      throw new ParticipantError("backpressure", `more than ${this.maxBufferedBytes} bytes are waiting to be sent`);
-    }
-    const id = envelope.id ?? randomUUID();
-    const out: Record<string, unknown> = { protocol: PROTOCOL, id, kind: envelope.kind };
-    if (envelope.to !== undefined) out["to"] = envelope.to;
-    if (envelope.correlation_id !== undefined && envelope.correlation_id.length > 0) out["correlation_id"] = envelope.correlation_id;
-    if (envelope.context !== undefined) out["context"] = envelope.context;
-    out["payload"] = envelope.payload ?? {};
-    t.send(JSON.stringify(out));
-    return id;
+    return this.conn.send(envelope);
   }
 
   /** Sends a JSON-RPC notification (`mcp/request` without id). Without `target` it is a broadcast. */
   notify(target: string | undefined, method: string, params?: unknown, opts: { correlationId?: string[] } = {}): string {
-    return this.send({
-      kind: "mcp/request",
-      to: target === undefined ? undefined : [target],
-      correlation_id: opts.correlationId,
-      payload: { jsonrpc: "2.0", method, ...(params === undefined ? {} : { params }) },
-    });
+    return this.conn.notify(target, method, params, opts);
   }
 
   /**
@@ -517,7 +331,7 @@ export class ParticipantClient {
 
   /** Withdraws one of my proposals; a pending `propose()` for it rejects with `withdrawn`. Returns the envelope id. */
   withdraw(proposalId: string, reason?: string): string {
-    const id = this.send({ kind: "mcp/withdraw", correlation_id: [proposalId], payload: reason === undefined ? {} : { reason } });
+    const id = this.conn.send({ kind: "mcp/withdraw", correlation_id: [proposalId], payload: reason === undefined ? {} : { reason } });
     const p = this.pending.get(proposalId);
     if (p) this.fail(p, new ParticipantError("withdrawn", `proposal withdrawn${reason ? `: ${reason}` : ""}`, { reason }));
     this.seenProposals.delete(proposalId);
@@ -529,12 +343,12 @@ export class ParticipantClient {
     const payload: Record<string, unknown> = { scope: opts.scope ?? "once" };
     if (opts.arguments !== undefined) payload["arguments"] = opts.arguments;
     if (opts.reason !== undefined) payload["reason"] = opts.reason;
-    return this.send({ kind: "mcp/approve", correlation_id: [proposalId], payload });
+    return this.conn.send({ kind: "mcp/approve", correlation_id: [proposalId], payload });
   }
 
   /** As an approver: rejects a proposal (`mcp/reject` `{reason, text?}`); the proposer's call fails with that reason. */
   reject(proposalId: string, reason: string, text?: string): string {
-    return this.send({ kind: "mcp/reject", correlation_id: [proposalId], payload: text === undefined ? { reason } : { reason, text } });
+    return this.conn.send({ kind: "mcp/reject", correlation_id: [proposalId], payload: text === undefined ? { reason } : { reason, text } });
   }
 
   /**
@@ -606,7 +420,7 @@ export class ParticipantClient {
       return call;
     }
     try {
-      this.send({ kind: envelope.kind, to: envelope.to, payload: envelope.payload, context: envelope.context, id, correlation_id: this.correlation(opts) });
+      this.conn.send({ kind: envelope.kind, to: envelope.to, payload: envelope.payload, context: envelope.context, id, correlation_id: this.correlation(opts) });
     } catch (err) {
       pending.reject(err instanceof ParticipantError ? err : new ParticipantError("disconnected", (err as Error).message, { cause: err }));
       return call;
@@ -647,15 +461,15 @@ export class ParticipantClient {
 
   /** Tells the other side we stopped waiting (best effort): cancel a request, withdraw a proposal. */
   private stop(p: Pending, reason: string): void {
-    if (!this.welcomed) return;
+    if (!this.conn.welcomed) return;
     try {
       if (p.proposed) {
-        this.send({ kind: "mcp/withdraw", correlation_id: [p.id], payload: { reason } });
+        this.conn.send({ kind: "mcp/withdraw", correlation_id: [p.id], payload: { reason } });
       } else if (p.rpcId !== undefined) {
-        this.notify(p.target, "notifications/cancelled", { requestId: p.rpcId, reason }, { correlationId: [p.id] });
+        this.conn.notify(p.target, "notifications/cancelled", { requestId: p.rpcId, reason }, { correlationId: [p.id] });
       }
     } catch (err) {
-      this.log?.debug({ err: (err as Error).message }, "could not tell the target we stopped waiting");
+      this.conn.log?.debug({ err: (err as Error).message }, "could not tell the target we stopped waiting");
     }
   }
 
@@ -744,7 +558,7 @@ export class ParticipantClient {
       respond: (envelopeId, outcome) => this.respond(envelopeId, outcome),
       notifyCaller: (envelopeId, method, params) => {
         const s = this.serving.get(envelopeId);
-        if (s) this.trySend(() => this.notify(s.from, method, params, { correlationId: [envelopeId] }));
+        if (s) this.trySend(() => this.conn.notify(s.from, method, params, { correlationId: [envelopeId] }));
       },
       requestCaller: (envelopeId, method, params) => {
         const s = this.serving.get(envelopeId);
@@ -753,8 +567,8 @@ export class ParticipantClient {
         return this.request(s.from, method, params, { chain: false });
       },
       notifyUnrelated: (method, params) => {
-        if (method.endsWith("/list_changed")) this.trySend(() => this.notify(GATEWAY_ID, method, params));
-        else this.log?.debug({ method }, "notification from the MCP server outside any request; dropped");
+        if (method.endsWith("/list_changed")) this.trySend(() => this.conn.notify(GATEWAY_ID, method, params));
+        else this.conn.log?.debug({ method }, "notification from the MCP server outside any request; dropped");
       },
       detach: () => {
         if (this.mcp === transport) this.mcp = undefined;
@@ -762,7 +576,7 @@ export class ParticipantClient {
     });
     this.mcp = transport;
     await server.connect(transport);
-    if (this.welcomed) this.announceTools();
+    if (this.conn.welcomed) this.announceTools();
   }
 
   /**
@@ -772,7 +586,7 @@ export class ParticipantClient {
    * tools with `onRequest`.
    */
   announceTools(): void {
-    this.trySend(() => this.notify(GATEWAY_ID, "notifications/tools/list_changed"));
+    this.trySend(() => this.conn.notify(GATEWAY_ID, "notifications/tools/list_changed"));
   }
 
   private serve(env: Envelope, rpcId: RpcId, method: string, params: unknown): void {
@@ -838,7 +652,7 @@ export class ParticipantClient {
     const s = this.endServing(envelopeId);
     if (!s) return;
     this.trySend(() =>
-      this.send({ kind: "mcp/response", to: [s.from], correlation_id: [envelopeId], payload: { jsonrpc: "2.0", id: s.rpcId, ...outcome } }),
+      this.conn.send({ kind: "mcp/response", to: [s.from], correlation_id: [envelopeId], payload: { jsonrpc: "2.0", id: s.rpcId, ...outcome } }),
     );
   }
 
@@ -870,7 +684,7 @@ export class ParticipantClient {
     try {
       send();
     } catch (err) {
-      this.log?.warn({ err: (err as Error).message }, "could not send");
+      this.conn.log?.warn({ err: (err as Error).message }, "could not send");
     }
   }
 
@@ -881,11 +695,11 @@ export class ParticipantClient {
     try {
       env = JSON.parse(text) as Envelope;
     } catch {
-      this.log?.warn("a frame from the gateway is not JSON; ignored");
+      this.conn.log?.warn("a frame from the gateway is not JSON; ignored");
       return;
     }
     if (!isEnvelope(env)) {
-      this.log?.warn("a frame from the gateway is not an envelope; ignored");
+      this.conn.log?.warn("a frame from the gateway is not an envelope; ignored");
       return;
     }
     // Deliveries may arrive inside a handler's async context (in-process transports
@@ -945,7 +759,7 @@ export class ParticipantClient {
       return;
     }
     const w = parsed.data;
-    const first = !this.welcomed;
+    const first = !this.conn.welcomed;
     const info: WelcomeInfo = {
       id: w.you.id,
       kind: w.you.kind,
@@ -956,7 +770,7 @@ export class ParticipantClient {
       tools: w.tools,
       proposals: w.proposals as unknown as Envelope[],
       history: w.history as unknown as Envelope[],
-      reconnected: first && this.everOpen,
+      reconnected: first && this.conn.everOpen,
       refreshed: !first,
       envelope: env,
     };
@@ -968,20 +782,12 @@ export class ParticipantClient {
     if (first) {
       this.seenProposals.clear();
       for (const p of info.proposals) this.seenProposals.set(p.id, p);
-      clearTimeout(this.welcomeTimer);
-      this.welcomed = true;
-      this.everOpen = true;
-      this.openedAt = Date.now();
-      this.state = "open";
-      this.log = this.baseLog?.child({ participant: info.id });
-      this.log?.info({ reconnected: info.reconnected }, "connected");
-      this.connecting?.resolve(info);
-      this.connecting = undefined;
+      this.conn.opened(info);
     }
     this.emit("welcome", info);
     // A welcome carries what fits in one frame; the rest is a page away.
-    if (w.tools_cursor !== undefined) this.listTools().catch((err: unknown) => this.log?.warn({ err }, "could not fetch the rest of the catalogue"));
-    if (first && w.proposals_cursor !== undefined) this.listProposals().catch((err: unknown) => this.log?.warn({ err }, "could not fetch the rest of the pending proposals"));
+    if (w.tools_cursor !== undefined) this.listTools().catch((err: unknown) => this.conn.log?.warn({ err }, "could not fetch the rest of the catalogue"));
+    if (first && w.proposals_cursor !== undefined) this.listProposals().catch((err: unknown) => this.conn.log?.warn({ err }, "could not fetch the rest of the pending proposals"));
     // Whether the server has tools is private to the SDK; a server without any answers
     // the gateway's tools/list with an error, which costs one round trip.
     if (first && this.mcp) this.announceTools();
@@ -1022,7 +828,7 @@ export class ParticipantClient {
         try {
           h(n);
         } catch (err) {
-          this.log?.warn({ err, method }, "notification handler threw");
+          this.conn.log?.warn({ err, method }, "notification handler threw");
         }
       }
       return;
@@ -1043,7 +849,7 @@ export class ParticipantClient {
     try {
       p.onProgress(params);
     } catch (err) {
-      this.log?.warn({ err }, "progress callback threw");
+      this.conn.log?.warn({ err }, "progress callback threw");
     }
   }
 
@@ -1075,7 +881,7 @@ export class ParticipantClient {
       try {
         p.onProposal?.(env);
       } catch (err) {
-        this.log?.warn({ err }, "onProposal callback threw");
+        this.conn.log?.warn({ err }, "onProposal callback threw");
       }
     }
     this.emit("proposal", env);
@@ -1112,13 +918,13 @@ export class ParticipantClient {
       this.events.emit(event, ...args);
     } catch (err) {
       // A listener's bug must not break the connection's bookkeeping.
-      this.log?.warn({ err, event }, "event listener threw");
+      this.conn.log?.warn({ err, event }, "event listener threw");
     }
   }
 
   private report(error: ParticipantError): void {
     if (this.events.listenerCount("error") > 0) this.emit("error", error);
-    else this.log?.warn({ code: error.code }, error.message);
+    else this.conn.log?.warn({ code: error.code }, error.message);
   }
 }
 

@@ -5,7 +5,8 @@
  * pieces behind the facade are private to the folder. May import `gateway/envelope.ts` and
  * the participant side's transport, wire and error modules, nothing above them.
  */
-export { ParticipantClient, backoffDelay } from "./client.js";
+export { ParticipantClient } from "./client.js";
+export { backoffDelay } from "./connection.js";
 export type {
   ApproveOptions,
   CallOptions,
