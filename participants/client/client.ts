@@ -24,7 +24,6 @@
  * or abort controller, and are all settled when the connection ends (STYLE #6).
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
@@ -34,13 +33,10 @@ import { ParticipantError, RpcErrorCodes } from "../errors.js";
 import { EnvelopeServerTransport } from "../mcp-transport.js";
 import {
   parseMcpRequest,
-  parseMcpResponse,
   PresencePayloadSchema,
-  RejectPayloadSchema,
   SystemErrorPayloadSchema,
   ToolInfoSchema,
   WelcomePayloadSchema,
-  WithdrawPayloadSchema,
   type ParticipantInfo,
   type RpcId,
   type ToolInfo,
@@ -60,6 +56,7 @@ import type {
   TypedCallOptions,
   WelcomeInfo,
 } from "./types.js";
+import { Calls, type Pending } from "./calls.js";
 import { Connection } from "./connection.js";
 
 // ---------------------------------------------------------------------------------------
@@ -71,27 +68,6 @@ interface ServingContext {
   envelopeId: string;
 }
 const servingContext = new AsyncLocalStorage<ServingContext>();
-
-interface Pending {
-  id: string;
-  kind: "request" | "proposal";
-  target: string;
-  rpcId: number | undefined;
-  progressToken: RpcId | undefined;
-  callTimeoutMs: number;
-  /** The caller gave `timeoutMs`: one deadline for the whole call, never re-armed. */
-  explicit: boolean;
-  timer: NodeJS.Timeout | undefined;
-  /** Callbacks of this call being served here now (its target asks us something): its clock stands still. */
-  held: number;
-  proposed: boolean;
-  resolve: (value: unknown) => void;
-  reject: (error: ParticipantError) => void;
-  schema: z.ZodType | undefined;
-  onProposal: ((proposal: Envelope) => void) | undefined;
-  onProgress: CallOptions["onProgress"];
-  cleanup: (() => void) | undefined;
-}
 
 interface Serving {
   from: string;
@@ -116,8 +92,7 @@ export class ParticipantClient {
   }
 
   private readonly conn: Connection;
-  private readonly requestTimeoutMs: number;
-  private readonly proposalTimeoutMs: number;
+  private readonly calls: Calls;
   private readonly events = new EventEmitter();
 
   private lastWelcome: WelcomeInfo | undefined;
@@ -126,8 +101,6 @@ export class ParticipantClient {
   private toolList: ToolInfo[] = [];
   private caps: Capability[] = [];
 
-  private nextRpcId = 1;
-  private readonly pending = new Map<string, Pending>();
   private readonly serving = new Map<string, Serving>();
   private requestHandler: RequestHandler | undefined;
   private readonly notificationHandlers = new Set<NotificationHandler>();
@@ -144,8 +117,11 @@ export class ParticipantClient {
       welcome: () => this.lastWelcome,
       emit: this.emit.bind(this),
     });
-    this.requestTimeoutMs = opts.requestTimeoutMs ?? 35_000;
-    this.proposalTimeoutMs = opts.proposalTimeoutMs ?? 660_000;
+    this.calls = new Calls(this.conn, {
+      requestTimeoutMs: opts.requestTimeoutMs ?? 35_000,
+      proposalTimeoutMs: opts.proposalTimeoutMs ?? 660_000,
+      servedHere: () => this.servedHere(),
+    });
   }
 
   // --- state ------------------------------------------------------------------------------
@@ -226,7 +202,7 @@ export class ParticipantClient {
    */
   private settleAll(why: string, keepHeld = false): void {
     const held = keepHeld ? new Set([...this.heldCalls.values()].flat()) : new Set<string>();
-    for (const p of [...this.pending.values()]) if (!held.has(p.id)) this.fail(p, new ParticipantError("disconnected", why));
+    this.calls.failAll(why, held);
     for (const [id, s] of [...this.serving]) {
       if (held.has(id)) continue;
       this.serving.delete(id);
@@ -279,31 +255,7 @@ export class ParticipantClient {
   request<S extends z.ZodType>(target: string, method: string, params: unknown, opts: TypedCallOptions<S>): PendingCall<z.output<S>>;
   request(target: string, method: string, params?: unknown, opts?: CallOptions): PendingCall<unknown>;
   request(target: string, method: string, params?: unknown, opts: CallOptions & { schema?: z.ZodType } = {}): PendingCall<unknown> {
-    const rpcId = this.nextRpcId++;
-    let p = params;
-    const meta: Record<string, unknown> = {};
-    if (opts.timeoutMs !== undefined) meta["mewgate/timeout_ms"] = opts.timeoutMs;
-    let progressToken: RpcId | undefined;
-    if (opts.onProgress) {
-      const existing = isRecord(p) && isRecord(p["_meta"]) ? p["_meta"]["progressToken"] : undefined;
-      progressToken = typeof existing === "string" || typeof existing === "number" ? existing : rpcId;
-      meta["progressToken"] = progressToken;
-    }
-    if (Object.keys(meta).length > 0 && (p === undefined || isRecord(p))) {
-      const base = (p ?? {}) as Record<string, unknown>;
-      p = { ...base, _meta: { ...(isRecord(base["_meta"]) ? base["_meta"] : {}), ...meta } };
-    }
-    const payload = { jsonrpc: "2.0", id: rpcId, method, ...(p === undefined ? {} : { params: p }) };
-    // The gateway may hold a tools/call it is asked to forward as a proposal and tells the
-    // caller nothing until it is decided (it answers for sure: the call timeout or the
-    // proposal's expiry), so the local safety net must outlast a human decision.
-    const mayBeHeld = target === GATEWAY_ID && method === "tools/call";
-    const callTimeoutMs = opts.timeoutMs ?? (mayBeHeld ? this.proposalTimeoutMs : this.requestTimeoutMs);
-    return this.track(
-      { kind: "request", target, rpcId, progressToken, callTimeoutMs, explicit: opts.timeoutMs !== undefined },
-      { kind: "mcp/request", to: [target], payload, context: opts.context },
-      opts,
-    );
+    return this.calls.request(target, method, params, opts);
   }
 
   /**
@@ -315,40 +267,24 @@ export class ParticipantClient {
   propose<S extends z.ZodType>(target: string, method: string, params: unknown, opts: TypedCallOptions<S>): PendingCall<z.output<S>>;
   propose(target: string, method: string, params?: unknown, opts?: CallOptions): PendingCall<unknown>;
   propose(target: string, method: string, params?: unknown, opts: CallOptions & { schema?: z.ZodType } = {}): PendingCall<unknown> {
-    return this.track(
-      {
-        kind: "proposal",
-        target,
-        rpcId: undefined,
-        progressToken: undefined,
-        callTimeoutMs: opts.timeoutMs ?? this.proposalTimeoutMs,
-        explicit: opts.timeoutMs !== undefined,
-      },
-      { kind: "mcp/proposal", to: [target], payload: { method, ...(params === undefined ? {} : { params }) }, context: opts.context },
-      opts,
-    );
+    return this.calls.propose(target, method, params, opts);
   }
 
   /** Withdraws one of my proposals; a pending `propose()` for it rejects with `withdrawn`. Returns the envelope id. */
   withdraw(proposalId: string, reason?: string): string {
-    const id = this.conn.send({ kind: "mcp/withdraw", correlation_id: [proposalId], payload: reason === undefined ? {} : { reason } });
-    const p = this.pending.get(proposalId);
-    if (p) this.fail(p, new ParticipantError("withdrawn", `proposal withdrawn${reason ? `: ${reason}` : ""}`, { reason }));
+    const id = this.calls.withdraw(proposalId, reason);
     this.seenProposals.delete(proposalId);
     return id;
   }
 
   /** As an approver: approves a proposal (`mcp/approve`). Returns the envelope id; a refusal comes as an `error` event correlated to it. */
   approve(proposalId: string, opts: ApproveOptions = {}): string {
-    const payload: Record<string, unknown> = { scope: opts.scope ?? "once" };
-    if (opts.arguments !== undefined) payload["arguments"] = opts.arguments;
-    if (opts.reason !== undefined) payload["reason"] = opts.reason;
-    return this.conn.send({ kind: "mcp/approve", correlation_id: [proposalId], payload });
+    return this.calls.approve(proposalId, opts);
   }
 
   /** As an approver: rejects a proposal (`mcp/reject` `{reason, text?}`); the proposer's call fails with that reason. */
   reject(proposalId: string, reason: string, text?: string): string {
-    return this.conn.send({ kind: "mcp/reject", correlation_id: [proposalId], payload: text === undefined ? { reason } : { reason, text } });
+    return this.calls.reject(proposalId, reason, text);
   }
 
   /**
@@ -386,125 +322,10 @@ export class ParticipantClient {
     return proposals;
   }
 
-  private track(
-    init: Pick<Pending, "kind" | "target" | "rpcId" | "progressToken" | "callTimeoutMs" | "explicit">,
-    envelope: OutboundEnvelope,
-    opts: CallOptions & { schema?: z.ZodType },
-  ): PendingCall<unknown> {
-    const id = randomUUID();
-    let pending!: Pending;
-    const promise = new Promise<unknown>((resolve, reject) => {
-      // Field by field: on Node 20 each property after a spread costs about a microsecond.
-      pending = {
-        kind: init.kind,
-        target: init.target,
-        rpcId: init.rpcId,
-        progressToken: init.progressToken,
-        callTimeoutMs: init.callTimeoutMs,
-        explicit: init.explicit,
-        id,
-        timer: undefined,
-        held: 0,
-        proposed: init.kind === "proposal",
-        resolve,
-        reject,
-        schema: opts.schema,
-        onProposal: opts.onProposal,
-        onProgress: opts.onProgress,
-        cleanup: undefined,
-      };
-    });
-    const call = Object.assign(promise, { id }) as PendingCall<unknown>;
-    if (opts.signal?.aborted) {
-      pending.reject(new ParticipantError("cancelled", "aborted before it was sent", { cause: opts.signal.reason }));
-      return call;
-    }
-    try {
-      this.conn.send({ kind: envelope.kind, to: envelope.to, payload: envelope.payload, context: envelope.context, id, correlation_id: this.correlation(opts) });
-    } catch (err) {
-      pending.reject(err instanceof ParticipantError ? err : new ParticipantError("disconnected", (err as Error).message, { cause: err }));
-      return call;
-    }
-    this.pending.set(id, pending);
-    this.arm(pending, pending.callTimeoutMs);
-    if (opts.signal) {
-      const signal = opts.signal;
-      const onAbort = () => {
-        this.stop(pending, "cancelled");
-        this.fail(pending, new ParticipantError("cancelled", "the caller aborted the call", { cause: signal.reason }));
-      };
-      signal.addEventListener("abort", onAbort, { once: true });
-      pending.cleanup = () => signal.removeEventListener("abort", onAbort);
-    }
-    return call;
-  }
-
-  /** `correlation_id` for a new call: the request being served in this async context (the chain), plus any given. */
-  private correlation(opts: CallOptions): string[] | undefined {
-    const ids = [...(opts.correlationId ?? [])];
-    if (opts.chain !== false) {
-      const ctx = servingContext.getStore();
-      if (ctx?.client === this && this.serving.has(ctx.envelopeId) && !ids.includes(ctx.envelopeId)) ids.unshift(ctx.envelopeId);
-    }
-    return ids.length > 0 ? ids : undefined;
-  }
-
-  private arm(p: Pending, ms: number): void {
-    clearTimeout(p.timer);
-    if (p.held > 0) return;
-    p.timer = setTimeout(() => {
-      if (this.pending.get(p.id) !== p) return;
-      this.stop(p, "timeout");
-      this.fail(p, new ParticipantError("timeout", `no answer from "${p.target}" within ${ms} ms`));
-    }, ms);
-  }
-
-  /** Tells the other side we stopped waiting (best effort): cancel a request, withdraw a proposal. */
-  private stop(p: Pending, reason: string): void {
-    if (!this.conn.welcomed) return;
-    try {
-      if (p.proposed) {
-        this.conn.send({ kind: "mcp/withdraw", correlation_id: [p.id], payload: { reason } });
-      } else if (p.rpcId !== undefined) {
-        this.conn.notify(p.target, "notifications/cancelled", { requestId: p.rpcId, reason }, { correlationId: [p.id] });
-      }
-    } catch (err) {
-      this.conn.log?.debug({ err: (err as Error).message }, "could not tell the target we stopped waiting");
-    }
-  }
-
-  private settle(p: Pending): boolean {
-    if (this.pending.get(p.id) !== p) return false;
-    this.pending.delete(p.id);
-    clearTimeout(p.timer);
-    p.cleanup?.();
-    return true;
-  }
-
-  private fail(p: Pending, error: ParticipantError): void {
-    if (this.settle(p)) p.reject(error);
-  }
-
-  private succeed(p: Pending, result: unknown, env: Envelope): void {
-    if (!p.schema) {
-      if (this.settle(p)) p.resolve(result);
-      return;
-    }
-    const parsed = p.schema.safeParse(result);
-    if (parsed.success) {
-      if (this.settle(p)) p.resolve(parsed.data);
-    } else {
-      this.fail(p, new ParticipantError("invalid_response", `the result of "${p.target}" does not have the expected shape: ${parsed.error.issues[0]?.message ?? "invalid"}`, { envelope: env, data: result }));
-    }
-  }
-
-  /** The pending call an envelope answers: the first of its `correlation_id`s that is one of ours. */
-  private pendingFor(env: Envelope): Pending | undefined {
-    for (const id of env.correlation_id ?? []) {
-      const p = this.pending.get(id);
-      if (p) return p;
-    }
-    return undefined;
+  /** The request served in the current async context, if it is one of this client's and still served. */
+  private servedHere(): string | undefined {
+    const ctx = servingContext.getStore();
+    return ctx?.client === this && this.serving.has(ctx.envelopeId) ? ctx.envelopeId : undefined;
   }
 
   // --- serving ----------------------------------------------------------------------------
@@ -623,15 +444,7 @@ export class ParticipantClient {
    * answer: the target is waiting on us, not late.
    */
   private holdCallers(env: Envelope, rpcId: RpcId): void {
-    const holds: Pending[] = [];
-    for (const id of env.correlation_id ?? []) {
-      const p = this.pending.get(id);
-      // Through the gateway or straight to the target; either way only while we serve the callback.
-      if (!p || (p.target !== env.from && p.target !== GATEWAY_ID)) continue;
-      p.held++;
-      clearTimeout(p.timer);
-      holds.push(p);
-    }
+    const holds = this.calls.hold(env);
     this.serving.set(env.id, { from: env.from, rpcId, abort: () => {}, holds: holds.length > 0 ? holds : undefined });
   }
 
@@ -640,10 +453,7 @@ export class ParticipantClient {
     const s = this.serving.get(envelopeId);
     if (!s) return undefined;
     this.serving.delete(envelopeId);
-    for (const p of s.holds ?? []) {
-      p.held = Math.max(0, p.held - 1);
-      if (this.pending.get(p.id) === p) this.arm(p, p.callTimeoutMs);
-    }
+    for (const p of s.holds ?? []) this.calls.release(p);
     return s;
   }
 
@@ -730,23 +540,24 @@ export class ParticipantClient {
         this.onMcpRequest(env);
         break;
       case "mcp/response":
-        this.onMcpResponse(env);
+        this.forgetProposals(env);
+        this.calls.answered(env);
         break;
       case "mcp/proposal":
         this.onProposal(env);
         break;
       case "mcp/approve": {
-        // Approved: the call is now routed and the ordinary call timeout applies again.
-        const p = this.pendingFor(env);
-        if (p && !p.explicit) this.arm(p, this.requestTimeoutMs);
+        this.calls.approved(env);
         this.forgetProposals(env);
         break;
       }
       case "mcp/reject":
-        this.onReject(env);
+        this.forgetProposals(env);
+        this.calls.rejected(env);
         break;
       case "mcp/withdraw":
-        this.onWithdraw(env);
+        this.forgetProposals(env);
+        this.calls.withdrawn(env);
         break;
     }
     this.emit("envelope", env);
@@ -807,9 +618,7 @@ export class ParticipantClient {
     const payload = parsed.success ? parsed.data : {};
     const code = payload.code ?? payload.error ?? "error";
     const error = new ParticipantError(code, payload.message ?? code, { data: env.payload, envelope: env });
-    const p = this.pendingFor(env);
-    if (p) this.fail(p, error);
-    else this.report(error);
+    if (!this.calls.failCorrelated(env, error)) this.report(error);
   }
 
   private onMcpRequest(env: Envelope): void {
@@ -821,7 +630,7 @@ export class ParticipantClient {
     if (rpcId === undefined) {
       if ((env.to !== undefined && !addressed) || env.from === me) return;
       if (method === "notifications/cancelled") this.cancelServing(env, params);
-      else if (method === "notifications/progress") this.onProgress(env, params);
+      else if (method === "notifications/progress") this.calls.progress(env, params);
       else if (addressed && this.mcp) this.mcp.deliverNotification(method, params);
       const n: IncomingNotification = { method, params, from: env.from, envelope: env };
       for (const h of this.notificationHandlers) {
@@ -837,75 +646,10 @@ export class ParticipantClient {
     if (addressed) this.serve(env, rpcId, method, params);
   }
 
-  private onProgress(env: Envelope, params: unknown): void {
-    let p = this.pendingFor(env);
-    if (!p && isRecord(params)) {
-      const token = params["progressToken"];
-      for (const q of this.pending.values()) {
-        if (q.progressToken !== undefined && q.progressToken === token && (q.target === env.from || q.target === GATEWAY_ID)) p = q;
-      }
-    }
-    if (!p?.onProgress || !isRecord(params)) return;
-    try {
-      p.onProgress(params);
-    } catch (err) {
-      this.conn.log?.warn({ err }, "progress callback threw");
-    }
-  }
-
-  private onMcpResponse(env: Envelope): void {
-    this.forgetProposals(env);
-    const p = this.pendingFor(env);
-    if (!p) return;
-    const parsed = parseMcpResponse(env.payload);
-    if (!parsed.success) {
-      this.fail(p, new ParticipantError("invalid_response", `"${env.from}" answered with something that is not JSON-RPC`, { envelope: env, data: env.payload }));
-      return;
-    }
-    const { error, result } = parsed.data;
-    if (error) {
-      const reason = isRecord(error.data) && typeof error.data["reason"] === "string" ? error.data["reason"] : undefined;
-      this.fail(p, new ParticipantError(reason ?? "rpc_error", error.message, { rpcCode: error.code, data: error.data, reason, envelope: env }));
-      return;
-    }
-    this.succeed(p, result, env);
-  }
-
   private onProposal(env: Envelope): void {
     this.seenProposals.set(env.id, env);
-    const p = this.pending.get(env.id);
-    if (p && p.kind === "request") {
-      // Our request is now held for approval: wait as long as a decision may take.
-      p.proposed = true;
-      if (!p.explicit) this.arm(p, this.proposalTimeoutMs);
-      try {
-        p.onProposal?.(env);
-      } catch (err) {
-        this.conn.log?.warn({ err }, "onProposal callback threw");
-      }
-    }
+    this.calls.proposed(env);
     this.emit("proposal", env);
-  }
-
-  private onReject(env: Envelope): void {
-    this.forgetProposals(env);
-    const p = this.pendingFor(env);
-    if (!p) return;
-    const parsed = RejectPayloadSchema.safeParse(env.payload);
-    const { reason, text } = parsed.success ? parsed.data : {};
-    const expired = reason === "timeout";
-    const by = env.from === GATEWAY_ID ? "the gateway" : `"${env.from}"`;
-    const message = expired ? "the proposal expired before anyone decided" : `rejected by ${by}${reason ? `: ${reason}` : ""}${text ? ` (${text})` : ""}`;
-    this.fail(p, new ParticipantError(expired ? "expired" : "rejected", message, { reason, text, envelope: env }));
-  }
-
-  private onWithdraw(env: Envelope): void {
-    this.forgetProposals(env);
-    const p = this.pendingFor(env);
-    if (!p) return;
-    const parsed = WithdrawPayloadSchema.safeParse(env.payload);
-    const reason = parsed.success ? parsed.data.reason : undefined;
-    this.fail(p, new ParticipantError("withdrawn", `proposal withdrawn${reason ? `: ${reason}` : ""}`, { reason, envelope: env }));
   }
 
   /** A decision or an answer ends a proposal's pending life. */
