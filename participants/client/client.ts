@@ -23,14 +23,12 @@
  * Pending calls and served requests live in Maps keyed by envelope id, each with its timer
  * or abort controller, and are all settled when the connection ends (STYLE #6).
  */
-import { AsyncLocalStorage } from "node:async_hooks";
 import { EventEmitter } from "node:events";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import * as z from "zod";
 import { GATEWAY_ID, type Capability, type Envelope } from "../../gateway/envelope.js";
-import { ParticipantError, RpcErrorCodes } from "../errors.js";
-import { EnvelopeServerTransport } from "../mcp-transport.js";
+import { ParticipantError } from "../errors.js";
 import {
   parseMcpRequest,
   PresencePayloadSchema,
@@ -48,7 +46,6 @@ import type {
   ClientOptions,
   ClientStatus,
   IncomingNotification,
-  IncomingRequest,
   NotificationHandler,
   OutboundEnvelope,
   PendingCall,
@@ -56,26 +53,12 @@ import type {
   TypedCallOptions,
   WelcomeInfo,
 } from "./types.js";
-import { Calls, type Pending } from "./calls.js";
+import { Calls } from "./calls.js";
 import { Connection } from "./connection.js";
+import { outsideServing, Serving } from "./serving.js";
 
 // ---------------------------------------------------------------------------------------
 // Internals
-
-/** Which served request (if any) the current async context is running for. */
-interface ServingContext {
-  client: ParticipantClient;
-  envelopeId: string;
-}
-const servingContext = new AsyncLocalStorage<ServingContext>();
-
-interface Serving {
-  from: string;
-  rpcId: RpcId;
-  abort: (reason: string) => void;
-  /** The calls of ours this request is a callback of: their clocks restart when it ends. */
-  holds?: Pending[] | undefined;
-}
 
 const ToolsPageSchema = z.looseObject({ tools: z.array(ToolInfoSchema), nextCursor: z.string().optional() });
 const ProposalsPageSchema = z.looseObject({ proposals: z.array(z.looseObject({ id: z.string(), kind: z.string() })), nextCursor: z.string().optional() });
@@ -101,27 +84,23 @@ export class ParticipantClient {
   private toolList: ToolInfo[] = [];
   private caps: Capability[] = [];
 
-  private readonly serving = new Map<string, Serving>();
-  private requestHandler: RequestHandler | undefined;
+  private readonly serving: Serving;
   private readonly notificationHandlers = new Set<NotificationHandler>();
-  /** The transport of the MCP server being served, if any. */
-  private mcp: EnvelopeServerTransport | undefined;
 
   constructor(opts: ClientOptions) {
     this.conn = new Connection(opts, {
       receive: (text) => this.receive(text),
       settleAll: (why, keepHeld) => this.settleAll(why, keepHeld),
-      closeMcp: () => {
-        if (this.mcp) void this.mcp.close();
-      },
+      closeMcp: () => this.serving.closeMcp(),
       welcome: () => this.lastWelcome,
       emit: this.emit.bind(this),
     });
     this.calls = new Calls(this.conn, {
       requestTimeoutMs: opts.requestTimeoutMs ?? 35_000,
       proposalTimeoutMs: opts.proposalTimeoutMs ?? 660_000,
-      servedHere: () => this.servedHere(),
+      servedHere: () => this.serving.servedHere(),
     });
+    this.serving = new Serving(this.conn, this.calls, () => this.lastWelcome?.id);
   }
 
   // --- state ------------------------------------------------------------------------------
@@ -203,11 +182,7 @@ export class ParticipantClient {
   private settleAll(why: string, keepHeld = false): void {
     const held = keepHeld ? new Set([...this.heldCalls.values()].flat()) : new Set<string>();
     this.calls.failAll(why, held);
-    for (const [id, s] of [...this.serving]) {
-      if (held.has(id)) continue;
-      this.serving.delete(id);
-      s.abort("disconnected");
-    }
+    this.serving.abortAll(held);
   }
 
   /** Calls of mine (made or served) held in a person's conversation, per person. */
@@ -322,12 +297,6 @@ export class ParticipantClient {
     return proposals;
   }
 
-  /** The request served in the current async context, if it is one of this client's and still served. */
-  private servedHere(): string | undefined {
-    const ctx = servingContext.getStore();
-    return ctx?.client === this && this.serving.has(ctx.envelopeId) ? ctx.envelopeId : undefined;
-  }
-
   // --- serving ----------------------------------------------------------------------------
 
   /**
@@ -337,11 +306,7 @@ export class ParticipantClient {
    * time, and not together with `serveMcp()`. Returns a function that removes it.
    */
   onRequest(handler: RequestHandler): () => void {
-    if (this.requestHandler || this.mcp) throw new Error("this client already serves requests (onRequest or serveMcp)");
-    this.requestHandler = handler;
-    return () => {
-      if (this.requestHandler === handler) this.requestHandler = undefined;
-    };
+    return this.serving.onRequest(handler);
   }
 
   /**
@@ -351,13 +316,7 @@ export class ParticipantClient {
    * cancels or the gateway ends it.
    */
   adopt(envelopeId: string, from: string, rpcId: RpcId): { signal: AbortSignal; answer(result: unknown): void; fail(error: unknown): void } {
-    const controller = new AbortController();
-    if (!this.serving.has(envelopeId)) this.serving.set(envelopeId, { from, rpcId, abort: (reason) => controller.abort(reason) });
-    return {
-      signal: controller.signal,
-      answer: (result) => this.respond(envelopeId, { result: result === undefined ? {} : result }),
-      fail: (error) => this.respond(envelopeId, { error: toRpcError(error) }),
-    };
+    return this.serving.adopt(envelopeId, from, rpcId);
   }
 
   /** Receives JSON-RPC notifications addressed to me or broadcast. Returns a function that removes the handler. */
@@ -373,31 +332,8 @@ export class ParticipantClient {
    * client announces its tools so the gateway asks `tools/list`. Closing the server stops
    * serving; closing the client closes the server's transport.
    */
-  async serveMcp(server: McpServer | Server): Promise<void> {
-    if (this.requestHandler || this.mcp) throw new Error("this client already serves requests (onRequest or serveMcp)");
-    const transport = new EnvelopeServerTransport({
-      respond: (envelopeId, outcome) => this.respond(envelopeId, outcome),
-      notifyCaller: (envelopeId, method, params) => {
-        const s = this.serving.get(envelopeId);
-        if (s) this.trySend(() => this.conn.notify(s.from, method, params, { correlationId: [envelopeId] }));
-      },
-      requestCaller: (envelopeId, method, params) => {
-        const s = this.serving.get(envelopeId);
-        if (!s) return Promise.reject(new ParticipantError("disconnected", "the request this belongs to is no longer being served"));
-        // A callback to the caller is not a nested call: the chain would call it a cycle.
-        return this.request(s.from, method, params, { chain: false });
-      },
-      notifyUnrelated: (method, params) => {
-        if (method.endsWith("/list_changed")) this.trySend(() => this.conn.notify(GATEWAY_ID, method, params));
-        else this.conn.log?.debug({ method }, "notification from the MCP server outside any request; dropped");
-      },
-      detach: () => {
-        if (this.mcp === transport) this.mcp = undefined;
-      },
-    });
-    this.mcp = transport;
-    await server.connect(transport);
-    if (this.conn.welcomed) this.announceTools();
+  serveMcp(server: McpServer | Server): Promise<void> {
+    return this.serving.serveMcp(server);
   }
 
   /**
@@ -407,95 +343,7 @@ export class ParticipantClient {
    * tools with `onRequest`.
    */
   announceTools(): void {
-    this.trySend(() => this.conn.notify(GATEWAY_ID, "notifications/tools/list_changed"));
-  }
-
-  private serve(env: Envelope, rpcId: RpcId, method: string, params: unknown): void {
-    if (this.serving.has(env.id)) return;
-    this.holdCallers(env, rpcId);
-    const mcp = this.mcp;
-    if (mcp) {
-      this.serving.get(env.id)!.abort = (reason) => mcp.cancel(env.id, reason);
-      // The SDK runs the handler in promise continuations of this call, so it inherits the context.
-      servingContext.run({ client: this, envelopeId: env.id }, () => mcp.deliverRequest(env.id, method, params));
-      return;
-    }
-    const handler = this.requestHandler;
-    if (!handler) {
-      this.respond(env.id, { error: { code: RpcErrorCodes.methodNotFound, message: `"${this.lastWelcome?.id}" does not serve requests (${method})` } });
-      return;
-    }
-    const controller = new AbortController();
-    this.serving.get(env.id)!.abort = (reason) => controller.abort(reason);
-    const request: IncomingRequest = { method, params, from: env.from, rpcId, envelope: env, signal: controller.signal };
-    void servingContext.run({ client: this, envelopeId: env.id }, async () => {
-      try {
-        const result = await handler(request);
-        this.respond(env.id, { result: result === undefined ? {} : result });
-      } catch (err) {
-        this.respond(env.id, { error: toRpcError(err) });
-      }
-    });
-  }
-
-  /**
-   * Starts serving `env`. When it is a callback — the target of a call of ours asks us
-   * something about it (a form, a completion) — that call's clock stands still until we
-   * answer: the target is waiting on us, not late.
-   */
-  private holdCallers(env: Envelope, rpcId: RpcId): void {
-    const holds = this.calls.hold(env);
-    this.serving.set(env.id, { from: env.from, rpcId, abort: () => {}, holds: holds.length > 0 ? holds : undefined });
-  }
-
-  /** Stops serving `envelopeId`; the calls it held get their clocks back. */
-  private endServing(envelopeId: string): Serving | undefined {
-    const s = this.serving.get(envelopeId);
-    if (!s) return undefined;
-    this.serving.delete(envelopeId);
-    for (const p of s.holds ?? []) this.calls.release(p);
-    return s;
-  }
-
-  /** Answers a served request, unless it was cancelled meanwhile. */
-  private respond(envelopeId: string, outcome: { result: unknown } | { error: { code: number; message: string; data?: unknown } }): void {
-    const s = this.endServing(envelopeId);
-    if (!s) return;
-    this.trySend(() =>
-      this.conn.send({ kind: "mcp/response", to: [s.from], correlation_id: [envelopeId], payload: { jsonrpc: "2.0", id: s.rpcId, ...outcome } }),
-    );
-  }
-
-  /** A `notifications/cancelled` names the request by the caller's JSON-RPC id; the envelope id, when correlated, is exact. */
-  private cancelServing(env: Envelope, params: unknown): void {
-    let target: string | undefined;
-    for (const id of env.correlation_id ?? []) if (this.serving.has(id)) target = id;
-    if (target === undefined && isRecord(params) && params["requestId"] !== undefined) {
-      const requestId = params["requestId"];
-      for (const [id, s] of this.serving) {
-        if (s.rpcId !== requestId) continue;
-        if (s.from === env.from) {
-          target = id;
-          break;
-        }
-        // The gateway cancels on a caller's behalf (its call timeout).
-        if (env.from === GATEWAY_ID) target ??= id;
-      }
-    }
-    if (target === undefined) return;
-    const s = this.serving.get(target)!;
-    if (s.from !== env.from && env.from !== GATEWAY_ID) return;
-    this.endServing(target);
-    const reason = isRecord(params) && typeof params["reason"] === "string" ? params["reason"] : "cancelled";
-    s.abort(reason);
-  }
-
-  private trySend(send: () => unknown): void {
-    try {
-      send();
-    } catch (err) {
-      this.conn.log?.warn({ err: (err as Error).message }, "could not send");
-    }
+    this.serving.announceTools();
   }
 
   // --- receiving --------------------------------------------------------------------------
@@ -514,7 +362,7 @@ export class ParticipantClient {
     }
     // Deliveries may arrive inside a handler's async context (in-process transports
     // inherit it); nothing received belongs to the request being served.
-    servingContext.exit(() => this.dispatch(env));
+    outsideServing(() => this.dispatch(env));
   }
 
   private dispatch(env: Envelope): void {
@@ -601,7 +449,7 @@ export class ParticipantClient {
     if (first && w.proposals_cursor !== undefined) this.listProposals().catch((err: unknown) => this.conn.log?.warn({ err }, "could not fetch the rest of the pending proposals"));
     // Whether the server has tools is private to the SDK; a server without any answers
     // the gateway's tools/list with an error, which costs one round trip.
-    if (first && this.mcp) this.announceTools();
+    if (first && this.serving.servesMcp) this.serving.announceTools();
   }
 
   private onPresence(env: Envelope): void {
@@ -629,9 +477,9 @@ export class ParticipantClient {
     const addressed = env.to?.includes(me ?? "") ?? false;
     if (rpcId === undefined) {
       if ((env.to !== undefined && !addressed) || env.from === me) return;
-      if (method === "notifications/cancelled") this.cancelServing(env, params);
+      if (method === "notifications/cancelled") this.serving.cancelServing(env, params);
       else if (method === "notifications/progress") this.calls.progress(env, params);
-      else if (addressed && this.mcp) this.mcp.deliverNotification(method, params);
+      else if (addressed) this.serving.deliverNotification(method, params);
       const n: IncomingNotification = { method, params, from: env.from, envelope: env };
       for (const h of this.notificationHandlers) {
         try {
@@ -643,7 +491,7 @@ export class ParticipantClient {
       return;
     }
     // Watchers see every request in the space; only the addressee answers.
-    if (addressed) this.serve(env, rpcId, method, params);
+    if (addressed) this.serving.serve(env, rpcId, method, params);
   }
 
   private onProposal(env: Envelope): void {
@@ -681,14 +529,4 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 /** A cheap header check: the gateway has already validated every envelope it routes. */
 function isEnvelope(v: unknown): v is Envelope {
   return isRecord(v) && typeof v["kind"] === "string" && typeof v["id"] === "string" && typeof v["from"] === "string";
-}
-
-function toRpcError(err: unknown): { code: number; message: string; data?: unknown } {
-  if (isRecord(err) || err instanceof Error) {
-    const e = err as { code?: unknown; message?: unknown; data?: unknown };
-    const code = typeof e.code === "number" && Number.isSafeInteger(e.code) ? e.code : RpcErrorCodes.internalError;
-    const message = typeof e.message === "string" && e.message ? e.message : "internal error";
-    return e.data === undefined ? { code, message } : { code, message, data: e.data };
-  }
-  return { code: RpcErrorCodes.internalError, message: String(err) };
 }
