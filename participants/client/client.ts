@@ -22,30 +22,30 @@
  *
  * Pending calls and served requests live in Maps keyed by envelope id, each with its timer
  * or abort controller, and are all settled when the connection ends (STYLE #6).
+ *
+ * This class is the facade: it owns the events and composes four pieces, each one concern
+ * in its own file — `Connection` (connection.ts), `Calls` (calls.ts), `Serving`
+ * (serving.ts) and `Inbound` (inbound.ts), which dispatches what arrives and keeps the
+ * view of the space. They reach each other only through the functions the constructor
+ * hands them (ports, not back-references: STYLE #16).
  */
 import { EventEmitter } from "node:events";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import * as z from "zod";
-import { GATEWAY_ID, type Capability, type Envelope } from "../../gateway/envelope.js";
+import type * as z from "zod";
+import type { Capability, Envelope } from "../../gateway/envelope.js";
 import { ParticipantError } from "../errors.js";
-import {
-  parseMcpRequest,
-  PresencePayloadSchema,
-  SystemErrorPayloadSchema,
-  ToolInfoSchema,
-  WelcomePayloadSchema,
-  type ParticipantInfo,
-  type RpcId,
-  type ToolInfo,
-} from "../wire.js";
+import type { ParticipantInfo, RpcId, ToolInfo } from "../wire.js";
+import { Calls } from "./calls.js";
+import { Connection } from "./connection.js";
+import { Inbound } from "./inbound.js";
+import { Serving } from "./serving.js";
 import type {
   ApproveOptions,
   CallOptions,
   ClientEvents,
   ClientOptions,
   ClientStatus,
-  IncomingNotification,
   NotificationHandler,
   OutboundEnvelope,
   PendingCall,
@@ -53,17 +53,6 @@ import type {
   TypedCallOptions,
   WelcomeInfo,
 } from "./types.js";
-import { Calls } from "./calls.js";
-import { Connection } from "./connection.js";
-import { outsideServing, Serving } from "./serving.js";
-
-// ---------------------------------------------------------------------------------------
-// Internals
-
-const ToolsPageSchema = z.looseObject({ tools: z.array(ToolInfoSchema), nextCursor: z.string().optional() });
-const ProposalsPageSchema = z.looseObject({ proposals: z.array(z.looseObject({ id: z.string(), kind: z.string() })), nextCursor: z.string().optional() });
-
-// ---------------------------------------------------------------------------------------
 
 /** One participant's connection to one space. */
 export class ParticipantClient {
@@ -74,25 +63,18 @@ export class ParticipantClient {
     return client;
   }
 
+  private readonly events = new EventEmitter();
   private readonly conn: Connection;
   private readonly calls: Calls;
-  private readonly events = new EventEmitter();
-
-  private lastWelcome: WelcomeInfo | undefined;
-  private readonly others = new Map<string, ParticipantInfo>();
-  private readonly seenProposals = new Map<string, Envelope>();
-  private toolList: ToolInfo[] = [];
-  private caps: Capability[] = [];
-
   private readonly serving: Serving;
-  private readonly notificationHandlers = new Set<NotificationHandler>();
+  private readonly inbound: Inbound;
 
   constructor(opts: ClientOptions) {
     this.conn = new Connection(opts, {
-      receive: (text) => this.receive(text),
+      receive: (text) => this.inbound.receive(text),
       settleAll: (why, keepHeld) => this.settleAll(why, keepHeld),
       closeMcp: () => this.serving.closeMcp(),
-      welcome: () => this.lastWelcome,
+      welcome: () => this.inbound.lastWelcome,
       emit: this.emit.bind(this),
     });
     this.calls = new Calls(this.conn, {
@@ -100,7 +82,8 @@ export class ParticipantClient {
       proposalTimeoutMs: opts.proposalTimeoutMs ?? 660_000,
       servedHere: () => this.serving.servedHere(),
     });
-    this.serving = new Serving(this.conn, this.calls, () => this.lastWelcome?.id);
+    this.serving = new Serving(this.conn, this.calls, () => this.inbound.lastWelcome?.id);
+    this.inbound = new Inbound(this.conn, this.calls, this.serving, { emit: this.emit.bind(this), report: this.report.bind(this) });
   }
 
   // --- state ------------------------------------------------------------------------------
@@ -111,33 +94,34 @@ export class ParticipantClient {
 
   /** This participant's id, from the welcome. Throws before the first welcome. */
   get id(): string {
-    if (!this.lastWelcome) throw new ParticipantError("disconnected", "not connected yet: await connect() first");
-    return this.lastWelcome.id;
+    const welcome = this.inbound.lastWelcome;
+    if (!welcome) throw new ParticipantError("disconnected", "not connected yet: await connect() first");
+    return welcome.id;
   }
 
   /** Current capabilities (updated by every welcome, including after grants). */
   get capabilities(): readonly Capability[] {
-    return this.caps;
+    return this.inbound.caps;
   }
 
   /** The other participants present, by id, kept current from presence. */
   get participants(): ReadonlyMap<string, ParticipantInfo> {
-    return this.others;
+    return this.inbound.others;
   }
 
   /** The space's tools as of the last welcome or `listTools()`. */
   get tools(): readonly ToolInfo[] {
-    return this.toolList;
+    return this.inbound.toolList;
   }
 
   /** Pending proposals seen (from the welcome and since), by proposal id; decided ones are removed. */
   get proposals(): ReadonlyMap<string, Envelope> {
-    return this.seenProposals;
+    return this.inbound.seenProposals;
   }
 
   /** The last welcome, if any. */
   get welcome(): WelcomeInfo | undefined {
-    return this.lastWelcome;
+    return this.inbound.lastWelcome;
   }
 
   // --- events -----------------------------------------------------------------------------
@@ -180,22 +164,9 @@ export class ParticipantClient {
    * can still come, or still be given, once the connection is back.
    */
   private settleAll(why: string, keepHeld = false): void {
-    const held = keepHeld ? new Set([...this.heldCalls.values()].flat()) : new Set<string>();
+    const held = keepHeld ? this.inbound.heldCallIds() : new Set<string>();
     this.calls.failAll(why, held);
     this.serving.abortAll(held);
-  }
-
-  /** Calls of mine (made or served) held in a person's conversation, per person. */
-  private readonly heldCalls = new Map<string, string[]>();
-
-  private noteConversation(human: unknown, stack: unknown): void {
-    if (typeof human !== "string") return;
-    const me = this.lastWelcome?.id;
-    const mine = (Array.isArray(stack) ? stack : [])
-      .filter((f): f is Record<string, unknown> => isRecord(f) && typeof f["call"] === "string" && (f["caller"] === me || f["agent"] === me))
-      .map((f) => f["call"] as string);
-    if (mine.length) this.heldCalls.set(human, mine);
-    else this.heldCalls.delete(human);
   }
 
   // --- sending ----------------------------------------------------------------------------
@@ -248,7 +219,7 @@ export class ParticipantClient {
   /** Withdraws one of my proposals; a pending `propose()` for it rejects with `withdrawn`. Returns the envelope id. */
   withdraw(proposalId: string, reason?: string): string {
     const id = this.calls.withdraw(proposalId, reason);
-    this.seenProposals.delete(proposalId);
+    this.inbound.forgetProposal(proposalId);
     return id;
   }
 
@@ -266,17 +237,8 @@ export class ParticipantClient {
    * Asks `system:gateway` for every tool of the space (all pages), each with the policy
    * that applies to me, and updates `tools`.
    */
-  async listTools(opts: CallOptions = {}): Promise<ToolInfo[]> {
-    const tools: ToolInfo[] = [];
-    let cursor: string | undefined;
-    for (let page = 0; page < 1000; page++) {
-      const res = await this.request(GATEWAY_ID, "tools/list", cursor === undefined ? {} : { cursor }, { ...opts, schema: ToolsPageSchema });
-      tools.push(...res.tools);
-      cursor = res.nextCursor;
-      if (cursor === undefined) break;
-    }
-    this.toolList = tools;
-    return tools;
+  listTools(opts: CallOptions = {}): Promise<ToolInfo[]> {
+    return this.inbound.listTools(opts);
   }
 
   /**
@@ -284,17 +246,8 @@ export class ParticipantClient {
    * they are also remembered in `proposals`. Large arguments come elided
    * (`{"mewgate/elided": {bytes, fetch}}`); `proposals/get` fetches one whole.
    */
-  async listProposals(opts: CallOptions = {}): Promise<Envelope[]> {
-    const proposals: Envelope[] = [];
-    let cursor: string | undefined;
-    for (let page = 0; page < 1000; page++) {
-      const res = await this.request(GATEWAY_ID, "proposals/list", cursor === undefined ? {} : { cursor }, { ...opts, schema: ProposalsPageSchema });
-      proposals.push(...(res.proposals as unknown as Envelope[]));
-      cursor = res.nextCursor;
-      if (cursor === undefined) break;
-    }
-    for (const p of proposals) if (!this.seenProposals.has(p.id)) this.seenProposals.set(p.id, p);
-    return proposals;
+  listProposals(opts: CallOptions = {}): Promise<Envelope[]> {
+    return this.inbound.listProposals(opts);
   }
 
   // --- serving ----------------------------------------------------------------------------
@@ -321,8 +274,7 @@ export class ParticipantClient {
 
   /** Receives JSON-RPC notifications addressed to me or broadcast. Returns a function that removes the handler. */
   onNotification(handler: NotificationHandler): () => void {
-    this.notificationHandlers.add(handler);
-    return () => this.notificationHandlers.delete(handler);
+    return this.inbound.onNotification(handler);
   }
 
   /**
@@ -346,164 +298,7 @@ export class ParticipantClient {
     this.serving.announceTools();
   }
 
-  // --- receiving --------------------------------------------------------------------------
-
-  private receive(text: string): void {
-    let env: Envelope;
-    try {
-      env = JSON.parse(text) as Envelope;
-    } catch {
-      this.conn.log?.warn("a frame from the gateway is not JSON; ignored");
-      return;
-    }
-    if (!isEnvelope(env)) {
-      this.conn.log?.warn("a frame from the gateway is not an envelope; ignored");
-      return;
-    }
-    // Deliveries may arrive inside a handler's async context (in-process transports
-    // inherit it); nothing received belongs to the request being served.
-    outsideServing(() => this.dispatch(env));
-  }
-
-  private dispatch(env: Envelope): void {
-    switch (env.kind) {
-      case "system/welcome":
-        this.onWelcome(env);
-        if (isRecord(env.payload)) {
-          this.heldCalls.clear();
-          const list = env.payload["conversations"];
-          for (const c of Array.isArray(list) ? list : []) if (isRecord(c)) this.noteConversation(c["human"], c["stack"]);
-        }
-        break;
-      case "space/conversation":
-        if (env.from === GATEWAY_ID && isRecord(env.payload)) this.noteConversation(env.payload["human"], env.payload["stack"]);
-        break;
-      case "system/presence":
-        this.onPresence(env);
-        break;
-      case "system/error":
-        this.onSystemError(env);
-        break;
-      case "mcp/request":
-        this.onMcpRequest(env);
-        break;
-      case "mcp/response":
-        this.forgetProposals(env);
-        this.calls.answered(env);
-        break;
-      case "mcp/proposal":
-        this.onProposal(env);
-        break;
-      case "mcp/approve": {
-        this.calls.approved(env);
-        this.forgetProposals(env);
-        break;
-      }
-      case "mcp/reject":
-        this.forgetProposals(env);
-        this.calls.rejected(env);
-        break;
-      case "mcp/withdraw":
-        this.forgetProposals(env);
-        this.calls.withdrawn(env);
-        break;
-    }
-    this.emit("envelope", env);
-  }
-
-  private onWelcome(env: Envelope): void {
-    const parsed = WelcomePayloadSchema.safeParse(env.payload);
-    if (!parsed.success) {
-      this.report(new ParticipantError("invalid_response", `unreadable welcome: ${parsed.error.issues[0]?.message ?? "invalid"}`, { envelope: env }));
-      return;
-    }
-    const w = parsed.data;
-    const first = !this.conn.welcomed;
-    const info: WelcomeInfo = {
-      id: w.you.id,
-      kind: w.you.kind,
-      capabilities: w.you.capabilities,
-      visibility: w.you.visibility,
-      space: w.space,
-      participants: w.participants,
-      tools: w.tools,
-      proposals: w.proposals as unknown as Envelope[],
-      history: w.history as unknown as Envelope[],
-      reconnected: first && this.conn.everOpen,
-      refreshed: !first,
-      envelope: env,
-    };
-    this.lastWelcome = info;
-    this.caps = info.capabilities;
-    this.toolList = info.tools;
-    this.others.clear();
-    for (const p of info.participants) this.others.set(p.id, p);
-    if (first) {
-      this.seenProposals.clear();
-      for (const p of info.proposals) this.seenProposals.set(p.id, p);
-      this.conn.opened(info);
-    }
-    this.emit("welcome", info);
-    // A welcome carries what fits in one frame; the rest is a page away.
-    if (w.tools_cursor !== undefined) this.listTools().catch((err: unknown) => this.conn.log?.warn({ err }, "could not fetch the rest of the catalogue"));
-    if (first && w.proposals_cursor !== undefined) this.listProposals().catch((err: unknown) => this.conn.log?.warn({ err }, "could not fetch the rest of the pending proposals"));
-    // Whether the server has tools is private to the SDK; a server without any answers
-    // the gateway's tools/list with an error, which costs one round trip.
-    if (first && this.serving.servesMcp) this.serving.announceTools();
-  }
-
-  private onPresence(env: Envelope): void {
-    const parsed = PresencePayloadSchema.safeParse(env.payload);
-    if (!parsed.success) return;
-    const { event, participant, reason } = parsed.data;
-    if (event === "join") this.others.set(participant.id, participant);
-    else this.others.delete(participant.id);
-    this.emit("presence", { event, participant, reason, envelope: env });
-  }
-
-  private onSystemError(env: Envelope): void {
-    const parsed = SystemErrorPayloadSchema.safeParse(env.payload);
-    const payload = parsed.success ? parsed.data : {};
-    const code = payload.code ?? payload.error ?? "error";
-    const error = new ParticipantError(code, payload.message ?? code, { data: env.payload, envelope: env });
-    if (!this.calls.failCorrelated(env, error)) this.report(error);
-  }
-
-  private onMcpRequest(env: Envelope): void {
-    const parsed = parseMcpRequest(env.payload);
-    if (!parsed.success) return;
-    const { id: rpcId, method, params } = parsed.data;
-    const me = this.lastWelcome?.id;
-    const addressed = env.to?.includes(me ?? "") ?? false;
-    if (rpcId === undefined) {
-      if ((env.to !== undefined && !addressed) || env.from === me) return;
-      if (method === "notifications/cancelled") this.serving.cancelServing(env, params);
-      else if (method === "notifications/progress") this.calls.progress(env, params);
-      else if (addressed) this.serving.deliverNotification(method, params);
-      const n: IncomingNotification = { method, params, from: env.from, envelope: env };
-      for (const h of this.notificationHandlers) {
-        try {
-          h(n);
-        } catch (err) {
-          this.conn.log?.warn({ err, method }, "notification handler threw");
-        }
-      }
-      return;
-    }
-    // Watchers see every request in the space; only the addressee answers.
-    if (addressed) this.serving.serve(env, rpcId, method, params);
-  }
-
-  private onProposal(env: Envelope): void {
-    this.seenProposals.set(env.id, env);
-    this.calls.proposed(env);
-    this.emit("proposal", env);
-  }
-
-  /** A decision or an answer ends a proposal's pending life. */
-  private forgetProposals(env: Envelope): void {
-    for (const id of env.correlation_id ?? []) this.seenProposals.delete(id);
-  }
+  // --- events raised by the pieces --------------------------------------------------------
 
   private emit<K extends keyof ClientEvents>(event: K, ...args: ClientEvents[K]): void {
     try {
@@ -518,15 +313,4 @@ export class ParticipantClient {
     if (this.events.listenerCount("error") > 0) this.emit("error", error);
     else this.conn.log?.warn({ code: error.code }, error.message);
   }
-}
-
-// ---------------------------------------------------------------------------------------
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-/** A cheap header check: the gateway has already validated every envelope it routes. */
-function isEnvelope(v: unknown): v is Envelope {
-  return isRecord(v) && typeof v["kind"] === "string" && typeof v["id"] === "string" && typeof v["from"] === "string";
 }
