@@ -130,7 +130,7 @@ export class Calls {
     return this.conn.send({ kind: "mcp/reject", correlation_id: [proposalId], payload: text === undefined ? { reason } : { reason, text } });
   }
 
-  // --- answers, from the dispatch ----------------------------------------------------------
+  // --- answers, from the dispatch ---------------------------------------------------------
 
   /** An `mcp/response`: settles the call it answers. */
   answered(env: Envelope): void {
