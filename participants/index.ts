@@ -24,7 +24,7 @@ export {
   type TypedCallOptions,
   type WebSocketClientOptions,
   type WelcomeInfo,
-} from "./client.js";
+} from "./client/index.js";
 export { ParticipantError, RpcError, RpcErrorCodes, type ParticipantErrorCode, type ParticipantErrorDetails } from "./errors.js";
 export type { CloseInfo, Transport, TransportFactory } from "./transport.js";
 export { webSocketTransport, gatewayUrl, type WebSocketTransportOptions } from "./websocket.js";
