@@ -46,6 +46,7 @@ describe("valid files", () => {
         state_dir: path.join(FIXTURES, "state"),
         limits: {
           max_payload_bytes: 2048,
+          max_depth: 32,
           max_buffered_bytes: 65536,
           rate_per_second: 12.5,
           rate_burst: 20,

@@ -10,7 +10,8 @@
  */
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
-import { type Capability, covers } from "../policy/capabilities.js";
+import type { Authority } from "../policy/authority.js";
+import type { Capability } from "../policy/capabilities.js";
 import type { ParticipantConfig, SpaceConfig } from "../config/config.js";
 import { CloseCodes, type Envelope, ErrorCodes, type ErrorCode, type InboundEnvelope, stamp, systemEnvelope } from "../wire/envelope.js";
 import { clip } from "../ports/host.js";
@@ -31,6 +32,8 @@ export interface InviteHost {
   readonly log: Logger;
   member(id: string): Member | undefined;
   capabilitiesOf(id: string): Capability[];
+  /** The decision point: what the inviter may lend. */
+  readonly authority: Pick<Authority, "lendable">;
   deliver(env: Envelope, sender?: Member): void;
   sendTo(member: Member, env: Envelope): void;
   fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void;
@@ -53,7 +56,7 @@ export class Invites {
   apply(r: InviteRecord): void {
     if (r.type === "invite") {
       this.invited.set(r.id, r);
-      const p: ParticipantConfig = { id: r.id, kind: "agent", echo: false, visibility: "all", capabilities: r.capabilities } as ParticipantConfig;
+      const p: ParticipantConfig = { id: r.id, kind: "agent", echo: false, visibility: "all", capabilities: r.capabilities, invitedBy: r.by } as ParticipantConfig;
       this.host.config.participants[r.id] = p;
       this.tokens.addDigest(r.id, r.digest);
     } else if (this.invited.delete(r.id)) {
@@ -83,9 +86,10 @@ export class Invites {
       return this.host.fail(member, ErrorCodes.invalidPayload, "space/invite: initial_capabilities must be a list of capabilities like {kind: \"chat\"}", inbound.id);
     }
     const capabilities = caps as Capability[];
-    const held = this.host.capabilitiesOf(member.id);
-    const notHeld = capabilities.filter((c) => !covers(held, c));
-    if (notHeld.length) return this.host.fail(member, ErrorCodes.grantExceedsHeld, "you can only give an invited participant capabilities you hold yourself", inbound.id, { not_held: notHeld });
+    // An invite lends the inviter's capabilities as a grant does, checked the same way, and
+    // stays a loan: the puppet may call a tool only while its inviter may (policy/authority.ts).
+    const refused = this.host.authority.lendable(member.id, this.host.capabilitiesOf(member.id), capabilities);
+    if (refused?.decision === "denied") return this.host.fail(member, refused.code, refused.message, inbound.id, refused.extra);
     if (this.invited.size >= MAX_INVITED) return this.host.fail(member, ErrorCodes.quotaExceeded, `the space has ${MAX_INVITED} invited participants, its limit`, inbound.id, { quota: "invited" });
     const token = randomBytes(24).toString("base64url");
     const env = stamp(inbound, member.id);

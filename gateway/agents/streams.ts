@@ -53,9 +53,11 @@ export class Streams {
     const payload = isRecord(inbound.payload) ? inbound.payload : {};
     const target = Array.isArray(payload["target"]) ? payload["target"].filter((t): t is string => typeof t === "string") : undefined;
     const stream: Stream = { id: `stream-${++this.counter}`, owner: member.id, writers: new Set([member.id]), created: new Date().toISOString(), target, request: payload };
-    this.streams.set(stream.id, stream);
     const req = stamp(inbound, member.id);
+    // Announced first, registered after: a request that cannot be delivered must not stay
+    // in the list every welcome carries.
     this.host.deliver(req, member);
+    this.streams.set(stream.id, stream);
     const encoding = payload["encoding"] === "binary" ? "binary" : "text";
     // The request's own fields first, the gateway's after: nobody names owner or writers but the gateway.
     this.host.deliver(systemEnvelope("stream/open", { ...this.describe(stream), encoding }, { to: [member.id], correlation_id: [req.id] }), undefined, true);

@@ -357,6 +357,12 @@ export type ParticipantConfig = Omit<z.output<typeof ParticipantSchema>, "capabi
   id: string;
   capabilities: Capability[];
   visibility: Visibility;
+  /**
+   * Set for a participant invited at run time (agents/invites.ts): who invited it. Its
+   * capabilities are then a loan from the inviter, worth for a tool call only what the
+   * inviter may call directly at the time (policy/authority.ts).
+   */
+  invitedBy?: string;
 };
 
 /** The resolved config: defaults applied, `gateway.state_dir` absolute. */

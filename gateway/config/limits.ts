@@ -8,6 +8,7 @@ import { expected, int, MAX_TIMER_MS, numeric, section } from "./schema.js";
 
 export const DEFAULT_LIMITS = Object.freeze({
   max_payload_bytes: 1_048_576,
+  max_depth: 64,
   max_buffered_bytes: 8_388_608,
   rate_per_second: 200,
   rate_burst: 400,
@@ -26,6 +27,12 @@ export const DEFAULT_LIMITS = Object.freeze({
 
 export const LimitsSchema = section({
   max_payload_bytes: int(1024, 64 * 1024 * 1024).default(DEFAULT_LIMITS.max_payload_bytes),
+  /**
+   * How deeply a frame may nest arrays and objects (the envelope itself is 1). Real tool
+   * schemas and arguments stay far below; the bound keeps every recursive walk of a frame
+   * (serializing, matching, storing) well inside the stack.
+   */
+  max_depth: int(8, 1000).default(DEFAULT_LIMITS.max_depth),
   max_buffered_bytes: int(64 * 1024).default(DEFAULT_LIMITS.max_buffered_bytes),
   rate_per_second: numeric(z.number({ error: expected("a number > 0") }).positive()).default(
     DEFAULT_LIMITS.rate_per_second,

@@ -3,6 +3,10 @@
  * from the header, a bounded JSON-object body, a JSON answer.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { nestsWithin } from "../wire/envelope.js";
+
+/** Deepest body any route takes: the deepest frame a space may allow (`gateway.limits.max_depth`), which then applies. */
+const MAX_BODY_DEPTH = 1000;
 
 export function bearer(header: string | undefined): string | undefined {
   const m = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
@@ -33,6 +37,7 @@ export function readJsonObject(req: IncomingMessage, max: number): Promise<{ ok:
       try {
         const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown;
         if (typeof body !== "object" || body === null || Array.isArray(body)) return resolve({ ok: false, status: 400, message: "the body must be a JSON object" });
+        if (!nestsWithin(body, MAX_BODY_DEPTH)) return resolve({ ok: false, status: 400, message: `the body nests arrays and objects more than ${MAX_BODY_DEPTH} deep` });
         resolve({ ok: true, body: body as Record<string, unknown> });
       } catch {
         resolve({ ok: false, status: 400, message: "the body is not JSON" });

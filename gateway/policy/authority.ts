@@ -13,17 +13,22 @@
  * A grant is worth what its granter may do at the time of use: a tool call counts as
  * granted only if some granter of a matching grant may itself make the call directly,
  * following loans back to a participant whose own policy allows it. A loan cycle with no
- * such root grants nothing, and a `deny` of the granter's own takes effect at once.
+ * such root grants nothing, and a `deny` of the granter's own takes effect at once. The
+ * capabilities an invited participant was given are the same kind of loan, from its
+ * inviter: an invite cannot make a puppet that calls what its maker may not.
  */
-import { type Capability, compileCapabilities, type Matcher } from "./capabilities.js";
+import { type Capability, compileCapabilities, covers, type Matcher } from "./capabilities.js";
 import type { SpaceConfig } from "../config/config.js";
 import { ErrorCodes, type ErrorCode } from "../wire/envelope.js";
 import type { GrantBook } from "./grants.js";
-import { allowCapabilities, CompiledPolicy, type Decision, decide, decideWhy } from "./rules.js";
+import { allowCapabilities, CompiledPolicy, type Decision, decideWhy, specificTool } from "./rules.js";
 import type { Registry } from "../ports/registry.js";
 
 /** The outcome for one call: go ahead, go through a proposal, or a refusal to send back. */
 export type Verdict = { decision: "direct" | "proposal" } | { decision: "denied"; code: ErrorCode; message: string; extra?: Record<string, unknown> };
+
+/** How much a decision lets through: an invited participant gets the lesser of its own and its inviter's. */
+const RANK: Record<Decision, number> = { denied: 0, proposal: 1, direct: 2 };
 
 interface Rules {
   policy: CompiledPolicy;
@@ -50,9 +55,26 @@ export class Authority {
     return this.rulesOf(id)?.configured ?? [];
   }
 
+  /**
+   * Why `lender` may not lend `capabilities` (by a grant or an invite), if it may not: it
+   * must hold each one, and its own tool policy must let it call directly each tool one of
+   * them names. A capability that covers many tools is held to the lender's policy tool by
+   * tool at use (`decideFrom`).
+   */
+  lendable(lender: string, held: readonly Capability[], capabilities: readonly Capability[]): Verdict | undefined {
+    const notHeld = capabilities.filter((c) => !covers(held, c));
+    if (notHeld.length) return { decision: "denied", code: ErrorCodes.grantExceedsHeld, message: "you can only lend capabilities you hold yourself", extra: { not_held: notHeld } };
+    const beyond = capabilities.filter((c) => {
+      const t = specificTool(c);
+      return t !== undefined && this.tool(lender, t.owner, t.tool) !== "direct";
+    });
+    if (beyond.length) return { decision: "denied", code: ErrorCodes.grantExceedsPolicy, message: "your own tool policy does not let you call this directly, so you cannot lend it", extra: { beyond_policy: beyond } };
+    return undefined;
+  }
+
   /** The tool policy's decision for `caller` calling `owner/tool`. */
   tool(caller: string, owner: string, tool: string): Decision {
-    return this.decideFrom(caller, owner, tool, new Set());
+    return this.decideFrom(caller, owner, tool, new Set()).decision;
   }
 
   /**
@@ -94,39 +116,33 @@ export class Authority {
 
   /** Why `caller` calling `owner/tool` gets the decision it gets, in words for a person. */
   why(caller: string, owner: string, tool: string): string {
-    const rules = this.rulesOf(caller);
-    if (!rules) return "not a participant";
-    const seen = new Set([caller]);
-    return decideWhy({
-      policy: rules.policy,
-      configured: rules.configuredMatch,
-      granted: (shape) => this.grants.to(caller).some((g) => g.matches(shape) && !seen.has(g.from) && this.decideFrom(g.from, owner, tool, seen) === "direct"),
-      owner,
-      tool,
-      annotations: this.registry.get(owner, tool)?.annotations,
-      autoApproved: this.config.participants[owner]?.mcp?.autoApprove?.includes(tool),
-      fallback: this.config.policy.fallback,
-    }).why;
+    return this.decideFrom(caller, owner, tool, new Set()).why;
   }
 
-  private decideFrom(caller: string, owner: string, tool: string, seen: Set<string>): Decision {
+  private decideFrom(caller: string, owner: string, tool: string, seen: Set<string>): { decision: Decision; why: string } {
     const rules = this.rulesOf(caller);
-    if (!rules) return "denied";
+    if (!rules) return { decision: "denied", why: "not a participant" };
     seen.add(caller);
-    return decide({
+    // An invited participant has no policy of its own: it may do no more than its inviter,
+    // and its capabilities are a loan, worth a direct call only where the inviter may make one.
+    const inviter = this.config.participants[caller]?.invitedBy;
+    const lent = inviter === undefined ? undefined : seen.has(inviter) ? ({ decision: "denied", why: "its invitation goes round in a circle" } as const) : this.decideFrom(inviter, owner, tool, seen);
+    const own = decideWhy({
       policy: rules.policy,
-      configured: rules.configuredMatch,
+      configured: lent === undefined ? rules.configuredMatch : (shape) => lent.decision === "direct" && rules.configuredMatch(shape),
       // Depth-first over grants with one `seen` set per question: a participant already
       // asked about cannot help (it is either being proved right now, which is circular,
       // or was found unable), so each is asked at most once.
       granted: (shape) =>
-        this.grants.to(caller).some((g) => g.matches(shape) && !seen.has(g.from) && this.decideFrom(g.from, owner, tool, seen) === "direct"),
+        this.grants.to(caller).some((g) => g.matches(shape) && !seen.has(g.from) && this.decideFrom(g.from, owner, tool, seen).decision === "direct"),
       owner,
       tool,
       annotations: this.registry.get(owner, tool)?.annotations,
       autoApproved: this.config.participants[owner]?.mcp?.autoApprove?.includes(tool),
       fallback: this.config.policy.fallback,
     });
+    if (lent === undefined || RANK[lent.decision] >= RANK[own.decision]) return own;
+    return { decision: lent.decision, why: `it was invited by ${inviter}, and for ${inviter}: ${lent.why}` };
   }
 
   private rulesOf(id: string): Rules | undefined {

@@ -26,7 +26,6 @@ import type { GrantBook, GrantRecord } from "./grants.js";
 import { clip } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
 import type { Plan } from "../ports/plan.js";
-import { specificTool } from "./rules.js";
 
 /** What lending needs of the space. */
 export interface LendingHost {
@@ -64,20 +63,10 @@ export class Lending {
       return this.host.fail(member, ErrorCodes.unknownRecipient, `no participant "${clip(recipient)}" in space "${this.host.id}"`, inbound.id);
     }
     if (recipient === member.id) return this.host.fail(member, ErrorCodes.invalidPayload, "capability/grant: you cannot grant to yourself", inbound.id);
-    const held = this.grants.capabilitiesOf(member.id);
-    const notHeld = capabilities.filter((c) => !covers(held, c));
-    if (notHeld.length) {
-      return this.host.fail(member, ErrorCodes.grantExceedsHeld, "you can only grant capabilities you hold yourself", inbound.id, { not_held: notHeld });
-    }
     // Holding the pattern is not enough for a tool: the granter's own policy must let it
-    // call the tool directly. (A grant of many tools is checked tool by tool at use.)
-    const beyond = capabilities.filter((c) => {
-      const t = specificTool(c);
-      return t !== undefined && this.host.authority.tool(member.id, t.owner, t.tool) !== "direct";
-    });
-    if (beyond.length) {
-      return this.host.fail(member, ErrorCodes.grantExceedsPolicy, "your own tool policy does not let you call this directly, so you cannot lend it", inbound.id, { beyond_policy: beyond });
-    }
+    // call the tool directly (the same check as an invite's, at the decision point).
+    const refused = this.host.authority.lendable(member.id, this.grants.capabilitiesOf(member.id), capabilities);
+    if (refused?.decision === "denied") return this.host.fail(member, refused.code, refused.message, inbound.id, refused.extra);
     const over = this.quota(member.id);
     if (over) return this.host.fail(member, ErrorCodes.quotaExceeded, over, inbound.id, { quota: "grants" });
     const env = stamp(inbound, member.id);

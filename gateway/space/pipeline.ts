@@ -56,7 +56,7 @@ export class Pipeline {
    */
   handle(member: Member, text: string): void {
     this.space.metrics.envelopesIn++;
-    const parsed = parseFrame(text);
+    const parsed = parseFrame(text, this.space.config.gateway.limits.max_depth);
     if (member.backlog || (member.inFlight > 0 && !pipelined(parsed, member.inFlight))) {
       member.backlog ??= [];
       if (member.backlog.length >= MAX_BACKLOG) {
@@ -68,12 +68,24 @@ export class Pipeline {
     this.run(member, parsed);
   }
 
-  private run(member: Member, parsed: ParsedFrame): void {
-    const pending = this.process(member, parsed);
-    if (!pending) return;
+  /**
+   * Runs one parsed frame inside the error boundary every frame shares, whether it came
+   * straight from the socket, from the member's backlog after a write, or from the operator
+   * API: a bug in a handler costs that frame (the member hears `internal_error`), never the
+   * process or the space. Resolves when the frame's durable change, if any, is done.
+   */
+  run(member: Member, parsed: ParsedFrame): Promise<void> | undefined {
+    let pending: Promise<void> | void;
+    try {
+      pending = this.process(member, parsed);
+    } catch (err) {
+      this.crashed(member, parsed, err);
+      return undefined;
+    }
+    if (!pending) return undefined;
     member.inFlight++;
-    pending
-      .catch((err: unknown) => member.log.error({ err: String(err) }, "a frame's handling failed"))
+    return pending
+      .catch((err: unknown) => this.crashed(member, parsed, err))
       .finally(() => {
         member.inFlight--;
         // A member that left or was replaced meanwhile gets nothing more done.
@@ -84,8 +96,18 @@ export class Pipeline {
       });
   }
 
-  /** The whole inbound pipeline for one frame; a promise when the frame changes durable state. */
-  process(member: Member, parsed: ParsedFrame): Promise<void> | void {
+  private crashed(member: Member, parsed: ParsedFrame, err: unknown): void {
+    const id = parsed.ok && "envelope" in parsed ? parsed.envelope.id : undefined;
+    member.log.error({ err: err instanceof Error ? { message: err.message, stack: err.stack } : String(err), kind: parsed.ok && "envelope" in parsed ? parsed.envelope.kind : undefined }, "a frame's handling failed");
+    try {
+      this.space.fail(member, ErrorCodes.internal, "the gateway failed to handle this frame; nothing else was affected", id);
+    } catch {
+      // Telling the member failed too (its socket is gone): the frame is lost, the space goes on.
+    }
+  }
+
+  /** The whole inbound pipeline for one frame; a promise when the frame changes durable state. Throws only on a bug (`run` catches it). */
+  private process(member: Member, parsed: ParsedFrame): Promise<void> | void {
     const space = this.space;
     if (!parsed.ok) return space.fail(member, parsed.code, parsed.message, parsed.id);
     if ("join" in parsed) {

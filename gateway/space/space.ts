@@ -104,6 +104,7 @@ export class Space implements SpaceHost {
         log,
         member: (id) => this.delivery.members.get(id),
         capabilitiesOf: (id) => this.grants.capabilitiesOf(id),
+        authority: { lendable: (...a) => this.authority.lendable(...a) },
         deliver: (e, s) => this.deliver(e, s),
         sendTo: (m, e) => this.sendTo(m, e),
         fail: (...a) => this.fail(...a),
@@ -335,7 +336,7 @@ export class Space implements SpaceHost {
     };
     const actor = new Member(id, config, peer, config.visibility, false, this.log, this.delivery.joins, "api");
     this.recompile(actor);
-    const pending = this.pipeline.process(actor, parseFrame(JSON.stringify(frame)));
+    const pending = this.pipeline.run(actor, parseFrame(JSON.stringify(frame), this.config.gateway.limits.max_depth));
     if (pending) await pending;
     return errors;
   }

@@ -152,6 +152,7 @@ export const ErrorCodes = {
   invalidEnvelope: "invalid_envelope",
   invalidPayload: "invalid_payload",
   payloadTooLarge: "payload_too_large",
+  tooDeep: "too_deep",
   fromMismatch: "from_mismatch",
   reservedKind: "reserved_kind",
   capabilityViolation: "capability_violation",
@@ -195,11 +196,36 @@ export type ParsedFrame =
   | { ok: true; join: Join }
   | { ok: false; code: ErrorCode; message: string; id?: string };
 
+/** How deeply a frame may nest when the space does not say (`gateway.limits.max_depth`). */
+export const DEFAULT_MAX_DEPTH = 64;
+
+/**
+ * Whether `value` nests arrays and objects at most `max` deep, counting itself as `depth`.
+ * Recursive, but never deeper than `max` (at most 1000 by the config), so it cannot
+ * overflow the stack whatever it is given; stops at the first level too deep.
+ */
+export function nestsWithin(value: object, max: number, depth = 1): boolean {
+  if (depth > max) return false;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const v: unknown = value[i];
+      if (typeof v === "object" && v !== null && !nestsWithin(v, max, depth + 1)) return false;
+    }
+    return true;
+  }
+  for (const k in value) {
+    const v = (value as Record<string, unknown>)[k];
+    if (typeof v === "object" && v !== null && !nestsWithin(v, max, depth + 1)) return false;
+  }
+  return true;
+}
+
 /**
  * Parses one text frame. Never throws: a bad frame yields an error code and a message
- * naming the first offending field.
+ * naming the first offending field. A frame nesting deeper than `maxDepth` is refused
+ * here, before anything can register, store or serialize it.
  */
-export function parseFrame(text: string): ParsedFrame {
+export function parseFrame(text: string, maxDepth = DEFAULT_MAX_DEPTH): ParsedFrame {
   let raw: unknown;
   try {
     raw = JSON.parse(text);
@@ -210,6 +236,10 @@ export function parseFrame(text: string): ParsedFrame {
     return { ok: false, code: ErrorCodes.invalidEnvelope, message: "frame must be a JSON object (a MEW envelope)" };
   }
   const obj = raw as Record<string, unknown>;
+  if (!nestsWithin(obj, maxDepth)) {
+    const id = typeof obj["id"] === "string" && obj["id"].length <= 256 ? obj["id"] : undefined;
+    return { ok: false, code: ErrorCodes.tooDeep, message: `frame nests arrays and objects more than ${maxDepth} deep (gateway.limits.max_depth)`, ...(id ? { id } : {}) };
+  }
   if (obj["type"] === "join" && obj["kind"] === undefined) return parseJoin(obj);
   if (obj["kind"] === "system/join") return parseJoin(obj["payload"]);
   const quick = quickEnvelope(obj);
