@@ -52,7 +52,7 @@ export const LimitsSchema = section({
   max_connections: int(1, 1_000_000).default(DEFAULT_LIMITS.max_connections),
   /** Extra connections kept for humans who authenticate at the door, so a flood cannot lock them out. */
   operator_reserve: int(0, 10_000).default(DEFAULT_LIMITS.operator_reserve),
-  /** Connections from one remote address. */
+  /** Sockets from one remote address, HTTP and WebSocket, counted from the TCP connect (edge/sockets.ts). */
   max_per_address: int(1, 1_000_000).default(DEFAULT_LIMITS.max_per_address),
   /** Connections that have not authenticated yet. */
   max_unauthenticated: int(1, 1_000_000).default(DEFAULT_LIMITS.max_unauthenticated),

@@ -4,7 +4,7 @@
  * share is in connection.ts) — and hands each authenticated frame to its space's door.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { hostname } from "node:os";
 import { type WebSocket, WebSocketServer } from "ws";
 import type { Logger } from "pino";
@@ -14,6 +14,8 @@ import { createLogger } from "../operator/log.js";
 import { Space } from "../space/space.js";
 import { type Admission, localDoor, type SpaceDoor } from "../space/door.js";
 import { Connection } from "./connection.js";
+import { descriptorLimit, descriptorsInUse, fitLimits, headroomFor } from "./descriptors.js";
+import { type Evictions, SocketBook } from "./sockets.js";
 import { render as renderMetrics } from "../ports/metrics.js";
 import { mountOperatorApi } from "../operator/api.js";
 import { mountConsole } from "../operator/console.js";
@@ -42,6 +44,8 @@ export interface GatewayOptions {
 /** ws refuses (closing with 1009) frames beyond this many times the soft limit; below it a too-large frame is answered with an error and the connection is kept. */
 const HARD_PAYLOAD_FACTOR = 4;
 const HARD_PAYLOAD_CEILING = 64 * 1024 * 1024;
+/** The limits fitted to the descriptor budget, as the start warning shows them. */
+const SOCKET_LIMITS = ["max_connections", "operator_reserve", "mcp_sessions", "max_per_address", "max_unauthenticated"] as const;
 /** A space's lease in a cluster: how soon another node takes it over when its owner dies. */
 const DEFAULT_LEASE_MS = 1500;
 
@@ -59,16 +63,19 @@ export class Gateway {
   /** Routes that serve every path under a prefix (`/api/`, `/ui/`). */
   private readonly prefixes: Array<[string, HttpHandler]> = [];
   private readonly guard: OriginGuard;
-  /** Open WebSocket connections per remote address, and those not yet authenticated. */
-  private readonly perAddress = new Map<string, number>();
+  /** Every socket on the port from its first byte, per address, and which have not sent a request yet (sockets.ts). */
+  private readonly sockets: SocketBook;
+  /** WebSocket connections not yet authenticated. */
   private unauthenticated = 0;
+  private lastAcceptError = 0;
+  /** The socket ceiling and the descriptor limit it was fitted under, for the start line. */
+  private readonly fit: { ceiling: number; descriptors: number | "unlimited" };
   private heartbeat: NodeJS.Timeout | undefined;
   private closing = false;
 
   constructor(private readonly opts: GatewayOptions) {
     const first = opts.spaces[0];
     if (!first) throw new Error("a gateway needs at least one space");
-    this.limits = first.gateway.limits;
     this.log = opts.log ?? createLogger();
     const ids = new Set<string>();
     for (const config of opts.spaces) {
@@ -77,8 +84,22 @@ export class Gateway {
       // A clustered gateway opens a space when it comes to own it.
       if (!this.clustered) this.spaces.set(config.space.id, this.openSpace(config));
     }
+    // Once the spaces' journals are open: what is in use now is counted, the rest kept as headroom.
+    const fitted = this.fitToDescriptors(first.gateway.limits);
+    this.limits = fitted.limits;
+    this.fit = { ceiling: fitted.sockets, descriptors: Number.isFinite(fitted.descriptors) ? fitted.descriptors : "unlimited" };
     this.guard = new OriginGuard({ host: first.gateway.host, allowedOrigins: first.gateway.allowed_origins, allowedHosts: first.gateway.allowed_hosts });
     this.http = createServer((req, res) => {
+      // Its headers are in: no longer half-open, and idle again once answered (keep-alive).
+      this.sockets.busy(req.socket);
+      res.once("finish", () => this.sockets.idle(req.socket));
+      // A socket that came over a ceiling with nothing older to evict is told which.
+      const over = this.sockets.refusal(req.socket);
+      if (over) {
+        res.writeHead(over.status, { "content-type": "text/plain", connection: "close", ...(over.status === 503 ? { "retry-after": "1" } : {}) });
+        res.end(`${over.reason}\n`);
+        return;
+      }
       // Before anything else, on every route (DESIGN: refuse before doing work).
       const admitted = this.guard.check(req);
       if (!admitted.ok) {
@@ -113,13 +134,18 @@ export class Gateway {
     // headers must arrive within seconds.
     this.http.headersTimeout = Math.max(2000, this.limits.join_timeout_ms * 2);
     this.http.requestTimeout = 60_000;
-    // The last line against file-descriptor exhaustion: sockets beyond every cap are cut.
-    this.http.maxConnections = this.limits.max_connections + this.limits.operator_reserve + this.limits.mcp_sessions + 64;
+    // Counted from the first byte; at the ceiling the oldest socket without a request makes room.
+    this.sockets = new SocketBook({ sockets: this.fit.ceiling, perAddress: this.limits.max_per_address, headersMs: this.http.headersTimeout }, (evicted) => this.evicted(evicted));
+    this.http.on("connection", (socket: Socket) => this.sockets.admit(socket));
+    // The last line, should sockets pile up faster than they close: node cuts those beyond
+    // it at accept, still within the descriptors kept free beside the ceiling.
+    this.http.maxConnections = this.fit.ceiling + Math.floor(fitted.headroom / 2);
     // The operator API, and the web console on it, are part of every gateway.
     mountOperatorApi(this);
     mountConsole(this);
     mountInjection(this);
     this.http.on("upgrade", (req, socket, head) => {
+      this.sockets.upgraded(req.socket);
       const refusal = this.refuseUpgrade(req);
       if (refusal) {
         this.log.info({ remote: req.socket.remoteAddress, status: refusal.status, reason: refusal.reason }, "WebSocket upgrade refused");
@@ -182,7 +208,7 @@ export class Gateway {
     return this.cluster;
   }
 
-  /** The limits the gateway runs with (the first space's `gateway.limits`). */
+  /** The limits the gateway runs with: the first space's `gateway.limits`, lowered where they did not fit the descriptor limit. */
   get limitsInForce(): Limits {
     return this.limits;
   }
@@ -200,11 +226,10 @@ export class Gateway {
     const url = new URL(req.url ?? "/", "http://gateway");
     // MEW clients connect to the root; ours to /ws.
     if (url.pathname !== "/ws" && url.pathname !== "/") return { status: "404 Not Found", reason: "WebSocket connections go to /ws?space=NAME (or /)" };
-    const address = req.socket.remoteAddress ?? "unknown";
-    const { max_connections, operator_reserve, max_per_address, max_unauthenticated } = this.limits;
-    if ((this.perAddress.get(address) ?? 0) >= max_per_address) {
-      return { status: "429 Too Many Requests", reason: `too many connections from your address (gateway.limits.max_per_address: ${max_per_address})` };
-    }
+    const { max_connections, operator_reserve, max_unauthenticated } = this.limits;
+    // Over the address's share, or over the port's ceiling, with nothing half-open to evict.
+    const over = this.sockets.refusal(req.socket);
+    if (over) return { status: over.status === 429 ? "429 Too Many Requests" : "503 Service Unavailable", reason: over.reason };
     const token = bearer(req.headers.authorization) ?? url.searchParams.get("token") ?? undefined;
     if (this.connections.size >= max_connections) {
       const space = this.spaces.get(url.searchParams.get("space") ?? "");
@@ -250,6 +275,14 @@ export class Gateway {
       });
     });
     const address = this.http.address() as AddressInfo;
+    // An accept that fails (EMFILE: descriptors taken by something else) must not stop the
+    // gateway: node reports it as the server's error, which would throw with no listener.
+    this.http.on("error", (err: NodeJS.ErrnoException) => {
+      const now = Date.now();
+      if (now - this.lastAcceptError < 1000) return;
+      this.lastAcceptError = now;
+      this.log.error({ err: err.message, code: err.code, sockets: this.sockets.size }, "could not accept a connection");
+    });
     if (this.limits.heartbeat_ms > 0) {
       this.heartbeat = setInterval(() => this.beat(), this.limits.heartbeat_ms);
       this.heartbeat.unref();
@@ -291,7 +324,7 @@ export class Gateway {
       }
       this.log.info({ node, owns: [...this.spaces.keys()] }, "joined the cluster");
     }
-    this.log.info({ url, spaces: [...this.spaces.keys()] }, "gateway listening");
+    this.log.info({ url, spaces: [...this.spaces.keys()], sockets: this.fit }, "gateway listening");
     return { host: address.address, port: address.port, url };
   }
 
@@ -300,6 +333,7 @@ export class Gateway {
     if (this.closing) return;
     this.closing = true;
     clearInterval(this.heartbeat);
+    this.sockets.close();
     // Each space's store flushes what it was writing before the gateway says it stopped.
     // A cluster node hands its spaces over first: another node owns them at once.
     await this.cluster?.stop().catch((err: unknown) => this.log.error({ err: String(err) }, "leaving the cluster failed"));
@@ -334,13 +368,9 @@ export class Gateway {
     const address = req.socket.remoteAddress ?? "unknown";
     const conn = new Connection(ws, this.limits, this.log, address);
     this.connections.add(conn);
-    this.perAddress.set(address, (this.perAddress.get(address) ?? 0) + 1);
     this.unauthenticated++;
     ws.on("close", () => {
       this.connections.delete(conn);
-      const n = (this.perAddress.get(address) ?? 1) - 1;
-      if (n > 0) this.perAddress.set(address, n);
-      else this.perAddress.delete(address);
       if (!conn.authenticated) this.unauthenticated--;
       conn.ended();
     });
@@ -386,6 +416,36 @@ export class Gateway {
       conn.log.warn({ err: String(err) }, "admission failed");
       conn.close(CloseCodes.tryAgain, "the space is not reachable right now; try again");
     });
+  }
+
+  /**
+   * The configured limits fitted below the process's descriptor limit (descriptors.ts),
+   * with a warning that gives the numbers when they had to be lowered.
+   */
+  private fitToDescriptors(configured: Limits): { limits: Limits; sockets: number; descriptors: number; headroom: number } {
+    const { limit, source } = descriptorLimit();
+    const inUse = descriptorsInUse();
+    const headroom = headroomFor(this.opts.spaces, this.clustered);
+    const fit = fitLimits(configured, limit - inUse - headroom);
+    if (fit.lowered.length > 0) {
+      const shown = (l: Limits, sockets: number) => ({ sockets, ...Object.fromEntries(SOCKET_LIMITS.map((k) => [k, l[k]])) });
+      this.log.warn(
+        {
+          descriptors: { limit, source, in_use: inUse, headroom, budget: fit.budget },
+          configured: shown(configured, fit.configured),
+          effective: shown(fit.limits, fit.sockets),
+          lowered: fit.lowered,
+        },
+        `the configured connection limits need ${fit.configured} sockets, more than the ${fit.budget} this process has descriptors for (ulimit -n ${limit}, ${inUse} in use, ${headroom} kept free); lowered them to fit: raise the descriptor limit (ulimit -n, LimitNOFILE=) or lower gateway.limits`,
+      );
+    }
+    return { limits: fit.limits, sockets: fit.sockets, descriptors: limit, headroom };
+  }
+
+  /** Once a second at most: what was evicted to make room, and from where. */
+  private evicted(e: Evictions): void {
+    if (e.sockets + e.max_per_address > 0) this.log.warn({ evicted: e }, "evicted connections that had not sent a request, to make room for new ones");
+    else this.log.info({ evicted: e }, "closed connections that did not send their request headers in time");
   }
 
   /** Where connections to space `id` go: its local door, or a cluster's. */
