@@ -165,7 +165,9 @@ export class ParticipantClient {
    */
   private settleAll(why: string, keepHeld = false): void {
     const held = keepHeld ? this.inbound.heldCallIds() : new Set<string>();
-    this.calls.failAll(why, held);
+    // An approved call's outcome may still be told after a reconnect (interrupted, if the
+    // gateway restarted): it waits for the next welcome (calls.ts `resumed`).
+    this.calls.failAll(why, keepHeld ? new Set([...held, ...this.calls.approvedIds()]) : held);
     this.serving.abortAll(held);
   }
 
