@@ -197,8 +197,9 @@ export class ParticipantClient {
    * Rejects with `ParticipantError`: `rpc_error` (or the JSON-RPC error's `data.reason`,
    * e.g. `timeout`, `target_left`), a correlated `system/error`'s code
    * (`capability_violation`, `proposal_required`, `denied`, `cycle_detected`, …),
-   * `rejected` / `expired` / `withdrawn`, `timeout`, `cancelled`, `disconnected`,
-   * `invalid_response`.
+   * `rejected` / `expired` / `withdrawn`, `interrupted` (approved, then the gateway stopped:
+   * it may or may not have run; see calls.ts `resumed`), `timeout`, `cancelled`,
+   * `disconnected`, `invalid_response`.
    */
   request<S extends z.ZodType>(target: string, method: string, params: unknown, opts: TypedCallOptions<S>): PendingCall<z.output<S>>;
   request(target: string, method: string, params?: unknown, opts?: CallOptions): PendingCall<unknown>;
