@@ -97,7 +97,7 @@ export class ApiClient {
   }
 }
 
-/** A pending proposal from the API, in the envelope shape the terminal's formatting reads. */
+/** A proposal awaiting a decision from the API (pending or interrupted), in the envelope shape the terminal's formatting reads. */
 export function asEnvelope(p: Record<string, any>): Envelope {
   const tool = typeof p["tool"] === "string" ? (p["tool"] as string).slice(String(p["owner"]).length + 1) : undefined;
   return {
@@ -107,6 +107,11 @@ export function asEnvelope(p: Record<string, any>): Envelope {
     from: String(p["proposer"]),
     to: [String(p["owner"])],
     kind: "mcp/proposal",
-    payload: { method: p["method"], params: p["method"] === "tools/call" ? { name: tool, arguments: p["arguments"] } : p["params"] },
+    payload: {
+      method: p["method"],
+      params: p["method"] === "tools/call" ? { name: tool, arguments: p["arguments"] } : p["params"],
+      // Approved before the gateway stopped: shown as such, and approved again in one step.
+      ...(p["interrupted"] ? { "mewgate/interrupted": { approved_by: p["interrupted"]["approvedBy"], message: p["interrupted"]["message"], arguments: p["interrupted"]["arguments"] } } : {}),
+    },
   };
 }

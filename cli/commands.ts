@@ -10,7 +10,7 @@ import { guard, processIo, proposalLine, type Io } from "./lifecycle.js";
 import { ApiClient, asEnvelope } from "./api.js";
 import { openClient, resolveTarget, type RemoteOptions } from "./remote.js";
 import { CliError, loadSpace, spaceFile } from "./space.js";
-import { callShape, isRecord, oneLine, shortId, summarizeResult, truncate } from "./terminal/format.js";
+import { callShape, interruption, isRecord, oneLine, shortId, summarizeResult, truncate } from "./terminal/format.js";
 import { ProposalQueue } from "./terminal/queue.js";
 
 /** Resolves the target and runs `body` against the operator API: nothing joins. */
@@ -177,7 +177,7 @@ export function runProposals(action: string | undefined, ref: string | undefined
       const payload: Record<string, unknown> = { scope: opts.always ? "always" : "once" };
       if (edited) payload["arguments"] = edited;
       await api.post(`proposals/${encodeURIComponent(p.id)}/approve`, payload);
-      io.stdout.write(`approved ${label} [${shortId(p.id)}] from ${p.from}${opts.always ? " (always)" : ""}${edited ? " with edited arguments" : ""}\n`);
+      io.stdout.write(`approved ${label}${interruption(p) ? " again" : ""} [${shortId(p.id)}] from ${p.from}${opts.always ? " (always)" : ""}${edited ? " with edited arguments" : ""}\n`);
       const response = await result;
       if (!response) io.stdout.write("(no result yet; it goes to the proposer)\n");
       else {

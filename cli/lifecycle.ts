@@ -13,7 +13,7 @@ import type { Envelope } from "../gateway/wire/envelope.js";
 import { resolveTarget } from "./remote.js";
 import { ApiClient, asEnvelope } from "./api.js";
 import { CliError, gatewayUrlFor, inspectUpRecord, isAlive, isOurUp, loadSpace, readUpRecord, spaceFile, upFiles, type UpRecord } from "./space.js";
-import { callShape, oneLine, shortId, truncate } from "./terminal/format.js";
+import { callShape, interruption, oneLine, shortId, truncate } from "./terminal/format.js";
 
 export interface Io {
   stdout: NodeJS.WritableStream;
@@ -172,5 +172,7 @@ export function runStatus(opts: StatusOptions, io: Io = processIo()): Promise<nu
 
 export function proposalLine(p: Envelope): string {
   const c = callShape(p);
-  return truncate(`  [${shortId(p.id)}] ${p.from} → ${c.label} ${oneLine(c.arguments, 80)}  (${p.ts})`, 160);
+  const cut = interruption(p);
+  const mark = cut ? `INTERRUPTED (approved by ${cut.approvedBy ?? "someone"}; ${cut.message}) ` : "";
+  return truncate(`  [${shortId(p.id)}] ${mark}${p.from} → ${c.label} ${oneLine(c.arguments, 80)}  (${p.ts})`, 240);
 }

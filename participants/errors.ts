@@ -27,6 +27,12 @@ export type ParticipantErrorCode =
   | "expired"
   /** The proposal was withdrawn. */
   | "withdrawn"
+  /**
+   * The gateway stopped after the proposal was approved, before its outcome was recorded:
+   * the call may or may not have run. The proposal waits for a person to approve it again
+   * (or reject it); a new approval's answer is not this call's.
+   */
+  | "interrupted"
   /** The caller aborted the call through its `AbortSignal`. */
   | "cancelled"
   /** The answer did not have the expected shape (`mcp/response` not JSON-RPC, or `schema` failed). */

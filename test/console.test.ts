@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ROOT, tempDir } from "./fixtures/cli/harness.js";
-import { sleep, startGateway, TestClient, toolOwner, type Env, type TestGateway } from "./helpers.js";
+import { interruptedGateway, sleep, startGateway, TestClient, toolOwner, type Env, type TestGateway } from "./helpers.js";
 
 const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
 const T = { human: "human-token-1", agent: "agent-token-3", fs: "fs-token-4444" };
@@ -52,8 +52,8 @@ afterEach(async () => {
   gw = undefined;
 });
 
-async function setup(viewport = { width: 1100, height: 800 }): Promise<{ agent: TestClient; fs: TestClient; calls: Env[] }> {
-  gw = await startGateway(SPACE);
+async function setup(viewport = { width: 1100, height: 800 }, started?: TestGateway): Promise<{ agent: TestClient; fs: TestClient; calls: Env[] }> {
+  gw = started ?? (await startGateway(SPACE));
   const calls: Env[] = [];
   const fs = await toolOwner(gw, "web", T.fs, TOOLS, { onCall: (env, reply) => (calls.push(env), reply({ content: [{ type: "text", text: "written" }] })) });
   const agent = await TestClient.join(gw, "web", T.agent);
@@ -116,6 +116,25 @@ describe("the web console", () => {
     expect(calls).toHaveLength(1);
     await page!.getByText("No proposals waiting.").waitFor();
     expect(await page!.title()).toBe("mewgate · web");
+  });
+
+  it("shows an interrupted proposal apart, with why and who approved it; Approve again runs it once", async () => {
+    const started = await interruptedGateway(SPACE, tempDir("mewgate-console-intr-"), {
+      ...{ space: "web", id: "i1", owner: "fs", ownerToken: T.fs, tools: TOOLS, tool: "write_file", args: { path: "again.txt" } },
+      ...{ proposerToken: T.agent, approverToken: T.human },
+    });
+    const { agent, calls } = await setup(undefined, started);
+    await openConsole();
+    const card = page!.locator('li.card[data-id="i1"]');
+    await card.waitFor();
+    expect(await card.getAttribute("class")).toBe("card interrupted");
+    expect(await card.locator(".interruption").textContent()).toBe("Interrupted: the gateway stopped after it was approved; it may or may not have run.");
+    expect(await card.textContent()).toContain("Approved by human before the stop.");
+    await shot("console-interrupted");
+    await card.getByRole("button", { name: "Approve again" }).click();
+    await agent.next((e) => e.kind === "mcp/response" && e.from === "fs" && e.correlation_id?.[0] === "i1");
+    expect(calls).toHaveLength(1);
+    await page!.getByText("No proposals waiting.").waitFor();
   });
 
   it("Edit checks the JSON against the tool's schema and shows a diff; Always makes a grant Revoke takes back; Reject asks why", async () => {

@@ -45,13 +45,16 @@ async function join(g: { port: number }, id: string): Promise<TestClient> {
   return c;
 }
 
-/** Every pending proposal id `c` may see, following the pages. */
+/**
+ * Every pending proposal id `c` may see, following the pages. Interrupted ones (approved
+ * before the kill, listed again for a new decision) are not pending: they are decided.
+ */
 async function pendingIds(c: TestClient): Promise<Set<string>> {
   const ids = new Set<string>();
   let cursor: string | undefined;
   for (let page = 0; page < 100; page++) {
     const res = await askGateway(c, "proposals/list", cursor ? { cursor } : {});
-    for (const p of res.payload.result.proposals) ids.add(p.id);
+    for (const p of res.payload.result.proposals) if (!p.payload?.["mewgate/interrupted"]) ids.add(p.id);
     cursor = res.payload.result.nextCursor;
     if (!cursor) break;
   }

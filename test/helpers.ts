@@ -269,3 +269,28 @@ export function seeded(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
+
+/**
+ * Starts a gateway over `dir`, has `proposer` propose `tool` at `owner`, `approver` approve
+ * it, and stops the gateway while the call is at the owner (which never answers); started
+ * again over the same state, the gateway holds the proposal `interrupted`. Resolves with
+ * the restarted gateway (its `stop` leaves `dir`).
+ */
+export async function interruptedGateway(
+  yaml: string,
+  dir: string,
+  p: { space: string; id: string; owner: string; ownerToken: string; tools: unknown[]; tool: string; args: Record<string, unknown>; proposerToken: string; approverToken: string },
+): Promise<TestGateway> {
+  const g1 = await startGateway(yaml, { dir });
+  let reached = false;
+  const owner = await toolOwner(g1, p.space, p.ownerToken, p.tools, { onCall: () => void (reached = true) });
+  const proposer = await TestClient.join(g1, p.space, p.proposerToken);
+  const approver = await TestClient.join(g1, p.space, p.approverToken);
+  proposer.send({ id: p.id, kind: "mcp/proposal", to: [p.owner], payload: { method: "tools/call", params: { name: p.tool, arguments: p.args } } });
+  await approver.next((e) => e.kind === "mcp/proposal" && e.id === p.id);
+  approver.send({ kind: "mcp/approve", correlation_id: [p.id], payload: { scope: "once" } });
+  await waitFor(() => reached, 5000, "the approved call reaches its owner");
+  for (const c of [owner, proposer, approver]) c.ws.terminate();
+  await g1.gateway.close();
+  return startGateway(yaml, { dir });
+}

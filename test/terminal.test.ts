@@ -2,18 +2,23 @@
  * The interactive terminal, driven as a person would: `mewgate up spaces/demo/space.yaml`
  * in a tmux pane, keys sent with send-keys, the screen read with capture-pane.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { cleanEnv, DEMO, MAIN, poll, requireTmux, run, tempDir, Tmux } from "./fixtures/cli/harness.js";
 import { readAudit } from "../gateway/space/ledger.js";
+import { interruptedGateway, TestClient, toolOwner, type Env, type TestGateway } from "./helpers.js";
 
 const panes: Tmux[] = [];
+const gateways: TestGateway[] = [];
+const sockets: TestClient[] = [];
 
 beforeAll(() => requireTmux());
 
-afterEach(() => {
+afterEach(async () => {
   for (const p of panes.splice(0)) p.kill();
+  for (const c of sockets.splice(0)) c.ws.terminate();
+  for (const g of gateways.splice(0)) await g.stop();
 });
 
 function demo(extraArgs: string[] = [], env: NodeJS.ProcessEnv = {}): { pane: Tmux; state: string } {
@@ -119,6 +124,40 @@ describe("mewgate up: the interactive terminal", () => {
     await poll("the edited write", () => existsSync(join(state, "sandbox", "via-editor.txt")));
     await pane.waitFor(/approved \[[0-9a-f]{8}\] with edited arguments \{"path":"via-editor\.txt"/);
     expect(existsSync(join(state, "sandbox", "hello.txt"))).toBe(false);
+    pane.keys("C-c");
+    await pane.waitFor(/\[exited 0\]/);
+  });
+
+  it("shows a proposal interrupted by a gateway stop apart, with why; `a` approves it again and it runs once", async () => {
+    const T = { me: "me-token-0123456789", bot: "bot-token-0123456789", fs: "fs-token-0123456789" };
+    const yaml = `
+space: {id: term}
+participants:
+  me: {kind: human, token: ${T.me}}
+  bot: {kind: agent, token: ${T.bot}, tools: {ask: ["fs/write_file"]}}
+  fs: {kind: mcp, token: ${T.fs}}
+`;
+    const tools = [{ name: "write_file", inputSchema: { type: "object" } }];
+    const dir = tempDir("mewgate-term-intr-");
+    const g = await interruptedGateway(yaml, dir, { space: "term", id: "intr-1", owner: "fs", ownerToken: T.fs, tools, tool: "write_file", args: { path: "again.txt" }, proposerToken: T.bot, approverToken: T.me });
+    gateways.push(g);
+    const calls: Env[] = [];
+    sockets.push(await toolOwner(g, "term", T.fs, tools, { onCall: (env, reply) => (calls.push(env), reply({ content: [{ type: "text", text: "written" }] })) }));
+    const tokenFile = join(dir, "me.token");
+    writeFileSync(tokenFile, `${T.me}\n`, { mode: 0o600 });
+    const pane = new Tmux([process.execPath, MAIN, "connect", "--gateway", g.url, "--space", "term", "--token-file", tokenFile], { env: cleanEnv() });
+    panes.push(pane);
+    await pane.waitFor(/1 proposal waiting/);
+    const screen = pane.capture();
+    expect(screen).toMatch(/bot wants fs\/write_file +\[intr-1\] +INTERRUPTED/);
+    expect(screen).toContain("interrupted: the gateway stopped after it was approved; it may or may not have run");
+    expect(screen).toContain("approved by me before the stop");
+    expect(screen).toContain("a approve again");
+    pane.keys("a");
+    await pane.waitFor(/approved fs\/write_file again \[intr-1\]/);
+    await poll("the call at its owner", () => calls.length === 1);
+    await pane.waitFor(/no proposals waiting/);
+    expect(calls).toHaveLength(1);
     pane.keys("C-c");
     await pane.waitFor(/\[exited 0\]/);
   });

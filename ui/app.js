@@ -224,21 +224,29 @@ async function refreshProposals() {
 }
 
 function card(p) {
-  const args = JSON.stringify(p.arguments ?? {}, null, 2);
+  // Interrupted: approved before the gateway stopped; approving it again (same action) may run it a second time.
+  const cut = p.state === "interrupted" ? p.interrupted ?? {} : undefined;
+  const args = JSON.stringify((cut && cut.arguments) ?? p.arguments ?? {}, null, 2);
   const actions = p.mine
     ? el("div", { class: "actions" }, el("button", { text: "Withdraw", onclick: () => act(p, "withdraw", {}) }))
     : el(
         "div",
         { class: "actions" },
-        el("button", { class: "approve", text: "Approve", onclick: () => act(p, "approve", { scope: "once" }) }),
+        el("button", { class: "approve", text: cut ? "Approve again" : "Approve", onclick: () => act(p, "approve", { scope: "once" }) }),
         el("button", { text: "Always", title: "approve, and let the proposer call this tool without asking from now on", onclick: () => act(p, "approve", { scope: "always" }) }),
         el("button", { text: "Edit", onclick: () => edit(p) }),
         el("button", { class: "reject", text: "Reject", onclick: () => reject(p) }),
       );
   return el(
     "li",
-    { class: "card", "data-id": p.id },
+    { class: cut ? "card interrupted" : "card", "data-id": p.id },
     el("h3", { text: `${p.proposer} → ${p.tool ?? `${p.owner}: ${p.method}`}` }),
+    ...(cut
+      ? [
+          el("p", { class: "interruption", role: "status", text: `Interrupted: ${cut.message ?? "the gateway stopped after it was approved; it may or may not have run"}.` }),
+          el("p", { class: "why", text: `Approved by ${cut.approvedBy ?? "someone"} before the stop. Approve it again to run it (again), or reject it.` }),
+        ]
+      : []),
     el("p", { class: "why", text: `${p.why ? `Needs approval: ${p.why}. ` : ""}Expires ${new Date(p.expiresAt).toLocaleTimeString()}.` }),
     el("pre", { class: "args", text: args }),
     el("p", { class: "error", role: "alert" }),
@@ -271,7 +279,7 @@ function reject(p) {
 
 function edit(p) {
   const dialog = $("edit-dialog");
-  const before = JSON.stringify(p.arguments ?? {}, null, 2);
+  const before = JSON.stringify((p.state === "interrupted" && p.interrupted?.arguments) || p.arguments || {}, null, 2);
   $("edit-text").value = before;
   $("edit-error").textContent = "";
   $("edit-diff").hidden = true;

@@ -136,10 +136,32 @@ export interface CallShape {
   arguments: unknown;
 }
 
+/** How a proposal approved before the gateway stopped is marked (`payload["mewgate/interrupted"]`). */
+export interface Interruption {
+  /** Who approved it before the stop, if known. */
+  approvedBy: string | undefined;
+  /** Why it waits again, in words. */
+  message: string;
+}
+
+/** The mark of an interrupted proposal, if `env` is one: it waits for someone to approve it again or reject it. */
+export function interruption(env: Envelope): Interruption | undefined {
+  const payload = isRecord(env.payload) ? env.payload : {};
+  const mark = payload["mewgate/interrupted"];
+  if (!isRecord(mark)) return undefined;
+  return {
+    approvedBy: typeof mark["approved_by"] === "string" ? sanitize(mark["approved_by"]) : undefined,
+    message: sanitize(typeof mark["message"] === "string" ? mark["message"] : "the gateway stopped after it was approved; it may or may not have run"),
+  };
+}
+
 export function callShape(env: Envelope): CallShape {
   const payload = isRecord(env.payload) ? env.payload : {};
   const method = typeof payload["method"] === "string" ? payload["method"] : "?";
-  const params = isRecord(payload["params"]) ? payload["params"] : {};
+  let params = isRecord(payload["params"]) ? payload["params"] : {};
+  // An interrupted proposal approved with edited arguments is approved again with those.
+  const mark = payload["mewgate/interrupted"];
+  if (isRecord(mark) && isRecord(mark["arguments"])) params = { ...params, arguments: mark["arguments"] };
   const owner = env.to?.[0] ?? "?";
   if (method === "tools/call" && typeof params["name"] === "string") {
     const name = params["name"];

@@ -6,7 +6,7 @@
 import type { SpaceConfig } from "../../gateway/config/config.js";
 import type { Envelope } from "../../gateway/wire/envelope.js";
 import type { ToolInfo } from "../../participants/index.js";
-import { callShape, fit, oneLine, shortId, truncate, whyApproval, wrapJson, type Style } from "./format.js";
+import { callShape, fit, interruption, oneLine, shortId, truncate, whyApproval, wrapJson, type Style } from "./format.js";
 import type { ProposalQueue } from "./queue.js";
 
 /** Lines of arguments the approval view shows before its "more" marker. */
@@ -17,12 +17,17 @@ export function queueBlock(queue: ProposalQueue, s: Style, w: number, why: { con
   const n = queue.size;
   const current = queue.current!;
   const call = callShape(current);
+  const cut = interruption(current);
   const lines = [
     s.yellow(`── ${n} proposal${n === 1 ? "" : "s"} waiting · ${queue.position}/${n} ${"─".repeat(Math.max(2, Math.min(40, w - 40)))}`),
-    `${s.bold(current.from)} wants ${s.bold(call.label)}  ${s.dim(`[${shortId(current.id)}]`)}`,
-    s.dim(truncate(`why: ${whyApproval(current, why)}`, w)),
-    call.method === "tools/call" ? "arguments:" : "params:",
+    `${s.bold(current.from)} wants ${s.bold(call.label)}  ${s.dim(`[${shortId(current.id)}]`)}${cut ? `  ${s.red("INTERRUPTED")}` : ""}`,
   ];
+  // Approved once already: a person must see that approving it again may run it twice.
+  if (cut) {
+    lines.push(s.red(truncate(`interrupted: ${cut.message}`, w)));
+    lines.push(s.dim(truncate(`approved by ${cut.approvedBy ?? "someone"} before the stop; a approves it again (it runs again), r rejects it`, w)));
+  } else lines.push(s.dim(truncate(`why: ${whyApproval(current, why)}`, w)));
+  lines.push(call.method === "tools/call" ? "arguments:" : "params:");
   // Wrapped, never cut: what the human approves is what is on the screen, or the
   // marker says there is more and `v` prints it all.
   const args = wrapJson(call.arguments, w - 4, ARGUMENT_LINES);
@@ -31,10 +36,10 @@ export function queueBlock(queue: ProposalQueue, s: Style, w: number, why: { con
   const others = queue.all.filter((p) => p !== current);
   for (const p of others.slice(0, 5)) {
     const c = callShape(p);
-    lines.push(s.dim(fit(`   also: ${p.from} → ${c.label} [${shortId(p.id)}] `, c.arguments, w)));
+    lines.push(s.dim(fit(`   also: ${p.from} → ${c.label} [${shortId(p.id)}]${interruption(p) ? " (interrupted)" : ""} `, c.arguments, w)));
   }
   if (others.length > 5) lines.push(s.dim(`   … and ${others.length - 5} more (/proposals)`));
-  lines.push(s.yellow("a approve once · A approve always · e edit, then approve · r reject · v view all · n/p next/previous"));
+  lines.push(s.yellow(`a approve ${cut ? "again" : "once"} · A approve always · e edit, then approve · r reject · v view all · n/p next/previous`));
   return lines;
 }
 
@@ -51,6 +56,6 @@ export function proposalLines(queue: ProposalQueue, s: Style, width: number): st
   return queue.all.map((p, i) => {
     const c = callShape(p);
     const mark = p === queue.current ? ">" : " ";
-    return truncate(`${mark} ${i + 1}. [${shortId(p.id)}] ${p.from} → ${c.label} ${oneLine(c.arguments, 80)}`, width);
+    return truncate(`${mark} ${i + 1}. [${shortId(p.id)}] ${interruption(p) ? "INTERRUPTED " : ""}${p.from} → ${c.label} ${oneLine(c.arguments, 80)}`, width);
   });
 }

@@ -16,7 +16,7 @@ import { emitKeypressEvents } from "node:readline";
 import type { Envelope } from "../../gateway/wire/envelope.js";
 import type { WelcomeInfo } from "../../participants/index.js";
 import { editInEditor } from "./editor.js";
-import { ANSI, callShape, formatEnvelope, isRecord, oneLine, PLAIN, shortId, truncate, visibleLength, type Style, type ViewContext } from "./format.js";
+import { ANSI, callShape, formatEnvelope, interruption, isRecord, oneLine, PLAIN, shortId, truncate, visibleLength, type Style, type ViewContext } from "./format.js";
 import { FormWalk } from "./form.js";
 import { LineEditor, type Key } from "./line.js";
 import { SpaceLists } from "./lists.js";
@@ -314,7 +314,7 @@ export class TtyTerminal extends TerminalSession {
     const label = callShape(r.proposal).label;
     this.safely(() => {
       this.approve(r.proposal.id, { scope });
-      this.notice(`approved ${label} [${shortId(r.proposal.id)}]${scope === "always" ? ` — ${r.proposal.from} may now call ${label} without asking` : ""}`);
+      this.notice(`approved ${label}${interruption(r.proposal) ? " again" : ""} [${shortId(r.proposal.id)}]${scope === "always" ? ` — ${r.proposal.from} may now call ${label} without asking` : ""}`);
     });
   }
 

@@ -18,7 +18,7 @@ import type { Call } from "./calls.js";
 import { type Envelope, ErrorCodes, GATEWAY_ID, type InboundEnvelope, type McpRequestPayload, stamp, systemEnvelope } from "../wire/envelope.js";
 import { type CallRouter, clip, type SpaceHost } from "../ports/host.js";
 import { jsonBytes, readCursor, takePage } from "../wire/paging.js";
-import type { Proposal } from "../proposals/book.js";
+import { type Proposal, shownEnvelope } from "../proposals/book.js";
 import type { Member } from "../ports/member.js";
 
 /** JSON-RPC's "invalid params". */
@@ -44,7 +44,7 @@ export function maySee(member: Member, p: Proposal): boolean {
  * arguments replaced by a note of their size and how to fetch them.
  */
 export function listed(p: Proposal): Envelope {
-  const env = p.envelope as Envelope;
+  const env = shownEnvelope(p) as Envelope;
   const size = jsonBytes(env);
   if (size <= PROPOSAL_INLINE_BYTES) return env;
   const payload = (env.payload ?? {}) as { method?: string; params?: Record<string, unknown> };
@@ -89,7 +89,7 @@ export class GatewayEndpoint {
         const id = params["id"];
         const p = typeof id === "string" ? this.space.pendingProposals().find((x) => x.id === id) : undefined;
         if (!p || !maySee(member, p)) return reply({ error: { code: INVALID_PARAMS, message: `no pending proposal "${clip(String(id))}" that you may see` } });
-        return reply({ result: { proposal: p.envelope } });
+        return reply({ result: { proposal: shownEnvelope(p) } });
       }
       case "grants/list": {
         // Grants say who may do what: a member that sees everything sees them all, others

@@ -139,7 +139,7 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
   }
 }
 
-/** Pending proposals the caller may see: all with visibility `all`, else its own and those it would serve. */
+/** Proposals awaiting a decision (pending or interrupted) the caller may see: all with visibility `all`, else its own and those it would serve. */
 function visible(c: Caller): Proposal[] {
   const all = c.space.config.participants[c.id]?.visibility === "all";
   return c.space.pendingProposals().filter((p) => all || p.proposer === c.id || p.owner === c.id);

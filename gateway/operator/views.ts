@@ -1,10 +1,14 @@
 /**
  * What the operator API shows of a space's state, and how its errors map to HTTP.
  */
-import type { Proposal } from "../proposals/book.js";
+import { INTERRUPTED_TEXT, type Proposal } from "../proposals/book.js";
 import type { Space } from "../space/space.js";
 
-/** A pending proposal as an approver needs to see it: who, what, why it waits, everything it would do. */
+/**
+ * A proposal awaiting a decision as an approver needs to see it: who, what, why it waits,
+ * everything it would do. An interrupted one (approved before the gateway stopped) says so,
+ * who approved it, and the arguments that approval carried, which approving it again reuses.
+ */
 export function proposalView(space: Space, viewer: string, p: Proposal): Record<string, unknown> {
   const entry = p.tool === undefined ? undefined : space.toolEntry(p.owner, p.tool);
   return {
@@ -15,6 +19,10 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     ...(p.tool !== undefined ? { tool: `${p.owner}/${p.tool}`, why: space.authority.why(p.proposer, p.owner, p.tool) } : {}),
     arguments: p.params["arguments"] ?? {},
     ...(p.method !== "tools/call" ? { params: p.params } : {}),
+    state: p.state,
+    ...(p.state === "interrupted"
+      ? { interrupted: { reason: p.reason ?? "gateway_restarted", message: INTERRUPTED_TEXT, approvedBy: p.decidedBy, ...(p.editedArguments !== undefined ? { arguments: p.editedArguments } : {}) } }
+      : {}),
     createdAt: p.createdAt,
     expiresAt: new Date(p.expiresAt).toISOString(),
     ...(entry ? { inputSchema: entry["inputSchema"], description: entry["description"] } : {}),

@@ -46,7 +46,7 @@ export interface SpaceHost {
   fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void;
   /** The `capability_violation` error, worded the same wherever a capability check fails. */
   capabilityViolation(member: Member, inbound: InboundEnvelope): void;
-  /** Pending proposals, oldest first. */
+  /** Proposals awaiting a decision, oldest first: pending ones and interrupted ones (proposals/book.ts). */
   pendingProposals(): Proposal[];
   /** Grants held now, each with whether it stands. */
   grantsView(): Array<Record<string, unknown>>;

@@ -6,6 +6,15 @@
  *   pending → approved → routed → answered
  *   pending → rejected | withdrawn | expired
  *   approved | routed → failed        (the call could not be made or did not come back)
+ *   approved | routed → interrupted   (the gateway stopped before the call's outcome was written)
+ *   interrupted → approved | rejected | withdrawn | expired
+ *
+ * `interrupted` waits for a person again, like `pending`: the call may or may not have
+ * reached the tool, so only a new decision (an `mcp/approve` by someone who may approve
+ * it, never the proposer) routes it again. Both are "awaiting": counted in the pending
+ * quotas, listed in welcomes and proposals/list, and due to expire. An interrupted
+ * proposal gets a fresh TTL from the moment it is marked, since nobody could decide
+ * while the gateway was down.
  *
  * A change is made in two steps, so that nothing moves before it is durable: `plan*`
  * checks it and returns the records to write and a function that applies it in memory;
@@ -15,18 +24,19 @@
  * nobody else may plan another change of it.
  *
  * On start the ledger folds the store's records back in (`restore`); pending proposals
- * come back with their remaining time, and ones that were approved or in flight when the
- * gateway died are returned so the caller marks them failed, since their call's fate is
- * unknown.
+ * come back with their remaining time (interrupted ones too), and ones that were approved or
+ * in flight when the gateway died are returned so the caller marks them interrupted, since
+ * their call's fate is unknown.
  */
 import type { Plan } from "../ports/plan.js";
 
-export type ProposalState = "pending" | "approved" | "routed" | "answered" | "rejected" | "withdrawn" | "expired" | "failed";
+export type ProposalState = "pending" | "approved" | "routed" | "answered" | "rejected" | "withdrawn" | "expired" | "failed" | "interrupted";
 
 const NEXT: Record<ProposalState, readonly ProposalState[]> = {
   pending: ["approved", "rejected", "withdrawn", "expired"],
-  approved: ["routed", "failed"],
-  routed: ["answered", "failed"],
+  approved: ["routed", "failed", "interrupted"],
+  routed: ["answered", "failed", "interrupted"],
+  interrupted: ["approved", "rejected", "withdrawn", "expired"],
   answered: [],
   rejected: [],
   withdrawn: [],
@@ -64,6 +74,31 @@ export interface Proposal {
 }
 
 type Patch = Partial<Proposal> & { state: ProposalState };
+
+/** Whether a proposal in `state` waits for a person's decision: pending, or interrupted and waiting to be decided again. */
+export function awaiting(state: ProposalState): boolean {
+  return state === "pending" || state === "interrupted";
+}
+
+/** What a person is told of an interrupted proposal, wherever it is shown. */
+export const INTERRUPTED_TEXT = "the gateway stopped after it was approved; it may or may not have run";
+
+/**
+ * The proposal's envelope as welcomes and lists show it: an interrupted one carries
+ * `payload["mewgate/interrupted"]` (who approved it, with which arguments, and why it waits
+ * again), so any reader can tell it from a fresh one.
+ */
+export function shownEnvelope(p: Proposal): unknown {
+  if (p.state !== "interrupted" || typeof p.envelope !== "object" || p.envelope === null) return p.envelope;
+  const env = p.envelope as { payload?: Record<string, unknown> };
+  const mark = {
+    reason: p.reason ?? "gateway_restarted",
+    message: INTERRUPTED_TEXT,
+    approved_by: p.decidedBy,
+    ...(p.editedArguments !== undefined ? { arguments: p.editedArguments } : {}),
+  };
+  return { ...env, payload: { ...env.payload, "mewgate/interrupted": mark } };
+}
 
 export type ProposalRecord =
   | { type: "proposed"; proposal: Proposal }
@@ -143,7 +178,7 @@ export class ProposalBook {
       if (NEXT[p.state].length === 0) {
         this.open.delete(p.id);
         this.remember(p.id, p.state);
-      } else if (p.state === "pending") {
+      } else if (awaiting(p.state)) {
         this.count(p, 1);
         this.arm(p);
       } else inFlight.push(p);
@@ -174,8 +209,9 @@ export class ProposalBook {
     return this.busy.has(id);
   }
 
+  /** Proposals awaiting a person's decision, oldest first: pending ones, and interrupted ones waiting to be decided again. */
   pending(): Proposal[] {
-    return [...this.open.values()].filter((p) => p.state === "pending");
+    return [...this.open.values()].filter((p) => awaiting(p.state));
   }
 
   /** How many of `proposer`'s proposals are pending, and their bytes (those being added included). */
@@ -229,9 +265,11 @@ export class ProposalBook {
   /** Applies a change in memory; only through a plan, once its records are durable. */
   private move(p: Proposal, patch: Patch): void {
     const from = p.state;
-    if (p.state === "pending") this.count(p, -1);
+    if (awaiting(from) && !awaiting(patch.state)) this.count(p, -1);
+    if (!awaiting(from) && awaiting(patch.state)) this.count(p, 1);
     Object.assign(p, patch);
-    if (p.state !== "pending") this.disarm(p.id);
+    if (awaiting(p.state)) this.arm(p);
+    else this.disarm(p.id);
     if (NEXT[p.state].length === 0) {
       this.open.delete(p.id);
       this.remember(p.id, p.state);
@@ -261,14 +299,14 @@ export class ProposalBook {
     if (this.ended.size > ENDED_MEMORY) this.ended.delete(this.ended.keys().next().value!);
   }
 
-  /** Arms (or re-arms, after a failed attempt to record it) a pending proposal's expiry. */
+  /** Arms (or re-arms, after a failed attempt to record it) an awaiting proposal's expiry. */
   arm(p: Proposal, afterMs = Math.max(0, p.expiresAt - Date.now())): void {
     const onDue = this.onDue;
     if (!onDue) return;
     clearTimeout(this.timers.get(p.id));
     const timer = setTimeout(() => {
       this.timers.delete(p.id);
-      if (p.state === "pending" && this.open.get(p.id) === p) onDue(p);
+      if (awaiting(p.state) && this.open.get(p.id) === p) onDue(p);
     }, afterMs);
     timer.unref();
     this.timers.set(p.id, timer);
@@ -294,7 +332,8 @@ function audit(p: Proposal, event: AuditEntry["event"]): AuditRecord {
       method: p.method,
       arguments: p.editedArguments ?? p.params["arguments"],
       edited: p.editedArguments !== undefined ? true : undefined,
-      by: event === "proposed" ? undefined : p.decidedBy,
+      // An interruption is nobody's decision; the approval before it names its approver.
+      by: event === "proposed" || event === "interrupted" ? undefined : p.decidedBy,
       scope: p.scope,
       reason: p.reason,
       text: p.text,

@@ -30,7 +30,7 @@ import {
 import { type CallRouter, clip, type ProposalDesk, type SpaceHost } from "../ports/host.js";
 import { toolGrant } from "../policy/rules.js";
 import type { Plan } from "../ports/plan.js";
-import type { Proposal, ProposalBook } from "./book.js";
+import { awaiting, INTERRUPTED_TEXT, type Proposal, type ProposalBook } from "./book.js";
 import type { Member } from "../ports/member.js";
 
 export class Decisions implements ProposalDesk {
@@ -134,8 +134,9 @@ export class Decisions implements ProposalDesk {
   }
 
   /**
-   * The proposal an `mcp/approve` / `mcp/reject` / `mcp/withdraw` names, if it is still
-   * pending; otherwise the sender is told exactly why not.
+   * The proposal an `mcp/approve` / `mcp/reject` / `mcp/withdraw` names, if it still awaits
+   * a decision (pending, or interrupted: approved before the gateway stopped, waiting to be
+   * decided again); otherwise the sender is told exactly why not.
    */
   private pendingProposal(member: Member, inbound: InboundEnvelope, verb: string): Proposal | undefined {
     const id = inbound.correlation_id?.[0];
@@ -144,11 +145,11 @@ export class Decisions implements ProposalDesk {
       return undefined;
     }
     const p = this.proposals.get(id);
-    if (p?.state === "pending" && this.proposals.isBusy(id)) {
+    if (p && awaiting(p.state) && this.proposals.isBusy(id)) {
       this.space.fail(member, ErrorCodes.proposalNotPending, `a decision on proposal "${clip(id)}" is being recorded`, inbound.id, { state: "deciding" });
       return undefined;
     }
-    if (p?.state === "pending") return p;
+    if (p && awaiting(p.state)) return p;
     const ended = p?.state ?? this.proposals.endedAs(id);
     if (ended) this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(id)}" is already ${ended}`, inbound.id, { state: ended });
     else this.space.fail(member, ErrorCodes.unknownProposal, `no proposal "${clip(id)}" in space "${this.space.id}"`, inbound.id);
@@ -192,7 +193,10 @@ export class Decisions implements ProposalDesk {
     if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/approve: ${describeIssue(parsed.error)}`, inbound.id);
     const p = this.pendingProposal(member, inbound, "mcp/approve");
     if (!p || !this.mayDecide(member, p, inbound.id)) return;
-    const { scope, arguments: edited, reason } = parsed.data;
+    const { scope, reason } = parsed.data;
+    // Approving an interrupted proposal again without edits approves what was approved
+    // before (and is shown on its card): the earlier approver's edits, if any.
+    const edited = parsed.data.arguments ?? (p.state === "interrupted" ? p.editedArguments : undefined);
     if (scope === "always" && (p.tool === undefined || /[*!]/.test(p.tool))) {
       return this.space.fail(member, ErrorCodes.invalidPayload, "scope \"always\" applies to a tools/call of a tool whose name has no * or !", inbound.id);
     }
@@ -209,7 +213,7 @@ export class Decisions implements ProposalDesk {
 
   /** A MEW fulfilment: a request correlated to a pending proposal counts as a one-time approval. */
   onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Promise<void> | void {
-    if (p.state !== "pending") return void this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(p.id)}" is already ${p.state}`, inbound.id);
+    if (!awaiting(p.state)) return void this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(p.id)}" is already ${p.state}`, inbound.id);
     if (this.proposals.isBusy(p.id)) return void this.space.fail(member, ErrorCodes.proposalNotPending, `a decision on proposal "${clip(p.id)}" is being recorded`, inbound.id);
     // The fulfiller carries out the proposal, not a call of its own choosing.
     const to = inbound.to ?? [];
@@ -234,10 +238,11 @@ export class Decisions implements ProposalDesk {
     fulfiller?: { id: string; envelopeId: string },
   ): Promise<void> {
     // Everything that could stop the call is checked before the decision is recorded, so a
-    // refused approval leaves the proposal pending for a later try.
-    if (this.space.member(p.owner) === undefined) return this.space.fail(approver, ErrorCodes.targetOffline, `"${p.owner}" is not connected; the proposal stays pending`, announce?.id);
+    // refused approval leaves the proposal pending (or interrupted) for a later try.
+    const stays = `the proposal stays ${p.state}`;
+    if (this.space.member(p.owner) === undefined) return this.space.fail(approver, ErrorCodes.targetOffline, `"${p.owner}" is not connected; ${stays}`, announce?.id);
     const refusal = this.mcp.calls.refuse(p.proposer, p.owner, p.chain);
-    if (refusal) return this.space.fail(approver, refusal.code, `${refusal.message}; the proposal stays pending`, announce?.id);
+    if (refusal) return this.space.fail(approver, refusal.code, `${refusal.message}; ${stays}`, announce?.id);
     const args = d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined);
     // The decision and the grant an "always" makes are one transaction: both or neither.
     const plans: Plan[] = [this.proposals.planTransition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, editedArguments: d.edited })];
@@ -247,7 +252,7 @@ export class Decisions implements ProposalDesk {
     try {
       await this.space.record(...plans);
     } catch (err) {
-      return this.space.storeFailed(approver, err, announce?.id ?? fulfiller?.envelopeId, "the approval was not recorded; the proposal stays pending");
+      return this.space.storeFailed(approver, err, announce?.id ?? fulfiller?.envelopeId, `the approval was not recorded; ${stays}`);
     }
     approver.log.info({ proposal: p.id, proposer: p.proposer, scope: d.scope }, "proposal approved");
     if (announce) this.space.deliver(announce, approver);
@@ -255,7 +260,8 @@ export class Decisions implements ProposalDesk {
     const payload: McpRequestPayload = { jsonrpc: "2.0", id: p.rpcId, method: p.method, params };
     const env: Envelope = { protocol: PROTOCOL, id: randomUUID(), ts: now(), from: p.proposer, to: [p.owner], kind: "mcp/request", correlation_id: [p.id], payload };
     // The approval is durable; what follows is bookkeeping nobody waits on (after a crash
-    // an approved proposal counts as failed whatever came after), so it is noted, not awaited.
+    // an approved or routed proposal comes back interrupted, waiting for a person to decide
+    // again, whatever came after), so it is noted, not awaited.
     this.space.note(this.proposals.planTransition(p, { state: "routed" }));
     // Routed on the proposer's behalf: the proposer, not the approver, is the caller.
     if (!this.mcp.route(this.space.member(p.proposer) ?? approver, env, payload, { proposalId: p.id, fulfiller })) {
@@ -273,7 +279,7 @@ export class Decisions implements ProposalDesk {
     try {
       await this.space.record(this.proposals.planTransition(p, { state: "rejected", decidedBy: member.id, reason: parsed.data.reason, text: parsed.data.text }));
     } catch (err) {
-      return this.space.storeFailed(member, err, inbound.id, "the rejection was not recorded; the proposal stays pending");
+      return this.space.storeFailed(member, err, inbound.id, `the rejection was not recorded; the proposal stays ${p.state}`);
     }
     member.log.info({ proposal: p.id, proposer: p.proposer, reason: parsed.data.reason }, "proposal rejected");
     const env = stamp(inbound, member.id);
@@ -290,14 +296,14 @@ export class Decisions implements ProposalDesk {
     try {
       await this.space.record(this.proposals.planTransition(p, { state: "withdrawn", decidedBy: member.id, reason: parsed.data.reason ?? "no_longer_needed" }));
     } catch (err) {
-      return this.space.storeFailed(member, err, inbound.id, "the withdrawal was not recorded; the proposal stays pending");
+      return this.space.storeFailed(member, err, inbound.id, `the withdrawal was not recorded; the proposal stays ${p.state}`);
     }
     this.space.deliver(stamp(inbound, member.id), member);
   }
 
   /** The proposer gave up on a proposal some other way (it cancelled the call behind it): everyone hears it withdrawn. */
   async withdrawn(member: Member, p: Proposal, reason: string): Promise<void> {
-    if (p.state !== "pending" || this.proposals.isBusy(p.id)) return;
+    if (!awaiting(p.state) || this.proposals.isBusy(p.id)) return;
     try {
       await this.space.record(this.proposals.planTransition(p, { state: "withdrawn", decidedBy: member.id, reason }));
     } catch (err) {
@@ -307,9 +313,9 @@ export class Decisions implements ProposalDesk {
   }
 
   /**
-   * A pending proposal's time is up: record its expiry, then tell the proposer. If a
-   * decision is being written, or the write fails, try again shortly; until then it stays
-   * pending, and nothing is lost either way.
+   * A pending (or interrupted) proposal's time is up: record its expiry, then tell the
+   * proposer. If a decision is being written, or the write fails, try again shortly; until
+   * then it stays as it was, and nothing is lost either way.
    */
   async onDue(p: Proposal): Promise<void> {
     if (this.proposals.isBusy(p.id)) return this.proposals.arm(p, 1000);
@@ -323,5 +329,21 @@ export class Decisions implements ProposalDesk {
     this.space.log.info({ proposal: p.id, proposer: p.proposer }, "proposal expired");
     const payload = { reason: "timeout", text: `no decision within ${seconds}s; the proposal expired` };
     this.space.deliver(systemEnvelope("mcp/reject", payload, { to: [p.proposer], correlation_id: [p.id] }));
+  }
+
+  /**
+   * `member` joined (or came back): each of its proposals that is interrupted ends its call
+   * with a JSON-RPC error of reason `interrupted`, correlated to the proposal as its answer
+   * would be, so a proposer still waiting — or a MEW client matching correlation_id[0] —
+   * learns the call may or may not have run. The proposal still waits for a person: a new
+   * approval routes it again and its answer comes the same way.
+   */
+  tellInterrupted(member: Member): void {
+    for (const p of this.proposals.pending()) {
+      if (p.state !== "interrupted" || p.proposer !== member.id) continue;
+      const data = { reason: "interrupted", proposal: p.id, state: p.state, approved_by: p.decidedBy, target: p.owner };
+      const error = { code: RpcErrors.failed, message: `${INTERRUPTED_TEXT}; it waits for someone to approve it again or reject it`, data };
+      this.space.sendTo(member, systemEnvelope("mcp/response", { jsonrpc: "2.0", id: p.rpcId, error }, { to: [p.proposer], correlation_id: [p.id] }));
+    }
   }
 }

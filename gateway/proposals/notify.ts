@@ -62,7 +62,8 @@ export class Notifier {
   /** A proposal was made or moved on: tell the webhooks that want it. */
   proposal(p: Proposal, event: string): void {
     if (this.hooks.length === 0 || this.closed) return;
-    const kind = event === "proposed" ? "proposed" : ["approved", "rejected", "withdrawn", "expired"].includes(event) ? "decided" : undefined;
+    // An interrupted proposal asks for a decision again, as a new one does.
+    const kind = event === "proposed" || event === "interrupted" ? "proposed" : ["approved", "rejected", "withdrawn", "expired"].includes(event) ? "decided" : undefined;
     if (!kind) return;
     for (const hook of this.hooks) {
       if (!hook.events.includes(kind)) continue;
@@ -84,9 +85,9 @@ export class Notifier {
     const tool = p.tool === undefined ? `${p.owner}: ${p.method}` : `${p.owner}/${p.tool}`;
     const link = this.consoleUrl();
     if (hook.format === "slack") {
-      const verb: Record<string, string> = { proposed: "wants to call", approved: "was approved to call", rejected: "was refused", withdrawn: "withdrew", expired: "got no decision for" };
+      const verb: Record<string, string> = { proposed: "wants to call", approved: "was approved to call", rejected: "was refused", withdrawn: "withdrew", expired: "got no decision for", interrupted: "needs a new decision (the gateway stopped after it was approved; it may or may not have run) for" };
       const who = event === "approved" || event === "rejected" ? ` by ${p.decidedBy ?? "?"}` : "";
-      const text = `[${this.space}] ${p.proposer} ${verb[event] ?? event} ${tool}${who}${p.reason && event !== "proposed" && event !== "approved" ? ` (${p.reason})` : ""}${event === "proposed" && link ? ` — decide at ${link}` : ""}`;
+      const text = `[${this.space}] ${p.proposer} ${verb[event] ?? event} ${tool}${who}${p.reason && event !== "proposed" && event !== "approved" ? ` (${p.reason})` : ""}${(event === "proposed" || event === "interrupted") && link ? ` — decide at ${link}` : ""}`;
       return JSON.stringify({ text });
     }
     let args = JSON.stringify(p.editedArguments ?? p.params["arguments"] ?? {});

@@ -192,9 +192,12 @@ export class Space implements SpaceHost {
       fail: (...a) => this.delivery.fail(...a),
       capabilityViolation: (m, e) => this.delivery.capabilityViolation(m, e),
     });
+    // Approved before the gateway stopped, with no outcome written: the call may or may not
+    // have reached the tool, so it is never routed again on its own. It waits, interrupted,
+    // for a person to decide again, with a fresh TTL; its proposer hears it on joining.
     for (const p of this.proposals.restored()) {
-      this.log.warn({ proposal: p.id }, "proposal was in flight when the gateway stopped; marked failed");
-      this.note(this.proposals.planTransition(p, { state: "failed", reason: "gateway_restarted" }));
+      this.log.warn({ proposal: p.id, proposer: p.proposer, approver: p.decidedBy }, "proposal was approved when the gateway stopped; marked interrupted until someone decides again");
+      this.note(this.proposals.planTransition(p, { state: "interrupted", reason: "gateway_restarted", expiresAt: Date.now() + config.policy.proposal_ttl_ms }));
     }
   }
 
@@ -255,6 +258,7 @@ export class Space implements SpaceHost {
       this.log.info({ participant: id, visibility: member.visibility }, "joined");
     }
     this.roster.send(member);
+    this.decisions.tellInterrupted(member);
     if (!previous) {
       this.delivery.announce(systemEnvelope("system/presence", { event: "join", participant: this.roster.describe(member) }), member);
     }
@@ -391,7 +395,7 @@ export class Space implements SpaceHost {
     plan.apply();
     plan.done?.();
     return this.ledger.record({ records: plan.records, apply: () => {} }).catch((err: unknown) => {
-      this.log.error({ err: String(err) }, "could not write a call's outcome; after a restart it will count as failed");
+      this.log.error({ err: String(err) }, "could not write a call's outcome; after a restart it comes back interrupted if its call was in flight");
     });
   }
 
@@ -403,7 +407,7 @@ export class Space implements SpaceHost {
     this.fail(member, ErrorCodes.storeFailed, `${what}: the gateway could not write its state (${errno}); nothing changed, try again later`, correlationId, { errno });
   }
 
-  /** Pending proposals, oldest first. */
+  /** Proposals awaiting a decision (pending, and interrupted ones), oldest first. */
   pendingProposals(): Proposal[] {
     return this.proposals.pending();
   }

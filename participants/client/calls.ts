@@ -28,6 +28,8 @@ export interface Pending {
   /** Callbacks of this call being served here now (its target asks us something): its clock stands still. */
   held: number;
   proposed: boolean;
+  /** The gateway acknowledged an approval of it (`mcp/approve`): kept across a reconnect until the next welcome says how it stands. */
+  approved: boolean;
   resolve: (value: unknown) => void;
   reject: (error: ParticipantError) => void;
   schema: z.ZodType | undefined;
@@ -168,7 +170,36 @@ export class Calls {
   /** An `mcp/approve`: the call is now routed and the ordinary call timeout applies again. */
   approved(env: Envelope): void {
     const p = this.pendingFor(env);
-    if (p && !p.explicit) this.arm(p, this.requestTimeoutMs);
+    if (!p) return;
+    p.approved = true;
+    if (!p.explicit) this.arm(p, this.requestTimeoutMs);
+  }
+
+  /** Calls whose approval was acknowledged: a lost connection does not end them before the next welcome (`resumed`). */
+  approvedIds(): Set<string> {
+    return new Set([...this.pending.values()].filter((p) => p.approved).map((p) => p.id));
+  }
+
+  /**
+   * The first welcome of a new connection: each approved call kept across the reconnect
+   * ends as the welcome says. Listed as interrupted (the gateway stopped after the approval),
+   * it fails with `interrupted`: it may or may not have run, and it waits for a person to
+   * approve it again. Not listed, with the list `complete`, its outcome went to a connection
+   * that is gone: it fails with `disconnected`. Otherwise (the list continues on another page)
+   * it waits for the gateway's own `interrupted` answer, or its deadline.
+   */
+  resumed(listed: readonly Envelope[], complete: boolean): void {
+    for (const p of [...this.pending.values()]) {
+      if (!p.approved) continue;
+      const env = listed.find((e) => e.id === p.id);
+      const mark = env && isRecord(env.payload) ? env.payload["mewgate/interrupted"] : undefined;
+      if (isRecord(mark)) {
+        const message = typeof mark["message"] === "string" ? mark["message"] : "the gateway stopped after it was approved; it may or may not have run";
+        this.fail(p, new ParticipantError("interrupted", `${message}; it waits for someone to approve it again or reject it`, { reason: "interrupted", data: mark, envelope: env }));
+      } else if (complete) {
+        this.fail(p, new ParticipantError("disconnected", "the connection closed after the call was approved; it may or may not have run"));
+      }
+    }
   }
 
   /** An `mcp/reject` (a person's, or the gateway's on expiry) fails the proposal it decides. */
@@ -267,6 +298,7 @@ export class Calls {
         timer: undefined,
         held: 0,
         proposed: init.kind === "proposal",
+        approved: false,
         resolve,
         reject,
         schema: opts.schema,

@@ -165,7 +165,9 @@ export class ParticipantClient {
    */
   private settleAll(why: string, keepHeld = false): void {
     const held = keepHeld ? this.inbound.heldCallIds() : new Set<string>();
-    this.calls.failAll(why, held);
+    // An approved call's outcome may still be told after a reconnect (interrupted, if the
+    // gateway restarted): it waits for the next welcome (calls.ts `resumed`).
+    this.calls.failAll(why, keepHeld ? new Set([...held, ...this.calls.approvedIds()]) : held);
     this.serving.abortAll(held);
   }
 
@@ -195,8 +197,9 @@ export class ParticipantClient {
    * Rejects with `ParticipantError`: `rpc_error` (or the JSON-RPC error's `data.reason`,
    * e.g. `timeout`, `target_left`), a correlated `system/error`'s code
    * (`capability_violation`, `proposal_required`, `denied`, `cycle_detected`, …),
-   * `rejected` / `expired` / `withdrawn`, `timeout`, `cancelled`, `disconnected`,
-   * `invalid_response`.
+   * `rejected` / `expired` / `withdrawn`, `interrupted` (approved, then the gateway stopped:
+   * it may or may not have run; see calls.ts `resumed`), `timeout`, `cancelled`,
+   * `disconnected`, `invalid_response`.
    */
   request<S extends z.ZodType>(target: string, method: string, params: unknown, opts: TypedCallOptions<S>): PendingCall<z.output<S>>;
   request(target: string, method: string, params?: unknown, opts?: CallOptions): PendingCall<unknown>;

@@ -188,6 +188,7 @@ export class Inbound {
     if (first) {
       this.seenProposals.clear();
       for (const p of info.proposals) this.seenProposals.set(p.id, p);
+      this.calls.resumed(info.proposals, w.proposals_cursor === undefined);
       this.conn.opened(info);
     }
     this.ports.emit("welcome", info);
