@@ -60,10 +60,20 @@ export const MAX_CALLBACKS_PER_CALL = 64;
 
 export type Refusal = { code: "cycle_detected" | "depth_exceeded" | "circuit_open" | "too_many_pending"; message: string };
 
+/**
+ * A target's circuit breaker. Closed while it has no entry; open from `openUntil` on for
+ * the cool-down; half-open after it, when the next call is let through as the trial.
+ */
 interface Breaker {
   failures: number;
   openUntil: number;
-  probing: boolean;
+  /**
+   * The id of the trial call out now, if one is. Set by `open`, cleared by `close` however
+   * that call ends (answered, failed, timed out, cancelled, its caller or target gone, the
+   * gateway aborting it): `close` is the one way a call leaves `pending`, so a trial cannot
+   * end without clearing it. An id rather than a flag, so that another call ending cannot clear it.
+   */
+  trial: string | undefined;
 }
 
 export class Calls {
@@ -170,9 +180,9 @@ export class Calls {
     const b = this.breakers.get(target);
     if (b && b.openUntil > 0) {
       const waitMs = b.openUntil - Date.now();
-      if (waitMs > 0 || b.probing) {
+      if (waitMs > 0 || b.trial !== undefined) {
         const after = Math.max(0, Math.ceil(waitMs / 1000));
-        return { code: "circuit_open", message: `"${target}" failed ${b.failures} times in a row; calls fail fast${b.probing ? " while a probe call is out" : ` for ${after}s more`}` };
+        return { code: "circuit_open", message: `"${target}" failed ${b.failures} times in a row; calls fail fast${b.trial !== undefined ? " while a probe call is out" : ` for ${after}s more`}` };
       }
     }
     return undefined;
@@ -186,8 +196,10 @@ export class Calls {
 
   open(call: Omit<Call, "timer" | "probe" | "timeoutMs" | "held" | "callbacks" | "openedAt">, timeoutMs: number): Call {
     const b = this.breakers.get(call.target);
-    const probe = b !== undefined && b.openUntil > 0 && b.openUntil <= Date.now();
-    if (probe) b!.probing = true;
+    // The first call after the cool-down is the trial; the gateway's own requests (tools/list)
+    // skip `refuse`, so one made while a trial is out is not a second trial.
+    const probe = b !== undefined && b.openUntil > 0 && b.openUntil <= Date.now() && b.trial === undefined;
+    if (probe) b!.trial = call.id;
     // Field by field, not `{ ...call, more }`: V8 (Node 20) takes a slow path for every
     // property added after a spread, about a microsecond each, and this runs for every call.
     // `satisfies` makes a field added to Call a compile error here until it is copied.
@@ -244,7 +256,13 @@ export class Calls {
     }
   }
 
-  /** A response arrived, or the call ended otherwise. `ok` feeds the target's breaker; `undefined` (the caller left) leaves it alone. */
+  /**
+   * A response arrived, or the call ended otherwise: the one place a call stops being
+   * pending, so the one place its target's breaker is settled. `ok` is what the call says
+   * of its target: true (answered), false (an error answer, a timeout, the target left), or
+   * `undefined` when it ended for reasons not the target's (its caller cancelled or left, the
+   * gateway aborted it), which counts neither way.
+   */
   close(call: Call, ok: boolean | undefined): void {
     if (!this.pending.delete(call.id)) return;
     clearTimeout(call.timer);
@@ -254,7 +272,7 @@ export class Calls {
     const n = (this.perCaller.get(call.caller) ?? 1) - 1;
     if (n > 0) this.perCaller.set(call.caller, n);
     else this.perCaller.delete(call.caller);
-    if (ok !== undefined) this.record(call.target, ok, call.probe);
+    this.settle(call, ok);
   }
 
   /** Every call pending on `target` (it left) or made by `caller` (it left). */
@@ -272,19 +290,27 @@ export class Calls {
     for (const c of this.pending.values()) clearTimeout(c.timer);
     this.pending.clear();
     this.perCaller.clear();
+    // No call is out any more, so no trial is either.
+    for (const b of this.breakers.values()) b.trial = undefined;
   }
 
-  private record(target: string, ok: boolean, probe: boolean): void {
-    let b = this.breakers.get(target);
+  /** Feeds the end of `call` to its target's breaker (see `close`). */
+  private settle(call: Call, ok: boolean | undefined): void {
+    let b = this.breakers.get(call.target);
+    if (b?.trial === call.id) b.trial = undefined;
+    // A trial that ended without a word from its target (cancelled by its caller, its caller
+    // gone, aborted by the gateway) proved nothing either way: it is not a success, which
+    // would close the breaker on a target that may still be down, nor a failure of the
+    // target, which would hold a cool-down against it for someone else's cancellation.
+    // The breaker stays half-open, so the next call is let through as the trial.
+    if (ok === undefined) return;
     if (ok) {
-      if (b) this.breakers.delete(target);
+      if (b) this.breakers.delete(call.target);
       return;
     }
-    if (!b) this.breakers.set(target, (b = { failures: 0, openUntil: 0, probing: false }));
+    if (!b) this.breakers.set(call.target, (b = { failures: 0, openUntil: 0, trial: undefined }));
     b.failures++;
-    if (probe || b.failures >= this.limits.breaker_failures) {
-      b.openUntil = Date.now() + this.limits.breaker_cooldown_ms;
-      b.probing = false;
-    }
+    // A failed trial opens the breaker again; so do enough failures in a row.
+    if (call.probe || b.failures >= this.limits.breaker_failures) b.openUntil = Date.now() + this.limits.breaker_cooldown_ms;
   }
 }

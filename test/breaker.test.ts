@@ -1,0 +1,149 @@
+/**
+ * A target's circuit breaker, however its trial call ends: after five failures and the
+ * cool-down, one trial call is let through; whether its caller disconnects or cancels, it
+ * times out, or the target leaves, the breaker goes on working — a later call is let
+ * through and succeeds once the target answers — rather than answering `circuit_open`
+ * until the gateway restarts.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { type Env, errorFor, responseFor, sleep, startGateway, TestClient, type TestGateway } from "./helpers.js";
+
+const T = { a: "breaker-a-token-1", b: "breaker-b-token-1", c: "breaker-c-token-1" };
+const COOLDOWN_MS = 300;
+const SPACE = `
+space: {id: br}
+calls: {timeout_ms: 30000, breaker_failures: 5, breaker_cooldown_ms: ${COOLDOWN_MS}}
+defaults:
+  capabilities: [{kind: "*"}]
+participants:
+  a: {kind: service, token: ${T.a}}
+  b: {kind: service, token: ${T.b}}
+  c: {kind: service, token: ${T.c}}
+`;
+
+let gw: TestGateway | undefined;
+const clients: TestClient[] = [];
+afterEach(async () => {
+  for (const c of clients.splice(0)) c.ws.terminate();
+  await gw?.stop();
+  gw = undefined;
+});
+
+async function join(token: string): Promise<TestClient> {
+  const c = await TestClient.join(gw!, "br", token);
+  clients.push(c);
+  return c;
+}
+
+/** The target: answers every tools/call with an error, not at all, or with a result, as `mode` says now. */
+async function target(): Promise<{ c: TestClient; mode: { now: "fail" | "hold" | "ok" } }> {
+  const c = await join(T.b);
+  const mode = { now: "fail" as "fail" | "hold" | "ok" };
+  c.ws.on("message", (data) => {
+    const env = JSON.parse(data.toString()) as Env;
+    if (env.kind !== "mcp/request" || env.payload.method !== "tools/call" || mode.now === "hold") return;
+    const body = mode.now === "ok" ? { result: { served: env.id } } : { error: { code: -32000, message: "broken" } };
+    c.send({ kind: "mcp/response", to: [env.from], correlation_id: [env.id], payload: { jsonrpc: "2.0", id: env.payload.id, ...body } });
+  });
+  return { c, mode };
+}
+
+const ask = (c: TestClient, id: string, timeoutMs?: number) =>
+  c.send({ id, kind: "mcp/request", to: ["b"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "x", ...(timeoutMs ? { _meta: { "mewgate/timeout_ms": timeoutMs } } : {}) } } });
+
+/** Five failed calls in a row, then the circuit is open: the sixth fails fast. */
+async function trip(a: TestClient, round: string): Promise<void> {
+  for (let i = 1; i <= 5; i++) {
+    ask(a, `${round}-f${i}`);
+    expect((await responseFor(a, `${round}-f${i}`)).payload.error.message).toBe("broken");
+  }
+  ask(a, `${round}-open`);
+  expect((await errorFor(a, `${round}-open`)).payload.code).toBe("circuit_open");
+}
+
+/** A call the target answers: let through, and its result comes back. */
+async function letThrough(a: TestClient, id: string): Promise<void> {
+  ask(a, id);
+  const answer = await a.next((e) => e.correlation_id?.includes(id) === true && (e.kind === "mcp/response" || e.kind === "system/error"));
+  expect(answer.kind === "system/error" ? answer.payload.code : "answered").toBe("answered");
+  expect(answer.payload.result).toEqual({ served: id });
+}
+
+/** The cool-down is time on the gateway's clock: waiting it out (plus a margin) is a bound, not a race. */
+const coolDown = () => sleep(COOLDOWN_MS + 50);
+
+describe("the circuit breaker's trial call", () => {
+  it("is let through again after the trial's caller disconnects mid-call, and after it cancels", async () => {
+    gw = await startGateway(SPACE);
+    const a = await join(T.a);
+    const b = await target();
+    await trip(a, "r1");
+    await coolDown();
+
+    // The trial: its caller goes away while the target holds it.
+    b.mode.now = "hold";
+    const c = await join(T.c);
+    ask(c, "trial-1");
+    await b.c.next((e) => e.id === "trial-1");
+    // Only one trial at a time: a second call meanwhile fails fast.
+    ask(a, "during-trial");
+    expect((await errorFor(a, "during-trial")).payload.message).toMatch(/while a probe call is out/);
+    c.ws.terminate();
+    await b.c.next((e) => e.payload?.method === "notifications/cancelled" && e.correlation_id?.[0] === "trial-1");
+
+    // The next call is the trial now, and the target answers it: the circuit is closed.
+    b.mode.now = "ok";
+    await letThrough(a, "after-leave");
+    await letThrough(a, "closed-again");
+
+    // Again, with the trial cancelled by its caller rather than the caller leaving.
+    b.mode.now = "fail";
+    await trip(a, "r2");
+    await coolDown();
+    b.mode.now = "hold";
+    ask(a, "trial-2");
+    await b.c.next((e) => e.id === "trial-2");
+    a.send({ kind: "mcp/request", to: ["b"], correlation_id: ["trial-2"], payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "trial-2" } } });
+    await b.c.next((e) => e.payload?.method === "notifications/cancelled" && e.correlation_id?.[0] === "trial-2");
+    b.mode.now = "ok";
+    await letThrough(a, "after-cancel");
+  });
+
+  it("opens the circuit again when the trial times out, and lets the next trial through after the cool-down", async () => {
+    gw = await startGateway(SPACE);
+    const a = await join(T.a);
+    const b = await target();
+    await trip(a, "r1");
+    await coolDown();
+    b.mode.now = "hold";
+    ask(a, "trial", 100);
+    expect((await responseFor(a, "trial")).payload.error.data.reason).toBe("timeout");
+    // A failed trial is a failure of the target: another cool-down.
+    ask(a, "right-after");
+    expect((await errorFor(a, "right-after")).payload.code).toBe("circuit_open");
+    await coolDown();
+    b.mode.now = "ok";
+    await letThrough(a, "next-trial");
+    await letThrough(a, "closed");
+  });
+
+  it("opens the circuit again when the target leaves during the trial, and lets a call through once it is back and cooled down", async () => {
+    gw = await startGateway(SPACE);
+    const a = await join(T.a);
+    const b = await target();
+    await trip(a, "r1");
+    await coolDown();
+    b.mode.now = "hold";
+    ask(a, "trial");
+    await b.c.next((e) => e.id === "trial");
+    b.c.ws.terminate();
+    expect((await responseFor(a, "trial")).payload.error.data.reason).toBe("target_left");
+    const back = await target();
+    back.mode.now = "ok";
+    ask(a, "right-after");
+    expect((await errorFor(a, "right-after")).payload.code).toBe("circuit_open");
+    await coolDown();
+    await letThrough(a, "next-trial");
+    await letThrough(a, "closed");
+  });
+});
