@@ -120,7 +120,7 @@ export class GatewayEndpoint {
     const verdict = this.router.authorize(member, entry.participant, "tools/call", params);
     if (verdict.decision === "denied") return this.space.fail(member, verdict.code, verdict.message, inbound.id, verdict.extra);
     if (verdict.decision === "direct") {
-      this.router.route(member, stamp({ ...inbound, to: [entry.participant], payload: call }, member.id), call);
+      this.router.route(member, stamp({ ...inbound, to: [entry.participant], payload: call }, member.id), call, inbound.id);
       return;
     }
     // A call that could never be routed is refused now, not held for someone to approve
@@ -132,7 +132,7 @@ export class GatewayEndpoint {
     // Needs approval: the gateway proposes it on the caller's behalf, under the request's id,
     // so the caller simply keeps waiting for the response to its request.
     const proposalEnv = stamp({ ...inbound, kind: "mcp/proposal", to: [entry.participant], payload: { method: "tools/call", params } }, member.id);
-    return this.router.decisions.hold(member, proposalEnv, "tools/call", params, rpcId, { tellProposer: true });
+    return this.router.decisions.hold(member, proposalEnv, "tools/call", params, rpcId, { tellProposer: true, sentId: inbound.id });
   }
 
   /**

@@ -32,7 +32,7 @@ import {
   stamp,
   systemEnvelope,
 } from "../wire/envelope.js";
-import { type CallRouter, clip, type ProposalDesk, type SpaceHost } from "../ports/host.js";
+import { type CallRouter, clip, disabledRefusal, type NotRouted, type ProposalDesk, type SpaceHost } from "../ports/host.js";
 import type { Verdict } from "../policy/authority.js";
 import { GatewayEndpoint } from "./endpoint.js";
 import type { Decision } from "../policy/rules.js";
@@ -103,7 +103,7 @@ export class McpRouter implements CallRouter {
     const served = CALLBACK_METHODS.has(payload.method) ? this.calls.callbackOf(member.id, target, inbound.correlation_id) : undefined;
     const verdict = served ? this.space.authority.callback(payload.params) : this.authorize(member, target, payload.method, payload.params);
     if (verdict.decision !== "direct") return this.refuse(member, verdict, target, payload, inbound.id);
-    this.route(member, stamp({ ...inbound, payload }, member.id), payload, served ? { callbackFor: served.id } : {});
+    this.route(member, stamp({ ...inbound, payload }, member.id), payload, inbound.id, served ? { callbackFor: served.id } : {});
   }
 
   /** The policy decision point (authority.ts) for `member` calling `target`. */
@@ -139,33 +139,38 @@ export class McpRouter implements CallRouter {
     if (payload.method === "notifications/tools/list_changed") this.refreshTools(member.id);
   }
 
-  /** Governance, tracking, delivery: for every request that goes to a participant. */
-  route(caller: Member, env: Envelope, payload: McpRequestPayload, extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor"> = {}): boolean {
+  /**
+   * Governance, tracking, delivery: for every request a participant sends to another. A
+   * refusal goes to the caller correlated to `sentId`, the id of the envelope it sent (if it
+   * gave one): never to `env.id`, which the gateway makes up when the sender gave none.
+   */
+  route(caller: Member, env: Envelope, payload: McpRequestPayload, sentId: string | undefined, extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor"> = {}): boolean {
+    const refused = this.tryRoute(caller, env, payload, extra);
+    if (refused) this.space.fail(caller, refused.code, refused.message, sentId, refused.extra);
+    return refused === undefined;
+  }
+
+  /**
+   * `route` without telling anyone of a refusal: the reason comes back instead. For a call
+   * the gateway makes on someone's behalf (an approved proposal, decisions.ts), whose
+   * envelope id nobody sent, so the refusal belongs in the proposal's outcome.
+   */
+  tryRoute(caller: Member, env: Envelope, payload: McpRequestPayload, extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor"> = {}): NotRouted | undefined {
     const target = env.to![0]!;
     // A person with only the web console open is there too, for what they can answer.
     if (this.space.member(target) === undefined && !(CALLBACK_METHODS.has(payload.method) && this.space.watching(target))) {
-      this.space.fail(caller, ErrorCodes.targetOffline, `"${target}" is not connected`, env.id);
-      return false;
+      return { code: ErrorCodes.targetOffline, message: `"${target}" is not connected` };
     }
-    if (this.calls.get(env.id)) {
-      this.space.fail(caller, ErrorCodes.duplicateId, `a call with id "${clip(env.id)}" is already pending`, env.id);
-      return false;
-    }
+    if (this.calls.get(env.id)) return { code: ErrorCodes.duplicateId, message: `a call with id "${clip(env.id)}" is already pending` };
     const proposal = extra.proposalId ? this.proposals.get(extra.proposalId) : undefined;
     // A switched-off participant serves nobody, whichever way the call came (switches.ts).
-    if (payload.method === "tools/call" && this.registry.isDisabled(target)) {
-      this.space.fail(caller, ErrorCodes.participantDisabled, `"${target}" is switched off in this space; ask someone who may switch it on (space/enable)`, env.id);
-      return false;
-    }
+    if (payload.method === "tools/call" && this.registry.isDisabled(target)) return disabledRefusal(target);
     // A callback goes back along its call's chain: it joins that call, not a longer chain.
     const served = extra.callbackFor === undefined ? undefined : this.calls.get(extra.callbackFor);
     const parent = served ?? this.calls.serving(env.from, env.correlation_id);
     const chain = proposal ? proposal.chain : served ? served.chain : parent ? [...parent.chain, env.from] : [env.from];
     const refusal = this.calls.refuse(env.from, target, chain, served);
-    if (refusal) {
-      this.space.fail(caller, refusal.code, refusal.message, env.id, { chain: [...chain, target] });
-      return false;
-    }
+    if (refusal) return { code: refusal.code, message: refusal.message, extra: { chain: [...chain, target] } };
     const meta = payload.params?.["_meta"] as Record<string, unknown> | undefined;
     this.calls.open(
       {
@@ -184,7 +189,7 @@ export class McpRouter implements CallRouter {
       this.calls.timeoutFor(meta?.["mewgate/timeout_ms"]),
     );
     this.space.deliver(env, caller);
-    return true;
+    return undefined;
   }
 
   onResponse(member: Member, inbound: InboundEnvelope): Promise<void> | void {

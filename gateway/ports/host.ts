@@ -72,8 +72,10 @@ export interface CallRouter {
   readonly decisions: ProposalDesk;
   /** The policy decision point's verdict for `member` calling `target`. */
   authorize(member: Member, target: string, method: string, params: Record<string, unknown> | undefined): Verdict;
-  /** Governance, tracking, delivery of a request to a participant; false if it was refused (the caller was told). */
-  route(caller: Member, env: Envelope, payload: McpRequestPayload, extra?: Pick<Call, "proposalId" | "fulfiller">): boolean;
+  /** Governance, tracking, delivery of a request to a participant; false if it was refused (the caller was told, correlated to `sentId`, the id it sent). */
+  route(caller: Member, env: Envelope, payload: McpRequestPayload, sentId: string | undefined, extra?: Pick<Call, "proposalId" | "fulfiller">): boolean;
+  /** `route`, telling no one of a refusal: why not comes back instead (undefined: routed). */
+  tryRoute(caller: Member, env: Envelope, payload: McpRequestPayload, extra?: Pick<Call, "proposalId" | "fulfiller">): NotRouted | undefined;
   /** Ends a call its caller gave up on, down its delegation chain. */
   cancel(call: Call, reason: string, notifyTarget: boolean): void;
   refreshTools(id: string): void;
@@ -83,8 +85,20 @@ export interface CallRouter {
 /** What calls/router.ts and endpoint.ts need of decisions.ts: requests that are really proposal decisions. */
 export interface ProposalDesk {
   onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Promise<void> | void;
-  hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts?: { tellProposer?: boolean }): Promise<void>;
+  hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts: { tellProposer?: boolean; sentId: string | undefined }): Promise<void>;
   withdrawn(member: Member, p: Proposal, reason: string): Promise<void>;
+}
+
+/** Why a request was not routed: an error code for a `system/error`, or for an approved proposal's outcome. */
+export interface NotRouted {
+  code: ErrorCode;
+  message: string;
+  extra?: Record<string, unknown> | undefined;
+}
+
+/** The refusal of a call to a switched-off participant (agents/switches.ts), worded the same on every path. */
+export function disabledRefusal(target: string): NotRouted {
+  return { code: "participant_disabled", message: `"${clip(target)}" is switched off in this space; ask someone who may switch it on (space/enable)` };
 }
 
 /** Keeps client-supplied strings in messages short. */

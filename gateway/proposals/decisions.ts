@@ -27,7 +27,7 @@ import {
   stamp,
   systemEnvelope,
 } from "../wire/envelope.js";
-import { type CallRouter, clip, type ProposalDesk, type SpaceHost } from "../ports/host.js";
+import { type CallRouter, clip, disabledRefusal, type ProposalDesk, type SpaceHost } from "../ports/host.js";
 import { toolGrant } from "../policy/rules.js";
 import type { Plan } from "../ports/plan.js";
 import { awaiting, INTERRUPTED_TEXT, type Proposal, type ProposalBook } from "./book.js";
@@ -74,20 +74,22 @@ export class Decisions implements ProposalDesk {
     const chain = this.mcp.calls.chainFor(member.id, inbound.correlation_id);
     if (chain.includes(to[0]!)) return this.space.fail(member, ErrorCodes.cycleDetected, `call cycle: ${[...chain, to[0]!].join(" → ")}`, inbound.id, { chain: [...chain, to[0]!] });
     const env = stamp({ ...inbound, to, payload: { method, params } }, member.id);
-    return this.hold(member, env, method, params, env.id);
+    return this.hold(member, env, method, params, env.id, { sentId: inbound.id });
   }
 
   /**
    * Holds a proposal. `tellProposer`: the gateway made it from a tools/call, so the caller
-   * learns that its call now waits for approval.
+   * learns that its call now waits for approval. `sentId`: the id of the envelope the
+   * proposer sent, if it gave one, which a refusal correlates to (`env.id` is made up when it gave none).
    */
-  async hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts: { tellProposer?: boolean } = {}): Promise<void> {
+  async hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts: { tellProposer?: boolean; sentId: string | undefined }): Promise<void> {
+    const sentId = opts.sentId;
     if (this.proposals.get(env.id) || this.proposals.isBusy(env.id) || this.proposals.endedAs(env.id) || this.mcp.calls.get(env.id)) {
-      return this.space.fail(member, ErrorCodes.duplicateId, `id "${clip(env.id)}" is already in use`, env.id);
+      return this.space.fail(member, ErrorCodes.duplicateId, `id "${clip(env.id)}" is already in use`, sentId);
     }
     const bytes = Buffer.byteLength(JSON.stringify(env));
     const over = this.overQuota(member.id, bytes);
-    if (over) return this.space.fail(member, ErrorCodes.quotaExceeded, over.message, env.id, { quota: over.quota, limit: over.limit });
+    if (over) return this.space.fail(member, ErrorCodes.quotaExceeded, over.message, sentId, { quota: over.quota, limit: over.limit });
     const owner = env.to![0]!;
     const now = Date.now();
     const plan = this.proposals.planAdd({
@@ -108,7 +110,7 @@ export class Decisions implements ProposalDesk {
     try {
       await this.space.record(plan);
     } catch (err) {
-      return this.space.storeFailed(member, err, env.id, "your proposal was not held");
+      return this.space.storeFailed(member, err, sentId, "your proposal was not held");
     }
     member.log.info({ proposal: env.id, owner, method }, "proposal held");
     this.space.deliver(env, opts.tellProposer ? undefined : member);
@@ -208,7 +210,7 @@ export class Decisions implements ProposalDesk {
     if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
     const env = stamp(inbound, member.id);
     env.to ??= [p.proposer];
-    return this.approve(member, p, { scope, edited, reason }, env);
+    return this.approve(member, p, { scope, edited, reason }, inbound.id, env);
   }
 
   /** A MEW fulfilment: a request correlated to a pending proposal counts as a one-time approval. */
@@ -227,22 +229,32 @@ export class Decisions implements ProposalDesk {
     const edited = args && typeof args === "object" && !Array.isArray(args) ? (args as Record<string, unknown>) : undefined;
     if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
     const env = stamp(inbound, member.id);
-    return this.approve(member, p, { scope: "once", edited, reason: "fulfilled" }, undefined, { id: member.id, envelopeId: env.id });
+    return this.approve(member, p, { scope: "once", edited, reason: "fulfilled" }, inbound.id, undefined, { id: member.id, envelopeId: env.id });
   }
 
+  /**
+   * Records an approval (or a fulfilment), then routes the call. A refusal before the record
+   * goes to the approver, correlated to `sentId`, the id of what it sent (if it gave one);
+   * one after it goes into the proposal's outcome.
+   */
   private async approve(
     approver: Member,
     p: Proposal,
     d: { scope: "once" | "always"; edited: Record<string, unknown> | undefined; reason: string | undefined },
+    sentId: string | undefined,
     announce: Envelope | undefined,
     fulfiller?: { id: string; envelopeId: string },
   ): Promise<void> {
     // Everything that could stop the call is checked before the decision is recorded, so a
     // refused approval leaves the proposal pending (or interrupted) for a later try.
     const stays = `the proposal stays ${p.state}`;
-    if (this.space.member(p.owner) === undefined) return this.space.fail(approver, ErrorCodes.targetOffline, `"${p.owner}" is not connected; ${stays}`, announce?.id);
+    if (this.space.member(p.owner) === undefined) return this.space.fail(approver, ErrorCodes.targetOffline, `"${p.owner}" is not connected; ${stays}`, sentId);
+    if (p.method === "tools/call" && this.mcp.registry.isDisabled(p.owner)) {
+      const off = disabledRefusal(p.owner);
+      return this.space.fail(approver, off.code, `${off.message}; ${stays}`, sentId);
+    }
     const refusal = this.mcp.calls.refuse(p.proposer, p.owner, p.chain);
-    if (refusal) return this.space.fail(approver, refusal.code, `${refusal.message}; ${stays}`, announce?.id);
+    if (refusal) return this.space.fail(approver, refusal.code, `${refusal.message}; ${stays}`, sentId);
     const args = d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined);
     // The decision and the grant an "always" makes are one transaction: both or neither.
     const plans: Plan[] = [this.proposals.planTransition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, editedArguments: d.edited })];
@@ -252,7 +264,7 @@ export class Decisions implements ProposalDesk {
     try {
       await this.space.record(...plans);
     } catch (err) {
-      return this.space.storeFailed(approver, err, announce?.id ?? fulfiller?.envelopeId, `the approval was not recorded; ${stays}`);
+      return this.space.storeFailed(approver, err, sentId, `the approval was not recorded; ${stays}`);
     }
     approver.log.info({ proposal: p.id, proposer: p.proposer, scope: d.scope }, "proposal approved");
     if (announce) this.space.deliver(announce, approver);
@@ -263,11 +275,17 @@ export class Decisions implements ProposalDesk {
     // an approved or routed proposal comes back interrupted, waiting for a person to decide
     // again, whatever came after), so it is noted, not awaited.
     this.space.note(this.proposals.planTransition(p, { state: "routed" }));
-    // Routed on the proposer's behalf: the proposer, not the approver, is the caller.
-    if (!this.mcp.route(this.space.member(p.proposer) ?? approver, env, payload, { proposalId: p.id, fulfiller })) {
+    // Routed on the proposer's behalf: the proposer, not the approver, is the caller. Things
+    // may have changed while the approval was written (the owner left, was switched off): the
+    // why goes into the outcome, correlated to the proposal and to what the fulfiller sent,
+    // never as an error naming the routed request's id, which neither of them ever saw.
+    const refused = this.mcp.tryRoute(this.space.member(p.proposer) ?? approver, env, payload, { proposalId: p.id, fulfiller });
+    if (refused) {
       this.space.note(this.proposals.planTransition(p, { state: "failed", reason: "not_routed" }));
-      const error = { code: RpcErrors.failed, message: "the approved call could not be routed", data: { reason: "not_routed", target: p.owner } };
-      this.space.deliver(systemEnvelope("mcp/response", { jsonrpc: "2.0", id: p.rpcId, error }, { to: [p.proposer], correlation_id: [p.id] }));
+      const error = { code: RpcErrors.failed, message: `the approved call could not be routed: ${refused.message}`, data: { reason: "not_routed", code: refused.code, target: p.owner } };
+      const to = fulfiller ? [p.proposer, fulfiller.id] : [p.proposer];
+      const correlation = fulfiller && sentId !== undefined ? [p.id, sentId] : [p.id];
+      this.space.deliver(systemEnvelope("mcp/response", { jsonrpc: "2.0", id: p.rpcId, error }, { to, correlation_id: correlation }));
     }
   }
 
