@@ -7,10 +7,14 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { startAgent, type AgentHandle } from "../participants/agent/index.js";
+import { mountHttp, type McpHttpMount } from "../participants/mcp-server.js";
 import { ModelServer, openaiReply } from "./fixtures/agent/model-server.js";
-import { askGateway, errorFor, startGateway, TestClient, toolCall, toolOwner, waitFor, type TestGateway } from "./helpers.js";
+import { askGateway, type Env, errorFor, startGateway, TestClient, toolCall, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 
 const T = { alice: "alice-token-01", main: "main-token-002", spec: "spec-token-003", fs: "fs-token-00004" };
 let gw: TestGateway | undefined;
@@ -18,7 +22,15 @@ const raw: TestClient[] = [];
 const agents: AgentHandle[] = [];
 const servers: ModelServer[] = [];
 const dirs: string[] = [];
+const mcpSessions: Array<{ mcp: Client; transport: StreamableHTTPClientTransport }> = [];
+let mount: McpHttpMount | undefined;
 afterEach(async () => {
+  await Promise.all(mcpSessions.splice(0).map(async (s) => {
+    await s.transport.terminateSession().catch(() => {});
+    await s.mcp.close().catch(() => {});
+  }));
+  await mount?.close();
+  mount = undefined;
   await Promise.all(agents.splice(0).map((a) => a.stop()));
   for (const c of raw.splice(0)) c.ws.terminate();
   await gw?.stop();
@@ -92,9 +104,9 @@ describe("switching specialists off and on", () => {
     const people = (await (await fetch(`http://127.0.0.1:${gw.port}/api/spaces/sw/participants`, { headers: { authorization: `Bearer ${T.alice}` } })).json()) as { participants: Array<{ id: string; disabled?: boolean }> };
     expect(people.participants.find((p) => p.id === "spec")?.disabled).toBe(true);
 
-    // Every path: through the gateway by name, straight to it, as an approved proposal.
+    // Every path: through the gateway by name, straight to it (the next describe has them all).
     alice.send(toolCall("via-gw", "system:gateway", "spec/ask", { message: "x" }));
-    expect((await errorFor(alice, "via-gw")).payload.error).toBe("unknown_tool");
+    expect((await errorFor(alice, "via-gw")).payload.error).toBe("participant_disabled");
     alice.send(toolCall("direct", "spec", "ask", { message: "x" }));
     expect((await errorFor(alice, "direct")).payload.error).toBe("participant_disabled");
     expect(specModel.requests).toHaveLength(0);
@@ -118,5 +130,111 @@ describe("switching specialists off and on", () => {
     disable(back, "on", "spec", "space/enable");
     await back.nextNew((e) => e.kind === "mcp/request" && e.payload.method === "notifications/tools/list_changed");
     expect(await names(back)).toContain("spec/ask");
+  });
+});
+
+const P = { alice: "alice-paths-tok1", bot: "bot-paths-token1", fs: "fs-paths-token01" };
+const PATHS = `
+space: {id: paths}
+policy: {proposal_ttl_ms: 60000}
+participants:
+  alice: {kind: human, token: ${P.alice}}
+  bot: {kind: agent, token: ${P.bot}, tools: {allow: ["fs/read"]}}
+  fs: {kind: mcp, token: ${P.fs}}
+`;
+const FS_TOOLS = [
+  { name: "read", inputSchema: { type: "object" }, annotations: { readOnlyHint: true } },
+  { name: "write", inputSchema: { type: "object" } },
+];
+
+/** Switches fs off or on and waits for the catalogue's change to be announced. */
+async function switched(c: TestClient, id: string, kind: "space/disable" | "space/enable"): Promise<void> {
+  const changed = c.nextNew((e) => e.kind === "mcp/request" && e.payload.method === "notifications/tools/list_changed");
+  disable(c, id, "fs", kind);
+  await changed;
+}
+
+describe("participant_disabled on every path", () => {
+  it("refuses a call to a switched-off participant the same way however it comes, and no call reaches it", { timeout: 20_000 }, async () => {
+    gw = await startGateway(PATHS);
+    const calls: Env[] = [];
+    const fs = await toolOwner(gw, "paths", P.fs, FS_TOOLS, { onCall: (env, reply) => (calls.push(env), reply({ content: [] })) });
+    const alice = await TestClient.join(gw, "paths", P.alice);
+    const bot = await TestClient.join(gw, "paths", P.bot);
+    raw.push(fs, alice, bot);
+    await waitFor(async () => (await names(alice)).length === 2, 5000, "fs's tools");
+    // Proposed while fs was on: one to approve, one to fulfil, once it is off.
+    const proposal = (id: string, extra: Record<string, unknown> = {}) => ({ id, kind: "mcp/proposal", to: ["fs"], ...extra, payload: { method: "tools/call", params: { name: "write", arguments: { id } } } });
+    bot.send(proposal("held-1"));
+    bot.send(proposal("held-2"));
+    await alice.next((e) => e.id === "held-2");
+
+    await switched(alice, "off", "space/disable");
+    const refused = async (c: TestClient, id: string) => {
+      const err = await errorFor(c, id);
+      expect([id, err.payload.code]).toEqual([id, "participant_disabled"]);
+      expect(err.correlation_id).toEqual([id]);
+    };
+
+    // Straight to it: a call policy allows, and one that would need approval.
+    bot.send(toolCall("direct", "fs", "read"));
+    await refused(bot, "direct");
+    bot.send(toolCall("direct-ask", "fs", "write"));
+    await refused(bot, "direct-ask");
+    // Proposed: to it, through the gateway by name, and to nobody in particular.
+    bot.send(proposal("propose"));
+    await refused(bot, "propose");
+    bot.send({ id: "propose-gw", kind: "mcp/proposal", to: ["system:gateway"], payload: { method: "tools/call", params: { name: "fs/write", arguments: {} } } });
+    await refused(bot, "propose-gw");
+    bot.send({ id: "propose-any", kind: "mcp/proposal", payload: { method: "tools/call", params: { name: "write", arguments: {} } } });
+    await refused(bot, "propose-any");
+    // Through the gateway's endpoint: called directly or proposed for the caller.
+    bot.send(toolCall("gw-read", "system:gateway", "fs/read"));
+    await refused(bot, "gw-read");
+    bot.send(toolCall("gw-write", "system:gateway", "fs/write"));
+    await refused(bot, "gw-write");
+    // Approved after it was switched off, and fulfilled MEW-style: refused, still pending.
+    alice.send({ id: "approve-1", kind: "mcp/approve", correlation_id: ["held-1"], payload: { scope: "once" } });
+    await refused(alice, "approve-1");
+    alice.send(toolCall("fulfil-2", "fs", "write", { id: "held-2" }, { correlation_id: ["held-2"] }));
+    await refused(alice, "fulfil-2");
+    const pending = () => gw!.gateway.spaces.get("paths")!.pendingProposals().map((p) => p.id);
+    expect(pending()).toEqual(["held-1", "held-2"]);
+    expect(calls).toEqual([]);
+    expect(alice.received.some((e) => e.kind === "mcp/proposal" && ["propose", "propose-gw", "propose-any", "gw-write"].includes(e.id))).toBe(false);
+
+    // Switched on again, the pending approval goes through.
+    await switched(alice, "on", "space/enable");
+    alice.send({ id: "approve-1b", kind: "mcp/approve", correlation_id: ["held-1"], payload: { scope: "once" } });
+    await waitFor(() => calls.length === 1, 5000, "the approved call");
+    expect(calls[0]!.payload.params.arguments).toEqual({ id: "held-1" });
+  });
+
+  it("answers participant_disabled to an MCP client calling a tool it listed before its owner was switched off", { timeout: 20_000 }, async () => {
+    gw = await startGateway(PATHS);
+    const calls: Env[] = [];
+    const fs = await toolOwner(gw, "paths", P.fs, FS_TOOLS, { onCall: (env, reply) => (calls.push(env), reply({ content: [] })) });
+    const alice = await TestClient.join(gw, "paths", P.alice);
+    raw.push(fs, alice);
+    await waitFor(async () => (await names(alice)).length === 2, 5000, "fs's tools");
+    mount = mountHttp(gw.gateway);
+    const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw.port}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${P.bot}` } } });
+    const mcp = new Client({ name: "test-client", version: "1.0.0" });
+    mcpSessions.push({ mcp, transport });
+    await mcp.connect(transport);
+    expect((await mcp.listTools()).tools.map((t) => t.name)).toEqual(["fs__read", "fs__write"]);
+
+    await switched(alice, "off", "space/disable");
+    // Once the MCP face has heard of it, its list no longer has fs's tools…
+    await waitFor(async () => (await mcp.listTools()).tools.length === 0, 5000, "the MCP face to drop fs's tools");
+    // …and a client that still holds the old list is told why its call did not run.
+    for (const name of ["fs__read", "fs__write"]) {
+      const result = (await mcp.callTool({ name, arguments: {} })) as CallToolResult;
+      expect(result.isError).toBe(true);
+      expect(result.content).toEqual([{ type: "text", text: expect.stringContaining('"fs" is switched off in the space') }]);
+    }
+    // A name it never listed is still a protocol error, not a call.
+    await expect(mcp.callTool({ name: "fs__nope", arguments: {} })).rejects.toThrow(/unknown tool/);
+    expect(calls).toEqual([]);
   });
 });

@@ -114,7 +114,10 @@ export class GatewayEndpoint {
       return this.space.fail(member, ErrorCodes.invalidPayload, "tools/call through the gateway needs an envelope id", inbound.id);
     }
     const entry = this.router.registry.resolve(name);
-    if (!entry) return this.space.fail(member, ErrorCodes.unknownTool, `no tool "${clip(name)}" in space "${this.space.id}"`, inbound.id);
+    if (!entry) {
+      const why = this.router.unknownTool(name);
+      return this.space.fail(member, why.code, why.message, inbound.id);
+    }
     const params = { ...payload.params, name: entry.tool };
     const call = { ...payload, id: rpcId, params };
     const verdict = this.router.authorize(member, entry.participant, "tools/call", params);

@@ -114,7 +114,22 @@ export class McpRouter implements CallRouter {
   /** Answers a request that may not go ahead directly. */
   refuse(member: Member, verdict: Exclude<Verdict, { decision: "direct" }>, target: string, payload: McpRequestPayload, correlationId: string | undefined): void {
     if (verdict.decision === "denied") return this.space.fail(member, verdict.code, verdict.message, correlationId, verdict.extra);
+    // Proposing it would not help: a switched-off participant serves no proposal either.
+    if (this.registry.isDisabled(target)) {
+      const off = disabledRefusal(target);
+      return this.space.fail(member, off.code, off.message, correlationId);
+    }
     this.refuseTool(member, "proposal", `${target}/${String(payload.params?.["name"])}`, correlationId);
+  }
+
+  /**
+   * Why `participant/tool`, named through the gateway, is not in the catalogue: its owner is
+   * switched off (the catalogue hides its tools, switches.ts), or there is no such tool.
+   */
+  unknownTool(name: string): NotRouted {
+    const slash = name.indexOf("/");
+    if (slash > 0 && this.registry.isDisabled(name.slice(0, slash))) return disabledRefusal(name.slice(0, slash));
+    return { code: ErrorCodes.unknownTool, message: `no tool "${clip(name)}" in space "${this.space.id}"` };
   }
 
   /**

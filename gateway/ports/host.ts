@@ -74,6 +74,8 @@ export interface CallRouter {
   authorize(member: Member, target: string, method: string, params: Record<string, unknown> | undefined): Verdict;
   /** Governance, tracking, delivery of a request to a participant; false if it was refused (the caller was told, correlated to `sentId`, the id it sent). */
   route(caller: Member, env: Envelope, payload: McpRequestPayload, sentId: string | undefined, extra?: Pick<Call, "proposalId" | "fulfiller">): boolean;
+  /** Why `participant/tool` is not in the catalogue: `participant_disabled` or `unknown_tool`. */
+  unknownTool(name: string): NotRouted;
   /** `route`, telling no one of a refusal: why not comes back instead (undefined: routed). */
   tryRoute(caller: Member, env: Envelope, payload: McpRequestPayload, extra?: Pick<Call, "proposalId" | "fulfiller">): NotRouted | undefined;
   /** Ends a call its caller gave up on, down its delegation chain. */

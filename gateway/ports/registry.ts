@@ -97,10 +97,10 @@ export class Registry {
   }
 
   /** `fs/read_file` → its entry. Participant ids never contain `/`, so the first one splits. */
-  /** The participants that offer a tool of this (bare) name. */
-  ownersOf(tool: string): string[] {
+  /** The participants that offer a tool of this (bare) name; `switchedOff`: those switched off instead, who offer it to nobody. */
+  ownersOf(tool: string, switchedOff = false): string[] {
     const owners: string[] = [];
-    for (const [participant, tools] of this.byOwner) if (tools.has(tool) && !this.off.has(participant)) owners.push(participant);
+    for (const [participant, tools] of this.byOwner) if (tools.has(tool) && this.off.has(participant) === switchedOff) owners.push(participant);
     return owners;
   }
 

@@ -47,7 +47,10 @@ export class Decisions implements ProposalDesk {
     let to = inbound.to ?? [];
     if (to.length === 1 && to[0] === GATEWAY_ID && method === "tools/call") {
       const entry = typeof params["name"] === "string" ? this.mcp.registry.resolve(params["name"]) : undefined;
-      if (!entry) return this.space.fail(member, ErrorCodes.unknownTool, `no tool "${clip(String(params["name"]))}" in space "${this.space.id}"`, inbound.id);
+      if (!entry) {
+        const why = this.mcp.unknownTool(String(params["name"]));
+        return this.space.fail(member, why.code, why.message, inbound.id);
+      }
       to = [entry.participant];
       params = { ...params, name: entry.tool };
     }
@@ -55,8 +58,12 @@ export class Decisions implements ProposalDesk {
     // the one participant that offers the tool, so approval and policy work as for any other.
     if (to.length === 0 && method === "tools/call" && typeof params["name"] === "string") {
       const owners = this.mcp.registry.ownersOf(params["name"]);
+      const off = owners.length === 0 ? this.mcp.registry.ownersOf(params["name"], true) : [];
       if (owners.length === 1) to = owners;
-      else {
+      else if (off.length > 0) {
+        const why = disabledRefusal(off.join(", "));
+        return this.space.fail(member, why.code, why.message, inbound.id);
+      } else {
         const why = owners.length === 0 ? `no participant offers a tool "${clip(params["name"])}"` : `${owners.join(", ")} all offer "${clip(params["name"])}"`;
         return this.space.fail(member, ErrorCodes.invalidEnvelope, `an untargeted mcp/proposal needs one participant that serves it: ${why}; name it in to: [id]`, inbound.id);
       }
@@ -69,6 +76,11 @@ export class Decisions implements ProposalDesk {
     const verdict = this.mcp.authorize(member, to[0]!, method, params);
     if (verdict.decision === "denied" && (method === "tools/call" || verdict.code !== ErrorCodes.capabilityViolation)) {
       return this.space.fail(member, verdict.code, verdict.message, inbound.id, verdict.extra);
+    }
+    // Nobody could approve a call to a switched-off participant into running: refused now.
+    if (method === "tools/call" && this.mcp.registry.isDisabled(to[0]!)) {
+      const off = disabledRefusal(to[0]!);
+      return this.space.fail(member, off.code, off.message, inbound.id);
     }
     // A proposal that could never be routed (a call back into its own chain) is refused now.
     const chain = this.mcp.calls.chainFor(member.id, inbound.correlation_id);
@@ -158,8 +170,14 @@ export class Decisions implements ProposalDesk {
     return undefined;
   }
 
-  /** Who may approve or reject: not the proposer, one of its `approvers` if set, and able to make the call itself. */
-  private mayDecide(member: Member, p: Proposal, inboundId: string | undefined): boolean {
+  /**
+   * Who may approve or reject: not the proposer, one of its `approvers` if set, and able to
+   * make the call itself. `approving`: nor may anyone approve a call to a participant switched
+   * off since it was proposed (the proposal stays as it is, for when it is switched on again);
+   * asked before the approver's capability, which may rest on the tool's annotations, hidden
+   * while it is off.
+   */
+  private mayDecide(member: Member, p: Proposal, inboundId: string | undefined, approving = false): boolean {
     if (member.id === p.proposer) {
       this.space.fail(member, ErrorCodes.selfApproval, "you cannot decide on your own proposal (withdraw it instead)", inboundId);
       return false;
@@ -167,6 +185,11 @@ export class Decisions implements ProposalDesk {
     const approvers = this.space.config.participants[p.proposer]?.approvers;
     if (approvers && !approvers.includes(member.id)) {
       this.space.fail(member, ErrorCodes.notAnApprover, `proposals of "${p.proposer}" are decided by ${approvers.join(", ")}`, inboundId);
+      return false;
+    }
+    if (approving && p.method === "tools/call" && this.mcp.registry.isDisabled(p.owner)) {
+      const off = disabledRefusal(p.owner);
+      this.space.fail(member, off.code, `${off.message}; the proposal stays ${p.state}`, inboundId);
       return false;
     }
     if (!this.mayCall(member, p)) {
@@ -194,7 +217,7 @@ export class Decisions implements ProposalDesk {
     const parsed = ApprovePayloadSchema.safeParse(inbound.payload ?? {});
     if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/approve: ${describeIssue(parsed.error)}`, inbound.id);
     const p = this.pendingProposal(member, inbound, "mcp/approve");
-    if (!p || !this.mayDecide(member, p, inbound.id)) return;
+    if (!p || !this.mayDecide(member, p, inbound.id, true)) return;
     const { scope, reason } = parsed.data;
     // Approving an interrupted proposal again without edits approves what was approved
     // before (and is shown on its card): the earlier approver's edits, if any.
@@ -224,7 +247,7 @@ export class Decisions implements ProposalDesk {
       const asked = p.tool === undefined ? `${p.method} to "${p.owner}"` : `${p.owner}/${p.tool}`;
       return void this.space.fail(member, ErrorCodes.fulfilmentMismatch, `a fulfilment of proposal "${clip(p.id)}" must call ${asked}, which it proposes`, inbound.id);
     }
-    if (!this.mayDecide(member, p, inbound.id)) return;
+    if (!this.mayDecide(member, p, inbound.id, true)) return;
     const args = payload.params?.["arguments"];
     const edited = args && typeof args === "object" && !Array.isArray(args) ? (args as Record<string, unknown>) : undefined;
     if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
@@ -247,12 +270,9 @@ export class Decisions implements ProposalDesk {
   ): Promise<void> {
     // Everything that could stop the call is checked before the decision is recorded, so a
     // refused approval leaves the proposal pending (or interrupted) for a later try.
+    // (A participant switched off is refused with who may decide, mayDecide.)
     const stays = `the proposal stays ${p.state}`;
     if (this.space.member(p.owner) === undefined) return this.space.fail(approver, ErrorCodes.targetOffline, `"${p.owner}" is not connected; ${stays}`, sentId);
-    if (p.method === "tools/call" && this.mcp.registry.isDisabled(p.owner)) {
-      const off = disabledRefusal(p.owner);
-      return this.space.fail(approver, off.code, `${off.message}; ${stays}`, sentId);
-    }
     const refusal = this.mcp.calls.refuse(p.proposer, p.owner, p.chain);
     if (refusal) return this.space.fail(approver, refusal.code, `${refusal.message}; ${stays}`, sentId);
     const args = d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined);

@@ -135,6 +135,8 @@ export function failureText(real: string, err: ParticipantError): string {
       return `${real} failed: ${owner ? `"${owner}"` : "its owner"} left the space before answering`;
     case "target_offline":
       return `${real} was not run: ${owner ? `"${owner}"` : "its owner"} is not connected to the space`;
+    case "participant_disabled":
+      return `${real} was not run: ${owner ? `"${owner}"` : "its owner"} is switched off in the space; someone who may switch it on can (space/enable)`;
     case "disconnected":
     case "closed":
     case "connect_failed":

@@ -39,7 +39,7 @@ import type { Logger } from "pino";
 import { GATEWAY_ID, type Envelope } from "../../gateway/wire/envelope.js";
 import { ParticipantClient, type ClientOptions } from "../client.js";
 import { ParticipantError, RpcError } from "../errors.js";
-import { buildCatalogue, failureResult, type Catalogue } from "./catalogue.js";
+import { buildCatalogue, failureResult, type Catalogue, type CatalogueEntry } from "./catalogue.js";
 import { deskOf, type Desk, type Session } from "./callbacks.js";
 import { SpaceResources } from "./resources.js";
 
@@ -48,6 +48,8 @@ const SERVER_VERSION = "0.1.0";
 const DEFAULT_APPROVAL_PROGRESS_MS = 2000;
 /** How long the MCP client gets to answer a form or a completion a tool server asked for, unless the asker says. */
 const DEFAULT_CALLBACK_TIMEOUT_MS = 600_000;
+/** Most tool names kept after they left the catalogue (`former`). */
+const MAX_FORMER_TOOLS = 1024;
 /** MCP's log levels, least severe first. */
 const LOG_LEVELS: readonly LoggingLevel[] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
 
@@ -86,6 +88,12 @@ export class SpaceMcpServer extends Server {
   private readonly log: Logger | undefined;
   private readonly approvalProgressMs: number;
   private catalogue: Catalogue | undefined;
+  /**
+   * Tools this session offered that have left the catalogue since (their owner was switched
+   * off, or left), bounded: a client calling one from a list it still holds is answered by
+   * the gateway, which says why (`participant_disabled`, `unknown_tool`), not by a bare "unknown".
+   */
+  private readonly former = new Map<string, CatalogueEntry>();
   private fetchSeq = 0;
   private appliedSeq = 0;
   private refreshing = false;
@@ -248,6 +256,12 @@ export class SpaceMcpServer extends Server {
         for (const s of next.skipped) this.log?.warn({ tool: s.name }, `not offered over MCP: ${s.why}`);
       }
       this.appliedSeq = seq;
+      for (const [name, entry] of this.catalogue?.byName ?? []) if (!next.byName.has(name)) this.former.set(name, entry);
+      for (const name of next.byName.keys()) this.former.delete(name);
+      for (const name of this.former.keys()) {
+        if (this.former.size <= MAX_FORMER_TOOLS) break;
+        this.former.delete(name);
+      }
       this.catalogue = next;
     }
     return this.catalogue!;
@@ -290,7 +304,7 @@ export class SpaceMcpServer extends Server {
     if (!entry) {
       // The client may know a tool from a list we have not fetched (or one that just appeared).
       await this.refresh().catch(() => undefined);
-      entry = this.catalogue?.byName.get(params.name);
+      entry = this.catalogue?.byName.get(params.name) ?? this.former.get(params.name);
     }
     if (!entry) throw new McpError(ErrorCode.InvalidParams, `unknown tool: ${params.name} (list the tools again: the space's tools change)`);
     const real = entry.real;
