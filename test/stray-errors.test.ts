@@ -132,4 +132,22 @@ describe("errors name only ids their receiver sent", () => {
     noStrayErrors(agent);
     noStrayErrors(human);
   });
+
+  it("answers a call sent without an envelope id by its JSON-RPC id alone when it times out or its target leaves", async () => {
+    gw = await startGateway(SPACE());
+    const agent = watch(await TestClient.join(gw, "stray", T.agent));
+    const fs = await toolOwner(gw, "stray", T.fs, [{ name: "read_file", inputSchema: { type: "object" } }], { onCall: () => {} });
+    clients.push(fs);
+    const ask = (rpcId: number, meta: Record<string, unknown> = {}) =>
+      agent.c.send({ kind: "mcp/request", to: ["fs"], payload: { jsonrpc: "2.0", id: rpcId, method: "tools/call", params: { name: "read_file", _meta: meta } } });
+    const answer = (rpcId: number) => agent.c.next((e) => e.kind === "mcp/response" && e.payload.id === rpcId);
+    ask(1, { "mewgate/timeout_ms": 100 });
+    const timedOut = await answer(1);
+    expect([timedOut.payload.error.data.reason, timedOut.correlation_id]).toEqual(["timeout", undefined]);
+    ask(2);
+    await fs.next((e) => e.kind === "mcp/request" && e.payload.id === 2);
+    fs.ws.terminate();
+    const left = await answer(2);
+    expect([left.payload.error.data.reason, left.correlation_id]).toEqual(["target_left", undefined]);
+  });
 });

@@ -30,6 +30,12 @@ export interface Call {
   timer: NodeJS.Timeout;
   /** Set when the call carries out an approved proposal. */
   proposalId?: string | undefined;
+  /**
+   * Set when the caller sent the request without an envelope id (a JSON-RPC id only): `id` is
+   * then one the gateway made up, which the caller never saw, so the gateway's own answers to
+   * it correlate by JSON-RPC id alone.
+   */
+  anonymous?: true | undefined;
   /** A MEW fulfiller, who also gets the response. */
   fulfiller?: { id: string; envelopeId: string } | undefined;
   /** For the gateway's own requests (tools/list): the response goes here, not to a participant. */
@@ -213,6 +219,7 @@ export class Calls {
       parent: call.parent,
       timer: undefined as unknown as NodeJS.Timeout,
       proposalId: call.proposalId,
+      anonymous: call.anonymous,
       fulfiller: call.fulfiller,
       internal: call.internal,
       probe,

@@ -103,7 +103,8 @@ export class McpRouter implements CallRouter {
     const served = CALLBACK_METHODS.has(payload.method) ? this.calls.callbackOf(member.id, target, inbound.correlation_id) : undefined;
     const verdict = served ? this.space.authority.callback(payload.params) : this.authorize(member, target, payload.method, payload.params);
     if (verdict.decision !== "direct") return this.refuse(member, verdict, target, payload, inbound.id);
-    this.route(member, stamp({ ...inbound, payload }, member.id), payload, inbound.id, served ? { callbackFor: served.id } : {});
+    const anonymous = inbound.id === undefined ? ({ anonymous: true } as const) : {};
+    this.route(member, stamp({ ...inbound, payload }, member.id), payload, inbound.id, served ? { callbackFor: served.id, ...anonymous } : anonymous);
   }
 
   /** The policy decision point (authority.ts) for `member` calling `target`. */
@@ -159,7 +160,7 @@ export class McpRouter implements CallRouter {
    * refusal goes to the caller correlated to `sentId`, the id of the envelope it sent (if it
    * gave one): never to `env.id`, which the gateway makes up when the sender gave none.
    */
-  route(caller: Member, env: Envelope, payload: McpRequestPayload, sentId: string | undefined, extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor"> = {}): boolean {
+  route(caller: Member, env: Envelope, payload: McpRequestPayload, sentId: string | undefined, extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor" | "anonymous"> = {}): boolean {
     const refused = this.tryRoute(caller, env, payload, extra);
     if (refused) this.space.fail(caller, refused.code, refused.message, sentId, refused.extra);
     return refused === undefined;
@@ -170,7 +171,7 @@ export class McpRouter implements CallRouter {
    * the gateway makes on someone's behalf (an approved proposal, decisions.ts), whose
    * envelope id nobody sent, so the refusal belongs in the proposal's outcome.
    */
-  tryRoute(caller: Member, env: Envelope, payload: McpRequestPayload, extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor"> = {}): NotRouted | undefined {
+  tryRoute(caller: Member, env: Envelope, payload: McpRequestPayload, extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor" | "anonymous"> = {}): NotRouted | undefined {
     const target = env.to![0]!;
     // A person with only the web console open is there too, for what they can answer.
     if (this.space.member(target) === undefined && !(CALLBACK_METHODS.has(payload.method) && this.space.watching(target))) {
@@ -198,6 +199,7 @@ export class McpRouter implements CallRouter {
         parent: parent?.id,
         params: CALLBACK_METHODS.has(payload.method) ? payload.params : undefined,
         proposalId: extra.proposalId,
+        anonymous: extra.anonymous,
         fulfiller: extra.fulfiller,
         callbackFor: extra.callbackFor,
       },
@@ -317,7 +319,8 @@ export class McpRouter implements CallRouter {
   private failCall(call: Call, code: number, reason: string, message: string): void {
     if (call.internal) return call.internal(undefined, reason);
     const to = [call.caller];
-    const correlation = [call.id];
+    // Never the made-up id of a request its caller sent without one (calls.ts `anonymous`).
+    const correlation = call.anonymous ? [] : [call.id];
     if (call.proposalId) {
       correlation.unshift(call.proposalId);
       const p = this.proposals.get(call.proposalId);
@@ -328,7 +331,7 @@ export class McpRouter implements CallRouter {
       correlation.push(call.fulfiller.envelopeId);
     }
     const payload = { jsonrpc: "2.0", id: call.rpcId, error: { code, message, data: { reason, target: call.target } } };
-    this.space.deliver(systemEnvelope("mcp/response", payload, { to, correlation_id: correlation }));
+    this.space.deliver(systemEnvelope("mcp/response", payload, correlation.length > 0 ? { to, correlation_id: correlation } : { to }));
   }
 
   private cancelAtTarget(call: Call, reason: string): void {
