@@ -6,6 +6,7 @@
  * until the gateway restarts.
  */
 import { afterEach, describe, expect, it } from "vitest";
+import { Calls } from "../gateway/calls/calls.js";
 import { type Env, errorFor, responseFor, sleep, startGateway, TestClient, type TestGateway } from "./helpers.js";
 
 const T = { a: "breaker-a-token-1", b: "breaker-b-token-1", c: "breaker-c-token-1" };
@@ -145,5 +146,38 @@ describe("the circuit breaker's trial call", () => {
     await coolDown();
     await letThrough(a, "next-trial");
     await letThrough(a, "closed");
+  });
+});
+
+describe("the breaker's trial in Calls, however the call is closed", () => {
+  const limits = { timeout_ms: 30_000, max_timeout_ms: 300_000, max_call_depth: 5, max_pending: 64, breaker_failures: 5, breaker_cooldown_ms: 0 };
+  let n = 0;
+  const open = (calls: Calls, caller = "a") => calls.open({ id: `c${++n}`, caller, target: "b", rpcId: n, method: "tools/call", chain: [caller] }, 30_000);
+  function tripped(): Calls {
+    const calls = new Calls(limits, () => {});
+    for (let i = 0; i < 5; i++) calls.close(open(calls), false);
+    return calls;
+  }
+
+  it("lets the next call be the trial after one aborted by the gateway or dropped at shutdown, and keeps the trial its own", () => {
+    const calls = tripped();
+    const trial = open(calls);
+    expect(trial.probe).toBe(true);
+    expect(calls.refuse("a", "b", ["a"])?.code).toBe("circuit_open");
+    // Another call to the target meanwhile (the gateway's own tools/list skips `refuse`) is no second trial, and its end does not end the trial.
+    const other = calls.open({ id: "older", caller: "c", target: "b", rpcId: 0, method: "tools/call", chain: ["c"] }, 30_000);
+    expect(other.probe).toBe(false);
+    calls.close(other, undefined);
+    expect(calls.refuse("a", "b", ["a"])?.code).toBe("circuit_open");
+    // The gateway's abort (router.ts `abort` → `cancel`) closes it as not the target's doing.
+    calls.close(trial, undefined);
+    expect(calls.refuse("a", "b", ["a"])).toBeUndefined();
+    const next = open(calls);
+    expect(next.probe).toBe(true);
+    // The space shutting down drops every call, the trial with it.
+    calls.clear();
+    expect(calls.refuse("a", "b", ["a"])).toBeUndefined();
+    calls.close(open(calls), true);
+    expect(open(calls).probe).toBe(false);
   });
 });
