@@ -214,8 +214,8 @@ export interface GatewayProcess {
   stderr(): string;
 }
 
-/** Starts `mewgate gateway --config file --port 0` (or `port`) and resolves once it listens. */
-export async function spawnGateway(file: string, opts: { port?: number; shell?: string; args?: string[] } = {}): Promise<GatewayProcess> {
+/** Starts `mewgate gateway --config file --port 0` (or `port`) and resolves once it listens (within `startMs`, default 10 s). */
+export async function spawnGateway(file: string, opts: { port?: number; shell?: string; args?: string[]; startMs?: number } = {}): Promise<GatewayProcess> {
   const { spawn } = await import("node:child_process");
   const args = [CLI_MAIN, "gateway", "--config", file, "--port", String(opts.port ?? 0), ...(opts.args ?? [])];
   // `shell` runs the command after a prefix such as `ulimit -f 64; trap '' XFSZ;`.
@@ -226,7 +226,7 @@ export async function spawnGateway(file: string, opts: { port?: number; shell?: 
   child.stderr!.on("data", (d) => (err += d));
   const port = await new Promise<number>((resolve, reject) => {
     let out = "";
-    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${err}`)), 10_000);
+    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${err}`)), opts.startMs ?? 10_000);
     child.stdout!.on("data", (d) => {
       out += d;
       const m = /ws:\/\/127\.0\.0\.1:(\d+)/.exec(out);

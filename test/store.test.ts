@@ -8,8 +8,10 @@ import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import { MAGIC } from "../gateway/store/frame.js";
+import { peekRecord } from "../gateway/store/peek.js";
 import { openStore, readHistory, repairStore, StoreError } from "../gateway/store/index.js";
 import { seeded } from "./helpers.js";
 
@@ -250,5 +252,53 @@ describe("migration from the first wave's files", () => {
     await s2.close();
     expect(r2.migrated).toBeUndefined();
     expect(again.state).toEqual(owner.state);
+  });
+});
+
+describe("looking at a line without building it (peek.ts)", () => {
+  /** What peekRecord should see of a parsed value: scalars of the object and of its objects. */
+  const shallow = (v: unknown): Record<string, unknown> | undefined => {
+    if (typeof v !== "object" || v === null || Array.isArray(v)) return undefined;
+    const scalar = (x: unknown) => x === null || typeof x !== "object";
+    const fits = (x: unknown) => typeof x !== "string" || JSON.stringify(x).length <= 4096;
+    // Object.fromEntries: "__proto__" is a member like any other, as in JSON.parse.
+    return Object.fromEntries(
+      Object.entries(v).flatMap(([k, x]): Array<[string, unknown]> => {
+        if (scalar(x) && fits(x)) return [[k, x]];
+        if (typeof x === "object" && x !== null && !Array.isArray(x)) return [[k, Object.fromEntries(Object.entries(x).filter(([, y]) => scalar(y) && fits(y)))]];
+        return [];
+      }),
+    );
+  };
+  const agrees = (text: string) => {
+    let parsed: { ok: boolean; value?: unknown } = { ok: true };
+    try {
+      parsed.value = JSON.parse(text);
+    } catch {
+      parsed = { ok: false };
+    }
+    const peeked = peekRecord(Buffer.from(text, "utf8"));
+    expect(peeked.kind !== "invalid", `valid alike: ${JSON.stringify(text.slice(0, 200))}`).toBe(parsed.ok);
+    const plain = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, v && typeof v === "object" ? { ...v } : v]));
+    if (parsed.ok) expect(peeked.kind === "object" ? plain(peeked.view) : undefined).toEqual(shallow(parsed.value));
+  };
+
+  it("accepts exactly what JSON.parse accepts and sees the same members, however the text is cut or damaged", () => {
+    const value = fc.oneof(fc.jsonValue(), fc.dictionary(fc.string(), fc.jsonValue()), fc.record({ type: fc.constantFrom("proposed", "state"), proposal: fc.record({ id: fc.string(), state: fc.string(), params: fc.jsonValue() }) }));
+    fc.assert(
+      fc.property(value, fc.nat(), fc.integer({ min: 0, max: 255 }), fc.constantFrom("whole", "cut", "byte", "space"), (v, at, byte, how) => {
+        const text = JSON.stringify(v) ?? "null";
+        const i = at % (text.length + 1);
+        if (how === "whole") agrees(text);
+        else if (how === "cut") agrees(text.slice(0, i));
+        else if (how === "space") agrees(` \t${text}\r\n `);
+        else agrees(text.slice(0, i) + String.fromCharCode(byte) + text.slice(i + 1));
+      }),
+      { numRuns: 3000, seed: 23 },
+    );
+    for (const t of ["", " ", "{", "}", '{"a":1}x', '{"a":01}', '{"a":1.}', '{"a":-}', '{"a":1e}', '{"a":"\\u12"}', '{"a":"\\x"}', '{"a":"\t"}', "[1,]", '{"a":1,}', '{"__proto__":{"x":1},"b":2}', "nul", "truex", '"\\ud800"', "1e5", '{"a":1.5e-3,"b":-0.25E+2}', '{"a":[{"b":"c"}],"d":{"e":[1],"f":"g"}}']) agrees(t);
+    // Nesting deeper than any stack: still read, still checked.
+    agrees(`{"a":${"[".repeat(200_000)}${"]".repeat(200_000)}}`);
+    agrees(`{"a":${"[".repeat(200_000)}${"]".repeat(199_999)}}`);
   });
 });

@@ -21,16 +21,38 @@ import type { InviteRecord, Invites } from "../agents/invites.js";
 import type { SwitchRecord, Switches } from "../agents/switches.js";
 import type { Conversations, FrameRecord } from "../agents/conversations.js";
 import type { Plan } from "../ports/plan.js";
-import { type AuditEntry, type AuditQuery, type AuditRecord, auditMatches, type ProposalBook, type ProposalRecord } from "../proposals/book.js";
-import { type OpenReport, openStore, readHistory, type StateStore, type StoreHooks, type StoreOpener } from "../store/index.js";
+import { type AuditEntry, type AuditQuery, type AuditRecord, auditMatches, type ProposalBook, type ProposalRecord, type ProposalState } from "../proposals/book.js";
+import { type LegacyFile, type OpenReport, openStore, readHistory, type StateStore, type StoreHooks, type StoreOpener } from "../store/index.js";
 
 export type StateRecord = ProposalRecord | GrantRecord | AuditRecord | InviteRecord | SwitchRecord | FrameRecord;
 export type { Plan } from "../ports/plan.js";
 
 const DAY_MS = 86_400_000;
 
-/** The files the first wave kept state in; migrated on first start, then moved to `legacy/`. */
-const LEGACY = [{ file: "proposals.jsonl" }, { file: "grants.jsonl" }, { file: "audit.jsonl", wrap: (entry: unknown): StateRecord => ({ type: "audit", entry: entry as AuditEntry }) }];
+/** States a proposal ends in (proposals/book.ts): an ended first-wave proposal is only remembered, not migrated. */
+const ENDED = new Set<string>(["answered", "rejected", "withdrawn", "expired", "failed"]);
+
+/**
+ * The files the first wave kept state in; migrated on first start, then moved to
+ * `legacy/`. In `proposals.jsonl` each proposal's lines are kept only while it is live.
+ */
+export const LEGACY: LegacyFile<StateRecord>[] = [
+  {
+    file: "proposals.jsonl",
+    lifecycle: {
+      id: (r) => (r.type === "proposed" ? r.proposal?.id : r.type === "state" ? r.id : undefined),
+      ends: (r) => {
+        const state = r.type === "proposed" ? r.proposal?.state : r.type === "state" ? r.patch?.state : undefined;
+        return state !== undefined && ENDED.has(state) ? state : undefined;
+      },
+      // As many as the book remembers (ENDED_MEMORY), so a late decision still hears "already rejected".
+      remember: 10_000,
+      ended: (list) => [{ type: "ended", ended: list as Array<[string, ProposalState]> }],
+    },
+  },
+  { file: "grants.jsonl" },
+  { file: "audit.jsonl", wrap: (entry: unknown): StateRecord => ({ type: "audit", entry: entry as AuditEntry }) },
+];
 
 export class Ledger {
   private constructor(

@@ -7,15 +7,22 @@
  * journal frame its records came from, so moving history twice (a crash between moving
  * it and replacing the journal) is detected and the second copy skipped.
  */
-import { closeSync, existsSync, fdatasyncSync, fstatSync, mkdirSync, openSync, readdirSync, rmSync, statSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fdatasyncSync, fstatSync, mkdirSync, openSync, readdirSync, rmSync, statSync, truncateSync } from "node:fs";
 import { join } from "node:path";
-import { encodeFrame, MAGIC, readFrames } from "./frame.js";
+import { encodeFrame, MAGIC, readFrames, writeAllSync } from "./frame.js";
 
 const SEGMENT = /^(\d{8})\.log$/;
 
 export interface Retention {
   maxBytes: number;
   maxAgeMs: number;
+}
+
+export interface ArchiveMark {
+  existed: boolean;
+  /** Segment file names, oldest first. */
+  segments: string[];
+  newestBytes: number;
 }
 
 export class Archive<R> {
@@ -54,7 +61,7 @@ export class Archive<R> {
    * Appends history taken from journal frames (by their sequence numbers), durably, then
    * applies retention. Frames at or below `lastSeq` are already here and skipped.
    */
-  append(frames: Array<{ seq: number; records: R[] }>): void {
+  append(frames: Array<{ seq: number; records: R[]; bytes?: number }>): void {
     const fresh = frames.filter((f) => f.seq > this.lastSeq && f.records.length > 0);
     if (fresh.length === 0) return;
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
@@ -67,16 +74,24 @@ export class Archive<R> {
     }
     const fd = openSync(file, "a", 0o600);
     try {
-      if (fstatSync(fd).size === 0) writeSync(fd, MAGIC);
+      if (fstatSync(fd).size === 0) writeAllSync(fd, MAGIC);
       // History goes in frames of about a MiB, each ending at a journal frame's boundary
       // and carrying that frame's sequence number: a frame is archived whole or not at all.
+      // A frame's size is its journal frame's when known (a guess from the count when not),
+      // so that frames of large records are not merged past the limit.
       let chunk: R[] = [];
       let bytes = 0;
       for (const [i, f] of fresh.entries()) {
+        const next = f.bytes ?? f.records.length * 64;
+        if (chunk.length && bytes + next > 64 * 1024 * 1024) {
+          writeAllSync(fd, encodeFrame(fresh[i - 1]!.seq, chunk));
+          chunk = [];
+          bytes = 0;
+        }
         chunk.push(...f.records);
-        bytes += f.records.length * 64;
+        bytes += next;
         if (bytes >= 1024 * 1024 || i === fresh.length - 1) {
-          writeSync(fd, encodeFrame(f.seq, chunk));
+          writeAllSync(fd, encodeFrame(f.seq, chunk));
           chunk = [];
           bytes = 0;
         }
@@ -87,6 +102,26 @@ export class Archive<R> {
     }
     this.lastSeq = fresh.at(-1)!.seq;
     this.retain();
+  }
+
+  /** Where the archive ends now, for `rollback`: its segments and the newest one's size. */
+  mark(): ArchiveMark {
+    const segs = this.segments();
+    const newest = segs.at(-1);
+    return { existed: existsSync(this.dir), segments: segs.map((f) => f.slice(this.dir.length + 1)), newestBytes: newest ? statSync(newest).size : 0 };
+  }
+
+  /**
+   * Takes the archive back to `mark`: removes the segments written since and cuts the
+   * then-newest one back to its size (appends only ever grow the newest segment or add
+   * new ones). Segments retention dropped meanwhile are not brought back.
+   */
+  rollback(mark: ArchiveMark): void {
+    const kept = new Set(mark.segments);
+    for (const seg of this.segments()) if (!kept.has(seg.slice(this.dir.length + 1))) rmSync(seg, { force: true });
+    const newest = mark.segments.at(-1);
+    if (newest && existsSync(join(this.dir, newest)) && statSync(join(this.dir, newest)).size > mark.newestBytes) truncateSync(join(this.dir, newest), mark.newestBytes);
+    if (!mark.existed) rmSync(this.dir, { recursive: true, force: true });
   }
 
   /** Drops whole segments, oldest first, while over the size limit or past the age limit (never the newest). */

@@ -12,7 +12,7 @@
  *   - corrupt: a frame fails its checksum (or has an impossible length) and something
  *     follows — damage that must not be skipped silently.
  */
-import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readSync, writeSync } from "node:fs";
 import { crc32 } from "node:zlib";
 
 export const MAGIC = Buffer.from("MEWGATE\x01", "latin1");
@@ -31,8 +31,46 @@ export interface Frame<R> {
 
 export type ReadEnd = { kind: "end" } | { kind: "torn" | "corrupt"; offset: number; reason: string };
 
+/** What a snapshot's frames aim at: big enough to cost few writes, far below `MAX_FRAME`. */
+export const SNAPSHOT_FRAME = 4 * 1024 * 1024;
+
 export function encodeFrame(seq: number, records: unknown[]): Buffer {
-  const payload = Buffer.from(JSON.stringify({ n: seq, r: records }), "utf8");
+  return framePayload(JSON.stringify({ n: seq, r: records }));
+}
+
+/**
+ * Encodes records that are state, not one transaction — a snapshot, or what a migration
+ * keeps — as frames of about `SNAPSHOT_FRAME` bytes each, measured, not guessed from a
+ * record count: however large the records, no frame is over the limit unless one record
+ * alone is. Each record is serialized once; a frame is built only when it is written.
+ * `always`: yield an (empty) frame even when there are no records, to carry `seq`.
+ */
+export function* snapshotFrames(seq: number, records: Iterable<unknown>, always = false): Generator<Buffer> {
+  let parts: string[] = [];
+  let bytes = 0;
+  let any = false;
+  for (const r of records) {
+    const json = JSON.stringify(r);
+    const size = Buffer.byteLength(json) + 1;
+    if (parts.length && bytes + size > SNAPSHOT_FRAME) {
+      yield snapshotFrame(seq, parts);
+      any = true;
+      parts = [];
+      bytes = 0;
+    }
+    parts.push(json);
+    bytes += size;
+  }
+  if (parts.length || (always && !any)) yield snapshotFrame(seq, parts);
+}
+
+/** The frame `encodeFrame(seq, records)` makes, from its records already serialized. */
+function snapshotFrame(seq: number, parts: string[]): Buffer {
+  return framePayload(`{"n":${JSON.stringify(seq)},"r":[${parts.join(",")}]}`);
+}
+
+function framePayload(json: string): Buffer {
+  const payload = Buffer.from(json, "utf8");
   if (payload.length > MAX_FRAME) throw new RangeError(`a transaction of ${payload.length} bytes is over the ${MAX_FRAME}-byte limit`);
   const head = Buffer.allocUnsafe(FRAME_HEADER);
   head.writeUInt32LE(payload.length, 0);
@@ -129,4 +167,13 @@ function zeroFrom(fd: number, offset: number, size: number): boolean {
     at += n;
   }
   return true;
+}
+
+/** Writes all of `bytes` at the file's position; a short write is followed by the rest. */
+export function writeAllSync(fd: number, bytes: Buffer): void {
+  for (let done = 0; done < bytes.length; ) {
+    const n = writeSync(fd, bytes, done, bytes.length - done);
+    if (n <= 0) throw new Error("write made no progress");
+    done += n;
+  }
 }

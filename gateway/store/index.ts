@@ -3,7 +3,7 @@
  *
  *   <dir>/journal          live state and recent history, group-committed (journal.ts)
  *   <dir>/history/*.log    older history, kept by size and age (archive.ts)
- *   <dir>/legacy/          the first wave's jsonl files, once migrated (legacy.ts)
+ *   <dir>/legacy/          the first wave's jsonl files, once migrated (legacy.ts, migrate.ts)
  *
  * Generic over the record type: the owner folds records into its state (`apply`), says
  * which records are history rather than state (`isHistory`), and gives the records that
@@ -11,15 +11,16 @@
  * journal — live state plus what came since the last compaction — frame by frame, so
  * start-up time and memory follow the live state, not the length of the history.
  */
-import { closeSync, existsSync, fdatasyncSync, mkdirSync, openSync, readSync, renameSync, statSync, truncateSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fdatasyncSync, mkdirSync, openSync, readSync, renameSync, rmSync, statSync, truncateSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { Archive, type Retention } from "./archive.js";
-import { encodeFrame, MAGIC, readFrames } from "./frame.js";
-import { Journal, StoreError, syncDir } from "./journal.js";
-import { type LegacyFile, migrate } from "./legacy.js";
+import { MAGIC, readFrames } from "./frame.js";
+import { Journal, StoreError, syncDir, writeStateFile } from "./journal.js";
+import type { LegacyFile } from "./legacy.js";
+import { abandonMigration, finishMigration, migrate } from "./migrate.js";
 
 export { StoreError } from "./journal.js";
-export type { LegacyFile } from "./legacy.js";
+export type { LegacyFile, Lifecycle } from "./legacy.js";
 
 export interface StoreLog {
   info(o: object, msg: string): void;
@@ -107,21 +108,20 @@ export function openStore<R extends { type: string }>(opts: StoreOptions, hooks:
   const archive = new Archive<R>(opts.dir, opts.history ?? DEFAULT_RETENTION);
   const report: OpenReport = { records: 0, bytes: 0, ms: 0 };
 
+  // What a crash in the middle of writing a new journal leaves: never the journal itself.
+  for (const tmp of [`${file}.new`, `${file}.compact`]) rmSync(tmp, { force: true });
+
   if (!existsSync(file)) {
     const found = legacy.filter((l) => existsSync(join(opts.dir, l.file)));
     if (found.length) {
-      report.migrated = migrate(opts.dir, found, hooks, archive, opts.log);
-      // The migrated state is now in the owner: write it as the first journal.
-      writeJournal(file, archive.lastSeq, hooks.snapshot());
-      const moved = join(opts.dir, "legacy");
-      mkdirSync(moved, { recursive: true, mode: 0o700 });
-      for (const l of found) renameSync(join(opts.dir, l.file), join(moved, l.file));
-      syncDir(opts.dir);
+      // The migrated state is folded into the owner and written as the first journal.
+      report.migrated = migrate(opts.dir, file, found, hooks, archive, opts.log);
       opts.log?.info({ files: report.migrated }, "state migrated to the journal; the old files are in legacy/");
     } else {
+      abandonMigration(opts.dir, archive);
       writeJournal(file, 0, []);
     }
-  }
+  } else finishMigration(opts.dir, opts.log);
 
   let seq = archive.lastSeq;
   let good = MAGIC.length;
@@ -152,14 +152,7 @@ export function openStore<R extends { type: string }>(opts: StoreOptions, hooks:
 /** Writes a fresh journal holding `records` (in bounded frames), durably, via a rename. */
 function writeJournal(file: string, seq: number, records: unknown[]): void {
   const tmp = `${file}.new`;
-  const fd = openSync(tmp, "w", 0o600);
-  try {
-    writeSync(fd, MAGIC);
-    for (let i = 0; i < records.length; i += 512) writeSync(fd, encodeFrame(seq, records.slice(i, i + 512)));
-    fdatasyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
+  writeStateFile(tmp, seq, records, false);
   renameSync(tmp, file);
   syncDir(join(file, ".."));
 }

@@ -16,15 +16,15 @@
  * (the owner's snapshot) goes into a new file, history records move to the archive, and
  * the new file replaces the old with an atomic rename.
  */
-import { closeSync, fdatasync, fsyncSync, ftruncate, openSync, renameSync, rmSync, write, writeSync, fdatasyncSync } from "node:fs";
+import { closeSync, fdatasync, fdatasyncSync, fsyncSync, ftruncate, openSync, renameSync, rmSync, write } from "node:fs";
 import { dirname } from "node:path";
 import type { Archive } from "./archive.js";
-import { encodeFrame, MAGIC, readFrames } from "./frame.js";
+import { encodeFrame, MAGIC, readFrames, snapshotFrames, writeAllSync } from "./frame.js";
 import { CommitQueue, type Pending } from "./queue.js";
 
 export class StoreError extends Error {
   constructor(
-    readonly code: "write_failed" | "corrupt" | "closed" | "failed",
+    readonly code: "write_failed" | "corrupt" | "closed" | "failed" | "migration_failed",
     message: string,
     readonly file?: string,
     readonly offset?: number,
@@ -45,9 +45,6 @@ export interface JournalOwner<R> {
   onWrite?: ((seconds: number) => void) | undefined;
 }
 
-
-/** Records per snapshot frame: a snapshot is written in frames of bounded size. */
-const SNAPSHOT_FRAME_RECORDS = 512;
 
 export class Journal<R> {
   private fd: number;
@@ -140,27 +137,15 @@ export class Journal<R> {
   private compactNow(): void {
     const tmp = `${this.file}.compact`;
     try {
-      const history: Array<{ seq: number; records: R[] }> = [];
-      const end = readFrames<R>(this.file, (f) => history.push({ seq: f.seq, records: f.records.filter((r) => this.owner.isHistory(r)) }), { upTo: this.size });
+      const history: Array<{ seq: number; records: R[]; bytes: number }> = [];
+      const end = readFrames<R>(this.file, (f) => history.push({ seq: f.seq, records: f.records.filter((r) => this.owner.isHistory(r)), bytes: f.size }), { upTo: this.size });
       if (end.kind !== "end") throw new Error(`journal unreadable at ${end.offset}: ${end.reason}`);
       // History first: once the new journal replaces the old, the archive must hold it.
       this.archive.append(history);
       const live = this.owner.snapshot();
-      const fd = openSync(tmp, "w", 0o600);
-      let size = MAGIC.length;
-      try {
-        writeSync(fd, MAGIC);
-        // The snapshot's frames carry the current sequence number: history of later
-        // frames is newer than anything archived.
-        for (let i = 0; i < live.length || i === 0; i += SNAPSHOT_FRAME_RECORDS) {
-          const frame = encodeFrame(this.seq, live.slice(i, i + SNAPSHOT_FRAME_RECORDS));
-          writeSync(fd, frame);
-          size += frame.length;
-        }
-        fdatasyncSync(fd);
-      } finally {
-        closeSync(fd);
-      }
+      // The snapshot's frames carry the current sequence number: history of later
+      // frames is newer than anything archived.
+      const size = writeStateFile(tmp, this.seq, live, true);
       renameSync(tmp, this.file);
       syncDir(dirname(this.file));
       closeSync(this.fd);
@@ -233,4 +218,31 @@ export function syncDir(dir: string): void {
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * Writes `records` as a fresh store file at `file` — the header, then frames of bounded
+ * size (`snapshotFrames`), all carrying `seq` — durably, and returns its size; the caller
+ * renames it into place. On any failure the partial file is removed and the error thrown.
+ * `always`: write a frame even when there are no records, so the file carries `seq`.
+ */
+export function writeStateFile(file: string, seq: number, records: Iterable<unknown>, always: boolean): number {
+  let size = MAGIC.length;
+  try {
+    const fd = openSync(file, "w", 0o600);
+    try {
+      writeAllSync(fd, MAGIC);
+      for (const frame of snapshotFrames(seq, records, always)) {
+        writeAllSync(fd, frame);
+        size += frame.length;
+      }
+      fdatasyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+  } catch (err) {
+    rmSync(file, { force: true });
+    throw err;
+  }
+  return size;
 }
