@@ -1,0 +1,50 @@
+/**
+ * Every frame the fuzzer (test/fuzz.test.ts) has found, as a regression test of its own,
+ * against a real gateway process (test/fuzz/harness.ts): after the frames, the process
+ * lives, no denied or unapproved call reached the tool owner, a well-behaved member's chat
+ * makes its round trip and a new member is welcomed.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import type { Frame } from "./fuzz/frames.js";
+import { type Env, FuzzSpace } from "./fuzz/harness.js";
+
+let space: FuzzSpace | undefined;
+afterEach(async () => {
+  await space?.dispose();
+  space = undefined;
+});
+
+const nested = (depth: number) => "[".repeat(depth) + "]".repeat(depth);
+const frame = (env: Record<string, unknown>, deep?: string): Frame => ({ text: deep ? JSON.stringify(env).replace('"<DEEP>"', deep) : JSON.stringify(env) });
+/** A proposal: its state write is under way while the frames right behind it wait in the backlog. */
+const proposal = (id: string) => frame({ id, kind: "mcp/proposal", to: ["tools"], payload: { method: "tools/call", params: { name: "guarded", arguments: {} } } });
+const errorFor = (s: FuzzSpace, id: string) => s.fuzz.next((e: Env) => e.kind === "system/error" && e.correlation_id?.includes(id) === true, 10_000);
+
+describe("fuzz findings", () => {
+  it("a chat nested 10,000 deep right behind a proposal costs that frame, not the process", async () => {
+    space = await FuzzSpace.open();
+    await space.send([proposal("p-behind-1"), frame({ id: "deep-chat", kind: "chat", payload: "<DEEP>" }, nested(10_000))]);
+    expect(await space.check()).toEqual([]);
+    // The sender is told, and the proposal in front of it is kept.
+    expect(await errorFor(space, "deep-chat")).toBeDefined();
+    expect(await space.human.next((e) => e.kind === "mcp/proposal" && e.id === "p-behind-1", 10_000)).toBeDefined();
+    expect(space.human.received.some((e) => e.id === "deep-chat")).toBe(false);
+  });
+
+  it("a tool call whose arguments are nested 10,000 deep, behind a proposal, costs that frame, not the process", async () => {
+    // Found by seed 6 of the first generator: the argument quota (policy/authority.ts) serialises the params.
+    space = await FuzzSpace.open();
+    const call = frame({ id: "deep-call", kind: "mcp/request", to: ["tools"], payload: { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "safe", arguments: "<DEEP>" } } }, nested(10_000));
+    await space.send([proposal("p-behind-2"), call]);
+    expect(await space.check()).toEqual([]);
+    expect(await errorFor(space, "deep-call")).toBeDefined();
+  });
+
+  it("a stream request nested 10,000 deep leaves no stream behind: later joiners are welcomed", async () => {
+    space = await FuzzSpace.open();
+    await space.send([frame({ id: "deep-stream", kind: "stream/request", to: ["gateway"], payload: { direction: "upload", description: "<DEEP>" } }, nested(10_000))]);
+    expect(await space.check()).toEqual([]);
+    expect(await errorFor(space, "deep-stream")).toBeDefined();
+    expect(space.fuzz.received.some((e) => e.kind === "stream/open")).toBe(false);
+  });
+});
