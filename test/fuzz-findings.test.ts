@@ -7,6 +7,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { Frame } from "./fuzz/frames.js";
 import { type Env, FuzzSpace } from "./fuzz/harness.js";
+import { send } from "./fuzz/http.js";
 
 let space: FuzzSpace | undefined;
 afterEach(async () => {
@@ -46,5 +47,20 @@ describe("fuzz findings", () => {
     expect(await space.check()).toEqual([]);
     expect(await errorFor(space, "deep-stream")).toBeDefined();
     expect(space.fuzz.received.some((e) => e.kind === "stream/open")).toBe(false);
+  });
+});
+
+describe("fuzz findings: HTTP", () => {
+  const raw = (s: FuzzSpace, head: string, body = "") => send(s.gw.port, Buffer.from(`${head}\r\nHost: 127.0.0.1:${s.gw.port}\r\nConnection: close${body ? `\r\nContent-Length: ${Buffer.byteLength(body)}` : ""}\r\n\r\n${body}`));
+  const upgrade = "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==";
+
+  it("a WebSocket upgrade whose target is not a valid URL gets a 400, and the process lives", async () => {
+    // Found by the HTTP fuzz: `new URL("//", base)` threw in the upgrade handler, before any token was read.
+    space = await FuzzSpace.open();
+    for (const target of ["//", "//[", "//a:b@/..", "//:99999"]) {
+      const status = await send(space.gw.port, Buffer.from(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${space.gw.port}\r\n${upgrade}\r\n\r\n`));
+      expect({ target, status }).toEqual({ target, status: 400 });
+    }
+    expect(await space.check()).toEqual([]);
   });
 });
