@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import type { Frame } from "./fuzz/frames.js";
-import { type Env, FuzzSpace } from "./fuzz/harness.js";
+import { type Env, FuzzSpace, TOKENS } from "./fuzz/harness.js";
 import { send } from "./fuzz/http.js";
 
 let space: FuzzSpace | undefined;
@@ -61,6 +61,17 @@ describe("fuzz findings: HTTP", () => {
       const status = await send(space.gw.port, Buffer.from(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${space.gw.port}\r\n${upgrade}\r\n\r\n`));
       expect({ target, status }).toEqual({ target, status: 400 });
     }
+    expect(await space.check()).toEqual([]);
+  });
+
+  it("a path that is not valid percent-encoding gets a 404 from the operator API and the injection route, not a 500", async () => {
+    // Found by the HTTP fuzz: decodeURIComponent threw, and the routes answered 500 internal_error.
+    space = await FuzzSpace.open();
+    const auth = `Authorization: Bearer ${TOKENS.fuzz}`;
+    expect(await raw(space, `GET /api/spaces/%ZZ/me HTTP/1.1\r\n${auth}`)).toBe(404);
+    expect(await raw(space, `GET /api/spaces/fz/proposals/%E0%A4%A HTTP/1.1\r\n${auth}`)).toBe(404);
+    expect(await raw(space, `POST /api/spaces/fz/proposals/%E0%A4%A/approve HTTP/1.1\r\n${auth}`, "{}")).toBe(404);
+    expect(await raw(space, `POST /participants/%ZZ/messages?space=fz HTTP/1.1\r\n${auth}`, '{"kind":"chat","payload":{"text":"hi"}}')).toBe(404);
     expect(await space.check()).toEqual([]);
   });
 });
