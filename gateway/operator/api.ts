@@ -72,7 +72,7 @@ async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerRespons
   if (route === "GET events") return events(caller, req, res);
   let body: Record<string, unknown> = {};
   if (req.method === "POST") {
-    const read = await readJsonObject(req, MAX_BODY);
+    const read = await readJsonObject(req, res, MAX_BODY);
     if (!read.ok) return send(res, fail(read.status, "invalid_payload", read.message));
     body = read.body;
   }

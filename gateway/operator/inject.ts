@@ -56,7 +56,7 @@ export function mountInjection(gateway: InjectHost): void {
       const id = who(req, s);
       // The path names the participant; the token must be that participant's.
       if (id === undefined || id !== named) return send(res, 403, { error: "forbidden", message: "invalid token for participant" });
-      const read = await readJsonObject(req, MAX_BODY);
+      const read = await readJsonObject(req, res, MAX_BODY);
       if (!read.ok) return send(res, read.status, { error: "invalid_request", message: read.message });
       const body = read.body;
       if (typeof body["kind"] !== "string" || body["kind"] === "") return send(res, 400, { error: "invalid_request", message: "message kind is required" });
