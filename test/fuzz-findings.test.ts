@@ -4,10 +4,15 @@
  * lives, no denied or unapproved call reached the tool owner, a well-behaved member's chat
  * makes its round trip and a new member is welcomed.
  */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { WebSocket } from "ws";
 import type { Frame } from "./fuzz/frames.js";
 import { type Env, FuzzSpace, TOKENS } from "./fuzz/harness.js";
 import { send } from "./fuzz/http.js";
+import { killGateway, sleep, spawnGateway } from "./helpers.js";
 
 let space: FuzzSpace | undefined;
 afterEach(async () => {
@@ -48,6 +53,31 @@ describe("fuzz findings", () => {
     expect(await errorFor(space, "deep-stream")).toBeDefined();
     expect(space.fuzz.received.some((e) => e.kind === "stream/open")).toBe(false);
   });
+});
+
+describe("fuzz findings: shutdown", () => {
+  it("a connection that left while the gateway waited for its join frame does not hold the shutdown", async () => {
+    // Found by the HTTP fuzz (seed 4): an upgrade to "*/.." (the root, where MEW clients connect)
+    // without a token, then gone; the join timer was never cleared and SIGTERM waited for it.
+    const dir = mkdtempSync(join(tmpdir(), "mewgate-fuzz-finding-"));
+    const file = join(dir, "space.yaml");
+    writeFileSync(file, "space: {id: fz}\ngateway:\n  limits: {join_timeout_ms: 120000}\nparticipants:\n  human: {kind: human, token: fz-human-token-0001}\n");
+    const gw = await spawnGateway(file);
+    try {
+      const ws = new WebSocket(`ws://127.0.0.1:${gw.port}/ws?space=fz`);
+      await new Promise((resolve, reject) => ws.once("open", resolve).once("error", reject));
+      ws.terminate();
+      const exited = new Promise<number>((resolve) => gw.child.once("exit", () => resolve(Date.now())));
+      const start = Date.now();
+      gw.child.kill("SIGTERM");
+      // Far below the join timeout (120 s), generous for a slow machine.
+      const took = await Promise.race([exited.then((t) => t - start), sleep(30_000).then(() => Infinity)]);
+      expect(took).toBeLessThan(30_000);
+    } finally {
+      await killGateway(gw);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 40_000);
 });
 
 describe("fuzz findings: HTTP", () => {
