@@ -24,7 +24,8 @@ const nested = (depth: number) => "[".repeat(depth) + "]".repeat(depth);
 const frame = (env: Record<string, unknown>, deep?: string): Frame => ({ text: deep ? JSON.stringify(env).replace('"<DEEP>"', deep) : JSON.stringify(env) });
 /** A proposal: its state write is under way while the frames right behind it wait in the backlog. */
 const proposal = (id: string) => frame({ id, kind: "mcp/proposal", to: ["tools"], payload: { method: "tools/call", params: { name: "guarded", arguments: {} } } });
-const errorFor = (s: FuzzSpace, id: string) => s.fuzz.next((e: Env) => e.kind === "system/error" && e.correlation_id?.includes(id) === true, 10_000);
+/** The sender is told: an error naming the frame's id, or naming none (a check before the id is read). */
+const errorFor = (s: FuzzSpace, id: string) => s.fuzz.next((e: Env) => e.kind === "system/error" && (e.correlation_id === undefined || e.correlation_id.includes(id)), 10_000);
 
 describe("fuzz findings", () => {
   it("a chat nested 10,000 deep right behind a proposal costs that frame, not the process", async () => {
