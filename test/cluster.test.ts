@@ -9,6 +9,7 @@ import { join as pathJoin } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { askGateway, type Env, type GatewayProcess, killGateway, sleep, spawnGateway, TestClient, toolOwner, waitFor } from "./helpers.js";
 import { NatsServer, natsServerPath } from "../cli/nats.js";
+import { send } from "./fuzz/http.js";
 
 const TOKEN = (id: string) => `${id}-cluster-token-0123456789`;
 // Leases longer than the default (1.5 s): on a loaded test machine an owner starved of CPU
@@ -96,6 +97,19 @@ async function join(node: Node, space: string, id: string): Promise<TestClient> 
 }
 
 describe("a cluster over NATS", () => {
+  it("answers a request whose target is no URL, or not valid percent-encoding, with a 4xx and keeps serving", async () => {
+    // Found beside the fuzz suite: passing a request on to a space's owner parsed its target with new URL() and
+    // decodeURIComponent, which threw in the request handler and stopped the node.
+    const [node] = await cluster("oddpaths", 1);
+    await ownerOf([node!], "oddpaths");
+    for (const target of ["//", "//[", "/api/spaces/%ZZ/me", "/api/spaces/oddpaths%ZZ/me"]) {
+      const status = await send(node!.port, Buffer.from(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${node!.port}\r\nConnection: close\r\n\r\n`));
+      expect({ target, clientError: status !== undefined && status >= 400 && status < 500 }).toEqual({ target, clientError: true });
+    }
+    expect(node!.proc.child.exitCode).toBe(null);
+    expect((await health(node!)).cluster.owns).toContain("oddpaths");
+  });
+
   it("refuses, across nodes, what it refuses locally: a wrong token, a forged from, a self-approval", async () => {
     const nodes = await cluster("hostile", 2);
     const owner = await ownerOf(nodes, "hostile");

@@ -36,11 +36,20 @@ export function passOn(req: IncomingMessage, res: ServerResponse, target: string
   req.pipe(out);
 }
 
-/** The space an HTTP request is about: `/api/spaces/<id>/…`, `?space=`, or the only one. */
+/**
+ * The space an HTTP request is about: `/api/spaces/<id>/…`, `?space=`, or the only one.
+ * None for a target that is no URL (`//`) or not valid percent-encoding: the request is
+ * then answered here, with a 4xx, rather than throwing in the server's request handler.
+ */
 export function spaceOfRequest(req: IncomingMessage, spaces: readonly string[]): string | undefined {
-  const url = new URL(req.url ?? "/", "http://gateway");
-  const api = /^\/api\/spaces\/([^/]+)/.exec(url.pathname);
-  if (api) return decodeURIComponent(api[1]!);
+  let url: URL;
+  try {
+    url = new URL(req.url ?? "/", "http://gateway");
+    const api = /^\/api\/spaces\/([^/]+)/.exec(url.pathname);
+    if (api) return decodeURIComponent(api[1]!);
+  } catch {
+    return undefined;
+  }
   const named = url.searchParams.get("space");
   if (named) return named;
   return spaces.length === 1 ? spaces[0] : undefined;

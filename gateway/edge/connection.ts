@@ -55,6 +55,8 @@ export class Connection implements Peer {
 
   awaitJoin(timeoutMs: number, onJoin: (join: Join) => void): void {
     const timer = setTimeout(() => this.close(CloseCodes.joinTimeout, "no token: send Authorization: Bearer, ?token=, or a join frame first"), timeoutMs);
+    // A client gone before its join leaves no timer behind: it would hold the socket, and a shutdown, until it fires.
+    this.ws.once("close", () => clearTimeout(timer));
     this.ws.once("message", (data, isBinary) => {
       clearTimeout(timer);
       if (this.ws.readyState !== WebSocket.OPEN) return;

@@ -146,13 +146,15 @@ export class Gateway {
     mountInjection(this);
     this.http.on("upgrade", (req, socket, head) => {
       this.sockets.upgraded(req.socket);
-      const refusal = this.refuseUpgrade(req);
+      // A request target such as "//" is no URL: refused here, since a throw in this handler stops the process.
+      const url = requestUrl(req);
+      const refusal = url === undefined ? { status: "400 Bad Request", reason: "the request target is not a valid path" } : this.refuseUpgrade(req, url);
       if (refusal) {
         this.log.info({ remote: req.socket.remoteAddress, status: refusal.status, reason: refusal.reason }, "WebSocket upgrade refused");
         socket.end(`HTTP/1.1 ${refusal.status}\r\nConnection: close\r\nContent-Type: text/plain\r\n\r\n${refusal.reason}\n`);
         return;
       }
-      this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, req));
+      if (url) this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, req, url));
     });
   }
 
@@ -219,11 +221,10 @@ export class Gateway {
    * `max_connections` only a human of the space who authenticates at the door gets in,
    * into the operator reserve.
    */
-  private refuseUpgrade(req: IncomingMessage): { status: string; reason: string } | undefined {
+  private refuseUpgrade(req: IncomingMessage, url: URL): { status: string; reason: string } | undefined {
     const admitted = this.guard.check(req);
     if (!admitted.ok) return { status: "403 Forbidden", reason: `forbidden: ${admitted.reason}` };
     if (this.closing) return { status: "503 Service Unavailable", reason: "the gateway is shutting down" };
-    const url = new URL(req.url ?? "/", "http://gateway");
     // MEW clients connect to the root; ours to /ws.
     if (url.pathname !== "/ws" && url.pathname !== "/") return { status: "404 Not Found", reason: "WebSocket connections go to /ws?space=NAME (or /)" };
     const { max_connections, operator_reserve, max_unauthenticated } = this.limits;
@@ -363,8 +364,7 @@ export class Gateway {
     }
   }
 
-  private accept(ws: WebSocket, req: IncomingMessage): void {
-    const url = new URL(req.url ?? "/", "http://gateway");
+  private accept(ws: WebSocket, req: IncomingMessage, url: URL): void {
     const address = req.socket.remoteAddress ?? "unknown";
     const conn = new Connection(ws, this.limits, this.log, address);
     this.connections.add(conn);
@@ -453,6 +453,15 @@ export class Gateway {
     if (this.cluster) return this.cluster.door(id);
     const space = this.spaces.get(id);
     return space ? localDoor(space) : undefined;
+  }
+}
+
+/** The request's target as a URL, or undefined when it is none (`//`, `//[`, `//a:b@`). */
+function requestUrl(req: IncomingMessage): URL | undefined {
+  try {
+    return new URL(req.url ?? "/", "http://gateway");
+  } catch {
+    return undefined;
   }
 }
 

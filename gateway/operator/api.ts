@@ -57,7 +57,10 @@ export function mountOperatorApi(gateway: ApiHost): void {
 
 async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = new URL(req.url ?? "/", "http://gateway");
-  const [spaceId, ...rest] = url.pathname.slice(PREFIX.length).split("/").map(decodeURIComponent);
+  const parts = decodePath(url.pathname.slice(PREFIX.length));
+  // A path that is not valid percent-encoding names nothing here.
+  if (!parts) return send(res, fail(404, "not_found", "the path is not valid percent-encoding; see docs/operator-api.md"));
+  const [spaceId, ...rest] = parts;
   const space = gateway.spaces.get(spaceId ?? "");
   if (!space) return send(res, fail(404, "unknown_space", `no space named "${clip(spaceId ?? "")}"`));
   const token = bearer(req.headers.authorization);
@@ -69,7 +72,7 @@ async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerRespons
   if (route === "GET events") return events(caller, req, res);
   let body: Record<string, unknown> = {};
   if (req.method === "POST") {
-    const read = await readJsonObject(req, MAX_BODY);
+    const read = await readJsonObject(req, res, MAX_BODY);
     if (!read.ok) return send(res, fail(read.status, "invalid_payload", read.message));
     body = read.body;
   }
@@ -205,6 +208,15 @@ const fail = (status: number, code: string, message: string): Reply => ({ status
 
 function send(res: ServerResponse, r: Reply, headers: Record<string, string> = {}): void {
   sendJson(res, r.status, r.body, headers);
+}
+
+/** The path's segments, decoded; undefined when one is not valid percent-encoding (`%ZZ`). */
+function decodePath(path: string): string[] | undefined {
+  try {
+    return path.split("/").map(decodeURIComponent);
+  } catch {
+    return undefined;
+  }
 }
 
 function clip(s: string): string {

@@ -18,21 +18,40 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   res.end(JSON.stringify(body));
 }
 
-/** Reads a JSON object of at most `max` bytes (an empty body is `{}`); past the limit the request is cut off. */
-export function readJsonObject(req: IncomingMessage, max: number): Promise<{ ok: true; body: Record<string, unknown> } | { ok: false; status: number; message: string }> {
+/** Bytes of an over-long body read and dropped after the 413, so the client reads the answer; past them the socket is cut. */
+const DRAIN_MAX = 16 * 1024 * 1024;
+
+/**
+ * Reads a JSON object of at most `max` bytes (an empty body is `{}`). Past the limit it
+ * answers 413 at once: `res` closes after the answer, and what is left of the body is read
+ * and dropped (up to DRAIN_MAX), since a socket closed with unread bytes is reset and the
+ * client would lose the answer.
+ */
+export function readJsonObject(
+  req: IncomingMessage,
+  res: ServerResponse,
+  max: number,
+): Promise<{ ok: true; body: Record<string, unknown> } | { ok: false; status: number; message: string }> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    let over = false;
     req.on("data", (chunk: Buffer) => {
       size += chunk.length;
+      if (size > max + DRAIN_MAX) return void req.destroy();
       if (size > max) {
-        resolve({ ok: false, status: 413, message: `request body over ${max} bytes` });
-        req.destroy();
+        if (!over) {
+          over = true;
+          chunks.length = 0;
+          res.setHeader("connection", "close");
+          resolve({ ok: false, status: 413, message: `request body over ${max} bytes` });
+        }
         return;
       }
       chunks.push(chunk);
     });
     req.on("end", () => {
+      if (over) return;
       if (size === 0) return resolve({ ok: true, body: {} });
       try {
         const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown;

@@ -48,14 +48,15 @@ export function mountInjection(gateway: InjectHost): void {
     void (async () => {
       const url = new URL(req.url ?? "/", "http://gateway");
       const m = /^\/participants\/([^/]+)\/messages$/.exec(url.pathname);
-      if (!m || req.method !== "POST") return send(res, 404, { error: "not_found", message: "POST /participants/<id>/messages?space=<space>" });
+      const named = m ? decoded(m[1]!) : undefined;
+      if (named === undefined || req.method !== "POST") return send(res, 404, { error: "not_found", message: "POST /participants/<id>/messages?space=<space>" });
       const s = space(url);
       if (!s) return send(res, 404, { error: "unknown_space", message: "no such space (give ?space=ID)" });
       if (!/^Bearer\s+\S+/i.test(req.headers.authorization ?? "")) return send(res, 401, { error: "unauthorized", message: "missing or invalid authorization header" });
       const id = who(req, s);
       // The path names the participant; the token must be that participant's.
-      if (id === undefined || id !== decodeURIComponent(m[1]!)) return send(res, 403, { error: "forbidden", message: "invalid token for participant" });
-      const read = await readJsonObject(req, MAX_BODY);
+      if (id === undefined || id !== named) return send(res, 403, { error: "forbidden", message: "invalid token for participant" });
+      const read = await readJsonObject(req, res, MAX_BODY);
       if (!read.ok) return send(res, read.status, { error: "invalid_request", message: read.message });
       const body = read.body;
       if (typeof body["kind"] !== "string" || body["kind"] === "") return send(res, 400, { error: "invalid_request", message: "message kind is required" });
@@ -75,4 +76,13 @@ export function mountInjection(gateway: InjectHost): void {
       if (!res.headersSent) send(res, 500, { error: "internal_error", message: "the gateway failed on this request" });
     });
   });
+}
+
+/** A percent-encoded path segment, or undefined when it is not valid encoding (`%ZZ`). */
+function decoded(segment: string): string | undefined {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
 }
