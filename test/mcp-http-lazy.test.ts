@@ -39,6 +39,12 @@ function postInitialize(port: number, token = CLAUDE): Promise<Response> {
   });
 }
 
+/**
+ * How long a loader takes: long enough that requests sent together all arrive while it
+ * runs, even on a loaded machine (30 ms was not, under the whole suite on two cores).
+ */
+const OVERLAP_MS = 1_000;
+
 /** A loader that counts its calls and takes `delayMs`, so concurrent first requests overlap it. */
 function counting(delayMs: number, fail?: () => Error | undefined): { load: () => Promise<McpHttpModules>; calls: () => number } {
   let calls = 0;
@@ -57,7 +63,7 @@ function counting(delayMs: number, fail?: () => Error | undefined): { load: () =
 describe("mountHttp loads the MCP machinery on demand", () => {
   it("loads nothing when mounted, and once for concurrent first requests", async () => {
     gw = await startGateway(SPACE);
-    const loader = counting(50);
+    const loader = counting(OVERLAP_MS);
     mount = mountHttp(gw.gateway, { loadModules: loader.load });
     await sleep(20);
     expect(loader.calls()).toBe(0);
@@ -80,7 +86,7 @@ describe("mountHttp loads the MCP machinery on demand", () => {
     const lines: string[] = [];
     const logger = pino({ level: "info" }, { write: (s: string) => void lines.push(s) });
     let broken = true;
-    const loader = counting(30, () => (broken ? new Error("Cannot find package '@modelcontextprotocol/sdk'") : undefined));
+    const loader = counting(OVERLAP_MS, () => (broken ? new Error("Cannot find package '@modelcontextprotocol/sdk'") : undefined));
     mount = mountHttp(gw.gateway, { loadModules: loader.load, logger });
 
     const failed = await Promise.all([postInitialize(gw.port), postInitialize(gw.port)]);

@@ -271,14 +271,17 @@ describe("a first-release state directory of about 300 MB", () => {
       const human = await TestClient.join(gw, "mig", TOKEN("human"));
       clients.push(human);
       const pending = new Set<string>();
+      const interrupted = new Set<string>();
       let cursor: string | undefined;
       for (let page = 0; page < 20; page++) {
         const res = await askGateway(human, "proposals/list", cursor ? { cursor } : {});
-        for (const p of res.payload.result.proposals) pending.add(p.id);
+        for (const p of res.payload.result.proposals) (p.payload?.["mewgate/interrupted"] ? interrupted : pending).add(p.id);
         cursor = res.payload.result.nextCursor;
         if (!cursor) break;
       }
       expect([...pending].sort(), "every pending proposal, and only those").toEqual([...made.pending].sort());
+      // The one approved when the first release stopped may have run: it waits for a person again.
+      expect([...interrupted].sort(), "the approved one, interrupted").toEqual([...made.inFlight].sort());
       // A late decision on an ended one is told it has ended, not that it is unknown.
       human.send({ id: "late", kind: "mcp/approve", correlation_id: [made.endedIds.at(-1)!], payload: {} });
       expect((await errorFor(human, "late")).payload.code).toBe("proposal_not_pending");
