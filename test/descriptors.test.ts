@@ -50,13 +50,17 @@ async function spawn(limits: string, ulimit = ULIMIT): Promise<GatewayProcess> {
   writeFileSync(file, SPACE(limits));
   const g = await spawnGateway(file, { shell: ulimit, args: ["--log-file", "-"] });
   gateways.push(g);
+  // The log reaches stderr on its own schedule: wait for the line that ends the start.
+  await waitFor(() => logLines(g).some((l) => l.msg === "gateway listening"), 10_000, "the gateway's listening line");
   return g;
 }
 
 /** The gateway's log lines (pino JSON on stderr). */
 function logLines(g: GatewayProcess): Array<Record<string, any>> {
-  return g
-    .stderr()
+  const text = g.stderr();
+  // Complete lines only: the last may still be on its way.
+  return text
+    .slice(0, text.lastIndexOf("\n") + 1)
     .split("\n")
     .filter((l) => l.startsWith("{"))
     .map((l) => JSON.parse(l) as Record<string, any>);
