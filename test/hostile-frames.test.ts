@@ -7,6 +7,7 @@
  * - an invite whose puppet called what its inviter's policy denies.
  */
 import { afterEach, describe, expect, it } from "vitest";
+import { ROUTES } from "../gateway/space/kinds.js";
 import { errorFor, startGateway, TestClient, toolOwner, type Env, type TestGateway } from "./helpers.js";
 
 const T = { human: "human-token-0001", agent: "agent-token-0002", lead: "lead-token-00003", tools: "tools-token-0004", late: "late-token-000005" };
@@ -35,29 +36,8 @@ function nestedJson(n: number): string {
   return "[".repeat(n) + "]".repeat(n);
 }
 
-/** Every kind the gateway handles itself, a chat, and a kind nobody handles. */
-const KINDS = [
-  "mcp/request",
-  "mcp/response",
-  "mcp/proposal",
-  "mcp/approve",
-  "mcp/reject",
-  "mcp/withdraw",
-  "capability/grant",
-  "capability/revoke",
-  "space/invite",
-  "space/kick",
-  "space/takeover",
-  "space/disable",
-  "space/enable",
-  "stream/request",
-  "stream/close",
-  "stream/grant-write",
-  "stream/revoke-write",
-  "stream/transfer-ownership",
-  "chat",
-  "game/move",
-];
+/** Every kind the gateway routes (its table, so a kind added there is tried here too), and a kind nobody handles. */
+const KINDS = [...ROUTES.keys(), "game/move"];
 
 let gw: TestGateway | undefined;
 const clients: TestClient[] = [];
