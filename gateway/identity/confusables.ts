@@ -106,6 +106,11 @@ export function hiddenCharacters(s: string): string[] {
   return [...found];
 }
 
+/** `s` with each hidden character written out as `<U+202E>`, for messages that name it. */
+export function shown(s: string): string {
+  return s.replace(HIDDEN, (c) => `<U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")}>`);
+}
+
 /**
  * Names indexed by their skeletons, for comparing many against many: `add` each name already
  * there, then `clash(name)` tells which one a newcomer reads like.
