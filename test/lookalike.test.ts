@@ -4,10 +4,14 @@
  * whose name reads like another of its tools or hides invisible characters. Real gateway,
  * real sockets; the confusable skeleton itself is tabled in confusables.test.ts.
  */
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { screenToolNames } from "../gateway/calls/tool-names.js";
 import type { ToolEntry } from "../gateway/ports/registry.js";
-import { askGateway, type Env, errorFor, startGateway, TestClient, toolCall, toolOwner, waitFor, type TestGateway } from "./helpers.js";
+import { askGateway, CLI_MAIN, type Env, errorFor, startGateway, TestClient, toolCall, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 
 const T = { human: "human-token-01", files: "files-token-02", agent: "agent-token-03" };
 const SPACE = `
@@ -32,6 +36,26 @@ afterEach(async () => {
 const tool = (name: string) => ({ name, description: `the ${name} tool`, inputSchema: { type: "object" } });
 const names = (list: Env) => (list.payload.result.tools as Array<{ name: string }>).map((t) => t.name).sort();
 const errorsOf = (c: TestClient, code: string) => c.received.filter((e) => e.kind === "system/error" && e.payload.code === code);
+
+describe("space.yaml ids that read alike", () => {
+  it("stop the gateway from starting, with both ids, each with its line and column", { timeout: 20_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mewgate-lookalike-"));
+    try {
+      const file = join(dir, "space.yaml");
+      writeFileSync(file, ["space: {id: look}", "participants:", "  human: {kind: human}", "  files:", "    kind: mcp", "  fiIes:", "    kind: mcp", ""].join("\n"));
+      const child = spawn(process.execPath, [CLI_MAIN, "gateway", "--config", file, "--port", "0"], { env: { PATH: process.env.PATH }, stdio: ["ignore", "pipe", "pipe"] });
+      let stderr = "";
+      child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+      const killer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+      const code = await new Promise<number | null>((r) => child.on("close", r));
+      clearTimeout(killer);
+      expect(code).not.toBe(0);
+      expect(stderr).toContain(`${file}:6:3: participants.fiIes: "fiIes" reads like participant "files" (participants.files at 4:3)`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
 
 describe("invited ids that read like a participant's", () => {
   it("are refused, naming the existing id; an id that reads differently is still welcome", { timeout: 20_000 }, async () => {
