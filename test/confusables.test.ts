@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { foldedSkeleton, hiddenCharacters, Lookalikes, readAlike, skeleton } from "../gateway/identity/confusables.js";
 
@@ -76,6 +77,17 @@ describe("confusable skeletons", () => {
     expect(hiddenCharacters("write file")).toEqual([]);
     expect(hiddenCharacters("wr\u200Bite\u200B_\u202Efile")).toEqual(["U+200B", "U+202E"]);
     expect(hiddenCharacters("a\u00A0b\u0000c\uFE0F")).toEqual(["U+00A0", "U+0000", "U+FE0F"]);
+  });
+
+  it("plain ASCII takes a short road to the same skeleton as the long one", () => {
+    // A zero-width space sends a name down the long road (normalisation, the whole table).
+    fc.assert(
+      fc.property(fc.string({ unit: fc.constantFrom(..."aAbIl1|0Oo-_.rnmvVwW9 ".split("")), maxLength: 20 }), (s) => {
+        expect(skeleton(s)).toBe(skeleton(`${s}\u200B`));
+        expect(foldedSkeleton(s)).toBe(foldedSkeleton(`\u200B${s}`));
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it("a long hostile name folds in one pass", () => {

@@ -8,7 +8,7 @@
  * stays; failing that, the one spelled in plain ASCII; failing that, the one listed first.
  * Between participants, the tool already in the catalogue stays.
  */
-import { hiddenCharacters, Lookalikes, shown } from "../identity/confusables.js";
+import { hiddenCharacters, lookalikeKeys, Lookalikes, shown } from "../identity/confusables.js";
 import { clip } from "../ports/host.js";
 import type { McpTool, ToolEntry } from "../ports/registry.js";
 import { ErrorCodes } from "../wire/envelope.js";
@@ -22,6 +22,17 @@ export interface RefusedTool {
 }
 
 const ASCII = /^[\x20-\x7E]*$/;
+/**
+ * The keys of the catalogue's entries, kept as long as the entry is: every refresh compares
+ * against all other participants' tools, which mostly did not change since the last one.
+ */
+const entryKeys = new WeakMap<ToolEntry, readonly [string, string]>();
+function keysOfEntry(e: ToolEntry): readonly [string, string] {
+  let keys = entryKeys.get(e);
+  if (keys === undefined) entryKeys.set(e, (keys = lookalikeKeys(e.name)));
+  return keys;
+}
+
 const codePoint = (c: string): string => `U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")}`;
 /** A name as messages show it: hidden characters written out, then cut. */
 const named = (s: string): string => clip(shown(s));
@@ -45,7 +56,8 @@ export function screenToolNames(owner: string, tools: McpTool[], catalogue: read
   // A stable sort: within a rank, the order the participant listed them in.
   const ordered = candidates.map((t, i) => ({ t, i, r: rank(t) })).sort((a, b) => a.r - b.r || a.i - b.i);
   const own = new Lookalikes();
-  const others = new Lookalikes(catalogue.filter((e) => e.participant !== owner).map((e) => e.name));
+  const others = new Lookalikes();
+  for (const e of catalogue) if (e.participant !== owner) others.add(e.name, keysOfEntry(e));
   const keep = new Set<McpTool>();
   for (const { t } of ordered) {
     const sibling = own.clash(t.name);

@@ -84,14 +84,30 @@ function finish(s: string): string {
   return mapChars(s.toLowerCase()).replace(PAIRS, (p) => PAIR_OF[p]!);
 }
 
+/**
+ * Printable ASCII needs neither normalisation nor the table's non-ASCII half: most names are
+ * such, and a catalogue of thousands is compared on every refresh, so they take a short road
+ * to the same result.
+ */
+const PLAIN = /^[\x20-\x7E]*$/;
+const PLAIN_LOOKALIKES = /[I1|0O]/g;
+const plainPrototype = (c: string): string => TABLE.get(c)!;
+
 /** The skeleton of `s`, taken before case folding: `fiIes`, `fi1es`, `FILES`→`flles`. */
 export function skeleton(s: string): string {
+  if (PLAIN.test(s)) return s.replace(PLAIN_LOOKALIKES, plainPrototype).toLowerCase().replace(PAIRS, (p) => PAIR_OF[p]!);
   return finish(mapChars(prepare(s)));
 }
 
 /** The skeleton of `s` taken after case folding: `FILES` and `Files` → `files`. */
 export function foldedSkeleton(s: string): string {
+  if (PLAIN.test(s)) return s.toLowerCase().replace(PLAIN_LOOKALIKES, plainPrototype).replace(PAIRS, (p) => PAIR_OF[p]!);
   return finish(prepare(s).toLowerCase());
+}
+
+/** Both keys of a name (see the top of this file): two names read alike when either matches. */
+export function lookalikeKeys(name: string): readonly [string, string] {
+  return [`s:${skeleton(name)}`, `f:${foldedSkeleton(name)}`];
 }
 
 /** Whether two different strings read alike. Equal strings are the same name, not look-alikes. */
@@ -122,21 +138,17 @@ export class Lookalikes {
     for (const n of names) this.add(n);
   }
 
-  /** Adds `name`; the first name added under a skeleton is the one `clash` reports. */
-  add(name: string): void {
-    for (const key of keysOf(name)) if (!this.byKey.has(key)) this.byKey.set(key, name);
+  /** Adds `name` (with its `keys` when known); the first name added under a skeleton is the one `clash` reports. */
+  add(name: string, keys: readonly string[] = lookalikeKeys(name)): void {
+    for (const key of keys) if (!this.byKey.has(key)) this.byKey.set(key, name);
   }
 
   /** A different name already added that reads like `name`, if any. */
-  clash(name: string): string | undefined {
-    for (const key of keysOf(name)) {
+  clash(name: string, keys: readonly string[] = lookalikeKeys(name)): string | undefined {
+    for (const key of keys) {
       const other = this.byKey.get(key);
       if (other !== undefined && other !== name) return other;
     }
     return undefined;
   }
-}
-
-function keysOf(name: string): [string, string] {
-  return [`s:${skeleton(name)}`, `f:${foldedSkeleton(name)}`];
 }
