@@ -379,7 +379,7 @@ export class McpRouter implements CallRouter {
           this.space.fail(member, r.code, r.message, undefined, r.extra);
         }
         if (this.registry.set(id, screened.kept)) {
-          member.log.info({ tools: tools.length }, "tools registered");
+          member.log.info({ tools: screened.kept.length }, "tools registered");
           this.toolsChanged();
         }
       });
