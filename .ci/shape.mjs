@@ -13,7 +13,7 @@ const MAX_LINES = 500;
 /** A file past MAX_LINES names the limit in its opening comment, with the reason (e.g. "past 500 lines because ..."). */
 const REASON = /\b(past|over|longer than|beyond) 500 lines\b/i;
 /** gateway/'s floors, top to bottom: a folder may import its own floor and those below. */
-const FLOORS = [["edge"], ["cluster", "operator"], ["space"], ["agents", "calls", "proposals", "policy", "ports"], ["store", "identity"], ["config", "wire"]];
+const FLOORS = [["edge"], ["cluster", "operator"], ["space"], ["agents", "calls", "proposals", "policy", "ports"], ["store"], ["config", "identity", "wire"]];
 const floorOf = new Map(FLOORS.flatMap((names, i) => names.map((n) => [n, FLOORS.length - i])));
 
 const skip = new Set(["node_modules", "dist", "coverage"]);

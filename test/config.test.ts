@@ -361,6 +361,40 @@ describe("errors", () => {
     );
   });
 
+  it("refuses ids that read alike, naming both with line and column", () => {
+    const why = "rename one, since ids that read alike could pass for each other";
+    expect(errorOf(base("  files:", "    kind: mcp", "  fiIes:", "    kind: mcp"))).toBe(
+      `space.yaml:6:3: participants.fiIes: "fiIes" reads like participant "files" (participants.files at 4:3); ${why}`,
+    );
+    // l/I/1, case, rn/m and 0/O, across participants and mcpServers; each later id names the first.
+    expect(
+      errorOf(
+        lines(
+          "space: {id: demo}",
+          "participants:",
+          "  files: {kind: mcp}",
+          "  fi1es: {kind: mcp}",
+          "  Files: {}",
+          "  mail: {}",
+          "mcpServers:",
+          "  rnail: {command: x}",
+          "  d0cs: {command: x}",
+          "  dOcs: {command: x}",
+        ),
+      ),
+    ).toBe(
+      [
+        `space.yaml:4:3: participants.fi1es: "fi1es" reads like participant "files" (participants.files at 3:3); ${why}`,
+        `space.yaml:5:3: participants.Files: "Files" reads like participant "files" (participants.files at 3:3); ${why}`,
+        `space.yaml:8:3: mcpServers.rnail: "rnail" reads like participant "mail" (participants.mail at 6:3); ${why}`,
+        `space.yaml:10:3: mcpServers.dOcs: "dOcs" reads like participant "d0cs" (mcpServers.d0cs at 9:3); ${why}`,
+      ].join("\n"),
+    );
+    // Distinct ids that merely share letters stay as they are.
+    const ok = parse(base("  files: {}", "  fines: {}", "  li: {}", "  il: {}", "  fs: {}", "  fs2: {}", "  read_file: {}", "  read-file: {}"));
+    expect(Object.keys(ok.participants)).toEqual(["files", "fines", "li", "il", "fs", "fs2", "read_file", "read-file"]);
+  });
+
   it("reports a bad participant id at its key", () => {
     expect(errorOf(base("  ok: {}", "  fs/tools:", "    kind: mcp", "  'a:b': {}"))).toBe(
       [

@@ -18,6 +18,7 @@ import { clip } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
 import type { Plan } from "../ports/plan.js";
 import { TokenBook } from "../identity/tokens.js";
+import { Lookalikes } from "../identity/confusables.js";
 
 export type InviteRecord =
   | { type: "invite"; id: string; by: string; capabilities: Capability[]; digest: string; ts: string; reason?: string | undefined }
@@ -82,6 +83,11 @@ export class Invites {
     if (!PARTICIPANT_ID.test(id)) return this.host.fail(member, ErrorCodes.invalidPayload, "space/invite: participant_id has invalid characters (a letter or digit, then letters, digits, _ . -; at most 64)", inbound.id);
     // `reason: already_exists` is MEW's word for it, which its clients look for.
     if (id in this.host.config.participants || id === "gateway") return this.host.fail(member, ErrorCodes.duplicateId, `"${clip(id)}" is already a participant of the space`, inbound.id, { reason: "already_exists" });
+    // `fiIes` beside `files` (or `fi1es`, `Files`) would pass for it on every screen (identity/confusables.ts).
+    const like = new Lookalikes([...Object.keys(this.host.config.participants), "gateway"]).clash(id);
+    if (like !== undefined) {
+      return this.host.fail(member, ErrorCodes.lookalikeId, `"${clip(id)}" reads like participant "${clip(like)}", so it could pass for it: choose an id that reads differently`, inbound.id, { existing: like, reason: "lookalike" });
+    }
     if (!Array.isArray(caps) || !caps.every((c) => typeof c === "object" && c !== null && typeof (c as Capability).kind === "string")) {
       return this.host.fail(member, ErrorCodes.invalidPayload, "space/invite: initial_capabilities must be a list of capabilities like {kind: \"chat\"}", inbound.id);
     }

@@ -39,6 +39,7 @@ import type { Decision } from "../policy/rules.js";
 import type { ProposalBook } from "../proposals/book.js";
 import { McpToolSchema, type McpTool, type Registry, ToolsListResultSchema, MAX_TOOLS_PER_PARTICIPANT } from "../ports/registry.js";
 import type { Member } from "../ports/member.js";
+import { screenToolNames } from "./tool-names.js";
 
 /** Most pages of `tools/list` the gateway follows for one participant. */
 const MAX_TOOL_PAGES = 100;
@@ -371,8 +372,14 @@ export class McpRouter implements CallRouter {
         }
         const next = result.data.nextCursor;
         if (next && n + 1 < MAX_TOOL_PAGES && tools.length < MAX_TOOLS_PER_PARTICIPANT) return page(next, n + 1);
-        if (this.registry.set(id, tools.slice(0, MAX_TOOLS_PER_PARTICIPANT))) {
-          member.log.info({ tools: tools.length }, "tools registered");
+        // Names with hidden characters, or that read like another tool's, stay out (tool-names.ts); the owner is told why.
+        const screened = screenToolNames(id, tools.slice(0, MAX_TOOLS_PER_PARTICIPANT), this.registry.list(), (name) => this.registry.get(id, name) !== undefined);
+        for (const r of screened.refused) {
+          member.log.warn({ code: r.code, ...r.extra }, "tool refused from the catalogue");
+          this.space.fail(member, r.code, r.message, undefined, r.extra);
+        }
+        if (this.registry.set(id, screened.kept)) {
+          member.log.info({ tools: screened.kept.length }, "tools registered");
           this.toolsChanged();
         }
       });

@@ -6,6 +6,7 @@ import * as z from "zod";
 import { CallsSchema, DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits, LimitsSchema, QuotasSchema } from "./limits.js";
 import { boolean, defaultMessage, expected, int, kindOf, MAX_TIMER_MS, numeric, section, suggest } from "./schema.js";
 import { formatPath, locate, substituteEnv } from "./yaml.js";
+import { Lookalikes } from "../identity/confusables.js";
 
 export { DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits };
 
@@ -328,6 +329,20 @@ const SpaceConfigSchema = section({
         ctx.addIssue({ code: "custom", path: ["participants", id, "approvers", i], message: `unknown participant ${JSON.stringify(approver)}${hint}` });
       });
     }
+    // Ids that read alike (`files`, `fiIes`, `fi1es`, `Files`) could pass for each other on every
+    // screen that names a participant or its tools (identity/confusables.ts). Reported at the
+    // later key, naming the earlier one and where it is (`see`, resolved in parseSpaceConfig).
+    const alike = new Lookalikes();
+    const pathOf = new Map<string, string[]>();
+    for (const path of [...Object.keys(participants).map((id) => ["participants", id]), ...Object.keys(mcpServers ?? {}).map((id) => ["mcpServers", id])]) {
+      const id = path[1]!;
+      const like = alike.clash(id);
+      if (like !== undefined) {
+        ctx.addIssue({ code: "custom", path, message: `${JSON.stringify(id)} reads like participant ${JSON.stringify(like)}`, params: { atKey: true, see: pathOf.get(like) } });
+      }
+      alike.add(id);
+      if (!pathOf.has(id)) pathOf.set(id, path);
+    }
   })
   .transform(({ space, gateway, policy, calls, quotas, defaults, participants, mcpServers, prices }) => {
     // Null prototype: ids like "constructor" are legal and must not hit Object.prototype.
@@ -418,7 +433,14 @@ export function parseSpaceConfig(text: string, opts: { file: string; env?: NodeJ
       const p = formatPath(base);
       // A scalar whose ${VAR} failed already has an issue; its leftover text would only add noise.
       if (envErrorPaths.has(p)) continue;
-      issues.push(at(locate(doc, base, issue.code === "invalid_key")?.range?.[0], p, issue.message));
+      // A custom issue may point at a key (`atKey`) and name another place in the file (`see`).
+      const params = issue.code === "custom" ? (issue.params as { atKey?: boolean; see?: string[] } | undefined) : undefined;
+      let message = issue.message;
+      if (params?.see) {
+        const { line, column } = at(locate(doc, params.see, true)?.range?.[0], "", "");
+        message += ` (${formatPath(params.see)} at ${line}:${column}); rename one, since ids that read alike could pass for each other`;
+      }
+      issues.push(at(locate(doc, base, issue.code === "invalid_key" || params?.atKey === true)?.range?.[0], p, message));
     }
   }
   if (issues.length || !result.success) return fail(issues);

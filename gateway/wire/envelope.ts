@@ -164,6 +164,7 @@ export const ErrorCodes = {
   grantExceedsPolicy: "grant_exceeds_policy",
   quotaExceeded: "quota_exceeded",
   duplicateId: "duplicate_id",
+  lookalikeId: "lookalike_id",
   alreadyJoined: "already_joined",
   // tools, policy and calls
   unknownTool: "unknown_tool",
@@ -178,6 +179,8 @@ export const ErrorCodes = {
   noPendingCall: "no_pending_call",
   notCaller: "not_caller",
   participantDisabled: "participant_disabled",
+  lookalikeTool: "lookalike_tool",
+  hiddenCharacters: "hidden_characters",
   // proposals
   unknownProposal: "unknown_proposal",
   proposalNotPending: "proposal_not_pending",
