@@ -66,7 +66,7 @@ describe("valid files", () => {
         allowed_hosts: ["gateway.example.com"],
         notify: [{ url: "https://hooks.example.com/mewgate", format: "slack", events: ["proposed"], headers: { Authorization: "Bearer hook-secret" } }],
       },
-      policy: { fallback: "deny", proposal_ttl_ms: 60000, expires_action: "keep" },
+      policy: { fallback: "deny", proposal_ttl_ms: 60000, expires_action: "keep", tool_checks: "ask" },
       calls: { timeout_ms: 5000, max_timeout_ms: 60000, max_call_depth: 3, max_pending: 8, breaker_failures: 2, breaker_cooldown_ms: 1000, takeover_idle_ms: 600000 },
       quotas: {
         argument_bytes: 4096,
@@ -131,7 +131,7 @@ describe("valid files", () => {
       allowed_hosts: [],
       notify: [],
     });
-    expect(config.policy).toEqual({ fallback: "ask", proposal_ttl_ms: 600_000, expires_action: "reject" });
+    expect(config.policy).toEqual({ fallback: "ask", proposal_ttl_ms: 600_000, expires_action: "reject", tool_checks: "warn" });
     expect(config.calls).toEqual(DEFAULT_CALLS);
     expect(config.quotas).toEqual(DEFAULT_QUOTAS);
     expect(config.defaults).toBeUndefined();

@@ -180,6 +180,17 @@ function el(tag, props = {}, ...children) {
   return node;
 }
 
+/** What the gateway found in a tool's texts (gateway/policy/inspect.ts): a heading and the reasons, as text. */
+function flagged(findings, heading) {
+  if (!Array.isArray(findings) || findings.length === 0) return undefined;
+  return el(
+    "div",
+    { class: "findings", role: "note" },
+    el("strong", { text: `⚠ ${heading}:` }),
+    el("ul", {}, ...findings.slice(0, 24).map((f) => el("li", { text: String(f?.reason ?? f?.code ?? "flagged") }))),
+  );
+}
+
 function addLog(kind, from, text) {
   const log = $("activity");
   log.append(el("li", { class: kind }, el("span", { class: "from", text: `${from}: ` }), el("span", { text })));
@@ -248,6 +259,7 @@ function card(p) {
         ]
       : []),
     el("p", { class: "why", text: `${p.why ? `Needs approval: ${p.why}. ` : ""}Expires ${new Date(p.expiresAt).toLocaleTimeString()}.` }),
+    flagged(p.findings, `The gateway flagged ${p.tool ?? "this tool"}`),
     el("pre", { class: "args", text: args }),
     el("p", { class: "error", role: "alert" }),
     actions,
@@ -355,7 +367,11 @@ async function refreshPeople() {
   $("people").replaceChildren(
     ...participants.map((p) => el("li", {}, el("span", { class: p.online ? "online" : "offline", text: p.online ? "● " : "○ " }), el("span", { text: `${p.id} (${p.kind})${p.description ? ` — ${p.description}` : ""}` }))),
   );
-  $("tools").tBodies[0].replaceChildren(...tools.map((t) => el("tr", {}, el("td", { text: t.name }), el("td", { text: t.policy }), el("td", { text: t.description ?? "" }))));
+  $("tools").tBodies[0].replaceChildren(
+    ...tools.map((t) =>
+      el("tr", {}, el("td", { text: t.name }, t.findings?.length ? el("span", { class: "badge flag", text: "flagged" }) : undefined), el("td", { text: t.policy }), el("td", { text: t.description ?? "" }, flagged(t.findings, "Flagged by the gateway"))),
+    ),
+  );
 }
 
 async function refreshGrants() {

@@ -27,6 +27,13 @@ export function queueBlock(queue: ProposalQueue, s: Style, w: number, why: { con
     lines.push(s.red(truncate(`interrupted: ${cut.message}`, w)));
     lines.push(s.dim(truncate(`approved by ${cut.approvedBy ?? "someone"} before the stop; a approves it again (it runs again), r rejects it`, w)));
   } else lines.push(s.dim(truncate(`why: ${whyApproval(current, why)}`, w)));
+  // The gateway flagged the tool's texts (gateway/policy/inspect.ts): the reasons, before anything else is decided.
+  const findings = flaggedReasons(why.tools?.find((t) => t.name === call.label));
+  if (findings.length) {
+    lines.push(s.red(truncate(`⚠ the gateway flagged ${call.label}:`, w)));
+    for (const r of findings.slice(0, 6)) lines.push(s.red(truncate(`  · ${r}`, w)));
+    if (findings.length > 6) lines.push(s.red(`  · … and ${findings.length - 6} more`));
+  }
   lines.push(call.method === "tools/call" ? "arguments:" : "params:");
   // Wrapped, never cut: what the human approves is what is on the screen, or the
   // marker says there is more and `v` prints it all.
@@ -58,4 +65,11 @@ export function proposalLines(queue: ProposalQueue, s: Style, width: number): st
     const mark = p === queue.current ? ">" : " ";
     return truncate(`${mark} ${i + 1}. [${shortId(p.id)}] ${interruption(p) ? "INTERRUPTED " : ""}${p.from} → ${c.label} ${oneLine(c.arguments, 80)}`, width);
   });
+}
+
+/** The reasons the gateway gave for flagging a tool (its `findings`), as text; none for a clean or unknown tool. */
+export function flaggedReasons(tool: ToolInfo | undefined): string[] {
+  const findings = tool?.["findings"];
+  if (!Array.isArray(findings)) return [];
+  return findings.slice(0, 32).map((f) => (typeof f === "object" && f !== null && typeof (f as { reason?: unknown }).reason === "string" ? (f as { reason: string }).reason : "flagged"));
 }

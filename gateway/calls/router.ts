@@ -40,6 +40,7 @@ import type { ProposalBook } from "../proposals/book.js";
 import { McpToolSchema, type McpTool, type Registry, ToolsListResultSchema, MAX_TOOLS_PER_PARTICIPANT } from "../ports/registry.js";
 import type { Member } from "../ports/member.js";
 import { screenToolNames } from "./tool-names.js";
+import { inspectTool } from "../policy/inspect.js";
 
 /** Most pages of `tools/list` the gateway follows for one participant. */
 const MAX_TOOL_PAGES = 100;
@@ -378,7 +379,7 @@ export class McpRouter implements CallRouter {
           member.log.warn({ code: r.code, ...r.extra }, "tool refused from the catalogue");
           this.space.fail(member, r.code, r.message, undefined, r.extra);
         }
-        if (this.registry.set(id, screened.kept)) {
+        if (this.registry.set(id, screened.kept, inspectTool)) {
           member.log.info({ tools: screened.kept.length }, "tools registered");
           this.toolsChanged();
         }

@@ -110,6 +110,8 @@ const PolicySchema = section({
   proposal_ttl_ms: int(1, MAX_TIMER_MS).default(600_000),
   /** What an unanswered proposal becomes at its TTL: rejected (the safe default), or kept pending until someone decides. */
   expires_action: z.enum(["reject", "keep"]).default("reject"),
+  /** What a tool whose texts the gateway flagged (policy/inspect.ts) gets: shown with its findings, called only with approval, or refused. */
+  tool_checks: z.enum(["warn", "ask", "deny"]).default("warn"),
 });
 
 const WebhookSchema = section({

@@ -172,7 +172,7 @@ export class Gateway {
       res.end("metrics: send a participant's token as Authorization: Bearer, or scrape from loopback\n");
       return;
     }
-    const spaces = [...this.spaces.values()].map((s) => ({ space: s.id, members: s.online, pending: s.pendingProposals().length, metrics: s.metrics }));
+    const spaces = [...this.spaces.values()].map((s) => ({ space: s.id, members: s.online, pending: s.pendingProposals().length, flagged: s.registry.list().filter((t) => t.findings).length, metrics: s.metrics }));
     res.writeHead(200, { "content-type": "text/plain; version=0.0.4", "cache-control": "no-store" });
     res.end(renderMetrics(this.connections.size, spaces));
   }

@@ -26,6 +26,8 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     createdAt: p.createdAt,
     expiresAt: new Date(p.expiresAt).toISOString(),
     ...(entry ? { inputSchema: entry["inputSchema"], description: entry["description"] } : {}),
+    // What the gateway found wrong with the tool's texts (policy/inspect.ts): the card shows it.
+    ...(entry?.["findings"] ? { findings: entry["findings"] } : {}),
     // Whether the viewer may decide: not its own, and it could make the call itself.
     mine: p.proposer === viewer,
   };

@@ -23,9 +23,10 @@ import { ErrorCodes, type ErrorCode } from "../wire/envelope.js";
 import type { GrantBook } from "./grants.js";
 import { allowCapabilities, CompiledPolicy, type Decision, decideWhy, specificTool } from "./rules.js";
 import type { Registry } from "../ports/registry.js";
+import { summary } from "./inspect.js";
 
 /** The outcome for one call: go ahead, go through a proposal, or a refusal to send back. */
-export type Verdict = { decision: "direct" | "proposal" } | { decision: "denied"; code: ErrorCode; message: string; extra?: Record<string, unknown> };
+export type Verdict = { decision: "direct" | "proposal"; /** a proposal only because the gateway flagged the tool (`tool_checks: ask`): whoever may call it otherwise may approve it */ flagged?: true } | { decision: "denied"; code: ErrorCode; message: string; extra?: Record<string, unknown> };
 
 /** How much a decision lets through: an invited participant gets the lesser of its own and its inviter's. */
 const RANK: Record<Decision, number> = { denied: 0, proposal: 1, direct: 2 };
@@ -74,7 +75,24 @@ export class Authority {
 
   /** The tool policy's decision for `caller` calling `owner/tool`. */
   tool(caller: string, owner: string, tool: string): Decision {
-    return this.decideFrom(caller, owner, tool, new Set()).decision;
+    return this.checked(caller, owner, tool).decision;
+  }
+
+  /**
+   * The tool policy, then `policy.tool_checks` for a tool whose texts the gateway flagged
+   * (inspect.ts): `ask` makes a direct call a proposal, `deny` refuses every call.
+   */
+  private checked(caller: string, owner: string, tool: string): Verdict {
+    const d = this.decideFrom(caller, owner, tool, new Set()).decision;
+    const mode = this.config.policy.tool_checks;
+    const findings = d === "denied" || mode === "warn" ? undefined : this.registry.get(owner, tool)?.findings;
+    const name = `${owner}/${tool}`;
+    if (findings?.length && mode === "deny") {
+      return { decision: "denied", code: ErrorCodes.toolFlagged, message: `the gateway flagged ${name} (${summary(findings)}); this space refuses flagged tools (policy.tool_checks: deny)`, extra: { tool: name, findings } };
+    }
+    if (findings?.length && d === "direct") return { decision: "proposal", flagged: true };
+    if (d === "denied") return { decision: "denied", code: ErrorCodes.denied, message: `the space's policy denies you ${name}`, extra: { tool: name } };
+    return { decision: d };
   }
 
   /**
@@ -88,9 +106,7 @@ export class Authority {
     if (method === "tools/call") {
       const name = params?.["name"];
       if (typeof name !== "string") return { decision: "denied", code: ErrorCodes.invalidPayload, message: "tools/call: params.name must be a string" };
-      const d = this.tool(caller, target, name);
-      if (d !== "denied") return { decision: d };
-      return { decision: "denied", code: ErrorCodes.denied, message: `the space's policy denies you ${target}/${name}`, extra: { tool: `${target}/${name}` } };
+      return this.checked(caller, target, name);
     }
     if (allows({ kind: "mcp/request", to: [target], payload: { method, params } })) return { decision: "direct" };
     return { decision: "denied", code: ErrorCodes.capabilityViolation, message: `your capabilities do not allow ${method} to "${target}"`, extra: { attempted_kind: "mcp/request", method } };
@@ -116,7 +132,9 @@ export class Authority {
 
   /** Why `caller` calling `owner/tool` gets the decision it gets, in words for a person. */
   why(caller: string, owner: string, tool: string): string {
-    return this.decideFrom(caller, owner, tool, new Set()).why;
+    const why = this.decideFrom(caller, owner, tool, new Set()).why;
+    const mode = this.config.policy.tool_checks;
+    return mode !== "warn" && this.registry.get(owner, tool)?.findings?.length ? `${why}; and the gateway flagged the tool (policy.tool_checks: ${mode})` : why;
   }
 
   private decideFrom(caller: string, owner: string, tool: string, seen: Set<string>): { decision: Decision; why: string } {

@@ -44,6 +44,8 @@ export interface SpaceSample {
   space: string;
   members: number;
   pending: number;
+  /** Tools in the catalogue the gateway flagged (policy/inspect.ts). */
+  flagged?: number;
   metrics: SpaceMetrics;
 }
 
@@ -62,6 +64,8 @@ export function render(connections: number, spaces: SpaceSample[]): string {
   for (const s of spaces) out.push(`mewgate_envelopes_out_total${label({ space: s.space })} ${s.metrics.envelopesOut}`);
   metric("mewgate_proposals_pending", "gauge", "Proposals waiting for a decision");
   for (const s of spaces) out.push(`mewgate_proposals_pending${label({ space: s.space })} ${s.pending}`);
+  metric("mewgate_tools_flagged", "gauge", "Tools whose definitions the gateway flagged (hidden characters, markup, instructions to the model)");
+  for (const s of spaces) out.push(`mewgate_tools_flagged${label({ space: s.space })} ${s.flagged ?? 0}`);
   metric("mewgate_proposals_total", "counter", "Proposal transitions, by the state reached");
   for (const s of spaces) for (const [state, n] of s.metrics.proposals) out.push(`mewgate_proposals_total${label({ space: s.space, state })} ${n}`);
   metric("mewgate_calls_total", "counter", "Calls routed by the gateway, by outcome");

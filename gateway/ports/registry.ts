@@ -4,6 +4,7 @@
  * The registry only stores; calls/router.ts fetches (`tools/list`, all pages) and decides when.
  */
 import * as z from "zod";
+import type { Finding } from "../policy/inspect.js";
 
 /** What we keep of an MCP tool definition. Unknown fields are dropped. */
 export const McpToolSchema = z.looseObject({
@@ -35,6 +36,8 @@ export interface ToolEntry {
   icons?: unknown;
   execution?: unknown;
   _meta?: Record<string, unknown> | undefined;
+  /** What the gateway found wrong with its texts when it took it in (policy/inspect.ts); absent when nothing. */
+  findings?: readonly Finding[] | undefined;
 }
 
 /** Most tools a single participant may register; more is almost certainly a bug or abuse. */
@@ -60,8 +63,8 @@ export class Registry {
     return this.off.has(participant);
   }
 
-  /** Replaces a participant's tools. Returns whether anything changed. */
-  set(participant: string, tools: McpTool[]): boolean {
+  /** Replaces a participant's tools, each with what `inspect` finds in it. Returns whether anything changed. */
+  set(participant: string, tools: McpTool[], inspect?: (t: McpTool) => readonly Finding[]): boolean {
     const next = new Map<string, ToolEntry>();
     for (const t of tools) {
       next.set(t.name, {
@@ -76,6 +79,7 @@ export class Registry {
         ...(t["icons"] !== undefined ? { icons: t["icons"] } : {}),
         ...(t["execution"] !== undefined ? { execution: t["execution"] } : {}),
         ...(isRecord(t["_meta"]) ? { _meta: t["_meta"] } : {}),
+        ...withFindings(inspect?.(t)),
       });
     }
     const before = this.byOwner.get(participant);
@@ -122,6 +126,8 @@ export class Registry {
     return this.list().length;
   }
 }
+
+const withFindings = (f: readonly Finding[] | undefined) => (f?.length ? { findings: f } : {});
 
 function sameTools(a: Map<string, ToolEntry>, b: Map<string, ToolEntry>): boolean {
   if (a.size !== b.size) return false;

@@ -201,13 +201,14 @@ export class Decisions implements ProposalDesk {
 
   /** Whether `member` may itself make the call a proposal asks for, directly: the bar for deciding on it. */
   private mayCall(member: Member, p: Proposal): boolean {
-    return this.mcp.authorize(member, p.owner, p.method, p.params).decision === "direct";
+    const verdict = this.mcp.authorize(member, p.owner, p.method, p.params);
+    return verdict.decision === "direct" || (verdict.decision === "proposal" && verdict.flagged === true);
   }
 
   /** The approver's bar for the call with `args` instead of the proposed arguments. */
   private mayCallWith(member: Member, p: Proposal, args: Record<string, unknown>, inboundId: string | undefined): boolean {
     const verdict = this.mcp.authorize(member, p.owner, p.method, { ...p.params, arguments: args });
-    if (verdict.decision === "direct") return true;
+    if (verdict.decision === "direct" || (verdict.decision === "proposal" && verdict.flagged === true)) return true;
     if (verdict.decision === "denied") this.space.fail(member, verdict.code, verdict.message, inboundId, verdict.extra);
     else this.space.fail(member, ErrorCodes.approverLacksCapability, "you may not make this call yourself, so you cannot approve or reject it", inboundId);
     return false;

@@ -170,6 +170,7 @@ export const ErrorCodes = {
   unknownTool: "unknown_tool",
   proposalRequired: "proposal_required",
   denied: "denied",
+  toolFlagged: "tool_flagged",
   targetOffline: "target_offline",
   cycleDetected: "cycle_detected",
   depthExceeded: "depth_exceeded",

@@ -7,6 +7,7 @@
  * change; it costs a sort and a join.
  */
 import { compare, type SpaceTool } from "./tools.js";
+import { stripHidden } from "../../gateway/policy/inspect.js";
 
 export interface PromptParticipant {
   id: string;
@@ -100,7 +101,8 @@ function toolLine(t: SpaceTool): string {
 }
 
 function oneLine(text: string): string {
-  return text.replace(/\s+/g, " ").trim();
+  // Nothing hidden reaches the model through the prompt (gateway/policy/inspect.ts).
+  return stripHidden(text).replace(/\s+/g, " ").trim();
 }
 
 function short(text: string): string {

@@ -12,7 +12,7 @@ import type { ParticipantClient, WelcomeInfo } from "../client.js";
 import type { ToolInfo } from "../wire.js";
 import type { TurnContext } from "./loop.js";
 import { buildSystemPrompt } from "./prompt.js";
-import { buildToolSet, SpaceToolSchema, type SpaceTool, type ToolSet } from "./tools.js";
+import { buildToolSet, forModel, SpaceToolSchema, type SpaceTool, type ToolSet } from "./tools.js";
 
 /** What the view needs of the agent. */
 export interface SpaceViewHost {
@@ -112,7 +112,7 @@ export class SpaceView {
       const tools: SpaceTool[] = [];
       for (const t of this.rawTools) {
         const parsed = SpaceToolSchema.safeParse(t);
-        if (parsed.success) tools.push(parsed.data);
+        if (parsed.success) tools.push(forModel(parsed.data));
       }
       this.toolSet = buildToolSet(tools, { self: this.host.id });
       this.spaceTools = tools;
