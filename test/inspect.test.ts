@@ -13,6 +13,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { inspectTool, stripHidden } from "../gateway/policy/inspect.js";
+import type { Envelope } from "../gateway/wire/envelope.js";
+import { PLAIN, ProposalQueue } from "../cli/terminal/index.js";
+import { queueBlock } from "../cli/terminal/proposal-view.js";
 import { askGateway, errorFor, type Env, startGateway, TestClient, type TestGateway, toolCall, toolOwner, waitFor } from "./helpers.js";
 
 const require = createRequire(import.meta.url);
@@ -241,6 +244,26 @@ describe("flagged tools in a real gateway", () => {
     expect(notes.closeCode).toBeUndefined();
     // The owner can still answer what it is asked: it is connected and listed.
     expect((await askGateway(alice, "ping")).payload.error).toBeUndefined();
+  });
+});
+
+describe("the terminal's proposal card", () => {
+  it("states the gateway's findings for a flagged tool, as plain text, and nothing for a clean one", () => {
+    const queue = new ProposalQueue();
+    const proposal = (id: string, name: string): Envelope => ({ protocol: "mew/v0.4", id, ts: "2026-01-01T00:00:00Z", from: "bot", to: ["notes"], kind: "mcp/proposal", payload: { method: "tools/call", params: { name, arguments: { note: "x" } } } });
+    queue.sync([proposal("p1", "save")]);
+    const tools = [
+      { name: "notes/save", participant: "notes", tool: "save", policy: "proposal", findings: inspectTool(poisonedTool) },
+      { name: "notes/read", participant: "notes", tool: "read", policy: "proposal" },
+    ];
+    const block = queueBlock(queue, PLAIN, 120, { tools: tools as never });
+    const at = block.indexOf("⚠ the gateway flagged notes/save:");
+    expect(at).toBeGreaterThan(0);
+    expect(block.slice(at + 1, at + 3)).toEqual([expect.stringMatching(/^ {2}· 7 invisible characters \(U\+200B/), expect.stringMatching(/^ {2}· 4 bidirectional control characters \(U\+202E, U\+202C, U\+2066, U\+2069\)/)]);
+    expect(block.join("\n")).not.toMatch(/[\u200B-\u200F\u202A-\u202E\u2060-\u2069]/);
+    const clean = new ProposalQueue();
+    clean.sync([proposal("p2", "read")]);
+    expect(queueBlock(clean, PLAIN, 120, { tools: tools as never }).join("\n")).not.toContain("flagged");
   });
 });
 

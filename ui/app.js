@@ -180,14 +180,22 @@ function el(tag, props = {}, ...children) {
   return node;
 }
 
+/** Hidden and reordering characters made visible as ⟨U+200B⟩, so what a person reads is what a model reads. */
+function reveal(text) {
+  return text.replace(/[\p{Cf}\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\u115F\u1160\u3164\uFFA0]/gu, (c) => `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
+}
+
 /** What the gateway found in a tool's texts (gateway/policy/inspect.ts): a heading and the reasons, as text. */
-function flagged(findings, heading) {
+function flagged(findings, heading, description) {
   if (!Array.isArray(findings) || findings.length === 0) return undefined;
+  const shown = typeof description === "string" ? reveal(description) : "";
   return el(
     "div",
     { class: "findings", role: "note" },
     el("strong", { text: `⚠ ${heading}:` }),
     el("ul", {}, ...findings.slice(0, 24).map((f) => el("li", { text: String(f?.reason ?? f?.code ?? "flagged") }))),
+    // On a card: the description itself, as a model would read it, hidden characters shown.
+    shown ? el("p", { class: "flagged-text", text: `Its description: ${shown.length > 600 ? `${shown.slice(0, 599)}…` : shown}` }) : undefined,
   );
 }
 
@@ -259,7 +267,7 @@ function card(p) {
         ]
       : []),
     el("p", { class: "why", text: `${p.why ? `Needs approval: ${p.why}. ` : ""}Expires ${new Date(p.expiresAt).toLocaleTimeString()}.` }),
-    flagged(p.findings, `The gateway flagged ${p.tool ?? "this tool"}`),
+    flagged(p.findings, `The gateway flagged ${p.tool ?? "this tool"}`, p.description),
     el("pre", { class: "args", text: args }),
     el("p", { class: "error", role: "alert" }),
     actions,
@@ -369,7 +377,7 @@ async function refreshPeople() {
   );
   $("tools").tBodies[0].replaceChildren(
     ...tools.map((t) =>
-      el("tr", {}, el("td", { text: t.name }, t.findings?.length ? el("span", { class: "badge flag", text: "flagged" }) : undefined), el("td", { text: t.policy }), el("td", { text: t.description ?? "" }, flagged(t.findings, "Flagged by the gateway"))),
+      el("tr", {}, el("td", { text: t.name }, t.findings?.length ? el("span", { class: "badge flag", text: "flagged" }) : undefined), el("td", { text: t.policy }), el("td", { text: reveal(t.description ?? "") }, flagged(t.findings, "Flagged by the gateway"))),
     ),
   );
 }

@@ -136,7 +136,7 @@ function inspectText(raw: string, field: string, longer: number, out: Finding[])
   const invisible = text.match(INVISIBLE);
   if (invisible) add("invisible_characters", `${invisible.length} invisible ${invisible.length === 1 ? "character" : "characters"} (${codepoints(invisible)})`);
   const bidi = text.match(BIDI);
-  if (bidi) add("bidi_controls", `${bidi.length} bidirectional control ${bidi.length === 1 ? "character" : "characters"} (${codepoints(bidi)}), which change the order text is shown in`);
+  if (bidi) add("bidi_controls", `${bidi.length} bidirectional control ${bidi.length === 1 ? "character" : "characters"} (${codepoints(bidi)}), which reorder the text a person sees,`);
 
   const run = whitespaceRuns(text);
   if (run.spaces > MAX_SPACES) add("whitespace_run", `a run of ${run.spaces} spaces, which can push text out of view`);
