@@ -188,7 +188,7 @@ describe("the web console", () => {
     await page!.getByRole("button", { name: /Chat/ }).click();
     await page!.getByText(`<img src=x onerror="window.__xss='chat'">hello`).waitFor();
     await page!.getByRole("button", { name: /Participants/ }).click();
-    await page!.getByText("<b>bold?</b>").waitFor();
+    await page!.locator("#tools").getByText("<b>bold?</b>").waitFor();
     await sleep(200);
     expect(await page!.evaluate("window.__xss")).toBeUndefined();
     expect(await page!.locator("img").count()).toBe(0);
