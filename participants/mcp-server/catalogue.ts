@@ -7,6 +7,7 @@
 import { ToolSchema, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { GATEWAY_ID } from "../../gateway/wire/envelope.js";
 import { ToolNameMap } from "../agent/names.js";
+import { forModel } from "../agent/tools.js";
 import type { ParticipantError } from "../errors.js";
 import type { ToolInfo } from "../wire.js";
 
@@ -57,7 +58,8 @@ export function buildCatalogue(infos: readonly ToolInfo[], self: string | undefi
   for (const { info, participant, policy } of visible) {
     const fn = names.functionName(info.name);
     if (fn === undefined) continue;
-    const tool = toMcpTool(fn, info, policy, participant);
+    // An MCP client hands these to its model: hidden characters out, a flag stated (gateway/policy/inspect.ts).
+    const tool = toMcpTool(fn, forModel(info), policy, participant);
     if (!tool) {
       skipped.push({ name: info.name, why: "its definition is not a valid MCP tool" });
       continue;

@@ -10,6 +10,8 @@
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import type { ParticipantClient } from "../client.js";
 import { ParticipantError } from "../errors.js";
+import { inspectTool, stripHidden } from "../../gateway/policy/inspect.js";
+import { cleanTexts, flagNote } from "../agent/tools.js";
 
 const TIMEOUT_MS = 10_000;
 /** Most resources or prompts gathered from one participant. */
@@ -61,7 +63,7 @@ export class SpaceResources {
     const prompts: Item[] = [];
     for (const owner of this.servers()) {
       for (const p of await this.gather(owner, "prompts/list", "prompts")) {
-        if (typeof p["name"] === "string") prompts.push({ ...p, name: `${owner}__${p["name"]}`, title: `${String(p["title"] ?? p["name"])} (${owner})` });
+        if (typeof p["name"] === "string") prompts.push(forModel({ ...p, name: `${owner}__${p["name"]}`, title: `${String(p["title"] ?? p["name"])} (${owner})` }));
       }
     }
     return { prompts };
@@ -134,4 +136,21 @@ export class SpaceResources {
       throw err;
     }
   }
+}
+
+/**
+ * A prompt as an MCP client's model may read it. The gateway's catalogue keeps tools only,
+ * so prompts are inspected here, as they pass (gateway/policy/inspect.ts): hidden characters
+ * out of the title, description and argument descriptions, and a flag stated when found.
+ */
+function forModel(p: Item): Item {
+  const findings = inspectTool({ title: p["title"], description: p["description"], inputSchema: { arguments: p["arguments"] } });
+  const description = typeof p["description"] === "string" ? stripHidden(p["description"]) : "";
+  const flag = flagNote([...new Set(findings.map((f) => f.code))], findings.length > 0);
+  return {
+    ...p,
+    ...(typeof p["title"] === "string" ? { title: stripHidden(p["title"]) } : {}),
+    ...(flag || description ? { description: flag && description ? `${flag} ${description}` : flag || description } : {}),
+    ...(Array.isArray(p["arguments"]) ? { arguments: cleanTexts(p["arguments"], 0) } : {}),
+  };
 }
