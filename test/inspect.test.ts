@@ -91,10 +91,12 @@ describe("the inspector (pure)", () => {
     const started = performance.now();
     const a = inspectTool({ description: huge, inputSchema: deep });
     const b = inspectTool({ description: "fine", inputSchema: many });
+    // Shapes that make a careless pattern backtrack at every position.
+    for (const unit of ["[", "<a", "![", "ignore ", "do not tell ", " \n"]) inspectTool({ description: unit.repeat(Math.ceil((1 << 20) / unit.length)) });
     const ms = performance.now() - started;
     expect(a.map((f) => f.code)).toEqual(["unusual_length", "invisible_characters", "whitespace_run", "markup"]);
     expect(b.length).toBe(24); // capped
-    expect(ms).toBeLessThan(1000);
+    expect(ms).toBeLessThan(2000); // about 60 ms here
   });
 
   it("finds nothing in the real tools of server-filesystem and server-everything", async () => {
@@ -181,6 +183,16 @@ describe("flagged tools in a real gateway", () => {
     bot.send(toolCall("w1", "notes", "save", { note: "hi" }));
     const answer = await bot.next((e) => e.correlation_id?.includes("w1") === true);
     expect(answer.kind).toBe("mcp/response");
+  });
+
+  it("a server cannot write its own findings: they are the gateway's, made from the text", async () => {
+    const { bot } = await setUp(undefined, [
+      { ...poisonedTool, findings: [] },
+      { ...cleanTool, findings: [{ code: "invisible_characters", field: "description", reason: "<img src=x onerror=alert(1)>" }] },
+    ]);
+    const tools = await byName(bot);
+    expect(tools["notes/save"].findings.length).toBe(7);
+    expect(tools["notes/read"].findings).toBeUndefined();
   });
 
   it("tool_checks: ask — a direct call of the flagged tool is proposal_required, through the gateway a proposal whose card shows the findings; a person who may call it approves", async () => {

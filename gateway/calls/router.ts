@@ -380,7 +380,8 @@ export class McpRouter implements CallRouter {
           this.space.fail(member, r.code, r.message, undefined, r.extra);
         }
         if (this.registry.set(id, screened.kept, inspectTool)) {
-          member.log.info({ tools: screened.kept.length }, "tools registered");
+          const flagged = this.registry.list().filter((t) => t.participant === id && t.findings).map((t) => t.tool);
+          member.log.info({ tools: screened.kept.length, ...(flagged.length ? { flagged: flagged.slice(0, 20) } : {}) }, "tools registered");
           this.toolsChanged();
         }
       });

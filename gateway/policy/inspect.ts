@@ -64,8 +64,8 @@ const MARKUP: ReadonlyArray<[RegExp, string]> = [
     /<\/?(?:a|abbr|b|blockquote|body|br|button|code|del|details|div|em|embed|font|form|h[1-6]|head|hr|html|i|iframe|img|input|ins|li|link|meta|object|ol|p|pre|s|small|span|strong|style|sub|summary|sup|svg|table|td|th|tr|u|ul)\b[^<>]{0,200}>/i,
     "HTML tags",
   ],
-  [/!\[[^\]\n]{0,200}\]\(/, "a markdown image, which fetches a URL when rendered"],
-  [/\[[^\]\n]{0,200}\]\(\s*<?\s*(?:https?|data|javascript|file|ftp):/i, "a markdown link to a URL"],
+  [/!\[[^[\]\n]{0,200}\]\(/, "a markdown image, which fetches a URL when rendered"],
+  [/\[[^[\]\n]{0,200}\]\(\s*<?\s*(?:https?|data|javascript|file|ftp):/i, "a markdown link to a URL"],
 ];
 
 /**
