@@ -96,7 +96,7 @@ describe("the inspector (pure)", () => {
     const ms = performance.now() - started;
     expect(a.map((f) => f.code)).toEqual(["unusual_length", "invisible_characters", "whitespace_run", "markup"]);
     expect(b.length).toBe(24); // capped
-    expect(ms).toBeLessThan(2000); // about 60 ms here
+    expect(ms).toBeLessThan(2000); // 60 to 200 ms on the machine it was written on
   });
 
   it("finds nothing in the real tools of server-filesystem and server-everything", async () => {
