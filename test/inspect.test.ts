@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { inspectTool, stripHidden } from "../gateway/policy/inspect.js";
 import type { Envelope } from "../gateway/wire/envelope.js";
+import { parseSpaceConfig } from "../gateway/config/config.js";
 import { PLAIN, ProposalQueue } from "../cli/terminal/index.js";
 import { queueBlock } from "../cli/terminal/proposal-view.js";
 import { askGateway, errorFor, type Env, startGateway, TestClient, type TestGateway, toolCall, toolOwner, waitFor } from "./helpers.js";
@@ -268,7 +269,9 @@ describe("the terminal's proposal card", () => {
       { name: "notes/save", participant: "notes", tool: "save", policy: "proposal", findings: inspectTool(poisonedTool) },
       { name: "notes/read", participant: "notes", tool: "read", policy: "proposal" },
     ];
-    const block = queueBlock(queue, PLAIN, 120, { tools: tools as never });
+    const config = parseSpaceConfig(space("ask"), { file: "space.yaml", env: {} });
+    const block = queueBlock(queue, PLAIN, 120, { config, tools: tools as never });
+    expect(block[2]).toBe('why: policy: proposal — the gateway flagged notes/save and the space\'s policy.tool_checks is "ask"');
     const at = block.indexOf("⚠ the gateway flagged notes/save:");
     expect(at).toBeGreaterThan(0);
     expect(block.slice(at + 1, at + 3)).toEqual([expect.stringMatching(/^ {2}· 7 invisible characters \(U\+200B/), expect.stringMatching(/^ {2}· 4 bidirectional control characters \(U\+202E, U\+202C, U\+2066, U\+2069\)/)]);

@@ -356,6 +356,9 @@ export function whyApproval(proposal: Envelope, opts: { config?: SpaceConfig | u
   const ann = tool?.annotations ?? {};
   const traits = [ann["destructiveHint"] === true ? "destructive" : "", ann["readOnlyHint"] === true ? "read-only" : ann["readOnlyHint"] === false ? "not read-only" : ""].filter(Boolean);
   const hint = traits.length ? ` (tool is ${traits.join(", ")})` : "";
+  // A tool the gateway flagged is called only with approval under tool_checks: ask, whatever the rules say.
+  const flagged = Array.isArray(tool?.["findings"]) && tool["findings"].length > 0;
+  if (flagged && opts.config?.policy.tool_checks === "ask") return `policy: proposal — the gateway flagged ${call.label} and the space's policy.tool_checks is "ask"${hint}`;
   const proposer = opts.config?.participants[proposal.from];
   if (proposer && opts.config) {
     const rule = new CompiledPolicy(proposer.tools).rule(call.label);
