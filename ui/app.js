@@ -266,11 +266,23 @@ function card(p) {
           el("p", { class: "why", text: `Approved by ${cut.approvedBy ?? "someone"} before the stop. Approve it again to run it (again), or reject it.` }),
         ]
       : []),
+    ...(p.definitionChanged ? [definitionChange(p.definitionChanged)] : []),
     el("p", { class: "why", text: `${p.why ? `Needs approval: ${p.why}. ` : ""}Expires ${new Date(p.expiresAt).toLocaleTimeString()}.` }),
     flagged(p.findings, `The gateway flagged ${p.tool ?? "this tool"}`, p.description),
     el("pre", { class: "args", text: args }),
     el("p", { class: "error", role: "alert" }),
     actions,
+  );
+}
+
+/** The tool changed since it was allowed: what changed, in words the gateway wrote (approving confirms the new definition). */
+function definitionChange(mark) {
+  const changes = Array.isArray(mark.changes) ? mark.changes.filter((c) => typeof c === "string").slice(0, 25) : [];
+  return el(
+    "div",
+    { class: "definition-changed", role: "status" },
+    el("p", { class: "interruption", text: `The tool ${String(mark.tool ?? "")} changed since it was allowed. Approving confirms its new definition.` }),
+    el("ul", {}, ...changes.map((c) => el("li", { text: c }))),
   );
 }
 
@@ -421,7 +433,7 @@ async function refreshAudit() {
           el("td", { text: short(e.proposal) }),
           el("td", { text: e.by ? `${e.proposer} / ${e.by}` : e.proposer }),
           el("td", { text: e.tool ? `${e.owner}/${e.tool}` : `${e.owner}: ${e.method}` }),
-          el("td", { text: [e.scope, e.reason, e.text, e.edited ? "edited" : "", e.outcome].filter(Boolean).join(" · ") }),
+          el("td", { text: [e.scope, e.reason, e.text, e.edited ? "edited" : "", e.outcome, ...(Array.isArray(e.changes) ? e.changes : [])].filter(Boolean).join(" · ") }),
         ),
       ),
   );

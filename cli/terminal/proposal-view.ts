@@ -6,8 +6,21 @@
 import type { SpaceConfig } from "../../gateway/config/config.js";
 import type { Envelope } from "../../gateway/wire/envelope.js";
 import type { ToolInfo } from "../../participants/index.js";
-import { callShape, fit, interruption, oneLine, shortId, truncate, whyApproval, wrapJson, type Style } from "./format.js";
+import { callShape, fit, interruption, isRecord, oneLine, sanitize, shortId, truncate, whyApproval, wrapJson, type Style } from "./format.js";
 import type { ProposalQueue } from "./queue.js";
+
+/** Most changes of a tool's definition the block lists. */
+const CHANGE_LINES = 8;
+
+/**
+ * What changed in the tool since it was allowed, if the proposal carries it
+ * (`payload["mewgate/definition_changed"]`, written by the gateway, sanitised here).
+ */
+export function definitionChanges(env: Envelope): string[] | undefined {
+  const mark = isRecord(env.payload) ? env.payload["mewgate/definition_changed"] : undefined;
+  if (!isRecord(mark)) return undefined;
+  return (Array.isArray(mark["changes"]) ? mark["changes"] : []).filter((c): c is string => typeof c === "string").map(sanitize);
+}
 
 /** Lines of arguments the approval view shows before its "more" marker. */
 const ARGUMENT_LINES = 24;
@@ -33,6 +46,13 @@ export function queueBlock(queue: ProposalQueue, s: Style, w: number, why: { con
     lines.push(s.red(truncate(`⚠ the gateway flagged ${call.label}:`, w)));
     for (const r of findings.slice(0, 6)) lines.push(s.red(truncate(`  · ${r}`, w)));
     if (findings.length > 6) lines.push(s.red(`  · … and ${findings.length - 6} more`));
+  }
+  // The tool is not what it was when it was allowed: a person sees how before approving.
+  const changed = definitionChanges(current);
+  if (changed) {
+    lines.push(s.red(truncate(`the tool changed since it was allowed; approving confirms its new definition:`, w)));
+    for (const c of changed.slice(0, CHANGE_LINES)) lines.push(s.red(truncate(`  · ${c}`, w)));
+    if (changed.length > CHANGE_LINES) lines.push(s.dim(`  … and ${changed.length - CHANGE_LINES} more`));
   }
   lines.push(call.method === "tools/call" ? "arguments:" : "params:");
   // Wrapped, never cut: what the human approves is what is on the screen, or the

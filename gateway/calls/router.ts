@@ -36,7 +36,8 @@ import { type CallRouter, clip, disabledRefusal, type NotRouted, type ProposalDe
 import type { Verdict } from "../policy/authority.js";
 import { GatewayEndpoint } from "./endpoint.js";
 import type { Decision } from "../policy/rules.js";
-import type { ProposalBook } from "../proposals/book.js";
+import { type ProposalBook, toolChangeAudit } from "../proposals/book.js";
+import { auditable, type DefinitionChange } from "../ports/pins.js";
 import { McpToolSchema, type McpTool, type Registry, ToolsListResultSchema, MAX_TOOLS_PER_PARTICIPANT } from "../ports/registry.js";
 import type { Member } from "../ports/member.js";
 import { screenToolNames } from "./tool-names.js";
@@ -110,8 +111,8 @@ export class McpRouter implements CallRouter {
   }
 
   /** The policy decision point (authority.ts) for `member` calling `target`. */
-  authorize(member: Member, target: string, method: string, params: Record<string, unknown> | undefined): Verdict {
-    return this.space.authority.call(member.id, member.allows, target, method, params);
+  authorize(member: Member, target: string, method: string, params: Record<string, unknown> | undefined, confirming = false): Verdict {
+    return this.space.authority.call(member.id, member.allows, target, method, params, confirming);
   }
 
   /** Answers a request that may not go ahead directly. */
@@ -379,7 +380,16 @@ export class McpRouter implements CallRouter {
           member.log.warn({ code: r.code, ...r.extra }, "tool refused from the catalogue");
           this.space.fail(member, r.code, r.message, undefined, r.extra);
         }
-        if (this.registry.set(id, screened.kept, inspectTool)) {
+        const changed: DefinitionChange[] = [];
+        const listChanged = this.registry.set(id, screened.kept, inspectTool, (c) => changed.push(c));
+        // A changed definition goes into the audit trail (the store bounds it by size and age;
+        // `auditable`, the share one flapping tool may take of it).
+        const audited = changed.filter((c) => auditable(c.count));
+        if (audited.length > 0) {
+          member.log.warn({ tools: audited.map((c) => c.tool) }, "tool definitions changed");
+          void this.space.note({ records: audited.map(toolChangeAudit), apply: () => {} });
+        }
+        if (listChanged) {
           const flagged = this.registry.list().filter((t) => t.participant === id && t.findings).map((t) => t.tool);
           member.log.info({ tools: screened.kept.length, ...(flagged.length ? { flagged: flagged.slice(0, 20) } : {}) }, "tools registered");
           this.toolsChanged();

@@ -1,7 +1,7 @@
 /**
  * What the operator API shows of a space's state, and how its errors map to HTTP.
  */
-import { INTERRUPTED_TEXT, type Proposal } from "../proposals/book.js";
+import { DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal } from "../proposals/book.js";
 import type { Space } from "../space/space.js";
 
 /**
@@ -23,6 +23,7 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     ...(p.state === "interrupted"
       ? { interrupted: { reason: p.reason ?? "gateway_restarted", message: INTERRUPTED_TEXT, approvedBy: p.decidedBy, ...(p.editedArguments !== undefined ? { arguments: p.editedArguments } : {}) } }
       : {}),
+    ...definitionChanged(p),
     createdAt: p.createdAt,
     expiresAt: new Date(p.expiresAt).toISOString(),
     ...(entry ? { inputSchema: entry["inputSchema"], description: entry["description"] } : {}),
@@ -31,6 +32,13 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     // Whether the viewer may decide: not its own, and it could make the call itself.
     mine: p.proposer === viewer,
   };
+}
+
+/** A proposal made while its tool's definition was unconfirmed carries what changed (ports/pins.ts). */
+function definitionChanged(p: Proposal): Record<string, unknown> {
+  const payload = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload;
+  const mark = payload?.[DEFINITION_CHANGED_KEY];
+  return mark && typeof mark === "object" ? { definitionChanged: mark } : {};
 }
 
 /** The HTTP status for a `system/error` code an API action earned. */

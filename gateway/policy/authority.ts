@@ -17,13 +17,14 @@
  * capabilities an invited participant was given are the same kind of loan, from its
  * inviter: an invite cannot make a puppet that calls what its maker may not.
  */
-import { type Capability, compileCapabilities, covers, type Matcher } from "./capabilities.js";
+import { type Capability, compileCapabilities, compileGlob, covers, type Matcher } from "./capabilities.js";
 import type { SpaceConfig } from "../config/config.js";
 import { ErrorCodes, type ErrorCode } from "../wire/envelope.js";
 import type { GrantBook } from "./grants.js";
 import { allowCapabilities, CompiledPolicy, type Decision, decideWhy, specificTool } from "./rules.js";
 import type { Registry } from "../ports/registry.js";
 import { summary } from "./inspect.js";
+import type { PinState } from "../ports/pins.js";
 
 /** The outcome for one call: go ahead, go through a proposal, or a refusal to send back. */
 export type Verdict = { decision: "direct" | "proposal"; /** a proposal only because the gateway flagged the tool (`tool_checks: ask`): whoever may call it otherwise may approve it */ flagged?: true } | { decision: "denied"; code: ErrorCode; message: string; extra?: Record<string, unknown> };
@@ -73,17 +74,21 @@ export class Authority {
     return undefined;
   }
 
-  /** The tool policy's decision for `caller` calling `owner/tool`. */
-  tool(caller: string, owner: string, tool: string): Decision {
-    return this.checked(caller, owner, tool).decision;
+  /**
+   * The tool policy's decision for `caller` calling `owner/tool`. `confirming`: the bar for
+   * approving a call, which a change of the tool's definition does not raise — approving it
+   * is how a person confirms the new definition.
+   */
+  tool(caller: string, owner: string, tool: string, confirming = false): Decision {
+    return this.checked(caller, owner, tool, confirming).decision;
   }
 
   /**
    * The tool policy, then `policy.tool_checks` for a tool whose texts the gateway flagged
    * (inspect.ts): `ask` makes a direct call a proposal, `deny` refuses every call.
    */
-  private checked(caller: string, owner: string, tool: string): Verdict {
-    const d = this.decideFrom(caller, owner, tool, new Set()).decision;
+  private checked(caller: string, owner: string, tool: string, confirming = false): Verdict {
+    const d = this.decideFrom(caller, owner, tool, new Set(), confirming).decision;
     const mode = this.config.policy.tool_checks;
     const findings = d === "denied" || mode === "warn" ? undefined : this.registry.get(owner, tool)?.findings;
     const name = `${owner}/${tool}`;
@@ -96,17 +101,52 @@ export class Authority {
   }
 
   /**
+   * The pin of `owner/tool` when its definition changes count (ports/pins.ts): undefined for
+   * a tool not in the catalogue, or one its owner's `pin` setting leaves out.
+   */
+  pin(owner: string, tool: string): PinState | undefined {
+    const setting = this.config.participants[owner]?.pin;
+    if (setting === false) return undefined;
+    if (typeof setting === "object" && setting.skip.some((g) => compileGlob(g)(tool))) return undefined;
+    return this.registry.pins.state(owner, tool);
+  }
+
+  /** The digests to record in a grant of `capabilities`: each tool it names exactly, as defined now. */
+  pinsFor(capabilities: readonly Capability[]): Record<string, string> | undefined {
+    const out: Record<string, string> = {};
+    for (const c of capabilities) {
+      const t = specificTool(c);
+      const digest = t && this.registry.pins.state(t.owner, t.tool)?.digest;
+      if (t && digest) out[`${t.owner}/${t.tool}`] = digest;
+    }
+    return Object.keys(out).length ? out : undefined;
+  }
+
+  /**
+   * Whether grant `g` still lets `owner/tool` be called, given the tool's pin: a grant that
+   * recorded the tool's digest holds while that is the definition; one that did not (a glob,
+   * or made before digests were kept) holds while the definition is confirmed, or was
+   * already in place when the grant was made.
+   */
+  private grantHolds(g: { ts: string; pins?: Record<string, string> | undefined }, owner: string, tool: string, pin: PinState | undefined): boolean {
+    if (!pin) return true;
+    const digest = g.pins?.[`${owner}/${tool}`];
+    if (digest !== undefined) return digest === pin.digest;
+    return pin.confirmed || Date.parse(g.ts) >= pin.since;
+  }
+
+  /**
    * The verdict for `caller` sending `method` with `params` to `target`: tools/call by
    * the tool policy, anything else by `allows` (the caller's capability matcher), and
    * every call's arguments against the space's size quota.
    */
-  call(caller: string, allows: Matcher, target: string, method: string, params: Record<string, unknown> | undefined): Verdict {
+  call(caller: string, allows: Matcher, target: string, method: string, params: Record<string, unknown> | undefined, confirming = false): Verdict {
     const oversize = this.oversize(params);
     if (oversize) return oversize;
     if (method === "tools/call") {
       const name = params?.["name"];
       if (typeof name !== "string") return { decision: "denied", code: ErrorCodes.invalidPayload, message: "tools/call: params.name must be a string" };
-      return this.checked(caller, target, name);
+      return this.checked(caller, target, name, confirming);
     }
     if (allows({ kind: "mcp/request", to: [target], payload: { method, params } })) return { decision: "direct" };
     return { decision: "denied", code: ErrorCodes.capabilityViolation, message: `your capabilities do not allow ${method} to "${target}"`, extra: { attempted_kind: "mcp/request", method } };
@@ -137,14 +177,18 @@ export class Authority {
     return mode !== "warn" && this.registry.get(owner, tool)?.findings?.length ? `${why}; and the gateway flagged the tool (policy.tool_checks: ${mode})` : why;
   }
 
-  private decideFrom(caller: string, owner: string, tool: string, seen: Set<string>): { decision: Decision; why: string } {
+  private decideFrom(caller: string, owner: string, tool: string, seen: Set<string>, confirming = false): { decision: Decision; why: string } {
     const rules = this.rulesOf(caller);
     if (!rules) return { decision: "denied", why: "not a participant" };
     seen.add(caller);
     // An invited participant has no policy of its own: it may do no more than its inviter,
     // and its capabilities are a loan, worth a direct call only where the inviter may make one.
     const inviter = this.config.participants[caller]?.invitedBy;
-    const lent = inviter === undefined ? undefined : seen.has(inviter) ? ({ decision: "denied", why: "its invitation goes round in a circle" } as const) : this.decideFrom(inviter, owner, tool, seen);
+    const lent = inviter === undefined ? undefined : seen.has(inviter) ? ({ decision: "denied", why: "its invitation goes round in a circle" } as const) : this.decideFrom(inviter, owner, tool, seen, confirming);
+    // A person calling is a person deciding, now: only what was allowed for others (agents,
+    // services, by rule, grant or annotation) waits for a person to see the change.
+    const pin = confirming || this.config.participants[caller]?.kind === "human" ? undefined : this.pin(owner, tool);
+    let grantSuspended = false;
     const own = decideWhy({
       policy: rules.policy,
       configured: lent === undefined ? rules.configuredMatch : (shape) => lent.decision === "direct" && rules.configuredMatch(shape),
@@ -152,12 +196,21 @@ export class Authority {
       // asked about cannot help (it is either being proved right now, which is circular,
       // or was found unable), so each is asked at most once.
       granted: (shape) =>
-        this.grants.to(caller).some((g) => g.matches(shape) && !seen.has(g.from) && this.decideFrom(g.from, owner, tool, seen).decision === "direct"),
+        this.grants.to(caller).some((g) => {
+          if (!g.matches(shape)) return false;
+          if (!this.grantHolds(g, owner, tool, pin)) return !(grantSuspended = true);
+          return !seen.has(g.from) && this.decideFrom(g.from, owner, tool, seen, confirming).decision === "direct";
+        }),
       owner,
       tool,
       annotations: this.registry.get(owner, tool)?.annotations,
       autoApproved: this.config.participants[owner]?.mcp?.autoApprove?.includes(tool),
       fallback: this.config.policy.fallback,
+      unconfirmed: pin !== undefined && !pin.confirmed,
+      // Read after `granted` has been asked, which is what sets it.
+      get grantSuspended() {
+        return grantSuspended;
+      },
     });
     if (lent === undefined || RANK[lent.decision] >= RANK[own.decision]) return own;
     return { decision: lent.decision, why: `it was invited by ${inviter}, and for ${inviter}: ${lent.why}` };

@@ -21,6 +21,11 @@ export interface Grant {
   capabilities: Capability[];
   reason?: string | undefined;
   ts: string;
+  /**
+   * `owner/tool` → the digest of the tool's definition when it was granted (ports/pins.ts):
+   * the grant lets that tool be called directly only while its definition is this one.
+   */
+  pins?: Record<string, string> | undefined;
 }
 
 export type GrantRecord =

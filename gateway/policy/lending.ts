@@ -78,9 +78,14 @@ export class Lending {
     this.host.deliver(env, member);
   }
 
-  /** A grant, to be recorded; once it is, the recipient is refreshed. */
-  plan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope): Plan {
-    const record: GrantRecord = { type: "grant", id: env?.id ?? randomUUID(), from, recipient, capabilities, reason, ts: env?.ts ?? new Date().toISOString() };
+  /**
+   * A grant, to be recorded; once it is, the recipient is refreshed. It records the digest
+   * of each tool it names (`pins`, or the definitions now): a later change of the tool
+   * suspends it (authority.ts).
+   */
+  plan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope, pins?: Record<string, string>): Plan {
+    const digests = pins ?? this.host.authority.pinsFor(capabilities);
+    const record: GrantRecord = { type: "grant", id: env?.id ?? randomUUID(), from, recipient, capabilities, reason, ts: env?.ts ?? new Date().toISOString(), ...(digests ? { pins: digests } : {}) };
     return {
       records: [record],
       apply: () => {

@@ -11,6 +11,9 @@
  *   5. the tool's annotations: readOnlyHint        → direct
  *      or its server's autoApprove list (mcpServers) names it → direct
  *   6. the space's fallback                        → proposal (default), direct or denied
+ * A tool whose definition changed since it was confirmed (ports/pins.ts) is called directly
+ * by none of 4–6 until a person approves a call of it, and only by grants given on its
+ * current digest (authority.ts).
  * Grants sit above `ask` so that approving "always" really stops the asking; `deny` stays
  * above everything, since it is the operator's explicit word.
  *
@@ -64,7 +67,18 @@ export interface DecisionInput {
   /** The owner's `autoApprove` (mcpServers) lists the tool. */
   autoApproved?: boolean | undefined;
   fallback: Fallback;
+  /**
+   * The tool's definition changed since it was last confirmed (ports/pins.ts): no rule,
+   * capability, annotation or fallback lets it be called directly until a person approves
+   * a call of the new one. Grants are checked against their digest by the caller.
+   */
+  unconfirmed?: boolean | undefined;
+  /** A grant matches the tool but was given on another definition of it. */
+  grantSuspended?: boolean | undefined;
 }
+
+/** Why a call that would be direct needs a proposal after its tool changed (pins.ts). */
+export const DEFINITION_CHANGED = "the tool's definition changed since it was allowed";
 
 export function decide(input: DecisionInput): Decision {
   return decideWhy(input).decision;
@@ -78,11 +92,15 @@ export function decideWhy(input: DecisionInput): { decision: Decision; why: stri
   const shape = toolCallShape(input.owner, input.tool);
   if (input.granted(shape)) return { decision: "direct", why: "a grant (an always-approval) covers it" };
   if (rule === "ask") return { decision: "proposal", why: `an ask rule matches ${name}` };
-  if (rule === "allow") return { decision: "direct", why: `an allow rule matches ${name}` };
-  if (input.configured(shape)) return { decision: "direct", why: "the participant's capabilities allow it" };
-  if (input.annotations?.readOnlyHint === true) return { decision: "direct", why: "the tool says it is read-only" };
-  if (input.autoApproved) return { decision: "direct", why: "its server's autoApprove lists it" };
+  const direct = (why: string): { decision: Decision; why: string } =>
+    input.unconfirmed ? { decision: "proposal", why: `${DEFINITION_CHANGED} (${why}); approving a call confirms the new definition` } : { decision: "direct", why };
+  if (rule === "allow") return direct(`an allow rule matches ${name}`);
+  if (input.configured(shape)) return direct("the participant's capabilities allow it");
+  if (input.annotations?.readOnlyHint === true) return direct("the tool says it is read-only");
+  if (input.autoApproved) return direct("its server's autoApprove lists it");
   const decision = input.fallback === "allow" ? "direct" : input.fallback === "deny" ? "denied" : "proposal";
+  if (decision === "proposal" && input.grantSuspended) return { decision, why: `${DEFINITION_CHANGED} (a grant was given on its earlier definition)` };
+  if (decision === "direct") return direct(`no rule matches: the space's fallback is ${input.fallback}`);
   return { decision, why: `no rule matches and the tool is not read-only: the space's fallback is ${input.fallback}` };
 }
 

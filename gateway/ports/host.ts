@@ -53,7 +53,8 @@ export interface SpaceHost {
   /** Why `granter` may not make one more grant (its quota or the space's), if it may not. */
   grantQuota(granter: string): string | undefined;
   /** A grant as a plan for `record` (an "always" approval makes one, in the approval's transaction). */
-  grantPlan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined): Plan;
+  /** `pins`: the digests of the tools it names, as the approver saw them (authority.ts). */
+  grantPlan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope, pins?: Record<string, string>): Plan;
   /** Writes the plans as one durable transaction, then applies them (ledger.ts). Rejects, having changed nothing, if the write fails. */
   record(...plans: Plan[]): Promise<void>;
   /** Applies a plan now and writes it behind: for bookkeeping no decision waits on (a call's outcome). Resolves once written or failed; never rejects. */
@@ -71,7 +72,8 @@ export interface CallRouter {
   readonly registry: Registry;
   readonly decisions: ProposalDesk;
   /** The policy decision point's verdict for `member` calling `target`. */
-  authorize(member: Member, target: string, method: string, params: Record<string, unknown> | undefined): Verdict;
+  /** `confirming`: the approver's bar, which a changed tool definition does not raise (authority.ts). */
+  authorize(member: Member, target: string, method: string, params: Record<string, unknown> | undefined, confirming?: boolean): Verdict;
   /** Governance, tracking, delivery of a request to a participant; false if it was refused (the caller was told, correlated to `sentId`, the id it sent). */
   route(caller: Member, env: Envelope, payload: McpRequestPayload, sentId: string | undefined, extra?: Pick<Call, "proposalId" | "fulfiller">): boolean;
   /** Why `participant/tool` is not in the catalogue: `participant_disabled` or `unknown_tool`. */

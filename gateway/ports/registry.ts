@@ -5,6 +5,7 @@
  */
 import * as z from "zod";
 import type { Finding } from "../policy/inspect.js";
+import { type DefinitionChange, Pins } from "./pins.js";
 
 /** What we keep of an MCP tool definition. Unknown fields are dropped. */
 export const McpToolSchema = z.looseObject({
@@ -50,6 +51,8 @@ export class Registry {
   private sorted: ToolEntry[] | undefined;
   /** Participants switched off (switches.ts): their tools are kept, and offered to nobody. */
   private readonly off = new Set<string>();
+  /** Each tool's definition digest and whether it is the one confirmed (pins.ts); kept when a participant leaves. */
+  readonly pins = new Pins();
 
   /** Hides (or shows again) every tool of `participant`. Returns whether it had any. */
   setDisabled(participant: string, disabled: boolean): boolean {
@@ -63,8 +66,12 @@ export class Registry {
     return this.off.has(participant);
   }
 
-  /** Replaces a participant's tools, each with what `inspect` finds in it. Returns whether anything changed. */
-  set(participant: string, tools: McpTool[], inspect?: (t: McpTool) => readonly Finding[]): boolean {
+  /**
+   * Replaces a participant's tools, each with what `inspect` finds in it. Returns whether
+   * anything changed; `changed` hears of each tool whose definition differs from the one
+   * pinned for it (a key reordering does not).
+   */
+  set(participant: string, tools: McpTool[], inspect?: (t: McpTool) => readonly Finding[], changed?: (c: DefinitionChange) => void): boolean {
     const next = new Map<string, ToolEntry>();
     for (const t of tools) {
       next.set(t.name, {
@@ -82,6 +89,7 @@ export class Registry {
         ...withFindings(inspect?.(t)),
       });
     }
+    for (const c of this.pins.observe(participant, [...next].map(([tool, e]) => ({ ...e, name: tool })))) changed?.(c);
     const before = this.byOwner.get(participant);
     if (before && sameTools(before, next)) return false;
     if (next.size === 0) this.byOwner.delete(participant);

@@ -28,6 +28,7 @@
  * in flight when the gateway died are returned so the caller marks them interrupted, since
  * their call's fate is unknown.
  */
+import type { DefinitionChange } from "../ports/pins.js";
 import type { Plan } from "../ports/plan.js";
 
 export type ProposalState = "pending" | "approved" | "routed" | "answered" | "rejected" | "withdrawn" | "expired" | "failed" | "interrupted";
@@ -71,6 +72,8 @@ export interface Proposal {
   envelope: unknown;
   /** Size of the envelope as JSON, counted against the pending quotas. */
   bytes?: number | undefined;
+  /** For tools/call: the digest of the tool's definition when it was proposed (ports/pins.ts), which approving confirms. */
+  digest?: string | undefined;
 }
 
 type Patch = Partial<Proposal> & { state: ProposalState };
@@ -79,6 +82,9 @@ type Patch = Partial<Proposal> & { state: ProposalState };
 export function awaiting(state: ProposalState): boolean {
   return state === "pending" || state === "interrupted";
 }
+
+/** The payload key of a proposal whose tool changed since it was confirmed: what changed, in words (ports/pins.ts). */
+export const DEFINITION_CHANGED_KEY = "mewgate/definition_changed";
 
 /** What a person is told of an interrupted proposal, wherever it is shown. */
 export const INTERRUPTED_TEXT = "the gateway stopped after it was approved; it may or may not have run";
@@ -108,7 +114,8 @@ export type ProposalRecord =
 
 export interface AuditEntry {
   ts: string;
-  event: ProposalState | "proposed";
+  /** `tool_changed`: a tool's definition differs from the one pinned for it (ports/pins.ts); `proposal` is then empty. */
+  event: ProposalState | "proposed" | "tool_changed";
   proposal: string;
   proposer: string;
   owner: string;
@@ -123,6 +130,12 @@ export interface AuditEntry {
   /** A rejecter's words to the proposer. */
   text?: string | undefined;
   outcome?: string | undefined;
+  /** For `tool_changed`: the digests before and after, and what changed in words. */
+  digest?: string | undefined;
+  previous?: string | undefined;
+  changes?: string[] | undefined;
+  /** For `tool_changed`: how many times the tool has changed since the gateway first saw it. */
+  count?: number | undefined;
 }
 
 export type AuditRecord = { type: "audit"; entry: AuditEntry };
@@ -339,6 +352,14 @@ function audit(p: Proposal, event: AuditEntry["event"]): AuditRecord {
       text: p.text,
       outcome: p.outcome,
     },
+  };
+}
+
+/** The audit record of a tool's definition changing: its owner announced it, nobody decided it. */
+export function toolChangeAudit(c: DefinitionChange): AuditRecord {
+  return {
+    type: "audit",
+    entry: { ts: c.ts, event: "tool_changed", proposal: "", proposer: c.participant, owner: c.participant, tool: c.tool, method: "tools/list", digest: c.to, previous: c.from, changes: c.changes, count: c.count },
   };
 }
 

@@ -28,9 +28,9 @@ import {
   systemEnvelope,
 } from "../wire/envelope.js";
 import { type CallRouter, clip, disabledRefusal, type ProposalDesk, type SpaceHost } from "../ports/host.js";
-import { toolGrant } from "../policy/rules.js";
+import { DEFINITION_CHANGED, toolGrant } from "../policy/rules.js";
 import type { Plan } from "../ports/plan.js";
-import { awaiting, INTERRUPTED_TEXT, type Proposal, type ProposalBook } from "./book.js";
+import { awaiting, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal, type ProposalBook } from "./book.js";
 import type { Member } from "../ports/member.js";
 
 export class Decisions implements ProposalDesk {
@@ -104,13 +104,21 @@ export class Decisions implements ProposalDesk {
     if (over) return this.space.fail(member, ErrorCodes.quotaExceeded, over.message, sentId, { quota: over.quota, limit: over.limit });
     const owner = env.to![0]!;
     const now = Date.now();
+    const tool = method === "tools/call" ? (params["name"] as string) : undefined;
+    const digest = tool === undefined ? undefined : this.mcp.registry.pins.state(owner, tool)?.digest;
+    // A tool changed since it was confirmed: the card shows what changed (ports/pins.ts).
+    const changed = tool !== undefined && this.space.authority.pin(owner, tool)?.confirmed === false ? this.mcp.registry.pins.unconfirmed(owner, tool) : undefined;
+    if (changed && typeof env.payload === "object" && env.payload !== null) {
+      env.payload = { ...(env.payload as Record<string, unknown>), [DEFINITION_CHANGED_KEY]: { tool: `${owner}/${tool}`, message: DEFINITION_CHANGED, previous: changed.from, digest: changed.to, changes: changed.changes } };
+    }
     const plan = this.proposals.planAdd({
       id: env.id,
       proposer: member.id,
       owner,
       method,
       params,
-      tool: method === "tools/call" ? (params["name"] as string) : undefined,
+      tool,
+      digest,
       rpcId,
       chain: this.mcp.calls.chainFor(member.id, env.correlation_id),
       state: "pending",
@@ -201,13 +209,13 @@ export class Decisions implements ProposalDesk {
 
   /** Whether `member` may itself make the call a proposal asks for, directly: the bar for deciding on it. */
   private mayCall(member: Member, p: Proposal): boolean {
-    const verdict = this.mcp.authorize(member, p.owner, p.method, p.params);
+    const verdict = this.mcp.authorize(member, p.owner, p.method, p.params, true);
     return verdict.decision === "direct" || (verdict.decision === "proposal" && verdict.flagged === true);
   }
 
   /** The approver's bar for the call with `args` instead of the proposed arguments. */
   private mayCallWith(member: Member, p: Proposal, args: Record<string, unknown>, inboundId: string | undefined): boolean {
-    const verdict = this.mcp.authorize(member, p.owner, p.method, { ...p.params, arguments: args });
+    const verdict = this.mcp.authorize(member, p.owner, p.method, { ...p.params, arguments: args }, true);
     if (verdict.decision === "direct" || (verdict.decision === "proposal" && verdict.flagged === true)) return true;
     if (verdict.decision === "denied") this.space.fail(member, verdict.code, verdict.message, inboundId, verdict.extra);
     else this.space.fail(member, ErrorCodes.approverLacksCapability, "you may not make this call yourself, so you cannot approve or reject it", inboundId);
@@ -280,7 +288,9 @@ export class Decisions implements ProposalDesk {
     // The decision and the grant an "always" makes are one transaction: both or neither.
     const plans: Plan[] = [this.proposals.planTransition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, editedArguments: d.edited })];
     if (d.scope === "always" && p.tool !== undefined) {
-      plans.push(this.space.grantPlan(approver.id, p.proposer, [toolGrant(p.owner, p.tool)], `always approve ${p.owner}/${p.tool} (proposal ${p.id})`));
+      // On the definition the approver was shown: a change since suspends it again.
+      const pins = p.digest === undefined ? undefined : { [`${p.owner}/${p.tool}`]: p.digest };
+      plans.push(this.space.grantPlan(approver.id, p.proposer, [toolGrant(p.owner, p.tool)], `always approve ${p.owner}/${p.tool} (proposal ${p.id})`, undefined, pins));
     }
     try {
       await this.space.record(...plans);
@@ -288,6 +298,11 @@ export class Decisions implements ProposalDesk {
       return this.space.storeFailed(approver, err, sentId, `the approval was not recorded; ${stays}`);
     }
     approver.log.info({ proposal: p.id, proposer: p.proposer, scope: d.scope }, "proposal approved");
+    // A person approved a call of this definition: rules and annotations let it be called
+    // directly again, if it is still the tool's definition (ports/pins.ts).
+    if (p.tool !== undefined && p.digest !== undefined && this.mcp.registry.pins.confirm(p.owner, p.tool, p.digest)) {
+      approver.log.info({ tool: `${p.owner}/${p.tool}`, digest: p.digest }, "tool definition confirmed");
+    }
     if (announce) this.space.deliver(announce, approver);
     const params = args === undefined ? p.params : { ...p.params, arguments: args };
     const payload: McpRequestPayload = { jsonrpc: "2.0", id: p.rpcId, method: p.method, params };

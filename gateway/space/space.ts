@@ -466,8 +466,8 @@ export class Space implements SpaceHost {
   }
 
   /** A grant, to be recorded (an "always" approval makes one in its own transaction). */
-  grantPlan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope): Plan {
-    return this.lending.plan(from, recipient, capabilities, reason, env);
+  grantPlan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope, pins?: Record<string, string>): Plan {
+    return this.lending.plan(from, recipient, capabilities, reason, env, pins);
   }
 
   /** After a grant change: recompile and send the recipient a fresh welcome. */
