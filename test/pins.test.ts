@@ -10,6 +10,10 @@ import { setFlagsFromString } from "node:v8";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
+import { PLAIN, ProposalQueue } from "../cli/terminal/index.js";
+import { queueBlock } from "../cli/terminal/proposal-view.js";
+import { describeChange } from "../gateway/ports/pins.js";
+import type { Envelope } from "../gateway/wire/envelope.js";
 import { askGateway, errorFor, responseFor, startGateway, TestClient, toolCall, toolOwner, type Env, type TestGateway, waitFor } from "./helpers.js";
 
 const RUGPULL = fileURLToPath(new URL("./fixtures/bridge/rugpull.mjs", import.meta.url));
@@ -124,6 +128,15 @@ describe("a tool whose definition changes after it was allowed", () => {
     viaGateway(agent, "c5", "save", { note: "z", command: "true" });
     const again = await proposalFor(human, "c5");
     expect(again.payload["mewgate/definition_changed"].changes).toEqual(["description changed"]);
+    expect(answered(agent, "c5")).toBe(false);
+
+    // It changes once more while c5 waits: approving would run what the card did not show.
+    await rugPull(human, "r3", "v3");
+    human.send({ id: "ap5", kind: "mcp/approve", correlation_id: ["c5"], payload: { scope: "once" } });
+    const refused = await errorFor(human, "ap5");
+    expect(refused.payload).toMatchObject({ code: "tool_changed", previous: again.payload["mewgate/definition_changed"].digest, digest: digest("notes", "save") });
+    expect(theSpace().proposals.get("c5")?.state).toBe("pending");
+    expect(theSpace().registry.pins.state("notes", "save")?.confirmed).toBe(false);
     expect(answered(agent, "c5")).toBe(false);
   }, 30_000);
 
@@ -295,5 +308,48 @@ participants:
       ["notes/read", "direct"],
       ["notes/save", "direct"],
     ]);
+  });
+});
+
+describe("the change in words", () => {
+  it("names what changed, and a hostile server's argument names cannot break out of a line", () => {
+    const before = { name: "save", description: "a", inputSchema: { type: "object", properties: { note: { type: "string" } }, required: ["note"] }, annotations: { destructiveHint: false, readOnlyHint: true } };
+    const after = {
+      name: "save",
+      title: "Save",
+      description: "a",
+      inputSchema: { type: "object", properties: { note: { type: "number" }, "\u001b[2Jx\nfake line": { type: "string" } }, additionalProperties: true },
+      annotations: { readOnlyHint: false },
+    };
+    expect(describeChange(before, after)).toEqual([
+      "title added",
+      "new argument `??2Jx?fake?line`",
+      "argument `note` changed",
+      "argument `note` no longer required",
+      "input schema changed",
+      "destructiveHint removed",
+      "readOnlyHint changed from true to false",
+    ]);
+    expect(describeChange(before, { ...before, inputSchema: { properties: { note: { type: "string" } }, type: "object", required: ["note"] } })).toEqual(["definition changed"]);
+  });
+
+  it("the terminal shows the change on the proposal, sanitised", () => {
+    const env = {
+      protocol: "mew/v0.4",
+      id: "p1",
+      ts: new Date().toISOString(),
+      from: "agent",
+      to: ["notes"],
+      kind: "mcp/proposal",
+      payload: { method: "tools/call", params: { name: "save", arguments: { note: "x" } }, "mewgate/definition_changed": { tool: "notes/save", changes: ["description changed", "new argument `command` (required)", "\u001b]0;owned\u0007destructiveHint removed"] } },
+    } as unknown as Envelope;
+    const q = new ProposalQueue();
+    q.sync([env]);
+    const text = queueBlock(q, PLAIN, 100, {}).join("\n");
+    expect(text).toContain("the tool changed since it was allowed; approving confirms its new definition:");
+    expect(text).toContain("  · new argument `command` (required)");
+    expect(text).toMatch(/· .*destructiveHint removed/);
+    expect(text).not.toContain("\u001b");
+    expect(text).not.toContain("\u0007");
   });
 });

@@ -52,6 +52,7 @@ export function statusOf(code: string): number {
     case "proposal_not_pending":
     case "duplicate_id":
     case "target_offline":
+    case "tool_changed":
       return 409;
     case "quota_exceeded":
     case "rate_limited":

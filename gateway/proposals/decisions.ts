@@ -284,6 +284,12 @@ export class Decisions implements ProposalDesk {
     if (this.space.member(p.owner) === undefined) return this.space.fail(approver, ErrorCodes.targetOffline, `"${p.owner}" is not connected; ${stays}`, sentId);
     const refusal = this.mcp.calls.refuse(p.proposer, p.owner, p.chain);
     if (refusal) return this.space.fail(approver, refusal.code, `${refusal.message}; ${stays}`, sentId);
+    // The tool changed again after it was proposed: the card showed another definition.
+    const pinned = p.tool === undefined || p.digest === undefined ? undefined : this.space.authority.pin(p.owner, p.tool);
+    if (pinned && pinned.digest !== p.digest) {
+      const message = `the definition of ${p.owner}/${p.tool} changed after this was proposed, so approving it would run what nobody was shown; ${stays} (reject it, and it can be proposed again)`;
+      return this.space.fail(approver, ErrorCodes.toolChanged, message, sentId, { previous: p.digest, digest: pinned.digest });
+    }
     const args = d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined);
     // The decision and the grant an "always" makes are one transaction: both or neither.
     const plans: Plan[] = [this.proposals.planTransition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, editedArguments: d.edited })];

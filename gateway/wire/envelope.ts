@@ -190,6 +190,7 @@ export const ErrorCodes = {
   approverLacksCapability: "approver_lacks_capability",
   notProposer: "not_proposer",
   fulfilmentMismatch: "fulfilment_mismatch",
+  toolChanged: "tool_changed",
   storeFailed: "store_failed",
   internal: "internal_error",
 } as const;
