@@ -5,6 +5,7 @@
  * the rug pull — then an allow rule suspended the same way, a change that only reorders
  * JSON keys, a server that flips a tool a thousand times, and servers that never change.
  */
+import { rmSync } from "node:fs";
 import { runInNewContext } from "node:vm";
 import { setFlagsFromString } from "node:v8";
 import { fileURLToPath } from "node:url";
@@ -14,6 +15,7 @@ import { PLAIN, ProposalQueue } from "../cli/terminal/index.js";
 import { queueBlock } from "../cli/terminal/proposal-view.js";
 import { describeChange } from "../gateway/ports/pins.js";
 import type { Envelope } from "../gateway/wire/envelope.js";
+import { parseSpaceConfig } from "../gateway/config/config.js";
 import { askGateway, errorFor, responseFor, startGateway, TestClient, toolCall, toolOwner, type Env, type TestGateway, waitFor } from "./helpers.js";
 
 const RUGPULL = fileURLToPath(new URL("./fixtures/bridge/rugpull.mjs", import.meta.url));
@@ -287,6 +289,59 @@ participants:
     ruled.send(toolCall("k1", "notes", "save", { note: "n" }));
     await responseFor(ruled, "k1");
   }, 120_000);
+
+  it("a grant keeps its digest across a restart: a tool that comes back changed is asked about again", async () => {
+    const yaml = `
+space: {id: pin}
+participants:
+  human: {kind: human, token: ${T.human}}
+  agent: {kind: agent, token: ${T.agent}}
+  notes: {kind: mcp, token: ${T.notes}}
+`;
+    gw = await startGateway(yaml);
+    const dir = gw.dir;
+    let owner = await toolOwner(gw, "pin", T.notes, [A]);
+    let human = await TestClient.join(gw, "pin", T.human);
+    let agent = await TestClient.join(gw, "pin", T.agent);
+    clients.push(owner, human, agent);
+    agent.send({ id: "g1", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: "g1", method: "tools/call", params: { name: "notes/save", arguments: { note: "n" } } } });
+    await human.next((e) => e.kind === "mcp/proposal" && e.id === "g1");
+    human.send({ kind: "mcp/approve", correlation_id: ["g1"], payload: { scope: "always" } });
+    await responseFor(agent, "g1");
+    for (const c of clients.splice(0)) c.ws.terminate();
+    await gw.gateway.close();
+
+    // Back up with the same state, and the server already changed: nothing here saw it change.
+    gw = await startGateway(yaml, { dir });
+    owner = await toolOwner(gw, "pin", T.notes, [B]);
+    human = await TestClient.join(gw, "pin", T.human);
+    agent = await TestClient.join(gw, "pin", T.agent);
+    clients.push(owner, human, agent);
+    await waitFor(() => digest("notes", "save") !== undefined, 5000, "registered");
+    expect(theSpace().authority.why("agent", "notes", "save")).toBe(`${CHANGED} (a grant was given on its earlier definition)`);
+    agent.send({ id: "g2", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: "g2", method: "tools/call", params: { name: "notes/save", arguments: { note: "n" } } } });
+    await human.next((e) => e.kind === "mcp/proposal" && e.id === "g2");
+    expect(answered(agent, "g2")).toBe(false);
+    for (const c of clients.splice(0)) c.ws.terminate();
+    await gw.stop();
+    gw = undefined;
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("`pin: {skip: [globs]}` opts out only the tools it names; a bad `pin` is refused with its line", async () => {
+    gw = await startGateway(SPACE.replace(`token: ${T.notes}}`, `token: ${T.notes}, pin: {skip: ["sa*"]}}`));
+    const tools: unknown[] = [A, { name: "keep", inputSchema: { type: "object" } }];
+    const owner = await toolOwner(gw, "pin", T.notes, tools);
+    clients.push(owner);
+    await waitFor(() => digest("notes", "keep") !== undefined, 5000, "registered");
+    await announce(owner, tools, [B, { name: "keep", description: "changed", inputSchema: { type: "object" } }]);
+    await waitFor(() => theSpace().registry.pins.state("notes", "keep")?.confirmed === false, 5000, "the change");
+    expect(theSpace().authority.tool("ruled", "notes", "save")).toBe("direct");
+    expect(theSpace().authority.tool("ruled", "notes", "keep")).toBe("proposal");
+    const bad = (pin: string) => () => parseSpaceConfig(`space: {id: s}\nparticipants:\n  n: {kind: mcp, token: tokentoken, pin: ${pin}}\n`, { file: "space.yaml", env: {} });
+    expect(bad("maybe")).toThrow("space.yaml:3:42: participants.n.pin: expected true, false, or {skip: [tool globs]}");
+    expect(bad("{skip: [x], other: 1}")).toThrow("participants.n.pin.other: unknown key");
+  });
 
   it("a server that never changes: rules, grants and catalogue refreshes behave as before", async () => {
     gw = await startGateway(SPACE);

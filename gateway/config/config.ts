@@ -231,7 +231,7 @@ const ParticipantSchema = section({
   tools: ToolPolicySchema.optional(),
   approvers: z.array(z.string()).optional(),
   /** Whether a change to this participant's tool definitions suspends what was allowed on the old one (ports/pins.ts): `false` for none of its tools, `{skip: [globs]}` for some. */
-  pin: z.union([boolean(), section({ skip: z.array(z.string().min(1)) })]).optional(),
+  pin: z.union([boolean(), section({ skip: z.array(z.string().min(1)) })], { error: expected("true, false, or {skip: [tool globs]}") }).optional(),
   agent: AgentSchema.optional(),
   mcp: McpServerSchema.optional(),
   run: RunSchema.optional(),

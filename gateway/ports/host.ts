@@ -71,13 +71,17 @@ export interface CallRouter {
   readonly calls: Calls;
   readonly registry: Registry;
   readonly decisions: ProposalDesk;
-  /** The policy decision point's verdict for `member` calling `target`. */
-  /** `confirming`: the approver's bar, which a changed tool definition does not raise (authority.ts). */
+  /**
+   * The policy decision point's verdict for `member` calling `target`. `confirming`: the
+   * approver's bar, which a changed tool definition does not raise (authority.ts).
+   */
   authorize(member: Member, target: string, method: string, params: Record<string, unknown> | undefined, confirming?: boolean): Verdict;
   /** Governance, tracking, delivery of a request to a participant; false if it was refused (the caller was told, correlated to `sentId`, the id it sent). */
   route(caller: Member, env: Envelope, payload: McpRequestPayload, sentId: string | undefined, extra?: Pick<Call, "proposalId" | "fulfiller">): boolean;
   /** Why `participant/tool` is not in the catalogue: `participant_disabled` or `unknown_tool`. */
   unknownTool(name: string): NotRouted;
+  /** Tells everyone the catalogue's policies changed (a tool's definition was confirmed), so they list it again. */
+  catalogueChanged(): void;
   /** `route`, telling no one of a refusal: why not comes back instead (undefined: routed). */
   tryRoute(caller: Member, env: Envelope, payload: McpRequestPayload, extra?: Pick<Call, "proposalId" | "fulfiller">): NotRouted | undefined;
   /** Ends a call its caller gave up on, down its delegation chain. */

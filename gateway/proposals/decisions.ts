@@ -308,6 +308,7 @@ export class Decisions implements ProposalDesk {
     // directly again, if it is still the tool's definition (ports/pins.ts).
     if (p.tool !== undefined && p.digest !== undefined && this.mcp.registry.pins.confirm(p.owner, p.tool, p.digest)) {
       approver.log.info({ tool: `${p.owner}/${p.tool}`, digest: p.digest }, "tool definition confirmed");
+      this.mcp.catalogueChanged();
     }
     if (announce) this.space.deliver(announce, approver);
     const params = args === undefined ? p.params : { ...p.params, arguments: args };
