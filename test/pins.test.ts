@@ -16,6 +16,7 @@ import { queueBlock } from "../cli/terminal/proposal-view.js";
 import { describeChange } from "../gateway/ports/pins.js";
 import type { Envelope } from "../gateway/wire/envelope.js";
 import { parseSpaceConfig } from "../gateway/config/config.js";
+import { auditLine } from "../cli/commands.js";
 import { askGateway, errorFor, responseFor, startGateway, TestClient, toolCall, toolOwner, type Env, type TestGateway, waitFor } from "./helpers.js";
 
 const RUGPULL = fileURLToPath(new URL("./fixtures/bridge/rugpull.mjs", import.meta.url));
@@ -117,6 +118,7 @@ describe("a tool whose definition changes after it was allowed", () => {
     const entry = theSpace().audit({ tool: "notes/save" }).find((e) => e.event === "tool_changed")!;
     expect(entry).toMatchObject({ owner: "notes", tool: "save", previous: first, digest: second, count: 1 });
     expect(entry.changes).toContain("new argument `command` (required)");
+    expect(auditLine(entry)).toMatch(/ tool_changed {2}notes\/save {2}description changed; new argument `command` \(required\); destructiveHint removed$/);
 
     // A person approves it always: the call runs, and direct calls are back — on this definition.
     approve(human, "c3", "always");
