@@ -330,6 +330,55 @@ participants:
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it("an allow rule outlives a restart only for the definition confirmed before it: a tool changed while the gateway was stopped is asked about", async () => {
+    const yaml = `
+space: {id: pin}
+participants:
+  human: {kind: human, token: ${T.human}}
+  ruled: {kind: agent, token: ${T.ruled}, tools: {allow: ["notes/*"]}}
+  notes: {kind: mcp, token: ${T.notes}}
+`;
+    const keep = { name: "keep", description: "Keeps a note.", inputSchema: { type: "object" } };
+    gw = await startGateway(yaml);
+    const dir = gw.dir;
+    let owner = await toolOwner(gw, "pin", T.notes, [A, keep]);
+    clients.push(owner);
+    await waitFor(() => digest("notes", "save") !== undefined && digest("notes", "keep") !== undefined, 5000, "registered");
+    for (const c of clients.splice(0)) c.ws.terminate();
+    await gw.gateway.close();
+
+    // Back with the same state: `save` changed while nothing watched, `keep` did not.
+    gw = await startGateway(yaml, { dir });
+    owner = await toolOwner(gw, "pin", T.notes, [B, keep]);
+    const human = await TestClient.join(gw, "pin", T.human);
+    const ruled = await TestClient.join(gw, "pin", T.ruled);
+    clients.push(owner, human, ruled);
+    await waitFor(() => digest("notes", "save") !== undefined, 5000, "registered again");
+    expect(theSpace().registry.pins.state("notes", "save")?.confirmed).toBe(false);
+    expect(theSpace().registry.pins.state("notes", "keep")?.confirmed).toBe(true);
+    expect(theSpace().authority.tool("ruled", "notes", "keep")).toBe("direct");
+    expect(theSpace().authority.tool("ruled", "notes", "save")).toBe("proposal");
+    // The audit trail says it changed while the gateway was stopped.
+    await waitFor(() => theSpace().audit({}).some((e) => e.event === "tool_changed"), 5000, "the change audited");
+    // A person approving a call confirms it, and that too outlives the next restart.
+    ruled.send({ id: "s1", kind: "mcp/proposal", to: ["notes"], payload: { method: "tools/call", params: { name: "save", arguments: { note: "n" } } } });
+    await human.next((e) => e.kind === "mcp/proposal" && e.id === "s1");
+    human.send({ kind: "mcp/approve", correlation_id: ["s1"], payload: { scope: "once" } });
+    await waitFor(() => theSpace().registry.pins.state("notes", "save")?.confirmed === true, 5000, "confirmed");
+    for (const c of clients.splice(0)) c.ws.terminate();
+    await gw.gateway.close();
+
+    gw = await startGateway(yaml, { dir });
+    clients.push(await toolOwner(gw, "pin", T.notes, [B, keep]));
+    await waitFor(() => digest("notes", "save") !== undefined, 5000, "registered a third time");
+    expect(theSpace().registry.pins.state("notes", "save")?.confirmed).toBe(true);
+    expect(theSpace().authority.tool("ruled", "notes", "save")).toBe("direct");
+    for (const c of clients.splice(0)) c.ws.terminate();
+    await gw.stop();
+    gw = undefined;
+    rmSync(dir, { recursive: true, force: true });
+  });
+
   it("`pin: {skip: [globs]}` opts out only the tools it names; a bad `pin` is refused with its line", async () => {
     gw = await startGateway(SPACE.replace(`token: ${T.notes}}`, `token: ${T.notes}, pin: {skip: ["sa*"]}}`));
     const tools: unknown[] = [A, { name: "keep", inputSchema: { type: "object" } }];

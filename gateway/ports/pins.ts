@@ -145,8 +145,41 @@ export function describeChange(before: Definition, after: Definition): string[] 
   return out.length > MAX_CHANGES ? [...out.slice(0, MAX_CHANGES), `and ${out.length - MAX_CHANGES} more changes`] : out;
 }
 
+/** A tool's confirmed definition, as the ledger keeps it across restarts (space/ledger.ts). */
+export interface PinRecord {
+  type: "pin";
+  owner: string;
+  tool: string;
+  digest: string;
+}
+
 export class Pins {
   private readonly byOwner = new Map<string, Map<string, Pin>>();
+  /** Confirmed digests read back from the ledger: a tool first listed after a restart is compared with them. */
+  private readonly durable = new Map<string, Map<string, string>>();
+  /**
+   * Writes a confirmed digest behind (the space sets it to its ledger): each tool's first
+   * definition, and every one a person confirms. Unset, confirmations last until a restart.
+   */
+  persist: ((r: PinRecord) => void) | undefined;
+
+  /** A confirmed digest read back from the ledger (or just written). */
+  apply(r: PinRecord): void {
+    let kept = this.durable.get(r.owner);
+    if (!kept) this.durable.set(r.owner, (kept = new Map()));
+    kept.set(r.tool, r.digest);
+  }
+
+  /** Every confirmed digest, for the ledger's compaction: what was confirmed in memory, else what was read back. */
+  snapshot(): PinRecord[] {
+    const out: PinRecord[] = [];
+    for (const [owner, kept] of this.durable) {
+      const live = this.byOwner.get(owner);
+      for (const [tool, digest] of kept) if (!live?.has(tool)) out.push({ type: "pin", owner, tool, digest });
+    }
+    for (const [owner, pins] of this.byOwner) for (const [tool, pin] of pins) out.push({ type: "pin", owner, tool, digest: pin.confirmed });
+    return out;
+  }
 
   /**
    * A participant's tools as it registered them now: pins new tools, and returns the tools
@@ -163,7 +196,14 @@ export class Pins {
       const digest = digestOf(def);
       const pin = pins.get(t.name);
       if (!pin) {
-        pins.set(t.name, { digest, def, firstSeen: at, since: at, confirmed: digest, count: 0 });
+        // Listed for the first time since the start: held to what was confirmed before it, if anything was.
+        const kept = this.durable.get(participant)?.get(t.name);
+        pins.set(t.name, { digest, def, firstSeen: at, since: at, confirmed: kept ?? digest, count: kept === undefined || kept === digest ? 0 : 1 });
+        if (kept === undefined) this.persist?.({ type: "pin", owner: participant, tool: t.name, digest });
+        else if (kept !== digest) {
+          // What it was is not known any more, only that it was something else.
+          changes.push({ participant, tool: t.name, from: kept, to: digest, changes: ["definition changed while the gateway was stopped"], ts: new Date(at).toISOString(), count: 1 });
+        }
         continue;
       }
       if (pin.digest === digest) continue;
@@ -204,6 +244,7 @@ export class Pins {
     if (!pin || pin.digest !== digest || pin.confirmed === digest) return false;
     pin.confirmed = digest;
     pin.confirmedDef = undefined;
+    this.persist?.({ type: "pin", owner: participant, tool, digest });
     return true;
   }
 

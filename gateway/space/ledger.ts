@@ -20,11 +20,12 @@ import type { GrantBook, GrantRecord } from "../policy/grants.js";
 import type { InviteRecord, Invites } from "../agents/invites.js";
 import type { SwitchRecord, Switches } from "../agents/switches.js";
 import type { Conversations, FrameRecord } from "../agents/conversations.js";
+import type { PinRecord, Pins } from "../ports/pins.js";
 import type { Plan } from "../ports/plan.js";
 import { type AuditEntry, type AuditQuery, type AuditRecord, auditMatches, type ProposalBook, type ProposalRecord, type ProposalState } from "../proposals/book.js";
 import { type LegacyFile, type OpenReport, openStore, readHistory, type StateStore, type StoreHooks, type StoreOpener } from "../store/index.js";
 
-export type StateRecord = ProposalRecord | GrantRecord | AuditRecord | InviteRecord | SwitchRecord | FrameRecord;
+export type StateRecord = ProposalRecord | GrantRecord | AuditRecord | InviteRecord | SwitchRecord | FrameRecord | PinRecord;
 export type { Plan } from "../ports/plan.js";
 
 const DAY_MS = 86_400_000;
@@ -68,21 +69,22 @@ export class Ledger {
   static open(
     config: SpaceConfig,
     log: Logger,
-    books: { proposals: ProposalBook; grants: GrantBook; invites: Invites; switches: Switches; conversations: Conversations },
+    books: { proposals: ProposalBook; grants: GrantBook; invites: Invites; switches: Switches; conversations: Conversations; pins: Pins },
     onWrite?: (seconds: number) => void,
     opener?: StoreOpener<StateRecord>,
   ): Ledger {
-    const { proposals, grants, invites, switches, conversations } = books;
+    const { proposals, grants, invites, switches, conversations, pins } = books;
     const hooks: StoreHooks<StateRecord> = {
       apply: (r) => {
         if (r.type === "grant" || r.type === "revoke") grants.apply(r);
         else if (r.type === "invite" || r.type === "kick") invites.apply(r);
         else if (r.type === "disable" || r.type === "enable") switches.apply(r);
         else if (r.type === "frame" || r.type === "unframe") conversations.apply(r);
+        else if (r.type === "pin") pins.apply(r);
         else if (r.type !== "audit") proposals.applyRecord(r);
       },
       // Invited participants first: grants and proposals may name them.
-      snapshot: () => [...invites.snapshot(), ...switches.snapshot(), ...conversations.snapshot(), ...proposals.snapshot(), ...grants.all().map((g): StateRecord => ({ type: "grant", ...g }))],
+      snapshot: () => [...invites.snapshot(), ...switches.snapshot(), ...conversations.snapshot(), ...proposals.snapshot(), ...grants.all().map((g): StateRecord => ({ type: "grant", ...g })), ...pins.snapshot()],
       isHistory: (r) => r.type === "audit",
     };
     const { store, report } =
