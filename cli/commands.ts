@@ -12,6 +12,7 @@ import { openClient, resolveTarget, type RemoteOptions } from "./remote.js";
 import { CliError, loadSpace, spaceFile } from "./space.js";
 import { callShape, interruption, isRecord, oneLine, shortId, summarizeResult, truncate } from "./terminal/format.js";
 import { ProposalQueue } from "./terminal/queue.js";
+import { schemaProblem } from "./terminal/validate.js";
 
 /** Resolves the target and runs `body` against the operator API: nothing joins. */
 async function withApi<T>(opts: RemoteOptions, io: Io, body: (api: ApiClient) => Promise<T>): Promise<T> {
@@ -173,6 +174,12 @@ export function runProposals(action: string | undefined, ref: string | undefined
       }
       // Approve, then wait a little for the result so the person sees what happened: the
       // event stream is open before the approval goes out.
+      if (edited) {
+        // The same check the terminal and the console make: a typo must not use up the proposal.
+        const tools = (await api.get<{ tools: Array<Record<string, unknown>> }>("tools")).tools;
+        const problem = schemaProblem(tools.find((t) => t["name"] === label)?.["inputSchema"], edited);
+        if (problem) throw new CliError(`--args: ${problem} (the input schema of ${label}); nothing was approved`);
+      }
       const { next: result } = await api.watch((e) => e.kind === "mcp/response" && e.correlation_id?.includes(p.id) === true, opts.waitMs ?? 10_000);
       const payload: Record<string, unknown> = { scope: opts.always ? "always" : "once" };
       if (edited) payload["arguments"] = edited;
@@ -183,7 +190,10 @@ export function runProposals(action: string | undefined, ref: string | undefined
       else {
         const r = isRecord(response.payload) ? response.payload : {};
         const error = isRecord(r["error"]) ? r["error"] : undefined;
-        io.stdout.write(error ? `call failed: ${String(error["message"])}\n` : `result: ${oneLine(summarizeResult(r["result"]), 200)}\n`);
+        // A tool that reports its own failure answers with a result marked isError: say so.
+        const toolError = !error && isRecord(r["result"]) && r["result"]["isError"] === true;
+        if (error) io.stdout.write(`call failed: ${oneLine(String(error["message"]), 200)}\n`);
+        else io.stdout.write(`${toolError ? "call failed (the tool reported an error)" : "result"}: ${oneLine(summarizeResult(r["result"]), 200)}\n`);
       }
       return 0;
     });

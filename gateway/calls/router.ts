@@ -223,8 +223,12 @@ export class McpRouter implements CallRouter {
       member.log.warn({ call: call.id, target: call.target }, "forged response refused");
       return this.space.fail(member, ErrorCodes.forgedResponse, `only "${call.target}" may answer call "${clip(call.id)}"`, inbound.id);
     }
-    const ok = parsed.data.error === undefined;
-    this.calls.close(call, ok);
+    // The target answered (the breaker's question); a tool that reports its own failure
+    // (`isError: true`) still answered, but the call did not succeed, and its record says so.
+    const answered = parsed.data.error === undefined;
+    const result = parsed.data.result as { isError?: unknown } | undefined;
+    const ok = answered && !(typeof result === "object" && result !== null && result.isError === true);
+    this.calls.close(call, answered);
     if (!call.internal) this.space.metrics.call(ok ? "ok" : "error");
     if (call.internal) return call.internal(parsed.data);
     const env = stamp(inbound, member.id);
