@@ -40,6 +40,7 @@ interface Rules {
 
 export class Authority {
   private readonly rules = new Map<string, Rules>();
+  private readonly skips = new Map<string, { globs: readonly string[]; match: (tool: string) => boolean }>();
 
   constructor(
     private readonly config: SpaceConfig,
@@ -107,8 +108,19 @@ export class Authority {
   pin(owner: string, tool: string): PinState | undefined {
     const setting = this.config.participants[owner]?.pin;
     if (setting === false) return undefined;
-    if (typeof setting === "object" && setting.skip.some((g) => compileGlob(g)(tool))) return undefined;
+    if (typeof setting === "object" && this.skipMatcher(owner, setting.skip)(tool)) return undefined;
     return this.registry.pins.state(owner, tool);
+  }
+
+  /** An owner's `pin: {skip}` globs, compiled once, not on every call of its tools. */
+  private skipMatcher(owner: string, globs: readonly string[]): (tool: string) => boolean {
+    let m = this.skips.get(owner);
+    if (!m || m.globs !== globs) {
+      const compiled = globs.map((g) => compileGlob(g));
+      m = { globs, match: (tool) => compiled.some((c) => c(tool)) };
+      this.skips.set(owner, m);
+    }
+    return m.match;
   }
 
   /** The digests to record in a grant of `capabilities`: each tool it names exactly, as defined now. */
