@@ -72,7 +72,6 @@ describe("identity and authentication", () => {
   it.each([
     ["a wrong token", `space=lab&token=nope-nope-nope`, {}, 4401, /invalid token/],
     ["an unknown space", `space=attic`, { authorization: `Bearer ${TOKENS.alice}` }, 4404, /no space named "attic"/],
-    ["a missing space", ``, { authorization: `Bearer ${TOKENS.alice}` }, 4400, /missing space/],
     ["a claimed id that disagrees with the token", `space=lab&participant=bob`, { authorization: `Bearer ${TOKENS.alice}` }, 4403, /does not belong to participant "bob"/],
     ["a claimed id that is not in the space", `space=lab&participant=mallory`, { authorization: `Bearer ${TOKENS.alice}` }, 4406, /no participant "mallory"/],
   ])("refuses %s with a distinct close code and reason", async (_what, query, headers, code, reason) => {
@@ -81,6 +80,17 @@ describe("identity and authentication", () => {
     const closed = await c.closed;
     expect(closed.code).toBe(code);
     expect(closed.reason).toMatch(reason);
+    expect(c.kinds()).not.toContain("system/welcome");
+  });
+
+  it("waits for a join frame naming the space when the token came in a header, and refuses any other first frame", async () => {
+    gw = await startGateway(SPACE);
+    const c = connect("", { authorization: `Bearer ${TOKENS.alice}` });
+    await c.opened;
+    c.send({ kind: "chat", payload: { text: "hi" } });
+    const closed = await c.closed;
+    expect(closed.code).toBe(4400);
+    expect(closed.reason).toMatch(/missing space/);
     expect(c.kinds()).not.toContain("system/welcome");
   });
 

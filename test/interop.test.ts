@@ -88,10 +88,14 @@ describe("MEW v0.4 clients", () => {
     expect(seen.to).toEqual(["fs"]);
     human.send({ kind: "mcp/approve", correlation_id: ["open-prop"], payload: {} });
     expect((await mew.next((e) => e.kind === "mcp/response")).correlation_id?.[0]).toBe("open-prop");
-    // No one offers it: refused with the reason, not held for no one.
+    // No one the gateway knows offers it: held open, for a fulfiller to name the target
+    // (MEW §3.2); an approval, which names none, is refused with how to fulfil it instead.
     mew.send({ id: "nobody", kind: "mcp/proposal", payload: { method: "tools/call", params: { name: "launch_rockets" } } });
-    const err = await mew.next((e) => e.kind === "system/error" && e.correlation_id?.includes("nobody") === true);
-    expect(err.payload.message).toContain('no participant offers a tool "launch_rockets"');
+    const open = await human.next((e) => e.id === "nobody");
+    expect(open.to).toBeUndefined();
+    human.send({ id: "ok-nobody", kind: "mcp/approve", correlation_id: ["nobody"], payload: {} });
+    const err = await human.next((e) => e.kind === "system/error" && e.correlation_id?.includes("ok-nobody") === true);
+    expect(err.payload.message).toContain("names no participant to serve it: fulfil it");
   });
 
   it("get their own envelopes back when space.yaml says echo: true", async () => {

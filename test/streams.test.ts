@@ -38,23 +38,26 @@ async function open(owner: TestClient, id: string, payload: Record<string, unkno
 const texts = (c: TestClient) => c.frames.map((f) => f.data.toString());
 
 describe("MEW streams", () => {
-  it("opens a stream on request, forwards its owner's frames to the others, and refuses frames from anyone else", async () => {
+  it("opens a stream on request, forwards its owner's frames to everyone, the writer too, and refuses frames from anyone else", async () => {
     gw = await startGateway(SPACE);
     const [a, b, c] = [await join(T.a), await join(T.b), await join(T.c)];
     const sid = await open(a, "r1", { direction: "upload", content_type: "application/json", format: "jsonl" });
     await b.next((e) => e.kind === "stream/open" && e.payload.stream_id === sid);
     a.ws.send(`#${sid}#{"x":1}`);
     a.ws.send(Buffer.from(`#${sid}#\u0001\u0002`), { binary: true });
-    await waitFor(() => b.frames.length === 2 && c.frames.length === 2, 3000, "the frames");
+    await waitFor(() => b.frames.length === 2 && c.frames.length === 2 && a.frames.length === 2, 3000, "the frames");
     expect(texts(b)[0]).toBe(`#${sid}#{"x":1}`);
     expect(b.frames[1]!.binary).toBe(true);
-    expect(a.frames).toEqual([]);
+    // Spec §3.10.3: a broadcast stream's frames reach every participant; MEW's participants
+    // confirm their own writes by hearing them.
+    expect(texts(a)[0]).toBe(`#${sid}#{"x":1}`);
 
     // Hostile: a frame from a non-writer, and one to a stream that does not exist.
     b.ws.send(`#${sid}#forged`);
     b.ws.send("#stream-999#nothing");
     const errs = await waitFor(() => b.received.filter((e) => e.kind === "system/error").length >= 2, 3000, "the refusals").then(() => b.received.filter((e) => e.kind === "system/error"));
-    expect(errs.map((e: Env) => e.payload.error)).toEqual(["unauthorized", "stream_not_found"]);
+    expect(errs.map((e: Env) => e.payload.error)).toEqual(["unauthorized_stream_write", "stream_not_found"]);
+    expect(errs[0]!.payload.stream_id).toBe(sid);
     await sleep(50);
     expect(texts(c).some((t) => t.includes("forged"))).toBe(false);
   });
@@ -99,7 +102,8 @@ describe("MEW streams", () => {
     const closed = await b.next((e) => e.kind === "stream/close");
     expect(closed.payload).toMatchObject({ stream_id: sid, reason: "owner_left" });
     const c = await join(T.c);
-    expect(c.received.find((e) => e.kind === "system/welcome")!.payload.active_streams).toBeUndefined();
+    // Present and empty: MEW's clients read the list rather than test for it.
+    expect(c.received.find((e) => e.kind === "system/welcome")!.payload.active_streams).toEqual([]);
   });
 
   it("sends a targeted stream's frames only to its targets", async () => {
@@ -109,6 +113,8 @@ describe("MEW streams", () => {
     a.ws.send(`#${sid}#for-b`);
     await waitFor(() => texts(b).includes(`#${sid}#for-b`), 3000, "b's frame");
     await sleep(50);
+    // Only the targets (§3.10.3): neither a bystander nor the owner, who is not one.
     expect(c.frames).toEqual([]);
+    expect(a.frames).toEqual([]);
   });
 });

@@ -8,10 +8,10 @@
  *
  * The request's payload is kept whole and shown to late joiners in the welcome's
  * `active_streams`, with the owner and the authorized writers. Frames go to everyone in
- * the space but their writer, or, for a stream requested with `target: [ids]`, only to
- * those participants and the owner. A frame counts against its writer's rate and size
- * limits like any other (server.ts), and a reader that cannot keep up is dropped the same
- * way.
+ * the space, their writer included (MEW's participants confirm a write by hearing it), or,
+ * for a stream requested with `target: [ids]`, only to those participants (spec §3.10.3).
+ * A frame counts against its writer's rate and size limits like any other (server.ts), and
+ * a reader that cannot keep up is dropped the same way.
  */
 import type { Logger } from "pino";
 import { type Envelope, type ErrorCode, type InboundEnvelope, stamp, systemEnvelope } from "../wire/envelope.js";
@@ -23,8 +23,10 @@ interface Stream {
   owner: string;
   writers: Set<string>;
   created: string;
-  /** Participants the frames go to (besides the owner); undefined: everyone. */
+  /** The only participants the frames go to; undefined: everyone. */
   target: string[] | undefined;
+  /** The ids a `stream/close` may name it by in its `correlation_id`: the stream/open's and the stream/request's. */
+  envelopes: string[];
   /** The request's payload, whole. */
   request: Record<string, unknown>;
 }
@@ -51,16 +53,22 @@ export class Streams {
   request(member: Member, inbound: InboundEnvelope): void {
     if (this.streams.size >= MAX_STREAMS) return this.host.fail(member, "quota_exceeded", `the space has ${MAX_STREAMS} streams open, its limit`, inbound.id, { quota: "streams" });
     const payload = isRecord(inbound.payload) ? inbound.payload : {};
-    const target = Array.isArray(payload["target"]) ? payload["target"].filter((t): t is string => typeof t === "string") : undefined;
-    const stream: Stream = { id: `stream-${++this.counter}`, owner: member.id, writers: new Set([member.id]), created: new Date().toISOString(), target, request: payload };
+    const named = Array.isArray(payload["target"]) ? payload["target"].filter((t): t is string => typeof t === "string") : [];
+    // Spec §3.10.1: an empty or absent target is a broadcast; a target nobody is refused.
+    const target = named.length > 0 ? named : undefined;
+    const missing = target?.find((t) => !(t in this.host.config.participants));
+    if (missing !== undefined) return this.host.fail(member, "unknown_recipient", `no participant "${clip(missing)}" in the space to target`, inbound.id, { error: "target_not_found" });
     const req = stamp(inbound, member.id);
+    const stream: Stream = { id: `stream-${++this.counter}`, owner: member.id, writers: new Set([member.id]), created: new Date().toISOString(), target, envelopes: [req.id], request: payload };
     // Announced first, registered after: a request that cannot be delivered must not stay
     // in the list every welcome carries.
     this.host.deliver(req, member);
     this.streams.set(stream.id, stream);
     const encoding = payload["encoding"] === "binary" ? "binary" : "text";
     // The request's own fields first, the gateway's after: nobody names owner or writers but the gateway.
-    this.host.deliver(systemEnvelope("stream/open", { ...this.describe(stream), encoding }, { to: [member.id], correlation_id: [req.id] }), undefined, true);
+    const open = systemEnvelope("stream/open", { ...this.describe(stream), encoding }, { to: [member.id], correlation_id: [req.id] });
+    stream.envelopes.push(open.id);
+    this.host.deliver(open, undefined, true);
     this.host.log.info({ stream: stream.id, owner: member.id }, "stream opened");
   }
 
@@ -69,7 +77,10 @@ export class Streams {
     const s = this.owned(member, inbound);
     if (!s) return;
     this.streams.delete(s.id);
-    this.host.deliver(stamp(inbound, member.id), member, true);
+    const closed = stamp(inbound, member.id);
+    // Closed by correlation alone: readers still learn which stream ended.
+    if (isRecord(closed.payload) && closed.payload["stream_id"] === undefined) closed.payload = { ...closed.payload, stream_id: s.id };
+    this.host.deliver(closed, member, true);
   }
 
   /** `stream/grant-write`, `stream/revoke-write`, `stream/transfer-ownership`. */
@@ -106,10 +117,11 @@ export class Streams {
     const id = end > 1 ? data.subarray(1, end).toString("utf8") : "";
     const s = this.streams.get(id);
     if (!s) return this.host.fail(member, "invalid_envelope", `no open stream "${clip(id)}" (frames are #<stream_id>#<data>)`, undefined, { error: "stream_not_found" });
-    if (!s.writers.has(member.id)) return this.host.fail(member, "capability_violation", `you may not write to stream "${clip(id)}"; its owner grants that`, undefined, { error: "unauthorized" });
+    if (!s.writers.has(member.id)) {
+      return this.host.fail(member, "capability_violation", `you may not write to stream "${clip(id)}"; its owner grants that`, undefined, { error: "unauthorized_stream_write", stream_id: s.id });
+    }
     for (const m of this.host.members()) {
-      if (m === member) continue;
-      if (s.target && m.id !== s.owner && !s.target.includes(m.id)) continue;
+      if (s.target && !s.target.includes(m.id)) continue;
       m.peer.sendFrame?.(data, binary);
     }
   }
@@ -133,12 +145,22 @@ export class Streams {
     return { ...s.request, stream_id: s.id, owner: s.owner, authorized_writers: [...s.writers], created: s.created, ...(s.target ? { target: s.target } : {}) };
   }
 
-  /** The stream an owner's envelope names, or undefined after telling the sender why not. */
+  /**
+   * The stream an owner's envelope names — by `payload.stream_id`, or, as spec §3.10.4's own
+   * example does, by a `correlation_id` naming its stream/open (or stream/request) — or
+   * undefined after telling the sender why not.
+   */
   private owned(member: Member, inbound: InboundEnvelope): Stream | undefined {
     const id = isRecord(inbound.payload) ? inbound.payload["stream_id"] : undefined;
-    const s = typeof id === "string" ? this.streams.get(id) : undefined;
+    const byId = typeof id === "string" ? this.streams.get(id) : undefined;
+    const refs = id === undefined ? (inbound.correlation_id ?? []) : [];
+    const s = byId ?? [...this.streams.values()].find((st) => refs.some((r) => st.envelopes.includes(r)));
     if (!s) {
-      this.host.fail(member, "invalid_payload", `no open stream "${clip(String(id))}"`, inbound.id, { error: "stream_not_found" });
+      const named =
+        id !== undefined ? `no open stream "${clip(String(id))}"`
+        : refs.length > 0 ? `no open stream was opened by ${refs.map((r) => `"${clip(r)}"`).join(", ")}`
+        : "name the stream: payload.stream_id, or a correlation_id naming its stream/open";
+      this.host.fail(member, "invalid_payload", named, inbound.id, { error: "stream_not_found" });
       return undefined;
     }
     if (s.owner !== member.id) {

@@ -7,6 +7,14 @@
  * participant settles all of its own at once (`involving`).
  */
 
+/** Who a fulfilled proposal's answer also goes to (Call.fulfiller). */
+export interface Fulfilment {
+  id: string;
+  envelopeId: string;
+  proposer: string;
+  proposerRpcId: string | number;
+}
+
 export interface CallLimits {
   timeout_ms: number;
   max_timeout_ms: number;
@@ -36,8 +44,12 @@ export interface Call {
    * it correlate by JSON-RPC id alone.
    */
   anonymous?: true | undefined;
-  /** A MEW fulfiller, who also gets the response. */
-  fulfiller?: { id: string; envelopeId: string } | undefined;
+  /**
+   * A MEW fulfilment (spec §3.2.1): the fulfiller made this call, `id` is its envelope's and
+   * `rpcId` its JSON-RPC id, so the target answers it as any request. The proposer, whose
+   * proposal it carries out, gets its own copy of the answer under `proposerRpcId`.
+   */
+  fulfiller?: Fulfilment | undefined;
   /** For the gateway's own requests (tools/list): the response goes here, not to a participant. */
   internal?: ((response: { result?: unknown; error?: unknown } | undefined, reason?: string) => void) | undefined;
   /** Whether this call is the one probe let through a half-open breaker. */

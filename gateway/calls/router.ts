@@ -99,6 +99,12 @@ export class McpRouter implements CallRouter {
     }
     const fulfilled = inbound.correlation_id?.map((id) => this.proposals.get(id)).find((p) => p !== undefined);
     if (fulfilled) return this.decisions.onFulfil(member, inbound, payload, fulfilled);
+    // Correlated to a proposal that has ended, a request would carry it out a second time.
+    const ended = inbound.correlation_id?.find((id) => this.proposals.endedAs(id) !== undefined);
+    if (ended !== undefined) {
+      const state = this.proposals.endedAs(ended)!;
+      return this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(ended)}" is already ${state}; a request correlated to it would fulfil it again`, inbound.id, { state });
+    }
     if (to.length !== 1) {
       return this.space.fail(member, ErrorCodes.invalidEnvelope, "an mcp/request goes to exactly one participant (to: [id])", inbound.id);
     }
@@ -232,22 +238,43 @@ export class McpRouter implements CallRouter {
     if (!call.internal) this.space.metrics.call(ok ? "ok" : "error");
     if (call.internal) return call.internal(parsed.data);
     const env = stamp(inbound, member.id);
-    // The response goes to whoever waits on the call, whatever `to` the responder wrote.
-    env.to = [call.caller];
-    if (call.proposalId) {
-      // The proposal first: a MEW proposer matches correlation_id[0] against its proposal.
-      env.correlation_id = [call.proposalId, call.id];
-      if (call.fulfiller) {
-        env.to.push(call.fulfiller.id);
-        env.correlation_id.push(call.fulfiller.envelopeId);
-      }
-      const p = this.proposals.get(call.proposalId);
-      if (p?.state === "routed") {
-        // The audit trail has the outcome by the time the proposer hears it.
-        return this.space.note(this.proposals.planTransition(p, { state: "answered", outcome: ok ? "ok" : "error" })).then(() => this.space.deliver(env, member));
-      }
+    // An error in MEW's loose shape (a string code) reaches the caller as one it can read.
+    const raw = (inbound.payload as { error?: { code?: unknown; message?: unknown } }).error;
+    if (parsed.data.error && (typeof raw?.code !== "number" || typeof raw.message !== "string")) env.payload = { ...(inbound.payload as object), error: parsed.data.error };
+    const p = call.proposalId ? this.proposals.get(call.proposalId) : undefined;
+    if (p?.state === "routed") {
+      // The audit trail has the outcome by the time the proposer hears it.
+      return this.space.note(this.proposals.planTransition(p, { state: "answered", outcome: ok ? "ok" : "error" })).then(() => this.answer(call, env, member));
     }
-    this.space.deliver(env, member);
+    this.answer(call, env, member);
+  }
+
+  /**
+   * Delivers the answer to `call` to whoever waits on it, whatever `to` its sender wrote,
+   * each correlated the way it expects. A proposal's answer names the proposal first: a MEW
+   * proposer matches correlation_id[0] against it. A fulfilment's answer goes to its
+   * fulfiller naming the fulfilment first, as any response names its request (§3.2.1),
+   * and a copy under the proposer's own JSON-RPC id goes to the proposer.
+   */
+  private answer(call: Call, env: Envelope, sender?: Member): void {
+    const f = call.fulfiller;
+    const anonymous = call.anonymous ? [] : [call.id];
+    if (!call.proposalId) {
+      env.to = [call.caller];
+      if (env.correlation_id === undefined && anonymous.length) env.correlation_id = anonymous;
+      return this.space.deliver(env, sender);
+    }
+    if (!f) {
+      env.to = [call.caller];
+      env.correlation_id = [call.proposalId, ...anonymous];
+      return this.space.deliver(env, sender);
+    }
+    const proposer = this.space.member(f.proposer);
+    const payload = typeof env.payload === "object" && env.payload !== null ? (env.payload as Record<string, unknown>) : {};
+    if (proposer && f.proposer !== f.id) {
+      this.space.sendTo(proposer, { ...env, id: randomUUID(), to: [f.proposer], correlation_id: [call.proposalId, f.envelopeId], payload: { ...payload, id: f.proposerRpcId } });
+    }
+    this.space.deliver({ ...env, to: [f.id], correlation_id: [f.envelopeId, call.proposalId] }, sender);
   }
 
   /**
@@ -325,20 +352,14 @@ export class McpRouter implements CallRouter {
   /** Answers a call's waiters with a JSON-RPC error from the gateway. */
   private failCall(call: Call, code: number, reason: string, message: string): void {
     if (call.internal) return call.internal(undefined, reason);
-    const to = [call.caller];
-    // Never the made-up id of a request its caller sent without one (calls.ts `anonymous`).
-    const correlation = call.anonymous ? [] : [call.id];
     if (call.proposalId) {
-      correlation.unshift(call.proposalId);
       const p = this.proposals.get(call.proposalId);
       if (p && (p.state === "routed" || p.state === "approved")) this.space.note(this.proposals.planTransition(p, { state: "failed", reason }));
     }
-    if (call.fulfiller) {
-      to.push(call.fulfiller.id);
-      correlation.push(call.fulfiller.envelopeId);
-    }
     const payload = { jsonrpc: "2.0", id: call.rpcId, error: { code, message, data: { reason, target: call.target } } };
-    this.space.deliver(systemEnvelope("mcp/response", payload, correlation.length > 0 ? { to, correlation_id: correlation } : { to }));
+    // Never the made-up id of a request its caller sent without one (calls.ts `anonymous`).
+    const correlation = call.anonymous ? [] : [call.id];
+    this.answer(call, systemEnvelope("mcp/response", payload, correlation.length > 0 ? { correlation_id: correlation } : {}));
   }
 
   private cancelAtTarget(call: Call, reason: string): void {

@@ -53,15 +53,22 @@ export class Connection implements Peer {
     return this.admitted?.log ?? (this.ownLog ??= this.serverLog.child({ remote: this.remote }));
   }
 
-  awaitJoin(timeoutMs: number, onJoin: (join: Join) => void): void {
-    const timer = setTimeout(() => this.close(CloseCodes.joinTimeout, "no token: send Authorization: Bearer, ?token=, or a join frame first"), timeoutMs);
+  awaitJoin(timeoutMs: number, onJoin: (join: Join) => void, need: "token" | "space" = "token"): void {
+    const timer = setTimeout(
+      () => this.close(CloseCodes.joinTimeout, need === "token" ? "no token: send Authorization: Bearer, ?token=, or a join frame first" : "no space: connect to /ws?space=NAME or send a join frame naming the space first"),
+      timeoutMs,
+    );
     // A client gone before its join leaves no timer behind: it would hold the socket, and a shutdown, until it fires.
     this.ws.once("close", () => clearTimeout(timer));
     this.ws.once("message", (data, isBinary) => {
       clearTimeout(timer);
       if (this.ws.readyState !== WebSocket.OPEN) return;
       const parsed = isBinary ? undefined : parseFrame(data.toString());
-      if (parsed?.ok && "join" in parsed) return onJoin(parsed.join);
+      if (parsed?.ok && "join" in parsed) {
+        if (need === "token" && parsed.join.token === undefined) return this.close(CloseCodes.unauthorized, "the join frame has no token (or authenticate at connect with Authorization: Bearer)");
+        return onJoin(parsed.join);
+      }
+      if (need === "space") return this.close(CloseCodes.badRequest, "missing space: connect to /ws?space=NAME, or send a join frame naming the space first");
       this.close(CloseCodes.unauthorized, "the first frame must be a join with a token (or authenticate at connect)");
     });
   }

@@ -380,13 +380,17 @@ export class Gateway {
     // Unset in the URL, the participant's `echo` in space.yaml applies.
     const echoParam = url.searchParams.get("echo");
     const echo = echoParam === null ? undefined : echoParam === "1" || echoParam === "true";
-    if (token !== undefined) {
+    if (token !== undefined && spaceId !== undefined) {
       this.admit(conn, { token, space: spaceId, claimed, echo });
       return;
     }
-    // No token at the door: a MEW client authenticates with its first frame.
-    conn.awaitJoin(this.limits.join_timeout_ms, (join) =>
-      this.admit(conn, { token: join.token, space: join.space ?? spaceId, claimed: join.participantId ?? join.participant_id ?? claimed, echo }),
+    // A MEW client names its space in its first frame (spec: connect to `/`, then join),
+    // and authenticates there too unless it did at the door. The door's token wins: a join
+    // frame cannot swap the identity the connection presented.
+    conn.awaitJoin(
+      this.limits.join_timeout_ms,
+      (join) => this.admit(conn, { token: token ?? join.token!, space: spaceId ?? join.space, claimed: join.participantId ?? join.participant_id ?? claimed, echo }),
+      token === undefined ? "token" : "space",
     );
   }
 

@@ -16,7 +16,8 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     proposer: p.proposer,
     owner: p.owner,
     method: p.method,
-    ...(p.tool !== undefined ? { tool: `${p.owner}/${p.tool}`, why: space.authority.why(p.proposer, p.owner, p.tool) } : {}),
+    // Held open (it named no target): `*`, whoever fulfils it picks.
+    ...(p.tool !== undefined ? { tool: `${p.owner || "*"}/${p.tool}`, why: space.authority.why(p.proposer, p.owner, p.tool) } : {}),
     arguments: p.params["arguments"] ?? {},
     ...(p.method !== "tools/call" ? { params: p.params } : {}),
     state: p.state,

@@ -110,6 +110,17 @@ export class Lending {
         return this.host.fail(member, ErrorCodes.revokeNotAllowed, "you may revoke only grants you made or capabilities you hold", inbound.id);
       }
     } else if (!capabilities!.every((c) => covers(held, c))) {
+      if (!(recipient in this.host.config.participants)) {
+        return this.host.fail(member, ErrorCodes.unknownRecipient, `no participant "${clip(recipient)}" in space "${this.host.id}"`, inbound.id);
+      }
+      // Spec §3.6.2 asks only for the capability/revoke capability. A revoke that would take
+      // away nothing anyone holds harms nobody: it is delivered as the no-op it is. One that
+      // would take something away still needs the revoker to hold it.
+      if (!this.removesAny(recipient, capabilities!)) {
+        const env = stamp(inbound, member.id);
+        this.host.log.info({ revoke: env.id, from: member.id, recipient }, "capability revoke matched no grant; delivered as a no-op");
+        return this.host.deliver(env, member);
+      }
       return this.host.fail(member, ErrorCodes.revokeNotAllowed, "you may revoke only capabilities you hold", inbound.id);
     }
     const env = stamp(inbound, member.id);
@@ -134,5 +145,10 @@ export class Lending {
       this.host.deliver(systemEnvelope("capability/revoke", payload, { to: [g.recipient, g.from] }));
     }
     for (const id of new Set([recipient, ...fell.map((g) => g.recipient)])) this.host.refresh(id);
+  }
+
+  /** Whether revoking `patterns` from `recipient` would remove any capability it was granted. */
+  private removesAny(recipient: string, patterns: Capability[]): boolean {
+    return this.grants.to(recipient).some((g) => g.capabilities.some((c) => patterns.some((p) => covers([p], c))));
   }
 }

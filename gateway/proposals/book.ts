@@ -45,10 +45,16 @@ const NEXT: Record<ProposalState, readonly ProposalState[]> = {
   failed: [],
 };
 
+/**
+ * The owner of a proposal held open: it named no participant, and no one participant
+ * offers its tool, so whoever fulfils it names the target (MEW §3.2), which becomes its owner.
+ */
+export const OPEN_OWNER = "";
+
 export interface Proposal {
   id: string;
   proposer: string;
-  /** The participant that would serve the call. */
+  /** The participant that would serve the call; OPEN_OWNER until a fulfilment names one. */
   owner: string;
   method: string;
   params: Record<string, unknown>;

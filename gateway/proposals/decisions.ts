@@ -10,6 +10,7 @@
  * routed through calls/router.ts on the proposer's behalf.
  */
 import { randomUUID } from "node:crypto";
+import { isDeepStrictEqual } from "node:util";
 import {
   ApprovePayloadSchema,
   type Envelope,
@@ -30,7 +31,7 @@ import {
 import { type CallRouter, clip, disabledRefusal, type ProposalDesk, type SpaceHost } from "../ports/host.js";
 import { DEFINITION_CHANGED, toolGrant } from "../policy/rules.js";
 import type { Plan } from "../ports/plan.js";
-import { awaiting, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal, type ProposalBook } from "./book.js";
+import { awaiting, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, OPEN_OWNER, type Proposal, type ProposalBook } from "./book.js";
 import type { Member } from "../ports/member.js";
 
 export class Decisions implements ProposalDesk {
@@ -54,8 +55,10 @@ export class Decisions implements ProposalDesk {
       to = [entry.participant];
       params = { ...params, name: entry.tool };
     }
-    // MEW lets a proposal name no one: whoever can serve it may. The gateway holds it for
-    // the one participant that offers the tool, so approval and policy work as for any other.
+    // MEW lets a proposal name no one: whoever fulfils it picks the target (§3.2). The
+    // gateway holds it for the one participant that offers the tool, if there is one, so
+    // approval and policy work as for any other; otherwise it is held open, and policy is
+    // applied when a fulfilment names the target (onFulfil).
     if (to.length === 0 && method === "tools/call" && typeof params["name"] === "string") {
       const owners = this.mcp.registry.ownersOf(params["name"]);
       const off = owners.length === 0 ? this.mcp.registry.ownersOf(params["name"], true) : [];
@@ -64,8 +67,9 @@ export class Decisions implements ProposalDesk {
         const why = disabledRefusal(off.join(", "));
         return this.space.fail(member, why.code, why.message, inbound.id);
       } else {
-        const why = owners.length === 0 ? `no participant offers a tool "${clip(params["name"])}"` : `${owners.join(", ")} all offer "${clip(params["name"])}"`;
-        return this.space.fail(member, ErrorCodes.invalidEnvelope, `an untargeted mcp/proposal needs one participant that serves it: ${why}; name it in to: [id]`, inbound.id);
+        const env = stamp({ ...inbound, to: undefined, payload: { method, params } }, member.id);
+        delete env.to;
+        return this.hold(member, env, method, params, env.id, { sentId: inbound.id, owner: OPEN_OWNER });
       }
     }
     if (to.length !== 1 || to[0] === GATEWAY_ID) {
@@ -94,7 +98,7 @@ export class Decisions implements ProposalDesk {
    * learns that its call now waits for approval. `sentId`: the id of the envelope the
    * proposer sent, if it gave one, which a refusal correlates to (`env.id` is made up when it gave none).
    */
-  async hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts: { tellProposer?: boolean; sentId: string | undefined }): Promise<void> {
+  async hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts: { tellProposer?: boolean; sentId: string | undefined; owner?: string }): Promise<void> {
     const sentId = opts.sentId;
     if (this.proposals.get(env.id) || this.proposals.isBusy(env.id) || this.proposals.endedAs(env.id) || this.mcp.calls.get(env.id)) {
       return this.space.fail(member, ErrorCodes.duplicateId, `id "${clip(env.id)}" is already in use`, sentId);
@@ -102,12 +106,12 @@ export class Decisions implements ProposalDesk {
     const bytes = Buffer.byteLength(JSON.stringify(env));
     const over = this.overQuota(member.id, bytes);
     if (over) return this.space.fail(member, ErrorCodes.quotaExceeded, over.message, sentId, { quota: over.quota, limit: over.limit });
-    const owner = env.to![0]!;
+    const owner = opts.owner ?? env.to![0]!;
     const now = Date.now();
     const tool = method === "tools/call" ? (params["name"] as string) : undefined;
-    const digest = tool === undefined ? undefined : this.mcp.registry.pins.state(owner, tool)?.digest;
+    const digest = tool === undefined || owner === OPEN_OWNER ? undefined : this.mcp.registry.pins.state(owner, tool)?.digest;
     // A tool changed since it was confirmed: the card shows what changed (ports/pins.ts).
-    const changed = tool !== undefined && this.space.authority.pin(owner, tool)?.confirmed === false ? this.mcp.registry.pins.unconfirmed(owner, tool) : undefined;
+    const changed = tool !== undefined && owner !== OPEN_OWNER && this.space.authority.pin(owner, tool)?.confirmed === false ? this.mcp.registry.pins.unconfirmed(owner, tool) : undefined;
     if (changed && typeof env.payload === "object" && env.payload !== null) {
       env.payload = { ...(env.payload as Record<string, unknown>), [DEFINITION_CHANGED_KEY]: { tool: `${owner}/${tool}`, message: DEFINITION_CHANGED, previous: changed.from, digest: changed.to, changes: changed.changes } };
     }
@@ -195,6 +199,9 @@ export class Decisions implements ProposalDesk {
       this.space.fail(member, ErrorCodes.notAnApprover, `proposals of "${p.proposer}" are decided by ${approvers.join(", ")}`, inboundId);
       return false;
     }
+    // Nobody can tell whether a rejecter could make an open proposal's call before a target
+    // is named: rejecting runs nothing, so the approvers' list is the bar. Fulfilling names one.
+    if (p.owner === OPEN_OWNER && !approving) return true;
     if (approving && p.method === "tools/call" && this.mcp.registry.isDisabled(p.owner)) {
       const off = disabledRefusal(p.owner);
       this.space.fail(member, off.code, `${off.message}; the proposal stays ${p.state}`, inboundId);
@@ -226,7 +233,12 @@ export class Decisions implements ProposalDesk {
     const parsed = ApprovePayloadSchema.safeParse(inbound.payload ?? {});
     if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/approve: ${describeIssue(parsed.error)}`, inbound.id);
     const p = this.pendingProposal(member, inbound, "mcp/approve");
-    if (!p || !this.mayDecide(member, p, inbound.id, true)) return;
+    if (!p) return;
+    if (p.owner === OPEN_OWNER) {
+      const how = `proposal "${clip(p.id)}" names no participant to serve it: fulfil it with an mcp/request to the one that should (to: [id], correlation_id: ["${clip(p.id)}"]), or reject it`;
+      return this.space.fail(member, ErrorCodes.invalidEnvelope, how, inbound.id);
+    }
+    if (!this.mayDecide(member, p, inbound.id, true)) return;
     const { scope, reason } = parsed.data;
     // Approving an interrupted proposal again without edits approves what was approved
     // before (and is shown on its card): the earlier approver's edits, if any.
@@ -245,23 +257,45 @@ export class Decisions implements ProposalDesk {
     return this.approve(member, p, { scope, edited, reason }, inbound.id, env);
   }
 
-  /** A MEW fulfilment: a request correlated to a pending proposal counts as a one-time approval. */
+  /**
+   * A MEW fulfilment: a request correlated to a pending proposal counts as a one-time
+   * approval. For a proposal held open (it named no target, and the gateway knows no one
+   * tool owner), the fulfilment names the target, and the proposer's policy for that
+   * target is applied now.
+   */
   onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Promise<void> | void {
     if (!awaiting(p.state)) return void this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(p.id)}" is already ${p.state}`, inbound.id);
     if (this.proposals.isBusy(p.id)) return void this.space.fail(member, ErrorCodes.proposalNotPending, `a decision on proposal "${clip(p.id)}" is being recorded`, inbound.id);
     // The fulfiller carries out the proposal, not a call of its own choosing.
     const to = inbound.to ?? [];
     const name = payload.params?.["name"];
-    if (payload.method !== p.method || (p.tool !== undefined && name !== p.tool) || to.length !== 1 || to[0] !== p.owner) {
-      const asked = p.tool === undefined ? `${p.method} to "${p.owner}"` : `${p.owner}/${p.tool}`;
+    const open = p.owner === OPEN_OWNER;
+    const target = to.length === 1 && to[0] !== GATEWAY_ID ? to[0]! : undefined;
+    if (payload.method !== p.method || (p.tool !== undefined && name !== p.tool) || target === undefined || (!open && target !== p.owner)) {
+      const asked = open ? `${p.tool ?? p.method} on the one participant it names in to: [id]` : p.tool === undefined ? `${p.method} to "${p.owner}"` : `${p.owner}/${p.tool}`;
       return void this.space.fail(member, ErrorCodes.fulfilmentMismatch, `a fulfilment of proposal "${clip(p.id)}" must call ${asked}, which it proposes`, inbound.id);
     }
-    if (!this.mayDecide(member, p, inbound.id, true)) return;
+    const q = open ? { ...p, owner: target } : p;
+    if (open) {
+      const proposer = this.space.member(p.proposer);
+      if (!proposer) return void this.space.fail(member, ErrorCodes.targetOffline, `"${p.proposer}", who proposed it, is not connected, so its policy for "${clip(target)}" cannot be checked; the proposal stays ${p.state}`, inbound.id);
+      // What the proposer could have with approval, at this target: the same bar as a targeted proposal's.
+      const verdict = this.mcp.authorize(proposer, target, p.method, p.params);
+      if (verdict.decision === "denied") return void this.space.fail(member, verdict.code, `${verdict.message} (policy of "${p.proposer}", who proposed it)`, inbound.id, verdict.extra);
+    }
+    if (!this.mayDecide(member, q, inbound.id, true)) return;
     const args = payload.params?.["arguments"];
-    const edited = args && typeof args === "object" && !Array.isArray(args) ? (args as Record<string, unknown>) : undefined;
-    if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
+    // A fulfilment repeats the arguments it carries out: only a difference is an edit, and
+    // the record says edited only then.
+    const differs = args && typeof args === "object" && !Array.isArray(args) && !isDeepStrictEqual(args, p.params["arguments"] ?? {});
+    const edited = differs ? (args as Record<string, unknown>) : undefined;
+    if (edited !== undefined && !this.mayCallWith(member, q, edited, inbound.id)) return;
     const env = stamp(inbound, member.id);
-    return this.approve(member, p, { scope: "once", edited, reason: "fulfilled" }, inbound.id, undefined, { id: member.id, envelopeId: env.id });
+    // The routed request is the fulfiller's own (its envelope id and JSON-RPC id), so the
+    // target answers it as any request: its id must not name a call already pending.
+    if (this.mcp.calls.get(env.id)) return void this.space.fail(member, ErrorCodes.duplicateId, `a call with id "${clip(env.id)}" is already pending`, inbound.id);
+    const fulfilment = { id: member.id, envelopeId: env.id, rpcId: payload.id ?? env.id, target };
+    return this.approve(member, p, { scope: "once", edited, reason: "fulfilled" }, inbound.id, undefined, fulfilment);
   }
 
   /**
@@ -275,14 +309,16 @@ export class Decisions implements ProposalDesk {
     d: { scope: "once" | "always"; edited: Record<string, unknown> | undefined; reason: string | undefined },
     sentId: string | undefined,
     announce: Envelope | undefined,
-    fulfiller?: { id: string; envelopeId: string },
+    fulfiller?: { id: string; envelopeId: string; rpcId: string | number; target: string },
   ): Promise<void> {
+    // An open proposal's target is the one its fulfilment named; it is recorded with the approval.
+    const owner = fulfiller?.target ?? p.owner;
     // Everything that could stop the call is checked before the decision is recorded, so a
     // refused approval leaves the proposal pending (or interrupted) for a later try.
     // (A participant switched off is refused with who may decide, mayDecide.)
     const stays = `the proposal stays ${p.state}`;
-    if (this.space.member(p.owner) === undefined) return this.space.fail(approver, ErrorCodes.targetOffline, `"${p.owner}" is not connected; ${stays}`, sentId);
-    const refusal = this.mcp.calls.refuse(p.proposer, p.owner, p.chain);
+    if (this.space.member(owner) === undefined) return this.space.fail(approver, ErrorCodes.targetOffline, `"${owner}" is not connected; ${stays}`, sentId);
+    const refusal = this.mcp.calls.refuse(fulfiller?.id ?? p.proposer, owner, p.chain);
     if (refusal) return this.space.fail(approver, refusal.code, `${refusal.message}; ${stays}`, sentId);
     // The tool changed again after it was proposed: the card showed another definition.
     const pinned = p.tool === undefined || p.digest === undefined ? undefined : this.space.authority.pin(p.owner, p.tool);
@@ -292,7 +328,8 @@ export class Decisions implements ProposalDesk {
     }
     const args = d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined);
     // The decision and the grant an "always" makes are one transaction: both or neither.
-    const plans: Plan[] = [this.proposals.planTransition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, editedArguments: d.edited })];
+    const target = owner === p.owner ? {} : { owner };
+    const plans: Plan[] = [this.proposals.planTransition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, editedArguments: d.edited, ...target })];
     if (d.scope === "always" && p.tool !== undefined) {
       // On the definition the approver was shown: a change since suspends it again.
       const pins = p.digest === undefined ? undefined : { [`${p.owner}/${p.tool}`]: p.digest };
@@ -312,23 +349,30 @@ export class Decisions implements ProposalDesk {
     }
     if (announce) this.space.deliver(announce, approver);
     const params = args === undefined ? p.params : { ...p.params, arguments: args };
-    const payload: McpRequestPayload = { jsonrpc: "2.0", id: p.rpcId, method: p.method, params };
-    const env: Envelope = { protocol: PROTOCOL, id: randomUUID(), ts: now(), from: p.proposer, to: [p.owner], kind: "mcp/request", correlation_id: [p.id], payload };
+    // Approved, the call is the proposer's, routed on its behalf under a new id. Fulfilled
+    // (§3.2.1), it is the fulfiller's own request — its envelope id, its JSON-RPC id — so
+    // the target answers it as any request, and the proposer gets a copy of the answer.
+    const payload: McpRequestPayload = { jsonrpc: "2.0", id: fulfiller?.rpcId ?? p.rpcId, method: p.method, params };
+    const env: Envelope = { protocol: PROTOCOL, id: fulfiller?.envelopeId ?? randomUUID(), ts: now(), from: fulfiller?.id ?? p.proposer, to: [owner], kind: "mcp/request", correlation_id: [p.id], payload };
     // The approval is durable; what follows is bookkeeping nobody waits on (after a crash
     // an approved or routed proposal comes back interrupted, waiting for a person to decide
     // again, whatever came after), so it is noted, not awaited.
     this.space.note(this.proposals.planTransition(p, { state: "routed" }));
-    // Routed on the proposer's behalf: the proposer, not the approver, is the caller. Things
-    // may have changed while the approval was written (the owner left, was switched off): the
-    // why goes into the outcome, correlated to the proposal and to what the fulfiller sent,
-    // never as an error naming the routed request's id, which neither of them ever saw.
-    const refused = this.mcp.tryRoute(this.space.member(p.proposer) ?? approver, env, payload, { proposalId: p.id, fulfiller });
+    // Things may have changed while the approval was written (the owner left, was switched
+    // off): the why goes into the outcome, correlated to the proposal and to what the
+    // fulfiller sent, never as an error naming the routed request's id, which neither of
+    // them ever saw.
+    const caller = fulfiller ? approver : (this.space.member(p.proposer) ?? approver);
+    const answered = fulfiller && { id: fulfiller.id, envelopeId: fulfiller.envelopeId, proposer: p.proposer, proposerRpcId: p.rpcId };
+    const refused = this.mcp.tryRoute(caller, env, payload, { proposalId: p.id, fulfiller: answered });
     if (refused) {
       this.space.note(this.proposals.planTransition(p, { state: "failed", reason: "not_routed" }));
-      const error = { code: RpcErrors.failed, message: `the approved call could not be routed: ${refused.message}`, data: { reason: "not_routed", code: refused.code, target: p.owner } };
-      const to = fulfiller ? [p.proposer, fulfiller.id] : [p.proposer];
-      const correlation = fulfiller && sentId !== undefined ? [p.id, sentId] : [p.id];
-      this.space.deliver(systemEnvelope("mcp/response", { jsonrpc: "2.0", id: p.rpcId, error }, { to, correlation_id: correlation }));
+      const error = { code: RpcErrors.failed, message: `the approved call could not be routed: ${refused.message}`, data: { reason: "not_routed", code: refused.code, target: owner } };
+      this.space.deliver(systemEnvelope("mcp/response", { jsonrpc: "2.0", id: p.rpcId, error }, { to: [p.proposer], correlation_id: [p.id] }));
+      if (fulfiller) {
+        const to = sentId !== undefined ? { correlation_id: [sentId, p.id] } : { correlation_id: [p.id] };
+        this.space.deliver(systemEnvelope("mcp/response", { jsonrpc: "2.0", id: fulfiller.rpcId, error }, { to: [fulfiller.id], ...to }));
+      }
     }
   }
 

@@ -82,7 +82,8 @@ export class Notifier {
   }
 
   private body(hook: WebhookConfig, p: Proposal, event: string): string {
-    const tool = p.tool === undefined ? `${p.owner}: ${p.method}` : `${p.owner}/${p.tool}`;
+    const owner = p.owner || "*"; // held open: whoever fulfils it picks
+    const tool = p.tool === undefined ? `${owner}: ${p.method}` : `${owner}/${p.tool}`;
     const link = this.consoleUrl();
     if (hook.format === "slack") {
       const verb: Record<string, string> = { proposed: "wants to call", approved: "was approved to call", rejected: "was refused", withdrawn: "withdrew", expired: "got no decision for", interrupted: "needs a new decision (the gateway stopped after it was approved; it may or may not have run) for" };

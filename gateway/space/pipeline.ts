@@ -114,7 +114,8 @@ export class Pipeline {
       // MEW clients may send a join even after authenticating by header; harmless when
       // it names the same identity.
       const claimed = parsed.join.participantId ?? parsed.join.participant_id;
-      if (space.sameIdentity(member, parsed.join.token, claimed)) return;
+      const token = parsed.join.token;
+      if (token === undefined ? claimed === undefined || claimed === member.id : space.sameIdentity(member, token, claimed)) return;
       return space.fail(member, ErrorCodes.alreadyJoined, `this connection is already joined as "${member.id}"`);
     }
     const inbound = parsed.envelope;

@@ -44,10 +44,9 @@ export function buildWelcome(w: WelcomeParts): Envelope {
     payload["conversations"] = w.conversations;
     left -= sizeOf(w.conversations);
   }
-  if (w.activeStreams?.length) {
-    payload["active_streams"] = w.activeStreams;
-    left -= sizeOf(w.activeStreams);
-  }
+  // Always present, empty too: MEW's clients read the list rather than test for it.
+  payload["active_streams"] = w.activeStreams ?? [];
+  if (w.activeStreams?.length) left -= sizeOf(w.activeStreams);
 
   const participantBytes = w.participantBytes ?? jsonBytes;
   const participants = takePage(w.participants, 0, Math.floor(left / 2), participantBytes);

@@ -120,10 +120,14 @@ export const RpcErrors = {
   methodNotFound: -32601,
 } as const;
 
-/** The MEW first-frame join, either bare (`{"type":"join",...}`) or as a `system/join` payload. */
+/**
+ * The MEW first-frame join, either bare (`{"type":"join",...}`) or as a `system/join` payload.
+ * Its token is optional only to the schema: a client that authenticated at the door
+ * (`Authorization: Bearer` on `GET /`) names just its space here.
+ */
 export const JoinSchema = z.object({
   space: z.string().min(1).max(256).optional(),
-  token: z.string().min(1).max(4096),
+  token: z.string().min(1).max(4096).optional(),
   participantId: z.string().min(1).max(256).optional(),
   participant_id: z.string().min(1).max(256).optional(),
 });
@@ -366,12 +370,32 @@ export function quickMcpResponse(p: unknown): McpResponsePayload | undefined {
   }
   if (result !== undefined) out.result = result;
   if (error !== undefined) {
-    if (!isPlainObject(error)) return undefined;
-    const { code, message, data } = error;
-    if (typeof code !== "number" || !Number.isFinite(code) || typeof message !== "string") return undefined;
-    out.error = data === undefined ? { code, message } : { code, message, data };
+    const normal = rpcError(error);
+    if (!normal) return undefined;
+    out.error = normal;
   }
   return out;
+}
+
+/** The JSON-RPC code a responder's error carries when its own code is not a number. */
+export const FOREIGN_ERROR_CODE = -32000;
+
+/**
+ * A responder's JSON-RPC error made readable to any JSON-RPC caller. MEW's gateway does not
+ * validate JSON-RPC payloads (spec §4.2), so MEW participants answer with codes such as
+ * `"NOT_FOUND"`; dropping such an answer would leave the caller waiting for a timeout. A
+ * code that is not a number becomes FOREIGN_ERROR_CODE with the original kept in
+ * `data.code`; a missing message gets one. Anything that is no error at all is undefined.
+ */
+function rpcError(error: unknown): { code: number; message: string; data?: unknown } | undefined {
+  if (typeof error === "string") return { code: FOREIGN_ERROR_CODE, message: error.slice(0, 4096) };
+  if (!isPlainObject(error)) return undefined;
+  const { code, message, data } = error;
+  const text = typeof message === "string" ? message : "the responder's error had no message";
+  if (typeof code === "number" && Number.isFinite(code)) return data === undefined ? { code, message: text } : { code, message: text, data };
+  if (code !== undefined && typeof code !== "string" && typeof code !== "number") return undefined;
+  const kept = typeof code === "string" ? { code: code.slice(0, 256) } : {};
+  return { code: FOREIGN_ERROR_CODE, message: text, data: data === undefined ? kept : { ...kept, data } };
 }
 
 type Parsed<T> = { success: true; data: T } | { success: false; error: z.ZodError };
