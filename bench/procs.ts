@@ -79,6 +79,8 @@ export interface StartOptions {
   inspect?: boolean;
   /** More arguments for `mewgate gateway` (`--cluster`, `--node`). */
   args?: string[];
+  /** More environment (`OTEL_*`). */
+  env?: NodeJS.ProcessEnv;
 }
 
 const INSPECT = "--inspect=127.0.0.1:0";
@@ -99,7 +101,7 @@ export function startGateway(configFile: string, dir: string, opts: StartOptions
     join(dir, "state"),
     ...(opts.args ?? []),
   ];
-  return startServer("gateway", args);
+  return startServer("gateway", args, undefined, opts.env);
 }
 
 export function startNaive(opts: StartOptions & { stamp?: boolean } = {}): Promise<ServerProc> {
@@ -111,11 +113,11 @@ export function startNaive(opts: StartOptions & { stamp?: boolean } = {}): Promi
  * Spawns a server and resolves once it has printed its ws:// line and answered /healthz.
  * The clock starts just before spawn(), so the figure includes node's own start-up.
  */
-function startServer(kind: ServerKind, args: string[], timeoutMs = 15_000): Promise<ServerProc> {
+function startServer(kind: ServerKind, args: string[], timeoutMs = 15_000, env?: NodeJS.ProcessEnv): Promise<ServerProc> {
   const t0 = performance.now();
   // taskset execs node in place, so the child's pid is node's own.
   const [cmd, argv] = serverCpu === undefined ? [process.execPath, args] : ["taskset", ["-c", String(serverCpu), process.execPath, ...args]];
-  const child = spawn(cmd, argv, { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(cmd, argv, { stdio: ["ignore", "pipe", "pipe"], ...(env ? { env: { ...process.env, ...env } } : {}) });
   live.add(child);
   let stderr = "";
   let inspector: string | undefined;

@@ -7,6 +7,8 @@ import { type ServerKind, type ServerProc, calm, cpuMs, othersUserMs, sleep, sta
 import { type Row, row } from "./report.js";
 import { type Context, NOISY_CORES, ids, pct, subdir } from "./scenarios.js";
 import { type Latency, latency } from "./stats.js";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 
 /**
  * The warm-up is long because V8 keeps optimising the gateway's path for some thousands of
@@ -148,10 +150,60 @@ export async function rtt(ctx: Context): Promise<Row[]> {
         row({ scenario: "rtt", label: `${label}, p99`, unit: "µs", gateway: g.p99, naive: v.p99 }),
       );
     }
+    rows.push(...(await traced(ctx, gw)));
   } finally {
     await Promise.all([gw.stop(), nv.stop(), floor.stop()]);
   }
   return rows;
+}
+
+/**
+ * The round trip with OpenTelemetry tracing on (a span per call, its context added to the
+ * request, batches exported over OTLP/HTTP to a sink on loopback), against the same
+ * gateway build with tracing off, alternating, best p50 of each. Off, a call costs one
+ * boolean read more than before tracing existed: nothing to measure.
+ */
+async function traced(ctx: Context, off: ServerProc): Promise<Row[]> {
+  let exported = 0;
+  const sink = createServer((req, res) => {
+    req.on("data", (c: Buffer) => (exported += c.length));
+    req.on("end", () => res.end("{}"));
+  });
+  await new Promise<void>((r) => sink.listen(0, "127.0.0.1", r));
+  const url = `http://127.0.0.1:${(sink.address() as AddressInfo).port}/v1/traces`;
+  const on = await startGateway(ctx.benchYaml, subdir(ctx, "rtt-traced"), { env: { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: url } });
+  try {
+    const runs = { off: [] as RttResult[], on: [] as RttResult[] };
+    for (let round = 0; round < RTT.rounds; round++) {
+      for (const [name, server] of round % 2 === 0 ? ([["off", off], ["on", on]] as const) : ([["on", on], ["off", off]] as const)) {
+        const r = await rttRun(ctx, server, 0);
+        runs[name].push(r);
+        ctx.progress(`round trip, tracing ${name}, round ${round + 1}: p50 ${latency(r.samples).p50.toFixed(0)} µs, server CPU ${r.serverCpuUs.toFixed(0)} µs per round trip`);
+      }
+    }
+    const best = (rs: RttResult[]) => rs.map((r) => ({ ...latency(r.samples), cpu: r.serverCpuUs })).reduce((a, b) => (b.p50 < a.p50 ? b : a));
+    const t = best(runs.on);
+    const o = best(runs.off);
+    return [
+      row({
+        scenario: "rtt",
+        label: "round trip, tracing on (OTLP), p50",
+        unit: "µs",
+        gateway: t.p50,
+        naive: o.p50,
+        goal: { text: "<= 1.05", met: t.p50 / o.p50 <= 1.05 },
+        details: [
+          `baseline: the same gateway with tracing off, alternating runs, best of ${RTT.rounds} each; server CPU per round trip: on ${t.cpu.toFixed(0)} µs, off ${o.cpu.toFixed(0)} µs`,
+          `${(exported / 1024).toFixed(0)} KiB of spans exported to the sink during the traced runs`,
+        ],
+      }),
+      row({ scenario: "rtt", label: "round trip, tracing on (OTLP), p99", unit: "µs", gateway: t.p99, naive: o.p99 }),
+    ];
+  } finally {
+    await on.stop();
+    sink.closeAllConnections();
+    await new Promise((r) => sink.close(r));
+  }
 }
 
 /**

@@ -6,6 +6,7 @@
  * routing, `open`s the call, and `close`s it when a response arrives; a departing
  * participant settles all of its own at once (`involving`).
  */
+import type { CallTrace } from "../ports/tracing.js";
 
 /** Who a fulfilled proposal's answer also goes to (Call.fulfiller). */
 export interface Fulfilment {
@@ -65,6 +66,8 @@ export interface Call {
   held: number;
   /** Callbacks this call has had so far, bounded by `MAX_CALLBACKS_PER_CALL`. */
   callbacks: number;
+  /** Its span, when the space exports traces (ports/tracing.ts). */
+  trace?: CallTrace | undefined;
 }
 
 /**
@@ -122,6 +125,11 @@ export class Calls {
 
   get size(): number {
     return this.pending.size;
+  }
+
+  /** Every call pending now. */
+  all(): IterableIterator<Call> {
+    return this.pending.values();
   }
 
   /**
@@ -241,6 +249,7 @@ export class Calls {
       callbackFor: call.callbackFor,
       held: 0,
       callbacks: 0,
+      trace: call.trace,
     } satisfies Record<keyof Call, unknown> as Call;
     this.arm(tracked);
     this.pending.set(call.id, tracked);

@@ -17,6 +17,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { CALLBACK_METHODS, type Call, Calls } from "./calls.js";
+import type { CallTrace } from "../ports/tracing.js";
 import {
   type Envelope,
   ErrorCodes,
@@ -197,6 +198,7 @@ export class McpRouter implements CallRouter {
     const refusal = this.calls.refuse(env.from, target, chain, served);
     if (refusal) return { code: refusal.code, message: refusal.message, extra: { chain: [...chain, target] } };
     const meta = payload.params?.["_meta"] as Record<string, unknown> | undefined;
+    const traced = this.space.tracing.on ? this.trace(env, payload, extra.proposalId, parent) : undefined;
     this.calls.open(
       {
         id: env.id,
@@ -211,11 +213,28 @@ export class McpRouter implements CallRouter {
         anonymous: extra.anonymous,
         fulfiller: extra.fulfiller,
         callbackFor: extra.callbackFor,
+        trace: traced,
       },
       this.calls.timeoutFor(meta?.["mewgate/timeout_ms"]),
     );
     this.space.deliver(env, caller);
     return undefined;
+  }
+
+  /** The span of a call being routed (ports/tracing.ts), when the space exports traces; the request then carries its context. */
+  private trace(env: Envelope, payload: McpRequestPayload, proposalId: string | undefined, parent: Call | undefined): CallTrace | undefined {
+    const tool = payload.method === "tools/call" && typeof payload.params?.["name"] === "string" ? payload.params["name"] : undefined;
+    const info = { space: this.space.id, method: payload.method, tool, caller: env.from, target: env.to![0]!, rpcId: payload.id!, proposal: proposalId };
+    const traced = this.space.tracing.route(info, payload.params, parent?.trace?.context);
+    if (traced) env.payload = { ...payload, params: traced.params };
+    return traced?.trace;
+  }
+
+  /** A routed call ended, however: its span ends and its duration is counted (`error`: why it failed, if it did). */
+  private ended(call: Call, error: string | undefined): void {
+    if (call.internal) return;
+    this.space.metrics.operation(call.method, error, (Date.now() - call.openedAt) / 1000);
+    call.trace?.end(error);
   }
 
   onResponse(member: Member, inbound: InboundEnvelope): Promise<void> | void {
@@ -236,6 +255,7 @@ export class McpRouter implements CallRouter {
     const ok = answered && !(typeof result === "object" && result !== null && result.isError === true);
     this.calls.close(call, answered);
     if (!call.internal) this.space.metrics.call(ok ? "ok" : "error");
+    this.ended(call, answered ? (ok ? undefined : "tool_error") : String((parsed.data.error as { code?: unknown }).code ?? "error"));
     if (call.internal) return call.internal(parsed.data);
     const env = stamp(inbound, member.id);
     // An error in MEW's loose shape (a string code) reaches the caller as one it can read.
@@ -290,6 +310,7 @@ export class McpRouter implements CallRouter {
       if (this.space.heldInConversation(call.id)) continue;
       this.calls.close(call, false);
       if (!call.internal) this.space.metrics.call("target_left");
+      this.ended(call, "target_left");
       this.failCall(call, RpcErrors.targetLeft, "target_left", `"${left}" left the space before answering`);
     }
     for (const call of byCaller) this.cancel(call, "the caller left the space", true);
@@ -303,6 +324,7 @@ export class McpRouter implements CallRouter {
     for (const call of this.calls.involving(id).onTarget) {
       if (!CALLBACK_METHODS.has(call.method) || this.space.heldInConversation(call.id)) continue;
       this.calls.close(call, undefined);
+      this.ended(call, "target_left");
       this.failCall(call, RpcErrors.targetLeft, "target_left", `"${id}" closed the console without answering`);
     }
   }
@@ -319,6 +341,7 @@ export class McpRouter implements CallRouter {
 
   /** Stops tracking every call; the space is shutting down. */
   close(): void {
+    for (const call of this.calls.all()) this.ended(call, "gateway_stopped");
     this.calls.clear();
   }
 
@@ -332,6 +355,7 @@ export class McpRouter implements CallRouter {
   cancel(call: Call, reason: string, notifyTarget: boolean): void {
     this.calls.close(call, undefined);
     this.space.metrics.call("cancelled");
+    this.ended(call, "cancelled");
     const p = call.proposalId ? this.proposals.get(call.proposalId) : undefined;
     if (p && (p.state === "routed" || p.state === "approved")) this.space.note(this.proposals.planTransition(p, { state: "failed", reason: "cancelled" }));
     if (notifyTarget) this.cancelAtTarget(call, reason);
@@ -345,6 +369,7 @@ export class McpRouter implements CallRouter {
   private callTimedOut(call: Call): void {
     if (call.internal) return call.internal(undefined, "timeout");
     this.space.metrics.call("timeout");
+    this.ended(call, "timeout");
     this.failCall(call, RpcErrors.timeout, "timeout", `"${call.target}" did not answer ${call.method} in time`);
     this.cancelAtTarget(call, "timed out");
   }

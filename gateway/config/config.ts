@@ -275,6 +275,12 @@ const SpaceConfigSchema = section({
     notify: z.array(WebhookSchema).max(16).default([]),
     /** Serve the space together with other gateway processes over NATS (cluster/index.ts). */
     cluster: ClusterSchema.optional(),
+    /** OpenTelemetry traces of call chains, exported over OTLP/HTTP (ports/tracing.ts); off when absent, unless OTEL_* names an endpoint. */
+    telemetry: section({
+      otlp_endpoint: z.string().url({ error: expected("an OTLP/HTTP traces URL like http://127.0.0.1:4318/v1/traces") }).optional(),
+      service_name: z.string().min(1).max(128).optional(),
+      headers: z.record(z.string(), z.string()).optional(),
+    }).optional(),
   }).prefault({}),
   policy: PolicySchema.prefault({}),
   calls: CallsSchema.prefault({}),

@@ -20,6 +20,7 @@ import type { SpaceMetrics } from "./metrics.js";
 import type { Plan } from "./plan.js";
 import type { Member } from "./member.js";
 import type { Registry } from "./registry.js";
+import type { Tracing } from "./tracing.js";
 
 export interface SpaceHost {
   readonly id: string;
@@ -29,6 +30,8 @@ export interface SpaceHost {
   readonly authority: Authority;
   /** Figures for /metrics. */
   readonly metrics: SpaceMetrics;
+  /** Spans of call chains, when the space exports traces (tracing.ts). */
+  readonly tracing: Tracing;
   /** The connected member with this id, if any. */
   member(id: string): Member | undefined;
   /** Whether someone watches as this participant (the web console): it can answer what is asked of it. */

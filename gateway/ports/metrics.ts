@@ -6,6 +6,8 @@
 /** Upper bounds (seconds) of the histogram buckets. */
 const DECISION_BUCKETS = [1, 5, 15, 60, 300, 900, 3600, 14_400, 86_400];
 const WRITE_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
+/** The buckets OpenTelemetry's semantic conventions advise for `mcp.server.operation.duration`. */
+const OPERATION_BUCKETS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300];
 
 export class Histogram {
   readonly counts: number[];
@@ -30,6 +32,19 @@ export class SpaceMetrics {
   readonly calls = new Map<string, number>();
   readonly decisionSeconds = new Histogram(DECISION_BUCKETS);
   readonly storeWriteSeconds = new Histogram(WRITE_BUCKETS);
+  /** How long each routed MCP request took, by method and error type ("" when it succeeded). */
+  readonly operationSeconds = new Map<string, Histogram>();
+
+  operation(method: string, error: string | undefined, seconds: number): void {
+    // Bounded: methods a participant may route are a short list, and error types are the gateway's own words or a code.
+    const key = `${method.slice(0, 64)}\u0000${(error ?? "").slice(0, 32)}`;
+    let h = this.operationSeconds.get(key);
+    if (!h) {
+      if (this.operationSeconds.size >= 256) return;
+      this.operationSeconds.set(key, (h = new Histogram(OPERATION_BUCKETS)));
+    }
+    h.observe(seconds);
+  }
 
   proposal(state: string): void {
     this.proposals.set(state, (this.proposals.get(state) ?? 0) + 1);
@@ -80,5 +95,16 @@ export function render(connections: number, spaces: SpaceSample[]): string {
   };
   histogram("mewgate_decision_seconds", "Time from a proposal to its decision", (m) => m.decisionSeconds);
   histogram("mewgate_store_write_seconds", "Time to make one batch of changes durable (write and fdatasync)", (m) => m.storeWriteSeconds);
+  // OpenTelemetry's mcp.server.operation.duration, in Prometheus' naming.
+  const op = "mcp_server_operation_duration_seconds";
+  metric(op, "histogram", "Time from a request routed by the gateway to its answer or failure, by MCP method and error type");
+  for (const s of spaces) {
+    for (const [key, h] of s.metrics.operationSeconds) {
+      const [method, error] = key.split("\u0000") as [string, string];
+      const l = (more: Record<string, string>) => label({ space: s.space, mcp_method_name: method, ...(error ? { error_type: error } : {}), ...more });
+      h.buckets.forEach((b, i) => out.push(`${op}_bucket${l({ le: String(b) })} ${h.counts[i]}`));
+      out.push(`${op}_bucket${l({ le: "+Inf" })} ${h.count}`, `${op}_sum${l({})} ${h.sum}`, `${op}_count${l({})} ${h.count}`);
+    }
+  }
   return `${out.join("\n")}\n`;
 }

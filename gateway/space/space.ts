@@ -24,6 +24,7 @@ import { McpRouter } from "../calls/router.js";
 import type { SpaceConfig } from "../config/config.js";
 import type { TokenBook } from "../identity/tokens.js";
 import { SpaceMetrics } from "../ports/metrics.js";
+import { Tracing } from "../ports/tracing.js";
 import { Notifier } from "../proposals/notify.js";
 import { Authority } from "../policy/authority.js";
 import { compileCapabilities } from "../policy/capabilities.js";
@@ -67,6 +68,8 @@ export class Space implements SpaceHost {
   private readonly ledger: Ledger;
   /** Figures for /metrics. */
   readonly metrics = new SpaceMetrics();
+  /** Spans of call chains, exported over OTLP when configured (ports/tracing.ts). */
+  readonly tracing: Tracing;
   /** Webhooks told of proposals (gateway.notify). */
   readonly notifier: Notifier;
   /** The web console's address, once the gateway listens (for links in notices). */
@@ -93,6 +96,7 @@ export class Space implements SpaceHost {
     opts: { store?: StoreOpener<StateRecord> } = {},
   ) {
     this.id = config.space.id;
+    this.tracing = Tracing.from(config.gateway.telemetry, process.env, log);
     this.delivery = new Delivery(config, this.metrics, log);
     this.grants = new GrantBook((id) => this.authority.configured(id));
     this.authority = new Authority(config, this.grants, this.registry);
@@ -308,7 +312,8 @@ export class Space implements SpaceHost {
     this.conversations.close();
     this.proposals.close();
     this.notifier.close();
-    return this.ledger.close();
+    const flushed = this.tracing.shutdown();
+    return this.ledger.close().finally(() => flushed);
   }
 
   /** Audit entries matching the filter, oldest first. */
@@ -432,6 +437,8 @@ export class Space implements SpaceHost {
   /** A proposal changed (proposals/book.ts): count it, time its decision, tell the webhooks. */
   private proposalChanged(p: Proposal, event: string, from: string | undefined): void {
     this.metrics.proposal(event);
+    // Its wait for a person as a span, under the call its proposer is serving, if any.
+    if (this.tracing.on) this.tracing.proposal(this.id, p, event, from, () => this.mcp?.calls.serving(p.proposer, (p.envelope as { correlation_id?: string[] }).correlation_id)?.trace?.context);
     if (from === "pending" && (event === "approved" || event === "rejected")) this.metrics.decisionSeconds.observe((Date.now() - Date.parse(p.createdAt)) / 1000);
     this.notifier.proposal(p, event);
   }

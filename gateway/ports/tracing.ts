@@ -1,0 +1,230 @@
+/**
+ * OpenTelemetry traces of call chains: a span per MCP request the gateway routes, a span
+ * for the time a proposal waits for a person, and the W3C trace context carried in
+ * `params._meta.traceparent` to the target and taken from the caller, so an agent → agent
+ * → tool chain is one trace with its timings, across cluster nodes too (the context rides
+ * in the payload, which proxies pass unchanged).
+ *
+ * Off unless `gateway.telemetry` or the standard `OTEL_*` environment names an OTLP
+ * endpoint. Off, `Tracing.off` is used: every method returns at once, no span object
+ * is made, and nothing is added to payloads. On, each space has its own provider (tests
+ * run several gateways in one process; nothing global is registered) exporting OTLP/HTTP
+ * JSON in batches, flushed when the space closes.
+ *
+ * Attributes follow the OpenTelemetry semantic conventions for MCP and GenAI:
+ * `mcp.method.name`, `gen_ai.tool.name`, `gen_ai.operation.name`, `jsonrpc.request.id`,
+ * `error.type`; the gateway's own under `mewgate.*`.
+ */
+import { ROOT_CONTEXT, type Span, type SpanContext, SpanKind, SpanStatusCode, type Tracer, trace } from "@opentelemetry/api";
+import { W3CTraceContextPropagator } from "@opentelemetry/core";
+import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
+import { resourceFromAttributes } from "@opentelemetry/resources";
+import { BasicTracerProvider, BatchSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import type { Logger } from "pino";
+import type { Proposal } from "../proposals/book.js";
+
+/** `gateway.telemetry` in space.yaml. */
+export interface TelemetryConfig {
+  /** OTLP/HTTP traces endpoint, e.g. http://127.0.0.1:4318/v1/traces. */
+  otlp_endpoint?: string | undefined;
+  service_name?: string | undefined;
+  /** Extra headers for the exporter (an API key); never logged. */
+  headers?: Record<string, string> | undefined;
+}
+
+/** One routed call's span. */
+export interface CallTrace {
+  /** The W3C `traceparent` naming this span, for the request's `_meta`. */
+  readonly traceparent: string;
+  readonly context: SpanContext;
+  /** Ends the span; `error` is its `error.type` (`timeout`, `tool_error`, a JSON-RPC code, …). */
+  end(error?: string): void;
+}
+
+export interface CallInfo {
+  space: string;
+  method: string;
+  tool?: string | undefined;
+  caller: string;
+  target: string;
+  rpcId: string | number;
+  proposal?: string | undefined;
+}
+
+type Parent = string | SpanContext | undefined;
+
+const propagator = new W3CTraceContextPropagator();
+const getter = { get: (c: Record<string, string>, k: string) => c[k], keys: (c: Record<string, string>) => Object.keys(c) };
+const setter = { set: (c: Record<string, string>, k: string, v: string) => void (c[k] = v) };
+
+/** How long a proposal's wait span is kept after it ends, for the call it routes to hang under. */
+const MAX_WAITS = 10_000;
+
+export class Tracing {
+  /** Tracing off: costs a property read per call. */
+  static readonly off = new Tracing(undefined, undefined);
+
+  private readonly waits = new Map<string, Span>();
+  /** Ended waits of approved proposals, until their call opens under them. */
+  private readonly decided = new Map<string, SpanContext>();
+
+  private constructor(
+    private readonly tracer: Tracer | undefined,
+    private readonly provider: BasicTracerProvider | undefined,
+  ) {}
+
+  get on(): boolean {
+    return this.tracer !== undefined;
+  }
+
+  /**
+   * Tracing for a space: from `gateway.telemetry`, else the standard environment
+   * (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces`,
+   * `OTEL_SERVICE_NAME`); off when neither names an endpoint, or `OTEL_SDK_DISABLED=true`,
+   * or `OTEL_TRACES_EXPORTER=none`.
+   */
+  static from(config: TelemetryConfig | undefined, env: NodeJS.ProcessEnv, log: Logger): Tracing {
+    if (env["OTEL_SDK_DISABLED"]?.toLowerCase() === "true" || env["OTEL_TRACES_EXPORTER"]?.toLowerCase() === "none") return Tracing.off;
+    const base = env["OTEL_EXPORTER_OTLP_ENDPOINT"]?.replace(/\/+$/, "");
+    const url = config?.otlp_endpoint ?? env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] ?? (base ? `${base}/v1/traces` : undefined);
+    if (!url) return Tracing.off;
+    const service = config?.service_name ?? env["OTEL_SERVICE_NAME"] ?? "mewgate";
+    const exporter = new OTLPTraceExporter({ url, ...(config?.headers ? { headers: config.headers } : {}), timeoutMillis: 5000 });
+    const provider = new BasicTracerProvider({
+      resource: resourceFromAttributes({ "service.name": service }),
+      spanProcessors: [new BatchSpanProcessor(exporter, { scheduledDelayMillis: 500, maxQueueSize: 8192, maxExportBatchSize: 512 })],
+    });
+    // The endpoint only: its query string could carry a credential.
+    log.info({ endpoint: url.replace(/\?.*$/, ""), service }, "exporting traces over OTLP/HTTP");
+    return new Tracing(provider.getTracer("mewgate"), provider);
+  }
+
+  /** A span for a call being routed, under `parent` (a caller's traceparent, or the span of what it serves). */
+  call(info: CallInfo, parent: Parent): CallTrace | undefined {
+    const tracer = this.tracer;
+    if (!tracer) return undefined;
+    const isTool = info.method === "tools/call" && info.tool !== undefined;
+    const span = tracer.startSpan(
+      isTool ? `${info.method} ${info.tool}` : info.method,
+      {
+        kind: SpanKind.SERVER,
+        attributes: {
+          "mcp.method.name": info.method,
+          "jsonrpc.request.id": String(info.rpcId),
+          "mewgate.space": info.space,
+          "mewgate.caller": info.caller,
+          "mewgate.target": info.target,
+          ...(isTool ? { "gen_ai.tool.name": info.tool, "gen_ai.operation.name": "execute_tool" } : {}),
+          ...(info.proposal ? { "mewgate.proposal.id": info.proposal } : {}),
+        },
+      },
+      contextOf(parent),
+    );
+    const context = span.spanContext();
+    return {
+      traceparent: traceparentOf(span),
+      context,
+      end: (error) => {
+        if (error !== undefined) {
+          span.setAttribute("error.type", error);
+          span.setStatus({ code: SpanStatusCode.ERROR });
+        }
+        span.end();
+      },
+    };
+  }
+
+  /**
+   * The span of a request being routed, under the wait of the proposal it carries out,
+   * else the caller's own `_meta.traceparent`, else the call the caller is serving; and
+   * the request's params carrying the new span's context, so the target, and whatever it
+   * calls in turn, continue the trace.
+   */
+  route(
+    info: CallInfo,
+    params: Record<string, unknown> | undefined,
+    serving: SpanContext | undefined,
+  ): { trace: CallTrace; params: Record<string, unknown> } | undefined {
+    if (!this.tracer) return undefined;
+    const meta = params?.["_meta"] as Record<string, unknown> | undefined;
+    const waited = info.proposal === undefined ? undefined : this.takeDecided(info.proposal);
+    const t = this.call(info, waited ?? traceparentIn(meta) ?? serving)!;
+    return { trace: t, params: { ...params, _meta: { ...meta, traceparent: t.traceparent } } };
+  }
+
+  /**
+   * A proposal changed (the space's book tells): its wait for a person starts as a span
+   * under the proposer's `_meta.traceparent`, else the call it is serving (`serving`), and
+   * ends with the decision and who made it.
+   */
+  proposal(space: string, p: Proposal, event: string, from: string | undefined, serving: () => SpanContext | undefined): void {
+    if (!this.tracer) return;
+    if (event === "proposed") {
+      const tool = p.tool === undefined ? undefined : `${p.owner || "*"}/${p.tool}`;
+      this.waitStarted({ space, id: p.id, proposer: p.proposer, tool, method: p.method }, traceparentIn(p.params["_meta"]) ?? serving());
+    } else if ((from === "pending" || from === "interrupted") && event !== "interrupted") {
+      this.waitEnded(p.id, event, p.decidedBy);
+    }
+  }
+
+  /** A proposal starts waiting for a person. */
+  waitStarted(info: { space: string; id: string; proposer: string; tool?: string | undefined; method: string }, parent: Parent): void {
+    const tracer = this.tracer;
+    if (!tracer || this.waits.has(info.id) || this.waits.size >= MAX_WAITS) return;
+    const span = tracer.startSpan(
+      `await approval ${info.tool ?? info.method}`,
+      {
+        kind: SpanKind.INTERNAL,
+        attributes: { "mewgate.space": info.space, "mewgate.proposal.id": info.id, "mewgate.proposer": info.proposer, "mcp.method.name": info.method, ...(info.tool ? { "gen_ai.tool.name": info.tool } : {}) },
+      },
+      contextOf(parent),
+    );
+    this.waits.set(info.id, span);
+  }
+
+  /** A proposal stopped waiting: decided (`approved`, `rejected`), withdrawn or expired. */
+  waitEnded(id: string, decision: string, by: string | undefined): void {
+    const span = this.waits.get(id);
+    if (!span) return;
+    this.waits.delete(id);
+    span.setAttribute("mewgate.proposal.decision", decision);
+    if (by !== undefined) span.setAttribute("mewgate.proposal.decided_by", by);
+    span.end();
+    if (decision === "approved") {
+      if (this.decided.size >= MAX_WAITS) this.decided.delete(this.decided.keys().next().value!);
+      this.decided.set(id, span.spanContext());
+    }
+  }
+
+  /** The wait span of an approved proposal, which its call hangs under (taken once). */
+  takeDecided(id: string): SpanContext | undefined {
+    const ctx = this.decided.get(id);
+    this.decided.delete(id);
+    return ctx;
+  }
+
+  /** Sends what is buffered and stops. */
+  async shutdown(): Promise<void> {
+    for (const span of this.waits.values()) span.end();
+    this.waits.clear();
+    await this.provider?.shutdown().catch(() => {});
+  }
+}
+
+/** A `_meta.traceparent` value worth trusting: the W3C shape, bounded. */
+export function traceparentIn(meta: unknown): string | undefined {
+  const t = typeof meta === "object" && meta !== null ? (meta as Record<string, unknown>)["traceparent"] : undefined;
+  return typeof t === "string" && t.length === 55 && /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/.test(t) ? t : undefined;
+}
+
+function contextOf(parent: Parent) {
+  if (parent === undefined) return ROOT_CONTEXT;
+  if (typeof parent === "string") return propagator.extract(ROOT_CONTEXT, { traceparent: parent }, getter);
+  return trace.setSpanContext(ROOT_CONTEXT, parent);
+}
+
+function traceparentOf(span: Span): string {
+  const carrier: Record<string, string> = {};
+  propagator.inject(trace.setSpan(ROOT_CONTEXT, span), carrier, setter);
+  return carrier["traceparent"]!;
+}
