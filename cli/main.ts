@@ -175,7 +175,8 @@ export function program(): Command {
 
   cmd
     .command("audit")
-    .description("who proposed, who decided, what, when: the space's audit log")
+    .description("who proposed, who decided, what, when: the space's audit log; `audit verify` checks its chain of digests")
+    .argument("[action]", "verify: check every record's digest and link, report the first break (exit 1)")
     .option("-c, --config <space.yaml>", "space file (default: ./space.yaml)")
     .option("--state-dir <dir>", "state directory, if not the default")
     .option("--participant <id>", "entries where this participant proposed, decided or owns the tool")
@@ -183,7 +184,9 @@ export function program(): Command {
     .option("--since <when>", "from this time (ISO date, or 30m, 2h, 7d ago)")
     .option("--until <when>", "up to this time")
     .option("--json", "JSON lines")
-    .action(async (opts) => {
+    .action(async (action: string | undefined, opts) => {
+      if (action === "verify") return void (process.exitCode = await (await import("./audit-verify.js")).runAuditVerify(opts));
+      if (action !== undefined) throw new InvalidArgumentError(`unknown action "${action}"; mewgate audit [verify]`);
       process.exitCode = await (await commands()).runAudit(opts);
     });
 

@@ -28,6 +28,8 @@
  * in flight when the gateway died are returned so the caller marks them interrupted, since
  * their call's fate is unknown.
  */
+import { createHash } from "node:crypto";
+import { canonical } from "../store/chain.js";
 import type { DefinitionChange } from "../ports/pins.js";
 import type { Plan } from "../ports/plan.js";
 
@@ -128,6 +130,11 @@ export interface AuditEntry {
   tool?: string | undefined;
   method: string;
   arguments?: unknown;
+  /**
+   * For a proposal that ended undecided (withdrawn, expired): the SHA-256 of its arguments
+   * (canonical JSON) instead of a second copy of them — they are in its `proposed` record.
+   */
+  arguments_digest?: string | undefined;
   /** Whether the approver changed the arguments (`arguments` are then the edited ones). */
   edited?: boolean | undefined;
   by?: string | undefined;
@@ -339,6 +346,9 @@ export class ProposalBook {
 
 /** The audit record of `p` reaching `event`. */
 function audit(p: Proposal, event: AuditEntry["event"]): AuditRecord {
+  const args = p.editedArguments ?? p.params["arguments"];
+  // Nobody decided these: the arguments are those proposed, recorded once, so a propose/withdraw loop cannot double the trail.
+  const once = (event === "withdrawn" || event === "expired") && p.editedArguments === undefined && args !== undefined;
   return {
     type: "audit",
     entry: {
@@ -349,7 +359,8 @@ function audit(p: Proposal, event: AuditEntry["event"]): AuditRecord {
       owner: p.owner,
       tool: p.tool,
       method: p.method,
-      arguments: p.editedArguments ?? p.params["arguments"],
+      arguments: once ? undefined : args,
+      arguments_digest: once ? createHash("sha256").update(canonical(args)).digest("hex") : undefined,
       edited: p.editedArguments !== undefined ? true : undefined,
       // An interruption is nobody's decision; the approval before it names its approver.
       by: event === "proposed" || event === "interrupted" ? undefined : p.decidedBy,

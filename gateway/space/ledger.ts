@@ -92,7 +92,9 @@ export class Ledger {
       openStore<StateRecord>(
         {
           dir: config.gateway.state_dir,
-          history: { maxBytes: config.quotas.audit_max_bytes, maxAgeMs: config.quotas.audit_max_age_days * DAY_MS },
+          history: { maxBytes: config.quotas.audit_max_bytes, maxAgeMs: config.quotas.audit_max_age_days * DAY_MS, owner: recordOwner },
+          // History reaches the archive (and its retention) when the journal is compacted: a small budget compacts sooner.
+          compactBytes: Math.min(16 * 1024 * 1024, Math.max(256 * 1024, Math.floor(config.quotas.audit_max_bytes / 4))),
           onWrite,
           log: {
             info: (o, msg) => log.info(o, msg),
@@ -131,6 +133,15 @@ export class Ledger {
     return this.store.close();
   }
 }
+
+/** Whose an audit record is, for retention per participant: who decided, else who proposed (or announced). */
+function recordOwner(r: unknown): string | undefined {
+  const e = (r as Partial<AuditRecord>).entry;
+  return e ? (e.by ?? e.proposer) : undefined;
+}
+
+/** Which records `mewgate audit verify` checks: the audit trail and the cuts retention made in it. */
+export const isHistoryRecord = (r: { type: string }): boolean => r.type === "audit" || r.type === "checkpoint";
 
 /** Reads the audit trail from a state directory without a running gateway (for `mewgate audit`). */
 export function readAudit(stateDir: string, q: AuditQuery = {}, limit = 10_000): AuditEntry[] {

@@ -9,6 +9,8 @@
  */
 import { closeSync, existsSync, fdatasyncSync, fstatSync, mkdirSync, openSync, readdirSync, rmSync, statSync, truncateSync } from "node:fs";
 import { join } from "node:path";
+import { Chain } from "./chain.js";
+import { dropByOwner } from "./retain.js";
 import { encodeFrame, MAGIC, readFrames, writeAllSync } from "./frame.js";
 
 const SEGMENT = /^(\d{8})\.log$/;
@@ -16,6 +18,12 @@ const SEGMENT = /^(\d{8})\.log$/;
 export interface Retention {
   maxBytes: number;
   maxAgeMs: number;
+  /**
+   * Whose a history record is (the participant who caused it). Given, the size limit is
+   * kept per participant: over it, the records of whoever holds the most go first, oldest
+   * first, so one participant's flood cannot push out the others' records (retain.ts).
+   */
+  owner?: ((r: unknown) => string | undefined) | undefined;
 }
 
 export interface ArchiveMark {
@@ -31,6 +39,8 @@ export class Archive<R> {
   lastSeq = 0;
   /** A segment whose end could not be read (a crash while appending): appends go to a new one. */
   private damaged: string | undefined;
+  /** Where the history chain stands at the archive's end (chain.ts). */
+  readonly chain = new Chain();
 
   constructor(
     stateDir: string,
@@ -43,6 +53,7 @@ export class Archive<R> {
     if (newest) {
       const end = readFrames<R>(newest, (f) => {
         if (f.seq > this.lastSeq) this.lastSeq = f.seq;
+        for (const r of f.records) this.chain.follow(r as { type: string });
       });
       if (end.kind !== "end") this.damaged = newest;
     }
@@ -124,16 +135,22 @@ export class Archive<R> {
     if (!mark.existed) rmSync(this.dir, { recursive: true, force: true });
   }
 
-  /** Drops whole segments, oldest first, while over the size limit or past the age limit (never the newest). */
+  /**
+   * Drops whole segments past the age limit, oldest first (never the newest); then, over
+   * the size limit, the records of whoever holds the most (retain.ts) when records have
+   * owners, else whole segments oldest first.
+   */
   private retain(): void {
     const segs = this.segments().map((file) => ({ file, ...statSync(file) }));
     let total = segs.reduce((n, s) => n + s.size, 0);
     const oldest = Date.now() - this.retention.maxAgeMs;
+    const byOwner = this.retention.owner;
     for (const s of segs.slice(0, -1)) {
-      if (total <= this.retention.maxBytes && s.mtimeMs >= oldest) break;
+      if ((byOwner || total <= this.retention.maxBytes) && s.mtimeMs >= oldest) break;
       rmSync(s.file, { force: true });
       total -= s.size;
     }
+    if (byOwner && total > this.retention.maxBytes) dropByOwner(this.segments(), this.retention.maxBytes, byOwner);
   }
 
   /** History records matching `filter`, oldest first, at most `limit`. */

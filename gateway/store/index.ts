@@ -14,6 +14,7 @@
 import { closeSync, existsSync, fdatasyncSync, mkdirSync, openSync, readSync, renameSync, rmSync, statSync, truncateSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { Archive, type Retention } from "./archive.js";
+import { Chain } from "./chain.js";
 import { MAGIC, readFrames } from "./frame.js";
 import { Journal, StoreError, syncDir, writeStateFile } from "./journal.js";
 import type { LegacyFile } from "./legacy.js";
@@ -127,12 +128,18 @@ export function openStore<R extends { type: string }>(opts: StoreOptions, hooks:
   let good = MAGIC.length;
   let first = 0;
   const fold = report.migrated === undefined;
+  // The history chain goes on from the last history record written: the journal's, else the archive's.
+  const chain = new Chain(archive.chain.head);
   const end = readFrames<R>(file, (f) => {
     seq = Math.max(seq, f.seq);
     good = f.offset + f.size;
     if (first === 0) first = good;
     report.records += f.records.length;
-    if (fold) for (const r of f.records) if (!hooks.isHistory(r)) hooks.apply(r);
+    for (const r of f.records) {
+      if (!hooks.isHistory(r)) {
+        if (fold) hooks.apply(r);
+      } else if (f.seq > archive.lastSeq) chain.follow(r);
+    }
   });
   if (end.kind === "corrupt") {
     throw new StoreError("corrupt", `${file} is corrupt at byte ${end.offset} (${end.reason}); run \`mewgate state repair ${opts.dir}\` to keep what comes before it`, file, end.offset);
@@ -146,6 +153,7 @@ export function openStore<R extends { type: string }>(opts: StoreOptions, hooks:
   report.bytes = good;
   report.ms = Math.round(performance.now() - t0);
   const journal = new Journal<R>(file, good, seq, archive, { snapshot: hooks.snapshot, isHistory: hooks.isHistory, log: opts.log, onWrite: opts.onWrite }, { fsync: opts.fsync !== false, compactBytes: opts.compactBytes ?? 16 * 1024 * 1024 }, Math.max(first, good / 2));
+  journal.chain = chain;
   return { store: new Store(journal, archive), report };
 }
 

@@ -19,6 +19,7 @@
 import { closeSync, fdatasync, fdatasyncSync, fsyncSync, ftruncate, openSync, renameSync, rmSync, write } from "node:fs";
 import { dirname } from "node:path";
 import type { Archive } from "./archive.js";
+import { Chain } from "./chain.js";
 import { encodeFrame, MAGIC, readFrames, snapshotFrames, writeAllSync } from "./frame.js";
 import { CommitQueue, type Pending } from "./queue.js";
 
@@ -52,6 +53,8 @@ export class Journal<R> {
   private failure: StoreError | undefined;
   private closed = false;
   readonly stats = { journalBytes: 0, commits: 0, batches: 0, syncs: 0, compactions: 0 };
+  /** The history chain (chain.ts): each batch's history records are linked as it is encoded. */
+  chain = new Chain();
 
   constructor(
     readonly file: string,
@@ -81,10 +84,14 @@ export class Journal<R> {
       return;
     }
     let bytes: Buffer;
+    // Linked in the order they are written; a batch that does not reach the disk gives its links back.
+    const sealed = batch.map((p) => this.chain.seal(p.txn, (r) => this.owner.isHistory(r)));
+    const unseal = () => sealed[0]?.undo();
     try {
-      bytes = Buffer.concat(batch.map((p) => encodeFrame(++this.seq, p.txn)));
+      bytes = Buffer.concat(sealed.map((s) => encodeFrame(++this.seq, s.records)));
     } catch (err) {
       this.seq -= batch.length;
+      unseal();
       for (const p of batch) p.reject(new StoreError("write_failed", (err as Error).message, this.file));
       return;
     }
@@ -94,6 +101,7 @@ export class Journal<R> {
       await writeAll(this.fd, bytes, start);
     } catch (err) {
       this.seq -= batch.length;
+      unseal();
       const e = new StoreError("write_failed", `could not write ${this.file}: ${(err as Error).message}`, this.file, start, errnoOf(err));
       // Cut the partial batch off so it can never be read back.
       const cut = await truncate(this.fd, start).catch((terr: Error) => terr);
@@ -246,3 +254,4 @@ export function writeStateFile(file: string, seq: number, records: Iterable<unkn
   }
   return size;
 }
+
