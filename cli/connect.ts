@@ -28,7 +28,9 @@ function onSignals(): { signalled: Promise<NodeJS.Signals>; off: () => void } {
 export function runConnect(opts: RemoteOptions & { json?: boolean }, io: ConnectIo = { ...processIo(), stdin: process.stdin, stdout: process.stdout }): Promise<number> {
   return guard(io, async () => {
     const target = await resolveTarget(withEnvDefaults(opts, io.env), io.env);
-    const client = await openClient(target);
+    // A lost connection (1012 when the space moves to another node, 1006 when the node dies)
+    // is tried again with backoff for about a minute before `connect` gives up.
+    const client = await openClient(target, { reconnect: { initialDelayMs: 200, maxDelayMs: 5000, maxAttempts: 20 } });
     const json = isJsonMode({ json: opts.json, input: io.stdin });
     const terminal = createTerminal({
       client,

@@ -94,13 +94,43 @@ export async function runGateway(opts: GatewayCommandOptions, out: NodeJS.Writab
     out.write(`mewgate gateway listening on ${running.url}/ws (spaces: ${spaces})\n`);
   }
   await new Promise<void>((resolve) => {
+    let stopping = false;
     const stop = () => {
+      if (stopping) return;
+      stopping = true;
       process.off("SIGINT", stop);
       process.off("SIGTERM", stop);
+      // Whatever the bus is doing (gone, reconnecting, a write waiting for its ack), the
+      // process is gone within STOP_DEADLINE_MS of being asked.
+      setTimeout(() => {
+        process.stderr.write(`mewgate: the gateway did not stop within ${STOP_DEADLINE_MS / 1000} s; exiting anyway\n`);
+        process.exit(1);
+      }, STOP_DEADLINE_MS).unref();
       void running.stop().then(resolve);
     };
     process.on("SIGINT", stop);
     process.on("SIGTERM", stop);
+    if (process.env["MEWGATE_WATCH_PARENT"] === "1") watchParent(stop);
   });
+  // Stopped: a handle still open (a bus client still reconnecting) must not keep the process.
+  setTimeout(() => process.exit(), 300).unref();
   return 0;
+}
+
+/** How long a stopping gateway process may take, at most. */
+const STOP_DEADLINE_MS = 4000;
+
+/**
+ * A node started by `mewgate up --nodes` stops with its parent, however the parent ended
+ * (kill -9 included): the parent holds the write end of this process's stdin, and the
+ * kernel closes it when the parent dies.
+ */
+function watchParent(stop: () => void): void {
+  const parent = process.ppid;
+  process.stdin.on("error", () => stop());
+  process.stdin.on("end", () => stop());
+  process.stdin.on("close", () => stop());
+  process.stdin.resume();
+  // And should stdin not be a pipe after all: the parent is gone once this process is re-parented.
+  setInterval(() => process.ppid !== parent && stop(), 500).unref();
 }

@@ -10,7 +10,7 @@ import { rmSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { ConfigError } from "../gateway/config/config.js";
 import type { Envelope } from "../gateway/wire/envelope.js";
-import { resolveTarget } from "./remote.js";
+import { normalizeUrl, resolveTarget } from "./remote.js";
 import { ApiClient, asEnvelope } from "./api.js";
 import { CliError, gatewayUrlFor, inspectUpRecord, isAlive, isOurUp, loadSpace, readUpRecord, spaceFile, upFiles, type UpRecord } from "./space.js";
 import { callShape, interruption, oneLine, shortId, truncate } from "./terminal/format.js";
@@ -108,19 +108,48 @@ function removeRecord(files: { pid: string; json: string }, rec: UpRecord): void
 
 export interface StatusOptions {
   file?: string | undefined;
+  /** `-c`: the same as the positional space.yaml, as the other commands take it. */
+  config?: string | undefined;
+  /** `-g`: any node's address (a cluster passes the API on to the space's owner). */
+  gateway?: string | undefined;
   stateDir?: string | undefined;
   as?: string | undefined;
   json?: boolean | undefined;
 }
 
+interface NodeView {
+  name: string;
+  url: string;
+  state: string;
+}
+
+/** Each node of the cluster `up --nodes` recorded, as its /health answers (within a second and a half). */
+async function clusterNodes(nodes: Array<{ name: string; url: string }>, space: string): Promise<NodeView[]> {
+  return Promise.all(
+    nodes.map(async (n) => {
+      try {
+        const res = await fetch(`${n.url.replace(/^ws/, "http")}/health`, { signal: AbortSignal.timeout(1500) });
+        const h = (await res.json()) as { cluster?: { owns?: string[] } };
+        return { ...n, state: h.cluster?.owns?.includes(space) ? "up, owns the space" : "up" };
+      } catch {
+        return { ...n, state: "not answering" };
+      }
+    }),
+  );
+}
+
 export function runStatus(opts: StatusOptions, io: Io = processIo()): Promise<number> {
   return guard(io, async () => {
-    const file = spaceFile(opts.file);
+    if (opts.file && opts.config && resolve(opts.file) !== resolve(opts.config)) throw new CliError(`two space files given: ${opts.file} and -c ${opts.config}; give one`);
+    const file = spaceFile(opts.file ?? opts.config);
     const loaded = await loadSpace(file, { stateDir: opts.stateDir, env: io.env });
     const { config, stateDir } = loaded;
     const rec = readUpRecord(stateDir);
     const live = rec !== undefined && isOurUp(rec) ? rec : undefined;
-    const { url } = gatewayUrlFor(config);
+    const nodes = rec?.nodes ? await clusterNodes(rec.nodes, config.space.id) : undefined;
+    // The address given, else the recorded one — or, when that node is down, any node of the cluster that answers.
+    let url = opts.gateway ? normalizeUrl(opts.gateway) : gatewayUrlFor(config).url;
+    if (!opts.gateway && nodes && !nodes.some((n) => n.url === url && n.state !== "not answering")) url = nodes.find((n) => n.state !== "not answering")?.url ?? url;
     const target = await resolveTarget({ config: file, as: opts.as, stateDir, gateway: url }, io.env).catch((err: Error) => {
       // No token file yet means no gateway ever ran with this state directory.
       if (!live) throw new CliError(`nothing is running for space ${config.space.id}: no mewgate up in ${stateDir} (${err.message})`);
@@ -146,6 +175,7 @@ export function runStatus(opts: StatusOptions, io: Io = processIo()): Promise<nu
         space: config.space.id,
         url,
         up: live ? { pid: live.pid, startedAt: live.startedAt, stateDir } : undefined,
+        ...(nodes ? { nodes } : {}),
         participants,
         tools: tools.map((t) => ({ name: t.name, policy: t.policy, description: t.description })),
         proposals: proposals.map((p) => ({ id: p.id, from: p.from, ...callShape(p) })),
@@ -157,6 +187,7 @@ export function runStatus(opts: StatusOptions, io: Io = processIo()): Promise<nu
     const lines = [
       `space ${config.space.id}${config.space.name !== config.space.id ? ` (${config.space.name})` : ""} at ${url}/ws`,
       live ? `  mewgate up pid ${live.pid}, since ${live.startedAt}; state in ${stateDir}` : `  (not started by mewgate up with this state directory)`,
+      ...(nodes ? [`cluster nodes (${nodes.length}):`, ...nodes.map((n) => `  ${n.name.padEnd(4)} ${n.url}/ws  ${n.state}`)] : []),
       `participants:`,
       ...participants.map((p) => `  ${p.id.padEnd(16)} ${p.kind.padEnd(8)} ${p.state}`),
       `tools (${tools.length}; policy for ${target.participant ?? "you"}):`,

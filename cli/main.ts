@@ -92,6 +92,8 @@ export function program(): Command {
     .description("participants, tools and pending proposals of a running space")
     .argument("[space.yaml]", "space file (default: ./space.yaml)")
     .option("--state-dir <dir>", "state directory, if up was given one")
+    .option("-c, --config <space.yaml>", "space file (the same as the argument)")
+    .option("-g, --gateway <url>", "any node's address (default: the one up recorded, or the space.yaml's)")
     .option("--as <participant>", "look as this participant (default: the space's only human)")
     .option("--json", "print JSON")
     .action(async (file: string | undefined, opts) => {

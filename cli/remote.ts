@@ -9,6 +9,7 @@ import type { Logger } from "pino";
 // Light on purpose (`mewgate mcp` is registered at start): the client, and the MCP SDK
 // behind it, load when a command connects.
 import type { ParticipantClient } from "../participants/client.js";
+import type { ReconnectOptions } from "../participants/client/types.js";
 import { ParticipantError } from "../participants/errors.js";
 import { CliError, DEFAULT_SPACE_FILE, gatewayUrlFor, loadSpace, noTokenError, pickHuman, resolveToken, spaceFile, type FoundToken, type LoadedSpace } from "./space.js";
 
@@ -135,7 +136,7 @@ export function normalizeUrl(url: string): string {
 }
 
 /** Connects and waits for the welcome; every failure becomes a `CliError` that says what to do. */
-export async function openClient(target: Target, opts: { logger?: Logger; echo?: boolean } = {}): Promise<ParticipantClient> {
+export async function openClient(target: Target, opts: { logger?: Logger; echo?: boolean; reconnect?: ReconnectOptions } = {}): Promise<ParticipantClient> {
   const { ParticipantClient } = await import("../participants/client.js");
   const client = new ParticipantClient({
     url: target.url,
@@ -143,7 +144,8 @@ export async function openClient(target: Target, opts: { logger?: Logger; echo?:
     token: target.token,
     participantId: target.participant,
     echo: opts.echo,
-    reconnect: false,
+    // One-shot commands end with their connection; `connect` comes back (a take-over, a node restarting).
+    reconnect: opts.reconnect ?? false,
     connectTimeoutMs: 10_000,
     logger: opts.logger,
   });

@@ -142,6 +142,8 @@ export interface UpRecord {
   /** Absent in files written by older versions. */
   argv?: string[] | undefined;
   startedAt?: string | undefined;
+  /** `up --nodes`: every node of the local cluster, n1 (the up process) first. */
+  nodes?: Array<{ name: string; url: string }> | undefined;
 }
 
 /**
@@ -158,6 +160,7 @@ const UpRecordSchema = z.looseObject({
   startTicks: z.number().optional(),
   argv: z.array(z.string()).optional(),
   startedAt: z.string().optional(),
+  nodes: z.array(z.object({ name: z.string(), url: z.string() })).optional(),
 });
 
 export function upFiles(stateDir: string): { pid: string; json: string; log: string } {

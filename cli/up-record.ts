@@ -16,7 +16,7 @@ export function refuseIfRunning(stateDir: string): void {
   }
 }
 
-export function writeUpRecord(stateDir: string, o: { url: string; config: SpaceConfig; file: string }): { pid: string; json: string } {
+export function writeUpRecord(stateDir: string, o: { url: string; config: SpaceConfig; file: string; nodes?: Array<{ name: string; url: string }> | undefined }): { pid: string; json: string } {
   const files = upFiles(stateDir);
   const record: UpRecord = {
     pid: process.pid,
@@ -27,6 +27,7 @@ export function writeUpRecord(stateDir: string, o: { url: string; config: SpaceC
     startTicks: processStartTicks(process.pid),
     argv: processArgv(process.pid) ?? process.argv,
     startedAt: new Date().toISOString(),
+    ...(o.nodes ? { nodes: o.nodes } : {}),
   };
   mkdirSync(stateDir, { recursive: true, mode: 0o700 });
   writeFileSync(files.json, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 });

@@ -20,7 +20,7 @@ import { startAgent, type AgentHandle } from "../participants/agent/participant.
 import { ParticipantClient } from "../participants/index.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { startGateway, type RunningGateway } from "./gateway.js";
-import { startBus, startNodes } from "./local-cluster.js";
+import { type ClusterNode, startBus, startNodes } from "./local-cluster.js";
 import { exposedStateDir, greeted, planParticipants } from "./plan.js";
 import { CliError, loadSpace, spaceFile, upFiles, type LoadedSpace } from "./space.js";
 import { Supervisor, type SupervisorOptions } from "./supervisor.js";
@@ -118,6 +118,7 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
   try {
     mkdirSync(loaded.sandbox, { recursive: true, mode: 0o700 });
     const nodes = opts.nodes ?? 1;
+    let clusterNodes: ClusterNode[] | undefined;
     const bus = nodes > 1 ? await startBus(stateDir) : undefined;
     if (bus) running.cluster = { stopNodes: async () => {}, bus };
     running.gateway = await startGateway(
@@ -133,7 +134,8 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
     // The same tokens the gateway loaded (it generated any that were missing): for `run:` children.
     const { tokens } = TokenBook.load(Object.entries(config.participants), { stateDir, env: loaded.env });
     if (bus) {
-      const cluster = await startNodes({ nats: bus, count: nodes, file, stateDir, tokens, env: loaded.env });
+      const cluster = await startNodes({ nats: bus, count: nodes, file, stateDir, tokens, env: loaded.env, onNotice: (t, l) => notice(t, l) });
+      clusterNodes = cluster.nodes;
       running.cluster = { stopNodes: () => cluster.stopNodes(), bus };
       say(`local cluster: NATS at ${bus.url}; n1 ${url}/ws (this process, owns the space now)${cluster.nodes.map((n) => `, ${n.name} ${n.url}/ws`).join("")}`);
       say(`members may connect to any node; kill the owner and another takes the space over`);
@@ -208,7 +210,7 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
       ...agentResults.flatMap((r, i) => (r.status === "rejected" ? [`agent ${plan.agents[i]!.id}: ${(r.reason as Error).message}`] : [])),
     ];
     if (opts.detachedChild && failedToStart.length) throw new CliError(`could not start ${failedToStart.join("; ")} (logs: ${shortPath(join(stateDir, "logs"))}/)`);
-    running.files = writeUpRecord(stateDir, { url, config, file });
+    running.files = writeUpRecord(stateDir, { url, config, file, nodes: clusterNodes && [{ name: "n1", url }, ...clusterNodes.map((n) => ({ name: n.name, url: n.url }))] });
     if (opts.detachedChild) {
       process.send?.({ type: "ready", url, pid: process.pid });
       process.disconnect?.();

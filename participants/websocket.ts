@@ -21,6 +21,13 @@ export interface WebSocketTransportOptions {
    * 0 turns it off. Default 30 000.
    */
   heartbeatMs?: number | undefined;
+  /**
+   * Other nodes of the same cluster (same space and token), tried in turn after `url`: a
+   * connection that could not open, or ended without a close frame (1006: the node died)
+   * or with the node going away (1001), comes back through the next. After a 1012 (the
+   * space moved to another owner) it stays: the node lives and admits it again.
+   */
+  fallbackUrls?: readonly string[] | undefined;
 }
 
 /** Builds the `/ws?space=…` URL from a gateway base URL. */
@@ -35,8 +42,18 @@ export function gatewayUrl(opts: Pick<WebSocketTransportOptions, "url" | "space"
 
 /** A factory that opens a new WebSocket connection to the gateway on every call. */
 export function webSocketTransport(opts: WebSocketTransportOptions): TransportFactory {
-  const url = gatewayUrl(opts);
-  return () => new WebSocketTransport(url, opts.token, opts.heartbeatMs ?? 30_000);
+  const urls = [opts.url, ...(opts.fallbackUrls ?? [])].map((url) => gatewayUrl({ ...opts, url }));
+  let at = 0;
+  return () => {
+    const t = new WebSocketTransport(urls[at % urls.length]!, opts.token, opts.heartbeatMs ?? 30_000);
+    if (urls.length > 1) {
+      const onclose = (info: CloseInfo) => {
+        if (!t.opened || info.code === 1006 || info.code === 1001) at++;
+      };
+      t.watch(onclose);
+    }
+    return t;
+  };
 }
 
 class WebSocketTransport implements Transport {
@@ -46,6 +63,9 @@ class WebSocketTransport implements Transport {
   private ws: WebSocket | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private closed = false;
+  /** The WebSocket opened (the handshake succeeded). */
+  opened = false;
+  private watcher: ((info: CloseInfo) => void) | undefined;
   /** Anything heard from the gateway (frame, ping, pong) since the last heartbeat tick. */
   private heard = true;
 
@@ -72,6 +92,7 @@ class WebSocketTransport implements Transport {
     ws.on("close", (code, reason) => this.finish({ code, reason: reason.toString() }));
     return new Promise((resolve, reject) => {
       ws.once("open", () => {
+        this.opened = true;
         this.startHeartbeat(ws);
         resolve();
       });
@@ -115,10 +136,16 @@ class WebSocketTransport implements Transport {
     this.heartbeat.unref();
   }
 
+  /** Told of the close before the connection is (the factory picks the next address). */
+  watch(f: (info: CloseInfo) => void): void {
+    this.watcher = f;
+  }
+
   private finish(info: CloseInfo): void {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.heartbeat);
+    this.watcher?.(info);
     this.onclose?.(info);
   }
 }

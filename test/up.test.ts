@@ -264,7 +264,7 @@ describe("the README's start command", () => {
 });
 
 describe("mewgate up --nodes 3 (a local cluster)", () => {
-  it("serves the space from three nodes, and another takes it over when up itself is killed", { timeout: 60_000 }, async () => {
+  it("serves the space from three nodes: another node answers for the owner", { timeout: 60_000 }, async () => {
     const state = tempDir();
     const cli = up(["up", DEMO, "--state-dir", state, "--port", "0", "--nodes", "3"]);
     await cli.waitLine((l) => l["event"] === "ready", "the ready event");
@@ -283,22 +283,7 @@ describe("mewgate up --nodes 3 (a local cluster)", () => {
     expect(before.node).toBe("n1");
     expect(before.body!.proposals.map((p) => p.id)).toContain(proposal["id"]);
 
-    cli.kill("SIGKILL");
-    await cli.exited;
-    const owner = await poll("another node to own the space", async () => {
-      for (const n of nodes) {
-        const h = (await (await fetch(`http://127.0.0.1:${n.port}/health`)).json()) as { cluster: { owns: string[] } };
-        if (h.cluster.owns.includes("demo")) return n;
-      }
-      return undefined;
-    });
-    const other = nodes.find((n) => n !== owner)!;
-    const after = await poll("the other node to pass requests on to the new owner", async () => {
-      const r = await pending(other.port);
-      return r.status === 200 && r;
-    });
-    expect(after.node).toBe(owner.name);
-    expect(after.body!.proposals.map((p) => p.id)).toContain(proposal["id"]);
+    // What happens when up itself is killed (everything stops with it) is in up-cluster.test.ts.
   });
 });
 

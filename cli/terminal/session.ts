@@ -128,6 +128,13 @@ export abstract class TerminalSession {
     this.unsubscribe.push(
       client.on("envelope", (env) => this.onEnvelope(env)),
       client.on("close", (ev) => void this.onClose(ev)),
+      // A connection that came back (`mewgate connect` rides through a node's loss or a
+      // take-over): say so, and show what was missed meanwhile.
+      client.on("welcome", (info) => {
+        if (this.ended || !info.reconnected) return;
+        this.notice(`reconnected to the space as ${info.id}`);
+        this.onWelcome(info, false);
+      }),
       // Refusals come correlated to our envelopes as system/error and are shown from the
       // envelope stream; this listener only keeps the client from logging them again.
       client.on("error", () => {}),
@@ -205,7 +212,8 @@ export abstract class TerminalSession {
   }
 
   private async onClose(ev: ClientCloseEvent): Promise<void> {
-    if (this.ended || ev.reconnecting) return;
+    if (this.ended) return;
+    if (ev.reconnecting) return this.notice(`disconnected (${ev.code}${ev.reason ? `: ${ev.reason}` : ""}); reconnecting…`, "error");
     if (ev.error?.code === "replaced" && this.opts.reclaim) {
       this.notice(`another connection joined as ${this.me} (mewgate status, send, …); this terminal takes the seat back when it leaves`);
       try {

@@ -87,7 +87,14 @@ export class Edge {
       return reply;
     }
     const c = this.conns.get(conn);
-    if (c) c.owner = reply.owner;
+    if (!c) {
+      // Closed while the owner was admitting it (the space moved meanwhile): the owner
+      // must not keep a member whose socket is gone. Its link is ended, so the leave
+      // goes out as the link's first frame, by hand.
+      this.outbox.send(subjects.up(space), "L", conn, 1, enc.encode("disconnected"));
+      return { ok: false, code: CloseCodes.moved, reason: "the space moved to another node; reconnect" };
+    }
+    c.owner = reply.owner;
     const log = this.log.child({ participant: reply.id, conn });
     const port: MemberPort = {
       id: reply.id,
@@ -128,13 +135,14 @@ export class Edge {
   }
 
   /**
-   * The space has a new owner (or none): its members here reconnect, to be admitted anew —
-   * all but those the new owner, `keep`, admitted already (they may have come in before
-   * this node noticed the change).
+   * The space has a new owner (or none): its members here that `stale` says were admitted
+   * by an owner gone reconnect, to be admitted anew. Those the new owner admitted already
+   * (they may have come in before this node noticed the change) stay, and so do those
+   * still being admitted: whoever answers is the owner now.
    */
-  moved(space: string, reason: string, keep?: string): void {
+  moved(space: string, reason: string, stale: (owner: string) => boolean = () => true): void {
     for (const [conn, c] of this.conns) {
-      if (c.space !== space || (keep !== undefined && c.owner === keep)) continue;
+      if (c.space !== space || c.owner === undefined || !stale(c.owner)) continue;
       this.forget(conn);
       c.peer.close(CloseCodes.moved, reason);
     }

@@ -234,13 +234,15 @@ export class Cluster {
       let rev: number;
       if (entry && entry.operation === "PUT") {
         const holder = JSON.parse(new TextDecoder().decode(entry.value)) as Holder;
-        if (slot.holder && (slot.holder.node !== holder.node || slot.holder.boot !== holder.boot)) this.edge.moved(id, "the space moved to another node; reconnect", ownerKey(holder));
+        if (slot.holder && (slot.holder.node !== holder.node || slot.holder.boot !== holder.boot)) this.edge.moved(id, "the space moved to another node; reconnect", (owner) => owner !== ownerKey(holder));
         slot.holder = holder;
         if (slot.seen?.rev !== entry.revision) slot.seen = { rev: entry.revision, at: now };
         // Renewed within its lease, as far as this node has watched: the owner lives.
         if (now - slot.seen.at < (holder.lease_ms || this.opts.leaseMs) || now < this.graceUntil) return;
         this.log.warn({ space: id, holder: holder.node, silentMs: now - slot.seen.at }, "the space's owner stopped renewing its lease; taking over");
-        this.edge.moved(id, "the node serving the space stopped; reconnect");
+        // Only the members the silent owner admitted: one another node admitted meanwhile (it won the race) stays.
+        const silent = ownerKey(holder);
+        this.edge.moved(id, "the node serving the space stopped; reconnect", (owner) => owner === silent);
         slot.holder = undefined;
         try {
           rev = await this.bus.leases.update(id, this.leaseValue(), entry.revision);
@@ -251,7 +253,10 @@ export class Cluster {
       } else {
         // Never owned, or handed over on shutdown.
         if (now < this.graceUntil) return;
-        if (slot.holder) this.edge.moved(id, "the node serving the space stopped; reconnect");
+        if (slot.holder) {
+          const gone = ownerKey(slot.holder);
+          this.edge.moved(id, "the node serving the space stopped; reconnect", (owner) => owner === gone);
+        }
         slot.holder = undefined;
         try {
           rev = await this.bus.leases.create(id, this.leaseValue());
@@ -348,8 +353,11 @@ export class Cluster {
         space,
         this.log.child({ space: id }),
         (node, boot) => {
-          // A node with members here is watched from its first attach, beat or no beat yet.
-          if (!this.beats.has(node)) this.beats.set(node, { boot, at: Date.now() });
+          // A node with members here is watched from its first attach, beat or no beat yet —
+          // but never this node: it hears no beat of its own, and members that came in
+          // through it while it was loading the space (over its own link) would be
+          // dropped as "node_lost" three seconds later.
+          if (node !== this.opts.node && !this.beats.has(node)) this.beats.set(node, { boot, at: Date.now() });
         },
         ownerKey({ node: this.opts.node, boot: this.boot }),
       );

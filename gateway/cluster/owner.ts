@@ -165,7 +165,13 @@ export class OwnerDesk {
 
   /** A node went silent (or restarted: a new boot): its members have left. */
   nodeLost(node: string, keepBoot?: string): void {
-    for (const [conn, r] of this.remotes) if (r.node === node && r.boot !== keepBoot) this.drop(conn, "node_lost");
+    for (const [conn, r] of this.remotes) {
+      if (r.node !== node || r.boot === keepBoot) continue;
+      this.drop(conn, "node_lost");
+      // If the node only seemed silent (starved, cut off for a while), it still holds the
+      // socket: a member the space dropped is closed, never left open and deaf.
+      this.outbox.send(subjects.node(node), "X", conn, 0, enc.encode(`${CloseCodes.moved} the space lost track of this connection; reconnect`));
+    }
   }
 
   resend(all: boolean): void {

@@ -77,8 +77,8 @@ export class Connection {
     if ("transport" in opts) {
       this.factory = opts.transport;
     } else {
-      const { url, space, token, participantId, echo, heartbeatMs } = opts;
-      this.factory = webSocketTransport({ url, space, token, participantId, echo, heartbeatMs });
+      const { url, space, token, participantId, echo, heartbeatMs, fallbackUrls } = opts;
+      this.factory = webSocketTransport({ url, space, token, participantId, echo, heartbeatMs, fallbackUrls });
     }
     this.reconnectOpts =
       opts.reconnect === false
