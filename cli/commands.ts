@@ -162,7 +162,7 @@ export function runProposals(action: string | undefined, ref: string | undefined
         else io.stdout.write(all.length ? `${all.map(proposalLine).join("\n")}\n` : "no proposals waiting\n");
         return 0;
       }
-      const found = queue.resolve(ref);
+      const found = queue.resolve(ref, "mewgate proposals list");
       if (!found.ok) throw new CliError(found.message);
       const p = found.proposal;
       const label = callShape(p).label;

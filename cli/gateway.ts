@@ -118,7 +118,7 @@ export async function runGateway(opts: GatewayCommandOptions, out: NodeJS.Writab
 }
 
 /** How long a stopping gateway process may take, at most. */
-const STOP_DEADLINE_MS = 4000;
+const STOP_DEADLINE_MS = 3500;
 
 /**
  * A node started by `mewgate up --nodes` stops with its parent, however the parent ended

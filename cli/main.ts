@@ -197,10 +197,11 @@ export function program(): Command {
     .description("show or rotate a participant's token")
     .argument("<action>", "show | rotate")
     .argument("<participant>", "participant id")
+    .argument("[space.yaml]", "space file (the same as -c)")
     .option("-c, --config <space.yaml>", "space file (default: ./space.yaml)")
     .option("--state-dir <dir>", "state directory, if not the default")
-    .action(async (action: string, id: string, opts) => {
-      process.exitCode = await (await import("./token.js")).runToken(action, id, opts);
+    .action(async (action: string, id: string, file: string | undefined, opts) => {
+      process.exitCode = await (await import("./token.js")).runToken(action, id, { ...opts, file });
     });
 
   cmd
@@ -231,5 +232,8 @@ export function program(): Command {
 
   return cmd;
 }
+
+// `mewgate audit --json | head -1`: a reader that stopped reading ends the command quietly.
+for (const stream of [process.stdout, process.stderr]) stream.on("error", (err: NodeJS.ErrnoException) => (err.code === "EPIPE" ? process.exit(0) : undefined));
 
 await program().parseAsync(process.argv);

@@ -11,6 +11,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { closeSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
 import { backoffDelay } from "../participants/index.js";
+import { lastErrorLine, spawnFailure } from "./failure.js";
 
 export interface ChildSpec {
   id: string;
@@ -114,15 +115,17 @@ export class Supervisor {
     // Whatever it started dies with it; a restart starts afresh.
     if (child.pid) killGroup(child.pid, "SIGKILL", false);
     if (this.stopping) return;
-    const how = error ? `could not start (${error.message})` : signal ? `was killed by ${signal}` : `exited with code ${code}`;
+    // One line with the cause: the command missing, or what its log last said went wrong.
+    const said = !error && !signal ? lastErrorLine(s.spec.logFile) : undefined;
+    const how = error ? spawnFailure(s.spec.command, error) : signal ? `was killed by ${signal}` : `exited with code ${code}${said ? `: ${said}` : ""}`;
     if (Date.now() - s.startedAt >= this.o.stableMs) s.restarts = 0;
     if (s.restarts >= this.o.maxRestarts) {
-      this.o.onNotice?.(`${s.spec.id} ${how}; gave up after ${s.restarts} restarts in a row (log: ${s.spec.logFile})`, "error");
+      this.o.onNotice?.(`${s.spec.id}${error ? ":" : ""} ${how}; gave up after ${s.restarts} restarts in a row (log: ${s.spec.logFile})`, "error");
       return;
     }
     const delay = Math.max(50, backoffDelay(s.restarts, this.o.initialDelayMs, this.o.maxDelayMs));
     s.restarts++;
-    this.o.onNotice?.(`${s.spec.id} ${how}; restarting in ${(delay / 1000).toFixed(1)} s (attempt ${s.restarts} of ${this.o.maxRestarts}; log: ${s.spec.logFile})`, "error");
+    this.o.onNotice?.(`${s.spec.id}${error ? ":" : ""} ${how}; restarting in ${(delay / 1000).toFixed(1)} s (attempt ${s.restarts} of ${this.o.maxRestarts}; log: ${s.spec.logFile})`, "error");
     s.timer = setTimeout(() => this.launch(s), delay);
   }
 

@@ -7,20 +7,23 @@
  */
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { dirname } from "node:path";
+import { dirname, resolve } from "node:path";
 import { tokenEnvName, tokenFile } from "../gateway/identity/tokens.js";
 import { guard, processIo, type Io } from "./lifecycle.js";
 import { CliError, isAlive, loadSpace, readUpRecord, spaceFile } from "./space.js";
 
 export interface TokenOptions {
   config?: string | undefined;
+  /** The positional space.yaml (`token show you s2/space.yaml`): the same as `-c`. */
+  file?: string | undefined;
   stateDir?: string | undefined;
 }
 
 export function runToken(action: string, id: string, opts: TokenOptions, io: Io = processIo()): Promise<number> {
   return guard(io, async () => {
     if (action !== "show" && action !== "rotate") throw new CliError(`unknown action "${action}": mewgate token show <id> | mewgate token rotate <id>`);
-    const loaded = await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env: io.env });
+    if (opts.file && opts.config && resolve(opts.file) !== resolve(opts.config)) throw new CliError(`two space files given: ${opts.file} and -c ${opts.config}; give one`);
+    const loaded = await loadSpace(spaceFile(opts.file ?? opts.config), { stateDir: opts.stateDir, env: io.env });
     const { config, stateDir } = loaded;
     const p = config.participants[id];
     if (!p) throw new CliError(`no participant "${id}" in ${config.file}; participants: ${Object.keys(config.participants).join(", ")}`);

@@ -19,6 +19,8 @@ import { TokenBook } from "../gateway/identity/tokens.js";
 import { startAgent, type AgentHandle } from "../participants/agent/participant.js";
 import { ParticipantClient } from "../participants/index.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
+import { spawnFailure } from "./failure.js";
+import { sanitize } from "./terminal/format.js";
 import { startGateway, type RunningGateway } from "./gateway.js";
 import { type ClusterNode, startBus, startNodes } from "./local-cluster.js";
 import { exposedStateDir, greeted, planParticipants } from "./plan.js";
@@ -105,7 +107,11 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
   const say = (text: string) => (json || opts.detachedChild ? io.stderr : io.stdout).write(`${text}\n`);
 
   const running: Running = { gateway: undefined, bridges: [], agents: [], supervisor: undefined, human: undefined, terminal: undefined, files: undefined, cluster: undefined };
-  let notify: (text: string, level: "info" | "error") => void = (text, level) => say(level === "error" ? `! ${text}` : `· ${text}`);
+  let notify: (text: string, level: "info" | "error") => void = (text, level) => {
+    say(level === "error" ? `! ${text}` : `· ${text}`);
+    // In the background half of --detach, the foreground half prints them too, until it leaves.
+    if (opts.detachedChild && process.connected) process.send?.({ type: "notice", text, level });
+  };
   const notice = (text: string, level: "info" | "error" = "info") => notify(text, level);
 
   // Signals stop everything; installed first so a Ctrl-C during start-up still cleans up.
@@ -158,7 +164,7 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
     );
     bridgeResults.forEach((r, i) => {
       if (r.status === "fulfilled") running.bridges.push(r.value);
-      else notice(`could not start the MCP server of ${plan.bridges[i]!.id}: ${(r.reason as Error).message} (log: ${shortPath(join(stateDir, "logs", `${plan.bridges[i]!.id}.log`))})`, "error");
+      else notice(`${plan.bridges[i]!.id}: ${bridgeFailure(plan.bridges[i]!.mcp, r.reason as Error)} (log: ${shortPath(join(stateDir, "logs", `${plan.bridges[i]!.id}.log`))})`, "error");
     });
 
     const agentResults = await Promise.allSettled(
@@ -206,7 +212,7 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
     // In the background nobody watches the notices: a declared participant that did not
     // start fails `up --detach` with its error, rather than a success that is not one.
     const failedToStart = [
-      ...bridgeResults.flatMap((r, i) => (r.status === "rejected" ? [`the MCP server of ${plan.bridges[i]!.id}: ${(r.reason as Error).message}`] : [])),
+      ...bridgeResults.flatMap((r, i) => (r.status === "rejected" ? [`${plan.bridges[i]!.id}: ${bridgeFailure(plan.bridges[i]!.mcp, r.reason as Error)}`] : [])),
       ...agentResults.flatMap((r, i) => (r.status === "rejected" ? [`agent ${plan.agents[i]!.id}: ${(r.reason as Error).message}`] : [])),
     ];
     if (opts.detachedChild && failedToStart.length) throw new CliError(`could not start ${failedToStart.join("; ")} (logs: ${shortPath(join(stateDir, "logs"))}/)`);
@@ -335,6 +341,15 @@ function waitFor(cond: () => boolean, o: { timeoutMs: number; intervalMs: number
   });
 }
 
+/** Why an MCP server did not start, in one line: a missing command named as such. */
+function bridgeFailure(mcp: unknown, err: Error): string {
+  const command = mcp && typeof mcp === "object" && "command" in mcp && typeof mcp.command === "string" ? mcp.command : undefined;
+  // The code, or (wrapped on the way by the MCP SDK) node's own words for it.
+  const code = (err as NodeJS.ErrnoException).code ?? /\bspawn \S+ (ENOENT|EACCES)\b/.exec(err.message)?.[1];
+  if (command && (code === "ENOENT" || code === "EACCES")) return spawnFailure(command, Object.assign(new Error(err.message), { code }));
+  return `could not start the MCP server: ${err.message}`;
+}
+
 function shortPath(p: string): string {
   const rel = relative(process.cwd(), p);
   return rel && !rel.startsWith("..") && rel.length < p.length ? rel : p;
@@ -362,10 +377,15 @@ async function runDetached(opts: UpOptions, io: UpIo): Promise<number> {
   const fd = openSync(log, "a", 0o600);
   const child = spawn(process.execPath, args, { detached: true, stdio: ["ignore", fd, fd, "ipc"], env: io.env, cwd: process.cwd() });
   closeSync(fd);
+  const notices: string[] = [];
   const outcome = await new Promise<{ ok: true; url: string; pid: number } | { ok: false; message: string }>((resolve) => {
     const timer = setTimeout(() => resolve({ ok: false, message: `the background process did not get ready within 60 s (log: ${log})` }), 60_000);
-    child.on("message", (m: { type?: string; url?: string; pid?: number; message?: string }) => {
+    child.on("message", (m: { type?: string; url?: string; pid?: number; message?: string; text?: string; level?: string }) => {
+      // The warnings a foreground up prints (a state directory an MCP server can read, …).
+      // Printed once it is ready: a failure says it all in its own message.
+      if (m.type === "notice" && typeof m.text === "string") return void notices.push(`mewgate: ${m.level === "error" ? "warning: " : ""}${sanitize(m.text)}\n`);
       if (m.type === "ready") {
+        for (const n of notices) io.stderr.write(n);
         clearTimeout(timer);
         resolve({ ok: true, url: m.url!, pid: m.pid ?? child.pid! });
       } else if (m.type === "error") {

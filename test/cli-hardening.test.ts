@@ -181,7 +181,8 @@ describe("up --detach", () => {
     writeFileSync(file, "space: {id: bad}\nparticipants:\n  you: {kind: human}\n  fs:\n    kind: mcp\n    mcp: {command: /nonexistent/mcp-server, args: []}\n");
     const r = await run(["up", file, "--port", "0", "--detach"], { env: cleanEnv() });
     expect(r.code).not.toBe(0);
-    expect(r.stderr).toContain('could not start the MCP server of fs: MCP server "fs" (mcp-server) did not start: spawn /nonexistent/mcp-server ENOENT');
+    // One line, the cause named: the command is missing.
+    expect(r.stderr).toContain('could not start fs: command "/nonexistent/mcp-server" not found (spawn ENOENT)');
     expect(r.stdout).not.toContain("running in the background");
     const down = await run(["down", file], { env: cleanEnv() });
     expect(down.stderr).toContain("nothing to stop");

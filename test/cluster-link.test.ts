@@ -95,4 +95,29 @@ describe("a link's delivery", () => {
     for (let i = 0; i < 20 && !big.overflowed(); i++) big.a.send("F", new Uint8Array(1000));
     expect(big.overflowed()).toBe(true);
   });
+
+  it("backs off when acknowledgements are late rather than sending everything again every second", () => {
+    // Late acknowledgements on a busy machine are not loss: resending all a link holds each
+    // second multiplied the load that made them late, and the cluster's fan-out collapsed.
+    const { a, wire } = pair();
+    const t0 = performance.now();
+    for (let i = 1; i <= 3; i++) a.send("F", enc.encode(`m${i}`));
+    wire.length = 0;
+    a.resend(false, t0 + 500);
+    expect(wire).toHaveLength(0);
+    a.resend(false, t0 + 1100);
+    expect(wire).toHaveLength(3);
+    wire.length = 0;
+    // Not again a second later: the wait doubled.
+    a.resend(false, t0 + 1100 + 1100);
+    expect(wire).toHaveLength(0);
+    a.resend(false, t0 + 1100 + 2100);
+    expect(wire).toHaveLength(3);
+    wire.length = 0;
+    a.resend(false, t0 + 1100 + 2100 + 2100);
+    expect(wire).toHaveLength(0);
+    // A reconnect still sends everything at once.
+    a.resend(true, t0 + 1100 + 2100 + 2100);
+    expect(wire).toHaveLength(3);
+  });
 });

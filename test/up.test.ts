@@ -103,7 +103,7 @@ participants:
     const [childPid, grandchildPid] = first!.split(" ").map(Number);
 
     cli.send({ chat: "crash", to: ["helper"] });
-    await cli.waitLine((l) => l["event"] === "error" && /helper exited with code 3; restarting/.test(l["message"]), "the restart notice");
+    await cli.waitLine((l) => l["event"] === "error" && /helper exited with code 3(: [^;]*)?; restarting/.test(l["message"]), "the restart notice");
     await poll("the restarted child", () => readFileSync(pidFile, "utf8").trim().split("\n").length === 2, 10_000);
     await poll("the old process group gone", () => !alive(childPid!) && !alive(grandchildPid!), 5000);
     const log = readFileSync(join(state, "logs", "helper.log"), "utf8");

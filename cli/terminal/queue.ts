@@ -79,7 +79,7 @@ export class ProposalQueue {
   }
 
   /** A proposal by id or unique id prefix (as the short ids shown); the selected one when `ref` is empty. */
-  resolve(ref: string | undefined): Resolved {
+  resolve(ref: string | undefined, listHint = "/proposals"): Resolved {
     if (!ref) {
       const c = this.current;
       return c ? { ok: true, proposal: c } : { ok: false, message: "no proposal is waiting" };
@@ -89,7 +89,8 @@ export class ProposalQueue {
     const matches = this.items.filter((p) => p.id.startsWith(ref));
     if (matches.length === 1) return { ok: true, proposal: matches[0]! };
     if (matches.length > 1) return { ok: false, message: `"${ref}" matches ${matches.length} proposals; give more of the id` };
-    return { ok: false, message: `no pending proposal "${ref}" (/proposals lists them)` };
+    // The terminal names its own command; the CLI names `mewgate proposals list`.
+    return { ok: false, message: `no pending proposal "${ref}" (${listHint} lists them)` };
   }
 
   private signature(): string {

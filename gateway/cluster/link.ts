@@ -66,14 +66,27 @@ export function decodeWire(data: Uint8Array): Wire | undefined {
   return { op: op as Wire["op"], conn, seq: n, body: data.subarray(nl + 1) };
 }
 
-/** How long an unacknowledged frame waits before everything unacknowledged is sent again. */
+/**
+ * How long an unacknowledged frame waits before everything unacknowledged is sent again, at
+ * least. Each link learns its own wait from the acknowledgements it gets (as TCP does: the
+ * smoothed round trip plus four deviations, never timed on a frame sent twice) and doubles
+ * it after each resend that was not answered, up to RESEND_MAX_MS. A fixed second was the
+ * cluster's fan-out collapsing on a busy machine: acknowledgements late by more than that
+ * made every link send all it held again, frame by frame — fifty members' worth of copies
+ * of what had not been lost — which made the next acknowledgements later still.
+ */
 export const RESEND_AFTER_MS = 1000;
+const RESEND_MAX_MS = 30_000;
 
 const acking = new Set<LinkEnd>();
 
 export class LinkEnd {
   private next = 1;
-  private readonly unacked: Array<{ seq: number; op: Op; body: Uint8Array; at: number }> = [];
+  private readonly unacked: Array<{ seq: number; op: Op; body: Uint8Array; at: number; again?: boolean }> = [];
+  /** Smoothed round trip and its deviation (ms), once measured; the current resend wait. */
+  private srtt = 0;
+  private rttvar = 0;
+  private rto = RESEND_AFTER_MS;
   private unackedBytes = 0;
   private received = 0;
   private ackDue = false;
@@ -125,15 +138,33 @@ export class LinkEnd {
   private acked(seq: number): void {
     let n = 0;
     while (n < this.unacked.length && this.unacked[n]!.seq <= seq) this.unackedBytes -= this.unacked[n++]!.body.length + 32;
-    if (n) this.unacked.splice(0, n);
+    if (!n) return;
+    const last = this.unacked[n - 1]!;
+    // Timed only on a frame sent once: an answer to a resent one says nothing of the round trip.
+    if (!last.again) this.sample(performance.now() - last.at);
+    this.unacked.splice(0, n);
+  }
+
+  private sample(ms: number): void {
+    if (this.srtt === 0) {
+      this.srtt = ms;
+      this.rttvar = ms / 2;
+    } else {
+      this.rttvar = 0.75 * this.rttvar + 0.25 * Math.abs(this.srtt - ms);
+      this.srtt = 0.875 * this.srtt + 0.125 * ms;
+    }
+    this.rto = Math.min(RESEND_MAX_MS, Math.max(RESEND_AFTER_MS, this.srtt + 4 * this.rttvar));
   }
 
   /** Sends again what waited too long (or everything, `all`: the bus reconnected). */
   resend(all: boolean, now = performance.now()): void {
     if (this.dead || this.unacked.length === 0) return;
-    if (!all && now - this.unacked[0]!.at < RESEND_AFTER_MS) return;
+    if (!all && now - this.unacked[0]!.at < this.rto) return;
+    // Not answered in time: wait longer before the next resend (a reconnect is not a timeout).
+    if (!all) this.rto = Math.min(RESEND_MAX_MS, this.rto * 2);
     for (const u of this.unacked) {
       u.at = now;
+      u.again = true;
       this.out(u.op, this.conn, u.seq, u.body);
     }
   }

@@ -339,7 +339,7 @@ export class Gateway {
     // A cluster node hands its spaces over first: another node owns them at once.
     // Bounded: a bus that went away with this node (or hangs) must not hold the shutdown.
     const left = this.cluster?.stop().catch((err: unknown) => this.log.error({ err: String(err) }, "leaving the cluster failed"));
-    if (left) await Promise.race([left, new Promise<void>((r) => setTimeout(() => (this.log.warn("leaving the cluster took too long; stopping anyway"), r()), 2500).unref())]);
+    if (left) await Promise.race([left, new Promise<void>((r) => setTimeout(() => (this.log.warn("leaving the cluster took too long; stopping anyway"), r()), 2000).unref())]);
     const flushed = [...this.spaces.values()].map((space) => space.closeAll(CloseCodes.goingAway, "gateway shutting down"));
     for (const c of this.connections) c.close(CloseCodes.goingAway, "gateway shutting down");
     const deadline = Date.now() + 2000;

@@ -197,7 +197,10 @@ class McpBridge implements Bridge {
       up = await this.link.connect();
     } catch (err) {
       this.setStatus("stopped");
-      throw new Error(`MCP server "${this.id}" (${this.link.label}) did not start: ${(err as Error).message}`, { cause: (err as Error).cause });
+      // The spawn's code (ENOENT, EACCES) travels along: `up` words a missing command for a person.
+      throw Object.assign(new Error(`MCP server "${this.id}" (${this.link.label}) did not start: ${(err as Error).message}`, { cause: (err as Error).cause }), {
+        code: (err as NodeJS.ErrnoException).code,
+      });
     }
     // Join after the server is up, so the gateway's first tools/list finds it.
     try {
