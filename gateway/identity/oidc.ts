@@ -132,7 +132,10 @@ export class ConsoleSignIn {
 }
 
 function describe(err: unknown): string {
-  const e = err as { error?: unknown; error_description?: unknown; message?: unknown; code?: unknown };
+  const e = err as { error?: unknown; error_description?: unknown; message?: unknown; code?: unknown; cause?: { claim?: unknown; cause?: { claim?: unknown } } };
   if (typeof e.error === "string") return `${e.error}${typeof e.error_description === "string" ? `: ${e.error_description}` : ""}`.slice(0, 200);
-  return String(e.message ?? err).slice(0, 200);
+  // Which claim did not match (nonce, iss, aud…): its name only, never a value.
+  const name = e.cause?.claim ?? e.cause?.cause?.claim;
+  const claim = typeof name === "string" ? ` (the "${name}" claim)` : "";
+  return `${String(e.message ?? err)}${claim}`.slice(0, 200);
 }
