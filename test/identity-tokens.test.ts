@@ -198,6 +198,21 @@ describe("hostile tokens are refused, and say why", () => {
   });
 });
 
+describe("identity: in space.yaml", () => {
+  const parse = (identity: string, participants = "  alice: {kind: human}\n") => () =>
+    parseSpaceConfig(`space: {id: s}\nidentity:\n${identity}\nparticipants:\n${participants}`, { file: "space.yaml", env: {} });
+  it("refuses what would weaken it or name nothing, at its line", () => {
+    expect(parse("  issuer: not-a-url")).toThrow(/space.yaml:3:\d+: identity.issuer: expected the issuer's URL/);
+    expect(parse("  issuer: https://sso.example\n  algorithms: [HS256]")).toThrow(/space.yaml:4:16: identity.algorithms\[0\]: expected one of "RS256".*found "HS256"/);
+    expect(parse("  issuer: https://sso.example\n  algorithms: [none]")).toThrow(/identity.algorithms\[0\]/);
+    expect(parse("  issuer: https://sso.example\n  client_secret: s3cret")).toThrow(/identity.client_secret: unknown key; did you mean "client_secret_env"/);
+    expect(parse("  issuer: https://sso.example\n  people: {a@x: alcie}")).toThrow(/identity.people\["a@x"\]: unknown participant "alcie"; did you mean "alice"/);
+    expect(parse("  issuer: https://sso.example\n  guests: {'@ops': {}}")).toThrow(/identity.guests\["@ops"\]: no claim value maps to "@ops"/);
+    expect(parse("  issuer: https://sso.example", "  alice: {kind: human}\n  bot: {kind: agent, approvers: ['@ops']}\n")).toThrow(/unknown participant "@ops"/);
+    expect(parse("  issuer: https://sso.example\n  groups: {g: '@ops'}", "  alice: {kind: human}\n  bot: {kind: agent, approvers: ['@ops']}\n")).not.toThrow();
+  });
+});
+
 describe("a provider whose keys cannot be had", () => {
   let fake: Server;
   let fakeIssuer: string;

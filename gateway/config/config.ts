@@ -338,6 +338,10 @@ const SpaceConfigSchema = section({
         ctx.addIssue({ code: "custom", path: ["participants", id, "approvers", i], message: `unknown participant ${JSON.stringify(approver)}${hint}` });
       });
     }
+    const mapped = new Set(Object.values(identity?.groups ?? {}));
+    for (const g of Object.keys(identity?.guests ?? {})) {
+      if (!mapped.has(g)) ctx.addIssue({ code: "custom", path: ["identity", "guests", g], message: `no claim value maps to ${JSON.stringify(g)}; add it under identity.groups` });
+    }
     for (const [claim, id] of Object.entries(identity?.people ?? {})) {
       if (ids.includes(id)) continue;
       const near = suggest(id, ids);
