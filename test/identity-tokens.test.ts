@@ -162,6 +162,20 @@ describe("hostile tokens are refused, and say why", () => {
     expect(((await elsewhere.json()) as { error: { message: string } }).error.message).toMatch(/"iss"/);
   });
 
+  it("takes no audience from a Host header naming another port (a token another local service was given)", async () => {
+    const { request } = await import("node:http");
+    const token = await providerSigned({ aud: "http://127.0.0.1:8080" });
+    const status = await new Promise<number>((resolve, reject) => {
+      const r = request({ host: "127.0.0.1", port: gw.port, path: "/api/spaces/team/me", headers: { host: "127.0.0.1:8080", authorization: `Bearer ${token}` } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      r.on("error", reject);
+      r.end();
+    });
+    expect(status).toBe(401);
+  });
+
   it("refuses a real token whose signed part was edited to add a group or a person", async () => {
     const real = await machineToken(idp, "alice-bot", "mewgate:api", base);
     expect((await api("me", real)).status).toBe(200);

@@ -75,9 +75,23 @@ export function requestOrigin(req: IncomingMessage): string {
   return `${tls ? "https" : "http"}://${req.headers.host ?? "127.0.0.1"}`;
 }
 
-/** This gateway's resource URLs as the request reached it: the origin and its `/mcp` (a JWT's `aud` must be one). */
+/**
+ * This gateway's resource URLs as the request reached it: the origin and its `/mcp` (a JWT's
+ * `aud` must be one, unless `identity.resource` is set). Only when `Host` names the port this
+ * socket was accepted on: Host names any loopback address or IP literal, so a token another
+ * service on this machine was given (`aud: http://127.0.0.1:8080`) must not pass here because
+ * a client wrote that Host. Behind a proxy (another port), set `identity.resource`.
+ */
 export function resourceUrls(req: IncomingMessage): string[] {
   const o = requestOrigin(req);
+  let port: string;
+  try {
+    const u = new URL(o);
+    port = u.port || (u.protocol === "https:" ? "443" : "80");
+  } catch {
+    return [];
+  }
+  if (port !== String(req.socket.localPort)) return [];
   return [o, `${o}/`, `${o}/mcp`];
 }
 
