@@ -254,6 +254,23 @@ describe("a provider whose keys cannot be had", () => {
     await new Promise<void>((r) => fake.close(() => r()));
   });
 
+  it("refuses JWTs with 503 while the provider itself is unreachable, and says so in the log", async () => {
+    const dead = await freePort();
+    const other = await startWith(spaceYaml(`http://127.0.0.1:${dead}`));
+    try {
+      const token = await providerSigned({ iss: `http://127.0.0.1:${dead}`, aud: `http://127.0.0.1:${other.port}` });
+      const res = await fetch(`http://127.0.0.1:${other.port}/api/spaces/team/me`, { headers: { authorization: `Bearer ${token}` } });
+      expect(res.status).toBe(503);
+      expect(res.headers.get("retry-after")).toBe("5");
+      await waitFor(() => other.logs.some((l) => l.includes("could not read the identity provider's discovery document")), 2000, "a log line");
+      expect(other.logs.join("")).not.toContain(token.split(".")[2]!);
+      const ws = TestClient.connect({ port: other.port }, "space=team", { authorization: `Bearer ${token}` });
+      expect((await ws.closed).code).toBe(1013);
+    } finally {
+      await other.stop();
+    }
+  });
+
   it("refuses JWTs quickly with 503 and a clear log, keeps serving static tokens, and does not crash", async () => {
     const other = await startWith(spaceYaml(fakeIssuer));
     try {
