@@ -19,13 +19,15 @@ function readFragment() {
     history.replaceState(null, "", location.pathname);
     return { space, token };
   }
-  // #space=S alone: the space's identity provider may have signed this browser in (signin.js).
-  if (space) return { space, sso: true };
+  let stored = null;
   try {
-    return JSON.parse(sessionStorage.getItem("mewgate") || "null");
+    stored = JSON.parse(sessionStorage.getItem("mewgate") || "null");
   } catch {
-    return null;
+    stored = null;
   }
+  // #space=S alone: a token this tab holds for S, else the space's identity provider may have signed this browser in (signin.js).
+  if (space && stored?.space !== space) return { space, sso: true };
+  return stored;
 }
 
 async function signIn(creds) {
@@ -36,6 +38,7 @@ async function signIn(creds) {
     const session = await sessionFor(creds.space).catch(() => null);
     if (!session?.signed_in) {
       showLogin("");
+      $("login-space").value = creds.space;
       if (session?.sign_in) offerProvider(creds.space, session);
       return;
     }
