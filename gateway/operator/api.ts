@@ -192,9 +192,12 @@ function events(c: Caller, req: IncomingMessage, res: ServerResponse): void {
     },
     close: () => stop(),
   };
+  let expiry: NodeJS.Timeout | undefined;
   const unwatch = c.space.watch(c.id, peer);
-  // Signing out ends the stream a session opened (sessions.ts).
+  // Signing out ends the stream a session opened (sessions.ts), and so does the session's expiry.
   c.session?.closers.add(stop);
+  expiry = c.session ? setTimeout(stop, Math.max(0, c.session.expiresAt - Date.now())) : undefined;
+  expiry?.unref();
   const keepalive = setInterval(() => res.write(": keepalive\n\n"), KEEPALIVE_MS);
   keepalive.unref();
   let stopped = false;
@@ -202,6 +205,7 @@ function events(c: Caller, req: IncomingMessage, res: ServerResponse): void {
     if (stopped) return;
     stopped = true;
     clearInterval(keepalive);
+    clearTimeout(expiry);
     c.session?.closers.delete(stop);
     unwatch();
     res.end();
