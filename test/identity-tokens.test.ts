@@ -266,6 +266,10 @@ describe("a provider whose keys cannot be had", () => {
       expect(other.logs.join("")).not.toContain(token.split(".")[2]!);
       const ws = TestClient.connect({ port: other.port }, "space=team", { authorization: `Bearer ${token}` });
       expect((await ws.closed).code).toBe(1013);
+      // What no key could make valid is refused as such, without asking the provider.
+      const none = `${b64({ alg: "none" })}.${b64({ iss: `http://127.0.0.1:${dead}`, sub: "x", exp: 2e9 })}.`;
+      const refused = await fetch(`http://127.0.0.1:${other.port}/api/spaces/team/me`, { headers: { authorization: `Bearer ${none}` } });
+      expect(refused.status).toBe(401);
     } finally {
       await other.stop();
     }

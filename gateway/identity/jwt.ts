@@ -52,7 +52,15 @@ export class AccessTokens {
 
   /** Verifies `token` for `surface`; `audiences` are this gateway's resource URLs as the request reached it. */
   async verify(token: string, surface: Surface, audiences: string[]): Promise<Verified> {
-    const { errors, jwtVerify } = await (jose ??= import("jose"));
+    const { decodeProtectedHeader, errors, jwtVerify } = await (jose ??= import("jose"));
+    // A token no key could make valid is refused before the provider is asked anything.
+    let alg: unknown;
+    try {
+      alg = decodeProtectedHeader(token).alg;
+    } catch {
+      return { ok: false, status: 401, error: "invalid_token", description: "the token is not a valid JWT" };
+    }
+    if (!(this.config.algorithms as readonly unknown[]).includes(alg)) return { ok: false, status: 401, error: "invalid_token", description: "the token's signing algorithm is not accepted" };
     let keys: ReturnType<typeof createRemoteJWKSet>;
     try {
       keys = await this.keys();
