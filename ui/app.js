@@ -2,6 +2,7 @@
 // Everything a participant wrote is put on the page with textContent, never as HTML.
 
 import { formCards } from "./elicit.js";
+import { authHeaders, offerProvider, sessionFor, wireSignOut } from "./signin.js";
 
 const $ = (id) => document.getElementById(id);
 const state = { space: "", token: "", me: "", proposals: [], tools: [], seen: new Set(), stream: undefined };
@@ -18,16 +19,31 @@ function readFragment() {
     history.replaceState(null, "", location.pathname);
     return { space, token };
   }
+  let stored = null;
   try {
-    return JSON.parse(sessionStorage.getItem("mewgate") || "null");
+    stored = JSON.parse(sessionStorage.getItem("mewgate") || "null");
   } catch {
-    return null;
+    stored = null;
   }
+  // #space=S alone: a token this tab holds for S, else the space's identity provider may have signed this browser in (signin.js).
+  if (space && stored?.space !== space) return { space, sso: true };
+  return stored;
 }
 
 async function signIn(creds) {
   state.space = creds.space;
-  state.token = creds.token;
+  state.token = creds.token || "";
+  state.csrf = "";
+  if (creds.sso) {
+    const session = await sessionFor(creds.space).catch(() => null);
+    if (!session?.signed_in) {
+      showLogin("");
+      $("login-space").value = creds.space;
+      if (session?.sign_in) offerProvider(creds.space, session);
+      return;
+    }
+    state.csrf = session.csrf;
+  }
   const me = await api("GET", "me").catch((err) => err);
   if (me instanceof Error) {
     sessionStorage.removeItem("mewgate");
@@ -39,6 +55,12 @@ async function signIn(creds) {
   $("app").hidden = false;
   $("space-name").textContent = `· ${state.space}`;
   $("who").textContent = `signed in as ${me.id}`;
+  state.stopped = false;
+  wireSignOut(state, () => {
+    state.stopped = true;
+    state.csrf = "";
+    showLogin("Signed out.");
+  });
   // The stream first, then the lists: nothing that happens in between is missed.
   openStream();
   if ("Notification" in window && Notification.permission === "default") Notification.requestPermission().catch(() => {});
@@ -62,7 +84,7 @@ $("login-form").addEventListener("submit", (e) => {
 async function api(method, path, body) {
   const res = await fetch(`/api/spaces/${encodeURIComponent(state.space)}/${path}`, {
     method,
-    headers: { authorization: `Bearer ${state.token}`, ...(body ? { "content-type": "application/json" } : {}) },
+    headers: { ...authHeaders(state), ...(body ? { "content-type": "application/json" } : {}) },
     body: body ? JSON.stringify(body) : undefined,
   });
   const text = await res.text();
@@ -85,9 +107,9 @@ async function api(method, path, body) {
 
 async function openStream() {
   const conn = $("conn");
-  for (let attempt = 0; attempt < 1000; attempt++) {
+  for (let attempt = 0; attempt < 1000 && !state.stopped; attempt++) {
     try {
-      const res = await fetch(`/api/spaces/${encodeURIComponent(state.space)}/events`, { headers: { authorization: `Bearer ${state.token}` } });
+      const res = await fetch(`/api/spaces/${encodeURIComponent(state.space)}/events`, { headers: authHeaders(state) });
       if (!res.ok) throw new Error(`HTTP ${res.status}`);
       await refreshAll().catch(alertIn);
       conn.textContent = "live";

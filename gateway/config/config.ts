@@ -7,6 +7,7 @@ import { CallsSchema, DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits
 import { boolean, defaultMessage, expected, int, kindOf, MAX_TIMER_MS, numeric, section, suggest } from "./schema.js";
 import { formatPath, locate, substituteEnv } from "./yaml.js";
 import { Lookalikes } from "../identity/confusables.js";
+import { identitySchema } from "./identity.js";
 
 export { DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits };
 
@@ -300,8 +301,10 @@ const SpaceConfigSchema = section({
       ParticipantSchema,
     )
     .default({}),
+  /** The organisation's OpenID provider: console sign-in and JWT access tokens (config/identity.ts). */
+  identity: identitySchema(CapabilitySchema, ToolPolicySchema).optional(),
 })
-  .superRefine(({ participants, mcpServers }, ctx) => {
+  .superRefine(({ participants, mcpServers, identity }, ctx) => {
     // A space of pasted mcpServers alone is a space too (its tools, for MCP clients).
     if (Object.keys(participants).length === 0 && Object.keys(mcpServers ?? {}).length === 0) {
       ctx.addIssue({ code: "custom", path: ["participants"], message: "expected at least one participant (under participants or mcpServers)" });
@@ -334,10 +337,21 @@ const SpaceConfigSchema = section({
       }
       p.approvers?.forEach((approver, i) => {
         if (ids.includes(approver)) return;
+        // A group the identity provider's claims map people into (identity.groups).
+        if (approver.startsWith("@") && Object.values(identity?.groups ?? {}).includes(approver)) return;
         const near = suggest(approver, ids);
         const hint = near ? `; did you mean ${JSON.stringify(near)}?` : "";
         ctx.addIssue({ code: "custom", path: ["participants", id, "approvers", i], message: `unknown participant ${JSON.stringify(approver)}${hint}` });
       });
+    }
+    const mapped = new Set(Object.values(identity?.groups ?? {}));
+    for (const g of Object.keys(identity?.guests ?? {})) {
+      if (!mapped.has(g)) ctx.addIssue({ code: "custom", path: ["identity", "guests", g], message: `no claim value maps to ${JSON.stringify(g)}; add it under identity.groups` });
+    }
+    for (const [claim, id] of Object.entries(identity?.people ?? {})) {
+      if (ids.includes(id)) continue;
+      const near = suggest(id, ids);
+      ctx.addIssue({ code: "custom", path: ["identity", "people", claim], message: `unknown participant ${JSON.stringify(id)}${near ? `; did you mean ${JSON.stringify(near)}?` : ""}` });
     }
     // Ids that read alike (`files`, `fiIes`, `fi1es`, `Files`) could pass for each other on every
     // screen that names a participant or its tools (identity/confusables.ts). Reported at the
@@ -354,7 +368,7 @@ const SpaceConfigSchema = section({
       if (!pathOf.has(id)) pathOf.set(id, path);
     }
   })
-  .transform(({ space, gateway, policy, calls, quotas, defaults, participants, mcpServers, prices }) => {
+  .transform(({ space, gateway, policy, calls, quotas, defaults, participants, mcpServers, prices, identity }) => {
     // Null prototype: ids like "constructor" are legal and must not hit Object.prototype.
     const resolved: Record<string, ParticipantConfig> = Object.create(null);
     // A pasted mcpServers entry is an `mcp` participant with every default.
@@ -374,7 +388,7 @@ const SpaceConfigSchema = section({
       if (rootsFrom !== undefined) resolved[id]!.capabilities.push({ kind: "mcp/request", to: [rootsFrom], payload: { method: "roots/list" } });
     }
     // `file` is set by parseSpaceConfig once the path is known.
-    return { file: "", space: { ...space, name: space.name ?? space.id }, gateway, policy, calls, quotas, defaults, participants: resolved };
+    return { file: "", space: { ...space, name: space.name ?? space.id }, gateway, policy, calls, quotas, defaults, participants: resolved, ...(identity ? { identity } : {}) };
   });
 
 export type ParticipantConfig = Omit<z.output<typeof ParticipantSchema>, "capabilities" | "visibility"> & {

@@ -20,6 +20,9 @@ import { render as renderMetrics } from "../ports/metrics.js";
 import { mountOperatorApi } from "../operator/api.js";
 import { mountConsole } from "../operator/console.js";
 import { mountInjection } from "../operator/inject.js";
+import { mountResourceMetadata } from "../operator/resource.js";
+import { mountSignIn } from "../operator/signin.js";
+import { resourceUrls } from "../operator/http.js";
 import { OriginGuard } from "./origin.js";
 import { TokenBook } from "../identity/tokens.js";
 import type { StateRecord } from "../space/ledger.js";
@@ -144,6 +147,8 @@ export class Gateway {
     mountOperatorApi(this);
     mountConsole(this);
     mountInjection(this);
+    mountResourceMetadata(this);
+    mountSignIn(this);
     this.http.on("upgrade", (req, socket, head) => {
       this.sockets.upgraded(req.socket);
       // A request target such as "//" is no URL: refused here, since a throw in this handler stops the process.
@@ -182,7 +187,7 @@ export class Gateway {
       stateDir: config.gateway.state_dir,
       ...(this.opts.env ? { env: this.opts.env } : {}),
     });
-    return new Space(config, book, this.log.child({ space: config.space.id }), store ? { store } : {});
+    return new Space(config, book, this.log.child({ space: config.space.id }), { ...(store ? { store } : {}), ...(this.opts.env ? { env: this.opts.env } : {}) });
   }
 
   private get clustered(): boolean {
@@ -382,8 +387,9 @@ export class Gateway {
     // Unset in the URL, the participant's `echo` in space.yaml applies.
     const echoParam = url.searchParams.get("echo");
     const echo = echoParam === null ? undefined : echoParam === "1" || echoParam === "true";
+    const audiences = resourceUrls(req);
     if (token !== undefined && spaceId !== undefined) {
-      this.admit(conn, { token, space: spaceId, claimed, echo });
+      this.admit(conn, { token, space: spaceId, claimed, echo, audiences });
       return;
     }
     // A MEW client names its space in its first frame (spec: connect to `/`, then join),
@@ -391,12 +397,12 @@ export class Gateway {
     // frame cannot swap the identity the connection presented.
     conn.awaitJoin(
       this.limits.join_timeout_ms,
-      (join) => this.admit(conn, { token: token ?? join.token!, space: spaceId ?? join.space, claimed: join.participantId ?? join.participant_id ?? claimed, echo }),
+      (join) => this.admit(conn, { token: token ?? join.token!, space: spaceId ?? join.space, claimed: join.participantId ?? join.participant_id ?? claimed, echo, audiences }),
       token === undefined ? "token" : "space",
     );
   }
 
-  private admit(conn: Connection, who: { token: string; space: string | undefined; claimed: string | undefined; echo: boolean | undefined }): void {
+  private admit(conn: Connection, who: { token: string; space: string | undefined; claimed: string | undefined; echo: boolean | undefined; audiences: string[] }): void {
     if (who.space === undefined) return conn.close(CloseCodes.badRequest, "missing space: connect to /ws?space=NAME");
     const door = this.door(who.space);
     if (!door) return conn.close(CloseCodes.unknownSpace, `no space named "${who.space.slice(0, 64)}"`);
@@ -412,7 +418,7 @@ export class Gateway {
     conn.admitting();
     let admission: Admission | Promise<Admission>;
     try {
-      admission = door.admit({ token: who.token, claimed: who.claimed, echo: who.echo }, conn);
+      admission = door.admit({ token: who.token, claimed: who.claimed, echo: who.echo, audiences: who.audiences }, conn);
     } catch (err) {
       conn.log.error({ err: String(err) }, "admission failed");
       return conn.close(CloseCodes.tryAgain, "the gateway could not admit you; try again");

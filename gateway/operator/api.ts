@@ -24,7 +24,9 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Peer } from "../ports/member.js";
 import type { Proposal } from "../proposals/book.js";
 import type { Space } from "../space/space.js";
-import { bearer, readJsonObject, sendJson } from "./http.js";
+import { Sessions, type Session } from "../identity/sessions.js";
+import { adopt, authenticateBearer } from "../space/bearer.js";
+import { bearer, bearerChallenge, cookie, header, readJsonObject, resourceUrls, sendJson, sessionCookieName } from "./http.js";
 import { proposalView, statusOf } from "./views.js";
 
 const PREFIX = "/api/spaces/";
@@ -35,6 +37,39 @@ const KEEPALIVE_MS = 15_000;
 interface Caller {
   space: Space;
   id: string;
+  /** The console session it came with (signin.ts), if not a bearer token. */
+  session?: Session | undefined;
+}
+
+/**
+ * Who calls: a bearer token (static, or a JWT from the space's identity provider), or the
+ * console's session cookie — with which a request that changes anything must also carry the
+ * session's CSRF value in `X-CSRF-Token` (a page elsewhere cannot read it). Answers the
+ * refusal itself and returns undefined.
+ */
+async function authenticate(space: Space, req: IncomingMessage, res: ServerResponse): Promise<Caller | undefined> {
+  const token = bearer(req.headers.authorization);
+  if (token === undefined) {
+    const session = space.identity?.sessions.find(cookie(req, sessionCookieName(space.id)));
+    if (!session) {
+      send(res, fail(401, "unauthorized", "send the participant's token as Authorization: Bearer <token>, or sign in"), { "www-authenticate": bearerChallenge(req, "/api") });
+      return undefined;
+    }
+    if (req.method !== "GET" && req.method !== "HEAD" && !Sessions.csrfMatches(session, header(req, "x-csrf-token"))) {
+      send(res, fail(403, "csrf_failed", "this request changes something and lacks the session's X-CSRF-Token; reload the console"));
+      return undefined;
+    }
+    adopt(space, session.identity);
+    return { space, id: session.identity.participant, session };
+  }
+  const auth = await authenticateBearer(space, token, "api", resourceUrls(req));
+  if (!auth.ok) {
+    const { status } = auth.http;
+    const code = status === 403 ? "insufficient_scope" : status === 503 ? "unavailable" : "unauthorized";
+    send(res, fail(status, code, auth.reason), status === 503 ? { "retry-after": "5" } : { "www-authenticate": bearerChallenge(req, "/api", auth.http) });
+    return undefined;
+  }
+  return { space, id: auth.id };
 }
 
 type Reply = { status: number; body: unknown };
@@ -63,11 +98,8 @@ async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerRespons
   const [spaceId, ...rest] = parts;
   const space = gateway.spaces.get(spaceId ?? "");
   if (!space) return send(res, fail(404, "unknown_space", `no space named "${clip(spaceId ?? "")}"`));
-  const token = bearer(req.headers.authorization);
-  if (token === undefined) return send(res, fail(401, "unauthorized", "send the participant's token as Authorization: Bearer <token>"), { "www-authenticate": 'Bearer realm="mewgate"' });
-  const auth = space.authenticate(token);
-  if (!auth.ok) return send(res, fail(401, "unauthorized", `invalid token for space "${space.id}"`), { "www-authenticate": 'Bearer realm="mewgate"' });
-  const caller: Caller = { space, id: auth.id };
+  const caller = await authenticate(space, req, res);
+  if (!caller) return;
   const route = `${req.method} ${rest.map((p, i) => (i === 1 && rest[0] !== undefined && ["proposals", "grants", "requests", "participants"].includes(rest[0]) ? ":id" : p)).join("/")}`;
   if (route === "GET events") return events(caller, req, res);
   let body: Record<string, unknown> = {};
@@ -160,7 +192,12 @@ function events(c: Caller, req: IncomingMessage, res: ServerResponse): void {
     },
     close: () => stop(),
   };
+  let expiry: NodeJS.Timeout | undefined;
   const unwatch = c.space.watch(c.id, peer);
+  // Signing out ends the stream a session opened (sessions.ts), and so does the session's expiry.
+  c.session?.closers.add(stop);
+  expiry = c.session ? setTimeout(stop, Math.max(0, c.session.expiresAt - Date.now())) : undefined;
+  expiry?.unref();
   const keepalive = setInterval(() => res.write(": keepalive\n\n"), KEEPALIVE_MS);
   keepalive.unref();
   let stopped = false;
@@ -168,6 +205,8 @@ function events(c: Caller, req: IncomingMessage, res: ServerResponse): void {
     if (stopped) return;
     stopped = true;
     clearInterval(keepalive);
+    clearTimeout(expiry);
+    c.session?.closers.delete(stop);
     unwatch();
     res.end();
   }

@@ -65,3 +65,70 @@ export function readJsonObject(
     req.on("error", () => resolve({ ok: false, status: 400, message: "the request failed" }));
   });
 }
+
+/** Where RFC 9728 protected-resource metadata is served (operator/resource.ts). */
+export const RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource";
+
+/** `http://host:port` as the client addressed the gateway (Host is checked before any route runs). */
+export function requestOrigin(req: IncomingMessage): string {
+  const tls = (req.socket as { encrypted?: boolean }).encrypted === true;
+  return `${tls ? "https" : "http"}://${req.headers.host ?? "127.0.0.1"}`;
+}
+
+/**
+ * This gateway's resource URLs as the request reached it: the origin and its `/mcp` (a JWT's
+ * `aud` must be one, unless `identity.resource` is set). Only when `Host` names the port this
+ * socket was accepted on: Host names any loopback address or IP literal, so a token another
+ * service on this machine was given (`aud: http://127.0.0.1:8080`) must not pass here because
+ * a client wrote that Host. Behind a proxy (another port), set `identity.resource`.
+ */
+export function resourceUrls(req: IncomingMessage): string[] {
+  const o = requestOrigin(req);
+  let port: string;
+  try {
+    const u = new URL(o);
+    port = u.port || (u.protocol === "https:" ? "443" : "80");
+  } catch {
+    return [];
+  }
+  if (port !== String(req.socket.localPort)) return [];
+  return [o, `${o}/`, `${o}/mcp`];
+}
+
+/**
+ * The `WWW-Authenticate` value of a refusal (RFC 6750, RFC 9728): where the resource's
+ * metadata is, and — for a token that was presented — what was wrong with it and, for a
+ * token without the scope, which scope to ask for.
+ */
+export function bearerChallenge(req: IncomingMessage, metadataSuffix: string, failure?: { error: string; description?: string; scope?: string }): string {
+  const quote = (v: string) => v.replace(/[\\"]/g, "").replace(/[^\x20-\x7e]/g, "?");
+  const parts = [`Bearer realm="mewgate"`, `resource_metadata="${quote(`${requestOrigin(req)}${RESOURCE_METADATA_PATH}${metadataSuffix}`)}"`];
+  if (failure && failure.error !== "temporarily_unavailable") {
+    parts.push(`error="${quote(failure.error === "access_denied" ? "insufficient_scope" : failure.error)}"`);
+    if (failure.description) parts.push(`error_description="${quote(failure.description)}"`);
+    if (failure.scope) parts.push(`scope="${quote(failure.scope)}"`);
+  }
+  return parts.join(", ");
+}
+
+/** The console's session cookie for a space: one per space, so signing in to one never touches another. */
+export function sessionCookieName(spaceId: string): string {
+  return `mewgate_session_${spaceId}`;
+}
+
+/** A cookie's value from the request, or undefined. */
+export function cookie(req: IncomingMessage, name: string): string | undefined {
+  const raw = req.headers.cookie;
+  if (!raw) return undefined;
+  for (const part of raw.split(";")) {
+    const eq = part.indexOf("=");
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
+export function header(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  const s = Array.isArray(v) ? v[0] : v;
+  return s === undefined || s === "" ? undefined : s;
+}

@@ -32,6 +32,8 @@ export class Member {
   backlog: ParsedFrame[] | undefined;
   /** This member's changes on their way to disk. */
   inFlight = 0;
+  /** Groups its identity provider put it in (identity/claims.ts), without the `@`; none for a static token. */
+  groups: readonly string[] = [];
   private ownLog: Logger | undefined;
 
   constructor(

@@ -195,7 +195,8 @@ export class Decisions implements ProposalDesk {
       return false;
     }
     const approvers = this.space.config.participants[p.proposer]?.approvers;
-    if (approvers && !approvers.includes(member.id)) {
+    // `@ops` names everyone in that group: here, the groups the member's identity provider put it in (member.groups).
+    if (approvers && !approvers.includes(member.id) && !approvers.some((a) => a.startsWith("@") && member.groups.includes(a.slice(1)))) {
       this.space.fail(member, ErrorCodes.notAnApprover, `proposals of "${p.proposer}" are decided by ${approvers.join(", ")}`, inboundId);
       return false;
     }

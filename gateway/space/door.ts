@@ -8,6 +8,9 @@
  */
 import type { Logger } from "pino";
 import type { Member, Peer } from "../ports/member.js";
+import { looksLikeJwt } from "../identity/jwt.js";
+import { CloseCodes } from "../wire/envelope.js";
+import { authenticateBearer } from "./bearer.js";
 import type { Space } from "./space.js";
 
 /** A joined participant, as its connection reaches it. */
@@ -28,6 +31,8 @@ export interface AdmitRequest {
   token: string;
   claimed?: string | undefined;
   echo?: boolean | undefined;
+  /** This gateway's resource URLs as the connection reached it: where a JWT access token must be for (space/bearer.ts). */
+  audiences?: string[] | undefined;
 }
 
 export interface SpaceDoor {
@@ -42,8 +47,14 @@ export function localDoor(space: Space): SpaceDoor {
     id: space.id,
     admit(who, peer) {
       const auth = space.authenticate(who.token, who.claimed);
-      if (!auth.ok) return auth;
-      return { ok: true, port: new LocalPort(space, space.join(auth.id, peer, { echo: who.echo })) };
+      if (auth.ok) return { ok: true, port: new LocalPort(space, space.join(auth.id, peer, { echo: who.echo })) };
+      // Perhaps an access token from the space's identity provider: checked asynchronously.
+      if (!space.identity || !looksLikeJwt(who.token)) return auth;
+      return authenticateBearer(space, who.token, "join", who.audiences ?? [], who.claimed).then((r): Admission => {
+        if (!r.ok) return { ok: false, code: r.code, reason: r.reason };
+        if (space.closed) return { ok: false, code: CloseCodes.goingAway, reason: "the space has shut down" };
+        return { ok: true, port: new LocalPort(space, space.join(r.id, peer, { echo: who.echo })) };
+      });
     },
   };
 }

@@ -23,6 +23,7 @@ import { frameBudget, maySee } from "../calls/endpoint.js";
 import { McpRouter } from "../calls/router.js";
 import type { SpaceConfig } from "../config/config.js";
 import type { TokenBook } from "../identity/tokens.js";
+import { SpaceIdentity } from "../identity/provider.js";
 import { SpaceMetrics } from "../ports/metrics.js";
 import { Tracing } from "../ports/tracing.js";
 import { Notifier } from "../proposals/notify.js";
@@ -87,16 +88,22 @@ export class Space implements SpaceHost {
   /** Who holds each person's conversation (conversations.ts). */
   private conversations!: Conversations;
   private isClosed = false;
+  /** The space's identity provider, with `identity:` in space.yaml (space/bearer.ts uses it). */
+  readonly identity: SpaceIdentity | undefined;
+  /** Groups each participant's identity provider put it in when it last signed in (space/bearer.ts). */
+  readonly runtimeGroups = new Map<string, readonly string[]>();
 
   constructor(
     readonly config: SpaceConfig,
     private readonly tokens: TokenBook,
     readonly log: Logger,
     /** Where the space's state is kept, when not in `gateway.state_dir` (a cluster's bus). */
-    opts: { store?: StoreOpener<StateRecord> } = {},
+    opts: { store?: StoreOpener<StateRecord>; env?: NodeJS.ProcessEnv } = {},
   ) {
     this.id = config.space.id;
     this.tracing = Tracing.from(config.gateway.telemetry, process.env, log);
+    const declared = (id: string) => Object.hasOwn(config.participants, id);
+    this.identity = config.identity && new SpaceIdentity(config.identity, this.id, Object.keys(config.participants), declared, log.child({ component: "identity" }), opts.env);
     this.delivery = new Delivery(config, this.metrics, log);
     this.grants = new GrantBook((id) => this.authority.configured(id));
     this.authority = new Authority(config, this.grants, this.registry);
@@ -253,6 +260,7 @@ export class Space implements SpaceHost {
     const config = this.config.participants[id];
     if (!config) throw new Error(`join: "${id}" is not a participant of space "${this.id}"`);
     const member = new Member(id, config, peer, config.visibility, opts.echo ?? config.echo, this.log, ++this.delivery.joins);
+    member.groups = this.runtimeGroups.get(id) ?? [];
     this.recompile(member);
     const previous = this.delivery.members.get(id);
     this.delivery.members.set(id, member);
@@ -346,6 +354,7 @@ export class Space implements SpaceHost {
       close: () => {},
     };
     const actor = new Member(id, config, peer, config.visibility, false, this.log, this.delivery.joins, "api");
+    actor.groups = this.runtimeGroups.get(id) ?? [];
     this.recompile(actor);
     const pending = this.pipeline.run(actor, parseFrame(JSON.stringify(frame), this.config.gateway.limits.max_depth));
     if (pending) await pending;

@@ -21,6 +21,8 @@ import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/se
 import type { Logger } from "pino";
 import type { Gateway } from "../../gateway/edge/server.js";
 import type { Space } from "../../gateway/space/space.js";
+import { authenticateBearer } from "../../gateway/space/bearer.js";
+import { bearerChallenge, resourceUrls } from "../../gateway/operator/http.js";
 import type { ParticipantClient } from "../client.js";
 import type { SpaceMcpServer } from "./server.js";
 
@@ -111,7 +113,7 @@ interface Session {
   closed: boolean;
 }
 
-type Who = { ok: true; space: Space; participant: string } | { ok: false; status: number; reason: string; message: string };
+type Who = { ok: true; space: Space; participant: string } | { ok: false; status: number; reason: string; message: string; challenge?: { error: string; description?: string; scope?: string } };
 
 const DEFAULT_IDLE_MS = 30 * 60_000;
 const DEFAULT_MAX_BODY = 4 * 1024 * 1024;
@@ -175,7 +177,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
   );
   sweeper.unref();
 
-  function identify(req: IncomingMessage, url: URL, session: Session | undefined): Who {
+  async function identify(req: IncomingMessage, url: URL, session: Session | undefined): Promise<Who> {
     const token = bearer(req.headers.authorization);
     if (token === undefined) return { ok: false, status: 401, reason: "unauthorized", message: "missing token: send Authorization: Bearer <participant token>" };
     const named = url.searchParams.get("space") ?? header(req, "mcp-space");
@@ -183,8 +185,9 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     if (spaceId === undefined) return { ok: false, status: 400, reason: "bad_request", message: "which space? add ?space=ID to the URL or send an Mcp-Space header" };
     const space = gateway.spaces.get(spaceId);
     if (!space) return { ok: false, status: 404, reason: "unknown_space", message: `no space named "${spaceId.slice(0, 64)}"` };
-    const auth = space.authenticate(token);
-    if (!auth.ok) return { ok: false, status: 401, reason: "unauthorized", message: auth.reason };
+    // A static token, or a JWT access token from the space's identity provider (which stops here: the space's tools never see it).
+    const auth = await authenticateBearer(space, token, "mcp", resourceUrls(req));
+    if (!auth.ok) return { ok: false, status: auth.http.status, reason: auth.http.status === 403 ? "insufficient_scope" : auth.http.status === 503 ? "unavailable" : "unauthorized", message: auth.reason, challenge: auth.http };
     return { ok: true, space, participant: auth.id };
   }
 
@@ -272,10 +275,10 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     const url = new URL(req.url ?? "/", "http://gateway");
     const sid = header(req, "mcp-session-id");
     const session = sid === undefined ? undefined : sessions.get(sid);
-    const who = identify(req, url, session);
+    const who = await identify(req, url, session);
     if (!who.ok) {
-      // RFC 9728: tell the client where the protected resource's metadata is.
-      const headers = who.status === 401 ? { "www-authenticate": `Bearer realm="mewgate", resource_metadata="${origin(req)}${METADATA_PATH}${path}"` } : undefined;
+      // RFC 9728: tell the client where the protected resource's metadata is (and, RFC 6750, what was wrong with its token).
+      const headers: Record<string, string> | undefined = who.status === 401 || who.status === 403 ? { "www-authenticate": bearerChallenge(req, path, who.challenge) } : who.status === 503 ? { "retry-after": "5" } : undefined;
       return rpcError(res, who.status, RPC_SERVER_ERROR, who.message, who.reason, headers);
     }
     if (sid !== undefined) {
@@ -332,15 +335,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     return handle(m, req, res);
   }
 
-  // RFC 9728 protected-resource metadata: what the resource is and how to present a
-  // token. Tokens are issued by the space's operator (mewgate token show), not by an
-  // authorization server, so none is listed.
-  const metadata = (req: IncomingMessage, res: ServerResponse): void => {
-    res.writeHead(200, { "content-type": "application/json", "cache-control": "no-store" });
-    res.end(JSON.stringify({ resource: `${origin(req)}${path}`, bearer_methods_supported: ["header"], resource_name: "mewgate space (MCP)" }));
-  };
-  gateway.addHttpRoute(`${METADATA_PATH}${path}`, metadata);
-  gateway.addHttpRoute(METADATA_PATH, metadata);
+  // RFC 9728 protected-resource metadata for this path is served by the gateway (gateway/operator/resource.ts).
 
   gateway.addHttpRoute(path, (req, res) => {
     (mods ? handle(mods, req, res) : handleFirst(req, res)).catch((err: Error) => {
@@ -363,13 +358,6 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       await Promise.all([...all].map((s) => closeSession(s)));
     },
   };
-}
-
-const METADATA_PATH = "/.well-known/oauth-protected-resource";
-
-/** `http://host:port` as the client addressed the gateway (Host is checked before any route runs). */
-function origin(req: IncomingMessage): string {
-  return `http://${req.headers.host ?? "127.0.0.1"}`;
 }
 
 function header(req: IncomingMessage, name: string): string | undefined {
