@@ -3,6 +3,7 @@
  */
 import { DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal } from "../proposals/book.js";
 import type { Space } from "../space/space.js";
+import { approvalsView } from "../proposals/approvals.js";
 
 /**
  * A proposal awaiting a decision as an approver needs to see it: who, what, why it waits,
@@ -31,6 +32,8 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     ...(entry?.["findings"] ? { findings: entry["findings"] } : {}),
     // Whether the viewer may decide: not its own, and it could make the call itself.
     mine: p.proposer === viewer,
+    // A two-person rule: "1 of 2", who approved, and whether it can still be met (proposals/approvals.ts).
+    ...approvalsOf(space, p),
   };
 }
 
@@ -53,6 +56,9 @@ export function statusOf(code: string): number {
     case "duplicate_id":
     case "target_offline":
     case "tool_changed":
+    case "already_approved":
+    case "approval_mismatch":
+    case "approvals_needed":
       return 409;
     case "quota_exceeded":
     case "rate_limited":
@@ -69,4 +75,9 @@ export function statusOf(code: string): number {
       // revoke_not_allowed, not_proposer, denied, grant_exceeds_*: not yours to do.
       return 403;
   }
+}
+
+function approvalsOf(space: Space, p: Proposal): Record<string, unknown> {
+  const view = approvalsView(space.config, space.authority.groups, p, (id) => p.tool !== undefined && space.authority.tool(id, p.owner, p.tool, true) === "direct");
+  return view ? { approvals: view } : {};
 }

@@ -25,6 +25,7 @@ import { allowCapabilities, CompiledPolicy, type Decision, decideWhy, specificTo
 import type { Registry } from "../ports/registry.js";
 import { summary } from "./inspect.js";
 import type { PinState } from "../ports/pins.js";
+import { expandRuleGlob, Groups } from "./groups.js";
 
 /** The outcome for one call: go ahead, go through a proposal, or a refusal to send back. */
 export type Verdict = { decision: "direct" | "proposal"; /** a proposal only because the gateway flagged the tool (`tool_checks: ask`): whoever may call it otherwise may approve it */ flagged?: true } | { decision: "denied"; code: ErrorCode; message: string; extra?: Record<string, unknown> };
@@ -41,12 +42,16 @@ interface Rules {
 export class Authority {
   private readonly rules = new Map<string, Rules>();
   private readonly skips = new Map<string, { globs: readonly string[]; match: (tool: string) => boolean }>();
+  /** Who is in which group (policy/groups.ts): space.yaml's, and what is learnt at run time. */
+  readonly groups: Groups;
 
   constructor(
     private readonly config: SpaceConfig,
     private readonly grants: GrantBook,
     private readonly registry: Registry,
-  ) {}
+  ) {
+    this.groups = new Groups(config);
+  }
 
   /** Drops what was compiled from a participant's rules (it was invited or removed at runtime). */
   forget(id: string): void {
@@ -233,9 +238,26 @@ export class Authority {
     if (r) return r;
     const p = this.config.participants[id];
     if (!p) return undefined;
-    const configured = [...p.capabilities, ...allowCapabilities(p.tools)];
-    r = { policy: new CompiledPolicy(p.tools), configured, configuredMatch: compileCapabilities(configured) };
+    const tools = withGroups(p.tools, this.config.groups);
+    const configured = [...p.capabilities, ...allowCapabilities(tools)];
+    r = { policy: new CompiledPolicy(tools), configured, configuredMatch: compileCapabilities(configured) };
     this.rules.set(id, r);
     return r;
   }
+}
+
+/** A tool policy whose `@group/tool` globs are spelled out, one per member of the group (policy/groups.ts). */
+function withGroups<T extends Record<string, unknown> | undefined>(tools: T, groups: Readonly<Record<string, readonly string[]>> | undefined): T {
+  if (tools === undefined || !groups) return tools;
+  const out: Record<string, unknown> = { ...tools };
+  for (const [rule, list] of Object.entries(tools)) {
+    if (!Array.isArray(list)) continue;
+    out[rule] = list.flatMap((r: unknown) => {
+      if (typeof r === "string") return expandRuleGlob(r, groups);
+      // A rule object (`{tool, ...}`) keeps everything but its tool glob.
+      const tool = r && typeof r === "object" ? (r as { tool?: unknown }).tool : undefined;
+      return typeof tool === "string" ? expandRuleGlob(tool, groups).map((t) => ({ ...(r as object), tool: t })) : [r];
+    });
+  }
+  return out as T;
 }

@@ -32,6 +32,7 @@ import { DEFINITION_CHANGED, toolGrant } from "../policy/rules.js";
 import type { Plan } from "../ports/plan.js";
 import { awaiting, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal, type ProposalBook } from "./book.js";
 import type { Member } from "../ports/member.js";
+import { approvedBy, approversNow, requiredApprovals, sameArguments } from "./approvals.js";
 
 export class Decisions implements ProposalDesk {
   constructor(
@@ -111,6 +112,11 @@ export class Decisions implements ProposalDesk {
     if (changed && typeof env.payload === "object" && env.payload !== null) {
       env.payload = { ...(env.payload as Record<string, unknown>), [DEFINITION_CHANGED_KEY]: { tool: `${owner}/${tool}`, message: DEFINITION_CHANGED, previous: changed.from, digest: changed.to, changes: changed.changes } };
     }
+    // The two-person rule is fixed when the proposal is held (proposals/approvals.ts).
+    const required = requiredApprovals(this.space.config, member.id, owner, tool);
+    if (required > 1 && env.payload && typeof env.payload === "object") {
+      env.payload = { ...(env.payload as Record<string, unknown>), "mewgate/approvals": { required, by: [] } };
+    }
     const plan = this.proposals.planAdd({
       id: env.id,
       proposer: member.id,
@@ -126,6 +132,7 @@ export class Decisions implements ProposalDesk {
       expiresAt: now + this.space.config.policy.proposal_ttl_ms,
       envelope: env,
       bytes,
+      ...(required > 1 ? { required, approvals: [] } : {}),
     });
     try {
       await this.space.record(plan);
@@ -190,8 +197,9 @@ export class Decisions implements ProposalDesk {
       this.space.fail(member, ErrorCodes.selfApproval, "you cannot decide on your own proposal (withdraw it instead)", inboundId);
       return false;
     }
-    const approvers = this.space.config.participants[p.proposer]?.approvers;
-    if (approvers && !approvers.includes(member.id)) {
+    // The proposer's approvers (ids and @groups), widened by escalation stages reached (approvals.ts).
+    const approvers = approversNow(this.space.config, p);
+    if (approvers && !this.space.authority.groups.names(approvers, member.id)) {
       this.space.fail(member, ErrorCodes.notAnApprover, `proposals of "${p.proposer}" are decided by ${approvers.join(", ")}`, inboundId);
       return false;
     }
@@ -242,7 +250,50 @@ export class Decisions implements ProposalDesk {
     if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
     const env = stamp(inbound, member.id);
     env.to ??= [p.proposer];
+    if ((p.required ?? 1) > 1 && p.state === "pending") return this.approveOneOf(member, p, { scope, edited: parsed.data.arguments, reason }, inbound.id, env);
     return this.approve(member, p, { scope, edited, reason }, inbound.id, env);
+  }
+
+  /**
+   * An approval of a proposal that needs several (proposals/approvals.ts): recorded and shown
+   * until the last one, which approves it as any single approval would, with the arguments
+   * the first approver approved.
+   */
+  private async approveOneOf(
+    member: Member,
+    p: Proposal,
+    d: { scope: "once" | "always"; edited: Record<string, unknown> | undefined; reason: string | undefined },
+    sentId: string | undefined,
+    announce: Envelope | undefined,
+  ): Promise<void> {
+    const required = p.required ?? 1;
+    const by = approvedBy(p);
+    if (by.includes(member.id)) {
+      return this.space.fail(member, ErrorCodes.alreadyApproved, `you already approved proposal "${clip(p.id)}" (${by.length} of ${required}); it needs another approver`, sentId, { approvals: by.length, required });
+    }
+    if (d.scope === "always") {
+      return this.space.fail(member, ErrorCodes.invalidPayload, `proposal "${clip(p.id)}" needs ${required} approvers, so it cannot be approved "always" (a grant would let later calls skip the others); approve once`, sentId);
+    }
+    // Only the first approval may edit: a later one approves what the first approved, or rejects.
+    if (by.length > 0 && d.edited !== undefined && !sameArguments(d.edited, p.editedArguments ?? p.params["arguments"] ?? {})) {
+      return this.space.fail(member, ErrorCodes.approvalMismatch, `proposal "${clip(p.id)}" was already approved by ${by.join(", ")} with other arguments; approve those as they are, or reject it`, sentId, { approved_by: by });
+    }
+    if (by.length + 1 >= required) {
+      const edited = by.length > 0 ? p.editedArguments : d.edited;
+      return this.approve(member, p, { scope: "once", edited, reason: d.reason }, sentId, announce);
+    }
+    const stays = `the proposal stays ${p.state}`;
+    const approval = { by: member.id, ts: now(), ...(d.edited !== undefined ? { arguments: d.edited } : {}), ...(d.reason !== undefined ? { reason: d.reason } : {}) };
+    try {
+      await this.space.record(this.proposals.planApproval(p, approval));
+    } catch (err) {
+      return this.space.storeFailed(member, err, sentId, `the approval was not recorded; ${stays}`);
+    }
+    const after = approvedBy(p);
+    member.log.info({ proposal: p.id, proposer: p.proposer, approvals: after.length, required }, "proposal approved, waiting for more approvers");
+    // Everyone who sees the proposal sees how far it got; the proposer learns it still waits.
+    const payload = { proposal: p.id, required, approvals: after.length, by: after, text: `${after.length} of ${required}`, ...(p.editedArguments !== undefined ? { arguments: p.editedArguments } : {}) };
+    this.space.deliver(systemEnvelope("system/approval", payload, { to: [p.proposer, member.id], correlation_id: [p.id] }));
   }
 
   /** A MEW fulfilment: a request correlated to a pending proposal counts as a one-time approval. */
@@ -260,6 +311,14 @@ export class Decisions implements ProposalDesk {
     const args = payload.params?.["arguments"];
     const edited = args && typeof args === "object" && !Array.isArray(args) ? (args as Record<string, unknown>) : undefined;
     if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
+    // A fulfilment routes the call: it is the last approval a proposal needs, or none.
+    const by = approvedBy(p);
+    if ((p.required ?? 1) > 1 && p.state === "pending" && (by.includes(member.id) || by.length + 1 < p.required!)) {
+      return void this.space.fail(member, ErrorCodes.approvalsNeeded, `proposal "${clip(p.id)}" needs ${p.required} distinct approvers and has ${by.length}; approve it with mcp/approve first`, inbound.id, { approvals: by.length, required: p.required });
+    }
+    if ((p.required ?? 1) > 1 && by.length > 0 && edited !== undefined && !sameArguments(edited, p.editedArguments ?? p.params["arguments"] ?? {})) {
+      return void this.space.fail(member, ErrorCodes.approvalMismatch, `proposal "${clip(p.id)}" was approved by ${by.join(", ")} with other arguments`, inbound.id, { approved_by: by });
+    }
     const env = stamp(inbound, member.id);
     return this.approve(member, p, { scope: "once", edited, reason: "fulfilled" }, inbound.id, undefined, { id: member.id, envelopeId: env.id });
   }
@@ -292,7 +351,8 @@ export class Decisions implements ProposalDesk {
     }
     const args = d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined);
     // The decision and the grant an "always" makes are one transaction: both or neither.
-    const plans: Plan[] = [this.proposals.planTransition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, editedArguments: d.edited })];
+    const several = (p.required ?? 1) > 1 && p.state === "pending" ? { approvals: [...(p.approvals ?? []), { by: approver.id, ts: now() }] } : {};
+    const plans: Plan[] = [this.proposals.planTransition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, editedArguments: d.edited, ...several })];
     if (d.scope === "always" && p.tool !== undefined) {
       // On the definition the approver was shown: a change since suspends it again.
       const pins = p.digest === undefined ? undefined : { [`${p.owner}/${p.tool}`]: p.digest };

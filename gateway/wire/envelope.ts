@@ -187,6 +187,12 @@ export const ErrorCodes = {
   proposalNotPending: "proposal_not_pending",
   selfApproval: "self_approval",
   notAnApprover: "not_an_approver",
+  /** The sender already approved a proposal that needs more approvers (proposals/approvals.ts). */
+  alreadyApproved: "already_approved",
+  /** A later approver sent arguments other than those the first approver approved. */
+  approvalMismatch: "approval_mismatch",
+  /** A MEW fulfilment of a proposal that still needs other approvals first. */
+  approvalsNeeded: "approvals_needed",
   approverLacksCapability: "approver_lacks_capability",
   notProposer: "not_proposer",
   fulfilmentMismatch: "fulfilment_mismatch",
