@@ -402,7 +402,7 @@ async function refreshGrants() {
       el(
         "li",
         {},
-        el("span", { text: `${g.from} → ${g.recipient}: ${JSON.stringify(g.capabilities)}${g.reason ? ` (${g.reason})` : ""}${g.standing ? "" : " [not standing]"} ` }),
+        el("span", { text: `${g.from} → ${g.recipient}: ${JSON.stringify(g.capabilities)}${g.limited_to ? ` [${g.limited_to}]` : ""}${g.reason ? ` (${g.reason})` : ""}${g.standing ? "" : " [not standing]"} ` }),
         el("button", { text: "Revoke", onclick: () => api("DELETE", `grants/${encodeURIComponent(g.id)}`).then(refreshGrants, (err) => alertIn(err)) }),
       ),
     ),

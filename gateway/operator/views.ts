@@ -4,6 +4,7 @@
 import { DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal } from "../proposals/book.js";
 import type { Space } from "../space/space.js";
 import { approvalsView } from "../proposals/approvals.js";
+import { limitOptions } from "../policy/scope.js";
 
 /**
  * A proposal awaiting a decision as an approver needs to see it: who, what, why it waits,
@@ -32,6 +33,8 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     ...(entry?.["findings"] ? { findings: entry["findings"] } : {}),
     // Whether the viewer may decide: not its own, and it could make the call itself.
     mine: p.proposer === viewer,
+    // What an "always" may be limited to (policy/scope.ts), for the approve confirmation.
+    ...(p.tool !== undefined && (p.required ?? 1) <= 1 ? { always_limits: limitOptions((p.editedArguments ?? p.params["arguments"]) as Record<string, unknown> | undefined) } : {}),
     // A two-person rule: "1 of 2", who approved, and whether it can still be met (proposals/approvals.ts).
     ...approvalsOf(space, p),
   };

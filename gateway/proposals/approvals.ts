@@ -22,6 +22,7 @@ import { compileGlob } from "../policy/capabilities.js";
 import type { Groups } from "../policy/groups.js";
 import type { SpaceConfig } from "../config/config.js";
 import type { Proposal } from "./book.js";
+import { canonicalJson } from "../policy/scope.js";
 
 /** How many distinct approvers `proposer` calling `owner/tool` needs (1 for anything but a tools/call with a setting). */
 export function requiredApprovals(config: SpaceConfig, proposer: string, owner: string, tool: string | undefined): number {
@@ -87,17 +88,5 @@ export function approvalsView(config: SpaceConfig, groups: Groups, p: Proposal, 
 
 /** Whether two argument objects are the same JSON (key order aside). */
 export function sameArguments(a: unknown, b: unknown): boolean {
-  return canonical(a) === canonical(b);
-}
-
-function canonical(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
-  if (v !== null && typeof v === "object") {
-    const o = v as Record<string, unknown>;
-    return `{${Object.keys(o)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`)
-      .join(",")}}`;
-  }
-  return JSON.stringify(v) ?? "null";
+  return canonicalJson(a) === canonicalJson(b);
 }

@@ -33,6 +33,7 @@ import type { Plan } from "../ports/plan.js";
 import { awaiting, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal, type ProposalBook } from "./book.js";
 import type { Member } from "../ports/member.js";
 import { approvedBy, approversNow, requiredApprovals, sameArguments } from "./approvals.js";
+import { conditionFor, describeCondition, type GrantCondition } from "../policy/scope.js";
 
 export class Decisions implements ProposalDesk {
   constructor(
@@ -248,10 +249,18 @@ export class Decisions implements ProposalDesk {
     }
     // Edited arguments are a new call: the approver must be able to make that one directly.
     if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
+    // A scoped "always" holds only for the approved arguments, or a path under theirs (policy/scope.ts).
+    let condition: GrantCondition | undefined;
+    if (parsed.data.limit !== undefined && parsed.data.limit !== "tool") {
+      if (scope !== "always") return this.space.fail(member, ErrorCodes.invalidPayload, "limit applies to scope \"always\" only", inbound.id);
+      const made = conditionFor(parsed.data.limit, edited ?? (p.params["arguments"] as Record<string, unknown> | undefined));
+      if (made.error !== undefined) return this.space.fail(member, ErrorCodes.invalidPayload, `cannot limit the grant: ${made.error}`, inbound.id);
+      condition = made.condition;
+    }
     const env = stamp(inbound, member.id);
     env.to ??= [p.proposer];
     if ((p.required ?? 1) > 1 && p.state === "pending") return this.approveOneOf(member, p, { scope, edited: parsed.data.arguments, reason }, inbound.id, env);
-    return this.approve(member, p, { scope, edited, reason }, inbound.id, env);
+    return this.approve(member, p, { scope, edited, reason, condition }, inbound.id, env);
   }
 
   /**
@@ -331,7 +340,7 @@ export class Decisions implements ProposalDesk {
   private async approve(
     approver: Member,
     p: Proposal,
-    d: { scope: "once" | "always"; edited: Record<string, unknown> | undefined; reason: string | undefined },
+    d: { scope: "once" | "always"; edited: Record<string, unknown> | undefined; reason: string | undefined; condition?: GrantCondition | undefined },
     sentId: string | undefined,
     announce: Envelope | undefined,
     fulfiller?: { id: string; envelopeId: string },
@@ -356,7 +365,8 @@ export class Decisions implements ProposalDesk {
     if (d.scope === "always" && p.tool !== undefined) {
       // On the definition the approver was shown: a change since suspends it again.
       const pins = p.digest === undefined ? undefined : { [`${p.owner}/${p.tool}`]: p.digest };
-      plans.push(this.space.grantPlan(approver.id, p.proposer, [toolGrant(p.owner, p.tool)], `always approve ${p.owner}/${p.tool} (proposal ${p.id})`, undefined, pins));
+      const limited = d.condition ? `, ${describeCondition(d.condition)}` : "";
+      plans.push(this.space.grantPlan(approver.id, p.proposer, [toolGrant(p.owner, p.tool)], `always approve ${p.owner}/${p.tool}${limited} (proposal ${p.id})`, undefined, pins, d.condition));
     }
     try {
       await this.space.record(...plans);

@@ -25,6 +25,7 @@ import type { SpaceConfig } from "../config/config.js";
 import type { TokenBook } from "../identity/tokens.js";
 import { SpaceMetrics } from "../ports/metrics.js";
 import { Notifier } from "../proposals/notify.js";
+import { describeCondition, type GrantCondition } from "../policy/scope.js";
 import { Authority } from "../policy/authority.js";
 import { compileCapabilities } from "../policy/capabilities.js";
 import { GrantBook } from "../policy/grants.js";
@@ -379,7 +380,7 @@ export class Space implements SpaceHost {
 
   /** Grants held now, each with whether it stands (its granter still holds what it lent). */
   grantsView(): Array<Record<string, unknown>> {
-    return this.grants.all().map((g) => ({ ...g, standing: this.grants.stands(g) }));
+    return this.grants.all().map((g) => ({ ...g, standing: this.grants.stands(g), ...(g.condition ? { limited_to: describeCondition(g.condition) } : {}) }));
   }
 
   /** The grant with this id, if it is held. */
@@ -468,8 +469,8 @@ export class Space implements SpaceHost {
   }
 
   /** A grant, to be recorded (an "always" approval makes one in its own transaction). */
-  grantPlan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope, pins?: Record<string, string>): Plan {
-    return this.lending.plan(from, recipient, capabilities, reason, env, pins);
+  grantPlan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope, pins?: Record<string, string>, condition?: GrantCondition): Plan {
+    return this.lending.plan(from, recipient, capabilities, reason, env, pins, condition);
   }
 
   /** After a grant change: recompile and send the recipient a fresh welcome. */

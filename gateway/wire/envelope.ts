@@ -100,6 +100,8 @@ export const ProposalPayloadSchema = z.object({ method: z.string().min(1).max(25
 
 export const ApprovePayloadSchema = z.object({
   scope: z.enum(["once", "always"]).default("once"),
+  /** With scope "always": what the grant is limited to (policy/scope.ts); the whole tool when absent. */
+  limit: z.union([z.enum(["tool", "exact"]), z.strictObject({ field: z.string().min(1).max(256), prefix: z.string().min(1).max(4096).optional() })]).optional(),
   arguments: Params.optional(),
   reason: z.string().max(2000).optional(),
 });
