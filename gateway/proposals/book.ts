@@ -78,6 +78,8 @@ export interface Proposal {
   required?: number | undefined;
   /** The approvals given so far, when it needs more than one: each recorded as it comes. */
   approvals?: Approval[] | undefined;
+  /** Indexes of the `policy.escalate` stages already fired for it (proposals/escalation.ts). */
+  escalated?: number[] | undefined;
 }
 
 /** One approver's "yes" on a proposal that needs more than one (proposals/approvals.ts). */
@@ -131,6 +133,8 @@ export type ProposalRecord =
   | { type: "state"; id: string; ts: string; patch: Patch }
   /** One approval of a proposal that needs more than one; it stays as it was otherwise. */
   | { type: "approval"; id: string; approval: Approval }
+  /** An escalation stage fired (proposals/escalation.ts): who may decide widened, and the webhooks were told. */
+  | { type: "escalated"; id: string; stage: number; ts: string }
   /** Ids of ended proposals, so a late decision still hears "already rejected" after a compaction. */
   | { type: "ended"; ended: Array<[string, ProposalState]> };
 
@@ -197,7 +201,10 @@ export class ProposalBook {
   applyRecord(r: ProposalRecord): void {
     if (r.type === "proposed") this.open.set(r.proposal.id, r.proposal);
     else if (r.type === "ended") for (const [id, state] of r.ended) this.remember(id, state);
-    else if (r.type === "approval") {
+    else if (r.type === "escalated") {
+      const p = this.open.get(r.id);
+      if (p && !p.escalated?.includes(r.stage)) p.escalated = [...(p.escalated ?? []), r.stage];
+    } else if (r.type === "approval") {
       const p = this.open.get(r.id);
       if (p) {
         p.approvals = [...(p.approvals ?? []), r.approval];
@@ -318,6 +325,19 @@ export class ProposalBook {
       apply: () => {
         p.approvals = [...(p.approvals ?? []), approval];
         if (approval.arguments !== undefined) p.editedArguments = approval.arguments;
+      },
+      done: () => this.busy.delete(p.id),
+    };
+  }
+
+  /** An escalation stage fired for `p` (proposals/escalation.ts): a fact, written before anyone is told. */
+  planEscalated(p: Proposal, stage: number): Plan<ProposalRecord | AuditRecord> {
+    if (this.busy.has(p.id)) throw new Error(`proposal ${p.id} is busy`);
+    this.busy.add(p.id);
+    return {
+      records: [{ type: "escalated", id: p.id, stage, ts: new Date().toISOString() }],
+      apply: () => {
+        if (!p.escalated?.includes(stage)) p.escalated = [...(p.escalated ?? []), stage];
       },
       done: () => this.busy.delete(p.id),
     };

@@ -34,13 +34,21 @@ import { awaiting, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal, type
 import type { Member } from "../ports/member.js";
 import { approvedBy, approversNow, requiredApprovals, sameArguments } from "./approvals.js";
 import { conditionFor, describeCondition, type GrantCondition } from "../policy/scope.js";
+import { Escalations } from "./escalation.js";
 
 export class Decisions implements ProposalDesk {
+  /** `policy.escalate`'s timers (escalation.ts); the space arms them as proposals change. */
+  readonly escalations: Escalations;
+
   constructor(
     private readonly space: SpaceHost,
     private readonly proposals: ProposalBook,
     private readonly mcp: CallRouter,
-  ) {}
+    /** Tells the webhooks a proposal escalated (notify.ts), with the stage's approvers. */
+    notify: (p: Proposal, approvers: readonly string[]) => void = () => {},
+  ) {
+    this.escalations = new Escalations(space, proposals, notify);
+  }
 
   onProposal(member: Member, inbound: InboundEnvelope): Promise<void> | void {
     const parsed = ProposalPayloadSchema.safeParse(inbound.payload);

@@ -154,7 +154,7 @@ export class Space implements SpaceHost {
     log.debug({ records, bytes, ms }, "state restored");
     this.grants.revalidate();
     this.mcp = new McpRouter(this, this.registry, this.proposals);
-    this.decisions = new Decisions(this, this.proposals, this.mcp);
+    this.decisions = new Decisions(this, this.proposals, this.mcp, (p, approvers) => this.notifier.escalated(p, approvers));
     this.mcp.calls.onEnd = (call) => this.conversations.callEnded(call);
     // Stacks that were held when the gateway stopped are held again, with their calls.
     this.conversations.resume();
@@ -202,6 +202,8 @@ export class Space implements SpaceHost {
       this.log.warn({ proposal: p.id, proposer: p.proposer, approver: p.decidedBy }, "proposal was approved when the gateway stopped; marked interrupted until someone decides again");
       this.note(this.proposals.planTransition(p, { state: "interrupted", reason: "gateway_restarted", expiresAt: Date.now() + config.policy.proposal_ttl_ms }));
     }
+    // Escalation timers, re-armed from each proposal's creation (proposals/escalation.ts).
+    for (const p of this.proposals.pending()) this.decisions.escalations.arm(p);
   }
 
   get online(): number {
@@ -309,6 +311,7 @@ export class Space implements SpaceHost {
     this.conversations.close();
     this.proposals.close();
     this.notifier.close();
+    this.decisions.escalations.close();
     return this.ledger.close();
   }
 
@@ -435,6 +438,7 @@ export class Space implements SpaceHost {
     this.metrics.proposal(event);
     if (from === "pending" && (event === "approved" || event === "rejected")) this.metrics.decisionSeconds.observe((Date.now() - Date.parse(p.createdAt)) / 1000);
     this.notifier.proposal(p, event);
+    this.decisions?.escalations.arm(p);
   }
 
   // --- the way out (delivery.ts), as the `SpaceHost` the handlers act through ----------
