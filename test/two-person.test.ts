@@ -4,7 +4,11 @@
  * connections, an approver who approves then rejects, a bar nobody can reach, a crash
  * between the first and the second approval; then the happy path against a real gateway.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
+import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
+import { ParticipantClient } from "../participants/index.js";
 import { tmpdir } from "node:os";
 import { join as pathJoin } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -33,12 +37,18 @@ ${extra}`;
 const TOOLS = [{ name: "write_file", inputSchema: { type: "object" } }];
 const propose = (id: string, args: Record<string, unknown> = { path: "a.txt" }) => ({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: args } } });
 
+const require = createRequire(import.meta.url);
+const FILESYSTEM = require.resolve("@modelcontextprotocol/server-filesystem/dist/index.js");
 const gateways: TestGateway[] = [];
+const bridges: Bridge[] = [];
+const sdk: ParticipantClient[] = [];
 const procs: GatewayProcess[] = [];
 const clients: TestClient[] = [];
 const dirs: string[] = [];
 afterEach(async () => {
   for (const c of clients.splice(0)) c.ws.terminate();
+  await Promise.all(sdk.splice(0).map((c) => c.close()));
+  await Promise.all(bridges.splice(0).map((b) => b.stop()));
   for (const p of procs.splice(0)) await killGateway(p);
   for (const g of gateways.splice(0)) await g.stop();
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
@@ -243,5 +253,31 @@ describe("groups: happy paths", () => {
     const agent = await join(g, "agent");
     agent.send({ id: "d", kind: "mcp/request", to: ["fs"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "write_file", arguments: {} } } });
     expect((await errorFor(agent, "d")).payload.code).toBe("denied");
+  });
+});
+
+describe("two-person rule with a real MCP server", () => {
+  it("server-filesystem writes only after two members of @ops approved, and everyone watching sees 1 of 2 meanwhile", { timeout: 30_000 }, async () => {
+    const root = realpathSync(mkdtempSync(pathJoin(tmpdir(), "mewgate-two-fs-")));
+    dirs.push(root);
+    const g = await start();
+    bridges.push(await startBridge({ id: "fs", server: { command: process.execPath, args: [FILESYSTEM, root] }, client: { url: g.url, space: "two", token: TOKEN("fs") }, restart: { initialDelayMs: 50, maxDelayMs: 200 } }));
+    const agent = await ParticipantClient.connect({ url: g.url, space: "two", token: TOKEN("agent") });
+    const alice = await ParticipantClient.connect({ url: g.url, space: "two", token: TOKEN("alice") });
+    const bob = await ParticipantClient.connect({ url: g.url, space: "two", token: TOKEN("bob") });
+    sdk.push(agent, alice, bob);
+    await waitFor(async () => (await agent.listTools()).some((t) => t.name === "fs/write_file"), 10_000, "fs/write_file");
+    const watcher = await join(g, "carol");
+    const target = pathJoin(root, "deploy.txt");
+    const seen = new Promise<string>((resolve) => alice.on("proposal", (p) => resolve(p.id)));
+    const write = agent.propose("fs", "tools/call", { name: "write_file", arguments: { path: target, content: "v2" } }, { schema: CallToolResultSchema });
+    const id = await seen;
+    alice.approve(id);
+    const one = await watcher.next(progress(id));
+    expect(one.payload.text).toBe("1 of 2");
+    expect(() => readFileSync(target)).toThrow();
+    bob.approve(id);
+    expect((await write).isError).toBeFalsy();
+    expect(readFileSync(target, "utf8")).toBe("v2");
   });
 });

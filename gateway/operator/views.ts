@@ -5,6 +5,7 @@ import { DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal } from "../prop
 import type { Space } from "../space/space.js";
 import { approvalsView } from "../proposals/approvals.js";
 import { limitOptions } from "../policy/scope.js";
+import { compileCapabilities } from "../policy/capabilities.js";
 
 /**
  * A proposal awaiting a decision as an approver needs to see it: who, what, why it waits,
@@ -81,6 +82,8 @@ export function statusOf(code: string): number {
 }
 
 function approvalsOf(space: Space, p: Proposal): Record<string, unknown> {
-  const view = approvalsView(space.config, space.authority.groups, p, (id) => p.tool !== undefined && space.authority.tool(id, p.owner, p.tool, true) === "direct");
+  // Could `id` approve: may it send mcp/approve at all, and make the call itself?
+  const mayApprove = (id: string) => p.tool !== undefined && compileCapabilities(space.authority.configured(id))({ kind: "mcp/approve", payload: {} }) && space.authority.tool(id, p.owner, p.tool, true) === "direct";
+  const view = approvalsView(space.config, space.authority.groups, p, mayApprove);
   return view ? { approvals: view } : {};
 }

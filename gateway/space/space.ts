@@ -378,6 +378,7 @@ export class Space implements SpaceHost {
       online: this.delivery.members.has(p.id),
       ...(this.switches.isDisabled(p.id) ? { disabled: true } : {}),
       capabilities: this.grants.capabilitiesOf(p.id),
+      groups: this.authority.groups.of(p.id),
     }));
   }
 
