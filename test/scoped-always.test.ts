@@ -14,7 +14,7 @@ import { conditionFor, conditionHolds, normalisePath } from "../gateway/policy/s
 import { GATEWAY_ID } from "../gateway/wire/envelope.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { ParticipantClient } from "../participants/index.js";
-import { runGrants } from "../cli/commands.js";
+import { alwaysLimit, runGrants, runProposals } from "../cli/commands.js";
 import { errorFor, failure, startGateway, TestClient, toolOwner, waitFor, type Env, type TestGateway } from "./helpers.js";
 
 const require = createRequire(import.meta.url);
@@ -167,6 +167,27 @@ describe("scoped always: hostile", () => {
     await alice.next((e) => e.kind === "mcp/proposal" && e.id === "r");
     alice.send({ id: "a4", kind: "mcp/approve", correlation_id: ["r"], payload: { scope: "always", limit: { field: "path" } } });
     expect((await errorFor(alice, "a4")).payload.message).toMatch(/not a plain path/);
+  });
+
+  it("`mewgate proposals approve --always --scope prefix:path` makes a scoped grant; a bad --scope approves nothing", async () => {
+    const g = await startGateway(SPACE);
+    gateways.push(g);
+    await owner(g, []);
+    const agent = await join(g, "agent");
+    const alice = await join(g, "alice");
+    agent.send(propose("c1", { path: "docs/a.md" }));
+    await alice.next((e) => e.kind === "mcp/proposal" && e.id === "c1");
+    let out = "";
+    const io = { stdout: { write: (s: string) => ((out += s), true) }, stderr: { write: (s: string) => ((out += s), true) }, env: {} } as never;
+    const common = { gateway: `ws://127.0.0.1:${g.port}`, space: "scoped", token: TOKEN("alice"), waitMs: 5000 };
+    expect(await runProposals("approve", "c1", { ...common, always: true, scope: "prefix" }, io)).toBe(1);
+    expect(await runProposals("approve", "c1", { ...common, scope: "exact" }, io)).toBe(1);
+    expect(out).toMatch(/--scope limits an --always approval/);
+    expect(await runProposals("approve", "c1", { ...common, always: true, scope: "prefix:path" }, io)).toBe(0);
+    expect(out).toMatch(/\(always, path under its directory only\)/);
+    expect(await direct(agent, "under", { path: "docs/b.md" })).toBe(true);
+    expect(await direct(agent, "beside", { path: "docs2/b.md" })).toBe(false);
+    expect(alwaysLimit("prefix:path=docs/", true)).toEqual({ field: "path", prefix: "docs/" });
   });
 
   it("normalises or refuses path tricks (unit)", () => {
