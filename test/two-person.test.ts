@@ -220,6 +220,44 @@ describe("two-person rule: hostile", () => {
   });
 });
 
+describe("two-person rule: interrupted", () => {
+  it("needs both approvers again when the gateway stopped after the call was approved", { timeout: 30_000 }, async () => {
+    const dir = mkdtempSync(pathJoin(tmpdir(), "mewgate-two-int-"));
+    dirs.push(dir);
+    let g = await startGateway(SPACE(), { dir });
+    const held: Env[] = [];
+    // The owner never answers: the call is in flight when the gateway stops.
+    clients.push(await toolOwner(g, "two", TOKEN("fs"), TOOLS, { onCall: (env) => void held.push(env) }));
+    const agent = await join(g, "agent");
+    const alice = await join(g, "alice");
+    const bob = await join(g, "bob");
+    agent.send(propose("i1"));
+    await alice.next((e) => e.kind === "mcp/proposal" && e.id === "i1");
+    alice.send({ kind: "mcp/approve", correlation_id: ["i1"], payload: {} });
+    await bob.next(progress("i1"));
+    bob.send({ kind: "mcp/approve", correlation_id: ["i1"], payload: {} });
+    await waitFor(() => held.length === 1, 5000, "the call reaches the tool");
+    for (const c of clients.splice(0)) c.ws.terminate();
+    await g.gateway.close();
+    g = await startGateway(SPACE(), { dir });
+    gateways.push(g);
+    const runs: Env[] = [];
+    await owner(g, runs);
+    const alice2 = await join(g, "alice");
+    const welcome = alice2.received.find((e) => e.kind === "system/welcome")!;
+    const shown = (welcome.payload.proposals as Env[]).find((e) => e.id === "i1")!;
+    expect(shown.payload["mewgate/interrupted"]).toBeDefined();
+    expect(shown.payload["mewgate/approvals"]).toEqual({ required: 2, by: [] });
+    alice2.send({ kind: "mcp/approve", correlation_id: ["i1"], payload: {} });
+    const one = await alice2.next(progress("i1"));
+    expect(one.payload.text).toBe("1 of 2");
+    expect(runs).toHaveLength(0);
+    const bob2 = await join(g, "bob");
+    bob2.send({ kind: "mcp/approve", correlation_id: ["i1"], payload: {} });
+    await waitFor(() => runs.length === 1, 5000, "routed again after both approved again");
+  });
+});
+
 describe("groups: happy paths", () => {
   it("lets any member of @ops approve, refuses others, and routes after two distinct approvers", async () => {
     const g = await start();

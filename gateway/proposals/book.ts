@@ -115,7 +115,7 @@ export function shownEnvelope(p: Proposal): unknown {
   const env = p.envelope as { payload?: Record<string, unknown> };
   // A proposal that needs several approvers carries how far it got ("1 of 2", and who).
   const progress =
-    need > 1 && p.state === "pending"
+    need > 1 && awaiting(p.state)
       ? { "mewgate/approvals": { required: need, by: [...new Set((p.approvals ?? []).map((a) => a.by))], ...(p.editedArguments !== undefined ? { arguments: p.editedArguments } : {}) } }
       : {};
   if (p.state !== "interrupted") return need > 1 ? { ...env, payload: { ...env.payload, ...progress } } : p.envelope;
@@ -125,7 +125,7 @@ export function shownEnvelope(p: Proposal): unknown {
     approved_by: p.decidedBy,
     ...(p.editedArguments !== undefined ? { arguments: p.editedArguments } : {}),
   };
-  return { ...env, payload: { ...env.payload, "mewgate/interrupted": mark } };
+  return { ...env, payload: { ...env.payload, ...progress, "mewgate/interrupted": mark } };
 }
 
 export type ProposalRecord =

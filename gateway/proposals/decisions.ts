@@ -267,7 +267,7 @@ export class Decisions implements ProposalDesk {
     }
     const env = stamp(inbound, member.id);
     env.to ??= [p.proposer];
-    if ((p.required ?? 1) > 1 && p.state === "pending") return this.approveOneOf(member, p, { scope, edited: parsed.data.arguments, reason }, inbound.id, env);
+    if ((p.required ?? 1) > 1 && awaiting(p.state)) return this.approveOneOf(member, p, { scope, edited, reason }, inbound.id, env);
     return this.approve(member, p, { scope, edited, reason, condition }, inbound.id, env);
   }
 
@@ -330,7 +330,7 @@ export class Decisions implements ProposalDesk {
     if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
     // A fulfilment routes the call: it is the last approval a proposal needs, or none.
     const by = approvedBy(p);
-    if ((p.required ?? 1) > 1 && p.state === "pending" && (by.includes(member.id) || by.length + 1 < p.required!)) {
+    if ((p.required ?? 1) > 1 && awaiting(p.state) && (by.includes(member.id) || by.length + 1 < p.required!)) {
       return void this.space.fail(member, ErrorCodes.approvalsNeeded, `proposal "${clip(p.id)}" needs ${p.required} distinct approvers and has ${by.length}; approve it with mcp/approve first`, inbound.id, { approvals: by.length, required: p.required });
     }
     if ((p.required ?? 1) > 1 && by.length > 0 && edited !== undefined && !sameArguments(edited, p.editedArguments ?? p.params["arguments"] ?? {})) {
@@ -368,7 +368,7 @@ export class Decisions implements ProposalDesk {
     }
     const args = d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined);
     // The decision and the grant an "always" makes are one transaction: both or neither.
-    const several = (p.required ?? 1) > 1 && p.state === "pending" ? { approvals: [...(p.approvals ?? []), { by: approver.id, ts: now() }] } : {};
+    const several = (p.required ?? 1) > 1 && awaiting(p.state) ? { approvals: [...(p.approvals ?? []), { by: approver.id, ts: now() }] } : {};
     const plans: Plan[] = [this.proposals.planTransition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, editedArguments: d.edited, ...several })];
     if (d.scope === "always" && p.tool !== undefined) {
       // On the definition the approver was shown: a change since suspends it again.

@@ -200,7 +200,9 @@ export class Space implements SpaceHost {
     // for a person to decide again, with a fresh TTL; its proposer hears it on joining.
     for (const p of this.proposals.restored()) {
       this.log.warn({ proposal: p.id, proposer: p.proposer, approver: p.decidedBy }, "proposal was approved when the gateway stopped; marked interrupted until someone decides again");
-      this.note(this.proposals.planTransition(p, { state: "interrupted", reason: "gateway_restarted", expiresAt: Date.now() + config.policy.proposal_ttl_ms }));
+      // A two-person rule holds again: the call may have run, so running it again needs its approvers again.
+      const again = (p.required ?? 1) > 1 ? { approvals: [] } : {};
+      this.note(this.proposals.planTransition(p, { state: "interrupted", reason: "gateway_restarted", expiresAt: Date.now() + config.policy.proposal_ttl_ms, ...again }));
     }
     // Escalation timers, re-armed from each proposal's creation (proposals/escalation.ts).
     for (const p of this.proposals.pending()) this.decisions.escalations.arm(p);
