@@ -89,6 +89,8 @@ describe("escalation", () => {
     await waitFor(() => events(hook.bodies, "e1").includes("proposal.escalated"), 10_000, "the escalation webhook");
     const body = hook.bodies.find((b) => b["event"] === "proposal.escalated")!;
     expect(body["proposal"]).toMatchObject({ id: "e1", state: "pending", escalated: [0], approvers: ["@oncall"] });
+    const view = await fetch(`http://127.0.0.1:${g.port}/api/spaces/esc/proposals/e1`, { headers: { authorization: `Bearer ${TOKEN("alice")}` } });
+    expect(((await view.json()) as { approvers: string[] }).approvers).toEqual(["alice", "@oncall"]);
     carol.send({ id: "late", kind: "mcp/approve", correlation_id: ["e1"], payload: {} });
     await waitFor(() => runs.length === 1, 5000, "routed after carol's approval");
     expect(events(hook.bodies, "e1")).toEqual(expect.arrayContaining(["proposal.proposed", "proposal.escalated"]));

@@ -3,7 +3,7 @@
  */
 import { DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal } from "../proposals/book.js";
 import type { Space } from "../space/space.js";
-import { approvalsView } from "../proposals/approvals.js";
+import { approversNow, approvalsView } from "../proposals/approvals.js";
 import { limitOptions } from "../policy/scope.js";
 import { compileCapabilities } from "../policy/capabilities.js";
 
@@ -85,5 +85,7 @@ function approvalsOf(space: Space, p: Proposal): Record<string, unknown> {
   // Could `id` approve: may it send mcp/approve at all, and make the call itself?
   const mayApprove = (id: string) => p.tool !== undefined && compileCapabilities(space.authority.configured(id))({ kind: "mcp/approve", payload: {} }) && space.authority.tool(id, p.owner, p.tool, true) === "direct";
   const view = approvalsView(space.config, space.authority.groups, p, mayApprove);
-  return view ? { approvals: view } : {};
+  // Who may decide now: the proposer's approvers, widened by escalation stages reached.
+  const approvers = approversNow(space.config, p);
+  return { ...(view ? { approvals: view } : {}), ...(approvers ? { approvers } : {}) };
 }
