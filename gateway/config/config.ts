@@ -7,7 +7,7 @@ import { CallsSchema, DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits
 import { boolean, defaultMessage, expected, int, kindOf, MAX_TIMER_MS, numeric, section, suggest } from "./schema.js";
 import { formatPath, locate, substituteEnv } from "./yaml.js";
 import { Lookalikes } from "../identity/confusables.js";
-import { checkGroups, nullProto } from "./groups.js";
+import { checkGroups, EscalateSchema, nullProto } from "./groups.js";
 
 export { DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits };
 
@@ -114,18 +114,7 @@ const PolicySchema = section({
   /** What a tool whose texts the gateway flagged (policy/inspect.ts) gets: shown with its findings, called only with approval, or refused. */
   tool_checks: z.enum(["warn", "ask", "deny"]).default("warn"),
   /** Who else may decide, and who is told again, when a proposal waits unanswered (proposals/escalation.ts). */
-  escalate: z
-    .array(
-      section({
-        after_ms: int(1, MAX_TIMER_MS),
-        /** Tell the `gateway.notify` webhooks again (event `escalated`). */
-        notify: boolean().default(true),
-        /** Participants and `@group`s who may decide from then on, besides the proposer's approvers. */
-        approvers: z.array(z.string()).default([]),
-      }),
-    )
-    .max(8)
-    .default([]),
+  escalate: EscalateSchema,
 });
 
 const WebhookSchema = section({

@@ -32,7 +32,8 @@ import { DEFINITION_CHANGED, toolGrant } from "../policy/rules.js";
 import type { Plan } from "../ports/plan.js";
 import { awaiting, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal, type ProposalBook } from "./book.js";
 import type { Member } from "../ports/member.js";
-import { approvedBy, approversNow, requiredApprovals, sameArguments } from "./approvals.js";
+import { approversNow, requiredApprovals } from "./approvals.js";
+import { approveOneOf, fulfilmentBlocked } from "./several.js";
 import { conditionFor, describeCondition, type GrantCondition } from "../policy/scope.js";
 import { Escalations } from "./escalation.js";
 
@@ -267,50 +268,10 @@ export class Decisions implements ProposalDesk {
     }
     const env = stamp(inbound, member.id);
     env.to ??= [p.proposer];
-    if ((p.required ?? 1) > 1 && awaiting(p.state)) return this.approveOneOf(member, p, { scope, edited, reason }, inbound.id, env);
+    if ((p.required ?? 1) > 1 && awaiting(p.state)) {
+      return approveOneOf(this.space, this.proposals, member, p, { scope, edited, reason }, inbound.id, (last) => this.approve(member, p, { scope: "once", edited: last, reason }, inbound.id, env));
+    }
     return this.approve(member, p, { scope, edited, reason, condition }, inbound.id, env);
-  }
-
-  /**
-   * An approval of a proposal that needs several (proposals/approvals.ts): recorded and shown
-   * until the last one, which approves it as any single approval would, with the arguments
-   * the first approver approved.
-   */
-  private async approveOneOf(
-    member: Member,
-    p: Proposal,
-    d: { scope: "once" | "always"; edited: Record<string, unknown> | undefined; reason: string | undefined },
-    sentId: string | undefined,
-    announce: Envelope | undefined,
-  ): Promise<void> {
-    const required = p.required ?? 1;
-    const by = approvedBy(p);
-    if (by.includes(member.id)) {
-      return this.space.fail(member, ErrorCodes.alreadyApproved, `you already approved proposal "${clip(p.id)}" (${by.length} of ${required}); it needs another approver`, sentId, { approvals: by.length, required });
-    }
-    if (d.scope === "always") {
-      return this.space.fail(member, ErrorCodes.invalidPayload, `proposal "${clip(p.id)}" needs ${required} approvers, so it cannot be approved "always" (a grant would let later calls skip the others); approve once`, sentId);
-    }
-    // Only the first approval may edit: a later one approves what the first approved, or rejects.
-    if (by.length > 0 && d.edited !== undefined && !sameArguments(d.edited, p.editedArguments ?? p.params["arguments"] ?? {})) {
-      return this.space.fail(member, ErrorCodes.approvalMismatch, `proposal "${clip(p.id)}" was already approved by ${by.join(", ")} with other arguments; approve those as they are, or reject it`, sentId, { approved_by: by });
-    }
-    if (by.length + 1 >= required) {
-      const edited = by.length > 0 ? p.editedArguments : d.edited;
-      return this.approve(member, p, { scope: "once", edited, reason: d.reason }, sentId, announce);
-    }
-    const stays = `the proposal stays ${p.state}`;
-    const approval = { by: member.id, ts: now(), ...(d.edited !== undefined ? { arguments: d.edited } : {}), ...(d.reason !== undefined ? { reason: d.reason } : {}) };
-    try {
-      await this.space.record(this.proposals.planApproval(p, approval));
-    } catch (err) {
-      return this.space.storeFailed(member, err, sentId, `the approval was not recorded; ${stays}`);
-    }
-    const after = approvedBy(p);
-    member.log.info({ proposal: p.id, proposer: p.proposer, approvals: after.length, required }, "proposal approved, waiting for more approvers");
-    // Everyone who sees the proposal sees how far it got; the proposer learns it still waits.
-    const payload = { proposal: p.id, required, approvals: after.length, by: after, text: `${after.length} of ${required}`, ...(p.editedArguments !== undefined ? { arguments: p.editedArguments } : {}) };
-    this.space.deliver(systemEnvelope("system/approval", payload, { to: [p.proposer, member.id], correlation_id: [p.id] }));
   }
 
   /** A MEW fulfilment: a request correlated to a pending proposal counts as a one-time approval. */
@@ -329,13 +290,8 @@ export class Decisions implements ProposalDesk {
     const edited = args && typeof args === "object" && !Array.isArray(args) ? (args as Record<string, unknown>) : undefined;
     if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
     // A fulfilment routes the call: it is the last approval a proposal needs, or none.
-    const by = approvedBy(p);
-    if ((p.required ?? 1) > 1 && awaiting(p.state) && (by.includes(member.id) || by.length + 1 < p.required!)) {
-      return void this.space.fail(member, ErrorCodes.approvalsNeeded, `proposal "${clip(p.id)}" needs ${p.required} distinct approvers and has ${by.length}; approve it with mcp/approve first`, inbound.id, { approvals: by.length, required: p.required });
-    }
-    if ((p.required ?? 1) > 1 && by.length > 0 && edited !== undefined && !sameArguments(edited, p.editedArguments ?? p.params["arguments"] ?? {})) {
-      return void this.space.fail(member, ErrorCodes.approvalMismatch, `proposal "${clip(p.id)}" was approved by ${by.join(", ")} with other arguments`, inbound.id, { approved_by: by });
-    }
+    const blocked = fulfilmentBlocked(member.id, p, edited);
+    if (blocked) return void this.space.fail(member, blocked.code, blocked.message, inbound.id, blocked.extra);
     const env = stamp(inbound, member.id);
     return this.approve(member, p, { scope: "once", edited, reason: "fulfilled" }, inbound.id, undefined, { id: member.id, envelopeId: env.id });
   }
