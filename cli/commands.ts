@@ -127,8 +127,20 @@ export function runSend(text: string[], opts: SendOptions, io: Io = processIo())
 
 // --- proposals ---------------------------------------------------------------------------
 
+/** `--scope exact | prefix:<field>[=<dir>]` as the approve payload's `limit`; only with --always. */
+export function alwaysLimit(scope: string | undefined, always: boolean): "exact" | { field: string; prefix?: string } | undefined {
+  if (scope === undefined || scope === "tool") return undefined;
+  if (!always) throw new CliError("--scope limits an --always approval; add --always");
+  if (scope === "exact") return "exact";
+  const m = /^prefix:([^=]+)(?:=(.+))?$/.exec(scope);
+  if (!m) throw new CliError(`--scope "${scope}": expected exact, or prefix:<field> (e.g. prefix:path), or prefix:<field>=<dir>`);
+  return m[2] === undefined ? { field: m[1]! } : { field: m[1]!, prefix: m[2] };
+}
+
 export interface ProposalsOptions extends RemoteOptions {
   always?: boolean | undefined;
+  /** With --always: `exact`, `prefix:<field>` or `prefix:<field>=<dir>` (gateway/policy/scope.ts). */
+  scope?: string | undefined;
   args?: string | undefined;
   reason?: string | undefined;
   text?: string | undefined;
@@ -153,6 +165,7 @@ export function runProposals(action: string | undefined, ref: string | undefined
       if (!isRecord(parsed)) throw new CliError("--args must be a JSON object");
       edited = parsed;
     }
+    const limit = alwaysLimit(opts.scope, opts.always === true);
     return withApi(opts, io, async (api) => {
       const queue = new ProposalQueue();
       queue.sync((await api.get<{ proposals: Array<Record<string, unknown>> }>("proposals")).proposals.map(asEnvelope));
@@ -183,8 +196,16 @@ export function runProposals(action: string | undefined, ref: string | undefined
       const { next: result } = await api.watch((e) => e.kind === "mcp/response" && e.correlation_id?.includes(p.id) === true, opts.waitMs ?? 10_000);
       const payload: Record<string, unknown> = { scope: opts.always ? "always" : "once" };
       if (edited) payload["arguments"] = edited;
-      await api.post(`proposals/${encodeURIComponent(p.id)}/approve`, payload);
-      io.stdout.write(`approved ${label}${interruption(p) ? " again" : ""} [${shortId(p.id)}] from ${p.from}${opts.always ? " (always)" : ""}${edited ? " with edited arguments" : ""}\n`);
+      if (limit !== undefined) payload["limit"] = limit;
+      const answer = await api.post<Record<string, unknown>>(`proposals/${encodeURIComponent(p.id)}/approve`, payload);
+      // One of several approvals it needs: it still waits.
+      const approvals = isRecord(answer) && answer["state"] === "pending" && isRecord(answer["approvals"]) ? answer["approvals"] : undefined;
+      if (approvals) {
+        io.stdout.write(`approved ${label} [${shortId(p.id)}] from ${p.from}: ${String(approvals["text"])} approvals; it waits for another approver\n`);
+        return 0;
+      }
+      const scoped = limit === undefined ? "" : limit === "exact" ? ", these arguments only" : `, ${limit.field} under ${limit.prefix ?? "its directory"} only`;
+      io.stdout.write(`approved ${label}${interruption(p) ? " again" : ""} [${shortId(p.id)}] from ${p.from}${opts.always ? ` (always${scoped})` : ""}${edited ? " with edited arguments" : ""}\n`);
       const response = await result;
       if (!response) io.stdout.write("(no result yet; it goes to the proposer)\n");
       else {
@@ -221,12 +242,12 @@ export function runGrants(action: string | undefined, ref: string | undefined, o
     const verb = action ?? "list";
     if (!["list", "revoke"].includes(verb)) throw new CliError(`unknown action "${verb}": mewgate grants [list | revoke <id>]`);
     return withApi(opts, io, async (api) => {
-      const grants = (await api.get<{ grants: Array<{ id: string; from: string; recipient: string; capabilities: unknown[]; reason?: string; ts: string; standing: boolean }> }>("grants")).grants;
+      const grants = (await api.get<{ grants: Array<{ id: string; from: string; recipient: string; capabilities: unknown[]; reason?: string; ts: string; standing: boolean; limited_to?: string }> }>("grants")).grants;
       if (verb === "list") {
         if (opts.json) io.stdout.write(`${JSON.stringify(grants, null, 2)}\n`);
         else if (grants.length === 0) io.stdout.write("no grants\n");
         else {
-          const lines = grants.map((g) => truncate(`  [${shortId(g.id)}] ${g.from} → ${g.recipient}: ${oneLine(g.capabilities, 80)}${g.reason ? ` (${oneLine(g.reason, 60)})` : ""}${g.standing ? "" : " [not standing]"}`, 200));
+          const lines = grants.map((g) => truncate(`  [${shortId(g.id)}] ${g.from} → ${g.recipient}: ${oneLine(g.capabilities, 80)}${g.limited_to ? ` [${oneLine(g.limited_to, 80)}]` : ""}${g.reason ? ` (${oneLine(g.reason, 60)})` : ""}${g.standing ? "" : " [not standing]"}`, 240));
           io.stdout.write(`${lines.join("\n")}\n`);
         }
         return 0;

@@ -139,6 +139,7 @@ export function program(): Command {
     .argument("[action]", "list | approve | reject", "list")
     .argument("[id]", "proposal id (or a unique prefix, as listed)")
     .option("--always", "approve: also let the proposer call this tool without asking from now on")
+    .option("--scope <limit>", "approve --always: limit the grant to exact (these arguments) or prefix:<field> (the field's directory, e.g. prefix:path)")
     .option("--args <json>", "approve: with these arguments instead of the proposed ones")
     .option("--reason <code>", "reject: reason code (unsafe, disagree, not_now, …)")
     .option("--text <text>", "reject: a sentence for the proposer")

@@ -66,7 +66,8 @@ describe("valid files", () => {
         allowed_hosts: ["gateway.example.com"],
         notify: [{ url: "https://hooks.example.com/mewgate", format: "slack", events: ["proposed"], headers: { Authorization: "Bearer hook-secret" } }],
       },
-      policy: { fallback: "deny", proposal_ttl_ms: 60000, expires_action: "keep", tool_checks: "ask" },
+      policy: { fallback: "deny", proposal_ttl_ms: 60000, expires_action: "keep", tool_checks: "ask", escalate: [] },
+      groups: {},
       calls: { timeout_ms: 5000, max_timeout_ms: 60000, max_call_depth: 3, max_pending: 8, breaker_failures: 2, breaker_cooldown_ms: 1000, takeover_idle_ms: 600000 },
       quotas: {
         argument_bytes: 4096,
@@ -131,7 +132,7 @@ describe("valid files", () => {
       allowed_hosts: [],
       notify: [],
     });
-    expect(config.policy).toEqual({ fallback: "ask", proposal_ttl_ms: 600_000, expires_action: "reject", tool_checks: "warn" });
+    expect(config.policy).toEqual({ fallback: "ask", proposal_ttl_ms: 600_000, expires_action: "reject", tool_checks: "warn", escalate: [] });
     expect(config.calls).toEqual(DEFAULT_CALLS);
     expect(config.quotas).toEqual(DEFAULT_QUOTAS);
     expect(config.defaults).toBeUndefined();
@@ -279,7 +280,7 @@ describe("errors", () => {
 
   it("lists the known keys when nothing is close", () => {
     expect(errorOf(base("  a:", "colour: red"))).toBe(
-      "space.yaml:5:1: colour: unknown key; expected one of space, gateway, policy, calls, prices, quotas, defaults, mcpServers, participants, identity",
+      "space.yaml:5:1: colour: unknown key; expected one of space, gateway, policy, groups, calls, prices, quotas, defaults, mcpServers, participants, identity",
     );
     expect(errorOf(base("  a:", "participant: x"))).toBe(
       'space.yaml:5:1: participant: unknown key; did you mean "participants"?',

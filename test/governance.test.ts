@@ -337,9 +337,10 @@ describe("proposals", () => {
   });
 
   it("shows pending proposals to a participant who joins later", async () => {
-    const { agent } = await setup();
+    const { agent, human } = await setup();
     agent.send(propose("later", "write_file"));
-    await sleep(50);
+    // Held once a watcher sees it (a fixed sleep raced the journal write on a busy machine).
+    await human.next((e) => e.kind === "mcp/proposal" && e.id === "later");
     const lead = await join(T.lead);
     const welcome = lead.received.find((e) => e.kind === "system/welcome")!;
     expect(welcome.payload.proposals.map((p: { id: string }) => p.id)).toEqual(["later"]);

@@ -157,6 +157,9 @@ function onEnvelope(env) {
     case "mcp/withdraw":
       addLog("activity", env.from, `withdrew ${short(env.correlation_id?.[0])}`);
       return refreshProposals();
+    case "system/approval": // one of several approvals a proposal needs ("1 of 2")
+      addLog("activity", (env.payload?.by ?? []).at(-1) ?? env.from, `approved ${short(env.correlation_id?.[0])} (${env.payload?.text ?? ""})`);
+      return refreshProposals();
     case "mcp/request":
       if (env.payload?.method === "tools/call") addLog("activity", env.from, `calls ${callLabel(env)}`);
       return;
@@ -291,6 +294,7 @@ function card(p) {
     ...(p.definitionChanged ? [definitionChange(p.definitionChanged)] : []),
     el("p", { class: "why", text: `${p.why ? `Needs approval: ${p.why}. ` : ""}Expires ${new Date(p.expiresAt).toLocaleTimeString()}.` }),
     flagged(p.findings, `The gateway flagged ${p.tool ?? "this tool"}`, p.description),
+    p.approvals ? el("p", { class: p.approvals.satisfiable ? "approvals" : "approvals error", role: "status", text: `Approvals: ${p.approvals.text}${p.approvals.by?.length ? ` (${p.approvals.by.join(", ")})` : ""}.${p.approvals.satisfiable ? "" : ` ${p.approvals.why}`}` }) : undefined,
     el("pre", { class: "args", text: args }),
     el("p", { class: "error", role: "alert" }),
     actions,
@@ -424,7 +428,7 @@ async function refreshGrants() {
       el(
         "li",
         {},
-        el("span", { text: `${g.from} → ${g.recipient}: ${JSON.stringify(g.capabilities)}${g.reason ? ` (${g.reason})` : ""}${g.standing ? "" : " [not standing]"} ` }),
+        el("span", { text: `${g.from} → ${g.recipient}: ${JSON.stringify(g.capabilities)}${g.limited_to ? ` [${g.limited_to}]` : ""}${g.reason ? ` (${g.reason})` : ""}${g.standing ? "" : " [not standing]"} ` }),
         el("button", { text: "Revoke", onclick: () => api("DELETE", `grants/${encodeURIComponent(g.id)}`).then(refreshGrants, (err) => alertIn(err)) }),
       ),
     ),

@@ -293,6 +293,11 @@ export function formatEnvelope(env: Envelope, ctx: ViewContext): string[] {
       const edited = payload["arguments"] !== undefined ? " with edited arguments" : "";
       return [`${s.green("✓")} ${from} approved ${s.dim(`[${shortId(env.correlation_id?.[0] ?? "?")}]`)}${scope}${edited}`];
     }
+    case "system/approval": {
+      // One of several approvals a proposal needs (two-person rule): it still waits.
+      const by = Array.isArray(payload["by"]) ? payload["by"].map(String) : [];
+      return [`${s.green("✓")} ${by.at(-1) ?? "someone"} approved ${s.dim(`[${shortId(env.correlation_id?.[0] ?? "?")}]`)}: ${String(payload["text"] ?? "")} approvals${by.length ? ` (${by.join(", ")})` : ""}; it waits for another approver`];
+    }
     case "mcp/reject": {
       const reason = String(payload["reason"] ?? "disagree");
       const text = typeof payload["text"] === "string" ? `: ${payload["text"]}` : "";

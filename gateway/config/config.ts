@@ -8,6 +8,7 @@ import { boolean, defaultMessage, expected, int, kindOf, MAX_TIMER_MS, numeric, 
 import { formatPath, locate, substituteEnv } from "./yaml.js";
 import { Lookalikes } from "../identity/confusables.js";
 import { identitySchema } from "./identity.js";
+import { checkGroups, EscalateSchema, nullProto } from "./groups.js";
 
 export { DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits };
 
@@ -113,6 +114,8 @@ const PolicySchema = section({
   expires_action: z.enum(["reject", "keep"]).default("reject"),
   /** What a tool whose texts the gateway flagged (policy/inspect.ts) gets: shown with its findings, called only with approval, or refused. */
   tool_checks: z.enum(["warn", "ask", "deny"]).default("warn"),
+  /** Who else may decide, and who is told again, when a proposal waits unanswered (proposals/escalation.ts). */
+  escalate: EscalateSchema,
 });
 
 const WebhookSchema = section({
@@ -231,6 +234,8 @@ const ParticipantSchema = section({
   echo: boolean().default(false),
   tools: ToolPolicySchema.optional(),
   approvers: z.array(z.string()).optional(),
+  /** How many distinct approvers (never the proposer) a proposal of this participant needs: a number, or `{tool glob: number}` (the first glob that matches; 1 otherwise). */
+  approvals: z.union([int(1, 16), z.record(z.string().min(1), int(1, 16))], { error: expected("a number from 1 to 16, or {tool glob: number}") }).optional(),
   /** Whether a change to this participant's tool definitions suspends what was allowed on the old one (ports/pins.ts): `false` for none of its tools, `{skip: [globs]}` for some. */
   pin: z.union([boolean(), section({ skip: z.array(z.string().min(1)) })], { error: expected("true, false, or {skip: [tool globs]}") }).optional(),
   agent: AgentSchema.optional(),
@@ -284,6 +289,8 @@ const SpaceConfigSchema = section({
     }).optional(),
   }).prefault({}),
   policy: PolicySchema.prefault({}),
+  /** Named groups of participants, usable as `@name` wherever participants are named (policy/groups.ts). */
+  groups: z.record(z.string().regex(PARTICIPANT_ID, { error: expected("a group name") }), z.array(z.string())).default({}),
   calls: CallsSchema.prefault({}),
   /** USD per million input and output tokens, by model name: what agents' requests cost, totalled per request. */
   prices: z.record(z.string(), PriceSchema).default({}),
@@ -304,7 +311,7 @@ const SpaceConfigSchema = section({
   /** The organisation's OpenID provider: console sign-in and JWT access tokens (config/identity.ts). */
   identity: identitySchema(CapabilitySchema, ToolPolicySchema).optional(),
 })
-  .superRefine(({ participants, mcpServers, identity }, ctx) => {
+  .superRefine(({ participants, mcpServers, identity, groups, policy }, ctx) => {
     // A space of pasted mcpServers alone is a space too (its tools, for MCP clients).
     if (Object.keys(participants).length === 0 && Object.keys(mcpServers ?? {}).length === 0) {
       ctx.addIssue({ code: "custom", path: ["participants"], message: "expected at least one participant (under participants or mcpServers)" });
@@ -336,9 +343,7 @@ const SpaceConfigSchema = section({
         else ctx.addIssue({ code: "custom", path: ["participants", id, "token"], message: `same token as participant "${owner}"` });
       }
       p.approvers?.forEach((approver, i) => {
-        if (ids.includes(approver)) return;
-        // A group the identity provider's claims map people into (identity.groups).
-        if (approver.startsWith("@") && Object.values(identity?.groups ?? {}).includes(approver)) return;
+        if (ids.includes(approver) || approver.startsWith("@")) return; // groups: checkGroups
         const near = suggest(approver, ids);
         const hint = near ? `; did you mean ${JSON.stringify(near)}?` : "";
         ctx.addIssue({ code: "custom", path: ["participants", id, "approvers", i], message: `unknown participant ${JSON.stringify(approver)}${hint}` });
@@ -353,6 +358,8 @@ const SpaceConfigSchema = section({
       const near = suggest(id, ids);
       ctx.addIssue({ code: "custom", path: ["identity", "people", claim], message: `unknown participant ${JSON.stringify(id)}${near ? `; did you mean ${JSON.stringify(near)}?` : ""}` });
     }
+    // Groups named in space.yaml, or mapped from the identity provider's claims (identity.groups).
+    checkGroups(ctx, ids, groups, participants, policy.escalate, Object.values(identity?.groups ?? {}).map((g) => g.replace(/^@/, "")));
     // Ids that read alike (`files`, `fiIes`, `fi1es`, `Files`) could pass for each other on every
     // screen that names a participant or its tools (identity/confusables.ts). Reported at the
     // later key, naming the earlier one and where it is (`see`, resolved in parseSpaceConfig).
@@ -368,7 +375,7 @@ const SpaceConfigSchema = section({
       if (!pathOf.has(id)) pathOf.set(id, path);
     }
   })
-  .transform(({ space, gateway, policy, calls, quotas, defaults, participants, mcpServers, prices, identity }) => {
+  .transform(({ space, gateway, policy, groups, calls, quotas, defaults, participants, mcpServers, prices, identity }) => {
     // Null prototype: ids like "constructor" are legal and must not hit Object.prototype.
     const resolved: Record<string, ParticipantConfig> = Object.create(null);
     // A pasted mcpServers entry is an `mcp` participant with every default.
@@ -388,7 +395,7 @@ const SpaceConfigSchema = section({
       if (rootsFrom !== undefined) resolved[id]!.capabilities.push({ kind: "mcp/request", to: [rootsFrom], payload: { method: "roots/list" } });
     }
     // `file` is set by parseSpaceConfig once the path is known.
-    return { file: "", space: { ...space, name: space.name ?? space.id }, gateway, policy, calls, quotas, defaults, participants: resolved, ...(identity ? { identity } : {}) };
+    return { file: "", space: { ...space, name: space.name ?? space.id }, gateway, policy, groups: nullProto(groups), calls, quotas, defaults, participants: resolved, ...(identity ? { identity } : {}) };
   });
 
 export type ParticipantConfig = Omit<z.output<typeof ParticipantSchema>, "capabilities" | "visibility"> & {

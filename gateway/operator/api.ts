@@ -135,8 +135,12 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
       const p = visible(c).find((x) => x.id === id);
       return p ? ok(proposalView(space, c.id, p)) : fail(404, "unknown_proposal", `no pending proposal "${clip(id ?? "")}"`);
     }
-    case "POST proposals/:id/approve":
-      return acted(await space.act(c.id, { kind: "mcp/approve", correlation_id: [id], payload: pick(body, ["scope", "arguments", "reason"]) }), { state: "approved" });
+    case "POST proposals/:id/approve": {
+      const errors = await space.act(c.id, { kind: "mcp/approve", correlation_id: [id], payload: pick(body, ["scope", "arguments", "reason", "limit"]) });
+      // One of several approvals it needs: it still waits, and says how far it got.
+      const still = errors.length ? undefined : space.pendingProposals().find((x) => x.id === id && x.state === "pending");
+      return acted(errors, still ? { state: "pending", ...proposalView(space, c.id, still) } : { state: "approved" });
+    }
     case "POST proposals/:id/reject":
       return acted(await space.act(c.id, { kind: "mcp/reject", correlation_id: [id], payload: { reason: "disagree", ...pick(body, ["reason", "text"]) } }), { state: "rejected" });
     case "POST proposals/:id/withdraw":

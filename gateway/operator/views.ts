@@ -3,6 +3,9 @@
  */
 import { DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal } from "../proposals/book.js";
 import type { Space } from "../space/space.js";
+import { approversNow, approvalsView } from "../proposals/approvals.js";
+import { limitOptions } from "../policy/scope.js";
+import { compileCapabilities } from "../policy/capabilities.js";
 
 /**
  * A proposal awaiting a decision as an approver needs to see it: who, what, why it waits,
@@ -32,6 +35,10 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     ...(entry?.["findings"] ? { findings: entry["findings"] } : {}),
     // Whether the viewer may decide: not its own, and it could make the call itself.
     mine: p.proposer === viewer,
+    // What an "always" may be limited to (policy/scope.ts), for the approve confirmation.
+    ...(p.tool !== undefined && (p.required ?? 1) <= 1 ? { always_limits: limitOptions((p.editedArguments ?? p.params["arguments"]) as Record<string, unknown> | undefined) } : {}),
+    // A two-person rule: "1 of 2", who approved, and whether it can still be met (proposals/approvals.ts).
+    ...approvalsOf(space, p),
   };
 }
 
@@ -54,6 +61,9 @@ export function statusOf(code: string): number {
     case "duplicate_id":
     case "target_offline":
     case "tool_changed":
+    case "already_approved":
+    case "approval_mismatch":
+    case "approvals_needed":
       return 409;
     case "quota_exceeded":
     case "rate_limited":
@@ -70,4 +80,13 @@ export function statusOf(code: string): number {
       // revoke_not_allowed, not_proposer, denied, grant_exceeds_*: not yours to do.
       return 403;
   }
+}
+
+function approvalsOf(space: Space, p: Proposal): Record<string, unknown> {
+  // Could `id` approve: may it send mcp/approve at all, and make the call itself?
+  const mayApprove = (id: string) => p.tool !== undefined && compileCapabilities(space.authority.configured(id))({ kind: "mcp/approve", payload: {} }) && space.authority.tool(id, p.owner, p.tool, true) === "direct";
+  const view = approvalsView(space.config, space.authority.groups, p, mayApprove);
+  // Who may decide now: the proposer's approvers, widened by escalation stages reached.
+  const approvers = approversNow(space.config, p);
+  return { ...(view ? { approvals: view } : {}), ...(approvers ? { approvers } : {}) };
 }

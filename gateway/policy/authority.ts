@@ -25,6 +25,8 @@ import { allowCapabilities, CompiledPolicy, type Decision, decideWhy, specificTo
 import type { Registry } from "../ports/registry.js";
 import { summary } from "./inspect.js";
 import type { PinState } from "../ports/pins.js";
+import { expandRuleGlob, Groups } from "./groups.js";
+import { conditionHolds } from "./scope.js";
 
 /** The outcome for one call: go ahead, go through a proposal, or a refusal to send back. */
 export type Verdict = { decision: "direct" | "proposal"; /** a proposal only because the gateway flagged the tool (`tool_checks: ask`): whoever may call it otherwise may approve it */ flagged?: true } | { decision: "denied"; code: ErrorCode; message: string; extra?: Record<string, unknown> };
@@ -41,12 +43,16 @@ interface Rules {
 export class Authority {
   private readonly rules = new Map<string, Rules>();
   private readonly skips = new Map<string, { globs: readonly string[]; match: (tool: string) => boolean }>();
+  /** Who is in which group (policy/groups.ts): space.yaml's, and what is learnt at run time. */
+  readonly groups: Groups;
 
   constructor(
     private readonly config: SpaceConfig,
     private readonly grants: GrantBook,
     private readonly registry: Registry,
-  ) {}
+  ) {
+    this.groups = new Groups(config);
+  }
 
   /** Drops what was compiled from a participant's rules (it was invited or removed at runtime). */
   forget(id: string): void {
@@ -88,8 +94,8 @@ export class Authority {
    * The tool policy, then `policy.tool_checks` for a tool whose texts the gateway flagged
    * (inspect.ts): `ask` makes a direct call a proposal, `deny` refuses every call.
    */
-  private checked(caller: string, owner: string, tool: string, confirming = false): Verdict {
-    const d = this.decideFrom(caller, owner, tool, new Set(), confirming).decision;
+  private checked(caller: string, owner: string, tool: string, confirming = false, args?: Record<string, unknown>): Verdict {
+    const d = this.decideFrom(caller, owner, tool, new Set(), confirming, args).decision;
     const mode = this.config.policy.tool_checks;
     const findings = d === "denied" || mode === "warn" ? undefined : this.registry.get(owner, tool)?.findings;
     const name = `${owner}/${tool}`;
@@ -158,7 +164,8 @@ export class Authority {
     if (method === "tools/call") {
       const name = params?.["name"];
       if (typeof name !== "string") return { decision: "denied", code: ErrorCodes.invalidPayload, message: "tools/call: params.name must be a string" };
-      return this.checked(caller, target, name, confirming);
+      const args = params?.["arguments"];
+      return this.checked(caller, target, name, confirming, args !== null && typeof args === "object" && !Array.isArray(args) ? (args as Record<string, unknown>) : {});
     }
     if (allows({ kind: "mcp/request", to: [target], payload: { method, params } })) return { decision: "direct" };
     return { decision: "denied", code: ErrorCodes.capabilityViolation, message: `your capabilities do not allow ${method} to "${target}"`, extra: { attempted_kind: "mcp/request", method } };
@@ -189,14 +196,15 @@ export class Authority {
     return mode !== "warn" && this.registry.get(owner, tool)?.findings?.length ? `${why}; and the gateway flagged the tool (policy.tool_checks: ${mode})` : why;
   }
 
-  private decideFrom(caller: string, owner: string, tool: string, seen: Set<string>, confirming = false): { decision: Decision; why: string } {
+  /** `args`: the call's arguments, when known; a grant with a condition (policy/scope.ts) counts only for arguments that meet it. */
+  private decideFrom(caller: string, owner: string, tool: string, seen: Set<string>, confirming = false, args?: Record<string, unknown>): { decision: Decision; why: string } {
     const rules = this.rulesOf(caller);
     if (!rules) return { decision: "denied", why: "not a participant" };
     seen.add(caller);
     // An invited participant has no policy of its own: it may do no more than its inviter,
     // and its capabilities are a loan, worth a direct call only where the inviter may make one.
     const inviter = this.config.participants[caller]?.invitedBy;
-    const lent = inviter === undefined ? undefined : seen.has(inviter) ? ({ decision: "denied", why: "its invitation goes round in a circle" } as const) : this.decideFrom(inviter, owner, tool, seen, confirming);
+    const lent = inviter === undefined ? undefined : seen.has(inviter) ? ({ decision: "denied", why: "its invitation goes round in a circle" } as const) : this.decideFrom(inviter, owner, tool, seen, confirming, args);
     // A person calling is a person deciding, now: only what was allowed for others (agents,
     // services, by rule, grant or annotation) waits for a person to see the change.
     const pin = confirming || this.config.participants[caller]?.kind === "human" ? undefined : this.pin(owner, tool);
@@ -210,8 +218,9 @@ export class Authority {
       granted: (shape) =>
         this.grants.to(caller).some((g) => {
           if (!g.matches(shape)) return false;
+          if (g.condition !== undefined && !conditionHolds(g.condition, args)) return false;
           if (!this.grantHolds(g, owner, tool, pin)) return !(grantSuspended = true);
-          return !seen.has(g.from) && this.decideFrom(g.from, owner, tool, seen, confirming).decision === "direct";
+          return !seen.has(g.from) && this.decideFrom(g.from, owner, tool, seen, confirming, args).decision === "direct";
         }),
       owner,
       tool,
@@ -233,9 +242,26 @@ export class Authority {
     if (r) return r;
     const p = this.config.participants[id];
     if (!p) return undefined;
-    const configured = [...p.capabilities, ...allowCapabilities(p.tools)];
-    r = { policy: new CompiledPolicy(p.tools), configured, configuredMatch: compileCapabilities(configured) };
+    const tools = withGroups(p.tools, this.config.groups);
+    const configured = [...p.capabilities, ...allowCapabilities(tools)];
+    r = { policy: new CompiledPolicy(tools), configured, configuredMatch: compileCapabilities(configured) };
     this.rules.set(id, r);
     return r;
   }
+}
+
+/** A tool policy whose `@group/tool` globs are spelled out, one per member of the group (policy/groups.ts). */
+function withGroups<T extends Record<string, unknown> | undefined>(tools: T, groups: Readonly<Record<string, readonly string[]>> | undefined): T {
+  if (tools === undefined || !groups) return tools;
+  const out: Record<string, unknown> = { ...tools };
+  for (const [rule, list] of Object.entries(tools)) {
+    if (!Array.isArray(list)) continue;
+    out[rule] = list.flatMap((r: unknown) => {
+      if (typeof r === "string") return expandRuleGlob(r, groups);
+      // A rule object (`{tool, ...}`) keeps everything but its tool glob.
+      const tool = r && typeof r === "object" ? (r as { tool?: unknown }).tool : undefined;
+      return typeof tool === "string" ? expandRuleGlob(tool, groups).map((t) => ({ ...(r as object), tool: t })) : [r];
+    });
+  }
+  return out as T;
 }

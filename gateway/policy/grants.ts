@@ -13,6 +13,7 @@
  * This module is state only: the space makes each record durable before it applies it.
  */
 import { type Capability, compileCapabilities, covers, type Matcher } from "./capabilities.js";
+import type { GrantCondition } from "./scope.js";
 
 export interface Grant {
   id: string;
@@ -26,6 +27,11 @@ export interface Grant {
    * the grant lets that tool be called directly only while its definition is this one.
    */
   pins?: Record<string, string> | undefined;
+  /**
+   * A scoped "always" (policy/scope.ts): the grant lets a tool call through only when the
+   * call's arguments meet this. It lends nothing else: no capability, no tool list entry.
+   */
+  condition?: GrantCondition | undefined;
 }
 
 export type GrantRecord =
@@ -114,7 +120,7 @@ export class GrantBook {
 
   /** What `id` may send: configured capabilities, then those of its standing grants. */
   capabilitiesOf(id: string): Capability[] {
-    return [...this.configured(id), ...this.to(id).flatMap((g) => (this.standing.has(g.id) ? g.capabilities : []))];
+    return [...this.configured(id), ...this.to(id).flatMap((g) => (this.standing.has(g.id) && g.condition === undefined ? g.capabilities : []))];
   }
 
   /**
@@ -132,7 +138,7 @@ export class GrantBook {
       changed = false;
       for (const g of all) {
         if (standing.has(g.id)) continue;
-        const held = [...this.configured(g.from), ...this.to(g.from).flatMap((h) => (standing.has(h.id) ? h.capabilities : []))];
+        const held = [...this.configured(g.from), ...this.to(g.from).flatMap((h) => (standing.has(h.id) && h.condition === undefined ? h.capabilities : []))];
         if (g.capabilities.every((c) => covers(held, c))) {
           standing.add(g.id);
           changed = true;

@@ -23,6 +23,7 @@ import {
   systemEnvelope,
 } from "../wire/envelope.js";
 import type { GrantBook, GrantRecord } from "./grants.js";
+import type { GrantCondition } from "./scope.js";
 import { clip } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
 import type { Plan } from "../ports/plan.js";
@@ -83,9 +84,9 @@ export class Lending {
    * of each tool it names (`pins`, or the definitions now): a later change of the tool
    * suspends it (authority.ts).
    */
-  plan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope, pins?: Record<string, string>): Plan {
+  plan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope, pins?: Record<string, string>, condition?: GrantCondition): Plan {
     const digests = pins ?? this.host.authority.pinsFor(capabilities);
-    const record: GrantRecord = { type: "grant", id: env?.id ?? randomUUID(), from, recipient, capabilities, reason, ts: env?.ts ?? new Date().toISOString(), ...(digests ? { pins: digests } : {}) };
+    const record: GrantRecord = { type: "grant", id: env?.id ?? randomUUID(), from, recipient, capabilities, reason, ts: env?.ts ?? new Date().toISOString(), ...(digests ? { pins: digests } : {}), ...(condition ? { condition } : {}) };
     return {
       records: [record],
       apply: () => {

@@ -12,6 +12,7 @@
 import type { Logger } from "pino";
 import type { Authority, Verdict } from "../policy/authority.js";
 import type { Capability } from "../policy/capabilities.js";
+import type { GrantCondition } from "../policy/scope.js";
 import type { SpaceConfig } from "../config/config.js";
 import type { Envelope, ErrorCode, InboundEnvelope, McpRequestPayload } from "../wire/envelope.js";
 import type { Proposal } from "../proposals/book.js";
@@ -57,7 +58,8 @@ export interface SpaceHost {
   grantQuota(granter: string): string | undefined;
   /** A grant as a plan for `record` (an "always" approval makes one, in the approval's transaction). */
   /** `pins`: the digests of the tools it names, as the approver saw them (authority.ts). */
-  grantPlan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope, pins?: Record<string, string>): Plan;
+  /** `condition`: a scoped "always" (policy/scope.ts), which holds only for calls whose arguments meet it. */
+  grantPlan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope, pins?: Record<string, string>, condition?: GrantCondition): Plan;
   /** Writes the plans as one durable transaction, then applies them (ledger.ts). Rejects, having changed nothing, if the write fails. */
   record(...plans: Plan[]): Promise<void>;
   /** Applies a plan now and writes it behind: for bookkeeping no decision waits on (a call's outcome). Resolves once written or failed; never rejects. */

@@ -82,6 +82,21 @@ export interface Proposal {
   bytes?: number | undefined;
   /** For tools/call: the digest of the tool's definition when it was proposed (ports/pins.ts), which approving confirms. */
   digest?: string | undefined;
+  /** How many distinct approvers it needs (proposals/approvals.ts); 1 when absent. */
+  required?: number | undefined;
+  /** The approvals given so far, when it needs more than one: each recorded as it comes. */
+  approvals?: Approval[] | undefined;
+  /** Indexes of the `policy.escalate` stages already fired for it (proposals/escalation.ts). */
+  escalated?: number[] | undefined;
+}
+
+/** One approver's "yes" on a proposal that needs more than one (proposals/approvals.ts). */
+export interface Approval {
+  by: string;
+  ts: string;
+  /** The first approver's edited arguments, which every later approval approves as they are. */
+  arguments?: Record<string, unknown> | undefined;
+  reason?: string | undefined;
 }
 
 type Patch = Partial<Proposal> & { state: ProposalState };
@@ -103,27 +118,38 @@ export const INTERRUPTED_TEXT = "the gateway stopped after it was approved; it m
  * again), so any reader can tell it from a fresh one.
  */
 export function shownEnvelope(p: Proposal): unknown {
-  if (p.state !== "interrupted" || typeof p.envelope !== "object" || p.envelope === null) return p.envelope;
+  if (typeof p.envelope !== "object" || p.envelope === null) return p.envelope;
+  const need = p.required ?? 1;
   const env = p.envelope as { payload?: Record<string, unknown> };
+  // A proposal that needs several approvers carries how far it got ("1 of 2", and who).
+  const progress =
+    need > 1 && awaiting(p.state)
+      ? { "mewgate/approvals": { required: need, by: [...new Set((p.approvals ?? []).map((a) => a.by))], ...(p.editedArguments !== undefined ? { arguments: p.editedArguments } : {}) } }
+      : {};
+  if (p.state !== "interrupted") return need > 1 ? { ...env, payload: { ...env.payload, ...progress } } : p.envelope;
   const mark = {
     reason: p.reason ?? "gateway_restarted",
     message: INTERRUPTED_TEXT,
     approved_by: p.decidedBy,
     ...(p.editedArguments !== undefined ? { arguments: p.editedArguments } : {}),
   };
-  return { ...env, payload: { ...env.payload, "mewgate/interrupted": mark } };
+  return { ...env, payload: { ...env.payload, ...progress, "mewgate/interrupted": mark } };
 }
 
 export type ProposalRecord =
   | { type: "proposed"; proposal: Proposal }
   | { type: "state"; id: string; ts: string; patch: Patch }
+  /** One approval of a proposal that needs more than one; it stays as it was otherwise. */
+  | { type: "approval"; id: string; approval: Approval }
+  /** An escalation stage fired (proposals/escalation.ts): who may decide widened, and the webhooks were told. */
+  | { type: "escalated"; id: string; stage: number; ts: string }
   /** Ids of ended proposals, so a late decision still hears "already rejected" after a compaction. */
   | { type: "ended"; ended: Array<[string, ProposalState]> };
 
 export interface AuditEntry {
   ts: string;
   /** `tool_changed`: a tool's definition differs from the one pinned for it (ports/pins.ts); `proposal` is then empty. */
-  event: ProposalState | "proposed" | "tool_changed";
+  event: ProposalState | "proposed" | "tool_changed" | "approval";
   proposal: string;
   proposer: string;
   owner: string;
@@ -188,6 +214,16 @@ export class ProposalBook {
   applyRecord(r: ProposalRecord): void {
     if (r.type === "proposed") this.open.set(r.proposal.id, r.proposal);
     else if (r.type === "ended") for (const [id, state] of r.ended) this.remember(id, state);
+    else if (r.type === "escalated") {
+      const p = this.open.get(r.id);
+      if (p && !p.escalated?.includes(r.stage)) p.escalated = [...(p.escalated ?? []), r.stage];
+    } else if (r.type === "approval") {
+      const p = this.open.get(r.id);
+      if (p) {
+        p.approvals = [...(p.approvals ?? []), r.approval];
+        if (r.approval.arguments !== undefined) p.editedArguments = r.approval.arguments;
+      }
+    }
     else {
       const p = this.open.get(r.id);
       if (p) Object.assign(p, r.patch);
@@ -284,6 +320,38 @@ export class ProposalBook {
     return {
       records: [{ type: "state", id: p.id, ts: new Date().toISOString(), patch }, audit(after, patch.state)],
       apply: () => this.move(p, patch),
+      done: () => this.busy.delete(p.id),
+    };
+  }
+
+  /**
+   * One approval of a proposal that needs more than one: written (with its audit entry)
+   * before it counts. The proposal stays in its state.
+   */
+  planApproval(p: Proposal, approval: Approval): Plan<ProposalRecord | AuditRecord> {
+    if (!awaiting(p.state)) throw new Error(`proposal ${p.id} is ${p.state}, not awaiting a decision`);
+    if (this.busy.has(p.id)) throw new Error(`proposal ${p.id} is busy`);
+    this.busy.add(p.id);
+    const entry = audit({ ...p, decidedBy: approval.by, reason: approval.reason, editedArguments: approval.arguments ?? p.editedArguments }, "approval");
+    return {
+      records: [{ type: "approval", id: p.id, approval }, entry],
+      apply: () => {
+        p.approvals = [...(p.approvals ?? []), approval];
+        if (approval.arguments !== undefined) p.editedArguments = approval.arguments;
+      },
+      done: () => this.busy.delete(p.id),
+    };
+  }
+
+  /** An escalation stage fired for `p` (proposals/escalation.ts): a fact, written before anyone is told. */
+  planEscalated(p: Proposal, stage: number): Plan<ProposalRecord | AuditRecord> {
+    if (this.busy.has(p.id)) throw new Error(`proposal ${p.id} is busy`);
+    this.busy.add(p.id);
+    return {
+      records: [{ type: "escalated", id: p.id, stage, ts: new Date().toISOString() }],
+      apply: () => {
+        if (!p.escalated?.includes(stage)) p.escalated = [...(p.escalated ?? []), stage];
+      },
       done: () => this.busy.delete(p.id),
     };
   }

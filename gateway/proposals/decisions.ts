@@ -33,13 +33,24 @@ import { DEFINITION_CHANGED, toolGrant } from "../policy/rules.js";
 import type { Plan } from "../ports/plan.js";
 import { awaiting, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, OPEN_OWNER, type Proposal, type ProposalBook } from "./book.js";
 import type { Member } from "../ports/member.js";
+import { approversNow, requiredApprovals } from "./approvals.js";
+import { approveOneOf, fulfilmentBlocked } from "./several.js";
+import { conditionFor, describeCondition, type GrantCondition } from "../policy/scope.js";
+import { Escalations } from "./escalation.js";
 
 export class Decisions implements ProposalDesk {
+  /** `policy.escalate`'s timers (escalation.ts); the space arms them as proposals change. */
+  readonly escalations: Escalations;
+
   constructor(
     private readonly space: SpaceHost,
     private readonly proposals: ProposalBook,
     private readonly mcp: CallRouter,
-  ) {}
+    /** Tells the webhooks a proposal escalated (notify.ts), with the stage's approvers. */
+    notify: (p: Proposal, approvers: readonly string[]) => void = () => {},
+  ) {
+    this.escalations = new Escalations(space, proposals, notify);
+  }
 
   onProposal(member: Member, inbound: InboundEnvelope): Promise<void> | void {
     const parsed = ProposalPayloadSchema.safeParse(inbound.payload);
@@ -115,6 +126,11 @@ export class Decisions implements ProposalDesk {
     if (changed && typeof env.payload === "object" && env.payload !== null) {
       env.payload = { ...(env.payload as Record<string, unknown>), [DEFINITION_CHANGED_KEY]: { tool: `${owner}/${tool}`, message: DEFINITION_CHANGED, previous: changed.from, digest: changed.to, changes: changed.changes } };
     }
+    // The two-person rule is fixed when the proposal is held (proposals/approvals.ts).
+    const required = requiredApprovals(this.space.config, member.id, owner, tool);
+    if (required > 1 && env.payload && typeof env.payload === "object") {
+      env.payload = { ...(env.payload as Record<string, unknown>), "mewgate/approvals": { required, by: [] } };
+    }
     const plan = this.proposals.planAdd({
       id: env.id,
       proposer: member.id,
@@ -130,6 +146,7 @@ export class Decisions implements ProposalDesk {
       expiresAt: now + this.space.config.policy.proposal_ttl_ms,
       envelope: env,
       bytes,
+      ...(required > 1 ? { required, approvals: [] } : {}),
     });
     try {
       await this.space.record(plan);
@@ -194,9 +211,10 @@ export class Decisions implements ProposalDesk {
       this.space.fail(member, ErrorCodes.selfApproval, "you cannot decide on your own proposal (withdraw it instead)", inboundId);
       return false;
     }
-    const approvers = this.space.config.participants[p.proposer]?.approvers;
-    // `@ops` names everyone in that group: here, the groups the member's identity provider put it in (member.groups).
-    if (approvers && !approvers.includes(member.id) && !approvers.some((a) => a.startsWith("@") && member.groups.includes(a.slice(1)))) {
+    // The proposer's approvers (ids and @groups: space.yaml's, and those the identity provider
+    // put members in), widened by escalation stages reached (approvals.ts).
+    const approvers = approversNow(this.space.config, p);
+    if (approvers && !this.space.authority.groups.names(approvers, member.id)) {
       this.space.fail(member, ErrorCodes.notAnApprover, `proposals of "${p.proposer}" are decided by ${approvers.join(", ")}`, inboundId);
       return false;
     }
@@ -253,9 +271,20 @@ export class Decisions implements ProposalDesk {
     }
     // Edited arguments are a new call: the approver must be able to make that one directly.
     if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
+    // A scoped "always" holds only for the approved arguments, or a path under theirs (policy/scope.ts).
+    let condition: GrantCondition | undefined;
+    if (parsed.data.limit !== undefined && parsed.data.limit !== "tool") {
+      if (scope !== "always") return this.space.fail(member, ErrorCodes.invalidPayload, "limit applies to scope \"always\" only", inbound.id);
+      const made = conditionFor(parsed.data.limit, edited ?? (p.params["arguments"] as Record<string, unknown> | undefined));
+      if (made.error !== undefined) return this.space.fail(member, ErrorCodes.invalidPayload, `cannot limit the grant: ${made.error}`, inbound.id);
+      condition = made.condition;
+    }
     const env = stamp(inbound, member.id);
     env.to ??= [p.proposer];
-    return this.approve(member, p, { scope, edited, reason }, inbound.id, env);
+    if ((p.required ?? 1) > 1 && awaiting(p.state)) {
+      return approveOneOf(this.space, this.proposals, member, p, { scope, edited, reason }, inbound.id, (last) => this.approve(member, p, { scope: "once", edited: last, reason }, inbound.id, env));
+    }
+    return this.approve(member, p, { scope, edited, reason, condition }, inbound.id, env);
   }
 
   /**
@@ -291,6 +320,9 @@ export class Decisions implements ProposalDesk {
     const differs = args && typeof args === "object" && !Array.isArray(args) && !isDeepStrictEqual(args, p.params["arguments"] ?? {});
     const edited = differs ? (args as Record<string, unknown>) : undefined;
     if (edited !== undefined && !this.mayCallWith(member, q, edited, inbound.id)) return;
+    // A fulfilment routes the call: it is the last approval a proposal needs, or none.
+    const blocked = fulfilmentBlocked(member.id, p, edited);
+    if (blocked) return void this.space.fail(member, blocked.code, blocked.message, inbound.id, blocked.extra);
     const env = stamp(inbound, member.id);
     // The routed request is the fulfiller's own (its envelope id and JSON-RPC id), so the
     // target answers it as any request: its id must not name a call already pending.
@@ -307,7 +339,7 @@ export class Decisions implements ProposalDesk {
   private async approve(
     approver: Member,
     p: Proposal,
-    d: { scope: "once" | "always"; edited: Record<string, unknown> | undefined; reason: string | undefined },
+    d: { scope: "once" | "always"; edited: Record<string, unknown> | undefined; reason: string | undefined; condition?: GrantCondition | undefined },
     sentId: string | undefined,
     announce: Envelope | undefined,
     fulfiller?: { id: string; envelopeId: string; rpcId: string | number; target: string },
@@ -330,11 +362,13 @@ export class Decisions implements ProposalDesk {
     const args = d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined);
     // The decision and the grant an "always" makes are one transaction: both or neither.
     const target = owner === p.owner ? {} : { owner };
-    const plans: Plan[] = [this.proposals.planTransition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, editedArguments: d.edited, ...target })];
+    const several = (p.required ?? 1) > 1 && awaiting(p.state) ? { approvals: [...(p.approvals ?? []), { by: approver.id, ts: now() }] } : {};
+    const plans: Plan[] = [this.proposals.planTransition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, editedArguments: d.edited, ...target, ...several })];
     if (d.scope === "always" && p.tool !== undefined) {
       // On the definition the approver was shown: a change since suspends it again.
       const pins = p.digest === undefined ? undefined : { [`${p.owner}/${p.tool}`]: p.digest };
-      plans.push(this.space.grantPlan(approver.id, p.proposer, [toolGrant(p.owner, p.tool)], `always approve ${p.owner}/${p.tool} (proposal ${p.id})`, undefined, pins));
+      const limited = d.condition ? `, ${describeCondition(d.condition)}` : "";
+      plans.push(this.space.grantPlan(approver.id, p.proposer, [toolGrant(p.owner, p.tool)], `always approve ${p.owner}/${p.tool}${limited} (proposal ${p.id})`, undefined, pins, d.condition));
     }
     try {
       await this.space.record(...plans);

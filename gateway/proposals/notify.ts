@@ -63,11 +63,23 @@ export class Notifier {
   proposal(p: Proposal, event: string): void {
     if (this.hooks.length === 0 || this.closed) return;
     // An interrupted proposal asks for a decision again, as a new one does.
-    const kind = event === "proposed" || event === "interrupted" ? "proposed" : ["approved", "rejected", "withdrawn", "expired"].includes(event) ? "decided" : undefined;
+    const kind = event === "proposed" || event === "interrupted" || event === "escalated" ? "proposed" : ["approved", "rejected", "withdrawn", "expired"].includes(event) ? "decided" : undefined;
     if (!kind) return;
     for (const hook of this.hooks) {
       if (!hook.events.includes(kind)) continue;
       this.enqueue({ hook, event, proposal: p.id, body: this.body(hook, p, event), attempt: 0 });
+    }
+  }
+
+  private readonly escalatedTo = new Map<string, readonly string[]>();
+
+  /** A proposal nobody decided in time escalated (proposals/escalation.ts): tell the webhooks again, naming who may decide now. */
+  escalated(p: Proposal, approvers: readonly string[]): void {
+    this.escalatedTo.set(p.id, approvers);
+    try {
+      this.proposal(p, "escalated");
+    } finally {
+      this.escalatedTo.delete(p.id);
     }
   }
 
@@ -86,9 +98,9 @@ export class Notifier {
     const tool = p.tool === undefined ? `${owner}: ${p.method}` : `${owner}/${p.tool}`;
     const link = this.consoleUrl();
     if (hook.format === "slack") {
-      const verb: Record<string, string> = { proposed: "wants to call", approved: "was approved to call", rejected: "was refused", withdrawn: "withdrew", expired: "got no decision for", interrupted: "needs a new decision (the gateway stopped after it was approved; it may or may not have run) for" };
+      const verb: Record<string, string> = { escalated: "still waits for a decision (escalated) to call", proposed: "wants to call", approved: "was approved to call", rejected: "was refused", withdrawn: "withdrew", expired: "got no decision for", interrupted: "needs a new decision (the gateway stopped after it was approved; it may or may not have run) for" };
       const who = event === "approved" || event === "rejected" ? ` by ${p.decidedBy ?? "?"}` : "";
-      const text = `[${this.space}] ${p.proposer} ${verb[event] ?? event} ${tool}${who}${p.reason && event !== "proposed" && event !== "approved" ? ` (${p.reason})` : ""}${(event === "proposed" || event === "interrupted") && link ? ` — decide at ${link}` : ""}`;
+      const text = `[${this.space}] ${p.proposer} ${verb[event] ?? event} ${tool}${who}${p.reason && event !== "proposed" && event !== "approved" ? ` (${p.reason})` : ""}${(event === "proposed" || event === "interrupted" || event === "escalated") && link ? ` — decide at ${link}` : ""}`;
       return JSON.stringify({ text });
     }
     let args = JSON.stringify(p.editedArguments ?? p.params["arguments"] ?? {});
@@ -109,6 +121,7 @@ export class Notifier {
         reason: p.reason,
         text: p.text,
         expires_at: new Date(p.expiresAt).toISOString(),
+        ...(event === "escalated" ? { escalated: p.escalated, approvers: this.escalatedTo.get(p.id) } : {}),
       },
       console: link,
     });

@@ -59,6 +59,8 @@ export function adopt(space: Space, identity: Identity): void {
     space.log.info({ participant: id, groups: identity.groups }, "a member of a guest group signed in as a runtime human");
   }
   space.runtimeGroups.set(id, identity.groups);
+  // Who may decide asks the one place group membership is worked out (policy/groups.ts).
+  space.authority.groups.setRuntime(id, identity.groups);
   const member = space.member(id);
   if (member) member.groups = identity.groups;
 }

@@ -27,6 +27,7 @@ import { SpaceIdentity } from "../identity/provider.js";
 import { SpaceMetrics } from "../ports/metrics.js";
 import { Tracing } from "../ports/tracing.js";
 import { Notifier } from "../proposals/notify.js";
+import { describeCondition, type GrantCondition } from "../policy/scope.js";
 import { Authority } from "../policy/authority.js";
 import { compileCapabilities } from "../policy/capabilities.js";
 import { GrantBook } from "../policy/grants.js";
@@ -164,7 +165,7 @@ export class Space implements SpaceHost {
     log.debug({ records, bytes, ms }, "state restored");
     this.grants.revalidate();
     this.mcp = new McpRouter(this, this.registry, this.proposals);
-    this.decisions = new Decisions(this, this.proposals, this.mcp);
+    this.decisions = new Decisions(this, this.proposals, this.mcp, (p, approvers) => this.notifier.escalated(p, approvers));
     this.mcp.calls.onEnd = (call) => this.conversations.callEnded(call);
     // Stacks that were held when the gateway stopped are held again, with their calls.
     this.conversations.resume();
@@ -210,8 +211,12 @@ export class Space implements SpaceHost {
     // for a person to decide again, with a fresh TTL; its proposer hears it on joining.
     for (const p of this.proposals.restored()) {
       this.log.warn({ proposal: p.id, proposer: p.proposer, approver: p.decidedBy }, "proposal was approved when the gateway stopped; marked interrupted until someone decides again");
-      this.note(this.proposals.planTransition(p, { state: "interrupted", reason: "gateway_restarted", expiresAt: Date.now() + config.policy.proposal_ttl_ms }));
+      // A two-person rule holds again: the call may have run, so running it again needs its approvers again.
+      const again = (p.required ?? 1) > 1 ? { approvals: [] } : {};
+      this.note(this.proposals.planTransition(p, { state: "interrupted", reason: "gateway_restarted", expiresAt: Date.now() + config.policy.proposal_ttl_ms, ...again }));
     }
+    // Escalation timers, re-armed from each proposal's creation (proposals/escalation.ts).
+    for (const p of this.proposals.pending()) this.decisions.escalations.arm(p);
   }
 
   get online(): number {
@@ -320,6 +325,7 @@ export class Space implements SpaceHost {
     this.conversations.close();
     this.proposals.close();
     this.notifier.close();
+    this.decisions.escalations.close();
     const flushed = this.tracing.shutdown();
     return this.ledger.close().finally(() => flushed);
   }
@@ -388,12 +394,13 @@ export class Space implements SpaceHost {
       online: this.delivery.members.has(p.id),
       ...(this.switches.isDisabled(p.id) ? { disabled: true } : {}),
       capabilities: this.grants.capabilitiesOf(p.id),
+      groups: this.authority.groups.of(p.id),
     }));
   }
 
   /** Grants held now, each with whether it stands (its granter still holds what it lent). */
   grantsView(): Array<Record<string, unknown>> {
-    return this.grants.all().map((g) => ({ ...g, standing: this.grants.stands(g) }));
+    return this.grants.all().map((g) => ({ ...g, standing: this.grants.stands(g), ...(g.condition ? { limited_to: describeCondition(g.condition) } : {}) }));
   }
 
   /** The grant with this id, if it is held. */
@@ -450,6 +457,7 @@ export class Space implements SpaceHost {
     if (this.tracing.on) this.tracing.proposal(this.id, p, event, from, () => this.mcp?.calls.serving(p.proposer, (p.envelope as { correlation_id?: string[] }).correlation_id)?.trace?.context);
     if (from === "pending" && (event === "approved" || event === "rejected")) this.metrics.decisionSeconds.observe((Date.now() - Date.parse(p.createdAt)) / 1000);
     this.notifier.proposal(p, event);
+    this.decisions?.escalations.arm(p);
   }
 
   // --- the way out (delivery.ts), as the `SpaceHost` the handlers act through ----------
@@ -484,8 +492,8 @@ export class Space implements SpaceHost {
   }
 
   /** A grant, to be recorded (an "always" approval makes one in its own transaction). */
-  grantPlan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope, pins?: Record<string, string>): Plan {
-    return this.lending.plan(from, recipient, capabilities, reason, env, pins);
+  grantPlan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope, pins?: Record<string, string>, condition?: GrantCondition): Plan {
+    return this.lending.plan(from, recipient, capabilities, reason, env, pins, condition);
   }
 
   /** After a grant change: recompile and send the recipient a fresh welcome. */

@@ -100,6 +100,8 @@ export const ProposalPayloadSchema = z.object({ method: z.string().min(1).max(25
 
 export const ApprovePayloadSchema = z.object({
   scope: z.enum(["once", "always"]).default("once"),
+  /** With scope "always": what the grant is limited to (policy/scope.ts); the whole tool when absent. */
+  limit: z.union([z.enum(["tool", "exact"]), z.strictObject({ field: z.string().min(1).max(256), prefix: z.string().min(1).max(4096).optional() })]).optional(),
   arguments: Params.optional(),
   reason: z.string().max(2000).optional(),
 });
@@ -191,6 +193,12 @@ export const ErrorCodes = {
   proposalNotPending: "proposal_not_pending",
   selfApproval: "self_approval",
   notAnApprover: "not_an_approver",
+  /** The sender already approved a proposal that needs more approvers (proposals/approvals.ts). */
+  alreadyApproved: "already_approved",
+  /** A later approver sent arguments other than those the first approver approved. */
+  approvalMismatch: "approval_mismatch",
+  /** A MEW fulfilment of a proposal that still needs other approvals first. */
+  approvalsNeeded: "approvals_needed",
   approverLacksCapability: "approver_lacks_capability",
   notProposer: "not_proposer",
   fulfilmentMismatch: "fulfilment_mismatch",

@@ -124,6 +124,7 @@ export class Calls {
     const payload: Record<string, unknown> = { scope: opts.scope ?? "once" };
     if (opts.arguments !== undefined) payload["arguments"] = opts.arguments;
     if (opts.reason !== undefined) payload["reason"] = opts.reason;
+    if (opts.limit !== undefined) payload["limit"] = opts.limit;
     return this.conn.send({ kind: "mcp/approve", correlation_id: [proposalId], payload });
   }
 

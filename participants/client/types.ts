@@ -178,4 +178,6 @@ export interface ApproveOptions {
   /** Edited arguments to run the call with instead of the proposed ones. */
   arguments?: Record<string, unknown> | undefined;
   reason?: string | undefined;
+  /** With `always`: limit the grant to exactly these arguments, or to a field under the approved value's directory (docs/security.md). */
+  limit?: "tool" | "exact" | { field: string; prefix?: string } | undefined;
 }
