@@ -222,7 +222,7 @@ describe("identity: in space.yaml", () => {
     expect(parse("  issuer: https://sso.example\n  client_secret: s3cret")).toThrow(/identity.client_secret: unknown key; did you mean "client_secret_env"/);
     expect(parse("  issuer: https://sso.example\n  people: {a@x: alcie}")).toThrow(/identity.people\["a@x"\]: unknown participant "alcie"; did you mean "alice"/);
     expect(parse("  issuer: https://sso.example\n  guests: {'@ops': {}}")).toThrow(/identity.guests\["@ops"\]: no claim value maps to "@ops"/);
-    expect(parse("  issuer: https://sso.example", "  alice: {kind: human}\n  bot: {kind: agent, approvers: ['@ops']}\n")).toThrow(/unknown participant "@ops"/);
+    expect(parse("  issuer: https://sso.example", "  alice: {kind: human}\n  bot: {kind: agent, approvers: ['@ops']}\n")).toThrow(/unknown group "@ops"; declare it under groups: or map a claim to it under identity.groups/);
     expect(parse("  issuer: https://sso.example\n  groups: {g: '@ops'}", "  alice: {kind: human}\n  bot: {kind: agent, approvers: ['@ops']}\n")).not.toThrow();
   });
 });

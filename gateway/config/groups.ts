@@ -54,7 +54,7 @@ export function checkGroups(
     if (entry.startsWith("@")) {
       if (Object.hasOwn(groups, entry.slice(1)) || mapped.includes(entry.slice(1))) return;
       const near = suggest(entry.slice(1), names);
-      return ctx.addIssue({ code: "custom", path, message: `unknown group ${JSON.stringify(entry)}${near ? `; did you mean "@${near}"?` : "; declare it under groups:"}` });
+      return ctx.addIssue({ code: "custom", path, message: `unknown group ${JSON.stringify(entry)}${near ? `; did you mean "@${near}"?` : "; declare it under groups: or map a claim to it under identity.groups"}` });
     }
     if (ids.includes(entry)) return;
     const near = suggest(entry, ids);
