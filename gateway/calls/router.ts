@@ -37,6 +37,7 @@ import type { Verdict } from "../policy/authority.js";
 import { GatewayEndpoint } from "./endpoint.js";
 import type { Decision } from "../policy/rules.js";
 import { type ProposalBook, toolChangeAudit } from "../proposals/book.js";
+import { answerOutcome, failureOutcome, resultText } from "../proposals/outcomes.js";
 import { auditable, type DefinitionChange } from "../ports/pins.js";
 import { McpToolSchema, type McpTool, type Registry, ToolsListResultSchema, MAX_TOOLS_PER_PARTICIPANT } from "../ports/registry.js";
 import type { Member } from "../ports/member.js";
@@ -226,10 +227,9 @@ export class McpRouter implements CallRouter {
     // The target answered (the breaker's question); a tool that reports its own failure
     // (`isError: true`) still answered, but the call did not succeed, and its record says so.
     const answered = parsed.data.error === undefined;
-    const result = parsed.data.result as { isError?: unknown } | undefined;
-    const ok = answered && !(typeof result === "object" && result !== null && result.isError === true);
+    const outcome = answerOutcome(parsed.data);
     this.calls.close(call, answered);
-    if (!call.internal) this.space.metrics.call(ok ? "ok" : "error");
+    if (!call.internal) this.space.metrics.call(outcome);
     if (call.internal) return call.internal(parsed.data);
     const env = stamp(inbound, member.id);
     // The response goes to whoever waits on the call, whatever `to` the responder wrote.
@@ -244,7 +244,8 @@ export class McpRouter implements CallRouter {
       const p = this.proposals.get(call.proposalId);
       if (p?.state === "routed") {
         // The audit trail has the outcome by the time the proposer hears it.
-        return this.space.note(this.proposals.planTransition(p, { state: "answered", outcome: ok ? "ok" : "error" })).then(() => this.space.deliver(env, member));
+        this.proposals.results.add(p.id, outcome, resultText(parsed.data));
+        return this.space.note(this.proposals.planTransition(p, { state: "answered", outcome })).then(() => this.space.deliver(env, member));
       }
     }
     this.space.deliver(env, member);
@@ -262,7 +263,8 @@ export class McpRouter implements CallRouter {
       // person's idle clock bounds the wait instead (conversations.ts).
       if (this.space.heldInConversation(call.id)) continue;
       this.calls.close(call, false);
-      if (!call.internal) this.space.metrics.call("target_left");
+      // The gateway answers with a JSON-RPC error: an `error` outcome (outcomes.ts), its reason target_left.
+      if (!call.internal) this.space.metrics.call("error");
       this.failCall(call, RpcErrors.targetLeft, "target_left", `"${left}" left the space before answering`);
     }
     for (const call of byCaller) this.cancel(call, "the caller left the space", true);
@@ -306,7 +308,10 @@ export class McpRouter implements CallRouter {
     this.calls.close(call, undefined);
     this.space.metrics.call("cancelled");
     const p = call.proposalId ? this.proposals.get(call.proposalId) : undefined;
-    if (p && (p.state === "routed" || p.state === "approved")) this.space.note(this.proposals.planTransition(p, { state: "failed", reason: "cancelled" }));
+    if (p && (p.state === "routed" || p.state === "approved")) {
+      this.proposals.results.add(p.id, "cancelled", reason);
+      this.space.note(this.proposals.planTransition(p, { state: "failed", reason: "cancelled", outcome: "cancelled" }));
+    }
     if (notifyTarget) this.cancelAtTarget(call, reason);
     // Bounded: each call is closed before its children are visited, so none is visited twice.
     for (const child of this.calls.children(call.id)) {
@@ -331,7 +336,10 @@ export class McpRouter implements CallRouter {
     if (call.proposalId) {
       correlation.unshift(call.proposalId);
       const p = this.proposals.get(call.proposalId);
-      if (p && (p.state === "routed" || p.state === "approved")) this.space.note(this.proposals.planTransition(p, { state: "failed", reason }));
+      if (p && (p.state === "routed" || p.state === "approved")) {
+        this.proposals.results.add(p.id, failureOutcome(reason), message);
+        this.space.note(this.proposals.planTransition(p, { state: "failed", reason, outcome: failureOutcome(reason) }));
+      }
     }
     if (call.fulfiller) {
       to.push(call.fulfiller.id);
