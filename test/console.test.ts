@@ -285,7 +285,7 @@ describe("the web console", () => {
     await card.waitFor();
     const overflow = (await page!.evaluate("document.documentElement.scrollWidth - window.innerWidth")) as number;
     expect(overflow).toBeLessThanOrEqual(0);
-    await shot("console-phone");
+    // (console-cards.test.ts takes docs/console-phone.png, with a card that has everything on it.)
     await card.getByRole("button", { name: "Approve", exact: true }).click();
     await agent.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("m1") === true);
   });

@@ -89,7 +89,8 @@ export function argumentsView(args, schema) {
     "dl",
     { class: "args" },
     ...keys.flatMap((k) => {
-      const known = k in props;
+      // A schema that names its parameters: a key it does not name is marked.
+      const known = Object.keys(props).length === 0 || k in props;
       return [el("dt", { text: reveal(k), ...(known ? {} : { title: "not a parameter in the tool's schema" }) }, known ? undefined : el("span", { class: "badge flag", text: "not in schema" })), el("dd", {}, valueView(args[k], props[k], k))];
     }),
   );

@@ -143,7 +143,7 @@ export function proposalCard(p, on, selected = false) {
       "p",
       { class: "why" },
       el("span", { text: `${p.why ? `Needs approval: ${p.why}. ` : ""}Proposed ${Number.isNaN(proposed) ? "?" : new Date(proposed).toLocaleTimeString()}, ` }),
-      el("span", { class: "expires", "data-expires": new Date(p.expiresAt).toISOString(), text: `expires ${left(p.expiresAt - Date.now())}` }),
+      el("span", { class: "expires", "data-expires": new Date(p.expiresAt).toISOString(), text: `expires ${left(Date.parse(p.expiresAt) - Date.now())}` }),
       el("span", { text: ` (${new Date(p.expiresAt).toLocaleTimeString()}).` }),
     ),
     flagged(p.findings, `The gateway flagged ${p.tool ?? "this tool"}`, p.description),
