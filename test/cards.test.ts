@@ -190,3 +190,27 @@ describe("Respond and history", () => {
     expect(theirs.filter((e) => e.kind === "chat" || e.kind === "mcp/proposal")).toEqual([]);
   });
 });
+
+describe("the card in the terminal", () => {
+  it("shows the intent sanitised and wrapped, never cut, and the tool's hints; Always states its scope", async () => {
+    const { queueBlock, allArguments } = await import("../cli/terminal/proposal-view.js");
+    const { alwaysScope } = await import("../cli/terminal/tty-text.js");
+    const { ProposalQueue } = await import("../cli/terminal/queue.js");
+    const { PLAIN } = await import("../cli/terminal/format.js");
+    const q = new ProposalQueue();
+    const intent = `first \u001b[2J\u001b]52;c;aGk=\u0007line \u202Eevil\u202C\n${"long ".repeat(60)}\nthree\nfour\nfive\nsix`;
+    q.sync([{ protocol: "mew/v0.4", id: "t1", ts: new Date().toISOString(), from: "agent", to: ["fs"], kind: "mcp/proposal", payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a" } }, intent } }] as never);
+    const tools = [{ name: "fs/write_file", annotations: { destructiveHint: true, readOnlyHint: false, idempotentHint: "x" } }];
+    const block = queueBlock(q, PLAIN, 80, { tools: tools as never }).join("\n");
+    expect(block).toContain("tool: destructive · not read-only\n");
+    expect(block).toContain("agent says why:\n  first line �evil�\n");
+    expect(block).not.toMatch(/[\u001b\u0007\u202E]/);
+    expect(block).toMatch(/⋯ \d+ more lines — v shows them all/);
+    expect(block).toContain("A approve always… · e edit, then approve · R respond");
+    // v: every line of it.
+    const all = allArguments(q.current!, PLAIN, 80).join("\n");
+    expect(all).toContain("  six");
+    expect(all.replace(/\n {2}↪ /g, "")).toContain("long ".repeat(60).trim());
+    expect(alwaysScope("agent", "fs/write_file", PLAIN).join("\n")).toMatch(/participant: agent\n\s+tool:\s+fs\/write_file\n\s+arguments:\s+any/);
+  });
+});
