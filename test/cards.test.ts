@@ -148,23 +148,21 @@ describe("the Decided list and the outcome vocabulary", () => {
     for (const outcome of ["ok", "tool_error", "error"]) expect(metrics).toMatch(new RegExp(`^mewgate_calls_total\\{space="cards",outcome="${outcome}"\\} 1$`, "m"));
   });
 
-  it("records not_routed and cancelled truthfully", async () => {
+  it("records a call its proposer cancelled as cancelled, in the Decided list and /metrics", async () => {
     gw = await startGateway(SPACE);
     const human = await TestClient.join(gw, "cards", T.human);
     const agent = await TestClient.join(gw, "cards", T.agent);
-    clients.push(human, agent);
-    let fs = await toolOwner(gw, "cards", T.fs, TOOLS, { onCall: () => {} });
+    const fs = await toolOwner(gw, "cards", T.fs, TOOLS, { onCall: () => {} });
+    clients.push(human, agent, fs);
     agent.send({ id: "slow", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: "slow", method: "tools/call", params: { name: "fs/write_file", arguments: { path: "x" } } } });
     await human.next((e) => e.kind === "mcp/proposal" && e.id === "slow");
     await api("POST", "proposals/slow/approve", {});
     await fs.next((e) => e.kind === "mcp/request" && e.payload.method === "tools/call");
     agent.send({ kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "slow" } } });
     const decided = async () => (await api("GET", "proposals?state=decided")).body.decided as Array<Record<string, any>>;
-    await waitFor(async () => (await decided()).some((d) => d.id === "slow" && d.outcome === "cancelled"), 5000, "cancelled");
-    fs.ws.terminate();
-    fs = await toolOwner(gw, "cards", T.fs, TOOLS, { onCall: () => {} });
-    clients.push(fs);
-    void fs;
+    await waitFor(async () => (await decided()).some((d) => d.id === "slow" && d.outcome === "cancelled" && d.state === "failed"), 5000, "cancelled");
+    const audit = (await api("GET", "audit")).body.entries as Array<Record<string, any>>;
+    expect(audit.find((e) => e.proposal === "slow" && e.event === "failed")).toMatchObject({ reason: "cancelled", outcome: "cancelled" });
     const metrics = await (await fetch(`http://127.0.0.1:${gw.port}/metrics`)).text();
     expect(metrics).toMatch(/^mewgate_calls_total\{space="cards",outcome="cancelled"\} 1$/m);
   });
@@ -212,5 +210,45 @@ describe("the card in the terminal", () => {
     expect(all).toContain("  six");
     expect(all.replace(/\n {2}↪ /g, "")).toContain("long ".repeat(60).trim());
     expect(alwaysScope("agent", "fs/write_file", PLAIN).join("\n")).toMatch(/participant: agent\n\s+tool:\s+fs\/write_file\n\s+arguments:\s+any/);
+  });
+});
+
+describe("mewgate proposals show | decided | respond", () => {
+  it("prints the card (intent sanitised, multi-line arguments numbered), the Decided list with outcomes, and answers without deciding", async () => {
+    const { runProposals } = await import("../cli/commands.js");
+    const { agent, human } = await setup((env, reply) => {
+      if (env.payload.params.arguments.path === "bad") reply({ content: [{ type: "text", text: "Input validation error: content" }], isError: true });
+      else reply({ content: [{ type: "text", text: "wrote it" }] });
+    });
+    agent.send({ id: "s1-abcdef", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "x.txt", content: "one\ntwo\u001b[2J\nthree" } }, intent: HOSTILE } });
+    await human.next((e) => e.kind === "mcp/proposal" && e.id === "s1-abcdef");
+    const out: string[] = [];
+    const io = { stdout: { write: (s: string) => (out.push(s), true) }, stderr: { write: (s: string) => (out.push(s), true) }, env: {} } as never;
+    const common = { gateway: `ws://127.0.0.1:${gw!.port}`, space: "cards", token: T.human };
+    expect(await runProposals("show", "s1", common, io)).toBe(0);
+    const card = out.join("");
+    expect(card).toContain("agent wants fs/write_file  #s1-abcde");
+    expect(card).toContain("tool: Write <b>file</b> — destructive · not read-only · closed world");
+    expect(card).toMatch(/why agent wants it:\n {2}<img src=x onerror="window.__x=1">/);
+    expect(card).toMatch(/content:\n\s+1 │ one\n\s+2 │ two\n\s+3 │ three/);
+    expect(card).not.toMatch(/[\u001b\u0007\u202E]/);
+    out.length = 0;
+    expect(await runProposals("show", "nope", common, io)).not.toBe(0);
+
+    out.length = 0;
+    expect(await runProposals("respond", "s1", { ...common, text: "why x.txt?" }, io)).toBe(0);
+    expect((await agent.next((e) => e.kind === "chat" && e.from === "human")).correlation_id).toEqual(["s1-abcdef"]);
+    expect((await api("GET", "proposals")).body.proposals).toHaveLength(1);
+
+    agent.send({ id: "s2", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "bad" } } } });
+    await human.next((e) => e.kind === "mcp/proposal" && e.id === "s2");
+    await api("POST", "proposals/s1-abcdef/approve", {});
+    await api("POST", "proposals/s2/approve", {});
+    await waitFor(async () => (await api("GET", "proposals?state=decided")).body.decided.filter((d: { outcome?: string }) => d.outcome).length === 2, 5000, "two outcomes");
+    out.length = 0;
+    expect(await runProposals("decided", undefined, common, io)).toBe(0);
+    const decided = out.join("");
+    expect(decided).toMatch(/\[s2\] agent → fs\/write_file: approved by human at .* · tool error\n {4}Input validation error: content/);
+    expect(decided).toMatch(/\[s1-abcde\] agent → fs\/write_file: approved by human at .* · ok\n {4}wrote it/);
   });
 });
