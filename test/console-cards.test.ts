@@ -252,6 +252,46 @@ describe("the proposal card in the console", () => {
     expect(decided.map((d) => d.decision).sort()).toEqual(["approved", "withdrawn"]);
   });
 
+  it("checks an edit inline as it is typed, and keeps the Tools table's Policy column on one line at 1280 px", async () => {
+    const bot = await setup();
+    const evil = await toolOwner(gw!, "cards", T.evil, [
+      { name: "count", description: "Counts", inputSchema: { type: "object", properties: { n: { type: "integer" }, mode: { enum: ["fast", "slow"] } }, required: ["n"] } },
+    ], { onCall: (env, reply) => reply({ content: [{ type: "text", text: `counted ${JSON.stringify(env.payload.params.arguments)}` }] }) });
+    clients.push(evil);
+    await waitFor(async () => (await api("GET", "tools")).body.tools.some((t: { name: string }) => t.name === "evil/count"), 5000, "evil/count");
+    bot.send(write("n1", { n: 1, mode: "fast" }, "counting", "evil", "count"));
+    await page!.locator('#inbox li.card[data-id="n1"]').getByRole("button", { name: "Edit" }).click();
+    const form = page!.locator("dialog.ask");
+    const send = form.getByRole("button", { name: "Approve with these arguments" });
+    await form.locator('input[name="n"]').fill("1.5");
+    expect(await form.locator('.field-error[data-for="n"]').textContent()).toBe("arguments.n must be of type integer");
+    expect(await send.isDisabled()).toBe(true);
+    await form.locator('input[name="n"]').fill("7");
+    await form.locator('select[name="mode"]').selectOption({ label: "slow" });
+    expect(await form.locator('.field-error[data-for="n"]').textContent()).toBe("");
+    expect(await form.locator("#edit-form-diff .add").allTextContents()).toEqual(["+ n: 7", "+ mode: slow"]);
+    await send.click();
+    await page!.locator('#decided li[data-decided="n1"] .outcome.ok').waitFor();
+    expect(await page!.locator('#decided li[data-decided="n1"]').textContent()).toContain('counted {"n":7,"mode":"slow"}');
+    expect(await page!.locator('#decided li[data-decided="n1"] .why').textContent()).toContain("with edited arguments");
+
+    await page!.getByRole("button", { name: /Participants/ }).click();
+    const head = page!.locator("#tools th", { hasText: "Policy" });
+    const cell = page!.locator("#tools tr", { hasText: "fs/write_file" }).locator("td").nth(1);
+    await cell.waitFor();
+    const lineHeight = (await page!.locator("#tools th").first().boundingBox())!.height;
+    expect((await head.boundingBox())!.height).toBeLessThanOrEqual(lineHeight);
+    // The policy word on one line, whole: not squeezed to "Po/lic/y" by the long descriptions.
+    expect(
+      await cell.evaluate((td) => {
+        const text = td.ownerDocument.createRange();
+        text.selectNodeContents(td);
+        return [td.textContent, td.scrollWidth <= td.clientWidth, text.getClientRects().length];
+      }),
+    ).toEqual(["direct", true, 1]);
+    await shot("console-tools");
+  });
+
   it("fits a phone: the card, its lines and its buttons, with no sideways scrolling", async () => {
     const bot = await setup({ viewport: { width: 390, height: 844 } });
     bot.send(write("m1", { path: join(dir, "notes.txt"), content: `a very long line ${"word ".repeat(80)}\nsecond line` }, "Adding your list to notes.txt, as you asked."));

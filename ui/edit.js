@@ -117,7 +117,7 @@ export async function editArguments(p, json) {
     for (const e of form.querySelectorAll(".field-error")) e.textContent = "";
     const why = schemaProblem(schema, value);
     if (why) {
-      const key = /^arguments\.([^.]+)/.exec(why)?.[1];
+      const key = /^arguments\.([^.\s]+)/.exec(why)?.[1];
       const spot = key && form.querySelector(`.field-error[data-for="${CSS.escape(key)}"]`);
       if (spot) spot.textContent = why;
     }
