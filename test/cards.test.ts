@@ -91,7 +91,7 @@ describe("a proposal's intent", () => {
     expect(proposal.payload.intent).toBe(HOSTILE);
     expect(proposal.payload.params._meta).toEqual({ other: 1 });
     const card = (await api("GET", "proposals/c1")).body;
-    expect(card).toMatchObject({ id: "c1", shortId: "c1", proposer: "agent", tool: "fs/write_file", intent: { text: HOSTILE, source: "proposal" }, arguments: { path: HOSTILE } });
+    expect(card).toMatchObject({ id: "c1", shortId: "c1", proposer: "agent", tool: "fs/write_file", alwaysScope: { participant: "agent", tool: "fs/write_file" }, intent: { text: HOSTILE, source: "proposal" }, arguments: { path: HOSTILE } });
     // The title is text like any other; only the four hints, and only booleans, become badges.
     expect(card.title).toBe("Write <b>file</b>");
     expect(card.hints).toEqual({ destructiveHint: true, readOnlyHint: false, openWorldHint: false });

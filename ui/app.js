@@ -277,7 +277,7 @@ const decide = {
   approve: (p) => act(p, "approve", { scope: "once" }),
   always: async (p) => {
     // "Always" makes a standing grant: it says exactly what it will allow, and asks first.
-    if (await confirmAlways(p, window.mewgateArgumentScope)) act(p, "approve", { scope: "always" });
+    if (await confirmAlways(p)) act(p, "approve", { scope: "always" });
   },
   edit: async (p) => {
     const args = await editArguments(p, editJson);

@@ -170,11 +170,11 @@ export function ask(title, body, buttons) {
 
 /**
  * What "Always" will allow from now on, said plainly, and a confirmation. The scope is the
- * proposer and the tool; `argumentScope` is where a grant narrowed to some arguments says so
- * (the policy engine fills it in when grants carry one).
+ * proposer and the tool; where grants carry an argument scope, the card model says it in
+ * `alwaysScope.arguments` (gateway/operator/views.ts) and it is shown here in words.
  */
-export async function confirmAlways(p, argumentScope) {
-  const scope = typeof argumentScope === "function" ? argumentScope(p) : undefined;
+export async function confirmAlways(p) {
+  const scope = typeof p.alwaysScope?.arguments === "string" ? reveal(p.alwaysScope.arguments) : undefined;
   const body = [
     el("p", { text: "Approve this call, and from now on let" }),
     el("ul", { class: "always-scope" }, el("li", { text: `participant: ${p.proposer}` }), el("li", { text: `tool: ${p.tool ?? p.method}` }), el("li", { text: `arguments: ${scope ?? "any"}` })),

@@ -44,6 +44,9 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     ...(entry?.["findings"] ? { findings: entry["findings"] } : {}),
     // Whether the viewer may decide: not its own, and it could make the call itself.
     mine: p.proposer === viewer,
+    // What approving "always" grants from now on: the console and the terminal say it and ask
+    // first. Where grants carry an argument scope, it goes here as `arguments` (in words).
+    ...(p.tool !== undefined ? { alwaysScope: { participant: p.proposer, tool: `${p.owner}/${p.tool}` } } : {}),
   };
 }
 
