@@ -199,7 +199,7 @@ describe("the proposal card in the console", () => {
     await page!.locator("#activity").getByText("I keep your shopping list").waitFor();
   });
 
-  it("approves several ticked cards at once, and the keys move, approve and show help", async () => {
+  it("approves and rejects several ticked cards at once, and the keys move, approve and show help", async () => {
     const bot = await setup();
     for (const n of [1, 2, 3]) bot.send(write(`b${n}`, { path: join(dir, `b${n}.txt`), content: `${n}` }));
     await page!.locator('#inbox li.card[data-id="b3"]').waitFor();
@@ -218,6 +218,22 @@ describe("the proposal card in the console", () => {
     await page!.keyboard.press("a");
     await page!.locator('#decided li[data-decided="b2"] .outcome.ok').waitFor();
     expect(readFileSync(join(dir, "b2.txt"), "utf8")).toBe("2");
+
+    // Reject several at once: one reason, for each of them.
+    for (const n of [4, 5]) bot.send(write(`b${n}`, { path: join(dir, `b${n}.txt`), content: `${n}` }));
+    await page!.locator('#inbox li.card[data-id="b5"]').waitFor();
+    for (const n of [4, 5]) await page!.locator(`#inbox li.card[data-id="b${n}"] input.pick`).check();
+    await page!.getByRole("toolbar").getByRole("button", { name: "Reject 2" }).click();
+    await page!.locator("#reject-reason").selectOption("unsafe");
+    await page!.locator("#reject-send").click();
+    await page!.locator('#decided li[data-decided="b5"]').waitFor();
+    await page!.locator('#decided li[data-decided="b4"]').waitFor();
+    const decided = (await api("GET", "proposals?state=decided")).body.decided as Array<Record<string, unknown>>;
+    expect(decided.filter((d) => d["decision"] === "rejected").map((d) => [d["id"], d["reason"]]).sort()).toEqual([
+      ["b4", "unsafe"],
+      ["b5", "unsafe"],
+    ]);
+    expect(existsSync(join(dir, "b4.txt")) || existsSync(join(dir, "b5.txt"))).toBe(false);
   });
 
   it("Respond reaches a real agent, which withdraws its proposal and proposes again as asked, with its own words as the intent", async () => {
