@@ -10,9 +10,10 @@ import { guard, processIo, proposalLine, type Io } from "./lifecycle.js";
 import { ApiClient, asEnvelope } from "./api.js";
 import { openClient, resolveTarget, type RemoteOptions } from "./remote.js";
 import { CliError, loadSpace, spaceFile } from "./space.js";
-import { callShape, interruption, isRecord, oneLine, shortId, summarizeResult, truncate } from "./terminal/format.js";
+import { callShape, interruption, isRecord, oneLine, PLAIN, shortId, summarizeResult, truncate } from "./terminal/format.js";
 import { ProposalQueue } from "./terminal/queue.js";
 import { schemaProblem } from "./terminal/validate.js";
+import { cardLines, decidedLines } from "./card-text.js";
 
 /** Resolves the target and runs `body` against the operator API: nothing joins. */
 async function withApi<T>(opts: RemoteOptions, io: Io, body: (api: ApiClient) => Promise<T>): Promise<T> {
@@ -152,8 +153,10 @@ export interface ProposalsOptions extends RemoteOptions {
 export function runProposals(action: string | undefined, ref: string | undefined, opts: ProposalsOptions, io: Io = processIo()): Promise<number> {
   return guard(io, async () => {
     const verb = action ?? "list";
-    if (!["list", "approve", "reject"].includes(verb)) throw new CliError(`unknown action "${verb}": mewgate proposals [list | approve <id> | reject <id> --reason <code>]`);
-    if (verb !== "list" && !ref) throw new CliError(`mewgate proposals ${verb} <id>: which proposal? (mewgate proposals lists them)`);
+    if (!["list", "show", "decided", "approve", "reject", "respond"].includes(verb)) {
+      throw new CliError(`unknown action "${verb}": mewgate proposals [list | show <id> | decided | approve <id> | reject <id> --reason <code> | respond <id> --text <words>]`);
+    }
+    if (verb !== "list" && verb !== "decided" && !ref) throw new CliError(`mewgate proposals ${verb} <id>: which proposal? (mewgate proposals lists them)`);
     let edited: Record<string, unknown> | undefined;
     if (opts.args !== undefined) {
       let parsed: unknown;
@@ -167,6 +170,12 @@ export function runProposals(action: string | undefined, ref: string | undefined
     }
     const limit = alwaysLimit(opts.scope, opts.always === true);
     return withApi(opts, io, async (api) => {
+      const width = Math.max(60, Math.min(160, (process.stdout as { columns?: number }).columns ?? 100));
+      if (verb === "decided") {
+        const { decided } = await api.get<{ decided: Array<Record<string, unknown>> }>("proposals?state=decided&limit=50");
+        io.stdout.write(opts.json ? `${JSON.stringify(decided, null, 2)}\n` : `${decidedLines(decided, PLAIN, width).join("\n")}\n`);
+        return 0;
+      }
       const queue = new ProposalQueue();
       queue.sync((await api.get<{ proposals: Array<Record<string, unknown>> }>("proposals")).proposals.map(asEnvelope));
       if (verb === "list") {
@@ -179,6 +188,18 @@ export function runProposals(action: string | undefined, ref: string | undefined
       if (!found.ok) throw new CliError(found.message);
       const p = found.proposal;
       const label = callShape(p).label;
+      if (verb === "show") {
+        // The card the console draws, from the same model (gateway/operator/views.ts).
+        const card = await api.get<Record<string, unknown>>(`proposals/${encodeURIComponent(p.id)}`);
+        io.stdout.write(opts.json ? `${JSON.stringify(card, null, 2)}\n` : `${cardLines(card, PLAIN, width).join("\n")}\n`);
+        return 0;
+      }
+      if (verb === "respond") {
+        if (!opts.text) throw new CliError("respond needs --text <words> (the proposer gets them; nothing is decided)");
+        await api.post(`proposals/${encodeURIComponent(p.id)}/respond`, { text: opts.text });
+        io.stdout.write(`answered ${p.from} about ${label} [${shortId(p.id)}]; it still waits for a decision\n`);
+        return 0;
+      }
       if (verb === "reject") {
         if (!opts.reason) throw new CliError("reject needs --reason <code> (for example unsafe, disagree, not_now)");
         await api.post(`proposals/${encodeURIComponent(p.id)}/reject`, opts.text ? { reason: opts.reason, text: opts.text } : { reason: opts.reason });

@@ -135,15 +135,15 @@ export function program(): Command {
       process.exitCode = await (await commands()).runSend(text, opts);
     });
 
-  remote(cmd.command("proposals").description("list pending proposals, or approve / reject one"))
-    .argument("[action]", "list | approve | reject", "list")
+  remote(cmd.command("proposals").description("list pending proposals, show one's card, list decided ones, or approve / reject / respond to one"))
+    .argument("[action]", "list | show | decided | approve | reject | respond", "list")
     .argument("[id]", "proposal id (or a unique prefix, as listed)")
     .option("--always", "approve: also let the proposer call this tool without asking from now on")
     .option("--scope <limit>", "approve --always: limit the grant to exact (these arguments) or prefix:<field> (the field's directory, e.g. prefix:path)")
     .option("--args <json>", "approve: with these arguments instead of the proposed ones")
     .option("--reason <code>", "reject: reason code (unsafe, disagree, not_now, …)")
-    .option("--text <text>", "reject: a sentence for the proposer")
-    .option("--json", "list: print JSON")
+    .option("--text <text>", "reject, respond: a sentence for the proposer")
+    .option("--json", "list, show, decided: print JSON")
     .action(async (action: string, id: string | undefined, opts) => {
       process.exitCode = await (await commands()).runProposals(action, id, opts);
     });

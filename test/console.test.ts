@@ -113,9 +113,12 @@ describe("the web console", () => {
     expect(await page!.title()).toBe("(1) mewgate · web");
     expect(await card.locator("h3").textContent()).toBe("agent → fs/write_file");
     expect(await card.locator(".why").textContent()).toContain("an ask rule matches fs/write_file");
-    // Nothing cut: the whole argument is in the page, scrollable.
-    expect(await card.locator("pre.args").textContent()).toContain("THE-TAIL");
-    await shot("console-inbox");
+    // Nothing cut: a long text is folded as numbered lines, and "show all" shows every one.
+    expect(await card.locator(".args .line").count()).toBe(30);
+    expect(await card.locator(".args").textContent()).not.toContain("THE-TAIL");
+    await card.getByRole("button", { name: "Show all 201 lines (171 more)" }).click();
+    expect(await card.locator(".args .line").count()).toBe(201);
+    expect(await card.locator(".args .line").last().textContent()).toBe("201THE-TAIL");
     await card.getByRole("button", { name: "Approve", exact: true }).click();
     await agent.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("p1") === true);
     expect(calls).toHaveLength(1);
@@ -165,25 +168,48 @@ describe("the web console", () => {
     await shot("console-definition-changed");
   });
 
-  it("Edit checks the JSON against the tool's schema and shows a diff; Always makes a grant Revoke takes back; Reject asks why", async () => {
+  it("Edit is a form checked inline against the tool's schema, with the diff (JSON as the fallback); Always asks first and makes a grant Revoke takes back; Reject asks why", async () => {
     const { agent, calls } = await setup();
     await openConsole();
+    agent.send(propose("e0", "write_file", { path: "a.txt" }));
+    const form = page!.locator("dialog.ask");
+    await page!.locator('li.card[data-id="e0"]').getByRole("button", { name: "Edit" }).click();
+    const send = form.getByRole("button", { name: "Approve with these arguments" });
+    expect(await send.isDisabled()).toBe(true);
+    await form.locator('textarea[name="path"]').fill("b0.txt");
+    await form.locator('textarea[name="content"]').fill("one\ntwo");
+    expect(await form.locator("#edit-form-diff .del").allTextContents()).toEqual(["- path: a.txt"]);
+    expect(await form.locator("#edit-form-diff .add").allTextContents()).toEqual(["+ path: b0.txt", "+ content:", "+   one", "+   two"]);
+    await send.click();
+    await agent.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("e0") === true);
+    expect(calls[0]!.payload.params.arguments).toEqual({ path: "b0.txt", content: "one\ntwo" });
+    calls.length = 0;
+
     agent.send(propose("e1", "write_file", { path: "a.txt" }));
     const card = page!.locator('li.card[data-id="e1"]');
     await card.getByRole("button", { name: "Edit" }).click();
+    await form.getByRole("button", { name: "Edit as JSON" }).click();
     await page!.locator("#edit-text").fill('{"content": "no path"}');
     await page!.getByRole("button", { name: "Show the diff" }).click();
     expect(await page!.locator("#edit-error").textContent()).toContain("arguments.path is required");
     await page!.locator("#edit-text").fill('{"path": "b.txt"}');
     await page!.getByRole("button", { name: "Show the diff" }).click();
-    expect(await page!.locator("#edit-diff .del").textContent()).toContain('"path": "a.txt"');
-    expect(await page!.locator("#edit-diff .add").textContent()).toContain('"path": "b.txt"');
+    expect(await page!.locator("#edit-diff .del").textContent()).toBe("- path: a.txt");
+    expect(await page!.locator("#edit-diff .add").textContent()).toBe("+ path: b.txt");
     await page!.getByRole("button", { name: "Approve with these arguments" }).click();
     await agent.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("e1") === true);
     expect(calls[0]!.payload.params.arguments).toEqual({ path: "b.txt" });
 
     agent.send(propose("a1", "write_file", { path: "c.txt" }));
-    await page!.locator('li.card[data-id="a1"]').getByRole("button", { name: "Always" }).click();
+    // Always says what it will allow from now on, and does nothing until confirmed.
+    await page!.locator('li.card[data-id="a1"]').getByRole("button", { name: "Always…" }).click();
+    expect(await page!.locator("ul.always-scope li").allTextContents()).toEqual(["participant: agent", "tool: fs/write_file", "arguments: any"]);
+    await shot("console-always");
+    await page!.locator("dialog.ask").getByRole("button", { name: "Cancel" }).click();
+    expect(await page!.locator('li.card[data-id="a1"]').count()).toBe(1);
+    expect(((await (await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/web/grants`, { headers: { authorization: `Bearer ${T.human}` } })).json()) as { grants: unknown[] }).grants).toEqual([]);
+    await page!.locator('li.card[data-id="a1"]').getByRole("button", { name: "Always…" }).click();
+    await page!.getByRole("button", { name: "Always allow agent → fs/write_file" }).click();
     await agent.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("a1") === true);
     await page!.getByRole("button", { name: "Grants" }).click();
     const revoke = page!.locator("#grants li").getByRole("button", { name: "Revoke" });
@@ -259,7 +285,7 @@ describe("the web console", () => {
     await card.waitFor();
     const overflow = (await page!.evaluate("document.documentElement.scrollWidth - window.innerWidth")) as number;
     expect(overflow).toBeLessThanOrEqual(0);
-    await shot("console-phone");
+    // (console-cards.test.ts takes docs/console-phone.png, with a card that has everything on it.)
     await card.getByRole("button", { name: "Approve", exact: true }).click();
     await agent.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("m1") === true);
   });

@@ -26,7 +26,7 @@ afterEach(async () => {
 });
 
 describe("the outcome in a proposal's record", () => {
-  it("is error when the tool answers isError: true or a JSON-RPC error, and ok only when it succeeded", async () => {
+  it("is tool_error when the tool answers isError: true, error for a JSON-RPC error, and ok only when it succeeded", async () => {
     gw = await startGateway(SPACE);
     const fs = await toolOwner(gw, "out", T.fs, [{ name: "write_file", inputSchema: { type: "object" } }], {
       onCall: (env: Env, reply) => {
@@ -48,7 +48,7 @@ describe("the outcome in a proposal's record", () => {
     const space = gw.gateway.spaces.get("out")!;
     const answered = () => space.audit({}).filter((e) => e.event === "answered");
     await waitFor(() => answered().length === 3, 5000, "three answers in the audit trail");
-    expect(Object.fromEntries(answered().map((e) => [e.proposal, e.outcome]))).toEqual({ "p-good": "ok", "p-bad": "error", "p-broken": "error" });
+    expect(Object.fromEntries(answered().map((e) => [e.proposal, e.outcome]))).toEqual({ "p-good": "ok", "p-bad": "tool_error", "p-broken": "error" });
   });
 
   it("`mewgate proposals approve --args` checks the tool's input schema before approving, and says when the tool reported a failure", async () => {

@@ -117,8 +117,12 @@ describe("the interactive terminal against a hostile participant", () => {
     await new Promise((r) => setTimeout(r, 200));
     expect(bad.received.some((e) => e.kind === "mcp/approve")).toBe(false);
 
-    // Always: a grant, which /grants lists and /revoke takes back.
+    // Always: a grant (after saying what it allows and a typed yes), which /grants lists and /revoke takes back.
     pane.keys("A");
+    await pane.waitFor(/approve always\? it also grants[\s\S]*participant: bad/);
+    expect(bad.received.some((e) => e.kind === "mcp/approve")).toBe(false);
+    pane.type("yes");
+    pane.keys("Enter");
     await bad.next((e) => e.kind === "mcp/approve");
     pane.type("/grants");
     pane.keys("Enter");

@@ -71,6 +71,24 @@ describe("mewgate up: the interactive terminal", () => {
     await pane.waitFor(/\[exited 0\]/);
   });
 
+  it("shows why the agent wants the call and the tool's hints; `R` answers it without deciding, and the agent withdraws and hears it", async () => {
+    const { pane, state } = demo();
+    await pane.waitFor(/1 proposal waiting/);
+    const screen = pane.capture();
+    expect(screen).toMatch(/tool: destructive · not read-only · idempotent · closed world/);
+    expect(screen).toMatch(/assistant says why:\s+Hi! I'm the demo assistant\. I'd like to write a welcome note into the sandbox/);
+    pane.keys("R");
+    await pane.waitFor(/answer assistant about this proposal, without deciding/);
+    pane.type("use the notes folder, please");
+    pane.keys("Enter");
+    await pane.waitFor(/assistant → you: OK, I did not do it\. What came back: .*you answered your proposal instead of approving it: "use the notes folder, please"/);
+    await pane.waitFor(/no proposals waiting/);
+    expect(existsSync(join(state, "sandbox", "hello.txt"))).toBe(false);
+    expect(readAudit(state).map((e) => e.event)).toEqual(["proposed", "withdrawn"]);
+    pane.keys("C-c");
+    await pane.waitFor(/\[exited 0\]/);
+  });
+
   it("queues several proposals: n moves, A approves always, e edits the arguments before approving, chat and / commands work", async () => {
     const { pane, state } = demo(["--no-greet"]);
     await pane.waitFor(/you> /);
@@ -81,7 +99,17 @@ describe("mewgate up: the interactive terminal", () => {
     pane.keys("n");
     await pane.waitFor(/2 proposals waiting · 2\/2[\s\S]*"path": "note-2\.txt"/);
     // Approve the selected one (note-2) for good: the assistant may write files from now on.
+    // A standing grant is never one keystroke: it says what it allows and waits for a typed yes.
     pane.keys("A");
+    await pane.waitFor(/approve always\? it also grants[\s\S]*participant: assistant[\s\S]*tool:\s+files\/write_file[\s\S]*arguments:\s+any[\s\S]*always let assistant call files\/write_file/);
+    pane.type("no");
+    pane.keys("Enter");
+    await pane.waitFor(/not confirmed; nothing approved/);
+    expect(pane.capture()).toMatch(/2 proposals waiting/);
+    pane.keys("A");
+    await pane.waitFor(/not confirmed; nothing approved[\s\S]*approve always\? it also grants/);
+    pane.type("yes");
+    pane.keys("Enter");
     await pane.waitFor(/1 proposal waiting · 1\/1[\s\S]*"path": "note-1\.txt"/);
     pane.keys("e");
     await pane.waitFor(/edit arguments as JSON/);

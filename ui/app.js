@@ -3,9 +3,14 @@
 
 import { formCards } from "./elicit.js";
 import { authHeaders, offerProvider, sessionFor, wireSignOut } from "./signin.js";
+import { reveal } from "./args.js";
+import { askResponse, confirmAlways, flagged, proposalCard, startCountdowns } from "./cards.js";
+import { decidedList } from "./decided.js";
+import { editArguments, editJson } from "./edit.js";
+import { installKeys } from "./keys.js";
 
 const $ = (id) => document.getElementById(id);
-const state = { space: "", token: "", me: "", proposals: [], tools: [], seen: new Set(), stream: undefined };
+const state = { space: "", token: "", me: "", proposals: [], tools: [], seen: new Set(), stream: undefined, selected: new Set(), logged: new Set() };
 
 // --- sign-in: #space=S&token=T once (then dropped from the address bar), or the form ---
 
@@ -138,11 +143,17 @@ async function openStream() {
   }
 }
 
-function onEnvelope(env) {
+function onEnvelope(env, replay = false) {
+  // Each envelope once in the log, whether it came from the history or the live stream.
+  if (env.id && state.logged.has(env.id)) return;
+  if (env.id) state.logged.add(env.id);
+  if (state.logged.size > 5000) state.logged.delete(state.logged.values().next().value);
+  if (replay) return logOnly(env);
   forms.onEnvelope(env, state.me)?.catch?.(alertIn);
+  if (["mcp/approve", "mcp/reject", "mcp/withdraw", "mcp/response"].includes(env.kind)) decided.refresh().catch(alertIn);
   switch (env.kind) {
     case "chat":
-      return addLog("chat", env.from, env.payload && typeof env.payload.text === "string" ? env.payload.text : JSON.stringify(env.payload));
+      return addLog("chat", env.from, chatText(env));
     case "mcp/proposal":
       addLog("activity", env.from, `proposes ${callLabel(env)}`);
       return refreshProposals();
@@ -182,6 +193,22 @@ function onEnvelope(env) {
   }
 }
 
+/** A chat as the log shows it; an answer to a proposal (Respond) says which. */
+function chatText(env) {
+  const text = env.payload && typeof env.payload.text === "string" ? env.payload.text : JSON.stringify(env.payload);
+  const about = env.correlation_id?.[0];
+  return state.proposals.some((p) => p.id === about) ? `(about proposal #${short(about)}) ${text}` : text;
+}
+
+/** An envelope from the history, into the log only: nothing is refreshed or asked for again. */
+function logOnly(env) {
+  if (env.kind === "chat") return addLog("chat", env.from, chatText(env));
+  if (env.kind === "mcp/proposal") return addLog("activity", env.from, `proposes ${callLabel(env)}`);
+  if (env.kind === "mcp/approve") return addLog("activity", env.from, `approved ${short(env.correlation_id?.[0])}`);
+  if (env.kind === "mcp/reject") return addLog("activity", env.from, `rejected ${short(env.correlation_id?.[0])}`);
+  if (env.kind === "system/presence") return addLog("activity", env.payload?.participant?.id ?? "?", env.payload?.event === "join" ? "joined" : "left");
+}
+
 function callLabel(env) {
   const p = env.payload || {};
   const name = p.params && typeof p.params.name === "string" ? p.params.name : p.method;
@@ -205,25 +232,6 @@ function el(tag, props = {}, ...children) {
   return node;
 }
 
-/** Hidden and reordering characters made visible as ⟨U+200B⟩, so what a person reads is what a model reads. */
-function reveal(text) {
-  return text.replace(/[\p{Cf}\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\u115F\u1160\u3164\uFFA0]/gu, (c) => `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
-}
-
-/** What the gateway found in a tool's texts (gateway/policy/inspect.ts): a heading and the reasons, as text. */
-function flagged(findings, heading, description) {
-  if (!Array.isArray(findings) || findings.length === 0) return undefined;
-  const shown = typeof description === "string" ? reveal(description) : "";
-  return el(
-    "div",
-    { class: "findings", role: "note" },
-    el("strong", { text: `⚠ ${heading}:` }),
-    el("ul", {}, ...findings.slice(0, 24).map((f) => el("li", { text: String(f?.reason ?? f?.code ?? "flagged") }))),
-    // On a card: the description itself, as a model would read it, hidden characters shown.
-    shown ? el("p", { class: "flagged-text", text: `Its description: ${shown.length > 600 ? `${shown.slice(0, 599)}…` : shown}` }) : undefined,
-  );
-}
-
 function addLog(kind, from, text) {
   const log = $("activity");
   log.append(el("li", { class: kind }, el("span", { class: "from", text: `${from}: ` }), el("span", { text })));
@@ -232,7 +240,13 @@ function addLog(kind, from, text) {
 }
 
 async function refreshAll() {
-  await Promise.all([refreshProposals(), forms.refresh(), refreshPeople(), refreshGrants(), refreshAudit(), refreshHolder()]);
+  await Promise.all([refreshProposals(), forms.refresh(), refreshPeople(), refreshGrants(), refreshAudit(), refreshHolder(), decided.refresh(), loadHistory()]);
+}
+
+/** The chat and activity tabs start with what happened recently, not empty. */
+async function loadHistory() {
+  const { envelopes } = await api("GET", "history?limit=200");
+  for (const env of envelopes) onEnvelope(env, true);
 }
 
 /** Who holds my conversation now (interactive delegation), as the header says. */
@@ -253,7 +267,10 @@ async function refreshProposals() {
   const { proposals } = await api("GET", "proposals");
   state.proposals = proposals;
   const list = $("inbox");
-  list.replaceChildren(...proposals.map(card));
+  for (const id of state.selected) if (!proposals.some((p) => p.id === id)) state.selected.delete(id);
+  list.replaceChildren(...proposals.map((p) => proposalCard(p, decide, state.selected.has(p.id))));
+  drawBatch();
+  keys.refocus();
   $("inbox-empty").hidden = proposals.length > 0;
   $("inbox-count").textContent = String(proposals.length);
   document.title = proposals.length ? `(${proposals.length}) mewgate · ${state.space}` : `mewgate · ${state.space}`;
@@ -267,143 +284,77 @@ async function refreshProposals() {
   }
 }
 
-function card(p) {
-  // Interrupted: approved before the gateway stopped; approving it again (same action) may run it a second time.
-  const cut = p.state === "interrupted" ? p.interrupted ?? {} : undefined;
-  const args = JSON.stringify((cut && cut.arguments) ?? p.arguments ?? {}, null, 2);
-  const actions = p.mine
-    ? el("div", { class: "actions" }, el("button", { text: "Withdraw", onclick: () => act(p, "withdraw", {}) }))
-    : el(
-        "div",
-        { class: "actions" },
-        el("button", { class: "approve", text: cut ? "Approve again" : "Approve", onclick: () => act(p, "approve", { scope: "once" }) }),
-        el("button", { text: "Always", title: "approve, and let the proposer call this tool without asking from now on", onclick: () => act(p, "approve", { scope: "always" }) }),
-        el("button", { text: "Edit", onclick: () => edit(p) }),
-        el("button", { class: "reject", text: "Reject", onclick: () => reject(p) }),
-      );
-  return el(
-    "li",
-    { class: cut ? "card interrupted" : "card", "data-id": p.id },
-    el("h3", { text: `${p.proposer} → ${p.tool ?? `${p.owner}: ${p.method}`}` }),
-    ...(cut
-      ? [
-          el("p", { class: "interruption", role: "status", text: `Interrupted: ${cut.message ?? "the gateway stopped after it was approved; it may or may not have run"}.` }),
-          el("p", { class: "why", text: `Approved by ${cut.approvedBy ?? "someone"} before the stop. Approve it again to run it (again), or reject it.` }),
-        ]
-      : []),
-    ...(p.definitionChanged ? [definitionChange(p.definitionChanged)] : []),
-    el("p", { class: "why", text: `${p.why ? `Needs approval: ${p.why}. ` : ""}Expires ${new Date(p.expiresAt).toLocaleTimeString()}.` }),
-    flagged(p.findings, `The gateway flagged ${p.tool ?? "this tool"}`, p.description),
-    p.approvals ? el("p", { class: p.approvals.satisfiable ? "approvals" : "approvals error", role: "status", text: `Approvals: ${p.approvals.text}${p.approvals.by?.length ? ` (${p.approvals.by.join(", ")})` : ""}.${p.approvals.satisfiable ? "" : ` ${p.approvals.why}`}` }) : undefined,
-    el("pre", { class: "args", text: args }),
-    el("p", { class: "error", role: "alert" }),
-    actions,
-  );
-}
-
-/** The tool changed since it was allowed: what changed, in words the gateway wrote (approving confirms the new definition). */
-function definitionChange(mark) {
-  const changes = Array.isArray(mark.changes) ? mark.changes.filter((c) => typeof c === "string").slice(0, 25) : [];
-  return el(
-    "div",
-    { class: "definition-changed", role: "status" },
-    el("p", { class: "interruption", text: `The tool ${String(mark.tool ?? "")} changed since it was allowed. Approving confirms its new definition.` }),
-    el("ul", {}, ...changes.map((c) => el("li", { text: c }))),
-  );
-}
-
-async function act(p, verb, body) {
-  const card = document.querySelector(`li.card[data-id="${CSS.escape(p.id)}"]`);
+async function act(p, verb, body, refresh = true) {
+  const card = document.querySelector(`#inbox li.card[data-id="${CSS.escape(p.id)}"]`);
   const error = card?.querySelector(".error");
   try {
     await api("POST", `proposals/${encodeURIComponent(p.id)}/${verb}`, body);
-    await refreshProposals();
+    if (refresh) await refreshProposals();
+    return true;
   } catch (err) {
     if (error) error.textContent = err.message;
+    return false;
   }
 }
 
-function reject(p) {
+// What each card's buttons (and the keys) do (cards.js, keys.js).
+const decide = {
+  approve: (p) => act(p, "approve", { scope: "once" }),
+  always: async (p) => {
+    // "Always" makes a standing grant: it says exactly what it will allow, and asks first.
+    const confirmed = await confirmAlways(p);
+    if (confirmed) act(p, "approve", { scope: "always", ...(confirmed.limit === "tool" ? {} : { limit: confirmed.limit }) });
+  },
+  edit: async (p) => {
+    const args = await editArguments(p, editJson);
+    if (args) act(p, "approve", { scope: "once", arguments: args });
+  },
+  respond: async (p) => {
+    const text = await askResponse(p);
+    if (text) act(p, "respond", { text }, false);
+  },
+  reject: (p) => reject([p]),
+  withdraw: (p) => act(p, "withdraw", {}),
+  select: (p, on) => {
+    if (on) state.selected.add(p.id);
+    else state.selected.delete(p.id);
+    drawBatch();
+  },
+};
+
+// --- several at once: the ticked cards, approved or rejected together ---
+
+function drawBatch() {
+  let bar = $("batch");
+  if (!bar) {
+    bar = el("div", { id: "batch", class: "batch", role: "toolbar", "aria-label": "selected proposals" });
+    $("inbox").before(bar);
+  }
+  const picked = state.proposals.filter((p) => state.selected.has(p.id));
+  bar.hidden = picked.length === 0;
+  bar.replaceChildren(
+    el("span", { text: `${picked.length} selected ` }),
+    el("button", { class: "approve", text: `Approve ${picked.length}`, onclick: () => batch(picked, "approve") }),
+    el("button", { class: "reject", text: `Reject ${picked.length}`, onclick: () => reject(picked) }),
+    el("button", { text: "Clear", onclick: () => (state.selected.clear(), refreshProposals().catch(alertIn)) }),
+  );
+}
+
+async function batch(list, verb, body = { scope: "once" }) {
+  for (const p of list) {
+    if (await act(p, verb, body, false)) state.selected.delete(p.id);
+  }
+  await refreshProposals();
+}
+
+function reject(list) {
   const dialog = $("reject-dialog");
   $("reject-text").value = "";
   dialog.returnValue = "";
   dialog.onclose = () => {
-    if (dialog.returnValue === "send") act(p, "reject", { reason: $("reject-reason").value, text: $("reject-text").value || undefined });
+    if (dialog.returnValue === "send") batch(list, "reject", { reason: $("reject-reason").value, text: $("reject-text").value || undefined });
   };
   dialog.showModal();
-}
-
-// --- edit: JSON, checked against the tool's input schema, with a diff before sending ---
-
-function edit(p) {
-  const dialog = $("edit-dialog");
-  const before = JSON.stringify((p.state === "interrupted" && p.interrupted?.arguments) || p.arguments || {}, null, 2);
-  $("edit-text").value = before;
-  $("edit-error").textContent = "";
-  $("edit-diff").hidden = true;
-  $("edit-send").disabled = true;
-  let checked;
-  $("edit-text").oninput = () => {
-    $("edit-send").disabled = true;
-    $("edit-diff").hidden = true;
-  };
-  $("edit-check").onclick = (e) => {
-    e.preventDefault();
-    let value;
-    try {
-      value = JSON.parse($("edit-text").value);
-    } catch (err) {
-      $("edit-error").textContent = `Not valid JSON: ${err.message}`;
-      return;
-    }
-    const problem = typeof value !== "object" || value === null || Array.isArray(value) ? "the arguments must be a JSON object" : schemaProblem(p.inputSchema, value);
-    if (problem) {
-      $("edit-error").textContent = `${problem} (the tool's input schema)`;
-      return;
-    }
-    const after = JSON.stringify(value, null, 2);
-    if (after === before) {
-      $("edit-error").textContent = "Nothing changed; use Approve for the arguments as they are.";
-      return;
-    }
-    $("edit-error").textContent = "";
-    showDiff(before, after);
-    checked = value;
-    $("edit-send").disabled = false;
-  };
-  dialog.returnValue = "";
-  dialog.onclose = () => {
-    if (dialog.returnValue === "send" && checked) act(p, "approve", { scope: "once", arguments: checked });
-  };
-  dialog.showModal();
-}
-
-function showDiff(before, after) {
-  const a = before.split("\n");
-  const b = after.split("\n");
-  const diff = $("edit-diff");
-  const lines = [];
-  for (const l of a) if (!b.includes(l)) lines.push(el("div", { class: "del", text: `- ${l}` }));
-  for (const l of b) if (!a.includes(l)) lines.push(el("div", { class: "add", text: `+ ${l}` }));
-  diff.replaceChildren(...lines);
-  diff.hidden = false;
-}
-
-function schemaProblem(schema, value, at = "arguments") {
-  if (!schema || typeof schema !== "object") return undefined;
-  const ofType = { object: (v) => v && typeof v === "object" && !Array.isArray(v), array: Array.isArray, string: (v) => typeof v === "string", integer: Number.isInteger, number: (v) => typeof v === "number", boolean: (v) => typeof v === "boolean", null: (v) => v === null };
-  if (typeof schema.type === "string" && ofType[schema.type] && !ofType[schema.type](value)) return `${at} must be of type ${schema.type}`;
-  if (Array.isArray(schema.enum) && !schema.enum.some((e) => JSON.stringify(e) === JSON.stringify(value))) return `${at} must be one of ${schema.enum.map((e) => JSON.stringify(e)).join(", ")}`;
-  if (value && typeof value === "object" && !Array.isArray(value)) {
-    for (const key of schema.required ?? []) if (!(key in value)) return `${at}.${key} is required`;
-    for (const [key, v] of Object.entries(value)) {
-      if (schema.properties && key in schema.properties) {
-        const p = schemaProblem(schema.properties[key], v, `${at}.${key}`);
-        if (p) return p;
-      } else if (schema.additionalProperties === false) return `${at}.${key} is not a parameter of this tool`;
-    }
-  }
-  return undefined;
 }
 
 // --- participants, tools, grants, audit ---
@@ -509,6 +460,14 @@ function drawFavicon(n) {
   g.fillText(n ? String(Math.min(n, 99)) : "m", 16, 17);
   $("favicon").href = c.toDataURL("image/png");
 }
+
+// The Decided list, under the pending ones in the inbox (decided.js).
+const decidedHead = el("h2", { class: "decided-head", text: "Decided" });
+const decidedOl = el("ol", { id: "decided", class: "cards" });
+$("inbox").after(decidedHead, decidedOl);
+const decided = decidedList({ api, list: decidedOl });
+const keys = installKeys({ cards: () => [...$("inbox").querySelectorAll("li.card")], byId: (id) => state.proposals.find((p) => p.id === id), on: decide });
+startCountdowns();
 
 const creds = readFragment();
 if (creds) signIn(creds);

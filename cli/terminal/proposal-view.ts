@@ -40,6 +40,16 @@ export function queueBlock(queue: ProposalQueue, s: Style, w: number, why: { con
     lines.push(s.red(truncate(`interrupted: ${cut.message}`, w)));
     lines.push(s.dim(truncate(`approved by ${cut.approvedBy ?? "someone"} before the stop; a approves it again (it runs again), r rejects it`, w)));
   } else lines.push(s.dim(truncate(`why: ${whyApproval(current, why)}`, w)));
+  // The tool's own hints, and why the proposer wants it in its words (docs/protocol.md, intent).
+  const hints = hintWords(why.tools?.find((t) => t.name === call.label));
+  if (hints.length) lines.push(`tool: ${hints.map((h) => (h === "destructive" ? s.red(h) : h)).join(" · ")}`);
+  const intent = intentOf(current);
+  if (intent) {
+    const said = wrapText(intent, w - 4);
+    lines.push(s.cyan(`${current.from} says why:`));
+    for (const l of said.slice(0, INTENT_LINES)) lines.push(s.cyan(`  ${l}`));
+    if (said.length > INTENT_LINES) lines.push(s.dim(`  ⋯ ${said.length - INTENT_LINES} more line${said.length - INTENT_LINES === 1 ? "" : "s"} — v shows them all`));
+  }
   // The gateway flagged the tool's texts (gateway/policy/inspect.ts): the reasons, before anything else is decided.
   const findings = flaggedReasons(why.tools?.find((t) => t.name === call.label));
   if (findings.length) {
@@ -66,7 +76,7 @@ export function queueBlock(queue: ProposalQueue, s: Style, w: number, why: { con
     lines.push(s.dim(fit(`   also: ${p.from} → ${c.label} [${shortId(p.id)}]${interruption(p) ? " (interrupted)" : ""} `, c.arguments, w)));
   }
   if (others.length > 5) lines.push(s.dim(`   … and ${others.length - 5} more (/proposals)`));
-  lines.push(s.yellow(`a approve ${cut ? "again" : "once"} · A approve always · e edit, then approve · r reject · v view all · n/p next/previous`));
+  lines.push(s.yellow(`a approve ${cut ? "again" : "once"} · A approve always… · e edit, then approve · R respond · r reject · v view all · n/p next/previous`));
   return lines;
 }
 
@@ -74,7 +84,9 @@ export function queueBlock(queue: ProposalQueue, s: Style, w: number, why: { con
 export function allArguments(current: Envelope, s: Style, width: number): string[] {
   const call = callShape(current);
   const { lines } = wrapJson(call.arguments, width - 4);
-  return [s.dim(`── all arguments of [${shortId(current.id)}] ${call.label} (${lines.length} lines) ──`), ...lines.map((l) => `  ${l}`), s.dim("── end of arguments ──")];
+  const intent = intentOf(current);
+  return [
+    ...(intent ? [s.dim(`── why ${current.from} wants it ──`), ...wrapText(intent, width - 4).map((l) => `  ${l}`)] : []),s.dim(`── all arguments of [${shortId(current.id)}] ${call.label} (${lines.length} lines) ──`), ...lines.map((l) => `  ${l}`), s.dim("── end of arguments ──")];
 }
 
 /** `/proposals`: one line each, the selected one marked. */
@@ -92,4 +104,43 @@ export function flaggedReasons(tool: ToolInfo | undefined): string[] {
   const findings = tool?.["findings"];
   if (!Array.isArray(findings)) return [];
   return findings.slice(0, 32).map((f) => (typeof f === "object" && f !== null && typeof (f as { reason?: unknown }).reason === "string" ? (f as { reason: string }).reason : "flagged"));
+}
+
+/** Lines of the proposer's intent the block shows before its "more" marker. */
+const INTENT_LINES = 4;
+
+/** The proposer's intent (`payload.intent`), if it sent one. */
+export function intentOf(env: Envelope): string | undefined {
+  const intent = isRecord(env.payload) ? env.payload["intent"] : undefined;
+  return typeof intent === "string" && intent.trim() !== "" ? intent : undefined;
+}
+
+/** Text wrapped (never cut) to `width`, its own lines kept, each sanitised. */
+export function wrapText(text: string, width: number): string[] {
+  const w = Math.max(20, width);
+  const out: string[] = [];
+  for (const raw of text.replace(/\r\n/g, "\n").split("\n")) {
+    let rest = sanitize(raw.replace(/\t/g, "  "));
+    out.push(rest.slice(0, w));
+    rest = rest.slice(w);
+    while (rest.length > 0) {
+      out.push(`↪ ${rest.slice(0, w - 2)}`);
+      rest = rest.slice(w - 2);
+    }
+  }
+  return out;
+}
+
+const HINT_WORDS: Array<[string, string, string]> = [
+  ["destructiveHint", "destructive", "not destructive"],
+  ["readOnlyHint", "read-only", "not read-only"],
+  ["idempotentHint", "idempotent", "not idempotent"],
+  ["openWorldHint", "open world", "closed world"],
+];
+
+/** The annotation hints a tool declares, in words (only booleans count). */
+export function hintWords(tool: ToolInfo | undefined): string[] {
+  const a = tool?.["annotations"];
+  if (!isRecord(a)) return [];
+  return HINT_WORDS.filter(([k]) => typeof a[k] === "boolean").map(([k, yes, no]) => (a[k] ? yes : no));
 }

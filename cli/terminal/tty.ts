@@ -1,5 +1,7 @@
 /**
- * The interactive terminal: the space scrolls by above one input line.
+ * The interactive terminal: the space scrolls by above one input line. (A file past 500 lines
+ * because it is one state machine — keys and modes over one input line — that reads best whole;
+ * its fixed texts live in tty-text.ts.)
  *
  * Rendering is deliberately plain: every line is printed once and scrolls with the
  * terminal; only the input line at the bottom is redrawn (clear line, print, place the
@@ -7,8 +9,9 @@
  * latest state is always the last thing on screen. No alternate screen, no cursor
  * addressing beyond the current line: the terminal's own scrollback keeps working.
  *
- * Keys with an empty input line and a proposal waiting: a approve once, A approve always,
- * e edit the arguments then approve, r reject with a reason, n/p or ↓/↑ move in the queue.
+ * Keys with an empty input line and a proposal waiting: a approve once, A approve always
+ * (after saying what it grants and a typed "yes"), e edit the arguments then approve, R answer
+ * the proposer without deciding, r reject with a reason, n/p or ↓/↑ move in the queue.
  * A form someone asks this person to fill in (elicitation) takes the input line field by
  * field (form.ts) until it is answered, declined, cancelled (Esc) or withdrawn.
  */
@@ -16,41 +19,24 @@ import { emitKeypressEvents } from "node:readline";
 import type { Envelope } from "../../gateway/wire/envelope.js";
 import type { WelcomeInfo } from "../../participants/index.js";
 import { editInEditor } from "./editor.js";
-import { ANSI, callShape, formatEnvelope, interruption, isRecord, oneLine, PLAIN, shortId, truncate, visibleLength, type Style, type ViewContext } from "./format.js";
+import { ANSI, callShape, formatEnvelope, interruption, isRecord, oneLine, PLAIN, shortId, visibleLength, type Style, type ViewContext } from "./format.js";
 import { FormWalk } from "./form.js";
 import { LineEditor, type Key } from "./line.js";
 import { SpaceLists } from "./lists.js";
 import { allArguments, proposalLines, queueBlock } from "./proposal-view.js";
 import { schemaProblem } from "./validate.js";
 import { TerminalSession, type Ask, type TerminalOptions } from "./session.js";
+import { alwaysScope, HELP, onlyStyles, sanitizeId } from "./tty-text.js";
 
-type Mode = { kind: "chat" } | { kind: "edit"; proposal: string } | { kind: "reason"; proposal: string; label: string } | { kind: "form"; walk: FormWalk };
+type Mode =
+  | { kind: "chat" }
+  | { kind: "edit"; proposal: string }
+  | { kind: "reason"; proposal: string; label: string }
+  | { kind: "always"; proposal: string; label: string; from: string }
+  | { kind: "respond"; proposal: string; from: string }
+  | { kind: "form"; walk: FormWalk };
 
 const DEFAULT_REJECT_REASON = "disagree";
-
-const HELP = [
-  "Type a message and press Enter to chat (start with @id to address someone).",
-  "With a proposal waiting and the input line empty:",
-  "  a  approve once       A  approve always (grants the proposer this tool)",
-  "  e  edit the arguments (as JSON; $EDITOR when set) and approve",
-  "  r  reject with a reason          v  view all its arguments       n/p or ↓/↑  next/previous",
-  "Commands:",
-  "  /participants  /tools  /proposals  /grants  /revoke <grant id>",
-  "  /approve [id] [--always]   /reject [id] [--reason code] [text]   /edit [id]",
-  "  /pause <agent>  /resume <agent>  /status <agent>  /cancel <proposal-or-call-id>",
-  "  /disable <id>  /enable <id>   switch a specialist off (its tools leave every catalogue) or on",
-  "  /help  /quit (or Ctrl-C, or Ctrl-D on an empty line)",
-];
-
-/**
- * The last guard before the screen: every escape sequence but our own colours (SGR) is
- * removed. Wire text is already sanitized where it is formatted (format.ts); this keeps a
- * formatting path that forgot to from reaching the terminal.
- */
-function onlyStyles(line: string): string {
-  // eslint-disable-next-line no-control-regex
-  return line.replace(/\x1b(?!\[[0-9;]*m)(\[[0-?]*[ -/]*[@-~]|\][^\x07]*(\x07|\x1b\\)?|.?)/g, "").replace(/[\x9b\x9d\x90]/g, "");
-}
 
 export class TtyTerminal extends TerminalSession {
   private readonly style: Style;
@@ -119,11 +105,15 @@ export class TtyTerminal extends TerminalSession {
         return s.yellow("edit arguments as JSON (Enter approves, Esc cancels)> ");
       case "reason":
         return s.yellow(`why reject ${this.mode.label}? (reason "${DEFAULT_REJECT_REASON}"; Enter sends, Esc cancels)> `);
+      case "always":
+        return s.yellow(`always let ${this.mode.from} call ${this.mode.label}, any arguments, without asking? (type yes and Enter; Esc cancels)> `);
+      case "respond":
+        return s.yellow(`answer ${this.mode.from} about this proposal, without deciding (Enter sends, Esc cancels)> `);
       case "form":
         return this.mode.walk.prompt();
       case "chat": {
         const n = this.queue.size;
-        const q = n > 0 ? s.yellow(`[${this.queue.position}/${n} waiting · a A e r n p] `) : "";
+        const q = n > 0 ? s.yellow(`[${this.queue.position}/${n} waiting · a A e R r n p] `) : "";
         const w = this.holder ? s.yellow(`[with ${this.holder}] `) : "";
         return `${q}${w}${s.bold(this.me)}> `;
       }
@@ -275,7 +265,10 @@ export class TtyTerminal extends TerminalSession {
     if (empty && this.queue.size > 0 && !key.ctrl && !key.meta) {
       if (key.name === "down" || str === "n") return this.move(() => this.queue.next());
       if (key.name === "up" || str === "p") return this.move(() => this.queue.prev());
-      if (str === "a" || str === "A") return this.approveSelected(str === "A" ? "always" : "once");
+      if (str === "a") return this.approveSelected("once");
+      // A standing grant is never one keystroke: it says what it allows and asks first.
+      if (str === "A") return this.askAlways(undefined);
+      if (str === "R") return this.startRespond(undefined);
       if (str === "e") return this.startEdit(undefined);
       if (str === "r") return this.startReject(undefined);
       if (str === "v") return this.viewAll();
@@ -300,6 +293,11 @@ export class TtyTerminal extends TerminalSession {
     if (mode.kind === "form") return this.formLine(mode.walk, line);
     if (mode.kind === "edit") return this.finishEdit(mode.proposal, line);
     if (mode.kind === "reason") return this.sendReject(mode.proposal, DEFAULT_REJECT_REASON, line.trim());
+    if (mode.kind === "always") {
+      if (/^y(es)?$/i.test(line.trim())) return this.approveSelected("always", mode.proposal);
+      return this.notice(`not confirmed; nothing approved (${mode.label} still waits)`);
+    }
+    if (mode.kind === "respond") return this.sendRespond(mode.proposal, mode.from, line.trim());
     const text = line.trim();
     if (!text) return;
     if (text.startsWith("/")) return this.command(text);
@@ -315,6 +313,29 @@ export class TtyTerminal extends TerminalSession {
     this.safely(() => {
       this.approve(r.proposal.id, { scope });
       this.notice(`approved ${label}${interruption(r.proposal) ? " again" : ""} [${shortId(r.proposal.id)}]${scope === "always" ? ` — ${r.proposal.from} may now call ${label} without asking` : ""}`);
+    });
+  }
+
+  private askAlways(ref: string | undefined): void {
+    const r = this.queue.resolve(ref);
+    if (!r.ok) return this.notice(r.message, "error");
+    const label = callShape(r.proposal).label;
+    this.print(alwaysScope(r.proposal.from, label, this.style));
+    this.setMode({ kind: "always", proposal: r.proposal.id, label, from: r.proposal.from }, "");
+  }
+
+  private startRespond(ref: string | undefined): void {
+    const r = this.queue.resolve(ref);
+    if (!r.ok) return this.notice(r.message, "error");
+    this.setMode({ kind: "respond", proposal: r.proposal.id, from: r.proposal.from }, "");
+  }
+
+  /** A chat to the proposer tied to the proposal (docs/protocol.md, Respond): it stays pending. */
+  private sendRespond(proposalId: string, to: string, text: string): void {
+    if (!text) return this.notice("nothing sent");
+    this.safely(() => {
+      this.client.send({ kind: "chat", to: [to], correlation_id: [proposalId], payload: { text } });
+      this.notice(`answered ${to} about [${shortId(proposalId)}]; it still waits for a decision`);
     });
   }
 
@@ -432,8 +453,16 @@ export class TtyTerminal extends TerminalSession {
         void this.lists.revokeGrant(args[0]);
         return;
       case "approve": {
-        const always = args.includes("--always");
-        return this.approveSelected(always ? "always" : "once", args.find((a) => !a.startsWith("--")));
+        const ref = args.find((a) => !a.startsWith("--"));
+        return args.includes("--always") ? this.askAlways(ref) : this.approveSelected("once", ref);
+      }
+      case "respond": {
+        let words = [...args];
+        let ref: string | undefined;
+        if (words[0] && this.queue.resolve(words[0]).ok) [ref, ...words] = words;
+        const r = this.queue.resolve(ref);
+        if (!r.ok) return this.notice(r.message, "error");
+        return words.length ? this.sendRespond(r.proposal.id, r.proposal.from, words.join(" ")) : this.startRespond(r.proposal.id);
       }
       case "edit":
         return this.startEdit(args[0]);
@@ -490,9 +519,4 @@ export class TtyTerminal extends TerminalSession {
       this.notice((err as Error).message, "error");
     }
   }
-}
-
-/** A participant id for the prompt line: printable and short. */
-function sanitizeId(id: string): string {
-  return truncate(id, 40);
 }

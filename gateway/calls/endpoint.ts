@@ -15,7 +15,7 @@
  * the rest is, and the pages here are how a client fetches it.
  */
 import type { Call } from "./calls.js";
-import { type Envelope, ErrorCodes, GATEWAY_ID, type InboundEnvelope, type McpRequestPayload, stamp, systemEnvelope } from "../wire/envelope.js";
+import { type Envelope, ErrorCodes, GATEWAY_ID, Intent, INTENT_META_KEY, type InboundEnvelope, type McpRequestPayload, stamp, systemEnvelope } from "../wire/envelope.js";
 import { type CallRouter, clip, type SpaceHost } from "../ports/host.js";
 import { jsonBytes, readCursor, takePage } from "../wire/paging.js";
 import { type Proposal, shownEnvelope } from "../proposals/book.js";
@@ -118,7 +118,11 @@ export class GatewayEndpoint {
       const why = this.router.unknownTool(name);
       return this.space.fail(member, why.code, why.message, inbound.id);
     }
-    const params = { ...payload.params, name: entry.tool };
+    // The caller's intent (why it wants the call) is for the person who may have to approve
+    // it: lifted out of `_meta` into the proposal, never sent on to the tool.
+    const lifted = liftIntent(payload.params ?? {});
+    if (!lifted.ok) return this.space.fail(member, ErrorCodes.invalidPayload, `tools/call: params._meta["${INTENT_META_KEY}"]: ${lifted.message}`, inbound.id);
+    const params = { ...lifted.params, name: entry.tool };
     const call = { ...payload, id: rpcId, params };
     const verdict = this.router.authorize(member, entry.participant, "tools/call", params);
     if (verdict.decision === "denied") return this.space.fail(member, verdict.code, verdict.message, inbound.id, verdict.extra);
@@ -134,7 +138,7 @@ export class GatewayEndpoint {
     }
     // Needs approval: the gateway proposes it on the caller's behalf, under the request's id,
     // so the caller simply keeps waiting for the response to its request.
-    const proposalEnv = stamp({ ...inbound, kind: "mcp/proposal", to: [entry.participant], payload: { method: "tools/call", params } }, member.id);
+    const proposalEnv = stamp({ ...inbound, kind: "mcp/proposal", to: [entry.participant], payload: { method: "tools/call", params, ...(lifted.intent !== undefined ? { intent: lifted.intent } : {}) } }, member.id);
     return this.router.decisions.hold(member, proposalEnv, "tools/call", params, rpcId, { tellProposer: true, sentId: inbound.id });
   }
 
@@ -158,4 +162,16 @@ export class GatewayEndpoint {
       this.space.fail(member, ErrorCodes.notCaller, "this cancellation names no pending call or proposal of yours; only a call's caller may cancel it", inbound.id);
     }
   }
+}
+
+/** `params` without `_meta["mewgate/intent"]`, and that intent, checked like a proposal's `payload.intent`. */
+function liftIntent(params: Record<string, unknown>): { ok: true; params: Record<string, unknown>; intent: string | undefined } | { ok: false; message: string } {
+  const meta = params["_meta"];
+  if (typeof meta !== "object" || meta === null || Array.isArray(meta) || !(INTENT_META_KEY in meta)) return { ok: true, params, intent: undefined };
+  const { [INTENT_META_KEY]: raw, ...rest } = meta as Record<string, unknown>;
+  const checked = Intent.safeParse(raw);
+  if (!checked.success) return { ok: false, message: typeof raw === "string" ? checked.error.issues[0]?.message ?? "invalid" : "must be a string" };
+  const { _meta: _drop, ...others } = params;
+  void _drop;
+  return { ok: true, params: Object.keys(rest).length ? { ...others, _meta: rest } : others, intent: checked.data };
 }

@@ -38,6 +38,7 @@ import type { Verdict } from "../policy/authority.js";
 import { GatewayEndpoint } from "./endpoint.js";
 import type { Decision } from "../policy/rules.js";
 import { type ProposalBook, toolChangeAudit } from "../proposals/book.js";
+import { answerOutcome, failureOutcome, resultText } from "../proposals/outcomes.js";
 import { auditable, type DefinitionChange } from "../ports/pins.js";
 import { McpToolSchema, type McpTool, type Registry, ToolsListResultSchema, MAX_TOOLS_PER_PARTICIPANT } from "../ports/registry.js";
 import type { Member } from "../ports/member.js";
@@ -251,11 +252,10 @@ export class McpRouter implements CallRouter {
     // The target answered (the breaker's question); a tool that reports its own failure
     // (`isError: true`) still answered, but the call did not succeed, and its record says so.
     const answered = parsed.data.error === undefined;
-    const result = parsed.data.result as { isError?: unknown } | undefined;
-    const ok = answered && !(typeof result === "object" && result !== null && result.isError === true);
+    const outcome = answerOutcome(parsed.data);
     this.calls.close(call, answered);
-    if (!call.internal) this.space.metrics.call(ok ? "ok" : "error");
-    this.ended(call, answered ? (ok ? undefined : "tool_error") : String((parsed.data.error as { code?: unknown }).code ?? "error"));
+    if (!call.internal) this.space.metrics.call(outcome);
+    this.ended(call, answered ? (outcome === "ok" ? undefined : "tool_error") : String((parsed.data.error as { code?: unknown }).code ?? "error"));
     if (call.internal) return call.internal(parsed.data);
     const env = stamp(inbound, member.id);
     // An error in MEW's loose shape (a string code) reaches the caller as one it can read.
@@ -264,7 +264,8 @@ export class McpRouter implements CallRouter {
     const p = call.proposalId ? this.proposals.get(call.proposalId) : undefined;
     if (p?.state === "routed") {
       // The audit trail has the outcome by the time the proposer hears it.
-      return this.space.note(this.proposals.planTransition(p, { state: "answered", outcome: ok ? "ok" : "error" })).then(() => this.answer(call, env, member));
+      this.proposals.results.add(p.id, outcome, resultText(parsed.data));
+      return this.space.note(this.proposals.planTransition(p, { state: "answered", outcome })).then(() => this.answer(call, env, member));
     }
     this.answer(call, env, member);
   }
@@ -309,7 +310,8 @@ export class McpRouter implements CallRouter {
       // person's idle clock bounds the wait instead (conversations.ts).
       if (this.space.heldInConversation(call.id)) continue;
       this.calls.close(call, false);
-      if (!call.internal) this.space.metrics.call("target_left");
+      // The gateway answers with a JSON-RPC error: an `error` outcome (outcomes.ts), its reason target_left.
+      if (!call.internal) this.space.metrics.call("error");
       this.ended(call, "target_left");
       this.failCall(call, RpcErrors.targetLeft, "target_left", `"${left}" left the space before answering`);
     }
@@ -357,7 +359,10 @@ export class McpRouter implements CallRouter {
     this.space.metrics.call("cancelled");
     this.ended(call, "cancelled");
     const p = call.proposalId ? this.proposals.get(call.proposalId) : undefined;
-    if (p && (p.state === "routed" || p.state === "approved")) this.space.note(this.proposals.planTransition(p, { state: "failed", reason: "cancelled" }));
+    if (p && (p.state === "routed" || p.state === "approved")) {
+      this.proposals.results.add(p.id, "cancelled", reason);
+      this.space.note(this.proposals.planTransition(p, { state: "failed", reason: "cancelled", outcome: "cancelled" }));
+    }
     if (notifyTarget) this.cancelAtTarget(call, reason);
     // Bounded: each call is closed before its children are visited, so none is visited twice.
     for (const child of this.calls.children(call.id)) {
@@ -379,7 +384,10 @@ export class McpRouter implements CallRouter {
     if (call.internal) return call.internal(undefined, reason);
     if (call.proposalId) {
       const p = this.proposals.get(call.proposalId);
-      if (p && (p.state === "routed" || p.state === "approved")) this.space.note(this.proposals.planTransition(p, { state: "failed", reason }));
+      if (p && (p.state === "routed" || p.state === "approved")) {
+        this.proposals.results.add(p.id, failureOutcome(reason), message);
+        this.space.note(this.proposals.planTransition(p, { state: "failed", reason, outcome: failureOutcome(reason) }));
+      }
     }
     const payload = { jsonrpc: "2.0", id: call.rpcId, error: { code, message, data: { reason, target: call.target } } };
     // Never the made-up id of a request its caller sent without one (calls.ts `anonymous`).

@@ -1,10 +1,12 @@
 /**
  * The operator HTTP API, on the gateway's port under `/api/spaces/<space>/`:
  *
- *   GET    me | participants | tools | grants | audit | proposals[?state=all] | proposals/<id>
+ *   GET    me | participants | tools | grants | audit | proposals[?state=all|decided] | proposals/<id>
+ *   GET    history[?limit=N]      (recent envelopes the caller may see: chat and activity on open)
  *   POST   proposals/<id>/approve {scope?, arguments?, reason?}
  *   POST   proposals/<id>/reject  {reason, text?}
  *   POST   proposals/<id>/withdraw {reason?}
+ *   POST   proposals/<id>/respond {text}  (a chat to the proposer tied to the proposal; decides nothing)
  *   DELETE grants/<id>            (cascading, like capability/revoke)
  *   POST   chat {text, to?}
  *   POST   participants/<id>/disable {reason?} · participants/<id>/enable  (space/disable, space/enable)
@@ -27,7 +29,7 @@ import type { Space } from "../space/space.js";
 import { Sessions, type Session } from "../identity/sessions.js";
 import { adopt, authenticateBearer } from "../space/bearer.js";
 import { bearer, bearerChallenge, cookie, header, readJsonObject, resourceUrls, sendJson, sessionCookieName } from "./http.js";
-import { proposalView, statusOf } from "./views.js";
+import { decidedView, proposalView, statusOf } from "./views.js";
 
 const PREFIX = "/api/spaces/";
 const MAX_BODY = 1024 * 1024;
@@ -127,6 +129,7 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
     case "GET audit":
       return ok({ entries: space.audit(auditQuery(q), limit(q)) });
     case "GET proposals": {
+      if (q.get("state") === "decided") return ok({ decided: decidedFor(c, q) });
       const pending = visible(c).map((p) => proposalView(space, c.id, p));
       if (q.get("state") !== "all") return ok({ proposals: pending });
       return ok({ proposals: pending, past: space.audit(auditQuery(q), limit(q)).filter((e) => e.event !== "proposed") });
@@ -143,6 +146,15 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
     }
     case "POST proposals/:id/reject":
       return acted(await space.act(c.id, { kind: "mcp/reject", correlation_id: [id], payload: { reason: "disagree", ...pick(body, ["reason", "text"]) } }), { state: "rejected" });
+    case "POST proposals/:id/respond": {
+      // An answer to the proposer about this proposal, without deciding it: a chat to the
+      // proposer tied to the proposal (docs/protocol.md, Respond). It stays pending.
+      const p = visible(c).find((x) => x.id === id);
+      if (!p) return fail(404, "unknown_proposal", `no pending proposal "${clip(id ?? "")}"`);
+      if (typeof body["text"] !== "string" || body["text"].trim() === "") return fail(400, "invalid_payload", "respond: text must be a non-empty string");
+      const envId = crypto.randomUUID();
+      return acted(await space.act(c.id, { id: envId, kind: "chat", to: [p.proposer], correlation_id: [p.id], payload: { text: body["text"] } }), { id: envId });
+    }
     case "POST proposals/:id/withdraw":
       return acted(await space.act(c.id, { kind: "mcp/withdraw", correlation_id: [id], payload: pick(body, ["reason"]) }), { state: "withdrawn" });
     case "DELETE grants/:id": {
@@ -162,6 +174,8 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
       const payload = { participant_id: id, ...pick(body, ["reason"]) };
       return acted(await space.act(c.id, { kind, payload }), { participant: id, disabled: kind === "space/disable" });
     }
+    case "GET history":
+      return ok({ envelopes: space.recentFor(c.id, Math.min(limit(q), 500)) });
     case "GET conversations":
       return ok({ conversations: space.conversationsView() });
     case "GET requests":
@@ -176,6 +190,13 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
     default:
       return fail(404, "not_found", `no such route: ${clip(route)}; see docs/operator-api.md`);
   }
+}
+
+/** Decided proposals the caller may see (as pending ones: all with visibility `all`, else its own and those it served), newest first. */
+function decidedFor(c: Caller, q: URLSearchParams): Array<Record<string, unknown>> {
+  const all = c.space.config.participants[c.id]?.visibility === "all";
+  const entries = c.space.audit(auditQuery(q), 5000).filter((e) => e.event !== "tool_changed" && (all || e.proposer === c.id || e.owner === c.id));
+  return decidedView(c.space, entries, Math.min(limit(q), 500));
 }
 
 /** Proposals awaiting a decision (pending or interrupted) the caller may see: all with visibility `all`, else its own and those it would serve. */

@@ -1,6 +1,7 @@
 /**
- * The web console's files, served at `/ui/` on the gateway's port: three static files
- * (ui/index.html, app.js, app.css), no build step. The page talks to the operator API
+ * The web console's files, served at `/ui/` on the gateway's port: the static files of ui/
+ * (index.html, app.css, app.js and the modules it imports) and the `diff` package's browser
+ * build at vendor/diff.min.js, no build step. The page talks to the operator API
  * (api.ts) with the token from its URL fragment or its sign-in form.
  *
  * Served with a strict Content-Security-Policy — scripts and styles only from here, no
@@ -8,6 +9,7 @@
  * put participant text into the page as HTML could not run it.
  */
 import { existsSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -17,6 +19,11 @@ const FILES: Record<string, string> = {
   "app.js": "text/javascript; charset=utf-8",
   "elicit.js": "text/javascript; charset=utf-8",
   "signin.js": "text/javascript; charset=utf-8",
+  "args.js": "text/javascript; charset=utf-8",
+  "cards.js": "text/javascript; charset=utf-8",
+  "decided.js": "text/javascript; charset=utf-8",
+  "edit.js": "text/javascript; charset=utf-8",
+  "keys.js": "text/javascript; charset=utf-8",
   "app.css": "text/css; charset=utf-8",
 };
 
@@ -30,6 +37,20 @@ export const CONSOLE_CSP = [
   "form-action 'none'",
   "frame-ancestors 'none'",
 ].join("; ");
+
+const VENDOR_DIFF = "vendor/diff.min.js";
+
+/** The `diff` package's browser build (dist/diff.min.js, a UMD that sets `globalThis.Diff`). */
+function vendorDiff(): Buffer | undefined {
+  try {
+    const main = createRequire(import.meta.url).resolve("diff");
+    let dir = dirname(main);
+    for (let i = 0; i < 3 && !existsSync(join(dir, "dist", "diff.min.js")); i++) dir = dirname(dir);
+    return readFileSync(join(dir, "dist", "diff.min.js"));
+  } catch {
+    return undefined;
+  }
+}
 
 /** The `ui/` folder: beside `gateway/` in the repository, beside `dist/` when installed. */
 function findUi(): string | undefined {
@@ -51,6 +72,9 @@ export function mountConsole(gateway: ConsoleHost): void {
   // Read once: three small files, served from memory.
   const files = new Map<string, Buffer>();
   if (root) for (const name of Object.keys(FILES)) files.set(name, readFileSync(join(root, name)));
+  // The line diff the edit dialog shows is the `diff` package's own browser build, not a copy.
+  const diffJs = vendorDiff();
+  if (diffJs) files.set(VENDOR_DIFF, diffJs);
   gateway.addHttpRoute("/ui", (_req, res) => {
     res.writeHead(301, { location: "/ui/" });
     res.end();
@@ -68,7 +92,7 @@ export function mountConsole(gateway: ConsoleHost): void {
       return res.end(root ? "not found\n" : "the web console's files are not installed (ui/ is missing)\n");
     }
     res.writeHead(200, {
-      "content-type": FILES[name]!,
+      "content-type": FILES[name] ?? "text/javascript; charset=utf-8",
       "content-security-policy": CONSOLE_CSP,
       "x-content-type-options": "nosniff",
       "referrer-policy": "no-referrer",

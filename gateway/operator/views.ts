@@ -1,22 +1,35 @@
 /**
  * What the operator API shows of a space's state, and how its errors map to HTTP.
  */
-import { DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal } from "../proposals/book.js";
+import { type AuditEntry, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal } from "../proposals/book.js";
 import type { Space } from "../space/space.js";
 import { approversNow, approvalsView } from "../proposals/approvals.js";
 import { limitOptions } from "../policy/scope.js";
 import { compileCapabilities } from "../policy/capabilities.js";
+import { INTENT_MAX } from "../wire/envelope.js";
+
+/** The MCP annotation hints a card shows as badges, in this order. */
+export const HINTS = ["destructiveHint", "readOnlyHint", "idempotentHint", "openWorldHint"] as const;
+
+/** How many recent envelopes are searched for a proposer's last message. */
+const LAST_MESSAGE_SCAN = 500;
 
 /**
- * A proposal awaiting a decision as an approver needs to see it: who, what, why it waits,
- * everything it would do. An interrupted one (approved before the gateway stopped) says so,
- * who approved it, and the arguments that approval carried, which approving it again reuses.
+ * A proposal awaiting a decision as an approver needs to see it — the one card model the
+ * console, the terminal's `mewgate proposals show` and the API share: who, what tool (its
+ * title, description and annotation hints), the rule that made it wait, why the proposer
+ * wants it (its intent, or else its last message), when, until when, and everything it
+ * would do. An interrupted one (approved before the gateway stopped) says so, who approved
+ * it, and the arguments that approval carried, which approving it again reuses.
+ * Texts are as participants wrote them: every reader sanitises what it draws.
  */
 export function proposalView(space: Space, viewer: string, p: Proposal): Record<string, unknown> {
   const entry = p.tool === undefined ? undefined : space.toolEntry(p.owner, p.tool);
   return {
     id: p.id,
+    shortId: p.id.slice(0, 8),
     proposer: p.proposer,
+    intent: intentOf(space, viewer, p),
     owner: p.owner,
     method: p.method,
     // Held open (it named no target): `*`, whoever fulfils it picks.
@@ -30,7 +43,7 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     ...definitionChanged(p),
     createdAt: p.createdAt,
     expiresAt: new Date(p.expiresAt).toISOString(),
-    ...(entry ? { inputSchema: entry["inputSchema"], description: entry["description"] } : {}),
+    ...(entry ? { inputSchema: entry["inputSchema"], description: entry["description"], ...(typeof entry["title"] === "string" ? { title: entry["title"] } : {}), hints: hintsOf(entry["annotations"]) } : {}),
     // What the gateway found wrong with the tool's texts (policy/inspect.ts): the card shows it.
     ...(entry?.["findings"] ? { findings: entry["findings"] } : {}),
     // Whether the viewer may decide: not its own, and it could make the call itself.
@@ -39,7 +52,81 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     ...(p.tool !== undefined && (p.required ?? 1) <= 1 ? { always_limits: limitOptions((p.editedArguments ?? p.params["arguments"]) as Record<string, unknown> | undefined) } : {}),
     // A two-person rule: "1 of 2", who approved, and whether it can still be met (proposals/approvals.ts).
     ...approvalsOf(space, p),
+    // What approving "always" grants from now on: the console and the terminal say it and ask
+    // first. Where grants carry an argument scope, it goes here as `arguments` (in words).
+    ...(p.tool !== undefined ? { alwaysScope: { participant: p.proposer, tool: `${p.owner}/${p.tool}` } } : {}),
   };
+}
+
+/**
+ * Why the proposer wants the call: the `intent` it sent with the proposal, or else its last
+ * chat message before it (that the viewer may see), or nothing. Bounded like an intent.
+ */
+function intentOf(space: Space, viewer: string, p: Proposal): { text: string; source: "proposal" | "last_message"; at?: string } | undefined {
+  const payload = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload;
+  if (typeof payload?.["intent"] === "string" && payload["intent"].trim() !== "") return { text: payload["intent"].slice(0, INTENT_MAX), source: "proposal" };
+  const before = Date.parse(p.createdAt);
+  const said = space.recentFor(viewer, LAST_MESSAGE_SCAN, (e) => e.kind === "chat" && e.from === p.proposer && Date.parse(e.ts) <= before + 1000).at(-1);
+  const text = (said?.payload as { text?: unknown } | undefined)?.text;
+  return said && typeof text === "string" && text.trim() !== "" ? { text: text.slice(0, INTENT_MAX), source: "last_message", at: said.ts } : undefined;
+}
+
+/** The annotation hints a tool declares (true or false), by name; the rest is the tool's business. */
+export function hintsOf(annotations: unknown): Record<string, boolean> {
+  const out: Record<string, boolean> = {};
+  if (typeof annotations !== "object" || annotations === null) return out;
+  for (const h of HINTS) {
+    const v = (annotations as Record<string, unknown>)[h];
+    if (typeof v === "boolean") out[h] = v;
+  }
+  return out;
+}
+
+/**
+ * Decided proposals, newest first, from the audit trail (durable: who decided, when, with
+ * edited arguments or not, the call's outcome) and, while the gateway remembers it, the
+ * call's result as text (proposals/outcomes.ts).
+ */
+export function decidedView(space: Space, entries: AuditEntry[], max: number): Array<Record<string, unknown>> {
+  const byId = new Map<string, AuditEntry[]>();
+  for (const e of entries) {
+    if (!e.proposal) continue;
+    const list = byId.get(e.proposal) ?? [];
+    list.push(e);
+    byId.set(e.proposal, list);
+  }
+  const out: Array<Record<string, unknown>> = [];
+  for (const [id, list] of byId) {
+    const proposed = list.find((e) => e.event === "proposed");
+    const decision = list.filter((e) => ["approved", "rejected", "withdrawn", "expired"].includes(e.event)).at(-1);
+    if (!decision) continue;
+    const end = list.filter((e) => e.event === "answered" || e.event === "failed" || e.event === "interrupted").at(-1);
+    const state = end && Date.parse(end.ts) >= Date.parse(decision.ts) ? end.event : decision.event;
+    const result = space.proposals.results.get(id);
+    out.push({
+      id,
+      shortId: id.slice(0, 8),
+      proposer: decision.proposer,
+      owner: decision.owner,
+      ...(decision.tool !== undefined ? { tool: `${decision.owner}/${decision.tool}` } : {}),
+      method: decision.method,
+      state,
+      decision: decision.event,
+      ...(decision.by !== undefined ? { decidedBy: decision.by } : {}),
+      decidedAt: decision.ts,
+      ...(proposed ? { proposedAt: proposed.ts, proposedArguments: proposed.arguments } : {}),
+      arguments: decision.arguments,
+      edited: decision.edited === true,
+      ...(decision.scope !== undefined ? { scope: decision.scope } : {}),
+      ...(decision.reason !== undefined ? { reason: decision.reason } : {}),
+      ...(decision.text !== undefined ? { text: decision.text } : {}),
+      ...(end?.outcome !== undefined ? { outcome: end.outcome } : result ? { outcome: result.outcome } : {}),
+      ...(end?.reason !== undefined && end.event === "failed" ? { failure: end.reason } : {}),
+      ...(result ? { result: { text: result.text, ...(result.cut ? { cut: result.cut } : {}), at: result.at } } : {}),
+    });
+  }
+  out.sort((a, b) => String(b["decidedAt"]).localeCompare(String(a["decidedAt"])));
+  return out.slice(0, max);
 }
 
 /** A proposal made while its tool's definition was unconfirmed carries what changed (ports/pins.ts). */

@@ -32,6 +32,7 @@ import { createHash } from "node:crypto";
 import { canonical } from "../store/chain.js";
 import type { DefinitionChange } from "../ports/pins.js";
 import type { Plan } from "../ports/plan.js";
+import { CallResults, type CallOutcome } from "./outcomes.js";
 
 export type ProposalState = "pending" | "approved" | "routed" | "answered" | "rejected" | "withdrawn" | "expired" | "failed" | "interrupted";
 
@@ -75,7 +76,8 @@ export interface Proposal {
   text?: string | undefined;
   /** Arguments after an approver's edits, when they differ. */
   editedArguments?: Record<string, unknown> | undefined;
-  outcome?: "ok" | "error" | undefined;
+  /** What became of the call (outcomes.ts): set when an approved proposal is answered or fails. */
+  outcome?: CallOutcome | undefined;
   /** The original proposal envelope, for welcomes. */
   envelope: unknown;
   /** Size of the envelope as JSON, counted against the pending quotas. */
@@ -197,6 +199,8 @@ export class ProposalBook {
   private readonly total = { count: 0, bytes: 0 };
   /** Proposals whose next change is being written, and ids of proposals being added. */
   private readonly busy = new Set<string>();
+  /** The last approved calls' results as text, for the Decided list (memory only). */
+  readonly results = new CallResults();
 
   /**
    * `onDue`: a pending proposal's time is up; the caller records its expiry (`undefined`:

@@ -56,6 +56,7 @@ export class Decisions implements ProposalDesk {
     const parsed = ProposalPayloadSchema.safeParse(inbound.payload);
     if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/proposal: ${describeIssue(parsed.error)}`, inbound.id);
     let { method, params = {} } = parsed.data;
+    const intent = parsed.data.intent;
     let to = inbound.to ?? [];
     if (to.length === 1 && to[0] === GATEWAY_ID && method === "tools/call") {
       const entry = typeof params["name"] === "string" ? this.mcp.registry.resolve(params["name"]) : undefined;
@@ -100,7 +101,7 @@ export class Decisions implements ProposalDesk {
     // A proposal that could never be routed (a call back into its own chain) is refused now.
     const chain = this.mcp.calls.chainFor(member.id, inbound.correlation_id);
     if (chain.includes(to[0]!)) return this.space.fail(member, ErrorCodes.cycleDetected, `call cycle: ${[...chain, to[0]!].join(" → ")}`, inbound.id, { chain: [...chain, to[0]!] });
-    const env = stamp({ ...inbound, to, payload: { method, params } }, member.id);
+    const env = stamp({ ...inbound, to, payload: { method, params, ...(intent !== undefined ? { intent } : {}) } }, member.id);
     return this.hold(member, env, method, params, env.id, { sentId: inbound.id });
   }
 
@@ -401,7 +402,9 @@ export class Decisions implements ProposalDesk {
     const answered = fulfiller && { id: fulfiller.id, envelopeId: fulfiller.envelopeId, proposer: p.proposer, proposerRpcId: p.rpcId };
     const refused = this.mcp.tryRoute(caller, env, payload, { proposalId: p.id, fulfiller: answered });
     if (refused) {
-      this.space.note(this.proposals.planTransition(p, { state: "failed", reason: "not_routed" }));
+      this.proposals.results.add(p.id, "not_routed", refused.message);
+      this.space.metrics.call("not_routed");
+      this.space.note(this.proposals.planTransition(p, { state: "failed", reason: "not_routed", outcome: "not_routed" }));
       const error = { code: RpcErrors.failed, message: `the approved call could not be routed: ${refused.message}`, data: { reason: "not_routed", code: refused.code, target: owner } };
       this.space.deliver(systemEnvelope("mcp/response", { jsonrpc: "2.0", id: p.rpcId, error }, { to: [p.proposer], correlation_id: [p.id] }));
       if (fulfiller) {

@@ -398,6 +398,21 @@ export class Space implements SpaceHost {
     }));
   }
 
+  /**
+   * The recent envelopes `viewer` may see, as a welcome would give them (its visibility),
+   * oldest first, at most `limit`; `match` narrows them (the last chat of a proposer, say).
+   */
+  recentFor(viewer: string, limit: number, match: (env: Envelope) => boolean = () => true): Envelope[] {
+    const all = this.config.participants[viewer]?.visibility === "all";
+    const out: Envelope[] = [];
+    const h = this.delivery.history;
+    for (let i = h.length - 1; i >= 0 && out.length < limit; i--) {
+      const env = h[i]!.env;
+      if ((all || env.to?.includes(viewer) || env.kind === "system/presence") && match(env)) out.push(env);
+    }
+    return out.reverse();
+  }
+
   /** Grants held now, each with whether it stands (its granter still holds what it lent). */
   grantsView(): Array<Record<string, unknown>> {
     return this.grants.all().map((g) => ({ ...g, standing: this.grants.stands(g), ...(g.condition ? { limited_to: describeCondition(g.condition) } : {}) }));

@@ -95,8 +95,21 @@ export const McpResponsePayloadSchema = z.object({
 });
 export type McpResponsePayload = z.infer<typeof McpResponsePayloadSchema>;
 
-/** MEW proposals carry the request's method and params, without JSON-RPC framing. */
-export const ProposalPayloadSchema = z.object({ method: z.string().min(1).max(256), params: Params.optional() });
+/** Most characters of a proposal's `intent`: a few paragraphs, not a document. */
+export const INTENT_MAX = 4000;
+
+/**
+ * Why the proposer wants the call, in its own words, shown on the approval card (a mewgate
+ * field MEW clients may send or ignore): `payload.intent` of an `mcp/proposal`, or
+ * `params._meta["mewgate/intent"]` of a `tools/call` the gateway turns into a proposal.
+ */
+export const Intent = z.string().max(INTENT_MAX, `intent: at most ${INTENT_MAX} characters`);
+
+/** The `_meta` key under which a `tools/call` through the gateway carries its intent. */
+export const INTENT_META_KEY = "mewgate/intent";
+
+/** MEW proposals carry the request's method and params, without JSON-RPC framing; ours may add an intent. */
+export const ProposalPayloadSchema = z.object({ method: z.string().min(1).max(256), params: Params.optional(), intent: Intent.optional() });
 
 export const ApprovePayloadSchema = z.object({
   scope: z.enum(["once", "always"]).default("once"),

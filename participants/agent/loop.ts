@@ -30,6 +30,7 @@ export type ToolFailureCode =
   | "unknown_tool"
   | "invalid_arguments"
   | "cancelled"
+  | "responded" // a person answered the proposal instead of deciding it; it was withdrawn
   | "unavailable" // the owner left, the circuit is open, …
   | "failed"; // anything else
 
@@ -45,8 +46,8 @@ export interface ToolFailure {
 
 export type ToolOutcome = ToolSuccess | ToolFailure;
 
-/** Runs `participant/tool`; resolves with a failure rather than throwing. */
-export type CallTool = (name: string, args: Record<string, unknown>, ctx: { callId: string; signal: AbortSignal }) => Promise<ToolOutcome>;
+/** Runs `participant/tool`; resolves with a failure rather than throwing. `intent`: the model's own text from the reply that asked for the call, if it wrote any (shown to whoever approves it). */
+export type CallTool = (name: string, args: Record<string, unknown>, ctx: { callId: string; signal: AbortSignal; intent?: string | undefined }) => Promise<ToolOutcome>;
 
 export interface TurnContext {
   system: string;
@@ -137,7 +138,7 @@ export async function runTurn(opts: RunTurnOptions): Promise<TurnResult> {
     }
 
     result.toolCalls += response.toolCalls.length;
-    const results = await Promise.all(response.toolCalls.map((call) => execute(call, ctx.tools, opts, signal, maxChars)));
+    const results = await Promise.all(response.toolCalls.map((call) => execute(call, ctx.tools, opts, signal, maxChars, response.text)));
     // Appended together, once every result is in: a call is never in context without its result.
     opts.conversation.append(assistant, ...results);
     if (signal.aborted) return { ...result, status: "aborted" };
@@ -145,7 +146,7 @@ export async function runTurn(opts: RunTurnOptions): Promise<TurnResult> {
   return { ...result, status: "max_iterations" };
 }
 
-async function execute(call: ToolCall, tools: ToolSet, opts: RunTurnOptions, signal: AbortSignal, maxChars: number): Promise<ToolResultMessage> {
+async function execute(call: ToolCall, tools: ToolSet, opts: RunTurnOptions, signal: AbortSignal, maxChars: number, intent: string | undefined): Promise<ToolResultMessage> {
   const name = tools.names.toolName(call.name);
   opts.onEvent?.({ type: "tool_call", callId: call.id, name, functionName: call.name, arguments: call.arguments });
   let outcome: ToolOutcome;
@@ -155,7 +156,7 @@ async function execute(call: ToolCall, tools: ToolSet, opts: RunTurnOptions, sig
     outcome = { type: "error", code: "invalid_arguments", message: `${call.invalidArguments}; the call was not made. Send the arguments as a JSON object.` };
   } else {
     try {
-      outcome = await opts.callTool(name, call.arguments, { callId: call.id, signal });
+      outcome = await opts.callTool(name, call.arguments, { callId: call.id, signal, ...(intent?.trim() ? { intent } : {}) });
     } catch (err) {
       outcome = { type: "error", code: "failed", message: (err as Error)?.message ?? String(err) };
     }
@@ -183,6 +184,8 @@ export function formatOutcome(outcome: ToolOutcome): string {
       return `Rejected${by}${reason}: ${outcome.message}. The call was not made. Adapt instead of repeating the same call.`;
     case "timeout":
       return `Timed out: ${outcome.message}. The call may or may not have taken effect.`;
+    case "responded":
+      return `${outcome.by ?? "A person"} answered your proposal instead of approving it: "${outcome.message}". Your proposal was withdrawn and the call was not made. Do what the answer asks: propose the call again, changed as asked, or reply.`;
     default:
       return `${outcome.code}: ${outcome.message}`;
   }

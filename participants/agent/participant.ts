@@ -370,6 +370,8 @@ class Agent {
         this.view.switched(env);
         return;
       case "chat":
+        // A person's answer to one of my waiting proposals goes to that call, not to a new turn.
+        if (addressed && this.calls.noteResponse(env)) return;
         return this.chat.onChat(env);
       case "mcp/approve":
         return this.calls.noteApproval(env);

@@ -5,7 +5,7 @@
  *
  * Split from participant.ts; used by the chat turns and the ask server alike.
  */
-import { GATEWAY_ID, type Envelope } from "../../gateway/wire/envelope.js";
+import { GATEWAY_ID, INTENT_MAX, INTENT_META_KEY, type Envelope } from "../../gateway/wire/envelope.js";
 import type { CallOptions, ParticipantClient } from "../client.js";
 import type { ToolInfo } from "../wire.js";
 import { addDelegated, contractLine, type Spend } from "./contract.js";
@@ -32,6 +32,8 @@ export class ToolCaller {
   // Tool calls waiting on proposals: proposal id → who approved it.
   private readonly myProposals = new Set<string>();
   private readonly approvals = new Map<string, string>();
+  // Proposals a person answered instead of deciding: proposal id → who, and what they said.
+  private readonly responses = new Map<string, { by: string; text: string }>();
 
   constructor(private readonly host: ToolCallHost) {}
 
@@ -41,13 +43,28 @@ export class ToolCaller {
   }
 
   /**
+   * A chat tied to one of our waiting proposals (`correlation_id: [proposal]`, a Respond from
+   * the console or the terminal): the person asks something of us instead of deciding. The
+   * proposal is withdrawn, and its call ends with what they said, so the model can propose
+   * again as asked or reply. Returns whether the chat was such an answer (it starts no turn).
+   */
+  noteResponse(env: Envelope): boolean {
+    const id = env.correlation_id?.[0];
+    const text = isRecord(env.payload) && typeof env.payload["text"] === "string" ? env.payload["text"] : undefined;
+    if (id === undefined || text === undefined || !this.myProposals.has(id) || this.responses.has(id)) return false;
+    this.responses.set(id, { by: env.from, text: clip(text, 4000) });
+    this.host.client.withdraw(id, "answered by a person; proposing again");
+    return true;
+  }
+
+  /**
    * `callTool` for the loop: every call goes to the gateway, which routes it or holds it
    * as a proposal. A tool that declares `timeout_ms` (an agent's ask) gets its deadline
    * from it; what a delegated call reports it spent is added to `spend`; `announce` tells
    * the person waiting, in plain words, that the work is handed on.
    */
   callTool(deadline?: number, spend?: Spend, announce?: (text: string) => void, human?: string): CallTool {
-    return async (name, args, { signal }) => {
+    return async (name, args, { signal, intent }) => {
       let proposal: string | undefined;
       const opts: CallOptions = {
         signal,
@@ -74,7 +91,10 @@ export class ToolCaller {
       }
       try {
         const { _meta: callMeta, ...callArgs } = args;
-        const params = isRecord(callMeta) ? { name, arguments: callArgs, _meta: callMeta } : { name, arguments: args };
+        // The model's own words from the turn that asked for the call: the card an approver
+        // reads shows them (docs/protocol.md, intent); the gateway never passes them to the tool.
+        const meta = { ...(isRecord(callMeta) ? callMeta : {}), ...(intent ? { [INTENT_META_KEY]: clip(intent, INTENT_MAX) } : {}) };
+        const params = Object.keys(meta).length ? { name, arguments: isRecord(callMeta) ? callArgs : args, _meta: meta } : { name, arguments: args };
         const result = await this.host.client.request(GATEWAY_ID, "tools/call", params, opts);
         if (spend) addDelegated(spend, result);
         const outcome = successOutcome(result, proposal === undefined ? undefined : this.approvals.get(proposal));
@@ -82,11 +102,14 @@ export class ToolCaller {
         const line = contractLine(result);
         return line && outcome.type === "result" ? { ...outcome, content: `${outcome.content}\n${line}` } : outcome;
       } catch (err) {
+        const answered = proposal === undefined ? undefined : this.responses.get(proposal);
+        if (answered) return { type: "error", code: "responded", message: answered.text, by: answered.by };
         return failureOutcome(err);
       } finally {
         if (proposal !== undefined) {
           this.myProposals.delete(proposal);
           this.approvals.delete(proposal);
+          this.responses.delete(proposal);
         }
       }
     };

@@ -1,0 +1,97 @@
+// A proposal's arguments drawn by their schema, as text (textContent only, never HTML):
+// multi-line strings as numbered lines in monospace, nothing escaped and nothing cut (a long
+// block is folded behind "show all"); short scalars inline; base64 summarised with its size
+// (and shown on request); nested values pretty-printed. Control and bidi characters are shown
+// as ⟨U+…⟩, so what a person reads is what the tool will get.
+
+/** Lines of a block shown before "show all". */
+export const FOLD_LINES = 30;
+/** A string this long, or with a newline, is a block rather than inline. */
+const INLINE_MAX = 120;
+
+/** Hidden and reordering characters made visible as ⟨U+200B⟩, so what a person reads is what a model reads. */
+export function reveal(text) {
+  return String(text).replace(/[\p{Cf}\u0000-\u0008\u000B\u000C\u000D\u000E-\u001F\u007F-\u009F\u115F\u1160\u3164\uFFA0]/gu, (c) => `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
+}
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (k === "text") node.textContent = v;
+    else if (k === "class") node.className = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) if (c) node.append(c);
+  return node;
+}
+
+/** Whether a string is binary data as base64: the schema says so, or it looks like nothing else. */
+function isBase64(value, schema) {
+  if (schema && (schema.contentEncoding === "base64" || schema.format === "byte" || schema.format === "binary")) return true;
+  return value.length >= 256 && !/\s/.test(value) && /^[A-Za-z0-9+/]+={0,2}$/.test(value);
+}
+
+/** Numbered lines of `text`, folded past `fold` lines behind a "show all" button. */
+export function textBlock(text, { fold = FOLD_LINES, label = "" } = {}) {
+  // CRLF is a line end; a lone CR is shown (it could hide what comes before it on a terminal).
+  const lines = String(text).replace(/\r\n/g, "\n").split("\n");
+  const body = el("div", { class: "block", role: "group", ...(label ? { "aria-label": label } : {}) });
+  const draw = (upto) => {
+    body.replaceChildren(
+      ...lines.slice(0, upto).map((l, i) => el("div", { class: "line" }, el("span", { class: "ln", text: String(i + 1), "aria-hidden": "true" }), el("span", { class: "tx", text: reveal(l) || " " }))),
+    );
+  };
+  const folded = lines.length > fold;
+  draw(folded ? fold : lines.length);
+  if (!folded) return body;
+  const more = el("button", {
+    type: "button",
+    class: "show-all",
+    text: `Show all ${lines.length} lines (${lines.length - fold} more)`,
+    onclick: () => {
+      draw(lines.length);
+      more.remove();
+    },
+  });
+  return el("div", { class: "block-wrap" }, body, more);
+}
+
+/** One value by its schema. */
+export function valueView(value, schema, key = "") {
+  if (typeof value === "string") {
+    if (isBase64(value, schema)) {
+      const bytes = Math.floor((value.replace(/=+$/, "").length * 3) / 4);
+      const wrap = el("span", { class: "binary" }, el("span", { class: "muted", text: `binary (base64), ${bytes.toLocaleString()} bytes ` }));
+      wrap.append(el("button", { type: "button", class: "show-all", text: "show", onclick: () => wrap.replaceChildren(textBlock(value, { label: key })) }));
+      return wrap;
+    }
+    if (value.includes("\n") || value.length > INLINE_MAX) return textBlock(value, { label: key });
+    return el("code", { class: "scalar str", text: reveal(value) });
+  }
+  if (value === null || typeof value !== "object") return el("code", { class: "scalar", text: JSON.stringify(value) ?? String(value) });
+  let text;
+  try {
+    text = JSON.stringify(value, null, 2);
+  } catch {
+    text = String(value);
+  }
+  return textBlock(text, { label: key });
+}
+
+/** The arguments of a call, key by key in the schema's order (then any others), each by its schema. */
+export function argumentsView(args, schema) {
+  const props = schema && typeof schema.properties === "object" && schema.properties ? schema.properties : {};
+  if (!args || typeof args !== "object" || Array.isArray(args)) return el("div", { class: "args" }, valueView(args, schema));
+  const keys = [...Object.keys(props).filter((k) => k in args), ...Object.keys(args).filter((k) => !(k in props))];
+  if (keys.length === 0) return el("p", { class: "args muted", text: "(no arguments)" });
+  return el(
+    "dl",
+    { class: "args" },
+    ...keys.flatMap((k) => {
+      // A schema that names its parameters: a key it does not name is marked.
+      const known = Object.keys(props).length === 0 || k in props;
+      return [el("dt", { text: reveal(k), ...(known ? {} : { title: "not a parameter in the tool's schema" }) }, known ? undefined : el("span", { class: "badge flag", text: "not in schema" })), el("dd", {}, valueView(args[k], props[k], k))];
+    }),
+  );
+}

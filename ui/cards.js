@@ -1,0 +1,215 @@
+// A proposal as a card a person can decide on: who asks, which tool (title, description, its
+// annotation hints as badges), the rule that made it wait, why the proposer wants it (its
+// intent, or its last message), when it was proposed and how long it has left (a live
+// countdown), a short id, and its arguments drawn by their schema (args.js). Every string a
+// participant wrote goes on the page with textContent, control and bidi characters shown.
+
+import { argumentsView, reveal, textBlock } from "./args.js";
+
+const HINT_WORDS = {
+  destructiveHint: ["destructive", "not destructive"],
+  readOnlyHint: ["read-only", "not read-only"],
+  idempotentHint: ["idempotent", "not idempotent"],
+  openWorldHint: ["open world", "closed world"],
+};
+
+export function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (k === "text") node.textContent = v;
+    else if (k === "class") node.className = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) if (c) node.append(c);
+  return node;
+}
+
+const clip = (s, n) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
+
+/** What the gateway found in a tool's texts (gateway/policy/inspect.ts): a heading and the reasons, as text. */
+export function flagged(findings, heading, description) {
+  if (!Array.isArray(findings) || findings.length === 0) return undefined;
+  const shown = typeof description === "string" ? reveal(description) : "";
+  return el(
+    "div",
+    { class: "findings", role: "note" },
+    el("strong", { text: `⚠ ${heading}:` }),
+    el("ul", {}, ...findings.slice(0, 24).map((f) => el("li", { text: String(f?.reason ?? f?.code ?? "flagged") }))),
+    // On a card: the description itself, as a model would read it, hidden characters shown.
+    shown ? el("p", { class: "flagged-text", text: `Its description: ${clip(shown, 600)}` }) : undefined,
+  );
+}
+
+/** The tool changed since it was allowed: what changed, in words the gateway wrote (approving confirms the new definition). */
+function definitionChange(mark) {
+  const changes = Array.isArray(mark.changes) ? mark.changes.filter((c) => typeof c === "string").slice(0, 25) : [];
+  return el(
+    "div",
+    { class: "definition-changed", role: "status" },
+    el("p", { class: "interruption", text: `The tool ${String(mark.tool ?? "")} changed since it was allowed. Approving confirms its new definition.` }),
+    el("ul", {}, ...changes.map((c) => el("li", { text: c }))),
+  );
+}
+
+/** The tool's annotation hints as badges: a destructive tool in red, a read-only one in green. */
+export function hintBadges(hints) {
+  if (!hints || typeof hints !== "object") return undefined;
+  const badges = Object.entries(HINT_WORDS)
+    .filter(([k]) => typeof hints[k] === "boolean")
+    .map(([k, [yes, no]]) => el("span", { class: `hint ${hints[k] ? "on" : "off"} ${k}`, text: hints[k] ? yes : no, title: `the tool declares ${k}: ${hints[k]}` }));
+  return badges.length ? el("span", { class: "hints" }, ...badges) : undefined;
+}
+
+/** "in 4:59", "expired", for the countdown. */
+export function left(ms) {
+  if (ms <= 0) return "expired";
+  const s = Math.ceil(ms / 1000);
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const sec = String(s % 60).padStart(2, "0");
+  return h ? `in ${h}:${String(m).padStart(2, "0")}:${sec}` : `in ${m}:${sec}`;
+}
+
+/** Keeps every `[data-expires]` on the page counting down, once a second. */
+export function startCountdowns() {
+  const tick = () => {
+    for (const node of document.querySelectorAll("[data-expires]")) {
+      const ms = Date.parse(node.dataset.expires) - Date.now();
+      node.textContent = `expires ${left(ms)}`;
+      node.classList.toggle("soon", ms < 60_000);
+    }
+  };
+  tick();
+  return setInterval(tick, 1000);
+}
+
+/**
+ * The card of a proposal awaiting a decision. `on`: {approve, always, edit, respond, reject,
+ * withdraw, select(p, checked)}; `selected`: whether its box is ticked.
+ */
+export function proposalCard(p, on, selected = false) {
+  // Interrupted: approved before the gateway stopped; approving it again (same action) may run it a second time.
+  const cut = p.state === "interrupted" ? p.interrupted ?? {} : undefined;
+  const args = (cut && cut.arguments) ?? p.arguments ?? {};
+  const actions = p.mine
+    ? el("div", { class: "actions" }, el("button", { text: "Withdraw", onclick: () => on.withdraw(p) }))
+    : el(
+        "div",
+        { class: "actions" },
+        el("button", { class: "approve", text: cut ? "Approve again" : "Approve", title: "a", onclick: () => on.approve(p) }),
+        el("button", { text: "Always…", title: "approve, and let the proposer call this tool without asking from now on (asks you to confirm)", onclick: () => on.always(p) }),
+        el("button", { text: "Edit", title: "e", onclick: () => on.edit(p) }),
+        el("button", { text: "Respond", title: "answer the proposer without deciding", onclick: () => on.respond(p) }),
+        el("button", { class: "reject", text: "Reject", title: "r", onclick: () => on.reject(p) }),
+      );
+  const intent = p.intent && typeof p.intent.text === "string" ? p.intent : undefined;
+  const proposed = Date.parse(p.createdAt);
+  return el(
+    "li",
+    { class: cut ? "card interrupted" : "card", "data-id": p.id, tabindex: "-1" },
+    el(
+      "div",
+      { class: "card-head" },
+      p.mine ? undefined : el("input", { type: "checkbox", class: "pick", "aria-label": `select ${p.shortId ?? p.id}`, ...(selected ? { checked: "" } : {}), onchange: (e) => on.select(p, e.target.checked) }),
+      el("h3", { text: `${p.proposer} → ${p.tool ?? `${p.owner}: ${p.method}`}` }),
+      el("code", { class: "short-id", text: `#${p.shortId ?? String(p.id).slice(0, 8)}`, title: String(p.id) }),
+    ),
+    p.title || p.description || p.hints
+      ? el(
+          "p",
+          { class: "tool-line" },
+          p.title ? el("strong", { class: "tool-title", text: `${clip(reveal(p.title), 120)} ` }) : undefined,
+          hintBadges(p.hints),
+          p.description ? el("span", { class: "tool-desc", text: ` ${clip(reveal(p.description), 300)}` }) : undefined,
+        )
+      : undefined,
+    ...(cut
+      ? [
+          el("p", { class: "interruption", role: "status", text: `Interrupted: ${cut.message ?? "the gateway stopped after it was approved; it may or may not have run"}.` }),
+          el("p", { class: "why", text: `Approved by ${cut.approvedBy ?? "someone"} before the stop. Approve it again to run it (again), or reject it.` }),
+        ]
+      : []),
+    ...(p.definitionChanged ? [definitionChange(p.definitionChanged)] : []),
+    intent
+      ? el(
+          "blockquote",
+          { class: "intent" },
+          el("span", { class: "intent-label", text: intent.source === "proposal" ? `Why ${p.proposer} wants it:` : `${p.proposer}'s last message:` }),
+          textBlock(intent.text, { fold: 8, label: "intent" }),
+        )
+      : el("p", { class: "intent none muted", text: `${p.proposer} gave no reason.` }),
+    el(
+      "p",
+      { class: "why" },
+      el("span", { text: `${p.why ? `Needs approval: ${p.why}. ` : ""}Proposed ${Number.isNaN(proposed) ? "?" : new Date(proposed).toLocaleTimeString()}, ` }),
+      el("span", { class: "expires", "data-expires": new Date(p.expiresAt).toISOString(), text: `expires ${left(Date.parse(p.expiresAt) - Date.now())}` }),
+      el("span", { text: ` (${new Date(p.expiresAt).toLocaleTimeString()}).` }),
+    ),
+    flagged(p.findings, `The gateway flagged ${p.tool ?? "this tool"}`, p.description),
+    // A two-person rule: "1 of 2", who approved, and whether it can still be met.
+    p.approvals ? el("p", { class: p.approvals.satisfiable ? "approvals" : "approvals error", role: "status", text: `Approvals: ${p.approvals.text}${p.approvals.by?.length ? ` (${p.approvals.by.join(", ")})` : ""}.${p.approvals.satisfiable ? "" : ` ${p.approvals.why}`}` }) : undefined,
+    argumentsView(args, p.inputSchema),
+    el("p", { class: "error", role: "alert" }),
+    actions,
+  );
+}
+
+/** A modal made on the fly: `body` nodes, and buttons; resolves with the value of the one pressed (or "cancel"). */
+export function ask(title, body, buttons) {
+  const dialog = el("dialog", { class: "ask" });
+  const form = el("form", { method: "dialog" }, el("h2", { text: title }), ...body, el("menu", {}, ...buttons.map((b) => el("button", { value: b.value, ...(b.class ? { class: b.class } : {}), text: b.text }))));
+  dialog.append(form);
+  document.body.append(dialog);
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => {
+      resolve(dialog.returnValue || "cancel");
+      dialog.remove();
+    });
+    dialog.showModal();
+  });
+}
+
+/**
+ * What "Always" will allow from now on, said plainly, and a confirmation. The scope is the
+ * proposer and the tool, and the arguments: any, or, where the card offers them
+ * (`always_limits`, gateway/policy/scope.ts), exactly these or a field's directory, chosen
+ * here and said in words. Resolves with the chosen limit, or undefined when cancelled.
+ */
+export async function confirmAlways(p) {
+  const limits = Array.isArray(p.always_limits) ? p.always_limits.filter((o) => o && typeof o.text === "string") : [];
+  let chosen = limits[0]?.limit ?? "tool";
+  const said = el("li", { text: `arguments: ${limits.length ? reveal(limits[0].text) : "any"}` });
+  const choices = limits.length > 1
+    ? el(
+        "fieldset",
+        { class: "always-limits" },
+        el("legend", { text: "Which arguments" }),
+        ...limits.map((o, i) =>
+          el(
+            "label",
+            {},
+            el("input", { type: "radio", name: "always-limit", value: String(i), ...(i === 0 ? { checked: "" } : {}), onchange: () => ((chosen = o.limit), (said.textContent = `arguments: ${reveal(o.text)}`)) }),
+            el("span", { text: ` ${reveal(o.text)}` }),
+          ),
+        ),
+      )
+    : undefined;
+  const body = [
+    el("p", { text: "Approve this call, and from now on let" }),
+    el("ul", { class: "always-scope" }, el("li", { text: `participant: ${p.proposer}` }), el("li", { text: `tool: ${p.tool ?? p.method}` }), said),
+    choices,
+    el("p", { class: "muted", text: `${p.proposer} will call ${p.tool ?? "it"} with those arguments without asking anyone, until the grant is revoked (Grants tab).` }),
+  ].filter(Boolean);
+  const answer = await ask("Always allow?", body, [{ value: "cancel", text: "Cancel" }, { value: "always", class: "approve", text: `Always allow ${p.proposer} → ${p.tool ?? p.method}` }]);
+  return answer === "always" ? { limit: chosen } : undefined;
+}
+
+/** A message to the proposer about this proposal, without deciding it. Resolves with the text, or undefined. */
+export async function askResponse(p) {
+  const text = el("textarea", { id: "respond-text", rows: "4", "aria-label": "your answer", placeholder: `e.g. "use notes/ instead", "why do you need this?"` });
+  const body = [el("p", { class: "muted", text: `${p.proposer} gets this as an answer to #${p.shortId ?? p.id}; the proposal stays pending (mewgate's agent withdraws it and may propose again).` }), text];
+  const dialog = ask(`Respond to ${p.proposer}`, body, [{ value: "cancel", text: "Cancel" }, { value: "send", class: "approve", text: "Send" }]);
+  const value = () => text.value;
+  return (await dialog) === "send" && value().trim() ? value() : undefined;
+}
