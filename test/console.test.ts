@@ -203,7 +203,9 @@ describe("the web console", () => {
     agent.send(propose("a1", "write_file", { path: "c.txt" }));
     // Always says what it will allow from now on, and does nothing until confirmed.
     await page!.locator('li.card[data-id="a1"]').getByRole("button", { name: "Always…" }).click();
-    expect(await page!.locator("ul.always-scope li").allTextContents()).toEqual(["participant: agent", "tool: fs/write_file", "arguments: any"]);
+    expect(await page!.locator("ul.always-scope li").allTextContents()).toEqual(["participant: agent", "tool: fs/write_file", "arguments: any arguments (the whole tool)"]);
+    // It offers narrower scopes (these arguments exactly, the path's directory), said in words.
+    expect(await page!.locator("fieldset.always-limits input[type=radio]").count()).toBeGreaterThanOrEqual(2);
     await shot("console-always");
     await page!.locator("dialog.ask").getByRole("button", { name: "Cancel" }).click();
     expect(await page!.locator('li.card[data-id="a1"]').count()).toBe(1);
