@@ -21,7 +21,8 @@ import { Streams } from "../agents/streams.js";
 import { Switches } from "../agents/switches.js";
 import { frameBudget, maySee } from "../calls/endpoint.js";
 import { McpRouter } from "../calls/router.js";
-import type { SpaceConfig } from "../config/config.js";
+import { ConfigError, type SpaceConfig } from "../config/config.js";
+import { checkPolicy } from "../policy/check.js";
 import type { TokenBook } from "../identity/tokens.js";
 import { SpaceMetrics } from "../ports/metrics.js";
 import { Notifier } from "../proposals/notify.js";
@@ -93,6 +94,11 @@ export class Space implements SpaceHost {
     opts: { store?: StoreOpener<StateRecord> } = {},
   ) {
     this.id = config.space.id;
+    // Rules that match nothing, or a condition that does not compile, are found before anyone joins (policy/check.ts).
+    const findings = checkPolicy(config);
+    const errors = findings.filter((f) => f.severity === "error");
+    if (errors.length) throw new ConfigError(errors);
+    for (const f of findings) log.warn({ code: f.code, at: `${f.file}:${f.line}:${f.column}`, rule: f.path }, f.message);
     this.delivery = new Delivery(config, this.metrics, log);
     this.grants = new GrantBook((id) => this.authority.configured(id));
     this.authority = new Authority(config, this.grants, this.registry);
