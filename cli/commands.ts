@@ -15,7 +15,7 @@ import { ProposalQueue } from "./terminal/queue.js";
 import { schemaProblem } from "./terminal/validate.js";
 
 /** Resolves the target and runs `body` against the operator API: nothing joins. */
-async function withApi<T>(opts: RemoteOptions, io: Io, body: (api: ApiClient) => Promise<T>): Promise<T> {
+export async function withApi<T>(opts: RemoteOptions, io: Io, body: (api: ApiClient) => Promise<T>): Promise<T> {
   return body(new ApiClient(await resolveTarget(withEnvDefaults(opts, io.env), io.env)));
 }
 

@@ -12,6 +12,7 @@
  *   GET    requests               (forms asked of the caller: elicitation/create waiting on it)
  *   POST   requests/<id>/respond  {result} or {error: {code, message}}: the caller's answer
  *   GET    events                 (server-sent events: every envelope the caller may see)
+ *   GET    policy/explain?caller&tool&args · policy/check   (policy-api.ts)
  *
  * Authenticated by a participant's token in `Authorization: Bearer` — never in the URL,
  * which gets logged. A call acts as that participant through the space's own pipeline
@@ -26,6 +27,7 @@ import type { Proposal } from "../proposals/book.js";
 import type { Space } from "../space/space.js";
 import { bearer, readJsonObject, sendJson } from "./http.js";
 import { proposalView, statusOf } from "./views.js";
+import { checkRoute, explainRoute } from "./policy-api.js";
 
 const PREFIX = "/api/spaces/";
 const MAX_BODY = 1024 * 1024;
@@ -137,6 +139,10 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
       const outcome = body["error"] !== undefined ? { error: body["error"] } : { result: body["result"] ?? {} };
       return acted(await space.act(c.id, { kind: "mcp/response", correlation_id: [id], payload: { jsonrpc: "2.0", id: r["rpc_id"], ...outcome } }), { answered: id });
     }
+    case "GET policy/explain":
+      return explainRoute(space, c.id, q);
+    case "GET policy/check":
+      return checkRoute(space, c.id);
     default:
       return fail(404, "not_found", `no such route: ${clip(route)}; see docs/operator-api.md`);
   }
