@@ -21,9 +21,11 @@ import type { RemoteOptions } from "./remote.js";
 import { CliError, spaceFile } from "./space.js";
 
 /** The one decision point, over a space.yaml alone: no grants, no registered tools. */
-export function offlineAuthority(config: SpaceConfig): Authority {
+export function offlineAuthority(config: SpaceConfig, tools: Record<string, Array<{ name: string; annotations?: Record<string, unknown> | undefined }>> = {}): Authority {
+  const registry = new Registry();
+  for (const [owner, list] of Object.entries(tools)) registry.set(owner, list.map((t) => ({ name: t.name, inputSchema: { type: "object" }, ...(t.annotations ? { annotations: t.annotations } : {}) })));
   const grants: GrantBook = new GrantBook((id) => authority.configured(id));
-  const authority: Authority = new Authority(config, grants, new Registry());
+  const authority: Authority = new Authority(config, grants, registry);
   return authority;
 }
 
@@ -87,6 +89,8 @@ const CaseSchema = z.strictObject({
   approvals: z.int().min(0).optional(),
   /** Exactly who could approve it (with `ask`), in any order. */
   approvers: z.array(z.string()).optional(),
+  /** The tool's MCP annotations, as its server would declare them (`{readOnlyHint: true}`). */
+  annotations: z.record(z.string(), z.unknown()).optional(),
   name: z.string().optional(),
 });
 const CasesSchema = z.strictObject({ space: z.string().optional(), cases: z.array(CaseSchema).min(1) });
@@ -118,7 +122,14 @@ export function runPolicyTest(casesFile: string, file: string | undefined, opts:
     const config = await loadSpaceConfig(spacePath, io.env);
     const errors = checkPolicy(config).filter((f) => f.severity === "error");
     if (errors.length) throw new CliError(errors.map(formatFinding).join("\n"));
-    const authority = offlineAuthority(config);
+    // Tools as the cases declare them (for their annotations); last word per tool wins.
+    const declared: Record<string, Map<string, Record<string, unknown> | undefined>> = {};
+    for (const c of parsed.data.cases) {
+      const slash = c.tool.indexOf("/");
+      const owner = c.tool.slice(0, slash);
+      (declared[owner] ??= new Map()).set(c.tool.slice(slash + 1), c.annotations ?? declared[owner]?.get(c.tool.slice(slash + 1)));
+    }
+    const authority = offlineAuthority(config, Object.fromEntries(Object.entries(declared).map(([o, m]) => [o, [...m].map(([name, annotations]) => ({ name, annotations }))])));
     const failures: string[] = [];
     const results: Array<Record<string, unknown>> = [];
     parsed.data.cases.forEach((c, i) => {

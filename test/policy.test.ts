@@ -235,3 +235,51 @@ describe("conditions on arguments against a real gateway (hostile first)", () =>
 
 void responseFor;
 void errorFor;
+
+describe("policy test: table-driven expectations", () => {
+  const SPACES = join(import.meta.dirname, "..", "spaces");
+
+  it("a failing case is printed with its line, what was expected and the rule that decided, and exits 1", async () => {
+    const space = file(SPACE(`      allow: ["files/*"]
+      ask: [{tool: "files/write_file", when: "!args.path.startsWith('notes/')"}]`));
+    const cases = join(space, "..", "cases.yaml");
+    writeFileSync(
+      cases,
+      `space: space.yaml
+cases:
+  - {caller: helper, tool: files/write_file, args: {path: notes/a}, expect: direct}
+  - {caller: helper, tool: files/write_file, args: {path: src/a}, expect: direct}
+  - {caller: helper, tool: files/write_file, args: {path: src/a}, expect: ask, approvers: [alice]}
+  - {caller: nobody, tool: files/write_file, expect: deny}
+`,
+    );
+    const r = await cli(["policy", "test", cases]);
+    expect(r.status).toBe(1);
+    const lines = r.stdout.trim().split("\n");
+    expect(lines[0]).toMatch(/^FAIL .*cases\.yaml:4:5: helper → files\/write_file \{"path":"src\/a"\}: expected direct, got ask \(an ask rule matches files\/write_file \(when !args\.path\.startsWith\('notes\/'\) holds\); rule participants\.helper\.tools\.ask\[0\] at .*space\.yaml:11:\d+\)$/);
+    expect(lines[1]).toMatch(/^FAIL .*cases\.yaml:5:5: .*expected approvers \[alice\], got \[(alice, bob|bob, alice)\]/);
+    expect(lines[2]).toMatch(/^FAIL .*cases\.yaml:6:5: nobody → files\/write_file: no participant "nobody"/);
+    expect(lines[3]).toBe("1 of 4 case(s) pass; 3 fail");
+  });
+
+  it("a malformed cases file is refused with where and why", async () => {
+    const space = file(SPACE(`      allow: ["files/*"]`));
+    const cases = join(space, "..", "cases.yaml");
+    writeFileSync(cases, `space: space.yaml\ncases:\n  - {caller: helper, tool: files/write_file, expect: maybe}\n`);
+    const r = await cli(["policy", "test", cases]);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/cases\.yaml:3:5: cases\.0\.expect: /);
+  });
+
+  it("the example spaces pass their own cases", async () => {
+    for (const name of ["demo", "coding", "team"]) {
+      const r = await cli(["policy", "test", join(SPACES, name, "policy.cases.yaml")]);
+      expect(r.stderr).toBe("");
+      expect(r.stdout).toMatch(/^(\d+) of \1 case\(s\) pass\n$/);
+      expect(r.status).toBe(0);
+      const check = await cli(["policy", "check", join(SPACES, name, "space.yaml")]);
+      expect(check.status).toBe(0);
+      expect(check.stdout).not.toMatch(/warning|error/);
+    }
+  });
+});
