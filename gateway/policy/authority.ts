@@ -234,18 +234,9 @@ export class Authority {
     const lent = inviter === undefined ? undefined : seen.has(inviter) ? ({ decision: "denied", why: "its invitation goes round in a circle" } as const) : this.decideFrom(inviter, owner, tool, seen, confirming, args);
     const annotations = this.registry.get(owner, tool)?.annotations;
     // Built only when a rule's condition asks (rules.ts reads it lazily through the getter).
-    const groupsOf = (id: string) => this.groupsOf(id);
     const kind = this.config.participants[caller]?.kind ?? "service";
     const facts: CallFacts | undefined =
-      args === undefined
-        ? undefined
-        : {
-            args,
-            get caller() {
-              return { id: caller, kind, groups: groupsOf(caller) };
-            },
-            annotations: annotations as Record<string, unknown> | undefined,
-          };
+      args === undefined ? undefined : { args, caller: () => ({ id: caller, kind, groups: this.groupsOf(caller) }), annotations: annotations as Record<string, unknown> | undefined };
     // A person calling is a person deciding, now: only what was allowed for others (agents,
     // services, by rule, grant or annotation) waits for a person to see the change.
     const pin = confirming || this.config.participants[caller]?.kind === "human" ? undefined : this.pin(owner, tool);

@@ -36,9 +36,16 @@ const VARIABLES = ["args", "caller", "tool", "now"] as const;
 export interface ConditionInput {
   /** The call's arguments (a tools/call's `arguments`); undefined reads as an empty mapping. */
   args: unknown;
-  caller: { id: string; kind: string; groups: readonly string[] };
+  /** The caller, or a function giving it (looked up only when the expression reads `caller`). */
+  caller: Caller | (() => Caller);
   tool: { name: string; annotations?: Record<string, unknown> | undefined };
   now?: Date;
+}
+
+export interface Caller {
+  id: string;
+  kind: string;
+  groups: readonly string[];
 }
 
 /** The outcome of one evaluation: true, false, or why it could not say. */
@@ -89,6 +96,8 @@ export function compileCondition(source: string): Condition {
   const positions = parsed.sourceInfo?.positions ?? {};
   const where = (id: bigint): { line: number; column: number } => position(source, positions[String(id)] ?? 0);
   const funcs = theEnv().funcs;
+  // Only the variables the expression names are built at each evaluation.
+  const used = new Set<string>();
   // Checked here since the library has no type checker: names it would only find unbound at run time.
   const walk = (node: Node | undefined, depth: number, scope: ReadonlySet<string>, inLoop: boolean): void => {
     if (!node) return;
@@ -101,10 +110,12 @@ export function compileCondition(source: string): Condition {
     switch (kind) {
       case "identExpr": {
         const name = value.name as string;
-        if (!scope.has(name) && !(VARIABLES as readonly string[]).includes(name)) {
+        if (scope.has(name)) return;
+        if (!(VARIABLES as readonly string[]).includes(name)) {
           const p = where(node.id);
           throw new ConditionError(`unknown name ${JSON.stringify(name)}; a condition may use ${VARIABLES.join(", ")}`, p.line, p.column);
         }
+        used.add(name);
         return;
       }
       case "selectExpr":
@@ -157,21 +168,24 @@ export function compileCondition(source: string): Condition {
     source,
     evaluate(input: ConditionInput): ConditionResult {
       const budget = { left: MAX_VALUES };
-      let bindings: Record<string, CelInput>;
+      const bindings: Record<string, CelInput> = {};
       try {
-        bindings = {
-          args: input.args === undefined ? new Map() : toCel(input.args, 0, budget),
-          caller: new Map<string, CelInput>([
-            ["id", input.caller.id],
-            ["kind", input.caller.kind],
-            ["groups", input.caller.groups.filter((g) => typeof g === "string")],
-          ]),
-          tool: new Map<string, CelInput>([
+        if (used.has("args")) bindings["args"] = input.args === undefined ? new Map() : toCel(input.args, 0, budget);
+        if (used.has("caller")) {
+          const c = typeof input.caller === "function" ? input.caller() : input.caller;
+          bindings["caller"] = new Map<string, CelInput>([
+            ["id", c.id],
+            ["kind", c.kind],
+            ["groups", c.groups.filter((g) => typeof g === "string")],
+          ]);
+        }
+        if (used.has("tool")) {
+          bindings["tool"] = new Map<string, CelInput>([
             ["name", input.tool.name],
             ["annotations", input.tool.annotations === undefined ? new Map() : toCel(input.tool.annotations, 0, budget)],
-          ]),
-          now: timestampFromDate(input.now ?? new Date()),
-        };
+          ]);
+        }
+        if (used.has("now")) bindings["now"] = timestampFromDate(input.now ?? new Date());
       } catch (err) {
         return { ok: false, error: (err as Error).message };
       }

@@ -53,6 +53,7 @@ export interface CompiledRule {
 /** What a call is, for conditions: undefined when the arguments are not known (a listing, a loan). */
 export interface CallFacts {
   args: unknown;
+  /** The caller, or a function giving it (its groups are looked up only by a condition that reads them). */
   caller: ConditionInput["caller"];
   annotations?: Record<string, unknown> | undefined;
   now?: Date;
@@ -132,10 +133,12 @@ export class CompiledPolicy {
   }
 
   private ask(r: CompiledRule, name: string, facts: CallFacts): ConditionTrace {
-    const base = { key: r.key, when: r.when! };
-    if (!r.condition) return { ...base, result: "error", error: r.broken };
-    const out = r.condition.evaluate({ args: facts.args, caller: facts.caller, tool: { name, annotations: facts.annotations }, ...(facts.now ? { now: facts.now } : {}) });
-    return out.ok ? { ...base, result: out.value ? "true" : "false" } : { ...base, result: "error", error: out.error };
+    if (!r.condition) return { key: r.key, when: r.when!, result: "error", error: r.broken };
+    const input: ConditionInput = { args: facts.args, caller: facts.caller, tool: { name, annotations: facts.annotations } };
+    if (facts.now) input.now = facts.now;
+    const out = r.condition.evaluate(input);
+    if (out.ok) return { key: r.key, when: r.when!, result: out.value ? "true" : "false" };
+    return { key: r.key, when: r.when!, result: "error", error: out.error };
   }
 }
 
@@ -202,7 +205,7 @@ export function decideWhy(input: DecisionInput): Reasoned {
   const conditions: ConditionTrace[] = [];
   const match = input.policy.match(name, input.facts, conditions);
   const rule = match?.rule.rule;
-  const out = (decision: Decision, why: string, step: Step, m?: RuleMatch): Reasoned => ({ decision, why, step, ...(m ? { match: m } : {}), conditions });
+  const out = (decision: Decision, why: string, step: Step, m?: RuleMatch): Reasoned => ({ decision, why, step, match: m, conditions });
   if (rule === "deny") return out("denied", ruleWords(match!, name), "deny", match);
   const shape = toolCallShape(input.owner, input.tool);
   if (input.granted(shape)) return out("direct", "a grant (an always-approval) covers it", "grant");
