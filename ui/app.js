@@ -2,6 +2,7 @@
 // Everything a participant wrote is put on the page with textContent, never as HTML.
 
 import { formCards } from "./elicit.js";
+import { policyFindings } from "./policy.js";
 
 const $ = (id) => document.getElementById(id);
 const state = { space: "", token: "", me: "", proposals: [], tools: [], seen: new Set(), stream: undefined };
@@ -392,7 +393,10 @@ async function refreshPeople() {
       el("tr", {}, el("td", { text: t.name }, t.findings?.length ? el("span", { class: "badge flag", text: "flagged" }) : undefined), el("td", { text: t.policy }), el("td", { text: reveal(t.description ?? "") }, flagged(t.findings, "Flagged by the gateway"))),
     ),
   );
+  await policyView.refresh();
 }
+
+const policyView = policyFindings({ api: (...a) => api(...a), el, list: $("policy-findings"), heading: $("policy-heading"), reveal });
 
 async function refreshGrants() {
   const { grants } = await api("GET", "grants");
