@@ -187,6 +187,9 @@ describe("conditions on arguments against a real gateway (hostile first)", () =>
     helper.send({ id: "prop1", kind: "mcp/proposal", to: ["files"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "src/a.ts" } } } });
     const alice = await enter(T.alice);
     await alice.next((e) => e.kind === "mcp/proposal" && e.id === "prop1");
+    // The card says which rule, with its condition, asked for it (the proposal's own arguments decide).
+    const card = (await api("proposals", T.alice)).body.proposals.find((x: { id: string }) => x.id === "prop1");
+    expect(card.why).toBe("an ask rule matches files/write_file (when !args.path.startsWith('notes/') || args.path.contains('..') holds)");
     alice.send({ kind: "mcp/approve", correlation_id: ["prop1"], payload: {} });
     await helper.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("prop1") === true);
   });

@@ -16,7 +16,7 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     proposer: p.proposer,
     owner: p.owner,
     method: p.method,
-    ...(p.tool !== undefined ? { tool: `${p.owner}/${p.tool}`, why: space.authority.why(p.proposer, p.owner, p.tool) } : {}),
+    ...(p.tool !== undefined ? { tool: `${p.owner}/${p.tool}`, why: space.authority.why(p.proposer, p.owner, p.tool, p.params["arguments"] ?? {}) } : {}),
     arguments: p.params["arguments"] ?? {},
     ...(p.method !== "tools/call" ? { params: p.params } : {}),
     state: p.state,
