@@ -29,6 +29,11 @@ describe("conditions: hostile expressions are refused at compile time", () => {
     expect(compileError("(".repeat(1000) + "1" + ")".repeat(1000)).message).toMatch(/nests/);
     expect(compileError("[" .repeat(900) + "]".repeat(900)).message).toMatch(/nests/);
     expect(compileError("args.l.all(x, args.l.exists(y, args.l.exists(z, x == y && y == z)))").message).toContain("inside another");
+    // A loop whose body reads the whole arguments again would cost list × arguments.
+    const e = compileError("args.l.exists(x, (args.big + x).contains('zz'))");
+    expect(e.message).toContain("not args");
+    expect(e.column).toBe(19);
+    expect(compileCondition("args.l.exists(x, x.contains('zz')) && args.big.size() > 0")).toBeDefined();
   });
   it("an empty expression is refused", () => {
     expect(compileError("  ").message).toContain("empty");

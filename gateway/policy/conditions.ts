@@ -6,7 +6,8 @@
  * CEL has no loops of its own and no recursion, so an expression's cost is bounded by its
  * size and the size of what it is given. Both are bounded here: an expression of at most
  * MAX_SOURCE characters and MAX_DEPTH levels, with no comprehension (`all`, `exists`,
- * `map`, `filter`) inside another, over values converted from the call with at most
+ * `map`, `filter`) inside another and none whose body reads `args` again (only its own
+ * item), so a loop's cost is bounded by what it loops over, over values converted from the call with at most
  * MAX_VALUES values and MAX_NESTING levels. A value past a bound is an evaluation error,
  * not a silent truncation: the caller of `evaluate` decides what an error means (rules.ts
  * fails closed: a `deny` or `ask` whose condition fails matches, an `allow` does not).
@@ -114,6 +115,12 @@ export function compileCondition(source: string): Condition {
         if (!(VARIABLES as readonly string[]).includes(name)) {
           const p = where(node.id);
           throw new ConditionError(`unknown name ${JSON.stringify(name)}; a condition may use ${VARIABLES.join(", ")}`, p.line, p.column);
+        }
+        // Each turn of a loop may look at its own item, not at the whole arguments again:
+        // otherwise (args.big + x) in a loop over args.list costs list × big.
+        if (inLoop && name === "args") {
+          const p = where(node.id);
+          throw new ConditionError("inside all, exists, map or filter, read the item through the loop's variable, not args", p.line, p.column);
         }
         used.add(name);
         return;
