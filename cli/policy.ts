@@ -71,6 +71,7 @@ const DECISION_WORDS: Record<string, string> = { direct: "direct", proposal: "as
 export function explanationText(e: Explanation): string {
   const lines = [`${e.caller} → ${e.tool}: ${DECISION_WORDS[e.decision] ?? e.decision}${e.code ? ` (${e.code})` : ""}`, `  why: ${e.why}`];
   if (e.rule) lines.push(`  rule: ${e.rule.key}${e.rule.file ? ` at ${e.rule.file}:${e.rule.line}:${e.rule.column}` : ""}: ${JSON.stringify(e.rule.when === undefined ? e.rule.tool : { tool: e.rule.tool, when: e.rule.when })}`);
+  if (e.grant) lines.push(`  grant: ${e.grant.id} from ${e.grant.from}`);
   for (const c of e.conditions) lines.push(`  condition ${c.key}: ${c.when} → ${c.result}${c.error ? ` (${c.error})` : ""}`);
   if (e.decision === "proposal") lines.push(`  approvers: ${e.approvers.length ? e.approvers.join(", ") : "nobody in the space could approve it"}`);
   return `${lines.join("\n")}\n`;

@@ -217,6 +217,15 @@ describe("conditions on arguments against a real gateway (hostile first)", () =>
     expect((await api(q("files/write_file", {}, "nobody"), T.alice)).status).toBe(404);
     expect((await api(`policy/explain?tool=files/write_file&args=${encodeURIComponent("[1]")}`, T.helper)).body.error.code).toBe("invalid_payload");
     expect((await api(`policy/explain?tool=nothing`, T.helper)).status).toBe(400);
+    // An "always" approval is a grant: explain names it and its granter.
+    helper.send({ id: "always1", kind: "mcp/proposal", to: ["files"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "src/x" } } } });
+    const alice = await enter(T.alice);
+    await alice.next((e) => e.kind === "mcp/proposal" && e.id === "always1");
+    alice.send({ kind: "mcp/approve", correlation_id: ["always1"], payload: { scope: "always" } });
+    await helper.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("always1") === true);
+    const granted = (await api(q("files/write_file", { path: "src/y" }), T.alice)).body;
+    expect(granted).toMatchObject({ decision: "direct", step: "grant", grant: { from: "alice", id: expect.any(String) } });
+    expect(await outcome(helper, "after-grant", "files", "write_file", { path: "src/y" })).toBe("direct");
   });
 
   it("explain via the CLI prints the decision, the rule's line and the approvers", async () => {

@@ -49,6 +49,8 @@ export interface Explanation {
   rule?: { kind: string; key: string; tool: string; when?: string; file?: string; line?: number; column?: number };
   /** The deciding rule's condition and what it said. */
   condition?: ConditionTrace;
+  /** The grant (an "always" approval, or a loan) that made the call direct, and who gave it. */
+  grant?: { id: string; from: string };
   /** Every condition asked on the way, in order. */
   conditions: ConditionTrace[];
   /** Who could approve a proposal of the call. */
@@ -241,6 +243,7 @@ export class Authority {
     // services, by rule, grant or annotation) waits for a person to see the change.
     const pin = confirming || this.config.participants[caller]?.kind === "human" ? undefined : this.pin(owner, tool);
     let grantSuspended = false;
+    let grantUsed: { id: string; from: string } | undefined;
     const own = decideWhy({
       policy: rules.policy,
       configured: lent === undefined ? rules.configuredMatch : (shape) => lent.decision === "direct" && rules.configuredMatch(shape),
@@ -251,7 +254,9 @@ export class Authority {
         this.grants.to(caller).some((g) => {
           if (!g.matches(shape)) return false;
           if (!this.grantHolds(g, owner, tool, pin)) return !(grantSuspended = true);
-          return !seen.has(g.from) && this.decideFrom(g.from, owner, tool, seen, confirming, args).decision === "direct";
+          const holds = !seen.has(g.from) && this.decideFrom(g.from, owner, tool, seen, confirming, args).decision === "direct";
+          if (holds) grantUsed = { id: g.id, from: g.from };
+          return holds;
         }),
       owner,
       tool,
@@ -265,6 +270,7 @@ export class Authority {
         return grantSuspended;
       },
     });
+    if (own.step === "grant" && grantUsed) own.grant = grantUsed;
     if (lent === undefined || RANK[lent.decision] >= RANK[own.decision]) return own;
     return { ...lent, why: `it was invited by ${inviter}, and for ${inviter}: ${lent.why}` };
   }
@@ -289,6 +295,7 @@ export class Authority {
       ...(reason.step ? { step: reason.step } : {}),
       ...(m ? { rule: { kind: m.rule.rule, key: `participants.${caller}.tools.${m.rule.key}`, tool: m.rule.glob, ...(m.rule.when !== undefined ? { when: m.rule.when } : {}), ...(m.rule.at ? { file: m.rule.at.file, line: m.rule.at.line, column: m.rule.at.column } : {}) } } : {}),
       ...(m?.condition ? { condition: m.condition } : {}),
+      ...(reason.grant ? { grant: reason.grant } : {}),
       conditions: reason.conditions ?? [],
       approvers: verdict.decision === "proposal" ? this.approvers(caller, owner, params) : [],
     };

@@ -183,6 +183,8 @@ export interface Reasoned {
   match?: RuleMatch | undefined;
   /** Every condition asked on the way, in order. */
   conditions?: ConditionTrace[];
+  /** The grant that made it direct (authority.ts fills it in). */
+  grant?: { id: string; from: string };
 }
 
 /** Why a call that would be direct needs a proposal after its tool changed (pins.ts). */
