@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ConfigError, parseSpaceConfig } from "../gateway/config/config.js";
 import { checkPolicy, formatFinding } from "../gateway/policy/check.js";
-import { CLI_MAIN, errorFor, responseFor, startGateway, TestClient, toolCall, toolOwner, waitFor, type TestGateway } from "./helpers.js";
+import { CLI_MAIN, errorFor, killGateway, responseFor, spawnGateway, startGateway, TestClient, toolCall, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 
 const T = { alice: "alice-token-1", bob: "bob-token-22", helper: "helper-token-3", files: "files-token-4", shell: "shell-token-5", pay: "pay-token-666" };
 
@@ -142,6 +142,24 @@ describe("rules that say what they match (hostile first)", () => {
     expect(r.status).toBe(200);
     expect(r.body.findings).toEqual([expect.objectContaining({ severity: "warning", code: "unknown_tool", path: "participants.helper.tools.ask[0]", message: expect.stringContaining('did you mean "files/write_file"?') })]);
     expect((await api("policy/check", T.helper)).status).toBe(403);
+  });
+});
+
+describe("a rule that still matches nothing when its tools register", () => {
+  it("is logged by a gateway process, with the rule's line and a suggestion", async () => {
+    const g = await spawnGateway(file(SPACE(`      ask: ["files/write_fil"]`)), { args: ["--log-file", "-"] });
+    try {
+      const owner = await toolOwner(g, "pol", T.files, TOOLS.files);
+      try {
+        await waitFor(() => g.stderr().includes('"code":"unknown_tool"'), 10_000, "the late finding to be logged");
+        const line = g.stderr().split("\n").find((l) => l.includes('"code":"unknown_tool"'))!;
+        expect(JSON.parse(line)).toMatchObject({ level: 40, rule: "participants.helper.tools.ask[0]", at: expect.stringMatching(/space\.yaml:10:13$/), msg: expect.stringContaining('did you mean "files/write_file"?') });
+      } finally {
+        owner.ws.terminate();
+      }
+    } finally {
+      await killGateway(g);
+    }
   });
 });
 
