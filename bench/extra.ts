@@ -5,6 +5,7 @@
  */
 import { benchAgentOverhead } from "./agent-overhead.js";
 import { benchBridgeLatency } from "./bridge-latency.js";
+import { benchConditions } from "./conditions.js";
 import { benchGovernance } from "./governance.js";
 import { type Row, row } from "./report.js";
 import type { Context } from "./scenarios.js";
@@ -49,7 +50,26 @@ export async function governance(ctx: Context): Promise<Row[]> {
       ratio: false,
       details: [`p99 ${g.toolsList.p99.toFixed(0)} µs; response ${(g.toolsListBytes / 1024).toFixed(0)} KiB`],
     }),
+    conditionRow(),
   ];
+}
+
+/** A rule with a CEL condition against the same rule as a plain glob, per decision (bench/conditions.ts). */
+function conditionRow(): Row {
+  const c = benchConditions();
+  const added = c.added;
+  return row({
+    scenario: "governance",
+    label: "a decision with a CEL rule condition vs a plain glob, median",
+    unit: "µs",
+    gateway: Number(c.conditional.toFixed(2)),
+    naive: Number(c.plain.toFixed(2)),
+    goal: { text: "added <= 5 µs", met: added <= 5 },
+    details: [
+      `added ${added.toFixed(2)} µs per decision (median of side-by-side blocks; fastest blocks ${c.fastest.conditional.toFixed(2)} vs ${c.fastest.plain.toFixed(2)} µs); "naive" is the same rule as a plain glob`,
+      `${c.decisions.toLocaleString("en-US")} decisions each through the decision point (policy/authority.ts), in interleaved blocks: a write outside notes/ with a 1 KiB content argument`,
+    ],
+  });
 }
 
 export async function bridge(ctx: Context): Promise<Row[]> {

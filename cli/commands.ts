@@ -16,7 +16,7 @@ import { schemaProblem } from "./terminal/validate.js";
 import { cardLines, decidedLines } from "./card-text.js";
 
 /** Resolves the target and runs `body` against the operator API: nothing joins. */
-async function withApi<T>(opts: RemoteOptions, io: Io, body: (api: ApiClient) => Promise<T>): Promise<T> {
+export async function withApi<T>(opts: RemoteOptions, io: Io, body: (api: ApiClient) => Promise<T>): Promise<T> {
   return body(new ApiClient(await resolveTarget(withEnvDefaults(opts, io.env), io.env)));
 }
 

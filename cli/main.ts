@@ -165,6 +165,33 @@ export function program(): Command {
       process.exitCode = await (await commands()).runGrants(action, id, opts);
     });
 
+  const policy = cmd.command("policy").description("the space's tool rules: check what they match, explain a decision, test expected decisions");
+  policy
+    .command("check")
+    .description("check every tool rule against the space's participants (exits non-zero on errors)")
+    .argument("[space.yaml]", "space file (default: ./space.yaml)")
+    .option("--json", "print JSON")
+    .action(async (file: string | undefined, opts) => {
+      process.exitCode = await (await import("./policy.js")).runPolicyCheck(file, opts);
+    });
+  remote(policy.command("explain").description("why a call is direct, asked or denied: the rule (with its line) or grant, the condition, who could approve it"))
+    .argument("<participant>", "the caller")
+    .argument("<tool>", "participant/tool")
+    .option("--args <json>", "the call's arguments, a JSON object")
+    .option("--json", "print JSON")
+    .action(async (participant: string, tool: string, opts) => {
+      process.exitCode = await (await import("./policy.js")).runPolicyExplain(participant, tool, opts);
+    });
+  policy
+    .command("test")
+    .description("run a table of expected decisions (caller, tool, args → direct | ask | deny) against a space.yaml")
+    .argument("<cases.yaml>", "the cases")
+    .argument("[space.yaml]", "space file (default: the cases file's `space:`, or ./space.yaml)")
+    .option("--json", "print JSON")
+    .action(async (cases: string, file: string | undefined, opts) => {
+      process.exitCode = await (await import("./policy.js")).runPolicyTest(cases, file, opts);
+    });
+
   cmd
     .command("state")
     .description("the space's state journal: `repair` cuts it at its first corrupt frame (with the gateway stopped)")

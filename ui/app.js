@@ -8,6 +8,7 @@ import { askResponse, confirmAlways, flagged, proposalCard, startCountdowns } fr
 import { decidedList } from "./decided.js";
 import { editArguments, editJson } from "./edit.js";
 import { installKeys } from "./keys.js";
+import { policyFindings } from "./policy.js";
 
 const $ = (id) => document.getElementById(id);
 const state = { space: "", token: "", me: "", proposals: [], tools: [], seen: new Set(), stream: undefined, selected: new Set(), logged: new Set() };
@@ -369,7 +370,10 @@ async function refreshPeople() {
       el("tr", {}, el("td", { text: t.name }, t.findings?.length ? el("span", { class: "badge flag", text: "flagged" }) : undefined), el("td", { text: t.policy }), el("td", { text: reveal(t.description ?? "") }, flagged(t.findings, "Flagged by the gateway"))),
     ),
   );
+  await policyView.refresh();
 }
+
+const policyView = policyFindings({ api: (...a) => api(...a), el, list: $("policy-findings"), heading: $("policy-heading"), reveal });
 
 async function refreshGrants() {
   const { grants } = await api("GET", "grants");

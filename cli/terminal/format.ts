@@ -366,7 +366,9 @@ export function whyApproval(proposal: Envelope, opts: { config?: SpaceConfig | u
   if (flagged && opts.config?.policy.tool_checks === "ask") return `policy: proposal — the gateway flagged ${call.label} and the space's policy.tool_checks is "ask"${hint}`;
   const proposer = opts.config?.participants[proposal.from];
   if (proposer && opts.config) {
-    const rule = new CompiledPolicy(proposer.tools).rule(call.label);
+    // The proposal's arguments, for rules with conditions (policy/conditions.ts).
+    const args = isRecord(proposal.payload) && isRecord(proposal.payload["params"]) ? (proposal.payload["params"]["arguments"] ?? {}) : {};
+    const rule = new CompiledPolicy(proposer.tools).rule(call.label, { args, caller: { id: proposal.from, kind: proposer.kind, groups: [] }, annotations: tool?.annotations });
     if (rule === "ask") return `policy: proposal — ${proposal.from}'s tools.ask matches ${call.label}${hint}`;
     if (rule === undefined) {
       const fallback = opts.config.policy.fallback;

@@ -44,6 +44,7 @@ import { McpToolSchema, type McpTool, type Registry, ToolsListResultSchema, MAX_
 import type { Member } from "../ports/member.js";
 import { screenToolNames } from "./tool-names.js";
 import { inspectTool } from "../policy/inspect.js";
+import { unmatchedRules } from "../policy/check.js";
 
 /** Most pages of `tools/list` the gateway follows for one participant. */
 const MAX_TOOL_PAGES = 100;
@@ -450,6 +451,8 @@ export class McpRouter implements CallRouter {
         if (listChanged) {
           const flagged = this.registry.list().filter((t) => t.participant === id && t.findings).map((t) => t.tool);
           member.log.info({ tools: screened.kept.length, ...(flagged.length ? { flagged: flagged.slice(0, 20) } : {}) }, "tools registered");
+          // A rule naming this participant's tools that still matches none of them (policy/check.ts).
+          for (const f of unmatchedRules(this.space.config, this.registry, id)) member.log.warn({ code: f.code, at: `${f.file}:${f.line}:${f.column}`, rule: f.path }, f.message);
           this.toolsChanged();
         }
       });

@@ -6,6 +6,9 @@ import * as z from "zod";
 import { CallsSchema, DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits, LimitsSchema, QuotasSchema } from "./limits.js";
 import { boolean, defaultMessage, expected, int, kindOf, MAX_TIMER_MS, numeric, section, suggest } from "./schema.js";
 import { formatPath, locate, substituteEnv } from "./yaml.js";
+import { recordRulePositions } from "./rule-positions.js";
+
+export { rulePosition, type RulePosition } from "./rule-positions.js";
 import { Lookalikes } from "../identity/confusables.js";
 import { identitySchema } from "./identity.js";
 import { checkGroups, EscalateSchema, nullProto } from "./groups.js";
@@ -116,6 +119,8 @@ const PolicySchema = section({
   tool_checks: z.enum(["warn", "ask", "deny"]).default("warn"),
   /** Who else may decide, and who is told again, when a proposal waits unanswered (proposals/escalation.ts). */
   escalate: EscalateSchema,
+  /** Whether a rule naming a participant that is not in the space (policy/check.ts) stops the space from loading, rather than being a warning. */
+  strict: boolean().optional(),
 });
 
 const WebhookSchema = section({
@@ -125,10 +130,16 @@ const WebhookSchema = section({
   headers: z.record(z.string(), z.string()).default({}),
 });
 
+/** A tool rule: a `participant/tool` glob, or `{tool: glob, when: CEL expression}` (policy/conditions.ts). */
+const ToolRuleSchema = z.union(
+  [z.string(), section({ tool: z.string({ error: expected("a participant/tool glob") }).min(1), when: z.string({ error: expected("a CEL expression") }).min(1) })],
+  { error: expected(`a glob like "files/*", or {tool: "files/*", when: "<CEL expression>"}`) },
+);
+export type ToolRule = z.output<typeof ToolRuleSchema>;
 const ToolPolicySchema = section({
-  allow: z.array(z.string()).optional(),
-  ask: z.array(z.string()).optional(),
-  deny: z.array(z.string()).optional(),
+  allow: z.array(ToolRuleSchema).optional(),
+  ask: z.array(ToolRuleSchema).optional(),
+  deny: z.array(ToolRuleSchema).optional(),
 });
 export type ToolPolicy = z.output<typeof ToolPolicySchema>;
 
@@ -486,6 +497,7 @@ export function parseSpaceConfig(text: string, opts: { file: string; env?: NodeJ
     if (p.mcp?.cwd) p.mcp.cwd = path.resolve(dir, p.mcp.cwd);
     if (p.run) p.run.cwd = path.resolve(dir, p.run.cwd ?? ".");
   }
+  for (const [id, p] of Object.entries(config.participants)) if (p.tools) recordRulePositions(doc, lineCounter, file, id, p.tools);
   return config;
 }
 

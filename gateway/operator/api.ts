@@ -14,6 +14,7 @@
  *   GET    requests               (forms asked of the caller: elicitation/create waiting on it)
  *   POST   requests/<id>/respond  {result} or {error: {code, message}}: the caller's answer
  *   GET    events                 (server-sent events: every envelope the caller may see)
+ *   GET    policy/explain?caller&tool&args · policy/check   (policy-api.ts)
  *
  * Authenticated by a participant's token in `Authorization: Bearer` — never in the URL,
  * which gets logged. A call acts as that participant through the space's own pipeline
@@ -30,6 +31,7 @@ import { Sessions, type Session } from "../identity/sessions.js";
 import { adopt, authenticateBearer } from "../space/bearer.js";
 import { bearer, bearerChallenge, cookie, header, readJsonObject, resourceUrls, sendJson, sessionCookieName } from "./http.js";
 import { decidedView, proposalView, statusOf } from "./views.js";
+import { checkRoute, explainRoute } from "./policy-api.js";
 
 const PREFIX = "/api/spaces/";
 const MAX_BODY = 1024 * 1024;
@@ -187,6 +189,10 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
       const outcome = body["error"] !== undefined ? { error: body["error"] } : { result: body["result"] ?? {} };
       return acted(await space.act(c.id, { kind: "mcp/response", correlation_id: [id], payload: { jsonrpc: "2.0", id: r["rpc_id"], ...outcome } }), { answered: id });
     }
+    case "GET policy/explain":
+      return explainRoute(space, c.id, q);
+    case "GET policy/check":
+      return checkRoute(space, c.id);
     default:
       return fail(404, "not_found", `no such route: ${clip(route)}; see docs/operator-api.md`);
   }

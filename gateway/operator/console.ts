@@ -24,6 +24,7 @@ const FILES: Record<string, string> = {
   "decided.js": "text/javascript; charset=utf-8",
   "edit.js": "text/javascript; charset=utf-8",
   "keys.js": "text/javascript; charset=utf-8",
+  "policy.js": "text/javascript; charset=utf-8",
   "app.css": "text/css; charset=utf-8",
 };
 

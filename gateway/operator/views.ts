@@ -32,8 +32,8 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     intent: intentOf(space, viewer, p),
     owner: p.owner,
     method: p.method,
-    // Held open (it named no target): `*`, whoever fulfils it picks.
-    ...(p.tool !== undefined ? { tool: `${p.owner || "*"}/${p.tool}`, why: space.authority.why(p.proposer, p.owner, p.tool) } : {}),
+    // Held open (it named no target): `*`, whoever fulfils it picks. Why, with the proposal's own arguments.
+    ...(p.tool !== undefined ? { tool: `${p.owner || "*"}/${p.tool}`, why: space.authority.why(p.proposer, p.owner, p.tool, p.params["arguments"] ?? {}) } : {}),
     arguments: p.params["arguments"] ?? {},
     ...(p.method !== "tools/call" ? { params: p.params } : {}),
     state: p.state,

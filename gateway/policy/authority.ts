@@ -21,7 +21,7 @@ import { type Capability, compileCapabilities, compileGlob, covers, type Matcher
 import type { SpaceConfig } from "../config/config.js";
 import { ErrorCodes, type ErrorCode } from "../wire/envelope.js";
 import type { GrantBook } from "./grants.js";
-import { allowCapabilities, CompiledPolicy, type Decision, decideWhy, specificTool } from "./rules.js";
+import { allowCapabilities, type CallFacts, CompiledPolicy, type ConditionTrace, type Decision, decideWhy, type Reasoned, specificTool } from "./rules.js";
 import type { Registry } from "../ports/registry.js";
 import { summary } from "./inspect.js";
 import type { PinState } from "../ports/pins.js";
@@ -29,10 +29,35 @@ import { expandRuleGlob, Groups } from "./groups.js";
 import { conditionHolds } from "./scope.js";
 
 /** The outcome for one call: go ahead, go through a proposal, or a refusal to send back. */
-export type Verdict = { decision: "direct" | "proposal"; /** a proposal only because the gateway flagged the tool (`tool_checks: ask`): whoever may call it otherwise may approve it */ flagged?: true } | { decision: "denied"; code: ErrorCode; message: string; extra?: Record<string, unknown> };
+export type Verdict = ({ decision: "direct" | "proposal"; /** a proposal only because the gateway flagged the tool (`tool_checks: ask`): whoever may call it otherwise may approve it */ flagged?: true } | { decision: "denied"; code: ErrorCode; message: string; extra?: Record<string, unknown> }) & {
+  /** For a tools/call: the tool policy's reason (which rule or grant, which condition), what explain shows. */
+  reason?: Reasoned;
+};
 
 /** How much a decision lets through: an invited participant gets the lesser of its own and its inviter's. */
 const RANK: Record<Decision, number> = { denied: 0, proposal: 1, direct: 2 };
+
+/** What explain answers (`mewgate policy explain`, `GET /api/spaces/<space>/policy/explain`). */
+export interface Explanation {
+  caller: string;
+  tool: string;
+  decision: Verdict["decision"];
+  code?: ErrorCode;
+  message?: string;
+  flagged?: boolean;
+  why: string;
+  step?: string;
+  /** The rule that decided, and where it is in space.yaml. */
+  rule?: { kind: string; key: string; tool: string; when?: string; file?: string; line?: number; column?: number };
+  /** The deciding rule's condition and what it said. */
+  condition?: ConditionTrace;
+  /** The grant (an "always" approval, or a loan) that made the call direct, and who gave it. */
+  grant?: { id: string; from: string };
+  /** Every condition asked on the way, in order. */
+  conditions: ConditionTrace[];
+  /** Who could approve a proposal of the call. */
+  approvers: string[];
+}
 
 interface Rules {
   policy: CompiledPolicy;
@@ -87,24 +112,32 @@ export class Authority {
    * is how a person confirms the new definition.
    */
   tool(caller: string, owner: string, tool: string, confirming = false): Decision {
-    return this.checked(caller, owner, tool, confirming).decision;
+    return this.checked(caller, owner, tool, undefined, confirming).decision;
   }
 
   /**
    * The tool policy, then `policy.tool_checks` for a tool whose texts the gateway flagged
-   * (inspect.ts): `ask` makes a direct call a proposal, `deny` refuses every call.
+   * (inspect.ts): `ask` makes a direct call a proposal, `deny` refuses every call. `args`:
+   * the call's arguments, for rules with conditions; undefined when not known.
    */
-  private checked(caller: string, owner: string, tool: string, confirming = false, args?: Record<string, unknown>): Verdict {
-    const d = this.decideFrom(caller, owner, tool, new Set(), confirming, args).decision;
+  private checked(caller: string, owner: string, tool: string, args: unknown, confirming = false): Verdict {
+    const reason = this.decideFrom(caller, owner, tool, new Set(), confirming, args);
+    const d = reason.decision;
     const mode = this.config.policy.tool_checks;
     const findings = d === "denied" || mode === "warn" ? undefined : this.registry.get(owner, tool)?.findings;
     const name = `${owner}/${tool}`;
     if (findings?.length && mode === "deny") {
-      return { decision: "denied", code: ErrorCodes.toolFlagged, message: `the gateway flagged ${name} (${summary(findings)}); this space refuses flagged tools (policy.tool_checks: deny)`, extra: { tool: name, findings } };
+      return { decision: "denied", code: ErrorCodes.toolFlagged, message: `the gateway flagged ${name} (${summary(findings)}); this space refuses flagged tools (policy.tool_checks: deny)`, extra: { tool: name, findings }, reason };
     }
-    if (findings?.length && d === "direct") return { decision: "proposal", flagged: true };
-    if (d === "denied") return { decision: "denied", code: ErrorCodes.denied, message: `the space's policy denies you ${name}`, extra: { tool: name } };
-    return { decision: d };
+    if (findings?.length && d === "direct") return { decision: "proposal", flagged: true, reason };
+    if (d === "denied") return { decision: "denied", code: ErrorCodes.denied, message: `the space's policy denies you ${name}`, extra: { tool: name }, reason };
+    return { decision: d, reason };
+  }
+
+  /** The groups `id` is in: the space's `groups` that name it, and its own `groups` list. */
+  groupsOf(id: string): string[] {
+    // The one place membership is worked out: space.yaml's groups and those given at run time (groups.ts).
+    return this.groups.of(id);
   }
 
   /**
@@ -164,8 +197,8 @@ export class Authority {
     if (method === "tools/call") {
       const name = params?.["name"];
       if (typeof name !== "string") return { decision: "denied", code: ErrorCodes.invalidPayload, message: "tools/call: params.name must be a string" };
-      const args = params?.["arguments"];
-      return this.checked(caller, target, name, confirming, args !== null && typeof args === "object" && !Array.isArray(args) ? (args as Record<string, unknown>) : {});
+      // A call always has arguments for the rules' conditions: none given is an empty mapping.
+      return this.checked(caller, target, name, params?.["arguments"] ?? {}, confirming);
     }
     if (allows({ kind: "mcp/request", to: [target], payload: { method, params } })) return { decision: "direct" };
     return { decision: "denied", code: ErrorCodes.capabilityViolation, message: `your capabilities do not allow ${method} to "${target}"`, extra: { attempted_kind: "mcp/request", method } };
@@ -190,14 +223,14 @@ export class Authority {
   }
 
   /** Why `caller` calling `owner/tool` gets the decision it gets, in words for a person. */
-  why(caller: string, owner: string, tool: string): string {
-    const why = this.decideFrom(caller, owner, tool, new Set()).why;
+  why(caller: string, owner: string, tool: string, args?: unknown): string {
+    const why = this.decideFrom(caller, owner, tool, new Set(), false, args).why;
     const mode = this.config.policy.tool_checks;
     return mode !== "warn" && this.registry.get(owner, tool)?.findings?.length ? `${why}; and the gateway flagged the tool (policy.tool_checks: ${mode})` : why;
   }
 
-  /** `args`: the call's arguments, when known; a grant with a condition (policy/scope.ts) counts only for arguments that meet it. */
-  private decideFrom(caller: string, owner: string, tool: string, seen: Set<string>, confirming = false, args?: Record<string, unknown>): { decision: Decision; why: string } {
+  /** `args`: the call's arguments, when known, for rules' conditions; a grant with a condition (policy/scope.ts) counts only for arguments that meet it. */
+  private decideFrom(caller: string, owner: string, tool: string, seen: Set<string>, confirming = false, args?: unknown): Reasoned {
     const rules = this.rulesOf(caller);
     if (!rules) return { decision: "denied", why: "not a participant" };
     seen.add(caller);
@@ -205,10 +238,16 @@ export class Authority {
     // and its capabilities are a loan, worth a direct call only where the inviter may make one.
     const inviter = this.config.participants[caller]?.invitedBy;
     const lent = inviter === undefined ? undefined : seen.has(inviter) ? ({ decision: "denied", why: "its invitation goes round in a circle" } as const) : this.decideFrom(inviter, owner, tool, seen, confirming, args);
+    const annotations = this.registry.get(owner, tool)?.annotations;
+    // Built only when a rule's condition asks (rules.ts reads it lazily through the getter).
+    const kind = this.config.participants[caller]?.kind ?? "service";
+    const facts: CallFacts | undefined =
+      args === undefined ? undefined : { args, caller: () => ({ id: caller, kind, groups: this.groupsOf(caller) }), annotations: annotations as Record<string, unknown> | undefined };
     // A person calling is a person deciding, now: only what was allowed for others (agents,
     // services, by rule, grant or annotation) waits for a person to see the change.
     const pin = confirming || this.config.participants[caller]?.kind === "human" ? undefined : this.pin(owner, tool);
     let grantSuspended = false;
+    let grantUsed: { id: string; from: string } | undefined;
     const own = decideWhy({
       policy: rules.policy,
       configured: lent === undefined ? rules.configuredMatch : (shape) => lent.decision === "direct" && rules.configuredMatch(shape),
@@ -218,13 +257,16 @@ export class Authority {
       granted: (shape) =>
         this.grants.to(caller).some((g) => {
           if (!g.matches(shape)) return false;
-          if (g.condition !== undefined && !conditionHolds(g.condition, args)) return false;
+          if (g.condition !== undefined && !conditionHolds(g.condition, isRecord(args) ? args : undefined)) return false;
           if (!this.grantHolds(g, owner, tool, pin)) return !(grantSuspended = true);
-          return !seen.has(g.from) && this.decideFrom(g.from, owner, tool, seen, confirming, args).decision === "direct";
+          const holds = !seen.has(g.from) && this.decideFrom(g.from, owner, tool, seen, confirming, args).decision === "direct";
+          if (holds) grantUsed = { id: g.id, from: g.from };
+          return holds;
         }),
       owner,
       tool,
-      annotations: this.registry.get(owner, tool)?.annotations,
+      annotations,
+      facts,
       autoApproved: this.config.participants[owner]?.mcp?.autoApprove?.includes(tool),
       fallback: this.config.policy.fallback,
       unconfirmed: pin !== undefined && !pin.confirmed,
@@ -233,8 +275,48 @@ export class Authority {
         return grantSuspended;
       },
     });
+    if (own.step === "grant" && grantUsed) own.grant = grantUsed;
     if (lent === undefined || RANK[lent.decision] >= RANK[own.decision]) return own;
-    return { decision: lent.decision, why: `it was invited by ${inviter}, and for ${inviter}: ${lent.why}` };
+    return { ...lent, why: `it was invited by ${inviter}, and for ${inviter}: ${lent.why}` };
+  }
+
+  /**
+   * Why `caller` calling `owner/tool` with `args` gets what it gets, and who could approve it:
+   * asked through `call`, the very path every call takes, so the two cannot disagree.
+   */
+  explain(caller: string, owner: string, tool: string, args: Record<string, unknown> = {}): Explanation {
+    const params = { name: tool, arguments: args };
+    const allows = this.rulesOf(caller)?.configuredMatch ?? (() => false);
+    const verdict = this.call(caller, allows, owner, "tools/call", params);
+    const reason = verdict.reason ?? { decision: verdict.decision, why: verdict.decision === "denied" ? verdict.message : "" };
+    const m = reason.match;
+    return {
+      caller,
+      tool: `${owner}/${tool}`,
+      decision: verdict.decision,
+      ...(verdict.decision === "denied" ? { code: verdict.code, message: verdict.message } : {}),
+      ...(verdict.decision === "proposal" && verdict.flagged ? { flagged: true } : {}),
+      why: reason.why,
+      ...(reason.step ? { step: reason.step } : {}),
+      ...(m ? { rule: { kind: m.rule.rule, key: `participants.${caller}.tools.${m.rule.key}`, tool: m.rule.glob, ...(m.rule.when !== undefined ? { when: m.rule.when } : {}), ...(m.rule.at ? { file: m.rule.at.file, line: m.rule.at.line, column: m.rule.at.column } : {}) } } : {}),
+      ...(m?.condition ? { condition: m.condition } : {}),
+      ...(reason.grant ? { grant: reason.grant } : {}),
+      conditions: reason.conditions ?? [],
+      approvers: verdict.decision === "proposal" ? this.approvers(caller, owner, params) : [],
+    };
+  }
+
+  /**
+   * Who could approve `caller`'s proposal of this call: not the caller, one of its
+   * `approvers` if it names them, and able to make the call itself (proposals/decisions.ts's bar).
+   */
+  approvers(caller: string, owner: string, params: Record<string, unknown>): string[] {
+    const named = this.config.participants[caller]?.approvers;
+    return Object.keys(this.config.participants).filter((id) => {
+      if (id === caller || (named && !named.includes(id))) return false;
+      const v = this.call(id, this.rulesOf(id)?.configuredMatch ?? (() => false), owner, "tools/call", params, true);
+      return v.decision === "direct" || (v.decision === "proposal" && v.flagged === true);
+    });
   }
 
   private rulesOf(id: string): Rules | undefined {
@@ -264,4 +346,8 @@ function withGroups<T extends Record<string, unknown> | undefined>(tools: T, gro
     });
   }
   return out as T;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

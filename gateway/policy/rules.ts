@@ -17,15 +17,66 @@
  * Grants sit above `ask` so that approving "always" really stops the asking; `deny` stays
  * above everything, since it is the operator's explicit word.
  *
- * `allow` globs also compile to MEW capability patterns, which go into the participant's
- * capability list, so MEW clients read the same permissions in their welcome.
+ * A rule may be `{tool: glob, when: CEL}` (conditions.ts): it applies where its glob matches
+ * and its condition holds for the call. A condition that cannot be evaluated (a missing
+ * field, a wrong type, arguments past the bounds) fails closed: a `deny` or `ask` applies, an
+ * `allow` does not. Asked without the call's arguments (a tool list, a loan), a rule with a
+ * condition is passed over: whatever it would decide is decided again, with the arguments,
+ * when the call is made.
+ *
+ * Plain `allow` globs also compile to MEW capability patterns, which go into the participant's
+ * capability list, so MEW clients read the same permissions in their welcome (conditional ones
+ * do not: a capability cannot look at arguments).
  */
 import { type Capability, compileGlob, type Matcher } from "./capabilities.js";
-import type { ToolPolicy } from "../config/config.js";
+import { rulePosition, type RulePosition, type ToolPolicy, type ToolRule } from "../config/config.js";
+import { type Condition, compileCondition, type ConditionInput } from "./conditions.js";
 
 export type Decision = "direct" | "proposal" | "denied";
 export type Fallback = "allow" | "ask" | "deny";
-type Rule = "allow" | "ask" | "deny";
+export type Rule = "allow" | "ask" | "deny";
+
+/** One rule as compiled: its kind, its place in its list (`deny[2]`), its glob and condition. */
+export interface CompiledRule {
+  rule: Rule;
+  /** `deny[2]`: the rule's key in space.yaml under the participant's `tools`. */
+  key: string;
+  glob: string;
+  test: (name: string) => boolean;
+  when?: string | undefined;
+  condition?: Condition | undefined;
+  /** Why the condition did not compile (policy/check.ts reports it; the rule fails closed). */
+  broken?: string | undefined;
+  at?: RulePosition | undefined;
+}
+
+/** What a call is, for conditions: undefined when the arguments are not known (a listing, a loan). */
+export interface CallFacts {
+  args: unknown;
+  /** The caller, or a function giving it (its groups are looked up only by a condition that reads them). */
+  caller: ConditionInput["caller"];
+  annotations?: Record<string, unknown> | undefined;
+  now?: Date;
+}
+
+/** A condition looked at on the way to a decision: what it said. */
+export interface ConditionTrace {
+  key: string;
+  when: string;
+  result: "true" | "false" | "error";
+  error?: string | undefined;
+}
+
+/** The rule that applied, and every condition asked on the way. */
+export interface RuleMatch {
+  rule: CompiledRule;
+  /** The condition's say, when the rule has one: `error` means it applied by failing closed. */
+  condition?: ConditionTrace | undefined;
+}
+
+export function ruleGlob(r: ToolRule): string {
+  return typeof r === "string" ? r : r.tool;
+}
 
 export interface ToolAnnotations {
   readOnlyHint?: boolean;
@@ -34,19 +85,60 @@ export interface ToolAnnotations {
 }
 
 export class CompiledPolicy {
-  private readonly rules: { rule: Rule; test: (name: string) => boolean }[] = [];
+  readonly rules: CompiledRule[] = [];
+  private readonly conditional: boolean;
 
   constructor(policy: ToolPolicy | undefined) {
     // Order of the list is the precedence: deny, then ask, then allow.
     for (const rule of ["deny", "ask", "allow"] as const) {
-      for (const glob of policy?.[rule] ?? []) this.rules.push({ rule, test: compileGlob(glob) });
+      (policy?.[rule] ?? []).forEach((r, i) => {
+        const key = `${rule}[${i}]`;
+        const glob = ruleGlob(r);
+        const compiled: CompiledRule = { rule, key, glob, test: compileGlob(glob), at: policy && rulePosition(policy, key) };
+        if (typeof r !== "string") {
+          compiled.when = r.when;
+          try {
+            compiled.condition = compileCondition(r.when);
+          } catch (err) {
+            compiled.broken = (err as Error).message;
+          }
+        }
+        this.rules.push(compiled);
+      });
     }
+    this.conditional = this.rules.some((r) => r.when !== undefined);
   }
 
-  /** The strongest rule whose glob matches `participant/tool`, if any. */
-  rule(name: string): Rule | undefined {
-    for (const r of this.rules) if (r.test(name)) return r.rule;
+  /**
+   * The strongest rule that applies to `participant/tool` called with `facts`, if any; every
+   * condition asked is pushed on `trace`. Without facts, rules with a condition are passed over.
+   */
+  match(name: string, facts?: CallFacts, trace?: ConditionTrace[]): RuleMatch | undefined {
+    for (const r of this.rules) {
+      if (!r.test(name)) continue;
+      if (r.when === undefined) return { rule: r };
+      if (!facts) continue;
+      const said = this.ask(r, name, facts);
+      trace?.push(said);
+      // Fail closed: a condition that cannot say makes a deny or an ask apply, never an allow.
+      if (said.result === "true" || (said.result === "error" && r.rule !== "allow")) return { rule: r, condition: said };
+    }
     return undefined;
+  }
+
+  /** The strongest rule kind that applies (see `match`). */
+  rule(name: string, facts?: CallFacts): Rule | undefined {
+    if (!this.conditional) for (const r of this.rules) if (r.test(name)) return r.rule;
+    return this.match(name, facts)?.rule.rule;
+  }
+
+  private ask(r: CompiledRule, name: string, facts: CallFacts): ConditionTrace {
+    if (!r.condition) return { key: r.key, when: r.when!, result: "error", error: r.broken };
+    const input: ConditionInput = { args: facts.args, caller: facts.caller, tool: { name, annotations: facts.annotations } };
+    if (facts.now) input.now = facts.now;
+    const out = r.condition.evaluate(input);
+    if (out.ok) return { key: r.key, when: r.when!, result: out.value ? "true" : "false" };
+    return { key: r.key, when: r.when!, result: "error", error: out.error };
   }
 }
 
@@ -75,6 +167,24 @@ export interface DecisionInput {
   unconfirmed?: boolean | undefined;
   /** A grant matches the tool but was given on another definition of it. */
   grantSuspended?: boolean | undefined;
+  /** The call, for rules with conditions; undefined when its arguments are not known. */
+  facts?: CallFacts | undefined;
+}
+
+/** Which step of the order decided. */
+export type Step = "deny" | "grant" | "ask" | "allow" | "capability" | "read-only" | "auto-approve" | "fallback";
+
+/** A decision with its reason: in words for a person, and as data for explain. */
+export interface Reasoned {
+  decision: Decision;
+  why: string;
+  step?: Step;
+  /** The rule that applied, with its condition's say. */
+  match?: RuleMatch | undefined;
+  /** Every condition asked on the way, in order. */
+  conditions?: ConditionTrace[];
+  /** The grant that made it direct (authority.ts fills it in). */
+  grant?: { id: string; from: string };
 }
 
 /** Why a call that would be direct needs a proposal after its tool changed (pins.ts). */
@@ -84,29 +194,39 @@ export function decide(input: DecisionInput): Decision {
   return decideWhy(input).decision;
 }
 
-/** The decision and, in words for a person, the rule that made it. */
-export function decideWhy(input: DecisionInput): { decision: Decision; why: string } {
-  const name = `${input.owner}/${input.tool}`;
-  const rule = input.policy.rule(name);
-  if (rule === "deny") return { decision: "denied", why: `a deny rule matches ${name}` };
-  const shape = toolCallShape(input.owner, input.tool);
-  if (input.granted(shape)) return { decision: "direct", why: "a grant (an always-approval) covers it" };
-  if (rule === "ask") return { decision: "proposal", why: `an ask rule matches ${name}` };
-  const direct = (why: string): { decision: Decision; why: string } =>
-    input.unconfirmed ? { decision: "proposal", why: `${DEFINITION_CHANGED} (${why}); approving a call confirms the new definition` } : { decision: "direct", why };
-  if (rule === "allow") return direct(`an allow rule matches ${name}`);
-  if (input.configured(shape)) return direct("the participant's capabilities allow it");
-  if (input.annotations?.readOnlyHint === true) return direct("the tool says it is read-only");
-  if (input.autoApproved) return direct("its server's autoApprove lists it");
-  const decision = input.fallback === "allow" ? "direct" : input.fallback === "deny" ? "denied" : "proposal";
-  if (decision === "proposal" && input.grantSuspended) return { decision, why: `${DEFINITION_CHANGED} (a grant was given on its earlier definition)` };
-  if (decision === "direct") return direct(`no rule matches: the space's fallback is ${input.fallback}`);
-  return { decision, why: `no rule matches and the tool is not read-only: the space's fallback is ${input.fallback}` };
+/** How a rule that applied is named for a person: `an ask rule matches fs/write (when args.x > 1 holds)`; explain adds where it is. */
+function ruleWords(m: RuleMatch, name: string): string {
+  const r = m.rule;
+  const cond = m.condition === undefined ? "" : m.condition.result === "true" ? ` (when ${r.when} holds)` : ` (its condition ${r.when} could not be evaluated, which counts as a match: ${m.condition.error ?? "error"})`;
+  return `${r.rule === "deny" ? "a deny" : r.rule === "ask" ? "an ask" : "an allow"} rule matches ${name}${cond}`;
 }
 
-/** `fs/read_*` → a MEW pattern allowing tools/call of `read_*` on `fs`. */
+/** The decision and, in words for a person, the rule that made it. */
+export function decideWhy(input: DecisionInput): Reasoned {
+  const name = `${input.owner}/${input.tool}`;
+  const conditions: ConditionTrace[] = [];
+  const match = input.policy.match(name, input.facts, conditions);
+  const rule = match?.rule.rule;
+  const out = (decision: Decision, why: string, step: Step, m?: RuleMatch): Reasoned => ({ decision, why, step, match: m, conditions });
+  if (rule === "deny") return out("denied", ruleWords(match!, name), "deny", match);
+  const shape = toolCallShape(input.owner, input.tool);
+  if (input.granted(shape)) return out("direct", "a grant (an always-approval) covers it", "grant");
+  if (rule === "ask") return out("proposal", ruleWords(match!, name), "ask", match);
+  const direct = (why: string, step: Step, m?: RuleMatch): Reasoned =>
+    input.unconfirmed ? out("proposal", `${DEFINITION_CHANGED} (${why}); approving a call confirms the new definition`, step, m) : out("direct", why, step, m);
+  if (rule === "allow") return direct(ruleWords(match!, name), "allow", match);
+  if (input.configured(shape)) return direct("the participant's capabilities allow it", "capability");
+  if (input.annotations?.readOnlyHint === true) return direct("the tool says it is read-only", "read-only");
+  if (input.autoApproved) return direct("its server's autoApprove lists it", "auto-approve");
+  const decision = input.fallback === "allow" ? "direct" : input.fallback === "deny" ? "denied" : "proposal";
+  if (decision === "proposal" && input.grantSuspended) return out(decision, `${DEFINITION_CHANGED} (a grant was given on its earlier definition)`, "fallback");
+  if (decision === "direct") return direct(`no rule matches: the space's fallback is ${input.fallback}`, "fallback");
+  return out(decision, `no rule matches and the tool is not read-only: the space's fallback is ${input.fallback}`, "fallback");
+}
+
+/** `fs/read_*` → a MEW pattern allowing tools/call of `read_*` on `fs` (plain globs only: a capability cannot look at arguments). */
 export function allowCapabilities(policy: ToolPolicy | undefined): Capability[] {
-  return (policy?.allow ?? []).map((glob) => {
+  return (policy?.allow ?? []).flatMap((r) => (typeof r === "string" ? [r] : [])).map((glob) => {
     const slash = glob.indexOf("/");
     const [owner, tool] = slash < 0 ? [glob, "*"] : [glob.slice(0, slash), glob.slice(slash + 1)];
     const cap: Capability = { kind: "mcp/request", payload: { method: "tools/call", params: { name: tool || "*" } } };

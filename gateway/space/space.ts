@@ -21,7 +21,8 @@ import { Streams } from "../agents/streams.js";
 import { Switches } from "../agents/switches.js";
 import { frameBudget, maySee } from "../calls/endpoint.js";
 import { McpRouter } from "../calls/router.js";
-import type { SpaceConfig } from "../config/config.js";
+import { ConfigError, type SpaceConfig } from "../config/config.js";
+import { checkPolicy } from "../policy/check.js";
 import type { TokenBook } from "../identity/tokens.js";
 import { SpaceIdentity } from "../identity/provider.js";
 import { SpaceMetrics } from "../ports/metrics.js";
@@ -102,6 +103,11 @@ export class Space implements SpaceHost {
     opts: { store?: StoreOpener<StateRecord>; env?: NodeJS.ProcessEnv } = {},
   ) {
     this.id = config.space.id;
+    // Rules that match nothing, or a condition that does not compile, are found before anyone joins (policy/check.ts).
+    const findings = checkPolicy(config);
+    const errors = findings.filter((f) => f.severity === "error");
+    if (errors.length) throw new ConfigError(errors);
+    for (const f of findings) log.warn({ code: f.code, at: `${f.file}:${f.line}:${f.column}`, rule: f.path }, f.message);
     this.tracing = Tracing.from(config.gateway.telemetry, process.env, log);
     const declared = (id: string) => Object.hasOwn(config.participants, id);
     this.identity = config.identity && new SpaceIdentity(config.identity, this.id, Object.keys(config.participants), declared, log.child({ component: "identity" }), opts.env);
@@ -153,7 +159,7 @@ export class Space implements SpaceHost {
       note: (p) => void this.note(p),
       storeFailed: (...a) => this.storeFailed(...a),
     });
-    this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool) : undefined));
+    this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool, p.params["arguments"] ?? {}) : undefined));
     const onDue = config.policy.expires_action === "keep" ? undefined : (p: Proposal) => void this.decisions.onDue(p);
     this.proposals = new ProposalBook(onDue, (p, event, from) => this.proposalChanged(p, event, from));
     this.ledger = Ledger.open(config, log, { proposals: this.proposals, grants: this.grants, invites: this.invites, switches: this.switches, conversations: this.conversations, pins: this.registry.pins }, (s) => this.metrics.storeWriteSeconds.observe(s), opts.store);

@@ -1,0 +1,163 @@
+/**
+ * `mewgate policy check | explain | test`: what the space's tool rules match, why a call is
+ * decided as it is, and a table of expected decisions to keep in CI.
+ *
+ * `check` and `test` read the space.yaml alone (no gateway needed): rules, conditions and
+ * participants, with no grants and no registered tools (so no annotations). `explain` asks
+ * the running gateway (GET policy/explain), which knows its grants and tools.
+ */
+import { readFile } from "node:fs/promises";
+import { dirname, resolve } from "node:path";
+import { isMap, isSeq, LineCounter, parseDocument } from "yaml";
+import * as z from "zod";
+import { loadSpaceConfig, type SpaceConfig } from "../gateway/config/config.js";
+import { Authority, type Explanation } from "../gateway/policy/authority.js";
+import { checkPolicy, formatFinding } from "../gateway/policy/check.js";
+import { GrantBook } from "../gateway/policy/grants.js";
+import { Registry } from "../gateway/ports/registry.js";
+import { withApi } from "./commands.js";
+import { guard, processIo, type Io } from "./lifecycle.js";
+import type { RemoteOptions } from "./remote.js";
+import { CliError, spaceFile } from "./space.js";
+
+/** The one decision point, over a space.yaml alone: no grants, no registered tools. */
+export function offlineAuthority(config: SpaceConfig, tools: Record<string, Array<{ name: string; annotations?: Record<string, unknown> | undefined }>> = {}): Authority {
+  const registry = new Registry();
+  for (const [owner, list] of Object.entries(tools)) registry.set(owner, list.map((t) => ({ name: t.name, inputSchema: { type: "object" }, ...(t.annotations ? { annotations: t.annotations } : {}) })));
+  const grants: GrantBook = new GrantBook((id) => authority.configured(id));
+  const authority: Authority = new Authority(config, grants, registry);
+  return authority;
+}
+
+// --- check -------------------------------------------------------------------------------
+
+export function runPolicyCheck(file: string | undefined, opts: { json?: boolean }, io: Io = processIo()): Promise<number> {
+  return guard(io, async () => {
+    const config = await loadSpaceConfig(spaceFile(file), io.env);
+    const findings = checkPolicy(config);
+    const errors = findings.filter((f) => f.severity === "error").length;
+    if (opts.json) io.stdout.write(`${JSON.stringify({ findings, errors, warnings: findings.length - errors }, null, 2)}\n`);
+    else {
+      for (const f of findings) io.stdout.write(`${formatFinding(f)}\n`);
+      io.stdout.write(findings.length ? `${errors} error(s), ${findings.length - errors} warning(s)\n` : `${config.file}: every tool rule names a participant of the space and can decide something\n`);
+    }
+    return errors ? 1 : 0;
+  });
+}
+
+// --- explain -----------------------------------------------------------------------------
+
+export function runPolicyExplain(participant: string, tool: string, opts: RemoteOptions & { args?: string; json?: boolean }, io: Io = processIo()): Promise<number> {
+  return guard(io, async () => {
+    if (opts.args !== undefined) {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(opts.args);
+      } catch {
+        throw new CliError("--args must be a JSON object, e.g. --args '{\"path\": \"notes/a.md\"}'");
+      }
+      if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new CliError("--args must be a JSON object");
+    }
+    const q = new URLSearchParams({ caller: participant, tool, ...(opts.args !== undefined ? { args: opts.args } : {}) });
+    const e = await withApi(opts, io, (api) => api.get<Explanation>(`policy/explain?${q}`));
+    io.stdout.write(opts.json ? `${JSON.stringify(e, null, 2)}\n` : explanationText(e));
+    return 0;
+  });
+}
+
+const DECISION_WORDS: Record<string, string> = { direct: "direct", proposal: "ask (a proposal someone approves)", denied: "deny" };
+
+/** An explanation for a person: decision, rule with its line, condition, approvers. */
+export function explanationText(e: Explanation): string {
+  const lines = [`${e.caller} → ${e.tool}: ${DECISION_WORDS[e.decision] ?? e.decision}${e.code ? ` (${e.code})` : ""}`, `  why: ${e.why}`];
+  if (e.rule) lines.push(`  rule: ${e.rule.key}${e.rule.file ? ` at ${e.rule.file}:${e.rule.line}:${e.rule.column}` : ""}: ${JSON.stringify(e.rule.when === undefined ? e.rule.tool : { tool: e.rule.tool, when: e.rule.when })}`);
+  if (e.grant) lines.push(`  grant: ${e.grant.id} from ${e.grant.from}`);
+  for (const c of e.conditions) lines.push(`  condition ${c.key}: ${c.when} → ${c.result}${c.error ? ` (${c.error})` : ""}`);
+  if (e.decision === "proposal") lines.push(`  approvers: ${e.approvers.length ? e.approvers.join(", ") : "nobody in the space could approve it"}`);
+  return `${lines.join("\n")}\n`;
+}
+
+// --- test --------------------------------------------------------------------------------
+
+const EXPECT = { direct: "direct", ask: "proposal", deny: "denied" } as const;
+
+const CaseSchema = z.strictObject({
+  caller: z.string().min(1),
+  tool: z.string().regex(/^[^/]+\/.+$/, { error: "expected participant/tool" }),
+  args: z.record(z.string(), z.unknown()).optional(),
+  expect: z.enum(["direct", "ask", "deny"]),
+  /** How many distinct approvals the call needs (with `ask`). */
+  approvals: z.int().min(0).optional(),
+  /** Exactly who could approve it (with `ask`), in any order. */
+  approvers: z.array(z.string()).optional(),
+  /** The tool's MCP annotations, as its server would declare them (`{readOnlyHint: true}`). */
+  annotations: z.record(z.string(), z.unknown()).optional(),
+  name: z.string().optional(),
+});
+const CasesSchema = z.strictObject({ space: z.string().optional(), cases: z.array(CaseSchema).min(1) });
+
+export function runPolicyTest(casesFile: string, file: string | undefined, opts: { json?: boolean }, io: Io = processIo()): Promise<number> {
+  return guard(io, async () => {
+    let text: string;
+    try {
+      text = await readFile(casesFile, "utf8");
+    } catch (err) {
+      throw new CliError(`cannot read ${casesFile}: ${(err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (err as Error).message}`);
+    }
+    const counter = new LineCounter();
+    const doc = parseDocument(text, { lineCounter: counter });
+    if (doc.errors.length) throw new CliError(`${casesFile}: ${doc.errors[0]!.message.replace(/\s+/g, " ")}`);
+    const at = (i: number): string => {
+      const seq = isMap(doc.contents) ? doc.contents.get("cases", true) : undefined;
+      const node = isSeq(seq) ? (seq.items[i] as { range?: [number, number, number] } | undefined) : undefined;
+      const { line, col } = counter.linePos(node?.range?.[0] ?? 0);
+      return `${casesFile}:${line}:${col}`;
+    };
+    const parsed = CasesSchema.safeParse(doc.toJS());
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      const where = issue.path[0] === "cases" && typeof issue.path[1] === "number" ? at(issue.path[1]) : casesFile;
+      throw new CliError(`${where}: ${issue.path.join(".")}: ${issue.message}`);
+    }
+    const spacePath = file ?? (parsed.data.space !== undefined ? resolve(dirname(casesFile), parsed.data.space) : spaceFile(undefined));
+    const config = await loadSpaceConfig(spacePath, io.env);
+    const errors = checkPolicy(config).filter((f) => f.severity === "error");
+    if (errors.length) throw new CliError(errors.map(formatFinding).join("\n"));
+    // Tools as the cases declare them (for their annotations); last word per tool wins.
+    const declared: Record<string, Map<string, Record<string, unknown> | undefined>> = {};
+    for (const c of parsed.data.cases) {
+      const slash = c.tool.indexOf("/");
+      const owner = c.tool.slice(0, slash);
+      (declared[owner] ??= new Map()).set(c.tool.slice(slash + 1), c.annotations ?? declared[owner]?.get(c.tool.slice(slash + 1)));
+    }
+    const authority = offlineAuthority(config, Object.fromEntries(Object.entries(declared).map(([o, m]) => [o, [...m].map(([name, annotations]) => ({ name, annotations }))])));
+    const failures: string[] = [];
+    const results: Array<Record<string, unknown>> = [];
+    parsed.data.cases.forEach((c, i) => {
+      const label = `${c.name ? `${c.name}: ` : ""}${c.caller} → ${c.tool}${c.args ? ` ${JSON.stringify(c.args)}` : ""}`;
+      if (!config.participants[c.caller]) {
+        failures.push(`${at(i)}: ${label}: no participant ${JSON.stringify(c.caller)} in ${config.file}`);
+        return;
+      }
+      const slash = c.tool.indexOf("/");
+      const e = authority.explain(c.caller, c.tool.slice(0, slash), c.tool.slice(slash + 1), c.args ?? {});
+      const problems: string[] = [];
+      if (e.decision !== EXPECT[c.expect]) problems.push(`expected ${c.expect}, got ${Object.entries(EXPECT).find(([, v]) => v === e.decision)?.[0] ?? e.decision}`);
+      const approvals = (e as { approvals?: number }).approvals ?? (e.decision === "proposal" ? 1 : 0);
+      if (c.approvals !== undefined && c.approvals !== approvals) problems.push(`expected ${c.approvals} approval(s), got ${approvals}`);
+      if (c.approvers !== undefined && [...c.approvers].sort().join(",") !== [...e.approvers].sort().join(",")) problems.push(`expected approvers [${c.approvers.join(", ")}], got [${e.approvers.join(", ")}]`);
+      results.push({ case: i, caller: c.caller, tool: c.tool, ok: problems.length === 0, decision: e.decision, why: e.why });
+      if (problems.length) {
+        const rule = e.rule ? `; rule ${e.rule.key}${e.rule.file ? ` at ${e.rule.file}:${e.rule.line}:${e.rule.column}` : ""}` : "";
+        failures.push(`${at(i)}: ${label}: ${problems.join("; ")} (${e.why}${rule})`);
+      }
+    });
+    const total = parsed.data.cases.length;
+    if (opts.json) io.stdout.write(`${JSON.stringify({ passed: total - failures.length, failed: failures.length, results }, null, 2)}\n`);
+    else {
+      for (const f of failures) io.stdout.write(`FAIL ${f}\n`);
+      io.stdout.write(`${total - failures.length} of ${total} case(s) pass${failures.length ? `; ${failures.length} fail` : ""}\n`);
+    }
+    return failures.length ? 1 : 0;
+  });
+}

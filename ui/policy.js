@@ -1,0 +1,25 @@
+// What the space's tool rules match (gateway/policy/check.ts), under the Tools table: rules
+// naming no participant, rules that can never decide, conditions that do not compile, tools
+// a rule expected and nobody registered. Humans only (GET policy/check); text, never HTML.
+
+/** A finding's texts come from space.yaml; `reveal` shows hidden characters as ⟨U+…⟩. */
+export function policyFindings({ api, el, list, heading, reveal }) {
+  async function refresh() {
+    const res = await api("GET", "policy/check").catch((err) => err);
+    // Not a human, or an older gateway: nothing to show.
+    if (res instanceof Error || !Array.isArray(res.findings)) {
+      list.hidden = heading.hidden = true;
+      return;
+    }
+    list.replaceChildren(
+      ...res.findings.slice(0, 200).map((f) => {
+        const where = f.line > 0 ? `${String(f.file).split("/").pop()}:${f.line}:${f.column}` : String(f.file).split("/").pop();
+        return el("li", { class: `finding ${f.severity === "error" ? "error" : "warning"}`, "data-code": String(f.code) }, el("strong", { text: `${f.severity === "error" ? "error" : "warning"} ` }), el("span", { text: reveal(`${where} ${f.path}: ${f.message}`) }));
+      }),
+    );
+    heading.textContent = res.findings.length ? `Tool rules: ${res.errors} error(s), ${res.warnings} warning(s)` : "Tool rules: every rule names a participant and can decide something";
+    list.hidden = res.findings.length === 0;
+    heading.hidden = false;
+  }
+  return { refresh };
+}
