@@ -48,3 +48,17 @@ export function rulePosition(tools: object, key: string): RulePosition | undefin
   return RULE_POSITIONS.get(tools)?.[key];
 }
 
+/**
+ * `derived`, a policy rewritten from `original` (its `@group` rules spelt out, one per
+ * member), keeps each rule's position: `from` maps each of its keys to the original's.
+ */
+export function deriveRulePositions(original: object, derived: object, from: Record<string, string>): void {
+  const known = RULE_POSITIONS.get(original);
+  if (!known) return;
+  const out: Record<string, RulePosition> = {};
+  for (const [key, was] of Object.entries(from)) {
+    if (known[was]) out[key] = known[was];
+    if (known[`${was}.when`]) out[`${key}.when`] = known[`${was}.when`]!;
+  }
+  RULE_POSITIONS.set(derived, out);
+}

@@ -19,6 +19,7 @@
  */
 import { type Capability, compileCapabilities, compileGlob, covers, type Matcher } from "./capabilities.js";
 import type { SpaceConfig } from "../config/config.js";
+import { deriveRulePositions } from "../config/rule-positions.js";
 import { ErrorCodes, type ErrorCode } from "../wire/envelope.js";
 import type { GrantBook } from "./grants.js";
 import { allowCapabilities, type CallFacts, CompiledPolicy, type ConditionTrace, type Decision, decideWhy, type Reasoned, specificTool } from "./rules.js";
@@ -332,19 +333,30 @@ export class Authority {
   }
 }
 
-/** A tool policy whose `@group/tool` globs are spelled out, one per member of the group (policy/groups.ts). */
+/**
+ * A tool policy whose `@group/tool` globs are spelled out, one per member of the group
+ * (policy/groups.ts); the same object when it names no group, and either way each rule
+ * keeps its place in the file (config/rule-positions.ts), for explain and the checks.
+ */
 function withGroups<T extends Record<string, unknown> | undefined>(tools: T, groups: Readonly<Record<string, readonly string[]>> | undefined): T {
   if (tools === undefined || !groups) return tools;
+  const named = (r: unknown) => (typeof r === "string" ? r : r && typeof r === "object" ? (r as { tool?: unknown }).tool : undefined);
+  const lists = Object.values(tools).filter(Array.isArray) as unknown[][];
+  if (!lists.some((list) => list.some((r) => String(named(r) ?? "").startsWith("@")))) return tools;
   const out: Record<string, unknown> = { ...tools };
+  const from: Record<string, string> = {};
   for (const [rule, list] of Object.entries(tools)) {
     if (!Array.isArray(list)) continue;
-    out[rule] = list.flatMap((r: unknown) => {
-      if (typeof r === "string") return expandRuleGlob(r, groups);
+    const spelt: unknown[] = [];
+    list.forEach((r: unknown, i) => {
+      const tool = named(r);
       // A rule object (`{tool, ...}`) keeps everything but its tool glob.
-      const tool = r && typeof r === "object" ? (r as { tool?: unknown }).tool : undefined;
-      return typeof tool === "string" ? expandRuleGlob(tool, groups).map((t) => ({ ...(r as object), tool: t })) : [r];
+      const made = typeof tool !== "string" ? [r] : typeof r === "string" ? expandRuleGlob(r, groups) : expandRuleGlob(tool, groups).map((t) => ({ ...(r as object), tool: t }));
+      for (const m of made) from[`${rule}[${spelt.push(m) - 1}]`] = `${rule}[${i}]`;
     });
+    out[rule] = spelt;
   }
+  deriveRulePositions(tools, out, from);
   return out as T;
 }
 
