@@ -116,6 +116,7 @@ describe("valid files", () => {
           capabilities: defaultCapabilities("mcp"),
         },
       },
+      previews: {},
     } satisfies SpaceConfig);
   });
 

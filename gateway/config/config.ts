@@ -6,6 +6,7 @@ import * as z from "zod";
 import { CallsSchema, DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits, LimitsSchema, QuotasSchema } from "./limits.js";
 import { boolean, defaultMessage, expected, int, kindOf, MAX_TIMER_MS, numeric, section, suggest } from "./schema.js";
 import { formatPath, locate, substituteEnv } from "./yaml.js";
+import { PreviewsSchema } from "./previews.js";
 import { Lookalikes } from "../identity/confusables.js";
 
 export { DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits };
@@ -275,12 +276,16 @@ const SpaceConfigSchema = section({
     notify: z.array(WebhookSchema).max(16).default([]),
     /** Serve the space together with other gateway processes over NATS (cluster/index.ts). */
     cluster: ClusterSchema.optional(),
+    /** The gateway's address as people reach it (https://gw.example.com), for the links in notices; default: the address it listens on. */
+    public_url: z.string().url({ error: expected("an http(s) URL like https://gateway.example.com") }).refine((u) => /^https?:\/\//i.test(u), { error: expected("an http(s) URL") }).optional(),
   }).prefault({}),
   policy: PolicySchema.prefault({}),
   calls: CallsSchema.prefault({}),
   /** USD per million input and output tokens, by model name: what agents' requests cost, totalled per request. */
   prices: z.record(z.string(), PriceSchema).default({}),
   quotas: QuotasSchema.prefault({}),
+  /** Read-only companion calls shown beside a proposal's arguments (config/previews.ts). */
+  previews: PreviewsSchema,
   defaults: section({
     visibility: z.enum(VISIBILITIES).optional(),
     capabilities: z.array(CapabilitySchema).optional(),
@@ -348,7 +353,7 @@ const SpaceConfigSchema = section({
       if (!pathOf.has(id)) pathOf.set(id, path);
     }
   })
-  .transform(({ space, gateway, policy, calls, quotas, defaults, participants, mcpServers, prices }) => {
+  .transform(({ space, gateway, policy, calls, quotas, defaults, participants, mcpServers, prices, previews }) => {
     // Null prototype: ids like "constructor" are legal and must not hit Object.prototype.
     const resolved: Record<string, ParticipantConfig> = Object.create(null);
     // A pasted mcpServers entry is an `mcp` participant with every default.
@@ -368,7 +373,7 @@ const SpaceConfigSchema = section({
       if (rootsFrom !== undefined) resolved[id]!.capabilities.push({ kind: "mcp/request", to: [rootsFrom], payload: { method: "roots/list" } });
     }
     // `file` is set by parseSpaceConfig once the path is known.
-    return { file: "", space: { ...space, name: space.name ?? space.id }, gateway, policy, calls, quotas, defaults, participants: resolved };
+    return { file: "", space: { ...space, name: space.name ?? space.id }, gateway, policy, calls, quotas, defaults, participants: resolved, previews };
   });
 
 export type ParticipantConfig = Omit<z.output<typeof ParticipantSchema>, "capabilities" | "visibility"> & {

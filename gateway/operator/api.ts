@@ -2,6 +2,7 @@
  * The operator HTTP API, on the gateway's port under `/api/spaces/<space>/`:
  *
  *   GET    me | participants | tools | grants | audit | proposals[?state=all] | proposals/<id>
+ *   GET    proposals/<id>/preview (what the call would change, read as the caller: proposals/preview.ts)
  *   POST   proposals/<id>/approve {scope?, arguments?, reason?}
  *   POST   proposals/<id>/reject  {reason, text?}
  *   POST   proposals/<id>/withdraw {reason?}
@@ -102,6 +103,10 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
     case "GET proposals/:id": {
       const p = visible(c).find((x) => x.id === id);
       return p ? ok(proposalView(space, c.id, p)) : fail(404, "unknown_proposal", `no pending proposal "${clip(id ?? "")}"`);
+    }
+    case "GET proposals/:id/preview": {
+      const p = visible(c).find((x) => x.id === id);
+      return p ? ok(await space.previews.of(p, c.id)) : fail(404, "unknown_proposal", `no pending proposal "${clip(id ?? "")}"`);
     }
     case "POST proposals/:id/approve":
       return acted(await space.act(c.id, { kind: "mcp/approve", correlation_id: [id], payload: pick(body, ["scope", "arguments", "reason"]) }), { state: "approved" });

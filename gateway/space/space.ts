@@ -35,6 +35,7 @@ import type { Plan } from "../ports/plan.js";
 import { Registry } from "../ports/registry.js";
 import { type AuditEntry, type AuditQuery, type Proposal, ProposalBook } from "../proposals/book.js";
 import { Decisions } from "../proposals/decisions.js";
+import { Previews } from "../proposals/preview.js";
 import { StoreError, type StoreOpener } from "../store/index.js";
 import { type Capability, type Envelope, CloseCodes, ErrorCodes, type ErrorCode, GATEWAY_ID, type InboundEnvelope, parseFrame, systemEnvelope } from "../wire/envelope.js";
 import { Delivery } from "./delivery.js";
@@ -55,6 +56,8 @@ export class Space implements SpaceHost {
   private readonly mcp: McpRouter;
   /** What happens to proposals (decisions.ts). */
   private readonly decisions: Decisions;
+  /** What a proposed call would change, shown to the person deciding (preview.ts). */
+  readonly previews: Previews;
   /** Members, watchers, presence, history, and the way out (delivery.ts). */
   private readonly delivery: Delivery;
   /** Members' descriptions and welcomes (roster.ts). */
@@ -154,6 +157,14 @@ export class Space implements SpaceHost {
     this.grants.revalidate();
     this.mcp = new McpRouter(this, this.registry, this.proposals);
     this.decisions = new Decisions(this, this.proposals, this.mcp);
+    this.previews = new Previews({
+      config,
+      registry: this.registry,
+      // A preview is a direct call of the viewer's: the tool policy decides it, as for any call.
+      verdict: (viewer, owner, tool, args) => this.authority.call(viewer, () => false, owner, "tools/call", { name: tool, arguments: args }),
+      isDisabled: (id) => this.switches.isDisabled(id),
+      call: (...a) => this.mcp.callFor(...a),
+    });
     this.mcp.calls.onEnd = (call) => this.conversations.callEnded(call);
     // Stacks that were held when the gateway stopped are held again, with their calls.
     this.conversations.resume();
