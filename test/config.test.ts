@@ -280,7 +280,7 @@ describe("errors", () => {
 
   it("lists the known keys when nothing is close", () => {
     expect(errorOf(base("  a:", "colour: red"))).toBe(
-      "space.yaml:5:1: colour: unknown key; expected one of space, gateway, policy, calls, prices, quotas, defaults, mcpServers, participants",
+      "space.yaml:5:1: colour: unknown key; expected one of space, gateway, policy, calls, prices, quotas, previews, defaults, mcpServers, participants",
     );
     expect(errorOf(base("  a:", "participant: x"))).toBe(
       'space.yaml:5:1: participant: unknown key; did you mean "participants"?',
