@@ -13,6 +13,7 @@
  *   GET    requests               (forms asked of the caller: elicitation/create waiting on it)
  *   POST   requests/<id>/respond  {result} or {error: {code, message}}: the caller's answer
  *   GET    events                 (server-sent events: every envelope the caller may see)
+ *   POST   links/open {link} · links/decide {link, confirm, decision}  (decision links: links.ts)
  *
  * Authenticated by a participant's token in `Authorization: Bearer` — never in the URL,
  * which gets logged. A call acts as that participant through the space's own pipeline
@@ -26,6 +27,7 @@ import type { Peer } from "../ports/member.js";
 import type { Proposal } from "../proposals/book.js";
 import type { Space } from "../space/space.js";
 import { bearer, readJsonObject, sendJson } from "./http.js";
+import { linkRoute } from "./links.js";
 import { proposalView, statusOf } from "./views.js";
 
 const PREFIX = "/api/spaces/";
@@ -108,6 +110,9 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
       const p = visible(c).find((x) => x.id === id);
       return p ? ok(await space.previews.of(p, c.id)) : fail(404, "unknown_proposal", `no pending proposal "${clip(id ?? "")}"`);
     }
+    case "POST links/open":
+    case "POST links/decide":
+      return linkRoute(space, c.id, route === "POST links/open" ? "open" : "decide", body);
     case "POST proposals/:id/approve":
       return acted(await space.act(c.id, { kind: "mcp/approve", correlation_id: [id], payload: pick(body, ["scope", "arguments", "reason"]) }), { state: "approved" });
     case "POST proposals/:id/reject":

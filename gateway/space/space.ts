@@ -36,6 +36,7 @@ import { Registry } from "../ports/registry.js";
 import { type AuditEntry, type AuditQuery, type Proposal, ProposalBook } from "../proposals/book.js";
 import { Decisions } from "../proposals/decisions.js";
 import { Previews } from "../proposals/preview.js";
+import { linkApprovers, Links } from "../proposals/links.js";
 import { StoreError, type StoreOpener } from "../store/index.js";
 import { type Capability, type Envelope, CloseCodes, ErrorCodes, type ErrorCode, GATEWAY_ID, type InboundEnvelope, parseFrame, systemEnvelope } from "../wire/envelope.js";
 import { Delivery } from "./delivery.js";
@@ -72,6 +73,8 @@ export class Space implements SpaceHost {
   readonly metrics = new SpaceMetrics();
   /** Webhooks told of proposals (gateway.notify). */
   readonly notifier: Notifier;
+  /** Signed decision links in notices (links.ts). */
+  readonly links: Links;
   /** The web console's address, once the gateway listens (for links in notices). */
   consoleUrl: string | undefined;
   /** The policy decision point (authority.ts). */
@@ -144,7 +147,10 @@ export class Space implements SpaceHost {
       note: (p) => void this.note(p),
       storeFailed: (...a) => this.storeFailed(...a),
     });
-    this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool) : undefined));
+    this.links = new Links(this.id, config.gateway.state_dir);
+    const mayDecide = (id: string, p: Proposal) => !this.switches.isDisabled(id) && this.authority.call(id, () => false, p.owner, p.method, p.params, true).decision === "direct";
+    const linkFor = (p: Proposal) => linkApprovers(config.participants, p, config.participants[p.proposer]?.approvers, (id) => mayDecide(id, p)).map((approver) => ({ approver, url: `${(config.gateway.public_url ?? this.consoleUrl ?? "").replace(/\/(ui\/)?$/, "")}/ui/link.html#t=${this.links.mint(p, approver)}` }));
+    this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool) : undefined), (p) => (config.gateway.notify.length ? linkFor(p) : []));
     const onDue = config.policy.expires_action === "keep" ? undefined : (p: Proposal) => void this.decisions.onDue(p);
     this.proposals = new ProposalBook(onDue, (p, event, from) => this.proposalChanged(p, event, from));
     this.ledger = Ledger.open(config, log, { proposals: this.proposals, grants: this.grants, invites: this.invites, switches: this.switches, conversations: this.conversations, pins: this.registry.pins }, (s) => this.metrics.storeWriteSeconds.observe(s), opts.store);
