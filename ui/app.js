@@ -2,6 +2,7 @@
 // Everything a participant wrote is put on the page with textContent, never as HTML.
 
 import { formCards } from "./elicit.js";
+import { previewBox } from "./preview.js";
 
 const $ = (id) => document.getElementById(id);
 const state = { space: "", token: "", me: "", proposals: [], tools: [], seen: new Set(), stream: undefined };
@@ -270,6 +271,7 @@ function card(p) {
     el("p", { class: "why", text: `${p.why ? `Needs approval: ${p.why}. ` : ""}Expires ${new Date(p.expiresAt).toLocaleTimeString()}.` }),
     flagged(p.findings, `The gateway flagged ${p.tool ?? "this tool"}`, p.description),
     el("pre", { class: "args", text: args }),
+    previewBox(p, () => api("GET", `proposals/${encodeURIComponent(p.id)}/preview`)),
     el("p", { class: "error", role: "alert" }),
     actions,
   );

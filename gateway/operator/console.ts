@@ -16,6 +16,10 @@ const FILES: Record<string, string> = {
   "index.html": "text/html; charset=utf-8",
   "app.js": "text/javascript; charset=utf-8",
   "elicit.js": "text/javascript; charset=utf-8",
+  "preview.js": "text/javascript; charset=utf-8",
+  "preview.css": "text/css; charset=utf-8",
+  "link.html": "text/html; charset=utf-8",
+  "link.js": "text/javascript; charset=utf-8",
   "app.css": "text/css; charset=utf-8",
 };
 

@@ -153,7 +153,9 @@ export class Previews {
     const label = plan.label ?? "text";
     const diff = createTwoFilesPatch(proposedNew ? "/dev/null" : label, label, current, proposed, proposedNew ? "(new file)" : "current", "proposed", { context: 3, timeout: DIFF_MS });
     if (diff === undefined) return done({ ...base, status: "too_large", message: `the two texts are too different to diff within ${DIFF_MS} ms` });
-    return done({ ...base, status: "ok", text: diff, ...(proposedNew ? { new_file: true } : {}) });
+    // jsdiff heads a patch of one file with "Index:" and a rule; the ---/+++ lines say it already.
+    const text = diff.replace(/^Index: [^\n]*\n=+\n/, "");
+    return done({ ...base, status: "ok", text, ...(proposedNew ? { new_file: true } : {}) });
   }
 
   /** One companion call as `viewer`, under its policy; its answer's text, bounded. */
