@@ -13,6 +13,7 @@ import { CliError, loadSpace, spaceFile } from "./space.js";
 import { callShape, interruption, isRecord, oneLine, shortId, summarizeResult, truncate } from "./terminal/format.js";
 import { ProposalQueue } from "./terminal/queue.js";
 import { schemaProblem } from "./terminal/validate.js";
+import { showProposal } from "./proposal-show.js";
 
 /** Resolves the target and runs `body` against the operator API: nothing joins. */
 async function withApi<T>(opts: RemoteOptions, io: Io, body: (api: ApiClient) => Promise<T>): Promise<T> {
@@ -140,7 +141,7 @@ export interface ProposalsOptions extends RemoteOptions {
 export function runProposals(action: string | undefined, ref: string | undefined, opts: ProposalsOptions, io: Io = processIo()): Promise<number> {
   return guard(io, async () => {
     const verb = action ?? "list";
-    if (!["list", "approve", "reject"].includes(verb)) throw new CliError(`unknown action "${verb}": mewgate proposals [list | approve <id> | reject <id> --reason <code>]`);
+    if (!["list", "show", "approve", "reject"].includes(verb)) throw new CliError(`unknown action "${verb}": mewgate proposals [list | show <id> | approve <id> | reject <id> --reason <code>]`);
     if (verb !== "list" && !ref) throw new CliError(`mewgate proposals ${verb} <id>: which proposal? (mewgate proposals lists them)`);
     let edited: Record<string, unknown> | undefined;
     if (opts.args !== undefined) {
@@ -165,6 +166,7 @@ export function runProposals(action: string | undefined, ref: string | undefined
       const found = queue.resolve(ref);
       if (!found.ok) throw new CliError(found.message);
       const p = found.proposal;
+      if (verb === "show") return showProposal(api, p, io, opts);
       const label = callShape(p).label;
       if (verb === "reject") {
         if (!opts.reason) throw new CliError("reject needs --reason <code> (for example unsafe, disagree, not_now)");

@@ -134,13 +134,13 @@ export function program(): Command {
     });
 
   remote(cmd.command("proposals").description("list pending proposals, or approve / reject one"))
-    .argument("[action]", "list | approve | reject", "list")
+    .argument("[action]", "list | show | approve | reject", "list")
     .argument("[id]", "proposal id (or a unique prefix, as listed)")
     .option("--always", "approve: also let the proposer call this tool without asking from now on")
     .option("--args <json>", "approve: with these arguments instead of the proposed ones")
     .option("--reason <code>", "reject: reason code (unsafe, disagree, not_now, …)")
     .option("--text <text>", "reject: a sentence for the proposer")
-    .option("--json", "list: print JSON")
+    .option("--json", "list, show: print JSON")
     .action(async (action: string, id: string | undefined, opts) => {
       process.exitCode = await (await commands()).runProposals(action, id, opts);
     });

@@ -11,7 +11,10 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { parseSpaceConfig, ConfigError } from "../gateway/config/config.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
-import { type Env, startGateway, TestClient, toolOwner, type TestGateway, waitFor } from "./helpers.js";
+import { runProposals } from "../cli/commands.js";
+import { ANSI, PLAIN } from "../cli/terminal/format.js";
+import { previewLines } from "../cli/terminal/preview-view.js";
+import { askGateway, type Env, startGateway, TestClient, toolOwner, type TestGateway, waitFor } from "./helpers.js";
 
 const require = createRequire(import.meta.url);
 const FILESYSTEM = require.resolve("@modelcontextprotocol/server-filesystem/dist/index.js");
@@ -255,5 +258,44 @@ describe("server-filesystem, built in", () => {
     expect(e.text).toContain("+const b = 3;");
     expect(e.text).not.toContain("```");
     expect(readFileSync(file, "utf8")).toBe("const a = 1;\nconst b = 2;\n");
+  });
+
+  it("reaches the terminal over the wire (proposals/preview) and `mewgate proposals show`, as the person asking", async () => {
+    const { dir, agent } = await fsSpace();
+    const file = join(dir, "notes.txt");
+    writeFileSync(file, "one\ntwo\n");
+    const id = await propose(agent, "fs", "write_file", { path: file, content: "one\n2\n" });
+    const alice = await TestClient.join(gw!, "lab", T.alice);
+    const bob = await TestClient.join(gw!, "lab", T.bob);
+    clients.push(alice, bob);
+    const wire = await askGateway(alice, "proposals/preview", { id });
+    expect(wire.payload.result).toMatchObject({ status: "ok", render: "diff" });
+    expect(wire.payload.result.text).toContain("-two\n+2");
+    expect((await askGateway(bob, "proposals/preview", { id })).payload.result).toMatchObject({ status: "refused" });
+    expect((await askGateway(alice, "proposals/preview", { id: "nope" })).payload.error.code).toBe(-32602);
+    const out: string[] = [];
+    const io = { stdout: { write: (s: string) => (out.push(s), true) }, stderr: { write: (s: string) => (out.push(s), true) }, env: {} } as never;
+    const common = { gateway: `ws://127.0.0.1:${gw!.port}`, space: "lab", token: T.alice };
+    expect(await runProposals("show", id.slice(0, 10), common, io)).toBe(0);
+    const text = out.join("");
+    expect(text).toContain("agent wants fs/write_file");
+    expect(text).toContain("preview: changes against what is there now (fs/read_text_file)");
+    expect(text).toMatch(/^ {2}-two$/m);
+    expect(text).toMatch(/^ {2}\+2$/m);
+  });
+});
+
+describe("the terminal's preview lines", () => {
+  it("strip escape sequences and bidi controls a file could carry, colour only by the diff's own marks", () => {
+    const hostile = { status: "ok", render: "diff", tool: "fs/read_text_file\x1b]0;pwned\x07", text: "--- a\n+++ b\n@@ -1 +1 @@\n-\x1b[2Jold\u202Eevil\n+new\x1b]52;c;Y2xpcA==\x07\n" };
+    const plain = previewLines(hostile, PLAIN, 80).join("\n");
+    expect(plain).not.toMatch(/\x1b|\x07|\u202E/);
+    expect(plain).toContain("-old�evil");
+    expect(plain).toContain("+new");
+    const coloured = previewLines(hostile, ANSI, 80).join("\n");
+    // Only the colours the view adds: SGR codes, nothing else that starts with ESC.
+    expect(coloured.replace(/\x1b\[\d+m/g, "")).not.toMatch(/\x1b/);
+    expect(previewLines({ status: "timeout", tool: "fs/x", message: "fs/x did not answer within 5000 ms" }, PLAIN, 80)).toEqual(["preview timed out (fs/x): fs/x did not answer within 5000 ms"]);
+    expect(previewLines({ status: "none" }, PLAIN, 80)).toEqual([]);
   });
 });

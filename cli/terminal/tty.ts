@@ -21,6 +21,7 @@ import { FormWalk } from "./form.js";
 import { LineEditor, type Key } from "./line.js";
 import { SpaceLists } from "./lists.js";
 import { allArguments, proposalLines, queueBlock } from "./proposal-view.js";
+import { showPreview } from "./preview-view.js";
 import { schemaProblem } from "./validate.js";
 import { TerminalSession, type Ask, type TerminalOptions } from "./session.js";
 
@@ -182,6 +183,7 @@ export class TtyTerminal extends TerminalSession {
     }
     this.queueShown = true;
     this.print(queueBlock(this.queue, this.style, this.width, { config: this.opts.config, tools: this.client.tools }));
+    showPreview(this.client, this.queue.current, this.style, this.width, (lines) => this.print(lines), () => this.queue.current);
   }
 
   // --- forms (elicitation) -------------------------------------------------------------------
