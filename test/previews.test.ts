@@ -174,6 +174,27 @@ describe("previews that must not work", () => {
   });
 });
 
+describe("previews that must not work, at the default frame limit", () => {
+  it("an answer of 10 MB never reaches memory whole: the frame limit cuts the owner off, the preview fails at once, the gateway serves on", async () => {
+    gw = await startGateway(space(`previews:
+  "svc/write": {call: huge_read, arguments: {path: path}, render: text}`));
+    const { owner } = await svcOwner();
+    const agent = await TestClient.join(gw, "lab", T.agent);
+    clients.push(agent);
+    await withTools(T.alice, SVC_TOOLS.length);
+    const id = await propose(agent, "svc", "write", { path: "big.txt", content: "x" });
+    const started = Date.now();
+    const r = (await api(T.alice, "GET", `proposals/${id}/preview`)).body;
+    expect(r).toMatchObject({ status: "failed", tool: "svc/huge_read" });
+    // Not the 5 s timeout: the owner's connection ended, and with it the call.
+    expect(Date.now() - started).toBeLessThan(4000);
+    await owner.closed;
+    expect(owner.closeCode).toBe(1009);
+    // The proposal still waits, and the gateway answers as before.
+    expect((await api(T.alice, "GET", `proposals/${id}`)).status).toBe(200);
+  });
+});
+
 describe("config", () => {
   it("points at the line and column of a bad preview entry", () => {
     const yaml = `space: {id: lab}
