@@ -20,8 +20,7 @@ import { ANSI, callShape, formatEnvelope, interruption, isRecord, oneLine, PLAIN
 import { FormWalk } from "./form.js";
 import { LineEditor, type Key } from "./line.js";
 import { SpaceLists } from "./lists.js";
-import { allArguments, proposalLines, queueBlock } from "./proposal-view.js";
-import { showPreview } from "./preview-view.js";
+import { allArguments, proposalLines, queueBlock, showPreview } from "./proposal-view.js";
 import { schemaProblem } from "./validate.js";
 import { TerminalSession, type Ask, type TerminalOptions } from "./session.js";
 
