@@ -141,7 +141,7 @@ describe("links that must decide nothing", () => {
     const { id } = await proposed(port, hooks);
     const sp = gw!.gateway.spaces.get("lab")!;
     const p = sp.pendingProposals().find((x) => x.id === id)!;
-    const old = sp.links.mint(p, "alice", Date.now() - 25 * 60 * 60 * 1000);
+    const old = sp.aids.links.mint(p, "alice", Date.now() - 25 * 60 * 60 * 1000);
     const r = await api(T.alice, "POST", "links/open", { link: old });
     expect(r).toMatchObject({ status: 410, body: { error: { code: "link_expired" } } });
     expect(await pending(id)).toBe(true);
@@ -159,9 +159,9 @@ describe("links that must decide nothing", () => {
     expect(open.status).toBe(200);
     // Alice's link is spent on nothing but being marked used: approved with edits in the console instead.
     const sp = gw!.gateway.spaces.get("lab")!;
-    const checked = sp.links.check(aliceLink);
+    const checked = sp.aids.links.check(aliceLink);
     if (!checked.ok) throw new Error(checked.message);
-    expect(sp.links.use(checked.claims)).toBe(true);
+    expect(sp.aids.links.use(checked.claims)).toBe(true);
     const edited = await api(T.alice, "POST", `proposals/${id}/approve`, { arguments: { path: "other.txt", content: "changed" } });
     expect(edited.status).toBe(200);
     for (const c of clients.splice(0)) c.ws.terminate();

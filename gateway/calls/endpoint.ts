@@ -106,7 +106,7 @@ export class GatewayEndpoint {
         const id = params["id"];
         const p = typeof id === "string" ? this.space.pendingProposals().find((x) => x.id === id) : undefined;
         if (!p || !maySee(member, p)) return reply({ error: { code: INVALID_PARAMS, message: `no pending proposal "${clip(String(id))}" that you may see` } });
-        return this.space.previews.of(p, member.id).then((preview) => reply({ result: fitted(preview as Record<string, unknown>, frameBudget(this.space)) }));
+        return this.space.aids.previews.of(p, member.id).then((preview) => reply({ result: fitted(preview as Record<string, unknown>, frameBudget(this.space)) }));
       }
       case "grants/list": {
         // Grants say who may do what: a member that sees everything sees them all, others

@@ -272,12 +272,12 @@ const SpaceConfigSchema = section({
     allowed_origins: z.array(z.string().url({ error: expected("an origin like https://console.example.com") })).default([]),
     /** Host names (besides loopback, IP literals and the configured host) the gateway answers to. */
     allowed_hosts: z.array(z.string().min(1)).default([]),
+    /** The gateway's address as people reach it (https://gw.example.com), for the links in notices; default: the address it listens on. */
+    public_url: z.string().url({ error: expected("an http(s) URL like https://gateway.example.com") }).refine((u) => /^https?:\/\//i.test(u), { error: expected("an http(s) URL") }).optional(),
     /** Webhooks told of each new proposal and its outcome (operator/notify.ts). */
     notify: z.array(WebhookSchema).max(16).default([]),
     /** Serve the space together with other gateway processes over NATS (cluster/index.ts). */
     cluster: ClusterSchema.optional(),
-    /** The gateway's address as people reach it (https://gw.example.com), for the links in notices; default: the address it listens on. */
-    public_url: z.string().url({ error: expected("an http(s) URL like https://gateway.example.com") }).refine((u) => /^https?:\/\//i.test(u), { error: expected("an http(s) URL") }).optional(),
   }).prefault({}),
   policy: PolicySchema.prefault({}),
   calls: CallsSchema.prefault({}),

@@ -108,7 +108,7 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
     }
     case "GET proposals/:id/preview": {
       const p = visible(c).find((x) => x.id === id);
-      return p ? ok(await space.previews.of(p, c.id)) : fail(404, "unknown_proposal", `no pending proposal "${clip(id ?? "")}"`);
+      return p ? ok(await space.aids.previews.of(p, c.id)) : fail(404, "unknown_proposal", `no pending proposal "${clip(id ?? "")}"`);
     }
     case "POST links/open":
     case "POST links/decide":

@@ -22,7 +22,7 @@ const fail = (status: number, code: string, message: string): Reply => ({ status
 
 /** The link's claims if `caller` may use it now on a proposal that still waits, unchanged; else the refusal. */
 function usable(space: Space, caller: string, link: unknown): { claims: LinkClaims; p: Proposal } | Reply {
-  const check = space.links.check(link);
+  const check = space.aids.links.check(link);
   if (!check.ok) return fail(check.code === "link_invalid" ? 400 : 410, check.code, check.message);
   const { claims } = check;
   if (claims.a !== caller) return fail(403, "link_not_yours", `this link was made for ${claims.a}; sign in as them, or decide in the console as yourself`);
@@ -36,12 +36,12 @@ export async function linkRoute(space: Space, caller: string, route: "open" | "d
   const u = usable(space, caller, body["link"]);
   if ("status" in u) return u;
   const { claims, p } = u;
-  if (route === "open") return { status: 200, body: { proposal: proposalView(space, caller, p), confirm: space.links.confirmation(claims), expiresAt: new Date(claims.e).toISOString() } };
-  if (!space.links.confirms(claims, body["confirm"])) return fail(403, "link_unconfirmed", "a decision by link is made from the link's page (open it again)");
+  if (route === "open") return { status: 200, body: { proposal: proposalView(space, caller, p), confirm: space.aids.links.confirmation(claims), expiresAt: new Date(claims.e).toISOString() } };
+  if (!space.aids.links.confirms(claims, body["confirm"])) return fail(403, "link_unconfirmed", "a decision by link is made from the link's page (open it again)");
   const decision = body["decision"];
   if (decision !== "approve" && decision !== "reject") return fail(400, "invalid_payload", 'decision must be "approve" or "reject"');
   try {
-    if (!space.links.use(claims)) return fail(410, "link_used", "this link was already used; a link decides once");
+    if (!space.aids.links.use(claims)) return fail(410, "link_used", "this link was already used; a link decides once");
   } catch (err) {
     return fail(503, "store_failed", `the link could not be marked used, so nothing was decided: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }

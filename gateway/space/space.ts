@@ -34,9 +34,8 @@ import { Member, type Peer } from "../ports/member.js";
 import type { Plan } from "../ports/plan.js";
 import { Registry } from "../ports/registry.js";
 import { type AuditEntry, type AuditQuery, type Proposal, ProposalBook } from "../proposals/book.js";
+import { Aids } from "../proposals/aids.js";
 import { Decisions } from "../proposals/decisions.js";
-import { Previews } from "../proposals/preview.js";
-import { linkApprovers, Links } from "../proposals/links.js";
 import { StoreError, type StoreOpener } from "../store/index.js";
 import { type Capability, type Envelope, CloseCodes, ErrorCodes, type ErrorCode, GATEWAY_ID, type InboundEnvelope, parseFrame, systemEnvelope } from "../wire/envelope.js";
 import { Delivery } from "./delivery.js";
@@ -57,8 +56,6 @@ export class Space implements SpaceHost {
   private readonly mcp: McpRouter;
   /** What happens to proposals (decisions.ts). */
   private readonly decisions: Decisions;
-  /** What a proposed call would change, shown to the person deciding (preview.ts). */
-  readonly previews: Previews;
   /** Members, watchers, presence, history, and the way out (delivery.ts). */
   private readonly delivery: Delivery;
   /** Members' descriptions and welcomes (roster.ts). */
@@ -73,8 +70,8 @@ export class Space implements SpaceHost {
   readonly metrics = new SpaceMetrics();
   /** Webhooks told of proposals (gateway.notify). */
   readonly notifier: Notifier;
-  /** Signed decision links in notices (links.ts). */
-  readonly links: Links;
+  /** Previews and signed decision links: what helps a person decide (proposals/aids.ts). */
+  readonly aids: Aids;
   /** The web console's address, once the gateway listens (for links in notices). */
   consoleUrl: string | undefined;
   /** The policy decision point (authority.ts). */
@@ -147,10 +144,8 @@ export class Space implements SpaceHost {
       note: (p) => void this.note(p),
       storeFailed: (...a) => this.storeFailed(...a),
     });
-    this.links = new Links(this.id, config.gateway.state_dir);
-    const mayDecide = (id: string, p: Proposal) => !this.switches.isDisabled(id) && this.authority.call(id, () => false, p.owner, p.method, p.params, true).decision === "direct";
-    const linkFor = (p: Proposal) => linkApprovers(config.participants, p, config.participants[p.proposer]?.approvers, (id) => mayDecide(id, p)).map((approver) => ({ approver, url: `${(config.gateway.public_url ?? this.consoleUrl ?? "").replace(/\/(ui\/)?$/, "")}/ui/link.html#t=${this.links.mint(p, approver)}` }));
-    this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool) : undefined), (p) => (config.gateway.notify.length ? linkFor(p) : []));
+    this.aids = new Aids({ config, registry: this.registry, authority: this.authority, isDisabled: (id) => this.switches.isDisabled(id), callFor: (...a) => this.mcp.callFor(...a), consoleUrl: () => this.consoleUrl });
+    this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool) : undefined), (p) => this.aids.linksFor(p));
     const onDue = config.policy.expires_action === "keep" ? undefined : (p: Proposal) => void this.decisions.onDue(p);
     this.proposals = new ProposalBook(onDue, (p, event, from) => this.proposalChanged(p, event, from));
     this.ledger = Ledger.open(config, log, { proposals: this.proposals, grants: this.grants, invites: this.invites, switches: this.switches, conversations: this.conversations, pins: this.registry.pins }, (s) => this.metrics.storeWriteSeconds.observe(s), opts.store);
@@ -163,14 +158,6 @@ export class Space implements SpaceHost {
     this.grants.revalidate();
     this.mcp = new McpRouter(this, this.registry, this.proposals);
     this.decisions = new Decisions(this, this.proposals, this.mcp);
-    this.previews = new Previews({
-      config,
-      registry: this.registry,
-      // A preview is a direct call of the viewer's: the tool policy decides it, as for any call.
-      verdict: (viewer, owner, tool, args) => this.authority.call(viewer, () => false, owner, "tools/call", { name: tool, arguments: args }),
-      isDisabled: (id) => this.switches.isDisabled(id),
-      call: (...a) => this.mcp.callFor(...a),
-    });
     this.mcp.calls.onEnd = (call) => this.conversations.callEnded(call);
     // Stacks that were held when the gateway stopped are held again, with their calls.
     this.conversations.resume();
