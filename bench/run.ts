@@ -3,7 +3,7 @@
  * both figures, their ratio, the goal and whether it was met. Figures, never pass/fail:
  * the exit code is 0 whatever the figures are, and non-zero only if the bench itself broke.
  *
- *   node dist/bench/run.js [fanout] [rtt] [idle] [start] [slow] [governance] [store] [bridge] [agent] [cluster] [--json]
+ *   node dist/bench/run.js [fanout] [rtt] [idle] [start] [slow] [governance] [store] [bridge] [agent] [cluster] [approvals] [--json]
  *
  * With no scenario named, all run. `--json` prints the rows as JSON on stdout and the
  * human-readable report on stderr. Environment:
@@ -30,9 +30,10 @@ import { start } from "./start.js";
 import { benchSpaceYaml, smallSpaceYaml } from "./spaces.js";
 import { storeRows } from "./store.js";
 import { cluster } from "./cluster.js";
+import { approvals } from "./approvals.js";
 
 const store = (ctx: Context): Promise<Row[]> => storeRows(ctx.dir, ctx.progress);
-const SCENARIOS = { fanout, rtt, idle, start, slow, governance, store, bridge, agent, cluster } as const;
+const SCENARIOS = { fanout, rtt, idle, start, slow, governance, store, bridge, agent, cluster, approvals } as const;
 type Scenario = keyof typeof SCENARIOS;
 const TITLES: Record<Scenario, string> = {
   fanout: "1. chat fan-out, 100-byte text (deliveries per second, summed over receivers)",
@@ -45,6 +46,7 @@ const TITLES: Record<Scenario, string> = {
   bridge: "8. MCP bridge: added latency",
   agent: "9. LLM agent: its own work per model turn",
   cluster: "10. a cluster of three gateways over NATS, against one gateway",
+  approvals: "11. approvals: a proposal's card live in a console, and its preview",
 };
 
 function parseArgs(argv: string[]): { scenarios: Scenario[]; json: boolean } {

@@ -13,7 +13,8 @@ import { CliError, loadSpace, spaceFile } from "./space.js";
 import { callShape, interruption, isRecord, oneLine, PLAIN, shortId, summarizeResult, truncate } from "./terminal/format.js";
 import { ProposalQueue } from "./terminal/queue.js";
 import { schemaProblem } from "./terminal/validate.js";
-import { cardLines, decidedLines } from "./card-text.js";
+import { decidedLines } from "./card-text.js";
+import { showProposal } from "./proposal-show.js";
 
 /** Resolves the target and runs `body` against the operator API: nothing joins. */
 export async function withApi<T>(opts: RemoteOptions, io: Io, body: (api: ApiClient) => Promise<T>): Promise<T> {
@@ -187,13 +188,8 @@ export function runProposals(action: string | undefined, ref: string | undefined
       const found = queue.resolve(ref, "mewgate proposals list");
       if (!found.ok) throw new CliError(found.message);
       const p = found.proposal;
+      if (verb === "show") return showProposal(api, p, io, opts);
       const label = callShape(p).label;
-      if (verb === "show") {
-        // The card the console draws, from the same model (gateway/operator/views.ts).
-        const card = await api.get<Record<string, unknown>>(`proposals/${encodeURIComponent(p.id)}`);
-        io.stdout.write(opts.json ? `${JSON.stringify(card, null, 2)}\n` : `${cardLines(card, PLAIN, width).join("\n")}\n`);
-        return 0;
-      }
       if (verb === "respond") {
         if (!opts.text) throw new CliError("respond needs --text <words> (the proposer gets them; nothing is decided)");
         await api.post(`proposals/${encodeURIComponent(p.id)}/respond`, { text: opts.text });

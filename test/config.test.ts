@@ -117,6 +117,7 @@ describe("valid files", () => {
           capabilities: defaultCapabilities("mcp"),
         },
       },
+      previews: {},
     } satisfies SpaceConfig);
   });
 
@@ -280,7 +281,7 @@ describe("errors", () => {
 
   it("lists the known keys when nothing is close", () => {
     expect(errorOf(base("  a:", "colour: red"))).toBe(
-      "space.yaml:5:1: colour: unknown key; expected one of space, gateway, policy, groups, calls, prices, quotas, defaults, mcpServers, participants, identity",
+      "space.yaml:5:1: colour: unknown key; expected one of space, gateway, policy, groups, calls, prices, quotas, previews, defaults, mcpServers, participants, identity",
     );
     expect(errorOf(base("  a:", "participant: x"))).toBe(
       'space.yaml:5:1: participant: unknown key; did you mean "participants"?',

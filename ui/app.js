@@ -316,6 +316,8 @@ const decide = {
   },
   reject: (p) => reject([p]),
   withdraw: (p) => act(p, "withdraw", {}),
+  // What the call would change, read as you (preview.js; cached there per arguments).
+  preview: (p) => api("GET", `proposals/${encodeURIComponent(p.id)}/preview`),
   select: (p, on) => {
     if (on) state.selected.add(p.id);
     else state.selected.delete(p.id);

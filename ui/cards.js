@@ -5,6 +5,7 @@
 // participant wrote goes on the page with textContent, control and bidi characters shown.
 
 import { argumentsView, reveal, textBlock } from "./args.js";
+import { previewBox } from "./preview.js";
 
 const HINT_WORDS = {
   destructiveHint: ["destructive", "not destructive"],
@@ -150,6 +151,8 @@ export function proposalCard(p, on, selected = false) {
     // A two-person rule: "1 of 2", who approved, and whether it can still be met.
     p.approvals ? el("p", { class: p.approvals.satisfiable ? "approvals" : "approvals error", role: "status", text: `Approvals: ${p.approvals.text}${p.approvals.by?.length ? ` (${p.approvals.by.join(", ")})` : ""}.${p.approvals.satisfiable ? "" : ` ${p.approvals.why}`}` }) : undefined,
     argumentsView(args, p.inputSchema),
+    // What the call would change (a diff against the file on disk, …), beside the arguments.
+    on.preview ? previewBox(p, () => on.preview(p)) : undefined,
     el("p", { class: "error", role: "alert" }),
     actions,
   );

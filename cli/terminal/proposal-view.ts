@@ -9,6 +9,9 @@ import type { ToolInfo } from "../../participants/index.js";
 import { callShape, fit, interruption, isRecord, oneLine, sanitize, shortId, truncate, whyApproval, wrapJson, type Style } from "./format.js";
 import type { ProposalQueue } from "./queue.js";
 
+/** The preview printed under the proposal (preview-view.ts), offered with the rest of the view. */
+export { showPreview } from "./preview-view.js";
+
 /** Most changes of a tool's definition the block lists. */
 const CHANGE_LINES = 8;
 

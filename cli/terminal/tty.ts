@@ -23,7 +23,7 @@ import { ANSI, callShape, formatEnvelope, interruption, isRecord, oneLine, PLAIN
 import { FormWalk } from "./form.js";
 import { LineEditor, type Key } from "./line.js";
 import { SpaceLists } from "./lists.js";
-import { allArguments, proposalLines, queueBlock } from "./proposal-view.js";
+import { allArguments, proposalLines, queueBlock, showPreview } from "./proposal-view.js";
 import { schemaProblem } from "./validate.js";
 import { TerminalSession, type Ask, type TerminalOptions } from "./session.js";
 import { alwaysScope, HELP, onlyStyles, sanitizeId } from "./tty-text.js";
@@ -172,6 +172,7 @@ export class TtyTerminal extends TerminalSession {
     }
     this.queueShown = true;
     this.print(queueBlock(this.queue, this.style, this.width, { config: this.opts.config, tools: this.client.tools }));
+    showPreview(this.client, this.queue.current, this.style, this.width, (lines) => this.print(lines), () => this.queue.current);
   }
 
   // --- forms (elicitation) -------------------------------------------------------------------

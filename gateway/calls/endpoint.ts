@@ -6,6 +6,7 @@
  *   tools/call       `participant/tool`, routed directly or proposed on the caller's behalf
  *   proposals/list   pending proposals the caller may see, in pages (large arguments elided)
  *   proposals/get    one pending proposal in full
+ *   proposals/preview {id}  what the call would change, read as the caller (proposals/preview.ts)
  *   grants/list      the grants the caller may see (always-approvals among them)
  *   ping
  *   notifications/cancelled          the caller gives up on one of its own calls
@@ -52,6 +53,16 @@ export function listed(p: Proposal): Envelope {
   return { ...env, payload: { ...payload, params } };
 }
 
+/** A preview cut to fit one frame: its text shortened, and marked so. */
+function fitted(preview: Record<string, unknown>, budget: number): Record<string, unknown> {
+  const size = jsonBytes(preview);
+  const text = preview["text"];
+  if (size <= budget - 1024 || typeof text !== "string") return preview;
+  // A character takes at most six bytes in JSON (an escaped control character): this many always fit.
+  const keep = Math.max(0, Math.floor((budget - 8192) / 6));
+  return { ...preview, text: text.slice(0, keep), truncated: true };
+}
+
 export class GatewayEndpoint {
   constructor(
     private readonly space: SpaceHost,
@@ -91,6 +102,12 @@ export class GatewayEndpoint {
         if (!p || !maySee(member, p)) return reply({ error: { code: INVALID_PARAMS, message: `no pending proposal "${clip(String(id))}" that you may see` } });
         return reply({ result: { proposal: shownEnvelope(p) } });
       }
+      case "proposals/preview": {
+        const id = params["id"];
+        const p = typeof id === "string" ? this.space.pendingProposals().find((x) => x.id === id) : undefined;
+        if (!p || !maySee(member, p)) return reply({ error: { code: INVALID_PARAMS, message: `no pending proposal "${clip(String(id))}" that you may see` } });
+        return this.space.aids.previews.of(p, member.id).then((preview) => reply({ result: fitted(preview as Record<string, unknown>, frameBudget(this.space)) }));
+      }
       case "grants/list": {
         // Grants say who may do what: a member that sees everything sees them all, others
         // the ones it made or holds.
@@ -102,7 +119,7 @@ export class GatewayEndpoint {
       default:
         if (payload.method.startsWith("notifications/")) return;
         return reply({
-          error: { code: METHOD_NOT_FOUND, message: `${GATEWAY_ID} does not serve ${clip(payload.method)}; it serves tools/list, tools/call, proposals/list, proposals/get, grants/list and ping` },
+          error: { code: METHOD_NOT_FOUND, message: `${GATEWAY_ID} does not serve ${clip(payload.method)}; it serves tools/list, tools/call, proposals/list, proposals/get, proposals/preview, grants/list and ping` },
         });
     }
   }

@@ -466,6 +466,39 @@ export class McpRouter implements CallRouter {
     if (this.registry.remove(left)) this.toolsChanged();
   }
 
+  /**
+   * A read made for a person rather than by a participant (a proposal's preview,
+   * proposals/preview.ts): sent as `caller` to `target` alone, under the target's breaker
+   * and the caller's pending bound, with its own timeout; the answer comes back to `done`,
+   * never to a participant. The policy check is the asker's: this only routes. On timeout
+   * the target is told to cancel. Undefined: sent.
+   */
+  callFor(caller: string, target: string, method: string, params: Record<string, unknown>, timeoutMs: number, done: NonNullable<Call["internal"]>): NotRouted | undefined {
+    const member = this.space.member(target);
+    if (!member) return { code: ErrorCodes.targetOffline, message: `"${clip(target)}" is not connected` };
+    if (method === "tools/call" && this.registry.isDisabled(target)) return disabledRefusal(target);
+    const refusal = this.calls.refuse(caller, target, [caller]);
+    if (refusal) return { code: refusal.code, message: refusal.message };
+    const id = randomUUID();
+    const call = this.calls.open(
+      {
+        id,
+        caller,
+        target,
+        rpcId: id,
+        method,
+        chain: [caller],
+        internal: (response, reason) => {
+          if (reason === "timeout") this.cancelAtTarget(call, "timed out");
+          done(response, reason);
+        },
+      },
+      timeoutMs,
+    );
+    this.space.sendTo(member, { protocol: PROTOCOL, id, ts: now(), from: caller, to: [target], kind: "mcp/request", payload: { jsonrpc: "2.0", id, method, params } });
+    return undefined;
+  }
+
   private gatewayRequest(target: Member, method: string, params: Record<string, unknown>, done: NonNullable<Call["internal"]>): void {
     const id = randomUUID();
     this.calls.open({ id, caller: GATEWAY_ID, target: target.id, rpcId: id, method, chain: [GATEWAY_ID], internal: done }, this.space.config.calls.timeout_ms);

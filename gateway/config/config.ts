@@ -9,6 +9,7 @@ import { formatPath, locate, substituteEnv } from "./yaml.js";
 import { recordRulePositions } from "./rule-positions.js";
 
 export { rulePosition, type RulePosition } from "./rule-positions.js";
+import { PreviewsSchema } from "./previews.js";
 import { Lookalikes } from "../identity/confusables.js";
 import { identitySchema } from "./identity.js";
 import { checkGroups, EscalateSchema, nullProto } from "./groups.js";
@@ -288,6 +289,8 @@ const SpaceConfigSchema = section({
     allowed_origins: z.array(z.string().url({ error: expected("an origin like https://console.example.com") })).default([]),
     /** Host names (besides loopback, IP literals and the configured host) the gateway answers to. */
     allowed_hosts: z.array(z.string().min(1)).default([]),
+    /** The gateway's address as people reach it (https://gw.example.com), for the links in notices; default: the address it listens on. */
+    public_url: z.string().url({ error: expected("an http(s) URL like https://gateway.example.com") }).refine((u) => /^https?:\/\//i.test(u), { error: expected("an http(s) URL") }).optional(),
     /** Webhooks told of each new proposal and its outcome (operator/notify.ts). */
     notify: z.array(WebhookSchema).max(16).default([]),
     /** Serve the space together with other gateway processes over NATS (cluster/index.ts). */
@@ -306,6 +309,8 @@ const SpaceConfigSchema = section({
   /** USD per million input and output tokens, by model name: what agents' requests cost, totalled per request. */
   prices: z.record(z.string(), PriceSchema).default({}),
   quotas: QuotasSchema.prefault({}),
+  /** Read-only companion calls shown beside a proposal's arguments (config/previews.ts). */
+  previews: PreviewsSchema,
   defaults: section({
     visibility: z.enum(VISIBILITIES).optional(),
     capabilities: z.array(CapabilitySchema).optional(),
@@ -386,7 +391,7 @@ const SpaceConfigSchema = section({
       if (!pathOf.has(id)) pathOf.set(id, path);
     }
   })
-  .transform(({ space, gateway, policy, groups, calls, quotas, defaults, participants, mcpServers, prices, identity }) => {
+  .transform(({ space, gateway, policy, groups, calls, quotas, defaults, participants, mcpServers, prices, identity, previews }) => {
     // Null prototype: ids like "constructor" are legal and must not hit Object.prototype.
     const resolved: Record<string, ParticipantConfig> = Object.create(null);
     // A pasted mcpServers entry is an `mcp` participant with every default.
@@ -406,7 +411,7 @@ const SpaceConfigSchema = section({
       if (rootsFrom !== undefined) resolved[id]!.capabilities.push({ kind: "mcp/request", to: [rootsFrom], payload: { method: "roots/list" } });
     }
     // `file` is set by parseSpaceConfig once the path is known.
-    return { file: "", space: { ...space, name: space.name ?? space.id }, gateway, policy, groups: nullProto(groups), calls, quotas, defaults, participants: resolved, ...(identity ? { identity } : {}) };
+    return { file: "", space: { ...space, name: space.name ?? space.id }, gateway, policy, groups: nullProto(groups), calls, quotas, defaults, participants: resolved, ...(identity ? { identity } : {}), previews };
   });
 
 export type ParticipantConfig = Omit<z.output<typeof ParticipantSchema>, "capabilities" | "visibility"> & {

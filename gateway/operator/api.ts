@@ -2,6 +2,7 @@
  * The operator HTTP API, on the gateway's port under `/api/spaces/<space>/`:
  *
  *   GET    me | participants | tools | grants | audit | proposals[?state=all|decided] | proposals/<id>
+ *   GET    proposals/<id>/preview (what the call would change, read as the caller: proposals/preview.ts)
  *   GET    history[?limit=N]      (recent envelopes the caller may see: chat and activity on open)
  *   POST   proposals/<id>/approve {scope?, arguments?, reason?}
  *   POST   proposals/<id>/reject  {reason, text?}
@@ -15,6 +16,7 @@
  *   POST   requests/<id>/respond  {result} or {error: {code, message}}: the caller's answer
  *   GET    events                 (server-sent events: every envelope the caller may see)
  *   GET    policy/explain?caller&tool&args · policy/check   (policy-api.ts)
+ *   POST   links/open {link} · links/decide {link, confirm, decision}  (decision links: links.ts)
  *
  * Authenticated by a participant's token in `Authorization: Bearer` — never in the URL,
  * which gets logged. A call acts as that participant through the space's own pipeline
@@ -32,6 +34,7 @@ import { adopt, authenticateBearer } from "../space/bearer.js";
 import { bearer, bearerChallenge, cookie, header, readJsonObject, resourceUrls, sendJson, sessionCookieName } from "./http.js";
 import { decidedView, proposalView, statusOf } from "./views.js";
 import { checkRoute, explainRoute } from "./policy-api.js";
+import { linkRoute } from "./links.js";
 
 const PREFIX = "/api/spaces/";
 const MAX_BODY = 1024 * 1024;
@@ -140,6 +143,13 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
       const p = visible(c).find((x) => x.id === id);
       return p ? ok(proposalView(space, c.id, p)) : fail(404, "unknown_proposal", `no pending proposal "${clip(id ?? "")}"`);
     }
+    case "GET proposals/:id/preview": {
+      const p = visible(c).find((x) => x.id === id);
+      return p ? ok(await space.aids.previews.of(p, c.id)) : fail(404, "unknown_proposal", `no pending proposal "${clip(id ?? "")}"`);
+    }
+    case "POST links/open":
+    case "POST links/decide":
+      return linkRoute(space, c.id, route === "POST links/open" ? "open" : "decide", body);
     case "POST proposals/:id/approve": {
       const errors = await space.act(c.id, { kind: "mcp/approve", correlation_id: [id], payload: pick(body, ["scope", "arguments", "reason", "limit"]) });
       // One of several approvals it needs: it still waits, and says how far it got.

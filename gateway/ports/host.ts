@@ -64,6 +64,8 @@ export interface SpaceHost {
   record(...plans: Plan[]): Promise<void>;
   /** Applies a plan now and writes it behind: for bookkeeping no decision waits on (a call's outcome). Resolves once written or failed; never rejects. */
   note(plan: Plan): Promise<void>;
+  /** A proposal's preview as `viewer` would see it (proposals/preview.ts): made as `viewer`, under its policy. */
+  readonly aids: { previews: { of(p: Proposal, viewer: string): Promise<object> } };
   /** Tells `member` that its change could not be recorded (the disk is full, say), and logs why. */
   storeFailed(member: Member, err: unknown, correlationId: string | undefined, what: string): void;
 }

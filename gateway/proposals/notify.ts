@@ -1,6 +1,9 @@
 /**
  * Approvals pushed to where people are: each new proposal, and what became of it, POSTed
- * to the webhooks in `gateway.notify` — a generic JSON body, or Slack's `{text}`.
+ * to the webhooks in `gateway.notify` — a generic JSON body, or a Slack message in Block Kit.
+ * A notice of a proposal waiting for a decision carries one signed link per person who may
+ * decide it (links.ts): the JSON body lists them, and Slack shows Approve / Reject buttons
+ * that open the link's page, where the decision is made (never by the click itself).
  *
  * A webhook never slows the space: a delivery runs after the change it reports, off the
  * message path, with a timeout, a few retries with backoff, and a bounded queue (past it,
@@ -9,6 +12,12 @@
  */
 import type { Logger } from "pino";
 import type { Proposal } from "./book.js";
+
+/** A decision link for one approver of one proposal (links.ts). */
+export interface ApproverLink {
+  approver: string;
+  url: string;
+}
 
 export interface WebhookConfig {
   url: string;
@@ -39,7 +48,8 @@ interface Notice {
   hook: WebhookConfig;
   event: string;
   proposal: string;
-  body: string;
+  /** Made at the first attempt, not when enqueued: a proposal restored at start is noticed before the gateway knows its own address, which the links need. */
+  body: string | (() => string);
   attempt: number;
 }
 
@@ -48,6 +58,8 @@ export class Notifier {
   private readonly log: Delivery[] = [];
   private running = 0;
   private closed = false;
+  private addressWaits = 0;
+  private addressTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly space: string,
@@ -57,6 +69,8 @@ export class Notifier {
     private readonly consoleUrl: () => string | undefined = () => undefined,
     /** Why a proposal waits, in words. */
     private readonly why: (p: Proposal) => string | undefined = () => undefined,
+    /** Decision links for the people who may decide a proposal (none when the space cannot make them). */
+    private readonly links: (p: Proposal) => ApproverLink[] = () => [],
   ) {}
 
   /** A proposal was made or moved on: tell the webhooks that want it. */
@@ -67,7 +81,8 @@ export class Notifier {
     if (!kind) return;
     for (const hook of this.hooks) {
       if (!hook.events.includes(kind)) continue;
-      this.enqueue({ hook, event, proposal: p.id, body: this.body(hook, p, event), attempt: 0 });
+      const seen = { ...p };
+      this.enqueue({ hook, event, proposal: p.id, body: () => this.body(hook, seen, event), attempt: 0 });
     }
   }
 
@@ -97,12 +112,10 @@ export class Notifier {
     const owner = p.owner || "*"; // held open: whoever fulfils it picks
     const tool = p.tool === undefined ? `${owner}: ${p.method}` : `${owner}/${p.tool}`;
     const link = this.consoleUrl();
-    if (hook.format === "slack") {
-      const verb: Record<string, string> = { escalated: "still waits for a decision (escalated) to call", proposed: "wants to call", approved: "was approved to call", rejected: "was refused", withdrawn: "withdrew", expired: "got no decision for", interrupted: "needs a new decision (the gateway stopped after it was approved; it may or may not have run) for" };
-      const who = event === "approved" || event === "rejected" ? ` by ${p.decidedBy ?? "?"}` : "";
-      const text = `[${this.space}] ${p.proposer} ${verb[event] ?? event} ${tool}${who}${p.reason && event !== "proposed" && event !== "approved" ? ` (${p.reason})` : ""}${(event === "proposed" || event === "interrupted" || event === "escalated") && link ? ` — decide at ${link}` : ""}`;
-      return JSON.stringify({ text });
-    }
+    // Escalated, it asks again: with links for whoever may decide now.
+    const asks = event === "proposed" || event === "interrupted" || event === "escalated";
+    const links = asks ? this.links(p) : [];
+    if (hook.format === "slack") return slackBody(this.space, p, event, tool, link, links);
     let args = JSON.stringify(p.editedArguments ?? p.params["arguments"] ?? {});
     const truncated = args.length > ARGUMENT_CHARS;
     if (truncated) args = args.slice(0, ARGUMENT_CHARS);
@@ -124,6 +137,8 @@ export class Notifier {
         ...(event === "escalated" ? { escalated: p.escalated, approvers: this.escalatedTo.get(p.id) } : {}),
       },
       console: link,
+      // One link per person who may decide, each good for that person only, once.
+      ...(asks ? { approvers: links.map((l) => l.approver), links } : {}),
     });
   }
 
@@ -138,6 +153,13 @@ export class Notifier {
 
   /** A few deliveries at once; each notice in its turn. */
   private pump(): void {
+    // Before the gateway listens it does not know its own address, which the links need:
+    // notices of proposals restored at start wait for it (at most ten seconds).
+    if (this.consoleUrl() === undefined && this.queue.length > 0 && this.addressWaits < 200) {
+      this.addressWaits++;
+      if (!this.addressTimer) this.addressTimer = setTimeout(() => ((this.addressTimer = undefined), this.pump()), 50).unref();
+      return;
+    }
     while (this.running < 4 && this.queue.length > 0) {
       const n = this.queue.shift()!;
       this.running++;
@@ -155,7 +177,7 @@ export class Notifier {
       const res = await fetch(n.hook.url, {
         method: "POST",
         headers: { "content-type": "application/json", "user-agent": "mewgate", ...n.hook.headers },
-        body: n.body,
+        body: typeof n.body === "string" ? n.body : (n.body = n.body()),
         signal: AbortSignal.timeout(TIMEOUT_MS),
       });
       record.status = res.status;
@@ -177,4 +199,41 @@ export class Notifier {
     this.log.push(d);
     if (this.log.length > LOG_SIZE) this.log.shift();
   }
+}
+
+/** Most approvers a Slack message shows buttons for (Slack allows 25 elements per actions block). */
+const SLACK_APPROVERS = 10;
+
+/**
+ * A Slack message in Block Kit: the notice as plain text (never mrkdwn: participant text
+ * must not format or link), and for a proposal waiting for a decision, Approve / Reject url
+ * buttons per approver that open the link's page. `text` stays as the notification's fallback.
+ */
+function slackBody(space: string, p: Proposal, event: string, tool: string, consoleUrl: string | undefined, links: ApproverLink[]): string {
+  const verb: Record<string, string> = { escalated: "still waits for a decision (escalated) to call", proposed: "wants to call", approved: "was approved to call", rejected: "was refused", withdrawn: "withdrew", expired: "got no decision for", interrupted: "needs a new decision (the gateway stopped after it was approved; it may or may not have run) for" };
+  const who = event === "approved" || event === "rejected" ? ` by ${p.decidedBy ?? "?"}` : "";
+  const asks = event === "proposed" || event === "interrupted" || event === "escalated";
+  const text = `[${space}] ${p.proposer} ${verb[event] ?? event} ${tool}${who}${p.reason && event !== "proposed" && event !== "approved" ? ` (${p.reason})` : ""}${asks && consoleUrl ? ` — decide at ${consoleUrl}` : ""}`;
+  const blocks: unknown[] = [{ type: "section", text: { type: "plain_text", text: clipText(text, 2900), emoji: false } }];
+  if (asks) {
+    let args = JSON.stringify(p.editedArguments ?? p.params["arguments"] ?? {});
+    if (args.length > 1000) args = `${args.slice(0, 1000)}…`;
+    blocks.push({ type: "context", elements: [{ type: "plain_text", text: clipText(`arguments: ${args}`, 2000), emoji: false }] });
+    for (const l of links.slice(0, SLACK_APPROVERS)) {
+      const mine = links.length > 1 ? ` (${l.approver})` : "";
+      blocks.push({
+        type: "actions",
+        block_id: clipText(`decide-${p.id}-${l.approver}`, 255),
+        elements: [
+          { type: "button", action_id: `approve-${l.approver}`.slice(0, 255), style: "primary", text: { type: "plain_text", text: clipText(`Approve${mine}`, 75) }, url: `${l.url}&do=approve` },
+          { type: "button", action_id: `reject-${l.approver}`.slice(0, 255), style: "danger", text: { type: "plain_text", text: clipText(`Reject${mine}`, 75) }, url: `${l.url}&do=reject` },
+        ],
+      });
+    }
+  }
+  return JSON.stringify({ text, blocks });
+}
+
+function clipText(s: string, n: number): string {
+  return s.length > n ? `${s.slice(0, n - 1)}…` : s;
 }

@@ -38,6 +38,7 @@ import { Member, type Peer } from "../ports/member.js";
 import type { Plan } from "../ports/plan.js";
 import { Registry } from "../ports/registry.js";
 import { type AuditEntry, type AuditQuery, type Proposal, ProposalBook } from "../proposals/book.js";
+import { Aids } from "../proposals/aids.js";
 import { Decisions } from "../proposals/decisions.js";
 import { StoreError, type StoreOpener } from "../store/index.js";
 import { type Capability, type Envelope, CloseCodes, ErrorCodes, type ErrorCode, GATEWAY_ID, type InboundEnvelope, parseFrame, systemEnvelope } from "../wire/envelope.js";
@@ -75,6 +76,8 @@ export class Space implements SpaceHost {
   readonly tracing: Tracing;
   /** Webhooks told of proposals (gateway.notify). */
   readonly notifier: Notifier;
+  /** Previews and signed decision links: what helps a person decide (proposals/aids.ts). */
+  readonly aids: Aids;
   /** The web console's address, once the gateway listens (for links in notices). */
   consoleUrl: string | undefined;
   /** The policy decision point (authority.ts). */
@@ -159,7 +162,8 @@ export class Space implements SpaceHost {
       note: (p) => void this.note(p),
       storeFailed: (...a) => this.storeFailed(...a),
     });
-    this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool, p.params["arguments"] ?? {}) : undefined));
+    this.aids = new Aids({ config, registry: this.registry, authority: this.authority, isDisabled: (id) => this.switches.isDisabled(id), callFor: (...a) => this.mcp.callFor(...a), consoleUrl: () => this.consoleUrl });
+    this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool, p.params["arguments"] ?? {}) : undefined), (p) => this.aids.linksFor(p));
     const onDue = config.policy.expires_action === "keep" ? undefined : (p: Proposal) => void this.decisions.onDue(p);
     this.proposals = new ProposalBook(onDue, (p, event, from) => this.proposalChanged(p, event, from));
     this.ledger = Ledger.open(config, log, { proposals: this.proposals, grants: this.grants, invites: this.invites, switches: this.switches, conversations: this.conversations, pins: this.registry.pins }, (s) => this.metrics.storeWriteSeconds.observe(s), opts.store);

@@ -1,0 +1,93 @@
+// A proposal's preview on its card: what the call would change (gateway/proposals/preview.ts),
+// fetched from GET …/proposals/<id>/preview and drawn as text — a diff line by line, coloured
+// by its first character, never as HTML. A refused, failed or timed-out preview says so; the
+// card's buttons never wait for it.
+
+/** Previews fetched a moment ago, by proposal and arguments: a card drawn again reuses its preview. */
+const recent = new Map();
+const KEEP_MS = 10_000;
+
+function node(tag, cls, text) {
+  const n = document.createElement(tag);
+  if (cls) n.className = cls;
+  if (text !== undefined) n.textContent = text;
+  return n;
+}
+
+/** Hidden and reordering characters made visible, as on the rest of the card. */
+function reveal(text) {
+  return String(text).replace(/[\p{Cf}\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]/gu, (c) => `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
+}
+
+const STATUS = {
+  refused: "Preview refused",
+  failed: "Preview failed",
+  timeout: "Preview timed out",
+  too_large: "No preview: too large",
+};
+
+/** Most diff or text lines drawn before "show all". */
+const FOLD = 400;
+
+function draw(box, r) {
+  box.replaceChildren();
+  box.setAttribute("aria-busy", "false");
+  if (!r || r.status === "none") {
+    box.hidden = true;
+    return;
+  }
+  box.dataset.status = r.status;
+  const tool = typeof r.tool === "string" ? ` (${reveal(r.tool)})` : "";
+  if (r.status !== "ok") {
+    box.append(node("h4", "preview-head", `${STATUS[r.status] ?? "No preview"}${tool}`), node("p", "preview-status", reveal(r.message ?? r.status)));
+    return;
+  }
+  const what = r.render === "diff" ? (r.new_file ? "a new file" : "changes against what is there now") : r.render === "patch" ? "the tool's own dry run" : "what is there now";
+  box.append(node("h4", "preview-head", `Preview: ${what}${tool}${r.truncated ? " — cut short" : ""}`));
+  const lines = reveal(r.text ?? "").split("\n");
+  if (lines.length && lines[lines.length - 1] === "") lines.pop();
+  const pre = node("pre", r.render === "text" ? "preview-text" : "preview-diff");
+  const fill = (n) => {
+    pre.replaceChildren(
+      ...lines.slice(0, n).map((line) => {
+        const diffy = r.render !== "text";
+        const cls = !diffy ? "" : line.startsWith("+++") || line.startsWith("---") || line.startsWith("===") || line.startsWith("Index:") ? "meta" : line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "";
+        return node("span", cls, `${line}\n`);
+      }),
+    );
+  };
+  fill(FOLD);
+  box.append(pre);
+  if (lines.length > FOLD) {
+    const more = node("button", "preview-more", `Show all ${lines.length} lines`);
+    more.type = "button";
+    more.addEventListener("click", () => {
+      fill(lines.length);
+      more.remove();
+    });
+    box.append(more);
+  }
+}
+
+/**
+ * A preview section for card `p`; `load` fetches it (a promise of the API's answer). Returned
+ * at once and filled when the answer comes.
+ */
+export function previewBox(p, load) {
+  const box = node("section", "preview");
+  box.setAttribute("aria-label", "Preview");
+  box.setAttribute("aria-busy", "true");
+  box.append(node("p", "preview-status muted", "Preview: loading…"));
+  const key = `${p.id}\0${JSON.stringify(p.interrupted?.arguments ?? p.arguments ?? {})}`;
+  let hit = recent.get(key);
+  if (!hit || Date.now() - hit.at > KEEP_MS) {
+    hit = { at: Date.now(), answer: load() };
+    recent.set(key, hit);
+    for (const [k, v] of recent) if (Date.now() - v.at > KEEP_MS) recent.delete(k);
+  }
+  hit.answer.then(
+    (r) => draw(box, r),
+    (err) => draw(box, { status: "failed", message: err?.message ?? "the preview could not be fetched" }),
+  );
+  return box;
+}
