@@ -14,6 +14,7 @@ import {
   ErrorCode,
   ListToolsRequestSchema,
   ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
   ReadResourceRequestSchema,
   ListPromptsRequestSchema,
   GetPromptRequestSchema,
@@ -29,9 +30,9 @@ import {
   type GetPromptResult,
   type ListPromptsResult,
   type ListResourcesResult,
+  type ListResourceTemplatesResult,
   type ReadResourceResult,
   type CallToolResult,
-  type ProgressToken,
   type ServerNotification,
   type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
@@ -42,6 +43,7 @@ import { ParticipantError, RpcError } from "../errors.js";
 import { buildCatalogue, failureResult, type Catalogue, type CatalogueEntry } from "./catalogue.js";
 import { deskOf, type Desk, type Session } from "./callbacks.js";
 import { SpaceResources } from "./resources.js";
+import { faceCapabilities, instructions, ProgressRelay, type OnlyParticipant } from "./face.js";
 
 /** Reported as `serverInfo.version`; kept in step with package.json by hand. */
 const SERVER_VERSION = "0.1.0";
@@ -68,6 +70,12 @@ export interface SpaceMcpServerOptions {
    * often (when the request carried a `progressToken`). Default 2000.
    */
   approvalProgressMs?: number | undefined;
+  /**
+   * Serve this one participant as itself (`/mcp/<participant>`, `mewgate mcp --only`): its
+   * tools, resources, templates, prompts and completions under its own names, nobody
+   * else's, and its own server name and instructions (face.ts `describeParticipant`).
+   */
+  only?: OnlyParticipant | undefined;
 }
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
@@ -81,6 +89,8 @@ type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
  */
 export class SpaceMcpServer extends Server {
   readonly client: ParticipantClient;
+  /** The one participant served as itself, if this face serves only one. */
+  readonly only: string | undefined;
   /** Resolves when the MCP connection ended (or `close()` was called). */
   readonly closed: Promise<void>;
   private readonly owned: boolean;
@@ -116,13 +126,15 @@ export class SpaceMcpServer extends Server {
     const owned = !(opts.client instanceof ParticipantClient);
     const client = opts.client instanceof ParticipantClient ? opts.client : new ParticipantClient(opts.client);
     const welcome = client.welcome;
+    const only = opts.only;
+    const capabilities = faceCapabilities(only);
     super(
-      { name: opts.name ?? (welcome?.space ? `mewgate-${welcome.space.id}` : "mewgate"), version: SERVER_VERSION },
-      {
-        capabilities: { tools: { listChanged: true }, resources: { subscribe: true, listChanged: true }, prompts: { listChanged: true }, completions: {}, logging: {} },
-        instructions: instructions(welcome?.space?.id, welcome?.id),
-      },
+      only?.serverInfo
+        ? { ...only.serverInfo, ...(opts.name ? { name: opts.name } : {}) }
+        : { name: opts.name ?? (only ? only.participant : welcome?.space ? `mewgate-${welcome.space.id}` : "mewgate"), version: SERVER_VERSION },
+      { capabilities, instructions: instructions(welcome?.space?.id, welcome?.id, only) },
     );
+    this.only = only?.participant;
     this.client = client;
     this.owned = owned;
     this.log = opts.logger?.child({ component: "mcp-server" });
@@ -135,7 +147,7 @@ export class SpaceMcpServer extends Server {
     this.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: (await this.currentTools()).tools }));
     this.setRequestHandler(CallToolRequestSchema, (request, extra) => this.callTool(request.params, extra));
     // Resources and prompts of the space's MCP servers, through the gateway (resources.ts).
-    const resources = (this.resources = new SpaceResources(client));
+    const resources = (this.resources = new SpaceResources(client, this.only));
     // What the space's tool servers ask back about this session's calls (callbacks.ts).
     this.desk = deskOf(client);
     this.leaveDesk = this.desk.add(this.session);
@@ -163,30 +175,41 @@ export class SpaceMcpServer extends Server {
     // The client's roots changed: the tool servers that take their roots from here ask again.
     this.setNotificationHandler(RootsListChangedNotificationSchema, async () => {
       for (const p of this.client.participants.values()) {
-        if (p.kind === "mcp") this.client.notify(p.id, "notifications/roots/list_changed", {});
+        if (p.kind === "mcp" && (this.only === undefined || p.id === this.only)) this.client.notify(p.id, "notifications/roots/list_changed", {});
       }
     });
-    // The results are the owners' own, passed on as they came (only names are prefixed).
-    this.setRequestHandler(ListResourcesRequestSchema, async () => {
-      await this.ready;
-      return (await resources.listResources()) as ListResourcesResult;
-    });
-    this.setRequestHandler(ReadResourceRequestSchema, async (request) => {
-      await this.ready;
-      return (await resources.readResource(request.params.uri)) as ReadResourceResult;
-    });
-    this.setRequestHandler(ListPromptsRequestSchema, async () => {
-      await this.ready;
-      return (await resources.listPrompts()) as ListPromptsResult;
-    });
-    this.setRequestHandler(GetPromptRequestSchema, async (request) => {
-      await this.ready;
-      return (await resources.getPrompt(request.params.name, request.params.arguments)) as GetPromptResult;
-    });
-    this.setRequestHandler(CompleteRequestSchema, async (request) => {
-      await this.ready;
-      return (await resources.complete(request.params as Record<string, unknown>)) as CompleteResult;
-    });
+    // The results are the owners' own, passed on as they came (the space's face prefixes names).
+    // Serving one participant, only what its server declared is offered.
+    if (capabilities.resources) {
+      this.setRequestHandler(ListResourcesRequestSchema, async () => {
+        await this.ready;
+        return (await resources.listResources()) as ListResourcesResult;
+      });
+      this.setRequestHandler(ListResourceTemplatesRequestSchema, async () => {
+        await this.ready;
+        return (await resources.listTemplates()) as ListResourceTemplatesResult;
+      });
+      this.setRequestHandler(ReadResourceRequestSchema, async (request) => {
+        await this.ready;
+        return (await resources.readResource(request.params.uri)) as ReadResourceResult;
+      });
+    }
+    if (capabilities.prompts) {
+      this.setRequestHandler(ListPromptsRequestSchema, async () => {
+        await this.ready;
+        return (await resources.listPrompts()) as ListPromptsResult;
+      });
+      this.setRequestHandler(GetPromptRequestSchema, async (request) => {
+        await this.ready;
+        return (await resources.getPrompt(request.params.name, request.params.arguments)) as GetPromptResult;
+      });
+    }
+    if (capabilities.completions) {
+      this.setRequestHandler(CompleteRequestSchema, async (request) => {
+        await this.ready;
+        return (await resources.complete(request.params as Record<string, unknown>)) as CompleteResult;
+      });
+    }
     this.oninitialized = () => {
       this.initialized = true;
     };
@@ -251,7 +274,7 @@ export class SpaceMcpServer extends Server {
     const seq = ++this.fetchSeq;
     const infos = await this.client.listTools();
     if (seq > this.appliedSeq) {
-      const next = buildCatalogue(infos, this.client.id);
+      const next = buildCatalogue(infos, this.client.id, this.only);
       if (next.fingerprint !== this.catalogue?.fingerprint) {
         for (const s of next.skipped) this.log?.warn({ tool: s.name }, `not offered over MCP: ${s.why}`);
       }
@@ -395,7 +418,8 @@ export class SpaceMcpServer extends Server {
         case "elicitation/create":
           // Whoever reads the form should know which tool server asks.
           // Who asks is the sender the gateway stamped; the tool it names is its own word, shown as context.
-          if (typeof params["message"] === "string") {
+          // Serving one participant as itself, the client knows who asks: the server's own words.
+          if (typeof params["message"] === "string" && req.from !== this.only) {
             const context = typeof tool === "string" ? ` (${tool.replace(/[\u0000-\u001f\u007f-\u009f]/g, "").slice(0, 200)})` : "";
             params["message"] = `${req.from} asks${context}: ${params["message"]}`;
           }
@@ -411,6 +435,8 @@ export class SpaceMcpServer extends Server {
   private spaceNotification(method: string, params: unknown, from: string, env: Envelope): void {
     if (method === "notifications/tools/list_changed" && from === GATEWAY_ID) return void this.spaceToolsChanged();
     if (!this.initialized || this.disposed) return;
+    // Serving one participant: nothing another one says reaches the client.
+    if (this.only !== undefined && from !== this.only) return;
     const send = (p: Promise<void>) => void p.catch((err: Error) => this.log?.debug({ err: err.message, method }, "could not tell the MCP client"));
     switch (method) {
       case "notifications/resources/updated": {
@@ -434,7 +460,8 @@ export class SpaceMcpServer extends Server {
         if (about === undefined || typeof params !== "object" || params === null) return;
         const p = params as Record<string, unknown>;
         const level = LOG_LEVELS.includes(p["level"] as LoggingLevel) ? (p["level"] as LoggingLevel) : "info";
-        const logger = typeof p["logger"] === "string" ? `${from}/${p["logger"]}` : from;
+        const own = typeof p["logger"] === "string" ? p["logger"] : undefined;
+        const logger = this.only !== undefined ? (own ?? from) : own !== undefined ? `${from}/${own}` : from;
         this.sendLog(level, p["data"], this.made.get(about), logger);
         return;
       }
@@ -453,47 +480,4 @@ export class SpaceMcpServer extends Server {
 /** Creates the MCP server for a participant of a space; connect it to any MCP server transport. */
 export function createSpaceMcpServer(opts: SpaceMcpServerOptions): SpaceMcpServer {
   return new SpaceMcpServer(opts);
-}
-
-function instructions(space: string | undefined, participant: string | undefined): string {
-  const where = space ? `the mewgate space "${space}"${participant ? ` as participant "${participant}"` : ""}` : "a mewgate space";
-  return (
-    `These tools are the tools of ${where}, a shared workspace of people, agents and tool servers. ` +
-    `The space calls each tool participant/tool; here it is named participant__tool, and its title shows the real name. ` +
-    `Tools whose title says "needs approval" wait until someone in the space approves the call; ` +
-    `a rejection comes back as an error result with the reason: do not retry it unchanged.`
-  );
-}
-
-/**
- * Progress toward one MCP request. MCP wants the numbers to increase: the ticks sent while
- * waiting for approval count 1, 2, 3…, and the tool's own progress is shifted past them.
- */
-class ProgressRelay {
-  private ticks = 0;
-  private last = 0;
-
-  constructor(
-    private readonly token: ProgressToken,
-    private readonly extra: Extra,
-    private readonly log: Logger | undefined,
-  ) {}
-
-  tick(message: string): void {
-    this.ticks++;
-    this.emit(this.ticks, undefined, message);
-  }
-
-  /** The tool owner's progress, forwarded. */
-  forward(p: { progress?: number; total?: number; message?: string }): void {
-    if (typeof p.progress !== "number") return;
-    this.emit(this.ticks + p.progress, typeof p.total === "number" ? this.ticks + p.total : undefined, p.message);
-  }
-
-  private emit(progress: number, total: number | undefined, message: string | undefined): void {
-    if (!(progress > this.last) || this.extra.signal.aborted) return;
-    this.last = progress;
-    const params = { progressToken: this.token, progress, ...(total === undefined ? {} : { total }), ...(message === undefined ? {} : { message }) };
-    this.extra.sendNotification({ method: "notifications/progress", params }).catch((err: Error) => this.log?.debug({ err: err.message }, "could not send progress"));
-  }
 }
