@@ -16,6 +16,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ElicitRequestSchema, ResourceUpdatedNotificationSchema, type CallToolResult, type Progress } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
+import { MCP_CLIENTS, runMcpConfig, type McpConfigOptions } from "../cli/mcp-config.js";
 import { connectInProcess } from "../gateway/space/inprocess.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { ParticipantClient } from "../participants/index.js";
@@ -325,5 +326,54 @@ describe("mewgate mcp --only (stdio)", () => {
     expect(out).toBe("");
     expect(err).toMatch(/ghost/);
     expect(err).not.toContain(T.claude);
+  });
+});
+
+describe("mewgate mcp-config", () => {
+  /** Runs the command in-process; returns what it printed and its exit code. */
+  async function mcpConfig(participant: string, opts: McpConfigOptions): Promise<{ code: number; out: string; err: string }> {
+    let out = "";
+    let err = "";
+    const io = { stdout: { write: (s: string) => ((out += s), true) }, stderr: { write: (s: string) => ((err += s), true) }, env: {} } as never;
+    const code = await runMcpConfig(participant, opts, io);
+    return { code, out, err };
+  }
+  const json = (out: string) => JSON.parse(out.split("\n").filter((l) => !l.startsWith("#")).join("\n")) as Record<string, Record<string, Record<string, unknown>>>;
+
+  it("prints snippets that never carry a token, refuses a human or undeclared seat, and the printed command and URL work", { timeout: 60_000 }, async () => {
+    await setup(["notes"]);
+    const file = join(gw!.dir, "space.yaml");
+    // What the CLI reads: the same space, with the port the test gateway got.
+    writeFileSync(file, SPACE.replace("space: {id: lab}", `space: {id: lab}\ngateway: {host: 127.0.0.1, port: ${gw!.port}}`));
+    const outputs: string[] = [];
+    for (const client of MCP_CLIENTS) {
+      for (const http of client === "claude-desktop" ? [false] : [false, true]) {
+        const r = await mcpConfig("notes", { config: file, as: "claude", client, http });
+        expect(r.code, `${client} ${http}`).toBe(0);
+        outputs.push(r.out);
+      }
+    }
+    for (const out of outputs) for (const token of Object.values(T)) expect(out).not.toContain(token);
+    expect((await mcpConfig("notes", { config: file, as: "alice" })).err).toMatch(/human of the space/);
+    expect((await mcpConfig("notes", { config: file })).err).toMatch(/declare a seat for your MCP client/);
+    expect((await mcpConfig("notes", { config: file, as: "nobody" })).err).toMatch(/declares no participant "nobody"/);
+    expect((await mcpConfig("ghost", { config: file, as: "claude" })).err).toMatch(/declares no participant "ghost"/);
+    expect((await mcpConfig("notes", { config: file, as: "claude", client: "emacs" })).code).toBe(1);
+    expect((await mcpConfig("notes", { config: file, as: "claude", client: "claude-desktop", http: true })).err).toMatch(/commands only/);
+
+    // The stdio snippet, run as the MCP client would run it (node and the built CLI for `mewgate`).
+    const stdio = json((await mcpConfig("notes", { config: file, as: "claude", client: "claude-code" })).out)["mcpServers"]!["notes"]!;
+    const client = new Client({ name: "config-test", version: "1.0.0" });
+    await client.connect(new StdioClientTransport({ command: process.execPath, args: [CLI_MAIN, ...(stdio["args"] as string[])], env: { PATH: process.env["PATH"] ?? "" }, stderr: "pipe" }));
+    closers.push(() => client.close());
+    expect(client.getServerVersion()?.name).toBe("notes");
+    expect((await client.listTools()).tools.map((t) => t.name)).toEqual(["peek"]);
+    // The HTTP snippet: the URL with the token in the header it names.
+    const http = json((await mcpConfig("notes", { config: file, as: "claude", client: "cursor", http: true })).out)["mcpServers"]!["notes"]!;
+    expect(http["headers"]).toEqual({ Authorization: "Bearer ${env:MEWGATE_TOKEN}" });
+    const viaUrl = new Client({ name: "config-test", version: "1.0.0" });
+    await viaUrl.connect(new StreamableHTTPClientTransport(new URL(http["url"] as string), { requestInit: { headers: { Authorization: `Bearer ${T.claude}` } } }));
+    closers.push(() => viaUrl.close());
+    expect(text(await viaUrl.callTool({ name: "peek", arguments: {} }))).toBe("notes-secret peeked");
   });
 });
