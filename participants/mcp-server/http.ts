@@ -84,6 +84,8 @@ export interface McpHttpOptions {
   /** Largest `initialize` body read before a session exists. Default 4 MiB (the SDK's own limit for later requests). */
   maxBodyBytes?: number | undefined;
   approvalProgressMs?: number | undefined;
+  /** Most tasks one participant holds at once (tasks.ts). Default 1000. */
+  maxTasks?: number | undefined;
   logger?: Logger | undefined;
   /** How the endpoint's modules are loaded on its first request. Default `loadMcpHttpModules` (tests replace it). */
   loadModules?: (() => Promise<McpHttpModules>) | undefined;
@@ -250,7 +252,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       release(pooled);
       throw err;
     }
-    const server = m.createSpaceMcpServer({ client: pooled.client, logger: opts.logger, approvalProgressMs: opts.approvalProgressMs, only });
+    const server = m.createSpaceMcpServer({ client: pooled.client, logger: opts.logger, approvalProgressMs: opts.approvalProgressMs, maxTasks: opts.maxTasks, only });
     const session: Session = { id: undefined, space: space.id, participant, only: onlyId, pooled, server, transport: undefined as never, open: 0, lastSeen: Date.now(), closed: false };
     session.transport = new m.StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),

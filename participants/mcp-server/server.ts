@@ -33,6 +33,7 @@ import {
   type ListResourceTemplatesResult,
   type ReadResourceResult,
   type CallToolResult,
+  type CreateTaskResult,
   type ServerNotification,
   type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
@@ -41,15 +42,14 @@ import { GATEWAY_ID, type Envelope } from "../../gateway/wire/envelope.js";
 import { ParticipantClient, type ClientOptions } from "../client.js";
 import { ParticipantError, RpcError } from "../errors.js";
 import { buildCatalogue, failureResult, type Catalogue, type CatalogueEntry } from "./catalogue.js";
-import { deskOf, type Desk, type Session } from "./callbacks.js";
+import { askClient, deskOf, type Desk, type Session } from "./callbacks.js";
 import { SpaceResources } from "./resources.js";
 import { faceCapabilities, instructions, ProgressRelay, type OnlyParticipant } from "./face.js";
+import { TASK_CAPABILITY, tasksOf, withTaskSupport, type SeatTasks } from "./tasks.js";
 
 /** Reported as `serverInfo.version`; kept in step with package.json by hand. */
 const SERVER_VERSION = "0.1.0";
 const DEFAULT_APPROVAL_PROGRESS_MS = 2000;
-/** How long the MCP client gets to answer a form or a completion a tool server asked for, unless the asker says. */
-const DEFAULT_CALLBACK_TIMEOUT_MS = 600_000;
 /** Most tool names kept after they left the catalogue (`former`). */
 const MAX_FORMER_TOOLS = 1024;
 /** MCP's log levels, least severe first. */
@@ -76,6 +76,8 @@ export interface SpaceMcpServerOptions {
    * else's, and its own server name and instructions (face.ts `describeParticipant`).
    */
   only?: OnlyParticipant | undefined;
+  /** Most tasks the seat holds at once (tasks.ts); default 1000. */
+  maxTasks?: number | undefined;
 }
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
@@ -91,6 +93,7 @@ export class SpaceMcpServer extends Server {
   readonly client: ParticipantClient;
   /** The one participant served as itself, if this face serves only one. */
   readonly only: string | undefined;
+  private readonly tasks: SeatTasks;
   /** Resolves when the MCP connection ended (or `close()` was called). */
   readonly closed: Promise<void>;
   private readonly owned: boolean;
@@ -105,6 +108,8 @@ export class SpaceMcpServer extends Server {
    */
   private readonly former = new Map<string, CatalogueEntry>();
   private fetchSeq = 0;
+  /** The fetch that calls naming a tool not in the list wait on. */
+  private lookup: Promise<Catalogue> | undefined;
   private appliedSeq = 0;
   private refreshing = false;
   private refreshAgain = false;
@@ -128,13 +133,16 @@ export class SpaceMcpServer extends Server {
     const welcome = client.welcome;
     const only = opts.only;
     const capabilities = faceCapabilities(only);
+    // Approvals as tasks: the seat's store, shared by its sessions (tasks.ts).
+    const tasks = tasksOf(client, opts.maxTasks);
     super(
       only?.serverInfo
         ? { ...only.serverInfo, ...(opts.name ? { name: opts.name } : {}) }
         : { name: opts.name ?? (only ? only.participant : welcome?.space ? `mewgate-${welcome.space.id}` : "mewgate"), version: SERVER_VERSION },
-      { capabilities, instructions: instructions(welcome?.space?.id, welcome?.id, only) },
+      { capabilities: { ...capabilities, tasks: TASK_CAPABILITY }, instructions: instructions(welcome?.space?.id, welcome?.id, only), taskStore: tasks },
     );
     this.only = only?.participant;
+    this.tasks = tasks;
     this.client = client;
     this.owned = owned;
     this.log = opts.logger?.child({ component: "mcp-server" });
@@ -144,7 +152,8 @@ export class SpaceMcpServer extends Server {
     this.ready = client.connect().then(() => undefined);
     this.ready.catch(() => {});
 
-    this.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: (await this.currentTools()).tools }));
+    // A client that takes tasks hears which calls may wait for a person as one.
+    this.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: withTaskSupport((await this.currentTools()).tools, this.getClientCapabilities()) }));
     this.setRequestHandler(CallToolRequestSchema, (request, extra) => this.callTool(request.params, extra));
     // Resources and prompts of the space's MCP servers, through the gateway (resources.ts).
     const resources = (this.resources = new SpaceResources(client, this.only));
@@ -216,6 +225,10 @@ export class SpaceMcpServer extends Server {
     this.onclose = () => this.dispose();
 
     this.unsubscribe.push(
+      tasks.listen((task) => {
+        if (!this.initialized || this.disposed || !this.getClientCapabilities()?.tasks) return;
+        this.notification({ method: "notifications/tasks/status", params: task }).catch((err: Error) => this.log?.debug({ err: err.message }, "could not send a task's status"));
+      }),
       client.onNotification((n) => this.spaceNotification(n.method, n.params, n.from, n.envelope)),
       // A grant changes policies (a tool stops needing approval); a reconnect may find another catalogue.
       client.on("welcome", (w) => {
@@ -317,7 +330,7 @@ export class SpaceMcpServer extends Server {
     }
   }
 
-  private async callTool(params: CallToolRequest["params"], extra: Extra): Promise<CallToolResult> {
+  private async callTool(params: CallToolRequest["params"], extra: Extra): Promise<CallToolResult | CreateTaskResult> {
     try {
       await this.ready;
     } catch (err) {
@@ -326,17 +339,27 @@ export class SpaceMcpServer extends Server {
     let entry = this.catalogue?.byName.get(params.name);
     if (!entry) {
       // The client may know a tool from a list we have not fetched (or one that just appeared).
-      await this.refresh().catch(() => undefined);
+      // Calls arriving together share one fetch: a burst of calls is not a burst of tools/list.
+      this.lookup ??= this.refresh().finally(() => (this.lookup = undefined));
+      await this.lookup.catch(() => undefined);
       entry = this.catalogue?.byName.get(params.name) ?? this.former.get(params.name);
     }
     if (!entry) throw new McpError(ErrorCode.InvalidParams, `unknown tool: ${params.name} (list the tools again: the space's tools change)`);
-    const real = entry.real;
+    if (params.task !== undefined) {
+      // Answered at once; the call goes on past this request (tasks.ts), with no progress relayed.
+      const task = await this.tasks.start(entry.real, params.task.ttl, (signal, onProposal) => this.runCall(entry.real, params, { ...extra, signal, _meta: {} }, onProposal));
+      return { task };
+    }
+    return this.runCall(entry.real, params, extra);
+  }
 
+  private async runCall(real: string, params: CallToolRequest["params"], extra: Extra, proposed?: (proposal: Envelope) => void): Promise<CallToolResult> {
     const token = extra._meta?.progressToken;
     const relay = token === undefined ? undefined : new ProgressRelay(token, extra, this.log);
     let proposalId: string | undefined;
     let ticker: NodeJS.Timeout | undefined;
     const onProposal = (proposal: Envelope) => {
+      proposed?.(proposal);
       proposalId = proposal.id;
       this.made.set(proposal.id, extra);
       this.log?.info({ tool: real, proposal: proposal.id }, "call waits for approval");
@@ -368,6 +391,8 @@ export class SpaceMcpServer extends Server {
     } catch (err) {
       if (!(err instanceof ParticipantError)) throw err;
       this.log?.info({ tool: real, proposal: proposalId, code: err.code }, "call failed");
+      // A task says how it ended by its status (tasks.ts): it wants the failure itself.
+      if (proposed) throw err;
       // The owner's own JSON-RPC error goes through as one (invalid params, unknown method…).
       // (RpcError rather than McpError, whose message would gain a second "MCP error" prefix.)
       if (err.code === "rpc_error") throw new RpcError(err.rpcCode ?? ErrorCode.InternalError, err.message, err.data);
@@ -397,39 +422,7 @@ export class SpaceMcpServer extends Server {
       if (method === "roots/list") return caps?.roots !== undefined;
       return false;
     },
-    ask: async (req, about) => {
-      const params = { ...(req.params as Record<string, unknown>) };
-      const meta = typeof params["_meta"] === "object" && params["_meta"] !== null ? { ...(params["_meta"] as Record<string, unknown>) } : {};
-      const asked = meta["mewgate/timeout_ms"];
-      const forMeta = meta["mewgate/for"];
-      const tool = typeof forMeta === "object" && forMeta !== null ? (forMeta as Record<string, unknown>)["tool"] : undefined;
-      for (const key of Object.keys(meta)) if (key.startsWith("mewgate/")) delete meta[key];
-      if (Object.keys(meta).length > 0) params["_meta"] = meta;
-      else delete params["_meta"];
-      const related = about === undefined ? undefined : this.made.get(about);
-      const options = {
-        signal: req.signal,
-        timeout: typeof asked === "number" && asked > 0 ? asked : DEFAULT_CALLBACK_TIMEOUT_MS,
-        // Over streamable HTTP it goes out on the stream of the tool call it is about.
-        ...(related ? { relatedRequestId: related.requestId } : {}),
-      };
-      this.log?.info({ method: req.method, from: req.from }, "a tool server asks the MCP client");
-      switch (req.method) {
-        case "elicitation/create":
-          // Whoever reads the form should know which tool server asks.
-          // Who asks is the sender the gateway stamped; the tool it names is its own word, shown as context.
-          // Serving one participant as itself, the client knows who asks: the server's own words.
-          if (typeof params["message"] === "string" && req.from !== this.only) {
-            const context = typeof tool === "string" ? ` (${tool.replace(/[\u0000-\u001f\u007f-\u009f]/g, "").slice(0, 200)})` : "";
-            params["message"] = `${req.from} asks${context}: ${params["message"]}`;
-          }
-          return this.elicitInput(params as never, options);
-        case "sampling/createMessage":
-          return this.createMessage(params as never, options);
-        default:
-          return this.listRoots(undefined, options);
-      }
-    },
+    ask: (req, about) => askClient(this, req, about === undefined ? undefined : this.made.get(about), this.only, this.log),
   };
 
   private spaceNotification(method: string, params: unknown, from: string, env: Envelope): void {
