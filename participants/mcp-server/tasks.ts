@@ -33,6 +33,12 @@ const DEFAULT_TTL_MS = 60 * 60_000;
 const MAX_TTL_MS = 24 * 60 * 60_000;
 const POLL_MS = 1000;
 const PAGE = 100;
+/**
+ * Unknown task ids looked up at the gateway per second, at most: each is a request on the
+ * seat's connection, and a client asking for forged ids in a loop must not get that
+ * connection closed as a flood (or flood the gateway). Past it an unknown id is not found.
+ */
+const ADOPT_PER_SECOND = 20;
 
 interface Rec {
   task: Task;
@@ -54,6 +60,8 @@ export class SeatTasks implements TaskStore {
   private readonly aborts = new Map<string, AbortController>();
   /** Tasks being started (their call not yet a proposal): they count against the quota. */
   private starting = 0;
+  private adoptBudget = ADOPT_PER_SECOND;
+  private adoptRefilled = Date.now();
 
   constructor(
     private readonly client: ParticipantClient,
@@ -236,6 +244,11 @@ export class SeatTasks implements TaskStore {
   /** A task id this store does not know: a pending proposal of this seat's, from before a restart. */
   private async adopt(taskId: string): Promise<Rec | undefined> {
     if (typeof taskId !== "string" || taskId.length > 200 || this.recs.size >= this.maxTasks) return undefined;
+    const now = Date.now();
+    this.adoptBudget = Math.min(ADOPT_PER_SECOND, this.adoptBudget + ((now - this.adoptRefilled) / 1000) * ADOPT_PER_SECOND);
+    this.adoptRefilled = now;
+    if (this.adoptBudget < 1) return undefined;
+    this.adoptBudget--;
     let res: unknown;
     try {
       res = await this.client.request(GATEWAY_ID, "proposals/get", { id: taskId }, { timeoutMs: 10_000 });
