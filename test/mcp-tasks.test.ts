@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
@@ -18,7 +19,7 @@ import * as z from "zod";
 import type { Envelope } from "../gateway/wire/envelope.js";
 import { ParticipantClient } from "../participants/index.js";
 import { createSpaceMcpServer, mountHttp } from "../participants/mcp-server.js";
-import { startGateway, waitFor, waitForTool, type TestGateway } from "./helpers.js";
+import { CLI_MAIN, startGateway, waitFor, waitForTool, type TestGateway } from "./helpers.js";
 
 const T = { human: "human-token-0001", notes: "notes-token-0002", claude: "claude-token-003", other: "other-token-0004" };
 const SPACE = `
@@ -247,5 +248,24 @@ describe("tasks: the happy paths", () => {
     await waitFor(async () => (await later.experimental.tasks.getTask(task.taskId)).status === "completed", 15_000, "completed after the restart");
     expect(text(await later.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema))).toBe("wrote: durable");
     expect(w.writes).toEqual(["durable"]);
+  });
+});
+
+describe("tasks over stdio (mewgate mcp --only)", () => {
+  it("answers a call that needs approval with a task, which completes once approved", { timeout: 30_000 }, async () => {
+    const w = await world();
+    const client = new Client({ name: "tasks-stdio", version: "1.0.0" }, { capabilities: { tasks: {} } });
+    await client.connect(
+      new StdioClientTransport({ command: process.execPath, args: [CLI_MAIN, "mcp", "--gateway", gw!.url, "--space", "lab", "--only", "notes"], env: { PATH: process.env["PATH"] ?? "", MEWGATE_TOKEN: T.claude }, stderr: "pipe" }),
+    );
+    closers.push(() => client.close());
+    expect((await client.listTools()).tools.find((t) => t.name === "write_note")?.execution?.taskSupport).toBe("optional");
+    const task = await asTask(client, "over stdio", "write_note");
+    expect(task.status).toBe("input_required");
+    await waitFor(() => w.proposals.some((p) => p.id === task.taskId), 5000, "the proposal");
+    w.human.approve(task.taskId);
+    const result = await client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema);
+    expect(text(result)).toBe("wrote: over stdio");
+    expect((await client.experimental.tasks.getTask(task.taskId)).status).toBe("completed");
   });
 });
