@@ -176,6 +176,25 @@ describe("tasks: hostile first", () => {
   });
 });
 
+describe("tasks: outliving the client's own deadline", () => {
+  it("keeps a task waiting past the participant client's proposal deadline, as long as the space keeps the proposal", { timeout: 30_000 }, async () => {
+    const w = await world();
+    const seat = await ParticipantClient.connect({ url: gw!.url, space: "lab", token: T.claude, proposalTimeoutMs: 300 });
+    closers.push(() => seat.close());
+    const server = createSpaceMcpServer({ client: seat });
+    const [a, b] = InMemoryTransport.createLinkedPair();
+    const client = new Client({ name: "deadline", version: "1.0.0" }, { capabilities: { tasks: {} } });
+    await Promise.all([server.connect(b), client.connect(a)]);
+    closers.push(() => client.close());
+    const task = await asTask(client, "later");
+    await new Promise((r) => setTimeout(r, 1000));
+    expect((await client.experimental.tasks.getTask(task.taskId)).status).toBe("input_required");
+    expect(await fails(w.human.request("system:gateway", "proposals/get", { id: task.taskId }))).toMatch(/^resolved/);
+    w.human.approve(task.taskId);
+    expect(text(await client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema))).toBe("wrote: later");
+  });
+});
+
 describe("tasks: the happy paths", () => {
   it("answers at once with input_required, then working and completed with the result, with status notifications; seen from a new session of the seat", { timeout: 30_000 }, async () => {
     const w = await world();

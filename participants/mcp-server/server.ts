@@ -50,6 +50,8 @@ import { TASK_CAPABILITY, tasksOf, withTaskSupport, type SeatTasks } from "./tas
 /** Reported as `serverInfo.version`; kept in step with package.json by hand. */
 const SERVER_VERSION = "0.1.0";
 const DEFAULT_APPROVAL_PROGRESS_MS = 2000;
+/** How long a call made as a task may wait, at most: the longest timer Node keeps. */
+const TASK_WAIT_MS = 2_147_483_647;
 /** Most tool names kept after they left the catalogue (`former`). */
 const MAX_FORMER_TOOLS = 1024;
 /** MCP's log levels, least severe first. */
@@ -380,7 +382,8 @@ export class SpaceMcpServer extends Server {
         GATEWAY_ID,
         "tools/call",
         { name: real, arguments: params.arguments ?? {} },
-        { signal: extra.signal, onProposal, onProgress: relay ? (p) => relay.forward(p) : undefined },
+        // A task waits as long as the space keeps its proposal (the gateway expires it), not the client's own deadline.
+        { signal: extra.signal, onProposal, onProgress: relay ? (p) => relay.forward(p) : undefined, ...(proposed ? { timeoutMs: TASK_WAIT_MS } : {}) },
       );
       callId = pending.id;
       this.made.set(callId, extra);
