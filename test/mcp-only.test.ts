@@ -182,7 +182,12 @@ describe("/mcp/<participant>: hostile first", () => {
     expect(nobody.status).toBe(404);
     expect(((await nobody.json()) as { error: { data: { reason: string } } }).error.data.reason).toBe("unknown_participant");
     expect((await post("/mcp/ev/x", init)).status).toBe(404);
-    expect((await post("/mcp/ev", init, { authorization: "Bearer nope" })).status).toBe(401);
+    const refused = await post("/mcp/ev", init, { authorization: "Bearer nope" });
+    expect(refused.status).toBe(401);
+    // RFC 9728: the 401 points at the metadata of this path, which names it as the resource.
+    const pointer = /resource_metadata="([^"]+)"/.exec(refused.headers.get("www-authenticate") ?? "")?.[1];
+    expect(pointer).toBe(`http://127.0.0.1:${gw!.port}/.well-known/oauth-protected-resource/mcp/ev`);
+    expect(((await (await fetch(pointer!)).json()) as { resource: string }).resource).toBe(`http://127.0.0.1:${gw!.port}/mcp/ev`);
   });
 
   it("refuses a URI that two participants' templates match on the space's face, and routes one only one matches", { timeout: 60_000 }, async () => {
