@@ -49,8 +49,8 @@ interface World {
 }
 
 /** `notes` serves write_note (needs approval: not read-only) and read_note; `human` decides. */
-async function world(opts: { dir?: string; port?: number } = {}): Promise<World> {
-  gw = await startGateway(SPACE, opts);
+async function world(opts: { dir?: string; port?: number; yaml?: string } = {}): Promise<World> {
+  gw = await startGateway(opts.yaml ?? SPACE, opts);
   mountHttp(gw.gateway);
   const writes: string[] = [];
   const notes = new McpServer({ name: "notes", version: "1.0.0" });
@@ -244,6 +244,14 @@ describe("tasks: the happy paths", () => {
     await waitFor(() => withdrawn.includes(cancelled.taskId), 5000, "the withdrawal");
     expect(await fails(w.human.request("system:gateway", "proposals/get", { id: cancelled.taskId }))).toMatch(/no pending proposal/);
     expect(w.writes).toEqual([]);
+  });
+
+  it("cancels the task when nobody decides and the proposal expires", { timeout: 30_000 }, async () => {
+    await world({ yaml: SPACE.replace("proposal_ttl_ms: 600000", "proposal_ttl_ms: 500") });
+    const claude = await session();
+    const task = await asTask(claude, "too late");
+    await waitFor(async () => (await claude.experimental.tasks.getTask(task.taskId)).status === "cancelled", 15_000, "cancelled on expiry");
+    expect(text(await claude.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema))).toMatch(/expired/);
   });
 
   it("waits for an approval across a gateway restart, then completes with the result", { timeout: 60_000 }, async () => {
