@@ -258,6 +258,20 @@ export function program(): Command {
 
   registerMcpCommand(cmd);
 
+  cmd
+    .command("mcp-config")
+    .description("print the snippet an MCP client needs to reach one participant of the space as itself, acting as a seat")
+    .argument("<participant>", "the MCP server participant to serve (mewgate mcp --only)")
+    .option("--as <seat>", "the participant your MCP client acts as (declare one in space.yaml first)")
+    .option("--client <name>", "claude-desktop, claude-code, cursor or vscode", "claude-code")
+    .option("--http", "streamable HTTP with a bearer header instead of a command (stdio)")
+    .option("-c, --config <space.yaml>", "space file (default: ./space.yaml)")
+    .option("--state-dir <dir>", "state directory, if not the default")
+    .option("--command <path>", "how the MCP client runs mewgate", "mewgate")
+    .action(async (participant: string, opts) => {
+      process.exitCode = await (await import("./mcp-config.js")).runMcpConfig(participant, opts);
+    });
+
   return cmd;
 }
 

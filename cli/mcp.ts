@@ -3,6 +3,7 @@
  *
  *   mewgate mcp --gateway ws://127.0.0.1:7420 --space lab --token-file ~/.lab-token
  *   mewgate mcp --config space.yaml --as claude
+ *   mewgate mcp --config space.yaml --as claude --only fs     (the participant fs, as itself)
  *
  * Where to connect and as whom is resolved like every other command (`resolveTarget`),
  * with two differences: `MEWGATE_TOKEN` is the last resort for the token (after `--token`,
@@ -20,6 +21,7 @@ export interface McpCommandOptions extends RemoteOptions {
   logFile?: string | undefined;
   logLevel?: string | undefined;
   approvalProgressMs?: number | undefined;
+  only?: string | undefined;
 }
 
 /** Resolves flags (and space.yaml) to a gateway address, space and token. Throws a `CliError` whose message says what to fix. */
@@ -48,6 +50,7 @@ export async function runMcp(opts: McpCommandOptions, env: NodeJS.ProcessEnv = p
       logger,
       name: opts.name,
       approvalProgressMs: opts.approvalProgressMs,
+      onlyParticipant: opts.only,
       signal: stop.signal,
     });
     return 0;
@@ -72,7 +75,8 @@ export function registerMcpCommand(program: Command): Command {
     .option("-c, --config <space.yaml>", "read the gateway address and the participant's token the way the gateway does (default: ./space.yaml without --gateway/--space/--token)")
     .option("--as <participant>", "the participant to act as; with --config, required unless a token says who you are (never the space's human by default)")
     .option("--state-dir <dir>", "with --config: the gateway's state directory, if it was started with --state-dir")
-    .option("--name <name>", "server name reported to the MCP client (default: mewgate-<space>)")
+    .option("--only <participant>", "serve that one participant's MCP server as itself: its own tool, resource and prompt names, nobody else's")
+    .option("--name <name>", "server name reported to the MCP client (default: mewgate-<space>, or with --only the server's own)")
     .option("--approval-progress-ms <ms>", "progress notification interval while a call waits for approval", positiveInt, 2000)
     .option("--log-file <file>", "pino log file, or - for stderr", "-")
     .option("--log-level <level>", "trace, debug, info, warn, error", "warn")

@@ -10,7 +10,10 @@
  * recently said it has roots answers. Resource subscriptions are counted here across
  * sessions, so one session's unsubscribe does not end another's updates.
  */
-import { ErrorCode } from "@modelcontextprotocol/sdk/types.js";
+import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import { ErrorCode, type ServerNotification, type ServerRequest } from "@modelcontextprotocol/sdk/types.js";
+import type { Logger } from "pino";
 import type { IncomingRequest, ParticipantClient } from "../client.js";
 import { RpcError } from "../errors.js";
 
@@ -100,4 +103,45 @@ export function deskOf(client: ParticipantClient): Desk {
   let desk = desks.get(client);
   if (!desk) desks.set(client, (desk = new Desk(client)));
   return desk;
+}
+
+/** How long the MCP client gets to answer a form or a completion a tool server asked for, unless the asker says. */
+const DEFAULT_CALLBACK_TIMEOUT_MS = 600_000;
+
+/**
+ * Puts what a tool server asks to the MCP client of `server`: `related` is the MCP request
+ * (the tool call) it is about, whose stream carries it over streamable HTTP; `only` the
+ * participant served as itself, whose forms keep its own words.
+ */
+export function askClient(server: Server, req: IncomingRequest, related: RequestHandlerExtra<ServerRequest, ServerNotification> | undefined, only: string | undefined, log: Logger | undefined): Promise<unknown> {
+  const params = { ...(req.params as Record<string, unknown>) };
+  const meta = typeof params["_meta"] === "object" && params["_meta"] !== null ? { ...(params["_meta"] as Record<string, unknown>) } : {};
+  const asked = meta["mewgate/timeout_ms"];
+  const forMeta = meta["mewgate/for"];
+  const tool = typeof forMeta === "object" && forMeta !== null ? (forMeta as Record<string, unknown>)["tool"] : undefined;
+  for (const key of Object.keys(meta)) if (key.startsWith("mewgate/")) delete meta[key];
+  if (Object.keys(meta).length > 0) params["_meta"] = meta;
+  else delete params["_meta"];
+  const options = {
+    signal: req.signal,
+    timeout: typeof asked === "number" && asked > 0 ? asked : DEFAULT_CALLBACK_TIMEOUT_MS,
+    // Over streamable HTTP it goes out on the stream of the tool call it is about.
+    ...(related ? { relatedRequestId: related.requestId } : {}),
+  };
+  log?.info({ method: req.method, from: req.from }, "a tool server asks the MCP client");
+  switch (req.method) {
+    case "elicitation/create":
+      // Whoever reads the form should know which tool server asks.
+      // Who asks is the sender the gateway stamped; the tool it names is its own word, shown as context.
+      // Serving one participant as itself, the client knows who asks: the server's own words.
+      if (typeof params["message"] === "string" && req.from !== only) {
+        const context = typeof tool === "string" ? ` (${tool.replace(/[\u0000-\u001f\u007f-\u009f]/g, "").slice(0, 200)})` : "";
+        params["message"] = `${req.from} asks${context}: ${params["message"]}`;
+      }
+      return server.elicitInput(params as never, options);
+    case "sampling/createMessage":
+      return server.createMessage(params as never, options);
+    default:
+      return server.listRoots(undefined, options);
+  }
 }

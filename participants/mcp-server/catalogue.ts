@@ -41,16 +41,18 @@ export const APPROVAL_NOTE =
  * ones policy denies it and its own, under the MCP-safe names of `participants/agent/names.ts`
  * (`fs/read_file` → `fs__read_file`), with the real name in the title and description.
  */
-export function buildCatalogue(infos: readonly ToolInfo[], self: string | undefined): Catalogue {
+export function buildCatalogue(infos: readonly ToolInfo[], self: string | undefined, only?: string): Catalogue {
   const visible: { info: ToolInfo; participant: string; policy: ExposedPolicy }[] = [];
   for (const info of infos) {
     const slash = info.name.indexOf("/");
     const participant = info.participant ?? (slash > 0 ? info.name.slice(0, slash) : "");
     if (info.policy === "denied" || participant === self) continue;
+    if (only !== undefined && participant !== only) continue;
     // A policy the gateway did not state is treated as direct: if the call needs approval
     // after all, the gateway turns it into a proposal and the call still waits for it.
     visible.push({ info, participant, policy: info.policy === "proposal" ? "proposal" : "direct" });
   }
+  if (only !== undefined) return ownNames(visible);
   const names = new ToolNameMap(visible.map((v) => v.info.name));
   const skipped = names.collisions.flatMap((c) => c.names.map((name) => ({ name, why: `its MCP name ${c.functionName} is shared with ${c.names.filter((n) => n !== name).join(", ")}` })));
   const tools: Tool[] = [];
@@ -70,16 +72,39 @@ export function buildCatalogue(infos: readonly ToolInfo[], self: string | undefi
   return { tools, byName, fingerprint: JSON.stringify(tools), skipped };
 }
 
-function toMcpTool(fn: string, info: ToolInfo, policy: ExposedPolicy, participant: string): Tool | undefined {
+/**
+ * One participant's tools under their own names (`/mcp/<participant>`): the server's own
+ * title and description (cleaned for a model like every tool of the space), the policy in
+ * `_meta`. Names are unique within one server, so nothing is encoded.
+ */
+function ownNames(visible: { info: ToolInfo; participant: string; policy: ExposedPolicy }[]): Catalogue {
+  const tools: Tool[] = [];
+  const byName = new Map<string, CatalogueEntry>();
+  const skipped: { name: string; why: string }[] = [];
+  for (const { info, participant, policy } of visible) {
+    const own = info.tool ?? info.name.slice(participant.length + 1);
+    if (!own || byName.has(own)) continue;
+    const tool = toMcpTool(own, forModel(info), policy, participant, true);
+    if (!tool) {
+      skipped.push({ name: info.name, why: "its definition is not a valid MCP tool" });
+      continue;
+    }
+    tools.push(tool);
+    byName.set(own, { real: info.name, participant, policy });
+  }
+  return { tools, byName, fingerprint: JSON.stringify(tools), skipped };
+}
+
+function toMcpTool(fn: string, info: ToolInfo, policy: ExposedPolicy, participant: string, asItself = false): Tool | undefined {
   const real = info.name;
   const needsApproval = policy === "proposal";
   const ownTitle = typeof info["title"] === "string" && info["title"] ? info["title"] : undefined;
-  const title = `${ownTitle ? `${ownTitle} (${real})` : real}${needsApproval ? " — needs approval" : ""}`;
-  const description = [`${real}${info.description ? `: ${info.description}` : ""}`, ...(needsApproval ? [APPROVAL_NOTE] : [])].join("\n\n");
+  const title = asItself ? ownTitle : `${ownTitle ? `${ownTitle} (${real})` : real}${needsApproval ? " — needs approval" : ""}`;
+  const description = asItself ? info.description : [`${real}${info.description ? `: ${info.description}` : ""}`, ...(needsApproval ? [APPROVAL_NOTE] : [])].join("\n\n");
   const tool: Record<string, unknown> = {
     name: fn,
-    title,
-    description,
+    ...(title === undefined ? {} : { title }),
+    ...(description === undefined ? {} : { description }),
     inputSchema: objectSchema(info.inputSchema) ?? { type: "object" },
     // The server's own _meta (MCP Apps UI resources, …) passes through beside ours.
     _meta: { ...(isObject(info["_meta"]) ? info["_meta"] : {}), "mewgate/name": real, "mewgate/participant": participant, "mewgate/policy": policy },

@@ -11,6 +11,9 @@
  *   second connection under the same id would replace the first (close 4409), and an MCP
  *   client often opens a new session before the old one is gone. The participant leaves
  *   the space when its last session ends.
+ * - `<path>/<participant>` (`/mcp/fs`) serves that one participant as itself (face.ts,
+ *   `OnlyParticipant`), to the same tokens, under the same policy. A session belongs to
+ *   the path that opened it: presented at another, it is refused.
  * - A session ends on `DELETE`, after `idleTimeoutMs` without any request (an open GET
  *   stream does not count), when the participant's connection ends (gateway shutdown,
  *   replaced), or on `close()`. At most `maxSessions` are open at once.
@@ -39,6 +42,7 @@ export interface McpHttpModules {
   connectInProcess: typeof import("../../gateway/space/inprocess.js").connectInProcess;
   ParticipantClient: typeof import("../client.js").ParticipantClient;
   createSpaceMcpServer: typeof import("./server.js").createSpaceMcpServer;
+  describeParticipant: typeof import("./face.js").describeParticipant;
 }
 
 let shared: Promise<McpHttpModules> | undefined;
@@ -56,12 +60,14 @@ export function loadMcpHttpModules(): Promise<McpHttpModules> {
     import("../../gateway/space/inprocess.js"),
     import("../client.js"),
     import("./server.js"),
-  ]).then(([http, types, inprocess, client, server]) => ({
+    import("./face.js"),
+  ]).then(([http, types, inprocess, client, server, face]) => ({
     StreamableHTTPServerTransport: http.StreamableHTTPServerTransport,
     isInitializeRequest: types.isInitializeRequest,
     connectInProcess: inprocess.connectInProcess,
     ParticipantClient: client.ParticipantClient,
     createSpaceMcpServer: server.createSpaceMcpServer,
+    describeParticipant: face.describeParticipant,
   }));
   shared = loading;
   loading.catch(() => {
@@ -80,6 +86,8 @@ export interface McpHttpOptions {
   /** Largest `initialize` body read before a session exists. Default 4 MiB (the SDK's own limit for later requests). */
   maxBodyBytes?: number | undefined;
   approvalProgressMs?: number | undefined;
+  /** Most tasks one participant holds at once (tasks.ts). Default 1000. */
+  maxTasks?: number | undefined;
   logger?: Logger | undefined;
   /** How the endpoint's modules are loaded on its first request. Default `loadMcpHttpModules` (tests replace it). */
   loadModules?: (() => Promise<McpHttpModules>) | undefined;
@@ -105,6 +113,8 @@ interface Session {
   id: string | undefined;
   space: string;
   participant: string;
+  /** The participant this session serves as itself (`/mcp/<participant>`), if any. */
+  only: string | undefined;
   pooled: Pooled;
   server: SpaceMcpServer;
   transport: StreamableHTTPServerTransport;
@@ -236,10 +246,17 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     log?.info({ participant: s.participant, session: s.id }, "MCP session closed");
   }
 
-  async function openSession(m: McpHttpModules, space: Space, participant: string): Promise<Session> {
+  async function openSession(m: McpHttpModules, space: Space, participant: string, onlyId: string | undefined): Promise<Session> {
     const pooled = await acquire(m, space, participant);
-    const server = m.createSpaceMcpServer({ client: pooled.client, logger: opts.logger, approvalProgressMs: opts.approvalProgressMs });
-    const session: Session = { id: undefined, space: space.id, participant, pooled, server, transport: undefined as never, open: 0, lastSeen: Date.now(), closed: false };
+    let only: Awaited<ReturnType<McpHttpModules["describeParticipant"]>> | undefined;
+    try {
+      only = onlyId === undefined ? undefined : await m.describeParticipant(pooled.client, onlyId);
+    } catch (err) {
+      release(pooled);
+      throw err;
+    }
+    const server = m.createSpaceMcpServer({ client: pooled.client, logger: opts.logger, approvalProgressMs: opts.approvalProgressMs, maxTasks: opts.maxTasks, only });
+    const session: Session = { id: undefined, space: space.id, participant, only: onlyId, pooled, server, transport: undefined as never, open: 0, lastSeen: Date.now(), closed: false };
     session.transport = new m.StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
@@ -273,12 +290,15 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
   async function handle(m: McpHttpModules, req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (closing) return rpcError(res, 503, RPC_SERVER_ERROR, "the MCP endpoint is shutting down", "closing");
     const url = new URL(req.url ?? "/", "http://gateway");
+    const only = onlyOf(url.pathname);
+    if (only === null) return rpcError(res, 404, RPC_SERVER_ERROR, `not found: serve one participant at ${path}/<participant>`, "not_found");
     const sid = header(req, "mcp-session-id");
     const session = sid === undefined ? undefined : sessions.get(sid);
     const who = await identify(req, url, session);
     if (!who.ok) {
-      // RFC 9728: tell the client where the protected resource's metadata is (and, RFC 6750, what was wrong with its token).
-      const headers: Record<string, string> | undefined = who.status === 401 || who.status === 403 ? { "www-authenticate": bearerChallenge(req, path, who.challenge) } : who.status === 503 ? { "retry-after": "5" } : undefined;
+      // RFC 9728: tell the client where this path's protected-resource metadata is (and, RFC 6750, what was wrong with its token).
+      const suffix = only === undefined ? path : `${path}/${encodeURIComponent(only)}`;
+      const headers: Record<string, string> | undefined = who.status === 401 || who.status === 403 ? { "www-authenticate": bearerChallenge(req, suffix, who.challenge) } : who.status === 503 ? { "retry-after": "5" } : undefined;
       return rpcError(res, who.status, RPC_SERVER_ERROR, who.message, who.reason, headers);
     }
     if (sid !== undefined) {
@@ -287,6 +307,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       if (session.space !== who.space.id || session.participant !== who.participant) {
         return rpcError(res, 403, RPC_SERVER_ERROR, "this session belongs to another participant", "forbidden");
       }
+      if (session.only !== only) return rpcError(res, 403, RPC_SERVER_ERROR, `this session was opened at ${session.only === undefined ? path : `${path}/${session.only}`}; use it there`, "forbidden");
       return serve(session, req, res);
     }
     if (req.method !== "POST") return rpcError(res, 400, RPC_SERVER_ERROR, "Bad Request: Mcp-Session-Id header is required", "bad_request");
@@ -300,6 +321,9 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     const initializes = Array.isArray(read.body) ? read.body.some((msg) => m.isInitializeRequest(msg)) : m.isInitializeRequest(read.body);
     if (!initializes) return rpcError(res, 400, RPC_SERVER_ERROR, "Bad Request: no session; send initialize first", "bad_request");
     if (who.space.closed) return rpcError(res, 503, RPC_SERVER_ERROR, `space "${who.space.id}" has shut down`, "unavailable");
+    if (only !== undefined && who.space.config.participants[only] === undefined) {
+      return rpcError(res, 404, RPC_SERVER_ERROR, `space "${who.space.id}" declares no participant "${only.slice(0, 64)}"`, "unknown_participant");
+    }
     // Each session holds an SDK server and transport: their number is bounded.
     if (sessions.size + opening >= maxSessions) {
       log?.warn({ participant: who.participant, sessions: sessions.size }, "MCP session cap reached");
@@ -310,7 +334,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     opening++;
     try {
       try {
-        s = await openSession(m, who.space, who.participant);
+        s = await openSession(m, who.space, who.participant, only);
       } catch (err) {
         log?.warn({ participant: who.participant, err: (err as Error).message }, "could not join the space for an MCP session");
         return rpcError(res, 503, RPC_SERVER_ERROR, `could not join space "${who.space.id}": ${(err as Error).message}`, "unavailable");
@@ -337,13 +361,27 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
 
   // RFC 9728 protected-resource metadata for this path is served by the gateway (gateway/operator/resource.ts).
 
-  gateway.addHttpRoute(path, (req, res) => {
+  /** `/mcp` → undefined (the space), `/mcp/fs` → "fs", anything else under it → null. */
+  function onlyOf(pathname: string): string | undefined | null {
+    if (pathname === path) return undefined;
+    let id: string;
+    try {
+      id = decodeURIComponent(pathname.slice(path.length + 1));
+    } catch {
+      return null;
+    }
+    return /^[A-Za-z0-9_.:-]{1,128}$/.test(id) ? id : null;
+  }
+
+  const route = (req: IncomingMessage, res: ServerResponse) => {
     (mods ? handle(mods, req, res) : handleFirst(req, res)).catch((err: Error) => {
       log?.error({ err }, "MCP HTTP request failed");
       if (!res.headersSent) rpcError(res, 500, RPC_INTERNAL_ERROR, "internal error");
       else res.end();
     });
-  });
+  };
+  gateway.addHttpRoute(path, route);
+  gateway.addHttpPrefix(`${path}/`, route);
 
   return {
     path,

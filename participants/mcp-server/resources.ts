@@ -5,8 +5,14 @@
  *
  * Resources keep their URIs — a `resource_link` a tool returned can be read as it is —
  * and are named `participant/name`; a URI two servers share is read from the first that
- * listed it. Prompts are named `participant__prompt`, like tools.
+ * listed it. Prompts are named `participant__prompt`, like tools. A URI no server listed
+ * is read from the one whose resource template matches it (RFC 6570, the SDK's
+ * `UriTemplate`); a URI two servers' templates match is refused as ambiguous, not guessed.
+ *
+ * Serving one participant as itself (`only`), every request goes to that participant
+ * under the names it gave: nothing is gathered from, or routed to, anyone else.
  */
+import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import type { ParticipantClient } from "../client.js";
 import { ParticipantError } from "../errors.js";
@@ -16,14 +22,22 @@ import { cleanTexts, flagNote } from "../agent/tools.js";
 const TIMEOUT_MS = 10_000;
 /** Most resources or prompts gathered from one participant. */
 const MAX_PER_OWNER = 1000;
+/** Longest URI matched against templates (the SDK's matcher is a regular expression). */
+const MAX_MATCH_URI = 4096;
 
 type Item = Record<string, unknown>;
 
 export class SpaceResources {
   /** URI → the participant that listed it. */
   private readonly owners = new Map<string, string>();
+  /** Resource templates as last listed: which participant offers which. */
+  private templates: { owner: string; template: UriTemplate }[] = [];
 
-  constructor(private readonly client: ParticipantClient) {}
+  /** `only`: the one participant served as itself. */
+  constructor(
+    private readonly client: ParticipantClient,
+    private readonly only?: string,
+  ) {}
 
   async listResources(): Promise<{ resources: Item[] }> {
     const resources: Item[] = [];
@@ -31,26 +45,59 @@ export class SpaceResources {
       for (const r of await this.gather(owner, "resources/list", "resources")) {
         if (typeof r["uri"] !== "string") continue;
         if (!this.owners.has(r["uri"])) this.owners.set(r["uri"], owner);
-        resources.push({ ...r, name: `${owner}/${String(r["name"] ?? r["uri"])}` });
+        resources.push(this.only !== undefined ? r : { ...r, name: `${owner}/${String(r["name"] ?? r["uri"])}` });
       }
     }
     return { resources };
   }
 
+  async listTemplates(): Promise<{ resourceTemplates: Item[] }> {
+    const resourceTemplates: Item[] = [];
+    const known: { owner: string; template: UriTemplate }[] = [];
+    for (const owner of this.servers()) {
+      for (const t of await this.gather(owner, "resources/templates/list", "resourceTemplates")) {
+        if (typeof t["uriTemplate"] !== "string") continue;
+        try {
+          known.push({ owner, template: new UriTemplate(t["uriTemplate"]) });
+        } catch {
+          continue; // not a template the SDK can match: not offered
+        }
+        resourceTemplates.push(this.only !== undefined ? t : { ...t, name: `${owner}/${String(t["name"] ?? t["uriTemplate"])}` });
+      }
+    }
+    this.templates = known;
+    return { resourceTemplates };
+  }
+
   async readResource(uri: string): Promise<Record<string, unknown>> {
-    if (!this.owners.has(uri)) await this.listResources();
-    const owner = this.owners.get(uri);
-    if (!owner) throw new McpError(ErrorCode.InvalidParams, `no participant of the space offers the resource ${uri}`);
-    return this.ask(owner, "resources/read", { uri });
+    return this.ask(await this.ownerOf(uri), "resources/read", { uri });
   }
 
   /** Subscribes to `uri` at the participant that owns it; returns that participant. */
   async subscribe(uri: string): Promise<string> {
-    if (!this.owners.has(uri)) await this.listResources();
-    const owner = this.owners.get(uri);
-    if (!owner) throw new McpError(ErrorCode.InvalidParams, `no participant of the space offers the resource ${uri}`);
+    const owner = await this.ownerOf(uri);
     await this.ask(owner, "resources/subscribe", { uri });
     return owner;
+  }
+
+  /**
+   * The participant that serves `uri`: the one served as itself; else the first that listed
+   * it; else the one whose template matches it — exactly one, or the read is refused.
+   */
+  private async ownerOf(uri: string): Promise<string> {
+    if (this.only !== undefined) return this.only;
+    if (!this.owners.has(uri)) await this.listResources();
+    const listed = this.owners.get(uri);
+    if (listed) return listed;
+    if (uri.length <= MAX_MATCH_URI) {
+      await this.listTemplates();
+      const matching = [...new Set(this.templates.filter((t) => matches(t.template, uri)).map((t) => t.owner))];
+      if (matching.length === 1) return matching[0]!;
+      if (matching.length > 1) {
+        throw new McpError(ErrorCode.InvalidParams, `the resource ${uri} matches the templates of ${matching.join(" and ")}: ambiguous, so it is not read; read it through /mcp/<participant>`, { reason: "ambiguous_resource", participants: matching });
+      }
+    }
+    throw new McpError(ErrorCode.InvalidParams, `no participant of the space offers the resource ${uri}`);
   }
 
   /** Ends the subscription to `uri` at its owner (best effort: the owner may be gone). */
@@ -63,13 +110,15 @@ export class SpaceResources {
     const prompts: Item[] = [];
     for (const owner of this.servers()) {
       for (const p of await this.gather(owner, "prompts/list", "prompts")) {
-        if (typeof p["name"] === "string") prompts.push(forModel({ ...p, name: `${owner}__${p["name"]}`, title: `${String(p["title"] ?? p["name"])} (${owner})` }));
+        if (typeof p["name"] !== "string") continue;
+        prompts.push(forModel(this.only !== undefined ? p : { ...p, name: `${owner}__${p["name"]}`, title: `${String(p["title"] ?? p["name"])} (${owner})` }));
       }
     }
     return { prompts };
   }
 
   async getPrompt(name: string, args: Record<string, string> | undefined): Promise<Record<string, unknown>> {
+    if (this.only !== undefined) return this.ask(this.only, "prompts/get", { name, ...(args ? { arguments: args } : {}) });
     const split = name.indexOf("__");
     const owner = split > 0 ? name.slice(0, split) : "";
     if (!this.servers().includes(owner)) throw new McpError(ErrorCode.InvalidParams, `unknown prompt: ${name} (prompts are named participant__prompt)`);
@@ -82,6 +131,7 @@ export class SpaceResources {
    */
   async complete(params: Record<string, unknown>): Promise<Record<string, unknown>> {
     const ref = (params["ref"] ?? {}) as Record<string, unknown>;
+    if (this.only !== undefined) return this.ask(this.only, "completion/complete", params);
     if (ref["type"] === "ref/prompt" && typeof ref["name"] === "string") {
       const split = ref["name"].indexOf("__");
       const owner = split > 0 ? ref["name"].slice(0, split) : "";
@@ -105,6 +155,7 @@ export class SpaceResources {
 
   /** Connected participants that are MCP servers. */
   private servers(): string[] {
+    if (this.only !== undefined) return [this.only];
     return [...this.client.participants.values()].filter((p) => p.kind === "mcp").map((p) => p.id);
   }
 
@@ -135,6 +186,14 @@ export class SpaceResources {
       if (err instanceof ParticipantError) throw new McpError(err.code === "rpc_error" ? (err.rpcCode ?? ErrorCode.InternalError) : ErrorCode.InvalidRequest, `${owner}: ${err.message}`);
       throw err;
     }
+  }
+}
+
+function matches(template: UriTemplate, uri: string): boolean {
+  try {
+    return template.match(uri) !== null;
+  } catch {
+    return false;
   }
 }
 

@@ -14,6 +14,7 @@ import {
   ErrorCode,
   ListToolsRequestSchema,
   ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
   ReadResourceRequestSchema,
   ListPromptsRequestSchema,
   GetPromptRequestSchema,
@@ -29,9 +30,10 @@ import {
   type GetPromptResult,
   type ListPromptsResult,
   type ListResourcesResult,
+  type ListResourceTemplatesResult,
   type ReadResourceResult,
   type CallToolResult,
-  type ProgressToken,
+  type CreateTaskResult,
   type ServerNotification,
   type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
@@ -40,14 +42,16 @@ import { GATEWAY_ID, type Envelope } from "../../gateway/wire/envelope.js";
 import { ParticipantClient, type ClientOptions } from "../client.js";
 import { ParticipantError, RpcError } from "../errors.js";
 import { buildCatalogue, failureResult, type Catalogue, type CatalogueEntry } from "./catalogue.js";
-import { deskOf, type Desk, type Session } from "./callbacks.js";
+import { askClient, deskOf, type Desk, type Session } from "./callbacks.js";
 import { SpaceResources } from "./resources.js";
+import { faceCapabilities, instructions, ProgressRelay, type OnlyParticipant } from "./face.js";
+import { TASK_CAPABILITY, tasksOf, withTaskSupport, type SeatTasks } from "./tasks.js";
 
 /** Reported as `serverInfo.version`; kept in step with package.json by hand. */
 const SERVER_VERSION = "0.1.0";
 const DEFAULT_APPROVAL_PROGRESS_MS = 2000;
-/** How long the MCP client gets to answer a form or a completion a tool server asked for, unless the asker says. */
-const DEFAULT_CALLBACK_TIMEOUT_MS = 600_000;
+/** How long a call made as a task may wait, at most: the longest timer Node keeps. */
+const TASK_WAIT_MS = 2_147_483_647;
 /** Most tool names kept after they left the catalogue (`former`). */
 const MAX_FORMER_TOOLS = 1024;
 /** MCP's log levels, least severe first. */
@@ -68,6 +72,14 @@ export interface SpaceMcpServerOptions {
    * often (when the request carried a `progressToken`). Default 2000.
    */
   approvalProgressMs?: number | undefined;
+  /**
+   * Serve this one participant as itself (`/mcp/<participant>`, `mewgate mcp --only`): its
+   * tools, resources, templates, prompts and completions under its own names, nobody
+   * else's, and its own server name and instructions (face.ts `describeParticipant`).
+   */
+  only?: OnlyParticipant | undefined;
+  /** Most tasks the seat holds at once (tasks.ts); default 1000. */
+  maxTasks?: number | undefined;
 }
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
@@ -81,6 +93,9 @@ type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
  */
 export class SpaceMcpServer extends Server {
   readonly client: ParticipantClient;
+  /** The one participant served as itself, if this face serves only one. */
+  readonly only: string | undefined;
+  private readonly tasks: SeatTasks;
   /** Resolves when the MCP connection ended (or `close()` was called). */
   readonly closed: Promise<void>;
   private readonly owned: boolean;
@@ -95,6 +110,8 @@ export class SpaceMcpServer extends Server {
    */
   private readonly former = new Map<string, CatalogueEntry>();
   private fetchSeq = 0;
+  /** The fetch that calls naming a tool not in the list wait on. */
+  private lookup: Promise<Catalogue> | undefined;
   private appliedSeq = 0;
   private refreshing = false;
   private refreshAgain = false;
@@ -116,13 +133,18 @@ export class SpaceMcpServer extends Server {
     const owned = !(opts.client instanceof ParticipantClient);
     const client = opts.client instanceof ParticipantClient ? opts.client : new ParticipantClient(opts.client);
     const welcome = client.welcome;
+    const only = opts.only;
+    const capabilities = faceCapabilities(only);
+    // Approvals as tasks: the seat's store, shared by its sessions (tasks.ts).
+    const tasks = tasksOf(client, opts.maxTasks);
     super(
-      { name: opts.name ?? (welcome?.space ? `mewgate-${welcome.space.id}` : "mewgate"), version: SERVER_VERSION },
-      {
-        capabilities: { tools: { listChanged: true }, resources: { subscribe: true, listChanged: true }, prompts: { listChanged: true }, completions: {}, logging: {} },
-        instructions: instructions(welcome?.space?.id, welcome?.id),
-      },
+      only?.serverInfo
+        ? { ...only.serverInfo, ...(opts.name ? { name: opts.name } : {}) }
+        : { name: opts.name ?? (only ? only.participant : welcome?.space ? `mewgate-${welcome.space.id}` : "mewgate"), version: SERVER_VERSION },
+      { capabilities: { ...capabilities, tasks: TASK_CAPABILITY }, instructions: instructions(welcome?.space?.id, welcome?.id, only), taskStore: tasks },
     );
+    this.only = only?.participant;
+    this.tasks = tasks;
     this.client = client;
     this.owned = owned;
     this.log = opts.logger?.child({ component: "mcp-server" });
@@ -132,10 +154,11 @@ export class SpaceMcpServer extends Server {
     this.ready = client.connect().then(() => undefined);
     this.ready.catch(() => {});
 
-    this.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: (await this.currentTools()).tools }));
+    // A client that takes tasks hears which calls may wait for a person as one.
+    this.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: withTaskSupport((await this.currentTools()).tools, this.getClientCapabilities()) }));
     this.setRequestHandler(CallToolRequestSchema, (request, extra) => this.callTool(request.params, extra));
     // Resources and prompts of the space's MCP servers, through the gateway (resources.ts).
-    const resources = (this.resources = new SpaceResources(client));
+    const resources = (this.resources = new SpaceResources(client, this.only));
     // What the space's tool servers ask back about this session's calls (callbacks.ts).
     this.desk = deskOf(client);
     this.leaveDesk = this.desk.add(this.session);
@@ -163,36 +186,51 @@ export class SpaceMcpServer extends Server {
     // The client's roots changed: the tool servers that take their roots from here ask again.
     this.setNotificationHandler(RootsListChangedNotificationSchema, async () => {
       for (const p of this.client.participants.values()) {
-        if (p.kind === "mcp") this.client.notify(p.id, "notifications/roots/list_changed", {});
+        if (p.kind === "mcp" && (this.only === undefined || p.id === this.only)) this.client.notify(p.id, "notifications/roots/list_changed", {});
       }
     });
-    // The results are the owners' own, passed on as they came (only names are prefixed).
-    this.setRequestHandler(ListResourcesRequestSchema, async () => {
-      await this.ready;
-      return (await resources.listResources()) as ListResourcesResult;
-    });
-    this.setRequestHandler(ReadResourceRequestSchema, async (request) => {
-      await this.ready;
-      return (await resources.readResource(request.params.uri)) as ReadResourceResult;
-    });
-    this.setRequestHandler(ListPromptsRequestSchema, async () => {
-      await this.ready;
-      return (await resources.listPrompts()) as ListPromptsResult;
-    });
-    this.setRequestHandler(GetPromptRequestSchema, async (request) => {
-      await this.ready;
-      return (await resources.getPrompt(request.params.name, request.params.arguments)) as GetPromptResult;
-    });
-    this.setRequestHandler(CompleteRequestSchema, async (request) => {
-      await this.ready;
-      return (await resources.complete(request.params as Record<string, unknown>)) as CompleteResult;
-    });
+    // The results are the owners' own, passed on as they came (the space's face prefixes names).
+    // Serving one participant, only what its server declared is offered.
+    if (capabilities.resources) {
+      this.setRequestHandler(ListResourcesRequestSchema, async () => {
+        await this.ready;
+        return (await resources.listResources()) as ListResourcesResult;
+      });
+      this.setRequestHandler(ListResourceTemplatesRequestSchema, async () => {
+        await this.ready;
+        return (await resources.listTemplates()) as ListResourceTemplatesResult;
+      });
+      this.setRequestHandler(ReadResourceRequestSchema, async (request) => {
+        await this.ready;
+        return (await resources.readResource(request.params.uri)) as ReadResourceResult;
+      });
+    }
+    if (capabilities.prompts) {
+      this.setRequestHandler(ListPromptsRequestSchema, async () => {
+        await this.ready;
+        return (await resources.listPrompts()) as ListPromptsResult;
+      });
+      this.setRequestHandler(GetPromptRequestSchema, async (request) => {
+        await this.ready;
+        return (await resources.getPrompt(request.params.name, request.params.arguments)) as GetPromptResult;
+      });
+    }
+    if (capabilities.completions) {
+      this.setRequestHandler(CompleteRequestSchema, async (request) => {
+        await this.ready;
+        return (await resources.complete(request.params as Record<string, unknown>)) as CompleteResult;
+      });
+    }
     this.oninitialized = () => {
       this.initialized = true;
     };
     this.onclose = () => this.dispose();
 
     this.unsubscribe.push(
+      tasks.listen((task) => {
+        if (!this.initialized || this.disposed || !this.getClientCapabilities()?.tasks) return;
+        this.notification({ method: "notifications/tasks/status", params: task }).catch((err: Error) => this.log?.debug({ err: err.message }, "could not send a task's status"));
+      }),
       client.onNotification((n) => this.spaceNotification(n.method, n.params, n.from, n.envelope)),
       // A grant changes policies (a tool stops needing approval); a reconnect may find another catalogue.
       client.on("welcome", (w) => {
@@ -251,7 +289,7 @@ export class SpaceMcpServer extends Server {
     const seq = ++this.fetchSeq;
     const infos = await this.client.listTools();
     if (seq > this.appliedSeq) {
-      const next = buildCatalogue(infos, this.client.id);
+      const next = buildCatalogue(infos, this.client.id, this.only);
       if (next.fingerprint !== this.catalogue?.fingerprint) {
         for (const s of next.skipped) this.log?.warn({ tool: s.name }, `not offered over MCP: ${s.why}`);
       }
@@ -294,7 +332,7 @@ export class SpaceMcpServer extends Server {
     }
   }
 
-  private async callTool(params: CallToolRequest["params"], extra: Extra): Promise<CallToolResult> {
+  private async callTool(params: CallToolRequest["params"], extra: Extra): Promise<CallToolResult | CreateTaskResult> {
     try {
       await this.ready;
     } catch (err) {
@@ -303,17 +341,27 @@ export class SpaceMcpServer extends Server {
     let entry = this.catalogue?.byName.get(params.name);
     if (!entry) {
       // The client may know a tool from a list we have not fetched (or one that just appeared).
-      await this.refresh().catch(() => undefined);
+      // Calls arriving together share one fetch: a burst of calls is not a burst of tools/list.
+      this.lookup ??= this.refresh().finally(() => (this.lookup = undefined));
+      await this.lookup.catch(() => undefined);
       entry = this.catalogue?.byName.get(params.name) ?? this.former.get(params.name);
     }
     if (!entry) throw new McpError(ErrorCode.InvalidParams, `unknown tool: ${params.name} (list the tools again: the space's tools change)`);
-    const real = entry.real;
+    if (params.task !== undefined) {
+      // Answered at once; the call goes on past this request (tasks.ts), with no progress relayed.
+      const task = await this.tasks.start(entry.real, params.task.ttl, (signal, onProposal) => this.runCall(entry.real, params, { ...extra, signal, _meta: {} }, onProposal));
+      return { task };
+    }
+    return this.runCall(entry.real, params, extra);
+  }
 
+  private async runCall(real: string, params: CallToolRequest["params"], extra: Extra, proposed?: (proposal: Envelope) => void): Promise<CallToolResult> {
     const token = extra._meta?.progressToken;
     const relay = token === undefined ? undefined : new ProgressRelay(token, extra, this.log);
     let proposalId: string | undefined;
     let ticker: NodeJS.Timeout | undefined;
     const onProposal = (proposal: Envelope) => {
+      proposed?.(proposal);
       proposalId = proposal.id;
       this.made.set(proposal.id, extra);
       this.log?.info({ tool: real, proposal: proposal.id }, "call waits for approval");
@@ -334,7 +382,8 @@ export class SpaceMcpServer extends Server {
         GATEWAY_ID,
         "tools/call",
         { name: real, arguments: params.arguments ?? {} },
-        { signal: extra.signal, onProposal, onProgress: relay ? (p) => relay.forward(p) : undefined },
+        // A task waits as long as the space keeps its proposal (the gateway expires it), not the client's own deadline.
+        { signal: extra.signal, onProposal, onProgress: relay ? (p) => relay.forward(p) : undefined, ...(proposed ? { timeoutMs: TASK_WAIT_MS } : {}) },
       );
       callId = pending.id;
       this.made.set(callId, extra);
@@ -345,6 +394,8 @@ export class SpaceMcpServer extends Server {
     } catch (err) {
       if (!(err instanceof ParticipantError)) throw err;
       this.log?.info({ tool: real, proposal: proposalId, code: err.code }, "call failed");
+      // A task says how it ended by its status (tasks.ts): it wants the failure itself.
+      if (proposed) throw err;
       // The owner's own JSON-RPC error goes through as one (invalid params, unknown method…).
       // (RpcError rather than McpError, whose message would gain a second "MCP error" prefix.)
       if (err.code === "rpc_error") throw new RpcError(err.rpcCode ?? ErrorCode.InternalError, err.message, err.data);
@@ -374,43 +425,14 @@ export class SpaceMcpServer extends Server {
       if (method === "roots/list") return caps?.roots !== undefined;
       return false;
     },
-    ask: async (req, about) => {
-      const params = { ...(req.params as Record<string, unknown>) };
-      const meta = typeof params["_meta"] === "object" && params["_meta"] !== null ? { ...(params["_meta"] as Record<string, unknown>) } : {};
-      const asked = meta["mewgate/timeout_ms"];
-      const forMeta = meta["mewgate/for"];
-      const tool = typeof forMeta === "object" && forMeta !== null ? (forMeta as Record<string, unknown>)["tool"] : undefined;
-      for (const key of Object.keys(meta)) if (key.startsWith("mewgate/")) delete meta[key];
-      if (Object.keys(meta).length > 0) params["_meta"] = meta;
-      else delete params["_meta"];
-      const related = about === undefined ? undefined : this.made.get(about);
-      const options = {
-        signal: req.signal,
-        timeout: typeof asked === "number" && asked > 0 ? asked : DEFAULT_CALLBACK_TIMEOUT_MS,
-        // Over streamable HTTP it goes out on the stream of the tool call it is about.
-        ...(related ? { relatedRequestId: related.requestId } : {}),
-      };
-      this.log?.info({ method: req.method, from: req.from }, "a tool server asks the MCP client");
-      switch (req.method) {
-        case "elicitation/create":
-          // Whoever reads the form should know which tool server asks.
-          // Who asks is the sender the gateway stamped; the tool it names is its own word, shown as context.
-          if (typeof params["message"] === "string") {
-            const context = typeof tool === "string" ? ` (${tool.replace(/[\u0000-\u001f\u007f-\u009f]/g, "").slice(0, 200)})` : "";
-            params["message"] = `${req.from} asks${context}: ${params["message"]}`;
-          }
-          return this.elicitInput(params as never, options);
-        case "sampling/createMessage":
-          return this.createMessage(params as never, options);
-        default:
-          return this.listRoots(undefined, options);
-      }
-    },
+    ask: (req, about) => askClient(this, req, about === undefined ? undefined : this.made.get(about), this.only, this.log),
   };
 
   private spaceNotification(method: string, params: unknown, from: string, env: Envelope): void {
     if (method === "notifications/tools/list_changed" && from === GATEWAY_ID) return void this.spaceToolsChanged();
     if (!this.initialized || this.disposed) return;
+    // Serving one participant: nothing another one says reaches the client.
+    if (this.only !== undefined && from !== this.only) return;
     const send = (p: Promise<void>) => void p.catch((err: Error) => this.log?.debug({ err: err.message, method }, "could not tell the MCP client"));
     switch (method) {
       case "notifications/resources/updated": {
@@ -434,7 +456,8 @@ export class SpaceMcpServer extends Server {
         if (about === undefined || typeof params !== "object" || params === null) return;
         const p = params as Record<string, unknown>;
         const level = LOG_LEVELS.includes(p["level"] as LoggingLevel) ? (p["level"] as LoggingLevel) : "info";
-        const logger = typeof p["logger"] === "string" ? `${from}/${p["logger"]}` : from;
+        const own = typeof p["logger"] === "string" ? p["logger"] : undefined;
+        const logger = this.only !== undefined ? (own ?? from) : own !== undefined ? `${from}/${own}` : from;
         this.sendLog(level, p["data"], this.made.get(about), logger);
         return;
       }
@@ -453,47 +476,4 @@ export class SpaceMcpServer extends Server {
 /** Creates the MCP server for a participant of a space; connect it to any MCP server transport. */
 export function createSpaceMcpServer(opts: SpaceMcpServerOptions): SpaceMcpServer {
   return new SpaceMcpServer(opts);
-}
-
-function instructions(space: string | undefined, participant: string | undefined): string {
-  const where = space ? `the mewgate space "${space}"${participant ? ` as participant "${participant}"` : ""}` : "a mewgate space";
-  return (
-    `These tools are the tools of ${where}, a shared workspace of people, agents and tool servers. ` +
-    `The space calls each tool participant/tool; here it is named participant__tool, and its title shows the real name. ` +
-    `Tools whose title says "needs approval" wait until someone in the space approves the call; ` +
-    `a rejection comes back as an error result with the reason: do not retry it unchanged.`
-  );
-}
-
-/**
- * Progress toward one MCP request. MCP wants the numbers to increase: the ticks sent while
- * waiting for approval count 1, 2, 3…, and the tool's own progress is shifted past them.
- */
-class ProgressRelay {
-  private ticks = 0;
-  private last = 0;
-
-  constructor(
-    private readonly token: ProgressToken,
-    private readonly extra: Extra,
-    private readonly log: Logger | undefined,
-  ) {}
-
-  tick(message: string): void {
-    this.ticks++;
-    this.emit(this.ticks, undefined, message);
-  }
-
-  /** The tool owner's progress, forwarded. */
-  forward(p: { progress?: number; total?: number; message?: string }): void {
-    if (typeof p.progress !== "number") return;
-    this.emit(this.ticks + p.progress, typeof p.total === "number" ? this.ticks + p.total : undefined, p.message);
-  }
-
-  private emit(progress: number, total: number | undefined, message: string | undefined): void {
-    if (!(progress > this.last) || this.extra.signal.aborted) return;
-    this.last = progress;
-    const params = { progressToken: this.token, progress, ...(total === undefined ? {} : { total }), ...(message === undefined ? {} : { message }) };
-    this.extra.sendNotification({ method: "notifications/progress", params }).catch((err: Error) => this.log?.debug({ err: err.message }, "could not send progress"));
-  }
 }

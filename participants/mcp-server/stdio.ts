@@ -9,6 +9,7 @@ import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { ParticipantClient, type ClientOptions } from "../client.js";
 import type { ParticipantError } from "../errors.js";
 import { createSpaceMcpServer, type SpaceMcpServerOptions } from "./server.js";
+import { describeParticipant, type OnlyParticipant } from "./face.js";
 
 export interface StdioServeOptions extends SpaceMcpServerOptions {
   /** Where MCP messages come from. Default `process.stdin`. */
@@ -17,6 +18,8 @@ export interface StdioServeOptions extends SpaceMcpServerOptions {
   stdout?: Writable | undefined;
   /** Stops serving (e.g. on SIGTERM). */
   signal?: AbortSignal | undefined;
+  /** Serve this one participant as itself (`mewgate mcp --only`); asked for its server's description once joined. */
+  onlyParticipant?: string | undefined;
 }
 
 /**
@@ -37,11 +40,20 @@ export async function runStdio(opts: StdioServeOptions): Promise<void> {
     if (owned) await client.close();
     throw err;
   }
+  let only: OnlyParticipant | undefined = opts.only;
+  if (opts.onlyParticipant !== undefined) {
+    try {
+      only = await describeParticipant(client, opts.onlyParticipant);
+    } catch (err) {
+      if (owned) await client.close();
+      throw err;
+    }
+  }
   let failure: ParticipantError | undefined;
   const offClose = client.on("close", (e) => {
     if (!e.reconnecting && e.error) failure = e.error;
   });
-  const server = createSpaceMcpServer({ ...opts, client });
+  const server = createSpaceMcpServer({ ...opts, client, only });
   const ended = new Promise<void>((resolve) => {
     void server.closed.then(resolve);
     stdin.once("end", resolve);

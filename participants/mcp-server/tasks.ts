@@ -1,0 +1,346 @@
+/**
+ * Approvals as MCP tasks (2025-11-25): a `tools/call` with `task` whose call needs
+ * approval is answered at once with a task in `input_required`; it moves to `working`
+ * when someone approves, then `completed` (or `failed`, for an error result or a failure)
+ * with the result; `cancelled` when the proposal is rejected, withdrawn or expires, or the
+ * client cancels the task (`tasks/cancel`, which withdraws the proposal).
+ *
+ * The SDK's `Protocol` serves `tasks/get`, `tasks/result`, `tasks/list` and `tasks/cancel`
+ * from a `TaskStore`; this is that store, for one participant (the seat) rather than one
+ * MCP session: every session of the seat sees the seat's tasks, no other seat ever does.
+ *
+ * Durable with the proposal: a task waiting for approval has the proposal's id as its
+ * task id, so the proposal the gateway journals is the task↔proposal mapping. After a
+ * restart (of the gateway, or of this process) a task id this store does not know is
+ * looked up with `proposals/get` on `system:gateway`: a proposal still pending whose
+ * proposer is this seat is adopted again, and its approval and answer (which the gateway
+ * routes to the proposer, correlated to the proposal) complete it. A call that settles
+ * without a proposal (it needed none, or was refused at once) is a task with a fresh id,
+ * kept in memory only.
+ */
+import { randomUUID } from "node:crypto";
+import type { TaskStore } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js";
+import { ErrorCode, type CallToolResult, type Result, type Task } from "@modelcontextprotocol/sdk/types.js";
+import { GATEWAY_ID, type Envelope } from "../../gateway/wire/envelope.js";
+import type { ParticipantClient } from "../client.js";
+import { ParticipantError, RpcError } from "../errors.js";
+import { failureResult } from "./catalogue.js";
+
+/** Most tasks one seat holds at once (open or finished and not yet expired); past it a new one is refused. */
+export const DEFAULT_MAX_TASKS = 1000;
+/** How long a finished task is kept for `tasks/get` / `tasks/result` when the client asks for no TTL. */
+const DEFAULT_TTL_MS = 60 * 60_000;
+const MAX_TTL_MS = 24 * 60 * 60_000;
+const POLL_MS = 1000;
+const PAGE = 100;
+/**
+ * Unknown task ids looked up at the gateway per second, at most: each is a request on the
+ * seat's connection, and a client asking for forged ids in a loop must not get that
+ * connection closed as a flood (or flood the gateway). Past it an unknown id is not found.
+ */
+const ADOPT_PER_SECOND = 20;
+
+interface Rec {
+  task: Task;
+  result?: Result | undefined;
+  proposal?: string | undefined;
+  /** The tool, as the space names it. */
+  real: string;
+  expires?: number | undefined;
+}
+
+/** What starting the call gives back: its result, and the proposal when it became one. */
+export type RunCall = (signal: AbortSignal, onProposal: (proposal: Envelope) => void) => Promise<CallToolResult>;
+
+const TERMINAL = new Set<Task["status"]>(["completed", "failed", "cancelled"]);
+
+export class SeatTasks implements TaskStore {
+  private readonly recs = new Map<string, Rec>();
+  private readonly listeners = new Set<(task: Task) => void>();
+  private readonly aborts = new Map<string, AbortController>();
+  /** Tasks being started (their call not yet a proposal): they count against the quota. */
+  private starting = 0;
+  private adoptBudget = ADOPT_PER_SECOND;
+  private adoptRefilled = Date.now();
+
+  constructor(
+    private readonly client: ParticipantClient,
+    private readonly maxTasks = DEFAULT_MAX_TASKS,
+  ) {
+    client.on("envelope", (env) => this.envelope(env));
+  }
+
+  /** Hears every status change of the seat's tasks (each session sends `notifications/tasks/status`). Returns how to stop. */
+  listen(fn: (task: Task) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  /**
+   * Starts a call as a task: resolves with the task as soon as the call became a proposal
+   * (`input_required`) or settled without one. Refused past the seat's quota, and when the
+   * gateway refuses the call outright (its error is the answer, and no task is kept).
+   */
+  async start(real: string, ttl: number | null | undefined, run: RunCall): Promise<Task> {
+    this.sweep();
+    if (this.recs.size + this.starting >= this.maxTasks) {
+      throw new RpcError(ErrorCode.InvalidRequest, `task quota: this participant holds ${this.maxTasks} tasks; wait for some to finish or cancel them (tasks/cancel)`, { reason: "task_quota", max: this.maxTasks });
+    }
+    const controller = new AbortController();
+    let proposed!: (env: Envelope) => void;
+    const proposal = new Promise<Envelope>((resolve) => (proposed = resolve));
+    this.starting++;
+    let first: { env: Envelope } | { result: CallToolResult } | { err: unknown };
+    const done = run(controller.signal, (env) => proposed(env));
+    done.catch(() => {});
+    try {
+      first = await Promise.race([proposal.then((env) => ({ env })), done.then((result) => ({ result }), (err: unknown) => ({ err }))]);
+    } finally {
+      this.starting--;
+    }
+    const ttlMs = Math.min(MAX_TTL_MS, ttl ?? DEFAULT_TTL_MS);
+    if ("err" in first) throw first.err instanceof ParticipantError ? new RpcError(ErrorCode.InvalidRequest, first.err.message, { reason: first.err.code }) : first.err;
+    if ("result" in first) {
+      const rec = this.add(randomUUID(), real, ttlMs, undefined);
+      this.finish(rec, first.result.isError ? "failed" : "completed", first.result);
+      return rec.task;
+    }
+    const id = first.env.id;
+    const rec = this.add(id, real, ttlMs, id);
+    this.aborts.set(id, controller);
+    this.follow(rec, done);
+    return rec.task;
+  }
+
+  // --- TaskStore (the SDK's task handlers; the session id is not ours to scope by) ------
+
+  async createTask(): Promise<Task> {
+    throw new RpcError(ErrorCode.InvalidRequest, "tasks are created by tools/call");
+  }
+
+  async getTask(taskId: string): Promise<Task | null> {
+    this.sweep();
+    return (this.recs.get(taskId) ?? (await this.adopt(taskId)))?.task ?? null;
+  }
+
+  async storeTaskResult(taskId: string, status: "completed" | "failed", result: Result): Promise<void> {
+    const rec = this.recs.get(taskId);
+    if (rec) this.finish(rec, status, result);
+  }
+
+  async getTaskResult(taskId: string): Promise<Result> {
+    const rec = this.recs.get(taskId);
+    if (!rec?.result) throw new RpcError(ErrorCode.InvalidParams, `task ${taskId.slice(0, 64)} has no result yet`);
+    return rec.result;
+  }
+
+  /**
+   * The SDK calls this for `tasks/cancel` (with `cancelled`). Cancelling withdraws the
+   * proposal; when an approval got there first the cancel is refused and the task runs on.
+   */
+  async updateTaskStatus(taskId: string, status: Task["status"], statusMessage?: string): Promise<void> {
+    const rec = this.recs.get(taskId) ?? (await this.adopt(taskId));
+    if (!rec) throw new RpcError(ErrorCode.InvalidParams, `Task not found: ${taskId.slice(0, 64)}`);
+    if (status !== "cancelled") return this.set(rec, status, statusMessage);
+    if (TERMINAL.has(rec.task.status)) return;
+    if (rec.task.status === "working" || rec.proposal === undefined) {
+      throw new RpcError(ErrorCode.InvalidParams, `the call was already approved and runs; it cannot be cancelled now`, { reason: "already_approved" });
+    }
+    await this.withdraw(rec);
+  }
+
+  async listTasks(cursor?: string): Promise<{ tasks: Task[]; nextCursor?: string }> {
+    this.sweep();
+    const all = [...this.recs.values()].map((r) => r.task);
+    const start = cursor === undefined ? 0 : Number(cursor);
+    if (!Number.isInteger(start) || start < 0 || start > all.length) throw new RpcError(ErrorCode.InvalidParams, "tasks/list: unknown cursor");
+    const tasks = all.slice(start, start + PAGE);
+    return start + PAGE < all.length ? { tasks, nextCursor: String(start + PAGE) } : { tasks };
+  }
+
+  // --- the life of one task --------------------------------------------------------------
+
+  private add(id: string, real: string, ttlMs: number, proposal: string | undefined): Rec {
+    const now = new Date().toISOString();
+    const task: Task = {
+      taskId: id,
+      status: "input_required",
+      ttl: ttlMs,
+      createdAt: now,
+      lastUpdatedAt: now,
+      pollInterval: POLL_MS,
+      ...(proposal ? { statusMessage: waiting(real, proposal) } : {}),
+    };
+    const rec: Rec = { task, real, proposal };
+    this.recs.set(id, rec);
+    return rec;
+  }
+
+  /** The call behind a task settled: its result, or why not. */
+  private follow(rec: Rec, done: Promise<CallToolResult>): void {
+    done.then(
+      (result) => this.finish(rec, result.isError ? "failed" : "completed", result),
+      (err: unknown) => {
+        if (!(err instanceof ParticipantError)) return this.finish(rec, "failed", { content: [{ type: "text", text: String(err) }], isError: true });
+        // The connection to the space went (this process or the gateway stops): the proposal
+        // may still be pending, so the task stays as it is, to be adopted again.
+        if (err.code === "disconnected" || err.code === "closed" || err.code === "connect_failed") return;
+        const cancelled = err.code === "rejected" || err.code === "withdrawn" || err.code === "expired" || err.code === "cancelled";
+        this.finish(rec, cancelled ? "cancelled" : "failed", failureResult(rec.real, err));
+      },
+    );
+  }
+
+  private finish(rec: Rec, status: Task["status"], result: Result): void {
+    if (TERMINAL.has(rec.task.status)) return;
+    rec.result = result;
+    this.aborts.delete(rec.task.taskId);
+    const text = (result as CallToolResult).content?.find((c) => c.type === "text");
+    this.set(rec, status, status === "completed" ? undefined : text?.type === "text" ? text.text.slice(0, 500) : undefined);
+    rec.expires = Date.now() + (rec.task.ttl ?? DEFAULT_TTL_MS);
+  }
+
+  private set(rec: Rec, status: Task["status"], statusMessage: string | undefined): void {
+    if (TERMINAL.has(rec.task.status)) return;
+    const { statusMessage: _old, ...rest } = rec.task;
+    rec.task = { ...rest, status, lastUpdatedAt: new Date().toISOString(), ...(statusMessage ? { statusMessage } : {}) };
+    for (const fn of this.listeners) fn(rec.task);
+  }
+
+  /** What the space says about the seat's proposals: approved → working; answered or ended → done. */
+  private envelope(env: Envelope): void {
+    const ids = env.correlation_id ?? [];
+    for (const id of ids) {
+      const rec = this.recs.get(id);
+      if (!rec || TERMINAL.has(rec.task.status)) continue;
+      // Calls this process still waits on settle through `follow`; an adopted one only hears these.
+      const adopted = !this.aborts.has(id);
+      switch (env.kind) {
+        case "mcp/approve":
+          this.set(rec, "working", `approved by ${env.from}; running ${rec.real}`);
+          break;
+        case "mcp/reject":
+          if (adopted) this.finish(rec, "cancelled", failureResult(rec.real, new ParticipantError("rejected", "rejected", { envelope: env, reason: str(env.payload, "reason"), text: str(env.payload, "text") })));
+          break;
+        case "mcp/withdraw":
+          if (adopted) this.finish(rec, "cancelled", failureResult(rec.real, new ParticipantError("withdrawn", "withdrawn", { envelope: env, reason: str(env.payload, "reason") })));
+          break;
+        case "mcp/response": {
+          if (!adopted) break;
+          const p = (env.payload ?? {}) as Record<string, unknown>;
+          if (p["error"] !== undefined) {
+            const e = p["error"] as Record<string, unknown>;
+            this.finish(rec, "failed", { content: [{ type: "text", text: `${rec.real} failed: ${String(e["message"] ?? "error")}` }], isError: true });
+          } else {
+            const result = (p["result"] ?? {}) as CallToolResult;
+            this.finish(rec, result.isError ? "failed" : "completed", result);
+          }
+          break;
+        }
+      }
+    }
+  }
+
+  /** A task id this store does not know: a pending proposal of this seat's, from before a restart. */
+  private async adopt(taskId: string): Promise<Rec | undefined> {
+    if (typeof taskId !== "string" || taskId.length > 200 || this.recs.size >= this.maxTasks) return undefined;
+    const now = Date.now();
+    this.adoptBudget = Math.min(ADOPT_PER_SECOND, this.adoptBudget + ((now - this.adoptRefilled) / 1000) * ADOPT_PER_SECOND);
+    this.adoptRefilled = now;
+    if (this.adoptBudget < 1) return undefined;
+    this.adoptBudget--;
+    let res: unknown;
+    try {
+      res = await this.client.request(GATEWAY_ID, "proposals/get", { id: taskId }, { timeoutMs: 10_000 });
+    } catch {
+      return undefined;
+    }
+    const proposal = (res as { proposal?: Record<string, unknown> } | undefined)?.proposal;
+    // Only the seat's own proposals: another participant's is not its task, whoever may see it.
+    if (!proposal || proposal["from"] !== this.client.id || this.recs.has(taskId)) return this.recs.get(taskId);
+    const payload = (proposal["payload"] ?? {}) as Record<string, unknown>;
+    const params = (payload["params"] ?? {}) as Record<string, unknown>;
+    const to = Array.isArray(proposal["to"]) ? String(proposal["to"][0] ?? "") : "";
+    const real = typeof params["name"] === "string" ? (params["name"].includes("/") ? params["name"] : `${to}/${params["name"]}`) : "the call";
+    const rec = this.add(taskId, real, DEFAULT_TTL_MS, taskId);
+    if (typeof proposal["ts"] === "string") rec.task = { ...rec.task, createdAt: proposal["ts"] };
+    return rec;
+  }
+
+  /** Withdraws the proposal behind `rec` and waits until the space says how it ended. */
+  private async withdraw(rec: Rec): Promise<void> {
+    const id = rec.proposal!;
+    const settled = new Promise<void>((resolve) => {
+      const off = this.listen((t) => {
+        if (t.taskId === id && (t.status === "working" || TERMINAL.has(t.status))) {
+          off();
+          resolve();
+        }
+      });
+      setTimeout(() => {
+        off();
+        resolve();
+      }, 10_000).unref();
+    });
+    this.client.send({ kind: "mcp/withdraw", to: [GATEWAY_ID], correlation_id: [id], payload: { reason: "cancelled by the MCP client (tasks/cancel)" } });
+    // Our own withdrawal is not echoed: ask the gateway whether the proposal is still pending.
+    for (let i = 0; i < 50 && !TERMINAL.has(rec.task.status) && rec.task.status !== "working"; i++) {
+      const pending = await this.client.request(GATEWAY_ID, "proposals/get", { id }, { timeoutMs: 5000 }).then(
+        () => true,
+        () => false,
+      );
+      if (!pending) break;
+      await Promise.race([settled, new Promise((r) => setTimeout(r, 100))]);
+    }
+    // Give an approval that crossed the withdrawal its moment to arrive.
+    await Promise.race([settled, new Promise((r) => setTimeout(r, 50))]);
+    if (rec.task.status === "working") throw new RpcError(ErrorCode.InvalidParams, "the call was approved before the cancellation reached the space; it runs", { reason: "already_approved" });
+    if (!TERMINAL.has(rec.task.status)) {
+      this.aborts.get(id)?.abort("cancelled");
+      this.finish(rec, "cancelled", failureResult(rec.real, new ParticipantError("withdrawn", "withdrawn", { reason: "cancelled by the MCP client" })));
+    }
+  }
+
+  /** Finished tasks past their TTL go. */
+  private sweep(): void {
+    const now = Date.now();
+    for (const [id, rec] of this.recs) if (rec.expires !== undefined && rec.expires < now) this.recs.delete(id);
+  }
+}
+
+function waiting(real: string, proposal: string): string {
+  return `waiting for a person in the space to approve ${real} (proposal ${proposal.slice(0, 8)}, id ${proposal}); they approve it in the console or with: mewgate proposals approve ${proposal.slice(0, 8)}`;
+}
+
+function str(payload: unknown, key: string): string | undefined {
+  const v = typeof payload === "object" && payload !== null ? (payload as Record<string, unknown>)[key] : undefined;
+  return typeof v === "string" ? v : undefined;
+}
+
+const seats = new WeakMap<ParticipantClient, SeatTasks>();
+
+/** The tasks of the participant `client` is (one store per client, shared by its MCP sessions). */
+export function tasksOf(client: ParticipantClient, maxTasks?: number): SeatTasks {
+  let t = seats.get(client);
+  if (!t) {
+    t = new SeatTasks(client, maxTasks);
+    seats.set(client, t);
+  }
+  return t;
+}
+
+/** What the face declares: tasks for `tools/call`, listed and cancellable. */
+export const TASK_CAPABILITY = { list: {}, cancel: {}, requests: { tools: { call: {} } } };
+
+/**
+ * The tools as a client that declared task support sees them: a call that waits for a
+ * person may be made as a task (`execution.taskSupport: "optional"`, unless its server asks
+ * for more). Other clients get the list as it is.
+ */
+export function withTaskSupport<T extends { execution?: { taskSupport?: string | undefined } | undefined; _meta?: Record<string, unknown> | undefined }>(
+  tools: T[],
+  client: { tasks?: unknown } | undefined,
+): T[] {
+  if (client?.tasks === undefined) return tools;
+  return tools.map((t) => (t._meta?.["mewgate/policy"] === "proposal" && t.execution?.taskSupport !== "required" ? { ...t, execution: { ...t.execution, taskSupport: "optional" } } : t));
+}
