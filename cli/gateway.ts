@@ -93,14 +93,28 @@ export async function runGateway(opts: GatewayCommandOptions, out: NodeJS.Writab
     const spaces = [...running.gateway.spaces.keys()].join(", ");
     out.write(`mewgate gateway listening on ${running.url}/ws (spaces: ${spaces})\n`);
   }
+  // SIGHUP: read the space.yaml files and tokens again (an invalid file changes nothing).
+  const hup = () => void reloadOnSignal(running.gateway, (line) => process.stderr.write(`mewgate: ${line}\n`));
+  process.on("SIGHUP", hup);
   await new Promise<void>((resolve) => {
     const stop = () => {
       process.off("SIGINT", stop);
       process.off("SIGTERM", stop);
+      process.off("SIGHUP", hup);
       void running.stop().then(resolve);
     };
     process.on("SIGINT", stop);
     process.on("SIGTERM", stop);
   });
   return 0;
+}
+
+/** SIGHUP's reload, said in lines: what changed, or why nothing did. Never throws. */
+export async function reloadOnSignal(gateway: Gateway, say: (line: string) => void): Promise<void> {
+  try {
+    const { describeReload } = await import("./reload.js");
+    for (const r of await gateway.reload({ by: "SIGHUP" })) for (const line of describeReload(r)) say(line);
+  } catch (err) {
+    say(`reload refused, nothing changed: ${(err as Error).message}`);
+  }
 }

@@ -43,7 +43,7 @@ export function localDoor(space: Space): SpaceDoor {
     admit(who, peer) {
       const auth = space.authenticate(who.token, who.claimed);
       if (!auth.ok) return auth;
-      return { ok: true, port: new LocalPort(space, space.join(auth.id, peer, { echo: who.echo })) };
+      return { ok: true, port: new LocalPort(space, space.join(auth.id, peer, { echo: who.echo, digest: auth.digest })) };
     },
   };
 }
