@@ -16,6 +16,7 @@ const FILES: Record<string, string> = {
   "index.html": "text/html; charset=utf-8",
   "app.js": "text/javascript; charset=utf-8",
   "elicit.js": "text/javascript; charset=utf-8",
+  "sessions.js": "text/javascript; charset=utf-8",
   "app.css": "text/css; charset=utf-8",
 };
 

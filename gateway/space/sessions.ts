@@ -14,7 +14,7 @@ const MAX_DELAY = 2 ** 31 - 1;
 export class Sessions {
   private timer: NodeJS.Timeout | undefined;
   private due = Infinity;
-  /** Members already closed for an expired token, still listed until their leave comes through. */
+  /** Members already closed (an expired token, an operator), still members until their leave comes through: listed no more. */
   private readonly ended = new WeakSet<Member>();
 
   constructor(
@@ -25,7 +25,7 @@ export class Sessions {
 
   /** What the operator sees: one line per connected member; never a token, only the first characters of its digest. */
   view(): Array<Record<string, unknown>> {
-    return [...this.members()].map((m) => {
+    return [...this.members()].filter((m) => !this.ended.has(m)).map((m) => {
       const expires = m.tokenDigest === undefined ? undefined : this.tokens.expiresAt(m.tokenDigest);
       return {
         participant: m.id,
@@ -40,8 +40,9 @@ export class Sessions {
 
   /** Ends participant `id`'s session (an operator's decision, 4413); false when it is not connected. */
   end(id: string, by: string): boolean {
-    const m = [...this.members()].find((x) => x.id === id);
+    const m = [...this.members()].find((x) => x.id === id && !this.ended.has(x));
     if (!m) return false;
+    this.ended.add(m);
     m.log.info({ by }, "session ended by an operator");
     m.peer.close(CloseCodes.sessionEnded, `your session was ended by ${by}`);
     return true;
