@@ -6,7 +6,7 @@
  * expired — each refused at join afterwards and the sessions using them closed. Then
  * SIGHUP against a real `mewgate up` process.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join as pathJoin } from "node:path";
@@ -116,6 +116,19 @@ describe("reload: hostile first", () => {
     const syntax = await api(g, T("human"), "POST", "reload");
     expect(syntax.status).toBe(422);
     expect(syntax.body.error.message).toMatch(/space\.yaml:\d+:\d+/);
+  });
+
+  it("a token file that cannot be read changes nothing either, and names the file", async () => {
+    const { g, file, port } = await setup((p) => SPACE(p));
+    const agent = await join(g, T("agent"));
+    writeFileSync(file, SPACE(port, 'deny: ["fs/*"]'));
+    mkdirSync(pathJoin(g.dir, ".mewgate", "tokens"), { recursive: true });
+    writeFileSync(pathJoin(g.dir, ".mewgate", "tokens", "agent.meta.json"), "{not json");
+    const r = await api(g, T("human"), "POST", "reload");
+    expect(r.status).toBe(422);
+    expect(r.body.error).toMatchObject({ code: "reload_failed", message: expect.stringMatching(/agent\.meta\.json cannot be read/) });
+    expect(space(g).authority.tool("agent", "fs", "write_file")).toBe("proposal");
+    expect(agent.closeCode).toBeUndefined();
   });
 
   it("only an operator may reload, list sessions or end one", async () => {
