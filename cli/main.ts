@@ -195,13 +195,14 @@ export function program(): Command {
     .description("show, rotate, revoke or expire a participant's token; a running gateway reloads at once")
     .argument("<action>", "show | rotate | revoke | expire")
     .argument("<participant>", "participant id")
+    .argument("[space.yaml]", "space file (the same as -c)")
     .option("-c, --config <space.yaml>", "space file (default: ./space.yaml)")
     .option("--state-dir <dir>", "state directory, if not the default")
     .option("--grace <duration>", "rotate: the old token still works this long (10m, 1h)")
     .option("--expires <duration>", "rotate, expire: the token stops working this long from now (30d)")
     .option("--as <operator>", "who asks the running gateway to reload (default: the space's only human)")
-    .action(async (action: string, id: string, opts) => {
-      process.exitCode = await (await import("./token.js")).runToken(action, id, opts);
+    .action(async (action: string, id: string, file: string | undefined, opts) => {
+      process.exitCode = await (await import("./token.js")).runToken(action, id, { ...opts, file });
     });
 
   remote(cmd.command("reload").description("make the running gateway read its space.yaml and tokens again, without a restart (an invalid file changes nothing)"), "reload as")

@@ -11,7 +11,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { dirname } from "node:path";
+import { dirname, resolve } from "node:path";
 import { readTokenMeta, TokenBook, tokenEnvName, tokenFile, type TokenMeta, writeTokenMeta } from "../gateway/identity/tokens.js";
 import { ApiClient } from "./api.js";
 import { guard, processIo, type Io } from "./lifecycle.js";
@@ -21,6 +21,8 @@ import { CliError, loadSpace, spaceFile } from "./space.js";
 
 export interface TokenOptions {
   config?: string | undefined;
+  /** The positional space.yaml (`token show you s2/space.yaml`): the same as `-c`. */
+  file?: string | undefined;
   stateDir?: string | undefined;
   /** rotate: how long the old token still works (10m, 1h). */
   grace?: string | undefined;
@@ -42,6 +44,8 @@ export function parseDuration(value: string, flag: string): number {
 export function runToken(action: string, id: string, opts: TokenOptions, io: Io = processIo()): Promise<number> {
   return guard(io, async () => {
     if (!["show", "rotate", "revoke", "expire"].includes(action)) throw new CliError(`unknown action "${action}": ${ACTIONS}`);
+    if (opts.file && opts.config && resolve(opts.file) !== resolve(opts.config)) throw new CliError(`two space files given: ${opts.file} and -c ${opts.config}; give one`);
+    opts = { ...opts, config: opts.file ?? opts.config };
     const loaded = await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env: io.env });
     const { config, stateDir } = loaded;
     const p = config.participants[id];
