@@ -93,6 +93,9 @@ export async function runGateway(opts: GatewayCommandOptions, out: NodeJS.Writab
     const spaces = [...running.gateway.spaces.keys()].join(", ");
     out.write(`mewgate gateway listening on ${running.url}/ws (spaces: ${spaces})\n`);
   }
+  // SIGHUP: read the space.yaml files and tokens again (an invalid file changes nothing).
+  const hup = () => void reloadOnSignal(running.gateway, (line) => process.stderr.write(`mewgate: ${line}\n`));
+  process.on("SIGHUP", hup);
   await new Promise<void>((resolve) => {
     let stopping = false;
     const stop = () => {
@@ -100,6 +103,7 @@ export async function runGateway(opts: GatewayCommandOptions, out: NodeJS.Writab
       stopping = true;
       process.off("SIGINT", stop);
       process.off("SIGTERM", stop);
+      process.off("SIGHUP", hup);
       // Whatever the bus is doing (gone, reconnecting, a write waiting for its ack), the
       // process is gone within STOP_DEADLINE_MS of being asked.
       setTimeout(() => {
@@ -133,4 +137,14 @@ function watchParent(stop: () => void): void {
   process.stdin.resume();
   // And should stdin not be a pipe after all: the parent is gone once this process is re-parented.
   setInterval(() => process.ppid !== parent && stop(), 500).unref();
+}
+
+/** SIGHUP's reload, said in lines: what changed, or why nothing did. Never throws. */
+export async function reloadOnSignal(gateway: Gateway, say: (line: string) => void): Promise<void> {
+  try {
+    const { describeReload } = await import("./reload.js");
+    for (const r of await gateway.reload({ by: "SIGHUP" })) for (const line of describeReload(r)) say(line);
+  } catch (err) {
+    say(`reload refused, nothing changed: ${(err as Error).message}`);
+  }
 }

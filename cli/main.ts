@@ -222,14 +222,32 @@ export function program(): Command {
 
   cmd
     .command("token")
-    .description("show or rotate a participant's token")
-    .argument("<action>", "show | rotate")
+    .description("show, rotate, revoke or expire a participant's token; a running gateway reloads at once")
+    .argument("<action>", "show | rotate | revoke | expire")
     .argument("<participant>", "participant id")
     .argument("[space.yaml]", "space file (the same as -c)")
     .option("-c, --config <space.yaml>", "space file (default: ./space.yaml)")
     .option("--state-dir <dir>", "state directory, if not the default")
+    .option("--grace <duration>", "rotate: the old token still works this long (10m, 1h)")
+    .option("--expires <duration>", "rotate, expire: the token stops working this long from now (30d)")
+    .option("--as <operator>", "who asks the running gateway to reload (default: the space's only human)")
     .action(async (action: string, id: string, file: string | undefined, opts) => {
       process.exitCode = await (await import("./token.js")).runToken(action, id, { ...opts, file });
+    });
+
+  remote(cmd.command("reload").description("make the running gateway read its space.yaml and tokens again, without a restart (an invalid file changes nothing)"), "reload as")
+    .argument("[space.yaml]", "space file (default: ./space.yaml)")
+    .option("--json", "print the report as JSON")
+    .action(async (file: string | undefined, opts) => {
+      process.exitCode = await (await import("./reload.js")).runReload(file, opts);
+    });
+
+  remote(cmd.command("sessions").description("who is connected to the space and from where; `end <participant>` closes that session"), "ask as")
+    .argument("[action]", "list | end", "list")
+    .argument("[participant]", "end: whose session")
+    .option("--json", "list: print JSON")
+    .action(async (action: string, id: string | undefined, opts) => {
+      process.exitCode = await (await import("./reload.js")).runSessions(action, id, opts);
     });
 
   cmd

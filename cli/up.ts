@@ -21,7 +21,7 @@ import { ParticipantClient } from "../participants/index.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { spawnFailure } from "./failure.js";
 import { sanitize } from "./terminal/format.js";
-import { startGateway, type RunningGateway } from "./gateway.js";
+import { reloadOnSignal, startGateway, type RunningGateway } from "./gateway.js";
 import { type ClusterNode, startBus, startNodes } from "./local-cluster.js";
 import { exposedStateDir, greeted, planParticipants } from "./plan.js";
 import { CliError, loadSpace, spaceFile, upFiles, type LoadedSpace } from "./space.js";
@@ -118,7 +118,10 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
   let stopRequested: (why: string) => void = () => {};
   const stopped = new Promise<string>((resolve) => (stopRequested = resolve));
   const onSignal = (signal: NodeJS.Signals) => stopRequested(signal);
-  for (const s of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(s, onSignal);
+  for (const s of ["SIGINT", "SIGTERM"] as const) process.on(s, onSignal);
+  // SIGHUP reloads the space.yaml and tokens (gateway/space/reload.ts); before the gateway runs, it stops.
+  const onHup = () => (running.gateway ? void reloadOnSignal(running.gateway.gateway, (line) => notice(line)) : stopRequested("SIGHUP"));
+  process.on("SIGHUP", onHup);
   void io.stop?.then(() => stopRequested("stop"));
 
   try {
@@ -277,7 +280,8 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
     }
     return 0;
   } finally {
-    for (const s of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.off(s, onSignal);
+    for (const s of ["SIGINT", "SIGTERM"] as const) process.off(s, onSignal);
+    process.off("SIGHUP", onHup);
     notify = (text, level) => say(level === "error" ? `! ${text}` : `· ${text}`);
     // A second Ctrl-C while stopping means "now": the supervisor's exit hook kills the
     // children's process groups, and MCP servers see their stdin close.

@@ -14,7 +14,7 @@ import { runAuditVerify } from "../cli/audit-verify.js";
 import { runAudit } from "../cli/commands.js";
 import { isHistoryRecord, readAudit } from "../gateway/space/ledger.js";
 import { verifyHistory } from "../gateway/store/verify.js";
-import { startGateway, TestClient, toolOwner, waitFor, type TestGateway } from "./helpers.js";
+import { killGateway, spawnGateway, startGateway, TestClient, toolOwner, waitFor, type GatewayProcess, type TestGateway } from "./helpers.js";
 
 const TOKEN = (id: string) => `${id}-token-0123456789`;
 const SPACE = (extra = "") => `
@@ -29,10 +29,12 @@ participants:
 const TOOLS = [{ name: "write_file", inputSchema: { type: "object" } }];
 
 const gateways: TestGateway[] = [];
+const procs: GatewayProcess[] = [];
 const clients: TestClient[] = [];
 const dirs: string[] = [];
 afterEach(async () => {
   for (const c of clients.splice(0)) c.ws.terminate();
+  for (const p of procs.splice(0)) await killGateway(p);
   for (const g of gateways.splice(0)) await g.stop();
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
@@ -218,6 +220,52 @@ describe("audit chain: tampering is named", () => {
     const after = verifyHistory(join(dir, ".mewgate"), isHistoryRecord);
     expect(after).toMatchObject({ ok: true, unchained: r.unchained, records: r.records + 1 });
     expect(readAudit(join(dir, ".mewgate")).filter((e) => e.proposal === "p0").map((e) => e.event)).toEqual(["proposed", "approved", "routed", "answered"]);
+  });
+});
+
+describe("audit chain: a process killed between two writes", () => {
+  it("a gateway killed with SIGKILL in the middle of a flood of writes: the chain checks, and goes on after a restart", { timeout: 60_000 }, async () => {
+    const dir = tempDir();
+    const file = join(dir, "space.yaml");
+    writeFileSync(file, SPACE());
+    const state = join(dir, ".mewgate");
+    const p1 = await spawnGateway(file);
+    procs.push(p1);
+    const fs = await toolOwner(p1, "chain", TOKEN("fs"), TOOLS);
+    const agent = await TestClient.join(p1, "chain", TOKEN("agent"));
+    clients.push(fs, agent);
+    // Proposals and withdrawals as fast as the socket takes them; killed once some are written.
+    let sent = 0;
+    const pump = setInterval(() => {
+      for (let i = 0; i < 20; i++, sent++) {
+        agent.send({ id: `k${sent}`, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: `k${sent}`, pad: "y".repeat(2000) } } } });
+        agent.send({ kind: "mcp/withdraw", correlation_id: [`k${sent}`], payload: {} });
+      }
+    }, 1);
+    try {
+      await waitFor(() => existsSync(join(state, "journal")) && readFileSync(join(state, "journal")).length > 200_000, 20_000, "writes under way");
+    } finally {
+      await killGateway(p1);
+      clearInterval(pump);
+    }
+    const after = verifyHistory(state, isHistoryRecord);
+    expect(after.ok, JSON.stringify(after.break)).toBe(true);
+    expect(after.records).toBeGreaterThan(10);
+    // A restart cuts a torn tail, if there is one, and the chain goes on from the last record written.
+    const p2 = await spawnGateway(file);
+    procs.push(p2);
+    const again = await TestClient.join(p2, "chain", TOKEN("agent"));
+    clients.push(again);
+    // One of the proposals left pending by the kill (its welcome lists them), withdrawn now.
+    const left = (again.received.find((e) => e.kind === "system/welcome")!.payload.proposals as Array<{ id: string }>)[0];
+    expect(left).toBeDefined();
+    again.send({ kind: "mcp/withdraw", correlation_id: [left!.id], payload: {} });
+    await waitFor(() => readAudit(state).some((e) => e.proposal === left!.id && e.event === "withdrawn"), 10_000, "the withdrawal recorded");
+    await killGateway(p2);
+    const final = verifyHistory(state, isHistoryRecord);
+    expect(final.ok, JSON.stringify(final.break)).toBe(true);
+    expect(final.torn).toBeUndefined();
+    expect(final.records).toBe(after.records + 1);
   });
 });
 

@@ -9,6 +9,7 @@ import { decidedList } from "./decided.js";
 import { editArguments, editJson } from "./edit.js";
 import { installKeys } from "./keys.js";
 import { policyFindings } from "./policy.js";
+import { sessionsPanel } from "./sessions.js";
 
 const $ = (id) => document.getElementById(id);
 const state = { space: "", token: "", me: "", proposals: [], tools: [], seen: new Set(), stream: undefined, selected: new Set(), logged: new Set() };
@@ -446,6 +447,7 @@ for (const b of document.querySelectorAll("nav button")) {
     for (const tab of document.querySelectorAll(".tab")) tab.hidden = tab.id !== `tab-${b.dataset.tab}`;
     if (b.dataset.tab === "audit") refreshAudit().catch(alertIn);
     if (b.dataset.tab === "grants") refreshGrants().catch(alertIn);
+    if (b.dataset.tab === "sessions") sessionsPanel({ api, list: $("sessions"), note: $("sessions-note"), reveal, onError: alertIn }).refresh();
   });
 }
 

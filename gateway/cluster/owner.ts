@@ -149,7 +149,7 @@ export class OwnerDesk {
     };
     this.nodes.add(req.node);
     this.attached(req.node, req.boot);
-    member = this.space.join(auth.id, peer, { echo: req.echo ?? undefined });
+    member = this.space.join(auth.id, peer, { echo: req.echo ?? undefined, digest: auth.digest });
     this.remotes.set(req.conn, { member, link, node: req.node, boot: req.boot });
     return { ok: true, id: auth.id, owner: this.self };
   }

@@ -45,6 +45,11 @@ export class Connection implements Peer {
     ws.on("error", (err) => this.log.debug({ err: err.message }, "socket error"));
   }
 
+  /** The remote address, for the operator's list of sessions. */
+  get address(): string {
+    return this.remote;
+  }
+
   /**
    * The member's logger once admitted, before that a child with the remote address. Made
    * when first used: an idle connection that never logs keeps no logger of its own.

@@ -9,6 +9,8 @@ import { hostname } from "node:os";
 import { type WebSocket, WebSocketServer } from "ws";
 import type { Logger } from "pino";
 import type { Limits, SpaceConfig } from "../config/config.js";
+import type { ReloadReport } from "../space/reload.js";
+import { reloadSpaces } from "./reload.js";
 import { CloseCodes } from "../wire/envelope.js";
 import { createLogger } from "../operator/log.js";
 import { Space } from "../space/space.js";
@@ -75,6 +77,8 @@ export class Gateway {
   private readonly fit: { ceiling: number; descriptors: number | "unlimited" };
   private heartbeat: NodeJS.Timeout | undefined;
   private closing = false;
+  /** Reloads run one after another (`reload`). */
+  private reloading: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly opts: GatewayOptions) {
     const first = opts.spaces[0];
@@ -332,6 +336,21 @@ export class Gateway {
     }
     this.log.info({ url, spaces: [...this.spaces.keys()], sockets: this.fit }, "gateway listening");
     return { host: address.address, port: address.port, url };
+  }
+
+  /**
+   * Reads each space's space.yaml again (the file it started from) and applies it without a
+   * restart (space/reload.ts): `space` names one, else every space this process runs. The
+   * files are parsed and validated with the code a start uses and their tokens loaded
+   * before any space changes: an invalid file throws its `ConfigError` (file:line:col) and
+   * nothing changes. `by` is who asked, for the audit trail. One reload at a time.
+   */
+  reload(opts: { space?: string | undefined; by: string }): Promise<ReloadReport[]> {
+    const targets = opts.space === undefined ? [...this.spaces.values()] : [this.spaces.get(opts.space)].filter((s): s is Space => s !== undefined);
+    if (opts.space !== undefined && targets.length === 0) return Promise.reject(new Error(`no space "${opts.space.slice(0, 64)}" runs in this process`));
+    const run = this.reloading.then(() => reloadSpaces(targets, this.opts.env ?? process.env, opts.by));
+    this.reloading = run.catch(() => {});
+    return run;
   }
 
   /** Graceful shutdown: tell every participant, give sockets a moment to close, then stop. */

@@ -17,6 +17,9 @@
  *   GET    events                 (server-sent events: every envelope the caller may see)
  *   GET    policy/explain?caller&tool&args · policy/check   (policy-api.ts)
  *   POST   links/open {link} · links/decide {link, confirm, decision}  (decision links: links.ts)
+ *   POST   reload                 (re-read space.yaml and tokens; space/reload.ts)   } for a caller whose
+ *   GET    sessions               (who is connected, from where, which token)        } capabilities allow
+ *   DELETE sessions/<id>          (end that participant's session: 4413)             } `space/reload`
  *
  * Authenticated by a participant's token in `Authorization: Bearer` — never in the URL,
  * which gets logged. A call acts as that participant through the space's own pipeline
@@ -35,6 +38,8 @@ import { bearer, bearerChallenge, cookie, header, readJsonObject, resourceUrls, 
 import { decidedView, proposalView, statusOf } from "./views.js";
 import { checkRoute, explainRoute } from "./policy-api.js";
 import { linkRoute } from "./links.js";
+import type { ReloadReport } from "../space/reload.js";
+import { compileCapabilities } from "../policy/capabilities.js";
 
 const PREFIX = "/api/spaces/";
 const MAX_BODY = 1024 * 1024;
@@ -85,6 +90,8 @@ type Reply = { status: number; body: unknown };
 export interface ApiHost {
   readonly spaces: ReadonlyMap<string, Space>;
   addHttpPrefix(prefix: string, handler: (req: IncomingMessage, res: ServerResponse) => void): void;
+  /** Re-reads a space's space.yaml and applies it (edge/server.ts). */
+  reload?(opts: { space?: string | undefined; by: string }): Promise<ReloadReport[]>;
 }
 
 export function mountOperatorApi(gateway: ApiHost): void {
@@ -107,7 +114,7 @@ async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerRespons
   if (!space) return send(res, fail(404, "unknown_space", `no space named "${clip(spaceId ?? "")}"`));
   const caller = await authenticate(space, req, res);
   if (!caller) return;
-  const route = `${req.method} ${rest.map((p, i) => (i === 1 && rest[0] !== undefined && ["proposals", "grants", "requests", "participants"].includes(rest[0]) ? ":id" : p)).join("/")}`;
+  const route = `${req.method} ${rest.map((p, i) => (i === 1 && rest[0] !== undefined && ["proposals", "grants", "requests", "participants", "sessions"].includes(rest[0]) ? ":id" : p)).join("/")}`;
   if (route === "GET events") return events(caller, req, res);
   let body: Record<string, unknown> = {};
   if (req.method === "POST") {
@@ -115,7 +122,28 @@ async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerRespons
     if (!read.ok) return send(res, fail(read.status, "invalid_payload", read.message));
     body = read.body;
   }
+  if (route === "POST reload" || route === "GET sessions" || route === "DELETE sessions/:id") return send(res, await operate(gateway, caller, route, rest[1]));
   send(res, await dispatch(caller, route, rest[1], url.searchParams, body));
+}
+
+/**
+ * What only an operator may do: reload the space, list its sessions, end one. An operator
+ * is a participant whose capabilities allow the kind `space/reload` (the space's humans,
+ * by default: they hold `*`).
+ */
+async function operate(gateway: ApiHost, c: Caller, route: string, id: string | undefined): Promise<Reply> {
+  const capabilities = c.space.participantsView().find((p) => p.id === c.id)?.["capabilities"] as Parameters<typeof compileCapabilities>[0] | undefined;
+  if (!capabilities || !compileCapabilities(capabilities)({ kind: "space/reload" })) return fail(403, "capability_violation", "only an operator may do this: your capabilities do not allow space/reload");
+  if (route === "GET sessions") return ok({ sessions: c.space.sessions.view() });
+  if (route === "DELETE sessions/:id") return c.space.sessions.end(id ?? "", c.id) ? ok({ ended: id }) : fail(404, "not_connected", `"${clip(id ?? "")}" has no session in this space`);
+  if (!gateway.reload) return fail(501, "not_supported", "this gateway cannot reload");
+  try {
+    return ok({ reloaded: await gateway.reload({ space: c.space.id, by: c.id }) });
+  } catch (err) {
+    const issues = (err as { issues?: unknown }).issues;
+    // The file's own errors (file:line:col): nothing changed.
+    return { status: 422, body: { error: { code: issues ? "invalid_config" : "reload_failed", message: `nothing changed: ${(err as Error).message}`, ...(issues ? { issues } : {}) } } };
+  }
 }
 
 async function dispatch(c: Caller, route: string, id: string | undefined, q: URLSearchParams, body: Record<string, unknown>): Promise<Reply> {

@@ -29,6 +29,7 @@ const FILES: Record<string, string> = {
   "preview.css": "text/css; charset=utf-8",
   "link.html": "text/html; charset=utf-8",
   "link.js": "text/javascript; charset=utf-8",
+  "sessions.js": "text/javascript; charset=utf-8",
   "app.css": "text/css; charset=utf-8",
 };
 

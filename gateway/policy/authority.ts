@@ -80,6 +80,12 @@ export class Authority {
     this.groups = new Groups(config);
   }
 
+  /** Drops everything compiled from the rules: the space's config was reloaded (space/reload.ts). Add here any cache of config this class grows. */
+  reset(): void {
+    this.rules.clear();
+    this.skips.clear();
+  }
+
   /** Drops what was compiled from a participant's rules (it was invited or removed at runtime). */
   forget(id: string): void {
     this.rules.delete(id);

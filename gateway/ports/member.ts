@@ -15,6 +15,8 @@ export interface Peer {
   /** A raw stream frame (`#<id>#<data>`), as text or binary; peers without streams leave it out. */
   sendFrame?(data: Buffer, binary: boolean): void;
   close(code: number, reason: string): void;
+  /** Where the connection comes from (the remote address), for the operator's list of sessions. */
+  readonly address?: string | undefined;
 }
 
 export type Visibility = "all" | "addressed";
@@ -34,11 +36,16 @@ export class Member {
   inFlight = 0;
   /** Groups its identity provider put it in (identity/claims.ts), without the `@`; none for a static token. */
   groups: readonly string[] = [];
+  /** The digest (base64) of the token it joined with, when it joined with one: a reload or a revoke checks it again. */
+  tokenDigest: string | undefined;
+  /** When it joined (ms since the epoch). */
+  readonly joinedAt = Date.now();
   private ownLog: Logger | undefined;
 
   constructor(
     readonly id: string,
-    readonly config: ParticipantConfig,
+    /** Replaced when a reload changes the participant (space/reload.ts). */
+    public config: ParticipantConfig,
     readonly peer: Peer,
     readonly visibility: Visibility,
     readonly echo: boolean,

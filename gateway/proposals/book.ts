@@ -151,7 +151,8 @@ export type ProposalRecord =
 export interface AuditEntry {
   ts: string;
   /** `tool_changed`: a tool's definition differs from the one pinned for it (ports/pins.ts); `proposal` is then empty. */
-  event: ProposalState | "proposed" | "tool_changed" | "approval";
+  /** `reloaded`: the space took a new space.yaml (space/reload.ts); `changes` says what changed, `proposer` who asked. `approval`: one of several a proposal needs. */
+  event: ProposalState | "proposed" | "tool_changed" | "approval" | "reloaded";
   proposal: string;
   proposer: string;
   owner: string;

@@ -47,7 +47,7 @@ export function localDoor(space: Space): SpaceDoor {
     id: space.id,
     admit(who, peer) {
       const auth = space.authenticate(who.token, who.claimed);
-      if (auth.ok) return { ok: true, port: new LocalPort(space, space.join(auth.id, peer, { echo: who.echo })) };
+      if (auth.ok) return { ok: true, port: new LocalPort(space, space.join(auth.id, peer, { echo: who.echo, digest: auth.digest })) };
       // Perhaps an access token from the space's identity provider: checked asynchronously.
       if (!space.identity || !looksLikeJwt(who.token)) return auth;
       return authenticateBearer(space, who.token, "join", who.audiences ?? [], who.claimed).then((r): Admission => {

@@ -47,10 +47,12 @@ import type { Handlers } from "./kinds.js";
 import { Ledger, type StateRecord } from "./ledger.js";
 import { Pipeline } from "./pipeline.js";
 import { Roster } from "./roster.js";
+import { applyReload, type ReloadHost, type ReloadReport } from "./reload.js";
+import { Sessions } from "./sessions.js";
 
 export { Member, type Peer, type Visibility } from "../ports/member.js";
 
-export type AuthResult = { ok: true; id: string } | { ok: false; code: number; reason: string };
+export type AuthResult = { ok: true; id: string; digest?: string } | { ok: false; code: number; reason: string };
 
 export class Space implements SpaceHost {
   readonly id: string;
@@ -92,6 +94,8 @@ export class Space implements SpaceHost {
   readonly switches: Switches;
   /** Who holds each person's conversation (conversations.ts). */
   private conversations!: Conversations;
+  /** Who is connected from where, and token expiry (sessions.ts). */
+  readonly sessions: Sessions;
   private isClosed = false;
   /** The space's identity provider, with `identity:` in space.yaml (space/bearer.ts uses it). */
   readonly identity: SpaceIdentity | undefined;
@@ -100,7 +104,7 @@ export class Space implements SpaceHost {
 
   constructor(
     readonly config: SpaceConfig,
-    private readonly tokens: TokenBook,
+    readonly tokens: TokenBook,
     readonly log: Logger,
     /** Where the space's state is kept, when not in `gateway.state_dir` (a cluster's bus). */
     opts: { store?: StoreOpener<StateRecord>; env?: NodeJS.ProcessEnv } = {},
@@ -115,6 +119,7 @@ export class Space implements SpaceHost {
     const declared = (id: string) => Object.hasOwn(config.participants, id);
     this.identity = config.identity && new SpaceIdentity(config.identity, this.id, Object.keys(config.participants), declared, log.child({ component: "identity" }), opts.env);
     this.delivery = new Delivery(config, this.metrics, log);
+    this.sessions = new Sessions(() => this.delivery.members.values(), tokens);
     this.grants = new GrantBook((id) => this.authority.configured(id));
     this.authority = new Authority(config, this.grants, this.registry);
     this.lending = new Lending(this, this.grants);
@@ -256,26 +261,29 @@ export class Space implements SpaceHost {
    * node that holds the socket passes the token's SHA-256 digest instead (cluster/owner.ts).
    */
   authenticate(token: string | { digest: Buffer }, claimedId?: string): AuthResult {
-    const id = typeof token === "string" ? this.tokens.identify(token) : this.tokens.identifyDigest(token.digest);
-    if (id === undefined) return { ok: false, code: CloseCodes.unauthorized, reason: `invalid token for space "${this.id}"` };
+    const check = typeof token === "string" ? this.tokens.check(token) : this.tokens.checkDigest(token.digest);
+    if (check && !check.ok) return { ok: false, code: CloseCodes.tokenExpired, reason: `the token of "${check.id}" expired at ${new Date(check.at).toISOString()}` };
+    if (check === undefined) return { ok: false, code: CloseCodes.unauthorized, reason: `invalid token for space "${this.id}"` };
+    const id = check.id;
     if (claimedId !== undefined && claimedId !== id) {
       if (!(claimedId in this.config.participants)) {
         return { ok: false, code: CloseCodes.unknownParticipant, reason: `no participant "${clip(claimedId)}" in space "${this.id}"` };
       }
       return { ok: false, code: CloseCodes.identityMismatch, reason: `token does not belong to participant "${clip(claimedId)}"` };
     }
-    return { ok: true, id };
+    return { ok: true, id, digest: check.digest };
   }
 
   /**
    * Adds an authenticated participant. A second connection for the same id replaces the
    * first, which is closed with `replaced`; the others see no leave or join.
    */
-  join(id: string, peer: Peer, opts: { echo?: boolean } = {}): Member {
+  join(id: string, peer: Peer, opts: { echo?: boolean | undefined; digest?: string | undefined } = {}): Member {
     const config = this.config.participants[id];
     if (!config) throw new Error(`join: "${id}" is not a participant of space "${this.id}"`);
     const member = new Member(id, config, peer, config.visibility, opts.echo ?? config.echo, this.log, ++this.delivery.joins);
     member.groups = this.runtimeGroups.get(id) ?? [];
+    member.tokenDigest = opts.digest;
     this.recompile(member);
     const previous = this.delivery.members.get(id);
     this.delivery.members.set(id, member);
@@ -292,7 +300,14 @@ export class Space implements SpaceHost {
       this.delivery.announce(systemEnvelope("system/presence", { event: "join", participant: this.roster.describe(member) }), member);
     }
     if (config.kind === "mcp") this.mcp.refreshTools(id);
+    if (opts.digest !== undefined) this.sessions.schedule();
     return member;
+  }
+
+  /** Takes a new space.yaml, parsed and validated, with its tokens (reload.ts); rejects, having changed nothing, if its audit record is not written. */
+  reload(next: SpaceConfig, tokens: TokenBook, by: string): Promise<ReloadReport> {
+    const ports: ReloadHost = { id: this.id, config: this.config, log: this.log, tokens: this.tokens, authority: this.authority, proposals: this.proposals, members: () => this.delivery.members.values(), record: (...p) => this.record(...p), deliver: (e) => this.deliver(e), refresh: (id) => this.refresh(id), revalidateGrants: () => this.grants.revalidate(), tokensChanged: () => this.sessions.schedule() };
+    return applyReload(ports, next, tokens, by);
   }
 
   /**
@@ -329,6 +344,7 @@ export class Space implements SpaceHost {
   /** Closes every connection, then the store once what was written is flushed; used on shutdown. */
   closeAll(code: number, reason: string): Promise<void> {
     this.isClosed = true;
+    this.sessions.close();
     for (const m of this.delivery.members.values()) m.peer.close(code, reason);
     this.delivery.members.clear();
     this.mcp.close();

@@ -17,7 +17,8 @@
  * What this holds against: a record edited, dropped or slipped in by hand, a participant
  * or a bug that rewrites a file. It does not hold against someone who rewrites the whole
  * chain from the cut on with their own digests (there is no key): an export to a SIEM
- * (`mewgate audit --json`), which carries the digests, pins what was there at that time.
+ * (`mewgate audit --json`) with the head digest of that moment (`audit verify --json`)
+ * pins what was there.
  */
 import { createHash } from "node:crypto";
 

@@ -161,6 +161,12 @@ export const CloseCodes = {
   unknownParticipant: 4406,
   joinTimeout: 4408,
   replaced: 4409,
+  /** The participant's token expired (at join, or while connected). */
+  tokenExpired: 4411,
+  /** The participant's token is no longer accepted: revoked, rotated past its grace, or removed (with the participant) by a reload. */
+  tokenRevoked: 4412,
+  /** An operator ended the session (`DELETE /api/spaces/<space>/sessions/<id>`, `mewgate sessions end`). */
+  sessionEnded: 4413,
   flood: 4429,
   slowConsumer: 4503,
 } as const;
