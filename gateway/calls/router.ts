@@ -7,8 +7,8 @@
  * space.ts so that the space keeps members, routing, visibility and presence. The space's
  * pipeline validates an envelope and dispatches on its kind; from there this module
  * decides, and talks back only through `SpaceHost` (deliver, sendTo, fail). The state it
- * works on lives next door: in-flight calls in calls.ts, the catalogue in registry.ts,
- * proposals in proposals/book.ts.
+ * works on lives next door: in-flight calls in calls.ts, the catalogue in registry.ts (kept
+ * up to date by catalogue.ts), proposals in proposals/book.ts.
  *
  * Requests and proposals turn into each other: a request correlated to a pending proposal
  * is a MEW fulfilment (an approval), and a tools/call to the gateway that needs approval
@@ -37,19 +37,11 @@ import { type CallRouter, clip, disabledRefusal, type NotRouted, type ProposalDe
 import type { Verdict } from "../policy/authority.js";
 import { GatewayEndpoint } from "./endpoint.js";
 import type { Decision } from "../policy/rules.js";
-import { type ProposalBook, toolChangeAudit } from "../proposals/book.js";
+import type { ProposalBook } from "../proposals/book.js";
 import { answerOutcome, failureOutcome, resultText } from "../proposals/outcomes.js";
-import { auditable, type DefinitionChange } from "../ports/pins.js";
-import { McpToolSchema, type McpTool, type Registry, ToolsListResultSchema, MAX_TOOLS_PER_PARTICIPANT } from "../ports/registry.js";
+import type { Registry } from "../ports/registry.js";
 import type { Member } from "../ports/member.js";
-import { screenToolNames } from "./tool-names.js";
-import { inspectTool } from "../policy/inspect.js";
-import { unmatchedRules } from "../policy/check.js";
-
-/** Most pages of `tools/list` the gateway follows for one participant. */
-const MAX_TOOL_PAGES = 100;
-/** Largest tool definition (name, description, schemas) the catalogue keeps. */
-const MAX_TOOL_BYTES = 64 * 1024;
+import { Catalogue } from "./catalogue.js";
 
 export class McpRouter implements CallRouter {
   readonly calls: Calls;
@@ -59,8 +51,8 @@ export class McpRouter implements CallRouter {
    * its constructor.
    */
   decisions!: ProposalDesk;
-  /** Bumped per tools/list refresh of a participant, so a stale answer is ignored. */
-  private readonly toolFetches = new Map<string, number>();
+  /** Each participant's tools, fetched and screened (catalogue.ts). */
+  private readonly catalogue: Catalogue;
   /** `system:gateway` (endpoint.ts). */
   private readonly endpoint: GatewayEndpoint;
 
@@ -71,6 +63,7 @@ export class McpRouter implements CallRouter {
   ) {
     this.calls = new Calls(space.config.calls, (call) => this.callTimedOut(call));
     this.endpoint = new GatewayEndpoint(space, this);
+    this.catalogue = new Catalogue(space, registry);
   }
 
   // --- requests and responses between participants ----------------------------------
@@ -403,67 +396,17 @@ export class McpRouter implements CallRouter {
     this.space.sendTo(target, systemEnvelope("mcp/request", payload, { to: [call.target], correlation_id: [call.id] }));
   }
 
-  // --- the gateway as an MCP endpoint: the registry ------------------------------------
+  // --- the gateway as an MCP endpoint: the catalogue (catalogue.ts) -------------------
 
   /** Asks a participant for its tools (every page) and stores them. */
   refreshTools(id: string): void {
     const member = this.space.member(id);
-    if (!member) return;
-    const generation = (this.toolFetches.get(id) ?? 0) + 1;
-    this.toolFetches.set(id, generation);
-    const tools: McpTool[] = [];
-    const page = (cursor: string | undefined, n: number): void => {
-      this.gatewayRequest(member, "tools/list", cursor ? { cursor } : {}, (response, reason) => {
-        if (this.toolFetches.get(id) !== generation || this.space.member(id) !== member) return;
-        if (!response || response.error !== undefined) {
-          member.log.warn({ reason: reason ?? response?.error }, "tools/list failed; keeping its previous tools");
-          return;
-        }
-        const result = ToolsListResultSchema.safeParse(response.result);
-        if (!result.success) {
-          member.log.warn({ issue: describeIssue(result.error) }, "tools/list answered with a malformed result");
-          return;
-        }
-        for (const t of result.data.tools) {
-          const tool = McpToolSchema.safeParse(t);
-          if (!tool.success) member.log.warn({ issue: describeIssue(tool.error) }, "skipping a malformed tool");
-          // A tool must fit a page of tools/list, and so every welcome and catalogue.
-          else if (Buffer.byteLength(JSON.stringify(tool.data)) > MAX_TOOL_BYTES) member.log.warn({ tool: tool.data.name, limit: MAX_TOOL_BYTES }, "skipping a tool whose definition is too large");
-          else tools.push(tool.data);
-        }
-        const next = result.data.nextCursor;
-        if (next && n + 1 < MAX_TOOL_PAGES && tools.length < MAX_TOOLS_PER_PARTICIPANT) return page(next, n + 1);
-        // Names with hidden characters, or that read like another tool's, stay out (tool-names.ts); the owner is told why.
-        const screened = screenToolNames(id, tools.slice(0, MAX_TOOLS_PER_PARTICIPANT), this.registry.list(), (name) => this.registry.get(id, name) !== undefined);
-        for (const r of screened.refused) {
-          member.log.warn({ code: r.code, ...r.extra }, "tool refused from the catalogue");
-          this.space.fail(member, r.code, r.message, undefined, r.extra);
-        }
-        const changed: DefinitionChange[] = [];
-        const listChanged = this.registry.set(id, screened.kept, inspectTool, (c) => changed.push(c));
-        // A changed definition goes into the audit trail (the store bounds it by size and age;
-        // `auditable`, the share one flapping tool may take of it).
-        const audited = changed.filter((c) => auditable(c.count));
-        if (audited.length > 0) {
-          member.log.warn({ tools: audited.map((c) => c.tool) }, "tool definitions changed");
-          void this.space.note({ records: audited.map(toolChangeAudit), apply: () => {} });
-        }
-        if (listChanged) {
-          const flagged = this.registry.list().filter((t) => t.participant === id && t.findings).map((t) => t.tool);
-          member.log.info({ tools: screened.kept.length, ...(flagged.length ? { flagged: flagged.slice(0, 20) } : {}) }, "tools registered");
-          // A rule naming this participant's tools that still matches none of them (policy/check.ts).
-          for (const f of unmatchedRules(this.space.config, this.registry, id)) member.log.warn({ code: f.code, at: `${f.file}:${f.line}:${f.column}`, rule: f.path }, f.message);
-          this.toolsChanged();
-        }
-      });
-    };
-    page(undefined, 0);
+    if (member) this.catalogue.refresh(member, (m, method, params, done) => this.gatewayRequest(m, method, params, done));
   }
 
   /** A participant left: forget its tools, and tell everyone if it had any. */
   forgetTools(left: string): void {
-    this.toolFetches.delete(left);
-    if (this.registry.remove(left)) this.toolsChanged();
+    this.catalogue.forget(left);
   }
 
   /**
@@ -506,17 +449,9 @@ export class McpRouter implements CallRouter {
     this.space.sendTo(target, env);
   }
 
-  /**
-   * Tells everyone the catalogue changed — `addressed` members too, like presence, since an
-   * MCP client behind one must hear of it. Welcomes carry the new catalogue from now on.
-   */
   /** The catalogue changed other than by a participant's tools/list (a participant was switched off or on). */
   catalogueChanged(): void {
-    this.toolsChanged();
-  }
-
-  private toolsChanged(): void {
-    this.space.deliver(systemEnvelope("mcp/request", { jsonrpc: "2.0", method: "notifications/tools/list_changed" }), undefined, true);
+    this.catalogue.changed();
   }
 
   // --- tool policy, as it applies to one member ---------------------------------------

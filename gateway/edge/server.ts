@@ -24,7 +24,7 @@ import { mountConsole } from "../operator/console.js";
 import { mountInjection } from "../operator/inject.js";
 import { mountResourceMetadata } from "../operator/resource.js";
 import { mountSignIn } from "../operator/signin.js";
-import { resourceUrls } from "../operator/http.js";
+import { bearer, resourceUrls } from "../operator/http.js";
 import { OriginGuard } from "./origin.js";
 import { TokenBook } from "../identity/tokens.js";
 import type { StateRecord } from "../space/ledger.js";
@@ -494,9 +494,4 @@ function requestUrl(req: IncomingMessage): URL | undefined {
   } catch {
     return undefined;
   }
-}
-
-function bearer(header: string | undefined): string | undefined {
-  const m = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-  return m?.[1];
 }

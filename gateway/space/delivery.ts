@@ -106,4 +106,18 @@ export class Delivery {
     this.history.push({ env, size });
     if (this.history.length > max) this.history.shift();
   }
+
+  /**
+   * The recent envelopes `viewer` may see, as a welcome would give them (its visibility),
+   * oldest first, at most `limit`; `match` narrows them (the last chat of a proposer, say).
+   */
+  recentFor(viewer: string, limit: number, match: (env: Envelope) => boolean): Envelope[] {
+    const all = this.config.participants[viewer]?.visibility === "all";
+    const out: Envelope[] = [];
+    for (let i = this.history.length - 1; i >= 0 && out.length < limit; i--) {
+      const env = this.history[i]!.env;
+      if ((all || env.to?.includes(viewer) || env.kind === "system/presence") && match(env)) out.push(env);
+    }
+    return out.reverse();
+  }
 }

@@ -8,11 +8,16 @@
  *   kinds.ts     the table of which handler each kind goes to;
  *   delivery.ts  members, watchers, presence and history, and the one way bytes leave;
  *   roster.ts    how members are described, and each joiner's welcome;
- *   ledger.ts    where every change of durable state is written.
+ *   ledger.ts    where every change of durable state is written;
+ *   seats.ts     acting and watching as a participant without joining (the operator API);
+ *   reload.ts    a new space.yaml taken while the space runs; bearer.ts, tokens and JWTs.
  * The handlers live in their own folders (calls/, proposals/, policy/, agents/) and act back
  * on the space only through `SpaceHost` (ports/host.ts), which this class implements; none
  * of them imports this folder. This file keeps membership (join, leave, the token check),
- * the operator API's way in (act, watch, views) and the glue between the modules.
+ * the views the operator API reads, and the glue between the modules. It is past 500 lines
+ * because it is that glue: the constructor wires some fifteen modules to one another, and
+ * nearly every method is a line or two handing a port to one of them; what has a concern of
+ * its own has its own file above.
  */
 import type { Logger } from "pino";
 import { Conversations } from "../agents/conversations.js";
@@ -46,6 +51,7 @@ import { Delivery } from "./delivery.js";
 import type { Handlers } from "./kinds.js";
 import { Ledger, type StateRecord } from "./ledger.js";
 import { Pipeline } from "./pipeline.js";
+import { Seats } from "./seats.js";
 import { Roster } from "./roster.js";
 import { applyReload, type ReloadHost, type ReloadReport } from "./reload.js";
 import { Sessions } from "./sessions.js";
@@ -68,6 +74,8 @@ export class Space implements SpaceHost {
   private readonly roster: Roster;
   /** Every inbound frame (pipeline.ts). */
   private readonly pipeline: Pipeline;
+  /** Acting and watching as a participant without joining (seats.ts). */
+  private readonly seats: Seats;
   /** Grants, and which still stand (grants.ts). */
   private readonly grants: GrantBook;
   /** Where every change of proposals and grants is made durable (ledger.ts). */
@@ -221,6 +229,17 @@ export class Space implements SpaceHost {
       fail: (...a) => this.delivery.fail(...a),
       capabilityViolation: (m, e) => this.delivery.capabilityViolation(m, e),
     });
+    this.seats = new Seats({
+      id: this.id,
+      config,
+      log,
+      delivery: this.delivery,
+      pipeline: () => this.pipeline,
+      runtimeGroups: this.runtimeGroups,
+      recompile: (m) => this.recompile(m),
+      watching: (id) => this.watching(id),
+      unreachable: (id) => this.mcp.unreachable(id),
+    });
     // Approved before the gateway stopped, with no outcome written: the call may or may not
     // have reached the tool, so it is never routed again on its own. It waits, interrupted,
     // for a person to decide again, with a fresh TTL; its proposer hears it on joining.
@@ -363,47 +382,14 @@ export class Space implements SpaceHost {
 
   // --- acting and watching without joining (the operator API) ----------------------
 
-  /**
-   * Runs one frame through the whole pipeline as participant `id` without joining: what
-   * the participant's live connection, if any, sees of it is what it would see of any
-   * other participant's frame, and the connection is left alone. Resolves with the errors
-   * the frame earned (none: it took effect).
-   */
-  async act(id: string, frame: Record<string, unknown>, opts: { tellLive?: boolean; replies?: Envelope[] } = {}): Promise<Array<Record<string, unknown>>> {
-    const config = this.config.participants[id];
-    if (!config) throw new Error(`act: "${id}" is not a participant of space "${this.id}"`);
-    const errors: Array<Record<string, unknown>> = [];
-    const peer: Peer = {
-      send: (bytes) => {
-        const env = JSON.parse(bytes.toString("utf8")) as Envelope;
-        const toActor = env.to?.length === 1 && env.to[0] === id && env.from === GATEWAY_ID;
-        if (env.kind === "system/error") errors.push(env.payload as Record<string, unknown>);
-        else if (toActor) opts.replies?.push(env);
-        else return;
-        // MEW's injection: the participant's own connection hears the gateway's answer too.
-        if (opts.tellLive) this.delivery.members.get(id)?.peer.send(bytes);
-      },
-      close: () => {},
-    };
-    const actor = new Member(id, config, peer, config.visibility, false, this.log, this.delivery.joins, "api");
-    actor.groups = this.runtimeGroups.get(id) ?? [];
-    this.recompile(actor);
-    const pending = this.pipeline.run(actor, parseFrame(JSON.stringify(frame), this.config.gateway.limits.max_depth));
-    if (pending) await pending;
-    return errors;
+  /** Runs one frame through the whole pipeline as participant `id` without joining (seats.ts). */
+  act(id: string, frame: Record<string, unknown>, opts: { tellLive?: boolean; replies?: Envelope[] } = {}): Promise<Array<Record<string, unknown>>> {
+    return this.seats.act(id, frame, opts);
   }
 
-  /** Streams to `peer` what participant `id` may see, until the returned function is called. */
+  /** Streams to `peer` what participant `id` may see, until the returned function is called (seats.ts). */
   watch(id: string, peer: Peer): () => void {
-    const config = this.config.participants[id];
-    if (!config) throw new Error(`watch: "${id}" is not a participant of space "${this.id}"`);
-    const w = { id, visibility: config.visibility, peer };
-    this.delivery.watchers.add(w);
-    return () => {
-      if (!this.delivery.watchers.delete(w)) return;
-      // The last console of someone not connected closed: what only they could answer fails now.
-      if (!this.delivery.members.has(id) && !this.watching(id)) this.mcp.unreachable(id);
-    };
+    return this.seats.watch(id, peer);
   }
 
   /** Who holds each person's conversation (conversations.ts). */
@@ -424,19 +410,9 @@ export class Space implements SpaceHost {
     }));
   }
 
-  /**
-   * The recent envelopes `viewer` may see, as a welcome would give them (its visibility),
-   * oldest first, at most `limit`; `match` narrows them (the last chat of a proposer, say).
-   */
+  /** The recent envelopes `viewer` may see, oldest first, at most `limit` (delivery.ts). */
   recentFor(viewer: string, limit: number, match: (env: Envelope) => boolean = () => true): Envelope[] {
-    const all = this.config.participants[viewer]?.visibility === "all";
-    const out: Envelope[] = [];
-    const h = this.delivery.history;
-    for (let i = h.length - 1; i >= 0 && out.length < limit; i--) {
-      const env = h[i]!.env;
-      if ((all || env.to?.includes(viewer) || env.kind === "system/presence") && match(env)) out.push(env);
-    }
-    return out.reverse();
+    return this.delivery.recentFor(viewer, limit, match);
   }
 
   /** Grants held now, each with whether it stands (its granter still holds what it lent). */
