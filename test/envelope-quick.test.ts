@@ -167,8 +167,10 @@ describe("hand readers against the schemas", () => {
     expect(parseFrame(JSON.stringify({ kind: "-chat" }))).toMatchObject({ ok: false, message: expect.stringContaining('a kind like "chat"') });
     const req = parseMcpRequest({ method: "" });
     expect(req.success).toBe(false);
-    const res = parseMcpResponse({ error: { code: "x", message: "m" } });
+    const res = parseMcpResponse({ error: [1, 2] });
     expect(res.success).toBe(false);
+    // MEW's loose error (a string code) is made readable rather than refused (spec §4.2).
+    expect(parseMcpResponse({ error: { code: "x", message: "m" } })).toMatchObject({ success: true, data: { error: { code: -32000, message: "m", data: { code: "x" } } } });
   });
 
   it("take the common shapes by hand", () => {

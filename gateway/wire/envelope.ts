@@ -376,9 +376,10 @@ export function quickMcpResponse(p: unknown): McpResponsePayload | undefined {
   }
   if (result !== undefined) out.result = result;
   if (error !== undefined) {
-    const normal = rpcError(error);
-    if (!normal) return undefined;
-    out.error = normal;
+    if (!isPlainObject(error)) return undefined;
+    const { code, message, data } = error;
+    if (typeof code !== "number" || !Number.isFinite(code) || typeof message !== "string") return undefined;
+    out.error = data === undefined ? { code, message } : { code, message, data };
   }
   return out;
 }
@@ -415,7 +416,12 @@ export function parseMcpRequest(payload: unknown): Parsed<McpRequestPayload> {
 /** An `mcp/response` payload, read by hand when it is well formed, else by its schema. */
 export function parseMcpResponse(payload: unknown): Parsed<McpResponsePayload> {
   const quick = quickMcpResponse(payload);
-  return quick !== undefined ? { success: true, data: quick } : McpResponsePayloadSchema.safeParse(payload);
+  if (quick !== undefined) return { success: true, data: quick };
+  // An error in MEW's loose shape (a string code, no message) is made readable, not dropped.
+  const error = isPlainObject(payload) ? payload["error"] : undefined;
+  const normal = error === undefined ? undefined : rpcError(error);
+  const loose = normal && quickMcpResponse({ ...(payload as Record<string, unknown>), error: normal });
+  return loose !== undefined ? { success: true, data: loose } : McpResponsePayloadSchema.safeParse(payload);
 }
 
 function parseJoin(value: unknown): ParsedFrame {
