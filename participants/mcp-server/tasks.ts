@@ -467,7 +467,8 @@ function waiting(real: string, proposal: string): string {
 
 /** A call's answer that is the server's own task (`CreateTaskResult`), not its result. */
 function serverTask(result: unknown): Task | undefined {
-  if (typeof result !== "object" || result === null || !("task" in result)) return undefined;
+  // A tool's result (which has content) is never taken for one, whatever else it carries.
+  if (typeof result !== "object" || result === null || !("task" in result) || "content" in result) return undefined;
   const parsed = CreateTaskResultSchema.safeParse(result);
   return parsed.success ? parsed.data.task : undefined;
 }
