@@ -24,7 +24,7 @@ import { CLI_MAIN, startGateway, waitFor, waitForTool, type TestGateway } from "
 const require = createRequire(import.meta.url);
 const EVERYTHING = require.resolve("@modelcontextprotocol/server-everything/dist/index.js");
 const NOTES = join(import.meta.dirname, "fixtures", "bridge", "notes.mjs");
-const T = { alice: "alice-token-0001", claude: "claude-token-002", other: "other-token-0003", ev: "ev-token-000004", notes: "notes-token-0005" };
+const T = { alice: "alice-token-0001", claude: "claude-token-002", other: "other-token-0003", ev: "ev-token-000004", notes: "notes-token-0005", bare: "bare-token-00006" };
 const RESEARCH = "simulate-research-query";
 
 const SPACE = `
@@ -42,6 +42,7 @@ participants:
     token: ${T.other}
     tools: {allow: ["ev/*", "notes/*"]}
     capabilities: [{kind: chat}, {kind: mcp/proposal}, {kind: mcp/withdraw}, {kind: mcp/response}, {kind: mcp/request}]
+  bare: {kind: agent, token: ${T.bare}, tools: {allow: ["ev/*"]}}
   ev: {kind: mcp, token: ${T.ev}}
   notes: {kind: mcp, token: ${T.notes}}
 `;
@@ -148,6 +149,19 @@ describe("a bridged server's own tasks: hostile first", () => {
     const result = await otherEv.experimental.tasks.getTaskResult(theirs.taskId, CallToolResultSchema);
     expect(text(result)).toContain("# Research Report: owls");
     expect((await otherAll.experimental.tasks.getTask(theirs.taskId)).status).toBe("completed");
+  });
+});
+
+describe("a bridged server's own tasks: a seat that may not follow them", () => {
+  it("ends the task failed, saying why, when the seat's capabilities do not reach tasks/* at the server", { timeout: 60_000 }, async () => {
+    await setup();
+    const bare = await viaGateway("/mcp/ev", T.bare);
+    const task = await research(bare, "moss");
+    expect(task.taskId).toMatch(/^ev:/);
+    await waitFor(async () => (await bare.experimental.tasks.getTask(task.taskId)).status === "failed", 10_000, "failed");
+    const result = await bare.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema);
+    expect(result.isError).toBe(true);
+    expect(text(result)).toMatch(/cannot be followed: .*capabilities do not allow tasks\/get/);
   });
 });
 
