@@ -149,6 +149,38 @@ describe("the circuit breaker's trial call", () => {
   });
 });
 
+describe("what counts against a target", () => {
+  it("never opens the circuit for a caller's own bad requests (invalid params, request, unknown method): the target answered them", async () => {
+    gw = await startGateway(SPACE);
+    const a = await join(T.a);
+    const b = await join(T.b);
+    let code = -32602;
+    b.ws.on("message", (data) => {
+      const env = JSON.parse(data.toString()) as Env;
+      if (env.kind !== "mcp/request" || env.payload.method !== "tools/call") return;
+      const body = code === 0 ? { result: { served: env.id } } : { error: { code, message: "Task not found: forged" } };
+      b.send({ kind: "mcp/response", to: [env.from], correlation_id: [env.id], payload: { jsonrpc: "2.0", id: env.payload.id, ...body } });
+    });
+    for (const c of [-32602, -32600, -32601]) {
+      code = c;
+      for (let i = 1; i <= 6; i++) {
+        ask(a, `bad${c}-${i}`);
+        expect((await responseFor(a, `bad${c}-${i}`)).payload.error.code).toBe(c);
+      }
+    }
+    code = 0;
+    await letThrough(a, "still-served");
+    // A failure of the target itself still counts: five, and the circuit opens.
+    code = -32603;
+    for (let i = 1; i <= 5; i++) {
+      ask(a, `down-${i}`);
+      expect((await responseFor(a, `down-${i}`)).payload.error.code).toBe(-32603);
+    }
+    ask(a, "down-open");
+    expect((await errorFor(a, "down-open")).payload.code).toBe("circuit_open");
+  });
+});
+
 describe("the breaker's trial in Calls, however the call is closed", () => {
   const limits = { timeout_ms: 30_000, max_timeout_ms: 300_000, max_call_depth: 5, max_pending: 64, breaker_failures: 5, breaker_cooldown_ms: 0 };
   let n = 0;

@@ -247,7 +247,10 @@ export class McpRouter implements CallRouter {
     // (`isError: true`) still answered, but the call did not succeed, and its record says so.
     const answered = parsed.data.error === undefined;
     const outcome = answerOutcome(parsed.data);
-    this.calls.close(call, answered);
+    // An error about the request itself (no such method, bad params, an unknown task id) is
+    // the target answering, well: for the breaker it is an answer, so a caller sending bad
+    // requests cannot open the breaker against the target for everyone.
+    this.calls.close(call, answered || callersFault(parsed.data.error));
     if (!call.internal) this.space.metrics.call(outcome);
     this.ended(call, answered ? (outcome === "ok" ? undefined : "tool_error") : String((parsed.data.error as { code?: unknown }).code ?? "error"));
     if (call.internal) return call.internal(parsed.data);
@@ -472,4 +475,10 @@ export class McpRouter implements CallRouter {
       { tool: name },
     );
   }
+}
+
+/** JSON-RPC errors that say the request was wrong, not the target: invalid request, method not found, invalid params. */
+function callersFault(error: unknown): boolean {
+  const code = typeof error === "object" && error !== null ? (error as { code?: unknown }).code : undefined;
+  return code === -32600 || code === -32601 || code === -32602;
 }

@@ -17,7 +17,8 @@
  * - joins the space with the participant SDK and forwards every request addressed to it
  *   (tools, resources, prompts, completion, ping, logging, tasks — any method but
  *   `initialize`, which it answers from the session it holds) and returns the server's
- *   JSON-RPC result or error unchanged;
+ *   JSON-RPC result or error unchanged; the server's own tasks answer only the
+ *   participant that created them (tasks.ts);
  * - passes progress back to the caller and the caller's cancellation on to the server;
  * - forwards `list_changed`: tools to `system:gateway` (which re-fetches `tools/list`),
  *   resources and prompts to the space;
@@ -47,6 +48,7 @@ import { ParticipantClient, type ClientOptions } from "../client.js";
 import { Forwarder } from "./forward.js";
 import { ServerNotifications } from "./notifications.js";
 import { ServerLink, type Upstream } from "./server.js";
+import { ServerTaskOwners } from "./tasks.js";
 import type { Bridge, BridgeEvents, BridgeOptions, BridgeStatus } from "./types.js";
 
 export {
@@ -118,6 +120,7 @@ class McpBridge implements Bridge {
       callTimeoutMs: this.callTimeoutMs,
       link: this.link,
       notifications: this.notifications,
+      tasks: new ServerTaskOwners(),
     });
     this.client.onRequest((req) => this.forwarder.handle(req));
     this.client.on("welcome", (w) => {

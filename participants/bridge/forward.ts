@@ -18,6 +18,7 @@ import { RpcError, RpcErrorCodes } from "../errors.js";
 import { trySend, type ServerNotifications } from "./notifications.js";
 import { AnyResult, type Forwarded, type ServerLink, type Upstream } from "./server.js";
 import { ChildStdioTransport } from "./stdio.js";
+import type { ServerTaskOwners } from "./tasks.js";
 import { bridgeFailure, type BridgeStatus } from "./types.js";
 
 // setTimeout treats anything above 2^31-1 ms as 1 ms.
@@ -35,6 +36,8 @@ export interface ForwardHost {
   readonly callTimeoutMs: number;
   readonly link: ServerLink;
   readonly notifications: ServerNotifications;
+  /** Who created which of the server's own tasks (tasks.ts). */
+  readonly tasks: ServerTaskOwners;
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -61,6 +64,22 @@ export class Forwarder {
         };
       case "resources/unsubscribe":
         if (this.host.notifications.release(req)) return {};
+        break;
+      // The server's own tasks: each caller reaches its own and no other's (tasks.ts).
+      case "tasks/get":
+      case "tasks/result":
+      case "tasks/cancel":
+        this.host.tasks.check(req.from, req.params);
+        break;
+      case "tasks/list":
+        return this.forward(up, req).then((result) => this.host.tasks.filter(req.from, result));
+      case "tools/call":
+        if (isRecord(req.params) && req.params["task"] !== undefined) {
+          return this.forward(up, req).then((result) => {
+            this.host.tasks.created(req.from, result);
+            return result;
+          });
+        }
         break;
     }
     return this.forward(up, req);

@@ -19,6 +19,8 @@ export interface CatalogueEntry {
   real: string;
   participant: string;
   policy: ExposedPolicy;
+  /** The server's own `execution.taskSupport`: a call made as a task goes to it as one (tasks.ts) when `optional` or `required`. */
+  taskSupport?: string | undefined;
 }
 
 export interface Catalogue {
@@ -67,7 +69,7 @@ export function buildCatalogue(infos: readonly ToolInfo[], self: string | undefi
       continue;
     }
     tools.push(tool);
-    byName.set(fn, { real: info.name, participant, policy });
+    byName.set(fn, { real: info.name, participant, policy, taskSupport: taskSupportOf(info) });
   }
   return { tools, byName, fingerprint: JSON.stringify(tools), skipped };
 }
@@ -90,7 +92,7 @@ function ownNames(visible: { info: ToolInfo; participant: string; policy: Expose
       continue;
     }
     tools.push(tool);
-    byName.set(own, { real: info.name, participant, policy });
+    byName.set(own, { real: info.name, participant, policy, taskSupport: taskSupportOf(info) });
   }
   return { tools, byName, fingerprint: JSON.stringify(tools), skipped };
 }
@@ -122,6 +124,11 @@ function toMcpTool(fn: string, info: ToolInfo, policy: ExposedPolicy, participan
     if (parsed.success) return parsed.data;
   }
   return undefined;
+}
+
+function taskSupportOf(info: ToolInfo): string | undefined {
+  const execution = info["execution"];
+  return isObject(execution) && typeof execution["taskSupport"] === "string" ? execution["taskSupport"] : undefined;
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {

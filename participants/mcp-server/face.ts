@@ -125,3 +125,19 @@ export class ProgressRelay {
     this.extra.sendNotification({ method: "notifications/progress", params }).catch((err: Error) => this.log?.debug({ err: err.message }, "could not send progress"));
   }
 }
+
+/** What the face declares: tasks for `tools/call`, listed and cancellable. */
+export const TASK_CAPABILITY = { list: {}, cancel: {}, requests: { tools: { call: {} } } };
+
+/**
+ * The tools as a client that declared task support sees them: a call that waits for a
+ * person may be made as a task (`execution.taskSupport: "optional"`, unless its server asks
+ * for more). Other clients get the list as it is.
+ */
+export function withTaskSupport<T extends { execution?: { taskSupport?: string | undefined } | undefined; _meta?: Record<string, unknown> | undefined }>(
+  tools: T[],
+  client: { tasks?: unknown } | undefined,
+): T[] {
+  if (client?.tasks === undefined) return tools;
+  return tools.map((t) => (t._meta?.["mewgate/policy"] === "proposal" && t.execution?.taskSupport !== "required" ? { ...t, execution: { ...t.execution, taskSupport: "optional" } } : t));
+}

@@ -33,6 +33,7 @@ import {
   type ListResourceTemplatesResult,
   type ReadResourceResult,
   type CallToolResult,
+  CreateTaskResultSchema,
   type CreateTaskResult,
   type ServerNotification,
   type ServerRequest,
@@ -44,8 +45,8 @@ import { ParticipantError, RpcError } from "../errors.js";
 import { buildCatalogue, failureResult, type Catalogue, type CatalogueEntry } from "./catalogue.js";
 import { askClient, deskOf, type Desk, type Session } from "./callbacks.js";
 import { SpaceResources } from "./resources.js";
-import { faceCapabilities, instructions, ProgressRelay, type OnlyParticipant } from "./face.js";
-import { TASK_CAPABILITY, tasksOf, withTaskSupport, type SeatTasks } from "./tasks.js";
+import { faceCapabilities, instructions, ProgressRelay, TASK_CAPABILITY, withTaskSupport, type OnlyParticipant } from "./face.js";
+import { tasksOf, type SeatTasks } from "./tasks.js";
 
 /** Reported as `serverInfo.version`; kept in step with package.json by hand. */
 const SERVER_VERSION = "0.1.0";
@@ -137,11 +138,13 @@ export class SpaceMcpServer extends Server {
     const capabilities = faceCapabilities(only);
     // Approvals as tasks: the seat's store, shared by its sessions (tasks.ts).
     const tasks = tasksOf(client, opts.maxTasks);
+    // Serving one participant, the seat's tasks of that participant's tools only.
+    const taskView = tasks.view(only?.participant);
     super(
       only?.serverInfo
         ? { ...only.serverInfo, ...(opts.name ? { name: opts.name } : {}) }
         : { name: opts.name ?? (only ? only.participant : welcome?.space ? `mewgate-${welcome.space.id}` : "mewgate"), version: SERVER_VERSION },
-      { capabilities: { ...capabilities, tasks: TASK_CAPABILITY }, instructions: instructions(welcome?.space?.id, welcome?.id, only), taskStore: tasks },
+      { capabilities: { ...capabilities, tasks: TASK_CAPABILITY }, instructions: instructions(welcome?.space?.id, welcome?.id, only), taskStore: taskView },
     );
     this.only = only?.participant;
     this.tasks = tasks;
@@ -228,7 +231,7 @@ export class SpaceMcpServer extends Server {
 
     this.unsubscribe.push(
       tasks.listen((task) => {
-        if (!this.initialized || this.disposed || !this.getClientCapabilities()?.tasks) return;
+        if (!this.initialized || this.disposed || !this.getClientCapabilities()?.tasks || !taskView.sees(task)) return;
         this.notification({ method: "notifications/tasks/status", params: task }).catch((err: Error) => this.log?.debug({ err: err.message }, "could not send a task's status"));
       }),
       client.onNotification((n) => this.spaceNotification(n.method, n.params, n.from, n.envelope)),
@@ -349,13 +352,15 @@ export class SpaceMcpServer extends Server {
     if (!entry) throw new McpError(ErrorCode.InvalidParams, `unknown tool: ${params.name} (list the tools again: the space's tools change)`);
     if (params.task !== undefined) {
       // Answered at once; the call goes on past this request (tasks.ts), with no progress relayed.
-      const task = await this.tasks.start(entry.real, params.task.ttl, (signal, onProposal) => this.runCall(entry.real, params, { ...extra, signal, _meta: {} }, onProposal));
+      // A tool its server runs as a task is called as one (once approved), and its server's task followed (tasks.ts).
+      const asTask = entry.taskSupport === "required" || entry.taskSupport === "optional" ? params.task : undefined;
+      const task = await this.tasks.start(entry.real, params.task.ttl, (signal, onProposal) => this.runCall(entry.real, params, { ...extra, signal, _meta: {} }, onProposal, asTask));
       return { task };
     }
     return this.runCall(entry.real, params, extra);
   }
 
-  private async runCall(real: string, params: CallToolRequest["params"], extra: Extra, proposed?: (proposal: Envelope) => void): Promise<CallToolResult> {
+  private async runCall(real: string, params: CallToolRequest["params"], extra: Extra, proposed?: (proposal: Envelope) => void, asTask?: CallToolRequest["params"]["task"]): Promise<CallToolResult | CreateTaskResult> {
     const token = extra._meta?.progressToken;
     const relay = token === undefined ? undefined : new ProgressRelay(token, extra, this.log);
     let proposalId: string | undefined;
@@ -381,13 +386,17 @@ export class SpaceMcpServer extends Server {
       const pending = this.client.request(
         GATEWAY_ID,
         "tools/call",
-        { name: real, arguments: params.arguments ?? {} },
+        { name: real, arguments: params.arguments ?? {}, ...(asTask === undefined ? {} : { task: asTask }) },
         // A task waits as long as the space keeps its proposal (the gateway expires it), not the client's own deadline.
         { signal: extra.signal, onProposal, onProgress: relay ? (p) => relay.forward(p) : undefined, ...(proposed ? { timeoutMs: TASK_WAIT_MS } : {}) },
       );
       callId = pending.id;
       this.made.set(callId, extra);
       const result = await pending;
+      if (asTask !== undefined) {
+        const created = CreateTaskResultSchema.safeParse(result);
+        if (created.success) return created.data;
+      }
       const parsed = CallToolResultSchema.safeParse(result);
       if (parsed.success) return parsed.data;
       return { content: [{ type: "text", text: `${real} answered with something that is not an MCP tool result` }], isError: true };

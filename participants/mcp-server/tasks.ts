@@ -17,12 +17,20 @@
  * routes to the proposer, correlated to the proposal) complete it. A call that settles
  * without a proposal (it needed none, or was refused at once) is a task with a fresh id,
  * kept in memory only.
+ *
+ * A tool whose server runs tasks (`execution.taskSupport` `required`/`optional`) is called
+ * as one once any approval is given, and the server's task followed behind ours (`tasks/get`
+ * at most once per poll interval, `tasks/result` once it ended, `tasks/cancel` passed on),
+ * asked as this seat, whose bridge answers for the seat's own tasks only (bridge/tasks.ts).
+ * Made without a wait, its id is `<participant>:<server's task id>`, found again from a new
+ * session by asking that participant; a face serving one participant (`view`) sees its own.
  */
 import { randomUUID } from "node:crypto";
 import type { TaskStore } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js";
-import { ErrorCode, type CallToolResult, type Result, type Task } from "@modelcontextprotocol/sdk/types.js";
+import { CreateTaskResultSchema, ErrorCode, GetTaskResultSchema, type CallToolResult, type CreateTaskResult, type Result, type Task } from "@modelcontextprotocol/sdk/types.js";
 import { GATEWAY_ID, type Envelope } from "../../gateway/wire/envelope.js";
 import type { ParticipantClient } from "../client.js";
+import { stripHidden } from "../../gateway/policy/inspect.js";
 import { ParticipantError, RpcError } from "../errors.js";
 import { failureResult } from "./catalogue.js";
 
@@ -46,13 +54,21 @@ interface Rec {
   proposal?: string | undefined;
   /** The tool, as the space names it. */
   real: string;
+  /** The participant whose tool it is. */
+  owner: string;
   expires?: number | undefined;
+  /** The server's own task behind this one, where `tasks/get`, `tasks/result` and `tasks/cancel` go. */
+  upstream?: { participant: string; taskId: string } | undefined;
+  polled?: number | undefined; // when the server's task was last asked about, and (below) the asking under way
+  polling?: Promise<void> | undefined;
 }
 
 /** What starting the call gives back: its result, and the proposal when it became one. */
-export type RunCall = (signal: AbortSignal, onProposal: (proposal: Envelope) => void) => Promise<CallToolResult>;
+export type RunCall = (signal: AbortSignal, onProposal: (proposal: Envelope) => void) => Promise<CallToolResult | CreateTaskResult>;
 
 const TERMINAL = new Set<Task["status"]>(["completed", "failed", "cancelled"]);
+/** Failures that say nothing about the task: the connection to the space went, or the answer was slow. */
+const TRANSIENT = new Set(["disconnected", "closed", "connect_failed", "timeout"]);
 
 export class SeatTasks implements TaskStore {
   private readonly recs = new Map<string, Rec>();
@@ -90,7 +106,7 @@ export class SeatTasks implements TaskStore {
     let proposed!: (env: Envelope) => void;
     const proposal = new Promise<Envelope>((resolve) => (proposed = resolve));
     this.starting++;
-    let first: { env: Envelope } | { result: CallToolResult } | { err: unknown };
+    let first: { env: Envelope } | { result: CallToolResult | CreateTaskResult } | { err: unknown };
     const done = run(controller.signal, (env) => proposed(env));
     done.catch(() => {});
     try {
@@ -101,8 +117,10 @@ export class SeatTasks implements TaskStore {
     const ttlMs = Math.min(MAX_TTL_MS, ttl ?? DEFAULT_TTL_MS);
     if ("err" in first) throw first.err instanceof ParticipantError ? new RpcError(ErrorCode.InvalidRequest, first.err.message, { reason: first.err.code }) : first.err;
     if ("result" in first) {
-      const rec = this.add(randomUUID(), real, ttlMs, undefined);
-      this.finish(rec, first.result.isError ? "failed" : "completed", first.result);
+      const upstream = serverTask(first.result);
+      const rec = this.add(upstream ? `${ownerOf(real)}:${upstream.taskId}` : randomUUID(), real, ttlMs, undefined);
+      if (upstream) this.link(rec, upstream);
+      else this.finish(rec, (first.result as CallToolResult).isError ? "failed" : "completed", first.result);
       return rec.task;
     }
     const id = first.env.id;
@@ -119,8 +137,37 @@ export class SeatTasks implements TaskStore {
   }
 
   async getTask(taskId: string): Promise<Task | null> {
+    return (await this.find(taskId, undefined))?.task ?? null;
+  }
+
+  /** The seat's task `taskId` as a face serving `only` (or every participant) may see it, its server's task asked about if due. */
+  private async find(taskId: string, only: string | undefined): Promise<Rec | undefined> {
     this.sweep();
-    return (this.recs.get(taskId) ?? (await this.adopt(taskId)))?.task ?? null;
+    const rec = this.recs.get(taskId) ?? (await this.adopt(taskId, only));
+    if (!rec || (only !== undefined && rec.owner !== only)) return undefined;
+    await this.poll(rec);
+    return rec;
+  }
+
+  /** The store as a face sees it: serving one participant, the tasks of that participant's tools only. */
+  view(only: string | undefined): TaskStore & { sees(task: Task): boolean } {
+    if (only === undefined) return Object.assign(this, { sees: () => true });
+    const notFound = (taskId: string) => new RpcError(ErrorCode.InvalidParams, `Task not found: ${String(taskId).slice(0, 64)}`);
+    return {
+      createTask: () => this.createTask(),
+      getTask: async (taskId) => (await this.find(taskId, only))?.task ?? null,
+      storeTaskResult: async (taskId, status, result) => (this.recs.get(taskId)?.owner === only ? this.storeTaskResult(taskId, status, result) : undefined),
+      getTaskResult: async (taskId) => {
+        if (this.recs.get(taskId)?.owner !== only) throw notFound(taskId);
+        return this.getTaskResult(taskId);
+      },
+      updateTaskStatus: async (taskId, status, statusMessage) => {
+        if (!(await this.find(taskId, only))) throw notFound(taskId);
+        return this.updateTaskStatus(taskId, status, statusMessage);
+      },
+      listTasks: (cursor) => this.list(cursor, only),
+      sees: (task) => this.recs.get(task.taskId)?.owner === only,
+    };
   }
 
   async storeTaskResult(taskId: string, status: "completed" | "failed", result: Result): Promise<void> {
@@ -130,6 +177,7 @@ export class SeatTasks implements TaskStore {
 
   async getTaskResult(taskId: string): Promise<Result> {
     const rec = this.recs.get(taskId);
+    if (rec?.upstream && rec.result === undefined && TERMINAL.has(rec.task.status)) rec.result = await this.upstreamResult(rec, rec.upstream);
     if (!rec?.result) throw new RpcError(ErrorCode.InvalidParams, `task ${taskId.slice(0, 64)} has no result yet`);
     return rec.result;
   }
@@ -139,10 +187,11 @@ export class SeatTasks implements TaskStore {
    * proposal; when an approval got there first the cancel is refused and the task runs on.
    */
   async updateTaskStatus(taskId: string, status: Task["status"], statusMessage?: string): Promise<void> {
-    const rec = this.recs.get(taskId) ?? (await this.adopt(taskId));
+    const rec = this.recs.get(taskId) ?? (await this.adopt(taskId, undefined));
     if (!rec) throw new RpcError(ErrorCode.InvalidParams, `Task not found: ${taskId.slice(0, 64)}`);
     if (status !== "cancelled") return this.set(rec, status, statusMessage);
     if (TERMINAL.has(rec.task.status)) return;
+    if (rec.upstream) return this.cancelUpstream(rec, rec.upstream);
     if (rec.task.status === "working" || rec.proposal === undefined) {
       throw new RpcError(ErrorCode.InvalidParams, `the call was already approved and runs; it cannot be cancelled now`, { reason: "already_approved" });
     }
@@ -150,8 +199,12 @@ export class SeatTasks implements TaskStore {
   }
 
   async listTasks(cursor?: string): Promise<{ tasks: Task[]; nextCursor?: string }> {
+    return this.list(cursor, undefined);
+  }
+
+  private async list(cursor: string | undefined, only: string | undefined): Promise<{ tasks: Task[]; nextCursor?: string }> {
     this.sweep();
-    const all = [...this.recs.values()].map((r) => r.task);
+    const all = [...this.recs.values()].filter((r) => only === undefined || r.owner === only).map((r) => r.task);
     const start = cursor === undefined ? 0 : Number(cursor);
     if (!Number.isInteger(start) || start < 0 || start > all.length) throw new RpcError(ErrorCode.InvalidParams, "tasks/list: unknown cursor");
     const tasks = all.slice(start, start + PAGE);
@@ -171,15 +224,19 @@ export class SeatTasks implements TaskStore {
       pollInterval: POLL_MS,
       ...(proposal ? { statusMessage: waiting(real, proposal) } : {}),
     };
-    const rec: Rec = { task, real, proposal };
+    const rec: Rec = { task, real, owner: ownerOf(real), proposal };
     this.recs.set(id, rec);
     return rec;
   }
 
   /** The call behind a task settled: its result, or why not. */
-  private follow(rec: Rec, done: Promise<CallToolResult>): void {
+  private follow(rec: Rec, done: Promise<CallToolResult | CreateTaskResult>): void {
     done.then(
-      (result) => this.finish(rec, result.isError ? "failed" : "completed", result),
+      (result) => {
+        const upstream = serverTask(result);
+        if (upstream) return this.link(rec, upstream);
+        this.finish(rec, (result as CallToolResult).isError ? "failed" : "completed", result);
+      },
       (err: unknown) => {
         if (!(err instanceof ParticipantError)) return this.finish(rec, "failed", { content: [{ type: "text", text: String(err) }], isError: true });
         // The connection to the space went (this process or the gateway stops): the proposal
@@ -233,7 +290,9 @@ export class SeatTasks implements TaskStore {
             this.finish(rec, "failed", { content: [{ type: "text", text: `${rec.real} failed: ${String(e["message"] ?? "error")}` }], isError: true });
           } else {
             const result = (p["result"] ?? {}) as CallToolResult;
-            this.finish(rec, result.isError ? "failed" : "completed", result);
+            const upstream = serverTask(result);
+            if (upstream) this.link(rec, upstream);
+            else this.finish(rec, result.isError ? "failed" : "completed", result);
           }
           break;
         }
@@ -241,14 +300,21 @@ export class SeatTasks implements TaskStore {
     }
   }
 
-  /** A task id this store does not know: a pending proposal of this seat's, from before a restart. */
-  private async adopt(taskId: string): Promise<Rec | undefined> {
+  /**
+   * A task id this store does not know: a pending proposal of this seat's, from before a
+   * restart, or (`<participant>:<id>`) a task of that participant's server the seat made.
+   */
+  private async adopt(taskId: string, only: string | undefined): Promise<Rec | undefined> {
     if (typeof taskId !== "string" || taskId.length > 200 || this.recs.size >= this.maxTasks) return undefined;
+    const colon = taskId.indexOf(":");
+    // Serving one participant, an id naming another is not looked up at all.
+    if (colon > 0 && only !== undefined && taskId.slice(0, colon) !== only) return undefined;
     const now = Date.now();
     this.adoptBudget = Math.min(ADOPT_PER_SECOND, this.adoptBudget + ((now - this.adoptRefilled) / 1000) * ADOPT_PER_SECOND);
     this.adoptRefilled = now;
     if (this.adoptBudget < 1) return undefined;
     this.adoptBudget--;
+    if (colon > 0) return this.adoptUpstream(taskId, taskId.slice(0, colon), taskId.slice(colon + 1));
     let res: unknown;
     try {
       res = await this.client.request(GATEWAY_ID, "proposals/get", { id: taskId }, { timeoutMs: 10_000 });
@@ -264,6 +330,93 @@ export class SeatTasks implements TaskStore {
     const real = typeof params["name"] === "string" ? (params["name"].includes("/") ? params["name"] : `${to}/${params["name"]}`) : "the call";
     const rec = this.add(taskId, real, DEFAULT_TTL_MS, taskId);
     if (typeof proposal["ts"] === "string") rec.task = { ...rec.task, createdAt: proposal["ts"] };
+    return rec;
+  }
+
+  // --- the server's own task behind one of ours --------------------------------------------
+
+  /** The call came back as the server's own task: ours follows it from now on. */
+  private link(rec: Rec, upstream: Task): void {
+    rec.upstream = { participant: rec.owner, taskId: upstream.taskId };
+    rec.polled = Date.now();
+    this.aborts.delete(rec.task.taskId);
+    this.mirror(rec, upstream);
+  }
+
+  /** The server's task as it said it is; a change (and only a change) is told to the sessions. */
+  private mirror(rec: Rec, upstream: Task): void {
+    if (TERMINAL.has(rec.task.status)) return;
+    const message = upstream.statusMessage === undefined ? undefined : stripHidden(upstream.statusMessage).slice(0, 500);
+    if (upstream.status === rec.task.status && message === rec.task.statusMessage) return;
+    this.set(rec, upstream.status, message);
+    if (TERMINAL.has(upstream.status)) rec.expires = Date.now() + (rec.task.ttl ?? DEFAULT_TTL_MS);
+  }
+
+  /** Asks the server how its task stands, when it was last asked a poll interval ago or more. */
+  private poll(rec: Rec): Promise<void> {
+    const up = rec.upstream;
+    if (!up || TERMINAL.has(rec.task.status)) return Promise.resolve();
+    if (rec.polling) return rec.polling;
+    if (Date.now() - (rec.polled ?? 0) < POLL_MS / 2) return Promise.resolve();
+    rec.polling = (async () => {
+      try {
+        const parsed = GetTaskResultSchema.safeParse(await this.client.request(up.participant, "tasks/get", { taskId: up.taskId }, { timeoutMs: 10_000 }));
+        if (parsed.success) this.mirror(rec, parsed.data);
+      } catch (err) {
+        // The server (or its bridge) no longer knows the task, or will not say: it cannot end well.
+        // A lost connection is not that: the next poll asks again.
+        if (err instanceof ParticipantError && !TRANSIENT.has(err.code)) {
+          this.finish(rec, "failed", { content: [{ type: "text", text: `${rec.real}: the server's task ${up.taskId.slice(0, 64)} cannot be followed: ${err.message}` }], isError: true });
+        }
+      } finally {
+        rec.polled = Date.now();
+        rec.polling = undefined;
+      }
+    })();
+    return rec.polling;
+  }
+
+  /** The result of the server's task, once it ended; why not, as an error result, when it has none. */
+  private async upstreamResult(rec: Rec, up: { participant: string; taskId: string }): Promise<Result> {
+    try {
+      const res = await this.client.request(up.participant, "tasks/result", { taskId: up.taskId }, { timeoutMs: 30_000 });
+      if (typeof res === "object" && res !== null) return res as Result;
+    } catch (err) {
+      if (err instanceof ParticipantError && TRANSIENT.has(err.code)) throw new RpcError(ErrorCode.InternalError, `${rec.real}: could not fetch the result: ${err.message}`);
+      return { content: [{ type: "text", text: `${rec.real} ${rec.task.status}${rec.task.statusMessage ? `: ${rec.task.statusMessage}` : ""} (${(err as Error).message})` }], isError: true };
+    }
+    return { content: [], isError: true };
+  }
+
+  /** `tasks/cancel` of a task the server runs: passed on to the server, whose answer says how it stands. */
+  private async cancelUpstream(rec: Rec, up: { participant: string; taskId: string }): Promise<void> {
+    let res: unknown;
+    try {
+      res = await this.client.request(up.participant, "tasks/cancel", { taskId: up.taskId }, { timeoutMs: 10_000 });
+    } catch (err) {
+      if (err instanceof ParticipantError) throw new RpcError(err.code === "rpc_error" ? (err.rpcCode ?? ErrorCode.InvalidParams) : ErrorCode.InternalError, err.message, { reason: err.code });
+      throw err;
+    }
+    const parsed = GetTaskResultSchema.safeParse(res);
+    if (parsed.success) this.mirror(rec, parsed.data);
+    if (!TERMINAL.has(rec.task.status)) this.set(rec, "cancelled", "cancelled by the MCP client (tasks/cancel)");
+    rec.expires = Date.now() + (rec.task.ttl ?? DEFAULT_TTL_MS);
+  }
+
+  /** `<participant>:<id>` from a new session or process: the server's task, if that participant's bridge says it is the seat's. */
+  private async adoptUpstream(taskId: string, participant: string, upstreamId: string): Promise<Rec | undefined> {
+    let res: unknown;
+    try {
+      res = await this.client.request(participant, "tasks/get", { taskId: upstreamId }, { timeoutMs: 10_000 });
+    } catch {
+      return undefined;
+    }
+    const parsed = GetTaskResultSchema.safeParse(res);
+    if (!parsed.success || parsed.data.taskId !== upstreamId || this.recs.has(taskId)) return this.recs.get(taskId);
+    const rec = this.add(taskId, `${participant}/?`, DEFAULT_TTL_MS, undefined);
+    rec.real = `the task of ${participant}`;
+    rec.task = { ...rec.task, createdAt: parsed.data.createdAt };
+    this.link(rec, parsed.data);
     return rec;
   }
 
@@ -312,6 +465,20 @@ function waiting(real: string, proposal: string): string {
   return `waiting for a person in the space to approve ${real} (proposal ${proposal.slice(0, 8)}, id ${proposal}); they approve it in the console or with: mewgate proposals approve ${proposal.slice(0, 8)}`;
 }
 
+/** A call's answer that is the server's own task (`CreateTaskResult`), not its result. */
+function serverTask(result: unknown): Task | undefined {
+  // A tool's result (which has content) is never taken for one, whatever else it carries.
+  if (typeof result !== "object" || result === null || !("task" in result) || "content" in result) return undefined;
+  const parsed = CreateTaskResultSchema.safeParse(result);
+  return parsed.success ? parsed.data.task : undefined;
+}
+
+/** `participant` of `participant/tool`. */
+function ownerOf(real: string): string {
+  const slash = real.indexOf("/");
+  return slash > 0 ? real.slice(0, slash) : real;
+}
+
 function str(payload: unknown, key: string): string | undefined {
   const v = typeof payload === "object" && payload !== null ? (payload as Record<string, unknown>)[key] : undefined;
   return typeof v === "string" ? v : undefined;
@@ -327,20 +494,4 @@ export function tasksOf(client: ParticipantClient, maxTasks?: number): SeatTasks
     seats.set(client, t);
   }
   return t;
-}
-
-/** What the face declares: tasks for `tools/call`, listed and cancellable. */
-export const TASK_CAPABILITY = { list: {}, cancel: {}, requests: { tools: { call: {} } } };
-
-/**
- * The tools as a client that declared task support sees them: a call that waits for a
- * person may be made as a task (`execution.taskSupport: "optional"`, unless its server asks
- * for more). Other clients get the list as it is.
- */
-export function withTaskSupport<T extends { execution?: { taskSupport?: string | undefined } | undefined; _meta?: Record<string, unknown> | undefined }>(
-  tools: T[],
-  client: { tasks?: unknown } | undefined,
-): T[] {
-  if (client?.tasks === undefined) return tools;
-  return tools.map((t) => (t._meta?.["mewgate/policy"] === "proposal" && t.execution?.taskSupport !== "required" ? { ...t, execution: { ...t.execution, taskSupport: "optional" } } : t));
 }
