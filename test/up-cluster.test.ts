@@ -7,7 +7,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { alive, allGone, Cli, DEMO, descendants, poll, run, tempDir } from "./fixtures/cli/harness.js";
+import { alive, allGone, Cli, DEMO, descendants, poll, ROOT, run, tempDir } from "./fixtures/cli/harness.js";
 import { NatsServer, natsServerPath } from "../cli/nats.js";
 import { spawnGateway, TestClient, waitFor } from "./helpers.js";
 
@@ -122,5 +122,67 @@ describe("a node and its bus stopped together", () => {
     // nats.stop removed its temporary store: start a fresh one for whatever runs next.
     nats = new NatsServer(bin!);
     await nats.start();
+  });
+});
+
+describe("the participants up starts, in a cluster", () => {
+  const TOKEN = (id: string) => `${id}-ride-token-0123456789`;
+  const space = (dir: string) => {
+    const file = join(dir, "space.yaml");
+    const echo = join(ROOT, "test", "fixtures", "bridge", "echo.mjs");
+    writeFileSync(
+      file,
+      [
+        "space: {id: ride}",
+        "participants:",
+        `  me: {kind: human, token: ${TOKEN("me")}}`,
+        `  caller: {kind: agent, token: ${TOKEN("caller")}, tools: {allow: ["echo/echo"]}}`,
+        `  echo: {kind: mcp, token: ${TOKEN("echo")}, mcp: {command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(echo)}]}}`,
+        "",
+      ].join("\n"),
+    );
+    return file;
+  };
+  /** One call of echo/echo by `caller`: its text, or undefined if no answer came within 2 s. */
+  const echoOnce = async (caller: TestClient, text: string): Promise<string | undefined> => {
+    const id = `call-${text}-${caller.received.length}`;
+    caller.send({ id, kind: "mcp/request", to: ["echo"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "echo", arguments: { text } } } });
+    const res = await caller.next((e) => e.kind === "mcp/response" && (e.correlation_id as string[] | undefined)?.includes(id) === true, 2000).catch(() => undefined);
+    const result = (res?.payload as { result?: { content?: Array<{ text?: string }> } } | undefined)?.result;
+    return result?.content?.[0]?.text;
+  };
+
+  it("keeps a bridged MCP server answering through another node when the node it is connected to is killed -9", { timeout: 120_000 }, async () => {
+    const dir = tempDir();
+    const file = space(dir);
+    const cli = new Cli(["up", file, "--state-dir", join(dir, "state"), "--port", "0", "--nodes", "3", "--as", "me"], { stdin: "pipe" });
+    started.push(cli);
+    const listening = await cli.waitLine((l) => l["event"] === "listening", "the listening event", 30_000);
+    await cli.waitLine((l) => l["event"] === "ready", "the ready event", 30_000);
+    pids.push(...descendants(cli.child.pid!));
+    const ports: Record<string, number> = { n1: Number(new URL(listening["url"] as string).port) };
+    for (const m of cli.stderr.matchAll(/(n[23]) ws:\/\/127\.0\.0\.1:(\d+)\/ws/g)) ports[m[1]!] = Number(m[2]);
+    expect(Object.keys(ports).sort()).toEqual(["n1", "n2", "n3"]);
+    // Where up says the bridge joined; without a word, it is inside up itself (n1).
+    const via = /\becho via (n\d)\b/.exec(cli.stderr + cli.stdout)?.[1] ?? "n1";
+    const nodePid = via === "n1" ? cli.child.pid! : descendants(cli.child.pid!).find((p) => new RegExp(`--node ${via}\\b`).test(cmdline(p)));
+    expect(nodePid).toBeDefined();
+    // The caller sits on another node, which lives on.
+    const callerNode = via === "n1" ? "n2" : "n1";
+    const caller = await TestClient.join({ port: ports[callerNode]! }, "ride", TOKEN("caller"));
+    try {
+      await poll("echo answering before the kill", async () => (await echoOnce(caller, "before")) === "before", 20_000, 50);
+      const t0 = Date.now();
+      process.kill(nodePid!, "SIGKILL");
+      await poll("echo answering after its node was killed", async () => (await echoOnce(caller, "after")) === "after", 20_000, 50);
+      const ms = Date.now() - t0;
+      console.log(`echo answered again ${ms} ms after its node (${via}) was killed -9`);
+      expect(ms).toBeLessThan(15_000);
+      // up lives on, and said what happened to the bridge.
+      expect(alive(cli.child.pid!)).toBe(true);
+      await poll("a notice that echo joined through another node", () => /echo: its node went away/.test(cli.stderr + cli.stdout), 10_000);
+    } finally {
+      caller.ws.terminate();
+    }
   });
 });
