@@ -8,6 +8,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { alive, allGone, Cli, DEMO, descendants, poll, ROOT, run, tempDir } from "./fixtures/cli/harness.js";
+import { memberRoute } from "../cli/local-cluster.js";
 import { NatsServer, natsServerPath } from "../cli/nats.js";
 import { spawnGateway, TestClient, waitFor } from "./helpers.js";
 
@@ -134,6 +135,7 @@ describe("the participants up starts, in a cluster", () => {
       file,
       [
         "space: {id: ride}",
+        "calls: {timeout_ms: 4000}",
         "participants:",
         `  me: {kind: human, token: ${TOKEN("me")}}`,
         `  caller: {kind: agent, token: ${TOKEN("caller")}, tools: {allow: ["echo/echo"]}}`,
@@ -144,14 +146,24 @@ describe("the participants up starts, in a cluster", () => {
     return file;
   };
   /** One call of echo/echo by `caller`: its text, or undefined if no answer came within 2 s. */
-  let calls = 0;
+  const sent: string[] = [];
   const echoOnce = async (caller: TestClient, text: string): Promise<string | undefined> => {
-    const id = `call-${text}-${++calls}`;
+    const id = `call-${text}-${sent.length + 1}`;
+    sent.push(id);
     caller.send({ id, kind: "mcp/request", to: ["echo"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "echo", arguments: { text } } } });
     const res = await caller.next((e) => e.kind === "mcp/response" && (e.correlation_id as string[] | undefined)?.includes(id) === true, 2000).catch(() => undefined);
     const result = (res?.payload as { result?: { content?: Array<{ text?: string }> } } | undefined)?.result;
     return result?.content?.[0]?.text;
   };
+
+  it("spreads them over the nodes up does not run, every other node a fallback, up's own last", () => {
+    const nodes = [{ name: "n2", url: "ws://127.0.0.1:2" }, { name: "n3", url: "ws://127.0.0.1:3" }, { name: "n4", url: "ws://127.0.0.1:4" }];
+    const n1 = "ws://127.0.0.1:1";
+    expect(memberRoute(0, n1, nodes)).toEqual({ node: "n2", url: "ws://127.0.0.1:2", fallbackUrls: ["ws://127.0.0.1:3", "ws://127.0.0.1:4", n1] });
+    expect(memberRoute(4, n1, nodes)).toEqual({ node: "n3", url: "ws://127.0.0.1:3", fallbackUrls: ["ws://127.0.0.1:4", "ws://127.0.0.1:2", n1] });
+    // No other node: n1 alone.
+    expect(memberRoute(7, n1, [])).toEqual({ node: "n1", url: n1, fallbackUrls: [] });
+  });
 
   it("keeps a bridged MCP server answering through another node when the node it is connected to is killed -9", { timeout: 120_000 }, async () => {
     const dir = tempDir();
@@ -189,6 +201,11 @@ describe("the participants up starts, in a cluster", () => {
       const ms = Date.now() - t0;
       console.log(`echo answered again ${ms} ms after its node (${via}) was killed -9`);
       expect(ms).toBeLessThan(15_000);
+      // No call is left hanging: the one that went through the dead node ends with the call's timeout.
+      const afterKill = sent.filter((id) => id.startsWith("call-after-"));
+      const answer = (id: string) => caller.received.find((e) => e.kind !== "system/welcome" && (e.correlation_id as string[] | undefined)?.includes(id));
+      await poll("an answer to every call sent after the kill", () => afterKill.every(answer), 15_000, 50);
+      console.log(`the first call after the kill got: ${JSON.stringify(answer(afterKill[0]!)?.payload).slice(0, 200)}`);
       // up lives on, and said what happened to the bridge.
       expect(alive(cli.child.pid!)).toBe(true);
       await poll("a notice that echo joined through another node", () => /echo: its node went away/.test(cli.stderr + cli.stdout), 10_000);
