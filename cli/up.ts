@@ -167,8 +167,9 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
     };
     const sayMoves = (id: string, client: ParticipantClient) => {
       if (!clusterNodes) return;
-      client.on("close", (e) => e.reconnecting && notice(`${id}: its node went away (${e.code}); joining through another`));
-      client.on("welcome", (w) => w.reconnected && notice(`${id}: back in the space`));
+      let away = false; // said once per outage, not once per attempt
+      client.on("close", (e) => e.reconnecting && !away && ((away = true), notice(`${id}: its node went away (${e.code}); joining through another`)));
+      client.on("welcome", (w) => w.reconnected && away && ((away = false), notice(`${id}: back in the space`)));
     };
 
     // MCP servers first, so their tools are in the registry when the agents start.

@@ -228,6 +228,9 @@ describe("the participants up starts, in a cluster", () => {
       }, 20_000, 20);
       console.log(`echo answered again ${Date.now() - t1} ms after n2 and n3 were killed -9 together`);
       expect(alive(cli.child.pid!)).toBe(true);
+      // Said once per loss, not once per attempt, and its return said too.
+      await poll("a notice that echo is back", () => (cli.stderr + cli.stdout).match(/echo: back in the space/g)?.length === 2, 10_000);
+      expect((cli.stderr + cli.stdout).match(/echo: its node went away/g)).toHaveLength(2);
     } finally {
       caller.ws.terminate();
     }
