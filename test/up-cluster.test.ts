@@ -4,7 +4,7 @@
  * a kill -9 of up leaves nothing behind; `status` and `down` see every node; a node whose
  * bus goes away with it still exits on SIGTERM within 5 s.
  */
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { alive, allGone, Cli, DEMO, descendants, poll, ROOT, run, tempDir } from "./fixtures/cli/harness.js";
@@ -234,5 +234,24 @@ describe("the participants up starts, in a cluster", () => {
     } finally {
       caller.ws.terminate();
     }
+  });
+
+  it("keeps an agent working through another node when the node it is connected to is killed -9", { timeout: 120_000 }, async () => {
+    const state = tempDir();
+    const cli = new Cli(["up", DEMO, "--state-dir", state, "--port", "0", "--nodes", "3", "--no-greet"], { stdin: "pipe" });
+    started.push(cli);
+    await cli.waitLine((l) => l["event"] === "ready", "the ready event", 30_000);
+    pids.push(...descendants(cli.child.pid!));
+    const via = /\bassistant via (n\d)\b/.exec(cli.stderr + cli.stdout)?.[1] ?? "n1";
+    const nodePid = via === "n1" ? cli.child.pid! : descendants(cli.child.pid!).find((p) => new RegExp(`--node ${via}\\b`).test(cmdline(p)));
+    expect(nodePid).toBeDefined();
+    process.kill(nodePid!, "SIGKILL");
+    await poll("a notice that the assistant is back", () => /assistant: back in the space/.test(cli.stderr + cli.stdout), 20_000);
+    // It still hears the person, proposes, and its approved call runs on the files server (itself joined through some node).
+    cli.send({ chat: "hello", to: ["assistant"] });
+    const proposal = await cli.waitLine((l) => l["kind"] === "mcp/proposal", "the assistant's proposal", 30_000);
+    cli.send({ approve: proposal["id"], scope: "once" });
+    await poll("hello.txt written", () => existsSync(join(state, "sandbox", "hello.txt")), 30_000);
+    expect(alive(cli.child.pid!)).toBe(true);
   });
 });
