@@ -163,7 +163,9 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
       const r = memberRoute(routes.length, url, clusterNodes);
       routes.push(`${id} via ${r.node}`);
       const reconnect = { initialDelayMs: 100, maxDelayMs: 2000, retryFirstConnect: true };
-      return { url: r.url, fallbackUrls: r.fallbackUrls, space: config.space.id, token: tokens.get(id)!, participantId: id, heartbeatMs: 5000, reconnect };
+      // Read again for each connection: `mewgate token rotate` closes the session on the old one.
+      const token = () => TokenBook.load([[id, (gw.spaces.get(config.space.id)?.config ?? config).participants[id] ?? {}]], { stateDir, env: loaded.env }).tokens.get(id)!;
+      return { url: r.url, fallbackUrls: r.fallbackUrls, space: config.space.id, token, participantId: id, heartbeatMs: 5000, reconnect };
     };
     const sayMoves = (id: string, client: ParticipantClient) => {
       if (!clusterNodes) return;

@@ -128,7 +128,7 @@ describe("a node and its bus stopped together", () => {
 
 describe("the participants up starts, in a cluster", () => {
   const TOKEN = (id: string) => `${id}-ride-token-0123456789`;
-  const space = (dir: string) => {
+  const space = (dir: string, echoToken = true) => {
     const file = join(dir, "space.yaml");
     const echo = join(ROOT, "test", "fixtures", "bridge", "echo.mjs");
     writeFileSync(
@@ -139,7 +139,7 @@ describe("the participants up starts, in a cluster", () => {
         "participants:",
         `  me: {kind: human, token: ${TOKEN("me")}}`,
         `  caller: {kind: agent, token: ${TOKEN("caller")}, tools: {allow: ["echo/echo"]}}`,
-        `  echo: {kind: mcp, token: ${TOKEN("echo")}, mcp: {command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(echo)}]}}`,
+        `  echo: {kind: mcp, ${echoToken ? `token: ${TOKEN("echo")}, ` : ""}mcp: {command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(echo)}]}}`,
         "",
       ].join("\n"),
     );
@@ -253,5 +253,28 @@ describe("the participants up starts, in a cluster", () => {
     cli.send({ approve: proposal["id"], scope: "once" });
     await poll("hello.txt written", () => existsSync(join(state, "sandbox", "hello.txt")), 30_000);
     expect(alive(cli.child.pid!)).toBe(true);
+  });
+
+  it("keeps a bridged MCP server in the space when its token is rotated under it: it joins again with the new one", { timeout: 120_000 }, async () => {
+    const dir = tempDir();
+    const file = space(dir, false);
+    const state = join(dir, "state");
+    const cli = new Cli(["up", file, "--state-dir", state, "--port", "0", "--nodes", "3", "--as", "me"], { stdin: "pipe" });
+    started.push(cli);
+    const listening = await cli.waitLine((l) => l["event"] === "listening", "the listening event", 30_000);
+    await cli.waitLine((l) => l["event"] === "ready", "the ready event", 30_000);
+    pids.push(...descendants(cli.child.pid!));
+    const caller = await TestClient.join({ port: Number(new URL(listening["url"] as string).port) }, "ride", TOKEN("caller"));
+    try {
+      await poll("echo answering before the rotation", async () => (await echoOnce(caller, "before")) === "before", 20_000, 50);
+      const old = readFileSync(join(state, "tokens", "echo.token"), "utf8").trim();
+      // No grace: the session on the old token is closed at once (4412).
+      const rotate = await run(["token", "rotate", "echo", file, "--state-dir", state]);
+      expect(rotate.code, rotate.stderr).toBe(0);
+      expect(readFileSync(join(state, "tokens", "echo.token"), "utf8").trim()).not.toBe(old);
+      await poll("echo answering with its new token", async () => (await echoOnce(caller, "rotated")) === "rotated", 20_000, 50);
+    } finally {
+      caller.ws.terminate();
+    }
   });
 });
