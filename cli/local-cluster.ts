@@ -2,8 +2,8 @@
  * `mewgate up --nodes N`: a cluster on this machine, for trying one. A nats-server with
  * JetStream (its store under `<state>/cluster/nats`), this process as node n1 — it owns
  * the space at first and hosts the agents, MCP servers and terminal (the first two join
- * through the other nodes, `memberRoute`) — and N-1 more
- * gateway processes that serve the same space to anyone who connects to them.
+ * through the other nodes, `memberRoute`) — and N-1 more gateway processes that serve the
+ * same space to anyone who connects to them.
  *
  * One unit: a node that dies is said and started again on its address, with backoff; and
  * every child watches this process (it holds the write end of their stdin), so a kill -9

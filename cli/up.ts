@@ -3,7 +3,8 @@
  * participant that mewgate can run — MCP servers through in-process bridges, agents
  * in-process, `run:` commands as supervised child processes — then the terminal as the
  * space's human. With `--nodes`, the bridges and agents join over WebSocket through the
- * other nodes, so the loss of one does not take them with it. Ctrl-C (or SIGTERM, or `mewgate down`) stops all of it, in reverse order.
+ * other nodes, so the loss of one does not take them with it. Ctrl-C (or SIGTERM, or
+ * `mewgate down`) stops all of it, in reverse order.
  *
  * `--detach` runs the same thing in the background: the command starts itself again with
  * a hidden flag, waits until that process says it is ready, and exits.
@@ -205,9 +206,10 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
       ),
     );
     agentResults.forEach((r, i) => {
-      if (r.status === "fulfilled") running.agents.push(r.value);
-      if (r.status === "fulfilled") sayMoves(plan.agents[i]!.id, r.value.client);
-      else notice(`could not start agent ${plan.agents[i]!.id}: ${(r.reason as Error).message}`, "error");
+      if (r.status === "fulfilled") {
+        running.agents.push(r.value);
+        sayMoves(plan.agents[i]!.id, r.value.client);
+      } else notice(`could not start agent ${plan.agents[i]!.id}: ${(r.reason as Error).message}`, "error");
     });
 
     if (routes.length) say(`in the cluster: ${routes.join(", ")}; each joins through another node if its own goes`);
