@@ -1,8 +1,9 @@
 /**
  * `mewgate up --nodes N`: a cluster on this machine, for trying one. A nats-server with
  * JetStream (its store under `<state>/cluster/nats`), this process as node n1 — it owns
- * the space at first and hosts the agents, MCP servers and terminal — and N-1 more
- * gateway processes that serve the same space to anyone who connects to them.
+ * the space at first and hosts the agents, MCP servers and terminal (the first two join
+ * through the other nodes, `memberRoute`) — and N-1 more gateway processes that serve the
+ * same space to anyone who connects to them.
  *
  * One unit: a node that dies is said and started again on its address, with backoff; and
  * every child watches this process (it holds the write end of their stdin), so a kill -9
@@ -151,4 +152,17 @@ export async function startNodes(opts: {
     throw err;
   }
   return { nats: opts.nats, nodes, stopNodes };
+}
+
+/**
+ * Where the `i`-th participant `up` starts joins a cluster of `nodes` beside n1 (this
+ * process, at `n1`): over WebSocket to n2..nN in turn, with every other node as a fallback,
+ * n1 last. A node that dies (1006) or leaves (1001) sends it on to the next, so it rides
+ * through the loss of any node but this process, which it lives in.
+ */
+export function memberRoute(i: number, n1: string, nodes: readonly Pick<ClusterNode, "name" | "url">[]): { node: string; url: string; fallbackUrls: string[] } {
+  if (nodes.length === 0) return { node: "n1", url: n1, fallbackUrls: [] };
+  const first = i % nodes.length;
+  const order = [...nodes.slice(first), ...nodes.slice(0, first)];
+  return { node: order[0]!.name, url: order[0]!.url, fallbackUrls: [...order.slice(1).map((n) => n.url), n1] };
 }

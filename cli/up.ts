@@ -2,7 +2,9 @@
  * `mewgate up`: the whole space in one process. The gateway, then every declared
  * participant that mewgate can run — MCP servers through in-process bridges, agents
  * in-process, `run:` commands as supervised child processes — then the terminal as the
- * space's human. Ctrl-C (or SIGTERM, or `mewgate down`) stops all of it, in reverse order.
+ * space's human. With `--nodes`, the bridges and agents join over WebSocket through the
+ * other nodes, so the loss of one does not take them with it. Ctrl-C (or SIGTERM, or
+ * `mewgate down`) stops all of it, in reverse order.
  *
  * `--detach` runs the same thing in the background: the command starts itself again with
  * a hidden flag, waits until that process says it is ready, and exits.
@@ -22,7 +24,7 @@ import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { spawnFailure } from "./failure.js";
 import { sanitize } from "./terminal/format.js";
 import { reloadOnSignal, startGateway, type RunningGateway } from "./gateway.js";
-import { type ClusterNode, startBus, startNodes } from "./local-cluster.js";
+import { type ClusterNode, memberRoute, startBus, startNodes } from "./local-cluster.js";
 import { exposedStateDir, greeted, planParticipants } from "./plan.js";
 import { CliError, loadSpace, spaceFile, upFiles, type LoadedSpace } from "./space.js";
 import { Supervisor, type SupervisorOptions } from "./supervisor.js";
@@ -154,11 +156,30 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
 
     const logFor = (id: string) => createLogger({ file: join(stateDir, "logs", `${id}.log`), level: opts.logLevel });
     const inProcess = (id: string) => ({ transport: () => connectInProcess(space, id), reconnect: false as const });
+    // In a cluster the agents and MCP servers join over WebSocket, spread over the other
+    // nodes with every node as a fallback (memberRoute): they ride through a node's loss.
+    const routes: string[] = [];
+    const joinAs = (id: string) => {
+      if (!clusterNodes) return inProcess(id);
+      const r = memberRoute(routes.length, url, clusterNodes);
+      routes.push(`${id} via ${r.node}`);
+      const reconnect = { initialDelayMs: 100, maxDelayMs: 2000, retryFirstConnect: true };
+      // Read again for each connection: `mewgate token rotate` closes the session on the old one.
+      const token = () => TokenBook.load([[id, (gw.spaces.get(config.space.id)?.config ?? config).participants[id] ?? {}]], { stateDir, env: loaded.env }).tokens.get(id)!;
+      return { url: r.url, fallbackUrls: r.fallbackUrls, space: config.space.id, token, participantId: id, heartbeatMs: 5000, reconnect };
+    };
+    const sayMoves = (id: string, client: ParticipantClient) => {
+      if (!clusterNodes) return;
+      let away = false; // said once per outage, not once per attempt
+      client.on("close", (e) => e.reconnecting && !away && ((away = true), notice(`${id}: its node went away (${e.code}); joining through another`)));
+      client.on("welcome", (w) => w.reconnected && away && ((away = false), notice(`${id}: back in the space`)));
+    };
 
     // MCP servers first, so their tools are in the registry when the agents start.
     const bridgeResults = await Promise.allSettled(
       plan.bridges.map(async (p) => {
-        const bridge = await startBridge({ id: p.id, server: p.mcp!, client: inProcess(p.id), logger: logFor(p.id), callTimeoutMs: config.calls.timeout_ms });
+        const bridge = await startBridge({ id: p.id, server: p.mcp!, client: joinAs(p.id), logger: logFor(p.id), callTimeoutMs: config.calls.timeout_ms });
+        sayMoves(p.id, bridge.client);
         bridge.on("down", (d) => notice(`${p.id}: ${d.message}`, "error"));
         bridge.on("ready", (r) => r.restarts > 0 && notice(`${p.id}: MCP server restarted (${r.restarts})`));
         bridge.on("status", (s) => s === "failed" && notice(`${p.id}: gave up restarting the MCP server (log: ${shortPath(join(stateDir, "logs", `${p.id}.log`))})`, "error"));
@@ -176,7 +197,7 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
           id: p.id,
           config: p.agent!,
           description: p.description,
-          client: inProcess(p.id),
+          client: joinAs(p.id),
           env: loaded.env,
           logger: logFor(p.id),
           baseDir: dirname(config.file),
@@ -185,9 +206,13 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
       ),
     );
     agentResults.forEach((r, i) => {
-      if (r.status === "fulfilled") running.agents.push(r.value);
-      else notice(`could not start agent ${plan.agents[i]!.id}: ${(r.reason as Error).message}`, "error");
+      if (r.status === "fulfilled") {
+        running.agents.push(r.value);
+        sayMoves(plan.agents[i]!.id, r.value.client);
+      } else notice(`could not start agent ${plan.agents[i]!.id}: ${(r.reason as Error).message}`, "error");
     });
+
+    if (routes.length) say(`in the cluster: ${routes.join(", ")}; each joins through another node if its own goes`);
 
     if (plan.children.length) {
       running.supervisor = new Supervisor({ ...io.supervisor, onNotice: (t, l) => notice(t, l) });

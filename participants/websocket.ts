@@ -9,8 +9,11 @@ export interface WebSocketTransportOptions {
   /** Gateway address, e.g. `ws://127.0.0.1:7420`. `/ws` is appended when the URL has no path. */
   url: string;
   space: string;
-  /** Sent as `Authorization: Bearer <token>`, never in the URL (URLs end up in logs). */
-  token: string;
+  /**
+   * Sent as `Authorization: Bearer <token>`, never in the URL (URLs end up in logs). A
+   * function is asked again for each connection: a token rotated meanwhile is used.
+   */
+  token: string | (() => string);
   /** Optional claimed id; the gateway refuses it (4403) when it disagrees with the token. */
   participantId?: string | undefined;
   /** Ask the gateway to send this participant its own envelopes back. */
@@ -45,7 +48,8 @@ export function webSocketTransport(opts: WebSocketTransportOptions): TransportFa
   const urls = [opts.url, ...(opts.fallbackUrls ?? [])].map((url) => gatewayUrl({ ...opts, url }));
   let at = 0;
   return () => {
-    const t = new WebSocketTransport(urls[at % urls.length]!, opts.token, opts.heartbeatMs ?? 30_000);
+    const token = typeof opts.token === "function" ? opts.token() : opts.token;
+    const t = new WebSocketTransport(urls[at % urls.length]!, token, opts.heartbeatMs ?? 30_000);
     if (urls.length > 1) {
       const onclose = (info: CloseInfo) => {
         if (!t.opened || info.code === 1006 || info.code === 1001) at++;
