@@ -10,21 +10,10 @@ import { withEnvDefaults } from "./commands.js";
 import { guard, processIo, type Io } from "./lifecycle.js";
 import { resolveTarget, type RemoteOptions } from "./remote.js";
 import { CliError } from "./space.js";
+import type { ReloadReport } from "../gateway/space/reload.js";
 
-export interface ReloadSummary {
-  space: string;
-  by: string;
-  added: string[];
-  removed: string[];
-  changed: string[];
-  tokens: string[];
-  sections: string[];
-  needs_restart: string[];
-  closed: string[];
-  told: string[];
-  cancelled: string[];
-  grants_fallen: string[];
-}
+/** What a reload did, as the gateway reports it (gateway/space/reload.ts). */
+export type ReloadSummary = ReloadReport;
 
 export function describeReload(r: ReloadSummary): string[] {
   const lines = [`reloaded space ${r.space}`];

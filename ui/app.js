@@ -10,6 +10,7 @@ import { editArguments, editJson } from "./edit.js";
 import { installKeys } from "./keys.js";
 import { policyFindings } from "./policy.js";
 import { sessionsPanel } from "./sessions.js";
+import { el } from "./dom.js";
 
 const $ = (id) => document.getElementById(id);
 const state = { space: "", token: "", me: "", proposals: [], tools: [], seen: new Set(), stream: undefined, selected: new Set(), logged: new Set() };
@@ -222,17 +223,6 @@ const short = (id) => (typeof id === "string" ? id.slice(0, 8) : "?");
 
 // --- rendering (textContent only) ---
 
-function el(tag, props = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(props)) {
-    if (k === "text") node.textContent = v;
-    else if (k === "class") node.className = v;
-    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) if (c) node.append(c);
-  return node;
-}
 
 function addLog(kind, from, text) {
   const log = $("activity");

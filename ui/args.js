@@ -5,6 +5,8 @@
 // as ⟨U+…⟩, so what a person reads is what the tool will get.
 
 /** Lines of a block shown before "show all". */
+import { el } from "./dom.js";
+
 export const FOLD_LINES = 30;
 /** A string this long, or with a newline, is a block rather than inline. */
 const INLINE_MAX = 120;
@@ -14,17 +16,6 @@ export function reveal(text) {
   return String(text).replace(/[\p{Cf}\u0000-\u0008\u000B\u000C\u000D\u000E-\u001F\u007F-\u009F\u115F\u1160\u3164\uFFA0]/gu, (c) => `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
 }
 
-function el(tag, props = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(props)) {
-    if (k === "text") node.textContent = v;
-    else if (k === "class") node.className = v;
-    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) if (c) node.append(c);
-  return node;
-}
 
 /** Whether a string is binary data as base64: the schema says so, or it looks like nothing else. */
 function isBase64(value, schema) {

@@ -5,6 +5,9 @@
 // participant wrote goes on the page with textContent, control and bidi characters shown.
 
 import { argumentsView, reveal, textBlock } from "./args.js";
+import { el } from "./dom.js";
+
+export { el };
 import { previewBox } from "./preview.js";
 
 const HINT_WORDS = {
@@ -14,17 +17,6 @@ const HINT_WORDS = {
   openWorldHint: ["open world", "closed world"],
 };
 
-export function el(tag, props = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(props)) {
-    if (k === "text") node.textContent = v;
-    else if (k === "class") node.className = v;
-    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) if (c) node.append(c);
-  return node;
-}
 
 const clip = (s, n) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
 

@@ -4,6 +4,7 @@
 // this page when it opened the link. Everything from participants is set as text.
 
 import { previewBox } from "./preview.js";
+import { el } from "./dom.js";
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.hash.slice(1));
@@ -21,17 +22,6 @@ function claims() {
   }
 }
 
-function el(tag, props = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(props)) {
-    if (k === "text") node.textContent = v;
-    else if (k === "class") node.className = v;
-    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) if (c) node.append(c);
-  return node;
-}
 
 async function api(method, path, body) {
   const res = await fetch(`/api/spaces/${encodeURIComponent(state.space)}/${path}`, {

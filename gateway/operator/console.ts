@@ -21,6 +21,7 @@ const FILES: Record<string, string> = {
   "signin.js": "text/javascript; charset=utf-8",
   "args.js": "text/javascript; charset=utf-8",
   "cards.js": "text/javascript; charset=utf-8",
+  "dom.js": "text/javascript; charset=utf-8",
   "decided.js": "text/javascript; charset=utf-8",
   "edit.js": "text/javascript; charset=utf-8",
   "keys.js": "text/javascript; charset=utf-8",
