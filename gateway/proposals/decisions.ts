@@ -10,16 +10,17 @@
  * routed through calls/router.ts on the proposer's behalf.
  */
 import { randomUUID } from "node:crypto";
-import { isDeepStrictEqual } from "node:util";
 import {
   ApprovePayloadSchema,
   type Envelope,
+  type ErrorCode,
   ErrorCodes,
   GATEWAY_ID,
   type InboundEnvelope,
   type McpRequestPayload,
   PROTOCOL,
   ProposalPayloadSchema,
+  RESPOND_KEY,
   RejectPayloadSchema,
   RpcErrors,
   WithdrawPayloadSchema,
@@ -31,9 +32,10 @@ import {
 import { type CallRouter, clip, disabledRefusal, type ProposalDesk, type SpaceHost } from "../ports/host.js";
 import { DEFINITION_CHANGED, toolGrant } from "../policy/rules.js";
 import type { Plan } from "../ports/plan.js";
-import { awaiting, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, OPEN_OWNER, type Proposal, type ProposalBook } from "./book.js";
+import { awaiting, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, OPEN_OWNER, type Proposal, type ProposalBook, runningArguments, runningParams } from "./book.js";
 import type { Member } from "../ports/member.js";
-import { approversNow, requiredApprovals } from "./approvals.js";
+import { approversNow, requiredApprovals, sameArguments } from "./approvals.js";
+import { firstProblem } from "../wire/arguments-schema.js";
 import { approveOneOf, fulfilmentBlocked } from "./several.js";
 import { conditionFor, describeCondition, type GrantCondition } from "../policy/scope.js";
 import { Escalations } from "./escalation.js";
@@ -208,36 +210,73 @@ export class Decisions implements ProposalDesk {
    * while it is off.
    */
   private mayDecide(member: Member, p: Proposal, inboundId: string | undefined, approving = false): boolean {
-    if (member.id === p.proposer) {
-      this.space.fail(member, ErrorCodes.selfApproval, "you cannot decide on your own proposal (withdraw it instead)", inboundId);
-      return false;
-    }
+    const why = this.whyNotDecide(member, p, approving);
+    if (why) this.space.fail(member, why.code, why.message, inboundId);
+    return why === undefined;
+  }
+
+  /**
+   * Why `member` may not decide `p`, if it may not (`mayDecide`'s bar, without telling
+   * anyone): also the bar for a Respond to count as an answer (`respondMark`).
+   */
+  whyNotDecide(member: Member, p: Proposal, approving = false): { code: ErrorCode; message: string } | undefined {
+    if (member.id === p.proposer) return { code: ErrorCodes.selfApproval, message: "you cannot decide on your own proposal (withdraw it instead)" };
     // The proposer's approvers (ids and @groups: space.yaml's, and those the identity provider
     // put members in), widened by escalation stages reached (approvals.ts).
     const approvers = approversNow(this.space.config, p);
     if (approvers && !this.space.authority.groups.names(approvers, member.id)) {
-      this.space.fail(member, ErrorCodes.notAnApprover, `proposals of "${p.proposer}" are decided by ${approvers.join(", ")}`, inboundId);
-      return false;
+      return { code: ErrorCodes.notAnApprover, message: `proposals of "${p.proposer}" are decided by ${approvers.join(", ")}` };
     }
     // Nobody can tell whether a rejecter could make an open proposal's call before a target
     // is named: rejecting runs nothing, so the approvers' list is the bar. Fulfilling names one.
-    if (p.owner === OPEN_OWNER && !approving) return true;
+    if (p.owner === OPEN_OWNER && !approving) return undefined;
     if (approving && p.method === "tools/call" && this.mcp.registry.isDisabled(p.owner)) {
       const off = disabledRefusal(p.owner);
-      this.space.fail(member, off.code, `${off.message}; the proposal stays ${p.state}`, inboundId);
-      return false;
+      return { code: off.code, message: `${off.message}; the proposal stays ${p.state}` };
     }
-    if (!this.mayCall(member, p)) {
-      this.space.fail(member, ErrorCodes.approverLacksCapability, `you may not make this call yourself, so you cannot approve or reject it`, inboundId);
-      return false;
-    }
-    return true;
+    if (!this.mayCall(member, p)) return { code: ErrorCodes.approverLacksCapability, message: `you may not make this call yourself (with the arguments that will run), so you cannot approve or reject it` };
+    return undefined;
   }
 
-  /** Whether `member` may itself make the call a proposal asks for, directly: the bar for deciding on it. */
+  /**
+   * A chat correlated to an awaiting proposal is a Respond (docs/protocol.md) only from someone
+   * who may decide that proposal: the gateway marks it `payload["mewgate/respond"]: {proposal, by}`,
+   * and takes any such mark off every other chat, so a peer with only chat rights cannot make its
+   * chat withdraw or answer another participant's proposal.
+   */
+  respondMark(member: Member, chat: Envelope): Envelope {
+    const payload = typeof chat.payload === "object" && chat.payload !== null && !Array.isArray(chat.payload) ? (chat.payload as Record<string, unknown>) : undefined;
+    const forged = payload !== undefined && Object.prototype.hasOwnProperty.call(payload, RESPOND_KEY);
+    const id = chat.correlation_id?.[0];
+    const p = id === undefined ? undefined : this.proposals.get(id);
+    const counts = p !== undefined && payload !== undefined && awaiting(p.state) && this.whyNotDecide(member, p) === undefined;
+    if (!forged && !counts) return chat;
+    const rest = { ...payload };
+    delete rest[RESPOND_KEY];
+    return { ...chat, payload: counts ? { ...rest, [RESPOND_KEY]: { proposal: p!.id, by: member.id } } : rest };
+  }
+
+  /** Whether `member` may itself make the call a proposal asks for, with the arguments that will run, directly: the bar for deciding on it. */
   private mayCall(member: Member, p: Proposal): boolean {
-    const verdict = this.mcp.authorize(member, p.owner, p.method, p.params, true);
+    const verdict = this.mcp.authorize(member, p.owner, p.method, runningParams(p), true);
     return verdict.decision === "direct" || (verdict.decision === "proposal" && verdict.flagged === true);
+  }
+
+  /**
+   * Why the call may not run with `args` now, if it may not: the tool's input schema for
+   * edited arguments (`edited`), then the proposer's own tool rules with the arguments that
+   * will run, asked again at approval (a rule with a `when:` may deny them now).
+   */
+  private cannotRun(p: Proposal, owner: string, args: Record<string, unknown>, edited: boolean): { code: ErrorCode; message: string; extra?: Record<string, unknown> } | undefined {
+    if (p.method !== "tools/call" || p.tool === undefined) return undefined;
+    const stays = `nothing was approved; the proposal stays ${p.state}`;
+    if (edited) {
+      const problem = firstProblem(this.mcp.registry.get(owner, p.tool)?.inputSchema, args);
+      if (problem) return { code: ErrorCodes.invalidPayload, message: `edited arguments do not fit the input schema of ${owner}/${p.tool}: ${problem.message}; ${stays}`, extra: { field: problem.field } };
+    }
+    const verdict = this.space.authority.call(p.proposer, () => false, owner, p.method, { ...p.params, arguments: args }, true);
+    if (verdict.decision === "denied") return { code: verdict.code, message: `the space's policy for "${p.proposer}", who proposed it, denies this call with the arguments that would run (${verdict.reason?.why ?? verdict.message}); ${stays}`, extra: { ...verdict.extra, proposer: p.proposer } };
+    return undefined;
   }
 
   /** The approver's bar for the call with `args` instead of the proposed arguments. */
@@ -260,9 +299,13 @@ export class Decisions implements ProposalDesk {
     }
     if (!this.mayDecide(member, p, inbound.id, true)) return;
     const { scope, reason } = parsed.data;
-    // Approving an interrupted proposal again without edits approves what was approved
-    // before (and is shown on its card): the earlier approver's edits, if any.
-    const edited = parsed.data.arguments ?? (p.state === "interrupted" ? p.editedArguments : undefined);
+    // What will run is the proposal's (book.ts `whatRuns`): approving without arguments approves
+    // those (an interrupted one's earlier edits included); sending them confirms them; only a
+    // difference is an edit.
+    const running = runningArguments(p);
+    const sent = parsed.data.arguments;
+    const edited = sent !== undefined && !sameArguments(sent, running) ? sent : undefined;
+    const confirmed = sent !== undefined && edited === undefined;
     if (scope === "always" && (p.tool === undefined || /[*!]/.test(p.tool))) {
       return this.space.fail(member, ErrorCodes.invalidPayload, "scope \"always\" applies to a tools/call of a tool whose name has no * or !", inbound.id);
     }
@@ -270,20 +313,22 @@ export class Decisions implements ProposalDesk {
       const over = this.space.grantQuota(member.id);
       if (over) return this.space.fail(member, ErrorCodes.quotaExceeded, `${over}; approve once instead, or revoke a grant`, inbound.id, { quota: "grants" });
     }
-    // Edited arguments are a new call: the approver must be able to make that one directly.
+    // Edited arguments are a new call: they must fit the tool, and the approver must be able to make it directly.
+    const cannot = this.cannotRun(p, p.owner, edited ?? running, edited !== undefined);
+    if (cannot) return this.space.fail(member, cannot.code, cannot.message, inbound.id, cannot.extra);
     if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
     // A scoped "always" holds only for the approved arguments, or a path under theirs (policy/scope.ts).
     let condition: GrantCondition | undefined;
     if (parsed.data.limit !== undefined && parsed.data.limit !== "tool") {
       if (scope !== "always") return this.space.fail(member, ErrorCodes.invalidPayload, "limit applies to scope \"always\" only", inbound.id);
-      const made = conditionFor(parsed.data.limit, edited ?? (p.params["arguments"] as Record<string, unknown> | undefined));
+      const made = conditionFor(parsed.data.limit, edited ?? running);
       if (made.error !== undefined) return this.space.fail(member, ErrorCodes.invalidPayload, `cannot limit the grant: ${made.error}`, inbound.id);
       condition = made.condition;
     }
     const env = stamp(inbound, member.id);
     env.to ??= [p.proposer];
     if ((p.required ?? 1) > 1 && awaiting(p.state)) {
-      return approveOneOf(this.space, this.proposals, member, p, { scope, edited, reason }, inbound.id, (last) => this.approve(member, p, { scope: "once", edited: last, reason }, inbound.id, env));
+      return approveOneOf(this.space, this.proposals, member, p, { scope, edited, confirmed, reason }, inbound.id, (last) => this.approve(member, p, { scope: "once", edited: last, reason }, inbound.id, env));
     }
     return this.approve(member, p, { scope, edited, reason, condition }, inbound.id, env);
   }
@@ -316,13 +361,16 @@ export class Decisions implements ProposalDesk {
     }
     if (!this.mayDecide(member, q, inbound.id, true)) return;
     const args = payload.params?.["arguments"];
-    // A fulfilment repeats the arguments it carries out: only a difference is an edit, and
-    // the record says edited only then.
-    const differs = args && typeof args === "object" && !Array.isArray(args) && !isDeepStrictEqual(args, p.params["arguments"] ?? {});
-    const edited = differs ? (args as Record<string, unknown>) : undefined;
+    // A fulfilment repeats the arguments it carries out: compared with those that will run
+    // (an approver's edits, if any), only a difference is an edit, and the record says edited
+    // only then. Repeating the proposed arguments after an edit is an edit back, not "no edit".
+    const given = args && typeof args === "object" && !Array.isArray(args) ? (args as Record<string, unknown>) : undefined;
+    const edited = given !== undefined && !sameArguments(given, runningArguments(p)) ? given : undefined;
+    const cannot = this.cannotRun(p, target, edited ?? runningArguments(p), edited !== undefined);
+    if (cannot) return void this.space.fail(member, cannot.code, cannot.message, inbound.id, cannot.extra);
     if (edited !== undefined && !this.mayCallWith(member, q, edited, inbound.id)) return;
     // A fulfilment routes the call: it is the last approval a proposal needs, or none.
-    const blocked = fulfilmentBlocked(member.id, p, edited);
+    const blocked = fulfilmentBlocked(member.id, p, edited, given !== undefined);
     if (blocked) return void this.space.fail(member, blocked.code, blocked.message, inbound.id, blocked.extra);
     const env = stamp(inbound, member.id);
     // The routed request is the fulfiller's own (its envelope id and JSON-RPC id), so the
@@ -360,11 +408,16 @@ export class Decisions implements ProposalDesk {
       const message = `the definition of ${p.owner}/${p.tool} changed after this was proposed, so approving it would run what nobody was shown; ${stays} (reject it, and it can be proposed again)`;
       return this.space.fail(approver, ErrorCodes.toolChanged, message, sentId, { previous: p.digest, digest: pinned.digest });
     }
-    const args = d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined);
+    // What runs: the edits of this approval, else the proposal's own (book.ts `whatRuns`).
+    const args = p.method === "tools/call" ? (d.edited ?? runningArguments(p)) : (d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined));
+    // The tool rules of the proposer, asked again with what runs (covers every way here).
+    const cannot = this.cannotRun(p, owner, args ?? {}, false);
+    if (cannot) return this.space.fail(approver, cannot.code, cannot.message, sentId, cannot.extra);
+    const edit = d.edited === undefined || (p.editedArguments !== undefined && sameArguments(d.edited, p.editedArguments)) ? { editedArguments: p.editedArguments, editedBy: p.editedBy, editedAt: p.editedAt } : { editedArguments: d.edited, editedBy: approver.id, editedAt: now() };
     // The decision and the grant an "always" makes are one transaction: both or neither.
     const target = owner === p.owner ? {} : { owner };
     const several = (p.required ?? 1) > 1 && awaiting(p.state) ? { approvals: [...(p.approvals ?? []), { by: approver.id, ts: now() }] } : {};
-    const plans: Plan[] = [this.proposals.planTransition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, editedArguments: d.edited, ...target, ...several })];
+    const plans: Plan[] = [this.proposals.planTransition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, ...edit, ...target, ...several })];
     if (d.scope === "always" && p.tool !== undefined) {
       // On the definition the approver was shown: a change since suspends it again.
       const pins = p.digest === undefined ? undefined : { [`${p.owner}/${p.tool}`]: p.digest };
