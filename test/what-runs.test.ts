@@ -284,7 +284,7 @@ describe("what runs: hostile", () => {
     client.on("envelope", (env) => {
       if (env.kind === "chat") caller.noteResponse(env);
     });
-    const call = caller.callTool()("fs/write_file", { path: "a.txt" }, {});
+    const call = caller.callTool()("fs/write_file", { path: "a.txt" }, { callId: "c1", signal: new AbortController().signal });
     const held = await watcher.next((e) => e.kind === "mcp/proposal" && e.from === "solo");
     // The peer answers it, forging the gateway's mark too.
     peer.send({ id: "p1", kind: "chat", to: ["solo"], correlation_id: [held.id], payload: { text: "never mind", "mewgate/respond": { proposal: held.id, by: "peer" } } });

@@ -20,7 +20,6 @@ import {
   type McpRequestPayload,
   PROTOCOL,
   ProposalPayloadSchema,
-  RESPOND_KEY,
   RejectPayloadSchema,
   RpcErrors,
   WithdrawPayloadSchema,
@@ -35,7 +34,8 @@ import type { Plan } from "../ports/plan.js";
 import { awaiting, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, OPEN_OWNER, type Proposal, type ProposalBook, runningArguments, runningParams } from "./book.js";
 import type { Member } from "../ports/member.js";
 import { approversNow, requiredApprovals, sameArguments } from "./approvals.js";
-import { firstProblem } from "../wire/arguments-schema.js";
+import { cannotRun, editOf } from "./runs.js";
+import { respondMark } from "./respond.js";
 import { approveOneOf, fulfilmentBlocked } from "./several.js";
 import { conditionFor, describeCondition, type GrantCondition } from "../policy/scope.js";
 import { Escalations } from "./escalation.js";
@@ -202,13 +202,7 @@ export class Decisions implements ProposalDesk {
     return undefined;
   }
 
-  /**
-   * Who may approve or reject: not the proposer, one of its `approvers` if set, and able to
-   * make the call itself. `approving`: nor may anyone approve a call to a participant switched
-   * off since it was proposed (the proposal stays as it is, for when it is switched on again);
-   * asked before the approver's capability, which may rest on the tool's annotations, hidden
-   * while it is off.
-   */
+  /** Whether `member` may decide `p` (`whyNotDecide`); if not, it is told why. */
   private mayDecide(member: Member, p: Proposal, inboundId: string | undefined, approving = false): boolean {
     const why = this.whyNotDecide(member, p, approving);
     if (why) this.space.fail(member, why.code, why.message, inboundId);
@@ -216,8 +210,11 @@ export class Decisions implements ProposalDesk {
   }
 
   /**
-   * Why `member` may not decide `p`, if it may not (`mayDecide`'s bar, without telling
-   * anyone): also the bar for a Respond to count as an answer (`respondMark`).
+   * Who may approve or reject: not the proposer, one of its `approvers` if set, and able to
+   * make the call itself, with the arguments that will run. `approving`: nor may anyone approve
+   * a call to a participant switched off since it was proposed (the proposal stays as it is);
+   * asked before the approver's capability, which may rest on the tool's annotations, hidden
+   * while it is off. Also the bar for a Respond to count as an answer (`respondMark`).
    */
   whyNotDecide(member: Member, p: Proposal, approving = false): { code: ErrorCode; message: string } | undefined {
     if (member.id === p.proposer) return { code: ErrorCodes.selfApproval, message: "you cannot decide on your own proposal (withdraw it instead)" };
@@ -234,49 +231,14 @@ export class Decisions implements ProposalDesk {
       const off = disabledRefusal(p.owner);
       return { code: off.code, message: `${off.message}; the proposal stays ${p.state}` };
     }
-    if (!this.mayCall(member, p)) return { code: ErrorCodes.approverLacksCapability, message: `you may not make this call yourself (with the arguments that will run), so you cannot approve or reject it` };
-    return undefined;
-  }
-
-  /**
-   * A chat correlated to an awaiting proposal is a Respond (docs/protocol.md) only from someone
-   * who may decide that proposal: the gateway marks it `payload["mewgate/respond"]: {proposal, by}`,
-   * and takes any such mark off every other chat, so a peer with only chat rights cannot make its
-   * chat withdraw or answer another participant's proposal.
-   */
-  respondMark(member: Member, chat: Envelope): Envelope {
-    const payload = typeof chat.payload === "object" && chat.payload !== null && !Array.isArray(chat.payload) ? (chat.payload as Record<string, unknown>) : undefined;
-    const forged = payload !== undefined && Object.prototype.hasOwnProperty.call(payload, RESPOND_KEY);
-    const id = chat.correlation_id?.[0];
-    const p = id === undefined ? undefined : this.proposals.get(id);
-    const counts = p !== undefined && payload !== undefined && awaiting(p.state) && this.whyNotDecide(member, p) === undefined;
-    if (!forged && !counts) return chat;
-    const rest = { ...payload };
-    delete rest[RESPOND_KEY];
-    return { ...chat, payload: counts ? { ...rest, [RESPOND_KEY]: { proposal: p!.id, by: member.id } } : rest };
-  }
-
-  /** Whether `member` may itself make the call a proposal asks for, with the arguments that will run, directly: the bar for deciding on it. */
-  private mayCall(member: Member, p: Proposal): boolean {
     const verdict = this.mcp.authorize(member, p.owner, p.method, runningParams(p), true);
-    return verdict.decision === "direct" || (verdict.decision === "proposal" && verdict.flagged === true);
+    if (verdict.decision === "direct" || (verdict.decision === "proposal" && verdict.flagged === true)) return undefined;
+    return { code: ErrorCodes.approverLacksCapability, message: `you may not make this call yourself (with the arguments that will run), so you cannot approve or reject it` };
   }
 
-  /**
-   * Why the call may not run with `args` now, if it may not: the tool's input schema for
-   * edited arguments (`edited`), then the proposer's own tool rules with the arguments that
-   * will run, asked again at approval (a rule with a `when:` may deny them now).
-   */
-  private cannotRun(p: Proposal, owner: string, args: Record<string, unknown>, edited: boolean): { code: ErrorCode; message: string; extra?: Record<string, unknown> } | undefined {
-    if (p.method !== "tools/call" || p.tool === undefined) return undefined;
-    const stays = `nothing was approved; the proposal stays ${p.state}`;
-    if (edited) {
-      const problem = firstProblem(this.mcp.registry.get(owner, p.tool)?.inputSchema, args);
-      if (problem) return { code: ErrorCodes.invalidPayload, message: `edited arguments do not fit the input schema of ${owner}/${p.tool}: ${problem.message}; ${stays}`, extra: { field: problem.field } };
-    }
-    const verdict = this.space.authority.call(p.proposer, () => false, owner, p.method, { ...p.params, arguments: args }, true);
-    if (verdict.decision === "denied") return { code: verdict.code, message: `the space's policy for "${p.proposer}", who proposed it, denies this call with the arguments that would run (${verdict.reason?.why ?? verdict.message}); ${stays}`, extra: { ...verdict.extra, proposer: p.proposer } };
-    return undefined;
+  /** A chat correlated to a proposal, marked as a Respond only if `member` may decide it (respond.ts). */
+  respondMark(member: Member, chat: Envelope): Envelope {
+    return respondMark(chat, member.id, (id) => this.proposals.get(id), (p) => this.whyNotDecide(member, p) === undefined);
   }
 
   /** The approver's bar for the call with `args` instead of the proposed arguments. */
@@ -299,13 +261,8 @@ export class Decisions implements ProposalDesk {
     }
     if (!this.mayDecide(member, p, inbound.id, true)) return;
     const { scope, reason } = parsed.data;
-    // What will run is the proposal's (book.ts `whatRuns`): approving without arguments approves
-    // those (an interrupted one's earlier edits included); sending them confirms them; only a
-    // difference is an edit.
-    const running = runningArguments(p);
-    const sent = parsed.data.arguments;
-    const edited = sent !== undefined && !sameArguments(sent, running) ? sent : undefined;
-    const confirmed = sent !== undefined && edited === undefined;
+    // Approving without arguments approves what runs (book.ts `whatRuns`, an interrupted one's edits included).
+    const { running, edited, confirmed } = editOf(p, parsed.data.arguments);
     if (scope === "always" && (p.tool === undefined || /[*!]/.test(p.tool))) {
       return this.space.fail(member, ErrorCodes.invalidPayload, "scope \"always\" applies to a tools/call of a tool whose name has no * or !", inbound.id);
     }
@@ -314,7 +271,7 @@ export class Decisions implements ProposalDesk {
       if (over) return this.space.fail(member, ErrorCodes.quotaExceeded, `${over}; approve once instead, or revoke a grant`, inbound.id, { quota: "grants" });
     }
     // Edited arguments are a new call: they must fit the tool, and the approver must be able to make it directly.
-    const cannot = this.cannotRun(p, p.owner, edited ?? running, edited !== undefined);
+    const cannot = cannotRun(this.space.authority, this.mcp.registry, p, p.owner, edited ?? running, edited !== undefined);
     if (cannot) return this.space.fail(member, cannot.code, cannot.message, inbound.id, cannot.extra);
     if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
     // A scoped "always" holds only for the approved arguments, or a path under theirs (policy/scope.ts).
@@ -361,12 +318,10 @@ export class Decisions implements ProposalDesk {
     }
     if (!this.mayDecide(member, q, inbound.id, true)) return;
     const args = payload.params?.["arguments"];
-    // A fulfilment repeats the arguments it carries out: compared with those that will run
-    // (an approver's edits, if any), only a difference is an edit, and the record says edited
-    // only then. Repeating the proposed arguments after an edit is an edit back, not "no edit".
+    // Only a difference from what runs is an edit (the proposed arguments after an edit are one).
     const given = args && typeof args === "object" && !Array.isArray(args) ? (args as Record<string, unknown>) : undefined;
-    const edited = given !== undefined && !sameArguments(given, runningArguments(p)) ? given : undefined;
-    const cannot = this.cannotRun(p, target, edited ?? runningArguments(p), edited !== undefined);
+    const { running, edited } = editOf(p, given);
+    const cannot = cannotRun(this.space.authority, this.mcp.registry, p, target, edited ?? running, edited !== undefined);
     if (cannot) return void this.space.fail(member, cannot.code, cannot.message, inbound.id, cannot.extra);
     if (edited !== undefined && !this.mayCallWith(member, q, edited, inbound.id)) return;
     // A fulfilment routes the call: it is the last approval a proposal needs, or none.
@@ -408,10 +363,9 @@ export class Decisions implements ProposalDesk {
       const message = `the definition of ${p.owner}/${p.tool} changed after this was proposed, so approving it would run what nobody was shown; ${stays} (reject it, and it can be proposed again)`;
       return this.space.fail(approver, ErrorCodes.toolChanged, message, sentId, { previous: p.digest, digest: pinned.digest });
     }
-    // What runs: the edits of this approval, else the proposal's own (book.ts `whatRuns`).
+    // What runs (this approval's edits, else book.ts `whatRuns`), checked against the proposer's rules again.
     const args = p.method === "tools/call" ? (d.edited ?? runningArguments(p)) : (d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined));
-    // The tool rules of the proposer, asked again with what runs (covers every way here).
-    const cannot = this.cannotRun(p, owner, args ?? {}, false);
+    const cannot = cannotRun(this.space.authority, this.mcp.registry, p, owner, args ?? {}, false);
     if (cannot) return this.space.fail(approver, cannot.code, cannot.message, sentId, cannot.extra);
     const edit = d.edited === undefined || (p.editedArguments !== undefined && sameArguments(d.edited, p.editedArguments)) ? { editedArguments: p.editedArguments, editedBy: p.editedBy, editedAt: p.editedAt } : { editedArguments: d.edited, editedBy: approver.id, editedAt: now() };
     // The decision and the grant an "always" makes are one transaction: both or neither.
