@@ -13,7 +13,12 @@ import { join as pathJoin } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { callShape } from "../cli/terminal/format.js";
 import { offlineAuthority } from "../cli/policy.js";
+import fc from "fast-check";
 import { parseSpaceConfig } from "../gateway/config/config.js";
+import { Authority } from "../gateway/policy/authority.js";
+import { GrantBook } from "../gateway/policy/grants.js";
+import { Registry } from "../gateway/ports/registry.js";
+import { firstProblem } from "../gateway/wire/arguments-schema.js";
 import { ParticipantClient } from "../participants/index.js";
 import { ToolCaller } from "../participants/agent/tool-calls.js";
 import { CLI_MAIN, errorFor, startGateway, TestClient, toolOwner, waitFor, type Env, type TestGateway } from "./helpers.js";
@@ -299,6 +304,59 @@ describe("what runs: hostile", () => {
     const outcome = await call;
     expect(outcome).toMatchObject({ type: "error", code: "responded", by: "dave", message: "use notes/ instead" });
     expect(runs).toHaveLength(0);
+  });
+});
+
+describe("what runs: quorum and schema, hostile", () => {
+  it("a grant made before a quorum rule never makes the call direct", () => {
+    const config = parseSpaceConfig(SPACE, { file: "space.yaml" });
+    const registry = new Registry();
+    registry.set("fs", TOOLS as never);
+    const grants: GrantBook = new GrantBook((id) => authority.configured(id));
+    const authority: Authority = new Authority(config, grants, registry);
+    const cap = { kind: "mcp/request", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file" } } };
+    // As if recorded before `approvals: 2` was added: alice's grant to agent, and to solo (no quorum).
+    grants.apply({ type: "grant", id: "g-agent", from: "alice", recipient: "agent", capabilities: [cap], reason: undefined, ts: new Date().toISOString() } as never);
+    grants.apply({ type: "grant", id: "g-solo", from: "alice", recipient: "solo", capabilities: [cap], reason: undefined, ts: new Date().toISOString() } as never);
+    expect(authority.tool("agent", "fs", "write_file")).toBe("proposal");
+    expect(authority.tool("solo", "fs", "write_file")).toBe("direct");
+    expect(authority.quorumBypass("agent", [cap])).toMatch(/needs 2 distinct approvers/);
+    expect(authority.quorumBypass("solo", [cap])).toBeUndefined();
+  });
+
+  it("the schema checker names the field and never takes a prototype name for a declared parameter", () => {
+    const schema = TOOLS[0]!.inputSchema;
+    const names = fc.constantFrom("constructor", "toString", "__proto__", "valueOf", "hasOwnProperty", "isPrototypeOf");
+    fc.assert(
+      fc.property(names, fc.jsonValue({ maxDepth: 2 }), (name, value) => {
+        const args = JSON.parse(`{"path": "a", ${JSON.stringify(name)}: ${JSON.stringify(value ?? null)}}`) as Record<string, unknown>;
+        expect(firstProblem(schema, args)).toEqual({ field: `arguments.${name}`, message: `arguments.${name} is not a parameter of this tool` });
+        // Required by name: a prototype name is not present unless it is an own key.
+        expect(firstProblem({ type: "object", required: [name] }, {})).toEqual({ field: `arguments.${name}`, message: `arguments.${name} is required` });
+      }),
+      { numRuns: 100 },
+    );
+    expect(firstProblem({ type: "object", properties: { a: { type: "array", items: { type: ["string", "null"] } } } }, { a: ["x", null, 3] })).toMatchObject({ field: "arguments.a[2]" });
+    expect(firstProblem({ type: "object", properties: { m: { const: "x" } } }, { m: "y" })).toMatchObject({ field: "arguments.m" });
+  });
+
+  it("a decision link approves the edited arguments it showed; a link made before the edit is stale", async () => {
+    const { g, runs } = await start();
+    const agent = await join(g, "agent");
+    const alice = await join(g, "alice");
+    agent.send(propose("l1", { path: "a.txt" }));
+    await alice.next((e) => e.kind === "mcp/proposal" && e.id === "l1");
+    const sp = g.gateway.spaces.get("wr")!;
+    const before = sp.aids.links.mint(sp.pendingProposals().find((p) => p.id === "l1")!, "dave");
+    await firstEdit(agent, alice, "l1", { path: "b.txt" });
+    expect((await api(g, "dave", "POST", "links/open", { link: before })).body.error.code).toBe("link_stale");
+    const link = sp.aids.links.mint(sp.pendingProposals().find((p) => p.id === "l1")!, "dave");
+    const open = await api(g, "dave", "POST", "links/open", { link });
+    expect(open.body.proposal).toMatchObject({ arguments: { path: "b.txt" }, edited: { by: "alice" } });
+    const decided = await api(g, "dave", "POST", "links/decide", { link, confirm: open.body.confirm, decision: "approve" });
+    expect(decided.body).toMatchObject({ ok: true, state: "approved" });
+    await waitFor(() => runs.length === 1, 5000, "the link's approval runs it");
+    expect(runs[0]!.payload.params.arguments).toEqual({ path: "b.txt" });
   });
 });
 

@@ -1,7 +1,7 @@
 /**
  * What the operator API shows of a space's state, and how its errors map to HTTP.
  */
-import { type AuditEntry, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal, whatRuns } from "../proposals/book.js";
+import { type AuditEntry, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal, runningParams, whatRuns } from "../proposals/book.js";
 import type { Space } from "../space/space.js";
 import { approversNow, approvalsView } from "../proposals/approvals.js";
 import { limitOptions } from "../policy/scope.js";
@@ -175,7 +175,8 @@ export function statusOf(code: string): number {
 
 function approvalsOf(space: Space, p: Proposal): Record<string, unknown> {
   // Could `id` approve: may it send mcp/approve at all, and make the call itself?
-  const mayApprove = (id: string) => p.tool !== undefined && compileCapabilities(space.authority.configured(id))({ kind: "mcp/approve", payload: {} }) && space.authority.tool(id, p.owner, p.tool, true) === "direct";
+  // With the arguments that run: an approver whose own rules deny them could not approve it.
+  const mayApprove = (id: string) => p.tool !== undefined && compileCapabilities(space.authority.configured(id))({ kind: "mcp/approve", payload: {} }) && space.authority.call(id, () => false, p.owner, p.method, runningParams(p), true).decision === "direct";
   const view = approvalsView(space.config, space.authority.groups, p, mayApprove);
   // Who may decide now: the proposer's approvers, widened by escalation stages reached.
   const approvers = approversNow(space.config, p);
