@@ -261,6 +261,24 @@ describe("what runs: hostile", () => {
     expect(runs[0]!.payload.params.arguments).toEqual({ path: "b.txt", content: "hi" });
   });
 
+  it("deeply nested or huge edited arguments get a clear refusal and the gateway keeps serving", async () => {
+    const { g, runs } = await start();
+    const solo = await join(g, "solo");
+    const alice = await join(g, "alice");
+    solo.send(propose("n1", { path: "a.txt" }));
+    await alice.next((e) => e.kind === "mcp/proposal" && e.id === "n1");
+    const deep = `{"path": "a", "content": ${"[".repeat(5000)}${"]".repeat(5000)}}`;
+    alice.ws.send(`{"id": "deep", "kind": "mcp/approve", "correlation_id": ["n1"], "payload": {"arguments": ${deep}}}`);
+    const refused = await errorFor(alice, "deep");
+    expect(refused.payload.code).toBe("too_deep");
+    alice.send({ id: "big", kind: "mcp/approve", correlation_id: ["n1"], payload: { arguments: { path: "x".repeat(300_000) } } });
+    expect(["quota_exceeded", "payload_too_large"]).toContain((await errorFor(alice, "big")).payload.code);
+    expect(runs).toHaveLength(0);
+    expect((await api(g, "alice", "GET", "proposals/n1")).body.state).toBe("pending");
+    alice.send({ id: "ok", kind: "mcp/approve", correlation_id: ["n1"], payload: { arguments: { path: "b.txt" } } });
+    await waitFor(() => runs.length === 1, 5000, "a fitting edit still runs");
+  });
+
   it("a grant from one of two approvers is refused: the proposer's calls still wait for two", async () => {
     const { g, runs } = await start();
     const alice = await join(g, "alice");
