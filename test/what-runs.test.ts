@@ -154,9 +154,13 @@ describe("what runs: hostile", () => {
     // Both decide at once: alice edits, dave approves the card he saw (no arguments).
     alice.send({ id: "ra", kind: "mcp/approve", correlation_id: ["r1"], payload: { arguments: { path: "b.txt" } } });
     dave.send({ id: "rd", kind: "mcp/approve", correlation_id: ["r1"], payload: {} });
-    const outcome = async (c: TestClient, id: string) =>
-      Promise.race([c.next((e) => e.kind === "system/error" && e.correlation_id?.includes(id) === true).then((e) => e.payload.code as string), c.next(progress("r1")).then(() => "counted")]);
-    const [a, d] = await Promise.all([outcome(alice, "ra"), outcome(dave, "rd")]);
+    // Each learns its own outcome: a refusal correlated to what it sent, or a count naming it.
+    const outcome = async (c: TestClient, id: string, who: string) =>
+      Promise.race([
+        c.next((e) => e.kind === "system/error" && e.correlation_id?.includes(id) === true).then((e) => e.payload.code as string),
+        c.next((e) => progress("r1")(e) && (e.payload.by as string[]).includes(who)).then(() => "counted"),
+      ]);
+    const [a, d] = await Promise.all([outcome(alice, "ra", "alice"), outcome(dave, "rd", "dave")]);
     // At most one counted, and nothing ran: one approver is not two.
     expect([a, d].filter((x) => x === "counted").length).toBeLessThanOrEqual(1);
     expect(runs).toHaveLength(0);
