@@ -111,6 +111,8 @@ export function asEnvelope(p: Record<string, any>): Envelope {
       method: p["method"],
       params: p["method"] === "tools/call" ? { name: tool, arguments: p["arguments"] } : p["params"],
       // Approved before the gateway stopped: shown as such, and approved again in one step.
+      // Edited by an approver: `arguments` above are what runs; who edited, and the mark the approval echoes.
+      ...(p["edited"] ? { "mewgate/edited": { arguments: p["arguments"], by: p["edited"]["by"], at: p["edited"]["at"] } } : {}),
       ...(p["interrupted"] ? { "mewgate/interrupted": { approved_by: p["interrupted"]["approvedBy"], message: p["interrupted"]["message"], arguments: p["interrupted"]["arguments"] } } : {}),
     },
   };

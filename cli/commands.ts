@@ -213,6 +213,10 @@ export function runProposals(action: string | undefined, ref: string | undefined
       const { next: result } = await api.watch((e) => e.kind === "mcp/response" && e.correlation_id?.includes(p.id) === true, opts.waitMs ?? 10_000);
       const payload: Record<string, unknown> = { scope: opts.always ? "always" : "once" };
       if (edited) payload["arguments"] = edited;
+      else if (isRecord(p.payload) && isRecord(p.payload["mewgate/edited"]) && isRecord(p.payload["mewgate/edited"]["arguments"])) {
+        // Edited by an earlier approver: confirm the arguments the card showed, which are what runs.
+        payload["arguments"] = p.payload["mewgate/edited"]["arguments"];
+      }
       if (limit !== undefined) payload["limit"] = limit;
       const answer = await api.post<Record<string, unknown>>(`proposals/${encodeURIComponent(p.id)}/approve`, payload);
       // One of several approvals it needs: it still waits.

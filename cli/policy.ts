@@ -74,6 +74,7 @@ export function explanationText(e: Explanation): string {
   if (e.grant) lines.push(`  grant: ${e.grant.id} from ${e.grant.from}`);
   for (const c of e.conditions) lines.push(`  condition ${c.key}: ${c.when} → ${c.result}${c.error ? ` (${c.error})` : ""}`);
   if (e.decision === "proposal") lines.push(`  approvers: ${e.approvers.length ? e.approvers.join(", ") : "nobody in the space could approve it"}`);
+  if (e.decision === "proposal" && (e.approvals ?? 1) > 1) lines.push(`  approvals: ${e.approvals} distinct approvers needed (never the proposer)${e.approvers.length < e.approvals! ? `; only ${e.approvers.length} could approve it` : ""}`);
   return `${lines.join("\n")}\n`;
 }
 
@@ -88,7 +89,7 @@ const CaseSchema = z.strictObject({
   expect: z.enum(["direct", "ask", "deny"]),
   /** How many distinct approvals the call needs (with `ask`). */
   approvals: z.int().min(0).optional(),
-  /** Exactly who could approve it (with `ask`), in any order. */
+  /** Exactly who could approve it (with `ask`), in any order; `@group` stands for its members. */
   approvers: z.array(z.string()).optional(),
   /** The tool's MCP annotations, as its server would declare them (`{readOnlyHint: true}`). */
   annotations: z.record(z.string(), z.unknown()).optional(),
@@ -143,9 +144,10 @@ export function runPolicyTest(casesFile: string, file: string | undefined, opts:
       const e = authority.explain(c.caller, c.tool.slice(0, slash), c.tool.slice(slash + 1), c.args ?? {});
       const problems: string[] = [];
       if (e.decision !== EXPECT[c.expect]) problems.push(`expected ${c.expect}, got ${Object.entries(EXPECT).find(([, v]) => v === e.decision)?.[0] ?? e.decision}`);
-      const approvals = (e as { approvals?: number }).approvals ?? (e.decision === "proposal" ? 1 : 0);
+      const approvals = e.approvals ?? (e.decision === "proposal" ? 1 : 0);
       if (c.approvals !== undefined && c.approvals !== approvals) problems.push(`expected ${c.approvals} approval(s), got ${approvals}`);
-      if (c.approvers !== undefined && [...c.approvers].sort().join(",") !== [...e.approvers].sort().join(",")) problems.push(`expected approvers [${c.approvers.join(", ")}], got [${e.approvers.join(", ")}]`);
+      const wanted = c.approvers === undefined ? undefined : authority.groups.expand(c.approvers).filter((id) => id !== c.caller);
+      if (wanted !== undefined && [...wanted].sort().join(",") !== [...e.approvers].sort().join(",")) problems.push(`expected approvers [${c.approvers!.join(", ")}], got [${e.approvers.join(", ")}]`);
       results.push({ case: i, caller: c.caller, tool: c.tool, ok: problems.length === 0, decision: e.decision, why: e.why });
       if (problems.length) {
         const rule = e.rule ? `; rule ${e.rule.key}${e.rule.file ? ` at ${e.rule.file}:${e.rule.line}:${e.rule.column}` : ""}` : "";

@@ -181,7 +181,11 @@ describe("two-person rule: hostile", () => {
     expect((await errorFor(bob, "b")).payload.code).toBe("approval_mismatch");
     bob.send({ id: "b2", kind: "mcp/approve", correlation_id: ["p5"], payload: { scope: "always" } });
     expect((await errorFor(bob, "b2")).payload.code).toBe("invalid_payload");
+    // A bare approval may have been given looking at the card before the edit: it must name what runs.
     bob.send({ id: "b3", kind: "mcp/approve", correlation_id: ["p5"], payload: {} });
+    expect((await errorFor(bob, "b3")).payload).toMatchObject({ code: "approval_mismatch", arguments: { path: "b.txt" }, edited_by: "alice" });
+    expect(runs).toHaveLength(0);
+    bob.send({ id: "b4", kind: "mcp/approve", correlation_id: ["p5"], payload: { arguments: { path: "b.txt" } } });
     await waitFor(() => runs.length === 1, 5000, "the call runs after the second approval");
     expect(runs[0]!.payload.params.arguments).toEqual({ path: "b.txt" });
   });

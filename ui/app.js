@@ -289,9 +289,15 @@ async function act(p, verb, body, refresh = true) {
   }
 }
 
+// Approve what the card shows: its arguments, when an approver edited them, so the gateway
+// counts this approval only for what runs (a card drawn before an edit approves nothing).
+function approveBody(p) {
+  return { scope: "once", ...(p.edited ? { arguments: p.arguments } : {}) };
+}
+
 // What each card's buttons (and the keys) do (cards.js, keys.js).
 const decide = {
-  approve: (p) => act(p, "approve", { scope: "once" }),
+  approve: (p) => act(p, "approve", approveBody(p)),
   always: async (p) => {
     // "Always" makes a standing grant: it says exactly what it will allow, and asks first.
     const confirmed = await confirmAlways(p);
@@ -334,9 +340,9 @@ function drawBatch() {
   );
 }
 
-async function batch(list, verb, body = { scope: "once" }) {
+async function batch(list, verb, body) {
   for (const p of list) {
-    if (await act(p, verb, body, false)) state.selected.delete(p.id);
+    if (await act(p, verb, body ?? approveBody(p), false)) state.selected.delete(p.id);
   }
   await refreshProposals();
 }

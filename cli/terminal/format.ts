@@ -159,9 +159,12 @@ export function callShape(env: Envelope): CallShape {
   const payload = isRecord(env.payload) ? env.payload : {};
   const method = typeof payload["method"] === "string" ? payload["method"] : "?";
   let params = isRecord(payload["params"]) ? payload["params"] : {};
-  // An interrupted proposal approved with edited arguments is approved again with those.
+  // An approver edited the arguments (`mewgate/edited`), or an interrupted proposal was approved
+  // with edits: those are what an approval runs, so they are what the card shows.
   const mark = payload["mewgate/interrupted"];
-  if (isRecord(mark) && isRecord(mark["arguments"])) params = { ...params, arguments: mark["arguments"] };
+  const edit = payload["mewgate/edited"];
+  if (isRecord(edit) && isRecord(edit["arguments"])) params = { ...params, arguments: edit["arguments"] };
+  else if (isRecord(mark) && isRecord(mark["arguments"])) params = { ...params, arguments: mark["arguments"] };
   const owner = env.to?.[0] ?? "?";
   if (method === "tools/call" && typeof params["name"] === "string") {
     const name = params["name"];

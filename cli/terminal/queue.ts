@@ -94,6 +94,12 @@ export class ProposalQueue {
   }
 
   private signature(): string {
-    return `${this.items.map((p) => p.id).join(",")}|${this.current?.id ?? ""}`;
+    // An approver's edit changes what an approval runs: the card is drawn again.
+    const edit = (p: Envelope) => {
+      const payload = p.payload as Record<string, unknown> | undefined;
+      const mark = typeof payload === "object" && payload !== null ? payload["mewgate/edited"] : undefined;
+      return mark === undefined ? "" : `~${JSON.stringify(mark)}`;
+    };
+    return `${this.items.map((p) => p.id + edit(p)).join(",")}|${this.current?.id ?? ""}`;
   }
 }

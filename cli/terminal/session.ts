@@ -269,7 +269,12 @@ export abstract class TerminalSession {
   }
 
   approve(proposalId: string, opts: { scope?: "once" | "always"; arguments?: Record<string, unknown> | undefined } = {}): string {
-    const id = this.client.approve(proposalId, { scope: opts.scope ?? "once", ...(opts.arguments ? { arguments: opts.arguments } : {}) });
+    // Edited by an earlier approver: approving sends the arguments the card shows, so the
+    // gateway counts this approval only for what it runs (docs/protocol.md, Two-person approvals).
+    const shown = this.client.proposals.get(proposalId);
+    const edit = shown && isRecord(shown.payload) ? shown.payload["mewgate/edited"] : undefined;
+    const args = opts.arguments ?? (isRecord(edit) && isRecord(edit["arguments"]) ? edit["arguments"] : undefined);
+    const id = this.client.approve(proposalId, { scope: opts.scope ?? "once", ...(args ? { arguments: args } : {}) });
     this.decided(id, proposalId);
     return id;
   }

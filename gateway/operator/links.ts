@@ -12,7 +12,7 @@
  */
 import type { LinkClaims } from "../proposals/links.js";
 import { Links } from "../proposals/links.js";
-import type { Proposal } from "../proposals/book.js";
+import { type Proposal, whatRuns } from "../proposals/book.js";
 import type { Space } from "../space/space.js";
 import { proposalView } from "./views.js";
 
@@ -32,6 +32,12 @@ function usable(space: Space, caller: string, link: unknown): { claims: LinkClai
   return { claims, p };
 }
 
+/** The link page showed what runs (its digest says so): an approval by link confirms edited arguments. */
+function confirmed(p: Proposal): { arguments?: Record<string, unknown> } {
+  const runs = whatRuns(p);
+  return runs.edited ? { arguments: runs.arguments } : {};
+}
+
 export async function linkRoute(space: Space, caller: string, route: "open" | "decide", body: Record<string, unknown>): Promise<Reply> {
   const u = usable(space, caller, body["link"]);
   if ("status" in u) return u;
@@ -48,7 +54,7 @@ export async function linkRoute(space: Space, caller: string, route: "open" | "d
   const text = typeof body["text"] === "string" ? body["text"].slice(0, 2000) : undefined;
   const frame =
     decision === "approve"
-      ? { kind: "mcp/approve", correlation_id: [p.id], payload: { scope: "once", reason: "approved by link" } }
+      ? { kind: "mcp/approve", correlation_id: [p.id], payload: { scope: "once", reason: "approved by link", ...confirmed(p) } }
       : { kind: "mcp/reject", correlation_id: [p.id], payload: { reason: "disagree", ...(text ? { text } : {}) } };
   const errors = await space.act(caller, frame);
   const e = errors[0];

@@ -1,7 +1,7 @@
 /**
  * What the operator API shows of a space's state, and how its errors map to HTTP.
  */
-import { type AuditEntry, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal } from "../proposals/book.js";
+import { type AuditEntry, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal, runningParams, whatRuns } from "../proposals/book.js";
 import type { Space } from "../space/space.js";
 import { approversNow, approvalsView } from "../proposals/approvals.js";
 import { limitOptions } from "../policy/scope.js";
@@ -25,6 +25,8 @@ const LAST_MESSAGE_SCAN = 500;
  */
 export function proposalView(space: Space, viewer: string, p: Proposal): Record<string, unknown> {
   const entry = p.tool === undefined ? undefined : space.toolEntry(p.owner, p.tool);
+  // What will run (book.ts `whatRuns`): an approver's edits, with who and when, else what was proposed.
+  const runs = whatRuns(p);
   return {
     id: p.id,
     shortId: p.id.slice(0, 8),
@@ -32,13 +34,15 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     intent: intentOf(space, viewer, p),
     owner: p.owner,
     method: p.method,
-    // Held open (it named no target): `*`, whoever fulfils it picks. Why, with the proposal's own arguments.
-    ...(p.tool !== undefined ? { tool: `${p.owner || "*"}/${p.tool}`, why: space.authority.why(p.proposer, p.owner, p.tool, p.params["arguments"] ?? {}) } : {}),
-    arguments: p.params["arguments"] ?? {},
+    // Held open (it named no target): `*`, whoever fulfils it picks. Why, with the arguments that will run.
+    ...(p.tool !== undefined ? { tool: `${p.owner || "*"}/${p.tool}`, why: space.authority.why(p.proposer, p.owner, p.tool, runs.arguments) } : {}),
+    // The arguments an approval runs; when an approver edited them, who and when, and what was proposed.
+    arguments: p.method === "tools/call" ? runs.arguments : (p.params["arguments"] ?? {}),
+    ...(runs.edited ? { edited: { by: runs.edited.by, at: runs.edited.at }, proposedArguments: p.params["arguments"] ?? {} } : {}),
     ...(p.method !== "tools/call" ? { params: p.params } : {}),
     state: p.state,
     ...(p.state === "interrupted"
-      ? { interrupted: { reason: p.reason ?? "gateway_restarted", message: INTERRUPTED_TEXT, approvedBy: p.decidedBy, ...(p.editedArguments !== undefined ? { arguments: p.editedArguments } : {}) } }
+      ? { interrupted: { reason: p.reason ?? "gateway_restarted", message: INTERRUPTED_TEXT, approvedBy: p.decidedBy, ...(runs.edited ? { arguments: runs.arguments } : {}) } }
       : {}),
     ...definitionChanged(p),
     createdAt: p.createdAt,
@@ -49,7 +53,7 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     // Whether the viewer may decide: not its own, and it could make the call itself.
     mine: p.proposer === viewer,
     // What an "always" may be limited to (policy/scope.ts), for the approve confirmation.
-    ...(p.tool !== undefined && (p.required ?? 1) <= 1 ? { always_limits: limitOptions((p.editedArguments ?? p.params["arguments"]) as Record<string, unknown> | undefined) } : {}),
+    ...(p.tool !== undefined && (p.required ?? 1) <= 1 ? { always_limits: limitOptions(runs.arguments) } : {}),
     // A two-person rule: "1 of 2", who approved, and whether it can still be met (proposals/approvals.ts).
     ...approvalsOf(space, p),
     // What approving "always" grants from now on: the console and the terminal say it and ask
@@ -171,7 +175,8 @@ export function statusOf(code: string): number {
 
 function approvalsOf(space: Space, p: Proposal): Record<string, unknown> {
   // Could `id` approve: may it send mcp/approve at all, and make the call itself?
-  const mayApprove = (id: string) => p.tool !== undefined && compileCapabilities(space.authority.configured(id))({ kind: "mcp/approve", payload: {} }) && space.authority.tool(id, p.owner, p.tool, true) === "direct";
+  // With the arguments that run: an approver whose own rules deny them could not approve it.
+  const mayApprove = (id: string) => p.tool !== undefined && compileCapabilities(space.authority.configured(id))({ kind: "mcp/approve", payload: {} }) && space.authority.call(id, () => false, p.owner, p.method, runningParams(p), true).decision === "direct";
   const view = approvalsView(space.config, space.authority.groups, p, mayApprove);
   // Who may decide now: the proposer's approvers, widened by escalation stages reached.
   const approvers = approversNow(space.config, p);

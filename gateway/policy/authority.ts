@@ -28,6 +28,7 @@ import { summary } from "./inspect.js";
 import type { PinState } from "../ports/pins.js";
 import { expandRuleGlob, Groups } from "./groups.js";
 import { conditionHolds } from "./scope.js";
+import { quorumBypass, requiredApprovals } from "./quorum.js";
 
 /** The outcome for one call: go ahead, go through a proposal, or a refusal to send back. */
 export type Verdict = ({ decision: "direct" | "proposal"; /** a proposal only because the gateway flagged the tool (`tool_checks: ask`): whoever may call it otherwise may approve it */ flagged?: true } | { decision: "denied"; code: ErrorCode; message: string; extra?: Record<string, unknown> }) & {
@@ -56,8 +57,10 @@ export interface Explanation {
   grant?: { id: string; from: string };
   /** Every condition asked on the way, in order. */
   conditions: ConditionTrace[];
-  /** Who could approve a proposal of the call. */
+  /** Who could approve a proposal of the call (each member of a named `@group`). */
   approvers: string[];
+  /** How many distinct approvers a proposal of the call needs (`approvals:`), when it would be one. */
+  approvals?: number;
 }
 
 interface Rules {
@@ -139,6 +142,14 @@ export class Authority {
     if (findings?.length && d === "direct") return { decision: "proposal", flagged: true, reason };
     if (d === "denied") return { decision: "denied", code: ErrorCodes.denied, message: `the space's policy denies you ${name}`, extra: { tool: name }, reason };
     return { decision: d, reason };
+  }
+
+  /**
+   * Why lending `capabilities` to `recipient` would let it skip a quorum (`approvals: N`), if it
+   * would (policy/quorum.ts): a grant of a tool it needs N > 1 approvers for is refused.
+   */
+  quorumBypass(recipient: string, capabilities: readonly Capability[]): string | undefined {
+    return quorumBypass(this.config, recipient, capabilities, this.registry.list().map((t) => t.name));
   }
 
   /** The groups `id` is in: the space's `groups` that name it, and its own `groups` list. */
@@ -261,7 +272,10 @@ export class Authority {
       // Depth-first over grants with one `seen` set per question: a participant already
       // asked about cannot help (it is either being proved right now, which is circular,
       // or was found unable), so each is asked at most once.
+      // A call under a quorum (`approvals: N` > 1) is never made direct by a grant: one person's
+      // grant would stand in for N (policy/quorum.ts); however it was made, it does not count.
       granted: (shape) =>
+        requiredApprovals(this.config, caller, owner, tool) <= 1 &&
         this.grants.to(caller).some((g) => {
           if (!g.matches(shape)) return false;
           if (g.condition !== undefined && !conditionHolds(g.condition, isRecord(args) ? args : undefined)) return false;
@@ -310,17 +324,19 @@ export class Authority {
       ...(reason.grant ? { grant: reason.grant } : {}),
       conditions: reason.conditions ?? [],
       approvers: verdict.decision === "proposal" ? this.approvers(caller, owner, params) : [],
+      ...(verdict.decision === "proposal" ? { approvals: requiredApprovals(this.config, caller, owner, tool) } : {}),
     };
   }
 
   /**
    * Who could approve `caller`'s proposal of this call: not the caller, one of its
-   * `approvers` if it names them, and able to make the call itself (proposals/decisions.ts's bar).
+   * `approvers` if it names them (an `@group` names each of its members, groups.ts, as at a
+   * decision), and able to make the call itself (proposals/decisions.ts's bar).
    */
   approvers(caller: string, owner: string, params: Record<string, unknown>): string[] {
     const named = this.config.participants[caller]?.approvers;
     return Object.keys(this.config.participants).filter((id) => {
-      if (id === caller || (named && !named.includes(id))) return false;
+      if (id === caller || (named && !this.groups.names(named, id))) return false;
       const v = this.call(id, this.rulesOf(id)?.configuredMatch ?? (() => false), owner, "tools/call", params, true);
       return v.decision === "direct" || (v.decision === "proposal" && v.flagged === true);
     });

@@ -68,6 +68,9 @@ export class Lending {
     // call the tool directly (the same check as an invite's, at the decision point).
     const refused = this.host.authority.lendable(member.id, this.grants.capabilitiesOf(member.id), capabilities);
     if (refused?.decision === "denied") return this.host.fail(member, refused.code, refused.message, inbound.id, refused.extra);
+    // A tool the recipient needs several approvers for is not one person's to lend (policy/quorum.ts).
+    const bypass = this.host.authority.quorumBypass(recipient, capabilities);
+    if (bypass) return this.host.fail(member, ErrorCodes.grantExceedsPolicy, `${bypass}; approve its proposals instead`, inbound.id, { quorum: true });
     const over = this.quota(member.id);
     if (over) return this.host.fail(member, ErrorCodes.quotaExceeded, over, inbound.id, { quota: "grants" });
     const env = stamp(inbound, member.id);

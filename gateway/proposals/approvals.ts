@@ -8,31 +8,27 @@
  *   so a later change of space.yaml does not move the bar under a proposal already shown.
  * - Approvals are distinct by participant id: two connections of one participant are one
  *   approver. The proposer never counts (decisions.ts refuses it before it gets here).
- * - Edits: only the first approval may edit the arguments; every later approver approves
- *   exactly what the first approved (what the card shows), and one who sends other arguments
- *   is refused (`approval_mismatch`) and may reject instead. So no approver's "yes" is
- *   silently moved onto arguments it never saw.
+ * - Edits: only the first approval may edit the arguments (what runs is then the edited ones,
+ *   book.ts `whatRuns`); an edit after a first approval is refused (`approval_mismatch`), and
+ *   once the arguments were edited every later approver must send them (`arguments`, as its
+ *   card shows them) to confirm it saw them: a bare approval may have been given looking at the
+ *   card before the edit. So no approver's "yes" is silently moved onto arguments it never saw.
  * - "always" on a proposal that needs more than one approval is refused: a grant by one
- *   person would let every later call skip the second person.
+ *   person would let every later call skip the second person; so is a `capability/grant` of
+ *   such a tool to the proposer (policy/lending.ts), and a grant never makes such a call direct
+ *   (policy/authority.ts), whenever it was made.
  * - Escalation (`policy.escalate`): once a stage's `after_ms` has passed since the proposal
  *   was made, the stage's `approvers` may decide too, besides the proposer's own; it is a
  *   function of the time, so it holds across a restart with no state of its own.
  */
-import { compileGlob } from "../policy/capabilities.js";
+import { requiredApprovals } from "../policy/quorum.js";
 import type { Groups } from "../policy/groups.js";
 import type { SpaceConfig } from "../config/config.js";
 import type { Proposal } from "./book.js";
 import { canonicalJson } from "../policy/scope.js";
 
-/** How many distinct approvers `proposer` calling `owner/tool` needs (1 for anything but a tools/call with a setting). */
-export function requiredApprovals(config: SpaceConfig, proposer: string, owner: string, tool: string | undefined): number {
-  const setting = config.participants[proposer]?.approvals;
-  if (setting === undefined) return 1;
-  if (typeof setting === "number") return setting;
-  if (tool === undefined) return 1;
-  for (const [glob, n] of Object.entries(setting)) if (compileGlob(glob)(`${owner}/${tool}`)) return n;
-  return 1;
-}
+/** How many distinct approvers a call needs: policy/quorum.ts, where grants are held to it too. */
+export { requiredApprovals };
 
 /** The escalation stages reached by now, in order. */
 export function stagesReached(config: SpaceConfig, p: Proposal, now = Date.now()): number[] {

@@ -32,6 +32,7 @@ import { createHash } from "node:crypto";
 import { canonical } from "../store/chain.js";
 import type { DefinitionChange } from "../ports/pins.js";
 import type { Plan } from "../ports/plan.js";
+import { EDITED_KEY } from "../wire/envelope.js";
 import { CallResults, type CallOutcome } from "./outcomes.js";
 
 export type ProposalState = "pending" | "approved" | "routed" | "answered" | "rejected" | "withdrawn" | "expired" | "failed" | "interrupted";
@@ -74,8 +75,11 @@ export interface Proposal {
   scope?: "once" | "always" | undefined;
   reason?: string | undefined;
   text?: string | undefined;
-  /** Arguments after an approver's edits, when they differ. */
+  /** Arguments after an approver's edits, when they differ. Read through `whatRuns` / `runningArguments`, never directly. */
   editedArguments?: Record<string, unknown> | undefined;
+  /** Who edited the arguments, and when (with `editedArguments`). */
+  editedBy?: string | undefined;
+  editedAt?: string | undefined;
   /** What became of the call (outcomes.ts): set when an approved proposal is answered or fails. */
   outcome?: CallOutcome | undefined;
   /** The original proposal envelope, for welcomes. */
@@ -103,6 +107,32 @@ export interface Approval {
 
 type Patch = Partial<Proposal> & { state: ProposalState };
 
+/**
+ * What will run if `p` is approved now: the arguments (an approver's edits, else those
+ * proposed), and, when edited, who edited them and when. The one source every card, link,
+ * notice, approver's check, fulfilment comparison and policy re-check reads.
+ */
+export interface WhatRuns {
+  arguments: Record<string, unknown>;
+  edited?: { by: string | undefined; at: string | undefined } | undefined;
+}
+
+export function whatRuns(p: Proposal): WhatRuns {
+  if (p.editedArguments !== undefined) return { arguments: p.editedArguments, edited: { by: p.editedBy, at: p.editedAt } };
+  const a = p.params["arguments"];
+  return { arguments: typeof a === "object" && a !== null && !Array.isArray(a) ? (a as Record<string, unknown>) : {} };
+}
+
+/** The arguments that will run if `p` is approved now (`whatRuns(p).arguments`). */
+export function runningArguments(p: Proposal): Record<string, unknown> {
+  return whatRuns(p).arguments;
+}
+
+/** `p`'s params as they will be sent: the proposed params with the arguments that will run. */
+export function runningParams(p: Proposal): Record<string, unknown> {
+  return p.method === "tools/call" ? { ...p.params, arguments: runningArguments(p) } : p.params;
+}
+
 /** Whether a proposal in `state` waits for a person's decision: pending, or interrupted and waiting to be decided again. */
 export function awaiting(state: ProposalState): boolean {
   return state === "pending" || state === "interrupted";
@@ -123,19 +153,22 @@ export function shownEnvelope(p: Proposal): unknown {
   if (typeof p.envelope !== "object" || p.envelope === null) return p.envelope;
   const need = p.required ?? 1;
   const env = p.envelope as { payload?: Record<string, unknown> };
+  const runs = whatRuns(p);
   // A proposal that needs several approvers carries how far it got ("1 of 2", and who).
   const progress =
     need > 1 && awaiting(p.state)
-      ? { "mewgate/approvals": { required: need, by: [...new Set((p.approvals ?? []).map((a) => a.by))], ...(p.editedArguments !== undefined ? { arguments: p.editedArguments } : {}) } }
+      ? { "mewgate/approvals": { required: need, by: [...new Set((p.approvals ?? []).map((a) => a.by))], ...(runs.edited ? { arguments: runs.arguments } : {}) } }
       : {};
-  if (p.state !== "interrupted") return need > 1 ? { ...env, payload: { ...env.payload, ...progress } } : p.envelope;
+  // Edited arguments are what an approval now runs: every reader shows these, with who edited them.
+  const edited = runs.edited && awaiting(p.state) ? { [EDITED_KEY]: { arguments: runs.arguments, ...(runs.edited.by !== undefined ? { by: runs.edited.by } : {}), ...(runs.edited.at !== undefined ? { at: runs.edited.at } : {}) } } : {};
+  if (p.state !== "interrupted") return need > 1 || runs.edited ? { ...env, payload: { ...env.payload, ...progress, ...edited } } : p.envelope;
   const mark = {
     reason: p.reason ?? "gateway_restarted",
     message: INTERRUPTED_TEXT,
     approved_by: p.decidedBy,
-    ...(p.editedArguments !== undefined ? { arguments: p.editedArguments } : {}),
+    ...(runs.edited ? { arguments: runs.arguments } : {}),
   };
-  return { ...env, payload: { ...env.payload, ...progress, "mewgate/interrupted": mark } };
+  return { ...env, payload: { ...env.payload, ...progress, ...edited, "mewgate/interrupted": mark } };
 }
 
 export type ProposalRecord =
@@ -226,7 +259,7 @@ export class ProposalBook {
       const p = this.open.get(r.id);
       if (p) {
         p.approvals = [...(p.approvals ?? []), r.approval];
-        if (r.approval.arguments !== undefined) p.editedArguments = r.approval.arguments;
+        if (r.approval.arguments !== undefined) Object.assign(p, { editedArguments: r.approval.arguments, editedBy: r.approval.by, editedAt: r.approval.ts });
       }
     }
     else {
@@ -342,7 +375,7 @@ export class ProposalBook {
       records: [{ type: "approval", id: p.id, approval }, entry],
       apply: () => {
         p.approvals = [...(p.approvals ?? []), approval];
-        if (approval.arguments !== undefined) p.editedArguments = approval.arguments;
+        if (approval.arguments !== undefined) Object.assign(p, { editedArguments: approval.arguments, editedBy: approval.by, editedAt: approval.ts });
       },
       done: () => this.busy.delete(p.id),
     };

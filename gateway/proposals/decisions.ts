@@ -10,10 +10,10 @@
  * routed through calls/router.ts on the proposer's behalf.
  */
 import { randomUUID } from "node:crypto";
-import { isDeepStrictEqual } from "node:util";
 import {
   ApprovePayloadSchema,
   type Envelope,
+  type ErrorCode,
   ErrorCodes,
   GATEWAY_ID,
   type InboundEnvelope,
@@ -31,9 +31,11 @@ import {
 import { type CallRouter, clip, disabledRefusal, type ProposalDesk, type SpaceHost } from "../ports/host.js";
 import { DEFINITION_CHANGED, toolGrant } from "../policy/rules.js";
 import type { Plan } from "../ports/plan.js";
-import { awaiting, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, OPEN_OWNER, type Proposal, type ProposalBook } from "./book.js";
+import { awaiting, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, OPEN_OWNER, type Proposal, type ProposalBook, runningArguments, runningParams } from "./book.js";
 import type { Member } from "../ports/member.js";
-import { approversNow, requiredApprovals } from "./approvals.js";
+import { approversNow, requiredApprovals, sameArguments } from "./approvals.js";
+import { cannotRun, editOf } from "./runs.js";
+import { respondMark } from "./respond.js";
 import { approveOneOf, fulfilmentBlocked } from "./several.js";
 import { conditionFor, describeCondition, type GrantCondition } from "../policy/scope.js";
 import { Escalations } from "./escalation.js";
@@ -200,44 +202,43 @@ export class Decisions implements ProposalDesk {
     return undefined;
   }
 
+  /** Whether `member` may decide `p` (`whyNotDecide`); if not, it is told why. */
+  private mayDecide(member: Member, p: Proposal, inboundId: string | undefined, approving = false): boolean {
+    const why = this.whyNotDecide(member, p, approving);
+    if (why) this.space.fail(member, why.code, why.message, inboundId);
+    return why === undefined;
+  }
+
   /**
    * Who may approve or reject: not the proposer, one of its `approvers` if set, and able to
-   * make the call itself. `approving`: nor may anyone approve a call to a participant switched
-   * off since it was proposed (the proposal stays as it is, for when it is switched on again);
+   * make the call itself, with the arguments that will run. `approving`: nor may anyone approve
+   * a call to a participant switched off since it was proposed (the proposal stays as it is);
    * asked before the approver's capability, which may rest on the tool's annotations, hidden
-   * while it is off.
+   * while it is off. Also the bar for a Respond to count as an answer (`respondMark`).
    */
-  private mayDecide(member: Member, p: Proposal, inboundId: string | undefined, approving = false): boolean {
-    if (member.id === p.proposer) {
-      this.space.fail(member, ErrorCodes.selfApproval, "you cannot decide on your own proposal (withdraw it instead)", inboundId);
-      return false;
-    }
+  whyNotDecide(member: Member, p: Proposal, approving = false): { code: ErrorCode; message: string } | undefined {
+    if (member.id === p.proposer) return { code: ErrorCodes.selfApproval, message: "you cannot decide on your own proposal (withdraw it instead)" };
     // The proposer's approvers (ids and @groups: space.yaml's, and those the identity provider
     // put members in), widened by escalation stages reached (approvals.ts).
     const approvers = approversNow(this.space.config, p);
     if (approvers && !this.space.authority.groups.names(approvers, member.id)) {
-      this.space.fail(member, ErrorCodes.notAnApprover, `proposals of "${p.proposer}" are decided by ${approvers.join(", ")}`, inboundId);
-      return false;
+      return { code: ErrorCodes.notAnApprover, message: `proposals of "${p.proposer}" are decided by ${approvers.join(", ")}` };
     }
     // Nobody can tell whether a rejecter could make an open proposal's call before a target
     // is named: rejecting runs nothing, so the approvers' list is the bar. Fulfilling names one.
-    if (p.owner === OPEN_OWNER && !approving) return true;
+    if (p.owner === OPEN_OWNER && !approving) return undefined;
     if (approving && p.method === "tools/call" && this.mcp.registry.isDisabled(p.owner)) {
       const off = disabledRefusal(p.owner);
-      this.space.fail(member, off.code, `${off.message}; the proposal stays ${p.state}`, inboundId);
-      return false;
+      return { code: off.code, message: `${off.message}; the proposal stays ${p.state}` };
     }
-    if (!this.mayCall(member, p)) {
-      this.space.fail(member, ErrorCodes.approverLacksCapability, `you may not make this call yourself, so you cannot approve or reject it`, inboundId);
-      return false;
-    }
-    return true;
+    const verdict = this.mcp.authorize(member, p.owner, p.method, runningParams(p), true);
+    if (verdict.decision === "direct" || (verdict.decision === "proposal" && verdict.flagged === true)) return undefined;
+    return { code: ErrorCodes.approverLacksCapability, message: `you may not make this call yourself (with the arguments that will run), so you cannot approve or reject it` };
   }
 
-  /** Whether `member` may itself make the call a proposal asks for, directly: the bar for deciding on it. */
-  private mayCall(member: Member, p: Proposal): boolean {
-    const verdict = this.mcp.authorize(member, p.owner, p.method, p.params, true);
-    return verdict.decision === "direct" || (verdict.decision === "proposal" && verdict.flagged === true);
+  /** A chat correlated to a proposal, marked as a Respond only if `member` may decide it (respond.ts). */
+  respondMark(member: Member, chat: Envelope): Envelope {
+    return respondMark(chat, member.id, (id) => this.proposals.get(id), (p) => this.whyNotDecide(member, p) === undefined);
   }
 
   /** The approver's bar for the call with `args` instead of the proposed arguments. */
@@ -260,9 +261,8 @@ export class Decisions implements ProposalDesk {
     }
     if (!this.mayDecide(member, p, inbound.id, true)) return;
     const { scope, reason } = parsed.data;
-    // Approving an interrupted proposal again without edits approves what was approved
-    // before (and is shown on its card): the earlier approver's edits, if any.
-    const edited = parsed.data.arguments ?? (p.state === "interrupted" ? p.editedArguments : undefined);
+    // Approving without arguments approves what runs (book.ts `whatRuns`, an interrupted one's edits included).
+    const { running, edited, confirmed } = editOf(p, parsed.data.arguments);
     if (scope === "always" && (p.tool === undefined || /[*!]/.test(p.tool))) {
       return this.space.fail(member, ErrorCodes.invalidPayload, "scope \"always\" applies to a tools/call of a tool whose name has no * or !", inbound.id);
     }
@@ -270,20 +270,22 @@ export class Decisions implements ProposalDesk {
       const over = this.space.grantQuota(member.id);
       if (over) return this.space.fail(member, ErrorCodes.quotaExceeded, `${over}; approve once instead, or revoke a grant`, inbound.id, { quota: "grants" });
     }
-    // Edited arguments are a new call: the approver must be able to make that one directly.
+    // Edited arguments are a new call: they must fit the tool, and the approver must be able to make it directly.
+    const cannot = cannotRun(this.space.authority, this.mcp.registry, p, p.owner, edited ?? running, edited !== undefined);
+    if (cannot) return this.space.fail(member, cannot.code, cannot.message, inbound.id, cannot.extra);
     if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
     // A scoped "always" holds only for the approved arguments, or a path under theirs (policy/scope.ts).
     let condition: GrantCondition | undefined;
     if (parsed.data.limit !== undefined && parsed.data.limit !== "tool") {
       if (scope !== "always") return this.space.fail(member, ErrorCodes.invalidPayload, "limit applies to scope \"always\" only", inbound.id);
-      const made = conditionFor(parsed.data.limit, edited ?? (p.params["arguments"] as Record<string, unknown> | undefined));
+      const made = conditionFor(parsed.data.limit, edited ?? running);
       if (made.error !== undefined) return this.space.fail(member, ErrorCodes.invalidPayload, `cannot limit the grant: ${made.error}`, inbound.id);
       condition = made.condition;
     }
     const env = stamp(inbound, member.id);
     env.to ??= [p.proposer];
     if ((p.required ?? 1) > 1 && awaiting(p.state)) {
-      return approveOneOf(this.space, this.proposals, member, p, { scope, edited, reason }, inbound.id, (last) => this.approve(member, p, { scope: "once", edited: last, reason }, inbound.id, env));
+      return approveOneOf(this.space, this.proposals, member, p, { scope, edited, confirmed, reason }, inbound.id, (last) => this.approve(member, p, { scope: "once", edited: last, reason }, inbound.id, env));
     }
     return this.approve(member, p, { scope, edited, reason, condition }, inbound.id, env);
   }
@@ -316,13 +318,14 @@ export class Decisions implements ProposalDesk {
     }
     if (!this.mayDecide(member, q, inbound.id, true)) return;
     const args = payload.params?.["arguments"];
-    // A fulfilment repeats the arguments it carries out: only a difference is an edit, and
-    // the record says edited only then.
-    const differs = args && typeof args === "object" && !Array.isArray(args) && !isDeepStrictEqual(args, p.params["arguments"] ?? {});
-    const edited = differs ? (args as Record<string, unknown>) : undefined;
+    // Only a difference from what runs is an edit (the proposed arguments after an edit are one).
+    const given = args && typeof args === "object" && !Array.isArray(args) ? (args as Record<string, unknown>) : undefined;
+    const { running, edited } = editOf(p, given);
+    const cannot = cannotRun(this.space.authority, this.mcp.registry, p, target, edited ?? running, edited !== undefined);
+    if (cannot) return void this.space.fail(member, cannot.code, cannot.message, inbound.id, cannot.extra);
     if (edited !== undefined && !this.mayCallWith(member, q, edited, inbound.id)) return;
     // A fulfilment routes the call: it is the last approval a proposal needs, or none.
-    const blocked = fulfilmentBlocked(member.id, p, edited);
+    const blocked = fulfilmentBlocked(member.id, p, edited, given !== undefined);
     if (blocked) return void this.space.fail(member, blocked.code, blocked.message, inbound.id, blocked.extra);
     const env = stamp(inbound, member.id);
     // The routed request is the fulfiller's own (its envelope id and JSON-RPC id), so the
@@ -360,11 +363,15 @@ export class Decisions implements ProposalDesk {
       const message = `the definition of ${p.owner}/${p.tool} changed after this was proposed, so approving it would run what nobody was shown; ${stays} (reject it, and it can be proposed again)`;
       return this.space.fail(approver, ErrorCodes.toolChanged, message, sentId, { previous: p.digest, digest: pinned.digest });
     }
-    const args = d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined);
+    // What runs (this approval's edits, else book.ts `whatRuns`), checked against the proposer's rules again.
+    const args = p.method === "tools/call" ? (d.edited ?? runningArguments(p)) : (d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined));
+    const cannot = cannotRun(this.space.authority, this.mcp.registry, p, owner, args ?? {}, false);
+    if (cannot) return this.space.fail(approver, cannot.code, cannot.message, sentId, cannot.extra);
+    const edit = d.edited === undefined || (p.editedArguments !== undefined && sameArguments(d.edited, p.editedArguments)) ? { editedArguments: p.editedArguments, editedBy: p.editedBy, editedAt: p.editedAt } : { editedArguments: d.edited, editedBy: approver.id, editedAt: now() };
     // The decision and the grant an "always" makes are one transaction: both or neither.
     const target = owner === p.owner ? {} : { owner };
     const several = (p.required ?? 1) > 1 && awaiting(p.state) ? { approvals: [...(p.approvals ?? []), { by: approver.id, ts: now() }] } : {};
-    const plans: Plan[] = [this.proposals.planTransition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, editedArguments: d.edited, ...target, ...several })];
+    const plans: Plan[] = [this.proposals.planTransition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, ...edit, ...target, ...several })];
     if (d.scope === "always" && p.tool !== undefined) {
       // On the definition the approver was shown: a change since suspends it again.
       const pins = p.digest === undefined ? undefined : { [`${p.owner}/${p.tool}`]: p.digest };

@@ -11,7 +11,7 @@
  * in a small delivery log (`deliveries()`, and the gateway log).
  */
 import type { Logger } from "pino";
-import type { Proposal } from "./book.js";
+import { type Proposal, runningParams } from "./book.js";
 
 /** A decision link for one approver of one proposal (links.ts). */
 export interface ApproverLink {
@@ -116,7 +116,7 @@ export class Notifier {
     const asks = event === "proposed" || event === "interrupted" || event === "escalated";
     const links = asks ? this.links(p) : [];
     if (hook.format === "slack") return slackBody(this.space, p, event, tool, link, links);
-    let args = JSON.stringify(p.editedArguments ?? p.params["arguments"] ?? {});
+    let args = JSON.stringify(runningParams(p)["arguments"] ?? {});
     const truncated = args.length > ARGUMENT_CHARS;
     if (truncated) args = args.slice(0, ARGUMENT_CHARS);
     return JSON.stringify({
@@ -216,7 +216,7 @@ function slackBody(space: string, p: Proposal, event: string, tool: string, cons
   const text = `[${space}] ${p.proposer} ${verb[event] ?? event} ${tool}${who}${p.reason && event !== "proposed" && event !== "approved" ? ` (${p.reason})` : ""}${asks && consoleUrl ? ` — decide at ${consoleUrl}` : ""}`;
   const blocks: unknown[] = [{ type: "section", text: { type: "plain_text", text: clipText(text, 2900), emoji: false } }];
   if (asks) {
-    let args = JSON.stringify(p.editedArguments ?? p.params["arguments"] ?? {});
+    let args = JSON.stringify(runningParams(p)["arguments"] ?? {});
     if (args.length > 1000) args = `${args.slice(0, 1000)}…`;
     blocks.push({ type: "context", elements: [{ type: "plain_text", text: clipText(`arguments: ${args}`, 2000), emoji: false }] });
     for (const l of links.slice(0, SLACK_APPROVERS)) {

@@ -23,7 +23,7 @@ import { compileGlob } from "../policy/capabilities.js";
 import type { Verdict } from "../policy/authority.js";
 import type { NotRouted } from "../ports/host.js";
 import type { Registry } from "../ports/registry.js";
-import type { Proposal } from "./book.js";
+import { runningArguments, type Proposal } from "./book.js";
 
 export type PreviewStatus = "ok" | "none" | "refused" | "failed" | "timeout" | "too_large";
 
@@ -240,10 +240,9 @@ function outcome(r: Exclude<StepResult, { kind: "answer" }>): Omit<Preview, "pro
   return { status, message: r.message, ...("code" in r && r.code ? { code: r.code } : {}) };
 }
 
-/** The arguments the decision is about: an interrupted proposal's approved edits, else the proposed ones. */
+/** The arguments the decision is about: those that will run (book.ts `runningArguments`). */
 export function shownArguments(p: Proposal): Record<string, unknown> {
-  const a = p.editedArguments ?? p.params["arguments"];
-  return typeof a === "object" && a !== null && !Array.isArray(a) ? (a as Record<string, unknown>) : {};
+  return runningArguments(p);
 }
 
 /** server-filesystem, known by the tools it offers and the fields the previews use. */

@@ -73,8 +73,9 @@ export const ROUTES: ReadonlyMap<string, Route> = new Map<string, Route>([
     "chat",
     {
       handle(h, member, inbound) {
-        // Who is talking with whom, idle clocks, and "stop" (conversations.ts).
-        const chat = stamp(inbound, member.id);
+        // Who is talking with whom, idle clocks, and "stop" (conversations.ts). A chat tied to a
+        // proposal is a Respond only from someone who may decide it (decisions.ts respondMark).
+        const chat = h.decisions.respondMark(member, stamp(inbound, member.id));
         h.conversations.onChat(member, chat);
         h.deliver(chat, member);
       },

@@ -42,7 +42,7 @@ import { clip, type SpaceHost } from "../ports/host.js";
 import { Member, type Peer } from "../ports/member.js";
 import type { Plan } from "../ports/plan.js";
 import { Registry } from "../ports/registry.js";
-import { type AuditEntry, type AuditQuery, type Proposal, ProposalBook } from "../proposals/book.js";
+import { type AuditEntry, type AuditQuery, type Proposal, ProposalBook, runningArguments } from "../proposals/book.js";
 import { Aids } from "../proposals/aids.js";
 import { Decisions } from "../proposals/decisions.js";
 import { StoreError, type StoreOpener } from "../store/index.js";
@@ -176,7 +176,7 @@ export class Space implements SpaceHost {
       storeFailed: (...a) => this.storeFailed(...a),
     });
     this.aids = new Aids({ config, registry: this.registry, authority: this.authority, isDisabled: (id) => this.switches.isDisabled(id), callFor: (...a) => this.mcp.callFor(...a), consoleUrl: () => this.consoleUrl });
-    this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool, p.params["arguments"] ?? {}) : undefined), (p) => this.aids.linksFor(p));
+    this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool, runningArguments(p)) : undefined), (p) => this.aids.linksFor(p));
     const onDue = config.policy.expires_action === "keep" ? undefined : (p: Proposal) => void this.decisions.onDue(p);
     this.proposals = new ProposalBook(onDue, (p, event, from) => this.proposalChanged(p, event, from));
     this.ledger = Ledger.open(config, log, { proposals: this.proposals, grants: this.grants, invites: this.invites, switches: this.switches, conversations: this.conversations, pins: this.registry.pins }, (s) => this.metrics.storeWriteSeconds.observe(s), opts.store);

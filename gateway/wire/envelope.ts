@@ -108,6 +108,15 @@ export const Intent = z.string().max(INTENT_MAX, `intent: at most ${INTENT_MAX} 
 /** The `_meta` key under which a `tools/call` through the gateway carries its intent. */
 export const INTENT_META_KEY = "mewgate/intent";
 
+/**
+ * The payload key the gateway puts on a chat correlated to an awaiting proposal when its sender
+ * may decide that proposal (a Respond: `{proposal, by}`), and takes off any other chat.
+ */
+export const RESPOND_KEY = "mewgate/respond";
+
+/** The payload key of a shown proposal whose arguments an approver edited: `{arguments, by?, at?}`, what an approval now runs. */
+export const EDITED_KEY = "mewgate/edited";
+
 /** MEW proposals carry the request's method and params, without JSON-RPC framing; ours may add an intent. */
 export const ProposalPayloadSchema = z.object({ method: z.string().min(1).max(256), params: Params.optional(), intent: Intent.optional() });
 

@@ -5,7 +5,7 @@
  *
  * Split from participant.ts; used by the chat turns and the ask server alike.
  */
-import { GATEWAY_ID, INTENT_MAX, INTENT_META_KEY, type Envelope } from "../../gateway/wire/envelope.js";
+import { GATEWAY_ID, INTENT_MAX, INTENT_META_KEY, RESPOND_KEY, type Envelope } from "../../gateway/wire/envelope.js";
 import type { CallOptions, ParticipantClient } from "../client.js";
 import type { ToolInfo } from "../wire.js";
 import { addDelegated, contractLine, type Spend } from "./contract.js";
@@ -47,11 +47,15 @@ export class ToolCaller {
    * the console or the terminal): the person asks something of us instead of deciding. The
    * proposal is withdrawn, and its call ends with what they said, so the model can propose
    * again as asked or reply. Returns whether the chat was such an answer (it starts no turn).
+   * It counts only with the gateway's mark (`payload["mewgate/respond"]`: its sender may decide
+   * that proposal); any other chat tied to it is an ordinary chat and withdraws nothing.
    */
   noteResponse(env: Envelope): boolean {
     const id = env.correlation_id?.[0];
     const text = isRecord(env.payload) && typeof env.payload["text"] === "string" ? env.payload["text"] : undefined;
-    if (id === undefined || text === undefined || !this.myProposals.has(id) || this.responses.has(id)) return false;
+    const mark = isRecord(env.payload) ? env.payload[RESPOND_KEY] : undefined;
+    const marked = isRecord(mark) && mark["proposal"] === id && mark["by"] === env.from;
+    if (id === undefined || text === undefined || !marked || !this.myProposals.has(id) || this.responses.has(id)) return false;
     this.responses.set(id, { by: env.from, text: clip(text, 4000) });
     this.host.client.withdraw(id, "answered by a person; proposing again");
     return true;

@@ -6,7 +6,7 @@
  * the pending proposals, and the calls a person's conversation holds across a reconnect.
  */
 import * as z from "zod";
-import { GATEWAY_ID, type Capability, type Envelope } from "../../gateway/wire/envelope.js";
+import { EDITED_KEY, GATEWAY_ID, type Capability, type Envelope } from "../../gateway/wire/envelope.js";
 import { ParticipantError } from "../errors.js";
 import {
   parseMcpRequest,
@@ -154,6 +154,9 @@ export class Inbound {
         this.forgetProposals(env);
         this.calls.withdrawn(env);
         break;
+      case "system/approval":
+        if (env.from === GATEWAY_ID) this.onApprovalProgress(env);
+        break;
     }
     this.ports.emit("envelope", env);
   }
@@ -246,6 +249,21 @@ export class Inbound {
     this.seenProposals.set(env.id, env);
     this.calls.proposed(env);
     this.ports.emit("proposal", env);
+  }
+
+  /**
+   * One of several approvals a proposal needs was given: the proposal as remembered takes the
+   * count and, when an approver edited the arguments, what now runs (`mewgate/edited`), as a
+   * welcome would show it, so a card drawn from it shows what an approval runs.
+   */
+  private onApprovalProgress(env: Envelope): void {
+    const id = env.correlation_id?.[0];
+    const seen = id === undefined ? undefined : this.seenProposals.get(id);
+    if (!seen || !isRecord(seen.payload) || !isRecord(env.payload)) return;
+    const { required, by, arguments: args, edited_by, edited_at } = env.payload;
+    const edited = isRecord(args) ? { [EDITED_KEY]: { arguments: args, ...(typeof edited_by === "string" ? { by: edited_by } : {}), ...(typeof edited_at === "string" ? { at: edited_at } : {}) } } : {};
+    const progress = { "mewgate/approvals": { required, by, ...(isRecord(args) ? { arguments: args } : {}) } };
+    this.seenProposals.set(seen.id, { ...seen, payload: { ...seen.payload, ...progress, ...edited } });
   }
 
   /** A decision or an answer ends a proposal's pending life. */
