@@ -141,7 +141,7 @@ export function proposalCard(p, on, selected = false) {
     ),
     flagged(p.findings, `The gateway flagged ${p.tool ?? "this tool"}`, p.description),
     // A two-person rule: "1 of 2", who approved, and whether it can still be met.
-    p.approvals ? el("p", { class: p.approvals.satisfiable ? "approvals" : "approvals error", role: "status", text: `Approvals: ${p.approvals.text}${p.approvals.by?.length ? ` (${p.approvals.by.join(", ")})` : ""}.${p.approvals.satisfiable ? "" : ` ${p.approvals.why}`}` }) : undefined,
+    p.approvals ? el("p", { class: p.approvals.satisfiable ? "approvals" : "approvals error", role: "status", text: `Approvals: ${p.approvals.text}${p.approvals.by?.length ? ` (${p.approvals.by.join(", ")})` : ""}.${p.approvals.dropped?.length ? ` No longer counted: ${p.approvals.dropped.map((d) => `${d.by} (${d.why})`).join("; ")}.` : ""}${p.approvals.satisfiable ? "" : ` ${p.approvals.why}`}` }) : undefined,
     argumentsView(args, p.inputSchema),
     // What the call would change (a diff against the file on disk, …), beside the arguments.
     on.preview ? previewBox(p, () => on.preview(p)) : undefined,
