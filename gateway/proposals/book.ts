@@ -1,5 +1,6 @@
 /**
- * Proposals held by the gateway: the state machine and its audit trail.
+ * Proposals held by the gateway: the state machine and its audit trail. Past 500 lines
+ * because each change is a record, its fold on restart and its audit entry, kept together.
  * Which transition an envelope asks for, and whether its sender may make it, is decided
  * in decisions.ts; calls/router.ts moves a routed proposal on when its call ends.
  *

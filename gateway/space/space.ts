@@ -177,7 +177,7 @@ export class Space implements SpaceHost {
       storeFailed: (...a) => this.storeFailed(...a),
     });
     this.aids = new Aids({ config, registry: this.registry, authority: this.authority, isDisabled: (id) => this.switches.isDisabled(id), callFor: (...a) => this.mcp.callFor(...a), consoleUrl: () => this.consoleUrl });
-    this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool, p.params["arguments"] ?? {}) : undefined), (p) => this.aids.linksFor(p));
+    this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool, p.params["arguments"] ?? {}) : undefined), (p) => this.aids.linksFor(p), opts.env ?? process.env);
     const onDue = config.policy.expires_action === "keep" ? undefined : (p: Proposal) => void this.decisions.onDue(p);
     this.proposals = new ProposalBook(onDue, (p, event, from) => this.proposalChanged(p, event, from));
     this.ledger = Ledger.open(config, log, { proposals: this.proposals, grants: this.grants, invites: this.invites, switches: this.switches, conversations: this.conversations, pins: this.registry.pins }, (s) => this.metrics.storeWriteSeconds.observe(s), opts.store);
