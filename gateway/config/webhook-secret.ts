@@ -18,3 +18,14 @@ export function parseWebhookSecret(value: string | undefined, name: string): { k
   if (key.length < 24 || key.length > 64) return { error: `the secret in ${name} is ${key.length} bytes; a webhook secret is 24 to 64 bytes` };
   return { key };
 }
+
+/** Each signing webhook whose secret is missing or malformed: where in the file (`secret_env`), and why. */
+export function webhookSecretIssues(hooks: ReadonlyArray<{ secret_env?: string | undefined }>, env: NodeJS.ProcessEnv): Array<[Array<string | number>, string]> {
+  const out: Array<[Array<string | number>, string]> = [];
+  hooks.forEach((hook, i) => {
+    if (hook.secret_env === undefined) return;
+    const parsed = parseWebhookSecret(env[hook.secret_env], hook.secret_env);
+    if ("error" in parsed) out.push([["gateway", "notify", i, "secret_env"], parsed.error]);
+  });
+  return out;
+}
