@@ -1,0 +1,144 @@
+/**
+ * The operator API's routes for rules learnt from decisions (gateway/policy/learn/):
+ *
+ *   GET  policy/suggestions                     the suggested rules, each with its dry run
+ *   POST policy/suggestions/<id>/accept {confirm?}  write it into space.yaml, record, reload
+ *   POST policy/suggestions/<id>/dismiss        never show it again (remembered in the state dir)
+ *   POST policy/dry-run {yaml}                  every recorded call a changed space.yaml would decide otherwise
+ *
+ * A human reads suggestions and dismisses them; accepting one and a dry run of a whole file
+ * are an operator's (capabilities allowing `space/reload`): the first changes the file, the
+ * second reads one with the gateway's environment. An accept is checked again at the time:
+ * the suggestion must still be made from the trail as it is now, and a rejected call it
+ * would cover must have been confirmed by each person who rejected it.
+ */
+import { type SpaceConfig, parseSpaceConfig } from "../config/config.js";
+import { RuleEditError } from "../config/rule-edit.js";
+import { compileCapabilities } from "../policy/capabilities.js";
+import { restore, serialised, writeRule } from "../policy/learn/accept.js";
+import { type PastCall, pastCalls } from "../policy/learn/history.js";
+import { SuggestionMemory } from "../policy/learn/remembered.js";
+import { dryRunView, type KnownTool } from "../policy/learn/replay.js";
+import { type Suggestion, suggest } from "../policy/learn/suggest.js";
+import type { AuditRecord } from "../proposals/book.js";
+import type { ReloadReport } from "../space/reload.js";
+import type { Space } from "../space/space.js";
+
+type Reply = { status: number; body: unknown };
+const fail = (status: number, code: string, message: string): Reply => ({ status, body: { error: { code, message } } });
+
+/** How many audit entries are read to learn from. */
+export const LEARN_WINDOW = 100_000;
+/** The largest space.yaml a dry run takes, in characters. */
+const MAX_YAML = 512 * 1024;
+
+export interface LearnHost {
+  reload?(opts: { space?: string | undefined; by: string }): Promise<ReloadReport[]>;
+}
+
+const memories = new WeakMap<Space, SuggestionMemory>();
+function memory(space: Space): SuggestionMemory {
+  let m = memories.get(space);
+  if (!m) memories.set(space, (m = new SuggestionMemory(space.config.gateway.state_dir)));
+  return m;
+}
+
+function isHuman(space: Space, id: string): boolean {
+  return space.config.participants[id]?.kind === "human";
+}
+
+function isOperator(space: Space, id: string): boolean {
+  const capabilities = space.participantsView().find((p) => p.id === id)?.["capabilities"] as Parameters<typeof compileCapabilities>[0] | undefined;
+  return capabilities !== undefined && compileCapabilities(capabilities)({ kind: "space/reload" });
+}
+
+/** The space's recorded calls and known tools. */
+export function learningInput(space: Space): { calls: PastCall[]; tools: KnownTool[] } {
+  const calls = pastCalls(space.audit({}, LEARN_WINDOW));
+  const tools = space.registry.list().map((t) => ({ participant: t.participant, tool: t.tool, annotations: t.annotations }));
+  return { calls, tools };
+}
+
+/** The suggestions not dismissed, each saying who confirmed what. */
+export function currentSuggestions(space: Space): { suggestions: Array<Suggestion & { confirmed?: string[] }>; dismissed: number; calls: number } {
+  const { calls, tools } = learningInput(space);
+  const m = memory(space);
+  const suggestions = suggest(space.config, calls, tools)
+    .filter((s) => !m.isDismissed(s.id))
+    .map((s) => (s.confirm ? { ...s, confirmed: m.confirmedBy(s.id) } : s));
+  return { suggestions, dismissed: m.dismissedCount(), calls: calls.length };
+}
+
+export async function learnRoute(host: LearnHost, space: Space, me: string, method: string, rest: string[], body: Record<string, unknown>, env: NodeJS.ProcessEnv = process.env): Promise<Reply> {
+  const [what, sid, action] = rest;
+  if (what === "dry-run" && method === "POST" && rest.length === 1) return dryRunRoute(space, me, body, env);
+  if (what !== "suggestions") return fail(404, "not_found", "no such route; see docs/operator-api.md");
+  if (!isHuman(space, me)) return fail(403, "forbidden", "only a human may read or decide suggested rules");
+  if (method === "GET" && rest.length === 1) return { status: 200, body: currentSuggestions(space) };
+  if (method !== "POST" || rest.length !== 3 || !sid || (action !== "accept" && action !== "dismiss")) return fail(404, "not_found", "POST policy/suggestions/<id>/accept or …/dismiss");
+  const found = currentSuggestions(space).suggestions.find((s) => s.id === sid);
+  if (!found) return fail(404, "unknown_suggestion", `no suggestion "${sid.slice(0, 64)}" now: dismissed, accepted, or the trail no longer supports it`);
+  if (action === "dismiss") {
+    memory(space).dismiss(found.id, me);
+    return { status: 200, body: { ok: true, dismissed: found.id } };
+  }
+  if (!isOperator(space, me)) return fail(403, "capability_violation", "only an operator may change space.yaml: your capabilities do not allow space/reload");
+  if (!host.reload) return fail(501, "not_supported", "this gateway cannot reload");
+  if (found.confirm) {
+    if (found.confirm.by.includes(me) && body["confirm"] === true) memory(space).confirm(found.id, me);
+    const waiting = found.confirm.by.filter((p) => !memory(space).confirmedBy(found.id).includes(p));
+    if (waiting.length) {
+      return {
+        status: 409,
+        body: { error: { code: "needs_confirmation", message: `this rule would allow ${found.confirm.calls.length} call(s) a person rejected; each of ${waiting.join(", ")} must accept it with {"confirm": true} first`, waiting, calls: found.confirm.calls } },
+      };
+    }
+  }
+  return accept(host, space, me, found, env);
+}
+
+async function accept(host: LearnHost, space: Space, me: string, s: Suggestion, env: NodeJS.ProcessEnv): Promise<Reply> {
+  const file = space.config.file;
+  return serialised(file, async () => {
+    let written;
+    try {
+      written = await writeRule(file, space.config.gateway.state_dir, env, s.participant, s.kind, s.rule);
+    } catch (err) {
+      const code = err instanceof RuleEditError ? "cannot_edit" : "write_failed";
+      return fail(409, code, `space.yaml was not changed: ${(err as Error).message}`);
+    }
+    const changes = [`${s.kind} for ${s.participant}: ${JSON.stringify(s.rule)}`, ...Object.entries(s.changes).map(([how, n]) => `${how}: ${n.total} recorded call(s) (${n.approved} approved, ${n.rejected} rejected)`), `backup: ${written.backup}`];
+    const record: AuditRecord = {
+      type: "audit",
+      entry: { ts: new Date().toISOString(), event: "rule_accepted", proposal: "", proposer: me, owner: s.participant, tool: typeof s.rule === "string" ? s.rule : s.rule.tool, method: "policy/suggestion", arguments: { suggestion: s.id, kind: s.kind, rule: s.rule }, changes },
+    };
+    try {
+      await space.record({ records: [record], apply: () => {} });
+    } catch (err) {
+      await restore(file, written);
+      return fail(503, "store_failed", `space.yaml was put back: the audit trail could not record the accept (${(err as Error).message})`);
+    }
+    try {
+      const reloaded = await host.reload!({ space: space.id, by: me });
+      return { status: 200, body: { ok: true, accepted: s.id, rule: { participant: s.participant, kind: s.kind, rule: s.rule }, backup: written.backup, reloaded } };
+    } catch (err) {
+      return fail(422, "reload_failed", `the rule is in space.yaml (backup ${written.backup}) but the reload failed: ${(err as Error).message}`);
+    }
+  });
+}
+
+function dryRunRoute(space: Space, me: string, body: Record<string, unknown>, env: NodeJS.ProcessEnv): Reply {
+  if (!isOperator(space, me)) return fail(403, "capability_violation", "only an operator may dry-run a space.yaml: your capabilities do not allow space/reload");
+  const text = body["yaml"];
+  if (typeof text !== "string" || text.length === 0) return fail(400, "invalid_payload", "dry-run: yaml must be the changed space.yaml's text");
+  if (text.length > MAX_YAML) return fail(400, "invalid_payload", `dry-run: yaml is ${text.length} characters; at most ${MAX_YAML}`);
+  let next: SpaceConfig;
+  try {
+    next = parseSpaceConfig(text, { file: space.config.file, env });
+  } catch (err) {
+    const issues = (err as { issues?: unknown }).issues;
+    return { status: 422, body: { error: { code: "invalid_config", message: (err as Error).message, ...(issues ? { issues } : {}) } } };
+  }
+  const { calls, tools } = learningInput(space);
+  return { status: 200, body: dryRunView(space.config, next, calls, tools) };
+}
