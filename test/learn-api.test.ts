@@ -12,6 +12,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join as pathJoin } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { runPolicyDryRun, runPolicySuggest } from "../cli/policy-learn.js";
 import { readAudit } from "../gateway/space/ledger.js";
 import { startGateway, TestClient, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 
@@ -79,6 +80,12 @@ async function decided(g: TestGateway, agent: TestClient, tool: string, args: Re
   return id;
 }
 
+function io() {
+  let out = "";
+  let err = "";
+  return { io: { stdout: { write: (x: string) => ((out += x), true) } as any, stderr: { write: (x: string) => ((err += x), true) } as any, env: {} }, out: () => out, err: () => err };
+}
+
 async function ready(g: TestGateway): Promise<TestClient> {
   const fs = await toolOwner(g, "ln", T("fs"), TOOLS);
   clients.push(fs);
@@ -136,6 +143,11 @@ describe("suggested rules over the API", () => {
     const s = list.body.suggestions.find((x: any) => x.kind === "allow");
     expect(s).toMatchObject({ participant: "agent", covers: { approved: 4, rejected: 0 }, changes: { "proposal → direct": { total: 4, approved: 4 } } });
     expect(s.why).toMatch(/alice approved 4/);
+    // The CLI lists it, sanitised, with its dry run.
+    const cli = io();
+    expect(await runPolicySuggest("list", undefined, { config: file, as: "alice" }, cli.io)).toBe(0);
+    expect(cli.out()).toContain(`[${s.id}] allow for agent`);
+    expect(cli.out()).toMatch(/would change: proposal → direct for 4 recorded call\(s\) \(4 approved, 0 rejected/);
     const before = readFileSync(file, "utf8");
     const accepted = await api(g, "alice", "POST", `policy/suggestions/${s.id}/accept`, {});
     expect(accepted.status, JSON.stringify(accepted.body)).toBe(200);
@@ -183,6 +195,13 @@ describe("suggested rules over the API", () => {
     expect(run.status, JSON.stringify(run.body)).toBe(200);
     expect(run.body).toMatchObject({ replayed: 3, changed: 3, summary: { "proposal → denied": { total: 3, approved: 3 } } });
     expect(run.body.changes[0]).toMatchObject({ proposer: "agent", tool: "fs/commit", said: "approved", by: "alice", how: "proposal → denied" });
+    // The CLI, offline, reads the same trail.
+    const changedFile = pathJoin(dir, "changed.yaml");
+    writeFileSync(changedFile, changed);
+    const cli = io();
+    expect(await runPolicyDryRun(changedFile, { config: file }, cli.io)).toBe(0);
+    expect(cli.out()).toMatch(/3 recorded call\(s\) replayed; 3 would be decided otherwise/);
+    expect(cli.out()).toMatch(/proposal → denied: 3 \(3 approved/);
     const bad = await api(g, "alice", "POST", "policy/dry-run", { yaml: "participants: [" });
     expect(bad.status).toBe(422);
     await g.stop();
