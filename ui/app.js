@@ -10,6 +10,7 @@ import { editArguments, editJson } from "./edit.js";
 import { installKeys } from "./keys.js";
 import { policyFindings } from "./policy.js";
 import { sessionsPanel } from "./sessions.js";
+import { suggestionsPanel } from "./suggestions.js";
 import { el } from "./dom.js";
 
 const $ = (id) => document.getElementById(id);
@@ -438,6 +439,7 @@ for (const b of document.querySelectorAll("nav button")) {
     if (b.dataset.tab === "audit") refreshAudit().catch(alertIn);
     if (b.dataset.tab === "grants") refreshGrants().catch(alertIn);
     if (b.dataset.tab === "sessions") sessionsPanel({ api, list: $("sessions"), note: $("sessions-note"), reveal, onError: alertIn }).refresh();
+    if (b.dataset.tab === "suggestions") suggestionsPanel({ api, el, list: $("suggestions"), note: $("suggestions-note"), reveal, onError: alertIn }).refresh();
   });
 }
 

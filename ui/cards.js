@@ -140,6 +140,8 @@ export function proposalCard(p, on, selected = false) {
       el("span", { text: ` (${new Date(p.expiresAt).toLocaleTimeString()}).` }),
     ),
     flagged(p.findings, `The gateway flagged ${p.tool ?? "this tool"}`, p.description),
+    // How people decided calls like this before.
+    p.like_this ? el("p", { class: "like-this muted", text: `History: ${p.like_this.text}.` }) : undefined,
     // A two-person rule: "1 of 2", who approved, and whether it can still be met.
     p.approvals ? el("p", { class: p.approvals.satisfiable ? "approvals" : "approvals error", role: "status", text: `Approvals: ${p.approvals.text}${p.approvals.by?.length ? ` (${p.approvals.by.join(", ")})` : ""}.${p.approvals.satisfiable ? "" : ` ${p.approvals.why}`}` }) : undefined,
     argumentsView(args, p.inputSchema),

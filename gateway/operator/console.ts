@@ -26,6 +26,7 @@ const FILES: Record<string, string> = {
   "edit.js": "text/javascript; charset=utf-8",
   "keys.js": "text/javascript; charset=utf-8",
   "policy.js": "text/javascript; charset=utf-8",
+  "suggestions.js": "text/javascript; charset=utf-8",
   "preview.js": "text/javascript; charset=utf-8",
   "preview.css": "text/css; charset=utf-8",
   "link.html": "text/html; charset=utf-8",

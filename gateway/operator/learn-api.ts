@@ -17,10 +17,11 @@ import { RuleEditError } from "../config/rule-edit.js";
 import { compileCapabilities } from "../policy/capabilities.js";
 import { restore, serialised, writeRule } from "../policy/learn/accept.js";
 import { type PastCall, pastCalls } from "../policy/learn/history.js";
+import { indexCalls, type LikeThis, likeThis } from "../policy/learn/hint.js";
 import { SuggestionMemory } from "../policy/learn/remembered.js";
 import { dryRunView, type KnownTool } from "../policy/learn/replay.js";
 import { type Suggestion, suggest } from "../policy/learn/suggest.js";
-import type { AuditRecord } from "../proposals/book.js";
+import type { AuditRecord, Proposal } from "../proposals/book.js";
 import type { ReloadReport } from "../space/reload.js";
 import type { Space } from "../space/space.js";
 
@@ -141,4 +142,20 @@ function dryRunRoute(space: Space, me: string, body: Record<string, unknown>, en
   }
   const { calls, tools } = learningInput(space);
   return { status: 200, body: dryRunView(space.config, next, calls, tools) };
+}
+
+/** The index a card's hint reads, rebuilt when a proposal changed since (the space's proposal counters move). */
+const hintIndex = new WeakMap<Space, { version: number; index: Map<string, PastCall[]> }>();
+
+/** "you approved 5 like this" for a card (proposalView), from the recorded calls. */
+export function likeThisView(space: Space, viewer: string, p: Proposal): { like_this?: LikeThis } {
+  if (p.method !== "tools/call" || p.tool === undefined) return {};
+  let version = 0;
+  for (const n of space.metrics.proposals.values()) version += n;
+  let cached = hintIndex.get(space);
+  if (!cached || cached.version !== version) hintIndex.set(space, (cached = { version, index: indexCalls(pastCalls(space.audit({}, LEARN_WINDOW))) }));
+  const raw = p.editedArguments ?? p.params["arguments"];
+  const args = typeof raw === "object" && raw !== null && !Array.isArray(raw) ? (raw as Record<string, unknown>) : {};
+  const like = likeThis(cached.index, viewer, { id: p.id, proposer: p.proposer, owner: p.owner, tool: p.tool, args });
+  return like ? { like_this: like } : {};
 }
