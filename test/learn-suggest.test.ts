@@ -13,6 +13,8 @@ import { type PastCall, pastCalls } from "../gateway/policy/learn/history.js";
 import { Replayer } from "../gateway/policy/learn/replay.js";
 import { type Suggestion, suggest, withRule } from "../gateway/policy/learn/suggest.js";
 import type { AuditEntry } from "../gateway/proposals/book.js";
+import { replayDay } from "../bench/attention.js";
+import { seededDay } from "../bench/attention-day.js";
 
 const SPACE = (agentRules = "", extra = "") => `
 space: {id: learn}
@@ -102,6 +104,19 @@ describe("a proposer that games learning", () => {
     const after = new Replayer(withRule(config(), s.participant, s.kind, s.rule));
     expect(after.decide(call({ command: "git diff" }, "run"))!.decision).toBe("direct");
     expect(after.decide(call({ command: "git push --force" }, "run"))!.decision).toBe("proposal");
+  });
+});
+
+describe("a seeded day, learning as the bench does", () => {
+  it("no harmful call the seed marks runs without a person, and the person is asked less", () => {
+    const day = seededDay(36, 2400, 8);
+    const without = replayDay(day, false);
+    const learning = replayDay(day, true);
+    expect(day.filter((c) => c.harmful)).toHaveLength(10);
+    expect(learning.harmfulRan).toBe(0);
+    expect(learning.decisions).toBeLessThan(without.decisions);
+    // Risky tools were never allowed, only stated as scoped asks.
+    for (const a of learning.accepted) expect(a).not.toMatch(/^allow \S+ (git\/push|shell\/run|fs\/delete_file|mail\/send|web\/fetch)$/);
   });
 });
 

@@ -235,14 +235,19 @@ function condition(shape: Shape): string | undefined {
 }
 
 function finish(config: SpaceConfig, current: Replayer, tools: readonly KnownTool[], c: Candidate, group: readonly PastCall[], why: string, notes: string[]): Suggestion | undefined {
+  // Already in the file (accepted before, or written by hand): nothing to suggest.
+  const existing = config.participants[c.participant]?.tools?.[c.kind] ?? [];
+  const glob = typeof c.rule === "string" ? c.rule : c.rule.tool;
+  if (existing.some((r) => JSON.stringify(r) === JSON.stringify(c.rule) || (c.kind === "ask" && (typeof r === "string" ? r : r.tool) === glob))) return undefined;
+  const cover = covered(c, group, config);
+  // Only a call the new rule covers can be decided otherwise: the dry run replays those.
   const after = new Replayer(withRule(config, c.participant, c.kind, c.rule), tools);
-  const run = dryRun(current, after, group);
+  const run = dryRun(current, after, cover);
   // Never loosens a deny or a quorum: no call leaves a deny, none needs fewer approvals.
   if (run.changes.some((ch) => ch.before?.decision === "denied" || (ch.before?.decision === "proposal" && ch.after?.decision === "proposal" && ch.after.approvals < ch.before.approvals))) return undefined;
   if (c.kind === "deny" && run.changes.some(loosens)) return undefined;
   // A rule that would decide nothing (one above it already does) is no suggestion; a scoped ask states a pattern and may change nothing.
   if (c.kind !== "ask" && run.changes.length === 0) return undefined;
-  const cover = covered(c, group, config);
   const covers = EMPTY();
   const list: Record<PeopleSaid, ListedCall[]> = { approved: [], rejected: [], edited: [], undecided: [] };
   for (const call of cover) {
@@ -270,6 +275,8 @@ function allowFor(config: SpaceConfig, current: Replayer, group: PastCall[], app
   const glob = `${first.owner}/${first.tool}`;
   // Never loosens a quorum: a call that needs two people stays with two people.
   if (requiredApprovals(config, first.proposer, first.owner, first.tool) > 1) return undefined;
+  // Calls the file already lets through (a read-only tool, an allow) need no rule.
+  if (approved.every((c) => current.decide(c)?.decision !== "proposal")) return undefined;
   const shape = shapeOf(approved);
   if (!shape || !shape.constrains) return undefined;
   const when = condition(shape);
