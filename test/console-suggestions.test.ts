@@ -97,4 +97,35 @@ describe("the console's Suggestions view", () => {
     const answer = await agent.next((e) => e.correlation_id?.includes(id) === true && (e.kind === "mcp/response" || e.kind === "system/error"));
     expect(answer.kind).toBe("mcp/response");
   });
+
+  it("the inbox puts the risky first, each reason shown; the low-risk ones are approved together, each recorded on its own", async () => {
+    gw = await startGateway(SPACE);
+    clients.push(await toolOwner(gw, "sg", T.fs, [{ name: "write_file", inputSchema: { type: "object" } }, { name: "delete_file", inputSchema: { type: "object" }, annotations: { destructiveHint: true } }]));
+    const agent = await TestClient.join(gw, "sg", T.agent);
+    clients.push(agent);
+    for (const x of ["a", "b", "c"]) {
+      const id = propose(agent, { path: `notes/${x}.md`, content: x });
+      await waitFor(async () => (await api("GET", `proposals/${id}`)).status === 200);
+      expect((await api("POST", `proposals/${id}/approve`, { scope: "once" })).status).toBe(200);
+    }
+    const low1 = propose(agent, { path: "notes/d.md", content: "d" });
+    const low2 = propose(agent, { path: "notes/e.md", content: "e" });
+    const id = `x-${++n}`;
+    agent.send({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "delete_file", arguments: { path: "notes/a.md" } } } });
+    await waitFor(async () => (await api("GET", "proposals")).body.proposals.length === 3);
+    page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
+    page.setDefaultTimeout(6000);
+    await page.goto(`http://127.0.0.1:${gw.port}/ui/#space=sg&token=${T.human}`);
+    await page.locator("#conn.live").waitFor();
+    await page.locator("#inbox li.card .risk").nth(2).waitFor();
+    expect(await page.locator("#inbox li.card .risk").evaluateAll((xs) => xs.map((x) => x.getAttribute("data-risk")))).toEqual(["high", "low", "low"]);
+    expect(await page.locator("#inbox li.card").first().getAttribute("data-id")).toBe(id);
+    expect(await page.locator("#inbox li.card .risk").first().textContent()).toMatch(/^Risk: high — fs\/delete_file says it is destructive; the first call of fs\/delete_file by agent\.$/);
+    await page.locator("button.select-low").click();
+    await page.locator("#batch button.approve", { hasText: "Approve 2" }).click();
+    await waitFor(async () => (await api("GET", "proposals")).body.proposals.length === 1);
+    const audit = (await api("GET", "audit")).body.entries.filter((e: any) => e.event === "approved" && (e.proposal === low1 || e.proposal === low2));
+    expect(audit.map((e: any) => e.proposal).sort()).toEqual([low1, low2].sort());
+    expect((await api("GET", "proposals")).body.proposals[0].id).toBe(id);
+  });
 });

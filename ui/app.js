@@ -11,6 +11,7 @@ import { installKeys } from "./keys.js";
 import { policyFindings } from "./policy.js";
 import { sessionsPanel } from "./sessions.js";
 import { suggestionsPanel } from "./suggestions.js";
+import { byRisk, lowRisk } from "./risk.js";
 import { el } from "./dom.js";
 
 const $ = (id) => document.getElementById(id);
@@ -258,6 +259,8 @@ const forms = formCards({ api, el, list: $("forms"), onCount: () => {} });
 
 async function refreshProposals() {
   const { proposals } = await api("GET", "proposals");
+  // Highest risk first (risk.js); the sort is stable, so arrival order holds within a level.
+  proposals.sort(byRisk);
   state.proposals = proposals;
   const list = $("inbox");
   for (const id of state.selected) if (!proposals.some((p) => p.id === id)) state.selected.delete(id);
@@ -326,8 +329,10 @@ function drawBatch() {
     $("inbox").before(bar);
   }
   const picked = state.proposals.filter((p) => state.selected.has(p.id));
-  bar.hidden = picked.length === 0;
+  const low = lowRisk(state.proposals).filter((p) => !state.selected.has(p.id));
+  bar.hidden = picked.length === 0 && low.length < 2;
   bar.replaceChildren(
+    low.length >= 2 ? el("button", { class: "select-low", text: `Select the ${low.length} low-risk`, onclick: () => (low.forEach((p) => state.selected.add(p.id)), refreshProposals().catch(alertIn)) }) : undefined,
     el("span", { text: `${picked.length} selected ` }),
     el("button", { class: "approve", text: `Approve ${picked.length}`, onclick: () => batch(picked, "approve") }),
     el("button", { class: "reject", text: `Reject ${picked.length}`, onclick: () => reject(picked) }),

@@ -9,6 +9,7 @@ import { el } from "./dom.js";
 
 export { el };
 import { previewBox } from "./preview.js";
+import { riskLine } from "./risk.js";
 
 const HINT_WORDS = {
   destructiveHint: ["destructive", "not destructive"],
@@ -140,6 +141,8 @@ export function proposalCard(p, on, selected = false) {
       el("span", { text: ` (${new Date(p.expiresAt).toLocaleTimeString()}).` }),
     ),
     flagged(p.findings, `The gateway flagged ${p.tool ?? "this tool"}`, p.description),
+    // The risk the gateway states, each reason shown (risk.js).
+    riskLine(p, el, reveal),
     // How people decided calls like this before.
     p.like_this ? el("p", { class: "like-this muted", text: `History: ${p.like_this.text}.` }) : undefined,
     // A two-person rule: "1 of 2", who approved, and whether it can still be met.

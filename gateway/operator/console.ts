@@ -27,6 +27,7 @@ const FILES: Record<string, string> = {
   "keys.js": "text/javascript; charset=utf-8",
   "policy.js": "text/javascript; charset=utf-8",
   "suggestions.js": "text/javascript; charset=utf-8",
+  "risk.js": "text/javascript; charset=utf-8",
   "preview.js": "text/javascript; charset=utf-8",
   "preview.css": "text/css; charset=utf-8",
   "link.html": "text/html; charset=utf-8",

@@ -18,6 +18,7 @@ import { compileCapabilities } from "../policy/capabilities.js";
 import { restore, serialised, writeRule } from "../policy/learn/accept.js";
 import { type PastCall, pastCalls } from "../policy/learn/history.js";
 import { indexCalls, type LikeThis, likeThis } from "../policy/learn/hint.js";
+import { type Risk, riskOf } from "../policy/learn/risk.js";
 import { SuggestionMemory } from "../policy/learn/remembered.js";
 import { dryRunView, type KnownTool } from "../policy/learn/replay.js";
 import { type Suggestion, suggest } from "../policy/learn/suggest.js";
@@ -144,18 +145,32 @@ function dryRunRoute(space: Space, me: string, body: Record<string, unknown>, en
   return { status: 200, body: dryRunView(space.config, next, calls, tools) };
 }
 
-/** The index a card's hint reads, rebuilt when a proposal changed since (the space's proposal counters move). */
-const hintIndex = new WeakMap<Space, { version: number; index: Map<string, PastCall[]> }>();
+/** The indexes a card's hint and risk read, rebuilt when a proposal changed since (the space's proposal counters move). */
+const hintIndex = new WeakMap<Space, { version: number; index: Map<string, PastCall[]>; byProposer: Map<string, PastCall[]> }>();
 
-/** "you approved 5 like this" for a card (proposalView), from the recorded calls. */
-export function likeThisView(space: Space, viewer: string, p: Proposal): { like_this?: LikeThis } {
-  if (p.method !== "tools/call" || p.tool === undefined) return {};
+function indexes(space: Space): { index: Map<string, PastCall[]>; byProposer: Map<string, PastCall[]> } {
   let version = 0;
   for (const n of space.metrics.proposals.values()) version += n;
   let cached = hintIndex.get(space);
-  if (!cached || cached.version !== version) hintIndex.set(space, (cached = { version, index: indexCalls(pastCalls(space.audit({}, LEARN_WINDOW))) }));
+  if (!cached || cached.version !== version) {
+    const calls = pastCalls(space.audit({}, LEARN_WINDOW));
+    const byProposer = new Map<string, PastCall[]>();
+    for (const c of calls) (byProposer.get(c.proposer) ?? byProposer.set(c.proposer, []).get(c.proposer)!).push(c);
+    hintIndex.set(space, (cached = { version, index: indexCalls(calls), byProposer }));
+  }
+  return cached;
+}
+
+/**
+ * What a card shows from the recorded calls: "you approved 5 like this" (hint.ts) and the
+ * proposal's risk with its reasons (risk.ts).
+ */
+export function learnView(space: Space, viewer: string, p: Proposal, facts: { annotations?: Record<string, unknown> | undefined; definitionChanged: boolean; flagged: boolean }): { like_this?: LikeThis; risk?: Risk } {
+  if (p.method !== "tools/call" || p.tool === undefined) return {};
+  const { index, byProposer } = indexes(space);
   const raw = p.editedArguments ?? p.params["arguments"];
   const args = typeof raw === "object" && raw !== null && !Array.isArray(raw) ? (raw as Record<string, unknown>) : {};
-  const like = likeThis(cached.index, viewer, { id: p.id, proposer: p.proposer, owner: p.owner, tool: p.tool, args });
-  return like ? { like_this: like } : {};
+  const like = likeThis(index, viewer, { id: p.id, proposer: p.proposer, owner: p.owner, tool: p.tool, args });
+  const risk = riskOf({ id: p.id, proposer: p.proposer, tool: `${p.owner}/${p.tool}`, args, ...facts, byProposer: byProposer.get(p.proposer) ?? [], byTool: index.get(`${p.proposer}\u0000${p.owner}/${p.tool}`) ?? [] });
+  return { ...(like ? { like_this: like } : {}), risk };
 }

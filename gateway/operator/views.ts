@@ -7,7 +7,7 @@ import { approversNow, approvalsView } from "../proposals/approvals.js";
 import { limitOptions } from "../policy/scope.js";
 import { compileCapabilities } from "../policy/capabilities.js";
 import { INTENT_MAX } from "../wire/envelope.js";
-import { likeThisView } from "./learn-api.js";
+import { learnView } from "./learn-api.js";
 
 /** The MCP annotation hints a card shows as badges, in this order. */
 export const HINTS = ["destructiveHint", "readOnlyHint", "idempotentHint", "openWorldHint"] as const;
@@ -56,8 +56,8 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     // What approving "always" grants from now on: the console and the terminal say it and ask
     // first. Where grants carry an argument scope, it goes here as `arguments` (in words).
     ...(p.tool !== undefined ? { alwaysScope: { participant: p.proposer, tool: `${p.owner}/${p.tool}` } } : {}),
-    // How people decided calls like this before ("you approved 5 like this": gateway/policy/learn/hint.ts).
-    ...likeThisView(space, viewer, p),
+    // How people decided calls like this before ("you approved 5 like this"), and the risk with its reasons (gateway/policy/learn/).
+    ...learnView(space, viewer, p, { annotations: entry?.["annotations"] as Record<string, unknown> | undefined, definitionChanged: definitionChanged(p)["definitionChanged"] !== undefined, flagged: Boolean((entry?.["findings"] as unknown[] | undefined)?.length) }),
   };
 }
 
