@@ -12,6 +12,7 @@ import { policyFindings } from "./policy.js";
 import { sessionsPanel } from "./sessions.js";
 import { suggestionsPanel } from "./suggestions.js";
 import { byRisk, lowRisk } from "./risk.js";
+import { turnItems } from "./turns.js";
 import { el } from "./dom.js";
 
 const $ = (id) => document.getElementById(id);
@@ -264,7 +265,9 @@ async function refreshProposals() {
   state.proposals = proposals;
   const list = $("inbox");
   for (const id of state.selected) if (!proposals.some((p) => p.id === id)) state.selected.delete(id);
-  list.replaceChildren(...proposals.map((p) => proposalCard(p, decide, state.selected.has(p.id))));
+  // Calls of one agent turn together, under one heading (turns.js).
+  const selectAll = (ps) => (ps.forEach((p) => state.selected.add(p.id)), refreshProposals().catch(alertIn));
+  list.replaceChildren(...turnItems(proposals, (p) => proposalCard(p, decide, state.selected.has(p.id)), { el, reveal, select: selectAll }));
   drawBatch();
   keys.refocus();
   $("inbox-empty").hidden = proposals.length > 0;

@@ -4,8 +4,8 @@
  * closer look. The facts:
  *   - the tool's hints: destructive (high), open-world (medium);
  *   - its definition changed since it was confirmed (high), or the gateway flagged its texts (high);
- *   - a path-like argument outside every directory this proposer's recorded calls touched (medium);
- *   - the first call of this tool by this proposer (medium);
+ *   - a path-like argument outside every directory this proposer's calls that ran touched (medium);
+ *   - the first call of this tool by this proposer (none of its earlier ones ran) (medium);
  *   - a person rejected calls like this before (medium);
  *   - large arguments, so a large change to read (medium past 4 KiB, high past 64 KiB).
  * Low means none of these: a pattern people have approved, on a tool that says it is safe.
@@ -50,10 +50,12 @@ export function riskOf(f: RiskFacts): Risk {
   if (f.definitionChanged) reasons.push({ code: "definition_changed", level: "high", text: `${f.tool}'s definition changed since it was confirmed` });
   if (f.flagged) reasons.push({ code: "flagged", level: "high", text: `the gateway flagged ${f.tool}'s description` });
   const past = f.byTool.filter((c) => c.id !== f.id);
-  if (past.length === 0) reasons.push({ code: "first_use", level: "medium", text: `the first call of ${f.tool} by ${f.proposer}` });
+  // A use is a call that ran: approved as proposed or edited (a pending or withdrawn one is no use).
+  const ran = (c: PastCall) => c.said === "approved" || c.said === "edited";
+  if (!past.some(ran)) reasons.push({ code: "first_use", level: "medium", text: `the first call of ${f.tool} by ${f.proposer}` });
   const rejected = past.filter((c) => c.said === "rejected").length;
   if (rejected) reasons.push({ code: "rejected_before", level: "medium", text: `people rejected ${rejected} call(s) of ${f.tool} by ${f.proposer} before` });
-  const history = f.byProposer.filter((c) => c.id !== f.id);
+  const history = f.byProposer.filter((c) => c.id !== f.id && ran(c));
   if (history.length >= 3) {
     const dirs = new Set<string>();
     for (const c of history) for (const v of Object.values(c.args)) if (typeof v === "string" && v.includes("/")) dirs.add(dirOf(v));
