@@ -77,6 +77,11 @@ describe("the console's Suggestions view", () => {
     const card = page.locator("#suggestions li.suggestion");
     await card.waitFor();
     expect(await card.getAttribute("data-kind")).toBe("allow");
+    // How people decide, drawn small under the suggestions: three approvals, none after opening a preview.
+    const person = page.locator('#fatigue li[data-person="human"]');
+    await person.waitFor();
+    expect(await person.textContent()).toMatch(/^human: 3 decision\(s\), [\d.]+\/h, median [\d.]+ s; approved within 2 s unopened: \d of 3 $/);
+    expect(await person.locator("meter").count()).toBe(1);
     const whole = (await card.textContent()) ?? "";
     expect(whole).toContain("human approved 3 call(s) of fs/write_file by agent like this");
     expect(whole).toContain("path under notes/ (no hidden files)");

@@ -13,6 +13,7 @@ import { sessionsPanel } from "./sessions.js";
 import { suggestionsPanel } from "./suggestions.js";
 import { byRisk, lowRisk } from "./risk.js";
 import { turnItems } from "./turns.js";
+import { fatiguePanel } from "./fatigue.js";
 import { el } from "./dom.js";
 
 const $ = (id) => document.getElementById(id);
@@ -447,7 +448,7 @@ for (const b of document.querySelectorAll("nav button")) {
     if (b.dataset.tab === "audit") refreshAudit().catch(alertIn);
     if (b.dataset.tab === "grants") refreshGrants().catch(alertIn);
     if (b.dataset.tab === "sessions") sessionsPanel({ api, list: $("sessions"), note: $("sessions-note"), reveal, onError: alertIn }).refresh();
-    if (b.dataset.tab === "suggestions") suggestionsPanel({ api, el, list: $("suggestions"), note: $("suggestions-note"), reveal, onError: alertIn }).refresh();
+    if (b.dataset.tab === "suggestions") suggestionsPanel({ api, el, list: $("suggestions"), note: $("suggestions-note"), reveal, onError: alertIn }).refresh().then(() => fatiguePanel({ api, el, box: $("fatigue"), reveal }).refresh());
   });
 }
 

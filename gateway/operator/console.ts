@@ -29,6 +29,7 @@ const FILES: Record<string, string> = {
   "suggestions.js": "text/javascript; charset=utf-8",
   "risk.js": "text/javascript; charset=utf-8",
   "turns.js": "text/javascript; charset=utf-8",
+  "fatigue.js": "text/javascript; charset=utf-8",
   "preview.js": "text/javascript; charset=utf-8",
   "preview.css": "text/css; charset=utf-8",
   "link.html": "text/html; charset=utf-8",

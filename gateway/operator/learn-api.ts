@@ -19,6 +19,7 @@ import { restore, serialised, writeRule } from "../policy/learn/accept.js";
 import { type PastCall, pastCalls } from "../policy/learn/history.js";
 import { indexCalls, type LikeThis, likeThis } from "../policy/learn/hint.js";
 import { type Risk, riskOf } from "../policy/learn/risk.js";
+import { type Fatigue, fatigue } from "../policy/learn/fatigue.js";
 import { SuggestionMemory } from "../policy/learn/remembered.js";
 import { dryRunView, type KnownTool } from "../policy/learn/replay.js";
 import { type Suggestion, suggest } from "../policy/learn/suggest.js";
@@ -74,6 +75,7 @@ export function currentSuggestions(space: Space): { suggestions: Array<Suggestio
 export async function learnRoute(host: LearnHost, space: Space, me: string, method: string, rest: string[], body: Record<string, unknown>, env: NodeJS.ProcessEnv = process.env): Promise<Reply> {
   const [what, sid, action] = rest;
   if (what === "dry-run" && method === "POST" && rest.length === 1) return dryRunRoute(space, me, body, env);
+  if (what === "fatigue" && method === "GET" && rest.length === 1) return isHuman(space, me) ? { status: 200, body: fatigueOf(space) } : fail(403, "forbidden", "only a human may read the decision figures");
   if (what !== "suggestions") return fail(404, "not_found", "no such route; see docs/operator-api.md");
   if (!isHuman(space, me)) return fail(403, "forbidden", "only a human may read or decide suggested rules");
   if (method === "GET" && rest.length === 1) return { status: 200, body: currentSuggestions(space) };
@@ -173,4 +175,41 @@ export function learnView(space: Space, viewer: string, p: Proposal, facts: { an
   const like = likeThis(index, viewer, { id: p.id, proposer: p.proposer, owner: p.owner, tool: p.tool, args });
   const risk = riskOf({ id: p.id, proposer: p.proposer, tool: `${p.owner}/${p.tool}`, args, ...facts, byProposer: byProposer.get(p.proposer) ?? [], byTool: index.get(`${p.proposer}\u0000${p.owner}/${p.tool}`) ?? [] });
   return { ...(like ? { like_this: like } : {}), risk };
+}
+
+/** Previews opened, by proposal and person, since the gateway started: what "approved without reading" is measured against. */
+const opened = new WeakMap<Space, Set<string>>();
+const MAX_OPENED = 100_000;
+
+/** The console (or anyone) fetched `proposal`'s preview as `person`. */
+export function notePreviewOpened(space: Space, proposal: string, person: string): void {
+  let set = opened.get(space);
+  if (!set) opened.set(space, (set = new Set()));
+  // Oldest first out: a Set keeps insertion order.
+  if (set.size >= MAX_OPENED) set.delete(set.values().next().value!);
+  set.add(`${proposal}\u0000${person}`);
+}
+
+/** The space's decision figures (policy/learn/fatigue.ts). */
+export function fatigueOf(space: Space): Fatigue {
+  const set = opened.get(space);
+  return fatigue(pastCalls(space.audit({}, LEARN_WINDOW)), (proposal, person) => set?.has(`${proposal}\u0000${person}`) === true);
+}
+
+/** The decision figures of every space in Prometheus text, for /metrics. */
+export function fatigueMetrics(spaces: readonly Space[]): string {
+  const out: string[] = [];
+  const label = (labels: Record<string, string>) => `{${Object.entries(labels).map(([k, v]) => `${k}="${v.replace(/["\\\n]/g, "_")}"`).join(",")}}`;
+  const figures = spaces.map((s) => ({ space: s.id, f: fatigueOf(s) }));
+  const metric = (name: string, type: string, help: string, rows: Array<[Record<string, string>, number]>) => {
+    out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    for (const [l, v] of rows) out.push(`${name}${label(l)} ${v}`);
+  };
+  metric("mewgate_person_decisions", "gauge", "Decisions a person made, over the recorded calls", figures.flatMap(({ space, f }) => f.people.map((p): [Record<string, string>, number] => [{ space, person: p.person }, p.decisions])));
+  metric("mewgate_person_decisions_per_hour", "gauge", "A person's decisions per hour, over the span of their decisions", figures.flatMap(({ space, f }) => f.people.map((p): [Record<string, string>, number] => [{ space, person: p.person }, p.per_hour])));
+  metric("mewgate_person_decide_seconds_median", "gauge", "A person's median time from a proposal to their decision", figures.flatMap(({ space, f }) => f.people.map((p): [Record<string, string>, number] => [{ space, person: p.person }, p.median_seconds])));
+  metric("mewgate_person_quick_unopened_approvals", "gauge", "Approvals given within 2 s on a card whose preview that person never opened", figures.flatMap(({ space, f }) => f.people.map((p): [Record<string, string>, number] => [{ space, person: p.person }, p.quick_unopened])));
+  metric("mewgate_tool_rejection_rate", "gauge", "Share of a proposer's decided calls of a tool that people rejected", figures.flatMap(({ space, f }) => f.tools.map((t): [Record<string, string>, number] => [{ space, proposer: t.proposer, tool: t.tool }, t.rejection_rate])));
+  metric("mewgate_tool_edit_rate", "gauge", "Share of a proposer's decided calls of a tool that people approved with edited arguments", figures.flatMap(({ space, f }) => f.tools.map((t): [Record<string, string>, number] => [{ space, proposer: t.proposer, tool: t.tool }, t.edit_rate])));
+  return `${out.join("\n")}\n`;
 }

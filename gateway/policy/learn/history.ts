@@ -29,6 +29,8 @@ export interface PastCall {
   by?: string | undefined;
   /** A rejection's reason code. */
   reason?: string | undefined;
+  /** When a person decided. */
+  decidedAt?: string | undefined;
 }
 
 /**
@@ -58,6 +60,7 @@ export function pastCalls(entries: readonly AuditEntry[]): PastCall[] {
     const person = e.by !== undefined && e.by !== GATEWAY_ID && e.by !== e.proposer;
     if (e.event === "approved" && person && c.said === "undecided") {
       c.by = e.by;
+      c.decidedAt = e.ts;
       if (e.edited) {
         c.said = "edited";
         c.args = argumentsOf(e);
@@ -65,6 +68,7 @@ export function pastCalls(entries: readonly AuditEntry[]): PastCall[] {
     } else if (e.event === "rejected" && person && c.said === "undecided") {
       c.said = "rejected";
       c.by = e.by;
+      c.decidedAt = e.ts;
       c.reason = e.reason;
     }
   }
