@@ -141,6 +141,8 @@ export function proposalCard(p, on, selected = false) {
       el("span", { text: ` (${new Date(p.expiresAt).toLocaleTimeString()}).` }),
     ),
     flagged(p.findings, `The gateway flagged ${p.tool ?? "this tool"}`, p.description),
+    // A reviewer's word before yours (gateway/policy/learn/review.ts): its verdict, the risk it sees, its reason, cleaned by the gateway.
+    p.review ? el("p", { class: "review", text: reveal(`Reviewer ${p.review.by}: ${p.review.verdict} (it sees risk ${p.review.risk})${p.review.reason ? `: ${p.review.reason}` : ""}${p.review.why ? ` — handed to you: ${p.review.why}` : ""}`) }) : undefined,
     // The risk the gateway states, each reason shown (risk.js).
     riskLine(p, el, reveal),
     // How people decided calls like this before.

@@ -20,6 +20,7 @@ import { type PastCall, pastCalls } from "../policy/learn/history.js";
 import { indexCalls, type LikeThis, likeThis } from "../policy/learn/hint.js";
 import { type Risk, riskOf } from "../policy/learn/risk.js";
 import { type Fatigue, fatigue } from "../policy/learn/fatigue.js";
+import type { ReviewNote } from "../policy/learn/review.js";
 import { SuggestionMemory } from "../policy/learn/remembered.js";
 import { dryRunView, type KnownTool } from "../policy/learn/replay.js";
 import { type Suggestion, suggest } from "../policy/learn/suggest.js";
@@ -212,4 +213,19 @@ export function fatigueMetrics(spaces: readonly Space[]): string {
   metric("mewgate_tool_rejection_rate", "gauge", "Share of a proposer's decided calls of a tool that people rejected", figures.flatMap(({ space, f }) => f.tools.map((t): [Record<string, string>, number] => [{ space, proposer: t.proposer, tool: t.tool }, t.rejection_rate])));
   metric("mewgate_tool_edit_rate", "gauge", "Share of a proposer's decided calls of a tool that people approved with edited arguments", figures.flatMap(({ space, f }) => f.tools.map((t): [Record<string, string>, number] => [{ space, proposer: t.proposer, tool: t.tool }, t.edit_rate])));
   return `${out.join("\n")}\n`;
+}
+
+/** Reviewers' notes on pending proposals (review-api.ts writes them, the card shows them), in memory. */
+const reviewNotes = new WeakMap<Space, Map<string, ReviewNote>>();
+
+export function reviewNote(space: Space, proposal: string): ReviewNote | undefined {
+  return reviewNotes.get(space)?.get(proposal);
+}
+
+export function setReviewNote(space: Space, proposal: string, note: ReviewNote): void {
+  let m = reviewNotes.get(space);
+  if (!m) reviewNotes.set(space, (m = new Map()));
+  // Notes of proposals no longer pending go first.
+  if (m.size > 10_000) for (const id of m.keys()) if (!space.pendingProposals().some((p) => p.id === id)) m.delete(id);
+  m.set(proposal, note);
 }
