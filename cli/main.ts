@@ -211,6 +211,14 @@ export function program(): Command {
       process.exitCode = await (await import("./policy-learn.js")).runPolicyDryRun(changed, opts);
     });
 
+  remote(cmd.command("review").description("a reviewer before the human: answers the proposals it reviews (scripted, or with --model), bounded by review.may_approve at the gateway"), "review as")
+    .option("--once", "one round, then exit")
+    .option("--model <name>", "ask this OpenAI-compatible model (key from OPENAI_API_KEY)")
+    .option("--base-url <url>", "the model API's base URL (with --model)")
+    .action(async (opts) => {
+      process.exitCode = await (await import("./review.js")).runReview(opts);
+    });
+
   cmd
     .command("state")
     .description("the space's state journal: `repair` cuts it at its first corrupt frame (with the gateway stopped)")

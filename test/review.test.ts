@@ -11,6 +11,7 @@ import { cleanNote, NOTE_MAX } from "../gateway/policy/learn/review.js";
 import { startGateway, TestClient, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 import { OpenAIProvider } from "../participants/agent/providers/openai.js";
 import { modelDecide, Reviewer, scriptedDecide } from "../participants/reviewer/reviewer.js";
+import { runReview } from "../cli/review.js";
 import { ModelServer, openaiReply } from "./fixtures/agent/model-server.js";
 
 const T = (id: string) => `${id}-token-0123456789abcdef`;
@@ -131,8 +132,12 @@ describe("reviewers as participants", () => {
     const card = (await api("alice", "GET", `proposals/${risky}`)).body;
     expect(card.review).toMatchObject({ by: "bot", verdict: "escalate", outcome: "to_people" });
     expect(card.review.reason).toMatch(/destructive/);
-    // Nothing left for it; answered once each.
+    // Nothing left for it; answered once each. The CLI's one round agrees.
     expect(await reviewer.round()).toBe(0);
+    let out = "";
+    const io = { stdout: { write: (x: string) => ((out += x), true) } as any, stderr: { write: () => true } as any, env: {} };
+    expect(await runReview({ gateway: gw!.url, space: "rv", token: T("bot"), once: true }, io)).toBe(0);
+    expect(out).toBe("reviewed 0 proposal(s)\n");
   });
 
   it("a model reviewer, talked into approving a risky call by the proposer's text, is still bounded; an unreadable answer escalates", async () => {
