@@ -132,6 +132,25 @@ describe("suggested rules over the API: hostile first", () => {
   });
 });
 
+describe("suggested rules over the API: more hostile shapes", () => {
+  it("a dry run of an oversized or empty file is refused; two accepts at once both land, one after the other", async () => {
+    const { g, file } = await setup();
+    const agent = await ready(g);
+    expect((await api(g, "alice", "POST", "policy/dry-run", { yaml: "x".repeat(600 * 1024) })).status).toBe(400);
+    expect((await api(g, "alice", "POST", "policy/dry-run", { yaml: "" })).status).toBe(400);
+    expect((await api(g, "alice", "POST", "policy/dry-run", {})).status).toBe(400);
+    for (const x of ["a", "b", "c"]) await decided(g, agent, "write_file", { path: `notes/${x}.md`, content: x }, "approve");
+    for (const x of ["1", "2", "3"]) await decided(g, agent, "commit", { branch: "main", message: x }, "approve");
+    const list = (await api(g, "alice", "GET", "policy/suggestions")).body.suggestions;
+    expect(list).toHaveLength(2);
+    const results = await Promise.all(list.map((s: any) => api(g, "alice", "POST", `policy/suggestions/${s.id}/accept`, {})));
+    expect(results.map((r) => r.status)).toEqual([200, 200]);
+    const allow = g.gateway.spaces.get("ln")!.config.participants["agent"]!.tools?.allow ?? [];
+    expect(allow.map((r) => (typeof r === "string" ? r : r.tool)).sort()).toEqual(["fs/commit", "fs/write_file"]);
+    expect(readFileSync(file, "utf8")).toContain("# The learning space: keep this comment.");
+  });
+});
+
 describe("suggested rules over the API", () => {
   it("approve four, accept the suggestion: space.yaml keeps its comments, a backup is kept, the accept is audited, and the pattern runs directly", async () => {
     const { g, file, dir } = await setup();
