@@ -66,6 +66,8 @@ describe("the console's Suggestions view", () => {
       expect((await api("POST", `proposals/${id}/approve`, { scope: "once" })).status).toBe(200);
     }
     const pending = propose(agent, { path: "notes/d.md", content: "d" });
+    // A card's history follows the trail within a second (learn-api.ts): wait until it has the three.
+    await waitFor(async () => (await api("GET", `proposals/${pending}`)).body.like_this?.approved === 3, 5000, "the card's history");
     page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
     page.setDefaultTimeout(6000);
     await page.goto(`http://127.0.0.1:${gw.port}/ui/#space=sg&token=${T.human}`);
@@ -118,6 +120,7 @@ describe("the console's Suggestions view", () => {
     const id = `x-${++n}`;
     agent.send({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "delete_file", arguments: { path: "notes/a.md" } } } });
     await waitFor(async () => (await api("GET", "proposals")).body.proposals.length === 3);
+    await waitFor(async () => (await api("GET", `proposals/${low1}`)).body.risk?.level === "low", 5000, "the card's risk to follow the trail");
     page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
     page.setDefaultTimeout(6000);
     await page.goto(`http://127.0.0.1:${gw.port}/ui/#space=sg&token=${T.human}`);

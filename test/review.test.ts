@@ -110,7 +110,7 @@ describe("a reviewer before the human", () => {
     const warm = await propose(agent, "write_file", "notes/a.md");
     expect((await api("alice", "POST", `proposals/${warm}/approve`, { scope: "once" })).status).toBe(200);
     const id = await propose(agent, "write_file", "notes/b.md");
-    expect((await api("alice", "GET", `proposals/${id}`)).body.risk.level).toBe("low");
+    await waitFor(async () => (await api("alice", "GET", `proposals/${id}`)).body.risk?.level === "low", 5000, "the card's risk to follow the trail");
     const r = await api("bot", "POST", `proposals/${id}/review`, { verdict: "approve", risk: "low", reason: "a note under notes/, as before" });
     expect(r.body, JSON.stringify(r.body)).toMatchObject({ outcome: "approved", by: "bot" });
     await waitFor(async () => (await api("alice", "GET", `proposals/${id}`)).status === 404);

@@ -148,29 +148,41 @@ function dryRunRoute(space: Space, me: string, body: Record<string, unknown>, en
   return { status: 200, body: dryRunView(space.config, next, calls, tools) };
 }
 
-/** The indexes a card's hint and risk read, rebuilt when a proposal changed since (the space's proposal counters move). */
-const hintIndex = new WeakMap<Space, { version: number; index: Map<string, PastCall[]>; byProposer: Map<string, PastCall[]> }>();
+/**
+ * The indexes a card's hint and risk read, rebuilt when a proposal changed since (the space's
+ * proposal counters move), at most once per REBUILD_MS: reading the trail costs in proportion
+ * to its length, and a console refreshing at every proposal of a busy space must not pay it
+ * each time. A card's history may so lag the trail by that much; what bounds a reviewer
+ * (`fresh`) never does.
+ */
+const hintIndex = new WeakMap<Space, { version: number; at: number; index: Map<string, PastCall[]>; byProposer: Map<string, PastCall[]> }>();
+const REBUILD_MS = 1000;
 
-function indexes(space: Space): { index: Map<string, PastCall[]>; byProposer: Map<string, PastCall[]> } {
+function indexes(space: Space, fresh = false): { index: Map<string, PastCall[]>; byProposer: Map<string, PastCall[]> } {
   let version = 0;
   for (const n of space.metrics.proposals.values()) version += n;
   let cached = hintIndex.get(space);
-  if (!cached || cached.version !== version) {
+  if (!cached || (cached.version !== version && (fresh || Date.now() - cached.at >= REBUILD_MS))) {
     const calls = pastCalls(space.audit({}, LEARN_WINDOW));
     const byProposer = new Map<string, PastCall[]>();
     for (const c of calls) (byProposer.get(c.proposer) ?? byProposer.set(c.proposer, []).get(c.proposer)!).push(c);
-    hintIndex.set(space, (cached = { version, index: indexCalls(calls), byProposer }));
+    hintIndex.set(space, (cached = { version, at: Date.now(), index: indexCalls(calls), byProposer }));
   }
   return cached;
+}
+
+/** Brings the cards' history up to the trail now (a reviewer's list reads it fresh). */
+export function refreshLearning(space: Space): void {
+  indexes(space, true);
 }
 
 /**
  * What a card shows from the recorded calls: "you approved 5 like this" (hint.ts) and the
  * proposal's risk with its reasons (risk.ts).
  */
-export function learnView(space: Space, viewer: string, p: Proposal, facts: { annotations?: Record<string, unknown> | undefined; definitionChanged: boolean; flagged: boolean }): { like_this?: LikeThis; risk?: Risk } {
+export function learnView(space: Space, viewer: string, p: Proposal, facts: { annotations?: Record<string, unknown> | undefined; definitionChanged: boolean; flagged: boolean }, fresh = false): { like_this?: LikeThis; risk?: Risk } {
   if (p.method !== "tools/call" || p.tool === undefined) return {};
-  const { index, byProposer } = indexes(space);
+  const { index, byProposer } = indexes(space, fresh);
   const raw = p.editedArguments ?? p.params["arguments"];
   const args = typeof raw === "object" && raw !== null && !Array.isArray(raw) ? (raw as Record<string, unknown>) : {};
   const like = likeThis(index, viewer, { id: p.id, proposer: p.proposer, owner: p.owner, tool: p.tool, args });

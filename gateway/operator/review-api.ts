@@ -15,7 +15,7 @@ import { requiredApprovals } from "../proposals/approvals.js";
 import { cleanNote, isReviewer, mayApprove, type ReviewNote, type Verdict } from "../policy/learn/review.js";
 import type { RiskLevel } from "../policy/learn/risk.js";
 import type { Space } from "../space/space.js";
-import { reviewNote, setReviewNote } from "./learn-api.js";
+import { learnView, refreshLearning, reviewNote, setReviewNote } from "./learn-api.js";
 import { proposalView } from "./views.js";
 
 type Reply = { status: number; body: unknown };
@@ -30,6 +30,7 @@ function reviews(space: Space, me: string, p: Proposal): boolean {
 }
 
 export function reviewsRoute(space: Space, me: string): Reply {
+  refreshLearning(space);
   const list = space.pendingProposals().filter((p) => p.state === "pending" && p.method === "tools/call" && reviews(space, me, p) && !reviewNote(space, p.id));
   return { status: 200, body: { proposals: list.map((p) => proposalView(space, me, p)) } };
 }
@@ -45,7 +46,10 @@ export async function reviewRoute(space: Space, me: string, id: string, body: Re
   if (!RISKS.has(risk)) return fail(400, "invalid_payload", "review: risk must be low, medium or high");
   const reason = cleanNote(body["reason"]);
   const may = space.config.participants[p.proposer]!.review!.may_approve;
-  const gatewayRisk = ((proposalView(space, me, p)["risk"] as { level?: RiskLevel } | undefined)?.level ?? "high") as RiskLevel;
+  // The risk from the trail as it is now (a rejection a moment ago counts), never a cached card's.
+  const card = proposalView(space, me, p);
+  const facts = { annotations: (card["hints"] as Record<string, unknown> | undefined) ?? {}, definitionChanged: card["definitionChanged"] !== undefined, flagged: Array.isArray(card["findings"]) && card["findings"].length > 0 };
+  const gatewayRisk: RiskLevel = learnView(space, me, p, facts, true).risk?.level ?? "high";
   const note: ReviewNote = { by: me, verdict, risk, reason, at: new Date().toISOString(), outcome: "to_people" };
   if (verdict === "approve") {
     const bound = mayApprove(may, gatewayRisk, requiredApprovals(space.config, p.proposer, p.owner, p.tool));
