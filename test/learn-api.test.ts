@@ -38,10 +38,11 @@ const SPACE = (port: number) => `# The learning space: keep this comment.
 space: {id: ln}
 gateway: {port: ${port}, state_dir: .mewgate, limits: {rate_per_second: 5000, rate_burst: 5000}}
 groups:
-  people: &people [alice, bob]
+  people: &people [alice, bob, carol]
 participants:
   alice: {kind: human, token: ${T("alice")}}
   bob: {kind: human, token: ${T("bob")}}
+  carol: {kind: human, token: ${T("carol")}, capabilities: [{kind: "mcp/*"}, {kind: "chat"}]}
   fs: {kind: mcp, token: ${T("fs")}}
   agent:
     kind: agent
@@ -133,6 +134,23 @@ describe("suggested rules over the API: hostile first", () => {
 });
 
 describe("suggested rules over the API: more hostile shapes", () => {
+  it("a rejecter who is not an operator confirms (202, kept) but cannot accept; the operator's accept then lands", async () => {
+    const { g, file } = await setup();
+    const agent = await ready(g);
+    for (const x of ["a", "b", "c"]) await decided(g, agent, "write_file", { path: `notes/${x}.md`, content: x }, "approve");
+    await decided(g, agent, "write_file", { path: "notes/no.md", content: "no" }, "reject", "carol");
+    const s = (await api(g, "alice", "GET", "policy/suggestions")).body.suggestions.find((x: any) => x.kind === "allow");
+    expect(s.confirm.by).toEqual(["carol"]);
+    expect((await api(g, "alice", "POST", `policy/suggestions/${s.id}/accept`, {})).body.error).toMatchObject({ code: "needs_confirmation", waiting: ["carol"] });
+    expect((await api(g, "carol", "POST", `policy/suggestions/${s.id}/accept`, {})).status).toBe(403);
+    const confirmed = await api(g, "carol", "POST", `policy/suggestions/${s.id}/accept`, { confirm: true });
+    expect(confirmed.status).toBe(202);
+    expect(readFileSync(file, "utf8")).not.toContain("allow:");
+    expect((await api(g, "alice", "GET", "policy/suggestions")).body.suggestions.find((x: any) => x.id === s.id).confirmed).toEqual(["carol"]);
+    expect((await api(g, "alice", "POST", `policy/suggestions/${s.id}/accept`, {})).status).toBe(200);
+    expect(readFileSync(file, "utf8")).toContain("allow:");
+  });
+
   it("a dry run of an oversized or empty file is refused; two accepts at once both land, one after the other", async () => {
     const { g, file } = await setup();
     const agent = await ready(g);
@@ -171,7 +189,7 @@ describe("suggested rules over the API", () => {
     const accepted = await api(g, "alice", "POST", `policy/suggestions/${s.id}/accept`, {});
     expect(accepted.status, JSON.stringify(accepted.body)).toBe(200);
     const after = readFileSync(file, "utf8");
-    for (const kept of ["# The learning space: keep this comment.", "people: &people [alice, bob]", "approvers: *people # either of us"]) expect(after).toContain(kept);
+    for (const kept of ["# The learning space: keep this comment.", "people: &people [alice, bob, carol]", "approvers: *people # either of us"]) expect(after).toContain(kept);
     expect(after.startsWith(before.trimEnd().split("\n").slice(0, 4).join("\n"))).toBe(true);
     expect(readFileSync(accepted.body.backup, "utf8")).toBe(before);
     expect(statSync(accepted.body.backup).mode & 0o777).toBe(0o600);

@@ -87,10 +87,14 @@ export async function learnRoute(host: LearnHost, space: Space, me: string, meth
     memory(space).dismiss(found.id, me);
     return { status: 200, body: { ok: true, dismissed: found.id } };
   }
-  if (!isOperator(space, me)) return fail(403, "capability_violation", "only an operator may change space.yaml: your capabilities do not allow space/reload");
+  // A person who rejected a covered call may confirm it whether or not they may change the file.
+  if (found.confirm && found.confirm.by.includes(me) && body["confirm"] === true) memory(space).confirm(found.id, me);
+  if (!isOperator(space, me)) {
+    if (found.confirm?.by.includes(me) && body["confirm"] === true) return { status: 202, body: { ok: true, confirmed: found.id, message: "your confirmation is kept; an operator accepts the rule" } };
+    return fail(403, "capability_violation", "only an operator may change space.yaml: your capabilities do not allow space/reload");
+  }
   if (!host.reload) return fail(501, "not_supported", "this gateway cannot reload");
   if (found.confirm) {
-    if (found.confirm.by.includes(me) && body["confirm"] === true) memory(space).confirm(found.id, me);
     const waiting = found.confirm.by.filter((p) => !memory(space).confirmedBy(found.id).includes(p));
     if (waiting.length) {
       return {
