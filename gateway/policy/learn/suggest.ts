@@ -28,7 +28,7 @@ import { requiredApprovals } from "../../proposals/approvals.js";
 import { compileCondition, MAX_SOURCE } from "../conditions.js";
 import { normalisePath } from "../scope.js";
 import type { PastCall, PeopleSaid } from "./history.js";
-import { type Change, dryRun, type KnownTool, loosens, Replayer } from "./replay.js";
+import { type Change, type KnownTool, loosens, Replayer } from "./replay.js";
 
 /** How many like decisions make a pattern. */
 export const MIN_REPEAT = 3;
@@ -239,22 +239,45 @@ function finish(config: SpaceConfig, current: Replayer, tools: readonly KnownToo
   const existing = config.participants[c.participant]?.tools?.[c.kind] ?? [];
   const glob = typeof c.rule === "string" ? c.rule : c.rule.tool;
   if (existing.some((r) => JSON.stringify(r) === JSON.stringify(c.rule) || (c.kind === "ask" && (typeof r === "string" ? r : r.tool) === glob))) return undefined;
-  const cover = covered(c, group, config);
-  // Only a call the new rule covers can be decided otherwise: the dry run replays those.
+  // Each call of the pattern decided under the file as it is and with the rule, by the one
+  // decision point; the calls the new rule decides are those whose deciding rule is it (when
+  // the participant's lists name no @group, whose rules are spelt out and renumbered: then its
+  // condition is asked directly). One evaluation of the condition per call.
   const after = new Replayer(withRule(config, c.participant, c.kind, c.rule), tools);
-  const run = dryRun(current, after, cover);
+  const key = `${c.kind}[${existing.length}]`;
+  const lists = Object.values(config.participants[c.participant]?.tools ?? {}) as unknown[];
+  const spelt = lists.some((l) => Array.isArray(l) && l.some((r) => String(typeof r === "string" ? r : (r as { tool?: unknown })?.tool).startsWith("@")));
+  const matched = spelt ? new Set(covered(c, group, config)) : undefined;
+  const cover: PastCall[] = [];
+  const changes: Change[] = [];
+  const summary: Suggestion["changes"] = {};
+  for (const call of group) {
+    const b = after.decide(call);
+    if (matched ? !matched.has(call) : b?.rule !== key) continue;
+    cover.push(call);
+    const a = current.decide(call);
+    let how: string | undefined;
+    if (a?.decision !== b?.decision) how = `${a?.decision ?? "unknown participant"} → ${b?.decision ?? "unknown participant"}`;
+    else if (a && b && a.decision === "proposal" && a.approvals !== b.approvals) how = `approvals ${a.approvals} → ${b.approvals}`;
+    if (how === undefined) continue;
+    changes.push({ call, before: a, after: b, how });
+    const sum = (summary[how] ??= { total: 0, approved: 0, rejected: 0, edited: 0, undecided: 0 });
+    sum.total++;
+    sum[call.said]++;
+  }
   // Never loosens a deny or a quorum: no call leaves a deny, none needs fewer approvals.
-  if (run.changes.some((ch) => ch.before?.decision === "denied" || (ch.before?.decision === "proposal" && ch.after?.decision === "proposal" && ch.after.approvals < ch.before.approvals))) return undefined;
-  if (c.kind === "deny" && run.changes.some(loosens)) return undefined;
+  if (changes.some((ch) => ch.before?.decision === "denied" || (ch.before?.decision === "proposal" && ch.after?.decision === "proposal" && ch.after.approvals < ch.before.approvals))) return undefined;
+  if (c.kind === "deny" && changes.some(loosens)) return undefined;
   // A rule that would decide nothing (one above it already does) is no suggestion; a scoped ask states a pattern and may change nothing.
-  if (c.kind !== "ask" && run.changes.length === 0) return undefined;
+  if (c.kind !== "ask" && changes.length === 0) return undefined;
   const covers = EMPTY();
   const list: Record<PeopleSaid, ListedCall[]> = { approved: [], rejected: [], edited: [], undecided: [] };
   for (const call of cover) {
     covers[call.said]++;
     if (list[call.said].length < MAX_LISTED) list[call.said].push(listed(call));
   }
-  const rejectedCovered = c.kind === "allow" ? cover.filter((x) => x.said === "rejected") : [];
+  // A rejected call its condition matches needs its rejecter's word, even one a rule above would decide today.
+  const rejectedCovered = c.kind === "allow" ? covered(c, group.filter((x) => x.said === "rejected"), config) : [];
   return {
     id: suggestionId(c.participant, c.kind, c.rule),
     participant: c.participant,
@@ -265,7 +288,7 @@ function finish(config: SpaceConfig, current: Replayer, tools: readonly KnownToo
     notes,
     covers,
     listed: list,
-    changes: run.summary,
+    changes: summary,
     ...(rejectedCovered.length ? { confirm: { calls: rejectedCovered.map((x) => x.id), by: [...new Set(rejectedCovered.map((x) => x.by!))].sort() } } : {}),
   };
 }
