@@ -347,6 +347,7 @@ export function auditLine(e: AuditEntry): string {
   const tool = e.tool ? `${e.owner}/${e.tool}` : `${e.owner}: ${e.method}`;
   // A tool's definition changed (ports/pins.ts): no proposal, its owner announced it.
   if (e.event === "tool_changed") return [e.ts, e.event, tool, oneLine((e.changes ?? []).join("; "), 160)].join("  ");
+  if (e.event === "rule_accepted") return [e.ts, e.event, `by ${e.proposer}`, `for ${e.owner}`, oneLine((e.changes ?? []).join("; "), 240)].join("  ");
   if (e.event === "reloaded") return [e.ts, e.event.padEnd(9), `by ${e.proposer}`, oneLine((e.changes ?? []).join("; "), 200)].join("  ");
   const parts = [e.ts, e.event.padEnd(9), `[${shortId(e.proposal)}]`, `${e.proposer} → ${tool}`];
   if (e.by) parts.push(`by ${e.by}`);

@@ -165,7 +165,7 @@ export function program(): Command {
       process.exitCode = await (await commands()).runGrants(action, id, opts);
     });
 
-  const policy = cmd.command("policy").description("the space's tool rules: check what they match, explain a decision, test expected decisions");
+  const policy = cmd.command("policy").description("the space's tool rules: check what they match, explain a decision, test expected decisions, suggest rules, dry-run a change");
   policy
     .command("check")
     .description("check every tool rule against the space's participants (exits non-zero on errors)")
@@ -190,6 +190,33 @@ export function program(): Command {
     .option("--json", "print JSON")
     .action(async (cases: string, file: string | undefined, opts) => {
       process.exitCode = await (await import("./policy.js")).runPolicyTest(cases, file, opts);
+    });
+
+  remote(policy.command("suggest").description("rules learnt from what people decided, each with its dry run; accept one (written to space.yaml, recorded, reloaded) or dismiss it"))
+    .argument("[action]", "list | accept | dismiss", "list")
+    .argument("[id]", "the suggestion's id (accept, dismiss)")
+    .option("--confirm", "accept: you confirm covering the calls you rejected")
+    .option("--json", "print JSON")
+    .action(async (action: string, id: string | undefined, opts) => {
+      process.exitCode = await (await import("./policy-learn.js")).runPolicySuggest(action, id, opts);
+    });
+  policy
+    .command("dry-run")
+    .description("every recorded call a changed space.yaml would decide otherwise, and how (reads the state directory; no gateway needed)")
+    .argument("<changed.yaml>", "the space.yaml as it would be")
+    .option("-c, --config <space.yaml>", "the space.yaml as it is (default: ./space.yaml)")
+    .option("--state-dir <dir>", "state directory, if not the default")
+    .option("--json", "print JSON")
+    .action(async (changed: string, opts) => {
+      process.exitCode = await (await import("./policy-learn.js")).runPolicyDryRun(changed, opts);
+    });
+
+  remote(cmd.command("review").description("a reviewer before the human: answers the proposals it reviews (scripted, or with --model), bounded by review.may_approve at the gateway"), "review as")
+    .option("--once", "one round, then exit")
+    .option("--model <name>", "ask this OpenAI-compatible model (key from OPENAI_API_KEY)")
+    .option("--base-url <url>", "the model API's base URL (with --model)")
+    .action(async (opts) => {
+      process.exitCode = await (await import("./review.js")).runReview(opts);
     });
 
   cmd
