@@ -152,7 +152,7 @@ export interface AuditEntry {
   ts: string;
   /** `tool_changed`: a tool's definition differs from the one pinned for it (ports/pins.ts); `proposal` is then empty. */
   /** `reloaded`: the space took a new space.yaml (space/reload.ts); `changes` says what changed, `proposer` who asked. `approval`: one of several a proposal needs. */
-  event: ProposalState | "proposed" | "tool_changed" | "approval" | "reloaded";
+  event: ProposalState | "proposed" | "tool_changed" | "approval" | "reloaded" | "repaired" | "called";
   proposal: string;
   proposer: string;
   owner: string;
