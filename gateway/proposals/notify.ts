@@ -12,6 +12,7 @@
  */
 import type { Logger } from "pino";
 import type { Proposal } from "./book.js";
+import { revealText } from "../wire/text.js";
 
 /** A decision link for one approver of one proposal (links.ts). */
 export interface ApproverLink {
@@ -116,7 +117,8 @@ export class Notifier {
     const asks = event === "proposed" || event === "interrupted" || event === "escalated";
     const links = asks ? this.links(p) : [];
     if (hook.format === "slack") return slackBody(this.space, p, event, tool, link, links);
-    let args = JSON.stringify(p.editedArguments ?? p.params["arguments"] ?? {});
+    // Texts a person reads go through the one table (wire/text.ts): hidden and bidi characters shown as ⟨U+…⟩.
+    let args = revealText(JSON.stringify(p.editedArguments ?? p.params["arguments"] ?? {}));
     const truncated = args.length > ARGUMENT_CHARS;
     if (truncated) args = args.slice(0, ARGUMENT_CHARS);
     return JSON.stringify({
@@ -125,14 +127,14 @@ export class Notifier {
       proposal: {
         id: p.id,
         proposer: p.proposer,
-        tool,
+        tool: revealText(tool),
         state: p.state,
         why: event === "proposed" ? this.why(p) : undefined,
         arguments: args,
         arguments_truncated: truncated || undefined,
         decided_by: p.decidedBy,
-        reason: p.reason,
-        text: p.text,
+        reason: p.reason === undefined ? undefined : revealText(p.reason),
+        text: p.text === undefined ? undefined : revealText(p.text),
         expires_at: new Date(p.expiresAt).toISOString(),
         ...(event === "escalated" ? { escalated: p.escalated, approvers: this.escalatedTo.get(p.id) } : {}),
       },
@@ -235,5 +237,7 @@ function slackBody(space: string, p: Proposal, event: string, tool: string, cons
 }
 
 function clipText(s: string, n: number): string {
+  // What a person reads in the channel: hidden and bidi characters shown as ⟨U+…⟩ (wire/text.ts).
+  s = revealText(s);
   return s.length > n ? `${s.slice(0, n - 1)}…` : s;
 }
