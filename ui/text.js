@@ -12,15 +12,26 @@ const ZWJ = "\u200D";
 
 /** `text` with every hidden character replaced by `mark(c)`; tab and line feed kept. */
 export function replaceHidden(text, mark) {
-  const chars = Array.from(String(text));
+  text = String(text);
   let out = "";
   let prev = "";
   let base = "";
-  for (let i = 0; i < chars.length; i++) {
-    const c = chars[i];
+  for (let i = 0; i < text.length; ) {
+    const cp = text.codePointAt(i);
+    const c = cp > 0xffff ? text.slice(i, i + 2) : text[i];
+    i += c.length;
+    // Printable ASCII, the bulk of any text, skips the tables.
+    if (cp >= 0x20 && cp < 0x7f) {
+      out += c;
+      prev = base = c;
+      continue;
+    }
     let keep = c === "\n" || c === "\t" || !HIDDEN.test(c);
     if (!keep && SELECTOR.test(c)) keep = prev !== "" && prev === base && !SPACE.test(prev);
-    else if (!keep && c === ZWJ) keep = PICTOGRAPH.test(base) && (prev === base || SELECTOR.test(prev) || MODIFIER.test(prev)) && PICTOGRAPH.test(chars[i + 1] ?? "");
+    else if (!keep && c === ZWJ) {
+      const next = text.codePointAt(i);
+      keep = PICTOGRAPH.test(base) && (prev === base || SELECTOR.test(prev) || MODIFIER.test(prev)) && next !== undefined && PICTOGRAPH.test(String.fromCodePoint(next));
+    }
     if (!keep) {
       out += mark(c);
       prev = "";
