@@ -223,7 +223,7 @@ export function program(): Command {
     .command("state")
     .description("the space's state journal: `repair` cuts it at its first corrupt frame (with the gateway stopped)")
     .argument("<action>", "repair")
-    .argument("[space.yaml]", "space file (default: ./space.yaml)")
+    .argument("[space.yaml|dir]", "space file (default: ./space.yaml), or the state directory itself")
     .option("--state-dir <dir>", "state directory, if not the default")
     .action(async (action: string, file: string | undefined, opts) => {
       if (action !== "repair") throw new InvalidArgumentError(`unknown action "${action}"; mewgate state repair`);
@@ -233,7 +233,7 @@ export function program(): Command {
   cmd
     .command("audit")
     .description("who proposed, who decided, what, when: the space's audit log; `audit verify` checks its chain of digests")
-    .argument("[action]", "verify: check every record's digest and link, report the first break (exit 1)")
+    .argument("[action]", "verify: check every record's digest and link, report the first break (exit 1); head: print the head digest and record count, to pin outside the state directory")
     .option("-c, --config <space.yaml>", "space file (default: ./space.yaml)")
     .option("--state-dir <dir>", "state directory, if not the default")
     .option("--participant <id>", "entries where this participant proposed, decided or owns the tool")
@@ -241,9 +241,12 @@ export function program(): Command {
     .option("--since <when>", "from this time (ISO date, or 30m, 2h, 7d ago)")
     .option("--until <when>", "up to this time")
     .option("--json", "JSON lines")
+    .option("--head <digest>", "verify: fail unless the chain still passes through this head (from audit head)")
+    .option("--pinned <file>", "verify: the same, with the head read from a file holding audit head's output")
     .action(async (action: string | undefined, opts) => {
       if (action === "verify") return void (process.exitCode = await (await import("./audit-verify.js")).runAuditVerify(opts));
-      if (action !== undefined) throw new InvalidArgumentError(`unknown action "${action}"; mewgate audit [verify]`);
+      if (action === "head") return void (process.exitCode = await (await import("./audit-verify.js")).runAuditHead(opts));
+      if (action !== undefined) throw new InvalidArgumentError(`unknown action "${action}"; mewgate audit [verify|head]`);
       process.exitCode = await (await commands()).runAudit(opts);
     });
 

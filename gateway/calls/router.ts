@@ -35,6 +35,7 @@ import {
 } from "../wire/envelope.js";
 import { type CallRouter, clip, disabledRefusal, type NotRouted, type ProposalDesk, type SpaceHost } from "../ports/host.js";
 import type { Verdict } from "../policy/authority.js";
+import { directCallPlan } from "./direct-audit.js";
 import { GatewayEndpoint } from "./endpoint.js";
 import type { Decision } from "../policy/rules.js";
 import type { ProposalBook } from "../proposals/book.js";
@@ -109,7 +110,10 @@ export class McpRouter implements CallRouter {
     const verdict = served ? this.space.authority.callback(payload.params) : this.authorize(member, target, payload.method, payload.params);
     if (verdict.decision !== "direct") return this.refuse(member, verdict, target, payload, inbound.id);
     const anonymous = inbound.id === undefined ? ({ anonymous: true } as const) : {};
-    this.route(member, stamp({ ...inbound, payload }, member.id), payload, inbound.id, served ? { callbackFor: served.id, ...anonymous } : anonymous);
+    const env = stamp({ ...inbound, payload }, member.id);
+    const routed = this.route(member, env, payload, inbound.id, served ? { callbackFor: served.id, ...anonymous } : anonymous);
+    // A direct tool call is audited with what allowed it (direct-audit.ts), written behind it.
+    if (routed && !served && payload.method === "tools/call") void this.space.note(directCallPlan({ id: env.id, caller: member.id, target, method: payload.method, params: payload.params, reason: verdict.reason }));
   }
 
   /** The policy decision point (authority.ts) for `member` calling `target`. */

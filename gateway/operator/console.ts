@@ -22,6 +22,7 @@ const FILES: Record<string, string> = {
   "args.js": "text/javascript; charset=utf-8",
   "cards.js": "text/javascript; charset=utf-8",
   "dom.js": "text/javascript; charset=utf-8",
+  "text.js": "text/javascript; charset=utf-8",
   "decided.js": "text/javascript; charset=utf-8",
   "edit.js": "text/javascript; charset=utf-8",
   "keys.js": "text/javascript; charset=utf-8",
