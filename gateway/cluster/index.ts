@@ -341,7 +341,8 @@ export class Cluster {
 
   private async renew(slot: Slot): Promise<void> {
     // One renewal at a time: two with the same revision would make the second look taken.
-    if (slot.renewing) return;
+    // None once stepped down (the take-over's own renewals may still be due).
+    if (slot.renewing || slot.mode === "edge" || !slot.value) return;
     slot.renewing = true;
     try {
       await this.renewOnce(slot);
