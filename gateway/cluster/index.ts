@@ -215,6 +215,8 @@ export class Cluster {
         if (!node || !boot || node === this.opts.node) return;
         const was = this.beats.get(node);
         this.beats.set(node, { boot, at: Date.now() });
+        // Heard again after it was given up for silent: the members it lost are told again to close.
+        if (!was) for (const s of this.slots.values()) s.desk?.nodeBack(node);
         // The node restarted: the members it had are gone.
         if (was && was.boot !== boot) for (const s of this.slots.values()) s.desk?.nodeLost(node, boot);
       },

@@ -46,6 +46,8 @@ const LINK_FLOOR_BYTES = 32 * 1024 * 1024;
 export class OwnerDesk {
   private readonly remotes = new Map<string, Remote>();
   private readonly subs: Subscription[] = [];
+  /** Connections dropped because their node went silent, by node: told again to close when the node is heard from again. */
+  private readonly lost = new Map<string, Set<string>>();
 
   constructor(
     private readonly bus: Bus,
@@ -177,10 +179,23 @@ export class OwnerDesk {
     for (const [conn, r] of this.remotes) {
       if (r.node !== node || r.boot === keepBoot) continue;
       this.drop(conn, "node_lost");
+      const lost = this.lost.get(node) ?? new Set<string>();
+      if (lost.size < 100_000) this.lost.set(node, lost.add(conn));
       // If the node only seemed silent (starved, cut off for a while), it still holds the
       // socket: a member the space dropped is closed, never left open and deaf.
       this.outbox.send(subjects.node(node), "X", conn, 0, enc.encode(`${CloseCodes.moved} the space lost track of this connection; reconnect`));
     }
+  }
+
+  /**
+   * A node that went silent is heard from again: the close its members were sent may have
+   * been lost with the bus connection it went out on, so it is sent once more.
+   */
+  nodeBack(node: string): void {
+    const lost = this.lost.get(node);
+    if (!lost) return;
+    this.lost.delete(node);
+    for (const conn of lost) this.outbox.send(subjects.node(node), "X", conn, 0, enc.encode(`${CloseCodes.moved} the space lost track of this connection; reconnect`));
   }
 
   resend(all: boolean): void {
