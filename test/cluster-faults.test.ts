@@ -298,6 +298,7 @@ function exactlyOnce(seed: number, fault: Fault, o: Outcome): void {
 const L = LEASE_MS;
 const FAULTS: Array<[string, Fault, number]> = [
   ["the owner paused for less than its lease", { kind: "pause", ms: Math.round(L * 0.6) }, 11],
+  ["the owner paused for just under its lease: it steps down as it resumes, and the next owner (itself, perhaps, under a new term) serves everyone", { kind: "pause", ms: Math.round(L * 0.9) }, 19],
   ["the owner paused for exactly its lease", { kind: "pause", ms: L }, 12],
   ["the owner paused for longer than its lease, resumed after the new owner's first write", { kind: "pause", ms: L, until: "taken" }, 13],
   ["the owner's NATS link frozen, then thawed before another node could take over", { kind: "freeze", ms: L - 100, then: "thaw" }, 14],
