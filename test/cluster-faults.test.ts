@@ -40,6 +40,7 @@ if (!bin) throw new Error("the cluster tests need nats-server (apt-get install n
 const SEEDS = (process.env["MEWGATE_FAULT_SEEDS"] ?? "").split(",").map(Number).filter((n) => Number.isSafeInteger(n) && n > 0);
 
 let nats: NatsServer;
+let spaces = 0;
 const dirs: string[] = [];
 const procs: GatewayProcess[] = [];
 const relays: Relay[] = [];
@@ -135,7 +136,8 @@ interface Outcome {
  */
 async function run(seed: number, fault: Fault): Promise<Outcome> {
   const rand = seeded(seed);
-  const space = `f${seed}${fault.kind}`.replace(/[^a-z0-9]/g, "");
+  // A space of its own for every run: the bus, and the state on it, is shared by the file.
+  const space = `f${seed}r${++spaces}`;
   const relay = await Relay.start(nats.port);
   relays.push(relay);
   const n1 = await node(space, "n1", relay.url);
