@@ -96,10 +96,12 @@ export function instructions(space: string | undefined, participant: string | un
 /**
  * Progress toward one MCP request. MCP wants the numbers to increase: the ticks sent while
  * waiting for approval count 1, 2, 3…, and the tool's own progress is shifted past them.
+ * A call that did not wait passes the tool's numbers as they are, its first (often 0)
+ * included; after a wait, a number the ticks already reached is not sent again.
  */
 export class ProgressRelay {
   private ticks = 0;
-  private last = 0;
+  private last = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly token: ProgressToken,
