@@ -20,6 +20,9 @@ import { createServer, request as httpRequest, type Server } from "node:http";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ElicitRequestSchema, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connectInProcess } from "../gateway/space/inprocess.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
@@ -234,4 +237,57 @@ describe.each<Leg>(["2026-07-28", "default"])("conformance suite, server scenari
     expect(unexpected, "scenarios the server passes and the face does not").toEqual([]);
     expect(stale, "gaps that are closed: remove them from FACE_GAPS").toEqual([]);
   }, RUN_MS + 10_000);
+});
+
+describe("/mcp/<participant> answers as the server does (2025-11-25 sessions)", () => {
+  /** The same client, at the fixture directly and through the face; each refuses forms with an error of its own. */
+  async function both(): Promise<{ direct: Client; face: Client }> {
+    const open = async (url: string, headers: Record<string, string>) => {
+      const client = new Client({ name: "compare", version: "1.0.0" }, { capabilities: { elicitation: {} } });
+      client.setRequestHandler(ElicitRequestSchema, async () => {
+        throw new McpError(ErrorCode.InvalidParams, "no form here");
+      });
+      const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } });
+      await client.connect(transport);
+      closers.push(async () => {
+        await transport.terminateSession().catch(() => {});
+        await client.close();
+      });
+      return client;
+    };
+    return { direct: await open(fixtureUrl, {}), face: await open(`http://127.0.0.1:${gw!.port}/mcp/conf`, { Authorization: `Bearer ${T.seat}` }) };
+  }
+  const closers: (() => Promise<void>)[] = [];
+  afterAll(async () => {
+    for (const c of closers.splice(0)) await c();
+  });
+  const refusal = async (p: Promise<unknown>) => {
+    try {
+      await p;
+      return undefined;
+    } catch (err) {
+      return (err as McpError).code;
+    }
+  };
+
+  it("gives a client's refusal of a form to the server in the client's words, once (no doubled 'MCP error' prefix)", { timeout: 30_000 }, async () => {
+    const { direct, face } = await both();
+    const call = { name: "test_elicitation", arguments: { message: "hi" } };
+    const through = await face.callTool(call);
+    expect(through).toEqual(await direct.callTool(call));
+    expect(JSON.stringify(through)).not.toMatch(/MCP error -32602: MCP error/);
+  });
+
+  it("adds no instructions to a server that has none, lists its tools, and refuses an unknown tool with the same JSON-RPC code", { timeout: 30_000 }, async () => {
+    const { direct, face } = await both();
+    expect(direct.getInstructions()).toBeUndefined();
+    expect(face.getInstructions()).toBeUndefined();
+    // The same tools; in the space's order (by name) rather than the server's, as docs/mcp.md says.
+    const names = async (c: Client) => (await c.listTools()).tools.map((t) => t.name).sort();
+    expect(await names(face)).toEqual(await names(direct));
+    const unknown = { name: "no_such_tool", arguments: {} };
+    const code = await refusal(direct.callTool(unknown));
+    expect(code).toBe(ErrorCode.InvalidParams);
+    expect(await refusal(face.callTool(unknown))).toBe(code);
+  });
 });

@@ -76,12 +76,18 @@ export function faceCapabilities(only: OnlyParticipant | undefined): ServerCapab
   };
 }
 
-export function instructions(space: string | undefined, participant: string | undefined, only?: OnlyParticipant): string {
+/**
+ * The face's instructions. Serving one participant as itself, a server that gave none gets
+ * none (as the client would see it directly); one that gave some gets a line after them
+ * saying it is reached through the space and that some calls wait for approval.
+ */
+export function instructions(space: string | undefined, participant: string | undefined, only?: OnlyParticipant): string | undefined {
   const where = space ? `the mewgate space "${space}"${participant ? ` as participant "${participant}"` : ""}` : "a mewgate space";
   const approval =
     `Some calls wait until someone in the space approves them; ` + `a rejection comes back as an error result with the reason: do not retry it unchanged.`;
   if (only) {
-    const own = only.instructions ? `${only.instructions}\n\n` : "";
+    if (!only.instructions) return undefined;
+    const own = `${only.instructions}\n\n`;
     const name = only.serverInfo?.title ?? only.serverInfo?.name ?? only.participant;
     return `${own}This is the MCP server "${stripHidden(name).slice(0, 200)}" (participant "${only.participant}"), reached through ${where}. ${approval}`;
   }
