@@ -123,7 +123,9 @@ interface Session {
   closed: boolean;
 }
 
-type Who = { ok: true; space: Space; participant: string } | { ok: false; status: number; reason: string; message: string; challenge?: { error: string; description?: string; scope?: string } };
+type Who =
+  | { ok: true; space: Space; participant: string }
+  | { ok: false; status: number; reason: string; message: string; challenge?: { error: string; description?: string; scope?: string }; scope?: string };
 
 const DEFAULT_IDLE_MS = 30 * 60_000;
 const DEFAULT_MAX_BODY = 4 * 1024 * 1024;
@@ -187,18 +189,25 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
   );
   sweeper.unref();
 
-  async function identify(req: IncomingMessage, url: URL, session: Session | undefined): Promise<Who> {
-    const token = bearer(req.headers.authorization);
-    if (token === undefined) return { ok: false, status: 401, reason: "unauthorized", message: "missing token: send Authorization: Bearer <participant token>" };
+  /** Who presents the request at `resource` (this path: `/mcp` or `/mcp/<participant>`). */
+  async function identify(req: IncomingMessage, url: URL, session: Session | undefined, resource: string): Promise<Who> {
     const named = url.searchParams.get("space") ?? header(req, "mcp-space");
     const spaceId = named ?? session?.space ?? (gateway.spaces.size === 1 ? [...gateway.spaces.keys()][0] : undefined);
+    const known = spaceId === undefined ? undefined : gateway.spaces.get(spaceId);
+    // The scope a token needs here (RFC 6750 `scope` on the 401), when the space takes the provider's tokens.
+    const scope = known?.identity?.config.required_scopes["mcp"];
+    const token = bearer(req.headers.authorization);
+    if (token === undefined) return { ok: false, status: 401, reason: "unauthorized", message: "missing token: send Authorization: Bearer <participant token>", ...(scope ? { scope } : {}) };
     if (spaceId === undefined) return { ok: false, status: 400, reason: "bad_request", message: "which space? add ?space=ID to the URL or send an Mcp-Space header" };
-    const space = gateway.spaces.get(spaceId);
+    const space = known;
     if (!space) return { ok: false, status: 404, reason: "unknown_space", message: `no space named "${spaceId.slice(0, 64)}"` };
     // A static token, or a JWT access token from the space's identity provider (which stops here: the space's tools never see it).
-    const auth = await authenticateBearer(space, token, "mcp", resourceUrls(req));
-    if (!auth.ok) return { ok: false, status: auth.http.status, reason: auth.http.status === 403 ? "insufficient_scope" : auth.http.status === 503 ? "unavailable" : "unauthorized", message: auth.reason, challenge: auth.http };
-    return { ok: true, space, participant: auth.id };
+    // Its audience may be this path's own resource, as this path's RFC 9728 document names it.
+    const auth = await authenticateBearer(space, token, "mcp", resourceUrls(req, resource));
+    if (auth.ok) return { ok: true, space, participant: auth.id };
+    // 403 insufficient_scope only for a missing scope; an identity that is nobody in this space is a plain 403 saying so.
+    const reason = auth.http.status === 403 ? (auth.http.error === "insufficient_scope" ? "insufficient_scope" : "forbidden") : auth.http.status === 503 ? "unavailable" : "unauthorized";
+    return { ok: false, status: auth.http.status, reason, message: auth.reason, challenge: auth.http, ...(scope ? { scope } : {}) };
   }
 
   async function acquire(m: McpHttpModules, space: Space, participant: string): Promise<Pooled> {
@@ -294,11 +303,13 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     if (only === null) return rpcError(res, 404, RPC_SERVER_ERROR, `not found: serve one participant at ${path}/<participant>`, "not_found");
     const sid = header(req, "mcp-session-id");
     const session = sid === undefined ? undefined : sessions.get(sid);
-    const who = await identify(req, url, session);
+    const suffix = only === undefined ? path : `${path}/${encodeURIComponent(only)}`;
+    const who = await identify(req, url, session, suffix);
     if (!who.ok) {
-      // RFC 9728: tell the client where this path's protected-resource metadata is (and, RFC 6750, what was wrong with its token).
-      const suffix = only === undefined ? path : `${path}/${encodeURIComponent(only)}`;
-      const headers: Record<string, string> | undefined = who.status === 401 || who.status === 403 ? { "www-authenticate": bearerChallenge(req, suffix, who.challenge) } : who.status === 503 ? { "retry-after": "5" } : undefined;
+      // RFC 9728: tell the client where this path's protected-resource metadata is (and, RFC 6750, what was wrong with its token
+      // and the scope it needs). Not for an identity that is nobody here: no token would do better.
+      const challenge = who.status === 401 || (who.status === 403 && who.reason === "insufficient_scope");
+      const headers: Record<string, string> | undefined = challenge ? { "www-authenticate": bearerChallenge(req, suffix, who.challenge, who.scope) } : who.status === 503 ? { "retry-after": "5" } : undefined;
       return rpcError(res, who.status, RPC_SERVER_ERROR, who.message, who.reason, headers);
     }
     if (sid !== undefined) {
