@@ -290,4 +290,20 @@ describe("/mcp/<participant> answers as the server does (2025-11-25 sessions)", 
     expect(code).toBe(ErrorCode.InvalidParams);
     expect(await refusal(face.callTool(unknown))).toBe(code);
   });
+
+  it("passes the client's own _meta (its traceparent included) to the server, but no key of the gateway's that a client forged", { timeout: 30_000 }, async () => {
+    const { direct, face } = await both();
+    const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const _meta = { traceparent, tracestate: "vendor=1", "example.com/ticket": "T-1", "mewgate/for": { caller: "alice" }, "mewgate/timeout_ms": 1 };
+    const seen = async (c: Client) => JSON.parse(((await c.callTool({ name: "mewgate_echo_meta", arguments: {}, _meta })).content as { text: string }[])[0]!.text) as Record<string, unknown>;
+    const atServer = await seen(direct);
+    expect(atServer).toMatchObject({ traceparent, tracestate: "vendor=1", "example.com/ticket": "T-1" });
+    const throughFace = await seen(face);
+    // The trace continues: the same trace id (the gateway's own span may stand between).
+    expect(String(throughFace["traceparent"])).toMatch(/^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-0[01]$/);
+    expect(throughFace).toMatchObject({ tracestate: "vendor=1", "example.com/ticket": "T-1" });
+    expect(throughFace["mewgate/for"]).toBeUndefined();
+    // The call was not cut short by a forged 1 ms timeout.
+    expect(throughFace["mewgate/timeout_ms"] === 1).toBe(false);
+  });
 });

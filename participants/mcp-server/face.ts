@@ -134,6 +134,29 @@ export class ProgressRelay {
   }
 }
 
+/** Most `_meta` keys of a client's request passed on, and the most bytes they may take. */
+const MAX_META_KEYS = 32;
+const MAX_META_BYTES = 8192;
+
+/**
+ * The client's own `_meta` of a request, as it goes on to the server: its trace context
+ * (`traceparent`, `tracestate`) and its other keys, but not `progressToken` (the face
+ * relays progress with a token of its own) nor anything under `mewgate/`, which is the
+ * gateway's to say (a client cannot forge who a form is for or how long a call may take).
+ * A `_meta` too large or of too many keys is not passed at all.
+ */
+export function forwardedMeta(meta: unknown): Record<string, unknown> | undefined {
+  if (typeof meta !== "object" || meta === null || Array.isArray(meta)) return undefined;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(meta as Record<string, unknown>)) {
+    if (k === "progressToken" || k.toLowerCase().startsWith("mewgate/") || v === undefined) continue;
+    out[k] = v;
+  }
+  const keys = Object.keys(out);
+  if (keys.length === 0 || keys.length > MAX_META_KEYS || Buffer.byteLength(JSON.stringify(out)) > MAX_META_BYTES) return undefined;
+  return out;
+}
+
 /** What the face declares: tasks for `tools/call`, listed and cancellable. */
 export const TASK_CAPABILITY = { list: {}, cancel: {}, requests: { tools: { call: {} } } };
 
