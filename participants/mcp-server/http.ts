@@ -28,6 +28,7 @@ import { authenticateBearer } from "../../gateway/space/bearer.js";
 import { bearerChallenge, resourceUrls } from "../../gateway/operator/http.js";
 import type { ParticipantClient } from "../client.js";
 import type { SpaceMcpServer } from "./server.js";
+import { InnerPool, isModern, loadModernModules, serveModern, type Inner, type ModernModules } from "./modern.js";
 
 /*
  * Only type imports above: this module is on the gateway's start path (`mewgate gateway`
@@ -235,6 +236,21 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     return p;
   }
 
+  /** 2026-07-28 requests (modern.ts): the SDK v2's modules, and one in-process client of the face per seat and path. */
+  let modern: Promise<ModernModules> | undefined;
+  const inners = new InnerPool(async (space: Space, participant: string, onlyId: string | undefined, mm: ModernModules) => {
+    const m = await load();
+    const pooled = await acquire(m, space, participant);
+    try {
+      const only = onlyId === undefined ? undefined : await m.describeParticipant(pooled.client, onlyId);
+      const server = m.createSpaceMcpServer({ client: pooled.client, logger: opts.logger, approvalProgressMs: opts.approvalProgressMs, maxTasks: opts.maxTasks, only });
+      return { mm, server, done: () => release(pooled), ended: (f: () => void) => void pooled.client.on("close", (e) => void (e.reconnecting ? undefined : f())) };
+    } catch (err) {
+      release(pooled);
+      throw err;
+    }
+  });
+
   function release(p: Pooled): void {
     if (--p.users > 0) return;
     if (pool.get(p.key) === p) pool.delete(p.key);
@@ -329,6 +345,22 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       if (read.status === 413) res.once("finish", () => req.destroy());
       return rpcError(res, read.status, read.status === 413 ? RPC_SERVER_ERROR : RPC_PARSE_ERROR, read.message, read.status === 413 ? "too_large" : "parse_error", read.status === 413 ? { connection: "close" } : undefined);
     }
+    // A 2026-07-28 request: stateless, answered at once (modern.ts).
+    modern ??= loadModernModules();
+    const mm = await modern;
+    if (isModern(mm, req, read.body)) {
+      if (who.space.closed) return rpcError(res, 503, RPC_SERVER_ERROR, `space "${who.space.id}" has shut down`, "unavailable");
+      if (only !== undefined && who.space.config.participants[only] === undefined) {
+        return rpcError(res, 404, RPC_SERVER_ERROR, `space "${who.space.id}" declares no participant "${only.slice(0, 64)}"`, "unknown_participant");
+      }
+      let inner: Inner;
+      try {
+        inner = await inners.get(who.space, who.participant, only, mm);
+      } catch (err) {
+        return rpcError(res, 503, RPC_SERVER_ERROR, `could not join space "${who.space.id}": ${(err as Error).message}`, "unavailable");
+      }
+      return serveModern(mm, inner, req, res, read.body);
+    }
     const initializes = Array.isArray(read.body) ? read.body.some((msg) => m.isInitializeRequest(msg)) : m.isInitializeRequest(read.body);
     if (!initializes) return rpcError(res, 400, RPC_SERVER_ERROR, "Bad Request: no session; send initialize first", "bad_request");
     if (who.space.closed) return rpcError(res, 503, RPC_SERVER_ERROR, `space "${who.space.id}" has shut down`, "unavailable");
@@ -405,6 +437,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       const all = new Set<Session>(sessions.values());
       for (const p of pool.values()) for (const s of p.sessions) all.add(s);
       await Promise.all([...all].map((s) => closeSession(s)));
+      await inners.closeAll();
     },
   };
 }
