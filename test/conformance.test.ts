@@ -51,8 +51,6 @@ const FACE_GAPS: Record<Leg, Record<string, string>> = {
   "2026-07-28": {
     // test_missing_capability answers input_required at the server; the face does not see it, so no -32021 for an undeclared capability.
     "server-stateless": INPUT_REQUIRED,
-    // A resource not found is refused without the server's data.uri (a SHOULD).
-    "sep-2164-resource-not-found": "the face's resource-not-found error lacks data.uri",
     "input-required-result-basic-elicitation": INPUT_REQUIRED,
     "input-required-result-basic-sampling": INPUT_REQUIRED,
     "input-required-result-basic-list-roots": INPUT_REQUIRED,
