@@ -328,6 +328,14 @@ describe("/mcp/<participant> at 2026-07-28: hostile requests first", () => {
     const list = await answer(await post({ jsonrpc: "2.0", id: 5, method: "tools/list", params: { _meta: envelope() } }, { ...modern, "mcp-method": "tools/list" }));
     const names = ((list.result?.["tools"] ?? []) as { name: string }[]).map((t) => t.name);
     expect(names).toContain("test_simple_text");
+    // The whole space's face answers 2026-07-28 too, under the space's names.
+    const whole = await fetch(`http://127.0.0.1:${gw!.port}/mcp`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${T.seat}`, "content-type": "application/json", accept: "application/json, text/event-stream", ...modern, "mcp-method": "tools/list" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/list", params: { _meta: envelope() } }),
+    });
+    expect(whole.status).toBe(200);
+    expect(((await answer(whole)).result?.["tools"] as { name: string }[]).map((t) => t.name)).toContain("conf__test_simple_text");
     // A token that is nobody's gets nothing.
     const denied = await post({ jsonrpc: "2.0", id: 6, method: "tools/list", params: { _meta: envelope() } }, { ...modern, "mcp-method": "tools/list" }, "not-a-token-000");
     expect(denied.status).toBe(401);
