@@ -10,7 +10,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
+import { parseSpaceConfig } from "../gateway/config/config.js";
 import { connectInProcess } from "../gateway/space/inprocess.js";
+import { runCredentials } from "../cli/credentials.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { ConsentDesk, followConsent } from "../participants/bridge/oauth-consent.js";
 import { CredentialVault, KEY_ENV, keyFileFor } from "../participants/bridge/oauth-vault.js";
@@ -323,5 +325,66 @@ describe("bridge OAuth: signing in", () => {
     expect(await callTool(r.alice, "remote/whoami")).toBe(up.machine.id);
     expect(r.cards).toHaveLength(0);
     expect(up.counts.register).toBe(0);
+  });
+});
+
+describe("bridge OAuth: space.yaml", () => {
+  const parse = (mcp: string) =>
+    parseSpaceConfig(`space: {id: lab}\nparticipants:\n  alice: {kind: human, token: ${ALICE}}\nmcpServers:\n  remote: ${mcp}\n`, { file: "/tmp/space.yaml", env: {} });
+
+  it("refuses oauth on a command server, client_credentials without a secret, and per-caller identities it cannot keep apart", () => {
+    expect(() => parse(`{command: node, oauth: {consent: auto}}`)).toThrow(/oauth: is for url: servers/);
+    expect(() => parse(`{url: "http://127.0.0.1:1/mcp", oauth: {grant: client_credentials, client_id: x}}`)).toThrow(/needs client_id and client_secret/);
+    expect(() => parse(`{url: "http://127.0.0.1:1/mcp", oauth: {as: caller}}`)).toThrow(/as: caller .* is not available yet/);
+    expect(() => parse(`{url: "http://127.0.0.1:1/mcp", oauth: {consent: sometimes}}`)).toThrow(/consent/);
+    expect(() => parse(`{url: "http://127.0.0.1:1/mcp", oauth: {client_secret: {secret_file: ""}}}`)).toThrow(/secret/);
+  });
+
+  it("lets a url: server's bridge ask the space's people to sign in, and nothing more; not with oauth: false", () => {
+    const c = parse(`{url: "http://127.0.0.1:1/mcp", oauth: {client_id: x, client_secret: {secret_file: s.txt}}}`);
+    const caps = c.participants["remote"]!.capabilities;
+    expect(caps).toContainEqual({ kind: "mcp/request", to: ["alice"], payload: { method: "elicitation/create" } });
+    expect(caps.filter((x) => x.kind === "mcp/request" && (x.payload as { method?: string })?.method === "elicitation/create")).toHaveLength(1);
+    expect((c.participants["remote"]!.mcp!.oauth as { client_secret: { secret_file: string } }).client_secret.secret_file).toBe("/tmp/s.txt");
+    const off = parse(`{url: "http://127.0.0.1:1/mcp", oauth: false}`);
+    expect(off.participants["remote"]!.capabilities.some((x) => (x.payload as { method?: string })?.method === "elicitation/create")).toBe(false);
+  });
+});
+
+describe("mewgate credentials", () => {
+  it("lists what is held by name only, revokes a server's sign-in, and rotates the key", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mewgate-creds-"));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, "space.yaml");
+    writeFileSync(file, `space: {id: lab}\nparticipants:\n  alice: {kind: human, token: ${ALICE}}\nmcpServers:\n  remote: {url: "http://127.0.0.1:1/mcp"}\n`);
+    const stateDir = join(dir, "state");
+    const vault = new CredentialVault(stateDir, {});
+    vault.saveClient("remote", "http://127.0.0.1:9", { client_id: "cid", client_secret: "client-secret-value-1", origin: "registered" });
+    vault.saveTokens("remote", "http://127.0.0.1:9", "space", { access_token: "access-token-value-2", refresh_token: "refresh-token-value-3", expires_at: Date.UTC(2030, 0, 1) });
+    const run = async (action: string, server?: string, opts: Record<string, unknown> = {}) => {
+      let out = "";
+      let err = "";
+      const io = { stdout: { write: (s: string) => ((out += s), true) }, stderr: { write: (s: string) => ((err += s), true) }, env: {} } as never;
+      const code = await runCredentials(action, server, { config: file, stateDir, ...opts }, io);
+      return { code, out, err };
+    };
+    const listed = await run("list");
+    expect(listed.code).toBe(0);
+    expect(listed.out).toContain("remote  http://127.0.0.1:9  space  holds access_token, refresh_token · expires 2030-01-01T00:00:00.000Z");
+    expect(listed.out).toContain("client registration  holds client_id, client_secret");
+    for (const s of ["client-secret-value-1", "access-token-value-2", "refresh-token-value-3"]) expect(listed.out + (await run("list", undefined, { json: true })).out).not.toContain(s);
+    expect((await run("frobnicate")).code).not.toBe(0);
+    expect((await run("revoke", "remote")).out).toMatch(/forgot 1 stored credential of remote/);
+    expect(vault.tokens("remote", "http://127.0.0.1:9", "space")).toBeUndefined();
+    expect(vault.client("remote", "http://127.0.0.1:9")?.client_id).toBe("cid");
+    const key = readFileSync(keyFileFor(stateDir), "utf8");
+    expect((await run("rotate-key")).out).toMatch(/new key in/);
+    expect(readFileSync(keyFileFor(stateDir), "utf8")).not.toBe(key);
+    expect(new CredentialVault(stateDir, {}).client("remote", "http://127.0.0.1:9")?.client_secret).toBe("client-secret-value-1");
+    // The key file gone: a clear error, exit 1, nothing decrypted.
+    rmSync(keyFileFor(stateDir));
+    const missing = await run("list");
+    expect(missing.code).toBe(1);
+    expect(missing.err).toMatch(/exist but their key does not/);
   });
 });

@@ -29,9 +29,12 @@ export const OAuthSchema = section({
   token_endpoint_auth_method: z.enum(["client_secret_basic", "client_secret_post", "none"]).optional(),
   /** Asked for when neither the server's 401 nor its metadata names scopes. */
   scope: z.string().max(4096).optional(),
-}).refine((o) => o.grant !== "client_credentials" || (o.client_id !== undefined && o.client_secret !== undefined), {
-  error: "grant: client_credentials needs client_id and client_secret",
-});
+})
+  .refine((o) => o.grant !== "client_credentials" || (o.client_id !== undefined && o.client_secret !== undefined), {
+    error: "grant: client_credentials needs client_id and client_secret",
+  })
+  // Refused rather than quietly served with the space's sign-in: a person's call must never run on someone else's upstream identity.
+  .refine((o) => o.as !== "caller", { error: "as: caller (each person's own upstream identity) is not available yet; use as: space", path: ["as"] });
 export type OAuthConfig = z.output<typeof OAuthSchema>;
 
 /**

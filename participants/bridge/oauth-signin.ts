@@ -88,7 +88,7 @@ export class UpstreamAuth {
     });
   }
 
-  /** Whose credentials a request uses. Per-caller identities are not built yet: the space's. */
+  /** Whose credentials a request uses: the space's (config refuses `as: caller` until each person gets an upstream session of their own). */
   private subject(): Subject {
     return "space";
   }
