@@ -93,31 +93,54 @@ export class UpstreamAuth {
     return "space";
   }
 
-  /** The transport's fetch: the bearer token on every request; a 401 refreshed or signed in for. */
+  /**
+   * The transport's fetch: the bearer token on every request. A 401 is refreshed (or
+   * client credentials fetched) and tried once more; a 403 `insufficient_scope` asks for
+   * the wider scope. When no person is needed for that (headless consent, a service
+   * account) the request waits for it and is tried again, at most MAX_ROUNDS times; else
+   * it fails saying a sign-in is needed, and a card asks (a start waits in `around`).
+   */
   readonly fetch = async (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
     const subject = this.subject();
-    const held = this.client.tokens(subject);
+    let held = this.client.tokens(subject);
     let res = await this.base(input, withBearer(init, held?.access_token));
-    if (res.status === 401) {
+    for (let round = 0; ; round++) {
       const challenge = parseChallenge(res);
-      const retry = await this.recover(subject, challenge, held?.access_token);
-      if (retry) {
-        await res.body?.cancel().catch(() => {});
-        res = await this.base(input, withBearer(init, retry));
+      const scoped = res.status === 403 && challenge.error === "insufficient_scope";
+      if (res.status !== 401 && !scoped) return res;
+      if (!scoped && round === 0) {
+        const retry = await this.recover(subject, challenge, held?.access_token);
+        if (retry) {
+          await res.body?.cancel().catch(() => {});
+          held = this.client.tokens(subject);
+          res = await this.base(input, withBearer(init, retry));
+          continue;
+        }
       }
-      if (res.status !== 401) return res;
-      this.needs({ challenge: parseChallenge(res) });
-      return this.saying(res, `${this.host.id} needs a sign-in${this.where()}; a card asks the people in the space`);
+      const need: Need = { challenge: scoped ? { ...challenge, scope: widen(held?.scope, challenge.scope) } : challenge };
+      if (this.unattended && this.connecting === 0 && round < MAX_ROUNDS) {
+        try {
+          await this.signIn(need.challenge);
+        } catch (err) {
+          this.host.log?.warn({ err: (err as Error).message }, "sign-in failed");
+          return this.saying(res, `${this.host.id}: the sign-in${this.where()} failed: ${printable((err as Error).message)}`);
+        }
+        await res.body?.cancel().catch(() => {});
+        held = this.client.tokens(subject);
+        res = await this.base(input, withBearer(init, held?.access_token));
+        continue;
+      }
+      this.needs(need);
+      return scoped
+        ? this.saying(res, `${this.host.id} needs a sign-in with more scope (${printable(need.challenge.scope ?? "")})${this.where()}; a card asks the people in the space`)
+        : this.saying(res, `${this.host.id} needs a sign-in${this.where()}; a card asks the people in the space`);
     }
-    if (res.status === 403) {
-      const challenge = parseChallenge(res);
-      if (challenge.error !== "insufficient_scope") return res;
-      const scope = widen(held?.scope, challenge.scope);
-      this.needs({ challenge: { ...challenge, scope } });
-      return this.saying(res, `${this.host.id} needs a sign-in with more scope (${printable(scope ?? "")})${this.where()}; a card asks the people in the space`);
-    }
-    return res;
   };
+
+  /** A sign-in needs no person: headless consent, or a service account. */
+  private get unattended(): boolean {
+    return this.consent === "auto" || this.config.grant === "client_credentials";
+  }
 
   private where(): string {
     const issuer = this.client.issuer;
@@ -155,7 +178,8 @@ export class UpstreamAuth {
       this.host.log?.warn({ err: need.fatal.message }, "cannot sign in to the MCP server");
       return;
     }
-    if (this.connecting === 0) void this.signIn(need.challenge).catch((err) => this.host.log?.warn({ err: (err as Error).message }, "sign-in failed"));
+    // Unattended, the request itself already tried (fetch); a person is asked once, in the background.
+    if (this.connecting === 0 && !this.unattended) void this.signIn(need.challenge).catch((err) => this.host.log?.warn({ err: (err as Error).message }, "sign-in failed"));
   }
 
   /** Runs `attempt` (a connection); after a 401 or 403 a person signs in, and it is tried again. */

@@ -132,9 +132,13 @@ export class OAuthClient {
     }
     const issuerUrl = new URL(issuer);
     if (issuerUrl.protocol !== "https:" && !isLoopback(issuerUrl)) throw new OAuthFailure(`authorization server ${safe(issuerUrl)} is not https`);
-    const metadata = await discoverAuthorizationServerMetadata(issuerUrl, { fetchFn: this.fetchFn });
+    let metadata = await discoverAuthorizationServerMetadata(issuerUrl, { fetchFn: this.fetchFn });
+    if (!metadata && !prm) metadata = legacyEndpoints(issuerUrl);
     if (!metadata) throw new OAuthFailure(`no authorization-server metadata found for ${safe(issuerUrl)}`);
-    if (trimSlash(metadata.issuer) !== trimSlash(issuer)) {
+    // A resource that named its authorization server gets exactly that one. Without resource
+    // metadata (2025-03-26) the server's origin was only a guess: an issuer on that origin is the answer.
+    const named = prm ? trimSlash(metadata.issuer) === trimSlash(issuer) : sameOrigin(metadata.issuer, issuerUrl);
+    if (!named) {
       throw new OAuthFailure(`authorization server ${safe(issuerUrl)} says its issuer is ${JSON.stringify(clip(metadata.issuer))}; they must be the same (RFC 8414); not signing in`);
     }
     this.discovered = { issuer: metadata.issuer, resource, metadata, scopesSupported: prm?.scopes_supported };
@@ -276,7 +280,33 @@ function clientAuth(client: StoredClient, metadata: OAuthMetadata): oidc.ClientA
     client.token_endpoint_auth_method ??
     (client.client_secret === undefined ? "none" : !supported || supported.includes("client_secret_basic") ? "client_secret_basic" : "client_secret_post");
   if (method === "none" || client.client_secret === undefined) return oidc.None();
-  return method === "client_secret_post" ? oidc.ClientSecretPost(client.client_secret) : oidc.ClientSecretBasic(client.client_secret);
+  if (method === "client_secret_post") return oidc.ClientSecretPost(client.client_secret);
+  // Basic with each part percent-encoded as URIs encode (RFC 6749 2.3.1 as servers read it):
+  // openid-client's own also encodes "-" and "." and similar, which some servers do not decode.
+  const secret = client.client_secret;
+  return (_as, c, _body, headers) => {
+    headers.set("authorization", `Basic ${Buffer.from(`${encodeURIComponent(c.client_id)}:${encodeURIComponent(secret)}`).toString("base64")}`);
+  };
+}
+
+/** The 2025-03-26 defaults for a server with no metadata at all: the endpoints at its origin. */
+function legacyEndpoints(origin: URL): OAuthMetadata {
+  const at = (path: string) => new URL(path, origin).href;
+  return {
+    issuer: origin.origin,
+    authorization_endpoint: at("/authorize"),
+    token_endpoint: at("/token"),
+    registration_endpoint: at("/register"),
+    response_types_supported: ["code"],
+  } as OAuthMetadata;
+}
+
+function sameOrigin(a: string, b: URL): boolean {
+  try {
+    return new URL(a).origin === b.origin;
+  } catch {
+    return false;
+  }
 }
 
 function safeCheck(serverUrl: URL, resource: string): boolean {
