@@ -193,9 +193,9 @@ describe("bridge OAuth: hostile first", () => {
     const rt = await r.up.provider.RefreshToken.find(held.refresh_token);
     await rt.destroy();
     const tokenBefore = r.up.counts.token;
-    await expect(callTool(r.alice, "remote/whoami")).rejects.toThrow(`remote needs a sign-in at ${r.up.issuer}/; a card asks the people in the space`);
+    await expect(callTool(r.alice, "remote/whoami")).rejects.toThrow(`remote needs a sign-in at ${r.up.issuer}; a card asks the people in the space`);
     await waitFor(() => r.cards.length === 2, 10_000, "the card asking again");
-    expect((r.cards[1]!.params as { message: string }).message).toBe(`remote needs you to sign in at ${r.up.issuer}/`);
+    expect((r.cards[1]!.params as { message: string }).message).toBe(`remote needs you to sign in at ${r.up.issuer}`);
     // One refresh attempt, then nothing more while nobody signs in.
     await new Promise((res) => setTimeout(res, 500));
     expect(r.up.counts.token - tokenBefore).toBe(1);
@@ -268,11 +268,10 @@ describe("bridge OAuth: signing in", () => {
     });
     await bob.connect();
     cleanups.push(() => bob.close());
-    const signins: string[] = [];
     const started = r.bridge();
     await waitFor(() => r.cards.length === 1 && bobSeen.length === 1, 10_000, "the cards");
     const card = r.cards[0]!.params as { mode: string; message: string; url: string };
-    expect(card.message).toBe(`remote needs you to sign in at ${r.up.issuer}/`);
+    expect(card.message).toBe(`remote needs you to sign in at ${r.up.issuer}`);
     const link = new URL(card.url);
     expect(link.origin).toBe(r.up.issuer);
     expect(link.searchParams.get("code_challenge_method")).toBe("S256");
@@ -285,7 +284,6 @@ describe("bridge OAuth: signing in", () => {
     expect(page.status).toBe(200);
     expect(await page.text()).toMatch(/Signed in/);
     const bridge = await started;
-    bridge.on("signin", (s) => signins.push(s.url));
     expect(bridge.status).toBe("running");
     await waitFor(async () => (await r.alice.listTools()).some((t) => t.name === "remote/whoami"), 10_000, "the tools");
     expect(await callTool(r.alice, "remote/whoami")).toBe("alice");

@@ -38,6 +38,8 @@ export interface OAuthBridgeOptions {
   /** Overrides space.yaml's `oauth.consent` (`mewgate bridge --oauth-consent auto`). */
   consent?: "link" | "auto" | undefined;
   fetch?: typeof fetch | undefined;
+  /** A sign-in is needed: the link, from the start on (the bridge's `signin` event only once `startBridge` returned). */
+  onSignIn?: ((info: { server: string; issuer: string; url: string }) => void) | undefined;
 }
 
 export interface SignInHost {
@@ -236,6 +238,7 @@ export class UpstreamAuth {
       } else {
         this.host.log?.info({ issuer: pending.issuer }, "the MCP server needs a sign-in; asking the people in the space");
         this.host.onSignIn({ issuer: pending.issuer, url: pending.authorizationUrl.href });
+        this.opts.onSignIn?.({ server: this.host.id, issuer: pending.issuer, url: pending.authorizationUrl.href });
         this.cards(pending.issuer, pending.authorizationUrl.href, cards.signal);
       }
       await done;

@@ -331,7 +331,7 @@ function trimSlash(s: string): string {
 export function safe(u: URL | string): string {
   try {
     const url = typeof u === "string" ? new URL(u) : u;
-    return `${url.origin}${url.pathname}`;
+    return url.pathname === "/" ? url.origin : `${url.origin}${url.pathname}`;
   } catch {
     return "(invalid URL)";
   }
