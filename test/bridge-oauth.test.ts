@@ -131,6 +131,18 @@ describe("bridge OAuth: hostile first", () => {
     expect(r.cards).toHaveLength(0);
   });
 
+  it("quotes a hostile resource in its refusal clipped and without control characters", async () => {
+    const up = await startUpstream();
+    cleanups.push(() => up.close());
+    up.hostile.resource = `http://127.0.0.1:1/\u001b[2J${"x".repeat(50_000)}`;
+    const r = await rig("", { up });
+    const err = (await r.bridge().then(() => undefined, (e: Error) => e))!;
+    expect(err.message).toMatch(/names resource .*, not this server/);
+    expect(err.message).not.toContain("\u001b");
+    expect(err.message.length).toBeLessThan(1000);
+    expect(up.counts.register).toBe(0);
+  });
+
   it("refuses an authorization server whose metadata names another issuer", async () => {
     const up = await startUpstream();
     cleanups.push(() => up.close());

@@ -5,7 +5,7 @@
  * encrypted in the state directory with the key beside it: the state directory copied
  * alone yields nothing.
  */
-import { cpSync, existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { followConsent } from "../participants/bridge/oauth-consent.js";
@@ -63,5 +63,15 @@ describe("mewgate up with a server behind OAuth", () => {
     const denied = await run(["credentials", "list", "-c", file, "--state-dir", copy], { env: cleanEnv() });
     expect(denied.code).toBe(1);
     expect(denied.stderr).toMatch(/exist but their key does not/);
+    // up itself, started again without its key: a clear error, and nothing started.
+    cli.kill("SIGTERM");
+    await cli.exited;
+    const key = readFileSync(keyFileFor(state));
+    rmSync(keyFileFor(state));
+    const again = await run(["up", file, "--state-dir", state, "--port", "0", "--json"], { env: cleanEnv() });
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/stored credentials .*credentials\.enc exist but their key does not: set MEWGATE_CREDENTIALS_KEY or put back/);
+    expect(existsSync(keyFileFor(state))).toBe(false);
+    writeFileSync(keyFileFor(state), key, { mode: 0o600 });
   }, 90_000);
 });

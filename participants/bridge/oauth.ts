@@ -61,6 +61,9 @@ export interface PendingSignIn {
 
 export class OAuthFailure extends Error {}
 
+/** Each request to an authorization server, or for metadata, gets this long. */
+const AS_TIMEOUT_MS = 15_000;
+
 /** Loopback hosts: the only ones plain http is accepted for, and the only issuers headless consent follows. */
 export function isLoopback(url: URL): boolean {
   const h = url.hostname.replace(/^\[|\]$/g, "");
@@ -91,7 +94,9 @@ export class OAuthClient {
   private readonly fetchFn: typeof fetch;
 
   constructor(private readonly opts: OAuthClientOptions) {
-    this.fetchFn = opts.fetch ?? fetch;
+    const base = opts.fetch ?? fetch;
+    // A metadata, registration or token endpoint that never answers does not hold a sign-in for ever.
+    this.fetchFn = (input, init) => base(input, { ...init, signal: init?.signal ?? AbortSignal.timeout(AS_TIMEOUT_MS) });
   }
 
   get issuer(): string | undefined {
