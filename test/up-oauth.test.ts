@@ -9,14 +9,18 @@ import { cpSync, existsSync, readFileSync, rmSync, statSync, writeFileSync } fro
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { followConsent } from "../participants/bridge/oauth-consent.js";
+import { ParticipantClient } from "../participants/index.js";
 import { keyFileFor } from "../participants/bridge/oauth-vault.js";
 import { Cli, cleanEnv, poll, run, tempDir } from "./fixtures/cli/harness.js";
 import { startUpstream, type Upstream } from "./fixtures/oauth-upstream.js";
+import { startGateway } from "./helpers.js";
 
 const started: Cli[] = [];
 const upstreams: Upstream[] = [];
+const stops: Array<() => Promise<unknown> | unknown> = [];
 afterEach(async () => {
   for (const c of started.splice(0)) c.kill("SIGKILL");
+  for (const s of stops.splice(0).reverse()) await Promise.resolve(s()).catch(() => {});
   for (const u of upstreams.splice(0)) await u.close();
 });
 
@@ -73,5 +77,29 @@ describe("mewgate up with a server behind OAuth", () => {
     expect(again.stderr).toMatch(/stored credentials .*credentials\.enc exist but their key does not: set MEWGATE_CREDENTIALS_KEY or put back/);
     expect(existsSync(keyFileFor(state))).toBe(false);
     writeFileSync(keyFileFor(state), key, { mode: 0o600 });
+  }, 90_000);
+});
+
+describe("mewgate bridge --url with a server behind OAuth", () => {
+  it("signs in headlessly with --oauth-consent auto and serves the space; without it (and no service account) the 401 fails the start", async () => {
+    const upstream = await startUpstream();
+    upstreams.push(upstream);
+    const gw = await startGateway(`space: {id: lab}\nparticipants:\n  alice: {kind: human, token: alice-token-0123456789, tools: {allow: ["remote/*"]}}\n  remote: {kind: mcp, token: remote-token-0123456789}\n`);
+    stops.push(() => gw.stop());
+    const state = join(tempDir(), "state");
+    const args = ["bridge", "--url", upstream.url, "--as", "remote", "--gateway", gw.url, "--space", "lab", "--token", "remote-token-0123456789", "--state-dir", state];
+    const refused = await run(args, { env: cleanEnv() });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/could not start the MCP server: .*it answered 401 Unauthorized: it wants a sign-in/);
+    const cli = new Cli([...args, "--oauth-consent", "auto"], { env: cleanEnv() });
+    started.push(cli);
+    await poll("the bridge to join", () => /joined space lab as remote/.test(cli.stderr) || undefined, 30_000);
+    const alice = new ParticipantClient({ url: gw.url, space: "lab", token: "alice-token-0123456789", reconnect: false });
+    await alice.connect();
+    stops.push(() => alice.close());
+    await poll("the tools", async () => (await alice.listTools()).some((t) => t.name === "remote/whoami") || undefined, 20_000, 200);
+    const res = (await alice.request("system:gateway", "tools/call", { name: "remote/whoami", arguments: {} }, { timeoutMs: 10_000 })) as { content: Array<{ text: string }> };
+    expect(res.content[0]!.text).toBe("alice");
+    expect(readFileSync(join(state, "credentials.enc"), "utf8")).not.toContain("access_token");
   }, 90_000);
 });
