@@ -7,6 +7,7 @@ import { ParticipantError } from "../participants/index.js";
 import { withEnvDefaults } from "./commands.js";
 import { guard, processIo, type Io } from "./lifecycle.js";
 import { explainConnectError, openClient, resolveTarget, type RemoteOptions } from "./remote.js";
+import { bridgeOAuth } from "./oauth.js";
 import { CliError } from "./space.js";
 import { createTerminal, isJsonMode } from "./terminal/index.js";
 import type { TerminalInput, TerminalOutput } from "./terminal/session.js";
@@ -64,6 +65,8 @@ export interface BridgeCommandOptions extends RemoteOptions {
   env?: string[] | undefined;
   logFile?: string | undefined;
   logLevel?: string | undefined;
+  /** `auto`: follow a loopback authorization server's sign-in link headlessly (tests). */
+  oauthConsent?: string | undefined;
 }
 
 /** `KEY=VALUE` pairs (repeatable flags) to a record. */
@@ -87,15 +90,17 @@ export function runBridge(command: string[], opts: BridgeCommandOptions, io: Io 
     const id = o.as ?? io.env["MEWGATE_PARTICIPANT"];
     if (!id) throw new CliError("which participant is this MCP server? give --as <id> (its id in the space)");
     const target = await resolveTarget({ ...o, as: id }, io.env);
+    const declared = target.loaded?.config.participants[id]?.mcp;
     const server = opts.url
-      ? { url: opts.url, headers: pairs(opts.header, ":", "--header") }
+      ? { url: opts.url, headers: pairs(opts.header, ":", "--header"), ...(declared?.url !== undefined && declared.oauth !== undefined ? { oauth: declared.oauth } : {}) }
       : { command: command[0]!, args: command.slice(1), cwd: opts.cwd, env: pairs(opts.env, "=", "--env") };
+    const oauth = opts.url ? bridgeOAuth(server, opts, target.loaded?.stateDir ?? o.stateDir, target.space, io.env) : undefined;
     const logger = createLogger({ file: opts.logFile ?? "-", level: opts.logLevel ?? "warn" });
     const signals = onSignals();
     let bridge;
     try {
       const { startBridge } = await import("../participants/bridge/bridge.js");
-      bridge = await startBridge({ id, server, client: { url: target.url, space: target.space, token: target.token }, logger });
+      bridge = await startBridge({ id, server, client: { url: target.url, space: target.space, token: target.token }, logger, oauth });
     } catch (err) {
       signals.off();
       if (err instanceof ParticipantError) throw await explainConnectError(err, target);

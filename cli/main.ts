@@ -115,6 +115,7 @@ export function program(): Command {
     .option("--cwd <dir>", "working directory of the command")
     .option("--log-file <file>", "pino log file, or - for stderr", "-")
     .option("--log-level <level>", "trace, debug, info, warn, error", "warn")
+    .option("--oauth-consent <mode>", "auto: sign in to a loopback authorization server headlessly (tests only)")
     .action(async (command: string[], opts) => {
       process.exitCode = await (await connect()).runBridge(command, opts);
       setTimeout(() => process.exit(), 3000).unref();
@@ -263,6 +264,20 @@ export function program(): Command {
     .option("--as <operator>", "who asks the running gateway to reload (default: the space's only human)")
     .action(async (action: string, id: string, file: string | undefined, opts) => {
       process.exitCode = await (await import("./token.js")).runToken(action, id, { ...opts, file });
+    });
+
+  cmd
+    .command("credentials")
+    .description("list, revoke or re-key the upstream sign-ins the bridges keep (encrypted in the state directory); never shows a token")
+    .argument("<action>", "list | revoke | rotate-key")
+    .argument("[server]", "revoke: the MCP server's participant id")
+    .option("-c, --config <space.yaml>", "space file (default: ./space.yaml)")
+    .option("--state-dir <dir>", "state directory, if not the default")
+    .option("--subject <who>", "revoke: only the space's sign-in (space) or one person's (their id)")
+    .option("--client", "revoke: the client registration too")
+    .option("--json", "list: print JSON")
+    .action(async (action: string, server: string | undefined, opts) => {
+      process.exitCode = await (await import("./credentials.js")).runCredentials(action, server, opts);
     });
 
   remote(cmd.command("reload").description("make the running gateway read its space.yaml and tokens again, without a restart (an invalid file changes nothing)"), "reload as")

@@ -22,6 +22,7 @@ import { startAgent, type AgentHandle } from "../participants/agent/participant.
 import { ParticipantClient } from "../participants/index.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { spawnFailure } from "./failure.js";
+import { prepareOAuth } from "./oauth.js";
 import { sanitize } from "./terminal/format.js";
 import { findingLines, reloadOnSignal, startGateway, type RunningGateway } from "./gateway.js";
 import { type ClusterNode, memberRoute, startBus, startNodes } from "./local-cluster.js";
@@ -177,9 +178,12 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
     };
 
     // MCP servers first, so their tools are in the registry when the agents start.
+    const signIn = prepareOAuth(config, stateDir, gw, url, loaded.env);
+    // A start waits for its sign-in: the link is shown from the start, not once the bridge is up.
+    const oauth = signIn && { ...signIn, onSignIn: (s: { server: string; issuer: string; url: string }) => notice(`${s.server} needs you to sign in at ${s.issuer}: ${s.url}`) };
     const bridgeResults = await Promise.allSettled(
       plan.bridges.map(async (p) => {
-        const bridge = await startBridge({ id: p.id, server: p.mcp!, client: joinAs(p.id), logger: logFor(p.id), callTimeoutMs: config.calls.timeout_ms });
+        const bridge = await startBridge({ id: p.id, server: p.mcp!, client: joinAs(p.id), logger: logFor(p.id), callTimeoutMs: config.calls.timeout_ms, oauth });
         sayMoves(p.id, bridge.client);
         bridge.on("down", (d) => notice(`${p.id}: ${d.message}`, "error"));
         bridge.on("ready", (r) => r.restarts > 0 && notice(`${p.id}: MCP server restarted (${r.restarts})`));

@@ -14,6 +14,8 @@ import { ClusterSchema, TelemetrySchema, WebhookSchema } from "./gateway.js";
 import { webhookSecretIssues } from "./webhook-secret.js";
 import { Lookalikes } from "../identity/confusables.js";
 import { identitySchema } from "./identity.js";
+import { allowSignInCards, OAuthSchema, resolveSecretFile } from "./oauth.js";
+export type { OAuthConfig, SecretValue } from "./oauth.js";
 import { checkGroups, EscalateSchema, nullProto } from "./groups.js";
 
 export { DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits };
@@ -153,6 +155,7 @@ const McpServerSchema = section({
   cwd: z.string().optional(),
   url: z.url({ error: expected("an http(s) URL") }).optional(),
   headers: z.record(z.string(), z.string()).optional(),
+  oauth: z.union([z.literal(false), OAuthSchema]).optional(), // signing in behind OAuth (oauth.ts); false: never
   description: z.string().optional(),
   disabled: boolean().optional(),
   /** Cline's list of this server's tools to call without asking: they need no approval (a participant's own ask or deny still wins). */
@@ -173,7 +176,8 @@ const McpServerSchema = section({
       section({ from: z.string().regex(PARTICIPANT_ID, { error: expected("a participant id") }) }),
     ], { error: expected("a list of root URIs, or {from: participant}") })
     .optional(),
-}).refine((m) => (m.command === undefined) !== (m.url === undefined), { error: "give either command (stdio) or url (streamable HTTP)" });
+}).refine((m) => (m.command === undefined) !== (m.url === undefined), { error: "give either command (stdio) or url (streamable HTTP)" })
+  .refine((m) => m.oauth === undefined || m.oauth === false || m.url !== undefined, { error: "oauth: is for url: servers", path: ["oauth"] });
 export type McpServerConfig = z.output<typeof McpServerSchema>;
 
 export const PROVIDERS = ["auto", "openai", "anthropic", "scripted"] as const;
@@ -386,6 +390,7 @@ const SpaceConfigSchema = section({
       const rootsFrom = p.mcp?.roots !== undefined && !Array.isArray(p.mcp.roots) ? p.mcp.roots.from : undefined;
       if (rootsFrom !== undefined) resolved[id]!.capabilities.push({ kind: "mcp/request", to: [rootsFrom], payload: { method: "roots/list" } });
     }
+    allowSignInCards(resolved);
     // `file` is set by parseSpaceConfig once the path is known.
     return { file: "", space: { ...space, name: space.name ?? space.id }, gateway, policy, groups: nullProto(groups), calls, quotas, defaults, participants: resolved, ...(identity ? { identity } : {}), previews };
   });
@@ -476,6 +481,7 @@ export function parseSpaceConfig(text: string, opts: { file: string; env?: NodeJ
   for (const p of Object.values(config.participants)) {
     if (p.agent?.script) p.agent.script = path.resolve(dir, p.agent.script);
     if (p.mcp?.cwd) p.mcp.cwd = path.resolve(dir, p.mcp.cwd);
+    if (p.mcp?.oauth) resolveSecretFile(p.mcp.oauth, dir);
     if (p.run) p.run.cwd = path.resolve(dir, p.run.cwd ?? ".");
   }
   for (const [id, p] of Object.entries(config.participants)) if (p.tools) recordRulePositions(doc, lineCounter, file, id, p.tools);

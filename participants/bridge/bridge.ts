@@ -48,6 +48,8 @@ import { ParticipantClient, type ClientOptions } from "../client.js";
 import { Forwarder } from "./forward.js";
 import { ServerNotifications } from "./notifications.js";
 import { ServerLink, type Upstream } from "./server.js";
+import { oauthFor } from "./oauth-hook.js";
+import type { UpstreamAuth } from "./oauth-signin.js";
 import { ServerTaskOwners } from "./tasks.js";
 import type { Bridge, BridgeEvents, BridgeOptions, BridgeStatus } from "./types.js";
 
@@ -84,6 +86,8 @@ class McpBridge implements Bridge {
   private readonly notifications: ServerNotifications;
   /** Requests from the space, into the server (forward.ts). */
   private readonly forwarder: Forwarder;
+  /** Signing in to a `url:` server behind OAuth (oauth-signin.ts), when the bridge was given a vault. */
+  private readonly auth: UpstreamAuth | undefined;
 
   private state: BridgeStatus = "starting";
   private stopping: Promise<void> | undefined;
@@ -100,6 +104,7 @@ class McpBridge implements Bridge {
       "transport" in opts.client ? { ...opts.client } : { participantId: opts.id, ...opts.client };
     clientOpts.logger ??= opts.logger;
     this.client = new ParticipantClient(clientOpts);
+    this.auth = oauthFor(this, server, opts);
     this.link = this.serverHost(server, opts);
     // eslint-disable-next-line @typescript-eslint/no-this-alias
     const bridge = this;
@@ -184,7 +189,7 @@ class McpBridge implements Bridge {
         notification: (up, n) => this.notifications.onNotification(up, n),
         renewSubscriptions: (up) => this.notifications.renew(up),
       },
-      { restart: opts.restart, startTimeoutMs: opts.startTimeoutMs },
+      { restart: opts.restart, startTimeoutMs: opts.startTimeoutMs, auth: this.auth },
     );
   }
 
@@ -197,9 +202,12 @@ class McpBridge implements Bridge {
     this.log?.info({ server: this.link.label, transport: this.link.isHttp ? "http" : "stdio" }, "starting the MCP server");
     let up: Upstream;
     try {
+      // Behind OAuth the sign-in card goes through the space: join first (no tools until signed in).
+      if (this.auth) await this.client.connect();
       up = await this.link.connect();
     } catch (err) {
       this.setStatus("stopped");
+      if (this.auth) await this.client.close("bridge stopped").catch(() => {});
       // The spawn's code (ENOENT, EACCES) travels along: `up` words a missing command for a person.
       throw Object.assign(new Error(`MCP server "${this.id}" (${this.link.label}) did not start: ${(err as Error).message}`, { cause: (err as Error).cause }), {
         code: (err as NodeJS.ErrnoException).code,
@@ -207,7 +215,7 @@ class McpBridge implements Bridge {
     }
     // Join after the server is up, so the gateway's first tools/list finds it.
     try {
-      await this.client.connect();
+      if (!this.auth) await this.client.connect();
       if (this.client.id !== this.id) throw new Error(`joined as "${this.client.id}", not as "${this.id}": check the token`);
     } catch (err) {
       await this.stop();
@@ -215,20 +223,27 @@ class McpBridge implements Bridge {
     }
     if (this.state === "starting") this.setStatus("running");
     this.log?.info({ pid: this.pid, serverInfo: up.client.getServerVersion() }, "MCP server bridged into the space");
-    // Joining already made the registry ask for the tools (see the welcome listener).
-    if (!up.lost) this.link.ready(up, false);
+    // Joining already made the registry ask for the tools (see the welcome listener); behind
+    // OAuth it asked before the server was up, so it is told again.
+    if (!up.lost) this.link.ready(up, this.auth !== undefined);
   }
 
   stop(): Promise<void> {
     if (this.stopping) return this.stopping;
     this.setStatus("stopped");
     this.link.cancelRestart();
+    this.auth?.stop();
     this.stopping = (async () => {
       await this.client.close("bridge stopped").catch(() => {});
       await this.link.shutdown();
       this.log?.info("bridge stopped");
     })();
     return this.stopping;
+  }
+
+  /** The server needs a sign-in (oauth-signin.ts): listeners get the link. */
+  signInNeeded(info: { issuer: string; url: string }): void {
+    this.emit("signin", info);
   }
 
   // --- small things ----------------------------------------------------------------------

@@ -20,6 +20,7 @@ import type { McpServerConfig } from "../../gateway/config/config.js";
 import type { ParticipantClient } from "../client.js";
 import type { RpcError } from "../errors.js";
 import { clientCapabilities, installCallbacks, type ServedCall } from "./callbacks.js";
+import type { UpstreamAuth } from "./oauth-signin.js";
 import { ChildStdioTransport } from "./stdio.js";
 import { bridgeFailure, type BridgeEvents, type BridgeStatus, type RestartOptions, type ServerDown } from "./types.js";
 
@@ -67,6 +68,8 @@ export interface ServerHost {
 export interface ServerLinkOptions {
   restart?: RestartOptions | undefined;
   startTimeoutMs?: number | undefined;
+  /** A `url:` server behind OAuth: its requests carry a token, and a start refused with 401 waits for a sign-in (oauth-signin.ts). */
+  auth?: UpstreamAuth | undefined;
 }
 
 export class ServerLink {
@@ -75,6 +78,7 @@ export class ServerLink {
   readonly label: string;
   private readonly restartOpts: Required<{ [K in keyof RestartOptions]: number }>;
   private readonly startTimeoutMs: number;
+  private readonly auth: UpstreamAuth | undefined;
   /** The current run, if the server is up or starting. */
   upstream: Upstream | undefined;
   private attempts = 0;
@@ -96,6 +100,7 @@ export class ServerLink {
       maxRestarts: opts.restart?.maxRestarts ?? Number.POSITIVE_INFINITY,
     };
     this.startTimeoutMs = opts.startTimeoutMs ?? 60_000;
+    this.auth = opts.auth;
   }
 
   get pid(): number | undefined {
@@ -111,9 +116,13 @@ export class ServerLink {
     return this.upstream?.client.getServerVersion();
   }
 
-  /** Starts (or restarts) the server and initializes a session with it. */
-  async connect(): Promise<Upstream> {
-    const headers = { requestInit: { headers: this.server.headers ?? {} } };
+  /** Starts (or restarts) the server and initializes a session with it; behind OAuth, signed in first if it must be. */
+  connect(): Promise<Upstream> {
+    return this.auth ? this.auth.around(() => this.connectOnce()) : this.connectOnce();
+  }
+
+  private async connectOnce(): Promise<Upstream> {
+    const headers = { requestInit: { headers: this.server.headers ?? {} }, ...(this.auth ? { fetch: this.auth.fetch } : {}) };
     const transport: McpTransport = this.isHttp
       ? this.server.type === "sse"
         ? new SSEClientTransport(new URL(this.server.url!), headers)
@@ -311,6 +320,8 @@ function startFailure(transport: McpTransport, err: unknown): string {
   if (exit?.error) return exit.error.message;
   if (exit?.signal) return `killed by ${exit.signal} while initializing`;
   if (exit) return `exited with code ${exit.code} while initializing`;
+  // Without a sign-in (oauth: false, or `mewgate bridge` with no way to consent): say what the server wants.
+  if ((err as { code?: unknown } | undefined)?.code === 401) return "it answered 401 Unauthorized: it wants a sign-in (mewgate up signs in to it; or give a header with a token)";
   return err instanceof Error ? err.message : String(err);
 }
 

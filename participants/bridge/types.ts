@@ -9,6 +9,7 @@ import type { McpServerConfig } from "../../gateway/config/config.js";
 import { RpcErrors } from "../../gateway/wire/envelope.js";
 import type { ClientOptions, ParticipantClient } from "../client.js";
 import { RpcError } from "../errors.js";
+import type { OAuthBridgeOptions } from "./oauth-signin.js";
 
 export interface RestartOptions {
   /** The first restart waits about this long: a random delay between half of it and all of it. Default 250. */
@@ -41,6 +42,11 @@ export interface BridgeOptions {
   callTimeoutMs?: number | undefined;
   /** Starting the server and its `initialize` must finish within this. Default 60 000 (an `npx` server may download first). */
   startTimeoutMs?: number | undefined;
+  /**
+   * Signing in to a `url:` server behind OAuth: the credential vault, the gateway's consent
+   * desk and callback URL (oauth-signin.ts). Without it a 401 fails the start.
+   */
+  oauth?: OAuthBridgeOptions | undefined;
 }
 
 export type BridgeStatus =
@@ -81,6 +87,8 @@ export interface BridgeEvents {
   down: [info: ServerDown];
   /** A restart is scheduled in `delayMs`. */
   restarting: [info: { attempt: number; delayMs: number }];
+  /** The server needs a person to sign in at `issuer`: `url` is the link (also on a card in the people's inboxes). */
+  signin: [info: { issuer: string; url: string }];
 }
 
 export interface Bridge {

@@ -1,0 +1,305 @@
+/**
+ * A bridge's sign-in to a `url:` server behind OAuth, as the server connection sees it
+ * (server.ts): a `fetch` for the transport that adds the bearer token and, on a 401, finds
+ * where tokens come from and refreshes (or fetches client credentials) before trying once
+ * more; and `around`, which wraps a connection attempt that ended on a 401 (or a 403
+ * `insufficient_scope`) with a sign-in and tries again, a bounded number of times.
+ *
+ * A sign-in is a card in the people's inboxes ("<server> needs you to sign in at <issuer>",
+ * an MCP URL elicitation, so the console, the terminal and MCP clients all show it) with
+ * the authorization link; the callback lands on the gateway (oauth-consent.ts). One
+ * sign-in runs at a time; a call that meets a 401 while the server runs fails saying so and
+ * starts one (at most one at a time, never a loop). Headless consent (`consent: auto`,
+ * loopback issuers only) follows the link itself, for tests.
+ */
+import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import type { Logger } from "pino";
+import type { McpServerConfig, OAuthConfig } from "../../gateway/config/config.js";
+import type { ParticipantClient } from "../client.js";
+import { ConsentDesk, followConsent } from "./oauth-consent.js";
+import { type Challenge, OAuthClient, OAuthFailure, parseChallenge, safe } from "./oauth.js";
+import type { CredentialVault, Subject } from "./oauth-vault.js";
+
+/** Sign-ins one connection attempt may go through before it fails. */
+const MAX_ROUNDS = 3;
+/** A card stays in an inbox this long. */
+const CARD_TIMEOUT_MS = 600_000;
+
+/** What the bridge is given to sign in with (from `up` or `mewgate bridge`). */
+export interface OAuthBridgeOptions {
+  vault: CredentialVault;
+  /** The space's id: the callback route names it. */
+  space: string;
+  /** The gateway's desk (in-process); without one a private desk serves headless consent only. */
+  desk?: ConsentDesk | undefined;
+  /** The gateway's callback URL for this space (`<gateway>/oauth/callback/<space>`). */
+  redirectUri?: string | undefined;
+  /** Overrides space.yaml's `oauth.consent` (`mewgate bridge --oauth-consent auto`). */
+  consent?: "link" | "auto" | undefined;
+  fetch?: typeof fetch | undefined;
+  /** A sign-in is needed: the link, from the start on (the bridge's `signin` event only once `startBridge` returned). */
+  onSignIn?: ((info: { server: string; issuer: string; url: string }) => void) | undefined;
+}
+
+export interface SignInHost {
+  readonly id: string;
+  readonly participant: ParticipantClient;
+  readonly log: Logger | undefined;
+  /** A sign-in is needed: the link for the terminal (`up` prints it). */
+  onSignIn(info: { issuer: string; url: string }): void;
+  readonly stopping: boolean;
+}
+
+interface Need {
+  challenge: Challenge;
+  fatal?: Error | undefined;
+}
+
+const DEFAULTS: Exclude<OAuthConfig, undefined | false> = { as: "space", consent: "link", grant: "authorization_code" };
+
+export class UpstreamAuth {
+  readonly client: OAuthClient;
+  private readonly config: Exclude<OAuthConfig, undefined | false>;
+  private readonly desk: ConsentDesk;
+  private readonly consent: "link" | "auto";
+  private need: Need | undefined;
+  private connecting = 0;
+  private signing: Promise<void> | undefined;
+  private readonly stopped = new AbortController();
+  private readonly base: typeof fetch;
+
+  constructor(
+    server: McpServerConfig,
+    private readonly opts: OAuthBridgeOptions,
+    private readonly host: SignInHost,
+  ) {
+    this.config = server.oauth ? server.oauth : DEFAULTS;
+    this.consent = opts.consent ?? this.config.consent;
+    this.desk = opts.desk ?? new ConsentDesk();
+    this.base = opts.fetch ?? fetch;
+    this.client = new OAuthClient({
+      server: host.id,
+      url: server.url!,
+      config: this.config,
+      vault: opts.vault,
+      redirectUri: opts.redirectUri,
+      clientSecret: readSecret(this.config.client_secret),
+      log: host.log,
+      fetch: this.base,
+    });
+  }
+
+  /** Whose credentials a request uses: the space's (config refuses `as: caller` until each person gets an upstream session of their own). */
+  private subject(): Subject {
+    return "space";
+  }
+
+  /**
+   * The transport's fetch: the bearer token on every request. A 401 is refreshed (or
+   * client credentials fetched) and tried once more; a 403 `insufficient_scope` asks for
+   * the wider scope. When no person is needed for that (headless consent, a service
+   * account) the request waits for it and is tried again, at most MAX_ROUNDS times; else
+   * it fails saying a sign-in is needed, and a card asks (a start waits in `around`).
+   */
+  readonly fetch = async (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
+    const subject = this.subject();
+    let held = this.client.tokens(subject);
+    let res = await this.base(input, withBearer(init, held?.access_token));
+    for (let round = 0; ; round++) {
+      const challenge = parseChallenge(res);
+      const scoped = res.status === 403 && challenge.error === "insufficient_scope";
+      if (res.status !== 401 && !scoped) return res;
+      if (!scoped && round === 0) {
+        const retry = await this.recover(subject, challenge, held?.access_token);
+        if (retry) {
+          await res.body?.cancel().catch(() => {});
+          held = this.client.tokens(subject);
+          res = await this.base(input, withBearer(init, retry));
+          continue;
+        }
+      }
+      const need: Need = { challenge: scoped ? { ...challenge, scope: widen(held?.scope, challenge.scope) } : challenge };
+      if (this.unattended && this.connecting === 0 && round < MAX_ROUNDS) {
+        try {
+          await this.signIn(need.challenge);
+        } catch (err) {
+          this.host.log?.warn({ err: (err as Error).message }, "sign-in failed");
+          return this.saying(res, `${this.host.id}: the sign-in${this.where()} failed: ${printable((err as Error).message)}`);
+        }
+        await res.body?.cancel().catch(() => {});
+        held = this.client.tokens(subject);
+        res = await this.base(input, withBearer(init, held?.access_token));
+        continue;
+      }
+      this.needs(need);
+      return scoped
+        ? this.saying(res, `${this.host.id} needs a sign-in with more scope (${printable(need.challenge.scope ?? "")})${this.where()}; a card asks the people in the space`)
+        : this.saying(res, `${this.host.id} needs a sign-in${this.where()}; a card asks the people in the space`);
+    }
+  };
+
+  /** A sign-in needs no person: headless consent, or a service account. */
+  private get unattended(): boolean {
+    return this.consent === "auto" || this.config.grant === "client_credentials";
+  }
+
+  private where(): string {
+    const issuer = this.client.issuer;
+    return issuer ? ` at ${safe(issuer)}` : "";
+  }
+
+  /** The refusal with our words as its body (the transport puts the body in the error a caller reads; the server's may say anything). */
+  private async saying(res: Response, text: string): Promise<Response> {
+    await res.body?.cancel().catch(() => {});
+    return new Response(text, { status: res.status, statusText: res.statusText, headers: { "content-type": "text/plain" } });
+  }
+
+  /** A token to try again with after a 401, or undefined. */
+  private async recover(subject: Subject, challenge: Challenge, used: string | undefined): Promise<string | undefined> {
+    try {
+      await this.client.discover(challenge);
+      const now = this.client.tokens(subject);
+      // Found in the vault once discovery named the issuer (a restart), or another request refreshed it.
+      if (now && now.access_token !== used) return now.access_token;
+      if (now?.refresh_token && (await this.client.refresh(subject))) return this.client.tokens(subject)?.access_token;
+      if (this.config.grant === "client_credentials") {
+        await this.client.clientCredentials(challenge);
+        return this.client.tokens(subject)?.access_token;
+      }
+    } catch (err) {
+      this.needs({ challenge, fatal: err as Error });
+    }
+    return undefined;
+  }
+
+  /** A 401 or 403 that only a sign-in mends: a connection attempt waits for it; a call fails and a sign-in starts. */
+  private needs(need: Need): void {
+    this.need ??= need;
+    if (need.fatal) {
+      this.host.log?.warn({ err: need.fatal.message }, "cannot sign in to the MCP server");
+      return;
+    }
+    // Unattended, the request itself already tried (fetch); a person is asked once, in the background.
+    if (this.connecting === 0 && !this.unattended) void this.signIn(need.challenge).catch((err) => this.host.log?.warn({ err: (err as Error).message }, "sign-in failed"));
+  }
+
+  /** Runs `attempt` (a connection); after a 401 or 403 a person signs in, and it is tried again. */
+  async around<T>(attempt: () => Promise<T>): Promise<T> {
+    this.connecting++;
+    try {
+      for (let round = 0; ; round++) {
+        this.need = undefined;
+        try {
+          return await attempt();
+        } catch (err) {
+          const need = this.need as Need | undefined;
+          if (!need || this.host.stopping) throw err;
+          if (need.fatal) throw need.fatal;
+          if (round >= MAX_ROUNDS) throw new OAuthFailure(`still refused after ${round} sign-ins (${(err as Error).message})`);
+          await this.signIn(need.challenge);
+        }
+      }
+    } finally {
+      this.connecting--;
+    }
+  }
+
+  /** One sign-in at a time: a card (or headless consent), then the callback. */
+  signIn(challenge: Challenge): Promise<void> {
+    this.signing ??= this.runSignIn(challenge).finally(() => (this.signing = undefined));
+    return this.signing;
+  }
+
+  private async runSignIn(challenge: Challenge): Promise<void> {
+    if (this.config.grant === "client_credentials") return this.client.clientCredentials(challenge);
+    const pending = await this.client.begin(this.subject(), challenge);
+    let settle!: { resolve: () => void; reject: (e: Error) => void };
+    const done = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
+    // Headless consent reports a failed callback itself; this one is awaited only once it could matter.
+    done.catch(() => {});
+    const unexpect = this.desk.expect(this.opts.space, pending.state, async (url) => {
+      try {
+        await this.client.complete(pending, url);
+        settle.resolve();
+      } catch (err) {
+        settle.reject(err as Error);
+        throw err;
+      }
+    });
+    const cards = new AbortController();
+    const onStop = () => settle.reject(new Error("the bridge stopped while waiting for a sign-in"));
+    this.stopped.signal.addEventListener("abort", onStop, { once: true });
+    try {
+      if (this.consent === "auto") {
+        const back = await followConsent(pending.authorizationUrl, pending.redirectUri, this.base);
+        const r = await this.desk.deliver(this.opts.space, back);
+        if (!r.ok) throw new OAuthFailure(r.message);
+      } else {
+        this.host.log?.info({ issuer: pending.issuer }, "the MCP server needs a sign-in; asking the people in the space");
+        this.host.onSignIn({ issuer: pending.issuer, url: pending.authorizationUrl.href });
+        this.opts.onSignIn?.({ server: this.host.id, issuer: pending.issuer, url: pending.authorizationUrl.href });
+        this.cards(pending.issuer, pending.authorizationUrl.href, cards.signal);
+      }
+      await done;
+      this.host.log?.info({ issuer: pending.issuer }, "signed in to the MCP server");
+    } finally {
+      unexpect();
+      cards.abort();
+      this.stopped.signal.removeEventListener("abort", onStop);
+    }
+  }
+
+  /** The card, to every person present and to whoever comes while it is open. */
+  private cards(issuer: string, url: string, signal: AbortSignal): void {
+    const { participant } = this.host;
+    const message = `${this.host.id} needs you to sign in at ${safe(issuer)}`;
+    const asked = new Set<string>();
+    const ask = (id: string) => {
+      if (asked.has(id) || signal.aborted) return;
+      asked.add(id);
+      const params = { mode: "url", message, url, elicitationId: randomUUID() };
+      participant.request(id, "elicitation/create", params, { timeoutMs: CARD_TIMEOUT_MS, signal, chain: false }).then(
+        () => {},
+        (err: Error) => {
+          if (!signal.aborted) this.host.log?.info({ to: id, err: err.message }, "the sign-in card was not shown");
+        },
+      );
+    };
+    for (const p of participant.participants.values()) if (p.kind === "human") ask(p.id);
+    const off = participant.on("presence", (e) => e.event === "join" && e.participant.kind === "human" && ask(e.participant.id));
+    signal.addEventListener("abort", () => off(), { once: true });
+  }
+
+  stop(): void {
+    this.stopped.abort();
+  }
+}
+
+/** A 403's scope added to what is held (step-up keeps what was granted). */
+function widen(held: string | undefined, more: string | undefined): string | undefined {
+  if (!more) return held;
+  return [...new Set([...(held?.split(" ") ?? []), ...more.split(" ")].filter(Boolean))].join(" ");
+}
+
+function printable(s: string): string {
+  const t = s.replace(/[\u0000-\u001f\u007f-\u009f]/g, "?");
+  return t.length > 200 ? `${t.slice(0, 200)}…` : t;
+}
+
+function withBearer(init: RequestInit, token: string | undefined): RequestInit {
+  if (!token) return init;
+  const headers = new Headers(init.headers);
+  headers.set("authorization", `Bearer ${token}`);
+  return { ...init, headers };
+}
+
+/** A client secret from space.yaml: text (after `${VAR}`), or the trimmed contents of its `secret_file`. */
+function readSecret(secret: string | { secret_file: string } | undefined): string | undefined {
+  if (secret === undefined || typeof secret === "string") return secret;
+  try {
+    return readFileSync(secret.secret_file, "utf8").trim();
+  } catch (err) {
+    throw new OAuthFailure(`cannot read oauth.client_secret's secret_file ${secret.secret_file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
