@@ -177,7 +177,10 @@ export class OAuthClient {
             redirect_uris: [this.opts.redirectUri],
             grant_types: ["authorization_code", "refresh_token"],
             response_types: ["code"],
-          },
+            // OpenID registration's application_type (asked for by the MCP authorization spec): a
+            // callback on a loopback address is a native client's; any other is a web client's.
+            application_type: applicationType(this.opts.redirectUri),
+          } as Parameters<typeof registerClient>[1]["clientMetadata"],
           fetchFn: this.fetchFn,
         });
         client = { client_id: info.client_id, client_secret: info.client_secret, token_endpoint_auth_method: info.token_endpoint_auth_method, origin: "registered" };
@@ -352,4 +355,10 @@ function describe(err: unknown): string {
   if (err instanceof oidc.ResponseBodyError) return `${err.error}${err.error_description ? `: ${clip(err.error_description)}` : ""}`;
   if (err instanceof oidc.AuthorizationResponseError) return `${err.error}${err.error_description ? `: ${clip(err.error_description)}` : ""}`;
   return clip((err as Error).message ?? String(err));
+}
+
+/** `native` for a callback on a loopback address (a gateway on the operator's machine), `web` for any other. */
+function applicationType(redirectUri: string): "native" | "web" {
+  const host = new URL(redirectUri).hostname;
+  return host === "localhost" || host === "[::1]" || /^127\./.test(host) ? "native" : "web";
 }
