@@ -33,10 +33,9 @@ import { DEFINITION_CHANGED, toolGrant } from "../policy/rules.js";
 import type { Plan } from "../ports/plan.js";
 import { awaiting, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, OPEN_OWNER, type Proposal, type ProposalBook, runningArguments, runningParams } from "./book.js";
 import type { Member } from "../ports/member.js";
-import { approversNow, requiredApprovals, sameArguments } from "./approvals.js";
+import { approveOneOf, approversNow, fulfilmentBlocked, requiredApprovals, sameArguments } from "./approvals.js";
 import { cannotRun, editOf } from "./runs.js";
 import { respondMark } from "./respond.js";
-import { approveOneOf, fulfilmentBlocked } from "./several.js";
 import { conditionFor, describeCondition, type GrantCondition } from "../policy/scope.js";
 import { Escalations } from "./escalation.js";
 
