@@ -16,6 +16,13 @@ export interface Fulfilment {
   proposerRpcId: string | number;
 }
 
+/**
+ * How a routed call ended, as the router reports it once per call: answered by its target
+ * (the response's payload), or failed with the gateway's reason and message (a timeout, the
+ * target left, a cancellation). proposals/runs-ended.ts moves the proposal a call carries.
+ */
+export type CallEnd = { how: "answered"; response: { result?: unknown; error?: unknown } } | { how: "failed"; reason: string; message: string };
+
 export interface CallLimits {
   timeout_ms: number;
   max_timeout_ms: number;

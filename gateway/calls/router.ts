@@ -16,7 +16,7 @@
  * through `route` here. The space links the two once, when it builds them.
  */
 import { randomUUID } from "node:crypto";
-import { CALLBACK_METHODS, type Call, Calls } from "./calls.js";
+import { CALLBACK_METHODS, type Call, type CallEnd, Calls } from "./calls.js";
 import type { CallTrace } from "../ports/tracing.js";
 import {
   type Envelope,
@@ -38,7 +38,7 @@ import type { Verdict } from "../policy/authority.js";
 import { GatewayEndpoint } from "./endpoint.js";
 import type { Decision } from "../policy/rules.js";
 import type { ProposalBook } from "../proposals/book.js";
-import { answerOutcome, failureOutcome, resultText } from "../proposals/outcomes.js";
+import { answerOutcome } from "../proposals/outcomes.js";
 import type { Registry } from "../ports/registry.js";
 import type { Member } from "../ports/member.js";
 import { Catalogue } from "./catalogue.js";
@@ -60,6 +60,11 @@ export class McpRouter implements CallRouter {
     private readonly space: SpaceHost,
     readonly registry: Registry,
     private readonly proposals: ProposalBook,
+    /**
+     * Told once of every routed call's end (proposals/runs-ended.ts moves the proposal it
+     * carries); a promise when a proposal moved, which an answer waits for.
+     */
+    private readonly callEnded: (call: Call, end: CallEnd) => Promise<void> | undefined,
   ) {
     this.calls = new Calls(space.config.calls, (call) => this.callTimedOut(call));
     this.endpoint = new GatewayEndpoint(space, this);
@@ -258,12 +263,9 @@ export class McpRouter implements CallRouter {
     // An error in MEW's loose shape (a string code) reaches the caller as one it can read.
     const raw = (inbound.payload as { error?: { code?: unknown; message?: unknown } }).error;
     if (parsed.data.error && (typeof raw?.code !== "number" || typeof raw.message !== "string")) env.payload = { ...(inbound.payload as object), error: parsed.data.error };
-    const p = call.proposalId ? this.proposals.get(call.proposalId) : undefined;
-    if (p?.state === "routed") {
-      // The audit trail has the outcome by the time the proposer hears it.
-      this.proposals.results.add(p.id, outcome, resultText(parsed.data));
-      return this.space.note(this.proposals.planTransition(p, { state: "answered", outcome })).then(() => this.answer(call, env, member));
-    }
+    // The audit trail has the outcome by the time the proposer hears it.
+    const moved = this.callEnded(call, { how: "answered", response: parsed.data });
+    if (moved) return moved.then(() => this.answer(call, env, member));
     this.answer(call, env, member);
   }
 
@@ -355,11 +357,7 @@ export class McpRouter implements CallRouter {
     this.calls.close(call, undefined);
     this.space.metrics.call("cancelled");
     this.ended(call, "cancelled");
-    const p = call.proposalId ? this.proposals.get(call.proposalId) : undefined;
-    if (p && (p.state === "routed" || p.state === "approved")) {
-      this.proposals.results.add(p.id, "cancelled", reason);
-      this.space.note(this.proposals.planTransition(p, { state: "failed", reason: "cancelled", outcome: "cancelled" }));
-    }
+    void this.callEnded(call, { how: "failed", reason: "cancelled", message: reason });
     if (notifyTarget) this.cancelAtTarget(call, reason);
     // Bounded: each call is closed before its children are visited, so none is visited twice.
     for (const child of this.calls.children(call.id)) {
@@ -379,13 +377,7 @@ export class McpRouter implements CallRouter {
   /** Answers a call's waiters with a JSON-RPC error from the gateway. */
   private failCall(call: Call, code: number, reason: string, message: string): void {
     if (call.internal) return call.internal(undefined, reason);
-    if (call.proposalId) {
-      const p = this.proposals.get(call.proposalId);
-      if (p && (p.state === "routed" || p.state === "approved")) {
-        this.proposals.results.add(p.id, failureOutcome(reason), message);
-        this.space.note(this.proposals.planTransition(p, { state: "failed", reason, outcome: failureOutcome(reason) }));
-      }
-    }
+    void this.callEnded(call, { how: "failed", reason, message });
     const payload = { jsonrpc: "2.0", id: call.rpcId, error: { code, message, data: { reason, target: call.target } } };
     // Never the made-up id of a request its caller sent without one (calls.ts `anonymous`).
     const correlation = call.anonymous ? [] : [call.id];

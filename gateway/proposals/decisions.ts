@@ -38,6 +38,7 @@ import { cannotRun, editOf } from "./runs.js";
 import { respondMark } from "./respond.js";
 import { conditionFor, describeCondition, type GrantCondition } from "../policy/scope.js";
 import { Escalations } from "./escalation.js";
+import type { RunsEnded } from "./runs-ended.js";
 
 export class Decisions implements ProposalDesk {
   /** `policy.escalate`'s timers (escalation.ts); the space arms them as proposals change. */
@@ -47,6 +48,7 @@ export class Decisions implements ProposalDesk {
     private readonly space: SpaceHost,
     private readonly proposals: ProposalBook,
     private readonly mcp: CallRouter,
+    private readonly runs: RunsEnded,
     /** Tells the webhooks a proposal escalated (notify.ts), with the stage's approvers. */
     notify: (p: Proposal, approvers: readonly string[]) => void = () => {},
   ) {
@@ -408,9 +410,8 @@ export class Decisions implements ProposalDesk {
     const answered = fulfiller && { id: fulfiller.id, envelopeId: fulfiller.envelopeId, proposer: p.proposer, proposerRpcId: p.rpcId };
     const refused = this.mcp.tryRoute(caller, env, payload, { proposalId: p.id, fulfiller: answered });
     if (refused) {
-      this.proposals.results.add(p.id, "not_routed", refused.message);
       this.space.metrics.call("not_routed");
-      this.space.note(this.proposals.planTransition(p, { state: "failed", reason: "not_routed", outcome: "not_routed" }));
+      void this.runs.callEnded({ proposalId: p.id }, { how: "failed", reason: "not_routed", message: refused.message });
       const error = { code: RpcErrors.failed, message: `the approved call could not be routed: ${refused.message}`, data: { reason: "not_routed", code: refused.code, target: owner } };
       this.space.deliver(systemEnvelope("mcp/response", { jsonrpc: "2.0", id: p.rpcId, error }, { to: [p.proposer], correlation_id: [p.id] }));
       if (fulfiller) {

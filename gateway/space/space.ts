@@ -45,6 +45,7 @@ import { Registry } from "../ports/registry.js";
 import { type AuditEntry, type AuditQuery, type Proposal, ProposalBook, runningArguments } from "../proposals/book.js";
 import { Aids } from "../proposals/aids.js";
 import { Decisions } from "../proposals/decisions.js";
+import { RunsEnded } from "../proposals/runs-ended.js";
 import { StoreError, type StoreOpener } from "../store/index.js";
 import { type Capability, type Envelope, CloseCodes, ErrorCodes, type ErrorCode, GATEWAY_ID, type InboundEnvelope, parseFrame, systemEnvelope } from "../wire/envelope.js";
 import { Delivery } from "./delivery.js";
@@ -187,8 +188,9 @@ export class Space implements SpaceHost {
     if (migrated?.length) log.info({ files: migrated }, "state migrated from the first wave's files");
     log.debug({ records, bytes, ms }, "state restored");
     this.grants.revalidate();
-    this.mcp = new McpRouter(this, this.registry, this.proposals);
-    this.decisions = new Decisions(this, this.proposals, this.mcp, (p, approvers) => this.notifier.escalated(p, approvers));
+    const runs = new RunsEnded(this.proposals, (plan) => this.note(plan));
+    this.mcp = new McpRouter(this, this.registry, this.proposals, (call, end) => runs.callEnded(call, end));
+    this.decisions = new Decisions(this, this.proposals, this.mcp, runs, (p, approvers) => this.notifier.escalated(p, approvers));
     this.mcp.calls.onEnd = (call) => this.conversations.callEnded(call);
     // Stacks that were held when the gateway stopped are held again, with their calls.
     this.conversations.resume();
