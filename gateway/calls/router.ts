@@ -1,7 +1,7 @@
 /**
- * MCP traffic through a space: requests and responses between participants, tracked as
- * calls; the gateway's own `system:gateway` endpoint (tools/list, tools/call, ping); and
- * the tool catalogue, fetched from each participant that offers tools.
+ * MCP traffic through a space: requests routed between participants and tracked as calls,
+ * their answers, cancellation and timeouts; and the tool catalogue, fetched from each
+ * participant that offers tools.
  *
  * This is the part of the governance that every MCP envelope passes through, split out of
  * space.ts so that the space keeps members, routing, visibility and presence. The space's
@@ -10,10 +10,10 @@
  * works on lives next door: in-flight calls in calls.ts, the catalogue in registry.ts (kept
  * up to date by catalogue.ts), proposals in proposals/book.ts.
  *
- * Requests and proposals turn into each other: a request correlated to a pending proposal
- * is a MEW fulfilment (an approval), and a tools/call to the gateway that needs approval
- * becomes a proposal. Both are handed to decisions.ts, which in turn routes approved calls
- * through `route` here. The space links the two once, when it builds them.
+ * It knows nothing of decisions: an `mcp/request` reaches it through requests.ts, which
+ * hands one that is really a decision (a MEW fulfilment, a gateway tools/call that needs
+ * approval) to proposals/decisions.ts, built after this and routing approved calls through
+ * `tryRoute` here. It reports each call's end once (`callEnded`); proposals/ moves the proposal.
  */
 import { randomUUID } from "node:crypto";
 import { CALLBACK_METHODS, type Call, type CallEnd, Calls } from "./calls.js";
@@ -23,7 +23,6 @@ import {
   ErrorCodes,
   GATEWAY_ID,
   type InboundEnvelope,
-  parseMcpRequest,
   type McpRequestPayload,
   parseMcpResponse,
   PROTOCOL,
@@ -33,9 +32,8 @@ import {
   stamp,
   systemEnvelope,
 } from "../wire/envelope.js";
-import { type CallRouter, clip, disabledRefusal, type NotRouted, type ProposalDesk, type SpaceHost } from "../ports/host.js";
+import { type CallRouter, clip, disabledRefusal, type NotRouted, type SpaceHost } from "../ports/host.js";
 import type { Verdict } from "../policy/authority.js";
-import { GatewayEndpoint } from "./endpoint.js";
 import type { Decision } from "../policy/rules.js";
 import type { ProposalBook } from "../proposals/book.js";
 import { answerOutcome } from "../proposals/outcomes.js";
@@ -45,16 +43,8 @@ import { Catalogue } from "./catalogue.js";
 
 export class McpRouter implements CallRouter {
   readonly calls: Calls;
-  /**
-   * Where requests that are really proposal decisions go. Set by the space right after
-   * both are built: decisions route through this router, so neither can take the other in
-   * its constructor.
-   */
-  decisions!: ProposalDesk;
   /** Each participant's tools, fetched and screened (catalogue.ts). */
   private readonly catalogue: Catalogue;
-  /** `system:gateway` (endpoint.ts). */
-  private readonly endpoint: GatewayEndpoint;
 
   constructor(
     private readonly space: SpaceHost,
@@ -67,55 +57,10 @@ export class McpRouter implements CallRouter {
     private readonly callEnded: (call: Call, end: CallEnd) => Promise<void> | undefined,
   ) {
     this.calls = new Calls(space.config.calls, (call) => this.callTimedOut(call));
-    this.endpoint = new GatewayEndpoint(space, this);
     this.catalogue = new Catalogue(space, registry);
   }
 
   // --- requests and responses between participants ----------------------------------
-
-  /**
-   * Every `mcp/request`. Its check depends on its payload, so it is made here rather than
-   * before the space's switch: tools/call by the tool policy, the rest by capability; a
-   * request to the gateway by the gateway's own rules, and a fulfilment by the bar for
-   * deciding on its proposal.
-   */
-  onRequest(member: Member, inbound: InboundEnvelope): Promise<void> | void {
-    const parsed = parseMcpRequest(inbound.payload);
-    if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/request: ${describeIssue(parsed.error)}`, inbound.id);
-    let payload = parsed.data;
-    const to = inbound.to ?? [];
-    if (to.includes(GATEWAY_ID)) {
-      if (to.length > 1) return this.space.fail(member, ErrorCodes.invalidEnvelope, `a request to ${GATEWAY_ID} must not name other recipients`, inbound.id);
-      return this.endpoint.onRequest(member, inbound, payload);
-    }
-    if (payload.method.startsWith("notifications/")) return this.onNotification(member, inbound, payload);
-    if (payload.id === undefined) {
-      // Not a notification, so a request all the same: MEW clients leave the JSON-RPC id
-      // out and correlate by envelope id. It takes the same road as any request — policy
-      // first — with the envelope id as its JSON-RPC id, so the answer correlates both ways.
-      if (inbound.id === undefined) {
-        return this.space.fail(member, ErrorCodes.invalidEnvelope, `${clip(payload.method)} is a request: give the envelope an id (or the payload a JSON-RPC id)`);
-      }
-      payload = { jsonrpc: payload.jsonrpc, id: inbound.id, method: payload.method, params: payload.params } satisfies Record<keyof McpRequestPayload, unknown>;
-    }
-    const fulfilled = inbound.correlation_id?.map((id) => this.proposals.get(id)).find((p) => p !== undefined);
-    if (fulfilled) return this.decisions.onFulfil(member, inbound, payload, fulfilled);
-    // Correlated to a proposal that has ended, a request would carry it out a second time.
-    const ended = inbound.correlation_id?.find((id) => this.proposals.endedAs(id) !== undefined);
-    if (ended !== undefined) {
-      const state = this.proposals.endedAs(ended)!;
-      return this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(ended)}" is already ${state}; a request correlated to it would fulfil it again`, inbound.id, { state });
-    }
-    if (to.length !== 1) {
-      return this.space.fail(member, ErrorCodes.invalidEnvelope, "an mcp/request goes to exactly one participant (to: [id])", inbound.id);
-    }
-    const target = to[0]!;
-    const served = CALLBACK_METHODS.has(payload.method) ? this.calls.callbackOf(member.id, target, inbound.correlation_id) : undefined;
-    const verdict = served ? this.space.authority.callback(payload.params) : this.authorize(member, target, payload.method, payload.params);
-    if (verdict.decision !== "direct") return this.refuse(member, verdict, target, payload, inbound.id);
-    const anonymous = inbound.id === undefined ? ({ anonymous: true } as const) : {};
-    this.route(member, stamp({ ...inbound, payload }, member.id), payload, inbound.id, served ? { callbackFor: served.id, ...anonymous } : anonymous);
-  }
 
   /** The policy decision point (authority.ts) for `member` calling `target`. */
   authorize(member: Member, target: string, method: string, params: Record<string, unknown> | undefined, confirming = false): Verdict {
@@ -141,28 +86,6 @@ export class McpRouter implements CallRouter {
     const slash = name.indexOf("/");
     if (slash > 0 && this.registry.isDisabled(name.slice(0, slash))) return disabledRefusal(name.slice(0, slash));
     return { code: ErrorCodes.unknownTool, message: `no tool "${clip(name)}" in space "${this.space.id}"` };
-  }
-
-  /**
-   * A notification between participants. Nothing to track, but a cancellation must come
-   * from the caller of the call it names, and goes only where that call went.
-   */
-  private onNotification(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload): void {
-    if (!member.allows(inbound)) return this.space.capabilityViolation(member, inbound);
-    if (payload.method === "notifications/cancelled") {
-      const to = inbound.to ?? [];
-      const calls = this.calls.ofCaller(member.id, inbound.correlation_id, payload.params?.["requestId"]).filter((c) => to.length === 0 || to.includes(c.target));
-      if (calls.length === 0) {
-        return this.space.fail(member, ErrorCodes.notCaller, "this cancellation names no pending call of yours; only a call's caller may cancel it", inbound.id);
-      }
-      const env = stamp(inbound, member.id);
-      env.to = [...new Set(calls.map((c) => c.target))];
-      this.space.deliver(env, member);
-      for (const call of calls) this.cancel(call, "cancelled by the caller", false);
-      return;
-    }
-    this.space.deliver(stamp(inbound, member.id), member);
-    if (payload.method === "notifications/tools/list_changed") this.refreshTools(member.id);
   }
 
   /**

@@ -2,8 +2,8 @@
  * The seam between a space and the modules that handle its MCP traffic.
  *
  * space.ts keeps members, routing, visibility and presence; the MCP side lives beside it:
- * calls/router.ts (requests, responses, the gateway's own endpoint, the tool catalogue) and
- * decisions.ts (what happens to a proposal). Those modules never see the member map,
+ * calls/requests.ts (every mcp/request first), calls/router.ts (routing, responses, the tool
+ * catalogue), calls/endpoint.ts (the gateway's own endpoint) and decisions.ts (what happens to a proposal). Those modules never see the member map,
  * the presence batch or a socket: they act on a space only through `SpaceHost`, which
  * `Space` implements; and on each other only through `CallRouter` and `ProposalDesk`
  * below. So the import graph has no circle, not even through types: space.ts imports
@@ -73,11 +73,11 @@ export interface SpaceHost {
 /**
  * What decisions.ts and endpoint.ts need of the MCP router (calls/router.ts): the decision point,
  * routing, cancellation and the catalogue. Named here so that neither imports calls/router.ts.
+ * The router is built before both, and needs neither.
  */
 export interface CallRouter {
   readonly calls: Calls;
   readonly registry: Registry;
-  readonly decisions: ProposalDesk;
   /**
    * The policy decision point's verdict for `member` calling `target`. `confirming`: the
    * approver's bar, which a changed tool definition does not raise (authority.ts).
@@ -97,7 +97,7 @@ export interface CallRouter {
   toolsFor(member: Member): Array<Record<string, unknown>>;
 }
 
-/** What calls/router.ts and endpoint.ts need of decisions.ts: requests that are really proposal decisions. */
+/** What calls/requests.ts and endpoint.ts need of decisions.ts: requests that are really proposal decisions. */
 export interface ProposalDesk {
   onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Promise<void> | void;
   hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts: { tellProposer?: boolean; sentId: string | undefined }): Promise<void>;

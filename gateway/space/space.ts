@@ -26,6 +26,8 @@ import { Streams } from "../agents/streams.js";
 import { Switches } from "../agents/switches.js";
 import { frameBudget, maySee } from "../calls/endpoint.js";
 import { McpRouter } from "../calls/router.js";
+import { Requests } from "../calls/requests.js";
+import { GatewayEndpoint } from "../calls/endpoint.js";
 import { ConfigError, type SpaceConfig } from "../config/config.js";
 import { checkPolicy } from "../policy/check.js";
 import type { TokenBook } from "../identity/tokens.js";
@@ -190,13 +192,10 @@ export class Space implements SpaceHost {
     this.grants.revalidate();
     const runs = new RunsEnded(this.proposals, (plan) => this.note(plan));
     this.mcp = new McpRouter(this, this.registry, this.proposals, (call, end) => runs.callEnded(call, end));
-    this.decisions = new Decisions(this, this.proposals, this.mcp, runs, (p, approvers) => this.notifier.escalated(p, approvers));
+    this.decisions = new Decisions(this, this.proposals, this.mcp.calls, this.registry, this.mcp, runs, (p, approvers) => this.notifier.escalated(p, approvers));
     this.mcp.calls.onEnd = (call) => this.conversations.callEnded(call);
     // Stacks that were held when the gateway stopped are held again, with their calls.
     this.conversations.resume();
-    // A request can be a decision (a MEW fulfilment, a gateway tools/call that needs
-    // approval) and a decision routes a request, so the two are linked once, here.
-    this.mcp.decisions = this.decisions;
     this.roster = new Roster(this.delivery, this.metrics, {
       config,
       isDisabled: (id) => this.switches.isDisabled(id),
@@ -206,8 +205,12 @@ export class Space implements SpaceHost {
       activeStreams: () => this.streams.active(),
       conversations: () => this.conversations.view(),
     });
+    // A request can be a decision (a MEW fulfilment, a gateway tools/call that needs
+    // approval): the handler of requests sits above the router and the decisions.
+    const requests = new Requests(this, this.mcp, this.decisions, new GatewayEndpoint(this, this.mcp, this.decisions), this.proposals);
     const handlers: Handlers = {
       mcp: this.mcp,
+      requests,
       decisions: this.decisions,
       lending: this.lending,
       invites: this.invites,
