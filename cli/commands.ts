@@ -354,5 +354,7 @@ export function auditLine(e: AuditEntry): string {
   if (e.reason) parts.push(`reason: ${e.reason}`);
   if (e.outcome) parts.push(`outcome: ${e.outcome}`);
   if (e.event === "proposed" && e.arguments !== undefined) parts.push(oneLine(e.arguments, 80));
+  if (e.event === "approval_dropped" && e.text) parts.push(oneLine(e.text, 160));
+  if (e.event === "escalated") parts.push(`stage ${e.stage ?? "?"}: ${oneLine((e.approvers ?? []).join(", ") || "nobody more", 160)} may decide`);
   return parts.join("  ");
 }

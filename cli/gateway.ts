@@ -4,6 +4,7 @@
 import { join } from "node:path";
 import { ConfigError, loadSpaceConfig } from "../gateway/config/config.js";
 import { createLogger } from "../gateway/operator/log.js";
+import { formatFinding } from "../gateway/policy/check.js";
 import { Gateway } from "../gateway/edge/server.js";
 // Not the participants/mcp-server.js barrel: that loads the MCP SDK, which this command
 // must not pay for at start. http.js loads it on the first /mcp request.
@@ -93,6 +94,7 @@ export async function runGateway(opts: GatewayCommandOptions, out: NodeJS.Writab
     const spaces = [...running.gateway.spaces.keys()].join(", ");
     out.write(`mewgate gateway listening on ${running.url}/ws (spaces: ${spaces})\n`);
   }
+  for (const line of findingLines(running.gateway)) process.stderr.write(`mewgate: ${line}\n`);
   // SIGHUP: read the space.yaml files and tokens again (an invalid file changes nothing).
   const hup = () => void reloadOnSignal(running.gateway, (line) => process.stderr.write(`mewgate: ${line}\n`));
   process.on("SIGHUP", hup);
@@ -137,6 +139,11 @@ function watchParent(stop: () => void): void {
   process.stdin.resume();
   // And should stdin not be a pipe after all: the parent is gone once this process is re-parented.
   setInterval(() => process.ppid !== parent && stop(), 500).unref();
+}
+
+/** What the spaces' tool rules were found to hold at load, short of an error (policy/check.ts): printed, not only logged. */
+export function findingLines(gateway: Gateway): string[] {
+  return [...gateway.spaces.values()].flatMap((s) => s.findings.map((f) => formatFinding(f)));
 }
 
 /** SIGHUP's reload, said in lines: what changed, or why nothing did. Never throws. */

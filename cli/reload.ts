@@ -28,7 +28,10 @@ export function describeReload(r: ReloadSummary): string[] {
   say("told their rights changed", r.told);
   say("pending proposals cancelled (now denied)", r.cancelled);
   say("grants no longer standing", r.grants_fallen);
+  say("approvals dropped (their approver may no longer decide)", r.approvals_dropped ?? []);
   if (lines.length === 1) lines.push("  nothing changed");
+  // What the rules were found to hold short of an error: said where the operator looks, not only in the log.
+  for (const f of r.findings ?? []) lines.push(`  ${f}`);
   return lines;
 }
 

@@ -141,7 +141,7 @@ export function proposalCard(p, on, selected = false) {
     ),
     flagged(p.findings, `The gateway flagged ${p.tool ?? "this tool"}`, p.description),
     // A two-person rule: "1 of 2", who approved, and whether it can still be met.
-    p.approvals ? el("p", { class: p.approvals.satisfiable ? "approvals" : "approvals error", role: "status", text: `Approvals: ${p.approvals.text}${p.approvals.by?.length ? ` (${p.approvals.by.join(", ")})` : ""}.${p.approvals.satisfiable ? "" : ` ${p.approvals.why}`}` }) : undefined,
+    p.approvals ? el("p", { class: p.approvals.satisfiable ? "approvals" : "approvals error", role: "status", text: `Approvals: ${p.approvals.text}${p.approvals.by?.length ? ` (${p.approvals.by.join(", ")})` : ""}.${p.approvals.dropped?.length ? ` No longer counted: ${p.approvals.dropped.map((d) => `${d.by} (${d.why})`).join("; ")}.` : ""}${p.approvals.satisfiable ? "" : ` ${p.approvals.why}`}` }) : undefined,
     // Edited by an approver: these arguments are what runs, not those proposed.
     p.edited ? el("p", { class: "approvals", role: "status", text: `Arguments edited by ${reveal(p.edited.by ?? "an approver")}${p.edited.at ? ` at ${new Date(p.edited.at).toLocaleTimeString()}` : ""}: approving runs these, not those proposed.` }) : undefined,
     argumentsView(args, p.inputSchema),

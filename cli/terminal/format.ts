@@ -299,6 +299,8 @@ export function formatEnvelope(env: Envelope, ctx: ViewContext): string[] {
     case "system/approval": {
       // One of several approvals a proposal needs (two-person rule): it still waits.
       const by = Array.isArray(payload["by"]) ? payload["by"].map(String) : [];
+      // Approvals a reload dropped (their approver removed or demoted): the count went down.
+      if (Array.isArray(payload["dropped"])) return [`${s.yellow("!")} proposal ${s.dim(`[${shortId(env.correlation_id?.[0] ?? "?")}]`)}: ${String(payload["text"] ?? "")}`];
       return [`${s.green("✓")} ${by.at(-1) ?? "someone"} approved ${s.dim(`[${shortId(env.correlation_id?.[0] ?? "?")}]`)}: ${String(payload["text"] ?? "")} approvals${by.length ? ` (${by.join(", ")})` : ""}; it waits for another approver`];
     }
     case "mcp/reject": {

@@ -15,6 +15,7 @@ import { recordRulePositions } from "./rule-positions.js";
 export { rulePosition, type RulePosition } from "./rule-positions.js";
 import { PreviewsSchema } from "./previews.js";
 import { ClusterSchema, TelemetrySchema, WebhookSchema } from "./gateway.js";
+import { webhookSecretIssues } from "./webhook-secret.js";
 import { Lookalikes } from "../identity/confusables.js";
 import { identitySchema } from "./identity.js";
 import { checkGroups, nullProto } from "./groups.js";
@@ -491,6 +492,9 @@ export function parseSpaceConfig(text: string, opts: { file: string; env?: NodeJ
     if (p.run) p.run.cwd = path.resolve(dir, p.run.cwd ?? ".");
   }
   for (const [id, p] of Object.entries(config.participants)) if (p.tools) recordRulePositions(doc, lineCounter, file, id, p.tools);
+  // A webhook that signs its notices has its secret in the environment now, or the file is refused.
+  for (const [where, error] of webhookSecretIssues(config.gateway.notify, env)) issues.push(at(locate(doc, where, false)?.range?.[0], formatPath(where), error));
+  if (issues.length) return fail(issues);
   return config;
 }
 

@@ -11,6 +11,12 @@ export const WebhookSchema = section({
   format: z.enum(["json", "slack"]).default("json"),
   events: z.array(z.enum(["proposed", "decided"])).min(1).default(["proposed", "decided"]),
   headers: z.record(z.string(), z.string()).default({}),
+  /**
+   * The environment variable holding the secret the notices are signed with (Standard
+   * Webhooks: `webhook-id`, `webhook-timestamp`, `webhook-signature`; proposals/signing.ts),
+   * `whsec_` then base64 of 24 to 64 random bytes. Never the secret itself.
+   */
+  secret_env: z.string({ error: expected("an environment variable name") }).regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, { error: expected("an environment variable name like MEWGATE_WEBHOOK_SECRET") }).optional(),
 });
 
 const NATS_URLS = /^(nats:\/\/)?[A-Za-z0-9.\-[\]:]+(,\s*(nats:\/\/)?[A-Za-z0-9.\-[\]:]+)*$/;

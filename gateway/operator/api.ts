@@ -51,6 +51,8 @@ interface Caller {
   id: string;
   /** The console session it came with (signin.ts), if not a bearer token. */
   session?: Session | undefined;
+  /** The digest of the static token it came with: a stream it opens ends when that token is revoked or rotated. */
+  digest?: string | undefined;
 }
 
 /**
@@ -81,7 +83,7 @@ async function authenticate(space: Space, req: IncomingMessage, res: ServerRespo
     send(res, fail(status, code, auth.reason), status === 503 ? { "retry-after": "5" } : { "www-authenticate": bearerChallenge(req, "/api", auth.http) });
     return undefined;
   }
-  return { space, id: auth.id };
+  return { space, id: auth.id, digest: auth.digest };
 }
 
 type Reply = { status: number; body: unknown };
@@ -267,15 +269,22 @@ function events(c: Caller, req: IncomingMessage, res: ServerResponse): void {
   c.session?.closers.add(stop);
   expiry = c.session ? setTimeout(stop, Math.max(0, c.session.expiresAt - Date.now())) : undefined;
   expiry?.unref();
+  // And a token revoked, rotated or expired ends the stream opened with it (space/sessions.ts).
+  let stopped = false;
+  const revoked = () => {
+    if (!stopped) res.write(`event: closed\ndata: ${JSON.stringify({ code: "token_revoked", message: "the token this stream was opened with is no longer accepted (rotated, revoked or expired)" })}\n\n`);
+    stop();
+  };
+  const unhold = c.digest === undefined ? undefined : c.space.sessions.hold(c.id, c.digest, "event stream", revoked);
   const keepalive = setInterval(() => res.write(": keepalive\n\n"), KEEPALIVE_MS);
   keepalive.unref();
-  let stopped = false;
   function stop(): void {
     if (stopped) return;
     stopped = true;
     clearInterval(keepalive);
     clearTimeout(expiry);
     c.session?.closers.delete(stop);
+    unhold?.();
     unwatch();
     res.end();
   }

@@ -10,10 +10,12 @@
  *   deny → grant → ask → allow (or earlier in the same list) covers every call it covers.
  * - a `when` condition that does not compile (conditions.ts): an error, at its line and column.
  *
- * The same findings at load (space/space.ts refuses errors and logs warnings), in
- * `mewgate policy check`, in the operator API and in the console's Tools view.
+ * The same findings at load — a start (space/space.ts) and a reload (edge/reload.ts) both go
+ * through `admitPolicy`: errors refuse the file, warnings are shown where the operator looks
+ * (`up`, `gateway`, `reload` print them) — in `mewgate policy check`, in the operator API and
+ * in the console's Tools view.
  */
-import { type ConfigIssue, formatIssue, rulePosition, type SpaceConfig, type ToolPolicy } from "../config/config.js";
+import { ConfigError, type ConfigIssue, formatIssue, rulePosition, type SpaceConfig, type ToolPolicy } from "../config/config.js";
 import { suggest } from "../config/schema.js";
 import { GATEWAY_ID } from "../wire/envelope.js";
 import { compileGlob } from "./capabilities.js";
@@ -55,6 +57,19 @@ export function checkPolicy(config: SpaceConfig, tools?: ToolList): PolicyFindin
     if (p.tools) out.push(...checkRules(config, id, p.tools, ids, registered));
   }
   return out.sort((a, b) => a.line - b.line || a.column - b.column);
+}
+
+/**
+ * What a start and a reload do with a file's tool rules, the one path for both: an error
+ * (a condition that does not compile, a rule naming nobody under `policy.strict`) refuses
+ * the file with a `ConfigError` saying file:line:col; the warnings are returned, for the
+ * caller to show. `tools`: what is registered so far (a reload knows; a start does not yet).
+ */
+export function admitPolicy(config: SpaceConfig, tools?: ToolList): PolicyFinding[] {
+  const findings = checkPolicy(config, tools);
+  const errors = findings.filter((f) => f.severity === "error");
+  if (errors.length) throw new ConfigError(errors);
+  return findings;
 }
 
 /** The findings about one owner's tools that registered late: rules naming it that match none of them. */

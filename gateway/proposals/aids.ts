@@ -6,6 +6,7 @@ import type { SpaceConfig } from "../config/config.js";
 import type { Authority } from "../policy/authority.js";
 import type { Registry } from "../ports/registry.js";
 import type { Proposal } from "./book.js";
+import { approversNow } from "./approvals.js";
 import { linkApprovers, Links } from "./links.js";
 import type { ApproverLink } from "./notify.js";
 import { type PreviewHost, Previews } from "./preview.js";
@@ -13,7 +14,7 @@ import { type PreviewHost, Previews } from "./preview.js";
 export interface AidsHost {
   config: SpaceConfig;
   registry: Registry;
-  authority: Pick<Authority, "call">;
+  authority: Pick<Authority, "call" | "groups">;
   isDisabled(id: string): boolean;
   callFor: PreviewHost["call"];
   /** The web console's address once the gateway listens (the links' default base). */
@@ -43,6 +44,8 @@ export class Aids {
     if (config.gateway.notify.length === 0) return [];
     const mayDecide = (id: string) => !this.host.isDisabled(id) && authority.call(id, () => false, p.owner, p.method, p.params, true).decision === "direct";
     const base = (config.gateway.public_url ?? this.host.consoleUrl() ?? "").replace(/\/(ui\/)?$/, "");
-    return linkApprovers(config.participants, p, config.participants[p.proposer]?.approvers, mayDecide).map((approver) => ({ approver, url: `${base}/ui/link.html#t=${this.links.mint(p, approver)}` }));
+    // Who may decide now: the proposer's approvers (groups by their members) and the escalation stages reached.
+    const named = approversNow(config, p);
+    return linkApprovers(config.participants, p, named && ((id) => authority.groups.names(named, id)), mayDecide).map((approver) => ({ approver, url: `${base}/ui/link.html#t=${this.links.mint(p, approver)}` }));
   }
 }

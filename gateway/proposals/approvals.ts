@@ -85,6 +85,8 @@ export function approvalsView(config: SpaceConfig, groups: Groups, p: Proposal, 
     by,
     text: `${by.length} of ${required}`,
     satisfiable,
+    // Approvals that no longer count (a reload removed or demoted their approver: standing.ts).
+    ...(p.droppedApprovals?.length ? { dropped: p.droppedApprovals } : {}),
     ...(satisfiable ? {} : { why: `needs ${required} distinct approvers but only ${possible} could approve it (never the proposer); it can never be approved as things stand` }),
   };
 }

@@ -1,5 +1,6 @@
 /**
- * Proposals held by the gateway: the state machine and its audit trail.
+ * Proposals held by the gateway: the state machine and its audit trail. Past 500 lines
+ * because each change is a record, its fold on restart and its audit entry, kept together.
  * Which transition an envelope asks for, and whether its sender may make it, is decided
  * in decisions.ts; calls/router.ts moves a routed proposal on when its call ends.
  *
@@ -94,6 +95,8 @@ export interface Proposal {
   approvals?: Approval[] | undefined;
   /** Indexes of the `policy.escalate` stages already fired for it (proposals/escalation.ts). */
   escalated?: number[] | undefined;
+  /** Approvals that no longer count: their approver was removed, or may no longer decide, after a reload (proposals/standing.ts). */
+  droppedApprovals?: Array<{ by: string; why: string; ts: string }> | undefined;
 }
 
 /** One approver's "yes" on a proposal that needs more than one (proposals/approvals.ts). */
@@ -157,7 +160,7 @@ export function shownEnvelope(p: Proposal): unknown {
   // A proposal that needs several approvers carries how far it got ("1 of 2", and who).
   const progress =
     need > 1 && awaiting(p.state)
-      ? { "mewgate/approvals": { required: need, by: [...new Set((p.approvals ?? []).map((a) => a.by))], ...(runs.edited ? { arguments: runs.arguments } : {}) } }
+      ? { "mewgate/approvals": { required: need, by: [...new Set((p.approvals ?? []).map((a) => a.by))], ...(runs.edited ? { arguments: runs.arguments } : {}), ...(p.droppedApprovals?.length ? { dropped: p.droppedApprovals } : {}) } }
       : {};
   // Edited arguments are what an approval now runs: every reader shows these, with who edited them.
   const edited = runs.edited && awaiting(p.state) ? { [EDITED_KEY]: { arguments: runs.arguments, ...(runs.edited.by !== undefined ? { by: runs.edited.by } : {}), ...(runs.edited.at !== undefined ? { at: runs.edited.at } : {}) } } : {};
@@ -176,6 +179,8 @@ export type ProposalRecord =
   | { type: "state"; id: string; ts: string; patch: Patch }
   /** One approval of a proposal that needs more than one; it stays as it was otherwise. */
   | { type: "approval"; id: string; approval: Approval }
+  /** Approvals that no longer count (proposals/standing.ts); with none left, the first approver's edits go too. */
+  | { type: "approvals_dropped"; id: string; dropped: Array<{ by: string; why: string; ts: string }> }
   /** An escalation stage fired (proposals/escalation.ts): who may decide widened, and the webhooks were told. */
   | { type: "escalated"; id: string; stage: number; ts: string }
   /** Ids of ended proposals, so a late decision still hears "already rejected" after a compaction. */
@@ -185,7 +190,8 @@ export interface AuditEntry {
   ts: string;
   /** `tool_changed`: a tool's definition differs from the one pinned for it (ports/pins.ts); `proposal` is then empty. */
   /** `reloaded`: the space took a new space.yaml (space/reload.ts); `changes` says what changed, `proposer` who asked. `approval`: one of several a proposal needs. */
-  event: ProposalState | "proposed" | "tool_changed" | "approval" | "reloaded";
+  /** `approval_dropped`: an approval that no longer counts (`by`, and why in `text`); `escalated`: a stage of `policy.escalate` fired (`stage`, `approvers`). */
+  event: ProposalState | "proposed" | "tool_changed" | "approval" | "reloaded" | "approval_dropped" | "escalated";
   proposal: string;
   proposer: string;
   owner: string;
@@ -211,6 +217,9 @@ export interface AuditEntry {
   changes?: string[] | undefined;
   /** For `tool_changed`: how many times the tool has changed since the gateway first saw it. */
   count?: number | undefined;
+  /** For `escalated`: the stage's index, and who may decide from then on (groups resolved to their members). */
+  stage?: number | undefined;
+  approvers?: string[] | undefined;
 }
 
 export type AuditRecord = { type: "audit"; entry: AuditEntry };
@@ -255,6 +264,9 @@ export class ProposalBook {
     else if (r.type === "escalated") {
       const p = this.open.get(r.id);
       if (p && !p.escalated?.includes(r.stage)) p.escalated = [...(p.escalated ?? []), r.stage];
+    } else if (r.type === "approvals_dropped") {
+      const p = this.open.get(r.id);
+      if (p) dropApprovals(p, r.dropped);
     } else if (r.type === "approval") {
       const p = this.open.get(r.id);
       if (p) {
@@ -381,12 +393,35 @@ export class ProposalBook {
     };
   }
 
-  /** An escalation stage fired for `p` (proposals/escalation.ts): a fact, written before anyone is told. */
-  planEscalated(p: Proposal, stage: number): Plan<ProposalRecord | AuditRecord> {
+  /**
+   * Approvals of `p` that no longer count (proposals/standing.ts), each with its audit entry:
+   * written before the card or the count changes. The proposal stays in its state.
+   */
+  planDropApprovals(p: Proposal, dropped: Array<{ by: string; why: string }>): Plan<ProposalRecord | AuditRecord> {
+    if (!awaiting(p.state)) throw new Error(`proposal ${p.id} is ${p.state}, not awaiting a decision`);
     if (this.busy.has(p.id)) throw new Error(`proposal ${p.id} is busy`);
     this.busy.add(p.id);
+    const ts = new Date().toISOString();
+    const stamped = dropped.map((d) => ({ ...d, ts }));
+    const entries = stamped.map((d): AuditRecord => {
+      const a = audit({ ...p, decidedBy: d.by, reason: "approver_removed", text: d.why }, "approval_dropped");
+      return { ...a, entry: { ...a.entry, arguments: undefined, edited: undefined, scope: undefined } };
+    });
     return {
-      records: [{ type: "escalated", id: p.id, stage, ts: new Date().toISOString() }],
+      records: [{ type: "approvals_dropped", id: p.id, dropped: stamped }, ...entries],
+      apply: () => dropApprovals(p, stamped),
+      done: () => this.busy.delete(p.id),
+    };
+  }
+
+  /** An escalation stage fired for `p` (proposals/escalation.ts): a fact, written (with its audit entry) before anyone is told. */
+  planEscalated(p: Proposal, stage: number, approvers: string[] = []): Plan<ProposalRecord | AuditRecord> {
+    if (this.busy.has(p.id)) throw new Error(`proposal ${p.id} is busy`);
+    this.busy.add(p.id);
+    const a = audit(p, "escalated");
+    const entry: AuditRecord = { type: "audit", entry: { ...a.entry, arguments: undefined, edited: undefined, by: undefined, scope: undefined, reason: undefined, text: undefined, outcome: undefined, stage, approvers } };
+    return {
+      records: [{ type: "escalated", id: p.id, stage, ts: new Date().toISOString() }, entry],
       apply: () => {
         if (!p.escalated?.includes(stage)) p.escalated = [...(p.escalated ?? []), stage];
       },
@@ -448,6 +483,14 @@ export class ProposalBook {
     clearTimeout(this.timers.get(id));
     this.timers.delete(id);
   }
+}
+
+/** Takes dropped approvals out of `p`; with none left, the edits the first of them made go too (nobody who still counts approved them). */
+function dropApprovals(p: Proposal, dropped: Array<{ by: string; why: string; ts: string }>): void {
+  const gone = new Set(dropped.map((d) => d.by));
+  p.approvals = (p.approvals ?? []).filter((a) => !gone.has(a.by));
+  p.droppedApprovals = [...(p.droppedApprovals ?? []), ...dropped];
+  if (p.approvals.length === 0) Object.assign(p, { editedArguments: undefined, editedBy: undefined, editedAt: undefined });
 }
 
 /** The audit record of `p` reaching `event`. */

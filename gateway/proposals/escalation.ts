@@ -6,8 +6,8 @@
  * One timer per awaiting proposal, for its next stage not yet fired, armed from the
  * proposal's `createdAt`, so a restart re-arms it where it was (a stage that fell due while
  * the gateway was down fires at once). A fired stage is recorded on the proposal
- * (`escalated`, written through the journal) before anyone is told, so a restart does not
- * tell the webhooks twice. The caller (decisions.ts) records and notifies; this module only
+ * (`escalated`, written through the journal, with an audit entry naming the stage and the
+ * people it lets decide) before anyone is told, so a restart does not tell the webhooks twice. The caller (decisions.ts) records and notifies; this module only
  * keeps time.
  */
 import type { SpaceHost } from "../ports/host.js";
@@ -35,8 +35,9 @@ export class Escalations {
   private async due(p: Proposal, stage: number): Promise<boolean> {
     if (!awaiting(p.state)) return true;
     if (this.proposals.isBusy(p.id)) return false;
-    await this.space.record(this.proposals.planEscalated(p, stage));
     const s = this.config.policy.escalate[stage]!;
+    // In the audit trail with the people it names (a group by its members now).
+    await this.space.record(this.proposals.planEscalated(p, stage, this.space.authority.groups.expand(s.approvers)));
     this.space.log.info({ proposal: p.id, stage, approvers: s.approvers }, "proposal escalated: nobody decided in time");
     if (s.notify) this.notify(p, s.approvers);
     return true;

@@ -163,13 +163,15 @@ export class Links {
 }
 
 /**
- * The people a link is made for: humans other than the proposer, among its `approvers` if
- * it names them, who may make the call themselves (`mayCall`: the approver's bar, decisions.ts).
- * Only tool calls get links; anything else is decided in the console or the terminal.
+ * The people a link is made for: humans other than the proposer, named by its approvers now
+ * if it has any (`named`: ids and `@group`s, with the escalation stages reached — each member
+ * of a group gets a link of their own), who may make the call themselves (`mayCall`: the
+ * approver's bar, decisions.ts). Only tool calls get links; anything else is decided in the
+ * console or the terminal.
  */
-export function linkApprovers(participants: Record<string, { id: string; kind: string }>, p: Proposal, named: readonly string[] | undefined, mayCall: (id: string) => boolean): string[] {
+export function linkApprovers(participants: Record<string, { id: string; kind: string }>, p: Proposal, named: ((id: string) => boolean) | undefined, mayCall: (id: string) => boolean): string[] {
   if (p.method !== "tools/call" || p.tool === undefined) return [];
   return Object.values(participants)
-    .filter((c) => c.kind === "human" && c.id !== p.proposer && (!named || named.includes(c.id)) && mayCall(c.id))
+    .filter((c) => c.kind === "human" && c.id !== p.proposer && (!named || named(c.id)) && mayCall(c.id))
     .map((c) => c.id);
 }

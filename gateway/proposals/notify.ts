@@ -5,13 +5,20 @@
  * decide it (links.ts): the JSON body lists them, and Slack shows Approve / Reject buttons
  * that open the link's page, where the decision is made (never by the click itself).
  *
+ * With `secret_env`, every notice is signed (signing.ts, the Standard Webhooks headers). A
+ * notice of what became of an approved call (`proposal.answered`, `proposal.failed`, with
+ * the "decided" ones) carries its outcome (outcomes.ts).
+ *
  * A webhook never slows the space: a delivery runs after the change it reports, off the
  * message path, with a timeout, a few retries with backoff, and a bounded queue (past it,
  * the oldest undelivered notice is dropped and logged). Every attempt's outcome is kept
  * in a small delivery log (`deliveries()`, and the gateway log).
  */
+import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
+import { parseWebhookSecret } from "../config/webhook-secret.js";
 import { type Proposal, runningParams } from "./book.js";
+import { signatureHeaders } from "./signing.js";
 
 /** A decision link for one approver of one proposal (links.ts). */
 export interface ApproverLink {
@@ -25,6 +32,8 @@ export interface WebhookConfig {
   /** Which notices: new proposals, their outcomes, or both (default). */
   events: Array<"proposed" | "decided">;
   headers: Record<string, string>;
+  /** The environment variable holding the signing secret (config/webhook-secret.ts). */
+  secret_env?: string | undefined;
 }
 
 export interface Delivery {
@@ -51,6 +60,8 @@ interface Notice {
   /** Made at the first attempt, not when enqueued: a proposal restored at start is noticed before the gateway knows its own address, which the links need. */
   body: string | (() => string);
   attempt: number;
+  /** The notice's `webhook-id`: the same on every attempt. */
+  id: string;
 }
 
 export class Notifier {
@@ -60,6 +71,8 @@ export class Notifier {
   private closed = false;
   private addressWaits = 0;
   private addressTimer: NodeJS.Timeout | undefined;
+  /** Each signing webhook's key, read once (its secret was checked when the file was loaded). */
+  private readonly keys = new Map<WebhookConfig, Buffer>();
 
   constructor(
     private readonly space: string,
@@ -71,18 +84,29 @@ export class Notifier {
     private readonly why: (p: Proposal) => string | undefined = () => undefined,
     /** Decision links for the people who may decide a proposal (none when the space cannot make them). */
     private readonly links: (p: Proposal) => ApproverLink[] = () => [],
-  ) {}
+    env: NodeJS.ProcessEnv = process.env,
+  ) {
+    for (const hook of hooks) {
+      if (hook.secret_env === undefined) continue;
+      const parsed = parseWebhookSecret(env[hook.secret_env], hook.secret_env);
+      // Checked at load (config.ts); should the environment have changed since, nothing goes out unsigned.
+      if ("error" in parsed) logger.error({ url: hook.url }, `${parsed.error}; this webhook's notices are not sent`);
+      else this.keys.set(hook, parsed.key);
+    }
+  }
 
   /** A proposal was made or moved on: tell the webhooks that want it. */
   proposal(p: Proposal, event: string): void {
     if (this.hooks.length === 0 || this.closed) return;
     // An interrupted proposal asks for a decision again, as a new one does.
-    const kind = event === "proposed" || event === "interrupted" || event === "escalated" ? "proposed" : ["approved", "rejected", "withdrawn", "expired"].includes(event) ? "decided" : undefined;
+    // What became of an approved call (answered, failed) is told with the decisions.
+    const kind = event === "proposed" || event === "interrupted" || event === "escalated" ? "proposed" : ["approved", "rejected", "withdrawn", "expired", "answered", "failed"].includes(event) ? "decided" : undefined;
     if (!kind) return;
     for (const hook of this.hooks) {
       if (!hook.events.includes(kind)) continue;
+      if (hook.secret_env !== undefined && !this.keys.has(hook)) continue;
       const seen = { ...p };
-      this.enqueue({ hook, event, proposal: p.id, body: () => this.body(hook, seen, event), attempt: 0 });
+      this.enqueue({ hook, event, proposal: p.id, body: () => this.body(hook, seen, event), attempt: 0, id: `msg_${randomUUID()}` });
     }
   }
 
@@ -131,6 +155,8 @@ export class Notifier {
         arguments: args,
         arguments_truncated: truncated || undefined,
         decided_by: p.decidedBy,
+        // What became of the call, once it ended (outcomes.ts): ok, tool_error, error, timeout, cancelled, not_routed.
+        outcome: p.outcome,
         reason: p.reason,
         text: p.text,
         expires_at: new Date(p.expiresAt).toISOString(),
@@ -174,10 +200,14 @@ export class Notifier {
     n.attempt++;
     const record: Delivery = { ts: new Date().toISOString(), url: n.hook.url, event: n.event, proposal: n.proposal, attempt: n.attempt, ok: false };
     try {
+      const body = typeof n.body === "string" ? n.body : (n.body = n.body());
+      const key = this.keys.get(n.hook);
+      // Signed at each attempt: the timestamp is when this one was sent.
+      const signed = key ? signatureHeaders(key, n.id, body) : {};
       const res = await fetch(n.hook.url, {
         method: "POST",
-        headers: { "content-type": "application/json", "user-agent": "mewgate", ...n.hook.headers },
-        body: typeof n.body === "string" ? n.body : (n.body = n.body()),
+        headers: { "content-type": "application/json", "user-agent": "mewgate", ...n.hook.headers, ...signed },
+        body,
         signal: AbortSignal.timeout(TIMEOUT_MS),
       });
       record.status = res.status;
@@ -210,7 +240,7 @@ const SLACK_APPROVERS = 10;
  * buttons per approver that open the link's page. `text` stays as the notification's fallback.
  */
 function slackBody(space: string, p: Proposal, event: string, tool: string, consoleUrl: string | undefined, links: ApproverLink[]): string {
-  const verb: Record<string, string> = { escalated: "still waits for a decision (escalated) to call", proposed: "wants to call", approved: "was approved to call", rejected: "was refused", withdrawn: "withdrew", expired: "got no decision for", interrupted: "needs a new decision (the gateway stopped after it was approved; it may or may not have run) for" };
+  const verb: Record<string, string> = { answered: `called (outcome: ${p.outcome ?? "?"})`, failed: `could not call (outcome: ${p.outcome ?? p.reason ?? "?"})`, escalated: "still waits for a decision (escalated) to call", proposed: "wants to call", approved: "was approved to call", rejected: "was refused", withdrawn: "withdrew", expired: "got no decision for", interrupted: "needs a new decision (the gateway stopped after it was approved; it may or may not have run) for" };
   const who = event === "approved" || event === "rejected" ? ` by ${p.decidedBy ?? "?"}` : "";
   const asks = event === "proposed" || event === "interrupted" || event === "escalated";
   const text = `[${space}] ${p.proposer} ${verb[event] ?? event} ${tool}${who}${p.reason && event !== "proposed" && event !== "approved" ? ` (${p.reason})` : ""}${asks && consoleUrl ? ` — decide at ${consoleUrl}` : ""}`;

@@ -17,9 +17,15 @@
  *      book no longer admits, is closed (4412 `token_revoked`); a member whose rules
  *      changed gets its capabilities compiled again and a fresh welcome, and a
  *      `capability/revoke` from the gateway saying what happened;
- *   5. re-checks pending proposals: one whose proposer is gone, or whose call the new
- *      policy denies, is cancelled (rejected with reason `policy_changed`, told to the
- *      proposer); one that would now be direct stays a proposal — someone still decides.
+ *   5. re-checks pending proposals (proposals/standing.ts): one whose proposer is gone, or
+ *      whose call the new policy denies — asked with the arguments that would run, so a
+ *      `deny` with `when:` holds — is cancelled (rejected with reason `policy_changed`, told
+ *      to the proposer); one that would now be direct stays a proposal — someone still
+ *      decides. An approval already given by someone removed, or no longer able to decide,
+ *      is dropped (written, then its card and those who gave it are told): a two-approval
+ *      call is never routed by one remaining person;
+ *   6. ends every other session opened with a token the new book no longer admits: event
+ *      streams and MCP sessions (space/sessions.ts `revoke`).
  *
  * `gateway.*` (address, limits, state directory) is read at start only: a change there is
  * reported (`needs_restart`) and not applied. Invited participants (agents/invites.ts) and
@@ -32,7 +38,10 @@ import type { Authority } from "../policy/authority.js";
 import { canonical } from "../store/chain.js";
 import type { Member } from "../ports/member.js";
 import type { Plan } from "../ports/plan.js";
-import type { AuditRecord, Proposal, ProposalBook } from "../proposals/book.js";
+import type { AuditRecord, ProposalBook } from "../proposals/book.js";
+import type { Verdict } from "../policy/authority.js";
+import { approvedBy } from "../proposals/approvals.js";
+import { cancelReason, fallenApprovals, type StandingHost } from "../proposals/standing.js";
 import { CloseCodes, type Envelope, systemEnvelope } from "../wire/envelope.js";
 
 export interface ReloadHost {
@@ -49,8 +58,10 @@ export interface ReloadHost {
   refresh(id: string): void;
   /** Grants are checked again against the new rules; those that no longer stand. */
   revalidateGrants(): Array<{ id: string; recipient: string }>;
-  /** The earliest token expiry among members changed: schedule the sweep again. */
-  tokensChanged(): void;
+  /** The tokens changed: sessions other than members' (event streams, MCP sessions) opened with a token no longer admitted are ended, as "id (what)"; the expiry sweep is set again. */
+  tokensChanged(): string[];
+  /** The decision point for `caller` making a call now, connected or not, with its capabilities as they stand. */
+  verdict(caller: string, owner: string, method: string, params: Record<string, unknown>, confirming: boolean): Verdict;
 }
 
 export interface ReloadReport {
@@ -73,6 +84,10 @@ export interface ReloadReport {
   cancelled: string[];
   /** Grants that no longer stand. */
   grants_fallen: string[];
+  /** Approvals of pending proposals dropped, their approver removed or no longer able to decide: "proposal: who (why)". */
+  approvals_dropped: string[];
+  /** What the new file's tool rules were found to hold short of an error (policy/check.ts), as lines. */
+  findings: string[];
 }
 
 /** Sections a reload does not apply: read once when the gateway starts. */
@@ -83,7 +98,7 @@ export async function applyReload(host: ReloadHost, next: SpaceConfig, tokens: T
   if (next.space.id !== cur.space.id) throw new Error(`the file now names space "${next.space.id}", not "${cur.space.id}": a reload cannot rename a space`);
   // Runtime participants (invites) are not in the file: they stay.
   for (const [id, p] of Object.entries(cur.participants)) if (p.invitedBy !== undefined && !(id in next.participants)) next.participants[id] = p;
-  const report: ReloadReport = { space: host.id, by, added: [], removed: [], changed: [], tokens: [], sections: [], needs_restart: [], closed: [], told: [], cancelled: [], grants_fallen: [] };
+  const report: ReloadReport = { space: host.id, by, added: [], removed: [], changed: [], tokens: [], sections: [], needs_restart: [], closed: [], told: [], cancelled: [], grants_fallen: [], approvals_dropped: [], findings: [] };
   for (const id of Object.keys(next.participants)) if (!(id in cur.participants)) report.added.push(id);
   for (const id of Object.keys(cur.participants)) {
     if (!(id in next.participants)) report.removed.push(id);
@@ -145,8 +160,9 @@ export async function applyReload(host: ReloadHost, next: SpaceConfig, tokens: T
     host.deliver(systemEnvelope("capability/revoke", { recipient: m.id, reason: "policy_changed", text: "the space's rules were reloaded; your capabilities and tools are in the new welcome" }, { to: [m.id] }));
   }
 
+  const standing: StandingHost = { config: cur, groups: host.authority.groups, verdict: (...a) => host.verdict(...a) };
   for (const p of host.proposals.pending()) {
-    const why = cancelReason(host, p);
+    const why = cancelReason(standing, p);
     if (why === undefined) continue;
     if (host.proposals.isBusy(p.id)) continue;
     try {
@@ -158,17 +174,27 @@ export async function applyReload(host: ReloadHost, next: SpaceConfig, tokens: T
     report.cancelled.push(p.id);
     host.deliver(systemEnvelope("mcp/reject", { reason: "policy_changed", text: why }, { to: [p.proposer], correlation_id: [p.id] }));
   }
-  host.tokensChanged();
+  for (const p of host.proposals.pending()) {
+    const fallen = fallenApprovals(standing, p);
+    if (fallen.length === 0 || host.proposals.isBusy(p.id)) continue;
+    const before = approvedBy(p);
+    try {
+      await host.record(host.proposals.planDropApprovals(p, fallen));
+    } catch (err) {
+      host.log.error({ proposal: p.id, err: String(err) }, "reload: could not record dropped approvals");
+      continue;
+    }
+    for (const f of fallen) report.approvals_dropped.push(`${p.id}: ${f.by} (${f.why})`);
+    const by = approvedBy(p);
+    const required = p.required ?? 1;
+    const text = `${by.length} of ${required}; the approval${fallen.length > 1 ? "s" : ""} of ${fallen.map((f) => f.by).join(", ")} no longer count${fallen.length > 1 ? "" : "s"}: ${fallen.map((f) => f.why).join("; ")}`;
+    const payload = { proposal: p.id, required, approvals: by.length, by, text, dropped: fallen, ...(p.editedArguments !== undefined ? { arguments: p.editedArguments } : {}) };
+    // The proposer and those who approved (the dropped ones too, if still here) learn where it stands.
+    host.deliver(systemEnvelope("system/approval", payload, { to: [...new Set([p.proposer, ...before])].filter((id) => Object.hasOwn(cur.participants, id)), correlation_id: [p.id] }));
+  }
+  report.closed.push(...host.tokensChanged());
   host.log.info({ ...report }, "space reloaded");
   return report;
-}
-
-/** Why a pending proposal cannot stand under the new rules, if it cannot. */
-function cancelReason(host: ReloadHost, p: Proposal): string | undefined {
-  if (!host.config.participants[p.proposer]) return `${p.proposer} is no longer a participant of the space`;
-  if (!host.config.participants[p.owner]) return `${p.owner}, which would serve the call, is no longer a participant of the space`;
-  if (p.method === "tools/call" && p.tool !== undefined && host.authority.tool(p.proposer, p.owner, p.tool) === "denied") return `the space's rules, reloaded, deny ${p.proposer} ${p.owner}/${p.tool}`;
-  return undefined;
 }
 
 /** A participant's token as a comparable string: digests and expiries, never tokens. */

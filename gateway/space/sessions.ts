@@ -3,6 +3,12 @@
  * operator (`DELETE /api/spaces/<space>/sessions/<id>`, 4413 `session_ended`), or when the
  * token it joined with expires (4411 `token_expired`). One timer per space, set for the
  * earliest expiry among the connected; set again on every join and reload.
+ *
+ * Besides members, other sessions are opened with a token: an operator API event stream
+ * (`GET …/events`) and an MCP session (`/mcp`). Each is held here (`hold`) with the digest
+ * of the token that opened it, and ends when that token expires, or when a reload finds the
+ * token no longer admitted (rotated, revoked, its participant removed: `revoke`) — not only
+ * at its next request.
  */
 import type { TokenBook } from "../identity/tokens.js";
 import type { Member } from "../ports/member.js";
@@ -16,6 +22,8 @@ export class Sessions {
   private due = Infinity;
   /** Members already closed (an expired token, an operator), still members until their leave comes through: listed no more. */
   private readonly ended = new WeakSet<Member>();
+  /** Sessions other than members' opened with a token (event streams, MCP sessions). */
+  private readonly holds = new Set<Hold>();
 
   constructor(
     private readonly members: () => Iterable<Member>,
@@ -48,9 +56,38 @@ export class Sessions {
     return true;
   }
 
+  /**
+   * A session other than a member's, opened by participant `id` with the token whose digest
+   * (base64) is `digest`: `close` ends it when that token is no longer admitted. `what` names
+   * it for the operator ("event stream"). Returns the function to call when it ends on its own.
+   */
+  hold(id: string, digest: string, what: string, close: () => void): () => void {
+    const h: Hold = { id, digest, what, close };
+    this.holds.add(h);
+    this.schedule();
+    return () => void this.holds.delete(h);
+  }
+
+  /** After the tokens changed (a reload): ends every held session whose token is no longer admitted, and sets the timer again. What was ended, as "id (what)". */
+  revoke(): string[] {
+    const out: string[] = [];
+    for (const h of [...this.holds]) {
+      if (this.tokens.admits(h.id, h.digest)) continue;
+      this.holds.delete(h);
+      out.push(`${h.id} (${h.what})`);
+      h.close();
+    }
+    this.schedule();
+    return out;
+  }
+
   /** A member joined, or the tokens changed: the timer is set for the earliest expiry. */
   schedule(): void {
     let next = Infinity;
+    for (const h of this.holds) {
+      const at = this.tokens.expiresAt(h.digest);
+      if (at !== undefined && at < next) next = at;
+    }
     for (const m of this.members()) {
       if (this.ended.has(m)) continue;
       const at = m.tokenDigest === undefined ? undefined : this.tokens.expiresAt(m.tokenDigest);
@@ -76,6 +113,12 @@ export class Sessions {
       this.ended.add(m);
       this.onExpired(m);
     }
+    for (const h of [...this.holds]) {
+      const at = this.tokens.expiresAt(h.digest);
+      if (at === undefined || at > now) continue;
+      this.holds.delete(h);
+      h.close();
+    }
     this.schedule();
   }
 
@@ -83,4 +126,11 @@ export class Sessions {
     clearTimeout(this.timer);
     this.timer = undefined;
   }
+}
+
+interface Hold {
+  id: string;
+  digest: string;
+  what: string;
+  close: () => void;
 }

@@ -28,8 +28,8 @@ import { frameBudget, maySee } from "../calls/endpoint.js";
 import { McpRouter } from "../calls/router.js";
 import { Requests } from "../calls/requests.js";
 import { GatewayEndpoint } from "../calls/endpoint.js";
-import { ConfigError, type SpaceConfig } from "../config/config.js";
-import { checkPolicy } from "../policy/check.js";
+import type { SpaceConfig } from "../config/config.js";
+import { admitPolicy, type PolicyFinding } from "../policy/check.js";
 import type { TokenBook } from "../identity/tokens.js";
 import { SpaceIdentity } from "../identity/provider.js";
 import { SpaceMetrics } from "../ports/metrics.js";
@@ -110,6 +110,8 @@ export class Space implements SpaceHost {
   private isClosed = false;
   /** The space's identity provider, with `identity:` in space.yaml (space/bearer.ts uses it). */
   readonly identity: SpaceIdentity | undefined;
+  /** What the last load of space.yaml found in its tool rules, short of an error (policy/check.ts): for the operator to see. */
+  findings: PolicyFinding[];
   /** Groups each participant's identity provider put it in when it last signed in (space/bearer.ts). */
   readonly runtimeGroups = new Map<string, readonly string[]>();
 
@@ -122,9 +124,8 @@ export class Space implements SpaceHost {
   ) {
     this.id = config.space.id;
     // Rules that match nothing, or a condition that does not compile, are found before anyone joins (policy/check.ts).
-    const findings = checkPolicy(config);
-    const errors = findings.filter((f) => f.severity === "error");
-    if (errors.length) throw new ConfigError(errors);
+    const findings = admitPolicy(config);
+    this.findings = findings;
     for (const f of findings) log.warn({ code: f.code, at: `${f.file}:${f.line}:${f.column}`, rule: f.path }, f.message);
     this.tracing = Tracing.from(config.gateway.telemetry, process.env, log);
     const declared = (id: string) => Object.hasOwn(config.participants, id);
@@ -179,7 +180,7 @@ export class Space implements SpaceHost {
       storeFailed: (...a) => this.storeFailed(...a),
     });
     this.aids = new Aids({ config, registry: this.registry, authority: this.authority, isDisabled: (id) => this.switches.isDisabled(id), callFor: (...a) => this.mcp.callFor(...a), consoleUrl: () => this.consoleUrl });
-    this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool, runningArguments(p)) : undefined), (p) => this.aids.linksFor(p));
+    this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool, runningArguments(p)) : undefined), (p) => this.aids.linksFor(p), opts.env ?? process.env);
     const onDue = config.policy.expires_action === "keep" ? undefined : (p: Proposal) => void this.decisions.onDue(p);
     this.proposals = new ProposalBook(onDue, (p, event, from) => this.proposalChanged(p, event, from));
     this.ledger = Ledger.open(config, log, { proposals: this.proposals, grants: this.grants, invites: this.invites, switches: this.switches, conversations: this.conversations, pins: this.registry.pins }, (s) => this.metrics.storeWriteSeconds.observe(s), opts.store);
@@ -330,7 +331,10 @@ export class Space implements SpaceHost {
 
   /** Takes a new space.yaml, parsed and validated, with its tokens (reload.ts); rejects, having changed nothing, if its audit record is not written. */
   reload(next: SpaceConfig, tokens: TokenBook, by: string): Promise<ReloadReport> {
-    const ports: ReloadHost = { id: this.id, config: this.config, log: this.log, tokens: this.tokens, authority: this.authority, proposals: this.proposals, members: () => this.delivery.members.values(), record: (...p) => this.record(...p), deliver: (e) => this.deliver(e), refresh: (id) => this.refresh(id), revalidateGrants: () => this.grants.revalidate(), tokensChanged: () => this.sessions.schedule() };
+    const ports: ReloadHost = { id: this.id, config: this.config, log: this.log, tokens: this.tokens, authority: this.authority, proposals: this.proposals, members: () => this.delivery.members.values(), record: (...p) => this.record(...p), deliver: (e) => this.deliver(e), refresh: (id) => this.refresh(id), revalidateGrants: () => this.grants.revalidate(),
+      tokensChanged: () => this.sessions.revoke(),
+      verdict: (caller, owner, method, params, confirming) => this.authority.call(caller, compileCapabilities(this.grants.capabilitiesOf(caller)), owner, method, params, confirming),
+    };
     return applyReload(ports, next, tokens, by);
   }
 

@@ -16,7 +16,8 @@
  *   the path that opened it: presented at another, it is refused.
  * - A session ends on `DELETE`, after `idleTimeoutMs` without any request (an open GET
  *   stream does not count), when the participant's connection ends (gateway shutdown,
- *   replaced), or on `close()`. At most `maxSessions` are open at once.
+ *   replaced), when the token that opened it is revoked, rotated or expires (the space holds
+ *   it to that token: space/sessions.ts), or on `close()`. At most `maxSessions` are open at once.
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -121,9 +122,11 @@ interface Session {
   open: number;
   lastSeen: number;
   closed: boolean;
+  /** Stops holding the session to the token that opened it (space/sessions.ts), once it ends. */
+  unhold?: (() => void) | undefined;
 }
 
-type Who = { ok: true; space: Space; participant: string } | { ok: false; status: number; reason: string; message: string; challenge?: { error: string; description?: string; scope?: string } };
+type Who = { ok: true; space: Space; participant: string; digest?: string | undefined } | { ok: false; status: number; reason: string; message: string; challenge?: { error: string; description?: string; scope?: string } };
 
 const DEFAULT_IDLE_MS = 30 * 60_000;
 const DEFAULT_MAX_BODY = 4 * 1024 * 1024;
@@ -198,7 +201,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     // A static token, or a JWT access token from the space's identity provider (which stops here: the space's tools never see it).
     const auth = await authenticateBearer(space, token, "mcp", resourceUrls(req));
     if (!auth.ok) return { ok: false, status: auth.http.status, reason: auth.http.status === 403 ? "insufficient_scope" : auth.http.status === 503 ? "unavailable" : "unauthorized", message: auth.reason, challenge: auth.http };
-    return { ok: true, space, participant: auth.id };
+    return { ok: true, space, participant: auth.id, digest: auth.digest };
   }
 
   async function acquire(m: McpHttpModules, space: Space, participant: string): Promise<Pooled> {
@@ -235,6 +238,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
   async function closeSession(s: Session): Promise<void> {
     if (s.closed) return;
     s.closed = true;
+    s.unhold?.();
     if (s.id !== undefined) sessions.delete(s.id);
     s.pooled.sessions.delete(s);
     try {
@@ -246,7 +250,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     log?.info({ participant: s.participant, session: s.id }, "MCP session closed");
   }
 
-  async function openSession(m: McpHttpModules, space: Space, participant: string, onlyId: string | undefined): Promise<Session> {
+  async function openSession(m: McpHttpModules, space: Space, participant: string, onlyId: string | undefined, digest: string | undefined): Promise<Session> {
     const pooled = await acquire(m, space, participant);
     let only: Awaited<ReturnType<McpHttpModules["describeParticipant"]>> | undefined;
     try {
@@ -269,6 +273,8 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     // Set before connect: the SDK chains the transport's own handler before its own.
     session.transport.onclose = () => void closeSession(session);
     pooled.sessions.add(session);
+    // The token that opened it revoked, rotated or expired: the session ends, its open stream with it.
+    if (digest !== undefined) session.unhold = space.sessions.hold(participant, digest, "MCP session", () => void closeSession(session));
     await server.connect(session.transport);
     return session;
   }
@@ -334,7 +340,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     opening++;
     try {
       try {
-        s = await openSession(m, who.space, who.participant, only);
+        s = await openSession(m, who.space, who.participant, only, who.digest);
       } catch (err) {
         log?.warn({ participant: who.participant, err: (err as Error).message }, "could not join the space for an MCP session");
         return rpcError(res, 503, RPC_SERVER_ERROR, `could not join space "${who.space.id}": ${(err as Error).message}`, "unavailable");
