@@ -16,7 +16,7 @@
  * `tryRoute` here. It reports each call's end once (`callEnded`); proposals/ moves the proposal.
  */
 import { randomUUID } from "node:crypto";
-import { CALLBACK_METHODS, type Call, type CallEnd, Calls } from "./calls.js";
+import { CALLBACK_METHODS, type Call, type CallEnd, type Calls } from "./calls.js";
 import type { CallTrace } from "../ports/tracing.js";
 import {
   type Envelope,
@@ -42,12 +42,13 @@ import type { Member } from "../ports/member.js";
 import { Catalogue } from "./catalogue.js";
 
 export class McpRouter implements CallRouter {
-  readonly calls: Calls;
   /** Each participant's tools, fetched and screened (catalogue.ts). */
   private readonly catalogue: Catalogue;
 
   constructor(
     private readonly space: SpaceHost,
+    /** The call table, built before the router (the store's conversations name calls in it). */
+    readonly calls: Calls,
     readonly registry: Registry,
     private readonly proposals: ProposalBook,
     /**
@@ -56,7 +57,7 @@ export class McpRouter implements CallRouter {
      */
     private readonly callEnded: (call: Call, end: CallEnd) => Promise<void> | undefined,
   ) {
-    this.calls = new Calls(space.config.calls, (call) => this.callTimedOut(call));
+    calls.onTimeout((call) => this.callTimedOut(call));
     this.catalogue = new Catalogue(space, registry);
   }
 

@@ -25,6 +25,7 @@ import { Invites } from "../agents/invites.js";
 import { Streams } from "../agents/streams.js";
 import { Switches } from "../agents/switches.js";
 import { frameBudget, maySee } from "../calls/endpoint.js";
+import { Calls } from "../calls/calls.js";
 import { McpRouter } from "../calls/router.js";
 import { Requests } from "../calls/requests.js";
 import { GatewayEndpoint } from "../calls/endpoint.js";
@@ -104,7 +105,7 @@ export class Space implements SpaceHost {
   /** Participants switched off at runtime (switches.ts). */
   readonly switches: Switches;
   /** Who holds each person's conversation (conversations.ts). */
-  private conversations!: Conversations;
+  private readonly conversations: Conversations;
   /** Who is connected from where, and token expiry (sessions.ts). */
   readonly sessions: Sessions;
   private isClosed = false;
@@ -163,15 +164,13 @@ export class Space implements SpaceHost {
         if (this.registry.setDisabled(id, disabled)) this.mcp?.catalogueChanged();
       },
     });
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
-    const space = this;
+    // The call table is built first: conversations restored from the store name their calls,
+    // opened again in it once the router exists (Conversations.resume).
+    const calls = new Calls(config.calls);
     this.conversations = new Conversations({
       config,
       log,
-      get calls() {
-        // Undefined only while the store is read at start, before the router exists.
-        return space.mcp?.calls;
-      },
+      calls,
       abort: (call, reason, message) => this.mcp.abort(call, reason, message),
       deliver: (e, s, t) => this.deliver(e, s, t),
       fail: (...a) => this.fail(...a),
@@ -192,9 +191,8 @@ export class Space implements SpaceHost {
     log.debug({ records, bytes, ms }, "state restored");
     this.grants.revalidate();
     const runs = new RunsEnded(this.proposals, (plan) => this.note(plan));
-    this.mcp = new McpRouter(this, this.registry, this.proposals, (call, end) => runs.callEnded(call, end));
-    this.decisions = new Decisions(this, this.proposals, this.mcp.calls, this.registry, this.mcp, runs, (p, approvers) => this.notifier.escalated(p, approvers));
-    this.mcp.calls.onEnd = (call) => this.conversations.callEnded(call);
+    this.mcp = new McpRouter(this, calls, this.registry, this.proposals, (call, end) => runs.callEnded(call, end));
+    this.decisions = new Decisions(this, this.proposals, calls, this.registry, this.mcp, runs, (p, approvers) => this.notifier.escalated(p, approvers));
     // Stacks that were held when the gateway stopped are held again, with their calls.
     this.conversations.resume();
     this.roster = new Roster(this.delivery, this.metrics, {
@@ -225,9 +223,7 @@ export class Space implements SpaceHost {
       metrics: this.metrics,
       handlers,
       member: (id) => this.delivery.members.get(id),
-      get closed() {
-        return space.isClosed;
-      },
+      closed: () => this.isClosed,
       sameIdentity: (member, token, claimed) => {
         const auth = this.authenticate(token, claimed);
         return auth.ok && auth.id === member.id;
