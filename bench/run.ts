@@ -3,7 +3,7 @@
  * both figures, their ratio, the goal and whether it was met. Figures, never pass/fail:
  * the exit code is 0 whatever the figures are, and non-zero only if the bench itself broke.
  *
- *   node dist/bench/run.js [fanout] [rtt] [idle] [start] [slow] [governance] [store] [bridge] [agent] [cluster] [approvals] [--json]
+ *   node dist/bench/run.js [fanout] [rtt] [idle] [start] [slow] [governance] [store] [bridge] [agent] [cluster] [approvals] [attention] [--json]
  *
  * With no scenario named, all run. `--json` prints the rows as JSON on stdout and the
  * human-readable report on stderr. Environment:
@@ -31,9 +31,10 @@ import { benchSpaceYaml, smallSpaceYaml } from "./spaces.js";
 import { storeRows } from "./store.js";
 import { cluster } from "./cluster.js";
 import { approvals } from "./approvals.js";
+import { attention } from "./attention.js";
 
 const store = (ctx: Context): Promise<Row[]> => storeRows(ctx.dir, ctx.progress);
-const SCENARIOS = { fanout, rtt, idle, start, slow, governance, store, bridge, agent, cluster, approvals } as const;
+const SCENARIOS = { fanout, rtt, idle, start, slow, governance, store, bridge, agent, cluster, approvals, attention } as const;
 type Scenario = keyof typeof SCENARIOS;
 const TITLES: Record<Scenario, string> = {
   fanout: "1. chat fan-out, 100-byte text (deliveries per second, summed over receivers)",
@@ -47,6 +48,7 @@ const TITLES: Record<Scenario, string> = {
   agent: "9. LLM agent: its own work per model turn",
   cluster: "10. a cluster of three gateways over NATS, against one gateway",
   approvals: "11. approvals: a proposal's card live in a console, and its preview",
+  attention: "12. attention: a person's decisions over a seeded day, with and without learnt rules",
 };
 
 function parseArgs(argv: string[]): { scenarios: Scenario[]; json: boolean } {

@@ -2,6 +2,7 @@
  * One-shot commands against a running space: `tools`, `send`, `proposals`, and `audit`
  * (which only reads the state directory).
  */
+import { existsSync, statSync } from "node:fs";
 import type { AuditEntry } from "../gateway/proposals/book.js";
 import { readAudit } from "../gateway/space/ledger.js";
 import { GATEWAY_ID, type Envelope } from "../gateway/wire/envelope.js";
@@ -314,15 +315,18 @@ export function runAudit(opts: AuditOptions, io: Io = processIo()): Promise<numb
     const until = opts.until ? parseWhen(opts.until, "--until") : undefined;
     const stateDir = opts.stateDir && !opts.config ? opts.stateDir : (await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env: io.env })).stateDir;
     const entries = readAudit(stateDir, { participant: opts.participant, tool: opts.tool, since, until });
+    // A listing is only as good as the chain under it: a break is said, and the exit is 1.
+    const { chainBreak } = await import("./audit-verify.js");
+    const broken = chainBreak(stateDir);
     if (opts.json) {
       for (const e of entries) io.stdout.write(`${JSON.stringify(e)}\n`);
-      return 0;
-    }
-    if (entries.length === 0) {
+    } else if (entries.length === 0) {
       io.stdout.write(`no audit entries${opts.participant || opts.tool || since || until ? " match" : ` in ${stateDir}`}\n`);
-      return 0;
+    } else io.stdout.write(`${entries.map(auditLine).join("\n")}\n`);
+    if (broken) {
+      io.stderr.write(`mewgate: ${broken}; the entries above stop short of it or cannot be trusted past it (mewgate audit verify says more)\n`);
+      return 1;
     }
-    io.stdout.write(`${entries.map(auditLine).join("\n")}\n`);
     return 0;
   });
 }
@@ -334,11 +338,17 @@ export function runAudit(opts: AuditOptions, io: Io = processIo()): Promise<numb
  */
 export function runStateRepair(opts: { config?: string | undefined; stateDir?: string | undefined }, io: Io = processIo()): Promise<number> {
   return guard(io, async () => {
-    const stateDir = opts.stateDir && !opts.config ? opts.stateDir : (await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env: io.env })).stateDir;
-    const { repairStore } = await import("../gateway/store/index.js");
-    const r = repairStore(stateDir);
+    // `state repair <dir>` names the state directory itself, as `--state-dir <dir>` does.
+    const isDir = opts.config !== undefined && existsSync(opts.config) && statSync(opts.config).isDirectory();
+    const stateDir = isDir ? opts.config! : opts.stateDir && !opts.config ? opts.stateDir : (await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env: io.env })).stateDir;
+    const { repairSpaceState } = await import("../gateway/space/repair.js");
+    const r = repairSpaceState(stateDir);
     if (r.movedTo === undefined) io.stdout.write(`mewgate: the journal in ${stateDir} reads whole (${r.kept} transactions); nothing to repair\n`);
-    else io.stdout.write(`mewgate: kept ${r.kept} transactions; the journal was unreadable from byte ${r.offset}, and what followed is in ${r.movedTo}\n`);
+    else {
+      io.stdout.write(`mewgate: kept ${r.kept} transactions; the journal was unreadable from byte ${r.offset}, and what followed is in ${r.movedTo}\n`);
+      if (r.ended.length > 0) io.stdout.write(`mewgate: ${r.ended.length} proposal(s) whose later records were dropped end as failed rather than come back pending: ${r.ended.slice(0, 20).join(", ")}${r.ended.length > 20 ? ", …" : ""}\n`);
+      io.stdout.write("mewgate: the repair is in the audit trail (mewgate audit verify lists it)\n");
+    }
     return 0;
   });
 }
@@ -347,6 +357,9 @@ export function auditLine(e: AuditEntry): string {
   const tool = e.tool ? `${e.owner}/${e.tool}` : `${e.owner}: ${e.method}`;
   // A tool's definition changed (ports/pins.ts): no proposal, its owner announced it.
   if (e.event === "tool_changed") return [e.ts, e.event, tool, oneLine((e.changes ?? []).join("; "), 160)].join("  ");
+  if (e.event === "rule_accepted") return [e.ts, e.event, `by ${e.proposer}`, `for ${e.owner}`, oneLine((e.changes ?? []).join("; "), 240)].join("  ");
+  if (e.event === "repaired") return [e.ts, e.event.padEnd(9), oneLine((e.changes ?? []).join("; "), 240)].join("  ");
+  if (e.event === "called") return [e.ts, e.event.padEnd(9), `${e.proposer} → ${tool}`, `allowed by ${e.scope ?? "?"}`, e.arguments !== undefined ? oneLine(e.arguments, 80) : `arguments sha256 ${String(e.arguments_digest ?? "").slice(0, 16)}`].join("  ");
   if (e.event === "reloaded") return [e.ts, e.event.padEnd(9), `by ${e.proposer}`, oneLine((e.changes ?? []).join("; "), 200)].join("  ");
   const parts = [e.ts, e.event.padEnd(9), `[${shortId(e.proposal)}]`, `${e.proposer} → ${tool}`];
   if (e.by) parts.push(`by ${e.by}`);

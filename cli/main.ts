@@ -165,7 +165,7 @@ export function program(): Command {
       process.exitCode = await (await commands()).runGrants(action, id, opts);
     });
 
-  const policy = cmd.command("policy").description("the space's tool rules: check what they match, explain a decision, test expected decisions");
+  const policy = cmd.command("policy").description("the space's tool rules: check what they match, explain a decision, test expected decisions, suggest rules, dry-run a change");
   policy
     .command("check")
     .description("check every tool rule against the space's participants (exits non-zero on errors)")
@@ -192,11 +192,38 @@ export function program(): Command {
       process.exitCode = await (await import("./policy.js")).runPolicyTest(cases, file, opts);
     });
 
+  remote(policy.command("suggest").description("rules learnt from what people decided, each with its dry run; accept one (written to space.yaml, recorded, reloaded) or dismiss it"))
+    .argument("[action]", "list | accept | dismiss", "list")
+    .argument("[id]", "the suggestion's id (accept, dismiss)")
+    .option("--confirm", "accept: you confirm covering the calls you rejected")
+    .option("--json", "print JSON")
+    .action(async (action: string, id: string | undefined, opts) => {
+      process.exitCode = await (await import("./policy-learn.js")).runPolicySuggest(action, id, opts);
+    });
+  policy
+    .command("dry-run")
+    .description("every recorded call a changed space.yaml would decide otherwise, and how (reads the state directory; no gateway needed)")
+    .argument("<changed.yaml>", "the space.yaml as it would be")
+    .option("-c, --config <space.yaml>", "the space.yaml as it is (default: ./space.yaml)")
+    .option("--state-dir <dir>", "state directory, if not the default")
+    .option("--json", "print JSON")
+    .action(async (changed: string, opts) => {
+      process.exitCode = await (await import("./policy-learn.js")).runPolicyDryRun(changed, opts);
+    });
+
+  remote(cmd.command("review").description("a reviewer before the human: answers the proposals it reviews (scripted, or with --model), bounded by review.may_approve at the gateway"), "review as")
+    .option("--once", "one round, then exit")
+    .option("--model <name>", "ask this OpenAI-compatible model (key from OPENAI_API_KEY)")
+    .option("--base-url <url>", "the model API's base URL (with --model)")
+    .action(async (opts) => {
+      process.exitCode = await (await import("./review.js")).runReview(opts);
+    });
+
   cmd
     .command("state")
     .description("the space's state journal: `repair` cuts it at its first corrupt frame (with the gateway stopped)")
     .argument("<action>", "repair")
-    .argument("[space.yaml]", "space file (default: ./space.yaml)")
+    .argument("[space.yaml|dir]", "space file (default: ./space.yaml), or the state directory itself")
     .option("--state-dir <dir>", "state directory, if not the default")
     .action(async (action: string, file: string | undefined, opts) => {
       if (action !== "repair") throw new InvalidArgumentError(`unknown action "${action}"; mewgate state repair`);
@@ -206,7 +233,7 @@ export function program(): Command {
   cmd
     .command("audit")
     .description("who proposed, who decided, what, when: the space's audit log; `audit verify` checks its chain of digests")
-    .argument("[action]", "verify: check every record's digest and link, report the first break (exit 1)")
+    .argument("[action]", "verify: check every record's digest and link, report the first break (exit 1); head: print the head digest and record count, to pin outside the state directory")
     .option("-c, --config <space.yaml>", "space file (default: ./space.yaml)")
     .option("--state-dir <dir>", "state directory, if not the default")
     .option("--participant <id>", "entries where this participant proposed, decided or owns the tool")
@@ -214,9 +241,12 @@ export function program(): Command {
     .option("--since <when>", "from this time (ISO date, or 30m, 2h, 7d ago)")
     .option("--until <when>", "up to this time")
     .option("--json", "JSON lines")
+    .option("--head <digest>", "verify: fail unless the chain still passes through this head (from audit head)")
+    .option("--pinned <file>", "verify: the same, with the head read from a file holding audit head's output")
     .action(async (action: string | undefined, opts) => {
       if (action === "verify") return void (process.exitCode = await (await import("./audit-verify.js")).runAuditVerify(opts));
-      if (action !== undefined) throw new InvalidArgumentError(`unknown action "${action}"; mewgate audit [verify]`);
+      if (action === "head") return void (process.exitCode = await (await import("./audit-verify.js")).runAuditHead(opts));
+      if (action !== undefined) throw new InvalidArgumentError(`unknown action "${action}"; mewgate audit [verify|head]`);
       process.exitCode = await (await commands()).runAudit(opts);
     });
 

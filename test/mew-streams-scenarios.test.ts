@@ -117,3 +117,56 @@ participants:
     expect([...texts(pub), ...texts(agg), ...texts(obs)].some((t) => t.includes("UNAUTHORIZED"))).toBe(false);
   });
 });
+
+describe("stream rights after a transfer, and a close over HTTP injection", () => {
+  const yaml = (id: string) => `
+space: {id: ${id}}
+participants:
+  stream-owner: {kind: agent, token: ${T.owner}, capabilities: [{kind: "*"}]}
+  stream-writer: {kind: agent, token: ${T.writer}, capabilities: [{kind: "*"}]}
+  verifier: {kind: agent, token: ${T.verifier}, capabilities: [{kind: "*"}]}
+`;
+
+  it("refuses the old owner's write after it handed the stream over, until the new owner grants it again (scenario 16)", async () => {
+    gw = await startGateway(yaml("transfer-rights"));
+    const owner = await mewJoin("transfer-rights", "stream-owner", T.owner);
+    const verifier = await mewJoin("transfer-rights", "verifier", T.verifier);
+    const opened = await request(owner, "req-t", { direction: "upload" });
+    const sid = opened.payload.stream_id as string;
+    owner.send({ id: "transfer-t", kind: "stream/transfer-ownership", to: ["gateway"], payload: { stream_id: sid, new_owner: "verifier" } });
+    const moved = await verifier.next((e) => e.kind === "stream/ownership-transferred");
+    expect(moved.payload.authorized_writers).toEqual(["verifier"]);
+    owner.ws.send(`#${sid}#old-owner-write`);
+    const refused = await owner.next((e) => e.kind === "system/error" && e.payload.error === "unauthorized_stream_write");
+    expect(refused.payload.stream_id).toBe(sid);
+    await sleep(50);
+    expect(texts(verifier).some((t) => t.includes("old-owner-write"))).toBe(false);
+    // The old owner no longer holds the owner's rights either.
+    owner.send({ id: "grant-self", kind: "stream/grant-write", to: ["gateway"], payload: { stream_id: sid, participant_id: "stream-owner" } });
+    await owner.next((e) => e.kind === "system/error" && e.correlation_id?.includes("grant-self") === true);
+    // Granted again by the new owner, it writes.
+    verifier.send({ id: "grant-back", kind: "stream/grant-write", to: ["gateway"], payload: { stream_id: sid, participant_id: "stream-owner" } });
+    await owner.next((e) => e.kind === "stream/write-granted");
+    owner.ws.send(`#${sid}#granted-again`);
+    await waitFor(() => texts(verifier).includes(`#${sid}#granted-again`), 3000, "the write granted again");
+  });
+
+  it("delivers a stream/close sent over HTTP injection correlated to the participant's own stream/open (scenario 12)", async () => {
+    gw = await startGateway(yaml("close-http"));
+    const owner = await mewJoin("close-http", "stream-owner", T.owner);
+    const watcher = await mewJoin("close-http", "verifier", T.verifier);
+    const opened = await request(owner, "req-h", { direction: "upload", description: "for closing" });
+    const post = (body: unknown, token = T.owner, who = "stream-owner") =>
+      fetch(`http://127.0.0.1:${gw!.port}/participants/${who}/messages?space=close-http`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+    // Someone else's close by correlation is refused.
+    const other = await post({ kind: "stream/close", correlation_id: [opened.id], payload: { reason: "not mine" } }, T.verifier, "verifier");
+    expect(other.status).toBeGreaterThanOrEqual(400);
+    const res = await post({ kind: "stream/close", correlation_id: [opened.id], payload: { reason: "complete" } });
+    const body = (await res.json()) as Record<string, unknown>;
+    expect({ status: res.status, body }).toMatchObject({ status: 200, body: { status: "accepted" } });
+    const closed = await watcher.next((e) => e.kind === "stream/close" && e.from === "stream-owner");
+    expect(closed.payload).toMatchObject({ stream_id: opened.payload.stream_id, reason: "complete" });
+    const welcome = await mewJoin("close-http", "stream-writer", T.writer);
+    expect(welcome.received.find((e) => e.kind === "system/welcome")!.payload.active_streams ?? []).toEqual([]);
+  });
+});

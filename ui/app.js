@@ -10,6 +10,10 @@ import { editArguments, editJson } from "./edit.js";
 import { installKeys } from "./keys.js";
 import { policyFindings } from "./policy.js";
 import { sessionsPanel } from "./sessions.js";
+import { suggestionsPanel } from "./suggestions.js";
+import { byRisk, lowRisk } from "./risk.js";
+import { turnItems } from "./turns.js";
+import { fatiguePanel } from "./fatigue.js";
 import { el } from "./dom.js";
 
 const $ = (id) => document.getElementById(id);
@@ -257,10 +261,14 @@ const forms = formCards({ api, el, list: $("forms"), onCount: () => {} });
 
 async function refreshProposals() {
   const { proposals } = await api("GET", "proposals");
+  // Highest risk first (risk.js); the sort is stable, so arrival order holds within a level.
+  proposals.sort(byRisk);
   state.proposals = proposals;
   const list = $("inbox");
   for (const id of state.selected) if (!proposals.some((p) => p.id === id)) state.selected.delete(id);
-  list.replaceChildren(...proposals.map((p) => proposalCard(p, decide, state.selected.has(p.id))));
+  // Calls of one agent turn together, under one heading (turns.js).
+  const selectAll = (ps) => (ps.forEach((p) => state.selected.add(p.id)), refreshProposals().catch(alertIn));
+  list.replaceChildren(...turnItems(proposals, (p) => proposalCard(p, decide, state.selected.has(p.id)), { el, reveal, select: selectAll }));
   drawBatch();
   keys.refocus();
   $("inbox-empty").hidden = proposals.length > 0;
@@ -331,8 +339,10 @@ function drawBatch() {
     $("inbox").before(bar);
   }
   const picked = state.proposals.filter((p) => state.selected.has(p.id));
-  bar.hidden = picked.length === 0;
+  const low = lowRisk(state.proposals).filter((p) => !state.selected.has(p.id));
+  bar.hidden = picked.length === 0 && low.length < 2;
   bar.replaceChildren(
+    low.length >= 2 ? el("button", { class: "select-low", text: `Select the ${low.length} low-risk`, onclick: () => (low.forEach((p) => state.selected.add(p.id)), refreshProposals().catch(alertIn)) }) : undefined,
     el("span", { text: `${picked.length} selected ` }),
     el("button", { class: "approve", text: `Approve ${picked.length}`, onclick: () => batch(picked, "approve") }),
     el("button", { class: "reject", text: `Reject ${picked.length}`, onclick: () => reject(picked) }),
@@ -444,6 +454,7 @@ for (const b of document.querySelectorAll("nav button")) {
     if (b.dataset.tab === "audit") refreshAudit().catch(alertIn);
     if (b.dataset.tab === "grants") refreshGrants().catch(alertIn);
     if (b.dataset.tab === "sessions") sessionsPanel({ api, list: $("sessions"), note: $("sessions-note"), reveal, onError: alertIn }).refresh();
+    if (b.dataset.tab === "suggestions") suggestionsPanel({ api, el, list: $("suggestions"), note: $("suggestions-note"), reveal, onError: alertIn }).refresh().then(() => fatiguePanel({ api, el, box: $("fatigue"), reveal }).refresh());
   });
 }
 

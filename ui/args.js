@@ -1,26 +1,37 @@
 // A proposal's arguments drawn by their schema, as text (textContent only, never HTML):
 // multi-line strings as numbered lines in monospace, nothing escaped and nothing cut (a long
-// block is folded behind "show all"); short scalars inline; base64 summarised with its size
-// (and shown on request); nested values pretty-printed. Control and bidi characters are shown
+// block is folded behind "show all"); short scalars inline; base64 the schema declares
+// summarised with its size and start (and shown on request); nested values pretty-printed;
+// every own key shown, `constructor` and `__proto__` too. Control and bidi characters are shown
 // as ⟨U+…⟩, so what a person reads is what the tool will get.
 
 /** Lines of a block shown before "show all". */
 import { el } from "./dom.js";
+import { revealText } from "./text.js";
 
 export const FOLD_LINES = 30;
 /** A string this long, or with a newline, is a block rather than inline. */
 const INLINE_MAX = 120;
 
-/** Hidden and reordering characters made visible as ⟨U+200B⟩, so what a person reads is what a model reads. */
+/** Hidden and reordering characters made visible as ⟨U+200B⟩ (the one table: text.js), so what a person reads is what is sent. */
 export function reveal(text) {
-  return String(text).replace(/[\p{Cf}\u0000-\u0008\u000B\u000C\u000D\u000E-\u001F\u007F-\u009F\u115F\u1160\u3164\uFFA0]/gu, (c) => `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
+  return revealText(text);
 }
 
 
-/** Whether a string is binary data as base64: the schema says so, or it looks like nothing else. */
+/**
+ * Whether a string is summarised as base64: only when the tool's schema says so and the
+ * string is base64 (length a multiple of 4). A guess from its characters alone would hide
+ * `"/".repeat(250) + "etc/sudoers"` behind "binary"; even a summarised one shows its start.
+ */
 function isBase64(value, schema) {
-  if (schema && (schema.contentEncoding === "base64" || schema.format === "byte" || schema.format === "binary")) return true;
-  return value.length >= 256 && !/\s/.test(value) && /^[A-Za-z0-9+/]+={0,2}$/.test(value);
+  if (!schema || typeof schema !== "object" || !(schema.contentEncoding === "base64" || schema.format === "byte" || schema.format === "binary")) return false;
+  return value.length % 4 === 0 && /^[A-Za-z0-9+/]*={0,2}$/.test(value);
+}
+
+/** `obj[key]` only when `obj` holds `key` itself: `constructor` or `__proto__` is not a schema property because every object inherits one. */
+function own(obj, key) {
+  return obj !== null && typeof obj === "object" && Object.prototype.hasOwnProperty.call(obj, key) ? obj[key] : undefined;
 }
 
 /** Numbered lines of `text`, folded past `fold` lines behind a "show all" button. */
@@ -53,7 +64,7 @@ export function valueView(value, schema, key = "") {
   if (typeof value === "string") {
     if (isBase64(value, schema)) {
       const bytes = Math.floor((value.replace(/=+$/, "").length * 3) / 4);
-      const wrap = el("span", { class: "binary" }, el("span", { class: "muted", text: `binary (base64), ${bytes.toLocaleString()} bytes ` }));
+      const wrap = el("span", { class: "binary" }, el("span", { class: "muted", text: `binary (base64), ${bytes.toLocaleString()} bytes, starting ${reveal(value.slice(0, 48))}${value.length > 48 ? "…" : ""} ` }));
       wrap.append(el("button", { type: "button", class: "show-all", text: "show", onclick: () => wrap.replaceChildren(textBlock(value, { label: key })) }));
       return wrap;
     }
@@ -74,15 +85,17 @@ export function valueView(value, schema, key = "") {
 export function argumentsView(args, schema) {
   const props = schema && typeof schema.properties === "object" && schema.properties ? schema.properties : {};
   if (!args || typeof args !== "object" || Array.isArray(args)) return el("div", { class: "args" }, valueView(args, schema));
-  const keys = [...Object.keys(props).filter((k) => k in args), ...Object.keys(args).filter((k) => !(k in props))];
+  // Own keys only, on both sides: every key that is sent is shown, whatever it is named.
+  const has = (o, k) => Object.prototype.hasOwnProperty.call(o, k);
+  const keys = [...Object.keys(props).filter((k) => has(args, k)), ...Object.keys(args).filter((k) => !has(props, k))];
   if (keys.length === 0) return el("p", { class: "args muted", text: "(no arguments)" });
   return el(
     "dl",
     { class: "args" },
     ...keys.flatMap((k) => {
       // A schema that names its parameters: a key it does not name is marked.
-      const known = Object.keys(props).length === 0 || k in props;
-      return [el("dt", { text: reveal(k), ...(known ? {} : { title: "not a parameter in the tool's schema" }) }, known ? undefined : el("span", { class: "badge flag", text: "not in schema" })), el("dd", {}, valueView(args[k], props[k], k))];
+      const known = Object.keys(props).length === 0 || has(props, k);
+      return [el("dt", { text: reveal(k), ...(known ? {} : { title: "not a parameter in the tool's schema" }) }, known ? undefined : el("span", { class: "badge flag", text: "not in schema" })), el("dd", {}, valueView(own(args, k), own(props, k), k))];
     }),
   );
 }

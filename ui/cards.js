@@ -9,6 +9,7 @@ import { el } from "./dom.js";
 
 export { el };
 import { previewBox } from "./preview.js";
+import { riskLine } from "./risk.js";
 
 const HINT_WORDS = {
   destructiveHint: ["destructive", "not destructive"],
@@ -140,6 +141,12 @@ export function proposalCard(p, on, selected = false) {
       el("span", { text: ` (${new Date(p.expiresAt).toLocaleTimeString()}).` }),
     ),
     flagged(p.findings, `The gateway flagged ${p.tool ?? "this tool"}`, p.description),
+    // A reviewer's word before yours (gateway/policy/learn/review.ts): its verdict, the risk it sees, its reason, cleaned by the gateway.
+    p.review ? el("p", { class: "review", text: reveal(`Reviewer ${p.review.by}: ${p.review.verdict} (it sees risk ${p.review.risk})${p.review.reason ? `: ${p.review.reason}` : ""}${p.review.why ? ` — handed to you: ${p.review.why}` : ""}`) }) : undefined,
+    // The risk the gateway states, each reason shown (risk.js).
+    riskLine(p, el, reveal),
+    // How people decided calls like this before.
+    p.like_this ? el("p", { class: "like-this muted", text: `History: ${p.like_this.text}.` }) : undefined,
     // A two-person rule: "1 of 2", who approved, and whether it can still be met.
     p.approvals ? el("p", { class: p.approvals.satisfiable ? "approvals" : "approvals error", role: "status", text: `Approvals: ${p.approvals.text}${p.approvals.by?.length ? ` (${p.approvals.by.join(", ")})` : ""}.${p.approvals.dropped?.length ? ` No longer counted: ${p.approvals.dropped.map((d) => `${d.by} (${d.why})`).join("; ")}.` : ""}${p.approvals.satisfiable ? "" : ` ${p.approvals.why}`}` }) : undefined,
     // Edited by an approver: these arguments are what runs, not those proposed.

@@ -5,6 +5,7 @@
 
 import { previewBox } from "./preview.js";
 import { el } from "./dom.js";
+import { revealText } from "./text.js";
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.hash.slice(1));
@@ -58,7 +59,8 @@ async function open() {
   }
   state.confirm = opened.confirm;
   const p = opened.proposal;
-  const args = JSON.stringify(p.interrupted?.arguments ?? p.arguments ?? {}, null, 2);
+  // Hidden and reordering characters shown as ⟨U+…⟩ (text.js): what the person reads is what runs.
+  const args = revealText(JSON.stringify(p.interrupted?.arguments ?? p.arguments ?? {}, null, 2));
   const decide = async (decision, button) => {
     for (const b of document.querySelectorAll(".actions button")) b.disabled = true;
     try {
@@ -75,8 +77,8 @@ async function open() {
     el(
       "li",
       { class: "card", "data-id": p.id },
-      el("h3", { text: `${p.proposer} → ${p.tool ?? `${p.owner}: ${p.method}`}` }),
-      el("p", { class: "why", text: `${p.why ? `Needs approval: ${p.why}. ` : ""}Expires ${new Date(p.expiresAt).toLocaleString()}.` }),
+      el("h3", { text: revealText(`${p.proposer} → ${p.tool ?? `${p.owner}: ${p.method}`}`) }),
+      el("p", { class: "why", text: `${p.why ? `Needs approval: ${revealText(p.why)}. ` : ""}Expires ${new Date(p.expiresAt).toLocaleString()}.` }),
       el("pre", { class: "args", text: args }),
       previewBox(p, () => api("GET", `proposals/${encodeURIComponent(p.id)}/preview`)),
       el("div", { class: "actions" }, approve, reject),

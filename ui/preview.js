@@ -2,6 +2,7 @@
 // fetched from GET …/proposals/<id>/preview and drawn as text — a diff line by line, coloured
 // by its first character, never as HTML. A refused, failed or timed-out preview says so; the
 // card's buttons never wait for it.
+import { revealText } from "./text.js";
 
 /** Previews fetched a moment ago, by proposal and arguments: a card drawn again reuses its preview. */
 const recent = new Map();
@@ -16,7 +17,7 @@ function node(tag, cls, text) {
 
 /** Hidden and reordering characters made visible, as on the rest of the card. */
 function reveal(text) {
-  return String(text).replace(/[\p{Cf}\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]/gu, (c) => `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
+  return revealText(text);
 }
 
 const STATUS = {

@@ -6,6 +6,7 @@ import type { SpaceConfig } from "../../gateway/config/config.js";
 import type { Envelope } from "../../gateway/wire/envelope.js";
 import { CompiledPolicy } from "../../gateway/policy/rules.js";
 import type { ToolInfo } from "../../participants/index.js";
+import { replaceHidden } from "../../gateway/wire/text.js";
 
 export const GATEWAY = "system:gateway";
 
@@ -42,7 +43,9 @@ const CONTROLS = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]/g;
  * view, hide text or write the clipboard from a chat message, a tool name or an argument.
  */
 export function sanitize(s: string): string {
-  return s.replace(ESCAPES, "").replace(CONTROLS, "�");
+  // Escapes out whole; then the one table (gateway/wire/text.ts): controls, format and bidi
+  // characters, tags and abused variation selectors each shown as `�`.
+  return replaceHidden(s.replace(ESCAPES, "").replace(CONTROLS, "�"), () => "�");
 }
 
 /** Cuts to `max` characters (counting the ellipsis), sanitized. */

@@ -5,6 +5,7 @@
  *   #<stream_id>#<data>       raw frames (text or binary), no envelope, from an authorized writer
  *   stream/close              the owner ends it (or the gateway, when the owner leaves)
  *   stream/grant-write, stream/revoke-write, stream/transfer-ownership   the owner's rights
+ *                             (a transfer takes the old owner's write right with it)
  *
  * The request's payload is kept whole and shown to late joiners in the welcome's
  * `active_streams`, with the owner and the authorized writers. Frames go to everyone in
@@ -99,6 +100,8 @@ export class Streams {
       s.writers.delete(who);
       event = "stream/write-revoked";
     } else {
+      // The old owner hands over its rights, write included: it writes again only if granted.
+      s.writers.delete(s.owner);
       s.owner = who;
       s.writers.add(who);
       event = "stream/ownership-transferred";

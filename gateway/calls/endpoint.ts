@@ -19,6 +19,7 @@ import type { Call } from "./calls.js";
 import { type Envelope, ErrorCodes, GATEWAY_ID, Intent, INTENT_META_KEY, type InboundEnvelope, type McpRequestPayload, stamp, systemEnvelope } from "../wire/envelope.js";
 import { type CallRouter, clip, type ProposalDesk, type SpaceHost } from "../ports/host.js";
 import { jsonBytes, readCursor, takePage } from "../wire/paging.js";
+import { cleanTexts, cleanText } from "../wire/text.js";
 import { type Proposal, shownEnvelope } from "../proposals/book.js";
 import type { Member } from "../ports/member.js";
 
@@ -88,7 +89,8 @@ export class GatewayEndpoint {
       case "tools/list": {
         const start = readCursor(params["cursor"]);
         if (start === null) return reply({ error: { code: INVALID_PARAMS, message: "tools/list: unknown cursor" } });
-        const page = takePage(this.router.toolsFor(member), start ?? 0, frameBudget(this.space), jsonBytes);
+        // What other agents read of a tool goes through the one table (wire/text.ts): no hidden or bidi characters.
+        const page = takePage(this.router.toolsFor(member).map(readable), start ?? 0, frameBudget(this.space), jsonBytes);
         return reply({ result: { tools: page.items, ...(page.next ? { nextCursor: page.next } : {}) } });
       }
       case "proposals/list": {
@@ -193,4 +195,15 @@ function liftIntent(params: Record<string, unknown>): { ok: true; params: Record
   const { _meta: _drop, ...others } = params;
   void _drop;
   return { ok: true, params: Object.keys(rest).length ? { ...others, _meta: rest } : others, intent: checked.data };
+}
+
+/** A catalogue entry as another participant reads it: title, description and schema texts cleaned; the name is the id and is left whole. */
+function readable<T extends { description?: unknown; title?: unknown; inputSchema?: unknown; annotations?: unknown }>(t: T): T {
+  return {
+    ...t,
+    ...(typeof t.title === "string" ? { title: cleanText(t.title) } : {}),
+    ...(typeof t.description === "string" ? { description: cleanText(t.description) } : {}),
+    ...(t.inputSchema !== undefined ? { inputSchema: cleanTexts(t.inputSchema) } : {}),
+    ...(t.annotations !== undefined ? { annotations: cleanTexts(t.annotations) } : {}),
+  };
 }

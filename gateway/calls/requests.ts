@@ -11,6 +11,7 @@ import { clip, type ProposalDesk, type SpaceHost } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
 import { describeIssue, ErrorCodes, GATEWAY_ID, type InboundEnvelope, type McpRequestPayload, parseMcpRequest, stamp } from "../wire/envelope.js";
 import { CALLBACK_METHODS } from "./calls.js";
+import { directCallPlan } from "./direct-audit.js";
 import type { GatewayEndpoint } from "./endpoint.js";
 import type { McpRouter } from "./router.js";
 
@@ -64,7 +65,10 @@ export class Requests {
     const verdict = served ? this.space.authority.callback(payload.params) : this.router.authorize(member, target, payload.method, payload.params);
     if (verdict.decision !== "direct") return this.router.refuse(member, verdict, target, payload, inbound.id);
     const anonymous = inbound.id === undefined ? ({ anonymous: true } as const) : {};
-    this.router.route(member, stamp({ ...inbound, payload }, member.id), payload, inbound.id, served ? { callbackFor: served.id, ...anonymous } : anonymous);
+    const env = stamp({ ...inbound, payload }, member.id);
+    const routed = this.router.route(member, env, payload, inbound.id, served ? { callbackFor: served.id, ...anonymous } : anonymous);
+    // A direct tool call is audited with what allowed it (direct-audit.ts), written behind it.
+    if (routed && !served && payload.method === "tools/call") void this.space.note(directCallPlan({ id: env.id, caller: member.id, target, method: payload.method, params: payload.params, reason: verdict.reason }));
   }
 
   /**

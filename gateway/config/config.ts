@@ -256,6 +256,8 @@ const ParticipantSchema = section({
   echo: boolean().default(false),
   tools: ToolPolicySchema.optional(),
   approvers: z.array(z.string()).optional(),
+  /** A first-stage reviewer of this participant's proposals (policy/learn/review.ts): `by` a participant or `@group`; it approves by itself only up to `may_approve` risk, else hands the card to people with its note. */
+  review: section({ by: z.string().min(1), may_approve: z.enum(["none", "low", "medium"]).default("none") }).optional(),
   /** How many distinct approvers (never the proposer) a proposal of this participant needs: a number, or `{tool glob: number}` (the first glob that matches; 1 otherwise). */
   approvals: z.union([int(1, 16), z.record(z.string().min(1), int(1, 16))], { error: expected("a number from 1 to 16, or {tool glob: number}") }).optional(),
   /** Whether a change to this participant's tool definitions suspends what was allowed on the old one (ports/pins.ts): `false` for none of its tools, `{skip: [globs]}` for some. */

@@ -19,6 +19,7 @@ import { Connection } from "./connection.js";
 import { descriptorLimit, descriptorsInUse, fitLimits, headroomFor } from "./descriptors.js";
 import { type Evictions, SocketBook } from "./sockets.js";
 import { render as renderMetrics } from "../ports/metrics.js";
+import { fatigueMetrics } from "../operator/learn-api.js";
 import { mountOperatorApi } from "../operator/api.js";
 import { mountConsole } from "../operator/console.js";
 import { mountInjection } from "../operator/inject.js";
@@ -183,7 +184,7 @@ export class Gateway {
     }
     const spaces = [...this.spaces.values()].map((s) => ({ space: s.id, members: s.online, pending: s.pendingProposals().length, flagged: s.registry.list().filter((t) => t.findings).length, metrics: s.metrics }));
     res.writeHead(200, { "content-type": "text/plain; version=0.0.4", "cache-control": "no-store" });
-    res.end(renderMetrics(this.connections.size, spaces));
+    res.end(renderMetrics(this.connections.size, spaces) + fatigueMetrics([...this.spaces.values()]));
   }
 
   private openSpace(config: SpaceConfig, store?: StoreOpener<StateRecord>): Space {

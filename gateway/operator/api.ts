@@ -16,6 +16,8 @@
  *   POST   requests/<id>/respond  {result} or {error: {code, message}}: the caller's answer
  *   GET    events                 (server-sent events: every envelope the caller may see)
  *   GET    policy/explain?caller&tool&args · policy/check   (policy-api.ts)
+ *   GET    reviews · POST proposals/<id>/review {verdict, risk, reason}   (a reviewer before the human: review-api.ts)
+ *   GET    policy/suggestions · POST policy/suggestions/<id>/accept|dismiss · POST policy/dry-run · GET policy/fatigue (learn-api.ts)
  *   POST   links/open {link} · links/decide {link, confirm, decision}  (decision links: links.ts)
  *   POST   reload                 (re-read space.yaml and tokens; space/reload.ts)   } for a caller whose
  *   GET    sessions               (who is connected, from where, which token)        } capabilities allow
@@ -38,6 +40,8 @@ import { bearer, bearerChallenge, cookie, header, readJsonObject, resourceUrls, 
 import { decidedView, proposalView, statusOf } from "./views.js";
 import { checkRoute, explainRoute } from "./policy-api.js";
 import { linkRoute } from "./links.js";
+import { learnRoute, notePreviewOpened } from "./learn-api.js";
+import { reviewRoute, reviewsRoute } from "./review-api.js";
 import type { ReloadReport } from "../space/reload.js";
 import { compileCapabilities } from "../policy/capabilities.js";
 
@@ -125,6 +129,9 @@ async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerRespons
     body = read.body;
   }
   if (route === "POST reload" || route === "GET sessions" || route === "DELETE sessions/:id") return send(res, await operate(gateway, caller, route, rest[1]));
+  if (route === "GET reviews") return send(res, reviewsRoute(space, caller.id));
+  if (route === "POST proposals/:id/review") return send(res, await reviewRoute(space, caller.id, rest[1] ?? "", body));
+  if (rest[0] === "policy" && (rest[1] === "suggestions" || rest[1] === "dry-run" || rest[1] === "fatigue")) return send(res, await learnRoute(gateway, space, caller.id, req.method ?? "GET", rest.slice(1), body));
   send(res, await dispatch(caller, route, rest[1], url.searchParams, body));
 }
 
@@ -175,6 +182,7 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
     }
     case "GET proposals/:id/preview": {
       const p = visible(c).find((x) => x.id === id);
+      if (p) notePreviewOpened(space, p.id, c.id);
       return p ? ok(await space.aids.previews.of(p, c.id)) : fail(404, "unknown_proposal", `no pending proposal "${clip(id ?? "")}"`);
     }
     case "POST links/open":

@@ -7,6 +7,8 @@ import { approversNow, approvalsView } from "../proposals/approvals.js";
 import { limitOptions } from "../policy/scope.js";
 import { compileCapabilities } from "../policy/capabilities.js";
 import { INTENT_MAX } from "../wire/envelope.js";
+import { learnView, reviewNote } from "./learn-api.js";
+import { turnOf } from "../wire/turn.js";
 
 /** The MCP annotation hints a card shows as badges, in this order. */
 export const HINTS = ["destructiveHint", "readOnlyHint", "idempotentHint", "openWorldHint"] as const;
@@ -59,6 +61,12 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     // What approving "always" grants from now on: the console and the terminal say it and ask
     // first. Where grants carry an argument scope, it goes here as `arguments` (in words).
     ...(p.tool !== undefined ? { alwaysScope: { participant: p.proposer, tool: `${p.owner}/${p.tool}` } } : {}),
+    // How people decided calls like this before ("you approved 5 like this"), and the risk with its reasons (gateway/policy/learn/).
+    // A reviewer's verdict, risk and reason, cleaned (policy/learn/review.ts).
+    ...(reviewNote(space, p.id) ? { review: reviewNote(space, p.id) } : {}),
+    // One agent turn, one card: calls the model asked for in one reply (gateway/wire/turn.ts); display only.
+    ...(turnOf(p.params) ? { turn: turnOf(p.params) } : {}),
+    ...learnView(space, viewer, p, { annotations: entry?.["annotations"] as Record<string, unknown> | undefined, definitionChanged: definitionChanged(p)["definitionChanged"] !== undefined, flagged: Boolean((entry?.["findings"] as unknown[] | undefined)?.length) }),
   };
 }
 

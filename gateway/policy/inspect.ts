@@ -28,6 +28,7 @@
  * Every check is one linear pass (no pattern here can backtrack past a bounded window), and
  * no more than `MAX_SCAN` characters of a text are read, so a megabyte costs milliseconds.
  */
+import { cleanText } from "../wire/text.js";
 
 export const FINDING_CODES = ["invisible_characters", "bidi_controls", "markup", "model_instructions", "sensitive_paths", "whitespace_run", "unusual_length"] as const;
 export type FindingCode = (typeof FINDING_CODES)[number];
@@ -90,9 +91,9 @@ const SENSITIVE: ReadonlyArray<[RegExp, string]> = [
   [/\/etc\/(?:shadow|passwd|sudoers)\b/, "system password files"],
 ];
 
-/** Removes every invisible and bidi character: what a model is given instead of the raw text. */
+/** Removes every invisible and bidi character (the one table: wire/text.ts): what a model is given instead of the raw text. */
 export function stripHidden(text: string): string {
-  return text.replace(HIDDEN, "");
+  return cleanText(text);
 }
 
 /** The findings for one tool definition (an MCP tool or a catalogue entry), at most `MAX_FINDINGS`. */

@@ -190,8 +190,8 @@ export interface AuditEntry {
   ts: string;
   /** `tool_changed`: a tool's definition differs from the one pinned for it (ports/pins.ts); `proposal` is then empty. */
   /** `reloaded`: the space took a new space.yaml (space/reload.ts); `changes` says what changed, `proposer` who asked. `approval`: one of several a proposal needs. */
-  /** `approval_dropped`: an approval that no longer counts (`by`, and why in `text`); `escalated`: a stage of `policy.escalate` fired (`stage`, `approvers`). */
-  event: ProposalState | "proposed" | "tool_changed" | "approval" | "reloaded" | "approval_dropped" | "escalated";
+  /** `approval_dropped`: an approval that no longer counts (`by`, and why in `text`); `escalated`: a stage of `policy.escalate` fired (`stage`, `approvers`); `rule_accepted`: a person accepted a suggested rule (policy/learn/); `arguments` holds the rule, `changes` its dry run; `repaired`: `state repair` cut the journal (`changes`); `called`: a call routed without a proposal (`scope` says what allowed it). */
+  event: ProposalState | "proposed" | "tool_changed" | "approval" | "reloaded" | "approval_dropped" | "escalated" | "rule_accepted" | "repaired" | "called";
   proposal: string;
   proposer: string;
   owner: string;

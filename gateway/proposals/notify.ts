@@ -19,6 +19,7 @@ import type { Logger } from "pino";
 import { parseWebhookSecret } from "../config/webhook-secret.js";
 import { type Proposal, runningParams } from "./book.js";
 import { signatureHeaders } from "./signing.js";
+import { revealText } from "../wire/text.js";
 
 /** A decision link for one approver of one proposal (links.ts). */
 export interface ApproverLink {
@@ -140,7 +141,8 @@ export class Notifier {
     const asks = event === "proposed" || event === "interrupted" || event === "escalated";
     const links = asks ? this.links(p) : [];
     if (hook.format === "slack") return slackBody(this.space, p, event, tool, link, links);
-    let args = JSON.stringify(runningParams(p)["arguments"] ?? {});
+    // Texts a person reads go through the one table (wire/text.ts): hidden and bidi characters shown as ⟨U+…⟩.
+    let args = revealText(JSON.stringify(runningParams(p)["arguments"] ?? {}));
     const truncated = args.length > ARGUMENT_CHARS;
     if (truncated) args = args.slice(0, ARGUMENT_CHARS);
     return JSON.stringify({
@@ -149,7 +151,7 @@ export class Notifier {
       proposal: {
         id: p.id,
         proposer: p.proposer,
-        tool,
+        tool: revealText(tool),
         state: p.state,
         why: event === "proposed" ? this.why(p) : undefined,
         arguments: args,
@@ -157,8 +159,8 @@ export class Notifier {
         decided_by: p.decidedBy,
         // What became of the call, once it ended (outcomes.ts): ok, tool_error, error, timeout, cancelled, not_routed.
         outcome: p.outcome,
-        reason: p.reason,
-        text: p.text,
+        reason: p.reason === undefined ? undefined : revealText(p.reason),
+        text: p.text === undefined ? undefined : revealText(p.text),
         expires_at: new Date(p.expiresAt).toISOString(),
         ...(event === "escalated" ? { escalated: p.escalated, approvers: this.escalatedTo.get(p.id) } : {}),
       },
@@ -265,5 +267,7 @@ function slackBody(space: string, p: Proposal, event: string, tool: string, cons
 }
 
 function clipText(s: string, n: number): string {
+  // What a person reads in the channel: hidden and bidi characters shown as ⟨U+…⟩ (wire/text.ts).
+  s = revealText(s);
   return s.length > n ? `${s.slice(0, n - 1)}…` : s;
 }

@@ -11,11 +11,11 @@
  * journal — live state plus what came since the last compaction — frame by frame, so
  * start-up time and memory follow the live state, not the length of the history.
  */
-import { closeSync, existsSync, fdatasyncSync, mkdirSync, openSync, readSync, renameSync, rmSync, statSync, truncateSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fdatasyncSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, truncateSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { Archive, type Retention } from "./archive.js";
 import { Chain } from "./chain.js";
-import { MAGIC, readFrames } from "./frame.js";
+import { encodeFrame, MAGIC, readFrames } from "./frame.js";
 import { Journal, StoreError, syncDir, writeStateFile } from "./journal.js";
 import type { LegacyFile } from "./legacy.js";
 import { abandonMigration, finishMigration, migrate } from "./migrate.js";
@@ -142,7 +142,7 @@ export function openStore<R extends { type: string }>(opts: StoreOptions, hooks:
     }
   });
   if (end.kind === "corrupt") {
-    throw new StoreError("corrupt", `${file} is corrupt at byte ${end.offset} (${end.reason}); run \`mewgate state repair ${opts.dir}\` to keep what comes before it`, file, end.offset);
+    throw new StoreError("corrupt", `${file} is corrupt at byte ${end.offset} (${end.reason}); run \`mewgate state repair --state-dir ${opts.dir}\` (with the gateway stopped) to keep what comes before it`, file, end.offset);
   }
   if (end.kind === "torn") {
     report.torn = { file, offset: end.offset, reason: end.reason };
@@ -180,19 +180,35 @@ export function readHistory<R extends { type: string }>(dir: string, filter: (r:
 }
 
 /**
+ * What a repair adds after the cut: the owner reads the transactions kept and the bytes
+ * dropped, and gives records to write in one more transaction (for a space: proposals the
+ * dropped part decided or ran end rather than come back pending, and an audit record of
+ * the repair). History records among them are chained on from the last one kept.
+ */
+export interface RepairHook<R> {
+  isHistory(r: R): boolean;
+  after(kept: R[], dropped: Buffer, cut: { offset: number; movedTo: string }): R[];
+}
+
+/**
  * Cuts the journal at its first unreadable frame, keeping every transaction before it,
  * and moves the rest aside (`journal.damaged-<time>`) for whoever wants to look at it.
+ * With a `hook`, writes what it gives after the cut (see `RepairHook`).
  */
-export function repairStore(dir: string): { kept: number; movedTo?: string; offset?: number } {
+export function repairStore<R extends { type: string } = { type: string }>(dir: string, hook?: RepairHook<R>): { kept: number; movedTo?: string; offset?: number; added: R[] } {
   const file = join(dir, "journal");
-  if (!existsSync(file)) return { kept: 0 };
+  if (!existsSync(file)) return { kept: 0, added: [] };
   let kept = 0;
   let good = MAGIC.length;
-  const end = readFrames(file, (f) => {
+  let seq = 0;
+  const frames: Array<{ seq: number; records: R[] }> = [];
+  const end = readFrames<R>(file, (f) => {
     kept++;
     good = f.offset + f.size;
+    seq = Math.max(seq, f.seq);
+    if (hook) frames.push({ seq: f.seq, records: f.records });
   });
-  if (end.kind === "end") return { kept };
+  if (end.kind === "end") return { kept, added: [] };
   const movedTo = `${file}.damaged-${new Date().toISOString().replace(/[:.]/g, "-")}`;
   const size = statSync(file).size;
   const fd = openSync(movedTo, "w", 0o600);
@@ -210,5 +226,20 @@ export function repairStore(dir: string): { kept: number; movedTo?: string; offs
     closeSync(src);
   }
   truncateSync(file, Math.max(good, MAGIC.length));
-  return { kept, movedTo, offset: end.offset };
+  const added = hook ? hook.after(frames.flatMap((f) => f.records), readFileSync(movedTo), { offset: end.offset, movedTo }) : [];
+  if (added.length > 0) {
+    // The chain goes on from the last history record kept: the journal's, else the archive's.
+    const archive = new Archive<R>(dir, DEFAULT_RETENTION);
+    const chain = new Chain(archive.chain.head);
+    for (const f of frames) if (f.seq > archive.lastSeq) for (const r of f.records) if (hook!.isHistory(r)) chain.follow(r);
+    const sealed = chain.seal(added, (r) => hook!.isHistory(r)).records;
+    const fd = openSync(file, "a");
+    try {
+      writeSync(fd, encodeFrame(Math.max(seq, archive.lastSeq) + 1, sealed));
+      fdatasyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+  }
+  return { kept, movedTo, offset: end.offset, added };
 }

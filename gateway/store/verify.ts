@@ -46,6 +46,8 @@ export interface VerifyReport {
   head?: string;
   torn?: { file: string; offset: number; reason: string };
   break?: HistoryBreak;
+  /** A head pinned before (`audit head`): whether the chain passes through it, and after which record. */
+  pinned?: { head: string; found: boolean; after?: number };
 }
 
 interface ScannedFrame {
@@ -94,8 +96,14 @@ function scan(bytes: Buffer, each: (f: ScannedFrame) => boolean): ScanEnd {
 const SEGMENT = /^\d{8}\.log$/;
 
 /** Checks the history in state directory `dir`; `isHistory` says which records are history. */
-export function verifyHistory(dir: string, isHistory: (r: { type: string }) => boolean): VerifyReport {
+export function verifyHistory(dir: string, isHistory: (r: { type: string }) => boolean, opts: { pinned?: string } = {}): VerifyReport {
   const report: VerifyReport = { ok: true, records: 0, unchained: 0, checkpoints: 0, dropped: 0 };
+  // A pinned head the chain never passes through: records were cut off the end (or the chain rewritten).
+  const pin = opts.pinned;
+  if (pin !== undefined) report.pinned = { head: pin, found: false };
+  const passes = (digest: string | undefined, after: number): void => {
+    if (pin !== undefined && digest === pin && !report.pinned!.found) report.pinned = { head: pin, found: true, after };
+  };
   const historyDir = join(dir, "history");
   const files = existsSync(historyDir)
     ? readdirSync(historyDir)
@@ -132,11 +140,15 @@ export function verifyHistory(dir: string, isHistory: (r: { type: string }) => b
           }
           return brk({ ...at, reason: "the record carries no digest, although the records before it do (it was slipped in)" });
         }
-        if (prev === undefined) report.start = r.chain.p;
+        if (prev === undefined) {
+          report.start = r.chain.p;
+          passes(r.chain.p, index - 1);
+        }
         else if (r.chain.p !== prev) return brk({ ...at, reason: "the record does not link to the one before it (a record before it was removed, inserted or reordered)", expected: prev, found: r.chain.p });
         const d = digestOf(r.chain.p, r);
         if (d !== r.chain.d) return brk({ ...at, reason: "the record's content does not match its digest (it was altered)", expected: r.chain.d, found: d });
         prev = nextPrev(r);
+        passes(prev, index);
       }
       if (f.altered) return brk({ index: report.records + 1, file, offset: f.offset, reason: records.length ? "the frame's checksum fails although its history records hold: a record of the live state or the frame's sequence number was altered" : "the frame's checksum fails (it was altered after it was written)" });
       return true;
@@ -146,6 +158,10 @@ export function verifyHistory(dir: string, isHistory: (r: { type: string }) => b
     else if (end.kind === "corrupt") return { ...report, ok: false, break: { index: report.records + 1, file, offset: end.offset, reason: end.reason } };
   }
   if (prev !== undefined) report.head = prev;
+  if (pin !== undefined && !report.pinned!.found && !(pin === "" && prev === undefined)) {
+    report.ok = false;
+    report.break = { index: report.records + 1, file: files.at(-1)?.file ?? dir, offset: -1, reason: `the pinned head ${pin.slice(0, 16)}… is not in the chain: records after it were cut off the end, or the chain was rewritten`, expected: pin, found: prev ?? "" };
+  }
   return report;
 }
 

@@ -6,6 +6,7 @@
  * Split from participant.ts; used by the chat turns and the ask server alike.
  */
 import { GATEWAY_ID, INTENT_MAX, INTENT_META_KEY, RESPOND_KEY, type Envelope } from "../../gateway/wire/envelope.js";
+import { TURN_META_KEY } from "../../gateway/wire/turn.js";
 import type { CallOptions, ParticipantClient } from "../client.js";
 import type { ToolInfo } from "../wire.js";
 import { addDelegated, contractLine, type Spend } from "./contract.js";
@@ -68,7 +69,7 @@ export class ToolCaller {
    * the person waiting, in plain words, that the work is handed on.
    */
   callTool(deadline?: number, spend?: Spend, announce?: (text: string) => void, human?: string): CallTool {
-    return async (name, args, { signal, intent }) => {
+    return async (name, args, { signal, intent, turn }) => {
       let proposal: string | undefined;
       const opts: CallOptions = {
         signal,
@@ -97,7 +98,7 @@ export class ToolCaller {
         const { _meta: callMeta, ...callArgs } = args;
         // The model's own words from the turn that asked for the call: the card an approver
         // reads shows them (docs/protocol.md, intent); the gateway never passes them to the tool.
-        const meta = { ...(isRecord(callMeta) ? callMeta : {}), ...(intent ? { [INTENT_META_KEY]: clip(intent, INTENT_MAX) } : {}) };
+        const meta = { ...(isRecord(callMeta) ? callMeta : {}), ...(intent ? { [INTENT_META_KEY]: clip(intent, INTENT_MAX) } : {}), ...(turn ? { [TURN_META_KEY]: turn } : {}) };
         const params = Object.keys(meta).length ? { name, arguments: isRecord(callMeta) ? callArgs : args, _meta: meta } : { name, arguments: args };
         const result = await this.host.client.request(GATEWAY_ID, "tools/call", params, opts);
         if (spend) addDelegated(spend, result);

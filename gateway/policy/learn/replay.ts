@@ -1,0 +1,125 @@
+/**
+ * Recorded calls decided again under a space.yaml: what the one decision point
+ * (policy/authority.ts) would say to each, with no grants (a grant is a person's word on one
+ * tool, not the file's) and the tools as the live registry knows them (for their hints).
+ *
+ * A dry run compares two such replays, the file as it is and as it would be, call by call:
+ * every call whose decision (direct, a proposal, denied) or needed approvals would change,
+ * with what people decided of it.
+ */
+import type { SpaceConfig } from "../../config/config.js";
+import { requiredApprovals } from "../../proposals/approvals.js";
+import { Registry } from "../../ports/registry.js";
+import { Authority } from "../authority.js";
+import { compileCapabilities, type Matcher } from "../capabilities.js";
+import { GrantBook } from "../grants.js";
+import type { PastCall, PeopleSaid } from "./history.js";
+
+export type Decided = "direct" | "proposal" | "denied";
+
+/** What a policy decides of one call. */
+export interface Outcome {
+  decision: Decided;
+  /** How many distinct approvals a proposal needs. */
+  approvals: number;
+  /** The rule that decided (`allow[2]`), if a rule did. */
+  rule?: string | undefined;
+}
+
+/** A tool's annotations, as its server declared them. */
+export interface KnownTool {
+  participant: string;
+  tool: string;
+  annotations?: Record<string, unknown> | undefined;
+}
+
+/** Decides calls under one space.yaml, offline. */
+export class Replayer {
+  private readonly authority: Authority;
+  private readonly allows = new Map<string, Matcher>();
+
+  constructor(
+    readonly config: SpaceConfig,
+    tools: readonly KnownTool[] = [],
+  ) {
+    const registry = new Registry();
+    const byOwner = new Map<string, KnownTool[]>();
+    for (const t of tools) byOwner.set(t.participant, [...(byOwner.get(t.participant) ?? []), t]);
+    for (const [owner, list] of byOwner) registry.set(owner, list.map((t) => ({ name: t.tool, inputSchema: { type: "object" }, ...(t.annotations ? { annotations: t.annotations } : {}) })));
+    const grants: GrantBook = new GrantBook((id) => authority.configured(id));
+    const authority: Authority = new Authority(config, grants, registry);
+    this.authority = authority;
+  }
+
+  /** What this space.yaml decides of `call` (undefined: its proposer is not in the file). */
+  decide(call: Pick<PastCall, "proposer" | "owner" | "tool" | "args">): Outcome | undefined {
+    if (!this.config.participants[call.proposer]) return undefined;
+    let allows = this.allows.get(call.proposer);
+    if (!allows) this.allows.set(call.proposer, (allows = compileCapabilities(this.authority.configured(call.proposer))));
+    const v = this.authority.call(call.proposer, allows, call.owner, "tools/call", { name: call.tool, arguments: call.args });
+    const rule = v.reason?.match?.rule.key;
+    return { decision: v.decision, approvals: v.decision === "proposal" ? requiredApprovals(this.config, call.proposer, call.owner, call.tool) : 0, rule };
+  }
+}
+
+/** One call whose outcome would change. */
+export interface Change {
+  call: PastCall;
+  before: Outcome | undefined;
+  after: Outcome | undefined;
+  /** `proposal → direct`, `direct → denied`, `approvals 2 → 1`. */
+  how: string;
+}
+
+export interface DryRun {
+  /** Recorded calls replayed. */
+  replayed: number;
+  /** Every call whose outcome would change, oldest first. */
+  changes: Change[];
+  /** How many changes of each kind (`proposal → direct`: 12), and of those what people had decided. */
+  summary: Record<string, Record<PeopleSaid | "total", number>>;
+}
+
+function label(o: Outcome | undefined): string {
+  return o === undefined ? "unknown participant" : o.decision;
+}
+
+/** Every recorded call whose outcome differs between `before` and `after`. */
+export function dryRun(before: Replayer, after: Replayer, calls: readonly PastCall[]): DryRun {
+  const changes: Change[] = [];
+  const summary: DryRun["summary"] = {};
+  for (const call of calls) {
+    const a = before.decide(call);
+    const b = after.decide(call);
+    let how: string | undefined;
+    if (label(a) !== label(b)) how = `${label(a)} → ${label(b)}`;
+    else if (a && b && a.decision === "proposal" && a.approvals !== b.approvals) how = `approvals ${a.approvals} → ${b.approvals}`;
+    if (how === undefined) continue;
+    changes.push({ call, before: a, after: b, how });
+    const s = (summary[how] ??= { total: 0, approved: 0, rejected: 0, edited: 0, undecided: 0 });
+    s.total++;
+    s[call.said]++;
+  }
+  return { replayed: calls.length, changes, summary };
+}
+
+/** Whether a change lets through more than before: out of a deny, out of a proposal, or with fewer approvals. */
+export function loosens(c: Change): boolean {
+  const rank = (o: Outcome | undefined) => (o === undefined ? 0 : o.decision === "denied" ? 0 : o.decision === "proposal" ? 1 : 2);
+  if (rank(c.after) > rank(c.before)) return true;
+  return c.before?.decision === "proposal" && c.after?.decision === "proposal" && c.after.approvals < c.before.approvals;
+}
+
+/** How many changed calls a dry run lists (its counts are always whole). */
+export const MAX_CHANGES_LISTED = 1000;
+
+/** A dry run as the API and the CLI show it: counts whole, calls listed up to MAX_CHANGES_LISTED. */
+export function dryRunView(current: SpaceConfig, next: SpaceConfig, calls: readonly PastCall[], tools: readonly KnownTool[]): Record<string, unknown> {
+  const run = dryRun(new Replayer(current, tools), new Replayer(next, tools), calls);
+  return {
+    replayed: run.replayed,
+    changed: run.changes.length,
+    summary: run.summary,
+    changes: run.changes.slice(0, MAX_CHANGES_LISTED).map((c) => ({ id: c.call.id, ts: c.call.ts, proposer: c.call.proposer, tool: `${c.call.owner}/${c.call.tool}`, args: c.call.args, said: c.call.said, ...(c.call.by ? { by: c.call.by } : {}), how: c.how, before: c.before, after: c.after })),
+  };
+}
