@@ -54,12 +54,6 @@ export interface SpaceHost {
   pendingProposals(): Proposal[];
   /** Grants held now, each with whether it stands. */
   grantsView(): Array<Record<string, unknown>>;
-  /** Why `granter` may not make one more grant (its quota or the space's), if it may not. */
-  grantQuota(granter: string): string | undefined;
-  /** A grant as a plan for `record` (an "always" approval makes one, in the approval's transaction). */
-  /** `pins`: the digests of the tools it names, as the approver saw them (authority.ts). */
-  /** `condition`: a scoped "always" (policy/scope.ts), which holds only for calls whose arguments meet it. */
-  grantPlan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope, pins?: Record<string, string>, condition?: GrantCondition): Plan;
   /** Writes the plans as one durable transaction, then applies them (ledger.ts). Rejects, having changed nothing, if the write fails. */
   record(...plans: Plan[]): Promise<void>;
   /** Applies a plan now and writes it behind: for bookkeeping no decision waits on (a call's outcome). Resolves once written or failed; never rejects. */
@@ -102,6 +96,18 @@ export interface ProposalDesk {
   onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Promise<void> | void;
   hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts: { tellProposer?: boolean; sentId: string | undefined }): Promise<void>;
   withdrawn(member: Member, p: Proposal, reason: string): Promise<void>;
+}
+
+/** What decisions.ts needs of grants (policy/lending.ts): an "always" approval makes one, in the approval's transaction. */
+export interface GrantDesk {
+  /** Why `granter` may not make one more grant (its quota or the space's), if it may not. */
+  quota(granter: string): string | undefined;
+  /**
+   * A grant as a plan for `record`. `pins`: the digests of the tools it names, as the approver
+   * saw them (authority.ts). `condition`: a scoped "always" (policy/scope.ts), which holds only
+   * for calls whose arguments meet it.
+   */
+  plan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope, pins?: Record<string, string>, condition?: GrantCondition): Plan;
 }
 
 /** Why a request was not routed: an error code for a `system/error`, or for an approved proposal's outcome. */

@@ -31,7 +31,7 @@ import {
   stamp,
   systemEnvelope,
 } from "../wire/envelope.js";
-import { type CallRouter, clip, disabledRefusal, type ProposalDesk, type SpaceHost } from "../ports/host.js";
+import { type CallRouter, clip, disabledRefusal, type GrantDesk, type ProposalDesk, type SpaceHost } from "../ports/host.js";
 import type { Calls } from "../calls/calls.js";
 import type { Registry } from "../ports/registry.js";
 import type { Verdict } from "../policy/authority.js";
@@ -59,6 +59,8 @@ export class Decisions implements ProposalDesk {
     /** Where an approved call is routed (calls/router.ts). */
     private readonly router: Pick<CallRouter, "tryRoute" | "unknownTool" | "catalogueChanged">,
     private readonly runs: RunsEnded,
+    /** Where an "always" approval's grant is made (policy/lending.ts). */
+    private readonly grants: GrantDesk,
     /** Tells the webhooks a proposal escalated (notify.ts), with the stage's approvers. */
     notify: (p: Proposal, approvers: readonly string[]) => void = () => {},
   ) {
@@ -283,7 +285,7 @@ export class Decisions implements ProposalDesk {
       return this.space.fail(member, ErrorCodes.invalidPayload, "scope \"always\" applies to a tools/call of a tool whose name has no * or !", inbound.id);
     }
     if (scope === "always") {
-      const over = this.space.grantQuota(member.id);
+      const over = this.grants.quota(member.id);
       if (over) return this.space.fail(member, ErrorCodes.quotaExceeded, `${over}; approve once instead, or revoke a grant`, inbound.id, { quota: "grants" });
     }
     // Edited arguments are a new call: they must fit the tool, and the approver must be able to make it directly.
@@ -392,7 +394,7 @@ export class Decisions implements ProposalDesk {
       // On the definition the approver was shown: a change since suspends it again.
       const pins = p.digest === undefined ? undefined : { [`${p.owner}/${p.tool}`]: p.digest };
       const limited = d.condition ? `, ${describeCondition(d.condition)}` : "";
-      plans.push(this.space.grantPlan(approver.id, p.proposer, [toolGrant(p.owner, p.tool)], `always approve ${p.owner}/${p.tool}${limited} (proposal ${p.id})`, undefined, pins, d.condition));
+      plans.push(this.grants.plan(approver.id, p.proposer, [toolGrant(p.owner, p.tool)], `always approve ${p.owner}/${p.tool}${limited} (proposal ${p.id})`, undefined, pins, d.condition));
     }
     try {
       await this.space.record(...plans);

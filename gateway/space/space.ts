@@ -36,7 +36,7 @@ import { SpaceIdentity } from "../identity/provider.js";
 import { SpaceMetrics } from "../ports/metrics.js";
 import { Tracing } from "../ports/tracing.js";
 import { Notifier } from "../proposals/notify.js";
-import { describeCondition, type GrantCondition } from "../policy/scope.js";
+import { describeCondition } from "../policy/scope.js";
 import { Authority } from "../policy/authority.js";
 import { compileCapabilities } from "../policy/capabilities.js";
 import { GrantBook } from "../policy/grants.js";
@@ -50,7 +50,7 @@ import { Aids } from "../proposals/aids.js";
 import { Decisions } from "../proposals/decisions.js";
 import { RunsEnded } from "../proposals/runs-ended.js";
 import { StoreError, type StoreOpener } from "../store/index.js";
-import { type Capability, type Envelope, CloseCodes, ErrorCodes, type ErrorCode, GATEWAY_ID, type InboundEnvelope, parseFrame, systemEnvelope } from "../wire/envelope.js";
+import { type Envelope, CloseCodes, ErrorCodes, type ErrorCode, GATEWAY_ID, type InboundEnvelope, parseFrame, systemEnvelope } from "../wire/envelope.js";
 import { Delivery } from "./delivery.js";
 import type { Handlers } from "./kinds.js";
 import { Ledger, type StateRecord } from "./ledger.js";
@@ -192,7 +192,7 @@ export class Space implements SpaceHost {
     this.grants.revalidate();
     const runs = new RunsEnded(this.proposals, (plan) => this.note(plan));
     this.mcp = new McpRouter(this, calls, this.registry, this.proposals, (call, end) => runs.callEnded(call, end));
-    this.decisions = new Decisions(this, this.proposals, calls, this.registry, this.mcp, runs, (p, approvers) => this.notifier.escalated(p, approvers));
+    this.decisions = new Decisions(this, this.proposals, calls, this.registry, this.mcp, runs, this.lending, (p, approvers) => this.notifier.escalated(p, approvers));
     // Stacks that were held when the gateway stopped are held again, with their calls.
     this.conversations.resume();
     this.roster = new Roster(this.delivery, this.metrics, {
@@ -506,16 +506,6 @@ export class Space implements SpaceHost {
   private recompile(member: Member): void {
     member.capabilities = this.grants.capabilitiesOf(member.id);
     member.allows = compileCapabilities(member.capabilities);
-  }
-
-  /** Why `granter` may not make one more grant, if it may not. */
-  grantQuota(granter: string): string | undefined {
-    return this.lending.quota(granter);
-  }
-
-  /** A grant, to be recorded (an "always" approval makes one in its own transaction). */
-  grantPlan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope, pins?: Record<string, string>, condition?: GrantCondition): Plan {
-    return this.lending.plan(from, recipient, capabilities, reason, env, pins, condition);
   }
 
   /** After a grant change: recompile and send the recipient a fresh welcome. */
