@@ -4,6 +4,9 @@
  * (`mewgate mcp --only`, or `/mcp/<participant>`), so a user replaces a server's entry in
  * their client with it and keeps the server's names.
  *
+ * Only the JSON goes to stdout, so it can be redirected into the client's file as it is;
+ * where it goes (and where the token comes from) is said on stderr.
+ *
  * It never prints a token: the stdio form lets `mewgate mcp --config` find the seat's token
  * the way the gateway does; the HTTP form puts a reference to `MEWGATE_TOKEN` (or VS Code's
  * password prompt) in an `Authorization` header, never in a URL.
@@ -57,30 +60,32 @@ export function runMcpConfig(participant: string, opts: McpConfigOptions, io: Io
       stdio: { command: opts.command ?? "mewgate", args: ["mcp", "--config", file, "--as", opts.as, "--only", participant, ...(opts.stateDir ? ["--state-dir", resolve(opts.stateDir)] : [])] },
       url: http,
     };
-    io.stdout.write(snippet(client, entry, opts.http === true, opts.as));
+    const { note, json } = snippet(client, entry, opts.http === true, opts.as);
+    io.stderr.write(note);
+    io.stdout.write(json);
     return 0;
   });
 }
 
-/** The snippet for one client, with a line saying where it goes. */
-export function snippet(client: McpClientName, e: Entry, http: boolean, seat: string): string {
-  const json = (v: unknown) => JSON.stringify(v, null, 2);
+/** The snippet for one client (`json`, for stdout) and where it goes (`note`, `#` lines for stderr). */
+export function snippet(client: McpClientName, e: Entry, http: boolean, seat: string): { note: string; json: string } {
+  const out = (note: string, v: unknown) => ({ note, json: `${JSON.stringify(v, null, 2)}\n` });
   const tokenNote = `# the token of "${seat}": mewgate token show ${seat}  (keep it out of files you share)\n`;
   switch (client) {
     case "claude-desktop":
-      return `# claude_desktop_config.json (Settings → Developer → Edit Config), under "mcpServers":\n${json({ mcpServers: { [e.name]: e.stdio } })}\n`;
+      return out(`# claude_desktop_config.json (Settings → Developer → Edit Config), under "mcpServers":\n`, { mcpServers: { [e.name]: e.stdio } });
     case "claude-code":
-      if (!http) return `# .mcp.json in your project (or: claude mcp add ${e.name} -- ${[e.stdio.command, ...e.stdio.args].map(shellWord).join(" ")})\n${json({ mcpServers: { [e.name]: { type: "stdio", ...e.stdio } } })}\n`;
-      return `${tokenNote}# .mcp.json in your project; Claude Code reads MEWGATE_TOKEN from its environment\n${json({ mcpServers: { [e.name]: { type: "http", url: e.url, headers: { Authorization: "Bearer ${MEWGATE_TOKEN}" } } } })}\n`;
+      if (!http) return out(`# .mcp.json in your project (or: claude mcp add ${e.name} -- ${[e.stdio.command, ...e.stdio.args].map(shellWord).join(" ")})\n`, { mcpServers: { [e.name]: { type: "stdio", ...e.stdio } } });
+      return out(`${tokenNote}# .mcp.json in your project; Claude Code reads MEWGATE_TOKEN from its environment\n`, { mcpServers: { [e.name]: { type: "http", url: e.url, headers: { Authorization: "Bearer ${MEWGATE_TOKEN}" } } } });
     case "cursor":
-      if (!http) return `# .cursor/mcp.json (or ~/.cursor/mcp.json)\n${json({ mcpServers: { [e.name]: e.stdio } })}\n`;
-      return `${tokenNote}# .cursor/mcp.json; Cursor reads MEWGATE_TOKEN from its environment\n${json({ mcpServers: { [e.name]: { url: e.url, headers: { Authorization: "Bearer ${env:MEWGATE_TOKEN}" } } } })}\n`;
+      if (!http) return out(`# .cursor/mcp.json (or ~/.cursor/mcp.json)\n`, { mcpServers: { [e.name]: e.stdio } });
+      return out(`${tokenNote}# .cursor/mcp.json; Cursor reads MEWGATE_TOKEN from its environment\n`, { mcpServers: { [e.name]: { url: e.url, headers: { Authorization: "Bearer ${env:MEWGATE_TOKEN}" } } } });
     case "vscode":
-      if (!http) return `# .vscode/mcp.json\n${json({ servers: { [e.name]: { type: "stdio", ...e.stdio } } })}\n`;
-      return (
-        `${tokenNote}# .vscode/mcp.json; VS Code asks for the token once and keeps it in its secret storage\n` +
-        `${json({ inputs: [{ type: "promptString", id: "mewgate-token", description: `mewgate token of ${seat}`, password: true }], servers: { [e.name]: { type: "http", url: e.url, headers: { Authorization: "Bearer ${input:mewgate-token}" } } } })}\n`
-      );
+      if (!http) return out(`# .vscode/mcp.json\n`, { servers: { [e.name]: { type: "stdio", ...e.stdio } } });
+      return out(`${tokenNote}# .vscode/mcp.json; VS Code asks for the token once and keeps it in its secret storage\n`, {
+        inputs: [{ type: "promptString", id: "mewgate-token", description: `mewgate token of ${seat}`, password: true }],
+        servers: { [e.name]: { type: "http", url: e.url, headers: { Authorization: "Bearer ${input:mewgate-token}" } } },
+      });
   }
 }
 

@@ -6,7 +6,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import pino from "pino";
 import { Bus, STATE_STREAM, subjects } from "../gateway/cluster/bus.js";
-import { loadBusState } from "../gateway/cluster/bus-store.js";
+import { type Fence, loadBusState } from "../gateway/cluster/bus-store.js";
+import { LeaseClock } from "../gateway/cluster/fence.js";
 import type { StoreHooks } from "../gateway/store/index.js";
 import { NatsServer, natsServerPath } from "../cli/nats.js";
 
@@ -37,14 +38,78 @@ function owner() {
   return { state, hooks };
 }
 
-async function open(space: string, epoch: string, opts: { compactMessages?: number; onFenced?: (why: string) => void; history?: { maxBytes: number; maxAgeMs: number } } = {}) {
+async function open(space: string, epoch: string, opts: { compactMessages?: number; onFenced?: (why: string) => void; history?: { maxBytes: number; maxAgeMs: number }; fence?: Fence } = {}) {
   const o = owner();
-  const opener = await loadBusState<R>(bus, space, { log, epoch, onFenced: opts.onFenced ?? (() => {}), compactMessages: opts.compactMessages, history: opts.history });
+  const opener = await loadBusState<R>(bus, space, { log, epoch, onFenced: opts.onFenced ?? (() => {}), compactMessages: opts.compactMessages, history: opts.history, fence: opts.fence });
   const { store } = opener(o.hooks);
   return { ...o, store };
 }
 
 describe("state on the bus", () => {
+  it("refuses a stale owner's write once a new owner has taken over, though the new owner changed nothing yet", async () => {
+    // A paused owner resumes before the next one wrote any state: its take-over record alone moves the sequence.
+    const stale: string[] = [];
+    const a = await open("fenced-takeover", "e1", { fence: { current: () => true, term: "a.1" }, onFenced: (why) => stale.push(why) });
+    await a.store.commit([{ type: "set", k: "x", v: 1 }]);
+    const b = await open("fenced-takeover", "e2", { fence: { current: () => true, term: "b.1" } });
+    expect(Object.fromEntries(b.state)).toEqual({ x: 1 });
+    await expect(a.store.commit([{ type: "set", k: "x", v: 2 }])).rejects.toThrow(/another node owns this space/);
+    expect(stale).toHaveLength(1);
+    // And nothing the stale owner tried is read by the owner after.
+    const c = await open("fenced-takeover", "e3", { fence: { current: () => true, term: "c.1" } });
+    expect(Object.fromEntries(c.state)).toEqual({ x: 1 });
+    await b.store.close();
+    await c.store.close();
+  });
+
+  it("writes nothing while the lease is not provably current, and reports a change stored as the lease ran out", async () => {
+    let current = true;
+    const fenced: string[] = [];
+    const fence: Fence = { current: () => current, term: "a.1" };
+    const a = await open("fenced-clock", "e1", { fence, onFenced: (why) => fenced.push(why) });
+    await a.store.commit([{ type: "set", k: "x", v: 1 }]);
+    current = false;
+    await expect(a.store.commit([{ type: "set", k: "x", v: 2 }])).rejects.toThrow(/no longer provably current/);
+    expect(fenced).toEqual(["lease not current before a write"]);
+    // Every later write is refused too: the owner is stepping down.
+    await expect(a.store.commit([{ type: "set", k: "x", v: 3 }])).rejects.toThrow(/no longer provably current/);
+    const b = await open("fenced-clock", "e2", { fence: { current: () => true, term: "b.1" } });
+    expect(Object.fromEntries(b.state)).toEqual({ x: 1 });
+    // Stored, but the lease ran out on the way: the write is reported failed, and the next owner has it.
+    // Asked at the take-over, before the publish, and once it is stored: current twice, then no more.
+    let asked = 0;
+    const c = await open("fenced-late", "e1", { fence: { current: () => ++asked <= 2, term: "c.1" }, onFenced: (why) => fenced.push(why) });
+    const write = c.store.commit([{ type: "set", k: "y", v: 1 }]);
+    await expect(write).rejects.toThrow(/lost the space while the change was being written/);
+    const d = await open("fenced-late", "e2", { fence: { current: () => true, term: "d.1" } });
+    expect(Object.fromEntries(d.state)).toEqual({ y: 1 });
+    expect(fenced.at(-1)).toBe("lease not current when a write was stored");
+    await b.store.close();
+    await d.store.close();
+  });
+
+  it("does not take a space over on a lease that is not current: no take-over record is written", async () => {
+    await expect(open("fenced-claim", "e1", { fence: { current: () => false, term: "a.1" } })).rejects.toThrow(/not current/);
+    await expect(bus.jsm.streams.getMessage(STATE_STREAM, { last_by_subj: subjects.state("fenced-claim") })).rejects.toThrow(/no message found/i);
+  });
+
+  it("counts a lease from when its renewal was sent, never from when the answer came", () => {
+    const clock = new LeaseClock(1500);
+    expect(clock.marginMs).toBe(300);
+    expect(clock.current(0)).toBe(false);
+    // Sent at 1000, answered much later: current until 1000 + 1500 - 300, whenever it was answered.
+    clock.confirmed(1000);
+    expect(clock.current(2199)).toBe(true);
+    expect(clock.current(2200)).toBe(false);
+    // An older renewal answered late never shortens, nor lengthens, what a newer one proved.
+    clock.confirmed(500);
+    expect(clock.current(2199)).toBe(true);
+    expect(clock.left(2000)).toBe(200);
+    clock.revoke();
+    expect(clock.current(1001)).toBe(false);
+    expect(new LeaseClock(200).marginMs).toBe(150);
+  });
+
   it("reads back what was committed, through compactions, with the whole audit trail", async () => {
     const a = await open("compact", "e1", { compactMessages: 8 });
     for (let i = 0; i < 40; i++) {

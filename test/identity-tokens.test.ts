@@ -196,6 +196,38 @@ describe("hostile tokens are refused, and say why", () => {
     expect(mcp.headers.get("www-authenticate")).toMatch(/scope="mewgate:mcp"/);
   });
 
+  it("answers a token whose identity is nobody in the space with a plain 403 saying so, not insufficient_scope (no scope would help)", async () => {
+    const nobody = await providerSigned({ email: "mallory@example.com" });
+    for (const path of ["/mcp", "/mcp/fs"]) {
+      const res = await fetch(`${base}${path}`, { method: "POST", headers: { authorization: `Bearer ${nobody}`, "content-type": "application/json", accept: "application/json, text/event-stream" }, body: "{}" });
+      expect(res.status, path).toBe(403);
+      expect(res.headers.get("www-authenticate") ?? "", path).not.toMatch(/insufficient_scope/);
+      const body = (await res.json()) as { error: { message: string; data?: { reason?: string } } };
+      expect(body.error.data?.reason, path).toBe("forbidden");
+      expect(body.error.message, path).toMatch(/mallory@example\.com|no participant|not a participant|maps to no/i);
+    }
+  });
+
+  it("says on a 401 without a token which scope a token needs", async () => {
+    for (const path of ["/mcp", "/mcp/fs"]) {
+      const res = await fetch(`${base}${path}`, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream" }, body: "{}" });
+      expect(res.status).toBe(401);
+      expect(res.headers.get("www-authenticate")).toMatch(new RegExp(`resource_metadata="${base}/.well-known/oauth-protected-resource${path}".*scope="mewgate:mcp"`));
+    }
+  });
+
+  it("takes at /mcp/<participant> a token for the resource that path's own metadata names, and not at another path", async () => {
+    const meta = (await (await fetch(`${base}/.well-known/oauth-protected-resource/mcp/fs`)).json()) as { resource: string };
+    expect(meta.resource).toBe(`${base}/mcp/fs`);
+    const token = await providerSigned({ aud: meta.resource });
+    const post = (path: string) => fetch(`${base}${path}`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "application/json, text/event-stream" }, body: "{}" });
+    const there = await post("/mcp/fs");
+    expect([401, 403]).not.toContain(there.status);
+    const elsewhere = await post("/mcp");
+    expect(elsewhere.status).toBe(401);
+    expect(((await elsewhere.json()) as { error: { message: string } }).error.message).toMatch(/"aud"/);
+  });
+
   it("does not take an email the provider has not verified as a person's", async () => {
     const token = await machineToken(idp, "unverified-bot", "mewgate:api", base);
     const res = await api("me", token);

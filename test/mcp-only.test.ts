@@ -348,7 +348,7 @@ describe("mewgate mcp-config", () => {
     const code = await runMcpConfig(participant, opts, io);
     return { code, out, err };
   }
-  const json = (out: string) => JSON.parse(out.split("\n").filter((l) => !l.startsWith("#")).join("\n")) as Record<string, Record<string, Record<string, unknown>>>;
+  const json = (out: string) => JSON.parse(out) as Record<string, Record<string, Record<string, unknown>>>;
 
   it("prints snippets that never carry a token, refuses a human or undeclared seat, and the printed command and URL work", { timeout: 60_000 }, async () => {
     await setup(["notes"]);
@@ -360,7 +360,10 @@ describe("mewgate mcp-config", () => {
       for (const http of client === "claude-desktop" ? [false] : [false, true]) {
         const r = await mcpConfig("notes", { config: file, as: "claude", client, http });
         expect(r.code, `${client} ${http}`).toBe(0);
-        outputs.push(r.out);
+        // stdout is the JSON alone (redirectable into the client's file); where it goes is on stderr.
+        expect(() => JSON.parse(r.out), `${client} ${http}: ${r.out}`).not.toThrow();
+        expect(r.err).toMatch(/^# /);
+        outputs.push(r.out, r.err);
       }
     }
     for (const out of outputs) for (const token of Object.values(T)) expect(out).not.toContain(token);

@@ -165,4 +165,30 @@ describe("traces of a call chain", () => {
     expect(attr(span, "error.type")).toBe("tool_error");
     expect(span.status?.code).toBe(2);
   });
+
+  it("names the resource a read is of and the prompt a get is of, and a JSON-RPC error's code as the response's status", async () => {
+    const otlp = await otlpReceiver();
+    gw = await startGateway(SPACE(`telemetry: {otlp_endpoint: "${otlp.url}"}`));
+    const c = await TestClient.join(gw, "tr", T.c);
+    const human = await TestClient.join(gw, "tr", T.human);
+    clients.push(c, human);
+    c.ws.on("message", () => {
+      for (const env of c.received.splice(0)) {
+        if (env.kind !== "mcp/request") continue;
+        const p = env.payload;
+        const answer = p.method === "resources/read" ? { error: { code: -32002, message: "no such resource" } } : { result: { messages: [] } };
+        c.send({ kind: "mcp/response", to: [env.from], correlation_id: [env.id], payload: { jsonrpc: "2.0", id: p.id, ...answer } });
+      }
+    });
+    human.send({ id: "h-1", kind: "mcp/request", to: ["c"], payload: { jsonrpc: "2.0", id: 1, method: "resources/read", params: { uri: "file:///notes/a.txt" } } });
+    human.send({ id: "h-2", kind: "mcp/request", to: ["c"], payload: { jsonrpc: "2.0", id: 2, method: "prompts/get", params: { name: "summarise", arguments: {} } } });
+    await waitFor(() => otlp.spans.some((s) => s.name === "resources/read") && otlp.spans.some((s) => s.name === "prompts/get"), 10_000, "both spans");
+    const read = otlp.spans.find((s) => s.name === "resources/read")!;
+    const get = otlp.spans.find((s) => s.name === "prompts/get")!;
+    expect(attr(read, "mcp.resource.uri")).toBe("file:///notes/a.txt");
+    expect(attr(read, "rpc.response.status_code")).toBe("-32002");
+    expect(attr(read, "error.type")).toBe("-32002");
+    expect(attr(get, "gen_ai.prompt.name")).toBe("summarise");
+    expect(attr(get, "rpc.response.status_code")).toBeUndefined();
+  });
 });

@@ -5,9 +5,15 @@
  *
  * - Group commit: the transactions queued in one tick (and while a publish is on its way)
  *   go out as one message; its commits resolve when JetStream has stored it.
- * - Fencing: each publish expects the subject's last sequence to be the one this owner
- *   last wrote. A node that lost its lease and still writes is refused by the server, so
- *   two owners can never interleave; the refused one stops (`onFenced`).
+ * - Fencing: a new owner first writes a take-over record (its lease term) expecting the
+ *   last sequence it read, and each later publish expects the subject's last sequence to
+ *   be the one this owner last wrote and carries its term. A node that lost its lease and
+ *   still writes is refused by the server — even when the new owner has changed nothing
+ *   yet, its take-over record moved the sequence — so two owners can never interleave;
+ *   the refused one stops (`onFenced`). And an owner writes only while its lease is
+ *   provably current (`fence`, cluster/fence.ts), asked before each publish and again once
+ *   it is stored: a change stored after that is reported failed and the owner steps
+ *   down, before anything it would have caused (a routed call) happens.
  * - Exactly once: each message has an id. A publish whose acknowledgement is lost (the bus
  *   restarted meanwhile) is sent again with the same id until a deadline, and the server
  *   drops the duplicate.
@@ -30,6 +36,14 @@ interface Batch<R> {
   t?: R[][];
   /** A snapshot: the live state at this point; everything before it is superseded. */
   snapshot?: R[];
+  /** The writer's lease term (its fencing token); alone, a take-over record: no state. */
+  term?: string;
+}
+
+/** Whether the writer's lease is provably current (cluster/fence.ts), and its term. */
+export interface Fence {
+  current(): boolean;
+  readonly term: string;
 }
 
 
@@ -46,21 +60,19 @@ export async function loadBusState<R extends { type: string }>(
 ): Promise<StoreOpener<R>> {
   const t0 = performance.now();
   const subject = subjects.state(space);
-  const messages: Array<{ seq: number; batch: Batch<R>; bytes: number }> = [];
+  let messages: Array<{ seq: number; batch: Batch<R>; bytes: number }> = [];
   let last = 0;
-  try {
-    last = (await bus.jsm.streams.getMessage(STATE_STREAM, { last_by_subj: subject })).seq;
-  } catch (err) {
-    if (!/no message found/i.test((err as Error).message)) throw err;
-  }
-  if (last > 0) {
-    const consumer = await bus.js.consumers.get(STATE_STREAM, { filterSubjects: subject });
-    const iter = await consumer.consume({ max_messages: 512 });
-    for await (const m of iter) {
-      messages.push({ seq: m.seq, batch: codec.decode(m.data) as Batch<R>, bytes: m.data.length });
-      if (m.seq >= last || m.info.pending === 0) break;
+  // Read, then claim: a stale owner's write that landed meanwhile makes the claim fail,
+  // and the state is read again with that write in it.
+  for (let attempt = 1; ; attempt++) {
+    ({ messages, last } = await readState<R>(bus, subject));
+    if (!opts.fence) break;
+    const claimed = await claim(bus, subject, last, opts.fence, opts.epoch);
+    if (claimed !== undefined) {
+      last = claimed;
+      break;
     }
-    iter.stop();
+    if (attempt >= 5) throw new Error(`the state of space "${space}" kept changing while this node took it over`);
   }
   const archive = await BusHistory.load<R>(bus, `${subject}.history`, opts.history ?? DEFAULT_BUS_RETENTION, opts.log);
   let from = 0;
@@ -85,11 +97,48 @@ export async function loadBusState<R extends { type: string }>(
   };
 }
 
+async function readState<R>(bus: Bus, subject: string): Promise<{ messages: Array<{ seq: number; batch: Batch<R>; bytes: number }>; last: number }> {
+  const messages: Array<{ seq: number; batch: Batch<R>; bytes: number }> = [];
+  let last = 0;
+  try {
+    last = (await bus.jsm.streams.getMessage(STATE_STREAM, { last_by_subj: subject })).seq;
+  } catch (err) {
+    if (!/no message found/i.test((err as Error).message)) throw err;
+  }
+  if (last > 0) {
+    const consumer = await bus.js.consumers.get(STATE_STREAM, { filterSubjects: subject });
+    const iter = await consumer.consume({ max_messages: 512 });
+    for await (const m of iter) {
+      messages.push({ seq: m.seq, batch: codec.decode(m.data) as Batch<R>, bytes: m.data.length });
+      if (m.seq >= last || m.info.pending === 0) break;
+    }
+    iter.stop();
+  }
+  return { messages, last };
+}
+
+/**
+ * The take-over record: the new owner's term, written expecting the last sequence it
+ * read. Its sequence, undefined when another write came first (read again).
+ */
+async function claim(bus: Bus, subject: string, last: number, fence: Fence, epoch: string): Promise<number | undefined> {
+  if (!fence.current()) throw new Error("the lease was not current by the time the state was read");
+  try {
+    const ack = await bus.js.publish(subject, codec.encode({ term: fence.term }), { msgID: `${subject}:${epoch}:takeover:${last}`, expect: { lastSubjectSequence: last }, timeout: 2000 });
+    return ack.seq;
+  } catch (err) {
+    if (/wrong last sequence/i.test((err as Error).message)) return undefined;
+    throw err;
+  }
+}
+
 export interface BusStoreOptions {
   log: Logger;
   /** This owner's run, in message ids: a retried publish is a duplicate only within one run. */
   epoch: string;
   onFenced: (why: string) => void;
+  /** The owner's lease: the store writes a take-over record first, then only while it is current. */
+  fence?: Fence | undefined;
   compactMessages?: number | undefined;
   /** How much older history (the audit trail) is kept, on the bus and in the owner's memory. */
   history?: Retention | undefined;
@@ -164,28 +213,37 @@ export class BusStore<R extends { type: string }> implements StateStore<R> {
     }
   }
 
-  /** One fenced, deduplicated publish; retried with the same id across a bus outage. */
+  /** One fenced, deduplicated publish; retried with the same id across a bus outage, while the lease is current. */
   private async publish(batch: Batch<R>): Promise<void> {
-    const data = codec.encode(batch);
+    const fence = this.opts.fence;
+    const data = codec.encode(fence ? { ...batch, term: fence.term } : batch);
     const msgID = `${this.space}:${this.opts.epoch}:${++this.batchNo}`;
     const deadline = Date.now() + PUBLISH_DEADLINE_MS;
     for (;;) {
+      // Not a write more once the lease may have passed: a stored change another owner never reads would be acted on here alone.
+      if (fence && !fence.current()) this.fenced("this node's lease on the space is no longer provably current; the change was not written", "lease not current before a write");
       try {
         const ack = await this.bus.js.publish(this.subject, data, { msgID, expect: { lastSubjectSequence: this.lastSeq }, timeout: 1000 });
         this.lastSeq = ack.seq;
         this.stats.journalBytes += data.length;
+        // Stored, but the lease ran out on the way (a pause, a held link): the next owner reads it
+        // (an approval comes back interrupted); here nothing follows from it.
+        if (fence && !fence.current()) this.fenced("this node lost the space while the change was being written; the node that owns the space now has it", "lease not current when a write was stored");
         return;
       } catch (err) {
+        if (err instanceof StoreError) throw err;
         const message = (err as Error).message;
-        if (/wrong last sequence/i.test(message)) {
-          this.failure = new StoreError("failed", "another node owns this space now; its state was not written here");
-          this.opts.onFenced(`state write fenced: ${message}`);
-          throw this.failure;
-        }
+        if (/wrong last sequence/i.test(message)) this.fenced("another node owns this space now; its state was not written here", `state write fenced: ${message}`);
         if (Date.now() > deadline) throw new StoreError("write_failed", `the cluster bus did not store the change in ${PUBLISH_DEADLINE_MS} ms (${message})`, undefined, undefined, "EBUS");
         await new Promise((r) => setTimeout(r, 100));
       }
     }
+  }
+
+  private fenced(message: string, why: string): never {
+    this.failure ??= new StoreError("failed", message, undefined, undefined, "EFENCED");
+    this.opts.onFenced(why);
+    throw this.failure;
   }
 
   /**

@@ -2,6 +2,13 @@
  * A node's side of spaces it does not own: the sockets stay here, with their limits
  * (server.ts), and their frames travel to the owner over a link (link.ts). Behind
  * `SpaceDoor` a connection cannot tell this from a local space.
+ *
+ * Each attempt to have a connection admitted has a link id of its own, so two owners (a
+ * stale one answering late, and the one after it) can never admit the same id: what one
+ * of them sends or closes never reaches a member the other admitted. A late admission
+ * by an attempt given up on is told to leave. A member whose frames no owner
+ * acknowledges for `noAnswerMs` is closed with 1013 (try again) rather than left
+ * connected and deaf.
  */
 import type { Logger } from "pino";
 import { CloseCodes } from "../wire/envelope.js";
@@ -25,22 +32,40 @@ const enc = new TextEncoder();
 const dec = new TextDecoder();
 /** How long a connection waits for its space to have an owner (during a takeover). */
 const ATTACH_DEADLINE_MS = 5000;
+/** Attempts given up on, remembered this long (and this many) to tell a late admission to leave. */
+const ABANDONED_MS = 60_000;
+const ABANDONED_MAX = 10_000;
 
 export class Edge {
   private readonly conns = new Map<string, EdgeConn>();
+  /** Link ids of attempts given up on: their space, and since when. */
+  private readonly abandoned = new Map<string, { space: string; at: number }>();
   private n = 0;
+  /** How long a member's oldest frame may wait for an owner's acknowledgement. */
+  private readonly noAnswerMs: number;
 
   constructor(
     private readonly bus: Bus,
     private readonly outbox: Outbox,
     private readonly boot: string,
     private readonly log: Logger,
-  ) {}
+    leaseMs = 1500,
+  ) {
+    this.noAnswerMs = Math.max(3 * leaseMs, 5000);
+  }
 
   /** A frame or acknowledgement from an owner (mewgate.node.<this node>). */
   receive(w: Wire): void {
     const c = this.conns.get(w.conn);
-    if (!c) return;
+    if (!c) {
+      // An owner admitted an attempt this node gave up on: it is told the connection left.
+      const gone = this.abandoned.get(w.conn);
+      if (gone && w.op !== "A" && w.op !== "X") {
+        this.abandoned.delete(w.conn);
+        this.outbox.send(subjects.up(gone.space), "L", w.conn, 1, enc.encode("disconnected"));
+      }
+      return;
+    }
     // Out of band (sequence 0): the owner does not know this connection any more.
     if (w.op === "X" && w.seq === 0) {
       this.forget(w.conn);
@@ -52,36 +77,51 @@ export class Edge {
   }
 
   async admit(space: string, who: AdmitRequest, peer: Peer, maxBytes: number): Promise<Admission> {
-    const conn = `${this.bus.node}.${this.boot}.${++this.n}`;
-    const link = new LinkEnd(
-      conn,
-      (op, c, seq, body) => this.outbox.send(subjects.up(space), op, c, seq, body),
-      (op, body) => {
-        // A view, not a copy: the same bytes may go to several sockets, as on one node.
-        const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-        if (op === "F") peer.send(bytes);
-        else if (op === "T" || op === "B") peer.sendFrame?.(bytes, op === "B");
-        else if (op === "X") {
-          const text = dec.decode(body);
-          const at = text.indexOf(" ");
+    const open = (conn: string): LinkEnd =>
+      new LinkEnd(
+        conn,
+        (op, c, seq, body) => this.outbox.send(subjects.up(space), op, c, seq, body),
+        (op, body) => {
+          // A view, not a copy: the same bytes may go to several sockets, as on one node.
+          const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+          if (op === "F") peer.send(bytes);
+          else if (op === "T" || op === "B") peer.sendFrame?.(bytes, op === "B");
+          else if (op === "X") {
+            const text = dec.decode(body);
+            const at = text.indexOf(" ");
+            this.forget(conn);
+            peer.close(Number(text.slice(0, at)) || CloseCodes.goingAway, text.slice(at + 1));
+          }
+        },
+        // The socket bounds what the client may queue (rate limits); this bounds a hung owner.
+        Math.max(4 * maxBytes, 32 * 1024 * 1024),
+        () => {
           this.forget(conn);
-          peer.close(Number(text.slice(0, at)) || CloseCodes.goingAway, text.slice(at + 1));
-        }
-      },
-      // The socket bounds what the client may queue (rate limits); this bounds a hung owner.
-      Math.max(4 * maxBytes, 32 * 1024 * 1024),
-      () => {
-        this.forget(conn);
-        peer.close(CloseCodes.tryAgain, "the space's owner stopped acknowledging your frames; reconnect");
-      },
-    );
-    // Registered before asking: the welcome may arrive before the reply.
-    this.conns.set(conn, { space, link, peer });
-    const req: AttachRequest = { conn, node: this.bus.node, boot: this.boot, digest: TokenBook.digestOf(who.token), claimed: who.claimed, echo: who.echo };
-    const reply = await this.attach(space, req).catch((err: Error) => {
-      this.forget(conn);
+          peer.close(CloseCodes.tryAgain, "the space's owner stopped acknowledging your frames; reconnect");
+        },
+      );
+    const digest = TokenBook.digestOf(who.token);
+    const attempts: string[] = [];
+    const attempt = (): AttachRequest => {
+      const conn = `${this.bus.node}.${this.boot}.${++this.n}`;
+      attempts.push(conn);
+      // Registered before asking: the welcome may arrive before the reply.
+      this.conns.set(conn, { space, link: open(conn), peer });
+      return { conn, node: this.bus.node, boot: this.boot, digest, claimed: who.claimed, echo: who.echo };
+    };
+    const given = (keep?: string) => {
+      for (const a of attempts) {
+        if (a === keep) continue;
+        this.forget(a);
+        this.abandon(a, space);
+      }
+    };
+    const answered = await this.attach(space, attempt).catch((err: Error) => {
+      given();
       throw err;
     });
+    const { reply, conn } = answered;
+    given(conn);
     if (!reply.ok) {
       this.forget(conn);
       return reply;
@@ -95,6 +135,7 @@ export class Edge {
       return { ok: false, code: CloseCodes.moved, reason: "the space moved to another node; reconnect" };
     }
     c.owner = reply.owner;
+    const link = c.link;
     const log = this.log.child({ participant: reply.id, conn });
     const port: MemberPort = {
       id: reply.id,
@@ -112,19 +153,31 @@ export class Edge {
     return { ok: true, port };
   }
 
-  /** Asks the owner, again while the space has none (a takeover is under way). */
-  private async attach(space: string, req: AttachRequest): Promise<AttachReply> {
+  /**
+   * Asks the owner, again while the space has none (a takeover is under way) or its owner
+   * cannot admit now; each attempt under a link id of its own. The reply and whose it is.
+   */
+  private async attach(space: string, attempt: () => AttachRequest): Promise<{ reply: AttachReply; conn: string }> {
     const deadline = Date.now() + ATTACH_DEADLINE_MS;
-    const data = enc.encode(JSON.stringify(req));
     for (;;) {
+      const req = attempt();
+      let why: string;
       try {
-        const msg = await this.bus.nc.request(subjects.attach(space), data, { timeout: 1000 });
-        return JSON.parse(dec.decode(msg.data)) as AttachReply;
+        const msg = await this.bus.nc.request(subjects.attach(space), enc.encode(JSON.stringify(req)), { timeout: 1000 });
+        const reply = JSON.parse(dec.decode(msg.data)) as AttachReply;
+        if (reply.ok || !reply.retry) return { reply, conn: req.conn };
+        why = reply.reason;
       } catch (err) {
-        if (Date.now() > deadline) throw new Error(`no node serves space "${space}" (${(err as Error).message})`);
-        await new Promise((r) => setTimeout(r, 150));
+        why = (err as Error).message;
       }
+      if (Date.now() > deadline) throw new Error(`no node serves space "${space}" (${why})`);
+      await new Promise((r) => setTimeout(r, 150));
     }
+  }
+
+  private abandon(conn: string, space: string): void {
+    if (this.abandoned.size >= ABANDONED_MAX) this.abandoned.delete(this.abandoned.keys().next().value!);
+    this.abandoned.set(conn, { space, at: Date.now() });
   }
 
   private forget(conn: string): void {
@@ -150,7 +203,20 @@ export class Edge {
 
   resend(all: boolean): void {
     const now = performance.now();
-    for (const c of this.conns.values()) c.link.resend(all, now);
+    for (const [conn, c] of this.conns) {
+      // No owner answered this member's frames for so long: it is told to come back, not left deaf.
+      if (c.owner !== undefined && c.link.waiting(now) > this.noAnswerMs) {
+        this.forget(conn);
+        c.peer.close(CloseCodes.tryAgain, "the space's owner did not answer; reconnect");
+        continue;
+      }
+      c.link.resend(all, now);
+    }
+    const old = Date.now() - ABANDONED_MS;
+    for (const [conn, a] of this.abandoned) {
+      if (a.at > old) break;
+      this.abandoned.delete(conn);
+    }
   }
 
   get size(): number {

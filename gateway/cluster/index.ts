@@ -15,8 +15,15 @@
  *
  * After the bus comes back from an outage, nobody could renew during it: every node
  * starts its observation again, and an owner whose lease the bus lost writes it anew.
- * An owner that cannot renew for most of a lease steps down before the lease runs out,
- * so that two nodes never both believe they own a space.
+ *
+ * Fencing: an owner acts only while its lease is provably current (fence.ts), measured on
+ * its own monotonic clock from the sending of its last renewal that succeeded; it asks
+ * before admitting a member, handling a frame or writing its state, and a watchdog steps
+ * it down the moment the answer is no — before the lease could have passed to anyone,
+ * whatever its renewal is doing (a renewal has a deadline of its own). Each take-over is
+ * a new term, named in the lease: the new owner's first write to the state is a
+ * take-over record (bus-store.ts), so a stale owner's next write is refused by the bus,
+ * and edges that see a new term — the same node's included — re-admit their members.
  */
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
@@ -32,6 +39,7 @@ import { Bus, subjects } from "./bus.js";
 import { DEFAULT_BUS_RETENTION } from "./bus-history.js";
 import { loadBusState } from "./bus-store.js";
 import { Edge } from "./edge.js";
+import { LeaseClock } from "./fence.js";
 import { Outbox, unbatch } from "./link.js";
 import { OwnerDesk } from "./owner.js";
 
@@ -59,6 +67,8 @@ interface Holder {
   http: string;
   /** The holder's lease length: how long others wait on an unchanged revision. */
   lease_ms: number;
+  /** Which take-over of the node's run: a node that owns the space again is another owner. */
+  term?: string;
 }
 
 interface Slot {
@@ -75,10 +85,15 @@ interface Slot {
   desk?: OwnerDesk | undefined;
   busy: boolean;
   renewing?: boolean;
+  /** Whether this node's lease is provably current (fence.ts). */
+  clock: LeaseClock;
+  /** This node's term while it holds the lease, and the lease's value naming it. */
+  term?: string | undefined;
+  value?: Uint8Array | undefined;
 }
 
 /** How an owner (node and run) is named in attach replies and compared with leases. */
-const ownerKey = (h: { node: string; boot?: string | undefined }) => `${h.node}/${h.boot ?? ""}`;
+const ownerKey = (h: { node: string; boot?: string | undefined; term?: string | undefined }) => `${h.node}/${h.boot ?? ""}/${h.term ?? ""}`;
 
 const BEAT_MS = 500;
 /** Link frames per bus message, at most. */
@@ -101,6 +116,7 @@ export class Cluster {
   /** Until then no lease is taken: the bus just came back, and owners have a lease's time to renew. */
   private graceUntil = 0;
   private readonly log: Logger;
+  private terms = 0;
 
   private constructor(
     private readonly bus: Bus,
@@ -110,8 +126,8 @@ export class Cluster {
   ) {
     this.log = host.log.child({ node: opts.node });
     this.outbox = new Outbox((subject, data) => bus.nc.publish(subject, data), Math.min(OUTBOX_BYTES, bus.maxPayload));
-    this.edge = new Edge(bus, this.outbox, this.boot, this.log);
-    for (const config of configs) this.slots.set(config.space.id, { config, mode: "edge", rev: 0, renewedAt: 0, holder: undefined, seen: undefined, busy: false });
+    this.edge = new Edge(bus, this.outbox, this.boot, this.log, opts.leaseMs);
+    for (const config of configs) this.slots.set(config.space.id, { config, mode: "edge", rev: 0, renewedAt: 0, holder: undefined, seen: undefined, busy: false, clock: new LeaseClock(opts.leaseMs) });
   }
 
   /** Joins the cluster and settles, for every space, who owns it. */
@@ -138,11 +154,23 @@ export class Cluster {
   /** Who owns space `id` now, as far as this node knows. */
   owner(id: string): Holder | undefined {
     const slot = this.slots.get(id);
-    return slot?.mode === "owner" ? { node: this.opts.node, http: this.host.httpUrl(), lease_ms: this.opts.leaseMs } : slot?.holder;
+    return slot?.mode === "owner" ? { node: this.opts.node, http: this.host.httpUrl(), lease_ms: this.opts.leaseMs, term: slot.term } : slot?.holder;
   }
 
   owns(id: string): boolean {
     return this.slots.get(id)?.mode === "owner";
+  }
+
+  /**
+   * Whether this node may act as the space's owner now; if it holds the space but its
+   * lease is not provably current, it steps down at once (the members it admitted are
+   * closed with 1012 and come back to whoever owns the space next).
+   */
+  private acting(slot: Slot): boolean {
+    if (slot.mode !== "owner") return false;
+    if (slot.clock.current()) return true;
+    void this.stepDown(slot, "its lease was not provably current when it was to act");
+    return false;
   }
 
   door(id: string): SpaceDoor | undefined {
@@ -150,9 +178,24 @@ export class Cluster {
     if (!slot) return undefined;
     return {
       id,
-      admit: (who: AdmitRequest, peer: Peer) => {
-        if (slot.mode === "owner" && slot.space && !slot.space.closed) return localDoor(slot.space).admit(who, peer);
-        return this.edge.admit(id, who, peer, slot.config.gateway.limits.max_buffered_bytes);
+      admit: async (who: AdmitRequest, peer: Peer) => {
+        const space = slot.space;
+        if (!this.acting(slot) || !space || space.closed) return this.edge.admit(id, who, peer, slot.config.gateway.limits.max_buffered_bytes);
+        const admission = await localDoor(space).admit(who, peer);
+        if (!admission.ok) return admission;
+        // Each frame is handled only while this node still owns the space, provably.
+        const port = admission.port;
+        const fenced = () => slot.space === space && this.acting(slot);
+        return {
+          ok: true,
+          port: {
+            id: port.id,
+            log: port.log,
+            handle: (data) => void (fenced() && port.handle(data)),
+            streamFrame: (data, binary) => void (fenced() && port.streamFrame(data, binary)),
+            leave: (reason) => port.leave(reason),
+          },
+        };
       },
     };
   }
@@ -172,6 +215,8 @@ export class Cluster {
         if (!node || !boot || node === this.opts.node) return;
         const was = this.beats.get(node);
         this.beats.set(node, { boot, at: Date.now() });
+        // Heard again after it was given up for silent: the members it lost are told again to close.
+        if (!was) for (const s of this.slots.values()) s.desk?.nodeBack(node);
         // The node restarted: the members it had are gone.
         if (was && was.boot !== boot) for (const s of this.slots.values()) s.desk?.nodeLost(node, boot);
       },
@@ -191,6 +236,10 @@ export class Cluster {
       }
     });
     this.every(Math.max(100, Math.floor(this.opts.leaseMs / 5)), () => void this.tick());
+    // The watchdog: an owner whose lease is no longer provably current steps down now, whatever its renewal is doing.
+    this.every(Math.max(20, Math.min(100, Math.floor(this.opts.leaseMs / 20))), () => {
+      for (const slot of this.slots.values()) if (slot.mode !== "edge" && !slot.clock.current()) void this.stepDown(slot, "its lease was not renewed in time");
+    });
     this.every(250, () => this.resend(false));
     void (async () => {
       for await (const s of nc.status()) {
@@ -234,7 +283,8 @@ export class Cluster {
       let rev: number;
       if (entry && entry.operation === "PUT") {
         const holder = JSON.parse(new TextDecoder().decode(entry.value)) as Holder;
-        if (slot.holder && (slot.holder.node !== holder.node || slot.holder.boot !== holder.boot)) this.edge.moved(id, "the space moved to another node; reconnect", (owner) => owner !== ownerKey(holder));
+        // Another owner (another node, run or term): the members the earlier one admitted come back to it.
+        if (slot.holder && ownerKey(slot.holder) !== ownerKey(holder)) this.edge.moved(id, "the space moved to another owner; reconnect", (owner) => owner !== ownerKey(holder));
         slot.holder = holder;
         if (slot.seen?.rev !== entry.revision) slot.seen = { rev: entry.revision, at: now };
         // Renewed within its lease, as far as this node has watched: the owner lives.
@@ -244,8 +294,10 @@ export class Cluster {
         const silent = ownerKey(holder);
         this.edge.moved(id, "the node serving the space stopped; reconnect", (owner) => owner === silent);
         slot.holder = undefined;
+        const sentAt = LeaseClock.now();
         try {
-          rev = await this.bus.leases.update(id, this.leaseValue(), entry.revision);
+          rev = await this.bus.leases.update(id, this.newTerm(slot), entry.revision);
+          slot.clock.confirmed(sentAt);
         } catch {
           // Another node was quicker: learn which, so requests can go to it at once.
           return void (await this.learnHolder(slot));
@@ -258,8 +310,10 @@ export class Cluster {
           this.edge.moved(id, "the node serving the space stopped; reconnect", (owner) => owner === gone);
         }
         slot.holder = undefined;
+        const sentAt = LeaseClock.now();
         try {
-          rev = await this.bus.leases.create(id, this.leaseValue());
+          rev = await this.bus.leases.create(id, this.newTerm(slot));
+          slot.clock.confirmed(sentAt);
         } catch {
           return void (await this.learnHolder(slot));
         }
@@ -280,16 +334,17 @@ export class Cluster {
     slot.seen = { rev: entry.revision, at: Date.now() };
   }
 
-  private leaseValueCache: Uint8Array | undefined;
-
-  private leaseValue(): Uint8Array {
-    this.leaseValueCache ??= new TextEncoder().encode(JSON.stringify({ node: this.opts.node, boot: this.boot, http: this.host.httpUrl(), lease_ms: this.opts.leaseMs } satisfies Holder));
-    return this.leaseValueCache;
+  /** A new term for a take-over of `slot`: the lease value that names it. */
+  private newTerm(slot: Slot): Uint8Array {
+    slot.term = `${this.boot}.${++this.terms}`;
+    slot.value = new TextEncoder().encode(JSON.stringify({ node: this.opts.node, boot: this.boot, http: this.host.httpUrl(), lease_ms: this.opts.leaseMs, term: slot.term } satisfies Holder));
+    return slot.value;
   }
 
   private async renew(slot: Slot): Promise<void> {
     // One renewal at a time: two with the same revision would make the second look taken.
-    if (slot.renewing) return;
+    // None once stepped down (the take-over's own renewals may still be due).
+    if (slot.renewing || slot.mode === "edge" || !slot.value) return;
     slot.renewing = true;
     try {
       await this.renewOnce(slot);
@@ -300,18 +355,33 @@ export class Cluster {
 
   private async renewOnce(slot: Slot): Promise<void> {
     const id = slot.config.space.id;
+    const value = slot.value!;
+    const sentAt = LeaseClock.now();
+    // A renewal has a deadline of its own: one that hangs (a frozen link) must not hold the next one back.
+    const deadline = Math.max(50, slot.clock.left(sentAt));
     try {
-      slot.rev = await this.bus.leases.update(id, this.leaseValue(), slot.rev);
+      const rev = await withDeadline(this.bus.leases.update(id, value, slot.rev), deadline, "the renewal was not answered before the lease would have run out");
+      if (slot.mode === "edge" || slot.value !== value) return;
+      slot.rev = rev;
       slot.renewedAt = Date.now();
+      slot.clock.confirmed(sentAt);
     } catch (err) {
+      if (slot.mode === "edge" || slot.value !== value) return;
       const message = (err as Error).message;
       if (/wrong last sequence/i.test(message)) {
-        // The bus may have lost the lease (a restart): write it anew if nobody holds it.
         const entry = await this.bus.leases.get(id).catch(() => undefined);
+        // A renewal of ours that missed its deadline landed after all: the lease is still this term's.
+        if (entry && entry.operation === "PUT" && sameBytes(entry.value, value)) {
+          slot.rev = entry.revision;
+          return;
+        }
+        // The bus may have lost the lease (a restart): write it anew if nobody holds it.
         if (entry === null || (entry && entry.operation !== "PUT")) {
+          const again = LeaseClock.now();
           try {
-            slot.rev = await this.bus.leases.create(id, this.leaseValue());
+            slot.rev = await this.bus.leases.create(id, value);
             slot.renewedAt = Date.now();
+            slot.clock.confirmed(again);
             this.log.warn({ space: id }, "the bus had lost this node's lease; written again");
             return;
           } catch {
@@ -320,8 +390,8 @@ export class Cluster {
         }
         return void this.stepDown(slot, `its lease was taken (${message})`);
       }
-      // Cut off from the bus: step down before the lease can run out under us.
-      if (Date.now() - slot.renewedAt > this.opts.leaseMs * 0.7) return void this.stepDown(slot, `could not renew its lease (${message})`);
+      // Cut off from the bus: the watchdog steps down once the lease is no longer provably current.
+      if (!slot.clock.current()) return void this.stepDown(slot, `could not renew its lease (${message})`);
     }
   }
 
@@ -334,10 +404,13 @@ export class Cluster {
     // The lease is renewed while the state is read.
     const keep = setInterval(() => void this.renew(slot), Math.max(100, Math.floor(this.opts.leaseMs / 5)));
     try {
+      const term = slot.term!;
       const opener = await loadBusState<StateRecord>(this.bus, id, {
         log: this.log,
         epoch: `${this.opts.node}.${this.boot}.${rev}`,
         onFenced: (why) => void this.stepDown(slot, why),
+        // The take-over record first, then a write only while the lease is current, under this term.
+        fence: { current: () => slot.mode !== "edge" && slot.term === term && slot.clock.current(), term },
         // The audit trail's retention, with its bytes held in the owner's memory: no more than the bus store's default.
         history: {
           maxBytes: Math.min(slot.config.quotas.audit_max_bytes, DEFAULT_BUS_RETENTION.maxBytes),
@@ -359,7 +432,8 @@ export class Cluster {
           // dropped as "node_lost" three seconds later.
           if (node !== this.opts.node && !this.beats.has(node)) this.beats.set(node, { boot, at: Date.now() });
         },
-        ownerKey({ node: this.opts.node, boot: this.boot }),
+        ownerKey({ node: this.opts.node, boot: this.boot, term }),
+        () => slot.space === space && this.acting(slot),
       );
       slot.desk.start();
       slot.mode = "owner";
@@ -378,6 +452,13 @@ export class Cluster {
     const id = slot.config.space.id;
     this.log.warn({ space: id, why }, "this node no longer owns the space");
     slot.mode = "edge";
+    slot.clock.revoke();
+    // What this node writes from now is refused by the bus: its lease, if still its own, is handed over
+    // (deleted at exactly its revision), so that another node need not wait a whole lease for it.
+    const rev = slot.rev;
+    slot.value = undefined;
+    slot.term = undefined;
+    if (!this.stopped) void this.bus.leases.delete(id, { previousSeq: rev }).catch(() => {});
     const { space, desk } = slot;
     slot.space = undefined;
     slot.desk = undefined;
@@ -404,4 +485,15 @@ export class Cluster {
     this.outbox.flush();
     await this.bus.close();
   }
+}
+
+/** `p`, or a rejection after `ms` (the request itself is not cancelled: its answer is ignored). */
+function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(what)), ms)));
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
 }

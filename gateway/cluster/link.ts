@@ -82,7 +82,7 @@ const acking = new Set<LinkEnd>();
 
 export class LinkEnd {
   private next = 1;
-  private readonly unacked: Array<{ seq: number; op: Op; body: Uint8Array; at: number; again?: boolean }> = [];
+  private readonly unacked: Array<{ seq: number; op: Op; body: Uint8Array; at: number; sent: number; again?: boolean }> = [];
   /** Smoothed round trip and its deviation (ms), once measured; the current resend wait. */
   private srtt = 0;
   private rttvar = 0;
@@ -106,7 +106,8 @@ export class LinkEnd {
   send(op: Op, body: Uint8Array): void {
     if (this.dead) return;
     const seq = this.next++;
-    this.unacked.push({ seq, op, body, at: performance.now() });
+    const now = performance.now();
+    this.unacked.push({ seq, op, body, at: now, sent: now });
     this.unackedBytes += body.length + 32;
     this.out(op, this.conn, seq, body);
     if (this.unackedBytes > this.maxBytes) {
@@ -154,6 +155,11 @@ export class LinkEnd {
       this.srtt = 0.875 * this.srtt + 0.125 * ms;
     }
     this.rto = Math.min(RESEND_MAX_MS, Math.max(RESEND_AFTER_MS, this.srtt + 4 * this.rttvar));
+  }
+
+  /** How long the oldest frame not yet acknowledged has waited since it was first sent (ms; 0 if none waits). */
+  waiting(now = performance.now()): number {
+    return this.dead || this.unacked.length === 0 ? 0 : now - this.unacked[0]!.sent;
   }
 
   /** Sends again what waited too long (or everything, `all`: the bus reconnected). */

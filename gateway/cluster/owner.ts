@@ -24,8 +24,12 @@ export interface AttachRequest {
   echo?: boolean | undefined;
 }
 
-/** `owner`: the node and run that admitted the connection, so its node can tell when the space moved away from them. */
-export type AttachReply = { ok: true; id: string; owner: string } | { ok: false; code: number; reason: string };
+/**
+ * `owner`: the node, run and term that admitted the connection, so its node can tell when
+ * the space moved away from them. `retry`: this node cannot admit now (its lease is not
+ * provably current); the node asks again, and whoever owns the space answers.
+ */
+export type AttachReply = { ok: true; id: string; owner: string } | { ok: false; code: number; reason: string; retry?: boolean };
 
 interface Remote {
   member: Member;
@@ -42,8 +46,8 @@ const LINK_FLOOR_BYTES = 32 * 1024 * 1024;
 export class OwnerDesk {
   private readonly remotes = new Map<string, Remote>();
   private readonly subs: Subscription[] = [];
-  /** Nodes that ever attached a member here: the only ones told about connections it does not know. */
-  private readonly nodes = new Set<string>();
+  /** Connections dropped because their node went silent, by node: told again to close when the node is heard from again. */
+  private readonly lost = new Map<string, Set<string>>();
 
   constructor(
     private readonly bus: Bus,
@@ -52,8 +56,10 @@ export class OwnerDesk {
     private readonly log: Logger,
     /** A node attached a member: it is watched for silence from now. */
     private readonly attached: (node: string, boot: string) => void,
-    /** This node and run, as its lease names them. */
+    /** This node, run and term, as its lease names them. */
     private readonly self: string,
+    /** Whether this node may act as the owner now (cluster/fence.ts); asked before each admission and frame. */
+    private readonly acting: () => boolean = () => true,
   ) {}
 
   start(): void {
@@ -70,9 +76,10 @@ export class OwnerDesk {
               continue;
             }
             // A connection this owner does not know (it was dropped, or the space changed
-            // hands): its node closes the socket, and the client comes back to be admitted.
+            // hands, perhaps to this very node again): its node closes the socket, and the
+            // client comes back to be admitted — never left open and deaf.
             const node = w.conn.split(".", 1)[0]!;
-            if (w.op !== "A" && this.nodes.has(node)) this.outbox.send(subjects.node(node), "X", w.conn, 0, enc.encode(`${CloseCodes.moved} the space no longer knows this connection; reconnect`));
+            if (w.op !== "A" && w.op !== "X" && /^[A-Za-z0-9_-]{1,64}$/.test(node) && this.acting()) this.outbox.send(subjects.node(node), "X", w.conn, 0, enc.encode(`${CloseCodes.moved} the space no longer knows this connection; reconnect`));
           }
         },
       }),
@@ -84,6 +91,11 @@ export class OwnerDesk {
   }
 
   private onAttach(msg: Msg): void {
+    // Not admitted while the lease is not provably current: the node asks again, and the owner answers.
+    if (!this.acting()) {
+      msg.respond(enc.encode(JSON.stringify({ ok: false, code: CloseCodes.tryAgain, reason: "the space is changing owners; try again", retry: true } satisfies AttachReply)));
+      return;
+    }
     let reply: AttachReply;
     try {
       reply = this.attach(JSON.parse(dec.decode(msg.data)) as AttachRequest);
@@ -123,7 +135,7 @@ export class OwnerDesk {
       req.conn,
       (op, conn, seq, body) => this.outbox.send(subjects.node(req.node), op, conn, seq, body),
       (op, body) => {
-        if (!member) return;
+        if (!member || !this.acting()) return;
         if (op === "F") this.space.handle(member, dec.decode(body));
         else if (op === "T" || op === "B") this.space.streamFrame(member, Buffer.from(body), op === "B");
         else if (op === "L") this.drop(req.conn, dec.decode(body) || "disconnected");
@@ -147,7 +159,6 @@ export class OwnerDesk {
         setImmediate(() => this.drop(req.conn, "disconnected"));
       },
     };
-    this.nodes.add(req.node);
     this.attached(req.node, req.boot);
     member = this.space.join(auth.id, peer, { echo: req.echo ?? undefined, digest: auth.digest });
     this.remotes.set(req.conn, { member, link, node: req.node, boot: req.boot });
@@ -168,10 +179,23 @@ export class OwnerDesk {
     for (const [conn, r] of this.remotes) {
       if (r.node !== node || r.boot === keepBoot) continue;
       this.drop(conn, "node_lost");
+      const lost = this.lost.get(node) ?? new Set<string>();
+      if (lost.size < 100_000) this.lost.set(node, lost.add(conn));
       // If the node only seemed silent (starved, cut off for a while), it still holds the
       // socket: a member the space dropped is closed, never left open and deaf.
       this.outbox.send(subjects.node(node), "X", conn, 0, enc.encode(`${CloseCodes.moved} the space lost track of this connection; reconnect`));
     }
+  }
+
+  /**
+   * A node that went silent is heard from again: the close its members were sent may have
+   * been lost with the bus connection it went out on, so it is sent once more.
+   */
+  nodeBack(node: string): void {
+    const lost = this.lost.get(node);
+    if (!lost) return;
+    this.lost.delete(node);
+    for (const conn of lost) this.outbox.send(subjects.node(node), "X", conn, 0, enc.encode(`${CloseCodes.moved} the space lost track of this connection; reconnect`));
   }
 
   resend(all: boolean): void {

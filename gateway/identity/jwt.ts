@@ -69,7 +69,9 @@ export class AccessTokens {
       return { ok: false, status: 503, error: "temporarily_unavailable", description: "the identity provider could not be reached to check this token; try again later" };
     }
     const resource = this.config.resource?.replace(/\/$/, "");
-    const audience = resource ? [resource, `${resource}/`, `${resource}/mcp`] : audiences;
+    // With a configured resource, the paths the request's own URLs name, under it (`…/mcp/fs`).
+    const paths = audiences.flatMap((a) => (URL.canParse(a) ? [new URL(a).pathname] : [])).filter((p) => p.length > 1 && p !== "/mcp");
+    const audience = resource ? [...new Set([resource, `${resource}/`, `${resource}/mcp`, ...paths.map((p) => `${resource}${p}`)])] : audiences;
     let claims: JWTPayload;
     try {
       ({ payload: claims } = await jwtVerify(token, keys, {

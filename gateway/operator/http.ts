@@ -76,13 +76,14 @@ export function requestOrigin(req: IncomingMessage): string {
 }
 
 /**
- * This gateway's resource URLs as the request reached it: the origin and its `/mcp` (a JWT's
- * `aud` must be one, unless `identity.resource` is set). Only when `Host` names the port this
+ * This gateway's resource URLs as the request reached it: the origin, its `/mcp` and `path`
+ * (the protected path asked, e.g. `/mcp/fs`) (a JWT's `aud` must be one; with
+ * `identity.resource` set, the same paths under that resource). Only when `Host` names the port this
  * socket was accepted on: Host names any loopback address or IP literal, so a token another
  * service on this machine was given (`aud: http://127.0.0.1:8080`) must not pass here because
  * a client wrote that Host. Behind a proxy (another port), set `identity.resource`.
  */
-export function resourceUrls(req: IncomingMessage): string[] {
+export function resourceUrls(req: IncomingMessage, path?: string): string[] {
   const o = requestOrigin(req);
   let port: string;
   try {
@@ -92,22 +93,26 @@ export function resourceUrls(req: IncomingMessage): string[] {
     return [];
   }
   if (port !== String(req.socket.localPort)) return [];
-  return [o, `${o}/`, `${o}/mcp`];
+  // The path's own resource too (`/mcp/<participant>`), as its RFC 9728 document names it.
+  return [o, `${o}/`, `${o}/mcp`, ...(path && path !== "/mcp" && path.startsWith("/") ? [`${o}${path}`] : [])];
 }
 
 /**
  * The `WWW-Authenticate` value of a refusal (RFC 6750, RFC 9728): where the resource's
  * metadata is, and — for a token that was presented — what was wrong with it and, for a
- * token without the scope, which scope to ask for.
+ * token without the scope, which scope to ask for; `scope` alone (a 401 without a token) says
+ * which scope a token needs here.
  */
-export function bearerChallenge(req: IncomingMessage, metadataSuffix: string, failure?: { error: string; description?: string; scope?: string }): string {
+export function bearerChallenge(req: IncomingMessage, metadataSuffix: string, failure?: { error: string; description?: string; scope?: string }, scope?: string): string {
   const quote = (v: string) => v.replace(/[\\"]/g, "").replace(/[^\x20-\x7e]/g, "?");
   const parts = [`Bearer realm="mewgate"`, `resource_metadata="${quote(`${requestOrigin(req)}${RESOURCE_METADATA_PATH}${metadataSuffix}`)}"`];
-  if (failure && failure.error !== "temporarily_unavailable") {
-    parts.push(`error="${quote(failure.error === "access_denied" ? "insufficient_scope" : failure.error)}"`);
+  // An identity that is no one here (access_denied) is not a scope problem: no error to retry for.
+  if (failure && failure.error !== "temporarily_unavailable" && failure.error !== "access_denied") {
+    parts.push(`error="${quote(failure.error)}"`);
     if (failure.description) parts.push(`error_description="${quote(failure.description)}"`);
-    if (failure.scope) parts.push(`scope="${quote(failure.scope)}"`);
   }
+  const needed = failure?.error === "access_denied" ? undefined : (failure?.scope ?? scope);
+  if (needed) parts.push(`scope="${quote(needed)}"`);
   return parts.join(", ");
 }
 

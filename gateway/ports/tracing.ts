@@ -13,7 +13,8 @@
  *
  * Attributes follow the OpenTelemetry semantic conventions for MCP and GenAI:
  * `mcp.method.name`, `gen_ai.tool.name`, `gen_ai.operation.name`, `jsonrpc.request.id`,
- * `error.type`; the gateway's own under `mewgate.*`.
+ * `mcp.resource.uri`, `gen_ai.prompt.name`, `error.type` and, for a JSON-RPC error,
+ * `rpc.response.status_code`; the gateway's own under `mewgate.*`.
  */
 import { ROOT_CONTEXT, type Span, type SpanContext, SpanKind, SpanStatusCode, type Tracer, trace } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
@@ -49,6 +50,10 @@ export interface CallInfo {
   target: string;
   rpcId: string | number;
   proposal?: string | undefined;
+  /** `resources/read`, `resources/subscribe`, `resources/unsubscribe`: the URI (`mcp.resource.uri`). */
+  resourceUri?: string | undefined;
+  /** `prompts/get`: the prompt's name (`gen_ai.prompt.name`). */
+  prompt?: string | undefined;
 }
 
 type Parent = string | SpanContext | undefined;
@@ -116,6 +121,8 @@ export class Tracing {
           "mewgate.target": info.target,
           ...(isTool ? { "gen_ai.tool.name": info.tool, "gen_ai.operation.name": "execute_tool" } : {}),
           ...(info.proposal ? { "mewgate.proposal.id": info.proposal } : {}),
+          ...(info.resourceUri ? { "mcp.resource.uri": info.resourceUri } : {}),
+          ...(info.prompt ? { "gen_ai.prompt.name": info.prompt } : {}),
         },
       },
       contextOf(parent),
@@ -127,6 +134,8 @@ export class Tracing {
       end: (error) => {
         if (error !== undefined) {
           span.setAttribute("error.type", error);
+          // A JSON-RPC error's code is the response's status code too.
+          if (/^-?\d{1,6}$/.test(error)) span.setAttribute("rpc.response.status_code", error);
           span.setStatus({ code: SpanStatusCode.ERROR });
         }
         span.end();
@@ -148,7 +157,7 @@ export class Tracing {
     if (!this.tracer) return undefined;
     const meta = params?.["_meta"] as Record<string, unknown> | undefined;
     const waited = info.proposal === undefined ? undefined : this.takeDecided(info.proposal);
-    const t = this.call(info, waited ?? traceparentIn(meta) ?? serving)!;
+    const t = this.call({ ...info, ...namedIn(info.method, params) }, waited ?? traceparentIn(meta) ?? serving)!;
     return { trace: t, params: { ...params, _meta: { ...meta, traceparent: t.traceparent } } };
   }
 
@@ -227,4 +236,18 @@ function traceparentOf(span: Span): string {
   const carrier: Record<string, string> = {};
   propagator.inject(trace.setSpan(ROOT_CONTEXT, span), carrier, setter);
   return carrier["traceparent"]!;
+}
+
+/** The resource URI or prompt name a request names, for its span (bounded: a caller wrote them). */
+function namedIn(method: string, params: Record<string, unknown> | undefined): { resourceUri?: string; prompt?: string } {
+  const clip = (v: unknown) => (typeof v === "string" && v.length > 0 ? v.slice(0, 1024) : undefined);
+  if (method === "resources/read" || method === "resources/subscribe" || method === "resources/unsubscribe") {
+    const uri = clip(params?.["uri"]);
+    return uri ? { resourceUri: uri } : {};
+  }
+  if (method === "prompts/get") {
+    const name = clip(params?.["name"]);
+    return name ? { prompt: name } : {};
+  }
+  return {};
 }

@@ -27,7 +27,7 @@ import {
 import type { Logger } from "pino";
 import type { McpServerConfig } from "../../gateway/config/config.js";
 import type { IncomingRequest, ParticipantClient } from "../client.js";
-import { ParticipantError } from "../errors.js";
+import { ParticipantError, RpcError } from "../errors.js";
 
 /** A person gets this long to answer a form (the gateway bounds it by `calls.max_timeout_ms`). */
 const ELICITATION_TIMEOUT_MS = 600_000;
@@ -98,7 +98,7 @@ export function soleCaller(calls: ServedCall[]): { caller: string; calls: Served
 /** Asks the caller of the call the server is serving; the clocks of those calls stop meanwhile. */
 async function askCaller(host: CallbackHost, method: string, params: Record<string, unknown>, timeoutMs: number, signal: AbortSignal): Promise<unknown> {
   const found = soleCaller(host.inflight());
-  if ("why" in found) throw new McpError(ErrorCode.InvalidRequest, `${method} from "${host.id}" cannot be routed: ${found.why}`);
+  if ("why" in found) throw new RpcError(ErrorCode.InvalidRequest, `${method} from "${host.id}" cannot be routed: ${found.why}`);
   const { caller, calls } = found;
   // The caller's own envelope first (a SDK caller finds its call by it), then what it correlates to.
   const correlationId = [...new Set(calls.flatMap((c) => [c.req.envelope.id, ...(c.req.envelope.correlation_id ?? [])]))];
@@ -113,17 +113,28 @@ async function askCaller(host: CallbackHost, method: string, params: Record<stri
   }
 }
 
-/** The space's answer, or its refusal as the JSON-RPC error the server understands. */
+/**
+ * The space's answer, or its refusal as the JSON-RPC error the server understands, in the
+ * refuser's words: an RpcError (not an McpError, whose message carries an "MCP error
+ * <code>: " prefix that the server's SDK would put before it a second time).
+ */
 async function relay(host: CallbackHost, ask: () => Promise<unknown>): Promise<unknown> {
   try {
     return await ask();
   } catch (err) {
-    if (err instanceof McpError) throw err;
+    if (err instanceof McpError) throw new RpcError(err.code, unprefixed(err), err.data);
+    if (err instanceof RpcError) throw err;
     const e = err instanceof ParticipantError ? err : undefined;
     const code = e?.rpcCode ?? ErrorCode.InternalError;
     host.log?.info({ code: e?.code, err: (err as Error).message }, "the space did not answer the MCP server's request");
-    throw new McpError(code, (err as Error).message, e?.data);
+    throw new RpcError(code, (err as Error).message, e?.data);
   }
+}
+
+/** A message without the "MCP error <code>: " an SDK put before the sender's words. */
+function unprefixed(err: McpError): string {
+  const prefix = `MCP error ${err.code}: `;
+  return err.message.startsWith(prefix) ? err.message.slice(prefix.length) : err.message;
 }
 
 function toolOf(owner: string, req: IncomingRequest): string | undefined {

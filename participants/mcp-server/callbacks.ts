@@ -12,7 +12,7 @@
  */
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import { ErrorCode, type ServerNotification, type ServerRequest } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, McpError, type ServerNotification, type ServerRequest } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
 import type { IncomingRequest, ParticipantClient } from "../client.js";
 import { RpcError } from "../errors.js";
@@ -113,7 +113,24 @@ const DEFAULT_CALLBACK_TIMEOUT_MS = 600_000;
  * (the tool call) it is about, whose stream carries it over streamable HTTP; `only` the
  * participant served as itself, whose forms keep its own words.
  */
-export function askClient(server: Server, req: IncomingRequest, related: RequestHandlerExtra<ServerRequest, ServerNotification> | undefined, only: string | undefined, log: Logger | undefined): Promise<unknown> {
+export async function askClient(server: Server, req: IncomingRequest, related: RequestHandlerExtra<ServerRequest, ServerNotification> | undefined, only: string | undefined, log: Logger | undefined): Promise<unknown> {
+  try {
+    return await askClientOnce(server, req, related, only, log);
+  } catch (err) {
+    // The client's refusal goes on in its own words: the SDK's "MCP error <code>: " prefix
+    // would otherwise be prefixed again by the tool server's SDK ("MCP error -32602: MCP error -32602: …").
+    if (err instanceof McpError) throw new RpcError(err.code, unprefixed(err), err.data);
+    throw err;
+  }
+}
+
+/** An SDK error's message without the prefix the SDK put before the sender's words. */
+export function unprefixed(err: McpError): string {
+  const prefix = `MCP error ${err.code}: `;
+  return err.message.startsWith(prefix) ? err.message.slice(prefix.length) : err.message;
+}
+
+function askClientOnce(server: Server, req: IncomingRequest, related: RequestHandlerExtra<ServerRequest, ServerNotification> | undefined, only: string | undefined, log: Logger | undefined): Promise<unknown> {
   const params = { ...(req.params as Record<string, unknown>) };
   const meta = typeof params["_meta"] === "object" && params["_meta"] !== null ? { ...(params["_meta"] as Record<string, unknown>) } : {};
   const asked = meta["mewgate/timeout_ms"];

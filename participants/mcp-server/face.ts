@@ -76,12 +76,18 @@ export function faceCapabilities(only: OnlyParticipant | undefined): ServerCapab
   };
 }
 
-export function instructions(space: string | undefined, participant: string | undefined, only?: OnlyParticipant): string {
+/**
+ * The face's instructions. Serving one participant as itself, a server that gave none gets
+ * none (as the client would see it directly); one that gave some gets a line after them
+ * saying it is reached through the space and that some calls wait for approval.
+ */
+export function instructions(space: string | undefined, participant: string | undefined, only?: OnlyParticipant): string | undefined {
   const where = space ? `the mewgate space "${space}"${participant ? ` as participant "${participant}"` : ""}` : "a mewgate space";
   const approval =
     `Some calls wait until someone in the space approves them; ` + `a rejection comes back as an error result with the reason: do not retry it unchanged.`;
   if (only) {
-    const own = only.instructions ? `${only.instructions}\n\n` : "";
+    if (!only.instructions) return undefined;
+    const own = `${only.instructions}\n\n`;
     const name = only.serverInfo?.title ?? only.serverInfo?.name ?? only.participant;
     return `${own}This is the MCP server "${stripHidden(name).slice(0, 200)}" (participant "${only.participant}"), reached through ${where}. ${approval}`;
   }
@@ -96,10 +102,12 @@ export function instructions(space: string | undefined, participant: string | un
 /**
  * Progress toward one MCP request. MCP wants the numbers to increase: the ticks sent while
  * waiting for approval count 1, 2, 3…, and the tool's own progress is shifted past them.
+ * A call that did not wait passes the tool's numbers as they are, its first (often 0)
+ * included; after a wait, a number the ticks already reached is not sent again.
  */
 export class ProgressRelay {
   private ticks = 0;
-  private last = 0;
+  private last = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly token: ProgressToken,
@@ -124,6 +132,29 @@ export class ProgressRelay {
     const params = { progressToken: this.token, progress, ...(total === undefined ? {} : { total }), ...(message === undefined ? {} : { message }) };
     this.extra.sendNotification({ method: "notifications/progress", params }).catch((err: Error) => this.log?.debug({ err: err.message }, "could not send progress"));
   }
+}
+
+/** Most `_meta` keys of a client's request passed on, and the most bytes they may take. */
+const MAX_META_KEYS = 32;
+const MAX_META_BYTES = 8192;
+
+/**
+ * The client's own `_meta` of a request, as it goes on to the server: its trace context
+ * (`traceparent`, `tracestate`) and its other keys, but not `progressToken` (the face
+ * relays progress with a token of its own) nor anything under `mewgate/`, which is the
+ * gateway's to say (a client cannot forge who a form is for or how long a call may take).
+ * A `_meta` too large or of too many keys is not passed at all.
+ */
+export function forwardedMeta(meta: unknown): Record<string, unknown> | undefined {
+  if (typeof meta !== "object" || meta === null || Array.isArray(meta)) return undefined;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(meta as Record<string, unknown>)) {
+    if (k === "progressToken" || k.toLowerCase().startsWith("mewgate/") || v === undefined) continue;
+    out[k] = v;
+  }
+  const keys = Object.keys(out);
+  if (keys.length === 0 || keys.length > MAX_META_KEYS || Buffer.byteLength(JSON.stringify(out)) > MAX_META_BYTES) return undefined;
+  return out;
 }
 
 /** What the face declares: tasks for `tools/call`, listed and cancellable. */

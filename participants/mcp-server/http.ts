@@ -29,6 +29,7 @@ import { authenticateBearer } from "../../gateway/space/bearer.js";
 import { bearerChallenge, resourceUrls } from "../../gateway/operator/http.js";
 import type { ParticipantClient } from "../client.js";
 import type { SpaceMcpServer } from "./server.js";
+import { InnerPool, isModern, loadModernModules, serveModern, type Inner, type ModernModules } from "./modern.js";
 
 /*
  * Only type imports above: this module is on the gateway's start path (`mewgate gateway`
@@ -126,7 +127,7 @@ interface Session {
   unhold?: (() => void) | undefined;
 }
 
-type Who = { ok: true; space: Space; participant: string; digest?: string | undefined } | { ok: false; status: number; reason: string; message: string; challenge?: { error: string; description?: string; scope?: string } };
+type Who = { ok: true; space: Space; participant: string; digest?: string | undefined } | { ok: false; status: number; reason: string; message: string; challenge?: { error: string; description?: string; scope?: string }; scope?: string };
 
 const DEFAULT_IDLE_MS = 30 * 60_000;
 const DEFAULT_MAX_BODY = 4 * 1024 * 1024;
@@ -190,18 +191,25 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
   );
   sweeper.unref();
 
-  async function identify(req: IncomingMessage, url: URL, session: Session | undefined): Promise<Who> {
-    const token = bearer(req.headers.authorization);
-    if (token === undefined) return { ok: false, status: 401, reason: "unauthorized", message: "missing token: send Authorization: Bearer <participant token>" };
+  /** Who presents the request at `resource` (this path: `/mcp` or `/mcp/<participant>`). */
+  async function identify(req: IncomingMessage, url: URL, session: Session | undefined, resource: string): Promise<Who> {
     const named = url.searchParams.get("space") ?? header(req, "mcp-space");
     const spaceId = named ?? session?.space ?? (gateway.spaces.size === 1 ? [...gateway.spaces.keys()][0] : undefined);
+    const known = spaceId === undefined ? undefined : gateway.spaces.get(spaceId);
+    // The scope a token needs here (RFC 6750 `scope` on the 401), when the space takes the provider's tokens.
+    const scope = known?.identity?.config.required_scopes["mcp"];
+    const token = bearer(req.headers.authorization);
+    if (token === undefined) return { ok: false, status: 401, reason: "unauthorized", message: "missing token: send Authorization: Bearer <participant token>", ...(scope ? { scope } : {}) };
     if (spaceId === undefined) return { ok: false, status: 400, reason: "bad_request", message: "which space? add ?space=ID to the URL or send an Mcp-Space header" };
-    const space = gateway.spaces.get(spaceId);
+    const space = known;
     if (!space) return { ok: false, status: 404, reason: "unknown_space", message: `no space named "${spaceId.slice(0, 64)}"` };
     // A static token, or a JWT access token from the space's identity provider (which stops here: the space's tools never see it).
-    const auth = await authenticateBearer(space, token, "mcp", resourceUrls(req));
-    if (!auth.ok) return { ok: false, status: auth.http.status, reason: auth.http.status === 403 ? "insufficient_scope" : auth.http.status === 503 ? "unavailable" : "unauthorized", message: auth.reason, challenge: auth.http };
-    return { ok: true, space, participant: auth.id, digest: auth.digest };
+    // Its audience may be this path's own resource, as this path's RFC 9728 document names it.
+    const auth = await authenticateBearer(space, token, "mcp", resourceUrls(req, resource));
+    if (auth.ok) return { ok: true, space, participant: auth.id, digest: auth.digest };
+    // 403 insufficient_scope only for a missing scope; an identity that is nobody in this space is a plain 403 saying so.
+    const reason = auth.http.status === 403 ? (auth.http.error === "insufficient_scope" ? "insufficient_scope" : "forbidden") : auth.http.status === 503 ? "unavailable" : "unauthorized";
+    return { ok: false, status: auth.http.status, reason, message: auth.reason, challenge: auth.http, ...(scope ? { scope } : {}) };
   }
 
   async function acquire(m: McpHttpModules, space: Space, participant: string): Promise<Pooled> {
@@ -228,6 +236,21 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     }
     return p;
   }
+
+  /** 2026-07-28 requests (modern.ts): the SDK v2's modules, and one in-process client of the face per seat and path. */
+  let modern: Promise<ModernModules> | undefined;
+  const inners = new InnerPool(async (space: Space, participant: string, onlyId: string | undefined, mm: ModernModules) => {
+    const m = await load();
+    const pooled = await acquire(m, space, participant);
+    try {
+      const only = onlyId === undefined ? undefined : await m.describeParticipant(pooled.client, onlyId);
+      const server = m.createSpaceMcpServer({ client: pooled.client, logger: opts.logger, approvalProgressMs: opts.approvalProgressMs, maxTasks: opts.maxTasks, only });
+      return { mm, server, done: () => release(pooled), ended: (f: () => void) => void pooled.client.on("close", (e) => void (e.reconnecting ? undefined : f())) };
+    } catch (err) {
+      release(pooled);
+      throw err;
+    }
+  });
 
   function release(p: Pooled): void {
     if (--p.users > 0) return;
@@ -300,11 +323,13 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     if (only === null) return rpcError(res, 404, RPC_SERVER_ERROR, `not found: serve one participant at ${path}/<participant>`, "not_found");
     const sid = header(req, "mcp-session-id");
     const session = sid === undefined ? undefined : sessions.get(sid);
-    const who = await identify(req, url, session);
+    const suffix = only === undefined ? path : `${path}/${encodeURIComponent(only)}`;
+    const who = await identify(req, url, session, suffix);
     if (!who.ok) {
-      // RFC 9728: tell the client where this path's protected-resource metadata is (and, RFC 6750, what was wrong with its token).
-      const suffix = only === undefined ? path : `${path}/${encodeURIComponent(only)}`;
-      const headers: Record<string, string> | undefined = who.status === 401 || who.status === 403 ? { "www-authenticate": bearerChallenge(req, suffix, who.challenge) } : who.status === 503 ? { "retry-after": "5" } : undefined;
+      // RFC 9728: tell the client where this path's protected-resource metadata is (and, RFC 6750, what was wrong with its token
+      // and the scope it needs). Not for an identity that is nobody here: no token would do better.
+      const challenge = who.status === 401 || (who.status === 403 && who.reason === "insufficient_scope");
+      const headers: Record<string, string> | undefined = challenge ? { "www-authenticate": bearerChallenge(req, suffix, who.challenge, who.scope) } : who.status === 503 ? { "retry-after": "5" } : undefined;
       return rpcError(res, who.status, RPC_SERVER_ERROR, who.message, who.reason, headers);
     }
     if (sid !== undefined) {
@@ -323,6 +348,22 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       // The rest of an oversized body is not read: close the connection after answering.
       if (read.status === 413) res.once("finish", () => req.destroy());
       return rpcError(res, read.status, read.status === 413 ? RPC_SERVER_ERROR : RPC_PARSE_ERROR, read.message, read.status === 413 ? "too_large" : "parse_error", read.status === 413 ? { connection: "close" } : undefined);
+    }
+    // A 2026-07-28 request: stateless, answered at once (modern.ts).
+    modern ??= loadModernModules();
+    const mm = await modern;
+    if (isModern(mm, req, read.body)) {
+      if (who.space.closed) return rpcError(res, 503, RPC_SERVER_ERROR, `space "${who.space.id}" has shut down`, "unavailable");
+      if (only !== undefined && who.space.config.participants[only] === undefined) {
+        return rpcError(res, 404, RPC_SERVER_ERROR, `space "${who.space.id}" declares no participant "${only.slice(0, 64)}"`, "unknown_participant");
+      }
+      let inner: Inner;
+      try {
+        inner = await inners.get(who.space, who.participant, only, mm);
+      } catch (err) {
+        return rpcError(res, 503, RPC_SERVER_ERROR, `could not join space "${who.space.id}": ${(err as Error).message}`, "unavailable");
+      }
+      return serveModern(mm, inner, req, res, read.body);
     }
     const initializes = Array.isArray(read.body) ? read.body.some((msg) => m.isInitializeRequest(msg)) : m.isInitializeRequest(read.body);
     if (!initializes) return rpcError(res, 400, RPC_SERVER_ERROR, "Bad Request: no session; send initialize first", "bad_request");
@@ -400,6 +441,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       const all = new Set<Session>(sessions.values());
       for (const p of pool.values()) for (const s of p.sessions) all.add(s);
       await Promise.all([...all].map((s) => closeSession(s)));
+      await inners.closeAll();
     },
   };
 }

@@ -15,7 +15,7 @@
 import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import type { ParticipantClient } from "../client.js";
-import { ParticipantError } from "../errors.js";
+import { ParticipantError, RpcError } from "../errors.js";
 import { inspectTool, stripHidden } from "../../gateway/policy/inspect.js";
 import { cleanTexts, flagNote } from "../agent/tools.js";
 
@@ -183,7 +183,13 @@ export class SpaceResources {
       const res = await this.client.request(owner, method, params, { timeoutMs: TIMEOUT_MS });
       return typeof res === "object" && res !== null ? (res as Record<string, unknown>) : {};
     } catch (err) {
-      if (err instanceof ParticipantError) throw new McpError(err.code === "rpc_error" ? (err.rpcCode ?? ErrorCode.InternalError) : ErrorCode.InvalidRequest, `${owner}: ${err.message}`);
+      if (err instanceof ParticipantError) {
+        const code = err.code === "rpc_error" ? (err.rpcCode ?? ErrorCode.InternalError) : ErrorCode.InvalidRequest;
+        // Serving one participant as itself, its own error as it gave it (message and data, e.g. a missing resource's uri);
+        // on the space's face, the message says whose. (RpcError: an McpError's message would carry the SDK's prefix.)
+        if (this.only === owner && err.code === "rpc_error") throw new RpcError(code, err.message, err.data);
+        throw new RpcError(code, `${owner}: ${err.message}`, err.code === "rpc_error" ? err.data : undefined);
+      }
       throw err;
     }
   }

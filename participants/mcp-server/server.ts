@@ -45,7 +45,7 @@ import { ParticipantError, RpcError } from "../errors.js";
 import { buildCatalogue, failureResult, type Catalogue, type CatalogueEntry } from "./catalogue.js";
 import { askClient, deskOf, type Desk, type Session } from "./callbacks.js";
 import { SpaceResources } from "./resources.js";
-import { faceCapabilities, instructions, ProgressRelay, TASK_CAPABILITY, withTaskSupport, type OnlyParticipant } from "./face.js";
+import { faceCapabilities, forwardedMeta, instructions, ProgressRelay, TASK_CAPABILITY, withTaskSupport, type OnlyParticipant } from "./face.js";
 import { tasksOf, type SeatTasks } from "./tasks.js";
 
 /** Reported as `serverInfo.version`; kept in step with package.json by hand. */
@@ -386,7 +386,7 @@ export class SpaceMcpServer extends Server {
       const pending = this.client.request(
         GATEWAY_ID,
         "tools/call",
-        { name: real, arguments: params.arguments ?? {}, ...(asTask === undefined ? {} : { task: asTask }) },
+        { name: real, arguments: params.arguments ?? {}, ...withMeta(extra._meta), ...(asTask === undefined ? {} : { task: asTask }) },
         // A task waits as long as the space keeps its proposal (the gateway expires it), not the client's own deadline.
         { signal: extra.signal, onProposal, onProgress: relay ? (p) => relay.forward(p) : undefined, ...(proposed ? { timeoutMs: TASK_WAIT_MS } : {}) },
       );
@@ -485,4 +485,10 @@ export class SpaceMcpServer extends Server {
 /** Creates the MCP server for a participant of a space; connect it to any MCP server transport. */
 export function createSpaceMcpServer(opts: SpaceMcpServerOptions): SpaceMcpServer {
   return new SpaceMcpServer(opts);
+}
+
+/** The client's `_meta` for the request to the space (face.ts `forwardedMeta`), if any. */
+function withMeta(meta: unknown): { _meta?: Record<string, unknown> } {
+  const m = forwardedMeta(meta);
+  return m ? { _meta: m } : {};
 }

@@ -1,0 +1,186 @@
+/**
+ * MCP 2026-07-28 requests on the HTTP faces (`/mcp`, `/mcp/<participant>`): stateless (no
+ * `initialize`, no session id, the `_meta` envelope on every request, `server/discover`,
+ * the `Mcp-Method`/`Mcp-Name` headers), beside the 2025-era sessions of http.ts on the same
+ * endpoint.
+ *
+ * The SDK v2 (`@modelcontextprotocol/server`, `createMcpHandler`) answers the request: it
+ * checks the envelope and the headers, answers `server/discover` and the errors of its
+ * validation ladder. What a request asks is then asked of a `SpaceMcpServer` (the same
+ * face the 2025 sessions get, so the same policy, proposals and approvals) through an
+ * in-process SDK v1 client, one per seat and path, kept while the seat's requests come
+ * (the v1 pieces stay: the face is written on the v1 `Server`).
+ *
+ * Not yet: the client's capabilities of each request are not offered to the server (the
+ * face's own client declares none, so a server's form or sampling request is refused), a
+ * call that waits for a person waits in the request (progress while it waits) rather than
+ * answering `input_required`, and `subscriptions/listen` carries no change of the space.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+
+/** What serving 2026-07-28 needs, loaded with the endpoint's other modules. */
+export interface ModernModules {
+  v2: typeof import("@modelcontextprotocol/server");
+  Client: typeof import("@modelcontextprotocol/sdk/client/index.js").Client;
+  InMemoryTransport: typeof import("@modelcontextprotocol/sdk/inMemory.js").InMemoryTransport;
+  ResultSchema: typeof import("@modelcontextprotocol/sdk/types.js").ResultSchema;
+  McpError: typeof import("@modelcontextprotocol/sdk/types.js").McpError;
+}
+
+export function loadModernModules(): Promise<ModernModules> {
+  return Promise.all([import("@modelcontextprotocol/server"), import("@modelcontextprotocol/sdk/client/index.js"), import("@modelcontextprotocol/sdk/inMemory.js"), import("@modelcontextprotocol/sdk/types.js")]).then(
+    ([v2, client, memory, types]) => ({ v2, Client: client.Client, InMemoryTransport: memory.InMemoryTransport, ResultSchema: types.ResultSchema, McpError: types.McpError }),
+  );
+}
+
+/** Whether `body` (with the request's headers) is a 2026-07-28 request: the SDK's own edge classification. */
+export function isModern(m: ModernModules, req: IncomingMessage, body: unknown): boolean {
+  if (req.method !== "POST") return false;
+  const h = (name: string) => {
+    const v = req.headers[name];
+    return Array.isArray(v) ? v[0] : v;
+  };
+  return m.v2.classifyInboundRequest({ httpMethod: "POST", protocolVersionHeader: h("mcp-protocol-version"), mcpMethodHeader: h("mcp-method"), body }).kind !== "legacy";
+}
+
+/** The methods passed to the face as they are (what its 2025 sessions answer). */
+const PASSED = [
+  ["tools", ["tools/list", "tools/call"]],
+  ["resources", ["resources/list", "resources/read", "resources/templates/list"]],
+  ["prompts", ["prompts/list", "prompts/get"]],
+  ["completions", ["completion/complete"]],
+] as const;
+
+/** An in-process client of the face, for one seat at one path. */
+export interface Inner {
+  client: Client;
+  close(): Promise<void>;
+}
+
+/** What the pool needs to make an inner client: the face's server for the seat, and how it ends. */
+interface Opened {
+  mm: ModernModules;
+  server: { connect(t: InstanceType<ModernModules["InMemoryTransport"]>): Promise<void>; close(): Promise<void> };
+  /** Called once when the inner client is closed. */
+  done(): void;
+  /** Registers what to do when the seat's connection to the space ends. */
+  ended(f: () => void): void;
+}
+
+/** One inner client per seat and path, made on first use, dropped when it or the seat's connection ends. */
+export class InnerPool<S extends { id: string }> {
+  private readonly inners = new Map<string, Promise<Inner>>();
+
+  constructor(private readonly open: (space: S, participant: string, only: string | undefined, mm: ModernModules) => Promise<Opened>) {}
+
+  get(space: S, participant: string, only: string | undefined, mm: ModernModules): Promise<Inner> {
+    const key = `${space.id}\u0000${participant}\u0000${only ?? ""}`;
+    const had = this.inners.get(key);
+    if (had) return had;
+    const inner: Promise<Inner> = (async () => {
+      const o = await this.open(space, participant, only, mm);
+      const [here, there] = mm.InMemoryTransport.createLinkedPair();
+      const client = new mm.Client({ name: "mewgate-2026-07-28", version: "1.0.0" }, { capabilities: {} });
+      let closed = false;
+      const close = async () => {
+        if (closed) return;
+        closed = true;
+        if (this.inners.get(key) === inner) this.inners.delete(key);
+        await client.close().catch(() => {});
+        await o.server.close().catch(() => {});
+        o.done();
+      };
+      try {
+        await o.server.connect(there);
+        client.onclose = () => void close();
+        o.ended(() => void close());
+        await client.connect(here);
+      } catch (err) {
+        await close();
+        throw err;
+      }
+      return { client, close };
+    })();
+    this.inners.set(key, inner);
+    inner.catch(() => this.inners.get(key) === inner && this.inners.delete(key));
+    return inner;
+  }
+
+  async closeAll(): Promise<void> {
+    const open = await Promise.allSettled([...this.inners.values()]);
+    await Promise.all(open.map((r) => (r.status === "fulfilled" ? r.value.close() : undefined)));
+  }
+}
+
+/** Keys of this hop's envelope (the SDK read them): not passed on. */
+const ENVELOPE_PREFIX = "io.modelcontextprotocol/";
+
+function withoutEnvelope(params: unknown): Record<string, unknown> | undefined {
+  if (typeof params !== "object" || params === null) return undefined;
+  const { _meta, ...rest } = params as Record<string, unknown>;
+  if (typeof _meta !== "object" || _meta === null) return rest;
+  const meta = Object.fromEntries(Object.entries(_meta as Record<string, unknown>).filter(([k]) => !k.startsWith(ENVELOPE_PREFIX)));
+  return Object.keys(meta).length > 0 ? { ...rest, _meta: meta } : rest;
+}
+
+/** Answers one 2026-07-28 request with the SDK v2, asking `inner` what the request asks. */
+export async function serveModern(m: ModernModules, inner: Inner, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
+  const client = inner.client;
+  const info = client.getServerVersion() ?? { name: "mewgate", version: "0" };
+  const caps = (client.getServerCapabilities() ?? {}) as Record<string, unknown>;
+  const capabilities: Record<string, unknown> = {};
+  for (const [cap] of PASSED) if (caps[cap] !== undefined) capabilities[cap] = cap === "resources" ? { listChanged: true } : cap === "completions" ? {} : { listChanged: true };
+  const instructions = client.getInstructions();
+  const factory = () => {
+    const server = new m.v2.Server(
+      { name: info.name, version: info.version, ...(info.title ? { title: info.title } : {}) },
+      { capabilities: capabilities as never, ...(instructions ? { instructions } : {}) },
+    );
+    for (const [cap, methods] of PASSED) {
+      if (caps[cap] === undefined) continue;
+      for (const method of methods) {
+        server.setRequestHandler(method as never, (async (request: { params?: unknown }, ctx: { mcpReq: { _meta?: { progressToken?: string | number }; signal?: AbortSignal; notify(n: unknown): Promise<void> } }) => {
+          const token = ctx.mcpReq._meta?.progressToken;
+          const onprogress =
+            token === undefined
+              ? undefined
+              : (p: { progress: number; total?: number; message?: string }) => void ctx.mcpReq.notify({ method: "notifications/progress", params: { ...p, progressToken: token } }).catch(() => {});
+          try {
+            return await client.request({ method, params: withoutEnvelope(request.params) } as never, m.ResultSchema, {
+              ...(ctx.mcpReq.signal ? { signal: ctx.mcpReq.signal } : {}),
+              ...(onprogress ? { onprogress, resetTimeoutOnProgress: true } : {}),
+              timeout: 24 * 60 * 60_000,
+            });
+          } catch (err) {
+            if (err instanceof m.McpError) {
+              const prefix = `MCP error ${err.code}: `;
+              throw new m.v2.ProtocolError(err.code, err.message.startsWith(prefix) ? err.message.slice(prefix.length) : err.message, err.data);
+            }
+            throw err;
+          }
+        }) as never);
+      }
+    }
+    return server;
+  };
+  const handler = m.v2.createMcpHandler(factory, { legacy: "reject" });
+  try {
+    const abort = new AbortController();
+    res.once("close", () => abort.abort());
+    const headers = new Headers();
+    for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && k !== "authorization" && k !== "cookie") headers.set(k, Array.isArray(v) ? v.join(", ") : v);
+    const request = new Request(`http://${req.headers.host ?? "127.0.0.1"}${req.url ?? "/"}`, { method: "POST", headers, body: JSON.stringify(body), signal: abort.signal });
+    const response = await handler.fetch(request, { parsedBody: body });
+    res.writeHead(response.status, Object.fromEntries(response.headers));
+    if (response.body) {
+      for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+        if (res.destroyed) break;
+        res.write(chunk);
+      }
+    }
+    res.end();
+  } finally {
+    await handler.close().catch(() => {});
+  }
+}
