@@ -56,6 +56,8 @@ export class McpRouter implements CallRouter {
      * carries); a promise when a proposal moved, which an answer waits for.
      */
     private readonly callEnded: (call: Call, end: CallEnd) => Promise<void> | undefined,
+    /** Whether a call is held in a person's conversation (agents/conversations.ts): its holder may come back to answer it. */
+    private readonly conversations: { holds(callId: string): boolean },
   ) {
     calls.onTimeout((call) => this.callTimedOut(call));
     this.catalogue = new Catalogue(space, registry);
@@ -231,7 +233,7 @@ export class McpRouter implements CallRouter {
     for (const call of onTarget) {
       // A conversation's holder that drops out (a restart) may come back and answer: the
       // person's idle clock bounds the wait instead (conversations.ts).
-      if (this.space.heldInConversation(call.id)) continue;
+      if (this.conversations.holds(call.id)) continue;
       this.calls.close(call, false);
       // The gateway answers with a JSON-RPC error: an `error` outcome (outcomes.ts), its reason target_left.
       if (!call.internal) this.space.metrics.call("error");
@@ -247,7 +249,7 @@ export class McpRouter implements CallRouter {
    */
   unreachable(id: string): void {
     for (const call of this.calls.involving(id).onTarget) {
-      if (!CALLBACK_METHODS.has(call.method) || this.space.heldInConversation(call.id)) continue;
+      if (!CALLBACK_METHODS.has(call.method) || this.conversations.holds(call.id)) continue;
       this.calls.close(call, undefined);
       this.ended(call, "target_left");
       this.failCall(call, RpcErrors.targetLeft, "target_left", `"${id}" closed the console without answering`);

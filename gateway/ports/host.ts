@@ -37,8 +37,6 @@ export interface SpaceHost {
   member(id: string): Member | undefined;
   /** Whether someone watches as this participant (the web console): it can answer what is asked of it. */
   watching(id: string): boolean;
-  /** Whether a call is held in a person's conversation (its holder may come back to answer it). */
-  heldInConversation(callId: string): boolean;
   /**
    * Routes an envelope by visibility, serialized once (see `Space.deliver`). `sender` does
    * not get it back unless it asked for echo; `toEveryone` reaches `addressed` members too.

@@ -191,7 +191,7 @@ export class Space implements SpaceHost {
     log.debug({ records, bytes, ms }, "state restored");
     this.grants.revalidate();
     const runs = new RunsEnded(this.proposals, (plan) => this.note(plan));
-    this.mcp = new McpRouter(this, calls, this.registry, this.proposals, (call, end) => runs.callEnded(call, end));
+    this.mcp = new McpRouter(this, calls, this.registry, this.proposals, (call, end) => runs.callEnded(call, end), this.conversations);
     this.decisions = new Decisions(this, this.proposals, calls, this.registry, this.mcp, runs, this.lending, (p, approvers) => this.notifier.escalated(p, approvers));
     // Stacks that were held when the gateway stopped are held again, with their calls.
     this.conversations.resume();
@@ -257,10 +257,6 @@ export class Space implements SpaceHost {
 
   get online(): number {
     return this.delivery.members.size;
-  }
-
-  heldInConversation(callId: string): boolean {
-    return this.conversations.holds(callId);
   }
 
   watching(id: string): boolean {
