@@ -186,7 +186,7 @@ describe("the breaker's trial in Calls, however the call is closed", () => {
   let n = 0;
   const open = (calls: Calls, caller = "a") => calls.open({ id: `c${++n}`, caller, target: "b", rpcId: n, method: "tools/call", chain: [caller] }, 30_000);
   function tripped(): Calls {
-    const calls = new Calls(limits, () => {});
+    const calls = new Calls(limits);
     for (let i = 0; i < 5; i++) calls.close(open(calls), false);
     return calls;
   }

@@ -47,7 +47,7 @@ export type FrameRecord =
 export interface ConversationHost {
   readonly config: SpaceConfig;
   readonly log: Logger;
-  /** The space's calls (read when needed: the router is built after the store is read). */
+  /** The space's call table, built before the store is read. */
   readonly calls: Calls;
   record(...plans: Plan[]): Promise<void>;
   note(plan: Plan): void;
@@ -73,6 +73,7 @@ export class Conversations {
 
   constructor(private readonly host: ConversationHost) {
     this.primary = Object.values(host.config.participants).find((p) => p.agent?.primary)?.id;
+    host.calls.onEnd((call) => this.callEnded(call));
   }
 
   /** Restored frames' calls, to open once the router exists. */
@@ -85,7 +86,7 @@ export class Conversations {
 
   /** A frame as announced: with its call's JSON-RPC id, so a holder that restarted can answer it. */
   private describe(f: Frame): Frame & { rpc_id?: string | number } {
-    const rpcId = (this.host.calls as Calls | undefined)?.get(f.call)?.rpcId;
+    const rpcId = this.host.calls.get(f.call)?.rpcId;
     return { ...f, ...(rpcId === undefined ? {} : { rpc_id: rpcId }) };
   }
 
@@ -106,7 +107,7 @@ export class Conversations {
     const out: FrameRecord[] = [];
     for (const [human, frames] of this.stacks) {
       for (const f of frames) {
-        const live = (this.host.calls as Calls | undefined)?.get(f.call);
+        const live = this.host.calls.get(f.call);
         const was = calls.get(f.call);
         const rpcId = live?.rpcId ?? was?.rpcId;
         if (rpcId === undefined) continue;

@@ -16,6 +16,13 @@ export interface Fulfilment {
   proposerRpcId: string | number;
 }
 
+/**
+ * How a routed call ended, as the router reports it once per call: answered by its target
+ * (the response's payload), or failed with the gateway's reason and message (a timeout, the
+ * target left, a cancellation). proposals/runs-ended.ts moves the proposal a call carries.
+ */
+export type CallEnd = { how: "answered"; response: { result?: unknown; error?: unknown } } | { how: "failed"; reason: string; message: string };
+
 export interface CallLimits {
   timeout_ms: number;
   max_timeout_ms: number;
@@ -103,12 +110,21 @@ export class Calls {
   private readonly breakers = new Map<string, Breaker>();
 
   /** Told of every call that ends, however it ends (conversations.ts pops what it held). */
-  onEnd: ((call: Call) => void) | undefined;
+  private readonly ended: Array<(call: Call) => void> = [];
+  /** Told of a call whose time ran out, once it stopped being pending (router.ts answers it). */
+  private readonly timedOut: Array<(call: Call) => void> = [];
 
-  constructor(
-    private readonly limits: CallLimits,
-    private readonly onTimeout: (call: Call) => void,
-  ) {}
+  constructor(private readonly limits: CallLimits) {}
+
+  /** `listener` hears of every call that ends, however it ends, once it stopped being pending. */
+  onEnd(listener: (call: Call) => void): void {
+    this.ended.push(listener);
+  }
+
+  /** `listener` hears of every call whose time ran out, once it stopped being pending. */
+  onTimeout(listener: (call: Call) => void): void {
+    this.timedOut.push(listener);
+  }
 
   /** Stops a pending call's clock (and those of the calls it serves) until `resume`: something else bounds it meanwhile. */
   suspend(call: Call): void {
@@ -269,7 +285,7 @@ export class Calls {
     call.timer = setTimeout(() => {
       if (!this.pending.has(call.id)) return;
       this.close(call, false);
-      this.onTimeout(call);
+      for (const listener of this.timedOut) listener(call);
     }, call.timeoutMs);
     call.timer.unref();
   }
@@ -296,7 +312,7 @@ export class Calls {
     clearTimeout(call.timer);
     const served = call.callbackFor === undefined ? undefined : this.pending.get(call.callbackFor);
     if (served) this.hold(served, -1);
-    this.onEnd?.(call);
+    for (const listener of this.ended) listener(call);
     const n = (this.perCaller.get(call.caller) ?? 1) - 1;
     if (n > 0) this.perCaller.set(call.caller, n);
     else this.perCaller.delete(call.caller);

@@ -17,7 +17,7 @@
  */
 import type { Call } from "./calls.js";
 import { type Envelope, ErrorCodes, GATEWAY_ID, Intent, INTENT_META_KEY, type InboundEnvelope, type McpRequestPayload, stamp, systemEnvelope } from "../wire/envelope.js";
-import { type CallRouter, clip, type SpaceHost } from "../ports/host.js";
+import { type CallRouter, clip, type ProposalDesk, type SpaceHost } from "../ports/host.js";
 import { jsonBytes, readCursor, takePage } from "../wire/paging.js";
 import { cleanTexts, cleanText } from "../wire/text.js";
 import { type Proposal, shownEnvelope } from "../proposals/book.js";
@@ -68,6 +68,8 @@ export class GatewayEndpoint {
   constructor(
     private readonly space: SpaceHost,
     private readonly router: CallRouter,
+    /** A tools/call that needs approval is held as a proposal; a cancelled one is withdrawn. */
+    private readonly decisions: Pick<ProposalDesk, "hold" | "withdrawn">,
   ) {}
 
   onRequest(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload): Promise<void> | void {
@@ -158,7 +160,7 @@ export class GatewayEndpoint {
     // Needs approval: the gateway proposes it on the caller's behalf, under the request's id,
     // so the caller simply keeps waiting for the response to its request.
     const proposalEnv = stamp({ ...inbound, kind: "mcp/proposal", to: [entry.participant], payload: { method: "tools/call", params, ...(lifted.intent !== undefined ? { intent: lifted.intent } : {}) } }, member.id);
-    return this.router.decisions.hold(member, proposalEnv, "tools/call", params, rpcId, { tellProposer: true, sentId: inbound.id });
+    return this.decisions.hold(member, proposalEnv, "tools/call", params, rpcId, { tellProposer: true, sentId: inbound.id });
   }
 
   /**
@@ -176,7 +178,7 @@ export class GatewayEndpoint {
     const waiting = this.space
       .pendingProposals()
       .filter((p) => p.proposer === member.id && (inbound.correlation_id?.includes(p.id) || (requestId !== undefined && p.rpcId === requestId)));
-    for (const p of waiting) await this.router.decisions.withdrawn(member, p, "cancelled");
+    for (const p of waiting) await this.decisions.withdrawn(member, p, "cancelled");
     if (calls.length === 0 && waiting.length === 0) {
       this.space.fail(member, ErrorCodes.notCaller, "this cancellation names no pending call or proposal of yours; only a call's caller may cancel it", inbound.id);
     }

@@ -1,7 +1,7 @@
 /**
- * MCP traffic through a space: requests and responses between participants, tracked as
- * calls; the gateway's own `system:gateway` endpoint (tools/list, tools/call, ping); and
- * the tool catalogue, fetched from each participant that offers tools.
+ * MCP traffic through a space: requests routed between participants and tracked as calls,
+ * their answers, cancellation and timeouts; and the tool catalogue, fetched from each
+ * participant that offers tools.
  *
  * This is the part of the governance that every MCP envelope passes through, split out of
  * space.ts so that the space keeps members, routing, visibility and presence. The space's
@@ -10,20 +10,19 @@
  * works on lives next door: in-flight calls in calls.ts, the catalogue in registry.ts (kept
  * up to date by catalogue.ts), proposals in proposals/book.ts.
  *
- * Requests and proposals turn into each other: a request correlated to a pending proposal
- * is a MEW fulfilment (an approval), and a tools/call to the gateway that needs approval
- * becomes a proposal. Both are handed to decisions.ts, which in turn routes approved calls
- * through `route` here. The space links the two once, when it builds them.
+ * It knows nothing of decisions: an `mcp/request` reaches it through requests.ts, which
+ * hands one that is really a decision (a MEW fulfilment, a gateway tools/call that needs
+ * approval) to proposals/decisions.ts, built after this and routing approved calls through
+ * `tryRoute` here. It reports each call's end once (`callEnded`); proposals/ moves the proposal.
  */
 import { randomUUID } from "node:crypto";
-import { CALLBACK_METHODS, type Call, Calls } from "./calls.js";
+import { CALLBACK_METHODS, type Call, type CallEnd, type Calls } from "./calls.js";
 import type { CallTrace } from "../ports/tracing.js";
 import {
   type Envelope,
   ErrorCodes,
   GATEWAY_ID,
   type InboundEnvelope,
-  parseMcpRequest,
   type McpRequestPayload,
   parseMcpResponse,
   PROTOCOL,
@@ -33,88 +32,38 @@ import {
   stamp,
   systemEnvelope,
 } from "../wire/envelope.js";
-import { type CallRouter, clip, disabledRefusal, type NotRouted, type ProposalDesk, type SpaceHost } from "../ports/host.js";
+import { type CallRouter, clip, disabledRefusal, type NotRouted, type SpaceHost } from "../ports/host.js";
 import type { Verdict } from "../policy/authority.js";
-import { directCallPlan } from "./direct-audit.js";
-import { GatewayEndpoint } from "./endpoint.js";
 import type { Decision } from "../policy/rules.js";
 import type { ProposalBook } from "../proposals/book.js";
-import { answerOutcome, failureOutcome, resultText } from "../proposals/outcomes.js";
+import { answerOutcome } from "../proposals/outcomes.js";
 import type { Registry } from "../ports/registry.js";
 import type { Member } from "../ports/member.js";
 import { Catalogue } from "./catalogue.js";
 
 export class McpRouter implements CallRouter {
-  readonly calls: Calls;
-  /**
-   * Where requests that are really proposal decisions go. Set by the space right after
-   * both are built: decisions route through this router, so neither can take the other in
-   * its constructor.
-   */
-  decisions!: ProposalDesk;
   /** Each participant's tools, fetched and screened (catalogue.ts). */
   private readonly catalogue: Catalogue;
-  /** `system:gateway` (endpoint.ts). */
-  private readonly endpoint: GatewayEndpoint;
 
   constructor(
     private readonly space: SpaceHost,
+    /** The call table, built before the router (the store's conversations name calls in it). */
+    readonly calls: Calls,
     readonly registry: Registry,
     private readonly proposals: ProposalBook,
+    /**
+     * Told once of every routed call's end (proposals/runs-ended.ts moves the proposal it
+     * carries); a promise when a proposal moved, which an answer waits for.
+     */
+    private readonly callEnded: (call: Call, end: CallEnd) => Promise<void> | undefined,
+    /** Whether a call is held in a person's conversation (agents/conversations.ts): its holder may come back to answer it. */
+    private readonly conversations: { holds(callId: string): boolean },
   ) {
-    this.calls = new Calls(space.config.calls, (call) => this.callTimedOut(call));
-    this.endpoint = new GatewayEndpoint(space, this);
+    calls.onTimeout((call) => this.callTimedOut(call));
     this.catalogue = new Catalogue(space, registry);
   }
 
   // --- requests and responses between participants ----------------------------------
-
-  /**
-   * Every `mcp/request`. Its check depends on its payload, so it is made here rather than
-   * before the space's switch: tools/call by the tool policy, the rest by capability; a
-   * request to the gateway by the gateway's own rules, and a fulfilment by the bar for
-   * deciding on its proposal.
-   */
-  onRequest(member: Member, inbound: InboundEnvelope): Promise<void> | void {
-    const parsed = parseMcpRequest(inbound.payload);
-    if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/request: ${describeIssue(parsed.error)}`, inbound.id);
-    let payload = parsed.data;
-    const to = inbound.to ?? [];
-    if (to.includes(GATEWAY_ID)) {
-      if (to.length > 1) return this.space.fail(member, ErrorCodes.invalidEnvelope, `a request to ${GATEWAY_ID} must not name other recipients`, inbound.id);
-      return this.endpoint.onRequest(member, inbound, payload);
-    }
-    if (payload.method.startsWith("notifications/")) return this.onNotification(member, inbound, payload);
-    if (payload.id === undefined) {
-      // Not a notification, so a request all the same: MEW clients leave the JSON-RPC id
-      // out and correlate by envelope id. It takes the same road as any request — policy
-      // first — with the envelope id as its JSON-RPC id, so the answer correlates both ways.
-      if (inbound.id === undefined) {
-        return this.space.fail(member, ErrorCodes.invalidEnvelope, `${clip(payload.method)} is a request: give the envelope an id (or the payload a JSON-RPC id)`);
-      }
-      payload = { jsonrpc: payload.jsonrpc, id: inbound.id, method: payload.method, params: payload.params } satisfies Record<keyof McpRequestPayload, unknown>;
-    }
-    const fulfilled = inbound.correlation_id?.map((id) => this.proposals.get(id)).find((p) => p !== undefined);
-    if (fulfilled) return this.decisions.onFulfil(member, inbound, payload, fulfilled);
-    // Correlated to a proposal that has ended, a request would carry it out a second time.
-    const ended = inbound.correlation_id?.find((id) => this.proposals.endedAs(id) !== undefined);
-    if (ended !== undefined) {
-      const state = this.proposals.endedAs(ended)!;
-      return this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(ended)}" is already ${state}; a request correlated to it would fulfil it again`, inbound.id, { state });
-    }
-    if (to.length !== 1) {
-      return this.space.fail(member, ErrorCodes.invalidEnvelope, "an mcp/request goes to exactly one participant (to: [id])", inbound.id);
-    }
-    const target = to[0]!;
-    const served = CALLBACK_METHODS.has(payload.method) ? this.calls.callbackOf(member.id, target, inbound.correlation_id) : undefined;
-    const verdict = served ? this.space.authority.callback(payload.params) : this.authorize(member, target, payload.method, payload.params);
-    if (verdict.decision !== "direct") return this.refuse(member, verdict, target, payload, inbound.id);
-    const anonymous = inbound.id === undefined ? ({ anonymous: true } as const) : {};
-    const env = stamp({ ...inbound, payload }, member.id);
-    const routed = this.route(member, env, payload, inbound.id, served ? { callbackFor: served.id, ...anonymous } : anonymous);
-    // A direct tool call is audited with what allowed it (direct-audit.ts), written behind it.
-    if (routed && !served && payload.method === "tools/call") void this.space.note(directCallPlan({ id: env.id, caller: member.id, target, method: payload.method, params: payload.params, reason: verdict.reason }));
-  }
 
   /** The policy decision point (authority.ts) for `member` calling `target`. */
   authorize(member: Member, target: string, method: string, params: Record<string, unknown> | undefined, confirming = false): Verdict {
@@ -140,28 +89,6 @@ export class McpRouter implements CallRouter {
     const slash = name.indexOf("/");
     if (slash > 0 && this.registry.isDisabled(name.slice(0, slash))) return disabledRefusal(name.slice(0, slash));
     return { code: ErrorCodes.unknownTool, message: `no tool "${clip(name)}" in space "${this.space.id}"` };
-  }
-
-  /**
-   * A notification between participants. Nothing to track, but a cancellation must come
-   * from the caller of the call it names, and goes only where that call went.
-   */
-  private onNotification(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload): void {
-    if (!member.allows(inbound)) return this.space.capabilityViolation(member, inbound);
-    if (payload.method === "notifications/cancelled") {
-      const to = inbound.to ?? [];
-      const calls = this.calls.ofCaller(member.id, inbound.correlation_id, payload.params?.["requestId"]).filter((c) => to.length === 0 || to.includes(c.target));
-      if (calls.length === 0) {
-        return this.space.fail(member, ErrorCodes.notCaller, "this cancellation names no pending call of yours; only a call's caller may cancel it", inbound.id);
-      }
-      const env = stamp(inbound, member.id);
-      env.to = [...new Set(calls.map((c) => c.target))];
-      this.space.deliver(env, member);
-      for (const call of calls) this.cancel(call, "cancelled by the caller", false);
-      return;
-    }
-    this.space.deliver(stamp(inbound, member.id), member);
-    if (payload.method === "notifications/tools/list_changed") this.refreshTools(member.id);
   }
 
   /**
@@ -262,12 +189,9 @@ export class McpRouter implements CallRouter {
     // An error in MEW's loose shape (a string code) reaches the caller as one it can read.
     const raw = (inbound.payload as { error?: { code?: unknown; message?: unknown } }).error;
     if (parsed.data.error && (typeof raw?.code !== "number" || typeof raw.message !== "string")) env.payload = { ...(inbound.payload as object), error: parsed.data.error };
-    const p = call.proposalId ? this.proposals.get(call.proposalId) : undefined;
-    if (p?.state === "routed") {
-      // The audit trail has the outcome by the time the proposer hears it.
-      this.proposals.results.add(p.id, outcome, resultText(parsed.data));
-      return this.space.note(this.proposals.planTransition(p, { state: "answered", outcome })).then(() => this.answer(call, env, member));
-    }
+    // The audit trail has the outcome by the time the proposer hears it.
+    const moved = this.callEnded(call, { how: "answered", response: parsed.data });
+    if (moved) return moved.then(() => this.answer(call, env, member));
     this.answer(call, env, member);
   }
 
@@ -309,7 +233,7 @@ export class McpRouter implements CallRouter {
     for (const call of onTarget) {
       // A conversation's holder that drops out (a restart) may come back and answer: the
       // person's idle clock bounds the wait instead (conversations.ts).
-      if (this.space.heldInConversation(call.id)) continue;
+      if (this.conversations.holds(call.id)) continue;
       this.calls.close(call, false);
       // The gateway answers with a JSON-RPC error: an `error` outcome (outcomes.ts), its reason target_left.
       if (!call.internal) this.space.metrics.call("error");
@@ -325,7 +249,7 @@ export class McpRouter implements CallRouter {
    */
   unreachable(id: string): void {
     for (const call of this.calls.involving(id).onTarget) {
-      if (!CALLBACK_METHODS.has(call.method) || this.space.heldInConversation(call.id)) continue;
+      if (!CALLBACK_METHODS.has(call.method) || this.conversations.holds(call.id)) continue;
       this.calls.close(call, undefined);
       this.ended(call, "target_left");
       this.failCall(call, RpcErrors.targetLeft, "target_left", `"${id}" closed the console without answering`);
@@ -359,11 +283,7 @@ export class McpRouter implements CallRouter {
     this.calls.close(call, undefined);
     this.space.metrics.call("cancelled");
     this.ended(call, "cancelled");
-    const p = call.proposalId ? this.proposals.get(call.proposalId) : undefined;
-    if (p && (p.state === "routed" || p.state === "approved")) {
-      this.proposals.results.add(p.id, "cancelled", reason);
-      this.space.note(this.proposals.planTransition(p, { state: "failed", reason: "cancelled", outcome: "cancelled" }));
-    }
+    void this.callEnded(call, { how: "failed", reason: "cancelled", message: reason });
     if (notifyTarget) this.cancelAtTarget(call, reason);
     // Bounded: each call is closed before its children are visited, so none is visited twice.
     for (const child of this.calls.children(call.id)) {
@@ -383,13 +303,7 @@ export class McpRouter implements CallRouter {
   /** Answers a call's waiters with a JSON-RPC error from the gateway. */
   private failCall(call: Call, code: number, reason: string, message: string): void {
     if (call.internal) return call.internal(undefined, reason);
-    if (call.proposalId) {
-      const p = this.proposals.get(call.proposalId);
-      if (p && (p.state === "routed" || p.state === "approved")) {
-        this.proposals.results.add(p.id, failureOutcome(reason), message);
-        this.space.note(this.proposals.planTransition(p, { state: "failed", reason, outcome: failureOutcome(reason) }));
-      }
-    }
+    void this.callEnded(call, { how: "failed", reason, message });
     const payload = { jsonrpc: "2.0", id: call.rpcId, error: { code, message, data: { reason, target: call.target } } };
     // Never the made-up id of a request its caller sent without one (calls.ts `anonymous`).
     const correlation = call.anonymous ? [] : [call.id];

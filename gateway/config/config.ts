@@ -1,4 +1,8 @@
 // space.yaml: the schema (with limits.ts, built from schema.ts) and errors that point at FILE:LINE:COL (positions and ${ENV} in yaml.ts).
+// Past 500 lines because the space's own sections (space, participants, policy with its escalation
+// stages, groups) read better whole than split to stay under it; sections with a concern of their
+// own sit beside it (limits.ts, previews.ts, gateway.ts, identity.ts), and so do the checks of what
+// names a group (groups.ts).
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { type Document, isScalar, LineCounter, parseDocument } from "yaml";
@@ -16,7 +20,7 @@ import { Lookalikes } from "../identity/confusables.js";
 import { identitySchema } from "./identity.js";
 import { allowSignInCards, OAuthSchema, resolveSecretFile } from "./oauth.js";
 export type { OAuthConfig, SecretValue } from "./oauth.js";
-import { checkGroups, EscalateSchema, nullProto } from "./groups.js";
+import { checkGroups, nullProto } from "./groups.js";
 
 export { DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits };
 
@@ -122,8 +126,19 @@ const PolicySchema = section({
   expires_action: z.enum(["reject", "keep"]).default("reject"),
   /** What a tool whose texts the gateway flagged (policy/inspect.ts) gets: shown with its findings, called only with approval, or refused. */
   tool_checks: z.enum(["warn", "ask", "deny"]).default("warn"),
-  /** Who else may decide, and who is told again, when a proposal waits unanswered (proposals/escalation.ts). */
-  escalate: EscalateSchema,
+  /** Who else may decide, and who is told again, when a proposal waits unanswered: stages, each `after_ms` from a proposal's creation (proposals/escalation.ts). */
+  escalate: z
+    .array(
+      section({
+        after_ms: int(1, MAX_TIMER_MS),
+        /** Tell the `gateway.notify` webhooks again (event `escalated`). */
+        notify: boolean().default(true),
+        /** Participants and `@group`s who may decide from then on, besides the proposer's approvers. */
+        approvers: z.array(z.string()).default([]),
+      }),
+    )
+    .max(8)
+    .default([]),
   /** Whether a rule naming a participant that is not in the space (policy/check.ts) stops the space from loading, rather than being a warning. */
   strict: boolean().optional(),
 });

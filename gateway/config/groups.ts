@@ -7,22 +7,8 @@
  * from an identity provider), so it is only refused when no group is named; otherwise the
  * proposal's card says it cannot be satisfied (proposals/approvals.ts).
  */
-import * as z from "zod";
-import { boolean, int, MAX_TIMER_MS, section, suggest } from "./schema.js";
-
-/** `policy.escalate`: stages, each `after_ms` from a proposal's creation (proposals/escalation.ts). */
-export const EscalateSchema = z
-  .array(
-    section({
-      after_ms: int(1, MAX_TIMER_MS),
-      /** Tell the `gateway.notify` webhooks again (event `escalated`). */
-      notify: boolean().default(true),
-      /** Participants and `@group`s who may decide from then on, besides the proposer's approvers. */
-      approvers: z.array(z.string()).default([]),
-    }),
-  )
-  .max(8)
-  .default([]);
+import type * as z from "zod";
+import { suggest } from "./schema.js";
 
 type Ctx = z.RefinementCtx;
 

@@ -2,8 +2,8 @@
  * The seam between a space and the modules that handle its MCP traffic.
  *
  * space.ts keeps members, routing, visibility and presence; the MCP side lives beside it:
- * calls/router.ts (requests, responses, the gateway's own endpoint, the tool catalogue) and
- * decisions.ts (what happens to a proposal). Those modules never see the member map,
+ * calls/requests.ts (every mcp/request first), calls/router.ts (routing, responses, the tool
+ * catalogue), calls/endpoint.ts (the gateway's own endpoint) and decisions.ts (what happens to a proposal). Those modules never see the member map,
  * the presence batch or a socket: they act on a space only through `SpaceHost`, which
  * `Space` implements; and on each other only through `CallRouter` and `ProposalDesk`
  * below. So the import graph has no circle, not even through types: space.ts imports
@@ -37,8 +37,6 @@ export interface SpaceHost {
   member(id: string): Member | undefined;
   /** Whether someone watches as this participant (the web console): it can answer what is asked of it. */
   watching(id: string): boolean;
-  /** Whether a call is held in a person's conversation (its holder may come back to answer it). */
-  heldInConversation(callId: string): boolean;
   /**
    * Routes an envelope by visibility, serialized once (see `Space.deliver`). `sender` does
    * not get it back unless it asked for echo; `toEveryone` reaches `addressed` members too.
@@ -54,12 +52,6 @@ export interface SpaceHost {
   pendingProposals(): Proposal[];
   /** Grants held now, each with whether it stands. */
   grantsView(): Array<Record<string, unknown>>;
-  /** Why `granter` may not make one more grant (its quota or the space's), if it may not. */
-  grantQuota(granter: string): string | undefined;
-  /** A grant as a plan for `record` (an "always" approval makes one, in the approval's transaction). */
-  /** `pins`: the digests of the tools it names, as the approver saw them (authority.ts). */
-  /** `condition`: a scoped "always" (policy/scope.ts), which holds only for calls whose arguments meet it. */
-  grantPlan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope, pins?: Record<string, string>, condition?: GrantCondition): Plan;
   /** Writes the plans as one durable transaction, then applies them (ledger.ts). Rejects, having changed nothing, if the write fails. */
   record(...plans: Plan[]): Promise<void>;
   /** Applies a plan now and writes it behind: for bookkeeping no decision waits on (a call's outcome). Resolves once written or failed; never rejects. */
@@ -73,11 +65,11 @@ export interface SpaceHost {
 /**
  * What decisions.ts and endpoint.ts need of the MCP router (calls/router.ts): the decision point,
  * routing, cancellation and the catalogue. Named here so that neither imports calls/router.ts.
+ * The router is built before both, and needs neither.
  */
 export interface CallRouter {
   readonly calls: Calls;
   readonly registry: Registry;
-  readonly decisions: ProposalDesk;
   /**
    * The policy decision point's verdict for `member` calling `target`. `confirming`: the
    * approver's bar, which a changed tool definition does not raise (authority.ts).
@@ -97,11 +89,23 @@ export interface CallRouter {
   toolsFor(member: Member): Array<Record<string, unknown>>;
 }
 
-/** What calls/router.ts and endpoint.ts need of decisions.ts: requests that are really proposal decisions. */
+/** What calls/requests.ts and endpoint.ts need of decisions.ts: requests that are really proposal decisions. */
 export interface ProposalDesk {
   onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Promise<void> | void;
   hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts: { tellProposer?: boolean; sentId: string | undefined }): Promise<void>;
   withdrawn(member: Member, p: Proposal, reason: string): Promise<void>;
+}
+
+/** What decisions.ts needs of grants (policy/lending.ts): an "always" approval makes one, in the approval's transaction. */
+export interface GrantDesk {
+  /** Why `granter` may not make one more grant (its quota or the space's), if it may not. */
+  quota(granter: string): string | undefined;
+  /**
+   * A grant as a plan for `record`. `pins`: the digests of the tools it names, as the approver
+   * saw them (authority.ts). `condition`: a scoped "always" (policy/scope.ts), which holds only
+   * for calls whose arguments meet it.
+   */
+  plan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope, pins?: Record<string, string>, condition?: GrantCondition): Plan;
 }
 
 /** Why a request was not routed: an error code for a `system/error`, or for an approved proposal's outcome. */

@@ -20,12 +20,19 @@
  * - Escalation (`policy.escalate`): once a stage's `after_ms` has passed since the proposal
  *   was made, the stage's `approvers` may decide too, besides the proposer's own; it is a
  *   function of the time, so it holds across a restart with no state of its own.
+ *
+ * The rules and their use are one concern, kept whole here: `approveOneOf` records each approval
+ * but the last (the last approves the call as a single approval would, decisions.ts), and
+ * `fulfilmentBlocked` says when a MEW fulfilment may not be the last one.
  */
 import { requiredApprovals } from "../policy/quorum.js";
 import type { Groups } from "../policy/groups.js";
 import type { SpaceConfig } from "../config/config.js";
-import type { Proposal } from "./book.js";
+import { awaiting, type Proposal, type ProposalBook, whatRuns } from "./book.js";
 import { canonicalJson } from "../policy/scope.js";
+import { type ErrorCode, ErrorCodes, now, systemEnvelope } from "../wire/envelope.js";
+import { clip, type SpaceHost } from "../ports/host.js";
+import type { Member } from "../ports/member.js";
 
 /** How many distinct approvers a call needs: policy/quorum.ts, where grants are held to it too. */
 export { requiredApprovals };
@@ -87,4 +94,86 @@ export function approvalsView(config: SpaceConfig, groups: Groups, p: Proposal, 
 /** Whether two argument objects are the same JSON (key order aside). */
 export function sameArguments(a: unknown, b: unknown): boolean {
   return canonicalJson(a) === canonicalJson(b);
+}
+
+// --- each approval of a proposal that needs several ----------------------------------
+
+/**
+ * One approval of `p` by `member`. `d.edited`: arguments that differ from those that will run
+ * (book.ts `whatRuns`); `d.confirmed`: the approver sent exactly those. `last(edited)`: approve
+ * and route it, with `edited` this approval's own edits (only a first approval has any), else
+ * the arguments that will run.
+ */
+export async function approveOneOf(
+  space: SpaceHost,
+  proposals: ProposalBook,
+  member: Member,
+  p: Proposal,
+  d: { scope: "once" | "always"; edited: Record<string, unknown> | undefined; confirmed: boolean; reason: string | undefined },
+  sentId: string | undefined,
+  last: (edited: Record<string, unknown> | undefined) => Promise<void>,
+): Promise<void> {
+  const required = p.required ?? 1;
+  const by = approvedBy(p);
+  if (by.includes(member.id)) {
+    return space.fail(member, ErrorCodes.alreadyApproved, `you already approved proposal "${clip(p.id)}" (${by.length} of ${required}); it needs another approver`, sentId, { approvals: by.length, required });
+  }
+  if (d.scope === "always") {
+    return space.fail(member, ErrorCodes.invalidPayload, `proposal "${clip(p.id)}" needs ${required} approvers, so it cannot be approved "always" (a grant would let later calls skip the others); approve once`, sentId);
+  }
+  const mismatch = laterApprovalMismatch(p, by, d.edited, d.confirmed);
+  if (mismatch) return space.fail(member, mismatch.code, mismatch.message, sentId, mismatch.extra);
+  if (by.length + 1 >= required) return last(d.edited);
+  const stays = `the proposal stays ${p.state}`;
+  const approval = { by: member.id, ts: now(), ...(d.edited !== undefined ? { arguments: d.edited } : {}), ...(d.reason !== undefined ? { reason: d.reason } : {}) };
+  try {
+    await space.record(proposals.planApproval(p, approval));
+  } catch (err) {
+    return space.storeFailed(member, err, sentId, `the approval was not recorded; ${stays}`);
+  }
+  const after = approvedBy(p);
+  member.log.info({ proposal: p.id, proposer: p.proposer, approvals: after.length, required }, "proposal approved, waiting for more approvers");
+  // Everyone who sees the proposal sees how far it got; the proposer learns it still waits.
+  const runs = whatRuns(p);
+  const edit = runs.edited ? { arguments: runs.arguments, edited_by: runs.edited.by, edited_at: runs.edited.at } : {};
+  const payload = { proposal: p.id, required, approvals: after.length, by: after, text: `${after.length} of ${required}`, ...edit };
+  space.deliver(systemEnvelope("system/approval", payload, { to: [p.proposer, member.id], correlation_id: [p.id] }));
+}
+
+/**
+ * Why an approval after the first may not count, if it may not. The count is of approvals given
+ * looking at the arguments that run: an edit after a first approval is refused (so is one that
+ * puts back the proposed arguments), and once the arguments were edited, a later approver must
+ * send them (`arguments`, as its card shows them) to confirm it saw them, since a bare approval
+ * may have been given looking at the card before the edit.
+ */
+function laterApprovalMismatch(p: Proposal, by: string[], edited: Record<string, unknown> | undefined, confirmed: boolean): { code: ErrorCode; message: string; extra: Record<string, unknown> } | undefined {
+  if (by.length === 0) return undefined;
+  const runs = whatRuns(p);
+  if (edited !== undefined) {
+    return { code: ErrorCodes.approvalMismatch, message: `proposal "${clip(p.id)}" was already approved by ${by.join(", ")} with other arguments; approve those as they are, or reject it`, extra: { approved_by: by, arguments: runs.arguments } };
+  }
+  if (runs.edited && !confirmed) {
+    const who = runs.edited.by ?? "an approver";
+    return {
+      code: ErrorCodes.approvalMismatch,
+      message: `the arguments of proposal "${clip(p.id)}" were edited by ${who}: approve with those arguments (payload.arguments, as the card shows them) to confirm you saw them, or reject it`,
+      extra: { approved_by: by, arguments: runs.arguments, edited_by: runs.edited.by },
+    };
+  }
+  return undefined;
+}
+
+/**
+ * Why a MEW fulfilment by `fulfiller` may not be the last approval of `p` (with `edited` arguments
+ * that differ from those that run; `carried`: it sent arguments at all), if it may not.
+ */
+export function fulfilmentBlocked(fulfiller: string, p: Proposal, edited: Record<string, unknown> | undefined, carried: boolean): { code: ErrorCode; message: string; extra: Record<string, unknown> } | undefined {
+  const required = p.required ?? 1;
+  if (required <= 1 || !awaiting(p.state)) return undefined;
+  const by = approvedBy(p);
+  if (by.includes(fulfiller) || by.length + 1 < required) {
+    return { code: ErrorCodes.approvalsNeeded, message: `proposal "${clip(p.id)}" needs ${required} distinct approvers and has ${by.length}; approve it with mcp/approve first`, extra: { approvals: by.length, required } };
+  }
+  return laterApprovalMismatch(p, by, edited, carried && edited === undefined);
 }

@@ -7,7 +7,10 @@
  * that could make the call itself, named in the proposer's `approvers` if set, and never
  * the proposer. It was split out of space.ts (members, routing, visibility, presence),
  * and acts on the space only through `SpaceHost`. An approved proposal becomes a call,
- * routed through calls/router.ts on the proposer's behalf.
+ * routed through calls/router.ts on the proposer's behalf; the call table and the catalogue
+ * are built before this module and handed to it, and it never reaches through the router.
+ * Past 500 lines because it is one concern: every input of one state machine (propose,
+ * approve, fulfil, reject, withdraw, expire), each beside the checks it shares with the others.
  */
 import { randomUUID } from "node:crypto";
 import {
@@ -28,17 +31,20 @@ import {
   stamp,
   systemEnvelope,
 } from "../wire/envelope.js";
-import { type CallRouter, clip, disabledRefusal, type ProposalDesk, type SpaceHost } from "../ports/host.js";
+import { type CallRouter, clip, disabledRefusal, type GrantDesk, type ProposalDesk, type SpaceHost } from "../ports/host.js";
+import type { Calls } from "../calls/calls.js";
+import type { Registry } from "../ports/registry.js";
+import type { Verdict } from "../policy/authority.js";
 import { DEFINITION_CHANGED, toolGrant } from "../policy/rules.js";
 import type { Plan } from "../ports/plan.js";
 import { awaiting, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, OPEN_OWNER, type Proposal, type ProposalBook, runningArguments, runningParams } from "./book.js";
 import type { Member } from "../ports/member.js";
-import { approversNow, requiredApprovals, sameArguments } from "./approvals.js";
+import { approveOneOf, approversNow, fulfilmentBlocked, requiredApprovals, sameArguments } from "./approvals.js";
 import { cannotRun, editOf } from "./runs.js";
 import { respondMark } from "./respond.js";
-import { approveOneOf, fulfilmentBlocked } from "./several.js";
 import { conditionFor, describeCondition, type GrantCondition } from "../policy/scope.js";
 import { Escalations } from "./escalation.js";
+import type { RunsEnded } from "./runs-ended.js";
 
 export class Decisions implements ProposalDesk {
   /** `policy.escalate`'s timers (escalation.ts); the space arms them as proposals change. */
@@ -47,11 +53,23 @@ export class Decisions implements ProposalDesk {
   constructor(
     private readonly space: SpaceHost,
     private readonly proposals: ProposalBook,
-    private readonly mcp: CallRouter,
+    /** The call table and the catalogue, built before this (the decision point is the space's `authority`). */
+    private readonly calls: Calls,
+    private readonly registry: Registry,
+    /** Where an approved call is routed (calls/router.ts). */
+    private readonly router: Pick<CallRouter, "tryRoute" | "unknownTool" | "catalogueChanged">,
+    private readonly runs: RunsEnded,
+    /** Where an "always" approval's grant is made (policy/lending.ts). */
+    private readonly grants: GrantDesk,
     /** Tells the webhooks a proposal escalated (notify.ts), with the stage's approvers. */
     notify: (p: Proposal, approvers: readonly string[]) => void = () => {},
   ) {
     this.escalations = new Escalations(space, proposals, notify);
+  }
+
+  /** The decision point's verdict for `member` calling `target`; `confirming`: the approver's bar (authority.ts). */
+  private authorize(member: Member, target: string, method: string, params: Record<string, unknown> | undefined, confirming = false): Verdict {
+    return this.space.authority.call(member.id, member.allows, target, method, params, confirming);
   }
 
   onProposal(member: Member, inbound: InboundEnvelope): Promise<void> | void {
@@ -61,9 +79,9 @@ export class Decisions implements ProposalDesk {
     const intent = parsed.data.intent;
     let to = inbound.to ?? [];
     if (to.length === 1 && to[0] === GATEWAY_ID && method === "tools/call") {
-      const entry = typeof params["name"] === "string" ? this.mcp.registry.resolve(params["name"]) : undefined;
+      const entry = typeof params["name"] === "string" ? this.registry.resolve(params["name"]) : undefined;
       if (!entry) {
-        const why = this.mcp.unknownTool(String(params["name"]));
+        const why = this.router.unknownTool(String(params["name"]));
         return this.space.fail(member, why.code, why.message, inbound.id);
       }
       to = [entry.participant];
@@ -74,8 +92,8 @@ export class Decisions implements ProposalDesk {
     // approval and policy work as for any other; otherwise it is held open, and policy is
     // applied when a fulfilment names the target (onFulfil).
     if (to.length === 0 && method === "tools/call" && typeof params["name"] === "string") {
-      const owners = this.mcp.registry.ownersOf(params["name"]);
-      const off = owners.length === 0 ? this.mcp.registry.ownersOf(params["name"], true) : [];
+      const owners = this.registry.ownersOf(params["name"]);
+      const off = owners.length === 0 ? this.registry.ownersOf(params["name"], true) : [];
       if (owners.length === 1) to = owners;
       else if (off.length > 0) {
         const why = disabledRefusal(off.join(", "));
@@ -91,17 +109,17 @@ export class Decisions implements ProposalDesk {
     }
     // A proposal asks for what policy would let the proposer have with approval: one that
     // is denied outright, or over the argument quota, is refused before anyone sees it.
-    const verdict = this.mcp.authorize(member, to[0]!, method, params);
+    const verdict = this.authorize(member, to[0]!, method, params);
     if (verdict.decision === "denied" && (method === "tools/call" || verdict.code !== ErrorCodes.capabilityViolation)) {
       return this.space.fail(member, verdict.code, verdict.message, inbound.id, verdict.extra);
     }
     // Nobody could approve a call to a switched-off participant into running: refused now.
-    if (method === "tools/call" && this.mcp.registry.isDisabled(to[0]!)) {
+    if (method === "tools/call" && this.registry.isDisabled(to[0]!)) {
       const off = disabledRefusal(to[0]!);
       return this.space.fail(member, off.code, off.message, inbound.id);
     }
     // A proposal that could never be routed (a call back into its own chain) is refused now.
-    const chain = this.mcp.calls.chainFor(member.id, inbound.correlation_id);
+    const chain = this.calls.chainFor(member.id, inbound.correlation_id);
     if (chain.includes(to[0]!)) return this.space.fail(member, ErrorCodes.cycleDetected, `call cycle: ${[...chain, to[0]!].join(" → ")}`, inbound.id, { chain: [...chain, to[0]!] });
     const env = stamp({ ...inbound, to, payload: { method, params, ...(intent !== undefined ? { intent } : {}) } }, member.id);
     return this.hold(member, env, method, params, env.id, { sentId: inbound.id });
@@ -114,7 +132,7 @@ export class Decisions implements ProposalDesk {
    */
   async hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts: { tellProposer?: boolean; sentId: string | undefined; owner?: string }): Promise<void> {
     const sentId = opts.sentId;
-    if (this.proposals.get(env.id) || this.proposals.isBusy(env.id) || this.proposals.endedAs(env.id) || this.mcp.calls.get(env.id)) {
+    if (this.proposals.get(env.id) || this.proposals.isBusy(env.id) || this.proposals.endedAs(env.id) || this.calls.get(env.id)) {
       return this.space.fail(member, ErrorCodes.duplicateId, `id "${clip(env.id)}" is already in use`, sentId);
     }
     const bytes = Buffer.byteLength(JSON.stringify(env));
@@ -123,9 +141,9 @@ export class Decisions implements ProposalDesk {
     const owner = opts.owner ?? env.to![0]!;
     const now = Date.now();
     const tool = method === "tools/call" ? (params["name"] as string) : undefined;
-    const digest = tool === undefined || owner === OPEN_OWNER ? undefined : this.mcp.registry.pins.state(owner, tool)?.digest;
+    const digest = tool === undefined || owner === OPEN_OWNER ? undefined : this.registry.pins.state(owner, tool)?.digest;
     // A tool changed since it was confirmed: the card shows what changed (ports/pins.ts).
-    const changed = tool !== undefined && owner !== OPEN_OWNER && this.space.authority.pin(owner, tool)?.confirmed === false ? this.mcp.registry.pins.unconfirmed(owner, tool) : undefined;
+    const changed = tool !== undefined && owner !== OPEN_OWNER && this.space.authority.pin(owner, tool)?.confirmed === false ? this.registry.pins.unconfirmed(owner, tool) : undefined;
     if (changed && typeof env.payload === "object" && env.payload !== null) {
       env.payload = { ...(env.payload as Record<string, unknown>), [DEFINITION_CHANGED_KEY]: { tool: `${owner}/${tool}`, message: DEFINITION_CHANGED, previous: changed.from, digest: changed.to, changes: changed.changes } };
     }
@@ -143,7 +161,7 @@ export class Decisions implements ProposalDesk {
       tool,
       digest,
       rpcId,
-      chain: this.mcp.calls.chainFor(member.id, env.correlation_id),
+      chain: this.calls.chainFor(member.id, env.correlation_id),
       state: "pending",
       createdAt: new Date(now).toISOString(),
       expiresAt: now + this.space.config.policy.proposal_ttl_ms,
@@ -227,11 +245,11 @@ export class Decisions implements ProposalDesk {
     // Nobody can tell whether a rejecter could make an open proposal's call before a target
     // is named: rejecting runs nothing, so the approvers' list is the bar. Fulfilling names one.
     if (p.owner === OPEN_OWNER && !approving) return undefined;
-    if (approving && p.method === "tools/call" && this.mcp.registry.isDisabled(p.owner)) {
+    if (approving && p.method === "tools/call" && this.registry.isDisabled(p.owner)) {
       const off = disabledRefusal(p.owner);
       return { code: off.code, message: `${off.message}; the proposal stays ${p.state}` };
     }
-    const verdict = this.mcp.authorize(member, p.owner, p.method, runningParams(p), true);
+    const verdict = this.authorize(member, p.owner, p.method, runningParams(p), true);
     if (verdict.decision === "direct" || (verdict.decision === "proposal" && verdict.flagged === true)) return undefined;
     return { code: ErrorCodes.approverLacksCapability, message: `you may not make this call yourself (with the arguments that will run), so you cannot approve or reject it` };
   }
@@ -243,7 +261,7 @@ export class Decisions implements ProposalDesk {
 
   /** The approver's bar for the call with `args` instead of the proposed arguments. */
   private mayCallWith(member: Member, p: Proposal, args: Record<string, unknown>, inboundId: string | undefined): boolean {
-    const verdict = this.mcp.authorize(member, p.owner, p.method, { ...p.params, arguments: args }, true);
+    const verdict = this.authorize(member, p.owner, p.method, { ...p.params, arguments: args }, true);
     if (verdict.decision === "direct" || (verdict.decision === "proposal" && verdict.flagged === true)) return true;
     if (verdict.decision === "denied") this.space.fail(member, verdict.code, verdict.message, inboundId, verdict.extra);
     else this.space.fail(member, ErrorCodes.approverLacksCapability, "you may not make this call yourself, so you cannot approve or reject it", inboundId);
@@ -267,11 +285,11 @@ export class Decisions implements ProposalDesk {
       return this.space.fail(member, ErrorCodes.invalidPayload, "scope \"always\" applies to a tools/call of a tool whose name has no * or !", inbound.id);
     }
     if (scope === "always") {
-      const over = this.space.grantQuota(member.id);
+      const over = this.grants.quota(member.id);
       if (over) return this.space.fail(member, ErrorCodes.quotaExceeded, `${over}; approve once instead, or revoke a grant`, inbound.id, { quota: "grants" });
     }
     // Edited arguments are a new call: they must fit the tool, and the approver must be able to make it directly.
-    const cannot = cannotRun(this.space.authority, this.mcp.registry, p, p.owner, edited ?? running, edited !== undefined);
+    const cannot = cannotRun(this.space.authority, this.registry, p, p.owner, edited ?? running, edited !== undefined);
     if (cannot) return this.space.fail(member, cannot.code, cannot.message, inbound.id, cannot.extra);
     if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
     // A scoped "always" holds only for the approved arguments, or a path under theirs (policy/scope.ts).
@@ -313,7 +331,7 @@ export class Decisions implements ProposalDesk {
       const proposer = this.space.member(p.proposer);
       if (!proposer) return void this.space.fail(member, ErrorCodes.targetOffline, `"${p.proposer}", who proposed it, is not connected, so its policy for "${clip(target)}" cannot be checked; the proposal stays ${p.state}`, inbound.id);
       // What the proposer could have with approval, at this target: the same bar as a targeted proposal's.
-      const verdict = this.mcp.authorize(proposer, target, p.method, p.params);
+      const verdict = this.authorize(proposer, target, p.method, p.params);
       if (verdict.decision === "denied") return void this.space.fail(member, verdict.code, `${verdict.message} (policy of "${p.proposer}", who proposed it)`, inbound.id, verdict.extra);
     }
     if (!this.mayDecide(member, q, inbound.id, true)) return;
@@ -321,7 +339,7 @@ export class Decisions implements ProposalDesk {
     // Only a difference from what runs is an edit (the proposed arguments after an edit are one).
     const given = args && typeof args === "object" && !Array.isArray(args) ? (args as Record<string, unknown>) : undefined;
     const { running, edited } = editOf(p, given);
-    const cannot = cannotRun(this.space.authority, this.mcp.registry, p, target, edited ?? running, edited !== undefined);
+    const cannot = cannotRun(this.space.authority, this.registry, p, target, edited ?? running, edited !== undefined);
     if (cannot) return void this.space.fail(member, cannot.code, cannot.message, inbound.id, cannot.extra);
     if (edited !== undefined && !this.mayCallWith(member, q, edited, inbound.id)) return;
     // A fulfilment routes the call: it is the last approval a proposal needs, or none.
@@ -330,7 +348,7 @@ export class Decisions implements ProposalDesk {
     const env = stamp(inbound, member.id);
     // The routed request is the fulfiller's own (its envelope id and JSON-RPC id), so the
     // target answers it as any request: its id must not name a call already pending.
-    if (this.mcp.calls.get(env.id)) return void this.space.fail(member, ErrorCodes.duplicateId, `a call with id "${clip(env.id)}" is already pending`, inbound.id);
+    if (this.calls.get(env.id)) return void this.space.fail(member, ErrorCodes.duplicateId, `a call with id "${clip(env.id)}" is already pending`, inbound.id);
     const fulfilment = { id: member.id, envelopeId: env.id, rpcId: payload.id ?? env.id, target };
     return this.approve(member, p, { scope: "once", edited, reason: "fulfilled" }, inbound.id, undefined, fulfilment);
   }
@@ -355,7 +373,7 @@ export class Decisions implements ProposalDesk {
     // (A participant switched off is refused with who may decide, mayDecide.)
     const stays = `the proposal stays ${p.state}`;
     if (this.space.member(owner) === undefined) return this.space.fail(approver, ErrorCodes.targetOffline, `"${owner}" is not connected; ${stays}`, sentId);
-    const refusal = this.mcp.calls.refuse(fulfiller?.id ?? p.proposer, owner, p.chain);
+    const refusal = this.calls.refuse(fulfiller?.id ?? p.proposer, owner, p.chain);
     if (refusal) return this.space.fail(approver, refusal.code, `${refusal.message}; ${stays}`, sentId);
     // The tool changed again after it was proposed: the card showed another definition.
     const pinned = p.tool === undefined || p.digest === undefined ? undefined : this.space.authority.pin(p.owner, p.tool);
@@ -365,7 +383,7 @@ export class Decisions implements ProposalDesk {
     }
     // What runs (this approval's edits, else book.ts `whatRuns`), checked against the proposer's rules again.
     const args = p.method === "tools/call" ? (d.edited ?? runningArguments(p)) : (d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined));
-    const cannot = cannotRun(this.space.authority, this.mcp.registry, p, owner, args ?? {}, false);
+    const cannot = cannotRun(this.space.authority, this.registry, p, owner, args ?? {}, false);
     if (cannot) return this.space.fail(approver, cannot.code, cannot.message, sentId, cannot.extra);
     const edit = d.edited === undefined || (p.editedArguments !== undefined && sameArguments(d.edited, p.editedArguments)) ? { editedArguments: p.editedArguments, editedBy: p.editedBy, editedAt: p.editedAt } : { editedArguments: d.edited, editedBy: approver.id, editedAt: now() };
     // The decision and the grant an "always" makes are one transaction: both or neither.
@@ -376,7 +394,7 @@ export class Decisions implements ProposalDesk {
       // On the definition the approver was shown: a change since suspends it again.
       const pins = p.digest === undefined ? undefined : { [`${p.owner}/${p.tool}`]: p.digest };
       const limited = d.condition ? `, ${describeCondition(d.condition)}` : "";
-      plans.push(this.space.grantPlan(approver.id, p.proposer, [toolGrant(p.owner, p.tool)], `always approve ${p.owner}/${p.tool}${limited} (proposal ${p.id})`, undefined, pins, d.condition));
+      plans.push(this.grants.plan(approver.id, p.proposer, [toolGrant(p.owner, p.tool)], `always approve ${p.owner}/${p.tool}${limited} (proposal ${p.id})`, undefined, pins, d.condition));
     }
     try {
       await this.space.record(...plans);
@@ -386,9 +404,9 @@ export class Decisions implements ProposalDesk {
     approver.log.info({ proposal: p.id, proposer: p.proposer, scope: d.scope }, "proposal approved");
     // A person approved a call of this definition: rules and annotations let it be called
     // directly again, if it is still the tool's definition (ports/pins.ts).
-    if (p.tool !== undefined && p.digest !== undefined && this.mcp.registry.pins.confirm(p.owner, p.tool, p.digest)) {
+    if (p.tool !== undefined && p.digest !== undefined && this.registry.pins.confirm(p.owner, p.tool, p.digest)) {
       approver.log.info({ tool: `${p.owner}/${p.tool}`, digest: p.digest }, "tool definition confirmed");
-      this.mcp.catalogueChanged();
+      this.router.catalogueChanged();
     }
     if (announce) this.space.deliver(announce, approver);
     const params = args === undefined ? p.params : { ...p.params, arguments: args };
@@ -407,11 +425,10 @@ export class Decisions implements ProposalDesk {
     // them ever saw.
     const caller = fulfiller ? approver : (this.space.member(p.proposer) ?? approver);
     const answered = fulfiller && { id: fulfiller.id, envelopeId: fulfiller.envelopeId, proposer: p.proposer, proposerRpcId: p.rpcId };
-    const refused = this.mcp.tryRoute(caller, env, payload, { proposalId: p.id, fulfiller: answered });
+    const refused = this.router.tryRoute(caller, env, payload, { proposalId: p.id, fulfiller: answered });
     if (refused) {
-      this.proposals.results.add(p.id, "not_routed", refused.message);
       this.space.metrics.call("not_routed");
-      this.space.note(this.proposals.planTransition(p, { state: "failed", reason: "not_routed", outcome: "not_routed" }));
+      void this.runs.callEnded({ proposalId: p.id }, { how: "failed", reason: "not_routed", message: refused.message });
       const error = { code: RpcErrors.failed, message: `the approved call could not be routed: ${refused.message}`, data: { reason: "not_routed", code: refused.code, target: owner } };
       this.space.deliver(systemEnvelope("mcp/response", { jsonrpc: "2.0", id: p.rpcId, error }, { to: [p.proposer], correlation_id: [p.id] }));
       if (fulfiller) {

@@ -17,6 +17,7 @@ import type { Invites } from "../agents/invites.js";
 import type { Streams } from "../agents/streams.js";
 import type { Switches } from "../agents/switches.js";
 import type { McpRouter } from "../calls/router.js";
+import type { Requests } from "../calls/requests.js";
 import type { Lending } from "../policy/lending.js";
 import type { Member } from "../ports/member.js";
 import type { Decisions } from "../proposals/decisions.js";
@@ -25,6 +26,7 @@ import { type Envelope, type InboundEnvelope, stamp } from "../wire/envelope.js"
 /** What a handler may use: the space's modules, and delivery. */
 export interface Handlers {
   readonly mcp: McpRouter;
+  readonly requests: Requests;
   readonly decisions: Decisions;
   readonly lending: Lending;
   readonly invites: Invites;
@@ -48,9 +50,9 @@ export const deliverAsIs: Handler = (h, member, inbound) => h.deliver(stamp(inbo
 
 /** A Map, not an object: a kind such as `constructor` or `__proto__` must find no route. */
 export const ROUTES: ReadonlyMap<string, Route> = new Map<string, Route>([
-  // An mcp/request is checked by the router once its payload is parsed: tools/call by the
+  // An mcp/request is checked once its payload is parsed (calls/requests.ts): tools/call by the
   // tool policy, the rest by capability.
-  ["mcp/request", { handle: (h, m, e) => h.mcp.onRequest(m, e), checksItself: true }],
+  ["mcp/request", { handle: (h, m, e) => h.requests.onRequest(m, e), checksItself: true }],
   ["mcp/response", { handle: (h, m, e) => h.mcp.onResponse(m, e) }],
   ["mcp/proposal", { handle: (h, m, e) => h.decisions.onProposal(m, e) }],
   ["mcp/approve", { handle: (h, m, e) => h.decisions.onApprove(m, e) }],

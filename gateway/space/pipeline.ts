@@ -34,7 +34,7 @@ export interface PipelinePorts {
   /** The member connected now under this id, if any. */
   member(id: string): Member | undefined;
   /** Set once the space has closed: it routes nothing more. */
-  readonly closed: boolean;
+  closed(): boolean;
   /** Whether `token` (and the id it claims, if any) is `member`'s own: a join sent again after joining. */
   sameIdentity(member: Member, token: string, claimed: string | undefined): boolean;
   fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void;
@@ -89,7 +89,7 @@ export class Pipeline {
       .finally(() => {
         member.inFlight--;
         // A member that left or was replaced meanwhile gets nothing more done.
-        if (this.space.member(member.id) !== member || this.space.closed) return;
+        if (this.space.member(member.id) !== member || this.space.closed()) return;
         const queue = member.backlog;
         while (queue?.length && (member.inFlight === 0 || pipelined(queue[0]!, member.inFlight))) this.run(member, queue.shift()!);
         if (queue?.length === 0 && member.backlog === queue) member.backlog = undefined;

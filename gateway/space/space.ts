@@ -25,7 +25,10 @@ import { Invites } from "../agents/invites.js";
 import { Streams } from "../agents/streams.js";
 import { Switches } from "../agents/switches.js";
 import { frameBudget, maySee } from "../calls/endpoint.js";
+import { Calls } from "../calls/calls.js";
 import { McpRouter } from "../calls/router.js";
+import { Requests } from "../calls/requests.js";
+import { GatewayEndpoint } from "../calls/endpoint.js";
 import type { SpaceConfig } from "../config/config.js";
 import { admitPolicy, type PolicyFinding } from "../policy/check.js";
 import type { TokenBook } from "../identity/tokens.js";
@@ -33,7 +36,7 @@ import { SpaceIdentity } from "../identity/provider.js";
 import { SpaceMetrics } from "../ports/metrics.js";
 import { Tracing } from "../ports/tracing.js";
 import { Notifier } from "../proposals/notify.js";
-import { describeCondition, type GrantCondition } from "../policy/scope.js";
+import { describeCondition } from "../policy/scope.js";
 import { Authority } from "../policy/authority.js";
 import { compileCapabilities } from "../policy/capabilities.js";
 import { GrantBook } from "../policy/grants.js";
@@ -45,8 +48,9 @@ import { Registry } from "../ports/registry.js";
 import { type AuditEntry, type AuditQuery, type Proposal, ProposalBook, runningArguments } from "../proposals/book.js";
 import { Aids } from "../proposals/aids.js";
 import { Decisions } from "../proposals/decisions.js";
+import { RunsEnded } from "../proposals/runs-ended.js";
 import { StoreError, type StoreOpener } from "../store/index.js";
-import { type Capability, type Envelope, CloseCodes, ErrorCodes, type ErrorCode, GATEWAY_ID, type InboundEnvelope, parseFrame, systemEnvelope } from "../wire/envelope.js";
+import { type Envelope, CloseCodes, ErrorCodes, type ErrorCode, GATEWAY_ID, type InboundEnvelope, parseFrame, systemEnvelope } from "../wire/envelope.js";
 import { Delivery } from "./delivery.js";
 import type { Handlers } from "./kinds.js";
 import { Ledger, type StateRecord } from "./ledger.js";
@@ -101,7 +105,7 @@ export class Space implements SpaceHost {
   /** Participants switched off at runtime (switches.ts). */
   readonly switches: Switches;
   /** Who holds each person's conversation (conversations.ts). */
-  private conversations!: Conversations;
+  private readonly conversations: Conversations;
   /** Who is connected from where, and token expiry (sessions.ts). */
   readonly sessions: Sessions;
   private isClosed = false;
@@ -160,15 +164,13 @@ export class Space implements SpaceHost {
         if (this.registry.setDisabled(id, disabled)) this.mcp?.catalogueChanged();
       },
     });
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
-    const space = this;
+    // The call table is built first: conversations restored from the store name their calls,
+    // opened again in it once the router exists (Conversations.resume).
+    const calls = new Calls(config.calls);
     this.conversations = new Conversations({
       config,
       log,
-      get calls() {
-        // Undefined only while the store is read at start, before the router exists.
-        return space.mcp?.calls;
-      },
+      calls,
       abort: (call, reason, message) => this.mcp.abort(call, reason, message),
       deliver: (e, s, t) => this.deliver(e, s, t),
       fail: (...a) => this.fail(...a),
@@ -188,14 +190,11 @@ export class Space implements SpaceHost {
     if (migrated?.length) log.info({ files: migrated }, "state migrated from the first wave's files");
     log.debug({ records, bytes, ms }, "state restored");
     this.grants.revalidate();
-    this.mcp = new McpRouter(this, this.registry, this.proposals);
-    this.decisions = new Decisions(this, this.proposals, this.mcp, (p, approvers) => this.notifier.escalated(p, approvers));
-    this.mcp.calls.onEnd = (call) => this.conversations.callEnded(call);
+    const runs = new RunsEnded(this.proposals, (plan) => this.note(plan));
+    this.mcp = new McpRouter(this, calls, this.registry, this.proposals, (call, end) => runs.callEnded(call, end), this.conversations);
+    this.decisions = new Decisions(this, this.proposals, calls, this.registry, this.mcp, runs, this.lending, (p, approvers) => this.notifier.escalated(p, approvers));
     // Stacks that were held when the gateway stopped are held again, with their calls.
     this.conversations.resume();
-    // A request can be a decision (a MEW fulfilment, a gateway tools/call that needs
-    // approval) and a decision routes a request, so the two are linked once, here.
-    this.mcp.decisions = this.decisions;
     this.roster = new Roster(this.delivery, this.metrics, {
       config,
       isDisabled: (id) => this.switches.isDisabled(id),
@@ -205,8 +204,12 @@ export class Space implements SpaceHost {
       activeStreams: () => this.streams.active(),
       conversations: () => this.conversations.view(),
     });
+    // A request can be a decision (a MEW fulfilment, a gateway tools/call that needs
+    // approval): the handler of requests sits above the router and the decisions.
+    const requests = new Requests(this, this.mcp, this.decisions, new GatewayEndpoint(this, this.mcp, this.decisions), this.proposals);
     const handlers: Handlers = {
       mcp: this.mcp,
+      requests,
       decisions: this.decisions,
       lending: this.lending,
       invites: this.invites,
@@ -220,9 +223,7 @@ export class Space implements SpaceHost {
       metrics: this.metrics,
       handlers,
       member: (id) => this.delivery.members.get(id),
-      get closed() {
-        return space.isClosed;
-      },
+      closed: () => this.isClosed,
       sameIdentity: (member, token, claimed) => {
         const auth = this.authenticate(token, claimed);
         return auth.ok && auth.id === member.id;
@@ -256,10 +257,6 @@ export class Space implements SpaceHost {
 
   get online(): number {
     return this.delivery.members.size;
-  }
-
-  heldInConversation(callId: string): boolean {
-    return this.conversations.holds(callId);
   }
 
   watching(id: string): boolean {
@@ -505,16 +502,6 @@ export class Space implements SpaceHost {
   private recompile(member: Member): void {
     member.capabilities = this.grants.capabilitiesOf(member.id);
     member.allows = compileCapabilities(member.capabilities);
-  }
-
-  /** Why `granter` may not make one more grant, if it may not. */
-  grantQuota(granter: string): string | undefined {
-    return this.lending.quota(granter);
-  }
-
-  /** A grant, to be recorded (an "always" approval makes one in its own transaction). */
-  grantPlan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope, pins?: Record<string, string>, condition?: GrantCondition): Plan {
-    return this.lending.plan(from, recipient, capabilities, reason, env, pins, condition);
   }
 
   /** After a grant change: recompile and send the recipient a fresh welcome. */
