@@ -48,7 +48,7 @@ process.on("exit", () => {
  * all its threads) the others. Without it the scheduler moves four busy processes' worth
  * of work (server, clients, and the kernel's loopback TCP work charged to each) around two
  * cores, and the same run varies by a third from one round to the next. It also makes the
- * figure what DESIGN.md asks about: what one gateway does on one core.
+ * figure that matters for sizing: what one gateway does on one core.
  * BENCH_PIN=0 turns it off; it is off where `taskset` is missing or there is one core.
  */
 let serverCpu: number | undefined;

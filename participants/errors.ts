@@ -1,5 +1,5 @@
 /**
- * The two error families of the participant side (STYLE #3):
+ * The two error families of the participant side:
  * - `ParticipantError`: what a caller of `request()` / `propose()` / `connect()` gets. Local
  *   (never sent), with a stable string `code` to branch on.
  * - `RpcError`: what a request handler throws to answer with a JSON-RPC error

@@ -1,5 +1,5 @@
 /**
- * The participant side's public surface (STYLE #11): named exports only. In-process
+ * The participant side's public surface: named exports only. In-process
  * connections come from `gateway/inprocess.ts` (`connectInProcess`), since only code
  * inside the gateway process holds a `Space`.
  */

@@ -1,5 +1,5 @@
 /**
- * The one seam between a participant and the bytes (STYLE #1): a participant talks to its
+ * The one seam between a participant and the bytes: a participant talks to its
  * space through a `Transport`, whether the frames travel over a WebSocket
  * (`participants/websocket.ts`) or stay inside the gateway process
  * (`gateway/inprocess.ts`, which implements the same shape structurally so that

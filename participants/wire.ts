@@ -1,5 +1,5 @@
 /**
- * Schemas of the payloads a participant reads (STYLE #2: declared once, types derived).
+ * Schemas of the payloads a participant reads (declared once, types derived).
  *
  * The welcome, presence and error schemas are deliberately lenient (`looseObject`): the gateway may add fields, and a MEW
  * peer may send more than we use. Only what the client acts on is required.

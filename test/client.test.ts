@@ -78,7 +78,7 @@ function until<T>(register: (done: (v: T) => void) => void, timeoutMs = 5000): P
   });
 }
 
-// The same contract over both transports (STYLE #13).
+// The same contract over both transports.
 describe.each<Mode>(["websocket", "in-process"])("request and response over %s", (mode) => {
   it("connects, exposes the welcome and keeps participants current from presence", async () => {
     gw = await startGateway(SPACE);

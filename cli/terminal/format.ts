@@ -29,12 +29,10 @@ export function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
-/* eslint-disable no-control-regex */
 /** Escape sequences a terminal acts on: CSI (cursor moves, erases, SGR), OSC (titles, OSC 52 clipboard writes), DCS/SOS/PM/APC strings, and two-byte ESC forms. */
 const ESCAPES = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b[\]PX^_][\s\S]*?(?:\x07|\x1b\\|$)|\x1b[ -~]?|\x9b[0-?]*[ -/]*[@-~]|[\x90\x98\x9d-\x9f][\s\S]*?(?:\x07|\x9c|\x1b\\|$)/g;
 /** C0 and C1 controls (bar tab and newline, handled by the callers), DEL, and bidi overrides that reorder what is shown. */
 const CONTROLS = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]/g;
-/* eslint-enable no-control-regex */
 
 /**
  * A string from the wire, made safe to draw: escape sequences removed whole, other
@@ -114,7 +112,6 @@ export function prettyJson(value: unknown, opts: { width: number; maxLines: numb
 
 /** Length as shown: without ANSI escapes. */
 export function visibleLength(s: string): number {
-  // eslint-disable-next-line no-control-regex
   return s.replace(/\x1b\[[0-9;]*m/g, "").length;
 }
 

@@ -25,7 +25,6 @@ export const HELP = [
  * formatting path that forgot to from reaching the terminal.
  */
 export function onlyStyles(line: string): string {
-  // eslint-disable-next-line no-control-regex
   return line.replace(/\x1b(?!\[[0-9;]*m)(\[[0-?]*[ -/]*[@-~]|\][^\x07]*(\x07|\x1b\\)?|.?)/g, "").replace(/[\x9b\x9d\x90]/g, "");
 }
 

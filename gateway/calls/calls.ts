@@ -2,7 +2,7 @@
  * In-flight MCP requests routed by the gateway: timeouts, call chains, circuit breakers.
  *
  * Every request with a JSON-RPC id is tracked here from routing until its response, keyed
- * by envelope id, with its timer (STYLE #6). The router (calls/router.ts) asks `refuse` before
+ * by envelope id, with its timer. The router (calls/router.ts) asks `refuse` before
  * routing, `open`s the call, and `close`s it when a response arrives; a departing
  * participant settles all of its own at once (`involving`).
  */

@@ -224,7 +224,7 @@ export class McpRouter implements CallRouter {
   }
 
   /**
-   * A participant left (STYLE #6): every call pending on it fails now with an error
+   * A participant left: every call pending on it fails now with an error
    * response; calls it made are cancelled at their targets. Its tools are dropped by
    * `forgetTools`, after the space has announced the leave.
    */

@@ -25,7 +25,6 @@ export type AlwaysLimit = "tool" | "exact" | { field: string; prefix?: string | 
 /** A path with `.` and empty segments dropped, or undefined when it cannot be compared safely. */
 export function normalisePath(value: string): string | undefined {
   if (value.length === 0 || value.length > 4096) return undefined;
-  // eslint-disable-next-line no-control-regex
   if (/[\\%\u0000-\u001f\u007f]/.test(value) || value.normalize("NFKC") !== value) return undefined;
   const absolute = value.startsWith("/");
   const out: string[] = [];

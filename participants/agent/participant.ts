@@ -219,7 +219,6 @@ class Agent {
 
   /** The space view (space-view.ts), with what it may reach of this agent. */
   private viewHost(): SpaceView {
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
     const agent = this;
     return new SpaceView({
       id: this.id,
@@ -252,7 +251,6 @@ class Agent {
 
   /** The chat side (chat.ts), with what it may reach of this agent. */
   private chatHost(): ChatTurns {
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
     const agent = this;
     return new ChatTurns({
       id: this.id,
@@ -282,7 +280,6 @@ class Agent {
 
   /** The serving side (serve.ts), with what it may reach of this agent. */
   private serveHost(): AskServer {
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
     const agent = this;
     return new AskServer({
       id: this.id,

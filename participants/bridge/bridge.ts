@@ -106,7 +106,6 @@ class McpBridge implements Bridge {
     this.client = new ParticipantClient(clientOpts);
     this.auth = oauthFor(this, server, opts);
     this.link = this.serverHost(server, opts);
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
     const bridge = this;
     this.notifications = new ServerNotifications({
       participant: this.client,
@@ -170,7 +169,6 @@ class McpBridge implements Bridge {
 
   /** The server connection (server.ts), with what it may reach of the bridge. */
   private serverHost(server: McpServerConfig, opts: BridgeOptions): ServerLink {
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
     const bridge = this;
     return new ServerLink(
       server,

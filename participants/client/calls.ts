@@ -1,6 +1,6 @@
 /**
  * The participant client's outgoing calls and proposals: `request()` / `propose()` and their
- * Pending map keyed by envelope id, each with its timer (STYLE #6), the call chain they
+ * Pending map keyed by envelope id, each with its timer, the call chain they
  * join, and how every answer settles them — a JSON-RPC response, a correlated
  * `system/error`, `mcp/reject`, `mcp/withdraw`, the local deadline, an abort, a disconnect.
  * The dispatch hands it the envelopes that concern calls; serving holds a call's clock

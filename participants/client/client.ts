@@ -21,13 +21,13 @@
  * - `serveMcp()` serves an `McpServer` from `@modelcontextprotocol/sdk` to the space.
  *
  * Pending calls and served requests live in Maps keyed by envelope id, each with its timer
- * or abort controller, and are all settled when the connection ends (STYLE #6).
+ * or abort controller, and are all settled when the connection ends.
  *
  * This class is the facade: it owns the events and composes four pieces, each one concern
  * in its own file — `Connection` (connection.ts), `Calls` (calls.ts), `Serving`
  * (serving.ts) and `Inbound` (inbound.ts), which dispatches what arrives and keeps the
  * view of the space. They reach each other only through the functions the constructor
- * hands them (ports, not back-references: STYLE #16).
+ * hands them (ports, not back-references).
  */
 import { EventEmitter } from "node:events";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";

@@ -34,7 +34,6 @@ const RANK: Record<string, number> = { none: -1, low: 0, medium: 1, high: 2 };
 /** A reviewer's text as a person will read it. */
 export function cleanNote(text: unknown): string {
   const s = typeof text === "string" ? text : "";
-  // eslint-disable-next-line no-control-regex
   const cleaned = s.normalize("NFC").replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g, "").replace(/\s+/g, " ").trim();
   return cleaned.length > NOTE_MAX ? `${cleaned.slice(0, NOTE_MAX - 1)}…` : cleaned;
 }
