@@ -391,6 +391,12 @@ export class Space implements SpaceHost {
     return this.seats.act(id, frame, opts);
   }
 
+  /** Why participant `id` may not decide proposal `p` (nor Respond to it), or undefined (decisions.ts `whyNotDecide`). */
+  whyNotDecide(id: string, p: Proposal): { code: string; message: string } | undefined {
+    const actor = this.seats.actor(id);
+    return actor ? this.decisions.whyNotDecide(actor, p) : { code: ErrorCodes.unknownRecipient, message: `no participant "${clip(id)}"` };
+  }
+
   /** Streams to `peer` what participant `id` may see, until the returned function is called (seats.ts). */
   watch(id: string, peer: Peer): () => void {
     return this.seats.watch(id, peer);
