@@ -33,6 +33,8 @@ export interface SpaceHost {
   readonly metrics: SpaceMetrics;
   /** Spans of call chains, when the space exports traces (tracing.ts). */
   readonly tracing: Tracing;
+  /** The decision point for participant `caller`, connected or not, with its capabilities as they stand (`confirming`: the approver's bar). */
+  verdictOf(caller: string, owner: string, method: string, params: Record<string, unknown>, confirming: boolean): Verdict;
   /** The connected member with this id, if any. */
   member(id: string): Member | undefined;
   /** Whether someone watches as this participant (the web console): it can answer what is asked of it. */

@@ -36,7 +36,7 @@ import type { Member } from "../ports/member.js";
 import { approversNow, requiredApprovals, sameArguments } from "./approvals.js";
 import { cannotRun, editOf } from "./runs.js";
 import { respondMark } from "./respond.js";
-import { approveOneOf, fulfilmentBlocked } from "./several.js";
+import { approveOneOf, fulfilmentStanding } from "./several.js";
 import { conditionFor, describeCondition, type GrantCondition } from "../policy/scope.js";
 import { Escalations } from "./escalation.js";
 
@@ -296,7 +296,7 @@ export class Decisions implements ProposalDesk {
    * tool owner), the fulfilment names the target, and the proposer's policy for that
    * target is applied now.
    */
-  onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Promise<void> | void {
+  async onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Promise<void> {
     if (!awaiting(p.state)) return void this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(p.id)}" is already ${p.state}`, inbound.id);
     if (this.proposals.isBusy(p.id)) return void this.space.fail(member, ErrorCodes.proposalNotPending, `a decision on proposal "${clip(p.id)}" is being recorded`, inbound.id);
     // The fulfiller carries out the proposal, not a call of its own choosing.
@@ -325,7 +325,7 @@ export class Decisions implements ProposalDesk {
     if (cannot) return void this.space.fail(member, cannot.code, cannot.message, inbound.id, cannot.extra);
     if (edited !== undefined && !this.mayCallWith(member, q, edited, inbound.id)) return;
     // A fulfilment routes the call: it is the last approval a proposal needs, or none.
-    const blocked = fulfilmentBlocked(member.id, p, edited, given !== undefined);
+    const blocked = await fulfilmentStanding(this.space, this.proposals, member.id, p, edited, given !== undefined);
     if (blocked) return void this.space.fail(member, blocked.code, blocked.message, inbound.id, blocked.extra);
     const env = stamp(inbound, member.id);
     // The routed request is the fulfiller's own (its envelope id and JSON-RPC id), so the

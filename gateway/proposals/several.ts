@@ -9,6 +9,7 @@ import { clip, type SpaceHost } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
 import { awaiting, type Proposal, type ProposalBook, whatRuns } from "./book.js";
 import { approvedBy } from "./approvals.js";
+import { dropBeforeLast, dropFallenApprovals } from "./still-count.js";
 
 /**
  * One approval of `p` by `member`. `d.edited`: arguments that differ from those that will run
@@ -35,8 +36,20 @@ export async function approveOneOf(
   }
   const mismatch = laterApprovalMismatch(p, by, d.edited, d.confirmed);
   if (mismatch) return space.fail(member, mismatch.code, mismatch.message, sentId, mismatch.extra);
-  if (by.length + 1 >= required) return last(d.edited);
   const stays = `the proposal stays ${p.state}`;
+  if (by.length + 1 >= required) {
+    // The approval that would complete the quorum: the earlier ones must still count (still-count.ts).
+    try {
+      if ((await dropFallenApprovals(space, proposals, p)) === 0) return last(d.edited);
+    } catch (err) {
+      return space.storeFailed(member, err, sentId, `approvals that no longer count could not be dropped; ${stays}`);
+    }
+    const left = approvedBy(p);
+    const again = laterApprovalMismatch(p, left, d.edited, d.confirmed);
+    if (again) return space.fail(member, again.code, again.message, sentId, again.extra);
+    if (left.length + 1 >= required) return last(d.edited);
+    // Too few remain: this approval is recorded as one of several, and the proposal waits.
+  }
   const approval = { by: member.id, ts: now(), ...(d.edited !== undefined ? { arguments: d.edited } : {}), ...(d.reason !== undefined ? { reason: d.reason } : {}) };
   try {
     await space.record(proposals.planApproval(p, approval));
@@ -88,4 +101,18 @@ export function fulfilmentBlocked(fulfiller: string, p: Proposal, edited: Record
     return { code: ErrorCodes.approvalsNeeded, message: `proposal "${clip(p.id)}" needs ${required} distinct approvers and has ${by.length}; approve it with mcp/approve first`, extra: { approvals: by.length, required } };
   }
   return laterApprovalMismatch(p, by, edited, carried && edited === undefined);
+}
+
+/**
+ * `fulfilmentBlocked`, after dropping the earlier approvals that no longer count were this
+ * fulfilment the last one (still-count.ts): fewer remaining block it.
+ */
+export async function fulfilmentStanding(space: SpaceHost, proposals: ProposalBook, fulfiller: string, p: Proposal, edited: Record<string, unknown> | undefined, carried: boolean): Promise<ReturnType<typeof fulfilmentBlocked>> {
+  try {
+    await dropBeforeLast(space, proposals, p);
+  } catch (err) {
+    space.log.error({ proposal: p.id, err: String(err) }, "could not record dropped approvals");
+    return { code: ErrorCodes.storeFailed, message: `approvals that no longer count could not be dropped; the proposal stays ${p.state}`, extra: {} };
+  }
+  return fulfilmentBlocked(fulfiller, p, edited, carried);
 }

@@ -34,7 +34,7 @@ import { SpaceMetrics } from "../ports/metrics.js";
 import { Tracing } from "../ports/tracing.js";
 import { Notifier } from "../proposals/notify.js";
 import { describeCondition, type GrantCondition } from "../policy/scope.js";
-import { Authority } from "../policy/authority.js";
+import { Authority, type Verdict } from "../policy/authority.js";
 import { compileCapabilities } from "../policy/capabilities.js";
 import { GrantBook } from "../policy/grants.js";
 import { Lending } from "../policy/lending.js";
@@ -389,6 +389,11 @@ export class Space implements SpaceHost {
   /** Runs one frame through the whole pipeline as participant `id` without joining (seats.ts). */
   act(id: string, frame: Record<string, unknown>, opts: { tellLive?: boolean; replies?: Envelope[] } = {}): Promise<Array<Record<string, unknown>>> {
     return this.seats.act(id, frame, opts);
+  }
+
+  /** The decision point for `caller`, connected or not, with its capabilities as they stand (SpaceHost). */
+  verdictOf(caller: string, owner: string, method: string, params: Record<string, unknown>, confirming: boolean): Verdict {
+    return this.authority.call(caller, compileCapabilities(this.grants.capabilitiesOf(caller)), owner, method, params, confirming);
   }
 
   /** Why participant `id` may not decide proposal `p` (nor Respond to it), or undefined (decisions.ts `whyNotDecide`). */
