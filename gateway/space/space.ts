@@ -109,6 +109,8 @@ export class Space implements SpaceHost {
   readonly identity: SpaceIdentity | undefined;
   /** What the last load of space.yaml found in its tool rules, short of an error (policy/check.ts): for the operator to see. */
   findings: PolicyFinding[];
+  /** Who hears findings made after the load (a rule that still matches nothing once its owner's tools registered): `up` and `gateway` print them. */
+  readonly findingListeners = new Set<(f: PolicyFinding) => void>();
   /** Groups each participant's identity provider put it in when it last signed in (space/bearer.ts). */
   readonly runtimeGroups = new Map<string, readonly string[]>();
 
@@ -389,6 +391,15 @@ export class Space implements SpaceHost {
   /** Runs one frame through the whole pipeline as participant `id` without joining (seats.ts). */
   act(id: string, frame: Record<string, unknown>, opts: { tellLive?: boolean; replies?: Envelope[] } = {}): Promise<Array<Record<string, unknown>>> {
     return this.seats.act(id, frame, opts);
+  }
+
+  /** Findings made after the load (calls/catalogue.ts): each new one kept with the others and told to `findingListeners`. */
+  noteFindings(found: PolicyFinding[]): void {
+    for (const f of found) {
+      if (this.findings.some((k) => k.code === f.code && k.message === f.message && k.line === f.line)) continue;
+      this.findings.push(f);
+      for (const hear of this.findingListeners) hear(f);
+    }
   }
 
   /** The decision point for `caller`, connected or not, with its capabilities as they stand (SpaceHost). */
