@@ -95,6 +95,7 @@ export async function runGateway(opts: GatewayCommandOptions, out: NodeJS.Writab
     out.write(`mewgate gateway listening on ${running.url}/ws (spaces: ${spaces})\n`);
   }
   for (const line of findingLines(running.gateway)) process.stderr.write(`mewgate: ${line}\n`);
+  hearFindings(running.gateway, (line) => process.stderr.write(`mewgate: ${line}\n`));
   // SIGHUP: read the space.yaml files and tokens again (an invalid file changes nothing).
   const hup = () => void reloadOnSignal(running.gateway, (line) => process.stderr.write(`mewgate: ${line}\n`));
   process.on("SIGHUP", hup);
@@ -144,6 +145,11 @@ function watchParent(stop: () => void): void {
 /** What the spaces' tool rules were found to hold at load, short of an error (policy/check.ts): printed, not only logged. */
 export function findingLines(gateway: Gateway): string[] {
   return [...gateway.spaces.values()].flatMap((s) => s.findings.map((f) => formatFinding(f)));
+}
+
+/** Findings made later (a tool rule still matching nothing once its owner's tools registered), said as they come. */
+export function hearFindings(gateway: Gateway, say: (line: string) => void): void {
+  for (const s of gateway.spaces.values()) s.findingListeners.add((f) => say(formatFinding(f)));
 }
 
 /** SIGHUP's reload, said in lines: what changed, or why nothing did. Never throws. */

@@ -9,7 +9,7 @@
  * a call a read-only hint lets through is counted as the rules alone decide it.
  * What participants wrote (arguments, ids) is sanitised before it reaches the terminal.
  */
-import { pastCalls } from "../gateway/policy/learn/history.js";
+import { replayedCalls } from "../gateway/policy/learn/history.js";
 import { dryRunView } from "../gateway/policy/learn/replay.js";
 import type { Suggestion } from "../gateway/policy/learn/suggest.js";
 import { readAudit } from "../gateway/space/ledger.js";
@@ -56,7 +56,7 @@ export function runPolicyDryRun(changed: string, opts: { config?: string; stateD
   return guard(io, async () => {
     const current = await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env: io.env });
     const next = (await loadSpace(changed, { stateDir: current.stateDir, env: io.env })).config;
-    const calls = pastCalls(readAudit(current.stateDir, {}, 100_000));
+    const calls = replayedCalls(readAudit(current.stateDir, {}, 100_000));
     const view = dryRunView(current.config, next, calls, []) as { replayed: number; changed: number; summary: Record<string, Record<string, number>>; changes: Array<Record<string, unknown>> };
     if (opts.json) {
       io.stdout.write(`${JSON.stringify(view, null, 2)}\n`);
@@ -64,7 +64,7 @@ export function runPolicyDryRun(changed: string, opts: { config?: string; stateD
     }
     io.stdout.write(`${view.replayed} recorded call(s) replayed; ${view.changed} would be decided otherwise\n`);
     for (const [how, c] of Object.entries(view.summary)) io.stdout.write(`  ${how}: ${c["total"]} (${c["approved"]} approved, ${c["rejected"]} rejected, ${c["edited"]} edited, ${c["undecided"]} undecided by people)\n`);
-    for (const c of view.changes) io.stdout.write(`${text(c["ts"], 30)}  ${text(c["how"], 40)}  ${text(c["proposer"], 40)} → ${text(c["tool"], 80)}  people: ${text(c["said"], 12)}${c["by"] ? ` by ${text(c["by"], 40)}` : ""}  ${text(c["args"], 100)}\n`);
+    for (const c of view.changes) io.stdout.write(`${text(c["ts"], 30)}  ${text(c["how"], 40)}  ${text(c["proposer"], 40)} → ${text(c["tool"], 80)}  people: ${c["direct"] ? "never asked (direct)" : text(c["said"], 12)}${c["by"] ? ` by ${text(c["by"], 40)}` : ""}  ${text(c["args"], 100)}\n`);
     return 0;
   });
 }

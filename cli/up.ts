@@ -24,7 +24,7 @@ import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { spawnFailure } from "./failure.js";
 import { prepareOAuth } from "./oauth.js";
 import { sanitize } from "./terminal/format.js";
-import { findingLines, reloadOnSignal, startGateway, type RunningGateway } from "./gateway.js";
+import { findingLines, hearFindings, reloadOnSignal, startGateway, type RunningGateway } from "./gateway.js";
 import { type ClusterNode, memberRoute, startBus, startNodes } from "./local-cluster.js";
 import { exposedStateDir, greeted, planParticipants } from "./plan.js";
 import { CliError, loadSpace, spaceFile, upFiles, type LoadedSpace } from "./space.js";
@@ -155,6 +155,7 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
     if (json) io.stdout.write(`${JSON.stringify({ event: "listening", url, space: config.space.id })}\n`);
     say(`mewgate gateway listening on ${url}/ws (space ${config.space.id}; state in ${shortPath(stateDir)})`);
     for (const line of findingLines(gw)) notice(line, "error");
+    hearFindings(gw, (line) => notice(line, "error"));
 
     const logFor = (id: string) => createLogger({ file: join(stateDir, "logs", `${id}.log`), level: opts.logLevel });
     const inProcess = (id: string) => ({ transport: () => connectInProcess(space, id), reconnect: false as const });

@@ -36,10 +36,17 @@ participants:
     capabilities: [{kind: "mcp/*"}, {kind: chat}]
     tools: {ask: ["fs/write_file"]}
     approvers: [alice]
+  runner:
+    kind: agent
+    token: ${TOKEN("runner")}
+    capabilities: [{kind: "mcp/*"}, {kind: chat}]
+    tools: {allow: ["fs/write_file"]}
 `;
 const TOOLS = [{ name: "write_file", inputSchema: { type: "object" } }];
 const propose = (id: string, args: Record<string, unknown>) => ({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: args } } });
 const call = (id: string, args: Record<string, unknown>) => ({ id, kind: "mcp/request", to: ["fs"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "write_file", arguments: args } } });
+
+const viaGateway = (id: string, name: string, args: Record<string, unknown>) => ({ id, kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: args } } });
 
 const procs: GatewayProcess[] = [];
 const clients: TestClient[] = [];
@@ -209,5 +216,33 @@ describe("the audit trail is whole and its breaks are loud", () => {
     const audit = await run(["audit", "--state-dir", state], { env: cleanEnv() });
     expect(audit.code).toBe(1);
     expect(audit.stderr).toContain("BROKEN");
+  });
+});
+
+describe("a call routed through system:gateway is audited like a direct one", () => {
+  it("tools/call via the gateway leaves a called record with the rule that allowed it; a huge argument is kept as its digest; a refused one leaves none", { timeout: 60_000 }, async () => {
+    const { file, state } = space();
+    const g = await gateway(file);
+    const runs: Env[] = [];
+    await owner(g, runs);
+    const runner = await join_(g, "runner");
+    // Hostile first: an unknown tool, a bare name, and a call to a tool of no owner: refused, nothing recorded as called.
+    runner.send(viaGateway("gw-bad", "fs/no_such_tool", { path: "x" }));
+    await runner.next((e) => e.kind === "system/error" && e.correlation_id?.includes("gw-bad") === true);
+    runner.send(viaGateway("gw-huge", "fs/write_file", { path: "big.txt", content: "\u202e".repeat(20_000) }));
+    await runner.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("gw-huge") === true);
+    runner.send(viaGateway("gw-1", "fs/write_file", { path: "via-gateway.txt" }));
+    await runner.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("gw-1") === true);
+    expect(runs).toHaveLength(2);
+    const listed = async () => (await run(["audit", "--json", "--state-dir", state], { env: cleanEnv() })).stdout.trim().split("\n").filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+    await waitFor(async () => (await listed()).filter((e) => e["event"] === "called").length >= 2, 10_000, "both gateway calls in the audit");
+    const called = (await listed()).filter((e) => e["event"] === "called");
+    expect(called).toHaveLength(2);
+    const small = called.find((e) => (e["arguments"] as { path?: string } | undefined)?.path === "via-gateway.txt");
+    expect(small).toMatchObject({ proposer: "runner", owner: "fs", tool: "write_file", method: "tools/call" });
+    expect(String(small!["scope"])).toMatch(/^rule tools\.allow\[0\] \(fs\/write_file\) at line \d+$/);
+    const big = called.find((e) => e !== small)!;
+    expect(big["arguments"]).toBeUndefined();
+    expect(String(big["arguments_digest"])).toMatch(/^[0-9a-f]{64}$/);
   });
 });

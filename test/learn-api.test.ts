@@ -251,3 +251,40 @@ describe("suggested rules over the API", () => {
     expect((await api(again, "alice", "GET", "policy/suggestions")).body.suggestions).toHaveLength(0);
   });
 });
+
+describe("direct calls in a dry run", () => {
+  it("calls that went straight through (to the owner or through system:gateway) are replayed as never asked, listed when a change would hold or deny them, and never counted as an approval", async () => {
+    const dir = mkdtempSync(pathJoin(tmpdir(), "mewgate-learn-"));
+    dirs.push(dir);
+    const port = await freePort();
+    const yaml = SPACE(port).replace("    kind: agent\n", '    kind: agent\n    tools: {allow: ["fs/write_file"]}\n');
+    const g = await startGateway(yaml, { dir, port });
+    gateways.push(g);
+    const file = pathJoin(dir, "space.yaml");
+    const agent = await ready(g);
+    // Hostile: many direct calls with the same value, the pattern a suggestion would learn "allow" from if they counted.
+    for (let i = 0; i < 4; i++) expect(await direct(agent, { path: `notes/${i}.md` })).toBe("ran");
+    agent.send({ id: "via-gw", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: "via-gw", method: "tools/call", params: { name: "fs/write_file", arguments: { path: "notes/gw.md" } } } });
+    await agent.next((x) => x.kind === "mcp/response" && x.correlation_id?.includes("via-gw") === true);
+    const changed = yaml.replace('tools: {allow: ["fs/write_file"]}', 'tools: {deny: ["fs/write_file"]}');
+    let run: { status: number; body: any } = { status: 0, body: {} };
+    await waitFor(async () => (run = await api(g, "alice", "POST", "policy/dry-run", { yaml: changed })).body.changed === 5, 10_000, "the five direct calls in the dry run");
+    expect(run.body.summary).toEqual({ "direct → denied": { total: 5, approved: 0, rejected: 0, edited: 0, undecided: 5 } });
+    for (const c of run.body.changes) {
+      expect(c).toMatchObject({ proposer: "agent", tool: "fs/write_file", said: "undecided", direct: true, how: "direct → denied" });
+      expect(c.by).toBeUndefined();
+    }
+    expect(run.body.changes.map((c: any) => c.args.path)).toContain("notes/gw.md");
+    // Nobody saw them: no suggestion is made from them.
+    const s = await api(g, "alice", "GET", "policy/suggestions");
+    expect(s.status).toBe(200);
+    expect(s.body.suggestions).toEqual([]);
+    // The CLI, offline, says they were never asked.
+    const changedFile = pathJoin(dir, "changed.yaml");
+    writeFileSync(changedFile, changed);
+    const cli = io();
+    expect(await runPolicyDryRun(changedFile, { config: file }, cli.io)).toBe(0);
+    expect(cli.out()).toMatch(/5 recorded call\(s\) replayed; 5 would be decided otherwise/);
+    expect(cli.out()).toContain("people: never asked (direct)");
+  });
+});

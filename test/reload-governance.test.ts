@@ -252,3 +252,21 @@ describe("load-time findings are printed where the operator looks", () => {
     expect(r.body.reloaded[0].findings).toEqual([expect.stringMatching(/no participant "fz"/)]);
   });
 });
+
+describe("a tool rule that still matches nothing once its owner's tools register", () => {
+  it("is printed by mewgate gateway (and up) when the owner registers, not only logged", { timeout: 30_000 }, async () => {
+    const dir = mkdtempSync(pathJoin(tmpdir(), "mewgate-rg-"));
+    dirs.push(dir);
+    const port = await freePort();
+    const file = pathJoin(dir, "space.yaml");
+    // A misspelt deny: at load the owner's tools are unknown, so only their registration shows it matches nothing.
+    writeFileSync(file, SPACE(port, { rules: 'deny: ["fs/wirte_file"], ask: ["fs/*"]' }));
+    const cli = new Cli(["gateway", "--config", file]);
+    clis.push(cli);
+    await poll("listening", () => cli.stdout.includes("listening"));
+    expect(cli.stderr).not.toContain("wirte_file");
+    const owner = await toolOwner({ port }, "rg", T("fs"), TOOLS);
+    clients.push(owner);
+    await poll("the finding", () => /space\.yaml:\d+:\d+: .*fs has no tool "wirte_file".*did you mean "fs\/write_file"/.test(cli.stderr));
+  });
+});

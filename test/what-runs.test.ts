@@ -318,11 +318,20 @@ describe("what runs: hostile", () => {
     const seen = await watcher.next((e) => e.kind === "chat" && e.id === "p1");
     expect(seen.payload["mewgate/respond"]).toBeUndefined();
     await waitFor(async () => client.proposals.has(held.id) && (await api(g, "alice", "GET", `proposals/${held.id}`)).body.state === "pending", 2000, "still pending");
+    // Carol (not of @ops) and the proposer itself may not decide it: the API refuses their Respond, naming why, and sends nothing.
+    const refused = await api(g, "carol", "POST", `proposals/${held.id}/respond`, { text: "cancel it\u202e" });
+    expect(refused.status).toBe(403);
+    expect(refused.body.error.code).toBe("not_an_approver");
+    expect(refused.body.error.message).toContain("@ops");
+    const own = await api(g, "solo", "POST", `proposals/${held.id}/respond`, { text: "I answer myself" });
+    expect(own.status).toBe(403);
+    expect(own.body.error.code).toBe("self_approval");
     // Dave may decide it: his Respond counts, and the model hears who answered.
     const said = await api(g, "dave", "POST", `proposals/${held.id}/respond`, { text: "use notes/ instead" });
     expect(said.status).toBe(200);
     const answer = await watcher.next((e) => e.kind === "chat" && e.from === "dave");
     expect(answer.payload["mewgate/respond"]).toEqual({ proposal: held.id, by: "dave" });
+    expect(watcher.received.filter((e) => e.kind === "chat" && (e.from === "carol" || e.from === "solo"))).toEqual([]);
     const outcome = await call;
     expect(outcome).toMatchObject({ type: "error", code: "responded", by: "dave", message: "use notes/ instead" });
     expect(runs).toHaveLength(0);

@@ -81,7 +81,9 @@ export class Catalogue {
           const flagged = this.registry.list().filter((t) => t.participant === id && t.findings).map((t) => t.tool);
           member.log.info({ tools: screened.kept.length, ...(flagged.length ? { flagged: flagged.slice(0, 20) } : {}) }, "tools registered");
           // A rule naming this participant's tools that still matches none of them (policy/check.ts).
-          for (const f of unmatchedRules(this.space.config, this.registry, id)) member.log.warn({ code: f.code, at: `${f.file}:${f.line}:${f.column}`, rule: f.path }, f.message);
+          const unmatched = unmatchedRules(this.space.config, this.registry, id);
+          for (const f of unmatched) member.log.warn({ code: f.code, at: `${f.file}:${f.line}:${f.column}`, rule: f.path }, f.message);
+          this.space.noteFindings(unmatched);
           this.changed();
         }
       });

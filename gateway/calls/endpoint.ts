@@ -16,6 +16,7 @@
  * the rest is, and the pages here are how a client fetches it.
  */
 import type { Call } from "./calls.js";
+import { directCallPlan } from "./direct-audit.js";
 import { type Envelope, ErrorCodes, GATEWAY_ID, Intent, INTENT_META_KEY, type InboundEnvelope, type McpRequestPayload, stamp, systemEnvelope } from "../wire/envelope.js";
 import { type CallRouter, clip, type ProposalDesk, type SpaceHost } from "../ports/host.js";
 import { jsonBytes, readCursor, takePage } from "../wire/paging.js";
@@ -148,7 +149,9 @@ export class GatewayEndpoint {
     const verdict = this.router.authorize(member, entry.participant, "tools/call", params);
     if (verdict.decision === "denied") return this.space.fail(member, verdict.code, verdict.message, inbound.id, verdict.extra);
     if (verdict.decision === "direct") {
-      this.router.route(member, stamp({ ...inbound, to: [entry.participant], payload: call }, member.id), call, inbound.id);
+      const env = stamp({ ...inbound, to: [entry.participant], payload: call }, member.id);
+      // Audited like a call sent to its owner directly (direct-audit.ts): every routed call is in the trail.
+      if (this.router.route(member, env, call, inbound.id)) void this.space.note(directCallPlan({ id: env.id, caller: member.id, target: entry.participant, method: "tools/call", params, reason: verdict.reason }));
       return;
     }
     // A call that could never be routed is refused now, not held for someone to approve

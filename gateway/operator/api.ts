@@ -202,6 +202,9 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
       const p = visible(c).find((x) => x.id === id);
       if (!p) return fail(404, "unknown_proposal", `no pending proposal "${clip(id ?? "")}"`);
       if (typeof body["text"] !== "string" || body["text"].trim() === "") return fail(400, "invalid_payload", "respond: text must be a non-empty string");
+      // Only someone who may decide it answers about it (respond.ts): anyone else would send a plain chat.
+      const why = space.whyNotDecide(c.id, p);
+      if (why) return fail(403, why.code, `you may not respond to proposal "${clip(p.id)}": ${why.message}`);
       const envId = crypto.randomUUID();
       return acted(await space.act(c.id, { id: envId, kind: "chat", to: [p.proposer], correlation_id: [p.id], payload: { text: body["text"] } }), { id: envId });
     }

@@ -16,7 +16,7 @@ import { type SpaceConfig, parseSpaceConfig } from "../config/config.js";
 import { RuleEditError } from "../config/rule-edit.js";
 import { compileCapabilities } from "../policy/capabilities.js";
 import { restore, serialised, writeRule } from "../policy/learn/accept.js";
-import { type PastCall, pastCalls } from "../policy/learn/history.js";
+import { type PastCall, pastCalls, replayedCalls } from "../policy/learn/history.js";
 import { indexCalls, type LikeThis, likeThis } from "../policy/learn/hint.js";
 import { type Risk, riskOf } from "../policy/learn/risk.js";
 import { type Fatigue, fatigue } from "../policy/learn/fatigue.js";
@@ -148,8 +148,9 @@ function dryRunRoute(space: Space, me: string, body: Record<string, unknown>, en
     const issues = (err as { issues?: unknown }).issues;
     return { status: 422, body: { error: { code: "invalid_config", message: (err as Error).message, ...(issues ? { issues } : {}) } } };
   }
-  const { calls, tools } = learningInput(space);
-  return { status: 200, body: dryRunView(space.config, next, calls, tools) };
+  // The direct calls too (nobody saw them): a change that would now hold or deny them is listed.
+  const { tools } = learningInput(space);
+  return { status: 200, body: dryRunView(space.config, next, replayedCalls(space.audit({}, LEARN_WINDOW)), tools) };
 }
 
 /**

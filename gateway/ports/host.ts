@@ -14,6 +14,7 @@ import type { Authority, Verdict } from "../policy/authority.js";
 import type { Capability } from "../policy/capabilities.js";
 import type { GrantCondition } from "../policy/scope.js";
 import type { SpaceConfig } from "../config/config.js";
+import type { PolicyFinding } from "../policy/check.js";
 import type { Envelope, ErrorCode, InboundEnvelope, McpRequestPayload } from "../wire/envelope.js";
 import type { Proposal } from "../proposals/book.js";
 import type { Call, Calls } from "../calls/calls.js";
@@ -33,6 +34,10 @@ export interface SpaceHost {
   readonly metrics: SpaceMetrics;
   /** Spans of call chains, when the space exports traces (tracing.ts). */
   readonly tracing: Tracing;
+  /** Findings made after the load, such as a tool rule that matches none of its owner's registered tools: kept and told to the operator. */
+  noteFindings(found: PolicyFinding[]): void;
+  /** The decision point for participant `caller`, connected or not, with its capabilities as they stand (`confirming`: the approver's bar). */
+  verdictOf(caller: string, owner: string, method: string, params: Record<string, unknown>, confirming: boolean): Verdict;
   /** The connected member with this id, if any. */
   member(id: string): Member | undefined;
   /** Whether someone watches as this participant (the web console): it can answer what is asked of it. */

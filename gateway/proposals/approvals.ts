@@ -112,6 +112,8 @@ export async function approveOneOf(
   d: { scope: "once" | "always"; edited: Record<string, unknown> | undefined; confirmed: boolean; reason: string | undefined },
   sentId: string | undefined,
   last: (edited: Record<string, unknown> | undefined) => Promise<void>,
+  /** Drops the earlier approvals that no longer count (still-count.ts), saying how many. */
+  dropFallen: (p: Proposal) => Promise<number>,
 ): Promise<void> {
   const required = p.required ?? 1;
   const by = approvedBy(p);
@@ -123,8 +125,20 @@ export async function approveOneOf(
   }
   const mismatch = laterApprovalMismatch(p, by, d.edited, d.confirmed);
   if (mismatch) return space.fail(member, mismatch.code, mismatch.message, sentId, mismatch.extra);
-  if (by.length + 1 >= required) return last(d.edited);
   const stays = `the proposal stays ${p.state}`;
+  if (by.length + 1 >= required) {
+    // The approval that would complete the quorum: the earlier ones must still count (still-count.ts).
+    try {
+      if ((await dropFallen(p)) === 0) return last(d.edited);
+    } catch (err) {
+      return space.storeFailed(member, err, sentId, `approvals that no longer count could not be dropped; ${stays}`);
+    }
+    const left = approvedBy(p);
+    const again = laterApprovalMismatch(p, left, d.edited, d.confirmed);
+    if (again) return space.fail(member, again.code, again.message, sentId, again.extra);
+    if (left.length + 1 >= required) return last(d.edited);
+    // Too few remain: this approval is recorded as one of several, and the proposal waits.
+  }
   const approval = { by: member.id, ts: now(), ...(d.edited !== undefined ? { arguments: d.edited } : {}), ...(d.reason !== undefined ? { reason: d.reason } : {}) };
   try {
     await space.record(proposals.planApproval(p, approval));

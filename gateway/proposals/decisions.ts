@@ -42,6 +42,7 @@ import type { Member } from "../ports/member.js";
 import { approveOneOf, approversNow, fulfilmentBlocked, requiredApprovals, sameArguments } from "./approvals.js";
 import { cannotRun, editOf } from "./runs.js";
 import { respondMark } from "./respond.js";
+import { dropFallenApprovals, fulfilmentStanding } from "./still-count.js";
 import { conditionFor, describeCondition, type GrantCondition } from "../policy/scope.js";
 import { Escalations } from "./escalation.js";
 import type { RunsEnded } from "./runs-ended.js";
@@ -303,7 +304,7 @@ export class Decisions implements ProposalDesk {
     const env = stamp(inbound, member.id);
     env.to ??= [p.proposer];
     if ((p.required ?? 1) > 1 && awaiting(p.state)) {
-      return approveOneOf(this.space, this.proposals, member, p, { scope, edited, confirmed, reason }, inbound.id, (last) => this.approve(member, p, { scope: "once", edited: last, reason }, inbound.id, env));
+      return approveOneOf(this.space, this.proposals, member, p, { scope, edited, confirmed, reason }, inbound.id, (last) => this.approve(member, p, { scope: "once", edited: last, reason }, inbound.id, env), (q) => dropFallenApprovals(this.space, this.proposals, q));
     }
     return this.approve(member, p, { scope, edited, reason, condition }, inbound.id, env);
   }
@@ -314,7 +315,7 @@ export class Decisions implements ProposalDesk {
    * tool owner), the fulfilment names the target, and the proposer's policy for that
    * target is applied now.
    */
-  onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Promise<void> | void {
+  async onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Promise<void> {
     if (!awaiting(p.state)) return void this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(p.id)}" is already ${p.state}`, inbound.id);
     if (this.proposals.isBusy(p.id)) return void this.space.fail(member, ErrorCodes.proposalNotPending, `a decision on proposal "${clip(p.id)}" is being recorded`, inbound.id);
     // The fulfiller carries out the proposal, not a call of its own choosing.
@@ -343,7 +344,7 @@ export class Decisions implements ProposalDesk {
     if (cannot) return void this.space.fail(member, cannot.code, cannot.message, inbound.id, cannot.extra);
     if (edited !== undefined && !this.mayCallWith(member, q, edited, inbound.id)) return;
     // A fulfilment routes the call: it is the last approval a proposal needs, or none.
-    const blocked = fulfilmentBlocked(member.id, p, edited, given !== undefined);
+    const blocked = await fulfilmentStanding(this.space, this.proposals, member.id, p, edited, given !== undefined);
     if (blocked) return void this.space.fail(member, blocked.code, blocked.message, inbound.id, blocked.extra);
     const env = stamp(inbound, member.id);
     // The routed request is the fulfiller's own (its envelope id and JSON-RPC id), so the

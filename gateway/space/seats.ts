@@ -59,6 +59,17 @@ export class Seats {
     return errors;
   }
 
+  /** Participant `id` as the operator API acts for it (groups and capabilities as now), hearing nothing: for asking what it may do. */
+  actor(id: string): Member | undefined {
+    const h = this.host;
+    const config = h.config.participants[id];
+    if (!config) return undefined;
+    const actor = new Member(id, config, { send: () => {}, close: () => {} }, config.visibility, false, h.log, h.delivery.joins, "api");
+    actor.groups = h.runtimeGroups.get(id) ?? [];
+    h.recompile(actor);
+    return actor;
+  }
+
   /** Streams to `peer` what participant `id` may see, until the returned function is called. */
   watch(id: string, peer: Peer): () => void {
     const h = this.host;

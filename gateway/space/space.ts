@@ -36,8 +36,8 @@ import { SpaceIdentity } from "../identity/provider.js";
 import { SpaceMetrics } from "../ports/metrics.js";
 import { Tracing } from "../ports/tracing.js";
 import { Notifier } from "../proposals/notify.js";
-import { describeCondition } from "../policy/scope.js";
-import { Authority } from "../policy/authority.js";
+import { describeCondition, type GrantCondition } from "../policy/scope.js";
+import { Authority, type Verdict } from "../policy/authority.js";
 import { compileCapabilities } from "../policy/capabilities.js";
 import { GrantBook } from "../policy/grants.js";
 import { Lending } from "../policy/lending.js";
@@ -113,6 +113,8 @@ export class Space implements SpaceHost {
   readonly identity: SpaceIdentity | undefined;
   /** What the last load of space.yaml found in its tool rules, short of an error (policy/check.ts): for the operator to see. */
   findings: PolicyFinding[];
+  /** Who hears findings made after the load (a rule that still matches nothing once its owner's tools registered): `up` and `gateway` print them. */
+  readonly findingListeners = new Set<(f: PolicyFinding) => void>();
   /** Groups each participant's identity provider put it in when it last signed in (space/bearer.ts). */
   readonly runtimeGroups = new Map<string, readonly string[]>();
 
@@ -386,6 +388,26 @@ export class Space implements SpaceHost {
   /** Runs one frame through the whole pipeline as participant `id` without joining (seats.ts). */
   act(id: string, frame: Record<string, unknown>, opts: { tellLive?: boolean; replies?: Envelope[] } = {}): Promise<Array<Record<string, unknown>>> {
     return this.seats.act(id, frame, opts);
+  }
+
+  /** Findings made after the load (calls/catalogue.ts): each new one kept with the others and told to `findingListeners`. */
+  noteFindings(found: PolicyFinding[]): void {
+    for (const f of found) {
+      if (this.findings.some((k) => k.code === f.code && k.message === f.message && k.line === f.line)) continue;
+      this.findings.push(f);
+      for (const hear of this.findingListeners) hear(f);
+    }
+  }
+
+  /** The decision point for `caller`, connected or not, with its capabilities as they stand (SpaceHost). */
+  verdictOf(caller: string, owner: string, method: string, params: Record<string, unknown>, confirming: boolean): Verdict {
+    return this.authority.call(caller, compileCapabilities(this.grants.capabilitiesOf(caller)), owner, method, params, confirming);
+  }
+
+  /** Why participant `id` may not decide proposal `p` (nor Respond to it), or undefined (decisions.ts `whyNotDecide`). */
+  whyNotDecide(id: string, p: Proposal): { code: string; message: string } | undefined {
+    const actor = this.seats.actor(id);
+    return actor ? this.decisions.whyNotDecide(actor, p) : { code: ErrorCodes.unknownRecipient, message: `no participant "${clip(id)}"` };
   }
 
   /** Streams to `peer` what participant `id` may see, until the returned function is called (seats.ts). */

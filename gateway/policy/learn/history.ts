@@ -31,6 +31,8 @@ export interface PastCall {
   reason?: string | undefined;
   /** When a person decided. */
   decidedAt?: string | undefined;
+  /** A call that went straight through (allowed by a rule or a grant): nobody was asked, so `said` is "undecided" (`directCalls`). */
+  direct?: true;
 }
 
 /**
@@ -73,4 +75,27 @@ export function pastCalls(entries: readonly AuditEntry[]): PastCall[] {
     }
   }
   return out;
+}
+
+/**
+ * The calls that went straight through, from their `called` records (calls/direct-audit.ts):
+ * nobody was asked, so each is `direct`, `said: "undecided"`, with no `by`. For a dry run only (a changed
+ * policy that would now hold or deny them is listed); never read by suggestions, so a call no
+ * person saw never counts as anyone's approval. A call whose arguments were kept only as
+ * their digest replays with none (a rule's condition then fails closed, so it is listed if a
+ * condition could hold it).
+ */
+export function directCalls(entries: readonly AuditEntry[]): PastCall[] {
+  const out: PastCall[] = [];
+  for (const e of entries) {
+    if (e.event !== "called" || e.method !== "tools/call" || typeof e.tool !== "string") continue;
+    const request = typeof e.outcome === "string" && e.outcome.startsWith("request ") ? e.outcome.slice(8) : e.ts;
+    out.push({ id: `called:${request}`, ts: e.ts, proposer: e.proposer, owner: e.owner, tool: e.tool, args: argumentsOf(e), said: "undecided", direct: true });
+  }
+  return out;
+}
+
+/** What a dry run replays: the proposed calls (`pastCalls`) and the direct ones (`directCalls`), oldest first. */
+export function replayedCalls(entries: readonly AuditEntry[]): PastCall[] {
+  return [...pastCalls(entries), ...directCalls(entries)].sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : 0));
 }

@@ -1,0 +1,49 @@
+/**
+ * At the approval that would complete a quorum, the earlier approvals are asked again whether
+ * they still count (standing.ts `fallenApprovals`): an approver's runtime groups (from the
+ * identity provider, space.ts `runtimeGroups`) or capabilities can shrink without a reload,
+ * and a call that needs two people is never routed on the word of one who may still decide.
+ * Those that no longer count are dropped exactly as a reload drops them (book.ts
+ * `planDropApprovals`: written, with an audit entry, before the card or the count changes),
+ * and the proposer and the approvers learn where it stands.
+ */
+import { ErrorCodes, systemEnvelope } from "../wire/envelope.js";
+import type { SpaceHost } from "../ports/host.js";
+import { approvedBy, fulfilmentBlocked } from "./approvals.js";
+import { type Proposal, type ProposalBook, runningArguments, whatRuns } from "./book.js";
+import { fallenApprovals } from "./standing.js";
+
+/** Drops the approvals of `p` that no longer count; resolves with how many were dropped (throws, having changed nothing, if not written). */
+export async function dropFallenApprovals(space: SpaceHost, proposals: ProposalBook, p: Proposal): Promise<number> {
+  const fallen = fallenApprovals({ config: space.config, groups: space.authority.groups, verdict: (...a) => space.verdictOf(...a) }, p);
+  if (fallen.length === 0) return 0;
+  const before = approvedBy(p);
+  await space.record(proposals.planDropApprovals(p, fallen));
+  space.log.warn({ proposal: p.id, dropped: fallen }, "approvals that no longer count dropped before the last approval");
+  const by = approvedBy(p);
+  const required = p.required ?? 1;
+  const text = `${by.length} of ${required}; the approval${fallen.length > 1 ? "s" : ""} of ${fallen.map((f) => f.by).join(", ")} no longer count${fallen.length > 1 ? "" : "s"}: ${fallen.map((f) => f.why).join("; ")}`;
+  const payload = { proposal: p.id, required, approvals: by.length, by, text, dropped: fallen, ...(whatRuns(p).edited ? { arguments: runningArguments(p) } : {}) };
+  space.deliver(systemEnvelope("system/approval", payload, { to: [...new Set([p.proposer, ...before])].filter((id) => Object.hasOwn(space.config.participants, id)), correlation_id: [p.id] }));
+  return fallen.length;
+}
+
+/** `dropFallenApprovals` when one more approval would complete `p`'s quorum; else nothing (0). */
+export function dropBeforeLast(space: SpaceHost, proposals: ProposalBook, p: Proposal): Promise<number> {
+  const required = p.required ?? 1;
+  return required > 1 && approvedBy(p).length + 1 >= required ? dropFallenApprovals(space, proposals, p) : Promise.resolve(0);
+}
+
+/**
+ * `fulfilmentBlocked`, after dropping the earlier approvals that no longer count were this
+ * fulfilment the last one: fewer remaining block it.
+ */
+export async function fulfilmentStanding(space: SpaceHost, proposals: ProposalBook, fulfiller: string, p: Proposal, edited: Record<string, unknown> | undefined, carried: boolean): Promise<ReturnType<typeof fulfilmentBlocked>> {
+  try {
+    await dropBeforeLast(space, proposals, p);
+  } catch (err) {
+    space.log.error({ proposal: p.id, err: String(err) }, "could not record dropped approvals");
+    return { code: ErrorCodes.storeFailed, message: `approvals that no longer count could not be dropped; the proposal stays ${p.state}`, extra: {} };
+  }
+  return fulfilmentBlocked(fulfiller, p, edited, carried);
+}
