@@ -10,6 +10,7 @@ import { RpcError, RpcErrorCodes } from "../../participants/errors.js";
 import { parseForm, type Form } from "./elicit.js";
 import { callShape, GATEWAY, isRecord, type SeenCall } from "./format.js";
 import { ProposalQueue } from "./queue.js";
+import type { ApproveOptions } from "../../participants/client/types.js";
 
 export interface TerminalInput extends NodeJS.ReadableStream {
   isTTY?: boolean | undefined;
@@ -268,8 +269,8 @@ export abstract class TerminalSession {
     return { to: addressees };
   }
 
-  approve(proposalId: string, opts: { scope?: "once" | "always"; arguments?: Record<string, unknown> | undefined } = {}): string {
-    const id = this.client.approve(proposalId, { scope: opts.scope ?? "once", ...(opts.arguments ? { arguments: opts.arguments } : {}) });
+  approve(proposalId: string, opts: { scope?: "once" | "always"; arguments?: Record<string, unknown> | undefined; limit?: ApproveOptions["limit"] } = {}): string {
+    const id = this.client.approve(proposalId, { scope: opts.scope ?? "once", ...(opts.arguments ? { arguments: opts.arguments } : {}), ...(opts.limit !== undefined ? { limit: opts.limit } : {}) });
     this.decided(id, proposalId);
     return id;
   }
