@@ -3,8 +3,9 @@
  * for `mewgate proposals show ID` and `mewgate proposals decided`: the same model the console
  * draws, every participant's text sanitised, multi-line values as numbered lines, nothing cut.
  */
-import { isRecord, sanitize, type Style } from "./terminal/format.js";
+import { isRecord, oneLine, sanitize, type Style } from "./terminal/format.js";
 import { hintWords, wrapText } from "./terminal/proposal-view.js";
+import { wrapWords } from "./terminal/wrap-words.js";
 
 const OUTCOME_WORDS: Record<string, string> = { ok: "ok", tool_error: "tool error", error: "error", timeout: "timed out", cancelled: "cancelled", not_routed: "not routed" };
 
@@ -25,11 +26,11 @@ export function cardLines(card: Record<string, unknown>, s: Style, width: number
   const title = typeof card["title"] === "string" ? sanitize(card["title"]) : "";
   const hints = hintWords({ name: "", annotations: card["hints"] } as never);
   if (title || hints.length) lines.push(`tool: ${title}${title && hints.length ? " — " : ""}${hints.map((h) => (h === "destructive" ? s.red(h) : h)).join(" · ")}`);
-  if (typeof card["description"] === "string") lines.push(...wrapText(card["description"], width).map((l) => s.dim(l)));
+  if (typeof card["description"] === "string") lines.push(...wrapWords(card["description"], width).map((l) => s.dim(l)));
   const intent = isRecord(card["intent"]) ? card["intent"] : undefined;
   if (intent && typeof intent["text"] === "string") {
     lines.push(s.cyan(intent["source"] === "proposal" ? `why ${sanitize(str(card["proposer"]))} wants it:` : `${sanitize(str(card["proposer"]))}'s last message:`));
-    lines.push(...wrapText(intent["text"], width - 2).map((l) => s.cyan(`  ${l}`)));
+    lines.push(...wrapWords(intent["text"], width - 2).map((l) => s.cyan(`  ${l}`)));
   } else lines.push(s.dim(`${sanitize(str(card["proposer"]))} gave no reason`));
   if (card["why"]) lines.push(s.dim(`needs approval: ${sanitize(str(card["why"]))}`));
   const expires = Date.parse(str(card["expiresAt"]));
@@ -49,15 +50,29 @@ export function decidedLines(decided: Array<Record<string, unknown>>, s: Style, 
   for (const d of decided) {
     const outcome = typeof d["outcome"] === "string" ? d["outcome"] : undefined;
     const badge = outcome ? (outcome === "ok" ? s.green(OUTCOME_WORDS[outcome] ?? outcome) : s.red(OUTCOME_WORDS[outcome] ?? outcome)) : d["decision"] === "approved" ? s.yellow("running") : "";
-    const by = d["decidedBy"] ? ` by ${sanitize(str(d["decidedBy"]))}` : "";
+    const approvers = Array.isArray(d["approvedBy"]) && d["approvedBy"].length ? d["approvedBy"].map(str).join(" and ") : d["decidedBy"];
+    const by = approvers ? ` by ${sanitize(str(approvers))}` : "";
     out.push(`[${sanitize(str(d["shortId"]))}] ${sanitize(str(d["proposer"]))} → ${sanitize(str(d["tool"] ?? d["method"]))}: ${str(d["decision"])}${by} at ${str(d["decidedAt"])}${d["edited"] ? " (edited)" : ""}${badge ? ` · ${badge}` : ""}`);
     if (d["text"]) out.push(s.dim(`  "${sanitize(str(d["text"]))}"`));
+    // What was decided on, so two rejected writes do not read the same.
+    const args = d["arguments"] ?? d["proposedArguments"];
+    if (args !== undefined) out.push(s.dim(`  arguments: ${oneLine(args, Math.max(40, width - 14))}`));
     const result = isRecord(d["result"]) && typeof d["result"]["text"] === "string" ? d["result"]["text"] : undefined;
     if (result !== undefined) {
-      const lines = wrapText(result, width - 4);
+      const lines = wrapWords(result, width - 4);
       out.push(...lines.slice(0, 6).map((l) => `    ${l}`));
       if (lines.length > 6) out.push(s.dim(`    ⋯ ${lines.length - 6} more lines (--json has it all)`));
     }
   }
   return out;
+}
+
+/** `mewgate proposals show ID` of a decided proposal: its Decided entry, then every argument it was decided on. */
+export function decidedCardLines(d: Record<string, unknown>, s: Style, width: number): string[] {
+  const lines = decidedLines([d], s, width).filter((l) => !l.startsWith(s.dim("  arguments: ")));
+  const args = isRecord(d["arguments"]) ? d["arguments"] : isRecord(d["proposedArguments"]) ? d["proposedArguments"] : {};
+  lines.push(`arguments${d["edited"] ? " (as edited)" : ""}:`);
+  if (Object.keys(args).length === 0) lines.push(s.dim("  (none)"));
+  for (const [k, v] of Object.entries(args)) lines.push(...valueLines(k, v, width));
+  return lines;
 }

@@ -9,17 +9,17 @@ import { GATEWAY_ID, type Envelope } from "../gateway/wire/envelope.js";
 import type { ParticipantClient } from "../participants/index.js";
 import { guard, processIo, proposalLine, type Io } from "./lifecycle.js";
 import { ApiClient, asEnvelope } from "./api.js";
-import { openClient, resolveTarget, type RemoteOptions } from "./remote.js";
+import { openClient, resolveTarget, type RemoteOptions, type ResolveRules } from "./remote.js";
 import { CliError, loadSpace, spaceFile } from "./space.js";
 import { callShape, interruption, isRecord, oneLine, PLAIN, shortId, summarizeResult, truncate } from "./terminal/format.js";
 import { ProposalQueue } from "./terminal/queue.js";
 import { schemaProblem } from "./terminal/validate.js";
 import { decidedLines } from "./card-text.js";
-import { showProposal } from "./proposal-show.js";
+import { decidedAlready, showProposal } from "./proposal-show.js";
 
 /** Resolves the target and runs `body` against the operator API: nothing joins. */
-export async function withApi<T>(opts: RemoteOptions, io: Io, body: (api: ApiClient) => Promise<T>): Promise<T> {
-  return body(new ApiClient(await resolveTarget(withEnvDefaults(opts, io.env), io.env)));
+export async function withApi<T>(opts: RemoteOptions, io: Io, body: (api: ApiClient) => Promise<T>, rules?: ResolveRules): Promise<T> {
+  return body(new ApiClient(await resolveTarget(withEnvDefaults(opts, io.env), io.env, rules)));
 }
 
 /** Connects, runs `body`, and always leaves the space. */
@@ -91,7 +91,7 @@ export function runTools(opts: RemoteOptions & { json?: boolean }, io: Io = proc
         .map((t) => truncate(`${t.name.padEnd(width)}  ${(t.policy ?? "?").padEnd(8)}  ${oneLine(t.description ?? "", 100)}`, 160));
       io.stdout.write(`${lines.join("\n")}\n`);
       return 0;
-    }),
+    }, { readOnly: true }),
   );
 }
 
@@ -122,7 +122,8 @@ export function runSend(text: string[], opts: SendOptions, io: Io = processIo())
     return withClient(opts, io, async (client) => {
       const to = opts.to?.flatMap((t) => t.split(",")).filter(Boolean);
       const id = await sendChecked(client, { kind, to: to?.length ? to : undefined, payload });
-      io.stdout.write(`${id}\n`);
+      // What went where, then the envelope's id (to find its answers: correlation_id).
+      io.stdout.write(`sent ${kind === "chat" ? "a chat" : kind} to ${to?.length ? to.join(", ") : "everyone in the space"} (id ${id})\n`);
       return 0;
     });
   });
@@ -179,15 +180,18 @@ export function runProposals(action: string | undefined, ref: string | undefined
         return 0;
       }
       const queue = new ProposalQueue();
-      queue.sync((await api.get<{ proposals: Array<Record<string, unknown>> }>("proposals")).proposals.map(asEnvelope));
+      const { proposals: cards } = await api.get<{ proposals: Array<Record<string, unknown>> }>("proposals");
+      queue.sync(cards.map(asEnvelope));
       if (verb === "list") {
         const all = queue.all;
-        if (opts.json) io.stdout.write(`${JSON.stringify(all, null, 2)}\n`);
+        // The API's proposal objects, as `show --json` and the console have them (docs/operator-api.md, A proposal in JSON).
+        if (opts.json) io.stdout.write(`${JSON.stringify(all.map((e) => cards.find((c) => c["id"] === e.id)), null, 2)}\n`);
         else io.stdout.write(all.length ? `${all.map(proposalLine).join("\n")}\n` : "no proposals waiting\n");
         return 0;
       }
       const found = queue.resolve(ref, "mewgate proposals list");
-      if (!found.ok) throw new CliError(found.message);
+      // Not waiting: perhaps decided already, which `show` draws and a decision names.
+      if (!found.ok) return decidedAlready(api, ref!, verb, found.message, io, opts, width);
       const p = found.proposal;
       if (verb === "show") return showProposal(api, p, io, opts);
       const label = callShape(p).label;
@@ -239,7 +243,7 @@ export function runProposals(action: string | undefined, ref: string | undefined
         else io.stdout.write(`${toolError ? "call failed (the tool reported an error)" : "result"}: ${oneLine(summarizeResult(r["result"]), 200)}\n`);
       }
       return 0;
-    });
+    }, { readOnly: verb === "list" || verb === "show" || verb === "decided" });
   });
 }
 
@@ -281,7 +285,7 @@ export function runGrants(action: string | undefined, ref: string | undefined, o
       await api.delete(`grants/${encodeURIComponent(g.id)}`);
       io.stdout.write(`revoked [${shortId(g.id)}] ${g.from} → ${g.recipient}, and every grant lent on from it\n`);
       return 0;
-    });
+    }, { readOnly: verb === "list" });
   });
 }
 

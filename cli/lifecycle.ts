@@ -150,7 +150,7 @@ export function runStatus(opts: StatusOptions, io: Io = processIo()): Promise<nu
     // The address given, else the recorded one — or, when that node is down, any node of the cluster that answers.
     let url = opts.gateway ? normalizeUrl(opts.gateway) : gatewayUrlFor(config).url;
     if (!opts.gateway && nodes && !nodes.some((n) => n.url === url && n.state !== "not answering")) url = nodes.find((n) => n.state !== "not answering")?.url ?? url;
-    const target = await resolveTarget({ config: file, as: opts.as, stateDir, gateway: url }, io.env).catch((err: Error) => {
+    const target = await resolveTarget({ config: file, as: opts.as, stateDir, gateway: url }, io.env, { readOnly: true }).catch((err: Error) => {
       // No token file yet means no gateway ever ran with this state directory.
       if (!live) throw new CliError(`nothing is running for space ${config.space.id}: no mewgate up in ${stateDir} (${err.message})`);
       throw err;

@@ -17,11 +17,15 @@ export interface Plan {
   external: ParticipantConfig[];
 }
 
-/** Who `up` starts, and how. A participant gets one way to run. */
-export function planParticipants(config: SpaceConfig, as: string | undefined): Plan {
+/**
+ * Who `up` starts, and how. A participant gets one way to run. Without a terminal to
+ * attach (`--detach`) a space of several humans needs no `--as`: nobody is attached.
+ */
+export function planParticipants(config: SpaceConfig, as: string | undefined, opts: { terminal?: boolean } = {}): Plan {
   const plan: Plan = { human: undefined, agents: [], bridges: [], children: [], external: [] };
   const humans = Object.values(config.participants).filter((p) => p.kind === "human");
-  if (as !== undefined || humans.length > 0) plan.human = pickHuman(config, as);
+  const attachNobody = opts.terminal === false && as === undefined && humans.length > 1;
+  if (!attachNobody && (as !== undefined || humans.length > 0)) plan.human = pickHuman(config, as);
   for (const p of Object.values(config.participants)) {
     const ways = [p.run && "run", p.agent && "agent", p.mcp && "mcp"].filter(Boolean);
     if (ways.length > 1) {

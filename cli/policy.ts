@@ -10,7 +10,7 @@ import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { isMap, isSeq, LineCounter, parseDocument } from "yaml";
 import * as z from "zod";
-import { loadSpaceConfig, type SpaceConfig } from "../gateway/config/config.js";
+import { ConfigError, formatIssue, loadSpaceConfig, type ConfigIssue, type SpaceConfig } from "../gateway/config/config.js";
 import { Authority, type Explanation } from "../gateway/policy/authority.js";
 import { checkPolicy, formatFinding } from "../gateway/policy/check.js";
 import { GrantBook } from "../gateway/policy/grants.js";
@@ -18,7 +18,7 @@ import { Registry } from "../gateway/ports/registry.js";
 import { withApi } from "./commands.js";
 import { guard, processIo, type Io } from "./lifecycle.js";
 import type { RemoteOptions } from "./remote.js";
-import { CliError, spaceFile } from "./space.js";
+import { CliError, loadSpace, spaceFile } from "./space.js";
 
 /** The one decision point, over a space.yaml alone: no grants, no registered tools. */
 export function offlineAuthority(config: SpaceConfig, tools: Record<string, Array<{ name: string; annotations?: Record<string, unknown> | undefined }>> = {}): Authority {
@@ -33,16 +33,48 @@ export function offlineAuthority(config: SpaceConfig, tools: Record<string, Arra
 
 export function runPolicyCheck(file: string | undefined, opts: { json?: boolean }, io: Io = processIo()): Promise<number> {
   return guard(io, async () => {
-    const config = await loadSpaceConfig(spaceFile(file), io.env);
+    const { config, unset } = await loadForCheck(spaceFile(file), io.env);
     const findings = checkPolicy(config);
     const errors = findings.filter((f) => f.severity === "error").length;
-    if (opts.json) io.stdout.write(`${JSON.stringify({ findings, errors, warnings: findings.length - errors }, null, 2)}\n`);
+    const warnings = findings.length - errors + unset.length;
+    if (opts.json) io.stdout.write(`${JSON.stringify({ findings, unset, errors, warnings }, null, 2)}\n`);
     else {
+      for (const u of unset) io.stdout.write(`warning: ${formatIssue(u)} (checked as if it were "${u.placeholder}"; mewgate up needs it set)\n`);
       for (const f of findings) io.stdout.write(`${formatFinding(f)}\n`);
-      io.stdout.write(findings.length ? `${errors} error(s), ${findings.length - errors} warning(s)\n` : `${config.file}: every tool rule names a participant of the space and can decide something\n`);
+      io.stdout.write(findings.length || unset.length ? `${errors} error(s), ${warnings} warning(s)\n` : `${config.file}: every tool rule names a participant of the space and can decide something\n`);
     }
     return errors ? 1 : 0;
   });
+}
+
+/** An `${VAR}` the file uses that is not set where `policy check` runs. */
+export interface UnsetVariable extends ConfigIssue {
+  name: string;
+  placeholder: string;
+}
+
+const UNSET = /^environment variable ([A-Za-z_][A-Za-z0-9_]*) is not set$/;
+
+/**
+ * The space.yaml as `policy check` reads it: with the variables mewgate itself offers
+ * (`${MEWGATE_SANDBOX}` and the others, as every command sees them: space.ts), and any
+ * other `${VAR}` that is not set read as a placeholder and named, since the rules do not
+ * depend on a path or a secret and a check in CI should not need them. Anything else wrong
+ * with the file is reported as before.
+ */
+export async function loadForCheck(file: string, env: NodeJS.ProcessEnv): Promise<{ config: SpaceConfig; unset: UnsetVariable[] }> {
+  try {
+    return { config: (await loadSpace(file, { env })).config, unset: [] };
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    const unset = err.issues.flatMap((i) => {
+      const name = UNSET.exec(i.message)?.[1];
+      return name === undefined ? [] : [{ ...i, name, placeholder: `unset-${name}` }];
+    });
+    if (unset.length === 0) throw err;
+    const filled = { ...env, ...Object.fromEntries(unset.map((u) => [u.name, u.placeholder])) };
+    return { config: (await loadSpace(file, { env: filled })).config, unset };
+  }
 }
 
 // --- explain -----------------------------------------------------------------------------

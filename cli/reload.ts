@@ -58,7 +58,7 @@ export function runSessions(action: string | undefined, id: string | undefined, 
   return guard(io, async () => {
     const verb = action ?? "list";
     if (verb !== "list" && verb !== "end") throw new CliError(`unknown action "${verb}": mewgate sessions [list | end <participant>]`);
-    const api = new ApiClient(await resolveTarget(withEnvDefaults(opts, io.env), io.env));
+    const api = new ApiClient(await resolveTarget(withEnvDefaults(opts, io.env), io.env, { readOnly: verb === "list" }));
     if (verb === "end") {
       if (!id) throw new CliError("mewgate sessions end <participant>");
       await api.delete(`sessions/${encodeURIComponent(id)}`);

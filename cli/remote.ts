@@ -6,6 +6,7 @@
 import { readFileSync, statSync } from "node:fs";
 import { connect as tcpConnect } from "node:net";
 import type { Logger } from "pino";
+import type { SpaceConfig } from "../gateway/config/config.js";
 // Light on purpose (`mewgate mcp` is registered at start): the client, and the MCP SDK
 // behind it, load when a command connects.
 import type { ParticipantClient } from "../participants/client.js";
@@ -34,6 +35,12 @@ export interface ResolveRules {
   actAsHuman?: boolean | undefined;
   /** When no other source gives a token, use `MEWGATE_TOKEN` (`mewgate mcp`). */
   envToken?: boolean | undefined;
+  /**
+   * The command only reads (`status`, `proposals` list/show/decided, `tools`, `grants`,
+   * `sessions`): in a space of several humans, with no `--as`, it reads as the first of
+   * them that has a token (and says so on stderr) instead of refusing.
+   */
+  readOnly?: boolean | undefined;
 }
 
 export interface Target {
@@ -75,7 +82,7 @@ export async function resolveTarget(opts: RemoteOptions, env: NodeJS.ProcessEnv 
   }
   let who = opts.as === undefined ? undefined : pickHuman(config, opts.as).id;
   if (who === undefined && !given) {
-    if (actAsHuman) who = pickHuman(config, undefined).id;
+    if (actAsHuman) who = rules.readOnly ? readerFor(config, loaded.env) : pickHuman(config, undefined).id;
     else if (!lastResort) {
       const tokens = rules.envToken ? "--token, --token-file or MEWGATE_TOKEN" : "--token or --token-file";
       throw new CliError(
@@ -93,6 +100,19 @@ export async function resolveTarget(opts: RemoteOptions, env: NodeJS.ProcessEnv 
     participant: who,
     loaded,
   };
+}
+
+/**
+ * Who a read-only command reads as when `--as` is not given: the only human, or, in a
+ * space of several, the first declared one with a token (what they see is the same view
+ * any of them has with `visibility: all`; `--as` picks another).
+ */
+function readerFor(config: SpaceConfig, env: NodeJS.ProcessEnv): string {
+  const humans = Object.values(config.participants).filter((p) => p.kind === "human");
+  if (humans.length <= 1) return pickHuman(config, undefined).id;
+  const reader = humans.find((h) => resolveToken(config, h.id, env) !== undefined) ?? humans[0]!;
+  warn(`reading as ${reader.id}, the first of the space's humans (${humans.map((h) => h.id).join(", ")}); --as <id> to look as another`);
+  return reader.id;
 }
 
 /** `--token`, else `--token-file`. */

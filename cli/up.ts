@@ -27,6 +27,7 @@ import { sanitize } from "./terminal/format.js";
 import { findingLines, hearFindings, reloadOnSignal, startGateway, type RunningGateway } from "./gateway.js";
 import { type ClusterNode, memberRoute, startBus, startNodes } from "./local-cluster.js";
 import { exposedStateDir, greeted, planParticipants } from "./plan.js";
+import { selfCommand } from "./invocation.js";
 import { CliError, loadSpace, spaceFile, upFiles, type LoadedSpace } from "./space.js";
 import { Supervisor, type SupervisorOptions } from "./supervisor.js";
 import { createTerminal, isJsonMode, type TerminalSession } from "./terminal/index.js";
@@ -104,7 +105,7 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
   const loaded = await loadSpace(file, { stateDir: opts.stateDir, env: io.env });
   const { config, stateDir } = loaded;
   refuseIfRunning(stateDir);
-  const plan = planParticipants(config, opts.as);
+  const plan = planParticipants(config, opts.as, { terminal: !opts.detachedChild });
   const json = !opts.detachedChild && isJsonMode({ json: opts.json, input: io.stdin });
   // Lines for a person: stdout when the terminal is interactive; stderr when stdout carries JSON.
   const say = (text: string) => (json || opts.detachedChild ? io.stderr : io.stdout).write(`${text}\n`);
@@ -400,7 +401,7 @@ async function runDetached(opts: UpOptions, io: UpIo): Promise<number> {
   // Read the file here too: a bad space.yaml is reported right away, not in a log.
   const loaded: LoadedSpace = await loadSpace(file, { stateDir: opts.stateDir, env: io.env });
   refuseIfRunning(loaded.stateDir);
-  planParticipants(loaded.config, opts.as);
+  const plan = planParticipants(loaded.config, opts.as, { terminal: false });
   const args = [MAIN, "up", file, "--state-dir", loaded.stateDir, "--detached-child"];
   if (opts.port !== undefined) args.push("--port", String(opts.port));
   if (opts.host !== undefined) args.push("--host", opts.host);
@@ -447,13 +448,18 @@ async function runDetached(opts: UpOptions, io: UpIo): Promise<number> {
   child.unref();
   const f = shortPath(file);
   const sd = opts.stateDir ? ` --state-dir ${shortPath(loaded.stateDir)}` : "";
+  const me = selfCommand();
+  // Whose token signs in: the one named, the only human, or (several) the choice between them.
+  const humans = Object.values(loaded.config.participants).filter((p) => p.kind === "human").map((p) => p.id);
+  const who = plan.human?.id ?? (humans.length ? undefined : "<participant>");
+  const tokenHint = who ? `the token from: ${me} token show ${who} -c ${f}${sd}` : `the token of one of ${humans.join(", ")}: ${me} token show <id> -c ${f}${sd}`;
   io.stdout.write(
     [
       `mewgate: space ${loaded.config.space.id} is running in the background (pid ${outcome.pid}) on ${outcome.url}/ws`,
-      `  join it:   mewgate connect --config ${f}${sd}${opts.as ? ` --as ${opts.as}` : ""}`,
-      `  status:    mewgate status ${f}${sd}`,
-      `  console:   ${outcome.url.replace(/^ws/, "http")}/ui/  (sign in with the token from: mewgate token show <you> -c ${f}${sd})`,
-      `  stop it:   mewgate down ${f}${sd}`,
+      `  join it:   ${me} connect --config ${f}${sd}${opts.as ? ` --as ${opts.as}` : who ? "" : " --as <id>"}`,
+      `  status:    ${me} status ${f}${sd}`,
+      `  console:   ${outcome.url.replace(/^ws/, "http")}/ui/  (sign in with ${tokenHint})`,
+      `  stop it:   ${me} down ${f}${sd}`,
       `  logs:      ${shortPath(join(loaded.stateDir, "logs"))}/`,
       "",
     ].join("\n"),

@@ -5,11 +5,11 @@
  * make: a temp directory to work in, `--port 0` on `up`, and the proposal id the listing
  * printed in place of `<id>`. Its space.yaml snippets are checked against the schema too.
  */
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { parseSpaceConfig } from "../gateway/config/config.js";
-import { alive, allGone, cleanEnv, descendants, poll, ROOT, run, tempDir } from "./fixtures/cli/harness.js";
+import { alive, allGone, cleanEnv, descendants, MAIN, poll, ROOT, run, tempDir } from "./fixtures/cli/harness.js";
 
 const README = readFileSync(join(ROOT, "README.md"), "utf8");
 
@@ -82,7 +82,12 @@ describe("the README", () => {
   it("runs its walk-through offline: init, up --detach, status, send, proposals, approve, down", { timeout: 150_000 }, async () => {
     const cwd = tempDir("mewgate-readme-");
     dirs.push(cwd);
-    const env = cleanEnv();
+    // `mewgate` on the PATH is the built CLI, as the README's PATH section makes it (npm link).
+    const bin = tempDir("mewgate-bin-");
+    dirs.push(bin);
+    symlinkSync(MAIN, join(bin, "mewgate"));
+    chmodSync(MAIN, 0o755);
+    const env = cleanEnv({ PATH: `${bin}:${process.env["PATH"] ?? ""}` });
     const mewgate = async (args: string[]) => {
       const r = await run(args, { env, cwd });
       return { ...r, shown: `mewgate ${args.join(" ")}\n--- stdout:\n${r.stdout}\n--- stderr:\n${r.stderr}` };
@@ -91,6 +96,7 @@ describe("the README", () => {
     const init = await mewgate(command("write a starter space", (a) => a[0] === "init"));
     expect(init.code, init.shown).toBe(0);
     expect(init.stdout).toContain("next: mewgate up");
+    expect(readFileSync(join(cwd, init.stdout.match(/next: mewgate up (\S+)/)![1]!, "..", ".gitignore"), "utf8")).toContain(".mewgate/");
 
     // Port 0: the example's 7420 may be taken on the machine running the tests.
     const up = await mewgate([...command("start the space in the background", (a) => a[0] === "up" && a.includes("--detach")), "--port", "0"]);
@@ -101,7 +107,8 @@ describe("the README", () => {
 
     const status = await mewgate(command("show the space's status", (a) => a[0] === "status"));
     expect(status.code, status.shown).toBe(0);
-    expect(status.stdout).toMatch(/space \S+ \(.*\) at ws:\/\/127\.0\.0\.1:\d+\/ws/);
+    // The space is named after its directory (init), so no "(name)" beside an id that says the same.
+    expect(status.stdout).toMatch(/space my-space (\(.*\) )?at ws:\/\/127\.0\.0\.1:\d+\/ws/);
     expect(status.stdout).toMatch(/assistant\s+agent\s+connected/);
     expect(status.stdout).toContain("pending proposals (0)");
     expect(status.stdout).toMatch(/web console: http:\/\/127\.0\.0\.1:\d+\/ui\//);
@@ -120,6 +127,14 @@ describe("the README", () => {
     }, 30_000, 250);
     const id = listed.match(/\[([0-9a-f]{8})\]/)?.[1];
     expect(id, listed).toBeDefined();
+
+    const showArgs = command("show a proposal's card", (a) => a[0] === "proposals" && a[1] === "show");
+    expect(showArgs, "the README's show command names the proposal as <id>").toContain("<id>");
+    const show = await mewgate(showArgs.map((a) => (a === "<id>" ? id! : a)));
+    expect(show.code, show.shown).toBe(0);
+    expect(show.stdout).toMatch(/^assistant wants files\/write_file {2}#[0-9a-f]{8}$/m);
+    expect(show.stdout).toMatch(/arguments:\n {2}path: hello\.txt/);
+    expect(show.stdout).toContain("a new file");
 
     const approveArgs = command("approve a proposal", (a) => a[0] === "proposals" && a[1] === "approve");
     expect(approveArgs, "the README's approve command names the proposal as <id>").toContain("<id>");

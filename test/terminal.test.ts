@@ -101,14 +101,15 @@ describe("mewgate up: the interactive terminal", () => {
     // Approve the selected one (note-2) for good: the assistant may write files from now on.
     // A standing grant is never one keystroke: it says what it allows and waits for a typed yes.
     pane.keys("A");
-    await pane.waitFor(/approve always\? it also grants[\s\S]*participant: assistant[\s\S]*tool:\s+files\/write_file[\s\S]*arguments:\s+any[\s\S]*always let assistant call files\/write_file/);
+    // The scopes come narrowest first, as in the console: these arguments (a path's directory when it has one), then the whole tool.
+    await pane.waitFor(/approve always\? it also grants[\s\S]*participant: assistant[\s\S]*tool:\s+files\/write_file[\s\S]*\[1\] only with exactly these arguments[\s\S]*\[\d\] any arguments \(the whole tool\)[\s\S]*always let assistant call files\/write_file/);
     pane.type("no");
     pane.keys("Enter");
     await pane.waitFor(/not confirmed; nothing approved/);
     expect(pane.capture()).toMatch(/2 proposals waiting/);
     pane.keys("A");
-    await pane.waitFor(/not confirmed; nothing approved[\s\S]*approve always\? it also grants/);
-    pane.type("yes");
+    const [, whole] = await pane.waitFor(/not confirmed; nothing approved[\s\S]*approve always\? it also grants[\s\S]*\[(\d)\] any arguments \(the whole tool\)/);
+    pane.type(`yes ${whole}`);
     pane.keys("Enter");
     await pane.waitFor(/1 proposal waiting · 1\/1[\s\S]*"path": "note-1\.txt"/);
     pane.keys("e");

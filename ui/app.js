@@ -372,7 +372,12 @@ function reject(list) {
 async function refreshPeople() {
   const [{ participants }, { tools }] = await Promise.all([api("GET", "participants"), api("GET", "tools")]);
   $("people").replaceChildren(
-    ...participants.map((p) => el("li", {}, el("span", { class: p.online ? "online" : "offline", text: p.online ? "● " : "○ " }), el("span", { text: `${p.id} (${p.kind})${p.description ? ` — ${p.description}` : ""}` }))),
+    // You, signed in here, are present through this page even with no WebSocket session of your own.
+    ...participants.map((p) => {
+      const here = p.id === state.me;
+      const on = p.online || here;
+      return el("li", {}, el("span", { class: on ? "online" : "offline", text: on ? "● " : "○ " }), el("span", { text: `${p.id} (${p.kind})${here ? " — you, in this console" : ""}${p.description ? ` — ${p.description}` : ""}` }));
+    }),
   );
   $("tools").tBodies[0].replaceChildren(
     ...tools.map((t) =>

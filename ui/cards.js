@@ -86,13 +86,19 @@ export function proposalCard(p, on, selected = false) {
   // Interrupted: approved before the gateway stopped; approving it again (same action) may run it a second time.
   const cut = p.state === "interrupted" ? p.interrupted ?? {} : undefined;
   const args = (cut && cut.arguments) ?? p.arguments ?? {};
+  // Buttons only for those who may decide (gateway/operator/deciders.ts); the others are told why.
+  const mayNot = !p.mine && p.mayDecide === false;
+  // "Always" would let one person's grant skip a second approver: not offered on a two-person rule.
+  const twoPerson = p.approvals && p.approvals.required > 1;
   const actions = p.mine
     ? el("div", { class: "actions" }, el("button", { text: "Withdraw", onclick: () => on.withdraw(p) }))
+    : mayNot
+    ? el("div", { class: "actions" }, el("p", { class: "may-not muted", role: "note", text: `You cannot decide this one: ${reveal(p.mayNotDecide ?? "not yours to decide")}.` }), el("button", { text: "Respond", title: "answer the proposer without deciding", onclick: () => on.respond(p) }))
     : el(
         "div",
         { class: "actions" },
         el("button", { class: "approve", text: cut ? "Approve again" : "Approve", title: "a", onclick: () => on.approve(p) }),
-        el("button", { text: "Always…", title: "approve, and let the proposer call this tool without asking from now on (asks you to confirm)", onclick: () => on.always(p) }),
+        twoPerson ? undefined : el("button", { text: "Always…", title: "approve, and let the proposer call this tool without asking from now on (asks you to confirm)", onclick: () => on.always(p) }),
         el("button", { text: "Edit", title: "e", onclick: () => on.edit(p) }),
         el("button", { text: "Respond", title: "answer the proposer without deciding", onclick: () => on.respond(p) }),
         el("button", { class: "reject", text: "Reject", title: "r", onclick: () => on.reject(p) }),
@@ -105,7 +111,7 @@ export function proposalCard(p, on, selected = false) {
     el(
       "div",
       { class: "card-head" },
-      p.mine ? undefined : el("input", { type: "checkbox", class: "pick", "aria-label": `select ${p.shortId ?? p.id}`, ...(selected ? { checked: "" } : {}), onchange: (e) => on.select(p, e.target.checked) }),
+      p.mine || mayNot ? undefined : el("input", { type: "checkbox", class: "pick", "aria-label": `select ${p.shortId ?? p.id}`, ...(selected ? { checked: "" } : {}), onchange: (e) => on.select(p, e.target.checked) }),
       el("h3", { text: `${p.proposer} → ${p.tool ?? `${p.owner}: ${p.method}`}` }),
       el("code", { class: "short-id", text: `#${p.shortId ?? String(p.id).slice(0, 8)}`, title: String(p.id) }),
     ),
@@ -151,6 +157,7 @@ export function proposalCard(p, on, selected = false) {
     p.approvals ? el("p", { class: p.approvals.satisfiable ? "approvals" : "approvals error", role: "status", text: `Approvals: ${p.approvals.text}${p.approvals.by?.length ? ` (${p.approvals.by.join(", ")})` : ""}.${p.approvals.dropped?.length ? ` No longer counted: ${p.approvals.dropped.map((d) => `${d.by} (${d.why})`).join("; ")}.` : ""}${p.approvals.satisfiable ? "" : ` ${p.approvals.why}`}` }) : undefined,
     // Edited by an approver: these arguments are what runs, not those proposed.
     p.edited ? el("p", { class: "approvals", role: "status", text: `Arguments edited by ${reveal(p.edited.by ?? "an approver")}${p.edited.at ? ` at ${new Date(p.edited.at).toLocaleTimeString()}` : ""}: approving runs these, not those proposed.` }) : undefined,
+    Array.isArray(p.deciders) ? el("p", { class: "deciders", text: p.deciders.length ? `Who may decide: ${p.deciders.join(", ")}.` : "Nobody in the space may decide it as things stand." }) : undefined,
     argumentsView(args, p.inputSchema),
     // What the call would change (a diff against the file on disk, …), beside the arguments.
     on.preview ? previewBox(p, () => on.preview(p)) : undefined,
@@ -181,7 +188,9 @@ export function ask(title, body, buttons) {
  * here and said in words. Resolves with the chosen limit, or undefined when cancelled.
  */
 export async function confirmAlways(p) {
-  const limits = Array.isArray(p.always_limits) ? p.always_limits.filter((o) => o && typeof o.text === "string") : [];
+  // Narrowest first (these arguments, then a field's directory, then the whole tool), so the preselected one is the least it grants.
+  const offered = Array.isArray(p.always_limits) ? p.always_limits.filter((o) => o && typeof o.text === "string") : [];
+  const limits = [...offered.filter((o) => o.limit !== "tool"), ...offered.filter((o) => o.limit === "tool")];
   let chosen = limits[0]?.limit ?? "tool";
   const said = el("li", { text: `arguments: ${limits.length ? reveal(limits[0].text) : "any"}` });
   const choices = limits.length > 1

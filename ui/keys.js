@@ -6,12 +6,25 @@ import { ask, el } from "./cards.js";
 export const SHORTCUTS = [
   ["j", "next proposal"],
   ["k", "previous proposal"],
-  ["a", "approve the selected proposal (once)"],
+  ["a", "approve the selected proposal (once; a destructive one asks first)"],
   ["r", "reject it (asks why)"],
   ["e", "edit its arguments, then approve"],
   ["x", "tick it for a batch decision"],
   ["?", "this help"],
 ];
+
+/** Whether the keys may decide `p`: not one's own, and one the card offers buttons for. */
+const decidable = (p) => p !== undefined && !p.mine && p.mayDecide !== false;
+
+/** `a` on a call the tool declares destructive: said, and confirmed with a button. */
+async function confirmDestructive(p) {
+  const answer = await ask(
+    "Approve a destructive call?",
+    [el("p", { text: `${p.tool ?? p.method} is marked destructive by its server. Approve ${p.proposer}'s call once?` })],
+    [{ value: "cancel", text: "Cancel" }, { value: "approve", class: "approve", text: "Approve once" }],
+  );
+  return answer === "approve";
+}
 
 /** `cards()`: the pending cards in order; `on`: {approve, reject, edit, select}; `byId(id)`: the proposal. */
 export function installKeys({ cards, byId, on }) {
@@ -37,13 +50,15 @@ export function installKeys({ cards, byId, on }) {
       case "k":
         return focus(list[Math.max(0, at - 1)] ?? list[0]);
       case "a":
-        if (p && !p.mine) on.approve(p);
-        return;
+        if (!decidable(p)) return;
+        // A destructive call is never one key: it asks first.
+        if (p.hints?.destructiveHint === true) return void confirmDestructive(p).then((yes) => yes && on.approve(p));
+        return void on.approve(p);
       case "r":
-        if (p && !p.mine) on.reject(p);
+        if (decidable(p)) on.reject(p);
         return;
       case "e":
-        if (p && !p.mine) on.edit(p);
+        if (decidable(p)) on.edit(p);
         return;
       case "x": {
         const box = current()?.querySelector("input.pick");

@@ -8,6 +8,7 @@ import type { Envelope } from "../../gateway/wire/envelope.js";
 import type { ToolInfo } from "../../participants/index.js";
 import { callShape, fit, interruption, isRecord, oneLine, sanitize, shortId, truncate, whyApproval, wrapJson, type Style } from "./format.js";
 import type { ProposalQueue } from "./queue.js";
+import { wrapWords } from "./wrap-words.js";
 
 /** The preview printed under the proposal (preview-view.ts), offered with the rest of the view. */
 export { showPreview } from "./preview-view.js";
@@ -48,7 +49,7 @@ export function queueBlock(queue: ProposalQueue, s: Style, w: number, why: { con
   if (hints.length) lines.push(`tool: ${hints.map((h) => (h === "destructive" ? s.red(h) : h)).join(" · ")}`);
   const intent = intentOf(current);
   if (intent) {
-    const said = wrapText(intent, w - 4);
+    const said = wrapWords(intent, w - 4);
     lines.push(s.cyan(`${current.from} says why:`));
     for (const l of said.slice(0, INTENT_LINES)) lines.push(s.cyan(`  ${l}`));
     if (said.length > INTENT_LINES) lines.push(s.dim(`  ⋯ ${said.length - INTENT_LINES} more line${said.length - INTENT_LINES === 1 ? "" : "s"} — v shows them all`));
@@ -89,7 +90,7 @@ export function allArguments(current: Envelope, s: Style, width: number): string
   const { lines } = wrapJson(call.arguments, width - 4);
   const intent = intentOf(current);
   return [
-    ...(intent ? [s.dim(`── why ${current.from} wants it ──`), ...wrapText(intent, width - 4).map((l) => `  ${l}`)] : []),s.dim(`── all arguments of [${shortId(current.id)}] ${call.label} (${lines.length} lines) ──`), ...lines.map((l) => `  ${l}`), s.dim("── end of arguments ──")];
+    ...(intent ? [s.dim(`── why ${current.from} wants it ──`), ...wrapWords(intent, width - 4).map((l) => `  ${l}`)] : []),s.dim(`── all arguments of [${shortId(current.id)}] ${call.label} (${lines.length} lines) ──`), ...lines.map((l) => `  ${l}`), s.dim("── end of arguments ──")];
 }
 
 /** `/proposals`: one line each, the selected one marked. */

@@ -10,6 +10,7 @@ import { RpcError, RpcErrorCodes } from "../../participants/errors.js";
 import { parseForm, type Form } from "./elicit.js";
 import { callShape, GATEWAY, isRecord, type SeenCall } from "./format.js";
 import { ProposalQueue } from "./queue.js";
+import type { ApproveOptions } from "../../participants/client/types.js";
 
 export interface TerminalInput extends NodeJS.ReadableStream {
   isTTY?: boolean | undefined;
@@ -268,13 +269,13 @@ export abstract class TerminalSession {
     return { to: addressees };
   }
 
-  approve(proposalId: string, opts: { scope?: "once" | "always"; arguments?: Record<string, unknown> | undefined } = {}): string {
+  approve(proposalId: string, opts: { scope?: "once" | "always"; arguments?: Record<string, unknown> | undefined; limit?: ApproveOptions["limit"] } = {}): string {
     // Edited by an earlier approver: approving sends the arguments the card shows, so the
     // gateway counts this approval only for what it runs (docs/protocol.md, Two-person approvals).
     const shown = this.client.proposals.get(proposalId);
     const edit = shown && isRecord(shown.payload) ? shown.payload["mewgate/edited"] : undefined;
     const args = opts.arguments ?? (isRecord(edit) && isRecord(edit["arguments"]) ? edit["arguments"] : undefined);
-    const id = this.client.approve(proposalId, { scope: opts.scope ?? "once", ...(args ? { arguments: args } : {}) });
+    const id = this.client.approve(proposalId, { scope: opts.scope ?? "once", ...(args ? { arguments: args } : {}), ...(opts.limit !== undefined ? { limit: opts.limit } : {}) });
     this.decided(id, proposalId);
     return id;
   }

@@ -19,7 +19,7 @@ import { emitKeypressEvents } from "node:readline";
 import type { Envelope } from "../../gateway/wire/envelope.js";
 import type { WelcomeInfo } from "../../participants/index.js";
 import { editInEditor } from "./editor.js";
-import { ANSI, callShape, formatEnvelope, interruption, isRecord, oneLine, PLAIN, shortId, visibleLength, type Style, type ViewContext } from "./format.js";
+import { ANSI, callShape, formatEnvelope, interruption, isRecord, oneLine, PLAIN, shortId, truncate, visibleLength, type Style, type ViewContext } from "./format.js";
 import { FormWalk } from "./form.js";
 import { LineEditor, type Key } from "./line.js";
 import { SpaceLists } from "./lists.js";
@@ -27,12 +27,13 @@ import { allArguments, proposalLines, queueBlock, showPreview } from "./proposal
 import { schemaProblem } from "./validate.js";
 import { TerminalSession, type Ask, type TerminalOptions } from "./session.js";
 import { alwaysScope, HELP, onlyStyles, sanitizeId } from "./tty-text.js";
+import { alwaysChoices, pickChoice, type AlwaysChoice } from "./always-scopes.js";
 
 type Mode =
   | { kind: "chat" }
   | { kind: "edit"; proposal: string }
   | { kind: "reason"; proposal: string; label: string }
-  | { kind: "always"; proposal: string; label: string; from: string }
+  | { kind: "always"; proposal: string; label: string; from: string; choices: AlwaysChoice[] }
   | { kind: "respond"; proposal: string; from: string }
   | { kind: "form"; walk: FormWalk };
 
@@ -106,7 +107,7 @@ export class TtyTerminal extends TerminalSession {
       case "reason":
         return s.yellow(`why reject ${this.mode.label}? (reason "${DEFAULT_REJECT_REASON}"; Enter sends, Esc cancels)> `);
       case "always":
-        return s.yellow(`always let ${this.mode.from} call ${this.mode.label}, any arguments, without asking? (type yes and Enter; Esc cancels)> `);
+        return s.yellow(`always let ${this.mode.from} call ${this.mode.label} without asking? (yes: [1] ${truncate(this.mode.choices[0]?.text ?? "", 60)}; yes N: another; Esc cancels)> `);
       case "respond":
         return s.yellow(`answer ${this.mode.from} about this proposal, without deciding (Enter sends, Esc cancels)> `);
       case "form":
@@ -295,7 +296,8 @@ export class TtyTerminal extends TerminalSession {
     if (mode.kind === "edit") return this.finishEdit(mode.proposal, line);
     if (mode.kind === "reason") return this.sendReject(mode.proposal, DEFAULT_REJECT_REASON, line.trim());
     if (mode.kind === "always") {
-      if (/^y(es)?$/i.test(line.trim())) return this.approveSelected("always", mode.proposal);
+      const choice = pickChoice(line, mode.choices);
+      if (choice) return this.approveSelected("always", mode.proposal, choice);
       return this.notice(`not confirmed; nothing approved (${mode.label} still waits)`);
     }
     if (mode.kind === "respond") return this.sendRespond(mode.proposal, mode.from, line.trim());
@@ -307,22 +309,25 @@ export class TtyTerminal extends TerminalSession {
 
   // --- proposals -------------------------------------------------------------------------------
 
-  private approveSelected(scope: "once" | "always", ref?: string): void {
+  private approveSelected(scope: "once" | "always", ref?: string, choice?: AlwaysChoice): void {
     const r = this.queue.resolve(ref);
     if (!r.ok) return this.notice(r.message, "error");
     const label = callShape(r.proposal).label;
     this.safely(() => {
-      this.approve(r.proposal.id, { scope });
-      this.notice(`approved ${label}${interruption(r.proposal) ? " again" : ""} [${shortId(r.proposal.id)}]${scope === "always" ? ` — ${r.proposal.from} may now call ${label} without asking` : ""}`);
+      this.approve(r.proposal.id, { scope, ...(choice && choice.limit !== "tool" ? { limit: choice.limit } : {}) });
+      this.notice(`approved ${label}${interruption(r.proposal) ? " again" : ""} [${shortId(r.proposal.id)}]${scope === "always" ? ` — ${r.proposal.from} may now call ${label} without asking, ${choice?.text ?? "any arguments"}` : ""}`);
     });
   }
 
   private askAlways(ref: string | undefined): void {
     const r = this.queue.resolve(ref);
     if (!r.ok) return this.notice(r.message, "error");
-    const label = callShape(r.proposal).label;
-    this.print(alwaysScope(r.proposal.from, label, this.style));
-    this.setMode({ kind: "always", proposal: r.proposal.id, label, from: r.proposal.from }, "");
+    const call = callShape(r.proposal);
+    const label = call.label;
+    const choices = alwaysChoices(isRecord(call.arguments) ? call.arguments : undefined);
+    this.print(alwaysScope(r.proposal.from, label, this.style, "one of the scopes below"));
+    this.print(choices.map((c, i) => `   ${this.style.bold(`[${i + 1}]`)} ${truncate(c.text, 160)}`));
+    this.setMode({ kind: "always", proposal: r.proposal.id, label, from: r.proposal.from, choices }, "");
   }
 
   private startRespond(ref: string | undefined): void {

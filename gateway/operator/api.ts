@@ -42,6 +42,7 @@ import { checkRoute, explainRoute } from "./policy-api.js";
 import { linkRoute } from "./links.js";
 import { learnRoute, notePreviewOpened } from "./learn-api.js";
 import { reviewRoute, reviewsRoute } from "./review-api.js";
+import { clearDeviceCookie, deviceCookie, deviceParticipant, DEVICE_SESSION_MS, linkState } from "./device-session.js";
 import type { ReloadReport } from "../space/reload.js";
 import { compileCapabilities } from "../policy/capabilities.js";
 
@@ -118,8 +119,17 @@ async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerRespons
   const [spaceId, ...rest] = parts;
   const space = gateway.spaces.get(spaceId ?? "");
   if (!space) return send(res, fail(404, "unknown_space", `no space named "${clip(spaceId ?? "")}"`));
-  const caller = await authenticate(space, req, res);
+  // Decision links (device-session.ts): a link's state needs no sign-in, and the link routes
+  // take this device's session when no token is sent.
+  const linkPath = rest[0] === "links" && rest.length === 2 && req.method === "POST" ? rest[1] : undefined;
+  if (linkPath === "state") {
+    const read = await readJsonObject(req, res, MAX_BODY);
+    return send(res, read.ok ? { status: 200, body: linkState(space, read.body["link"]) } : fail(read.status, "invalid_payload", read.message));
+  }
+  const device = linkPath !== undefined && req.headers.authorization === undefined ? deviceParticipant(space, req) : undefined;
+  const caller = device ? { space, id: device.id } : await authenticate(space, req, res);
   if (!caller) return;
+  if (linkPath === "forget") return send(res, { status: 200, body: { forgotten: true } }, { "set-cookie": clearDeviceCookie(space, req) });
   const route = `${req.method} ${rest.map((p, i) => (i === 1 && rest[0] !== undefined && ["proposals", "grants", "requests", "participants", "sessions"].includes(rest[0]) ? ":id" : p)).join("/")}`;
   if (route === "GET events") return events(caller, req, res);
   let body: Record<string, unknown> = {};
@@ -132,7 +142,15 @@ async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerRespons
   if (route === "GET reviews") return send(res, reviewsRoute(space, caller.id));
   if (route === "POST proposals/:id/review") return send(res, await reviewRoute(space, caller.id, rest[1] ?? "", body));
   if (rest[0] === "policy" && (rest[1] === "suggestions" || rest[1] === "dry-run" || rest[1] === "fatigue")) return send(res, await learnRoute(gateway, space, caller.id, req.method ?? "GET", rest.slice(1), body));
-  send(res, await dispatch(caller, route, rest[1], url.searchParams, body));
+  const reply = await dispatch(caller, route, rest[1], url.searchParams, body);
+  // A link opened with the person's own token: this device may open their next links with one tap.
+  const token = bearer(req.headers.authorization);
+  if (linkPath === "open" && reply.status === 200 && token !== undefined && space.authenticate(token).ok) {
+    (reply.body as Record<string, unknown>)["device"] = { until: new Date(Date.now() + DEVICE_SESSION_MS).toISOString() };
+    return send(res, reply, { "set-cookie": deviceCookie(space, req, caller.id, token) });
+  }
+  if (device && reply.status === 200 && typeof reply.body === "object" && reply.body) (reply.body as Record<string, unknown>)["device"] = { until: new Date(device.until).toISOString() };
+  send(res, reply);
 }
 
 /**
@@ -187,7 +205,8 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
     }
     case "POST links/open":
     case "POST links/decide":
-      return linkRoute(space, c.id, route === "POST links/open" ? "open" : "decide", body);
+    case "POST links/preview":
+      return linkRoute(space, c.id, route === "POST links/open" ? "open" : route === "POST links/preview" ? "preview" : "decide", body);
     case "POST proposals/:id/approve": {
       const errors = await space.act(c.id, { kind: "mcp/approve", correlation_id: [id], payload: pick(body, ["scope", "arguments", "reason", "limit"]) });
       // One of several approvals it needs: it still waits, and says how far it got.

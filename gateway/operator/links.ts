@@ -3,6 +3,7 @@
  *
  *   POST links/open   {link}                              → {proposal, confirm}
  *   POST links/decide {link, confirm, decision, text?}    → {ok, state}
+ *   POST links/preview {link}                             → the preview (proposals/preview.ts)
  *
  * Both are called with the approver's own session (`Authorization: Bearer`, as every API
  * route): a link made for someone else, or one whose proposal has moved on or whose
@@ -38,10 +39,12 @@ function confirmed(p: Proposal): { arguments?: Record<string, unknown> } {
   return runs.edited ? { arguments: runs.arguments } : {};
 }
 
-export async function linkRoute(space: Space, caller: string, route: "open" | "decide", body: Record<string, unknown>): Promise<Reply> {
+export async function linkRoute(space: Space, caller: string, route: "open" | "decide" | "preview", body: Record<string, unknown>): Promise<Reply> {
   const u = usable(space, caller, body["link"]);
   if ("status" in u) return u;
   const { claims, p } = u;
+  // What the call would change, read as the link's person: the card's preview on the link page.
+  if (route === "preview") return { status: 200, body: await space.aids.previews.of(p, caller) };
   if (route === "open") return { status: 200, body: { proposal: proposalView(space, caller, p), confirm: space.aids.links.confirmation(claims), expiresAt: new Date(claims.e).toISOString() } };
   if (!space.aids.links.confirms(claims, body["confirm"])) return fail(403, "link_unconfirmed", "a decision by link is made from the link's page (open it again)");
   const decision = body["decision"];

@@ -2,7 +2,7 @@
  * pino, set up once per process. Tokens never reach a log line: the redaction list
  * covers every place a token travels (join frames, headers, config objects).
  */
-import { mkdirSync } from "node:fs";
+import { chmodSync, mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { pino, type Logger } from "pino";
 
@@ -29,5 +29,12 @@ export function createLogger(opts: LogOptions = {}): Logger {
   if (!opts.file) return pino({ ...base, enabled: false });
   if (opts.file === "-") return pino(base, pino.destination(2));
   mkdirSync(dirname(opts.file), { recursive: true, mode: 0o700 });
-  return pino(base, pino.destination({ dest: opts.file, mkdir: true, sync: false }));
+  // Owner only (docs/security.md): a log names participants, tools and arguments. A file
+  // an older version created 0644 is narrowed too; one that is not ours to chmod is left.
+  try {
+    chmodSync(opts.file, 0o600);
+  } catch {
+    // not there yet (created 0600 below), or not ours
+  }
+  return pino(base, pino.destination({ dest: opts.file, mkdir: true, sync: false, mode: 0o600 }));
 }

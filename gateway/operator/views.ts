@@ -9,6 +9,7 @@ import { compileCapabilities } from "../policy/capabilities.js";
 import { INTENT_MAX } from "../wire/envelope.js";
 import { learnView, reviewNote } from "./learn-api.js";
 import { turnOf } from "../wire/turn.js";
+import { decidersOf } from "./deciders.js";
 
 /** The MCP annotation hints a card shows as badges, in this order. */
 export const HINTS = ["destructiveHint", "readOnlyHint", "idempotentHint", "openWorldHint"] as const;
@@ -54,6 +55,8 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     ...(entry?.["findings"] ? { findings: entry["findings"] } : {}),
     // Whether the viewer may decide: not its own, and it could make the call itself.
     mine: p.proposer === viewer,
+    // Who may decide it, and whether the viewer may (deciders.ts): buttons only for those who may.
+    ...decidersOf(space, viewer, p),
     // What an "always" may be limited to (policy/scope.ts), for the approve confirmation.
     ...(p.tool !== undefined && (p.required ?? 1) <= 1 ? { always_limits: limitOptions(runs.arguments) } : {}),
     // A two-person rule: "1 of 2", who approved, and whether it can still be met (proposals/approvals.ts).
@@ -125,6 +128,8 @@ export function decidedView(space: Space, entries: AuditEntry[], max: number): A
       state,
       decision: decision.event,
       ...(decision.by !== undefined ? { decidedBy: decision.by } : {}),
+      // Every approver of a two-person decision, in order (its `approval` records, then the last).
+      ...(decision.event === "approved" ? { approvedBy: [...new Set(list.filter((e) => (e.event === "approval" || e.event === "approved") && e.by !== undefined).map((e) => e.by!))] } : {}),
       decidedAt: decision.ts,
       ...(proposed ? { proposedAt: proposed.ts, proposedArguments: proposed.arguments } : {}),
       arguments: decision.arguments,

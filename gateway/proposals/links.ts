@@ -140,6 +140,11 @@ export class Links {
     return true;
   }
 
+  /** An HMAC under the link secret for another `purpose` (a device session: operator/device-session.ts), which no link or confirmation can pass for. */
+  signFor(purpose: string, text: string): string {
+    return this.sign(`${purpose}\0\0${text}`);
+  }
+
   private sign(text: string): string {
     return createHmac("sha256", this.secret).update(text).digest("base64url");
   }
