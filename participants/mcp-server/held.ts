@@ -10,9 +10,12 @@
  * request after the decision answers the one recorded result however often it is replayed:
  * the call runs once, when it is approved, never again because a state came back.
  *
- * Not yet wired into modern.ts: the face still waits in the request (see modern.ts).
+ * `HeldCalls` is what one HTTP mount keeps (its key lives as long as the process: after a
+ * restart a state resumes nothing, and the call's proposal is decided in the space as
+ * ever); modern.ts answers with it.
  */
-import { createHmac, timingSafeEqual } from "node:crypto";
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import type { IncomingMessage } from "node:http";
 
 /** What a sealed state says. Short keys: it travels in every resumed request. */
 export interface HeldClaims {
@@ -123,5 +126,34 @@ export class HeldOutcomes<R> {
       if (this.entries.size <= this.max) break;
       this.entries.delete(id);
     }
+  }
+}
+
+/** What a held call ended with: its result, or the error the face gave. */
+export type HeldEnd = { result: unknown } | { error: { code: number; message: string; data?: unknown } };
+
+/** What answering a held call with `input_required` needs: the seat, its sealed states and recorded outcomes. */
+export interface HeldFace {
+  space: string;
+  seat: string;
+  states: HeldStates;
+  outcomes: HeldOutcomes<HeldEnd>;
+  /** Where a person decides the proposal. */
+  cardUrl(proposal: string): string;
+  /** How long a request state resumes its call. */
+  ttlMs: number;
+}
+
+/** The held calls of one HTTP mount: one key, one record of outcomes, a face per request. */
+export class HeldCalls {
+  readonly states = new HeldStates(randomBytes(32));
+  readonly outcomes = new HeldOutcomes<HeldEnd>();
+
+  /** For a request of `seat` in `space`; the card's URL on the host the client reached. */
+  face(req: IncomingMessage, space: string, seat: string, proposalTtlMs: number): HeldFace {
+    const origin = `http://${String(req.headers.host ?? "127.0.0.1").replace(/[^\w.:[\]-]/g, "")}`;
+    const cardUrl = (id: string) => `${origin}/ui/#space=${encodeURIComponent(space)}&proposal=${encodeURIComponent(id)}`;
+    // A state outlives the proposal a little: a resumed request after an expiry reads the expiry.
+    return { space, seat, states: this.states, outcomes: this.outcomes, cardUrl, ttlMs: proposalTtlMs + 60 * 60_000 };
   }
 }
