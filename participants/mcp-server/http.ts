@@ -29,6 +29,7 @@ import { authenticateBearer } from "../../gateway/space/bearer.js";
 import { bearerChallenge, resourceUrls } from "../../gateway/operator/http.js";
 import type { ParticipantClient } from "../client.js";
 import type { SpaceMcpServer } from "./server.js";
+import { HeldCalls } from "./held.js";
 import { InnerPool, isModern, loadModernModules, serveModern, type Inner, type ModernModules } from "./modern.js";
 
 /*
@@ -239,6 +240,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
 
   /** 2026-07-28 requests (modern.ts): the SDK v2's modules, and one in-process client of the face per seat and path. */
   let modern: Promise<ModernModules> | undefined;
+  const held = new HeldCalls();
   const inners = new InnerPool(async (space: Space, participant: string, onlyId: string | undefined, mm: ModernModules) => {
     const m = await load();
     const pooled = await acquire(m, space, participant);
@@ -363,7 +365,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       } catch (err) {
         return rpcError(res, 503, RPC_SERVER_ERROR, `could not join space "${who.space.id}": ${(err as Error).message}`, "unavailable");
       }
-      return serveModern(mm, inner, req, res, read.body);
+      return serveModern(mm, inner, req, res, read.body, held.face(req, who.space.id, who.participant, who.space.config.policy.proposal_ttl_ms));
     }
     const initializes = Array.isArray(read.body) ? read.body.some((msg) => m.isInitializeRequest(msg)) : m.isInitializeRequest(read.body);
     if (!initializes) return rpcError(res, 400, RPC_SERVER_ERROR, "Bad Request: no session; send initialize first", "bad_request");

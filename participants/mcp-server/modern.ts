@@ -11,13 +11,17 @@
  * in-process SDK v1 client, one per seat and path, kept while the seat's requests come
  * (the v1 pieces stay: the face is written on the v1 `Server`).
  *
+ * A tools/call that becomes a proposal answers `input_required` (callHeld below, the state
+ * sealed by held.ts) and goes on waiting in the gateway; the resumed request reads what it
+ * ended with. The proposal is seen from the face's own progress message while it waits.
+ *
  * Not yet: the client's capabilities of each request are not offered to the server (the
- * face's own client declares none, so a server's form or sampling request is refused), a
- * call that waits for a person waits in the request (progress while it waits) rather than
- * answering `input_required`, and `subscriptions/listen` carries no change of the space.
+ * face's own client declares none, so a server's form or sampling request is refused), and
+ * `subscriptions/listen` carries no change of the space.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { HeldFace } from "./held.js";
 
 /** What serving 2026-07-28 needs, loaded with the endpoint's other modules. */
 export interface ModernModules {
@@ -124,8 +128,11 @@ function withoutEnvelope(params: unknown): Record<string, unknown> | undefined {
   return Object.keys(meta).length > 0 ? { ...rest, _meta: meta } : rest;
 }
 
+/** Our own progress message while a call waits (server.ts): its proposal id. */
+const WAITING = /^waiting for approval of .* \(proposal ([^()\s]{1,200})\)$/;
+
 /** Answers one 2026-07-28 request with the SDK v2, asking `inner` what the request asks. */
-export async function serveModern(m: ModernModules, inner: Inner, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
+export async function serveModern(m: ModernModules, inner: Inner, req: IncomingMessage, res: ServerResponse, body: unknown, held?: HeldFace): Promise<void> {
   const client = inner.client;
   const info = client.getServerVersion() ?? { name: "mewgate", version: "0" };
   const caps = (client.getServerCapabilities() ?? {}) as Record<string, unknown>;
@@ -141,6 +148,7 @@ export async function serveModern(m: ModernModules, inner: Inner, req: IncomingM
       if (caps[cap] === undefined) continue;
       for (const method of methods) {
         server.setRequestHandler(method as never, (async (request: { params?: unknown }, ctx: { mcpReq: { _meta?: { progressToken?: string | number }; signal?: AbortSignal; notify(n: unknown): Promise<void> } }) => {
+          if (held && method === "tools/call") return callHeld(m, client, held, request, ctx as never);
           const token = ctx.mcpReq._meta?.progressToken;
           const onprogress =
             token === undefined
@@ -183,4 +191,71 @@ export async function serveModern(m: ModernModules, inner: Inner, req: IncomingM
   } finally {
     await handler.close().catch(() => {});
   }
+}
+
+type HeldCtx = { mcpReq: { requestState?: () => unknown; envelope?: Record<string, unknown>; _meta?: { progressToken?: string | number }; notify(n: unknown): Promise<void> } };
+
+/**
+ * A tools/call at 2026-07-28: asked of the face; when it becomes a proposal the request
+ * answers `input_required` at once (a URL elicitation to the proposal's card, when the
+ * client can take one, and sealed request state) while the call waits in the gateway; a
+ * resumed request reads what it ended with. The call runs once, when it is approved: a
+ * resumed request never asks the face again.
+ */
+async function callHeld(m: ModernModules, client: Client, held: HeldFace, request: { params?: unknown }, ctx: HeldCtx): Promise<unknown> {
+  const raw = ctx.mcpReq.requestState?.();
+  const name = String((request.params as { name?: unknown } | undefined)?.name ?? "");
+  if (raw !== undefined) {
+    const open = held.states.open(raw, held.space, held.seat);
+    if (!open.ok) throw new m.v2.ProtocolError(-32602, open.message, { reason: "invalid_request_state" });
+    if (open.claims.t !== name) throw new m.v2.ProtocolError(-32602, `the request state resumes a call of ${open.claims.t.slice(0, 200)}, not of this tool`, { reason: "invalid_request_state" });
+    const o = held.outcomes.read(open.claims.p);
+    if (o.status === "pending") return waitingAnswer(m, held, open.claims.p, raw as string, ctx);
+    if (o.status === "unknown") throw new m.v2.ProtocolError(-32602, `the outcome of proposal ${open.claims.p} is no longer kept here; the call is not run again`, { reason: "invalid_request_state" });
+    if ("error" in o.result) throw new m.v2.ProtocolError(o.result.error.code, o.result.error.message, o.result.error.data);
+    return o.result.result;
+  }
+  const token = ctx.mcpReq._meta?.progressToken;
+  let proposal: ((id: string) => void) | undefined;
+  const becameProposal = new Promise<string>((resolve) => (proposal = resolve));
+  const call = client.request({ method: "tools/call", params: withoutEnvelope(request.params) } as never, m.ResultSchema, {
+    onprogress: (p: { progress: number; total?: number; message?: string }) => {
+      const id = typeof p.message === "string" ? WAITING.exec(p.message)?.[1] : undefined;
+      if (id !== undefined) return proposal?.(id);
+      // The server's own progress of a call that needed nobody goes to the client, when it asked for progress.
+      if (token !== undefined) void ctx.mcpReq.notify({ method: "notifications/progress", params: { ...p, progressToken: token } }).catch(() => {});
+    },
+    resetTimeoutOnProgress: true,
+    timeout: 24 * 60 * 60_000,
+  });
+  const first = await Promise.race([call.then((result) => ({ result }), (err: unknown) => ({ err })), becameProposal.then((id) => ({ id }))]);
+  if ("result" in first) return first.result;
+  if ("err" in first) throw asProtocolError(m, first.err);
+  const id = first.id;
+  held.outcomes.hold(id);
+  // The call goes on in the gateway whatever the client does; what it ends with is kept for the resumed request.
+  call.then(
+    (result) => held.outcomes.settle(id, { result }),
+    (err: unknown) => {
+      const e = asProtocolError(m, err) as { code?: unknown; message?: unknown; data?: unknown };
+      held.outcomes.settle(id, { error: { code: typeof e.code === "number" ? e.code : -32603, message: String(e.message ?? err), ...(e.data !== undefined ? { data: e.data } : {}) } });
+    },
+  );
+  const state = held.states.seal({ s: held.space, w: held.seat, p: id, t: name, e: Date.now() + held.ttlMs });
+  return waitingAnswer(m, held, id, state, ctx);
+}
+
+function waitingAnswer(m: ModernModules, held: HeldFace, proposal: string, requestState: string, ctx: HeldCtx): unknown {
+  const caps = ctx.mcpReq.envelope?.["io.modelcontextprotocol/clientCapabilities"] as { elicitation?: { url?: unknown } } | undefined;
+  if (caps?.elicitation?.url === undefined) return m.v2.inputRequired({ requestState });
+  return m.v2.inputRequired({
+    inputRequests: { approval: m.v2.inputRequired.elicitUrl({ message: `This call waits for approval in the space (proposal ${proposal}). Open the card to see it; send the request again once it is decided.`, url: held.cardUrl(proposal) }) },
+    requestState,
+  });
+}
+
+function asProtocolError(m: ModernModules, err: unknown): unknown {
+  if (!(err instanceof m.McpError)) return err;
+  const prefix = `MCP error ${err.code}: `;
+  return new m.v2.ProtocolError(err.code, err.message.startsWith(prefix) ? err.message.slice(prefix.length) : err.message, err.data);
 }
