@@ -14,12 +14,12 @@
  * 2. Suggestions over 10,000 recorded calls: how long computing them takes.
  * 3. Proposal → its card live in a console at 100 proposals/s, p99 (approvals.ts's run).
  */
-import { parseSpaceConfig, type SpaceConfig } from "../gateway/config/config.js";
-import { addToolRule } from "../gateway/config/rule-edit.js";
-import { pastCalls } from "../gateway/policy/learn/history.js";
-import { Replayer } from "../gateway/policy/learn/replay.js";
-import { suggest } from "../gateway/policy/learn/suggest.js";
-import type { AuditEntry } from "../gateway/proposals/book.js";
+import { parseSpaceConfig, type SpaceConfig } from "../gateway/index.js";
+import { addToolRule } from "../gateway/index.js";
+import { pastCalls } from "../gateway/index.js";
+import { Replayer } from "../gateway/index.js";
+import { suggest } from "../gateway/index.js";
+import type { AuditEntry } from "../gateway/index.js";
 import { DAY_SPACE, DAY_TOOLS, type DayCall, seededDay } from "./attention-day.js";
 import { benchApprovals } from "./approvals.js";
 import { type Row, row } from "./report.js";

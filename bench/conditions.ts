@@ -4,10 +4,10 @@
  * (policy/authority.ts `call`) asked for the same call, with the same arguments, under
  * the two space.yamls, in interleaved blocks so both see the same machine.
  */
-import { parseSpaceConfig } from "../gateway/config/config.js";
-import { Authority } from "../gateway/policy/authority.js";
-import { GrantBook } from "../gateway/policy/grants.js";
-import { Registry } from "../gateway/ports/registry.js";
+import { parseSpaceConfig } from "../gateway/index.js";
+import { Authority } from "../gateway/index.js";
+import { GrantBook } from "../gateway/index.js";
+import { Registry } from "../gateway/index.js";
 
 export interface ConditionFigures {
   /** µs per decision, median over blocks. */

@@ -17,7 +17,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
-import { DEFAULT_LIMITS } from "../gateway/config/config.js";
+import { DEFAULT_LIMITS } from "../gateway/index.js";
 import { pinCores } from "./procs.js";
 import { type Row, table, toJson } from "./report.js";
 import { agent, bridge, governance } from "./extra.js";

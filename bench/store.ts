@@ -6,7 +6,7 @@
  */
 import { closeSync, fsyncSync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { openStore } from "../gateway/store/index.js";
+import { openStore } from "../gateway/index.js";
 import { type Row, row } from "./report.js";
 
 /** About the size of a proposal's records (the proposal and its audit entry). */

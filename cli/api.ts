@@ -3,7 +3,7 @@
  * `grants`): they act as a participant without joining, so a human's live terminal, or
  * an in-process agent with the same identity, is never logged out by them.
  */
-import type { Envelope } from "../gateway/wire/envelope.js";
+import type { Envelope } from "../gateway/index.js";
 import type { Target } from "./remote.js";
 import { CliError } from "./space.js";
 

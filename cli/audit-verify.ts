@@ -11,8 +11,8 @@
  * chain still passes through that head. State repairs (gateway/space/repair.ts) are listed.
  */
 import { readFileSync } from "node:fs";
-import { isHistoryRecord, readAudit } from "../gateway/space/ledger.js";
-import { verifyHistory } from "../gateway/store/verify.js";
+import { isHistoryRecord, readAudit } from "../gateway/index.js";
+import { verifyHistory } from "../gateway/index.js";
 import { guard, processIo, type Io } from "./lifecycle.js";
 import { CliError, loadSpace, spaceFile } from "./space.js";
 

@@ -3,9 +3,9 @@
  * (which only reads the state directory).
  */
 import { existsSync, statSync } from "node:fs";
-import type { AuditEntry } from "../gateway/proposals/book.js";
-import { readAudit } from "../gateway/space/ledger.js";
-import { GATEWAY_ID, type Envelope } from "../gateway/wire/envelope.js";
+import type { AuditEntry } from "../gateway/index.js";
+import { readAudit } from "../gateway/index.js";
+import { GATEWAY_ID, type Envelope } from "../gateway/index.js";
 import type { ParticipantClient } from "../participants/index.js";
 import { guard, processIo, proposalLine, type Io } from "./lifecycle.js";
 import { ApiClient, asEnvelope } from "./api.js";

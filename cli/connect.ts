@@ -2,7 +2,7 @@
  * `mewgate connect`: the interactive terminal (or JSON lines) against a running gateway.
  * `mewgate bridge`: an MCP server plugged into a running space from the command line.
  */
-import { createLogger } from "../gateway/operator/log.js";
+import { createLogger } from "../gateway/index.js";
 import { ParticipantError } from "../participants/index.js";
 import { withEnvDefaults } from "./commands.js";
 import { guard, processIo, type Io } from "./lifecycle.js";

@@ -2,10 +2,10 @@
  * `mewgate gateway`: run just the gateway for one or more space.yaml files.
  */
 import { join } from "node:path";
-import { ConfigError, loadSpaceConfig } from "../gateway/config/config.js";
-import { createLogger } from "../gateway/operator/log.js";
-import { formatFinding } from "../gateway/policy/check.js";
-import { Gateway } from "../gateway/edge/server.js";
+import { ConfigError, loadSpaceConfig } from "../gateway/index.js";
+import { createLogger } from "../gateway/index.js";
+import { formatFinding } from "../gateway/index.js";
+import { Gateway } from "../gateway/index.js";
 // Not the participants/mcp-server.js barrel: that loads the MCP SDK, which this command
 // must not pay for at start. http.js loads it on the first /mcp request.
 import { mountHttp } from "../participants/mcp-server/http.js";

@@ -8,8 +8,8 @@
  */
 import { rmSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { ConfigError } from "../gateway/config/config.js";
-import type { Envelope } from "../gateway/wire/envelope.js";
+import { ConfigError } from "../gateway/index.js";
+import type { Envelope } from "../gateway/index.js";
 import { normalizeUrl, resolveTarget } from "./remote.js";
 import { ApiClient, asEnvelope } from "./api.js";
 import { CliError, gatewayUrlFor, inspectUpRecord, isAlive, isOurUp, loadSpace, readUpRecord, spaceFile, upFiles, type UpRecord } from "./space.js";

@@ -12,7 +12,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { tokenEnvName } from "../gateway/identity/tokens.js";
+import { tokenEnvName } from "../gateway/index.js";
 import { NatsServer, natsServerPath } from "./nats.js";
 import { CliError } from "./space.js";
 

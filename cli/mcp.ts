@@ -13,7 +13,7 @@
  * stdout carries MCP only; logs go to stderr (or `--log-file`), never a token.
  */
 import { InvalidArgumentError, type Command } from "commander";
-import { createLogger } from "../gateway/operator/log.js";
+import { createLogger } from "../gateway/index.js";
 import { explainConnectError, resolveTarget, type RemoteOptions, type Target } from "./remote.js";
 
 export interface McpCommandOptions extends RemoteOptions {

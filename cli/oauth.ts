@@ -4,8 +4,8 @@
  * gateway's callback route `/oauth/callback/<space>` and the URL of it the authorization
  * server sends a person back to (`gateway.public_url` when set, else where `up` listens).
  */
-import type { McpServerConfig, SpaceConfig } from "../gateway/config/config.js";
-import type { Gateway } from "../gateway/edge/server.js";
+import type { McpServerConfig, SpaceConfig } from "../gateway/index.js";
+import type { Gateway } from "../gateway/index.js";
 import { ConsentDesk } from "../participants/bridge/oauth-consent.js";
 import type { OAuthBridgeOptions } from "../participants/bridge/oauth-signin.js";
 import { CredentialVault, VaultError } from "../participants/bridge/oauth-vault.js";

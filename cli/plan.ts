@@ -5,7 +5,7 @@
  */
 import { existsSync, statSync } from "node:fs";
 import { dirname, resolve, sep } from "node:path";
-import type { ParticipantConfig, SpaceConfig } from "../gateway/config/config.js";
+import type { ParticipantConfig, SpaceConfig } from "../gateway/index.js";
 import { CliError, pickHuman } from "./space.js";
 
 export interface Plan {

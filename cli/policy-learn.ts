@@ -9,10 +9,10 @@
  * a call a read-only hint lets through is counted as the rules alone decide it.
  * What participants wrote (arguments, ids) is sanitised before it reaches the terminal.
  */
-import { replayedCalls } from "../gateway/policy/learn/history.js";
-import { dryRunView } from "../gateway/policy/learn/replay.js";
-import type { Suggestion } from "../gateway/policy/learn/suggest.js";
-import { readAudit } from "../gateway/space/ledger.js";
+import { replayedCalls } from "../gateway/index.js";
+import { dryRunView } from "../gateway/index.js";
+import type { Suggestion } from "../gateway/index.js";
+import { readAudit } from "../gateway/index.js";
 import { withApi } from "./commands.js";
 import { guard, processIo, type Io } from "./lifecycle.js";
 import type { RemoteOptions } from "./remote.js";

@@ -4,7 +4,7 @@
  * rule, times, every argument) — and its preview (what the call would change, read as you:
  * gateway/proposals/preview.ts).
  */
-import type { Envelope } from "../gateway/wire/envelope.js";
+import type { Envelope } from "../gateway/index.js";
 import type { ApiClient } from "./api.js";
 import { cardLines, decidedCardLines } from "./card-text.js";
 import type { Io } from "./lifecycle.js";

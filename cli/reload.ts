@@ -10,7 +10,7 @@ import { withEnvDefaults } from "./commands.js";
 import { guard, processIo, type Io } from "./lifecycle.js";
 import { resolveTarget, type RemoteOptions } from "./remote.js";
 import { CliError } from "./space.js";
-import type { ReloadReport } from "../gateway/space/reload.js";
+import type { ReloadReport } from "../gateway/index.js";
 
 /** What a reload did, as the gateway reports it (gateway/space/reload.ts). */
 export type ReloadSummary = ReloadReport;

@@ -6,7 +6,7 @@
 import { readFileSync, statSync } from "node:fs";
 import { connect as tcpConnect } from "node:net";
 import type { Logger } from "pino";
-import type { SpaceConfig } from "../gateway/config/config.js";
+import type { SpaceConfig } from "../gateway/index.js";
 // Light on purpose (`mewgate mcp` is registered at start): the client, and the MCP SDK
 // behind it, load when a command connects.
 import type { ParticipantClient } from "../participants/client.js";

@@ -7,9 +7,9 @@ import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
-import { loadSpaceConfig, type ParticipantConfig, type SpaceConfig } from "../gateway/config/config.js";
+import { loadSpaceConfig, type ParticipantConfig, type SpaceConfig } from "../gateway/index.js";
 import * as z from "zod";
-import { tokenEnvName, tokenFile } from "../gateway/identity/tokens.js";
+import { tokenEnvName, tokenFile } from "../gateway/index.js";
 
 /** The command's own error: its message is printed as is (`mewgate: <message>`), exit code 1. */
 export class CliError extends Error {

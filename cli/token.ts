@@ -12,7 +12,7 @@
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { readTokenMeta, TokenBook, tokenEnvName, tokenFile, type TokenMeta, writeTokenMeta } from "../gateway/identity/tokens.js";
+import { readTokenMeta, TokenBook, tokenEnvName, tokenFile, type TokenMeta, writeTokenMeta } from "../gateway/index.js";
 import { ApiClient } from "./api.js";
 import { guard, processIo, type Io } from "./lifecycle.js";
 import { askReload, describeReload } from "./reload.js";

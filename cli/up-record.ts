@@ -5,7 +5,7 @@
  */
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
-import type { SpaceConfig } from "../gateway/config/config.js";
+import type { SpaceConfig } from "../gateway/index.js";
 import { CliError, isOurUp, processArgv, processStartTicks, readUpRecord, upFiles, type UpRecord } from "./space.js";
 
 /** Refuses to start a second `up` on the same state directory (two gateways would share its files). */

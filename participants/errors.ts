@@ -5,7 +5,7 @@
  * - `RpcError`: what a request handler throws to answer with a JSON-RPC error
  *   (`{code, message, data}` on the wire).
  */
-import type { Envelope } from "../gateway/wire/envelope.js";
+import type { Envelope } from "../gateway/index.js";
 
 /**
  * Codes a `ParticipantError` carries. Besides these, a `system/error` correlated to a call

@@ -5,7 +5,7 @@
  * peer may send more than we use. Only what the client acts on is required.
  */
 import * as z from "zod";
-import type { Capability } from "../gateway/wire/envelope.js";
+import type { Capability } from "../gateway/index.js";
 
 const CapabilityItem = z.custom<Capability>((v) => typeof v === "object" && v !== null && !Array.isArray(v), "a capability pattern");
 
@@ -71,7 +71,7 @@ export const SystemErrorPayloadSchema = z.looseObject({
  * one with them already), re-exported so the participant side reads exactly what the
  * gateway writes.
  */
-export { parseMcpRequest, parseMcpResponse, RejectPayloadSchema, WithdrawPayloadSchema } from "../gateway/wire/envelope.js";
+export { parseMcpRequest, parseMcpResponse, RejectPayloadSchema, WithdrawPayloadSchema } from "../gateway/index.js";
 
 /** A JSON-RPC id. */
 export type RpcId = string | number;

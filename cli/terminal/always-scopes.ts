@@ -4,7 +4,7 @@
  * choices as the console's dialog (policy/scope.ts) — and the typed answer that picks one:
  * `yes` takes the first, `yes N` the N-th. Anything else confirms nothing.
  */
-import { limitOptions, type AlwaysLimit } from "../../gateway/policy/scope.js";
+import { limitOptions, type AlwaysLimit } from "../../gateway/index.js";
 
 export interface AlwaysChoice {
   limit: AlwaysLimit;

@@ -2,11 +2,11 @@
  * What the terminal shows for each envelope: one readable line (rarely a few), never the raw
  * JSON. Pure functions, so the view is tested without a terminal.
  */
-import type { SpaceConfig } from "../../gateway/config/config.js";
-import type { Envelope } from "../../gateway/wire/envelope.js";
-import { CompiledPolicy } from "../../gateway/policy/rules.js";
+import type { SpaceConfig } from "../../gateway/index.js";
+import type { Envelope } from "../../gateway/index.js";
+import { CompiledPolicy } from "../../gateway/index.js";
 import type { ToolInfo } from "../../participants/index.js";
-import { replaceHidden } from "../../gateway/wire/text.js";
+import { replaceHidden } from "../../gateway/index.js";
 
 export const GATEWAY = "system:gateway";
 

@@ -17,7 +17,7 @@
  *   {"kind": "...", ...}   any envelope, sent as is (the gateway fills in the rest)
  */
 import { createInterface, type Interface } from "node:readline";
-import type { Envelope } from "../../gateway/wire/envelope.js";
+import type { Envelope } from "../../gateway/index.js";
 import type { OutboundEnvelope, WelcomeInfo } from "../../participants/index.js";
 import { isRecord } from "./format.js";
 import { TerminalSession, type Ask, type TerminalOptions } from "./session.js";

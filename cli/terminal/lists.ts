@@ -3,7 +3,7 @@
  * rather than this person's queue: /participants, /tools, /grants and /revoke. Given the
  * few things they need (the current connection, the screen) rather than the terminal.
  */
-import type { SpaceConfig } from "../../gateway/config/config.js";
+import type { SpaceConfig } from "../../gateway/index.js";
 import type { ParticipantClient } from "../../participants/index.js";
 import { GATEWAY, isRecord, oneLine, shortId, truncate, type Style } from "./format.js";
 

@@ -4,7 +4,7 @@
  * the API, drawn as lines — a diff coloured by its first character — every line sanitised.
  * A refused, failed or timed-out preview is one line saying so; nothing waits for it.
  */
-import type { Envelope } from "../../gateway/wire/envelope.js";
+import type { Envelope } from "../../gateway/index.js";
 import type { ParticipantClient } from "../../participants/index.js";
 import { isRecord, sanitize, shortId, truncate, type Style } from "./format.js";
 

@@ -3,8 +3,8 @@
  * printed again whenever the queue changes, every argument of one (`v`), and the list
  * (`/proposals`). Pure functions of the queue, so what is approved is what was shown.
  */
-import type { SpaceConfig } from "../../gateway/config/config.js";
-import type { Envelope } from "../../gateway/wire/envelope.js";
+import type { SpaceConfig } from "../../gateway/index.js";
+import type { Envelope } from "../../gateway/index.js";
 import type { ToolInfo } from "../../participants/index.js";
 import { callShape, fit, interruption, isRecord, oneLine, sanitize, shortId, truncate, whyApproval, wrapJson, type Style } from "./format.js";
 import type { ProposalQueue } from "./queue.js";

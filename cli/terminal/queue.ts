@@ -4,7 +4,7 @@
  * has just decided on (the gateway does not echo our own decision back) until the gateway
  * either refuses the decision or the proposal ends.
  */
-import type { Envelope } from "../../gateway/wire/envelope.js";
+import type { Envelope } from "../../gateway/index.js";
 
 export type Resolved = { ok: true; proposal: Envelope } | { ok: false; message: string };
 

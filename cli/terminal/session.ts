@@ -3,8 +3,8 @@
  * connection of the same participant replaced it, when the caller can), the proposal
  * queue, and the actions a person takes (chat, approve, reject, control an agent).
  */
-import type { SpaceConfig } from "../../gateway/config/config.js";
-import type { Envelope } from "../../gateway/wire/envelope.js";
+import type { SpaceConfig } from "../../gateway/index.js";
+import type { Envelope } from "../../gateway/index.js";
 import type { ClientCloseEvent, IncomingRequest, ParticipantClient, WelcomeInfo } from "../../participants/index.js";
 import { RpcError, RpcErrorCodes } from "../../participants/errors.js";
 import { parseForm, type Form } from "./elicit.js";

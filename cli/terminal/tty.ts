@@ -16,7 +16,7 @@
  * field (form.ts) until it is answered, declined, cancelled (Esc) or withdrawn.
  */
 import { emitKeypressEvents } from "node:readline";
-import type { Envelope } from "../../gateway/wire/envelope.js";
+import type { Envelope } from "../../gateway/index.js";
 import type { WelcomeInfo } from "../../participants/index.js";
 import { editInEditor } from "./editor.js";
 import { ANSI, callShape, formatEnvelope, interruption, isRecord, oneLine, PLAIN, shortId, truncate, visibleLength, type Style, type ViewContext } from "./format.js";

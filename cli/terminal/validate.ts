@@ -3,4 +3,4 @@
  * the gateway's own checker (gateway/wire/arguments-schema.ts), which decides again on
  * arrival. Here so a typo is caught at the keyboard, without a round trip.
  */
-export { schemaProblem } from "../../gateway/wire/arguments-schema.js";
+export { schemaProblem } from "../../gateway/index.js";

@@ -8,8 +8,8 @@
  * stop through the few methods at the end; what it needs of the agent comes as `ChatHost`.
  */
 import type { Logger } from "pino";
-import type { AgentConfig } from "../../gateway/config/config.js";
-import type { Envelope } from "../../gateway/wire/envelope.js";
+import type { AgentConfig } from "../../gateway/index.js";
+import type { Envelope } from "../../gateway/index.js";
 import type { OutboundEnvelope, ParticipantClient } from "../client.js";
 import { addUsage, emptySpend, roundCost, type Spend } from "./contract.js";
 import { Conversation } from "./context.js";

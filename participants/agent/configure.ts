@@ -11,7 +11,7 @@
  * would only be restarted by its supervisor to crash again.
  */
 import path from "node:path";
-import type { AgentConfig } from "../../gateway/config/config.js";
+import type { AgentConfig } from "../../gateway/index.js";
 import { AnthropicProvider } from "./providers/anthropic.js";
 import type { RetryOptions } from "./providers/http.js";
 import { OpenAIProvider } from "./providers/openai.js";

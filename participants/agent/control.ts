@@ -8,7 +8,7 @@
  * `ControlHost`.
  */
 import type { Logger } from "pino";
-import type { Envelope } from "../../gateway/wire/envelope.js";
+import type { Envelope } from "../../gateway/index.js";
 import type { OutboundEnvelope } from "../client.js";
 import type { ChatTurns } from "./chat.js";
 import type { Summarize } from "./context.js";

@@ -13,7 +13,7 @@ import { estimateRequestTokens, type Conversation } from "./context.js";
 import { ProviderError, type AssistantMessage, type ModelOptions, type ModelRequest, type ModelResponse, type Provider, type ToolCall, type ToolResultMessage, type Usage } from "./providers/types.js";
 import type { ToolSet } from "./tools.js";
 import { randomUUID } from "node:crypto";
-import type { TurnMark } from "../../gateway/wire/turn.js";
+import type { TurnMark } from "../../gateway/index.js";
 
 export interface ToolSuccess {
   type: "result";

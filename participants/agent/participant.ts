@@ -43,8 +43,8 @@
  * (reasoning.ts).
  */
 import type { Logger } from "pino";
-import type { AgentConfig } from "../../gateway/config/config.js";
-import { GATEWAY_ID, type Envelope } from "../../gateway/wire/envelope.js";
+import type { AgentConfig } from "../../gateway/index.js";
+import { GATEWAY_ID, type Envelope } from "../../gateway/index.js";
 import { ParticipantClient, type ClientOptions, type OutboundEnvelope, type WelcomeInfo } from "../client.js";
 import { AskServer } from "./serve.js";
 import { HeldConversations } from "./takeover.js";

@@ -7,7 +7,7 @@
  * change; it costs a sort and a join.
  */
 import { compare, type SpaceTool } from "./tools.js";
-import { stripHidden } from "../../gateway/policy/inspect.js";
+import { stripHidden } from "../../gateway/index.js";
 
 export interface PromptParticipant {
   id: string;

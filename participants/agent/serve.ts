@@ -7,8 +7,8 @@
  * model, tools and accounting only through `ServeHost`.
  */
 import type { Logger } from "pino";
-import type { AgentConfig } from "../../gateway/config/config.js";
-import type { Envelope } from "../../gateway/wire/envelope.js";
+import type { AgentConfig } from "../../gateway/index.js";
+import type { Envelope } from "../../gateway/index.js";
 import type { IncomingRequest, OutboundEnvelope, ParticipantClient } from "../client.js";
 import { RpcError, RpcErrorCodes } from "../errors.js";
 import { answerSampling, passElicitationUp } from "./callbacks.js";

@@ -6,8 +6,8 @@
  * Split from participant.ts, which tells it what arrived (welcome, presence, switches).
  */
 import type { Logger } from "pino";
-import type { AgentConfig } from "../../gateway/config/config.js";
-import { GATEWAY_ID, type Envelope } from "../../gateway/wire/envelope.js";
+import type { AgentConfig } from "../../gateway/index.js";
+import { GATEWAY_ID, type Envelope } from "../../gateway/index.js";
 import type { ParticipantClient, WelcomeInfo } from "../client.js";
 import type { ToolInfo } from "../wire.js";
 import type { TurnContext } from "./loop.js";

@@ -8,7 +8,7 @@
  * meanwhile, its own state intact; nested takeovers stack, and the person's messages go to
  * the top (`HeldConversations` reads the stacks the gateway announces).
  */
-import type { Envelope } from "../../gateway/wire/envelope.js";
+import type { Envelope } from "../../gateway/index.js";
 import type { ParticipantClient } from "../client.js";
 import { Conversation } from "./context.js";
 import type { CallTool, TurnContext, TurnResult } from "./loop.js";

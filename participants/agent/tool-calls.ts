@@ -5,8 +5,8 @@
  *
  * Split from participant.ts; used by the chat turns and the ask server alike.
  */
-import { GATEWAY_ID, INTENT_MAX, INTENT_META_KEY, RESPOND_KEY, type Envelope } from "../../gateway/wire/envelope.js";
-import { TURN_META_KEY } from "../../gateway/wire/turn.js";
+import { GATEWAY_ID, INTENT_MAX, INTENT_META_KEY, RESPOND_KEY, type Envelope } from "../../gateway/index.js";
+import { TURN_META_KEY } from "../../gateway/index.js";
 import type { CallOptions, ParticipantClient } from "../client.js";
 import type { ToolInfo } from "../wire.js";
 import { addDelegated, contractLine, type Spend } from "./contract.js";

@@ -5,7 +5,7 @@
 import * as z from "zod";
 import { ToolNameMap, type NameCollision } from "./names.js";
 import type { JsonSchema, ToolDefinition } from "./providers/types.js";
-import { stripHidden } from "../../gateway/policy/inspect.js";
+import { stripHidden } from "../../gateway/index.js";
 
 export const TOOL_POLICIES = ["direct", "proposal", "denied"] as const;
 export type ToolPolicy = (typeof TOOL_POLICIES)[number];

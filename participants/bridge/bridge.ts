@@ -43,7 +43,7 @@
 import { EventEmitter } from "node:events";
 import type { Implementation } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
-import type { McpServerConfig } from "../../gateway/config/config.js";
+import type { McpServerConfig } from "../../gateway/index.js";
 import { ParticipantClient, type ClientOptions } from "../client.js";
 import { Forwarder } from "./forward.js";
 import { ServerNotifications } from "./notifications.js";

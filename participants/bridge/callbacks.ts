@@ -25,7 +25,7 @@ import {
   McpError,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
-import type { McpServerConfig } from "../../gateway/config/config.js";
+import type { McpServerConfig } from "../../gateway/index.js";
 import type { IncomingRequest, ParticipantClient } from "../client.js";
 import { ParticipantError, RpcError } from "../errors.js";
 

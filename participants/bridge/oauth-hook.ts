@@ -3,7 +3,7 @@
  * `oauth: false`, and a credential vault given to the bridge (`up` and `mewgate bridge`
  * give one). Kept apart so bridge.ts holds one line for it.
  */
-import type { McpServerConfig } from "../../gateway/config/config.js";
+import type { McpServerConfig } from "../../gateway/index.js";
 import type { ParticipantClient } from "../client.js";
 import { UpstreamAuth } from "./oauth-signin.js";
 import type { BridgeOptions, BridgeStatus } from "./types.js";

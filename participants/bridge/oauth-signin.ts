@@ -15,7 +15,7 @@
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { Logger } from "pino";
-import type { McpServerConfig, OAuthConfig } from "../../gateway/config/config.js";
+import type { McpServerConfig, OAuthConfig } from "../../gateway/index.js";
 import type { ParticipantClient } from "../client.js";
 import { ConsentDesk, followConsent } from "./oauth-consent.js";
 import { type Challenge, OAuthClient, OAuthFailure, parseChallenge, safe } from "./oauth.js";

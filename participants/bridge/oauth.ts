@@ -29,7 +29,7 @@ import { checkResourceAllowed } from "@modelcontextprotocol/sdk/shared/auth-util
 import type { OAuthMetadata, OAuthProtectedResourceMetadata } from "@modelcontextprotocol/sdk/shared/auth.js";
 import * as oidc from "openid-client";
 import type { Logger } from "pino";
-import type { OAuthConfig } from "../../gateway/config/config.js";
+import type { OAuthConfig } from "../../gateway/index.js";
 import type { CredentialVault, StoredClient, StoredTokens, Subject } from "./oauth-vault.js";
 
 /** What a 401 or 403 said (WWW-Authenticate). */

@@ -16,7 +16,7 @@ import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared
 import { ErrorCode, McpError, type Implementation, type Notification } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
 import * as z from "zod";
-import type { McpServerConfig } from "../../gateway/config/config.js";
+import type { McpServerConfig } from "../../gateway/index.js";
 import type { ParticipantClient } from "../client.js";
 import type { RpcError } from "../errors.js";
 import { clientCapabilities, installCallbacks, type ServedCall } from "./callbacks.js";

@@ -5,8 +5,8 @@
  */
 import type { Implementation } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
-import type { McpServerConfig } from "../../gateway/config/config.js";
-import { RpcErrors } from "../../gateway/wire/envelope.js";
+import type { McpServerConfig } from "../../gateway/index.js";
+import { RpcErrors } from "../../gateway/index.js";
 import type { ClientOptions, ParticipantClient } from "../client.js";
 import { RpcError } from "../errors.js";
 import type { OAuthBridgeOptions } from "./oauth-signin.js";

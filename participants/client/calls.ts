@@ -8,7 +8,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type * as z from "zod";
-import { GATEWAY_ID, type Envelope } from "../../gateway/wire/envelope.js";
+import { GATEWAY_ID, type Envelope } from "../../gateway/index.js";
 import { ParticipantError } from "../errors.js";
 import { parseMcpResponse, RejectPayloadSchema, WithdrawPayloadSchema, type RpcId } from "../wire.js";
 import type { Connection } from "./connection.js";

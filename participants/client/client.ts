@@ -33,7 +33,7 @@ import { EventEmitter } from "node:events";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type * as z from "zod";
-import type { Capability, Envelope } from "../../gateway/wire/envelope.js";
+import type { Capability, Envelope } from "../../gateway/index.js";
 import { ParticipantError } from "../errors.js";
 import type { ParticipantInfo, RpcId, ToolInfo } from "../wire.js";
 import { Calls } from "./calls.js";

@@ -7,7 +7,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
-import { CloseCodes, PROTOCOL } from "../../gateway/wire/envelope.js";
+import { CloseCodes, PROTOCOL } from "../../gateway/index.js";
 import { ParticipantError, type ParticipantErrorCode } from "../errors.js";
 import type { CloseInfo, Transport, TransportFactory } from "../transport.js";
 import { webSocketTransport } from "../websocket.js";

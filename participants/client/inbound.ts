@@ -6,7 +6,7 @@
  * the pending proposals, and the calls a person's conversation holds across a reconnect.
  */
 import * as z from "zod";
-import { EDITED_KEY, GATEWAY_ID, type Capability, type Envelope } from "../../gateway/wire/envelope.js";
+import { EDITED_KEY, GATEWAY_ID, type Capability, type Envelope } from "../../gateway/index.js";
 import { ParticipantError } from "../errors.js";
 import {
   parseMcpRequest,

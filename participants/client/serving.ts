@@ -7,7 +7,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { GATEWAY_ID, type Envelope } from "../../gateway/wire/envelope.js";
+import { GATEWAY_ID, type Envelope } from "../../gateway/index.js";
 import { ParticipantError, RpcErrorCodes } from "../errors.js";
 import { EnvelopeServerTransport } from "../mcp-transport.js";
 import type { RpcId } from "../wire.js";

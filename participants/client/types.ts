@@ -5,7 +5,7 @@
  */
 import type { Logger } from "pino";
 import type * as z from "zod";
-import type { Capability, Envelope } from "../../gateway/wire/envelope.js";
+import type { Capability, Envelope } from "../../gateway/index.js";
 import type { ParticipantError } from "../errors.js";
 import type { TransportFactory } from "../transport.js";
 import type { WebSocketTransportOptions } from "../websocket.js";

@@ -5,7 +5,7 @@
  * returned and what a failed call rejected with.
  */
 import { ToolSchema, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
-import { GATEWAY_ID } from "../../gateway/wire/envelope.js";
+import { GATEWAY_ID } from "../../gateway/index.js";
 import { ToolNameMap } from "../agent/names.js";
 import { forModel } from "../agent/tools.js";
 import type { ParticipantError } from "../errors.js";

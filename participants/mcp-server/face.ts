@@ -16,7 +16,7 @@ import {
   type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
-import { stripHidden } from "../../gateway/policy/inspect.js";
+import { stripHidden } from "../../gateway/index.js";
 import type { ParticipantClient } from "../client.js";
 import { ParticipantError } from "../errors.js";
 

@@ -39,7 +39,7 @@ import {
   type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
-import { GATEWAY_ID, type Envelope } from "../../gateway/wire/envelope.js";
+import { GATEWAY_ID, type Envelope } from "../../gateway/index.js";
 import { ParticipantClient, type ClientOptions } from "../client.js";
 import { ParticipantError, RpcError } from "../errors.js";
 import { buildCatalogue, failureResult, type Catalogue, type CatalogueEntry } from "./catalogue.js";

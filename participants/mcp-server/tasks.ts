@@ -28,9 +28,9 @@
 import { randomUUID } from "node:crypto";
 import type { TaskStore } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js";
 import { CreateTaskResultSchema, ErrorCode, GetTaskResultSchema, type CallToolResult, type CreateTaskResult, type Result, type Task } from "@modelcontextprotocol/sdk/types.js";
-import { GATEWAY_ID, type Envelope } from "../../gateway/wire/envelope.js";
+import { GATEWAY_ID, type Envelope } from "../../gateway/index.js";
 import type { ParticipantClient } from "../client.js";
-import { stripHidden } from "../../gateway/policy/inspect.js";
+import { stripHidden } from "../../gateway/index.js";
 import { ParticipantError, RpcError } from "../errors.js";
 import { failureResult } from "./catalogue.js";
 
