@@ -9,7 +9,7 @@ export { addToolRule } from "./config/rule-edit.js";
 export { Gateway } from "./edge/server.js";
 export { TokenBook, readTokenMeta, tokenEnvName, tokenFile, writeTokenMeta } from "./identity/tokens.js";
 export type { TokenMeta } from "./identity/tokens.js";
-export { bearerChallenge, resourceUrls } from "./operator/http.js";
+export { bearer, bearerChallenge, resourceUrls } from "./operator/http.js";
 export { createLogger } from "./operator/log.js";
 export { Authority } from "./policy/authority.js";
 export type { Explanation } from "./policy/authority.js";

@@ -23,11 +23,9 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { Logger } from "pino";
-import type { Gateway } from "../../gateway/index.js";
-import type { Space } from "../../gateway/index.js";
-import { authenticateBearer } from "../../gateway/index.js";
-import { bearerChallenge, resourceUrls } from "../../gateway/index.js";
+import { authenticateBearer, bearer, bearerChallenge, type Gateway, resourceUrls, type Space } from "../../gateway/index.js";
 import type { ParticipantClient } from "../client.js";
+import { header, readJson, rpcError, RPC_INTERNAL_ERROR, RPC_PARSE_ERROR, RPC_SERVER_ERROR, RPC_SESSION_NOT_FOUND } from "./http-io.js";
 import type { SpaceMcpServer } from "./server.js";
 import { HeldCalls } from "./held.js";
 import { InnerPool, isModern, loadModernModules, serveModern, type Inner, type ModernModules } from "./modern.js";
@@ -132,11 +130,6 @@ type Who = { ok: true; space: Space; participant: string; digest?: string | unde
 
 const DEFAULT_IDLE_MS = 30 * 60_000;
 const DEFAULT_MAX_BODY = 4 * 1024 * 1024;
-/** JSON-RPC error codes the SDK's transport uses for transport-level refusals. */
-const RPC_SERVER_ERROR = -32000;
-const RPC_SESSION_NOT_FOUND = -32001;
-const RPC_PARSE_ERROR = -32700;
-const RPC_INTERNAL_ERROR = -32603;
 
 /**
  * Serves the space-as-MCP-server on the gateway's HTTP port. The route exists from this
@@ -446,57 +439,4 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       await inners.closeAll();
     },
   };
-}
-
-function header(req: IncomingMessage, name: string): string | undefined {
-  const v = req.headers[name];
-  const s = Array.isArray(v) ? v[0] : v;
-  return s === undefined || s === "" ? undefined : s;
-}
-
-function bearer(value: string | undefined): string | undefined {
-  const m = value ? /^Bearer\s+(\S+)\s*$/i.exec(value) : null;
-  return m?.[1];
-}
-
-function rpcError(res: ServerResponse, status: number, code: number, message: string, reason?: string, headers?: Record<string, string>): void {
-  if (res.headersSent) {
-    res.end();
-    return;
-  }
-  const error = reason === undefined ? { code, message } : { code, message, data: { reason } };
-  res.writeHead(status, { "content-type": "application/json", ...headers });
-  res.end(JSON.stringify({ jsonrpc: "2.0", error, id: null }));
-}
-
-/** Reads a JSON body of at most `max` bytes. Past the limit the connection is closed once the 413 is out. */
-function readJson(req: IncomingMessage, max: number): Promise<{ ok: true; body: unknown } | { ok: false; status: number; message: string }> {
-  const tooLarge = { ok: false as const, status: 413, message: `request body over ${max} bytes` };
-  const declared = Number(req.headers["content-length"]);
-  if (Number.isFinite(declared) && declared > max) return Promise.resolve(tooLarge);
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= max) {
-        chunks.push(chunk);
-        return;
-      }
-      req.off("data", onData);
-      req.off("end", onEnd);
-      req.pause();
-      resolve(tooLarge);
-    };
-    const onEnd = () => {
-      try {
-        resolve({ ok: true, body: JSON.parse(Buffer.concat(chunks).toString("utf8")) });
-      } catch {
-        resolve({ ok: false, status: 400, message: "Parse error: the body is not JSON" });
-      }
-    };
-    req.on("data", onData);
-    req.once("end", onEnd);
-    req.once("error", reject);
-  });
 }
