@@ -15,7 +15,14 @@ const MAX_LINES = 500;
 /** A file past MAX_LINES names the limit in its opening comment, with the reason (e.g. "past 500 lines because ..."). */
 const REASON = /\b(past|over|longer than|beyond) 500 lines\b/i;
 /** gateway/'s floors, top to bottom: a folder may import its own floor and those below. */
-const FLOORS = [["edge"], ["cluster", "operator"], ["space"], ["agents", "calls", "proposals", "policy", "ports"], ["store"], ["config", "identity", "wire"]];
+const FLOORS = [
+  ["edge"],
+  ["cluster", "operator"],
+  ["space"],
+  ["agents", "calls", "proposals", "policy", "ports"],
+  ["store"],
+  ["config", "identity", "wire"],
+];
 const floorOf = new Map(FLOORS.flatMap((names, i) => names.map((n) => [n, FLOORS.length - i])));
 
 const skip = new Set(["node_modules", "dist", "coverage"]);
@@ -39,7 +46,8 @@ const SPEC = /(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s*['"](\.[^'"]+)['"]|\bi
 for (const f of files) {
   const src = fs.readFileSync(f, "utf8");
   const lines = src.split("\n").length;
-  if (lines > MAX_LINES && !/\.test\.ts$/.test(f) && !REASON.test(src.split("\n").slice(0, 40).join("\n"))) long.push(`${rel(f)} (${lines} lines)`);
+  if (lines > MAX_LINES && !/\.test\.ts$/.test(f) && !REASON.test(src.split("\n").slice(0, 40).join("\n")))
+    long.push(`${rel(f)} (${lines} lines)`);
   const out = new Set();
   for (const m of src.matchAll(SPEC)) {
     const base = path.resolve(path.dirname(f), m[1] ?? m[2]).replace(/\.m?js$/, "");
@@ -48,14 +56,21 @@ for (const f of files) {
     out.add(target);
     const [fromTop, fromDir] = rel(f).split(path.sep);
     const [toTop, toDir] = rel(target).split(path.sep);
-    if (fromTop === "gateway" && (toTop === "participants" || toTop === "cli")) wrongWay.push(`${rel(f)} imports ${rel(target)}: gateway/ never imports ${toTop}/`);
+    if (fromTop === "gateway" && (toTop === "participants" || toTop === "cli"))
+      wrongWay.push(`${rel(f)} imports ${rel(target)}: gateway/ never imports ${toTop}/`);
     const outside = fromTop === "cli" || fromTop === "participants" || fromTop === "bench";
-    if (outside && toTop === "gateway" && m[1] !== undefined && rel(target) !== path.join("gateway", "index.ts")) wrongWay.push(`${rel(f)} imports ${rel(target)}: outside gateway/, import its public surface (gateway/index.ts), adding the name there if it is new`);
+    if (outside && toTop === "gateway" && m[1] !== undefined && rel(target) !== path.join("gateway", "index.ts"))
+      wrongWay.push(
+        `${rel(f)} imports ${rel(target)}: outside gateway/, import its public surface (gateway/index.ts), adding the name there if it is new`,
+      );
     // gateway/index.ts is the public surface, above every floor.
     if (fromTop === "gateway" && toTop === "gateway" && fromDir !== toDir && fromDir !== "index.ts") {
       const a = floorOf.get(fromDir);
       const b = floorOf.get(toDir);
-      if (a === undefined || b === undefined) wrongWay.push(`${rel(f)} imports ${rel(target)}: a gateway/ folder with no floor (add it to FLOORS in .ci/shape.mjs and to ARCHITECTURE.md)`);
+      if (a === undefined || b === undefined)
+        wrongWay.push(
+          `${rel(f)} imports ${rel(target)}: a gateway/ folder with no floor (add it to FLOORS in .ci/shape.mjs and to ARCHITECTURE.md)`,
+        );
       else if (b > a) wrongWay.push(`${rel(f)} imports ${rel(target)}: ${fromDir}/ is below ${toDir}/, so the arrow runs up a floor`);
     }
   }
@@ -112,5 +127,7 @@ for (const c of circles) console.log(`import circle: ${c.join(" -> ")}`);
 for (const w of wrongWay) console.log(`wrong-way import: ${w}`);
 for (const l of long) console.log(`past ${MAX_LINES} lines with no reason at its top: ${l}`);
 const failed = circles.length + wrongWay.length;
-console.log(`shape: ${files.length} files, ${circles.length} import circles, ${wrongWay.length} wrong-way imports, ${long.length} long files without a reason`);
+console.log(
+  `shape: ${files.length} files, ${circles.length} import circles, ${wrongWay.length} wrong-way imports, ${long.length} long files without a reason`,
+);
 process.exit(failed ? 1 : 0);

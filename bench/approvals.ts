@@ -41,7 +41,7 @@ function spaceYaml(): string {
     '  "owner/write": { call: read, arguments: { path: path }, render: diff, field: content }',
     "participants:",
     who("console", "human"),
-    who("agent", "agent", ", visibility: addressed, tools: { ask: [\"owner/write\"] }"),
+    who("agent", "agent", ', visibility: addressed, tools: { ask: ["owner/write"] }'),
     who("owner", "mcp"),
     "",
   ].join("\n");
@@ -76,9 +76,22 @@ export async function benchApprovals(dir: string, progress: (s: string) => void)
       const env = JSON.parse(data.toString("utf8"));
       if (env.kind !== "mcp/request" || env.payload.id === undefined) return;
       const result = env.payload.method === "tools/list" ? { tools } : { content: [{ type: "text", text: FILE }] };
-      owner!.send(JSON.stringify({ kind: "mcp/response", to: [env.from], correlation_id: [env.id], payload: { jsonrpc: "2.0", id: env.payload.id, result } }));
+      owner!.send(
+        JSON.stringify({
+          kind: "mcp/response",
+          to: [env.from],
+          correlation_id: [env.id],
+          payload: { jsonrpc: "2.0", id: env.payload.id, result },
+        }),
+      );
     };
-    owner!.send(JSON.stringify({ kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", method: "notifications/tools/list_changed" } }));
+    owner!.send(
+      JSON.stringify({
+        kind: "mcp/request",
+        to: ["system:gateway"],
+        payload: { jsonrpc: "2.0", method: "notifications/tools/list_changed" },
+      }),
+    );
     const headers = { authorization: `Bearer ${tokenFor("console")}` };
     for (let i = 0; i < 200; i++) {
       const r = (await (await fetch(`${http}/api/spaces/${SPACE}/tools`, { headers })).json()) as { tools: unknown[] };
@@ -111,7 +124,9 @@ export async function benchApprovals(dir: string, progress: (s: string) => void)
       }
     })();
 
-    progress(`approvals: ${WARMUP} proposals to warm up, then ${PROPOSALS} at ${RATE}/s, each timed to its server-sent event at the console`);
+    progress(
+      `approvals: ${WARMUP} proposals to warm up, then ${PROPOSALS} at ${RATE}/s, each timed to its server-sent event at the console`,
+    );
     const send = async (from: number, count: number, timed: boolean) => {
       const started = performance.now();
       for (let i = from; i < from + count; i++) {
@@ -121,7 +136,17 @@ export async function benchApprovals(dir: string, progress: (s: string) => void)
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         const id = `ap-${i}`;
         if (timed) sentAt.set(id, performance.now());
-        agent!.send(JSON.stringify({ id, kind: "mcp/proposal", to: ["owner"], payload: { method: "tools/call", params: { name: "write", arguments: { path: `notes/${i}.txt`, content: `${FILE}\nand one more line, number ${i}` } } } }));
+        agent!.send(
+          JSON.stringify({
+            id,
+            kind: "mcp/proposal",
+            to: ["owner"],
+            payload: {
+              method: "tools/call",
+              params: { name: "write", arguments: { path: `notes/${i}.txt`, content: `${FILE}\nand one more line, number ${i}` } },
+            },
+          }),
+        );
       }
       return performance.now() - started;
     };
@@ -138,7 +163,9 @@ export async function benchApprovals(dir: string, progress: (s: string) => void)
     const preview: number[] = [];
     for (let i = 0; i < PREVIEWS; i++) {
       const t0 = performance.now();
-      const r = (await (await fetch(`${http}/api/spaces/${SPACE}/proposals/ap-${WARMUP + i}/preview`, { headers })).json()) as { status?: string };
+      const r = (await (await fetch(`${http}/api/spaces/${SPACE}/proposals/ap-${WARMUP + i}/preview`, { headers })).json()) as {
+        status?: string;
+      };
       if (r.status !== "ok") throw new Error(`preview of ap-${i}: ${JSON.stringify(r).slice(0, 200)}`);
       preview.push(performance.now() - t0);
     }
@@ -174,7 +201,9 @@ export async function approvals(ctx: Context): Promise<Row[]> {
       unit: "ms",
       gateway: Number(f.preview.p50.toFixed(2)),
       ratio: false,
-      details: [`p99 ${f.preview.p99.toFixed(2)} ms over ${f.preview.n} previews, one at a time, none cached; fetched after the card is live, so it adds this to seeing the diff, never to the card or the decision`],
+      details: [
+        `p99 ${f.preview.p99.toFixed(2)} ms over ${f.preview.n} previews, one at a time, none cached; fetched after the card is live, so it adds this to seeing the diff, never to the card or the decision`,
+      ],
     }),
   ];
 }

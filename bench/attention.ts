@@ -43,7 +43,15 @@ export interface DayFigures {
 
 function entries(call: DayCall, id: string, approve: boolean): AuditEntry[] {
   const ts = new Date(Date.UTC(2026, 10, 28, 8) + call.at).toISOString();
-  const base = { ts, proposal: id, proposer: call.proposer, owner: call.owner, tool: call.tool, method: "tools/call", arguments: call.args };
+  const base = {
+    ts,
+    proposal: id,
+    proposer: call.proposer,
+    owner: call.owner,
+    tool: call.tool,
+    method: "tools/call",
+    arguments: call.args,
+  };
   return [
     { ...base, event: "proposed" },
     approve ? { ...base, event: "approved", by: "pat", scope: "once" } : { ...base, event: "rejected", by: "pat", reason: "unsafe" },
@@ -51,7 +59,10 @@ function entries(call: DayCall, id: string, approve: boolean): AuditEntry[] {
 }
 
 /** Replays the day: `learn` false keeps the file as written. */
-export function replayDay(day: readonly DayCall[], learn: boolean): { decisions: number; harmfulRan: number; accepted: string[]; denied: number; held: number } {
+export function replayDay(
+  day: readonly DayCall[],
+  learn: boolean,
+): { decisions: number; harmfulRan: number; accepted: string[]; denied: number; held: number } {
   let text = DAY_SPACE;
   let config: SpaceConfig = parseSpaceConfig(text, { file: "/bench/day.yaml", env: {} });
   let replayer = new Replayer(config, DAY_TOOLS);
@@ -66,7 +77,10 @@ export function replayDay(day: readonly DayCall[], learn: boolean): { decisions:
     if (learn && call.at >= nextLearn) {
       nextLearn += LEARN_EVERY_MS;
       for (const s of suggest(config, pastCalls(audit), DAY_TOOLS)) {
-        const clean = s.kind === "deny" ? s.covers.approved === 0 && s.covers.edited === 0 : s.covers.rejected === 0 && !Object.values(s.changes).some((c) => c.rejected > 0);
+        const clean =
+          s.kind === "deny"
+            ? s.covers.approved === 0 && s.covers.edited === 0
+            : s.covers.rejected === 0 && !Object.values(s.changes).some((c) => c.rejected > 0);
         if (!clean) continue;
         text = addToolRule(text, s.participant, s.kind, s.rule);
         accepted.push(`${s.kind} ${s.participant} ${typeof s.rule === "string" ? s.rule : s.rule.tool}`);
@@ -163,7 +177,9 @@ export async function attention(ctx: Context): Promise<Row[]> {
       gateway: Number(card.card.p99.toFixed(2)),
       ratio: false,
       goal: { text: "<= 50 ms", met: card.card.p99 <= 50 && card.seen === card.sent },
-      details: [`p50 ${card.card.p50.toFixed(2)} ms; ${card.seen} of ${card.sent} cards seen at ${card.rate.toFixed(0)}/s; other processes kept ${card.others.toFixed(2)} cores busy`],
+      details: [
+        `p50 ${card.card.p50.toFixed(2)} ms; ${card.seen} of ${card.sent} cards seen at ${card.rate.toFixed(0)}/s; other processes kept ${card.others.toFixed(2)} cores busy`,
+      ],
     }),
   ];
 }

@@ -94,7 +94,10 @@ export async function benchBridgeLatency(opts: BridgeLatencyOptions = {}): Promi
   const bridge = await startBridge({
     id: "echo",
     server,
-    client: opts.bridgeTransport === "in-process" ? { transport: () => connectInProcess(space, "echo"), reconnect: false } : { url, space: "bench", token: BRIDGE_TOKEN },
+    client:
+      opts.bridgeTransport === "in-process"
+        ? { transport: () => connectInProcess(space, "echo"), reconnect: false }
+        : { url, space: "bench", token: BRIDGE_TOKEN },
   });
   const caller = await ParticipantClient.connect({ url, space: "bench", token: CALLER_TOKEN });
   const direct = new Client({ name: "mewgate-bench", version: "0.1.0" });
@@ -108,13 +111,20 @@ export async function benchBridgeLatency(opts: BridgeLatencyOptions = {}): Promi
 
   const params = { name: "echo", arguments: { text: "ping" } };
   // About the size of the bridged call's envelopes.
-  const frame = JSON.stringify({ protocol: "mew/v0.4", id: "0d6f1c8e-7a43-4c1e-9d0b-2f6a7b1c9e55", kind: "mcp/request", to: ["echo"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params } });
+  const frame = JSON.stringify({
+    protocol: "mew/v0.4",
+    id: "0d6f1c8e-7a43-4c1e-9d0b-2f6a7b1c9e55",
+    kind: "mcp/request",
+    to: ["echo"],
+    payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params },
+  });
   const viaBridge = () => caller.request("echo", "tools/call", params);
   const viaClient = () => direct.callTool(params);
-  const viaHops = () => new Promise<void>((resolve) => {
-    raw.once("message", () => resolve());
-    raw.send(frame);
-  });
+  const viaHops = () =>
+    new Promise<void>((resolve) => {
+      raw.once("message", () => resolve());
+      raw.send(frame);
+    });
   const samples = { direct: [] as number[], bridged: [] as number[], hops: [] as number[] };
   const run = async (call: () => Promise<unknown>, n: number, into?: number[]) => {
     for (let i = 0; i < n; i++) {

@@ -35,7 +35,14 @@ async function roundTrips(requesterAt: Target, responderAt: Target): Promise<num
     responder.onFrame = (data) => {
       const env = JSON.parse(data.toString("utf8")) as { kind: string; id: string; payload?: { id?: number } };
       if (env.kind !== "mcp/request") return;
-      responder.send(JSON.stringify({ kind: "mcp/response", to: ["requester"], correlation_id: [env.id], payload: { jsonrpc: "2.0", id: env.payload?.id, result: {} } }));
+      responder.send(
+        JSON.stringify({
+          kind: "mcp/response",
+          to: ["requester"],
+          correlation_id: [env.id],
+          payload: { jsonrpc: "2.0", id: env.payload?.id, result: {} },
+        }),
+      );
     };
     return await new Promise<number[]>((resolve, reject) => {
       const samples: number[] = [];
@@ -44,7 +51,14 @@ async function roundTrips(requesterAt: Target, responderAt: Target): Promise<num
       const timer = setTimeout(() => reject(new Error("cluster bench: round trips did not finish in 60 s")), 60_000);
       const fire = () => {
         sentAt = performance.now();
-        requester.send(JSON.stringify({ id: `c${n}`, kind: "mcp/request", to: ["responder"], payload: { jsonrpc: "2.0", id: n, method: "tools/call", params: { name: "echo", arguments: {} } } }));
+        requester.send(
+          JSON.stringify({
+            id: `c${n}`,
+            kind: "mcp/request",
+            to: ["responder"],
+            payload: { jsonrpc: "2.0", id: n, method: "tools/call", params: { name: "echo", arguments: {} } },
+          }),
+        );
       };
       requester.onFrame = (data) => {
         if (!data.includes('"mcp/response"')) return;
@@ -88,7 +102,15 @@ async function fanout(senderAt: Target, receiversAt: Target): Promise<number> {
 
 export async function cluster(ctx: ClusterContext): Promise<Row[]> {
   const bin = natsServerPath();
-  if (!bin) return [row({ scenario: "cluster", label: "cluster", unit: "", gateway: "not measured: nats-server is missing (apt-get install nats-server)" })];
+  if (!bin)
+    return [
+      row({
+        scenario: "cluster",
+        label: "cluster",
+        unit: "",
+        gateway: "not measured: nats-server is missing (apt-get install nats-server)",
+      }),
+    ];
   const dir = pathJoin(ctx.dir, "cluster");
   mkdirSync(dir, { recursive: true });
   const yaml = benchSpaceYaml({ participants: FANOUT.receivers + 1, maxBufferedBytes: 64 * 1024 * 1024 });
@@ -127,7 +149,9 @@ export async function cluster(ctx: ClusterContext): Promise<Row[]> {
     for (let round = 0; round < FANOUT.rounds; round++) {
       locals.push(await fanout(single, single));
       crosses.push(await fanout(e1, e2));
-      ctx.progress(`cluster: fan-out round ${round + 1}: one gateway ${locals[round]!.toFixed(0)}, across nodes ${crosses[round]!.toFixed(0)} deliveries/s`);
+      ctx.progress(
+        `cluster: fan-out round ${round + 1}: one gateway ${locals[round]!.toFixed(0)}, across nodes ${crosses[round]!.toFixed(0)} deliveries/s`,
+      );
     }
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
     const fanLocal = median(locals);
@@ -138,14 +162,23 @@ export async function cluster(ctx: ClusterContext): Promise<Row[]> {
     owner.child.kill("SIGKILL");
     let next: ServerProc | undefined;
     while (!next && performance.now() - killedAt < 15_000) {
-      for (const n of [e1, e2]) if ((await health(n.port).catch(() => ({}) as { cluster?: { owns: string[] } })).cluster?.owns.includes("bench")) next = n;
+      for (const n of [e1, e2])
+        if ((await health(n.port).catch(() => ({}) as { cluster?: { owns: string[] } })).cluster?.owns.includes("bench")) next = n;
       if (!next) await sleep(20);
     }
     const takeoverMs = performance.now() - killedAt;
     ctx.progress(`cluster: take-over after kill -9 of the owner ${next ? `${takeoverMs.toFixed(0)} ms` : "did not happen within 15 s"}`);
-    const note = "the baseline column is one plain gateway; clients sit on the two nodes that do not own the space (four bus hops per round trip); every process shares the machine's cores";
+    const note =
+      "the baseline column is one plain gateway; clients sit on the two nodes that do not own the space (four bus hops per round trip); every process shares the machine's cores";
     return [
-      row({ scenario: "cluster", label: "round trip across nodes, p50", unit: "µs", gateway: cross.p50, naive: local.p50, details: [note] }),
+      row({
+        scenario: "cluster",
+        label: "round trip across nodes, p50",
+        unit: "µs",
+        gateway: cross.p50,
+        naive: local.p50,
+        details: [note],
+      }),
       row({ scenario: "cluster", label: "round trip across nodes, p99", unit: "µs", gateway: cross.p99, naive: local.p99 }),
       row({
         scenario: "cluster",
@@ -153,7 +186,9 @@ export async function cluster(ctx: ClusterContext): Promise<Row[]> {
         unit: "del/s",
         gateway: fanCross,
         naive: fanLocal,
-        details: [`median of ${FANOUT.rounds} rounds, baseline and cluster in turns; ratio per round ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}; window ${FANOUT.window} frames in flight`],
+        details: [
+          `median of ${FANOUT.rounds} rounds, baseline and cluster in turns; ratio per round ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}; window ${FANOUT.window} frames in flight`,
+        ],
       }),
       row({
         scenario: "cluster",

@@ -51,10 +51,12 @@ export function benchConditions(opts: { blocks?: number; perBlock?: number } = {
   const allows = () => false;
   const time = (a: Authority): number => {
     const t0 = process.hrtime.bigint();
-    for (let i = 0; i < perBlock; i++) if (a.call("helper", allows, "files", "tools/call", params).decision !== "proposal") throw new Error("bench: the rule decided otherwise");
+    for (let i = 0; i < perBlock; i++)
+      if (a.call("helper", allows, "files", "tools/call", params).decision !== "proposal")
+        throw new Error("bench: the rule decided otherwise");
     return Number(process.hrtime.bigint() - t0) / 1000 / perBlock;
   };
-  for (let i = 0; i < 4; i++) (time(plain), time(conditional)); // warm up
+  for (let i = 0; i < 4; i++) time(plain), time(conditional); // warm up
   const p: number[] = [];
   const c: number[] = [];
   for (let i = 0; i < blocks; i++) {
@@ -62,5 +64,11 @@ export function benchConditions(opts: { blocks?: number; perBlock?: number } = {
     c.push(time(conditional));
   }
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-  return { plain: median(p), conditional: median(c), added: median(c.map((x, i) => x - p[i]!)), fastest: { plain: Math.min(...p), conditional: Math.min(...c) }, decisions: blocks * perBlock };
+  return {
+    plain: median(p),
+    conditional: median(c),
+    added: median(c.map((x, i) => x - p[i]!)),
+    fastest: { plain: Math.min(...p), conditional: Math.min(...c) },
+    decisions: blocks * perBlock,
+  };
 }

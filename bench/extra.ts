@@ -32,7 +32,9 @@ export async function governance(ctx: Context): Promise<Row[]> {
       unit: "µs",
       gateway: g.proposal.p50,
       ratio: false,
-      details: [`p99 ${g.proposal.p99.toFixed(0)} µs; each of its four transitions (proposed, approved, routed, answered) is durable before it is acknowledged`],
+      details: [
+        `p99 ${g.proposal.p99.toFixed(0)} µs; each of its four transitions (proposed, approved, routed, answered) is durable before it is acknowledged`,
+      ],
     }),
     row({
       scenario: "governance",
@@ -40,7 +42,9 @@ export async function governance(ctx: Context): Promise<Row[]> {
       unit: "",
       gateway: Math.round(g.proposalsPerSecond),
       ratio: false,
-      details: [`${Math.round(g.proposalsPerSecond * 4).toLocaleString("en-US")} durable transitions per second, group-committed across proposer, approver and tool owner`],
+      details: [
+        `${Math.round(g.proposalsPerSecond * 4).toLocaleString("en-US")} durable transitions per second, group-committed across proposer, approver and tool owner`,
+      ],
     }),
     row({
       scenario: "governance",
@@ -104,7 +108,9 @@ export async function agent(ctx: Context): Promise<Row[]> {
       gateway: r.p50Ms,
       ratio: false,
       goal: { text: "<= 2 ms", met: r.p50Ms <= 2 },
-      details: [`p99 ${r.p99Ms.toFixed(2)} ms; model time excluded: prompt and tool set, name mapping, routing one tool call through the gateway and back`],
+      details: [
+        `p99 ${r.p99Ms.toFixed(2)} ms; model time excluded: prompt and tool set, name mapping, routing one tool call through the gateway and back`,
+      ],
     }),
   ];
 }

@@ -76,7 +76,10 @@ async function roundTrips(n: number, once: (i: number) => Promise<void>): Promis
   return samples;
 }
 
-export async function benchGovernance(dir: string, opts: { iterations?: number; progress?: (s: string) => void } = {}): Promise<GovernanceFigures> {
+export async function benchGovernance(
+  dir: string,
+  opts: { iterations?: number; progress?: (s: string) => void } = {},
+): Promise<GovernanceFigures> {
   const n = opts.iterations ?? 2000;
   const file = pathJoin(dir, "governance.yaml");
   writeFileSync(file, spaceYaml());
@@ -100,10 +103,23 @@ export async function benchGovernance(dir: string, opts: { iterations?: number; 
       const env = JSON.parse(text(data));
       if (env.kind !== "mcp/request" || env.payload.id === undefined) return;
       const result = env.payload.method === "tools/list" ? { tools } : { content: [{ type: "text", text: "ok" }] };
-      owner!.send(JSON.stringify({ kind: "mcp/response", to: [env.from], correlation_id: [env.id], payload: { jsonrpc: "2.0", id: env.payload.id, result } }));
+      owner!.send(
+        JSON.stringify({
+          kind: "mcp/response",
+          to: [env.from],
+          correlation_id: [env.id],
+          payload: { jsonrpc: "2.0", id: env.payload.id, result },
+        }),
+      );
     };
     // The gateway asked for tools right after the welcome, maybe before onFrame was set: ask it to ask again.
-    owner!.send(JSON.stringify({ kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", method: "notifications/tools/list_changed" } }));
+    owner!.send(
+      JSON.stringify({
+        kind: "mcp/request",
+        to: ["system:gateway"],
+        payload: { jsonrpc: "2.0", method: "notifications/tools/list_changed" },
+      }),
+    );
     await until(requester!, (e) => e.payload?.method === "notifications/tools/list_changed");
 
     // 1. Tracked request/response against the same exchange as plain envelopes.
@@ -114,7 +130,14 @@ export async function benchGovernance(dir: string, opts: { iterations?: number; 
         responder!.send(JSON.stringify({ kind: "bench/pong", to: ["requester"], correlation_id: [env.id], payload: env.payload }));
       } else if (s.includes('"mcp/request"') && s.includes('"to":["responder"]')) {
         const env = JSON.parse(s);
-        responder!.send(JSON.stringify({ kind: "mcp/response", to: ["requester"], correlation_id: [env.id], payload: { jsonrpc: "2.0", id: env.payload.id, result: {} } }));
+        responder!.send(
+          JSON.stringify({
+            kind: "mcp/response",
+            to: ["requester"],
+            correlation_id: [env.id],
+            payload: { jsonrpc: "2.0", id: env.payload.id, result: {} },
+          }),
+        );
       }
     };
     const tracked: number[] = [];
@@ -129,13 +152,27 @@ export async function benchGovernance(dir: string, opts: { iterations?: number; 
       const t = await roundTrips(block, (i) => {
         const id = `r${done}-${i}`;
         const back = until(requester!, (e) => e.kind === "mcp/response" && e.correlation_id?.[0] === id);
-        requester!.send(JSON.stringify({ id, kind: "mcp/request", to: ["responder"], payload: { jsonrpc: "2.0", id: i, method: "tools/call", params: { name: "echo", arguments: {} } } }));
+        requester!.send(
+          JSON.stringify({
+            id,
+            kind: "mcp/request",
+            to: ["responder"],
+            payload: { jsonrpc: "2.0", id: i, method: "tools/call", params: { name: "echo", arguments: {} } },
+          }),
+        );
         return back.then(() => undefined);
       });
       const p = await roundTrips(block, (i) => {
         const id = `p${done}-${i}`;
         const back = until(requester!, (e) => e.kind === "bench/pong" && e.correlation_id?.[0] === id);
-        requester!.send(JSON.stringify({ id, kind: "bench/ping", to: ["responder"], payload: { jsonrpc: "2.0", id: i, method: "tools/call", params: { name: "echo", arguments: {} } } }));
+        requester!.send(
+          JSON.stringify({
+            id,
+            kind: "bench/ping",
+            to: ["responder"],
+            payload: { jsonrpc: "2.0", id: i, method: "tools/call", params: { name: "echo", arguments: {} } },
+          }),
+        );
         return back.then(() => undefined);
       });
       if (!warm) {
@@ -154,7 +191,14 @@ export async function benchGovernance(dir: string, opts: { iterations?: number; 
     };
     const proposeOnce = (id: string) => {
       const back = until(agent!, (e) => e.kind === "mcp/response" && e.correlation_id?.includes(id));
-      agent!.send(JSON.stringify({ id, kind: "mcp/proposal", to: ["owner"], payload: { method: "tools/call", params: { name: "write", arguments: { path: "x" } } } }));
+      agent!.send(
+        JSON.stringify({
+          id,
+          kind: "mcp/proposal",
+          to: ["owner"],
+          payload: { method: "tools/call", params: { name: "write", arguments: { path: "x" } } },
+        }),
+      );
       return back;
     };
     await roundTrips(50, (i) => proposeOnce(`warm-${i}`).then(() => undefined));
@@ -182,7 +226,14 @@ export async function benchGovernance(dir: string, opts: { iterations?: number; 
             pending.delete(id);
             resolve();
           });
-          agent!.send(JSON.stringify({ id, kind: "mcp/proposal", to: ["owner"], payload: { method: "tools/call", params: { name: "write", arguments: { path: "x" } } } }));
+          agent!.send(
+            JSON.stringify({
+              id,
+              kind: "mcp/proposal",
+              to: ["owner"],
+              payload: { method: "tools/call", params: { name: "write", arguments: { path: "x" } } },
+            }),
+          );
         });
         completed++;
       }
@@ -205,7 +256,9 @@ export async function benchGovernance(dir: string, opts: { iterations?: number; 
           resolve();
         };
       });
-      requester!.send(JSON.stringify({ id, kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: i, method: "tools/list" } }));
+      requester!.send(
+        JSON.stringify({ id, kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: i, method: "tools/list" } }),
+      );
       return back;
     });
 

@@ -49,7 +49,8 @@ async function stableRss(pid: number, stableMs: number, maxMs: number): Promise<
 }
 
 async function idleRun(ctx: Context, kind: "gateway" | "naive", connections: number): Promise<IdleResult> {
-  const server = kind === "gateway" ? await startGateway(ctx.benchYaml, subdir(ctx, "idle"), { inspect: true }) : await startNaive({ inspect: true });
+  const server =
+    kind === "gateway" ? await startGateway(ctx.benchYaml, subdir(ctx, "idle"), { inspect: true }) : await startNaive({ inspect: true });
   let clients: Client[] = [];
   try {
     // RSS is read after a full GC each time, so the figure is what the connections keep,
@@ -58,7 +59,10 @@ async function idleRun(ctx: Context, kind: "gateway" | "naive", connections: num
     const before = await stableRss(server.pid, 250, 3000);
     const cpu0 = cpuMs(server.pid);
     const t0 = performance.now();
-    clients = await joinMany(server, ids("p", 0, connections), IDLE.concurrency, { deadline: t0 + IDLE.connectBudgetMs, timeoutMs: 20_000 });
+    clients = await joinMany(server, ids("p", 0, connections), IDLE.concurrency, {
+      deadline: t0 + IDLE.connectBudgetMs,
+      timeoutMs: 20_000,
+    });
     const connectMs = performance.now() - t0;
     // On the gateway every join is announced to everyone already there; wait until that
     // traffic is over and memory stops moving before reading RSS.
@@ -68,7 +72,18 @@ async function idleRun(ctx: Context, kind: "gateway" | "naive", connections: num
     const after = await stableRss(server.pid, 500, 5000);
     const settleMs = performance.now() - t1;
     const framesPerClient = clients.reduce((n, c) => n + c.received, 0) / Math.max(1, clients.length);
-    return { connections: clients.length, before, after, heapBefore, heapAfter, connectMs, settleMs, settled, framesPerClient, serverCpuMs: cpuMs(server.pid) - cpu0 };
+    return {
+      connections: clients.length,
+      before,
+      after,
+      heapBefore,
+      heapAfter,
+      connectMs,
+      settleMs,
+      settled,
+      framesPerClient,
+      serverCpuMs: cpuMs(server.pid) - cpu0,
+    };
   } finally {
     // Stop the server first: a gateway shutting down closes everyone without announcing
     // each leave to everyone left, which closing the clients first would cost.
@@ -81,20 +96,31 @@ export async function idle(ctx: Context): Promise<Row[]> {
   const limit = openFileLimit();
   // Each side holds one descriptor per connection; leave room for everything else.
   const wanted = Math.max(100, Math.min(IDLE.connections, Math.floor(limit - 500)));
-  ctx.progress(`idle: ulimit -n ${limit}, opening ${wanted} connections, ${IDLE.concurrency} handshakes at once, for at most ${IDLE.connectBudgetMs / 1000} s`);
+  ctx.progress(
+    `idle: ulimit -n ${limit}, opening ${wanted} connections, ${IDLE.concurrency} handshakes at once, for at most ${IDLE.connectBudgetMs / 1000} s`,
+  );
   const g = await idleRun(ctx, "gateway", wanted);
-  ctx.progress(`idle, gateway: ${g.connections} connections in ${(g.connectMs / 1000).toFixed(1)} s, ${((g.after - g.before) / g.connections / KIB).toFixed(1)} KiB each`);
+  ctx.progress(
+    `idle, gateway: ${g.connections} connections in ${(g.connectMs / 1000).toFixed(1)} s, ${((g.after - g.before) / g.connections / KIB).toFixed(1)} KiB each`,
+  );
   // The same number for the naive forwarder, so the two are compared at the same size.
   const v = await idleRun(ctx, "naive", g.connections);
-  ctx.progress(`idle, naive: ${v.connections} connections in ${(v.connectMs / 1000).toFixed(1)} s, ${((v.after - v.before) / v.connections / KIB).toFixed(1)} KiB each`);
+  ctx.progress(
+    `idle, naive: ${v.connections} connections in ${(v.connectMs / 1000).toFixed(1)} s, ${((v.after - v.before) / v.connections / KIB).toFixed(1)} KiB each`,
+  );
   const per = (r: IdleResult) => (r.after - r.before) / r.connections / KIB;
   const heapPer = (r: IdleResult) => (r.heapAfter.heapUsed - r.heapBefore.heapUsed) / r.connections / KIB;
   const describe = (name: string, r: IdleResult) =>
     `${name}: RSS ${(r.before / MIB).toFixed(1)} -> ${(r.after / MIB).toFixed(1)} MiB, JS heap ${(r.heapBefore.heapUsed / MIB).toFixed(1)} -> ${(r.heapAfter.heapUsed / MIB).toFixed(1)} MiB (${heapPer(r).toFixed(1)} KiB per connection); ${r.connections.toLocaleString("en-US")} joined in ${(r.connectMs / 1000).toFixed(1)} s using ${(r.serverCpuMs / 1000).toFixed(1)} s of server CPU, settled in ${(r.settleMs / 1000).toFixed(1)} s${r.settled ? "" : " (still busy at the time limit)"}; ${Math.round(r.framesPerClient).toLocaleString("en-US")} frames received per client`;
   const n = g.connections;
   const short = n < wanted;
-  const details = [`ulimit -n ${limit}; ${IDLE.concurrency} handshakes at once; joins stop after ${IDLE.connectBudgetMs / 1000} s; RSS read after a full GC (inspector)`];
-  if (short) details.push(`the gateway joined only ${n.toLocaleString("en-US")} of ${wanted.toLocaleString("en-US")} within ${IDLE.connectBudgetMs / 1000} s, so both are measured at ${n.toLocaleString("en-US")}`);
+  const details = [
+    `ulimit -n ${limit}; ${IDLE.concurrency} handshakes at once; joins stop after ${IDLE.connectBudgetMs / 1000} s; RSS read after a full GC (inspector)`,
+  ];
+  if (short)
+    details.push(
+      `the gateway joined only ${n.toLocaleString("en-US")} of ${wanted.toLocaleString("en-US")} within ${IDLE.connectBudgetMs / 1000} s, so both are measured at ${n.toLocaleString("en-US")}`,
+    );
   details.push(describe("gateway", g), describe("naive", v));
   return [
     row({

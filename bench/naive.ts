@@ -83,7 +83,9 @@ http.listen(port, "127.0.0.1", () => {
   // Its own account of its start, as the gateway logs one (start_ms), for the bench's start row.
   const node = performance.nodeTiming.bootstrapComplete;
   const ms = (x: number) => x.toFixed(1);
-  process.stdout.write(`naive forwarder listening on ws://127.0.0.1:${address.port}/ws (node ${ms(node)} ms, code ${ms(loaded - node)} ms, accepting at ${ms(performance.now())} ms)\n`);
+  process.stdout.write(
+    `naive forwarder listening on ws://127.0.0.1:${address.port}/ws (node ${ms(node)} ms, code ${ms(loaded - node)} ms, accepting at ${ms(performance.now())} ms)\n`,
+  );
 });
 
 // The bench stops it with SIGTERM; there is nothing to save, so leave at once.

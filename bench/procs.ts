@@ -106,7 +106,13 @@ export function startGateway(configFile: string, dir: string, opts: StartOptions
 
 export function startNaive(opts: StartOptions & { stamp?: boolean } = {}): Promise<ServerProc> {
   const nodeArgs = (process.env["BENCH_NAIVE_NODE_ARGS"] ?? "").split(/\s+/).filter(Boolean);
-  return startServer(opts.stamp ? "floor" : "naive", [...(opts.inspect ? [INSPECT] : []), ...nodeArgs, NAIVE_MAIN, "0", ...(opts.stamp ? ["--stamp"] : [])]);
+  return startServer(opts.stamp ? "floor" : "naive", [
+    ...(opts.inspect ? [INSPECT] : []),
+    ...nodeArgs,
+    NAIVE_MAIN,
+    "0",
+    ...(opts.stamp ? ["--stamp"] : []),
+  ]);
 }
 
 /**
@@ -116,7 +122,8 @@ export function startNaive(opts: StartOptions & { stamp?: boolean } = {}): Promi
 function startServer(kind: ServerKind, args: string[], timeoutMs = 15_000, env?: NodeJS.ProcessEnv): Promise<ServerProc> {
   const t0 = performance.now();
   // taskset execs node in place, so the child's pid is node's own.
-  const [cmd, argv] = serverCpu === undefined ? [process.execPath, args] : ["taskset", ["-c", String(serverCpu), process.execPath, ...args]];
+  const [cmd, argv] =
+    serverCpu === undefined ? [process.execPath, args] : ["taskset", ["-c", String(serverCpu), process.execPath, ...args]];
   const child = spawn(cmd, argv, { stdio: ["ignore", "pipe", "pipe"], ...(env ? { env: { ...process.env, ...env } } : {}) });
   live.add(child);
   let stderr = "";
@@ -166,7 +173,18 @@ function startServer(kind: ServerKind, args: string[], timeoutMs = 15_000, env?:
           if (settled) return;
           settled = true;
           clearTimeout(timer);
-          resolve({ kind, pid: child.pid!, port, base: `ws://127.0.0.1:${port}`, printedMs, healthyMs: performance.now() - t0, printed: stdout, inspector, child, stop });
+          resolve({
+            kind,
+            pid: child.pid!,
+            port,
+            base: `ws://127.0.0.1:${port}`,
+            printedMs,
+            healthyMs: performance.now() - t0,
+            printed: stdout,
+            inspector,
+            child,
+            stop,
+          });
         },
         (err: Error) => fail(err.message),
       );

@@ -123,7 +123,8 @@ export function joinCounter(target: Target, id: string, timeoutMs = 10_000): Pro
       if (!upgraded) {
         const end = head.indexOf("\r\n\r\n");
         if (end < 0) return;
-        if (!head.subarray(0, 12).toString().startsWith("HTTP/1.1 101")) return fail(`handshake refused: ${head.subarray(0, end).toString()}`);
+        if (!head.subarray(0, 12).toString().startsWith("HTTP/1.1 101"))
+          return fail(`handshake refused: ${head.subarray(0, end).toString()}`);
         upgraded = true;
         head = head.subarray(end + 4);
         if (target.kind !== "gateway") return ready(head);
@@ -164,7 +165,12 @@ export function joinCounter(target: Target, id: string, timeoutMs = 10_000): Pro
  * slowest receiver, so no server's buffers balloon and each is measured at the rate it
  * can sustain rather than the rate it can queue. Returns how to stop, and how many went.
  */
-export function pumpWindowed(sender: { send(frame: Buffer): void }, rx: readonly FrameCounter[], frame: Buffer, window: number): { stop(): void; readonly sent: number } {
+export function pumpWindowed(
+  sender: { send(frame: Buffer): void },
+  rx: readonly FrameCounter[],
+  frame: Buffer,
+  window: number,
+): { stop(): void; readonly sent: number } {
   let sent = 0;
   let sending = true;
   const pump = () => {

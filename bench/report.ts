@@ -67,7 +67,11 @@ export function table(rows: readonly Row[], withDetails = true): string {
   const widths = cells[0]?.map((_, i) => Math.max(...cells.map((c) => c[i]!.length))) ?? [];
   const out: string[] = [];
   rows.forEach((r, i) => {
-    out.push(cells[i]!.map((c, j) => c.padEnd(widths[j]!)).join("   ").trimEnd());
+    out.push(
+      cells[i]!.map((c, j) => c.padEnd(widths[j]!))
+        .join("   ")
+        .trimEnd(),
+    );
     if (withDetails) for (const d of r.details ?? []) out.push(`    ${d}`);
   });
   return out.join("\n");

@@ -88,7 +88,8 @@ async function rttRun(ctx: Context, server: ServerProc, watchers: number): Promi
       };
       requester.onFrame = (data) => {
         const env = JSON.parse(data.toString("utf8")) as Envelope;
-        if (env.kind === "system/error") return finish(new Error(`${server.kind} answered the requester with ${data.toString("utf8", 0, 300)}`));
+        if (env.kind === "system/error")
+          return finish(new Error(`${server.kind} answered the requester with ${data.toString("utf8", 0, 300)}`));
         if (env.kind !== "mcp/response" || env.correlation_id?.[0] !== expected) return;
         const us = (performance.now() - sentAt) * 1000;
         if (done >= RTT.warmup) samples.push(us);
@@ -128,7 +129,8 @@ export async function rtt(ctx: Context): Promise<Row[]> {
         if (!noisy) quietRounds++;
       }
       // The round with the lower p50, for the same reason as fan-out takes the best round.
-      const best = (rs: RttResult[]) => rs.map((r) => ({ ...latency(r.samples), cpu: r.serverCpuUs })).reduce((a, b) => (b.p50 < a.p50 ? b : a));
+      const best = (rs: RttResult[]) =>
+        rs.map((r) => ({ ...latency(r.samples), cpu: r.serverCpuUs })).reduce((a, b) => (b.p50 < a.p50 ? b : a));
       const g = best(runs.gateway);
       const v = best(runs.naive);
       const f = best(runs.floor);
@@ -175,13 +177,24 @@ async function traced(ctx: Context, off: ServerProc): Promise<Row[]> {
   try {
     const runs = { off: [] as RttResult[], on: [] as RttResult[] };
     for (let round = 0; round < RTT.rounds; round++) {
-      for (const [name, server] of round % 2 === 0 ? ([["off", off], ["on", on]] as const) : ([["on", on], ["off", off]] as const)) {
+      for (const [name, server] of round % 2 === 0
+        ? ([
+            ["off", off],
+            ["on", on],
+          ] as const)
+        : ([
+            ["on", on],
+            ["off", off],
+          ] as const)) {
         const r = await rttRun(ctx, server, 0);
         runs[name].push(r);
-        ctx.progress(`round trip, tracing ${name}, round ${round + 1}: p50 ${latency(r.samples).p50.toFixed(0)} µs, server CPU ${r.serverCpuUs.toFixed(0)} µs per round trip`);
+        ctx.progress(
+          `round trip, tracing ${name}, round ${round + 1}: p50 ${latency(r.samples).p50.toFixed(0)} µs, server CPU ${r.serverCpuUs.toFixed(0)} µs per round trip`,
+        );
       }
     }
-    const best = (rs: RttResult[]) => rs.map((r) => ({ ...latency(r.samples), cpu: r.serverCpuUs })).reduce((a, b) => (b.p50 < a.p50 ? b : a));
+    const best = (rs: RttResult[]) =>
+      rs.map((r) => ({ ...latency(r.samples), cpu: r.serverCpuUs })).reduce((a, b) => (b.p50 < a.p50 ? b : a));
     const t = best(runs.on);
     const o = best(runs.off);
     return [

@@ -58,7 +58,9 @@ function parseArgs(argv: string[]): { scenarios: Scenario[]; json: boolean } {
     if (arg === "--json") json = true;
     else if (arg in SCENARIOS) scenarios.push(arg as Scenario);
     else {
-      process.stderr.write(`bench: unknown argument "${arg}"\nusage: node dist/bench/run.js [${Object.keys(SCENARIOS).join("] [")}] [--json]\n`);
+      process.stderr.write(
+        `bench: unknown argument "${arg}"\nusage: node dist/bench/run.js [${Object.keys(SCENARIOS).join("] [")}] [--json]\n`,
+      );
       process.exit(2);
     }
   }
@@ -117,7 +119,9 @@ async function main(): Promise<void> {
   const goals = rows.filter((r) => r.goal);
   out(`${goals.filter((r) => r.goal!.met).length} of ${goals.length} goals met`);
   if (maxNoise >= 0.1) {
-    out(`note: other processes kept up to ${Math.round(maxNoise * 100)}% of a core busy during some measurements; figures on a shared machine are noisy, rerun on a quiet one to confirm.`);
+    out(
+      `note: other processes kept up to ${Math.round(maxNoise * 100)}% of a core busy during some measurements; figures on a shared machine are noisy, rerun on a quiet one to confirm.`,
+    );
   }
   if (json) process.stdout.write(`${JSON.stringify(toJson(rows), null, 2)}\n`);
   if (failed) process.exitCode = 1;

@@ -72,7 +72,9 @@ async function slowRun(ctx: Context, kind: "gateway" | "naive"): Promise<SlowRes
 
 export async function slow(ctx: Context): Promise<Row[]> {
   const g = await slowRun(ctx, "gateway");
-  ctx.progress(`slow reader, gateway: +${((g.peak - g.before) / MIB).toFixed(1)} MiB, ${g.leftAfter !== undefined ? `left after ${(g.leftAfter / 1000).toFixed(1)} s` : "never left"}`);
+  ctx.progress(
+    `slow reader, gateway: +${((g.peak - g.before) / MIB).toFixed(1)} MiB, ${g.leftAfter !== undefined ? `left after ${(g.leftAfter / 1000).toFixed(1)} s` : "never left"}`,
+  );
   const v = await slowRun(ctx, "naive");
   ctx.progress(`slow reader, naive: +${((v.peak - v.before) / MIB).toFixed(1)} MiB in ${(v.ranMs / 1000).toFixed(1)} s`);
   const growth = (r: SlowResult) => (r.peak - r.before) / MIB;

@@ -90,7 +90,9 @@ function startPhases(logFile: string): StartPhases | undefined {
 function phaseLine(phases: StartPhases[], naive: ServerProc[], gatewayMs: number): string {
   if (phases.length === 0) return "the gateway's log had no start_ms record";
   const m = (k: keyof StartPhases) => median(phases.map((p) => p[k]));
-  const own = naive.map((p) => /\(node ([\d.]+) ms, code ([\d.]+) ms, accepting at ([\d.]+) ms\)/.exec(p.printed)).filter((x) => x !== null);
+  const own = naive
+    .map((p) => /\(node ([\d.]+) ms, code ([\d.]+) ms, accepting at ([\d.]+) ms\)/.exec(p.printed))
+    .filter((x) => x !== null);
   const nv = (i: number) => median(own.map((x) => Number(x[i])));
   const f = (x: number) => x.toFixed(0);
   const gatewayOwn = m("code") + m("config") + m("gateway") + m("listen");

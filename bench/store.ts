@@ -10,7 +10,13 @@ import { openStore } from "../gateway/index.js";
 import { type Row, row } from "./report.js";
 
 /** About the size of a proposal's records (the proposal and its audit entry). */
-const RECORD = { type: "state", id: "7f3c2a9e-0000-4000-8000-000000000000", ts: "2026-11-24T12:00:00.000Z", patch: { state: "approved", decidedBy: "alice", scope: "once", reason: "looks right" }, pad: "x".repeat(300) };
+const RECORD = {
+  type: "state",
+  id: "7f3c2a9e-0000-4000-8000-000000000000",
+  ts: "2026-11-24T12:00:00.000Z",
+  patch: { state: "approved", decidedBy: "alice", scope: "once", reason: "looks right" },
+  pad: "x".repeat(300),
+};
 
 export interface StoreFigures {
   grouped: number;
@@ -40,7 +46,10 @@ export async function benchStore(dir: string, opts: { seconds?: number; committe
 
     // The store: `committers` participants committing at once, each its next transaction
     // as soon as the last is durable.
-    const { store } = openStore<typeof RECORD>({ dir: join(base, "state") }, { apply: () => {}, snapshot: () => [], isHistory: () => false });
+    const { store } = openStore<typeof RECORD>(
+      { dir: join(base, "state") },
+      { apply: () => {}, snapshot: () => [], isHistory: () => false },
+    );
     let n = 0;
     const t1 = performance.now();
     await Promise.all(

@@ -73,7 +73,11 @@ export class ApiClient {
   }
 
   private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const res = await fetch(`${this.base}${path}`, { method, headers: this.headers(), ...(body === undefined ? {} : { body: JSON.stringify(body) }) }).catch((err: Error) => {
+    const res = await fetch(`${this.base}${path}`, {
+      method,
+      headers: this.headers(),
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    }).catch((err: Error) => {
       throw this.unreachable(err);
     });
     const text = await res.text();
@@ -84,7 +88,8 @@ export class ApiClient {
       parsed = undefined;
     }
     if (res.ok) return parsed as T;
-    if (res.status === 401) throw new CliError(`the gateway refused the token from ${this.target.tokenSource} for space "${this.target.space}"`);
+    if (res.status === 401)
+      throw new CliError(`the gateway refused the token from ${this.target.tokenSource} for space "${this.target.space}"`);
     const e = parsed?.error;
     if (e?.code === "unknown_space") throw new CliError(`the gateway at ${this.target.url} has no space "${this.target.space}"`);
     if (e) throw new CliError(`the gateway refused it: ${String(e.code)}: ${String(e.message)}`);
@@ -93,7 +98,9 @@ export class ApiClient {
 
   private unreachable(err: Error): CliError {
     const cause = (err as { cause?: { code?: string } }).cause?.code;
-    return new CliError(`cannot reach the gateway at ${this.target.url}${cause ? ` (${cause})` : ""}: is it running? (mewgate up, or mewgate status)`);
+    return new CliError(
+      `cannot reach the gateway at ${this.target.url}${cause ? ` (${cause})` : ""}: is it running? (mewgate up, or mewgate status)`,
+    );
   }
 }
 
@@ -113,7 +120,15 @@ export function asEnvelope(p: Record<string, any>): Envelope {
       // Approved before the gateway stopped: shown as such, and approved again in one step.
       // Edited by an approver: `arguments` above are what runs; who edited, and the mark the approval echoes.
       ...(p["edited"] ? { "mewgate/edited": { arguments: p["arguments"], by: p["edited"]["by"], at: p["edited"]["at"] } } : {}),
-      ...(p["interrupted"] ? { "mewgate/interrupted": { approved_by: p["interrupted"]["approvedBy"], message: p["interrupted"]["message"], arguments: p["interrupted"]["arguments"] } } : {}),
+      ...(p["interrupted"]
+        ? {
+            "mewgate/interrupted": {
+              approved_by: p["interrupted"]["approvedBy"],
+              message: p["interrupted"]["message"],
+              arguments: p["interrupted"]["arguments"],
+            },
+          }
+        : {}),
     },
   };
 }

@@ -25,19 +25,24 @@ interface VerifyOptions {
 }
 
 async function stateDirOf(opts: VerifyOptions, io: Io): Promise<string> {
-  return opts.stateDir && !opts.config ? opts.stateDir : (await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env: io.env })).stateDir;
+  return opts.stateDir && !opts.config
+    ? opts.stateDir
+    : (await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env: io.env })).stateDir;
 }
 
 /** The first break of the chain in `stateDir`, in words, or undefined when it holds (for `mewgate audit`). */
 export function chainBreak(stateDir: string): string | undefined {
   const r = verifyHistory(stateDir, isHistoryRecord);
-  return r.ok ? undefined : `audit trail BROKEN at record #${r.break!.index} (${r.break!.file}, frame at byte ${r.break!.offset}): ${r.break!.reason}`;
+  return r.ok
+    ? undefined
+    : `audit trail BROKEN at record #${r.break!.index} (${r.break!.file}, frame at byte ${r.break!.offset}): ${r.break!.reason}`;
 }
 
 /** The head to check against: `--head <digest>`, or the first digest in `--pinned <file>`. */
 function pinnedHead(opts: VerifyOptions): string | undefined {
   if (opts.head !== undefined) {
-    if (!/^([0-9a-f]{64})?$/.test(opts.head)) throw new CliError(`--head "${opts.head.slice(0, 80)}": expected a 64-character hex digest (from mewgate audit head)`);
+    if (!/^([0-9a-f]{64})?$/.test(opts.head))
+      throw new CliError(`--head "${opts.head.slice(0, 80)}": expected a 64-character hex digest (from mewgate audit head)`);
     return opts.head;
   }
   if (opts.pinned === undefined) return undefined;
@@ -80,17 +85,25 @@ export function runAuditVerify(opts: VerifyOptions, io: Io = processIo()): Promi
     }
     const notes: string[] = [];
     if (r.unchained) notes.push(`${r.unchained} older record(s) from before digests were kept, not checked`);
-    if (r.checkpoints) notes.push(`retention dropped ${r.dropped} record(s) at ${r.checkpoints} checkpoint(s), the chain checked across each`);
-    if (r.torn) notes.push(`${r.torn.file} ends in a torn frame at byte ${r.torn.offset} (${r.torn.reason}): a crash mid-write, never acknowledged; the gateway cuts it off when it starts`);
+    if (r.checkpoints)
+      notes.push(`retention dropped ${r.dropped} record(s) at ${r.checkpoints} checkpoint(s), the chain checked across each`);
+    if (r.torn)
+      notes.push(
+        `${r.torn.file} ends in a torn frame at byte ${r.torn.offset} (${r.torn.reason}): a crash mid-write, never acknowledged; the gateway cuts it off when it starts`,
+      );
     if (r.pinned?.found) notes.push(`the pinned head ${r.pinned.head.slice(0, 16)} is in the chain (after record #${r.pinned.after})`);
     for (const e of repairs) notes.push(`REPAIRED at ${e.ts}: ${(e.changes ?? []).join("; ")}`);
     if (r.ok) {
-      io.stdout.write(`audit trail intact${repairs.length ? ` since ${repairs.length} repair(s)` : ""}: ${r.records} record(s) in ${stateDir}${r.head ? `, head ${r.head.slice(0, 16)}` : ""}\n`);
+      io.stdout.write(
+        `audit trail intact${repairs.length ? ` since ${repairs.length} repair(s)` : ""}: ${r.records} record(s) in ${stateDir}${r.head ? `, head ${r.head.slice(0, 16)}` : ""}\n`,
+      );
       for (const n of notes) io.stdout.write(`  ${n}\n`);
       return 0;
     }
     const b = r.break!;
-    io.stdout.write(`audit trail BROKEN at record #${b.index} (${b.file}${b.offset >= 0 ? `, frame at byte ${b.offset}` : ""}): ${b.reason}\n`);
+    io.stdout.write(
+      `audit trail BROKEN at record #${b.index} (${b.file}${b.offset >= 0 ? `, frame at byte ${b.offset}` : ""}): ${b.reason}\n`,
+    );
     if (b.record) io.stdout.write(`  record: ${JSON.stringify(b.record)}\n`);
     if (b.expected !== undefined) io.stdout.write(`  expected ${b.expected || "(start)"}\n  found    ${b.found || "(start)"}\n`);
     io.stdout.write(`  ${r.records - (b.record ? 1 : 0)} record(s) before it check out\n`);

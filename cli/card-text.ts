@@ -7,35 +7,62 @@ import { isRecord, oneLine, sanitize, type Style } from "./terminal/format.js";
 import { hintWords, wrapText } from "./terminal/proposal-view.js";
 import { wrapWords } from "./terminal/wrap-words.js";
 
-const OUTCOME_WORDS: Record<string, string> = { ok: "ok", tool_error: "tool error", error: "error", timeout: "timed out", cancelled: "cancelled", not_routed: "not routed" };
+const OUTCOME_WORDS: Record<string, string> = {
+  ok: "ok",
+  tool_error: "tool error",
+  error: "error",
+  timeout: "timed out",
+  cancelled: "cancelled",
+  not_routed: "not routed",
+};
 
 const str = (v: unknown): string => (typeof v === "string" ? v : v === undefined ? "" : JSON.stringify(v));
 
 /** A value as lines: a multi-line string numbered, a short scalar inline, the rest pretty JSON. */
 function valueLines(key: string, value: unknown, width: number): string[] {
-  if (typeof value === "string" && !value.includes("\n") && value.length <= width - key.length - 4) return [`  ${sanitize(key)}: ${sanitize(value)}`];
-  const text = typeof value === "string" ? value : JSON.stringify(value, null, 2) ?? String(value);
+  if (typeof value === "string" && !value.includes("\n") && value.length <= width - key.length - 4)
+    return [`  ${sanitize(key)}: ${sanitize(value)}`];
+  const text = typeof value === "string" ? value : (JSON.stringify(value, null, 2) ?? String(value));
   const lines = text.replace(/\r\n/g, "\n").split("\n");
   const pad = String(lines.length).length;
-  return [`  ${sanitize(key)}:`, ...lines.flatMap((l, i) => wrapText(l, width - pad - 7).map((w, j) => `    ${j === 0 ? String(i + 1).padStart(pad) : " ".repeat(pad)} │ ${w}`))];
+  return [
+    `  ${sanitize(key)}:`,
+    ...lines.flatMap((l, i) =>
+      wrapText(l, width - pad - 7).map((w, j) => `    ${j === 0 ? String(i + 1).padStart(pad) : " ".repeat(pad)} │ ${w}`),
+    ),
+  ];
 }
 
 /** `mewgate proposals show ID`: the card. */
 export function cardLines(card: Record<string, unknown>, s: Style, width: number): string[] {
-  const lines = [`${s.bold(sanitize(str(card["proposer"])))} wants ${s.bold(sanitize(str(card["tool"] ?? card["method"])))}  ${s.dim(`#${sanitize(str(card["shortId"]))}`)}`];
+  const lines = [
+    `${s.bold(sanitize(str(card["proposer"])))} wants ${s.bold(sanitize(str(card["tool"] ?? card["method"])))}  ${s.dim(`#${sanitize(str(card["shortId"]))}`)}`,
+  ];
   const title = typeof card["title"] === "string" ? sanitize(card["title"]) : "";
   const hints = hintWords({ name: "", annotations: card["hints"] } as never);
-  if (title || hints.length) lines.push(`tool: ${title}${title && hints.length ? " — " : ""}${hints.map((h) => (h === "destructive" ? s.red(h) : h)).join(" · ")}`);
+  if (title || hints.length)
+    lines.push(`tool: ${title}${title && hints.length ? " — " : ""}${hints.map((h) => (h === "destructive" ? s.red(h) : h)).join(" · ")}`);
   if (typeof card["description"] === "string") lines.push(...wrapWords(card["description"], width).map((l) => s.dim(l)));
   const intent = isRecord(card["intent"]) ? card["intent"] : undefined;
   if (intent && typeof intent["text"] === "string") {
-    lines.push(s.cyan(intent["source"] === "proposal" ? `why ${sanitize(str(card["proposer"]))} wants it:` : `${sanitize(str(card["proposer"]))}'s last message:`));
+    lines.push(
+      s.cyan(
+        intent["source"] === "proposal"
+          ? `why ${sanitize(str(card["proposer"]))} wants it:`
+          : `${sanitize(str(card["proposer"]))}'s last message:`,
+      ),
+    );
     lines.push(...wrapWords(intent["text"], width - 2).map((l) => s.cyan(`  ${l}`)));
   } else lines.push(s.dim(`${sanitize(str(card["proposer"]))} gave no reason`));
   if (card["why"]) lines.push(s.dim(`needs approval: ${sanitize(str(card["why"]))}`));
   const expires = Date.parse(str(card["expiresAt"]));
-  lines.push(s.dim(`proposed ${str(card["createdAt"])}, expires ${str(card["expiresAt"])}${Number.isNaN(expires) ? "" : ` (in ${Math.max(0, Math.round((expires - Date.now()) / 1000))} s)`}; id ${sanitize(str(card["id"]))}`));
-  if (card["state"] === "interrupted") lines.push(s.red("INTERRUPTED: the gateway stopped after it was approved; it may or may not have run"));
+  lines.push(
+    s.dim(
+      `proposed ${str(card["createdAt"])}, expires ${str(card["expiresAt"])}${Number.isNaN(expires) ? "" : ` (in ${Math.max(0, Math.round((expires - Date.now()) / 1000))} s)`}; id ${sanitize(str(card["id"]))}`,
+    ),
+  );
+  if (card["state"] === "interrupted")
+    lines.push(s.red("INTERRUPTED: the gateway stopped after it was approved; it may or may not have run"));
   const args = isRecord(card["arguments"]) ? card["arguments"] : {};
   lines.push("arguments:");
   if (Object.keys(args).length === 0) lines.push(s.dim("  (none)"));
@@ -49,10 +76,18 @@ export function decidedLines(decided: Array<Record<string, unknown>>, s: Style, 
   const out: string[] = [];
   for (const d of decided) {
     const outcome = typeof d["outcome"] === "string" ? d["outcome"] : undefined;
-    const badge = outcome ? (outcome === "ok" ? s.green(OUTCOME_WORDS[outcome] ?? outcome) : s.red(OUTCOME_WORDS[outcome] ?? outcome)) : d["decision"] === "approved" ? s.yellow("running") : "";
+    const badge = outcome
+      ? outcome === "ok"
+        ? s.green(OUTCOME_WORDS[outcome] ?? outcome)
+        : s.red(OUTCOME_WORDS[outcome] ?? outcome)
+      : d["decision"] === "approved"
+        ? s.yellow("running")
+        : "";
     const approvers = Array.isArray(d["approvedBy"]) && d["approvedBy"].length ? d["approvedBy"].map(str).join(" and ") : d["decidedBy"];
     const by = approvers ? ` by ${sanitize(str(approvers))}` : "";
-    out.push(`[${sanitize(str(d["shortId"]))}] ${sanitize(str(d["proposer"]))} → ${sanitize(str(d["tool"] ?? d["method"]))}: ${str(d["decision"])}${by} at ${str(d["decidedAt"])}${d["edited"] ? " (edited)" : ""}${badge ? ` · ${badge}` : ""}`);
+    out.push(
+      `[${sanitize(str(d["shortId"]))}] ${sanitize(str(d["proposer"]))} → ${sanitize(str(d["tool"] ?? d["method"]))}: ${str(d["decision"])}${by} at ${str(d["decidedAt"])}${d["edited"] ? " (edited)" : ""}${badge ? ` · ${badge}` : ""}`,
+    );
     if (d["text"]) out.push(s.dim(`  "${sanitize(str(d["text"]))}"`));
     // What was decided on, so two rejected writes do not read the same.
     const args = d["arguments"] ?? d["proposedArguments"];

@@ -75,23 +75,28 @@ async function sendChecked(client: ParticipantClient, env: Parameters<Participan
 
 export function runTools(opts: RemoteOptions & { json?: boolean }, io: Io = processIo()): Promise<number> {
   return guard(io, () =>
-    withApi(opts, io, async (api) => {
-      const tools = (await api.get<{ tools: Array<{ name: string; policy?: string; description?: string }> }>("tools")).tools;
-      if (opts.json) {
-        io.stdout.write(`${JSON.stringify(tools, null, 2)}\n`);
+    withApi(
+      opts,
+      io,
+      async (api) => {
+        const tools = (await api.get<{ tools: Array<{ name: string; policy?: string; description?: string }> }>("tools")).tools;
+        if (opts.json) {
+          io.stdout.write(`${JSON.stringify(tools, null, 2)}\n`);
+          return 0;
+        }
+        if (tools.length === 0) {
+          io.stdout.write("no tools in the space\n");
+          return 0;
+        }
+        const width = Math.min(40, Math.max(...tools.map((t) => t.name.length)));
+        const lines = [...tools]
+          .sort((a, b) => (a.name < b.name ? -1 : 1))
+          .map((t) => truncate(`${t.name.padEnd(width)}  ${(t.policy ?? "?").padEnd(8)}  ${oneLine(t.description ?? "", 100)}`, 160));
+        io.stdout.write(`${lines.join("\n")}\n`);
         return 0;
-      }
-      if (tools.length === 0) {
-        io.stdout.write("no tools in the space\n");
-        return 0;
-      }
-      const width = Math.min(40, Math.max(...tools.map((t) => t.name.length)));
-      const lines = [...tools]
-        .sort((a, b) => (a.name < b.name ? -1 : 1))
-        .map((t) => truncate(`${t.name.padEnd(width)}  ${(t.policy ?? "?").padEnd(8)}  ${oneLine(t.description ?? "", 100)}`, 160));
-      io.stdout.write(`${lines.join("\n")}\n`);
-      return 0;
-    }, { readOnly: true }),
+      },
+      { readOnly: true },
+    ),
   );
 }
 
@@ -153,13 +158,21 @@ export interface ProposalsOptions extends RemoteOptions {
   waitMs?: number | undefined;
 }
 
-export function runProposals(action: string | undefined, ref: string | undefined, opts: ProposalsOptions, io: Io = processIo()): Promise<number> {
+export function runProposals(
+  action: string | undefined,
+  ref: string | undefined,
+  opts: ProposalsOptions,
+  io: Io = processIo(),
+): Promise<number> {
   return guard(io, async () => {
     const verb = action ?? "list";
     if (!["list", "show", "decided", "approve", "reject", "respond"].includes(verb)) {
-      throw new CliError(`unknown action "${verb}": mewgate proposals [list | show <id> | decided | approve <id> | reject <id> --reason <code> | respond <id> --text <words>]`);
+      throw new CliError(
+        `unknown action "${verb}": mewgate proposals [list | show <id> | decided | approve <id> | reject <id> --reason <code> | respond <id> --text <words>]`,
+      );
     }
-    if (verb !== "list" && verb !== "decided" && !ref) throw new CliError(`mewgate proposals ${verb} <id>: which proposal? (mewgate proposals lists them)`);
+    if (verb !== "list" && verb !== "decided" && !ref)
+      throw new CliError(`mewgate proposals ${verb} <id>: which proposal? (mewgate proposals lists them)`);
     let edited: Record<string, unknown> | undefined;
     if (opts.args !== undefined) {
       let parsed: unknown;
@@ -172,89 +185,127 @@ export function runProposals(action: string | undefined, ref: string | undefined
       edited = parsed;
     }
     const limit = alwaysLimit(opts.scope, opts.always === true);
-    return withApi(opts, io, async (api) => {
-      const width = Math.max(60, Math.min(160, (process.stdout as { columns?: number }).columns ?? 100));
-      if (verb === "decided") {
-        const { decided } = await api.get<{ decided: Array<Record<string, unknown>> }>("proposals?state=decided&limit=50");
-        io.stdout.write(opts.json ? `${JSON.stringify(decided, null, 2)}\n` : `${decidedLines(decided, PLAIN, width).join("\n")}\n`);
+    return withApi(
+      opts,
+      io,
+      async (api) => {
+        const width = Math.max(60, Math.min(160, (process.stdout as { columns?: number }).columns ?? 100));
+        if (verb === "decided") {
+          const { decided } = await api.get<{ decided: Array<Record<string, unknown>> }>("proposals?state=decided&limit=50");
+          io.stdout.write(opts.json ? `${JSON.stringify(decided, null, 2)}\n` : `${decidedLines(decided, PLAIN, width).join("\n")}\n`);
+          return 0;
+        }
+        const queue = new ProposalQueue();
+        const { proposals: cards } = await api.get<{ proposals: Array<Record<string, unknown>> }>("proposals");
+        queue.sync(cards.map(asEnvelope));
+        if (verb === "list") {
+          const all = queue.all;
+          // The API's proposal objects, as `show --json` and the console have them (docs/operator-api.md, A proposal in JSON).
+          if (opts.json)
+            io.stdout.write(
+              `${JSON.stringify(
+                all.map((e) => cards.find((c) => c["id"] === e.id)),
+                null,
+                2,
+              )}\n`,
+            );
+          else io.stdout.write(all.length ? `${all.map(proposalLine).join("\n")}\n` : "no proposals waiting\n");
+          return 0;
+        }
+        const found = queue.resolve(ref, "mewgate proposals list");
+        // Not waiting: perhaps decided already, which `show` draws and a decision names.
+        if (!found.ok) return decidedAlready(api, ref!, verb, found.message, io, opts, width);
+        const p = found.proposal;
+        if (verb === "show") return showProposal(api, p, io, opts);
+        const label = callShape(p).label;
+        if (verb === "respond") {
+          if (!opts.text) throw new CliError("respond needs --text <words> (the proposer gets them; nothing is decided)");
+          await api.post(`proposals/${encodeURIComponent(p.id)}/respond`, { text: opts.text });
+          io.stdout.write(`answered ${p.from} about ${label} [${shortId(p.id)}]; it still waits for a decision\n`);
+          return 0;
+        }
+        if (verb === "reject") {
+          if (!opts.reason) throw new CliError("reject needs --reason <code> (for example unsafe, disagree, not_now)");
+          await api.post(
+            `proposals/${encodeURIComponent(p.id)}/reject`,
+            opts.text ? { reason: opts.reason, text: opts.text } : { reason: opts.reason },
+          );
+          io.stdout.write(`rejected ${label} [${shortId(p.id)}] from ${p.from}: ${opts.reason}${opts.text ? ` (${opts.text})` : ""}\n`);
+          return 0;
+        }
+        // Approve, then wait a little for the result so the person sees what happened: the
+        // event stream is open before the approval goes out.
+        if (edited) {
+          // The same check the terminal and the console make: a typo must not use up the proposal.
+          const tools = (await api.get<{ tools: Array<Record<string, unknown>> }>("tools")).tools;
+          const problem = schemaProblem(tools.find((t) => t["name"] === label)?.["inputSchema"], edited);
+          if (problem) throw new CliError(`--args: ${problem} (the input schema of ${label}); nothing was approved`);
+        }
+        const { next: result } = await api.watch(
+          (e) => e.kind === "mcp/response" && e.correlation_id?.includes(p.id) === true,
+          opts.waitMs ?? 10_000,
+        );
+        const payload: Record<string, unknown> = { scope: opts.always ? "always" : "once" };
+        if (edited) payload["arguments"] = edited;
+        else if (isRecord(p.payload) && isRecord(p.payload["mewgate/edited"]) && isRecord(p.payload["mewgate/edited"]["arguments"])) {
+          // Edited by an earlier approver: confirm the arguments the card showed, which are what runs.
+          payload["arguments"] = p.payload["mewgate/edited"]["arguments"];
+        }
+        if (limit !== undefined) payload["limit"] = limit;
+        const answer = await api.post<Record<string, unknown>>(`proposals/${encodeURIComponent(p.id)}/approve`, payload);
+        // One of several approvals it needs: it still waits.
+        const approvals =
+          isRecord(answer) && answer["state"] === "pending" && isRecord(answer["approvals"]) ? answer["approvals"] : undefined;
+        if (approvals) {
+          io.stdout.write(
+            `approved ${label} [${shortId(p.id)}] from ${p.from}: ${String(approvals["text"])} approvals; it waits for another approver\n`,
+          );
+          return 0;
+        }
+        const scoped =
+          limit === undefined
+            ? ""
+            : limit === "exact"
+              ? ", these arguments only"
+              : `, ${limit.field} under ${limit.prefix ?? "its directory"} only`;
+        io.stdout.write(
+          `approved ${label}${interruption(p) ? " again" : ""} [${shortId(p.id)}] from ${p.from}${opts.always ? ` (always${scoped})` : ""}${edited ? " with edited arguments" : ""}\n`,
+        );
+        const response = await result;
+        if (!response) io.stdout.write("(no result yet; it goes to the proposer)\n");
+        else {
+          const r = isRecord(response.payload) ? response.payload : {};
+          const error = isRecord(r["error"]) ? r["error"] : undefined;
+          // A tool that reports its own failure answers with a result marked isError: say so.
+          const toolError = !error && isRecord(r["result"]) && r["result"]["isError"] === true;
+          if (error) io.stdout.write(`call failed: ${oneLine(String(error["message"]), 200)}\n`);
+          else
+            io.stdout.write(
+              `${toolError ? "call failed (the tool reported an error)" : "result"}: ${oneLine(summarizeResult(r["result"]), 200)}\n`,
+            );
+        }
         return 0;
-      }
-      const queue = new ProposalQueue();
-      const { proposals: cards } = await api.get<{ proposals: Array<Record<string, unknown>> }>("proposals");
-      queue.sync(cards.map(asEnvelope));
-      if (verb === "list") {
-        const all = queue.all;
-        // The API's proposal objects, as `show --json` and the console have them (docs/operator-api.md, A proposal in JSON).
-        if (opts.json) io.stdout.write(`${JSON.stringify(all.map((e) => cards.find((c) => c["id"] === e.id)), null, 2)}\n`);
-        else io.stdout.write(all.length ? `${all.map(proposalLine).join("\n")}\n` : "no proposals waiting\n");
-        return 0;
-      }
-      const found = queue.resolve(ref, "mewgate proposals list");
-      // Not waiting: perhaps decided already, which `show` draws and a decision names.
-      if (!found.ok) return decidedAlready(api, ref!, verb, found.message, io, opts, width);
-      const p = found.proposal;
-      if (verb === "show") return showProposal(api, p, io, opts);
-      const label = callShape(p).label;
-      if (verb === "respond") {
-        if (!opts.text) throw new CliError("respond needs --text <words> (the proposer gets them; nothing is decided)");
-        await api.post(`proposals/${encodeURIComponent(p.id)}/respond`, { text: opts.text });
-        io.stdout.write(`answered ${p.from} about ${label} [${shortId(p.id)}]; it still waits for a decision\n`);
-        return 0;
-      }
-      if (verb === "reject") {
-        if (!opts.reason) throw new CliError("reject needs --reason <code> (for example unsafe, disagree, not_now)");
-        await api.post(`proposals/${encodeURIComponent(p.id)}/reject`, opts.text ? { reason: opts.reason, text: opts.text } : { reason: opts.reason });
-        io.stdout.write(`rejected ${label} [${shortId(p.id)}] from ${p.from}: ${opts.reason}${opts.text ? ` (${opts.text})` : ""}\n`);
-        return 0;
-      }
-      // Approve, then wait a little for the result so the person sees what happened: the
-      // event stream is open before the approval goes out.
-      if (edited) {
-        // The same check the terminal and the console make: a typo must not use up the proposal.
-        const tools = (await api.get<{ tools: Array<Record<string, unknown>> }>("tools")).tools;
-        const problem = schemaProblem(tools.find((t) => t["name"] === label)?.["inputSchema"], edited);
-        if (problem) throw new CliError(`--args: ${problem} (the input schema of ${label}); nothing was approved`);
-      }
-      const { next: result } = await api.watch((e) => e.kind === "mcp/response" && e.correlation_id?.includes(p.id) === true, opts.waitMs ?? 10_000);
-      const payload: Record<string, unknown> = { scope: opts.always ? "always" : "once" };
-      if (edited) payload["arguments"] = edited;
-      else if (isRecord(p.payload) && isRecord(p.payload["mewgate/edited"]) && isRecord(p.payload["mewgate/edited"]["arguments"])) {
-        // Edited by an earlier approver: confirm the arguments the card showed, which are what runs.
-        payload["arguments"] = p.payload["mewgate/edited"]["arguments"];
-      }
-      if (limit !== undefined) payload["limit"] = limit;
-      const answer = await api.post<Record<string, unknown>>(`proposals/${encodeURIComponent(p.id)}/approve`, payload);
-      // One of several approvals it needs: it still waits.
-      const approvals = isRecord(answer) && answer["state"] === "pending" && isRecord(answer["approvals"]) ? answer["approvals"] : undefined;
-      if (approvals) {
-        io.stdout.write(`approved ${label} [${shortId(p.id)}] from ${p.from}: ${String(approvals["text"])} approvals; it waits for another approver\n`);
-        return 0;
-      }
-      const scoped = limit === undefined ? "" : limit === "exact" ? ", these arguments only" : `, ${limit.field} under ${limit.prefix ?? "its directory"} only`;
-      io.stdout.write(`approved ${label}${interruption(p) ? " again" : ""} [${shortId(p.id)}] from ${p.from}${opts.always ? ` (always${scoped})` : ""}${edited ? " with edited arguments" : ""}\n`);
-      const response = await result;
-      if (!response) io.stdout.write("(no result yet; it goes to the proposer)\n");
-      else {
-        const r = isRecord(response.payload) ? response.payload : {};
-        const error = isRecord(r["error"]) ? r["error"] : undefined;
-        // A tool that reports its own failure answers with a result marked isError: say so.
-        const toolError = !error && isRecord(r["result"]) && r["result"]["isError"] === true;
-        if (error) io.stdout.write(`call failed: ${oneLine(String(error["message"]), 200)}\n`);
-        else io.stdout.write(`${toolError ? "call failed (the tool reported an error)" : "result"}: ${oneLine(summarizeResult(r["result"]), 200)}\n`);
-      }
-      return 0;
-    }, { readOnly: verb === "list" || verb === "show" || verb === "decided" });
+      },
+      { readOnly: verb === "list" || verb === "show" || verb === "decided" },
+    );
   });
 }
 
 // --- switching specialists off and on ----------------------------------------------------
 
 /** `mewgate disable|enable <participant>`: switches a specialist off (its tools leave every catalogue) or back on. */
-export function runSwitch(verb: "disable" | "enable", id: string, opts: RemoteOptions & { reason?: string }, io: Io = processIo()): Promise<number> {
+export function runSwitch(
+  verb: "disable" | "enable",
+  id: string,
+  opts: RemoteOptions & { reason?: string },
+  io: Io = processIo(),
+): Promise<number> {
   return guard(io, async () =>
     withApi(opts, io, async (api) => {
       await api.post(`participants/${encodeURIComponent(id)}/${verb}`, opts.reason ? { reason: opts.reason } : {});
-      io.stdout.write(verb === "disable" ? `${id} is switched off: its tools are offered to nobody until it is enabled\n` : `${id} is switched on\n`);
+      io.stdout.write(
+        verb === "disable" ? `${id} is switched off: its tools are offered to nobody until it is enabled\n` : `${id} is switched on\n`,
+      );
       return 0;
     }),
   );
@@ -263,29 +314,62 @@ export function runSwitch(verb: "disable" | "enable", id: string, opts: RemoteOp
 // --- grants ------------------------------------------------------------------------------
 
 /** `mewgate grants [list | revoke <id>]`: the grants held in the space (always-approvals among them), and taking one back. */
-export function runGrants(action: string | undefined, ref: string | undefined, opts: RemoteOptions & { json?: boolean }, io: Io = processIo()): Promise<number> {
+export function runGrants(
+  action: string | undefined,
+  ref: string | undefined,
+  opts: RemoteOptions & { json?: boolean },
+  io: Io = processIo(),
+): Promise<number> {
   return guard(io, async () => {
     const verb = action ?? "list";
     if (!["list", "revoke"].includes(verb)) throw new CliError(`unknown action "${verb}": mewgate grants [list | revoke <id>]`);
-    return withApi(opts, io, async (api) => {
-      const grants = (await api.get<{ grants: Array<{ id: string; from: string; recipient: string; capabilities: unknown[]; reason?: string; ts: string; standing: boolean; limited_to?: string }> }>("grants")).grants;
-      if (verb === "list") {
-        if (opts.json) io.stdout.write(`${JSON.stringify(grants, null, 2)}\n`);
-        else if (grants.length === 0) io.stdout.write("no grants\n");
-        else {
-          const lines = grants.map((g) => truncate(`  [${shortId(g.id)}] ${g.from} → ${g.recipient}: ${oneLine(g.capabilities, 80)}${g.limited_to ? ` [${oneLine(g.limited_to, 80)}]` : ""}${g.reason ? ` (${oneLine(g.reason, 60)})` : ""}${g.standing ? "" : " [not standing]"}`, 240));
-          io.stdout.write(`${lines.join("\n")}\n`);
+    return withApi(
+      opts,
+      io,
+      async (api) => {
+        const grants = (
+          await api.get<{
+            grants: Array<{
+              id: string;
+              from: string;
+              recipient: string;
+              capabilities: unknown[];
+              reason?: string;
+              ts: string;
+              standing: boolean;
+              limited_to?: string;
+            }>;
+          }>("grants")
+        ).grants;
+        if (verb === "list") {
+          if (opts.json) io.stdout.write(`${JSON.stringify(grants, null, 2)}\n`);
+          else if (grants.length === 0) io.stdout.write("no grants\n");
+          else {
+            const lines = grants.map((g) =>
+              truncate(
+                `  [${shortId(g.id)}] ${g.from} → ${g.recipient}: ${oneLine(g.capabilities, 80)}${g.limited_to ? ` [${oneLine(g.limited_to, 80)}]` : ""}${g.reason ? ` (${oneLine(g.reason, 60)})` : ""}${g.standing ? "" : " [not standing]"}`,
+                240,
+              ),
+            );
+            io.stdout.write(`${lines.join("\n")}\n`);
+          }
+          return 0;
         }
+        if (!ref) throw new CliError("mewgate grants revoke <id>: which grant? (mewgate grants lists them)");
+        const matches = grants.filter((g) => g.id === ref || g.id.startsWith(ref));
+        if (matches.length !== 1)
+          throw new CliError(
+            matches.length
+              ? `"${ref}" matches ${matches.length} grants; give more of the id`
+              : `no grant "${ref}" (mewgate grants lists them)`,
+          );
+        const g = matches[0]!;
+        await api.delete(`grants/${encodeURIComponent(g.id)}`);
+        io.stdout.write(`revoked [${shortId(g.id)}] ${g.from} → ${g.recipient}, and every grant lent on from it\n`);
         return 0;
-      }
-      if (!ref) throw new CliError("mewgate grants revoke <id>: which grant? (mewgate grants lists them)");
-      const matches = grants.filter((g) => g.id === ref || g.id.startsWith(ref));
-      if (matches.length !== 1) throw new CliError(matches.length ? `"${ref}" matches ${matches.length} grants; give more of the id` : `no grant "${ref}" (mewgate grants lists them)`);
-      const g = matches[0]!;
-      await api.delete(`grants/${encodeURIComponent(g.id)}`);
-      io.stdout.write(`revoked [${shortId(g.id)}] ${g.from} → ${g.recipient}, and every grant lent on from it\n`);
-      return 0;
-    }, { readOnly: verb === "list" });
+      },
+      { readOnly: verb === "list" },
+    );
   });
 }
 
@@ -309,7 +393,8 @@ export function parseWhen(value: string, flag: string, now = Date.now()): Date {
     return new Date(now - Number(m[1]) * unit);
   }
   const t = Date.parse(value);
-  if (Number.isNaN(t)) throw new CliError(`${flag} "${value}": expected a date (2025-01-31, 2025-01-31T12:00Z) or a duration back from now (30m, 2h, 7d)`);
+  if (Number.isNaN(t))
+    throw new CliError(`${flag} "${value}": expected a date (2025-01-31, 2025-01-31T12:00Z) or a duration back from now (30m, 2h, 7d)`);
   return new Date(t);
 }
 
@@ -317,7 +402,10 @@ export function runAudit(opts: AuditOptions, io: Io = processIo()): Promise<numb
   return guard(io, async () => {
     const since = opts.since ? parseWhen(opts.since, "--since") : undefined;
     const until = opts.until ? parseWhen(opts.until, "--until") : undefined;
-    const stateDir = opts.stateDir && !opts.config ? opts.stateDir : (await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env: io.env })).stateDir;
+    const stateDir =
+      opts.stateDir && !opts.config
+        ? opts.stateDir
+        : (await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env: io.env })).stateDir;
     const entries = readAudit(stateDir, { participant: opts.participant, tool: opts.tool, since, until });
     // A listing is only as good as the chain under it: a break is said, and the exit is 1.
     const { chainBreak } = await import("./audit-verify.js");
@@ -328,7 +416,9 @@ export function runAudit(opts: AuditOptions, io: Io = processIo()): Promise<numb
       io.stdout.write(`no audit entries${opts.participant || opts.tool || since || until ? " match" : ` in ${stateDir}`}\n`);
     } else io.stdout.write(`${entries.map(auditLine).join("\n")}\n`);
     if (broken) {
-      io.stderr.write(`mewgate: ${broken}; the entries above stop short of it or cannot be trusted past it (mewgate audit verify says more)\n`);
+      io.stderr.write(
+        `mewgate: ${broken}; the entries above stop short of it or cannot be trusted past it (mewgate audit verify says more)\n`,
+      );
       return 1;
     }
     return 0;
@@ -340,17 +430,30 @@ export function runAudit(opts: AuditOptions, io: Io = processIo()): Promise<numb
  * (it says where). This keeps every transaction before that frame and moves the rest
  * aside, for whoever wants to look at it. Run it with the gateway stopped.
  */
-export function runStateRepair(opts: { config?: string | undefined; stateDir?: string | undefined }, io: Io = processIo()): Promise<number> {
+export function runStateRepair(
+  opts: { config?: string | undefined; stateDir?: string | undefined },
+  io: Io = processIo(),
+): Promise<number> {
   return guard(io, async () => {
     // `state repair <dir>` names the state directory itself, as `--state-dir <dir>` does.
     const isDir = opts.config !== undefined && existsSync(opts.config) && statSync(opts.config).isDirectory();
-    const stateDir = isDir ? opts.config! : opts.stateDir && !opts.config ? opts.stateDir : (await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env: io.env })).stateDir;
+    const stateDir = isDir
+      ? opts.config!
+      : opts.stateDir && !opts.config
+        ? opts.stateDir
+        : (await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env: io.env })).stateDir;
     const { repairSpaceState } = await import("../gateway/space/repair.js");
     const r = repairSpaceState(stateDir);
-    if (r.movedTo === undefined) io.stdout.write(`mewgate: the journal in ${stateDir} reads whole (${r.kept} transactions); nothing to repair\n`);
+    if (r.movedTo === undefined)
+      io.stdout.write(`mewgate: the journal in ${stateDir} reads whole (${r.kept} transactions); nothing to repair\n`);
     else {
-      io.stdout.write(`mewgate: kept ${r.kept} transactions; the journal was unreadable from byte ${r.offset}, and what followed is in ${r.movedTo}\n`);
-      if (r.ended.length > 0) io.stdout.write(`mewgate: ${r.ended.length} proposal(s) whose later records were dropped end as failed rather than come back pending: ${r.ended.slice(0, 20).join(", ")}${r.ended.length > 20 ? ", …" : ""}\n`);
+      io.stdout.write(
+        `mewgate: kept ${r.kept} transactions; the journal was unreadable from byte ${r.offset}, and what followed is in ${r.movedTo}\n`,
+      );
+      if (r.ended.length > 0)
+        io.stdout.write(
+          `mewgate: ${r.ended.length} proposal(s) whose later records were dropped end as failed rather than come back pending: ${r.ended.slice(0, 20).join(", ")}${r.ended.length > 20 ? ", …" : ""}\n`,
+        );
       io.stdout.write("mewgate: the repair is in the audit trail (mewgate audit verify lists it)\n");
     }
     return 0;
@@ -361,9 +464,17 @@ export function auditLine(e: AuditEntry): string {
   const tool = e.tool ? `${e.owner}/${e.tool}` : `${e.owner}: ${e.method}`;
   // A tool's definition changed (ports/pins.ts): no proposal, its owner announced it.
   if (e.event === "tool_changed") return [e.ts, e.event, tool, oneLine((e.changes ?? []).join("; "), 160)].join("  ");
-  if (e.event === "rule_accepted") return [e.ts, e.event, `by ${e.proposer}`, `for ${e.owner}`, oneLine((e.changes ?? []).join("; "), 240)].join("  ");
+  if (e.event === "rule_accepted")
+    return [e.ts, e.event, `by ${e.proposer}`, `for ${e.owner}`, oneLine((e.changes ?? []).join("; "), 240)].join("  ");
   if (e.event === "repaired") return [e.ts, e.event.padEnd(9), oneLine((e.changes ?? []).join("; "), 240)].join("  ");
-  if (e.event === "called") return [e.ts, e.event.padEnd(9), `${e.proposer} → ${tool}`, `allowed by ${e.scope ?? "?"}`, e.arguments !== undefined ? oneLine(e.arguments, 80) : `arguments sha256 ${String(e.arguments_digest ?? "").slice(0, 16)}`].join("  ");
+  if (e.event === "called")
+    return [
+      e.ts,
+      e.event.padEnd(9),
+      `${e.proposer} → ${tool}`,
+      `allowed by ${e.scope ?? "?"}`,
+      e.arguments !== undefined ? oneLine(e.arguments, 80) : `arguments sha256 ${String(e.arguments_digest ?? "").slice(0, 16)}`,
+    ].join("  ");
   if (e.event === "reloaded") return [e.ts, e.event.padEnd(9), `by ${e.proposer}`, oneLine((e.changes ?? []).join("; "), 200)].join("  ");
   const parts = [e.ts, e.event.padEnd(9), `[${shortId(e.proposal)}]`, `${e.proposer} → ${tool}`];
   if (e.by) parts.push(`by ${e.by}`);
@@ -372,6 +483,7 @@ export function auditLine(e: AuditEntry): string {
   if (e.outcome) parts.push(`outcome: ${e.outcome}`);
   if (e.event === "proposed" && e.arguments !== undefined) parts.push(oneLine(e.arguments, 80));
   if (e.event === "approval_dropped" && e.text) parts.push(oneLine(e.text, 160));
-  if (e.event === "escalated") parts.push(`stage ${e.stage ?? "?"}: ${oneLine((e.approvers ?? []).join(", ") || "nobody more", 160)} may decide`);
+  if (e.event === "escalated")
+    parts.push(`stage ${e.stage ?? "?"}: ${oneLine((e.approvers ?? []).join(", ") || "nobody more", 160)} may decide`);
   return parts.join("  ");
 }

@@ -26,7 +26,10 @@ function onSignals(): { signalled: Promise<NodeJS.Signals>; off: () => void } {
   return { signalled, off: () => ["SIGINT", "SIGTERM", "SIGHUP"].forEach((s) => process.off(s, handler)) };
 }
 
-export function runConnect(opts: RemoteOptions & { json?: boolean }, io: ConnectIo = { ...processIo(), stdin: process.stdin, stdout: process.stdout }): Promise<number> {
+export function runConnect(
+  opts: RemoteOptions & { json?: boolean },
+  io: ConnectIo = { ...processIo(), stdin: process.stdin, stdout: process.stdout },
+): Promise<number> {
   return guard(io, async () => {
     const target = await resolveTarget(withEnvDefaults(opts, io.env), io.env);
     // A lost connection (1012 when the space moves to another node, 1006 when the node dies)
@@ -83,8 +86,10 @@ function pairs(list: string[] | undefined, sep: string, flag: string): Record<st
 
 export function runBridge(command: string[], opts: BridgeCommandOptions, io: Io = processIo()): Promise<number> {
   return guard(io, async () => {
-    if ((command.length > 0) === Boolean(opts.url)) {
-      throw new CliError("give the MCP server as a command after -- (mewgate bridge … -- npx -y some-mcp-server) or as --url http://…, one of the two");
+    if (command.length > 0 === Boolean(opts.url)) {
+      throw new CliError(
+        "give the MCP server as a command after -- (mewgate bridge … -- npx -y some-mcp-server) or as --url http://…, one of the two",
+      );
     }
     const o = withEnvDefaults(opts, io.env);
     const id = o.as ?? io.env["MEWGATE_PARTICIPANT"];
@@ -92,7 +97,11 @@ export function runBridge(command: string[], opts: BridgeCommandOptions, io: Io 
     const target = await resolveTarget({ ...o, as: id }, io.env);
     const declared = target.loaded?.config.participants[id]?.mcp;
     const server = opts.url
-      ? { url: opts.url, headers: pairs(opts.header, ":", "--header"), ...(declared?.url !== undefined && declared.oauth !== undefined ? { oauth: declared.oauth } : {}) }
+      ? {
+          url: opts.url,
+          headers: pairs(opts.header, ":", "--header"),
+          ...(declared?.url !== undefined && declared.oauth !== undefined ? { oauth: declared.oauth } : {}),
+        }
       : { command: command[0]!, args: command.slice(1), cwd: opts.cwd, env: pairs(opts.env, "=", "--env") };
     const oauth = opts.url ? bridgeOAuth(server, opts, target.loaded?.stateDir ?? o.stateDir, target.space, io.env) : undefined;
     const logger = createLogger({ file: opts.logFile ?? "-", level: opts.logLevel ?? "warn" });

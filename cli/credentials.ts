@@ -25,7 +25,12 @@ export interface CredentialsOptions {
 
 const ACTIONS = "mewgate credentials list | revoke <server> [--subject space|<participant>] [--client] | rotate-key";
 
-export function runCredentials(action: string, server: string | undefined, opts: CredentialsOptions, io: Io = processIo()): Promise<number> {
+export function runCredentials(
+  action: string,
+  server: string | undefined,
+  opts: CredentialsOptions,
+  io: Io = processIo(),
+): Promise<number> {
   return guard(io, async () => {
     if (!["list", "revoke", "rotate-key"].includes(action)) throw new CliError(`unknown action "${action}": ${ACTIONS}`);
     const { stateDir } = await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env: io.env });
@@ -45,7 +50,9 @@ export function runCredentials(action: string, server: string | undefined, opts:
       if (!rows.length) io.stdout.write("no stored credentials\n");
       for (const r of rows) {
         const expires = r.expires_at === undefined ? "" : ` · expires ${new Date(r.expires_at).toISOString()}`;
-        io.stdout.write(`${sanitize(r.server)}  ${sanitize(r.issuer)}  ${r.subject === "client" ? "client registration" : sanitize(r.subject)}  holds ${r.holds.join(", ")}${expires}\n`);
+        io.stdout.write(
+          `${sanitize(r.server)}  ${sanitize(r.issuer)}  ${r.subject === "client" ? "client registration" : sanitize(r.subject)}  holds ${r.holds.join(", ")}${expires}\n`,
+        );
       }
       return 0;
     }
@@ -53,7 +60,11 @@ export function runCredentials(action: string, server: string | undefined, opts:
       if (!server) throw new CliError(`which server? ${ACTIONS}`);
       const subject = opts.subject === undefined ? undefined : ((opts.subject === "space" ? "space" : `caller:${opts.subject}`) as Subject);
       const n = vault.revoke(server, { subject, client: opts.client === true });
-      io.stdout.write(n ? `forgot ${n} stored credential${n === 1 ? "" : "s"} of ${server}; its next call asks for a sign-in\n` : `nothing stored for ${server}\n`);
+      io.stdout.write(
+        n
+          ? `forgot ${n} stored credential${n === 1 ? "" : "s"} of ${server}; its next call asks for a sign-in\n`
+          : `nothing stored for ${server}\n`,
+      );
       return 0;
     }
     const { key } = vault.rotateKey();

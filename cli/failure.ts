@@ -33,7 +33,8 @@ function lineSays(line: string): { text: string; error: boolean } | undefined {
       const msg = typeof o["msg"] === "string" ? o["msg"] : typeof o["message"] === "string" ? o["message"] : undefined;
       const text = [msg, errText].filter((x) => x && x.length > 0).join(": ");
       if (!text) return undefined;
-      const level = typeof o["level"] === "number" ? o["level"] : typeof o["level"] === "string" && /error|fatal/i.test(o["level"]) ? LEVEL_ERROR : 0;
+      const level =
+        typeof o["level"] === "number" ? o["level"] : typeof o["level"] === "string" && /error|fatal/i.test(o["level"]) ? LEVEL_ERROR : 0;
       return { text, error: level >= LEVEL_ERROR || errText !== undefined };
     } catch {
       // not JSON after all: the text itself

@@ -42,7 +42,15 @@ export async function startGateway(opts: GatewayCommandOptions, env: NodeJS.Proc
   const configured = performance.now();
   const log = createLogger({ file: opts.logFile ?? join(first.gateway.state_dir, "logs", "gateway.log"), level: opts.logLevel });
   const fromYaml = first.gateway.cluster;
-  const cluster = opts.cluster ? { url: opts.cluster, node: opts.node ?? fromYaml?.node, lease_ms: fromYaml?.lease_ms, advertise: fromYaml?.advertise, replicas: fromYaml?.replicas } : fromYaml && { ...fromYaml, node: opts.node ?? fromYaml.node };
+  const cluster = opts.cluster
+    ? {
+        url: opts.cluster,
+        node: opts.node ?? fromYaml?.node,
+        lease_ms: fromYaml?.lease_ms,
+        advertise: fromYaml?.advertise,
+        replicas: fromYaml?.replicas,
+      }
+    : fromYaml && { ...fromYaml, node: opts.node ?? fromYaml.node };
   const gateway = new Gateway({ spaces: configs, host: opts.host, port: opts.port, log, env, cluster });
   // Every space is also an MCP server at /mcp (streamable HTTP, participant bearer token);
   // the MCP machinery behind the route loads on its first request.
@@ -55,7 +63,8 @@ export async function startGateway(opts: GatewayCommandOptions, env: NodeJS.Proc
     const e = err as NodeJS.ErrnoException;
     const host = opts.host ?? first.gateway.host;
     const port = opts.port ?? first.gateway.port;
-    if (e.code === "EADDRINUSE") throw new Error(`port ${port} on ${host} is already in use; pick another with --port (0 picks a free one)`);
+    if (e.code === "EADDRINUSE")
+      throw new Error(`port ${port} on ${host} is already in use; pick another with --port (0 picks a free one)`);
     if (e.code === "EADDRNOTAVAIL" || e.code === "ENOTFOUND") throw new Error(`cannot listen on ${host}: no such local address`);
     if (e.code === "EACCES") throw new Error(`not allowed to listen on ${host}:${port} (ports below 1024 need privileges)`);
     throw err;
@@ -74,7 +83,14 @@ function startTimes(entered: number, configured: number, built: number): Record<
   const node = performance.nodeTiming.bootstrapComplete;
   const now = performance.now();
   const ms = (x: number) => Math.round(x * 10) / 10;
-  return { node: ms(node), code: ms(entered - node), config: ms(configured - entered), gateway: ms(built - configured), listen: ms(now - built), total: ms(now) };
+  return {
+    node: ms(node),
+    code: ms(entered - node),
+    config: ms(configured - entered),
+    gateway: ms(built - configured),
+    listen: ms(now - built),
+    total: ms(now),
+  };
 }
 
 /** The command itself: prints the address line, stops on SIGINT/SIGTERM. */

@@ -52,7 +52,9 @@ export function runInit(dirArg: string | undefined, opts: { example?: string | u
     const id = spaceIdFor(basename(target));
     const clashes = files.filter((f) => existsSync(join(target, f)));
     if (clashes.length) {
-      throw new CliError(`not overwriting ${clashes.map((f) => join(relative(process.cwd(), target) || ".", f)).join(", ")}; pick an empty directory (mewgate init <dir>)`);
+      throw new CliError(
+        `not overwriting ${clashes.map((f) => join(relative(process.cwd(), target) || ".", f)).join(", ")}; pick an empty directory (mewgate init <dir>)`,
+      );
     }
     const where = relative(process.cwd(), target) || ".";
     for (const f of files) {

@@ -12,7 +12,18 @@ import { ConfigError } from "../gateway/index.js";
 import type { Envelope } from "../gateway/index.js";
 import { normalizeUrl, resolveTarget } from "./remote.js";
 import { ApiClient, asEnvelope } from "./api.js";
-import { CliError, gatewayUrlFor, inspectUpRecord, isAlive, isOurUp, loadSpace, readUpRecord, spaceFile, upFiles, type UpRecord } from "./space.js";
+import {
+  CliError,
+  gatewayUrlFor,
+  inspectUpRecord,
+  isAlive,
+  isOurUp,
+  loadSpace,
+  readUpRecord,
+  spaceFile,
+  upFiles,
+  type UpRecord,
+} from "./space.js";
 import { callShape, interruption, oneLine, shortId, truncate } from "./terminal/format.js";
 
 export interface Io {
@@ -35,7 +46,11 @@ export async function guard(io: Io, body: () => Promise<number>): Promise<number
 }
 
 /** The state directory of a space file, even when the file no longer parses (so `down` still works). */
-async function stateDirOf(file: string | undefined, stateDir: string | undefined, io: Io): Promise<{ stateDir: string; space: string | undefined }> {
+async function stateDirOf(
+  file: string | undefined,
+  stateDir: string | undefined,
+  io: Io,
+): Promise<{ stateDir: string; space: string | undefined }> {
   if (stateDir) return { stateDir: resolve(stateDir), space: undefined };
   const f = spaceFile(file);
   try {
@@ -61,18 +76,25 @@ export function runDown(opts: DownOptions, io: Io = processIo()): Promise<number
     const { stateDir } = await stateDirOf(opts.file, opts.stateDir, io);
     const files = upFiles(stateDir);
     const found = inspectUpRecord(stateDir);
-    if ("missing" in found) throw new CliError(`nothing to stop: no ${files.json} (was the space started with mewgate up, with this --state-dir?)`);
+    if ("missing" in found)
+      throw new CliError(`nothing to stop: no ${files.json} (was the space started with mewgate up, with this --state-dir?)`);
     if ("problem" in found) {
-      throw new CliError(`${found.problem}. If a mewgate up is still running, stop it with Ctrl-C or kill <pid> (its pid may be in ${files.pid}); then remove ${files.json}`);
+      throw new CliError(
+        `${found.problem}. If a mewgate up is still running, stop it with Ctrl-C or kill <pid> (its pid may be in ${files.pid}); then remove ${files.json}`,
+      );
     }
     const rec = found.rec;
     if (!isAlive(rec.pid)) {
       removeRecord(files, rec);
-      throw new CliError(`nothing to stop: pid ${rec.pid}${rec.space ? ` of space ${rec.space}` : ""} has already exited (removed its stale pid file)`);
+      throw new CliError(
+        `nothing to stop: pid ${rec.pid}${rec.space ? ` of space ${rec.space}` : ""} has already exited (removed its stale pid file)`,
+      );
     }
     if (!isOurUp(rec)) {
       removeRecord(files, rec);
-      throw new CliError(`nothing to stop: pid ${rec.pid} is now another process, not the mewgate up that wrote ${files.pid} (removed the stale pid file; that process was left alone)`);
+      throw new CliError(
+        `nothing to stop: pid ${rec.pid} is now another process, not the mewgate up that wrote ${files.pid} (removed the stale pid file; that process was left alone)`,
+      );
     }
     process.kill(rec.pid, "SIGTERM");
     const timeout = opts.timeoutMs ?? 20_000;
@@ -140,7 +162,8 @@ async function clusterNodes(nodes: Array<{ name: string; url: string }>, space: 
 
 export function runStatus(opts: StatusOptions, io: Io = processIo()): Promise<number> {
   return guard(io, async () => {
-    if (opts.file && opts.config && resolve(opts.file) !== resolve(opts.config)) throw new CliError(`two space files given: ${opts.file} and -c ${opts.config}; give one`);
+    if (opts.file && opts.config && resolve(opts.file) !== resolve(opts.config))
+      throw new CliError(`two space files given: ${opts.file} and -c ${opts.config}; give one`);
     const file = spaceFile(opts.file ?? opts.config);
     const loaded = await loadSpace(file, { stateDir: opts.stateDir, env: io.env });
     const { config, stateDir } = loaded;
@@ -149,26 +172,40 @@ export function runStatus(opts: StatusOptions, io: Io = processIo()): Promise<nu
     const nodes = rec?.nodes ? await clusterNodes(rec.nodes, config.space.id) : undefined;
     // The address given, else the recorded one — or, when that node is down, any node of the cluster that answers.
     let url = opts.gateway ? normalizeUrl(opts.gateway) : gatewayUrlFor(config).url;
-    if (!opts.gateway && nodes && !nodes.some((n) => n.url === url && n.state !== "not answering")) url = nodes.find((n) => n.state !== "not answering")?.url ?? url;
-    const target = await resolveTarget({ config: file, as: opts.as, stateDir, gateway: url }, io.env, { readOnly: true }).catch((err: Error) => {
-      // No token file yet means no gateway ever ran with this state directory.
-      if (!live) throw new CliError(`nothing is running for space ${config.space.id}: no mewgate up in ${stateDir} (${err.message})`);
-      throw err;
-    });
+    if (!opts.gateway && nodes && !nodes.some((n) => n.url === url && n.state !== "not answering"))
+      url = nodes.find((n) => n.state !== "not answering")?.url ?? url;
+    const target = await resolveTarget({ config: file, as: opts.as, stateDir, gateway: url }, io.env, { readOnly: true }).catch(
+      (err: Error) => {
+        // No token file yet means no gateway ever ran with this state directory.
+        if (!live) throw new CliError(`nothing is running for space ${config.space.id}: no mewgate up in ${stateDir} (${err.message})`);
+        throw err;
+      },
+    );
     // Read through the operator API: a status check never joins, so it cannot log the
     // human's terminal out or replace an in-process agent.
     const api = new ApiClient(target);
-    let views: [{ participants: Array<Record<string, any>> }, { tools: Array<{ name: string; policy?: string; description?: string }> }, { proposals: Array<Record<string, unknown>> }];
+    let views: [
+      { participants: Array<Record<string, any>> },
+      { tools: Array<{ name: string; policy?: string; description?: string }> },
+      { proposals: Array<Record<string, unknown>> },
+    ];
     try {
       views = await Promise.all([api.get("participants"), api.get("tools"), api.get("proposals")]);
     } catch (err) {
       if (!live && err instanceof CliError && err.message.startsWith("cannot reach")) {
-        throw new CliError(`nothing is running for space ${config.space.id}: no mewgate up in ${stateDir}, and ${err.message.replace(/: is it running.*$/, "")}`);
+        throw new CliError(
+          `nothing is running for space ${config.space.id}: no mewgate up in ${stateDir}, and ${err.message.replace(/: is it running.*$/, "")}`,
+        );
       }
       throw err;
     }
     const [{ participants: people }, { tools }, { proposals: pending }] = views;
-    const participants = people.map((p) => ({ id: String(p["id"]), kind: String(p["kind"]), state: p["online"] ? "connected" : "not connected", description: p["description"] as string | undefined }));
+    const participants = people.map((p) => ({
+      id: String(p["id"]),
+      kind: String(p["kind"]),
+      state: p["online"] ? "connected" : "not connected",
+      description: p["description"] as string | undefined,
+    }));
     const proposals = pending.map(asEnvelope);
     if (opts.json) {
       const out = {
@@ -186,12 +223,18 @@ export function runStatus(opts: StatusOptions, io: Io = processIo()): Promise<nu
     const nameWidth = Math.min(40, Math.max(0, ...tools.map((t) => t.name.length)));
     const lines = [
       `space ${config.space.id}${config.space.name !== config.space.id ? ` (${config.space.name})` : ""} at ${url}/ws`,
-      live ? `  mewgate up pid ${live.pid}, since ${live.startedAt}; state in ${stateDir}` : `  (not started by mewgate up with this state directory)`,
+      live
+        ? `  mewgate up pid ${live.pid}, since ${live.startedAt}; state in ${stateDir}`
+        : `  (not started by mewgate up with this state directory)`,
       ...(nodes ? [`cluster nodes (${nodes.length}):`, ...nodes.map((n) => `  ${n.name.padEnd(4)} ${n.url}/ws  ${n.state}`)] : []),
       `participants:`,
       ...participants.map((p) => `  ${p.id.padEnd(16)} ${p.kind.padEnd(8)} ${p.state}`),
       `tools (${tools.length}; policy for ${target.participant ?? "you"}):`,
-      ...(tools.length ? tools.map((t) => truncate(`  ${t.name.padEnd(nameWidth)}  ${(t.policy ?? "?").padEnd(9)} ${oneLine(t.description ?? "", 80)}`, 140)) : ["  none"]),
+      ...(tools.length
+        ? tools.map((t) =>
+            truncate(`  ${t.name.padEnd(nameWidth)}  ${(t.policy ?? "?").padEnd(9)} ${oneLine(t.description ?? "", 80)}`, 140),
+          )
+        : ["  none"]),
       `pending proposals (${proposals.length}):`,
       ...(proposals.length ? proposals.map((p) => proposalLine(p)) : ["  none"]),
       `web console: ${url.replace(/^ws/, "http")}/ui/`,

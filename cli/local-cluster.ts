@@ -84,7 +84,22 @@ export async function startNodes(opts: {
   const launch = (name: string, port: number): Promise<{ url: string; child: ChildProcess }> => {
     const dir = join(opts.stateDir, "cluster", name);
     mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const args = [main, "gateway", "--config", opts.file, "--state-dir", dir, "--port", String(port), "--cluster", opts.nats.url, "--node", name, "--log-file", join(opts.stateDir, "logs", `${name}.log`)];
+    const args = [
+      main,
+      "gateway",
+      "--config",
+      opts.file,
+      "--state-dir",
+      dir,
+      "--port",
+      String(port),
+      "--cluster",
+      opts.nats.url,
+      "--node",
+      name,
+      "--log-file",
+      join(opts.stateDir, "logs", `${name}.log`),
+    ];
     // Their own process group, like the bus: `up` stops them in order when it stops. Stdin
     // is a pipe from this process: its end is how a node knows `up` is gone.
     const child = spawn(process.execPath, args, { env, stdio: ["pipe", "pipe", "pipe"], detached: true });
@@ -113,27 +128,33 @@ export async function startNodes(opts: {
       if (Date.now() - startedAt > STABLE_MS) node.restarts = 0;
       const delay = Math.min(RESTART_MAX_MS, RESTART_FIRST_MS * 2 ** node.restarts);
       node.restarts++;
-      opts.onNotice?.(`cluster node ${node.name} exited (${signal ?? `code ${code}`}); restarting it in ${(delay / 1000).toFixed(1)} s`, "error");
+      opts.onNotice?.(
+        `cluster node ${node.name} exited (${signal ?? `code ${code}`}); restarting it in ${(delay / 1000).toFixed(1)} s`,
+        "error",
+      );
       const port = Number(new URL(node.url).port);
       const again = () => {
-        const t = setTimeout(() => {
-          timers.delete(t);
-          if (stopping) return;
-          const at = Date.now();
-          launch(node.name, port).then(
-            ({ child }) => {
-              if (stopping) return void child.kill("SIGTERM");
-              node.child = child;
-              opts.onNotice?.(`cluster node ${node.name} restarted on ${node.url}/ws`, "info");
-              supervise(node, at);
-            },
-            (err: Error) => {
-              opts.onNotice?.(`cluster node ${node.name} did not restart: ${err.message}`, "error");
-              node.restarts++;
-              again();
-            },
-          );
-        }, Math.min(RESTART_MAX_MS, RESTART_FIRST_MS * 2 ** Math.max(0, node.restarts - 1)));
+        const t = setTimeout(
+          () => {
+            timers.delete(t);
+            if (stopping) return;
+            const at = Date.now();
+            launch(node.name, port).then(
+              ({ child }) => {
+                if (stopping) return void child.kill("SIGTERM");
+                node.child = child;
+                opts.onNotice?.(`cluster node ${node.name} restarted on ${node.url}/ws`, "info");
+                supervise(node, at);
+              },
+              (err: Error) => {
+                opts.onNotice?.(`cluster node ${node.name} did not restart: ${err.message}`, "error");
+                node.restarts++;
+                again();
+              },
+            );
+          },
+          Math.min(RESTART_MAX_MS, RESTART_FIRST_MS * 2 ** Math.max(0, node.restarts - 1)),
+        );
         timers.add(t);
       };
       again();
@@ -160,7 +181,11 @@ export async function startNodes(opts: {
  * n1 last. A node that dies (1006) or leaves (1001) sends it on to the next, so it rides
  * through the loss of any node but this process, which it lives in.
  */
-export function memberRoute(i: number, n1: string, nodes: readonly Pick<ClusterNode, "name" | "url">[]): { node: string; url: string; fallbackUrls: string[] } {
+export function memberRoute(
+  i: number,
+  n1: string,
+  nodes: readonly Pick<ClusterNode, "name" | "url">[],
+): { node: string; url: string; fallbackUrls: string[] } {
   if (nodes.length === 0) return { node: "n1", url: n1, fallbackUrls: [] };
   const first = i % nodes.length;
   const order = [...nodes.slice(first), ...nodes.slice(0, first)];

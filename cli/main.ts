@@ -65,11 +65,15 @@ export function program(): Command {
     .option("--json", "JSON lines on stdin/stdout instead of the interactive terminal (the default when stdin is not a terminal)")
     .option("-d, --detach", "run in the background; stop it with mewgate down")
     .option("--no-greet", "do not greet the agents when the terminal attaches")
-    .option("--nodes <n>", "try a cluster: a local nats-server and this many gateway nodes serving the space (needs nats-server)", (v: string) => {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 1 || n > 9) throw new InvalidArgumentError("a number of nodes from 1 to 9");
-      return n;
-    })
+    .option(
+      "--nodes <n>",
+      "try a cluster: a local nats-server and this many gateway nodes serving the space (needs nats-server)",
+      (v: string) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 1 || n > 9) throw new InvalidArgumentError("a number of nodes from 1 to 9");
+        return n;
+      },
+    )
     .option("--log-level <level>", "trace, debug, info, warn, error", "info")
     .addOption(new Option("--detached-child").hideHelp())
     .action(async (file: string | undefined, opts) => {
@@ -100,14 +104,20 @@ export function program(): Command {
       process.exitCode = await (await lifecycle()).runStatus({ ...opts, file });
     });
 
-  remote(cmd.command("connect").description("join a running space with the interactive terminal (JSON lines when stdin is not a terminal)"), "join as")
+  remote(
+    cmd.command("connect").description("join a running space with the interactive terminal (JSON lines when stdin is not a terminal)"),
+    "join as",
+  )
     .option("--json", "JSON lines on stdin/stdout")
     .action(async (opts) => {
       process.exitCode = await (await connect()).runConnect(opts);
       setTimeout(() => process.exit(), 3000).unref();
     });
 
-  remote(cmd.command("bridge").description("plug an MCP server into a running space: mewgate bridge --as fs [options] -- <command> [args...]"), "bridge as")
+  remote(
+    cmd.command("bridge").description("plug an MCP server into a running space: mewgate bridge --as fs [options] -- <command> [args...]"),
+    "bridge as",
+  )
     .argument("[command...]", "the MCP server's command and arguments, after --")
     .option("--url <http-url>", "a streamable HTTP MCP server instead of a command")
     .option("--header <name:value>", "HTTP header for --url (repeatable)", collect)
@@ -136,11 +146,18 @@ export function program(): Command {
       process.exitCode = await (await commands()).runSend(text, opts);
     });
 
-  remote(cmd.command("proposals").description("list pending proposals, show one's card, list decided ones, or approve / reject / respond to one"))
+  remote(
+    cmd
+      .command("proposals")
+      .description("list pending proposals, show one's card, list decided ones, or approve / reject / respond to one"),
+  )
     .argument("[action]", "list | show | decided | approve | reject | respond", "list")
     .argument("[id]", "proposal id (or a unique prefix, as listed)")
     .option("--always", "approve: also let the proposer call this tool without asking from now on")
-    .option("--scope <limit>", "approve --always: limit the grant to exact (these arguments) or prefix:<field> (the field's directory, e.g. prefix:path)")
+    .option(
+      "--scope <limit>",
+      "approve --always: limit the grant to exact (these arguments) or prefix:<field> (the field's directory, e.g. prefix:path)",
+    )
     .option("--args <json>", "approve: with these arguments instead of the proposed ones")
     .option("--reason <code>", "reject: reason code (unsafe, disagree, not_now, …)")
     .option("--text <text>", "reject, respond: a sentence for the proposer")
@@ -150,7 +167,15 @@ export function program(): Command {
     });
 
   for (const verb of ["disable", "enable"] as const) {
-    remote(cmd.command(verb).description(verb === "disable" ? "switch an agent or tool server off: its tools leave every catalogue and prompt (persisted)" : "switch a disabled agent or tool server back on"))
+    remote(
+      cmd
+        .command(verb)
+        .description(
+          verb === "disable"
+            ? "switch an agent or tool server off: its tools leave every catalogue and prompt (persisted)"
+            : "switch a disabled agent or tool server back on",
+        ),
+    )
       .argument("<participant>", "the participant id")
       .option("--reason <text>", "why (recorded)")
       .action(async (id: string, opts) => {
@@ -158,7 +183,11 @@ export function program(): Command {
       });
   }
 
-  remote(cmd.command("grants").description("list the grants held in the space (always-approvals among them), or revoke one and all lent on from it"))
+  remote(
+    cmd
+      .command("grants")
+      .description("list the grants held in the space (always-approvals among them), or revoke one and all lent on from it"),
+  )
     .argument("[action]", "list | revoke", "list")
     .argument("[id]", "grant id (or a unique prefix, as listed)")
     .option("--json", "list: print JSON")
@@ -166,7 +195,11 @@ export function program(): Command {
       process.exitCode = await (await commands()).runGrants(action, id, opts);
     });
 
-  const policy = cmd.command("policy").description("the space's tool rules: check what they match, explain a decision, test expected decisions, suggest rules, dry-run a change");
+  const policy = cmd
+    .command("policy")
+    .description(
+      "the space's tool rules: check what they match, explain a decision, test expected decisions, suggest rules, dry-run a change",
+    );
   policy
     .command("check")
     .description("check every tool rule against the space's participants (exits non-zero on errors)")
@@ -175,7 +208,11 @@ export function program(): Command {
     .action(async (file: string | undefined, opts) => {
       process.exitCode = await (await import("./policy.js")).runPolicyCheck(file, opts);
     });
-  remote(policy.command("explain").description("why a call is direct, asked or denied: the rule (with its line) or grant, the condition, who could approve it"))
+  remote(
+    policy
+      .command("explain")
+      .description("why a call is direct, asked or denied: the rule (with its line) or grant, the condition, who could approve it"),
+  )
     .argument("<participant>", "the caller")
     .argument("<tool>", "participant/tool")
     .option("--args <json>", "the call's arguments, a JSON object")
@@ -193,7 +230,13 @@ export function program(): Command {
       process.exitCode = await (await import("./policy.js")).runPolicyTest(cases, file, opts);
     });
 
-  remote(policy.command("suggest").description("rules learnt from what people decided, each with its dry run; accept one (written to space.yaml, recorded, reloaded) or dismiss it"))
+  remote(
+    policy
+      .command("suggest")
+      .description(
+        "rules learnt from what people decided, each with its dry run; accept one (written to space.yaml, recorded, reloaded) or dismiss it",
+      ),
+  )
     .argument("[action]", "list | accept | dismiss", "list")
     .argument("[id]", "the suggestion's id (accept, dismiss)")
     .option("--confirm", "accept: you confirm covering the calls you rejected")
@@ -212,7 +255,14 @@ export function program(): Command {
       process.exitCode = await (await import("./policy-learn.js")).runPolicyDryRun(changed, opts);
     });
 
-  remote(cmd.command("review").description("a reviewer before the human: answers the proposals it reviews (scripted, or with --model), bounded by review.may_approve at the gateway"), "review as")
+  remote(
+    cmd
+      .command("review")
+      .description(
+        "a reviewer before the human: answers the proposals it reviews (scripted, or with --model), bounded by review.may_approve at the gateway",
+      ),
+    "review as",
+  )
     .option("--once", "one round, then exit")
     .option("--model <name>", "ask this OpenAI-compatible model (key from OPENAI_API_KEY)")
     .option("--base-url <url>", "the model API's base URL (with --model)")
@@ -234,7 +284,10 @@ export function program(): Command {
   cmd
     .command("audit")
     .description("who proposed, who decided, what, when: the space's audit log; `audit verify` checks its chain of digests")
-    .argument("[action]", "verify: check every record's digest and link, report the first break (exit 1); head: print the head digest and record count, to pin outside the state directory")
+    .argument(
+      "[action]",
+      "verify: check every record's digest and link, report the first break (exit 1); head: print the head digest and record count, to pin outside the state directory",
+    )
     .option("-c, --config <space.yaml>", "space file (default: ./space.yaml)")
     .option("--state-dir <dir>", "state directory, if not the default")
     .option("--participant <id>", "entries where this participant proposed, decided or owns the tool")
@@ -280,14 +333,22 @@ export function program(): Command {
       process.exitCode = await (await import("./credentials.js")).runCredentials(action, server, opts);
     });
 
-  remote(cmd.command("reload").description("make the running gateway read its space.yaml and tokens again, without a restart (an invalid file changes nothing)"), "reload as")
+  remote(
+    cmd
+      .command("reload")
+      .description("make the running gateway read its space.yaml and tokens again, without a restart (an invalid file changes nothing)"),
+    "reload as",
+  )
     .argument("[space.yaml]", "space file (default: ./space.yaml)")
     .option("--json", "print the report as JSON")
     .action(async (file: string | undefined, opts) => {
       process.exitCode = await (await import("./reload.js")).runReload(file, opts);
     });
 
-  remote(cmd.command("sessions").description("who is connected to the space and from where; `end <participant>` closes that session"), "ask as")
+  remote(
+    cmd.command("sessions").description("who is connected to the space and from where; `end <participant>` closes that session"),
+    "ask as",
+  )
     .argument("[action]", "list | end", "list")
     .argument("[participant]", "end: whose session")
     .option("--json", "list: print JSON")
@@ -339,6 +400,7 @@ export function program(): Command {
 }
 
 // `mewgate audit --json | head -1`: a reader that stopped reading ends the command quietly.
-for (const stream of [process.stdout, process.stderr]) stream.on("error", (err: NodeJS.ErrnoException) => (err.code === "EPIPE" ? process.exit(0) : undefined));
+for (const stream of [process.stdout, process.stderr])
+  stream.on("error", (err: NodeJS.ErrnoException) => (err.code === "EPIPE" ? process.exit(0) : undefined));
 
 await program().parseAsync(process.argv);

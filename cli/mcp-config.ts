@@ -42,22 +42,43 @@ export function runMcpConfig(participant: string, opts: McpConfigOptions, io: Io
     const file = resolve(spaceFile(opts.config));
     const { config } = await loadSpace(file, { stateDir: opts.stateDir, env: io.env });
     const declared = Object.keys(config.participants);
-    if (!config.participants[participant]) throw new CliError(`${file} declares no participant "${participant}"; one of ${declared.join(", ")}`);
+    if (!config.participants[participant])
+      throw new CliError(`${file} declares no participant "${participant}"; one of ${declared.join(", ")}`);
     const seatHelp =
       `declare a seat for your MCP client in ${file} first, e.g.\n` +
       `  participants:\n    ide:\n      kind: agent\n      description: my MCP client\n      tools: {allow: ["${participant}/read_*"], ask: ["${participant}/*"]}\n` +
       `then: mewgate mcp-config ${participant} --as ide`;
-    if (opts.as === undefined) throw new CliError(`--as <seat> is required: the participant your MCP client acts as (never the space's human). ${seatHelp}`);
+    if (opts.as === undefined)
+      throw new CliError(`--as <seat> is required: the participant your MCP client acts as (never the space's human). ${seatHelp}`);
     const seat = config.participants[opts.as];
     if (!seat) throw new CliError(`${file} declares no participant "${opts.as}". ${seatHelp}`);
-    if (seat.kind === "human") throw new CliError(`"${opts.as}" is a human of the space, who may call every tool without approval; give your MCP client a seat of its own. ${seatHelp}`);
-    if (opts.as === participant) throw new CliError(`--as ${opts.as} is the server itself; the seat is the participant your MCP client acts as`);
-    if (opts.http && client === "claude-desktop") throw new CliError("Claude Desktop's configuration file starts servers as commands only; leave out --http (or add the URL as a connector in its settings)");
+    if (seat.kind === "human")
+      throw new CliError(
+        `"${opts.as}" is a human of the space, who may call every tool without approval; give your MCP client a seat of its own. ${seatHelp}`,
+      );
+    if (opts.as === participant)
+      throw new CliError(`--as ${opts.as} is the server itself; the seat is the participant your MCP client acts as`);
+    if (opts.http && client === "claude-desktop")
+      throw new CliError(
+        "Claude Desktop's configuration file starts servers as commands only; leave out --http (or add the URL as a connector in its settings)",
+      );
     const ws = new URL(gatewayUrlFor(config).url);
     const http = `${ws.protocol === "wss:" ? "https:" : "http:"}//${ws.host}/mcp/${encodeURIComponent(participant)}?space=${encodeURIComponent(config.space.id)}`;
     const entry: Entry = {
       name: participant,
-      stdio: { command: opts.command ?? "mewgate", args: ["mcp", "--config", file, "--as", opts.as, "--only", participant, ...(opts.stateDir ? ["--state-dir", resolve(opts.stateDir)] : [])] },
+      stdio: {
+        command: opts.command ?? "mewgate",
+        args: [
+          "mcp",
+          "--config",
+          file,
+          "--as",
+          opts.as,
+          "--only",
+          participant,
+          ...(opts.stateDir ? ["--state-dir", resolve(opts.stateDir)] : []),
+        ],
+      },
       url: http,
     };
     const { note, json } = snippet(client, entry, opts.http === true, opts.as);
@@ -73,13 +94,23 @@ export function snippet(client: McpClientName, e: Entry, http: boolean, seat: st
   const tokenNote = `# the token of "${seat}": mewgate token show ${seat}  (keep it out of files you share)\n`;
   switch (client) {
     case "claude-desktop":
-      return out(`# claude_desktop_config.json (Settings → Developer → Edit Config), under "mcpServers":\n`, { mcpServers: { [e.name]: e.stdio } });
+      return out(`# claude_desktop_config.json (Settings → Developer → Edit Config), under "mcpServers":\n`, {
+        mcpServers: { [e.name]: e.stdio },
+      });
     case "claude-code":
-      if (!http) return out(`# .mcp.json in your project (or: claude mcp add ${e.name} -- ${[e.stdio.command, ...e.stdio.args].map(shellWord).join(" ")})\n`, { mcpServers: { [e.name]: { type: "stdio", ...e.stdio } } });
-      return out(`${tokenNote}# .mcp.json in your project; Claude Code reads MEWGATE_TOKEN from its environment\n`, { mcpServers: { [e.name]: { type: "http", url: e.url, headers: { Authorization: "Bearer ${MEWGATE_TOKEN}" } } } });
+      if (!http)
+        return out(
+          `# .mcp.json in your project (or: claude mcp add ${e.name} -- ${[e.stdio.command, ...e.stdio.args].map(shellWord).join(" ")})\n`,
+          { mcpServers: { [e.name]: { type: "stdio", ...e.stdio } } },
+        );
+      return out(`${tokenNote}# .mcp.json in your project; Claude Code reads MEWGATE_TOKEN from its environment\n`, {
+        mcpServers: { [e.name]: { type: "http", url: e.url, headers: { Authorization: "Bearer ${MEWGATE_TOKEN}" } } },
+      });
     case "cursor":
       if (!http) return out(`# .cursor/mcp.json (or ~/.cursor/mcp.json)\n`, { mcpServers: { [e.name]: e.stdio } });
-      return out(`${tokenNote}# .cursor/mcp.json; Cursor reads MEWGATE_TOKEN from its environment\n`, { mcpServers: { [e.name]: { url: e.url, headers: { Authorization: "Bearer ${env:MEWGATE_TOKEN}" } } } });
+      return out(`${tokenNote}# .cursor/mcp.json; Cursor reads MEWGATE_TOKEN from its environment\n`, {
+        mcpServers: { [e.name]: { url: e.url, headers: { Authorization: "Bearer ${env:MEWGATE_TOKEN}" } } },
+      });
     case "vscode":
       if (!http) return out(`# .vscode/mcp.json\n`, { servers: { [e.name]: { type: "stdio", ...e.stdio } } });
       return out(`${tokenNote}# .vscode/mcp.json; VS Code asks for the token once and keeps it in its secret storage\n`, {

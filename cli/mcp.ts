@@ -30,7 +30,11 @@ export function resolveMcpTarget(opts: McpCommandOptions, env: NodeJS.ProcessEnv
 }
 
 /** The command: resolves, then serves until the MCP client goes away. Returns the exit code. */
-export async function runMcp(opts: McpCommandOptions, env: NodeJS.ProcessEnv = process.env, stderr: NodeJS.WritableStream = process.stderr): Promise<number> {
+export async function runMcp(
+  opts: McpCommandOptions,
+  env: NodeJS.ProcessEnv = process.env,
+  stderr: NodeJS.WritableStream = process.stderr,
+): Promise<number> {
   let target: Target;
   try {
     target = await resolveMcpTarget(opts, env);
@@ -68,14 +72,26 @@ export function registerMcpCommand(program: Command): Command {
   return program
     .command("mcp")
     .description("serve a space's tools to an MCP client over stdio, as one participant of the space")
-    .option("-g, --gateway <url>", "gateway address, e.g. ws://127.0.0.1:7420 (default: from --config: the URL a running mewgate up recorded, else its host and port)")
+    .option(
+      "-g, --gateway <url>",
+      "gateway address, e.g. ws://127.0.0.1:7420 (default: from --config: the URL a running mewgate up recorded, else its host and port)",
+    )
     .option("-s, --space <id>", "space id (default: from --config)")
     .option("--token-file <file>", "file holding the participant's token")
     .option("-t, --token <token>", "the participant's token (visible to other local users; prefer --token-file or MEWGATE_TOKEN)")
-    .option("-c, --config <space.yaml>", "read the gateway address and the participant's token the way the gateway does (default: ./space.yaml without --gateway/--space/--token)")
-    .option("--as <participant>", "the participant to act as; with --config, required unless a token says who you are (never the space's human by default)")
+    .option(
+      "-c, --config <space.yaml>",
+      "read the gateway address and the participant's token the way the gateway does (default: ./space.yaml without --gateway/--space/--token)",
+    )
+    .option(
+      "--as <participant>",
+      "the participant to act as; with --config, required unless a token says who you are (never the space's human by default)",
+    )
     .option("--state-dir <dir>", "with --config: the gateway's state directory, if it was started with --state-dir")
-    .option("--only <participant>", "serve that one participant's MCP server as itself: its own tool, resource and prompt names, nobody else's")
+    .option(
+      "--only <participant>",
+      "serve that one participant's MCP server as itself: its own tool, resource and prompt names, nobody else's",
+    )
     .option("--name <name>", "server name reported to the MCP client (default: mewgate-<space>, or with --only the server's own)")
     .option("--approval-progress-ms <ms>", "progress notification interval while a call waits for approval", positiveInt, 2000)
     .option("--log-file <file>", "pino log file, or - for stderr", "-")

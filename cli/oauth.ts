@@ -12,7 +12,13 @@ import { CredentialVault, VaultError } from "../participants/bridge/oauth-vault.
 import { CliError } from "./space.js";
 
 /** Undefined when no bridged server could need a sign-in (no vault, no key file made). */
-export function prepareOAuth(config: SpaceConfig, stateDir: string, gateway: Gateway, url: string, env: NodeJS.ProcessEnv): OAuthBridgeOptions | undefined {
+export function prepareOAuth(
+  config: SpaceConfig,
+  stateDir: string,
+  gateway: Gateway,
+  url: string,
+  env: NodeJS.ProcessEnv,
+): OAuthBridgeOptions | undefined {
   const needs = Object.values(config.participants).some((p) => p.mcp?.url !== undefined && p.mcp.oauth !== false);
   if (!needs) return undefined;
   let vault: CredentialVault;
@@ -35,8 +41,15 @@ export function prepareOAuth(config: SpaceConfig, stateDir: string, gateway: Gat
  * client_credentials` in the participant's `mcp:` entry). The vault is the space's state
  * directory's, as under `up`.
  */
-export function bridgeOAuth(server: McpServerConfig, opts: { oauthConsent?: string | undefined }, stateDir: string | undefined, space: string, env: NodeJS.ProcessEnv): OAuthBridgeOptions | undefined {
-  if (opts.oauthConsent !== undefined && opts.oauthConsent !== "auto" && opts.oauthConsent !== "link") throw new CliError(`--oauth-consent "${opts.oauthConsent}": expected auto or link`);
+export function bridgeOAuth(
+  server: McpServerConfig,
+  opts: { oauthConsent?: string | undefined },
+  stateDir: string | undefined,
+  space: string,
+  env: NodeJS.ProcessEnv,
+): OAuthBridgeOptions | undefined {
+  if (opts.oauthConsent !== undefined && opts.oauthConsent !== "auto" && opts.oauthConsent !== "link")
+    throw new CliError(`--oauth-consent "${opts.oauthConsent}": expected auto or link`);
   const consent = opts.oauthConsent ?? (server.oauth ? server.oauth.consent : "link");
   const serviceAccount = server.oauth !== undefined && server.oauth !== false && server.oauth.grant === "client_credentials";
   if (server.oauth === false || (consent !== "auto" && !serviceAccount)) return undefined;
@@ -49,5 +62,10 @@ export function bridgeOAuth(server: McpServerConfig, opts: { oauthConsent?: stri
     throw err;
   }
   // Never served: headless consent stops at this address and reads the code from it.
-  return { vault, space, consent: consent === "auto" ? "auto" : "link", redirectUri: `http://127.0.0.1/oauth/callback/${encodeURIComponent(space)}` };
+  return {
+    vault,
+    space,
+    consent: consent === "auto" ? "auto" : "link",
+    redirectUri: `http://127.0.0.1/oauth/callback/${encodeURIComponent(space)}`,
+  };
 }

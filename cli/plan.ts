@@ -32,7 +32,8 @@ export function planParticipants(config: SpaceConfig, as: string | undefined, op
       throw new CliError(`${config.file}: participants.${p.id} has ${ways.join(" and ")} sections; give it one way to run`);
     }
     if (p === plan.human) {
-      if (ways.length) throw new CliError(`${config.file}: participants.${p.id} is the human at the terminal; it cannot also have a ${ways[0]} section`);
+      if (ways.length)
+        throw new CliError(`${config.file}: participants.${p.id} is the human at the terminal; it cannot also have a ${ways[0]} section`);
       continue;
     }
     if (p.run) plan.children.push(p);
@@ -72,7 +73,9 @@ export function exposedStateDir(config: SpaceConfig, stateDir: string): string[]
       const dir = resolve(cwd, arg);
       if (stateDir === dir || stateDir.startsWith(dir.endsWith(sep) ? dir : dir + sep)) {
         if (!existsSync(dir) || !statSync(dir).isDirectory()) continue;
-        warnings.push(`${p.id} is given ${dir}, which contains the state directory ${stateDir} (tokens!); move one of them (gateway.state_dir or --state-dir)`);
+        warnings.push(
+          `${p.id} is given ${dir}, which contains the state directory ${stateDir} (tokens!); move one of them (gateway.state_dir or --state-dir)`,
+        );
       }
     }
   }

@@ -27,44 +27,85 @@ export function suggestionText(s: Suggestion & { confirmed?: string[] }): string
   const lines = [`[${s.id}] ${s.kind} for ${text(s.participant, 64)}: ${text(s.rule, 400)}`, `  why: ${text(s.why, 300)}`];
   for (const sc of s.scope) lines.push(`  scope: ${text(sc, 300)}`);
   for (const n of s.notes) lines.push(`  note: ${text(n, 300)}`);
-  lines.push(`  covers: ${s.covers.approved} approved, ${s.covers.rejected} rejected, ${s.covers.edited} edited, ${s.covers.undecided} undecided`);
-  for (const [how, c] of Object.entries(s.changes)) lines.push(`  would change: ${how} for ${c.total} recorded call(s) (${c.approved} approved, ${c.rejected} rejected by a person)`);
-  for (const c of s.listed.rejected.slice(0, 10)) lines.push(`    rejected ${text(c.id, 40)} by ${text(c.by ?? "?", 40)}: ${text(c.args, 120)}`);
-  if (s.confirm) lines.push(`  needs confirmation from ${s.confirm.by.map((b) => text(b, 40)).join(", ")} (each rejected a call it covers)${s.confirmed?.length ? `; confirmed by ${s.confirmed.join(", ")}` : ""}`);
+  lines.push(
+    `  covers: ${s.covers.approved} approved, ${s.covers.rejected} rejected, ${s.covers.edited} edited, ${s.covers.undecided} undecided`,
+  );
+  for (const [how, c] of Object.entries(s.changes))
+    lines.push(`  would change: ${how} for ${c.total} recorded call(s) (${c.approved} approved, ${c.rejected} rejected by a person)`);
+  for (const c of s.listed.rejected.slice(0, 10))
+    lines.push(`    rejected ${text(c.id, 40)} by ${text(c.by ?? "?", 40)}: ${text(c.args, 120)}`);
+  if (s.confirm)
+    lines.push(
+      `  needs confirmation from ${s.confirm.by.map((b) => text(b, 40)).join(", ")} (each rejected a call it covers)${s.confirmed?.length ? `; confirmed by ${s.confirmed.join(", ")}` : ""}`,
+    );
   return lines.join("\n");
 }
 
-export function runPolicySuggest(action: string | undefined, id: string | undefined, opts: RemoteOptions & { json?: boolean; confirm?: boolean }, io: Io = processIo()): Promise<number> {
+export function runPolicySuggest(
+  action: string | undefined,
+  id: string | undefined,
+  opts: RemoteOptions & { json?: boolean; confirm?: boolean },
+  io: Io = processIo(),
+): Promise<number> {
   return guard(io, async () => {
     if (action === undefined || action === "list") {
-      const body = await withApi(opts, io, (api) => api.get<{ suggestions: Array<Suggestion & { confirmed?: string[] }>; dismissed: number; calls: number }>("policy/suggestions"));
+      const body = await withApi(opts, io, (api) =>
+        api.get<{ suggestions: Array<Suggestion & { confirmed?: string[] }>; dismissed: number; calls: number }>("policy/suggestions"),
+      );
       if (opts.json) io.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
-      else if (!body.suggestions.length) io.stdout.write(`no suggestions from ${body.calls} recorded call(s)${body.dismissed ? ` (${body.dismissed} dismissed)` : ""}\n`);
-      else io.stdout.write(`${body.suggestions.map(suggestionText).join("\n\n")}\n\naccept one: mewgate policy suggest accept <id>; dismiss: mewgate policy suggest dismiss <id>\n`);
+      else if (!body.suggestions.length)
+        io.stdout.write(`no suggestions from ${body.calls} recorded call(s)${body.dismissed ? ` (${body.dismissed} dismissed)` : ""}\n`);
+      else
+        io.stdout.write(
+          `${body.suggestions.map(suggestionText).join("\n\n")}\n\naccept one: mewgate policy suggest accept <id>; dismiss: mewgate policy suggest dismiss <id>\n`,
+        );
       return 0;
     }
-    if (action !== "accept" && action !== "dismiss") throw new CliError(`unknown action "${action}"; mewgate policy suggest [list | accept <id> | dismiss <id>]`);
+    if (action !== "accept" && action !== "dismiss")
+      throw new CliError(`unknown action "${action}"; mewgate policy suggest [list | accept <id> | dismiss <id>]`);
     if (!id) throw new CliError(`give the suggestion's id: mewgate policy suggest ${action} <id>`);
-    const body = await withApi(opts, io, (api) => api.post<Record<string, unknown>>(`policy/suggestions/${encodeURIComponent(id)}/${action}`, opts.confirm ? { confirm: true } : {}));
+    const body = await withApi(opts, io, (api) =>
+      api.post<Record<string, unknown>>(`policy/suggestions/${encodeURIComponent(id)}/${action}`, opts.confirm ? { confirm: true } : {}),
+    );
     if (opts.json) io.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
-    else io.stdout.write(action === "dismiss" ? `dismissed ${id}\n` : `accepted ${id}: written to space.yaml (the file as it was is in ${text(body["backup"], 300)}), recorded, reloaded\n`);
+    else
+      io.stdout.write(
+        action === "dismiss"
+          ? `dismissed ${id}\n`
+          : `accepted ${id}: written to space.yaml (the file as it was is in ${text(body["backup"], 300)}), recorded, reloaded\n`,
+      );
     return 0;
   });
 }
 
-export function runPolicyDryRun(changed: string, opts: { config?: string; stateDir?: string; json?: boolean }, io: Io = processIo()): Promise<number> {
+export function runPolicyDryRun(
+  changed: string,
+  opts: { config?: string; stateDir?: string; json?: boolean },
+  io: Io = processIo(),
+): Promise<number> {
   return guard(io, async () => {
     const current = await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env: io.env });
     const next = (await loadSpace(changed, { stateDir: current.stateDir, env: io.env })).config;
     const calls = replayedCalls(readAudit(current.stateDir, {}, 100_000));
-    const view = dryRunView(current.config, next, calls, []) as { replayed: number; changed: number; summary: Record<string, Record<string, number>>; changes: Array<Record<string, unknown>> };
+    const view = dryRunView(current.config, next, calls, []) as {
+      replayed: number;
+      changed: number;
+      summary: Record<string, Record<string, number>>;
+      changes: Array<Record<string, unknown>>;
+    };
     if (opts.json) {
       io.stdout.write(`${JSON.stringify(view, null, 2)}\n`);
       return 0;
     }
     io.stdout.write(`${view.replayed} recorded call(s) replayed; ${view.changed} would be decided otherwise\n`);
-    for (const [how, c] of Object.entries(view.summary)) io.stdout.write(`  ${how}: ${c["total"]} (${c["approved"]} approved, ${c["rejected"]} rejected, ${c["edited"]} edited, ${c["undecided"]} undecided by people)\n`);
-    for (const c of view.changes) io.stdout.write(`${text(c["ts"], 30)}  ${text(c["how"], 40)}  ${text(c["proposer"], 40)} → ${text(c["tool"], 80)}  people: ${c["direct"] ? "never asked (direct)" : text(c["said"], 12)}${c["by"] ? ` by ${text(c["by"], 40)}` : ""}  ${text(c["args"], 100)}\n`);
+    for (const [how, c] of Object.entries(view.summary))
+      io.stdout.write(
+        `  ${how}: ${c["total"]} (${c["approved"]} approved, ${c["rejected"]} rejected, ${c["edited"]} edited, ${c["undecided"]} undecided by people)\n`,
+      );
+    for (const c of view.changes)
+      io.stdout.write(
+        `${text(c["ts"], 30)}  ${text(c["how"], 40)}  ${text(c["proposer"], 40)} → ${text(c["tool"], 80)}  people: ${c["direct"] ? "never asked (direct)" : text(c["said"], 12)}${c["by"] ? ` by ${text(c["by"], 40)}` : ""}  ${text(c["args"], 100)}\n`,
+      );
     return 0;
   });
 }

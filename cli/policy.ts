@@ -21,9 +21,16 @@ import type { RemoteOptions } from "./remote.js";
 import { CliError, loadSpace, spaceFile } from "./space.js";
 
 /** The one decision point, over a space.yaml alone: no grants, no registered tools. */
-export function offlineAuthority(config: SpaceConfig, tools: Record<string, Array<{ name: string; annotations?: Record<string, unknown> | undefined }>> = {}): Authority {
+export function offlineAuthority(
+  config: SpaceConfig,
+  tools: Record<string, Array<{ name: string; annotations?: Record<string, unknown> | undefined }>> = {},
+): Authority {
   const registry = new Registry();
-  for (const [owner, list] of Object.entries(tools)) registry.set(owner, list.map((t) => ({ name: t.name, inputSchema: { type: "object" }, ...(t.annotations ? { annotations: t.annotations } : {}) })));
+  for (const [owner, list] of Object.entries(tools))
+    registry.set(
+      owner,
+      list.map((t) => ({ name: t.name, inputSchema: { type: "object" }, ...(t.annotations ? { annotations: t.annotations } : {}) })),
+    );
   const grants: GrantBook = new GrantBook((id) => authority.configured(id));
   const authority: Authority = new Authority(config, grants, registry);
   return authority;
@@ -39,9 +46,14 @@ export function runPolicyCheck(file: string | undefined, opts: { json?: boolean 
     const warnings = findings.length - errors + unset.length;
     if (opts.json) io.stdout.write(`${JSON.stringify({ findings, unset, errors, warnings }, null, 2)}\n`);
     else {
-      for (const u of unset) io.stdout.write(`warning: ${formatIssue(u)} (checked as if it were "${u.placeholder}"; mewgate up needs it set)\n`);
+      for (const u of unset)
+        io.stdout.write(`warning: ${formatIssue(u)} (checked as if it were "${u.placeholder}"; mewgate up needs it set)\n`);
       for (const f of findings) io.stdout.write(`${formatFinding(f)}\n`);
-      io.stdout.write(findings.length || unset.length ? `${errors} error(s), ${warnings} warning(s)\n` : `${config.file}: every tool rule names a participant of the space and can decide something\n`);
+      io.stdout.write(
+        findings.length || unset.length
+          ? `${errors} error(s), ${warnings} warning(s)\n`
+          : `${config.file}: every tool rule names a participant of the space and can decide something\n`,
+      );
     }
     return errors ? 1 : 0;
   });
@@ -79,14 +91,19 @@ export async function loadForCheck(file: string, env: NodeJS.ProcessEnv): Promis
 
 // --- explain -----------------------------------------------------------------------------
 
-export function runPolicyExplain(participant: string, tool: string, opts: RemoteOptions & { args?: string; json?: boolean }, io: Io = processIo()): Promise<number> {
+export function runPolicyExplain(
+  participant: string,
+  tool: string,
+  opts: RemoteOptions & { args?: string; json?: boolean },
+  io: Io = processIo(),
+): Promise<number> {
   return guard(io, async () => {
     if (opts.args !== undefined) {
       let parsed: unknown;
       try {
         parsed = JSON.parse(opts.args);
       } catch {
-        throw new CliError("--args must be a JSON object, e.g. --args '{\"path\": \"notes/a.md\"}'");
+        throw new CliError('--args must be a JSON object, e.g. --args \'{"path": "notes/a.md"}\'');
       }
       if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new CliError("--args must be a JSON object");
     }
@@ -102,11 +119,18 @@ const DECISION_WORDS: Record<string, string> = { direct: "direct", proposal: "as
 /** An explanation for a person: decision, rule with its line, condition, approvers. */
 export function explanationText(e: Explanation): string {
   const lines = [`${e.caller} → ${e.tool}: ${DECISION_WORDS[e.decision] ?? e.decision}${e.code ? ` (${e.code})` : ""}`, `  why: ${e.why}`];
-  if (e.rule) lines.push(`  rule: ${e.rule.key}${e.rule.file ? ` at ${e.rule.file}:${e.rule.line}:${e.rule.column}` : ""}: ${JSON.stringify(e.rule.when === undefined ? e.rule.tool : { tool: e.rule.tool, when: e.rule.when })}`);
+  if (e.rule)
+    lines.push(
+      `  rule: ${e.rule.key}${e.rule.file ? ` at ${e.rule.file}:${e.rule.line}:${e.rule.column}` : ""}: ${JSON.stringify(e.rule.when === undefined ? e.rule.tool : { tool: e.rule.tool, when: e.rule.when })}`,
+    );
   if (e.grant) lines.push(`  grant: ${e.grant.id} from ${e.grant.from}`);
   for (const c of e.conditions) lines.push(`  condition ${c.key}: ${c.when} → ${c.result}${c.error ? ` (${c.error})` : ""}`);
-  if (e.decision === "proposal") lines.push(`  approvers: ${e.approvers.length ? e.approvers.join(", ") : "nobody in the space could approve it"}`);
-  if (e.decision === "proposal" && (e.approvals ?? 1) > 1) lines.push(`  approvals: ${e.approvals} distinct approvers needed (never the proposer)${e.approvers.length < e.approvals! ? `; only ${e.approvers.length} could approve it` : ""}`);
+  if (e.decision === "proposal")
+    lines.push(`  approvers: ${e.approvers.length ? e.approvers.join(", ") : "nobody in the space could approve it"}`);
+  if (e.decision === "proposal" && (e.approvals ?? 1) > 1)
+    lines.push(
+      `  approvals: ${e.approvals} distinct approvers needed (never the proposer)${e.approvers.length < e.approvals! ? `; only ${e.approvers.length} could approve it` : ""}`,
+    );
   return `${lines.join("\n")}\n`;
 }
 
@@ -129,13 +153,20 @@ const CaseSchema = z.strictObject({
 });
 const CasesSchema = z.strictObject({ space: z.string().optional(), cases: z.array(CaseSchema).min(1) });
 
-export function runPolicyTest(casesFile: string, file: string | undefined, opts: { json?: boolean }, io: Io = processIo()): Promise<number> {
+export function runPolicyTest(
+  casesFile: string,
+  file: string | undefined,
+  opts: { json?: boolean },
+  io: Io = processIo(),
+): Promise<number> {
   return guard(io, async () => {
     let text: string;
     try {
       text = await readFile(casesFile, "utf8");
     } catch (err) {
-      throw new CliError(`cannot read ${casesFile}: ${(err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (err as Error).message}`);
+      throw new CliError(
+        `cannot read ${casesFile}: ${(err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (err as Error).message}`,
+      );
     }
     const counter = new LineCounter();
     const doc = parseDocument(text, { lineCounter: counter });
@@ -163,7 +194,10 @@ export function runPolicyTest(casesFile: string, file: string | undefined, opts:
       const owner = c.tool.slice(0, slash);
       (declared[owner] ??= new Map()).set(c.tool.slice(slash + 1), c.annotations ?? declared[owner]?.get(c.tool.slice(slash + 1)));
     }
-    const authority = offlineAuthority(config, Object.fromEntries(Object.entries(declared).map(([o, m]) => [o, [...m].map(([name, annotations]) => ({ name, annotations }))])));
+    const authority = offlineAuthority(
+      config,
+      Object.fromEntries(Object.entries(declared).map(([o, m]) => [o, [...m].map(([name, annotations]) => ({ name, annotations }))])),
+    );
     const failures: string[] = [];
     const results: Array<Record<string, unknown>> = [];
     parsed.data.cases.forEach((c, i) => {
@@ -175,11 +209,13 @@ export function runPolicyTest(casesFile: string, file: string | undefined, opts:
       const slash = c.tool.indexOf("/");
       const e = authority.explain(c.caller, c.tool.slice(0, slash), c.tool.slice(slash + 1), c.args ?? {});
       const problems: string[] = [];
-      if (e.decision !== EXPECT[c.expect]) problems.push(`expected ${c.expect}, got ${Object.entries(EXPECT).find(([, v]) => v === e.decision)?.[0] ?? e.decision}`);
+      if (e.decision !== EXPECT[c.expect])
+        problems.push(`expected ${c.expect}, got ${Object.entries(EXPECT).find(([, v]) => v === e.decision)?.[0] ?? e.decision}`);
       const approvals = e.approvals ?? (e.decision === "proposal" ? 1 : 0);
       if (c.approvals !== undefined && c.approvals !== approvals) problems.push(`expected ${c.approvals} approval(s), got ${approvals}`);
       const wanted = c.approvers === undefined ? undefined : authority.groups.expand(c.approvers).filter((id) => id !== c.caller);
-      if (wanted !== undefined && [...wanted].sort().join(",") !== [...e.approvers].sort().join(",")) problems.push(`expected approvers [${c.approvers!.join(", ")}], got [${e.approvers.join(", ")}]`);
+      if (wanted !== undefined && [...wanted].sort().join(",") !== [...e.approvers].sort().join(","))
+        problems.push(`expected approvers [${c.approvers!.join(", ")}], got [${e.approvers.join(", ")}]`);
       results.push({ case: i, caller: c.caller, tool: c.tool, ok: problems.length === 0, decision: e.decision, why: e.why });
       if (problems.length) {
         const rule = e.rule ? `; rule ${e.rule.key}${e.rule.file ? ` at ${e.rule.file}:${e.rule.line}:${e.rule.column}` : ""}` : "";

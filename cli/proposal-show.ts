@@ -15,7 +15,9 @@ import { previewLines } from "./terminal/preview-view.js";
 export async function showProposal(api: ApiClient, p: Envelope, io: Io, opts: { json?: boolean | undefined }): Promise<number> {
   const id = encodeURIComponent(p.id);
   const card = await api.get<Record<string, unknown>>(`proposals/${id}`);
-  const preview = await api.get<Record<string, unknown>>(`proposals/${id}/preview`).catch((err: Error) => ({ status: "failed", message: err.message }));
+  const preview = await api
+    .get<Record<string, unknown>>(`proposals/${id}/preview`)
+    .catch((err: Error) => ({ status: "failed", message: err.message }));
   if (opts.json) {
     io.stdout.write(`${JSON.stringify({ ...card, preview }, null, 2)}\n`);
     return 0;
@@ -27,14 +29,27 @@ export async function showProposal(api: ApiClient, p: Envelope, io: Io, opts: { 
   return 0;
 }
 
-const DECIDED_WORDS: Record<string, string> = { approved: "approved", rejected: "rejected", withdrawn: "withdrawn by its proposer", expired: "expired" };
+const DECIDED_WORDS: Record<string, string> = {
+  approved: "approved",
+  rejected: "rejected",
+  withdrawn: "withdrawn by its proposer",
+  expired: "expired",
+};
 
 /**
  * A proposal the pending list does not have: if it was decided, `show` draws its decided
  * card and a decision says it is already decided (by whom, when) instead of "no pending
  * proposal"; else `notFound` as before.
  */
-export async function decidedAlready(api: ApiClient, ref: string, verb: string, notFound: string, io: Io, opts: { json?: boolean | undefined }, width: number): Promise<number> {
+export async function decidedAlready(
+  api: ApiClient,
+  ref: string,
+  verb: string,
+  notFound: string,
+  io: Io,
+  opts: { json?: boolean | undefined },
+  width: number,
+): Promise<number> {
   const { decided } = await api.get<{ decided: Array<Record<string, unknown>> }>("proposals?state=decided&limit=500");
   const matches = decided.filter((d) => typeof d["id"] === "string" && (d["id"] === ref || d["id"].startsWith(ref)));
   if (matches.length > 1) throw new CliError(`"${ref}" matches ${matches.length} decided proposals; give more of the id`);
@@ -50,5 +65,9 @@ export async function decidedAlready(api: ApiClient, ref: string, verb: string, 
   }
   const by = Array.isArray(d["approvedBy"]) && d["approvedBy"].length ? d["approvedBy"].join(" and ") : d["decidedBy"];
   const how = `${DECIDED_WORDS[String(d["decision"])] ?? String(d["decision"])}${by && d["decision"] !== "withdrawn" ? ` by ${String(by)}` : ""} at ${String(d["decidedAt"])}`;
-  throw new CliError(sanitize(`[${String(d["shortId"])}] ${String(d["proposer"])} → ${String(d["tool"] ?? d["method"])} is already ${how}; nothing changed (mewgate proposals show ${String(d["shortId"])})`));
+  throw new CliError(
+    sanitize(
+      `[${String(d["shortId"])}] ${String(d["proposer"])} → ${String(d["tool"] ?? d["method"])} is already ${how}; nothing changed (mewgate proposals show ${String(d["shortId"])})`,
+    ),
+  );
 }

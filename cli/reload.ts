@@ -54,7 +54,12 @@ export function runReload(file: string | undefined, opts: RemoteOptions & { json
   });
 }
 
-export function runSessions(action: string | undefined, id: string | undefined, opts: RemoteOptions & { json?: boolean }, io: Io = processIo()): Promise<number> {
+export function runSessions(
+  action: string | undefined,
+  id: string | undefined,
+  opts: RemoteOptions & { json?: boolean },
+  io: Io = processIo(),
+): Promise<number> {
   return guard(io, async () => {
     const verb = action ?? "list";
     if (verb !== "list" && verb !== "end") throw new CliError(`unknown action "${verb}": mewgate sessions [list | end <participant>]`);
@@ -68,7 +73,11 @@ export function runSessions(action: string | undefined, id: string | undefined, 
     const { sessions } = await api.get<{ sessions: Array<Record<string, string>> }>("sessions");
     if (opts.json) io.stdout.write(`${JSON.stringify(sessions, null, 2)}\n`);
     else if (sessions.length === 0) io.stdout.write("nobody is connected\n");
-    else for (const s of sessions) io.stdout.write(`  ${s["participant"]} (${s["kind"]}) from ${s["address"]} since ${s["joined_at"]}${s["token"] ? `, token ${s["token"]}` : ""}${s["token_expires_at"] ? ` until ${s["token_expires_at"]}` : ""}\n`);
+    else
+      for (const s of sessions)
+        io.stdout.write(
+          `  ${s["participant"]} (${s["kind"]}) from ${s["address"]} since ${s["joined_at"]}${s["token"] ? `, token ${s["token"]}` : ""}${s["token_expires_at"] ? ` until ${s["token_expires_at"]}` : ""}\n`,
+        );
     return 0;
   });
 }

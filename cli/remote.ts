@@ -12,7 +12,18 @@ import type { SpaceConfig } from "../gateway/index.js";
 import type { ParticipantClient } from "../participants/client.js";
 import type { ReconnectOptions } from "../participants/client/types.js";
 import { ParticipantError } from "../participants/errors.js";
-import { CliError, DEFAULT_SPACE_FILE, gatewayUrlFor, loadSpace, noTokenError, pickHuman, resolveToken, spaceFile, type FoundToken, type LoadedSpace } from "./space.js";
+import {
+  CliError,
+  DEFAULT_SPACE_FILE,
+  gatewayUrlFor,
+  loadSpace,
+  noTokenError,
+  pickHuman,
+  resolveToken,
+  spaceFile,
+  type FoundToken,
+  type LoadedSpace,
+} from "./space.js";
 
 export interface RemoteOptions {
   gateway?: string | undefined;
@@ -65,17 +76,23 @@ export interface Target {
 export async function resolveTarget(opts: RemoteOptions, env: NodeJS.ProcessEnv = process.env, rules: ResolveRules = {}): Promise<Target> {
   const actAsHuman = rules.actAsHuman ?? true;
   const given = tokenFromFlags(opts, env);
-  const lastResort: FoundToken | undefined = rules.envToken && env["MEWGATE_TOKEN"] ? { token: env["MEWGATE_TOKEN"], source: "MEWGATE_TOKEN" } : undefined;
+  const lastResort: FoundToken | undefined =
+    rules.envToken && env["MEWGATE_TOKEN"] ? { token: env["MEWGATE_TOKEN"], source: "MEWGATE_TOKEN" } : undefined;
   const configHint = `--config space.yaml ${actAsHuman ? "[--as <participant>]" : "--as <participant>"}`;
   if (!opts.config && (opts.gateway || opts.space || given)) {
     const found = given ?? lastResort;
     if (!opts.gateway || !opts.space || !found) {
       const missing = [opts.gateway ? "" : "--gateway", opts.space ? "" : "--space", found ? "" : "--token"].filter(Boolean);
-      throw new CliError(`missing ${missing.join(", ")}: give --gateway, --space and --token${rules.envToken ? " (or MEWGATE_TOKEN)" : ""}, or ${configHint}`);
+      throw new CliError(
+        `missing ${missing.join(", ")}: give --gateway, --space and --token${rules.envToken ? " (or MEWGATE_TOKEN)" : ""}, or ${configHint}`,
+      );
     }
     return { url: normalizeUrl(opts.gateway), space: opts.space, token: found.token, tokenSource: found.source, participant: opts.as };
   }
-  const loaded = await loadSpace(spaceFile(opts.config, `give --gateway, --space and --token, or ${configHint}`), { stateDir: opts.stateDir, env });
+  const loaded = await loadSpace(spaceFile(opts.config, `give --gateway, --space and --token, or ${configHint}`), {
+    stateDir: opts.stateDir,
+    env,
+  });
   const { config } = loaded;
   if (opts.space !== undefined && opts.space !== config.space.id) {
     throw new CliError(`--space ${opts.space} does not match ${config.file}, which defines space "${config.space.id}"`);
@@ -120,7 +137,9 @@ function tokenFromFlags(opts: RemoteOptions, env: NodeJS.ProcessEnv): FoundToken
   // `withEnvDefaults` passes MEWGATE_TOKEN on as `token`: name it for what it is.
   if (opts.token) {
     if (opts.token === env["MEWGATE_TOKEN"]) return { token: opts.token, source: "MEWGATE_TOKEN" };
-    warn("--token puts the token in the command line, where other users of this machine can read it (ps, /proc); prefer --token-file <file> or MEWGATE_TOKEN");
+    warn(
+      "--token puts the token in the command line, where other users of this machine can read it (ps, /proc); prefer --token-file <file> or MEWGATE_TOKEN",
+    );
     return { token: opts.token, source: "--token" };
   }
   if (!opts.tokenFile) return undefined;
@@ -156,7 +175,10 @@ export function normalizeUrl(url: string): string {
 }
 
 /** Connects and waits for the welcome; every failure becomes a `CliError` that says what to do. */
-export async function openClient(target: Target, opts: { logger?: Logger; echo?: boolean; reconnect?: ReconnectOptions } = {}): Promise<ParticipantClient> {
+export async function openClient(
+  target: Target,
+  opts: { logger?: Logger; echo?: boolean; reconnect?: ReconnectOptions } = {},
+): Promise<ParticipantClient> {
   const { ParticipantClient } = await import("../participants/client.js");
   const client = new ParticipantClient({
     url: target.url,
@@ -178,11 +200,16 @@ export async function openClient(target: Target, opts: { logger?: Logger; echo?:
 }
 
 /** A connection failure (or the end of a connection) as one sentence. */
-export async function explainConnectError(err: unknown, target: Pick<Target, "url" | "space" | "participant" | "tokenSource">): Promise<CliError> {
+export async function explainConnectError(
+  err: unknown,
+  target: Pick<Target, "url" | "space" | "participant" | "tokenSource">,
+): Promise<CliError> {
   if (!(err instanceof ParticipantError)) return new CliError((err as Error)?.message ?? String(err));
   switch (err.code) {
     case "unauthorized":
-      return new CliError(`the gateway refused the token from ${target.tokenSource} for space "${target.space}" (close 4401: ${err.message})`);
+      return new CliError(
+        `the gateway refused the token from ${target.tokenSource} for space "${target.space}" (close 4401: ${err.message})`,
+      );
     case "unknown_space":
       return new CliError(`the gateway at ${target.url} has no space "${target.space}" (${err.message})`);
     case "identity_mismatch":
@@ -193,7 +220,9 @@ export async function explainConnectError(err: unknown, target: Pick<Target, "ur
       return new CliError(`another connection took over this participant (${err.message})`);
     case "connect_failed": {
       const why = await probe(target.url);
-      return new CliError(`cannot reach the gateway at ${target.url}${why ? ` (${why})` : ""}: is it running? (mewgate up, or mewgate status)`);
+      return new CliError(
+        `cannot reach the gateway at ${target.url}${why ? ` (${why})` : ""}: is it running? (mewgate up, or mewgate status)`,
+      );
     }
     default:
       return new CliError(`could not join space "${target.space}" at ${target.url}: ${err.message}`);

@@ -12,19 +12,39 @@ import { guard, processIo, type Io } from "./lifecycle.js";
 import { resolveTarget, type RemoteOptions } from "./remote.js";
 import { CliError } from "./space.js";
 
-export function runReview(opts: RemoteOptions & { once?: boolean; model?: string; baseUrl?: string; intervalMs?: number }, io: Io = processIo()): Promise<number> {
+export function runReview(
+  opts: RemoteOptions & { once?: boolean; model?: string; baseUrl?: string; intervalMs?: number },
+  io: Io = processIo(),
+): Promise<number> {
   return guard(io, async () => {
     const target = await resolveTarget(withEnvDefaults(opts, io.env), io.env);
     const base = target.url.replace(/^ws:/i, "http:").replace(/^wss:/i, "https:").replace(/\/+$/, "");
     if (opts.baseUrl !== undefined && opts.model === undefined) throw new CliError("--base-url goes with --model NAME");
-    const decide = opts.model ? modelDecide(new OpenAIProvider({ ...(opts.baseUrl ? { baseUrl: opts.baseUrl } : {}), ...(io.env["OPENAI_API_KEY"] ? { apiKey: io.env["OPENAI_API_KEY"] } : {}) }), opts.model) : scriptedDecide;
-    const reviewer = new Reviewer({ base, space: target.space, token: target.token, decide, intervalMs: opts.intervalMs ?? 500, onError: (err) => io.stderr.write(`mewgate review: ${err.message}\n`) });
+    const decide = opts.model
+      ? modelDecide(
+          new OpenAIProvider({
+            ...(opts.baseUrl ? { baseUrl: opts.baseUrl } : {}),
+            ...(io.env["OPENAI_API_KEY"] ? { apiKey: io.env["OPENAI_API_KEY"] } : {}),
+          }),
+          opts.model,
+        )
+      : scriptedDecide;
+    const reviewer = new Reviewer({
+      base,
+      space: target.space,
+      token: target.token,
+      decide,
+      intervalMs: opts.intervalMs ?? 500,
+      onError: (err) => io.stderr.write(`mewgate review: ${err.message}\n`),
+    });
     if (opts.once) {
       const n = await reviewer.round();
       io.stdout.write(`reviewed ${n} proposal(s)\n`);
       return 0;
     }
-    io.stdout.write(`reviewing ${target.space} as ${target.participant ?? "the token's participant"} (${opts.model ? `model ${opts.model}` : "scripted"}); Ctrl-C to stop\n`);
+    io.stdout.write(
+      `reviewing ${target.space} as ${target.participant ?? "the token's participant"} (${opts.model ? `model ${opts.model}` : "scripted"}); Ctrl-C to stop\n`,
+    );
     reviewer.start();
     await new Promise<void>((resolve) => {
       process.once("SIGINT", resolve);

@@ -91,7 +91,10 @@ export function pickHuman(config: SpaceConfig, as: string | undefined): Particip
   }
   const humans = all.filter((p) => p.kind === "human");
   if (humans.length === 1) return humans[0]!;
-  if (humans.length === 0) throw new CliError(`space "${config.space.id}" has no human participant; pick one to act as with --as <id>: one of ${all.map((x) => x.id).join(", ")}`);
+  if (humans.length === 0)
+    throw new CliError(
+      `space "${config.space.id}" has no human participant; pick one to act as with --as <id>: one of ${all.map((x) => x.id).join(", ")}`,
+    );
   throw new CliError(`space "${config.space.id}" has several humans (${humans.map((h) => h.id).join(", ")}); pick one with --as <id>`);
 }
 
@@ -117,7 +120,8 @@ export function resolveToken(config: SpaceConfig, id: string, env: NodeJS.Proces
     const token = readFileSync(file, "utf8").trim();
     if (token) return { token, source: file };
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw new CliError(`cannot read the token of "${id}" from ${file}: ${(err as Error).message}`);
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT")
+      throw new CliError(`cannot read the token of "${id}" from ${file}: ${(err as Error).message}`);
   }
   return undefined;
 }

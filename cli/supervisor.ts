@@ -70,7 +70,8 @@ export class Supervisor {
   /** pids of the children running now (for tests and `status`). */
   pids(): Map<string, number> {
     const out = new Map<string, number>();
-    for (const [id, s] of this.children) if (s.child?.pid && s.child.exitCode === null && s.child.signalCode === null) out.set(id, s.child.pid);
+    for (const [id, s] of this.children)
+      if (s.child?.pid && s.child.exitCode === null && s.child.signalCode === null) out.set(id, s.child.pid);
     return out;
   }
 
@@ -117,15 +118,25 @@ export class Supervisor {
     if (this.stopping) return;
     // One line with the cause: the command missing, or what its log last said went wrong.
     const said = !error && !signal ? lastErrorLine(s.spec.logFile) : undefined;
-    const how = error ? spawnFailure(s.spec.command, error) : signal ? `was killed by ${signal}` : `exited with code ${code}${said ? `: ${said}` : ""}`;
+    const how = error
+      ? spawnFailure(s.spec.command, error)
+      : signal
+        ? `was killed by ${signal}`
+        : `exited with code ${code}${said ? `: ${said}` : ""}`;
     if (Date.now() - s.startedAt >= this.o.stableMs) s.restarts = 0;
     if (s.restarts >= this.o.maxRestarts) {
-      this.o.onNotice?.(`${s.spec.id}${error ? ":" : ""} ${how}; gave up after ${s.restarts} restarts in a row (log: ${s.spec.logFile})`, "error");
+      this.o.onNotice?.(
+        `${s.spec.id}${error ? ":" : ""} ${how}; gave up after ${s.restarts} restarts in a row (log: ${s.spec.logFile})`,
+        "error",
+      );
       return;
     }
     const delay = Math.max(50, backoffDelay(s.restarts, this.o.initialDelayMs, this.o.maxDelayMs));
     s.restarts++;
-    this.o.onNotice?.(`${s.spec.id}${error ? ":" : ""} ${how}; restarting in ${(delay / 1000).toFixed(1)} s (attempt ${s.restarts} of ${this.o.maxRestarts}; log: ${s.spec.logFile})`, "error");
+    this.o.onNotice?.(
+      `${s.spec.id}${error ? ":" : ""} ${how}; restarting in ${(delay / 1000).toFixed(1)} s (attempt ${s.restarts} of ${this.o.maxRestarts}; log: ${s.spec.logFile})`,
+      "error",
+    );
     s.timer = setTimeout(() => this.launch(s), delay);
   }
 

@@ -44,7 +44,8 @@ export function parseDuration(value: string, flag: string): number {
 export function runToken(action: string, id: string, opts: TokenOptions, io: Io = processIo()): Promise<number> {
   return guard(io, async () => {
     if (!["show", "rotate", "revoke", "expire"].includes(action)) throw new CliError(`unknown action "${action}": ${ACTIONS}`);
-    if (opts.file && opts.config && resolve(opts.file) !== resolve(opts.config)) throw new CliError(`two space files given: ${opts.file} and -c ${opts.config}; give one`);
+    if (opts.file && opts.config && resolve(opts.file) !== resolve(opts.config))
+      throw new CliError(`two space files given: ${opts.file} and -c ${opts.config}; give one`);
     opts = { ...opts, config: opts.file ?? opts.config };
     const loaded = await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env: io.env });
     const { config, stateDir } = loaded;
@@ -79,8 +80,14 @@ export function runToken(action: string, id: string, opts: TokenOptions, io: Io 
     const oldDigest = old === undefined ? undefined : TokenBook.digestOf(old);
     let next: TokenMeta;
     if (action === "rotate") {
-      if (p.token) throw new CliError(`the token of "${id}" is set in ${config.file} (participants.${id}.token); change it there and run mewgate reload — mewgate only rotates tokens it generated (mewgate token revoke works on any)`);
-      if (fromEnv) throw new CliError(`the token of "${id}" comes from ${envName}; change that variable — mewgate only rotates tokens it generated (mewgate token revoke works on any)`);
+      if (p.token)
+        throw new CliError(
+          `the token of "${id}" is set in ${config.file} (participants.${id}.token); change it there and run mewgate reload — mewgate only rotates tokens it generated (mewgate token revoke works on any)`,
+        );
+      if (fromEnv)
+        throw new CliError(
+          `the token of "${id}" comes from ${envName}; change that variable — mewgate only rotates tokens it generated (mewgate token revoke works on any)`,
+        );
       const token = randomBytes(24).toString("base64url");
       const newDigest = TokenBook.digestOf(token);
       const kept = live.filter((t) => t.digest !== oldDigest && t.digest !== newDigest);
@@ -88,14 +95,18 @@ export function runToken(action: string, id: string, opts: TokenOptions, io: Io 
         ...meta,
         tokens: [
           { digest: newDigest, ...(expires !== undefined ? { expires_at: new Date(now + expires).toISOString() } : {}) },
-          ...(oldDigest !== undefined && grace > 0 ? [{ digest: oldDigest, expires_at: new Date(now + grace).toISOString(), note: "rotated out; accepted until then" }] : []),
+          ...(oldDigest !== undefined && grace > 0
+            ? [{ digest: oldDigest, expires_at: new Date(now + grace).toISOString(), note: "rotated out; accepted until then" }]
+            : []),
           ...kept,
         ],
       };
       // The digests first: a gateway that reads the new token must know its expiry and the old one's grace.
       writeTokenMeta(stateDir, id, next);
       writeToken(file, token);
-      io.stdout.write(`rotated the token of ${id} (${file})${grace > 0 ? `; the old one works for ${opts.grace} more` : "; the old one is refused from now on"}${expires !== undefined ? `; the new one expires in ${opts.expires}` : ""}\n`);
+      io.stdout.write(
+        `rotated the token of ${id} (${file})${grace > 0 ? `; the old one works for ${opts.grace} more` : "; the old one is refused from now on"}${expires !== undefined ? `; the new one expires in ${opts.expires}` : ""}\n`,
+      );
     } else if (action === "revoke") {
       if (oldDigest === undefined) throw new CliError(`"${id}" has no token to revoke`);
       // Every token of the participant is refused: the current one and any still in its grace.
@@ -104,10 +115,16 @@ export function runToken(action: string, id: string, opts: TokenOptions, io: Io 
       if (!p.token && !fromEnv) {
         writeToken(file, randomBytes(24).toString("base64url"));
         io.stdout.write(`revoked the token of ${id}; a new one is in ${file} (mewgate token show ${id})\n`);
-      } else io.stdout.write(`revoked the token of ${id}; it joins again only once ${p.token ? `participants.${id}.token in ${config.file}` : envName} holds a new one\n`);
+      } else
+        io.stdout.write(
+          `revoked the token of ${id}; it joins again only once ${p.token ? `participants.${id}.token in ${config.file}` : envName} holds a new one\n`,
+        );
     } else {
       if (oldDigest === undefined) throw new CliError(`"${id}" has no token yet`);
-      next = { ...meta, tokens: [{ digest: oldDigest, expires_at: new Date(now + expires!).toISOString() }, ...live.filter((t) => t.digest !== oldDigest)] };
+      next = {
+        ...meta,
+        tokens: [{ digest: oldDigest, expires_at: new Date(now + expires!).toISOString() }, ...live.filter((t) => t.digest !== oldDigest)],
+      };
       writeTokenMeta(stateDir, id, next);
       io.stdout.write(`the token of ${id} expires in ${opts.expires} (${next.tokens![0]!.expires_at})\n`);
     }
@@ -119,7 +136,9 @@ export function runToken(action: string, id: string, opts: TokenOptions, io: Io 
         io.stdout.write(`no gateway answers at ${operator.url}: the change takes effect when it starts\n`);
         return 0;
       }
-      io.stderr.write(`mewgate: the change is written, but the running gateway did not reload: ${(err as Error).message}; run mewgate reload (or send it SIGHUP)\n`);
+      io.stderr.write(
+        `mewgate: the change is written, but the running gateway did not reload: ${(err as Error).message}; run mewgate reload (or send it SIGHUP)\n`,
+      );
       return 1;
     }
     return 0;
@@ -131,7 +150,9 @@ async function gatewayTarget(opts: TokenOptions, io: Io): Promise<Target | undef
   try {
     return await resolveTarget({ config: opts.config, stateDir: opts.stateDir, as: opts.as }, io.env);
   } catch (err) {
-    io.stderr.write(`mewgate: cannot ask the running gateway to reload (${(err as Error).message}); run mewgate reload --as <operator> after this\n`);
+    io.stderr.write(
+      `mewgate: cannot ask the running gateway to reload (${(err as Error).message}); run mewgate reload --as <operator> after this\n`,
+    );
     return undefined;
   }
 }

@@ -12,11 +12,16 @@ import { CliError, isOurUp, processArgv, processStartTicks, readUpRecord, upFile
 export function refuseIfRunning(stateDir: string): void {
   const rec = readUpRecord(stateDir);
   if (rec && rec.pid !== process.pid && isOurUp(rec)) {
-    throw new CliError(`this space is already running (pid ${rec.pid}, ${rec.url}); stop it with mewgate down ${rec.config}, or use another --state-dir`);
+    throw new CliError(
+      `this space is already running (pid ${rec.pid}, ${rec.url}); stop it with mewgate down ${rec.config}, or use another --state-dir`,
+    );
   }
 }
 
-export function writeUpRecord(stateDir: string, o: { url: string; config: SpaceConfig; file: string; nodes?: Array<{ name: string; url: string }> | undefined }): { pid: string; json: string } {
+export function writeUpRecord(
+  stateDir: string,
+  o: { url: string; config: SpaceConfig; file: string; nodes?: Array<{ name: string; url: string }> | undefined },
+): { pid: string; json: string } {
   const files = upFiles(stateDir);
   const record: UpRecord = {
     pid: process.pid,

@@ -110,7 +110,16 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
   // Lines for a person: stdout when the terminal is interactive; stderr when stdout carries JSON.
   const say = (text: string) => (json || opts.detachedChild ? io.stderr : io.stdout).write(`${text}\n`);
 
-  const running: Running = { gateway: undefined, bridges: [], agents: [], supervisor: undefined, human: undefined, terminal: undefined, files: undefined, cluster: undefined };
+  const running: Running = {
+    gateway: undefined,
+    bridges: [],
+    agents: [],
+    supervisor: undefined,
+    human: undefined,
+    terminal: undefined,
+    files: undefined,
+    cluster: undefined,
+  };
   let notify: (text: string, level: "info" | "error") => void = (text, level) => {
     say(level === "error" ? `! ${text}` : `· ${text}`);
     // In the background half of --detach, the foreground half prints them too, until it leaves.
@@ -135,7 +144,14 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
     const bus = nodes > 1 ? await startBus(stateDir) : undefined;
     if (bus) running.cluster = { stopNodes: async () => {}, bus };
     running.gateway = await startGateway(
-      { config: [file], stateDir, port: opts.port, host: opts.host, logLevel: opts.logLevel, ...(bus ? { cluster: bus.url, node: "n1" } : {}) },
+      {
+        config: [file],
+        stateDir,
+        port: opts.port,
+        host: opts.host,
+        logLevel: opts.logLevel,
+        ...(bus ? { cluster: bus.url, node: "n1" } : {}),
+      },
       loaded.env,
     );
     const url = running.gateway.url;
@@ -147,10 +163,20 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
     // The same tokens the gateway loaded (it generated any that were missing): for `run:` children.
     const { tokens } = TokenBook.load(Object.entries(config.participants), { stateDir, env: loaded.env });
     if (bus) {
-      const cluster = await startNodes({ nats: bus, count: nodes, file, stateDir, tokens, env: loaded.env, onNotice: (t, l) => notice(t, l) });
+      const cluster = await startNodes({
+        nats: bus,
+        count: nodes,
+        file,
+        stateDir,
+        tokens,
+        env: loaded.env,
+        onNotice: (t, l) => notice(t, l),
+      });
       clusterNodes = cluster.nodes;
       running.cluster = { stopNodes: () => cluster.stopNodes(), bus };
-      say(`local cluster: NATS at ${bus.url}; n1 ${url}/ws (this process, owns the space now)${cluster.nodes.map((n) => `, ${n.name} ${n.url}/ws`).join("")}`);
+      say(
+        `local cluster: NATS at ${bus.url}; n1 ${url}/ws (this process, owns the space now)${cluster.nodes.map((n) => `, ${n.name} ${n.url}/ws`).join("")}`,
+      );
       say(`members may connect to any node; kill the owner and another takes the space over`);
     }
     if (json) io.stdout.write(`${JSON.stringify({ event: "listening", url, space: config.space.id })}\n`);
@@ -169,33 +195,59 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
       routes.push(`${id} via ${r.node}`);
       const reconnect = { initialDelayMs: 100, maxDelayMs: 2000, retryFirstConnect: true };
       // Read again for each connection: `mewgate token rotate` closes the session on the old one.
-      const token = () => TokenBook.load([[id, (gw.spaces.get(config.space.id)?.config ?? config).participants[id] ?? {}]], { stateDir, env: loaded.env }).tokens.get(id)!;
+      const token = () =>
+        TokenBook.load([[id, (gw.spaces.get(config.space.id)?.config ?? config).participants[id] ?? {}]], {
+          stateDir,
+          env: loaded.env,
+        }).tokens.get(id)!;
       return { url: r.url, fallbackUrls: r.fallbackUrls, space: config.space.id, token, participantId: id, heartbeatMs: 5000, reconnect };
     };
     const sayMoves = (id: string, client: ParticipantClient) => {
       if (!clusterNodes) return;
       let away = false; // said once per outage, not once per attempt
-      client.on("close", (e) => e.reconnecting && !away && ((away = true), notice(`${id}: its node went away (${e.code}); joining through another`)));
+      client.on(
+        "close",
+        (e) => e.reconnecting && !away && ((away = true), notice(`${id}: its node went away (${e.code}); joining through another`)),
+      );
       client.on("welcome", (w) => w.reconnected && away && ((away = false), notice(`${id}: back in the space`)));
     };
 
     // MCP servers first, so their tools are in the registry when the agents start.
     const signIn = prepareOAuth(config, stateDir, gw, url, loaded.env);
     // A start waits for its sign-in: the link is shown from the start, not once the bridge is up.
-    const oauth = signIn && { ...signIn, onSignIn: (s: { server: string; issuer: string; url: string }) => notice(`${s.server} needs you to sign in at ${s.issuer}: ${s.url}`) };
+    const oauth = signIn && {
+      ...signIn,
+      onSignIn: (s: { server: string; issuer: string; url: string }) => notice(`${s.server} needs you to sign in at ${s.issuer}: ${s.url}`),
+    };
     const bridgeResults = await Promise.allSettled(
       plan.bridges.map(async (p) => {
-        const bridge = await startBridge({ id: p.id, server: p.mcp!, client: joinAs(p.id), logger: logFor(p.id), callTimeoutMs: config.calls.timeout_ms, oauth });
+        const bridge = await startBridge({
+          id: p.id,
+          server: p.mcp!,
+          client: joinAs(p.id),
+          logger: logFor(p.id),
+          callTimeoutMs: config.calls.timeout_ms,
+          oauth,
+        });
         sayMoves(p.id, bridge.client);
         bridge.on("down", (d) => notice(`${p.id}: ${d.message}`, "error"));
         bridge.on("ready", (r) => r.restarts > 0 && notice(`${p.id}: MCP server restarted (${r.restarts})`));
-        bridge.on("status", (s) => s === "failed" && notice(`${p.id}: gave up restarting the MCP server (log: ${shortPath(join(stateDir, "logs", `${p.id}.log`))})`, "error"));
+        bridge.on(
+          "status",
+          (s) =>
+            s === "failed" &&
+            notice(`${p.id}: gave up restarting the MCP server (log: ${shortPath(join(stateDir, "logs", `${p.id}.log`))})`, "error"),
+        );
         return bridge;
       }),
     );
     bridgeResults.forEach((r, i) => {
       if (r.status === "fulfilled") running.bridges.push(r.value);
-      else notice(`${plan.bridges[i]!.id}: ${bridgeFailure(plan.bridges[i]!.mcp, r.reason as Error)} (log: ${shortPath(join(stateDir, "logs", `${plan.bridges[i]!.id}.log`))})`, "error");
+      else
+        notice(
+          `${plan.bridges[i]!.id}: ${bridgeFailure(plan.bridges[i]!.mcp, r.reason as Error)} (log: ${shortPath(join(stateDir, "logs", `${plan.bridges[i]!.id}.log`))})`,
+          "error",
+        );
     });
 
     const agentResults = await Promise.allSettled(
@@ -242,16 +294,25 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
       }
     }
     for (const warning of exposedStateDir(config, stateDir)) notice(warning, "error");
-    for (const p of plan.external) notice(`${p.id} (${p.kind}) is not started by up (no agent:, mcp: or run: section); it joins with its token`);
+    for (const p of plan.external)
+      notice(`${p.id} (${p.kind}) is not started by up (no agent:, mcp: or run: section); it joins with its token`);
 
     // In the background nobody watches the notices: a declared participant that did not
     // start fails `up --detach` with its error, rather than a success that is not one.
     const failedToStart = [
-      ...bridgeResults.flatMap((r, i) => (r.status === "rejected" ? [`${plan.bridges[i]!.id}: ${bridgeFailure(plan.bridges[i]!.mcp, r.reason as Error)}`] : [])),
+      ...bridgeResults.flatMap((r, i) =>
+        r.status === "rejected" ? [`${plan.bridges[i]!.id}: ${bridgeFailure(plan.bridges[i]!.mcp, r.reason as Error)}`] : [],
+      ),
       ...agentResults.flatMap((r, i) => (r.status === "rejected" ? [`agent ${plan.agents[i]!.id}: ${(r.reason as Error).message}`] : [])),
     ];
-    if (opts.detachedChild && failedToStart.length) throw new CliError(`could not start ${failedToStart.join("; ")} (logs: ${shortPath(join(stateDir, "logs"))}/)`);
-    running.files = writeUpRecord(stateDir, { url, config, file, nodes: clusterNodes && [{ name: "n1", url }, ...clusterNodes.map((n) => ({ name: n.name, url: n.url }))] });
+    if (opts.detachedChild && failedToStart.length)
+      throw new CliError(`could not start ${failedToStart.join("; ")} (logs: ${shortPath(join(stateDir, "logs"))}/)`);
+    running.files = writeUpRecord(stateDir, {
+      url,
+      config,
+      file,
+      nodes: clusterNodes && [{ name: "n1", url }, ...clusterNodes.map((n) => ({ name: n.name, url: n.url }))],
+    });
     if (opts.detachedChild) {
       process.send?.({ type: "ready", url, pid: process.pid });
       process.disconnect?.();
@@ -285,12 +346,21 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
       notify = (text, level) => terminal.notice(text, level);
       terminal.start();
       // The token is not printed: terminals get logged. `token show` prints it on demand.
-      if (!json) terminal.notice(`web console: ${url.replace(/^ws/, "http")}/ui/ (sign in as ${humanId} with the token from: mewgate token show ${humanId})`);
+      if (!json)
+        terminal.notice(
+          `web console: ${url.replace(/^ws/, "http")}/ui/ (sign in as ${humanId} with the token from: mewgate token show ${humanId})`,
+        );
       if (json) io.stdout.write(`${JSON.stringify({ event: "ready", url, space: config.space.id, participant: humanId })}\n`);
       terminalDone = terminal.done;
-      const agents = greeted(plan.agents, running.agents.map((a) => a.client.welcome?.id).filter((id): id is string => id !== undefined));
+      const agents = greeted(
+        plan.agents,
+        running.agents.map((a) => a.client.welcome?.id).filter((id): id is string => id !== undefined),
+      );
       if (opts.greet !== false && agents.length > 0) {
-        await toolsRegistered(space, running.bridges.map((b) => b.id));
+        await toolsRegistered(
+          space,
+          running.bridges.map((b) => b.id),
+        );
         if (!terminal.isEnded) {
           try {
             terminal.chat(greeting(agents), agents);
@@ -305,7 +375,10 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
       if (json) io.stdout.write(`${JSON.stringify({ event: "ready", url, space: config.space.id })}\n`);
     }
 
-    const end = await Promise.race([stopped.then(() => undefined), terminalDone as Promise<{ reason: string; message?: string } | undefined>]);
+    const end = await Promise.race([
+      stopped.then(() => undefined),
+      terminalDone as Promise<{ reason: string; message?: string } | undefined>,
+    ]);
     if (end?.reason === "closed") {
       notice(`${end.message ?? "the terminal's connection to the space ended"}; stopping`, "error");
       return 1;
@@ -415,11 +488,15 @@ async function runDetached(opts: UpOptions, io: UpIo): Promise<number> {
   closeSync(fd);
   const notices: string[] = [];
   const outcome = await new Promise<{ ok: true; url: string; pid: number } | { ok: false; message: string }>((resolve) => {
-    const timer = setTimeout(() => resolve({ ok: false, message: `the background process did not get ready within 60 s (log: ${log})` }), 60_000);
+    const timer = setTimeout(
+      () => resolve({ ok: false, message: `the background process did not get ready within 60 s (log: ${log})` }),
+      60_000,
+    );
     child.on("message", (m: { type?: string; url?: string; pid?: number; message?: string; text?: string; level?: string }) => {
       // The warnings a foreground up prints (a state directory an MCP server can read, …).
       // Printed once it is ready: a failure says it all in its own message.
-      if (m.type === "notice" && typeof m.text === "string") return void notices.push(`mewgate: ${m.level === "error" ? "warning: " : ""}${sanitize(m.text)}\n`);
+      if (m.type === "notice" && typeof m.text === "string")
+        return void notices.push(`mewgate: ${m.level === "error" ? "warning: " : ""}${sanitize(m.text)}\n`);
       if (m.type === "ready") {
         for (const n of notices) io.stderr.write(n);
         clearTimeout(timer);
@@ -450,9 +527,13 @@ async function runDetached(opts: UpOptions, io: UpIo): Promise<number> {
   const sd = opts.stateDir ? ` --state-dir ${shortPath(loaded.stateDir)}` : "";
   const me = selfCommand();
   // Whose token signs in: the one named, the only human, or (several) the choice between them.
-  const humans = Object.values(loaded.config.participants).filter((p) => p.kind === "human").map((p) => p.id);
+  const humans = Object.values(loaded.config.participants)
+    .filter((p) => p.kind === "human")
+    .map((p) => p.id);
   const who = plan.human?.id ?? (humans.length ? undefined : "<participant>");
-  const tokenHint = who ? `the token from: ${me} token show ${who} -c ${f}${sd}` : `the token of one of ${humans.join(", ")}: ${me} token show <id> -c ${f}${sd}`;
+  const tokenHint = who
+    ? `the token from: ${me} token show ${who} -c ${f}${sd}`
+    : `the token of one of ${humans.join(", ")}: ${me} token show <id> -c ${f}${sd}`;
   io.stdout.write(
     [
       `mewgate: space ${loaded.config.space.id} is running in the background (pid ${outcome.pid}) on ${outcome.url}/ws`,

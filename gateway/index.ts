@@ -33,7 +33,20 @@ export type { Space } from "./space/space.js";
 export { openStore } from "./store/index.js";
 export { verifyHistory } from "./store/verify.js";
 export { schemaProblem } from "./wire/arguments-schema.js";
-export { CloseCodes, EDITED_KEY, GATEWAY_ID, INTENT_MAX, INTENT_META_KEY, PROTOCOL, RESPOND_KEY, RejectPayloadSchema, RpcErrors, WithdrawPayloadSchema, parseMcpRequest, parseMcpResponse } from "./wire/envelope.js";
+export {
+  CloseCodes,
+  EDITED_KEY,
+  GATEWAY_ID,
+  INTENT_MAX,
+  INTENT_META_KEY,
+  PROTOCOL,
+  RESPOND_KEY,
+  RejectPayloadSchema,
+  RpcErrors,
+  WithdrawPayloadSchema,
+  parseMcpRequest,
+  parseMcpResponse,
+} from "./wire/envelope.js";
 export type { Capability, Envelope } from "./wire/envelope.js";
 export { replaceHidden } from "./wire/text.js";
 export { TURN_META_KEY } from "./wire/turn.js";

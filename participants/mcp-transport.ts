@@ -88,7 +88,11 @@ export class EnvelopeServerTransport implements McpTransport {
       if (related === undefined) {
         // A server-initiated request outside any call has no one to go to in a space.
         queueMicrotask(() =>
-          this.feed({ jsonrpc: "2.0", id: serverId, error: { code: RpcErrorCodes.internalError, message: `"${message.method}" can only be sent while serving a request` } }),
+          this.feed({
+            jsonrpc: "2.0",
+            id: serverId,
+            error: { code: RpcErrorCodes.internalError, message: `"${message.method}" can only be sent while serving a request` },
+          }),
         );
         return;
       }
@@ -96,7 +100,11 @@ export class EnvelopeServerTransport implements McpTransport {
         (result) => this.feed({ jsonrpc: "2.0", id: serverId, result } as JSONRPCMessage),
         (err: unknown) => {
           const e = err instanceof ParticipantError ? err : undefined;
-          const error = { code: e?.rpcCode ?? RpcErrorCodes.internalError, message: (err as Error).message, ...(e?.data === undefined ? {} : { data: e.data }) };
+          const error = {
+            code: e?.rpcCode ?? RpcErrorCodes.internalError,
+            message: (err as Error).message,
+            ...(e?.data === undefined ? {} : { data: e.data }),
+          };
           this.feed({ jsonrpc: "2.0", id: serverId, error });
         },
       );

@@ -51,11 +51,15 @@ async function agent(id: string): Promise<AgentHandle> {
   return handle;
 }
 
-const ask = (c: ParticipantClient, who: string, args: Record<string, unknown>) => c.request("system:gateway", "tools/call", { name: `${who}/ask`, arguments: args }, { timeoutMs: 20_000 }) as Promise<any>;
+const ask = (c: ParticipantClient, who: string, args: Record<string, unknown>) =>
+  c.request("system:gateway", "tools/call", { name: `${who}/ask`, arguments: args }, { timeoutMs: 20_000 }) as Promise<any>;
 
 describe("the delegation contract", () => {
   it("hands the callee the handoff, and returns confidence, warnings and error codes", async () => {
-    const m = await model(openaiReply({ content: "It is 7.\nConfidence: high" }), openaiReply({ content: "Roughly 7.\nConfidence: low\nWarning: the 2023 figures are all there is" }));
+    const m = await model(
+      openaiReply({ content: "It is 7.\nConfidence: high" }),
+      openaiReply({ content: "Roughly 7.\nConfidence: low\nWarning: the 2023 figures are all there is" }),
+    );
     gw = await startGateway(`
 space: {id: lab}
 participants:
@@ -66,22 +70,37 @@ participants:
     await agent("ana");
     await waitForTool(alice, "ana/ask");
     const tools = await alice.listTools();
-    expect(tools.find((t) => t.name === "ana/ask")).toMatchObject({ inputSchema: { properties: { priority: { enum: ["HIGH", "NORMAL", "LOW"] }, timeout_ms: {} } } });
+    expect(tools.find((t) => t.name === "ana/ask")).toMatchObject({
+      inputSchema: { properties: { priority: { enum: ["HIGH", "NORMAL", "LOW"] }, timeout_ms: {} } },
+    });
 
     const sure = await ask(alice, "ana", {
       message: "How many?",
       priority: "high",
-      context: { original_request: "Build me a business case", workflow_position: "step 2 of 3 (numbers)", prior_agents: ["cst"], prior_outputs: { scenarios: ["base"] }, constraints: { budget: 5 } },
+      context: {
+        original_request: "Build me a business case",
+        workflow_position: "step 2 of 3 (numbers)",
+        prior_agents: ["cst"],
+        prior_outputs: { scenarios: ["base"] },
+        constraints: { budget: 5 },
+      },
     });
     expect(sure.structuredContent).toMatchObject({ status: "success", answer: "It is 7.", confidence: "high" });
     const seen = m.requests[0]!.body.messages[1].content as string;
     expect(seen).toContain("alice: How many?");
-    expect(seen).toContain("Handoff from alice:\nOriginal request: Build me a business case\nWhere this is in the work: step 2 of 3 (numbers)\nWorked on before by: cst");
+    expect(seen).toContain(
+      "Handoff from alice:\nOriginal request: Build me a business case\nWhere this is in the work: step 2 of 3 (numbers)\nWorked on before by: cst",
+    );
     expect(seen).toContain('Constraints: {"budget":5}');
     expect(m.requests[0]!.body.messages[0].content).toContain("Confidence: high");
 
     const limited = await ask(alice, "ana", { message: "And now?" });
-    expect(limited.structuredContent).toMatchObject({ status: "partial", answer: "Roughly 7.", confidence: "low", warnings: ["the 2023 figures are all there is"] });
+    expect(limited.structuredContent).toMatchObject({
+      status: "partial",
+      answer: "Roughly 7.",
+      confidence: "low",
+      warnings: ["the 2023 figures are all there is"],
+    });
     expect(limited.content[0].text).toContain("Warnings:\n- the 2023 figures are all there is");
 
     const bad = await ask(alice, "ana", { message: "x", priority: "URGENT" });
@@ -141,7 +160,10 @@ participants:
 
   it("rolls tokens and cost up a chain of three, and tells the person the total", async () => {
     const a = await model(openaiReply({ tool_calls: [call("t1", "b__ask", { message: "dig" })] }), openaiReply({ content: "Done: deep." }));
-    const b = await model(openaiReply({ tool_calls: [call("t2", "c__ask", { message: "deeper" })] }), openaiReply({ content: "deep\nConfidence: high" }));
+    const b = await model(
+      openaiReply({ tool_calls: [call("t2", "c__ask", { message: "deeper" })] }),
+      openaiReply({ content: "deep\nConfidence: high" }),
+    );
     const c = await model(openaiReply({ content: "bottom\nConfidence: high" }));
     gw = await startGateway(`
 space: {id: lab}

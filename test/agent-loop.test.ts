@@ -10,7 +10,13 @@ import { closedPort, ModelServer, openaiReply } from "./fixtures/agent/model-ser
 const spaceTools: SpaceTool[] = [
   { name: "fs/read_file", participant: "fs", tool: "read_file", description: "Read a file", policy: "direct" },
   { name: "fs/write_file", participant: "fs", tool: "write_file", description: "Write a file", policy: "proposal" },
-  { name: "ops.team/restart service", participant: "ops.team", tool: "restart service", description: "Restart a service", policy: "proposal" },
+  {
+    name: "ops.team/restart service",
+    participant: "ops.team",
+    tool: "restart service",
+    description: "Restart a service",
+    policy: "proposal",
+  },
 ];
 const tools = buildToolSet(spaceTools, { self: "helper" });
 const context = { system: "You are helper.", tools };
@@ -63,7 +69,12 @@ describe("agent loop", () => {
 
     const turn = await runTurn({ provider, conversation, context, callTool: gw.callTool, options, onEvent: (e) => events.push(e) });
 
-    expect(turn).toMatchObject({ status: "done", iterations: 2, toolCalls: 3, text: "Read and wrote; the restart was rejected, so I will not retry it." });
+    expect(turn).toMatchObject({
+      status: "done",
+      iterations: 2,
+      toolCalls: 3,
+      text: "Read and wrote; the restart was rejected, so I will not retry it.",
+    });
     expect(turn.usage.input).toBeGreaterThan(0);
     expect(gw.calls.map((c) => c.name)).toEqual(["fs/read_file", "fs/write_file", "ops.team/restart service"]);
     expect(gw.maxRunning()).toBe(3);
@@ -78,17 +89,29 @@ describe("agent loop", () => {
         role: "tool",
         callId: "call_3",
         name: "ops_X2eteam__restart_X20service",
-        content: "Rejected by alice (reason: unsafe): not during business hours. The call was not made. Adapt instead of repeating the same call.",
+        content:
+          "Rejected by alice (reason: unsafe): not during business hours. The call was not made. Adapt instead of repeating the same call.",
         isError: true,
       },
     ]);
     expect(conversation.messages.map((m) => m.role)).toEqual(["user", "assistant", "tool", "tool", "tool", "assistant"]);
-    expect(events.map((e) => e.type)).toEqual(["model", "tool_call", "tool_call", "tool_call", "tool_result", "tool_result", "tool_result", "model"]);
+    expect(events.map((e) => e.type)).toEqual([
+      "model",
+      "tool_call",
+      "tool_call",
+      "tool_call",
+      "tool_result",
+      "tool_result",
+      "tool_result",
+      "model",
+    ]);
     expect(events[1]).toMatchObject({ type: "tool_call", name: "fs/read_file", functionName: "fs__read_file" });
   });
 
   it("stops after the maximum number of iterations and says so", async () => {
-    const provider = new ScriptedProvider([{ text: "again", tool_calls: [{ name: "fs/read_file", arguments: { path: "x" } }], repeat: true }]);
+    const provider = new ScriptedProvider([
+      { text: "again", tool_calls: [{ name: "fs/read_file", arguments: { path: "x" } }], repeat: true },
+    ]);
     const conversation = new Conversation({ budgetTokens: 10_000 });
     conversation.append({ role: "user", text: "bob: loop forever" });
     const gw = fakeGateway();
@@ -110,7 +133,13 @@ describe("agent loop", () => {
           stopReason: "tool_use" as const,
           toolCalls: [
             { id: "a", name: "nope__tool", arguments: {} },
-            { id: "b", name: "fs__read_file", arguments: {}, rawArguments: "{", invalidArguments: "arguments are not valid JSON: Unexpected end" },
+            {
+              id: "b",
+              name: "fs__read_file",
+              arguments: {},
+              rawArguments: "{",
+              invalidArguments: "arguments are not valid JSON: Unexpected end",
+            },
             { id: "c", name: "fs__write_file", arguments: { path: "p" } },
           ],
         };
@@ -127,7 +156,10 @@ describe("agent loop", () => {
     expect(turn.status).toBe("done");
     expect(called).toEqual(["fs/write_file"]);
     const [unknown, invalid, thrown] = results(conversation.messages);
-    expect(unknown).toMatchObject({ isError: true, content: expect.stringContaining('unknown_tool: no tool is offered as function "nope__tool"') });
+    expect(unknown).toMatchObject({
+      isError: true,
+      content: expect.stringContaining('unknown_tool: no tool is offered as function "nope__tool"'),
+    });
     expect(invalid).toMatchObject({ isError: true, content: expect.stringContaining("invalid_arguments: arguments are not valid JSON") });
     expect(thrown).toMatchObject({ isError: true, content: "failed: connection lost" });
   });
@@ -219,7 +251,8 @@ describe("agent loop over the OpenAI wire format", () => {
       {
         role: "tool",
         tool_call_id: "call_x",
-        content: "Error: Rejected by alice (reason: unsafe): not during business hours. The call was not made. Adapt instead of repeating the same call.",
+        content:
+          "Error: Rejected by alice (reason: unsafe): not during business hours. The call was not made. Adapt instead of repeating the same call.",
       },
     ]);
   });

@@ -1,13 +1,17 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { decodeToolName, encodeFull, encodeToolName, FUNCTION_NAME_PATTERN, isShortened, ToolNameMap } from "../participants/agent/names.js";
+import {
+  decodeToolName,
+  encodeFull,
+  encodeToolName,
+  FUNCTION_NAME_PATTERN,
+  isShortened,
+  ToolNameMap,
+} from "../participants/agent/names.js";
 
 /** Participant ids as space.yaml allows them: [A-Za-z0-9][A-Za-z0-9_.-]{0,63}, biased to the awkward characters. */
 const participantId = fc
-  .tuple(
-    fc.constantFrom(..."aZ09"),
-    fc.array(fc.constantFrom(..."aZ9_.-_-_"), { maxLength: 63 }),
-  )
+  .tuple(fc.constantFrom(..."aZ09"), fc.array(fc.constantFrom(..."aZ9_.-_-_"), { maxLength: 63 }))
   .map(([first, rest]) => first + rest.join(""));
 
 /** Tool names: anything, with the characters that matter to the encoding over-represented. */
@@ -45,7 +49,21 @@ describe("function name encoding", () => {
   });
 
   it("keeps awkward ids apart", () => {
-    const names = ["a_b/t", "a__b/t", "a-b/t", "a.b/t", "a/b_t", "a_/b/t", "a/_b/t", "a_b_/t", "_/t", "__x/t", "a/b/t", "a_Ub/t", "a_U_b/t"];
+    const names = [
+      "a_b/t",
+      "a__b/t",
+      "a-b/t",
+      "a.b/t",
+      "a/b_t",
+      "a_/b/t",
+      "a/_b/t",
+      "a_b_/t",
+      "_/t",
+      "__x/t",
+      "a/b/t",
+      "a_Ub/t",
+      "a_U_b/t",
+    ];
     const fns = names.map(encodeToolName);
     expect(new Set(fns).size).toBe(names.length);
     for (const [i, fn] of fns.entries()) expect(decodeToolName(fn)).toBe(names[i]);

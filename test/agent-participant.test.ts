@@ -15,7 +15,15 @@ import { HopTracker, mentioned, mentionPattern } from "../participants/agent/tri
 import { ParticipantClient } from "../participants/index.js";
 import { connectInProcess } from "../gateway/space/inprocess.js";
 import { HangingServer } from "./fixtures/agent/hanging-server.js";
-import { anthropicReply, closedPort, ModelServer, openaiReply, type Reply, openaiAgentBlock, openaiToolCall } from "./fixtures/agent/model-server.js";
+import {
+  anthropicReply,
+  closedPort,
+  ModelServer,
+  openaiReply,
+  type Reply,
+  openaiAgentBlock,
+  openaiToolCall,
+} from "./fixtures/agent/model-server.js";
 import { sleep, startGateway, type TestGateway, waitFor, waitForTool } from "./helpers.js";
 
 const FAST = { attempts: 3, baseDelayMs: 5, maxDelayMs: 20, totalTimeMs: 3000, requestTimeoutMs: 2000 };
@@ -131,14 +139,17 @@ function fileTools(server: McpServer): void {
     { description: "Reads a file", inputSchema: { path: z.string() }, annotations: { readOnlyHint: true } },
     async ({ path }) => ({ content: [{ type: "text", text: `contents of ${path}` }] }),
   );
-  server.registerTool("write_file", { description: "Writes a file", inputSchema: { path: z.string(), text: z.string() } }, async ({ text }) => ({
-    content: [{ type: "text", text: `wrote ${text.length} bytes` }],
-  }));
+  server.registerTool(
+    "write_file",
+    { description: "Writes a file", inputSchema: { path: z.string(), text: z.string() } },
+    async ({ text }) => ({
+      content: [{ type: "text", text: `wrote ${text.length} bytes` }],
+    }),
+  );
   server.registerTool("delete_file", { description: "Deletes a file", inputSchema: { path: z.string() } }, async () => ({
     content: [{ type: "text", text: "deleted" }],
   }));
 }
-
 
 const call = openaiToolCall;
 const text = (env: Envelope) => (env.payload as { text: string }).text;
@@ -203,7 +214,8 @@ participants:
       {
         role: "tool",
         tool_call_id: "c3",
-        content: "Error: Rejected by alice (reason: unsafe): keep the logs. The call was not made. Adapt instead of repeating the same call.",
+        content:
+          "Error: Rejected by alice (reason: unsafe): keep the logs. The call was not made. Adapt instead of repeating the same call.",
       },
     ]);
 
@@ -232,7 +244,11 @@ participants:
     expect(model.requests[0]!.body.tools).toBeUndefined();
 
     await toolOwner("late", (s) =>
-      s.registerTool("fresh_tool", { description: "Brand new", inputSchema: { q: z.string() }, annotations: { readOnlyHint: true } }, async () => ({ content: [] })),
+      s.registerTool(
+        "fresh_tool",
+        { description: "Brand new", inputSchema: { q: z.string() }, annotations: { readOnlyHint: true } },
+        async () => ({ content: [] }),
+      ),
     );
     await waitForTool(alice.client, "late/fresh_tool");
     alice.client.send({ kind: "chat", to: ["helper"], payload: { text: "and now?" } });
@@ -245,7 +261,13 @@ participants:
 
   it("works end to end with the Anthropic provider", async () => {
     const model = await modelServer(
-      anthropicReply([{ type: "text", text: "Reading." }, { type: "tool_use", id: "toolu_1", name: "files__read_file", input: { path: "a.txt" } }], "tool_use"),
+      anthropicReply(
+        [
+          { type: "text", text: "Reading." },
+          { type: "tool_use", id: "toolu_1", name: "files__read_file", input: { path: "a.txt" } },
+        ],
+        "tool_use",
+      ),
       anthropicReply([{ type: "text", text: "It says: contents of a.txt" }]),
     );
     gw = await startGateway(`
@@ -271,7 +293,11 @@ participants:
     expect(model.requests).toHaveLength(2);
     expect(model.requests[0]!.url).toBe("/v1/messages");
     expect(model.requests[0]!.headers["x-api-key"]).toBe("sk-ant-test-0123");
-    expect(model.requests[0]!.body).toMatchObject({ model: "claude-test", max_tokens: 512, messages: [{ role: "user", content: [{ type: "text", text: "alice: what is in a.txt?" }] }] });
+    expect(model.requests[0]!.body).toMatchObject({
+      model: "claude-test",
+      max_tokens: 512,
+      messages: [{ role: "user", content: [{ type: "text", text: "alice: what is in a.txt?" }] }],
+    });
     expect(model.requests[0]!.body.system).toContain("files/read_file");
     const last = model.requests[1]!.body.messages.at(-1);
     expect(last).toEqual({ role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "contents of a.txt" }] });
@@ -322,13 +348,17 @@ participants:
 
     alice.client.send({ kind: "chat", to: ["helper"], payload: { text: "are you there?" } });
     const first = await alice.watch.next((e) => e.kind === "chat" && e.from === "helper");
-    expect(text(first)).toMatch(/^I could not answer: openai: cannot reach http:\/\/127\.0\.0\.1:\d+\/v1\/chat\/completions \(.*ECONNREFUSED.*\) after 3 attempts\. I will not try again for 2 s/);
+    expect(text(first)).toMatch(
+      /^I could not answer: openai: cannot reach http:\/\/127\.0\.0\.1:\d+\/v1\/chat\/completions \(.*ECONNREFUSED.*\) after 3 attempts\. I will not try again for 2 s/,
+    );
 
     // A second trigger inside the cool-down: no provider call, but an answer at once that
     // says it is waiting and when it will try again.
     alice.client.send({ kind: "chat", to: ["helper"], payload: { text: "hello??" } });
     const waiting = await alice.watch.next((e) => e.kind === "chat" && e.from === "helper" && e !== first);
-    expect(text(waiting)).toMatch(/^My model provider is unavailable \(openai: cannot reach .*\)\. I will try again at \d\d:\d\d:\d\d UTC, in [12] s; ask me then\.$/);
+    expect(text(waiting)).toMatch(
+      /^My model provider is unavailable \(openai: cannot reach .*\)\. I will try again at \d\d:\d\d:\d\d UTC, in [12] s; ask me then\.$/,
+    );
     expect(alice.watch.chatsFrom("helper")).toHaveLength(2);
     expect(helper.client.status).toBe("open");
     const status = helper.status();
@@ -388,9 +418,13 @@ participants:
 `);
     const seenByLab: Envelope[] = [];
     const labClient = await toolOwner("lab", (s) =>
-      s.registerTool("lookup", { description: "Looks things up", inputSchema: { q: z.string() }, annotations: { readOnlyHint: true } }, async ({ q }) => ({
-        content: [{ type: "text", text: `${q} = 42` }],
-      })),
+      s.registerTool(
+        "lookup",
+        { description: "Looks things up", inputSchema: { q: z.string() }, annotations: { readOnlyHint: true } },
+        async ({ q }) => ({
+          content: [{ type: "text", text: `${q} = 42` }],
+        }),
+      ),
     );
     labClient.on("envelope", (e) => e.kind === "mcp/request" && seenByLab.push(e));
     const alice = await human();
@@ -411,19 +445,31 @@ participants:
     const response = alice.watch.seen.find((e) => e.kind === "mcp/response" && e.from === "researcher")!;
     const result = (response.payload as any).result;
     expect(result.content).toEqual([{ type: "text", text: "The answer is 42." }]);
-    expect(result.structuredContent).toMatchObject({ status: "success", answer: "The answer is 42.", confidence: "medium", metadata: { input_tokens: 240, output_tokens: 60, model: "test-model" } });
+    expect(result.structuredContent).toMatchObject({
+      status: "success",
+      answer: "The answer is 42.",
+      confidence: "medium",
+      metadata: { input_tokens: 240, output_tokens: 60, model: "test-model" },
+    });
     expect(result.structuredContent.metadata.processing_time_ms).toBeGreaterThanOrEqual(0);
-    expect(toolMessages(coordinatorModel.requests[1]!.body)).toEqual([{ role: "tool", tool_call_id: "d1", content: "The answer is 42.\n(status success, confidence medium)" }]);
+    expect(toolMessages(coordinatorModel.requests[1]!.body)).toEqual([
+      { role: "tool", tool_call_id: "d1", content: "The answer is 42.\n(status success, confidence medium)" },
+    ]);
 
     // The researcher ran its own loop on the message, in a conversation of its own.
     const asked = researcherModel.requests[0]!.body;
-    expect(asked.messages[1]).toEqual({ role: "user", content: "coordinator: Look up the answer\n\nContext from coordinator:\nalice wants a number" });
+    expect(asked.messages[1]).toEqual({
+      role: "user",
+      content: "coordinator: Look up the answer\n\nContext from coordinator:\nalice wants a number",
+    });
     expect(asked.messages[0].content).toContain("You are answering a call of your tool researcher/ask from coordinator.");
     expect(toolMessages(researcherModel.requests[1]!.body)).toEqual([{ role: "tool", tool_call_id: "r1", content: "answer = 42" }]);
     // The nested call carried the chain: it names the request the researcher was serving.
     const nested = seenByLab.find((e) => e.from === "researcher")!;
     expect(nested.correlation_id?.length).toBe(1);
-    expect(alice.watch.seen.some((e) => e.kind === "mcp/request" && e.from === "coordinator" && e.id === nested.correlation_id![0])).toBe(true);
+    expect(alice.watch.seen.some((e) => e.kind === "mcp/request" && e.from === "coordinator" && e.id === nested.correlation_id![0])).toBe(
+      true,
+    );
     // The researcher said nothing in chat: its answer went back as the result.
     expect(alice.watch.chatsFrom("researcher")).toHaveLength(0);
   });
@@ -486,15 +532,28 @@ participants:
     await waitForTool(alice.client, "brief/ask");
 
     // The caller allows 1.5 s: the agent answers before the gateway gives up, with what it has.
-    const timedOut: any = await alice.client.request("system:gateway", "tools/call", { name: "slow/ask", arguments: { message: "think hard" } }, { timeoutMs: 1500 });
+    const timedOut: any = await alice.client.request(
+      "system:gateway",
+      "tools/call",
+      { name: "slow/ask", arguments: { message: "think hard" } },
+      { timeoutMs: 1500 },
+    );
     expect(timedOut.structuredContent).toMatchObject({ status: "timeout", answer: "slow could not finish in time." });
     expect(timedOut.content[0].text).toBe("[timeout] slow could not finish in time.");
     expect(hanging.connections).toBe(1);
 
     const partial: any = await alice.client.request("system:gateway", "tools/call", { name: "brief/ask", arguments: { message: "do it" } });
-    expect(partial.structuredContent).toMatchObject({ status: "partial", answer: "Trying.", confidence: "low", warnings: ["brief stopped after 1 model call before finishing"] });
+    expect(partial.structuredContent).toMatchObject({
+      status: "partial",
+      answer: "Trying.",
+      confidence: "low",
+      warnings: ["brief stopped after 1 model call before finishing"],
+    });
 
-    const invalid: any = await alice.client.request("system:gateway", "tools/call", { name: "brief/ask", arguments: { text: "no message" } });
+    const invalid: any = await alice.client.request("system:gateway", "tools/call", {
+      name: "brief/ask",
+      arguments: { text: "no message" },
+    });
     expect(invalid.isError).toBe(true);
     expect(invalid.structuredContent).toMatchObject({ status: "error", error_code: "INVALID_ARGUMENTS" });
 
@@ -596,7 +655,13 @@ participants:
       return text(await alice.watch.next((e) => e.kind === "chat" && e.from === "helper"));
     };
 
-    expect(await control("participant/request-status")).toMatchObject({ tokens: 0, max_tokens: 5000, messages_in_context: 0, paused: false, state: "idle" });
+    expect(await control("participant/request-status")).toMatchObject({
+      tokens: 0,
+      max_tokens: 5000,
+      messages_in_context: 0,
+      paused: false,
+      state: "idle",
+    });
     expect(await chat("hello")).toBe("Hi alice.");
     const status = await control("participant/request-status");
     expect(status).toMatchObject({ messages_in_context: 2, max_tokens: 5000, turns: 1, provider: "openai", model: "test-model" });
@@ -613,7 +678,12 @@ participants:
 
     expect(await control("participant/resume")).toMatchObject({ paused: false, state: "idle" });
     expect(await chat("hello again")).toBe("Back again.");
-    expect(model.requests[1]!.body.messages.slice(1).map((m: any) => m.content)).toEqual(["alice: hello", "Hi alice.", "alice: are you paused?", "alice: hello again"]);
+    expect(model.requests[1]!.body.messages.slice(1).map((m: any) => m.content)).toEqual([
+      "alice: hello",
+      "Hi alice.",
+      "alice: are you paused?",
+      "alice: hello again",
+    ]);
 
     // compact: the oldest half is summarized by the model, without tools.
     const compacted = await control("participant/compact", {}, "participant/compact-done");
@@ -628,10 +698,14 @@ participants:
 
     // A pause with a timeout resumes by itself and says so.
     const pauseId = alice.client.send({ kind: "participant/pause", to: ["helper"], payload: { timeout_seconds: 0.1 } });
-    const resumed = await alice.watch.next((e) => e.kind === "participant/status" && e.correlation_id?.[0] === pauseId && (e.payload as any).resumed === "timeout");
+    const resumed = await alice.watch.next(
+      (e) => e.kind === "participant/status" && e.correlation_id?.[0] === pauseId && (e.payload as any).resumed === "timeout",
+    );
     expect(resumed.payload).toMatchObject({ paused: false });
 
-    const left = alice.watch.next((e) => e.kind === "system/presence" && (e.payload as any).event === "leave" && (e.payload as any).participant.id === "helper");
+    const left = alice.watch.next(
+      (e) => e.kind === "system/presence" && (e.payload as any).event === "leave" && (e.payload as any).participant.id === "helper",
+    );
     await control("participant/shutdown", {}, "chat/acknowledge");
     await left;
     expect(await helper.closed).toBe("shutdown");

@@ -15,12 +15,41 @@ const participants: PromptInput["participants"] = [
 
 const schema = { type: "object", properties: { path: { type: "string" } }, required: ["path"] };
 const tools: SpaceTool[] = [
-  { name: "fs/read_file", participant: "fs", tool: "read_file", description: "Read a text file", inputSchema: schema, annotations: { readOnlyHint: true }, policy: "direct" },
-  { name: "fs/list_directory", participant: "fs", tool: "list_directory", description: "List a directory", inputSchema: schema, annotations: { readOnlyHint: true }, policy: "direct" },
-  { name: "fs/write_file", participant: "fs", tool: "write_file", description: "Write a file.\n  Overwrites it if it exists.", inputSchema: schema, policy: "proposal" },
+  {
+    name: "fs/read_file",
+    participant: "fs",
+    tool: "read_file",
+    description: "Read a text file",
+    inputSchema: schema,
+    annotations: { readOnlyHint: true },
+    policy: "direct",
+  },
+  {
+    name: "fs/list_directory",
+    participant: "fs",
+    tool: "list_directory",
+    description: "List a directory",
+    inputSchema: schema,
+    annotations: { readOnlyHint: true },
+    policy: "direct",
+  },
+  {
+    name: "fs/write_file",
+    participant: "fs",
+    tool: "write_file",
+    description: "Write a file.\n  Overwrites it if it exists.",
+    inputSchema: schema,
+    policy: "proposal",
+  },
   { name: "fs/delete_file", participant: "fs", tool: "delete_file", description: "Delete a file", inputSchema: schema, policy: "denied" },
   { name: "web-search/search", participant: "web-search", tool: "search", description: "Search the web", policy: "direct" },
-  { name: "researcher/ask", participant: "researcher", tool: "ask", description: "Ask the researcher; returns its answer", policy: "proposal" },
+  {
+    name: "researcher/ask",
+    participant: "researcher",
+    tool: "ask",
+    description: "Ask the researcher; returns its answer",
+    policy: "proposal",
+  },
   { name: "helper/summarize", participant: "helper", tool: "summarize", description: "Summarize a text", policy: "direct" },
 ];
 
@@ -102,7 +131,12 @@ describe("system prompt", () => {
   });
 
   it("says so when there are no tools and nobody else", () => {
-    const prompt = buildSystemPrompt({ self: { id: "solo" }, space: { id: "empty" }, participants: [{ id: "solo", kind: "agent" }], tools: [] });
+    const prompt = buildSystemPrompt({
+      self: { id: "solo" },
+      space: { id: "empty" },
+      participants: [{ id: "solo", kind: "agent" }],
+      tools: [],
+    });
     expect(prompt).toContain('You are solo, an AI agent participant in the shared workspace "empty".');
     expect(prompt).toContain("Nobody else is here right now.");
     expect(prompt).toContain("No tools are available to you right now.");
@@ -127,12 +161,19 @@ describe("system prompt", () => {
 describe("tool set", () => {
   it("offers what the agent may call, sorted, with real names and approval in the descriptions", () => {
     const set = buildToolSet(tools, { self: "helper" });
-    expect(set.definitions.map((d) => d.name)).toEqual(["fs__list_directory", "fs__read_file", "fs__write_file", "researcher__ask", "web-search__search"]);
+    expect(set.definitions.map((d) => d.name)).toEqual([
+      "fs__list_directory",
+      "fs__read_file",
+      "fs__write_file",
+      "researcher__ask",
+      "web-search__search",
+    ]);
     expect(set.denied).toBe(1);
     expect(set.collisions).toEqual([]);
     expect(set.definitions[2]).toEqual({
       name: "fs__write_file",
-      description: "[fs/write_file] Needs approval: the call becomes a proposal that a human may reject. Write a file.\n  Overwrites it if it exists.",
+      description:
+        "[fs/write_file] Needs approval: the call becomes a proposal that a human may reject. Write a file.\n  Overwrites it if it exists.",
       parameters: schema,
     });
     // A tool without a schema still gets an object schema.
@@ -145,7 +186,11 @@ describe("tool set", () => {
 
 describe("context budget", () => {
   const user = (text: string): Message => ({ role: "user", text });
-  const call = (id: string, text = ""): Message => ({ role: "assistant", text, toolCalls: [{ id, name: "fs__read_file", arguments: { path: "x" } }] });
+  const call = (id: string, text = ""): Message => ({
+    role: "assistant",
+    text,
+    toolCalls: [{ id, name: "fs__read_file", arguments: { path: "x" } }],
+  });
   const result = (id: string, content: string): Message => ({ role: "tool", callId: id, name: "fs__read_file", content, isError: false });
 
   it("estimates tokens as chars/4 and reports them with the messages in context", () => {
@@ -206,7 +251,11 @@ describe("context budget", () => {
     });
     expect(seen.map((m) => m.role)).toEqual(["user", "assistant", "tool"]);
     expect(replaced).toBe(3);
-    expect(c.messages).toEqual([user("Summary of the earlier conversation:\nalice asked for one and two; fs returned r1"), user("two"), user("three")]);
+    expect(c.messages).toEqual([
+      user("Summary of the earlier conversation:\nalice asked for one and two; fs returned r1"),
+      user("two"),
+      user("three"),
+    ]);
     expect(await new Conversation({ budgetTokens: 10 }).compact(async () => "x")).toBe(0);
   });
 

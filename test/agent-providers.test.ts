@@ -20,7 +20,11 @@ const tools: ToolDefinition[] = [
     description: "[fs/read_file] Read a file",
     parameters: { type: "object", properties: { path: { type: "string" } }, required: ["path"] },
   },
-  { name: encodeToolName("web-search/search.query"), description: "[web-search/search.query] Search", parameters: { type: "object", properties: {} } },
+  {
+    name: encodeToolName("web-search/search.query"),
+    description: "[web-search/search.query] Search",
+    parameters: { type: "object", properties: {} },
+  },
 ];
 
 function request(messages: Message[], extra: Partial<ModelRequest["options"]> = {}): ModelRequest {
@@ -92,7 +96,11 @@ describe("OpenAI-compatible provider", () => {
         },
         {
           type: "function",
-          function: { name: "web-search__search_X2equery", description: "[web-search/search.query] Search", parameters: { type: "object", properties: {} } },
+          function: {
+            name: "web-search__search_X2equery",
+            description: "[web-search/search.query] Search",
+            parameters: { type: "object", properties: {} },
+          },
         },
       ],
     });
@@ -135,7 +143,10 @@ describe("OpenAI-compatible provider", () => {
   it("turns bad argument JSON into a marked call instead of failing, and accepts compatible-server variants", async () => {
     server.reply(
       openaiReply({
-        content: [{ type: "text", text: "part one " }, { type: "text", text: "and two" }],
+        content: [
+          { type: "text", text: "part one " },
+          { type: "text", text: "and two" },
+        ],
         tool_calls: [
           { id: "call_bad", type: "function", function: { name: "fs__read_file", arguments: '{"path": "a"' } },
           { id: "call_arr", type: "function", function: { name: "fs__read_file", arguments: "[1,2]" } },
@@ -157,14 +168,21 @@ describe("OpenAI-compatible provider", () => {
   });
 
   it("retries a 429 that says retry-after: 0, then succeeds", async () => {
-    server.reply({ status: 429, headers: { "retry-after": "0" }, body: { error: { message: "Rate limit reached" } } }, openaiReply({ content: "ok" }));
+    server.reply(
+      { status: 429, headers: { "retry-after": "0" }, body: { error: { message: "Rate limit reached" } } },
+      openaiReply({ content: "ok" }),
+    );
     const res = await provider().complete(request([{ role: "user", text: "hi" }]));
     expect(res.text).toBe("ok");
     expect(server.requests).toHaveLength(2);
   });
 
   it("retries 500 twice, then succeeds", async () => {
-    server.reply({ status: 500, body: { error: { message: "boom" } } }, { status: 503, raw: "<html>unavailable</html>" }, openaiReply({ content: "third time" }));
+    server.reply(
+      { status: 500, body: { error: { message: "boom" } } },
+      { status: 503, raw: "<html>unavailable</html>" },
+      openaiReply({ content: "third time" }),
+    );
     const res = await provider().complete(request([{ role: "user", text: "hi" }]));
     expect(res.text).toBe("third time");
     expect(server.requests).toHaveLength(3);
@@ -216,7 +234,11 @@ describe("OpenAI-compatible provider", () => {
     await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
     const port = (silent.address() as { port: number }).port;
     try {
-      const p = new OpenAIProvider({ baseUrl: `http://127.0.0.1:${port}`, apiKey: KEY, retry: { ...FAST, attempts: 2, requestTimeoutMs: 100 } });
+      const p = new OpenAIProvider({
+        baseUrl: `http://127.0.0.1:${port}`,
+        apiKey: KEY,
+        retry: { ...FAST, attempts: 2, requestTimeoutMs: 100 },
+      });
       const err = await rejection(p.complete(request([{ role: "user", text: "hi" }])));
       expect(err).toMatchObject({ code: "unreachable", attempts: 2 });
       expect(err.message).toContain("no response within 100 ms");
@@ -279,7 +301,9 @@ describe("OpenAI-compatible provider", () => {
 
   it("can send max_completion_tokens for models that want it", async () => {
     server.reply(openaiReply({ content: "x" }));
-    await new OpenAIProvider({ baseUrl: server.url, apiKey: KEY, maxTokensField: "max_completion_tokens" }).complete(request([{ role: "user", text: "hi" }]));
+    await new OpenAIProvider({ baseUrl: server.url, apiKey: KEY, maxTokensField: "max_completion_tokens" }).complete(
+      request([{ role: "user", text: "hi" }]),
+    );
     expect(server.requests[0]!.body).toMatchObject({ max_completion_tokens: 500 });
     expect(server.requests[0]!.body.max_tokens).toBeUndefined();
   });
@@ -325,7 +349,11 @@ describe("Anthropic provider", () => {
           description: "[fs/read_file] Read a file",
           input_schema: { type: "object", properties: { path: { type: "string" } }, required: ["path"] },
         },
-        { name: "web-search__search_X2equery", description: "[web-search/search.query] Search", input_schema: { type: "object", properties: {} } },
+        {
+          name: "web-search__search_X2equery",
+          description: "[web-search/search.query] Search",
+          input_schema: { type: "object", properties: {} },
+        },
       ],
     });
   });
@@ -335,7 +363,14 @@ describe("Anthropic provider", () => {
     const messages: Message[] = [
       { role: "user", text: "alice: read" },
       { role: "user", text: "bob: and quickly" },
-      { role: "assistant", text: "", toolCalls: [{ id: "toolu_1", name: "fs__read_file", arguments: { path: "a" } }, { id: "toolu_2", name: "fs__read_file", arguments: { path: "b" } }] },
+      {
+        role: "assistant",
+        text: "",
+        toolCalls: [
+          { id: "toolu_1", name: "fs__read_file", arguments: { path: "a" } },
+          { id: "toolu_2", name: "fs__read_file", arguments: { path: "b" } },
+        ],
+      },
       { role: "tool", callId: "toolu_1", name: "fs__read_file", content: "A", isError: false },
       { role: "tool", callId: "toolu_2", name: "fs__read_file", content: "Rejected by alice (reason: unsafe)", isError: true },
       { role: "user", text: "carol: any news?" },
@@ -372,7 +407,10 @@ describe("Anthropic provider", () => {
   });
 
   it("opens with a user turn even when old turns were dropped", () => {
-    const out = toAnthropicMessages([{ role: "assistant", text: "earlier reply", toolCalls: [] }, { role: "user", text: "" }]);
+    const out = toAnthropicMessages([
+      { role: "assistant", text: "earlier reply", toolCalls: [] },
+      { role: "user", text: "" },
+    ]);
     expect(out).toEqual([
       { role: "user", content: [{ type: "text", text: "(earlier conversation omitted)" }] },
       { role: "assistant", content: [{ type: "text", text: "earlier reply" }] },
@@ -407,7 +445,9 @@ describe("Anthropic provider", () => {
   it("reports an unreachable endpoint", async () => {
     const port = await closedPort();
     const err = await rejection(
-      new AnthropicProvider({ baseUrl: `http://127.0.0.1:${port}`, apiKey: KEY, retry: { ...FAST, attempts: 2 } }).complete(request([{ role: "user", text: "hi" }])),
+      new AnthropicProvider({ baseUrl: `http://127.0.0.1:${port}`, apiKey: KEY, retry: { ...FAST, attempts: 2 } }).complete(
+        request([{ role: "user", text: "hi" }]),
+      ),
     );
     expect(err).toMatchObject({ code: "unreachable", attempts: 2 });
   });
@@ -486,11 +526,20 @@ describe("scripted provider", () => {
       { role: "user", text: "alice: hello again" },
       { role: "assistant", text: "", toolCalls: [{ id: "c", name: "fs__read_file", arguments: {} }] },
     ];
-    const rejected = await p.complete(req([...afterReply, { role: "tool", callId: "c", name: "fs__read_file", content: "Rejected by alice", isError: true }]));
+    const rejected = await p.complete(
+      req([...afterReply, { role: "tool", callId: "c", name: "fs__read_file", content: "Rejected by alice", isError: true }]),
+    );
     expect(rejected.text).toBe("That failed.");
-    const again = await p.complete(req([...afterReply, { role: "tool", callId: "c", name: "fs__read_file", content: "nope", isError: true }]));
+    const again = await p.complete(
+      req([...afterReply, { role: "tool", callId: "c", name: "fs__read_file", content: "nope", isError: true }]),
+    );
     expect(again.text).toBe("That failed."); // repeat: true
-    const ok = await p.complete(req([...afterReply, { role: "tool", callId: "c", name: "fs__read_file", content: "(Proposal approved by alice.) ok", isError: false }]));
+    const ok = await p.complete(
+      req([
+        ...afterReply,
+        { role: "tool", callId: "c", name: "fs__read_file", content: "(Proposal approved by alice.) ok", isError: false },
+      ]),
+    );
     expect(ok.text).toBe("It went through.");
     expect((await p.complete(req([{ role: "user", text: "alice: hello" }]))).text).toBe("I have nothing further to add.");
   });
@@ -501,7 +550,16 @@ describe("scripted provider", () => {
       const good = join(dir, "demo.yaml");
       writeFileSync(
         good,
-        ["steps:", "  - when: {user_contains: files}", "    text: Looking", "    tool_calls:", "      - name: fs/read_file", "        arguments: {path: README.md}", "fallback: bye", ""].join("\n"),
+        [
+          "steps:",
+          "  - when: {user_contains: files}",
+          "    text: Looking",
+          "    tool_calls:",
+          "      - name: fs/read_file",
+          "        arguments: {path: README.md}",
+          "fallback: bye",
+          "",
+        ].join("\n"),
       );
       const p = await ScriptedProvider.fromFile(good);
       const res = await p.complete(req([{ role: "user", text: "alice: list files" }]));

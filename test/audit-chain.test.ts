@@ -14,7 +14,16 @@ import { runAuditVerify } from "../cli/audit-verify.js";
 import { runAudit } from "../cli/commands.js";
 import { isHistoryRecord, readAudit } from "../gateway/space/ledger.js";
 import { verifyHistory } from "../gateway/store/verify.js";
-import { killGateway, spawnGateway, startGateway, TestClient, toolOwner, waitFor, type GatewayProcess, type TestGateway } from "./helpers.js";
+import {
+  killGateway,
+  spawnGateway,
+  startGateway,
+  TestClient,
+  toolOwner,
+  waitFor,
+  type GatewayProcess,
+  type TestGateway,
+} from "./helpers.js";
 
 const TOKEN = (id: string) => `${id}-token-0123456789`;
 const SPACE = (extra = "") => `
@@ -64,10 +73,19 @@ async function someHistory(dir: string): Promise<void> {
   const { g, human, agent } = await space(dir);
   for (const [i, what] of ["approve", "reject", "withdraw"].entries()) {
     const id = `p${i}`;
-    agent.send({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: `notes/${i}.md`, text: `secret plan number ${i}` } } } });
+    agent.send({
+      id,
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: {
+        method: "tools/call",
+        params: { name: "write_file", arguments: { path: `notes/${i}.md`, text: `secret plan number ${i}` } },
+      },
+    });
     await waitFor(() => pending(g) === 1, 5000, "the proposal pending");
     if (what === "withdraw") agent.send({ kind: "mcp/withdraw", correlation_id: [id], payload: {} });
-    else human.send({ kind: `mcp/${what}`, correlation_id: [id], payload: what === "approve" ? { scope: "once" } : { reason: "disagree" } });
+    else
+      human.send({ kind: `mcp/${what}`, correlation_id: [id], payload: what === "approve" ? { scope: "once" } : { reason: "disagree" } });
     await waitFor(() => pending(g) === 0, 5000, "the decision");
   }
   await waitFor(() => readAudit(join(dir, ".mewgate")).some((e) => e.event === "answered"), 5000, "the answer recorded");
@@ -103,7 +121,15 @@ function forge(file: string, offset: number, edit: (payload: { n: number; r: any
 function io() {
   let out = "";
   let err = "";
-  return { io: { stdout: { write: (s: string) => ((out += s), true) } as any, stderr: { write: (s: string) => ((err += s), true) } as any, env: {} }, out: () => out, err: () => err };
+  return {
+    io: {
+      stdout: { write: (s: string) => ((out += s), true) } as any,
+      stderr: { write: (s: string) => ((err += s), true) } as any,
+      env: {},
+    },
+    out: () => out,
+    err: () => err,
+  };
 }
 
 describe("audit chain: tampering is named", () => {
@@ -151,21 +177,33 @@ describe("audit chain: tampering is named", () => {
     const dir = tempDir();
     await someHistory(dir);
     const journal = join(dir, ".mewgate", "journal");
-    const frame = framesOf(journal).find((f) => readFileSync(journal).subarray(f.offset, f.offset + 8 + f.length).includes('"event":"rejected"'))!;
+    const frame = framesOf(journal).find((f) =>
+      readFileSync(journal)
+        .subarray(f.offset, f.offset + 8 + f.length)
+        .includes('"event":"rejected"'),
+    )!;
     // The forger turns the rejection into an approval by someone else.
     forge(journal, frame.offset, (p) => {
-      for (const r of p.r) if (r.type === "audit" && r.entry.event === "rejected") Object.assign(r.entry, { event: "approved", by: "agent" });
+      for (const r of p.r)
+        if (r.type === "audit" && r.entry.event === "rejected") Object.assign(r.entry, { event: "approved", by: "agent" });
     });
     const r = verifyHistory(join(dir, ".mewgate"), isHistoryRecord);
     expect(r.ok).toBe(false);
-    expect(r.break).toMatchObject({ reason: expect.stringMatching(/content does not match its digest/), record: { proposal: "p1", event: "approved" } });
+    expect(r.break).toMatchObject({
+      reason: expect.stringMatching(/content does not match its digest/),
+      record: { proposal: "p1", event: "approved" },
+    });
   });
 
   it("a record removed (checksum fixed): verify names the record after the gap as unlinked", async () => {
     const dir = tempDir();
     await someHistory(dir);
     const journal = join(dir, ".mewgate", "journal");
-    const frame = framesOf(journal).find((f) => readFileSync(journal).subarray(f.offset, f.offset + 8 + f.length).includes('"event":"rejected"'))!;
+    const frame = framesOf(journal).find((f) =>
+      readFileSync(journal)
+        .subarray(f.offset, f.offset + 8 + f.length)
+        .includes('"event":"rejected"'),
+    )!;
     forge(journal, frame.offset, (p) => {
       p.r = p.r.filter((r) => !(r.type === "audit" && r.entry.event === "rejected"));
     });
@@ -193,7 +231,12 @@ describe("audit chain: tampering is named", () => {
     expect(out.out()).toMatch(/torn frame/);
     // The gateway starts (cutting the tail) and writes on: the chain still holds after it.
     const { g, agent } = await space(dir);
-    agent.send({ id: "p9", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "x" } } } });
+    agent.send({
+      id: "p9",
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "x" } } },
+    });
     await waitFor(() => pending(g) === 1, 5000, "the proposal pending");
     await g.stop();
     gateways.splice(gateways.indexOf(g), 1);
@@ -213,18 +256,29 @@ describe("audit chain: tampering is named", () => {
     expect(r).toMatchObject({ ok: true, records: r.unchained });
     expect(r.unchained).toBeGreaterThanOrEqual(7);
     const { g, agent } = await space(dir);
-    agent.send({ id: "p9", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "x" } } } });
+    agent.send({
+      id: "p9",
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "x" } } },
+    });
     await waitFor(() => pending(g) === 1, 5000, "the proposal pending");
     await g.stop();
     gateways.splice(gateways.indexOf(g), 1);
     const after = verifyHistory(join(dir, ".mewgate"), isHistoryRecord);
     expect(after).toMatchObject({ ok: true, unchained: r.unchained, records: r.records + 1 });
-    expect(readAudit(join(dir, ".mewgate")).filter((e) => e.proposal === "p0").map((e) => e.event)).toEqual(["proposed", "approved", "routed", "answered"]);
+    expect(
+      readAudit(join(dir, ".mewgate"))
+        .filter((e) => e.proposal === "p0")
+        .map((e) => e.event),
+    ).toEqual(["proposed", "approved", "routed", "answered"]);
   });
 });
 
 describe("audit chain: a process killed between two writes", () => {
-  it("a gateway killed with SIGKILL in the middle of a flood of writes: the chain checks, and goes on after a restart", { timeout: 60_000 }, async () => {
+  it("a gateway killed with SIGKILL in the middle of a flood of writes: the chain checks, and goes on after a restart", {
+    timeout: 60_000,
+  }, async () => {
     const dir = tempDir();
     const file = join(dir, "space.yaml");
     writeFileSync(file, SPACE());
@@ -238,12 +292,21 @@ describe("audit chain: a process killed between two writes", () => {
     let sent = 0;
     const pump = setInterval(() => {
       for (let i = 0; i < 20; i++, sent++) {
-        agent.send({ id: `k${sent}`, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: `k${sent}`, pad: "y".repeat(2000) } } } });
+        agent.send({
+          id: `k${sent}`,
+          kind: "mcp/proposal",
+          to: ["fs"],
+          payload: { method: "tools/call", params: { name: "write_file", arguments: { path: `k${sent}`, pad: "y".repeat(2000) } } },
+        });
         agent.send({ kind: "mcp/withdraw", correlation_id: [`k${sent}`], payload: {} });
       }
     }, 1);
     try {
-      await waitFor(() => existsSync(join(state, "journal")) && readFileSync(join(state, "journal")).length > 200_000, 20_000, "writes under way");
+      await waitFor(
+        () => existsSync(join(state, "journal")) && readFileSync(join(state, "journal")).length > 200_000,
+        20_000,
+        "writes under way",
+      );
     } finally {
       await killGateway(p1);
       clearInterval(pump);
@@ -260,7 +323,11 @@ describe("audit chain: a process killed between two writes", () => {
     const left = (again.received.find((e) => e.kind === "system/welcome")!.payload.proposals as Array<{ id: string }>)[0];
     expect(left).toBeDefined();
     again.send({ kind: "mcp/withdraw", correlation_id: [left!.id], payload: {} });
-    await waitFor(() => readAudit(state).some((e) => e.proposal === left!.id && e.event === "withdrawn"), 10_000, "the withdrawal recorded");
+    await waitFor(
+      () => readAudit(state).some((e) => e.proposal === left!.id && e.event === "withdrawn"),
+      10_000,
+      "the withdrawal recorded",
+    );
     await killGateway(p2);
     const final = verifyHistory(state, isHistoryRecord);
     expect(final.ok, JSON.stringify(final.break)).toBe(true);
@@ -280,7 +347,11 @@ describe("audit: kept once, exported as JSON lines", () => {
     expect(trail[1]!.arguments_digest).toMatch(/^[0-9a-f]{64}$/);
     const journal = join(dir, ".mewgate", "journal");
     const withdrawal = framesOf(journal)
-      .map((f) => readFileSync(journal).subarray(f.offset, f.offset + 8 + f.length).toString("utf8"))
+      .map((f) =>
+        readFileSync(journal)
+          .subarray(f.offset, f.offset + 8 + f.length)
+          .toString("utf8"),
+      )
       .find((t) => t.includes('"event":"withdrawn"'))!;
     expect(withdrawal).not.toContain("secret plan number 2");
   });
@@ -290,11 +361,17 @@ describe("audit: kept once, exported as JSON lines", () => {
     await someHistory(dir);
     const out = io();
     expect(await runAudit({ stateDir: join(dir, ".mewgate"), json: true, since: "1h" }, out.io)).toBe(0);
-    const lines = out.out().trim().split("\n").map((l) => JSON.parse(l));
+    const lines = out
+      .out()
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(lines.length).toBeGreaterThanOrEqual(7);
     expect(lines.every((l) => typeof l.ts === "string" && typeof l.event === "string")).toBe(true);
     const none = io();
-    expect(await runAudit({ stateDir: join(dir, ".mewgate"), json: true, since: new Date(Date.now() + 3600_000).toISOString() }, none.io)).toBe(0);
+    expect(
+      await runAudit({ stateDir: join(dir, ".mewgate"), json: true, since: new Date(Date.now() + 3600_000).toISOString() }, none.io),
+    ).toBe(0);
     expect(none.out()).toBe("");
   });
 });
@@ -305,7 +382,12 @@ describe("audit retention per participant", () => {
     const { g, human, agent } = await space(dir, "quotas: {audit_max_bytes: 1048576, argument_bytes: 200000}");
     // The person decides first: these are the oldest records of the trail.
     for (let i = 0; i < 3; i++) {
-      agent.send({ id: `h${i}`, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: `h${i}` } } } });
+      agent.send({
+        id: `h${i}`,
+        kind: "mcp/proposal",
+        to: ["fs"],
+        payload: { method: "tools/call", params: { name: "write_file", arguments: { path: `h${i}` } } },
+      });
       await waitFor(() => pending(g) === 1, 5000, "the proposal pending");
       human.send({ kind: "mcp/reject", correlation_id: [`h${i}`], payload: { reason: "disagree", text: `no, ${i}` } });
       await waitFor(() => pending(g) === 0, 5000, "the rejection");
@@ -313,7 +395,13 @@ describe("audit retention per participant", () => {
     // Then the flood: about 4 MiB of proposals withdrawn at once, four times the budget.
     const big = "x".repeat(20_000);
     for (let round = 0; round < 20; round++) {
-      for (let i = 0; i < 10; i++) agent.send({ id: `f${round}-${i}`, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "flood", big } } } });
+      for (let i = 0; i < 10; i++)
+        agent.send({
+          id: `f${round}-${i}`,
+          kind: "mcp/proposal",
+          to: ["fs"],
+          payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "flood", big } } },
+        });
       await waitFor(() => pending(g) === 10, 10_000, "the flood's proposals pending");
       for (let i = 0; i < 10; i++) agent.send({ kind: "mcp/withdraw", correlation_id: [`f${round}-${i}`], payload: {} });
       await waitFor(() => pending(g) === 0, 10_000, "the flood withdrawn");

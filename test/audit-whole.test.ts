@@ -43,10 +43,25 @@ participants:
     tools: {allow: ["fs/write_file"]}
 `;
 const TOOLS = [{ name: "write_file", inputSchema: { type: "object" } }];
-const propose = (id: string, args: Record<string, unknown>) => ({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: args } } });
-const call = (id: string, args: Record<string, unknown>) => ({ id, kind: "mcp/request", to: ["fs"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "write_file", arguments: args } } });
+const propose = (id: string, args: Record<string, unknown>) => ({
+  id,
+  kind: "mcp/proposal",
+  to: ["fs"],
+  payload: { method: "tools/call", params: { name: "write_file", arguments: args } },
+});
+const call = (id: string, args: Record<string, unknown>) => ({
+  id,
+  kind: "mcp/request",
+  to: ["fs"],
+  payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "write_file", arguments: args } },
+});
 
-const viaGateway = (id: string, name: string, args: Record<string, unknown>) => ({ id, kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: args } } });
+const viaGateway = (id: string, name: string, args: Record<string, unknown>) => ({
+  id,
+  kind: "mcp/request",
+  to: ["system:gateway"],
+  payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: args } },
+});
 
 const procs: GatewayProcess[] = [];
 const clients: TestClient[] = [];
@@ -95,7 +110,9 @@ function frames(state: string): Array<{ offset: number; size: number; records: A
 }
 
 describe("state repair never revives a decided or executed proposal", () => {
-  it("after a byte flipped in the record of an executed two-approval call, the repaired space does not offer it again, and verify reports the repair", { timeout: 60_000 }, async () => {
+  it("after a byte flipped in the record of an executed two-approval call, the repaired space does not offer it again, and verify reports the repair", {
+    timeout: 60_000,
+  }, async () => {
     const { file, state } = space();
     const g1 = await gateway(file);
     const runs: Env[] = [];
@@ -112,13 +129,19 @@ describe("state repair never revives a decided or executed proposal", () => {
     expect(runs).toHaveLength(1);
     // Something after it, so the damage is in the middle of the journal, not a torn tail.
     agent.send({ id: "chat-1", kind: "chat", payload: { text: "thanks" } });
-    await waitFor(() => frames(state).some((f) => f.records.some((r) => (r["entry"] as { event?: string } | undefined)?.event === "answered")), 5000, "the answer on disk");
+    await waitFor(
+      () => frames(state).some((f) => f.records.some((r) => (r["entry"] as { event?: string } | undefined)?.event === "answered")),
+      5000,
+      "the answer on disk",
+    );
     for (const c of clients.splice(0)) c.ws.terminate();
     await killGateway(g1);
 
     // Flip a byte inside the frame that holds the second approval (the call's "approved").
     const all = frames(state);
-    const hit = all.find((f) => f.records.some((r) => r["type"] === "state" && r["id"] === "two-1" && (r["patch"] as { state?: string }).state === "approved"));
+    const hit = all.find((f) =>
+      f.records.some((r) => r["type"] === "state" && r["id"] === "two-1" && (r["patch"] as { state?: string }).state === "approved"),
+    );
     expect(hit).toBeDefined();
     expect(all.indexOf(hit!)).toBeLessThan(all.length - 1);
     const journal = join(state, "journal");
@@ -146,7 +169,10 @@ describe("state repair never revives a decided or executed proposal", () => {
     const bob2 = await join_(g2, "bob");
     const alice2 = await join_(g2, "alice");
     // Not offered as pending: neither welcome lists it, and one more approval runs nothing.
-    for (const c of [bob2, alice2]) expect(JSON.stringify(c.received.find((e) => e.kind === "system/welcome")?.payload ?? {})).not.toMatch(/"id":"two-1"[^}]*"state":"pending"/);
+    for (const c of [bob2, alice2])
+      expect(JSON.stringify(c.received.find((e) => e.kind === "system/welcome")?.payload ?? {})).not.toMatch(
+        /"id":"two-1"[^}]*"state":"pending"/,
+      );
     bob2.send({ id: "b2", kind: "mcp/approve", correlation_id: ["two-1"], payload: {} });
     const err = await bob2.next((e) => e.kind === "system/error" && e.correlation_id?.includes("b2") === true);
     expect(JSON.stringify(err.payload)).toMatch(/failed|not pending|no pending/);
@@ -162,7 +188,9 @@ describe("state repair never revives a decided or executed proposal", () => {
 });
 
 describe("the audit trail is whole and its breaks are loud", () => {
-  it("a call run directly under an always grant is audited with the grant; whole records cut off the end are caught by a pinned head; audit exits 1 at a break", { timeout: 60_000 }, async () => {
+  it("a call run directly under an always grant is audited with the grant; whole records cut off the end are caught by a pinned head; audit exits 1 at a break", {
+    timeout: 60_000,
+  }, async () => {
     const { file, state } = space();
     const g = await gateway(file);
     const runs: Env[] = [];
@@ -177,8 +205,15 @@ describe("the audit trail is whole and its breaks are loud", () => {
     helper.send(call("direct-1", { path: "second.txt" }));
     await helper.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("direct-1") === true);
     expect(runs.map((r) => r.payload.params.arguments.path)).toEqual(["first.txt", "second.txt"]);
-    await waitFor(async () => (await run(["audit", "--json", "--state-dir", state], { env: cleanEnv() })).stdout.includes('"called"'), 10_000, "the direct call in the audit");
-    const listed = (await run(["audit", "--json", "--state-dir", state], { env: cleanEnv() })).stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    await waitFor(
+      async () => (await run(["audit", "--json", "--state-dir", state], { env: cleanEnv() })).stdout.includes('"called"'),
+      10_000,
+      "the direct call in the audit",
+    );
+    const listed = (await run(["audit", "--json", "--state-dir", state], { env: cleanEnv() })).stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     const called = listed.filter((e) => e["event"] === "called");
     expect(called).toHaveLength(1);
     expect(called[0]).toMatchObject({ proposer: "helper", owner: "fs", tool: "write_file", arguments: { path: "second.txt" } });
@@ -220,7 +255,9 @@ describe("the audit trail is whole and its breaks are loud", () => {
 });
 
 describe("a call routed through system:gateway is audited like a direct one", () => {
-  it("tools/call via the gateway leaves a called record with the rule that allowed it; a huge argument is kept as its digest; a refused one leaves none", { timeout: 60_000 }, async () => {
+  it("tools/call via the gateway leaves a called record with the rule that allowed it; a huge argument is kept as its digest; a refused one leaves none", {
+    timeout: 60_000,
+  }, async () => {
     const { file, state } = space();
     const g = await gateway(file);
     const runs: Env[] = [];
@@ -234,8 +271,17 @@ describe("a call routed through system:gateway is audited like a direct one", ()
     runner.send(viaGateway("gw-1", "fs/write_file", { path: "via-gateway.txt" }));
     await runner.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("gw-1") === true);
     expect(runs).toHaveLength(2);
-    const listed = async () => (await run(["audit", "--json", "--state-dir", state], { env: cleanEnv() })).stdout.trim().split("\n").filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
-    await waitFor(async () => (await listed()).filter((e) => e["event"] === "called").length >= 2, 10_000, "both gateway calls in the audit");
+    const listed = async () =>
+      (await run(["audit", "--json", "--state-dir", state], { env: cleanEnv() })).stdout
+        .trim()
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+    await waitFor(
+      async () => (await listed()).filter((e) => e["event"] === "called").length >= 2,
+      10_000,
+      "both gateway calls in the audit",
+    );
     const called = (await listed()).filter((e) => e["event"] === "called");
     expect(called).toHaveLength(2);
     const small = called.find((e) => (e["arguments"] as { path?: string } | undefined)?.path === "via-gateway.txt");

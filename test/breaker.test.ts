@@ -50,7 +50,17 @@ async function target(): Promise<{ c: TestClient; mode: { now: "fail" | "hold" |
 }
 
 const ask = (c: TestClient, id: string, timeoutMs?: number) =>
-  c.send({ id, kind: "mcp/request", to: ["b"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "x", ...(timeoutMs ? { _meta: { "mewgate/timeout_ms": timeoutMs } } : {}) } } });
+  c.send({
+    id,
+    kind: "mcp/request",
+    to: ["b"],
+    payload: {
+      jsonrpc: "2.0",
+      id,
+      method: "tools/call",
+      params: { name: "x", ...(timeoutMs ? { _meta: { "mewgate/timeout_ms": timeoutMs } } : {}) },
+    },
+  });
 
 /** Five failed calls in a row, then the circuit is open: the sixth fails fast. */
 async function trip(a: TestClient, round: string): Promise<void> {
@@ -104,7 +114,12 @@ describe("the circuit breaker's trial call", () => {
     b.mode.now = "hold";
     ask(a, "trial-2");
     await b.c.next((e) => e.id === "trial-2");
-    a.send({ kind: "mcp/request", to: ["b"], correlation_id: ["trial-2"], payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "trial-2" } } });
+    a.send({
+      kind: "mcp/request",
+      to: ["b"],
+      correlation_id: ["trial-2"],
+      payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "trial-2" } },
+    });
     await b.c.next((e) => e.payload?.method === "notifications/cancelled" && e.correlation_id?.[0] === "trial-2");
     b.mode.now = "ok";
     await letThrough(a, "after-cancel");
@@ -182,9 +197,17 @@ describe("what counts against a target", () => {
 });
 
 describe("the breaker's trial in Calls, however the call is closed", () => {
-  const limits = { timeout_ms: 30_000, max_timeout_ms: 300_000, max_call_depth: 5, max_pending: 64, breaker_failures: 5, breaker_cooldown_ms: 0 };
+  const limits = {
+    timeout_ms: 30_000,
+    max_timeout_ms: 300_000,
+    max_call_depth: 5,
+    max_pending: 64,
+    breaker_failures: 5,
+    breaker_cooldown_ms: 0,
+  };
   let n = 0;
-  const open = (calls: Calls, caller = "a") => calls.open({ id: `c${++n}`, caller, target: "b", rpcId: n, method: "tools/call", chain: [caller] }, 30_000);
+  const open = (calls: Calls, caller = "a") =>
+    calls.open({ id: `c${++n}`, caller, target: "b", rpcId: n, method: "tools/call", chain: [caller] }, 30_000);
   function tripped(): Calls {
     const calls = new Calls(limits);
     for (let i = 0; i < 5; i++) calls.close(open(calls), false);

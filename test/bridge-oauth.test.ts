@@ -108,14 +108,19 @@ async function consentFromCard(r: Rig, card: IncomingRequest): Promise<Response>
 }
 
 async function callTool(c: ParticipantClient, name: string, args: Record<string, unknown> = {}): Promise<string> {
-  const res = (await c.request("system:gateway", "tools/call", { name, arguments: args }, { timeoutMs: 10_000 })) as { content: Array<{ text: string }>; isError?: boolean };
+  const res = (await c.request("system:gateway", "tools/call", { name, arguments: args }, { timeoutMs: 10_000 })) as {
+    content: Array<{ text: string }>;
+    isError?: boolean;
+  };
   return res.content[0]!.text;
 }
 
 function secretsIn(r: Rig): string[] {
   return r.vault
     .list()
-    .map((l) => (l.subject === "client" ? r.vault.client(l.server, l.issuer)?.client_secret : r.vault.tokens(l.server, l.issuer, l.subject as "space")))
+    .map((l) =>
+      l.subject === "client" ? r.vault.client(l.server, l.issuer)?.client_secret : r.vault.tokens(l.server, l.issuer, l.subject as "space"),
+    )
     .flatMap((x) => (typeof x === "string" ? [x] : x ? [x.access_token, x.refresh_token ?? ""] : []))
     .filter((s) => s.length > 8);
 }
@@ -136,7 +141,10 @@ describe("bridge OAuth: hostile first", () => {
     cleanups.push(() => up.close());
     up.hostile.resource = `http://127.0.0.1:1/\u001b[2J${"x".repeat(50_000)}`;
     const r = await rig("", { up });
-    const err = (await r.bridge().then(() => undefined, (e: Error) => e))!;
+    const err = (await r.bridge().then(
+      () => undefined,
+      (e: Error) => e,
+    ))!;
     expect(err.message).toMatch(/names resource .*, not this server/);
     expect(err.message).not.toContain("\u001b");
     expect(err.message.length).toBeLessThan(1000);
@@ -205,7 +213,9 @@ describe("bridge OAuth: hostile first", () => {
     const rt = await r.up.provider.RefreshToken.find(held.refresh_token);
     await rt.destroy();
     const tokenBefore = r.up.counts.token;
-    await expect(callTool(r.alice, "remote/whoami")).rejects.toThrow(`remote needs a sign-in at ${r.up.issuer}; a card asks the people in the space`);
+    await expect(callTool(r.alice, "remote/whoami")).rejects.toThrow(
+      `remote needs a sign-in at ${r.up.issuer}; a card asks the people in the space`,
+    );
     await waitFor(() => r.cards.length === 2, 10_000, "the card asking again");
     expect((r.cards[1]!.params as { message: string }).message).toBe(`remote needs you to sign in at ${r.up.issuer}`);
     // One refresh attempt, then nothing more while nobody signs in.
@@ -215,11 +225,17 @@ describe("bridge OAuth: hostile first", () => {
     // Signing in again mends it.
     r.up.signInAs = "alice2";
     expect((await consentFromCard(r, r.cards[1]!)).status).toBe(200);
-    await waitFor(async () => (await callTool(r.alice, "remote/whoami").catch(() => "")) === "alice2", 10_000, "the new sign-in to be used");
+    await waitFor(
+      async () => (await callTool(r.alice, "remote/whoami").catch(() => "")) === "alice2",
+      10_000,
+      "the new sign-in to be used",
+    );
   });
 
   it("refuses headless consent for an authorization server that is not loopback", async () => {
-    await expect(followConsent(new URL("https://auth.example.com/authorize?x=1"), "http://127.0.0.1:1/cb")).rejects.toThrow(/loopback authorization servers only/);
+    await expect(followConsent(new URL("https://auth.example.com/authorize?x=1"), "http://127.0.0.1:1/cb")).rejects.toThrow(
+      /loopback authorization servers only/,
+    );
   });
 
   it("says so clearly when the key file is missing at start, and decrypts nothing with a made-up key", async () => {
@@ -229,7 +245,10 @@ describe("bridge OAuth: hostile first", () => {
     const vault = new CredentialVault(state, {});
     expect(statSync(vault.keyFile).mode & 0o777).toBe(0o600);
     expect(vault.keyFile.startsWith(state + "/")).toBe(false);
-    vault.saveTokens("remote", "http://127.0.0.1:9", "space", { access_token: "at-secret-value-123", refresh_token: "rt-secret-value-456" });
+    vault.saveTokens("remote", "http://127.0.0.1:9", "space", {
+      access_token: "at-secret-value-123",
+      refresh_token: "rt-secret-value-456",
+    });
     const onDisk = readFileSync(join(state, "credentials.enc"), "utf8");
     expect(onDisk).not.toContain("at-secret-value-123");
     expect(onDisk).not.toContain("rt-secret-value-456");
@@ -300,11 +319,17 @@ describe("bridge OAuth: signing in", () => {
     await waitFor(async () => (await r.alice.listTools()).some((t) => t.name === "remote/whoami"), 10_000, "the tools");
     expect(await callTool(r.alice, "remote/whoami")).toBe("alice");
     // Step-up on 403 insufficient_scope: the call fails saying why, and a card asks for the wider scope.
-    await expect(callTool(r.alice, "remote/echo", { text: "hi" })).rejects.toThrow(/remote needs a sign-in with more scope \(mcp:tools mcp:admin\)/);
+    await expect(callTool(r.alice, "remote/echo", { text: "hi" })).rejects.toThrow(
+      /remote needs a sign-in with more scope \(mcp:tools mcp:admin\)/,
+    );
     await waitFor(() => r.cards.length === 2, 10_000, "the step-up card");
     expect(new URL((r.cards[1]!.params as { url: string }).url).searchParams.get("scope")).toBe("mcp:tools mcp:admin");
     expect((await consentFromCard(r, r.cards[1]!)).status).toBe(200);
-    await waitFor(async () => (await callTool(r.alice, "remote/echo", { text: "hi" }).catch(() => "")) === "hi", 10_000, "the wider scope to be used");
+    await waitFor(
+      async () => (await callTool(r.alice, "remote/echo", { text: "hi" }).catch(() => "")) === "hi",
+      10_000,
+      "the wider scope to be used",
+    );
     // Nothing held reaches a participant or the log.
     const secrets = secretsIn(r);
     expect(secrets.length).toBeGreaterThanOrEqual(2);
@@ -340,11 +365,16 @@ describe("bridge OAuth: signing in", () => {
 
 describe("bridge OAuth: space.yaml", () => {
   const parse = (mcp: string) =>
-    parseSpaceConfig(`space: {id: lab}\nparticipants:\n  alice: {kind: human, token: ${ALICE}}\nmcpServers:\n  remote: ${mcp}\n`, { file: "/tmp/space.yaml", env: {} });
+    parseSpaceConfig(`space: {id: lab}\nparticipants:\n  alice: {kind: human, token: ${ALICE}}\nmcpServers:\n  remote: ${mcp}\n`, {
+      file: "/tmp/space.yaml",
+      env: {},
+    });
 
   it("refuses oauth on a command server, client_credentials without a secret, and per-caller identities it cannot keep apart", () => {
     expect(() => parse(`{command: node, oauth: {consent: auto}}`)).toThrow(/oauth: is for url: servers/);
-    expect(() => parse(`{url: "http://127.0.0.1:1/mcp", oauth: {grant: client_credentials, client_id: x}}`)).toThrow(/needs client_id and client_secret/);
+    expect(() => parse(`{url: "http://127.0.0.1:1/mcp", oauth: {grant: client_credentials, client_id: x}}`)).toThrow(
+      /needs client_id and client_secret/,
+    );
     expect(() => parse(`{url: "http://127.0.0.1:1/mcp", oauth: {as: caller}}`)).toThrow(/as: caller .* is not available yet/);
     expect(() => parse(`{url: "http://127.0.0.1:1/mcp", oauth: {consent: sometimes}}`)).toThrow(/consent/);
     expect(() => parse(`{url: "http://127.0.0.1:1/mcp", oauth: {client_secret: {secret_file: ""}}}`)).toThrow(/secret/);
@@ -354,10 +384,16 @@ describe("bridge OAuth: space.yaml", () => {
     const c = parse(`{url: "http://127.0.0.1:1/mcp", oauth: {client_id: x, client_secret: {secret_file: s.txt}}}`);
     const caps = c.participants["remote"]!.capabilities;
     expect(caps).toContainEqual({ kind: "mcp/request", to: ["alice"], payload: { method: "elicitation/create" } });
-    expect(caps.filter((x) => x.kind === "mcp/request" && (x.payload as { method?: string })?.method === "elicitation/create")).toHaveLength(1);
-    expect((c.participants["remote"]!.mcp!.oauth as { client_secret: { secret_file: string } }).client_secret.secret_file).toBe("/tmp/s.txt");
+    expect(
+      caps.filter((x) => x.kind === "mcp/request" && (x.payload as { method?: string })?.method === "elicitation/create"),
+    ).toHaveLength(1);
+    expect((c.participants["remote"]!.mcp!.oauth as { client_secret: { secret_file: string } }).client_secret.secret_file).toBe(
+      "/tmp/s.txt",
+    );
     const off = parse(`{url: "http://127.0.0.1:1/mcp", oauth: false}`);
-    expect(off.participants["remote"]!.capabilities.some((x) => (x.payload as { method?: string })?.method === "elicitation/create")).toBe(false);
+    expect(off.participants["remote"]!.capabilities.some((x) => (x.payload as { method?: string })?.method === "elicitation/create")).toBe(
+      false,
+    );
   });
 });
 
@@ -366,15 +402,26 @@ describe("mewgate credentials", () => {
     const dir = mkdtempSync(join(tmpdir(), "mewgate-creds-"));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     const file = join(dir, "space.yaml");
-    writeFileSync(file, `space: {id: lab}\nparticipants:\n  alice: {kind: human, token: ${ALICE}}\nmcpServers:\n  remote: {url: "http://127.0.0.1:1/mcp"}\n`);
+    writeFileSync(
+      file,
+      `space: {id: lab}\nparticipants:\n  alice: {kind: human, token: ${ALICE}}\nmcpServers:\n  remote: {url: "http://127.0.0.1:1/mcp"}\n`,
+    );
     const stateDir = join(dir, "state");
     const vault = new CredentialVault(stateDir, {});
     vault.saveClient("remote", "http://127.0.0.1:9", { client_id: "cid", client_secret: "client-secret-value-1", origin: "registered" });
-    vault.saveTokens("remote", "http://127.0.0.1:9", "space", { access_token: "access-token-value-2", refresh_token: "refresh-token-value-3", expires_at: Date.UTC(2030, 0, 1) });
+    vault.saveTokens("remote", "http://127.0.0.1:9", "space", {
+      access_token: "access-token-value-2",
+      refresh_token: "refresh-token-value-3",
+      expires_at: Date.UTC(2030, 0, 1),
+    });
     const run = async (action: string, server?: string, opts: Record<string, unknown> = {}) => {
       let out = "";
       let err = "";
-      const io = { stdout: { write: (s: string) => ((out += s), true) }, stderr: { write: (s: string) => ((err += s), true) }, env: {} } as never;
+      const io = {
+        stdout: { write: (s: string) => ((out += s), true) },
+        stderr: { write: (s: string) => ((err += s), true) },
+        env: {},
+      } as never;
       const code = await runCredentials(action, server, { config: file, stateDir, ...opts }, io);
       return { code, out, err };
     };
@@ -382,7 +429,8 @@ describe("mewgate credentials", () => {
     expect(listed.code).toBe(0);
     expect(listed.out).toContain("remote  http://127.0.0.1:9  space  holds access_token, refresh_token · expires 2030-01-01T00:00:00.000Z");
     expect(listed.out).toContain("client registration  holds client_id, client_secret");
-    for (const s of ["client-secret-value-1", "access-token-value-2", "refresh-token-value-3"]) expect(listed.out + (await run("list", undefined, { json: true })).out).not.toContain(s);
+    for (const s of ["client-secret-value-1", "access-token-value-2", "refresh-token-value-3"])
+      expect(listed.out + (await run("list", undefined, { json: true })).out).not.toContain(s);
     expect((await run("frobnicate")).code).not.toBe(0);
     expect((await run("revoke", "remote")).out).toMatch(/forgot 1 stored credential of remote/);
     expect(vault.tokens("remote", "http://127.0.0.1:9", "space")).toBeUndefined();

@@ -77,7 +77,10 @@ const flaky: McpServerConfig = { command: process.execPath, args: [FLAKY] };
 function captureLog(): { logger: Logger; lines: Record<string, unknown>[]; text: () => string } {
   const raw: string[] = [];
   const lines: Record<string, unknown>[] = [];
-  const logger = pino({ level: "debug" }, { write: (s: string) => void (raw.push(s), lines.push(JSON.parse(s) as Record<string, unknown>)) });
+  const logger = pino(
+    { level: "debug" },
+    { write: (s: string) => void (raw.push(s), lines.push(JSON.parse(s) as Record<string, unknown>)) },
+  );
   return { logger, lines, text: () => raw.join("") };
 }
 
@@ -99,8 +102,6 @@ async function connect(who: Who): Promise<ParticipantClient> {
   return c;
 }
 
-
-
 const toolNames = async (c: ParticipantClient) => (await c.listTools()).map((t) => t.name);
 const hasTool = (c: ParticipantClient, name: string) => waitFor(async () => (await toolNames(c)).includes(name), 5000, `tool ${name}`);
 const stderrLines = (lines: Record<string, unknown>[]) => lines.filter((l) => l["stream"] === "stderr").map((l) => l["msg"]);
@@ -120,15 +121,26 @@ describe("server-everything over stdio", () => {
     cleanups.push(() => delete process.env["MEWGATE_BRIDGE_TEST_SECRET"]);
     const log = captureLog();
     gw = await startGateway(SPACE);
-    const b = await bridge("everything", { command: process.execPath, args: [EVERYTHING, "stdio"], env: { BRIDGE_VAR: "passed" } }, { logger: log.logger });
+    const b = await bridge(
+      "everything",
+      { command: process.execPath, args: [EVERYTHING, "stdio"], env: { BRIDGE_VAR: "passed" } },
+      { logger: log.logger },
+    );
     expect(b.status).toBe("running");
     expect(b.serverInfo?.name).toBe("mcp-servers/everything");
     const alice = await connect("alice");
     await hasTool(alice, "everything/echo");
-    expect(await toolNames(alice)).toEqual(expect.arrayContaining(["everything/echo", "everything/get-sum", "everything/trigger-long-running-operation"]));
+    expect(await toolNames(alice)).toEqual(
+      expect.arrayContaining(["everything/echo", "everything/get-sum", "everything/trigger-long-running-operation"]),
+    );
 
     // A call through the registry, with the namespaced name.
-    const echo = await alice.request(GATEWAY_ID, "tools/call", { name: "everything/echo", arguments: { message: "hello" } }, { schema: CallToolResultSchema });
+    const echo = await alice.request(
+      GATEWAY_ID,
+      "tools/call",
+      { name: "everything/echo", arguments: { message: "hello" } },
+      { schema: CallToolResultSchema },
+    );
     expect(echo.content).toEqual([{ type: "text", text: "Echo: hello" }]);
 
     // Resources, templates, prompts, completion, ping, logging: addressed to the bridge.
@@ -141,7 +153,12 @@ describe("server-everything over stdio", () => {
     expect(templates.resourceTemplates.length).toBeGreaterThan(0);
     const prompts = await alice.request("everything", "prompts/list", {}, { schema: ListPromptsResultSchema });
     expect(prompts.prompts.map((p) => p.name)).toContain("args-prompt");
-    const prompt = await alice.request("everything", "prompts/get", { name: "args-prompt", arguments: { city: "Lisbon" } }, { schema: GetPromptResultSchema });
+    const prompt = await alice.request(
+      "everything",
+      "prompts/get",
+      { name: "args-prompt", arguments: { city: "Lisbon" } },
+      { schema: GetPromptResultSchema },
+    );
     expect(JSON.stringify(prompt.messages)).toContain("Lisbon");
     const completion = (await alice.request("everything", "completion/complete", {
       ref: { type: "ref/prompt", name: "completable-prompt" },
@@ -176,7 +193,9 @@ describe("server-everything over stdio", () => {
     expect(progress[0]!.total).toBe(3);
 
     // env: the safe defaults plus the configured variables, not the whole parent environment.
-    const env = JSON.parse(text(await alice.request("everything", "tools/call", { name: "get-env", arguments: {} }, { schema: CallToolResultSchema }))) as Record<string, string>;
+    const env = JSON.parse(
+      text(await alice.request("everything", "tools/call", { name: "get-env", arguments: {} }, { schema: CallToolResultSchema })),
+    ) as Record<string, string>;
     expect(env["BRIDGE_VAR"]).toBe("passed");
     expect(env["PATH"]).toBe(process.env["PATH"]);
     expect(env["MEWGATE_BRIDGE_TEST_SECRET"]).toBeUndefined();
@@ -203,18 +222,33 @@ describe("server-filesystem over stdio, sandboxed to a temp dir", () => {
     expect(tools.find((t) => t.name === "fs/read_text_file")?.policy).toBe("direct");
     expect(tools.find((t) => t.name === "fs/write_file")?.policy).toBe("proposal");
 
-    const read = await agent.request(GATEWAY_ID, "tools/call", { name: "fs/read_text_file", arguments: { path: join(dir, "hello.txt") } }, { schema: CallToolResultSchema });
+    const read = await agent.request(
+      GATEWAY_ID,
+      "tools/call",
+      { name: "fs/read_text_file", arguments: { path: join(dir, "hello.txt") } },
+      { schema: CallToolResultSchema },
+    );
     expect(text(read)).toBe("hello from disk");
 
     const seen = new Promise<string>((resolve) => alice.on("proposal", (p) => resolve(p.id)));
-    const write = agent.propose("fs", "tools/call", { name: "write_file", arguments: { path: join(dir, "new.txt"), content: "written by the agent" } }, { schema: CallToolResultSchema });
+    const write = agent.propose(
+      "fs",
+      "tools/call",
+      { name: "write_file", arguments: { path: join(dir, "new.txt"), content: "written by the agent" } },
+      { schema: CallToolResultSchema },
+    );
     expect(await seen).toBe(write.id);
     alice.approve(write.id);
     const written = await write;
     expect(written.isError).toBeFalsy();
     expect(readFileSync(join(dir, "new.txt"), "utf8")).toBe("written by the agent");
 
-    const outside = await agent.request(GATEWAY_ID, "tools/call", { name: "fs/read_text_file", arguments: { path: "/etc/hostname" } }, { schema: CallToolResultSchema });
+    const outside = await agent.request(
+      GATEWAY_ID,
+      "tools/call",
+      { name: "fs/read_text_file", arguments: { path: "/etc/hostname" } },
+      { schema: CallToolResultSchema },
+    );
     expect(outside.isError).toBe(true);
     expect(text(outside)).toMatch(/access denied.*outside allowed directories/i);
   });
@@ -227,7 +261,12 @@ describe("a fixture server over stdio", () => {
     const alice = await connect("alice");
     await hasTool(alice, "flaky/echo");
     const changed = notifications(alice, "notifications/tools/list_changed");
-    const added = await alice.request(GATEWAY_ID, "tools/call", { name: "flaky/add_tool", arguments: {} }, { schema: CallToolResultSchema });
+    const added = await alice.request(
+      GATEWAY_ID,
+      "tools/call",
+      { name: "flaky/add_tool", arguments: {} },
+      { schema: CallToolResultSchema },
+    );
     expect(text(added)).toBe("added_1");
     await hasTool(alice, "flaky/added_1");
     expect(changed.some((n) => n.from === GATEWAY_ID)).toBe(true);
@@ -274,20 +313,30 @@ describe("a fixture server over stdio", () => {
     expect(b.restarts).toBe(1);
     expect(b.pid).not.toBe(firstPid);
     expect(await toolNames(alice)).toContain("flaky/echo");
-    const echo = await alice.request(GATEWAY_ID, "tools/call", { name: "flaky/echo", arguments: { text: "back" } }, { schema: CallToolResultSchema });
+    const echo = await alice.request(
+      GATEWAY_ID,
+      "tools/call",
+      { name: "flaky/echo", arguments: { text: "back" } },
+      { schema: CallToolResultSchema },
+    );
     expect(text(echo)).toBe("back");
 
     // A crash from inside (exit code 3): the pending call and the crashing call both fail.
     const hang2 = alice.request("flaky", "tools/call", { name: "hang", arguments: {} });
     await waitFor(() => stderrLines(log.lines).filter((l) => l === "hang started").length === 2, 2000, "the second hang");
-    const [pending, crashing] = await Promise.all([failure(hang2), failure(alice.request("flaky", "tools/call", { name: "crash", arguments: { code: 3 } }))]);
+    const [pending, crashing] = await Promise.all([
+      failure(hang2),
+      failure(alice.request("flaky", "tools/call", { name: "crash", arguments: { code: 3 } })),
+    ]);
     for (const e of [pending, crashing]) {
       expect(e.code).toBe("server_crashed");
       expect(e.message).toMatch(/exited with code 3/);
       expect(e.data).toMatchObject({ exit_code: 3 });
     }
     await waitFor(() => b.status === "running" && b.restarts === 2, 5000, "the second restart");
-    expect(text(await alice.request("flaky", "tools/call", { name: "echo", arguments: { text: "again" } }, { schema: CallToolResultSchema }))).toBe("again");
+    expect(
+      text(await alice.request("flaky", "tools/call", { name: "echo", arguments: { text: "again" } }, { schema: CallToolResultSchema })),
+    ).toBe("again");
 
     // The participant never left the space; restarts are logged.
     expect(leaves).toEqual([]);
@@ -334,7 +383,9 @@ describe("a fixture server over stdio", () => {
   it("refuses to start a server that cannot be spawned or dies while initializing", async () => {
     gw = await startGateway(SPACE);
     await expect(bridge("flaky", { command: "/nonexistent/mcp-server" })).rejects.toThrow(/"flaky" \(mcp-server\) did not start: .*ENOENT/);
-    await expect(bridge("flaky", { command: process.execPath, args: ["-e", "process.exit(7)"] })).rejects.toThrow(/exited with code 7 while initializing/);
+    await expect(bridge("flaky", { command: process.execPath, args: ["-e", "process.exit(7)"] })).rejects.toThrow(
+      /exited with code 7 while initializing/,
+    );
   });
 
   it("stop() leaves the space and ends the server process", async () => {
@@ -360,7 +411,9 @@ describe("a fixture server over stdio", () => {
     await hasTool(alice, "flaky/echo");
     expect(b.status).toBe("running");
     expect(b.restarts).toBe(0);
-    expect(text(await alice.request("flaky", "tools/call", { name: "echo", arguments: { text: "hi" } }, { schema: CallToolResultSchema }))).toBe("hi");
+    expect(
+      text(await alice.request("flaky", "tools/call", { name: "echo", arguments: { text: "hi" } }, { schema: CallToolResultSchema })),
+    ).toBe("hi");
   });
 });
 
@@ -374,11 +427,18 @@ describe("streamable HTTP", () => {
         let transport = typeof sid === "string" ? sessions.get(sid) : undefined;
         if (!transport) {
           if (sid !== undefined) return void res.writeHead(404).end();
-          const t = new StreamableHTTPServerTransport({ sessionIdGenerator: () => randomUUID(), onsessioninitialized: (id) => void sessions.set(id, t) });
+          const t = new StreamableHTTPServerTransport({
+            sessionIdGenerator: () => randomUUID(),
+            onsessioninitialized: (id) => void sessions.set(id, t),
+          });
           const server = new McpServer({ name: "web", version: "1.0.0" });
-          server.registerTool("whoami", { description: "Echoes the x-api-key header", annotations: { readOnlyHint: true } }, async (extra) => ({
-            content: [{ type: "text", text: String(extra.requestInfo?.headers["x-api-key"]) }],
-          }));
+          server.registerTool(
+            "whoami",
+            { description: "Echoes the x-api-key header", annotations: { readOnlyHint: true } },
+            async (extra) => ({
+              content: [{ type: "text", text: String(extra.requestInfo?.headers["x-api-key"]) }],
+            }),
+          );
           await server.connect(t);
           transport = t;
         }
@@ -404,7 +464,11 @@ describe("streamable HTTP", () => {
     cleanups.push(() => web.close());
     gw = await startGateway(SPACE);
     const space = gw.gateway.spaces.get("lab")!;
-    const b = await bridge("web", { url: web.url, headers: { "x-api-key": "key-123" } }, { client: { transport: () => connectInProcess(space, "web"), reconnect: false } });
+    const b = await bridge(
+      "web",
+      { url: web.url, headers: { "x-api-key": "key-123" } },
+      { client: { transport: () => connectInProcess(space, "web"), reconnect: false } },
+    );
     const alice = await connect("alice");
     await hasTool(alice, "web/whoami");
     const who = await alice.request(GATEWAY_ID, "tools/call", { name: "web/whoami", arguments: {} }, { schema: CallToolResultSchema });
@@ -418,6 +482,8 @@ describe("streamable HTTP", () => {
     web = await startHttpServer(web.port);
     await waitFor(() => b.status === "running", 5000, "the reconnect");
     expect(b.restarts).toBeGreaterThanOrEqual(1);
-    expect(text(await alice.request("web", "tools/call", { name: "whoami", arguments: {} }, { schema: CallToolResultSchema }))).toBe("key-123");
+    expect(text(await alice.request("web", "tools/call", { name: "whoami", arguments: {} }, { schema: CallToolResultSchema }))).toBe(
+      "key-123",
+    );
   });
 });

@@ -9,17 +9,41 @@
 import { createRequire } from "node:module";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ElicitRequestSchema, ListRootsRequestSchema, LoggingMessageNotificationSchema, ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import {
+  ElicitRequestSchema,
+  ListRootsRequestSchema,
+  LoggingMessageNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+} from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { connectInProcess } from "../gateway/space/inprocess.js";
 import { startAgent, type AgentHandle } from "../participants/agent/index.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { mountHttp } from "../participants/mcp-server/http.js";
 import { ModelServer, openaiReply } from "./fixtures/agent/model-server.js";
-import { errorFor, responseFor, sleep, startGateway, TestClient, toolCall, toolOwner, waitFor, type Env, type TestGateway } from "./helpers.js";
+import {
+  errorFor,
+  responseFor,
+  sleep,
+  startGateway,
+  TestClient,
+  toolCall,
+  toolOwner,
+  waitFor,
+  type Env,
+  type TestGateway,
+} from "./helpers.js";
 
 const EVERYTHING = createRequire(import.meta.url).resolve("@modelcontextprotocol/server-everything/dist/index.js");
-const T = { c: "c-token-000007", a: "a-token-000001", b: "b-token-000002", alice: "alice-token-03", bob: "bob-token-0004", bot: "bot-token-0005", fs: "fs-token-00006" };
+const T = {
+  c: "c-token-000007",
+  a: "a-token-000001",
+  b: "b-token-000002",
+  alice: "alice-token-03",
+  bob: "bob-token-0004",
+  bot: "bot-token-0005",
+  fs: "fs-token-00006",
+};
 
 let gw: TestGateway | undefined;
 const raw: TestClient[] = [];
@@ -60,7 +84,16 @@ const elicit = (id: string, to: string, correlation: string[] | undefined, messa
   kind: "mcp/request",
   to: [to],
   ...(correlation ? { correlation_id: correlation } : {}),
-  payload: { jsonrpc: "2.0", id, method: "elicitation/create", params: { message, requestedSchema: { type: "object", properties: { name: { type: "string" } } }, _meta: { "mewgate/timeout_ms": 5000 } } },
+  payload: {
+    jsonrpc: "2.0",
+    id,
+    method: "elicitation/create",
+    params: {
+      message,
+      requestedSchema: { type: "object", properties: { name: { type: "string" } } },
+      _meta: { "mewgate/timeout_ms": 5000 },
+    },
+  },
 });
 
 /** A tools/call through the gateway that may take 20 s. */
@@ -98,12 +131,23 @@ describe("callbacks: hostile first", () => {
     // Someone else may not answer it: only its target may.
     b.send(elicit("e4", "a", [call.id]));
     const again = await a.next((e) => e.kind === "mcp/request" && e.id === "e4");
-    alice.send({ kind: "mcp/response", correlation_id: [again.id], payload: { jsonrpc: "2.0", id: again.payload.id, result: { action: "decline" } } });
-    expect((await alice.next((e) => e.kind === "system/error" && e.payload.error === "forged_response")).payload.error).toBe("forged_response");
+    alice.send({
+      kind: "mcp/response",
+      correlation_id: [again.id],
+      payload: { jsonrpc: "2.0", id: again.payload.id, result: { action: "decline" } },
+    });
+    expect((await alice.next((e) => e.kind === "system/error" && e.payload.error === "forged_response")).payload.error).toBe(
+      "forged_response",
+    );
     answer(a, again, { action: "decline" });
     await responseFor(b, "e4");
     // Once the call is answered, the door is shut again.
-    b.send({ kind: "mcp/response", to: ["a"], correlation_id: [call.id], payload: { jsonrpc: "2.0", id: call.payload.id, result: { content: [] } } });
+    b.send({
+      kind: "mcp/response",
+      to: ["a"],
+      correlation_id: [call.id],
+      payload: { jsonrpc: "2.0", id: call.payload.id, result: { content: [] } },
+    });
     await responseFor(a, "c1");
     b.send(elicit("e5", "a", [call.id]));
     expect((await errorFor(b, "e5")).payload.error).toBe("capability_violation");
@@ -122,10 +166,16 @@ describe("callbacks: hostile first", () => {
     const asked = await a.next((e) => e.kind === "mcp/request" && e.id === "q");
     // a takes twice the call timeout to answer: the call waits with it.
     await sleep(900);
-    expect(a.received.filter((e) => e.kind === "mcp/response" && e.correlation_id?.includes("held")).map((e) => JSON.stringify(e.payload))).toEqual([]);
+    expect(
+      a.received.filter((e) => e.kind === "mcp/response" && e.correlation_id?.includes("held")).map((e) => JSON.stringify(e.payload)),
+    ).toEqual([]);
     answer(a, asked, { action: "accept", content: { name: "slowly" } });
     await responseFor(b, "q");
-    b.send({ kind: "mcp/response", correlation_id: [call.id], payload: { jsonrpc: "2.0", id: call.payload.id, result: { content: [{ type: "text", text: "done" }] } } });
+    b.send({
+      kind: "mcp/response",
+      correlation_id: [call.id],
+      payload: { jsonrpc: "2.0", id: call.payload.id, result: { content: [{ type: "text", text: "done" }] } },
+    });
     expect((await responseFor(a, "held")).payload.result.content[0].text).toBe("done");
   });
 
@@ -149,10 +199,17 @@ describe("callbacks: hostile first", () => {
     await waitFor(() => calls.length === 2, 3000, "the second call");
     b.send(elicit("open", "a", [calls[1]!.id]));
     await a.next((e) => e.kind === "mcp/request" && e.id === "open");
-    a.send({ kind: "mcp/request", to: ["system:gateway"], correlation_id: ["c2"], payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "c2", reason: "never mind" } } });
+    a.send({
+      kind: "mcp/request",
+      to: ["system:gateway"],
+      correlation_id: ["c2"],
+      payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "c2", reason: "never mind" } },
+    });
     const ended = await responseFor(b, "open");
     expect(ended.payload.error.data.reason).toBe("cancelled");
-    await a.next((e) => e.kind === "mcp/request" && e.payload.method === "notifications/cancelled" && e.correlation_id?.includes("open") === true);
+    await a.next(
+      (e) => e.kind === "mcp/request" && e.payload.method === "notifications/cancelled" && e.correlation_id?.includes("open") === true,
+    );
   });
 });
 
@@ -160,7 +217,11 @@ describe("callbacks: hostile first", () => {
 async function mcpClient(who: string, capabilities: Record<string, unknown>): Promise<Client> {
   const client = new Client({ name: "callbacks-test", version: "1.0.0" }, { capabilities });
   const token = T[who as keyof typeof T];
-  await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw!.port}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw!.port}/mcp`), {
+      requestInit: { headers: { Authorization: `Bearer ${token}` } },
+    }),
+  );
   closers.push(() => client.close());
   return client;
 }
@@ -191,7 +252,11 @@ describe("callbacks from server-everything", () => {
       asked.push({ message: p.message, schema: p.requestedSchema });
       return { action: "accept", content: { name: "Ada Lovelace", check: true, integer: 7 } };
     });
-    await waitFor(async () => (await client.listTools()).tools.some((t) => t.name === "fs__trigger-elicitation-request"), 8000, "the elicitation tool");
+    await waitFor(
+      async () => (await client.listTools()).tools.some((t) => t.name === "fs__trigger-elicitation-request"),
+      8000,
+      "the elicitation tool",
+    );
     const result = await client.callTool({ name: "fs__trigger-elicitation-request", arguments: {} });
     const text = (result.content as Array<{ text: string }>).map((c) => c.text).join("\n");
     expect(text).toMatch(/Ada Lovelace/);
@@ -210,10 +275,12 @@ describe("callbacks from server-everything", () => {
     expect(went.isError).toBeFalsy();
     expect(urls).toEqual(["url:https://example.test/consent"]);
     // The error path (-32042, URL elicitation required) reaches the client as the server's own JSON-RPC error.
-    const required = await url.callTool({ name: "fs__trigger-url-elicitation", arguments: { url: "https://example.test/consent", errorPath: true } }).then(
-      (r) => r,
-      (err: { code?: number; data?: { elicitations?: unknown[] } }) => err,
-    );
+    const required = await url
+      .callTool({ name: "fs__trigger-url-elicitation", arguments: { url: "https://example.test/consent", errorPath: true } })
+      .then(
+        (r) => r,
+        (err: { code?: number; data?: { elicitations?: unknown[] } }) => err,
+      );
     expect((required as { code?: number }).code).toBe(-32042);
     expect((required as { data?: { elicitations?: unknown[] } }).data?.elicitations).toHaveLength(1);
     // A client that cannot fill in forms gets an error result, not a hang.
@@ -226,51 +293,95 @@ describe("callbacks from server-everything", () => {
   it("has the calling agent's model answer the server's sampling request, without tools", { timeout: 30_000 }, async () => {
     const model = await new ModelServer()
       .reply(
-        openaiReply({ tool_calls: [{ id: "t1", type: "function", function: { name: "fs__trigger-sampling-request", arguments: JSON.stringify({ prompt: "a haiku about gateways", maxTokens: 60 }) } }] }),
+        openaiReply({
+          tool_calls: [
+            {
+              id: "t1",
+              type: "function",
+              function: {
+                name: "fs__trigger-sampling-request",
+                arguments: JSON.stringify({ prompt: "a haiku about gateways", maxTokens: 60 }),
+              },
+            },
+          ],
+        }),
         openaiReply({ content: "Frames pass through the gate" }),
         openaiReply({ content: "The server got its haiku." }),
       )
       .start();
     closers.push(() => model.stop());
-    gw = await startGateway(SPACE("", `  bot: {kind: agent, token: ${T.bot}, tools: {allow: ["fs/*"]}, agent: {provider: openai, model: test-model, base_url: "${model.url}/v1"}}`));
+    gw = await startGateway(
+      SPACE(
+        "",
+        `  bot: {kind: agent, token: ${T.bot}, tools: {allow: ["fs/*"]}, agent: {provider: openai, model: test-model, base_url: "${model.url}/v1"}}`,
+      ),
+    );
     await everything("ev");
-    const bot: AgentHandle = await startAgent({ id: "bot", config: gw.gateway.spaces.get("ev")!.config.participants["bot"]!.agent!, client: { url: gw.url, space: "ev", token: T.bot, reconnect: false }, env: {} });
+    const bot: AgentHandle = await startAgent({
+      id: "bot",
+      config: gw.gateway.spaces.get("ev")!.config.participants["bot"]!.agent!,
+      client: { url: gw.url, space: "ev", token: T.bot, reconnect: false },
+      env: {},
+    });
     closers.push(() => bot.stop());
     const alice = await TestClient.join(gw, "ev", T.alice);
     raw.push(alice);
     // The bridge's tools are in the registry before anyone asks the agent.
-    await waitFor(() => gw!.gateway.spaces.get("ev")!.registry.resolve("fs/trigger-sampling-request") !== undefined, 8000, "the sampling tool");
+    await waitFor(
+      () => gw!.gateway.spaces.get("ev")!.registry.resolve("fs/trigger-sampling-request") !== undefined,
+      8000,
+      "the sampling tool",
+    );
     alice.send({ id: "hi", kind: "chat", to: ["bot"], payload: { text: "@bot ask the server for a haiku" } });
     const reply = await alice.next((e) => e.kind === "chat" && e.from === "bot", 15_000);
     expect(reply.payload.text).toBe("The server got its haiku.");
     expect(model.requests).toHaveLength(3);
-    const sampling = model.requests[1]!.body as { messages: Array<{ role: string; content: string }>; tools?: unknown[]; max_tokens?: number };
+    const sampling = model.requests[1]!.body as {
+      messages: Array<{ role: string; content: string }>;
+      tools?: unknown[];
+      max_tokens?: number;
+    };
     expect(sampling.messages[0]).toMatchObject({ role: "system", content: "You are a helpful test server." });
     expect(sampling.messages.some((m) => m.role === "user" && m.content.includes("a haiku about gateways"))).toBe(true);
     expect(sampling.tools ?? []).toHaveLength(0);
-    const toolResult = (model.requests[2]!.body as { messages: Array<{ role: string; content: string }> }).messages.find((m) => m.role === "tool");
+    const toolResult = (model.requests[2]!.body as { messages: Array<{ role: string; content: string }> }).messages.find(
+      (m) => m.role === "tool",
+    );
     expect(toolResult?.content).toMatch(/Frames pass through the gate/);
   });
 
-  it("passes a server's form up a delegation: MCP client → bot/ask → the bot's tool → back to the MCP client", { timeout: 30_000 }, async () => {
+  it("passes a server's form up a delegation: MCP client → bot/ask → the bot's tool → back to the MCP client", {
+    timeout: 30_000,
+  }, async () => {
     const model = await new ModelServer()
       .reply(
-        openaiReply({ tool_calls: [{ id: "t1", type: "function", function: { name: "fs__trigger-elicitation-request", arguments: "{}" } }] }),
+        openaiReply({
+          tool_calls: [{ id: "t1", type: "function", function: { name: "fs__trigger-elicitation-request", arguments: "{}" } }],
+        }),
         openaiReply({ content: "Alice says her name is Grace." }),
       )
       .start();
     closers.push(() => model.stop());
     gw = await startGateway(
-      SPACE("", `  bot: {kind: agent, token: ${T.bot}, tools: {allow: ["fs/*"]}, agent: {provider: openai, model: test-model, base_url: "${model.url}/v1", offer: {}}}`).replace(
-        `tools: {allow: ["fs/*"], ask: ["fs/echo"]}`,
-        `tools: {allow: ["fs/*", "bot/*"], ask: ["fs/echo"]}`,
-      ),
+      SPACE(
+        "",
+        `  bot: {kind: agent, token: ${T.bot}, tools: {allow: ["fs/*"]}, agent: {provider: openai, model: test-model, base_url: "${model.url}/v1", offer: {}}}`,
+      ).replace(`tools: {allow: ["fs/*"], ask: ["fs/echo"]}`, `tools: {allow: ["fs/*", "bot/*"], ask: ["fs/echo"]}`),
     );
     mountHttp(gw.gateway);
     await everything("ev");
-    const bot = await startAgent({ id: "bot", config: gw.gateway.spaces.get("ev")!.config.participants["bot"]!.agent!, client: { url: gw.url, space: "ev", token: T.bot, reconnect: false }, env: {} });
+    const bot = await startAgent({
+      id: "bot",
+      config: gw.gateway.spaces.get("ev")!.config.participants["bot"]!.agent!,
+      client: { url: gw.url, space: "ev", token: T.bot, reconnect: false },
+      env: {},
+    });
     closers.push(() => bot.stop());
-    await waitFor(() => gw!.gateway.spaces.get("ev")!.registry.resolve("fs/trigger-elicitation-request") !== undefined, 8000, "the elicitation tool");
+    await waitFor(
+      () => gw!.gateway.spaces.get("ev")!.registry.resolve("fs/trigger-elicitation-request") !== undefined,
+      8000,
+      "the elicitation tool",
+    );
     const client = await mcpClient("alice", { elicitation: {} });
     const asked: string[] = [];
     client.setRequestHandler(ElicitRequestSchema, async (request) => {
@@ -283,12 +394,19 @@ describe("callbacks from server-everything", () => {
     // Who asks is who sent it (the bot relays it); the tool it is about, as context.
     expect(asked).toEqual(["bot asks (fs/trigger-elicitation-request): Please provide inputs for the following fields:"]);
     // The bot's model saw the server's result, with the name the MCP client gave.
-    const toolResult = (model.requests[1]!.body as { messages: Array<{ role: string; content: string }> }).messages.find((m) => m.role === "tool");
+    const toolResult = (model.requests[1]!.body as { messages: Array<{ role: string; content: string }> }).messages.find(
+      (m) => m.role === "tool",
+    );
     expect(toolResult?.content).toMatch(/Grace Hopper/);
   });
 
   it("refuses a sampling request to an agent that lends its model to no server (agent.sampling: false)", { timeout: 30_000 }, async () => {
-    const model = await new ModelServer().reply(openaiReply({ tool_calls: [{ id: "t1", type: "function", function: { name: "b__slow", arguments: "{}" } }] }), openaiReply({ content: "done" })).start();
+    const model = await new ModelServer()
+      .reply(
+        openaiReply({ tool_calls: [{ id: "t1", type: "function", function: { name: "b__slow", arguments: "{}" } }] }),
+        openaiReply({ content: "done" }),
+      )
+      .start();
     closers.push(() => model.stop());
     gw = await startGateway(`
 space: {id: cb}
@@ -301,11 +419,27 @@ participants:
     const b = await toolOwner(gw, "cb", T.b, [ECHO], { onCall: (env) => calls.push(env) });
     const alice = await TestClient.join(gw, "cb", T.alice);
     raw.push(b, alice);
-    const bot = await startAgent({ id: "bot", config: gw.gateway.spaces.get("cb")!.config.participants["bot"]!.agent!, client: { url: gw.url, space: "cb", token: T.bot, reconnect: false }, env: {} });
+    const bot = await startAgent({
+      id: "bot",
+      config: gw.gateway.spaces.get("cb")!.config.participants["bot"]!.agent!,
+      client: { url: gw.url, space: "cb", token: T.bot, reconnect: false },
+      env: {},
+    });
     closers.push(() => bot.stop());
     alice.send({ kind: "chat", to: ["bot"], payload: { text: "go" } });
     await waitFor(() => calls.length === 1, 5000, "bot's call");
-    b.send({ id: "s1", kind: "mcp/request", to: ["bot"], correlation_id: [calls[0]!.id], payload: { jsonrpc: "2.0", id: "s1", method: "sampling/createMessage", params: { messages: [{ role: "user", content: { type: "text", text: "hi" } }], maxTokens: 10 } } });
+    b.send({
+      id: "s1",
+      kind: "mcp/request",
+      to: ["bot"],
+      correlation_id: [calls[0]!.id],
+      payload: {
+        jsonrpc: "2.0",
+        id: "s1",
+        method: "sampling/createMessage",
+        params: { messages: [{ role: "user", content: { type: "text", text: "hi" } }], maxTokens: 10 },
+      },
+    });
     const refused = await responseFor(b, "s1");
     expect(refused.payload.error).toMatchObject({ code: -32601, message: expect.stringMatching(/lends its model to no tool server/) });
     expect(model.requests).toHaveLength(1);
@@ -326,10 +460,14 @@ participants:
     // A fixed list, from space.yaml; no participant is asked.
     await everything("ev", { roots: ["file:///data/a", { uri: "file:///data/b", name: "b" }] });
     let fixed: unknown;
-    await waitFor(async () => {
-      fixed = await client.callTool({ name: "fs__get-roots-list", arguments: {} }).catch(() => undefined);
-      return fixed !== undefined && !(fixed as { isError?: boolean }).isError;
-    }, 8000, "the restarted server's roots tool");
+    await waitFor(
+      async () => {
+        fixed = await client.callTool({ name: "fs__get-roots-list", arguments: {} }).catch(() => undefined);
+        return fixed !== undefined && !(fixed as { isError?: boolean }).isError;
+      },
+      8000,
+      "the restarted server's roots tool",
+    );
     expect(JSON.stringify(fixed)).toMatch(/file:\/\/\/data\/a/);
     expect(JSON.stringify(fixed)).not.toMatch(/srv\/project/);
     expect(JSON.stringify(fixed)).toMatch(/file:\/\/\/data\/b/);
@@ -344,7 +482,10 @@ participants:
     const updates: string[] = [];
     client.setNotificationHandler(ResourceUpdatedNotificationSchema, async (n) => void updates.push(n.params.uri));
     const logs: string[] = [];
-    client.setNotificationHandler(LoggingMessageNotificationSchema, async (n) => void logs.push(`${n.params.level}:${JSON.stringify(n.params.data)}`));
+    client.setNotificationHandler(
+      LoggingMessageNotificationSchema,
+      async (n) => void logs.push(`${n.params.level}:${JSON.stringify(n.params.data)}`),
+    );
     const { resources } = await client.listResources();
     const uri = resources[0]!.uri;
     await client.subscribeResource({ uri });

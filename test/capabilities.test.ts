@@ -64,18 +64,8 @@ describe("compileCapability", () => {
     ["literal never matches a number", { kind: "*", payload: "1" }, { kind: "c", payload: 1 }, false],
     // nested payloads
     ["spec: tools/* method", { kind: "mcp/request", payload: { method: "tools/*" } }, toolsCall, true],
-    [
-      "nested tool name glob",
-      { kind: "mcp/request", payload: { method: "tools/call", params: { name: "read_*" } } },
-      toolsCall,
-      true,
-    ],
-    [
-      "nested tool name miss",
-      { kind: "mcp/request", payload: { method: "tools/call", params: { name: "write_*" } } },
-      toolsCall,
-      false,
-    ],
+    ["nested tool name glob", { kind: "mcp/request", payload: { method: "tools/call", params: { name: "read_*" } } }, toolsCall, true],
+    ["nested tool name miss", { kind: "mcp/request", payload: { method: "tools/call", params: { name: "write_*" } } }, toolsCall, false],
     ["object pattern vs string payload", { kind: "chat", payload: { text: "*" } }, { kind: "chat", payload: "hi" }, false],
     ["object pattern vs array payload", { kind: "chat", payload: {} }, { kind: "chat", payload: [] }, false],
     ["object pattern vs null payload", { kind: "chat", payload: {} }, { kind: "chat", payload: null }, false],
@@ -156,8 +146,7 @@ describe("matchesGlob", () => {
     if (p[0] === "*") return reference(p.slice(1), s) || (s !== "" && reference(p, s.slice(1)));
     return s !== "" && p[0] === s[0] && reference(p.slice(1), s.slice(1));
   };
-  const text = (chars: string[], max: number) =>
-    fc.array(fc.constantFrom(...chars), { maxLength: max }).map((a) => a.join(""));
+  const text = (chars: string[], max: number) => fc.array(fc.constantFrom(...chars), { maxLength: max }).map((a) => a.join(""));
 
   it("agrees with a reference matcher", () => {
     fc.assert(
@@ -229,27 +218,23 @@ describe("covers", () => {
 });
 
 describe("properties", () => {
-  const weird = fc.oneof(
-    fc.constantFrom("*", "!", "!*", "**", ".*", "^$", "a*b*", "(", "[", "\\", ""),
-    fc.string(),
-  );
+  const weird = fc.oneof(fc.constantFrom("*", "!", "!*", "**", ".*", "^$", "a*b*", "(", "[", "\\", ""), fc.string());
   const patternValue = fc.oneof(fc.jsonValue(), weird);
   const capability = fc
     .record({ kind: fc.oneof(weird, fc.string()), payload: patternValue }, { requiredKeys: ["kind"] })
     .chain((cap) => fc.dictionary(fc.string(), patternValue, { maxKeys: 3 }).map((extra) => ({ ...extra, ...cap })));
-  const envelope = fc
-    .record(
-      {
-        kind: fc.oneof(weird, fc.string()),
-        payload: fc.oneof(
-          fc.jsonValue({ maxDepth: 6 }),
-          fc.anything({ withNullPrototype: true, withBoxedValues: true, withMap: true, withSet: true }),
-          weird,
-        ),
-        to: fc.oneof(fc.array(weird), weird),
-      },
-      { requiredKeys: ["kind"] },
-    );
+  const envelope = fc.record(
+    {
+      kind: fc.oneof(weird, fc.string()),
+      payload: fc.oneof(
+        fc.jsonValue({ maxDepth: 6 }),
+        fc.anything({ withNullPrototype: true, withBoxedValues: true, withMap: true, withSet: true }),
+        weird,
+      ),
+      to: fc.oneof(fc.array(weird), weird),
+    },
+    { requiredKeys: ["kind"] },
+  );
 
   it("compiling and matching never throw", () => {
     fc.assert(
@@ -279,18 +264,28 @@ describe("properties", () => {
   const simplePattern = fc.record(
     {
       kind: fc.constantFrom(...kindPatterns),
-      payload: fc.oneof(
-        fc.constantFrom(...payloadPatterns),
-        fc.record({ m: fc.constantFrom(...kindPatterns, "x", "x*", "y") }),
-      ),
+      payload: fc.oneof(fc.constantFrom(...payloadPatterns), fc.record({ m: fc.constantFrom(...kindPatterns, "x", "x*", "y") })),
     },
     { requiredKeys: ["kind"] },
   );
   const kinds = ["a", "a/b", "a/c", "b", "ab", "bb", "a/*", "*", "!a", "x", "", "a*b"];
-  const payloads: unknown[] = [undefined, null, 1, "x", "y", "xy", [], ["x"], ["x", "y"], {}, { m: "x" }, { m: "a/b" }, { m: "*" }, { m: 2 }];
-  const universe: Env[] = kinds.flatMap((kind) =>
-    payloads.map((payload) => (payload === undefined ? { kind } : { kind, payload })),
-  );
+  const payloads: unknown[] = [
+    undefined,
+    null,
+    1,
+    "x",
+    "y",
+    "xy",
+    [],
+    ["x"],
+    ["x", "y"],
+    {},
+    { m: "x" },
+    { m: "a/b" },
+    { m: "*" },
+    { m: 2 },
+  ];
+  const universe: Env[] = kinds.flatMap((kind) => payloads.map((payload) => (payload === undefined ? { kind } : { kind, payload })));
 
   it("covers is sound", () => {
     fc.assert(

@@ -65,33 +65,79 @@ describe("a proposal's intent", () => {
   it("is refused when too long or not text, by either way of sending it, and the gateway keeps serving", async () => {
     const { agent, human } = await setup();
     const huge = "x".repeat(4001);
-    agent.send({ id: "big", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a" } }, intent: huge } });
+    agent.send({
+      id: "big",
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a" } }, intent: huge },
+    });
     const e1 = await agent.next((e) => e.kind === "system/error" && e.correlation_id?.[0] === "big");
     expect(e1.payload.code).toBe("invalid_payload");
     expect(e1.payload.message).toMatch(/intent: at most 4000 characters/);
-    agent.send({ id: "num", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a" } }, intent: 42 } });
+    agent.send({
+      id: "num",
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a" } }, intent: 42 },
+    });
     expect((await agent.next((e) => e.kind === "system/error" && e.correlation_id?.[0] === "num")).payload.code).toBe("invalid_payload");
-    for (const [id, intent] of [["meta-big", huge], ["meta-obj", { a: 1 }]] as const) {
-      agent.send({ id, kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "fs/write_file", arguments: { path: "a" }, _meta: { "mewgate/intent": intent } } } });
+    for (const [id, intent] of [
+      ["meta-big", huge],
+      ["meta-obj", { a: 1 }],
+    ] as const) {
+      agent.send({
+        id,
+        kind: "mcp/request",
+        to: ["system:gateway"],
+        payload: {
+          jsonrpc: "2.0",
+          id,
+          method: "tools/call",
+          params: { name: "fs/write_file", arguments: { path: "a" }, _meta: { "mewgate/intent": intent } },
+        },
+      });
       const e = await agent.next((x) => x.kind === "system/error" && x.correlation_id?.[0] === id);
       expect(e.payload.code).toBe("invalid_payload");
       expect(e.payload.message).toContain('_meta["mewgate/intent"]');
     }
     expect((await api("GET", "proposals")).body.proposals).toEqual([]);
     // Still serving: a fair one is held.
-    agent.send({ id: "fine", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a" } }, intent: "x".repeat(4000) } });
+    agent.send({
+      id: "fine",
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a" } }, intent: "x".repeat(4000) },
+    });
     await human.next((e) => e.kind === "mcp/proposal" && e.id === "fine");
     expect((await api("GET", "proposals/fine")).body.intent).toEqual({ text: "x".repeat(4000), source: "proposal" });
   });
 
   it("carrying HTML, escapes and bidi reaches the card as the very text sent (readers sanitise), and never reaches the tool", async () => {
     const { agent, human, seen } = await setup();
-    agent.send({ id: "c1", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: "c1", method: "tools/call", params: { name: "fs/write_file", arguments: { path: HOSTILE }, _meta: { "mewgate/intent": HOSTILE, other: 1 } } } });
+    agent.send({
+      id: "c1",
+      kind: "mcp/request",
+      to: ["system:gateway"],
+      payload: {
+        jsonrpc: "2.0",
+        id: "c1",
+        method: "tools/call",
+        params: { name: "fs/write_file", arguments: { path: HOSTILE }, _meta: { "mewgate/intent": HOSTILE, other: 1 } },
+      },
+    });
     const proposal = await human.next((e) => e.kind === "mcp/proposal" && e.id === "c1");
     expect(proposal.payload.intent).toBe(HOSTILE);
     expect(proposal.payload.params._meta).toEqual({ other: 1 });
     const card = (await api("GET", "proposals/c1")).body;
-    expect(card).toMatchObject({ id: "c1", shortId: "c1", proposer: "agent", tool: "fs/write_file", alwaysScope: { participant: "agent", tool: "fs/write_file" }, intent: { text: HOSTILE, source: "proposal" }, arguments: { path: HOSTILE } });
+    expect(card).toMatchObject({
+      id: "c1",
+      shortId: "c1",
+      proposer: "agent",
+      tool: "fs/write_file",
+      alwaysScope: { participant: "agent", tool: "fs/write_file" },
+      intent: { text: HOSTILE, source: "proposal" },
+      arguments: { path: HOSTILE },
+    });
     // The title is text like any other; only the four hints, and only booleans, become badges.
     expect(card.title).toBe("Write <b>file</b>");
     expect(card.hints).toEqual({ destructiveHint: true, readOnlyHint: false, openWorldHint: false });
@@ -108,9 +154,17 @@ describe("a proposal's intent", () => {
     agent.send({ kind: "chat", payload: { text: "first" } });
     agent.send({ kind: "chat", payload: { text: "I will save your notes to notes.txt" } });
     await human.next((e) => e.kind === "chat" && e.payload.text.startsWith("I will"));
-    agent.send({ id: "p2", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "notes.txt" } } } });
+    agent.send({
+      id: "p2",
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "notes.txt" } } },
+    });
     await human.next((e) => e.kind === "mcp/proposal" && e.id === "p2");
-    expect((await api("GET", "proposals/p2")).body.intent).toMatchObject({ text: "I will save your notes to notes.txt", source: "last_message" });
+    expect((await api("GET", "proposals/p2")).body.intent).toMatchObject({
+      text: "I will save your notes to notes.txt",
+      source: "last_message",
+    });
   });
 });
 
@@ -119,11 +173,22 @@ describe("the Decided list and the outcome vocabulary", () => {
     const { agent, human } = await setup((env, reply) => {
       const path = env.payload.params.arguments.path as string;
       if (path === "bad") reply({ content: [{ type: "text", text: "Input validation error: content" }], isError: true });
-      else if (path === "broken") clients[0]!.send({ kind: "mcp/response", to: [env.from], correlation_id: [env.id], payload: { jsonrpc: "2.0", id: env.payload.id, error: { code: -32603, message: "disk on fire" } } });
+      else if (path === "broken")
+        clients[0]!.send({
+          kind: "mcp/response",
+          to: [env.from],
+          correlation_id: [env.id],
+          payload: { jsonrpc: "2.0", id: env.payload.id, error: { code: -32603, message: "disk on fire" } },
+        });
       else reply({ content: [{ type: "text", text: "written\nall of it" }] });
     });
     for (const path of ["good", "bad", "broken", "nope"]) {
-      agent.send({ id: `p-${path}`, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path } } } });
+      agent.send({
+        id: `p-${path}`,
+        kind: "mcp/proposal",
+        to: ["fs"],
+        payload: { method: "tools/call", params: { name: "write_file", arguments: { path } } },
+      });
       await human.next((e) => e.kind === "mcp/proposal" && e.id === `p-${path}`);
     }
     expect((await api("POST", "proposals/p-good/approve", { arguments: { path: "good", content: "edited" } })).status).toBe(200);
@@ -133,7 +198,16 @@ describe("the Decided list and the outcome vocabulary", () => {
     const decided = async () => (await api("GET", "proposals?state=decided")).body.decided as Array<Record<string, any>>;
     await waitFor(async () => (await decided()).filter((d) => d.outcome).length === 3, 5000, "three outcomes");
     const byId = Object.fromEntries((await decided()).map((d) => [d.id, d]));
-    expect(byId["p-good"]).toMatchObject({ decision: "approved", decidedBy: "human", edited: true, state: "answered", outcome: "ok", result: { text: "written\nall of it" }, arguments: { path: "good", content: "edited" }, proposedArguments: { path: "good" } });
+    expect(byId["p-good"]).toMatchObject({
+      decision: "approved",
+      decidedBy: "human",
+      edited: true,
+      state: "answered",
+      outcome: "ok",
+      result: { text: "written\nall of it" },
+      arguments: { path: "good", content: "edited" },
+      proposedArguments: { path: "good" },
+    });
     expect(byId["p-bad"]).toMatchObject({ edited: false, outcome: "tool_error", result: { text: "Input validation error: content" } });
     expect(byId["p-broken"]).toMatchObject({ outcome: "error", result: { text: "disk on fire (code -32603)" } });
     expect(byId["p-nope"]).toMatchObject({ decision: "rejected", state: "rejected", reason: "unsafe", text: "not there" });
@@ -145,7 +219,8 @@ describe("the Decided list and the outcome vocabulary", () => {
       ["p-broken", "error"],
     ]);
     const metrics = await (await fetch(`http://127.0.0.1:${gw!.port}/metrics`)).text();
-    for (const outcome of ["ok", "tool_error", "error"]) expect(metrics).toMatch(new RegExp(`^mewgate_calls_total\\{space="cards",outcome="${outcome}"\\} 1$`, "m"));
+    for (const outcome of ["ok", "tool_error", "error"])
+      expect(metrics).toMatch(new RegExp(`^mewgate_calls_total\\{space="cards",outcome="${outcome}"\\} 1$`, "m"));
   });
 
   it("records a call its proposer cancelled as cancelled, in the Decided list and /metrics", async () => {
@@ -154,13 +229,26 @@ describe("the Decided list and the outcome vocabulary", () => {
     const agent = await TestClient.join(gw, "cards", T.agent);
     const fs = await toolOwner(gw, "cards", T.fs, TOOLS, { onCall: () => {} });
     clients.push(human, agent, fs);
-    agent.send({ id: "slow", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: "slow", method: "tools/call", params: { name: "fs/write_file", arguments: { path: "x" } } } });
+    agent.send({
+      id: "slow",
+      kind: "mcp/request",
+      to: ["system:gateway"],
+      payload: { jsonrpc: "2.0", id: "slow", method: "tools/call", params: { name: "fs/write_file", arguments: { path: "x" } } },
+    });
     await human.next((e) => e.kind === "mcp/proposal" && e.id === "slow");
     await api("POST", "proposals/slow/approve", {});
     await fs.next((e) => e.kind === "mcp/request" && e.payload.method === "tools/call");
-    agent.send({ kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "slow" } } });
+    agent.send({
+      kind: "mcp/request",
+      to: ["system:gateway"],
+      payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "slow" } },
+    });
     const decided = async () => (await api("GET", "proposals?state=decided")).body.decided as Array<Record<string, any>>;
-    await waitFor(async () => (await decided()).some((d) => d.id === "slow" && d.outcome === "cancelled" && d.state === "failed"), 5000, "cancelled");
+    await waitFor(
+      async () => (await decided()).some((d) => d.id === "slow" && d.outcome === "cancelled" && d.state === "failed"),
+      5000,
+      "cancelled",
+    );
     const audit = (await api("GET", "audit")).body.entries as Array<Record<string, any>>;
     expect(audit.find((e) => e.proposal === "slow" && e.event === "failed")).toMatchObject({ reason: "cancelled", outcome: "cancelled" });
     const metrics = await (await fetch(`http://127.0.0.1:${gw.port}/metrics`)).text();
@@ -171,7 +259,12 @@ describe("the Decided list and the outcome vocabulary", () => {
 describe("Respond and history", () => {
   it("sends the proposer a chat tied to the proposal, decides nothing, and refuses what is not pending or not text", async () => {
     const { agent, human } = await setup();
-    agent.send({ id: "r1", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "n" } } } });
+    agent.send({
+      id: "r1",
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "n" } } },
+    });
     await human.next((e) => e.kind === "mcp/proposal" && e.id === "r1");
     expect((await api("POST", "proposals/r1/respond", { text: "use notes/ instead" })).status).toBe(200);
     const chat = await agent.next((e) => e.kind === "chat" && e.from === "human");
@@ -197,7 +290,17 @@ describe("the card in the terminal", () => {
     const { PLAIN } = await import("../cli/terminal/format.js");
     const q = new ProposalQueue();
     const intent = `first \u001b[2J\u001b]52;c;aGk=\u0007line \u202Eevil\u202C\n${"long ".repeat(60)}\nthree\nfour\nfive\nsix`;
-    q.sync([{ protocol: "mew/v0.4", id: "t1", ts: new Date().toISOString(), from: "agent", to: ["fs"], kind: "mcp/proposal", payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a" } }, intent } }] as never);
+    q.sync([
+      {
+        protocol: "mew/v0.4",
+        id: "t1",
+        ts: new Date().toISOString(),
+        from: "agent",
+        to: ["fs"],
+        kind: "mcp/proposal",
+        payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a" } }, intent },
+      },
+    ] as never);
     const tools = [{ name: "fs/write_file", annotations: { destructiveHint: true, readOnlyHint: false, idempotentHint: "x" } }];
     const block = queueBlock(q, PLAIN, 80, { tools: tools as never }).join("\n");
     expect(block).toContain("tool: destructive · not read-only\n");
@@ -209,7 +312,9 @@ describe("the card in the terminal", () => {
     const all = allArguments(q.current!, PLAIN, 80).join("\n");
     expect(all).toContain("  six");
     expect(all.replace(/\n {2}↪ /g, "")).toContain("long ".repeat(60).trim());
-    expect(alwaysScope("agent", "fs/write_file", PLAIN).join("\n")).toMatch(/participant: agent\n\s+tool:\s+fs\/write_file\n\s+arguments:\s+any/);
+    expect(alwaysScope("agent", "fs/write_file", PLAIN).join("\n")).toMatch(
+      /participant: agent\n\s+tool:\s+fs\/write_file\n\s+arguments:\s+any/,
+    );
   });
 });
 
@@ -217,13 +322,27 @@ describe("mewgate proposals show | decided | respond", () => {
   it("prints the card (intent sanitised, multi-line arguments numbered), the Decided list with outcomes, and answers without deciding", async () => {
     const { runProposals } = await import("../cli/commands.js");
     const { agent, human } = await setup((env, reply) => {
-      if (env.payload.params.arguments.path === "bad") reply({ content: [{ type: "text", text: "Input validation error: content" }], isError: true });
+      if (env.payload.params.arguments.path === "bad")
+        reply({ content: [{ type: "text", text: "Input validation error: content" }], isError: true });
       else reply({ content: [{ type: "text", text: "wrote it" }] });
     });
-    agent.send({ id: "s1-abcdef", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "x.txt", content: "one\ntwo\u001b[2J\nthree" } }, intent: HOSTILE } });
+    agent.send({
+      id: "s1-abcdef",
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: {
+        method: "tools/call",
+        params: { name: "write_file", arguments: { path: "x.txt", content: "one\ntwo\u001b[2J\nthree" } },
+        intent: HOSTILE,
+      },
+    });
     await human.next((e) => e.kind === "mcp/proposal" && e.id === "s1-abcdef");
     const out: string[] = [];
-    const io = { stdout: { write: (s: string) => (out.push(s), true) }, stderr: { write: (s: string) => (out.push(s), true) }, env: {} } as never;
+    const io = {
+      stdout: { write: (s: string) => (out.push(s), true) },
+      stderr: { write: (s: string) => (out.push(s), true) },
+      env: {},
+    } as never;
     const common = { gateway: `ws://127.0.0.1:${gw!.port}`, space: "cards", token: T.human };
     expect(await runProposals("show", "s1", common, io)).toBe(0);
     const card = out.join("");
@@ -240,11 +359,20 @@ describe("mewgate proposals show | decided | respond", () => {
     expect((await agent.next((e) => e.kind === "chat" && e.from === "human")).correlation_id).toEqual(["s1-abcdef"]);
     expect((await api("GET", "proposals")).body.proposals).toHaveLength(1);
 
-    agent.send({ id: "s2", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "bad" } } } });
+    agent.send({
+      id: "s2",
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "bad" } } },
+    });
     await human.next((e) => e.kind === "mcp/proposal" && e.id === "s2");
     await api("POST", "proposals/s1-abcdef/approve", {});
     await api("POST", "proposals/s2/approve", {});
-    await waitFor(async () => (await api("GET", "proposals?state=decided")).body.decided.filter((d: { outcome?: string }) => d.outcome).length === 2, 5000, "two outcomes");
+    await waitFor(
+      async () => (await api("GET", "proposals?state=decided")).body.decided.filter((d: { outcome?: string }) => d.outcome).length === 2,
+      5000,
+      "two outcomes",
+    );
     out.length = 0;
     expect(await runProposals("decided", undefined, common, io)).toBe(0);
     const decided = out.join("");

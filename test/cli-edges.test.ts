@@ -40,12 +40,22 @@ async function withClosedStdout(args: string[]): Promise<{ code: number | null; 
 describe("the CLI's edges", () => {
   it("ends quietly when its reader goes away (EPIPE), for every command that writes to stdout", { timeout: 60_000 }, async () => {
     const { file } = space();
-    for (const args of [["audit", "--json", "-c", file], ["audit", "-c", file], ["token", "show", "you", "-c", file], ["--version"], ["--help"]]) {
+    for (const args of [
+      ["audit", "--json", "-c", file],
+      ["audit", "-c", file],
+      ["token", "show", "you", "-c", file],
+      ["--version"],
+      ["--help"],
+    ]) {
       const r = await withClosedStdout(args);
       expect({ args, stderr: r.stderr }).toEqual({ args, stderr: expect.not.stringMatching(/EPIPE|at \w|Error/) });
     }
     // And through a real shell pipe, as a person types it.
-    const piped = spawnSync("sh", ["-c", `"${process.execPath}" "${MAIN}" audit --json -c "${file}" | head -1; "${process.execPath}" "${MAIN}" --help | head -1`], { env: cleanEnv(), encoding: "utf8" });
+    const piped = spawnSync(
+      "sh",
+      ["-c", `"${process.execPath}" "${MAIN}" audit --json -c "${file}" | head -1; "${process.execPath}" "${MAIN}" --help | head -1`],
+      { env: cleanEnv(), encoding: "utf8" },
+    );
     expect(piped.stderr).not.toMatch(/EPIPE|at \w/);
   });
 
@@ -93,8 +103,14 @@ describe("the CLI's edges", () => {
     const state = tempDir();
     const cli = new Cli(["up", file, "--state-dir", state, "--port", "0", "--json"], { stdin: "pipe" });
     started.push(cli);
-    await cli.waitLine((l) => l["event"] === "error" && /^helper: command "no-such-binary-mewgate" not found \(spawn ENOENT\)/.test(l["message"]), "the missing command, in one line");
-    const crashed = await cli.waitLine((l) => l["event"] === "error" && /^crasher exited with code 1/.test(l["message"]), "the crash, with its cause");
+    await cli.waitLine(
+      (l) => l["event"] === "error" && /^helper: command "no-such-binary-mewgate" not found \(spawn ENOENT\)/.test(l["message"]),
+      "the missing command, in one line",
+    );
+    const crashed = await cli.waitLine(
+      (l) => l["event"] === "error" && /^crasher exited with code 1/.test(l["message"]),
+      "the crash, with its cause",
+    );
     expect(crashed["message"]).toContain("cannot open the database red: ENOENT: no such file, open '/x.db'");
     expect(crashed["message"]).not.toContain("\u001b");
     expect(crashed["message"]).not.toContain("\n");

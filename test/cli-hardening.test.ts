@@ -107,7 +107,9 @@ describe("tokens out of argv", () => {
 });
 
 describe("mewgate state repair", () => {
-  it("a corrupt journal stops the gateway with the byte and the way out; repair lets it start with what came before", { timeout: 30_000 }, async () => {
+  it("a corrupt journal stops the gateway with the byte and the way out; repair lets it start with what came before", {
+    timeout: 30_000,
+  }, async () => {
     const { state, file } = spaceDir();
     const g1 = await spawnGateway(file);
     gateways.push(g1);
@@ -144,7 +146,9 @@ describe("mewgate state repair", () => {
 });
 
 describe("one-shot commands never disturb a live session", () => {
-  it("tools, proposals and grants act through the API: the human's live connection stays, and a grant can be listed and revoked", { timeout: 30_000 }, async () => {
+  it("tools, proposals and grants act through the API: the human's live connection stays, and a grant can be listed and revoked", {
+    timeout: 30_000,
+  }, async () => {
     const { file } = spaceDir();
     const g = await spawnGateway(file);
     gateways.push(g);
@@ -175,10 +179,15 @@ function tokenFileWith(token: string): string {
 }
 
 describe("up --detach", () => {
-  it("fails with the participant's error when a declared participant does not start, and leaves nothing running", { timeout: 30_000 }, async () => {
+  it("fails with the participant's error when a declared participant does not start, and leaves nothing running", {
+    timeout: 30_000,
+  }, async () => {
     const dir = tempDir();
     const file = join(dir, "space.yaml");
-    writeFileSync(file, "space: {id: bad}\nparticipants:\n  you: {kind: human}\n  fs:\n    kind: mcp\n    mcp: {command: /nonexistent/mcp-server, args: []}\n");
+    writeFileSync(
+      file,
+      "space: {id: bad}\nparticipants:\n  you: {kind: human}\n  fs:\n    kind: mcp\n    mcp: {command: /nonexistent/mcp-server, args: []}\n",
+    );
     const r = await run(["up", file, "--port", "0", "--detach"], { env: cleanEnv() });
     expect(r.code).not.toBe(0);
     // One line, the cause named: the command is missing.

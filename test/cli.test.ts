@@ -63,7 +63,9 @@ describe("mewgate gateway", () => {
   it("keeps tokens out of the logs, even at debug level and for refused attempts", async () => {
     const { dir, file } = space(OK);
     const log = join(dir, "gw.log");
-    const child = run(["gateway", "--config", file, "--port", "0", "--log-file", log, "--log-level", "debug"], { ALICE_TOKEN: "secret-alice-1" });
+    const child = run(["gateway", "--config", file, "--port", "0", "--log-file", log, "--log-level", "debug"], {
+      ALICE_TOKEN: "secret-alice-1",
+    });
     const done = output(child);
     const [, port] = await firstLine(child, /ws:\/\/127\.0\.0\.1:(\d+)/);
     const alice = await TestClient.join({ port: Number(port) }, "cli", "secret-alice-1");
@@ -123,7 +125,11 @@ describe("mewgate gateway", () => {
 
 describe("mewgate commands: errors a person can act on", () => {
   const done = (args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string } = {}) => {
-    const child = spawn(process.execPath, [MAIN, ...args], { env: { PATH: process.env.PATH, ...opts.env }, cwd: opts.cwd, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [MAIN, ...args], {
+      env: { PATH: process.env.PATH, ...opts.env },
+      cwd: opts.cwd,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     children.push(child);
     return output(child);
   };
@@ -153,7 +159,9 @@ describe("mewgate commands: errors a person can act on", () => {
     const port = (blocker.address() as { port: number }).port;
     try {
       const { dir, file } = space(OK);
-      const r = await done(["up", file, "--port", String(port), "--state-dir", join(dir, "state")], { env: { ALICE_TOKEN: "secret-alice-1" } });
+      const r = await done(["up", file, "--port", String(port), "--state-dir", join(dir, "state")], {
+        env: { ALICE_TOKEN: "secret-alice-1" },
+      });
       expect(r.code).not.toBe(0);
       expect(r.stderr).toContain(`port ${port} on 127.0.0.1 is already in use`);
     } finally {
@@ -193,7 +201,9 @@ describe("mewgate commands: errors a person can act on", () => {
   });
 
   it("connect in JSON mode joins, sends a chat, and leaves at the end of its input", async () => {
-    const gw = await startGateway(`space: {id: cli}\nparticipants:\n  alice: {kind: human, token: "secret-alice-1"}\n  bob: {kind: human, token: "secret-bob-22"}\n`);
+    const gw = await startGateway(
+      `space: {id: cli}\nparticipants:\n  alice: {kind: human, token: "secret-alice-1"}\n  bob: {kind: human, token: "secret-bob-22"}\n`,
+    );
     try {
       const bob = await TestClient.join(gw, "cli", "secret-bob-22");
       const child = spawn(process.execPath, [MAIN, "connect", "--gateway", gw.url, "--space", "cli", "--token", "secret-alice-1"], {
@@ -208,7 +218,10 @@ describe("mewgate commands: errors a person can act on", () => {
       expect(chat).toMatchObject({ from: "alice", to: ["bob"], payload: { text: "hi bob" } });
       const { code, stdout } = await result;
       expect(code).toBe(0);
-      const lines = stdout.trim().split("\n").map((l) => JSON.parse(l));
+      const lines = stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l));
       expect(lines[0].kind).toBe("system/welcome");
       expect(lines.some((l) => l.event === "ready" && l.participant === "alice")).toBe(true);
       bob.close();
@@ -244,15 +257,36 @@ describe("mewgate bridge", () => {
   it("plugs a stdio MCP server into a running space until SIGTERM, then stops it", async () => {
     const sandbox = mkdtempSync(join(tmpdir(), "mewgate-bridge-"));
     writeFileSync(join(sandbox, "note.txt"), "bridged\n");
-    const gw = await startGateway(`space: {id: cli}\nparticipants:\n  alice: {kind: human, token: "secret-alice-1"}\n  fs: {kind: mcp, token: "secret-fs-22"}\n`);
+    const gw = await startGateway(
+      `space: {id: cli}\nparticipants:\n  alice: {kind: human, token: "secret-alice-1"}\n  fs: {kind: mcp, token: "secret-fs-22"}\n`,
+    );
     try {
       const alice = await TestClient.join(gw, "cli", "secret-alice-1");
       const server = join(import.meta.dirname, "..", "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js");
-      const child = run(["bridge", "--gateway", gw.url, "--space", "cli", "--token", "secret-fs-22", "--as", "fs", "--", process.execPath, server, sandbox]);
+      const child = run([
+        "bridge",
+        "--gateway",
+        gw.url,
+        "--space",
+        "cli",
+        "--token",
+        "secret-fs-22",
+        "--as",
+        "fs",
+        "--",
+        process.execPath,
+        server,
+        sandbox,
+      ]);
       const done = output(child);
       await alice.next((e) => e.kind === "system/presence" && e.payload.event === "join" && e.payload.participant.id === "fs", 15_000);
       await alice.next((e) => e.kind === "mcp/request" && e.payload.method === "notifications/tools/list_changed", 15_000);
-      alice.send({ id: "call-1", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "fs/read_text_file", arguments: { path: "note.txt" } } } });
+      alice.send({
+        id: "call-1",
+        kind: "mcp/request",
+        to: ["system:gateway"],
+        payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "fs/read_text_file", arguments: { path: "note.txt" } } },
+      });
       const answer = await alice.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("call-1") === true, 10_000);
       expect(answer.payload.result.content[0].text).toBe("bridged\n");
       child.kill("SIGTERM");
@@ -267,7 +301,9 @@ describe("mewgate bridge", () => {
   });
 
   it("says which participant it should be", async () => {
-    const { code, stderr } = await output(run(["bridge", "--gateway", "ws://127.0.0.1:1", "--space", "x", "--token", "tok-12345678", "--", "true"]));
+    const { code, stderr } = await output(
+      run(["bridge", "--gateway", "ws://127.0.0.1:1", "--space", "x", "--token", "tok-12345678", "--", "true"]),
+    );
     expect(code).not.toBe(0);
     expect(stderr).toContain("give --as <id>");
   });

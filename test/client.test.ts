@@ -67,7 +67,6 @@ async function connect(who: Who | "inproc", mode: Mode = "websocket", extra: Par
   return c;
 }
 
-
 function until<T>(register: (done: (v: T) => void) => void, timeoutMs = 5000): Promise<T> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error("timed out waiting")), timeoutMs);
@@ -126,7 +125,10 @@ describe.each<Mode>(["websocket", "in-process"])("request and response over %s",
       return { n };
     });
     const alice = await connect("alice", mode);
-    const [one, two] = await Promise.all([alice.request("bob", "x", { n: 1 }), alice.request("bob", "x", { n: 2 }, { schema: z.object({ n: z.number() }) })]);
+    const [one, two] = await Promise.all([
+      alice.request("bob", "x", { n: 1 }),
+      alice.request("bob", "x", { n: 2 }, { schema: z.object({ n: z.number() }) }),
+    ]);
     expect(one).toEqual({ n: 1 });
     expect(two.n).toBe(2);
     const bad = await failure(alice.request("bob", "x", { n: 3 }, { schema: z.object({ n: z.string() }) }));
@@ -178,7 +180,9 @@ describe.each<Mode>(["websocket", "in-process"])("request and response over %s",
   it("times out locally, and tells the target, whose handler is aborted", async () => {
     gw = await startGateway(SPACE);
     const bob = await connect("bob", mode);
-    const aborted = until<unknown>((done) => bob.onRequest(({ signal }) => new Promise(() => signal.addEventListener("abort", () => done(signal.reason)))));
+    const aborted = until<unknown>((done) =>
+      bob.onRequest(({ signal }) => new Promise(() => signal.addEventListener("abort", () => done(signal.reason)))),
+    );
     const alice = await connect("alice", mode, { requestTimeoutMs: 150 });
     const started = Date.now();
     const err = await failure(alice.request("bob", "slow"));
@@ -355,7 +359,8 @@ function calculator(): { server: McpServer; cancelled: Promise<void> } {
     { description: "Adds two numbers", inputSchema: { a: z.number(), b: z.number() }, annotations: { readOnlyHint: true } },
     async ({ a, b }, extra) => {
       const token = extra._meta?.progressToken;
-      if (token !== undefined) await extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, progress: 1, total: 1 } });
+      if (token !== undefined)
+        await extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, progress: 1, total: 1 } });
       return { content: [{ type: "text", text: String(a + b) }] };
     },
   );
@@ -391,7 +396,12 @@ describe("serveMcp", () => {
     expect(add.annotations?.readOnlyHint).toBe(true);
 
     const progress: unknown[] = [];
-    const result = await alice.request("calc", "tools/call", { name: "add", arguments: { a: 2, b: 3 } }, { schema: CallToolResultSchema, onProgress: (p) => progress.push(p) });
+    const result = await alice.request(
+      "calc",
+      "tools/call",
+      { name: "add", arguments: { a: 2, b: 3 } },
+      { schema: CallToolResultSchema, onProgress: (p) => progress.push(p) },
+    );
     expect(result.content).toEqual([{ type: "text", text: "5" }]);
     expect(progress).toEqual([expect.objectContaining({ progress: 1, total: 1 })]);
 
@@ -436,11 +446,20 @@ describe("serveMcp", () => {
     const alice = await connect("alice", "websocket", { reconnect: { initialDelayMs: 20, maxDelayMs: 100 } });
     await waitForTool(alice, "notes/add");
 
-    const changed = until<void>((done) => alice.onNotification((n) => n.method === "notifications/tools/list_changed" && n.from === "system:gateway" && done()));
-    server.registerTool("mul", { inputSchema: { a: z.number(), b: z.number() } }, async ({ a, b }) => ({ content: [{ type: "text", text: String(a * b) }] }));
+    const changed = until<void>((done) =>
+      alice.onNotification((n) => n.method === "notifications/tools/list_changed" && n.from === "system:gateway" && done()),
+    );
+    server.registerTool("mul", { inputSchema: { a: z.number(), b: z.number() } }, async ({ a, b }) => ({
+      content: [{ type: "text", text: String(a * b) }],
+    }));
     await changed;
     await waitForTool(alice, "notes/mul");
-    const viaGateway = await alice.request("system:gateway", "tools/call", { name: "notes/mul", arguments: { a: 6, b: 7 } }, { schema: CallToolResultSchema });
+    const viaGateway = await alice.request(
+      "system:gateway",
+      "tools/call",
+      { name: "notes/mul", arguments: { a: 6, b: 7 } },
+      { schema: CallToolResultSchema },
+    );
     expect(viaGateway.content).toEqual([{ type: "text", text: "42" }]);
 
     // A new gateway knows nothing of the old one's registry: the re-announcement restores it.
@@ -453,7 +472,6 @@ describe("serveMcp", () => {
     await waitForTool(alice, "notes/mul");
   });
 });
-
 
 describe("proposals", () => {
   async function setup(space = SPACE) {
@@ -486,7 +504,12 @@ describe("proposals", () => {
   it("keeps a request through system:gateway waiting while it is a proposal, and fails it with the rejection's reason", async () => {
     const { alice, agent } = await setup();
     const held: Envelope[] = [];
-    const call = agent.request("system:gateway", "tools/call", { name: "calc/note", arguments: { text: "x" } }, { onProposal: (p) => held.push(p) });
+    const call = agent.request(
+      "system:gateway",
+      "tools/call",
+      { name: "calc/note", arguments: { text: "x" } },
+      { onProposal: (p) => held.push(p) },
+    );
     const seen = await until<Envelope>((done) => alice.on("proposal", done));
     expect(seen.id).toBe(call.id);
     alice.reject(call.id, "unsafe", "not today");
@@ -497,12 +520,22 @@ describe("proposals", () => {
     expect(held.map((p) => p.id)).toEqual([call.id]);
 
     // Approved the same way, it resolves with the owner's answer.
-    const again = agent.request("system:gateway", "tools/call", { name: "calc/note", arguments: { text: "y" } }, { schema: CallToolResultSchema });
+    const again = agent.request(
+      "system:gateway",
+      "tools/call",
+      { name: "calc/note", arguments: { text: "y" } },
+      { schema: CallToolResultSchema },
+    );
     await until<void>((done) => alice.on("proposal", (p) => p.id === again.id && done()));
     alice.approve(again.id);
     expect((await again).content).toEqual([{ type: "text", text: "noted: y" }]);
     // A read-only tool goes straight through.
-    const direct = await agent.request("system:gateway", "tools/call", { name: "calc/add", arguments: { a: 1, b: 2 } }, { schema: CallToolResultSchema });
+    const direct = await agent.request(
+      "system:gateway",
+      "tools/call",
+      { name: "calc/add", arguments: { a: 1, b: 2 } },
+      { schema: CallToolResultSchema },
+    );
     expect(direct.content).toEqual([{ type: "text", text: "3" }]);
   });
 
@@ -524,7 +557,9 @@ describe("proposals", () => {
     alice.approve(trusted.id, { scope: "always" });
     await trusted;
     await regranted;
-    expect(await agent.request("calc", "tools/call", { name: "note", arguments: { text: "c" } })).toMatchObject({ content: [{ text: "noted: c" }] });
+    expect(await agent.request("calc", "tools/call", { name: "note", arguments: { text: "c" } })).toMatchObject({
+      content: [{ text: "noted: c" }],
+    });
   });
 
   it("rejects with expired when nobody decides within the space's TTL", async () => {

@@ -87,10 +87,15 @@ async function ownerOf(nodes: Node[], space: string, timeoutMs = 15_000): Promis
 
 /** Who the space's owner says is online. */
 async function online(node: Node, space: string): Promise<string[]> {
-  const res = await fetch(`http://127.0.0.1:${node.port}/api/spaces/${space}/participants`, { headers: { authorization: `Bearer ${TOKEN("m0")}` } });
+  const res = await fetch(`http://127.0.0.1:${node.port}/api/spaces/${space}/participants`, {
+    headers: { authorization: `Bearer ${TOKEN("m0")}` },
+  });
   expect(res.status).toBe(200);
   const body = (await res.json()) as { participants: Array<{ id: string; online: boolean }> };
-  return body.participants.filter((p) => p.online).map((p) => p.id).sort();
+  return body.participants
+    .filter((p) => p.online)
+    .map((p) => p.id)
+    .sort();
 }
 
 /**
@@ -124,7 +129,10 @@ class Rider {
       }
       const c = TestClient.connect(node, `space=${this.space}`, { authorization: `Bearer ${TOKEN(this.id)}` });
       this.history.push(c);
-      const outcome = await Promise.race([c.next((e) => e.kind === "system/welcome", 10_000).then(() => "in" as const), c.closed.then(() => "closed" as const)]).catch(() => "closed" as const);
+      const outcome = await Promise.race([
+        c.next((e) => e.kind === "system/welcome", 10_000).then(() => "in" as const),
+        c.closed.then(() => "closed" as const),
+      ]).catch(() => "closed" as const);
       if (outcome === "in") {
         this.client = c;
         void c.closed.then(({ code }) => this.lost(c, code));
@@ -152,7 +160,9 @@ class Rider {
 }
 
 describe("failover that keeps everyone", () => {
-  it("keeps every member admitted and hearing the space after a kill -9 of its owner, members back within 0–20 ms", { timeout: 90_000 }, async () => {
+  it("keeps every member admitted and hearing the space after a kill -9 of its owner, members back within 0–20 ms", {
+    timeout: 90_000,
+  }, async () => {
     const nodes = await cluster("keep", 3);
     const owner = await ownerOf(nodes, "keep");
     // State worth a moment's reading: the node taking over loads it while members knock.
@@ -160,7 +170,12 @@ describe("failover that keeps everyone", () => {
     const bot = await TestClient.join(owner, "keep", TOKEN("bot"));
     const blob = "x".repeat(200_000);
     for (let i = 0; i < 16; i++) {
-      bot.send({ id: `p${i}`, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { i, blob } } } });
+      bot.send({
+        id: `p${i}`,
+        kind: "mcp/proposal",
+        to: ["fs"],
+        payload: { method: "tools/call", params: { name: "write_file", arguments: { i, blob } } },
+      });
       await fs.next((e) => e.kind === "mcp/proposal" && e.id === `p${i}`, 10_000);
     }
     fs.ws.terminate();
@@ -179,13 +194,24 @@ describe("failover that keeps everyone", () => {
     for (const r of riders) expect({ id: r.id, open: r.client?.closeCode === undefined }).toEqual({ id: r.id, open: true });
     const speaker = riders[0]!.client!;
     speaker.send({ id: "after-failover", kind: "chat", payload: { text: "still here?" } });
-    const heard = await Promise.all(riders.slice(1).map((r) => r.client!.next((e) => e.id === "after-failover", 8000).then(() => r.id, () => `${r.id} (deaf)`)));
+    const heard = await Promise.all(
+      riders.slice(1).map((r) =>
+        r
+          .client!.next((e) => e.id === "after-failover", 8000)
+          .then(
+            () => r.id,
+            () => `${r.id} (deaf)`,
+          ),
+      ),
+    );
     expect(heard).toEqual(riders.slice(1).map((r) => r.id));
     // And still is, once more.
     expect(await online(next, "keep")).toEqual([...MEMBERS].sort());
   });
 
-  it("lets `mewgate connect` ride through a take-over: it says what happened, rejoins and hears the space", { timeout: 90_000 }, async () => {
+  it("lets `mewgate connect` ride through a take-over: it says what happened, rejoins and hears the space", {
+    timeout: 90_000,
+  }, async () => {
     const nodes = await cluster("ride", 3);
     const owner = await ownerOf(nodes, "ride");
     const edge = nodes.find((n) => n !== owner)!;
@@ -193,7 +219,11 @@ describe("failover that keeps everyone", () => {
     dirs.push(dir);
     const tokenFile = pathJoin(dir, "token");
     writeFileSync(tokenFile, TOKEN("m1"), { mode: 0o600 });
-    const child = spawn(process.execPath, [CLI_MAIN, "connect", "--gateway", `ws://127.0.0.1:${edge.port}`, "--space", "ride", "--token-file", tokenFile, "--json"], { stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn(
+      process.execPath,
+      [CLI_MAIN, "connect", "--gateway", `ws://127.0.0.1:${edge.port}`, "--space", "ride", "--token-file", tokenFile, "--json"],
+      { stdio: ["pipe", "pipe", "pipe"] },
+    );
     let out = "";
     let err = "";
     child.stdout.on("data", (d) => (out += d));
@@ -253,10 +283,19 @@ describe("failover that keeps everyone", () => {
       // It is in the space, and answers a call routed by the new owner.
       const caller = await TestClient.join(others[0]!, "sdk", TOKEN("m4"));
       try {
-        await waitFor(async () => {
-          caller.send({ id: `call-${caller.received.length}`, kind: "mcp/request", to: ["m3"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "x", arguments: {} } } });
-          return (await caller.next((e) => e.kind === "mcp/response", 1000).catch(() => undefined)) !== undefined;
-        }, 20_000, "a call answered by the rejoined participant");
+        await waitFor(
+          async () => {
+            caller.send({
+              id: `call-${caller.received.length}`,
+              kind: "mcp/request",
+              to: ["m3"],
+              payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "x", arguments: {} } },
+            });
+            return (await caller.next((e) => e.kind === "mcp/response", 1000).catch(() => undefined)) !== undefined;
+          },
+          20_000,
+          "a call answered by the rejoined participant",
+        );
         const res = caller.received.find((e) => e.kind === "mcp/response")!;
         expect(JSON.stringify(res.payload)).toContain("served");
       } finally {

@@ -37,7 +37,10 @@ participants:
 const bin = natsServerPath();
 if (!bin) throw new Error("the cluster tests need nats-server (apt-get install nats-server); npm test installs it when it can");
 
-const SEEDS = (process.env["MEWGATE_FAULT_SEEDS"] ?? "").split(",").map(Number).filter((n) => Number.isSafeInteger(n) && n > 0);
+const SEEDS = (process.env["MEWGATE_FAULT_SEEDS"] ?? "")
+  .split(",")
+  .map(Number)
+  .filter((n) => Number.isSafeInteger(n) && n > 0);
 
 let nats: NatsServer;
 let spaces = 0;
@@ -95,7 +98,12 @@ async function owners(nodes: Node[], space: string): Promise<string[]> {
   return said.filter((n): n is string => n !== undefined);
 }
 
-async function api(n: Node, space: string, path: string, init: { method?: string; body?: unknown } = {}): Promise<{ status: number; body: any }> {
+async function api(
+  n: Node,
+  space: string,
+  path: string,
+  init: { method?: string; body?: unknown } = {},
+): Promise<{ status: number; body: any }> {
   const res = await fetch(`http://127.0.0.1:${n.port}/api/spaces/${space}/${path}`, {
     method: init.method ?? "GET",
     headers: { authorization: `Bearer ${TOKEN("alice")}`, "content-type": "application/json" },
@@ -213,7 +221,12 @@ async function run(seed: number, fault: Fault): Promise<Outcome> {
   const late = `p${seed}-late`;
   const approveRest = () => {
     for (let k = before; k < total; k++) alice.send({ kind: "mcp/approve", correlation_id: [ids[k]], payload: { scope: "once" } });
-    bot.send({ id: late, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { k: total } } } });
+    bot.send({
+      id: late,
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { k: total } } },
+    });
   };
   const at = Math.floor(rand() * fault.ms * 0.8);
   const extra = Math.floor(rand() * 300);
@@ -256,29 +269,45 @@ async function run(seed: number, fault: Fault): Promise<Outcome> {
     const answered = new Set(entries.filter((e) => e.event === "answered").map((e) => e.proposal));
     if (!ids.includes(late) && entries.some((e) => e.event === "proposed" && e.proposal === late)) ids.push(late);
     if (ids.every((id) => answered.has(id))) break;
-    if (Date.now() > deadline) throw new Error(`not every proposal was answered: ${ids.filter((id) => !answered.has(id)).join(", ")}; runs ${JSON.stringify([...runs])}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `not every proposal was answered: ${ids.filter((id) => !answered.has(id)).join(", ")}; runs ${JSON.stringify([...runs])}`,
+      );
     const waiting = await api(asked, space, "proposals").catch(() => undefined);
     for (const p of (waiting?.body?.proposals ?? []) as Array<{ id: string; state: string }>) {
-      if (p.state === "pending" || p.state === "interrupted") await api(asked, space, `proposals/${p.id}/approve`, { method: "POST", body: { scope: "once" } }).catch(() => undefined);
+      if (p.state === "pending" || p.state === "interrupted")
+        await api(asked, space, `proposals/${p.id}/approve`, { method: "POST", body: { scope: "once" } }).catch(() => undefined);
     }
     await sleep(300);
   }
 
   // The late proposal reached an owner (then it ran once, above), or its proposer was told.
   if (!ids.includes(late)) {
-    const told = bot.closeCode !== undefined || bot.received.some((e) => e.kind === "system/error" && e.correlation_id?.includes(late) === true);
+    const told =
+      bot.closeCode !== undefined || bot.received.some((e) => e.kind === "system/error" && e.correlation_id?.includes(late) === true);
     expect({ seed, late: "the proposer was told", told }).toEqual({ seed, late: "the proposer was told", told: true });
   }
   // Members still connected hear the space: none is connected and deaf.
   const speaker = await TestClient.join(n2, space, TOKEN("bot"));
   stops.push(() => speaker.ws.terminate());
-  for (const [who, c] of [["alice", alice], ["carol", carol]] as const) {
+  for (const [who, c] of [
+    ["alice", alice],
+    ["carol", carol],
+  ] as const) {
     if (c.closeCode !== undefined) continue;
     const heard = await (async () => {
       for (let i = 0; i < 10 && c.closeCode === undefined; i++) {
         const id = `hello-${i}-${Math.random()}`;
         speaker.send({ id, kind: "chat", payload: { text: "still there?" } });
-        if (await c.next((e) => e.id === id, 1000).then(() => true, () => false)) return true;
+        if (
+          await c
+            .next((e) => e.id === id, 1000)
+            .then(
+              () => true,
+              () => false,
+            )
+        )
+          return true;
       }
       return c.closeCode !== undefined;
     })();
@@ -294,17 +323,27 @@ function exactlyOnce(seed: number, fault: Fault, o: Outcome): void {
   const counts = Array.from({ length: o.proposals }, (_, k) => o.runs.get(k) ?? 0);
   // The late one, if it reached an owner, ran once too; never twice either way.
   expect({ seed, late: o.runs.get(o.proposals) ?? 0 }).toEqual({ seed, late: o.late ? 1 : 0 });
-  expect(counts, `runs of each approved call (seed ${seed}, ${JSON.stringify(fault)}): ${JSON.stringify(counts)}`).toEqual(counts.map(() => 1));
+  expect(counts, `runs of each approved call (seed ${seed}, ${JSON.stringify(fault)}): ${JSON.stringify(counts)}`).toEqual(
+    counts.map(() => 1),
+  );
 }
 
 const L = LEASE_MS;
 const FAULTS: Array<[string, Fault, number]> = [
   ["the owner paused for less than its lease", { kind: "pause", ms: Math.round(L * 0.6) }, 11],
-  ["the owner paused for just under its lease: it steps down as it resumes, and the next owner (itself, perhaps, under a new term) serves everyone", { kind: "pause", ms: Math.round(L * 0.9) }, 19],
+  [
+    "the owner paused for just under its lease: it steps down as it resumes, and the next owner (itself, perhaps, under a new term) serves everyone",
+    { kind: "pause", ms: Math.round(L * 0.9) },
+    19,
+  ],
   ["the owner paused for exactly its lease", { kind: "pause", ms: L }, 12],
   ["the owner paused for longer than its lease, resumed after the new owner's first write", { kind: "pause", ms: L, until: "taken" }, 13],
   ["the owner's NATS link frozen, then thawed before another node could take over", { kind: "freeze", ms: L - 100, then: "thaw" }, 14],
-  ["the owner's NATS link frozen past a take-over, then thawed after the new owner's first write", { kind: "freeze", ms: L, until: "taken", then: "thaw" }, 15],
+  [
+    "the owner's NATS link frozen past a take-over, then thawed after the new owner's first write",
+    { kind: "freeze", ms: L, until: "taken", then: "thaw" },
+    15,
+  ],
   ["the owner's NATS link frozen past a take-over, then reset", { kind: "freeze", ms: L, until: "taken", then: "reset" }, 16],
   ["nats-server paused for 2 s", { kind: "bus", ms: 2000 }, 17],
   ["nats-server paused for 7 s (the owner steps down during the stall)", { kind: "bus", ms: 7000 }, 18],

@@ -38,7 +38,9 @@ describe("the link's wire", () => {
     expect(sent[0]!.length).toBeLessThan(1000 + 50 * 20 + 100);
     const frames = [...unbatch(sent[0]!)];
     expect(frames).toHaveLength(51);
-    expect(frames.slice(0, 50).map((w) => [w.op, w.conn, w.seq, w.body.length])).toEqual(Array.from({ length: 50 }, (_, i) => ["F", `n2.b.${i + 1}`, 7, 1000]));
+    expect(frames.slice(0, 50).map((w) => [w.op, w.conn, w.seq, w.body.length])).toEqual(
+      Array.from({ length: 50 }, (_, i) => ["F", `n2.b.${i + 1}`, 7, 1000]),
+    );
     expect(frames[50]).toMatchObject({ op: "A", conn: "n2.b.1", seq: 3 });
     // A message never grows past its bound: the queue goes out in pieces.
     const small = new Outbox((_s, d) => sent.push(d), 4096);
@@ -58,8 +60,20 @@ describe("a link's delivery", () => {
     const got: string[] = [];
     let overflowed = false;
     const toB: Wire[] = [];
-    const a = new LinkEnd("c", (op, conn, seq, body) => wire.push({ op, conn, seq, body: body ?? new Uint8Array() }), () => {}, 10_000, () => (overflowed = true));
-    const b = new LinkEnd("c", (op, conn, seq, body) => toB.push({ op, conn, seq, body: body ?? new Uint8Array() }), (_op: Op, body) => got.push(dec.decode(body)), 10_000, () => {});
+    const a = new LinkEnd(
+      "c",
+      (op, conn, seq, body) => wire.push({ op, conn, seq, body: body ?? new Uint8Array() }),
+      () => {},
+      10_000,
+      () => (overflowed = true),
+    );
+    const b = new LinkEnd(
+      "c",
+      (op, conn, seq, body) => toB.push({ op, conn, seq, body: body ?? new Uint8Array() }),
+      (_op: Op, body) => got.push(dec.decode(body)),
+      10_000,
+      () => {},
+    );
     return { a, b, wire, got, toB, overflowed: () => overflowed };
   }
 

@@ -38,9 +38,25 @@ function owner() {
   return { state, hooks };
 }
 
-async function open(space: string, epoch: string, opts: { compactMessages?: number; onFenced?: (why: string) => void; history?: { maxBytes: number; maxAgeMs: number }; fence?: Fence } = {}) {
+async function open(
+  space: string,
+  epoch: string,
+  opts: {
+    compactMessages?: number;
+    onFenced?: (why: string) => void;
+    history?: { maxBytes: number; maxAgeMs: number };
+    fence?: Fence;
+  } = {},
+) {
   const o = owner();
-  const opener = await loadBusState<R>(bus, space, { log, epoch, onFenced: opts.onFenced ?? (() => {}), compactMessages: opts.compactMessages, history: opts.history, fence: opts.fence });
+  const opener = await loadBusState<R>(bus, space, {
+    log,
+    epoch,
+    onFenced: opts.onFenced ?? (() => {}),
+    compactMessages: opts.compactMessages,
+    history: opts.history,
+    fence: opts.fence,
+  });
   const { store } = opener(o.hooks);
   return { ...o, store };
 }
@@ -90,7 +106,9 @@ describe("state on the bus", () => {
 
   it("does not take a space over on a lease that is not current: no take-over record is written", async () => {
     await expect(open("fenced-claim", "e1", { fence: { current: () => false, term: "a.1" } })).rejects.toThrow(/not current/);
-    await expect(bus.jsm.streams.getMessage(STATE_STREAM, { last_by_subj: subjects.state("fenced-claim") })).rejects.toThrow(/no message found/i);
+    await expect(bus.jsm.streams.getMessage(STATE_STREAM, { last_by_subj: subjects.state("fenced-claim") })).rejects.toThrow(
+      /no message found/i,
+    );
   });
 
   it("counts a lease from when its renewal was sent, never from when the answer came", () => {
@@ -113,7 +131,10 @@ describe("state on the bus", () => {
   it("reads back what was committed, through compactions, with the whole audit trail", async () => {
     const a = await open("compact", "e1", { compactMessages: 8 });
     for (let i = 0; i < 40; i++) {
-      const txn: R[] = [{ type: "set", k: `k${i % 5}`, v: i }, { type: "audit", n: i }];
+      const txn: R[] = [
+        { type: "set", k: `k${i % 5}`, v: i },
+        { type: "audit", n: i },
+      ];
       await a.store.commit(txn);
       a.hooks.apply(txn[0]!);
     }

@@ -81,7 +81,8 @@ async function ownerOf(nodes: Node[], space: string, timeoutMs = 5000): Promise<
   let found: Node | undefined;
   await waitFor(
     async () => {
-      for (const n of nodes) if (n.proc.child.exitCode === null && n.proc.child.signalCode === null && (await health(n)).cluster.owns.includes(space)) found = n;
+      for (const n of nodes)
+        if (n.proc.child.exitCode === null && n.proc.child.signalCode === null && (await health(n)).cluster.owns.includes(space)) found = n;
       return found !== undefined;
     },
     timeoutMs,
@@ -103,7 +104,10 @@ describe("a cluster over NATS", () => {
     const [node] = await cluster("oddpaths", 1);
     await ownerOf([node!], "oddpaths");
     for (const target of ["//", "//[", "/api/spaces/%ZZ/me", "/api/spaces/oddpaths%ZZ/me"]) {
-      const status = await send(node!.port, Buffer.from(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${node!.port}\r\nConnection: close\r\n\r\n`));
+      const status = await send(
+        node!.port,
+        Buffer.from(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${node!.port}\r\nConnection: close\r\n\r\n`),
+      );
       expect({ target, clientError: status !== undefined && status >= 400 && status < 500 }).toEqual({ target, clientError: true });
     }
     expect(node!.proc.child.exitCode).toBe(null);
@@ -131,7 +135,12 @@ describe("a cluster over NATS", () => {
     expect(err.payload.code).toBe("from_mismatch");
     await toolOwner(edge, "hostile", TOKEN("fs"), TOOLS).then((c) => clients.push(c));
     const bot = await join(edge, "hostile", "bot");
-    bot.send({ id: "p-self", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: {} } } });
+    bot.send({
+      id: "p-self",
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: {} } },
+    });
     await alice.next((e) => e.kind === "mcp/proposal" && e.id === "p-self");
     bot.send({ id: "self-approve", kind: "mcp/approve", correlation_id: ["p-self"], payload: {} });
     const refused = await bot.next((e) => e.kind === "system/error" && e.correlation_id?.[0] === "self-approve");
@@ -151,7 +160,9 @@ describe("a cluster over NATS", () => {
     // Chat across nodes, in order.
     for (let i = 0; i < 50; i++) alice.send({ id: `c${i}`, kind: "chat", payload: { text: `hello ${i}` } });
     await bob.next((e) => e.id === "c49");
-    expect(bob.received.filter((e) => e.kind === "chat").map((e) => e.payload.text)).toEqual(Array.from({ length: 50 }, (_, i) => `hello ${i}`));
+    expect(bob.received.filter((e) => e.kind === "chat").map((e) => e.payload.text)).toEqual(
+      Array.from({ length: 50 }, (_, i) => `hello ${i}`),
+    );
     // A call that needs approval: proposed on one node, approved on another, run on a third.
     const calls: Env[] = [];
     await toolOwner(owner, "across", TOKEN("fs"), TOOLS, {
@@ -161,7 +172,12 @@ describe("a cluster over NATS", () => {
       },
     }).then((c) => clients.push(c));
     const bot = await join(e1, "across", "bot");
-    bot.send({ id: "p1", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "x" } } } });
+    bot.send({
+      id: "p1",
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "x" } } },
+    });
     await bob.next((e) => e.kind === "mcp/proposal" && e.id === "p1");
     expect(calls).toHaveLength(0);
     bob.send({ id: "a1", kind: "mcp/approve", correlation_id: ["p1"], payload: {} });
@@ -170,12 +186,16 @@ describe("a cluster over NATS", () => {
     expect(calls).toHaveLength(1);
     expect(calls[0]!.from).toBe("bot");
     // The operator API of the space answers on a node that does not own it.
-    const res = await fetch(`http://127.0.0.1:${e2.port}/api/spaces/across/participants`, { headers: { authorization: `Bearer ${TOKEN("bob")}` } });
+    const res = await fetch(`http://127.0.0.1:${e2.port}/api/spaces/across/participants`, {
+      headers: { authorization: `Bearer ${TOKEN("bob")}` },
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get("x-mewgate-node")).toBe(owner.name);
     // A request another node already passed on is never passed on again: stale views of
     // the owner on two nodes cannot bounce it between them.
-    const bounced = await fetch(`http://127.0.0.1:${e2.port}/api/spaces/across/participants`, { headers: { authorization: `Bearer ${TOKEN("bob")}`, "x-mewgate-passed-to": "n9" } });
+    const bounced = await fetch(`http://127.0.0.1:${e2.port}/api/spaces/across/participants`, {
+      headers: { authorization: `Bearer ${TOKEN("bob")}`, "x-mewgate-passed-to": "n9" },
+    });
     expect(bounced.status).toBe(503);
   });
 
@@ -187,7 +207,13 @@ describe("a cluster over NATS", () => {
     await toolOwner(e1, "takeover", TOKEN("fs"), TOOLS).then((c) => clients.push(c));
     const bot = await join(e1, "takeover", "bot");
     const ids = Array.from({ length: 20 }, (_, i) => `k${i}`);
-    for (const id of ids) bot.send({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { id } } } });
+    for (const id of ids)
+      bot.send({
+        id,
+        kind: "mcp/proposal",
+        to: ["fs"],
+        payload: { method: "tools/call", params: { name: "write_file", arguments: { id } } },
+      });
     // Acknowledged: bob (an approver) has seen each of them.
     await bob.next((e) => e.kind === "mcp/proposal" && e.id === "k19");
     bob.send({ id: "d0", kind: "mcp/reject", correlation_id: ["k0"], payload: { reason: "no" } });
@@ -204,7 +230,9 @@ describe("a cluster over NATS", () => {
     for (const id of ids.slice(1)) expect(pending.has(id), `${id} is still pending`).toBe(true);
     expect(pending.has("k0")).toBe(false);
     const calls: Env[] = [];
-    await toolOwner(next, "takeover", TOKEN("fs"), TOOLS, { onCall: (env, reply) => (calls.push(env), reply({ content: [{ type: "text", text: "ok" }] })) }).then((c) => clients.push(c));
+    await toolOwner(next, "takeover", TOKEN("fs"), TOOLS, {
+      onCall: (env, reply) => (calls.push(env), reply({ content: [{ type: "text", text: "ok" }] })),
+    }).then((c) => clients.push(c));
     const bot2 = await join(next, "takeover", "bot");
     bob2.send({ id: "d5", kind: "mcp/approve", correlation_id: ["k5"], payload: {} });
     await bot2.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("k5") === true, 8000);
@@ -224,7 +252,13 @@ describe("a cluster over NATS", () => {
     const sending = (async () => {
       for (let i = 0; i < N; i++) {
         alice.send({ id: `m${i}`, kind: "chat", payload: { text: `m${i}` } });
-        if (i % 10 === 0) bot.send({ id: `p${i}`, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { i } } } });
+        if (i % 10 === 0)
+          bot.send({
+            id: `p${i}`,
+            kind: "mcp/proposal",
+            to: ["fs"],
+            payload: { method: "tools/call", params: { name: "write_file", arguments: { i } } },
+          });
         await sleep(4);
       }
     })();
@@ -255,11 +289,19 @@ describe("a cluster over NATS", () => {
     const bob = await join(e2, "edgekill", "bob");
     await toolOwner(owner, "edgekill", TOKEN("fs"), TOOLS).then((c) => clients.push(c));
     const bot = await join(e1, "edgekill", "bot");
-    bot.send({ id: "q1", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: {} } } });
+    bot.send({
+      id: "q1",
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: {} } },
+    });
     await bob.next((e) => e.kind === "mcp/proposal" && e.id === "q1");
     await killGateway(e1.proc);
     // The owner hears the node is gone and says bot left.
-    const left = await bob.next((e) => e.kind === "system/presence" && e.payload.event === "leave" && e.payload.participant.id === "bot", 8000);
+    const left = await bob.next(
+      (e) => e.kind === "system/presence" && e.payload.event === "leave" && e.payload.participant.id === "bot",
+      8000,
+    );
     expect(left.payload.reason).toBe("node_lost");
     const bot2 = await join(e2, "edgekill", "bot");
     expect(bot2.received[0]!.kind).toBe("system/welcome");
@@ -278,7 +320,12 @@ describe("a cluster over NATS", () => {
     (bob.ws as unknown as { _socket: { pause(): void } })._socket.pause();
     const chunk = { kind: "chat", payload: { text: "y".repeat(60_000) } };
     let left = false;
-    void alice.next((e) => e.kind === "system/presence" && e.payload.event === "leave" && e.payload.participant.id === "bob", 30_000).then(() => (left = true), () => {});
+    void alice
+      .next((e) => e.kind === "system/presence" && e.payload.event === "leave" && e.payload.participant.id === "bob", 30_000)
+      .then(
+        () => (left = true),
+        () => {},
+      );
     for (let round = 0; round < 1000 && !left; round++) {
       for (let i = 0; i < 10; i++) alice.send(chunk);
       await sleep(20);
@@ -304,14 +351,35 @@ describe("a cluster over NATS", () => {
     try {
       const enc = new TextEncoder();
       const answers: string[] = [];
-      for (const body of ["not json", "{}", JSON.stringify({ conn: 1, node: "x" }), JSON.stringify({ conn: "c", node: "x", boot: "b", digest: "AAAA", echo: "yes" }), JSON.stringify({ conn: "x".repeat(500), node: "x", boot: "b", digest: "AAAA" })]) {
+      for (const body of [
+        "not json",
+        "{}",
+        JSON.stringify({ conn: 1, node: "x" }),
+        JSON.stringify({ conn: "c", node: "x", boot: "b", digest: "AAAA", echo: "yes" }),
+        JSON.stringify({ conn: "x".repeat(500), node: "x", boot: "b", digest: "AAAA" }),
+      ]) {
         answers.push(new TextDecoder().decode((await nc.request("mewgate.attach.garbage", enc.encode(body), { timeout: 3000 })).data));
       }
       for (const a of answers) expect(JSON.parse(a)).toMatchObject({ ok: false });
       // A guessed connection id with a wrong token's digest is refused like a wrong token.
-      const wrong = JSON.parse(new TextDecoder().decode((await nc.request("mewgate.attach.garbage", enc.encode(JSON.stringify({ conn: "n9.b.1", node: "n9", boot: "b", digest: "AAAA" })), { timeout: 3000 })).data));
+      const wrong = JSON.parse(
+        new TextDecoder().decode(
+          (
+            await nc.request(
+              "mewgate.attach.garbage",
+              enc.encode(JSON.stringify({ conn: "n9.b.1", node: "n9", boot: "b", digest: "AAAA" })),
+              { timeout: 3000 },
+            )
+          ).data,
+        ),
+      );
       expect(wrong).toMatchObject({ ok: false, code: 4401 });
-      for (const junk of [new Uint8Array([0, 0, 0, 9, 1, 2]), enc.encode("\u0000\u0000\u0000\u0005F a 1"), new Uint8Array(10_000).fill(0xff)]) nc.publish("mewgate.up.garbage", junk);
+      for (const junk of [
+        new Uint8Array([0, 0, 0, 9, 1, 2]),
+        enc.encode("\u0000\u0000\u0000\u0005F a 1"),
+        new Uint8Array(10_000).fill(0xff),
+      ])
+        nc.publish("mewgate.up.garbage", junk);
       await nc.flush();
     } finally {
       await nc.close();
@@ -320,7 +388,9 @@ describe("a cluster over NATS", () => {
     await bob.next((e) => e.id === "still");
   });
 
-  it("removes a member on another node that is kicked, and hands a replaced connection over without a leave", { timeout: 30_000 }, async () => {
+  it("removes a member on another node that is kicked, and hands a replaced connection over without a leave", {
+    timeout: 30_000,
+  }, async () => {
     const nodes = await cluster("kick", 3);
     const owner = await ownerOf(nodes, "kick");
     const [e1, e2] = nodes.filter((n) => n !== owner) as [Node, Node];
@@ -337,7 +407,8 @@ describe("a cluster over NATS", () => {
     expect((await bot.closed).code).toBe(4401);
     const left = await bob2.next((e) => e.kind === "system/presence" && e.payload.event === "leave" && e.payload.participant.id === "bot");
     expect(left.payload.participant.id).toBe("bot");
-    expect(alice.received.some((e) => e.kind === "system/presence" && e.payload.event === "leave" && e.payload.participant.id === "bob")).toBe(false);
+    expect(
+      alice.received.some((e) => e.kind === "system/presence" && e.payload.event === "leave" && e.payload.participant.id === "bob"),
+    ).toBe(false);
   });
 });
-

@@ -64,11 +64,26 @@ describe("valid files", () => {
         },
         allowed_origins: ["https://console.example.com"],
         allowed_hosts: ["gateway.example.com"],
-        notify: [{ url: "https://hooks.example.com/mewgate", format: "slack", events: ["proposed"], headers: { Authorization: "Bearer hook-secret" } }],
+        notify: [
+          {
+            url: "https://hooks.example.com/mewgate",
+            format: "slack",
+            events: ["proposed"],
+            headers: { Authorization: "Bearer hook-secret" },
+          },
+        ],
       },
       policy: { fallback: "deny", proposal_ttl_ms: 60000, expires_action: "keep", tool_checks: "ask", escalate: [] },
       groups: {},
-      calls: { timeout_ms: 5000, max_timeout_ms: 60000, max_call_depth: 3, max_pending: 8, breaker_failures: 2, breaker_cooldown_ms: 1000, takeover_idle_ms: 600000 },
+      calls: {
+        timeout_ms: 5000,
+        max_timeout_ms: 60000,
+        max_call_depth: 3,
+        max_pending: 8,
+        breaker_failures: 2,
+        breaker_cooldown_ms: 1000,
+        takeover_idle_ms: 600000,
+      },
       quotas: {
         argument_bytes: 4096,
         pending_proposals: 3,
@@ -133,7 +148,13 @@ describe("valid files", () => {
       allowed_hosts: [],
       notify: [],
     });
-    expect(config.policy).toEqual({ fallback: "ask", proposal_ttl_ms: 600_000, expires_action: "reject", tool_checks: "warn", escalate: [] });
+    expect(config.policy).toEqual({
+      fallback: "ask",
+      proposal_ttl_ms: 600_000,
+      expires_action: "reject",
+      tool_checks: "warn",
+      escalate: [],
+    });
     expect(config.calls).toEqual(DEFAULT_CALLS);
     expect(config.quotas).toEqual(DEFAULT_QUOTAS);
     expect(config.defaults).toBeUndefined();
@@ -217,7 +238,7 @@ describe("${ENV} substitution", () => {
         "    costs $$5, home is ${HOME_DIR}, a lone $ stays",
         "gateway:",
         "  port: ${PORT}",
-        "  host: \"${HOST:-localhost}\"",
+        '  host: "${HOST:-localhost}"',
         "participants:",
         "  a:",
         "    token: ${DIGITS}",
@@ -253,7 +274,7 @@ describe("${ENV} substitution", () => {
   });
 
   it("rejects a malformed reference", () => {
-    expect(errorOf(base("  a: {description: 'x ${1X} y'}", "  b: {description: \"${OPEN\"}"))).toBe(
+    expect(errorOf(base("  a: {description: 'x ${1X} y'}", '  b: {description: "${OPEN"}'))).toBe(
       [
         'space.yaml:4:20: participants.a.description: invalid reference "${1X}"; use ${NAME}, ${NAME:-default}, or $$ for a literal $',
         'space.yaml:5:20: participants.b.description: invalid reference "${OPEN"; use ${NAME}, ${NAME:-default}, or $$ for a literal $',
@@ -264,9 +285,7 @@ describe("${ENV} substitution", () => {
   it("reads process.env by default", () => {
     process.env.MEWGATE_CONFIG_TEST_ID = "from-env";
     try {
-      expect(parseSpaceConfig(base("  a:").replace("demo", "${MEWGATE_CONFIG_TEST_ID}"), { file: "s.yaml" }).space.id).toBe(
-        "from-env",
-      );
+      expect(parseSpaceConfig(base("  a:").replace("demo", "${MEWGATE_CONFIG_TEST_ID}"), { file: "s.yaml" }).space.id).toBe("from-env");
     } finally {
       delete process.env.MEWGATE_CONFIG_TEST_ID;
     }
@@ -283,9 +302,7 @@ describe("errors", () => {
     expect(errorOf(base("  a:", "colour: red"))).toBe(
       "space.yaml:5:1: colour: unknown key; expected one of space, gateway, policy, groups, calls, prices, quotas, previews, defaults, mcpServers, participants, identity",
     );
-    expect(errorOf(base("  a:", "participant: x"))).toBe(
-      'space.yaml:5:1: participant: unknown key; did you mean "participants"?',
-    );
+    expect(errorOf(base("  a:", "participant: x"))).toBe('space.yaml:5:1: participant: unknown key; did you mean "participants"?');
   });
 
   it("reports a wrong enum value with the allowed ones", () => {
@@ -349,15 +366,11 @@ describe("errors", () => {
   });
 
   it("points a missing required key at the mapping that lacks it", () => {
-    expect(errorOf(lines("space:", "  name: Demo", "participants: {a: }"))).toBe(
-      "space.yaml:1:1: space.id: required key is missing",
-    );
+    expect(errorOf(lines("space:", "  name: Demo", "participants: {a: }"))).toBe("space.yaml:1:1: space.id: required key is missing");
     expect(errorOf(lines("# a comment", "space: {id: demo}"))).toBe(
       "space.yaml:2:1: participants: expected at least one participant (under participants or mcpServers)",
     );
-    expect(errorOf("")).toBe(
-      "space.yaml:1:1: space: required key is missing",
-    );
+    expect(errorOf("")).toBe("space.yaml:1:1: space: required key is missing");
     expect(errorOf(lines("space: {id: demo}", "participants: {}"))).toBe(
       "space.yaml:2:15: participants: expected at least one participant (under participants or mcpServers)",
     );
@@ -393,7 +406,9 @@ describe("errors", () => {
       ].join("\n"),
     );
     // Distinct ids that merely share letters stay as they are.
-    const ok = parse(base("  files: {}", "  fines: {}", "  li: {}", "  il: {}", "  fs: {}", "  fs2: {}", "  read_file: {}", "  read-file: {}"));
+    const ok = parse(
+      base("  files: {}", "  fines: {}", "  li: {}", "  il: {}", "  fs: {}", "  fs2: {}", "  read_file: {}", "  read-file: {}"),
+    );
     expect(Object.keys(ok.participants)).toEqual(["files", "fines", "li", "il", "fs", "fs2", "read_file", "read-file"]);
   });
 
@@ -437,15 +452,32 @@ describe("errors", () => {
 
   it("checks gateway.cluster: the NATS address, the node's name, the lease and the advertised address", () => {
     const withCluster = (c: string) => lines("space: {id: demo}", `gateway: {cluster: ${c}}`, "participants:", "  alice: {kind: human}");
-    expect(errorOf(withCluster('"http://x"'))).toBe('space.yaml:2:11: gateway.cluster.url: expected a NATS server address like nats://127.0.0.1:4222, found "http://x"');
+    expect(errorOf(withCluster('"http://x"'))).toBe(
+      'space.yaml:2:11: gateway.cluster.url: expected a NATS server address like nats://127.0.0.1:4222, found "http://x"',
+    );
     expect(errorOf(withCluster("{node: a}"))).toBe("space.yaml:2:11: gateway.cluster.url: required key is missing");
-    expect(errorOf(withCluster("{url: nats://127.0.0.1:4222, node: 'a b'}"))).toMatch(/^space\.yaml:2:\d+: gateway\.cluster\.node: expected a node name of 1 to 64 of A-Z/);
+    expect(errorOf(withCluster("{url: nats://127.0.0.1:4222, node: 'a b'}"))).toMatch(
+      /^space\.yaml:2:\d+: gateway\.cluster\.node: expected a node name of 1 to 64 of A-Z/,
+    );
     expect(errorOf(withCluster("{url: nats://127.0.0.1:4222, lease_ms: 10}"))).toMatch(/^space\.yaml:2:\d+: gateway\.cluster\.lease_ms: /);
-    expect(errorOf(withCluster("{url: nats://127.0.0.1:4222, advertise: 'ftp://x'}"))).toMatch(/^space\.yaml:2:\d+: gateway\.cluster\.advertise: expected an http:\/\/ or https:\/\/ URL/);
-    expect(errorOf(withCluster("{url: 'nats://127.0.0.1:4222; rm -rf /'}"))).toMatch(/gateway\.cluster\.url: expected a NATS server address/);
-    expect(parse(withCluster("nats://127.0.0.1:4222")).gateway.cluster).toEqual({ url: "nats://127.0.0.1:4222", lease_ms: 1500, replicas: 1 });
-    expect(errorOf(withCluster("{url: nats://127.0.0.1:4222, replicas: 7}"))).toMatch(/^space\.yaml:2:\d+: gateway\.cluster\.replicas: expected an integer from 1 to 5, found 7/);
-    expect(parse(withCluster("{url: 'nats://a:4222,nats://b:4222', node: n-1, lease_ms: 3000, advertise: 'http://10.0.0.5:7420'}")).gateway.cluster).toEqual({
+    expect(errorOf(withCluster("{url: nats://127.0.0.1:4222, advertise: 'ftp://x'}"))).toMatch(
+      /^space\.yaml:2:\d+: gateway\.cluster\.advertise: expected an http:\/\/ or https:\/\/ URL/,
+    );
+    expect(errorOf(withCluster("{url: 'nats://127.0.0.1:4222; rm -rf /'}"))).toMatch(
+      /gateway\.cluster\.url: expected a NATS server address/,
+    );
+    expect(parse(withCluster("nats://127.0.0.1:4222")).gateway.cluster).toEqual({
+      url: "nats://127.0.0.1:4222",
+      lease_ms: 1500,
+      replicas: 1,
+    });
+    expect(errorOf(withCluster("{url: nats://127.0.0.1:4222, replicas: 7}"))).toMatch(
+      /^space\.yaml:2:\d+: gateway\.cluster\.replicas: expected an integer from 1 to 5, found 7/,
+    );
+    expect(
+      parse(withCluster("{url: 'nats://a:4222,nats://b:4222', node: n-1, lease_ms: 3000, advertise: 'http://10.0.0.5:7420'}")).gateway
+        .cluster,
+    ).toEqual({
       url: "nats://a:4222,nats://b:4222",
       node: "n-1",
       lease_ms: 3000,
@@ -456,9 +488,21 @@ describe("errors", () => {
 
   it("checks where a server's roots come from, and lets it ask there and nowhere else", () => {
     const head = ["space: {id: demo}", "participants:", "  alice: {kind: human}", "mcpServers:"];
-    expect(errorOf(lines(...head, "  fs: {command: x, roots: {from: alcie}}"))).toBe('space.yaml:5:34: mcpServers.fs.roots.from: unknown participant "alcie"; did you mean "alice"?');
-    expect(errorOf(lines(...head, "  gh: {command: y, roots: 7}"))).toBe("space.yaml:5:27: mcpServers.gh.roots: expected a list of root URIs, or {from: participant}, found 7");
-    const ok = parse(lines("space: {id: demo}", "participants:", "  alice: {kind: human}", "mcpServers:", "  fs: {command: x, roots: {from: alice}, sampling: false}"));
+    expect(errorOf(lines(...head, "  fs: {command: x, roots: {from: alcie}}"))).toBe(
+      'space.yaml:5:34: mcpServers.fs.roots.from: unknown participant "alcie"; did you mean "alice"?',
+    );
+    expect(errorOf(lines(...head, "  gh: {command: y, roots: 7}"))).toBe(
+      "space.yaml:5:27: mcpServers.gh.roots: expected a list of root URIs, or {from: participant}, found 7",
+    );
+    const ok = parse(
+      lines(
+        "space: {id: demo}",
+        "participants:",
+        "  alice: {kind: human}",
+        "mcpServers:",
+        "  fs: {command: x, roots: {from: alice}, sampling: false}",
+      ),
+    );
     expect(ok.participants["fs"]!.mcp!.sampling).toBe(false);
     expect(ok.participants["fs"]!.capabilities).toContainEqual({ kind: "mcp/request", to: ["alice"], payload: { method: "roots/list" } });
   });
@@ -471,15 +515,16 @@ describe("errors", () => {
       ].join("\n"),
     );
     expect(errorOf(lines("space: {id: demo}", "space: {id: again}"))).toBe("space.yaml:2:1: Map keys must be unique");
-    expect(errorOf(lines("space: {id: demo}", "---", "participants: {}"))).toMatch(
-      /^space\.yaml:2:1: Source contains multiple documents/,
-    );
+    expect(errorOf(lines("space: {id: demo}", "---", "participants: {}"))).toMatch(/^space\.yaml:2:1: Source contains multiple documents/);
   });
 
   it("reports every issue at once, in file order, with structured issues", () => {
     let error: ConfigError | undefined;
     try {
-      parseSpaceConfig(lines("gateway:", "  prot: 1", "  host: 7", "participants:", "  a:", "    token: ${T}"), { file: "x/s.yaml", env: {} });
+      parseSpaceConfig(lines("gateway:", "  prot: 1", "  host: 7", "participants:", "  a:", "    token: ${T}"), {
+        file: "x/s.yaml",
+        env: {},
+      });
     } catch (err) {
       error = err as ConfigError;
     }
@@ -504,7 +549,12 @@ describe("errors", () => {
   it("survives alias cycles and alias bombs", () => {
     expect(errorOf(base("  a: &x [*x]"))).toBe("space.yaml:4:9: participants.a: expected a mapping, found a list");
     const bomb = ["a: &a [x, x, x, x, x, x, x, x, x, x]"];
-    for (let i = 1; i < 8; i++) bomb.push(`${"abcdefgh"[i]}: &${"abcdefgh"[i]} [${Array(10).fill(`*${"abcdefgh"[i - 1]}`).join(", ")}]`);
+    for (let i = 1; i < 8; i++)
+      bomb.push(
+        `${"abcdefgh"[i]}: &${"abcdefgh"[i]} [${Array(10)
+          .fill(`*${"abcdefgh"[i - 1]}`)
+          .join(", ")}]`,
+      );
     expect(errorOf(lines(...bomb))).toMatch(/^space\.yaml: cannot parse: /);
   });
 });
@@ -549,12 +599,63 @@ describe("robustness", () => {
 
   it("throws nothing but ConfigError for YAML-shaped text", () => {
     const token = fc.constantFrom(
-      "space", "id", "participants", "gateway", "limits", "port", "kind", "human", "mcp", "token",
-      "capabilities", "payload", "defaults", "visibility", ":", ": ", "\n", "\n  ", "\n    ", "- ", "[", "]",
-      "{", "}", ",", "'", '"', "#", "&a ", "*a", "!!str ", "|", ">", "${SET}", "${UNSET}", "$$", "${X:-1}",
-      "0", "-1", "1e9", "null", "true", "~", "?", "---", "...", "\t", "a/b", "%YAML 1.2\n",
+      "space",
+      "id",
+      "participants",
+      "gateway",
+      "limits",
+      "port",
+      "kind",
+      "human",
+      "mcp",
+      "token",
+      "capabilities",
+      "payload",
+      "defaults",
+      "visibility",
+      ":",
+      ": ",
+      "\n",
+      "\n  ",
+      "\n    ",
+      "- ",
+      "[",
+      "]",
+      "{",
+      "}",
+      ",",
+      "'",
+      '"',
+      "#",
+      "&a ",
+      "*a",
+      "!!str ",
+      "|",
+      ">",
+      "${SET}",
+      "${UNSET}",
+      "$$",
+      "${X:-1}",
+      "0",
+      "-1",
+      "1e9",
+      "null",
+      "true",
+      "~",
+      "?",
+      "---",
+      "...",
+      "\t",
+      "a/b",
+      "%YAML 1.2\n",
     );
-    fc.assert(fc.property(fc.array(token, { maxLength: 60 }).map((t) => t.join("")), onlyConfigErrors), { numRuns: 500 });
+    fc.assert(
+      fc.property(
+        fc.array(token, { maxLength: 60 }).map((t) => t.join("")),
+        onlyConfigErrors,
+      ),
+      { numRuns: 500 },
+    );
   });
 
   it("throws nothing but ConfigError for arbitrary values at known keys", () => {
@@ -562,12 +663,27 @@ describe("robustness", () => {
     const doc = fc.record(
       {
         space: fc.oneof(value, fc.record({ id: value, name: value }, { requiredKeys: [] })),
-        gateway: fc.oneof(value, fc.record({ port: value, host: value, limits: fc.dictionary(fc.constantFrom(...Object.keys(DEFAULT_LIMITS)), value) }, { requiredKeys: [] })),
-        participants: fc.oneof(value, fc.dictionary(fc.string({ maxLength: 8 }), fc.oneof(value, fc.record({ kind: value, token: value, capabilities: value, approvers: value }, { requiredKeys: [] })))),
+        gateway: fc.oneof(
+          value,
+          fc.record(
+            { port: value, host: value, limits: fc.dictionary(fc.constantFrom(...Object.keys(DEFAULT_LIMITS)), value) },
+            { requiredKeys: [] },
+          ),
+        ),
+        participants: fc.oneof(
+          value,
+          fc.dictionary(
+            fc.string({ maxLength: 8 }),
+            fc.oneof(value, fc.record({ kind: value, token: value, capabilities: value, approvers: value }, { requiredKeys: [] })),
+          ),
+        ),
       },
       { requiredKeys: [] },
     );
-    fc.assert(fc.property(doc, (d) => onlyConfigErrors(stringify(d))), { numRuns: 300 });
+    fc.assert(
+      fc.property(doc, (d) => onlyConfigErrors(stringify(d))),
+      { numRuns: 300 },
+    );
   });
 });
 
@@ -597,9 +713,17 @@ describe("runtime sections", () => {
       { file: "/srv/space/space.yaml", env: {} },
     );
     expect(config.participants.fs).toMatchObject({ kind: "mcp", visibility: "addressed", mcp: { command: "npx", env: { DEBUG: "1" } } });
-    expect(config.participants.remote?.mcp).toEqual({ type: "http", url: "http://127.0.0.1:9000/mcp", headers: { Authorization: "Bearer x" } });
+    expect(config.participants.remote?.mcp).toEqual({
+      type: "http",
+      url: "http://127.0.0.1:9000/mcp",
+      headers: { Authorization: "Bearer x" },
+    });
     expect(config.participants.off).toBeUndefined();
-    expect(config.participants.bot?.agent).toMatchObject({ provider: "scripted", script: "/srv/space/scripts/demo.yaml", max_iterations: 8 });
+    expect(config.participants.bot?.agent).toMatchObject({
+      provider: "scripted",
+      script: "/srv/space/scripts/demo.yaml",
+      max_iterations: 8,
+    });
     expect(config.participants.job?.run).toEqual({ command: "node", args: ["job.js"], cwd: "/srv/space/jobs" });
     expect(config.file).toBe("/srv/space/space.yaml");
   });

@@ -60,7 +60,18 @@ function run(scenario: string): Promise<{ code: number; output: string }> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ["--import", shim, cli, "client", "--command", `${JSON.stringify(process.execPath)} ${JSON.stringify(client)}`, "--scenario", scenario, "--timeout", "45000"],
+      [
+        "--import",
+        shim,
+        cli,
+        "client",
+        "--command",
+        `${JSON.stringify(process.execPath)} ${JSON.stringify(client)}`,
+        "--scenario",
+        scenario,
+        "--timeout",
+        "45000",
+      ],
       { cwd: results, timeout: 90_000, maxBuffer: 16 * 1024 * 1024 },
       (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: `${stdout}\n${stderr}` }),
     );

@@ -120,7 +120,13 @@ async function startFixture(): Promise<{ child: ChildProcess; url: string }> {
 async function bearerProxy(target: URL, token: string): Promise<{ server: Server; port: number }> {
   const server = createServer((req, res) => {
     const upstream = httpRequest(
-      { host: "127.0.0.1", port: Number(target.port), method: req.method, path: target.pathname + (req.url?.includes("?") ? req.url.slice(req.url.indexOf("?")) : ""), headers: { ...req.headers, authorization: `Bearer ${token}` } },
+      {
+        host: "127.0.0.1",
+        port: Number(target.port),
+        method: req.method,
+        path: target.pathname + (req.url?.includes("?") ? req.url.slice(req.url.indexOf("?")) : ""),
+        headers: { ...req.headers, authorization: `Bearer ${token}` },
+      },
       (up) => {
         res.writeHead(up.statusCode ?? 502, up.headers);
         up.pipe(res);
@@ -171,7 +177,11 @@ beforeAll(async () => {
   gw = await startGateway(SPACE);
   mountHttp(gw.gateway);
   const space = gw.gateway.spaces.get("lab")!;
-  bridge = await startBridge({ id: "conf", server: { url: fixtureUrl } as never, client: { transport: () => connectInProcess(space, "conf"), reconnect: false } });
+  bridge = await startBridge({
+    id: "conf",
+    server: { url: fixtureUrl } as never,
+    client: { transport: () => connectInProcess(space, "conf"), reconnect: false },
+  });
   alice = await ParticipantClient.connect({ url: gw.url, space: "lab", token: T.alice });
   await waitForTool(alice, "conf/test_simple_text", 20_000);
   const p = await bearerProxy(new URL(`http://127.0.0.1:${gw.port}/mcp/conf`), T.seat);
@@ -192,29 +202,38 @@ afterAll(async () => {
 describe.each<Leg>(["2026-07-28", "default"])("conformance suite, server scenarios (%s)", (leg) => {
   let direct: Map<string, Scenario>;
 
-  it("the fixture server passes every scored scenario directly", async () => {
-    direct = await runSuite(fixtureUrl, leg);
-    const failing = scored(direct).filter((s) => s.failed > 0);
-    expect(failing.map((s) => s.name)).toEqual([]);
-    expect(scored(direct).length).toBeGreaterThanOrEqual(leg === "default" ? 30 : 35);
-  }, RUN_MS + 10_000);
+  it(
+    "the fixture server passes every scored scenario directly",
+    async () => {
+      direct = await runSuite(fixtureUrl, leg);
+      const failing = scored(direct).filter((s) => s.failed > 0);
+      expect(failing.map((s) => s.name)).toEqual([]);
+      expect(scored(direct).length).toBeGreaterThanOrEqual(leg === "default" ? 30 : 35);
+    },
+    RUN_MS + 10_000,
+  );
 
-  it("/mcp/<participant> passes what the server passes directly, but for the gaps named in FACE_GAPS", async () => {
-    expect(direct, "the direct run comes first").toBeDefined();
-    const face = await runSuite(faceUrl, leg);
-    const gaps = FACE_GAPS[leg];
-    const unexpected: string[] = [];
-    const stale: string[] = [];
-    for (const s of scored(direct)) {
-      if (s.failed > 0) continue;
-      const through = face.get(s.name);
-      const passes = through !== undefined && through.failed === 0 && through.passed >= s.passed;
-      if (!passes && !(s.name in gaps)) unexpected.push(`${s.name} (${through ? `${through.passed} passed, ${through.failed} failed` : "not run"})`);
-      if (passes && s.name in gaps) stale.push(s.name);
-    }
-    // unexpected: scenarios the server passes and the face does not; stale: gaps that are closed (remove them from FACE_GAPS).
-    expect({ unexpected, stale }).toEqual({ unexpected: [], stale: [] });
-  }, RUN_MS + 10_000);
+  it(
+    "/mcp/<participant> passes what the server passes directly, but for the gaps named in FACE_GAPS",
+    async () => {
+      expect(direct, "the direct run comes first").toBeDefined();
+      const face = await runSuite(faceUrl, leg);
+      const gaps = FACE_GAPS[leg];
+      const unexpected: string[] = [];
+      const stale: string[] = [];
+      for (const s of scored(direct)) {
+        if (s.failed > 0) continue;
+        const through = face.get(s.name);
+        const passes = through !== undefined && through.failed === 0 && through.passed >= s.passed;
+        if (!passes && !(s.name in gaps))
+          unexpected.push(`${s.name} (${through ? `${through.passed} passed, ${through.failed} failed` : "not run"})`);
+        if (passes && s.name in gaps) stale.push(s.name);
+      }
+      // unexpected: scenarios the server passes and the face does not; stale: gaps that are closed (remove them from FACE_GAPS).
+      expect({ unexpected, stale }).toEqual({ unexpected: [], stale: [] });
+    },
+    RUN_MS + 10_000,
+  );
 });
 
 describe("/mcp/<participant> answers as the server does (2025-11-25 sessions)", () => {
@@ -233,7 +252,10 @@ describe("/mcp/<participant> answers as the server does (2025-11-25 sessions)", 
       });
       return client;
     };
-    return { direct: await open(fixtureUrl, {}), face: await open(`http://127.0.0.1:${gw!.port}/mcp/conf`, { Authorization: `Bearer ${T.seat}` }) };
+    return {
+      direct: await open(fixtureUrl, {}),
+      face: await open(`http://127.0.0.1:${gw!.port}/mcp/conf`, { Authorization: `Bearer ${T.seat}` }),
+    };
   }
   const closers: (() => Promise<void>)[] = [];
   afterAll(async () => {
@@ -248,7 +270,9 @@ describe("/mcp/<participant> answers as the server does (2025-11-25 sessions)", 
     }
   };
 
-  it("gives a client's refusal of a form to the server in the client's words, once (no doubled 'MCP error' prefix)", { timeout: 30_000 }, async () => {
+  it("gives a client's refusal of a form to the server in the client's words, once (no doubled 'MCP error' prefix)", {
+    timeout: 30_000,
+  }, async () => {
     const { direct, face } = await both();
     const call = { name: "test_elicitation", arguments: { message: "hi" } };
     const through = await face.callTool(call);
@@ -256,7 +280,9 @@ describe("/mcp/<participant> answers as the server does (2025-11-25 sessions)", 
     expect(JSON.stringify(through)).not.toMatch(/MCP error -32602: MCP error/);
   });
 
-  it("adds no instructions to a server that has none, lists its tools, and refuses an unknown tool with the same JSON-RPC code", { timeout: 30_000 }, async () => {
+  it("adds no instructions to a server that has none, lists its tools, and refuses an unknown tool with the same JSON-RPC code", {
+    timeout: 30_000,
+  }, async () => {
     const { direct, face } = await both();
     expect(direct.getInstructions()).toBeUndefined();
     expect(face.getInstructions()).toBeUndefined();
@@ -269,11 +295,22 @@ describe("/mcp/<participant> answers as the server does (2025-11-25 sessions)", 
     expect(await refusal(face.callTool(unknown))).toBe(code);
   });
 
-  it("passes the client's own _meta (its traceparent included) to the server, but no key of the gateway's that a client forged", { timeout: 30_000 }, async () => {
+  it("passes the client's own _meta (its traceparent included) to the server, but no key of the gateway's that a client forged", {
+    timeout: 30_000,
+  }, async () => {
     const { direct, face } = await both();
     const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-    const _meta = { traceparent, tracestate: "vendor=1", "example.com/ticket": "T-1", "mewgate/for": { caller: "alice" }, "mewgate/timeout_ms": 1 };
-    const seen = async (c: Client) => JSON.parse(((await c.callTool({ name: "mewgate_echo_meta", arguments: {}, _meta })).content as { text: string }[])[0]!.text) as Record<string, unknown>;
+    const _meta = {
+      traceparent,
+      tracestate: "vendor=1",
+      "example.com/ticket": "T-1",
+      "mewgate/for": { caller: "alice" },
+      "mewgate/timeout_ms": 1,
+    };
+    const seen = async (c: Client) =>
+      JSON.parse(
+        ((await c.callTool({ name: "mewgate_echo_meta", arguments: {}, _meta })).content as { text: string }[])[0]!.text,
+      ) as Record<string, unknown>;
     const atServer = await seen(direct);
     expect(atServer).toMatchObject({ traceparent, tracestate: "vendor=1", "example.com/ticket": "T-1" });
     const throughFace = await seen(face);
@@ -290,10 +327,20 @@ describe("/mcp/<participant> at 2026-07-28: hostile requests first", () => {
   const post = (body: unknown, headers: Record<string, string> = {}, token: string = T.seat) =>
     fetch(`http://127.0.0.1:${gw!.port}/mcp/conf`, {
       method: "POST",
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "application/json, text/event-stream", ...headers },
+      headers: {
+        authorization: `Bearer ${token}`,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        ...headers,
+      },
       body: JSON.stringify(body),
     });
-  const envelope = (extra: Record<string, unknown> = {}) => ({ "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientInfo": { name: "h", version: "1" }, "io.modelcontextprotocol/clientCapabilities": {}, ...extra });
+  const envelope = (extra: Record<string, unknown> = {}) => ({
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": { name: "h", version: "1" },
+    "io.modelcontextprotocol/clientCapabilities": {},
+    ...extra,
+  });
   const modern = { "mcp-protocol-version": "2026-07-28" };
   const answer = async (res: Response) => {
     const text = await res.text();
@@ -301,44 +348,83 @@ describe("/mcp/<participant> at 2026-07-28: hostile requests first", () => {
     return JSON.parse(data) as { result?: Record<string, unknown>; error?: { code: number; message: string } };
   };
 
-  it("refuses a forged or malformed _meta envelope, a version header that disagrees with the body, and a request without a token, and keeps serving", { timeout: 30_000 }, async () => {
+  it("refuses a forged or malformed _meta envelope, a version header that disagrees with the body, and a request without a token, and keeps serving", {
+    timeout: 30_000,
+  }, async () => {
     // The envelope's protocol version is not a string.
-    const forged = await post({ jsonrpc: "2.0", id: 1, method: "tools/list", params: { _meta: envelope({ "io.modelcontextprotocol/protocolVersion": { $gt: "" } }) } }, { ...modern, "mcp-method": "tools/list" });
+    const forged = await post(
+      {
+        jsonrpc: "2.0",
+        id: 1,
+        method: "tools/list",
+        params: { _meta: envelope({ "io.modelcontextprotocol/protocolVersion": { $gt: "" } }) },
+      },
+      { ...modern, "mcp-method": "tools/list" },
+    );
     expect(forged.status).toBe(400);
     expect((await answer(forged)).error?.code).toBe(-32602);
     // Claims 2026-07-28 in the header, speaks 2025-06-18 in the body.
-    const mixed = await post({ jsonrpc: "2.0", id: 2, method: "tools/list", params: { _meta: envelope({ "io.modelcontextprotocol/protocolVersion": "2025-06-18" }) } }, { ...modern, "mcp-method": "tools/list" });
+    const mixed = await post(
+      {
+        jsonrpc: "2.0",
+        id: 2,
+        method: "tools/list",
+        params: { _meta: envelope({ "io.modelcontextprotocol/protocolVersion": "2025-06-18" }) },
+      },
+      { ...modern, "mcp-method": "tools/list" },
+    );
     expect(mixed.status).toBeGreaterThanOrEqual(400);
     expect((await answer(mixed)).result).toBeUndefined();
     // Mcp-Method naming another method than the body's.
-    const lying = await post({ jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "test_simple_text", arguments: {}, _meta: envelope() } }, { ...modern, "mcp-method": "tools/list", "mcp-name": "test_simple_text" });
+    const lying = await post(
+      { jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "test_simple_text", arguments: {}, _meta: envelope() } },
+      { ...modern, "mcp-method": "tools/list", "mcp-name": "test_simple_text" },
+    );
     expect(lying.status).toBe(400);
     expect((await answer(lying)).result).toBeUndefined();
     // No token: 401 before anything else.
-    const anonymous = await fetch(`http://127.0.0.1:${gw!.port}/mcp/conf`, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...modern }, body: "{}" });
+    const anonymous = await fetch(`http://127.0.0.1:${gw!.port}/mcp/conf`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...modern },
+      body: "{}",
+    });
     expect(anonymous.status).toBe(401);
     // And a good one is answered, without initialize or session, as the seat, under its policy.
-    const ok = await post({ jsonrpc: "2.0", id: 4, method: "tools/call", params: { name: "test_simple_text", arguments: {}, _meta: envelope() } }, { ...modern, "mcp-method": "tools/call", "mcp-name": "test_simple_text" });
+    const ok = await post(
+      { jsonrpc: "2.0", id: 4, method: "tools/call", params: { name: "test_simple_text", arguments: {}, _meta: envelope() } },
+      { ...modern, "mcp-method": "tools/call", "mcp-name": "test_simple_text" },
+    );
     expect(ok.status).toBe(200);
     expect(ok.headers.get("mcp-session-id")).toBeNull();
     expect(JSON.stringify((await answer(ok)).result)).toContain("This is a simple text response for testing.");
   });
 
   it("answers tools/list as the seat, and nothing to a token that is nobody's", { timeout: 30_000 }, async () => {
-    const list = await answer(await post({ jsonrpc: "2.0", id: 5, method: "tools/list", params: { _meta: envelope() } }, { ...modern, "mcp-method": "tools/list" }));
+    const list = await answer(
+      await post({ jsonrpc: "2.0", id: 5, method: "tools/list", params: { _meta: envelope() } }, { ...modern, "mcp-method": "tools/list" }),
+    );
     const names = ((list.result?.["tools"] ?? []) as { name: string }[]).map((t) => t.name);
     expect(names).toContain("test_simple_text");
     // The whole space's face answers 2026-07-28 too, under the space's names.
     const whole = await fetch(`http://127.0.0.1:${gw!.port}/mcp`, {
       method: "POST",
-      headers: { authorization: `Bearer ${T.seat}`, "content-type": "application/json", accept: "application/json, text/event-stream", ...modern, "mcp-method": "tools/list" },
+      headers: {
+        authorization: `Bearer ${T.seat}`,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        ...modern,
+        "mcp-method": "tools/list",
+      },
       body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/list", params: { _meta: envelope() } }),
     });
     expect(whole.status).toBe(200);
     expect(((await answer(whole)).result?.["tools"] as { name: string }[]).map((t) => t.name)).toContain("conf__test_simple_text");
     // A token that is nobody's gets nothing.
-    const denied = await post({ jsonrpc: "2.0", id: 6, method: "tools/list", params: { _meta: envelope() } }, { ...modern, "mcp-method": "tools/list" }, "not-a-token-000");
+    const denied = await post(
+      { jsonrpc: "2.0", id: 6, method: "tools/list", params: { _meta: envelope() } },
+      { ...modern, "mcp-method": "tools/list" },
+      "not-a-token-000",
+    );
     expect(denied.status).toBe(401);
   });
 });
-

@@ -21,7 +21,13 @@ import { startGateway, TestClient, toolOwner, waitFor, type Env, type TestGatewa
 
 const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
 const FILESYSTEM = createRequire(import.meta.url).resolve("@modelcontextprotocol/server-filesystem/dist/index.js");
-const T = { human: "human-token-0001", agent: "agent-token-0002", fs: "fs-token-00000003", bot: "bot-token-000004", evil: "evil-token-00005" };
+const T = {
+  human: "human-token-0001",
+  agent: "agent-token-0002",
+  fs: "fs-token-00000003",
+  bot: "bot-token-000004",
+  evil: "evil-token-00005",
+};
 const HOSTILE = `<img src=x onerror="window.__xss='intent'"> \u001b[31mred\u001b[0m \u202Egnp.exe\u202C "q" \\u0041 &amp;`;
 
 let browser: Browser;
@@ -36,7 +42,17 @@ const shots = tempDir("mewgate-cards-");
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}`);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
 }, 30_000);
 afterAll(async () => {
   await browser?.close();
@@ -72,10 +88,21 @@ async function setup(opts: { model?: ModelServer; viewport?: { width: number; he
   dir = realpathSync(mkdtempSync(join(tmpdir(), "mewgate-cards-fs-")));
   writeFileSync(join(dir, "notes.txt"), "milk\neggs\n");
   gw = await startGateway(space(opts.model));
-  bridges.push(await startBridge({ id: "fs", server: { command: process.execPath, args: [FILESYSTEM, dir] }, client: { url: gw.url, space: "cards", token: T.fs }, restart: { initialDelayMs: 50, maxDelayMs: 200 } }));
+  bridges.push(
+    await startBridge({
+      id: "fs",
+      server: { command: process.execPath, args: [FILESYSTEM, dir] },
+      client: { url: gw.url, space: "cards", token: T.fs },
+      restart: { initialDelayMs: 50, maxDelayMs: 200 },
+    }),
+  );
   const bot = await TestClient.join(gw, "cards", T.bot);
   clients.push(bot);
-  await waitFor(async () => (await api("GET", "tools")).body.tools.some((t: { name: string }) => t.name === "fs/write_file"), 10_000, "server-filesystem's tools");
+  await waitFor(
+    async () => (await api("GET", "tools")).body.tools.some((t: { name: string }) => t.name === "fs/write_file"),
+    10_000,
+    "server-filesystem's tools",
+  );
   page = await browser.newPage({ viewport: opts.viewport ?? { width: 1280, height: 900 } });
   page.setDefaultTimeout(8000);
   await page.goto(`http://127.0.0.1:${gw.port}/ui/#space=cards&token=${T.human}`);
@@ -111,10 +138,20 @@ describe("the proposal card in the console", () => {
   it("draws hostile intent, arguments and tool texts as text, with hidden characters shown, and folds a huge intent", async () => {
     const bot = await setup();
     const evil = await toolOwner(gw!, "cards", T.evil, [
-      { name: "run", title: `<script>window.__xss='title'</script>`, description: `<img src=x onerror="window.__xss='desc'">\u202Ehidden`, annotations: { destructiveHint: true, readOnlyHint: "<b>", openWorldHint: true }, inputSchema: { type: "object" } },
+      {
+        name: "run",
+        title: `<script>window.__xss='title'</script>`,
+        description: `<img src=x onerror="window.__xss='desc'">\u202Ehidden`,
+        annotations: { destructiveHint: true, readOnlyHint: "<b>", openWorldHint: true },
+        inputSchema: { type: "object" },
+      },
     ]);
     clients.push(evil);
-    await waitFor(async () => (await api("GET", "tools")).body.tools.some((t: { name: string }) => t.name === "evil/run"), 5000, "evil/run");
+    await waitFor(
+      async () => (await api("GET", "tools")).body.tools.some((t: { name: string }) => t.name === "evil/run"),
+      5000,
+      "evil/run",
+    );
     bot.send(write("h1", { command: HOSTILE, [`<b>key</b>\u202E`]: { nested: HOSTILE } }, HOSTILE, "evil", "run"));
     const card = page!.locator('#inbox li.card[data-id="h1"]');
     await card.waitFor();
@@ -131,7 +168,9 @@ describe("the proposal card in the console", () => {
     expect(await card.locator("dl.args").textContent()).not.toContain("\u202E");
 
     // A huge intent (the most the gateway takes) is folded, not cut: "show all" has every line.
-    const huge = Array.from({ length: 400 }, (_, i) => `reason ${i}`).join("\n").slice(0, 4000);
+    const huge = Array.from({ length: 400 }, (_, i) => `reason ${i}`)
+      .join("\n")
+      .slice(0, 4000);
     bot.send(write("h2", { command: "x" }, huge, "evil", "run"));
     const big = page!.locator('#inbox li.card[data-id="h2"] blockquote.intent');
     await big.waitFor();
@@ -144,15 +183,23 @@ describe("the proposal card in the console", () => {
 
   it("shows a write to a real file as numbered lines with the intent, approves it, and shows the result in Decided; a tool error is tool_error everywhere", async () => {
     const bot = await setup();
-    const content = "# Shopping\n\n- milk\n- eggs\n- \"bread\" <b>not bold</b>\n\tindented with a tab\nlast line";
+    const content = '# Shopping\n\n- milk\n- eggs\n- "bread" <b>not bold</b>\n\tindented with a tab\nlast line';
     bot.send({ kind: "chat", payload: { text: "I keep your shopping list" } });
-    bot.send(write("w1", { path: join(dir, "notes.txt"), content }, "You asked me to add bread to your shopping list, so I am rewriting notes.txt with it."));
+    bot.send(
+      write(
+        "w1",
+        { path: join(dir, "notes.txt"), content },
+        "You asked me to add bread to your shopping list, so I am rewriting notes.txt with it.",
+      ),
+    );
     const card = page!.locator('#inbox li.card[data-id="w1"]');
     await card.waitFor();
     expect(await card.locator("h3").textContent()).toBe("bot → fs/write_file");
     expect(await card.locator(".short-id").textContent()).toBe("#w1");
     expect(await card.locator("blockquote.intent .intent-label").textContent()).toBe("Why bot wants it:");
-    expect(await card.locator("blockquote.intent .tx").allTextContents()).toEqual(["You asked me to add bread to your shopping list, so I am rewriting notes.txt with it."]);
+    expect(await card.locator("blockquote.intent .tx").allTextContents()).toEqual([
+      "You asked me to add bread to your shopping list, so I am rewriting notes.txt with it.",
+    ]);
     expect(await card.locator(".hint").allTextContents()).toEqual(["destructive", "not read-only", "idempotent", "closed world"]);
     expect(await card.locator(".why").textContent()).toMatch(/Needs approval: .*ask.*expires in \d+:\d\d/);
     // The content as the lines it is: numbered, unescaped, whole.
@@ -186,7 +233,9 @@ describe("the proposal card in the console", () => {
     expect(await failed.locator(".result").textContent()).toMatch(/content/i);
     const audit = (await api("GET", "audit")).body.entries as Array<Record<string, unknown>>;
     expect(audit.find((e) => e["proposal"] === "w2" && e["event"] === "answered")?.["outcome"]).toBe("tool_error");
-    expect((await api("GET", "proposals?state=decided")).body.decided.find((d: { id: string }) => d.id === "w2").outcome).toBe("tool_error");
+    expect((await api("GET", "proposals?state=decided")).body.decided.find((d: { id: string }) => d.id === "w2").outcome).toBe(
+      "tool_error",
+    );
     const metrics = await (await fetch(`http://127.0.0.1:${gw!.port}/metrics`)).text();
     expect(metrics).toMatch(/^mewgate_calls_total\{space="cards",outcome="tool_error"\} 1$/m);
     await page!.locator("#decided").scrollIntoViewIfNeeded();
@@ -229,7 +278,12 @@ describe("the proposal card in the console", () => {
     await page!.locator('#decided li[data-decided="b5"]').waitFor();
     await page!.locator('#decided li[data-decided="b4"]').waitFor();
     const decided = (await api("GET", "proposals?state=decided")).body.decided as Array<Record<string, unknown>>;
-    expect(decided.filter((d) => d["decision"] === "rejected").map((d) => [d["id"], d["reason"]]).sort()).toEqual([
+    expect(
+      decided
+        .filter((d) => d["decision"] === "rejected")
+        .map((d) => [d["id"], d["reason"]])
+        .sort(),
+    ).toEqual([
       ["b4", "unsafe"],
       ["b5", "unsafe"],
     ]);
@@ -241,13 +295,21 @@ describe("the proposal card in the console", () => {
     servers.push(model);
     await setup({ model });
     model.reply(
-      openaiReply({ content: "I will save the list to list.txt.", tool_calls: [openaiToolCall("c1", "fs__write_file", { path: "/tmp/list.txt", content: "milk" })] }),
+      openaiReply({
+        content: "I will save the list to list.txt.",
+        tool_calls: [openaiToolCall("c1", "fs__write_file", { path: "/tmp/list.txt", content: "milk" })],
+      }),
       // The second try: inside the folder server-filesystem serves.
-      openaiReply({ content: "Saving it under the folder you allowed instead.", tool_calls: [openaiToolCall("c2", "fs__write_file", { path: join(dir, "list.txt"), content: "milk" })] }),
+      openaiReply({
+        content: "Saving it under the folder you allowed instead.",
+        tool_calls: [openaiToolCall("c2", "fs__write_file", { path: join(dir, "list.txt"), content: "milk" })],
+      }),
       openaiReply({ content: "Saved." }),
     );
     const config = gw!.gateway.spaces.get("cards")!.config.participants["agent"]!.agent!;
-    agents.push(await startAgent({ id: "agent", config, client: { url: gw!.url, space: "cards", token: T.agent, reconnect: false }, env: {} }));
+    agents.push(
+      await startAgent({ id: "agent", config, client: { url: gw!.url, space: "cards", token: T.agent, reconnect: false }, env: {} }),
+    );
     await api("POST", "chat", { text: "@agent save my shopping list" });
     const first = page!.locator("#inbox li.card", { hasText: "/tmp/list.txt" });
     await first.waitFor();
@@ -261,7 +323,7 @@ describe("the proposal card in the console", () => {
     expect(await page!.locator("#inbox li.card", { hasText: "/tmp/list.txt" }).count()).toBe(0);
     expect(await again.locator("blockquote.intent").textContent()).toContain("Saving it under the folder you allowed instead.");
     const told = JSON.stringify(model.requests[1]!.body.messages);
-    expect(told).toContain("human answered your proposal instead of approving it: \\\"not in /tmp: use the notes folder\\\"");
+    expect(told).toContain('human answered your proposal instead of approving it: \\"not in /tmp: use the notes folder\\"');
     await again.getByRole("button", { name: "Approve", exact: true }).click();
     await waitFor(() => existsSync(join(dir, "list.txt")), 10_000, "the file written");
     const decided = (await api("GET", "proposals?state=decided")).body.decided as Array<Record<string, any>>;
@@ -270,11 +332,25 @@ describe("the proposal card in the console", () => {
 
   it("checks an edit inline as it is typed, and keeps the Tools table's Policy column on one line at 1280 px", async () => {
     const bot = await setup();
-    const evil = await toolOwner(gw!, "cards", T.evil, [
-      { name: "count", description: "Counts", inputSchema: { type: "object", properties: { n: { type: "integer" }, mode: { enum: ["fast", "slow"] } }, required: ["n"] } },
-    ], { onCall: (env, reply) => reply({ content: [{ type: "text", text: `counted ${JSON.stringify(env.payload.params.arguments)}` }] }) });
+    const evil = await toolOwner(
+      gw!,
+      "cards",
+      T.evil,
+      [
+        {
+          name: "count",
+          description: "Counts",
+          inputSchema: { type: "object", properties: { n: { type: "integer" }, mode: { enum: ["fast", "slow"] } }, required: ["n"] },
+        },
+      ],
+      { onCall: (env, reply) => reply({ content: [{ type: "text", text: `counted ${JSON.stringify(env.payload.params.arguments)}` }] }) },
+    );
     clients.push(evil);
-    await waitFor(async () => (await api("GET", "tools")).body.tools.some((t: { name: string }) => t.name === "evil/count"), 5000, "evil/count");
+    await waitFor(
+      async () => (await api("GET", "tools")).body.tools.some((t: { name: string }) => t.name === "evil/count"),
+      5000,
+      "evil/count",
+    );
     bot.send(write("n1", { n: 1, mode: "fast" }, "counting", "evil", "count"));
     await page!.locator('#inbox li.card[data-id="n1"]').getByRole("button", { name: "Edit" }).click();
     const form = page!.locator("dialog.ask");
@@ -310,7 +386,13 @@ describe("the proposal card in the console", () => {
 
   it("fits a phone: the card, its lines and its buttons, with no sideways scrolling", async () => {
     const bot = await setup({ viewport: { width: 390, height: 844 } });
-    bot.send(write("m1", { path: join(dir, "notes.txt"), content: `a very long line ${"word ".repeat(80)}\nsecond line` }, "Adding your list to notes.txt, as you asked."));
+    bot.send(
+      write(
+        "m1",
+        { path: join(dir, "notes.txt"), content: `a very long line ${"word ".repeat(80)}\nsecond line` },
+        "Adding your list to notes.txt, as you asked.",
+      ),
+    );
     const card = page!.locator('#inbox li.card[data-id="m1"]');
     await card.waitFor();
     expect((await page!.evaluate("document.documentElement.scrollWidth - window.innerWidth")) as number).toBeLessThanOrEqual(0);

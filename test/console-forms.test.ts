@@ -26,8 +26,19 @@ let page: Page | undefined;
 const clients: TestClient[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}; install Debian's chromium (.ci/run does)`);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
+  if (!existsSync(CHROMIUM))
+    throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}; install Debian's chromium (.ci/run does)`);
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
 }, 30_000);
 afterAll(async () => {
   await browser?.close();
@@ -118,14 +129,23 @@ describe("forms at the web console", () => {
     expect(await odd.locator(".why").textContent()).toMatch(/cannot be shown here/);
     expect(await odd.getByRole("button", { name: "Accept" }).count()).toBe(0);
 
-    asker.send({ kind: "mcp/request", to: ["human"], correlation_id: ["f3"], payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "f3", reason: "no longer" } } });
+    asker.send({
+      kind: "mcp/request",
+      to: ["human"],
+      correlation_id: ["f3"],
+      payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "f3", reason: "no longer" } },
+    });
     await odd.waitFor({ state: "detached" });
 
     // bob cannot answer a form asked of human through the API.
     asker.send(ask("f4", { message: "Fourth", requestedSchema: { type: "object", properties: {} } }));
     await p.locator('li.card[data-request="f4"]').waitFor();
     const api = (token: string, path: string, body?: unknown) =>
-      fetch(`http://127.0.0.1:${gw!.port}/api/spaces/web/${path}`, { method: body ? "POST" : "GET", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: body ? JSON.stringify(body) : undefined });
+      fetch(`http://127.0.0.1:${gw!.port}/api/spaces/web/${path}`, {
+        method: body ? "POST" : "GET",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: body ? JSON.stringify(body) : undefined,
+      });
     const listed = (await (await api(T.human, "requests")).json()) as { requests: Array<{ id: string; from: string }> };
     expect(listed.requests.map((r) => `${r.id}<${r.from}`)).toEqual(["f4<asker"]);
     const forged = await api(T.bob, "requests/f4/respond", { result: { action: "accept", content: {} } });
@@ -141,7 +161,10 @@ describe("a form asked of someone whose last console closes", () => {
   it("fails at once with target_left instead of waiting for its timeout", async () => {
     const asker = await setup();
     const events = new AbortController();
-    const stream = await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/web/events`, { headers: { authorization: `Bearer ${T.human}` }, signal: events.signal });
+    const stream = await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/web/events`, {
+      headers: { authorization: `Bearer ${T.human}` },
+      signal: events.signal,
+    });
     expect(stream.status).toBe(200);
     const reader = stream.body!.getReader();
     await reader.read(); // the hello: the console is watching

@@ -28,8 +28,19 @@ let gw: TestGateway | undefined;
 let page: Page | undefined;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}; install Debian's chromium (.ci/run does)`);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
+  if (!existsSync(CHROMIUM))
+    throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}; install Debian's chromium (.ci/run does)`);
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
 }, 30_000);
 afterAll(async () => {
   await browser?.close();
@@ -61,7 +72,9 @@ describe("tool rule findings in the console's Tools view", () => {
     await items.first().waitFor();
     expect(await p.locator("#policy-heading").textContent()).toBe("Tool rules: 0 error(s), 2 warning(s)");
     const texts = await items.allTextContents();
-    expect(texts[0]).toBe('warning space.yaml:8:14 participants.helper.tools.deny[0]: no participant "file" in this space, so this deny rule matches nothing; did you mean "files"?');
+    expect(texts[0]).toBe(
+      'warning space.yaml:8:14 participants.helper.tools.deny[0]: no participant "file" in this space, so this deny rule matches nothing; did you mean "files"?',
+    );
     expect(texts[1]).toContain("⟨U+202E⟩");
     expect(texts[1]).toContain("<b>x");
     expect(await p.locator("#policy-findings b").count()).toBe(0);

@@ -28,7 +28,17 @@ const clients: TestClient[] = [];
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}`);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
 }, 30_000);
 afterAll(async () => {
   await browser?.close();
@@ -42,7 +52,11 @@ afterEach(async () => {
 });
 
 async function api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/sg/${path}`, { method, headers: { authorization: `Bearer ${T.human}`, "content-type": "application/json" }, ...(body ? { body: JSON.stringify(body) } : {}) });
+  const res = await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/sg/${path}`, {
+    method,
+    headers: { authorization: `Bearer ${T.human}`, "content-type": "application/json" },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
   return { status: res.status, body: await res.json() };
 }
 
@@ -82,7 +96,9 @@ describe("the console's Suggestions view", () => {
     // How people decide, drawn small under the suggestions: three approvals, none after opening a preview.
     const person = page.locator('#fatigue li[data-person="human"]');
     await person.waitFor();
-    expect(await person.textContent()).toMatch(/^human: 3 decision\(s\), [\d.]+\/h, median [\d.]+ s; approved within 2 s unopened: \d of 3 $/);
+    expect(await person.textContent()).toMatch(
+      /^human: 3 decision\(s\), [\d.]+\/h, median [\d.]+ s; approved within 2 s unopened: \d of 3 $/,
+    );
     expect(await person.locator("meter").count()).toBe(1);
     const whole = (await card.textContent()) ?? "";
     expect(whole).toContain("human approved 3 call(s) of fs/write_file by agent like this");
@@ -100,14 +116,31 @@ describe("the console's Suggestions view", () => {
     // The pending one is still a proposal (someone still decides it); the next runs directly.
     expect((await api("GET", `proposals/${pending}`)).status).toBe(200);
     const id = `d-${++n}`;
-    agent.send({ id, kind: "mcp/request", to: ["fs"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "write_file", arguments: { path: "notes/e.md", content: "e" } } } });
-    const answer = await agent.next((e) => e.correlation_id?.includes(id) === true && (e.kind === "mcp/response" || e.kind === "system/error"));
+    agent.send({
+      id,
+      kind: "mcp/request",
+      to: ["fs"],
+      payload: {
+        jsonrpc: "2.0",
+        id,
+        method: "tools/call",
+        params: { name: "write_file", arguments: { path: "notes/e.md", content: "e" } },
+      },
+    });
+    const answer = await agent.next(
+      (e) => e.correlation_id?.includes(id) === true && (e.kind === "mcp/response" || e.kind === "system/error"),
+    );
     expect(answer.kind).toBe("mcp/response");
   });
 
   it("the inbox puts the risky first, each reason shown; the low-risk ones are approved together, each recorded on its own", async () => {
     gw = await startGateway(SPACE);
-    clients.push(await toolOwner(gw, "sg", T.fs, [{ name: "write_file", inputSchema: { type: "object" } }, { name: "delete_file", inputSchema: { type: "object" }, annotations: { destructiveHint: true } }]));
+    clients.push(
+      await toolOwner(gw, "sg", T.fs, [
+        { name: "write_file", inputSchema: { type: "object" } },
+        { name: "delete_file", inputSchema: { type: "object" }, annotations: { destructiveHint: true } },
+      ]),
+    );
     const agent = await TestClient.join(gw, "sg", T.agent);
     clients.push(agent);
     for (const x of ["a", "b", "c"]) {
@@ -118,21 +151,38 @@ describe("the console's Suggestions view", () => {
     const low1 = propose(agent, { path: "notes/d.md", content: "d" });
     const low2 = propose(agent, { path: "notes/e.md", content: "e" });
     const id = `x-${++n}`;
-    agent.send({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "delete_file", arguments: { path: "notes/a.md" } } } });
+    agent.send({
+      id,
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "delete_file", arguments: { path: "notes/a.md" } } },
+    });
     await waitFor(async () => (await api("GET", "proposals")).body.proposals.length === 3);
-    await waitFor(async () => (await api("GET", `proposals/${low1}`)).body.risk?.level === "low", 5000, "the card's risk to follow the trail");
+    await waitFor(
+      async () => (await api("GET", `proposals/${low1}`)).body.risk?.level === "low",
+      5000,
+      "the card's risk to follow the trail",
+    );
     page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
     page.setDefaultTimeout(6000);
     await page.goto(`http://127.0.0.1:${gw.port}/ui/#space=sg&token=${T.human}`);
     await page.locator("#conn.live").waitFor();
     await page.locator("#inbox li.card .risk").nth(2).waitFor();
-    expect(await page.locator("#inbox li.card .risk").evaluateAll((xs) => xs.map((x) => x.getAttribute("data-risk")))).toEqual(["high", "low", "low"]);
+    expect(await page.locator("#inbox li.card .risk").evaluateAll((xs) => xs.map((x) => x.getAttribute("data-risk")))).toEqual([
+      "high",
+      "low",
+      "low",
+    ]);
     expect(await page.locator("#inbox li.card").first().getAttribute("data-id")).toBe(id);
-    expect(await page.locator("#inbox li.card .risk").first().textContent()).toMatch(/^Risk: high — fs\/delete_file says it is destructive; the first call of fs\/delete_file by agent\.$/);
+    expect(await page.locator("#inbox li.card .risk").first().textContent()).toMatch(
+      /^Risk: high — fs\/delete_file says it is destructive; the first call of fs\/delete_file by agent\.$/,
+    );
     await page.locator("button.select-low").click();
     await page.locator("#batch button.approve", { hasText: "Approve 2" }).click();
     await waitFor(async () => (await api("GET", "proposals")).body.proposals.length === 1);
-    const audit = (await api("GET", "audit")).body.entries.filter((e: any) => e.event === "approved" && (e.proposal === low1 || e.proposal === low2));
+    const audit = (await api("GET", "audit")).body.entries.filter(
+      (e: any) => e.event === "approved" && (e.proposal === low1 || e.proposal === low2),
+    );
     expect(audit.map((e: any) => e.proposal).sort()).toEqual([low1, low2].sort());
     expect((await api("GET", "proposals")).body.proposals[0].id).toBe(id);
   });

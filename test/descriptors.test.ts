@@ -13,7 +13,17 @@ import { spawnSync } from "node:child_process";
 import { Agent, request } from "node:http";
 import { DEFAULT_LIMITS, type Limits } from "../gateway/config/limits.js";
 import { descriptorLimit, fitLimits, HTTP_SLACK } from "../gateway/edge/descriptors.js";
-import { killGateway, seeded, sleep, spawnGateway, startGateway, TestClient, waitFor, type GatewayProcess, type TestGateway } from "./helpers.js";
+import {
+  killGateway,
+  seeded,
+  sleep,
+  spawnGateway,
+  startGateway,
+  TestClient,
+  waitFor,
+  type GatewayProcess,
+  type TestGateway,
+} from "./helpers.js";
 
 const T = { human: "human-token-1", ops: "ops-token-22", agent: "agent-token-3" };
 const SPACE = (limits = "") => `
@@ -130,7 +140,10 @@ async function humanAndOperatorGetIn(port: number): Promise<{ joinMs: number; ap
   const joinMs = performance.now() - t0;
   expect(welcome.payload.you.id).toBe("human");
   const t1 = performance.now();
-  const res = await fetch(`http://127.0.0.1:${port}/api/spaces/fds/me`, { headers: { authorization: `Bearer ${T.ops}` }, signal: AbortSignal.timeout(1000) });
+  const res = await fetch(`http://127.0.0.1:${port}/api/spaces/fds/me`, {
+    headers: { authorization: `Bearer ${T.ops}` },
+    signal: AbortSignal.timeout(1000),
+  });
   const apiMs = performance.now() - t1;
   expect(res.status).toBe(200);
   expect(((await res.json()) as { id?: string }).id).toBe("ops");
@@ -143,7 +156,9 @@ describe("descriptor floods under ulimit -n 1024", () => {
     expect(descriptorLimit().limit).toBeGreaterThanOrEqual(2048);
   });
 
-  it("1,100 half-open connections from one address: a human joins within a second and the operator API answers", { timeout: 60_000 }, async () => {
+  it("1,100 half-open connections from one address: a human joins within a second and the operator API answers", {
+    timeout: 60_000,
+  }, async () => {
     const g = await spawn("");
     const f = await flood(g.port, 1100, PARTIAL);
     // Counted from the first byte: one address holds at most max_per_address sockets
@@ -162,7 +177,9 @@ describe("descriptor floods under ulimit -n 1024", () => {
     expect(g.child.exitCode).toBe(null);
   });
 
-  it("past the descriptor budget (max_per_address set high), the oldest half-open socket goes, not the newcomer", { timeout: 60_000 }, async () => {
+  it("past the descriptor budget (max_per_address set high), the oldest half-open socket goes, not the newcomer", {
+    timeout: 60_000,
+  }, async () => {
     const g = await spawn("max_per_address: 100000");
     const warning = fitWarning(g);
     expect(warning, "the gateway warns that its limits do not fit 1,024 descriptors").toBeDefined();
@@ -188,7 +205,9 @@ describe("descriptor floods under ulimit -n 1024", () => {
     expect(clients[0]!.closeCode).toBe(undefined);
   });
 
-  it("raw sockets that never send a byte are counted from the first byte and evicted before half-open requests", { timeout: 60_000 }, async () => {
+  it("raw sockets that never send a byte are counted from the first byte and evicted before half-open requests", {
+    timeout: 60_000,
+  }, async () => {
     const g = await spawn("max_per_address: 100000");
     const ceiling: number = fitWarning(g)!.effective.sockets;
     // 300 that started a request, then silent ones up to the ceiling: nothing evicted yet.

@@ -12,7 +12,18 @@ import { tmpdir } from "node:os";
 import { join as pathJoin } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { readAudit } from "../gateway/space/ledger.js";
-import { askGateway, errorFor, killGateway, seeded, sleep, spawnGateway, TestClient, toolOwner, type Env, type GatewayProcess } from "./helpers.js";
+import {
+  askGateway,
+  errorFor,
+  killGateway,
+  seeded,
+  sleep,
+  spawnGateway,
+  TestClient,
+  toolOwner,
+  type Env,
+  type GatewayProcess,
+} from "./helpers.js";
 
 const AGENTS = ["a1", "a2", "a3", "a4"];
 const TOKEN = (id: string) => `${id}-token-0123456789`;
@@ -28,7 +39,6 @@ ${AGENTS.map((a) => `  ${a}: {kind: agent, token: ${TOKEN(a)}, tools: {ask: ["fs
 `;
 
 const TOOLS = [{ name: "write_file", inputSchema: { type: "object" } }];
-
 
 const procs: GatewayProcess[] = [];
 const clients: TestClient[] = [];
@@ -104,7 +114,12 @@ describe("kill -9 in the middle of a burst", () => {
       let stop = false;
       const bursts = agents.map(async (agent, i) => {
         for (let n = 0; n < 200 && !stop; n++) {
-          agent.send({ id: `r${run}-${AGENTS[i]}-${n}`, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { n } } } });
+          agent.send({
+            id: `r${run}-${AGENTS[i]}-${n}`,
+            kind: "mcp/proposal",
+            to: ["fs"],
+            payload: { method: "tools/call", params: { name: "write_file", arguments: { n } } },
+          });
           await sleep(1);
         }
       });
@@ -173,7 +188,9 @@ function fill(dir: string): string {
 }
 
 describe("a full disk", () => {
-  it("refuses changes it cannot make durable with a clear error, changes nothing, and recovers when space is freed", { timeout: 60_000 }, async () => {
+  it("refuses changes it cannot make durable with a clear error, changes nothing, and recovers when space is freed", {
+    timeout: 60_000,
+  }, async () => {
     const dir = mkdtempSync(pathJoin(tmpdir(), "mewgate-full-"));
     dirs.push(dir);
     const state = pathJoin(dir, "state");
@@ -189,7 +206,13 @@ describe("a full disk", () => {
       await toolOwner(g, "dur", TOKEN("fs"), TOOLS).then((c) => clients.push(c));
       const human = await join(g, "human");
       const agent = await join(g, "a1");
-      const propose = (id: string, size = 100) => agent.send({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { d: "x".repeat(size) } } } });
+      const propose = (id: string, size = 100) =>
+        agent.send({
+          id,
+          kind: "mcp/proposal",
+          to: ["fs"],
+          payload: { method: "tools/call", params: { name: "write_file", arguments: { d: "x".repeat(size) } } },
+        });
 
       propose("before", 3000);
       await human.next((e) => e.id === "before");
@@ -200,8 +223,16 @@ describe("a full disk", () => {
       for (let i = 0; i < 60 && !full; i++) {
         propose(`pad-${i}`, mounted ? 300 : 8000);
         // The loser of the race times out later; its rejection is expected and caught.
-        const held = human.nextNew((e) => e.id === `pad-${i}`, 3000).then(() => "held", () => "timeout");
-        const failed = errorFor(agent, `pad-${i}`).then(() => "failed", () => "timeout");
+        const held = human
+          .nextNew((e) => e.id === `pad-${i}`, 3000)
+          .then(
+            () => "held",
+            () => "timeout",
+          );
+        const failed = errorFor(agent, `pad-${i}`).then(
+          () => "failed",
+          () => "timeout",
+        );
         const outcome = await Promise.race([held, failed]);
         full = outcome === "failed";
       }

@@ -54,7 +54,10 @@ function get(path: string, headers: Record<string, string>): Promise<{ status: n
 }
 
 /** Opens a WebSocket; resolves with "open" or the HTTP status that refused the upgrade. */
-function upgrade(query: string, headers: Record<string, string> = {}): Promise<{ outcome: "open"; ws: WebSocket } | { outcome: number; body: string }> {
+function upgrade(
+  query: string,
+  headers: Record<string, string> = {},
+): Promise<{ outcome: "open"; ws: WebSocket } | { outcome: number; body: string }> {
   const ws = new WebSocket(`ws://127.0.0.1:${gw!.port}/ws?${query}`, { headers });
   sockets.push(ws);
   return new Promise((resolve) => {
@@ -78,7 +81,11 @@ describe("origin and host", () => {
     expect((ws as { body: string }).body).toContain("gateway.allowed_origins");
     expect(gw.gateway.spaces.get("edge")!.online).toBe(0);
     expect((await get("/healthz", evil)).status).toBe(403);
-    const mcp = await fetch(`http://127.0.0.1:${gw.port}/mcp`, { method: "POST", headers: { ...evil, authorization: `Bearer ${T.agent}`, "content-type": "application/json" }, body: "{}" });
+    const mcp = await fetch(`http://127.0.0.1:${gw.port}/mcp`, {
+      method: "POST",
+      headers: { ...evil, authorization: `Bearer ${T.agent}`, "content-type": "application/json" },
+      body: "{}",
+    });
     expect(mcp.status).toBe(403);
     expect(mount.sessions).toBe(0);
     // `null` (a sandboxed frame, a file: page) is no origin to trust either.
@@ -87,7 +94,13 @@ describe("origin and host", () => {
 
   it("lets in loopback pages, the gateway's own origin and allowed_origins, and clients that send no Origin", async () => {
     gw = await startGateway(SPACE());
-    for (const origin of ["http://localhost:5173", "http://127.0.0.1:9999", "http://[::1]:3000", "https://console.example.com", `http://127.0.0.1:${gw.port}`]) {
+    for (const origin of [
+      "http://localhost:5173",
+      "http://127.0.0.1:9999",
+      "http://[::1]:3000",
+      "https://console.example.com",
+      `http://127.0.0.1:${gw.port}`,
+    ]) {
       expect((await get("/healthz", { origin })).status, origin).toBe(200);
     }
     expect((await get("/healthz", {})).status).toBe(200);
@@ -162,7 +175,8 @@ describe("connection limits", () => {
 
   it("keeps a reserve that only a human of the space can use once the gateway is full", async () => {
     gw = await startGateway(SPACE("max_connections: 3, operator_reserve: 1"));
-    for (const token of [T.agent, T.bot, T.other]) expect((await upgrade("space=edge", { authorization: `Bearer ${token}` })).outcome).toBe("open");
+    for (const token of [T.agent, T.bot, T.other])
+      expect((await upgrade("space=edge", { authorization: `Bearer ${token}` })).outcome).toBe("open");
     // Full: an agent, or a socket without a token, is refused ...
     const late = await upgrade("space=edge", { authorization: `Bearer ${T.agent}x` });
     expect(late.outcome).toBe(503);
@@ -184,7 +198,11 @@ describe("connection limits", () => {
     expect((third as { body: string }).body).toContain("max_per_address");
     // A closed connection frees its place.
     sockets[0]!.close();
-    await waitFor(async () => (await upgrade("space=edge", { authorization: `Bearer ${T.human}` })).outcome === "open", 3000, "a freed place");
+    await waitFor(
+      async () => (await upgrade("space=edge", { authorization: `Bearer ${T.human}` })).outcome === "open",
+      3000,
+      "a freed place",
+    );
   });
 
   it("closes a burst flood with 4429, not 1006, and the others keep being served", async () => {
@@ -206,7 +224,9 @@ describe("connection limits", () => {
 
 describe("/mcp sessions", () => {
   async function connect(token: string): Promise<Client> {
-    const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw!.port}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${token}` } } });
+    const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw!.port}/mcp`), {
+      requestInit: { headers: { Authorization: `Bearer ${token}` } },
+    });
     const client = new Client({ name: "edge-test", version: "1.0.0" });
     mcpClients.push(client);
     await client.connect(transport);

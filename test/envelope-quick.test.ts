@@ -35,8 +35,41 @@ function pick<T>(r: () => number, xs: readonly T[]): T {
 const str = (n: number, c = "a") => c.repeat(n);
 
 /** Strings at and around every bound the schemas name, and the awkward ones. */
-const STRINGS = ["", "a", "chat", "mcp/request", "-x", "a b", "é", "\u0000\u001b[2J", "😀", str(63), str(64), str(65), str(128), str(255), str(256), str(257), str(1024), str(1025), str(2000)];
-const KINDS = ["chat", "mcp/request", "mcp/response", "a", "A.b_c-d/e", "-chat", "", "chat!", "x".repeat(128), "x".repeat(129), "ch at", "mew/\u0000"];
+const STRINGS = [
+  "",
+  "a",
+  "chat",
+  "mcp/request",
+  "-x",
+  "a b",
+  "é",
+  "\u0000\u001b[2J",
+  "😀",
+  str(63),
+  str(64),
+  str(65),
+  str(128),
+  str(255),
+  str(256),
+  str(257),
+  str(1024),
+  str(1025),
+  str(2000),
+];
+const KINDS = [
+  "chat",
+  "mcp/request",
+  "mcp/response",
+  "a",
+  "A.b_c-d/e",
+  "-chat",
+  "",
+  "chat!",
+  "x".repeat(128),
+  "x".repeat(129),
+  "ch at",
+  "mew/\u0000",
+];
 const NUMBERS = [0, -1, 1.5, 2 ** 53, -(2 ** 31), 1e308];
 
 function value(r: () => number, depth = 0): unknown {
@@ -57,7 +90,8 @@ function value(r: () => number, depth = 0): unknown {
       return Array.from({ length: Math.floor(r() * 4) }, () => value(r, depth + 1));
     default: {
       const o: Record<string, unknown> = {};
-      for (let i = Math.floor(r() * 4); i > 0; i--) o[pick(r, ["a", "b", "code", "message", "data", "constructor", "toString"])] = value(r, depth + 1);
+      for (let i = Math.floor(r() * 4); i > 0; i--)
+        o[pick(r, ["a", "b", "code", "message", "data", "constructor", "toString"])] = value(r, depth + 1);
       return o;
     }
   }
@@ -112,14 +146,23 @@ function response(r: () => number): unknown {
   if (r() < 0.4) {
     o["error"] =
       r() < 0.7
-        ? { code: pick(r, [-32000, 1.5, "1"]), message: pick(r, ["boom", 3, ""]), ...(r() < 0.5 ? { data: value(r) } : {}), ...(r() < 0.2 ? { extra: 1 } : {}) }
+        ? {
+            code: pick(r, [-32000, 1.5, "1"]),
+            message: pick(r, ["boom", 3, ""]),
+            ...(r() < 0.5 ? { data: value(r) } : {}),
+            ...(r() < 0.2 ? { extra: 1 } : {}),
+          }
         : value(r);
   }
   return o;
 }
 
 /** Runs both readers on one input: the quick one may decline, but never disagree. */
-function agree<T>(input: unknown, quick: (x: never) => T | undefined, schema: { safeParse(x: unknown): { success: boolean; data?: unknown } }): "quick" | "schema" | "refused" {
+function agree<T>(
+  input: unknown,
+  quick: (x: never) => T | undefined,
+  schema: { safeParse(x: unknown): { success: boolean; data?: unknown } },
+): "quick" | "schema" | "refused" {
   // A JSON round trip: the gateway only ever sees what JSON.parse makes.
   const json = JSON.parse(JSON.stringify(input ?? null)) as unknown;
   const fast = quick(json as never);
@@ -138,7 +181,13 @@ describe("hand readers against the schemas", () => {
     const seen = { quick: 0, schema: 0, refused: 0 };
     for (let i = 0; i < 20_000; i++) {
       const o = envelope(r);
-      seen[agree(o, (x: Record<string, unknown>) => (typeof x === "object" && x !== null && !Array.isArray(x) ? quickEnvelope(x) : undefined), InboundEnvelopeSchema)]++;
+      seen[
+        agree(
+          o,
+          (x: Record<string, unknown>) => (typeof x === "object" && x !== null && !Array.isArray(x) ? quickEnvelope(x) : undefined),
+          InboundEnvelopeSchema,
+        )
+      ]++;
     }
     // Both sides are exercised: otherwise the comparison proves nothing. (Most generated
     // envelopes break some bound, so a few percent are well formed.)
@@ -163,21 +212,41 @@ describe("hand readers against the schemas", () => {
   });
 
   it("leave the errors in the schema's words", () => {
-    expect(parseFrame(JSON.stringify({ kind: "chat", to: ["a", 3] }))).toMatchObject({ ok: false, message: expect.stringMatching(/^to\.1: /) });
-    expect(parseFrame(JSON.stringify({ kind: "-chat" }))).toMatchObject({ ok: false, message: expect.stringContaining('a kind like "chat"') });
+    expect(parseFrame(JSON.stringify({ kind: "chat", to: ["a", 3] }))).toMatchObject({
+      ok: false,
+      message: expect.stringMatching(/^to\.1: /),
+    });
+    expect(parseFrame(JSON.stringify({ kind: "-chat" }))).toMatchObject({
+      ok: false,
+      message: expect.stringContaining('a kind like "chat"'),
+    });
     const req = parseMcpRequest({ method: "" });
     expect(req.success).toBe(false);
     const res = parseMcpResponse({ error: [1, 2] });
     expect(res.success).toBe(false);
     // MEW's loose error (a string code) is made readable rather than refused (spec §4.2).
-    expect(parseMcpResponse({ error: { code: "x", message: "m" } })).toMatchObject({ success: true, data: { error: { code: -32000, message: "m", data: { code: "x" } } } });
+    expect(parseMcpResponse({ error: { code: "x", message: "m" } })).toMatchObject({
+      success: true,
+      data: { error: { code: -32000, message: "m", data: { code: "x" } } },
+    });
   });
 
   it("take the common shapes by hand", () => {
-    const frame = { protocol: "mew/v0.4", id: "r1", kind: "mcp/request", to: ["responder"], correlation_id: "p1", payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "echo", arguments: {} } } };
+    const frame = {
+      protocol: "mew/v0.4",
+      id: "r1",
+      kind: "mcp/request",
+      to: ["responder"],
+      correlation_id: "p1",
+      payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "echo", arguments: {} } },
+    };
     expect(quickEnvelope(frame)).toStrictEqual({ ...frame, correlation_id: ["p1"] });
     expect(quickMcpRequest(frame.payload)).toStrictEqual(frame.payload);
-    expect(quickMcpResponse({ jsonrpc: "2.0", id: 1, result: { content: [] } })).toStrictEqual({ jsonrpc: "2.0", id: 1, result: { content: [] } });
+    expect(quickMcpResponse({ jsonrpc: "2.0", id: 1, result: { content: [] } })).toStrictEqual({
+      jsonrpc: "2.0",
+      id: 1,
+      result: { content: [] },
+    });
     // An own "__proto__" from JSON stays data and never becomes the prototype.
     const hostile = JSON.parse('{"method":"tools/call","params":{"__proto__":{"polluted":true}}}') as unknown;
     const read = quickMcpRequest(hostile);

@@ -16,7 +16,17 @@ describe("parseFrame", () => {
   it("never throws on arbitrary JSON, and every refusal carries a code and a message", () => {
     const field = fc.oneof(fc.jsonValue(), fc.string(), fc.constant(undefined));
     const envelopeLike = fc.record(
-      { protocol: field, id: field, from: field, to: field, kind: field, correlation_id: field, context: field, payload: field, type: field },
+      {
+        protocol: field,
+        id: field,
+        from: field,
+        to: field,
+        kind: field,
+        correlation_id: field,
+        context: field,
+        payload: field,
+        type: field,
+      },
       { requiredKeys: [] },
     );
     fc.assert(
@@ -54,7 +64,10 @@ describe("parseFrame", () => {
       ok: true,
       join: { space: "s", token: "t", participantId: "p" },
     });
-    expect(parseFrame(JSON.stringify({ kind: "system/join", payload: { space: "s", token: "t" } }))).toEqual({ ok: true, join: { space: "s", token: "t" } });
+    expect(parseFrame(JSON.stringify({ kind: "system/join", payload: { space: "s", token: "t" } }))).toEqual({
+      ok: true,
+      join: { space: "s", token: "t" },
+    });
     // Without a token it is a join all the same: a client that authenticated at the door names its space so.
     expect(parseFrame(JSON.stringify({ type: "join", space: "s" }))).toEqual({ ok: true, join: { space: "s" } });
     expect(parseFrame(JSON.stringify({ type: "join", space: "s", token: 5 }))).toMatchObject({ ok: false, code: "invalid_envelope" });

@@ -29,7 +29,12 @@ participants:
   agent: {kind: agent, token: ${TOKEN("agent")}, approvers: [alice], tools: {ask: ["fs/write_file"]}}
 `;
 const TOOLS = [{ name: "write_file", inputSchema: { type: "object" } }];
-const propose = (id: string) => ({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a" } } } });
+const propose = (id: string) => ({
+  id,
+  kind: "mcp/proposal",
+  to: ["fs"],
+  payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a" } } },
+});
 
 const gateways: TestGateway[] = [];
 const clients: TestClient[] = [];
@@ -66,7 +71,11 @@ async function join(g: { port: number }, id: string): Promise<TestClient> {
 }
 
 async function owner(g: { port: number }, runs: Env[]): Promise<void> {
-  clients.push(await toolOwner(g, "esc", TOKEN("fs"), TOOLS, { onCall: (env, reply) => (runs.push(env), reply({ content: [{ type: "text", text: "ok" }] })) }));
+  clients.push(
+    await toolOwner(g, "esc", TOKEN("fs"), TOOLS, {
+      onCall: (env, reply) => (runs.push(env), reply({ content: [{ type: "text", text: "ok" }] })),
+    }),
+  );
 }
 
 const events = (bodies: Array<Record<string, any>>, id: string) => bodies.filter((b) => b["proposal"]?.id === id).map((b) => b["event"]);
@@ -85,11 +94,14 @@ describe("escalation", () => {
     carol.send({ id: "early", kind: "mcp/approve", correlation_id: ["e1"], payload: {} });
     const early = await errorFor(carol, "early");
     // Only when nobody has decided in time may the on-call decide.
-    if (early.payload.code !== "not_an_approver") throw new Error(`carol was let in before the escalation: ${JSON.stringify(early.payload)}`);
+    if (early.payload.code !== "not_an_approver")
+      throw new Error(`carol was let in before the escalation: ${JSON.stringify(early.payload)}`);
     await waitFor(() => events(hook.bodies, "e1").includes("proposal.escalated"), 10_000, "the escalation webhook");
     const body = hook.bodies.find((b) => b["event"] === "proposal.escalated")!;
     expect(body["proposal"]).toMatchObject({ id: "e1", state: "pending", escalated: [0], approvers: ["@oncall"] });
-    const view = await fetch(`http://127.0.0.1:${g.port}/api/spaces/esc/proposals/e1`, { headers: { authorization: `Bearer ${TOKEN("alice")}` } });
+    const view = await fetch(`http://127.0.0.1:${g.port}/api/spaces/esc/proposals/e1`, {
+      headers: { authorization: `Bearer ${TOKEN("alice")}` },
+    });
     expect(((await view.json()) as { approvers: string[] }).approvers).toEqual(["alice", "@oncall"]);
     carol.send({ id: "late", kind: "mcp/approve", correlation_id: ["e1"], payload: {} });
     await waitFor(() => runs.length === 1, 5000, "routed after carol's approval");

@@ -19,7 +19,13 @@ import { tempDir } from "./fixtures/cli/harness.js";
 import { startGateway, TestClient, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 
 const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
-const T = { alice: "alice-token-0001", bob: "bob-token-000002", helper: "helper-token-003", pair: "pair-token-00004", svc: "svc-token-000005" };
+const T = {
+  alice: "alice-token-0001",
+  bob: "bob-token-000002",
+  helper: "helper-token-003",
+  pair: "pair-token-00004",
+  svc: "svc-token-000005",
+};
 const TOOLS = [
   {
     name: "write",
@@ -38,7 +44,17 @@ const shots = tempDir("mewgate-day-shots-");
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}`);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
 }, 30_000);
 afterAll(async () => {
   await browser?.close();
@@ -61,7 +77,11 @@ async function hooks(): Promise<{ port: number; links: Map<string, Record<string
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
       const body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-      if (body.proposal?.id) links.set(body.proposal.id, Object.fromEntries((body.links ?? []).map((l: { approver: string; url: string }) => [l.approver, l.url])));
+      if (body.proposal?.id)
+        links.set(
+          body.proposal.id,
+          Object.fromEntries((body.links ?? []).map((l: { approver: string; url: string }) => [l.approver, l.url])),
+        );
       res.writeHead(200).end("ok");
     });
   });
@@ -123,7 +143,9 @@ async function open(path: string, viewport = { width: 1280, height: 900 }): Prom
 const overflow = (page: Page) => page.evaluate("document.documentElement.scrollWidth - window.innerWidth") as Promise<number>;
 
 describe("the card says who may decide", () => {
-  it("buttons only for those who may; no Always on a two-person rule; the batch bar stays in sight; Decided names every approver and the arguments", { timeout: 60_000 }, async () => {
+  it("buttons only for those who may; no Always on a two-person rule; the batch bar stays in sight; Decided names every approver and the arguments", {
+    timeout: 60_000,
+  }, async () => {
     const { helper, pair } = await setup();
     helper.send(write("h1", "notes/a.md"));
     for (let i = 1; i <= 6; i++) pair.send(write(`p${i}`, `notes/p${i}.md`, `line ${i}\n`.repeat(12)));
@@ -133,7 +155,10 @@ describe("the card says who may decide", () => {
     const h1 = (await api(T.bob, "GET", "proposals/h1")).body;
     expect(h1).toMatchObject({ deciders: ["alice"], mayDecide: false, mayNotDecide: "proposals of helper are decided by alice" });
     expect((await api(T.alice, "GET", "proposals/h1")).body).toMatchObject({ mayDecide: true });
-    expect((await api(T.helper, "GET", "proposals/h1")).body).toMatchObject({ mayDecide: false, mayNotDecide: "it is your own proposal (you may withdraw it)" });
+    expect((await api(T.helper, "GET", "proposals/h1")).body).toMatchObject({
+      mayDecide: false,
+      mayNotDecide: "it is your own proposal (you may withdraw it)",
+    });
 
     const page = await open(`/ui/#space=day&token=${T.bob}`);
     await page.locator("#conn.live").waitFor();
@@ -169,7 +194,11 @@ describe("the card says who may decide", () => {
     await waitFor(async () => (await api(T.bob, "GET", "proposals/p6")).body.approvals?.count === 1, 5000, "bob's approval");
     // Approved once, bob may not approve it again: the card says so and offers no buttons.
     const p6 = (await api(T.bob, "GET", "proposals/p6")).body;
-    expect(p6).toMatchObject({ mayDecide: false, mayNotDecide: "you approved it already; it waits for another approver", deciders: ["alice"] });
+    expect(p6).toMatchObject({
+      mayDecide: false,
+      mayNotDecide: "you approved it already; it waits for another approver",
+      deciders: ["alice"],
+    });
     await page.locator('#inbox li.card[data-id="p6"] .may-not').waitFor();
 
     // Alice approves too: Decided names both approvers and shows the arguments.
@@ -202,7 +231,9 @@ describe("the card says who may decide", () => {
     await dialog.getByRole("button", { name: "Cancel" }).click();
   });
 
-  it("fits a phone: the console's sign-in, the inbox and the link page's sign-in have no sideways scrolling", { timeout: 30_000 }, async () => {
+  it("fits a phone: the console's sign-in, the inbox and the link page's sign-in have no sideways scrolling", {
+    timeout: 30_000,
+  }, async () => {
     const { helper, links } = await setup();
     helper.send(write("h3", "notes/c.md"));
     await waitFor(() => links.has("h3"), 5000, "the notice");
@@ -223,7 +254,9 @@ describe("the card says who may decide", () => {
 });
 
 describe("the link page", () => {
-  it("says a spent link is spent before asking for a token; draws the card; after one use the next link is one tap", { timeout: 60_000 }, async () => {
+  it("says a spent link is spent before asking for a token; draws the card; after one use the next link is one tap", {
+    timeout: 60_000,
+  }, async () => {
     const { helper, links } = await setup();
     helper.send(write("l1", "notes/l1.md", "first\nsecond\n", "Keeping your two lines."));
     helper.send(write("l2", "notes/l2.md"));
@@ -236,13 +269,31 @@ describe("the link page", () => {
     const linkOf = (id: string) => new URL(links.get(id)!["alice"]!).hash.slice(3);
 
     // Hostile: the state route answers nothing of the proposal, and nothing for a forged link.
-    const state = async (link: unknown): Promise<any> => (await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/day/links/state`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ link }) })).json();
-    expect(await state(linkOf("l1"))).toEqual({ state: "usable", for: "alice", message: "this link can decide once, by the person it was made for" });
+    const state = async (link: unknown): Promise<any> =>
+      (
+        await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/day/links/state`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ link }),
+        })
+      ).json();
+    expect(await state(linkOf("l1"))).toEqual({
+      state: "usable",
+      for: "alice",
+      message: "this link can decide once, by the person it was made for",
+    });
     expect((await state(`${linkOf("l1").slice(0, -3)}abc`)).state).toBe("invalid");
     expect((await state({ nested: ["x"] })).state).toBe("invalid");
     expect((await state("x".repeat(100_000))).state).toBe("invalid");
     // A cookie that is not the gateway's is no session: forged, or copied onto another space's path.
-    const forged = await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/day/links/open`, { method: "POST", headers: { "content-type": "application/json", cookie: "mewgate_device_day=eyJhIjoiYWxpY2UiLCJlIjo5OTk5OTk5OTk5OTk5LCJ0IjoieCIsIm4iOiJ5In0.AAAA" }, body: JSON.stringify({ link: linkOf("l1") }) });
+    const forged = await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/day/links/open`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        cookie: "mewgate_device_day=eyJhIjoiYWxpY2UiLCJlIjo5OTk5OTk5OTk5OTk5LCJ0IjoieCIsIm4iOiJ5In0.AAAA",
+      },
+      body: JSON.stringify({ link: linkOf("l1") }),
+    });
     expect(forged.status).toBe(401);
 
     // l3 decided in the console first: its link says so at once, and asks for no token.
@@ -287,7 +338,11 @@ describe("the link page", () => {
     expect(other.status).toBe(401);
     // A rotated token ends it: the session was bound to the token it was made from.
     gw!.gateway.spaces.get("day")!.tokens.remove("alice");
-    const after = await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/day/links/open`, { method: "POST", headers: { "content-type": "application/json", cookie: jar }, body: JSON.stringify({ link: linkOf("l2") }) });
+    const after = await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/day/links/open`, {
+      method: "POST",
+      headers: { "content-type": "application/json", cookie: jar },
+      body: JSON.stringify({ link: linkOf("l2") }),
+    });
     expect(after.status).toBe(401);
   });
 });

@@ -50,9 +50,12 @@ describe("init makes the example the new space's own", () => {
     expect(spaceIdFor("ÉTÉ 2026")).toBe("ete-2026");
     expect(spaceIdFor("a".repeat(300))).toHaveLength(64);
     expect(spaceIdFor("\u202eevil\u0000")).toBe("evil");
-    const text = "# The demo space: x\n#   mewgate up spaces/demo/space.yaml      (what `npm start` runs)\nspace:\n  id: demo   # keep\n  name: Demo space\nparticipants:\n  you:\n    name: not the space\n    id: nor-this\n";
+    const text =
+      "# The demo space: x\n#   mewgate up spaces/demo/space.yaml      (what `npm start` runs)\nspace:\n  id: demo   # keep\n  name: Demo space\nparticipants:\n  you:\n    name: not the space\n    id: nor-this\n";
     const out = rewriteExample(text, { example: "demo", id: "ops", where: "ops", file: "space.yaml" });
-    expect(out).toBe("# The ops space (from the demo example): x\n#   mewgate up ops/space.yaml\nspace:\n  id: ops   # keep\n  name: ops\nparticipants:\n  you:\n    name: not the space\n    id: nor-this\n");
+    expect(out).toBe(
+      "# The ops space (from the demo example): x\n#   mewgate up ops/space.yaml\nspace:\n  id: ops   # keep\n  name: ops\nparticipants:\n  you:\n    name: not the space\n    id: nor-this\n",
+    );
   });
 
   it("sets the space id from its argument, rewrites the comments, writes .gitignore, and its hint runs", async () => {
@@ -127,7 +130,9 @@ describe("policy check with variables that are not set", () => {
       ].join("\n"),
     );
     const r = await run(["policy", "check", join(dir, "space.yaml")], { env: cleanEnv() });
-    expect(r.stdout).toMatch(/warning: .*space\.yaml:6:\d+: participants\.files\.mcp\.args\[2\]: environment variable PROJECT_ROOT is not set \(checked as if it were "unset-PROJECT_ROOT"/);
+    expect(r.stdout).toMatch(
+      /warning: .*space\.yaml:6:\d+: participants\.files\.mcp\.args\[2\]: environment variable PROJECT_ROOT is not set \(checked as if it were "unset-PROJECT_ROOT"/,
+    );
     expect(r.stdout).toMatch(/warning: .*space\.yaml:9:\d+: participants\.bot\.token: environment variable BOT_TOKEN_SECRET is not set/);
     expect(r.stdout).not.toContain("MEWGATE_SANDBOX");
     // The rules were still checked: the unknown participant is found as it always was.
@@ -146,12 +151,17 @@ describe("policy check with variables that are not set", () => {
 });
 
 describe("a space of two humans, from the command line", () => {
-  it("up --detach, status and proposals read without --as; send and decide say what they did; one JSON shape; logs 0600", { timeout: 120_000 }, async () => {
+  it("up --detach, status and proposals read without --as; send and decide say what they did; one JSON shape; logs 0600", {
+    timeout: 120_000,
+  }, async () => {
     const cwd = fresh();
     const env = cleanEnv({ PATH: linkedPath() });
     expect((await run(["init", "duo"], { cwd, env })).code).toBe(0);
     const file = join(cwd, "duo", "space.yaml");
-    writeFileSync(file, readFileSync(file, "utf8").replace("participants:\n", "participants:\n  bob:\n    kind: human\n    visibility: all\n"));
+    writeFileSync(
+      file,
+      readFileSync(file, "utf8").replace("participants:\n", "participants:\n  bob:\n    kind: human\n    visibility: all\n"),
+    );
     const mewgate = (args: string[]) => run(args, { cwd, env });
 
     const up = await mewgate(["up", "duo/space.yaml", "--detach", "--port", "0"]);
@@ -175,14 +185,28 @@ describe("a space of two humans, from the command line", () => {
     expect(sent.stdout).toMatch(/^sent a chat to everyone in the space \(id [0-9a-f-]{36}\)\n$/);
 
     let listed: any[] = [];
-    await poll("the proposal", async () => {
-      const r = await mewgate(["proposals", "-c", "duo/space.yaml", "--json"]);
-      listed = r.code === 0 ? JSON.parse(r.stdout) : [];
-      return listed.length === 1;
-    }, 30_000, 250);
+    await poll(
+      "the proposal",
+      async () => {
+        const r = await mewgate(["proposals", "-c", "duo/space.yaml", "--json"]);
+        listed = r.code === 0 ? JSON.parse(r.stdout) : [];
+        return listed.length === 1;
+      },
+      30_000,
+      250,
+    );
     const [p] = listed;
     // The API's shape, not an envelope: the same fields as show --json (without the preview).
-    expect(p).toMatchObject({ id: expect.any(String), shortId: p.id.slice(0, 8), proposer: "assistant", owner: "files", tool: "files/write_file", method: "tools/call", state: "pending", arguments: { path: "hello.txt" } });
+    expect(p).toMatchObject({
+      id: expect.any(String),
+      shortId: p.id.slice(0, 8),
+      proposer: "assistant",
+      owner: "files",
+      tool: "files/write_file",
+      method: "tools/call",
+      state: "pending",
+      arguments: { path: "hello.txt" },
+    });
     expect(p.kind).toBeUndefined();
     const shown = JSON.parse((await mewgate(["proposals", "show", p.shortId, "-c", "duo/space.yaml", "--json"])).stdout);
     const { preview, ...card } = shown;
@@ -193,7 +217,9 @@ describe("a space of two humans, from the command line", () => {
     expect(rejected.code, rejected.stderr).toBe(0);
     const twice = await mewgate(["proposals", "reject", p.shortId, "--reason", "unsafe", "-c", "duo/space.yaml", "--as", "bob"]);
     expect(twice.code).not.toBe(0);
-    expect(twice.stderr).toMatch(new RegExp(`\\[${p.shortId}\\] assistant → files/write_file is already rejected by you at \\S+; nothing changed`));
+    expect(twice.stderr).toMatch(
+      new RegExp(`\\[${p.shortId}\\] assistant → files/write_file is already rejected by you at \\S+; nothing changed`),
+    );
     expect(twice.stderr).not.toContain("no pending proposal");
 
     const card2 = await mewgate(["proposals", "show", p.shortId, "-c", "duo/space.yaml"]);

@@ -21,11 +21,15 @@ afterEach(async () => {
 });
 
 const nested = (depth: number) => "[".repeat(depth) + "]".repeat(depth);
-const frame = (env: Record<string, unknown>, deep?: string): Frame => ({ text: deep ? JSON.stringify(env).replace('"<DEEP>"', deep) : JSON.stringify(env) });
+const frame = (env: Record<string, unknown>, deep?: string): Frame => ({
+  text: deep ? JSON.stringify(env).replace('"<DEEP>"', deep) : JSON.stringify(env),
+});
 /** A proposal: its state write is under way while the frames right behind it wait in the backlog. */
-const proposal = (id: string) => frame({ id, kind: "mcp/proposal", to: ["tools"], payload: { method: "tools/call", params: { name: "guarded", arguments: {} } } });
+const proposal = (id: string) =>
+  frame({ id, kind: "mcp/proposal", to: ["tools"], payload: { method: "tools/call", params: { name: "guarded", arguments: {} } } });
 /** The sender is told: an error naming the frame's id, or naming none (a check before the id is read). */
-const errorFor = (s: FuzzSpace, id: string) => s.fuzz.next((e: Env) => e.kind === "system/error" && (e.correlation_id === undefined || e.correlation_id.includes(id)), 10_000);
+const errorFor = (s: FuzzSpace, id: string) =>
+  s.fuzz.next((e: Env) => e.kind === "system/error" && (e.correlation_id === undefined || e.correlation_id.includes(id)), 10_000);
 
 describe("fuzz findings", () => {
   it("a chat nested 10,000 deep right behind a proposal costs that frame, not the process", async () => {
@@ -41,7 +45,15 @@ describe("fuzz findings", () => {
   it("a tool call whose arguments are nested 10,000 deep, behind a proposal, costs that frame, not the process", async () => {
     // Found by seed 6 of the first generator: the argument quota (policy/authority.ts) serialises the params.
     space = await FuzzSpace.open();
-    const call = frame({ id: "deep-call", kind: "mcp/request", to: ["tools"], payload: { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "safe", arguments: "<DEEP>" } } }, nested(10_000));
+    const call = frame(
+      {
+        id: "deep-call",
+        kind: "mcp/request",
+        to: ["tools"],
+        payload: { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "safe", arguments: "<DEEP>" } },
+      },
+      nested(10_000),
+    );
     await space.send([proposal("p-behind-2"), call]);
     expect(await space.check()).toEqual([]);
     expect(await errorFor(space, "deep-call")).toBeDefined();
@@ -49,7 +61,12 @@ describe("fuzz findings", () => {
 
   it("a stream request nested 10,000 deep leaves no stream behind: later joiners are welcomed", async () => {
     space = await FuzzSpace.open();
-    await space.send([frame({ id: "deep-stream", kind: "stream/request", to: ["gateway"], payload: { direction: "upload", description: "<DEEP>" } }, nested(10_000))]);
+    await space.send([
+      frame(
+        { id: "deep-stream", kind: "stream/request", to: ["gateway"], payload: { direction: "upload", description: "<DEEP>" } },
+        nested(10_000),
+      ),
+    ]);
     expect(await space.check()).toEqual([]);
     expect(await errorFor(space, "deep-stream")).toBeDefined();
     expect(space.fuzz.received.some((e) => e.kind === "stream/open")).toBe(false);
@@ -62,7 +79,10 @@ describe("fuzz findings: shutdown", () => {
     // without a token, then gone; the join timer was never cleared and SIGTERM waited for it.
     const dir = mkdtempSync(join(tmpdir(), "mewgate-fuzz-finding-"));
     const file = join(dir, "space.yaml");
-    writeFileSync(file, "space: {id: fz}\ngateway:\n  limits: {join_timeout_ms: 120000}\nparticipants:\n  human: {kind: human, token: fz-human-token-0001}\n");
+    writeFileSync(
+      file,
+      "space: {id: fz}\ngateway:\n  limits: {join_timeout_ms: 120000}\nparticipants:\n  human: {kind: human, token: fz-human-token-0001}\n",
+    );
     const gw = await spawnGateway(file);
     try {
       const ws = new WebSocket(`ws://127.0.0.1:${gw.port}/ws?space=fz`);
@@ -82,14 +102,23 @@ describe("fuzz findings: shutdown", () => {
 });
 
 describe("fuzz findings: HTTP", () => {
-  const raw = (s: FuzzSpace, head: string, body = "") => send(s.gw.port, Buffer.from(`${head}\r\nHost: 127.0.0.1:${s.gw.port}\r\nConnection: close${body ? `\r\nContent-Length: ${Buffer.byteLength(body)}` : ""}\r\n\r\n${body}`));
+  const raw = (s: FuzzSpace, head: string, body = "") =>
+    send(
+      s.gw.port,
+      Buffer.from(
+        `${head}\r\nHost: 127.0.0.1:${s.gw.port}\r\nConnection: close${body ? `\r\nContent-Length: ${Buffer.byteLength(body)}` : ""}\r\n\r\n${body}`,
+      ),
+    );
   const upgrade = "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==";
 
   it("a WebSocket upgrade whose target is not a valid URL gets a 400, and the process lives", async () => {
     // Found by the HTTP fuzz: `new URL("//", base)` threw in the upgrade handler, before any token was read.
     space = await FuzzSpace.open();
     for (const target of ["//", "//[", "//a:b@/..", "//:99999"]) {
-      const status = await send(space.gw.port, Buffer.from(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${space.gw.port}\r\n${upgrade}\r\n\r\n`));
+      const status = await send(
+        space.gw.port,
+        Buffer.from(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${space.gw.port}\r\n${upgrade}\r\n\r\n`),
+      );
       expect({ target, status }).toEqual({ target, status: 400 });
     }
     expect(await space.check()).toEqual([]);
@@ -102,7 +131,9 @@ describe("fuzz findings: HTTP", () => {
     expect(await raw(space, `GET /api/spaces/%ZZ/me HTTP/1.1\r\n${auth}`)).toBe(404);
     expect(await raw(space, `GET /api/spaces/fz/proposals/%E0%A4%A HTTP/1.1\r\n${auth}`)).toBe(404);
     expect(await raw(space, `POST /api/spaces/fz/proposals/%E0%A4%A/approve HTTP/1.1\r\n${auth}`, "{}")).toBe(404);
-    expect(await raw(space, `POST /participants/%ZZ/messages?space=fz HTTP/1.1\r\n${auth}`, '{"kind":"chat","payload":{"text":"hi"}}')).toBe(404);
+    expect(
+      await raw(space, `POST /participants/%ZZ/messages?space=fz HTTP/1.1\r\n${auth}`, '{"kind":"chat","payload":{"text":"hi"}}'),
+    ).toBe(404);
     expect(await space.check()).toEqual([]);
   });
 
@@ -112,7 +143,11 @@ describe("fuzz findings: HTTP", () => {
     space = await FuzzSpace.open();
     const auth = `Authorization: Bearer ${TOKENS.fuzz}\r\nContent-Type: application/json`;
     for (const depth of [10_000, 100_000]) {
-      const status = await raw(space, `POST /participants/fuzz/messages?space=fz HTTP/1.1\r\n${auth}`, `{"kind":"chat","payload":${nested(depth)}}`);
+      const status = await raw(
+        space,
+        `POST /participants/fuzz/messages?space=fz HTTP/1.1\r\n${auth}`,
+        `{"kind":"chat","payload":${nested(depth)}}`,
+      );
       // A validation error, whichever 4xx its code maps to (operator/views.ts).
       expect({ depth, clientError: status !== undefined && status >= 400 && status < 500 }).toEqual({ depth, clientError: true });
     }
@@ -125,7 +160,9 @@ describe("fuzz findings: HTTP", () => {
     const auth = `Authorization: Bearer ${TOKENS.fuzz}`;
     const big = JSON.stringify({ text: "x".repeat(1_100_000) });
     expect(await raw(space, `POST /api/spaces/fz/chat HTTP/1.1\r\n${auth}\r\nContent-Type: application/json`, big)).toBe(413);
-    expect(await raw(space, `POST /participants/fuzz/messages?space=fz HTTP/1.1\r\n${auth}\r\nContent-Type: application/json`, big)).toBe(413);
+    expect(await raw(space, `POST /participants/fuzz/messages?space=fz HTTP/1.1\r\n${auth}\r\nContent-Type: application/json`, big)).toBe(
+      413,
+    );
     expect(await space.check()).toEqual([]);
   });
 });

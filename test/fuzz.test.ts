@@ -66,23 +66,26 @@ describe("fuzz: envelopes from a low-privilege member", () => {
 });
 
 describe("fuzz: HTTP routes", () => {
-  for (const seed of SEEDS) it(`seed ${seed}: every hostile request answered below 500, and the gateway keeps serving`, async () => {
-    const s = await FuzzSpace.open();
-    const bad: string[] = [];
-    try {
-      const r = new Rng(seed ^ 0x48545450);
-      for (let i = 0; i < HTTP_REQUESTS && s.alive; i++) {
-        const req = httpRequest(r, s.gw.port);
-        const status = await send(s.gw.port, req.bytes);
-        if (status === undefined || status >= 500) bad.push(`${status ?? "no answer"} for ${req.what}`);
-        if (!s.alive) bad.push(`the gateway process exited after ${req.what}`);
+  for (const seed of SEEDS)
+    it(`seed ${seed}: every hostile request answered below 500, and the gateway keeps serving`, async () => {
+      const s = await FuzzSpace.open();
+      const bad: string[] = [];
+      try {
+        const r = new Rng(seed ^ 0x48545450);
+        for (let i = 0; i < HTTP_REQUESTS && s.alive; i++) {
+          const req = httpRequest(r, s.gw.port);
+          const status = await send(s.gw.port, req.bytes);
+          if (status === undefined || status >= 500) bad.push(`${status ?? "no answer"} for ${req.what}`);
+          if (!s.alive) bad.push(`the gateway process exited after ${req.what}`);
+        }
+        const health = await send(s.gw.port, Buffer.from("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"));
+        if (health !== 200) bad.push(`GET /healthz answered ${health ?? "nothing"} after the fuzzing`);
+        bad.push(...(await s.check()));
+      } finally {
+        await s.dispose();
       }
-      const health = await send(s.gw.port, Buffer.from("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"));
-      if (health !== 200) bad.push(`GET /healthz answered ${health ?? "nothing"} after the fuzzing`);
-      bad.push(...(await s.check()));
-    } finally {
-      await s.dispose();
-    }
-    expect(bad, `HTTP fuzz seed ${seed}; replay: MEWGATE_FUZZ_SEED=${seed} npx vitest run test/fuzz.test.ts -t "seed ${seed}:"`).toEqual([]);
-  }, 120_000);
+      expect(bad, `HTTP fuzz seed ${seed}; replay: MEWGATE_FUZZ_SEED=${seed} npx vitest run test/fuzz.test.ts -t "seed ${seed}:"`).toEqual(
+        [],
+      );
+    }, 120_000);
 });

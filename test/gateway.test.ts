@@ -72,8 +72,20 @@ describe("identity and authentication", () => {
   it.each([
     ["a wrong token", `space=lab&token=nope-nope-nope`, {}, 4401, /invalid token/],
     ["an unknown space", `space=attic`, { authorization: `Bearer ${TOKENS.alice}` }, 4404, /no space named "attic"/],
-    ["a claimed id that disagrees with the token", `space=lab&participant=bob`, { authorization: `Bearer ${TOKENS.alice}` }, 4403, /does not belong to participant "bob"/],
-    ["a claimed id that is not in the space", `space=lab&participant=mallory`, { authorization: `Bearer ${TOKENS.alice}` }, 4406, /no participant "mallory"/],
+    [
+      "a claimed id that disagrees with the token",
+      `space=lab&participant=bob`,
+      { authorization: `Bearer ${TOKENS.alice}` },
+      4403,
+      /does not belong to participant "bob"/,
+    ],
+    [
+      "a claimed id that is not in the space",
+      `space=lab&participant=mallory`,
+      { authorization: `Bearer ${TOKENS.alice}` },
+      4406,
+      /no participant "mallory"/,
+    ],
   ])("refuses %s with a distinct close code and reason", async (_what, query, headers, code, reason) => {
     gw = await startGateway(SPACE);
     const c = connect(query, headers as Record<string, string>);
@@ -196,7 +208,12 @@ describe("envelope checks", () => {
     gw = await startGateway(SPACE);
     const agent = await join("agent");
     const bob = await join("bob");
-    agent.send({ id: "call-1", kind: "mcp/request", to: ["tool"], payload: { jsonrpc: "2.0", id: 1, method: "resources/read", params: { uri: "file:///etc/passwd" } } });
+    agent.send({
+      id: "call-1",
+      kind: "mcp/request",
+      to: ["tool"],
+      payload: { jsonrpc: "2.0", id: 1, method: "resources/read", params: { uri: "file:///etc/passwd" } },
+    });
     const err = await agent.next((e) => e.kind === "system/error");
     expect(err.payload.code).toBe("capability_violation");
     expect(err.payload.attempted_kind).toBe("mcp/request");
@@ -255,7 +272,9 @@ describe("envelope checks", () => {
     for (const kind of kinds) alice.send({ kind, payload: { kind } });
     alice.send({ kind: "chat", payload: { text: "still here" } });
     await bob.next((e) => e.kind === "chat" && e.payload.text === "still here");
-    expect(bob.received.filter((e) => kinds.includes(e.kind)).map((e) => [e.kind, e.from, e.payload.kind])).toEqual(kinds.map((k) => [k, "alice", k]));
+    expect(bob.received.filter((e) => kinds.includes(e.kind)).map((e) => [e.kind, e.from, e.payload.kind])).toEqual(
+      kinds.map((k) => [k, "alice", k]),
+    );
     expect(alice.received.filter((e) => e.kind === "system/error")).toEqual([]);
   });
 });
@@ -290,7 +309,9 @@ describe("routing and visibility", () => {
     const alice = await join("alice");
     alice.send({ kind: "chat", payload: { text: "first words" } });
     await bob.next((e) => e.kind === "chat" && e.payload.text === "first words");
-    const kinds = bob.received.filter((e) => e.kind !== "system/welcome").map((e) => `${e.kind}:${e.payload.participant?.id ?? e.payload.text}`);
+    const kinds = bob.received
+      .filter((e) => e.kind !== "system/welcome")
+      .map((e) => `${e.kind}:${e.payload.participant?.id ?? e.payload.text}`);
     expect(kinds).toEqual(["system/presence:alice", "chat:first words"]);
   });
 
@@ -310,7 +331,9 @@ describe("routing and visibility", () => {
     await sleep(50);
     const bob = await join("bob");
     const welcome = await bob.next((e) => e.kind === "system/welcome");
-    expect(welcome.payload.history.filter((e: { kind: string }) => e.kind === "chat").map((e: { payload: { text: string } }) => e.payload.text)).toEqual(["one", "two"]);
+    expect(
+      welcome.payload.history.filter((e: { kind: string }) => e.kind === "chat").map((e: { payload: { text: string } }) => e.payload.text),
+    ).toEqual(["one", "two"]);
     const tool = await join("tool");
     const toolWelcome = await tool.next((e) => e.kind === "system/welcome");
     expect(toolWelcome.payload.history.filter((e: { kind: string }) => e.kind === "chat")).toEqual([]);
@@ -347,7 +370,10 @@ participants:
     const err = await agent.next((e) => e.kind === "system/error");
     expect(err.payload.code).toBe("grant_exceeds_held");
     expect(err.payload.not_held).toEqual([{ kind: "mcp/request" }]);
-    agent.send({ kind: "capability/grant", payload: { recipient: "newbie", capabilities: [{ kind: "mcp/request", payload: { method: "tools/call", params: { name: "*" } } }] } });
+    agent.send({
+      kind: "capability/grant",
+      payload: { recipient: "newbie", capabilities: [{ kind: "mcp/request", payload: { method: "tools/call", params: { name: "*" } } }] },
+    });
     expect((await agent.nextNew((e) => e.kind === "system/error")).payload.code).toBe("grant_exceeds_held");
   });
 
@@ -356,7 +382,11 @@ participants:
     const newbie = await TestClient.join(gw, "lab", TOKENS.bob);
     const agent = await TestClient.join(gw, "lab", TOKENS.agent);
     clients.push(newbie, agent);
-    const call = { kind: "mcp/request", to: ["agent"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "read_file" } } };
+    const call = {
+      kind: "mcp/request",
+      to: ["agent"],
+      payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "read_file" } },
+    };
     newbie.send(call);
     expect((await newbie.nextNew((e) => e.kind === "system/error")).payload.code).toBe("proposal_required");
 
@@ -391,7 +421,10 @@ participants:
     const newbie = await TestClient.join(gw, "lab", TOKENS.bob);
     const lead = await TestClient.join(gw, "lab", TOKENS.alice);
     clients.push(newbie, lead);
-    lead.send({ kind: "capability/grant", payload: { recipient: "newbie", capabilities: [{ kind: "reasoning/*" }, { kind: "mcp/proposal" }] } });
+    lead.send({
+      kind: "capability/grant",
+      payload: { recipient: "newbie", capabilities: [{ kind: "reasoning/*" }, { kind: "mcp/proposal" }] },
+    });
     await newbie.nextNew((e) => e.kind === "system/welcome" && e.payload.you.capabilities.length === 3);
     lead.send({ kind: "capability/revoke", payload: { recipient: "newbie", capabilities: [{ kind: "reasoning/*" }] } });
     const after = await newbie.nextNew((e) => e.kind === "system/welcome");
@@ -403,7 +436,9 @@ participants:
 
 describe("staying up", () => {
   it("answers a burst over the rate with rate_limited, and disconnects a sustained flood", async () => {
-    gw = await startGateway(SPACE.replace("join_timeout_ms: 300", "join_timeout_ms: 300\n    rate_per_second: 20\n    rate_burst: 10\n    flood_strikes: 200"));
+    gw = await startGateway(
+      SPACE.replace("join_timeout_ms: 300", "join_timeout_ms: 300\n    rate_per_second: 20\n    rate_burst: 10\n    flood_strikes: 200"),
+    );
     const alice = await join("alice");
     const bob = await join("bob");
     for (let i = 0; i < 30; i++) alice.send({ kind: "chat", payload: { text: `m${i}` } });
@@ -427,7 +462,12 @@ describe("staying up", () => {
   });
 
   it("delivers every frame whole and in order to a reader that stalls while the kernel takes writes in part", async () => {
-    gw = await startGateway(SPACE.replace("join_timeout_ms: 300", "join_timeout_ms: 300\n    max_buffered_bytes: 67108864\n    rate_per_second: 100000\n    rate_burst: 100000"));
+    gw = await startGateway(
+      SPACE.replace(
+        "join_timeout_ms: 300",
+        "join_timeout_ms: 300\n    max_buffered_bytes: 67108864\n    rate_per_second: 100000\n    rate_burst: 100000",
+      ),
+    );
     const alice = await join("alice");
     const bob = await join("bob");
     // A reader that keeps up, whose writes reuse the buffer bob's stalled write may hold.
@@ -455,7 +495,12 @@ describe("staying up", () => {
   });
 
   it("drops a participant that stops reading, keeping the gateway's buffer bounded", async () => {
-    gw = await startGateway(SPACE.replace("join_timeout_ms: 300", "join_timeout_ms: 300\n    max_buffered_bytes: 262144\n    rate_per_second: 100000\n    rate_burst: 100000"));
+    gw = await startGateway(
+      SPACE.replace(
+        "join_timeout_ms: 300",
+        "join_timeout_ms: 300\n    max_buffered_bytes: 262144\n    rate_per_second: 100000\n    rate_burst: 100000",
+      ),
+    );
     const alice = await join("alice");
     const bob = await join("bob");
     // bob stops reading: pause the underlying socket so the kernel buffers fill up.
@@ -463,7 +508,9 @@ describe("staying up", () => {
     const chunk = { kind: "chat", payload: { text: "y".repeat(60_000) } };
     const deadline = Date.now() + 10_000;
     let left: boolean = false;
-    alice.next((e) => e.kind === "system/presence" && e.payload.event === "leave" && e.payload.participant.id === "bob").then(() => (left = true));
+    alice
+      .next((e) => e.kind === "system/presence" && e.payload.event === "leave" && e.payload.participant.id === "bob")
+      .then(() => (left = true));
     while (!left && Date.now() < deadline) {
       for (let i = 0; i < 20; i++) alice.send(chunk);
       await sleep(10);
@@ -476,7 +523,9 @@ describe("staying up", () => {
   it("drops a peer that stops answering pings", async () => {
     gw = await startGateway(SPACE.replace("join_timeout_ms: 300", "join_timeout_ms: 300\n    heartbeat_ms: 100"));
     const alice = await join("alice");
-    const dead = new TestClient(new WebSocket(`ws://127.0.0.1:${gw.port}/ws?space=lab`, { headers: { authorization: `Bearer ${TOKENS.bob}` }, autoPong: false }));
+    const dead = new TestClient(
+      new WebSocket(`ws://127.0.0.1:${gw.port}/ws?space=lab`, { headers: { authorization: `Bearer ${TOKENS.bob}` }, autoPong: false }),
+    );
     clients.push(dead);
     await dead.next((e) => e.kind === "system/welcome");
     const leave = await alice.next((e) => e.kind === "system/presence" && e.payload.event === "leave", 3000);

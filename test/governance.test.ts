@@ -5,7 +5,17 @@ import { join as pathJoin } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { CompiledPolicy, decide } from "../gateway/policy/rules.js";
 import { readAudit } from "../gateway/space/ledger.js";
-import { errorFor, responseFor, sleep, startGateway, TestClient, toolCall as call, toolOwner as ownerOf, type Env, type TestGateway } from "./helpers.js";
+import {
+  errorFor,
+  responseFor,
+  sleep,
+  startGateway,
+  TestClient,
+  toolCall as call,
+  toolOwner as ownerOf,
+  type Env,
+  type TestGateway,
+} from "./helpers.js";
 
 const T = {
   human: "human-token-1",
@@ -84,7 +94,6 @@ async function waitForTools(c: TestClient, n: number): Promise<void> {
   }
   throw new Error(`the registry never reached ${n} tools`);
 }
-
 
 const propose = (id: string, name: string, args: Record<string, unknown> = {}) => ({
   id,
@@ -178,7 +187,11 @@ describe("proposals", () => {
     const { fs, human, agent } = await setup();
     agent.send(propose("p1", "write_file", { path: "a.txt", text: "draft" }));
     await human.next((e) => e.kind === "mcp/proposal" && e.id === "p1");
-    human.send({ kind: "mcp/approve", correlation_id: ["p1"], payload: { scope: "once", arguments: { path: "a.txt", text: "final" }, reason: "edited" } });
+    human.send({
+      kind: "mcp/approve",
+      correlation_id: ["p1"],
+      payload: { scope: "once", arguments: { path: "a.txt", text: "final" }, reason: "edited" },
+    });
     const routed = await fs.next((e) => e.kind === "mcp/request" && e.payload.method === "tools/call");
     expect(routed.from).toBe("agent");
     expect(routed.correlation_id).toEqual(["p1"]);
@@ -187,7 +200,7 @@ describe("proposals", () => {
     expect(JSON.parse(res.payload.result.content[0].text).args.text).toBe("final");
     // The watcher saw proposal, approval, request and response.
     await human.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("p1") === true);
-    expect(human.kinds().filter((k) => k.startsWith("mcp/") && k !== "mcp/request" || k === "mcp/request")).toEqual(
+    expect(human.kinds().filter((k) => (k.startsWith("mcp/") && k !== "mcp/request") || k === "mcp/request")).toEqual(
       expect.arrayContaining(["mcp/proposal", "mcp/request", "mcp/response"]),
     );
     const audit = readAudit(pathJoin(gw.dir, ".mewgate"), { tool: "fs/write_file" });
@@ -197,7 +210,12 @@ describe("proposals", () => {
 
   it("turns a tools/call through system:gateway into a proposal and answers the original request", async () => {
     const { human, agent } = await setup();
-    agent.send({ id: "g1", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "fs/write_file", arguments: { path: "b" } } } });
+    agent.send({
+      id: "g1",
+      kind: "mcp/request",
+      to: ["system:gateway"],
+      payload: { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "fs/write_file", arguments: { path: "b" } } },
+    });
     const proposal = await human.next((e) => e.kind === "mcp/proposal" && e.id === "g1");
     expect(proposal.payload.params.name).toBe("write_file");
     // The caller learns that its call now waits for approval.
@@ -207,9 +225,19 @@ describe("proposals", () => {
     expect(res.payload.id).toBe(7);
     expect(res.payload.result.content).toBeDefined();
     // A direct one through the gateway keeps its id too.
-    agent.send({ id: "g2", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: 8, method: "tools/call", params: { name: "fs/read_file", arguments: {} } } });
+    agent.send({
+      id: "g2",
+      kind: "mcp/request",
+      to: ["system:gateway"],
+      payload: { jsonrpc: "2.0", id: 8, method: "tools/call", params: { name: "fs/read_file", arguments: {} } },
+    });
     expect((await responseFor(agent, "g2")).payload.id).toBe(8);
-    agent.send({ id: "g3", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: 9, method: "tools/call", params: { name: "fs/nope" } } });
+    agent.send({
+      id: "g3",
+      kind: "mcp/request",
+      to: ["system:gateway"],
+      payload: { jsonrpc: "2.0", id: 9, method: "tools/call", params: { name: "fs/nope" } },
+    });
     expect((await errorFor(agent, "g3")).payload.code).toBe("unknown_tool");
   });
 
@@ -393,7 +421,12 @@ describe("durability", () => {
       fs.ws.on("message", (data) => {
         const env = JSON.parse(data.toString());
         if (env.kind === "mcp/request" && env.payload.method === "tools/call") {
-          fs.send({ kind: "mcp/response", to: [env.from], correlation_id: [env.id], payload: { jsonrpc: "2.0", id: env.payload.id, result: { content: [] } } });
+          fs.send({
+            kind: "mcp/response",
+            to: [env.from],
+            correlation_id: [env.id],
+            payload: { jsonrpc: "2.0", id: env.payload.id, result: { content: [] } },
+          });
         }
       });
       const agent = await TestClient.join(g2, "gov", T.agent);
@@ -406,7 +439,11 @@ describe("durability", () => {
       const routed = await fs.next((e) => e.kind === "mcp/request" && e.payload.method === "tools/call");
       expect(routed.payload.params.arguments).toEqual({ path: "survivor" });
       await responseFor(agent, "k1");
-      expect(readAudit(pathJoin(dir, ".mewgate"), { participant: "human" }).map((e) => e.event)).toEqual(["approved", "routed", "answered"]);
+      expect(readAudit(pathJoin(dir, ".mewgate"), { participant: "human" }).map((e) => e.event)).toEqual([
+        "approved",
+        "routed",
+        "answered",
+      ]);
     } finally {
       second.child.kill("SIGKILL");
     }
@@ -432,17 +469,33 @@ ${["a", "b", "c", "d", "e", "f", "g"].map((p) => `  ${p}: {kind: service, token:
       if (env.kind === "mcp/request" && env.to?.includes(me) && env.payload.method === "tools/call") {
         const next = path[me];
         if (!next) {
-          c.send({ kind: "mcp/response", to: [env.from], correlation_id: [env.id], payload: { jsonrpc: "2.0", id: env.payload.id, result: { at: me } } });
+          c.send({
+            kind: "mcp/response",
+            to: [env.from],
+            correlation_id: [env.id],
+            payload: { jsonrpc: "2.0", id: env.payload.id, result: { at: me } },
+          });
           return;
         }
-        c.send({ id: `${me}->${next}`, kind: "mcp/request", to: [next], correlation_id: [env.id], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "relay" } } });
+        c.send({
+          id: `${me}->${next}`,
+          kind: "mcp/request",
+          to: [next],
+          correlation_id: [env.id],
+          payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "relay" } },
+        });
       }
     });
     return c;
   }
 
   const start = (c: TestClient, to: string) =>
-    c.send({ id: "start", kind: "mcp/request", to: [to], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "relay" } } });
+    c.send({
+      id: "start",
+      kind: "mcp/request",
+      to: [to],
+      payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "relay" } },
+    });
 
   it("refuses a cycle A→B→A at once, naming the chain", async () => {
     gw = await startGateway(CHAIN);
@@ -461,7 +514,16 @@ ${["a", "b", "c", "d", "e", "f", "g"].map((p) => `  ${p}: {kind: service, token:
     gw = await startGateway(CHAIN.replace("calls: {timeout_ms: 300, ", "calls: {"));
     const path = { a: "b", b: "c", c: "d", d: "e", e: "f", f: "g" };
     const clients = new Map<string, TestClient>();
-    for (const [id, t] of [["a", T.a], ["b", T.b], ["c", T.c], ["d", T.d], ["e", T.e], ["f", T.f], ["g", T.g]] as const) clients.set(id, await relay(t, path));
+    for (const [id, t] of [
+      ["a", T.a],
+      ["b", T.b],
+      ["c", T.c],
+      ["d", T.d],
+      ["e", T.e],
+      ["f", T.f],
+      ["g", T.g],
+    ] as const)
+      clients.set(id, await relay(t, path));
     start(clients.get("a")!, "b");
     const err = await clients.get("f")!.next((e) => e.kind === "system/error");
     expect(err.payload.code).toBe("depth_exceeded");
@@ -477,7 +539,13 @@ ${["a", "b", "c", "d", "e", "f", "g"].map((p) => `  ${p}: {kind: service, token:
     const c = await join(T.c);
     a.send({ id: "q1", kind: "mcp/request", to: ["b"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "x" } } });
     await c.next((e) => e.id === "q1");
-    c.send({ id: "forged", kind: "mcp/response", to: ["a"], correlation_id: ["q1"], payload: { jsonrpc: "2.0", id: 1, result: { fake: true } } });
+    c.send({
+      id: "forged",
+      kind: "mcp/response",
+      to: ["a"],
+      correlation_id: ["q1"],
+      payload: { jsonrpc: "2.0", id: 1, result: { fake: true } },
+    });
     expect((await errorFor(c, "forged")).payload.code).toBe("forged_response");
     await sleep(30);
     expect(a.received.some((e) => e.kind === "mcp/response" && e.payload.result?.fake)).toBe(false);
@@ -488,7 +556,12 @@ ${["a", "b", "c", "d", "e", "f", "g"].map((p) => `  ${p}: {kind: service, token:
     const a = await join(T.a);
     const b = await join(T.b);
     const started = Date.now();
-    a.send({ id: "slow", kind: "mcp/request", to: ["b"], payload: { jsonrpc: "2.0", id: 5, method: "tools/call", params: { name: "x", _meta: { "mewgate/timeout_ms": 100 } } } });
+    a.send({
+      id: "slow",
+      kind: "mcp/request",
+      to: ["b"],
+      payload: { jsonrpc: "2.0", id: 5, method: "tools/call", params: { name: "x", _meta: { "mewgate/timeout_ms": 100 } } },
+    });
     const res = await responseFor(a, "slow");
     expect(Date.now() - started).toBeLessThan(290);
     expect(res.from).toBe("system:gateway");
@@ -521,10 +594,21 @@ ${["a", "b", "c", "d", "e", "f", "g"].map((p) => `  ${p}: {kind: service, token:
     b.ws.on("message", (data) => {
       const env = JSON.parse(data.toString());
       if (env.kind === "mcp/request" && env.payload.id !== undefined && healthy) {
-        b.send({ kind: "mcp/response", to: [env.from], correlation_id: [env.id], payload: { jsonrpc: "2.0", id: env.payload.id, result: {} } });
+        b.send({
+          kind: "mcp/response",
+          to: [env.from],
+          correlation_id: [env.id],
+          payload: { jsonrpc: "2.0", id: env.payload.id, result: {} },
+        });
       }
     });
-    const ask = (id: string) => a.send({ id, kind: "mcp/request", to: ["b"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "x", _meta: { "mewgate/timeout_ms": 50 } } } });
+    const ask = (id: string) =>
+      a.send({
+        id,
+        kind: "mcp/request",
+        to: ["b"],
+        payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "x", _meta: { "mewgate/timeout_ms": 50 } } },
+      });
     ask("t1");
     await responseFor(a, "t1");
     ask("t2");
@@ -544,14 +628,24 @@ ${["a", "b", "c", "d", "e", "f", "g"].map((p) => `  ${p}: {kind: service, token:
     const a = await join(T.a);
     const b = await join(T.b);
     const cancel = (id: string) =>
-      a.send({ kind: "mcp/request", to: ["b"], correlation_id: [id], payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id } } });
+      a.send({
+        kind: "mcp/request",
+        to: ["b"],
+        correlation_id: [id],
+        payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id } },
+      });
     for (const id of ["x1", "x2", "x3"]) {
       a.send({ id, kind: "mcp/request", to: ["b"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "x" } } });
       await b.next((e) => e.id === id);
       cancel(id);
       await b.next((e) => e.payload?.method === "notifications/cancelled" && e.correlation_id?.[0] === id);
     }
-    a.send({ id: "x4", kind: "mcp/request", to: ["b"], payload: { jsonrpc: "2.0", id: "x4", method: "tools/call", params: { name: "x" } } });
+    a.send({
+      id: "x4",
+      kind: "mcp/request",
+      to: ["b"],
+      payload: { jsonrpc: "2.0", id: "x4", method: "tools/call", params: { name: "x" } },
+    });
     await b.next((e) => e.id === "x4");
     b.send({ kind: "mcp/response", to: ["a"], correlation_id: ["x4"], payload: { jsonrpc: "2.0", id: "x4", result: { ok: 1 } } });
     expect((await responseFor(a, "x4")).payload.result).toEqual({ ok: 1 });
@@ -564,7 +658,8 @@ ${["a", "b", "c", "d", "e", "f", "g"].map((p) => `  ${p}: {kind: service, token:
     gw = await startGateway(CHAIN.replace("calls: {", "calls: {max_pending: 2, "));
     const a = await join(T.a);
     await join(T.b);
-    for (const id of ["c1", "c2", "c3"]) a.send({ id, kind: "mcp/request", to: ["b"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "x" } } });
+    for (const id of ["c1", "c2", "c3"])
+      a.send({ id, kind: "mcp/request", to: ["b"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "x" } } });
     expect((await errorFor(a, "c3")).payload.code).toBe("too_many_pending");
   });
 });
@@ -583,11 +678,23 @@ participants:
     const w = await ownerOf(gw, "loop", "w-token-000001", [{ name: "risky", inputSchema: { type: "object" } }]);
     const human = await TestClient.join(gw, "loop", "human-token-01");
     try {
-      w.send({ id: "self", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "w/risky", arguments: {} } } });
+      w.send({
+        id: "self",
+        kind: "mcp/request",
+        to: ["system:gateway"],
+        payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "w/risky", arguments: {} } },
+      });
       const refused = await w.next((e) => e.kind === "system/error" && e.correlation_id?.includes("self") === true);
       expect(refused.payload).toMatchObject({ code: "cycle_detected", chain: ["w", "w"] });
-      w.send({ id: "self-p", kind: "mcp/proposal", to: ["w"], payload: { method: "tools/call", params: { name: "risky", arguments: {} } } });
-      expect((await w.next((e) => e.kind === "system/error" && e.correlation_id?.includes("self-p") === true)).payload.code).toBe("cycle_detected");
+      w.send({
+        id: "self-p",
+        kind: "mcp/proposal",
+        to: ["w"],
+        payload: { method: "tools/call", params: { name: "risky", arguments: {} } },
+      });
+      expect((await w.next((e) => e.kind === "system/error" && e.correlation_id?.includes("self-p") === true)).payload.code).toBe(
+        "cycle_detected",
+      );
       expect(human.received.some((e) => e.kind === "mcp/proposal")).toBe(false);
     } finally {
       w.ws.terminate();

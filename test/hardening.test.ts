@@ -7,7 +7,19 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join as pathJoin } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { askGateway, errorFor, responseFor, sleep, startGateway, TestClient, toolCall as call, toolOwner, type Env, type TestGateway, waitFor } from "./helpers.js";
+import {
+  askGateway,
+  errorFor,
+  responseFor,
+  sleep,
+  startGateway,
+  TestClient,
+  toolCall as call,
+  toolOwner,
+  type Env,
+  type TestGateway,
+  waitFor,
+} from "./helpers.js";
 
 const T = {
   human: "human-token-1",
@@ -87,8 +99,11 @@ async function waitForTools(c: TestClient, n: number): Promise<void> {
   throw new Error(`the registry never reached ${n} tools`);
 }
 
-
-const toolCap = (owner: string, tool: string) => ({ kind: "mcp/request", to: [owner], payload: { method: "tools/call", params: { name: tool } } });
+const toolCap = (owner: string, tool: string) => ({
+  kind: "mcp/request",
+  to: [owner],
+  payload: { method: "tools/call", params: { name: tool } },
+});
 
 /** Whether `c` received a tools/call (or anything) with envelope id `id`. */
 const got = (c: TestClient, id: string) => c.received.some((e) => e.id === id);
@@ -99,7 +114,12 @@ describe("one policy decision point", () => {
     const fs = await owner(T.fs);
     const agent = await join(T.agent);
     await waitForTools(agent, 3);
-    const idless = (id: string, name: string) => ({ id, kind: "mcp/request", to: ["fs"], payload: { jsonrpc: "2.0", method: "tools/call", params: { name } } });
+    const idless = (id: string, name: string) => ({
+      id,
+      kind: "mcp/request",
+      to: ["fs"],
+      payload: { jsonrpc: "2.0", method: "tools/call", params: { name } },
+    });
 
     // The attack: on the first wave these were "notifications" and reached the tool.
     agent.send(idless("n-deny", "delete"));
@@ -136,7 +156,11 @@ describe("one policy decision point", () => {
     expect(refused.payload.code).toBe("grant_exceeds_policy");
 
     // A wide grant is checked tool by tool when used: the denied tool stays out of reach.
-    lead.send({ id: "g-wide", kind: "capability/grant", payload: { recipient: "narrow", capabilities: [{ kind: "mcp/request", to: ["fs"], payload: { method: "tools/call" } }] } });
+    lead.send({
+      id: "g-wide",
+      kind: "capability/grant",
+      payload: { recipient: "narrow", capabilities: [{ kind: "mcp/request", to: ["fs"], payload: { method: "tools/call" } }] },
+    });
     await narrow.next((e) => e.kind === "system/welcome" && e.id !== narrow.received[0]!.id);
     narrow.send(call("use-delete", "fs", "delete"));
     expect((await errorFor(narrow, "use-delete")).payload.code).toBe("proposal_required");
@@ -190,7 +214,12 @@ describe("one policy decision point", () => {
     const human = await join(T.human);
     const agent = await join(T.agent);
     await waitForTools(agent, 3);
-    agent.send({ id: "p1", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "notes.txt" } } } });
+    agent.send({
+      id: "p1",
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "notes.txt" } } },
+    });
     await human.next((e) => e.id === "p1");
 
     // The attack: "fulfil" the harmless proposal with a different, destructive call.
@@ -216,19 +245,40 @@ describe("cancellation", () => {
     const agent = await join(T.agent);
     const other = await join(T.other);
     await waitForTools(agent, 3);
-    agent.send({ id: "c1", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: "c1", method: "tools/call", params: { name: "fs/list_dir" } } });
+    agent.send({
+      id: "c1",
+      kind: "mcp/request",
+      to: ["system:gateway"],
+      payload: { jsonrpc: "2.0", id: "c1", method: "tools/call", params: { name: "fs/list_dir" } },
+    });
     await fs.next((e) => e.id === "c1");
 
     // The attack: cancel someone else's call, through the gateway or directly.
-    other.send({ id: "x1", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "c1" } } });
-    other.send({ id: "x2", kind: "mcp/request", to: ["fs"], correlation_id: ["c1"], payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "c1" } } });
+    other.send({
+      id: "x1",
+      kind: "mcp/request",
+      to: ["system:gateway"],
+      payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "c1" } },
+    });
+    other.send({
+      id: "x2",
+      kind: "mcp/request",
+      to: ["fs"],
+      correlation_id: ["c1"],
+      payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "c1" } },
+    });
     expect((await errorFor(other, "x1")).payload.code).toBe("not_caller");
     expect((await errorFor(other, "x2")).payload.code).toBe("not_caller");
     await sleep(50);
     expect(fs.received.some((e) => e.payload?.method === "notifications/cancelled")).toBe(false);
 
     // The caller's own cancellation reaches the target, and the call is over.
-    agent.send({ id: "k1", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "c1", reason: "changed my mind" } } });
+    agent.send({
+      id: "k1",
+      kind: "mcp/request",
+      to: ["system:gateway"],
+      payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "c1", reason: "changed my mind" } },
+    });
     const cancelled = await fs.next((e) => e.payload?.method === "notifications/cancelled");
     expect(cancelled.payload.params).toMatchObject({ requestId: "c1" });
     fs.send({ kind: "mcp/response", correlation_id: ["c1"], payload: { jsonrpc: "2.0", id: "c1", result: {} } });
@@ -242,9 +292,18 @@ describe("cancellation", () => {
     const human = await join(T.human);
     const agent = await join(T.agent);
     await waitForTools(agent, 3);
-    agent.send({ id: "w1", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "fs/write_file", arguments: { path: "a" } } } });
+    agent.send({
+      id: "w1",
+      kind: "mcp/request",
+      to: ["system:gateway"],
+      payload: { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "fs/write_file", arguments: { path: "a" } } },
+    });
     await human.next((e) => e.kind === "mcp/proposal" && e.id === "w1");
-    agent.send({ kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 7 } } });
+    agent.send({
+      kind: "mcp/request",
+      to: ["system:gateway"],
+      payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 7 } },
+    });
     const withdrawn = await human.next((e) => e.kind === "mcp/withdraw" && e.correlation_id?.includes("w1") === true);
     expect(withdrawn.payload.reason).toBe("cancelled");
     human.send({ id: "late", kind: "mcp/approve", correlation_id: ["w1"], payload: {} });
@@ -264,7 +323,12 @@ describe("cancellation", () => {
     agent.send(call("top", "b", "work"));
     await fs.next((e) => e.id === "sub");
 
-    agent.send({ kind: "mcp/request", to: ["b"], correlation_id: ["top"], payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "top" } } });
+    agent.send({
+      kind: "mcp/request",
+      to: ["b"],
+      correlation_id: ["top"],
+      payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "top" } },
+    });
     const atB = await b.next((e) => e.payload?.method === "notifications/cancelled");
     expect(atB.from).toBe("agent");
     const subEnded = await b.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("sub") === true);
@@ -282,7 +346,12 @@ describe("quotas", () => {
     await waitForTools(agent, 3);
     const big = { data: "x".repeat(4000) };
     agent.send(call("big-call", "fs", "list_dir", big));
-    agent.send({ id: "big-prop", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: big } } });
+    agent.send({
+      id: "big-prop",
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: big } },
+    });
     for (const id of ["big-call", "big-prop"]) {
       const err = await errorFor(agent, id);
       expect(err.payload).toMatchObject({ code: "quota_exceeded", quota: "argument_bytes", limit: 2048 });
@@ -298,7 +367,12 @@ describe("quotas", () => {
     const agent = await join(T.agent);
     const narrow = await join(T.narrow);
     await waitForTools(agent, 3);
-    const prop = (id: string, size: number) => ({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { d: "y".repeat(size) } } } });
+    const prop = (id: string, size: number) => ({
+      id,
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { d: "y".repeat(size) } } },
+    });
     agent.send(prop("a1", 1200));
     agent.send(prop("a2", 1200));
     agent.send(prop("a3", 1200));
@@ -328,12 +402,21 @@ describe("a welcome that always fits", () => {
   it("lets a joiner in past large pending proposals and a large catalogue, and pages the rest", async () => {
     const FRAME = 65_536;
     gw = await startGateway(SPACE(`gateway: {limits: {max_payload_bytes: ${FRAME}}}`));
-    const tools = Array.from({ length: 300 }, (_, i) => ({ name: `tool_${i}`, description: "d".repeat(1000), inputSchema: { type: "object" } }));
+    const tools = Array.from({ length: 300 }, (_, i) => ({
+      name: `tool_${i}`,
+      description: "d".repeat(1000),
+      inputSchema: { type: "object" },
+    }));
     await owner(T.fs, { tools: [...TOOLS, ...tools], pageSize: 30 });
     const agent = await join(T.agent);
     await waitForTools(agent, 303);
     for (let i = 0; i < 6; i++) {
-      agent.send({ id: `big-${i}`, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { d: "z".repeat(40_000) } } } });
+      agent.send({
+        id: `big-${i}`,
+        kind: "mcp/proposal",
+        to: ["fs"],
+        payload: { method: "tools/call", params: { name: "write_file", arguments: { d: "z".repeat(40_000) } } },
+      });
     }
     const errors = () => agent.received.filter((e) => e.kind === "system/error");
     // Until all six are written (on a busy machine that takes more than a moment), or one is refused.

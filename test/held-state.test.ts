@@ -17,7 +17,15 @@ describe("held-call request state: hostile", () => {
     const [v, body, mac] = good.split(".") as [string, string, string];
     const forged = Buffer.from(JSON.stringify({ ...claims, p: "prop-2" })).toString("base64url");
     const flip = (s: string) => s.slice(0, -1) + (s.endsWith("A") ? "B" : "A");
-    for (const bad of [`${v}.${forged}.${mac}`, `${v}.${body}.${flip(mac)}`, `${v}.${flip(body)}.${mac}`, `h2.${body}.${mac}`, `${v}.${body}`, `${v}.${body}.${mac}.x`, `${v}.${body}.`]) {
+    for (const bad of [
+      `${v}.${forged}.${mac}`,
+      `${v}.${body}.${flip(mac)}`,
+      `${v}.${flip(body)}.${mac}`,
+      `h2.${body}.${mac}`,
+      `${v}.${body}`,
+      `${v}.${body}.${mac}.x`,
+      `${v}.${body}.`,
+    ]) {
       const r = states.open(bad, "lab", "seat");
       expect(r.ok).toBe(false);
       if (!r.ok) expect(r.message).toMatch(/changed|not one this gateway made/);
@@ -26,7 +34,10 @@ describe("held-call request state: hostile", () => {
 
   it("a state of another seat or space is refused by name", () => {
     const good = states.seal(claims);
-    for (const [space, seat] of [["lab", "other"], ["elsewhere", "seat"]] as const) {
+    for (const [space, seat] of [
+      ["lab", "other"],
+      ["elsewhere", "seat"],
+    ] as const) {
       const r = states.open(good, space, seat);
       expect(r).toEqual({ ok: false, message: expect.stringMatching(/another seat/) });
     }

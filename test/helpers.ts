@@ -21,7 +21,10 @@ export interface TestGateway {
 }
 
 /** Writes `yaml` into a fresh temp dir and starts a gateway for it on 127.0.0.1:0 (or `port`, to restart on the same address). */
-export async function startGateway(yaml: string, opts: { dir?: string; env?: NodeJS.ProcessEnv; port?: number } = {}): Promise<TestGateway> {
+export async function startGateway(
+  yaml: string,
+  opts: { dir?: string; env?: NodeJS.ProcessEnv; port?: number } = {},
+): Promise<TestGateway> {
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "mewgate-test-"));
   const file = join(dir, "space.yaml");
   writeFileSync(file, yaml);
@@ -101,7 +104,10 @@ export class TestClient {
     const seen = this.received.find(pred);
     if (seen) return Promise.resolve(seen);
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`timed out waiting; received kinds: ${this.received.map((e) => e.kind).join(", ")}`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`timed out waiting; received kinds: ${this.received.map((e) => e.kind).join(", ")}`)),
+        timeoutMs,
+      );
       this.waiters.push({
         pred,
         resolve: (e) => {
@@ -182,7 +188,12 @@ export async function toolOwner(
       reply({ result: { tools: page, ...next } });
     } else if (env.payload.method === "tools/call") {
       if (opts.onCall) opts.onCall(env, (result) => reply({ result }));
-      else reply({ result: { content: [{ type: "text", text: JSON.stringify({ name: env.payload.params.name, args: env.payload.params.arguments }) }] } });
+      else
+        reply({
+          result: {
+            content: [{ type: "text", text: JSON.stringify({ name: env.payload.params.name, args: env.payload.params.arguments }) }],
+          },
+        });
     }
   });
   await c.next((e) => e.kind === "system/welcome");
@@ -215,7 +226,10 @@ export interface GatewayProcess {
 }
 
 /** Starts `mewgate gateway --config file --port 0` (or `port`) and resolves once it listens (within `startMs`, default 10 s). */
-export async function spawnGateway(file: string, opts: { port?: number; shell?: string; args?: string[]; startMs?: number } = {}): Promise<GatewayProcess> {
+export async function spawnGateway(
+  file: string,
+  opts: { port?: number; shell?: string; args?: string[]; startMs?: number } = {},
+): Promise<GatewayProcess> {
   const { spawn } = await import("node:child_process");
   const args = [CLI_MAIN, "gateway", "--config", file, "--port", String(opts.port ?? 0), ...(opts.args ?? [])];
   // `shell` runs the command after a prefix such as `ulimit -f 64; trap '' XFSZ;`.
@@ -252,7 +266,13 @@ export async function killGateway(g: GatewayProcess): Promise<void> {
 }
 
 /** A `tools/call` request envelope, its envelope id doubling as the JSON-RPC id. */
-export const toolCall = (id: string, to: string, name: string, args: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) => ({
+export const toolCall = (
+  id: string,
+  to: string,
+  name: string,
+  args: Record<string, unknown> = {},
+  extra: Record<string, unknown> = {},
+) => ({
   id,
   kind: "mcp/request",
   to: [to],
@@ -279,14 +299,29 @@ export function seeded(seed: number): () => number {
 export async function interruptedGateway(
   yaml: string,
   dir: string,
-  p: { space: string; id: string; owner: string; ownerToken: string; tools: unknown[]; tool: string; args: Record<string, unknown>; proposerToken: string; approverToken: string },
+  p: {
+    space: string;
+    id: string;
+    owner: string;
+    ownerToken: string;
+    tools: unknown[];
+    tool: string;
+    args: Record<string, unknown>;
+    proposerToken: string;
+    approverToken: string;
+  },
 ): Promise<TestGateway> {
   const g1 = await startGateway(yaml, { dir });
   let reached = false;
   const owner = await toolOwner(g1, p.space, p.ownerToken, p.tools, { onCall: () => void (reached = true) });
   const proposer = await TestClient.join(g1, p.space, p.proposerToken);
   const approver = await TestClient.join(g1, p.space, p.approverToken);
-  proposer.send({ id: p.id, kind: "mcp/proposal", to: [p.owner], payload: { method: "tools/call", params: { name: p.tool, arguments: p.args } } });
+  proposer.send({
+    id: p.id,
+    kind: "mcp/proposal",
+    to: [p.owner],
+    payload: { method: "tools/call", params: { name: p.tool, arguments: p.args } },
+  });
   await approver.next((e) => e.kind === "mcp/proposal" && e.id === p.id);
   approver.send({ kind: "mcp/approve", correlation_id: [p.id], payload: { scope: "once" } });
   await waitFor(() => reached, 5000, "the approved call reaches its owner");

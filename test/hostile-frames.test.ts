@@ -10,7 +10,13 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ROUTES } from "../gateway/space/kinds.js";
 import { errorFor, startGateway, TestClient, toolOwner, type Env, type TestGateway } from "./helpers.js";
 
-const T = { human: "human-token-0001", agent: "agent-token-0002", lead: "lead-token-00003", tools: "tools-token-0004", late: "late-token-000005" };
+const T = {
+  human: "human-token-0001",
+  agent: "agent-token-0002",
+  lead: "lead-token-00003",
+  tools: "tools-token-0004",
+  late: "late-token-000005",
+};
 
 const SPACE = `
 space: {id: hostile}
@@ -63,7 +69,9 @@ async function stillServing(human: TestClient, agent: TestClient, tag: string): 
 }
 
 describe("frames nested too deep", () => {
-  it("refuses every kind nested 100, 1,000 and 100,000 deep with too_deep, alone and from the backlog, and keeps serving", { timeout: 60_000 }, async () => {
+  it("refuses every kind nested 100, 1,000 and 100,000 deep with too_deep, alone and from the backlog, and keeps serving", {
+    timeout: 60_000,
+  }, async () => {
     gw = await startGateway(SPACE);
     const human = await join(T.human);
     const owner = await toolOwner(gw, "hostile", T.tools, TOOLS);
@@ -76,9 +84,16 @@ describe("frames nested too deep", () => {
           const id = `deep-${n++}`;
           if (behindAWrite) {
             // A proposal makes the agent's later frames wait for its write: they are handled from the backlog.
-            agent.send({ id: `${id}-p`, kind: "mcp/proposal", to: ["tools"], payload: { method: "tools/call", params: { name: "risky", arguments: {} } } });
+            agent.send({
+              id: `${id}-p`,
+              kind: "mcp/proposal",
+              to: ["tools"],
+              payload: { method: "tools/call", params: { name: "risky", arguments: {} } },
+            });
           }
-          agent.send(`{"id":"${id}","kind":"${kind}","to":["human"],"payload":{"method":"tools/call","params":{"name":"safe","arguments":{"x":${nestedJson(depth)}}},"participant_id":"x","recipient":"human","capabilities":${nestedJson(depth)}}}`);
+          agent.send(
+            `{"id":"${id}","kind":"${kind}","to":["human"],"payload":{"method":"tools/call","params":{"name":"safe","arguments":{"x":${nestedJson(depth)}}},"participant_id":"x","recipient":"human","capabilities":${nestedJson(depth)}}}`,
+          );
           const err = await errorFor(agent, id);
           expect(err.payload.code, `${kind} at ${depth}`).toBe("too_deep");
           expect(err.payload.message).toContain("gateway.limits.max_depth");
@@ -158,19 +173,34 @@ describe("an invited participant", () => {
     const lead = await join(T.lead);
 
     // Naming the denied tool in the invite is refused as a grant of it would be.
-    lead.send({ id: "i0", kind: "space/invite", payload: { participant_id: "puppet0", initial_capabilities: [{ kind: "mcp/request", to: ["tools"], payload: { method: "tools/call", params: { name: "danger" } } }] } });
+    lead.send({
+      id: "i0",
+      kind: "space/invite",
+      payload: {
+        participant_id: "puppet0",
+        initial_capabilities: [{ kind: "mcp/request", to: ["tools"], payload: { method: "tools/call", params: { name: "danger" } } }],
+      },
+    });
     expect((await errorFor(lead, "i0")).payload).toMatchObject({ code: "grant_exceeds_policy" });
 
     // A wide capability is accepted, and holds the puppet to the inviter's policy at use.
     lead.send({ id: "i1", kind: "space/invite", payload: { participant_id: "puppet", initial_capabilities: [{ kind: "mcp/request" }] } });
     const ack = await lead.next((e) => e.kind === "space/invite-ack");
     const puppet = await join(ack.payload.token as string);
-    const call = (id: string, name: string) => puppet.send({ id, kind: "mcp/request", to: ["tools"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: {} } } });
+    const call = (id: string, name: string) =>
+      puppet.send({
+        id,
+        kind: "mcp/request",
+        to: ["tools"],
+        payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: {} } },
+      });
 
     call("c-danger", "danger");
     expect((await errorFor(puppet, "c-danger")).payload.code).toBe("denied");
     call("c-risky", "risky");
-    const risky = await puppet.next((e) => e.correlation_id?.includes("c-risky") === true && (e.kind === "system/error" || e.kind === "mcp/response"));
+    const risky = await puppet.next(
+      (e) => e.correlation_id?.includes("c-risky") === true && (e.kind === "system/error" || e.kind === "mcp/response"),
+    );
     expect(risky.kind).toBe("system/error");
     call("c-safe", "safe");
     const safe = await puppet.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("c-safe") === true);

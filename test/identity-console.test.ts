@@ -17,8 +17,16 @@ import { type Idp, startIdp } from "./fixtures/idp.js";
 import { type Env, TestClient, toolOwner, waitFor } from "./helpers.js";
 
 const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
-const T = { alice: "alice-static-token-1", agent: "agent-token-3", helper: "helper-token-5", fs: "fs-token-4444", bob: "bob-static-token-9" };
-const TOOLS = [{ name: "write_file", description: "Write a file", inputSchema: { type: "object", properties: { path: { type: "string" } } } }];
+const T = {
+  alice: "alice-static-token-1",
+  agent: "agent-token-3",
+  helper: "helper-token-5",
+  fs: "fs-token-4444",
+  bob: "bob-static-token-9",
+};
+const TOOLS = [
+  { name: "write_file", description: "Write a file", inputSchema: { type: "object", properties: { path: { type: "string" } } } },
+];
 const SECRET_ENV = { OIDC_SECRET: "console-secret-0123456789" };
 
 function yaml(id: string, issuer: string, extra = ""): string {
@@ -70,7 +78,11 @@ beforeAll(async () => {
   idp = await startIdp({
     resource: base,
     redirectUris: [`${base}/auth/callback/team`, `${base}/auth/callback/other`],
-    accounts: { alice: { email: "alice@example.com", groups: ["staff"] }, carol: { email: "carol@example.com", groups: ["/mewgate-ops"] }, mallory: { email: "mallory@example.com", groups: ["staff"] } },
+    accounts: {
+      alice: { email: "alice@example.com", groups: ["staff"] },
+      carol: { email: "carol@example.com", groups: ["/mewgate-ops"] },
+      mallory: { email: "mallory@example.com", groups: ["staff"] },
+    },
   });
   const dir = `/tmp/mewgate-idc-${process.pid}-${Date.now()}`;
   const spaces = ["team", "other", "plain"].map((id) => {
@@ -81,11 +93,21 @@ beforeAll(async () => {
   });
   gateway = new Gateway({ spaces, host: "127.0.0.1", port, env: SECRET_ENV });
   await gateway.listen();
-  const fs = await toolOwner({ port }, "team", `team-${T.fs}`, TOOLS, { onCall: (env, reply) => (calls.push(env), reply({ content: [{ type: "text", text: "written" }] })) });
+  const fs = await toolOwner({ port }, "team", `team-${T.fs}`, TOOLS, {
+    onCall: (env, reply) => (calls.push(env), reply({ content: [{ type: "text", text: "written" }] })),
+  });
   clients.push(fs);
   browser = await chromium.launch({
     executablePath: CHROMIUM,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
   });
   // A page on another loopback port: the same site as the gateway, so a SameSite=Strict cookie would go with its requests.
   evil = createServer((_req, res) => {
@@ -136,10 +158,19 @@ const atCallback = (u: URL) => u.pathname === "/auth/callback/team";
 const sessionCookie = async (space = "team") => (await context!.cookies(base)).find((c) => c.name === `mewgate_session_${space}`);
 
 function propose(c: TestClient, id: string): void {
-  c.send({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: `${id}.txt` } } } });
+  c.send({
+    id,
+    kind: "mcp/proposal",
+    to: ["fs"],
+    payload: { method: "tools/call", params: { name: "write_file", arguments: { path: `${id}.txt` } } },
+  });
 }
 
-const pending = (id: string) => gateway.spaces.get("team")!.pendingProposals().some((p) => p.id === id);
+const pending = (id: string) =>
+  gateway.spaces
+    .get("team")!
+    .pendingProposals()
+    .some((p) => p.id === id);
 
 describe("hostile sign-ins and sessions", () => {
   it("refuses a replayed callback and a callback with a forged state, and opens no session", async () => {
@@ -158,7 +189,12 @@ describe("hostile sign-ins and sessions", () => {
     const forged = await page.goto(callback.replace(/state=[^&]+/, "state=forged-state"));
     expect(forged!.status()).toBe(400);
     // Still one session: the one the real sign-in opened.
-    expect(gateway.spaces.get("team")!.identity!.sessions.list().filter((s) => s.identity.participant === "alice").length).toBeGreaterThanOrEqual(1);
+    expect(
+      gateway.spaces
+        .get("team")!
+        .identity!.sessions.list()
+        .filter((s) => s.identity.participant === "alice").length,
+    ).toBeGreaterThanOrEqual(1);
   });
 
   it("refuses a sign-in whose nonce was changed on the way to the provider", async () => {
@@ -195,17 +231,28 @@ describe("hostile sign-ins and sessions", () => {
     await waitFor(() => pending("csrf-1"), 5000, "the proposal");
     const evilPage = await context!.newPage();
     await evilPage.goto(`${evilOrigin}/`);
-    expect(await evilPage.evaluate((u) => (globalThis as unknown as { attack(u: string): Promise<string> }).attack(u), `${base}/api/spaces/team/proposals/csrf-1/approve`)).toBe("sent");
+    expect(
+      await evilPage.evaluate(
+        (u) => (globalThis as unknown as { attack(u: string): Promise<string> }).attack(u),
+        `${base}/api/spaces/team/proposals/csrf-1/approve`,
+      ),
+    ).toBe("sent");
     const cookie = (await sessionCookie())!;
     expect(cookie).toMatchObject({ httpOnly: true, sameSite: "Strict" });
     expect(cookie.expires).toBeGreaterThan(Date.now() / 1000);
     // The same without a browser: the cookie alone is not enough to change anything.
-    const res = await fetch(`${base}/api/spaces/team/proposals/csrf-1/approve`, { method: "POST", headers: { cookie: `${cookie.name}=${cookie.value}`, "content-type": "application/json" }, body: "{}" });
+    const res = await fetch(`${base}/api/spaces/team/proposals/csrf-1/approve`, {
+      method: "POST",
+      headers: { cookie: `${cookie.name}=${cookie.value}`, "content-type": "application/json" },
+      body: "{}",
+    });
     expect(res.status).toBe(403);
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe("csrf_failed");
     expect(pending("csrf-1")).toBe(true);
     // A cookie of space "team" names nobody in space "other", under either name.
-    const elsewhere = await fetch(`${base}/api/spaces/other/me`, { headers: { cookie: `mewgate_session_other=${cookie.value}; ${cookie.name}=${cookie.value}` } });
+    const elsewhere = await fetch(`${base}/api/spaces/other/me`, {
+      headers: { cookie: `mewgate_session_other=${cookie.value}; ${cookie.name}=${cookie.value}` },
+    });
     expect(elsewhere.status).toBe(401);
     const session = await fetch(`${base}/auth/session/other`, { headers: { cookie: `mewgate_session_other=${cookie.value}` } });
     expect(((await session.json()) as { signed_in: boolean }).signed_in).toBe(false);
@@ -226,7 +273,9 @@ describe("signed in through the provider", () => {
     const answer = await helper.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("ok-1") === true);
     expect(answer.payload.result.content[0].text).toBe("written");
     const space = gateway.spaces.get("team")!;
-    expect(space.audit({}).some((e) => e.event === "approved" && JSON.stringify(e).includes("ok-1") && JSON.stringify(e).includes('"alice"'))).toBe(true);
+    expect(
+      space.audit({}).some((e) => e.event === "approved" && JSON.stringify(e).includes("ok-1") && JSON.stringify(e).includes('"alice"')),
+    ).toBe(true);
     expect(space.watching("alice")).toBe(true);
     const cookie = (await sessionCookie())!;
     await page.getByRole("button", { name: "Sign out" }).click();
@@ -245,7 +294,11 @@ describe("signed in through the provider", () => {
     propose(agent, "ops-1");
     await waitFor(() => pending("ops-1"), 5000, "the proposal");
     // alice may call the tool but is not in @ops.
-    const byAlice = await fetch(`${base}/api/spaces/team/proposals/ops-1/approve`, { method: "POST", headers: { authorization: `Bearer team-${T.alice}` }, body: "{}" });
+    const byAlice = await fetch(`${base}/api/spaces/team/proposals/ops-1/approve`, {
+      method: "POST",
+      headers: { authorization: `Bearer team-${T.alice}` },
+      body: "{}",
+    });
     expect(((await byAlice.json()) as { error: { code: string } }).error.code).toBe("not_an_approver");
     const page = await newPage();
     await signInAs(page, "carol");

@@ -23,7 +23,9 @@ import { type Idp, machineToken, type SigningKey, startIdp } from "./fixtures/id
 import { type Env, sleep, TestClient, toolOwner, waitFor } from "./helpers.js";
 
 const T = { alice: "alice-static-token-1", agent: "agent-token-3", fs: "fs-token-4444", assistant: "assistant-static-1" };
-const TOOLS = [{ name: "read_file", description: "Reads a file", inputSchema: { type: "object", properties: { path: { type: "string" } } } }];
+const TOOLS = [
+  { name: "read_file", description: "Reads a file", inputSchema: { type: "object", properties: { path: { type: "string" } } } },
+];
 
 async function freePort(): Promise<number> {
   const s = createServer();
@@ -88,14 +90,19 @@ beforeAll(async () => {
     machines: {
       "claude-connector": { scope: "mewgate:mcp mewgate:api mewgate:join" },
       "no-scope-bot": { scope: "openid", claims: { email: "alice@example.com", email_verified: true } },
-      "ops-bot": { scope: "mewgate:api mewgate:join", claims: { email: "carol@example.com", email_verified: true, groups: ["/mewgate-ops"] } },
+      "ops-bot": {
+        scope: "mewgate:api mewgate:join",
+        claims: { email: "carol@example.com", email_verified: true, groups: ["/mewgate-ops"] },
+      },
       "alice-bot": { scope: "mewgate:api mewgate:join", claims: { email: "alice@example.com", email_verified: true } },
       "unverified-bot": { scope: "mewgate:api", claims: { email: "alice@example.com", email_verified: false } },
     },
   });
   gw = await startWith(spaceYaml(idp.issuer), port);
   mount = mountHttp(gw.gateway);
-  fs = await toolOwner({ port: gw.port }, "team", T.fs, TOOLS, { onCall: (env, reply) => (calls.push(env), reply({ content: [{ type: "text", text: "contents" }] })) });
+  fs = await toolOwner({ port: gw.port }, "team", T.fs, TOOLS, {
+    onCall: (env, reply) => (calls.push(env), reply({ content: [{ type: "text", text: "contents" }] })),
+  });
 }, 30_000);
 
 afterAll(async () => {
@@ -106,7 +113,10 @@ afterAll(async () => {
 });
 
 const api = (path: string, token: string | undefined, init: RequestInit = {}) =>
-  fetch(`${base}/api/spaces/team/${path}`, { ...init, headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(init.headers as Record<string, string>) } });
+  fetch(`${base}/api/spaces/team/${path}`, {
+    ...init,
+    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(init.headers as Record<string, string>) },
+  });
 
 /** A token signed as the provider would, with `claims` over sensible defaults. */
 async function providerSigned(claims: Record<string, unknown>, opts: { key?: SigningKey; kid?: string } = {}): Promise<string> {
@@ -137,11 +147,26 @@ describe("hostile tokens are refused, and say why", () => {
 
   it("refuses alg none and an HS256 token whose HMAC key is the provider's public key", async () => {
     const now = Math.floor(Date.now() / 1000);
-    const payload = { iss: idp.issuer, aud: base, sub: "alice-sub", email: "alice@example.com", scope: "mewgate:api", iat: now, exp: now + 300 };
+    const payload = {
+      iss: idp.issuer,
+      aud: base,
+      sub: "alice-sub",
+      email: "alice@example.com",
+      scope: "mewgate:api",
+      iat: now,
+      exp: now + 300,
+    };
     const none = `${b64({ alg: "none", typ: "JWT" })}.${b64(payload)}.`;
     expect((await api("me", none)).status).toBe(401);
-    const pem = await exportSPKI((await import("node:crypto")).createPublicKey({ key: idp.publicJwk as never, format: "jwk" }) as never).catch(() => "");
-    const pub = pem || (await import("node:crypto")).createPublicKey({ key: idp.publicJwk as never, format: "jwk" }).export({ type: "spki", format: "pem" }).toString();
+    const pem = await exportSPKI(
+      (await import("node:crypto")).createPublicKey({ key: idp.publicJwk as never, format: "jwk" }) as never,
+    ).catch(() => "");
+    const pub =
+      pem ||
+      (await import("node:crypto"))
+        .createPublicKey({ key: idp.publicJwk as never, format: "jwk" })
+        .export({ type: "spki", format: "pem" })
+        .toString();
     const head = `${b64({ alg: "HS256", kid: idp.kid, typ: "JWT" })}.${b64(payload)}`;
     const hs = `${head}.${createHmac("sha256", pub).update(head).digest("base64url")}`;
     const res = await api("me", hs);
@@ -166,10 +191,18 @@ describe("hostile tokens are refused, and say why", () => {
     const { request } = await import("node:http");
     const token = await providerSigned({ aud: "http://127.0.0.1:8080" });
     const status = await new Promise<number>((resolve, reject) => {
-      const r = request({ host: "127.0.0.1", port: gw.port, path: "/api/spaces/team/me", headers: { host: "127.0.0.1:8080", authorization: `Bearer ${token}` } }, (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
-      });
+      const r = request(
+        {
+          host: "127.0.0.1",
+          port: gw.port,
+          path: "/api/spaces/team/me",
+          headers: { host: "127.0.0.1:8080", authorization: `Bearer ${token}` },
+        },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
       r.on("error", reject);
       r.end();
     });
@@ -191,7 +224,11 @@ describe("hostile tokens are refused, and say why", () => {
     const res = await api("me", token);
     expect(res.status).toBe(403);
     expect(res.headers.get("www-authenticate")).toMatch(/error="insufficient_scope".*scope="mewgate:api"/);
-    const mcp = await fetch(`${base}/mcp`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "application/json, text/event-stream" }, body: "{}" });
+    const mcp = await fetch(`${base}/mcp`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: "{}",
+    });
     expect(mcp.status).toBe(403);
     expect(mcp.headers.get("www-authenticate")).toMatch(/scope="mewgate:mcp"/);
   });
@@ -199,7 +236,11 @@ describe("hostile tokens are refused, and say why", () => {
   it("answers a token whose identity is nobody in the space with a plain 403 saying so, not insufficient_scope (no scope would help)", async () => {
     const nobody = await providerSigned({ email: "mallory@example.com" });
     for (const path of ["/mcp", "/mcp/fs"]) {
-      const res = await fetch(`${base}${path}`, { method: "POST", headers: { authorization: `Bearer ${nobody}`, "content-type": "application/json", accept: "application/json, text/event-stream" }, body: "{}" });
+      const res = await fetch(`${base}${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${nobody}`, "content-type": "application/json", accept: "application/json, text/event-stream" },
+        body: "{}",
+      });
       expect(res.status, path).toBe(403);
       expect(res.headers.get("www-authenticate") ?? "", path).not.toMatch(/insufficient_scope/);
       const body = (await res.json()) as { error: { message: string; data?: { reason?: string } } };
@@ -210,9 +251,15 @@ describe("hostile tokens are refused, and say why", () => {
 
   it("says on a 401 without a token which scope a token needs", async () => {
     for (const path of ["/mcp", "/mcp/fs"]) {
-      const res = await fetch(`${base}${path}`, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream" }, body: "{}" });
+      const res = await fetch(`${base}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+        body: "{}",
+      });
       expect(res.status).toBe(401);
-      expect(res.headers.get("www-authenticate")).toMatch(new RegExp(`resource_metadata="${base}/.well-known/oauth-protected-resource${path}".*scope="mewgate:mcp"`));
+      expect(res.headers.get("www-authenticate")).toMatch(
+        new RegExp(`resource_metadata="${base}/.well-known/oauth-protected-resource${path}".*scope="mewgate:mcp"`),
+      );
     }
   });
 
@@ -220,7 +267,12 @@ describe("hostile tokens are refused, and say why", () => {
     const meta = (await (await fetch(`${base}/.well-known/oauth-protected-resource/mcp/fs`)).json()) as { resource: string };
     expect(meta.resource).toBe(`${base}/mcp/fs`);
     const token = await providerSigned({ aud: meta.resource });
-    const post = (path: string) => fetch(`${base}${path}`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "application/json, text/event-stream" }, body: "{}" });
+    const post = (path: string) =>
+      fetch(`${base}${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "application/json, text/event-stream" },
+        body: "{}",
+      });
     const there = await post("/mcp/fs");
     expect([401, 403]).not.toContain(there.status);
     const elsewhere = await post("/mcp");
@@ -236,7 +288,9 @@ describe("hostile tokens are refused, and say why", () => {
 
   it("refuses a WebSocket join with a forged token (4401) or without the join scope (4403)", async () => {
     const { privateKey } = await generateKeyPair("RS256");
-    const forged = TestClient.connect({ port: gw.port }, "space=team", { authorization: `Bearer ${await providerSigned({}, { key: privateKey })}` });
+    const forged = TestClient.connect({ port: gw.port }, "space=team", {
+      authorization: `Bearer ${await providerSigned({}, { key: privateKey })}`,
+    });
     expect((await forged.closed).code).toBe(4401);
     const token = await machineToken(idp, "no-scope-bot", "openid", base);
     const scopeless = TestClient.connect({ port: gw.port }, "space=team", { authorization: `Bearer ${token}` });
@@ -245,17 +299,31 @@ describe("hostile tokens are refused, and say why", () => {
 });
 
 describe("identity: in space.yaml", () => {
-  const parse = (identity: string, participants = "  alice: {kind: human}\n") => () =>
-    parseSpaceConfig(`space: {id: s}\nidentity:\n${identity}\nparticipants:\n${participants}`, { file: "space.yaml", env: {} });
+  const parse =
+    (identity: string, participants = "  alice: {kind: human}\n") =>
+    () =>
+      parseSpaceConfig(`space: {id: s}\nidentity:\n${identity}\nparticipants:\n${participants}`, { file: "space.yaml", env: {} });
   it("refuses what would weaken it or name nothing, at its line", () => {
     expect(parse("  issuer: not-a-url")).toThrow(/space.yaml:3:\d+: identity.issuer: expected the issuer's URL/);
-    expect(parse("  issuer: https://sso.example\n  algorithms: [HS256]")).toThrow(/space.yaml:4:16: identity.algorithms\[0\]: expected one of "RS256".*found "HS256"/);
+    expect(parse("  issuer: https://sso.example\n  algorithms: [HS256]")).toThrow(
+      /space.yaml:4:16: identity.algorithms\[0\]: expected one of "RS256".*found "HS256"/,
+    );
     expect(parse("  issuer: https://sso.example\n  algorithms: [none]")).toThrow(/identity.algorithms\[0\]/);
-    expect(parse("  issuer: https://sso.example\n  client_secret: s3cret")).toThrow(/identity.client_secret: unknown key; did you mean "client_secret_env"/);
-    expect(parse("  issuer: https://sso.example\n  people: {a@x: alcie}")).toThrow(/identity.people\["a@x"\]: unknown participant "alcie"; did you mean "alice"/);
-    expect(parse("  issuer: https://sso.example\n  guests: {'@ops': {}}")).toThrow(/identity.guests\["@ops"\]: no claim value maps to "@ops"/);
-    expect(parse("  issuer: https://sso.example", "  alice: {kind: human}\n  bot: {kind: agent, approvers: ['@ops']}\n")).toThrow(/unknown group "@ops"; declare it under groups: or map a claim to it under identity.groups/);
-    expect(parse("  issuer: https://sso.example\n  groups: {g: '@ops'}", "  alice: {kind: human}\n  bot: {kind: agent, approvers: ['@ops']}\n")).not.toThrow();
+    expect(parse("  issuer: https://sso.example\n  client_secret: s3cret")).toThrow(
+      /identity.client_secret: unknown key; did you mean "client_secret_env"/,
+    );
+    expect(parse("  issuer: https://sso.example\n  people: {a@x: alcie}")).toThrow(
+      /identity.people\["a@x"\]: unknown participant "alcie"; did you mean "alice"/,
+    );
+    expect(parse("  issuer: https://sso.example\n  guests: {'@ops': {}}")).toThrow(
+      /identity.guests\["@ops"\]: no claim value maps to "@ops"/,
+    );
+    expect(parse("  issuer: https://sso.example", "  alice: {kind: human}\n  bot: {kind: agent, approvers: ['@ops']}\n")).toThrow(
+      /unknown group "@ops"; declare it under groups: or map a claim to it under identity.groups/,
+    );
+    expect(
+      parse("  issuer: https://sso.example\n  groups: {g: '@ops'}", "  alice: {kind: human}\n  bot: {kind: agent, approvers: ['@ops']}\n"),
+    ).not.toThrow();
   });
 });
 
@@ -294,7 +362,11 @@ describe("a provider whose keys cannot be had", () => {
       const res = await fetch(`http://127.0.0.1:${other.port}/api/spaces/team/me`, { headers: { authorization: `Bearer ${token}` } });
       expect(res.status).toBe(503);
       expect(res.headers.get("retry-after")).toBe("5");
-      await waitFor(() => other.logs.some((l) => l.includes("could not read the identity provider's discovery document")), 2000, "a log line");
+      await waitFor(
+        () => other.logs.some((l) => l.includes("could not read the identity provider's discovery document")),
+        2000,
+        "a log line",
+      );
       expect(other.logs.join("")).not.toContain(token.split(".")[2]!);
       const ws = TestClient.connect({ port: other.port }, "space=team", { authorization: `Bearer ${token}` });
       expect((await ws.closed).code).toBe(1013);
@@ -327,7 +399,9 @@ describe("a provider whose keys cannot be had", () => {
         expect(res.status).toBe(503);
         await waitFor(() => fresh.logs.some((l) => l.includes("JWKSInvalid") || l.includes("keys")), 2000, "a log line");
         // Static tokens are untouched by the provider's state.
-        const staticMe = await fetch(`http://127.0.0.1:${fresh.port}/api/spaces/team/me`, { headers: { authorization: `Bearer ${T.alice}` } });
+        const staticMe = await fetch(`http://127.0.0.1:${fresh.port}/api/spaces/team/me`, {
+          headers: { authorization: `Bearer ${T.alice}` },
+        });
         expect(staticMe.status).toBe(200);
       } finally {
         await fresh.stop();
@@ -352,8 +426,17 @@ describe("tokens that are good", () => {
   it("lets an @ops member who is not in space.yaml join as a runtime human and approve a proposal whose approvers are @ops; others in the space may not", async () => {
     const agent = await TestClient.join({ port: gw.port }, "team", T.agent);
     try {
-      agent.send({ id: "p-ops-1", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "read_file", arguments: { path: "a" } } } });
-      await waitFor(async () => ((await (await api("proposals", T.alice)).json()) as { proposals: unknown[] }).proposals.length > 0, 5000, "the proposal");
+      agent.send({
+        id: "p-ops-1",
+        kind: "mcp/proposal",
+        to: ["fs"],
+        payload: { method: "tools/call", params: { name: "read_file", arguments: { path: "a" } } },
+      });
+      await waitFor(
+        async () => ((await (await api("proposals", T.alice)).json()) as { proposals: unknown[] }).proposals.length > 0,
+        5000,
+        "the proposal",
+      );
       // alice may call fs/* but is not in @ops.
       const byAlice = await api("proposals/p-ops-1/approve", T.alice, { method: "POST", body: "{}" });
       expect(byAlice.status).toBe(403);
@@ -378,15 +461,28 @@ describe("tokens that are good", () => {
   });
 
   it("an MCP client finds the provider from the 401, gets a token by client credentials, and calls a tool", async () => {
-    const unauth = await fetch(`${base}/mcp`, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream" }, body: "{}" });
+    const unauth = await fetch(`${base}/mcp`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: "{}",
+    });
     expect(unauth.status).toBe(401);
     const metaUrl = /resource_metadata="([^"]+)"/.exec(unauth.headers.get("www-authenticate") ?? "")?.[1];
     expect(metaUrl).toBe(`${base}/.well-known/oauth-protected-resource/mcp`);
-    const meta = (await (await fetch(metaUrl!)).json()) as { resource: string; authorization_servers: string[]; scopes_supported: string[] };
+    const meta = (await (await fetch(metaUrl!)).json()) as {
+      resource: string;
+      authorization_servers: string[];
+      scopes_supported: string[];
+    };
     expect(meta).toMatchObject({ resource: `${base}/mcp`, authorization_servers: [idp.issuer] });
     expect(meta.scopes_supported).toContain("mewgate:mcp");
 
-    const provider = new ClientCredentialsProvider({ clientId: "claude-connector", clientSecret: idp.machineSecret, scope: "mewgate:mcp", expectedIssuer: idp.issuer });
+    const provider = new ClientCredentialsProvider({
+      clientId: "claude-connector",
+      clientSecret: idp.machineSecret,
+      scope: "mewgate:mcp",
+      expectedIssuer: idp.issuer,
+    });
     const transport = new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { authProvider: provider });
     const client = new Client({ name: "hosted-connector", version: "1.0.0" });
     try {

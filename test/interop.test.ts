@@ -54,10 +54,21 @@ async function mewClient(token: string): Promise<TestClient> {
 describe("MEW v0.4 clients", () => {
   it("connect to the root with a join frame, and call a tool without a JSON-RPC id", async () => {
     gw = await startGateway(SPACE());
-    clients.push(await toolOwner(gw, "mew", T.fs, [{ name: "read_file", inputSchema: { type: "object" } }, { name: "write_file", inputSchema: { type: "object" } }]));
+    clients.push(
+      await toolOwner(gw, "mew", T.fs, [
+        { name: "read_file", inputSchema: { type: "object" } },
+        { name: "write_file", inputSchema: { type: "object" } },
+      ]),
+    );
     const mew = await mewClient(T.mew);
     await sleep(50);
-    mew.send({ protocol: "mew/v0.4", id: "req-1", kind: "mcp/request", to: ["fs"], payload: { jsonrpc: "2.0", method: "tools/call", params: { name: "read_file", arguments: {} } } });
+    mew.send({
+      protocol: "mew/v0.4",
+      id: "req-1",
+      kind: "mcp/request",
+      to: ["fs"],
+      payload: { jsonrpc: "2.0", method: "tools/call", params: { name: "read_file", arguments: {} } },
+    });
     const res = await mew.next((e) => e.kind === "mcp/response");
     expect(res.correlation_id?.[0]).toBe("req-1");
     expect(res.payload.id).toBe("req-1");
@@ -69,7 +80,12 @@ describe("MEW v0.4 clients", () => {
     const human = await TestClient.join(gw, "mew", T.human);
     clients.push(human);
     const mew = await mewClient(T.mew);
-    mew.send({ id: "prop-1", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a" } } } });
+    mew.send({
+      id: "prop-1",
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a" } } },
+    });
     await human.next((e) => e.id === "prop-1");
     human.send({ kind: "mcp/approve", correlation_id: ["prop-1"], payload: {} });
     const res = await mew.next((e) => e.kind === "mcp/response");
@@ -83,7 +99,11 @@ describe("MEW v0.4 clients", () => {
     clients.push(human);
     const mew = await mewClient(T.mew);
     await sleep(50);
-    mew.send({ id: "open-prop", kind: "mcp/proposal", payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a" } } } });
+    mew.send({
+      id: "open-prop",
+      kind: "mcp/proposal",
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a" } } },
+    });
     const seen = await human.next((e) => e.id === "open-prop");
     expect(seen.to).toEqual(["fs"]);
     human.send({ kind: "mcp/approve", correlation_id: ["open-prop"], payload: {} });
@@ -99,7 +119,7 @@ describe("MEW v0.4 clients", () => {
   });
 
   it("get their own envelopes back when space.yaml says echo: true", async () => {
-    gw = await startGateway(SPACE().replace("capabilities: [{kind: \"*\"}]}", 'capabilities: [{kind: "*"}], echo: true}'));
+    gw = await startGateway(SPACE().replace('capabilities: [{kind: "*"}]}', 'capabilities: [{kind: "*"}], echo: true}'));
     const mew = await mewClient(T.mew);
     mew.send({ id: "hello", kind: "chat", payload: { text: "hi" } });
     const back = await mew.next((e) => e.id === "hello");
@@ -126,12 +146,16 @@ describe("MEW's HTTP message injection", () => {
     // Hostile: no token, another participant's token, a forged from, a reserved kind, no kind.
     expect((await inject("mewbot", undefined, { kind: "chat" })).status).toBe(401);
     expect((await inject("mewbot", T.human, { kind: "chat", payload: { text: "x" } })).status).toBe(403);
-    expect((await inject("mewbot", T.mew, { kind: "chat", from: "human", payload: { text: "forged" } })).body["error"]).toBe("from_mismatch");
+    expect((await inject("mewbot", T.mew, { kind: "chat", from: "human", payload: { text: "forged" } })).body["error"]).toBe(
+      "from_mismatch",
+    );
     expect((await inject("mewbot", T.mew, { kind: "system/welcome", payload: {} })).body["error"]).toBe("reserved_kind");
     expect((await inject("mewbot", T.mew, { payload: {} })).status).toBe(400);
     await sleep(50);
     expect(human.received.filter((e) => e.kind === "chat")).toHaveLength(1);
-    const list = (await (await fetch(`http://127.0.0.1:${gw!.port}/participants?space=mew`, { headers: { authorization: `Bearer ${T.mew}` } })).json()) as { participants: Array<{ id: string; connected: boolean }> };
+    const list = (await (
+      await fetch(`http://127.0.0.1:${gw!.port}/participants?space=mew`, { headers: { authorization: `Bearer ${T.mew}` } })
+    ).json()) as { participants: Array<{ id: string; connected: boolean }> };
     expect(list.participants.find((p) => p.id === "human")?.connected).toBe(true);
   });
 });
@@ -169,13 +193,29 @@ describe("MCP servers and clients", () => {
     const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}/sse`;
     gw = await startGateway(SPACE());
     const space = gw.gateway.spaces.get("mew")!;
-    bridges.push(await startBridge({ id: "fs", server: { type: "sse", url }, client: { transport: () => connectInProcess(space, "fs"), reconnect: false } }));
+    bridges.push(
+      await startBridge({
+        id: "fs",
+        server: { type: "sse", url },
+        client: { transport: () => connectInProcess(space, "fs"), reconnect: false },
+      }),
+    );
     const human = await TestClient.join(gw, "mew", T.human);
     clients.push(human);
     let tool: any;
-    await waitFor(async () => (tool = (await askGateway(human, "tools/list")).payload.result.tools.find((t: any) => t.name === "fs/weather")) !== undefined, 5000, "the SSE server's tool");
+    await waitFor(
+      async () =>
+        (tool = (await askGateway(human, "tools/list")).payload.result.tools.find((t: any) => t.name === "fs/weather")) !== undefined,
+      5000,
+      "the SSE server's tool",
+    );
     expect(tool).toMatchObject({ title: "Weather", _meta: { "ui/resourceUri": "ui://weather/card" }, outputSchema: { type: "object" } });
-    human.send({ id: "w", kind: "mcp/request", to: ["fs"], payload: { jsonrpc: "2.0", id: "w", method: "tools/call", params: { name: "weather", arguments: {} } } });
+    human.send({
+      id: "w",
+      kind: "mcp/request",
+      to: ["fs"],
+      payload: { jsonrpc: "2.0", id: "w", method: "tools/call", params: { name: "weather", arguments: {} } },
+    });
     const res = await human.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("w") === true);
     expect(res.payload.result.structuredContent).toEqual({ sky: "sunny" });
   });
@@ -190,7 +230,10 @@ participants:
 mcpServers:
   fs: {command: node, args: ["-e", "0"], autoApprove: [read_file]}
 `);
-    const config = parseSpaceConfig(`space: {id: x}\nmcpServers:\n  fs: {command: node, autoApprove: [read_file]}\n`, { file: "space.yaml", env: {} });
+    const config = parseSpaceConfig(`space: {id: x}\nmcpServers:\n  fs: {command: node, autoApprove: [read_file]}\n`, {
+      file: "space.yaml",
+      env: {},
+    });
     // A space of mcpServers alone is a space.
     expect(Object.keys(config.participants)).toEqual(["fs"]);
     const space = gw.gateway.spaces.get("mew")!;
@@ -208,7 +251,9 @@ mcpServers:
     clients.push(human);
     const { Client } = await import("@modelcontextprotocol/sdk/client/index.js");
     const { StreamableHTTPClientTransport } = await import("@modelcontextprotocol/sdk/client/streamableHttp.js");
-    const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw.port}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${T.mew}` } } });
+    const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw.port}/mcp`), {
+      requestInit: { headers: { Authorization: `Bearer ${T.mew}` } },
+    });
     const client = new Client({ name: "interop", version: "1.0.0" });
     await client.connect(transport);
     await waitFor(async () => (await client.listTools()).tools.some((t) => t.name.includes("write_file")), 5000, "the tool");
@@ -226,7 +271,11 @@ mcpServers:
   it("answers 401 on /mcp with WWW-Authenticate naming its RFC 9728 metadata, which says how to present a token", async () => {
     gw = await startGateway(SPACE());
     mountHttp(gw.gateway);
-    const res = await fetch(`http://127.0.0.1:${gw.port}/mcp`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    const res = await fetch(`http://127.0.0.1:${gw.port}/mcp`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}",
+    });
     expect(res.status).toBe(401);
     const header = res.headers.get("www-authenticate")!;
     const meta = /resource_metadata="([^"]+)"/.exec(header)?.[1];
@@ -237,7 +286,9 @@ mcpServers:
 });
 
 describe("space/invite and space/kick", () => {
-  it("mints a token for an invited participant, shown only to the inviter, that survives a restart until a kick", { timeout: 30_000 }, async () => {
+  it("mints a token for an invited participant, shown only to the inviter, that survives a restart until a kick", {
+    timeout: 30_000,
+  }, async () => {
     const { mkdtempSync, rmSync } = await import("node:fs");
     const { tmpdir } = await import("node:os");
     const { join } = await import("node:path");
@@ -247,7 +298,11 @@ describe("space/invite and space/kick", () => {
       const human = await TestClient.join(gw, "mew", T.human);
       const watcher = await TestClient.join(gw, "mew", T.mew);
       clients.push(human, watcher);
-      human.send({ id: "inv", kind: "space/invite", payload: { participant_id: "helper", initial_capabilities: [{ kind: "chat" }], reason: "extra hands" } });
+      human.send({
+        id: "inv",
+        kind: "space/invite",
+        payload: { participant_id: "helper", initial_capabilities: [{ kind: "chat" }], reason: "extra hands" },
+      });
       const minted = await human.next((e) => e.kind === "space/invite-ack" && e.from === "system:gateway");
       expect(minted.payload.status).toBe("created");
       const token = minted.payload.token as string;
@@ -258,7 +313,9 @@ describe("space/invite and space/kick", () => {
       expect(roster.payload.participant).toMatchObject({ id: "helper", capabilities: [{ kind: "chat" }] });
       expect(JSON.stringify(watcher.received)).not.toContain(token);
       human.send({ id: "again", kind: "space/invite", payload: { participant_id: "helper", initial_capabilities: [] } });
-      expect((await human.next((e) => e.kind === "system/error" && e.correlation_id?.includes("again") === true)).payload.code).toBe("duplicate_id");
+      expect((await human.next((e) => e.kind === "system/error" && e.correlation_id?.includes("again") === true)).payload.code).toBe(
+        "duplicate_id",
+      );
 
       const helper = await TestClient.join(gw, "mew", token);
       clients.push(helper);
@@ -268,9 +325,13 @@ describe("space/invite and space/kick", () => {
       await human.next((e) => e.id === "hi");
       // It has what it was given and no more: it may not propose, nor invite others.
       helper.send({ id: "nope", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "x" } } });
-      expect((await helper.next((e) => e.kind === "system/error" && e.correlation_id?.includes("nope") === true)).payload.code).toBe("capability_violation");
+      expect((await helper.next((e) => e.kind === "system/error" && e.correlation_id?.includes("nope") === true)).payload.code).toBe(
+        "capability_violation",
+      );
       helper.send({ id: "spread", kind: "space/invite", payload: { participant_id: "worm", initial_capabilities: [{ kind: "*" }] } });
-      expect((await helper.next((e) => e.kind === "system/error" && e.correlation_id?.includes("spread") === true)).payload.code).toBe("capability_violation");
+      expect((await helper.next((e) => e.kind === "system/error" && e.correlation_id?.includes("spread") === true)).payload.code).toBe(
+        "capability_violation",
+      );
 
       // A restart keeps the invited participant and its token.
       const port = gw.port;
@@ -299,11 +360,21 @@ describe("the space as an MCP server: resources and prompts", () => {
     gw = await startGateway(SPACE());
     mountHttp(gw.gateway);
     const space = gw.gateway.spaces.get("mew")!;
-    bridges.push(await startBridge({ id: "fs", server: { command: process.execPath, args: [everything, "stdio"] }, client: { transport: () => connectInProcess(space, "fs"), reconnect: false } }));
+    bridges.push(
+      await startBridge({
+        id: "fs",
+        server: { command: process.execPath, args: [everything, "stdio"] },
+        client: { transport: () => connectInProcess(space, "fs"), reconnect: false },
+      }),
+    );
     const { Client } = await import("@modelcontextprotocol/sdk/client/index.js");
     const { StreamableHTTPClientTransport } = await import("@modelcontextprotocol/sdk/client/streamableHttp.js");
     const client = new Client({ name: "interop", version: "1.0.0" });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw.port}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${T.human}` } } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw.port}/mcp`), {
+        requestInit: { headers: { Authorization: `Bearer ${T.human}` } },
+      }),
+    );
     try {
       expect(client.getServerCapabilities()).toMatchObject({ resources: {}, prompts: {} });
       const { resources } = await client.listResources();
@@ -318,7 +389,10 @@ describe("the space as an MCP server: resources and prompts", () => {
       expect(got.messages.length).toBeGreaterThan(0);
       await expect(client.readResource({ uri: "nowhere://x" })).rejects.toThrow(/no participant of the space offers/);
       // Completion of a prompt's argument, asked of the prompt's owner.
-      const completion = await client.complete({ ref: { type: "ref/prompt", name: "fs__completable-prompt" }, argument: { name: "department", value: "Eng" } });
+      const completion = await client.complete({
+        ref: { type: "ref/prompt", name: "fs__completable-prompt" },
+        argument: { name: "department", value: "Eng" },
+      });
       expect(completion.completion.values).toContain("Engineering");
     } finally {
       await client.close();
@@ -338,11 +412,21 @@ describe("cancellation from an MCP client", () => {
       mountHttp(gw.gateway);
       const space = gw.gateway.spaces.get("mew")!;
       const waiter = join(import.meta.dirname, "fixtures", "bridge", "waiter.mjs");
-      bridges.push(await startBridge({ id: "fs", server: { command: process.execPath, args: [waiter], env: { WAITER_MARK: mark } }, client: { transport: () => connectInProcess(space, "fs"), reconnect: false } }));
+      bridges.push(
+        await startBridge({
+          id: "fs",
+          server: { command: process.execPath, args: [waiter], env: { WAITER_MARK: mark } },
+          client: { transport: () => connectInProcess(space, "fs"), reconnect: false },
+        }),
+      );
       const { Client } = await import("@modelcontextprotocol/sdk/client/index.js");
       const { StreamableHTTPClientTransport } = await import("@modelcontextprotocol/sdk/client/streamableHttp.js");
       const client = new Client({ name: "interop", version: "1.0.0" });
-      await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw.port}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${T.human}` } } }));
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw.port}/mcp`), {
+          requestInit: { headers: { Authorization: `Bearer ${T.human}` } },
+        }),
+      );
       try {
         await waitFor(async () => (await client.listTools()).tools.some((t) => t.name === "fs__wait"), 5000, "the tool");
         const ctl = new AbortController();

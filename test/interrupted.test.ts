@@ -14,7 +14,19 @@ import { afterEach, describe, expect, it } from "vitest";
 import { readAudit } from "../gateway/space/ledger.js";
 import { ParticipantClient, ParticipantError } from "../participants/index.js";
 import { runProposals } from "../cli/commands.js";
-import { askGateway, errorFor, killGateway, spawnGateway, startGateway, TestClient, toolOwner, waitFor, type Env, type GatewayProcess, type TestGateway } from "./helpers.js";
+import {
+  askGateway,
+  errorFor,
+  killGateway,
+  spawnGateway,
+  startGateway,
+  TestClient,
+  toolOwner,
+  waitFor,
+  type Env,
+  type GatewayProcess,
+  type TestGateway,
+} from "./helpers.js";
 
 const TOKEN = (id: string) => `${id}-token-0123456789`;
 const SPACE = (ttlMs = 600_000) => `
@@ -29,7 +41,12 @@ participants:
   carol: {kind: human, token: ${TOKEN("carol")}, tools: {ask: ["fs/write_file"]}}
 `;
 const TOOLS = [{ name: "write_file", inputSchema: { type: "object" } }];
-const propose = (id: string, args: Record<string, unknown> = {}) => ({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: args } } });
+const propose = (id: string, args: Record<string, unknown> = {}) => ({
+  id,
+  kind: "mcp/proposal",
+  to: ["fs"],
+  payload: { method: "tools/call", params: { name: "write_file", arguments: args } },
+});
 
 const procs: GatewayProcess[] = [];
 const gateways: TestGateway[] = [];
@@ -61,7 +78,11 @@ async function join(g: { port: number }, id: string): Promise<TestClient> {
  * A tool owner that counts what it is asked to run, per proposal (the routed request's
  * correlation_id[0]); `hold` keeps it from answering, so the call stays in flight.
  */
-async function counter(g: { port: number }, runs: Map<string, number>, opts: { hold?: boolean; args?: Map<string, unknown> } = {}): Promise<TestClient> {
+async function counter(
+  g: { port: number },
+  runs: Map<string, number>,
+  opts: { hold?: boolean; args?: Map<string, unknown> } = {},
+): Promise<TestClient> {
   const c = await toolOwner(g, "intr", TOKEN("fs"), TOOLS, {
     onCall: (env, reply) => {
       const proposal = env.correlation_id?.[0] ?? env.id;
@@ -81,7 +102,11 @@ function markIn(welcome: Env, id: string): Record<string, unknown> | undefined {
 }
 
 /** The gateway's word to the proposer that `id` was interrupted. */
-const toldInterrupted = (id: string) => (e: Env) => e.kind === "mcp/response" && e.from === "system:gateway" && e.correlation_id?.[0] === id && e.payload.error?.data?.reason === "interrupted";
+const toldInterrupted = (id: string) => (e: Env) =>
+  e.kind === "mcp/response" &&
+  e.from === "system:gateway" &&
+  e.correlation_id?.[0] === id &&
+  e.payload.error?.data?.reason === "interrupted";
 
 /** An in-process gateway with `id` approved and its call held in flight, then stopped and started again over the same state. */
 async function interruptedSpace(
@@ -107,7 +132,9 @@ async function interruptedSpace(
 }
 
 describe("kill -9 within a millisecond of an approval", () => {
-  it("every acknowledged approval ends answered, or interrupted and told — never failed, never run twice", { timeout: 300_000 }, async () => {
+  it("every acknowledged approval ends answered, or interrupted and told — never failed, never run twice", {
+    timeout: 300_000,
+  }, async () => {
     const TRIES = 30;
     const deadline = Date.now() + 240_000;
     const dir = tempDir();
@@ -146,7 +173,10 @@ describe("kill -9 within a millisecond of an approval", () => {
       const watcher = await join(g, "human");
       const proposer = await join(g, "agent");
       // The restart marks what was in flight behind its start: wait until the trail has moved on.
-      const trail = () => readAudit(pathJoin(dir, ".mewgate")).filter((e) => e.proposal === id).map((e) => e.event);
+      const trail = () =>
+        readAudit(pathJoin(dir, ".mewgate"))
+          .filter((e) => e.proposal === id)
+          .map((e) => e.event);
       await waitFor(() => !["approved", "routed"].includes(trail().at(-1) ?? ""), 5000, `try ${t}: the restart settles ${id}`);
       const events = trail();
       const last = events[events.length - 1];
@@ -177,12 +207,16 @@ describe("kill -9 within a millisecond of an approval", () => {
     }
     expect(outcome.size, "every try ran within the time bound").toBe(TRIES);
     const counts = [...outcome.values()].reduce<Record<string, number>>((acc, s) => ((acc[s] = (acc[s] ?? 0) + 1), acc), {});
-    console.log(`kill -9 after approval, ${TRIES} tries: ${JSON.stringify(counts)}; ran at the tool before the kill: ${[...runs.values()].filter((n) => n > 0).length}`);
+    console.log(
+      `kill -9 after approval, ${TRIES} tries: ${JSON.stringify(counts)}; ran at the tool before the kill: ${[...runs.values()].filter((n) => n > 0).length}`,
+    );
   });
 });
 
 describe("an interrupted proposal", () => {
-  it("is not routed on its own; the proposer cannot approve it again; another approver's one step runs it exactly once", { timeout: 30_000 }, async () => {
+  it("is not routed on its own; the proposer cannot approve it again; another approver's one step runs it exactly once", {
+    timeout: 30_000,
+  }, async () => {
     // A human proposer: one that could send an mcp/approve at all.
     const { g, dir, runs } = await interruptedSpace("p1", { proposer: "carol" });
     await counter(g, runs);
@@ -190,7 +224,10 @@ describe("an interrupted proposal", () => {
     const human = await join(g, "human");
     const bob = await join(g, "bob");
     await agent.next(toldInterrupted("p1"));
-    expect(markIn(human.received[0]!, "p1")).toMatchObject({ approved_by: "human", message: "the gateway stopped after it was approved; it may or may not have run" });
+    expect(markIn(human.received[0]!, "p1")).toMatchObject({
+      approved_by: "human",
+      message: "the gateway stopped after it was approved; it may or may not have run",
+    });
     // The proposer may not decide on its own proposal, interrupted or not.
     agent.send({ id: "self", kind: "mcp/approve", correlation_id: ["p1"], payload: { scope: "once" } });
     expect((await errorFor(agent, "self")).payload.code).toBe("self_approval");
@@ -203,17 +240,29 @@ describe("an interrupted proposal", () => {
     expect(answer.payload.result.content[0].text).toBe("ran p1");
     // Two sockets: either may reach the gateway first. Exactly one approval wins; the other is told.
     // (The other wait times out unanswered; it is caught, so it fails nothing.)
-    const told = (c: TestClient, id: string, by: string) => errorFor(c, id).then((e) => ({ by, e }), () => undefined);
+    const told = (c: TestClient, id: string, by: string) =>
+      errorFor(c, id).then(
+        (e) => ({ by, e }),
+        () => undefined,
+      );
     const lost = await Promise.race([told(human, "h1", "human"), told(bob, "b1", "bob")]);
     expect(lost?.e.payload.code).toBe("proposal_not_pending");
     const winner = lost!.by === "human" ? "bob" : "human";
-    expect((winner === "human" ? human : bob).received.some((e) => e.kind === "system/error" && e.correlation_id?.includes(winner === "human" ? "h1" : "b1"))).toBe(false);
+    expect(
+      (winner === "human" ? human : bob).received.some(
+        (e) => e.kind === "system/error" && e.correlation_id?.includes(winner === "human" ? "h1" : "b1"),
+      ),
+    ).toBe(false);
     expect(runs.get("p1")).toBe(2);
     // Once answered it is over: a late approval routes nothing.
     human.send({ id: "h2", kind: "mcp/approve", correlation_id: ["p1"], payload: { scope: "once" } });
     expect((await errorFor(human, "h2")).payload).toMatchObject({ code: "proposal_not_pending", state: "answered" });
     expect(runs.get("p1")).toBe(2);
-    await waitFor(() => readAudit(pathJoin(dir, ".mewgate")).some((e) => e.proposal === "p1" && e.event === "answered"), 5000, "the answer in the audit trail");
+    await waitFor(
+      () => readAudit(pathJoin(dir, ".mewgate")).some((e) => e.proposal === "p1" && e.event === "answered"),
+      5000,
+      "the answer in the audit trail",
+    );
     const trail = readAudit(pathJoin(dir, ".mewgate")).filter((e) => e.proposal === "p1");
     expect(trail.map((e) => e.event)).toEqual(["proposed", "approved", "routed", "interrupted", "approved", "routed", "answered"]);
     expect(trail[3]).toMatchObject({ reason: "gateway_restarted" });
@@ -233,11 +282,15 @@ describe("an interrupted proposal", () => {
     expect((await errorFor(human, "late")).payload).toMatchObject({ code: "proposal_not_pending", state: "rejected" });
     expect(runs.get("p2")).toBe(1);
     expect((await askGateway(human, "proposals/list")).payload.result.proposals).toEqual([]);
-    const events = readAudit(pathJoin(dir, ".mewgate")).filter((e) => e.proposal === "p2").map((e) => `${e.event}${e.by ? `:${e.by}` : ""}`);
+    const events = readAudit(pathJoin(dir, ".mewgate"))
+      .filter((e) => e.proposal === "p2")
+      .map((e) => `${e.event}${e.by ? `:${e.by}` : ""}`);
     expect(events).toEqual(["proposed", "approved:human", "routed:human", "interrupted", "rejected:human"]);
   });
 
-  it("stays interrupted across a second restart, and keeps the approver's edited arguments for the next approval", { timeout: 30_000 }, async () => {
+  it("stays interrupted across a second restart, and keeps the approver's edited arguments for the next approval", {
+    timeout: 30_000,
+  }, async () => {
     const { g, dir, runs } = await interruptedSpace("p3", { args: { path: "a.txt" }, edited: { path: "edited.txt" } });
     await g.gateway.close();
     gateways.splice(gateways.indexOf(g), 1);
@@ -254,7 +307,9 @@ describe("an interrupted proposal", () => {
     expect(got.payload.result.proposal.payload["mewgate/interrupted"].reason).toBe("gateway_restarted");
     await askGateway(human, "ping");
     expect(runs.get("p3")).toBe(1);
-    const events = readAudit(pathJoin(dir, ".mewgate")).filter((e) => e.proposal === "p3").map((e) => e.event);
+    const events = readAudit(pathJoin(dir, ".mewgate"))
+      .filter((e) => e.proposal === "p3")
+      .map((e) => e.event);
     expect(events.filter((e) => e === "interrupted")).toHaveLength(1);
     // Approved again as shown: with the earlier approver's edits.
     bob.send({ kind: "mcp/approve", correlation_id: ["p3"], payload: { scope: "once" } });
@@ -272,22 +327,38 @@ describe("an interrupted proposal", () => {
     const expired = await agent.next((e) => e.kind === "mcp/reject" && e.correlation_id?.[0] === "p4", 10_000);
     expect(expired.payload.reason).toBe("timeout");
     expect(runs.get("p4")).toBe(1);
-    expect(readAudit(pathJoin(dir, ".mewgate")).filter((e) => e.proposal === "p4").map((e) => e.event)).toContain("expired");
+    expect(
+      readAudit(pathJoin(dir, ".mewgate"))
+        .filter((e) => e.proposal === "p4")
+        .map((e) => e.event),
+    ).toContain("expired");
   });
 
   it("is listed by the operator API and `mewgate proposals`, and approved again from there", { timeout: 30_000 }, async () => {
     const { g, runs } = await interruptedSpace("p5");
     await counter(g, runs);
     const agent = await join(g, "agent");
-    const api = await fetch(`http://127.0.0.1:${g.port}/api/spaces/intr/proposals`, { headers: { authorization: `Bearer ${TOKEN("human")}` } });
+    const api = await fetch(`http://127.0.0.1:${g.port}/api/spaces/intr/proposals`, {
+      headers: { authorization: `Bearer ${TOKEN("human")}` },
+    });
     const body = (await api.json()) as { proposals: Array<Record<string, any>> };
     expect(body.proposals).toHaveLength(1);
-    expect(body.proposals[0]).toMatchObject({ id: "p5", state: "interrupted", interrupted: { approvedBy: "human", reason: "gateway_restarted" } });
+    expect(body.proposals[0]).toMatchObject({
+      id: "p5",
+      state: "interrupted",
+      interrupted: { approvedBy: "human", reason: "gateway_restarted" },
+    });
     const out: string[] = [];
-    const io = { stdout: { write: (s: string) => (out.push(s), true) }, stderr: { write: (s: string) => (out.push(s), true) }, env: {} } as never;
+    const io = {
+      stdout: { write: (s: string) => (out.push(s), true) },
+      stderr: { write: (s: string) => (out.push(s), true) },
+      env: {},
+    } as never;
     const common = { gateway: `ws://127.0.0.1:${g.port}`, space: "intr", token: TOKEN("human") };
     expect(await runProposals("list", undefined, common, io)).toBe(0);
-    expect(out.join("")).toMatch(/\[p5\] INTERRUPTED \(approved by human; the gateway stopped after it was approved; it may or may not have run\) agent → fs\/write_file/);
+    expect(out.join("")).toMatch(
+      /\[p5\] INTERRUPTED \(approved by human; the gateway stopped after it was approved; it may or may not have run\) agent → fs\/write_file/,
+    );
     out.length = 0;
     expect(await runProposals("approve", "p5", { ...common, waitMs: 5000 }, io)).toBe(0);
     expect(out.join("")).toContain("approved fs/write_file again [p5]");
@@ -297,13 +368,22 @@ describe("an interrupted proposal", () => {
 });
 
 describe("the proposer's SDK across the restart", () => {
-  it("a proposer still waiting when the gateway stops hears `interrupted` after it reconnects, not a silent failure", { timeout: 30_000 }, async () => {
+  it("a proposer still waiting when the gateway stops hears `interrupted` after it reconnects, not a silent failure", {
+    timeout: 30_000,
+  }, async () => {
     const dir = tempDir();
     const runs = new Map<string, number>();
     const g1 = await startGateway(SPACE(), { dir });
     await counter(g1, runs, { hold: true });
     const human = await join(g1, "human");
-    const client = new ParticipantClient({ url: g1.url, space: "intr", token: TOKEN("agent"), reconnect: { initialDelayMs: 50, maxDelayMs: 200 }, proposalTimeoutMs: 20_000, requestTimeoutMs: 20_000 });
+    const client = new ParticipantClient({
+      url: g1.url,
+      space: "intr",
+      token: TOKEN("agent"),
+      reconnect: { initialDelayMs: 50, maxDelayMs: 200 },
+      proposalTimeoutMs: 20_000,
+      requestTimeoutMs: 20_000,
+    });
     clients.push(client);
     await client.connect();
     const call = client.propose("fs", "tools/call", { name: "write_file", arguments: { path: "b.txt" } });

@@ -64,7 +64,12 @@ async function setup(): Promise<{ g: TestGateway; file: string; port: number; di
 }
 
 async function api(g: { port: number }, who: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const send = () => fetch(`http://127.0.0.1:${g.port}/api/spaces/ln/${path}`, { method, headers: { authorization: `Bearer ${T(who)}`, "content-type": "application/json" }, ...(body ? { body: JSON.stringify(body) } : {}) });
+  const send = () =>
+    fetch(`http://127.0.0.1:${g.port}/api/spaces/ln/${path}`, {
+      method,
+      headers: { authorization: `Bearer ${T(who)}`, "content-type": "application/json" },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
   // After a restart on the same port, a kept-alive socket to the old server fails once.
   const res = await send().catch(send);
   return { status: res.status, body: await res.json() };
@@ -72,7 +77,14 @@ async function api(g: { port: number }, who: string, method: string, path: strin
 
 let seq = 0;
 /** The agent proposes `tool` with `args`; `decision` is taken through the API by `by`. */
-async function decided(g: TestGateway, agent: TestClient, tool: string, args: Record<string, unknown>, decision: "approve" | "reject", by = "alice"): Promise<string> {
+async function decided(
+  g: TestGateway,
+  agent: TestClient,
+  tool: string,
+  args: Record<string, unknown>,
+  decision: "approve" | "reject",
+  by = "alice",
+): Promise<string> {
   const id = `p-${++seq}`;
   agent.send({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: tool, arguments: args } } });
   await waitFor(async () => (await api(g, by, "GET", `proposals/${id}`)).status === 200, 5000, `proposal ${id} pending`);
@@ -84,7 +96,15 @@ async function decided(g: TestGateway, agent: TestClient, tool: string, args: Re
 function io() {
   let out = "";
   let err = "";
-  return { io: { stdout: { write: (x: string) => ((out += x), true) } as any, stderr: { write: (x: string) => ((err += x), true) } as any, env: {} }, out: () => out, err: () => err };
+  return {
+    io: {
+      stdout: { write: (x: string) => ((out += x), true) } as any,
+      stderr: { write: (x: string) => ((err += x), true) } as any,
+      env: {},
+    },
+    out: () => out,
+    err: () => err,
+  };
 }
 
 async function ready(g: TestGateway): Promise<TestClient> {
@@ -98,7 +118,12 @@ async function ready(g: TestGateway): Promise<TestClient> {
 /** A direct tools/call from the agent: whether it was answered (ran) or refused. */
 async function direct(agent: TestClient, args: Record<string, unknown>): Promise<"ran" | "refused"> {
   const id = `d-${++seq}`;
-  agent.send({ id, kind: "mcp/request", to: ["fs"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "write_file", arguments: args } } });
+  agent.send({
+    id,
+    kind: "mcp/request",
+    to: ["fs"],
+    payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "write_file", arguments: args } },
+  });
   const e = await agent.next((x) => x.correlation_id?.includes(id) === true && (x.kind === "mcp/response" || x.kind === "system/error"));
   return e.kind === "mcp/response" ? "ran" : "refused";
 }
@@ -106,7 +131,12 @@ async function direct(agent: TestClient, args: Record<string, unknown>): Promise
 describe("suggested rules over the API: hostile first", () => {
   it("an agent may neither read nor accept suggestions, nor dry-run a file", async () => {
     const { g } = await setup();
-    for (const [m, path, body] of [["GET", "policy/suggestions"], ["POST", "policy/suggestions/x/accept", {}], ["POST", "policy/suggestions/x/dismiss", {}], ["POST", "policy/dry-run", { yaml: "x" }]] as const) {
+    for (const [m, path, body] of [
+      ["GET", "policy/suggestions"],
+      ["POST", "policy/suggestions/x/accept", {}],
+      ["POST", "policy/suggestions/x/dismiss", {}],
+      ["POST", "policy/dry-run", { yaml: "x" }],
+    ] as const) {
       const r = await api(g, "agent", m, path, body);
       expect(r.status, path).toBe(403);
     }
@@ -141,12 +171,17 @@ describe("suggested rules over the API: more hostile shapes", () => {
     await decided(g, agent, "write_file", { path: "notes/no.md", content: "no" }, "reject", "carol");
     const s = (await api(g, "alice", "GET", "policy/suggestions")).body.suggestions.find((x: any) => x.kind === "allow");
     expect(s.confirm.by).toEqual(["carol"]);
-    expect((await api(g, "alice", "POST", `policy/suggestions/${s.id}/accept`, {})).body.error).toMatchObject({ code: "needs_confirmation", waiting: ["carol"] });
+    expect((await api(g, "alice", "POST", `policy/suggestions/${s.id}/accept`, {})).body.error).toMatchObject({
+      code: "needs_confirmation",
+      waiting: ["carol"],
+    });
     expect((await api(g, "carol", "POST", `policy/suggestions/${s.id}/accept`, {})).status).toBe(403);
     const confirmed = await api(g, "carol", "POST", `policy/suggestions/${s.id}/accept`, { confirm: true });
     expect(confirmed.status).toBe(202);
     expect(readFileSync(file, "utf8")).not.toContain("allow:");
-    expect((await api(g, "alice", "GET", "policy/suggestions")).body.suggestions.find((x: any) => x.id === s.id).confirmed).toEqual(["carol"]);
+    expect((await api(g, "alice", "GET", "policy/suggestions")).body.suggestions.find((x: any) => x.id === s.id).confirmed).toEqual([
+      "carol",
+    ]);
     expect((await api(g, "alice", "POST", `policy/suggestions/${s.id}/accept`, {})).status).toBe(200);
     expect(readFileSync(file, "utf8")).toContain("allow:");
   });
@@ -178,7 +213,11 @@ describe("suggested rules over the API", () => {
     const list = await api(g, "alice", "GET", "policy/suggestions");
     expect(list.status).toBe(200);
     const s = list.body.suggestions.find((x: any) => x.kind === "allow");
-    expect(s).toMatchObject({ participant: "agent", covers: { approved: 4, rejected: 0 }, changes: { "proposal → direct": { total: 4, approved: 4 } } });
+    expect(s).toMatchObject({
+      participant: "agent",
+      covers: { approved: 4, rejected: 0 },
+      changes: { "proposal → direct": { total: 4, approved: 4 } },
+    });
     expect(s.why).toMatch(/alice approved 4/);
     // The CLI lists it, sanitised, with its dry run.
     const cli = io();
@@ -189,7 +228,12 @@ describe("suggested rules over the API", () => {
     const accepted = await api(g, "alice", "POST", `policy/suggestions/${s.id}/accept`, {});
     expect(accepted.status, JSON.stringify(accepted.body)).toBe(200);
     const after = readFileSync(file, "utf8");
-    for (const kept of ["# The learning space: keep this comment.", "people: &people [alice, bob, carol]", "approvers: *people # either of us"]) expect(after).toContain(kept);
+    for (const kept of [
+      "# The learning space: keep this comment.",
+      "people: &people [alice, bob, carol]",
+      "approvers: *people # either of us",
+    ])
+      expect(after).toContain(kept);
     expect(after.startsWith(before.trimEnd().split("\n").slice(0, 4).join("\n"))).toBe(true);
     expect(readFileSync(accepted.body.backup, "utf8")).toBe(before);
     expect(statSync(accepted.body.backup).mode & 0o777).toBe(0o600);
@@ -198,7 +242,8 @@ describe("suggested rules over the API", () => {
     expect(audit.some((e) => e.event === "reloaded" && e.proposer === "alice")).toBe(true);
     // The rule holds now: inside runs, outside (a sibling, .., a hidden file) is still refused.
     expect(await direct(agent, { path: "notes/new.md", content: "hello" })).toBe("ran");
-    for (const path of ["notes-private/x.md", "notes/../x.md", "notes/.hidden", "other/x.md"]) expect(await direct(agent, { path, content: "x" }), path).toBe("refused");
+    for (const path of ["notes-private/x.md", "notes/../x.md", "notes/.hidden", "other/x.md"])
+      expect(await direct(agent, { path, content: "x" }), path).toBe("refused");
     // Accepted, it is no longer suggested.
     expect((await api(g, "alice", "GET", "policy/suggestions")).body.suggestions.find((x: any) => x.id === s.id)).toBeUndefined();
   });
@@ -208,7 +253,11 @@ describe("suggested rules over the API", () => {
     const agent = await ready(g);
     for (const x of ["a", "b", "c"]) await decided(g, agent, "write_file", { path: `notes/${x}.md`, content: x }, "approve");
     const s = (await api(g, "alice", "GET", "policy/suggestions")).body.suggestions[0];
-    const [reload, accept, reload2] = await Promise.all([api(g, "bob", "POST", "reload"), api(g, "alice", "POST", `policy/suggestions/${s.id}/accept`, {}), api(g, "bob", "POST", "reload")]);
+    const [reload, accept, reload2] = await Promise.all([
+      api(g, "bob", "POST", "reload"),
+      api(g, "alice", "POST", `policy/suggestions/${s.id}/accept`, {}),
+      api(g, "bob", "POST", "reload"),
+    ]);
     expect(reload.status).toBe(200);
     expect(accept.status, JSON.stringify(accept.body)).toBe(200);
     expect(reload2.status).toBe(200);
@@ -231,7 +280,13 @@ describe("suggested rules over the API", () => {
     const run = await api(g, "alice", "POST", "policy/dry-run", { yaml: changed });
     expect(run.status, JSON.stringify(run.body)).toBe(200);
     expect(run.body).toMatchObject({ replayed: 3, changed: 3, summary: { "proposal → denied": { total: 3, approved: 3 } } });
-    expect(run.body.changes[0]).toMatchObject({ proposer: "agent", tool: "fs/commit", said: "approved", by: "alice", how: "proposal → denied" });
+    expect(run.body.changes[0]).toMatchObject({
+      proposer: "agent",
+      tool: "fs/commit",
+      said: "approved",
+      by: "alice",
+      how: "proposal → denied",
+    });
     // The CLI, offline, reads the same trail.
     const changedFile = pathJoin(dir, "changed.yaml");
     writeFileSync(changedFile, changed);
@@ -264,11 +319,25 @@ describe("direct calls in a dry run", () => {
     const agent = await ready(g);
     // Hostile: many direct calls with the same value, the pattern a suggestion would learn "allow" from if they counted.
     for (let i = 0; i < 4; i++) expect(await direct(agent, { path: `notes/${i}.md` })).toBe("ran");
-    agent.send({ id: "via-gw", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: "via-gw", method: "tools/call", params: { name: "fs/write_file", arguments: { path: "notes/gw.md" } } } });
+    agent.send({
+      id: "via-gw",
+      kind: "mcp/request",
+      to: ["system:gateway"],
+      payload: {
+        jsonrpc: "2.0",
+        id: "via-gw",
+        method: "tools/call",
+        params: { name: "fs/write_file", arguments: { path: "notes/gw.md" } },
+      },
+    });
     await agent.next((x) => x.kind === "mcp/response" && x.correlation_id?.includes("via-gw") === true);
     const changed = yaml.replace('tools: {allow: ["fs/write_file"]}', 'tools: {deny: ["fs/write_file"]}');
     let run: { status: number; body: any } = { status: 0, body: {} };
-    await waitFor(async () => (run = await api(g, "alice", "POST", "policy/dry-run", { yaml: changed })).body.changed === 5, 10_000, "the five direct calls in the dry run");
+    await waitFor(
+      async () => (run = await api(g, "alice", "POST", "policy/dry-run", { yaml: changed })).body.changed === 5,
+      10_000,
+      "the five direct calls in the dry run",
+    );
     expect(run.body.summary).toEqual({ "direct → denied": { total: 5, approved: 0, rejected: 0, edited: 0, undecided: 5 } });
     for (const c of run.body.changes) {
       expect(c).toMatchObject({ proposer: "agent", tool: "fs/write_file", said: "undecided", direct: true, how: "direct → denied" });

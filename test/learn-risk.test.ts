@@ -7,7 +7,16 @@ import { describe, expect, it } from "vitest";
 import type { PastCall } from "../gateway/policy/learn/history.js";
 import { riskOf } from "../gateway/policy/learn/risk.js";
 
-const past = (path: string, said: PastCall["said"] = "approved", tool = "write_file"): PastCall => ({ id: `x${Math.random()}`, ts: "", proposer: "agent", owner: "fs", tool, args: { path }, said, by: "alice" });
+const past = (path: string, said: PastCall["said"] = "approved", tool = "write_file"): PastCall => ({
+  id: `x${Math.random()}`,
+  ts: "",
+  proposer: "agent",
+  owner: "fs",
+  tool,
+  args: { path },
+  said,
+  by: "alice",
+});
 const history = [past("notes/a.md"), past("notes/b.md"), past("notes/2026/c.md")];
 const base = { id: "now", proposer: "agent", tool: "fs/write_file", byProposer: history, byTool: history };
 
@@ -28,7 +37,9 @@ describe("risk, stated", () => {
   it("each fact is a reason: hints, a changed definition, flagged texts, a first use, rejections before", () => {
     expect(riskOf({ ...base, args: { path: "notes/d.md" } })).toEqual({ level: "low", reasons: [] });
     expect(riskOf({ ...base, args: { path: "notes/d.md" }, annotations: { destructiveHint: true } }).level).toBe("high");
-    expect(riskOf({ ...base, args: { path: "notes/d.md" }, annotations: { openWorldHint: true } }).reasons.map((r) => r.code)).toEqual(["open_world"]);
+    expect(riskOf({ ...base, args: { path: "notes/d.md" }, annotations: { openWorldHint: true } }).reasons.map((r) => r.code)).toEqual([
+      "open_world",
+    ]);
     expect(riskOf({ ...base, args: { path: "notes/d.md" }, definitionChanged: true }).level).toBe("high");
     expect(riskOf({ ...base, args: { path: "notes/d.md" }, flagged: true }).level).toBe("high");
     const first = riskOf({ ...base, byTool: [], args: { path: "notes/d.md" } });

@@ -25,11 +25,16 @@ participants:
   helper: {kind: agent}
   agent: {kind: agent, tools: {${agentRules}}${extra}}
 `;
-const config = (rules?: string, extra?: string): SpaceConfig => parseSpaceConfig(SPACE(rules, extra), { file: "/tmp/learn-space.yaml", env: {} });
+const config = (rules?: string, extra?: string): SpaceConfig =>
+  parseSpaceConfig(SPACE(rules, extra), { file: "/tmp/learn-space.yaml", env: {} });
 
 let n = 0;
 /** The audit entries of one proposal and its decision. */
-function decided(args: Record<string, unknown>, said: "approved" | "rejected" | "edited" | "withdrawn", opts: { by?: string; tool?: string; proposer?: string } = {}): AuditEntry[] {
+function decided(
+  args: Record<string, unknown>,
+  said: "approved" | "rejected" | "edited" | "withdrawn",
+  opts: { by?: string; tool?: string; proposer?: string } = {},
+): AuditEntry[] {
   const id = `p${++n}`;
   const ts = new Date(Date.UTC(2026, 0, 1, 0, 0, n)).toISOString();
   const base = { ts, proposal: id, proposer: opts.proposer ?? "agent", owner: "fs", tool: opts.tool ?? "write_file", method: "tools/call" };
@@ -41,8 +46,17 @@ function decided(args: Record<string, unknown>, said: "approved" | "rejected" | 
   return out;
 }
 
-const notes = (names: string[], said: "approved" | "rejected" = "approved", dir = "notes/2026/") => names.flatMap((x) => decided({ path: `${dir}${x}`, content: `text of ${x}` }, said));
-const call = (args: Record<string, unknown>, tool = "write_file"): PastCall => ({ id: "x", ts: "", proposer: "agent", owner: "fs", tool, args, said: "undecided" });
+const notes = (names: string[], said: "approved" | "rejected" = "approved", dir = "notes/2026/") =>
+  names.flatMap((x) => decided({ path: `${dir}${x}`, content: `text of ${x}` }, said));
+const call = (args: Record<string, unknown>, tool = "write_file"): PastCall => ({
+  id: "x",
+  ts: "",
+  proposer: "agent",
+  owner: "fs",
+  tool,
+  args,
+  said: "undecided",
+});
 
 function only(list: Suggestion[], kind?: string): Suggestion {
   const found = list.filter((s) => kind === undefined || s.kind === kind);
@@ -63,7 +77,21 @@ describe("a proposer that games learning", () => {
     expect(decide({ path: "notes/2026/new.md", content: "x" })).toBe("direct");
     expect(decide({ path: "notes/2026/deeper/new.md" })).toBe("direct");
     // Everything else is still asked.
-    for (const path of ["notes/2026-private/x.md", "notes/other/x.md", "notes/x.md", "notes/2026/../../etc/passwd", "notes/2026/.git/hooks/pre-commit", "notes/2026/.env", "notes/2026//x", "notes/2026/-rf", "notes/2026/x\u0000y", "notes/2026/x%2e%2e/y", "notes/2026/ｘ.md", "/notes/2026/x.md", "other/notes/2026/x.md"]) {
+    for (const path of [
+      "notes/2026-private/x.md",
+      "notes/other/x.md",
+      "notes/x.md",
+      "notes/2026/../../etc/passwd",
+      "notes/2026/.git/hooks/pre-commit",
+      "notes/2026/.env",
+      "notes/2026//x",
+      "notes/2026/-rf",
+      "notes/2026/x\u0000y",
+      "notes/2026/x%2e%2e/y",
+      "notes/2026/ｘ.md",
+      "/notes/2026/x.md",
+      "other/notes/2026/x.md",
+    ]) {
       expect(decide({ path, content: "x" }), path).toBe("proposal");
     }
     expect(decide({ path: "notes/2026/x.md", content: "x", mode: "append" })).toBe("proposal");
@@ -75,7 +103,10 @@ describe("a proposer that games learning", () => {
   });
 
   it("a rejected call inside the pattern needs its rejecter's confirmation, and is listed", () => {
-    const calls = pastCalls([...notes(["a.md", "b.md", "c.md"]), ...decided({ path: "notes/2026/evil.md", content: "x" }, "rejected", { by: "bob" })]);
+    const calls = pastCalls([
+      ...notes(["a.md", "b.md", "c.md"]),
+      ...decided({ path: "notes/2026/evil.md", content: "x" }, "rejected", { by: "bob" }),
+    ]);
     const s = only(suggest(config(), calls), "allow");
     expect(s.confirm).toEqual({ calls: [calls[3]!.id], by: ["bob"] });
     expect(s.covers.rejected).toBe(1);
@@ -96,10 +127,14 @@ describe("a proposer that games learning", () => {
   });
 
   it("values that vary freely with nothing else to hold give no allow (it would widen past what was seen)", () => {
-    const entries = ["ls", "rm -rf /tmp/x", "cat a", "echo 1", "pwd", "id"].flatMap((command) => decided({ command }, "approved", { tool: "run" }));
+    const entries = ["ls", "rm -rf /tmp/x", "cat a", "echo 1", "pwd", "id"].flatMap((command) =>
+      decided({ command }, "approved", { tool: "run" }),
+    );
     expect(suggest(config(), pastCalls(entries)).filter((s) => s.kind === "allow")).toEqual([]);
     // A few forms seen: exactly those.
-    const few = ["git status", "git diff", "git status", "git diff"].flatMap((command) => decided({ command }, "approved", { tool: "run" }));
+    const few = ["git status", "git diff", "git status", "git diff"].flatMap((command) =>
+      decided({ command }, "approved", { tool: "run" }),
+    );
     const s = only(suggest(config(), pastCalls(few)), "allow");
     const after = new Replayer(withRule(config(), s.participant, s.kind, s.rule));
     expect(after.decide(call({ command: "git diff" }, "run"))!.decision).toBe("direct");
@@ -146,7 +181,11 @@ describe("never looser than the operator's word", () => {
     const s = only(suggest(config(), pastCalls(notes(["a.md", "b.md", "c.md"])), tools));
     expect(s.kind).toBe("ask");
     expect(s.notes.join(" ")).toMatch(/destructive/);
-    const open = only(suggest(config(), pastCalls(notes(["a.md", "b.md", "c.md"])), [{ participant: "fs", tool: "write_file", annotations: { openWorldHint: true } }]));
+    const open = only(
+      suggest(config(), pastCalls(notes(["a.md", "b.md", "c.md"])), [
+        { participant: "fs", tool: "write_file", annotations: { openWorldHint: true } },
+      ]),
+    );
     expect(open.kind).toBe("ask");
   });
 });
@@ -177,7 +216,13 @@ describe("suggestions", () => {
 
   it("10,000 recorded calls give their suggestions (timed in the bench, not here)", () => {
     const entries: AuditEntry[] = [];
-    for (let i = 0; i < 10_000; i++) entries.push(...decided({ path: `notes/day/${i % 50}.md`, content: `c${i}` }, i % 97 === 0 ? "rejected" : "approved", { tool: `t${i % 20}`, proposer: i % 3 === 0 ? "agent" : "agent" }));
+    for (let i = 0; i < 10_000; i++)
+      entries.push(
+        ...decided({ path: `notes/day/${i % 50}.md`, content: `c${i}` }, i % 97 === 0 ? "rejected" : "approved", {
+          tool: `t${i % 20}`,
+          proposer: i % 3 === 0 ? "agent" : "agent",
+        }),
+      );
     const calls = pastCalls(entries);
     expect(calls).toHaveLength(10_000);
     const list = suggest(config(), calls);
@@ -208,13 +253,27 @@ participants:
   it("keeps comments, anchors, aliases and flow style; the rule lands last in its list", () => {
     const rule = { tool: "fs/write_file", when: 'args["path"].startsWith("notes/")' };
     const out = addToolRule(FILE, "agent", "allow", rule);
-    for (const kept of ["# the team's space", "# inline comment", "team: &team [alice]", "approvers: *team", "tools: &shared", "twin: {kind: agent, tools: *shared}", "# people", "- fs/read_* # reads asked too", "deny: [fs/rm]"]) expect(out).toContain(kept);
+    for (const kept of [
+      "# the team's space",
+      "# inline comment",
+      "team: &team [alice]",
+      "approvers: *team",
+      "tools: &shared",
+      "twin: {kind: agent, tools: *shared}",
+      "# people",
+      "- fs/read_* # reads asked too",
+      "deny: [fs/rm]",
+    ])
+      expect(out).toContain(kept);
     const parsed = parseSpaceConfig(out, { file: "/tmp/x.yaml", env: {} });
     expect(parsed.participants["agent"]!.tools!.allow).toEqual([rule]);
     // The anchor holds the agent's tools: the twin that shares them shares the rule (the edit is where the anchor is).
     expect(parsed.participants["twin"]!.tools!.allow).toEqual([rule]);
     const denied = addToolRule(out, "agent", "deny", "fs/delete_file");
-    expect(parseSpaceConfig(denied, { file: "/tmp/x.yaml", env: {} }).participants["agent"]!.tools!.deny).toEqual(["fs/rm", "fs/delete_file"]);
+    expect(parseSpaceConfig(denied, { file: "/tmp/x.yaml", env: {} }).participants["agent"]!.tools!.deny).toEqual([
+      "fs/rm",
+      "fs/delete_file",
+    ]);
   });
 
   it("refuses where the edit would reach others through an anchor, or hide a merge", () => {

@@ -77,14 +77,23 @@ async function api(token: string, method: string, path: string, body?: unknown):
 }
 
 /** A gateway with a tool owner and an agent; the agent proposes; resolves with the JSON notice's links. */
-async function proposed(hookPort: number, hooks: Hook[], opts: { dir?: string; publicUrl?: string; onCall?: () => void } = {}): Promise<{ id: string; links: Record<string, string>; agent: TestClient }> {
+async function proposed(
+  hookPort: number,
+  hooks: Hook[],
+  opts: { dir?: string; publicUrl?: string; onCall?: () => void } = {},
+): Promise<{ id: string; links: Record<string, string>; agent: TestClient }> {
   gw = await startGateway(space(hookPort, opts.publicUrl), opts.dir ? { dir: opts.dir } : {});
   const owner = await toolOwner(gw, "lab", T.svc, TOOLS, opts.onCall ? { onCall: opts.onCall } : {});
   const agent = await TestClient.join(gw, "lab", T.agent);
   clients.push(owner, agent);
   await waitFor(async () => (await api(T.alice, "GET", "tools")).body.tools.length > 0, 5000, "tools");
   const id = `p-${Math.random().toString(36).slice(2)}`;
-  agent.send({ id, kind: "mcp/proposal", to: ["svc"], payload: { method: "tools/call", params: { name: "write", arguments: { path: "notes.txt", content: "hello" } } } });
+  agent.send({
+    id,
+    kind: "mcp/proposal",
+    to: ["svc"],
+    payload: { method: "tools/call", params: { name: "write", arguments: { path: "notes.txt", content: "hello" } } },
+  });
   await waitFor(() => hooks.some((h) => h.path === "/json" && h.body.proposal?.id === id), 5000, "the webhook");
   const hook = hooks.find((h) => h.path === "/json" && h.body.proposal?.id === id)!;
   const links: Record<string, string> = {};
@@ -110,7 +119,14 @@ describe("links that must decide nothing", () => {
     const flip = (s: string) => (s[5] === "A" ? `${s.slice(0, 5)}B${s.slice(6)}` : `${s.slice(0, 5)}A${s.slice(6)}`);
     const claims = JSON.parse(Buffer.from(body!, "base64url").toString());
     const forBob = Buffer.from(JSON.stringify({ ...claims, a: "bob" })).toString("base64url");
-    for (const bad of [`${v}.${body}.${flip(sig!)}`, `${v}.${flip(body!)}.${sig}`, `${v}.${forBob}.${sig}`, link.slice(0, -3), "v2." + link.slice(3), ""]) {
+    for (const bad of [
+      `${v}.${body}.${flip(sig!)}`,
+      `${v}.${flip(body!)}.${sig}`,
+      `${v}.${forBob}.${sig}`,
+      link.slice(0, -3),
+      "v2." + link.slice(3),
+      "",
+    ]) {
       const r = await api(T.bob, "POST", "links/open", { link: bad });
       expect(r.status, bad).toBe(400);
       expect(r.body.error.code).toBe("link_invalid");
@@ -121,10 +137,14 @@ describe("links that must decide nothing", () => {
     const open = await api(T.alice, "POST", "links/open", { link });
     expect(open.status).toBe(200);
     expect(open.body.proposal).toMatchObject({ id, tool: "svc/write" });
-    expect((await api(T.bob, "POST", "links/decide", { link, confirm: open.body.confirm, decision: "approve" })).body.error.code).toBe("link_not_yours");
+    expect((await api(T.bob, "POST", "links/decide", { link, confirm: open.body.confirm, decision: "approve" })).body.error.code).toBe(
+      "link_not_yours",
+    );
     // Without the page's value, or with a made-up one: nothing.
     expect((await api(T.alice, "POST", "links/decide", { link, decision: "approve" })).body.error.code).toBe("link_unconfirmed");
-    expect((await api(T.alice, "POST", "links/decide", { link, confirm: "x".repeat(43), decision: "approve" })).body.error.code).toBe("link_unconfirmed");
+    expect((await api(T.alice, "POST", "links/decide", { link, confirm: "x".repeat(43), decision: "approve" })).body.error.code).toBe(
+      "link_unconfirmed",
+    );
     expect(await pending(id)).toBe(true);
 
     const decided = await api(T.alice, "POST", "links/decide", { link, confirm: open.body.confirm, decision: "reject", text: "not now" });
@@ -175,7 +195,9 @@ describe("links that must decide nothing", () => {
     expect((await api(T.alice, "POST", "links/open", { link: aliceLink })).body.error.code).toBe("link_used");
     // Bob's link was made for the arguments as proposed, not as edited.
     expect((await api(T.bob, "POST", "links/open", { link: bobLink })).body.error.code).toBe("link_stale");
-    const fresh = hooks.find((h) => h.path === "/json" && h.body.event === "proposal.interrupted")!.body.links.find((l: any) => l.approver === "bob").url;
+    const fresh = hooks
+      .find((h) => h.path === "/json" && h.body.event === "proposal.interrupted")!
+      .body.links.find((l: any) => l.approver === "bob").url;
     expect((await api(T.bob, "POST", "links/open", { link: token(fresh) })).status).toBe(200);
   });
 
@@ -183,7 +205,14 @@ describe("links that must decide nothing", () => {
     const dir = mkdtempSync(join(tmpdir(), "mewgate-links-"));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     const a = new Links("lab", dir);
-    const p = { id: "p1", owner: "svc", tool: "write", method: "tools/call", params: { arguments: { x: 1 } }, expiresAt: Date.now() + 60_000 } as any;
+    const p = {
+      id: "p1",
+      owner: "svc",
+      tool: "write",
+      method: "tools/call",
+      params: { arguments: { x: 1 } },
+      expiresAt: Date.now() + 60_000,
+    } as any;
     const link = a.mint(p, "alice");
     const c = a.check(link);
     expect(c.ok).toBe(true);
@@ -214,7 +243,10 @@ describe("notices carry links", () => {
     const actions = slack.blocks.filter((b: any) => b.type === "actions");
     expect(actions).toHaveLength(2);
     for (const a of actions) {
-      expect(a.elements.map((e: any) => [e.type, e.style])).toEqual([["button", "primary"], ["button", "danger"]]);
+      expect(a.elements.map((e: any) => [e.type, e.style])).toEqual([
+        ["button", "primary"],
+        ["button", "danger"],
+      ]);
       expect(a.elements[0].url).toMatch(/^https:\/\/gw\.example\.com\/ui\/link\.html#t=v1\..*&do=approve$/);
       expect(a.elements[1].url).toMatch(/&do=reject$/);
       expect(a.elements[0].text.type).toBe("plain_text");

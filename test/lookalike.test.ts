@@ -11,7 +11,18 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { screenToolNames } from "../gateway/calls/tool-names.js";
 import type { ToolEntry } from "../gateway/ports/registry.js";
-import { askGateway, CLI_MAIN, type Env, errorFor, startGateway, TestClient, toolCall, toolOwner, waitFor, type TestGateway } from "./helpers.js";
+import {
+  askGateway,
+  CLI_MAIN,
+  type Env,
+  errorFor,
+  startGateway,
+  TestClient,
+  toolCall,
+  toolOwner,
+  waitFor,
+  type TestGateway,
+} from "./helpers.js";
 
 const T = { human: "human-token-01", files: "files-token-02", agent: "agent-token-03" };
 const SPACE = `
@@ -42,8 +53,16 @@ describe("space.yaml ids that read alike", () => {
     const dir = mkdtempSync(join(tmpdir(), "mewgate-lookalike-"));
     try {
       const file = join(dir, "space.yaml");
-      writeFileSync(file, ["space: {id: look}", "participants:", "  human: {kind: human}", "  files:", "    kind: mcp", "  fiIes:", "    kind: mcp", ""].join("\n"));
-      const child = spawn(process.execPath, [CLI_MAIN, "gateway", "--config", file, "--port", "0"], { env: { PATH: process.env.PATH }, stdio: ["ignore", "pipe", "pipe"] });
+      writeFileSync(
+        file,
+        ["space: {id: look}", "participants:", "  human: {kind: human}", "  files:", "    kind: mcp", "  fiIes:", "    kind: mcp", ""].join(
+          "\n",
+        ),
+      );
+      const child = spawn(process.execPath, [CLI_MAIN, "gateway", "--config", file, "--port", "0"], {
+        env: { PATH: process.env.PATH },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
       let stderr = "";
       child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
       const killer = setTimeout(() => child.kill("SIGKILL"), 15_000);
@@ -87,7 +106,9 @@ describe("invited ids that read like a participant's", () => {
       expect(err.payload.message).toContain(`"${id}"`);
     }
     // Nothing of the refused invites reached anyone else, and none of them can join.
-    expect(watcher.received.filter((e) => e.kind === "space/invite" || (e.kind === "system/presence" && e.payload.event === "invited"))).toEqual([]);
+    expect(
+      watcher.received.filter((e) => e.kind === "space/invite" || (e.kind === "system/presence" && e.payload.event === "invited")),
+    ).toEqual([]);
     expect(human.received.filter((e) => e.kind === "space/invite-ack")).toEqual([]);
 
     // An ordinary new id is invited as before, and then is itself guarded: "he1per" reads like it.
@@ -119,17 +140,35 @@ describe("invited ids that read like a participant's", () => {
 });
 
 describe("tool names that read alike or hide characters", () => {
-  it("a server registering write_file and wrіte_file (Cyrillic і) keeps only write_file; the owner is told, naming both", { timeout: 20_000 }, async () => {
+  it("a server registering write_file and wrіte_file (Cyrillic і) keeps only write_file; the owner is told, naming both", {
+    timeout: 20_000,
+  }, async () => {
     gw = await startGateway(SPACE);
     const human = await TestClient.join(gw, "look", T.human);
     clients.push(human);
     // The Cyrillic one listed first: the plain ASCII name is the one kept all the same. Of two
     // ASCII look-alikes new to the catalogue, the one listed first stays.
-    const tools = [tool("wrіte_file"), tool("write_file"), tool("files_list"), tool("fiIes_list"), tool("read\u200Bfile"), tool("\u202Eelif_daer"), tool("read_file"), tool("make_dir"), tool("list_dir")];
+    const tools = [
+      tool("wrіte_file"),
+      tool("write_file"),
+      tool("files_list"),
+      tool("fiIes_list"),
+      tool("read\u200Bfile"),
+      tool("\u202Eelif_daer"),
+      tool("read_file"),
+      tool("make_dir"),
+      tool("list_dir"),
+    ];
     const files = await toolOwner(gw, "look", T.files, tools);
     clients.push(files);
     await waitFor(async () => names(await askGateway(human, "tools/list")).length > 0);
-    expect(names(await askGateway(human, "tools/list"))).toEqual(["files/files_list", "files/list_dir", "files/make_dir", "files/read_file", "files/write_file"]);
+    expect(names(await askGateway(human, "tools/list"))).toEqual([
+      "files/files_list",
+      "files/list_dir",
+      "files/make_dir",
+      "files/read_file",
+      "files/write_file",
+    ]);
 
     const lookalikes = errorsOf(files, "lookalike_tool");
     expect(lookalikes.map((e) => [e.payload.tool, e.payload.existing])).toEqual([
@@ -148,7 +187,9 @@ describe("tool names that read alike or hide characters", () => {
 
     // A call to the refused look-alike finds no such tool; the real one works.
     human.send(toolCall("c1", "system:gateway", "files/wrіte_file"));
-    expect((await human.next((e) => e.correlation_id?.includes("c1") === true && (e.kind === "system/error" || e.kind === "mcp/response"))).kind).not.toBe("mcp/response");
+    expect(
+      (await human.next((e) => e.correlation_id?.includes("c1") === true && (e.kind === "system/error" || e.kind === "mcp/response"))).kind,
+    ).not.toBe("mcp/response");
     human.send(toolCall("c2", "files", "read_file", { path: "a" }));
     const ok = await human.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("c2") === true);
     expect(ok.payload.result.content[0].text).toContain("read_file");
@@ -174,7 +215,21 @@ describe("tool names that read alike or hide characters", () => {
     gw = await startGateway(SPACE);
     const human = await TestClient.join(gw, "look", T.human);
     clients.push(human);
-    const list = ["read_file", "read_files", "read-file", "write_file", "list", "li", "il", "move", "nodes", "notes", "fines", "files", "résumé_upload"];
+    const list = [
+      "read_file",
+      "read_files",
+      "read-file",
+      "write_file",
+      "list",
+      "li",
+      "il",
+      "move",
+      "nodes",
+      "notes",
+      "fines",
+      "files",
+      "résumé_upload",
+    ];
     const files = await toolOwner(gw, "look", T.files, list.map(tool));
     clients.push(files);
     await waitFor(async () => names(await askGateway(human, "tools/list")).length === list.length);
@@ -184,7 +239,12 @@ describe("tool names that read alike or hide characters", () => {
 });
 
 describe("screenToolNames across participants", () => {
-  const entry = (participant: string, name: string): ToolEntry => ({ name: `${participant}/${name}`, participant, tool: name, inputSchema: {} });
+  const entry = (participant: string, name: string): ToolEntry => ({
+    name: `${participant}/${name}`,
+    participant,
+    tool: name,
+    inputSchema: {},
+  });
   it("refuses a participant/tool that reads like another participant's, keeps what differs", () => {
     // Ids in one space never read alike (config and invites refuse them); this guards the
     // catalogue even so, e.g. for ids recorded before this check existed.

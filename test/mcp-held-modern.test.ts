@@ -62,12 +62,27 @@ async function setup() {
   mount = mountHttp(gw.gateway);
   const port = gw.port;
   let id = 0;
-  const call = async (args: Record<string, unknown>, opts: { token?: string; caps?: Record<string, unknown>; name?: string; state?: string } = {}): Promise<Answer> => {
+  const call = async (
+    args: Record<string, unknown>,
+    opts: { token?: string; caps?: Record<string, unknown>; name?: string; state?: string } = {},
+  ): Promise<Answer> => {
     const { token = T.claude, caps, name = "notes__write_note", state } = opts;
     const res = await fetch(`http://127.0.0.1:${port}/mcp`, {
       method: "POST",
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": name },
-      body: JSON.stringify({ jsonrpc: "2.0", id: ++id, method: "tools/call", params: { name, arguments: args, ...(state !== undefined ? { requestState: state } : {}), _meta: envelope(caps) } }),
+      headers: {
+        authorization: `Bearer ${token}`,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": name,
+      },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: ++id,
+        method: "tools/call",
+        params: { name, arguments: args, ...(state !== undefined ? { requestState: state } : {}), _meta: envelope(caps) },
+      }),
     });
     const text = await res.text();
     return JSON.parse(text.startsWith("{") ? text : (/^data: (.*)$/m.exec(text)?.[1] ?? "{}")) as Answer;
@@ -78,11 +93,15 @@ async function setup() {
 const stateOf = (a: Answer) => String(a.result?.["requestState"]);
 
 describe("a held call at 2026-07-28: hostile first", () => {
-  it("refuses a tampered state, another seat's state and a state for another tool; a replay after approval answers the one result and runs nothing", { timeout: 30_000 }, async () => {
+  it("refuses a tampered state, another seat's state and a state for another tool; a replay after approval answers the one result and runs nothing", {
+    timeout: 30_000,
+  }, async () => {
     const s = await setup();
     const first = await s.call({ text: "hello" });
     expect(first.result?.["resultType"]).toBe("input_required");
-    const ask = (first.result?.["inputRequests"] as Record<string, { method: string; params: { mode: string; url: string; message: string } }>)["approval"]!;
+    const ask = (
+      first.result?.["inputRequests"] as Record<string, { method: string; params: { mode: string; url: string; message: string } }>
+    )["approval"]!;
     expect(ask.method).toBe("elicitation/create");
     expect(ask.params.mode).toBe("url");
     await waitFor(() => s.proposals.length === 1);
@@ -119,7 +138,9 @@ describe("a held call at 2026-07-28: hostile first", () => {
     expect(s.proposals.length).toBe(1);
   });
 
-  it("a client without URL elicitation gets the request state alone; a rejection answers as the face's tool error", { timeout: 30_000 }, async () => {
+  it("a client without URL elicitation gets the request state alone; a rejection answers as the face's tool error", {
+    timeout: 30_000,
+  }, async () => {
     const s = await setup();
     const first = await s.call({ text: "rm" }, { caps: {} });
     expect(first.result?.["resultType"]).toBe("input_required");

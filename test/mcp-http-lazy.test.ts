@@ -31,7 +31,12 @@ afterEach(async () => {
 });
 
 function postInitialize(port: number, token = CLAUDE): Promise<Response> {
-  const init = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "x", version: "1" } } };
+  const init = {
+    jsonrpc: "2.0",
+    id: 1,
+    method: "initialize",
+    params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "x", version: "1" } },
+  };
   return fetch(`http://127.0.0.1:${port}/mcp`, {
     method: "POST",
     headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${token}` },
@@ -100,7 +105,9 @@ describe("mountHttp loads the MCP machinery on demand", () => {
       expect(body.error.data.reason).toBe("unavailable");
     }
     expect(loader.calls()).toBe(1);
-    const errors = lines.map((l) => JSON.parse(l) as { level: number; msg: string; component?: string; err?: { message: string } }).filter((l) => l.level >= 50);
+    const errors = lines
+      .map((l) => JSON.parse(l) as { level: number; msg: string; component?: string; err?: { message: string } })
+      .filter((l) => l.level >= 50);
     expect(errors).toHaveLength(1);
     expect(errors[0]).toMatchObject({ component: "mcp-http", err: { message: "Cannot find package '@modelcontextprotocol/sdk'" } });
     expect(errors[0]!.msg).toMatch(/could not load the MCP server modules/);
@@ -144,11 +151,18 @@ export async function load(url, context, next) {
   return r;
 }\n`,
     );
-    writeFileSync(join(dir, "register.mjs"), `import { register } from "node:module";\nregister(${JSON.stringify(pathToFileURL(join(dir, "hooks.mjs")).href)});\n`);
-    const child = spawn(process.execPath, ["--import", pathToFileURL(join(dir, "register.mjs")).href, MAIN, "gateway", "--config", file, "--port", "0"], {
-      env: { PATH: process.env.PATH },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    writeFileSync(
+      join(dir, "register.mjs"),
+      `import { register } from "node:module";\nregister(${JSON.stringify(pathToFileURL(join(dir, "hooks.mjs")).href)});\n`,
+    );
+    const child = spawn(
+      process.execPath,
+      ["--import", pathToFileURL(join(dir, "register.mjs")).href, MAIN, "gateway", "--config", file, "--port", "0"],
+      {
+        env: { PATH: process.env.PATH },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     children.push(child);
     let stderr = "";
     child.stderr!.on("data", (d) => (stderr += d));

@@ -14,7 +14,13 @@ import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { CreateTaskResultSchema, ElicitRequestSchema, ResourceUpdatedNotificationSchema, type CallToolResult, type Progress } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CreateTaskResultSchema,
+  ElicitRequestSchema,
+  ResourceUpdatedNotificationSchema,
+  type CallToolResult,
+  type Progress,
+} from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { MCP_CLIENTS, runMcpConfig, type McpConfigOptions } from "../cli/mcp-config.js";
 import { connectInProcess } from "../gateway/space/inprocess.js";
@@ -27,7 +33,14 @@ const require = createRequire(import.meta.url);
 const EVERYTHING = require.resolve("@modelcontextprotocol/server-everything/dist/index.js");
 const FILESYSTEM = require.resolve("@modelcontextprotocol/server-filesystem/dist/index.js");
 const NOTES = join(import.meta.dirname, "fixtures", "bridge", "notes.mjs");
-const T = { alice: "alice-token-0001", claude: "claude-token-002", ev: "ev-token-000003", fs: "fs-token-000004", notes: "notes-token-0005", bare: "bare-token-00006" };
+const T = {
+  alice: "alice-token-0001",
+  claude: "claude-token-002",
+  ev: "ev-token-000003",
+  fs: "fs-token-000004",
+  notes: "notes-token-0005",
+  bare: "bare-token-00006",
+};
 
 const SPACE = `
 space: {id: lab}
@@ -89,7 +102,9 @@ async function setup(which: ("ev" | "fs" | "notes")[] = ["ev", "notes"]): Promis
 
 async function viaGateway(path: string, capabilities: Record<string, unknown> = {}, token: string = T.claude): Promise<Client> {
   const client = new Client({ name: "only-test", version: "1.0.0" }, { capabilities });
-  const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw!.port}${path}`), { requestInit: { headers: { Authorization: `Bearer ${token}` } } });
+  const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw!.port}${path}`), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
   await client.connect(transport);
   closers.push(async () => {
     await transport.terminateSession().catch(() => {});
@@ -129,7 +144,9 @@ function timeless(r: unknown): unknown {
 const text = (r: unknown) => ((r as CallToolResult).content ?? []).map((c) => (c.type === "text" ? c.text : "")).join("");
 
 describe("/mcp/<participant>: hostile first", () => {
-  it("reaches nothing of another participant: not its tools, resources, templates or prompts, by name, URI or template", { timeout: 60_000 }, async () => {
+  it("reaches nothing of another participant: not its tools, resources, templates or prompts, by name, URI or template", {
+    timeout: 60_000,
+  }, async () => {
     await setup(["ev", "notes"]);
     const ev = await viaGateway("/mcp/ev");
     const tools = (await ev.listTools()).tools.map((t) => t.name);
@@ -154,18 +171,30 @@ describe("/mcp/<participant>: hostile first", () => {
       const said = await fails(ev.getPrompt({ name, arguments: { topic: "x" } }));
       expect(said).not.toMatch(/^resolved/);
       expect(said).not.toContain("notes-secret");
-      expect(await fails(ev.complete({ ref: { type: "ref/prompt", name }, argument: { name: "topic", value: "" } }))).not.toMatch(/^resolved/);
+      expect(await fails(ev.complete({ ref: { type: "ref/prompt", name }, argument: { name: "topic", value: "" } }))).not.toMatch(
+        /^resolved/,
+      );
     }
     // The template both serve is read from ev here, never from notes.
     const dynamic = await ev.readResource({ uri: "demo://resource/dynamic/text/5" });
     expect(JSON.stringify(dynamic)).not.toContain("notes-secret");
 
     // A session opened at /mcp/ev is refused at /mcp/notes and at /mcp; unknown participants and odd paths are 404.
-    const init = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "x", version: "1" } } };
+    const init = {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "x", version: "1" } },
+    };
     const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
       fetch(`http://127.0.0.1:${gw!.port}${path}`, {
         method: "POST",
-        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${T.claude}`, ...headers },
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          authorization: `Bearer ${T.claude}`,
+          ...headers,
+        },
         body: JSON.stringify(body),
       });
     const opened = await post("/mcp/ev", init);
@@ -190,11 +219,19 @@ describe("/mcp/<participant>: hostile first", () => {
     expect(((await (await fetch(pointer!)).json()) as { resource: string }).resource).toBe(`http://127.0.0.1:${gw!.port}/mcp/ev`);
   });
 
-  it("refuses a URI that two participants' templates match on the space's face, and routes one only one matches", { timeout: 60_000 }, async () => {
+  it("refuses a URI that two participants' templates match on the space's face, and routes one only one matches", {
+    timeout: 60_000,
+  }, async () => {
     await setup(["ev", "notes"]);
     const space = await viaGateway("/mcp");
     const templates = (await space.listResourceTemplates()).resourceTemplates;
-    expect(templates.map((t) => t.uriTemplate)).toEqual(expect.arrayContaining(["notes://item/{id}", "demo://resource/dynamic/text/{resourceId}", "demo://resource/dynamic/blob/{resourceId}"]));
+    expect(templates.map((t) => t.uriTemplate)).toEqual(
+      expect.arrayContaining([
+        "notes://item/{id}",
+        "demo://resource/dynamic/text/{resourceId}",
+        "demo://resource/dynamic/blob/{resourceId}",
+      ]),
+    );
     expect(templates.find((t) => t.uriTemplate === "notes://item/{id}")!.name).toBe("notes/item");
     const said = await fails(space.readResource({ uri: "demo://resource/dynamic/text/5" }));
     expect(said).toMatch(/ambiguous/);
@@ -208,7 +245,9 @@ describe("/mcp/<participant>: hostile first", () => {
     expect(await fails(space.readResource({ uri: "nowhere://x/1" }))).toMatch(/no participant of the space offers/);
   });
 
-  it("gives a seat whose capabilities reach only tools the tools under their own names, and no read its capabilities refuse", { timeout: 60_000 }, async () => {
+  it("gives a seat whose capabilities reach only tools the tools under their own names, and no read its capabilities refuse", {
+    timeout: 60_000,
+  }, async () => {
     await setup(["notes"]);
     const notes = await viaGateway("/mcp/notes", {}, T.bare);
     expect(notes.getServerVersion()?.name).toBe("notes"); // its id: the seat may not ask the server's own description
@@ -221,19 +260,26 @@ describe("/mcp/<participant>: hostile first", () => {
 });
 
 describe("/mcp/<participant>: the server as itself", () => {
-  it("answers as server-everything does directly: names, info, lists, content of every type, structured content, prompts, completions, progress", { timeout: 90_000 }, async () => {
+  it("answers as server-everything does directly: names, info, lists, content of every type, structured content, prompts, completions, progress", {
+    timeout: 90_000,
+  }, async () => {
     await setup(["ev", "notes"]);
     const ev = await viaGateway("/mcp/ev", BRIDGE_CAPS);
     const own = await direct(servers.ev());
     expect(ev.getServerVersion()).toEqual(own.getServerVersion());
     expect(ev.getInstructions()).toContain(own.getInstructions()!.slice(0, 200));
-    const strip = (tools: { name: string; _meta?: unknown; execution?: unknown }[]) => tools.map(({ _meta, execution, ...t }) => t).sort((a, b) => a.name.localeCompare(b.name));
+    const strip = (tools: { name: string; _meta?: unknown; execution?: unknown }[]) =>
+      tools.map(({ _meta, execution, ...t }) => t).sort((a, b) => a.name.localeCompare(b.name));
     const mine = strip((await own.listTools()).tools).filter((t) => t.name !== "get-env");
     expect(strip((await ev.listTools()).tools)).toEqual(mine);
     expect(await ev.listResourceTemplates()).toEqual(await own.listResourceTemplates());
     expect(await ev.listResources()).toEqual(await own.listResources());
     expect(await ev.listPrompts()).toEqual(await own.listPrompts());
-    for (const uri of ["demo://resource/static/document/architecture.md", "demo://resource/dynamic/text/12", "demo://resource/dynamic/blob/2"]) {
+    for (const uri of [
+      "demo://resource/static/document/architecture.md",
+      "demo://resource/dynamic/text/12",
+      "demo://resource/dynamic/blob/2",
+    ]) {
       expect(timeless(await ev.readResource({ uri }))).toEqual(timeless(await own.readResource({ uri })));
     }
     const prompt = { name: "args-prompt", arguments: { city: "Paris", state: "TX" } };
@@ -253,10 +299,13 @@ describe("/mcp/<participant>: the server as itself", () => {
       const through = await ev.callTool({ name, arguments: args });
       expect(through.isError ?? false, name).toBe(false);
       expect(through.content, name).toEqual((await own.callTool({ name, arguments: args })).content);
-      if (name === "get-structured-content") expect(through.structuredContent).toEqual((await own.callTool({ name, arguments: args })).structuredContent);
+      if (name === "get-structured-content")
+        expect(through.structuredContent).toEqual((await own.callTool({ name, arguments: args })).structuredContent);
     }
     const progress: Progress[] = [];
-    const long = await ev.callTool({ name: "trigger-long-running-operation", arguments: { duration: 1, steps: 3 } }, undefined, { onprogress: (p) => progress.push(p) });
+    const long = await ev.callTool({ name: "trigger-long-running-operation", arguments: { duration: 1, steps: 3 } }, undefined, {
+      onprogress: (p) => progress.push(p),
+    });
     expect(text(long)).toMatch(/completed/i);
     expect(progress.map((p) => p.progress)).toEqual([1, 2, 3]);
     // The server's form reaches this client in the server's own words, and the answer goes back.
@@ -270,7 +319,10 @@ describe("/mcp/<participant>: the server as itself", () => {
     expect(asked).toEqual(["Please provide inputs for the following fields:"]);
     // A tool its server runs only as a task keeps saying so, and runs as the server's own task (mcp-server-tasks.test.ts).
     expect((await ev.listTools()).tools.find((t) => t.name === "simulate-research-query")?.execution?.taskSupport).toBe("required");
-    const required = await ev.request({ method: "tools/call", params: { name: "simulate-research-query", arguments: { topic: "x" }, task: { ttl: 60_000 } } }, CreateTaskResultSchema);
+    const required = await ev.request(
+      { method: "tools/call", params: { name: "simulate-research-query", arguments: { topic: "x" }, task: { ttl: 60_000 } } },
+      CreateTaskResultSchema,
+    );
     expect(required.task.taskId).toMatch(/^ev:/);
     expect(["working", "completed"]).toContain(required.task.status);
   });
@@ -288,11 +340,14 @@ describe("/mcp/<participant>: the server as itself", () => {
     expect(updated.every((u) => u === uri)).toBe(true);
   });
 
-  it("serves server-filesystem at /mcp/fs: a direct read as the server answers it, a write that waits for approval", { timeout: 60_000 }, async () => {
+  it("serves server-filesystem at /mcp/fs: a direct read as the server answers it, a write that waits for approval", {
+    timeout: 60_000,
+  }, async () => {
     const { dir, alice } = await setup(["fs"]);
     const fs = await viaGateway("/mcp/fs");
     const own = await direct(servers.fs(dir));
-    const strip = (tools: { name: string; _meta?: unknown; execution?: unknown }[]) => tools.map(({ _meta, execution, ...t }) => t).sort((a, b) => a.name.localeCompare(b.name));
+    const strip = (tools: { name: string; _meta?: unknown; execution?: unknown }[]) =>
+      tools.map(({ _meta, execution, ...t }) => t).sort((a, b) => a.name.localeCompare(b.name));
     expect(strip((await fs.listTools()).tools)).toEqual(strip((await own.listTools()).tools));
     const read = { name: "read_text_file", arguments: { path: join(dir, "a.txt") } };
     expect(await fs.callTool(read)).toEqual(await own.callTool(read));
@@ -320,13 +375,18 @@ describe("mewgate mcp --only (stdio)", () => {
     expect((await client.listTools()).tools.map((t) => t.name)).toEqual(["peek"]);
     expect(text(await client.callTool({ name: "peek", arguments: {} }))).toBe("notes-secret peeked");
     expect(await fails(client.callTool({ name: "read_text_file", arguments: { path: join(dir, "a.txt") } }))).toMatch(/unknown tool/);
-    expect((await client.getPrompt({ name: "secret-prompt", arguments: { topic: "t" } })).messages[0]!.content).toMatchObject({ text: "notes-secret prompt about t" });
+    expect((await client.getPrompt({ name: "secret-prompt", arguments: { topic: "t" } })).messages[0]!.content).toMatchObject({
+      text: "notes-secret prompt about t",
+    });
     expect(JSON.stringify(await client.readResource({ uri: "notes://item/4" }))).toContain("item 4");
   });
 
   it("exits non-zero with a readable message when the participant is not in the space", { timeout: 30_000 }, async () => {
     await setup(["notes"]);
-    const child = spawn(process.execPath, [CLI_MAIN, "mcp", "--gateway", gw!.url, "--space", "lab", "--only", "ghost"], { env: { ...process.env, MEWGATE_TOKEN: T.claude }, stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [CLI_MAIN, "mcp", "--gateway", gw!.url, "--space", "lab", "--only", "ghost"], {
+      env: { ...process.env, MEWGATE_TOKEN: T.claude },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
     let out = "";
     let err = "";
     child.stdout.on("data", (d: Buffer) => (out += d.toString()));
@@ -344,13 +404,19 @@ describe("mewgate mcp-config", () => {
   async function mcpConfig(participant: string, opts: McpConfigOptions): Promise<{ code: number; out: string; err: string }> {
     let out = "";
     let err = "";
-    const io = { stdout: { write: (s: string) => ((out += s), true) }, stderr: { write: (s: string) => ((err += s), true) }, env: {} } as never;
+    const io = {
+      stdout: { write: (s: string) => ((out += s), true) },
+      stderr: { write: (s: string) => ((err += s), true) },
+      env: {},
+    } as never;
     const code = await runMcpConfig(participant, opts, io);
     return { code, out, err };
   }
   const json = (out: string) => JSON.parse(out) as Record<string, Record<string, Record<string, unknown>>>;
 
-  it("prints snippets that never carry a token, refuses a human or undeclared seat, and the printed command and URL work", { timeout: 60_000 }, async () => {
+  it("prints snippets that never carry a token, refuses a human or undeclared seat, and the printed command and URL work", {
+    timeout: 60_000,
+  }, async () => {
     await setup(["notes"]);
     const file = join(gw!.dir, "space.yaml");
     // What the CLI reads: the same space, with the port the test gateway got.
@@ -377,15 +443,28 @@ describe("mewgate mcp-config", () => {
     // The stdio snippet, run as the MCP client would run it (node and the built CLI for `mewgate`).
     const stdio = json((await mcpConfig("notes", { config: file, as: "claude", client: "claude-code" })).out)["mcpServers"]!["notes"]!;
     const client = new Client({ name: "config-test", version: "1.0.0" });
-    await client.connect(new StdioClientTransport({ command: process.execPath, args: [CLI_MAIN, ...(stdio["args"] as string[])], env: { PATH: process.env["PATH"] ?? "" }, stderr: "pipe" }));
+    await client.connect(
+      new StdioClientTransport({
+        command: process.execPath,
+        args: [CLI_MAIN, ...(stdio["args"] as string[])],
+        env: { PATH: process.env["PATH"] ?? "" },
+        stderr: "pipe",
+      }),
+    );
     closers.push(() => client.close());
     expect(client.getServerVersion()?.name).toBe("notes");
     expect((await client.listTools()).tools.map((t) => t.name)).toEqual(["peek"]);
     // The HTTP snippet: the URL with the token in the header it names.
-    const http = json((await mcpConfig("notes", { config: file, as: "claude", client: "cursor", http: true })).out)["mcpServers"]!["notes"]!;
+    const http = json((await mcpConfig("notes", { config: file, as: "claude", client: "cursor", http: true })).out)["mcpServers"]![
+      "notes"
+    ]!;
     expect(http["headers"]).toEqual({ Authorization: "Bearer ${env:MEWGATE_TOKEN}" });
     const viaUrl = new Client({ name: "config-test", version: "1.0.0" });
-    await viaUrl.connect(new StreamableHTTPClientTransport(new URL(http["url"] as string), { requestInit: { headers: { Authorization: `Bearer ${T.claude}` } } }));
+    await viaUrl.connect(
+      new StreamableHTTPClientTransport(new URL(http["url"] as string), {
+        requestInit: { headers: { Authorization: `Bearer ${T.claude}` } },
+      }),
+    );
     closers.push(() => viaUrl.close());
     expect(text(await viaUrl.callTool({ name: "peek", arguments: {} }))).toBe("notes-secret peeked");
   });

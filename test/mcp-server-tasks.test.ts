@@ -11,7 +11,13 @@ import { createRequire } from "node:module";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { CallToolResultSchema, CreateTaskResultSchema, TaskStatusNotificationSchema, type CallToolResult, type Task } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CallToolResultSchema,
+  CreateTaskResultSchema,
+  TaskStatusNotificationSchema,
+  type CallToolResult,
+  type Task,
+} from "@modelcontextprotocol/sdk/types.js";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Envelope } from "../gateway/wire/envelope.js";
@@ -24,7 +30,14 @@ import { CLI_MAIN, startGateway, waitFor, waitForTool, type TestGateway } from "
 const require = createRequire(import.meta.url);
 const EVERYTHING = require.resolve("@modelcontextprotocol/server-everything/dist/index.js");
 const NOTES = join(import.meta.dirname, "fixtures", "bridge", "notes.mjs");
-const T = { alice: "alice-token-0001", claude: "claude-token-002", other: "other-token-0003", ev: "ev-token-000004", notes: "notes-token-0005", bare: "bare-token-00006" };
+const T = {
+  alice: "alice-token-0001",
+  claude: "claude-token-002",
+  other: "other-token-0003",
+  ev: "ev-token-000004",
+  notes: "notes-token-0005",
+  bare: "bare-token-00006",
+};
 const RESEARCH = "simulate-research-query";
 
 const SPACE = `
@@ -63,7 +76,9 @@ async function setup(): Promise<{ alice: ParticipantClient; proposals: Envelope[
   const space = gw.gateway.spaces.get("lab")!;
   const servers = { ev: { command: process.execPath, args: [EVERYTHING, "stdio"] }, notes: { command: process.execPath, args: [NOTES] } };
   for (const id of ["ev", "notes"] as const) {
-    bridges.push(await startBridge({ id, server: servers[id] as never, client: { transport: () => connectInProcess(space, id), reconnect: false } }));
+    bridges.push(
+      await startBridge({ id, server: servers[id] as never, client: { transport: () => connectInProcess(space, id), reconnect: false } }),
+    );
   }
   const alice = await ParticipantClient.connect({ url: gw.url, space: "lab", token: T.alice });
   closers.push(() => alice.close());
@@ -76,7 +91,9 @@ async function setup(): Promise<{ alice: ParticipantClient; proposals: Envelope[
 
 async function viaGateway(path: string, token: string): Promise<Client> {
   const client = new Client({ name: "server-tasks-test", version: "1.0.0" }, { capabilities: { tasks: {} } });
-  const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw!.port}${path}`), { requestInit: { headers: { Authorization: `Bearer ${token}` } } });
+  const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw!.port}${path}`), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
   await client.connect(transport);
   closers.push(async () => {
     await transport.terminateSession().catch(() => {});
@@ -86,7 +103,9 @@ async function viaGateway(path: string, token: string): Promise<Client> {
 }
 
 const research = (client: Client, topic: string, name = RESEARCH) =>
-  client.request({ method: "tools/call", params: { name, arguments: { topic }, task: { ttl: 60_000 } } }, CreateTaskResultSchema).then((r) => r.task);
+  client
+    .request({ method: "tools/call", params: { name, arguments: { topic }, task: { ttl: 60_000 } } }, CreateTaskResultSchema)
+    .then((r) => r.task);
 
 const fails = async (p: Promise<unknown>): Promise<string> => {
   try {
@@ -109,7 +128,9 @@ async function directly(topic: string): Promise<{ created: Task; result: CallToo
 }
 
 describe("a bridged server's own tasks: hostile first", () => {
-  it("never lets one seat reach another seat's server task, by the face or at the bridge, nor one participant's task be addressed as another's", { timeout: 90_000 }, async () => {
+  it("never lets one seat reach another seat's server task, by the face or at the bridge, nor one participant's task be addressed as another's", {
+    timeout: 90_000,
+  }, async () => {
     await setup();
     const otherEv = await viaGateway("/mcp/ev", T.other);
     const theirs = await research(otherEv, "owls");
@@ -166,7 +187,9 @@ describe("a bridged server's own tasks: a seat that may not follow them", () => 
 });
 
 describe("a bridged server's own tasks: the happy paths", () => {
-  it("waits for approval, then runs as the server's task to the same result as the server gives directly", { timeout: 90_000 }, async () => {
+  it("waits for approval, then runs as the server's task to the same result as the server gives directly", {
+    timeout: 90_000,
+  }, async () => {
     const { alice, proposals } = await setup();
     const ev = await viaGateway("/mcp/ev", T.claude);
     const statuses: string[] = [];
@@ -190,7 +213,9 @@ describe("a bridged server's own tasks: the happy paths", () => {
     expect(statuses.at(-1)).toBe("completed");
   });
 
-  it("passes tasks/cancel on to the server's task, and finds a task again from a new session by its namespaced id", { timeout: 90_000 }, async () => {
+  it("passes tasks/cancel on to the server's task, and finds a task again from a new session by its namespaced id", {
+    timeout: 90_000,
+  }, async () => {
     await setup();
     const first = await viaGateway("/mcp", T.other);
     const task = await research(first, "rivers", `ev__${RESEARCH}`);
@@ -214,7 +239,12 @@ describe("a bridged server's own tasks over stdio (mewgate mcp --only)", () => {
     await setup();
     const client = new Client({ name: "server-tasks-stdio", version: "1.0.0" }, { capabilities: { tasks: {} } });
     await client.connect(
-      new StdioClientTransport({ command: process.execPath, args: [CLI_MAIN, "mcp", "--gateway", gw!.url, "--space", "lab", "--only", "ev"], env: { PATH: process.env["PATH"] ?? "", MEWGATE_TOKEN: T.other }, stderr: "pipe" }),
+      new StdioClientTransport({
+        command: process.execPath,
+        args: [CLI_MAIN, "mcp", "--gateway", gw!.url, "--space", "lab", "--only", "ev"],
+        env: { PATH: process.env["PATH"] ?? "", MEWGATE_TOKEN: T.other },
+        stderr: "pipe",
+      }),
     );
     closers.push(() => client.close());
     const task = await research(client, "clouds");

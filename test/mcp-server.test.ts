@@ -80,14 +80,17 @@ async function setup(yaml = SPACE): Promise<Space> {
     { title: "Read a note", description: "Reads a note", inputSchema: { id: z.string() }, annotations: { readOnlyHint: true } },
     async ({ id }, extra) => {
       const token = extra._meta?.progressToken;
-      if (token !== undefined) await extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, progress: 1, total: 1 } });
+      if (token !== undefined)
+        await extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, progress: 1, total: 1 } });
       return { content: [{ type: "text", text: `note ${id}: buy milk` }] };
     },
   );
   notes.registerTool("write_note", { description: "Writes a note", inputSchema: { text: z.string() } }, async ({ text }) => ({
     content: [{ type: "text", text: `wrote: ${text}` }],
   }));
-  notes.registerTool("secret", { description: "Not for agents", annotations: { readOnlyHint: true } }, async () => ({ content: [{ type: "text", text: "s3cr3t" }] }));
+  notes.registerTool("secret", { description: "Not for agents", annotations: { readOnlyHint: true } }, async () => ({
+    content: [{ type: "text", text: "s3cr3t" }],
+  }));
   const owner = new ParticipantClient({ url: gw.url, space: "lab", token: TOKENS.notes });
   clients.push(owner);
   await owner.serveMcp(notes);
@@ -104,7 +107,6 @@ async function setup(yaml = SPACE): Promise<Space> {
   return space;
 }
 
-
 async function httpClient(space: Space, token: string = TOKENS.claude): Promise<{ mcp: Client; transport: StreamableHTTPClientTransport }> {
   const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${space.gw.port}/mcp`), {
     requestInit: { headers: { Authorization: `Bearer ${token}` } },
@@ -118,7 +120,12 @@ async function httpClient(space: Space, token: string = TOKENS.claude): Promise<
 
 /** A bare `initialize` POST, as an MCP client's first request. */
 function postInitialize(port: number, headers: Record<string, string>, query = ""): Promise<Response> {
-  const init = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "x", version: "1" } } };
+  const init = {
+    jsonrpc: "2.0",
+    id: 1,
+    method: "initialize",
+    params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "x", version: "1" } },
+  };
   return fetch(`http://127.0.0.1:${port}/mcp${query}`, {
     method: "POST",
     headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers },
@@ -161,7 +168,9 @@ describe("over streamable HTTP on the gateway", () => {
     expect(write!.description).toMatch(/^notes\/write_note: Writes a note\n\nNeeds approval/);
 
     const progress: Progress[] = [];
-    const result = await mcp.callTool({ name: "notes__read_note", arguments: { id: "7" } }, undefined, { onprogress: (p) => progress.push(p) });
+    const result = await mcp.callTool({ name: "notes__read_note", arguments: { id: "7" } }, undefined, {
+      onprogress: (p) => progress.push(p),
+    });
     expect(result.isError).toBeFalsy();
     expect(text(result)).toBe("note 7: buy milk");
     // The owner's own progress is forwarded.
@@ -179,7 +188,9 @@ describe("over streamable HTTP on the gateway", () => {
     space.decide = (p) => setTimeout(() => space.human.approve(p.id), 300);
 
     const progress: Progress[] = [];
-    const result = await mcp.callTool({ name: "notes__write_note", arguments: { text: "hello" } }, undefined, { onprogress: (p) => progress.push(p) });
+    const result = await mcp.callTool({ name: "notes__write_note", arguments: { text: "hello" } }, undefined, {
+      onprogress: (p) => progress.push(p),
+    });
     expect(result.isError).toBeFalsy();
     expect(text(result)).toBe("wrote: hello");
 
@@ -210,7 +221,9 @@ describe("over streamable HTTP on the gateway", () => {
     const abort = new AbortController();
     space.decide = () => abort.abort("changed my mind");
     const withdrawn = until<Envelope>((done) => space.human.on("envelope", (e) => e.kind === "mcp/withdraw" && done(e)));
-    await expect(mcp.callTool({ name: "notes__write_note", arguments: { text: "x" } }, undefined, { signal: abort.signal })).rejects.toThrow();
+    await expect(
+      mcp.callTool({ name: "notes__write_note", arguments: { text: "x" } }, undefined, { signal: abort.signal }),
+    ).rejects.toThrow();
     const w = await withdrawn;
     expect(w.from).toBe("claude");
     expect(w.correlation_id).toEqual([space.proposals[0]!.id]);
@@ -261,7 +274,12 @@ describe("over streamable HTTP on the gateway", () => {
     // Another participant's token cannot use claude's session.
     const hijack = await fetch(`http://127.0.0.1:${space.gw.port}/mcp`, {
       method: "POST",
-      headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${TOKENS.human}`, "mcp-session-id": transport.sessionId! },
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        authorization: `Bearer ${TOKENS.human}`,
+        "mcp-session-id": transport.sessionId!,
+      },
       body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }),
     });
     expect(hijack.status).toBe(403);
@@ -288,7 +306,10 @@ describe("over streamable HTTP on the gateway", () => {
     await waitForTool(space.human, "raw/hang");
     mount = mountHttp(space.gw.gateway);
     const { mcp } = await httpClient(space);
-    await expect(mcp.callTool({ name: "raw__picky", arguments: {} })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining("picky wants a color") });
+    await expect(mcp.callTool({ name: "raw__picky", arguments: {} })).rejects.toMatchObject({
+      code: -32602,
+      message: expect.stringContaining("picky wants a color"),
+    });
 
     const hanging = mcp.callTool({ name: "raw__hang", arguments: {} });
     await sleep(50);
@@ -330,14 +351,25 @@ describe("over stdio (mewgate mcp)", () => {
 
   it("lists the tools, calls one directly and one that a human approves", async () => {
     const space = await setup();
-    const { mcp, transport } = stdioClient(["--gateway", space.gw.url, "--space", "lab", "--token", TOKENS.claude, "--approval-progress-ms", "50"]);
+    const { mcp, transport } = stdioClient([
+      "--gateway",
+      space.gw.url,
+      "--space",
+      "lab",
+      "--token",
+      TOKENS.claude,
+      "--approval-progress-ms",
+      "50",
+    ]);
     await mcp.connect(transport);
     expect((await mcp.listTools()).tools.map((t) => t.name)).toEqual(["notes__read_note", "notes__write_note"]);
     expect(text(await mcp.callTool({ name: "notes__read_note", arguments: { id: "1" } }))).toBe("note 1: buy milk");
 
     space.decide = (p) => setTimeout(() => space.human.approve(p.id), 200);
     const progress: Progress[] = [];
-    const result = await mcp.callTool({ name: "notes__write_note", arguments: { text: "via stdio" } }, undefined, { onprogress: (p) => progress.push(p) });
+    const result = await mcp.callTool({ name: "notes__write_note", arguments: { text: "via stdio" } }, undefined, {
+      onprogress: (p) => progress.push(p),
+    });
     expect(text(result)).toBe("wrote: via stdio");
     expect(space.proposals.map((p) => p.from)).toEqual(["claude"]);
     expect(progress.some((p) => p.message?.startsWith("waiting for approval of notes/write_note"))).toBe(true);
@@ -345,7 +377,9 @@ describe("over stdio (mewgate mcp)", () => {
 
   it("exits non-zero with a readable message, and nothing on stdout, when the token is refused", async () => {
     const space = await setup();
-    const child = spawn(process.execPath, [MAIN, "mcp", "--gateway", space.gw.url, "--space", "lab", "--token", "not-a-token"], { stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [MAIN, "mcp", "--gateway", space.gw.url, "--space", "lab", "--token", "not-a-token"], {
+      stdio: ["pipe", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
@@ -381,37 +415,68 @@ describe("mewgate mcp --config --as", () => {
       tokenSource: `the token of "a" in ${file}`,
     });
     expect(await resolveMcpTarget({ config: file, as: "b-2" }, env)).toMatchObject({ token: "from-env", tokenSource: "MEWGATE_TOKEN_B_2" });
-    expect(await resolveMcpTarget({ config: file, as: "c" }, env)).toMatchObject({ token: "from-file", tokenSource: join(tokens, "c.token") });
+    expect(await resolveMcpTarget({ config: file, as: "c" }, env)).toMatchObject({
+      token: "from-file",
+      tokenSource: join(tokens, "c.token"),
+    });
     // Flags win over the file; a URL is normalised the way every command does it.
-    expect(await resolveMcpTarget({ config: file, as: "c", token: "flag", gateway: "http://10.0.0.1:9" }, env)).toMatchObject({ token: "flag", tokenSource: "--token", url: "ws://10.0.0.1:9" });
+    expect(await resolveMcpTarget({ config: file, as: "c", token: "flag", gateway: "http://10.0.0.1:9" }, env)).toMatchObject({
+      token: "flag",
+      tokenSource: "--token",
+      url: "ws://10.0.0.1:9",
+    });
     // MEWGATE_TOKEN is the last resort: without a space.yaml, after the participant's own sources, and alone it says who you are.
-    expect(await resolveMcpTarget({ gateway: "ws://h:1", space: "s" }, { MEWGATE_TOKEN: "generic" })).toMatchObject({ url: "ws://h:1", space: "s", token: "generic", tokenSource: "MEWGATE_TOKEN" });
-    expect(await resolveMcpTarget({ config: file, as: "b-2" }, { MEWGATE_TOKEN: "generic" })).toMatchObject({ token: "generic", tokenSource: "MEWGATE_TOKEN", participant: "b-2" });
+    expect(await resolveMcpTarget({ gateway: "ws://h:1", space: "s" }, { MEWGATE_TOKEN: "generic" })).toMatchObject({
+      url: "ws://h:1",
+      space: "s",
+      token: "generic",
+      tokenSource: "MEWGATE_TOKEN",
+    });
+    expect(await resolveMcpTarget({ config: file, as: "b-2" }, { MEWGATE_TOKEN: "generic" })).toMatchObject({
+      token: "generic",
+      tokenSource: "MEWGATE_TOKEN",
+      participant: "b-2",
+    });
     expect(await resolveMcpTarget({ config: file, as: "c" }, { ...env, MEWGATE_TOKEN: "generic" })).toMatchObject({ token: "from-file" });
-    expect(await resolveMcpTarget({ config: file }, { MEWGATE_TOKEN: "generic" })).toMatchObject({ space: "lab", token: "generic", participant: undefined });
+    expect(await resolveMcpTarget({ config: file }, { MEWGATE_TOKEN: "generic" })).toMatchObject({
+      space: "lab",
+      token: "generic",
+      participant: undefined,
+    });
 
     await expect(resolveMcpTarget({ config: file }, env)).rejects.toThrow(/--config needs --as <participant>: one of a, b-2, c/);
     await expect(resolveMcpTarget({ config: file, as: "zed" }, env)).rejects.toThrow(/no participant "zed"/);
     await expect(resolveMcpTarget({ config: file, as: "b-2" }, {})).rejects.toThrow(/no token for "b-2": set MEWGATE_TOKEN_B_2/);
-    await expect(resolveMcpTarget({ config: file, as: "a", space: "other" }, env)).rejects.toThrow(`--space other does not match ${file}, which defines space "lab"`);
+    await expect(resolveMcpTarget({ config: file, as: "a", space: "other" }, env)).rejects.toThrow(
+      `--space other does not match ${file}, which defines space "lab"`,
+    );
     await expect(resolveMcpTarget({ gateway: "ws://h:1", space: "s" }, {})).rejects.toThrow(
       /^missing --token: give --gateway, --space and --token \(or MEWGATE_TOKEN\), or --config space.yaml --as <participant>$/,
     );
-    await expect(resolveMcpTarget({ gateway: "ftp://h:1", space: "s", token: "t" }, {})).rejects.toThrow(/not a gateway URL: "ftp:\/\/h:1"/);
+    await expect(resolveMcpTarget({ gateway: "ftp://h:1", space: "s", token: "t" }, {})).rejects.toThrow(
+      /not a gateway URL: "ftp:\/\/h:1"/,
+    );
   });
 
   it("never acts as the space's human by default, where the terminal commands do", async () => {
     const dir = mkdtempSync(join(tmpdir(), "mewgate-mcp-"));
     dirs.push(dir);
     const file = join(dir, "space.yaml");
-    writeFileSync(file, `space: {id: lab}\nparticipants:\n  you: {kind: human, token: human-token}\n  claude: {kind: agent, token: agent-token}\n`);
+    writeFileSync(
+      file,
+      `space: {id: lab}\nparticipants:\n  you: {kind: human, token: human-token}\n  claude: {kind: agent, token: agent-token}\n`,
+    );
 
     // The human may call every tool without approval: an MCP client (usually a model) must name who it is.
     await expect(resolveMcpTarget({ config: file }, {})).rejects.toThrow(/--config needs --as <participant>: one of you, claude/);
     expect(await resolveTarget({ config: file }, {})).toMatchObject({ participant: "you", token: "human-token" });
     expect(await resolveMcpTarget({ config: file, as: "claude" }, {})).toMatchObject({ participant: "claude", token: "agent-token" });
     // A token given with the space.yaml says who you are by itself.
-    expect(await resolveMcpTarget({ config: file, token: "some-token" }, {})).toMatchObject({ space: "lab", token: "some-token", participant: undefined });
+    expect(await resolveMcpTarget({ config: file, token: "some-token" }, {})).toMatchObject({
+      space: "lab",
+      token: "some-token",
+      participant: undefined,
+    });
   });
 });
 

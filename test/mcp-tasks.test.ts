@@ -13,7 +13,13 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { CallToolResultSchema, CreateTaskResultSchema, TaskStatusNotificationSchema, type CallToolResult, type Task } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CallToolResultSchema,
+  CreateTaskResultSchema,
+  TaskStatusNotificationSchema,
+  type CallToolResult,
+  type Task,
+} from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import * as z from "zod";
 import type { Envelope } from "../gateway/wire/envelope.js";
@@ -58,7 +64,9 @@ async function world(opts: { dir?: string; port?: number; yaml?: string } = {}):
     writes.push(text);
     return { content: [{ type: "text", text: `wrote: ${text}` }] };
   });
-  notes.registerTool("read_note", { description: "Reads", annotations: { readOnlyHint: true } }, async () => ({ content: [{ type: "text", text: "a note" }] }));
+  notes.registerTool("read_note", { description: "Reads", annotations: { readOnlyHint: true } }, async () => ({
+    content: [{ type: "text", text: "a note" }],
+  }));
   const owner = new ParticipantClient({ url: gw.url, space: "lab", token: T.notes });
   await owner.serveMcp(notes);
   await owner.connect();
@@ -73,7 +81,9 @@ async function world(opts: { dir?: string; port?: number; yaml?: string } = {}):
 
 async function session(token = T.claude, capabilities: Record<string, unknown> = { tasks: {} }): Promise<Client> {
   const client = new Client({ name: "tasks-test", version: "1.0.0" }, { capabilities });
-  const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw!.port}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${token}` } } });
+  const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw!.port}/mcp`), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
   await client.connect(transport);
   closers.push(async () => {
     await transport.terminateSession().catch(() => {});
@@ -83,7 +93,9 @@ async function session(token = T.claude, capabilities: Record<string, unknown> =
 }
 
 const asTask = (client: Client, text: string, name = "notes__write_note") =>
-  client.request({ method: "tools/call", params: { name, arguments: { text }, task: { ttl: 600_000 } } }, CreateTaskResultSchema).then((r) => r.task);
+  client
+    .request({ method: "tools/call", params: { name, arguments: { text }, task: { ttl: 600_000 } } }, CreateTaskResultSchema)
+    .then((r) => r.task);
 
 const fails = async (p: Promise<unknown>): Promise<string> => {
   try {
@@ -118,7 +130,9 @@ describe("tasks: hostile first", () => {
     expect((await claude.experimental.tasks.getTask(task.taskId)).status).toBe("input_required");
   });
 
-  it("bounds the tasks of one seat: 10,000 asked at once, the quota held, the rest refused cleanly, the space still serving", { timeout: 120_000 }, async () => {
+  it("bounds the tasks of one seat: 10,000 asked at once, the quota held, the rest refused cleanly, the space still serving", {
+    timeout: 120_000,
+  }, async () => {
     await world();
     const seat = await ParticipantClient.connect({ url: gw!.url, space: "lab", token: T.claude });
     closers.push(() => seat.close());
@@ -128,7 +142,14 @@ describe("tasks: hostile first", () => {
     await Promise.all([server.connect(b), client.connect(a)]);
     closers.push(() => client.close());
     const started = Date.now();
-    const outcomes = await Promise.all(Array.from({ length: 10_000 }, (_, i) => asTask(client, `n${i}`).then((t) => t.status, (err: Error) => err.message)));
+    const outcomes = await Promise.all(
+      Array.from({ length: 10_000 }, (_, i) =>
+        asTask(client, `n${i}`).then(
+          (t) => t.status,
+          (err: Error) => err.message,
+        ),
+      ),
+    );
     const created = outcomes.filter((o) => o === "input_required").length;
     const refused = outcomes.filter((o) => /^MCP error -32600: task quota: this participant holds 50 tasks/.test(o)).length;
     expect(created).toBeLessThanOrEqual(50);
@@ -143,7 +164,9 @@ describe("tasks: hostile first", () => {
     console.log(`10,000 task requests: ${created} tasks, ${refused} refused, ${Date.now() - started} ms`);
   });
 
-  it("a task cancelled while its approval is being written ends one way only: cancelled and not run, or run and the cancel refused", { timeout: 60_000 }, async () => {
+  it("a task cancelled while its approval is being written ends one way only: cancelled and not run, or run and the cancel refused", {
+    timeout: 60_000,
+  }, async () => {
     const w = await world();
     const claude = await session();
     const outcomes: string[] = [];
@@ -153,12 +176,19 @@ describe("tasks: hostile first", () => {
       await waitFor(() => w.proposals.some((p) => p.id === task.taskId), 5000, "the proposal");
       if (delay < 0) w.human.approve(task.taskId);
       else setTimeout(() => w.human.approve(task.taskId), delay);
-      const cancel = await claude.experimental.tasks.cancelTask(task.taskId).then((t) => t.status, (err: Error) => err.message);
+      const cancel = await claude.experimental.tasks.cancelTask(task.taskId).then(
+        (t) => t.status,
+        (err: Error) => err.message,
+      );
       let final: Task | undefined;
-      await waitFor(async () => {
-        final = await claude.experimental.tasks.getTask(task.taskId);
-        return ["completed", "cancelled", "failed"].includes(final.status);
-      }, 10_000, "the task to end");
+      await waitFor(
+        async () => {
+          final = await claude.experimental.tasks.getTask(task.taskId);
+          return ["completed", "cancelled", "failed"].includes(final.status);
+        },
+        10_000,
+        "the task to end",
+      );
       const ran = w.writes.includes(`race-${round}`);
       outcomes.push(cancel === "cancelled" ? "cancelled" : "ran");
       if (cancel === "cancelled") {
@@ -177,7 +207,9 @@ describe("tasks: hostile first", () => {
 });
 
 describe("tasks: outliving the client's own deadline", () => {
-  it("keeps a task waiting past the participant client's proposal deadline, as long as the space keeps the proposal", { timeout: 30_000 }, async () => {
+  it("keeps a task waiting past the participant client's proposal deadline, as long as the space keeps the proposal", {
+    timeout: 30_000,
+  }, async () => {
     const w = await world();
     const seat = await ParticipantClient.connect({ url: gw!.url, space: "lab", token: T.claude, proposalTimeoutMs: 300 });
     closers.push(() => seat.close());
@@ -196,7 +228,9 @@ describe("tasks: outliving the client's own deadline", () => {
 });
 
 describe("tasks: the happy paths", () => {
-  it("answers at once with input_required, then working and completed with the result, with status notifications; seen from a new session of the seat", { timeout: 30_000 }, async () => {
+  it("answers at once with input_required, then working and completed with the result, with status notifications; seen from a new session of the seat", {
+    timeout: 30_000,
+  }, async () => {
     const w = await world();
     const claude = await session();
     const statuses: string[] = [];
@@ -270,9 +304,19 @@ describe("tasks: the happy paths", () => {
     const later = await session();
     const seen = await later.experimental.tasks.getTask(task.taskId);
     expect(seen.status).toBe("input_required");
-    expect(w.proposals.map((p) => p.id).concat((await w.human.request("system:gateway", "proposals/list", {}) as { proposals: { id: string }[] }).proposals.map((p) => p.id))).toContain(task.taskId);
+    expect(
+      w.proposals
+        .map((p) => p.id)
+        .concat(
+          ((await w.human.request("system:gateway", "proposals/list", {})) as { proposals: { id: string }[] }).proposals.map((p) => p.id),
+        ),
+    ).toContain(task.taskId);
     w.human.approve(task.taskId);
-    await waitFor(async () => (await later.experimental.tasks.getTask(task.taskId)).status === "completed", 15_000, "completed after the restart");
+    await waitFor(
+      async () => (await later.experimental.tasks.getTask(task.taskId)).status === "completed",
+      15_000,
+      "completed after the restart",
+    );
     expect(text(await later.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema))).toBe("wrote: durable");
     expect(w.writes).toEqual(["durable"]);
   });
@@ -283,7 +327,12 @@ describe("tasks over stdio (mewgate mcp --only)", () => {
     const w = await world();
     const client = new Client({ name: "tasks-stdio", version: "1.0.0" }, { capabilities: { tasks: {} } });
     await client.connect(
-      new StdioClientTransport({ command: process.execPath, args: [CLI_MAIN, "mcp", "--gateway", gw!.url, "--space", "lab", "--only", "notes"], env: { PATH: process.env["PATH"] ?? "", MEWGATE_TOKEN: T.claude }, stderr: "pipe" }),
+      new StdioClientTransport({
+        command: process.execPath,
+        args: [CLI_MAIN, "mcp", "--gateway", gw!.url, "--space", "lab", "--only", "notes"],
+        env: { PATH: process.env["PATH"] ?? "", MEWGATE_TOKEN: T.claude },
+        stderr: "pipe",
+      }),
     );
     closers.push(() => client.close());
     expect((await client.listTools()).tools.find((t) => t.name === "write_note")?.execution?.taskSupport).toBe("optional");

@@ -7,7 +7,14 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { startGateway, TestClient, toolOwner, type Env, type TestGateway } from "./helpers.js";
 
-const T = { coord: "admin-token-1", limited: "limited-token", calc: "calc-token-01", client: "test-token-01", agent: "agent-token-01", files: "files-token-1" };
+const T = {
+  coord: "admin-token-1",
+  limited: "limited-token",
+  calc: "calc-token-01",
+  client: "test-token-01",
+  agent: "agent-token-01",
+  files: "files-token-1",
+};
 let gw: TestGateway | undefined;
 const clients: TestClient[] = [];
 afterEach(async () => {
@@ -17,7 +24,8 @@ afterEach(async () => {
 });
 
 const CALC_TOOLS = [{ name: "add", inputSchema: { type: "object", properties: { a: { type: "number" }, b: { type: "number" } } } }];
-const addReply = (env: Env, reply: (r: unknown) => void) => reply({ content: [{ type: "text", text: String(env.payload.params.arguments.a + env.payload.params.arguments.b) }] });
+const addReply = (env: Env, reply: (r: unknown) => void) =>
+  reply({ content: [{ type: "text", text: String(env.payload.params.arguments.a + env.payload.params.arguments.b) }] });
 
 /** MEW's HTTP injection: POST /participants/<id>/messages with the participant's token. */
 async function inject(id: string, token: string, body: string | object): Promise<{ status: number; json: any }> {
@@ -51,7 +59,12 @@ participants:
     calc.ws.on("message", (data) => {
       const env = JSON.parse(data.toString()) as Env;
       if (env.kind === "mcp/request" && env.payload.method === "tools/list" && env.from !== "system:gateway") {
-        calc.send({ kind: "mcp/response", to: [env.from], correlation_id: [env.id], payload: { jsonrpc: "2.0", id: env.payload.id, result: { tools: CALC_TOOLS } } });
+        calc.send({
+          kind: "mcp/response",
+          to: [env.from],
+          correlation_id: [env.id],
+          payload: { jsonrpc: "2.0", id: env.payload.id, result: { tools: CALC_TOOLS } },
+        });
       }
     });
     const limited = await TestClient.join(gw, "s4", T.limited);
@@ -66,14 +79,36 @@ participants:
     const heard = await limited.next((e) => e.kind === "system/error" && e.correlation_id?.includes("reg-1") === true);
     expect(heard.payload.message).toContain("system/register is reserved for the gateway");
 
-    expect((await inject("limited-agent", T.limited, { id: "list-1", kind: "mcp/request", to: ["calculator-agent"], payload: { method: "tools/list", params: {} } })).status).toBe(200);
+    expect(
+      (
+        await inject("limited-agent", T.limited, {
+          id: "list-1",
+          kind: "mcp/request",
+          to: ["calculator-agent"],
+          payload: { method: "tools/list", params: {} },
+        })
+      ).status,
+    ).toBe(200);
     const listed = await limited.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("list-1") === true);
     expect(JSON.stringify(listed.payload)).toContain('"tools"');
 
-    const call = (id: string) => ({ id, kind: "mcp/request", to: ["calculator-agent"], payload: { method: "tools/call", params: { name: "add", arguments: { a: 5, b: 3 } } } });
+    const call = (id: string) => ({
+      id,
+      kind: "mcp/request",
+      to: ["calculator-agent"],
+      payload: { method: "tools/call", params: { name: "add", arguments: { a: 5, b: 3 } } },
+    });
     const before = await inject("limited-agent", T.limited, call("add-0"));
     expect(before.status).toBe(403);
-    coord.send({ id: "grant-1", kind: "capability/grant", to: ["limited-agent"], payload: { recipient: "limited-agent", capabilities: [{ kind: "mcp/request", payload: { method: "tools/call", params: { name: "add" } } }] } });
+    coord.send({
+      id: "grant-1",
+      kind: "capability/grant",
+      to: ["limited-agent"],
+      payload: {
+        recipient: "limited-agent",
+        capabilities: [{ kind: "mcp/request", payload: { method: "tools/call", params: { name: "add" } } }],
+      },
+    });
     await limited.next((e) => e.kind === "capability/grant");
     expect((await inject("limited-agent", T.limited, call("add-1"))).status).toBe(200);
     const added = await limited.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("add-1") === true);
@@ -115,7 +150,11 @@ participants:
     expect(large.status).toBe(200);
     expect((await watcher.next((e) => e.id === "large-1")).payload.text).toHaveLength(10_000);
 
-    const burst = await Promise.all(Array.from({ length: 20 }, (_, i) => inject("test-client", T.client, { id: `burst-${i}`, kind: "chat", payload: { text: `Message ${i}` } })));
+    const burst = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        inject("test-client", T.client, { id: `burst-${i}`, kind: "chat", payload: { text: `Message ${i}` } }),
+      ),
+    );
     expect(burst.every((r) => r.status === 200)).toBe(true);
     await watcher.next((e) => e.id === "burst-19");
 
@@ -146,11 +185,35 @@ participants:
     const agent = await TestClient.join(gw, "s8", T.agent);
     clients.push(files, client, agent);
 
-    agent.send({ id: "prop-1", kind: "mcp/proposal", to: ["file-server"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "foo.txt", content: "foo" } } } });
+    agent.send({
+      id: "prop-1",
+      kind: "mcp/proposal",
+      to: ["file-server"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "foo.txt", content: "foo" } } },
+    });
     const proposal = await client.next((e) => e.kind === "mcp/proposal");
-    client.send({ id: "grant-1", kind: "capability/grant", to: ["test-agent"], payload: { recipient: "test-agent", capabilities: [{ kind: "mcp/request", to: ["file-server"], payload: { method: "tools/call", params: { name: "write_file" } } }] } });
+    client.send({
+      id: "grant-1",
+      kind: "capability/grant",
+      to: ["test-agent"],
+      payload: {
+        recipient: "test-agent",
+        capabilities: [{ kind: "mcp/request", to: ["file-server"], payload: { method: "tools/call", params: { name: "write_file" } } }],
+      },
+    });
     // Fulfilled MEW's way: the approver makes the call, correlated to the proposal.
-    client.send({ id: "fulfil-1", kind: "mcp/request", to: ["file-server"], correlation_id: [proposal.id], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "write_file", arguments: { path: "foo.txt", content: "foo" } } } });
+    client.send({
+      id: "fulfil-1",
+      kind: "mcp/request",
+      to: ["file-server"],
+      correlation_id: [proposal.id],
+      payload: {
+        jsonrpc: "2.0",
+        id: 1,
+        method: "tools/call",
+        params: { name: "write_file", arguments: { path: "foo.txt", content: "foo" } },
+      },
+    });
     const outcome = await agent.next((e) => e.kind === "mcp/response" && e.correlation_id?.[0] === "prop-1");
     expect(JSON.stringify(outcome.payload)).toContain("Wrote file foo.txt");
 
@@ -158,7 +221,17 @@ participants:
     agent.send({ kind: "capability/grant-ack", correlation_id: [grant.id], payload: { status: "accepted" } });
     const ack = await client.next((e) => e.kind === "capability/grant-ack");
     expect(ack.from).toBe("test-agent");
-    agent.send({ id: "direct-1", kind: "mcp/request", to: ["file-server"], payload: { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "write_file", arguments: { path: "bar.txt", content: "bar" } } } });
+    agent.send({
+      id: "direct-1",
+      kind: "mcp/request",
+      to: ["file-server"],
+      payload: {
+        jsonrpc: "2.0",
+        id: 2,
+        method: "tools/call",
+        params: { name: "write_file", arguments: { path: "bar.txt", content: "bar" } },
+      },
+    });
     await agent.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("direct-1") === true);
     expect(written).toEqual(["foo.txt", "bar.txt"]);
     expect(client.received.some((e) => e.kind === "capability/grant-ack" && e.from === "system:gateway")).toBe(false);
@@ -176,7 +249,15 @@ participants:
     const admin = await TestClient.join(gw, "s17", T.coord);
     const observer = await TestClient.join(gw, "s17", T.agent);
     clients.push(admin, observer);
-    const invite = (participant_id: unknown, extra: object = {}) => ({ kind: "space/invite", payload: { participant_id, initial_capabilities: [{ kind: "chat" }, { kind: "mcp/proposal" }, { kind: "mcp/response" }], reason: "testing" }, ...extra });
+    const invite = (participant_id: unknown, extra: object = {}) => ({
+      kind: "space/invite",
+      payload: {
+        participant_id,
+        initial_capabilities: [{ kind: "chat" }, { kind: "mcp/proposal" }, { kind: "mcp/response" }],
+        reason: "testing",
+      },
+      ...extra,
+    });
     const made = await inject("admin", T.coord, invite("new-agent", { id: "inv-1" }));
     expect(made.status).toBe(200);
     expect(made.json).toMatchObject({ status: "created", participant_id: "new-agent" });
@@ -188,8 +269,19 @@ participants:
     expect(JSON.stringify(observer.received)).not.toContain('"token"');
     expect(observer.received.some((e) => e.kind === "space/invite-ack")).toBe(false);
 
-    expect((await inject("new-agent", token, { kind: "chat", payload: { text: "Hello from newly invited agent!", format: "plain" } })).json.status).toBe("accepted");
-    expect((await inject("new-agent", token, { kind: "mcp/proposal", to: ["admin"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "test_tool", arguments: {} } } })).json.status).toBe("accepted");
+    expect(
+      (await inject("new-agent", token, { kind: "chat", payload: { text: "Hello from newly invited agent!", format: "plain" } })).json
+        .status,
+    ).toBe("accepted");
+    expect(
+      (
+        await inject("new-agent", token, {
+          kind: "mcp/proposal",
+          to: ["admin"],
+          payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "test_tool", arguments: {} } },
+        })
+      ).json.status,
+    ).toBe("accepted");
 
     expect(JSON.stringify((await inject("admin", T.coord, invite("new-agent"))).json)).toContain('"already_exists"');
     expect(JSON.stringify((await inject("admin", T.coord, invite("observer"))).json)).toContain('"already_exists"');
@@ -211,7 +303,18 @@ participants:
     const publisher = await TestClient.join(gw, "s18", T.agent);
     const aggregator = await TestClient.join(gw, "s18", T.calc);
     clients.push(publisher, aggregator);
-    publisher.send({ id: "req-1", kind: "stream/request", to: ["gateway"], payload: { direction: "upload", target: ["aggregator"], authorized_writers: ["observer", "attacker"], owner: "attacker", description: "positions" } });
+    publisher.send({
+      id: "req-1",
+      kind: "stream/request",
+      to: ["gateway"],
+      payload: {
+        direction: "upload",
+        target: ["aggregator"],
+        authorized_writers: ["observer", "attacker"],
+        owner: "attacker",
+        description: "positions",
+      },
+    });
     const open = await publisher.next((e) => e.kind === "stream/open");
     expect(open.payload).toMatchObject({ owner: "publisher", authorized_writers: ["publisher"], target: ["aggregator"] });
     const id = open.payload.stream_id as string;
@@ -219,7 +322,11 @@ participants:
     const observer = await TestClient.join(gw, "s18", T.coord);
     clients.push(observer);
     const welcome = observer.received.find((e) => e.kind === "system/welcome")!;
-    expect(welcome.payload.active_streams[0]).toMatchObject({ stream_id: id, owner: "publisher", created: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/) });
+    expect(welcome.payload.active_streams[0]).toMatchObject({
+      stream_id: id,
+      owner: "publisher",
+      created: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/),
+    });
     publisher.send({ id: "xfer", kind: "stream/transfer-ownership", payload: { stream_id: id, new_owner: "aggregator" } });
     const moved = await observer.next((e) => e.kind === "stream/ownership-transferred");
     expect(moved.payload).toMatchObject({ stream_id: id, new_owner: "aggregator", previous_owner: "publisher", owner: "aggregator" });

@@ -9,7 +9,14 @@ import { afterEach, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import { sleep, startGateway, TestClient, waitFor, type Env, type TestGateway } from "./helpers.js";
 
-const T = { owner: "stream-owner-tok", writer: "stream-writer-tk", verifier: "verifier-token-1", pub: "publisher-token1", agg: "aggregator-tok-1", obs: "observer-token-1" };
+const T = {
+  owner: "stream-owner-tok",
+  writer: "stream-writer-tk",
+  verifier: "verifier-token-1",
+  pub: "publisher-token1",
+  agg: "aggregator-tok-1",
+  obs: "observer-token-1",
+};
 
 let gw: TestGateway | undefined;
 const clients: TestClient[] = [];
@@ -57,23 +64,44 @@ participants:
     writer.ws.send(`#${sid}#too-early`);
     const refused = await writer.next((e) => e.kind === "system/error" && e.payload.error === "unauthorized_stream_write");
     expect(refused.payload.stream_id).toBe(sid);
-    owner.send({ id: "grant-16", kind: "stream/grant-write", to: ["gateway"], payload: { stream_id: sid, participant_id: "stream-writer", reason: "help" } });
+    owner.send({
+      id: "grant-16",
+      kind: "stream/grant-write",
+      to: ["gateway"],
+      payload: { stream_id: sid, participant_id: "stream-writer", reason: "help" },
+    });
     const granted = await writer.next((e) => e.kind === "stream/write-granted");
     expect(granted.payload.authorized_writers).toEqual(["stream-owner", "stream-writer"]);
     writer.ws.send(`#${sid}#writer-frame`);
-    await waitFor(() => texts(writer).includes(`#${sid}#writer-frame`) && texts(owner).includes(`#${sid}#writer-frame`), 3000, "the writer's frame");
+    await waitFor(
+      () => texts(writer).includes(`#${sid}#writer-frame`) && texts(owner).includes(`#${sid}#writer-frame`),
+      3000,
+      "the writer's frame",
+    );
     // A late joiner sees both writers.
     const verifier = await mewJoin("scenario-16", "verifier", T.verifier);
     const welcome = verifier.received.find((e) => e.kind === "system/welcome")!;
-    expect(welcome.payload.active_streams).toEqual([expect.objectContaining({ stream_id: sid, owner: "stream-owner", authorized_writers: ["stream-owner", "stream-writer"] })]);
-    owner.send({ id: "revoke-16", kind: "stream/revoke-write", to: ["gateway"], payload: { stream_id: sid, participant_id: "stream-writer" } });
+    expect(welcome.payload.active_streams).toEqual([
+      expect.objectContaining({ stream_id: sid, owner: "stream-owner", authorized_writers: ["stream-owner", "stream-writer"] }),
+    ]);
+    owner.send({
+      id: "revoke-16",
+      kind: "stream/revoke-write",
+      to: ["gateway"],
+      payload: { stream_id: sid, participant_id: "stream-writer" },
+    });
     await writer.next((e) => e.kind === "stream/write-revoked");
     const before = writer.received.filter((e) => e.kind === "system/error").length;
     writer.ws.send(`#${sid}#after-revoke`);
     await waitFor(() => writer.received.filter((e) => e.kind === "system/error").length > before, 3000, "the refusal after the revoke");
     await sleep(50);
     expect(texts(verifier).some((t) => t.includes("after-revoke"))).toBe(false);
-    owner.send({ id: "transfer-16", kind: "stream/transfer-ownership", to: ["gateway"], payload: { stream_id: sid, new_owner: "verifier" } });
+    owner.send({
+      id: "transfer-16",
+      kind: "stream/transfer-ownership",
+      to: ["gateway"],
+      payload: { stream_id: sid, new_owner: "verifier" },
+    });
     const moved = await verifier.next((e) => e.kind === "stream/ownership-transferred");
     expect(moved.payload).toMatchObject({ previous_owner: "stream-owner", new_owner: "verifier" });
   });
@@ -103,10 +131,20 @@ participants:
     expect(broadcast.payload.target).toBeUndefined();
     const bid = broadcast.payload.stream_id as string;
     agg.ws.send(`#${bid}#world`);
-    await waitFor(() => [pub, obs, agg].every((c) => texts(c).includes(`#${bid}#world`)), 3000, "the broadcast at everyone, its writer too");
+    await waitFor(
+      () => [pub, obs, agg].every((c) => texts(c).includes(`#${bid}#world`)),
+      3000,
+      "the broadcast at everyone, its writer too",
+    );
 
     // A request that names its own owner and writers changes neither.
-    const forged = await request(pub, "req-m", { direction: "upload", target: ["observer"], owner: "attacker", authorized_writers: ["observer", "attacker"], authorizedWriters: ["observer"] });
+    const forged = await request(pub, "req-m", {
+      direction: "upload",
+      target: ["observer"],
+      owner: "attacker",
+      authorized_writers: ["observer", "attacker"],
+      authorizedWriters: ["observer"],
+    });
     expect(forged.payload.owner).toBe("publisher");
     expect(forged.payload.authorized_writers).toEqual(["publisher"]);
     const mid = forged.payload.stream_id as string;
@@ -133,7 +171,12 @@ participants:
     const verifier = await mewJoin("transfer-rights", "verifier", T.verifier);
     const opened = await request(owner, "req-t", { direction: "upload" });
     const sid = opened.payload.stream_id as string;
-    owner.send({ id: "transfer-t", kind: "stream/transfer-ownership", to: ["gateway"], payload: { stream_id: sid, new_owner: "verifier" } });
+    owner.send({
+      id: "transfer-t",
+      kind: "stream/transfer-ownership",
+      to: ["gateway"],
+      payload: { stream_id: sid, new_owner: "verifier" },
+    });
     const moved = await verifier.next((e) => e.kind === "stream/ownership-transferred");
     expect(moved.payload.authorized_writers).toEqual(["verifier"]);
     owner.ws.send(`#${sid}#old-owner-write`);
@@ -142,10 +185,20 @@ participants:
     await sleep(50);
     expect(texts(verifier).some((t) => t.includes("old-owner-write"))).toBe(false);
     // The old owner no longer holds the owner's rights either.
-    owner.send({ id: "grant-self", kind: "stream/grant-write", to: ["gateway"], payload: { stream_id: sid, participant_id: "stream-owner" } });
+    owner.send({
+      id: "grant-self",
+      kind: "stream/grant-write",
+      to: ["gateway"],
+      payload: { stream_id: sid, participant_id: "stream-owner" },
+    });
     await owner.next((e) => e.kind === "system/error" && e.correlation_id?.includes("grant-self") === true);
     // Granted again by the new owner, it writes.
-    verifier.send({ id: "grant-back", kind: "stream/grant-write", to: ["gateway"], payload: { stream_id: sid, participant_id: "stream-owner" } });
+    verifier.send({
+      id: "grant-back",
+      kind: "stream/grant-write",
+      to: ["gateway"],
+      payload: { stream_id: sid, participant_id: "stream-owner" },
+    });
     await owner.next((e) => e.kind === "stream/write-granted");
     owner.ws.send(`#${sid}#granted-again`);
     await waitFor(() => texts(verifier).includes(`#${sid}#granted-again`), 3000, "the write granted again");
@@ -157,9 +210,17 @@ participants:
     const watcher = await mewJoin("close-http", "verifier", T.verifier);
     const opened = await request(owner, "req-h", { direction: "upload", description: "for closing" });
     const post = (body: unknown, token = T.owner, who = "stream-owner") =>
-      fetch(`http://127.0.0.1:${gw!.port}/participants/${who}/messages?space=close-http`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+      fetch(`http://127.0.0.1:${gw!.port}/participants/${who}/messages?space=close-http`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
     // Someone else's close by correlation is refused.
-    const other = await post({ kind: "stream/close", correlation_id: [opened.id], payload: { reason: "not mine" } }, T.verifier, "verifier");
+    const other = await post(
+      { kind: "stream/close", correlation_id: [opened.id], payload: { reason: "not mine" } },
+      T.verifier,
+      "verifier",
+    );
     expect(other.status).toBeGreaterThanOrEqual(400);
     const res = await post({ kind: "stream/close", correlation_id: [opened.id], payload: { reason: "complete" } });
     const body = (await res.json()) as Record<string, unknown>;

@@ -7,7 +7,18 @@
  */
 import { execFileSync, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statfsSync, statSync, writeFileSync } from "node:fs";
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statfsSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -35,7 +46,15 @@ function tempDir(): string {
   return d;
 }
 
-const hashes = (dir: string) => Object.fromEntries(LEGACY_FILES.map((f) => [f, createHash("sha256").update(readFileSync(join(dir, f))).digest("hex")]));
+const hashes = (dir: string) =>
+  Object.fromEntries(
+    LEGACY_FILES.map((f) => [
+      f,
+      createHash("sha256")
+        .update(readFileSync(join(dir, f)))
+        .digest("hex"),
+    ]),
+  );
 
 /** What a migration, finished or not, may leave in the state directory besides its results. */
 function leftovers(dir: string): string[] {
@@ -46,15 +65,22 @@ function leftovers(dir: string): string[] {
 function reopen(dir: string) {
   const owner = plainOwner();
   const { store, report } = openStore({ dir, log: { info: () => {}, warn: () => {}, error: () => {} } }, owner.hooks, LEGACY);
-  const history = readHistory<{ type: string; entry?: { proposal: string; event: string } }>(dir, (r) => r.type === "audit").map((r) => `${r.entry!.proposal}:${r.entry!.event}`);
+  const history = readHistory<{ type: string; entry?: { proposal: string; event: string } }>(dir, (r) => r.type === "audit").map(
+    (r) => `${r.entry!.proposal}:${r.entry!.event}`,
+  );
   void store.close();
   return { state: owner.state(), history, report };
 }
 
 /** Runs the migrator fixture; resolves with its output once it has printed `until` (then kills it) or exited. */
-function migrator(dir: string, opts: { stopAt?: number; shell?: string; killAfterMs?: number } = {}): Promise<{ out: string; err: string; code: number | null; killed: boolean }> {
+function migrator(
+  dir: string,
+  opts: { stopAt?: number; shell?: string; killAfterMs?: number } = {},
+): Promise<{ out: string; err: string; code: number | null; killed: boolean }> {
   const args = [MIGRATOR, dir, String(opts.stopAt ?? 0)];
-  const child = opts.shell ? spawn("/bin/sh", ["-c", `${opts.shell} exec "$0" "$@"`, process.execPath, ...args], { stdio: ["ignore", "pipe", "pipe"] }) : spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
+  const child = opts.shell
+    ? spawn("/bin/sh", ["-c", `${opts.shell} exec "$0" "$@"`, process.execPath, ...args], { stdio: ["ignore", "pipe", "pipe"] })
+    : spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   let err = "";
   let killed = false;
@@ -79,10 +105,21 @@ function migrator(dir: string, opts: { stopAt?: number; shell?: string; killAfte
   );
 }
 
-const SMALL: FirstReleaseOptions = { big: 3, bigBytes: 1024 * 1024, ended: 3000, pending: 4, grants: 6, agents: AGENTS, auditArgBytes: 16 * 1024, torn: true };
+const SMALL: FirstReleaseOptions = {
+  big: 3,
+  bigBytes: 1024 * 1024,
+  ended: 3000,
+  pending: 4,
+  grants: 6,
+  agents: AGENTS,
+  auditArgBytes: 16 * 1024,
+  torn: true,
+};
 
 describe("a migration killed between two of its writes", () => {
-  it("resumes on the next start to the same state and history as one never interrupted, leaving nothing behind", { timeout: 120_000 }, async () => {
+  it("resumes on the next start to the same state and history as one never interrupted, leaving nothing behind", {
+    timeout: 120_000,
+  }, async () => {
     const source = tempDir();
     const made = writeFirstRelease(source, SMALL);
 
@@ -147,10 +184,17 @@ function tryMount(dir: string, bytes: number): boolean {
 describe("a migration that fails", () => {
   // Where the disk runs out: in the middle of the history, or writing the first journal.
   for (const where of ["history", "journal"] as const) {
-    it(`on a full disk (${where}) removes what it wrote, leaves the old files as they were, and says which file and why`, { timeout: 60_000 }, async () => {
+    it(`on a full disk (${where}) removes what it wrote, leaves the old files as they were, and says which file and why`, {
+      timeout: 60_000,
+    }, async () => {
       const source = tempDir();
       // History of ~2 MB, or almost none beside a pending proposal of ~2 MB.
-      writeFirstRelease(source, where === "history" ? { ...SMALL, bigBytes: 64 * 1024, auditArgBytes: 64 * 1024 * 1024 / 128 } : { ...SMALL, big: 0, bigBytes: 16 * 1024 * 1024, ended: 20, auditArgBytes: 0 });
+      writeFirstRelease(
+        source,
+        where === "history"
+          ? { ...SMALL, bigBytes: 64 * 1024, auditArgBytes: (64 * 1024 * 1024) / 128 }
+          : { ...SMALL, big: 0, bigBytes: 16 * 1024 * 1024, ended: 20, auditArgBytes: 0 },
+      );
       const legacyBytes = LEGACY_FILES.reduce((n, f) => n + statSync(join(source, f)).size, 0);
       const dir = join(tempDir(), "state");
       mkdirSync(dir);
@@ -233,7 +277,9 @@ function peakRss(pid: number): number {
 }
 
 describe("a first-release state directory of about 300 MB", () => {
-  it("migrates through the gateway in bounded memory, keeping every pending proposal, grant and the audit trail within retention", { timeout: 120_000 }, async () => {
+  it("migrates through the gateway in bounded memory, keeping every pending proposal, grant and the audit trail within retention", {
+    timeout: 120_000,
+  }, async () => {
     const root = tempDir();
     // About 330 MB of old files, and the history migrated beside them: mind the disk.
     const free = statfsSync(root).bavail * statfsSync(root).bsize;
@@ -242,7 +288,16 @@ describe("a first-release state directory of about 300 MB", () => {
     const state = join(root, "state");
     mkdirSync(state);
     const t0 = performance.now();
-    const made = writeFirstRelease(state, { big: Math.round(20 * scale), bigBytes: 7 * 1024 * 1024, ended: 20_000, pending: 5, grants: 12, agents: AGENTS, auditArgBytes: 512 * 1024, torn: true });
+    const made = writeFirstRelease(state, {
+      big: Math.round(20 * scale),
+      bigBytes: 7 * 1024 * 1024,
+      ended: 20_000,
+      pending: 5,
+      grants: 12,
+      agents: AGENTS,
+      auditArgBytes: 512 * 1024,
+      torn: true,
+    });
     const generated = performance.now() - t0;
     const total = made.bytes.proposals + made.bytes.grants + made.bytes.audit;
     writeFileSync(join(root, "space.yaml"), SPACE(state));
@@ -266,7 +321,13 @@ describe("a first-release state directory of about 300 MB", () => {
     expect(statSync(join(state, "journal")).size).toBeLessThan(8 * 1024 * 1024);
 
     const check = async (gw: GatewayProcess) => {
-      const tools = [{ name: "write_file", inputSchema: { type: "object" } }, ...Array.from({ length: made.grants.length + made.revoked.length }, (_, i) => ({ name: `tool_${i}`, inputSchema: { type: "object" } }))];
+      const tools = [
+        { name: "write_file", inputSchema: { type: "object" } },
+        ...Array.from({ length: made.grants.length + made.revoked.length }, (_, i) => ({
+          name: `tool_${i}`,
+          inputSchema: { type: "object" },
+        })),
+      ];
       clients.push(await toolOwner(gw, "mig", TOKEN("fs"), tools));
       const human = await TestClient.join(gw, "mig", TOKEN("human"));
       clients.push(human);
@@ -309,7 +370,10 @@ describe("a first-release state directory of about 300 MB", () => {
       if (j === all.length) break;
       j++;
     }
-    expect(audit.slice(i).every((e) => e.startsWith("in-flight-0:")), "old entries in order, then only the gateway's own").toBe(true);
+    expect(
+      audit.slice(i).every((e) => e.startsWith("in-flight-0:")),
+      "old entries in order, then only the gateway's own",
+    ).toBe(true);
     expect(i, "some entries dropped").toBeLessThan(all.length);
     expect(audit.slice(0, i)).toContain(all.at(-1));
     const history = readdirSync(join(state, "history")).reduce((n, f) => n + statSync(join(state, "history", f)).size, 0);

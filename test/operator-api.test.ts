@@ -18,7 +18,13 @@ participants:
   fs: {kind: mcp, token: ${T.fs}}
 `;
 
-const TOOLS = [{ name: "write_file", description: "Write a file", inputSchema: { type: "object", properties: { path: { type: "string" } }, required: ["path"] } }];
+const TOOLS = [
+  {
+    name: "write_file",
+    description: "Write a file",
+    inputSchema: { type: "object", properties: { path: { type: "string" } }, required: ["path"] },
+  },
+];
 
 let gw: TestGateway | undefined;
 const clients: TestClient[] = [];
@@ -28,10 +34,20 @@ afterEach(async () => {
   gw = undefined;
 });
 
-async function api(token: string | undefined, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> {
+async function api(
+  token: string | undefined,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: any }> {
   const res = await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/ops/${path}`, {
     method,
-    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body ? { "content-type": "application/json" } : {}), ...headers },
+    headers: {
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...(body ? { "content-type": "application/json" } : {}),
+      ...headers,
+    },
     ...(body ? { body: JSON.stringify(body) } : {}),
   });
   const text = await res.text();
@@ -55,7 +71,12 @@ async function setup(): Promise<{ human: TestClient; agent: TestClient; fs: Test
   return { human, agent, fs };
 }
 
-const propose = (id: string, args: Record<string, unknown> = { path: "notes.txt" }) => ({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: args } } });
+const propose = (id: string, args: Record<string, unknown> = { path: "notes.txt" }) => ({
+  id,
+  kind: "mcp/proposal",
+  to: ["fs"],
+  payload: { method: "tools/call", params: { name: "write_file", arguments: args } },
+});
 
 describe("authentication", () => {
   it("refuses no token, a wrong token, a token in the URL, and a page from another origin", async () => {
@@ -67,7 +88,9 @@ describe("authentication", () => {
     expect(inUrl.status).toBe(401);
     expect((await api(T.human, "GET", "participants", undefined, { origin: "https://evil.example" })).status).toBe(403);
     expect((await api(T.human, "GET", "nonsense")).status).toBe(404);
-    const unknownSpace = await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/nope/participants`, { headers: { authorization: `Bearer ${T.human}` } });
+    const unknownSpace = await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/nope/participants`, {
+      headers: { authorization: `Bearer ${T.human}` },
+    });
     expect(unknownSpace.status).toBe(404);
   });
 });

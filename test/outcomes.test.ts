@@ -32,7 +32,13 @@ describe("the outcome in a proposal's record", () => {
       onCall: (env: Env, reply) => {
         const path = env.payload.params.arguments.path as string;
         if (path === "bad") reply({ content: [{ type: "text", text: "Input validation error: content is required" }], isError: true });
-        else if (path === "broken") fs.send({ kind: "mcp/response", to: [env.from], correlation_id: [env.id], payload: { jsonrpc: "2.0", id: env.payload.id, error: { code: -32603, message: "disk on fire" } } });
+        else if (path === "broken")
+          fs.send({
+            kind: "mcp/response",
+            to: [env.from],
+            correlation_id: [env.id],
+            payload: { jsonrpc: "2.0", id: env.payload.id, error: { code: -32603, message: "disk on fire" } },
+          });
         else reply({ content: [{ type: "text", text: "written" }] });
       },
     });
@@ -40,7 +46,12 @@ describe("the outcome in a proposal's record", () => {
     const agent = await TestClient.join(gw, "out", T.agent);
     clients.push(fs, human, agent);
     for (const path of ["good", "bad", "broken"]) {
-      agent.send({ id: `p-${path}`, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path } } } });
+      agent.send({
+        id: `p-${path}`,
+        kind: "mcp/proposal",
+        to: ["fs"],
+        payload: { method: "tools/call", params: { name: "write_file", arguments: { path } } },
+      });
       await human.next((e) => e.kind === "mcp/proposal" && e.id === `p-${path}`);
       human.send({ kind: "mcp/approve", correlation_id: [`p-${path}`], payload: { scope: "once" } });
       await agent.next((e) => e.kind === "mcp/response" && e.correlation_id?.[0] === `p-${path}`);
@@ -48,7 +59,11 @@ describe("the outcome in a proposal's record", () => {
     const space = gw.gateway.spaces.get("out")!;
     const answered = () => space.audit({}).filter((e) => e.event === "answered");
     await waitFor(() => answered().length === 3, 5000, "three answers in the audit trail");
-    expect(Object.fromEntries(answered().map((e) => [e.proposal, e.outcome]))).toEqual({ "p-good": "ok", "p-bad": "tool_error", "p-broken": "error" });
+    expect(Object.fromEntries(answered().map((e) => [e.proposal, e.outcome]))).toEqual({
+      "p-good": "ok",
+      "p-bad": "tool_error",
+      "p-broken": "error",
+    });
   });
 
   it("`mewgate proposals approve --args` checks the tool's input schema before approving, and says when the tool reported a failure", async () => {
@@ -64,17 +79,31 @@ describe("the outcome in a proposal's record", () => {
     const human = await TestClient.join(gw, "out", T.human);
     const agent = await TestClient.join(gw, "out", T.agent);
     clients.push(fs, human, agent);
-    agent.send({ id: "q1", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "n.txt", content: "x" } } } });
+    agent.send({
+      id: "q1",
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "n.txt", content: "x" } } },
+    });
     await human.next((e) => e.kind === "mcp/proposal" && e.id === "q1");
     const out: string[] = [];
-    const io = { stdout: { write: (s: string) => (out.push(s), true) }, stderr: { write: (s: string) => (out.push(s), true) }, env: {} } as never;
+    const io = {
+      stdout: { write: (s: string) => (out.push(s), true) },
+      stderr: { write: (s: string) => (out.push(s), true) },
+      env: {},
+    } as never;
     const common = { gateway: `ws://127.0.0.1:${gw.port}`, space: "out", token: T.human };
 
     // A typo (no content) is refused before it uses up the proposal.
     expect(await runProposals("approve", "q1", { ...common, args: '{"path":"n2.txt"}' }, io)).not.toBe(0);
     expect(out.join("")).toMatch(/content.*nothing was approved/);
     expect(ran).toEqual([]);
-    expect((gw.gateway.spaces.get("out")!.pendingProposals()).map((p) => p.id)).toEqual(["q1"]);
+    expect(
+      gw.gateway.spaces
+        .get("out")!
+        .pendingProposals()
+        .map((p) => p.id),
+    ).toEqual(["q1"]);
 
     // Arguments that fit are approved; the tool's own failure is reported as one, its text made safe.
     out.length = 0;

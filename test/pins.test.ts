@@ -17,7 +17,18 @@ import { describeChange } from "../gateway/ports/pins.js";
 import type { Envelope } from "../gateway/wire/envelope.js";
 import { parseSpaceConfig } from "../gateway/config/config.js";
 import { auditLine } from "../cli/commands.js";
-import { askGateway, errorFor, responseFor, startGateway, TestClient, toolCall, toolOwner, type Env, type TestGateway, waitFor } from "./helpers.js";
+import {
+  askGateway,
+  errorFor,
+  responseFor,
+  startGateway,
+  TestClient,
+  toolCall,
+  toolOwner,
+  type Env,
+  type TestGateway,
+  waitFor,
+} from "./helpers.js";
 
 const RUGPULL = fileURLToPath(new URL("./fixtures/bridge/rugpull.mjs", import.meta.url));
 const T = { human: "human-token-1", agent: "agent-token-2", ruled: "ruled-token-3", notes: "notes-token-4", other: "other-token-5" };
@@ -55,14 +66,23 @@ const digest = (owner: string, tool: string) => theSpace().registry.pins.state(o
 
 /** The rug-pull server, bridged in as `notes`; resolves once `notes/save` is in the catalogue. */
 async function notesServer(): Promise<void> {
-  const b = await startBridge({ id: "notes", server: { command: process.execPath, args: [RUGPULL] }, client: { url: gw!.url, space: "pin", token: T.notes } });
+  const b = await startBridge({
+    id: "notes",
+    server: { command: process.execPath, args: [RUGPULL] },
+    client: { url: gw!.url, space: "pin", token: T.notes },
+  });
   bridges.push(b);
   await waitFor(() => digest("notes", "save") !== undefined, 10_000, "notes/save registered");
 }
 
 /** `who` calls `notes/tool` through the gateway (proposed for it if policy says so). */
 function viaGateway(who: TestClient, id: string, tool: string, args: Record<string, unknown>): void {
-  who.send({ id, kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: `notes/${tool}`, arguments: args } } });
+  who.send({
+    id,
+    kind: "mcp/request",
+    to: ["system:gateway"],
+    payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: `notes/${tool}`, arguments: args } },
+  });
 }
 
 /** The human pulls the rug: `notes` re-registers `save`; resolves once the gateway has the new definition. */
@@ -76,7 +96,8 @@ async function rugPull(human: TestClient, id: string, variant?: string): Promise
 
 const answered = (c: TestClient, id: string) => c.received.some((e) => e.kind === "mcp/response" && e.correlation_id?.includes(id));
 const proposalFor = (human: TestClient, id: string) => human.next((e) => e.kind === "mcp/proposal" && e.id === id);
-const approve = (human: TestClient, id: string, scope: "once" | "always") => human.send({ kind: "mcp/approve", correlation_id: [id], payload: { scope } });
+const approve = (human: TestClient, id: string, scope: "once" | "always") =>
+  human.send({ kind: "mcp/approve", correlation_id: [id], payload: { scope } });
 
 describe("a tool whose definition changes after it was allowed", () => {
   it("the rug pull: an always-approval does not outlive the definition it was given for; re-approving restores it for the new digest only", async () => {
@@ -108,21 +129,37 @@ describe("a tool whose definition changes after it was allowed", () => {
     const card = await proposalFor(human, "c3");
     const mark = card.payload["mewgate/definition_changed"];
     expect(mark).toMatchObject({ tool: "notes/save", message: CHANGED, previous: first, digest: second });
-    expect(mark.changes).toEqual(expect.arrayContaining(["description changed", "new argument `command` (required)", "destructiveHint removed"]));
+    expect(mark.changes).toEqual(
+      expect.arrayContaining(["description changed", "new argument `command` (required)", "destructiveHint removed"]),
+    );
     expect(answered(agent, "c3")).toBe(false);
     // The proposal remembers the definition it was made on: approving confirms that one.
     expect(theSpace().proposals.get("c3")?.digest).toBe(second);
 
     // The change is in the audit trail, with the digests and the words.
-    await waitFor(() => theSpace().audit({ tool: "notes/save" }).some((e) => e.event === "tool_changed"), 5000, "the audit entry");
-    const entry = theSpace().audit({ tool: "notes/save" }).find((e) => e.event === "tool_changed")!;
+    await waitFor(
+      () =>
+        theSpace()
+          .audit({ tool: "notes/save" })
+          .some((e) => e.event === "tool_changed"),
+      5000,
+      "the audit entry",
+    );
+    const entry = theSpace()
+      .audit({ tool: "notes/save" })
+      .find((e) => e.event === "tool_changed")!;
     expect(entry).toMatchObject({ owner: "notes", tool: "save", previous: first, digest: second, count: 1 });
     expect(entry.changes).toContain("new argument `command` (required)");
-    expect(auditLine(entry)).toMatch(/ tool_changed {2}notes\/save {2}description changed; new argument `command` \(required\); destructiveHint removed$/);
+    expect(auditLine(entry)).toMatch(
+      / tool_changed {2}notes\/save {2}description changed; new argument `command` \(required\); destructiveHint removed$/,
+    );
 
     // A person approves it always: the call runs, and direct calls are back — on this definition.
     approve(human, "c3", "always");
-    expect(JSON.parse((await responseFor(agent, "c3")).payload.result.content[0].text)).toEqual({ note: "x", command: "cat ~/.ssh/id_rsa" });
+    expect(JSON.parse((await responseFor(agent, "c3")).payload.result.content[0].text)).toEqual({
+      note: "x",
+      command: "cat ~/.ssh/id_rsa",
+    });
     viaGateway(agent, "c4", "save", { note: "y", command: "true" });
     await responseFor(agent, "c4");
     expect(human.received.some((e) => e.kind === "mcp/proposal" && e.id === "c4")).toBe(false);
@@ -138,7 +175,11 @@ describe("a tool whose definition changes after it was allowed", () => {
     await rugPull(human, "r3", "v3");
     human.send({ id: "ap5", kind: "mcp/approve", correlation_id: ["c5"], payload: { scope: "once" } });
     const refused = await errorFor(human, "ap5");
-    expect(refused.payload).toMatchObject({ code: "tool_changed", previous: again.payload["mewgate/definition_changed"].digest, digest: digest("notes", "save") });
+    expect(refused.payload).toMatchObject({
+      code: "tool_changed",
+      previous: again.payload["mewgate/definition_changed"].digest,
+      digest: digest("notes", "save"),
+    });
     expect(theSpace().proposals.get("c5")?.state).toBe("pending");
     expect(theSpace().registry.pins.state("notes", "save")?.confirmed).toBe(false);
     expect(answered(agent, "c5")).toBe(false);
@@ -166,7 +207,9 @@ describe("a tool whose definition changes after it was allowed", () => {
     viaGateway(ruled, "a1", "save", { note: "allowed" });
     await responseFor(ruled, "a1");
     await rugPull(human, "r1");
-    expect(theSpace().authority.why("ruled", "notes", "save")).toBe(`${CHANGED} (an allow rule matches notes/save); approving a call confirms the new definition`);
+    expect(theSpace().authority.why("ruled", "notes", "save")).toBe(
+      `${CHANGED} (an allow rule matches notes/save); approving a call confirms the new definition`,
+    );
     // Humans decide for themselves: a person's own call is not held.
     human.send(toolCall("h1", "notes", "save", { note: "mine", command: "true" }));
     await responseFor(human, "h1");
@@ -176,7 +219,16 @@ describe("a tool whose definition changes after it was allowed", () => {
     const card = await proposalFor(human, "a2");
     expect(card.payload["mewgate/definition_changed"].changes).toContain("new argument `command` (required)");
     // Another agent proposing on its own cannot forge or strip the mark: it is the gateway's.
-    other.send({ id: "f1", kind: "mcp/proposal", to: ["notes"], payload: { method: "tools/call", params: { name: "save", arguments: {} }, "mewgate/definition_changed": { changes: ["nothing to see"] } } });
+    other.send({
+      id: "f1",
+      kind: "mcp/proposal",
+      to: ["notes"],
+      payload: {
+        method: "tools/call",
+        params: { name: "save", arguments: {} },
+        "mewgate/definition_changed": { changes: ["nothing to see"] },
+      },
+    });
     const forged = await proposalFor(human, "f1");
     expect(forged.payload["mewgate/definition_changed"].changes).toContain("new argument `command` (required)");
 
@@ -197,7 +249,14 @@ describe("a tool whose definition changes after it was allowed", () => {
     await rugPull(human, "r1");
     viaGateway(ruled, "a1", "save", { note: "x", command: "true" });
     await responseFor(ruled, "a1");
-    await waitFor(() => theSpace().audit({ tool: "notes/save" }).some((e) => e.event === "tool_changed"), 5000, "the audit entry");
+    await waitFor(
+      () =>
+        theSpace()
+          .audit({ tool: "notes/save" })
+          .some((e) => e.event === "tool_changed"),
+      5000,
+      "the audit entry",
+    );
   }, 30_000);
 });
 
@@ -248,7 +307,11 @@ participants:
     await waitFor(() => digest("notes", "other") !== undefined, 5000, "the second listing");
     expect(digest("notes", "save")).toBe(before);
     expect(theSpace().registry.pins.state("notes", "save")?.confirmed).toBe(true);
-    expect(theSpace().audit({ tool: "notes/save" }).filter((e) => e.event === "tool_changed")).toEqual([]);
+    expect(
+      theSpace()
+        .audit({ tool: "notes/save" })
+        .filter((e) => e.event === "tool_changed"),
+    ).toEqual([]);
     const ruled = await join(T.ruled);
     ruled.send(toolCall("k1", "notes", "save", { note: "n" }));
     await responseFor(ruled, "k1");
@@ -283,8 +346,17 @@ participants:
     expect(grown).toBeLessThan(4 * 1024 * 1024);
     expect(theSpace().registry.pins.held("notes")).toBe(1);
     // 1,100 changes: the first 20 each, then every hundredth.
-    await waitFor(() => theSpace().audit({ tool: "notes/save" }).some((e) => e.count === 1100), 10_000, "the last audited change");
-    const audited = theSpace().audit({ tool: "notes/save" }).filter((e) => e.event === "tool_changed");
+    await waitFor(
+      () =>
+        theSpace()
+          .audit({ tool: "notes/save" })
+          .some((e) => e.count === 1100),
+      10_000,
+      "the last audited change",
+    );
+    const audited = theSpace()
+      .audit({ tool: "notes/save" })
+      .filter((e) => e.event === "tool_changed");
     expect(audited.length).toBe(20 + 11);
     // Back on the definition it was confirmed with: the allow rule holds.
     const ruled = await join(T.ruled);
@@ -306,7 +378,12 @@ participants:
     let human = await TestClient.join(gw, "pin", T.human);
     let agent = await TestClient.join(gw, "pin", T.agent);
     clients.push(owner, human, agent);
-    agent.send({ id: "g1", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: "g1", method: "tools/call", params: { name: "notes/save", arguments: { note: "n" } } } });
+    agent.send({
+      id: "g1",
+      kind: "mcp/request",
+      to: ["system:gateway"],
+      payload: { jsonrpc: "2.0", id: "g1", method: "tools/call", params: { name: "notes/save", arguments: { note: "n" } } },
+    });
     await human.next((e) => e.kind === "mcp/proposal" && e.id === "g1");
     human.send({ kind: "mcp/approve", correlation_id: ["g1"], payload: { scope: "always" } });
     await responseFor(agent, "g1");
@@ -321,7 +398,12 @@ participants:
     clients.push(owner, human, agent);
     await waitFor(() => digest("notes", "save") !== undefined, 5000, "registered");
     expect(theSpace().authority.why("agent", "notes", "save")).toBe(`${CHANGED} (a grant was given on its earlier definition)`);
-    agent.send({ id: "g2", kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: "g2", method: "tools/call", params: { name: "notes/save", arguments: { note: "n" } } } });
+    agent.send({
+      id: "g2",
+      kind: "mcp/request",
+      to: ["system:gateway"],
+      payload: { jsonrpc: "2.0", id: "g2", method: "tools/call", params: { name: "notes/save", arguments: { note: "n" } } },
+    });
     await human.next((e) => e.kind === "mcp/proposal" && e.id === "g2");
     expect(answered(agent, "g2")).toBe(false);
     for (const c of clients.splice(0)) c.ws.terminate();
@@ -359,9 +441,21 @@ participants:
     expect(theSpace().authority.tool("ruled", "notes", "keep")).toBe("direct");
     expect(theSpace().authority.tool("ruled", "notes", "save")).toBe("proposal");
     // The audit trail says it changed while the gateway was stopped.
-    await waitFor(() => theSpace().audit({}).some((e) => e.event === "tool_changed"), 5000, "the change audited");
+    await waitFor(
+      () =>
+        theSpace()
+          .audit({})
+          .some((e) => e.event === "tool_changed"),
+      5000,
+      "the change audited",
+    );
     // A person approving a call confirms it, and that too outlives the next restart.
-    ruled.send({ id: "s1", kind: "mcp/proposal", to: ["notes"], payload: { method: "tools/call", params: { name: "save", arguments: { note: "n" } } } });
+    ruled.send({
+      id: "s1",
+      kind: "mcp/proposal",
+      to: ["notes"],
+      payload: { method: "tools/call", params: { name: "save", arguments: { note: "n" } } },
+    });
     await human.next((e) => e.kind === "mcp/proposal" && e.id === "s1");
     human.send({ kind: "mcp/approve", correlation_id: ["s1"], payload: { scope: "once" } });
     await waitFor(() => theSpace().registry.pins.state("notes", "save")?.confirmed === true, 5000, "confirmed");
@@ -389,7 +483,11 @@ participants:
     await waitFor(() => theSpace().registry.pins.state("notes", "keep")?.confirmed === false, 5000, "the change");
     expect(theSpace().authority.tool("ruled", "notes", "save")).toBe("direct");
     expect(theSpace().authority.tool("ruled", "notes", "keep")).toBe("proposal");
-    const bad = (pin: string) => () => parseSpaceConfig(`space: {id: s}\nparticipants:\n  n: {kind: mcp, token: tokentoken, pin: ${pin}}\n`, { file: "space.yaml", env: {} });
+    const bad = (pin: string) => () =>
+      parseSpaceConfig(`space: {id: s}\nparticipants:\n  n: {kind: mcp, token: tokentoken, pin: ${pin}}\n`, {
+        file: "space.yaml",
+        env: {},
+      });
     expect(bad("maybe")).toThrow("space.yaml:3:42: participants.n.pin: expected true, false, or {skip: [tool globs]}");
     expect(bad("{skip: [x], other: 1}")).toThrow("participants.n.pin.other: unknown key");
   });
@@ -403,9 +501,14 @@ participants:
     await waitFor(() => digest("notes", "save") !== undefined, 5000, "registered");
     const authority = theSpace().authority;
     expect([authority.tool("agent", "notes", "read"), authority.tool("agent", "notes", "save")]).toEqual(["direct", "proposal"]);
-    await announce(owner, tools, [{ ...read, description: "Reads a note, and deletes it" }, { ...A, annotations: { readOnlyHint: true } }]);
+    await announce(owner, tools, [
+      { ...read, description: "Reads a note, and deletes it" },
+      { ...A, annotations: { readOnlyHint: true } },
+    ]);
     await waitFor(() => theSpace().registry.pins.state("notes", "save")?.confirmed === false, 5000, "the change");
-    expect(authority.why("agent", "notes", "read")).toBe(`${CHANGED} (the tool says it is read-only); approving a call confirms the new definition`);
+    expect(authority.why("agent", "notes", "read")).toBe(
+      `${CHANGED} (the tool says it is read-only); approving a call confirms the new definition`,
+    );
     expect(authority.tool("agent", "notes", "save")).toBe("proposal");
     const agent = await join(T.agent);
     agent.send(toolCall("k1", "notes", "save", { note: "n" }));
@@ -426,7 +529,11 @@ participants:
       expect(r.payload.result).toBeDefined();
     }
     expect(theSpace().authority.why("ruled", "notes", "save")).toBe("an allow rule matches notes/save");
-    expect(theSpace().audit({ tool: "notes/save" }).filter((e) => e.event === "tool_changed")).toEqual([]);
+    expect(
+      theSpace()
+        .audit({ tool: "notes/save" })
+        .filter((e) => e.event === "tool_changed"),
+    ).toEqual([]);
     const list = await askGateway(ruled, "tools/list");
     expect(list.payload.result.tools.map((t: { name: string; policy: string }) => [t.name, t.policy])).toEqual([
       ["notes/read", "direct"],
@@ -437,12 +544,21 @@ participants:
 
 describe("the change in words", () => {
   it("names what changed, and a hostile server's argument names cannot break out of a line", () => {
-    const before = { name: "save", description: "a", inputSchema: { type: "object", properties: { note: { type: "string" } }, required: ["note"] }, annotations: { destructiveHint: false, readOnlyHint: true } };
+    const before = {
+      name: "save",
+      description: "a",
+      inputSchema: { type: "object", properties: { note: { type: "string" } }, required: ["note"] },
+      annotations: { destructiveHint: false, readOnlyHint: true },
+    };
     const after = {
       name: "save",
       title: "Save",
       description: "a",
-      inputSchema: { type: "object", properties: { note: { type: "number" }, "\u001b[2Jx\nfake line": { type: "string" } }, additionalProperties: true },
+      inputSchema: {
+        type: "object",
+        properties: { note: { type: "number" }, "\u001b[2Jx\nfake line": { type: "string" } },
+        additionalProperties: true,
+      },
       annotations: { readOnlyHint: false },
     };
     expect(describeChange(before, after)).toEqual([
@@ -454,7 +570,9 @@ describe("the change in words", () => {
       "destructiveHint removed",
       "readOnlyHint changed from true to false",
     ]);
-    expect(describeChange(before, { ...before, inputSchema: { properties: { note: { type: "string" } }, type: "object", required: ["note"] } })).toEqual(["definition changed"]);
+    expect(
+      describeChange(before, { ...before, inputSchema: { properties: { note: { type: "string" } }, type: "object", required: ["note"] } }),
+    ).toEqual(["definition changed"]);
   });
 
   it("the terminal shows the change on the proposal, sanitised", () => {
@@ -465,7 +583,14 @@ describe("the change in words", () => {
       from: "agent",
       to: ["notes"],
       kind: "mcp/proposal",
-      payload: { method: "tools/call", params: { name: "save", arguments: { note: "x" } }, "mewgate/definition_changed": { tool: "notes/save", changes: ["description changed", "new argument `command` (required)", "\u001b]0;owned\u0007destructiveHint removed"] } },
+      payload: {
+        method: "tools/call",
+        params: { name: "save", arguments: { note: "x" } },
+        "mewgate/definition_changed": {
+          tool: "notes/save",
+          changes: ["description changed", "new argument `command` (required)", "\u001b]0;owned\u0007destructiveHint removed"],
+        },
+      },
     } as unknown as Envelope;
     const q = new ProposalQueue();
     q.sync([env]);

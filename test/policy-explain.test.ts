@@ -12,7 +12,15 @@ import { Registry } from "../gateway/ports/registry.js";
 import { startGateway, TestClient, toolCall, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 
 const GLOBS = ["files/*", "files/write_file", "files/read_file", "shell/run", "shell/*", "*", "*/write_*"];
-const CONDITIONS = ["args.path.startsWith('notes/')", "args.amount > 100", "args.command.contains('rm -rf')", "has(args.x)", "caller.kind == 'agent'", "size(args) > 1", "args.path == 'a' || args.amount < 0"];
+const CONDITIONS = [
+  "args.path.startsWith('notes/')",
+  "args.amount > 100",
+  "args.command.contains('rm -rf')",
+  "has(args.x)",
+  "caller.kind == 'agent'",
+  "size(args) > 1",
+  "args.path == 'a' || args.amount < 0",
+];
 const TOOLS = ["files/write_file", "files/read_file", "shell/run"] as const;
 
 type Rule = string | { tool: string; when: string };
@@ -24,7 +32,12 @@ interface Policy {
 }
 
 const rule = fc.oneof(fc.constantFrom(...GLOBS), fc.record({ tool: fc.constantFrom(...GLOBS), when: fc.constantFrom(...CONDITIONS) }));
-const policy = fc.record({ allow: fc.array(rule, { maxLength: 3 }), ask: fc.array(rule, { maxLength: 3 }), deny: fc.array(rule, { maxLength: 2 }), fallback: fc.constantFrom("allow" as const, "ask" as const, "deny" as const) });
+const policy = fc.record({
+  allow: fc.array(rule, { maxLength: 3 }),
+  ask: fc.array(rule, { maxLength: 3 }),
+  deny: fc.array(rule, { maxLength: 2 }),
+  fallback: fc.constantFrom("allow" as const, "ask" as const, "deny" as const),
+});
 const args = fc.record(
   {
     path: fc.oneof(fc.constantFrom("notes/a", "src/b", "a", "notes/../x"), fc.integer(), fc.constant(null)),
@@ -109,19 +122,36 @@ describe("explain agrees with a real gateway", () => {
       fc.asyncProperty(policy, fc.array(fc.tuple(fc.constantFrom(...TOOLS), args), { minLength: 3, maxLength: 3 }), async (p, calls) => {
         gw = await startGateway(yamlOf(p));
         try {
-          const tools = { files: [{ name: "write_file", inputSchema: { type: "object" } }, { name: "read_file", inputSchema: { type: "object" } }], shell: [{ name: "run", inputSchema: { type: "object" } }] };
+          const tools = {
+            files: [
+              { name: "write_file", inputSchema: { type: "object" } },
+              { name: "read_file", inputSchema: { type: "object" } },
+            ],
+            shell: [{ name: "run", inputSchema: { type: "object" } }],
+          };
           for (const [id, list] of Object.entries(tools)) clients.push(await toolOwner(gw, "prop", TOKENS[id as "files"], list));
           await waitFor(() => gw!.gateway.spaces.get("prop")!.registry.list().length === 3, 5000, "tools registered");
           const helper = await TestClient.join(gw, "prop", TOKENS.helper);
           clients.push(helper);
           for (const [i, [tool, a]] of calls.entries()) {
             const q = new URLSearchParams({ tool, args: JSON.stringify(a) });
-            const res = await fetch(`http://127.0.0.1:${gw.port}/api/spaces/prop/policy/explain?${q}`, { headers: { authorization: `Bearer ${TOKENS.helper}` } });
+            const res = await fetch(`http://127.0.0.1:${gw.port}/api/spaces/prop/policy/explain?${q}`, {
+              headers: { authorization: `Bearer ${TOKENS.helper}` },
+            });
             const e = (await res.json()) as { decision: string };
             const [owner, name] = tool.split("/") as [string, string];
             helper.send(toolCall(`c${i}`, owner, name, a));
-            const got = await helper.next((x) => x.correlation_id?.includes(`c${i}`) === true && (x.kind === "system/error" || x.kind === "mcp/response"));
-            const taken = got.kind === "mcp/response" ? "direct" : got.payload.code === "proposal_required" ? "proposal" : got.payload.code === "denied" ? "denied" : got.payload.code;
+            const got = await helper.next(
+              (x) => x.correlation_id?.includes(`c${i}`) === true && (x.kind === "system/error" || x.kind === "mcp/response"),
+            );
+            const taken =
+              got.kind === "mcp/response"
+                ? "direct"
+                : got.payload.code === "proposal_required"
+                  ? "proposal"
+                  : got.payload.code === "denied"
+                    ? "denied"
+                    : got.payload.code;
             expect(taken).toBe(e.decision);
           }
         } finally {

@@ -5,9 +5,28 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ConfigError, parseSpaceConfig } from "../gateway/config/config.js";
 import { checkPolicy, formatFinding } from "../gateway/policy/check.js";
-import { CLI_MAIN, errorFor, killGateway, responseFor, spawnGateway, startGateway, TestClient, toolCall, toolOwner, waitFor, type TestGateway } from "./helpers.js";
+import {
+  CLI_MAIN,
+  errorFor,
+  killGateway,
+  responseFor,
+  spawnGateway,
+  startGateway,
+  TestClient,
+  toolCall,
+  toolOwner,
+  waitFor,
+  type TestGateway,
+} from "./helpers.js";
 
-const T = { alice: "alice-token-1", bob: "bob-token-22", helper: "helper-token-3", files: "files-token-4", shell: "shell-token-5", pay: "pay-token-666" };
+const T = {
+  alice: "alice-token-1",
+  bob: "bob-token-22",
+  helper: "helper-token-3",
+  files: "files-token-4",
+  shell: "shell-token-5",
+  pay: "pay-token-666",
+};
 
 const SPACE = (helperTools: string, extra = "") => `space: {id: pol}
 ${extra}
@@ -96,13 +115,17 @@ describe("rules that say what they match (hostile first)", () => {
     const config = parseSpaceConfig(SPACE(TYPO), { file: "space.yaml", env: {} });
     const findings = checkPolicy(config);
     expect(findings).toHaveLength(1);
-    expect(formatFinding(findings[0]!)).toBe('warning: space.yaml:10:14: participants.helper.tools.deny[0]: no participant "file" in this space, so this deny rule matches nothing; did you mean "files"?');
+    expect(formatFinding(findings[0]!)).toBe(
+      'warning: space.yaml:10:14: participants.helper.tools.deny[0]: no participant "file" in this space, so this deny rule matches nothing; did you mean "files"?',
+    );
   });
 
   it("under policy.strict the same typo stops the gateway from starting", async () => {
     const err = await startGateway(SPACE(TYPO, "policy: {strict: true}")).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConfigError);
-    expect((err as Error).message).toMatch(/space\.yaml:10:14: participants\.helper\.tools\.deny\[0\]: no participant "file".*did you mean "files"\?/);
+    expect((err as Error).message).toMatch(
+      /space\.yaml:10:14: participants\.helper\.tools\.deny\[0\]: no participant "file".*did you mean "files"\?/,
+    );
   });
 
   it("policy check exits non-zero on errors and zero on warnings, printing both", async () => {
@@ -115,9 +138,12 @@ describe("rules that say what they match (hostile first)", () => {
   });
 
   it("a shadowed rule is a warning naming the rule that hides it", () => {
-    const config = parseSpaceConfig(SPACE(`      deny: ["files/*"]
+    const config = parseSpaceConfig(
+      SPACE(`      deny: ["files/*"]
       ask: ["files/write_file"]
-      allow: ["shell/*", "shell/run"]`), { file: "space.yaml", env: {} });
+      allow: ["shell/*", "shell/run"]`),
+      { file: "space.yaml", env: {} },
+    );
     const messages = checkPolicy(config).map(formatFinding);
     expect(messages).toEqual([
       'warning: space.yaml:11:13: participants.helper.tools.ask[0]: this rule can never decide anything: deny[0] ("files/*") covers every call it covers, and deny is decided before ask',
@@ -132,7 +158,12 @@ describe("rules that say what they match (hostile first)", () => {
     // "when: " starts at column 35; the quote, then `nosuch` 33 characters into the expression.
     expect((err as Error).message).toMatch(/space\.yaml:10:\d+: participants\.helper\.tools\.deny\[0\]: when: unknown name "nosuch"/);
     const col = Number(/space\.yaml:10:(\d+)/.exec((err as Error).message)![1]);
-    expect(yaml.split("\n")[9]!.slice(col - 1).startsWith("nosuch")).toBe(true);
+    expect(
+      yaml
+        .split("\n")[9]!
+        .slice(col - 1)
+        .startsWith("nosuch"),
+    ).toBe(true);
   });
 
   it("a tool that registers late while a rule still matches none of its tools is logged, and shown by policy/check", async () => {
@@ -140,7 +171,14 @@ describe("rules that say what they match (hostile first)", () => {
     await owners();
     const r = await api("policy/check", T.alice);
     expect(r.status).toBe(200);
-    expect(r.body.findings).toEqual([expect.objectContaining({ severity: "warning", code: "unknown_tool", path: "participants.helper.tools.ask[0]", message: expect.stringContaining('did you mean "files/write_file"?') })]);
+    expect(r.body.findings).toEqual([
+      expect.objectContaining({
+        severity: "warning",
+        code: "unknown_tool",
+        path: "participants.helper.tools.ask[0]",
+        message: expect.stringContaining('did you mean "files/write_file"?'),
+      }),
+    ]);
     expect((await api("policy/check", T.helper)).status).toBe(403);
   });
 });
@@ -152,8 +190,16 @@ describe("a rule that still matches nothing when its tools register", () => {
       const owner = await toolOwner(g, "pol", T.files, TOOLS.files);
       try {
         await waitFor(() => g.stderr().includes('"code":"unknown_tool"'), 10_000, "the late finding to be logged");
-        const line = g.stderr().split("\n").find((l) => l.includes('"code":"unknown_tool"'))!;
-        expect(JSON.parse(line)).toMatchObject({ level: 40, rule: "participants.helper.tools.ask[0]", at: expect.stringMatching(/space\.yaml:10:13$/), msg: expect.stringContaining('did you mean "files/write_file"?') });
+        const line = g
+          .stderr()
+          .split("\n")
+          .find((l) => l.includes('"code":"unknown_tool"'))!;
+        expect(JSON.parse(line)).toMatchObject({
+          level: 40,
+          rule: "participants.helper.tools.ask[0]",
+          at: expect.stringMatching(/space\.yaml:10:13$/),
+          msg: expect.stringContaining('did you mean "files/write_file"?'),
+        });
       } finally {
         owner.ws.terminate();
       }
@@ -202,7 +248,12 @@ describe("conditions on arguments against a real gateway (hostile first)", () =>
     expect(await outcome(helper, "p1", "pay", "transfer", { amount: 100 })).toBe("direct");
     expect(await outcome(helper, "p2", "pay", "transfer", { amount: 250.5 })).toBe("proposal");
     // A proposal of the write outside notes/ is decided by a human, and runs.
-    helper.send({ id: "prop1", kind: "mcp/proposal", to: ["files"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "src/a.ts" } } } });
+    helper.send({
+      id: "prop1",
+      kind: "mcp/proposal",
+      to: ["files"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "src/a.ts" } } },
+    });
     const alice = await enter(T.alice);
     await alice.next((e) => e.kind === "mcp/proposal" && e.id === "prop1");
     // The card says which rule, with its condition, asked for it (the proposal's own arguments decide).
@@ -216,16 +267,42 @@ describe("conditions on arguments against a real gateway (hostile first)", () =>
     gw = await startGateway(SPACE(TOOLS_YAML));
     await owners();
     const helper = await enter(T.helper);
-    const q = (tool: string, args: unknown, caller = "helper") => `policy/explain?${new URLSearchParams({ caller, tool, args: JSON.stringify(args) })}`;
+    const q = (tool: string, args: unknown, caller = "helper") =>
+      `policy/explain?${new URLSearchParams({ caller, tool, args: JSON.stringify(args) })}`;
     const denied = (await api(q("shell/run", { command: "rm -rf /" }), T.alice)).body;
-    expect(denied).toMatchObject({ decision: "denied", code: "denied", step: "deny", rule: { kind: "deny", key: "participants.helper.tools.deny[0]", tool: "shell/run", when: "args.command.contains('rm -rf')", line: 12, column: 14 }, condition: { result: "true" } });
+    expect(denied).toMatchObject({
+      decision: "denied",
+      code: "denied",
+      step: "deny",
+      rule: {
+        kind: "deny",
+        key: "participants.helper.tools.deny[0]",
+        tool: "shell/run",
+        when: "args.command.contains('rm -rf')",
+        line: 12,
+        column: 14,
+      },
+      condition: { result: "true" },
+    });
     const asked = (await api(q("files/write_file", { path: "src/x" }), T.alice)).body;
-    expect(asked).toMatchObject({ decision: "proposal", step: "ask", rule: { key: "participants.helper.tools.ask[0]", tool: "files/write_file", line: 11, column: 13 }, condition: { key: "ask[0]", result: "true" } });
+    expect(asked).toMatchObject({
+      decision: "proposal",
+      step: "ask",
+      rule: { key: "participants.helper.tools.ask[0]", tool: "files/write_file", line: 11, column: 13 },
+      condition: { key: "ask[0]", result: "true" },
+    });
     expect(asked.approvers.sort()).toEqual(["alice", "bob"]);
     const missing = (await api(q("shell/run", {}), T.alice)).body;
     expect(missing).toMatchObject({ decision: "denied", condition: { result: "error" } });
     // Explain agrees with what the gateway does with the same call.
-    for (const [i, [tool, args]] of ([["shell/run", { command: "rm -rf /" }], ["files/write_file", { path: "src/x" }], ["files/write_file", { path: "notes/x" }], ["pay/transfer", { amount: 101 }]] as const).entries()) {
+    for (const [i, [tool, args]] of (
+      [
+        ["shell/run", { command: "rm -rf /" }],
+        ["files/write_file", { path: "src/x" }],
+        ["files/write_file", { path: "notes/x" }],
+        ["pay/transfer", { amount: 101 }],
+      ] as const
+    ).entries()) {
       const e = (await api(q(tool, args), T.helper)).body;
       const [owner, name] = tool.split("/") as [string, string];
       expect(await outcome(helper, `agree-${i}`, owner, name, args)).toBe(e.decision);
@@ -233,10 +310,17 @@ describe("conditions on arguments against a real gateway (hostile first)", () =>
     // A participant explains only its own calls; a human anyone's.
     expect((await api(q("files/write_file", {}, "bob"), T.helper)).status).toBe(403);
     expect((await api(q("files/write_file", {}, "nobody"), T.alice)).status).toBe(404);
-    expect((await api(`policy/explain?tool=files/write_file&args=${encodeURIComponent("[1]")}`, T.helper)).body.error.code).toBe("invalid_payload");
+    expect((await api(`policy/explain?tool=files/write_file&args=${encodeURIComponent("[1]")}`, T.helper)).body.error.code).toBe(
+      "invalid_payload",
+    );
     expect((await api(`policy/explain?tool=nothing`, T.helper)).status).toBe(400);
     // An "always" approval is a grant: explain names it and its granter.
-    helper.send({ id: "always1", kind: "mcp/proposal", to: ["files"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "src/x" } } } });
+    helper.send({
+      id: "always1",
+      kind: "mcp/proposal",
+      to: ["files"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "src/x" } } },
+    });
     const alice = await enter(T.alice);
     await alice.next((e) => e.kind === "mcp/proposal" && e.id === "always1");
     alice.send({ kind: "mcp/approve", correlation_id: ["always1"], payload: { scope: "always" } });
@@ -250,7 +334,9 @@ describe("conditions on arguments against a real gateway (hostile first)", () =>
     gw = await startGateway(SPACE(TOOLS_YAML));
     await owners();
     const target = ["-g", `ws://127.0.0.1:${gw.port}`, "-s", "pol"];
-    const r = await cli(["policy", "explain", "helper", "pay/transfer", "--args", '{"amount": 500}', ...target], { MEWGATE_TOKEN: T.alice });
+    const r = await cli(["policy", "explain", "helper", "pay/transfer", "--args", '{"amount": 500}', ...target], {
+      MEWGATE_TOKEN: T.alice,
+    });
     expect(r.stderr).toBe("");
     expect(r.status).toBe(0);
     expect(r.stdout).toContain("helper → pay/transfer: ask");
@@ -270,8 +356,10 @@ describe("policy test: table-driven expectations", () => {
   const SPACES = join(import.meta.dirname, "..", "spaces");
 
   it("a failing case is printed with its line, what was expected and the rule that decided, and exits 1", async () => {
-    const space = file(SPACE(`      allow: ["files/*"]
-      ask: [{tool: "files/write_file", when: "!args.path.startsWith('notes/')"}]`));
+    const space = file(
+      SPACE(`      allow: ["files/*"]
+      ask: [{tool: "files/write_file", when: "!args.path.startsWith('notes/')"}]`),
+    );
     const cases = join(space, "..", "cases.yaml");
     writeFileSync(
       cases,
@@ -286,7 +374,9 @@ cases:
     const r = await cli(["policy", "test", cases]);
     expect(r.status).toBe(1);
     const lines = r.stdout.trim().split("\n");
-    expect(lines[0]).toMatch(/^FAIL .*cases\.yaml:4:5: helper → files\/write_file \{"path":"src\/a"\}: expected direct, got ask \(an ask rule matches files\/write_file \(when !args\.path\.startsWith\('notes\/'\) holds\); rule participants\.helper\.tools\.ask\[0\] at .*space\.yaml:11:\d+\)$/);
+    expect(lines[0]).toMatch(
+      /^FAIL .*cases\.yaml:4:5: helper → files\/write_file \{"path":"src\/a"\}: expected direct, got ask \(an ask rule matches files\/write_file \(when !args\.path\.startsWith\('notes\/'\) holds\); rule participants\.helper\.tools\.ask\[0\] at .*space\.yaml:11:\d+\)$/,
+    );
     expect(lines[1]).toMatch(/^FAIL .*cases\.yaml:5:5: .*expected approvers \[alice\], got \[(alice, bob|bob, alice)\]/);
     expect(lines[2]).toMatch(/^FAIL .*cases\.yaml:6:5: nobody → files\/write_file: no participant "nobody"/);
     expect(lines[3]).toBe("1 of 4 case(s) pass; 3 fail");

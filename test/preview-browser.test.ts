@@ -33,7 +33,18 @@ const shots = tempDir("mewgate-preview-");
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}`);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
 }, 30_000);
 afterAll(async () => {
   await browser?.close();
@@ -83,13 +94,24 @@ participants:
   agent: {kind: agent, token: ${T.agent}, tools: {ask: ["fs/write_file"]}}
   fs: {kind: mcp, token: ${T.fs}}
 `);
-  bridges.push(await startBridge({ id: "fs", server: { command: process.execPath, args: [FILESYSTEM, dir] }, client: { url: gw.url, space: "lab", token: T.fs }, restart: { initialDelayMs: 50, maxDelayMs: 200 } }));
+  bridges.push(
+    await startBridge({
+      id: "fs",
+      server: { command: process.execPath, args: [FILESYSTEM, dir] },
+      client: { url: gw.url, space: "lab", token: T.fs },
+      restart: { initialDelayMs: 50, maxDelayMs: 200 },
+    }),
+  );
   const agent = await TestClient.join(gw, "lab", T.agent);
   clients.push(agent);
-  await waitFor(async () => {
-    const r = await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/lab/tools`, { headers: { authorization: `Bearer ${T.alice}` } });
-    return ((await r.json()) as any).tools.some((t: any) => t.name === "fs/write_file");
-  }, 10_000, "fs tools");
+  await waitFor(
+    async () => {
+      const r = await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/lab/tools`, { headers: { authorization: `Bearer ${T.alice}` } });
+      return ((await r.json()) as any).tools.some((t: any) => t.name === "fs/write_file");
+    },
+    10_000,
+    "fs tools",
+  );
   page = await browser.newPage({ viewport: { width: 1100, height: 800 } });
   page.setDefaultTimeout(8000);
   return { dir, agent, hooks };
@@ -101,8 +123,25 @@ function propose(agent: TestClient, args: Record<string, unknown>): string {
   return id;
 }
 
-const NOTES = ["# Notes", "", "- buy milk", "- call the plumber", "- <img src=x onerror=\"window.__xss='file'\">", "- renew the passport", ""].join("\n");
-const PROPOSED = ["# Notes", "", "- buy oat milk", "- call the plumber", "- <img src=x onerror=\"window.__xss='file'\">", "- renew the passport", "- <script>window.__xss='new'</script> book the dentist", ""].join("\n");
+const NOTES = [
+  "# Notes",
+  "",
+  "- buy milk",
+  "- call the plumber",
+  "- <img src=x onerror=\"window.__xss='file'\">",
+  "- renew the passport",
+  "",
+].join("\n");
+const PROPOSED = [
+  "# Notes",
+  "",
+  "- buy oat milk",
+  "- call the plumber",
+  "- <img src=x onerror=\"window.__xss='file'\">",
+  "- renew the passport",
+  "- <script>window.__xss='new'</script> book the dentist",
+  "",
+].join("\n");
 
 describe("previews in the console", () => {
   it("shows the diff of a write against the file on disk on the card, as text", async () => {

@@ -110,8 +110,10 @@ describe("previews that must not work", () => {
     expect(calls.filter((c) => c.payload.params.name === "secret_read")).toHaveLength(0);
     await gw.stop();
 
-    gw = await startGateway(space(`previews:
-  "svc/*": {call: asked_read, arguments: {path: path}}`));
+    gw = await startGateway(
+      space(`previews:
+  "svc/*": {call: asked_read, arguments: {path: path}}`),
+    );
     const second = await svcOwner();
     const agent2 = await TestClient.join(gw, "lab", T.agent);
     clients.push(agent2);
@@ -125,8 +127,10 @@ describe("previews that must not work", () => {
   });
 
   it("a companion that hangs times out, the target is told to cancel, and the decision never waits for it", async () => {
-    gw = await startGateway(space(`previews:
-  "svc/write": {call: slow_read, arguments: {path: path}, timeout_ms: 400}`));
+    gw = await startGateway(
+      space(`previews:
+  "svc/write": {call: slow_read, arguments: {path: path}, timeout_ms: 400}`),
+    );
     const { owner, calls } = await svcOwner();
     const agent = await TestClient.join(gw, "lab", T.agent);
     clients.push(agent);
@@ -145,7 +149,9 @@ describe("previews that must not work", () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(400);
     expect(Date.now() - started).toBeLessThan(4000);
     const slow = calls.find((c) => c.payload.params.name === "slow_read")!;
-    await owner.next((e) => e.kind === "mcp/request" && e.payload.method === "notifications/cancelled" && e.payload.params?.requestId === slow.payload.id);
+    await owner.next(
+      (e) => e.kind === "mcp/request" && e.payload.method === "notifications/cancelled" && e.payload.params?.requestId === slow.payload.id,
+    );
   });
 
   it("an answer of 10 MB is cut to max_bytes as text and refused as too large for a diff; the owner stays connected", async () => {
@@ -176,8 +182,10 @@ describe("previews that must not work", () => {
 
 describe("previews that must not work, at the default frame limit", () => {
   it("an answer of 10 MB never reaches memory whole: the frame limit cuts the owner off, the preview fails at once, the gateway serves on", async () => {
-    gw = await startGateway(space(`previews:
-  "svc/write": {call: huge_read, arguments: {path: path}, render: text}`));
+    gw = await startGateway(
+      space(`previews:
+  "svc/write": {call: huge_read, arguments: {path: path}, render: text}`),
+    );
     const { owner } = await svcOwner();
     const agent = await TestClient.join(gw, "lab", T.agent);
     clients.push(agent);
@@ -227,11 +235,20 @@ describe("server-filesystem, built in", () => {
     const dir = realpathSync(mkdtempSync(join(tmpdir(), "mewgate-preview-")));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     gw = await startGateway(space());
-    const b = await startBridge({ id: "fs", server: { command: process.execPath, args: [FILESYSTEM, dir] }, client: { url: gw.url, space: "lab", token: T.fs }, restart: { initialDelayMs: 50, maxDelayMs: 200 } });
+    const b = await startBridge({
+      id: "fs",
+      server: { command: process.execPath, args: [FILESYSTEM, dir] },
+      client: { url: gw.url, space: "lab", token: T.fs },
+      restart: { initialDelayMs: 50, maxDelayMs: 200 },
+    });
     bridges.push(b);
     const agent = await TestClient.join(gw, "lab", T.agent);
     clients.push(agent);
-    await waitFor(async () => (await api(T.alice, "GET", "tools")).body.tools.some((t: any) => t.name === "fs/write_file"), 10_000, "fs tools");
+    await waitFor(
+      async () => (await api(T.alice, "GET", "tools")).body.tools.some((t: any) => t.name === "fs/write_file"),
+      10_000,
+      "fs tools",
+    );
     return { dir, agent };
   }
 
@@ -295,7 +312,11 @@ describe("server-filesystem, built in", () => {
     expect((await askGateway(bob, "proposals/preview", { id })).payload.result).toMatchObject({ status: "refused" });
     expect((await askGateway(alice, "proposals/preview", { id: "nope" })).payload.error.code).toBe(-32602);
     const out: string[] = [];
-    const io = { stdout: { write: (s: string) => (out.push(s), true) }, stderr: { write: (s: string) => (out.push(s), true) }, env: {} } as never;
+    const io = {
+      stdout: { write: (s: string) => (out.push(s), true) },
+      stderr: { write: (s: string) => (out.push(s), true) },
+      env: {},
+    } as never;
     const common = { gateway: `ws://127.0.0.1:${gw!.port}`, space: "lab", token: T.alice };
     expect(await runProposals("show", id.slice(0, 10), common, io)).toBe(0);
     const text = out.join("");
@@ -308,7 +329,12 @@ describe("server-filesystem, built in", () => {
 
 describe("the terminal's preview lines", () => {
   it("strip escape sequences and bidi controls a file could carry, colour only by the diff's own marks", () => {
-    const hostile = { status: "ok", render: "diff", tool: "fs/read_text_file\x1b]0;pwned\x07", text: "--- a\n+++ b\n@@ -1 +1 @@\n-\x1b[2Jold\u202Eevil\n+new\x1b]52;c;Y2xpcA==\x07\n" };
+    const hostile = {
+      status: "ok",
+      render: "diff",
+      tool: "fs/read_text_file\x1b]0;pwned\x07",
+      text: "--- a\n+++ b\n@@ -1 +1 @@\n-\x1b[2Jold\u202Eevil\n+new\x1b]52;c;Y2xpcA==\x07\n",
+    };
     const plain = previewLines(hostile, PLAIN, 80).join("\n");
     expect(plain).not.toMatch(/\x1b|\x07|\u202E/);
     expect(plain).toContain("-old�evil");
@@ -316,7 +342,9 @@ describe("the terminal's preview lines", () => {
     const coloured = previewLines(hostile, ANSI, 80).join("\n");
     // Only the colours the view adds: SGR codes, nothing else that starts with ESC.
     expect(coloured.replace(/\x1b\[\d+m/g, "")).not.toMatch(/\x1b/);
-    expect(previewLines({ status: "timeout", tool: "fs/x", message: "fs/x did not answer within 5000 ms" }, PLAIN, 80)).toEqual(["preview timed out (fs/x): fs/x did not answer within 5000 ms"]);
+    expect(previewLines({ status: "timeout", tool: "fs/x", message: "fs/x did not answer within 5000 ms" }, PLAIN, 80)).toEqual([
+      "preview timed out (fs/x): fs/x did not answer within 5000 ms",
+    ]);
     expect(previewLines({ status: "none" }, PLAIN, 80)).toEqual([]);
   });
 });

@@ -63,10 +63,17 @@ async function setup(yaml: string): Promise<{ human: TestClient; agent: TestClie
   return { human, agent };
 }
 
-const propose = (id: string) => ({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "x.txt" } } } });
+const propose = (id: string) => ({
+  id,
+  kind: "mcp/proposal",
+  to: ["fs"],
+  payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "x.txt" } } },
+});
 
 describe("webhooks", () => {
-  it("sends each new proposal and its outcome as JSON and as Slack text, retries a failing hook, and logs every delivery", { timeout: 20_000 }, async () => {
+  it("sends each new proposal and its outcome as JSON and as Slack text, retries a failing hook, and logs every delivery", {
+    timeout: 20_000,
+  }, async () => {
     const json = await hook();
     const slack = await hook();
     const flaky = await hook((n, res) => {
@@ -75,7 +82,9 @@ describe("webhooks", () => {
     });
     hooks.push(json, slack, flaky);
     const { human, agent } = await setup(
-      space(`gateway:\n  notify:\n    - {url: "${json.url}", headers: {Authorization: "Bearer hook-secret"}}\n    - {url: "${slack.url}", format: slack}\n    - {url: "${flaky.url}", events: [proposed]}`),
+      space(
+        `gateway:\n  notify:\n    - {url: "${json.url}", headers: {Authorization: "Bearer hook-secret"}}\n    - {url: "${slack.url}", format: slack}\n    - {url: "${flaky.url}", events: [proposed]}`,
+      ),
     );
     agent.send(propose("w1"));
     await waitFor(() => json.received.length >= 1 && slack.received.length >= 1, 5000, "the webhooks");
@@ -83,14 +92,23 @@ describe("webhooks", () => {
     expect(json.received[0]!.body).toMatchObject({
       event: "proposal.proposed",
       space: "push",
-      proposal: { id: "w1", proposer: "agent", tool: "fs/write_file", why: "an ask rule matches fs/write_file", arguments: '{"path":"x.txt"}' },
+      proposal: {
+        id: "w1",
+        proposer: "agent",
+        tool: "fs/write_file",
+        why: "an ask rule matches fs/write_file",
+        arguments: '{"path":"x.txt"}',
+      },
     });
     expect(json.received[0]!.body.console).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/ui\/$/);
     expect(slack.received[0]!.body.text).toMatch(/^\[push\] agent wants to call fs\/write_file — decide at http/);
 
     human.send({ kind: "mcp/reject", correlation_id: ["w1"], payload: { reason: "unsafe", text: "no" } });
     await waitFor(() => json.received.length >= 2 && slack.received.length >= 2, 5000, "the outcome");
-    expect(json.received[1]!.body).toMatchObject({ event: "proposal.rejected", proposal: { decided_by: "human", reason: "unsafe", text: "no" } });
+    expect(json.received[1]!.body).toMatchObject({
+      event: "proposal.rejected",
+      proposal: { decided_by: "human", reason: "unsafe", text: "no" },
+    });
     expect(slack.received[1]!.body.text).toBe("[push] agent was refused fs/write_file by human (unsafe)");
 
     // The flaky hook failed once (503) and got it on the retry; the log says both.

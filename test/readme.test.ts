@@ -48,7 +48,10 @@ function words(line: string): string[] {
 /** Every `mewgate …` command of the README's sh blocks, as its arguments (without `mewgate`). */
 function commands(): string[][] {
   const lines = blocks("sh").flatMap((b) => b.replace(/\\\n\s*/g, " ").split("\n"));
-  return lines.map(words).filter((w) => w[0] === "mewgate").map((w) => w.slice(1));
+  return lines
+    .map(words)
+    .filter((w) => w[0] === "mewgate")
+    .map((w) => w.slice(1));
 }
 
 /** The first README command that `pred` picks; fails naming what the README should show. */
@@ -99,7 +102,11 @@ describe("the README", () => {
     expect(readFileSync(join(cwd, init.stdout.match(/next: mewgate up (\S+)/)![1]!, "..", ".gitignore"), "utf8")).toContain(".mewgate/");
 
     // Port 0: the example's 7420 may be taken on the machine running the tests.
-    const up = await mewgate([...command("start the space in the background", (a) => a[0] === "up" && a.includes("--detach")), "--port", "0"]);
+    const up = await mewgate([
+      ...command("start the space in the background", (a) => a[0] === "up" && a.includes("--detach")),
+      "--port",
+      "0",
+    ]);
     expect(up.code, up.shown).toBe(0);
     const pid = Number(up.stdout.match(/running in the background \(pid (\d+)\)/)?.[1]);
     expect(pid, up.shown).toBeGreaterThan(0);
@@ -117,14 +124,22 @@ describe("the README", () => {
     expect(send.code, send.shown).toBe(0);
 
     // The assistant answers the chat by proposing to write hello.txt; it waits for someone to decide.
-    const list = command("list the pending proposals", (a) => a[0] === "proposals" && (a[1] === undefined || a[1].startsWith("-") || a[1] === "list"));
+    const list = command(
+      "list the pending proposals",
+      (a) => a[0] === "proposals" && (a[1] === undefined || a[1].startsWith("-") || a[1] === "list"),
+    );
     let listed = "";
-    await poll("the assistant's proposal in the README's listing", async () => {
-      const r = await mewgate(list);
-      expect(r.code, r.shown).toBe(0);
-      listed = r.stdout;
-      return /assistant → files\/write_file/.test(listed);
-    }, 30_000, 250);
+    await poll(
+      "the assistant's proposal in the README's listing",
+      async () => {
+        const r = await mewgate(list);
+        expect(r.code, r.shown).toBe(0);
+        listed = r.stdout;
+        return /assistant → files\/write_file/.test(listed);
+      },
+      30_000,
+      250,
+    );
     const id = listed.match(/\[([0-9a-f]{8})\]/)?.[1];
     expect(id, listed).toBeDefined();
 
@@ -158,7 +173,10 @@ describe("the README", () => {
   });
 
   it("prints the version with the command from its PATH section", async () => {
-    const version = await run(command("print the version", (a) => a[0] === "--version"), { env: cleanEnv() });
+    const version = await run(
+      command("print the version", (a) => a[0] === "--version"),
+      { env: cleanEnv() },
+    );
     expect(version.code).toBe(0);
     expect(version.stdout.trim()).toBe(JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).version);
   });

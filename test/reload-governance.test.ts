@@ -52,7 +52,12 @@ ${o.withoutBob ? "" : `  bob: {kind: human, token: ${T("bob")}, tools: {allow: [
     tools: {${o.rules ?? 'ask: ["fs/*"]'}}
 ${o.approvals ? `    approvals: ${o.approvals}\n` : ""}`;
 const TOOLS = [{ name: "write_file", inputSchema: { type: "object" } }];
-const propose = (id: string, path: string) => ({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path } } } });
+const propose = (id: string, path: string) => ({
+  id,
+  kind: "mcp/proposal",
+  to: ["fs"],
+  payload: { method: "tools/call", params: { name: "write_file", arguments: { path } } },
+});
 
 async function setup(o: Parameters<typeof SPACE>[1] = {}) {
   const dir = mkdtempSync(pathJoin(tmpdir(), "mewgate-rg-"));
@@ -69,8 +74,18 @@ async function join(g: { port: number }, token: string): Promise<TestClient> {
   return c;
 }
 
-async function api(g: { port: number }, token: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(`http://127.0.0.1:${g.port}/api/spaces/rg/${path}`, { method, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, ...(body ? { body: JSON.stringify(body) } : {}) });
+async function api(
+  g: { port: number },
+  token: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: any }> {
+  const res = await fetch(`http://127.0.0.1:${g.port}/api/spaces/rg/${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
   return { status: res.status, body: await res.json() };
 }
 
@@ -104,7 +119,9 @@ describe("reload is a start: hostile first", () => {
     writeFileSync(file, SPACE(port, { rules: 'deny: [{tool: "fs/write_file", when: "args.path.contians(\\"x\\")"}], allow: ["fs/*"]' }));
     const r = await api(g, T("human"), "POST", "reload");
     expect(r.status).toBe(422);
-    expect(r.body.error.message).toMatch(/^nothing changed: .*space\.yaml:12:\d+: participants\.agent\.tools\.deny\[0\]: when: unknown function "contians"/);
+    expect(r.body.error.message).toMatch(
+      /^nothing changed: .*space\.yaml:12:\d+: participants\.agent\.tools\.deny\[0\]: when: unknown function "contians"/,
+    );
     expect(r.body.error.message).toMatch(/contians/);
     // Nothing changed: the agent's calls are still proposals, not allowed nor denied.
     expect(space(g).authority.tool("agent", "fs", "write_file")).toBe("proposal");
@@ -113,7 +130,9 @@ describe("reload is a start: hostile first", () => {
     // A fresh start refuses the same file with the same words.
     const start = await startGateway(readFileSync(file, "utf8").replace(`port: ${port}`, "port: 0")).catch((e: Error) => e);
     expect(start).toBeInstanceOf(Error);
-    expect((start as Error).message).toMatch(/space\.yaml:12:\d+: participants\.agent\.tools\.deny\[0\]: when: unknown function "contians"/);
+    expect((start as Error).message).toMatch(
+      /space\.yaml:12:\d+: participants\.agent\.tools\.deny\[0\]: when: unknown function "contians"/,
+    );
   });
 
   it("a reload adding a deny with when: cancels the pending proposal it denies, by its arguments, saying why; another stays", async () => {
@@ -124,13 +143,23 @@ describe("reload is a start: hostile first", () => {
     agent.send(propose("secret", "secret/x"));
     agent.send(propose("plain", "notes.txt"));
     await waitFor(() => space(g).pendingProposals().length === 2, 5000, "two proposals");
-    writeFileSync(file, SPACE(port, { rules: 'deny: [{tool: "fs/write_file", when: "args.path.startsWith(\\"secret/\\")"}], ask: ["fs/*"]' }));
+    writeFileSync(
+      file,
+      SPACE(port, { rules: 'deny: [{tool: "fs/write_file", when: "args.path.startsWith(\\"secret/\\")"}], ask: ["fs/*"]' }),
+    );
     const r = await api(g, T("human"), "POST", "reload");
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     expect(r.body.reloaded[0].cancelled).toEqual(["secret"]);
     const reject = await agent.next((e) => e.kind === "mcp/reject" && e.correlation_id?.[0] === "secret");
-    expect(reject.payload).toMatchObject({ reason: "policy_changed", text: expect.stringMatching(/deny agent fs\/write_file.*args\.path\.startsWith/) });
-    expect(space(g).pendingProposals().map((p) => p.id)).toEqual(["plain"]);
+    expect(reject.payload).toMatchObject({
+      reason: "policy_changed",
+      text: expect.stringMatching(/deny agent fs\/write_file.*args\.path\.startsWith/),
+    });
+    expect(
+      space(g)
+        .pendingProposals()
+        .map((p) => p.id),
+    ).toEqual(["plain"]);
   });
 
   it("a reload removing an approver between the first and second approval: that approval is dropped, and one remaining person cannot route it", async () => {
@@ -145,30 +174,55 @@ describe("reload is a start: hostile first", () => {
     await bob.next((e) => e.kind === "mcp/proposal" && e.id === "two");
     bob.send({ kind: "mcp/approve", correlation_id: ["two"], payload: { scope: "once", arguments: { path: "edited-by-bob.txt" } } });
     await agent.next((e) => e.kind === "system/approval" && e.correlation_id?.[0] === "two");
-    expect(space(g).pendingProposals()[0]!.approvals?.map((a) => a.by)).toEqual(["bob"]);
+    expect(
+      space(g)
+        .pendingProposals()[0]!
+        .approvals?.map((a) => a.by),
+    ).toEqual(["bob"]);
     // Bob is removed from the space.
     writeFileSync(file, SPACE(port, { approvals: 2, withoutBob: true }));
     const r = await api(g, T("human"), "POST", "reload");
     expect(r.status).toBe(200);
     expect(r.body.reloaded[0].approvals_dropped).toEqual([expect.stringMatching(/^two: bob \(bob is no longer a participant/)]);
     const told = await agent.next((e) => e.kind === "system/approval" && Array.isArray(e.payload.dropped));
-    expect(told.payload).toMatchObject({ approvals: 0, required: 2, by: [], text: expect.stringMatching(/^0 of 2; the approval of bob no longer counts/) });
+    expect(told.payload).toMatchObject({
+      approvals: 0,
+      required: 2,
+      by: [],
+      text: expect.stringMatching(/^0 of 2; the approval of bob no longer counts/),
+    });
     // The card says so, and Bob's edit went with his approval.
     const card = (await api(g, T("human"), "GET", "proposals")).body.proposals.find((p: any) => p.id === "two");
     expect(card.approvals).toMatchObject({ count: 0, required: 2, dropped: [expect.objectContaining({ by: "bob" })] });
     expect(space(g).pendingProposals()[0]!.editedArguments).toBeUndefined();
     // Carol approves: one of two now, nothing runs.
     carol.send({ kind: "mcp/approve", correlation_id: ["two"], payload: { scope: "once" } });
-    await waitFor(() => space(g).pendingProposals()[0]?.approvals?.some((a) => a.by === "carol") === true, 5000, "carol's approval");
-    expect(space(g).pendingProposals().map((p) => p.id)).toEqual(["two"]);
+    await waitFor(
+      () =>
+        space(g)
+          .pendingProposals()[0]
+          ?.approvals?.some((a) => a.by === "carol") === true,
+      5000,
+      "carol's approval",
+    );
+    expect(
+      space(g)
+        .pendingProposals()
+        .map((p) => p.id),
+    ).toEqual(["two"]);
     // The audit says what was dropped and why.
-    const trail = readAudit(pathJoin(g.dir, ".mewgate")).filter((e) => e.proposal === "two").map((e) => `${e.event}:${e.by ?? ""}`);
+    const trail = readAudit(pathJoin(g.dir, ".mewgate"))
+      .filter((e) => e.proposal === "two")
+      .map((e) => `${e.event}:${e.by ?? ""}`);
     expect(trail).toEqual(["proposed:", "approval:bob", "approval_dropped:bob", "approval:carol"]);
     // A second remaining person routes it, with the original arguments.
     const human = await join(g, T("human"));
     human.send({ kind: "mcp/approve", correlation_id: ["two"], payload: { scope: "once" } });
     await waitFor(() => space(g).pendingProposals().length === 0, 5000, "routed");
-    expect(readAudit(pathJoin(g.dir, ".mewgate")).find((e) => e.proposal === "two" && e.event === "approved")).toMatchObject({ by: "human", arguments: { path: "a.txt" } });
+    expect(readAudit(pathJoin(g.dir, ".mewgate")).find((e) => e.proposal === "two" && e.event === "approved")).toMatchObject({
+      by: "human",
+      arguments: { path: "a.txt" },
+    });
   });
 
   it("a reload that demotes an approver (a deny of its own now) drops its approval too", async () => {
@@ -181,7 +235,13 @@ describe("reload is a start: hostile first", () => {
     await bob.next((e) => e.kind === "mcp/proposal" && e.id === "demo");
     bob.send({ kind: "mcp/approve", correlation_id: ["demo"], payload: { scope: "once" } });
     await agent.next((e) => e.kind === "system/approval" && e.correlation_id?.[0] === "demo");
-    writeFileSync(file, SPACE(port, { approvals: 2 }).replace(`bob: {kind: human, token: ${T("bob")}, tools: {allow: ["fs/*"]}}`, `bob: {kind: human, token: ${T("bob")}, tools: {deny: ["fs/*"]}}`));
+    writeFileSync(
+      file,
+      SPACE(port, { approvals: 2 }).replace(
+        `bob: {kind: human, token: ${T("bob")}, tools: {allow: ["fs/*"]}}`,
+        `bob: {kind: human, token: ${T("bob")}, tools: {deny: ["fs/*"]}}`,
+      ),
+    );
     const r = await api(g, T("human"), "POST", "reload");
     expect(r.body.reloaded[0].approvals_dropped).toEqual([expect.stringMatching(/^demo: bob \(bob may no longer make this call/)]);
     expect(space(g).pendingProposals()[0]!.approvals ?? []).toEqual([]);
@@ -189,7 +249,9 @@ describe("reload is a start: hostile first", () => {
 });
 
 describe("a revoked or rotated token ends every session opened with it", () => {
-  it("the event stream and the MCP session opened with a revoked token close (the WebSocket: reload.test.ts)", { timeout: 30_000 }, async () => {
+  it("the event stream and the MCP session opened with a revoked token close (the WebSocket: reload.test.ts)", {
+    timeout: 30_000,
+  }, async () => {
     const { g, file } = await setup();
     mountHttp(g.gateway);
     // The event stream, opened with Carol's token.
@@ -198,35 +260,68 @@ describe("a revoked or rotated token ends every session opened with it", () => {
     await poll("the stream's hello", () => events.text().includes("event: hello"));
     // An MCP session, opened with it too, and its standalone GET stream.
     const mcpUrl = `http://127.0.0.1:${g.port}/mcp?space=rg`;
-    const headers = { authorization: `Bearer ${T("carol")}`, "content-type": "application/json", accept: "application/json, text/event-stream" };
-    const init = await fetch(mcpUrl, { method: "POST", headers, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } }) });
+    const headers = {
+      authorization: `Bearer ${T("carol")}`,
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+    };
+    const init = await fetch(mcpUrl, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } },
+      }),
+    });
     expect(init.status).toBe(200);
     const sid = init.headers.get("mcp-session-id")!;
     await init.text();
-    await fetch(mcpUrl, { method: "POST", headers: { ...headers, "mcp-session-id": sid, "mcp-protocol-version": "2025-06-18" }, body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }) }).then((r) => r.text());
+    await fetch(mcpUrl, {
+      method: "POST",
+      headers: { ...headers, "mcp-session-id": sid, "mcp-protocol-version": "2025-06-18" },
+      body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }),
+    }).then((r) => r.text());
     const get = stream(mcpUrl, { headers: { ...headers, "mcp-session-id": sid, "mcp-protocol-version": "2025-06-18" } });
     expect((await get.opened).status).toBe(200);
     // Revoke Carol's token (a reload follows).
-    expect(await runToken("revoke", "carol", { config: file, as: "human" }, { stdout: { write: () => true } as never, stderr: { write: () => true } as never, env: {} })).toBe(0);
+    expect(
+      await runToken(
+        "revoke",
+        "carol",
+        { config: file, as: "human" },
+        { stdout: { write: () => true } as never, stderr: { write: () => true } as never, env: {} },
+      ),
+    ).toBe(0);
     await events.ended;
     expect(events.text()).toMatch(/event: closed\ndata: .*token_revoked/);
     await get.ended;
     // The MCP session is gone: a request on it is refused.
-    const after = await fetch(mcpUrl, { method: "POST", headers: { ...headers, authorization: `Bearer ${T("human")}`, "mcp-session-id": sid }, body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }) });
+    const after = await fetch(mcpUrl, {
+      method: "POST",
+      headers: { ...headers, authorization: `Bearer ${T("human")}`, "mcp-session-id": sid },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }),
+    });
     expect(after.status).toBe(404);
     // What the reload closed says so; and a stream with another's token is untouched.
     const trail = readAudit(pathJoin(g.dir, ".mewgate")).find((e) => e.event === "reloaded");
     expect(trail?.changes?.join(" ")).toMatch(/tokens changed: carol/);
   });
 
-  it("a WebSocket and an event stream opened with a token that is rotated close; one opened with another token keeps streaming", { timeout: 30_000 }, async () => {
+  it("a WebSocket and an event stream opened with a token that is rotated close; one opened with another token keeps streaming", {
+    timeout: 30_000,
+  }, async () => {
     const { g, port, file } = await setup();
     const carol = stream(`http://127.0.0.1:${g.port}/api/spaces/rg/events`, { headers: { authorization: `Bearer ${T("carol")}` } });
     const human = stream(`http://127.0.0.1:${g.port}/api/spaces/rg/events`, { headers: { authorization: `Bearer ${T("human")}` } });
     await poll("both hellos", () => carol.text().includes("hello") && human.text().includes("hello"));
     const ws = await join(g, T("carol"));
     // Carol's token changes in the file (rotated by hand) and the gateway reloads.
-    writeFileSync(file, SPACE(port).replace(`carol: {kind: human, token: ${T("carol")}`, `carol: {kind: human, token: carol-new-token-0123456789abcdef`));
+    writeFileSync(
+      file,
+      SPACE(port).replace(`carol: {kind: human, token: ${T("carol")}`, `carol: {kind: human, token: carol-new-token-0123456789abcdef`),
+    );
     const r = await api(g, T("human"), "POST", "reload");
     expect(r.body.reloaded[0].closed).toContain("carol (event stream)");
     await carol.ended;

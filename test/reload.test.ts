@@ -57,7 +57,12 @@ const TOOLS = [
   { name: "write_file", inputSchema: { type: "object" } },
   { name: "read_file", inputSchema: { type: "object" } },
 ];
-const propose = (id: string, tool = "write_file") => ({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: tool, arguments: { path: id } } } });
+const propose = (id: string, tool = "write_file") => ({
+  id,
+  kind: "mcp/proposal",
+  to: ["fs"],
+  payload: { method: "tools/call", params: { name: tool, arguments: { path: id } } },
+});
 
 async function setup(yaml: (port: number) => string): Promise<{ g: TestGateway; dir: string; file: string; port: number }> {
   const dir = tempDir();
@@ -67,8 +72,18 @@ async function setup(yaml: (port: number) => string): Promise<{ g: TestGateway; 
   return { g, dir, file: pathJoin(dir, "space.yaml"), port };
 }
 
-async function api(g: { port: number }, token: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(`http://127.0.0.1:${g.port}/api/spaces/rl/${path}`, { method, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, ...(body ? { body: JSON.stringify(body) } : {}) });
+async function api(
+  g: { port: number },
+  token: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: any }> {
+  const res = await fetch(`http://127.0.0.1:${g.port}/api/spaces/rl/${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
   return { status: res.status, body: await res.json() };
 }
 
@@ -88,7 +103,15 @@ async function refused(g: { port: number }, token: string): Promise<{ code: numb
 function io() {
   let out = "";
   let err = "";
-  return { io: { stdout: { write: (s: string) => ((out += s), true) } as any, stderr: { write: (s: string) => ((err += s), true) } as any, env: {} }, out: () => out, err: () => err };
+  return {
+    io: {
+      stdout: { write: (s: string) => ((out += s), true) } as any,
+      stderr: { write: (s: string) => ((err += s), true) } as any,
+      env: {},
+    },
+    out: () => out,
+    err: () => err,
+  };
 }
 
 const space = (g: TestGateway) => g.gateway.spaces.get("rl")!;
@@ -99,7 +122,10 @@ describe("reload: hostile first", () => {
     const agent = await join(g, T("agent"));
     const before = readFileSync(file, "utf8");
     // Line 9, column 31: not a visibility. And the agent's rules widened on the same go: must not apply.
-    writeFileSync(file, before.replace('ask: ["fs/*"]', 'allow: ["fs/*"]').replace("bob: {kind: human", "bob: {kind: human, visibility: sometimes"));
+    writeFileSync(
+      file,
+      before.replace('ask: ["fs/*"]', 'allow: ["fs/*"]').replace("bob: {kind: human", "bob: {kind: human, visibility: sometimes"),
+    );
     const r = await api(g, T("human"), "POST", "reload");
     expect(r.status).toBe(422);
     expect(r.body.error.code).toBe("invalid_config");
@@ -133,7 +159,11 @@ describe("reload: hostile first", () => {
 
   it("only an operator may reload, list sessions or end one", async () => {
     const { g } = await setup((p) => SPACE(p));
-    for (const [m, path] of [["POST", "reload"], ["GET", "sessions"], ["DELETE", "sessions/human"]] as const) {
+    for (const [m, path] of [
+      ["POST", "reload"],
+      ["GET", "sessions"],
+      ["DELETE", "sessions/human"],
+    ] as const) {
       const r = await api(g, T("agent"), m, path);
       expect(r.status, `${m} ${path}`).toBe(403);
       expect(r.body.error.code).toBe("capability_violation");
@@ -161,8 +191,16 @@ describe("reload: hostile first", () => {
     const viaApi = await api(g, T("bob"), "POST", "proposals/p1/approve", { scope: "once" });
     expect(viaApi.status).toBe(401);
     expect((await refused(g, T("bob"))).code).toBe(4401);
-    expect(space(g).pendingProposals().map((p) => p.id)).toEqual(["p1"]);
-    expect(readAudit(pathJoin(g.dir, ".mewgate")).filter((e) => e.proposal === "p1").map((e) => e.event)).toEqual(["proposed"]);
+    expect(
+      space(g)
+        .pendingProposals()
+        .map((p) => p.id),
+    ).toEqual(["p1"]);
+    expect(
+      readAudit(pathJoin(g.dir, ".mewgate"))
+        .filter((e) => e.proposal === "p1")
+        .map((e) => e.event),
+    ).toEqual(["proposed"]);
   });
 
   it("a member whose rights shrank is told, its now-denied proposal cancelled; one now direct stays a proposal", async () => {
@@ -187,15 +225,24 @@ describe("reload: hostile first", () => {
     expect(welcomes.length).toBe(2);
     const tools = welcomes[1]!.payload.tools as Array<{ name: string; policy: string }>;
     expect(tools.find((t) => t.name === "fs/write_file")?.policy).toBe("denied");
-    expect((welcomes[0]!.payload.tools as Array<{ name: string; policy: string }>).find((t) => t.name === "fs/write_file")?.policy).toBe("proposal");
+    expect((welcomes[0]!.payload.tools as Array<{ name: string; policy: string }>).find((t) => t.name === "fs/write_file")?.policy).toBe(
+      "proposal",
+    );
     // The read, now allowed directly, still waits for a person.
-    expect(space(g).pendingProposals().map((p) => p.id)).toEqual(["r1"]);
+    expect(
+      space(g)
+        .pendingProposals()
+        .map((p) => p.id),
+    ).toEqual(["r1"]);
     expect(agent.closeCode).toBeUndefined();
     // In the audit trail: who reloaded and what changed; no token anywhere in it.
     const trail = readAudit(pathJoin(g.dir, ".mewgate"));
     const reloaded = trail.find((e) => e.event === "reloaded")!;
     expect(reloaded).toMatchObject({ proposer: "human", changes: ["participants changed: agent"] });
-    expect(trail.find((e) => e.proposal === "w1" && e.event === "rejected")).toMatchObject({ reason: "policy_changed", by: "system:gateway" });
+    expect(trail.find((e) => e.proposal === "w1" && e.event === "rejected")).toMatchObject({
+      reason: "policy_changed",
+      by: "system:gateway",
+    });
     const journal = readFileSync(pathJoin(g.dir, ".mewgate", "journal"), "latin1");
     for (const id of ["human", "bob", "agent", "fs"]) expect(journal).not.toContain(T(id));
   });
@@ -220,7 +267,9 @@ describe("tokens: rotate, grace, revoke, expire, sessions", () => {
     return { ...s, tok };
   }
 
-  it("rotate --grace: the old token works until the grace ends, then is refused at join (4411) and its session closed", { timeout: 30_000 }, async () => {
+  it("rotate --grace: the old token works until the grace ends, then is refused at join (4411) and its session closed", {
+    timeout: 30_000,
+  }, async () => {
     const { g, file, tok } = await generated();
     const t1 = tok("agent");
     const old = await join(g, t1);
@@ -265,13 +314,18 @@ describe("tokens: rotate, grace, revoke, expire, sessions", () => {
     expect(meta).not.toContain(T("agent"));
   });
 
-  it("expire: a token past its expiry is refused at join (4411), and a session on it is closed when it expires", { timeout: 30_000 }, async () => {
+  it("expire: a token past its expiry is refused at join (4411), and a session on it is closed when it expires", {
+    timeout: 30_000,
+  }, async () => {
     const { g, file, tok } = await generated();
     expect(await runToken("rotate", "agent", { config: file, expires: "2s", as: "human" }, io().io)).toBe(0);
     const t = tok("agent");
     const session = await join(g, t);
     const sessions = await api(g, tok("human"), "GET", "sessions");
-    expect(sessions.body.sessions.find((s: any) => s.participant === "agent")).toMatchObject({ address: "127.0.0.1", token_expires_at: expect.any(String) });
+    expect(sessions.body.sessions.find((s: any) => s.participant === "agent")).toMatchObject({
+      address: "127.0.0.1",
+      token_expires_at: expect.any(String),
+    });
     expect(JSON.stringify(sessions.body)).not.toContain(t);
     expect(await session.closed).toMatchObject({ code: 4411 });
     expect(await refused(g, t)).toMatchObject({ code: 4411, reason: expect.stringMatching(/expired at/) });
@@ -291,7 +345,9 @@ describe("tokens: rotate, grace, revoke, expire, sessions", () => {
 });
 
 describe("SIGHUP against a real mewgate up", () => {
-  it("reloads on SIGHUP (a removed participant closed, an invalid file refused with line:col) and keeps running", { timeout: 60_000 }, async () => {
+  it("reloads on SIGHUP (a removed participant closed, an invalid file refused with line:col) and keeps running", {
+    timeout: 60_000,
+  }, async () => {
     const dir = tempDir();
     const port = await freePort();
     const file = pathJoin(dir, "space.yaml");

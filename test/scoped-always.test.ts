@@ -60,13 +60,25 @@ async function owner(g: { port: number }, runs: Env[]): Promise<TestClient> {
   return c;
 }
 
-const call = (id: string, args: unknown) => ({ id, kind: "mcp/request", to: ["fs"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "write_file", arguments: args } } });
-const propose = (id: string, args: Record<string, unknown>) => ({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: args } } });
+const call = (id: string, args: unknown) => ({
+  id,
+  kind: "mcp/request",
+  to: ["fs"],
+  payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "write_file", arguments: args } },
+});
+const propose = (id: string, args: Record<string, unknown>) => ({
+  id,
+  kind: "mcp/proposal",
+  to: ["fs"],
+  payload: { method: "tools/call", params: { name: "write_file", arguments: args } },
+});
 
 /** Whether `agent` may call with `args` directly now: routed (true) or told it needs a proposal (false). */
 async function direct(agent: TestClient, id: string, args: unknown): Promise<boolean> {
   agent.send(call(id, args));
-  const e = await agent.next((x) => (x.kind === "system/error" && x.correlation_id?.[0] === id) || (x.kind === "mcp/response" && x.correlation_id?.[0] === id));
+  const e = await agent.next(
+    (x) => (x.kind === "system/error" && x.correlation_id?.[0] === id) || (x.kind === "mcp/response" && x.correlation_id?.[0] === id),
+  );
   if (e.kind === "system/error") {
     expect(e.payload.code).toBe("proposal_required");
     return false;
@@ -74,7 +86,11 @@ async function direct(agent: TestClient, id: string, args: unknown): Promise<boo
   return true;
 }
 
-async function approvedAlways(g: TestGateway, args: Record<string, unknown>, limit: unknown): Promise<{ agent: TestClient; alice: TestClient }> {
+async function approvedAlways(
+  g: TestGateway,
+  args: Record<string, unknown>,
+  limit: unknown,
+): Promise<{ agent: TestClient; alice: TestClient }> {
   const agent = await join(g, "agent");
   const alice = await join(g, "alice");
   agent.send(propose("p", args));
@@ -116,7 +132,10 @@ describe("scoped always: hostile", () => {
     // The catalogue still says write_file needs a proposal: the grant holds only for some arguments.
     const list = await askList(agent);
     expect(list.find((t) => t.name === "fs/write_file")?.policy).toBe("proposal");
-    expect(runs.filter((r) => r.correlation_id?.[0] !== "p").map((r) => r.payload.params.arguments.path)).toEqual(["notes/b.md", "notes//c.md"]);
+    expect(runs.filter((r) => r.correlation_id?.[0] !== "p").map((r) => r.payload.params.arguments.path)).toEqual([
+      "notes/b.md",
+      "notes//c.md",
+    ]);
   });
 
   it("an exact scope covers the approved arguments only, and both survive a restart", async () => {
@@ -135,12 +154,21 @@ describe("scoped always: hostile", () => {
     expect(await direct(agent, "other", { path: "a.txt", text: "bye" })).toBe(false);
     expect(await direct(agent, "more", { path: "a.txt", text: "hi", mode: "append" })).toBe(false);
     // The grant is listed as limited, by the API and the CLI.
-    const res = await fetch(`http://127.0.0.1:${g.port}/api/spaces/scoped/grants`, { headers: { authorization: `Bearer ${TOKEN("alice")}` } });
+    const res = await fetch(`http://127.0.0.1:${g.port}/api/spaces/scoped/grants`, {
+      headers: { authorization: `Bearer ${TOKEN("alice")}` },
+    });
     const { grants } = (await res.json()) as { grants: Array<Record<string, unknown>> };
     expect(grants).toHaveLength(1);
-    expect(grants[0]).toMatchObject({ condition: { op: "exact", args: { path: "a.txt", text: "hi" } }, limited_to: expect.stringMatching(/^only with exactly these arguments/) });
+    expect(grants[0]).toMatchObject({
+      condition: { op: "exact", args: { path: "a.txt", text: "hi" } },
+      limited_to: expect.stringMatching(/^only with exactly these arguments/),
+    });
     let out = "";
-    const io = { stdout: { write: (s: string) => ((out += s), true) }, stderr: { write: (s: string) => ((out += s), true) }, env: {} } as never;
+    const io = {
+      stdout: { write: (s: string) => ((out += s), true) },
+      stderr: { write: (s: string) => ((out += s), true) },
+      env: {},
+    } as never;
     const code = await runGrants("list", undefined, { gateway: `ws://127.0.0.1:${g.port}`, space: "scoped", token: TOKEN("alice") }, io);
     expect(code).toBe(0);
     expect(out).toMatch(/\[only with exactly these arguments: \{"path":"a\.txt","text":"hi"\}\]/);
@@ -154,12 +182,19 @@ describe("scoped always: hostile", () => {
     const alice = await join(g, "alice");
     agent.send(propose("q", { path: "top.txt" }));
     await alice.next((e) => e.kind === "mcp/proposal" && e.id === "q");
-    const res = await fetch(`http://127.0.0.1:${g.port}/api/spaces/scoped/proposals/q`, { headers: { authorization: `Bearer ${TOKEN("alice")}` } });
+    const res = await fetch(`http://127.0.0.1:${g.port}/api/spaces/scoped/proposals/q`, {
+      headers: { authorization: `Bearer ${TOKEN("alice")}` },
+    });
     const view = (await res.json()) as { always_limits: Array<{ limit: unknown; text: string }> };
     expect(view.always_limits.map((o) => o.limit)).toEqual(["tool", "exact"]);
     alice.send({ id: "a1", kind: "mcp/approve", correlation_id: ["q"], payload: { scope: "always", limit: { field: "path" } } });
     expect((await errorFor(alice, "a1")).payload.message).toMatch(/has no directory/);
-    alice.send({ id: "a2", kind: "mcp/approve", correlation_id: ["q"], payload: { scope: "always", limit: { field: "path", prefix: "/" } } });
+    alice.send({
+      id: "a2",
+      kind: "mcp/approve",
+      correlation_id: ["q"],
+      payload: { scope: "always", limit: { field: "path", prefix: "/" } },
+    });
     expect((await errorFor(alice, "a2")).payload.code).toBe("invalid_payload");
     alice.send({ id: "a3", kind: "mcp/approve", correlation_id: ["q"], payload: { scope: "once", limit: "exact" } });
     expect((await errorFor(alice, "a3")).payload.message).toMatch(/only/);
@@ -178,7 +213,11 @@ describe("scoped always: hostile", () => {
     agent.send(propose("c1", { path: "docs/a.md" }));
     await alice.next((e) => e.kind === "mcp/proposal" && e.id === "c1");
     let out = "";
-    const io = { stdout: { write: (s: string) => ((out += s), true) }, stderr: { write: (s: string) => ((out += s), true) }, env: {} } as never;
+    const io = {
+      stdout: { write: (s: string) => ((out += s), true) },
+      stderr: { write: (s: string) => ((out += s), true) },
+      env: {},
+    } as never;
     const common = { gateway: `ws://127.0.0.1:${g.port}`, space: "scoped", token: TOKEN("alice"), waitMs: 5000 };
     expect(await runProposals("approve", "c1", { ...common, always: true, scope: "prefix" }, io)).toBe(1);
     expect(await runProposals("approve", "c1", { ...common, scope: "exact" }, io)).toBe(1);
@@ -194,7 +233,11 @@ describe("scoped always: hostile", () => {
     expect(normalisePath("notes//a/./b")).toBe("notes/a/b");
     expect(normalisePath("notes/../x")).toBeUndefined();
     expect(normalisePath("a/b/")).toBe("a/b/");
-    expect(conditionFor({ field: "path", prefix: "notes" }, { path: "notes/a" }).condition).toEqual({ op: "prefix", field: "path", value: "notes/" });
+    expect(conditionFor({ field: "path", prefix: "notes" }, { path: "notes/a" }).condition).toEqual({
+      op: "prefix",
+      field: "path",
+      value: "notes/",
+    });
     expect(conditionFor({ field: "path", prefix: "other" }, { path: "notes/a" }).error).toMatch(/not under other\//);
     const c = { op: "prefix" as const, field: "path", value: "notes/" };
     expect(conditionHolds(c, { path: "notes/x" })).toBe(true);
@@ -216,21 +259,41 @@ describe("scoped always: happy path with a real MCP server", () => {
     mkdirSync(pathJoin(root, "notes"));
     const g = await startGateway(SPACE);
     gateways.push(g);
-    const b = await startBridge({ id: "fs", server: { command: process.execPath, args: [FILESYSTEM, root] }, client: { url: g.url, space: "scoped", token: TOKEN("fs") }, restart: { initialDelayMs: 50, maxDelayMs: 200 } });
+    const b = await startBridge({
+      id: "fs",
+      server: { command: process.execPath, args: [FILESYSTEM, root] },
+      client: { url: g.url, space: "scoped", token: TOKEN("fs") },
+      restart: { initialDelayMs: 50, maxDelayMs: 200 },
+    });
     bridges.push(b);
     const agent = await ParticipantClient.connect({ url: g.url, space: "scoped", token: TOKEN("agent") });
     const alice = await ParticipantClient.connect({ url: g.url, space: "scoped", token: TOKEN("alice") });
     sdk.push(agent, alice);
     await waitFor(async () => (await agent.listTools()).some((t) => t.name === "fs/write_file"), 10_000, "fs/write_file");
     const seen = new Promise<string>((resolve) => alice.on("proposal", (p) => resolve(p.id)));
-    const first = agent.propose("fs", "tools/call", { name: "write_file", arguments: { path: pathJoin(root, "notes", "a.md"), content: "one" } }, { schema: CallToolResultSchema });
+    const first = agent.propose(
+      "fs",
+      "tools/call",
+      { name: "write_file", arguments: { path: pathJoin(root, "notes", "a.md"), content: "one" } },
+      { schema: CallToolResultSchema },
+    );
     await seen;
     alice.approve(first.id, { scope: "always", limit: { field: "path" } });
     expect((await first).isError).toBeFalsy();
-    const second = await agent.request(GATEWAY_ID, "tools/call", { name: "fs/write_file", arguments: { path: pathJoin(root, "notes", "b.md"), content: "two" } }, { schema: CallToolResultSchema });
+    const second = await agent.request(
+      GATEWAY_ID,
+      "tools/call",
+      { name: "fs/write_file", arguments: { path: pathJoin(root, "notes", "b.md"), content: "two" } },
+      { schema: CallToolResultSchema },
+    );
     expect(second.isError).toBeFalsy();
     expect(readFileSync(pathJoin(root, "notes", "b.md"), "utf8")).toBe("two");
-    const outside = await failure(agent.request("fs", "tools/call", { name: "write_file", arguments: { path: pathJoin(root, "notes", "..", "c.md"), content: "three" } }));
+    const outside = await failure(
+      agent.request("fs", "tools/call", {
+        name: "write_file",
+        arguments: { path: pathJoin(root, "notes", "..", "c.md"), content: "three" },
+      }),
+    );
     expect(outside.code).toBe("proposal_required");
     expect(existsSync(pathJoin(root, "c.md"))).toBe(false);
   });

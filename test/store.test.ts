@@ -45,7 +45,6 @@ function kv() {
   };
 }
 
-
 const COMMITTER = join(import.meta.dirname, "..", "dist", "test", "fixtures", "store", "committer.js");
 
 describe("kill -9 during a burst of group commits", () => {
@@ -91,7 +90,10 @@ describe("kill -9 during a burst of group commits", () => {
       for (const [lane, n] of acks) {
         const recs = byLane.get(lane) ?? [];
         const last = Math.max(...recs.map((r) => r.n!));
-        expect(last, `run ${run}: lane ${lane} has its acknowledged transaction ${n} (torn: ${JSON.stringify(report.torn)})`).toBeGreaterThanOrEqual(n);
+        expect(
+          last,
+          `run ${run}: lane ${lane} has its acknowledged transaction ${n} (torn: ${JSON.stringify(report.torn)})`,
+        ).toBeGreaterThanOrEqual(n);
         // Whole: every transaction seen has all its parts; in order: n never goes back.
         const parts = new Map<number, number>();
         let previous = -1;
@@ -100,7 +102,8 @@ describe("kill -9 during a burst of group commits", () => {
           expect(r.n!, `run ${run}: lane ${lane} in order`).toBeGreaterThanOrEqual(previous);
           previous = r.n!;
         }
-        for (const [n2, count] of parts) expect(count, `run ${run}: lane ${lane} transaction ${n2} whole`).toBe(recs.find((r) => r.n === n2)!.of);
+        for (const [n2, count] of parts)
+          expect(count, `run ${run}: lane ${lane} transaction ${n2} whole`).toBe(recs.find((r) => r.n === n2)!.of);
       }
       acknowledged += [...acks.values()].reduce((a, b) => a + b + 1, 0);
     }
@@ -130,7 +133,10 @@ describe("reading back", () => {
     const c = kv();
     const { store: s3 } = openStore<Rec>({ dir }, c.hooks);
     await s3.close();
-    expect([...c.state]).toEqual([["a", 1], ["c", 3]]);
+    expect([...c.state]).toEqual([
+      ["a", 1],
+      ["c", 3],
+    ]);
   });
 
   it("refuses to start on a corrupt frame with data after it, naming the byte; repair keeps what came before", async () => {
@@ -175,7 +181,9 @@ describe("reading back", () => {
 });
 
 describe("compaction and history", () => {
-  it("keeps the journal bounded by the live state, moves history to the archive, and restarts reading only what is live", { timeout: 60_000 }, async () => {
+  it("keeps the journal bounded by the live state, moves history to the archive, and restarts reading only what is live", {
+    timeout: 60_000,
+  }, async () => {
     const dir = tempDir();
     const owner = kv();
     const { store } = openStore<Rec>({ dir, compactBytes: 256 * 1024, fsync: false }, owner.hooks);
@@ -212,7 +220,10 @@ describe("compaction and history", () => {
 
   it("drops the oldest history segments over the size limit", { timeout: 30_000 }, async () => {
     const dir = tempDir();
-    const { store } = openStore<Rec>({ dir, compactBytes: 64 * 1024, fsync: false, history: { maxBytes: 2 * 1024 * 1024, maxAgeMs: 86_400_000 } }, kv().hooks);
+    const { store } = openStore<Rec>(
+      { dir, compactBytes: 64 * 1024, fsync: false, history: { maxBytes: 2 * 1024 * 1024, maxAgeMs: 86_400_000 } },
+      kv().hooks,
+    );
     for (let i = 0; i < 6000; i += 200) {
       await Promise.all(Array.from({ length: 200 }, (_, j) => store.commit([{ type: "audit", n: i + j, pad: "h".repeat(1000) }])));
     }
@@ -237,7 +248,10 @@ describe("migration from the first wave's files", () => {
     const warnings: Array<{ o: object; msg: string }> = [];
     const log = { info: () => {}, warn: (o: object, msg: string) => warnings.push({ o, msg }), error: () => {} };
     const owner = kv();
-    const { store, report } = openStore<Rec>({ dir, log }, owner.hooks, [{ file: "state.jsonl" }, { file: "audit.jsonl", wrap: (e) => ({ type: "audit", ...(e as object) }) }]);
+    const { store, report } = openStore<Rec>({ dir, log }, owner.hooks, [
+      { file: "state.jsonl" },
+      { file: "audit.jsonl", wrap: (e) => ({ type: "audit", ...(e as object) }) },
+    ]);
     expect(report.migrated).toEqual(["state.jsonl", "audit.jsonl"]);
     expect(warnings.find((w) => w.msg.includes("does not parse"))?.o).toMatchObject({ line: 11 });
     expect(owner.state.get("k6")).toBe(19_999 - ((19_999 - 6) % 7));
@@ -265,7 +279,8 @@ describe("looking at a line without building it (peek.ts)", () => {
     return Object.fromEntries(
       Object.entries(v).flatMap(([k, x]): Array<[string, unknown]> => {
         if (scalar(x) && fits(x)) return [[k, x]];
-        if (typeof x === "object" && x !== null && !Array.isArray(x)) return [[k, Object.fromEntries(Object.entries(x).filter(([, y]) => scalar(y) && fits(y)))]];
+        if (typeof x === "object" && x !== null && !Array.isArray(x))
+          return [[k, Object.fromEntries(Object.entries(x).filter(([, y]) => scalar(y) && fits(y)))]];
         return [];
       }),
     );
@@ -279,24 +294,61 @@ describe("looking at a line without building it (peek.ts)", () => {
     }
     const peeked = peekRecord(Buffer.from(text, "utf8"));
     expect(peeked.kind !== "invalid", `valid alike: ${JSON.stringify(text.slice(0, 200))}`).toBe(parsed.ok);
-    const plain = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, v && typeof v === "object" ? { ...v } : v]));
+    const plain = (o: Record<string, unknown>) =>
+      Object.fromEntries(Object.entries(o).map(([k, v]) => [k, v && typeof v === "object" ? { ...v } : v]));
     if (parsed.ok) expect(peeked.kind === "object" ? plain(peeked.view) : undefined).toEqual(shallow(parsed.value));
   };
 
   it("accepts exactly what JSON.parse accepts and sees the same members, however the text is cut or damaged", () => {
-    const value = fc.oneof(fc.jsonValue(), fc.dictionary(fc.string(), fc.jsonValue()), fc.record({ type: fc.constantFrom("proposed", "state"), proposal: fc.record({ id: fc.string(), state: fc.string(), params: fc.jsonValue() }) }));
-    fc.assert(
-      fc.property(value, fc.nat(), fc.integer({ min: 0, max: 255 }), fc.constantFrom("whole", "cut", "byte", "space"), (v, at, byte, how) => {
-        const text = JSON.stringify(v) ?? "null";
-        const i = at % (text.length + 1);
-        if (how === "whole") agrees(text);
-        else if (how === "cut") agrees(text.slice(0, i));
-        else if (how === "space") agrees(` \t${text}\r\n `);
-        else agrees(text.slice(0, i) + String.fromCharCode(byte) + text.slice(i + 1));
+    const value = fc.oneof(
+      fc.jsonValue(),
+      fc.dictionary(fc.string(), fc.jsonValue()),
+      fc.record({
+        type: fc.constantFrom("proposed", "state"),
+        proposal: fc.record({ id: fc.string(), state: fc.string(), params: fc.jsonValue() }),
       }),
+    );
+    fc.assert(
+      fc.property(
+        value,
+        fc.nat(),
+        fc.integer({ min: 0, max: 255 }),
+        fc.constantFrom("whole", "cut", "byte", "space"),
+        (v, at, byte, how) => {
+          const text = JSON.stringify(v) ?? "null";
+          const i = at % (text.length + 1);
+          if (how === "whole") agrees(text);
+          else if (how === "cut") agrees(text.slice(0, i));
+          else if (how === "space") agrees(` \t${text}\r\n `);
+          else agrees(text.slice(0, i) + String.fromCharCode(byte) + text.slice(i + 1));
+        },
+      ),
       { numRuns: 3000, seed: 23 },
     );
-    for (const t of ["", " ", "{", "}", '{"a":1}x', '{"a":01}', '{"a":1.}', '{"a":-}', '{"a":1e}', '{"a":"\\u12"}', '{"a":"\\x"}', '{"a":"\t"}', "[1,]", '{"a":1,}', '{"__proto__":{"x":1},"b":2}', "nul", "truex", '"\\ud800"', "1e5", '{"a":1.5e-3,"b":-0.25E+2}', '{"a":[{"b":"c"}],"d":{"e":[1],"f":"g"}}']) agrees(t);
+    for (const t of [
+      "",
+      " ",
+      "{",
+      "}",
+      '{"a":1}x',
+      '{"a":01}',
+      '{"a":1.}',
+      '{"a":-}',
+      '{"a":1e}',
+      '{"a":"\\u12"}',
+      '{"a":"\\x"}',
+      '{"a":"\t"}',
+      "[1,]",
+      '{"a":1,}',
+      '{"__proto__":{"x":1},"b":2}',
+      "nul",
+      "truex",
+      '"\\ud800"',
+      "1e5",
+      '{"a":1.5e-3,"b":-0.25E+2}',
+      '{"a":[{"b":"c"}],"d":{"e":[1],"f":"g"}}',
+    ])
+      agrees(t);
     // Nesting deeper than any stack: still read, still checked.
     agrees(`{"a":${"[".repeat(200_000)}${"]".repeat(200_000)}}`);
     agrees(`{"a":${"[".repeat(200_000)}${"]".repeat(199_999)}}`);

@@ -58,7 +58,9 @@ const propose = (id: string | undefined, name = "write_file") => ({
 });
 
 describe("errors name only ids their receiver sent", () => {
-  it("tells the proposer not_routed, and nothing naming the routed request, when the tool server leaves while the approval is written", { timeout: 60_000 }, async () => {
+  it("tells the proposer not_routed, and nothing naming the routed request, when the tool server leaves while the approval is written", {
+    timeout: 60_000,
+  }, async () => {
     gw = await startGateway(SPACE());
     const human = watch(await TestClient.join(gw, "stray", T.human));
     const agent = watch(await TestClient.join(gw, "stray", T.agent));
@@ -93,7 +95,15 @@ describe("errors name only ids their receiver sent", () => {
         expect(outcome.e.correlation_id).toEqual([pid]);
         expect(outcome.e.payload.error.data).toEqual({ reason: "not_routed", code: "target_offline", target: "fs" });
         // Exactly one outcome for the proposal.
-        await waitFor(() => !gw!.gateway.spaces.get("stray")!.pendingProposals().some((p) => p.id === pid), 2000, "the proposal to end");
+        await waitFor(
+          () =>
+            !gw!.gateway.spaces
+              .get("stray")!
+              .pendingProposals()
+              .some((p) => p.id === pid),
+          2000,
+          "the proposal to end",
+        );
         expect(agent.c.received.filter((e) => e.kind === "mcp/response" && e.correlation_id?.[0] === pid)).toHaveLength(1);
       } else {
         expect(outcome.e.payload.error?.data?.reason ?? "answered").toMatch(/target_left|answered/);
@@ -113,14 +123,19 @@ describe("errors name only ids their receiver sent", () => {
     const human = watch(await TestClient.join(gw, "stray", T.human));
     const agent = watch(await TestClient.join(gw, "stray", T.agent));
     // A request with a JSON-RPC id but no envelope id, to someone not connected.
-    agent.c.send({ kind: "mcp/request", to: ["fs"], payload: { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "read_file" } } });
+    agent.c.send({
+      kind: "mcp/request",
+      to: ["fs"],
+      payload: { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "read_file" } },
+    });
     // An approval without an id, of a proposal whose owner is not connected.
     agent.c.send(propose("held"));
     await human.c.next((e) => e.kind === "mcp/proposal" && e.id === "held");
     human.c.send({ kind: "mcp/approve", correlation_id: ["held"], payload: {} });
     // A proposal without an id, over the proposer's quota.
     agent.c.send(propose(undefined));
-    const errors = (w: Watched, n: number) => waitFor(() => w.c.received.filter((e) => e.kind === "system/error").length >= n, 5000, `${n} errors`);
+    const errors = (w: Watched, n: number) =>
+      waitFor(() => w.c.received.filter((e) => e.kind === "system/error").length >= n, 5000, `${n} errors`);
     await errors(agent, 2);
     await errors(human, 1);
     const codes = (w: Watched) => w.c.received.filter((e) => e.kind === "system/error").map((e) => [e.payload.code, e.correlation_id]);
@@ -139,7 +154,11 @@ describe("errors name only ids their receiver sent", () => {
     const fs = await toolOwner(gw, "stray", T.fs, [{ name: "read_file", inputSchema: { type: "object" } }], { onCall: () => {} });
     clients.push(fs);
     const ask = (rpcId: number, meta: Record<string, unknown> = {}) =>
-      agent.c.send({ kind: "mcp/request", to: ["fs"], payload: { jsonrpc: "2.0", id: rpcId, method: "tools/call", params: { name: "read_file", _meta: meta } } });
+      agent.c.send({
+        kind: "mcp/request",
+        to: ["fs"],
+        payload: { jsonrpc: "2.0", id: rpcId, method: "tools/call", params: { name: "read_file", _meta: meta } },
+      });
     const answer = (rpcId: number) => agent.c.next((e) => e.kind === "mcp/response" && e.payload.id === rpcId);
     ask(1, { "mewgate/timeout_ms": 100 });
     const timedOut = await answer(1);

@@ -55,7 +55,9 @@ describe("MEW streams", () => {
     // Hostile: a frame from a non-writer, and one to a stream that does not exist.
     b.ws.send(`#${sid}#forged`);
     b.ws.send("#stream-999#nothing");
-    const errs = await waitFor(() => b.received.filter((e) => e.kind === "system/error").length >= 2, 3000, "the refusals").then(() => b.received.filter((e) => e.kind === "system/error"));
+    const errs = await waitFor(() => b.received.filter((e) => e.kind === "system/error").length >= 2, 3000, "the refusals").then(() =>
+      b.received.filter((e) => e.kind === "system/error"),
+    );
     expect(errs.map((e: Env) => e.payload.error)).toEqual(["unauthorized_stream_write", "stream_not_found"]);
     expect(errs[0]!.payload.stream_id).toBe(sid);
     await sleep(50);
@@ -96,7 +98,14 @@ describe("MEW streams", () => {
     const b = await join(T.b);
     const welcome = b.received.find((e) => e.kind === "system/welcome")!;
     expect(welcome.payload.active_streams).toEqual([
-      expect.objectContaining({ stream_id: sid, owner: "a", authorized_writers: ["a"], direction: "upload", content_type: "application/x-positions", metadata: { character: "c1" } }),
+      expect.objectContaining({
+        stream_id: sid,
+        owner: "a",
+        authorized_writers: ["a"],
+        direction: "upload",
+        content_type: "application/x-positions",
+        metadata: { character: "c1" },
+      }),
     ]);
     a.ws.close();
     const closed = await b.next((e) => e.kind === "stream/close");

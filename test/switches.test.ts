@@ -25,10 +25,12 @@ const dirs: string[] = [];
 const mcpSessions: Array<{ mcp: Client; transport: StreamableHTTPClientTransport }> = [];
 let mount: McpHttpMount | undefined;
 afterEach(async () => {
-  await Promise.all(mcpSessions.splice(0).map(async (s) => {
-    await s.transport.terminateSession().catch(() => {});
-    await s.mcp.close().catch(() => {});
-  }));
+  await Promise.all(
+    mcpSessions.splice(0).map(async (s) => {
+      await s.transport.terminateSession().catch(() => {});
+      await s.mcp.close().catch(() => {});
+    }),
+  );
   await mount?.close();
   mount = undefined;
   await Promise.all(agents.splice(0).map((a) => a.stop()));
@@ -49,12 +51,18 @@ participants:
 `;
 
 async function agent(id: "main" | "spec"): Promise<AgentHandle> {
-  const h = await startAgent({ id, config: gw!.gateway.spaces.get("sw")!.config.participants[id]!.agent!, client: { url: gw!.url, space: "sw", token: T[id], reconnect: false }, env: {} });
+  const h = await startAgent({
+    id,
+    config: gw!.gateway.spaces.get("sw")!.config.participants[id]!.agent!,
+    client: { url: gw!.url, space: "sw", token: T[id], reconnect: false },
+    env: {},
+  });
   agents.push(h);
   return h;
 }
 
-const names = async (c: TestClient) => ((await askGateway(c, "tools/list")).payload.result.tools as Array<{ name: string }>).map((t) => t.name);
+const names = async (c: TestClient) =>
+  ((await askGateway(c, "tools/list")).payload.result.tools as Array<{ name: string }>).map((t) => t.name);
 const disable = (c: TestClient, id: string, who: string, kind = "space/disable") => c.send({ id, kind, payload: { participant_id: who } });
 
 describe("switching specialists off and on", () => {
@@ -75,8 +83,12 @@ describe("switching specialists off and on", () => {
     expect((await errorFor(alice, "s4")).payload.error).toBe("unknown_recipient");
   });
 
-  it("takes a specialist's tools out of every catalogue and prompt at once, blocks every path to it, and keeps the switch across a restart", { timeout: 30_000 }, async () => {
-    const mainModel = await new ModelServer().reply(openaiReply({ content: "one" }), openaiReply({ content: "two" }), openaiReply({ content: "three" })).start();
+  it("takes a specialist's tools out of every catalogue and prompt at once, blocks every path to it, and keeps the switch across a restart", {
+    timeout: 30_000,
+  }, async () => {
+    const mainModel = await new ModelServer()
+      .reply(openaiReply({ content: "one" }), openaiReply({ content: "two" }), openaiReply({ content: "three" }))
+      .start();
     const specModel = await new ModelServer().start();
     servers.push(mainModel, specModel);
     const dir = mkdtempSync(join(tmpdir(), "mewgate-sw-"));
@@ -88,7 +100,8 @@ describe("switching specialists off and on", () => {
     await agent("spec");
     await waitFor(async () => (await names(alice)).includes("spec/ask"), 5000, "spec/ask");
     await agent("main");
-    const tools = (i: number) => ((mainModel.requests[i]!.body.tools ?? []) as Array<{ function: { name: string } }>).map((t) => t.function.name);
+    const tools = (i: number) =>
+      ((mainModel.requests[i]!.body.tools ?? []) as Array<{ function: { name: string } }>).map((t) => t.function.name);
     const system = (i: number) => mainModel.requests[i]!.body.messages[0].content as string;
 
     alice.send({ kind: "chat", payload: { text: "hello" } });
@@ -97,11 +110,17 @@ describe("switching specialists off and on", () => {
     expect(system(0)).toContain("spec");
 
     // Through the operator API, as the CLI and the console do.
-    const res = await fetch(`http://127.0.0.1:${gw.port}/api/spaces/sw/participants/spec/disable`, { method: "POST", headers: { authorization: `Bearer ${T.alice}`, "content-type": "application/json" }, body: JSON.stringify({ reason: "too slow today" }) });
+    const res = await fetch(`http://127.0.0.1:${gw.port}/api/spaces/sw/participants/spec/disable`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${T.alice}`, "content-type": "application/json" },
+      body: JSON.stringify({ reason: "too slow today" }),
+    });
     expect(res.status).toBe(200);
     await alice.nextNew((e) => e.kind === "mcp/request" && e.payload.method === "notifications/tools/list_changed");
     expect(await names(alice)).toEqual(["fs/read"]);
-    const people = (await (await fetch(`http://127.0.0.1:${gw.port}/api/spaces/sw/participants`, { headers: { authorization: `Bearer ${T.alice}` } })).json()) as { participants: Array<{ id: string; disabled?: boolean }> };
+    const people = (await (
+      await fetch(`http://127.0.0.1:${gw.port}/api/spaces/sw/participants`, { headers: { authorization: `Bearer ${T.alice}` } })
+    ).json()) as { participants: Array<{ id: string; disabled?: boolean }> };
     expect(people.participants.find((p) => p.id === "spec")?.disabled).toBe(true);
 
     // Every path: through the gateway by name, straight to it (the next describe has them all).
@@ -155,7 +174,9 @@ async function switched(c: TestClient, id: string, kind: "space/disable" | "spac
 }
 
 describe("participant_disabled on every path", () => {
-  it("refuses a call to a switched-off participant the same way however it comes, and no call reaches it", { timeout: 20_000 }, async () => {
+  it("refuses a call to a switched-off participant the same way however it comes, and no call reaches it", {
+    timeout: 20_000,
+  }, async () => {
     gw = await startGateway(PATHS);
     const calls: Env[] = [];
     const fs = await toolOwner(gw, "paths", P.fs, FS_TOOLS, { onCall: (env, reply) => (calls.push(env), reply({ content: [] })) });
@@ -164,7 +185,13 @@ describe("participant_disabled on every path", () => {
     raw.push(fs, alice, bot);
     await waitFor(async () => (await names(alice)).length === 2, 5000, "fs's tools");
     // Proposed while fs was on: one to approve, one to fulfil, once it is off.
-    const proposal = (id: string, extra: Record<string, unknown> = {}) => ({ id, kind: "mcp/proposal", to: ["fs"], ...extra, payload: { method: "tools/call", params: { name: "write", arguments: { id } } } });
+    const proposal = (id: string, extra: Record<string, unknown> = {}) => ({
+      id,
+      kind: "mcp/proposal",
+      to: ["fs"],
+      ...extra,
+      payload: { method: "tools/call", params: { name: "write", arguments: { id } } },
+    });
     bot.send(proposal("held-1"));
     bot.send(proposal("held-2"));
     await alice.next((e) => e.id === "held-2");
@@ -184,7 +211,12 @@ describe("participant_disabled on every path", () => {
     // Proposed: to it, through the gateway by name, and to nobody in particular.
     bot.send(proposal("propose"));
     await refused(bot, "propose");
-    bot.send({ id: "propose-gw", kind: "mcp/proposal", to: ["system:gateway"], payload: { method: "tools/call", params: { name: "fs/write", arguments: {} } } });
+    bot.send({
+      id: "propose-gw",
+      kind: "mcp/proposal",
+      to: ["system:gateway"],
+      payload: { method: "tools/call", params: { name: "fs/write", arguments: {} } },
+    });
     await refused(bot, "propose-gw");
     bot.send({ id: "propose-any", kind: "mcp/proposal", payload: { method: "tools/call", params: { name: "write", arguments: {} } } });
     await refused(bot, "propose-any");
@@ -198,10 +230,16 @@ describe("participant_disabled on every path", () => {
     await refused(alice, "approve-1");
     alice.send(toolCall("fulfil-2", "fs", "write", { id: "held-2" }, { correlation_id: ["held-2"] }));
     await refused(alice, "fulfil-2");
-    const pending = () => gw!.gateway.spaces.get("paths")!.pendingProposals().map((p) => p.id);
+    const pending = () =>
+      gw!.gateway.spaces
+        .get("paths")!
+        .pendingProposals()
+        .map((p) => p.id);
     expect(pending()).toEqual(["held-1", "held-2"]);
     expect(calls).toEqual([]);
-    expect(alice.received.some((e) => e.kind === "mcp/proposal" && ["propose", "propose-gw", "propose-any", "gw-write"].includes(e.id))).toBe(false);
+    expect(
+      alice.received.some((e) => e.kind === "mcp/proposal" && ["propose", "propose-gw", "propose-any", "gw-write"].includes(e.id)),
+    ).toBe(false);
 
     // Switched on again, the pending approval goes through.
     await switched(alice, "on", "space/enable");
@@ -210,7 +248,9 @@ describe("participant_disabled on every path", () => {
     expect(calls[0]!.payload.params.arguments).toEqual({ id: "held-1" });
   });
 
-  it("answers participant_disabled to an MCP client calling a tool it listed before its owner was switched off", { timeout: 20_000 }, async () => {
+  it("answers participant_disabled to an MCP client calling a tool it listed before its owner was switched off", {
+    timeout: 20_000,
+  }, async () => {
     gw = await startGateway(PATHS);
     const calls: Env[] = [];
     const fs = await toolOwner(gw, "paths", P.fs, FS_TOOLS, { onCall: (env, reply) => (calls.push(env), reply({ content: [] })) });
@@ -218,7 +258,9 @@ describe("participant_disabled on every path", () => {
     raw.push(fs, alice);
     await waitFor(async () => (await names(alice)).length === 2, 5000, "fs's tools");
     mount = mountHttp(gw.gateway);
-    const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw.port}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${P.bot}` } } });
+    const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw.port}/mcp`), {
+      requestInit: { headers: { Authorization: `Bearer ${P.bot}` } },
+    });
     const mcp = new Client({ name: "test-client", version: "1.0.0" });
     mcpSessions.push({ mcp, transport });
     await mcp.connect(transport);

@@ -41,18 +41,38 @@ describe("spaces/team", () => {
     gw = await startGateway(yaml, { dir, env: { MEWGATE_MODULES: join(ROOT, "node_modules"), MEWGATE_SANDBOX: sandbox } });
     const space = gw.gateway.spaces.get("team")!;
     const config = space.config;
-    bridges.push(await startBridge({ id: "files", server: config.participants["files"]!.mcp!, client: { transport: () => connectInProcess(space, "files"), reconnect: false } }));
+    bridges.push(
+      await startBridge({
+        id: "files",
+        server: config.participants["files"]!.mcp!,
+        client: { transport: () => connectInProcess(space, "files"), reconnect: false },
+      }),
+    );
     for (const id of ["researcher", "planner", "coordinator"]) {
-      agents.push(await startAgent({ id, config: config.participants[id]!.agent!, description: config.participants[id]!.description, client: { transport: () => connectInProcess(space, id), reconnect: false }, env: {} }));
+      agents.push(
+        await startAgent({
+          id,
+          config: config.participants[id]!.agent!,
+          description: config.participants[id]!.description,
+          client: { transport: () => connectInProcess(space, id), reconnect: false },
+          env: {},
+        }),
+      );
     }
     const lead = new ParticipantClient({ transport: () => connectInProcess(space, "lead", { echo: true }), reconnect: false });
     clients.push(lead);
     const seen: Envelope[] = [];
     lead.on("envelope", (e) => seen.push(e));
     await lead.connect();
-    await waitFor(async () => (await lead.listTools()).some((t) => t.name === "planner/ask") && (await lead.listTools()).some((t) => t.name === "researcher/ask"), 10_000, "the specialists");
+    await waitFor(
+      async () =>
+        (await lead.listTools()).some((t) => t.name === "planner/ask") && (await lead.listTools()).some((t) => t.name === "researcher/ask"),
+      10_000,
+      "the specialists",
+    );
 
-    const chats = () => seen.filter((e) => e.kind === "chat" && e.from !== "lead").map((e) => `${e.from}: ${(e.payload as { text: string }).text}`);
+    const chats = () =>
+      seen.filter((e) => e.kind === "chat" && e.from !== "lead").map((e) => `${e.from}: ${(e.payload as { text: string }).text}`);
     const say = async (text: string, next: RegExp) => {
       lead.send({ kind: "chat", payload: { text } });
       await waitFor(() => chats().some((c) => next.test(c)), 10_000, `a chat matching ${next}`);
@@ -79,7 +99,12 @@ describe("spaces/team", () => {
       // The exchange as the lead's terminal draws it (the README shows it).
       const { formatEnvelope, PLAIN } = await import("../cli/terminal/format.js");
       const view = { me: "lead", width: 100, style: PLAIN, calls: new Map(), proposals: new Set<string>() };
-      console.log(seen.filter((e) => e.kind === "chat" || e.kind === "space/conversation").flatMap((e) => (e.from === "lead" ? [`lead> ${(e.payload as { text: string }).text}`] : formatEnvelope(e, view))).join("\n"));
+      console.log(
+        seen
+          .filter((e) => e.kind === "chat" || e.kind === "space/conversation")
+          .flatMap((e) => (e.from === "lead" ? [`lead> ${(e.payload as { text: string }).text}`] : formatEnvelope(e, view)))
+          .join("\n"),
+      );
     }
   });
 });

@@ -16,13 +16,26 @@ const ESC = "\x1b";
 
 describe("forms the terminal accepts", () => {
   it("refuses what it cannot show: nesting, too many fields, long names, huge messages, bad URLs", () => {
-    const form = (properties: Record<string, unknown>, message = "m") => parseForm({ message, requestedSchema: { type: "object", properties } });
-    expect(form({ address: { type: "object", properties: {} } })).toEqual({ ok: false, error: expect.stringMatching(/a form takes string, number/) });
-    expect(form(Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`f${i}`, { type: "string" }])))).toEqual({ ok: false, error: "the form has 101 fields; at most 100" });
+    const form = (properties: Record<string, unknown>, message = "m") =>
+      parseForm({ message, requestedSchema: { type: "object", properties } });
+    expect(form({ address: { type: "object", properties: {} } })).toEqual({
+      ok: false,
+      error: expect.stringMatching(/a form takes string, number/),
+    });
+    expect(form(Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`f${i}`, { type: "string" }])))).toEqual({
+      ok: false,
+      error: "the form has 101 fields; at most 100",
+    });
     expect(form({ ["n".repeat(201)]: { type: "string" } })).toEqual({ ok: false, error: "a field name is 201 characters; at most 200" });
     expect(form({}, "x".repeat(64 * 1024 + 1))).toEqual({ ok: false, error: expect.stringMatching(/params.message is 65537 characters/) });
-    expect(form({ tags: { type: "array", items: { type: "object" } } })).toEqual({ ok: false, error: expect.stringMatching(/a list must be of enum strings/) });
-    expect(parseForm({ mode: "url", message: "go", url: "javascript:alert(1)" })).toEqual({ ok: false, error: "params.url must be an http(s) URL" });
+    expect(form({ tags: { type: "array", items: { type: "object" } } })).toEqual({
+      ok: false,
+      error: expect.stringMatching(/a list must be of enum strings/),
+    });
+    expect(parseForm({ mode: "url", message: "go", url: "javascript:alert(1)" })).toEqual({
+      ok: false,
+      error: "params.url must be an http(s) URL",
+    });
     expect(parseForm(null)).toEqual({ ok: false, error: "params must be an object" });
   });
 
@@ -36,7 +49,13 @@ describe("forms the terminal accepts", () => {
           age: { type: "integer", minimum: 1, maximum: 120 },
           ok: { type: "boolean", default: false },
           mail: { type: "string", format: "email" },
-          hero: { type: "string", oneOf: [{ const: "h1", title: "Superman" }, { const: "h2", title: "Wonder Woman" }] },
+          hero: {
+            type: "string",
+            oneOf: [
+              { const: "h1", title: "Superman" },
+              { const: "h2", title: "Wonder Woman" },
+            ],
+          },
           tools: { type: "array", maxItems: 2, items: { type: "string", enum: ["saw", "drill", "awl"] } },
         },
       },
@@ -76,10 +95,17 @@ afterEach(async () => {
   gateway = undefined;
 });
 
-const ask = (id: string, params: Record<string, unknown>) => ({ id, kind: "mcp/request", to: ["me"], payload: { jsonrpc: "2.0", id, method: "elicitation/create", params } });
+const ask = (id: string, params: Record<string, unknown>) => ({
+  id,
+  kind: "mcp/request",
+  to: ["me"],
+  payload: { jsonrpc: "2.0", id, method: "elicitation/create", params },
+});
 
 describe("the interactive terminal asked to fill in a form", () => {
-  it("refuses a schema it cannot show, draws the asker's text inert, re-asks a bad value, and answers typed", { timeout: 40_000 }, async () => {
+  it("refuses a schema it cannot show, draws the asker's text inert, re-asks a bad value, and answers typed", {
+    timeout: 40_000,
+  }, async () => {
     const dir = tempDir();
     const file = join(dir, "space.yaml");
     writeFileSync(file, SPACE);
@@ -88,7 +114,10 @@ describe("the interactive terminal asked to fill in a form", () => {
     writeFileSync(tokenFile, "me-token-123456\n", { mode: 0o600 });
     const asker = await TestClient.join(gateway, "forms", "asker-token-1234");
     clients.push(asker);
-    pane = new Tmux([process.execPath, MAIN, "connect", "--gateway", `ws://127.0.0.1:${gateway.port}`, "--space", "forms", "--token-file", tokenFile], { env: cleanEnv({}), width: 100, height: 40 });
+    pane = new Tmux(
+      [process.execPath, MAIN, "connect", "--gateway", `ws://127.0.0.1:${gateway.port}`, "--space", "forms", "--token-file", tokenFile],
+      { env: cleanEnv({}), width: 100, height: 40 },
+    );
     await pane.waitFor(/me>/);
 
     asker.send(ask("nested", { message: "NESTED-FORM", requestedSchema: { type: "object", properties: { a: { type: "object" } } } }));
@@ -139,7 +168,12 @@ describe("the interactive terminal asked to fill in a form", () => {
 
     asker.send(ask("f3", { message: "Third form", requestedSchema: { type: "object", properties: { x: { type: "string" } } } }));
     await pane.waitFor(/Third form/);
-    asker.send({ kind: "mcp/request", to: ["me"], correlation_id: ["f3"], payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "f3", reason: "not needed" } } });
+    asker.send({
+      kind: "mcp/request",
+      to: ["me"],
+      correlation_id: ["f3"],
+      payload: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "f3", reason: "not needed" } },
+    });
     await pane.waitFor(/no longer waits for the form/);
     // Back to chat: what is typed now is a message, not an answer.
     pane.type("hello space");

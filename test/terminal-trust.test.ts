@@ -46,7 +46,12 @@ describe("sanitize and wrapJson", () => {
   });
 
   it("checks edited arguments against the tool's input schema", () => {
-    const schema = { type: "object", properties: { path: { type: "string" }, mode: { enum: ["a", "w"] } }, required: ["path"], additionalProperties: false };
+    const schema = {
+      type: "object",
+      properties: { path: { type: "string" }, mode: { enum: ["a", "w"] } },
+      required: ["path"],
+      additionalProperties: false,
+    };
     expect(schemaProblem(schema, { path: "x" })).toBeUndefined();
     expect(schemaProblem(schema, {})).toBe("arguments.path is required");
     expect(schemaProblem(schema, { path: 3 })).toBe("arguments.path must be a string, not number 3");
@@ -82,16 +87,29 @@ describe("the interactive terminal against a hostile participant", () => {
     gateway = await spawnGateway(file);
     const tokenFile = join(dir, "me.token");
     writeFileSync(tokenFile, "me-token-123456\n", { mode: 0o600 });
-    clients.push(await toolOwner(gateway, "trust", "fs-token-123456", [{ name: `write${HOSTILE}`, inputSchema: { type: "object" } }, { name: "run", inputSchema: { type: "object" } }]));
+    clients.push(
+      await toolOwner(gateway, "trust", "fs-token-123456", [
+        { name: `write${HOSTILE}`, inputSchema: { type: "object" } },
+        { name: "run", inputSchema: { type: "object" } },
+      ]),
+    );
     const bad = await TestClient.join(gateway, "trust", "bad-token-123456");
     clients.push(bad);
-    pane = new Tmux([process.execPath, MAIN, "connect", "--gateway", `ws://127.0.0.1:${gateway.port}`, "--space", "trust", "--token-file", tokenFile], { env: cleanEnv({ EDITOR: "true" }), width: 100, height: 40 });
+    pane = new Tmux(
+      [process.execPath, MAIN, "connect", "--gateway", `ws://127.0.0.1:${gateway.port}`, "--space", "trust", "--token-file", tokenFile],
+      { env: cleanEnv({ EDITOR: "true" }), width: 100, height: 40 },
+    );
     await pane.waitFor(/me>/);
 
     bad.send({ kind: "chat", payload: { text: `line one ${HOSTILE} still here` } });
     await pane.waitFor(/still here/);
     const tail = "THE-DANGEROUS-TAIL";
-    bad.send({ id: "long", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "run", arguments: { command: `echo ${"y".repeat(3000)} ${tail}`, note: HOSTILE } } } });
+    bad.send({
+      id: "long",
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "run", arguments: { command: `echo ${"y".repeat(3000)} ${tail}`, note: HOSTILE } } },
+    });
     await pane.waitFor(/1 proposal waiting/);
     let screen = pane.capture();
     // Earlier lines are still there: nothing erased the screen or moved the cursor.

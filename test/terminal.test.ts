@@ -63,10 +63,19 @@ describe("mewgate up: the interactive terminal", () => {
     pane.type("not in my sandbox, thanks");
     pane.keys("Enter");
     // The scripted assistant repeats what the rejection told it.
-    await pane.waitFor(/assistant → you: OK, I did not do it\. What came back: Rejected by you \(reason: disagree\): .*not in my sandbox, thanks/);
+    await pane.waitFor(
+      /assistant → you: OK, I did not do it\. What came back: Rejected by you \(reason: disagree\): .*not in my sandbox, thanks/,
+    );
     expect(existsSync(join(state, "sandbox", "hello.txt"))).toBe(false);
     const rejected = readAudit(state).find((e) => e.event === "rejected");
-    expect(rejected).toMatchObject({ proposer: "assistant", owner: "files", tool: "write_file", by: "you", reason: "disagree", text: "not in my sandbox, thanks" });
+    expect(rejected).toMatchObject({
+      proposer: "assistant",
+      owner: "files",
+      tool: "write_file",
+      by: "you",
+      reason: "disagree",
+      text: "not in my sandbox, thanks",
+    });
     pane.keys("C-c");
     await pane.waitFor(/\[exited 0\]/);
   });
@@ -81,7 +90,9 @@ describe("mewgate up: the interactive terminal", () => {
     await pane.waitFor(/answer assistant about this proposal, without deciding/);
     pane.type("use the notes folder, please");
     pane.keys("Enter");
-    await pane.waitFor(/assistant → you: OK, I did not do it\. What came back: .*you answered your proposal instead of approving it: "use the notes folder, please"/);
+    await pane.waitFor(
+      /assistant → you: OK, I did not do it\. What came back: .*you answered your proposal instead of approving it: "use the notes folder, please"/,
+    );
     await pane.waitFor(/no proposals waiting/);
     expect(existsSync(join(state, "sandbox", "hello.txt"))).toBe(false);
     expect(readAudit(state).map((e) => e.event)).toEqual(["proposed", "withdrawn"]);
@@ -102,13 +113,17 @@ describe("mewgate up: the interactive terminal", () => {
     // A standing grant is never one keystroke: it says what it allows and waits for a typed yes.
     pane.keys("A");
     // The scopes come narrowest first, as in the console: these arguments (a path's directory when it has one), then the whole tool.
-    await pane.waitFor(/approve always\? it also grants[\s\S]*participant: assistant[\s\S]*tool:\s+files\/write_file[\s\S]*\[1\] only with exactly these arguments[\s\S]*\[\d\] any arguments \(the whole tool\)[\s\S]*always let assistant call files\/write_file/);
+    await pane.waitFor(
+      /approve always\? it also grants[\s\S]*participant: assistant[\s\S]*tool:\s+files\/write_file[\s\S]*\[1\] only with exactly these arguments[\s\S]*\[\d\] any arguments \(the whole tool\)[\s\S]*always let assistant call files\/write_file/,
+    );
     pane.type("no");
     pane.keys("Enter");
     await pane.waitFor(/not confirmed; nothing approved/);
     expect(pane.capture()).toMatch(/2 proposals waiting/);
     pane.keys("A");
-    const [, whole] = await pane.waitFor(/not confirmed; nothing approved[\s\S]*approve always\? it also grants[\s\S]*\[(\d)\] any arguments \(the whole tool\)/);
+    const [, whole] = await pane.waitFor(
+      /not confirmed; nothing approved[\s\S]*approve always\? it also grants[\s\S]*\[(\d)\] any arguments \(the whole tool\)/,
+    );
     pane.type(`yes ${whole}`);
     pane.keys("Enter");
     await pane.waitFor(/1 proposal waiting · 1\/1[\s\S]*"path": "note-1\.txt"/);
@@ -140,7 +155,12 @@ describe("mewgate up: the interactive terminal", () => {
     pane.keys("Enter");
     await pane.waitFor(/\[exited 0\]/);
     const audit = readAudit(state);
-    expect(audit.filter((e) => e.event === "approved").map((e) => e.scope).sort()).toEqual(["always", "once"]);
+    expect(
+      audit
+        .filter((e) => e.event === "approved")
+        .map((e) => e.scope)
+        .sort(),
+    ).toEqual(["always", "once"]);
     // The edited approval says so in the audit trail.
     expect(audit.filter((e) => e.event === "approved").some((e) => e.edited === true)).toBe(true);
   });
@@ -168,13 +188,29 @@ participants:
 `;
     const tools = [{ name: "write_file", inputSchema: { type: "object" } }];
     const dir = tempDir("mewgate-term-intr-");
-    const g = await interruptedGateway(yaml, dir, { space: "term", id: "intr-1", owner: "fs", ownerToken: T.fs, tools, tool: "write_file", args: { path: "again.txt" }, proposerToken: T.bot, approverToken: T.me });
+    const g = await interruptedGateway(yaml, dir, {
+      space: "term",
+      id: "intr-1",
+      owner: "fs",
+      ownerToken: T.fs,
+      tools,
+      tool: "write_file",
+      args: { path: "again.txt" },
+      proposerToken: T.bot,
+      approverToken: T.me,
+    });
     gateways.push(g);
     const calls: Env[] = [];
-    sockets.push(await toolOwner(g, "term", T.fs, tools, { onCall: (env, reply) => (calls.push(env), reply({ content: [{ type: "text", text: "written" }] })) }));
+    sockets.push(
+      await toolOwner(g, "term", T.fs, tools, {
+        onCall: (env, reply) => (calls.push(env), reply({ content: [{ type: "text", text: "written" }] })),
+      }),
+    );
     const tokenFile = join(dir, "me.token");
     writeFileSync(tokenFile, `${T.me}\n`, { mode: 0o600 });
-    const pane = new Tmux([process.execPath, MAIN, "connect", "--gateway", g.url, "--space", "term", "--token-file", tokenFile], { env: cleanEnv() });
+    const pane = new Tmux([process.execPath, MAIN, "connect", "--gateway", g.url, "--space", "term", "--token-file", tokenFile], {
+      env: cleanEnv(),
+    });
     panes.push(pane);
     await pane.waitFor(/1 proposal waiting/);
     const screen = pane.capture();

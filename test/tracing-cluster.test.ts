@@ -76,7 +76,17 @@ participants:
     });
     const bot = await TestClient.join({ port: ports[1]! }, "traced", TOKEN("bot"));
     clients.push(fs, bot);
-    bot.send({ id: "q1", kind: "mcp/request", to: ["fs"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "read", arguments: {}, _meta: { traceparent: `00-${TRACE}-00f067aa0ba902b7-01` } } } });
+    bot.send({
+      id: "q1",
+      kind: "mcp/request",
+      to: ["fs"],
+      payload: {
+        jsonrpc: "2.0",
+        id: 1,
+        method: "tools/call",
+        params: { name: "read", arguments: {}, _meta: { traceparent: `00-${TRACE}-00f067aa0ba902b7-01` } },
+      },
+    });
     await bot.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("q1") === true, 10_000);
     await waitFor(() => spans.some((s) => s.name === "tools/call read"), 15_000, "the span from the owner node");
     const span = spans.find((s) => s.name === "tools/call read")!;

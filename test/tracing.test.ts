@@ -81,16 +81,38 @@ async function chain(traceparent: string | undefined): Promise<{ atC: Env; answe
   const b = await toolOwner(gw!, "tr", T.b, [{ name: "delegate", inputSchema: { type: "object" } }], {
     onCall: (env, reply) => {
       const id = `b-asks-${env.id}`;
-      b.send({ id, kind: "mcp/request", to: ["system:gateway"], correlation_id: [env.id], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "c/write", arguments: { path: "x" } } } });
-      void b.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes(id) === true, 10_000).then(() => reply({ content: [{ type: "text", text: "delegated" }] }));
+      b.send({
+        id,
+        kind: "mcp/request",
+        to: ["system:gateway"],
+        correlation_id: [env.id],
+        payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "c/write", arguments: { path: "x" } } },
+      });
+      void b
+        .next((e) => e.kind === "mcp/response" && e.correlation_id?.includes(id) === true, 10_000)
+        .then(() => reply({ content: [{ type: "text", text: "delegated" }] }));
     },
   });
   const human = await TestClient.join(gw!, "tr", T.human);
   const a = await TestClient.join(gw!, "tr", T.a);
   clients.push(c, b, human, a);
-  await waitFor(async () => (await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/tr/tools`, { headers: { authorization: `Bearer ${T.human}` } }).then((r) => r.text())).includes(`"write"`), 5000, "the tools");
+  await waitFor(
+    async () =>
+      (
+        await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/tr/tools`, { headers: { authorization: `Bearer ${T.human}` } }).then((r) =>
+          r.text(),
+        )
+      ).includes(`"write"`),
+    5000,
+    "the tools",
+  );
   const meta = traceparent === undefined ? {} : { _meta: { traceparent } };
-  a.send({ id: "a-1", kind: "mcp/request", to: ["b"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "delegate", arguments: {}, ...meta } } });
+  a.send({
+    id: "a-1",
+    kind: "mcp/request",
+    to: ["b"],
+    payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "delegate", arguments: {}, ...meta } },
+  });
   const proposal = await human.next((e) => e.kind === "mcp/proposal", 10_000);
   human.send({ kind: "mcp/approve", correlation_id: [proposal.id], payload: {} });
   const answer = await a.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("a-1") === true, 10_000);
@@ -154,11 +176,21 @@ describe("traces of a call chain", () => {
     gw = await startGateway(SPACE(`telemetry: {otlp_endpoint: "${otlp.url}"}`));
     const c = await toolOwner(gw, "tr", T.c, [{ name: "write", inputSchema: { type: "object" } }]);
     const b = await toolOwner(gw, "tr", T.b, [{ name: "delegate", inputSchema: { type: "object" } }], {
-      onCall: (env) => b.send({ kind: "mcp/response", correlation_id: [env.id], payload: { jsonrpc: "2.0", id: env.payload.id, result: { isError: true, content: [{ type: "text", text: "no" }] } } }),
+      onCall: (env) =>
+        b.send({
+          kind: "mcp/response",
+          correlation_id: [env.id],
+          payload: { jsonrpc: "2.0", id: env.payload.id, result: { isError: true, content: [{ type: "text", text: "no" }] } },
+        }),
     });
     const a = await TestClient.join(gw, "tr", T.a);
     clients.push(c, b, a);
-    a.send({ id: "a-2", kind: "mcp/request", to: ["b"], payload: { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "delegate", arguments: {} } } });
+    a.send({
+      id: "a-2",
+      kind: "mcp/request",
+      to: ["b"],
+      payload: { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "delegate", arguments: {} } },
+    });
     await a.next((e) => e.kind === "mcp/response");
     await waitFor(() => otlp.spans.some((s) => s.name === "tools/call delegate"), 10_000, "the span");
     const span = otlp.spans.find((s) => s.name === "tools/call delegate")!;
@@ -176,13 +208,28 @@ describe("traces of a call chain", () => {
       for (const env of c.received.splice(0)) {
         if (env.kind !== "mcp/request") continue;
         const p = env.payload;
-        const answer = p.method === "resources/read" ? { error: { code: -32002, message: "no such resource" } } : { result: { messages: [] } };
+        const answer =
+          p.method === "resources/read" ? { error: { code: -32002, message: "no such resource" } } : { result: { messages: [] } };
         c.send({ kind: "mcp/response", to: [env.from], correlation_id: [env.id], payload: { jsonrpc: "2.0", id: p.id, ...answer } });
       }
     });
-    human.send({ id: "h-1", kind: "mcp/request", to: ["c"], payload: { jsonrpc: "2.0", id: 1, method: "resources/read", params: { uri: "file:///notes/a.txt" } } });
-    human.send({ id: "h-2", kind: "mcp/request", to: ["c"], payload: { jsonrpc: "2.0", id: 2, method: "prompts/get", params: { name: "summarise", arguments: {} } } });
-    await waitFor(() => otlp.spans.some((s) => s.name === "resources/read") && otlp.spans.some((s) => s.name === "prompts/get"), 10_000, "both spans");
+    human.send({
+      id: "h-1",
+      kind: "mcp/request",
+      to: ["c"],
+      payload: { jsonrpc: "2.0", id: 1, method: "resources/read", params: { uri: "file:///notes/a.txt" } },
+    });
+    human.send({
+      id: "h-2",
+      kind: "mcp/request",
+      to: ["c"],
+      payload: { jsonrpc: "2.0", id: 2, method: "prompts/get", params: { name: "summarise", arguments: {} } },
+    });
+    await waitFor(
+      () => otlp.spans.some((s) => s.name === "resources/read") && otlp.spans.some((s) => s.name === "prompts/get"),
+      10_000,
+      "both spans",
+    );
     const read = otlp.spans.find((s) => s.name === "resources/read")!;
     const get = otlp.spans.find((s) => s.name === "prompts/get")!;
     expect(attr(read, "mcp.resource.uri")).toBe("file:///notes/a.txt");

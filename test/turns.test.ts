@@ -28,7 +28,17 @@ let page: Page | undefined;
 const clients: TestClient[] = [];
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}`);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
 }, 30_000);
 afterAll(async () => {
   await browser?.close();
@@ -42,7 +52,11 @@ afterEach(async () => {
 });
 
 async function api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/tn/${path}`, { method, headers: { authorization: `Bearer ${T.human}`, "content-type": "application/json" }, ...(body ? { body: JSON.stringify(body) } : {}) });
+  const res = await fetch(`http://127.0.0.1:${gw!.port}/api/spaces/tn/${path}`, {
+    method,
+    headers: { authorization: `Bearer ${T.human}`, "content-type": "application/json" },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
   return { status: res.status, body: await res.json() };
 }
 
@@ -50,7 +64,17 @@ let n = 0;
 /** A tools/call through the gateway, as the agent makes one, with `_meta`. */
 function call(agent: TestClient, path: string, meta: Record<string, unknown>): string {
   const id = `t-${++n}`;
-  agent.send({ id, kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "fs/write_file", arguments: { path, content: path }, _meta: meta } } });
+  agent.send({
+    id,
+    kind: "mcp/request",
+    to: ["system:gateway"],
+    payload: {
+      jsonrpc: "2.0",
+      id,
+      method: "tools/call",
+      params: { name: "fs/write_file", arguments: { path, content: path }, _meta: meta },
+    },
+  });
   return id;
 }
 
@@ -64,9 +88,18 @@ async function ready(): Promise<TestClient> {
 
 describe("one agent turn, one card", () => {
   it("the loop marks the calls of one reply as one turn, and a lone call not at all", async () => {
-    const tools = buildToolSet([{ name: "fs/write_file", participant: "fs", tool: "write_file", description: "Write", policy: "proposal" }], { self: "agent" });
+    const tools = buildToolSet(
+      [{ name: "fs/write_file", participant: "fs", tool: "write_file", description: "Write", policy: "proposal" }],
+      { self: "agent" },
+    );
     const provider = new ScriptedProvider([
-      { text: "Both.", tool_calls: [{ name: "fs/write_file", arguments: { path: "a" } }, { name: "fs/write_file", arguments: { path: "b" } }] },
+      {
+        text: "Both.",
+        tool_calls: [
+          { name: "fs/write_file", arguments: { path: "a" } },
+          { name: "fs/write_file", arguments: { path: "b" } },
+        ],
+      },
       { when: { after_tool_result: true }, text: "One more.", tool_calls: [{ name: "fs/write_file", arguments: { path: "c" } }] },
       { when: { after_tool_result: true }, text: "Done." },
     ]);
@@ -87,7 +120,16 @@ describe("one agent turn, one card", () => {
 
   it("hostile marks are no marks: a bad id, a count of 1 or 100, an index past the count, a string", async () => {
     const agent = await ready();
-    const bad = [{ id: "has space", index: 0, count: 2 }, { id: "x".repeat(65), index: 0, count: 2 }, { id: "ok", index: 0, count: 1 }, { id: "ok", index: 0, count: 100 }, { id: "ok", index: 2, count: 2 }, { id: "ok", index: -1, count: 2 }, "ok", { id: "<b>", index: 0, count: 2 }];
+    const bad = [
+      { id: "has space", index: 0, count: 2 },
+      { id: "x".repeat(65), index: 0, count: 2 },
+      { id: "ok", index: 0, count: 1 },
+      { id: "ok", index: 0, count: 100 },
+      { id: "ok", index: 2, count: 2 },
+      { id: "ok", index: -1, count: 2 },
+      "ok",
+      { id: "<b>", index: 0, count: 2 },
+    ];
     bad.forEach((turn, i) => call(agent, `notes/${i}.md`, { "mewgate/turn": turn }));
     await waitFor(async () => (await api("GET", "proposals")).body.proposals.length === bad.length);
     for (const p of (await api("GET", "proposals")).body.proposals) expect(p.turn, JSON.stringify(p.arguments)).toBeUndefined();
@@ -101,7 +143,12 @@ describe("one agent turn, one card", () => {
     call(agent, "notes/b.md", { "mewgate/turn": { ...t, index: 1 } });
     await waitFor(async () => (await api("GET", "proposals")).body.proposals.length === 3);
     const listed = (await api("GET", "proposals")).body.proposals;
-    expect(listed.filter((p: any) => p.turn?.id === "turn-1").map((p: any) => p.turn.index).sort()).toEqual([0, 1]);
+    expect(
+      listed
+        .filter((p: any) => p.turn?.id === "turn-1")
+        .map((p: any) => p.turn.index)
+        .sort(),
+    ).toEqual([0, 1]);
     page = await browser!.newPage({ viewport: { width: 1100, height: 900 } });
     page.setDefaultTimeout(6000);
     await page.goto(`http://127.0.0.1:${gw!.port}/ui/#space=tn&token=${T.human}`);
@@ -111,7 +158,11 @@ describe("one agent turn, one card", () => {
     expect(await heading.textContent()).toMatch(/^One turn of agent: 2 calls, highest risk medium\. Select these 2$/);
     // The two cards of the turn follow its heading, in the order the model asked for them.
     const pathOf = new Map<string, string>(listed.map((p: any) => [p.id, p.arguments.path]));
-    const order = (await page.locator("#inbox > li").evaluateAll((xs) => xs.map((x) => (x.classList.contains("turn") ? "turn" : (x.getAttribute("data-id") ?? "?"))))).map((x) => (x === "turn" ? x : pathOf.get(x)));
+    const order = (
+      await page
+        .locator("#inbox > li")
+        .evaluateAll((xs) => xs.map((x) => (x.classList.contains("turn") ? "turn" : (x.getAttribute("data-id") ?? "?"))))
+    ).map((x) => (x === "turn" ? x : pathOf.get(x)));
     expect(order.indexOf("turn")).toBe(order.indexOf("notes/a.md") - 1);
     expect(order.indexOf("notes/b.md")).toBe(order.indexOf("notes/a.md") + 1);
     await heading.locator("button.select-turn").click();

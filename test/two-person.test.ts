@@ -14,7 +14,18 @@ import { join as pathJoin } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ConfigError, parseSpaceConfig } from "../gateway/config/config.js";
 import { readAudit } from "../gateway/space/ledger.js";
-import { errorFor, killGateway, spawnGateway, startGateway, TestClient, toolOwner, waitFor, type Env, type GatewayProcess, type TestGateway } from "./helpers.js";
+import {
+  errorFor,
+  killGateway,
+  spawnGateway,
+  startGateway,
+  TestClient,
+  toolOwner,
+  waitFor,
+  type Env,
+  type GatewayProcess,
+  type TestGateway,
+} from "./helpers.js";
 
 const TOKEN = (id: string) => `${id}-token-0123456789`;
 const SPACE = (extra = "", agentExtra = "approvers: ['@ops']\n    approvals: 2") => `
@@ -35,7 +46,12 @@ participants:
     ${agentExtra}
 ${extra}`;
 const TOOLS = [{ name: "write_file", inputSchema: { type: "object" } }];
-const propose = (id: string, args: Record<string, unknown> = { path: "a.txt" }) => ({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: args } } });
+const propose = (id: string, args: Record<string, unknown> = { path: "a.txt" }) => ({
+  id,
+  kind: "mcp/proposal",
+  to: ["fs"],
+  payload: { method: "tools/call", params: { name: "write_file", arguments: args } },
+});
 
 const require = createRequire(import.meta.url);
 const FILESYSTEM = require.resolve("@modelcontextprotocol/server-filesystem/dist/index.js");
@@ -112,11 +128,17 @@ describe("two-person rule: hostile", () => {
     const alice2 = await join(g, "alice");
     alice2.send({ id: "x2", kind: "mcp/approve", correlation_id: ["p2"], payload: {} });
     expect((await errorFor(alice2, "x2")).payload).toMatchObject({ code: "already_approved", approvals: 1, required: 2 });
-    const api = await fetch(`http://127.0.0.1:${g.port}/api/spaces/two/proposals/p2/approve`, { method: "POST", headers: { authorization: `Bearer ${TOKEN("alice")}`, "content-type": "application/json" }, body: "{}" });
+    const api = await fetch(`http://127.0.0.1:${g.port}/api/spaces/two/proposals/p2/approve`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN("alice")}`, "content-type": "application/json" },
+      body: "{}",
+    });
     expect(api.status).toBe(409);
     expect(((await api.json()) as { error: { code: string } }).error.code).toBe("already_approved");
     expect(runs).toHaveLength(0);
-    const res = await fetch(`http://127.0.0.1:${g.port}/api/spaces/two/proposals/p2`, { headers: { authorization: `Bearer ${TOKEN("alice")}` } });
+    const res = await fetch(`http://127.0.0.1:${g.port}/api/spaces/two/proposals/p2`, {
+      headers: { authorization: `Bearer ${TOKEN("alice")}` },
+    });
     const view = (await res.json()) as { approvals: Record<string, unknown>; state: string };
     expect(view.state).toBe("pending");
     expect(view.approvals).toMatchObject({ required: 2, count: 1, by: ["alice"], text: "1 of 2", satisfiable: true });
@@ -139,7 +161,11 @@ describe("two-person rule: hostile", () => {
     expect((await errorFor(bob, "late")).payload).toMatchObject({ code: "proposal_not_pending", state: "rejected" });
     expect(runs).toHaveLength(0);
     const trail = readAudit(pathJoin(g.dir, ".mewgate"), { tool: "fs/write_file" }).map((e) => [e.event, e.by]);
-    expect(trail).toEqual([["proposed", undefined], ["approval", "alice"], ["rejected", "alice"]]);
+    expect(trail).toEqual([
+      ["proposed", undefined],
+      ["approval", "alice"],
+      ["rejected", "alice"],
+    ]);
   });
 
   it("refuses, at load, approvals nobody could give; and says so on the card when a group is short", async () => {
@@ -148,18 +174,26 @@ describe("two-person rule: hostile", () => {
     try {
       parseSpaceConfig(only, { file: "space.yaml" });
     } catch (e) {
-      expect(String((e as Error).message)).toMatch(/space\.yaml:\d+:\d+.*needs 2 distinct approvers but only 1 can approve \(alice; never the proposer itself\)/s);
+      expect(String((e as Error).message)).toMatch(
+        /space\.yaml:\d+:\d+.*needs 2 distinct approvers but only 1 can approve \(alice; never the proposer itself\)/s,
+      );
     }
     // A typo'd group is an error with a suggestion.
-    expect(() => parseSpaceConfig(SPACE("", "approvers: ['@opps']"), { file: "space.yaml" })).toThrow(/unknown group "@opps"; did you mean "@ops"\?/);
+    expect(() => parseSpaceConfig(SPACE("", "approvers: ['@opps']"), { file: "space.yaml" })).toThrow(
+      /unknown group "@opps"; did you mean "@ops"\?/,
+    );
     // The group has two members besides the proposer, but only alice may make the call: never satisfiable now.
-    const g = await start(SPACE("", "approvers: ['@ops']\n    approvals: 2").replace("bob: {kind: human,", "bob: {kind: human, tools: {deny: ['fs/*']},"));
+    const g = await start(
+      SPACE("", "approvers: ['@ops']\n    approvals: 2").replace("bob: {kind: human,", "bob: {kind: human, tools: {deny: ['fs/*']},"),
+    );
     await owner(g, []);
     const agent = await join(g, "agent");
     const alice = await join(g, "alice");
     agent.send(propose("p4"));
     await alice.next((e) => e.kind === "mcp/proposal" && e.id === "p4");
-    const res = await fetch(`http://127.0.0.1:${g.port}/api/spaces/two/proposals/p4`, { headers: { authorization: `Bearer ${TOKEN("alice")}` } });
+    const res = await fetch(`http://127.0.0.1:${g.port}/api/spaces/two/proposals/p4`, {
+      headers: { authorization: `Bearer ${TOKEN("alice")}` },
+    });
     const view = (await res.json()) as { approvals: { satisfiable: boolean; why: string } };
     expect(view.approvals.satisfiable).toBe(false);
     expect(view.approvals.why).toMatch(/never be approved/);
@@ -183,7 +217,11 @@ describe("two-person rule: hostile", () => {
     expect((await errorFor(bob, "b2")).payload.code).toBe("invalid_payload");
     // A bare approval may have been given looking at the card before the edit: it must name what runs.
     bob.send({ id: "b3", kind: "mcp/approve", correlation_id: ["p5"], payload: {} });
-    expect((await errorFor(bob, "b3")).payload).toMatchObject({ code: "approval_mismatch", arguments: { path: "b.txt" }, edited_by: "alice" });
+    expect((await errorFor(bob, "b3")).payload).toMatchObject({
+      code: "approval_mismatch",
+      arguments: { path: "b.txt" },
+      edited_by: "alice",
+    });
     expect(runs).toHaveLength(0);
     bob.send({ id: "b4", kind: "mcp/approve", correlation_id: ["p5"], payload: { arguments: { path: "b.txt" } } });
     await waitFor(() => runs.length === 1, 5000, "the call runs after the second approval");
@@ -220,7 +258,11 @@ describe("two-person rule: hostile", () => {
     bob.send({ kind: "mcp/approve", correlation_id: ["p6"], payload: {} });
     await waitFor(() => runs.length === 1, 10_000, "the second approval routes the call");
     const trail = readAudit(pathJoin(dir, ".mewgate"), { tool: "fs/write_file" }).map((e) => [e.event, e.by]);
-    expect(trail.slice(0, 3)).toEqual([["proposed", undefined], ["approval", "alice"], ["approved", "bob"]]);
+    expect(trail.slice(0, 3)).toEqual([
+      ["proposed", undefined],
+      ["approval", "alice"],
+      ["approved", "bob"],
+    ]);
   });
 });
 
@@ -278,7 +320,11 @@ describe("groups: happy paths", () => {
     expect((await errorFor(carol, "c")).payload.message).toMatch(/@ops/);
     alice.send({ kind: "mcp/approve", correlation_id: ["h1"], payload: {} });
     await carol.next(progress("h1"));
-    const res = await fetch(`http://127.0.0.1:${g.port}/api/spaces/two/proposals/h1/approve`, { method: "POST", headers: { authorization: `Bearer ${TOKEN("bob")}`, "content-type": "application/json" }, body: "{}" });
+    const res = await fetch(`http://127.0.0.1:${g.port}/api/spaces/two/proposals/h1/approve`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN("bob")}`, "content-type": "application/json" },
+      body: "{}",
+    });
     expect(await res.json()).toMatchObject({ ok: true, state: "approved" });
     await waitFor(() => runs.length === 1, 5000, "routed");
     const answer = await agent.next((e) => e.kind === "mcp/response" && e.correlation_id?.[0] === "h1");
@@ -289,21 +335,37 @@ describe("groups: happy paths", () => {
   });
 
   it("expands @group in a rule's participant part", async () => {
-    const yaml = SPACE("", "").replace("tools: {ask: [\"fs/write_file\"]}", "tools: {deny: ['@servers/*']}").replace("groups:\n  ops: [alice, bob, agent]", "groups:\n  ops: [alice, bob, agent]\n  servers: [fs]");
+    const yaml = SPACE("", "")
+      .replace('tools: {ask: ["fs/write_file"]}', "tools: {deny: ['@servers/*']}")
+      .replace("groups:\n  ops: [alice, bob, agent]", "groups:\n  ops: [alice, bob, agent]\n  servers: [fs]");
     const g = await start(yaml);
     await owner(g, []);
     const agent = await join(g, "agent");
-    agent.send({ id: "d", kind: "mcp/request", to: ["fs"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "write_file", arguments: {} } } });
+    agent.send({
+      id: "d",
+      kind: "mcp/request",
+      to: ["fs"],
+      payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "write_file", arguments: {} } },
+    });
     expect((await errorFor(agent, "d")).payload.code).toBe("denied");
   });
 });
 
 describe("two-person rule with a real MCP server", () => {
-  it("server-filesystem writes only after two members of @ops approved, and everyone watching sees 1 of 2 meanwhile", { timeout: 30_000 }, async () => {
+  it("server-filesystem writes only after two members of @ops approved, and everyone watching sees 1 of 2 meanwhile", {
+    timeout: 30_000,
+  }, async () => {
     const root = realpathSync(mkdtempSync(pathJoin(tmpdir(), "mewgate-two-fs-")));
     dirs.push(root);
     const g = await start();
-    bridges.push(await startBridge({ id: "fs", server: { command: process.execPath, args: [FILESYSTEM, root] }, client: { url: g.url, space: "two", token: TOKEN("fs") }, restart: { initialDelayMs: 50, maxDelayMs: 200 } }));
+    bridges.push(
+      await startBridge({
+        id: "fs",
+        server: { command: process.execPath, args: [FILESYSTEM, root] },
+        client: { url: g.url, space: "two", token: TOKEN("fs") },
+        restart: { initialDelayMs: 50, maxDelayMs: 200 },
+      }),
+    );
     const agent = await ParticipantClient.connect({ url: g.url, space: "two", token: TOKEN("agent") });
     const alice = await ParticipantClient.connect({ url: g.url, space: "two", token: TOKEN("alice") });
     const bob = await ParticipantClient.connect({ url: g.url, space: "two", token: TOKEN("bob") });
@@ -312,7 +374,12 @@ describe("two-person rule with a real MCP server", () => {
     const watcher = await join(g, "carol");
     const target = pathJoin(root, "deploy.txt");
     const seen = new Promise<string>((resolve) => alice.on("proposal", (p) => resolve(p.id)));
-    const write = agent.propose("fs", "tools/call", { name: "write_file", arguments: { path: target, content: "v2" } }, { schema: CallToolResultSchema });
+    const write = agent.propose(
+      "fs",
+      "tools/call",
+      { name: "write_file", arguments: { path: target, content: "v2" } },
+      { schema: CallToolResultSchema },
+    );
     const id = await seen;
     alice.approve(id);
     const one = await watcher.next(progress(id));

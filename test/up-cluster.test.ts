@@ -66,12 +66,16 @@ describe("mewgate up --nodes 3 runs as one unit", () => {
     expect(n2).toBeDefined();
     process.kill(n2, "SIGKILL");
     await poll("a notice that n2 died", () => /n2[^\n]*(exited|died|killed)/.test(cli.stderr + cli.stdout), 10_000);
-    await poll("n2 serving again on its address", async () => {
-      const n = descendants(cli.child.pid!).find((p) => /--node n2/.test(cmdline(p)));
-      if (!n || n === n2) return false;
-      const res = await fetch(`http://127.0.0.1:${nodes[0]!.port}/health`).catch(() => undefined);
-      return res?.status === 200;
-    }, 30_000);
+    await poll(
+      "n2 serving again on its address",
+      async () => {
+        const n = descendants(cli.child.pid!).find((p) => /--node n2/.test(cmdline(p)));
+        if (!n || n === n2) return false;
+        const res = await fetch(`http://127.0.0.1:${nodes[0]!.port}/health`).catch(() => undefined);
+        return res?.status === 200;
+      },
+      30_000,
+    );
     expect(cli.stderr + cli.stdout).toMatch(/n2[^\n]*restart/);
     pids.push(...descendants(cli.child.pid!));
     // status names the nodes of the cluster.
@@ -106,10 +110,20 @@ describe("a node and its bus stopped together", () => {
     const dir = tempDir();
     const file = join(dir, "space.yaml");
     const token = "alice-sigterm-token-0123456789";
-    writeFileSync(file, `space: {id: stopping}\ngateway: {state_dir: .mewgate, cluster: {url: "nats://127.0.0.1:1"}}\nparticipants:\n  alice: {kind: human, token: ${token}}\n`);
+    writeFileSync(
+      file,
+      `space: {id: stopping}\ngateway: {state_dir: .mewgate, cluster: {url: "nats://127.0.0.1:1"}}\nparticipants:\n  alice: {kind: human, token: ${token}}\n`,
+    );
     const node = await spawnGateway(file, { args: ["--cluster", nats.url, "--node", "solo"] });
     pids.push(node.child.pid!);
-    await waitFor(async () => ((await (await fetch(`http://127.0.0.1:${node.port}/health`)).json()) as { cluster: { owns: string[] } }).cluster.owns.includes("stopping"), 15_000, "the node owns the space");
+    await waitFor(
+      async () =>
+        ((await (await fetch(`http://127.0.0.1:${node.port}/health`)).json()) as { cluster: { owns: string[] } }).cluster.owns.includes(
+          "stopping",
+        ),
+      15_000,
+      "the node owns the space",
+    );
     const alice = await TestClient.join(node, "stopping", token);
     alice.send({ kind: "chat", payload: { text: "busy" } });
     const gone = new Promise<void>((r) => node.child.once("exit", () => r()));
@@ -150,22 +164,43 @@ describe("the participants up starts, in a cluster", () => {
   const echoOnce = async (caller: TestClient, text: string): Promise<string | undefined> => {
     const id = `call-${text}-${sent.length + 1}`;
     sent.push(id);
-    caller.send({ id, kind: "mcp/request", to: ["echo"], payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "echo", arguments: { text } } } });
-    const res = await caller.next((e) => e.kind === "mcp/response" && (e.correlation_id as string[] | undefined)?.includes(id) === true, 2000).catch(() => undefined);
+    caller.send({
+      id,
+      kind: "mcp/request",
+      to: ["echo"],
+      payload: { jsonrpc: "2.0", id, method: "tools/call", params: { name: "echo", arguments: { text } } },
+    });
+    const res = await caller
+      .next((e) => e.kind === "mcp/response" && (e.correlation_id as string[] | undefined)?.includes(id) === true, 2000)
+      .catch(() => undefined);
     const result = (res?.payload as { result?: { content?: Array<{ text?: string }> } } | undefined)?.result;
     return result?.content?.[0]?.text;
   };
 
   it("spreads them over the nodes up does not run, every other node a fallback, up's own last", () => {
-    const nodes = [{ name: "n2", url: "ws://127.0.0.1:2" }, { name: "n3", url: "ws://127.0.0.1:3" }, { name: "n4", url: "ws://127.0.0.1:4" }];
+    const nodes = [
+      { name: "n2", url: "ws://127.0.0.1:2" },
+      { name: "n3", url: "ws://127.0.0.1:3" },
+      { name: "n4", url: "ws://127.0.0.1:4" },
+    ];
     const n1 = "ws://127.0.0.1:1";
-    expect(memberRoute(0, n1, nodes)).toEqual({ node: "n2", url: "ws://127.0.0.1:2", fallbackUrls: ["ws://127.0.0.1:3", "ws://127.0.0.1:4", n1] });
-    expect(memberRoute(4, n1, nodes)).toEqual({ node: "n3", url: "ws://127.0.0.1:3", fallbackUrls: ["ws://127.0.0.1:4", "ws://127.0.0.1:2", n1] });
+    expect(memberRoute(0, n1, nodes)).toEqual({
+      node: "n2",
+      url: "ws://127.0.0.1:2",
+      fallbackUrls: ["ws://127.0.0.1:3", "ws://127.0.0.1:4", n1],
+    });
+    expect(memberRoute(4, n1, nodes)).toEqual({
+      node: "n3",
+      url: "ws://127.0.0.1:3",
+      fallbackUrls: ["ws://127.0.0.1:4", "ws://127.0.0.1:2", n1],
+    });
     // No other node: n1 alone.
     expect(memberRoute(7, n1, [])).toEqual({ node: "n1", url: n1, fallbackUrls: [] });
   });
 
-  it("keeps a bridged MCP server answering through another node when the node it is connected to is killed -9", { timeout: 120_000 }, async () => {
+  it("keeps a bridged MCP server answering through another node when the node it is connected to is killed -9", {
+    timeout: 120_000,
+  }, async () => {
     const dir = tempDir();
     const file = space(dir);
     const cli = new Cli(["up", file, "--state-dir", join(dir, "state"), "--port", "0", "--nodes", "3", "--as", "me"], { stdin: "pipe" });
@@ -178,7 +213,8 @@ describe("the participants up starts, in a cluster", () => {
     expect(Object.keys(ports).sort()).toEqual(["n1", "n2", "n3"]);
     // Where up says the bridge joined; without a word, it is inside up itself (n1).
     const via = /\becho via (n\d)\b/.exec(cli.stderr + cli.stdout)?.[1] ?? "n1";
-    const nodePid = via === "n1" ? cli.child.pid! : descendants(cli.child.pid!).find((p) => new RegExp(`--node ${via}\\b`).test(cmdline(p)));
+    const nodePid =
+      via === "n1" ? cli.child.pid! : descendants(cli.child.pid!).find((p) => new RegExp(`--node ${via}\\b`).test(cmdline(p)));
     expect(nodePid).toBeDefined();
     // The caller sits on another node, which lives on.
     const callerNode = via === "n1" ? "n2" : "n1";
@@ -189,21 +225,33 @@ describe("the participants up starts, in a cluster", () => {
       process.kill(nodePid!, "SIGKILL");
       // A call every 300 ms (the one that reached the dead node waits for its timeout); the first answer counts, late or not.
       let sentAt = 0;
-      const answered = () => caller.received.some((e) => e.kind === "mcp/response" && /^call-after-/.test(String((e.correlation_id as string[] | undefined)?.[0])) && JSON.stringify(e.payload).includes('"text":"after"'));
-      await poll("echo answering after its node was killed", () => {
-        if (answered()) return true;
-        if (Date.now() - sentAt >= 300) {
-          sentAt = Date.now();
-          void echoOnce(caller, "after");
-        }
-        return false;
-      }, 20_000, 20);
+      const answered = () =>
+        caller.received.some(
+          (e) =>
+            e.kind === "mcp/response" &&
+            /^call-after-/.test(String((e.correlation_id as string[] | undefined)?.[0])) &&
+            JSON.stringify(e.payload).includes('"text":"after"'),
+        );
+      await poll(
+        "echo answering after its node was killed",
+        () => {
+          if (answered()) return true;
+          if (Date.now() - sentAt >= 300) {
+            sentAt = Date.now();
+            void echoOnce(caller, "after");
+          }
+          return false;
+        },
+        20_000,
+        20,
+      );
       const ms = Date.now() - t0;
       console.log(`echo answered again ${ms} ms after its node (${via}) was killed -9`);
       expect(ms).toBeLessThan(15_000);
       // No call is left hanging: the one that went through the dead node ends with the call's timeout.
       const afterKill = sent.filter((id) => id.startsWith("call-after-"));
-      const answer = (id: string) => caller.received.find((e) => e.kind !== "system/welcome" && (e.correlation_id as string[] | undefined)?.includes(id));
+      const answer = (id: string) =>
+        caller.received.find((e) => e.kind !== "system/welcome" && (e.correlation_id as string[] | undefined)?.includes(id));
       await poll("an answer to every call sent after the kill", () => afterKill.every(answer), 15_000, 50);
       console.log(`the first call after the kill got: ${JSON.stringify(answer(afterKill[0]!)?.payload).slice(0, 200)}`);
       // up lives on, and said what happened to the bridge.
@@ -218,14 +266,20 @@ describe("the participants up starts, in a cluster", () => {
       for (const p of others) process.kill(p, "SIGKILL");
       const before = caller.received.length;
       sentAt = 0;
-      await poll("echo answering after every other node was killed", () => {
-        if (caller.received.slice(before).some((e) => e.kind === "mcp/response" && JSON.stringify(e.payload).includes('"text":"again"'))) return true;
-        if (Date.now() - sentAt >= 300) {
-          sentAt = Date.now();
-          void echoOnce(caller, "again");
-        }
-        return false;
-      }, 20_000, 20);
+      await poll(
+        "echo answering after every other node was killed",
+        () => {
+          if (caller.received.slice(before).some((e) => e.kind === "mcp/response" && JSON.stringify(e.payload).includes('"text":"again"')))
+            return true;
+          if (Date.now() - sentAt >= 300) {
+            sentAt = Date.now();
+            void echoOnce(caller, "again");
+          }
+          return false;
+        },
+        20_000,
+        20,
+      );
       console.log(`echo answered again ${Date.now() - t1} ms after n2 and n3 were killed -9 together`);
       expect(alive(cli.child.pid!)).toBe(true);
       // Said once per loss, not once per attempt, and its return said too.
@@ -243,7 +297,8 @@ describe("the participants up starts, in a cluster", () => {
     await cli.waitLine((l) => l["event"] === "ready", "the ready event", 30_000);
     pids.push(...descendants(cli.child.pid!));
     const via = /\bassistant via (n\d)\b/.exec(cli.stderr + cli.stdout)?.[1] ?? "n1";
-    const nodePid = via === "n1" ? cli.child.pid! : descendants(cli.child.pid!).find((p) => new RegExp(`--node ${via}\\b`).test(cmdline(p)));
+    const nodePid =
+      via === "n1" ? cli.child.pid! : descendants(cli.child.pid!).find((p) => new RegExp(`--node ${via}\\b`).test(cmdline(p)));
     expect(nodePid).toBeDefined();
     process.kill(nodePid!, "SIGKILL");
     await poll("a notice that the assistant is back", () => /assistant: back in the space/.test(cli.stderr + cli.stdout), 20_000);
@@ -255,7 +310,9 @@ describe("the participants up starts, in a cluster", () => {
     expect(alive(cli.child.pid!)).toBe(true);
   });
 
-  it("keeps a bridged MCP server in the space when its token is rotated under it: it joins again with the new one", { timeout: 120_000 }, async () => {
+  it("keeps a bridged MCP server in the space when its token is rotated under it: it joins again with the new one", {
+    timeout: 120_000,
+  }, async () => {
     const dir = tempDir();
     const file = space(dir, false);
     const state = join(dir, "state");

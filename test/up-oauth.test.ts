@@ -31,13 +31,20 @@ describe("mewgate up with a server behind OAuth", () => {
     const dir = tempDir();
     const file = join(dir, "space.yaml");
     const state = join(dir, "state");
-    writeFileSync(file, `space: {id: hosted}\nparticipants:\n  you: {kind: human, tools: {allow: ["remote/*"]}}\nmcpServers:\n  remote: {url: "${upstream.url}"}\n`);
+    writeFileSync(
+      file,
+      `space: {id: hosted}\nparticipants:\n  you: {kind: human, tools: {allow: ["remote/*"]}}\nmcpServers:\n  remote: {url: "${upstream.url}"}\n`,
+    );
     const cli = new Cli(["up", file, "--state-dir", state, "--port", "0", "--json"], { stdin: "pipe", env: cleanEnv() });
     started.push(cli);
-    const link = await poll("the sign-in link on stderr", () => {
-      const m = /remote needs you to sign in at (\S+): (http:\/\/\S+)/.exec(cli.stderr);
-      return m ? { issuer: m[1]!, url: new URL(m[2]!) } : undefined;
-    }, 30_000).catch((e) => {
+    const link = await poll(
+      "the sign-in link on stderr",
+      () => {
+        const m = /remote needs you to sign in at (\S+): (http:\/\/\S+)/.exec(cli.stderr);
+        return m ? { issuer: m[1]!, url: new URL(m[2]!) } : undefined;
+      },
+      30_000,
+    ).catch((e) => {
       throw new Error(`${(e as Error).message}\n--- stdout:\n${cli.stdout.slice(-2000)}\n--- stderr:\n${cli.stderr.slice(-2000)}`);
     });
     expect(link.issuer).toBe(upstream.issuer);
@@ -47,10 +54,15 @@ describe("mewgate up with a server behind OAuth", () => {
     const page = await fetch(back);
     expect(page.status).toBe(200);
     await cli.waitLine((l) => l["event"] === "ready", "up to be ready", 30_000);
-    const tools = await poll("the server's tools", async () => {
-      const r = await run(["tools", "-c", file, "--state-dir", state, "--json"], { env: cleanEnv() });
-      return r.code === 0 && r.stdout.includes("remote/whoami") ? r.stdout : undefined;
-    }, 20_000, 300);
+    const tools = await poll(
+      "the server's tools",
+      async () => {
+        const r = await run(["tools", "-c", file, "--state-dir", state, "--json"], { env: cleanEnv() });
+        return r.code === 0 && r.stdout.includes("remote/whoami") ? r.stdout : undefined;
+      },
+      20_000,
+      300,
+    );
     expect(tools).toContain("remote/echo");
     // At rest: encrypted, the key beside the state directory with mode 600; the tokens in no log.
     const enc = readFileSync(join(state, "credentials.enc"), "utf8");
@@ -74,7 +86,9 @@ describe("mewgate up with a server behind OAuth", () => {
     rmSync(keyFileFor(state));
     const again = await run(["up", file, "--state-dir", state, "--port", "0", "--json"], { env: cleanEnv() });
     expect(again.code).toBe(1);
-    expect(again.stderr).toMatch(/stored credentials .*credentials\.enc exist but their key does not: set MEWGATE_CREDENTIALS_KEY or put back/);
+    expect(again.stderr).toMatch(
+      /stored credentials .*credentials\.enc exist but their key does not: set MEWGATE_CREDENTIALS_KEY or put back/,
+    );
     expect(existsSync(keyFileFor(state))).toBe(false);
     writeFileSync(keyFileFor(state), key, { mode: 0o600 });
   }, 90_000);
@@ -84,10 +98,26 @@ describe("mewgate bridge --url with a server behind OAuth", () => {
   it("signs in headlessly with --oauth-consent auto and serves the space; without it (and no service account) the 401 fails the start", async () => {
     const upstream = await startUpstream();
     upstreams.push(upstream);
-    const gw = await startGateway(`space: {id: lab}\nparticipants:\n  alice: {kind: human, token: alice-token-0123456789, tools: {allow: ["remote/*"]}}\n  remote: {kind: mcp, token: remote-token-0123456789}\n`);
+    const gw = await startGateway(
+      `space: {id: lab}\nparticipants:\n  alice: {kind: human, token: alice-token-0123456789, tools: {allow: ["remote/*"]}}\n  remote: {kind: mcp, token: remote-token-0123456789}\n`,
+    );
     stops.push(() => gw.stop());
     const state = join(tempDir(), "state");
-    const args = ["bridge", "--url", upstream.url, "--as", "remote", "--gateway", gw.url, "--space", "lab", "--token", "remote-token-0123456789", "--state-dir", state];
+    const args = [
+      "bridge",
+      "--url",
+      upstream.url,
+      "--as",
+      "remote",
+      "--gateway",
+      gw.url,
+      "--space",
+      "lab",
+      "--token",
+      "remote-token-0123456789",
+      "--state-dir",
+      state,
+    ];
     const refused = await run(args, { env: cleanEnv() });
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/could not start the MCP server: .*it answered 401 Unauthorized: it wants a sign-in/);
@@ -98,7 +128,9 @@ describe("mewgate bridge --url with a server behind OAuth", () => {
     await alice.connect();
     stops.push(() => alice.close());
     await poll("the tools", async () => (await alice.listTools()).some((t) => t.name === "remote/whoami") || undefined, 20_000, 200);
-    const res = (await alice.request("system:gateway", "tools/call", { name: "remote/whoami", arguments: {} }, { timeoutMs: 10_000 })) as { content: Array<{ text: string }> };
+    const res = (await alice.request("system:gateway", "tools/call", { name: "remote/whoami", arguments: {} }, { timeoutMs: 10_000 })) as {
+      content: Array<{ text: string }>;
+    };
     expect(res.content[0]!.text).toBe("alice");
     expect(readFileSync(join(state, "credentials.enc"), "utf8")).not.toContain("access_token");
   }, 90_000);

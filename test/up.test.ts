@@ -42,22 +42,37 @@ describe("mewgate up without a terminal (JSON lines)", () => {
     expect(proposal).toMatchObject({ from: "assistant", to: ["files"], payload: { method: "tools/call", params: { name: "write_file" } } });
     // The demo's scripted reviewer (started by up, run:) leaves its note on the card; may_approve: none, so it still waits for you.
     const you = readFileSync(join(state, "tokens", "you.token"), "utf8").trim();
-    const card = async () => (await (await fetch(`${String(ready["url"]).replace(/^ws:/, "http:")}/api/spaces/demo/proposals/${proposal["id"]}`, { headers: { authorization: `Bearer ${you}` } })).json()) as Record<string, any>;
+    const card = async () =>
+      (await (
+        await fetch(`${String(ready["url"]).replace(/^ws:/, "http:")}/api/spaces/demo/proposals/${proposal["id"]}`, {
+          headers: { authorization: `Bearer ${you}` },
+        })
+      ).json()) as Record<string, any>;
     await poll("the reviewer's note on the card", async () => (await card())["review"] !== undefined, 20_000);
     const reviewed = await card();
-    expect(reviewed["review"]).toMatchObject({ by: "reviewer", verdict: expect.stringMatching(/^(approve|escalate)$/), reason: expect.any(String) });
+    expect(reviewed["review"]).toMatchObject({
+      by: "reviewer",
+      verdict: expect.stringMatching(/^(approve|escalate)$/),
+      reason: expect.any(String),
+    });
     expect(reviewed["review"]["outcome"]).toBe("to_people");
     expect(reviewed["state"]).toBe("pending");
 
     cli.send({ approve: proposal["id"], scope: "once", arguments: { path: "approved.txt", content: "from a script\n" } });
     await cli.waitLine((l) => l["kind"] === "mcp/response" && l["correlation_id"]?.includes(proposal["id"]), "the call's response");
     expect(readFileSync(join(state, "sandbox", "approved.txt"), "utf8")).toBe("from a script\n");
-    await cli.waitLine((l) => l["kind"] === "chat" && l["from"] === "assistant" && /Done/.test(l["payload"]["text"]), "the assistant's reply");
+    await cli.waitLine(
+      (l) => l["kind"] === "chat" && l["from"] === "assistant" && /Done/.test(l["payload"]["text"]),
+      "the assistant's reply",
+    );
 
     cli.send("not json");
     await cli.waitLine((l) => l["event"] === "error" && /not JSON/.test(l["message"]), "an error line for bad input");
     cli.send({ chat: "what can you do?", to: ["assistant"] });
-    await cli.waitLine((l) => l["kind"] === "chat" && l["from"] === "assistant" && l["payload"]["text"].includes("scripted demo assistant"), "the fallback reply");
+    await cli.waitLine(
+      (l) => l["kind"] === "chat" && l["from"] === "assistant" && l["payload"]["text"].includes("scripted demo assistant"),
+      "the fallback reply",
+    );
 
     const rec = JSON.parse(readFileSync(join(state, "up.json"), "utf8"));
     expect(rec.pid).toBe(cli.child.pid);
@@ -70,7 +85,8 @@ describe("mewgate up without a terminal (JSON lines)", () => {
     // No token reaches stdout, stderr or the logs.
     const token = readFileSync(join(state, "tokens", "you.token"), "utf8").trim();
     expect(cli.stdout + cli.stderr).not.toContain(token);
-    for (const f of ["gateway.log", "assistant.log", "files.log"]) expect(readFileSync(join(state, "logs", f), "utf8")).not.toContain(token);
+    for (const f of ["gateway.log", "assistant.log", "files.log"])
+      expect(readFileSync(join(state, "logs", f), "utf8")).not.toContain(token);
 
     // The audit log of that run, through `mewgate audit`.
     const audit = await run(["audit", "--config", DEMO, "--state-dir", state]);
@@ -78,7 +94,12 @@ describe("mewgate up without a terminal (JSON lines)", () => {
     expect(audit.stdout).toMatch(/proposed\s+\[[0-9a-f]{8}\]\s+assistant → files\/write_file/);
     expect(audit.stdout).toMatch(/approved\s+\[[0-9a-f]{8}\]\s+assistant → files\/write_file\s+by you\s+\(once\)/);
     const json = await run(["audit", "--config", DEMO, "--state-dir", state, "--json", "--participant", "you", "--since", "1h"]);
-    expect(json.stdout.trim().split("\n").map((l) => JSON.parse(l).event)).toEqual(expect.arrayContaining(["approved", "answered"]));
+    expect(
+      json.stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l).event),
+    ).toEqual(expect.arrayContaining(["approved", "answered"]));
     const none = await run(["audit", "--config", DEMO, "--state-dir", state, "--until", "2000-01-01"]);
     expect(none.stdout).toContain("no audit entries match");
     const bad = await run(["audit", "--config", DEMO, "--state-dir", state, "--since", "yesterday-ish"]);
@@ -111,7 +132,10 @@ participants:
     const [childPid, grandchildPid] = first!.split(" ").map(Number);
 
     cli.send({ chat: "crash", to: ["helper"] });
-    await cli.waitLine((l) => l["event"] === "error" && /helper exited with code 3(: [^;]*)?; restarting/.test(l["message"]), "the restart notice");
+    await cli.waitLine(
+      (l) => l["event"] === "error" && /helper exited with code 3(: [^;]*)?; restarting/.test(l["message"]),
+      "the restart notice",
+    );
     await poll("the restarted child", () => readFileSync(pidFile, "utf8").trim().split("\n").length === 2, 10_000);
     await poll("the old process group gone", () => !alive(childPid!) && !alive(grandchildPid!), 5000);
     const log = readFileSync(join(state, "logs", "helper.log"), "utf8");
@@ -130,7 +154,9 @@ participants:
 
 describe("mewgate up --detach, status, down and the one-shot commands", () => {
   // About ten CLI processes one after another (and a reload): on a busy machine that is past the default 20 s.
-  it("runs in the background; status, send, tools, proposals, token work against it; down stops exactly it and everything it started", { timeout: 60_000 }, async () => {
+  it("runs in the background; status, send, tools, proposals, token work against it; down stops exactly it and everything it started", {
+    timeout: 60_000,
+  }, async () => {
     const state = tempDir();
     const common = ["--config", DEMO, "--state-dir", state];
     const detach = await run(["up", DEMO, "--state-dir", state, "--port", "0", "--detach"]);
@@ -174,7 +200,9 @@ describe("mewgate up --detach, status, down and the one-shot commands", () => {
     expect(existsSync(join(state, "sandbox", "hello.txt"))).toBe(true);
     const gone = await run(["proposals", "approve", short!, ...common]);
     expect(gone.code).not.toBe(0);
-    expect(gone.stderr).toMatch(new RegExp(`\\[${short}\\] assistant → files/write_file is already approved by you at \\S+; nothing changed`));
+    expect(gone.stderr).toMatch(
+      new RegExp(`\\[${short}\\] assistant → files/write_file is already approved by you at \\S+; nothing changed`),
+    );
     const refused = await run(["send", ...common, "--to", "nobody", "hi"]);
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toContain('the gateway refused it: unknown_recipient: no participant "nobody"');
@@ -209,7 +237,19 @@ describe("mewgate up --detach, status, down and the one-shot commands", () => {
     const state = tempDir();
     // A pid file naming a live process that is not a mewgate up (this test runner).
     writeFileSync(join(state, "up.pid"), `${process.pid}\n`);
-    writeFileSync(join(state, "up.json"), JSON.stringify({ pid: process.pid, url: "ws://127.0.0.1:1", space: "demo", config: DEMO, stateDir: state, startTicks: 1, argv: ["node", "mewgate", "up"], startedAt: "" }));
+    writeFileSync(
+      join(state, "up.json"),
+      JSON.stringify({
+        pid: process.pid,
+        url: "ws://127.0.0.1:1",
+        space: "demo",
+        config: DEMO,
+        stateDir: state,
+        startTicks: 1,
+        argv: ["node", "mewgate", "up"],
+        startedAt: "",
+      }),
+    );
     const down = await run(["down", DEMO, "--state-dir", state]);
     expect(down.code).not.toBe(0);
     expect(down.stderr).toContain(`pid ${process.pid} is now another process`);
@@ -287,7 +327,11 @@ describe("mewgate up --nodes 3 (a local cluster)", () => {
     const token = readFileSync(join(state, "tokens", "you.token"), "utf8").trim();
     const pending = async (port: number) => {
       const res = await fetch(`http://127.0.0.1:${port}/api/spaces/demo/proposals`, { headers: { authorization: `Bearer ${token}` } });
-      return { status: res.status, node: res.headers.get("x-mewgate-node"), body: res.status === 200 ? ((await res.json()) as { proposals: Array<{ id: string }> }) : undefined };
+      return {
+        status: res.status,
+        node: res.headers.get("x-mewgate-node"),
+        body: res.status === 200 ? ((await res.json()) as { proposals: Array<{ id: string }> }) : undefined,
+      };
     };
     // Asked of another node, the answer comes from the owner (n1, this process).
     const before = await pending(nodes[0]!.port);
@@ -297,4 +341,3 @@ describe("mewgate up --nodes 3 (a local cluster)", () => {
     // What happens when up itself is killed (everything stops with it) is in up-cluster.test.ts.
   });
 });
-

@@ -33,7 +33,12 @@ participants:
   agent: {kind: agent, token: ${TOKEN("agent")}, approvers: ["@ops"], tools: {ask: ["fs/write_file"]}}
 `;
 const TOOLS = [{ name: "write_file", inputSchema: { type: "object" } }];
-const propose = (id: string) => ({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a" } } } });
+const propose = (id: string) => ({
+  id,
+  kind: "mcp/proposal",
+  to: ["fs"],
+  payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a" } } },
+});
 
 const gateways: TestGateway[] = [];
 const clients: TestClient[] = [];
@@ -45,7 +50,13 @@ afterEach(async () => {
 });
 
 /** What a receiver does with a notice: the raw body checked against the headers, with the secret it shares. */
-function verify(secret: string, headers: IncomingHttpHeaders, raw: string, nowS = Math.floor(Date.now() / 1000), toleranceS = 300): { ok: true } | { ok: false; why: string } {
+function verify(
+  secret: string,
+  headers: IncomingHttpHeaders,
+  raw: string,
+  nowS = Math.floor(Date.now() / 1000),
+  toleranceS = 300,
+): { ok: true } | { ok: false; why: string } {
   const id = headers["webhook-id"];
   const ts = headers["webhook-timestamp"];
   const sig = headers["webhook-signature"];
@@ -120,10 +131,14 @@ describe("signed webhooks: hostile first", () => {
     }
   });
 
-  it("a receiver verifies each notice; a tampered body, an old timestamp, a wrong secret or a replayed signature on another id are refused", { timeout: 20_000 }, async () => {
+  it("a receiver verifies each notice; a tampered body, an old timestamp, a wrong secret or a replayed signature on another id are refused", {
+    timeout: 20_000,
+  }, async () => {
     const hook = await receiver();
     const g = await start(SPACE(hook.url));
-    clients.push(await toolOwner(g, "wh", TOKEN("fs"), TOOLS, { onCall: (_e, reply) => reply({ content: [{ type: "text", text: "written" }] }) }));
+    clients.push(
+      await toolOwner(g, "wh", TOKEN("fs"), TOOLS, { onCall: (_e, reply) => reply({ content: [{ type: "text", text: "written" }] }) }),
+    );
     const agent = await join(g, "agent");
     await waitFor(() => g.gateway.spaces.get("wh")!.registry.get("fs", "write_file") !== undefined, 5000, "the tool");
     agent.send(propose("p1"));
@@ -133,9 +148,15 @@ describe("signed webhooks: hostile first", () => {
     expect(n.headers["webhook-signature"]).toMatch(/^v1,[A-Za-z0-9+/]+=*$/);
     expect(verify(SECRET, n.headers, n.raw)).toEqual({ ok: true });
     // Hostile: each of these a receiver refuses.
-    expect(verify(SECRET, n.headers, n.raw.replace('"path\\":\\"a\\"', '"path\\":\\"b\\"').replace("p1", "p2"))).toMatchObject({ ok: false, why: "no signature matches" });
+    expect(verify(SECRET, n.headers, n.raw.replace('"path\\":\\"a\\"', '"path\\":\\"b\\"').replace("p1", "p2"))).toMatchObject({
+      ok: false,
+      why: "no signature matches",
+    });
     expect(verify(SECRET, n.headers, `${n.raw} `)).toMatchObject({ ok: false });
-    expect(verify(SECRET, n.headers, n.raw, Number(n.headers["webhook-timestamp"]) + 3600)).toMatchObject({ ok: false, why: "timestamp outside the window" });
+    expect(verify(SECRET, n.headers, n.raw, Number(n.headers["webhook-timestamp"]) + 3600)).toMatchObject({
+      ok: false,
+      why: "timestamp outside the window",
+    });
     expect(verify(`whsec_${Buffer.alloc(32, 8).toString("base64")}`, n.headers, n.raw)).toMatchObject({ ok: false });
     expect(verify(SECRET, { ...n.headers, "webhook-id": "msg_other" }, n.raw)).toMatchObject({ ok: false });
     // Approved and run: the decided notices are signed too, and the last one carries the call's outcome.
@@ -162,7 +183,9 @@ describe("signed webhooks: hostile first", () => {
 });
 
 describe("group approvers are notified like named ones", () => {
-  it("approvers: [\"@ops\"]: a link per member who may decide; at escalation the stage's group members too, and the escalation is audited", { timeout: 20_000 }, async () => {
+  it('approvers: ["@ops"]: a link per member who may decide; at escalation the stage\'s group members too, and the escalation is audited', {
+    timeout: 20_000,
+  }, async () => {
     const hook = await receiver();
     const g = await start(SPACE(hook.url, { escalate: true }));
     clients.push(await toolOwner(g, "wh", TOKEN("fs"), TOOLS));
@@ -185,4 +208,3 @@ describe("group approvers are notified like named ones", () => {
     expect(audit[1]).toMatchObject({ stage: 0, approvers: ["carol"], proposer: "agent", tool: "write_file" });
   });
 });
-

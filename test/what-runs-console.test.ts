@@ -31,7 +31,17 @@ let gw: TestGateway | undefined;
 const clients: TestClient[] = [];
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}`);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
 }, 30_000);
 afterAll(async () => {
   await browser?.close();
@@ -48,19 +58,32 @@ describe("what runs in the console", () => {
   it("the second approver's card shows the edited arguments and who edited them, and its Approve runs exactly those", async () => {
     gw = await startGateway(SPACE);
     const runs: Env[] = [];
-    clients.push(await toolOwner(gw, "wrc", TOKEN("fs"), TOOLS, { onCall: (env, reply) => (runs.push(env), reply({ content: [{ type: "text", text: "ok" }] })) }));
+    clients.push(
+      await toolOwner(gw, "wrc", TOKEN("fs"), TOOLS, {
+        onCall: (env, reply) => (runs.push(env), reply({ content: [{ type: "text", text: "ok" }] })),
+      }),
+    );
     const agent = await TestClient.join(gw, "wrc", TOKEN("agent"));
     clients.push(agent);
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     page.setDefaultTimeout(8000);
     await page.goto(`http://127.0.0.1:${gw.port}/ui/#space=wrc&token=${TOKEN("bob")}`);
     await page.locator("#conn.live").waitFor();
-    agent.send({ id: "k1", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a.txt" } } } });
+    agent.send({
+      id: "k1",
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "a.txt" } } },
+    });
     const card = page.locator('#inbox li.card[data-id="k1"]');
     await card.waitFor();
     expect(await card.locator("dl.args").textContent()).toContain("a.txt");
     // Alice approves first, through the API, with other arguments.
-    const res = await fetch(`http://127.0.0.1:${gw.port}/api/spaces/wrc/proposals/k1/approve`, { method: "POST", headers: { authorization: `Bearer ${TOKEN("alice")}`, "content-type": "application/json" }, body: JSON.stringify({ arguments: { path: "b.txt" } }) });
+    const res = await fetch(`http://127.0.0.1:${gw.port}/api/spaces/wrc/proposals/k1/approve`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN("alice")}`, "content-type": "application/json" },
+      body: JSON.stringify({ arguments: { path: "b.txt" } }),
+    });
     expect(res.status).toBe(200);
     await waitFor(async () => ((await card.locator("dl.args").textContent()) ?? "").includes("b.txt"), 8000, "bob's card follows the edit");
     expect(await card.textContent()).toMatch(/Arguments edited by alice/);

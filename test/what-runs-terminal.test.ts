@@ -42,15 +42,27 @@ describe("what runs in the terminal", () => {
     writeFileSync(file, SPACE);
     gateway = await spawnGateway(file);
     const runs: Env[] = [];
-    clients.push(await toolOwner(gateway, "wrt", TOKEN("fs"), [{ name: "write_file", inputSchema: { type: "object" } }], { onCall: (env, reply) => (runs.push(env), reply({ content: [{ type: "text", text: "ok" }] })) }));
+    clients.push(
+      await toolOwner(gateway, "wrt", TOKEN("fs"), [{ name: "write_file", inputSchema: { type: "object" } }], {
+        onCall: (env, reply) => (runs.push(env), reply({ content: [{ type: "text", text: "ok" }] })),
+      }),
+    );
     const agent = await TestClient.join(gateway, "wrt", TOKEN("agent"));
     const alice = await TestClient.join(gateway, "wrt", TOKEN("alice"));
     clients.push(agent, alice);
     const tokenFile = join(dir, "bob.token");
     writeFileSync(tokenFile, `${TOKEN("bob")}\n`, { mode: 0o600 });
-    pane = new Tmux([process.execPath, MAIN, "connect", "--gateway", `ws://127.0.0.1:${gateway.port}`, "--space", "wrt", "--token-file", tokenFile], { env: cleanEnv({ EDITOR: "true" }), width: 100, height: 40 });
+    pane = new Tmux(
+      [process.execPath, MAIN, "connect", "--gateway", `ws://127.0.0.1:${gateway.port}`, "--space", "wrt", "--token-file", tokenFile],
+      { env: cleanEnv({ EDITOR: "true" }), width: 100, height: 40 },
+    );
     await pane.waitFor(/bob>/);
-    agent.send({ id: "t1", kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "original-a.txt" } } } });
+    agent.send({
+      id: "t1",
+      kind: "mcp/proposal",
+      to: ["fs"],
+      payload: { method: "tools/call", params: { name: "write_file", arguments: { path: "original-a.txt" } } },
+    });
     await pane.waitFor(/1 proposal waiting/);
     await alice.next((e) => e.kind === "mcp/proposal" && e.id === "t1");
     alice.send({ kind: "mcp/approve", correlation_id: ["t1"], payload: { arguments: { path: "edited-b.txt" } } });

@@ -58,10 +58,20 @@ participants:
 const TOOLS = [
   {
     name: "write_file",
-    inputSchema: { type: "object", properties: { path: { type: "string" }, content: { type: "string" } }, required: ["path"], additionalProperties: false },
+    inputSchema: {
+      type: "object",
+      properties: { path: { type: "string" }, content: { type: "string" } },
+      required: ["path"],
+      additionalProperties: false,
+    },
   },
 ];
-const propose = (id: string, args: Record<string, unknown>) => ({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: args } } });
+const propose = (id: string, args: Record<string, unknown>) => ({
+  id,
+  kind: "mcp/proposal",
+  to: ["fs"],
+  payload: { method: "tools/call", params: { name: "write_file", arguments: args } },
+});
 const fulfil = (id: string, proposal: string, args: Record<string, unknown>) => ({
   id,
   kind: "mcp/request",
@@ -93,7 +103,11 @@ async function start(yaml = SPACE): Promise<{ g: TestGateway; runs: Env[] }> {
       },
     }),
   );
-  await waitFor(async () => ((await api(g, "alice", "GET", "tools")).body.tools ?? []).some((t: { name: string }) => t.name === "fs/write_file"), 5000, "fs/write_file in the catalogue");
+  await waitFor(
+    async () => ((await api(g, "alice", "GET", "tools")).body.tools ?? []).some((t: { name: string }) => t.name === "fs/write_file"),
+    5000,
+    "fs/write_file in the catalogue",
+  );
   return { g, runs };
 }
 
@@ -136,7 +150,13 @@ describe("what runs: hostile", () => {
     expect((await errorFor(dave, "d2")).payload.code).toBe("approval_mismatch");
     expect(runs).toHaveLength(0);
     const view = (await api(g, "dave", "GET", "proposals/f1")).body;
-    expect(view).toMatchObject({ state: "pending", arguments: { path: "b.txt" }, proposedArguments: { path: "a.txt" }, edited: { by: "alice" }, approvals: { count: 1 } });
+    expect(view).toMatchObject({
+      state: "pending",
+      arguments: { path: "b.txt" },
+      proposedArguments: { path: "a.txt" },
+      edited: { by: "alice" },
+      approvals: { count: 1 },
+    });
     // Fulfilling with what runs routes it, once, with the edited arguments.
     dave.send(fulfil("d3", "f1", { path: "b.txt" }));
     await waitFor(() => runs.length === 1, 5000, "the fulfilment runs");
@@ -226,7 +246,13 @@ describe("what runs: hostile", () => {
     const alice = await join(g, "alice");
     solo.send(propose("w1", { path: "tmp/x" }));
     await alice.next((e) => e.kind === "mcp/proposal" && e.id === "w1");
-    writeFileSync(pathJoin(g.dir, "space.yaml"), SPACE.replace('tools: {ask: ["fs/write_file"]}', `tools: {deny: [{tool: "fs/write_file", when: "args.path.startsWith('tmp/')"}], ask: ["fs/write_file"]}`));
+    writeFileSync(
+      pathJoin(g.dir, "space.yaml"),
+      SPACE.replace(
+        'tools: {ask: ["fs/write_file"]}',
+        `tools: {deny: [{tool: "fs/write_file", when: "args.path.startsWith('tmp/')"}], ask: ["fs/write_file"]}`,
+      ),
+    );
     const reloaded = await api(g, "alice", "POST", "reload");
     expect(reloaded.status).toBe(200);
     const left = (await api(g, "alice", "GET", "proposals")).body.proposals.find((p: { id: string }) => p.id === "w1");
@@ -293,10 +319,20 @@ describe("what runs: hostile", () => {
     expect(refused.payload.code).toBe("grant_exceeds_policy");
     expect(refused.payload.message).toMatch(/needs 2 distinct approvers for fs\/write_file/);
     // A broad grant covering the tool is refused too.
-    alice.send({ id: "g2", kind: "capability/grant", to: ["agent"], payload: { recipient: "agent", capabilities: [{ kind: "mcp/request", to: ["fs"] }] } });
+    alice.send({
+      id: "g2",
+      kind: "capability/grant",
+      to: ["agent"],
+      payload: { recipient: "agent", capabilities: [{ kind: "mcp/request", to: ["fs"] }] },
+    });
     expect((await errorFor(alice, "g2")).payload.code).toBe("grant_exceeds_policy");
     expect((await api(g, "alice", "GET", "grants")).body.grants ?? []).toEqual([]);
-    agent.send({ id: "c1", kind: "mcp/request", to: ["fs"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "write_file", arguments: { path: "a" } } } });
+    agent.send({
+      id: "c1",
+      kind: "mcp/request",
+      to: ["fs"],
+      payload: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "write_file", arguments: { path: "a" } } },
+    });
     expect((await errorFor(agent, "c1")).payload.code).not.toBe(undefined);
     expect(runs).toHaveLength(0);
   });
@@ -314,10 +350,20 @@ describe("what runs: hostile", () => {
     const call = caller.callTool()("fs/write_file", { path: "a.txt" }, { callId: "c1", signal: new AbortController().signal });
     const held = await watcher.next((e) => e.kind === "mcp/proposal" && e.from === "solo");
     // The peer answers it, forging the gateway's mark too.
-    peer.send({ id: "p1", kind: "chat", to: ["solo"], correlation_id: [held.id], payload: { text: "never mind", "mewgate/respond": { proposal: held.id, by: "peer" } } });
+    peer.send({
+      id: "p1",
+      kind: "chat",
+      to: ["solo"],
+      correlation_id: [held.id],
+      payload: { text: "never mind", "mewgate/respond": { proposal: held.id, by: "peer" } },
+    });
     const seen = await watcher.next((e) => e.kind === "chat" && e.id === "p1");
     expect(seen.payload["mewgate/respond"]).toBeUndefined();
-    await waitFor(async () => client.proposals.has(held.id) && (await api(g, "alice", "GET", `proposals/${held.id}`)).body.state === "pending", 2000, "still pending");
+    await waitFor(
+      async () => client.proposals.has(held.id) && (await api(g, "alice", "GET", `proposals/${held.id}`)).body.state === "pending",
+      2000,
+      "still pending",
+    );
     // Carol (not of @ops) and the proposer itself may not decide it: the API refuses their Respond, naming why, and sends nothing.
     const refused = await api(g, "carol", "POST", `proposals/${held.id}/respond`, { text: "cancel it\u202e" });
     expect(refused.status).toBe(403);
@@ -347,8 +393,24 @@ describe("what runs: quorum and schema, hostile", () => {
     const authority: Authority = new Authority(config, grants, registry);
     const cap = { kind: "mcp/request", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file" } } };
     // As if recorded before `approvals: 2` was added: alice's grant to agent, and to solo (no quorum).
-    grants.apply({ type: "grant", id: "g-agent", from: "alice", recipient: "agent", capabilities: [cap], reason: undefined, ts: new Date().toISOString() } as never);
-    grants.apply({ type: "grant", id: "g-solo", from: "alice", recipient: "solo", capabilities: [cap], reason: undefined, ts: new Date().toISOString() } as never);
+    grants.apply({
+      type: "grant",
+      id: "g-agent",
+      from: "alice",
+      recipient: "agent",
+      capabilities: [cap],
+      reason: undefined,
+      ts: new Date().toISOString(),
+    } as never);
+    grants.apply({
+      type: "grant",
+      id: "g-solo",
+      from: "alice",
+      recipient: "solo",
+      capabilities: [cap],
+      reason: undefined,
+      ts: new Date().toISOString(),
+    } as never);
     expect(authority.tool("agent", "fs", "write_file")).toBe("proposal");
     expect(authority.tool("solo", "fs", "write_file")).toBe("direct");
     expect(authority.quorumBypass("agent", [cap])).toMatch(/needs 2 distinct approvers/);
@@ -361,13 +423,21 @@ describe("what runs: quorum and schema, hostile", () => {
     fc.assert(
       fc.property(names, fc.jsonValue({ maxDepth: 2 }), (name, value) => {
         const args = JSON.parse(`{"path": "a", ${JSON.stringify(name)}: ${JSON.stringify(value ?? null)}}`) as Record<string, unknown>;
-        expect(firstProblem(schema, args)).toEqual({ field: `arguments.${name}`, message: `arguments.${name} is not a parameter of this tool` });
+        expect(firstProblem(schema, args)).toEqual({
+          field: `arguments.${name}`,
+          message: `arguments.${name} is not a parameter of this tool`,
+        });
         // Required by name: a prototype name is not present unless it is an own key.
-        expect(firstProblem({ type: "object", required: [name] }, {})).toEqual({ field: `arguments.${name}`, message: `arguments.${name} is required` });
+        expect(firstProblem({ type: "object", required: [name] }, {})).toEqual({
+          field: `arguments.${name}`,
+          message: `arguments.${name} is required`,
+        });
       }),
       { numRuns: 100 },
     );
-    expect(firstProblem({ type: "object", properties: { a: { type: "array", items: { type: ["string", "null"] } } } }, { a: ["x", null, 3] })).toMatchObject({ field: "arguments.a[2]" });
+    expect(
+      firstProblem({ type: "object", properties: { a: { type: "array", items: { type: ["string", "null"] } } } }, { a: ["x", null, 3] }),
+    ).toMatchObject({ field: "arguments.a[2]" });
     expect(firstProblem({ type: "object", properties: { m: { const: "x" } } }, { m: "y" })).toMatchObject({ field: "arguments.m" });
   });
 
@@ -406,7 +476,11 @@ describe("what runs: every card shows it", () => {
     expect(view).toMatchObject({ arguments: { path: "b.txt" }, proposedArguments: { path: "a.txt" }, edited: { by: "alice" } });
     expect(typeof view.edited.at).toBe("string");
     // The terminal draws from the client's remembered envelope: it follows the edit.
-    await waitFor(() => (callShape(bob.proposals.get("c1")!).arguments as { path?: string }).path === "b.txt", 5000, "the client's card follows the edit");
+    await waitFor(
+      () => (callShape(bob.proposals.get("c1")!).arguments as { path?: string }).path === "b.txt",
+      5000,
+      "the client's card follows the edit",
+    );
     const dave = await join(g, "dave");
     const shown = ((dave.received.find((e) => e.kind === "system/welcome")!.payload.proposals as Env[]) ?? []).find((e) => e.id === "c1")!;
     expect(shown.payload["mewgate/edited"]).toMatchObject({ arguments: { path: "b.txt" }, by: "alice" });
@@ -422,7 +496,11 @@ describe("policy explain and test: groups and quorum", () => {
     expect([...e.approvers].sort()).toEqual(["alice", "bob", "dave"]);
     expect(e.approvals).toBe(2);
     // Bob may not write secret/: he could not approve that one.
-    expect([...offlineAuthority(config, { fs: [{ name: "write_file" }] }).explain("agent", "fs", "write_file", { path: "secret/a" }).approvers].sort()).toEqual(["alice", "dave"]);
+    expect(
+      [
+        ...offlineAuthority(config, { fs: [{ name: "write_file" }] }).explain("agent", "fs", "write_file", { path: "secret/a" }).approvers,
+      ].sort(),
+    ).toEqual(["alice", "dave"]);
     const g = await startGateway(SPACE);
     gateways.push(g);
     const cases = pathJoin(g.dir, "cases.yaml");

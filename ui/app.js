@@ -17,7 +17,17 @@ import { fatiguePanel } from "./fatigue.js";
 import { el } from "./dom.js";
 
 const $ = (id) => document.getElementById(id);
-const state = { space: "", token: "", me: "", proposals: [], tools: [], seen: new Set(), stream: undefined, selected: new Set(), logged: new Set() };
+const state = {
+  space: "",
+  token: "",
+  me: "",
+  proposals: [],
+  tools: [],
+  seen: new Set(),
+  stream: undefined,
+  selected: new Set(),
+  logged: new Set(),
+};
 
 // --- sign-in: #space=S&token=T once (then dropped from the address bar), or the form ---
 
@@ -59,7 +69,13 @@ async function signIn(creds) {
   const me = await api("GET", "me").catch((err) => err);
   if (me instanceof Error) {
     sessionStorage.removeItem("mewgate");
-    showLogin(me.status === 401 ? "That token is not valid for this space." : me.status === 404 ? `No space named "${creds.space}".` : `Could not sign in: ${me.message}`);
+    showLogin(
+      me.status === 401
+        ? "That token is not valid for this space."
+        : me.status === 404
+          ? `No space named "${creds.space}".`
+          : `Could not sign in: ${me.message}`,
+    );
     return;
   }
   state.me = me.id;
@@ -165,18 +181,30 @@ function onEnvelope(env, replay = false) {
       addLog("activity", env.from, `proposes ${callLabel(env)}`);
       return refreshProposals();
     case "mcp/approve":
-      addLog("activity", env.from, `approved ${short(env.correlation_id?.[0])}${env.payload?.scope === "always" ? " (always)" : ""}${env.payload?.arguments ? " with edited arguments" : ""}`);
+      addLog(
+        "activity",
+        env.from,
+        `approved ${short(env.correlation_id?.[0])}${env.payload?.scope === "always" ? " (always)" : ""}${env.payload?.arguments ? " with edited arguments" : ""}`,
+      );
       // An "always" made a grant.
       if (env.payload?.scope === "always") refreshGrants().catch(alertIn);
       return refreshProposals();
     case "mcp/reject":
-      addLog("activity", env.from, `rejected ${short(env.correlation_id?.[0])}: ${env.payload?.reason ?? ""}${env.payload?.text ? ` — ${env.payload.text}` : ""}`);
+      addLog(
+        "activity",
+        env.from,
+        `rejected ${short(env.correlation_id?.[0])}: ${env.payload?.reason ?? ""}${env.payload?.text ? ` — ${env.payload.text}` : ""}`,
+      );
       return refreshProposals();
     case "mcp/withdraw":
       addLog("activity", env.from, `withdrew ${short(env.correlation_id?.[0])}`);
       return refreshProposals();
     case "system/approval": // one of several approvals a proposal needs ("1 of 2")
-      addLog("activity", (env.payload?.by ?? []).at(-1) ?? env.from, `approved ${short(env.correlation_id?.[0])} (${env.payload?.text ?? ""})`);
+      addLog(
+        "activity",
+        (env.payload?.by ?? []).at(-1) ?? env.from,
+        `approved ${short(env.correlation_id?.[0])} (${env.payload?.text ?? ""})`,
+      );
       return refreshProposals();
     case "mcp/request":
       if (env.payload?.method === "tools/call") addLog("activity", env.from, `calls ${callLabel(env)}`);
@@ -188,14 +216,26 @@ function onEnvelope(env, replay = false) {
     case "space/conversation":
       // Who holds my conversation (interactive delegation).
       if (env.payload?.human === state.me) showHolder(typeof env.payload.holder === "string" ? env.payload.holder : "");
-      addLog("activity", env.payload?.human ?? "?", env.payload?.holder ? `is talking with ${env.payload.holder}` : "has the conversation back");
+      addLog(
+        "activity",
+        env.payload?.human ?? "?",
+        env.payload?.holder ? `is talking with ${env.payload.holder}` : "has the conversation back",
+      );
       return;
     case "system/presence":
-      addLog("activity", env.payload?.participant?.id ?? "?", env.payload?.event === "join" ? "joined" : env.payload?.event === "invited" ? "was invited" : "left");
+      addLog(
+        "activity",
+        env.payload?.participant?.id ?? "?",
+        env.payload?.event === "join" ? "joined" : env.payload?.event === "invited" ? "was invited" : "left",
+      );
       return refreshPeople();
     case "capability/grant":
     case "capability/revoke":
-      addLog("activity", env.from, env.kind === "capability/grant" ? `granted ${env.payload?.recipient ?? ""}` : `revoked a grant of ${env.payload?.recipient ?? ""}`);
+      addLog(
+        "activity",
+        env.from,
+        env.kind === "capability/grant" ? `granted ${env.payload?.recipient ?? ""}` : `revoked a grant of ${env.payload?.recipient ?? ""}`,
+      );
       return refreshGrants();
   }
 }
@@ -213,7 +253,8 @@ function logOnly(env) {
   if (env.kind === "mcp/proposal") return addLog("activity", env.from, `proposes ${callLabel(env)}`);
   if (env.kind === "mcp/approve") return addLog("activity", env.from, `approved ${short(env.correlation_id?.[0])}`);
   if (env.kind === "mcp/reject") return addLog("activity", env.from, `rejected ${short(env.correlation_id?.[0])}`);
-  if (env.kind === "system/presence") return addLog("activity", env.payload?.participant?.id ?? "?", env.payload?.event === "join" ? "joined" : "left");
+  if (env.kind === "system/presence")
+    return addLog("activity", env.payload?.participant?.id ?? "?", env.payload?.event === "join" ? "joined" : "left");
 }
 
 function callLabel(env) {
@@ -227,7 +268,6 @@ const short = (id) => (typeof id === "string" ? id.slice(0, 8) : "?");
 
 // --- rendering (textContent only) ---
 
-
 function addLog(kind, from, text) {
   const log = $("activity");
   log.append(el("li", { class: kind }, el("span", { class: "from", text: `${from}: ` }), el("span", { text })));
@@ -236,7 +276,16 @@ function addLog(kind, from, text) {
 }
 
 async function refreshAll() {
-  await Promise.all([refreshProposals(), forms.refresh(), refreshPeople(), refreshGrants(), refreshAudit(), refreshHolder(), decided.refresh(), loadHistory()]);
+  await Promise.all([
+    refreshProposals(),
+    forms.refresh(),
+    refreshPeople(),
+    refreshGrants(),
+    refreshAudit(),
+    refreshHolder(),
+    decided.refresh(),
+    loadHistory(),
+  ]);
 }
 
 /** The chat and activity tabs start with what happened recently, not empty. */
@@ -268,7 +317,9 @@ async function refreshProposals() {
   for (const id of state.selected) if (!proposals.some((p) => p.id === id)) state.selected.delete(id);
   // Calls of one agent turn together, under one heading (turns.js).
   const selectAll = (ps) => (ps.forEach((p) => state.selected.add(p.id)), refreshProposals().catch(alertIn));
-  list.replaceChildren(...turnItems(proposals, (p) => proposalCard(p, decide, state.selected.has(p.id)), { el, reveal, select: selectAll }));
+  list.replaceChildren(
+    ...turnItems(proposals, (p) => proposalCard(p, decide, state.selected.has(p.id)), { el, reveal, select: selectAll }),
+  );
   drawBatch();
   keys.refocus();
   $("inbox-empty").hidden = proposals.length > 0;
@@ -342,7 +393,13 @@ function drawBatch() {
   const low = lowRisk(state.proposals).filter((p) => !state.selected.has(p.id));
   bar.hidden = picked.length === 0 && low.length < 2;
   bar.replaceChildren(
-    low.length >= 2 ? el("button", { class: "select-low", text: `Select the ${low.length} low-risk`, onclick: () => (low.forEach((p) => state.selected.add(p.id)), refreshProposals().catch(alertIn)) }) : undefined,
+    low.length >= 2
+      ? el("button", {
+          class: "select-low",
+          text: `Select the ${low.length} low-risk`,
+          onclick: () => (low.forEach((p) => state.selected.add(p.id)), refreshProposals().catch(alertIn)),
+        })
+      : undefined,
     el("span", { text: `${picked.length} selected ` }),
     el("button", { class: "approve", text: `Approve ${picked.length}`, onclick: () => batch(picked, "approve") }),
     el("button", { class: "reject", text: `Reject ${picked.length}`, onclick: () => reject(picked) }),
@@ -362,7 +419,8 @@ function reject(list) {
   $("reject-text").value = "";
   dialog.returnValue = "";
   dialog.onclose = () => {
-    if (dialog.returnValue === "send") batch(list, "reject", { reason: $("reject-reason").value, text: $("reject-text").value || undefined });
+    if (dialog.returnValue === "send")
+      batch(list, "reject", { reason: $("reject-reason").value, text: $("reject-text").value || undefined });
   };
   dialog.showModal();
 }
@@ -376,12 +434,23 @@ async function refreshPeople() {
     ...participants.map((p) => {
       const here = p.id === state.me;
       const on = p.online || here;
-      return el("li", {}, el("span", { class: on ? "online" : "offline", text: on ? "● " : "○ " }), el("span", { text: `${p.id} (${p.kind})${here ? " — you, in this console" : ""}${p.description ? ` — ${p.description}` : ""}` }));
+      return el(
+        "li",
+        {},
+        el("span", { class: on ? "online" : "offline", text: on ? "● " : "○ " }),
+        el("span", { text: `${p.id} (${p.kind})${here ? " — you, in this console" : ""}${p.description ? ` — ${p.description}` : ""}` }),
+      );
     }),
   );
   $("tools").tBodies[0].replaceChildren(
     ...tools.map((t) =>
-      el("tr", {}, el("td", { text: t.name }, t.findings?.length ? el("span", { class: "badge flag", text: "flagged" }) : undefined), el("td", { text: t.policy }), el("td", { text: reveal(t.description ?? "") }, flagged(t.findings, "Flagged by the gateway"))),
+      el(
+        "tr",
+        {},
+        el("td", { text: t.name }, t.findings?.length ? el("span", { class: "badge flag", text: "flagged" }) : undefined),
+        el("td", { text: t.policy }),
+        el("td", { text: reveal(t.description ?? "") }, flagged(t.findings, "Flagged by the gateway")),
+      ),
     ),
   );
   await policyView.refresh();
@@ -397,8 +466,13 @@ async function refreshGrants() {
       el(
         "li",
         {},
-        el("span", { text: `${g.from} → ${g.recipient}: ${JSON.stringify(g.capabilities)}${g.limited_to ? ` [${g.limited_to}]` : ""}${g.reason ? ` (${g.reason})` : ""}${g.standing ? "" : " [not standing]"} ` }),
-        el("button", { text: "Revoke", onclick: () => api("DELETE", `grants/${encodeURIComponent(g.id)}`).then(refreshGrants, (err) => alertIn(err)) }),
+        el("span", {
+          text: `${g.from} → ${g.recipient}: ${JSON.stringify(g.capabilities)}${g.limited_to ? ` [${g.limited_to}]` : ""}${g.reason ? ` (${g.reason})` : ""}${g.standing ? "" : " [not standing]"} `,
+        }),
+        el("button", {
+          text: "Revoke",
+          onclick: () => api("DELETE", `grants/${encodeURIComponent(g.id)}`).then(refreshGrants, (err) => alertIn(err)),
+        }),
       ),
     ),
   );
@@ -428,7 +502,11 @@ async function refreshAudit() {
           el("td", { text: short(e.proposal) }),
           el("td", { text: e.by ? `${e.proposer} / ${e.by}` : e.proposer }),
           el("td", { text: e.tool ? `${e.owner}/${e.tool}` : `${e.owner}: ${e.method}` }),
-          el("td", { text: [e.scope, e.reason, e.text, e.edited ? "edited" : "", e.outcome, ...(Array.isArray(e.changes) ? e.changes : [])].filter(Boolean).join(" · ") }),
+          el("td", {
+            text: [e.scope, e.reason, e.text, e.edited ? "edited" : "", e.outcome, ...(Array.isArray(e.changes) ? e.changes : [])]
+              .filter(Boolean)
+              .join(" · "),
+          }),
         ),
       ),
   );
@@ -458,8 +536,12 @@ for (const b of document.querySelectorAll("nav button")) {
     for (const tab of document.querySelectorAll(".tab")) tab.hidden = tab.id !== `tab-${b.dataset.tab}`;
     if (b.dataset.tab === "audit") refreshAudit().catch(alertIn);
     if (b.dataset.tab === "grants") refreshGrants().catch(alertIn);
-    if (b.dataset.tab === "sessions") sessionsPanel({ api, list: $("sessions"), note: $("sessions-note"), reveal, onError: alertIn }).refresh();
-    if (b.dataset.tab === "suggestions") suggestionsPanel({ api, el, list: $("suggestions"), note: $("suggestions-note"), reveal, onError: alertIn }).refresh().then(() => fatiguePanel({ api, el, box: $("fatigue"), reveal }).refresh());
+    if (b.dataset.tab === "sessions")
+      sessionsPanel({ api, list: $("sessions"), note: $("sessions-note"), reveal, onError: alertIn }).refresh();
+    if (b.dataset.tab === "suggestions")
+      suggestionsPanel({ api, el, list: $("suggestions"), note: $("suggestions-note"), reveal, onError: alertIn })
+        .refresh()
+        .then(() => fatiguePanel({ api, el, box: $("fatigue"), reveal }).refresh());
   });
 }
 
@@ -486,7 +568,11 @@ const decidedHead = el("h2", { class: "decided-head", text: "Decided" });
 const decidedOl = el("ol", { id: "decided", class: "cards" });
 $("inbox").after(decidedHead, decidedOl);
 const decided = decidedList({ api, list: decidedOl });
-const keys = installKeys({ cards: () => [...$("inbox").querySelectorAll("li.card")], byId: (id) => state.proposals.find((p) => p.id === id), on: decide });
+const keys = installKeys({
+  cards: () => [...$("inbox").querySelectorAll("li.card")],
+  byId: (id) => state.proposals.find((p) => p.id === id),
+  on: decide,
+});
 startCountdowns();
 
 const creds = readFragment();

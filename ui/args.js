@@ -18,14 +18,18 @@ export function reveal(text) {
   return revealText(text);
 }
 
-
 /**
  * Whether a string is summarised as base64: only when the tool's schema says so and the
  * string is base64 (length a multiple of 4). A guess from its characters alone would hide
  * `"/".repeat(250) + "etc/sudoers"` behind "binary"; even a summarised one shows its start.
  */
 function isBase64(value, schema) {
-  if (!schema || typeof schema !== "object" || !(schema.contentEncoding === "base64" || schema.format === "byte" || schema.format === "binary")) return false;
+  if (
+    !schema ||
+    typeof schema !== "object" ||
+    !(schema.contentEncoding === "base64" || schema.format === "byte" || schema.format === "binary")
+  )
+    return false;
   return value.length % 4 === 0 && /^[A-Za-z0-9+/]*={0,2}$/.test(value);
 }
 
@@ -41,7 +45,16 @@ export function textBlock(text, { fold = FOLD_LINES, label = "" } = {}) {
   const body = el("div", { class: "block", role: "group", ...(label ? { "aria-label": label } : {}) });
   const draw = (upto) => {
     body.replaceChildren(
-      ...lines.slice(0, upto).map((l, i) => el("div", { class: "line" }, el("span", { class: "ln", text: String(i + 1), "aria-hidden": "true" }), el("span", { class: "tx", text: reveal(l) || " " }))),
+      ...lines
+        .slice(0, upto)
+        .map((l, i) =>
+          el(
+            "div",
+            { class: "line" },
+            el("span", { class: "ln", text: String(i + 1), "aria-hidden": "true" }),
+            el("span", { class: "tx", text: reveal(l) || " " }),
+          ),
+        ),
     );
   };
   const folded = lines.length > fold;
@@ -64,8 +77,22 @@ export function valueView(value, schema, key = "") {
   if (typeof value === "string") {
     if (isBase64(value, schema)) {
       const bytes = Math.floor((value.replace(/=+$/, "").length * 3) / 4);
-      const wrap = el("span", { class: "binary" }, el("span", { class: "muted", text: `binary (base64), ${bytes.toLocaleString()} bytes, starting ${reveal(value.slice(0, 48))}${value.length > 48 ? "…" : ""} ` }));
-      wrap.append(el("button", { type: "button", class: "show-all", text: "show", onclick: () => wrap.replaceChildren(textBlock(value, { label: key })) }));
+      const wrap = el(
+        "span",
+        { class: "binary" },
+        el("span", {
+          class: "muted",
+          text: `binary (base64), ${bytes.toLocaleString()} bytes, starting ${reveal(value.slice(0, 48))}${value.length > 48 ? "…" : ""} `,
+        }),
+      );
+      wrap.append(
+        el("button", {
+          type: "button",
+          class: "show-all",
+          text: "show",
+          onclick: () => wrap.replaceChildren(textBlock(value, { label: key })),
+        }),
+      );
       return wrap;
     }
     if (value.includes("\n") || value.length > INLINE_MAX) return textBlock(value, { label: key });
@@ -95,7 +122,14 @@ export function argumentsView(args, schema) {
     ...keys.flatMap((k) => {
       // A schema that names its parameters: a key it does not name is marked.
       const known = Object.keys(props).length === 0 || has(props, k);
-      return [el("dt", { text: reveal(k), ...(known ? {} : { title: "not a parameter in the tool's schema" }) }, known ? undefined : el("span", { class: "badge flag", text: "not in schema" })), el("dd", {}, valueView(own(args, k), own(props, k), k))];
+      return [
+        el(
+          "dt",
+          { text: reveal(k), ...(known ? {} : { title: "not a parameter in the tool's schema" }) },
+          known ? undefined : el("span", { class: "badge flag", text: "not in schema" }),
+        ),
+        el("dd", {}, valueView(own(args, k), own(props, k), k)),
+      ];
     }),
   );
 }

@@ -18,7 +18,6 @@ const HINT_WORDS = {
   openWorldHint: ["open world", "closed world"],
 };
 
-
 const clip = (s, n) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
 
 /** What the gateway found in a tool's texts (gateway/policy/inspect.ts): a heading and the reasons, as text. */
@@ -41,7 +40,10 @@ function definitionChange(mark) {
   return el(
     "div",
     { class: "definition-changed", role: "status" },
-    el("p", { class: "interruption", text: `The tool ${String(mark.tool ?? "")} changed since it was allowed. Approving confirms its new definition.` }),
+    el("p", {
+      class: "interruption",
+      text: `The tool ${String(mark.tool ?? "")} changed since it was allowed. Approving confirms its new definition.`,
+    }),
     el("ul", {}, ...changes.map((c) => el("li", { text: c }))),
   );
 }
@@ -51,7 +53,13 @@ export function hintBadges(hints) {
   if (!hints || typeof hints !== "object") return undefined;
   const badges = Object.entries(HINT_WORDS)
     .filter(([k]) => typeof hints[k] === "boolean")
-    .map(([k, [yes, no]]) => el("span", { class: `hint ${hints[k] ? "on" : "off"} ${k}`, text: hints[k] ? yes : no, title: `the tool declares ${k}: ${hints[k]}` }));
+    .map(([k, [yes, no]]) =>
+      el("span", {
+        class: `hint ${hints[k] ? "on" : "off"} ${k}`,
+        text: hints[k] ? yes : no,
+        title: `the tool declares ${k}: ${hints[k]}`,
+      }),
+    );
   return badges.length ? el("span", { class: "hints" }, ...badges) : undefined;
 }
 
@@ -84,7 +92,7 @@ export function startCountdowns() {
  */
 export function proposalCard(p, on, selected = false) {
   // Interrupted: approved before the gateway stopped; approving it again (same action) may run it a second time.
-  const cut = p.state === "interrupted" ? p.interrupted ?? {} : undefined;
+  const cut = p.state === "interrupted" ? (p.interrupted ?? {}) : undefined;
   const args = (cut && cut.arguments) ?? p.arguments ?? {};
   // Buttons only for those who may decide (gateway/operator/deciders.ts); the others are told why.
   const mayNot = !p.mine && p.mayDecide === false;
@@ -93,16 +101,31 @@ export function proposalCard(p, on, selected = false) {
   const actions = p.mine
     ? el("div", { class: "actions" }, el("button", { text: "Withdraw", onclick: () => on.withdraw(p) }))
     : mayNot
-    ? el("div", { class: "actions" }, el("p", { class: "may-not muted", role: "note", text: `You cannot decide this one: ${reveal(p.mayNotDecide ?? "not yours to decide")}.` }), el("button", { text: "Respond", title: "answer the proposer without deciding", onclick: () => on.respond(p) }))
-    : el(
-        "div",
-        { class: "actions" },
-        el("button", { class: "approve", text: cut ? "Approve again" : "Approve", title: "a", onclick: () => on.approve(p) }),
-        twoPerson ? undefined : el("button", { text: "Always…", title: "approve, and let the proposer call this tool without asking from now on (asks you to confirm)", onclick: () => on.always(p) }),
-        el("button", { text: "Edit", title: "e", onclick: () => on.edit(p) }),
-        el("button", { text: "Respond", title: "answer the proposer without deciding", onclick: () => on.respond(p) }),
-        el("button", { class: "reject", text: "Reject", title: "r", onclick: () => on.reject(p) }),
-      );
+      ? el(
+          "div",
+          { class: "actions" },
+          el("p", {
+            class: "may-not muted",
+            role: "note",
+            text: `You cannot decide this one: ${reveal(p.mayNotDecide ?? "not yours to decide")}.`,
+          }),
+          el("button", { text: "Respond", title: "answer the proposer without deciding", onclick: () => on.respond(p) }),
+        )
+      : el(
+          "div",
+          { class: "actions" },
+          el("button", { class: "approve", text: cut ? "Approve again" : "Approve", title: "a", onclick: () => on.approve(p) }),
+          twoPerson
+            ? undefined
+            : el("button", {
+                text: "Always…",
+                title: "approve, and let the proposer call this tool without asking from now on (asks you to confirm)",
+                onclick: () => on.always(p),
+              }),
+          el("button", { text: "Edit", title: "e", onclick: () => on.edit(p) }),
+          el("button", { text: "Respond", title: "answer the proposer without deciding", onclick: () => on.respond(p) }),
+          el("button", { class: "reject", text: "Reject", title: "r", onclick: () => on.reject(p) }),
+        );
   const intent = p.intent && typeof p.intent.text === "string" ? p.intent : undefined;
   const proposed = Date.parse(p.createdAt);
   return el(
@@ -111,7 +134,15 @@ export function proposalCard(p, on, selected = false) {
     el(
       "div",
       { class: "card-head" },
-      p.mine || mayNot ? undefined : el("input", { type: "checkbox", class: "pick", "aria-label": `select ${p.shortId ?? p.id}`, ...(selected ? { checked: "" } : {}), onchange: (e) => on.select(p, e.target.checked) }),
+      p.mine || mayNot
+        ? undefined
+        : el("input", {
+            type: "checkbox",
+            class: "pick",
+            "aria-label": `select ${p.shortId ?? p.id}`,
+            ...(selected ? { checked: "" } : {}),
+            onchange: (e) => on.select(p, e.target.checked),
+          }),
       el("h3", { text: `${p.proposer} → ${p.tool ?? `${p.owner}: ${p.method}`}` }),
       el("code", { class: "short-id", text: `#${p.shortId ?? String(p.id).slice(0, 8)}`, title: String(p.id) }),
     ),
@@ -126,8 +157,15 @@ export function proposalCard(p, on, selected = false) {
       : undefined,
     ...(cut
       ? [
-          el("p", { class: "interruption", role: "status", text: `Interrupted: ${cut.message ?? "the gateway stopped after it was approved; it may or may not have run"}.` }),
-          el("p", { class: "why", text: `Approved by ${cut.approvedBy ?? "someone"} before the stop. Approve it again to run it (again), or reject it.` }),
+          el("p", {
+            class: "interruption",
+            role: "status",
+            text: `Interrupted: ${cut.message ?? "the gateway stopped after it was approved; it may or may not have run"}.`,
+          }),
+          el("p", {
+            class: "why",
+            text: `Approved by ${cut.approvedBy ?? "someone"} before the stop. Approve it again to run it (again), or reject it.`,
+          }),
         ]
       : []),
     ...(p.definitionChanged ? [definitionChange(p.definitionChanged)] : []),
@@ -135,29 +173,62 @@ export function proposalCard(p, on, selected = false) {
       ? el(
           "blockquote",
           { class: "intent" },
-          el("span", { class: "intent-label", text: intent.source === "proposal" ? `Why ${p.proposer} wants it:` : `${p.proposer}'s last message:` }),
+          el("span", {
+            class: "intent-label",
+            text: intent.source === "proposal" ? `Why ${p.proposer} wants it:` : `${p.proposer}'s last message:`,
+          }),
           textBlock(intent.text, { fold: 8, label: "intent" }),
         )
       : el("p", { class: "intent none muted", text: `${p.proposer} gave no reason.` }),
     el(
       "p",
       { class: "why" },
-      el("span", { text: `${p.why ? `Needs approval: ${p.why}. ` : ""}Proposed ${Number.isNaN(proposed) ? "?" : new Date(proposed).toLocaleTimeString()}, ` }),
-      el("span", { class: "expires", "data-expires": new Date(p.expiresAt).toISOString(), text: `expires ${left(Date.parse(p.expiresAt) - Date.now())}` }),
+      el("span", {
+        text: `${p.why ? `Needs approval: ${p.why}. ` : ""}Proposed ${Number.isNaN(proposed) ? "?" : new Date(proposed).toLocaleTimeString()}, `,
+      }),
+      el("span", {
+        class: "expires",
+        "data-expires": new Date(p.expiresAt).toISOString(),
+        text: `expires ${left(Date.parse(p.expiresAt) - Date.now())}`,
+      }),
       el("span", { text: ` (${new Date(p.expiresAt).toLocaleTimeString()}).` }),
     ),
     flagged(p.findings, `The gateway flagged ${p.tool ?? "this tool"}`, p.description),
     // A reviewer's word before yours (gateway/policy/learn/review.ts): its verdict, the risk it sees, its reason, cleaned by the gateway.
-    p.review ? el("p", { class: "review", text: reveal(`Reviewer ${p.review.by}: ${p.review.verdict} (it sees risk ${p.review.risk})${p.review.reason ? `: ${p.review.reason}` : ""}${p.review.why ? ` — handed to you: ${p.review.why}` : ""}`) }) : undefined,
+    p.review
+      ? el("p", {
+          class: "review",
+          text: reveal(
+            `Reviewer ${p.review.by}: ${p.review.verdict} (it sees risk ${p.review.risk})${p.review.reason ? `: ${p.review.reason}` : ""}${p.review.why ? ` — handed to you: ${p.review.why}` : ""}`,
+          ),
+        })
+      : undefined,
     // The risk the gateway states, each reason shown (risk.js).
     riskLine(p, el, reveal),
     // How people decided calls like this before.
     p.like_this ? el("p", { class: "like-this muted", text: `History: ${p.like_this.text}.` }) : undefined,
     // A two-person rule: "1 of 2", who approved, and whether it can still be met.
-    p.approvals ? el("p", { class: p.approvals.satisfiable ? "approvals" : "approvals error", role: "status", text: `Approvals: ${p.approvals.text}${p.approvals.by?.length ? ` (${p.approvals.by.join(", ")})` : ""}.${p.approvals.dropped?.length ? ` No longer counted: ${p.approvals.dropped.map((d) => `${d.by} (${d.why})`).join("; ")}.` : ""}${p.approvals.satisfiable ? "" : ` ${p.approvals.why}`}` }) : undefined,
+    p.approvals
+      ? el("p", {
+          class: p.approvals.satisfiable ? "approvals" : "approvals error",
+          role: "status",
+          text: `Approvals: ${p.approvals.text}${p.approvals.by?.length ? ` (${p.approvals.by.join(", ")})` : ""}.${p.approvals.dropped?.length ? ` No longer counted: ${p.approvals.dropped.map((d) => `${d.by} (${d.why})`).join("; ")}.` : ""}${p.approvals.satisfiable ? "" : ` ${p.approvals.why}`}`,
+        })
+      : undefined,
     // Edited by an approver: these arguments are what runs, not those proposed.
-    p.edited ? el("p", { class: "approvals", role: "status", text: `Arguments edited by ${reveal(p.edited.by ?? "an approver")}${p.edited.at ? ` at ${new Date(p.edited.at).toLocaleTimeString()}` : ""}: approving runs these, not those proposed.` }) : undefined,
-    Array.isArray(p.deciders) ? el("p", { class: "deciders", text: p.deciders.length ? `Who may decide: ${p.deciders.join(", ")}.` : "Nobody in the space may decide it as things stand." }) : undefined,
+    p.edited
+      ? el("p", {
+          class: "approvals",
+          role: "status",
+          text: `Arguments edited by ${reveal(p.edited.by ?? "an approver")}${p.edited.at ? ` at ${new Date(p.edited.at).toLocaleTimeString()}` : ""}: approving runs these, not those proposed.`,
+        })
+      : undefined,
+    Array.isArray(p.deciders)
+      ? el("p", {
+          class: "deciders",
+          text: p.deciders.length ? `Who may decide: ${p.deciders.join(", ")}.` : "Nobody in the space may decide it as things stand.",
+        })
+      : undefined,
     argumentsView(args, p.inputSchema),
     // What the call would change (a diff against the file on disk, …), beside the arguments.
     on.preview ? previewBox(p, () => on.preview(p)) : undefined,
@@ -169,7 +240,13 @@ export function proposalCard(p, on, selected = false) {
 /** A modal made on the fly: `body` nodes, and buttons; resolves with the value of the one pressed (or "cancel"). */
 export function ask(title, body, buttons) {
   const dialog = el("dialog", { class: "ask" });
-  const form = el("form", { method: "dialog" }, el("h2", { text: title }), ...body, el("menu", {}, ...buttons.map((b) => el("button", { value: b.value, ...(b.class ? { class: b.class } : {}), text: b.text }))));
+  const form = el(
+    "form",
+    { method: "dialog" },
+    el("h2", { text: title }),
+    ...body,
+    el("menu", {}, ...buttons.map((b) => el("button", { value: b.value, ...(b.class ? { class: b.class } : {}), text: b.text }))),
+  );
   dialog.append(form);
   document.body.append(dialog);
   return new Promise((resolve) => {
@@ -193,36 +270,69 @@ export async function confirmAlways(p) {
   const limits = [...offered.filter((o) => o.limit !== "tool"), ...offered.filter((o) => o.limit === "tool")];
   let chosen = limits[0]?.limit ?? "tool";
   const said = el("li", { text: `arguments: ${limits.length ? reveal(limits[0].text) : "any"}` });
-  const choices = limits.length > 1
-    ? el(
-        "fieldset",
-        { class: "always-limits" },
-        el("legend", { text: "Which arguments" }),
-        ...limits.map((o, i) =>
-          el(
-            "label",
-            {},
-            el("input", { type: "radio", name: "always-limit", value: String(i), ...(i === 0 ? { checked: "" } : {}), onchange: () => ((chosen = o.limit), (said.textContent = `arguments: ${reveal(o.text)}`)) }),
-            el("span", { text: ` ${reveal(o.text)}` }),
+  const choices =
+    limits.length > 1
+      ? el(
+          "fieldset",
+          { class: "always-limits" },
+          el("legend", { text: "Which arguments" }),
+          ...limits.map((o, i) =>
+            el(
+              "label",
+              {},
+              el("input", {
+                type: "radio",
+                name: "always-limit",
+                value: String(i),
+                ...(i === 0 ? { checked: "" } : {}),
+                onchange: () => ((chosen = o.limit), (said.textContent = `arguments: ${reveal(o.text)}`)),
+              }),
+              el("span", { text: ` ${reveal(o.text)}` }),
+            ),
           ),
-        ),
-      )
-    : undefined;
+        )
+      : undefined;
   const body = [
     el("p", { text: "Approve this call, and from now on let" }),
-    el("ul", { class: "always-scope" }, el("li", { text: `participant: ${p.proposer}` }), el("li", { text: `tool: ${p.tool ?? p.method}` }), said),
+    el(
+      "ul",
+      { class: "always-scope" },
+      el("li", { text: `participant: ${p.proposer}` }),
+      el("li", { text: `tool: ${p.tool ?? p.method}` }),
+      said,
+    ),
     choices,
-    el("p", { class: "muted", text: `${p.proposer} will call ${p.tool ?? "it"} with those arguments without asking anyone, until the grant is revoked (Grants tab).` }),
+    el("p", {
+      class: "muted",
+      text: `${p.proposer} will call ${p.tool ?? "it"} with those arguments without asking anyone, until the grant is revoked (Grants tab).`,
+    }),
   ].filter(Boolean);
-  const answer = await ask("Always allow?", body, [{ value: "cancel", text: "Cancel" }, { value: "always", class: "approve", text: `Always allow ${p.proposer} → ${p.tool ?? p.method}` }]);
+  const answer = await ask("Always allow?", body, [
+    { value: "cancel", text: "Cancel" },
+    { value: "always", class: "approve", text: `Always allow ${p.proposer} → ${p.tool ?? p.method}` },
+  ]);
   return answer === "always" ? { limit: chosen } : undefined;
 }
 
 /** A message to the proposer about this proposal, without deciding it. Resolves with the text, or undefined. */
 export async function askResponse(p) {
-  const text = el("textarea", { id: "respond-text", rows: "4", "aria-label": "your answer", placeholder: `e.g. "use notes/ instead", "why do you need this?"` });
-  const body = [el("p", { class: "muted", text: `${p.proposer} gets this as an answer to #${p.shortId ?? p.id}; the proposal stays pending (mewgate's agent withdraws it and may propose again).` }), text];
-  const dialog = ask(`Respond to ${p.proposer}`, body, [{ value: "cancel", text: "Cancel" }, { value: "send", class: "approve", text: "Send" }]);
+  const text = el("textarea", {
+    id: "respond-text",
+    rows: "4",
+    "aria-label": "your answer",
+    placeholder: `e.g. "use notes/ instead", "why do you need this?"`,
+  });
+  const body = [
+    el("p", {
+      class: "muted",
+      text: `${p.proposer} gets this as an answer to #${p.shortId ?? p.id}; the proposal stays pending (mewgate's agent withdraws it and may propose again).`,
+    }),
+    text,
+  ];
+  const dialog = ask(`Respond to ${p.proposer}`, body, [
+    { value: "cancel", text: "Cancel" },
+    { value: "send", class: "approve", text: "Send" },
+  ]);
   const value = () => text.value;
   return (await dialog) === "send" && value().trim() ? value() : undefined;
 }

@@ -16,9 +16,11 @@ const OUTCOME_WORDS = {
 
 /** The arguments in one short line: each key with a short value, a line count, or a size. */
 function argsInBrief(args) {
-  if (!args || typeof args !== "object" || Array.isArray(args)) return args === undefined ? "(not kept)" : reveal(JSON.stringify(args) ?? "").slice(0, 80);
+  if (!args || typeof args !== "object" || Array.isArray(args))
+    return args === undefined ? "(not kept)" : reveal(JSON.stringify(args) ?? "").slice(0, 80);
   const parts = Object.entries(args).map(([k, v]) => {
-    if (typeof v === "string") return v.includes("\n") || v.length > 40 ? `${k}: ${v.split("\n").length} line(s), ${v.length} chars` : `${k}: ${v}`;
+    if (typeof v === "string")
+      return v.includes("\n") || v.length > 40 ? `${k}: ${v.split("\n").length} line(s), ${v.length} chars` : `${k}: ${v}`;
     const json = JSON.stringify(v) ?? String(v);
     return `${k}: ${json.length > 40 ? `${json.slice(0, 39)}…` : json}`;
   });
@@ -28,17 +30,50 @@ function argsInBrief(args) {
 function decidedCard(d) {
   const when = new Date(d.decidedAt).toLocaleTimeString();
   // A two-person decision names every approver, in order.
-  const approvers = Array.isArray(d.approvedBy) && d.approvedBy.length ? d.approvedBy.join(" and ") : d.decidedBy ?? "?";
-  const verdict = d.decision === "approved" ? `approved${d.scope === "always" ? " (always)" : ""} by ${approvers}` : d.decision === "rejected" ? `rejected by ${d.decidedBy ?? "?"}` : d.decision === "withdrawn" ? "withdrawn" : "expired";
-  const outcome = d.outcome ? el("span", { class: `outcome ${d.outcome}`, text: OUTCOME_WORDS[d.outcome] ?? String(d.outcome) }) : d.decision === "approved" ? el("span", { class: "outcome pending", text: "running…" }) : undefined;
+  const approvers = Array.isArray(d.approvedBy) && d.approvedBy.length ? d.approvedBy.join(" and ") : (d.decidedBy ?? "?");
+  const verdict =
+    d.decision === "approved"
+      ? `approved${d.scope === "always" ? " (always)" : ""} by ${approvers}`
+      : d.decision === "rejected"
+        ? `rejected by ${d.decidedBy ?? "?"}`
+        : d.decision === "withdrawn"
+          ? "withdrawn"
+          : "expired";
+  const outcome = d.outcome
+    ? el("span", { class: `outcome ${d.outcome}`, text: OUTCOME_WORDS[d.outcome] ?? String(d.outcome) })
+    : d.decision === "approved"
+      ? el("span", { class: "outcome pending", text: "running…" })
+      : undefined;
   return el(
     "li",
     { class: "card decided", "data-decided": d.id },
-    el("div", { class: "card-head" }, el("h3", { text: `${d.proposer} → ${d.tool ?? d.method}` }), el("code", { class: "short-id", text: `#${d.shortId}`, title: d.id }), outcome),
-    el("p", { class: "why", text: `${verdict} at ${when}${d.edited ? " · with edited arguments" : ""}${d.reason && d.decision !== "approved" ? ` · ${d.reason}` : ""}${d.text ? ` — ${reveal(d.text)}` : ""}` }),
+    el(
+      "div",
+      { class: "card-head" },
+      el("h3", { text: `${d.proposer} → ${d.tool ?? d.method}` }),
+      el("code", { class: "short-id", text: `#${d.shortId}`, title: d.id }),
+      outcome,
+    ),
+    el("p", {
+      class: "why",
+      text: `${verdict} at ${when}${d.edited ? " · with edited arguments" : ""}${d.reason && d.decision !== "approved" ? ` · ${d.reason}` : ""}${d.text ? ` — ${reveal(d.text)}` : ""}`,
+    }),
     // What was decided on: the arguments that ran (or were refused), so two rejected writes differ.
-    el("details", { class: "decided-args" }, el("summary", { text: `Arguments${d.edited ? " (as edited)" : ""}: ${argsInBrief(d.arguments ?? d.proposedArguments)}` }), argumentsView(d.arguments ?? d.proposedArguments ?? {}, undefined)),
-    d.result ? el("div", { class: "result" }, el("span", { class: "intent-label", text: d.outcome === "ok" ? "Result:" : "What came back:" }), textBlock(d.result.text, { fold: 6, label: "result" }), d.result.cut ? el("p", { class: "muted", text: `(${d.result.cut} more characters not kept)` }) : undefined) : undefined,
+    el(
+      "details",
+      { class: "decided-args" },
+      el("summary", { text: `Arguments${d.edited ? " (as edited)" : ""}: ${argsInBrief(d.arguments ?? d.proposedArguments)}` }),
+      argumentsView(d.arguments ?? d.proposedArguments ?? {}, undefined),
+    ),
+    d.result
+      ? el(
+          "div",
+          { class: "result" },
+          el("span", { class: "intent-label", text: d.outcome === "ok" ? "Result:" : "What came back:" }),
+          textBlock(d.result.text, { fold: 6, label: "result" }),
+          d.result.cut ? el("p", { class: "muted", text: `(${d.result.cut} more characters not kept)` }) : undefined,
+        )
+      : undefined,
     d.failure && !d.result ? el("p", { class: "error", text: `failed: ${reveal(d.failure)}` }) : undefined,
   );
 }

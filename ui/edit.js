@@ -12,9 +12,18 @@ const PLAIN = ["string", "number", "integer", "boolean"];
 /** The first way `value` breaks `schema` (the subset the gateway's tools use), or undefined. */
 export function schemaProblem(schema, value, at = "arguments") {
   if (!schema || typeof schema !== "object") return undefined;
-  const ofType = { object: (v) => v && typeof v === "object" && !Array.isArray(v), array: Array.isArray, string: (v) => typeof v === "string", integer: Number.isInteger, number: (v) => typeof v === "number", boolean: (v) => typeof v === "boolean", null: (v) => v === null };
+  const ofType = {
+    object: (v) => v && typeof v === "object" && !Array.isArray(v),
+    array: Array.isArray,
+    string: (v) => typeof v === "string",
+    integer: Number.isInteger,
+    number: (v) => typeof v === "number",
+    boolean: (v) => typeof v === "boolean",
+    null: (v) => v === null,
+  };
   if (typeof schema.type === "string" && ofType[schema.type] && !ofType[schema.type](value)) return `${at} must be of type ${schema.type}`;
-  if (Array.isArray(schema.enum) && !schema.enum.some((e) => JSON.stringify(e) === JSON.stringify(value))) return `${at} must be one of ${schema.enum.map((e) => JSON.stringify(e)).join(", ")}`;
+  if (Array.isArray(schema.enum) && !schema.enum.some((e) => JSON.stringify(e) === JSON.stringify(value)))
+    return `${at} must be one of ${schema.enum.map((e) => JSON.stringify(e)).join(", ")}`;
   if (value && typeof value === "object" && !Array.isArray(value)) {
     for (const key of schema.required ?? []) if (!(key in value)) return `${at}.${key} is required`;
     for (const [key, v] of Object.entries(value)) {
@@ -63,18 +72,41 @@ function field(name, prop, value, required) {
   const label = `${name}${required ? " *" : ""}`;
   let input;
   if (Array.isArray(prop.enum)) {
-    input = el("select", { name }, ...(required ? [] : [el("option", { value: "", text: "(none)" })]), ...prop.enum.map((v) => el("option", { value: JSON.stringify(v), text: String(v), ...(JSON.stringify(v) === JSON.stringify(value) ? { selected: "" } : {}) })));
+    input = el(
+      "select",
+      { name },
+      ...(required ? [] : [el("option", { value: "", text: "(none)" })]),
+      ...prop.enum.map((v) =>
+        el("option", {
+          value: JSON.stringify(v),
+          text: String(v),
+          ...(JSON.stringify(v) === JSON.stringify(value) ? { selected: "" } : {}),
+        }),
+      ),
+    );
   } else if (prop.type === "boolean") {
     input = el("input", { type: "checkbox", name, ...(value === true ? { checked: "" } : {}) });
   } else if (prop.type === "number" || prop.type === "integer") {
-    input = el("input", { type: "number", name, step: prop.type === "integer" ? "1" : "any", value: value === undefined ? "" : String(value) });
+    input = el("input", {
+      type: "number",
+      name,
+      step: prop.type === "integer" ? "1" : "any",
+      value: value === undefined ? "" : String(value),
+    });
   } else {
     const text = value === undefined ? "" : String(value);
     input = el("textarea", { name, rows: String(Math.min(16, Math.max(1, text.split("\n").length))), spellcheck: "false" });
     input.value = text;
   }
   input.dataset.kind = Array.isArray(prop.enum) ? "enum" : prop.type;
-  return el("label", { class: "field" }, el("span", { text: label }), prop.description ? el("small", { class: "muted", text: ` ${String(prop.description).slice(0, 200)}` }) : undefined, input, el("span", { class: "field-error error", "data-for": name }));
+  return el(
+    "label",
+    { class: "field" },
+    el("span", { text: label }),
+    prop.description ? el("small", { class: "muted", text: ` ${String(prop.description).slice(0, 200)}` }) : undefined,
+    input,
+    el("span", { class: "field-error error", "data-for": name }),
+  );
 }
 
 /** The form's value: empty optional fields left out. */
@@ -128,16 +160,22 @@ export async function editArguments(p, json) {
   };
   form.addEventListener("input", check);
   form.addEventListener("change", check);
-  const pending = ask(`Edit the arguments of #${p.shortId ?? p.id}`, [form, problem, el("h3", { class: "muted", text: "Changes" }), diff], [
-    { value: "cancel", text: "Cancel" },
-    { value: "json", text: "Edit as JSON" },
-    { value: "send", class: "approve", text: "Approve with these arguments" },
-  ]);
+  const pending = ask(
+    `Edit the arguments of #${p.shortId ?? p.id}`,
+    [form, problem, el("h3", { class: "muted", text: "Changes" }), diff],
+    [
+      { value: "cancel", text: "Cancel" },
+      { value: "json", text: "Edit as JSON" },
+      { value: "send", class: "approve", text: "Approve with these arguments" },
+    ],
+  );
   const send = [...document.querySelectorAll("dialog.ask menu button")].find((b) => b.value === "send");
   check();
   const choice = await pending;
   if (choice === "json") return json(p);
-  return choice === "send" && value && !schemaProblem(schema, value) && JSON.stringify(value) !== JSON.stringify(before) ? value : undefined;
+  return choice === "send" && value && !schemaProblem(schema, value) && JSON.stringify(value) !== JSON.stringify(before)
+    ? value
+    : undefined;
 }
 
 const $ = (id) => document.getElementById(id);
@@ -165,7 +203,10 @@ export function editJson(p) {
       $("edit-error").textContent = `Not valid JSON: ${err.message}`;
       return;
     }
-    const problem = typeof value !== "object" || value === null || Array.isArray(value) ? "the arguments must be a JSON object" : schemaProblem(p.inputSchema, value);
+    const problem =
+      typeof value !== "object" || value === null || Array.isArray(value)
+        ? "the arguments must be a JSON object"
+        : schemaProblem(p.inputSchema, value);
     if (problem) {
       $("edit-error").textContent = `${problem} (the tool's input schema)`;
       return;

@@ -18,7 +18,10 @@ function problem(params) {
   if (entries.length > MAX_FIELDS) return `it has ${entries.length} fields`;
   for (const [name, p] of entries) {
     if (name.length > MAX_NAME) return "a field name is too long";
-    const ok = p && (["string", "number", "integer", "boolean"].includes(p.type) || (p.type === "array" && p.items && Array.isArray(p.items.enum ?? p.items.anyOf ?? p.items.oneOf)));
+    const ok =
+      p &&
+      (["string", "number", "integer", "boolean"].includes(p.type) ||
+        (p.type === "array" && p.items && Array.isArray(p.items.enum ?? p.items.anyOf ?? p.items.oneOf)));
     if (!ok) return `field "${name.slice(0, 40)}" is not a plain value`;
   }
   return undefined;
@@ -61,7 +64,10 @@ export function formCards({ api, el, list, onCount }) {
         error.textContent = err.message;
       }
     };
-    const head = [el("h3", { text: `${r.from} asks you${typeof about === "string" ? ` (about ${about.slice(0, 120)})` : ""}` }), el("p", { class: "message", text: String(params.message ?? "") })];
+    const head = [
+      el("h3", { text: `${r.from} asks you${typeof about === "string" ? ` (about ${about.slice(0, 120)})` : ""}` }),
+      el("p", { class: "message", text: String(params.message ?? "") }),
+    ];
     const why = problem(params);
     if (why) {
       return el(
@@ -143,7 +149,12 @@ export function formCards({ api, el, list, onCount }) {
         return { value: picked.length || required ? picked : undefined };
       };
     } else if (choices) {
-      input = el("select", { name }, el("option", { value: "", text: "—" }), ...choices.map((c) => el("option", { value: c.value, text: c.label })));
+      input = el(
+        "select",
+        { name },
+        el("option", { value: "", text: "—" }),
+        ...choices.map((c) => el("option", { value: c.value, text: c.label })),
+      );
       if (p.default !== undefined) input.value = String(p.default);
       if (required) input.required = true;
       value = () => ({ value: input.value === "" ? undefined : input.value });
@@ -156,7 +167,8 @@ export function formCards({ api, el, list, onCount }) {
       value = () => {
         if (input.value === "") return { value: undefined };
         const n = Number(input.value);
-        if (!Number.isFinite(n) || (p.type === "integer" && !Number.isInteger(n))) return { error: p.type === "integer" ? "a whole number" : "a number" };
+        if (!Number.isFinite(n) || (p.type === "integer" && !Number.isInteger(n)))
+          return { error: p.type === "integer" ? "a whole number" : "a number" };
         return { value: n };
       };
     } else {

@@ -16,18 +16,41 @@ export function fatiguePanel({ api, el, box, reveal }) {
       el(
         "li",
         { "data-person": String(p.person) },
-        el("span", { text: reveal(`${p.person}: ${p.decisions} decision(s), ${p.per_hour}/h, median ${p.median_seconds} s; approved within 2 s unopened: ${p.quick_unopened} of ${p.approvals} `) }),
-        el("meter", { min: "0", max: String(Math.max(1, p.approvals)), value: String(p.quick_unopened), high: String(Math.max(1, p.approvals) * 0.3), "aria-label": "approvals within 2 s, preview unopened" }),
+        el("span", {
+          text: reveal(
+            `${p.person}: ${p.decisions} decision(s), ${p.per_hour}/h, median ${p.median_seconds} s; approved within 2 s unopened: ${p.quick_unopened} of ${p.approvals} `,
+          ),
+        }),
+        el("meter", {
+          min: "0",
+          max: String(Math.max(1, p.approvals)),
+          value: String(p.quick_unopened),
+          high: String(Math.max(1, p.approvals) * 0.3),
+          "aria-label": "approvals within 2 s, preview unopened",
+        }),
       ),
     );
     const tools = f.tools
       .filter((t) => t.rejected + t.edited > 0)
       .sort((a, b) => b.rejection_rate + b.edit_rate - (a.rejection_rate + a.edit_rate))
       .slice(0, 10)
-      .map((t) => el("li", {}, el("span", { text: reveal(`${t.proposer} → ${t.tool}: ${Math.round(t.rejection_rate * 100)}% rejected, ${Math.round(t.edit_rate * 100)}% edited of ${t.decided} `) }), el("meter", { min: "0", max: "1", value: String(t.rejection_rate) })));
+      .map((t) =>
+        el(
+          "li",
+          {},
+          el("span", {
+            text: reveal(
+              `${t.proposer} → ${t.tool}: ${Math.round(t.rejection_rate * 100)}% rejected, ${Math.round(t.edit_rate * 100)}% edited of ${t.decided} `,
+            ),
+          }),
+          el("meter", { min: "0", max: "1", value: String(t.rejection_rate) }),
+        ),
+      );
     box.replaceChildren(
       el("h2", { text: "How people decide" }),
-      people.length ? el("ul", { class: "plain fatigue-people" }, ...people) : el("p", { class: "muted", text: "No decisions recorded yet." }),
+      people.length
+        ? el("ul", { class: "plain fatigue-people" }, ...people)
+        : el("p", { class: "muted", text: "No decisions recorded yet." }),
       tools.length ? el("ul", { class: "plain fatigue-tools" }, ...tools) : undefined,
     );
   }

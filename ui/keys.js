@@ -21,7 +21,10 @@ async function confirmDestructive(p) {
   const answer = await ask(
     "Approve a destructive call?",
     [el("p", { text: `${p.tool ?? p.method} is marked destructive by its server. Approve ${p.proposer}'s call once?` })],
-    [{ value: "cancel", text: "Cancel" }, { value: "approve", class: "approve", text: "Approve once" }],
+    [
+      { value: "cancel", text: "Cancel" },
+      { value: "approve", class: "approve", text: "Approve once" },
+    ],
   );
   return answer === "approve";
 }
@@ -69,7 +72,17 @@ export function installKeys({ cards, byId, on }) {
         return;
       }
       case "?":
-        return void ask("Keyboard shortcuts", [el("dl", { class: "keys" }, ...SHORTCUTS.flatMap(([k, what]) => [el("dt", {}, el("kbd", { text: k })), el("dd", { text: what })]))], [{ value: "cancel", text: "Close" }]);
+        return void ask(
+          "Keyboard shortcuts",
+          [
+            el(
+              "dl",
+              { class: "keys" },
+              ...SHORTCUTS.flatMap(([k, what]) => [el("dt", {}, el("kbd", { text: k })), el("dd", { text: what })]),
+            ),
+          ],
+          [{ value: "cancel", text: "Close" }],
+        );
     }
   });
   return { refocus: () => focus(current() ?? undefined) };

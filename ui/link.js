@@ -28,12 +28,14 @@ function claims() {
   }
 }
 
-
 async function api(method, path, body) {
   const res = await fetch(`/api/spaces/${encodeURIComponent(state.space)}/${path}`, {
     method,
     // Without a token of this tab, the device session's cookie (if any) speaks for the person.
-    headers: { ...(state.token ? { authorization: `Bearer ${state.token}` } : {}), ...(body ? { "content-type": "application/json" } : {}) },
+    headers: {
+      ...(state.token ? { authorization: `Bearer ${state.token}` } : {}),
+      ...(body ? { "content-type": "application/json" } : {}),
+    },
     body: body ? JSON.stringify(body) : undefined,
   });
   let data;
@@ -72,7 +74,8 @@ async function open() {
     for (const b of document.querySelectorAll(".actions button")) b.disabled = true;
     try {
       await api("POST", "links/decide", { link, confirm: state.confirm, decision });
-      $("message").textContent = decision === "approve" ? "Approved. The call goes ahead; this link is used up." : "Rejected. This link is used up.";
+      $("message").textContent =
+        decision === "approve" ? "Approved. The call goes ahead; this link is used up." : "Rejected. This link is used up.";
       button.closest(".actions")?.remove();
     } catch (err) {
       problem(err.message);
@@ -86,13 +89,35 @@ async function open() {
       { class: "card", "data-id": p.id },
       el("h3", { text: revealText(`${p.proposer} → ${p.tool ?? `${p.owner}: ${p.method}`}`) }),
       p.title || p.description || p.hints
-        ? el("p", { class: "tool-line" }, p.title ? el("strong", { class: "tool-title", text: `${reveal(p.title).slice(0, 120)} ` }) : undefined, hintBadges(p.hints), p.description ? el("span", { class: "tool-desc", text: ` ${reveal(p.description).slice(0, 300)}` }) : undefined)
+        ? el(
+            "p",
+            { class: "tool-line" },
+            p.title ? el("strong", { class: "tool-title", text: `${reveal(p.title).slice(0, 120)} ` }) : undefined,
+            hintBadges(p.hints),
+            p.description ? el("span", { class: "tool-desc", text: ` ${reveal(p.description).slice(0, 300)}` }) : undefined,
+          )
         : undefined,
       intent
-        ? el("blockquote", { class: "intent" }, el("span", { class: "intent-label", text: intent.source === "proposal" ? `Why ${p.proposer} wants it:` : `${p.proposer}'s last message:` }), textBlock(intent.text, { fold: 8, label: "intent" }))
+        ? el(
+            "blockquote",
+            { class: "intent" },
+            el("span", {
+              class: "intent-label",
+              text: intent.source === "proposal" ? `Why ${p.proposer} wants it:` : `${p.proposer}'s last message:`,
+            }),
+            textBlock(intent.text, { fold: 8, label: "intent" }),
+          )
         : el("p", { class: "intent none muted", text: `${p.proposer} gave no reason.` }),
-      el("p", { class: "why", text: `${p.why ? `Needs approval: ${revealText(p.why)}. ` : ""}Expires ${new Date(p.expiresAt).toLocaleString()}.` }),
-      p.approvals ? el("p", { class: "approvals", text: `Approvals: ${p.approvals.text}${p.approvals.by?.length ? ` (${p.approvals.by.join(", ")})` : ""}.` }) : undefined,
+      el("p", {
+        class: "why",
+        text: `${p.why ? `Needs approval: ${revealText(p.why)}. ` : ""}Expires ${new Date(p.expiresAt).toLocaleString()}.`,
+      }),
+      p.approvals
+        ? el("p", {
+            class: "approvals",
+            text: `Approvals: ${p.approvals.text}${p.approvals.by?.length ? ` (${p.approvals.by.join(", ")})` : ""}.`,
+          })
+        : undefined,
       argumentsView(args, p.inputSchema),
       previewBox(p, () => api("POST", "links/preview", { link })),
       el("div", { class: "actions" }, approve, reject),
@@ -100,7 +125,8 @@ async function open() {
   );
   if (preferred === "approve" || preferred === "reject") {
     const chosen = preferred === "approve" ? approve : reject;
-    $("message").textContent = `You chose ${preferred} in the notice: look at the call, then press ${preferred === "approve" ? "Approve" : "Reject"} to confirm.`;
+    $("message").textContent =
+      `You chose ${preferred} in the notice: look at the call, then press ${preferred === "approve" ? "Approve" : "Reject"} to confirm.`;
     chosen.focus();
   }
 }
@@ -116,7 +142,12 @@ function showDevice(until) {
       $("device").textContent = "This device no longer opens links without a token.";
     },
   });
-  $("device").replaceChildren(el("span", { text: `This device opens links for ${claims()?.a ?? "you"} without a token until ${new Date(until).toLocaleTimeString()}. ` }), forget);
+  $("device").replaceChildren(
+    el("span", {
+      text: `This device opens links for ${claims()?.a ?? "you"} without a token until ${new Date(until).toLocaleTimeString()}. `,
+    }),
+    forget,
+  );
 }
 
 /** What a link that cannot decide any more says, before anyone is asked to sign in. */
@@ -130,7 +161,11 @@ const SPENT = {
 async function start() {
   let st;
   try {
-    const res = await fetch(`/api/spaces/${encodeURIComponent(state.space)}/links/state`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ link }) });
+    const res = await fetch(`/api/spaces/${encodeURIComponent(state.space)}/links/state`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ link }),
+    });
     st = await res.json();
   } catch {
     st = undefined;

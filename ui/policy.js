@@ -14,10 +14,17 @@ export function policyFindings({ api, el, list, heading, reveal }) {
     list.replaceChildren(
       ...res.findings.slice(0, 200).map((f) => {
         const where = f.line > 0 ? `${String(f.file).split("/").pop()}:${f.line}:${f.column}` : String(f.file).split("/").pop();
-        return el("li", { class: `finding ${f.severity === "error" ? "error" : "warning"}`, "data-code": String(f.code) }, el("strong", { text: `${f.severity === "error" ? "error" : "warning"} ` }), el("span", { text: reveal(`${where} ${f.path}: ${f.message}`) }));
+        return el(
+          "li",
+          { class: `finding ${f.severity === "error" ? "error" : "warning"}`, "data-code": String(f.code) },
+          el("strong", { text: `${f.severity === "error" ? "error" : "warning"} ` }),
+          el("span", { text: reveal(`${where} ${f.path}: ${f.message}`) }),
+        );
       }),
     );
-    heading.textContent = res.findings.length ? `Tool rules: ${res.errors} error(s), ${res.warnings} warning(s)` : "Tool rules: every rule names a participant and can decide something";
+    heading.textContent = res.findings.length
+      ? `Tool rules: ${res.errors} error(s), ${res.warnings} warning(s)`
+      : "Tool rules: every rule names a participant and can decide something";
     list.hidden = res.findings.length === 0;
     heading.hidden = false;
   }

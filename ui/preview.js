@@ -40,10 +40,20 @@ function draw(box, r) {
   box.dataset.status = r.status;
   const tool = typeof r.tool === "string" ? ` (${reveal(r.tool)})` : "";
   if (r.status !== "ok") {
-    box.append(node("h4", "preview-head", `${STATUS[r.status] ?? "No preview"}${tool}`), node("p", "preview-status", reveal(r.message ?? r.status)));
+    box.append(
+      node("h4", "preview-head", `${STATUS[r.status] ?? "No preview"}${tool}`),
+      node("p", "preview-status", reveal(r.message ?? r.status)),
+    );
     return;
   }
-  const what = r.render === "diff" ? (r.new_file ? "a new file" : "changes against what is there now") : r.render === "patch" ? "the tool's own dry run" : "what is there now";
+  const what =
+    r.render === "diff"
+      ? r.new_file
+        ? "a new file"
+        : "changes against what is there now"
+      : r.render === "patch"
+        ? "the tool's own dry run"
+        : "what is there now";
   box.append(node("h4", "preview-head", `Preview: ${what}${tool}${r.truncated ? " — cut short" : ""}`));
   const lines = reveal(r.text ?? "").split("\n");
   if (lines.length && lines[lines.length - 1] === "") lines.pop();
@@ -52,7 +62,17 @@ function draw(box, r) {
     pre.replaceChildren(
       ...lines.slice(0, n).map((line) => {
         const diffy = r.render !== "text";
-        const cls = !diffy ? "" : line.startsWith("+++") || line.startsWith("---") || line.startsWith("===") || line.startsWith("Index:") ? "meta" : line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "";
+        const cls = !diffy
+          ? ""
+          : line.startsWith("+++") || line.startsWith("---") || line.startsWith("===") || line.startsWith("Index:")
+            ? "meta"
+            : line.startsWith("@@")
+              ? "hunk"
+              : line.startsWith("+")
+                ? "add"
+                : line.startsWith("-")
+                  ? "del"
+                  : "";
         return node("span", cls, `${line}\n`);
       }),
     );

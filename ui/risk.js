@@ -19,5 +19,10 @@ export function riskLine(p, el, reveal) {
   if (!p.risk) return undefined;
   const level = String(p.risk.level);
   const reasons = Array.isArray(p.risk.reasons) ? p.risk.reasons.map((r) => reveal(String(r.text))) : [];
-  return el("p", { class: `risk risk-${level}`, "data-risk": level }, el("strong", { text: `Risk: ${level}` }), el("span", { text: reasons.length ? ` — ${reasons.join("; ")}.` : " — a pattern people approved, on a tool that says it is safe." }));
+  return el(
+    "p",
+    { class: `risk risk-${level}`, "data-risk": level },
+    el("strong", { text: `Risk: ${level}` }),
+    el("span", { text: reasons.length ? ` — ${reasons.join("; ")}.` : " — a pattern people approved, on a tool that says it is safe." }),
+  );
 }

@@ -30,7 +30,11 @@ export function offerProvider(space, info) {
 
 /** Ends the session on the server (everywhere this cookie is open), then shows the sign-in screen. */
 export async function signOut(state) {
-  await fetch(`/auth/logout/${encodeURIComponent(state.space)}`, { method: "POST", credentials: "same-origin", headers: { "x-csrf-token": state.csrf } }).catch(() => {});
+  await fetch(`/auth/logout/${encodeURIComponent(state.space)}`, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "x-csrf-token": state.csrf },
+  }).catch(() => {});
 }
 
 /** Wires the sign-out button; `done` runs once the session has ended. */

@@ -30,7 +30,11 @@ export function replaceHidden(text, mark) {
     if (!keep && SELECTOR.test(c)) keep = prev !== "" && prev === base && !SPACE.test(prev);
     else if (!keep && c === ZWJ) {
       const next = text.codePointAt(i);
-      keep = PICTOGRAPH.test(base) && (prev === base || SELECTOR.test(prev) || MODIFIER.test(prev)) && next !== undefined && PICTOGRAPH.test(String.fromCodePoint(next));
+      keep =
+        PICTOGRAPH.test(base) &&
+        (prev === base || SELECTOR.test(prev) || MODIFIER.test(prev)) &&
+        next !== undefined &&
+        PICTOGRAPH.test(String.fromCodePoint(next));
     }
     if (!keep) {
       out += mark(c);

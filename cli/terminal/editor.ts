@@ -13,7 +13,12 @@ import { join } from "node:path";
  * own the screen), runs `editor` on the file and resolves with its exit code and the
  * file's text then ("" when it cannot be read).
  */
-export async function editInEditor(editor: string, name: string, original: string, handOver: () => void): Promise<{ code: number | null; text: string }> {
+export async function editInEditor(
+  editor: string,
+  name: string,
+  original: string,
+  handOver: () => void,
+): Promise<{ code: number | null; text: string }> {
   const dir = mkdtempSync(join(tmpdir(), "mewgate-edit-"));
   const file = join(dir, name);
   writeFileSync(file, original);

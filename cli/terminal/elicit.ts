@@ -48,9 +48,11 @@ export function parseForm(params: unknown): Parsed<Form> {
     const id = params["elicitationId"];
     return { ok: true, value: { mode: "url", message, url, elicitationId: typeof id === "string" ? id : undefined } };
   }
-  if (params["mode"] !== undefined && params["mode"] !== "form") return fail(`unknown mode ${JSON.stringify(String(params["mode"]).slice(0, 40))}`);
+  if (params["mode"] !== undefined && params["mode"] !== "form")
+    return fail(`unknown mode ${JSON.stringify(String(params["mode"]).slice(0, 40))}`);
   const schema = params["requestedSchema"];
-  if (!isRecord(schema) || schema["type"] !== "object" || !isRecord(schema["properties"])) return fail("params.requestedSchema must be {type: \"object\", properties: {...}}");
+  if (!isRecord(schema) || schema["type"] !== "object" || !isRecord(schema["properties"]))
+    return fail('params.requestedSchema must be {type: "object", properties: {...}}');
   const entries = Object.entries(schema["properties"]);
   if (entries.length > MAX_FIELDS) return fail(`the form has ${entries.length} fields; at most ${MAX_FIELDS}`);
   const required = new Set(Array.isArray(schema["required"]) ? schema["required"].filter((r): r is string => typeof r === "string") : []);
@@ -88,13 +90,19 @@ function parseField(name: string, prop: unknown, required: boolean): Parsed<Fiel
       return p["enum"].map((v, i) => ({ value: String(v), label: typeof names[i] === "string" ? names[i] : String(v) }));
     }
     const options = Array.isArray(p["oneOf"]) ? p["oneOf"] : Array.isArray(p["anyOf"]) ? p["anyOf"] : undefined;
-    if (options) return options.filter(isRecord).map((o) => ({ value: String(o["const"]), label: typeof o["title"] === "string" ? o["title"] : String(o["const"]) }));
+    if (options)
+      return options
+        .filter(isRecord)
+        .map((o) => ({ value: String(o["const"]), label: typeof o["title"] === "string" ? o["title"] : String(o["const"]) }));
     return undefined;
   };
   switch (prop["type"]) {
     case "string": {
       const choices = choicesOf(prop);
-      if (choices) return choices.length > MAX_CHOICES ? fail(`${where} has over ${MAX_CHOICES} choices`) : { ok: true, value: { ...base, type: "choice", choices } };
+      if (choices)
+        return choices.length > MAX_CHOICES
+          ? fail(`${where} has over ${MAX_CHOICES} choices`)
+          : { ok: true, value: { ...base, type: "choice", choices } };
       return { ok: true, value: { ...base, type: "string" } };
     }
     case "number":
@@ -108,7 +116,9 @@ function parseField(name: string, prop: unknown, required: boolean): Parsed<Fiel
       return { ok: true, value: { ...base, type: "choices", choices: items, minimum: num("minItems"), maximum: num("maxItems") } };
     }
     default:
-      return fail(`${where} has type ${JSON.stringify(String(prop["type"]).slice(0, 40))}; a form takes string, number, integer, boolean or a list of choices`);
+      return fail(
+        `${where} has type ${JSON.stringify(String(prop["type"]).slice(0, 40))}; a form takes string, number, integer, boolean or a list of choices`,
+      );
   }
 }
 
@@ -143,7 +153,10 @@ export function parseAnswer(field: Field, text: string): { ok: true; value: unkn
     }
     case "choices": {
       const picked: string[] = [];
-      for (const part of t.split(",").map((p) => p.trim()).filter(Boolean)) {
+      for (const part of t
+        .split(",")
+        .map((p) => p.trim())
+        .filter(Boolean)) {
         const c = pick(field, part);
         if (!c) return fail(`"${part.slice(0, 40)}" is not one of the choices`);
         if (!picked.includes(c)) picked.push(c);
@@ -166,7 +179,10 @@ const FORMATS: Record<string, { test: RegExp; what: string }> = {
   email: { test: /^[^\s@]+@[^\s@]+\.[^\s@]+$/, what: "an e-mail address" },
   uri: { test: /^[a-z][a-z0-9+.-]*:\S+$/i, what: "a URI like https://example.com" },
   date: { test: /^\d{4}-\d{2}-\d{2}$/, what: "a date like 2026-01-31" },
-  "date-time": { test: /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/, what: "a date and time like 2026-01-31T09:30:00Z" },
+  "date-time": {
+    test: /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/,
+    what: "a date and time like 2026-01-31T09:30:00Z",
+  },
 };
 
 function pick(field: Field, t: string): string | undefined {

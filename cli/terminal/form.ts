@@ -10,7 +10,9 @@ import type { Ask } from "./session.js";
 const MESSAGE_LINES = 30;
 const CHOICE_LINES = 30;
 
-export type Step = { done: false; lines: string[] } | { done: true; result: { action: "accept"; content?: Record<string, unknown> } | { action: "decline" | "cancel" }; lines: string[] };
+export type Step =
+  | { done: false; lines: string[] }
+  | { done: true; result: { action: "accept"; content?: Record<string, unknown> } | { action: "decline" | "cancel" }; lines: string[] };
 
 export class FormWalk {
   private index = 0;
@@ -37,7 +39,11 @@ export class FormWalk {
       lines.push(s.yellow("y when you have done it · n to decline · /cancel"));
       return lines;
     }
-    lines.push(s.yellow(`${ask.form.fields.length} field${ask.form.fields.length === 1 ? "" : "s"} · Enter a value for each (empty: the default, or skip) · /decline · /cancel`));
+    lines.push(
+      s.yellow(
+        `${ask.form.fields.length} field${ask.form.fields.length === 1 ? "" : "s"} · Enter a value for each (empty: the default, or skip) · /decline · /cancel`,
+      ),
+    );
     if (ask.form.fields.length > 0) lines.push(...this.fieldLines());
     return lines;
   }
@@ -71,7 +77,11 @@ export class FormWalk {
     }
     if (this.field()) return { done: false, lines: this.fieldLines() };
     const shown = Object.entries(this.values).map(([k, v]) => `${truncate(k, 40)}=${truncate(JSON.stringify(v), 60)}`);
-    return { done: true, result: { action: "accept", content: { ...this.values } }, lines: [this.style.dim(`· sent ${shown.join(", ") || "an empty form"}`)] };
+    return {
+      done: true,
+      result: { action: "accept", content: { ...this.values } },
+      lines: [this.style.dim(`· sent ${shown.join(", ") || "an empty form"}`)],
+    };
   }
 
   private field(): Field | undefined {

@@ -21,7 +21,14 @@ export interface Style {
 }
 
 const wrap = (open: number, close: number) => (s: string) => `\x1b[${open}m${s}\x1b[${close}m`;
-export const ANSI: Style = { bold: wrap(1, 22), dim: wrap(2, 22), red: wrap(31, 39), green: wrap(32, 39), yellow: wrap(33, 39), cyan: wrap(36, 39) };
+export const ANSI: Style = {
+  bold: wrap(1, 22),
+  dim: wrap(2, 22),
+  red: wrap(31, 39),
+  green: wrap(32, 39),
+  yellow: wrap(33, 39),
+  cyan: wrap(36, 39),
+};
 const id = (s: string) => s;
 export const PLAIN: Style = { bold: id, dim: id, red: id, green: id, yellow: id, cyan: id };
 
@@ -30,7 +37,8 @@ export function isRecord(v: unknown): v is Record<string, unknown> {
 }
 
 /** Escape sequences a terminal acts on: CSI (cursor moves, erases, SGR), OSC (titles, OSC 52 clipboard writes), DCS/SOS/PM/APC strings, and two-byte ESC forms. */
-const ESCAPES = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b[\]PX^_][\s\S]*?(?:\x07|\x1b\\|$)|\x1b[ -~]?|\x9b[0-?]*[ -/]*[@-~]|[\x90\x98\x9d-\x9f][\s\S]*?(?:\x07|\x9c|\x1b\\|$)/g;
+const ESCAPES =
+  /\x1b\[[0-?]*[ -/]*[@-~]|\x1b[\]PX^_][\s\S]*?(?:\x07|\x1b\\|$)|\x1b[ -~]?|\x9b[0-?]*[ -/]*[@-~]|[\x90\x98\x9d-\x9f][\s\S]*?(?:\x07|\x9c|\x1b\\|$)/g;
 /** C0 and C1 controls (bar tab and newline, handled by the callers), DEL, and bidi overrides that reorder what is shown. */
 const CONTROLS = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]/g;
 
@@ -151,7 +159,9 @@ export function interruption(env: Envelope): Interruption | undefined {
   if (!isRecord(mark)) return undefined;
   return {
     approvedBy: typeof mark["approved_by"] === "string" ? sanitize(mark["approved_by"]) : undefined,
-    message: sanitize(typeof mark["message"] === "string" ? mark["message"] : "the gateway stopped after it was approved; it may or may not have run"),
+    message: sanitize(
+      typeof mark["message"] === "string" ? mark["message"] : "the gateway stopped after it was approved; it may or may not have run",
+    ),
   };
 }
 
@@ -181,7 +191,9 @@ export function summarizeResult(result: unknown): string {
   if (!isRecord(result)) return oneLine(result);
   const content = result["content"];
   if (Array.isArray(content) && content.length > 0) {
-    const parts = content.map((c) => (isRecord(c) ? (c["type"] === "text" ? String(c["text"] ?? "") : `[${String(c["type"] ?? "content")}]`) : oneLine(c)));
+    const parts = content.map((c) =>
+      isRecord(c) ? (c["type"] === "text" ? String(c["text"] ?? "") : `[${String(c["type"] ?? "content")}]`) : oneLine(c),
+    );
     return parts.join(" ");
   }
   if (Array.isArray(result["tools"])) return `${result["tools"].length} tools`;
@@ -268,7 +280,7 @@ export function formatEnvelope(env: Envelope, ctx: ViewContext): string[] {
       const call = callShape(env);
       remember(ctx, env.id, { caller: env.from, label: call.label, target: env.to?.[0], rpcId: payload["id"] });
       const onBehalf = env.correlation_id?.some((c) => ctx.proposals.has(c)) ? s.dim(" (approved proposal)") : "";
-      const args = method === "tools/call" ? call.arguments : (isRecord(payload["params"]) ? payload["params"] : {});
+      const args = method === "tools/call" ? call.arguments : isRecord(payload["params"]) ? payload["params"] : {};
       return [fit(`${s.cyan("→")} ${from} calls ${s.bold(call.label)} `, args, w, onBehalf)];
     }
     case "mcp/response": {
@@ -282,7 +294,10 @@ export function formatEnvelope(env: Envelope, ctx: ViewContext): string[] {
       const toolError = isRecord(result) && result["isError"] === true;
       const by = env.from === GATEWAY ? "gateway" : env.from;
       const label = `${call.label} → ${call.caller}`;
-      if (error) return [fit(`${s.red("✗")} ${label}: `, String(error["message"] ?? "error"), w, by === "gateway" ? s.dim(" (from the gateway)") : "")];
+      if (error)
+        return [
+          fit(`${s.red("✗")} ${label}: `, String(error["message"] ?? "error"), w, by === "gateway" ? s.dim(" (from the gateway)") : ""),
+        ];
       return [fit(`${toolError ? s.red("✗") : s.green("←")} ${label}: `, summarizeResult(result), w)];
     }
     case "mcp/proposal": {
@@ -300,8 +315,11 @@ export function formatEnvelope(env: Envelope, ctx: ViewContext): string[] {
       // One of several approvals a proposal needs (two-person rule): it still waits.
       const by = Array.isArray(payload["by"]) ? payload["by"].map(String) : [];
       // Approvals a reload dropped (their approver removed or demoted): the count went down.
-      if (Array.isArray(payload["dropped"])) return [`${s.yellow("!")} proposal ${s.dim(`[${shortId(env.correlation_id?.[0] ?? "?")}]`)}: ${String(payload["text"] ?? "")}`];
-      return [`${s.green("✓")} ${by.at(-1) ?? "someone"} approved ${s.dim(`[${shortId(env.correlation_id?.[0] ?? "?")}]`)}: ${String(payload["text"] ?? "")} approvals${by.length ? ` (${by.join(", ")})` : ""}; it waits for another approver`];
+      if (Array.isArray(payload["dropped"]))
+        return [`${s.yellow("!")} proposal ${s.dim(`[${shortId(env.correlation_id?.[0] ?? "?")}]`)}: ${String(payload["text"] ?? "")}`];
+      return [
+        `${s.green("✓")} ${by.at(-1) ?? "someone"} approved ${s.dim(`[${shortId(env.correlation_id?.[0] ?? "?")}]`)}: ${String(payload["text"] ?? "")} approvals${by.length ? ` (${by.join(", ")})` : ""}; it waits for another approver`,
+      ];
     }
     case "mcp/reject": {
       const reason = String(payload["reason"] ?? "disagree");
@@ -310,7 +328,11 @@ export function formatEnvelope(env: Envelope, ctx: ViewContext): string[] {
       return [`${s.red("✗")} proposal ${s.dim(`[${shortId(env.correlation_id?.[0] ?? "?")}]`)} ${verb}${text}`];
     }
     case "mcp/withdraw":
-      return [s.dim(`  ${from} withdrew proposal [${shortId(env.correlation_id?.[0] ?? "?")}]${payload["reason"] ? `: ${String(payload["reason"])}` : ""}`)];
+      return [
+        s.dim(
+          `  ${from} withdrew proposal [${shortId(env.correlation_id?.[0] ?? "?")}]${payload["reason"] ? `: ${String(payload["reason"])}` : ""}`,
+        ),
+      ];
     case "system/presence": {
       const p = isRecord(payload["participant"]) ? payload["participant"] : {};
       const pid = String(p["id"] ?? "?");
@@ -323,7 +345,13 @@ export function formatEnvelope(env: Envelope, ctx: ViewContext): string[] {
       const stack = Array.isArray(payload["stack"]) ? payload["stack"].filter(isRecord).map((f) => String(f["agent"] ?? "?")) : [];
       const human = String(payload["human"] ?? "?");
       const holder = typeof payload["holder"] === "string" ? payload["holder"] : undefined;
-      return [s.dim(holder ? `* ${holder} now holds ${human}'s conversation (${stack.join(" → ")}); say "stop" to end it` : `* ${human}'s conversation is handed back`)];
+      return [
+        s.dim(
+          holder
+            ? `* ${holder} now holds ${human}'s conversation (${stack.join(" → ")}); say "stop" to end it`
+            : `* ${human}'s conversation is handed back`,
+        ),
+      ];
     }
     case "system/error":
       return [s.red(`! ${String(payload["code"] ?? payload["error"] ?? "error")}: ${String(payload["message"] ?? "")}`)];
@@ -346,11 +374,19 @@ export function formatEnvelope(env: Envelope, ctx: ViewContext): string[] {
     return [s.dim(fit(`  ${from} status: `, fields || env.payload, w))];
   }
   if (env.kind.startsWith("participant/")) {
-    return [s.dim(`  ${from}${to}: ${env.kind.slice("participant/".length)}${payloadText(env.payload) ? ` — ${oneLine(payloadText(env.payload), 80)}` : ""}`)];
+    return [
+      s.dim(
+        `  ${from}${to}: ${env.kind.slice("participant/".length)}${payloadText(env.payload) ? ` — ${oneLine(payloadText(env.payload), 80)}` : ""}`,
+      ),
+    ];
   }
   if (env.kind.startsWith("capability/")) {
     const recipient = typeof payload["recipient"] === "string" ? ` ${payload["recipient"]}` : "";
-    return [s.dim(`  ${from} ${env.kind.slice("capability/".length)}${recipient} ${oneLine(payload["capabilities"] ?? payload["grant_id"] ?? "", 80)}`)];
+    return [
+      s.dim(
+        `  ${from} ${env.kind.slice("capability/".length)}${recipient} ${oneLine(payload["capabilities"] ?? payload["grant_id"] ?? "", 80)}`,
+      ),
+    ];
   }
   return [s.dim(fit(`  ${from}${to} ${env.kind}: `, env.payload, w))];
 }
@@ -359,21 +395,33 @@ export function formatEnvelope(env: Envelope, ctx: ViewContext): string[] {
  * Why a proposal waits for a person, as precisely as what we know allows: with the
  * space.yaml (under `up`), the rule that applied; otherwise what the tool's annotations say.
  */
-export function whyApproval(proposal: Envelope, opts: { config?: SpaceConfig | undefined; tools?: readonly ToolInfo[] | undefined }): string {
+export function whyApproval(
+  proposal: Envelope,
+  opts: { config?: SpaceConfig | undefined; tools?: readonly ToolInfo[] | undefined },
+): string {
   const call = callShape(proposal);
-  if (call.method !== "tools/call" || call.tool === undefined) return `${proposal.from} proposed an MCP ${call.method}, which is not one of its capabilities`;
+  if (call.method !== "tools/call" || call.tool === undefined)
+    return `${proposal.from} proposed an MCP ${call.method}, which is not one of its capabilities`;
   const tool = opts.tools?.find((t) => t.name === call.label);
   const ann = tool?.annotations ?? {};
-  const traits = [ann["destructiveHint"] === true ? "destructive" : "", ann["readOnlyHint"] === true ? "read-only" : ann["readOnlyHint"] === false ? "not read-only" : ""].filter(Boolean);
+  const traits = [
+    ann["destructiveHint"] === true ? "destructive" : "",
+    ann["readOnlyHint"] === true ? "read-only" : ann["readOnlyHint"] === false ? "not read-only" : "",
+  ].filter(Boolean);
   const hint = traits.length ? ` (tool is ${traits.join(", ")})` : "";
   // A tool the gateway flagged is called only with approval under tool_checks: ask, whatever the rules say.
   const flagged = Array.isArray(tool?.["findings"]) && tool["findings"].length > 0;
-  if (flagged && opts.config?.policy.tool_checks === "ask") return `policy: proposal — the gateway flagged ${call.label} and the space's policy.tool_checks is "ask"${hint}`;
+  if (flagged && opts.config?.policy.tool_checks === "ask")
+    return `policy: proposal — the gateway flagged ${call.label} and the space's policy.tool_checks is "ask"${hint}`;
   const proposer = opts.config?.participants[proposal.from];
   if (proposer && opts.config) {
     // The proposal's arguments, for rules with conditions (policy/conditions.ts).
     const args = isRecord(proposal.payload) && isRecord(proposal.payload["params"]) ? (proposal.payload["params"]["arguments"] ?? {}) : {};
-    const rule = new CompiledPolicy(proposer.tools).rule(call.label, { args, caller: { id: proposal.from, kind: proposer.kind, groups: [] }, annotations: tool?.annotations });
+    const rule = new CompiledPolicy(proposer.tools).rule(call.label, {
+      args,
+      caller: { id: proposal.from, kind: proposer.kind, groups: [] },
+      annotations: tool?.annotations,
+    });
     if (rule === "ask") return `policy: proposal — ${proposal.from}'s tools.ask matches ${call.label}${hint}`;
     if (rule === undefined) {
       const fallback = opts.config.policy.fallback;

@@ -119,7 +119,8 @@ export class JsonTerminal extends TerminalSession {
       const r = this.queue.resolve(str("approve"));
       const proposal = r.ok ? r.proposal.id : str("approve")!;
       const scope = cmd["scope"] === "always" ? "always" : "once";
-      if (cmd["scope"] !== undefined && cmd["scope"] !== "once" && cmd["scope"] !== "always") throw new Error(`scope must be "once" or "always"`);
+      if (cmd["scope"] !== undefined && cmd["scope"] !== "once" && cmd["scope"] !== "always")
+        throw new Error(`scope must be "once" or "always"`);
       const args = cmd["arguments"];
       if (args !== undefined && !isRecord(args)) throw new Error("arguments must be a JSON object");
       const id = this.approve(proposal, { scope, arguments: args as Record<string, unknown> | undefined });
@@ -150,6 +151,8 @@ export class JsonTerminal extends TerminalSession {
         return;
       }
     }
-    throw new Error('unknown input: expected {"chat":…}, {"approve":…}, {"reject":…}, {"pause":…}, {"resume":…}, {"answer":…}, {"quit":true} or an envelope {"kind":…}');
+    throw new Error(
+      'unknown input: expected {"chat":…}, {"approve":…}, {"reject":…}, {"pause":…}, {"resume":…}, {"answer":…}, {"quit":true} or an envelope {"kind":…}',
+    );
   }
 }

@@ -11,20 +11,44 @@ import { isRecord, sanitize, shortId, truncate, type Style } from "./format.js";
 /** Lines of a preview shown under the proposal before "more". */
 const PREVIEW_LINES = 30;
 
-const HEADS: Record<string, string> = { refused: "preview refused", failed: "preview failed", timeout: "preview timed out", too_large: "no preview: too large" };
+const HEADS: Record<string, string> = {
+  refused: "preview refused",
+  failed: "preview failed",
+  timeout: "preview timed out",
+  too_large: "no preview: too large",
+};
 
 /** The preview as lines for a terminal `width` wide, at most `max` of its text. */
 export function previewLines(preview: unknown, s: Style, width: number, max = PREVIEW_LINES): string[] {
   if (!isRecord(preview) || preview["status"] === "none" || typeof preview["status"] !== "string") return [];
   const status = preview["status"];
   const tool = typeof preview["tool"] === "string" ? ` (${preview["tool"]})` : "";
-  if (status !== "ok") return [s.yellow(truncate(`${HEADS[status] ?? "no preview"}${tool}: ${String(preview["message"] ?? status)}`, width))];
+  if (status !== "ok")
+    return [s.yellow(truncate(`${HEADS[status] ?? "no preview"}${tool}: ${String(preview["message"] ?? status)}`, width))];
   const render = preview["render"];
-  const what = render === "diff" ? (preview["new_file"] ? "a new file" : "changes against what is there now") : render === "patch" ? "the tool's own dry run" : "what is there now";
+  const what =
+    render === "diff"
+      ? preview["new_file"]
+        ? "a new file"
+        : "changes against what is there now"
+      : render === "patch"
+        ? "the tool's own dry run"
+        : "what is there now";
   const lines = sanitize(String(preview["text"] ?? "")).split("\n");
   if (lines[lines.length - 1] === "") lines.pop();
   const out = [s.cyan(truncate(`preview: ${what}${tool}${preview["truncated"] ? " — cut short" : ""}`, width))];
-  const colour = (l: string) => (render === "text" ? l : l.startsWith("+++") || l.startsWith("---") ? s.dim(l) : l.startsWith("@@") ? s.cyan(l) : l.startsWith("+") ? s.green(l) : l.startsWith("-") ? s.red(l) : l);
+  const colour = (l: string) =>
+    render === "text"
+      ? l
+      : l.startsWith("+++") || l.startsWith("---")
+        ? s.dim(l)
+        : l.startsWith("@@")
+          ? s.cyan(l)
+          : l.startsWith("+")
+            ? s.green(l)
+            : l.startsWith("-")
+              ? s.red(l)
+              : l;
   for (const l of lines.slice(0, max)) out.push(`  ${colour(truncate(l, width - 2))}`);
   if (lines.length > max) out.push(s.dim(`  ⋯ ${lines.length - max} more line${lines.length - max === 1 ? "" : "s"} of the preview`));
   return out;
@@ -37,7 +61,14 @@ const asked = new WeakMap<ParticipantClient, Set<string>>();
  * Asks for the preview of the terminal's current proposal, once per proposal, and prints it
  * when it comes — if that proposal is still the one shown (`current()`).
  */
-export function showPreview(client: ParticipantClient, p: Envelope | undefined, s: Style, width: number, print: (lines: string[]) => void, current: () => Envelope | undefined): void {
+export function showPreview(
+  client: ParticipantClient,
+  p: Envelope | undefined,
+  s: Style,
+  width: number,
+  print: (lines: string[]) => void,
+  current: () => Envelope | undefined,
+): void {
   if (!p || !isRecord(p.payload) || p.payload["method"] !== "tools/call") return;
   let seen = asked.get(client);
   if (!seen) asked.set(client, (seen = new Set()));

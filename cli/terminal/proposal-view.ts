@@ -6,7 +6,19 @@
 import type { SpaceConfig } from "../../gateway/index.js";
 import type { Envelope } from "../../gateway/index.js";
 import type { ToolInfo } from "../../participants/index.js";
-import { callShape, fit, interruption, isRecord, oneLine, sanitize, shortId, truncate, whyApproval, wrapJson, type Style } from "./format.js";
+import {
+  callShape,
+  fit,
+  interruption,
+  isRecord,
+  oneLine,
+  sanitize,
+  shortId,
+  truncate,
+  whyApproval,
+  wrapJson,
+  type Style,
+} from "./format.js";
 import type { ProposalQueue } from "./queue.js";
 import { wrapWords } from "./wrap-words.js";
 
@@ -30,7 +42,12 @@ export function definitionChanges(env: Envelope): string[] | undefined {
 const ARGUMENT_LINES = 24;
 
 /** The block shown while proposals wait: the selected one whole (up to its marker), the others one line each. */
-export function queueBlock(queue: ProposalQueue, s: Style, w: number, why: { config?: SpaceConfig | undefined; tools?: readonly ToolInfo[] | undefined }): string[] {
+export function queueBlock(
+  queue: ProposalQueue,
+  s: Style,
+  w: number,
+  why: { config?: SpaceConfig | undefined; tools?: readonly ToolInfo[] | undefined },
+): string[] {
   const n = queue.size;
   const current = queue.current!;
   const call = callShape(current);
@@ -42,7 +59,9 @@ export function queueBlock(queue: ProposalQueue, s: Style, w: number, why: { con
   // Approved once already: a person must see that approving it again may run it twice.
   if (cut) {
     lines.push(s.red(truncate(`interrupted: ${cut.message}`, w)));
-    lines.push(s.dim(truncate(`approved by ${cut.approvedBy ?? "someone"} before the stop; a approves it again (it runs again), r rejects it`, w)));
+    lines.push(
+      s.dim(truncate(`approved by ${cut.approvedBy ?? "someone"} before the stop; a approves it again (it runs again), r rejects it`, w)),
+    );
   } else lines.push(s.dim(truncate(`why: ${whyApproval(current, why)}`, w)));
   // The tool's own hints, and why the proposer wants it in its words (docs/protocol.md, intent).
   const hints = hintWords(why.tools?.find((t) => t.name === call.label));
@@ -52,7 +71,8 @@ export function queueBlock(queue: ProposalQueue, s: Style, w: number, why: { con
     const said = wrapWords(intent, w - 4);
     lines.push(s.cyan(`${current.from} says why:`));
     for (const l of said.slice(0, INTENT_LINES)) lines.push(s.cyan(`  ${l}`));
-    if (said.length > INTENT_LINES) lines.push(s.dim(`  ⋯ ${said.length - INTENT_LINES} more line${said.length - INTENT_LINES === 1 ? "" : "s"} — v shows them all`));
+    if (said.length > INTENT_LINES)
+      lines.push(s.dim(`  ⋯ ${said.length - INTENT_LINES} more line${said.length - INTENT_LINES === 1 ? "" : "s"} — v shows them all`));
   }
   // The gateway flagged the tool's texts (gateway/policy/inspect.ts): the reasons, before anything else is decided.
   const findings = flaggedReasons(why.tools?.find((t) => t.name === call.label));
@@ -80,7 +100,11 @@ export function queueBlock(queue: ProposalQueue, s: Style, w: number, why: { con
     lines.push(s.dim(fit(`   also: ${p.from} → ${c.label} [${shortId(p.id)}]${interruption(p) ? " (interrupted)" : ""} `, c.arguments, w)));
   }
   if (others.length > 5) lines.push(s.dim(`   … and ${others.length - 5} more (/proposals)`));
-  lines.push(s.yellow(`a approve ${cut ? "again" : "once"} · A approve always… · e edit, then approve · R respond · r reject · v view all · n/p next/previous`));
+  lines.push(
+    s.yellow(
+      `a approve ${cut ? "again" : "once"} · A approve always… · e edit, then approve · R respond · r reject · v view all · n/p next/previous`,
+    ),
+  );
   return lines;
 }
 
@@ -90,7 +114,11 @@ export function allArguments(current: Envelope, s: Style, width: number): string
   const { lines } = wrapJson(call.arguments, width - 4);
   const intent = intentOf(current);
   return [
-    ...(intent ? [s.dim(`── why ${current.from} wants it ──`), ...wrapWords(intent, width - 4).map((l) => `  ${l}`)] : []),s.dim(`── all arguments of [${shortId(current.id)}] ${call.label} (${lines.length} lines) ──`), ...lines.map((l) => `  ${l}`), s.dim("── end of arguments ──")];
+    ...(intent ? [s.dim(`── why ${current.from} wants it ──`), ...wrapWords(intent, width - 4).map((l) => `  ${l}`)] : []),
+    s.dim(`── all arguments of [${shortId(current.id)}] ${call.label} (${lines.length} lines) ──`),
+    ...lines.map((l) => `  ${l}`),
+    s.dim("── end of arguments ──"),
+  ];
 }
 
 /** `/proposals`: one line each, the selected one marked. */
@@ -99,7 +127,10 @@ export function proposalLines(queue: ProposalQueue, s: Style, width: number): st
   return queue.all.map((p, i) => {
     const c = callShape(p);
     const mark = p === queue.current ? ">" : " ";
-    return truncate(`${mark} ${i + 1}. [${shortId(p.id)}] ${interruption(p) ? "INTERRUPTED " : ""}${p.from} → ${c.label} ${oneLine(c.arguments, 80)}`, width);
+    return truncate(
+      `${mark} ${i + 1}. [${shortId(p.id)}] ${interruption(p) ? "INTERRUPTED " : ""}${p.from} → ${c.label} ${oneLine(c.arguments, 80)}`,
+      width,
+    );
   });
 }
 
@@ -107,7 +138,13 @@ export function proposalLines(queue: ProposalQueue, s: Style, width: number): st
 export function flaggedReasons(tool: ToolInfo | undefined): string[] {
   const findings = tool?.["findings"];
   if (!Array.isArray(findings)) return [];
-  return findings.slice(0, 32).map((f) => (typeof f === "object" && f !== null && typeof (f as { reason?: unknown }).reason === "string" ? (f as { reason: string }).reason : "flagged"));
+  return findings
+    .slice(0, 32)
+    .map((f) =>
+      typeof f === "object" && f !== null && typeof (f as { reason?: unknown }).reason === "string"
+        ? (f as { reason: string }).reason
+        : "flagged",
+    );
 }
 
 /** Lines of the proposer's intent the block shows before its "more" marker. */

@@ -146,13 +146,17 @@ export abstract class TerminalSession {
   /** A person answers forms (`elicitation/create`) and nothing else. */
   private serveRequest(req: IncomingRequest): Promise<unknown> {
     if (req.method !== "elicitation/create") {
-      throw new RpcError(RpcErrorCodes.methodNotFound, `${this.me} is a person at a terminal: it answers elicitation/create, not ${req.method}`);
+      throw new RpcError(
+        RpcErrorCodes.methodNotFound,
+        `${this.me} is a person at a terminal: it answers elicitation/create, not ${req.method}`,
+      );
     }
     const parsed = parseForm(req.params);
     if (!parsed.ok) throw new RpcError(RpcErrorCodes.invalidParams, `elicitation/create: ${parsed.error}`);
     const params = req.params as Record<string, unknown>;
     const meta = isRecord(params["_meta"]) ? params["_meta"] : {};
-    const about = isRecord(meta["mewgate/for"]) && typeof meta["mewgate/for"]["tool"] === "string" ? meta["mewgate/for"]["tool"] : undefined;
+    const about =
+      isRecord(meta["mewgate/for"]) && typeof meta["mewgate/for"]["tool"] === "string" ? meta["mewgate/for"]["tool"] : undefined;
     return new Promise((resolve) => {
       const ask: Ask = { id: req.envelope.id, from: req.from, about, form: parsed.value, resolve };
       this.forms.push(ask);
@@ -192,7 +196,13 @@ export abstract class TerminalSession {
       const proposal = ref ? this.decisions.get(ref) : undefined;
       if (proposal) this.queue.undo(proposal);
     }
-    if (this.watchesTools && env.kind === "mcp/request" && isRecord(env.payload) && env.payload["method"] === "notifications/tools/list_changed" && env.from === GATEWAY) {
+    if (
+      this.watchesTools &&
+      env.kind === "mcp/request" &&
+      isRecord(env.payload) &&
+      env.payload["method"] === "notifications/tools/list_changed" &&
+      env.from === GATEWAY
+    ) {
       this.refreshTools();
     }
     this.showEnvelope(env);
@@ -201,7 +211,11 @@ export abstract class TerminalSession {
 
   private onWelcome(info: WelcomeInfo, first: boolean): void {
     // Our own comings and goings (a one-shot command borrowing the seat) are not news.
-    const aboutMe = (e: Envelope) => e.kind === "system/presence" && isRecord(e.payload) && isRecord(e.payload["participant"]) && e.payload["participant"]["id"] === info.id;
+    const aboutMe = (e: Envelope) =>
+      e.kind === "system/presence" &&
+      isRecord(e.payload) &&
+      isRecord(e.payload["participant"]) &&
+      e.payload["participant"]["id"] === info.id;
     const missed = info.history.filter((e) => !this.seen.has(e.id) && !aboutMe(e));
     for (const e of info.history) this.markSeen(e.id);
     this.showWelcome(info, first, missed);
@@ -269,13 +283,20 @@ export abstract class TerminalSession {
     return { to: addressees };
   }
 
-  approve(proposalId: string, opts: { scope?: "once" | "always"; arguments?: Record<string, unknown> | undefined; limit?: ApproveOptions["limit"] } = {}): string {
+  approve(
+    proposalId: string,
+    opts: { scope?: "once" | "always"; arguments?: Record<string, unknown> | undefined; limit?: ApproveOptions["limit"] } = {},
+  ): string {
     // Edited by an earlier approver: approving sends the arguments the card shows, so the
     // gateway counts this approval only for what it runs (docs/protocol.md, Two-person approvals).
     const shown = this.client.proposals.get(proposalId);
     const edit = shown && isRecord(shown.payload) ? shown.payload["mewgate/edited"] : undefined;
     const args = opts.arguments ?? (isRecord(edit) && isRecord(edit["arguments"]) ? edit["arguments"] : undefined);
-    const id = this.client.approve(proposalId, { scope: opts.scope ?? "once", ...(args ? { arguments: args } : {}), ...(opts.limit !== undefined ? { limit: opts.limit } : {}) });
+    const id = this.client.approve(proposalId, {
+      scope: opts.scope ?? "once",
+      ...(args ? { arguments: args } : {}),
+      ...(opts.limit !== undefined ? { limit: opts.limit } : {}),
+    });
     this.decided(id, proposalId);
     return id;
   }
@@ -310,7 +331,8 @@ export abstract class TerminalSession {
       return `cancelled proposal ${callShape(p.proposal).label} [${p.proposal.id.slice(0, 8)}]`;
     }
     const matches = [...calls.entries()].filter(([id]) => id === ref || id.startsWith(ref));
-    if (matches.length !== 1) return matches.length ? `"${ref}" matches several calls` : `nothing to cancel named "${ref}" (no pending proposal or call in flight)`;
+    if (matches.length !== 1)
+      return matches.length ? `"${ref}" matches several calls` : `nothing to cancel named "${ref}" (no pending proposal or call in flight)`;
     const [callId, call] = matches[0]!;
     if (!call.target) return `cannot cancel ${call.label}: its target is unknown`;
     this.client.send({

@@ -19,7 +19,20 @@ import { emitKeypressEvents } from "node:readline";
 import type { Envelope } from "../../gateway/index.js";
 import type { WelcomeInfo } from "../../participants/index.js";
 import { editInEditor } from "./editor.js";
-import { ANSI, callShape, formatEnvelope, interruption, isRecord, oneLine, PLAIN, shortId, truncate, visibleLength, type Style, type ViewContext } from "./format.js";
+import {
+  ANSI,
+  callShape,
+  formatEnvelope,
+  interruption,
+  isRecord,
+  oneLine,
+  PLAIN,
+  shortId,
+  truncate,
+  visibleLength,
+  type Style,
+  type ViewContext,
+} from "./format.js";
 import { FormWalk } from "./form.js";
 import { LineEditor, type Key } from "./line.js";
 import { SpaceLists } from "./lists.js";
@@ -107,7 +120,9 @@ export class TtyTerminal extends TerminalSession {
       case "reason":
         return s.yellow(`why reject ${this.mode.label}? (reason "${DEFAULT_REJECT_REASON}"; Enter sends, Esc cancels)> `);
       case "always":
-        return s.yellow(`always let ${this.mode.from} call ${this.mode.label} without asking? (yes: [1] ${truncate(this.mode.choices[0]?.text ?? "", 60)}; yes N: another; Esc cancels)> `);
+        return s.yellow(
+          `always let ${this.mode.from} call ${this.mode.label} without asking? (yes: [1] ${truncate(this.mode.choices[0]?.text ?? "", 60)}; yes N: another; Esc cancels)> `,
+        );
       case "respond":
         return s.yellow(`answer ${this.mode.from} about this proposal, without deciding (Enter sends, Esc cancels)> `);
       case "form":
@@ -132,12 +147,16 @@ export class TtyTerminal extends TerminalSession {
 
   protected showWelcome(info: WelcomeInfo, first: boolean, missed: Envelope[]): void {
     const s = this.style;
-    const held = isRecord(info.envelope.payload) && Array.isArray(info.envelope.payload["conversations"]) ? info.envelope.payload["conversations"] : [];
+    const held =
+      isRecord(info.envelope.payload) && Array.isArray(info.envelope.payload["conversations"])
+        ? info.envelope.payload["conversations"]
+        : [];
     const mine = held.find((c): c is Record<string, unknown> => isRecord(c) && c["human"] === info.id);
     this.holder = typeof mine?.["holder"] === "string" ? sanitizeId(mine["holder"]) : undefined;
     this.view.me = info.id;
     if (first) {
-      const space = info.space?.name && info.space.name !== info.space.id ? `${info.space.id} (${info.space.name})` : (info.space?.id ?? "?");
+      const space =
+        info.space?.name && info.space.name !== info.space.id ? `${info.space.id} (${info.space.name})` : (info.space?.id ?? "?");
       const present = info.participants.map((p) => `${p.id}${p.kind ? ` (${p.kind})` : ""}`).join(", ") || "nobody else yet";
       this.lastToolCount = info.tools.length;
       this.print([
@@ -173,7 +192,14 @@ export class TtyTerminal extends TerminalSession {
     }
     this.queueShown = true;
     this.print(queueBlock(this.queue, this.style, this.width, { config: this.opts.config, tools: this.client.tools }));
-    showPreview(this.client, this.queue.current, this.style, this.width, (lines) => this.print(lines), () => this.queue.current);
+    showPreview(
+      this.client,
+      this.queue.current,
+      this.style,
+      this.width,
+      (lines) => this.print(lines),
+      () => this.queue.current,
+    );
   }
 
   // --- forms (elicitation) -------------------------------------------------------------------
@@ -315,7 +341,9 @@ export class TtyTerminal extends TerminalSession {
     const label = callShape(r.proposal).label;
     this.safely(() => {
       this.approve(r.proposal.id, { scope, ...(choice && choice.limit !== "tool" ? { limit: choice.limit } : {}) });
-      this.notice(`approved ${label}${interruption(r.proposal) ? " again" : ""} [${shortId(r.proposal.id)}]${scope === "always" ? ` — ${r.proposal.from} may now call ${label} without asking, ${choice?.text ?? "any arguments"}` : ""}`);
+      this.notice(
+        `approved ${label}${interruption(r.proposal) ? " again" : ""} [${shortId(r.proposal.id)}]${scope === "always" ? ` — ${r.proposal.from} may now call ${label} without asking, ${choice?.text ?? "any arguments"}` : ""}`,
+      );
     });
   }
 

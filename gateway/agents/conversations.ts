@@ -81,7 +81,11 @@ export class Conversations {
 
   /** Every person's stack that is not empty, for the welcome. */
   view(): Array<{ human: string; holder: string; stack: Array<Frame & { rpc_id?: string | number }> }> {
-    return [...this.stacks].map(([human, frames]) => ({ human, holder: frames[frames.length - 1]!.agent, stack: frames.map((f) => this.describe(f)) }));
+    return [...this.stacks].map(([human, frames]) => ({
+      human,
+      holder: frames[frames.length - 1]!.agent,
+      stack: frames.map((f) => this.describe(f)),
+    }));
   }
 
   /** A frame as announced: with its call's JSON-RPC id, so a holder that restarted can answer it. */
@@ -111,7 +115,14 @@ export class Conversations {
         const was = calls.get(f.call);
         const rpcId = live?.rpcId ?? was?.rpcId;
         if (rpcId === undefined) continue;
-        out.push({ type: "frame", human, ...f, rpcId, method: live?.method ?? was?.method ?? "tools/call", chain: live?.chain ?? was?.chain ?? [f.caller] });
+        out.push({
+          type: "frame",
+          human,
+          ...f,
+          rpcId,
+          method: live?.method ?? was?.method ?? "tools/call",
+          chain: live?.chain ?? was?.chain ?? [f.caller],
+        });
       }
     }
     return out;
@@ -125,7 +136,10 @@ export class Conversations {
     const byCall = new Map<string, string>();
     for (const r of this.restored) {
       const parent = byCall.get(r.caller);
-      const call = this.host.calls.open({ id: r.call, caller: r.caller, target: r.agent, rpcId: r.rpcId, method: r.method, chain: r.chain, parent }, this.host.config.calls.timeout_ms);
+      const call = this.host.calls.open(
+        { id: r.call, caller: r.caller, target: r.agent, rpcId: r.rpcId, method: r.method, chain: r.chain, parent },
+        this.host.config.calls.timeout_ms,
+      );
       this.host.calls.suspend(call);
       byCall.set(r.agent, r.call);
     }
@@ -161,7 +175,10 @@ export class Conversations {
     }
     const frames = member.config.kind === "human" ? this.stacks.get(member.id) : undefined;
     if (frames) {
-      const text = typeof (env.payload as Record<string, unknown> | undefined)?.["text"] === "string" ? ((env.payload as Record<string, unknown>)["text"] as string) : "";
+      const text =
+        typeof (env.payload as Record<string, unknown> | undefined)?.["text"] === "string"
+          ? ((env.payload as Record<string, unknown>)["text"] as string)
+          : "";
       if (STOP_WORDS.has(text.trim().toLowerCase())) return this.unwind(member.id, "stopped", `${member.id} said "${clip(text.trim())}"`);
       this.touch(member.id);
       return;
@@ -175,19 +192,27 @@ export class Conversations {
     const payload = (inbound.payload ?? {}) as Record<string, unknown>;
     const human = payload["human"];
     const callId = payload["call"];
-    const refuse = (message: string, code: ErrorCode = ErrorCodes.invalidPayload) => this.host.fail(member, code, `space/takeover: ${message}`, inbound.id);
-    if (typeof human !== "string" || this.host.config.participants[human]?.kind !== "human") return refuse(`"${clip(String(human))}" is not a person of this space`, ErrorCodes.unknownRecipient);
+    const refuse = (message: string, code: ErrorCode = ErrorCodes.invalidPayload) =>
+      this.host.fail(member, code, `space/takeover: ${message}`, inbound.id);
+    if (typeof human !== "string" || this.host.config.participants[human]?.kind !== "human")
+      return refuse(`"${clip(String(human))}" is not a person of this space`, ErrorCodes.unknownRecipient);
     const call = typeof callId === "string" ? this.host.calls.get(callId) : undefined;
     if (!call || call.target !== member.id) return refuse("name a pending call you are serving (payload.call)", ErrorCodes.noPendingCall);
     const allowed = this.host.config.participants[member.id]?.agent?.takeover ?? [];
-    if (!allowed.includes(human) && !allowed.includes("*")) return refuse(`${member.id} may not take over ${human}'s conversation (agent.takeover in space.yaml)`, ErrorCodes.denied);
+    if (!allowed.includes(human) && !allowed.includes("*"))
+      return refuse(`${member.id} may not take over ${human}'s conversation (agent.takeover in space.yaml)`, ErrorCodes.denied);
     const frames = this.stacks.get(human) ?? [];
     const top = frames[frames.length - 1];
     if (top ? call.caller !== top.agent : call.caller !== human && !this.partners.get(human)?.has(call.caller)) {
-      return refuse(`only ${top ? top.agent : `${human} or the agent ${human} is talking with`} can hand ${human}'s conversation on`, ErrorCodes.denied);
+      return refuse(
+        `only ${top ? top.agent : `${human} or the agent ${human} is talking with`} can hand ${human}'s conversation on`,
+        ErrorCodes.denied,
+      );
     }
-    if (frames.some((f) => f.agent === member.id)) return refuse(`${member.id} already holds a place in ${human}'s conversation`, ErrorCodes.cycleDetected);
-    if (frames.length >= this.host.config.calls.max_call_depth) return refuse(`${human}'s conversation is already ${frames.length} deep`, ErrorCodes.depthExceeded);
+    if (frames.some((f) => f.agent === member.id))
+      return refuse(`${member.id} already holds a place in ${human}'s conversation`, ErrorCodes.cycleDetected);
+    if (frames.length >= this.host.config.calls.max_call_depth)
+      return refuse(`${human}'s conversation is already ${frames.length} deep`, ErrorCodes.depthExceeded);
     const frame: Frame = { agent: member.id, caller: call.caller, call: call.id, since: new Date().toISOString() };
     // Durable before anyone hears of it.
     const record: FrameRecord = { type: "frame", human, ...frame, rpcId: call.rpcId, method: call.method, chain: call.chain };

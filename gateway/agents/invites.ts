@@ -57,7 +57,14 @@ export class Invites {
   apply(r: InviteRecord): void {
     if (r.type === "invite") {
       this.invited.set(r.id, r);
-      const p: ParticipantConfig = { id: r.id, kind: "agent", echo: false, visibility: "all", capabilities: r.capabilities, invitedBy: r.by } as ParticipantConfig;
+      const p: ParticipantConfig = {
+        id: r.id,
+        kind: "agent",
+        echo: false,
+        visibility: "all",
+        capabilities: r.capabilities,
+        invitedBy: r.by,
+      } as ParticipantConfig;
       this.host.config.participants[r.id] = p;
       this.tokens.addDigest(r.id, r.digest);
     } else if (this.invited.delete(r.id)) {
@@ -79,27 +86,59 @@ export class Invites {
     const payload = (inbound.payload ?? {}) as Record<string, unknown>;
     const id = payload["participant_id"];
     const caps = payload["initial_capabilities"] ?? [];
-    if (typeof id !== "string") return this.host.fail(member, ErrorCodes.invalidPayload, "space/invite: payload.participant_id is required", inbound.id);
-    if (!PARTICIPANT_ID.test(id)) return this.host.fail(member, ErrorCodes.invalidPayload, "space/invite: participant_id has invalid characters (a letter or digit, then letters, digits, _ . -; at most 64)", inbound.id);
+    if (typeof id !== "string")
+      return this.host.fail(member, ErrorCodes.invalidPayload, "space/invite: payload.participant_id is required", inbound.id);
+    if (!PARTICIPANT_ID.test(id))
+      return this.host.fail(
+        member,
+        ErrorCodes.invalidPayload,
+        "space/invite: participant_id has invalid characters (a letter or digit, then letters, digits, _ . -; at most 64)",
+        inbound.id,
+      );
     // `reason: already_exists` is MEW's word for it, which its clients look for.
-    if (id in this.host.config.participants || id === "gateway") return this.host.fail(member, ErrorCodes.duplicateId, `"${clip(id)}" is already a participant of the space`, inbound.id, { reason: "already_exists" });
+    if (id in this.host.config.participants || id === "gateway")
+      return this.host.fail(member, ErrorCodes.duplicateId, `"${clip(id)}" is already a participant of the space`, inbound.id, {
+        reason: "already_exists",
+      });
     // `fiIes` beside `files` (or `fi1es`, `Files`) would pass for it on every screen (identity/confusables.ts).
     const like = new Lookalikes([...Object.keys(this.host.config.participants), "gateway"]).clash(id);
     if (like !== undefined) {
-      return this.host.fail(member, ErrorCodes.lookalikeId, `"${clip(id)}" reads like participant "${clip(like)}", so it could pass for it: choose an id that reads differently`, inbound.id, { existing: like, reason: "lookalike" });
+      return this.host.fail(
+        member,
+        ErrorCodes.lookalikeId,
+        `"${clip(id)}" reads like participant "${clip(like)}", so it could pass for it: choose an id that reads differently`,
+        inbound.id,
+        { existing: like, reason: "lookalike" },
+      );
     }
     if (!Array.isArray(caps) || !caps.every((c) => typeof c === "object" && c !== null && typeof (c as Capability).kind === "string")) {
-      return this.host.fail(member, ErrorCodes.invalidPayload, "space/invite: initial_capabilities must be a list of capabilities like {kind: \"chat\"}", inbound.id);
+      return this.host.fail(
+        member,
+        ErrorCodes.invalidPayload,
+        'space/invite: initial_capabilities must be a list of capabilities like {kind: "chat"}',
+        inbound.id,
+      );
     }
     const capabilities = caps as Capability[];
     // An invite lends the inviter's capabilities as a grant does, checked the same way, and
     // stays a loan: the puppet may call a tool only while its inviter may (policy/authority.ts).
     const refused = this.host.authority.lendable(member.id, this.host.capabilitiesOf(member.id), capabilities);
     if (refused?.decision === "denied") return this.host.fail(member, refused.code, refused.message, inbound.id, refused.extra);
-    if (this.invited.size >= MAX_INVITED) return this.host.fail(member, ErrorCodes.quotaExceeded, `the space has ${MAX_INVITED} invited participants, its limit`, inbound.id, { quota: "invited" });
+    if (this.invited.size >= MAX_INVITED)
+      return this.host.fail(member, ErrorCodes.quotaExceeded, `the space has ${MAX_INVITED} invited participants, its limit`, inbound.id, {
+        quota: "invited",
+      });
     const token = randomBytes(24).toString("base64url");
     const env = stamp(inbound, member.id);
-    const record: InviteRecord = { type: "invite", id, by: member.id, capabilities, digest: TokenBook.digestOf(token), ts: env.ts, reason: typeof payload["reason"] === "string" ? payload["reason"] : undefined };
+    const record: InviteRecord = {
+      type: "invite",
+      id,
+      by: member.id,
+      capabilities,
+      digest: TokenBook.digestOf(token),
+      ts: env.ts,
+      reason: typeof payload["reason"] === "string" ? payload["reason"] : undefined,
+    };
     try {
       await this.host.record({ records: [record], apply: () => this.apply(record) });
     } catch (err) {
@@ -109,15 +148,26 @@ export class Invites {
     // Everyone sees the invitation (and, as MEW's presence event "invited", who joins the
     // roster); only the inviter gets the token, in a space/invite-ack, never a broadcast.
     this.host.deliver(env, member);
-    this.host.deliver(systemEnvelope("system/presence", { event: "invited", participant: { id, kind: "agent", capabilities }, by: member.id }));
-    this.host.sendTo(member, systemEnvelope("space/invite-ack", { participant_id: id, status: "created", token, capabilities }, { to: [member.id], correlation_id: [env.id] }));
+    this.host.deliver(
+      systemEnvelope("system/presence", { event: "invited", participant: { id, kind: "agent", capabilities }, by: member.id }),
+    );
+    this.host.sendTo(
+      member,
+      systemEnvelope(
+        "space/invite-ack",
+        { participant_id: id, status: "created", token, capabilities },
+        { to: [member.id], correlation_id: [env.id] },
+      ),
+    );
   }
 
   async onKick(member: Member, inbound: InboundEnvelope): Promise<void> {
     const payload = (inbound.payload ?? {}) as Record<string, unknown>;
     const id = payload["participant_id"];
-    if (typeof id !== "string" || !(id in this.host.config.participants)) return this.host.fail(member, ErrorCodes.unknownRecipient, `no participant "${clip(String(id))}" in the space`, inbound.id);
-    if (id === member.id) return this.host.fail(member, ErrorCodes.invalidPayload, "space/kick: you cannot remove yourself (leave instead)", inbound.id);
+    if (typeof id !== "string" || !(id in this.host.config.participants))
+      return this.host.fail(member, ErrorCodes.unknownRecipient, `no participant "${clip(String(id))}" in the space`, inbound.id);
+    if (id === member.id)
+      return this.host.fail(member, ErrorCodes.invalidPayload, "space/kick: you cannot remove yourself (leave instead)", inbound.id);
     const env = stamp(inbound, member.id);
     const reason = typeof payload["reason"] === "string" ? payload["reason"] : undefined;
     if (this.invited.has(id)) {

@@ -52,15 +52,29 @@ export class Streams {
 
   /** `stream/request`: allocate, remember, announce. */
   request(member: Member, inbound: InboundEnvelope): void {
-    if (this.streams.size >= MAX_STREAMS) return this.host.fail(member, "quota_exceeded", `the space has ${MAX_STREAMS} streams open, its limit`, inbound.id, { quota: "streams" });
+    if (this.streams.size >= MAX_STREAMS)
+      return this.host.fail(member, "quota_exceeded", `the space has ${MAX_STREAMS} streams open, its limit`, inbound.id, {
+        quota: "streams",
+      });
     const payload = isRecord(inbound.payload) ? inbound.payload : {};
     const named = Array.isArray(payload["target"]) ? payload["target"].filter((t): t is string => typeof t === "string") : [];
     // Spec §3.10.1: an empty or absent target is a broadcast; a target nobody is refused.
     const target = named.length > 0 ? named : undefined;
     const missing = target?.find((t) => !(t in this.host.config.participants));
-    if (missing !== undefined) return this.host.fail(member, "unknown_recipient", `no participant "${clip(missing)}" in the space to target`, inbound.id, { error: "target_not_found" });
+    if (missing !== undefined)
+      return this.host.fail(member, "unknown_recipient", `no participant "${clip(missing)}" in the space to target`, inbound.id, {
+        error: "target_not_found",
+      });
     const req = stamp(inbound, member.id);
-    const stream: Stream = { id: `stream-${++this.counter}`, owner: member.id, writers: new Set([member.id]), created: new Date().toISOString(), target, envelopes: [req.id], request: payload };
+    const stream: Stream = {
+      id: `stream-${++this.counter}`,
+      owner: member.id,
+      writers: new Set([member.id]),
+      created: new Date().toISOString(),
+      target,
+      envelopes: [req.id],
+      request: payload,
+    };
     // Announced first, registered after: a request that cannot be delivered must not stay
     // in the list every welcome carries.
     this.host.deliver(req, member);
@@ -90,13 +104,17 @@ export class Streams {
     if (!s) return;
     const payload = inbound.payload as Record<string, unknown>;
     const who = String(inbound.kind === "stream/transfer-ownership" ? payload["new_owner"] : payload["participant_id"]);
-    if (!(who in this.host.config.participants)) return this.host.fail(member, "unknown_recipient", `no participant "${clip(who)}" in the space`, inbound.id, { error: "participant_not_found" });
+    if (!(who in this.host.config.participants))
+      return this.host.fail(member, "unknown_recipient", `no participant "${clip(who)}" in the space`, inbound.id, {
+        error: "participant_not_found",
+      });
     let event: string;
     if (inbound.kind === "stream/grant-write") {
       s.writers.add(who);
       event = "stream/write-granted";
     } else if (inbound.kind === "stream/revoke-write") {
-      if (who === s.owner) return this.host.fail(member, "invalid_payload", "the owner keeps its write access", inbound.id, { error: "invalid_operation" });
+      if (who === s.owner)
+        return this.host.fail(member, "invalid_payload", "the owner keeps its write access", inbound.id, { error: "invalid_operation" });
       s.writers.delete(who);
       event = "stream/write-revoked";
     } else {
@@ -108,7 +126,15 @@ export class Streams {
     }
     const transfer = event === "stream/ownership-transferred" ? { previous_owner: member.id, new_owner: who } : {};
     this.host.deliver(stamp(inbound, member.id), member, true);
-    this.host.deliver(systemEnvelope(event, { stream_id: s.id, participant_id: who, owner: s.owner, authorized_writers: [...s.writers], ...transfer }, { correlation_id: [inbound.id ?? ""] }), undefined, true);
+    this.host.deliver(
+      systemEnvelope(
+        event,
+        { stream_id: s.id, participant_id: who, owner: s.owner, authorized_writers: [...s.writers], ...transfer },
+        { correlation_id: [inbound.id ?? ""] },
+      ),
+      undefined,
+      true,
+    );
   }
 
   /**
@@ -119,9 +145,15 @@ export class Streams {
     const end = data.indexOf(0x23, 1); // the second "#"
     const id = end > 1 ? data.subarray(1, end).toString("utf8") : "";
     const s = this.streams.get(id);
-    if (!s) return this.host.fail(member, "invalid_envelope", `no open stream "${clip(id)}" (frames are #<stream_id>#<data>)`, undefined, { error: "stream_not_found" });
+    if (!s)
+      return this.host.fail(member, "invalid_envelope", `no open stream "${clip(id)}" (frames are #<stream_id>#<data>)`, undefined, {
+        error: "stream_not_found",
+      });
     if (!s.writers.has(member.id)) {
-      return this.host.fail(member, "capability_violation", `you may not write to stream "${clip(id)}"; its owner grants that`, undefined, { error: "unauthorized_stream_write", stream_id: s.id });
+      return this.host.fail(member, "capability_violation", `you may not write to stream "${clip(id)}"; its owner grants that`, undefined, {
+        error: "unauthorized_stream_write",
+        stream_id: s.id,
+      });
     }
     for (const m of this.host.members()) {
       if (s.target && !s.target.includes(m.id)) continue;
@@ -145,7 +177,14 @@ export class Streams {
   }
 
   private describe(s: Stream): Record<string, unknown> {
-    return { ...s.request, stream_id: s.id, owner: s.owner, authorized_writers: [...s.writers], created: s.created, ...(s.target ? { target: s.target } : {}) };
+    return {
+      ...s.request,
+      stream_id: s.id,
+      owner: s.owner,
+      authorized_writers: [...s.writers],
+      created: s.created,
+      ...(s.target ? { target: s.target } : {}),
+    };
   }
 
   /**
@@ -160,14 +199,18 @@ export class Streams {
     const s = byId ?? [...this.streams.values()].find((st) => refs.some((r) => st.envelopes.includes(r)));
     if (!s) {
       const named =
-        id !== undefined ? `no open stream "${clip(String(id))}"`
-        : refs.length > 0 ? `no open stream was opened by ${refs.map((r) => `"${clip(r)}"`).join(", ")}`
-        : "name the stream: payload.stream_id, or a correlation_id naming its stream/open";
+        id !== undefined
+          ? `no open stream "${clip(String(id))}"`
+          : refs.length > 0
+            ? `no open stream was opened by ${refs.map((r) => `"${clip(r)}"`).join(", ")}`
+            : "name the stream: payload.stream_id, or a correlation_id naming its stream/open";
       this.host.fail(member, "invalid_payload", named, inbound.id, { error: "stream_not_found" });
       return undefined;
     }
     if (s.owner !== member.id) {
-      this.host.fail(member, "capability_violation", `only "${s.owner}", its owner, may do that to stream "${s.id}"`, inbound.id, { error: "unauthorized" });
+      this.host.fail(member, "capability_violation", `only "${s.owner}", its owner, may do that to stream "${s.id}"`, inbound.id, {
+        error: "unauthorized",
+      });
       return undefined;
     }
     return s;

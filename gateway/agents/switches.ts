@@ -66,9 +66,22 @@ export class Switches {
     const payload = (inbound.payload ?? {}) as Record<string, unknown>;
     const id = payload["participant_id"];
     const target = typeof id === "string" ? this.host.config.participants[id] : undefined;
-    if (typeof id !== "string" || !target) return this.host.fail(member, ErrorCodes.unknownRecipient, `no participant "${clip(String(id))}" in the space`, inbound.id);
-    if (target.kind === "human") return this.host.fail(member, ErrorCodes.invalidPayload, `${inbound.kind}: "${clip(id)}" is a person; only agents, services and tool servers can be switched off`, inbound.id);
-    if (target.agent?.primary) return this.host.fail(member, ErrorCodes.invalidPayload, `${inbound.kind}: "${clip(id)}" is the space's primary agent and is always on`, inbound.id);
+    if (typeof id !== "string" || !target)
+      return this.host.fail(member, ErrorCodes.unknownRecipient, `no participant "${clip(String(id))}" in the space`, inbound.id);
+    if (target.kind === "human")
+      return this.host.fail(
+        member,
+        ErrorCodes.invalidPayload,
+        `${inbound.kind}: "${clip(id)}" is a person; only agents, services and tool servers can be switched off`,
+        inbound.id,
+      );
+    if (target.agent?.primary)
+      return this.host.fail(
+        member,
+        ErrorCodes.invalidPayload,
+        `${inbound.kind}: "${clip(id)}" is the space's primary agent and is always on`,
+        inbound.id,
+      );
     const env = stamp(inbound, member.id);
     if ((type === "disable") !== this.disabled.has(id)) {
       const reason = typeof payload["reason"] === "string" ? clip(payload["reason"]) : undefined;

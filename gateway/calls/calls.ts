@@ -21,7 +21,9 @@ export interface Fulfilment {
  * (the response's payload), or failed with the gateway's reason and message (a timeout, the
  * target left, a cancellation). proposals/runs-ended.ts moves the proposal a call carries.
  */
-export type CallEnd = { how: "answered"; response: { result?: unknown; error?: unknown } } | { how: "failed"; reason: string; message: string };
+export type CallEnd =
+  | { how: "answered"; response: { result?: unknown; error?: unknown } }
+  | { how: "failed"; reason: string; message: string };
 
 export interface CallLimits {
   timeout_ms: number;
@@ -208,13 +210,19 @@ export class Calls {
     if (callback) {
       // Back along the chain by design, so neither a cycle nor deeper; only bounded.
       if (callback.callbacks >= MAX_CALLBACKS_PER_CALL) {
-        return { code: "too_many_pending", message: `call "${callback.id}" already made ${MAX_CALLBACKS_PER_CALL} requests back to its caller` };
+        return {
+          code: "too_many_pending",
+          message: `call "${callback.id}" already made ${MAX_CALLBACKS_PER_CALL} requests back to its caller`,
+        };
       }
     } else if (chain.includes(target)) {
       return { code: "cycle_detected", message: `call cycle: ${[...chain, target].join(" → ")}` };
     }
     if (!callback && chain.length > this.limits.max_call_depth) {
-      return { code: "depth_exceeded", message: `call chain ${[...chain, target].join(" → ")} is deeper than ${this.limits.max_call_depth}` };
+      return {
+        code: "depth_exceeded",
+        message: `call chain ${[...chain, target].join(" → ")} is deeper than ${this.limits.max_call_depth}`,
+      };
     }
     if ((this.perCaller.get(caller) ?? 0) >= this.limits.max_pending) {
       return { code: "too_many_pending", message: `${this.limits.max_pending} calls already pending; wait for some to finish` };
@@ -224,7 +232,10 @@ export class Calls {
       const waitMs = b.openUntil - Date.now();
       if (waitMs > 0 || b.trial !== undefined) {
         const after = Math.max(0, Math.ceil(waitMs / 1000));
-        return { code: "circuit_open", message: `"${target}" failed ${b.failures} times in a row; calls fail fast${b.trial !== undefined ? " while a probe call is out" : ` for ${after}s more`}` };
+        return {
+          code: "circuit_open",
+          message: `"${target}" failed ${b.failures} times in a row; calls fail fast${b.trial !== undefined ? " while a probe call is out" : ` for ${after}s more`}`,
+        };
       }
     }
     return undefined;
@@ -293,7 +304,11 @@ export class Calls {
   /** Stops (`+1`) or restarts (`-1`, when nothing holds it any more) the timers of `call` and the calls it serves. */
   private hold(call: Call, delta: 1 | -1): void {
     // Bounded: parents are distinct pending calls, at most max_call_depth of them.
-    for (let c: Call | undefined = call, n = 0; c && n <= this.limits.max_call_depth + 1; c = c.parent ? this.pending.get(c.parent) : undefined, n++) {
+    for (
+      let c: Call | undefined = call, n = 0;
+      c && n <= this.limits.max_call_depth + 1;
+      c = c.parent ? this.pending.get(c.parent) : undefined, n++
+    ) {
       c.held = Math.max(0, c.held + delta);
       if (c.held > 0) clearTimeout(c.timer);
       else this.arm(c);

@@ -57,13 +57,19 @@ export class Catalogue {
           const tool = McpToolSchema.safeParse(t);
           if (!tool.success) member.log.warn({ issue: describeIssue(tool.error) }, "skipping a malformed tool");
           // A tool must fit a page of tools/list, and so every welcome and catalogue.
-          else if (Buffer.byteLength(JSON.stringify(tool.data)) > MAX_TOOL_BYTES) member.log.warn({ tool: tool.data.name, limit: MAX_TOOL_BYTES }, "skipping a tool whose definition is too large");
+          else if (Buffer.byteLength(JSON.stringify(tool.data)) > MAX_TOOL_BYTES)
+            member.log.warn({ tool: tool.data.name, limit: MAX_TOOL_BYTES }, "skipping a tool whose definition is too large");
           else tools.push(tool.data);
         }
         const next = result.data.nextCursor;
         if (next && n + 1 < MAX_TOOL_PAGES && tools.length < MAX_TOOLS_PER_PARTICIPANT) return page(next, n + 1);
         // Names with hidden characters, or that read like another tool's, stay out (tool-names.ts); the owner is told why.
-        const screened = screenToolNames(id, tools.slice(0, MAX_TOOLS_PER_PARTICIPANT), this.registry.list(), (name) => this.registry.get(id, name) !== undefined);
+        const screened = screenToolNames(
+          id,
+          tools.slice(0, MAX_TOOLS_PER_PARTICIPANT),
+          this.registry.list(),
+          (name) => this.registry.get(id, name) !== undefined,
+        );
         for (const r of screened.refused) {
           member.log.warn({ code: r.code, ...r.extra }, "tool refused from the catalogue");
           this.space.fail(member, r.code, r.message, undefined, r.extra);
@@ -78,8 +84,14 @@ export class Catalogue {
           void this.space.note({ records: audited.map(toolChangeAudit), apply: () => {} });
         }
         if (listChanged) {
-          const flagged = this.registry.list().filter((t) => t.participant === id && t.findings).map((t) => t.tool);
-          member.log.info({ tools: screened.kept.length, ...(flagged.length ? { flagged: flagged.slice(0, 20) } : {}) }, "tools registered");
+          const flagged = this.registry
+            .list()
+            .filter((t) => t.participant === id && t.findings)
+            .map((t) => t.tool);
+          member.log.info(
+            { tools: screened.kept.length, ...(flagged.length ? { flagged: flagged.slice(0, 20) } : {}) },
+            "tools registered",
+          );
           // A rule naming this participant's tools that still matches none of them (policy/check.ts).
           const unmatched = unmatchedRules(this.space.config, this.registry, id);
           for (const f of unmatched) member.log.warn({ code: f.code, at: `${f.file}:${f.line}:${f.column}`, rule: f.path }, f.message);

@@ -23,11 +23,22 @@ export function allowedBy(reason: Reasoned | undefined): string {
   if (!reason) return "the caller's capabilities";
   if (reason.grant) return `grant ${reason.grant.id} from ${reason.grant.from}`;
   const rule = reason.match?.rule;
-  if (rule) return `rule tools.${rule.key} (${rule.glob}${rule.when ? ` when ${rule.when}` : ""})${rule.at ? ` at line ${rule.at.line}` : ""}`;
+  if (rule)
+    return `rule tools.${rule.key} (${rule.glob}${rule.when ? ` when ${rule.when}` : ""})${rule.at ? ` at line ${rule.at.line}` : ""}`;
   return `${reason.step ?? "policy"}: ${reason.why}`;
 }
 
-export function directCallPlan(call: { id: string; caller: string; target: string; method: string; params: Record<string, unknown> | undefined; reason: Reasoned | undefined }, now = new Date()): Plan<AuditRecord> {
+export function directCallPlan(
+  call: {
+    id: string;
+    caller: string;
+    target: string;
+    method: string;
+    params: Record<string, unknown> | undefined;
+    reason: Reasoned | undefined;
+  },
+  now = new Date(),
+): Plan<AuditRecord> {
   const name = call.params?.["name"];
   const args = call.params?.["arguments"];
   const text = args === undefined ? undefined : canonical(args);
@@ -40,7 +51,14 @@ export function directCallPlan(call: { id: string; caller: string; target: strin
     owner: call.target,
     ...(typeof name === "string" ? { tool: name.slice(0, 512) } : {}),
     method: call.method,
-    ...(inline ? { arguments: args } : text !== undefined ? { arguments_digest: createHash("sha256").update(text).digest("hex"), reason: `arguments of ${text.length} characters kept as their digest` } : {}),
+    ...(inline
+      ? { arguments: args }
+      : text !== undefined
+        ? {
+            arguments_digest: createHash("sha256").update(text).digest("hex"),
+            reason: `arguments of ${text.length} characters kept as their digest`,
+          }
+        : {}),
     scope: allowedBy(call.reason).slice(0, 512),
     outcome: `request ${call.id.slice(0, 200)}`,
   };

@@ -17,7 +17,17 @@
  */
 import type { Call } from "./calls.js";
 import { directCallPlan } from "./direct-audit.js";
-import { type Envelope, ErrorCodes, GATEWAY_ID, Intent, INTENT_META_KEY, type InboundEnvelope, type McpRequestPayload, stamp, systemEnvelope } from "../wire/envelope.js";
+import {
+  type Envelope,
+  ErrorCodes,
+  GATEWAY_ID,
+  Intent,
+  INTENT_META_KEY,
+  type InboundEnvelope,
+  type McpRequestPayload,
+  stamp,
+  systemEnvelope,
+} from "../wire/envelope.js";
 import { type CallRouter, clip, type ProposalDesk, type SpaceHost } from "../ports/host.js";
 import { jsonBytes, readCursor, takePage } from "../wire/paging.js";
 import { cleanTexts, cleanText } from "../wire/text.js";
@@ -51,7 +61,10 @@ export function listed(p: Proposal): Envelope {
   const size = jsonBytes(env);
   if (size <= PROPOSAL_INLINE_BYTES) return env;
   const payload = (env.payload ?? {}) as { method?: string; params?: Record<string, unknown> };
-  const params = { ...payload.params, arguments: { "mewgate/elided": { bytes: size, fetch: { to: GATEWAY_ID, method: "proposals/get", params: { id: p.id } } } } };
+  const params = {
+    ...payload.params,
+    arguments: { "mewgate/elided": { bytes: size, fetch: { to: GATEWAY_ID, method: "proposals/get", params: { id: p.id } } } },
+  };
   return { ...env, payload: { ...payload, params } };
 }
 
@@ -78,7 +91,10 @@ export class GatewayEndpoint {
     // MEW clients correlate by envelope id and may leave the JSON-RPC id out.
     const rpcId = payload.id ?? inbound.id ?? null;
     const reply = (body: Record<string, unknown>) =>
-      this.space.sendTo(member, systemEnvelope("mcp/response", { jsonrpc: "2.0", id: rpcId, ...body }, { to: [member.id], ...correlation }));
+      this.space.sendTo(
+        member,
+        systemEnvelope("mcp/response", { jsonrpc: "2.0", id: rpcId, ...body }, { to: [member.id], ...correlation }),
+      );
     const params = payload.params ?? {};
     switch (payload.method) {
       case "notifications/tools/list_changed":
@@ -104,19 +120,25 @@ export class GatewayEndpoint {
       case "proposals/get": {
         const id = params["id"];
         const p = typeof id === "string" ? this.space.pendingProposals().find((x) => x.id === id) : undefined;
-        if (!p || !maySee(member, p)) return reply({ error: { code: INVALID_PARAMS, message: `no pending proposal "${clip(String(id))}" that you may see` } });
+        if (!p || !maySee(member, p))
+          return reply({ error: { code: INVALID_PARAMS, message: `no pending proposal "${clip(String(id))}" that you may see` } });
         return reply({ result: { proposal: shownEnvelope(p) } });
       }
       case "proposals/preview": {
         const id = params["id"];
         const p = typeof id === "string" ? this.space.pendingProposals().find((x) => x.id === id) : undefined;
-        if (!p || !maySee(member, p)) return reply({ error: { code: INVALID_PARAMS, message: `no pending proposal "${clip(String(id))}" that you may see` } });
-        return this.space.aids.previews.of(p, member.id).then((preview) => reply({ result: fitted(preview as Record<string, unknown>, frameBudget(this.space)) }));
+        if (!p || !maySee(member, p))
+          return reply({ error: { code: INVALID_PARAMS, message: `no pending proposal "${clip(String(id))}" that you may see` } });
+        return this.space.aids.previews
+          .of(p, member.id)
+          .then((preview) => reply({ result: fitted(preview as Record<string, unknown>, frameBudget(this.space)) }));
       }
       case "grants/list": {
         // Grants say who may do what: a member that sees everything sees them all, others
         // the ones it made or holds.
-        const grants = this.space.grantsView().filter((g) => member.visibility === "all" || g["from"] === member.id || g["recipient"] === member.id);
+        const grants = this.space
+          .grantsView()
+          .filter((g) => member.visibility === "all" || g["from"] === member.id || g["recipient"] === member.id);
         return reply({ result: { grants } });
       }
       case "tools/call":
@@ -124,14 +146,23 @@ export class GatewayEndpoint {
       default:
         if (payload.method.startsWith("notifications/")) return;
         return reply({
-          error: { code: METHOD_NOT_FOUND, message: `${GATEWAY_ID} does not serve ${clip(payload.method)}; it serves tools/list, tools/call, proposals/list, proposals/get, proposals/preview, grants/list and ping` },
+          error: {
+            code: METHOD_NOT_FOUND,
+            message: `${GATEWAY_ID} does not serve ${clip(payload.method)}; it serves tools/list, tools/call, proposals/list, proposals/get, proposals/preview, grants/list and ping`,
+          },
         });
     }
   }
 
-  private onToolCall(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, rpcId: string | number | null): Promise<void> | void {
+  private onToolCall(
+    member: Member,
+    inbound: InboundEnvelope,
+    payload: McpRequestPayload,
+    rpcId: string | number | null,
+  ): Promise<void> | void {
     const name = payload.params?.["name"];
-    if (typeof name !== "string") return this.space.fail(member, ErrorCodes.invalidPayload, "tools/call: params.name must be a string like \"fs/read_file\"", inbound.id);
+    if (typeof name !== "string")
+      return this.space.fail(member, ErrorCodes.invalidPayload, 'tools/call: params.name must be a string like "fs/read_file"', inbound.id);
     if (inbound.id === undefined || rpcId === null) {
       return this.space.fail(member, ErrorCodes.invalidPayload, "tools/call through the gateway needs an envelope id", inbound.id);
     }
@@ -143,7 +174,13 @@ export class GatewayEndpoint {
     // The caller's intent (why it wants the call) is for the person who may have to approve
     // it: lifted out of `_meta` into the proposal, never sent on to the tool.
     const lifted = liftIntent(payload.params ?? {});
-    if (!lifted.ok) return this.space.fail(member, ErrorCodes.invalidPayload, `tools/call: params._meta["${INTENT_META_KEY}"]: ${lifted.message}`, inbound.id);
+    if (!lifted.ok)
+      return this.space.fail(
+        member,
+        ErrorCodes.invalidPayload,
+        `tools/call: params._meta["${INTENT_META_KEY}"]: ${lifted.message}`,
+        inbound.id,
+      );
     const params = { ...lifted.params, name: entry.tool };
     const call = { ...payload, id: rpcId, params };
     const verdict = this.router.authorize(member, entry.participant, "tools/call", params);
@@ -151,18 +188,38 @@ export class GatewayEndpoint {
     if (verdict.decision === "direct") {
       const env = stamp({ ...inbound, to: [entry.participant], payload: call }, member.id);
       // Audited like a call sent to its owner directly (direct-audit.ts): every routed call is in the trail.
-      if (this.router.route(member, env, call, inbound.id)) void this.space.note(directCallPlan({ id: env.id, caller: member.id, target: entry.participant, method: "tools/call", params, reason: verdict.reason }));
+      if (this.router.route(member, env, call, inbound.id))
+        void this.space.note(
+          directCallPlan({
+            id: env.id,
+            caller: member.id,
+            target: entry.participant,
+            method: "tools/call",
+            params,
+            reason: verdict.reason,
+          }),
+        );
       return;
     }
     // A call that could never be routed is refused now, not held for someone to approve
     // into an error (found by the simulation, seed 31677: a worker proposing to call itself).
     const chain = this.router.calls.chainFor(member.id, inbound.correlation_id);
     if (chain.includes(entry.participant)) {
-      return this.space.fail(member, ErrorCodes.cycleDetected, `call cycle: ${[...chain, entry.participant].join(" → ")}`, inbound.id, { chain: [...chain, entry.participant] });
+      return this.space.fail(member, ErrorCodes.cycleDetected, `call cycle: ${[...chain, entry.participant].join(" → ")}`, inbound.id, {
+        chain: [...chain, entry.participant],
+      });
     }
     // Needs approval: the gateway proposes it on the caller's behalf, under the request's id,
     // so the caller simply keeps waiting for the response to its request.
-    const proposalEnv = stamp({ ...inbound, kind: "mcp/proposal", to: [entry.participant], payload: { method: "tools/call", params, ...(lifted.intent !== undefined ? { intent: lifted.intent } : {}) } }, member.id);
+    const proposalEnv = stamp(
+      {
+        ...inbound,
+        kind: "mcp/proposal",
+        to: [entry.participant],
+        payload: { method: "tools/call", params, ...(lifted.intent !== undefined ? { intent: lifted.intent } : {}) },
+      },
+      member.id,
+    );
     return this.decisions.hold(member, proposalEnv, "tools/call", params, rpcId, { tellProposer: true, sentId: inbound.id });
   }
 
@@ -180,21 +237,32 @@ export class GatewayEndpoint {
     for (const call of calls) this.router.cancel(call, reason, true);
     const waiting = this.space
       .pendingProposals()
-      .filter((p) => p.proposer === member.id && (inbound.correlation_id?.includes(p.id) || (requestId !== undefined && p.rpcId === requestId)));
+      .filter(
+        (p) => p.proposer === member.id && (inbound.correlation_id?.includes(p.id) || (requestId !== undefined && p.rpcId === requestId)),
+      );
     for (const p of waiting) await this.decisions.withdrawn(member, p, "cancelled");
     if (calls.length === 0 && waiting.length === 0) {
-      this.space.fail(member, ErrorCodes.notCaller, "this cancellation names no pending call or proposal of yours; only a call's caller may cancel it", inbound.id);
+      this.space.fail(
+        member,
+        ErrorCodes.notCaller,
+        "this cancellation names no pending call or proposal of yours; only a call's caller may cancel it",
+        inbound.id,
+      );
     }
   }
 }
 
 /** `params` without `_meta["mewgate/intent"]`, and that intent, checked like a proposal's `payload.intent`. */
-function liftIntent(params: Record<string, unknown>): { ok: true; params: Record<string, unknown>; intent: string | undefined } | { ok: false; message: string } {
+function liftIntent(
+  params: Record<string, unknown>,
+): { ok: true; params: Record<string, unknown>; intent: string | undefined } | { ok: false; message: string } {
   const meta = params["_meta"];
-  if (typeof meta !== "object" || meta === null || Array.isArray(meta) || !(INTENT_META_KEY in meta)) return { ok: true, params, intent: undefined };
+  if (typeof meta !== "object" || meta === null || Array.isArray(meta) || !(INTENT_META_KEY in meta))
+    return { ok: true, params, intent: undefined };
   const { [INTENT_META_KEY]: raw, ...rest } = meta as Record<string, unknown>;
   const checked = Intent.safeParse(raw);
-  if (!checked.success) return { ok: false, message: typeof raw === "string" ? checked.error.issues[0]?.message ?? "invalid" : "must be a string" };
+  if (!checked.success)
+    return { ok: false, message: typeof raw === "string" ? (checked.error.issues[0]?.message ?? "invalid") : "must be a string" };
   const { _meta: _drop, ...others } = params;
   void _drop;
   return { ok: true, params: Object.keys(rest).length ? { ...others, _meta: rest } : others, intent: checked.data };

@@ -9,7 +9,15 @@
 import type { ProposalBook } from "../proposals/book.js";
 import { clip, type ProposalDesk, type SpaceHost } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
-import { describeIssue, ErrorCodes, GATEWAY_ID, type InboundEnvelope, type McpRequestPayload, parseMcpRequest, stamp } from "../wire/envelope.js";
+import {
+  describeIssue,
+  ErrorCodes,
+  GATEWAY_ID,
+  type InboundEnvelope,
+  type McpRequestPayload,
+  parseMcpRequest,
+  stamp,
+} from "../wire/envelope.js";
 import { CALLBACK_METHODS } from "./calls.js";
 import { directCallPlan } from "./direct-audit.js";
 import type { GatewayEndpoint } from "./endpoint.js";
@@ -32,11 +40,13 @@ export class Requests {
    */
   onRequest(member: Member, inbound: InboundEnvelope): Promise<void> | void {
     const parsed = parseMcpRequest(inbound.payload);
-    if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/request: ${describeIssue(parsed.error)}`, inbound.id);
+    if (!parsed.success)
+      return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/request: ${describeIssue(parsed.error)}`, inbound.id);
     let payload = parsed.data;
     const to = inbound.to ?? [];
     if (to.includes(GATEWAY_ID)) {
-      if (to.length > 1) return this.space.fail(member, ErrorCodes.invalidEnvelope, `a request to ${GATEWAY_ID} must not name other recipients`, inbound.id);
+      if (to.length > 1)
+        return this.space.fail(member, ErrorCodes.invalidEnvelope, `a request to ${GATEWAY_ID} must not name other recipients`, inbound.id);
       return this.endpoint.onRequest(member, inbound, payload);
     }
     if (payload.method.startsWith("notifications/")) return this.onNotification(member, inbound, payload);
@@ -45,9 +55,16 @@ export class Requests {
       // out and correlate by envelope id. It takes the same road as any request — policy
       // first — with the envelope id as its JSON-RPC id, so the answer correlates both ways.
       if (inbound.id === undefined) {
-        return this.space.fail(member, ErrorCodes.invalidEnvelope, `${clip(payload.method)} is a request: give the envelope an id (or the payload a JSON-RPC id)`);
+        return this.space.fail(
+          member,
+          ErrorCodes.invalidEnvelope,
+          `${clip(payload.method)} is a request: give the envelope an id (or the payload a JSON-RPC id)`,
+        );
       }
-      payload = { jsonrpc: payload.jsonrpc, id: inbound.id, method: payload.method, params: payload.params } satisfies Record<keyof McpRequestPayload, unknown>;
+      payload = { jsonrpc: payload.jsonrpc, id: inbound.id, method: payload.method, params: payload.params } satisfies Record<
+        keyof McpRequestPayload,
+        unknown
+      >;
     }
     const fulfilled = inbound.correlation_id?.map((id) => this.proposals.get(id)).find((p) => p !== undefined);
     if (fulfilled) return this.decisions.onFulfil(member, inbound, payload, fulfilled);
@@ -55,20 +72,33 @@ export class Requests {
     const ended = inbound.correlation_id?.find((id) => this.proposals.endedAs(id) !== undefined);
     if (ended !== undefined) {
       const state = this.proposals.endedAs(ended)!;
-      return this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(ended)}" is already ${state}; a request correlated to it would fulfil it again`, inbound.id, { state });
+      return this.space.fail(
+        member,
+        ErrorCodes.proposalNotPending,
+        `proposal "${clip(ended)}" is already ${state}; a request correlated to it would fulfil it again`,
+        inbound.id,
+        { state },
+      );
     }
     if (to.length !== 1) {
       return this.space.fail(member, ErrorCodes.invalidEnvelope, "an mcp/request goes to exactly one participant (to: [id])", inbound.id);
     }
     const target = to[0]!;
-    const served = CALLBACK_METHODS.has(payload.method) ? this.router.calls.callbackOf(member.id, target, inbound.correlation_id) : undefined;
-    const verdict = served ? this.space.authority.callback(payload.params) : this.router.authorize(member, target, payload.method, payload.params);
+    const served = CALLBACK_METHODS.has(payload.method)
+      ? this.router.calls.callbackOf(member.id, target, inbound.correlation_id)
+      : undefined;
+    const verdict = served
+      ? this.space.authority.callback(payload.params)
+      : this.router.authorize(member, target, payload.method, payload.params);
     if (verdict.decision !== "direct") return this.router.refuse(member, verdict, target, payload, inbound.id);
     const anonymous = inbound.id === undefined ? ({ anonymous: true } as const) : {};
     const env = stamp({ ...inbound, payload }, member.id);
     const routed = this.router.route(member, env, payload, inbound.id, served ? { callbackFor: served.id, ...anonymous } : anonymous);
     // A direct tool call is audited with what allowed it (direct-audit.ts), written behind it.
-    if (routed && !served && payload.method === "tools/call") void this.space.note(directCallPlan({ id: env.id, caller: member.id, target, method: payload.method, params: payload.params, reason: verdict.reason }));
+    if (routed && !served && payload.method === "tools/call")
+      void this.space.note(
+        directCallPlan({ id: env.id, caller: member.id, target, method: payload.method, params: payload.params, reason: verdict.reason }),
+      );
   }
 
   /**
@@ -79,9 +109,16 @@ export class Requests {
     if (!member.allows(inbound)) return this.space.capabilityViolation(member, inbound);
     if (payload.method === "notifications/cancelled") {
       const to = inbound.to ?? [];
-      const calls = this.router.calls.ofCaller(member.id, inbound.correlation_id, payload.params?.["requestId"]).filter((c) => to.length === 0 || to.includes(c.target));
+      const calls = this.router.calls
+        .ofCaller(member.id, inbound.correlation_id, payload.params?.["requestId"])
+        .filter((c) => to.length === 0 || to.includes(c.target));
       if (calls.length === 0) {
-        return this.space.fail(member, ErrorCodes.notCaller, "this cancellation names no pending call of yours; only a call's caller may cancel it", inbound.id);
+        return this.space.fail(
+          member,
+          ErrorCodes.notCaller,
+          "this cancellation names no pending call of yours; only a call's caller may cancel it",
+          inbound.id,
+        );
       }
       const env = stamp(inbound, member.id);
       env.to = [...new Set(calls.map((c) => c.target))];

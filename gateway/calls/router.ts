@@ -71,7 +71,13 @@ export class McpRouter implements CallRouter {
   }
 
   /** Answers a request that may not go ahead directly. */
-  refuse(member: Member, verdict: Exclude<Verdict, { decision: "direct" }>, target: string, payload: McpRequestPayload, correlationId: string | undefined): void {
+  refuse(
+    member: Member,
+    verdict: Exclude<Verdict, { decision: "direct" }>,
+    target: string,
+    payload: McpRequestPayload,
+    correlationId: string | undefined,
+  ): void {
     if (verdict.decision === "denied") return this.space.fail(member, verdict.code, verdict.message, correlationId, verdict.extra);
     // Proposing it would not help: a switched-off participant serves no proposal either.
     if (this.registry.isDisabled(target)) {
@@ -96,7 +102,13 @@ export class McpRouter implements CallRouter {
    * refusal goes to the caller correlated to `sentId`, the id of the envelope it sent (if it
    * gave one): never to `env.id`, which the gateway makes up when the sender gave none.
    */
-  route(caller: Member, env: Envelope, payload: McpRequestPayload, sentId: string | undefined, extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor" | "anonymous"> = {}): boolean {
+  route(
+    caller: Member,
+    env: Envelope,
+    payload: McpRequestPayload,
+    sentId: string | undefined,
+    extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor" | "anonymous"> = {},
+  ): boolean {
     const refused = this.tryRoute(caller, env, payload, extra);
     if (refused) this.space.fail(caller, refused.code, refused.message, sentId, refused.extra);
     return refused === undefined;
@@ -107,7 +119,12 @@ export class McpRouter implements CallRouter {
    * the gateway makes on someone's behalf (an approved proposal, decisions.ts), whose
    * envelope id nobody sent, so the refusal belongs in the proposal's outcome.
    */
-  tryRoute(caller: Member, env: Envelope, payload: McpRequestPayload, extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor" | "anonymous"> = {}): NotRouted | undefined {
+  tryRoute(
+    caller: Member,
+    env: Envelope,
+    payload: McpRequestPayload,
+    extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor" | "anonymous"> = {},
+  ): NotRouted | undefined {
     const target = env.to![0]!;
     // A person with only the web console open is there too, for what they can answer.
     if (this.space.member(target) === undefined && !(CALLBACK_METHODS.has(payload.method) && this.space.watching(target))) {
@@ -148,9 +165,22 @@ export class McpRouter implements CallRouter {
   }
 
   /** The span of a call being routed (ports/tracing.ts), when the space exports traces; the request then carries its context. */
-  private trace(env: Envelope, payload: McpRequestPayload, proposalId: string | undefined, parent: Call | undefined): CallTrace | undefined {
+  private trace(
+    env: Envelope,
+    payload: McpRequestPayload,
+    proposalId: string | undefined,
+    parent: Call | undefined,
+  ): CallTrace | undefined {
     const tool = payload.method === "tools/call" && typeof payload.params?.["name"] === "string" ? payload.params["name"] : undefined;
-    const info = { space: this.space.id, method: payload.method, tool, caller: env.from, target: env.to![0]!, rpcId: payload.id!, proposal: proposalId };
+    const info = {
+      space: this.space.id,
+      method: payload.method,
+      tool,
+      caller: env.from,
+      target: env.to![0]!,
+      rpcId: payload.id!,
+      proposal: proposalId,
+    };
     const traced = this.space.tracing.route(info, payload.params, parent?.trace?.context);
     if (traced) env.payload = { ...payload, params: traced.params };
     return traced?.trace;
@@ -165,10 +195,16 @@ export class McpRouter implements CallRouter {
 
   onResponse(member: Member, inbound: InboundEnvelope): Promise<void> | void {
     const parsed = parseMcpResponse(inbound.payload);
-    if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/response: ${describeIssue(parsed.error)}`, inbound.id);
+    if (!parsed.success)
+      return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/response: ${describeIssue(parsed.error)}`, inbound.id);
     const call = inbound.correlation_id?.map((id) => this.calls.get(id)).find((c) => c !== undefined);
     if (!call) {
-      return this.space.fail(member, ErrorCodes.noPendingCall, "no pending call matches this response's correlation_id (it may have timed out or been answered)", inbound.id);
+      return this.space.fail(
+        member,
+        ErrorCodes.noPendingCall,
+        "no pending call matches this response's correlation_id (it may have timed out or been answered)",
+        inbound.id,
+      );
     }
     if (call.target !== member.id) {
       member.log.warn({ call: call.id, target: call.target }, "forged response refused");
@@ -183,12 +219,16 @@ export class McpRouter implements CallRouter {
     // requests cannot open the breaker against the target for everyone.
     this.calls.close(call, answered || callersFault(parsed.data.error));
     if (!call.internal) this.space.metrics.call(outcome);
-    this.ended(call, answered ? (outcome === "ok" ? undefined : "tool_error") : String((parsed.data.error as { code?: unknown }).code ?? "error"));
+    this.ended(
+      call,
+      answered ? (outcome === "ok" ? undefined : "tool_error") : String((parsed.data.error as { code?: unknown }).code ?? "error"),
+    );
     if (call.internal) return call.internal(parsed.data);
     const env = stamp(inbound, member.id);
     // An error in MEW's loose shape (a string code) reaches the caller as one it can read.
     const raw = (inbound.payload as { error?: { code?: unknown; message?: unknown } }).error;
-    if (parsed.data.error && (typeof raw?.code !== "number" || typeof raw.message !== "string")) env.payload = { ...(inbound.payload as object), error: parsed.data.error };
+    if (parsed.data.error && (typeof raw?.code !== "number" || typeof raw.message !== "string"))
+      env.payload = { ...(inbound.payload as object), error: parsed.data.error };
     // The audit trail has the outcome by the time the proposer hears it.
     const moved = this.callEnded(call, { how: "answered", response: parsed.data });
     if (moved) return moved.then(() => this.answer(call, env, member));
@@ -218,7 +258,13 @@ export class McpRouter implements CallRouter {
     const proposer = this.space.member(f.proposer);
     const payload = typeof env.payload === "object" && env.payload !== null ? (env.payload as Record<string, unknown>) : {};
     if (proposer && f.proposer !== f.id) {
-      this.space.sendTo(proposer, { ...env, id: randomUUID(), to: [f.proposer], correlation_id: [call.proposalId, f.envelopeId], payload: { ...payload, id: f.proposerRpcId } });
+      this.space.sendTo(proposer, {
+        ...env,
+        id: randomUUID(),
+        to: [f.proposer],
+        correlation_id: [call.proposalId, f.envelopeId],
+        payload: { ...payload, id: f.proposerRpcId },
+      });
     }
     this.space.deliver({ ...env, to: [f.id], correlation_id: [f.envelopeId, call.proposalId] }, sender);
   }
@@ -337,7 +383,14 @@ export class McpRouter implements CallRouter {
    * never to a participant. The policy check is the asker's: this only routes. On timeout
    * the target is told to cancel. Undefined: sent.
    */
-  callFor(caller: string, target: string, method: string, params: Record<string, unknown>, timeoutMs: number, done: NonNullable<Call["internal"]>): NotRouted | undefined {
+  callFor(
+    caller: string,
+    target: string,
+    method: string,
+    params: Record<string, unknown>,
+    timeoutMs: number,
+    done: NonNullable<Call["internal"]>,
+  ): NotRouted | undefined {
     const member = this.space.member(target);
     if (!member) return { code: ErrorCodes.targetOffline, message: `"${clip(target)}" is not connected` };
     if (method === "tools/call" && this.registry.isDisabled(target)) return disabledRefusal(target);
@@ -359,14 +412,33 @@ export class McpRouter implements CallRouter {
       },
       timeoutMs,
     );
-    this.space.sendTo(member, { protocol: PROTOCOL, id, ts: now(), from: caller, to: [target], kind: "mcp/request", payload: { jsonrpc: "2.0", id, method, params } });
+    this.space.sendTo(member, {
+      protocol: PROTOCOL,
+      id,
+      ts: now(),
+      from: caller,
+      to: [target],
+      kind: "mcp/request",
+      payload: { jsonrpc: "2.0", id, method, params },
+    });
     return undefined;
   }
 
   private gatewayRequest(target: Member, method: string, params: Record<string, unknown>, done: NonNullable<Call["internal"]>): void {
     const id = randomUUID();
-    this.calls.open({ id, caller: GATEWAY_ID, target: target.id, rpcId: id, method, chain: [GATEWAY_ID], internal: done }, this.space.config.calls.timeout_ms);
-    const env: Envelope = { protocol: PROTOCOL, id, ts: now(), from: GATEWAY_ID, to: [target.id], kind: "mcp/request", payload: { jsonrpc: "2.0", id, method, params } };
+    this.calls.open(
+      { id, caller: GATEWAY_ID, target: target.id, rpcId: id, method, chain: [GATEWAY_ID], internal: done },
+      this.space.config.calls.timeout_ms,
+    );
+    const env: Envelope = {
+      protocol: PROTOCOL,
+      id,
+      ts: now(),
+      from: GATEWAY_ID,
+      to: [target.id],
+      kind: "mcp/request",
+      payload: { jsonrpc: "2.0", id, method, params },
+    };
     this.space.sendTo(target, env);
   }
 
@@ -384,7 +456,8 @@ export class McpRouter implements CallRouter {
   }
 
   refuseTool(member: Member, decision: Exclude<Decision, "direct">, name: string, correlationId: string | undefined): void {
-    if (decision === "denied") return this.space.fail(member, ErrorCodes.denied, `the space's policy denies you ${name}`, correlationId, { tool: name });
+    if (decision === "denied")
+      return this.space.fail(member, ErrorCodes.denied, `the space's policy denies you ${name}`, correlationId, { tool: name });
     this.space.fail(
       member,
       ErrorCodes.proposalRequired,

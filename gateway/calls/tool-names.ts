@@ -41,7 +41,12 @@ const named = (s: string): string => clip(shown(s));
  * Splits `owner`'s tools into those the catalogue takes and those it refuses, against the
  * other participants' tools in `catalogue`; `had(name)`: whether `owner` already offered it.
  */
-export function screenToolNames(owner: string, tools: McpTool[], catalogue: readonly ToolEntry[], had: (name: string) => boolean): { kept: McpTool[]; refused: RefusedTool[] } {
+export function screenToolNames(
+  owner: string,
+  tools: McpTool[],
+  catalogue: readonly ToolEntry[],
+  had: (name: string) => boolean,
+): { kept: McpTool[]; refused: RefusedTool[] } {
   const refused: RefusedTool[] = [];
   const candidates: McpTool[] = [];
   for (const t of tools) {
@@ -49,7 +54,12 @@ export function screenToolNames(owner: string, tools: McpTool[], catalogue: read
     if (hidden.length === 0) candidates.push(t);
     else {
       const message = `the tool name ${JSON.stringify(named(t.name))} holds invisible or control characters (${hidden.slice(0, 8).join(", ")}); it is left out of the catalogue`;
-      refused.push({ tool: t.name, code: ErrorCodes.hiddenCharacters, message, extra: { tool: named(t.name), characters: hidden.slice(0, 8) } });
+      refused.push({
+        tool: t.name,
+        code: ErrorCodes.hiddenCharacters,
+        message,
+        extra: { tool: named(t.name), characters: hidden.slice(0, 8) },
+      });
     }
   }
   const rank = (t: McpTool): number => (had(t.name) ? 0 : ASCII.test(t.name) ? 1 : 2);
@@ -72,7 +82,12 @@ export function screenToolNames(owner: string, tools: McpTool[], catalogue: read
     const foreign = [...new Set([...t.name].filter((c) => !ASCII.test(c)))].slice(0, 8).map(codePoint);
     const where = foreign.length ? ` (it holds ${foreign.join(", ")})` : "";
     const message = `the tool ${JSON.stringify(named(name))}${where} reads like ${JSON.stringify(named(like))}, so it could pass for it; it is left out of the catalogue`;
-    refused.push({ tool: t.name, code: ErrorCodes.lookalikeTool, message, extra: { tool: named(name), existing: named(like), ...(foreign.length ? { characters: foreign } : {}) } });
+    refused.push({
+      tool: t.name,
+      code: ErrorCodes.lookalikeTool,
+      message,
+      extra: { tool: named(name), existing: named(like), ...(foreign.length ? { characters: foreign } : {}) },
+    });
   }
   return { kept: candidates.filter((t) => keep.has(t)), refused };
 }

@@ -106,6 +106,9 @@ export class BusHistory<R> {
     if (dropped === 0) return;
     // Everything on the subject before the oldest batch kept.
     await this.bus.jsm.streams.purge(STATE_STREAM, { filter: this.subject, seq: this.kept[0]!.seq });
-    this.log.info({ subject: this.subject, dropped, kept: this.kept.length, bytes: this.bytes }, "older history past its retention dropped from the cluster bus");
+    this.log.info(
+      { subject: this.subject, dropped, kept: this.kept.length, bytes: this.bytes },
+      "older history past its retention dropped from the cluster bus",
+    );
   }
 }

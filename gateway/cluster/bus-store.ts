@@ -46,18 +46,13 @@ export interface Fence {
   readonly term: string;
 }
 
-
 const codec = JSONCodec<Batch<unknown>>();
 /** How long a batch is retried across a bus outage before its commits fail. */
 const PUBLISH_DEADLINE_MS = 5000;
 const DEFAULT_COMPACT_MESSAGES = 4096;
 
 /** Reads a space's state from the bus; the returned opener folds it into the ledger. */
-export async function loadBusState<R extends { type: string }>(
-  bus: Bus,
-  space: string,
-  opts: BusStoreOptions,
-): Promise<StoreOpener<R>> {
+export async function loadBusState<R extends { type: string }>(bus: Bus, space: string, opts: BusStoreOptions): Promise<StoreOpener<R>> {
   const t0 = performance.now();
   const subject = subjects.state(space);
   let messages: Array<{ seq: number; batch: Batch<R>; bytes: number }> = [];
@@ -97,7 +92,10 @@ export async function loadBusState<R extends { type: string }>(
   };
 }
 
-async function readState<R>(bus: Bus, subject: string): Promise<{ messages: Array<{ seq: number; batch: Batch<R>; bytes: number }>; last: number }> {
+async function readState<R>(
+  bus: Bus,
+  subject: string,
+): Promise<{ messages: Array<{ seq: number; batch: Batch<R>; bytes: number }>; last: number }> {
   const messages: Array<{ seq: number; batch: Batch<R>; bytes: number }> = [];
   let last = 0;
   try {
@@ -124,7 +122,11 @@ async function readState<R>(bus: Bus, subject: string): Promise<{ messages: Arra
 async function claim(bus: Bus, subject: string, last: number, fence: Fence, epoch: string): Promise<number | undefined> {
   if (!fence.current()) throw new Error("the lease was not current by the time the state was read");
   try {
-    const ack = await bus.js.publish(subject, codec.encode({ term: fence.term }), { msgID: `${subject}:${epoch}:takeover:${last}`, expect: { lastSubjectSequence: last }, timeout: 2000 });
+    const ack = await bus.js.publish(subject, codec.encode({ term: fence.term }), {
+      msgID: `${subject}:${epoch}:takeover:${last}`,
+      expect: { lastSubjectSequence: last },
+      timeout: 2000,
+    });
     return ack.seq;
   } catch (err) {
     if (/wrong last sequence/i.test((err as Error).message)) return undefined;
@@ -209,7 +211,9 @@ export class BusStore<R extends { type: string }> implements StateStore<R> {
     if (++this.messages > (this.opts.compactMessages ?? DEFAULT_COMPACT_MESSAGES)) {
       // Let the owner apply this batch before its state is taken.
       await new Promise((r) => setImmediate(r));
-      await this.compact().catch((err: Error) => this.opts.log.error({ err: err.message }, "compacting the space's state on the bus failed; carrying on"));
+      await this.compact().catch((err: Error) =>
+        this.opts.log.error({ err: err.message }, "compacting the space's state on the bus failed; carrying on"),
+      );
     }
   }
 
@@ -221,20 +225,36 @@ export class BusStore<R extends { type: string }> implements StateStore<R> {
     const deadline = Date.now() + PUBLISH_DEADLINE_MS;
     for (;;) {
       // Not a write more once the lease may have passed: a stored change another owner never reads would be acted on here alone.
-      if (fence && !fence.current()) this.fenced("this node's lease on the space is no longer provably current; the change was not written", "lease not current before a write");
+      if (fence && !fence.current())
+        this.fenced(
+          "this node's lease on the space is no longer provably current; the change was not written",
+          "lease not current before a write",
+        );
       try {
         const ack = await this.bus.js.publish(this.subject, data, { msgID, expect: { lastSubjectSequence: this.lastSeq }, timeout: 1000 });
         this.lastSeq = ack.seq;
         this.stats.journalBytes += data.length;
         // Stored, but the lease ran out on the way (a pause, a held link): the next owner reads it
         // (an approval comes back interrupted); here nothing follows from it.
-        if (fence && !fence.current()) this.fenced("this node lost the space while the change was being written; the node that owns the space now has it", "lease not current when a write was stored");
+        if (fence && !fence.current())
+          this.fenced(
+            "this node lost the space while the change was being written; the node that owns the space now has it",
+            "lease not current when a write was stored",
+          );
         return;
       } catch (err) {
         if (err instanceof StoreError) throw err;
         const message = (err as Error).message;
-        if (/wrong last sequence/i.test(message)) this.fenced("another node owns this space now; its state was not written here", `state write fenced: ${message}`);
-        if (Date.now() > deadline) throw new StoreError("write_failed", `the cluster bus did not store the change in ${PUBLISH_DEADLINE_MS} ms (${message})`, undefined, undefined, "EBUS");
+        if (/wrong last sequence/i.test(message))
+          this.fenced("another node owns this space now; its state was not written here", `state write fenced: ${message}`);
+        if (Date.now() > deadline)
+          throw new StoreError(
+            "write_failed",
+            `the cluster bus did not store the change in ${PUBLISH_DEADLINE_MS} ms (${message})`,
+            undefined,
+            undefined,
+            "EBUS",
+          );
         await new Promise((r) => setTimeout(r, 100));
       }
     }

@@ -66,7 +66,15 @@ export class Bus {
       await jsm.streams.info(STATE_STREAM);
     } catch {
       await jsm.streams
-        .add({ name: STATE_STREAM, subjects: ["mewgate.state.>"], storage: StorageType.File, retention: RetentionPolicy.Limits, max_msgs_per_subject: -1, duplicate_window: 120_000_000_000, num_replicas: opts.replicas })
+        .add({
+          name: STATE_STREAM,
+          subjects: ["mewgate.state.>"],
+          storage: StorageType.File,
+          retention: RetentionPolicy.Limits,
+          max_msgs_per_subject: -1,
+          duplicate_window: 120_000_000_000,
+          num_replicas: opts.replicas,
+        })
         .catch((err: Error) => {
           // Another node made it first.
           if (/already in use/i.test(err.message)) return;
@@ -80,7 +88,8 @@ export class Bus {
     const leases = await js.views.kv(LEASE_BUCKET, { history: 1, storage: StorageType.File, replicas: opts.replicas });
     void (async () => {
       for await (const s of nc.status()) {
-        if (s.type === "disconnect" || s.type === "reconnect") opts.log.warn({ bus: s.type, server: s.data }, `cluster bus ${s.type === "reconnect" ? "reconnected" : "lost"}`);
+        if (s.type === "disconnect" || s.type === "reconnect")
+          opts.log.warn({ bus: s.type, server: s.data }, `cluster bus ${s.type === "reconnect" ? "reconnected" : "lost"}`);
       }
     })();
     return new Bus(nc, js, jsm, leases, opts.node);

@@ -71,7 +71,9 @@ export class Edge {
       this.forget(w.conn);
       const text = dec.decode(w.body);
       const code = Number(text.slice(0, text.indexOf(" ")));
-      return code === CloseCodes.slowConsumer ? c.peer.close(code, text.slice(text.indexOf(" ") + 1)) : c.peer.close(CloseCodes.moved, "the space lost track of this connection; reconnect");
+      return code === CloseCodes.slowConsumer
+        ? c.peer.close(code, text.slice(text.indexOf(" ") + 1))
+        : c.peer.close(CloseCodes.moved, "the space lost track of this connection; reconnect");
     }
     c.link.receive(w);
   }

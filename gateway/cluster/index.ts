@@ -127,7 +127,17 @@ export class Cluster {
     this.log = host.log.child({ node: opts.node });
     this.outbox = new Outbox((subject, data) => bus.nc.publish(subject, data), Math.min(OUTBOX_BYTES, bus.maxPayload));
     this.edge = new Edge(bus, this.outbox, this.boot, this.log, opts.leaseMs);
-    for (const config of configs) this.slots.set(config.space.id, { config, mode: "edge", rev: 0, renewedAt: 0, holder: undefined, seen: undefined, busy: false, clock: new LeaseClock(opts.leaseMs) });
+    for (const config of configs)
+      this.slots.set(config.space.id, {
+        config,
+        mode: "edge",
+        rev: 0,
+        renewedAt: 0,
+        holder: undefined,
+        seen: undefined,
+        busy: false,
+        clock: new LeaseClock(opts.leaseMs),
+      });
   }
 
   /** Joins the cluster and settles, for every space, who owns it. */
@@ -154,7 +164,9 @@ export class Cluster {
   /** Who owns space `id` now, as far as this node knows. */
   owner(id: string): Holder | undefined {
     const slot = this.slots.get(id);
-    return slot?.mode === "owner" ? { node: this.opts.node, http: this.host.httpUrl(), lease_ms: this.opts.leaseMs, term: slot.term } : slot?.holder;
+    return slot?.mode === "owner"
+      ? { node: this.opts.node, http: this.host.httpUrl(), lease_ms: this.opts.leaseMs, term: slot.term }
+      : slot?.holder;
   }
 
   owns(id: string): boolean {
@@ -180,7 +192,8 @@ export class Cluster {
       id,
       admit: async (who: AdmitRequest, peer: Peer) => {
         const space = slot.space;
-        if (!this.acting(slot) || !space || space.closed) return this.edge.admit(id, who, peer, slot.config.gateway.limits.max_buffered_bytes);
+        if (!this.acting(slot) || !space || space.closed)
+          return this.edge.admit(id, who, peer, slot.config.gateway.limits.max_buffered_bytes);
         const admission = await localDoor(space).admit(who, peer);
         if (!admission.ok) return admission;
         // Each frame is handled only while this node still owns the space, provably.
@@ -238,7 +251,8 @@ export class Cluster {
     this.every(Math.max(100, Math.floor(this.opts.leaseMs / 5)), () => void this.tick());
     // The watchdog: an owner whose lease is no longer provably current steps down now, whatever its renewal is doing.
     this.every(Math.max(20, Math.min(100, Math.floor(this.opts.leaseMs / 20))), () => {
-      for (const slot of this.slots.values()) if (slot.mode !== "edge" && !slot.clock.current()) void this.stepDown(slot, "its lease was not renewed in time");
+      for (const slot of this.slots.values())
+        if (slot.mode !== "edge" && !slot.clock.current()) void this.stepDown(slot, "its lease was not renewed in time");
     });
     this.every(250, () => this.resend(false));
     void (async () => {
@@ -284,12 +298,16 @@ export class Cluster {
       if (entry && entry.operation === "PUT") {
         const holder = JSON.parse(new TextDecoder().decode(entry.value)) as Holder;
         // Another owner (another node, run or term): the members the earlier one admitted come back to it.
-        if (slot.holder && ownerKey(slot.holder) !== ownerKey(holder)) this.edge.moved(id, "the space moved to another owner; reconnect", (owner) => owner !== ownerKey(holder));
+        if (slot.holder && ownerKey(slot.holder) !== ownerKey(holder))
+          this.edge.moved(id, "the space moved to another owner; reconnect", (owner) => owner !== ownerKey(holder));
         slot.holder = holder;
         if (slot.seen?.rev !== entry.revision) slot.seen = { rev: entry.revision, at: now };
         // Renewed within its lease, as far as this node has watched: the owner lives.
         if (now - slot.seen.at < (holder.lease_ms || this.opts.leaseMs) || now < this.graceUntil) return;
-        this.log.warn({ space: id, holder: holder.node, silentMs: now - slot.seen.at }, "the space's owner stopped renewing its lease; taking over");
+        this.log.warn(
+          { space: id, holder: holder.node, silentMs: now - slot.seen.at },
+          "the space's owner stopped renewing its lease; taking over",
+        );
         // Only the members the silent owner admitted: one another node admitted meanwhile (it won the race) stays.
         const silent = ownerKey(holder);
         this.edge.moved(id, "the node serving the space stopped; reconnect", (owner) => owner === silent);
@@ -337,7 +355,15 @@ export class Cluster {
   /** A new term for a take-over of `slot`: the lease value that names it. */
   private newTerm(slot: Slot): Uint8Array {
     slot.term = `${this.boot}.${++this.terms}`;
-    slot.value = new TextEncoder().encode(JSON.stringify({ node: this.opts.node, boot: this.boot, http: this.host.httpUrl(), lease_ms: this.opts.leaseMs, term: slot.term } satisfies Holder));
+    slot.value = new TextEncoder().encode(
+      JSON.stringify({
+        node: this.opts.node,
+        boot: this.boot,
+        http: this.host.httpUrl(),
+        lease_ms: this.opts.leaseMs,
+        term: slot.term,
+      } satisfies Holder),
+    );
     return slot.value;
   }
 
@@ -360,7 +386,11 @@ export class Cluster {
     // A renewal has a deadline of its own: one that hangs (a frozen link) must not hold the next one back.
     const deadline = Math.max(50, slot.clock.left(sentAt));
     try {
-      const rev = await withDeadline(this.bus.leases.update(id, value, slot.rev), deadline, "the renewal was not answered before the lease would have run out");
+      const rev = await withDeadline(
+        this.bus.leases.update(id, value, slot.rev),
+        deadline,
+        "the renewal was not answered before the lease would have run out",
+      );
       if (slot.mode === "edge" || slot.value !== value) return;
       slot.rev = rev;
       slot.renewedAt = Date.now();

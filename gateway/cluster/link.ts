@@ -240,10 +240,14 @@ export class Outbox {
     for (let i = 0; i < items.length; ) {
       const first = items[i]!;
       let j = i + 1;
-      if (first.body && first.body.length > 0 && first.op !== "A") while (j < items.length && items[j]!.body === first.body && items[j]!.op === first.op) j++;
+      if (first.body && first.body.length > 0 && first.op !== "A")
+        while (j < items.length && items[j]!.body === first.body && items[j]!.op === first.op) j++;
       if (j - i === 1) records.push(encodeWire(first.op, first.conn, first.seq, first.body));
       else {
-        const pairs = items.slice(i, j).map((it) => `${it.conn}:${it.seq}`).join(",");
+        const pairs = items
+          .slice(i, j)
+          .map((it) => `${it.conn}:${it.seq}`)
+          .join(",");
         const head = enc.encode(`M ${first.op} ${pairs}\n`);
         const rec = new Uint8Array(head.length + first.body!.length);
         rec.set(head, 0);

@@ -79,7 +79,14 @@ export class OwnerDesk {
             // hands, perhaps to this very node again): its node closes the socket, and the
             // client comes back to be admitted — never left open and deaf.
             const node = w.conn.split(".", 1)[0]!;
-            if (w.op !== "A" && w.op !== "X" && /^[A-Za-z0-9_-]{1,64}$/.test(node) && this.acting()) this.outbox.send(subjects.node(node), "X", w.conn, 0, enc.encode(`${CloseCodes.moved} the space no longer knows this connection; reconnect`));
+            if (w.op !== "A" && w.op !== "X" && /^[A-Za-z0-9_-]{1,64}$/.test(node) && this.acting())
+              this.outbox.send(
+                subjects.node(node),
+                "X",
+                w.conn,
+                0,
+                enc.encode(`${CloseCodes.moved} the space no longer knows this connection; reconnect`),
+              );
           }
         },
       }),
@@ -93,7 +100,16 @@ export class OwnerDesk {
   private onAttach(msg: Msg): void {
     // Not admitted while the lease is not provably current: the node asks again, and the owner answers.
     if (!this.acting()) {
-      msg.respond(enc.encode(JSON.stringify({ ok: false, code: CloseCodes.tryAgain, reason: "the space is changing owners; try again", retry: true } satisfies AttachReply)));
+      msg.respond(
+        enc.encode(
+          JSON.stringify({
+            ok: false,
+            code: CloseCodes.tryAgain,
+            reason: "the space is changing owners; try again",
+            retry: true,
+          } satisfies AttachReply),
+        ),
+      );
       return;
     }
     let reply: AttachReply;
@@ -144,7 +160,13 @@ export class OwnerDesk {
       () => {
         this.log.warn({ conn: req.conn, node: req.node }, "a member's node stopped acknowledging; dropping it as a slow consumer");
         // Out of band: the node closes the socket, if it still can.
-        this.outbox.send(subjects.node(req.node), "X", req.conn, 0, enc.encode(`${CloseCodes.slowConsumer} the node serving you did not keep up`));
+        this.outbox.send(
+          subjects.node(req.node),
+          "X",
+          req.conn,
+          0,
+          enc.encode(`${CloseCodes.slowConsumer} the node serving you did not keep up`),
+        );
         this.drop(req.conn, "slow_consumer");
       },
     );
@@ -183,7 +205,13 @@ export class OwnerDesk {
       if (lost.size < 100_000) this.lost.set(node, lost.add(conn));
       // If the node only seemed silent (starved, cut off for a while), it still holds the
       // socket: a member the space dropped is closed, never left open and deaf.
-      this.outbox.send(subjects.node(node), "X", conn, 0, enc.encode(`${CloseCodes.moved} the space lost track of this connection; reconnect`));
+      this.outbox.send(
+        subjects.node(node),
+        "X",
+        conn,
+        0,
+        enc.encode(`${CloseCodes.moved} the space lost track of this connection; reconnect`),
+      );
     }
   }
 
@@ -195,7 +223,14 @@ export class OwnerDesk {
     const lost = this.lost.get(node);
     if (!lost) return;
     this.lost.delete(node);
-    for (const conn of lost) this.outbox.send(subjects.node(node), "X", conn, 0, enc.encode(`${CloseCodes.moved} the space lost track of this connection; reconnect`));
+    for (const conn of lost)
+      this.outbox.send(
+        subjects.node(node),
+        "X",
+        conn,
+        0,
+        enc.encode(`${CloseCodes.moved} the space lost track of this connection; reconnect`),
+      );
   }
 
   resend(all: boolean): void {

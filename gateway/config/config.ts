@@ -98,11 +98,7 @@ export const DEFAULT_CAPABILITIES: Readonly<Record<ParticipantKind, readonly Cap
   human: [{ kind: "*" }],
   agent: AGENT_CAPABILITIES,
   service: AGENT_CAPABILITIES,
-  mcp: [
-    { kind: "mcp/response" },
-    { kind: "mcp/request", payload: { method: "notifications/*" } },
-    { kind: "capability/grant-ack" },
-  ],
+  mcp: [{ kind: "mcp/response" }, { kind: "mcp/request", payload: { method: "notifications/*" } }, { kind: "capability/grant-ack" }],
 });
 
 /** A fresh, mutable copy. */
@@ -145,7 +141,13 @@ const PolicySchema = section({
 
 /** A tool rule: a `participant/tool` glob, or `{tool: glob, when: CEL expression}` (policy/conditions.ts). */
 const ToolRuleSchema = z.union(
-  [z.string(), section({ tool: z.string({ error: expected("a participant/tool glob") }).min(1), when: z.string({ error: expected("a CEL expression") }).min(1) })],
+  [
+    z.string(),
+    section({
+      tool: z.string({ error: expected("a participant/tool glob") }).min(1),
+      when: z.string({ error: expected("a CEL expression") }).min(1),
+    }),
+  ],
   { error: expected(`a glob like "files/*", or {tool: "files/*", when: "<CEL expression>"}`) },
 );
 export type ToolRule = z.output<typeof ToolRuleSchema>;
@@ -186,13 +188,24 @@ const McpServerSchema = section({
    * roots keeps to its own configuration.
    */
   roots: z
-    .union([
-      z.array(z.union([z.string().min(1).max(4096), section({ uri: z.string().min(1).max(4096), name: z.string().max(256).optional() })])).max(256),
-      section({ from: z.string().regex(PARTICIPANT_ID, { error: expected("a participant id") }) }),
-    ], { error: expected("a list of root URIs, or {from: participant}") })
+    .union(
+      [
+        z
+          .array(
+            z.union([z.string().min(1).max(4096), section({ uri: z.string().min(1).max(4096), name: z.string().max(256).optional() })]),
+          )
+          .max(256),
+        section({ from: z.string().regex(PARTICIPANT_ID, { error: expected("a participant id") }) }),
+      ],
+      { error: expected("a list of root URIs, or {from: participant}") },
+    )
     .optional(),
-}).refine((m) => (m.command === undefined) !== (m.url === undefined), { error: "give either command (stdio) or url (streamable HTTP)" })
-  .refine((m) => m.oauth === undefined || m.oauth === false || m.url !== undefined, { error: "oauth: is for url: servers", path: ["oauth"] });
+})
+  .refine((m) => (m.command === undefined) !== (m.url === undefined), { error: "give either command (stdio) or url (streamable HTTP)" })
+  .refine((m) => m.oauth === undefined || m.oauth === false || m.url !== undefined, {
+    error: "oauth: is for url: servers",
+    path: ["oauth"],
+  });
 export type McpServerConfig = z.output<typeof McpServerSchema>;
 
 export const PROVIDERS = ["auto", "openai", "anthropic", "scripted"] as const;
@@ -209,7 +222,12 @@ const AgentSchema = section({
   model: z.string().optional(),
   base_url: z.string().optional(),
   api_key: z.string().optional(),
-  temperature: numeric(z.number({ error: expected("a number from 0 to 2") }).min(0).max(2)).optional(),
+  temperature: numeric(
+    z
+      .number({ error: expected("a number from 0 to 2") })
+      .min(0)
+      .max(2),
+  ).optional(),
   max_tokens: int(1, 1_000_000).optional(),
   instructions: z.string().optional(),
   /** A scripted provider's script, relative to the space.yaml. */
@@ -263,9 +281,13 @@ const ParticipantSchema = section({
   /** A first-stage reviewer of this participant's proposals (policy/learn/review.ts): `by` a participant or `@group`; it approves by itself only up to `may_approve` risk, else hands the card to people with its note. */
   review: section({ by: z.string().min(1), may_approve: z.enum(["none", "low", "medium"]).default("none") }).optional(),
   /** How many distinct approvers (never the proposer) a proposal of this participant needs: a number, or `{tool glob: number}` (the first glob that matches; 1 otherwise). */
-  approvals: z.union([int(1, 16), z.record(z.string().min(1), int(1, 16))], { error: expected("a number from 1 to 16, or {tool glob: number}") }).optional(),
+  approvals: z
+    .union([int(1, 16), z.record(z.string().min(1), int(1, 16))], { error: expected("a number from 1 to 16, or {tool glob: number}") })
+    .optional(),
   /** Whether a change to this participant's tool definitions suspends what was allowed on the old one (ports/pins.ts): `false` for none of its tools, `{skip: [globs]}` for some. */
-  pin: z.union([boolean(), section({ skip: z.array(z.string().min(1)) })], { error: expected("true, false, or {skip: [tool globs]}") }).optional(),
+  pin: z
+    .union([boolean(), section({ skip: z.array(z.string().min(1)) })], { error: expected("true, false, or {skip: [tool globs]}") })
+    .optional(),
   agent: AgentSchema.optional(),
   mcp: McpServerSchema.optional(),
   run: RunSchema.optional(),
@@ -280,16 +302,26 @@ const SpaceConfigSchema = section({
     description: z.string().optional(),
   }),
   gateway: section({
-    host: z.string({ error: expected("a host name or address") }).min(1).default(DEFAULT_HOST),
+    host: z
+      .string({ error: expected("a host name or address") })
+      .min(1)
+      .default(DEFAULT_HOST),
     port: int(0, 65535).default(DEFAULT_PORT),
-    state_dir: z.string({ error: expected("a directory path") }).min(1).default(DEFAULT_STATE_DIR),
+    state_dir: z
+      .string({ error: expected("a directory path") })
+      .min(1)
+      .default(DEFAULT_STATE_DIR),
     limits: LimitsSchema.prefault({}),
     /** Web origins (besides loopback and the gateway's own) whose pages may reach the gateway. */
     allowed_origins: z.array(z.string().url({ error: expected("an origin like https://console.example.com") })).default([]),
     /** Host names (besides loopback, IP literals and the configured host) the gateway answers to. */
     allowed_hosts: z.array(z.string().min(1)).default([]),
     /** The gateway's address as people reach it (https://gw.example.com), for the links in notices; default: the address it listens on. */
-    public_url: z.string().url({ error: expected("an http(s) URL like https://gateway.example.com") }).refine((u) => /^https?:\/\//i.test(u), { error: expected("an http(s) URL") }).optional(),
+    public_url: z
+      .string()
+      .url({ error: expected("an http(s) URL like https://gateway.example.com") })
+      .refine((u) => /^https?:\/\//i.test(u), { error: expected("an http(s) URL") })
+      .optional(),
     /** Webhooks told of each new proposal and its outcome (operator/notify.ts). */
     notify: z.array(WebhookSchema).max(16).default([]),
     /** Serve the space together with other gateway processes over NATS (cluster/index.ts). */
@@ -325,10 +357,15 @@ const SpaceConfigSchema = section({
   .superRefine(({ participants, mcpServers, identity, groups, policy }, ctx) => {
     // A space of pasted mcpServers alone is a space too (its tools, for MCP clients).
     if (Object.keys(participants).length === 0 && Object.keys(mcpServers ?? {}).length === 0) {
-      ctx.addIssue({ code: "custom", path: ["participants"], message: "expected at least one participant (under participants or mcpServers)" });
+      ctx.addIssue({
+        code: "custom",
+        path: ["participants"],
+        message: "expected at least one participant (under participants or mcpServers)",
+      });
     }
     for (const id of Object.keys(mcpServers ?? {})) {
-      if (id in participants) ctx.addIssue({ code: "custom", path: ["mcpServers", id], message: `"${id}" is also under participants; give it one place` });
+      if (id in participants)
+        ctx.addIssue({ code: "custom", path: ["mcpServers", id], message: `"${id}" is also under participants; give it one place` });
     }
     const ids = [...Object.keys(participants), ...Object.keys(mcpServers ?? {})];
     const tokenOwner = new Map<string, string>();
@@ -338,13 +375,21 @@ const SpaceConfigSchema = section({
     ];
     const primaries = Object.entries(participants).filter(([, p]) => p.agent?.primary);
     for (const [id] of primaries.slice(1)) {
-      ctx.addIssue({ code: "custom", path: ["participants", id, "agent", "primary"], message: `"${primaries[0]![0]}" is already the primary agent; a space has one` });
+      ctx.addIssue({
+        code: "custom",
+        path: ["participants", id, "agent", "primary"],
+        message: `"${primaries[0]![0]}" is already the primary agent; a space has one`,
+      });
     }
     for (const [path, m] of servers) {
       const from = m?.roots !== undefined && !Array.isArray(m.roots) ? m.roots.from : undefined;
       if (from === undefined || ids.includes(from)) continue;
       const near = suggest(from, ids);
-      ctx.addIssue({ code: "custom", path: [...path, "roots", "from"], message: `unknown participant ${JSON.stringify(from)}${near ? `; did you mean ${JSON.stringify(near)}?` : ""}` });
+      ctx.addIssue({
+        code: "custom",
+        path: [...path, "roots", "from"],
+        message: `unknown participant ${JSON.stringify(from)}${near ? `; did you mean ${JSON.stringify(near)}?` : ""}`,
+      });
     }
     for (const [id, p] of Object.entries(participants)) {
       if (p.token !== undefined) {
@@ -357,30 +402,58 @@ const SpaceConfigSchema = section({
         if (ids.includes(approver) || approver.startsWith("@")) return; // groups: checkGroups
         const near = suggest(approver, ids);
         const hint = near ? `; did you mean ${JSON.stringify(near)}?` : "";
-        ctx.addIssue({ code: "custom", path: ["participants", id, "approvers", i], message: `unknown participant ${JSON.stringify(approver)}${hint}` });
+        ctx.addIssue({
+          code: "custom",
+          path: ["participants", id, "approvers", i],
+          message: `unknown participant ${JSON.stringify(approver)}${hint}`,
+        });
       });
     }
     const mapped = new Set(Object.values(identity?.groups ?? {}));
     for (const g of Object.keys(identity?.guests ?? {})) {
-      if (!mapped.has(g)) ctx.addIssue({ code: "custom", path: ["identity", "guests", g], message: `no claim value maps to ${JSON.stringify(g)}; add it under identity.groups` });
+      if (!mapped.has(g))
+        ctx.addIssue({
+          code: "custom",
+          path: ["identity", "guests", g],
+          message: `no claim value maps to ${JSON.stringify(g)}; add it under identity.groups`,
+        });
     }
     for (const [claim, id] of Object.entries(identity?.people ?? {})) {
       if (ids.includes(id)) continue;
       const near = suggest(id, ids);
-      ctx.addIssue({ code: "custom", path: ["identity", "people", claim], message: `unknown participant ${JSON.stringify(id)}${near ? `; did you mean ${JSON.stringify(near)}?` : ""}` });
+      ctx.addIssue({
+        code: "custom",
+        path: ["identity", "people", claim],
+        message: `unknown participant ${JSON.stringify(id)}${near ? `; did you mean ${JSON.stringify(near)}?` : ""}`,
+      });
     }
     // Groups named in space.yaml, or mapped from the identity provider's claims (identity.groups).
-    checkGroups(ctx, ids, groups, participants, policy.escalate, Object.values(identity?.groups ?? {}).map((g) => g.replace(/^@/, "")));
+    checkGroups(
+      ctx,
+      ids,
+      groups,
+      participants,
+      policy.escalate,
+      Object.values(identity?.groups ?? {}).map((g) => g.replace(/^@/, "")),
+    );
     // Ids that read alike (`files`, `fiIes`, `fi1es`, `Files`) could pass for each other on every
     // screen that names a participant or its tools (identity/confusables.ts). Reported at the
     // later key, naming the earlier one and where it is (`see`, resolved in parseSpaceConfig).
     const alike = new Lookalikes();
     const pathOf = new Map<string, string[]>();
-    for (const path of [...Object.keys(participants).map((id) => ["participants", id]), ...Object.keys(mcpServers ?? {}).map((id) => ["mcpServers", id])]) {
+    for (const path of [
+      ...Object.keys(participants).map((id) => ["participants", id]),
+      ...Object.keys(mcpServers ?? {}).map((id) => ["mcpServers", id]),
+    ]) {
       const id = path[1]!;
       const like = alike.clash(id);
       if (like !== undefined) {
-        ctx.addIssue({ code: "custom", path, message: `${JSON.stringify(id)} reads like participant ${JSON.stringify(like)}`, params: { atKey: true, see: pathOf.get(like) } });
+        ctx.addIssue({
+          code: "custom",
+          path,
+          message: `${JSON.stringify(id)} reads like participant ${JSON.stringify(like)}`,
+          params: { atKey: true, see: pathOf.get(like) },
+        });
       }
       alike.add(id);
       if (!pathOf.has(id)) pathOf.set(id, path);
@@ -392,7 +465,10 @@ const SpaceConfigSchema = section({
     // A pasted mcpServers entry is an `mcp` participant with every default.
     const fromMcpServers = Object.entries(mcpServers ?? {})
       .filter(([, m]) => !m.disabled)
-      .map(([id, m]): [string, z.output<typeof ParticipantSchema>] => [id, { kind: "mcp", echo: false, description: m.description, mcp: m }]);
+      .map(([id, m]): [string, z.output<typeof ParticipantSchema>] => [
+        id,
+        { kind: "mcp", echo: false, description: m.description, mcp: m },
+      ]);
     for (const [id, p] of [...Object.entries(participants), ...fromMcpServers]) {
       resolved[id] = {
         id,
@@ -403,11 +479,24 @@ const SpaceConfigSchema = section({
       };
       // The operator named where the server's roots come from: asking there is allowed, and only that.
       const rootsFrom = p.mcp?.roots !== undefined && !Array.isArray(p.mcp.roots) ? p.mcp.roots.from : undefined;
-      if (rootsFrom !== undefined) resolved[id]!.capabilities.push({ kind: "mcp/request", to: [rootsFrom], payload: { method: "roots/list" } });
+      if (rootsFrom !== undefined)
+        resolved[id]!.capabilities.push({ kind: "mcp/request", to: [rootsFrom], payload: { method: "roots/list" } });
     }
     allowSignInCards(resolved);
     // `file` is set by parseSpaceConfig once the path is known.
-    return { file: "", space: { ...space, name: space.name ?? space.id }, gateway, policy, groups: nullProto(groups), calls, quotas, defaults, participants: resolved, ...(identity ? { identity } : {}), previews };
+    return {
+      file: "",
+      space: { ...space, name: space.name ?? space.id },
+      gateway,
+      policy,
+      groups: nullProto(groups),
+      calls,
+      quotas,
+      defaults,
+      participants: resolved,
+      ...(identity ? { identity } : {}),
+      previews,
+    };
   });
 
 export type ParticipantConfig = Omit<z.output<typeof ParticipantSchema>, "capabilities" | "visibility"> & {
@@ -501,7 +590,8 @@ export function parseSpaceConfig(text: string, opts: { file: string; env?: NodeJ
   }
   for (const [id, p] of Object.entries(config.participants)) if (p.tools) recordRulePositions(doc, lineCounter, file, id, p.tools);
   // A webhook that signs its notices has its secret in the environment now, or the file is refused.
-  for (const [where, error] of webhookSecretIssues(config.gateway.notify, env)) issues.push(at(locate(doc, where, false)?.range?.[0], formatPath(where), error));
+  for (const [where, error] of webhookSecretIssues(config.gateway.notify, env))
+    issues.push(at(locate(doc, where, false)?.range?.[0], formatPath(where), error));
   if (issues.length) return fail(issues);
   return config;
 }

@@ -22,7 +22,14 @@ export function checkGroups(
   ctx: Ctx,
   ids: readonly string[],
   groups: Record<string, string[]>,
-  participants: Record<string, { approvers?: string[] | undefined; approvals?: number | Record<string, number> | undefined; tools?: Record<string, unknown[] | undefined> | undefined }>,
+  participants: Record<
+    string,
+    {
+      approvers?: string[] | undefined;
+      approvals?: number | Record<string, number> | undefined;
+      tools?: Record<string, unknown[] | undefined> | undefined;
+    }
+  >,
   escalate: ReadonlyArray<{ approvers: string[] }>,
   /** Groups the identity provider's claims map people into (identity.groups), without the "@". */
   mapped: readonly string[] = [],
@@ -30,21 +37,38 @@ export function checkGroups(
   const names = [...Object.keys(groups), ...mapped];
   for (const [g, members] of Object.entries(groups)) {
     members.forEach((m, i) => {
-      if (m.startsWith("@")) return ctx.addIssue({ code: "custom", path: ["groups", g, i], message: `groups list participants, not other groups (${JSON.stringify(m)})` });
+      if (m.startsWith("@"))
+        return ctx.addIssue({
+          code: "custom",
+          path: ["groups", g, i],
+          message: `groups list participants, not other groups (${JSON.stringify(m)})`,
+        });
       if (ids.includes(m)) return;
       const near = suggest(m, ids);
-      ctx.addIssue({ code: "custom", path: ["groups", g, i], message: `unknown participant ${JSON.stringify(m)}${near ? `; did you mean ${JSON.stringify(near)}?` : ""}` });
+      ctx.addIssue({
+        code: "custom",
+        path: ["groups", g, i],
+        message: `unknown participant ${JSON.stringify(m)}${near ? `; did you mean ${JSON.stringify(near)}?` : ""}`,
+      });
     });
   }
   const checkRef = (entry: string, path: (string | number)[]): void => {
     if (entry.startsWith("@")) {
       if (Object.hasOwn(groups, entry.slice(1)) || mapped.includes(entry.slice(1))) return;
       const near = suggest(entry.slice(1), names);
-      return ctx.addIssue({ code: "custom", path, message: `unknown group ${JSON.stringify(entry)}${near ? `; did you mean "@${near}"?` : "; declare it under groups: or map a claim to it under identity.groups"}` });
+      return ctx.addIssue({
+        code: "custom",
+        path,
+        message: `unknown group ${JSON.stringify(entry)}${near ? `; did you mean "@${near}"?` : "; declare it under groups: or map a claim to it under identity.groups"}`,
+      });
     }
     if (ids.includes(entry)) return;
     const near = suggest(entry, ids);
-    ctx.addIssue({ code: "custom", path, message: `unknown participant ${JSON.stringify(entry)}${near ? `; did you mean ${JSON.stringify(near)}?` : ""}` });
+    ctx.addIssue({
+      code: "custom",
+      path,
+      message: `unknown participant ${JSON.stringify(entry)}${near ? `; did you mean ${JSON.stringify(near)}?` : ""}`,
+    });
   };
   for (const [id, p] of Object.entries(participants)) {
     p.approvers?.forEach((a, i) => a.startsWith("@") && checkRef(a, ["participants", id, "approvers", i]));
@@ -65,7 +89,11 @@ export function checkGroups(
     const eligible = new Set(named.filter((e) => e !== id));
     if (eligible.size >= need) continue;
     const who = eligible.size ? [...eligible].join(", ") : "nobody";
-    ctx.addIssue({ code: "custom", path: ["participants", id, "approvals"], message: `needs ${need} distinct approvers but only ${eligible.size} can approve (${who}; never the proposer itself): it could never be satisfied` });
+    ctx.addIssue({
+      code: "custom",
+      path: ["participants", id, "approvals"],
+      message: `needs ${need} distinct approvers but only ${eligible.size} can approve (${who}; never the proposer itself): it could never be satisfied`,
+    });
   }
 }
 

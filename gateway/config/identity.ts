@@ -16,15 +16,24 @@ const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 export const GROUP_NAME = /^@[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 
 export function identitySchema(capability: z.ZodType, toolPolicy: z.ZodType) {
-  const url = (what: string) => z.string({ error: expected(what) }).url({ error: expected(what) }).refine((u) => /^https?:\/\//i.test(u), { error: expected(what) });
-  const group = z.string({ error: expected('a group name like "@ops"') }).regex(GROUP_NAME, { error: expected('a group name like "@ops"') });
+  const url = (what: string) =>
+    z
+      .string({ error: expected(what) })
+      .url({ error: expected(what) })
+      .refine((u) => /^https?:\/\//i.test(u), { error: expected(what) });
+  const group = z
+    .string({ error: expected('a group name like "@ops"') })
+    .regex(GROUP_NAME, { error: expected('a group name like "@ops"') });
   return section({
     /** The OpenID provider's issuer URL: discovery at `<issuer>/.well-known/openid-configuration`, and `iss` of every token. */
     issuer: url("the issuer's URL, like https://sso.example.com/realms/acme"),
     /** The console's client at the provider (confidential: its secret comes from the environment). */
     client_id: z.string().min(1).optional(),
     /** The environment variable that holds the client's secret; never the secret itself. */
-    client_secret_env: z.string({ error: expected("an environment variable name") }).regex(ENV_NAME, { error: expected("an environment variable name like MEWGATE_OIDC_SECRET") }).optional(),
+    client_secret_env: z
+      .string({ error: expected("an environment variable name") })
+      .regex(ENV_NAME, { error: expected("an environment variable name like MEWGATE_OIDC_SECRET") })
+      .optional(),
     /** Scopes the console asks for at sign-in. */
     scopes: z.array(z.string().min(1)).default(["openid", "email", "profile"]),
     /** This gateway's resource URL: the `aud` access tokens must carry. Default: the address the request came to (and it with `/mcp`). */

@@ -34,9 +34,7 @@ export const LimitsSchema = section({
    */
   max_depth: int(8, 1000).default(DEFAULT_LIMITS.max_depth),
   max_buffered_bytes: int(64 * 1024).default(DEFAULT_LIMITS.max_buffered_bytes),
-  rate_per_second: numeric(z.number({ error: expected("a number > 0") }).positive()).default(
-    DEFAULT_LIMITS.rate_per_second,
-  ),
+  rate_per_second: numeric(z.number({ error: expected("a number > 0") }).positive()).default(DEFAULT_LIMITS.rate_per_second),
   rate_burst: int(1).default(DEFAULT_LIMITS.rate_burst),
   flood_strikes: int(1).default(DEFAULT_LIMITS.flood_strikes),
   flood_window_ms: int(1, MAX_TIMER_MS).default(DEFAULT_LIMITS.flood_window_ms),

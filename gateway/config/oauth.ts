@@ -34,14 +34,27 @@ export const OAuthSchema = section({
     error: "grant: client_credentials needs client_id and client_secret",
   })
   // Refused rather than quietly served with the space's sign-in: a person's call must never run on someone else's upstream identity.
-  .refine((o) => o.as !== "caller", { error: "as: caller (each person's own upstream identity) is not available yet; use as: space", path: ["as"] });
+  .refine((o) => o.as !== "caller", {
+    error: "as: caller (each person's own upstream identity) is not available yet; use as: space",
+    path: ["as"],
+  });
 export type OAuthConfig = z.output<typeof OAuthSchema>;
 
 /**
  * A `url:` server that may need a sign-in: its bridge may put the sign-in card (a URL
  * elicitation) before the space's people, and only that.
  */
-export function allowSignInCards(participants: Record<string, { id: string; kind: string; mcp?: { url?: string | undefined; oauth?: OAuthConfig | false | undefined } | undefined; capabilities: Array<Record<string, unknown>> }>): void {
+export function allowSignInCards(
+  participants: Record<
+    string,
+    {
+      id: string;
+      kind: string;
+      mcp?: { url?: string | undefined; oauth?: OAuthConfig | false | undefined } | undefined;
+      capabilities: Array<Record<string, unknown>>;
+    }
+  >,
+): void {
   const humans = Object.values(participants).filter((p) => p.kind === "human");
   for (const p of Object.values(participants)) {
     if (p.mcp?.url === undefined || p.mcp.oauth === false) continue;

@@ -29,22 +29,40 @@ const TOOL = /^(?:[^/\s]+\/)?[^/\s]+$/;
 const PATH = /^[^.\s]+(?:\.[^.\s]+)*$/;
 
 export const PreviewSchema = section({
-  call: z.string({ error: expected(`a tool name, or "participant/tool"`) }).regex(TOOL, { error: expected(`a tool name, or "participant/tool"`) }).optional(),
-  arguments: z.record(z.string(), z.string({ error: expected("the dotted path of one of the proposal's arguments") }).regex(PATH, { error: expected("a dotted path like path or options.file") })).default({}),
+  call: z
+    .string({ error: expected(`a tool name, or "participant/tool"`) })
+    .regex(TOOL, { error: expected(`a tool name, or "participant/tool"`) })
+    .optional(),
+  arguments: z
+    .record(
+      z.string(),
+      z
+        .string({ error: expected("the dotted path of one of the proposal's arguments") })
+        .regex(PATH, { error: expected("a dotted path like path or options.file") }),
+    )
+    .default({}),
   set: z.record(z.string(), z.unknown()).default({}),
   copy_arguments: boolean().default(false),
   render: z.enum(PREVIEW_RENDERS).default("text"),
-  field: z.string().regex(PATH, { error: expected("a dotted path like content") }).optional(),
+  field: z
+    .string()
+    .regex(PATH, { error: expected("a dotted path like content") })
+    .optional(),
   timeout_ms: int(1, Math.min(MAX_TIMER_MS, 60_000)).default(DEFAULT_PREVIEW_TIMEOUT_MS),
   max_bytes: int(1024, 8 * 1024 * 1024).default(DEFAULT_PREVIEW_MAX_BYTES),
 }).superRefine((p, ctx) => {
   if (p.render === "none") return;
-  if (p.call === undefined) ctx.addIssue({ code: "custom", path: ["call"], message: "required key is missing (the companion tool to call)" });
-  if (p.render === "diff" && p.field === undefined) ctx.addIssue({ code: "custom", path: ["field"], message: "render: diff needs field: the proposal's argument holding the new text" });
+  if (p.call === undefined)
+    ctx.addIssue({ code: "custom", path: ["call"], message: "required key is missing (the companion tool to call)" });
+  if (p.render === "diff" && p.field === undefined)
+    ctx.addIssue({ code: "custom", path: ["field"], message: "render: diff needs field: the proposal's argument holding the new text" });
 });
 
 export type PreviewRule = z.output<typeof PreviewSchema>;
 
 export const PreviewsSchema = z
-  .record(z.string().regex(GLOB, { error: expected(`a tool glob in "participant/tool" form, like files/write_file or "*/write_*"`) }), PreviewSchema)
+  .record(
+    z.string().regex(GLOB, { error: expected(`a tool glob in "participant/tool" form, like files/write_file or "*/write_*"`) }),
+    PreviewSchema,
+  )
   .default({});

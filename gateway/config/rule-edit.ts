@@ -28,25 +28,40 @@ export function addToolRule(text: string, participant: string, kind: "allow" | "
   if (doc.errors.length) throw new RuleEditError(`the file does not parse: ${doc.errors[0]!.message.replace(/\s+/g, " ")}`);
   if (!isMap(doc.contents)) throw new RuleEditError("the file is not a mapping");
   const participants = doc.contents.get("participants", true);
-  if (!isMap(participants)) throw new RuleEditError(isAlias(participants) ? "participants is an alias: add the rule by hand" : "the file has no participants mapping");
+  if (!isMap(participants))
+    throw new RuleEditError(
+      isAlias(participants) ? "participants is an alias: add the rule by hand" : "the file has no participants mapping",
+    );
   const p = participants.get(participant, true);
   if (isAlias(p)) throw new RuleEditError(`participants.${participant} is an alias of another participant: add the rule by hand`);
   if (!isMap(p)) throw new RuleEditError(`no participant ${JSON.stringify(participant)} under participants`);
   const tools = p.get("tools", true);
   if (tools === undefined || tools === null) {
-    if (hasMergeKey(p)) throw new RuleEditError(`participants.${participant} takes keys from a merge (<<): a tools key here would hide the merged one; add the rule by hand`);
+    if (hasMergeKey(p))
+      throw new RuleEditError(
+        `participants.${participant} takes keys from a merge (<<): a tools key here would hide the merged one; add the rule by hand`,
+      );
     p.set("tools", doc.createNode({ [kind]: [rule] }));
     return doc.toString({ lineWidth: 0, flowCollectionPadding: false });
   }
-  if (isAlias(tools)) throw new RuleEditError(`participants.${participant}.tools is an alias, shared with whoever else uses its anchor: add the rule by hand`);
+  if (isAlias(tools))
+    throw new RuleEditError(
+      `participants.${participant}.tools is an alias, shared with whoever else uses its anchor: add the rule by hand`,
+    );
   if (!isMap(tools)) throw new RuleEditError(`participants.${participant}.tools is not a mapping`);
   const list = tools.get(kind, true);
   if (list === undefined || list === null) {
-    if (hasMergeKey(tools)) throw new RuleEditError(`participants.${participant}.tools takes keys from a merge (<<): a ${kind} key here would hide the merged one; add the rule by hand`);
+    if (hasMergeKey(tools))
+      throw new RuleEditError(
+        `participants.${participant}.tools takes keys from a merge (<<): a ${kind} key here would hide the merged one; add the rule by hand`,
+      );
     tools.set(kind, doc.createNode([rule]));
     return doc.toString({ lineWidth: 0, flowCollectionPadding: false });
   }
-  if (isAlias(list)) throw new RuleEditError(`participants.${participant}.tools.${kind} is an alias, shared with whoever else uses its anchor: add the rule by hand`);
+  if (isAlias(list))
+    throw new RuleEditError(
+      `participants.${participant}.tools.${kind} is an alias, shared with whoever else uses its anchor: add the rule by hand`,
+    );
   if (!isSeq(list)) throw new RuleEditError(`participants.${participant}.tools.${kind} is not a list`);
   list.items.push(doc.createNode(rule));
   return doc.toString({ lineWidth: 0, flowCollectionPadding: false });

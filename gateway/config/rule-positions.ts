@@ -8,7 +8,6 @@ import { locate } from "./yaml.js";
 
 type Rules = Partial<Record<"allow" | "ask" | "deny", ReadonlyArray<string | { tool: string; when: string }>>>;
 
-
 /** Where a rule, or the `when` expression of one, starts in the file. */
 export interface RulePosition {
   file: string;

@@ -106,8 +106,7 @@ export const unknownKey = (key: string, known: readonly string[]) => {
 export function section<S extends z.core.$ZodLooseShape>(shape: S) {
   const known = Object.keys(shape);
   const schema = z.strictObject(shape, {
-    error: (iss) =>
-      iss.code === "unrecognized_keys" ? iss.keys.map((k) => unknownKey(k, known)).join("\n") : undefined,
+    error: (iss) => (iss.code === "unrecognized_keys" ? iss.keys.map((k) => unknownKey(k, known)).join("\n") : undefined),
   });
   return z.preprocess((v) => (v === null ? {} : v), schema);
 }
@@ -122,15 +121,17 @@ export const NUMBER = /^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$/;
 export const numeric = <T extends z.ZodType>(schema: T) =>
   z.preprocess((v) => (typeof v === "string" && NUMBER.test(v.trim()) ? Number(v) : v), schema);
 export const boolean = () =>
-  z.preprocess(
-    (v) => (v === "true" ? true : v === "false" ? false : v),
-    z.boolean({ error: expected("true or false") }),
-  );
+  z.preprocess((v) => (v === "true" ? true : v === "false" ? false : v), z.boolean({ error: expected("true or false") }));
 
 // setTimeout/setInterval silently treat anything above 2^31-1 ms as 1 ms.
 export const MAX_TIMER_MS = 2_147_483_647;
 
 export function int(min: number, max = Number.MAX_SAFE_INTEGER) {
   const what = max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer from ${min} to ${max}`;
-  return numeric(z.int({ error: expected(what) }).min(min).max(max));
+  return numeric(
+    z
+      .int({ error: expected(what) })
+      .min(min)
+      .max(max),
+  );
 }

@@ -30,7 +30,12 @@ function substitute(text: string, env: NodeJS.ProcessEnv, problems: string[]): s
 type Path = (string | number)[];
 
 /** Substitutes in place in every string scalar that is a value; keys are left alone. */
-export function substituteEnv(node: unknown, path: Path, env: NodeJS.ProcessEnv, onError: (node: Node, path: Path, message: string) => void) {
+export function substituteEnv(
+  node: unknown,
+  path: Path,
+  env: NodeJS.ProcessEnv,
+  onError: (node: Node, path: Path, message: string) => void,
+) {
   if (isMap(node)) {
     for (const pair of node.items) {
       const key = isScalar(pair.key) ? String(pair.key.value) : "?";

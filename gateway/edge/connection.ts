@@ -60,7 +60,13 @@ export class Connection implements Peer {
 
   awaitJoin(timeoutMs: number, onJoin: (join: Join) => void, need: "token" | "space" = "token"): void {
     const timer = setTimeout(
-      () => this.close(CloseCodes.joinTimeout, need === "token" ? "no token: send Authorization: Bearer, ?token=, or a join frame first" : "no space: connect to /ws?space=NAME or send a join frame naming the space first"),
+      () =>
+        this.close(
+          CloseCodes.joinTimeout,
+          need === "token"
+            ? "no token: send Authorization: Bearer, ?token=, or a join frame first"
+            : "no space: connect to /ws?space=NAME or send a join frame naming the space first",
+        ),
       timeoutMs,
     );
     // A client gone before its join leaves no timer behind: it would hold the socket, and a shutdown, until it fires.
@@ -70,10 +76,12 @@ export class Connection implements Peer {
       if (this.ws.readyState !== WebSocket.OPEN) return;
       const parsed = isBinary ? undefined : parseFrame(data.toString());
       if (parsed?.ok && "join" in parsed) {
-        if (need === "token" && parsed.join.token === undefined) return this.close(CloseCodes.unauthorized, "the join frame has no token (or authenticate at connect with Authorization: Bearer)");
+        if (need === "token" && parsed.join.token === undefined)
+          return this.close(CloseCodes.unauthorized, "the join frame has no token (or authenticate at connect with Authorization: Bearer)");
         return onJoin(parsed.join);
       }
-      if (need === "space") return this.close(CloseCodes.badRequest, "missing space: connect to /ws?space=NAME, or send a join frame naming the space first");
+      if (need === "space")
+        return this.close(CloseCodes.badRequest, "missing space: connect to /ws?space=NAME, or send a join frame naming the space first");
       this.close(CloseCodes.unauthorized, "the first frame must be a join with a token (or authenticate at connect)");
     });
   }
@@ -86,7 +94,8 @@ export class Connection implements Peer {
       if (this.port) return this.onMessage(data as Buffer, isBinary);
       // Admitted and gone again: the socket is closing, and its frames go nowhere.
       if (!this.early) return;
-      if (this.early.length >= EARLY_FRAMES) return this.drop("flood", CloseCodes.flood, `more than ${EARLY_FRAMES} frames before the space admitted you`);
+      if (this.early.length >= EARLY_FRAMES)
+        return this.drop("flood", CloseCodes.flood, `more than ${EARLY_FRAMES} frames before the space admitted you`);
       this.early.push([data as Buffer, isBinary]);
     });
   }
@@ -118,7 +127,11 @@ export class Connection implements Peer {
     const ws = this.ws;
     if (ws.readyState !== WebSocket.OPEN) return;
     if (ws.bufferedAmount + this.queuedBytes + bytes.length > this.limits.max_buffered_bytes) {
-      this.drop("slow_consumer", CloseCodes.slowConsumer, `outbound buffer over ${this.limits.max_buffered_bytes} bytes: not reading fast enough`);
+      this.drop(
+        "slow_consumer",
+        CloseCodes.slowConsumer,
+        `outbound buffer over ${this.limits.max_buffered_bytes} bytes: not reading fast enough`,
+      );
       return;
     }
     // The frame is written whole here rather than by ws.send: a delivery hands the same

@@ -37,7 +37,8 @@ export class OriginGuard {
   check(req: IncomingMessage): Admission {
     const host = hostName(req.headers.host);
     if (host === undefined) return { ok: false, reason: "a Host header is required" };
-    if (!this.hostAllowed(host)) return { ok: false, reason: `this gateway does not answer to host "${host.slice(0, 64)}"; list it in gateway.allowed_hosts` };
+    if (!this.hostAllowed(host))
+      return { ok: false, reason: `this gateway does not answer to host "${host.slice(0, 64)}"; list it in gateway.allowed_hosts` };
     const origin = req.headers.origin;
     if (origin === undefined) return { ok: true };
     const normal = normalizeOrigin(origin);

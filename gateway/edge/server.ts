@@ -44,7 +44,15 @@ export interface GatewayOptions {
   log?: Logger;
   env?: NodeJS.ProcessEnv;
   /** Serve the spaces together with other gateway processes (`gateway.cluster` or `--cluster`). */
-  cluster?: { url: string; node?: string | undefined; lease_ms?: number | undefined; advertise?: string | undefined; replicas?: number | undefined } | undefined;
+  cluster?:
+    | {
+        url: string;
+        node?: string | undefined;
+        lease_ms?: number | undefined;
+        advertise?: string | undefined;
+        replicas?: number | undefined;
+      }
+    | undefined;
 }
 
 /** ws refuses (closing with 1009) frames beyond this many times the soft limit; below it a too-large frame is answered with an error and the connection is kept. */
@@ -96,7 +104,11 @@ export class Gateway {
     const fitted = this.fitToDescriptors(first.gateway.limits);
     this.limits = fitted.limits;
     this.fit = { ceiling: fitted.sockets, descriptors: Number.isFinite(fitted.descriptors) ? fitted.descriptors : "unlimited" };
-    this.guard = new OriginGuard({ host: first.gateway.host, allowedOrigins: first.gateway.allowed_origins, allowedHosts: first.gateway.allowed_hosts });
+    this.guard = new OriginGuard({
+      host: first.gateway.host,
+      allowedOrigins: first.gateway.allowed_origins,
+      allowedHosts: first.gateway.allowed_hosts,
+    });
     this.http = createServer((req, res) => {
       // Its headers are in: no longer half-open, and idle again once answered (keep-alive).
       this.sockets.busy(req.socket);
@@ -104,7 +116,11 @@ export class Gateway {
       // A socket that came over a ceiling with nothing older to evict is told which.
       const over = this.sockets.refusal(req.socket);
       if (over) {
-        res.writeHead(over.status, { "content-type": "text/plain", connection: "close", ...(over.status === 503 ? { "retry-after": "1" } : {}) });
+        res.writeHead(over.status, {
+          "content-type": "text/plain",
+          connection: "close",
+          ...(over.status === 503 ? { "retry-after": "1" } : {}),
+        });
         res.end(`${over.reason}\n`);
         return;
       }
@@ -130,11 +146,20 @@ export class Gateway {
         res.writeHead(200, { "content-type": "application/json" });
         // A cluster node also says which spaces it owns now: what a load balancer or an operator asks.
         const cluster = this.cluster ? { node: this.cluster.node, owns: [...this.spaces.keys()] } : undefined;
-        res.end(JSON.stringify({ status: this.closing ? "closing" : "ok", protocol: "mew/v0.4", spaces: this.spaces.size, ...(cluster ? { cluster } : {}) }));
+        res.end(
+          JSON.stringify({
+            status: this.closing ? "closing" : "ok",
+            protocol: "mew/v0.4",
+            spaces: this.spaces.size,
+            ...(cluster ? { cluster } : {}),
+          }),
+        );
         return;
       }
       res.writeHead(404, { "content-type": "text/plain" });
-      res.end(`not found: mewgate serves GET /ws?space=NAME (WebSocket), GET /healthz${this.routes.size ? `, ${[...this.routes.keys()].join(", ")}` : ""}\n`);
+      res.end(
+        `not found: mewgate serves GET /ws?space=NAME (WebSocket), GET /healthz${this.routes.size ? `, ${[...this.routes.keys()].join(", ")}` : ""}\n`,
+      );
     });
     const maxPayload = Math.min(HARD_PAYLOAD_CEILING, this.limits.max_payload_bytes * HARD_PAYLOAD_FACTOR);
     this.wss = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false, clientTracking: false });
@@ -143,7 +168,10 @@ export class Gateway {
     this.http.headersTimeout = Math.max(2000, this.limits.join_timeout_ms * 2);
     this.http.requestTimeout = 60_000;
     // Counted from the first byte; at the ceiling the oldest socket without a request makes room.
-    this.sockets = new SocketBook({ sockets: this.fit.ceiling, perAddress: this.limits.max_per_address, headersMs: this.http.headersTimeout }, (evicted) => this.evicted(evicted));
+    this.sockets = new SocketBook(
+      { sockets: this.fit.ceiling, perAddress: this.limits.max_per_address, headersMs: this.http.headersTimeout },
+      (evicted) => this.evicted(evicted),
+    );
     this.http.on("connection", (socket: Socket) => this.sockets.admit(socket));
     // The last line, should sockets pile up faster than they close: node cuts those beyond
     // it at accept, still within the descriptors kept free beside the ceiling.
@@ -158,7 +186,8 @@ export class Gateway {
       this.sockets.upgraded(req.socket);
       // A request target such as "//" is no URL: refused here, since a throw in this handler stops the process.
       const url = requestUrl(req);
-      const refusal = url === undefined ? { status: "400 Bad Request", reason: "the request target is not a valid path" } : this.refuseUpgrade(req, url);
+      const refusal =
+        url === undefined ? { status: "400 Bad Request", reason: "the request target is not a valid path" } : this.refuseUpgrade(req, url);
       if (refusal) {
         this.log.info({ remote: req.socket.remoteAddress, status: refusal.status, reason: refusal.reason }, "WebSocket upgrade refused");
         socket.end(`HTTP/1.1 ${refusal.status}\r\nConnection: close\r\nContent-Type: text/plain\r\n\r\n${refusal.reason}\n`);
@@ -182,7 +211,13 @@ export class Gateway {
       res.end("metrics: send a participant's token as Authorization: Bearer, or scrape from loopback\n");
       return;
     }
-    const spaces = [...this.spaces.values()].map((s) => ({ space: s.id, members: s.online, pending: s.pendingProposals().length, flagged: s.registry.list().filter((t) => t.findings).length, metrics: s.metrics }));
+    const spaces = [...this.spaces.values()].map((s) => ({
+      space: s.id,
+      members: s.online,
+      pending: s.pendingProposals().length,
+      flagged: s.registry.list().filter((t) => t.findings).length,
+      metrics: s.metrics,
+    }));
     res.writeHead(200, { "content-type": "text/plain; version=0.0.4", "cache-control": "no-store" });
     res.end(renderMetrics(this.connections.size, spaces) + fatigueMetrics([...this.spaces.values()]));
   }
@@ -192,7 +227,10 @@ export class Gateway {
       stateDir: config.gateway.state_dir,
       ...(this.opts.env ? { env: this.opts.env } : {}),
     });
-    return new Space(config, book, this.log.child({ space: config.space.id }), { ...(store ? { store } : {}), ...(this.opts.env ? { env: this.opts.env } : {}) });
+    return new Space(config, book, this.log.child({ space: config.space.id }), {
+      ...(store ? { store } : {}),
+      ...(this.opts.env ? { env: this.opts.env } : {}),
+    });
   }
 
   private get clustered(): boolean {
@@ -202,7 +240,10 @@ export class Gateway {
   /** A request about a space another node owns goes to that node (cluster/proxy.ts). */
   private passOn(req: IncomingMessage, res: ServerResponse, path: string): boolean {
     if (path === "/health" || path === "/healthz" || path === "/metrics" || path === "/ui" || path.startsWith("/ui/")) return false;
-    const id = spaceOfRequest(req, this.opts.spaces.map((c) => c.space.id));
+    const id = spaceOfRequest(
+      req,
+      this.opts.spaces.map((c) => c.space.id),
+    );
     if (id === undefined || this.spaces.has(id)) return false;
     const owner = this.cluster!.owner(id);
     if (!owner || req.headers[HOP_HEADER] !== undefined) {
@@ -236,7 +277,8 @@ export class Gateway {
     if (!admitted.ok) return { status: "403 Forbidden", reason: `forbidden: ${admitted.reason}` };
     if (this.closing) return { status: "503 Service Unavailable", reason: "the gateway is shutting down" };
     // MEW clients connect to the root; ours to /ws.
-    if (url.pathname !== "/ws" && url.pathname !== "/") return { status: "404 Not Found", reason: "WebSocket connections go to /ws?space=NAME (or /)" };
+    if (url.pathname !== "/ws" && url.pathname !== "/")
+      return { status: "404 Not Found", reason: "WebSocket connections go to /ws?space=NAME (or /)" };
     const { max_connections, operator_reserve, max_unauthenticated } = this.limits;
     // Over the address's share, or over the port's ceiling, with nothing half-open to evict.
     const over = this.sockets.refusal(req.socket);
@@ -247,11 +289,17 @@ export class Gateway {
       const auth = token !== undefined && space ? space.authenticate(token) : undefined;
       const operator = auth?.ok === true && space!.config.participants[auth.id]?.kind === "human";
       if (!operator || this.connections.size >= max_connections + operator_reserve) {
-        return { status: "503 Service Unavailable", reason: `the gateway is at its connection limit (gateway.limits.max_connections: ${max_connections}); try again later` };
+        return {
+          status: "503 Service Unavailable",
+          reason: `the gateway is at its connection limit (gateway.limits.max_connections: ${max_connections}); try again later`,
+        };
       }
     }
     if (token === undefined && this.unauthenticated >= max_unauthenticated) {
-      return { status: "503 Service Unavailable", reason: `too many connections waiting to authenticate (gateway.limits.max_unauthenticated: ${max_unauthenticated}); authenticate at connect with Authorization: Bearer` };
+      return {
+        status: "503 Service Unavailable",
+        reason: `too many connections waiting to authenticate (gateway.limits.max_unauthenticated: ${max_unauthenticated}); authenticate at connect with Authorization: Bearer`,
+      };
     }
     return undefined;
   }
@@ -268,7 +316,8 @@ export class Gateway {
 
   /** Serves every path that starts with `prefix` (which ends in "/") with `handler`, after the Origin and Host checks like every route. */
   addHttpPrefix(prefix: string, handler: HttpHandler): void {
-    if (!prefix.endsWith("/") || this.prefixes.some(([p]) => p === prefix)) throw new Error(`HTTP prefix ${prefix} is taken or does not end in /`);
+    if (!prefix.endsWith("/") || this.prefixes.some(([p]) => p === prefix))
+      throw new Error(`HTTP prefix ${prefix} is taken or does not end in /`);
     this.prefixes.push([prefix, handler]);
   }
 
@@ -305,7 +354,11 @@ export class Gateway {
     for (const space of this.spaces.values()) space.consoleUrl = consoleUrl;
     const cluster = this.opts.cluster;
     if (cluster) {
-      const node = cluster.node ?? `${hostname().replace(/[^A-Za-z0-9_-]/g, "-").slice(0, 40)}-${address.port}`;
+      const node =
+        cluster.node ??
+        `${hostname()
+          .replace(/[^A-Za-z0-9_-]/g, "-")
+          .slice(0, 40)}-${address.port}`;
       // Where other nodes send HTTP about the spaces this one owns: a wildcard address is
       // no address to them, so the host name stands in unless one is given.
       const wildcard = address.address === "0.0.0.0" || address.address === "::";
@@ -347,8 +400,10 @@ export class Gateway {
    * nothing changes. `by` is who asked, for the audit trail. One reload at a time.
    */
   reload(opts: { space?: string | undefined; by: string }): Promise<ReloadReport[]> {
-    const targets = opts.space === undefined ? [...this.spaces.values()] : [this.spaces.get(opts.space)].filter((s): s is Space => s !== undefined);
-    if (opts.space !== undefined && targets.length === 0) return Promise.reject(new Error(`no space "${opts.space.slice(0, 64)}" runs in this process`));
+    const targets =
+      opts.space === undefined ? [...this.spaces.values()] : [this.spaces.get(opts.space)].filter((s): s is Space => s !== undefined);
+    if (opts.space !== undefined && targets.length === 0)
+      return Promise.reject(new Error(`no space "${opts.space.slice(0, 64)}" runs in this process`));
     const run = this.reloading.then(() => reloadSpaces(targets, this.opts.env ?? process.env, opts.by));
     this.reloading = run.catch(() => {});
     return run;
@@ -364,7 +419,13 @@ export class Gateway {
     // A cluster node hands its spaces over first: another node owns them at once.
     // Bounded: a bus that went away with this node (or hangs) must not hold the shutdown.
     const left = this.cluster?.stop().catch((err: unknown) => this.log.error({ err: String(err) }, "leaving the cluster failed"));
-    if (left) await Promise.race([left, new Promise<void>((r) => setTimeout(() => (this.log.warn("leaving the cluster took too long; stopping anyway"), r()), 2000).unref())]);
+    if (left)
+      await Promise.race([
+        left,
+        new Promise<void>((r) =>
+          setTimeout(() => (this.log.warn("leaving the cluster took too long; stopping anyway"), r()), 2000).unref(),
+        ),
+      ]);
     const flushed = [...this.spaces.values()].map((space) => space.closeAll(CloseCodes.goingAway, "gateway shutting down"));
     for (const c of this.connections) c.close(CloseCodes.goingAway, "gateway shutting down");
     const deadline = Date.now() + 2000;
@@ -417,12 +478,22 @@ export class Gateway {
     // frame cannot swap the identity the connection presented.
     conn.awaitJoin(
       this.limits.join_timeout_ms,
-      (join) => this.admit(conn, { token: token ?? join.token!, space: spaceId ?? join.space, claimed: join.participantId ?? join.participant_id ?? claimed, echo, audiences }),
+      (join) =>
+        this.admit(conn, {
+          token: token ?? join.token!,
+          space: spaceId ?? join.space,
+          claimed: join.participantId ?? join.participant_id ?? claimed,
+          echo,
+          audiences,
+        }),
       token === undefined ? "token" : "space",
     );
   }
 
-  private admit(conn: Connection, who: { token: string; space: string | undefined; claimed: string | undefined; echo: boolean | undefined; audiences: string[] }): void {
+  private admit(
+    conn: Connection,
+    who: { token: string; space: string | undefined; claimed: string | undefined; echo: boolean | undefined; audiences: string[] },
+  ): void {
     if (who.space === undefined) return conn.close(CloseCodes.badRequest, "missing space: connect to /ws?space=NAME");
     const door = this.door(who.space);
     if (!door) return conn.close(CloseCodes.unknownSpace, `no space named "${who.space.slice(0, 64)}"`);
@@ -476,7 +547,8 @@ export class Gateway {
 
   /** Once a second at most: what was evicted to make room, and from where. */
   private evicted(e: Evictions): void {
-    if (e.sockets + e.max_per_address > 0) this.log.warn({ evicted: e }, "evicted connections that had not sent a request, to make room for new ones");
+    if (e.sockets + e.max_per_address > 0)
+      this.log.warn({ evicted: e }, "evicted connections that had not sent a request, to make room for new ones");
     else this.log.info({ evicted: e }, "closed connections that did not send their request headers in time");
   }
 

@@ -194,10 +194,16 @@ export class SocketBook {
     const e = this.entries.get(socket);
     if (!e) return undefined;
     if (this.count(e.address) > this.ceilings.perAddress) {
-      return { status: 429, reason: `too many connections from your address (gateway.limits.max_per_address: ${this.ceilings.perAddress})` };
+      return {
+        status: 429,
+        reason: `too many connections from your address (gateway.limits.max_per_address: ${this.ceilings.perAddress})`,
+      };
     }
     if (this.all.count > this.ceilings.sockets) {
-      return { status: 503, reason: `the gateway has ${this.ceilings.sockets} connections open, all it has descriptors for; try again later` };
+      return {
+        status: 503,
+        reason: `the gateway has ${this.ceilings.sockets} connections open, all it has descriptors for; try again later`,
+      };
     }
     return undefined;
   }

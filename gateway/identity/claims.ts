@@ -42,7 +42,8 @@ export class GuestBook {
   /** The runtime id for `subject`, or why it cannot have one. */
   claim(wanted: string, subject: string, isDeclared: (id: string) => boolean): { ok: true; id: string } | { ok: false; reason: string } {
     const holder = this.holders.get(wanted);
-    if (holder !== undefined) return holder === subject ? { ok: true, id: wanted } : { ok: false, reason: `the runtime id "${wanted}" is held by another person` };
+    if (holder !== undefined)
+      return holder === subject ? { ok: true, id: wanted } : { ok: false, reason: `the runtime id "${wanted}" is held by another person` };
     if (isDeclared(wanted)) return { ok: false, reason: `"${wanted}" is a declared participant; map this person under identity.people` };
     const like = this.alike.clash(wanted);
     if (like !== undefined) return { ok: false, reason: `the runtime id "${wanted}" reads like participant "${like}"` };
@@ -66,7 +67,12 @@ export function groupsOf(config: IdentityConfig, claims: Record<string, unknown>
 }
 
 /** Who verified `claims` are in the space. `isDeclared` says whether an id is in space.yaml (runtime humans are not). */
-export function mapClaims(config: IdentityConfig, claims: Record<string, unknown>, guests: GuestBook, isDeclared: (id: string) => boolean): Mapped {
+export function mapClaims(
+  config: IdentityConfig,
+  claims: Record<string, unknown>,
+  guests: GuestBook,
+  isDeclared: (id: string) => boolean,
+): Mapped {
   const sub = typeof claims["sub"] === "string" ? claims["sub"] : undefined;
   if (!sub) return { ok: false, reason: "the token names no subject (sub)" };
   const subject = `${String(claims["iss"] ?? config.issuer)} ${sub}`;
@@ -82,8 +88,17 @@ export function mapClaims(config: IdentityConfig, claims: Record<string, unknown
     if (id !== undefined) return { ok: true, identity: { participant: id, groups, subject } };
   }
   const entries = Object.entries(config.guests).filter(([g]) => groups.includes(g.slice(1)));
-  if (entries.length === 0 || named === undefined) return { ok: false, reason: "this identity is not a participant of the space (not under identity.people, and in no group under identity.guests)" };
-  const wanted = named.toLowerCase().replace("@", ".").replace(GUEST_ID_CHARS, "-").replace(/^[^a-z0-9]+/, "").slice(0, MAX_ID);
+  if (entries.length === 0 || named === undefined)
+    return {
+      ok: false,
+      reason: "this identity is not a participant of the space (not under identity.people, and in no group under identity.guests)",
+    };
+  const wanted = named
+    .toLowerCase()
+    .replace("@", ".")
+    .replace(GUEST_ID_CHARS, "-")
+    .replace(/^[^a-z0-9]+/, "")
+    .slice(0, MAX_ID);
   if (wanted === "") return { ok: false, reason: "no participant id can be made from this identity's claims" };
   const held = guests.claim(wanted, subject, isDeclared);
   if (!held.ok) return held;

@@ -95,13 +95,21 @@ const plainPrototype = (c: string): string => TABLE.get(c)!;
 
 /** The skeleton of `s`, taken before case folding: `fiIes`, `fi1es`, `FILES`→`flles`. */
 export function skeleton(s: string): string {
-  if (PLAIN.test(s)) return s.replace(PLAIN_LOOKALIKES, plainPrototype).toLowerCase().replace(PAIRS, (p) => PAIR_OF[p]!);
+  if (PLAIN.test(s))
+    return s
+      .replace(PLAIN_LOOKALIKES, plainPrototype)
+      .toLowerCase()
+      .replace(PAIRS, (p) => PAIR_OF[p]!);
   return finish(mapChars(prepare(s)));
 }
 
 /** The skeleton of `s` taken after case folding: `FILES` and `Files` → `files`. */
 export function foldedSkeleton(s: string): string {
-  if (PLAIN.test(s)) return s.toLowerCase().replace(PLAIN_LOOKALIKES, plainPrototype).replace(PAIRS, (p) => PAIR_OF[p]!);
+  if (PLAIN.test(s))
+    return s
+      .toLowerCase()
+      .replace(PLAIN_LOOKALIKES, plainPrototype)
+      .replace(PAIRS, (p) => PAIR_OF[p]!);
   return finish(prepare(s).toLowerCase());
 }
 

@@ -60,18 +60,29 @@ export class AccessTokens {
     } catch {
       return { ok: false, status: 401, error: "invalid_token", description: "the token is not a valid JWT" };
     }
-    if (!(this.config.algorithms as readonly unknown[]).includes(alg)) return { ok: false, status: 401, error: "invalid_token", description: "the token's signing algorithm is not accepted" };
+    if (!(this.config.algorithms as readonly unknown[]).includes(alg))
+      return { ok: false, status: 401, error: "invalid_token", description: "the token's signing algorithm is not accepted" };
     let keys: ReturnType<typeof createRemoteJWKSet>;
     try {
       keys = await this.keys();
     } catch (err) {
-      this.warn("discovery", `could not read the identity provider's discovery document (${(err as Error).message}); JWT access tokens are refused until it answers`);
-      return { ok: false, status: 503, error: "temporarily_unavailable", description: "the identity provider could not be reached to check this token; try again later" };
+      this.warn(
+        "discovery",
+        `could not read the identity provider's discovery document (${(err as Error).message}); JWT access tokens are refused until it answers`,
+      );
+      return {
+        ok: false,
+        status: 503,
+        error: "temporarily_unavailable",
+        description: "the identity provider could not be reached to check this token; try again later",
+      };
     }
     const resource = this.config.resource?.replace(/\/$/, "");
     // With a configured resource, the paths the request's own URLs name, under it (`…/mcp/fs`).
     const paths = audiences.flatMap((a) => (URL.canParse(a) ? [new URL(a).pathname] : [])).filter((p) => p.length > 1 && p !== "/mcp");
-    const audience = resource ? [...new Set([resource, `${resource}/`, `${resource}/mcp`, ...paths.map((p) => `${resource}${p}`)])] : audiences;
+    const audience = resource
+      ? [...new Set([resource, `${resource}/`, `${resource}/mcp`, ...paths.map((p) => `${resource}${p}`)])]
+      : audiences;
     let claims: JWTPayload;
     try {
       ({ payload: claims } = await jwtVerify(token, keys, {
@@ -83,16 +94,29 @@ export class AccessTokens {
       }));
     } catch (err) {
       // The keys could not be had (timeout, an error status, garbage, no network): not the token's fault.
-      const unavailable = err instanceof errors.JWKSTimeout || err instanceof errors.JWKSInvalid || !(err instanceof errors.JOSEError) || err.code === "ERR_JOSE_GENERIC";
+      const unavailable =
+        err instanceof errors.JWKSTimeout ||
+        err instanceof errors.JWKSInvalid ||
+        !(err instanceof errors.JOSEError) ||
+        err.code === "ERR_JOSE_GENERIC";
       if (unavailable) {
-        this.warn("jwks", `could not get the identity provider's keys (${(err as Error).name}: ${(err as Error).message}); JWT access tokens are refused until it answers`);
-        return { ok: false, status: 503, error: "temporarily_unavailable", description: "the identity provider's keys could not be fetched to check this token; try again later" };
+        this.warn(
+          "jwks",
+          `could not get the identity provider's keys (${(err as Error).name}: ${(err as Error).message}); JWT access tokens are refused until it answers`,
+        );
+        return {
+          ok: false,
+          status: 503,
+          error: "temporarily_unavailable",
+          description: "the identity provider's keys could not be fetched to check this token; try again later",
+        };
       }
       return { ok: false, status: 401, error: "invalid_token", description: describe(errors, err) };
     }
     const scopes = scopesOf(claims);
     const needed = this.config.required_scopes[surface];
-    if (!scopes.includes(needed)) return { ok: false, status: 403, error: "insufficient_scope", description: `this token lacks the scope "${needed}"`, scope: needed };
+    if (!scopes.includes(needed))
+      return { ok: false, status: 403, error: "insufficient_scope", description: `this token lacks the scope "${needed}"`, scope: needed };
     return { ok: true, claims: claims as JWTPayload & Record<string, unknown>, scopes };
   }
 
@@ -100,17 +124,25 @@ export class AccessTokens {
   private keys(): Promise<ReturnType<typeof createRemoteJWKSet>> {
     if (this.jwks) return Promise.resolve(this.jwks);
     if (this.discovering) return this.discovering;
-    if (Date.now() - this.discoveryFailedAt < DISCOVERY_RETRY_MS && this.discoveryFailedAt > 0) return Promise.reject(new Error("failed moments ago"));
+    if (Date.now() - this.discoveryFailedAt < DISCOVERY_RETRY_MS && this.discoveryFailedAt > 0)
+      return Promise.reject(new Error("failed moments ago"));
     const attempt = (async () => {
       const url = `${this.config.issuer.replace(/\/$/, "")}/.well-known/openid-configuration`;
       const res = await fetch(url, { signal: AbortSignal.timeout(this.config.jwks_timeout_ms), redirect: "error" });
       if (!res.ok) throw new Error(`HTTP ${res.status} from ${url}`);
       const doc = (await res.json()) as { issuer?: unknown; jwks_uri?: unknown };
       // RFC 8414 / OIDC discovery: the document must be the issuer's own.
-      if (doc.issuer !== this.config.issuer) throw new Error(`the discovery document names issuer ${JSON.stringify(String(doc.issuer).slice(0, 100))}, not ${this.config.issuer}`);
+      if (doc.issuer !== this.config.issuer)
+        throw new Error(
+          `the discovery document names issuer ${JSON.stringify(String(doc.issuer).slice(0, 100))}, not ${this.config.issuer}`,
+        );
       if (typeof doc.jwks_uri !== "string" || !/^https?:\/\//.test(doc.jwks_uri)) throw new Error("the discovery document has no jwks_uri");
       const { createRemoteJWKSet } = await (jose ??= import("jose"));
-      this.jwks = createRemoteJWKSet(new URL(doc.jwks_uri), { timeoutDuration: this.config.jwks_timeout_ms, cooldownDuration: JWKS_COOLDOWN_MS, cacheMaxAge: JWKS_MAX_AGE_MS });
+      this.jwks = createRemoteJWKSet(new URL(doc.jwks_uri), {
+        timeoutDuration: this.config.jwks_timeout_ms,
+        cooldownDuration: JWKS_COOLDOWN_MS,
+        cacheMaxAge: JWKS_MAX_AGE_MS,
+      });
       return this.jwks;
     })();
     this.discovering = attempt;

@@ -80,7 +80,8 @@ export class ConsoleSignIn {
     const p = this.pending.get(state);
     // One use, whatever happens next: a code or state seen twice is refused the second time.
     this.pending.delete(state);
-    if (!p || p.expiresAt <= Date.now()) throw new SignInError("unknown_state", "this sign-in is unknown, used already or expired; start again");
+    if (!p || p.expiresAt <= Date.now())
+      throw new SignInError("unknown_state", "this sign-in is unknown, used already or expired; start again");
     if (binding === undefined || binding.length !== p.binding.length || !timingSafeEqual(Buffer.from(binding), Buffer.from(p.binding))) {
       throw new SignInError("binding_mismatch", "this sign-in was started in another browser; start again here");
     }
@@ -90,7 +91,12 @@ export class ConsoleSignIn {
     current.search = callbackUrl.search;
     let tokens: Awaited<ReturnType<OidcClient["authorizationCodeGrant"]>>;
     try {
-      tokens = await client.authorizationCodeGrant(config, current, { pkceCodeVerifier: p.verifier, expectedState: state, expectedNonce: p.nonce, idTokenExpected: true });
+      tokens = await client.authorizationCodeGrant(config, current, {
+        pkceCodeVerifier: p.verifier,
+        expectedState: state,
+        expectedNonce: p.nonce,
+        idTokenExpected: true,
+      });
     } catch (err) {
       throw new SignInError("provider_error", `the identity provider did not sign you in: ${describe(err)}`);
     }
@@ -115,14 +121,21 @@ export class ConsoleSignIn {
   private discover(client: OidcClient): Promise<Configuration> {
     const secretName = this.config.client_secret_env;
     const secret = secretName ? this.env[secretName] : undefined;
-    if (secretName && !secret) return Promise.reject(new Error(`the environment variable ${secretName} (identity.client_secret_env) is not set`));
+    if (secretName && !secret)
+      return Promise.reject(new Error(`the environment variable ${secretName} (identity.client_secret_env) is not set`));
     const issuer = new URL(this.config.issuer);
     // Plain http only to a provider on this machine (tests, a local Keycloak).
     const loopback = issuer.protocol === "http:" && /^(127\.\d+\.\d+\.\d+|\[::1\]|localhost)$/.test(issuer.hostname);
-    return client.discovery(issuer, this.config.client_id!, secret ? { client_secret: secret, id_token_signed_response_alg: this.config.algorithms[0] } : undefined, secret ? client.ClientSecretBasic(secret) : client.None(), {
-      timeout: DISCOVERY_TIMEOUT_S,
-      ...(loopback ? { execute: [client.allowInsecureRequests] } : {}),
-    });
+    return client.discovery(
+      issuer,
+      this.config.client_id!,
+      secret ? { client_secret: secret, id_token_signed_response_alg: this.config.algorithms[0] } : undefined,
+      secret ? client.ClientSecretBasic(secret) : client.None(),
+      {
+        timeout: DISCOVERY_TIMEOUT_S,
+        ...(loopback ? { execute: [client.allowInsecureRequests] } : {}),
+      },
+    );
   }
 
   private sweep(): void {
@@ -132,8 +145,15 @@ export class ConsoleSignIn {
 }
 
 function describe(err: unknown): string {
-  const e = err as { error?: unknown; error_description?: unknown; message?: unknown; code?: unknown; cause?: { claim?: unknown; cause?: { claim?: unknown } } };
-  if (typeof e.error === "string") return `${e.error}${typeof e.error_description === "string" ? `: ${e.error_description}` : ""}`.slice(0, 200);
+  const e = err as {
+    error?: unknown;
+    error_description?: unknown;
+    message?: unknown;
+    code?: unknown;
+    cause?: { claim?: unknown; cause?: { claim?: unknown } };
+  };
+  if (typeof e.error === "string")
+    return `${e.error}${typeof e.error_description === "string" ? `: ${e.error_description}` : ""}`.slice(0, 200);
   // Which claim did not match (nonce, iss, aud…): its name only, never a value.
   const name = e.cause?.claim ?? e.cause?.cause?.claim;
   const claim = typeof name === "string" ? ` (the "${name}" claim)` : "";

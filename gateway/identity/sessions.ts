@@ -45,7 +45,16 @@ export class Sessions {
     if (this.byKey.size >= MAX_SESSIONS) this.end(this.byKey.values().next().value!);
     const cookie = randomBytes(32).toString("base64url");
     const now = Date.now();
-    const session: Session = { key: digest(cookie), space: this.space, identity, csrf: randomBytes(24).toString("base64url"), createdAt: now, expiresAt: now + this.ttlMs, address, closers: new Set() };
+    const session: Session = {
+      key: digest(cookie),
+      space: this.space,
+      identity,
+      csrf: randomBytes(24).toString("base64url"),
+      createdAt: now,
+      expiresAt: now + this.ttlMs,
+      address,
+      closers: new Set(),
+    };
     this.byKey.set(session.key, session);
     return { cookie, session };
   }

@@ -71,7 +71,9 @@ async function authenticate(space: Space, req: IncomingMessage, res: ServerRespo
   if (token === undefined) {
     const session = space.identity?.sessions.find(cookie(req, sessionCookieName(space.id)));
     if (!session) {
-      send(res, fail(401, "unauthorized", "send the participant's token as Authorization: Bearer <token>, or sign in"), { "www-authenticate": bearerChallenge(req, "/api") });
+      send(res, fail(401, "unauthorized", "send the participant's token as Authorization: Bearer <token>, or sign in"), {
+        "www-authenticate": bearerChallenge(req, "/api"),
+      });
       return undefined;
     }
     if (req.method !== "GET" && req.method !== "HEAD" && !Sessions.csrfMatches(session, header(req, "x-csrf-token"))) {
@@ -85,7 +87,11 @@ async function authenticate(space: Space, req: IncomingMessage, res: ServerRespo
   if (!auth.ok) {
     const { status } = auth.http;
     const code = status === 403 ? "insufficient_scope" : status === 503 ? "unavailable" : "unauthorized";
-    send(res, fail(status, code, auth.reason), status === 503 ? { "retry-after": "5" } : { "www-authenticate": bearerChallenge(req, "/api", auth.http) });
+    send(
+      res,
+      fail(status, code, auth.reason),
+      status === 503 ? { "retry-after": "5" } : { "www-authenticate": bearerChallenge(req, "/api", auth.http) },
+    );
     return undefined;
   }
   return { space, id: auth.id, digest: auth.digest };
@@ -104,7 +110,8 @@ export interface ApiHost {
 export function mountOperatorApi(gateway: ApiHost): void {
   gateway.addHttpPrefix(PREFIX, (req, res) => {
     handle(gateway, req, res).catch((err: Error) => {
-      if (!res.headersSent) send(res, { status: 500, body: { error: { code: "internal_error", message: "the gateway failed on this request" } } });
+      if (!res.headersSent)
+        send(res, { status: 500, body: { error: { code: "internal_error", message: "the gateway failed on this request" } } });
       else res.end();
       void err;
     });
@@ -124,7 +131,10 @@ async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerRespons
   const linkPath = rest[0] === "links" && rest.length === 2 && req.method === "POST" ? rest[1] : undefined;
   if (linkPath === "state") {
     const read = await readJsonObject(req, res, MAX_BODY);
-    return send(res, read.ok ? { status: 200, body: linkState(space, read.body["link"]) } : fail(read.status, "invalid_payload", read.message));
+    return send(
+      res,
+      read.ok ? { status: 200, body: linkState(space, read.body["link"]) } : fail(read.status, "invalid_payload", read.message),
+    );
   }
   const device = linkPath !== undefined && req.headers.authorization === undefined ? deviceParticipant(space, req) : undefined;
   const caller = device ? { space, id: device.id } : await authenticate(space, req, res);
@@ -138,10 +148,12 @@ async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerRespons
     if (!read.ok) return send(res, fail(read.status, "invalid_payload", read.message));
     body = read.body;
   }
-  if (route === "POST reload" || route === "GET sessions" || route === "DELETE sessions/:id") return send(res, await operate(gateway, caller, route, rest[1]));
+  if (route === "POST reload" || route === "GET sessions" || route === "DELETE sessions/:id")
+    return send(res, await operate(gateway, caller, route, rest[1]));
   if (route === "GET reviews") return send(res, reviewsRoute(space, caller.id));
   if (route === "POST proposals/:id/review") return send(res, await reviewRoute(space, caller.id, rest[1] ?? "", body));
-  if (rest[0] === "policy" && (rest[1] === "suggestions" || rest[1] === "dry-run" || rest[1] === "fatigue")) return send(res, await learnRoute(gateway, space, caller.id, req.method ?? "GET", rest.slice(1), body));
+  if (rest[0] === "policy" && (rest[1] === "suggestions" || rest[1] === "dry-run" || rest[1] === "fatigue"))
+    return send(res, await learnRoute(gateway, space, caller.id, req.method ?? "GET", rest.slice(1), body));
   const reply = await dispatch(caller, route, rest[1], url.searchParams, body);
   // A link opened with the person's own token: this device may open their next links with one tap.
   const token = bearer(req.headers.authorization);
@@ -149,7 +161,8 @@ async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerRespons
     (reply.body as Record<string, unknown>)["device"] = { until: new Date(Date.now() + DEVICE_SESSION_MS).toISOString() };
     return send(res, reply, { "set-cookie": deviceCookie(space, req, caller.id, token) });
   }
-  if (device && reply.status === 200 && typeof reply.body === "object" && reply.body) (reply.body as Record<string, unknown>)["device"] = { until: new Date(device.until).toISOString() };
+  if (device && reply.status === 200 && typeof reply.body === "object" && reply.body)
+    (reply.body as Record<string, unknown>)["device"] = { until: new Date(device.until).toISOString() };
   send(res, reply);
 }
 
@@ -159,21 +172,42 @@ async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerRespons
  * by default: they hold `*`).
  */
 async function operate(gateway: ApiHost, c: Caller, route: string, id: string | undefined): Promise<Reply> {
-  const capabilities = c.space.participantsView().find((p) => p.id === c.id)?.["capabilities"] as Parameters<typeof compileCapabilities>[0] | undefined;
-  if (!capabilities || !compileCapabilities(capabilities)({ kind: "space/reload" })) return fail(403, "capability_violation", "only an operator may do this: your capabilities do not allow space/reload");
+  const capabilities = c.space.participantsView().find((p) => p.id === c.id)?.["capabilities"] as
+    | Parameters<typeof compileCapabilities>[0]
+    | undefined;
+  if (!capabilities || !compileCapabilities(capabilities)({ kind: "space/reload" }))
+    return fail(403, "capability_violation", "only an operator may do this: your capabilities do not allow space/reload");
   if (route === "GET sessions") return ok({ sessions: c.space.sessions.view() });
-  if (route === "DELETE sessions/:id") return c.space.sessions.end(id ?? "", c.id) ? ok({ ended: id }) : fail(404, "not_connected", `"${clip(id ?? "")}" has no session in this space`);
+  if (route === "DELETE sessions/:id")
+    return c.space.sessions.end(id ?? "", c.id)
+      ? ok({ ended: id })
+      : fail(404, "not_connected", `"${clip(id ?? "")}" has no session in this space`);
   if (!gateway.reload) return fail(501, "not_supported", "this gateway cannot reload");
   try {
     return ok({ reloaded: await gateway.reload({ space: c.space.id, by: c.id }) });
   } catch (err) {
     const issues = (err as { issues?: unknown }).issues;
     // The file's own errors (file:line:col): nothing changed.
-    return { status: 422, body: { error: { code: issues ? "invalid_config" : "reload_failed", message: `nothing changed: ${(err as Error).message}`, ...(issues ? { issues } : {}) } } };
+    return {
+      status: 422,
+      body: {
+        error: {
+          code: issues ? "invalid_config" : "reload_failed",
+          message: `nothing changed: ${(err as Error).message}`,
+          ...(issues ? { issues } : {}),
+        },
+      },
+    };
   }
 }
 
-async function dispatch(c: Caller, route: string, id: string | undefined, q: URLSearchParams, body: Record<string, unknown>): Promise<Reply> {
+async function dispatch(
+  c: Caller,
+  route: string,
+  id: string | undefined,
+  q: URLSearchParams,
+  body: Record<string, unknown>,
+): Promise<Reply> {
   const { space } = c;
   switch (route) {
     case "GET me":
@@ -208,37 +242,59 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
     case "POST links/preview":
       return linkRoute(space, c.id, route === "POST links/open" ? "open" : route === "POST links/preview" ? "preview" : "decide", body);
     case "POST proposals/:id/approve": {
-      const errors = await space.act(c.id, { kind: "mcp/approve", correlation_id: [id], payload: pick(body, ["scope", "arguments", "reason", "limit"]) });
+      const errors = await space.act(c.id, {
+        kind: "mcp/approve",
+        correlation_id: [id],
+        payload: pick(body, ["scope", "arguments", "reason", "limit"]),
+      });
       // One of several approvals it needs: it still waits, and says how far it got.
       const still = errors.length ? undefined : space.pendingProposals().find((x) => x.id === id && x.state === "pending");
       return acted(errors, still ? { state: "pending", ...proposalView(space, c.id, still) } : { state: "approved" });
     }
     case "POST proposals/:id/reject":
-      return acted(await space.act(c.id, { kind: "mcp/reject", correlation_id: [id], payload: { reason: "disagree", ...pick(body, ["reason", "text"]) } }), { state: "rejected" });
+      return acted(
+        await space.act(c.id, {
+          kind: "mcp/reject",
+          correlation_id: [id],
+          payload: { reason: "disagree", ...pick(body, ["reason", "text"]) },
+        }),
+        { state: "rejected" },
+      );
     case "POST proposals/:id/respond": {
       // An answer to the proposer about this proposal, without deciding it: a chat to the
       // proposer tied to the proposal (docs/protocol.md, Respond). It stays pending.
       const p = visible(c).find((x) => x.id === id);
       if (!p) return fail(404, "unknown_proposal", `no pending proposal "${clip(id ?? "")}"`);
-      if (typeof body["text"] !== "string" || body["text"].trim() === "") return fail(400, "invalid_payload", "respond: text must be a non-empty string");
+      if (typeof body["text"] !== "string" || body["text"].trim() === "")
+        return fail(400, "invalid_payload", "respond: text must be a non-empty string");
       // Only someone who may decide it answers about it (respond.ts): anyone else would send a plain chat.
       const why = space.whyNotDecide(c.id, p);
       if (why) return fail(403, why.code, `you may not respond to proposal "${clip(p.id)}": ${why.message}`);
       const envId = crypto.randomUUID();
-      return acted(await space.act(c.id, { id: envId, kind: "chat", to: [p.proposer], correlation_id: [p.id], payload: { text: body["text"] } }), { id: envId });
+      return acted(
+        await space.act(c.id, { id: envId, kind: "chat", to: [p.proposer], correlation_id: [p.id], payload: { text: body["text"] } }),
+        { id: envId },
+      );
     }
     case "POST proposals/:id/withdraw":
-      return acted(await space.act(c.id, { kind: "mcp/withdraw", correlation_id: [id], payload: pick(body, ["reason"]) }), { state: "withdrawn" });
+      return acted(await space.act(c.id, { kind: "mcp/withdraw", correlation_id: [id], payload: pick(body, ["reason"]) }), {
+        state: "withdrawn",
+      });
     case "DELETE grants/:id": {
       const g = space.grantById(id ?? "");
       if (!g) return fail(404, "unknown_grant", `no grant "${clip(id ?? "")}"`);
-      return acted(await space.act(c.id, { kind: "capability/revoke", payload: { recipient: g.recipient, grant_id: g.id } }), { revoked: g.id });
+      return acted(await space.act(c.id, { kind: "capability/revoke", payload: { recipient: g.recipient, grant_id: g.id } }), {
+        revoked: g.id,
+      });
     }
     case "POST chat": {
-      if (typeof body["text"] !== "string" || body["text"] === "") return fail(400, "invalid_payload", "chat: text must be a non-empty string");
+      if (typeof body["text"] !== "string" || body["text"] === "")
+        return fail(400, "invalid_payload", "chat: text must be a non-empty string");
       const to = Array.isArray(body["to"]) ? body["to"] : undefined;
       const envId = crypto.randomUUID();
-      return acted(await space.act(c.id, { id: envId, kind: "chat", ...(to ? { to } : {}), payload: { text: body["text"] } }), { id: envId });
+      return acted(await space.act(c.id, { id: envId, kind: "chat", ...(to ? { to } : {}), payload: { text: body["text"] } }), {
+        id: envId,
+      });
     }
     case "POST participants/:id/disable":
     case "POST participants/:id/enable": {
@@ -257,7 +313,10 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
       const r = space.requestsFor(c.id).find((x) => x["id"] === id);
       if (!r) return fail(404, "unknown_request", `nothing "${clip(id ?? "")}" is waiting for your answer`);
       const outcome = body["error"] !== undefined ? { error: body["error"] } : { result: body["result"] ?? {} };
-      return acted(await space.act(c.id, { kind: "mcp/response", correlation_id: [id], payload: { jsonrpc: "2.0", id: r["rpc_id"], ...outcome } }), { answered: id });
+      return acted(
+        await space.act(c.id, { kind: "mcp/response", correlation_id: [id], payload: { jsonrpc: "2.0", id: r["rpc_id"], ...outcome } }),
+        { answered: id },
+      );
     }
     case "GET policy/explain":
       return explainRoute(space, c.id, q);
@@ -271,7 +330,9 @@ async function dispatch(c: Caller, route: string, id: string | undefined, q: URL
 /** Decided proposals the caller may see (as pending ones: all with visibility `all`, else its own and those it served), newest first. */
 function decidedFor(c: Caller, q: URLSearchParams): Array<Record<string, unknown>> {
   const all = c.space.config.participants[c.id]?.visibility === "all";
-  const entries = c.space.audit(auditQuery(q), 5000).filter((e) => e.event !== "tool_changed" && (all || e.proposer === c.id || e.owner === c.id));
+  const entries = c.space
+    .audit(auditQuery(q), 5000)
+    .filter((e) => e.event !== "tool_changed" && (all || e.proposer === c.id || e.owner === c.id));
   return decidedView(c.space, entries, Math.min(limit(q), 500));
 }
 
@@ -283,7 +344,12 @@ function visible(c: Caller): Proposal[] {
 
 /** The server-sent event stream of what the caller may see, until the client goes away. */
 function events(c: Caller, req: IncomingMessage, res: ServerResponse): void {
-  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-store", connection: "keep-alive", "x-accel-buffering": "no" });
+  res.writeHead(200, {
+    "content-type": "text/event-stream",
+    "cache-control": "no-store",
+    connection: "keep-alive",
+    "x-accel-buffering": "no",
+  });
   res.write(`event: hello\ndata: ${JSON.stringify({ you: c.id, space: c.space.id })}\n\n`);
   const peer: Peer = {
     send: (bytes) => {
@@ -302,7 +368,10 @@ function events(c: Caller, req: IncomingMessage, res: ServerResponse): void {
   // And a token revoked, rotated or expired ends the stream opened with it (space/sessions.ts).
   let stopped = false;
   const revoked = () => {
-    if (!stopped) res.write(`event: closed\ndata: ${JSON.stringify({ code: "token_revoked", message: "the token this stream was opened with is no longer accepted (rotated, revoked or expired)" })}\n\n`);
+    if (!stopped)
+      res.write(
+        `event: closed\ndata: ${JSON.stringify({ code: "token_revoked", message: "the token this stream was opened with is no longer accepted (rotated, revoked or expired)" })}\n\n`,
+      );
     stop();
   };
   const unhold = c.digest === undefined ? undefined : c.space.sessions.hold(c.id, c.digest, "event stream", revoked);
@@ -350,7 +419,10 @@ function pick(body: Record<string, unknown>, keys: string[]): Record<string, unk
   return out;
 }
 
-const ok = (body: unknown): Reply => ({ status: body === undefined ? 404 : 200, body: body ?? { error: { code: "not_found", message: "not found" } } });
+const ok = (body: unknown): Reply => ({
+  status: body === undefined ? 404 : 200,
+  body: body ?? { error: { code: "not_found", message: "not found" } },
+});
 const fail = (status: number, code: string, message: string): Reply => ({ status, body: { error: { code, message } } });
 
 function send(res: ServerResponse, r: Reply, headers: Record<string, string> = {}): void {

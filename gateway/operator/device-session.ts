@@ -48,7 +48,12 @@ function secure(req: IncomingMessage): boolean {
 
 /** The Set-Cookie header that opens a device session for `participant`, made from `token`. */
 export function deviceCookie(space: Space, req: IncomingMessage, participant: string, token: string, now = Date.now()): string {
-  const claims: DeviceClaims = { a: participant, e: now + DEVICE_SESSION_MS, t: TokenBook.digestOf(token), n: randomBytes(9).toString("base64url") };
+  const claims: DeviceClaims = {
+    a: participant,
+    e: now + DEVICE_SESSION_MS,
+    t: TokenBook.digestOf(token),
+    n: randomBytes(9).toString("base64url"),
+  };
   const body = Buffer.from(JSON.stringify(claims)).toString("base64url");
   const value = `${body}.${space.aids.links.signFor("device", body)}`;
   return `${deviceCookieName(space.id)}=${value}; Path=${path(space.id)}; Max-Age=${Math.floor(DEVICE_SESSION_MS / 1000)}; HttpOnly; SameSite=Strict${secure(req) ? "; Secure" : ""}`;
@@ -85,6 +90,7 @@ export function linkState(space: Space, link: unknown): { state: string; for?: s
   const check = space.aids.links.check(link);
   if (!check.ok) return { state: check.code.replace(/^link_/, ""), message: check.message };
   const pending = space.pendingProposals().some((p) => p.id === check.claims.p);
-  if (!pending) return { state: "not_pending", for: check.claims.a, message: "the proposal this link decides is no longer waiting for a decision" };
+  if (!pending)
+    return { state: "not_pending", for: check.claims.a, message: "the proposal this link decides is no longer waiting for a decision" };
   return { state: "usable", for: check.claims.a, message: "this link can decide once, by the person it was made for" };
 }

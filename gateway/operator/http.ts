@@ -55,8 +55,10 @@ export function readJsonObject(
       if (size === 0) return resolve({ ok: true, body: {} });
       try {
         const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown;
-        if (typeof body !== "object" || body === null || Array.isArray(body)) return resolve({ ok: false, status: 400, message: "the body must be a JSON object" });
-        if (!nestsWithin(body, MAX_BODY_DEPTH)) return resolve({ ok: false, status: 400, message: `the body nests arrays and objects more than ${MAX_BODY_DEPTH} deep` });
+        if (typeof body !== "object" || body === null || Array.isArray(body))
+          return resolve({ ok: false, status: 400, message: "the body must be a JSON object" });
+        if (!nestsWithin(body, MAX_BODY_DEPTH))
+          return resolve({ ok: false, status: 400, message: `the body nests arrays and objects more than ${MAX_BODY_DEPTH} deep` });
         resolve({ ok: true, body: body as Record<string, unknown> });
       } catch {
         resolve({ ok: false, status: 400, message: "the body is not JSON" });
@@ -103,9 +105,17 @@ export function resourceUrls(req: IncomingMessage, path?: string): string[] {
  * token without the scope, which scope to ask for; `scope` alone (a 401 without a token) says
  * which scope a token needs here.
  */
-export function bearerChallenge(req: IncomingMessage, metadataSuffix: string, failure?: { error: string; description?: string; scope?: string }, scope?: string): string {
+export function bearerChallenge(
+  req: IncomingMessage,
+  metadataSuffix: string,
+  failure?: { error: string; description?: string; scope?: string },
+  scope?: string,
+): string {
   const quote = (v: string) => v.replace(/[\\"]/g, "").replace(/[^\x20-\x7e]/g, "?");
-  const parts = [`Bearer realm="mewgate"`, `resource_metadata="${quote(`${requestOrigin(req)}${RESOURCE_METADATA_PATH}${metadataSuffix}`)}"`];
+  const parts = [
+    `Bearer realm="mewgate"`,
+    `resource_metadata="${quote(`${requestOrigin(req)}${RESOURCE_METADATA_PATH}${metadataSuffix}`)}"`,
+  ];
   // An identity that is no one here (access_denied) is not a scope problem: no error to retry for.
   if (failure && failure.error !== "temporarily_unavailable" && failure.error !== "access_denied") {
     parts.push(`error="${quote(failure.error)}"`);

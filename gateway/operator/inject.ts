@@ -41,7 +41,9 @@ export function mountInjection(gateway: InjectHost): void {
     const s = space(url);
     if (!s) return send(res, 404, { error: "unknown_space", message: "no such space (give ?space=ID)" });
     if (!who(req, s)) return send(res, 401, { error: "unauthorized", message: "send a participant's token as Authorization: Bearer" });
-    send(res, 200, { participants: s.participantsView().map((p) => ({ id: p["id"], connected: p["online"], capabilities: p["capabilities"] })) });
+    send(res, 200, {
+      participants: s.participantsView().map((p) => ({ id: p["id"], connected: p["online"], capabilities: p["capabilities"] })),
+    });
   });
 
   gateway.addHttpPrefix("/participants/", (req, res) => {
@@ -49,17 +51,20 @@ export function mountInjection(gateway: InjectHost): void {
       const url = new URL(req.url ?? "/", "http://gateway");
       const m = /^\/participants\/([^/]+)\/messages$/.exec(url.pathname);
       const named = m ? decoded(m[1]!) : undefined;
-      if (named === undefined || req.method !== "POST") return send(res, 404, { error: "not_found", message: "POST /participants/<id>/messages?space=<space>" });
+      if (named === undefined || req.method !== "POST")
+        return send(res, 404, { error: "not_found", message: "POST /participants/<id>/messages?space=<space>" });
       const s = space(url);
       if (!s) return send(res, 404, { error: "unknown_space", message: "no such space (give ?space=ID)" });
-      if (!/^Bearer\s+\S+/i.test(req.headers.authorization ?? "")) return send(res, 401, { error: "unauthorized", message: "missing or invalid authorization header" });
+      if (!/^Bearer\s+\S+/i.test(req.headers.authorization ?? ""))
+        return send(res, 401, { error: "unauthorized", message: "missing or invalid authorization header" });
       const id = who(req, s);
       // The path names the participant; the token must be that participant's.
       if (id === undefined || id !== named) return send(res, 403, { error: "forbidden", message: "invalid token for participant" });
       const read = await readJsonObject(req, res, MAX_BODY);
       if (!read.ok) return send(res, read.status, { error: "invalid_request", message: read.message });
       const body = read.body;
-      if (typeof body["kind"] !== "string" || body["kind"] === "") return send(res, 400, { error: "invalid_request", message: "message kind is required" });
+      if (typeof body["kind"] !== "string" || body["kind"] === "")
+        return send(res, 400, { error: "invalid_request", message: "message kind is required" });
       const envelopeId = typeof body["id"] === "string" && body["id"] ? body["id"] : `http-${randomUUID()}`;
       const replies: Envelope[] = [];
       const errors = await s.act(id, { ...body, id: envelopeId }, { tellLive: true, replies });

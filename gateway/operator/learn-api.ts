@@ -52,7 +52,9 @@ function isHuman(space: Space, id: string): boolean {
 }
 
 function isOperator(space: Space, id: string): boolean {
-  const capabilities = space.participantsView().find((p) => p.id === id)?.["capabilities"] as Parameters<typeof compileCapabilities>[0] | undefined;
+  const capabilities = space.participantsView().find((p) => p.id === id)?.["capabilities"] as
+    | Parameters<typeof compileCapabilities>[0]
+    | undefined;
   return capabilities !== undefined && compileCapabilities(capabilities)({ kind: "space/reload" });
 }
 
@@ -64,7 +66,11 @@ export function learningInput(space: Space): { calls: PastCall[]; tools: KnownTo
 }
 
 /** The suggestions not dismissed, each saying who confirmed what. */
-export function currentSuggestions(space: Space): { suggestions: Array<Suggestion & { confirmed?: string[] }>; dismissed: number; calls: number } {
+export function currentSuggestions(space: Space): {
+  suggestions: Array<Suggestion & { confirmed?: string[] }>;
+  dismissed: number;
+  calls: number;
+} {
   const { calls, tools } = learningInput(space);
   const m = memory(space);
   const suggestions = suggest(space.config, calls, tools)
@@ -73,16 +79,33 @@ export function currentSuggestions(space: Space): { suggestions: Array<Suggestio
   return { suggestions, dismissed: m.dismissedCount(), calls: calls.length };
 }
 
-export async function learnRoute(host: LearnHost, space: Space, me: string, method: string, rest: string[], body: Record<string, unknown>, env: NodeJS.ProcessEnv = process.env): Promise<Reply> {
+export async function learnRoute(
+  host: LearnHost,
+  space: Space,
+  me: string,
+  method: string,
+  rest: string[],
+  body: Record<string, unknown>,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<Reply> {
   const [what, sid, action] = rest;
   if (what === "dry-run" && method === "POST" && rest.length === 1) return dryRunRoute(space, me, body, env);
-  if (what === "fatigue" && method === "GET" && rest.length === 1) return isHuman(space, me) ? { status: 200, body: fatigueOf(space) } : fail(403, "forbidden", "only a human may read the decision figures");
+  if (what === "fatigue" && method === "GET" && rest.length === 1)
+    return isHuman(space, me)
+      ? { status: 200, body: fatigueOf(space) }
+      : fail(403, "forbidden", "only a human may read the decision figures");
   if (what !== "suggestions") return fail(404, "not_found", "no such route; see docs/operator-api.md");
   if (!isHuman(space, me)) return fail(403, "forbidden", "only a human may read or decide suggested rules");
   if (method === "GET" && rest.length === 1) return { status: 200, body: currentSuggestions(space) };
-  if (method !== "POST" || rest.length !== 3 || !sid || (action !== "accept" && action !== "dismiss")) return fail(404, "not_found", "POST policy/suggestions/<id>/accept or …/dismiss");
+  if (method !== "POST" || rest.length !== 3 || !sid || (action !== "accept" && action !== "dismiss"))
+    return fail(404, "not_found", "POST policy/suggestions/<id>/accept or …/dismiss");
   const found = currentSuggestions(space).suggestions.find((s) => s.id === sid);
-  if (!found) return fail(404, "unknown_suggestion", `no suggestion "${sid.slice(0, 64)}" now: dismissed, accepted, or the trail no longer supports it`);
+  if (!found)
+    return fail(
+      404,
+      "unknown_suggestion",
+      `no suggestion "${sid.slice(0, 64)}" now: dismissed, accepted, or the trail no longer supports it`,
+    );
   if (action === "dismiss") {
     memory(space).dismiss(found.id, me);
     return { status: 200, body: { ok: true, dismissed: found.id } };
@@ -90,7 +113,8 @@ export async function learnRoute(host: LearnHost, space: Space, me: string, meth
   // A person who rejected a covered call may confirm it whether or not they may change the file.
   if (found.confirm && found.confirm.by.includes(me) && body["confirm"] === true) memory(space).confirm(found.id, me);
   if (!isOperator(space, me)) {
-    if (found.confirm?.by.includes(me) && body["confirm"] === true) return { status: 202, body: { ok: true, confirmed: found.id, message: "your confirmation is kept; an operator accepts the rule" } };
+    if (found.confirm?.by.includes(me) && body["confirm"] === true)
+      return { status: 202, body: { ok: true, confirmed: found.id, message: "your confirmation is kept; an operator accepts the rule" } };
     return fail(403, "capability_violation", "only an operator may change space.yaml: your capabilities do not allow space/reload");
   }
   if (!host.reload) return fail(501, "not_supported", "this gateway cannot reload");
@@ -99,7 +123,14 @@ export async function learnRoute(host: LearnHost, space: Space, me: string, meth
     if (waiting.length) {
       return {
         status: 409,
-        body: { error: { code: "needs_confirmation", message: `this rule would allow ${found.confirm.calls.length} call(s) a person rejected; each of ${waiting.join(", ")} must accept it with {"confirm": true} first`, waiting, calls: found.confirm.calls } },
+        body: {
+          error: {
+            code: "needs_confirmation",
+            message: `this rule would allow ${found.confirm.calls.length} call(s) a person rejected; each of ${waiting.join(", ")} must accept it with {"confirm": true} first`,
+            waiting,
+            calls: found.confirm.calls,
+          },
+        },
       };
     }
   }
@@ -116,10 +147,26 @@ async function accept(host: LearnHost, space: Space, me: string, s: Suggestion, 
       const code = err instanceof RuleEditError ? "cannot_edit" : "write_failed";
       return fail(409, code, `space.yaml was not changed: ${(err as Error).message}`);
     }
-    const changes = [`${s.kind} for ${s.participant}: ${JSON.stringify(s.rule)}`, ...Object.entries(s.changes).map(([how, n]) => `${how}: ${n.total} recorded call(s) (${n.approved} approved, ${n.rejected} rejected)`), `backup: ${written.backup}`];
+    const changes = [
+      `${s.kind} for ${s.participant}: ${JSON.stringify(s.rule)}`,
+      ...Object.entries(s.changes).map(
+        ([how, n]) => `${how}: ${n.total} recorded call(s) (${n.approved} approved, ${n.rejected} rejected)`,
+      ),
+      `backup: ${written.backup}`,
+    ];
     const record: AuditRecord = {
       type: "audit",
-      entry: { ts: new Date().toISOString(), event: "rule_accepted", proposal: "", proposer: me, owner: s.participant, tool: typeof s.rule === "string" ? s.rule : s.rule.tool, method: "policy/suggestion", arguments: { suggestion: s.id, kind: s.kind, rule: s.rule }, changes },
+      entry: {
+        ts: new Date().toISOString(),
+        event: "rule_accepted",
+        proposal: "",
+        proposer: me,
+        owner: s.participant,
+        tool: typeof s.rule === "string" ? s.rule : s.rule.tool,
+        method: "policy/suggestion",
+        arguments: { suggestion: s.id, kind: s.kind, rule: s.rule },
+        changes,
+      },
     };
     try {
       await space.record({ records: [record], apply: () => {} });
@@ -129,17 +176,32 @@ async function accept(host: LearnHost, space: Space, me: string, s: Suggestion, 
     }
     try {
       const reloaded = await host.reload!({ space: space.id, by: me });
-      return { status: 200, body: { ok: true, accepted: s.id, rule: { participant: s.participant, kind: s.kind, rule: s.rule }, backup: written.backup, reloaded } };
+      return {
+        status: 200,
+        body: {
+          ok: true,
+          accepted: s.id,
+          rule: { participant: s.participant, kind: s.kind, rule: s.rule },
+          backup: written.backup,
+          reloaded,
+        },
+      };
     } catch (err) {
-      return fail(422, "reload_failed", `the rule is in space.yaml (backup ${written.backup}) but the reload failed: ${(err as Error).message}`);
+      return fail(
+        422,
+        "reload_failed",
+        `the rule is in space.yaml (backup ${written.backup}) but the reload failed: ${(err as Error).message}`,
+      );
     }
   });
 }
 
 function dryRunRoute(space: Space, me: string, body: Record<string, unknown>, env: NodeJS.ProcessEnv): Reply {
-  if (!isOperator(space, me)) return fail(403, "capability_violation", "only an operator may dry-run a space.yaml: your capabilities do not allow space/reload");
+  if (!isOperator(space, me))
+    return fail(403, "capability_violation", "only an operator may dry-run a space.yaml: your capabilities do not allow space/reload");
   const text = body["yaml"];
-  if (typeof text !== "string" || text.length === 0) return fail(400, "invalid_payload", "dry-run: yaml must be the changed space.yaml's text");
+  if (typeof text !== "string" || text.length === 0)
+    return fail(400, "invalid_payload", "dry-run: yaml must be the changed space.yaml's text");
   if (text.length > MAX_YAML) return fail(400, "invalid_payload", `dry-run: yaml is ${text.length} characters; at most ${MAX_YAML}`);
   let next: SpaceConfig;
   try {
@@ -160,7 +222,10 @@ function dryRunRoute(space: Space, me: string, body: Record<string, unknown>, en
  * each time. A card's history may so lag the trail by that much; what bounds a reviewer
  * (`fresh`) never does.
  */
-const hintIndex = new WeakMap<Space, { version: number; at: number; index: Map<string, PastCall[]>; byProposer: Map<string, PastCall[]> }>();
+const hintIndex = new WeakMap<
+  Space,
+  { version: number; at: number; index: Map<string, PastCall[]>; byProposer: Map<string, PastCall[]> }
+>();
 const REBUILD_MS = 1000;
 
 function indexes(space: Space, fresh = false): { index: Map<string, PastCall[]>; byProposer: Map<string, PastCall[]> } {
@@ -185,12 +250,26 @@ export function refreshLearning(space: Space): void {
  * What a card shows from the recorded calls: "you approved 5 like this" (hint.ts) and the
  * proposal's risk with its reasons (risk.ts).
  */
-export function learnView(space: Space, viewer: string, p: Proposal, facts: { annotations?: Record<string, unknown> | undefined; definitionChanged: boolean; flagged: boolean }, fresh = false): { like_this?: LikeThis; risk?: Risk } {
+export function learnView(
+  space: Space,
+  viewer: string,
+  p: Proposal,
+  facts: { annotations?: Record<string, unknown> | undefined; definitionChanged: boolean; flagged: boolean },
+  fresh = false,
+): { like_this?: LikeThis; risk?: Risk } {
   if (p.method !== "tools/call" || p.tool === undefined) return {};
   const { index, byProposer } = indexes(space, fresh);
   const args = runningArguments(p);
   const like = likeThis(index, viewer, { id: p.id, proposer: p.proposer, owner: p.owner, tool: p.tool, args });
-  const risk = riskOf({ id: p.id, proposer: p.proposer, tool: `${p.owner}/${p.tool}`, args, ...facts, byProposer: byProposer.get(p.proposer) ?? [], byTool: index.get(`${p.proposer}\u0000${p.owner}/${p.tool}`) ?? [] });
+  const risk = riskOf({
+    id: p.id,
+    proposer: p.proposer,
+    tool: `${p.owner}/${p.tool}`,
+    args,
+    ...facts,
+    byProposer: byProposer.get(p.proposer) ?? [],
+    byTool: index.get(`${p.proposer}\u0000${p.owner}/${p.tool}`) ?? [],
+  });
   return { ...(like ? { like_this: like } : {}), risk };
 }
 
@@ -216,18 +295,59 @@ export function fatigueOf(space: Space): Fatigue {
 /** The decision figures of every space in Prometheus text, for /metrics. */
 export function fatigueMetrics(spaces: readonly Space[]): string {
   const out: string[] = [];
-  const label = (labels: Record<string, string>) => `{${Object.entries(labels).map(([k, v]) => `${k}="${v.replace(/["\\\n]/g, "_")}"`).join(",")}}`;
+  const label = (labels: Record<string, string>) =>
+    `{${Object.entries(labels)
+      .map(([k, v]) => `${k}="${v.replace(/["\\\n]/g, "_")}"`)
+      .join(",")}}`;
   const figures = spaces.map((s) => ({ space: s.id, f: fatigueOf(s) }));
   const metric = (name: string, type: string, help: string, rows: Array<[Record<string, string>, number]>) => {
     out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
     for (const [l, v] of rows) out.push(`${name}${label(l)} ${v}`);
   };
-  metric("mewgate_person_decisions", "gauge", "Decisions a person made, over the recorded calls", figures.flatMap(({ space, f }) => f.people.map((p): [Record<string, string>, number] => [{ space, person: p.person }, p.decisions])));
-  metric("mewgate_person_decisions_per_hour", "gauge", "A person's decisions per hour, over the span of their decisions", figures.flatMap(({ space, f }) => f.people.map((p): [Record<string, string>, number] => [{ space, person: p.person }, p.per_hour])));
-  metric("mewgate_person_decide_seconds_median", "gauge", "A person's median time from a proposal to their decision", figures.flatMap(({ space, f }) => f.people.map((p): [Record<string, string>, number] => [{ space, person: p.person }, p.median_seconds])));
-  metric("mewgate_person_quick_unopened_approvals", "gauge", "Approvals given within 2 s on a card whose preview that person never opened", figures.flatMap(({ space, f }) => f.people.map((p): [Record<string, string>, number] => [{ space, person: p.person }, p.quick_unopened])));
-  metric("mewgate_tool_rejection_rate", "gauge", "Share of a proposer's decided calls of a tool that people rejected", figures.flatMap(({ space, f }) => f.tools.map((t): [Record<string, string>, number] => [{ space, proposer: t.proposer, tool: t.tool }, t.rejection_rate])));
-  metric("mewgate_tool_edit_rate", "gauge", "Share of a proposer's decided calls of a tool that people approved with edited arguments", figures.flatMap(({ space, f }) => f.tools.map((t): [Record<string, string>, number] => [{ space, proposer: t.proposer, tool: t.tool }, t.edit_rate])));
+  metric(
+    "mewgate_person_decisions",
+    "gauge",
+    "Decisions a person made, over the recorded calls",
+    figures.flatMap(({ space, f }) => f.people.map((p): [Record<string, string>, number] => [{ space, person: p.person }, p.decisions])),
+  );
+  metric(
+    "mewgate_person_decisions_per_hour",
+    "gauge",
+    "A person's decisions per hour, over the span of their decisions",
+    figures.flatMap(({ space, f }) => f.people.map((p): [Record<string, string>, number] => [{ space, person: p.person }, p.per_hour])),
+  );
+  metric(
+    "mewgate_person_decide_seconds_median",
+    "gauge",
+    "A person's median time from a proposal to their decision",
+    figures.flatMap(({ space, f }) =>
+      f.people.map((p): [Record<string, string>, number] => [{ space, person: p.person }, p.median_seconds]),
+    ),
+  );
+  metric(
+    "mewgate_person_quick_unopened_approvals",
+    "gauge",
+    "Approvals given within 2 s on a card whose preview that person never opened",
+    figures.flatMap(({ space, f }) =>
+      f.people.map((p): [Record<string, string>, number] => [{ space, person: p.person }, p.quick_unopened]),
+    ),
+  );
+  metric(
+    "mewgate_tool_rejection_rate",
+    "gauge",
+    "Share of a proposer's decided calls of a tool that people rejected",
+    figures.flatMap(({ space, f }) =>
+      f.tools.map((t): [Record<string, string>, number] => [{ space, proposer: t.proposer, tool: t.tool }, t.rejection_rate]),
+    ),
+  );
+  metric(
+    "mewgate_tool_edit_rate",
+    "gauge",
+    "Share of a proposer's decided calls of a tool that people approved with edited arguments",
+    figures.flatMap(({ space, f }) =>
+      f.tools.map((t): [Record<string, string>, number] => [{ space, proposer: t.proposer, tool: t.tool }, t.edit_rate]),
+    ),
+  );
   return `${out.join("\n")}\n`;
 }
 

@@ -26,10 +26,12 @@ function usable(space: Space, caller: string, link: unknown): { claims: LinkClai
   const check = space.aids.links.check(link);
   if (!check.ok) return fail(check.code === "link_invalid" ? 400 : 410, check.code, check.message);
   const { claims } = check;
-  if (claims.a !== caller) return fail(403, "link_not_yours", `this link was made for ${claims.a}; sign in as them, or decide in the console as yourself`);
+  if (claims.a !== caller)
+    return fail(403, "link_not_yours", `this link was made for ${claims.a}; sign in as them, or decide in the console as yourself`);
   const p = space.pendingProposals().find((x) => x.id === claims.p);
   if (!p) return fail(410, "proposal_not_pending", "the proposal this link decides is no longer waiting for a decision");
-  if (Links.digest(p) !== claims.d) return fail(409, "link_stale", "the call changed since this link was made (its arguments or tool); decide it in the console");
+  if (Links.digest(p) !== claims.d)
+    return fail(409, "link_stale", "the call changed since this link was made (its arguments or tool); decide it in the console");
   return { claims, p };
 }
 
@@ -39,20 +41,38 @@ function confirmed(p: Proposal): { arguments?: Record<string, unknown> } {
   return runs.edited ? { arguments: runs.arguments } : {};
 }
 
-export async function linkRoute(space: Space, caller: string, route: "open" | "decide" | "preview", body: Record<string, unknown>): Promise<Reply> {
+export async function linkRoute(
+  space: Space,
+  caller: string,
+  route: "open" | "decide" | "preview",
+  body: Record<string, unknown>,
+): Promise<Reply> {
   const u = usable(space, caller, body["link"]);
   if ("status" in u) return u;
   const { claims, p } = u;
   // What the call would change, read as the link's person: the card's preview on the link page.
   if (route === "preview") return { status: 200, body: await space.aids.previews.of(p, caller) };
-  if (route === "open") return { status: 200, body: { proposal: proposalView(space, caller, p), confirm: space.aids.links.confirmation(claims), expiresAt: new Date(claims.e).toISOString() } };
-  if (!space.aids.links.confirms(claims, body["confirm"])) return fail(403, "link_unconfirmed", "a decision by link is made from the link's page (open it again)");
+  if (route === "open")
+    return {
+      status: 200,
+      body: {
+        proposal: proposalView(space, caller, p),
+        confirm: space.aids.links.confirmation(claims),
+        expiresAt: new Date(claims.e).toISOString(),
+      },
+    };
+  if (!space.aids.links.confirms(claims, body["confirm"]))
+    return fail(403, "link_unconfirmed", "a decision by link is made from the link's page (open it again)");
   const decision = body["decision"];
   if (decision !== "approve" && decision !== "reject") return fail(400, "invalid_payload", 'decision must be "approve" or "reject"');
   try {
     if (!space.aids.links.use(claims)) return fail(410, "link_used", "this link was already used; a link decides once");
   } catch (err) {
-    return fail(503, "store_failed", `the link could not be marked used, so nothing was decided: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    return fail(
+      503,
+      "store_failed",
+      `the link could not be marked used, so nothing was decided: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    );
   }
   const text = typeof body["text"] === "string" ? body["text"].slice(0, 2000) : undefined;
   const frame =

@@ -29,9 +29,11 @@ export function explainRoute(space: Space, me: string, q: URLSearchParams): Repl
   const caller = q.get("caller") ?? me;
   const tool = q.get("tool");
   if (caller !== me && !isHuman(space, me)) return fail(403, "forbidden", "only a human may explain another participant's calls");
-  if (!space.config.participants[caller]) return fail(404, "unknown_participant", `no participant ${JSON.stringify(caller.slice(0, 64))} in space "${space.id}"`);
+  if (!space.config.participants[caller])
+    return fail(404, "unknown_participant", `no participant ${JSON.stringify(caller.slice(0, 64))} in space "${space.id}"`);
   const slash = tool?.indexOf("/") ?? -1;
-  if (!tool || slash <= 0 || slash === tool.length - 1) return fail(400, "invalid_payload", "give tool=<participant>/<tool>, e.g. tool=files/write_file");
+  if (!tool || slash <= 0 || slash === tool.length - 1)
+    return fail(400, "invalid_payload", "give tool=<participant>/<tool>, e.g. tool=files/write_file");
   const raw = q.get("args");
   let args: Record<string, unknown> = {};
   if (raw !== null) {
@@ -42,7 +44,8 @@ export function explainRoute(space: Space, me: string, q: URLSearchParams): Repl
     } catch {
       return fail(400, "invalid_payload", "args must be a JSON object");
     }
-    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return fail(400, "invalid_payload", "args must be a JSON object");
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+      return fail(400, "invalid_payload", "args must be a JSON object");
     args = parsed as Record<string, unknown>;
   }
   return { status: 200, body: space.authority.explain(caller, tool.slice(0, slash), tool.slice(slash + 1), args) };
@@ -51,5 +54,12 @@ export function explainRoute(space: Space, me: string, q: URLSearchParams): Repl
 export function checkRoute(space: Space, me: string): Reply {
   if (!isHuman(space, me)) return fail(403, "forbidden", "only a human may read the policy findings");
   const findings = checkPolicy(space.config, space.registry);
-  return { status: 200, body: { findings, errors: findings.filter((f) => f.severity === "error").length, warnings: findings.filter((f) => f.severity === "warning").length } };
+  return {
+    status: 200,
+    body: {
+      findings,
+      errors: findings.filter((f) => f.severity === "error").length,
+      warnings: findings.filter((f) => f.severity === "warning").length,
+    },
+  };
 }

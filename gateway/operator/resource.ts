@@ -27,7 +27,8 @@ export function mountResourceMetadata(gateway: ResourceHost): void {
     sendJson(res, 200, {
       resource: `${configured ?? requestOrigin(req)}${suffix}`,
       bearer_methods_supported: ["header"],
-      resource_name: suffix === "/mcp" ? "mewgate space (MCP)" : suffix.startsWith("/mcp/") ? "one MCP server of a mewgate space" : "mewgate",
+      resource_name:
+        suffix === "/mcp" ? "mewgate space (MCP)" : suffix.startsWith("/mcp/") ? "one MCP server of a mewgate space" : "mewgate",
       ...(issuers.length ? { authorization_servers: issuers, scopes_supported: scopes } : {}),
     });
   };

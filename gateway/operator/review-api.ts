@@ -31,7 +31,9 @@ function reviews(space: Space, me: string, p: Proposal): boolean {
 
 export function reviewsRoute(space: Space, me: string): Reply {
   refreshLearning(space);
-  const list = space.pendingProposals().filter((p) => p.state === "pending" && p.method === "tools/call" && reviews(space, me, p) && !reviewNote(space, p.id));
+  const list = space
+    .pendingProposals()
+    .filter((p) => p.state === "pending" && p.method === "tools/call" && reviews(space, me, p) && !reviewNote(space, p.id));
   return { status: 200, body: { proposals: list.map((p) => proposalView(space, me, p)) } };
 }
 
@@ -48,14 +50,22 @@ export async function reviewRoute(space: Space, me: string, id: string, body: Re
   const may = space.config.participants[p.proposer]!.review!.may_approve;
   // The risk from the trail as it is now (a rejection a moment ago counts), never a cached card's.
   const card = proposalView(space, me, p);
-  const facts = { annotations: (card["hints"] as Record<string, unknown> | undefined) ?? {}, definitionChanged: card["definitionChanged"] !== undefined, flagged: Array.isArray(card["findings"]) && card["findings"].length > 0 };
+  const facts = {
+    annotations: (card["hints"] as Record<string, unknown> | undefined) ?? {},
+    definitionChanged: card["definitionChanged"] !== undefined,
+    flagged: Array.isArray(card["findings"]) && card["findings"].length > 0,
+  };
   const gatewayRisk: RiskLevel = learnView(space, me, p, facts, true).risk?.level ?? "high";
   const note: ReviewNote = { by: me, verdict, risk, reason, at: new Date().toISOString(), outcome: "to_people" };
   if (verdict === "approve") {
     const bound = mayApprove(may, gatewayRisk, requiredApprovals(space.config, p.proposer, p.owner, p.tool));
     if (!bound.ok) note.why = bound.why;
     else {
-      const errors = await space.act(me, { kind: "mcp/approve", correlation_id: [p.id], payload: { scope: "once", reason: reason ? `review: ${reason}`.slice(0, 500) : "review" } });
+      const errors = await space.act(me, {
+        kind: "mcp/approve",
+        correlation_id: [p.id],
+        payload: { scope: "once", reason: reason ? `review: ${reason}`.slice(0, 500) : "review" },
+      });
       if (errors.length) note.why = `the approval was refused: ${String(errors[0]!["message"] ?? errors[0]!["code"])}`;
       else note.outcome = "approved";
     }

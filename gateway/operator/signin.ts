@@ -51,7 +51,8 @@ async function handle(gateway: SignInHost, req: IncomingMessage, res: ServerResp
   const route = `${req.method} ${action}`;
   switch (route) {
     case "GET login": {
-      if (!identity.signIn.enabled) return sendJson(res, 404, { error: { code: "not_configured", message: "identity.client_id is not set: sign in with a token" } });
+      if (!identity.signIn.enabled)
+        return sendJson(res, 404, { error: { code: "not_configured", message: "identity.client_id is not set: sign in with a token" } });
       let started: { url: string; binding: string };
       try {
         started = await identity.signIn.start(`${base}/auth/callback/${space.id}`);
@@ -73,7 +74,9 @@ async function handle(gateway: SignInHost, req: IncomingMessage, res: ServerResp
       } catch (err) {
         const code = err instanceof SignInError ? err.code : "provider_error";
         space.log.info({ code, remote: req.socket.remoteAddress }, "console sign-in refused");
-        return page(res, 400, `Sign-in failed (${code}): ${(err as Error).message}`, [cookieHeader(bindingName, "", { maxAge: 0, sameSite: "Lax", secure, path: "/auth/" })]);
+        return page(res, 400, `Sign-in failed (${code}): ${(err as Error).message}`, [
+          cookieHeader(bindingName, "", { maxAge: 0, sameSite: "Lax", secure, path: "/auth/" }),
+        ]);
       }
       const mapped = identity.map(claims);
       if (!mapped.ok) {
@@ -82,11 +85,19 @@ async function handle(gateway: SignInHost, req: IncomingMessage, res: ServerResp
       }
       adopt(space, mapped.identity);
       const { cookie: value, session } = identity.sessions.open(mapped.identity, req.socket.remoteAddress);
-      space.log.info({ participant: session.identity.participant, groups: session.identity.groups, remote: session.address }, "signed in to the console");
+      space.log.info(
+        { participant: session.identity.participant, groups: session.identity.groups, remote: session.address },
+        "signed in to the console",
+      );
       res.writeHead(302, {
         location: `/ui/#space=${encodeURIComponent(space.id)}`,
         "set-cookie": [
-          cookieHeader(sessionName, value, { maxAge: Math.floor((session.expiresAt - Date.now()) / 1000), sameSite: "Strict", secure, path: "/" }),
+          cookieHeader(sessionName, value, {
+            maxAge: Math.floor((session.expiresAt - Date.now()) / 1000),
+            sameSite: "Strict",
+            secure,
+            path: "/",
+          }),
           cookieHeader(bindingName, "", { maxAge: 0, sameSite: "Lax", secure, path: "/auth/" }),
         ],
         "cache-control": "no-store",
@@ -97,28 +108,52 @@ async function handle(gateway: SignInHost, req: IncomingMessage, res: ServerResp
       const s = identity.sessions.find(cookie(req, sessionName));
       const base = { space: space.id, sign_in: identity.signIn.enabled, issuer: identity.config.issuer };
       if (!s) return sendJson(res, 200, { ...base, signed_in: false });
-      return sendJson(res, 200, { ...base, signed_in: true, participant: s.identity.participant, groups: s.identity.groups, csrf: s.csrf, expires_at: new Date(s.expiresAt).toISOString() });
+      return sendJson(res, 200, {
+        ...base,
+        signed_in: true,
+        participant: s.identity.participant,
+        groups: s.identity.groups,
+        csrf: s.csrf,
+        expires_at: new Date(s.expiresAt).toISOString(),
+      });
     }
     case "POST logout": {
       const s = identity.sessions.find(cookie(req, sessionName));
-      if (s && !Sessions.csrfMatches(s, header(req, "x-csrf-token"))) return sendJson(res, 403, { error: { code: "csrf_failed", message: "signing out needs the session's X-CSRF-Token" } });
+      if (s && !Sessions.csrfMatches(s, header(req, "x-csrf-token")))
+        return sendJson(res, 403, { error: { code: "csrf_failed", message: "signing out needs the session's X-CSRF-Token" } });
       if (s) {
         identity.sessions.end(s);
         space.log.info({ participant: s.identity.participant }, "signed out of the console");
       }
-      return sendJson(res, 200, { signed_out: true }, { "set-cookie": cookieHeader(sessionName, "", { maxAge: 0, sameSite: "Strict", secure, path: "/" }) });
+      return sendJson(
+        res,
+        200,
+        { signed_out: true },
+        { "set-cookie": cookieHeader(sessionName, "", { maxAge: 0, sameSite: "Strict", secure, path: "/" }) },
+      );
     }
     default:
-      return sendJson(res, 404, { error: { code: "not_found", message: "GET /auth/login/<space>, GET /auth/session/<space>, POST /auth/logout/<space>" } });
+      return sendJson(res, 404, {
+        error: { code: "not_found", message: "GET /auth/login/<space>, GET /auth/session/<space>, POST /auth/logout/<space>" },
+      });
   }
 }
 
-function cookieHeader(name: string, value: string, o: { maxAge: number; sameSite: "Strict" | "Lax"; secure: boolean; path: string }): string {
+function cookieHeader(
+  name: string,
+  value: string,
+  o: { maxAge: number; sameSite: "Strict" | "Lax"; secure: boolean; path: string },
+): string {
   return `${name}=${value}; Path=${o.path}; Max-Age=${Math.max(0, o.maxAge)}; HttpOnly; SameSite=${o.sameSite}${o.secure ? "; Secure" : ""}`;
 }
 
 /** A short plain-text answer a person reads in the browser (never HTML: the message may hold the provider's words). */
 function page(res: ServerResponse, status: number, text: string, cookies: string[] = []): void {
-  res.writeHead(status, { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store", "x-content-type-options": "nosniff", ...(cookies.length ? { "set-cookie": cookies } : {}) });
+  res.writeHead(status, {
+    "content-type": "text/plain; charset=utf-8",
+    "cache-control": "no-store",
+    "x-content-type-options": "nosniff",
+    ...(cookies.length ? { "set-cookie": cookies } : {}),
+  });
   res.end(`${stripHidden(text).replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, "?")}\n`);
 }

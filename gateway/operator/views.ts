@@ -38,19 +38,35 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     owner: p.owner,
     method: p.method,
     // Held open (it named no target): `*`, whoever fulfils it picks. Why, with the arguments that will run.
-    ...(p.tool !== undefined ? { tool: `${p.owner || "*"}/${p.tool}`, why: space.authority.why(p.proposer, p.owner, p.tool, runs.arguments) } : {}),
+    ...(p.tool !== undefined
+      ? { tool: `${p.owner || "*"}/${p.tool}`, why: space.authority.why(p.proposer, p.owner, p.tool, runs.arguments) }
+      : {}),
     // The arguments an approval runs; when an approver edited them, who and when, and what was proposed.
     arguments: p.method === "tools/call" ? runs.arguments : (p.params["arguments"] ?? {}),
     ...(runs.edited ? { edited: { by: runs.edited.by, at: runs.edited.at }, proposedArguments: p.params["arguments"] ?? {} } : {}),
     ...(p.method !== "tools/call" ? { params: p.params } : {}),
     state: p.state,
     ...(p.state === "interrupted"
-      ? { interrupted: { reason: p.reason ?? "gateway_restarted", message: INTERRUPTED_TEXT, approvedBy: p.decidedBy, ...(runs.edited ? { arguments: runs.arguments } : {}) } }
+      ? {
+          interrupted: {
+            reason: p.reason ?? "gateway_restarted",
+            message: INTERRUPTED_TEXT,
+            approvedBy: p.decidedBy,
+            ...(runs.edited ? { arguments: runs.arguments } : {}),
+          },
+        }
       : {}),
     ...definitionChanged(p),
     createdAt: p.createdAt,
     expiresAt: new Date(p.expiresAt).toISOString(),
-    ...(entry ? { inputSchema: entry["inputSchema"], description: entry["description"], ...(typeof entry["title"] === "string" ? { title: entry["title"] } : {}), hints: hintsOf(entry["annotations"]) } : {}),
+    ...(entry
+      ? {
+          inputSchema: entry["inputSchema"],
+          description: entry["description"],
+          ...(typeof entry["title"] === "string" ? { title: entry["title"] } : {}),
+          hints: hintsOf(entry["annotations"]),
+        }
+      : {}),
     // What the gateway found wrong with the tool's texts (policy/inspect.ts): the card shows it.
     ...(entry?.["findings"] ? { findings: entry["findings"] } : {}),
     // Whether the viewer may decide: not its own, and it could make the call itself.
@@ -69,7 +85,11 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
     ...(reviewNote(space, p.id) ? { review: reviewNote(space, p.id) } : {}),
     // One agent turn, one card: calls the model asked for in one reply (gateway/wire/turn.ts); display only.
     ...(turnOf(p.params) ? { turn: turnOf(p.params) } : {}),
-    ...learnView(space, viewer, p, { annotations: entry?.["annotations"] as Record<string, unknown> | undefined, definitionChanged: definitionChanged(p)["definitionChanged"] !== undefined, flagged: Boolean((entry?.["findings"] as unknown[] | undefined)?.length) }),
+    ...learnView(space, viewer, p, {
+      annotations: entry?.["annotations"] as Record<string, unknown> | undefined,
+      definitionChanged: definitionChanged(p)["definitionChanged"] !== undefined,
+      flagged: Boolean((entry?.["findings"] as unknown[] | undefined)?.length),
+    }),
   };
 }
 
@@ -77,13 +97,22 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
  * Why the proposer wants the call: the `intent` it sent with the proposal, or else its last
  * chat message before it (that the viewer may see), or nothing. Bounded like an intent.
  */
-function intentOf(space: Space, viewer: string, p: Proposal): { text: string; source: "proposal" | "last_message"; at?: string } | undefined {
+function intentOf(
+  space: Space,
+  viewer: string,
+  p: Proposal,
+): { text: string; source: "proposal" | "last_message"; at?: string } | undefined {
   const payload = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload;
-  if (typeof payload?.["intent"] === "string" && payload["intent"].trim() !== "") return { text: payload["intent"].slice(0, INTENT_MAX), source: "proposal" };
+  if (typeof payload?.["intent"] === "string" && payload["intent"].trim() !== "")
+    return { text: payload["intent"].slice(0, INTENT_MAX), source: "proposal" };
   const before = Date.parse(p.createdAt);
-  const said = space.recentFor(viewer, LAST_MESSAGE_SCAN, (e) => e.kind === "chat" && e.from === p.proposer && Date.parse(e.ts) <= before + 1000).at(-1);
+  const said = space
+    .recentFor(viewer, LAST_MESSAGE_SCAN, (e) => e.kind === "chat" && e.from === p.proposer && Date.parse(e.ts) <= before + 1000)
+    .at(-1);
   const text = (said?.payload as { text?: unknown } | undefined)?.text;
-  return said && typeof text === "string" && text.trim() !== "" ? { text: text.slice(0, INTENT_MAX), source: "last_message", at: said.ts } : undefined;
+  return said && typeof text === "string" && text.trim() !== ""
+    ? { text: text.slice(0, INTENT_MAX), source: "last_message", at: said.ts }
+    : undefined;
 }
 
 /** The annotation hints a tool declares (true or false), by name; the rest is the tool's business. */
@@ -129,7 +158,13 @@ export function decidedView(space: Space, entries: AuditEntry[], max: number): A
       decision: decision.event,
       ...(decision.by !== undefined ? { decidedBy: decision.by } : {}),
       // Every approver of a two-person decision, in order (its `approval` records, then the last).
-      ...(decision.event === "approved" ? { approvedBy: [...new Set(list.filter((e) => (e.event === "approval" || e.event === "approved") && e.by !== undefined).map((e) => e.by!))] } : {}),
+      ...(decision.event === "approved"
+        ? {
+            approvedBy: [
+              ...new Set(list.filter((e) => (e.event === "approval" || e.event === "approved") && e.by !== undefined).map((e) => e.by!)),
+            ],
+          }
+        : {}),
       decidedAt: decision.ts,
       ...(proposed ? { proposedAt: proposed.ts, proposedArguments: proposed.arguments } : {}),
       arguments: decision.arguments,
@@ -189,7 +224,10 @@ export function statusOf(code: string): number {
 function approvalsOf(space: Space, p: Proposal): Record<string, unknown> {
   // Could `id` approve: may it send mcp/approve at all, and make the call itself?
   // With the arguments that run: an approver whose own rules deny them could not approve it.
-  const mayApprove = (id: string) => p.tool !== undefined && compileCapabilities(space.authority.configured(id))({ kind: "mcp/approve", payload: {} }) && space.authority.call(id, () => false, p.owner, p.method, runningParams(p), true).decision === "direct";
+  const mayApprove = (id: string) =>
+    p.tool !== undefined &&
+    compileCapabilities(space.authority.configured(id))({ kind: "mcp/approve", payload: {} }) &&
+    space.authority.call(id, () => false, p.owner, p.method, runningParams(p), true).decision === "direct";
   const view = approvalsView(space.config, space.authority.groups, p, mayApprove);
   // Who may decide now: the proposer's approvers, widened by escalation stages reached.
   const approvers = approversNow(space.config, p);

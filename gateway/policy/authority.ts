@@ -22,7 +22,16 @@ import type { SpaceConfig } from "../config/config.js";
 import { deriveRulePositions } from "../config/rule-positions.js";
 import { ErrorCodes, type ErrorCode } from "../wire/envelope.js";
 import type { GrantBook } from "./grants.js";
-import { allowCapabilities, type CallFacts, CompiledPolicy, type ConditionTrace, type Decision, decideWhy, type Reasoned, specificTool } from "./rules.js";
+import {
+  allowCapabilities,
+  type CallFacts,
+  CompiledPolicy,
+  type ConditionTrace,
+  type Decision,
+  decideWhy,
+  type Reasoned,
+  specificTool,
+} from "./rules.js";
 import type { Registry } from "../ports/registry.js";
 import { summary } from "./inspect.js";
 import type { PinState } from "../ports/pins.js";
@@ -31,7 +40,15 @@ import { conditionHolds } from "./scope.js";
 import { quorumBypass, requiredApprovals } from "./quorum.js";
 
 /** The outcome for one call: go ahead, go through a proposal, or a refusal to send back. */
-export type Verdict = ({ decision: "direct" | "proposal"; /** a proposal only because the gateway flagged the tool (`tool_checks: ask`): whoever may call it otherwise may approve it */ flagged?: true } | { decision: "denied"; code: ErrorCode; message: string; extra?: Record<string, unknown> }) & {
+export type Verdict = (
+  | {
+      decision:
+        | "direct"
+        | "proposal" /** a proposal only because the gateway flagged the tool (`tool_checks: ask`): whoever may call it otherwise may approve it */;
+      flagged?: true;
+    }
+  | { decision: "denied"; code: ErrorCode; message: string; extra?: Record<string, unknown> }
+) & {
   /** For a tools/call: the tool policy's reason (which rule or grant, which condition), what explain shows. */
   reason?: Reasoned;
 };
@@ -107,12 +124,24 @@ export class Authority {
    */
   lendable(lender: string, held: readonly Capability[], capabilities: readonly Capability[]): Verdict | undefined {
     const notHeld = capabilities.filter((c) => !covers(held, c));
-    if (notHeld.length) return { decision: "denied", code: ErrorCodes.grantExceedsHeld, message: "you can only lend capabilities you hold yourself", extra: { not_held: notHeld } };
+    if (notHeld.length)
+      return {
+        decision: "denied",
+        code: ErrorCodes.grantExceedsHeld,
+        message: "you can only lend capabilities you hold yourself",
+        extra: { not_held: notHeld },
+      };
     const beyond = capabilities.filter((c) => {
       const t = specificTool(c);
       return t !== undefined && this.tool(lender, t.owner, t.tool) !== "direct";
     });
-    if (beyond.length) return { decision: "denied", code: ErrorCodes.grantExceedsPolicy, message: "your own tool policy does not let you call this directly, so you cannot lend it", extra: { beyond_policy: beyond } };
+    if (beyond.length)
+      return {
+        decision: "denied",
+        code: ErrorCodes.grantExceedsPolicy,
+        message: "your own tool policy does not let you call this directly, so you cannot lend it",
+        extra: { beyond_policy: beyond },
+      };
     return undefined;
   }
 
@@ -137,10 +166,23 @@ export class Authority {
     const findings = d === "denied" || mode === "warn" ? undefined : this.registry.get(owner, tool)?.findings;
     const name = `${owner}/${tool}`;
     if (findings?.length && mode === "deny") {
-      return { decision: "denied", code: ErrorCodes.toolFlagged, message: `the gateway flagged ${name} (${summary(findings)}); this space refuses flagged tools (policy.tool_checks: deny)`, extra: { tool: name, findings }, reason };
+      return {
+        decision: "denied",
+        code: ErrorCodes.toolFlagged,
+        message: `the gateway flagged ${name} (${summary(findings)}); this space refuses flagged tools (policy.tool_checks: deny)`,
+        extra: { tool: name, findings },
+        reason,
+      };
     }
     if (findings?.length && d === "direct") return { decision: "proposal", flagged: true, reason };
-    if (d === "denied") return { decision: "denied", code: ErrorCodes.denied, message: `the space's policy denies you ${name}`, extra: { tool: name }, reason };
+    if (d === "denied")
+      return {
+        decision: "denied",
+        code: ErrorCodes.denied,
+        message: `the space's policy denies you ${name}`,
+        extra: { tool: name },
+        reason,
+      };
     return { decision: d, reason };
   }
 
@@ -149,7 +191,12 @@ export class Authority {
    * would (policy/quorum.ts): a grant of a tool it needs N > 1 approvers for is refused.
    */
   quorumBypass(recipient: string, capabilities: readonly Capability[]): string | undefined {
-    return quorumBypass(this.config, recipient, capabilities, this.registry.list().map((t) => t.name));
+    return quorumBypass(
+      this.config,
+      recipient,
+      capabilities,
+      this.registry.list().map((t) => t.name),
+    );
   }
 
   /** The groups `id` is in: the space's `groups` that name it, and its own `groups` list. */
@@ -197,7 +244,12 @@ export class Authority {
    * or made before digests were kept) holds while the definition is confirmed, or was
    * already in place when the grant was made.
    */
-  private grantHolds(g: { ts: string; pins?: Record<string, string> | undefined }, owner: string, tool: string, pin: PinState | undefined): boolean {
+  private grantHolds(
+    g: { ts: string; pins?: Record<string, string> | undefined },
+    owner: string,
+    tool: string,
+    pin: PinState | undefined,
+  ): boolean {
     if (!pin) return true;
     const digest = g.pins?.[`${owner}/${tool}`];
     if (digest !== undefined) return digest === pin.digest;
@@ -209,17 +261,30 @@ export class Authority {
    * the tool policy, anything else by `allows` (the caller's capability matcher), and
    * every call's arguments against the space's size quota.
    */
-  call(caller: string, allows: Matcher, target: string, method: string, params: Record<string, unknown> | undefined, confirming = false): Verdict {
+  call(
+    caller: string,
+    allows: Matcher,
+    target: string,
+    method: string,
+    params: Record<string, unknown> | undefined,
+    confirming = false,
+  ): Verdict {
     const oversize = this.oversize(params);
     if (oversize) return oversize;
     if (method === "tools/call") {
       const name = params?.["name"];
-      if (typeof name !== "string") return { decision: "denied", code: ErrorCodes.invalidPayload, message: "tools/call: params.name must be a string" };
+      if (typeof name !== "string")
+        return { decision: "denied", code: ErrorCodes.invalidPayload, message: "tools/call: params.name must be a string" };
       // A call always has arguments for the rules' conditions: none given is an empty mapping.
       return this.checked(caller, target, name, params?.["arguments"] ?? {}, confirming);
     }
     if (allows({ kind: "mcp/request", to: [target], payload: { method, params } })) return { decision: "direct" };
-    return { decision: "denied", code: ErrorCodes.capabilityViolation, message: `your capabilities do not allow ${method} to "${target}"`, extra: { attempted_kind: "mcp/request", method } };
+    return {
+      decision: "denied",
+      code: ErrorCodes.capabilityViolation,
+      message: `your capabilities do not allow ${method} to "${target}"`,
+      extra: { attempted_kind: "mcp/request", method },
+    };
   }
 
   /**
@@ -237,14 +302,21 @@ export class Authority {
     const max = Math.min(this.config.quotas.argument_bytes, Math.floor(this.config.gateway.limits.max_payload_bytes * 0.75));
     const size = params === undefined ? 0 : Buffer.byteLength(JSON.stringify(params));
     if (size <= max) return undefined;
-    return { decision: "denied", code: ErrorCodes.quotaExceeded, message: `the call's params are ${size} bytes; the space allows ${max} (quotas.argument_bytes)`, extra: { quota: "argument_bytes", limit: max } };
+    return {
+      decision: "denied",
+      code: ErrorCodes.quotaExceeded,
+      message: `the call's params are ${size} bytes; the space allows ${max} (quotas.argument_bytes)`,
+      extra: { quota: "argument_bytes", limit: max },
+    };
   }
 
   /** Why `caller` calling `owner/tool` gets the decision it gets, in words for a person. */
   why(caller: string, owner: string, tool: string, args?: unknown): string {
     const why = this.decideFrom(caller, owner, tool, new Set(), false, args).why;
     const mode = this.config.policy.tool_checks;
-    return mode !== "warn" && this.registry.get(owner, tool)?.findings?.length ? `${why}; and the gateway flagged the tool (policy.tool_checks: ${mode})` : why;
+    return mode !== "warn" && this.registry.get(owner, tool)?.findings?.length
+      ? `${why}; and the gateway flagged the tool (policy.tool_checks: ${mode})`
+      : why;
   }
 
   /** `args`: the call's arguments, when known, for rules' conditions; a grant with a condition (policy/scope.ts) counts only for arguments that meet it. */
@@ -255,12 +327,23 @@ export class Authority {
     // An invited participant has no policy of its own: it may do no more than its inviter,
     // and its capabilities are a loan, worth a direct call only where the inviter may make one.
     const inviter = this.config.participants[caller]?.invitedBy;
-    const lent = inviter === undefined ? undefined : seen.has(inviter) ? ({ decision: "denied", why: "its invitation goes round in a circle" } as const) : this.decideFrom(inviter, owner, tool, seen, confirming, args);
+    const lent =
+      inviter === undefined
+        ? undefined
+        : seen.has(inviter)
+          ? ({ decision: "denied", why: "its invitation goes round in a circle" } as const)
+          : this.decideFrom(inviter, owner, tool, seen, confirming, args);
     const annotations = this.registry.get(owner, tool)?.annotations;
     // Built only when a rule's condition asks (rules.ts reads it lazily through the getter).
     const kind = this.config.participants[caller]?.kind ?? "service";
     const facts: CallFacts | undefined =
-      args === undefined ? undefined : { args, caller: () => ({ id: caller, kind, groups: this.groupsOf(caller) }), annotations: annotations as Record<string, unknown> | undefined };
+      args === undefined
+        ? undefined
+        : {
+            args,
+            caller: () => ({ id: caller, kind, groups: this.groupsOf(caller) }),
+            annotations: annotations as Record<string, unknown> | undefined,
+          };
     // A person calling is a person deciding, now: only what was allowed for others (agents,
     // services, by rule, grant or annotation) waits for a person to see the change.
     const pin = confirming || this.config.participants[caller]?.kind === "human" ? undefined : this.pin(owner, tool);
@@ -319,7 +402,17 @@ export class Authority {
       ...(verdict.decision === "proposal" && verdict.flagged ? { flagged: true } : {}),
       why: reason.why,
       ...(reason.step ? { step: reason.step } : {}),
-      ...(m ? { rule: { kind: m.rule.rule, key: `participants.${caller}.tools.${m.rule.key}`, tool: m.rule.glob, ...(m.rule.when !== undefined ? { when: m.rule.when } : {}), ...(m.rule.at ? { file: m.rule.at.file, line: m.rule.at.line, column: m.rule.at.column } : {}) } } : {}),
+      ...(m
+        ? {
+            rule: {
+              kind: m.rule.rule,
+              key: `participants.${caller}.tools.${m.rule.key}`,
+              tool: m.rule.glob,
+              ...(m.rule.when !== undefined ? { when: m.rule.when } : {}),
+              ...(m.rule.at ? { file: m.rule.at.file, line: m.rule.at.line, column: m.rule.at.column } : {}),
+            },
+          }
+        : {}),
       ...(m?.condition ? { condition: m.condition } : {}),
       ...(reason.grant ? { grant: reason.grant } : {}),
       conditions: reason.conditions ?? [],
@@ -360,7 +453,10 @@ export class Authority {
  * (policy/groups.ts); the same object when it names no group, and either way each rule
  * keeps its place in the file (config/rule-positions.ts), for explain and the checks.
  */
-function withGroups<T extends Record<string, unknown> | undefined>(tools: T, groups: Readonly<Record<string, readonly string[]>> | undefined): T {
+function withGroups<T extends Record<string, unknown> | undefined>(
+  tools: T,
+  groups: Readonly<Record<string, readonly string[]>> | undefined,
+): T {
   if (tools === undefined || !groups) return tools;
   const named = (r: unknown) => (typeof r === "string" ? r : r && typeof r === "object" ? (r as { tool?: unknown }).tool : undefined);
   const lists = Object.values(tools).filter(Array.isArray) as unknown[][];
@@ -373,7 +469,12 @@ function withGroups<T extends Record<string, unknown> | undefined>(tools: T, gro
     list.forEach((r: unknown, i) => {
       const tool = named(r);
       // A rule object (`{tool, ...}`) keeps everything but its tool glob.
-      const made = typeof tool !== "string" ? [r] : typeof r === "string" ? expandRuleGlob(r, groups) : expandRuleGlob(tool, groups).map((t) => ({ ...(r as object), tool: t }));
+      const made =
+        typeof tool !== "string"
+          ? [r]
+          : typeof r === "string"
+            ? expandRuleGlob(r, groups)
+            : expandRuleGlob(tool, groups).map((t) => ({ ...(r as object), tool: t }));
       for (const m of made) from[`${rule}[${spelt.push(m) - 1}]`] = `${rule}[${i}]`;
     });
     out[rule] = spelt;

@@ -274,7 +274,10 @@ function disjoint(x: string, w: unknown): boolean {
   if (!x.includes("*")) return !compileGlob(w)(x); // `x` is one literal string: test it
   // A string matching both globs starts with both literal heads and ends with both literal
   // tails, so if either pair clashes there is no such string.
-  const xh = literalHead(x), wh = literalHead(w), xt = literalTail(x), wt = literalTail(w);
+  const xh = literalHead(x),
+    wh = literalHead(w),
+    xt = literalTail(x),
+    wt = literalTail(w);
   return (!xh.startsWith(wh) && !wh.startsWith(xh)) || (!xt.endsWith(wt) && !wt.endsWith(xt));
 }
 
@@ -305,7 +308,8 @@ function deepEqual(a: unknown, b: unknown, depth: number): boolean {
     for (let i = 0; i < a.length; i++) if (!deepEqual(a[i], b[i], depth + 1)) return false;
     return true;
   }
-  const ra = a as Rec, rb = b as Rec;
+  const ra = a as Rec,
+    rb = b as Rec;
   const keys = Object.keys(ra);
   if (keys.length !== Object.keys(rb).length) return false;
   for (const k of keys) if (!hasOwn(rb, k) || !deepEqual(ra[k], rb[k], depth + 1)) return false;

@@ -74,7 +74,9 @@ export function admitPolicy(config: SpaceConfig, tools?: ToolList): PolicyFindin
 
 /** The findings about one owner's tools that registered late: rules naming it that match none of them. */
 export function unmatchedRules(config: SpaceConfig, tools: ToolList, owner: string): PolicyFinding[] {
-  return checkPolicy(config, tools).filter((f) => f.code === "unknown_tool" && ownerPart(f.rule) !== undefined && compileGlob(ownerPart(f.rule)!)(owner));
+  return checkPolicy(config, tools).filter(
+    (f) => f.code === "unknown_tool" && ownerPart(f.rule) !== undefined && compileGlob(ownerPart(f.rule)!)(owner),
+  );
 }
 
 function ownerPart(glob: string): string | undefined {
@@ -92,7 +94,17 @@ function checkRules(config: SpaceConfig, id: string, tools: ToolPolicy, ids: str
       const glob = ruleGlob(rule);
       const at = rulePosition(tools, key);
       const finding = (severity: PolicyFinding["severity"], code: FindingCode, message: string, where = at): void => {
-        out.push({ severity, code, file: where?.file ?? config.file, line: where?.line ?? 0, column: where?.column ?? 0, path: `participants.${id}.tools.${key}`, message, participant: id, rule: glob });
+        out.push({
+          severity,
+          code,
+          file: where?.file ?? config.file,
+          line: where?.line ?? 0,
+          column: where?.column ?? 0,
+          path: `participants.${id}.tools.${key}`,
+          message,
+          participant: id,
+          rule: glob,
+        });
       };
       if (typeof rule !== "string") {
         try {
@@ -101,13 +113,22 @@ function checkRules(config: SpaceConfig, id: string, tools: ToolPolicy, ids: str
           const e = err as ConditionError;
           const w = rulePosition(tools, `${key}.when`);
           // The expression's own line and column, moved to where its scalar sits in the file.
-          const pos = w && e.line !== undefined ? (w.quote === undefined ? { ...w, line: w.line + e.line, column: e.column } : { ...w, line: w.line + e.line - 1, column: e.line === 1 ? w.column + w.quote + e.column - 1 : e.column }) : at;
+          const pos =
+            w && e.line !== undefined
+              ? w.quote === undefined
+                ? { ...w, line: w.line + e.line, column: e.column }
+                : { ...w, line: w.line + e.line - 1, column: e.line === 1 ? w.column + w.quote + e.column - 1 : e.column }
+              : at;
           finding("error", "bad_condition", `when: ${e.message}`, pos);
         }
       }
       const slash = glob.indexOf("/");
       if (slash < 0) {
-        finding(strict ? "error" : "warning", "no_tool_part", `${JSON.stringify(glob)} names no tool, so it matches nothing; write participant/tool, like "${glob}/*"`);
+        finding(
+          strict ? "error" : "warning",
+          "no_tool_part",
+          `${JSON.stringify(glob)} names no tool, so it matches nothing; write participant/tool, like "${glob}/*"`,
+        );
         return;
       }
       const owner = glob.slice(0, slash);
@@ -115,19 +136,35 @@ function checkRules(config: SpaceConfig, id: string, tools: ToolPolicy, ids: str
       const ownerTest = compileGlob(owner);
       const owners = ids.filter((x) => ownerTest(x));
       if (owners.length === 0) {
-        const near = owner.includes("*") ? undefined : suggest(owner, ids.filter((x) => x !== GATEWAY_ID));
-        finding(strict ? "error" : "warning", "unknown_participant", `no participant ${JSON.stringify(owner)} in this space, so this ${kind} rule matches nothing${near ? `; did you mean ${JSON.stringify(near)}?` : ""}`);
+        const near = owner.includes("*")
+          ? undefined
+          : suggest(
+              owner,
+              ids.filter((x) => x !== GATEWAY_ID),
+            );
+        finding(
+          strict ? "error" : "warning",
+          "unknown_participant",
+          `no participant ${JSON.stringify(owner)} in this space, so this ${kind} rule matches nothing${near ? `; did you mean ${JSON.stringify(near)}?` : ""}`,
+        );
       } else if (!owner.includes("*") && registered.has(owner)) {
         const names = registered.get(owner)!;
         const toolTest = compileGlob(tool);
         if (!names.some((n) => toolTest(n))) {
           const near = tool.includes("*") ? undefined : suggest(tool, names);
-          finding("warning", "unknown_tool", `${owner} has no tool ${JSON.stringify(tool)}, so this ${kind} rule matches nothing${near ? `; did you mean "${owner}/${near}"?` : ""}`);
+          finding(
+            "warning",
+            "unknown_tool",
+            `${owner} has no tool ${JSON.stringify(tool)}, so this ${kind} rule matches nothing${near ? `; did you mean "${owner}/${near}"?` : ""}`,
+          );
         }
       }
       const cover = earlier.find((e) => covers(e, glob));
       if (cover) {
-        const why = cover.kind === kind ? `${cover.key} (${JSON.stringify(cover.glob)}) already covers it` : `${cover.key} (${JSON.stringify(cover.glob)}) covers every call it covers, and ${cover.kind} is decided before ${kind}`;
+        const why =
+          cover.kind === kind
+            ? `${cover.key} (${JSON.stringify(cover.glob)}) already covers it`
+            : `${cover.key} (${JSON.stringify(cover.glob)}) covers every call it covers, and ${cover.kind} is decided before ${kind}`;
         finding("warning", "shadowed", `this rule can never decide anything: ${why}`);
       }
       // A rule with a condition covers only some calls, so it never hides a later rule.

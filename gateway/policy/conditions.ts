@@ -120,7 +120,11 @@ export function compileCondition(source: string): Condition {
         // otherwise (args.big + x) in a loop over args.list costs list × big.
         if (inLoop && name === "args") {
           const p = where(node.id);
-          throw new ConditionError("inside all, exists, map or filter, read the item through the loop's variable, not args", p.line, p.column);
+          throw new ConditionError(
+            "inside all, exists, map or filter, read the item through the loop's variable, not args",
+            p.line,
+            p.column,
+          );
         }
         used.add(name);
         return;
@@ -150,10 +154,19 @@ export function compileCondition(source: string): Condition {
       case "comprehensionExpr": {
         if (inLoop) {
           const p = where(node.id);
-          throw new ConditionError("a comprehension (all, exists, map, filter) inside another is not allowed: its cost would grow with the square of the arguments", p.line, p.column);
+          throw new ConditionError(
+            "a comprehension (all, exists, map, filter) inside another is not allowed: its cost would grow with the square of the arguments",
+            p.line,
+            p.column,
+          );
         }
         next(value.iterRange);
-        const inner = new Set([...scope, value.iterVar as string, value.accuVar as string, ...(value.iterVar2 ? [value.iterVar2 as string] : [])]);
+        const inner = new Set([
+          ...scope,
+          value.iterVar as string,
+          value.accuVar as string,
+          ...(value.iterVar2 ? [value.iterVar2 as string] : []),
+        ]);
         next(value.accuInit, inner);
         next(value.loopCondition, inner, true);
         next(value.loopStep, inner, true);

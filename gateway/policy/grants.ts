@@ -120,7 +120,10 @@ export class GrantBook {
 
   /** What `id` may send: configured capabilities, then those of its standing grants. */
   capabilitiesOf(id: string): Capability[] {
-    return [...this.configured(id), ...this.to(id).flatMap((g) => (this.standing.has(g.id) && g.condition === undefined ? g.capabilities : []))];
+    return [
+      ...this.configured(id),
+      ...this.to(id).flatMap((g) => (this.standing.has(g.id) && g.condition === undefined ? g.capabilities : [])),
+    ];
   }
 
   /**
@@ -138,7 +141,10 @@ export class GrantBook {
       changed = false;
       for (const g of all) {
         if (standing.has(g.id)) continue;
-        const held = [...this.configured(g.from), ...this.to(g.from).flatMap((h) => (standing.has(h.id) && h.condition === undefined ? h.capabilities : []))];
+        const held = [
+          ...this.configured(g.from),
+          ...this.to(g.from).flatMap((h) => (standing.has(h.id) && h.condition === undefined ? h.capabilities : [])),
+        ];
         if (g.capabilities.every((c) => covers(held, c))) {
           standing.add(g.id);
           changed = true;

@@ -30,7 +30,15 @@
  */
 import { cleanText } from "../wire/text.js";
 
-export const FINDING_CODES = ["invisible_characters", "bidi_controls", "markup", "model_instructions", "sensitive_paths", "whitespace_run", "unusual_length"] as const;
+export const FINDING_CODES = [
+  "invisible_characters",
+  "bidi_controls",
+  "markup",
+  "model_instructions",
+  "sensitive_paths",
+  "whitespace_run",
+  "unusual_length",
+] as const;
 export type FindingCode = (typeof FINDING_CODES)[number];
 
 export interface Finding {
@@ -55,7 +63,8 @@ const MAX_BLANK_LINES = 8;
 const BIDI = /[\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C]/g;
 // Format characters (Cf) and controls (Cc but tab, LF, CR), Hangul fillers, the supplementary
 // variation selectors; bidi controls are Cf too and are reported on their own.
-const INVISIBLE = /(?![\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C])[\p{Cf}\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\u115F\u1160\u3164\uFFA0\u{E0100}-\u{E01EF}]/gu;
+const INVISIBLE =
+  /(?![\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C])[\p{Cf}\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\u115F\u1160\u3164\uFFA0\u{E0100}-\u{E01EF}]/gu;
 const HIDDEN = /[\p{Cf}\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\u115F\u1160\u3164\uFFA0\u{E0100}-\u{E01EF}]/gu;
 
 const MARKUP: ReadonlyArray<[RegExp, string]> = [
@@ -74,9 +83,18 @@ const MARKUP: ReadonlyArray<[RegExp, string]> = [
  * text; each window is bounded so no pattern backtracks far.
  */
 export const INSTRUCTIONS: ReadonlyArray<[RegExp, string]> = [
-  [/\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+|your\s+)?(?:previous\s+|prior\s+|above\s+|earlier\s+|other\s+|system\s+)?(?:instructions|rules|directions|guidelines)\b/, '"ignore … instructions"'],
-  [/\bbefore\s+(?:answering|responding|replying|using|calling|doing|you\s+(?:answer|respond|reply|use|call|do))\b/, '"before answering / using …"'],
-  [/\b(?:do\s+not|don't|dont|never)\s+(?:tell|mention|inform|notify|alert|reveal|show|let)\b[^.\n]{0,40}?\buser\b/, '"do not tell the user …"'],
+  [
+    /\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+|your\s+)?(?:previous\s+|prior\s+|above\s+|earlier\s+|other\s+|system\s+)?(?:instructions|rules|directions|guidelines)\b/,
+    '"ignore … instructions"',
+  ],
+  [
+    /\bbefore\s+(?:answering|responding|replying|using|calling|doing|you\s+(?:answer|respond|reply|use|call|do))\b/,
+    '"before answering / using …"',
+  ],
+  [
+    /\b(?:do\s+not|don't|dont|never)\s+(?:tell|mention|inform|notify|alert|reveal|show|let)\b[^.\n]{0,40}?\buser\b/,
+    '"do not tell the user …"',
+  ],
   [/<\s*\/?\s*(?:important|system|instructions?|secret|hidden)\s*>/, "an <important>-style tag addressed to the model"],
   [/\bsystem\s+prompt\b/, '"system prompt"'],
   [/\bpass\s+(?:it|them|this|that|its\s+content|the\s+contents?)\s+(?:as|in|into|through)\b/, '"pass it as …"'],
@@ -102,7 +120,8 @@ export function inspectTool(tool: { title?: unknown; description?: unknown; inpu
   if (typeof tool.title === "string") inspectText(tool.title, "title", LONG.title, out);
   if (typeof tool.description === "string") inspectText(tool.description, "description", LONG.description, out);
   const annotations = tool.annotations;
-  if (isRecord(annotations) && typeof annotations["title"] === "string") inspectText(annotations["title"], "annotations.title", LONG.title, out);
+  if (isRecord(annotations) && typeof annotations["title"] === "string")
+    inspectText(annotations["title"], "annotations.title", LONG.title, out);
   if (isRecord(tool.inputSchema)) {
     let budget = MAX_SCHEMA_TEXTS;
     const walk = (node: unknown, path: string, depth: number): void => {
@@ -135,13 +154,22 @@ function inspectText(raw: string, field: string, longer: number, out: Finding[])
   const text = raw.length > MAX_SCAN ? raw.slice(0, MAX_SCAN) : raw;
 
   const invisible = text.match(INVISIBLE);
-  if (invisible) add("invisible_characters", `${invisible.length} invisible ${invisible.length === 1 ? "character" : "characters"} (${codepoints(invisible)})`);
+  if (invisible)
+    add(
+      "invisible_characters",
+      `${invisible.length} invisible ${invisible.length === 1 ? "character" : "characters"} (${codepoints(invisible)})`,
+    );
   const bidi = text.match(BIDI);
-  if (bidi) add("bidi_controls", `${bidi.length} bidirectional control ${bidi.length === 1 ? "character" : "characters"} (${codepoints(bidi)}), which reorder the text a person sees,`);
+  if (bidi)
+    add(
+      "bidi_controls",
+      `${bidi.length} bidirectional control ${bidi.length === 1 ? "character" : "characters"} (${codepoints(bidi)}), which reorder the text a person sees,`,
+    );
 
   const run = whitespaceRuns(text);
   if (run.spaces > MAX_SPACES) add("whitespace_run", `a run of ${run.spaces} spaces, which can push text out of view`);
-  else if (run.blankLines > MAX_BLANK_LINES) add("whitespace_run", `${run.blankLines} blank lines in a row, which can push text out of view`);
+  else if (run.blankLines > MAX_BLANK_LINES)
+    add("whitespace_run", `${run.blankLines} blank lines in a row, which can push text out of view`);
 
   // Markup and instructions are looked for in what a model reads: hidden characters out.
   const seen = stripHidden(text);

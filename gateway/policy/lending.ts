@@ -58,19 +58,29 @@ export class Lending {
 
   async onGrant(member: Member, inbound: InboundEnvelope): Promise<void> {
     const parsed = GrantPayloadSchema.safeParse(inbound.payload);
-    if (!parsed.success) return this.host.fail(member, ErrorCodes.invalidPayload, `capability/grant: ${describeIssue(parsed.error)}`, inbound.id);
+    if (!parsed.success)
+      return this.host.fail(member, ErrorCodes.invalidPayload, `capability/grant: ${describeIssue(parsed.error)}`, inbound.id);
     const { recipient, capabilities, reason } = parsed.data;
     if (!(recipient in this.host.config.participants)) {
-      return this.host.fail(member, ErrorCodes.unknownRecipient, `no participant "${clip(recipient)}" in space "${this.host.id}"`, inbound.id);
+      return this.host.fail(
+        member,
+        ErrorCodes.unknownRecipient,
+        `no participant "${clip(recipient)}" in space "${this.host.id}"`,
+        inbound.id,
+      );
     }
-    if (recipient === member.id) return this.host.fail(member, ErrorCodes.invalidPayload, "capability/grant: you cannot grant to yourself", inbound.id);
+    if (recipient === member.id)
+      return this.host.fail(member, ErrorCodes.invalidPayload, "capability/grant: you cannot grant to yourself", inbound.id);
     // Holding the pattern is not enough for a tool: the granter's own policy must let it
     // call the tool directly (the same check as an invite's, at the decision point).
     const refused = this.host.authority.lendable(member.id, this.grants.capabilitiesOf(member.id), capabilities);
     if (refused?.decision === "denied") return this.host.fail(member, refused.code, refused.message, inbound.id, refused.extra);
     // A tool the recipient needs several approvers for is not one person's to lend (policy/quorum.ts).
     const bypass = this.host.authority.quorumBypass(recipient, capabilities);
-    if (bypass) return this.host.fail(member, ErrorCodes.grantExceedsPolicy, `${bypass}; approve its proposals instead`, inbound.id, { quorum: true });
+    if (bypass)
+      return this.host.fail(member, ErrorCodes.grantExceedsPolicy, `${bypass}; approve its proposals instead`, inbound.id, {
+        quorum: true,
+      });
     const over = this.quota(member.id);
     if (over) return this.host.fail(member, ErrorCodes.quotaExceeded, over, inbound.id, { quota: "grants" });
     const env = stamp(inbound, member.id);
@@ -87,9 +97,27 @@ export class Lending {
    * of each tool it names (`pins`, or the definitions now): a later change of the tool
    * suspends it (authority.ts).
    */
-  plan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope, pins?: Record<string, string>, condition?: GrantCondition): Plan {
+  plan(
+    from: string,
+    recipient: string,
+    capabilities: Capability[],
+    reason: string | undefined,
+    env?: Envelope,
+    pins?: Record<string, string>,
+    condition?: GrantCondition,
+  ): Plan {
     const digests = pins ?? this.host.authority.pinsFor(capabilities);
-    const record: GrantRecord = { type: "grant", id: env?.id ?? randomUUID(), from, recipient, capabilities, reason, ts: env?.ts ?? new Date().toISOString(), ...(digests ? { pins: digests } : {}), ...(condition ? { condition } : {}) };
+    const record: GrantRecord = {
+      type: "grant",
+      id: env?.id ?? randomUUID(),
+      from,
+      recipient,
+      capabilities,
+      reason,
+      ts: env?.ts ?? new Date().toISOString(),
+      ...(digests ? { pins: digests } : {}),
+      ...(condition ? { condition } : {}),
+    };
     return {
       records: [record],
       apply: () => {
@@ -103,7 +131,8 @@ export class Lending {
 
   async onRevoke(member: Member, inbound: InboundEnvelope): Promise<void> {
     const parsed = RevokePayloadSchema.safeParse(inbound.payload);
-    if (!parsed.success) return this.host.fail(member, ErrorCodes.invalidPayload, `capability/revoke: ${describeIssue(parsed.error)}`, inbound.id);
+    if (!parsed.success)
+      return this.host.fail(member, ErrorCodes.invalidPayload, `capability/revoke: ${describeIssue(parsed.error)}`, inbound.id);
     const { recipient, grant_id, capabilities } = parsed.data;
     const held = this.grants.capabilitiesOf(member.id);
     if (grant_id !== undefined) {
@@ -111,11 +140,21 @@ export class Lending {
       if (!g) return this.host.fail(member, ErrorCodes.unknownGrant, `no grant "${clip(grant_id)}" to "${clip(recipient)}"`, inbound.id);
       // The granter may take back its grant; anyone else must hold what it lent.
       if (g.from !== member.id && !g.capabilities.every((c) => covers(held, c))) {
-        return this.host.fail(member, ErrorCodes.revokeNotAllowed, "you may revoke only grants you made or capabilities you hold", inbound.id);
+        return this.host.fail(
+          member,
+          ErrorCodes.revokeNotAllowed,
+          "you may revoke only grants you made or capabilities you hold",
+          inbound.id,
+        );
       }
     } else if (!capabilities!.every((c) => covers(held, c))) {
       if (!(recipient in this.host.config.participants)) {
-        return this.host.fail(member, ErrorCodes.unknownRecipient, `no participant "${clip(recipient)}" in space "${this.host.id}"`, inbound.id);
+        return this.host.fail(
+          member,
+          ErrorCodes.unknownRecipient,
+          `no participant "${clip(recipient)}" in space "${this.host.id}"`,
+          inbound.id,
+        );
       }
       // Spec §3.6.2 asks only for the capability/revoke capability. A revoke that would take
       // away nothing anyone holds harms nobody: it is delivered as the no-op it is. One that
@@ -134,7 +173,15 @@ export class Lending {
     const trial = this.grants.clone();
     trial.apply(revoke);
     const fell = trial.revalidate();
-    const cascade: GrantRecord[] = fell.map((g) => ({ type: "revoke", id: randomUUID(), from: GATEWAY_ID, recipient: g.recipient, grant_id: g.id, ts: env.ts, cascade_of: env.id }));
+    const cascade: GrantRecord[] = fell.map((g) => ({
+      type: "revoke",
+      id: randomUUID(),
+      from: GATEWAY_ID,
+      recipient: g.recipient,
+      grant_id: g.id,
+      ts: env.ts,
+      cascade_of: env.id,
+    }));
     try {
       await this.host.record({ records: [revoke, ...cascade], apply: () => [revoke, ...cascade].forEach((r) => this.grants.apply(r)) });
     } catch (err) {

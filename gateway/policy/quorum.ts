@@ -24,10 +24,16 @@ export function requiredApprovals(config: SpaceConfig, proposer: string, owner: 
  * naming a tool it needs N > 1 approvers for, one covering a tool of `tools` (the catalogue,
  * `owner/tool`) that does, or any tools/call capability when it needs N for every tool.
  */
-export function quorumBypass(config: SpaceConfig, recipient: string, capabilities: readonly Capability[], tools: Iterable<string>): string | undefined {
+export function quorumBypass(
+  config: SpaceConfig,
+  recipient: string,
+  capabilities: readonly Capability[],
+  tools: Iterable<string>,
+): string | undefined {
   const setting = config.participants[recipient]?.approvals;
   if (setting === undefined) return undefined;
-  const words = (tool: string, n: number) => `"${recipient}" needs ${n} distinct approvers for ${tool} (approvals), and a grant would let it call ${tool} without asking anyone: one person would stand in for ${n}`;
+  const words = (tool: string, n: number) =>
+    `"${recipient}" needs ${n} distinct approvers for ${tool} (approvals), and a grant would let it call ${tool} without asking anyone: one person would stand in for ${n}`;
   for (const c of capabilities) {
     const t = specificTool(c);
     if (t) {
@@ -36,7 +42,8 @@ export function quorumBypass(config: SpaceConfig, recipient: string, capabilitie
     }
   }
   const allows = compileCapabilities([...capabilities]);
-  const calls = (owner: string, tool: string) => allows({ kind: "mcp/request", to: [owner], payload: { method: "tools/call", params: { name: tool } } });
+  const calls = (owner: string, tool: string) =>
+    allows({ kind: "mcp/request", to: [owner], payload: { method: "tools/call", params: { name: tool } } });
   for (const name of tools) {
     const slash = name.indexOf("/");
     if (slash <= 0) continue;
@@ -44,6 +51,7 @@ export function quorumBypass(config: SpaceConfig, recipient: string, capabilitie
     const n = requiredApprovals(config, recipient, owner, tool);
     if (n > 1 && calls(owner, tool)) return words(name, n);
   }
-  if (typeof setting === "number" && setting > 1 && allows({ kind: "mcp/request", payload: { method: "tools/call", params: {} } })) return words("any tool", setting);
+  if (typeof setting === "number" && setting > 1 && allows({ kind: "mcp/request", payload: { method: "tools/call", params: {} } }))
+    return words("any tool", setting);
   return undefined;
 }

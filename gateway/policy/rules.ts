@@ -197,7 +197,12 @@ export function decide(input: DecisionInput): Decision {
 /** How a rule that applied is named for a person: `an ask rule matches fs/write (when args.x > 1 holds)`; explain adds where it is. */
 function ruleWords(m: RuleMatch, name: string): string {
   const r = m.rule;
-  const cond = m.condition === undefined ? "" : m.condition.result === "true" ? ` (when ${r.when} holds)` : ` (its condition ${r.when} could not be evaluated, which counts as a match: ${m.condition.error ?? "error"})`;
+  const cond =
+    m.condition === undefined
+      ? ""
+      : m.condition.result === "true"
+        ? ` (when ${r.when} holds)`
+        : ` (its condition ${r.when} could not be evaluated, which counts as a match: ${m.condition.error ?? "error"})`;
   return `${r.rule === "deny" ? "a deny" : r.rule === "ask" ? "an ask" : "an allow"} rule matches ${name}${cond}`;
 }
 
@@ -213,26 +218,31 @@ export function decideWhy(input: DecisionInput): Reasoned {
   if (input.granted(shape)) return out("direct", "a grant (an always-approval) covers it", "grant");
   if (rule === "ask") return out("proposal", ruleWords(match!, name), "ask", match);
   const direct = (why: string, step: Step, m?: RuleMatch): Reasoned =>
-    input.unconfirmed ? out("proposal", `${DEFINITION_CHANGED} (${why}); approving a call confirms the new definition`, step, m) : out("direct", why, step, m);
+    input.unconfirmed
+      ? out("proposal", `${DEFINITION_CHANGED} (${why}); approving a call confirms the new definition`, step, m)
+      : out("direct", why, step, m);
   if (rule === "allow") return direct(ruleWords(match!, name), "allow", match);
   if (input.configured(shape)) return direct("the participant's capabilities allow it", "capability");
   if (input.annotations?.readOnlyHint === true) return direct("the tool says it is read-only", "read-only");
   if (input.autoApproved) return direct("its server's autoApprove lists it", "auto-approve");
   const decision = input.fallback === "allow" ? "direct" : input.fallback === "deny" ? "denied" : "proposal";
-  if (decision === "proposal" && input.grantSuspended) return out(decision, `${DEFINITION_CHANGED} (a grant was given on its earlier definition)`, "fallback");
+  if (decision === "proposal" && input.grantSuspended)
+    return out(decision, `${DEFINITION_CHANGED} (a grant was given on its earlier definition)`, "fallback");
   if (decision === "direct") return direct(`no rule matches: the space's fallback is ${input.fallback}`, "fallback");
   return out(decision, `no rule matches and the tool is not read-only: the space's fallback is ${input.fallback}`, "fallback");
 }
 
 /** `fs/read_*` → a MEW pattern allowing tools/call of `read_*` on `fs` (plain globs only: a capability cannot look at arguments). */
 export function allowCapabilities(policy: ToolPolicy | undefined): Capability[] {
-  return (policy?.allow ?? []).flatMap((r) => (typeof r === "string" ? [r] : [])).map((glob) => {
-    const slash = glob.indexOf("/");
-    const [owner, tool] = slash < 0 ? [glob, "*"] : [glob.slice(0, slash), glob.slice(slash + 1)];
-    const cap: Capability = { kind: "mcp/request", payload: { method: "tools/call", params: { name: tool || "*" } } };
-    if (owner !== "*") cap["to"] = [owner];
-    return cap;
-  });
+  return (policy?.allow ?? [])
+    .flatMap((r) => (typeof r === "string" ? [r] : []))
+    .map((glob) => {
+      const slash = glob.indexOf("/");
+      const [owner, tool] = slash < 0 ? [glob, "*"] : [glob.slice(0, slash), glob.slice(slash + 1)];
+      const cap: Capability = { kind: "mcp/request", payload: { method: "tools/call", params: { name: tool || "*" } } };
+      if (owner !== "*") cap["to"] = [owner];
+      return cap;
+    });
 }
 
 /** The capability an "always" approval grants: exactly this tool on this owner. */
@@ -246,6 +256,7 @@ export function specificTool(c: Capability): { owner: string; tool: string } | u
   const payload = c["payload"] as { method?: unknown; params?: { name?: unknown } } | undefined;
   const owner = c["to"][0];
   const tool = payload?.params?.name;
-  if (payload?.method !== "tools/call" || typeof owner !== "string" || typeof tool !== "string" || /[*!?{}[\]]/.test(owner + tool)) return undefined;
+  if (payload?.method !== "tools/call" || typeof owner !== "string" || typeof tool !== "string" || /[*!?{}[\]]/.test(owner + tool))
+    return undefined;
   return { owner, tool };
 }

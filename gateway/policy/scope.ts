@@ -54,14 +54,20 @@ export function conditionHolds(c: GrantCondition, args: Record<string, unknown> 
  * cannot be made. A prefix defaults to the directory of the approved value; one the approver
  * names must contain the approved value, and may not be the root.
  */
-export function conditionFor(limit: AlwaysLimit, args: Record<string, unknown> | undefined): { condition?: GrantCondition; error?: string } {
+export function conditionFor(
+  limit: AlwaysLimit,
+  args: Record<string, unknown> | undefined,
+): { condition?: GrantCondition; error?: string } {
   if (limit === "tool") return {};
   if (limit === "exact") return { condition: { op: "exact", args: args ?? {} } };
   const { field } = limit;
   const raw = args && Object.hasOwn(args, field) ? args[field] : undefined;
   if (typeof raw !== "string") return { error: `the approved arguments have no string "${field}" to limit the grant to` };
   const approved = normalisePath(raw);
-  if (approved === undefined) return { error: `"${field}" of the approved call is not a plain path (no "..", "\\", "%" or look-alike characters); approve once, or limit it to the exact arguments` };
+  if (approved === undefined)
+    return {
+      error: `"${field}" of the approved call is not a plain path (no "..", "\\", "%" or look-alike characters); approve once, or limit it to the exact arguments`,
+    };
   let prefix: string | undefined;
   if (limit.prefix !== undefined) {
     const p = normalisePath(limit.prefix);
@@ -71,8 +77,10 @@ export function conditionFor(limit: AlwaysLimit, args: Record<string, unknown> |
     const cut = approved.replace(/\/$/, "").lastIndexOf("/");
     prefix = cut < 0 ? undefined : approved.slice(0, cut + 1);
   }
-  if (prefix === undefined || prefix === "/" || prefix === "") return { error: `"${raw}" has no directory to limit the grant to; limit it to the exact arguments instead` };
-  if (!approved.startsWith(prefix) || approved.length <= prefix.length) return { error: `the approved "${field}" (${approved}) is not under ${prefix}` };
+  if (prefix === undefined || prefix === "/" || prefix === "")
+    return { error: `"${raw}" has no directory to limit the grant to; limit it to the exact arguments instead` };
+  if (!approved.startsWith(prefix) || approved.length <= prefix.length)
+    return { error: `the approved "${field}" (${approved}) is not under ${prefix}` };
   return { condition: { op: "prefix", field, value: prefix } };
 }
 

@@ -81,13 +81,24 @@ export interface CallRouter {
    */
   authorize(member: Member, target: string, method: string, params: Record<string, unknown> | undefined, confirming?: boolean): Verdict;
   /** Governance, tracking, delivery of a request to a participant; false if it was refused (the caller was told, correlated to `sentId`, the id it sent). */
-  route(caller: Member, env: Envelope, payload: McpRequestPayload, sentId: string | undefined, extra?: Pick<Call, "proposalId" | "fulfiller">): boolean;
+  route(
+    caller: Member,
+    env: Envelope,
+    payload: McpRequestPayload,
+    sentId: string | undefined,
+    extra?: Pick<Call, "proposalId" | "fulfiller">,
+  ): boolean;
   /** Why `participant/tool` is not in the catalogue: `participant_disabled` or `unknown_tool`. */
   unknownTool(name: string): NotRouted;
   /** Tells everyone the catalogue's policies changed (a tool's definition was confirmed), so they list it again. */
   catalogueChanged(): void;
   /** `route`, telling no one of a refusal: why not comes back instead (undefined: routed). */
-  tryRoute(caller: Member, env: Envelope, payload: McpRequestPayload, extra?: Pick<Call, "proposalId" | "fulfiller">): NotRouted | undefined;
+  tryRoute(
+    caller: Member,
+    env: Envelope,
+    payload: McpRequestPayload,
+    extra?: Pick<Call, "proposalId" | "fulfiller">,
+  ): NotRouted | undefined;
   /** Ends a call its caller gave up on, down its delegation chain. */
   cancel(call: Call, reason: string, notifyTarget: boolean): void;
   refreshTools(id: string): void;
@@ -97,7 +108,14 @@ export interface CallRouter {
 /** What calls/requests.ts and endpoint.ts need of decisions.ts: requests that are really proposal decisions. */
 export interface ProposalDesk {
   onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Promise<void> | void;
-  hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts: { tellProposer?: boolean; sentId: string | undefined }): Promise<void>;
+  hold(
+    member: Member,
+    env: Envelope,
+    method: string,
+    params: Record<string, unknown>,
+    rpcId: string | number,
+    opts: { tellProposer?: boolean; sentId: string | undefined },
+  ): Promise<void>;
   withdrawn(member: Member, p: Proposal, reason: string): Promise<void>;
 }
 
@@ -110,7 +128,15 @@ export interface GrantDesk {
    * saw them (authority.ts). `condition`: a scoped "always" (policy/scope.ts), which holds only
    * for calls whose arguments meet it.
    */
-  plan(from: string, recipient: string, capabilities: Capability[], reason: string | undefined, env?: Envelope, pins?: Record<string, string>, condition?: GrantCondition): Plan;
+  plan(
+    from: string,
+    recipient: string,
+    capabilities: Capability[],
+    reason: string | undefined,
+    env?: Envelope,
+    pins?: Record<string, string>,
+    condition?: GrantCondition,
+  ): Plan;
 }
 
 /** Why a request was not routed: an error code for a `system/error`, or for an approved proposal's outcome. */
@@ -122,7 +148,10 @@ export interface NotRouted {
 
 /** The refusal of a call to a switched-off participant (agents/switches.ts), worded the same on every path. */
 export function disabledRefusal(target: string): NotRouted {
-  return { code: "participant_disabled", message: `"${clip(target)}" is switched off in this space; ask someone who may switch it on (space/enable)` };
+  return {
+    code: "participant_disabled",
+    message: `"${clip(target)}" is switched off in this space; ask someone who may switch it on (space/enable)`,
+  };
 }
 
 /** Keeps client-supplied strings in messages short. */

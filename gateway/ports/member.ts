@@ -66,4 +66,3 @@ export class Member {
     return (this.ownLog ??= this.spaceLog.child(this.via ? { participant: this.id, via: this.via } : { participant: this.id }));
   }
 }
-

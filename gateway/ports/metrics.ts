@@ -68,7 +68,10 @@ export interface SpaceSample {
 export function render(connections: number, spaces: SpaceSample[]): string {
   const out: string[] = [];
   const metric = (name: string, type: string, help: string) => out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
-  const label = (labels: Record<string, string>) => `{${Object.entries(labels).map(([k, v]) => `${k}="${v.replace(/["\\\n]/g, "_")}"`).join(",")}}`;
+  const label = (labels: Record<string, string>) =>
+    `{${Object.entries(labels)
+      .map(([k, v]) => `${k}="${v.replace(/["\\\n]/g, "_")}"`)
+      .join(",")}}`;
   metric("mewgate_connections", "gauge", "WebSocket connections open, joined or not");
   out.push(`mewgate_connections ${connections}`);
   metric("mewgate_members", "gauge", "Participants connected to a space");
@@ -79,18 +82,28 @@ export function render(connections: number, spaces: SpaceSample[]): string {
   for (const s of spaces) out.push(`mewgate_envelopes_out_total${label({ space: s.space })} ${s.metrics.envelopesOut}`);
   metric("mewgate_proposals_pending", "gauge", "Proposals waiting for a decision");
   for (const s of spaces) out.push(`mewgate_proposals_pending${label({ space: s.space })} ${s.pending}`);
-  metric("mewgate_tools_flagged", "gauge", "Tools whose definitions the gateway flagged (hidden characters, markup, instructions to the model)");
+  metric(
+    "mewgate_tools_flagged",
+    "gauge",
+    "Tools whose definitions the gateway flagged (hidden characters, markup, instructions to the model)",
+  );
   for (const s of spaces) out.push(`mewgate_tools_flagged${label({ space: s.space })} ${s.flagged ?? 0}`);
   metric("mewgate_proposals_total", "counter", "Proposal transitions, by the state reached");
-  for (const s of spaces) for (const [state, n] of s.metrics.proposals) out.push(`mewgate_proposals_total${label({ space: s.space, state })} ${n}`);
+  for (const s of spaces)
+    for (const [state, n] of s.metrics.proposals) out.push(`mewgate_proposals_total${label({ space: s.space, state })} ${n}`);
   metric("mewgate_calls_total", "counter", "Calls routed by the gateway, by outcome");
-  for (const s of spaces) for (const [outcome, n] of s.metrics.calls) out.push(`mewgate_calls_total${label({ space: s.space, outcome })} ${n}`);
+  for (const s of spaces)
+    for (const [outcome, n] of s.metrics.calls) out.push(`mewgate_calls_total${label({ space: s.space, outcome })} ${n}`);
   const histogram = (name: string, help: string, pick: (m: SpaceMetrics) => Histogram) => {
     metric(name, "histogram", help);
     for (const s of spaces) {
       const h = pick(s.metrics);
       h.buckets.forEach((b, i) => out.push(`${name}_bucket${label({ space: s.space, le: String(b) })} ${h.counts[i]}`));
-      out.push(`${name}_bucket${label({ space: s.space, le: "+Inf" })} ${h.count}`, `${name}_sum${label({ space: s.space })} ${h.sum}`, `${name}_count${label({ space: s.space })} ${h.count}`);
+      out.push(
+        `${name}_bucket${label({ space: s.space, le: "+Inf" })} ${h.count}`,
+        `${name}_sum${label({ space: s.space })} ${h.sum}`,
+        `${name}_count${label({ space: s.space })} ${h.count}`,
+      );
     }
   };
   histogram("mewgate_decision_seconds", "Time from a proposal to its decision", (m) => m.decisionSeconds);
@@ -101,7 +114,8 @@ export function render(connections: number, spaces: SpaceSample[]): string {
   for (const s of spaces) {
     for (const [key, h] of s.metrics.operationSeconds) {
       const [method, error] = key.split("\u0000") as [string, string];
-      const l = (more: Record<string, string>) => label({ space: s.space, mcp_method_name: method, ...(error ? { error_type: error } : {}), ...more });
+      const l = (more: Record<string, string>) =>
+        label({ space: s.space, mcp_method_name: method, ...(error ? { error_type: error } : {}), ...more });
       h.buckets.forEach((b, i) => out.push(`${op}_bucket${l({ le: String(b) })} ${h.counts[i]}`));
       out.push(`${op}_bucket${l({ le: "+Inf" })} ${h.count}`, `${op}_sum${l({})} ${h.sum}`, `${op}_count${l({})} ${h.count}`);
     }

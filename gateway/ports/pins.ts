@@ -93,11 +93,21 @@ export function canonical(v: unknown): string {
 }
 
 export function definitionOf(t: Definition): Definition {
-  return { name: t.name, title: t.title, description: t.description, inputSchema: t.inputSchema, outputSchema: t.outputSchema, annotations: t.annotations, execution: t.execution };
+  return {
+    name: t.name,
+    title: t.title,
+    description: t.description,
+    inputSchema: t.inputSchema,
+    outputSchema: t.outputSchema,
+    annotations: t.annotations,
+    execution: t.execution,
+  };
 }
 
 export function digestOf(def: Definition): string {
-  return createHash("sha256").update(canonical(definitionOf(def))).digest("hex");
+  return createHash("sha256")
+    .update(canonical(definitionOf(def)))
+    .digest("hex");
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -123,7 +133,8 @@ export function describeChange(before: Definition, after: Definition): string[] 
   const propsB = isRecord(inB["properties"]) ? inB["properties"] : {};
   const reqA = new Set(Array.isArray(inA["required"]) ? inA["required"].filter((x): x is string => typeof x === "string") : []);
   const reqB = new Set(Array.isArray(inB["required"]) ? inB["required"].filter((x): x is string => typeof x === "string") : []);
-  for (const k of Object.keys(propsB).sort()) if (!(k in propsA)) out.push(`new argument \`${named(k)}\`${reqB.has(k) ? " (required)" : ""}`);
+  for (const k of Object.keys(propsB).sort())
+    if (!(k in propsA)) out.push(`new argument \`${named(k)}\`${reqB.has(k) ? " (required)" : ""}`);
   for (const k of Object.keys(propsA).sort()) if (!(k in propsB)) out.push(`argument \`${named(k)}\` removed`);
   for (const k of Object.keys(propsA).sort()) if (k in propsB && !same(propsA[k], propsB[k])) out.push(`argument \`${named(k)}\` changed`);
   for (const k of [...reqB].sort()) if (!reqA.has(k) && k in propsA) out.push(`argument \`${named(k)}\` now required`);
@@ -135,7 +146,8 @@ export function describeChange(before: Definition, after: Definition): string[] 
   const anB = isRecord(after.annotations) ? after.annotations : {};
   for (const k of [...new Set([...Object.keys(anA), ...Object.keys(anB)])].sort()) {
     if (same(anA[k], anB[k])) continue;
-    const show = (v: unknown) => (typeof v === "boolean" || typeof v === "number" ? String(v) : typeof v === "string" ? JSON.stringify(named(v)) : "…");
+    const show = (v: unknown) =>
+      typeof v === "boolean" || typeof v === "number" ? String(v) : typeof v === "string" ? JSON.stringify(named(v)) : "…";
     if (anA[k] === undefined) out.push(`${named(k)} added (${show(anB[k])})`);
     else if (anB[k] === undefined) out.push(`${named(k)} removed`);
     else out.push(`${named(k)} changed from ${show(anA[k])} to ${show(anB[k])}`);
@@ -198,11 +210,26 @@ export class Pins {
       if (!pin) {
         // Listed for the first time since the start: held to what was confirmed before it, if anything was.
         const kept = this.durable.get(participant)?.get(t.name);
-        pins.set(t.name, { digest, def, firstSeen: at, since: at, confirmed: kept ?? digest, count: kept === undefined || kept === digest ? 0 : 1 });
+        pins.set(t.name, {
+          digest,
+          def,
+          firstSeen: at,
+          since: at,
+          confirmed: kept ?? digest,
+          count: kept === undefined || kept === digest ? 0 : 1,
+        });
         if (kept === undefined) this.persist?.({ type: "pin", owner: participant, tool: t.name, digest });
         else if (kept !== digest) {
           // What it was is not known any more, only that it was something else.
-          changes.push({ participant, tool: t.name, from: kept, to: digest, changes: ["definition changed while the gateway was stopped"], ts: new Date(at).toISOString(), count: 1 });
+          changes.push({
+            participant,
+            tool: t.name,
+            from: kept,
+            to: digest,
+            changes: ["definition changed while the gateway was stopped"],
+            ts: new Date(at).toISOString(),
+            count: 1,
+          });
         }
         continue;
       }
@@ -211,7 +238,15 @@ export class Pins {
       // Compared with what was last confirmed: a → b → c shows a person a → c.
       if (pin.digest === pin.confirmed) pin.confirmedDef = before;
       pin.count++;
-      changes.push({ participant, tool: t.name, from: pin.digest, to: digest, changes: describeChange(before, def), ts: new Date(at).toISOString(), count: pin.count });
+      changes.push({
+        participant,
+        tool: t.name,
+        from: pin.digest,
+        to: digest,
+        changes: describeChange(before, def),
+        ts: new Date(at).toISOString(),
+        count: pin.count,
+      });
       pin.digest = digest;
       pin.def = def;
       pin.since = at;

@@ -71,7 +71,12 @@ export class Registry {
    * anything changed; `changed` hears of each tool whose definition differs from the one
    * pinned for it (a key reordering does not).
    */
-  set(participant: string, tools: McpTool[], inspect?: (t: McpTool) => readonly Finding[], changed?: (c: DefinitionChange) => void): boolean {
+  set(
+    participant: string,
+    tools: McpTool[],
+    inspect?: (t: McpTool) => readonly Finding[],
+    changed?: (c: DefinitionChange) => void,
+  ): boolean {
     const next = new Map<string, ToolEntry>();
     for (const t of tools) {
       next.set(t.name, {
@@ -89,7 +94,11 @@ export class Registry {
         ...withFindings(inspect?.(t)),
       });
     }
-    for (const c of this.pins.observe(participant, [...next].map(([tool, e]) => ({ ...e, name: tool })))) changed?.(c);
+    for (const c of this.pins.observe(
+      participant,
+      [...next].map(([tool, e]) => ({ ...e, name: tool })),
+    ))
+      changed?.(c);
     const before = this.byOwner.get(participant);
     if (before && sameTools(before, next)) return false;
     if (next.size === 0) this.byOwner.delete(participant);
@@ -112,7 +121,8 @@ export class Registry {
   /** The participants that offer a tool of this (bare) name; `switchedOff`: those switched off instead, who offer it to nobody. */
   ownersOf(tool: string, switchedOff = false): string[] {
     const owners: string[] = [];
-    for (const [participant, tools] of this.byOwner) if (tools.has(tool) && this.off.has(participant) === switchedOff) owners.push(participant);
+    for (const [participant, tools] of this.byOwner)
+      if (tools.has(tool) && this.off.has(participant) === switchedOff) owners.push(participant);
     return owners;
   }
 

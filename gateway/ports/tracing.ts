@@ -184,7 +184,13 @@ export class Tracing {
       `await approval ${info.tool ?? info.method}`,
       {
         kind: SpanKind.INTERNAL,
-        attributes: { "mewgate.space": info.space, "mewgate.proposal.id": info.id, "mewgate.proposer": info.proposer, "mcp.method.name": info.method, ...(info.tool ? { "gen_ai.tool.name": info.tool } : {}) },
+        attributes: {
+          "mewgate.space": info.space,
+          "mewgate.proposal.id": info.id,
+          "mewgate.proposer": info.proposer,
+          "mcp.method.name": info.method,
+          ...(info.tool ? { "gen_ai.tool.name": info.tool } : {}),
+        },
       },
       contextOf(parent),
     );

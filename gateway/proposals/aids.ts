@@ -42,10 +42,14 @@ export class Aids {
   linksFor(p: Proposal): ApproverLink[] {
     const { config, authority } = this.host;
     if (config.gateway.notify.length === 0) return [];
-    const mayDecide = (id: string) => !this.host.isDisabled(id) && authority.call(id, () => false, p.owner, p.method, p.params, true).decision === "direct";
+    const mayDecide = (id: string) =>
+      !this.host.isDisabled(id) && authority.call(id, () => false, p.owner, p.method, p.params, true).decision === "direct";
     const base = (config.gateway.public_url ?? this.host.consoleUrl() ?? "").replace(/\/(ui\/)?$/, "");
     // Who may decide now: the proposer's approvers (groups by their members) and the escalation stages reached.
     const named = approversNow(config, p);
-    return linkApprovers(config.participants, p, named && ((id) => authority.groups.names(named, id)), mayDecide).map((approver) => ({ approver, url: `${base}/ui/link.html#t=${this.links.mint(p, approver)}` }));
+    return linkApprovers(config.participants, p, named && ((id) => authority.groups.names(named, id)), mayDecide).map((approver) => ({
+      approver,
+      url: `${base}/ui/link.html#t=${this.links.mint(p, approver)}`,
+    }));
   }
 }

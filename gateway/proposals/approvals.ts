@@ -67,7 +67,12 @@ export function approvedBy(p: Proposal): string[] {
  * whether enough participants could still approve it (`mayApprove(id)`: the participant could
  * make the call itself), so a bar nobody can reach is said, not left waiting.
  */
-export function approvalsView(config: SpaceConfig, groups: Groups, p: Proposal, mayApprove: (id: string) => boolean): Record<string, unknown> | undefined {
+export function approvalsView(
+  config: SpaceConfig,
+  groups: Groups,
+  p: Proposal,
+  mayApprove: (id: string) => boolean,
+): Record<string, unknown> | undefined {
   const required = p.required ?? 1;
   if (required <= 1) return undefined;
   const by = approvedBy(p);
@@ -87,7 +92,11 @@ export function approvalsView(config: SpaceConfig, groups: Groups, p: Proposal, 
     satisfiable,
     // Approvals that no longer count (a reload removed or demoted their approver: standing.ts).
     ...(p.droppedApprovals?.length ? { dropped: p.droppedApprovals } : {}),
-    ...(satisfiable ? {} : { why: `needs ${required} distinct approvers but only ${possible} could approve it (never the proposer); it can never be approved as things stand` }),
+    ...(satisfiable
+      ? {}
+      : {
+          why: `needs ${required} distinct approvers but only ${possible} could approve it (never the proposer); it can never be approved as things stand`,
+        }),
   };
 }
 
@@ -118,10 +127,21 @@ export async function approveOneOf(
   const required = p.required ?? 1;
   const by = approvedBy(p);
   if (by.includes(member.id)) {
-    return space.fail(member, ErrorCodes.alreadyApproved, `you already approved proposal "${clip(p.id)}" (${by.length} of ${required}); it needs another approver`, sentId, { approvals: by.length, required });
+    return space.fail(
+      member,
+      ErrorCodes.alreadyApproved,
+      `you already approved proposal "${clip(p.id)}" (${by.length} of ${required}); it needs another approver`,
+      sentId,
+      { approvals: by.length, required },
+    );
   }
   if (d.scope === "always") {
-    return space.fail(member, ErrorCodes.invalidPayload, `proposal "${clip(p.id)}" needs ${required} approvers, so it cannot be approved "always" (a grant would let later calls skip the others); approve once`, sentId);
+    return space.fail(
+      member,
+      ErrorCodes.invalidPayload,
+      `proposal "${clip(p.id)}" needs ${required} approvers, so it cannot be approved "always" (a grant would let later calls skip the others); approve once`,
+      sentId,
+    );
   }
   const mismatch = laterApprovalMismatch(p, by, d.edited, d.confirmed);
   if (mismatch) return space.fail(member, mismatch.code, mismatch.message, sentId, mismatch.extra);
@@ -139,14 +159,22 @@ export async function approveOneOf(
     if (left.length + 1 >= required) return last(d.edited);
     // Too few remain: this approval is recorded as one of several, and the proposal waits.
   }
-  const approval = { by: member.id, ts: now(), ...(d.edited !== undefined ? { arguments: d.edited } : {}), ...(d.reason !== undefined ? { reason: d.reason } : {}) };
+  const approval = {
+    by: member.id,
+    ts: now(),
+    ...(d.edited !== undefined ? { arguments: d.edited } : {}),
+    ...(d.reason !== undefined ? { reason: d.reason } : {}),
+  };
   try {
     await space.record(proposals.planApproval(p, approval));
   } catch (err) {
     return space.storeFailed(member, err, sentId, `the approval was not recorded; ${stays}`);
   }
   const after = approvedBy(p);
-  member.log.info({ proposal: p.id, proposer: p.proposer, approvals: after.length, required }, "proposal approved, waiting for more approvers");
+  member.log.info(
+    { proposal: p.id, proposer: p.proposer, approvals: after.length, required },
+    "proposal approved, waiting for more approvers",
+  );
   // Everyone who sees the proposal sees how far it got; the proposer learns it still waits.
   const runs = whatRuns(p);
   const edit = runs.edited ? { arguments: runs.arguments, edited_by: runs.edited.by, edited_at: runs.edited.at } : {};
@@ -161,11 +189,20 @@ export async function approveOneOf(
  * send them (`arguments`, as its card shows them) to confirm it saw them, since a bare approval
  * may have been given looking at the card before the edit.
  */
-function laterApprovalMismatch(p: Proposal, by: string[], edited: Record<string, unknown> | undefined, confirmed: boolean): { code: ErrorCode; message: string; extra: Record<string, unknown> } | undefined {
+function laterApprovalMismatch(
+  p: Proposal,
+  by: string[],
+  edited: Record<string, unknown> | undefined,
+  confirmed: boolean,
+): { code: ErrorCode; message: string; extra: Record<string, unknown> } | undefined {
   if (by.length === 0) return undefined;
   const runs = whatRuns(p);
   if (edited !== undefined) {
-    return { code: ErrorCodes.approvalMismatch, message: `proposal "${clip(p.id)}" was already approved by ${by.join(", ")} with other arguments; approve those as they are, or reject it`, extra: { approved_by: by, arguments: runs.arguments } };
+    return {
+      code: ErrorCodes.approvalMismatch,
+      message: `proposal "${clip(p.id)}" was already approved by ${by.join(", ")} with other arguments; approve those as they are, or reject it`,
+      extra: { approved_by: by, arguments: runs.arguments },
+    };
   }
   if (runs.edited && !confirmed) {
     const who = runs.edited.by ?? "an approver";
@@ -182,12 +219,21 @@ function laterApprovalMismatch(p: Proposal, by: string[], edited: Record<string,
  * Why a MEW fulfilment by `fulfiller` may not be the last approval of `p` (with `edited` arguments
  * that differ from those that run; `carried`: it sent arguments at all), if it may not.
  */
-export function fulfilmentBlocked(fulfiller: string, p: Proposal, edited: Record<string, unknown> | undefined, carried: boolean): { code: ErrorCode; message: string; extra: Record<string, unknown> } | undefined {
+export function fulfilmentBlocked(
+  fulfiller: string,
+  p: Proposal,
+  edited: Record<string, unknown> | undefined,
+  carried: boolean,
+): { code: ErrorCode; message: string; extra: Record<string, unknown> } | undefined {
   const required = p.required ?? 1;
   if (required <= 1 || !awaiting(p.state)) return undefined;
   const by = approvedBy(p);
   if (by.includes(fulfiller) || by.length + 1 < required) {
-    return { code: ErrorCodes.approvalsNeeded, message: `proposal "${clip(p.id)}" needs ${required} distinct approvers and has ${by.length}; approve it with mcp/approve first`, extra: { approvals: by.length, required } };
+    return {
+      code: ErrorCodes.approvalsNeeded,
+      message: `proposal "${clip(p.id)}" needs ${required} distinct approvers and has ${by.length}; approve it with mcp/approve first`,
+      extra: { approvals: by.length, required },
+    };
   }
   return laterApprovalMismatch(p, by, edited, carried && edited === undefined);
 }

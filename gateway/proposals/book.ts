@@ -36,7 +36,16 @@ import type { Plan } from "../ports/plan.js";
 import { EDITED_KEY } from "../wire/envelope.js";
 import { CallResults, type CallOutcome } from "./outcomes.js";
 
-export type ProposalState = "pending" | "approved" | "routed" | "answered" | "rejected" | "withdrawn" | "expired" | "failed" | "interrupted";
+export type ProposalState =
+  | "pending"
+  | "approved"
+  | "routed"
+  | "answered"
+  | "rejected"
+  | "withdrawn"
+  | "expired"
+  | "failed"
+  | "interrupted";
 
 const NEXT: Record<ProposalState, readonly ProposalState[]> = {
   pending: ["approved", "rejected", "withdrawn", "expired"],
@@ -160,11 +169,28 @@ export function shownEnvelope(p: Proposal): unknown {
   // A proposal that needs several approvers carries how far it got ("1 of 2", and who).
   const progress =
     need > 1 && awaiting(p.state)
-      ? { "mewgate/approvals": { required: need, by: [...new Set((p.approvals ?? []).map((a) => a.by))], ...(runs.edited ? { arguments: runs.arguments } : {}), ...(p.droppedApprovals?.length ? { dropped: p.droppedApprovals } : {}) } }
+      ? {
+          "mewgate/approvals": {
+            required: need,
+            by: [...new Set((p.approvals ?? []).map((a) => a.by))],
+            ...(runs.edited ? { arguments: runs.arguments } : {}),
+            ...(p.droppedApprovals?.length ? { dropped: p.droppedApprovals } : {}),
+          },
+        }
       : {};
   // Edited arguments are what an approval now runs: every reader shows these, with who edited them.
-  const edited = runs.edited && awaiting(p.state) ? { [EDITED_KEY]: { arguments: runs.arguments, ...(runs.edited.by !== undefined ? { by: runs.edited.by } : {}), ...(runs.edited.at !== undefined ? { at: runs.edited.at } : {}) } } : {};
-  if (p.state !== "interrupted") return need > 1 || runs.edited ? { ...env, payload: { ...env.payload, ...progress, ...edited } } : p.envelope;
+  const edited =
+    runs.edited && awaiting(p.state)
+      ? {
+          [EDITED_KEY]: {
+            arguments: runs.arguments,
+            ...(runs.edited.by !== undefined ? { by: runs.edited.by } : {}),
+            ...(runs.edited.at !== undefined ? { at: runs.edited.at } : {}),
+          },
+        }
+      : {};
+  if (p.state !== "interrupted")
+    return need > 1 || runs.edited ? { ...env, payload: { ...env.payload, ...progress, ...edited } } : p.envelope;
   const mark = {
     reason: p.reason ?? "gateway_restarted",
     message: INTERRUPTED_TEXT,
@@ -191,7 +217,17 @@ export interface AuditEntry {
   /** `tool_changed`: a tool's definition differs from the one pinned for it (ports/pins.ts); `proposal` is then empty. */
   /** `reloaded`: the space took a new space.yaml (space/reload.ts); `changes` says what changed, `proposer` who asked. `approval`: one of several a proposal needs. */
   /** `approval_dropped`: an approval that no longer counts (`by`, and why in `text`); `escalated`: a stage of `policy.escalate` fired (`stage`, `approvers`); `rule_accepted`: a person accepted a suggested rule (policy/learn/); `arguments` holds the rule, `changes` its dry run; `repaired`: `state repair` cut the journal (`changes`); `called`: a call routed without a proposal (`scope` says what allowed it). */
-  event: ProposalState | "proposed" | "tool_changed" | "approval" | "reloaded" | "approval_dropped" | "escalated" | "rule_accepted" | "repaired" | "called";
+  event:
+    | ProposalState
+    | "proposed"
+    | "tool_changed"
+    | "approval"
+    | "reloaded"
+    | "approval_dropped"
+    | "escalated"
+    | "rule_accepted"
+    | "repaired"
+    | "called";
   proposal: string;
   proposer: string;
   owner: string;
@@ -271,10 +307,10 @@ export class ProposalBook {
       const p = this.open.get(r.id);
       if (p) {
         p.approvals = [...(p.approvals ?? []), r.approval];
-        if (r.approval.arguments !== undefined) Object.assign(p, { editedArguments: r.approval.arguments, editedBy: r.approval.by, editedAt: r.approval.ts });
+        if (r.approval.arguments !== undefined)
+          Object.assign(p, { editedArguments: r.approval.arguments, editedBy: r.approval.by, editedAt: r.approval.ts });
       }
-    }
-    else {
+    } else {
       const p = this.open.get(r.id);
       if (p) Object.assign(p, r.patch);
     }
@@ -382,12 +418,16 @@ export class ProposalBook {
     if (!awaiting(p.state)) throw new Error(`proposal ${p.id} is ${p.state}, not awaiting a decision`);
     if (this.busy.has(p.id)) throw new Error(`proposal ${p.id} is busy`);
     this.busy.add(p.id);
-    const entry = audit({ ...p, decidedBy: approval.by, reason: approval.reason, editedArguments: approval.arguments ?? p.editedArguments }, "approval");
+    const entry = audit(
+      { ...p, decidedBy: approval.by, reason: approval.reason, editedArguments: approval.arguments ?? p.editedArguments },
+      "approval",
+    );
     return {
       records: [{ type: "approval", id: p.id, approval }, entry],
       apply: () => {
         p.approvals = [...(p.approvals ?? []), approval];
-        if (approval.arguments !== undefined) Object.assign(p, { editedArguments: approval.arguments, editedBy: approval.by, editedAt: approval.ts });
+        if (approval.arguments !== undefined)
+          Object.assign(p, { editedArguments: approval.arguments, editedBy: approval.by, editedAt: approval.ts });
       },
       done: () => this.busy.delete(p.id),
     };
@@ -419,7 +459,21 @@ export class ProposalBook {
     if (this.busy.has(p.id)) throw new Error(`proposal ${p.id} is busy`);
     this.busy.add(p.id);
     const a = audit(p, "escalated");
-    const entry: AuditRecord = { type: "audit", entry: { ...a.entry, arguments: undefined, edited: undefined, by: undefined, scope: undefined, reason: undefined, text: undefined, outcome: undefined, stage, approvers } };
+    const entry: AuditRecord = {
+      type: "audit",
+      entry: {
+        ...a.entry,
+        arguments: undefined,
+        edited: undefined,
+        by: undefined,
+        scope: undefined,
+        reason: undefined,
+        text: undefined,
+        outcome: undefined,
+        stage,
+        approvers,
+      },
+    };
     return {
       records: [{ type: "escalated", id: p.id, stage, ts: new Date().toISOString() }, entry],
       apply: () => {
@@ -525,7 +579,19 @@ function audit(p: Proposal, event: AuditEntry["event"]): AuditRecord {
 export function toolChangeAudit(c: DefinitionChange): AuditRecord {
   return {
     type: "audit",
-    entry: { ts: c.ts, event: "tool_changed", proposal: "", proposer: c.participant, owner: c.participant, tool: c.tool, method: "tools/list", digest: c.to, previous: c.from, changes: c.changes, count: c.count },
+    entry: {
+      ts: c.ts,
+      event: "tool_changed",
+      proposal: "",
+      proposer: c.participant,
+      owner: c.participant,
+      tool: c.tool,
+      method: "tools/list",
+      digest: c.to,
+      previous: c.from,
+      changes: c.changes,
+      count: c.count,
+    },
   };
 }
 

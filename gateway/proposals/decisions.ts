@@ -37,7 +37,16 @@ import type { Registry } from "../ports/registry.js";
 import type { Verdict } from "../policy/authority.js";
 import { DEFINITION_CHANGED, toolGrant } from "../policy/rules.js";
 import type { Plan } from "../ports/plan.js";
-import { awaiting, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, OPEN_OWNER, type Proposal, type ProposalBook, runningArguments, runningParams } from "./book.js";
+import {
+  awaiting,
+  DEFINITION_CHANGED_KEY,
+  INTERRUPTED_TEXT,
+  OPEN_OWNER,
+  type Proposal,
+  type ProposalBook,
+  runningArguments,
+  runningParams,
+} from "./book.js";
 import type { Member } from "../ports/member.js";
 import { approveOneOf, approversNow, fulfilmentBlocked, requiredApprovals, sameArguments } from "./approvals.js";
 import { cannotRun, editOf } from "./runs.js";
@@ -69,13 +78,20 @@ export class Decisions implements ProposalDesk {
   }
 
   /** The decision point's verdict for `member` calling `target`; `confirming`: the approver's bar (authority.ts). */
-  private authorize(member: Member, target: string, method: string, params: Record<string, unknown> | undefined, confirming = false): Verdict {
+  private authorize(
+    member: Member,
+    target: string,
+    method: string,
+    params: Record<string, unknown> | undefined,
+    confirming = false,
+  ): Verdict {
     return this.space.authority.call(member.id, member.allows, target, method, params, confirming);
   }
 
   onProposal(member: Member, inbound: InboundEnvelope): Promise<void> | void {
     const parsed = ProposalPayloadSchema.safeParse(inbound.payload);
-    if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/proposal: ${describeIssue(parsed.error)}`, inbound.id);
+    if (!parsed.success)
+      return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/proposal: ${describeIssue(parsed.error)}`, inbound.id);
     let { method, params = {} } = parsed.data;
     const intent = parsed.data.intent;
     let to = inbound.to ?? [];
@@ -106,7 +122,12 @@ export class Decisions implements ProposalDesk {
       }
     }
     if (to.length !== 1 || to[0] === GATEWAY_ID) {
-      return this.space.fail(member, ErrorCodes.invalidEnvelope, "an mcp/proposal names exactly one participant that would serve it (to: [id])", inbound.id);
+      return this.space.fail(
+        member,
+        ErrorCodes.invalidEnvelope,
+        "an mcp/proposal names exactly one participant that would serve it (to: [id])",
+        inbound.id,
+      );
     }
     // A proposal asks for what policy would let the proposer have with approval: one that
     // is denied outright, or over the argument quota, is refused before anyone sees it.
@@ -121,7 +142,10 @@ export class Decisions implements ProposalDesk {
     }
     // A proposal that could never be routed (a call back into its own chain) is refused now.
     const chain = this.calls.chainFor(member.id, inbound.correlation_id);
-    if (chain.includes(to[0]!)) return this.space.fail(member, ErrorCodes.cycleDetected, `call cycle: ${[...chain, to[0]!].join(" → ")}`, inbound.id, { chain: [...chain, to[0]!] });
+    if (chain.includes(to[0]!))
+      return this.space.fail(member, ErrorCodes.cycleDetected, `call cycle: ${[...chain, to[0]!].join(" → ")}`, inbound.id, {
+        chain: [...chain, to[0]!],
+      });
     const env = stamp({ ...inbound, to, payload: { method, params, ...(intent !== undefined ? { intent } : {}) } }, member.id);
     return this.hold(member, env, method, params, env.id, { sentId: inbound.id });
   }
@@ -131,7 +155,14 @@ export class Decisions implements ProposalDesk {
    * learns that its call now waits for approval. `sentId`: the id of the envelope the
    * proposer sent, if it gave one, which a refusal correlates to (`env.id` is made up when it gave none).
    */
-  async hold(member: Member, env: Envelope, method: string, params: Record<string, unknown>, rpcId: string | number, opts: { tellProposer?: boolean; sentId: string | undefined; owner?: string }): Promise<void> {
+  async hold(
+    member: Member,
+    env: Envelope,
+    method: string,
+    params: Record<string, unknown>,
+    rpcId: string | number,
+    opts: { tellProposer?: boolean; sentId: string | undefined; owner?: string },
+  ): Promise<void> {
     const sentId = opts.sentId;
     if (this.proposals.get(env.id) || this.proposals.isBusy(env.id) || this.proposals.endedAs(env.id) || this.calls.get(env.id)) {
       return this.space.fail(member, ErrorCodes.duplicateId, `id "${clip(env.id)}" is already in use`, sentId);
@@ -144,9 +175,21 @@ export class Decisions implements ProposalDesk {
     const tool = method === "tools/call" ? (params["name"] as string) : undefined;
     const digest = tool === undefined || owner === OPEN_OWNER ? undefined : this.registry.pins.state(owner, tool)?.digest;
     // A tool changed since it was confirmed: the card shows what changed (ports/pins.ts).
-    const changed = tool !== undefined && owner !== OPEN_OWNER && this.space.authority.pin(owner, tool)?.confirmed === false ? this.registry.pins.unconfirmed(owner, tool) : undefined;
+    const changed =
+      tool !== undefined && owner !== OPEN_OWNER && this.space.authority.pin(owner, tool)?.confirmed === false
+        ? this.registry.pins.unconfirmed(owner, tool)
+        : undefined;
     if (changed && typeof env.payload === "object" && env.payload !== null) {
-      env.payload = { ...(env.payload as Record<string, unknown>), [DEFINITION_CHANGED_KEY]: { tool: `${owner}/${tool}`, message: DEFINITION_CHANGED, previous: changed.from, digest: changed.to, changes: changed.changes } };
+      env.payload = {
+        ...(env.payload as Record<string, unknown>),
+        [DEFINITION_CHANGED_KEY]: {
+          tool: `${owner}/${tool}`,
+          message: DEFINITION_CHANGED,
+          previous: changed.from,
+          digest: changed.to,
+          changes: changed.changes,
+        },
+      };
     }
     // The two-person rule is fixed when the proposal is held (proposals/approvals.ts).
     const required = requiredApprovals(this.space.config, member.id, owner, tool);
@@ -189,10 +232,30 @@ export class Decisions implements ProposalDesk {
     const mine = this.proposals.pendingOf(proposer);
     const all = this.proposals.pendingTotal();
     const checks: Array<[string, number, number, string]> = [
-      ["pending_proposals", mine.count + 1, q.pending_proposals, `${q.pending_proposals} proposals of yours are already pending; wait for decisions or withdraw some`],
-      ["pending_bytes", mine.bytes + bytes, q.pending_bytes, `your pending proposals would hold ${mine.bytes + bytes} bytes; you may have ${q.pending_bytes} pending`],
-      ["space_pending_proposals", all.count + 1, q.space_pending_proposals, `the space already holds ${all.count} pending proposals, its limit; try again once some are decided`],
-      ["space_pending_bytes", all.bytes + bytes, q.space_pending_bytes, `the space's pending proposals would hold ${all.bytes + bytes} bytes, over its ${q.space_pending_bytes}`],
+      [
+        "pending_proposals",
+        mine.count + 1,
+        q.pending_proposals,
+        `${q.pending_proposals} proposals of yours are already pending; wait for decisions or withdraw some`,
+      ],
+      [
+        "pending_bytes",
+        mine.bytes + bytes,
+        q.pending_bytes,
+        `your pending proposals would hold ${mine.bytes + bytes} bytes; you may have ${q.pending_bytes} pending`,
+      ],
+      [
+        "space_pending_proposals",
+        all.count + 1,
+        q.space_pending_proposals,
+        `the space already holds ${all.count} pending proposals, its limit; try again once some are decided`,
+      ],
+      [
+        "space_pending_bytes",
+        all.bytes + bytes,
+        q.space_pending_bytes,
+        `the space's pending proposals would hold ${all.bytes + bytes} bytes, over its ${q.space_pending_bytes}`,
+      ],
     ];
     const broken = checks.find(([, value, limit]) => value > limit);
     return broken && { quota: broken[0], limit: broken[2], message: `${broken[3]} (quotas.${broken[0]})` };
@@ -211,12 +274,15 @@ export class Decisions implements ProposalDesk {
     }
     const p = this.proposals.get(id);
     if (p && awaiting(p.state) && this.proposals.isBusy(id)) {
-      this.space.fail(member, ErrorCodes.proposalNotPending, `a decision on proposal "${clip(id)}" is being recorded`, inbound.id, { state: "deciding" });
+      this.space.fail(member, ErrorCodes.proposalNotPending, `a decision on proposal "${clip(id)}" is being recorded`, inbound.id, {
+        state: "deciding",
+      });
       return undefined;
     }
     if (p && awaiting(p.state)) return p;
     const ended = p?.state ?? this.proposals.endedAs(id);
-    if (ended) this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(id)}" is already ${ended}`, inbound.id, { state: ended });
+    if (ended)
+      this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(id)}" is already ${ended}`, inbound.id, { state: ended });
     else this.space.fail(member, ErrorCodes.unknownProposal, `no proposal "${clip(id)}" in space "${this.space.id}"`, inbound.id);
     return undefined;
   }
@@ -236,7 +302,8 @@ export class Decisions implements ProposalDesk {
    * while it is off. Also the bar for a Respond to count as an answer (`respondMark`).
    */
   whyNotDecide(member: Member, p: Proposal, approving = false): { code: ErrorCode; message: string } | undefined {
-    if (member.id === p.proposer) return { code: ErrorCodes.selfApproval, message: "you cannot decide on your own proposal (withdraw it instead)" };
+    if (member.id === p.proposer)
+      return { code: ErrorCodes.selfApproval, message: "you cannot decide on your own proposal (withdraw it instead)" };
     // The proposer's approvers (ids and @groups: space.yaml's, and those the identity provider
     // put members in), widened by escalation stages reached (approvals.ts).
     const approvers = approversNow(this.space.config, p);
@@ -252,12 +319,20 @@ export class Decisions implements ProposalDesk {
     }
     const verdict = this.authorize(member, p.owner, p.method, runningParams(p), true);
     if (verdict.decision === "direct" || (verdict.decision === "proposal" && verdict.flagged === true)) return undefined;
-    return { code: ErrorCodes.approverLacksCapability, message: `you may not make this call yourself (with the arguments that will run), so you cannot approve or reject it` };
+    return {
+      code: ErrorCodes.approverLacksCapability,
+      message: `you may not make this call yourself (with the arguments that will run), so you cannot approve or reject it`,
+    };
   }
 
   /** A chat correlated to a proposal, marked as a Respond only if `member` may decide it (respond.ts). */
   respondMark(member: Member, chat: Envelope): Envelope {
-    return respondMark(chat, member.id, (id) => this.proposals.get(id), (p) => this.whyNotDecide(member, p) === undefined);
+    return respondMark(
+      chat,
+      member.id,
+      (id) => this.proposals.get(id),
+      (p) => this.whyNotDecide(member, p) === undefined,
+    );
   }
 
   /** The approver's bar for the call with `args` instead of the proposed arguments. */
@@ -265,13 +340,20 @@ export class Decisions implements ProposalDesk {
     const verdict = this.authorize(member, p.owner, p.method, { ...p.params, arguments: args }, true);
     if (verdict.decision === "direct" || (verdict.decision === "proposal" && verdict.flagged === true)) return true;
     if (verdict.decision === "denied") this.space.fail(member, verdict.code, verdict.message, inboundId, verdict.extra);
-    else this.space.fail(member, ErrorCodes.approverLacksCapability, "you may not make this call yourself, so you cannot approve or reject it", inboundId);
+    else
+      this.space.fail(
+        member,
+        ErrorCodes.approverLacksCapability,
+        "you may not make this call yourself, so you cannot approve or reject it",
+        inboundId,
+      );
     return false;
   }
 
   onApprove(member: Member, inbound: InboundEnvelope): Promise<void> | void {
     const parsed = ApprovePayloadSchema.safeParse(inbound.payload ?? {});
-    if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/approve: ${describeIssue(parsed.error)}`, inbound.id);
+    if (!parsed.success)
+      return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/approve: ${describeIssue(parsed.error)}`, inbound.id);
     const p = this.pendingProposal(member, inbound, "mcp/approve");
     if (!p) return;
     if (p.owner === OPEN_OWNER) {
@@ -283,11 +365,19 @@ export class Decisions implements ProposalDesk {
     // Approving without arguments approves what runs (book.ts `whatRuns`, an interrupted one's edits included).
     const { running, edited, confirmed } = editOf(p, parsed.data.arguments);
     if (scope === "always" && (p.tool === undefined || /[*!]/.test(p.tool))) {
-      return this.space.fail(member, ErrorCodes.invalidPayload, "scope \"always\" applies to a tools/call of a tool whose name has no * or !", inbound.id);
+      return this.space.fail(
+        member,
+        ErrorCodes.invalidPayload,
+        'scope "always" applies to a tools/call of a tool whose name has no * or !',
+        inbound.id,
+      );
     }
     if (scope === "always") {
       const over = this.grants.quota(member.id);
-      if (over) return this.space.fail(member, ErrorCodes.quotaExceeded, `${over}; approve once instead, or revoke a grant`, inbound.id, { quota: "grants" });
+      if (over)
+        return this.space.fail(member, ErrorCodes.quotaExceeded, `${over}; approve once instead, or revoke a grant`, inbound.id, {
+          quota: "grants",
+        });
     }
     // Edited arguments are a new call: they must fit the tool, and the approver must be able to make it directly.
     const cannot = cannotRun(this.space.authority, this.registry, p, p.owner, edited ?? running, edited !== undefined);
@@ -296,15 +386,25 @@ export class Decisions implements ProposalDesk {
     // A scoped "always" holds only for the approved arguments, or a path under theirs (policy/scope.ts).
     let condition: GrantCondition | undefined;
     if (parsed.data.limit !== undefined && parsed.data.limit !== "tool") {
-      if (scope !== "always") return this.space.fail(member, ErrorCodes.invalidPayload, "limit applies to scope \"always\" only", inbound.id);
+      if (scope !== "always") return this.space.fail(member, ErrorCodes.invalidPayload, 'limit applies to scope "always" only', inbound.id);
       const made = conditionFor(parsed.data.limit, edited ?? running);
-      if (made.error !== undefined) return this.space.fail(member, ErrorCodes.invalidPayload, `cannot limit the grant: ${made.error}`, inbound.id);
+      if (made.error !== undefined)
+        return this.space.fail(member, ErrorCodes.invalidPayload, `cannot limit the grant: ${made.error}`, inbound.id);
       condition = made.condition;
     }
     const env = stamp(inbound, member.id);
     env.to ??= [p.proposer];
     if ((p.required ?? 1) > 1 && awaiting(p.state)) {
-      return approveOneOf(this.space, this.proposals, member, p, { scope, edited, confirmed, reason }, inbound.id, (last) => this.approve(member, p, { scope: "once", edited: last, reason }, inbound.id, env), (q) => dropFallenApprovals(this.space, this.proposals, q));
+      return approveOneOf(
+        this.space,
+        this.proposals,
+        member,
+        p,
+        { scope, edited, confirmed, reason },
+        inbound.id,
+        (last) => this.approve(member, p, { scope: "once", edited: last, reason }, inbound.id, env),
+        (q) => dropFallenApprovals(this.space, this.proposals, q),
+      );
     }
     return this.approve(member, p, { scope, edited, reason, condition }, inbound.id, env);
   }
@@ -316,24 +416,53 @@ export class Decisions implements ProposalDesk {
    * target is applied now.
    */
   async onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Promise<void> {
-    if (!awaiting(p.state)) return void this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(p.id)}" is already ${p.state}`, inbound.id);
-    if (this.proposals.isBusy(p.id)) return void this.space.fail(member, ErrorCodes.proposalNotPending, `a decision on proposal "${clip(p.id)}" is being recorded`, inbound.id);
+    if (!awaiting(p.state))
+      return void this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(p.id)}" is already ${p.state}`, inbound.id);
+    if (this.proposals.isBusy(p.id))
+      return void this.space.fail(
+        member,
+        ErrorCodes.proposalNotPending,
+        `a decision on proposal "${clip(p.id)}" is being recorded`,
+        inbound.id,
+      );
     // The fulfiller carries out the proposal, not a call of its own choosing.
     const to = inbound.to ?? [];
     const name = payload.params?.["name"];
     const open = p.owner === OPEN_OWNER;
     const target = to.length === 1 && to[0] !== GATEWAY_ID ? to[0]! : undefined;
     if (payload.method !== p.method || (p.tool !== undefined && name !== p.tool) || target === undefined || (!open && target !== p.owner)) {
-      const asked = open ? `${p.tool ?? p.method} on the one participant it names in to: [id]` : p.tool === undefined ? `${p.method} to "${p.owner}"` : `${p.owner}/${p.tool}`;
-      return void this.space.fail(member, ErrorCodes.fulfilmentMismatch, `a fulfilment of proposal "${clip(p.id)}" must call ${asked}, which it proposes`, inbound.id);
+      const asked = open
+        ? `${p.tool ?? p.method} on the one participant it names in to: [id]`
+        : p.tool === undefined
+          ? `${p.method} to "${p.owner}"`
+          : `${p.owner}/${p.tool}`;
+      return void this.space.fail(
+        member,
+        ErrorCodes.fulfilmentMismatch,
+        `a fulfilment of proposal "${clip(p.id)}" must call ${asked}, which it proposes`,
+        inbound.id,
+      );
     }
     const q = open ? { ...p, owner: target } : p;
     if (open) {
       const proposer = this.space.member(p.proposer);
-      if (!proposer) return void this.space.fail(member, ErrorCodes.targetOffline, `"${p.proposer}", who proposed it, is not connected, so its policy for "${clip(target)}" cannot be checked; the proposal stays ${p.state}`, inbound.id);
+      if (!proposer)
+        return void this.space.fail(
+          member,
+          ErrorCodes.targetOffline,
+          `"${p.proposer}", who proposed it, is not connected, so its policy for "${clip(target)}" cannot be checked; the proposal stays ${p.state}`,
+          inbound.id,
+        );
       // What the proposer could have with approval, at this target: the same bar as a targeted proposal's.
       const verdict = this.authorize(proposer, target, p.method, p.params);
-      if (verdict.decision === "denied") return void this.space.fail(member, verdict.code, `${verdict.message} (policy of "${p.proposer}", who proposed it)`, inbound.id, verdict.extra);
+      if (verdict.decision === "denied")
+        return void this.space.fail(
+          member,
+          verdict.code,
+          `${verdict.message} (policy of "${p.proposer}", who proposed it)`,
+          inbound.id,
+          verdict.extra,
+        );
     }
     if (!this.mayDecide(member, q, inbound.id, true)) return;
     const args = payload.params?.["arguments"];
@@ -349,7 +478,8 @@ export class Decisions implements ProposalDesk {
     const env = stamp(inbound, member.id);
     // The routed request is the fulfiller's own (its envelope id and JSON-RPC id), so the
     // target answers it as any request: its id must not name a call already pending.
-    if (this.calls.get(env.id)) return void this.space.fail(member, ErrorCodes.duplicateId, `a call with id "${clip(env.id)}" is already pending`, inbound.id);
+    if (this.calls.get(env.id))
+      return void this.space.fail(member, ErrorCodes.duplicateId, `a call with id "${clip(env.id)}" is already pending`, inbound.id);
     const fulfilment = { id: member.id, envelopeId: env.id, rpcId: payload.id ?? env.id, target };
     return this.approve(member, p, { scope: "once", edited, reason: "fulfilled" }, inbound.id, undefined, fulfilment);
   }
@@ -362,7 +492,12 @@ export class Decisions implements ProposalDesk {
   private async approve(
     approver: Member,
     p: Proposal,
-    d: { scope: "once" | "always"; edited: Record<string, unknown> | undefined; reason: string | undefined; condition?: GrantCondition | undefined },
+    d: {
+      scope: "once" | "always";
+      edited: Record<string, unknown> | undefined;
+      reason: string | undefined;
+      condition?: GrantCondition | undefined;
+    },
     sentId: string | undefined,
     announce: Envelope | undefined,
     fulfiller?: { id: string; envelopeId: string; rpcId: string | number; target: string },
@@ -373,7 +508,8 @@ export class Decisions implements ProposalDesk {
     // refused approval leaves the proposal pending (or interrupted) for a later try.
     // (A participant switched off is refused with who may decide, mayDecide.)
     const stays = `the proposal stays ${p.state}`;
-    if (this.space.member(owner) === undefined) return this.space.fail(approver, ErrorCodes.targetOffline, `"${owner}" is not connected; ${stays}`, sentId);
+    if (this.space.member(owner) === undefined)
+      return this.space.fail(approver, ErrorCodes.targetOffline, `"${owner}" is not connected; ${stays}`, sentId);
     const refusal = this.calls.refuse(fulfiller?.id ?? p.proposer, owner, p.chain);
     if (refusal) return this.space.fail(approver, refusal.code, `${refusal.message}; ${stays}`, sentId);
     // The tool changed again after it was proposed: the card showed another definition.
@@ -383,19 +519,46 @@ export class Decisions implements ProposalDesk {
       return this.space.fail(approver, ErrorCodes.toolChanged, message, sentId, { previous: p.digest, digest: pinned.digest });
     }
     // What runs (this approval's edits, else book.ts `whatRuns`), checked against the proposer's rules again.
-    const args = p.method === "tools/call" ? (d.edited ?? runningArguments(p)) : (d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined));
+    const args =
+      p.method === "tools/call"
+        ? (d.edited ?? runningArguments(p))
+        : (d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined));
     const cannot = cannotRun(this.space.authority, this.registry, p, owner, args ?? {}, false);
     if (cannot) return this.space.fail(approver, cannot.code, cannot.message, sentId, cannot.extra);
-    const edit = d.edited === undefined || (p.editedArguments !== undefined && sameArguments(d.edited, p.editedArguments)) ? { editedArguments: p.editedArguments, editedBy: p.editedBy, editedAt: p.editedAt } : { editedArguments: d.edited, editedBy: approver.id, editedAt: now() };
+    const edit =
+      d.edited === undefined || (p.editedArguments !== undefined && sameArguments(d.edited, p.editedArguments))
+        ? { editedArguments: p.editedArguments, editedBy: p.editedBy, editedAt: p.editedAt }
+        : { editedArguments: d.edited, editedBy: approver.id, editedAt: now() };
     // The decision and the grant an "always" makes are one transaction: both or neither.
     const target = owner === p.owner ? {} : { owner };
-    const several = (p.required ?? 1) > 1 && awaiting(p.state) ? { approvals: [...(p.approvals ?? []), { by: approver.id, ts: now() }] } : {};
-    const plans: Plan[] = [this.proposals.planTransition(p, { state: "approved", decidedBy: approver.id, scope: d.scope, reason: d.reason, ...edit, ...target, ...several })];
+    const several =
+      (p.required ?? 1) > 1 && awaiting(p.state) ? { approvals: [...(p.approvals ?? []), { by: approver.id, ts: now() }] } : {};
+    const plans: Plan[] = [
+      this.proposals.planTransition(p, {
+        state: "approved",
+        decidedBy: approver.id,
+        scope: d.scope,
+        reason: d.reason,
+        ...edit,
+        ...target,
+        ...several,
+      }),
+    ];
     if (d.scope === "always" && p.tool !== undefined) {
       // On the definition the approver was shown: a change since suspends it again.
       const pins = p.digest === undefined ? undefined : { [`${p.owner}/${p.tool}`]: p.digest };
       const limited = d.condition ? `, ${describeCondition(d.condition)}` : "";
-      plans.push(this.grants.plan(approver.id, p.proposer, [toolGrant(p.owner, p.tool)], `always approve ${p.owner}/${p.tool}${limited} (proposal ${p.id})`, undefined, pins, d.condition));
+      plans.push(
+        this.grants.plan(
+          approver.id,
+          p.proposer,
+          [toolGrant(p.owner, p.tool)],
+          `always approve ${p.owner}/${p.tool}${limited} (proposal ${p.id})`,
+          undefined,
+          pins,
+          d.condition,
+        ),
+      );
     }
     try {
       await this.space.record(...plans);
@@ -415,7 +578,16 @@ export class Decisions implements ProposalDesk {
     // (§3.2.1), it is the fulfiller's own request — its envelope id, its JSON-RPC id — so
     // the target answers it as any request, and the proposer gets a copy of the answer.
     const payload: McpRequestPayload = { jsonrpc: "2.0", id: fulfiller?.rpcId ?? p.rpcId, method: p.method, params };
-    const env: Envelope = { protocol: PROTOCOL, id: fulfiller?.envelopeId ?? randomUUID(), ts: now(), from: fulfiller?.id ?? p.proposer, to: [owner], kind: "mcp/request", correlation_id: [p.id], payload };
+    const env: Envelope = {
+      protocol: PROTOCOL,
+      id: fulfiller?.envelopeId ?? randomUUID(),
+      ts: now(),
+      from: fulfiller?.id ?? p.proposer,
+      to: [owner],
+      kind: "mcp/request",
+      correlation_id: [p.id],
+      payload,
+    };
     // The approval is durable; what follows is bookkeeping nobody waits on (after a crash
     // an approved or routed proposal comes back interrupted, waiting for a person to decide
     // again, whatever came after), so it is noted, not awaited.
@@ -430,8 +602,14 @@ export class Decisions implements ProposalDesk {
     if (refused) {
       this.space.metrics.call("not_routed");
       void this.runs.callEnded({ proposalId: p.id }, { how: "failed", reason: "not_routed", message: refused.message });
-      const error = { code: RpcErrors.failed, message: `the approved call could not be routed: ${refused.message}`, data: { reason: "not_routed", code: refused.code, target: owner } };
-      this.space.deliver(systemEnvelope("mcp/response", { jsonrpc: "2.0", id: p.rpcId, error }, { to: [p.proposer], correlation_id: [p.id] }));
+      const error = {
+        code: RpcErrors.failed,
+        message: `the approved call could not be routed: ${refused.message}`,
+        data: { reason: "not_routed", code: refused.code, target: owner },
+      };
+      this.space.deliver(
+        systemEnvelope("mcp/response", { jsonrpc: "2.0", id: p.rpcId, error }, { to: [p.proposer], correlation_id: [p.id] }),
+      );
       if (fulfiller) {
         const to = sentId !== undefined ? { correlation_id: [sentId, p.id] } : { correlation_id: [p.id] };
         this.space.deliver(systemEnvelope("mcp/response", { jsonrpc: "2.0", id: fulfiller.rpcId, error }, { to: [fulfiller.id], ...to }));
@@ -441,11 +619,14 @@ export class Decisions implements ProposalDesk {
 
   async onReject(member: Member, inbound: InboundEnvelope): Promise<void> {
     const parsed = RejectPayloadSchema.safeParse(inbound.payload ?? {});
-    if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/reject: ${describeIssue(parsed.error)}`, inbound.id);
+    if (!parsed.success)
+      return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/reject: ${describeIssue(parsed.error)}`, inbound.id);
     const p = this.pendingProposal(member, inbound, "mcp/reject");
     if (!p || !this.mayDecide(member, p, inbound.id)) return;
     try {
-      await this.space.record(this.proposals.planTransition(p, { state: "rejected", decidedBy: member.id, reason: parsed.data.reason, text: parsed.data.text }));
+      await this.space.record(
+        this.proposals.planTransition(p, { state: "rejected", decidedBy: member.id, reason: parsed.data.reason, text: parsed.data.text }),
+      );
     } catch (err) {
       return this.space.storeFailed(member, err, inbound.id, `the rejection was not recorded; the proposal stays ${p.state}`);
     }
@@ -457,12 +638,16 @@ export class Decisions implements ProposalDesk {
 
   async onWithdraw(member: Member, inbound: InboundEnvelope): Promise<void> {
     const parsed = WithdrawPayloadSchema.safeParse(inbound.payload ?? {});
-    if (!parsed.success) return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/withdraw: ${describeIssue(parsed.error)}`, inbound.id);
+    if (!parsed.success)
+      return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/withdraw: ${describeIssue(parsed.error)}`, inbound.id);
     const p = this.pendingProposal(member, inbound, "mcp/withdraw");
     if (!p) return;
-    if (p.proposer !== member.id) return this.space.fail(member, ErrorCodes.notProposer, `only "${p.proposer}" may withdraw this proposal`, inbound.id);
+    if (p.proposer !== member.id)
+      return this.space.fail(member, ErrorCodes.notProposer, `only "${p.proposer}" may withdraw this proposal`, inbound.id);
     try {
-      await this.space.record(this.proposals.planTransition(p, { state: "withdrawn", decidedBy: member.id, reason: parsed.data.reason ?? "no_longer_needed" }));
+      await this.space.record(
+        this.proposals.planTransition(p, { state: "withdrawn", decidedBy: member.id, reason: parsed.data.reason ?? "no_longer_needed" }),
+      );
     } catch (err) {
       return this.space.storeFailed(member, err, inbound.id, `the withdrawal was not recorded; the proposal stays ${p.state}`);
     }
@@ -511,7 +696,10 @@ export class Decisions implements ProposalDesk {
       if (p.state !== "interrupted" || p.proposer !== member.id) continue;
       const data = { reason: "interrupted", proposal: p.id, state: p.state, approved_by: p.decidedBy, target: p.owner };
       const error = { code: RpcErrors.failed, message: `${INTERRUPTED_TEXT}; it waits for someone to approve it again or reject it`, data };
-      this.space.sendTo(member, systemEnvelope("mcp/response", { jsonrpc: "2.0", id: p.rpcId, error }, { to: [p.proposer], correlation_id: [p.id] }));
+      this.space.sendTo(
+        member,
+        systemEnvelope("mcp/response", { jsonrpc: "2.0", id: p.rpcId, error }, { to: [p.proposer], correlation_id: [p.id] }),
+      );
     }
   }
 }

@@ -62,14 +62,17 @@ export class Escalations {
     if (stage === undefined) return;
     const at = Date.parse(p.createdAt) + this.config.policy.escalate[stage]!.after_ms;
     const wait = retryMs ?? Math.max(0, at - Date.now());
-    const timer = setTimeout(() => {
-      this.timers.delete(p.id);
-      if (!awaiting(p.state)) return;
-      void this.due(p, stage).then(
-        (ok) => this.arm(p, ok ? undefined : 1000),
-        () => this.arm(p, 5000),
-      );
-    }, Math.min(wait, 2_147_483_647));
+    const timer = setTimeout(
+      () => {
+        this.timers.delete(p.id);
+        if (!awaiting(p.state)) return;
+        void this.due(p, stage).then(
+          (ok) => this.arm(p, ok ? undefined : 1000),
+          () => this.arm(p, 5000),
+        );
+      },
+      Math.min(wait, 2_147_483_647),
+    );
     timer.unref();
     this.timers.set(p.id, timer);
   }

@@ -40,7 +40,9 @@ export interface LinkClaims {
   n: string;
 }
 
-export type LinkCheck = { ok: true; claims: LinkClaims } | { ok: false; code: "link_invalid" | "link_expired" | "link_used"; message: string };
+export type LinkCheck =
+  | { ok: true; claims: LinkClaims }
+  | { ok: false; code: "link_invalid" | "link_expired" | "link_used"; message: string };
 
 /** Longest a link lives, whatever the proposal's own expiry. */
 const MAX_LINK_MS = 24 * 60 * 60 * 1000;
@@ -69,7 +71,10 @@ export class Links {
       this.secret = randomBytes(32);
       writeFileSync(secretFile, this.secret.toString("base64url"), { mode: 0o600 });
     }
-    if (this.secret.length < 32) throw new Error(`${secretFile}: the link secret is shorter than 32 bytes; remove the file to make a new one (links made with the old one stop working)`);
+    if (this.secret.length < 32)
+      throw new Error(
+        `${secretFile}: the link secret is shorter than 32 bytes; remove the file to make a new one (links made with the old one stop working)`,
+      );
     this.usedFile = join(home, "used");
     this.load();
   }
@@ -82,14 +87,25 @@ export class Links {
 
   /** A link for `approver` to decide `p`, valid until the proposal expires (at most a day). */
   mint(p: Proposal, approver: string, now = Date.now()): string {
-    const claims: LinkClaims = { s: this.space, p: p.id, d: Links.digest(p), a: approver, e: Math.min(p.expiresAt, now + MAX_LINK_MS), n: randomBytes(12).toString("base64url") };
+    const claims: LinkClaims = {
+      s: this.space,
+      p: p.id,
+      d: Links.digest(p),
+      a: approver,
+      e: Math.min(p.expiresAt, now + MAX_LINK_MS),
+      n: randomBytes(12).toString("base64url"),
+    };
     const body = Buffer.from(JSON.stringify(claims)).toString("base64url");
     return `${VERSION}.${body}.${this.sign(`${VERSION}.${body}`)}`;
   }
 
   /** Whether `link` is one of ours, unaltered, unexpired and unused. Who may use it, and for what, the caller checks. */
   check(link: unknown, now = Date.now()): LinkCheck {
-    const bad = { ok: false as const, code: "link_invalid" as const, message: "this link is not a valid decision link of this space (it was altered, cut short, or made elsewhere)" };
+    const bad = {
+      ok: false as const,
+      code: "link_invalid" as const,
+      message: "this link is not a valid decision link of this space (it was altered, cut short, or made elsewhere)",
+    };
     if (typeof link !== "string" || link.length > 2048) return bad;
     const parts = link.split(".");
     if (parts.length !== 3 || parts[0] !== VERSION) return bad;
@@ -102,7 +118,14 @@ export class Links {
     } catch {
       return bad;
     }
-    if (claims.s !== this.space || typeof claims.p !== "string" || typeof claims.a !== "string" || typeof claims.n !== "string" || typeof claims.e !== "number") return bad;
+    if (
+      claims.s !== this.space ||
+      typeof claims.p !== "string" ||
+      typeof claims.a !== "string" ||
+      typeof claims.n !== "string" ||
+      typeof claims.e !== "number"
+    )
+      return bad;
     if (now > claims.e) return { ok: false, code: "link_expired", message: `this link expired at ${new Date(claims.e).toISOString()}` };
     if (this.used.has(claims.n)) return { ok: false, code: "link_used", message: "this link was already used; a link decides once" };
     return { ok: true, claims };
@@ -174,7 +197,12 @@ export class Links {
  * approver's bar, decisions.ts). Only tool calls get links; anything else is decided in the
  * console or the terminal.
  */
-export function linkApprovers(participants: Record<string, { id: string; kind: string }>, p: Proposal, named: ((id: string) => boolean) | undefined, mayCall: (id: string) => boolean): string[] {
+export function linkApprovers(
+  participants: Record<string, { id: string; kind: string }>,
+  p: Proposal,
+  named: ((id: string) => boolean) | undefined,
+  mayCall: (id: string) => boolean,
+): string[] {
   if (p.method !== "tools/call" || p.tool === undefined) return [];
   return Object.values(participants)
     .filter((c) => c.kind === "human" && c.id !== p.proposer && (!named || named(c.id)) && mayCall(c.id))

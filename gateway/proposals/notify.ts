@@ -101,7 +101,12 @@ export class Notifier {
     if (this.hooks.length === 0 || this.closed) return;
     // An interrupted proposal asks for a decision again, as a new one does.
     // What became of an approved call (answered, failed) is told with the decisions.
-    const kind = event === "proposed" || event === "interrupted" || event === "escalated" ? "proposed" : ["approved", "rejected", "withdrawn", "expired", "answered", "failed"].includes(event) ? "decided" : undefined;
+    const kind =
+      event === "proposed" || event === "interrupted" || event === "escalated"
+        ? "proposed"
+        : ["approved", "rejected", "withdrawn", "expired", "answered", "failed"].includes(event)
+          ? "decided"
+          : undefined;
     if (!kind) return;
     for (const hook of this.hooks) {
       if (!hook.events.includes(kind)) continue;
@@ -200,7 +205,14 @@ export class Notifier {
 
   private async deliver(n: Notice): Promise<void> {
     n.attempt++;
-    const record: Delivery = { ts: new Date().toISOString(), url: n.hook.url, event: n.event, proposal: n.proposal, attempt: n.attempt, ok: false };
+    const record: Delivery = {
+      ts: new Date().toISOString(),
+      url: n.hook.url,
+      event: n.event,
+      proposal: n.proposal,
+      attempt: n.attempt,
+      ok: false,
+    };
     try {
       const body = typeof n.body === "string" ? n.body : (n.body = n.body());
       const key = this.keys.get(n.hook);
@@ -223,7 +235,10 @@ export class Notifier {
     const retryIn = BACKOFF_MS[n.attempt - 1];
     // A client error will not get better by trying again; a server error or no answer may.
     const retry = retryIn !== undefined && !this.closed && (record.status === undefined || record.status >= 500 || record.status === 429);
-    this.logger.warn({ url: n.hook.url, proposal: n.proposal, status: record.status, err: record.error, retry: retry ? retryIn : false }, "webhook delivery failed");
+    this.logger.warn(
+      { url: n.hook.url, proposal: n.proposal, status: record.status, err: record.error, retry: retry ? retryIn : false },
+      "webhook delivery failed",
+    );
     if (retry) setTimeout(() => this.enqueue(n), retryIn).unref();
   }
 
@@ -242,7 +257,17 @@ const SLACK_APPROVERS = 10;
  * buttons per approver that open the link's page. `text` stays as the notification's fallback.
  */
 function slackBody(space: string, p: Proposal, event: string, tool: string, consoleUrl: string | undefined, links: ApproverLink[]): string {
-  const verb: Record<string, string> = { answered: `called (outcome: ${p.outcome ?? "?"})`, failed: `could not call (outcome: ${p.outcome ?? p.reason ?? "?"})`, escalated: "still waits for a decision (escalated) to call", proposed: "wants to call", approved: "was approved to call", rejected: "was refused", withdrawn: "withdrew", expired: "got no decision for", interrupted: "needs a new decision (the gateway stopped after it was approved; it may or may not have run) for" };
+  const verb: Record<string, string> = {
+    answered: `called (outcome: ${p.outcome ?? "?"})`,
+    failed: `could not call (outcome: ${p.outcome ?? p.reason ?? "?"})`,
+    escalated: "still waits for a decision (escalated) to call",
+    proposed: "wants to call",
+    approved: "was approved to call",
+    rejected: "was refused",
+    withdrawn: "withdrew",
+    expired: "got no decision for",
+    interrupted: "needs a new decision (the gateway stopped after it was approved; it may or may not have run) for",
+  };
   const who = event === "approved" || event === "rejected" ? ` by ${p.decidedBy ?? "?"}` : "";
   const asks = event === "proposed" || event === "interrupted" || event === "escalated";
   const text = `[${space}] ${p.proposer} ${verb[event] ?? event} ${tool}${who}${p.reason && event !== "proposed" && event !== "approved" ? ` (${p.reason})` : ""}${asks && consoleUrl ? ` — decide at ${consoleUrl}` : ""}`;
@@ -257,8 +282,20 @@ function slackBody(space: string, p: Proposal, event: string, tool: string, cons
         type: "actions",
         block_id: clipText(`decide-${p.id}-${l.approver}`, 255),
         elements: [
-          { type: "button", action_id: `approve-${l.approver}`.slice(0, 255), style: "primary", text: { type: "plain_text", text: clipText(`Approve${mine}`, 75) }, url: `${l.url}&do=approve` },
-          { type: "button", action_id: `reject-${l.approver}`.slice(0, 255), style: "danger", text: { type: "plain_text", text: clipText(`Reject${mine}`, 75) }, url: `${l.url}&do=reject` },
+          {
+            type: "button",
+            action_id: `approve-${l.approver}`.slice(0, 255),
+            style: "primary",
+            text: { type: "plain_text", text: clipText(`Approve${mine}`, 75) },
+            url: `${l.url}&do=approve`,
+          },
+          {
+            type: "button",
+            action_id: `reject-${l.approver}`.slice(0, 255),
+            style: "danger",
+            text: { type: "plain_text", text: clipText(`Reject${mine}`, 75) },
+            url: `${l.url}&do=reject`,
+          },
         ],
       });
     }

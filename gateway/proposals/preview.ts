@@ -57,7 +57,14 @@ export interface PreviewHost {
   /** Whether `viewer` is switched off in the space. */
   isDisabled(viewer: string): boolean;
   /** Sends the call as `viewer`; `done` gets the answer, or undefined and why not. */
-  call(viewer: string, owner: string, method: string, params: Record<string, unknown>, timeoutMs: number, done: (response: { result?: unknown; error?: unknown } | undefined, reason?: string) => void): NotRouted | undefined;
+  call(
+    viewer: string,
+    owner: string,
+    method: string,
+    params: Record<string, unknown>,
+    timeoutMs: number,
+    done: (response: { result?: unknown; error?: unknown } | undefined, reason?: string) => void,
+  ): NotRouted | undefined;
 }
 
 /** How long a preview is reused for the same proposal, viewer and arguments. */
@@ -121,7 +128,8 @@ export class Previews {
     const plan = this.plan(p, args);
     if (!plan) return done({ status: "none" });
     const base = { render: plan.render, tool: `${plan.companion.owner}/${plan.companion.tool}`, source: plan.source };
-    if (this.host.isDisabled(viewer)) return done({ ...base, status: "refused", code: "participant_disabled", message: "you are switched off in this space" });
+    if (this.host.isDisabled(viewer))
+      return done({ ...base, status: "refused", code: "participant_disabled", message: "you are switched off in this space" });
     let proposedNew = false;
     if (plan.sizeFirst) {
       const info = await this.step(viewer, plan.sizeFirst, plan);
@@ -130,7 +138,11 @@ export class Previews {
       else if (info.kind === "answer" && !info.isError) {
         const size = /^size:\s*(\d+)/im.exec(info.text)?.[1];
         if (size !== undefined && Number(size) > plan.maxBytes) {
-          return done({ ...base, status: "too_large", message: `the file is ${Number(size)} bytes; previews read at most ${plan.maxBytes} (previews.*.max_bytes)` });
+          return done({
+            ...base,
+            status: "too_large",
+            message: `the file is ${Number(size)} bytes; previews read at most ${plan.maxBytes} (previews.*.max_bytes)`,
+          });
         }
       }
     }
@@ -143,16 +155,35 @@ export class Previews {
         else return done({ ...base, status: "failed", message: `${base.tool} answered with an error: ${cut(answer.text, 2000)}` });
       } else current = answer.text;
       if (answer.bytes > plan.maxBytes) {
-        if (plan.render === "diff") return done({ ...base, status: "too_large", message: `the current text is ${answer.bytes} bytes; previews diff at most ${plan.maxBytes} (previews.*.max_bytes)` });
+        if (plan.render === "diff")
+          return done({
+            ...base,
+            status: "too_large",
+            message: `the current text is ${answer.bytes} bytes; previews diff at most ${plan.maxBytes} (previews.*.max_bytes)`,
+          });
         return done({ ...base, status: "ok", text: cutBytes(current, plan.maxBytes), truncated: true });
       }
     }
     if (plan.render !== "diff") return done({ ...base, status: "ok", text: plan.render === "patch" ? unfence(current) : current });
     const proposed = plan.proposed ?? "";
-    if (Buffer.byteLength(proposed) > plan.maxBytes) return done({ ...base, status: "too_large", message: `the proposed text is ${Buffer.byteLength(proposed)} bytes; previews diff at most ${plan.maxBytes}` });
+    if (Buffer.byteLength(proposed) > plan.maxBytes)
+      return done({
+        ...base,
+        status: "too_large",
+        message: `the proposed text is ${Buffer.byteLength(proposed)} bytes; previews diff at most ${plan.maxBytes}`,
+      });
     const label = plan.label ?? "text";
-    const diff = createTwoFilesPatch(proposedNew ? "/dev/null" : label, label, current, proposed, proposedNew ? "(new file)" : "current", "proposed", { context: 3, timeout: DIFF_MS });
-    if (diff === undefined) return done({ ...base, status: "too_large", message: `the two texts are too different to diff within ${DIFF_MS} ms` });
+    const diff = createTwoFilesPatch(
+      proposedNew ? "/dev/null" : label,
+      label,
+      current,
+      proposed,
+      proposedNew ? "(new file)" : "current",
+      "proposed",
+      { context: 3, timeout: DIFF_MS },
+    );
+    if (diff === undefined)
+      return done({ ...base, status: "too_large", message: `the two texts are too different to diff within ${DIFF_MS} ms` });
     // jsdiff heads a patch of one file with "Index:" and a rule; the ---/+++ lines say it already.
     const text = diff.replace(/^Index: [^\n]*\n=+\n/, "");
     return done({ ...base, status: "ok", text, ...(proposedNew ? { new_file: true } : {}) });
@@ -163,7 +194,12 @@ export class Previews {
     const verdict = this.host.verdict(viewer, s.owner, s.tool, s.args);
     const name = `${s.owner}/${s.tool}`;
     // A preview is a read the viewer could make now; one that would need approval is not made.
-    if (verdict.decision === "proposal") return Promise.resolve({ kind: "refused", code: "approval_required", message: `you may call ${name} only with approval, so it is not called for a preview` });
+    if (verdict.decision === "proposal")
+      return Promise.resolve({
+        kind: "refused",
+        code: "approval_required",
+        message: `you may call ${name} only with approval, so it is not called for a preview`,
+      });
     if (verdict.decision === "denied") return Promise.resolve({ kind: "refused", code: verdict.code, message: verdict.message });
     return new Promise((resolve) => {
       let settled = false;
@@ -174,20 +210,35 @@ export class Previews {
         resolve(r);
       };
       // The call's own timeout answers first; this one only if its answer were lost on the way.
-      const last = setTimeout(() => settle({ kind: "timeout", message: `${name} did not answer within ${plan.timeoutMs} ms` }), plan.timeoutMs + GRACE_MS);
+      const last = setTimeout(
+        () => settle({ kind: "timeout", message: `${name} did not answer within ${plan.timeoutMs} ms` }),
+        plan.timeoutMs + GRACE_MS,
+      );
       last.unref();
-      const refused = this.host.call(viewer, s.owner, "tools/call", { name: s.tool, arguments: s.args }, plan.timeoutMs, (response, reason) => {
-        if (!response) {
-          if (reason === "timeout") return settle({ kind: "timeout", message: `${name} did not answer within ${plan.timeoutMs} ms` });
-          return settle({ kind: "failed", message: `${name} could not answer (${reason ?? "no answer"})` });
-        }
-        if (response.error !== undefined) {
-          const e = response.error as { message?: unknown };
-          return settle({ kind: "failed", message: `${name} failed: ${cut(String(e?.message ?? "error"), 2000)}` });
-        }
-        settle({ kind: "answer", ...resultText(response.result, plan.maxBytes) });
-      });
-      if (refused) settle({ kind: refused.code === "target_offline" || refused.code === "circuit_open" ? "failed" : "refused", code: refused.code, message: refused.message });
+      const refused = this.host.call(
+        viewer,
+        s.owner,
+        "tools/call",
+        { name: s.tool, arguments: s.args },
+        plan.timeoutMs,
+        (response, reason) => {
+          if (!response) {
+            if (reason === "timeout") return settle({ kind: "timeout", message: `${name} did not answer within ${plan.timeoutMs} ms` });
+            return settle({ kind: "failed", message: `${name} could not answer (${reason ?? "no answer"})` });
+          }
+          if (response.error !== undefined) {
+            const e = response.error as { message?: unknown };
+            return settle({ kind: "failed", message: `${name} failed: ${cut(String(e?.message ?? "error"), 2000)}` });
+          }
+          settle({ kind: "answer", ...resultText(response.result, plan.maxBytes) });
+        },
+      );
+      if (refused)
+        settle({
+          kind: refused.code === "target_offline" || refused.code === "circuit_open" ? "failed" : "refused",
+          code: refused.code,
+          message: refused.message,
+        });
     });
   }
 
@@ -207,7 +258,15 @@ export class Previews {
       Object.assign(companionArgs, r.set);
       const proposed = r.render === "diff" && r.field ? at(args, r.field) : undefined;
       const label = typeof args["path"] === "string" ? args["path"] : r.field;
-      return { source: "config", render: r.render, companion: { owner, tool, args: companionArgs }, proposed: typeof proposed === "string" ? proposed : proposed === undefined ? "" : JSON.stringify(proposed, null, 2), label, timeoutMs: r.timeout_ms, maxBytes: r.max_bytes };
+      return {
+        source: "config",
+        render: r.render,
+        companion: { owner, tool, args: companionArgs },
+        proposed: typeof proposed === "string" ? proposed : proposed === undefined ? "" : JSON.stringify(proposed, null, 2),
+        label,
+        timeoutMs: r.timeout_ms,
+        maxBytes: r.max_bytes,
+      };
     }
     if (!isFilesystemServer(this.host.registry, p.owner)) return undefined;
     const common = { source: "builtin" as const, timeoutMs: DEFAULT_PREVIEW_TIMEOUT_MS, maxBytes: DEFAULT_PREVIEW_MAX_BYTES };

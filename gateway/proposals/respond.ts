@@ -9,8 +9,16 @@ import { type Envelope, RESPOND_KEY } from "../wire/envelope.js";
 import { awaiting, type Proposal } from "./book.js";
 
 /** `chat` as delivered: marked when `from` may decide the proposal it names (`mayDecide`), any forged mark taken off. */
-export function respondMark(chat: Envelope, from: string, proposal: (id: string) => Proposal | undefined, mayDecide: (p: Proposal) => boolean): Envelope {
-  const payload = typeof chat.payload === "object" && chat.payload !== null && !Array.isArray(chat.payload) ? (chat.payload as Record<string, unknown>) : undefined;
+export function respondMark(
+  chat: Envelope,
+  from: string,
+  proposal: (id: string) => Proposal | undefined,
+  mayDecide: (p: Proposal) => boolean,
+): Envelope {
+  const payload =
+    typeof chat.payload === "object" && chat.payload !== null && !Array.isArray(chat.payload)
+      ? (chat.payload as Record<string, unknown>)
+      : undefined;
   if (payload === undefined) return chat;
   const forged = Object.prototype.hasOwnProperty.call(payload, RESPOND_KEY);
   const id = chat.correlation_id?.[0];

@@ -19,17 +19,33 @@ export interface Refusal {
 }
 
 /** Why `p`'s call to `owner` may not run with `args` (`edited`: they are an approver's edits), if it may not. */
-export function cannotRun(authority: Authority, registry: Registry, p: Proposal, owner: string, args: Record<string, unknown>, edited: boolean): Refusal | undefined {
+export function cannotRun(
+  authority: Authority,
+  registry: Registry,
+  p: Proposal,
+  owner: string,
+  args: Record<string, unknown>,
+  edited: boolean,
+): Refusal | undefined {
   if (p.method !== "tools/call" || p.tool === undefined) return undefined;
   const stays = `nothing was approved; the proposal stays ${p.state}`;
   if (edited) {
     const problem = firstProblem(registry.get(owner, p.tool)?.inputSchema, args);
-    if (problem) return { code: ErrorCodes.invalidPayload, message: `edited arguments do not fit the input schema of ${owner}/${p.tool}: ${problem.message}; ${stays}`, extra: { field: problem.field } };
+    if (problem)
+      return {
+        code: ErrorCodes.invalidPayload,
+        message: `edited arguments do not fit the input schema of ${owner}/${p.tool}: ${problem.message}; ${stays}`,
+        extra: { field: problem.field },
+      };
   }
   // Confirming: a changed definition is checked on its own (decisions.ts), not here.
   const verdict = authority.call(p.proposer, () => false, owner, p.method, { ...p.params, arguments: args }, true);
   if (verdict.decision === "denied") {
-    return { code: verdict.code, message: `the space's policy for "${p.proposer}", who proposed it, denies this call with the arguments that would run (${verdict.reason?.why ?? verdict.message}); ${stays}`, extra: { ...verdict.extra, proposer: p.proposer } };
+    return {
+      code: verdict.code,
+      message: `the space's policy for "${p.proposer}", who proposed it, denies this call with the arguments that would run (${verdict.reason?.why ?? verdict.message}); ${stays}`,
+      extra: { ...verdict.extra, proposer: p.proposer },
+    };
   }
   return undefined;
 }
@@ -39,7 +55,10 @@ export function cannotRun(authority: Authority, registry: Registry, p: Proposal,
  * approves `running`; sending exactly those confirms them (`confirmed`); only a difference is an
  * edit (`edited`), which the record then says.
  */
-export function editOf(p: Proposal, sent: Record<string, unknown> | undefined): { running: Record<string, unknown>; edited: Record<string, unknown> | undefined; confirmed: boolean } {
+export function editOf(
+  p: Proposal,
+  sent: Record<string, unknown> | undefined,
+): { running: Record<string, unknown>; edited: Record<string, unknown> | undefined; confirmed: boolean } {
   const running = runningArguments(p);
   const edited = sent !== undefined && !sameArguments(sent, running) ? sent : undefined;
   return { running, edited, confirmed: sent !== undefined && edited === undefined };

@@ -55,7 +55,8 @@ export function fallenApprovals(host: StandingHost, p: Proposal): Array<{ by: st
 
 function fallen(host: StandingHost, p: Proposal, by: string, named: string[] | undefined): string | undefined {
   if (!Object.hasOwn(host.config.participants, by)) return `${by} is no longer a participant of the space`;
-  if (named && !host.groups.names(named, by)) return `${by} is no longer among those who decide proposals of ${p.proposer} (${named.join(", ")})`;
+  if (named && !host.groups.names(named, by))
+    return `${by} is no longer among those who decide proposals of ${p.proposer} (${named.join(", ")})`;
   if (p.owner === OPEN_OWNER) return undefined;
   const v = host.verdict(by, p.owner, p.method, runningParams(p), true);
   if (v.decision === "direct" || (v.decision === "proposal" && v.flagged === true)) return undefined;

@@ -23,8 +23,21 @@ export async function dropFallenApprovals(space: SpaceHost, proposals: ProposalB
   const by = approvedBy(p);
   const required = p.required ?? 1;
   const text = `${by.length} of ${required}; the approval${fallen.length > 1 ? "s" : ""} of ${fallen.map((f) => f.by).join(", ")} no longer count${fallen.length > 1 ? "" : "s"}: ${fallen.map((f) => f.why).join("; ")}`;
-  const payload = { proposal: p.id, required, approvals: by.length, by, text, dropped: fallen, ...(whatRuns(p).edited ? { arguments: runningArguments(p) } : {}) };
-  space.deliver(systemEnvelope("system/approval", payload, { to: [...new Set([p.proposer, ...before])].filter((id) => Object.hasOwn(space.config.participants, id)), correlation_id: [p.id] }));
+  const payload = {
+    proposal: p.id,
+    required,
+    approvals: by.length,
+    by,
+    text,
+    dropped: fallen,
+    ...(whatRuns(p).edited ? { arguments: runningArguments(p) } : {}),
+  };
+  space.deliver(
+    systemEnvelope("system/approval", payload, {
+      to: [...new Set([p.proposer, ...before])].filter((id) => Object.hasOwn(space.config.participants, id)),
+      correlation_id: [p.id],
+    }),
+  );
   return fallen.length;
 }
 
@@ -38,12 +51,23 @@ export function dropBeforeLast(space: SpaceHost, proposals: ProposalBook, p: Pro
  * `fulfilmentBlocked`, after dropping the earlier approvals that no longer count were this
  * fulfilment the last one: fewer remaining block it.
  */
-export async function fulfilmentStanding(space: SpaceHost, proposals: ProposalBook, fulfiller: string, p: Proposal, edited: Record<string, unknown> | undefined, carried: boolean): Promise<ReturnType<typeof fulfilmentBlocked>> {
+export async function fulfilmentStanding(
+  space: SpaceHost,
+  proposals: ProposalBook,
+  fulfiller: string,
+  p: Proposal,
+  edited: Record<string, unknown> | undefined,
+  carried: boolean,
+): Promise<ReturnType<typeof fulfilmentBlocked>> {
   try {
     await dropBeforeLast(space, proposals, p);
   } catch (err) {
     space.log.error({ proposal: p.id, err: String(err) }, "could not record dropped approvals");
-    return { code: ErrorCodes.storeFailed, message: `approvals that no longer count could not be dropped; the proposal stays ${p.state}`, extra: {} };
+    return {
+      code: ErrorCodes.storeFailed,
+      message: `approvals that no longer count could not be dropped; the proposal stays ${p.state}`,
+      extra: {},
+    };
   }
   return fulfilmentBlocked(fulfiller, p, edited, carried);
 }

@@ -16,11 +16,23 @@ import { CloseCodes } from "../wire/envelope.js";
 import type { Space } from "./space.js";
 
 export type BearerResult =
-  | { ok: true; id: string; groups: readonly string[]; via: "token" | "jwt"; /** A static token's digest (base64): what a session opened with it is held to (sessions.ts). */ digest?: string | undefined }
+  | {
+      ok: true;
+      id: string;
+      groups: readonly string[];
+      via: "token" | "jwt" /** A static token's digest (base64): what a session opened with it is held to (sessions.ts). */;
+      digest?: string | undefined;
+    }
   | { ok: false; code: number; reason: string; http: { status: 401 | 403 | 503; error: string; description: string; scope?: string } };
 
 /** `audiences`: this gateway's resource URLs as the request reached it (a JWT's `aud` must be one, unless `identity.resource` is set). */
-export async function authenticateBearer(space: Space, token: string, surface: Surface, audiences: string[], claimed?: string): Promise<BearerResult> {
+export async function authenticateBearer(
+  space: Space,
+  token: string,
+  surface: Surface,
+  audiences: string[],
+  claimed?: string,
+): Promise<BearerResult> {
   const auth = space.authenticate(token, claimed);
   if (auth.ok) return { ok: true, id: auth.id, groups: space.runtimeGroups.get(auth.id) ?? [], via: "token", digest: auth.digest };
   if (!space.identity || !looksLikeJwt(token) || auth.code !== CloseCodes.unauthorized) {

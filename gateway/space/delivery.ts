@@ -93,10 +93,16 @@ export class Delivery {
   }
 
   capabilityViolation(member: Member, inbound: InboundEnvelope): void {
-    this.fail(member, ErrorCodes.capabilityViolation, `your capabilities do not allow sending this "${inbound.kind}" envelope`, inbound.id, {
-      attempted_kind: inbound.kind,
-      your_capabilities: member.capabilities,
-    });
+    this.fail(
+      member,
+      ErrorCodes.capabilityViolation,
+      `your capabilities do not allow sending this "${inbound.kind}" envelope`,
+      inbound.id,
+      {
+        attempted_kind: inbound.kind,
+        your_capabilities: member.capabilities,
+      },
+    );
   }
 
   private remember(env: Envelope, size: number): void {

@@ -22,8 +22,24 @@ import type { SwitchRecord, Switches } from "../agents/switches.js";
 import type { Conversations, FrameRecord } from "../agents/conversations.js";
 import type { PinRecord, Pins } from "../ports/pins.js";
 import type { Plan } from "../ports/plan.js";
-import { type AuditEntry, type AuditQuery, type AuditRecord, auditMatches, type ProposalBook, type ProposalRecord, type ProposalState } from "../proposals/book.js";
-import { type LegacyFile, type OpenReport, openStore, readHistory, type StateStore, type StoreHooks, type StoreOpener } from "../store/index.js";
+import {
+  type AuditEntry,
+  type AuditQuery,
+  type AuditRecord,
+  auditMatches,
+  type ProposalBook,
+  type ProposalRecord,
+  type ProposalState,
+} from "../proposals/book.js";
+import {
+  type LegacyFile,
+  type OpenReport,
+  openStore,
+  readHistory,
+  type StateStore,
+  type StoreHooks,
+  type StoreOpener,
+} from "../store/index.js";
 
 export type StateRecord = ProposalRecord | GrantRecord | AuditRecord | InviteRecord | SwitchRecord | FrameRecord | PinRecord;
 export type { Plan } from "../ports/plan.js";
@@ -84,7 +100,14 @@ export class Ledger {
         else if (r.type !== "audit") proposals.applyRecord(r);
       },
       // Invited participants first: grants and proposals may name them.
-      snapshot: () => [...invites.snapshot(), ...switches.snapshot(), ...conversations.snapshot(), ...proposals.snapshot(), ...grants.all().map((g): StateRecord => ({ type: "grant", ...g })), ...pins.snapshot()],
+      snapshot: () => [
+        ...invites.snapshot(),
+        ...switches.snapshot(),
+        ...conversations.snapshot(),
+        ...proposals.snapshot(),
+        ...grants.all().map((g): StateRecord => ({ type: "grant", ...g })),
+        ...pins.snapshot(),
+      ],
       isHistory: (r) => r.type === "audit",
     };
     const { store, report } =
@@ -146,5 +169,7 @@ export const isHistoryRecord = (r: { type: string }): boolean => r.type === "aud
 /** Reads the audit trail from a state directory without a running gateway (for `mewgate audit`). */
 export function readAudit(stateDir: string, q: AuditQuery = {}, limit = 10_000): AuditEntry[] {
   const isAudit = (r: StateRecord): r is AuditRecord => r.type === "audit";
-  return readHistory<StateRecord>(stateDir, (r) => isAudit(r) && auditMatches(r.entry, q), { limit, isHistory: isAudit }).map((r) => (r as AuditRecord).entry);
+  return readHistory<StateRecord>(stateDir, (r) => isAudit(r) && auditMatches(r.entry, q), { limit, isHistory: isAudit }).map(
+    (r) => (r as AuditRecord).entry,
+  );
 }

@@ -60,7 +60,11 @@ export class Pipeline {
     if (member.backlog || (member.inFlight > 0 && !pipelined(parsed, member.inFlight))) {
       member.backlog ??= [];
       if (member.backlog.length >= MAX_BACKLOG) {
-        return this.space.fail(member, ErrorCodes.rateLimited, `${MAX_BACKLOG} of your frames are already waiting for the disk; frame dropped`);
+        return this.space.fail(
+          member,
+          ErrorCodes.rateLimited,
+          `${MAX_BACKLOG} of your frames are already waiting for the disk; frame dropped`,
+        );
       }
       member.backlog.push(parsed);
       return;
@@ -98,7 +102,13 @@ export class Pipeline {
 
   private crashed(member: Member, parsed: ParsedFrame, err: unknown): void {
     const id = parsed.ok && "envelope" in parsed ? parsed.envelope.id : undefined;
-    member.log.error({ err: err instanceof Error ? { message: err.message, stack: err.stack } : String(err), kind: parsed.ok && "envelope" in parsed ? parsed.envelope.kind : undefined }, "a frame's handling failed");
+    member.log.error(
+      {
+        err: err instanceof Error ? { message: err.message, stack: err.stack } : String(err),
+        kind: parsed.ok && "envelope" in parsed ? parsed.envelope.kind : undefined,
+      },
+      "a frame's handling failed",
+    );
     try {
       this.space.fail(member, ErrorCodes.internal, "the gateway failed to handle this frame; nothing else was affected", id);
     } catch {
@@ -120,7 +130,12 @@ export class Pipeline {
     }
     const inbound = parsed.envelope;
     if (inbound.from !== undefined && inbound.from !== member.id) {
-      return space.fail(member, ErrorCodes.fromMismatch, `from must be "${member.id}" (your authenticated id), not "${clip(inbound.from)}"`, inbound.id);
+      return space.fail(
+        member,
+        ErrorCodes.fromMismatch,
+        `from must be "${member.id}" (your authenticated id), not "${clip(inbound.from)}"`,
+        inbound.id,
+      );
     }
     if (inbound.kind.startsWith("system/")) {
       // Worded as MEW's gateway words it ("system/register is reserved for the gateway"): its clients match on it.
@@ -131,7 +146,12 @@ export class Pipeline {
       const participants = space.config.participants;
       const unknown = inbound.to.filter((to) => to !== GATEWAY_ID && to !== "gateway" && !(to in participants));
       if (unknown.length) {
-        return space.fail(member, ErrorCodes.unknownRecipient, `no participant ${unknown.map((u) => `"${clip(u)}"`).join(", ")} in space "${space.config.space.id}"`, inbound.id);
+        return space.fail(
+          member,
+          ErrorCodes.unknownRecipient,
+          `no participant ${unknown.map((u) => `"${clip(u)}"`).join(", ")} in space "${space.config.space.id}"`,
+          inbound.id,
+        );
       }
     }
     const route = ROUTES.get(inbound.kind);

@@ -95,10 +95,27 @@ const AT_START = new Set(["gateway", "file"]);
 
 export async function applyReload(host: ReloadHost, next: SpaceConfig, tokens: TokenBook, by: string): Promise<ReloadReport> {
   const cur = host.config;
-  if (next.space.id !== cur.space.id) throw new Error(`the file now names space "${next.space.id}", not "${cur.space.id}": a reload cannot rename a space`);
+  if (next.space.id !== cur.space.id)
+    throw new Error(`the file now names space "${next.space.id}", not "${cur.space.id}": a reload cannot rename a space`);
   // Runtime participants (invites) are not in the file: they stay.
-  for (const [id, p] of Object.entries(cur.participants)) if (p.invitedBy !== undefined && !(id in next.participants)) next.participants[id] = p;
-  const report: ReloadReport = { space: host.id, by, added: [], removed: [], changed: [], tokens: [], sections: [], needs_restart: [], closed: [], told: [], cancelled: [], grants_fallen: [], approvals_dropped: [], findings: [] };
+  for (const [id, p] of Object.entries(cur.participants))
+    if (p.invitedBy !== undefined && !(id in next.participants)) next.participants[id] = p;
+  const report: ReloadReport = {
+    space: host.id,
+    by,
+    added: [],
+    removed: [],
+    changed: [],
+    tokens: [],
+    sections: [],
+    needs_restart: [],
+    closed: [],
+    told: [],
+    cancelled: [],
+    grants_fallen: [],
+    approvals_dropped: [],
+    findings: [],
+  };
   for (const id of Object.keys(next.participants)) if (!(id in cur.participants)) report.added.push(id);
   for (const id of Object.keys(cur.participants)) {
     if (!(id in next.participants)) report.removed.push(id);
@@ -157,7 +174,17 @@ export async function applyReload(host: ReloadHost, next: SpaceConfig, tokens: T
     m.config = p;
     host.refresh(m.id);
     report.told.push(m.id);
-    host.deliver(systemEnvelope("capability/revoke", { recipient: m.id, reason: "policy_changed", text: "the space's rules were reloaded; your capabilities and tools are in the new welcome" }, { to: [m.id] }));
+    host.deliver(
+      systemEnvelope(
+        "capability/revoke",
+        {
+          recipient: m.id,
+          reason: "policy_changed",
+          text: "the space's rules were reloaded; your capabilities and tools are in the new welcome",
+        },
+        { to: [m.id] },
+      ),
+    );
   }
 
   const standing: StandingHost = { config: cur, groups: host.authority.groups, verdict: (...a) => host.verdict(...a) };
@@ -166,7 +193,9 @@ export async function applyReload(host: ReloadHost, next: SpaceConfig, tokens: T
     if (why === undefined) continue;
     if (host.proposals.isBusy(p.id)) continue;
     try {
-      await host.record(host.proposals.planTransition(p, { state: "rejected", reason: "policy_changed", text: why, decidedBy: "system:gateway" }));
+      await host.record(
+        host.proposals.planTransition(p, { state: "rejected", reason: "policy_changed", text: why, decidedBy: "system:gateway" }),
+      );
     } catch (err) {
       host.log.error({ proposal: p.id, err: String(err) }, "reload: could not record a cancelled proposal; it stays pending");
       continue;
@@ -188,9 +217,22 @@ export async function applyReload(host: ReloadHost, next: SpaceConfig, tokens: T
     const by = approvedBy(p);
     const required = p.required ?? 1;
     const text = `${by.length} of ${required}; the approval${fallen.length > 1 ? "s" : ""} of ${fallen.map((f) => f.by).join(", ")} no longer count${fallen.length > 1 ? "" : "s"}: ${fallen.map((f) => f.why).join("; ")}`;
-    const payload = { proposal: p.id, required, approvals: by.length, by, text, dropped: fallen, ...(whatRuns(p).edited ? { arguments: runningArguments(p) } : {}) };
+    const payload = {
+      proposal: p.id,
+      required,
+      approvals: by.length,
+      by,
+      text,
+      dropped: fallen,
+      ...(whatRuns(p).edited ? { arguments: runningArguments(p) } : {}),
+    };
     // The proposer and those who approved (the dropped ones too, if still here) learn where it stands.
-    host.deliver(systemEnvelope("system/approval", payload, { to: [...new Set([p.proposer, ...before])].filter((id) => Object.hasOwn(cur.participants, id)), correlation_id: [p.id] }));
+    host.deliver(
+      systemEnvelope("system/approval", payload, {
+        to: [...new Set([p.proposer, ...before])].filter((id) => Object.hasOwn(cur.participants, id)),
+        correlation_id: [p.id],
+      }),
+    );
   }
   report.closed.push(...host.tokensChanged());
   host.log.info({ ...report }, "space reloaded");

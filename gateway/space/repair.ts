@@ -51,9 +51,14 @@ export function repairSpaceState(dir: string, now = new Date()): SpaceRepair {
       const named = ended.slice(0, MAX_NAMED);
       const changes = [
         `journal cut at byte ${cut.offset}; ${dropped.length} byte(s) moved to ${cut.movedTo}`,
-        ended.length === 0 ? "no live proposal was named in the dropped part" : `ended as failed, not revived: ${named.join(", ")}${ended.length > named.length ? ` and ${ended.length - named.length} more` : ""}`,
+        ended.length === 0
+          ? "no live proposal was named in the dropped part"
+          : `ended as failed, not revived: ${named.join(", ")}${ended.length > named.length ? ` and ${ended.length - named.length} more` : ""}`,
       ];
-      const audit: AuditRecord = { type: "audit", entry: { ts, event: "repaired", proposal: "", proposer: "operator", owner: "", method: "", changes } };
+      const audit: AuditRecord = {
+        type: "audit",
+        entry: { ts, event: "repaired", proposal: "", proposer: "operator", owner: "", method: "", changes },
+      };
       return [...out, audit];
     },
   });

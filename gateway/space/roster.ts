@@ -79,7 +79,9 @@ export class Roster {
     payload["participants"] = list;
     this.metrics.envelopesOut++;
     if (at < 0) return member.peer.send(Buffer.from(JSON.stringify(env)));
-    member.peer.send(Buffer.from(`${text.slice(0, at)}[${list.map((d) => this.describedJson(d)).join(",")}]${text.slice(at + ROSTER_MARK_JSON.length)}`));
+    member.peer.send(
+      Buffer.from(`${text.slice(0, at)}[${list.map((d) => this.describedJson(d)).join(",")}]${text.slice(at + ROSTER_MARK_JSON.length)}`),
+    );
   }
 
   private welcome(member: Member): Envelope {

@@ -34,7 +34,11 @@ export class Seats {
    * other participant's frame, and the connection is left alone. Resolves with the errors
    * the frame earned (none: it took effect).
    */
-  async act(id: string, frame: Record<string, unknown>, opts: { tellLive?: boolean; replies?: Envelope[] } = {}): Promise<Array<Record<string, unknown>>> {
+  async act(
+    id: string,
+    frame: Record<string, unknown>,
+    opts: { tellLive?: boolean; replies?: Envelope[] } = {},
+  ): Promise<Array<Record<string, unknown>>> {
     const h = this.host;
     const config = h.config.participants[id];
     if (!config) throw new Error(`act: "${id}" is not a participant of space "${h.id}"`);

@@ -28,22 +28,25 @@ export class Sessions {
   constructor(
     private readonly members: () => Iterable<Member>,
     private readonly tokens: TokenBook,
-    private readonly onExpired: (m: Member) => void = (m) => m.peer.close(CloseCodes.tokenExpired, "your token expired; connect with a new one (mewgate token rotate)"),
+    private readonly onExpired: (m: Member) => void = (m) =>
+      m.peer.close(CloseCodes.tokenExpired, "your token expired; connect with a new one (mewgate token rotate)"),
   ) {}
 
   /** What the operator sees: one line per connected member; never a token, only the first characters of its digest. */
   view(): Array<Record<string, unknown>> {
-    return [...this.members()].filter((m) => !this.ended.has(m)).map((m) => {
-      const expires = m.tokenDigest === undefined ? undefined : this.tokens.expiresAt(m.tokenDigest);
-      return {
-        participant: m.id,
-        kind: m.config.kind,
-        address: m.peer.address ?? "in-process",
-        joined_at: new Date(m.joinedAt).toISOString(),
-        ...(m.tokenDigest !== undefined ? { token: `sha256:${Buffer.from(m.tokenDigest, "base64").toString("hex").slice(0, 12)}` } : {}),
-        ...(expires !== undefined ? { token_expires_at: new Date(expires).toISOString() } : {}),
-      };
-    });
+    return [...this.members()]
+      .filter((m) => !this.ended.has(m))
+      .map((m) => {
+        const expires = m.tokenDigest === undefined ? undefined : this.tokens.expiresAt(m.tokenDigest);
+        return {
+          participant: m.id,
+          kind: m.config.kind,
+          address: m.peer.address ?? "in-process",
+          joined_at: new Date(m.joinedAt).toISOString(),
+          ...(m.tokenDigest !== undefined ? { token: `sha256:${Buffer.from(m.tokenDigest, "base64").toString("hex").slice(0, 12)}` } : {}),
+          ...(expires !== undefined ? { token_expires_at: new Date(expires).toISOString() } : {}),
+        };
+      });
   }
 
   /** Ends participant `id`'s session (an operator's decision, 4413); false when it is not connected. */

@@ -50,7 +50,16 @@ import { Aids } from "../proposals/aids.js";
 import { Decisions } from "../proposals/decisions.js";
 import { RunsEnded } from "../proposals/runs-ended.js";
 import { StoreError, type StoreOpener } from "../store/index.js";
-import { type Envelope, CloseCodes, ErrorCodes, type ErrorCode, GATEWAY_ID, type InboundEnvelope, parseFrame, systemEnvelope } from "../wire/envelope.js";
+import {
+  type Envelope,
+  CloseCodes,
+  ErrorCodes,
+  type ErrorCode,
+  GATEWAY_ID,
+  type InboundEnvelope,
+  parseFrame,
+  systemEnvelope,
+} from "../wire/envelope.js";
 import { Delivery } from "./delivery.js";
 import type { Handlers } from "./kinds.js";
 import { Ledger, type StateRecord } from "./ledger.js";
@@ -132,13 +141,28 @@ export class Space implements SpaceHost {
     for (const f of findings) log.warn({ code: f.code, at: `${f.file}:${f.line}:${f.column}`, rule: f.path }, f.message);
     this.tracing = Tracing.from(config.gateway.telemetry, process.env, log);
     const declared = (id: string) => Object.hasOwn(config.participants, id);
-    this.identity = config.identity && new SpaceIdentity(config.identity, this.id, Object.keys(config.participants), declared, log.child({ component: "identity" }), opts.env);
+    this.identity =
+      config.identity &&
+      new SpaceIdentity(
+        config.identity,
+        this.id,
+        Object.keys(config.participants),
+        declared,
+        log.child({ component: "identity" }),
+        opts.env,
+      );
     this.delivery = new Delivery(config, this.metrics, log);
     this.sessions = new Sessions(() => this.delivery.members.values(), tokens);
     this.grants = new GrantBook((id) => this.authority.configured(id));
     this.authority = new Authority(config, this.grants, this.registry);
     this.lending = new Lending(this, this.grants);
-    this.streams = new Streams({ config, log, deliver: (e, s, t) => this.deliver(e, s, t), fail: (...a) => this.fail(...a), members: () => this.delivery.members.values() });
+    this.streams = new Streams({
+      config,
+      log,
+      deliver: (e, s, t) => this.deliver(e, s, t),
+      fail: (...a) => this.fail(...a),
+      members: () => this.delivery.members.values(),
+    });
     this.invites = new Invites(
       {
         config,
@@ -180,11 +204,39 @@ export class Space implements SpaceHost {
       note: (p) => void this.note(p),
       storeFailed: (...a) => this.storeFailed(...a),
     });
-    this.aids = new Aids({ config, registry: this.registry, authority: this.authority, isDisabled: (id) => this.switches.isDisabled(id), callFor: (...a) => this.mcp.callFor(...a), consoleUrl: () => this.consoleUrl });
-    this.notifier = new Notifier(this.id, config.gateway.notify, log.child({ component: "notify" }), () => this.consoleUrl, (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool, runningArguments(p)) : undefined), (p) => this.aids.linksFor(p), opts.env ?? process.env);
+    this.aids = new Aids({
+      config,
+      registry: this.registry,
+      authority: this.authority,
+      isDisabled: (id) => this.switches.isDisabled(id),
+      callFor: (...a) => this.mcp.callFor(...a),
+      consoleUrl: () => this.consoleUrl,
+    });
+    this.notifier = new Notifier(
+      this.id,
+      config.gateway.notify,
+      log.child({ component: "notify" }),
+      () => this.consoleUrl,
+      (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool, runningArguments(p)) : undefined),
+      (p) => this.aids.linksFor(p),
+      opts.env ?? process.env,
+    );
     const onDue = config.policy.expires_action === "keep" ? undefined : (p: Proposal) => void this.decisions.onDue(p);
     this.proposals = new ProposalBook(onDue, (p, event, from) => this.proposalChanged(p, event, from));
-    this.ledger = Ledger.open(config, log, { proposals: this.proposals, grants: this.grants, invites: this.invites, switches: this.switches, conversations: this.conversations, pins: this.registry.pins }, (s) => this.metrics.storeWriteSeconds.observe(s), opts.store);
+    this.ledger = Ledger.open(
+      config,
+      log,
+      {
+        proposals: this.proposals,
+        grants: this.grants,
+        invites: this.invites,
+        switches: this.switches,
+        conversations: this.conversations,
+        pins: this.registry.pins,
+      },
+      (s) => this.metrics.storeWriteSeconds.observe(s),
+      opts.store,
+    );
     // Confirmed tool definitions outlive a restart: a tool that changed while the gateway was stopped is not trusted on sight.
     this.registry.pins.persist = (r) => void this.note({ records: [r], apply: () => {} });
     const { torn, migrated, records, bytes, ms } = this.ledger.report;
@@ -194,7 +246,9 @@ export class Space implements SpaceHost {
     this.grants.revalidate();
     const runs = new RunsEnded(this.proposals, (plan) => this.note(plan));
     this.mcp = new McpRouter(this, calls, this.registry, this.proposals, (call, end) => runs.callEnded(call, end), this.conversations);
-    this.decisions = new Decisions(this, this.proposals, calls, this.registry, this.mcp, runs, this.lending, (p, approvers) => this.notifier.escalated(p, approvers));
+    this.decisions = new Decisions(this, this.proposals, calls, this.registry, this.mcp, runs, this.lending, (p, approvers) =>
+      this.notifier.escalated(p, approvers),
+    );
     // Stacks that were held when the gateway stopped are held again, with their calls.
     this.conversations.resume();
     this.roster = new Roster(this.delivery, this.metrics, {
@@ -248,10 +302,20 @@ export class Space implements SpaceHost {
     // have reached the tool, so it is never routed again on its own. It waits, interrupted,
     // for a person to decide again, with a fresh TTL; its proposer hears it on joining.
     for (const p of this.proposals.restored()) {
-      this.log.warn({ proposal: p.id, proposer: p.proposer, approver: p.decidedBy }, "proposal was approved when the gateway stopped; marked interrupted until someone decides again");
+      this.log.warn(
+        { proposal: p.id, proposer: p.proposer, approver: p.decidedBy },
+        "proposal was approved when the gateway stopped; marked interrupted until someone decides again",
+      );
       // A two-person rule holds again: the call may have run, so running it again needs its approvers again.
       const again = (p.required ?? 1) > 1 ? { approvals: [] } : {};
-      this.note(this.proposals.planTransition(p, { state: "interrupted", reason: "gateway_restarted", expiresAt: Date.now() + config.policy.proposal_ttl_ms, ...again }));
+      this.note(
+        this.proposals.planTransition(p, {
+          state: "interrupted",
+          reason: "gateway_restarted",
+          expiresAt: Date.now() + config.policy.proposal_ttl_ms,
+          ...again,
+        }),
+      );
     }
     // Escalation timers, re-armed from each proposal's creation (proposals/escalation.ts).
     for (const p of this.proposals.pending()) this.decisions.escalations.arm(p);
@@ -268,7 +332,9 @@ export class Space implements SpaceHost {
 
   /** Requests waiting on participant `id` to answer (a form asked of a person at the web console). */
   requestsFor(id: string): Array<Record<string, unknown>> {
-    return this.mcp.calls.toTarget(id).map((c) => ({ id: c.id, from: c.caller, method: c.method, rpc_id: c.rpcId, params: c.params, age_ms: Date.now() - c.openedAt }));
+    return this.mcp.calls
+      .toTarget(id)
+      .map((c) => ({ id: c.id, from: c.caller, method: c.method, rpc_id: c.rpcId, params: c.params, age_ms: Date.now() - c.openedAt }));
   }
 
   member(id: string): Member | undefined {
@@ -281,7 +347,12 @@ export class Space implements SpaceHost {
    */
   authenticate(token: string | { digest: Buffer }, claimedId?: string): AuthResult {
     const check = typeof token === "string" ? this.tokens.check(token) : this.tokens.checkDigest(token.digest);
-    if (check && !check.ok) return { ok: false, code: CloseCodes.tokenExpired, reason: `the token of "${check.id}" expired at ${new Date(check.at).toISOString()}` };
+    if (check && !check.ok)
+      return {
+        ok: false,
+        code: CloseCodes.tokenExpired,
+        reason: `the token of "${check.id}" expired at ${new Date(check.at).toISOString()}`,
+      };
     if (check === undefined) return { ok: false, code: CloseCodes.unauthorized, reason: `invalid token for space "${this.id}"` };
     const id = check.id;
     if (claimedId !== undefined && claimedId !== id) {
@@ -325,9 +396,21 @@ export class Space implements SpaceHost {
 
   /** Takes a new space.yaml, parsed and validated, with its tokens (reload.ts); rejects, having changed nothing, if its audit record is not written. */
   reload(next: SpaceConfig, tokens: TokenBook, by: string): Promise<ReloadReport> {
-    const ports: ReloadHost = { id: this.id, config: this.config, log: this.log, tokens: this.tokens, authority: this.authority, proposals: this.proposals, members: () => this.delivery.members.values(), record: (...p) => this.record(...p), deliver: (e) => this.deliver(e), refresh: (id) => this.refresh(id), revalidateGrants: () => this.grants.revalidate(),
+    const ports: ReloadHost = {
+      id: this.id,
+      config: this.config,
+      log: this.log,
+      tokens: this.tokens,
+      authority: this.authority,
+      proposals: this.proposals,
+      members: () => this.delivery.members.values(),
+      record: (...p) => this.record(...p),
+      deliver: (e) => this.deliver(e),
+      refresh: (id) => this.refresh(id),
+      revalidateGrants: () => this.grants.revalidate(),
       tokensChanged: () => this.sessions.revoke(),
-      verdict: (caller, owner, method, params, confirming) => this.authority.call(caller, compileCapabilities(this.grants.capabilitiesOf(caller)), owner, method, params, confirming),
+      verdict: (caller, owner, method, params, confirming) =>
+        this.authority.call(caller, compileCapabilities(this.grants.capabilitiesOf(caller)), owner, method, params, confirming),
     };
     return applyReload(ports, next, tokens, by);
   }
@@ -386,7 +469,11 @@ export class Space implements SpaceHost {
   // --- acting and watching without joining (the operator API) ----------------------
 
   /** Runs one frame through the whole pipeline as participant `id` without joining (seats.ts). */
-  act(id: string, frame: Record<string, unknown>, opts: { tellLive?: boolean; replies?: Envelope[] } = {}): Promise<Array<Record<string, unknown>>> {
+  act(
+    id: string,
+    frame: Record<string, unknown>,
+    opts: { tellLive?: boolean; replies?: Envelope[] } = {},
+  ): Promise<Array<Record<string, unknown>>> {
     return this.seats.act(id, frame, opts);
   }
 
@@ -440,7 +527,9 @@ export class Space implements SpaceHost {
 
   /** Grants held now, each with whether it stands (its granter still holds what it lent). */
   grantsView(): Array<Record<string, unknown>> {
-    return this.grants.all().map((g) => ({ ...g, standing: this.grants.stands(g), ...(g.condition ? { limited_to: describeCondition(g.condition) } : {}) }));
+    return this.grants
+      .all()
+      .map((g) => ({ ...g, standing: this.grants.stands(g), ...(g.condition ? { limited_to: describeCondition(g.condition) } : {}) }));
   }
 
   /** The grant with this id, if it is held. */
@@ -458,7 +547,10 @@ export class Space implements SpaceHost {
     plan.apply();
     plan.done?.();
     return this.ledger.record({ records: plan.records, apply: () => {} }).catch((err: unknown) => {
-      this.log.error({ err: String(err) }, "could not write a call's outcome; after a restart it comes back interrupted if its call was in flight");
+      this.log.error(
+        { err: String(err) },
+        "could not write a call's outcome; after a restart it comes back interrupted if its call was in flight",
+      );
     });
   }
 
@@ -467,7 +559,13 @@ export class Space implements SpaceHost {
     this.log.error({ participant: member.id, err: cause }, `state store: ${what}`);
     // The participant learns the cause (ENOSPC, say), not the server's paths.
     const errno = err instanceof StoreError && err.errno ? err.errno : "an error";
-    this.fail(member, ErrorCodes.storeFailed, `${what}: the gateway could not write its state (${errno}); nothing changed, try again later`, correlationId, { errno });
+    this.fail(
+      member,
+      ErrorCodes.storeFailed,
+      `${what}: the gateway could not write its state (${errno}); nothing changed, try again later`,
+      correlationId,
+      { errno },
+    );
   }
 
   /** Proposals awaiting a decision (pending, and interrupted ones), oldest first. */
@@ -494,8 +592,16 @@ export class Space implements SpaceHost {
   private proposalChanged(p: Proposal, event: string, from: string | undefined): void {
     this.metrics.proposal(event);
     // Its wait for a person as a span, under the call its proposer is serving, if any.
-    if (this.tracing.on) this.tracing.proposal(this.id, p, event, from, () => this.mcp?.calls.serving(p.proposer, (p.envelope as { correlation_id?: string[] }).correlation_id)?.trace?.context);
-    if (from === "pending" && (event === "approved" || event === "rejected")) this.metrics.decisionSeconds.observe((Date.now() - Date.parse(p.createdAt)) / 1000);
+    if (this.tracing.on)
+      this.tracing.proposal(
+        this.id,
+        p,
+        event,
+        from,
+        () => this.mcp?.calls.serving(p.proposer, (p.envelope as { correlation_id?: string[] }).correlation_id)?.trace?.context,
+      );
+    if (from === "pending" && (event === "approved" || event === "rejected"))
+      this.metrics.decisionSeconds.observe((Date.now() - Date.parse(p.createdAt)) / 1000);
     this.notifier.proposal(p, event);
     this.decisions?.escalations.arm(p);
   }

@@ -119,7 +119,11 @@ export class Archive<R> {
   mark(): ArchiveMark {
     const segs = this.segments();
     const newest = segs.at(-1);
-    return { existed: existsSync(this.dir), segments: segs.map((f) => f.slice(this.dir.length + 1)), newestBytes: newest ? statSync(newest).size : 0 };
+    return {
+      existed: existsSync(this.dir),
+      segments: segs.map((f) => f.slice(this.dir.length + 1)),
+      newestBytes: newest ? statSync(newest).size : 0,
+    };
   }
 
   /**
@@ -131,7 +135,8 @@ export class Archive<R> {
     const kept = new Set(mark.segments);
     for (const seg of this.segments()) if (!kept.has(seg.slice(this.dir.length + 1))) rmSync(seg, { force: true });
     const newest = mark.segments.at(-1);
-    if (newest && existsSync(join(this.dir, newest)) && statSync(join(this.dir, newest)).size > mark.newestBytes) truncateSync(join(this.dir, newest), mark.newestBytes);
+    if (newest && existsSync(join(this.dir, newest)) && statSync(join(this.dir, newest)).size > mark.newestBytes)
+      truncateSync(join(this.dir, newest), mark.newestBytes);
     if (!mark.existed) rmSync(this.dir, { recursive: true, force: true });
   }
 

@@ -59,7 +59,9 @@ export function canonical(value: unknown): string {
 export function digestOf(prev: string, record: object): string {
   const { chain: _chain, ...rest } = record as { chain?: unknown };
   void _chain;
-  return createHash("sha256").update(`${prev}\n${canonical(rest)}`, "utf8").digest("hex");
+  return createHash("sha256")
+    .update(`${prev}\n${canonical(rest)}`, "utf8")
+    .digest("hex");
 }
 
 /** The digest a chained record links on to: `to` for a checkpoint (the cut), else its own. */

@@ -91,7 +91,9 @@ export function readFrames<R>(file: string, each: (f: Frame<R>) => void, opts: {
     const magic = reader.at(0, MAGIC.length);
     if (!magic) {
       const got = reader.at(0, size) ?? Buffer.alloc(0);
-      return MAGIC.subarray(0, got.length).equals(got) ? { kind: "torn", offset: 0, reason: "no complete header" } : { kind: "corrupt", offset: 0, reason: "not a mewgate store file" };
+      return MAGIC.subarray(0, got.length).equals(got)
+        ? { kind: "torn", offset: 0, reason: "no complete header" }
+        : { kind: "corrupt", offset: 0, reason: "not a mewgate store file" };
     }
     if (!magic.equals(MAGIC)) return { kind: "corrupt", offset: 0, reason: "not a mewgate store file (bad header)" };
     let offset = MAGIC.length;

@@ -11,7 +11,20 @@
  * journal — live state plus what came since the last compaction — frame by frame, so
  * start-up time and memory follow the live state, not the length of the history.
  */
-import { closeSync, existsSync, fdatasyncSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, truncateSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  fdatasyncSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeSync,
+} from "node:fs";
 import { join } from "node:path";
 import { Archive, type Retention } from "./archive.js";
 import { Chain } from "./chain.js";
@@ -102,7 +115,11 @@ export class Store<R extends { type: string }> implements StateStore<R> {
  * folds its live records into the owner. A torn tail is cut off and reported; a corrupt
  * frame with data after it stops the open with a `StoreError` naming file and offset.
  */
-export function openStore<R extends { type: string }>(opts: StoreOptions, hooks: StoreHooks<R>, legacy: LegacyFile<R>[] = []): { store: Store<R>; report: OpenReport } {
+export function openStore<R extends { type: string }>(
+  opts: StoreOptions,
+  hooks: StoreHooks<R>,
+  legacy: LegacyFile<R>[] = [],
+): { store: Store<R>; report: OpenReport } {
   const t0 = performance.now();
   mkdirSync(opts.dir, { recursive: true, mode: 0o700 });
   const file = join(opts.dir, "journal");
@@ -142,7 +159,12 @@ export function openStore<R extends { type: string }>(opts: StoreOptions, hooks:
     }
   });
   if (end.kind === "corrupt") {
-    throw new StoreError("corrupt", `${file} is corrupt at byte ${end.offset} (${end.reason}); run \`mewgate state repair --state-dir ${opts.dir}\` (with the gateway stopped) to keep what comes before it`, file, end.offset);
+    throw new StoreError(
+      "corrupt",
+      `${file} is corrupt at byte ${end.offset} (${end.reason}); run \`mewgate state repair --state-dir ${opts.dir}\` (with the gateway stopped) to keep what comes before it`,
+      file,
+      end.offset,
+    );
   }
   if (end.kind === "torn") {
     report.torn = { file, offset: end.offset, reason: end.reason };
@@ -152,7 +174,15 @@ export function openStore<R extends { type: string }>(opts: StoreOptions, hooks:
   }
   report.bytes = good;
   report.ms = Math.round(performance.now() - t0);
-  const journal = new Journal<R>(file, good, seq, archive, { snapshot: hooks.snapshot, isHistory: hooks.isHistory, log: opts.log, onWrite: opts.onWrite }, { fsync: opts.fsync !== false, compactBytes: opts.compactBytes ?? 16 * 1024 * 1024 }, Math.max(first, good / 2));
+  const journal = new Journal<R>(
+    file,
+    good,
+    seq,
+    archive,
+    { snapshot: hooks.snapshot, isHistory: hooks.isHistory, log: opts.log, onWrite: opts.onWrite },
+    { fsync: opts.fsync !== false, compactBytes: opts.compactBytes ?? 16 * 1024 * 1024 },
+    Math.max(first, good / 2),
+  );
   journal.chain = chain;
   return { store: new Store(journal, archive), report };
 }
@@ -166,7 +196,11 @@ function writeJournal(file: string, seq: number, records: unknown[]): void {
 }
 
 /** History records from a state directory without opening the store (for `mewgate audit`, even while a gateway runs). */
-export function readHistory<R extends { type: string }>(dir: string, filter: (r: R) => boolean, opts: { limit?: number; isHistory?: (r: R) => boolean } = {}): R[] {
+export function readHistory<R extends { type: string }>(
+  dir: string,
+  filter: (r: R) => boolean,
+  opts: { limit?: number; isHistory?: (r: R) => boolean } = {},
+): R[] {
   const limit = opts.limit ?? Infinity;
   const archive = new Archive<R>(dir, DEFAULT_RETENTION);
   const out = archive.read(filter, limit);
@@ -195,7 +229,10 @@ export interface RepairHook<R> {
  * and moves the rest aside (`journal.damaged-<time>`) for whoever wants to look at it.
  * With a `hook`, writes what it gives after the cut (see `RepairHook`).
  */
-export function repairStore<R extends { type: string } = { type: string }>(dir: string, hook?: RepairHook<R>): { kept: number; movedTo?: string; offset?: number; added: R[] } {
+export function repairStore<R extends { type: string } = { type: string }>(
+  dir: string,
+  hook?: RepairHook<R>,
+): { kept: number; movedTo?: string; offset?: number; added: R[] } {
   const file = join(dir, "journal");
   if (!existsSync(file)) return { kept: 0, added: [] };
   let kept = 0;
@@ -226,7 +263,13 @@ export function repairStore<R extends { type: string } = { type: string }>(dir: 
     closeSync(src);
   }
   truncateSync(file, Math.max(good, MAGIC.length));
-  const added = hook ? hook.after(frames.flatMap((f) => f.records), readFileSync(movedTo), { offset: end.offset, movedTo }) : [];
+  const added = hook
+    ? hook.after(
+        frames.flatMap((f) => f.records),
+        readFileSync(movedTo),
+        { offset: end.offset, movedTo },
+      )
+    : [];
   if (added.length > 0) {
     // The chain goes on from the last history record kept: the journal's, else the archive's.
     const archive = new Archive<R>(dir, DEFAULT_RETENTION);

@@ -46,7 +46,6 @@ export interface JournalOwner<R> {
   onWrite?: ((seconds: number) => void) | undefined;
 }
 
-
 export class Journal<R> {
   private fd: number;
   private readonly queue = new CommitQueue<R[]>((batch) => this.writeBatch(batch));
@@ -105,7 +104,10 @@ export class Journal<R> {
       const e = new StoreError("write_failed", `could not write ${this.file}: ${(err as Error).message}`, this.file, start, errnoOf(err));
       // Cut the partial batch off so it can never be read back.
       const cut = await truncate(this.fd, start).catch((terr: Error) => terr);
-      if (cut instanceof Error) this.fail(new StoreError("failed", `could not cut a failed write from ${this.file}: ${cut.message}; restart the gateway`, this.file, start));
+      if (cut instanceof Error)
+        this.fail(
+          new StoreError("failed", `could not cut a failed write from ${this.file}: ${cut.message}; restart the gateway`, this.file, start),
+        );
       for (const p of batch) p.reject(e);
       return;
     }
@@ -114,7 +116,15 @@ export class Journal<R> {
         await sync(this.fd);
         this.stats.syncs++;
       } catch (err) {
-        this.fail(new StoreError("failed", `fdatasync of ${this.file} failed (${(err as Error).message}); the store accepts nothing more until the gateway restarts`, this.file, start, errnoOf(err)));
+        this.fail(
+          new StoreError(
+            "failed",
+            `fdatasync of ${this.file} failed (${(err as Error).message}); the store accepts nothing more until the gateway restarts`,
+            this.file,
+            start,
+            errnoOf(err),
+          ),
+        );
         for (const p of batch) p.reject(this.failure!);
         return;
       }
@@ -146,7 +156,11 @@ export class Journal<R> {
     const tmp = `${this.file}.compact`;
     try {
       const history: Array<{ seq: number; records: R[]; bytes: number }> = [];
-      const end = readFrames<R>(this.file, (f) => history.push({ seq: f.seq, records: f.records.filter((r) => this.owner.isHistory(r)), bytes: f.size }), { upTo: this.size });
+      const end = readFrames<R>(
+        this.file,
+        (f) => history.push({ seq: f.seq, records: f.records.filter((r) => this.owner.isHistory(r)), bytes: f.size }),
+        { upTo: this.size },
+      );
       if (end.kind !== "end") throw new Error(`journal unreadable at ${end.offset}: ${end.reason}`);
       // History first: once the new journal replaces the old, the archive must hold it.
       this.archive.append(history);
@@ -167,7 +181,10 @@ export class Journal<R> {
       rmSync(tmp, { force: true });
       // Try again only after as much growth again.
       this.snapshotBytes = this.size;
-      this.owner.log?.error({ file: this.file, err: (err as Error).message }, "state journal compaction failed; the journal is used as it is");
+      this.owner.log?.error(
+        { file: this.file, err: (err as Error).message },
+        "state journal compaction failed; the journal is used as it is",
+      );
     }
   }
 
@@ -254,4 +271,3 @@ export function writeStateFile(file: string, seq: number, records: Iterable<unkn
   }
   return size;
 }
-

@@ -73,7 +73,8 @@ export function readLegacy<R>(dir: string, files: LegacyFile<R>[], owner: Legacy
       batch = [];
       batchBytes = 0;
     };
-    const torn = (n: number, offset: number) => log?.warn({ file, line: n, offset }, "a line of the old state file does not parse (a torn write?); it is not migrated");
+    const torn = (n: number, offset: number) =>
+      log?.warn({ file, line: n, offset }, "a line of the old state file does not parse (a torn write?); it is not migrated");
     /** The record `value` makes, or undefined (reported) when it is not one. */
     const record = (value: unknown, n: number, offset: number): R | undefined => {
       const r = typeof value === "object" && value !== null && !Array.isArray(value) ? (l.wrap ? l.wrap(value) : (value as R)) : undefined;
@@ -214,7 +215,8 @@ function eachLine(file: string, each: (line: Buffer, n: number, offset: number) 
           const nl = chunk.subarray(0, more).indexOf(0x0a);
           if (nl !== -1) end = at + nl;
           at += more;
-          if ((end === -1 ? at : end) - start > MAX_LINE) throw new Error(`${file}: line ${n + 1} at byte ${start} is longer than ${MAX_LINE} bytes`);
+          if ((end === -1 ? at : end) - start > MAX_LINE)
+            throw new Error(`${file}: line ${n + 1} at byte ${start} is longer than ${MAX_LINE} bytes`);
           if (end === -1 && more < chunk.length) end = at;
         }
         const length = end - start;

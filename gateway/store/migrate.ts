@@ -52,7 +52,14 @@ const MARKER = "migrating";
  * Migrates `found` (legacy files present in `dir`) into a new journal at `file`; returns
  * their names. Throws a `StoreError` ("migration_failed") after undoing what it did.
  */
-export function migrate<R>(dir: string, file: string, found: LegacyFile<R>[], owner: Owner<R>, archive: Archive<R>, log?: MigrationLog): string[] {
+export function migrate<R>(
+  dir: string,
+  file: string,
+  found: LegacyFile<R>[],
+  owner: Owner<R>,
+  archive: Archive<R>,
+  log?: MigrationLog,
+): string[] {
   const names = found.map((f) => f.file);
   const step = (o: object, msg: string) => log?.info({ migration: true, ...o }, msg);
   /** What the migration is doing, and the file it is writing, for the error if it fails. */
@@ -105,7 +112,10 @@ export function migrate<R>(dir: string, file: string, found: LegacyFile<R>[], ow
       cause.code,
     );
   }
-  finish(dir, marker.files.filter((f) => names.includes(f)));
+  finish(
+    dir,
+    marker.files.filter((f) => names.includes(f)),
+  );
   step({ step: "moved", resumed }, "migration: the old files are in legacy/");
   return names;
 }
@@ -115,7 +125,10 @@ export function finishMigration(dir: string, log?: MigrationLog): void {
   const marker = readMarker(dir);
   if (!marker) return;
   finish(dir, marker.files);
-  log?.info({ migration: true, step: "moved", files: marker.files }, "finished a migration that was interrupted after its commit; the old files are in legacy/");
+  log?.info(
+    { migration: true, step: "moved", files: marker.files },
+    "finished a migration that was interrupted after its commit; the old files are in legacy/",
+  );
 }
 
 /**
@@ -159,9 +172,14 @@ function readMarker(dir: string): Marker | undefined {
   try {
     m = JSON.parse(readFileSync(file, "utf8")) as Marker;
   } catch (err) {
-    throw new StoreError("migration_failed", `${file} cannot be read (${(err as Error).message}); it marks a migration under way — if no gateway is migrating, remove it and the history/ it began, and start again`, file);
+    throw new StoreError(
+      "migration_failed",
+      `${file} cannot be read (${(err as Error).message}); it marks a migration under way — if no gateway is migrating, remove it and the history/ it began, and start again`,
+      file,
+    );
   }
-  if (typeof m?.base !== "number" || !Array.isArray(m.files) || !Array.isArray(m.archive?.segments)) throw new StoreError("migration_failed", `${file} is not a migration marker`, file);
+  if (typeof m?.base !== "number" || !Array.isArray(m.files) || !Array.isArray(m.archive?.segments))
+    throw new StoreError("migration_failed", `${file} is not a migration marker`, file);
   return m;
 }
 

@@ -40,7 +40,8 @@ export function peekRecord(b: Buffer): Peeked {
     if (c === 0x7b || c === 0x5b) {
       let view: Record<string, unknown> | undefined;
       if (c === 0x7b && arrays.length === 0) view = root = Object.create(null) as Record<string, unknown>;
-      else if (c === 0x7b && arrays.length === 1 && into && key !== undefined) view = into[key] = Object.create(null) as Record<string, unknown>;
+      else if (c === 0x7b && arrays.length === 1 && into && key !== undefined)
+        view = into[key] = Object.create(null) as Record<string, unknown>;
       arrays.push(c === 0x5b);
       views.push(view);
       i = skipWs(b, i + 1);

@@ -109,7 +109,13 @@ export function dropByOwner(segments: string[], maxBytes: number, owner: (r: unk
 /** The record that stands where `cut.count` records were dropped, linked where the first of them was. */
 function checkpoint(cut: { first: Rec; last: Rec; count: number; who: Set<string> }): Rec {
   const to = nextPrev(cut.last);
-  const c: CheckpointRecord = { type: "checkpoint", ts: new Date().toISOString(), dropped: cut.count, participants: [...cut.who].sort(), to: to ?? "" };
+  const c: CheckpointRecord = {
+    type: "checkpoint",
+    ts: new Date().toISOString(),
+    dropped: cut.count,
+    participants: [...cut.who].sort(),
+    to: to ?? "",
+  };
   if (cut.first.chain && to !== undefined) c.chain = { p: cut.first.chain.p, d: digestOf(cut.first.chain.p, c) };
   return c;
 }

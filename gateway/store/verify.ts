@@ -62,8 +62,12 @@ type ScanEnd = { kind: "end" } | { kind: "torn" | "corrupt"; offset: number; rea
 
 /** Frames of `bytes`, checksum failures included (with their records when they still parse). */
 function scan(bytes: Buffer, each: (f: ScannedFrame) => boolean): ScanEnd {
-  if (bytes.length < MAGIC.length) return MAGIC.subarray(0, bytes.length).equals(bytes) ? { kind: "torn", offset: 0, reason: "no complete header" } : { kind: "corrupt", offset: 0, reason: "not a mewgate store file" };
-  if (!bytes.subarray(0, MAGIC.length).equals(MAGIC)) return { kind: "corrupt", offset: 0, reason: "not a mewgate store file (bad header)" };
+  if (bytes.length < MAGIC.length)
+    return MAGIC.subarray(0, bytes.length).equals(bytes)
+      ? { kind: "torn", offset: 0, reason: "no complete header" }
+      : { kind: "corrupt", offset: 0, reason: "not a mewgate store file" };
+  if (!bytes.subarray(0, MAGIC.length).equals(MAGIC))
+    return { kind: "corrupt", offset: 0, reason: "not a mewgate store file (bad header)" };
   let offset = MAGIC.length;
   while (offset < bytes.length) {
     if (offset + FRAME_HEADER > bytes.length) return { kind: "torn", offset, reason: "incomplete frame header" };
@@ -78,7 +82,8 @@ function scan(bytes: Buffer, each: (f: ScannedFrame) => boolean): ScanEnd {
     const payload = bytes.subarray(offset + FRAME_HEADER, end);
     const altered = crc32(payload) !== sum;
     // A write cut short inside a frame whose header made it leaves zeros where the rest was to be.
-    if (altered && end === bytes.length && payload.at(-1) === 0) return { kind: "torn", offset, reason: "frame ends in zeros (a write cut short)" };
+    if (altered && end === bytes.length && payload.at(-1) === 0)
+      return { kind: "torn", offset, reason: "frame ends in zeros (a write cut short)" };
     let parsed: { n?: number; r?: ScannedFrame["records"] } | undefined;
     try {
       parsed = JSON.parse(payload.toString("utf8")) as typeof parsed;
@@ -86,7 +91,12 @@ function scan(bytes: Buffer, each: (f: ScannedFrame) => boolean): ScanEnd {
       parsed = undefined;
     }
     if (!altered && !parsed) return { kind: "corrupt", offset, reason: "frame is not JSON although its checksum matches" };
-    const go = each({ offset, ...(parsed?.n !== undefined ? { seq: parsed.n } : {}), ...(Array.isArray(parsed?.r) ? { records: parsed.r } : {}), ...(altered ? { altered } : {}) });
+    const go = each({
+      offset,
+      ...(parsed?.n !== undefined ? { seq: parsed.n } : {}),
+      ...(Array.isArray(parsed?.r) ? { records: parsed.r } : {}),
+      ...(altered ? { altered } : {}),
+    });
     if (!go) return { kind: "end" };
     offset = end;
   }
@@ -143,24 +153,46 @@ export function verifyHistory(dir: string, isHistory: (r: { type: string }) => b
         if (prev === undefined) {
           report.start = r.chain.p;
           passes(r.chain.p, index - 1);
-        }
-        else if (r.chain.p !== prev) return brk({ ...at, reason: "the record does not link to the one before it (a record before it was removed, inserted or reordered)", expected: prev, found: r.chain.p });
+        } else if (r.chain.p !== prev)
+          return brk({
+            ...at,
+            reason: "the record does not link to the one before it (a record before it was removed, inserted or reordered)",
+            expected: prev,
+            found: r.chain.p,
+          });
         const d = digestOf(r.chain.p, r);
-        if (d !== r.chain.d) return brk({ ...at, reason: "the record's content does not match its digest (it was altered)", expected: r.chain.d, found: d });
+        if (d !== r.chain.d)
+          return brk({ ...at, reason: "the record's content does not match its digest (it was altered)", expected: r.chain.d, found: d });
         prev = nextPrev(r);
         passes(prev, index);
       }
-      if (f.altered) return brk({ index: report.records + 1, file, offset: f.offset, reason: records.length ? "the frame's checksum fails although its history records hold: a record of the live state or the frame's sequence number was altered" : "the frame's checksum fails (it was altered after it was written)" });
+      if (f.altered)
+        return brk({
+          index: report.records + 1,
+          file,
+          offset: f.offset,
+          reason: records.length
+            ? "the frame's checksum fails although its history records hold: a record of the live state or the frame's sequence number was altered"
+            : "the frame's checksum fails (it was altered after it was written)",
+        });
       return true;
     });
     if (!report.ok) return report;
     if (end.kind === "torn") report.torn = { file, offset: end.offset, reason: end.reason };
-    else if (end.kind === "corrupt") return { ...report, ok: false, break: { index: report.records + 1, file, offset: end.offset, reason: end.reason } };
+    else if (end.kind === "corrupt")
+      return { ...report, ok: false, break: { index: report.records + 1, file, offset: end.offset, reason: end.reason } };
   }
   if (prev !== undefined) report.head = prev;
   if (pin !== undefined && !report.pinned!.found && !(pin === "" && prev === undefined)) {
     report.ok = false;
-    report.break = { index: report.records + 1, file: files.at(-1)?.file ?? dir, offset: -1, reason: `the pinned head ${pin.slice(0, 16)}… is not in the chain: records after it were cut off the end, or the chain was rewritten`, expected: pin, found: prev ?? "" };
+    report.break = {
+      index: report.records + 1,
+      file: files.at(-1)?.file ?? dir,
+      offset: -1,
+      reason: `the pinned head ${pin.slice(0, 16)}… is not in the chain: records after it were cut off the end, or the chain was rewritten`,
+      expected: pin,
+      found: prev ?? "",
+    };
   }
   return report;
 }

@@ -29,9 +29,16 @@ export function firstProblem(schema: unknown, value: unknown, at = "arguments", 
   if (typeof schema !== "object" || schema === null || Array.isArray(schema) || depth > MAX_DEPTH) return undefined;
   const s = schema as Schema;
   const bad = (message: string): SchemaProblem => ({ field: at, message: `${at} ${message}` });
-  const types = typeof s["type"] === "string" ? [s["type"]] : Array.isArray(s["type"]) ? s["type"].filter((t): t is string => typeof t === "string") : [];
-  if (types.length && !types.some((t) => ofType(t, value))) return bad(`must be ${types.map((t) => `${article(t)} ${t}`).join(" or ")}, not ${describe(value)}`);
-  if (Array.isArray(s["enum"]) && !s["enum"].some((e) => same(e, value))) return bad(`must be one of ${s["enum"].map((e) => JSON.stringify(e)).join(", ")}`);
+  const types =
+    typeof s["type"] === "string"
+      ? [s["type"]]
+      : Array.isArray(s["type"])
+        ? s["type"].filter((t): t is string => typeof t === "string")
+        : [];
+  if (types.length && !types.some((t) => ofType(t, value)))
+    return bad(`must be ${types.map((t) => `${article(t)} ${t}`).join(" or ")}, not ${describe(value)}`);
+  if (Array.isArray(s["enum"]) && !s["enum"].some((e) => same(e, value)))
+    return bad(`must be one of ${s["enum"].map((e) => JSON.stringify(e)).join(", ")}`);
   if (own(s, "const") && !same(s["const"], value)) return bad(`must be ${JSON.stringify(s["const"])}`);
   if (typeof value === "object" && value !== null && !Array.isArray(value)) {
     const obj = value as Record<string, unknown>;
@@ -43,7 +50,8 @@ export function firstProblem(schema: unknown, value: unknown, at = "arguments", 
       if (own(props, key)) {
         const p = firstProblem(props[key], obj[key], `${at}.${key}`, depth + 1);
         if (p) return p;
-      } else if (s["additionalProperties"] === false) return { field: `${at}.${key}`, message: `${at}.${key} is not a parameter of this tool` };
+      } else if (s["additionalProperties"] === false)
+        return { field: `${at}.${key}`, message: `${at}.${key} is not a parameter of this tool` };
       else if (typeof s["additionalProperties"] === "object") {
         const p = firstProblem(s["additionalProperties"], obj[key], `${at}.${key}`, depth + 1);
         if (p) return p;

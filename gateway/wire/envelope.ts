@@ -15,7 +15,7 @@ export const GATEWAY_ID = "system:gateway";
 
 const Id = z.string().min(1).max(256);
 /** Kinds are short path-like names: `chat`, `mcp/request`, `participant/request-status`. */
-const Kind = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.\-/]{0,127}$/, "a kind like \"chat\" or \"mcp/request\"");
+const Kind = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.\-/]{0,127}$/, 'a kind like "chat" or "mcp/request"');
 
 /**
  * What a participant may send. `id`, `ts`, `from` and `protocol` may be left out: the
@@ -123,7 +123,12 @@ export const ProposalPayloadSchema = z.object({ method: z.string().min(1).max(25
 export const ApprovePayloadSchema = z.object({
   scope: z.enum(["once", "always"]).default("once"),
   /** With scope "always": what the grant is limited to (policy/scope.ts); the whole tool when absent. */
-  limit: z.union([z.enum(["tool", "exact"]), z.strictObject({ field: z.string().min(1).max(256), prefix: z.string().min(1).max(4096).optional() })]).optional(),
+  limit: z
+    .union([
+      z.enum(["tool", "exact"]),
+      z.strictObject({ field: z.string().min(1).max(256), prefix: z.string().min(1).max(4096).optional() }),
+    ])
+    .optional(),
   arguments: Params.optional(),
   reason: z.string().max(2000).optional(),
 });
@@ -262,7 +267,12 @@ export function parseFrame(text: string, maxDepth = DEFAULT_MAX_DEPTH): ParsedFr
   const obj = raw as Record<string, unknown>;
   if (!nestsWithin(obj, maxDepth)) {
     const id = typeof obj["id"] === "string" && obj["id"].length <= 256 ? obj["id"] : undefined;
-    return { ok: false, code: ErrorCodes.tooDeep, message: `frame nests arrays and objects more than ${maxDepth} deep (gateway.limits.max_depth)`, ...(id ? { id } : {}) };
+    return {
+      ok: false,
+      code: ErrorCodes.tooDeep,
+      message: `frame nests arrays and objects more than ${maxDepth} deep (gateway.limits.max_depth)`,
+      ...(id ? { id } : {}),
+    };
   }
   if (obj["type"] === "join" && obj["kind"] === undefined) return parseJoin(obj);
   if (obj["kind"] === "system/join") return parseJoin(obj["payload"]);
@@ -408,7 +418,8 @@ function rpcError(error: unknown): { code: number; message: string; data?: unkno
   if (!isPlainObject(error)) return undefined;
   const { code, message, data } = error;
   const text = typeof message === "string" ? message : "the responder's error had no message";
-  if (typeof code === "number" && Number.isFinite(code)) return data === undefined ? { code, message: text } : { code, message: text, data };
+  if (typeof code === "number" && Number.isFinite(code))
+    return data === undefined ? { code, message: text } : { code, message: text, data };
   if (code !== undefined && typeof code !== "string" && typeof code !== "number") return undefined;
   const kept = typeof code === "string" ? { code: code.slice(0, 256) } : {};
   return { code: FOREIGN_ERROR_CODE, message: text, data: data === undefined ? kept : { ...kept, data } };

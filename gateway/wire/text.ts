@@ -52,7 +52,11 @@ export function replaceHidden(text: string, mark: (c: string) => string): string
     if (!keep && SELECTOR.test(c)) keep = prev !== "" && prev === base && !SPACE.test(prev);
     else if (!keep && c === ZWJ) {
       const next = text.codePointAt(i);
-      keep = PICTOGRAPH.test(base) && (prev === base || SELECTOR.test(prev) || MODIFIER.test(prev)) && next !== undefined && PICTOGRAPH.test(String.fromCodePoint(next));
+      keep =
+        PICTOGRAPH.test(base) &&
+        (prev === base || SELECTOR.test(prev) || MODIFIER.test(prev)) &&
+        next !== undefined &&
+        PICTOGRAPH.test(String.fromCodePoint(next));
     }
     if (!keep) {
       out += mark(c);

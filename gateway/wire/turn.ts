@@ -27,6 +27,14 @@ export function turnOf(params: unknown): TurnMark | undefined {
   if (typeof t !== "object" || t === null || Array.isArray(t)) return undefined;
   const { id, index, count } = t as Record<string, unknown>;
   if (typeof id !== "string" || !ID.test(id)) return undefined;
-  if (!Number.isInteger(count) || !Number.isInteger(index) || (count as number) < 2 || (count as number) > 64 || (index as number) < 0 || (index as number) >= (count as number)) return undefined;
+  if (
+    !Number.isInteger(count) ||
+    !Number.isInteger(index) ||
+    (count as number) < 2 ||
+    (count as number) > 64 ||
+    (index as number) < 0 ||
+    (index as number) >= (count as number)
+  )
+    return undefined;
   return { id, index: index as number, count: count as number };
 }

@@ -31,7 +31,8 @@ export interface SamplingDeps {
 export async function answerSampling(deps: SamplingDeps, req: IncomingRequest): Promise<Record<string, unknown>> {
   const params = isRecord(req.params) ? req.params : {};
   const raw = Array.isArray(params["messages"]) ? params["messages"] : undefined;
-  if (!raw || raw.length === 0) throw new RpcError(ErrorCode.InvalidParams, "sampling/createMessage: params.messages must be a non-empty list");
+  if (!raw || raw.length === 0)
+    throw new RpcError(ErrorCode.InvalidParams, "sampling/createMessage: params.messages must be a non-empty list");
   if (raw.length > MAX_MESSAGES) throw new RpcError(ErrorCode.InvalidParams, `sampling/createMessage: at most ${MAX_MESSAGES} messages`);
   const messages: Message[] = [];
   let chars = 0;
@@ -43,10 +44,14 @@ export async function answerSampling(deps: SamplingDeps, req: IncomingRequest): 
     chars += text.length;
     messages.push(m["role"] === "user" ? { role: "user", text } : { role: "assistant", text, toolCalls: [] });
   }
-  if (chars > MAX_CHARS) throw new RpcError(ErrorCode.InvalidParams, `sampling/createMessage: the messages hold ${chars} characters; at most ${MAX_CHARS}`);
+  if (chars > MAX_CHARS)
+    throw new RpcError(ErrorCode.InvalidParams, `sampling/createMessage: the messages hold ${chars} characters; at most ${MAX_CHARS}`);
   const asked = typeof params["maxTokens"] === "number" && params["maxTokens"] > 0 ? Math.floor(params["maxTokens"]) : MAX_SAMPLING_TOKENS;
   const maxTokens = Math.min(asked, deps.maxTokens ?? MAX_SAMPLING_TOKENS, MAX_SAMPLING_TOKENS);
-  const temperature = typeof params["temperature"] === "number" && params["temperature"] >= 0 && params["temperature"] <= 2 ? params["temperature"] : deps.options.temperature;
+  const temperature =
+    typeof params["temperature"] === "number" && params["temperature"] >= 0 && params["temperature"] <= 2
+      ? params["temperature"]
+      : deps.options.temperature;
   const system = typeof params["systemPrompt"] === "string" ? params["systemPrompt"] : "";
   const response = await deps.provider.complete({
     system,
@@ -67,7 +72,12 @@ export async function answerSampling(deps: SamplingDeps, req: IncomingRequest): 
  * Passes a form on to the caller of the delegation it is about: `serving` maps the
  * envelope ids of calls the agent is serving to their callers.
  */
-export async function passElicitationUp(client: ParticipantClient, agentId: string, serving: ReadonlyMap<string, string>, req: IncomingRequest): Promise<unknown> {
+export async function passElicitationUp(
+  client: ParticipantClient,
+  agentId: string,
+  serving: ReadonlyMap<string, string>,
+  req: IncomingRequest,
+): Promise<unknown> {
   const about = (req.envelope.correlation_id ?? []).find((id) => serving.has(id));
   if (about === undefined) {
     throw new RpcError(ErrorCode.InvalidRequest, `${agentId} is an agent and fills in no forms; it is serving nobody it could ask`);
@@ -75,7 +85,12 @@ export async function passElicitationUp(client: ParticipantClient, agentId: stri
   const params = isRecord(req.params) ? req.params : {};
   const meta = isRecord(params["_meta"]) ? params["_meta"] : {};
   const timeoutMs = typeof meta["mewgate/timeout_ms"] === "number" ? meta["mewgate/timeout_ms"] : undefined;
-  return client.request(serving.get(about)!, "elicitation/create", params, { correlationId: [about], chain: false, signal: req.signal, timeoutMs });
+  return client.request(serving.get(about)!, "elicitation/create", params, {
+    correlationId: [about],
+    chain: false,
+    signal: req.signal,
+    timeoutMs,
+  });
 }
 
 /** The text of a sampling message's content: a block or a list of blocks; what is not text is named, not sent. */

@@ -116,7 +116,8 @@ export class ChatTurns {
     const holder = human ? this.host.holder(env.from) : undefined;
     const inbox = holder === this.host.id ? this.host.inbox(env.from) : undefined;
     if (inbox && (env.to === undefined || env.to.length === 0 || env.to.includes(this.host.id))) return inbox.push(text);
-    if (holder !== undefined && holder !== this.host.id && !env.to?.includes(this.host.id) && !this.mention.test(text)) return this.addContext(env, text);
+    if (holder !== undefined && holder !== this.host.id && !env.to?.includes(this.host.id) && !this.mention.test(text))
+      return this.addContext(env, text);
     if (!this.isTrigger(env, text, human)) return this.addContext(env, text);
 
     const refuse = (why: string) => {
@@ -203,7 +204,12 @@ export class ChatTurns {
       const until = this.host.health.down!.until;
       const seconds = Math.max(1, Math.ceil((until - Date.now()) / 1000));
       this.host.log?.debug({ trigger: env.id }, "the model provider is cooling down after a failure; said so");
-      this.say(env, trigger.hops + 1, `My model provider is unavailable (${this.host.health.down!.error.message}). I will try again at ${new Date(until).toISOString().slice(11, 19)} UTC, in ${seconds} s; ask me then.`, "plain");
+      this.say(
+        env,
+        trigger.hops + 1,
+        `My model provider is unavailable (${this.host.health.down!.error.message}). I will try again at ${new Date(until).toISOString().slice(11, 19)} UTC, in ${seconds} s; ask me then.`,
+        "plain",
+      );
       return;
     }
     await this.host.toolsReady();
@@ -234,7 +240,11 @@ export class ChatTurns {
     this.host.health.account(turn, started);
     addUsage(spend, turn.usage, this.host.modelOptions.model, this.host.config.prices ?? {});
     reasoning?.conclude(turn);
-    const usage = { input_tokens: spend.input_tokens, output_tokens: spend.output_tokens, ...(spend.cost_usd === undefined ? {} : { cost_usd: roundCost(spend.cost_usd) }) };
+    const usage = {
+      input_tokens: spend.input_tokens,
+      output_tokens: spend.output_tokens,
+      ...(spend.cost_usd === undefined ? {} : { cost_usd: roundCost(spend.cost_usd) }),
+    };
     const reply = (text: string, format: "markdown" | "plain" = "markdown") => this.say(env, trigger.hops + 1, text, format, usage);
     switch (turn.status) {
       case "done":
@@ -255,7 +265,12 @@ export class ChatTurns {
   }
 
   private say(trigger: Envelope, hops: number, text: string, format: "markdown" | "plain", usage?: Record<string, unknown>): void {
-    const id = this.host.send({ kind: "chat", to: [trigger.from], correlation_id: [trigger.id], payload: { text, format, ...(usage ? { usage } : {}) } });
+    const id = this.host.send({
+      kind: "chat",
+      to: [trigger.from],
+      correlation_id: [trigger.id],
+      payload: { text, format, ...(usage ? { usage } : {}) },
+    });
     if (id) this.hops.set(id, hops);
   }
 

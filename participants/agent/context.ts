@@ -185,7 +185,10 @@ export function messageChars(m: Message): number {
       return (
         m.text.length +
         MESSAGE_OVERHEAD_CHARS +
-        m.toolCalls.reduce((n, c) => n + c.id.length + c.name.length + (c.rawArguments ?? JSON.stringify(c.arguments)).length + MESSAGE_OVERHEAD_CHARS, 0)
+        m.toolCalls.reduce(
+          (n, c) => n + c.id.length + c.name.length + (c.rawArguments ?? JSON.stringify(c.arguments)).length + MESSAGE_OVERHEAD_CHARS,
+          0,
+        )
       );
     case "tool":
       return m.content.length + m.callId.length + MESSAGE_OVERHEAD_CHARS;

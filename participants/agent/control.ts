@@ -67,10 +67,13 @@ export class Controls {
         this.host.chat.queuedToContext();
         const seconds = payload["timeout_seconds"];
         if (typeof seconds === "number" && seconds > 0 && Number.isFinite(seconds)) {
-          this.pauseTimer = setTimeout(() => {
-            this.resume();
-            this.reportStatus(env, { resumed: "timeout" });
-          }, Math.min(seconds * 1000, 2_147_483_647));
+          this.pauseTimer = setTimeout(
+            () => {
+              this.resume();
+              this.reportStatus(env, { resumed: "timeout" });
+            },
+            Math.min(seconds * 1000, 2_147_483_647),
+          );
           this.pauseTimer.unref();
         }
         this.host.log?.info({ by: env.from, timeout_seconds: seconds }, "paused");
@@ -86,7 +89,9 @@ export class Controls {
         const direction = payload["direction"] === "newest" ? "newest" : "oldest";
         const requested = payload["entries"];
         const entries =
-          typeof requested === "number" && Number.isFinite(requested) && requested > 0 ? Math.floor(requested) : Math.ceil(this.host.chat.conversation.messagesInContext / 2);
+          typeof requested === "number" && Number.isFinite(requested) && requested > 0
+            ? Math.floor(requested)
+            : Math.ceil(this.host.chat.conversation.messagesInContext / 2);
         const forgotten = this.host.chat.conversation.forget(direction, entries);
         return this.reportStatus(env, { forgotten });
       }
@@ -131,7 +136,12 @@ export class Controls {
 
   private async compact(env: Envelope): Promise<void> {
     const reply = (extra: Record<string, unknown>) =>
-      this.host.send({ kind: "participant/compact-done", to: [env.from], correlation_id: [env.id], payload: { ...this.host.statusPayload(), ...extra } });
+      this.host.send({
+        kind: "participant/compact-done",
+        to: [env.from],
+        correlation_id: [env.id],
+        payload: { ...this.host.statusPayload(), ...extra },
+      });
     if (this.compacting) return void reply({ error: "a compaction is already running" });
     if (this.host.health.providerDown()) return void reply({ error: `the model is unavailable: ${this.host.health.down!.error.message}` });
     this.compacting = true;
@@ -178,6 +188,11 @@ export class Controls {
   };
 
   private reportStatus(env: Envelope, extra: Record<string, unknown> = {}): void {
-    this.host.send({ kind: "participant/status", to: [env.from], correlation_id: [env.id], payload: { ...this.host.statusPayload(), ...extra } });
+    this.host.send({
+      kind: "participant/status",
+      to: [env.from],
+      correlation_id: [env.id],
+      payload: { ...this.host.statusPayload(), ...extra },
+    });
   }
 }

@@ -1,5 +1,12 @@
 /** The LLM agent's building blocks: what other folders may use. */
-export { Conversation, estimateRequestTokens, estimateTokens, type ConversationOptions, type ConversationStats, type Summarize } from "./context.js";
+export {
+  Conversation,
+  estimateRequestTokens,
+  estimateTokens,
+  type ConversationOptions,
+  type ConversationStats,
+  type Summarize,
+} from "./context.js";
 export {
   DEFAULT_MAX_ITERATIONS,
   formatOutcome,

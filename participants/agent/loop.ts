@@ -10,7 +10,17 @@
  * treated the same way, and never ends the turn.
  */
 import { estimateRequestTokens, type Conversation } from "./context.js";
-import { ProviderError, type AssistantMessage, type ModelOptions, type ModelRequest, type ModelResponse, type Provider, type ToolCall, type ToolResultMessage, type Usage } from "./providers/types.js";
+import {
+  ProviderError,
+  type AssistantMessage,
+  type ModelOptions,
+  type ModelRequest,
+  type ModelResponse,
+  type Provider,
+  type ToolCall,
+  type ToolResultMessage,
+  type Usage,
+} from "./providers/types.js";
 import type { ToolSet } from "./tools.js";
 import { randomUUID } from "node:crypto";
 import type { TurnMark } from "../../gateway/index.js";
@@ -49,7 +59,11 @@ export interface ToolFailure {
 export type ToolOutcome = ToolSuccess | ToolFailure;
 
 /** Runs `participant/tool`; resolves with a failure rather than throwing. `intent`: the model's own text from the reply that asked for the call, if it wrote any (shown to whoever approves it). */
-export type CallTool = (name: string, args: Record<string, unknown>, ctx: { callId: string; signal: AbortSignal; intent?: string | undefined; turn?: TurnMark | undefined }) => Promise<ToolOutcome>;
+export type CallTool = (
+  name: string,
+  args: Record<string, unknown>,
+  ctx: { callId: string; signal: AbortSignal; intent?: string | undefined; turn?: TurnMark | undefined },
+) => Promise<ToolOutcome>;
 
 export interface TurnContext {
   system: string;
@@ -121,7 +135,10 @@ export async function runTurn(opts: RunTurnOptions): Promise<TurnResult> {
       const error =
         err instanceof ProviderError
           ? err
-          : new ProviderError("bad_response", `${opts.provider.name}: ${(err as Error)?.message ?? String(err)}`, { provider: opts.provider.name, cause: err });
+          : new ProviderError("bad_response", `${opts.provider.name}: ${(err as Error)?.message ?? String(err)}`, {
+              provider: opts.provider.name,
+              cause: err,
+            });
       return { ...result, status: error.code === "aborted" || signal.aborted ? "aborted" : "error", error };
     }
     result.iterations++;
@@ -142,7 +159,19 @@ export async function runTurn(opts: RunTurnOptions): Promise<TurnResult> {
     result.toolCalls += response.toolCalls.length;
     // Calls asked for in one reply are one turn: a person sees them together (gateway/wire/turn.ts).
     const turnId = response.toolCalls.length > 1 ? randomUUID() : undefined;
-    const results = await Promise.all(response.toolCalls.map((call, index) => execute(call, ctx.tools, opts, signal, maxChars, response.text, turnId === undefined ? undefined : { id: turnId, index, count: response.toolCalls.length })));
+    const results = await Promise.all(
+      response.toolCalls.map((call, index) =>
+        execute(
+          call,
+          ctx.tools,
+          opts,
+          signal,
+          maxChars,
+          response.text,
+          turnId === undefined ? undefined : { id: turnId, index, count: response.toolCalls.length },
+        ),
+      ),
+    );
     // Appended together, once every result is in: a call is never in context without its result.
     opts.conversation.append(assistant, ...results);
     if (signal.aborted) return { ...result, status: "aborted" };
@@ -150,17 +179,38 @@ export async function runTurn(opts: RunTurnOptions): Promise<TurnResult> {
   return { ...result, status: "max_iterations" };
 }
 
-async function execute(call: ToolCall, tools: ToolSet, opts: RunTurnOptions, signal: AbortSignal, maxChars: number, intent: string | undefined, turn?: TurnMark): Promise<ToolResultMessage> {
+async function execute(
+  call: ToolCall,
+  tools: ToolSet,
+  opts: RunTurnOptions,
+  signal: AbortSignal,
+  maxChars: number,
+  intent: string | undefined,
+  turn?: TurnMark,
+): Promise<ToolResultMessage> {
   const name = tools.names.toolName(call.name);
   opts.onEvent?.({ type: "tool_call", callId: call.id, name, functionName: call.name, arguments: call.arguments });
   let outcome: ToolOutcome;
   if (name === undefined) {
-    outcome = { type: "error", code: "unknown_tool", message: `no tool is offered as function "${call.name}"; use one of the functions you were given` };
+    outcome = {
+      type: "error",
+      code: "unknown_tool",
+      message: `no tool is offered as function "${call.name}"; use one of the functions you were given`,
+    };
   } else if (call.invalidArguments !== undefined) {
-    outcome = { type: "error", code: "invalid_arguments", message: `${call.invalidArguments}; the call was not made. Send the arguments as a JSON object.` };
+    outcome = {
+      type: "error",
+      code: "invalid_arguments",
+      message: `${call.invalidArguments}; the call was not made. Send the arguments as a JSON object.`,
+    };
   } else {
     try {
-      outcome = await opts.callTool(name, call.arguments, { callId: call.id, signal, ...(intent?.trim() ? { intent } : {}), ...(turn ? { turn } : {}) });
+      outcome = await opts.callTool(name, call.arguments, {
+        callId: call.id,
+        signal,
+        ...(intent?.trim() ? { intent } : {}),
+        ...(turn ? { turn } : {}),
+      });
     } catch (err) {
       outcome = { type: "error", code: "failed", message: (err as Error)?.message ?? String(err) };
     }

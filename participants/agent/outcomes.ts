@@ -83,14 +83,19 @@ export function failureOutcome(err: unknown): ToolFailure {
         ...(by ? { by } : {}),
       };
     case "expired":
-      return { type: "error", code: "timeout", message: "the proposal expired before anyone approved or rejected it; the call was not made" };
+      return {
+        type: "error",
+        code: "timeout",
+        message: "the proposal expired before anyone approved or rejected it; the call was not made",
+      };
     case "timeout":
       return { type: "error", code: "timeout", message: err.message };
     case "interrupted":
       return {
         type: "error",
         code: "failed",
-        message: "interrupted: the gateway stopped after the call was approved; it may or may not have run. Check its effect before calling it again; a person may also approve the same proposal again",
+        message:
+          "interrupted: the gateway stopped after the call was approved; it may or may not have run. Check its effect before calling it again; a person may also approve the same proposal again",
       };
     case "withdrawn":
     case "cancelled":

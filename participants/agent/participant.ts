@@ -149,7 +149,9 @@ export async function startAgent(opts: AgentOptions): Promise<AgentHandle> {
   }
 
   const client =
-    opts.client instanceof ParticipantClient ? opts.client : new ParticipantClient({ ...opts.client, logger: opts.client.logger ?? opts.logger });
+    opts.client instanceof ParticipantClient
+      ? opts.client
+      : new ParticipantClient({ ...opts.client, logger: opts.client.logger ?? opts.logger });
   const agent = new Agent(opts, client, provider, modelOptions, log);
   try {
     agent.attach();
@@ -396,7 +398,13 @@ class Agent {
 
   status(): AgentStatus {
     const stats = this.chat.conversation.stats();
-    const state: AgentState = this.stopped ? "stopped" : this.controls.paused ? "paused" : this.chat.running || this.serving.active > 0 ? "busy" : "idle";
+    const state: AgentState = this.stopped
+      ? "stopped"
+      : this.controls.paused
+        ? "paused"
+        : this.chat.running || this.serving.active > 0
+          ? "busy"
+          : "idle";
     const s: AgentStatus = {
       id: this.id,
       state,

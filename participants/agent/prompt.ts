@@ -69,15 +69,15 @@ export function buildSystemPrompt(input: PromptInput): string {
       for (const t of direct) lines.push(toolLine(t));
     }
     if (proposal.length > 0) {
-      lines.push(
-        "",
-        "Needs approval (each call becomes a proposal that a human may approve or reject; the call waits for the decision):",
-      );
+      lines.push("", "Needs approval (each call becomes a proposal that a human may approve or reject; the call waits for the decision):");
       for (const t of proposal) lines.push(toolLine(t));
     }
   }
   if (denied > 0) {
-    lines.push("", `${denied} more ${denied === 1 ? "tool exists" : "tools exist"} in this space that you may not use; ${denied === 1 ? "it is" : "they are"} not offered to you.`);
+    lines.push(
+      "",
+      `${denied} more ${denied === 1 ? "tool exists" : "tools exist"} in this space that you may not use; ${denied === 1 ? "it is" : "they are"} not offered to you.`,
+    );
   }
   if (own.length > 0) lines.push("", `Your own tools, which others may call: ${own.map((t) => t.name).join(", ")}.`);
 

@@ -37,7 +37,11 @@ export function startReasoning(host: ReasoningHost, correlation: string, message
     },
     conclude: (t) => {
       const message =
-        t.status === "done" ? clip(t.text.trim() || "(no answer)", 2000) : t.status === "error" ? `Failed: ${t.error?.message ?? "error"}` : `Ended: ${t.status}`;
+        t.status === "done"
+          ? clip(t.text.trim() || "(no answer)", 2000)
+          : t.status === "error"
+            ? `Failed: ${t.error?.message ?? "error"}`
+            : `Ended: ${t.status}`;
       host.send({ kind: "reasoning/conclusion", context, payload: { message } });
     },
   };

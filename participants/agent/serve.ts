@@ -102,13 +102,33 @@ export class AskServer {
     for (const c of Array.isArray(list) ? list : []) {
       if (!isRecord(c) || c["holder"] !== this.host.id || typeof c["human"] !== "string" || !Array.isArray(c["stack"])) continue;
       const top = c["stack"][c["stack"].length - 1];
-      if (!isRecord(top) || typeof top["call"] !== "string" || typeof top["caller"] !== "string" || (typeof top["rpc_id"] !== "string" && typeof top["rpc_id"] !== "number")) continue;
+      if (
+        !isRecord(top) ||
+        typeof top["call"] !== "string" ||
+        typeof top["caller"] !== "string" ||
+        (typeof top["rpc_id"] !== "string" && typeof top["rpc_id"] !== "number")
+      )
+        continue;
       if (this.servingCalls.has(top["call"])) continue;
-      void this.resume(c["human"], top["call"], top["caller"], top["rpc_id"], typeof top["since"] === "string" ? top["since"] : "", history);
+      void this.resume(
+        c["human"],
+        top["call"],
+        top["caller"],
+        top["rpc_id"],
+        typeof top["since"] === "string" ? top["since"] : "",
+        history,
+      );
     }
   }
 
-  private async resume(human: string, call: string, from: string, rpcId: string | number, since: string, history: readonly Envelope[]): Promise<void> {
+  private async resume(
+    human: string,
+    call: string,
+    from: string,
+    rpcId: string | number,
+    since: string,
+    history: readonly Envelope[],
+  ): Promise<void> {
     const handle = this.host.client.adopt(call, from, rpcId);
     this.servingCalls.set(call, from);
     const controller = new AbortController();
@@ -117,11 +137,15 @@ export class AskServer {
     this.delegations.add(controller);
     this.host.log?.info({ human, call }, "taking a held conversation up again after a restart");
     const conversation = new Conversation({ budgetTokens: this.host.budget() });
-    conversation.append({ role: "user", text: `${from}: a task for ${human}. You were holding ${human}'s conversation and restarted; what was said since you took it over follows.` });
+    conversation.append({
+      role: "user",
+      text: `${from}: a task for ${human}. You were holding ${human}'s conversation and restarted; what was said since you took it over follows.`,
+    });
     const after = Date.parse(since) || 0;
     let waiting = false;
     for (const env of [...history].sort((a, b) => Date.parse(a.ts) - Date.parse(b.ts))) {
-      const text = env.kind === "chat" && isRecord(env.payload) && typeof env.payload["text"] === "string" ? env.payload["text"] : undefined;
+      const text =
+        env.kind === "chat" && isRecord(env.payload) && typeof env.payload["text"] === "string" ? env.payload["text"] : undefined;
       if (text === undefined || Date.parse(env.ts) < after) continue;
       if (env.from === human && (!env.to?.length || env.to.includes(this.host.id))) {
         conversation.append({ role: "user", text: `${human}: ${text}` });
@@ -133,7 +157,12 @@ export class AskServer {
     }
     const spend = emptySpend();
     const started = Date.now();
-    const metadata = () => ({ processing_time_ms: Date.now() - started, input_tokens: spend.input_tokens, output_tokens: spend.output_tokens, model: this.host.modelOptions.model });
+    const metadata = () => ({
+      processing_time_ms: Date.now() - started,
+      input_tokens: spend.input_tokens,
+      output_tokens: spend.output_tokens,
+      model: this.host.modelOptions.model,
+    });
     try {
       // Its last word was a question to the person: wait for the answer before the model goes on.
       handle.answer(await this.converseWith(from, human, conversation, controller.signal, spend, metadata, waiting));
@@ -173,28 +202,45 @@ export class AskServer {
       case "ping":
         return {};
       case "sampling/createMessage":
-        if (this.host.config.sampling === false) throw new RpcError(RpcErrorCodes.methodNotFound, `${this.host.id} lends its model to no tool server (agent.sampling: false)`);
+        if (this.host.config.sampling === false)
+          throw new RpcError(RpcErrorCodes.methodNotFound, `${this.host.id} lends its model to no tool server (agent.sampling: false)`);
         return this.sample(req);
       case "elicitation/create":
         return passElicitationUp(this.host.client, this.host.id, this.servingCalls, req);
       default:
-        throw new RpcError(RpcErrorCodes.methodNotFound, `${this.host.id} serves tools/list, tools/call and sampling/createMessage, not ${req.method}`);
+        throw new RpcError(
+          RpcErrorCodes.methodNotFound,
+          `${this.host.id} serves tools/list, tools/call and sampling/createMessage, not ${req.method}`,
+        );
     }
   }
 
   private async delegate(req: IncomingRequest): Promise<unknown> {
     const params = isRecord(req.params) ? req.params : {};
     if (params["name"] !== this.offerName) {
-      throw new RpcError(RpcErrorCodes.invalidParams, `unknown tool "${String(params["name"])}": ${this.host.id} offers "${this.offerName}"`);
+      throw new RpcError(
+        RpcErrorCodes.invalidParams,
+        `unknown tool "${String(params["name"])}": ${this.host.id} offers "${this.offerName}"`,
+      );
     }
     const args = AskArgumentsSchema.safeParse(params["arguments"] ?? {});
     if (!args.success) {
       const issue = args.error.issues[0];
-      return askResult({ status: "error", error_code: "INVALID_ARGUMENTS", answer: `invalid arguments: ${issue?.path.join(".") || "arguments"}: ${issue?.message ?? "invalid"}` });
+      return askResult({
+        status: "error",
+        error_code: "INVALID_ARGUMENTS",
+        answer: `invalid arguments: ${issue?.path.join(".") || "arguments"}: ${issue?.message ?? "invalid"}`,
+      });
     }
     if (this.host.stopped) return askResult({ status: "error", error_code: "AGENT_STOPPING", answer: `${this.host.id} is shutting down` });
-    if (this.host.paused) return askResult({ status: "error", error_code: "AGENT_PAUSED", answer: `${this.host.id} is paused; try again later` });
-    if (this.host.providerDown()) return askResult({ status: "error", error_code: "MODEL_UNAVAILABLE", answer: `${this.host.id}'s model is unavailable: ${this.host.down!.error.message}` });
+    if (this.host.paused)
+      return askResult({ status: "error", error_code: "AGENT_PAUSED", answer: `${this.host.id} is paused; try again later` });
+    if (this.host.providerDown())
+      return askResult({
+        status: "error",
+        error_code: "MODEL_UNAVAILABLE",
+        answer: `${this.host.id}'s model is unavailable: ${this.host.down!.error.message}`,
+      });
 
     // Answer before the caller gives up — the gateway's deadline or the caller's own
     // timeout_ms, whichever is first — keeping a margin for the way back.
@@ -232,7 +278,12 @@ export class AskServer {
       if (!release) {
         return timedOut
           ? askResult({ status: "timeout", answer: `${this.host.id} was busy and could not start in time.`, metadata: metadata() })
-          : askResult({ status: "error", error_code: "CANCELLED", answer: `${this.host.id} did not start: the call was cancelled.`, metadata: metadata() });
+          : askResult({
+              status: "error",
+              error_code: "CANCELLED",
+              answer: `${this.host.id} did not start: the call was cancelled.`,
+              metadata: metadata(),
+            });
       }
       this.delegations.add(controller);
       this.servingCalls.set(req.envelope.id, req.from);
@@ -267,7 +318,13 @@ export class AskServer {
       const read = readAnswer(turn.text);
       switch (turn.status) {
         case "done":
-          return askResult({ status: read.warnings.length > 0 ? "partial" : "success", answer: read.answer || "(no answer)", confidence: read.confidence, warnings: read.warnings, metadata: metadata() });
+          return askResult({
+            status: read.warnings.length > 0 ? "partial" : "success",
+            answer: read.answer || "(no answer)",
+            confidence: read.confidence,
+            warnings: read.warnings,
+            metadata: metadata(),
+          });
         case "max_iterations":
           return askResult({
             status: "partial",
@@ -277,11 +334,28 @@ export class AskServer {
             metadata: metadata(),
           });
         case "aborted":
-          if (timedOut) return askResult({ status: "timeout", answer: read.answer ? `${read.answer}\n\n(${this.host.id} ran out of time before finishing.)` : `${this.host.id} could not finish in time.`, metadata: metadata() });
-          return askResult({ status: "error", error_code: "CANCELLED", answer: `${this.host.id} stopped working on this (${String(controller.signal.reason ?? "aborted")}).`, metadata: metadata() });
+          if (timedOut)
+            return askResult({
+              status: "timeout",
+              answer: read.answer
+                ? `${read.answer}\n\n(${this.host.id} ran out of time before finishing.)`
+                : `${this.host.id} could not finish in time.`,
+              metadata: metadata(),
+            });
+          return askResult({
+            status: "error",
+            error_code: "CANCELLED",
+            answer: `${this.host.id} stopped working on this (${String(controller.signal.reason ?? "aborted")}).`,
+            metadata: metadata(),
+          });
         case "error":
           this.host.providerFailed(turn.error!, undefined);
-          return askResult({ status: "error", error_code: "MODEL_ERROR", answer: `${this.host.id} could not answer: ${turn.error!.message}`, metadata: metadata() });
+          return askResult({
+            status: "error",
+            error_code: "MODEL_ERROR",
+            answer: `${this.host.id} could not answer: ${turn.error!.message}`,
+            metadata: metadata(),
+          });
       }
     } finally {
       release?.();
@@ -314,7 +388,15 @@ export class AskServer {
   }
 
   /** Holds `human`'s conversation until the model calls complete (takeover.ts); the result answers `req`. */
-  private async converseWith(from: string, human: string, conversation: Conversation, signal: AbortSignal, spend: Spend, metadata: () => Record<string, unknown>, waitFirst = false): Promise<unknown> {
+  private async converseWith(
+    from: string,
+    human: string,
+    conversation: Conversation,
+    signal: AbortSignal,
+    spend: Spend,
+    metadata: () => Record<string, unknown>,
+    waitFirst = false,
+  ): Promise<unknown> {
     const inbox = new Inbox();
     this.inboxes.set(human, inbox);
     const note = `\n\n## This task\n${from} handed you a task for ${human}.${COMPLETE_NOTE}`;
@@ -332,10 +414,23 @@ export class AskServer {
           return { system: c.system + note, tools: c.tools };
         },
         // Handing on is said to the person, in plain words.
-        callTool: this.host.callTool(undefined, spend, (text) => void this.host.send({ kind: "chat", to: [human], payload: { text, format: "plain" } }), human),
+        callTool: this.host.callTool(
+          undefined,
+          spend,
+          (text) => void this.host.send({ kind: "chat", to: [human], payload: { text, format: "plain" } }),
+          human,
+        ),
         turn: async (o) => {
           const started = Date.now();
-          const t = await runTurn({ provider: this.host.provider, conversation, context: o.context, callTool: o.callTool, options: this.host.modelOptions, maxIterations: this.host.config.max_iterations, signal: o.signal });
+          const t = await runTurn({
+            provider: this.host.provider,
+            conversation,
+            context: o.context,
+            callTool: o.callTool,
+            options: this.host.modelOptions,
+            maxIterations: this.host.config.max_iterations,
+            signal: o.signal,
+          });
           this.host.account(t, started);
           addUsage(spend, t.usage, this.host.modelOptions.model, this.host.config.prices ?? {});
           return t;
@@ -345,14 +440,37 @@ export class AskServer {
       this.done++;
       if (end.how === "complete") {
         const read = readAnswer(end.result);
-        return askResult({ status: read.warnings.length ? "partial" : "success", answer: read.answer || end.result, confidence: read.confidence, warnings: read.warnings, metadata: metadata() });
+        return askResult({
+          status: read.warnings.length ? "partial" : "success",
+          answer: read.answer || end.result,
+          confidence: read.confidence,
+          warnings: read.warnings,
+          metadata: metadata(),
+        });
       }
-      if (end.why === "aborted") return askResult({ status: "error", error_code: "CANCELLED", answer: `${this.host.id} stopped: the conversation with ${human} was ended.`, metadata: metadata() });
+      if (end.why === "aborted")
+        return askResult({
+          status: "error",
+          error_code: "CANCELLED",
+          answer: `${this.host.id} stopped: the conversation with ${human} was ended.`,
+          metadata: metadata(),
+        });
       if (end.why === "error") {
         if (end.last?.error) this.host.providerFailed(end.last.error, undefined);
-        return askResult({ status: "error", error_code: "MODEL_ERROR", answer: `${this.host.id} could not go on: ${end.last?.error?.message ?? "error"}`, metadata: metadata() });
+        return askResult({
+          status: "error",
+          error_code: "MODEL_ERROR",
+          answer: `${this.host.id} could not go on: ${end.last?.error?.message ?? "error"}`,
+          metadata: metadata(),
+        });
       }
-      return askResult({ status: "partial", answer: end.last?.text.trim() || "(no answer)", confidence: "low", warnings: [`${this.host.id} stopped before finishing the conversation with ${human}`], metadata: metadata() });
+      return askResult({
+        status: "partial",
+        answer: end.last?.text.trim() || "(no answer)",
+        confidence: "low",
+        warnings: [`${this.host.id} stopped before finishing the conversation with ${human}`],
+        metadata: metadata(),
+      });
     } finally {
       this.inboxes.delete(human);
     }
@@ -360,8 +478,10 @@ export class AskServer {
 
   /** A completion for a server the agent called (callbacks.ts), counted like any other use of the model. */
   private async sample(req: IncomingRequest): Promise<Record<string, unknown>> {
-    if (this.host.stopped || this.host.paused) throw new RpcError(RpcErrorCodes.internalError, `${this.host.id} is ${this.host.stopped ? "shutting down" : "paused"}`);
-    if (this.host.providerDown()) throw new RpcError(RpcErrorCodes.internalError, `${this.host.id}'s model is unavailable: ${this.host.down!.error.message}`);
+    if (this.host.stopped || this.host.paused)
+      throw new RpcError(RpcErrorCodes.internalError, `${this.host.id} is ${this.host.stopped ? "shutting down" : "paused"}`);
+    if (this.host.providerDown())
+      throw new RpcError(RpcErrorCodes.internalError, `${this.host.id}'s model is unavailable: ${this.host.down!.error.message}`);
     const started = Date.now();
     try {
       const result = await answerSampling(

@@ -33,7 +33,11 @@ export function withComplete(tools: ToolSet): ToolSet {
       {
         name: COMPLETE,
         description: "Hand the task back: the result goes to whoever asked, and the conversation returns to them.",
-        parameters: { type: "object", properties: { result: { type: "string", description: "The complete answer to the task." } }, required: ["result"] },
+        parameters: {
+          type: "object",
+          properties: { result: { type: "string", description: "The complete answer to the task." } },
+          required: ["result"],
+        },
       },
     ],
   };
@@ -46,9 +50,13 @@ export class HeldConversations {
   /** From the welcome (`conversations`) after every (re)join. */
   reset(welcome: Envelope | undefined): void {
     this.holders.clear();
-    const list = welcome && typeof welcome.payload === "object" && welcome.payload !== null ? (welcome.payload as Record<string, unknown>)["conversations"] : undefined;
+    const list =
+      welcome && typeof welcome.payload === "object" && welcome.payload !== null
+        ? (welcome.payload as Record<string, unknown>)["conversations"]
+        : undefined;
     if (!Array.isArray(list)) return;
-    for (const c of list) if (isRecord(c) && typeof c["human"] === "string" && typeof c["holder"] === "string") this.holders.set(c["human"], c["holder"]);
+    for (const c of list)
+      if (isRecord(c) && typeof c["human"] === "string" && typeof c["holder"] === "string") this.holders.set(c["human"], c["holder"]);
   }
 
   /** A `space/conversation` from the gateway. */
@@ -137,7 +145,11 @@ export async function converse(deps: InteractiveDeps): Promise<InteractiveEnd> {
       return { type: "result", content: "Handed back." };
     };
     try {
-      last = await deps.turn({ context: () => ({ ...deps.context(), tools: withComplete(deps.context().tools) }), callTool, signal: stop.signal });
+      last = await deps.turn({
+        context: () => ({ ...deps.context(), tools: withComplete(deps.context().tools) }),
+        callTool,
+        signal: stop.signal,
+      });
     } finally {
       deps.signal.removeEventListener("abort", onOuter);
     }

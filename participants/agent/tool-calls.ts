@@ -80,7 +80,8 @@ export class ToolCaller {
       };
       const tool = this.host.tool(name);
       const props = isRecord(tool?.inputSchema) && isRecord(tool.inputSchema["properties"]) ? tool.inputSchema["properties"] : {};
-      const asked = "timeout_ms" in props && typeof args["timeout_ms"] === "number" && args["timeout_ms"] > 0 ? args["timeout_ms"] : undefined;
+      const asked =
+        "timeout_ms" in props && typeof args["timeout_ms"] === "number" && args["timeout_ms"] > 0 ? args["timeout_ms"] : undefined;
       const left = deadline === undefined ? undefined : Math.max(1, deadline - Date.now());
       if (asked !== undefined || left !== undefined) opts.timeoutMs = Math.min(asked ?? Infinity, left ?? Infinity);
       // An interactive agent's ask, for the person this turn is for: it may take their conversation over.
@@ -98,8 +99,14 @@ export class ToolCaller {
         const { _meta: callMeta, ...callArgs } = args;
         // The model's own words from the turn that asked for the call: the card an approver
         // reads shows them (docs/protocol.md, intent); the gateway never passes them to the tool.
-        const meta = { ...(isRecord(callMeta) ? callMeta : {}), ...(intent ? { [INTENT_META_KEY]: clip(intent, INTENT_MAX) } : {}), ...(turn ? { [TURN_META_KEY]: turn } : {}) };
-        const params = Object.keys(meta).length ? { name, arguments: isRecord(callMeta) ? callArgs : args, _meta: meta } : { name, arguments: args };
+        const meta = {
+          ...(isRecord(callMeta) ? callMeta : {}),
+          ...(intent ? { [INTENT_META_KEY]: clip(intent, INTENT_MAX) } : {}),
+          ...(turn ? { [TURN_META_KEY]: turn } : {}),
+        };
+        const params = Object.keys(meta).length
+          ? { name, arguments: isRecord(callMeta) ? callArgs : args, _meta: meta }
+          : { name, arguments: args };
         const result = await this.host.client.request(GATEWAY_ID, "tools/call", params, opts);
         if (spend) addDelegated(spend, result);
         const outcome = successOutcome(result, proposal === undefined ? undefined : this.approvals.get(proposal));

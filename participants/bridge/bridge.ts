@@ -95,13 +95,13 @@ class McpBridge implements Bridge {
   constructor(opts: BridgeOptions) {
     const { server } = opts;
     if (server.disabled) throw new Error(`MCP server "${opts.id}" is disabled in its config`);
-    if ((server.command === undefined) === (server.url === undefined)) throw new Error(`MCP server "${opts.id}": give either command (stdio) or url (streamable HTTP)`);
+    if ((server.command === undefined) === (server.url === undefined))
+      throw new Error(`MCP server "${opts.id}": give either command (stdio) or url (streamable HTTP)`);
     this.id = opts.id;
     this.log = opts.logger?.child({ participant: opts.id, component: "mcp-bridge" });
     this.callTimeoutMs = opts.callTimeoutMs ?? 30_000;
 
-    const clientOpts: ClientOptions =
-      "transport" in opts.client ? { ...opts.client } : { participantId: opts.id, ...opts.client };
+    const clientOpts: ClientOptions = "transport" in opts.client ? { ...opts.client } : { participantId: opts.id, ...opts.client };
     clientOpts.logger ??= opts.logger;
     this.client = new ParticipantClient(clientOpts);
     this.auth = oauthFor(this, server, opts);
@@ -207,9 +207,12 @@ class McpBridge implements Bridge {
       this.setStatus("stopped");
       if (this.auth) await this.client.close("bridge stopped").catch(() => {});
       // The spawn's code (ENOENT, EACCES) travels along: `up` words a missing command for a person.
-      throw Object.assign(new Error(`MCP server "${this.id}" (${this.link.label}) did not start: ${(err as Error).message}`, { cause: (err as Error).cause }), {
-        code: (err as NodeJS.ErrnoException).code,
-      });
+      throw Object.assign(
+        new Error(`MCP server "${this.id}" (${this.link.label}) did not start: ${(err as Error).message}`, { cause: (err as Error).cause }),
+        {
+          code: (err as NodeJS.ErrnoException).code,
+        },
+      );
     }
     // Join after the server is up, so the gateway's first tools/list finds it.
     try {

@@ -64,13 +64,15 @@ export interface CallbackHost {
 export function installCallbacks(client: Client, host: CallbackHost): void {
   const { server } = host;
   if (server.sampling !== false) {
-    client.setRequestHandler(CreateMessageRequestSchema, (request, extra) =>
-      askCaller(host, "sampling/createMessage", request.params, SAMPLING_TIMEOUT_MS, extra.signal) as never,
+    client.setRequestHandler(
+      CreateMessageRequestSchema,
+      (request, extra) => askCaller(host, "sampling/createMessage", request.params, SAMPLING_TIMEOUT_MS, extra.signal) as never,
     );
   }
   if (server.elicitation !== false) {
-    client.setRequestHandler(ElicitRequestSchema, (request, extra) =>
-      askCaller(host, "elicitation/create", request.params, ELICITATION_TIMEOUT_MS, extra.signal) as never,
+    client.setRequestHandler(
+      ElicitRequestSchema,
+      (request, extra) => askCaller(host, "elicitation/create", request.params, ELICITATION_TIMEOUT_MS, extra.signal) as never,
     );
   }
   const roots = server.roots;
@@ -96,7 +98,13 @@ export function soleCaller(calls: ServedCall[]): { caller: string; calls: Served
 }
 
 /** Asks the caller of the call the server is serving; the clocks of those calls stop meanwhile. */
-async function askCaller(host: CallbackHost, method: string, params: Record<string, unknown>, timeoutMs: number, signal: AbortSignal): Promise<unknown> {
+async function askCaller(
+  host: CallbackHost,
+  method: string,
+  params: Record<string, unknown>,
+  timeoutMs: number,
+  signal: AbortSignal,
+): Promise<unknown> {
   const found = soleCaller(host.inflight());
   if ("why" in found) throw new RpcError(ErrorCode.InvalidRequest, `${method} from "${host.id}" cannot be routed: ${found.why}`);
   const { caller, calls } = found;
@@ -107,7 +115,9 @@ async function askCaller(host: CallbackHost, method: string, params: Record<stri
   for (const c of calls) c.pause();
   host.log?.info({ method, caller, tool }, "the MCP server asks the caller");
   try {
-    return await relay(host, () => host.participant.request(caller, method, { ...params, _meta: meta }, { timeoutMs, signal, correlationId, chain: false }));
+    return await relay(host, () =>
+      host.participant.request(caller, method, { ...params, _meta: meta }, { timeoutMs, signal, correlationId, chain: false }),
+    );
   } finally {
     for (const c of calls) c.resume();
   }

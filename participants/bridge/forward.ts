@@ -51,7 +51,8 @@ export class Forwarder {
   handle(req: IncomingRequest): unknown {
     const up = this.host.link.upstream;
     const ok = up !== undefined && up.ready && !up.lost;
-    if (req.method === "tools/list" && (this.host.status === "failed" || (ok && !up.client.getServerCapabilities()?.tools))) return { tools: [] };
+    if (req.method === "tools/list" && (this.host.status === "failed" || (ok && !up.client.getServerCapabilities()?.tools)))
+      return { tools: [] };
     if (!ok) throw this.host.link.unavailable();
     switch (req.method) {
       case "initialize":
@@ -132,7 +133,8 @@ export class Forwarder {
         }, timeoutMs);
       };
       // The caller cancelled, or the gateway timed the call out: nobody waits for an answer any more.
-      const onCallerAbort = () => settle(() => reject(new RpcError(RpcErrorCodes.internalError, "cancelled")), String(req.signal.reason ?? "cancelled"));
+      const onCallerAbort = () =>
+        settle(() => reject(new RpcError(RpcErrorCodes.internalError, "cancelled")), String(req.signal.reason ?? "cancelled"));
       if (req.signal.aborted) return reject(new RpcError(RpcErrorCodes.internalError, "cancelled"));
       up.inflight.add(call);
       req.signal.addEventListener("abort", onCallerAbort, { once: true });
@@ -182,7 +184,9 @@ export class Forwarder {
   private progress(req: IncomingRequest, progressToken: string | number, progress: Progress): void {
     // The caller's own envelope id first: the SDK's `onProgress` finds its call by it.
     const correlationId = [req.envelope.id, ...(req.envelope.correlation_id ?? [])];
-    trySend(this.host.log, () => this.host.participant.notify(req.from, "notifications/progress", { ...progress, progressToken }, { correlationId }));
+    trySend(this.host.log, () =>
+      this.host.participant.notify(req.from, "notifications/progress", { ...progress, progressToken }, { correlationId }),
+    );
   }
 }
 

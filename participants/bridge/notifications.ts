@@ -51,7 +51,8 @@ export class ServerNotifications {
       case "notifications/resources/list_changed":
       case "notifications/prompts/list_changed":
         // Nobody in the space keeps a catalogue of these; whoever cares hears it.
-        if (this.host.participant.status === "open") trySend(this.host.log, () => this.host.participant.notify(undefined, n.method, n.params));
+        if (this.host.participant.status === "open")
+          trySend(this.host.log, () => this.host.participant.notify(undefined, n.method, n.params));
         return;
       case "notifications/resources/updated": {
         const uri = isRecord(n.params) ? n.params["uri"] : undefined;
@@ -123,7 +124,9 @@ export class ServerNotifications {
   /** A new run of the server: the subscriptions held through us are made again. */
   renew(up: Upstream): void {
     for (const uri of this.subscribers.keys()) {
-      up.client.request({ method: "resources/subscribe", params: { uri } }, AnyResult).catch((err: Error) => this.host.log?.warn({ uri, err: err.message }, "could not renew a resource subscription"));
+      up.client
+        .request({ method: "resources/subscribe", params: { uri } }, AnyResult)
+        .catch((err: Error) => this.host.log?.warn({ uri, err: err.message }, "could not renew a resource subscription"));
     }
   }
 }

@@ -54,7 +54,8 @@ export class ConsentDesk {
   async deliver(space: string, url: URL): Promise<{ ok: true } | { ok: false; status: number; message: string }> {
     const state = url.searchParams.get("state");
     const e = state === null ? undefined : this.pending.get(state);
-    if (!e || e.space !== space) return { ok: false, status: 400, message: "This sign-in link is unknown or was already used. Start again from the card in mewgate." };
+    if (!e || e.space !== space)
+      return { ok: false, status: 400, message: "This sign-in link is unknown or was already used. Start again from the card in mewgate." };
     this.forget(state!);
     const error = url.searchParams.get("error");
     if (error !== null) {
@@ -82,7 +83,9 @@ export class ConsentDesk {
       } catch {
         return page(res, 400, "Not a sign-in callback.");
       }
-      void this.deliver(space, url).then((r) => (r.ok ? page(res, 200, "Signed in. You can close this tab and go back to mewgate.") : page(res, r.status, r.message)));
+      void this.deliver(space, url).then((r) =>
+        r.ok ? page(res, 200, "Signed in. You can close this tab and go back to mewgate.") : page(res, r.status, r.message),
+      );
     };
   }
 }
@@ -109,13 +112,17 @@ function printable(s: string): string {
  * loopback: nobody's real account is ever signed in to without them.
  */
 export async function followConsent(authorizationUrl: URL, redirectUri: string, fetchFn: typeof fetch = fetch): Promise<URL> {
-  if (!isLoopback(authorizationUrl)) throw new Error(`headless consent is for loopback authorization servers only, not ${safe(authorizationUrl)}`);
+  if (!isLoopback(authorizationUrl))
+    throw new Error(`headless consent is for loopback authorization servers only, not ${safe(authorizationUrl)}`);
   const target = new URL(redirectUri);
   const jar = new Map<string, Map<string, string>>();
   let url = authorizationUrl;
   for (let hop = 0; hop < 20; hop++) {
     const cookies = jar.get(url.origin);
-    const res = await fetchFn(url, { redirect: "manual", headers: cookies?.size ? { cookie: [...cookies].map(([k, v]) => `${k}=${v}`).join("; ") } : {} });
+    const res = await fetchFn(url, {
+      redirect: "manual",
+      headers: cookies?.size ? { cookie: [...cookies].map(([k, v]) => `${k}=${v}`).join("; ") } : {},
+    });
     for (const line of res.headers.getSetCookie?.() ?? []) {
       const [pair] = line.split(";", 1);
       const i = pair!.indexOf("=");
@@ -126,7 +133,8 @@ export async function followConsent(authorizationUrl: URL, redirectUri: string, 
     }
     await res.body?.cancel().catch(() => {});
     const location = res.headers.get("location");
-    if (res.status < 300 || res.status >= 400 || !location) throw new Error(`the authorization server wants a person (HTTP ${res.status} at ${safe(url)}); headless consent cannot go on`);
+    if (res.status < 300 || res.status >= 400 || !location)
+      throw new Error(`the authorization server wants a person (HTTP ${res.status} at ${safe(url)}); headless consent cannot go on`);
     const next = new URL(location, url);
     if (next.origin === target.origin && next.pathname === target.pathname) return next;
     if (!isLoopback(next)) throw new Error(`the sign-in led away from loopback (${safe(next)}); headless consent stops`);

@@ -134,7 +134,10 @@ export class UpstreamAuth {
       }
       this.needs(need);
       return scoped
-        ? this.saying(res, `${this.host.id} needs a sign-in with more scope (${printable(need.challenge.scope ?? "")})${this.where()}; a card asks the people in the space`)
+        ? this.saying(
+            res,
+            `${this.host.id} needs a sign-in with more scope (${printable(need.challenge.scope ?? "")})${this.where()}; a card asks the people in the space`,
+          )
         : this.saying(res, `${this.host.id} needs a sign-in${this.where()}; a card asks the people in the space`);
     }
   };
@@ -181,7 +184,8 @@ export class UpstreamAuth {
       return;
     }
     // Unattended, the request itself already tried (fetch); a person is asked once, in the background.
-    if (this.connecting === 0 && !this.unattended) void this.signIn(need.challenge).catch((err) => this.host.log?.warn({ err: (err as Error).message }, "sign-in failed"));
+    if (this.connecting === 0 && !this.unattended)
+      void this.signIn(need.challenge).catch((err) => this.host.log?.warn({ err: (err as Error).message }, "sign-in failed"));
   }
 
   /** Runs `attempt` (a connection); after a 401 or 403 a person signs in, and it is tried again. */
@@ -300,6 +304,8 @@ function readSecret(secret: string | { secret_file: string } | undefined): strin
   try {
     return readFileSync(secret.secret_file, "utf8").trim();
   } catch (err) {
-    throw new OAuthFailure(`cannot read oauth.client_secret's secret_file ${secret.secret_file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new OAuthFailure(
+      `cannot read oauth.client_secret's secret_file ${secret.secret_file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    );
   }
 }

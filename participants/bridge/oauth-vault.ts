@@ -102,7 +102,8 @@ export class CredentialVault {
     let data: unknown;
     try {
       const box = JSON.parse(raw.toString("utf8")) as { v?: unknown; iv?: unknown; tag?: unknown; data?: unknown };
-      if (box.v !== 1 || typeof box.iv !== "string" || typeof box.tag !== "string" || typeof box.data !== "string") throw new Error("not a credentials file");
+      if (box.v !== 1 || typeof box.iv !== "string" || typeof box.tag !== "string" || typeof box.data !== "string")
+        throw new Error("not a credentials file");
       const decipher = createDecipheriv("aes-256-gcm", this.key, Buffer.from(box.iv, "base64"));
       decipher.setAAD(AAD);
       decipher.setAuthTag(Buffer.from(box.tag, "base64"));
@@ -135,7 +136,14 @@ export class CredentialVault {
 
   client(server: string, issuer: string): StoredClient | undefined {
     const c = this.read().clients[clientKey(server, issuer)];
-    return c && { client_id: c.client_id, client_secret: c.client_secret, token_endpoint_auth_method: c.token_endpoint_auth_method, origin: c.origin };
+    return (
+      c && {
+        client_id: c.client_id,
+        client_secret: c.client_secret,
+        token_endpoint_auth_method: c.token_endpoint_auth_method,
+        origin: c.origin,
+      }
+    );
   }
 
   saveClient(server: string, issuer: string, client: StoredClient): void {
@@ -146,7 +154,15 @@ export class CredentialVault {
 
   tokens(server: string, issuer: string, subject: Subject): StoredTokens | undefined {
     const t = this.read().tokens[tokenKey(server, issuer, subject)];
-    return t && { access_token: t.access_token, token_type: t.token_type, refresh_token: t.refresh_token, scope: t.scope, expires_at: t.expires_at };
+    return (
+      t && {
+        access_token: t.access_token,
+        token_type: t.token_type,
+        refresh_token: t.refresh_token,
+        scope: t.scope,
+        expires_at: t.expires_at,
+      }
+    );
   }
 
   saveTokens(server: string, issuer: string, subject: Subject, tokens: StoredTokens): void {
@@ -160,7 +176,12 @@ export class CredentialVault {
     const data = this.read();
     let n = 0;
     for (const [k, t] of Object.entries(data.tokens)) {
-      if (t.server !== server || (opts.subject !== undefined && t.subject !== opts.subject) || (opts.issuer !== undefined && t.issuer !== opts.issuer)) continue;
+      if (
+        t.server !== server ||
+        (opts.subject !== undefined && t.subject !== opts.subject) ||
+        (opts.issuer !== undefined && t.issuer !== opts.issuer)
+      )
+        continue;
       delete data.tokens[k];
       n++;
     }
@@ -179,10 +200,23 @@ export class CredentialVault {
     const data = this.read();
     const out: CredentialListing[] = [];
     for (const c of Object.values(data.clients)) {
-      out.push({ server: c.server, issuer: c.issuer, subject: "client", holds: ["client_id", ...(c.client_secret ? ["client_secret"] : [])], updated: c.updated });
+      out.push({
+        server: c.server,
+        issuer: c.issuer,
+        subject: "client",
+        holds: ["client_id", ...(c.client_secret ? ["client_secret"] : [])],
+        updated: c.updated,
+      });
     }
     for (const t of Object.values(data.tokens)) {
-      out.push({ server: t.server, issuer: t.issuer, subject: t.subject, holds: ["access_token", ...(t.refresh_token ? ["refresh_token"] : [])], expires_at: t.expires_at, updated: t.updated });
+      out.push({
+        server: t.server,
+        issuer: t.issuer,
+        subject: t.subject,
+        holds: ["access_token", ...(t.refresh_token ? ["refresh_token"] : [])],
+        expires_at: t.expires_at,
+        updated: t.updated,
+      });
     }
     return out.sort((a, b) => a.server.localeCompare(b.server) || a.subject.localeCompare(b.subject));
   }
@@ -202,7 +236,10 @@ export class CredentialVault {
       return { key: next.toString("base64") };
     }
     const pending = `${this.keyFile}.new`;
-    if (existsSync(pending)) throw new VaultError(`${pending} is left from an interrupted rotation: check which key decrypts ${this.file}, keep it as ${this.keyFile}, remove the other`);
+    if (existsSync(pending))
+      throw new VaultError(
+        `${pending} is left from an interrupted rotation: check which key decrypts ${this.file}, keep it as ${this.keyFile}, remove the other`,
+      );
     writeFileSync(pending, `${next.toString("base64")}\n`, { mode: 0o600, flag: "wx" });
     this.write(data, next);
     renameSync(pending, this.keyFile);

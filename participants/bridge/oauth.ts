@@ -118,13 +118,18 @@ export class OAuthClient {
       prm = await discoverOAuthProtectedResourceMetadata(serverUrl, { resourceMetadataUrl: challenge.resourceMetadataUrl }, this.fetchFn);
     } catch (err) {
       // A 401 that pointed at metadata which is not there is broken, not legacy.
-      if (challenge.resourceMetadataUrl) throw new OAuthFailure(`its protected-resource metadata at ${safe(challenge.resourceMetadataUrl)} could not be read: ${(err as Error).message}`);
+      if (challenge.resourceMetadataUrl)
+        throw new OAuthFailure(
+          `its protected-resource metadata at ${safe(challenge.resourceMetadataUrl)} could not be read: ${(err as Error).message}`,
+        );
     }
     let issuer: string;
     let resource: string;
     if (prm) {
       if (typeof prm.resource !== "string" || !safeCheck(serverUrl, prm.resource)) {
-        throw new OAuthFailure(`its protected-resource metadata names resource ${JSON.stringify(clip(String(prm.resource)))}, not this server (${safe(serverUrl)}); not signing in`);
+        throw new OAuthFailure(
+          `its protected-resource metadata names resource ${JSON.stringify(clip(String(prm.resource)))}, not this server (${safe(serverUrl)}); not signing in`,
+        );
       }
       const as = prm.authorization_servers?.[0];
       if (!as) throw new OAuthFailure("its protected-resource metadata names no authorization server");
@@ -136,7 +141,8 @@ export class OAuthClient {
       resource = stripFragment(serverUrl);
     }
     const issuerUrl = new URL(issuer);
-    if (issuerUrl.protocol !== "https:" && !isLoopback(issuerUrl)) throw new OAuthFailure(`authorization server ${safe(issuerUrl)} is not https`);
+    if (issuerUrl.protocol !== "https:" && !isLoopback(issuerUrl))
+      throw new OAuthFailure(`authorization server ${safe(issuerUrl)} is not https`);
     let metadata = await discoverAuthorizationServerMetadata(issuerUrl, { fetchFn: this.fetchFn });
     if (!metadata && !prm) metadata = legacyEndpoints(issuerUrl);
     if (!metadata) throw new OAuthFailure(`no authorization-server metadata found for ${safe(issuerUrl)}`);
@@ -144,7 +150,9 @@ export class OAuthClient {
     // metadata (2025-03-26) the server's origin was only a guess: an issuer on that origin is the answer.
     const named = prm ? trimSlash(metadata.issuer) === trimSlash(issuer) : sameOrigin(metadata.issuer, issuerUrl);
     if (!named) {
-      throw new OAuthFailure(`authorization server ${safe(issuerUrl)} says its issuer is ${JSON.stringify(clip(metadata.issuer))}; they must be the same (RFC 8414); not signing in`);
+      throw new OAuthFailure(
+        `authorization server ${safe(issuerUrl)} says its issuer is ${JSON.stringify(clip(metadata.issuer))}; they must be the same (RFC 8414); not signing in`,
+      );
     }
     this.discovered = { issuer: metadata.issuer, resource, metadata, scopesSupported: prm?.scopes_supported };
     return this.discovered;
@@ -164,11 +172,19 @@ export class OAuthClient {
     const { config, vault, server } = this.opts;
     let client: StoredClient | undefined;
     if (config.client_id !== undefined) {
-      client = { client_id: config.client_id, client_secret: this.opts.clientSecret, token_endpoint_auth_method: config.token_endpoint_auth_method, origin: "configured" };
+      client = {
+        client_id: config.client_id,
+        client_secret: this.opts.clientSecret,
+        token_endpoint_auth_method: config.token_endpoint_auth_method,
+        origin: "configured",
+      };
     } else {
       client = vault.client(server, d.issuer);
       if (!client) {
-        if (!d.metadata.registration_endpoint) throw new OAuthFailure(`authorization server ${d.issuer} offers no dynamic registration; give oauth.client_id (and client_secret) in space.yaml`);
+        if (!d.metadata.registration_endpoint)
+          throw new OAuthFailure(
+            `authorization server ${d.issuer} offers no dynamic registration; give oauth.client_id (and client_secret) in space.yaml`,
+          );
         if (!this.opts.redirectUri) throw new OAuthFailure("no callback address to register");
         const info = await registerClient(d.issuer, {
           metadata: d.metadata,
@@ -183,7 +199,12 @@ export class OAuthClient {
           } as Parameters<typeof registerClient>[1]["clientMetadata"],
           fetchFn: this.fetchFn,
         });
-        client = { client_id: info.client_id, client_secret: info.client_secret, token_endpoint_auth_method: info.token_endpoint_auth_method, origin: "registered" };
+        client = {
+          client_id: info.client_id,
+          client_secret: info.client_secret,
+          token_endpoint_auth_method: info.token_endpoint_auth_method,
+          origin: "registered",
+        };
         vault.saveClient(server, d.issuer, client);
         this.opts.log?.info({ issuer: d.issuer }, "registered mewgate as a client of the authorization server");
       }
@@ -220,10 +241,13 @@ export class OAuthClient {
   /** The callback of `pending` arrived at `callbackUrl`: state and `iss` checked, the code exchanged, the tokens kept. */
   async complete(pending: PendingSignIn, callbackUrl: URL): Promise<void> {
     const d = await this.discover();
-    if (d.issuer !== pending.issuer) throw new OAuthFailure("the authorization server changed while this sign-in was under way; sign in again");
+    if (d.issuer !== pending.issuer)
+      throw new OAuthFailure("the authorization server changed while this sign-in was under way; sign in again");
     const iss = callbackUrl.searchParams.get("iss");
     if (iss !== null && trimSlash(iss) !== trimSlash(d.issuer)) {
-      throw new OAuthFailure(`the authorization response says it comes from ${JSON.stringify(clip(iss))}, not ${d.issuer} (RFC 9207); its code was not used`);
+      throw new OAuthFailure(
+        `the authorization response says it comes from ${JSON.stringify(clip(iss))}, not ${d.issuer} (RFC 9207); its code was not used`,
+      );
     }
     const c = await this.configuration(d);
     // The redirect_uri sent with the code is the one registered, whatever Host the callback came in by.
@@ -231,7 +255,12 @@ export class OAuthClient {
     current.search = callbackUrl.search;
     let result: oidc.TokenEndpointResponse;
     try {
-      result = await oidc.authorizationCodeGrant(c, current, { pkceCodeVerifier: pending.verifier, expectedState: pending.state, idTokenExpected: false }, { resource: d.resource });
+      result = await oidc.authorizationCodeGrant(
+        c,
+        current,
+        { pkceCodeVerifier: pending.verifier, expectedState: pending.state, idTokenExpected: false },
+        { resource: d.resource },
+      );
     } catch (err) {
       throw new OAuthFailure(`the sign-in at ${d.issuer} did not complete: ${describe(err)}`);
     }
@@ -286,14 +315,21 @@ function clientAuth(client: StoredClient, metadata: OAuthMetadata): oidc.ClientA
   const supported = metadata.token_endpoint_auth_methods_supported;
   const method =
     client.token_endpoint_auth_method ??
-    (client.client_secret === undefined ? "none" : !supported || supported.includes("client_secret_basic") ? "client_secret_basic" : "client_secret_post");
+    (client.client_secret === undefined
+      ? "none"
+      : !supported || supported.includes("client_secret_basic")
+        ? "client_secret_basic"
+        : "client_secret_post");
   if (method === "none" || client.client_secret === undefined) return oidc.None();
   if (method === "client_secret_post") return oidc.ClientSecretPost(client.client_secret);
   // Basic with each part percent-encoded as URIs encode (RFC 6749 2.3.1 as servers read it):
   // openid-client's own also encodes "-" and "." and similar, which some servers do not decode.
   const secret = client.client_secret;
   return (_as, c, _body, headers) => {
-    headers.set("authorization", `Basic ${Buffer.from(`${encodeURIComponent(c.client_id)}:${encodeURIComponent(secret)}`).toString("base64")}`);
+    headers.set(
+      "authorization",
+      `Basic ${Buffer.from(`${encodeURIComponent(c.client_id)}:${encodeURIComponent(secret)}`).toString("base64")}`,
+    );
   };
 }
 
@@ -353,7 +389,8 @@ function clip(s: string): string {
 /** An error of openid-client in words, without the response body (it may echo secrets). */
 function describe(err: unknown): string {
   if (err instanceof oidc.ResponseBodyError) return `${err.error}${err.error_description ? `: ${clip(err.error_description)}` : ""}`;
-  if (err instanceof oidc.AuthorizationResponseError) return `${err.error}${err.error_description ? `: ${clip(err.error_description)}` : ""}`;
+  if (err instanceof oidc.AuthorizationResponseError)
+    return `${err.error}${err.error_description ? `: ${clip(err.error_description)}` : ""}`;
   return clip((err as Error).message ?? String(err));
 }
 

@@ -170,7 +170,8 @@ export class ServerLink {
 
   /** After a start or restart: tell the registry, renew subscriptions, tell listeners. */
   ready(up: Upstream, announce = true): void {
-    if (announce && this.host.participant.status === "open" && up.client.getServerCapabilities()?.tools) this.host.participant.announceTools();
+    if (announce && this.host.participant.status === "open" && up.client.getServerCapabilities()?.tools)
+      this.host.participant.announceTools();
     this.host.renewSubscriptions(up);
     this.host.emit("ready", { restarts: this.restartCount, serverInfo: up.client.getServerVersion(), pid: this.pid });
   }
@@ -321,7 +322,8 @@ function startFailure(transport: McpTransport, err: unknown): string {
   if (exit?.signal) return `killed by ${exit.signal} while initializing`;
   if (exit) return `exited with code ${exit.code} while initializing`;
   // Without a sign-in (oauth: false, or `mewgate bridge` with no way to consent): say what the server wants.
-  if ((err as { code?: unknown } | undefined)?.code === 401) return "it answered 401 Unauthorized: it wants a sign-in (mewgate up signs in to it; or give a header with a token)";
+  if ((err as { code?: unknown } | undefined)?.code === 401)
+    return "it answered 401 Unauthorized: it wants a sign-in (mewgate up signs in to it; or give a header with a token)";
   return err instanceof Error ? err.message : String(err);
 }
 

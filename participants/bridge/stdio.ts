@@ -155,7 +155,8 @@ export class ChildStdioTransport implements Transport {
       return;
     }
     const exited = this.exited!;
-    const within = (ms: number) => Promise.race([exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms).unref())]);
+    const within = (ms: number) =>
+      Promise.race([exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms).unref())]);
     child.stdin?.end();
     if (!(await within(STDIN_GRACE_MS))) {
       child.kill("SIGTERM");

@@ -130,7 +130,11 @@ export class Calls {
 
   /** Sends an `mcp/reject`; see `ParticipantClient.reject`. */
   reject(proposalId: string, reason: string, text?: string): string {
-    return this.conn.send({ kind: "mcp/reject", correlation_id: [proposalId], payload: text === undefined ? { reason } : { reason, text } });
+    return this.conn.send({
+      kind: "mcp/reject",
+      correlation_id: [proposalId],
+      payload: text === undefined ? { reason } : { reason, text },
+    });
   }
 
   // --- answers, from the dispatch ---------------------------------------------------------
@@ -141,13 +145,22 @@ export class Calls {
     if (!p) return;
     const parsed = parseMcpResponse(env.payload);
     if (!parsed.success) {
-      this.fail(p, new ParticipantError("invalid_response", `"${env.from}" answered with something that is not JSON-RPC`, { envelope: env, data: env.payload }));
+      this.fail(
+        p,
+        new ParticipantError("invalid_response", `"${env.from}" answered with something that is not JSON-RPC`, {
+          envelope: env,
+          data: env.payload,
+        }),
+      );
       return;
     }
     const { error, result } = parsed.data;
     if (error) {
       const reason = isRecord(error.data) && typeof error.data["reason"] === "string" ? error.data["reason"] : undefined;
-      this.fail(p, new ParticipantError(reason ?? "rpc_error", error.message, { rpcCode: error.code, data: error.data, reason, envelope: env }));
+      this.fail(
+        p,
+        new ParticipantError(reason ?? "rpc_error", error.message, { rpcCode: error.code, data: error.data, reason, envelope: env }),
+      );
       return;
     }
     this.succeed(p, result, env);
@@ -195,8 +208,16 @@ export class Calls {
       const env = listed.find((e) => e.id === p.id);
       const mark = env && isRecord(env.payload) ? env.payload["mewgate/interrupted"] : undefined;
       if (isRecord(mark)) {
-        const message = typeof mark["message"] === "string" ? mark["message"] : "the gateway stopped after it was approved; it may or may not have run";
-        this.fail(p, new ParticipantError("interrupted", `${message}; it waits for someone to approve it again or reject it`, { reason: "interrupted", data: mark, envelope: env }));
+        const message =
+          typeof mark["message"] === "string" ? mark["message"] : "the gateway stopped after it was approved; it may or may not have run";
+        this.fail(
+          p,
+          new ParticipantError("interrupted", `${message}; it waits for someone to approve it again or reject it`, {
+            reason: "interrupted",
+            data: mark,
+            envelope: env,
+          }),
+        );
       } else if (complete) {
         this.fail(p, new ParticipantError("disconnected", "the connection closed after the call was approved; it may or may not have run"));
       }
@@ -211,7 +232,9 @@ export class Calls {
     const { reason, text } = parsed.success ? parsed.data : {};
     const expired = reason === "timeout";
     const by = env.from === GATEWAY_ID ? "the gateway" : `"${env.from}"`;
-    const message = expired ? "the proposal expired before anyone decided" : `rejected by ${by}${reason ? `: ${reason}` : ""}${text ? ` (${text})` : ""}`;
+    const message = expired
+      ? "the proposal expired before anyone decided"
+      : `rejected by ${by}${reason ? `: ${reason}` : ""}${text ? ` (${text})` : ""}`;
     this.fail(p, new ParticipantError(expired ? "expired" : "rejected", message, { reason, text, envelope: env }));
   }
 
@@ -314,7 +337,14 @@ export class Calls {
       return call;
     }
     try {
-      this.conn.send({ kind: envelope.kind, to: envelope.to, payload: envelope.payload, context: envelope.context, id, correlation_id: this.correlation(opts) });
+      this.conn.send({
+        kind: envelope.kind,
+        to: envelope.to,
+        payload: envelope.payload,
+        context: envelope.context,
+        id,
+        correlation_id: this.correlation(opts),
+      });
     } catch (err) {
       pending.reject(err instanceof ParticipantError ? err : new ParticipantError("disconnected", (err as Error).message, { cause: err }));
       return call;
@@ -388,7 +418,14 @@ export class Calls {
     if (parsed.success) {
       if (this.settle(p)) p.resolve(parsed.data);
     } else {
-      this.fail(p, new ParticipantError("invalid_response", `the result of "${p.target}" does not have the expected shape: ${parsed.error.issues[0]?.message ?? "invalid"}`, { envelope: env, data: result }));
+      this.fail(
+        p,
+        new ParticipantError(
+          "invalid_response",
+          `the result of "${p.target}" does not have the expected shape: ${parsed.error.issues[0]?.message ?? "invalid"}`,
+          { envelope: env, data: result },
+        ),
+      );
     }
   }
 

@@ -271,7 +271,11 @@ export class ParticipantClient {
    * id and JSON-RPC id). Returns how to answer it, and a signal that aborts when the caller
    * cancels or the gateway ends it.
    */
-  adopt(envelopeId: string, from: string, rpcId: RpcId): { signal: AbortSignal; answer(result: unknown): void; fail(error: unknown): void } {
+  adopt(
+    envelopeId: string,
+    from: string,
+    rpcId: RpcId,
+  ): { signal: AbortSignal; answer(result: unknown): void; fail(error: unknown): void } {
     return this.serving.adopt(envelopeId, from, rpcId);
   }
 

@@ -67,7 +67,9 @@ export class Connection {
   private attempts = 0;
   private welcomeTimer: NodeJS.Timeout | undefined;
   private reconnectTimer: NodeJS.Timeout | undefined;
-  private connecting: { promise: Promise<WelcomeInfo>; resolve: (w: WelcomeInfo) => void; reject: (e: ParticipantError) => void } | undefined;
+  private connecting:
+    | { promise: Promise<WelcomeInfo>; resolve: (w: WelcomeInfo) => void; reject: (e: ParticipantError) => void }
+    | undefined;
   private closeWaiters: (() => void)[] = [];
 
   constructor(
@@ -198,9 +200,15 @@ export class Connection {
     if (final !== undefined) {
       error = new ParticipantError(final, info.reason || `refused with close code ${info.code}`, { closeCode: info.code });
     } else if (!r || (!this.everOpen && !r.retryFirstConnect)) {
-      error = new ParticipantError("connect_failed", `connection ${this.everOpen ? "lost" : "failed"} (${info.code}${info.reason ? `: ${info.reason}` : ""})`, { closeCode: info.code });
+      error = new ParticipantError(
+        "connect_failed",
+        `connection ${this.everOpen ? "lost" : "failed"} (${info.code}${info.reason ? `: ${info.reason}` : ""})`,
+        { closeCode: info.code },
+      );
     } else if (this.attempts >= r.maxAttempts) {
-      error = new ParticipantError("connect_failed", `gave up after ${this.attempts} attempts (last close ${info.code})`, { closeCode: info.code });
+      error = new ParticipantError("connect_failed", `gave up after ${this.attempts} attempts (last close ${info.code})`, {
+        closeCode: info.code,
+      });
     }
     if (error) {
       this.state = "closed";
@@ -212,7 +220,11 @@ export class Connection {
       this.ports.emit("close", { code: info.code, reason: info.reason, reconnecting: false, error });
       return;
     }
-    const delayMs = backoffDelay(this.attempts, (r as Required<ReconnectOptions>).initialDelayMs, (r as Required<ReconnectOptions>).maxDelayMs);
+    const delayMs = backoffDelay(
+      this.attempts,
+      (r as Required<ReconnectOptions>).initialDelayMs,
+      (r as Required<ReconnectOptions>).maxDelayMs,
+    );
     this.attempts++;
     this.state = "reconnecting";
     this.log?.info({ code: info.code, attempt: this.attempts, delayMs }, "connection lost; reconnecting");

@@ -23,7 +23,10 @@ import { outsideServing, type Serving } from "./serving.js";
 import type { CallOptions, ClientEvents, IncomingNotification, NotificationHandler, WelcomeInfo } from "./types.js";
 
 const ToolsPageSchema = z.looseObject({ tools: z.array(ToolInfoSchema), nextCursor: z.string().optional() });
-const ProposalsPageSchema = z.looseObject({ proposals: z.array(z.looseObject({ id: z.string(), kind: z.string() })), nextCursor: z.string().optional() });
+const ProposalsPageSchema = z.looseObject({
+  proposals: z.array(z.looseObject({ id: z.string(), kind: z.string() })),
+  nextCursor: z.string().optional(),
+});
 
 /** The client's events, raised for it. */
 export interface InboundPorts {
@@ -71,7 +74,10 @@ export class Inbound {
     const tools: ToolInfo[] = [];
     let cursor: string | undefined;
     for (let page = 0; page < 1000; page++) {
-      const res = await this.calls.request(GATEWAY_ID, "tools/list", cursor === undefined ? {} : { cursor }, { ...opts, schema: ToolsPageSchema });
+      const res = await this.calls.request(GATEWAY_ID, "tools/list", cursor === undefined ? {} : { cursor }, {
+        ...opts,
+        schema: ToolsPageSchema,
+      });
       tools.push(...res.tools);
       cursor = res.nextCursor;
       if (cursor === undefined) break;
@@ -85,7 +91,10 @@ export class Inbound {
     const proposals: Envelope[] = [];
     let cursor: string | undefined;
     for (let page = 0; page < 1000; page++) {
-      const res = await this.calls.request(GATEWAY_ID, "proposals/list", cursor === undefined ? {} : { cursor }, { ...opts, schema: ProposalsPageSchema });
+      const res = await this.calls.request(GATEWAY_ID, "proposals/list", cursor === undefined ? {} : { cursor }, {
+        ...opts,
+        schema: ProposalsPageSchema,
+      });
       proposals.push(...(res.proposals as unknown as Envelope[]));
       cursor = res.nextCursor;
       if (cursor === undefined) break;
@@ -164,7 +173,9 @@ export class Inbound {
   private onWelcome(env: Envelope): void {
     const parsed = WelcomePayloadSchema.safeParse(env.payload);
     if (!parsed.success) {
-      this.ports.report(new ParticipantError("invalid_response", `unreadable welcome: ${parsed.error.issues[0]?.message ?? "invalid"}`, { envelope: env }));
+      this.ports.report(
+        new ParticipantError("invalid_response", `unreadable welcome: ${parsed.error.issues[0]?.message ?? "invalid"}`, { envelope: env }),
+      );
       return;
     }
     const w = parsed.data;
@@ -196,8 +207,10 @@ export class Inbound {
     }
     this.ports.emit("welcome", info);
     // A welcome carries what fits in one frame; the rest is a page away.
-    if (w.tools_cursor !== undefined) this.listTools().catch((err: unknown) => this.conn.log?.warn({ err }, "could not fetch the rest of the catalogue"));
-    if (first && w.proposals_cursor !== undefined) this.listProposals().catch((err: unknown) => this.conn.log?.warn({ err }, "could not fetch the rest of the pending proposals"));
+    if (w.tools_cursor !== undefined)
+      this.listTools().catch((err: unknown) => this.conn.log?.warn({ err }, "could not fetch the rest of the catalogue"));
+    if (first && w.proposals_cursor !== undefined)
+      this.listProposals().catch((err: unknown) => this.conn.log?.warn({ err }, "could not fetch the rest of the pending proposals"));
     // Whether the server has tools is private to the SDK; a server without any answers
     // the gateway's tools/list with an error, which costs one round trip.
     if (first && this.serving.servesMcp) this.serving.announceTools();
@@ -261,7 +274,15 @@ export class Inbound {
     const seen = id === undefined ? undefined : this.seenProposals.get(id);
     if (!seen || !isRecord(seen.payload) || !isRecord(env.payload)) return;
     const { required, by, arguments: args, edited_by, edited_at } = env.payload;
-    const edited = isRecord(args) ? { [EDITED_KEY]: { arguments: args, ...(typeof edited_by === "string" ? { by: edited_by } : {}), ...(typeof edited_at === "string" ? { at: edited_at } : {}) } } : {};
+    const edited = isRecord(args)
+      ? {
+          [EDITED_KEY]: {
+            arguments: args,
+            ...(typeof edited_by === "string" ? { by: edited_by } : {}),
+            ...(typeof edited_at === "string" ? { at: edited_at } : {}),
+          },
+        }
+      : {};
     const progress = { "mewgate/approvals": { required, by, ...(isRecord(args) ? { arguments: args } : {}) } };
     this.seenProposals.set(seen.id, { ...seen, payload: { ...seen.payload, ...progress, ...edited } });
   }
@@ -275,7 +296,9 @@ export class Inbound {
     if (typeof human !== "string") return;
     const me = this.lastWelcome?.id;
     const mine = (Array.isArray(stack) ? stack : [])
-      .filter((f): f is Record<string, unknown> => isRecord(f) && typeof f["call"] === "string" && (f["caller"] === me || f["agent"] === me))
+      .filter(
+        (f): f is Record<string, unknown> => isRecord(f) && typeof f["call"] === "string" && (f["caller"] === me || f["agent"] === me),
+      )
       .map((f) => f["call"] as string);
     if (mine.length) this.heldCalls.set(human, mine);
     else this.heldCalls.delete(human);

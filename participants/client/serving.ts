@@ -59,7 +59,11 @@ export class Serving {
   }
 
   /** Takes up a call served before a restart; see `ParticipantClient.adopt`. */
-  adopt(envelopeId: string, from: string, rpcId: RpcId): { signal: AbortSignal; answer(result: unknown): void; fail(error: unknown): void } {
+  adopt(
+    envelopeId: string,
+    from: string,
+    rpcId: RpcId,
+  ): { signal: AbortSignal; answer(result: unknown): void; fail(error: unknown): void } {
     const controller = new AbortController();
     if (!this.served.has(envelopeId)) this.served.set(envelopeId, { from, rpcId, abort: (reason) => controller.abort(reason) });
     return {
@@ -145,7 +149,9 @@ export class Serving {
     }
     const handler = this.requestHandler;
     if (!handler) {
-      this.respond(env.id, { error: { code: RpcErrorCodes.methodNotFound, message: `"${this.me()}" does not serve requests (${method})` } });
+      this.respond(env.id, {
+        error: { code: RpcErrorCodes.methodNotFound, message: `"${this.me()}" does not serve requests (${method})` },
+      });
       return;
     }
     const controller = new AbortController();
@@ -185,7 +191,12 @@ export class Serving {
     const s = this.endServing(envelopeId);
     if (!s) return;
     this.trySend(() =>
-      this.conn.send({ kind: "mcp/response", to: [s.from], correlation_id: [envelopeId], payload: { jsonrpc: "2.0", id: s.rpcId, ...outcome } }),
+      this.conn.send({
+        kind: "mcp/response",
+        to: [s.from],
+        correlation_id: [envelopeId],
+        payload: { jsonrpc: "2.0", id: s.rpcId, ...outcome },
+      }),
     );
   }
 

@@ -78,7 +78,11 @@ export class Desk {
   private async handle(req: IncomingRequest): Promise<unknown> {
     if (req.method === "ping") return {};
     const capability = CLIENT_METHODS[req.method];
-    if (capability === undefined) throw new RpcError(ErrorCode.MethodNotFound, `"${this.client.id}" is an MCP client's seat in the space; it answers ${Object.keys(CLIENT_METHODS).join(", ")} and ping, not ${req.method}`);
+    if (capability === undefined)
+      throw new RpcError(
+        ErrorCode.MethodNotFound,
+        `"${this.client.id}" is an MCP client's seat in the space; it answers ${Object.keys(CLIENT_METHODS).join(", ")} and ping, not ${req.method}`,
+      );
     const ids = req.envelope.correlation_id ?? [];
     let session: Session | undefined;
     let about: string | undefined;
@@ -90,8 +94,13 @@ export class Desk {
       }
     }
     if (!session && req.method === "roots/list") session = [...this.sessions].reverse().find((s) => s.offers("roots/list"));
-    if (!session) throw new RpcError(ErrorCode.InvalidRequest, `${req.method} to "${this.client.id}" is not about a call any of its MCP sessions is waiting on`);
-    if (!session.offers(req.method)) throw new RpcError(ErrorCode.MethodNotFound, `the MCP client of "${this.client.id}" does not support ${capability}`);
+    if (!session)
+      throw new RpcError(
+        ErrorCode.InvalidRequest,
+        `${req.method} to "${this.client.id}" is not about a call any of its MCP sessions is waiting on`,
+      );
+    if (!session.offers(req.method))
+      throw new RpcError(ErrorCode.MethodNotFound, `the MCP client of "${this.client.id}" does not support ${capability}`);
     return session.ask(req, about);
   }
 }
@@ -113,7 +122,13 @@ const DEFAULT_CALLBACK_TIMEOUT_MS = 600_000;
  * (the tool call) it is about, whose stream carries it over streamable HTTP; `only` the
  * participant served as itself, whose forms keep its own words.
  */
-export async function askClient(server: Server, req: IncomingRequest, related: RequestHandlerExtra<ServerRequest, ServerNotification> | undefined, only: string | undefined, log: Logger | undefined): Promise<unknown> {
+export async function askClient(
+  server: Server,
+  req: IncomingRequest,
+  related: RequestHandlerExtra<ServerRequest, ServerNotification> | undefined,
+  only: string | undefined,
+  log: Logger | undefined,
+): Promise<unknown> {
   try {
     return await askClientOnce(server, req, related, only, log);
   } catch (err) {
@@ -130,7 +145,13 @@ export function unprefixed(err: McpError): string {
   return err.message.startsWith(prefix) ? err.message.slice(prefix.length) : err.message;
 }
 
-function askClientOnce(server: Server, req: IncomingRequest, related: RequestHandlerExtra<ServerRequest, ServerNotification> | undefined, only: string | undefined, log: Logger | undefined): Promise<unknown> {
+function askClientOnce(
+  server: Server,
+  req: IncomingRequest,
+  related: RequestHandlerExtra<ServerRequest, ServerNotification> | undefined,
+  only: string | undefined,
+  log: Logger | undefined,
+): Promise<unknown> {
   const params = { ...(req.params as Record<string, unknown>) };
   const meta = typeof params["_meta"] === "object" && params["_meta"] !== null ? { ...(params["_meta"] as Record<string, unknown>) } : {};
   const asked = meta["mewgate/timeout_ms"];

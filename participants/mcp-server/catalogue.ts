@@ -56,7 +56,9 @@ export function buildCatalogue(infos: readonly ToolInfo[], self: string | undefi
   }
   if (only !== undefined) return ownNames(visible);
   const names = new ToolNameMap(visible.map((v) => v.info.name));
-  const skipped = names.collisions.flatMap((c) => c.names.map((name) => ({ name, why: `its MCP name ${c.functionName} is shared with ${c.names.filter((n) => n !== name).join(", ")}` })));
+  const skipped = names.collisions.flatMap((c) =>
+    c.names.map((name) => ({ name, why: `its MCP name ${c.functionName} is shared with ${c.names.filter((n) => n !== name).join(", ")}` })),
+  );
   const tools: Tool[] = [];
   const byName = new Map<string, CatalogueEntry>();
   for (const { info, participant, policy } of visible) {
@@ -102,14 +104,21 @@ function toMcpTool(fn: string, info: ToolInfo, policy: ExposedPolicy, participan
   const needsApproval = policy === "proposal";
   const ownTitle = typeof info["title"] === "string" && info["title"] ? info["title"] : undefined;
   const title = asItself ? ownTitle : `${ownTitle ? `${ownTitle} (${real})` : real}${needsApproval ? " — needs approval" : ""}`;
-  const description = asItself ? info.description : [`${real}${info.description ? `: ${info.description}` : ""}`, ...(needsApproval ? [APPROVAL_NOTE] : [])].join("\n\n");
+  const description = asItself
+    ? info.description
+    : [`${real}${info.description ? `: ${info.description}` : ""}`, ...(needsApproval ? [APPROVAL_NOTE] : [])].join("\n\n");
   const tool: Record<string, unknown> = {
     name: fn,
     ...(title === undefined ? {} : { title }),
     ...(description === undefined ? {} : { description }),
     inputSchema: objectSchema(info.inputSchema) ?? { type: "object" },
     // The server's own _meta (MCP Apps UI resources, …) passes through beside ours.
-    _meta: { ...(isObject(info["_meta"]) ? info["_meta"] : {}), "mewgate/name": real, "mewgate/participant": participant, "mewgate/policy": policy },
+    _meta: {
+      ...(isObject(info["_meta"]) ? info["_meta"] : {}),
+      "mewgate/name": real,
+      "mewgate/participant": participant,
+      "mewgate/policy": policy,
+    },
   };
   if (info["icons"] !== undefined) tool["icons"] = info["icons"];
   if (info["execution"] !== undefined) tool["execution"] = info["execution"];

@@ -51,19 +51,31 @@ export async function describeParticipant(client: ParticipantClient, participant
   } catch (err) {
     // Not a bridged server (no initialize to answer), or a seat whose capabilities do not
     // reach past tools: served by its id, with the space's whole set of capabilities.
-    if (err instanceof ParticipantError && (err.code === "rpc_error" || err.code === "capability_violation" || err.code === "denied")) return { participant };
+    if (err instanceof ParticipantError && (err.code === "rpc_error" || err.code === "capability_violation" || err.code === "denied"))
+      return { participant };
     throw err;
   }
   const r = typeof res === "object" && res !== null ? (res as Record<string, unknown>) : {};
   const info = ImplementationSchema.safeParse(r["serverInfo"]);
   const caps = ServerCapabilitiesSchema.safeParse(r["capabilities"] ?? {});
   const instructions = typeof r["instructions"] === "string" ? stripHidden(r["instructions"]).slice(0, MAX_INSTRUCTIONS) : undefined;
-  return { participant, serverInfo: info.success ? info.data : undefined, capabilities: caps.success ? caps.data : undefined, instructions };
+  return {
+    participant,
+    serverInfo: info.success ? info.data : undefined,
+    capabilities: caps.success ? caps.data : undefined,
+    instructions,
+  };
 }
 
 /** The capabilities the face declares: the whole set for the space, the server's own for one participant. */
 export function faceCapabilities(only: OnlyParticipant | undefined): ServerCapabilities {
-  const all: ServerCapabilities = { tools: { listChanged: true }, resources: { subscribe: true, listChanged: true }, prompts: { listChanged: true }, completions: {}, logging: {} };
+  const all: ServerCapabilities = {
+    tools: { listChanged: true },
+    resources: { subscribe: true, listChanged: true },
+    prompts: { listChanged: true },
+    completions: {},
+    logging: {},
+  };
   if (!only?.capabilities) return all;
   const own = only.capabilities;
   // Tools and logging always: the tool list may be empty, and the face's own log lines (waits, approvals) are worth hearing.
@@ -84,7 +96,8 @@ export function faceCapabilities(only: OnlyParticipant | undefined): ServerCapab
 export function instructions(space: string | undefined, participant: string | undefined, only?: OnlyParticipant): string | undefined {
   const where = space ? `the mewgate space "${space}"${participant ? ` as participant "${participant}"` : ""}` : "a mewgate space";
   const approval =
-    `Some calls wait until someone in the space approves them; ` + `a rejection comes back as an error result with the reason: do not retry it unchanged.`;
+    `Some calls wait until someone in the space approves them; ` +
+    `a rejection comes back as an error result with the reason: do not retry it unchanged.`;
   if (only) {
     if (!only.instructions) return undefined;
     const own = `${only.instructions}\n\n`;
@@ -129,8 +142,15 @@ export class ProgressRelay {
   private emit(progress: number, total: number | undefined, message: string | undefined): void {
     if (!(progress > this.last) || this.extra.signal.aborted) return;
     this.last = progress;
-    const params = { progressToken: this.token, progress, ...(total === undefined ? {} : { total }), ...(message === undefined ? {} : { message }) };
-    this.extra.sendNotification({ method: "notifications/progress", params }).catch((err: Error) => this.log?.debug({ err: err.message }, "could not send progress"));
+    const params = {
+      progressToken: this.token,
+      progress,
+      ...(total === undefined ? {} : { total }),
+      ...(message === undefined ? {} : { message }),
+    };
+    this.extra
+      .sendNotification({ method: "notifications/progress", params })
+      .catch((err: Error) => this.log?.debug({ err: err.message }, "could not send progress"));
   }
 }
 
@@ -165,10 +185,13 @@ export const TASK_CAPABILITY = { list: {}, cancel: {}, requests: { tools: { call
  * person may be made as a task (`execution.taskSupport: "optional"`, unless its server asks
  * for more). Other clients get the list as it is.
  */
-export function withTaskSupport<T extends { execution?: { taskSupport?: string | undefined } | undefined; _meta?: Record<string, unknown> | undefined }>(
-  tools: T[],
-  client: { tasks?: unknown } | undefined,
-): T[] {
+export function withTaskSupport<
+  T extends { execution?: { taskSupport?: string | undefined } | undefined; _meta?: Record<string, unknown> | undefined },
+>(tools: T[], client: { tasks?: unknown } | undefined): T[] {
   if (client?.tasks === undefined) return tools;
-  return tools.map((t) => (t._meta?.["mewgate/policy"] === "proposal" && t.execution?.taskSupport !== "required" ? { ...t, execution: { ...t.execution, taskSupport: "optional" } } : t));
+  return tools.map((t) =>
+    t._meta?.["mewgate/policy"] === "proposal" && t.execution?.taskSupport !== "required"
+      ? { ...t, execution: { ...t.execution, taskSupport: "optional" } }
+      : t,
+  );
 }

@@ -56,7 +56,8 @@ export class HeldStates {
     if (parts.length !== 3 || parts[0] !== VERSION) return bad("the request state is not one this gateway made");
     const given = Buffer.from(parts[2]!, "utf8");
     const want = Buffer.from(this.mac(`${parts[0]}.${parts[1]}`), "utf8");
-    if (given.length !== want.length || !timingSafeEqual(given, want)) return bad("the request state was changed or is not one this gateway made");
+    if (given.length !== want.length || !timingSafeEqual(given, want))
+      return bad("the request state was changed or is not one this gateway made");
     let claims: unknown;
     try {
       claims = JSON.parse(Buffer.from(parts[1]!, "base64url").toString("utf8"));
@@ -77,7 +78,14 @@ export class HeldStates {
 function isClaims(v: unknown): v is HeldClaims {
   if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
   const c = v as Record<string, unknown>;
-  return typeof c["s"] === "string" && typeof c["w"] === "string" && typeof c["p"] === "string" && typeof c["t"] === "string" && typeof c["e"] === "number" && Number.isFinite(c["e"]);
+  return (
+    typeof c["s"] === "string" &&
+    typeof c["w"] === "string" &&
+    typeof c["p"] === "string" &&
+    typeof c["t"] === "string" &&
+    typeof c["e"] === "number" &&
+    Number.isFinite(c["e"])
+  );
 }
 
 export type HeldOutcome<R> = { status: "pending" } | { status: "done"; result: R } | { status: "unknown" };

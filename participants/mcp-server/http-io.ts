@@ -16,7 +16,14 @@ export function header(req: IncomingMessage, name: string): string | undefined {
   return s === undefined || s === "" ? undefined : s;
 }
 
-export function rpcError(res: ServerResponse, status: number, code: number, message: string, reason?: string, headers?: Record<string, string>): void {
+export function rpcError(
+  res: ServerResponse,
+  status: number,
+  code: number,
+  message: string,
+  reason?: string,
+  headers?: Record<string, string>,
+): void {
   if (res.headersSent) {
     res.end();
     return;
@@ -27,7 +34,10 @@ export function rpcError(res: ServerResponse, status: number, code: number, mess
 }
 
 /** Reads a JSON body of at most `max` bytes. Past the limit the connection is closed once the 413 is out. */
-export function readJson(req: IncomingMessage, max: number): Promise<{ ok: true; body: unknown } | { ok: false; status: number; message: string }> {
+export function readJson(
+  req: IncomingMessage,
+  max: number,
+): Promise<{ ok: true; body: unknown } | { ok: false; status: number; message: string }> {
   const tooLarge = { ok: false as const, status: 413, message: `request body over ${max} bytes` };
   const declared = Number(req.headers["content-length"]);
   if (Number.isFinite(declared) && declared > max) return Promise.resolve(tooLarge);

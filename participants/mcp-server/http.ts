@@ -126,7 +126,16 @@ interface Session {
   unhold?: (() => void) | undefined;
 }
 
-type Who = { ok: true; space: Space; participant: string; digest?: string | undefined } | { ok: false; status: number; reason: string; message: string; challenge?: { error: string; description?: string; scope?: string }; scope?: string };
+type Who =
+  | { ok: true; space: Space; participant: string; digest?: string | undefined }
+  | {
+      ok: false;
+      status: number;
+      reason: string;
+      message: string;
+      challenge?: { error: string; description?: string; scope?: string };
+      scope?: string;
+    };
 
 const DEFAULT_IDLE_MS = 30 * 60_000;
 const DEFAULT_MAX_BODY = 4 * 1024 * 1024;
@@ -193,8 +202,21 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     // The scope a token needs here (RFC 6750 `scope` on the 401), when the space takes the provider's tokens.
     const scope = known?.identity?.config.required_scopes["mcp"];
     const token = bearer(req.headers.authorization);
-    if (token === undefined) return { ok: false, status: 401, reason: "unauthorized", message: "missing token: send Authorization: Bearer <participant token>", ...(scope ? { scope } : {}) };
-    if (spaceId === undefined) return { ok: false, status: 400, reason: "bad_request", message: "which space? add ?space=ID to the URL or send an Mcp-Space header" };
+    if (token === undefined)
+      return {
+        ok: false,
+        status: 401,
+        reason: "unauthorized",
+        message: "missing token: send Authorization: Bearer <participant token>",
+        ...(scope ? { scope } : {}),
+      };
+    if (spaceId === undefined)
+      return {
+        ok: false,
+        status: 400,
+        reason: "bad_request",
+        message: "which space? add ?space=ID to the URL or send an Mcp-Space header",
+      };
     const space = known;
     if (!space) return { ok: false, status: 404, reason: "unknown_space", message: `no space named "${spaceId.slice(0, 64)}"` };
     // A static token, or a JWT access token from the space's identity provider (which stops here: the space's tools never see it).
@@ -202,7 +224,14 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     const auth = await authenticateBearer(space, token, "mcp", resourceUrls(req, resource));
     if (auth.ok) return { ok: true, space, participant: auth.id, digest: auth.digest };
     // 403 insufficient_scope only for a missing scope; an identity that is nobody in this space is a plain 403 saying so.
-    const reason = auth.http.status === 403 ? (auth.http.error === "insufficient_scope" ? "insufficient_scope" : "forbidden") : auth.http.status === 503 ? "unavailable" : "unauthorized";
+    const reason =
+      auth.http.status === 403
+        ? auth.http.error === "insufficient_scope"
+          ? "insufficient_scope"
+          : "forbidden"
+        : auth.http.status === 503
+          ? "unavailable"
+          : "unauthorized";
     return { ok: false, status: auth.http.status, reason, message: auth.reason, challenge: auth.http, ...(scope ? { scope } : {}) };
   }
 
@@ -210,7 +239,11 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     const key = `${space.id}\u0000${participant}`;
     let p = pool.get(key);
     if (!p || p.client.status === "closed") {
-      const client = new m.ParticipantClient({ transport: () => m.connectInProcess(space, participant), reconnect: false, logger: opts.logger });
+      const client = new m.ParticipantClient({
+        transport: () => m.connectInProcess(space, participant),
+        reconnect: false,
+        logger: opts.logger,
+      });
       const created: Pooled = { key, client, ready: client.connect(), sessions: new Set(), users: 0 };
       created.ready.catch(() => {});
       client.on("close", (e) => {
@@ -239,8 +272,19 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     const pooled = await acquire(m, space, participant);
     try {
       const only = onlyId === undefined ? undefined : await m.describeParticipant(pooled.client, onlyId);
-      const server = m.createSpaceMcpServer({ client: pooled.client, logger: opts.logger, approvalProgressMs: opts.approvalProgressMs, maxTasks: opts.maxTasks, only });
-      return { mm, server, done: () => release(pooled), ended: (f: () => void) => void pooled.client.on("close", (e) => void (e.reconnecting ? undefined : f())) };
+      const server = m.createSpaceMcpServer({
+        client: pooled.client,
+        logger: opts.logger,
+        approvalProgressMs: opts.approvalProgressMs,
+        maxTasks: opts.maxTasks,
+        only,
+      });
+      return {
+        mm,
+        server,
+        done: () => release(pooled),
+        ended: (f: () => void) => void pooled.client.on("close", (e) => void (e.reconnecting ? undefined : f())),
+      };
     } catch (err) {
       release(pooled);
       throw err;
@@ -268,7 +312,13 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     log?.info({ participant: s.participant, session: s.id }, "MCP session closed");
   }
 
-  async function openSession(m: McpHttpModules, space: Space, participant: string, onlyId: string | undefined, digest: string | undefined): Promise<Session> {
+  async function openSession(
+    m: McpHttpModules,
+    space: Space,
+    participant: string,
+    onlyId: string | undefined,
+    digest: string | undefined,
+  ): Promise<Session> {
     const pooled = await acquire(m, space, participant);
     let only: Awaited<ReturnType<McpHttpModules["describeParticipant"]>> | undefined;
     try {
@@ -277,8 +327,25 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       release(pooled);
       throw err;
     }
-    const server = m.createSpaceMcpServer({ client: pooled.client, logger: opts.logger, approvalProgressMs: opts.approvalProgressMs, maxTasks: opts.maxTasks, only });
-    const session: Session = { id: undefined, space: space.id, participant, only: onlyId, pooled, server, transport: undefined as never, open: 0, lastSeen: Date.now(), closed: false };
+    const server = m.createSpaceMcpServer({
+      client: pooled.client,
+      logger: opts.logger,
+      approvalProgressMs: opts.approvalProgressMs,
+      maxTasks: opts.maxTasks,
+      only,
+    });
+    const session: Session = {
+      id: undefined,
+      space: space.id,
+      participant,
+      only: onlyId,
+      pooled,
+      server,
+      transport: undefined as never,
+      open: 0,
+      lastSeen: Date.now(),
+      closed: false,
+    };
     session.transport = new m.StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
@@ -315,7 +382,8 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     if (closing) return rpcError(res, 503, RPC_SERVER_ERROR, "the MCP endpoint is shutting down", "closing");
     const url = new URL(req.url ?? "/", "http://gateway");
     const only = onlyOf(url.pathname);
-    if (only === null) return rpcError(res, 404, RPC_SERVER_ERROR, `not found: serve one participant at ${path}/<participant>`, "not_found");
+    if (only === null)
+      return rpcError(res, 404, RPC_SERVER_ERROR, `not found: serve one participant at ${path}/<participant>`, "not_found");
     const sid = header(req, "mcp-session-id");
     const session = sid === undefined ? undefined : sessions.get(sid);
     const suffix = only === undefined ? path : `${path}/${encodeURIComponent(only)}`;
@@ -324,7 +392,11 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       // RFC 9728: tell the client where this path's protected-resource metadata is (and, RFC 6750, what was wrong with its token
       // and the scope it needs). Not for an identity that is nobody here: no token would do better.
       const challenge = who.status === 401 || (who.status === 403 && who.reason === "insufficient_scope");
-      const headers: Record<string, string> | undefined = challenge ? { "www-authenticate": bearerChallenge(req, suffix, who.challenge, who.scope) } : who.status === 503 ? { "retry-after": "5" } : undefined;
+      const headers: Record<string, string> | undefined = challenge
+        ? { "www-authenticate": bearerChallenge(req, suffix, who.challenge, who.scope) }
+        : who.status === 503
+          ? { "retry-after": "5" }
+          : undefined;
       return rpcError(res, who.status, RPC_SERVER_ERROR, who.message, who.reason, headers);
     }
     if (sid !== undefined) {
@@ -333,7 +405,14 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       if (session.space !== who.space.id || session.participant !== who.participant) {
         return rpcError(res, 403, RPC_SERVER_ERROR, "this session belongs to another participant", "forbidden");
       }
-      if (session.only !== only) return rpcError(res, 403, RPC_SERVER_ERROR, `this session was opened at ${session.only === undefined ? path : `${path}/${session.only}`}; use it there`, "forbidden");
+      if (session.only !== only)
+        return rpcError(
+          res,
+          403,
+          RPC_SERVER_ERROR,
+          `this session was opened at ${session.only === undefined ? path : `${path}/${session.only}`}; use it there`,
+          "forbidden",
+        );
       return serve(session, req, res);
     }
     if (req.method !== "POST") return rpcError(res, 400, RPC_SERVER_ERROR, "Bad Request: Mcp-Session-Id header is required", "bad_request");
@@ -342,7 +421,14 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     if (!read.ok) {
       // The rest of an oversized body is not read: close the connection after answering.
       if (read.status === 413) res.once("finish", () => req.destroy());
-      return rpcError(res, read.status, read.status === 413 ? RPC_SERVER_ERROR : RPC_PARSE_ERROR, read.message, read.status === 413 ? "too_large" : "parse_error", read.status === 413 ? { connection: "close" } : undefined);
+      return rpcError(
+        res,
+        read.status,
+        read.status === 413 ? RPC_SERVER_ERROR : RPC_PARSE_ERROR,
+        read.message,
+        read.status === 413 ? "too_large" : "parse_error",
+        read.status === 413 ? { connection: "close" } : undefined,
+      );
     }
     // A 2026-07-28 request: stateless, answered at once (modern.ts).
     modern ??= loadModernModules();
@@ -350,7 +436,13 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     if (isModern(mm, req, read.body)) {
       if (who.space.closed) return rpcError(res, 503, RPC_SERVER_ERROR, `space "${who.space.id}" has shut down`, "unavailable");
       if (only !== undefined && who.space.config.participants[only] === undefined) {
-        return rpcError(res, 404, RPC_SERVER_ERROR, `space "${who.space.id}" declares no participant "${only.slice(0, 64)}"`, "unknown_participant");
+        return rpcError(
+          res,
+          404,
+          RPC_SERVER_ERROR,
+          `space "${who.space.id}" declares no participant "${only.slice(0, 64)}"`,
+          "unknown_participant",
+        );
       }
       let inner: Inner;
       try {
@@ -358,18 +450,38 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       } catch (err) {
         return rpcError(res, 503, RPC_SERVER_ERROR, `could not join space "${who.space.id}": ${(err as Error).message}`, "unavailable");
       }
-      return serveModern(mm, inner, req, res, read.body, held.face(req, who.space.id, who.participant, who.space.config.policy.proposal_ttl_ms));
+      return serveModern(
+        mm,
+        inner,
+        req,
+        res,
+        read.body,
+        held.face(req, who.space.id, who.participant, who.space.config.policy.proposal_ttl_ms),
+      );
     }
     const initializes = Array.isArray(read.body) ? read.body.some((msg) => m.isInitializeRequest(msg)) : m.isInitializeRequest(read.body);
     if (!initializes) return rpcError(res, 400, RPC_SERVER_ERROR, "Bad Request: no session; send initialize first", "bad_request");
     if (who.space.closed) return rpcError(res, 503, RPC_SERVER_ERROR, `space "${who.space.id}" has shut down`, "unavailable");
     if (only !== undefined && who.space.config.participants[only] === undefined) {
-      return rpcError(res, 404, RPC_SERVER_ERROR, `space "${who.space.id}" declares no participant "${only.slice(0, 64)}"`, "unknown_participant");
+      return rpcError(
+        res,
+        404,
+        RPC_SERVER_ERROR,
+        `space "${who.space.id}" declares no participant "${only.slice(0, 64)}"`,
+        "unknown_participant",
+      );
     }
     // Each session holds an SDK server and transport: their number is bounded.
     if (sessions.size + opening >= maxSessions) {
       log?.warn({ participant: who.participant, sessions: sessions.size }, "MCP session cap reached");
-      return rpcError(res, 503, RPC_SERVER_ERROR, `the gateway has ${maxSessions} MCP sessions open, its limit (gateway.limits.mcp_sessions); close one or try again later`, "too_many_sessions", { "retry-after": "30" });
+      return rpcError(
+        res,
+        503,
+        RPC_SERVER_ERROR,
+        `the gateway has ${maxSessions} MCP sessions open, its limit (gateway.limits.mcp_sessions); close one or try again later`,
+        "too_many_sessions",
+        { "retry-after": "30" },
+      );
     }
     let s: Session;
     // Counted from here until the SDK has registered the session (or refused it).
@@ -396,7 +508,13 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     try {
       m = await load();
     } catch (err) {
-      return rpcError(res, 500, RPC_INTERNAL_ERROR, `the MCP endpoint is unavailable: the gateway could not load its MCP server modules (${(err as Error).message})`, "unavailable");
+      return rpcError(
+        res,
+        500,
+        RPC_INTERNAL_ERROR,
+        `the MCP endpoint is unavailable: the gateway could not load its MCP server modules (${(err as Error).message})`,
+        "unavailable",
+      );
     }
     return handle(m, req, res);
   }

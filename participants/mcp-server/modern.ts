@@ -33,9 +33,18 @@ export interface ModernModules {
 }
 
 export function loadModernModules(): Promise<ModernModules> {
-  return Promise.all([import("@modelcontextprotocol/server"), import("@modelcontextprotocol/sdk/client/index.js"), import("@modelcontextprotocol/sdk/inMemory.js"), import("@modelcontextprotocol/sdk/types.js")]).then(
-    ([v2, client, memory, types]) => ({ v2, Client: client.Client, InMemoryTransport: memory.InMemoryTransport, ResultSchema: types.ResultSchema, McpError: types.McpError }),
-  );
+  return Promise.all([
+    import("@modelcontextprotocol/server"),
+    import("@modelcontextprotocol/sdk/client/index.js"),
+    import("@modelcontextprotocol/sdk/inMemory.js"),
+    import("@modelcontextprotocol/sdk/types.js"),
+  ]).then(([v2, client, memory, types]) => ({
+    v2,
+    Client: client.Client,
+    InMemoryTransport: memory.InMemoryTransport,
+    ResultSchema: types.ResultSchema,
+    McpError: types.McpError,
+  }));
 }
 
 /** Whether `body` (with the request's headers) is a 2026-07-28 request: the SDK's own edge classification. */
@@ -45,7 +54,14 @@ export function isModern(m: ModernModules, req: IncomingMessage, body: unknown):
     const v = req.headers[name];
     return Array.isArray(v) ? v[0] : v;
   };
-  return m.v2.classifyInboundRequest({ httpMethod: "POST", protocolVersionHeader: h("mcp-protocol-version"), mcpMethodHeader: h("mcp-method"), body }).kind !== "legacy";
+  return (
+    m.v2.classifyInboundRequest({
+      httpMethod: "POST",
+      protocolVersionHeader: h("mcp-protocol-version"),
+      mcpMethodHeader: h("mcp-method"),
+      body,
+    }).kind !== "legacy"
+  );
 }
 
 /** The methods passed to the face as they are (what its 2025 sessions answer). */
@@ -132,12 +148,21 @@ function withoutEnvelope(params: unknown): Record<string, unknown> | undefined {
 const WAITING = /^waiting for approval of .* \(proposal ([^()\s]{1,200})\)$/;
 
 /** Answers one 2026-07-28 request with the SDK v2, asking `inner` what the request asks. */
-export async function serveModern(m: ModernModules, inner: Inner, req: IncomingMessage, res: ServerResponse, body: unknown, held?: HeldFace): Promise<void> {
+export async function serveModern(
+  m: ModernModules,
+  inner: Inner,
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: unknown,
+  held?: HeldFace,
+): Promise<void> {
   const client = inner.client;
   const info = client.getServerVersion() ?? { name: "mewgate", version: "0" };
   const caps = (client.getServerCapabilities() ?? {}) as Record<string, unknown>;
   const capabilities: Record<string, unknown> = {};
-  for (const [cap] of PASSED) if (caps[cap] !== undefined) capabilities[cap] = cap === "resources" ? { listChanged: true } : cap === "completions" ? {} : { listChanged: true };
+  for (const [cap] of PASSED)
+    if (caps[cap] !== undefined)
+      capabilities[cap] = cap === "resources" ? { listChanged: true } : cap === "completions" ? {} : { listChanged: true };
   const instructions = client.getInstructions();
   const factory = () => {
     const server = new m.v2.Server(
@@ -147,27 +172,38 @@ export async function serveModern(m: ModernModules, inner: Inner, req: IncomingM
     for (const [cap, methods] of PASSED) {
       if (caps[cap] === undefined) continue;
       for (const method of methods) {
-        server.setRequestHandler(method as never, (async (request: { params?: unknown }, ctx: { mcpReq: { _meta?: { progressToken?: string | number }; signal?: AbortSignal; notify(n: unknown): Promise<void> } }) => {
-          if (held && method === "tools/call") return callHeld(m, client, held, request, ctx as never);
-          const token = ctx.mcpReq._meta?.progressToken;
-          const onprogress =
-            token === undefined
-              ? undefined
-              : (p: { progress: number; total?: number; message?: string }) => void ctx.mcpReq.notify({ method: "notifications/progress", params: { ...p, progressToken: token } }).catch(() => {});
-          try {
-            return await client.request({ method, params: withoutEnvelope(request.params) } as never, m.ResultSchema, {
-              ...(ctx.mcpReq.signal ? { signal: ctx.mcpReq.signal } : {}),
-              ...(onprogress ? { onprogress, resetTimeoutOnProgress: true } : {}),
-              timeout: 24 * 60 * 60_000,
-            });
-          } catch (err) {
-            if (err instanceof m.McpError) {
-              const prefix = `MCP error ${err.code}: `;
-              throw new m.v2.ProtocolError(err.code, err.message.startsWith(prefix) ? err.message.slice(prefix.length) : err.message, err.data);
+        server.setRequestHandler(
+          method as never,
+          (async (
+            request: { params?: unknown },
+            ctx: { mcpReq: { _meta?: { progressToken?: string | number }; signal?: AbortSignal; notify(n: unknown): Promise<void> } },
+          ) => {
+            if (held && method === "tools/call") return callHeld(m, client, held, request, ctx as never);
+            const token = ctx.mcpReq._meta?.progressToken;
+            const onprogress =
+              token === undefined
+                ? undefined
+                : (p: { progress: number; total?: number; message?: string }) =>
+                    void ctx.mcpReq.notify({ method: "notifications/progress", params: { ...p, progressToken: token } }).catch(() => {});
+            try {
+              return await client.request({ method, params: withoutEnvelope(request.params) } as never, m.ResultSchema, {
+                ...(ctx.mcpReq.signal ? { signal: ctx.mcpReq.signal } : {}),
+                ...(onprogress ? { onprogress, resetTimeoutOnProgress: true } : {}),
+                timeout: 24 * 60 * 60_000,
+              });
+            } catch (err) {
+              if (err instanceof m.McpError) {
+                const prefix = `MCP error ${err.code}: `;
+                throw new m.v2.ProtocolError(
+                  err.code,
+                  err.message.startsWith(prefix) ? err.message.slice(prefix.length) : err.message,
+                  err.data,
+                );
+              }
+              throw err;
             }
-            throw err;
-          }
-        }) as never);
+          }) as never,
+        );
       }
     }
     return server;
@@ -177,8 +213,14 @@ export async function serveModern(m: ModernModules, inner: Inner, req: IncomingM
     const abort = new AbortController();
     res.once("close", () => abort.abort());
     const headers = new Headers();
-    for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && k !== "authorization" && k !== "cookie") headers.set(k, Array.isArray(v) ? v.join(", ") : v);
-    const request = new Request(`http://${req.headers.host ?? "127.0.0.1"}${req.url ?? "/"}`, { method: "POST", headers, body: JSON.stringify(body), signal: abort.signal });
+    for (const [k, v] of Object.entries(req.headers))
+      if (v !== undefined && k !== "authorization" && k !== "cookie") headers.set(k, Array.isArray(v) ? v.join(", ") : v);
+    const request = new Request(`http://${req.headers.host ?? "127.0.0.1"}${req.url ?? "/"}`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify(body),
+      signal: abort.signal,
+    });
     const response = await handler.fetch(request, { parsedBody: body });
     res.writeHead(response.status, Object.fromEntries(response.headers));
     if (response.body) {
@@ -193,7 +235,14 @@ export async function serveModern(m: ModernModules, inner: Inner, req: IncomingM
   }
 }
 
-type HeldCtx = { mcpReq: { requestState?: () => unknown; envelope?: Record<string, unknown>; _meta?: { progressToken?: string | number }; notify(n: unknown): Promise<void> } };
+type HeldCtx = {
+  mcpReq: {
+    requestState?: () => unknown;
+    envelope?: Record<string, unknown>;
+    _meta?: { progressToken?: string | number };
+    notify(n: unknown): Promise<void>;
+  };
+};
 
 /**
  * A tools/call at 2026-07-28: asked of the face; when it becomes a proposal the request
@@ -208,10 +257,16 @@ async function callHeld(m: ModernModules, client: Client, held: HeldFace, reques
   if (raw !== undefined) {
     const open = held.states.open(raw, held.space, held.seat);
     if (!open.ok) throw new m.v2.ProtocolError(-32602, open.message, { reason: "invalid_request_state" });
-    if (open.claims.t !== name) throw new m.v2.ProtocolError(-32602, `the request state resumes a call of ${open.claims.t.slice(0, 200)}, not of this tool`, { reason: "invalid_request_state" });
+    if (open.claims.t !== name)
+      throw new m.v2.ProtocolError(-32602, `the request state resumes a call of ${open.claims.t.slice(0, 200)}, not of this tool`, {
+        reason: "invalid_request_state",
+      });
     const o = held.outcomes.read(open.claims.p);
     if (o.status === "pending") return waitingAnswer(m, held, open.claims.p, raw as string, ctx);
-    if (o.status === "unknown") throw new m.v2.ProtocolError(-32602, `the outcome of proposal ${open.claims.p} is no longer kept here; the call is not run again`, { reason: "invalid_request_state" });
+    if (o.status === "unknown")
+      throw new m.v2.ProtocolError(-32602, `the outcome of proposal ${open.claims.p} is no longer kept here; the call is not run again`, {
+        reason: "invalid_request_state",
+      });
     if ("error" in o.result) throw new m.v2.ProtocolError(o.result.error.code, o.result.error.message, o.result.error.data);
     return o.result.result;
   }
@@ -223,12 +278,19 @@ async function callHeld(m: ModernModules, client: Client, held: HeldFace, reques
       const id = typeof p.message === "string" ? WAITING.exec(p.message)?.[1] : undefined;
       if (id !== undefined) return proposal?.(id);
       // The server's own progress of a call that needed nobody goes to the client, when it asked for progress.
-      if (token !== undefined) void ctx.mcpReq.notify({ method: "notifications/progress", params: { ...p, progressToken: token } }).catch(() => {});
+      if (token !== undefined)
+        void ctx.mcpReq.notify({ method: "notifications/progress", params: { ...p, progressToken: token } }).catch(() => {});
     },
     resetTimeoutOnProgress: true,
     timeout: 24 * 60 * 60_000,
   });
-  const first = await Promise.race([call.then((result) => ({ result }), (err: unknown) => ({ err })), becameProposal.then((id) => ({ id }))]);
+  const first = await Promise.race([
+    call.then(
+      (result) => ({ result }),
+      (err: unknown) => ({ err }),
+    ),
+    becameProposal.then((id) => ({ id })),
+  ]);
   if ("result" in first) return first.result;
   if ("err" in first) throw asProtocolError(m, first.err);
   const id = first.id;
@@ -238,7 +300,13 @@ async function callHeld(m: ModernModules, client: Client, held: HeldFace, reques
     (result) => held.outcomes.settle(id, { result }),
     (err: unknown) => {
       const e = asProtocolError(m, err) as { code?: unknown; message?: unknown; data?: unknown };
-      held.outcomes.settle(id, { error: { code: typeof e.code === "number" ? e.code : -32603, message: String(e.message ?? err), ...(e.data !== undefined ? { data: e.data } : {}) } });
+      held.outcomes.settle(id, {
+        error: {
+          code: typeof e.code === "number" ? e.code : -32603,
+          message: String(e.message ?? err),
+          ...(e.data !== undefined ? { data: e.data } : {}),
+        },
+      });
     },
   );
   const state = held.states.seal({ s: held.space, w: held.seat, p: id, t: name, e: Date.now() + held.ttlMs });
@@ -249,7 +317,12 @@ function waitingAnswer(m: ModernModules, held: HeldFace, proposal: string, reque
   const caps = ctx.mcpReq.envelope?.["io.modelcontextprotocol/clientCapabilities"] as { elicitation?: { url?: unknown } } | undefined;
   if (caps?.elicitation?.url === undefined) return m.v2.inputRequired({ requestState });
   return m.v2.inputRequired({
-    inputRequests: { approval: m.v2.inputRequired.elicitUrl({ message: `This call waits for approval in the space (proposal ${proposal}). Open the card to see it; send the request again once it is decided.`, url: held.cardUrl(proposal) }) },
+    inputRequests: {
+      approval: m.v2.inputRequired.elicitUrl({
+        message: `This call waits for approval in the space (proposal ${proposal}). Open the card to see it; send the request again once it is decided.`,
+        url: held.cardUrl(proposal),
+      }),
+    },
     requestState,
   });
 }

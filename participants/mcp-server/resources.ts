@@ -94,7 +94,11 @@ export class SpaceResources {
       const matching = [...new Set(this.templates.filter((t) => matches(t.template, uri)).map((t) => t.owner))];
       if (matching.length === 1) return matching[0]!;
       if (matching.length > 1) {
-        throw new McpError(ErrorCode.InvalidParams, `the resource ${uri} matches the templates of ${matching.join(" and ")}: ambiguous, so it is not read; read it through /mcp/<participant>`, { reason: "ambiguous_resource", participants: matching });
+        throw new McpError(
+          ErrorCode.InvalidParams,
+          `the resource ${uri} matches the templates of ${matching.join(" and ")}: ambiguous, so it is not read; read it through /mcp/<participant>`,
+          { reason: "ambiguous_resource", participants: matching },
+        );
       }
     }
     throw new McpError(ErrorCode.InvalidParams, `no participant of the space offers the resource ${uri}`);
@@ -111,7 +115,11 @@ export class SpaceResources {
     for (const owner of this.servers()) {
       for (const p of await this.gather(owner, "prompts/list", "prompts")) {
         if (typeof p["name"] !== "string") continue;
-        prompts.push(forModel(this.only !== undefined ? p : { ...p, name: `${owner}__${p["name"]}`, title: `${String(p["title"] ?? p["name"])} (${owner})` }));
+        prompts.push(
+          forModel(
+            this.only !== undefined ? p : { ...p, name: `${owner}__${p["name"]}`, title: `${String(p["title"] ?? p["name"])} (${owner})` },
+          ),
+        );
       }
     }
     return { prompts };
@@ -121,7 +129,8 @@ export class SpaceResources {
     if (this.only !== undefined) return this.ask(this.only, "prompts/get", { name, ...(args ? { arguments: args } : {}) });
     const split = name.indexOf("__");
     const owner = split > 0 ? name.slice(0, split) : "";
-    if (!this.servers().includes(owner)) throw new McpError(ErrorCode.InvalidParams, `unknown prompt: ${name} (prompts are named participant__prompt)`);
+    if (!this.servers().includes(owner))
+      throw new McpError(ErrorCode.InvalidParams, `unknown prompt: ${name} (prompts are named participant__prompt)`);
     return this.ask(owner, "prompts/get", { name: name.slice(split + 2), ...(args ? { arguments: args } : {}) });
   }
 

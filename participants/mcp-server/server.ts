@@ -45,7 +45,15 @@ import { ParticipantError, RpcError } from "../errors.js";
 import { buildCatalogue, failureResult, type Catalogue, type CatalogueEntry } from "./catalogue.js";
 import { askClient, deskOf, type Desk, type Session } from "./callbacks.js";
 import { SpaceResources } from "./resources.js";
-import { faceCapabilities, forwardedMeta, instructions, ProgressRelay, TASK_CAPABILITY, withTaskSupport, type OnlyParticipant } from "./face.js";
+import {
+  faceCapabilities,
+  forwardedMeta,
+  instructions,
+  ProgressRelay,
+  TASK_CAPABILITY,
+  withTaskSupport,
+  type OnlyParticipant,
+} from "./face.js";
 import { tasksOf, type SeatTasks } from "./tasks.js";
 
 /** Reported as `serverInfo.version`; kept in step with package.json by hand. */
@@ -143,8 +151,15 @@ export class SpaceMcpServer extends Server {
     super(
       only?.serverInfo
         ? { ...only.serverInfo, ...(opts.name ? { name: opts.name } : {}) }
-        : { name: opts.name ?? (only ? only.participant : welcome?.space ? `mewgate-${welcome.space.id}` : "mewgate"), version: SERVER_VERSION },
-      { capabilities: { ...capabilities, tasks: TASK_CAPABILITY }, instructions: instructions(welcome?.space?.id, welcome?.id, only), taskStore: taskView },
+        : {
+            name: opts.name ?? (only ? only.participant : welcome?.space ? `mewgate-${welcome.space.id}` : "mewgate"),
+            version: SERVER_VERSION,
+          },
+      {
+        capabilities: { ...capabilities, tasks: TASK_CAPABILITY },
+        instructions: instructions(welcome?.space?.id, welcome?.id, only),
+        taskStore: taskView,
+      },
     );
     this.only = only?.participant;
     this.tasks = tasks;
@@ -158,7 +173,9 @@ export class SpaceMcpServer extends Server {
     this.ready.catch(() => {});
 
     // A client that takes tasks hears which calls may wait for a person as one.
-    this.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: withTaskSupport((await this.currentTools()).tools, this.getClientCapabilities()) }));
+    this.setRequestHandler(ListToolsRequestSchema, async () => ({
+      tools: withTaskSupport((await this.currentTools()).tools, this.getClientCapabilities()),
+    }));
     this.setRequestHandler(CallToolRequestSchema, (request, extra) => this.callTool(request.params, extra));
     // Resources and prompts of the space's MCP servers, through the gateway (resources.ts).
     const resources = (this.resources = new SpaceResources(client, this.only));
@@ -189,7 +206,8 @@ export class SpaceMcpServer extends Server {
     // The client's roots changed: the tool servers that take their roots from here ask again.
     this.setNotificationHandler(RootsListChangedNotificationSchema, async () => {
       for (const p of this.client.participants.values()) {
-        if (p.kind === "mcp" && (this.only === undefined || p.id === this.only)) this.client.notify(p.id, "notifications/roots/list_changed", {});
+        if (p.kind === "mcp" && (this.only === undefined || p.id === this.only))
+          this.client.notify(p.id, "notifications/roots/list_changed", {});
       }
     });
     // The results are the owners' own, passed on as they came (the space's face prefixes names).
@@ -232,7 +250,9 @@ export class SpaceMcpServer extends Server {
     this.unsubscribe.push(
       tasks.listen((task) => {
         if (!this.initialized || this.disposed || !this.getClientCapabilities()?.tasks || !taskView.sees(task)) return;
-        this.notification({ method: "notifications/tasks/status", params: task }).catch((err: Error) => this.log?.debug({ err: err.message }, "could not send a task's status"));
+        this.notification({ method: "notifications/tasks/status", params: task }).catch((err: Error) =>
+          this.log?.debug({ err: err.message }, "could not send a task's status"),
+        );
       }),
       client.onNotification((n) => this.spaceNotification(n.method, n.params, n.from, n.envelope)),
       // A grant changes policies (a tool stops needing approval); a reconnect may find another catalogue.
@@ -327,7 +347,9 @@ export class SpaceMcpServer extends Server {
           return;
         }
         if (before !== after && this.initialized && this.transport && !this.disposed) {
-          await this.sendToolListChanged().catch((err: Error) => this.log?.debug({ err: err.message }, "could not send tools/list_changed"));
+          await this.sendToolListChanged().catch((err: Error) =>
+            this.log?.debug({ err: err.message }, "could not send tools/list_changed"),
+          );
         }
       } while (this.refreshAgain && !this.disposed);
     } finally {
@@ -349,18 +371,27 @@ export class SpaceMcpServer extends Server {
       await this.lookup.catch(() => undefined);
       entry = this.catalogue?.byName.get(params.name) ?? this.former.get(params.name);
     }
-    if (!entry) throw new McpError(ErrorCode.InvalidParams, `unknown tool: ${params.name} (list the tools again: the space's tools change)`);
+    if (!entry)
+      throw new McpError(ErrorCode.InvalidParams, `unknown tool: ${params.name} (list the tools again: the space's tools change)`);
     if (params.task !== undefined) {
       // Answered at once; the call goes on past this request (tasks.ts), with no progress relayed.
       // A tool its server runs as a task is called as one (once approved), and its server's task followed (tasks.ts).
       const asTask = entry.taskSupport === "required" || entry.taskSupport === "optional" ? params.task : undefined;
-      const task = await this.tasks.start(entry.real, params.task.ttl, (signal, onProposal) => this.runCall(entry.real, params, { ...extra, signal, _meta: {} }, onProposal, asTask));
+      const task = await this.tasks.start(entry.real, params.task.ttl, (signal, onProposal) =>
+        this.runCall(entry.real, params, { ...extra, signal, _meta: {} }, onProposal, asTask),
+      );
       return { task };
     }
     return this.runCall(entry.real, params, extra);
   }
 
-  private async runCall(real: string, params: CallToolRequest["params"], extra: Extra, proposed?: (proposal: Envelope) => void, asTask?: CallToolRequest["params"]["task"]): Promise<CallToolResult | CreateTaskResult> {
+  private async runCall(
+    real: string,
+    params: CallToolRequest["params"],
+    extra: Extra,
+    proposed?: (proposal: Envelope) => void,
+    asTask?: CallToolRequest["params"]["task"],
+  ): Promise<CallToolResult | CreateTaskResult> {
     const token = extra._meta?.progressToken;
     const relay = token === undefined ? undefined : new ProgressRelay(token, extra, this.log);
     let proposalId: string | undefined;
@@ -388,7 +419,12 @@ export class SpaceMcpServer extends Server {
         "tools/call",
         { name: real, arguments: params.arguments ?? {}, ...withMeta(extra._meta), ...(asTask === undefined ? {} : { task: asTask }) },
         // A task waits as long as the space keeps its proposal (the gateway expires it), not the client's own deadline.
-        { signal: extra.signal, onProposal, onProgress: relay ? (p) => relay.forward(p) : undefined, ...(proposed ? { timeoutMs: TASK_WAIT_MS } : {}) },
+        {
+          signal: extra.signal,
+          onProposal,
+          onProgress: relay ? (p) => relay.forward(p) : undefined,
+          ...(proposed ? { timeoutMs: TASK_WAIT_MS } : {}),
+        },
       );
       callId = pending.id;
       this.made.set(callId, extra);
@@ -442,7 +478,8 @@ export class SpaceMcpServer extends Server {
     if (!this.initialized || this.disposed) return;
     // Serving one participant: nothing another one says reaches the client.
     if (this.only !== undefined && from !== this.only) return;
-    const send = (p: Promise<void>) => void p.catch((err: Error) => this.log?.debug({ err: err.message, method }, "could not tell the MCP client"));
+    const send = (p: Promise<void>) =>
+      void p.catch((err: Error) => this.log?.debug({ err: err.message, method }, "could not tell the MCP client"));
     switch (method) {
       case "notifications/resources/updated": {
         const uri = typeof params === "object" && params !== null ? (params as Record<string, unknown>)["uri"] : undefined;
@@ -456,7 +493,12 @@ export class SpaceMcpServer extends Server {
       case "notifications/elicitation/complete": {
         // A URL flow a tool server asked for, finished out of band: the session that was asked hears it.
         const about = (env.correlation_id ?? []).find((id) => this.made.has(id));
-        if (about !== undefined) send(this.made.get(about)!.sendNotification({ method: "notifications/elicitation/complete", params: params as { elicitationId: string } }));
+        if (about !== undefined)
+          send(
+            this.made
+              .get(about)!
+              .sendNotification({ method: "notifications/elicitation/complete", params: params as { elicitationId: string } }),
+          );
         return;
       }
       case "notifications/message": {

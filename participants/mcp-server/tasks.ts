@@ -27,7 +27,15 @@
  */
 import { randomUUID } from "node:crypto";
 import type { TaskStore } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js";
-import { CreateTaskResultSchema, ErrorCode, GetTaskResultSchema, type CallToolResult, type CreateTaskResult, type Result, type Task } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CreateTaskResultSchema,
+  ErrorCode,
+  GetTaskResultSchema,
+  type CallToolResult,
+  type CreateTaskResult,
+  type Result,
+  type Task,
+} from "@modelcontextprotocol/sdk/types.js";
 import { GATEWAY_ID, type Envelope } from "../../gateway/index.js";
 import type { ParticipantClient } from "../client.js";
 import { stripHidden } from "../../gateway/index.js";
@@ -100,7 +108,11 @@ export class SeatTasks implements TaskStore {
   async start(real: string, ttl: number | null | undefined, run: RunCall): Promise<Task> {
     this.sweep();
     if (this.recs.size + this.starting >= this.maxTasks) {
-      throw new RpcError(ErrorCode.InvalidRequest, `task quota: this participant holds ${this.maxTasks} tasks; wait for some to finish or cancel them (tasks/cancel)`, { reason: "task_quota", max: this.maxTasks });
+      throw new RpcError(
+        ErrorCode.InvalidRequest,
+        `task quota: this participant holds ${this.maxTasks} tasks; wait for some to finish or cancel them (tasks/cancel)`,
+        { reason: "task_quota", max: this.maxTasks },
+      );
     }
     const controller = new AbortController();
     let proposed!: (env: Envelope) => void;
@@ -110,12 +122,21 @@ export class SeatTasks implements TaskStore {
     const done = run(controller.signal, (env) => proposed(env));
     done.catch(() => {});
     try {
-      first = await Promise.race([proposal.then((env) => ({ env })), done.then((result) => ({ result }), (err: unknown) => ({ err }))]);
+      first = await Promise.race([
+        proposal.then((env) => ({ env })),
+        done.then(
+          (result) => ({ result }),
+          (err: unknown) => ({ err }),
+        ),
+      ]);
     } finally {
       this.starting--;
     }
     const ttlMs = Math.min(MAX_TTL_MS, ttl ?? DEFAULT_TTL_MS);
-    if ("err" in first) throw first.err instanceof ParticipantError ? new RpcError(ErrorCode.InvalidRequest, first.err.message, { reason: first.err.code }) : first.err;
+    if ("err" in first)
+      throw first.err instanceof ParticipantError
+        ? new RpcError(ErrorCode.InvalidRequest, first.err.message, { reason: first.err.code })
+        : first.err;
     if ("result" in first) {
       const upstream = serverTask(first.result);
       const rec = this.add(upstream ? `${ownerOf(real)}:${upstream.taskId}` : randomUUID(), real, ttlMs, undefined);
@@ -156,7 +177,8 @@ export class SeatTasks implements TaskStore {
     return {
       createTask: () => this.createTask(),
       getTask: async (taskId) => (await this.find(taskId, only))?.task ?? null,
-      storeTaskResult: async (taskId, status, result) => (this.recs.get(taskId)?.owner === only ? this.storeTaskResult(taskId, status, result) : undefined),
+      storeTaskResult: async (taskId, status, result) =>
+        this.recs.get(taskId)?.owner === only ? this.storeTaskResult(taskId, status, result) : undefined,
       getTaskResult: async (taskId) => {
         if (this.recs.get(taskId)?.owner !== only) throw notFound(taskId);
         return this.getTaskResult(taskId);
@@ -177,7 +199,8 @@ export class SeatTasks implements TaskStore {
 
   async getTaskResult(taskId: string): Promise<Result> {
     const rec = this.recs.get(taskId);
-    if (rec?.upstream && rec.result === undefined && TERMINAL.has(rec.task.status)) rec.result = await this.upstreamResult(rec, rec.upstream);
+    if (rec?.upstream && rec.result === undefined && TERMINAL.has(rec.task.status))
+      rec.result = await this.upstreamResult(rec, rec.upstream);
     if (!rec?.result) throw new RpcError(ErrorCode.InvalidParams, `task ${taskId.slice(0, 64)} has no result yet`);
     return rec.result;
   }
@@ -193,7 +216,9 @@ export class SeatTasks implements TaskStore {
     if (TERMINAL.has(rec.task.status)) return;
     if (rec.upstream) return this.cancelUpstream(rec, rec.upstream);
     if (rec.task.status === "working" || rec.proposal === undefined) {
-      throw new RpcError(ErrorCode.InvalidParams, `the call was already approved and runs; it cannot be cancelled now`, { reason: "already_approved" });
+      throw new RpcError(ErrorCode.InvalidParams, `the call was already approved and runs; it cannot be cancelled now`, {
+        reason: "already_approved",
+      });
     }
     await this.withdraw(rec);
   }
@@ -206,7 +231,8 @@ export class SeatTasks implements TaskStore {
     this.sweep();
     const all = [...this.recs.values()].filter((r) => only === undefined || r.owner === only).map((r) => r.task);
     const start = cursor === undefined ? 0 : Number(cursor);
-    if (!Number.isInteger(start) || start < 0 || start > all.length) throw new RpcError(ErrorCode.InvalidParams, "tasks/list: unknown cursor");
+    if (!Number.isInteger(start) || start < 0 || start > all.length)
+      throw new RpcError(ErrorCode.InvalidParams, "tasks/list: unknown cursor");
     const tasks = all.slice(start, start + PAGE);
     return start + PAGE < all.length ? { tasks, nextCursor: String(start + PAGE) } : { tasks };
   }
@@ -238,7 +264,8 @@ export class SeatTasks implements TaskStore {
         this.finish(rec, (result as CallToolResult).isError ? "failed" : "completed", result);
       },
       (err: unknown) => {
-        if (!(err instanceof ParticipantError)) return this.finish(rec, "failed", { content: [{ type: "text", text: String(err) }], isError: true });
+        if (!(err instanceof ParticipantError))
+          return this.finish(rec, "failed", { content: [{ type: "text", text: String(err) }], isError: true });
         // The connection to the space went (this process or the gateway stops): the proposal
         // may still be pending, so the task stays as it is, to be adopted again.
         if (err.code === "disconnected" || err.code === "closed" || err.code === "connect_failed") return;
@@ -277,17 +304,40 @@ export class SeatTasks implements TaskStore {
           this.set(rec, "working", `approved by ${env.from}; running ${rec.real}`);
           break;
         case "mcp/reject":
-          if (adopted) this.finish(rec, "cancelled", failureResult(rec.real, new ParticipantError("rejected", "rejected", { envelope: env, reason: str(env.payload, "reason"), text: str(env.payload, "text") })));
+          if (adopted)
+            this.finish(
+              rec,
+              "cancelled",
+              failureResult(
+                rec.real,
+                new ParticipantError("rejected", "rejected", {
+                  envelope: env,
+                  reason: str(env.payload, "reason"),
+                  text: str(env.payload, "text"),
+                }),
+              ),
+            );
           break;
         case "mcp/withdraw":
-          if (adopted) this.finish(rec, "cancelled", failureResult(rec.real, new ParticipantError("withdrawn", "withdrawn", { envelope: env, reason: str(env.payload, "reason") })));
+          if (adopted)
+            this.finish(
+              rec,
+              "cancelled",
+              failureResult(
+                rec.real,
+                new ParticipantError("withdrawn", "withdrawn", { envelope: env, reason: str(env.payload, "reason") }),
+              ),
+            );
           break;
         case "mcp/response": {
           if (!adopted) break;
           const p = (env.payload ?? {}) as Record<string, unknown>;
           if (p["error"] !== undefined) {
             const e = p["error"] as Record<string, unknown>;
-            this.finish(rec, "failed", { content: [{ type: "text", text: `${rec.real} failed: ${String(e["message"] ?? "error")}` }], isError: true });
+            this.finish(rec, "failed", {
+              content: [{ type: "text", text: `${rec.real} failed: ${String(e["message"] ?? "error")}` }],
+              isError: true,
+            });
           } else {
             const result = (p["result"] ?? {}) as CallToolResult;
             const upstream = serverTask(result);
@@ -327,7 +377,8 @@ export class SeatTasks implements TaskStore {
     const payload = (proposal["payload"] ?? {}) as Record<string, unknown>;
     const params = (payload["params"] ?? {}) as Record<string, unknown>;
     const to = Array.isArray(proposal["to"]) ? String(proposal["to"][0] ?? "") : "";
-    const real = typeof params["name"] === "string" ? (params["name"].includes("/") ? params["name"] : `${to}/${params["name"]}`) : "the call";
+    const real =
+      typeof params["name"] === "string" ? (params["name"].includes("/") ? params["name"] : `${to}/${params["name"]}`) : "the call";
     const rec = this.add(taskId, real, DEFAULT_TTL_MS, taskId);
     if (typeof proposal["ts"] === "string") rec.task = { ...rec.task, createdAt: proposal["ts"] };
     return rec;
@@ -360,13 +411,20 @@ export class SeatTasks implements TaskStore {
     if (Date.now() - (rec.polled ?? 0) < POLL_MS / 2) return Promise.resolve();
     rec.polling = (async () => {
       try {
-        const parsed = GetTaskResultSchema.safeParse(await this.client.request(up.participant, "tasks/get", { taskId: up.taskId }, { timeoutMs: 10_000 }));
+        const parsed = GetTaskResultSchema.safeParse(
+          await this.client.request(up.participant, "tasks/get", { taskId: up.taskId }, { timeoutMs: 10_000 }),
+        );
         if (parsed.success) this.mirror(rec, parsed.data);
       } catch (err) {
         // The server (or its bridge) no longer knows the task, or will not say: it cannot end well.
         // A lost connection is not that: the next poll asks again.
         if (err instanceof ParticipantError && !TRANSIENT.has(err.code)) {
-          this.finish(rec, "failed", { content: [{ type: "text", text: `${rec.real}: the server's task ${up.taskId.slice(0, 64)} cannot be followed: ${err.message}` }], isError: true });
+          this.finish(rec, "failed", {
+            content: [
+              { type: "text", text: `${rec.real}: the server's task ${up.taskId.slice(0, 64)} cannot be followed: ${err.message}` },
+            ],
+            isError: true,
+          });
         }
       } finally {
         rec.polled = Date.now();
@@ -382,8 +440,17 @@ export class SeatTasks implements TaskStore {
       const res = await this.client.request(up.participant, "tasks/result", { taskId: up.taskId }, { timeoutMs: 30_000 });
       if (typeof res === "object" && res !== null) return res as Result;
     } catch (err) {
-      if (err instanceof ParticipantError && TRANSIENT.has(err.code)) throw new RpcError(ErrorCode.InternalError, `${rec.real}: could not fetch the result: ${err.message}`);
-      return { content: [{ type: "text", text: `${rec.real} ${rec.task.status}${rec.task.statusMessage ? `: ${rec.task.statusMessage}` : ""} (${(err as Error).message})` }], isError: true };
+      if (err instanceof ParticipantError && TRANSIENT.has(err.code))
+        throw new RpcError(ErrorCode.InternalError, `${rec.real}: could not fetch the result: ${err.message}`);
+      return {
+        content: [
+          {
+            type: "text",
+            text: `${rec.real} ${rec.task.status}${rec.task.statusMessage ? `: ${rec.task.statusMessage}` : ""} (${(err as Error).message})`,
+          },
+        ],
+        isError: true,
+      };
     }
     return { content: [], isError: true };
   }
@@ -394,7 +461,10 @@ export class SeatTasks implements TaskStore {
     try {
       res = await this.client.request(up.participant, "tasks/cancel", { taskId: up.taskId }, { timeoutMs: 10_000 });
     } catch (err) {
-      if (err instanceof ParticipantError) throw new RpcError(err.code === "rpc_error" ? (err.rpcCode ?? ErrorCode.InvalidParams) : ErrorCode.InternalError, err.message, { reason: err.code });
+      if (err instanceof ParticipantError)
+        throw new RpcError(err.code === "rpc_error" ? (err.rpcCode ?? ErrorCode.InvalidParams) : ErrorCode.InternalError, err.message, {
+          reason: err.code,
+        });
       throw err;
     }
     const parsed = GetTaskResultSchema.safeParse(res);
@@ -435,7 +505,12 @@ export class SeatTasks implements TaskStore {
         resolve();
       }, 10_000).unref();
     });
-    this.client.send({ kind: "mcp/withdraw", to: [GATEWAY_ID], correlation_id: [id], payload: { reason: "cancelled by the MCP client (tasks/cancel)" } });
+    this.client.send({
+      kind: "mcp/withdraw",
+      to: [GATEWAY_ID],
+      correlation_id: [id],
+      payload: { reason: "cancelled by the MCP client (tasks/cancel)" },
+    });
     // Our own withdrawal is not echoed: ask the gateway whether the proposal is still pending.
     for (let i = 0; i < 50 && !TERMINAL.has(rec.task.status) && rec.task.status !== "working"; i++) {
       const pending = await this.client.request(GATEWAY_ID, "proposals/get", { id }, { timeoutMs: 5000 }).then(
@@ -447,10 +522,17 @@ export class SeatTasks implements TaskStore {
     }
     // Give an approval that crossed the withdrawal its moment to arrive.
     await Promise.race([settled, new Promise((r) => setTimeout(r, 50))]);
-    if (rec.task.status === "working") throw new RpcError(ErrorCode.InvalidParams, "the call was approved before the cancellation reached the space; it runs", { reason: "already_approved" });
+    if (rec.task.status === "working")
+      throw new RpcError(ErrorCode.InvalidParams, "the call was approved before the cancellation reached the space; it runs", {
+        reason: "already_approved",
+      });
     if (!TERMINAL.has(rec.task.status)) {
       this.aborts.get(id)?.abort("cancelled");
-      this.finish(rec, "cancelled", failureResult(rec.real, new ParticipantError("withdrawn", "withdrawn", { reason: "cancelled by the MCP client" })));
+      this.finish(
+        rec,
+        "cancelled",
+        failureResult(rec.real, new ParticipantError("withdrawn", "withdrawn", { reason: "cancelled by the MCP client" })),
+      );
     }
   }
 

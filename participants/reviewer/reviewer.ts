@@ -17,8 +17,12 @@ export type Decide = (card: Record<string, unknown>) => Promise<ReviewVerdict>;
 /** The offline demo's reviewer: approves what the gateway rates low, hands the rest to people with the gateway's reasons. */
 export const scriptedDecide: Decide = async (card) => {
   const risk = (card["risk"] as { level?: string; reasons?: Array<{ text?: string }> } | undefined) ?? {};
-  if (risk.level === "low") return { verdict: "approve", risk: "low", reason: `a call like ones people approved (${String(card["tool"])})` };
-  const why = (risk.reasons ?? []).map((r) => String(r.text ?? "")).filter(Boolean).join("; ");
+  if (risk.level === "low")
+    return { verdict: "approve", risk: "low", reason: `a call like ones people approved (${String(card["tool"])})` };
+  const why = (risk.reasons ?? [])
+    .map((r) => String(r.text ?? ""))
+    .filter(Boolean)
+    .join("; ");
   return { verdict: "escalate", risk: risk.level === "high" ? "high" : "medium", reason: why || "not one I can vouch for" };
 };
 
@@ -34,8 +38,21 @@ const clip = (v: unknown, n: number): unknown => {
 /** A reviewer that asks `provider`'s model; an answer it cannot read is an escalation. */
 export function modelDecide(provider: Provider, model: string): Decide {
   return async (card) => {
-    const data = { proposer: card["proposer"], tool: card["tool"], intent: clip(card["intent"], 2000), arguments: clip(card["arguments"], 4000), risk: card["risk"], like_this: card["like_this"], hints: card["hints"] };
-    const request: ModelRequest = { system: SYSTEM, messages: [{ role: "user", text: JSON.stringify(data) }], tools: [], options: { model, maxTokens: 300 } };
+    const data = {
+      proposer: card["proposer"],
+      tool: card["tool"],
+      intent: clip(card["intent"], 2000),
+      arguments: clip(card["arguments"], 4000),
+      risk: card["risk"],
+      like_this: card["like_this"],
+      hints: card["hints"],
+    };
+    const request: ModelRequest = {
+      system: SYSTEM,
+      messages: [{ role: "user", text: JSON.stringify(data) }],
+      tools: [],
+      options: { model, maxTokens: 300 },
+    };
     let text = "";
     try {
       text = (await provider.complete(request)).text;
@@ -74,7 +91,11 @@ export class Reviewer {
   constructor(private readonly opts: ReviewerOptions) {}
 
   private async call(method: string, path: string, body?: unknown): Promise<any> {
-    const res = await fetch(`${this.opts.base}/api/spaces/${encodeURIComponent(this.opts.space)}/${path}`, { method, headers: { authorization: `Bearer ${this.opts.token}`, "content-type": "application/json" }, ...(body ? { body: JSON.stringify(body) } : {}) });
+    const res = await fetch(`${this.opts.base}/api/spaces/${encodeURIComponent(this.opts.space)}/${path}`, {
+      method,
+      headers: { authorization: `Bearer ${this.opts.token}`, "content-type": "application/json" },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
     const parsed = await res.json().catch(() => undefined);
     if (!res.ok) throw new Error(`${method} ${path}: HTTP ${res.status} ${JSON.stringify(parsed)?.slice(0, 200)}`);
     return parsed;

@@ -6,5 +6,7 @@ import { basename } from "node:path";
 export function globSync(pattern, { cwd = process.cwd() } = {}) {
   const m = /^\*\*\/([^*?[\]/]+)$/.exec(pattern);
   if (!m) throw new Error(`glob-shim: only "**/<name>" patterns are supported, not ${pattern}`);
-  return readdirSync(cwd, { recursive: true }).map(String).filter((p) => basename(p) === m[1]);
+  return readdirSync(cwd, { recursive: true })
+    .map(String)
+    .filter((p) => basename(p) === m[1]);
 }

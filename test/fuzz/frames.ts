@@ -69,7 +69,23 @@ class Deep {
 }
 
 const DEPTHS = [100, 1_000, 10_000, 100_000];
-const EDGE_NUMBERS: unknown[] = [0, -0, 1e308, -1e308, 5e-324, 2 ** 53 + 1, -(2 ** 31), 2 ** 32, 0.1 + 0.2, "NaN", "Infinity", "-0", "1e999", "0x10", ""];
+const EDGE_NUMBERS: unknown[] = [
+  0,
+  -0,
+  1e308,
+  -1e308,
+  5e-324,
+  2 ** 53 + 1,
+  -(2 ** 31),
+  2 ** 32,
+  0.1 + 0.2,
+  "NaN",
+  "Infinity",
+  "-0",
+  "1e999",
+  "0x10",
+  "",
+];
 const WEIRD_STRINGS = [
   "\u0000",
   "\u0007\u001b[31mred\u001b[0m\r\n",
@@ -177,13 +193,36 @@ export function validEnvelope(r: Rng, t: Target, kind: (typeof KINDS)[number]): 
   const stream = `stream-${1 + r.int(3)}`;
   switch (kind) {
     case "mcp/request":
-      return { id, kind, to: [t.owner], payload: r.chance(0.7) ? toolCall(r, t, false) : { jsonrpc: "2.0", id: 2, method: r.pick(["tools/list", "resources/list", "notifications/progress", "ping"]), params: {} } };
+      return {
+        id,
+        kind,
+        to: [t.owner],
+        payload: r.chance(0.7)
+          ? toolCall(r, t, false)
+          : { jsonrpc: "2.0", id: 2, method: r.pick(["tools/list", "resources/list", "notifications/progress", "ping"]), params: {} },
+      };
     case "mcp/request/gateway":
-      return { id, kind: "mcp/request", to: ["system:gateway"], payload: r.chance(0.7) ? toolCall(r, t, true) : { jsonrpc: "2.0", id: 3, method: "tools/list" } };
+      return {
+        id,
+        kind: "mcp/request",
+        to: ["system:gateway"],
+        payload: r.chance(0.7) ? toolCall(r, t, true) : { jsonrpc: "2.0", id: 3, method: "tools/list" },
+      };
     case "mcp/response":
-      return { id, kind, to: [someone], correlation_id: [r.pick([proposal, "gw-call-1", id])], payload: { jsonrpc: "2.0", id: 1, result: { content: [{ type: "text", text: "done" }] } } };
+      return {
+        id,
+        kind,
+        to: [someone],
+        correlation_id: [r.pick([proposal, "gw-call-1", id])],
+        payload: { jsonrpc: "2.0", id: 1, result: { content: [{ type: "text", text: "done" }] } },
+      };
     case "mcp/proposal":
-      return { id, kind, to: [t.owner], payload: { method: "tools/call", params: { name: r.pick(t.tools), arguments: { path: "/tmp/x" } } } };
+      return {
+        id,
+        kind,
+        to: [t.owner],
+        payload: { method: "tools/call", params: { name: r.pick(t.tools), arguments: { path: "/tmp/x" } } },
+      };
     case "mcp/approve":
       return { id, kind, correlation_id: [proposal], payload: { scope: r.pick(["once", "always"]), arguments: { path: "/etc/shadow" } } };
     case "mcp/reject":
@@ -191,11 +230,32 @@ export function validEnvelope(r: Rng, t: Target, kind: (typeof KINDS)[number]): 
     case "mcp/withdraw":
       return { id, kind, correlation_id: [proposal], payload: { reason: "changed my mind" } };
     case "capability/grant":
-      return { id, kind, payload: { recipient: r.pick([t.me, ...t.others]), capabilities: [r.pick([{ kind: "chat" }, { kind: "*" }, { kind: "mcp/request", payload: { method: "tools/call", params: { name: r.pick(t.tools) } } }])] } };
+      return {
+        id,
+        kind,
+        payload: {
+          recipient: r.pick([t.me, ...t.others]),
+          capabilities: [
+            r.pick([
+              { kind: "chat" },
+              { kind: "*" },
+              { kind: "mcp/request", payload: { method: "tools/call", params: { name: r.pick(t.tools) } } },
+            ]),
+          ],
+        },
+      };
     case "capability/revoke":
-      return { id, kind, payload: r.chance(0.5) ? { recipient: someone, grant_id: "grant-1" } : { recipient: t.me, capabilities: [{ kind: "chat" }] } };
+      return {
+        id,
+        kind,
+        payload: r.chance(0.5) ? { recipient: someone, grant_id: "grant-1" } : { recipient: t.me, capabilities: [{ kind: "chat" }] },
+      };
     case "space/invite":
-      return { id, kind, payload: { participant_id: `puppet-${r.int(5)}`, initial_capabilities: [{ kind: r.pick(["chat", "mcp/request", "*"]) }] } };
+      return {
+        id,
+        kind,
+        payload: { participant_id: `puppet-${r.int(5)}`, initial_capabilities: [{ kind: r.pick(["chat", "mcp/request", "*"]) }] },
+      };
     case "space/kick":
       return { id, kind, payload: { participant_id: someone, reason: "bye" } };
     case "space/takeover":
@@ -204,7 +264,12 @@ export function validEnvelope(r: Rng, t: Target, kind: (typeof KINDS)[number]): 
     case "space/enable":
       return { id, kind, payload: { participant_id: r.pick([t.owner, someone]), reason: "fuzz" } };
     case "stream/request":
-      return { id, kind, to: ["gateway"], payload: { direction: "upload", description: "logs", encoding: r.pick(["text", "binary"]), target: [someone] } };
+      return {
+        id,
+        kind,
+        to: ["gateway"],
+        payload: { direction: "upload", description: "logs", encoding: r.pick(["text", "binary"]), target: [someone] },
+      };
     case "stream/close":
       return { id, kind, payload: { stream_id: stream, reason: "done" } };
     case "stream/grant-write":
@@ -219,7 +284,20 @@ export function validEnvelope(r: Rng, t: Target, kind: (typeof KINDS)[number]): 
     case "system/join":
       return { kind, payload: { space: t.space, token: r.pick([t.myToken, t.otherToken]), participant_id: r.pick([t.me, someone]) } };
     default:
-      return { id, kind: r.pick(["x-custom/thing", "reasoning/thought", "participant/status", "system/welcome", "system/error", "constructor", "__proto__", "chat/typing"]), payload: { any: "thing" } };
+      return {
+        id,
+        kind: r.pick([
+          "x-custom/thing",
+          "reasoning/thought",
+          "participant/status",
+          "system/welcome",
+          "system/error",
+          "constructor",
+          "__proto__",
+          "chat/typing",
+        ]),
+        payload: { any: "thing" },
+      };
   }
 }
 
@@ -261,11 +339,28 @@ function mutateOnce(r: Rng, t: Target, env: Obj): void {
       return;
     case 5:
       // `to` naming nobody, a prototype-ish name, the gateway, or everyone a hundred times.
-      env["to"] = r.pick([[r.pick(PROTO_NAMES)], ["nobody"], ["system:gateway"], [t.me], ["gateway", r.pick(PROTO_NAMES)], Array(257).fill(t.owner), [""], "tools"]);
+      env["to"] = r.pick([
+        [r.pick(PROTO_NAMES)],
+        ["nobody"],
+        ["system:gateway"],
+        [t.me],
+        ["gateway", r.pick(PROTO_NAMES)],
+        Array(257).fill(t.owner),
+        [""],
+        "tools",
+      ]);
       return;
     case 6:
       // Correlation with someone else's proposal, a pending id, or a shape MEW never sends.
-      env["correlation_id"] = r.pick([[t.otherProposal], t.otherProposal, [t.ownProposal, t.otherProposal], Array(65).fill(t.otherProposal), [r.pick(PROTO_NAMES)], [1], null]);
+      env["correlation_id"] = r.pick([
+        [t.otherProposal],
+        t.otherProposal,
+        [t.ownProposal, t.otherProposal],
+        Array(65).fill(t.otherProposal),
+        [r.pick(PROTO_NAMES)],
+        [1],
+        null,
+      ]);
       return;
     case 7:
       // An id colliding with a pending proposal, or another frame's.
@@ -275,7 +370,16 @@ function mutateOnce(r: Rng, t: Target, env: Obj): void {
       env["from"] = r.pick([...t.others, "system:gateway", t.me.toUpperCase(), `${t.me}\u0000`]);
       return;
     case 9:
-      env["kind"] = r.pick([...KINDS.filter((k) => !k.includes("gateway") && k !== "join" && k !== "unknown"), "system/presence", "Chat", "chat ", "mcp/approve/", r.pick(PROTO_NAMES), "x".repeat(129), "/chat"]);
+      env["kind"] = r.pick([
+        ...KINDS.filter((k) => !k.includes("gateway") && k !== "join" && k !== "unknown"),
+        "system/presence",
+        "Chat",
+        "chat ",
+        "mcp/approve/",
+        r.pick(PROTO_NAMES),
+        "x".repeat(129),
+        "/chat",
+      ]);
       return;
     case 10:
       at[r.pick(["__proto__", "constructor", "prototype"])] = { polluted: true, kind: "mcp/approve" };
@@ -375,5 +479,8 @@ export function describe(f: Frame, max = 600): string {
   const text = "text" in f ? f.text : `<${f.binary ? "binary" : "text"} bytes ${f.bytes.toString("hex").slice(0, 200)}>`;
   const shown = text.length > max ? `${text.slice(0, max / 2)} …[${text.length - max} more chars]… ${text.slice(-max / 2)}` : text;
   // Control and bidi characters escaped, so the report itself is safe to print.
-  return shown.replace(/[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+  return shown.replace(
+    /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
 }

@@ -132,7 +132,10 @@ export class Watcher {
 
   /** Connects with a bearer token; resolves once welcomed, or with the close if refused. */
   static async join(port: number, token: string, onEnvelope?: (e: Env, w: Watcher) => void): Promise<{ w: Watcher; welcomed: boolean }> {
-    const w = new Watcher(new WebSocket(`ws://127.0.0.1:${port}/ws?space=fz`, { headers: { authorization: `Bearer ${token}` } }), onEnvelope);
+    const w = new Watcher(
+      new WebSocket(`ws://127.0.0.1:${port}/ws?space=fz`, { headers: { authorization: `Bearer ${token}` } }),
+      onEnvelope,
+    );
     const welcome = await w.next((e) => e.kind === "system/welcome", 10_000);
     return { w, welcomed: welcome !== undefined };
   }
@@ -175,13 +178,23 @@ function ownerHandler(violations: string[]) {
     if (e.kind !== "mcp/request" || typeof e.payload !== "object" || e.payload === null) return;
     const p = e.payload as { id?: unknown; method?: unknown; params?: { name?: unknown } };
     const reply = (body: Record<string, unknown>) =>
-      w.send({ text: JSON.stringify({ kind: "mcp/response", to: [e.from], correlation_id: [e.id], payload: { jsonrpc: "2.0", id: p.id, ...body } }) });
+      w.send({
+        text: JSON.stringify({
+          kind: "mcp/response",
+          to: [e.from],
+          correlation_id: [e.id],
+          payload: { jsonrpc: "2.0", id: p.id, ...body },
+        }),
+      });
     const method = String(p.method);
     if (method === "tools/list") return reply({ result: { tools: TOOLS } });
     if (method.startsWith("notifications/")) return;
-    if (method === "tools/call" && p.params?.name === "safe" && (e.from === "fuzz" || e.from === "system:gateway")) return reply({ result: { content: [{ type: "text", text: "ok" }] } });
+    if (method === "tools/call" && p.params?.name === "safe" && (e.from === "fuzz" || e.from === "system:gateway"))
+      return reply({ result: { content: [{ type: "text", text: "ok" }] } });
     // Anything else reached the owner: a denied tool, an asked tool nobody approved, or a method the caller may not send.
-    violations.push(`the tool owner received ${method} ${JSON.stringify(p.params?.name ?? "").slice(0, 80)} from ${String(e.from)} (id ${String(e.id)})`);
+    violations.push(
+      `the tool owner received ${method} ${JSON.stringify(p.params?.name ?? "").slice(0, 80)} from ${String(e.from)} (id ${String(e.id)})`,
+    );
     reply({ error: { code: -32000, message: "recorded as a violation" } });
   };
 }
@@ -223,25 +236,41 @@ export class FuzzSpace {
     this.peer = await this.must(Watcher.join(port, TOKENS.peer), "peer");
     await this.connectFuzz();
     // The catalogue holds the owner's tools before anything is fuzzed.
-    await waitFor(async () => {
-      const id = `setup-list-${++this.round}`;
-      this.fuzz.send({ text: JSON.stringify({ id, kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id, method: "tools/list" } }) });
-      const r = await this.fuzz.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes(id) === true);
-      return JSON.stringify(r?.payload ?? "").includes("tools/guarded");
-    }, 10_000, "the owner's tools in the catalogue");
+    await waitFor(
+      async () => {
+        const id = `setup-list-${++this.round}`;
+        this.fuzz.send({
+          text: JSON.stringify({ id, kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id, method: "tools/list" } }),
+        });
+        const r = await this.fuzz.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes(id) === true);
+        return JSON.stringify(r?.payload ?? "").includes("tools/guarded");
+      },
+      10_000,
+      "the owner's tools in the catalogue",
+    );
     await this.propose(this.peer, TARGET.otherProposal);
     await this.propose(this.fuzz, TARGET.ownProposal);
   }
 
   private async propose(w: Watcher, id: string): Promise<void> {
-    w.send({ text: JSON.stringify({ id, kind: "mcp/proposal", to: ["tools"], payload: { method: "tools/call", params: { name: "guarded", arguments: {} } } }) });
+    w.send({
+      text: JSON.stringify({
+        id,
+        kind: "mcp/proposal",
+        to: ["tools"],
+        payload: { method: "tools/call", params: { name: "guarded", arguments: {} } },
+      }),
+    });
     const seen = await this.human.next((e) => e.kind === "mcp/proposal" && e.id === id, 10_000);
     if (!seen) throw new Error(`setup: proposal ${id} never reached the human`);
   }
 
   private async must(p: Promise<{ w: Watcher; welcomed: boolean }>, who: string): Promise<Watcher> {
     const { w, welcomed } = await p;
-    if (!welcomed) throw new Error(`setup: ${who} was not welcomed (close ${w.closeCode} ${w.closeReason}); gateway log: ${this.gw.stderr().slice(-2000)}`);
+    if (!welcomed)
+      throw new Error(
+        `setup: ${who} was not welcomed (close ${w.closeCode} ${w.closeReason}); gateway log: ${this.gw.stderr().slice(-2000)}`,
+      );
     return w;
   }
 
@@ -260,7 +289,10 @@ export class FuzzSpace {
     } catch {
       return "";
     }
-    const line = text.split("\n").reverse().find((l) => l.includes(msg));
+    const line = text
+      .split("\n")
+      .reverse()
+      .find((l) => l.includes(msg));
     return line ? ` (log: ${line.slice(0, 400)})` : "";
   }
 
@@ -278,7 +310,9 @@ export class FuzzSpace {
     // Every frame handled: the gateway answers a request sent after them (frames of one member are handled in order).
     if (!this.alive || !this.fuzz.open) return;
     const id = `sync-${++this.round}`;
-    this.fuzz.send({ text: JSON.stringify({ id, kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id, method: "tools/list" } }) });
+    this.fuzz.send({
+      text: JSON.stringify({ id, kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id, method: "tools/list" } }),
+    });
     await this.fuzz.next((e) => e.correlation_id?.includes(id) === true, 10_000);
   }
 
@@ -286,7 +320,9 @@ export class FuzzSpace {
   async check(): Promise<string[]> {
     const failures: string[] = [];
     if (!this.alive) {
-      failures.push(`the gateway process exited (code ${this.gw.child.exitCode}, signal ${this.gw.child.signalCode}): ${lastLines(this.gw.stderr())}`);
+      failures.push(
+        `the gateway process exited (code ${this.gw.child.exitCode}, signal ${this.gw.child.signalCode}): ${lastLines(this.gw.stderr())}`,
+      );
       return failures;
     }
     failures.push(...this.violations);
@@ -294,14 +330,20 @@ export class FuzzSpace {
     if (!this.peer.open) failures.push(`the well-behaved peer was disconnected (${this.peer.closeCode} ${this.peer.closeReason})`);
     else {
       this.peer.send({ text: JSON.stringify({ id, kind: "chat", to: ["human"], payload: { text: `round trip ${id}` } }) });
-      if (!(await this.human.next((e) => e.kind === "chat" && e.id === id, 10_000))) failures.push(`a chat from peer to human did not arrive (human ${this.human.open ? "connected" : `closed ${this.human.closeCode}`})`);
+      if (!(await this.human.next((e) => e.kind === "chat" && e.id === id, 10_000)))
+        failures.push(
+          `a chat from peer to human did not arrive (human ${this.human.open ? "connected" : `closed ${this.human.closeCode}`})`,
+        );
     }
     const { w, welcomed } = await Watcher.join(this.gw.port, TOKENS.late);
     if (!welcomed) failures.push(`a new member could not join: closed ${w.closeCode} "${w.closeReason}"${this.logged("admission failed")}`);
     w.close();
     // A socket closed 1006 is often the process dying: give its exit a moment to be seen, and say so.
     if (failures.length > 0) await waitFor(() => !this.alive, 1000).catch(() => {});
-    if (!this.alive) failures.unshift(`the gateway process exited (code ${this.gw.child.exitCode}, signal ${this.gw.child.signalCode}): ${lastLines(this.gw.stderr())}`);
+    if (!this.alive)
+      failures.unshift(
+        `the gateway process exited (code ${this.gw.child.exitCode}, signal ${this.gw.child.signalCode}): ${lastLines(this.gw.stderr())}`,
+      );
     return failures;
   }
 
@@ -386,7 +428,8 @@ export async function shrink(all: readonly (readonly Frame[])[]): Promise<{ fram
     for (const { f, b } of flat.slice(0, n)) (out[b] ??= []).push(f);
     return out.filter(Boolean);
   };
-  if (batches === all && (await replay(chunked(flat.length))).length === 0) return { frames: [], note: "did not reproduce on a fresh gateway (timing); replay the seed" };
+  if (batches === all && (await replay(chunked(flat.length))).length === 0)
+    return { frames: [], note: "did not reproduce on a fresh gateway (timing); replay the seed" };
   let lo = 1;
   let hi = flat.length;
   while (lo < hi) {
@@ -397,7 +440,11 @@ export async function shrink(all: readonly (readonly Frame[])[]): Promise<{ fram
   const culprit = flat[hi - 1]!.f;
   if ((await replay([[culprit]])).length > 0) return { frames: [culprit], note: "this one frame, alone, on a fresh gateway" };
   for (let j = hi - 2; j >= Math.max(0, hi - 8); j--) {
-    if ((await replay([[flat[j]!.f, culprit]])).length > 0) return { frames: [flat[j]!.f, culprit], note: "these two frames, back to back, on a fresh gateway" };
+    if ((await replay([[flat[j]!.f, culprit]])).length > 0)
+      return { frames: [flat[j]!.f, culprit], note: "these two frames, back to back, on a fresh gateway" };
   }
-  return { frames: flat.slice(0, hi).map((x) => x.f), note: `the first ${hi} frames of ${batches === all ? "the run" : "its last batch"} (no shorter set found)` };
+  return {
+    frames: flat.slice(0, hi).map((x) => x.f),
+    note: `the first ${hi} frames of ${batches === all ? "the run" : "its last batch"} (no shorter set found)`,
+  };
 }

@@ -102,14 +102,37 @@ export function httpRequest(r: Rng, port: number): { bytes: Buffer; what: string
   const method = r.pick(["GET", "GET", "POST", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD", "FOO"]);
   let path = r.chance(0.6) ? API + r.pick(API_ROUTES) : r.pick(OTHER_PATHS);
   if (r.chance(0.25)) {
-    path += r.pick(["%", "%ZZ", "/%E0%A4%A", "/..", "//", "?", "?space=fz&space=other", `?token=${TOKENS.fuzz}`, "#frag", "/x".repeat(2000), ";a=b", "?__proto__[x]=1"]);
+    path += r.pick([
+      "%",
+      "%ZZ",
+      "/%E0%A4%A",
+      "/..",
+      "//",
+      "?",
+      "?space=fz&space=other",
+      `?token=${TOKENS.fuzz}`,
+      "#frag",
+      "/x".repeat(2000),
+      ";a=b",
+      "?__proto__[x]=1",
+    ]);
   }
   const headers: string[] = [`Host: ${r.chance(0.9) ? `127.0.0.1:${port}` : r.pick(["evil.example", "", "127.0.0.1:1"])}`];
-  const auth = r.pick([undefined, `Bearer ${TOKENS.fuzz}`, `Bearer ${TOKENS.fuzz}`, "Bearer wrong-token", "Bearer", `Basic ${TOKENS.fuzz}`, `Bearer ${TOKENS.fuzz} extra`, `Bearer ${"x".repeat(5000)}`]);
+  const auth = r.pick([
+    undefined,
+    `Bearer ${TOKENS.fuzz}`,
+    `Bearer ${TOKENS.fuzz}`,
+    "Bearer wrong-token",
+    "Bearer",
+    `Basic ${TOKENS.fuzz}`,
+    `Bearer ${TOKENS.fuzz} extra`,
+    `Bearer ${"x".repeat(5000)}`,
+  ]);
   if (auth !== undefined) headers.push(`Authorization: ${auth}`);
   if (r.chance(0.1)) headers.push(`Origin: ${r.pick(["http://evil.example", "null", `http://127.0.0.1:${port}`])}`);
   const upgrade = r.chance(0.2);
-  if (upgrade) headers.push("Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==");
+  if (upgrade)
+    headers.push("Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==");
   let body = "";
   if (method !== "GET" && method !== "HEAD" && r.chance(0.8)) {
     switch (r.int(6)) {

@@ -56,7 +56,12 @@ export function checkRun(run: Pick<Run, "trace" | "violations" | "proposals" | "
       }
     }
     // A proposal held for approval that no approval could ever route (a cycle) is a gateway bug.
-    if (f.dir === "←" && env.kind === "system/error" && (env.payload as { code?: string } | undefined)?.code === "cycle_detected" && env.correlation_id?.some((id) => approvals.has(id))) {
+    if (
+      f.dir === "←" &&
+      env.kind === "system/error" &&
+      (env.payload as { code?: string } | undefined)?.code === "cycle_detected" &&
+      env.correlation_id?.some((id) => approvals.has(id))
+    ) {
       out.push(`an approval by ${f.who} could never be routed (a cycle): the proposal should have been refused`);
     }
     if (f.dir === "→" && env.kind === "mcp/approve" && env.id) approvals.add(env.id);
@@ -77,7 +82,8 @@ export function checkRun(run: Pick<Run, "trace" | "violations" | "proposals" | "
     if (r.answers === 0 && !r.cancelled && !left.has(r.who)) out.push(`request ${key} never ended`);
   }
   for (const [id, events] of run.proposals) {
-    if (!events.some((e) => ENDED.has(e))) out.push(`proposal ${id} was announced and is gone (${events.join(", ") || "not in the audit trail"})`);
+    if (!events.some((e) => ENDED.has(e)))
+      out.push(`proposal ${id} was announced and is gone (${events.join(", ") || "not in the audit trail"})`);
   }
   return out;
 }

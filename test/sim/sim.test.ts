@@ -47,14 +47,23 @@ describe("deterministic simulation", () => {
 
   it("catches a call answered twice, a call never answered, and a lost proposal", () => {
     const line = (ms: number, dir: string, who: string, env: object) => `${ms} ${dir} ${who} ${JSON.stringify(env)}`;
-    const request = (id: string) => line(0, "→", "w0", { id, kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call" } });
-    const answer = (id: string) => line(5, "←", "w0", { id: `r-${id}`, kind: "mcp/response", correlation_id: [id], payload: { jsonrpc: "2.0", id: 1, result: {} } });
+    const request = (id: string) =>
+      line(0, "→", "w0", { id, kind: "mcp/request", to: ["system:gateway"], payload: { jsonrpc: "2.0", id: 1, method: "tools/call" } });
+    const answer = (id: string) =>
+      line(5, "←", "w0", { id: `r-${id}`, kind: "mcp/response", correlation_id: [id], payload: { jsonrpc: "2.0", id: 1, result: {} } });
     const broken = checkRun({
       trace: [request("twice"), answer("twice"), answer("twice"), request("never"), request("fine"), answer("fine")],
       violations: [],
       faults: [],
-      proposals: new Map([["p-lost", ["proposed"]], ["p-ok", ["proposed", "rejected"]]]),
+      proposals: new Map([
+        ["p-lost", ["proposed"]],
+        ["p-ok", ["proposed", "rejected"]],
+      ]),
     });
-    expect(broken).toEqual(["request w0 twice was answered 2 times", "request w0 never never ended", "proposal p-lost was announced and is gone (proposed)"]);
+    expect(broken).toEqual([
+      "request w0 twice was answered 2 times",
+      "request w0 never never ended",
+      "proposal p-lost was announced and is gone (proposed)",
+    ]);
   });
 });

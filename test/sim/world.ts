@@ -80,13 +80,16 @@ export async function runWorld(seed: number): Promise<Run> {
       run.proposals.set(env.id, []);
       // A person decides after a while; about a third of the time, no.
       const approve = rng() < 0.65;
-      setTimeout(() => {
-        if (approve) human.approve(env.id);
-        else {
-          run.faults.push(`${Date.now() - START} reject ${env.id}`);
-          human.reject(env.id, "disagree", "not now");
-        }
-      }, 50 + Math.floor(rng() * 400));
+      setTimeout(
+        () => {
+          if (approve) human.approve(env.id);
+          else {
+            run.faults.push(`${Date.now() - START} reject ${env.id}`);
+            human.reject(env.id, "disagree", "not now");
+          }
+        },
+        50 + Math.floor(rng() * 400),
+      );
     });
     const workers: ParticipantClient[] = [];
     for (let i = 0; i < WORKERS; i++) workers.push(await enter(world, `w${i}`, (c) => serve(world, c, i)));
@@ -107,7 +110,10 @@ export async function runWorld(seed: number): Promise<Run> {
       const at = Math.floor(rng() * 5000);
       const target = pickTarget(rng, from.id);
       const timeoutMs = 300 + Math.floor(rng() * 2500);
-      setTimeout(() => void from.request("system:gateway", "tools/call", { name: target, arguments: { n } }, { timeoutMs }).catch(() => undefined), at);
+      setTimeout(
+        () => void from.request("system:gateway", "tools/call", { name: target, arguments: { n } }, { timeoutMs }).catch(() => undefined),
+        at,
+      );
     }
     // Faults at seeded moments.
     if (rng() < 0.4) {
@@ -122,10 +128,13 @@ export async function runWorld(seed: number): Promise<Run> {
     }
     if (rng() < 0.2) {
       const leaver = workers[Math.floor(rng() * WORKERS)]!;
-      setTimeout(() => {
-        run.faults.push(`${Date.now() - START} leave ${leaver.id}`);
-        void leaver.close("leaving");
-      }, Math.floor(rng() * 6000));
+      setTimeout(
+        () => {
+          run.faults.push(`${Date.now() - START} leave ${leaver.id}`);
+          void leaver.close("leaving");
+        },
+        Math.floor(rng() * 6000),
+      );
     }
 
     // Step to quiescence: every timer run, every write settled, checks after each step.
@@ -168,14 +177,28 @@ async function startSimAgent(world: World, id: string): Promise<AgentHandle> {
       const tools = request.tools.filter((t) => t.name !== "complete");
       if (results < 2 && tools.length > 0 && rng() < 0.5) {
         const tool = tools[Math.floor(rng() * tools.length)]!;
-        const args = tool.name.endsWith("__ask") ? { message: `help ${id}`, priority: rng() < 0.3 ? "HIGH" : "NORMAL", timeout_ms: 500 + Math.floor(rng() * 1500) } : {};
-        return { text: "", toolCalls: [{ id: `t${results}`, name: tool.name, arguments: args }], stopReason: "tool_use", usage: { input: 100, output: 10 } };
+        const args = tool.name.endsWith("__ask")
+          ? { message: `help ${id}`, priority: rng() < 0.3 ? "HIGH" : "NORMAL", timeout_ms: 500 + Math.floor(rng() * 1500) }
+          : {};
+        return {
+          text: "",
+          toolCalls: [{ id: `t${results}`, name: tool.name, arguments: args }],
+          stopReason: "tool_use",
+          usage: { input: 100, output: 10 },
+        };
       }
       return { text: `${id} answers`, toolCalls: [], stopReason: "end_turn", usage: { input: 100, output: 20 } };
     },
   };
   const config = world.space.config.participants[id]!.agent!;
-  const connected = startAgent({ id, config, provider, client: { transport: () => world.net.wrap(connectInProcess(world.space, id), id), reconnect: false }, env: {}, callTimeoutMs: 1000 });
+  const connected = startAgent({
+    id,
+    config,
+    provider,
+    client: { transport: () => world.net.wrap(connectInProcess(world.space, id), id), reconnect: false },
+    env: {},
+    callTimeoutMs: 1000,
+  });
   for (let i = 0; i < 1000; i++) {
     const done = await Promise.race([connected.then(() => true), Promise.resolve(false)]);
     if (done) break;
@@ -196,7 +219,11 @@ function spaceYaml(dir: string): string {
     "participants:",
     "  human: {kind: human}",
     ...Array.from({ length: WORKERS }, (_, i) => worker(i)),
-    ...Array.from({ length: AGENTS }, (_, i) => `  a${i}: {kind: agent, tools: {allow: ["w*/work", "a*/ask"]}, agent: {provider: scripted, offer: {max_concurrent: 2}, max_iterations: 4}}`),
+    ...Array.from(
+      { length: AGENTS },
+      (_, i) =>
+        `  a${i}: {kind: agent, tools: {allow: ["w*/work", "a*/ask"]}, agent: {provider: scripted, offer: {max_concurrent: 2}, max_iterations: 4}}`,
+    ),
     "",
   ].join("\n");
 }
@@ -213,7 +240,12 @@ function pickTarget(rng: () => number, self: string): string {
 }
 
 async function enter(world: World, id: string, setup?: (c: ParticipantClient) => void): Promise<ParticipantClient> {
-  const c = new ParticipantClient({ transport: () => world.net.wrap(connectInProcess(world.space, id), id), reconnect: false, requestTimeoutMs: 5000, proposalTimeoutMs: 10_000 });
+  const c = new ParticipantClient({
+    transport: () => world.net.wrap(connectInProcess(world.space, id), id),
+    reconnect: false,
+    requestTimeoutMs: 5000,
+    proposalTimeoutMs: 10_000,
+  });
   setup?.(c);
   world.clients.push(c);
   const joined = c.connect();
@@ -231,7 +263,12 @@ function serve(world: World, c: ParticipantClient, i: number): void {
   const { rng, run } = world;
   c.onRequest(async (req: IncomingRequest) => {
     if (req.method === "tools/list") {
-      return { tools: [{ name: "work", inputSchema: { type: "object" } }, { name: "risky", inputSchema: { type: "object" } }] };
+      return {
+        tools: [
+          { name: "work", inputSchema: { type: "object" } },
+          { name: "risky", inputSchema: { type: "object" } },
+        ],
+      };
     }
     const r = rng();
     const delay = Math.floor(rng() * 300);
@@ -248,10 +285,17 @@ function serve(world: World, c: ParticipantClient, i: number): void {
     if (r < 0.45) {
       // Delegate on, in the served call's chain.
       const target = `w${Math.floor(rng() * WORKERS)}/work`;
-      const inner = await c.request("system:gateway", "tools/call", { name: target, arguments: { via: `w${i}` } }, { timeoutMs: 200 + Math.floor(rng() * 700) }).then(
-        () => "ok",
-        (err: Error) => `failed: ${err.message.slice(0, 60)}`,
-      );
+      const inner = await c
+        .request(
+          "system:gateway",
+          "tools/call",
+          { name: target, arguments: { via: `w${i}` } },
+          { timeoutMs: 200 + Math.floor(rng() * 700) },
+        )
+        .then(
+          () => "ok",
+          (err: Error) => `failed: ${err.message.slice(0, 60)}`,
+        );
       return { content: [{ type: "text", text: `w${i} after ${target}: ${inner}` }] };
     }
     return { content: [{ type: "text", text: `w${i} done` }] };
@@ -277,13 +321,14 @@ class Network {
   wrap(inner: InProcessConnection, id: string): InProcessConnection {
     const outer: InProcessConnection = {
       start: () => inner.start(),
-      send: (text) => this.schedule(id, "→", text, () => {
-        try {
-          inner.send(text);
-        } catch {
-          // the connection closed meanwhile: a frame lost with it
-        }
-      }),
+      send: (text) =>
+        this.schedule(id, "→", text, () => {
+          try {
+            inner.send(text);
+          } catch {
+            // the connection closed meanwhile: a frame lost with it
+          }
+        }),
       close: (code, reason) => inner.close(code, reason),
     };
     inner.onmessage = (text) => this.schedule(id, "←", text, () => outer.onmessage?.(text));
@@ -322,24 +367,30 @@ async function settle(space: Space): Promise<void> {
 
 /** Storage fault: the next write of the store fails, as a full disk would make it. */
 function failNextWrite(space: Space, run: Run): void {
-  const journal = (space as unknown as { ledger: { store: { journal: { commit: (txn: unknown[]) => Promise<void> } } } }).ledger.store.journal;
+  const journal = (space as unknown as { ledger: { store: { journal: { commit: (txn: unknown[]) => Promise<void> } } } }).ledger.store
+    .journal;
   const real = journal.commit.bind(journal);
   run.faults.push(`${Date.now() - START} store-write-fails`);
   journal.commit = (txn) => {
     journal.commit = real;
-    return Promise.reject(Object.assign(new Error("ENOSPC: no space left on device (simulated)"), { code: "write_failed", errno: "ENOSPC" }));
+    return Promise.reject(
+      Object.assign(new Error("ENOSPC: no space left on device (simulated)"), { code: "write_failed", errno: "ENOSPC" }),
+    );
   };
 }
 
 /** Invariants on the calls in flight, after every step. */
 function checkCalls(space: Space, run: Run): void {
-  const pending = (space as unknown as { mcp: { calls: { pending: Map<string, { chain: string[]; internal?: unknown; id: string }> } } }).mcp.calls.pending;
+  const pending = (space as unknown as { mcp: { calls: { pending: Map<string, { chain: string[]; internal?: unknown; id: string }> } } })
+    .mcp.calls.pending;
   let count = 0;
   for (const call of pending.values()) {
     if (call.internal) continue;
     count++;
-    if (new Set(call.chain).size !== call.chain.length) run.violations.push(`${Date.now() - START} call ${call.id}: a participant twice in its chain ${call.chain.join(" → ")}`);
-    if (call.chain.length > MAX_DEPTH + 1) run.violations.push(`${Date.now() - START} call ${call.id}: chain ${call.chain.join(" → ")} deeper than ${MAX_DEPTH}`);
+    if (new Set(call.chain).size !== call.chain.length)
+      run.violations.push(`${Date.now() - START} call ${call.id}: a participant twice in its chain ${call.chain.join(" → ")}`);
+    if (call.chain.length > MAX_DEPTH + 1)
+      run.violations.push(`${Date.now() - START} call ${call.id}: chain ${call.chain.join(" → ")} deeper than ${MAX_DEPTH}`);
   }
   // Each worker has at most one chain per call it makes, each at most MAX_DEPTH deep; the person makes none.
   const bound = WORKERS * 32 * (MAX_DEPTH + 1);

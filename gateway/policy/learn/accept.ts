@@ -35,24 +35,47 @@ export interface Written {
 }
 
 /** Why the edited text would mean more than the rule, if it would. */
-function sameButRule(beforeText: string, afterText: string, file: string, env: NodeJS.ProcessEnv, participant: string, kind: RuleKind, rule: ToolRule): string | undefined {
+function sameButRule(
+  beforeText: string,
+  afterText: string,
+  file: string,
+  env: NodeJS.ProcessEnv,
+  participant: string,
+  kind: RuleKind,
+  rule: ToolRule,
+): string | undefined {
   const a = parseSpaceConfig(beforeText, { file, env });
   const b = parseSpaceConfig(afterText, { file, env });
   const list = b.participants[participant]?.tools?.[kind];
   if (!list || canonical(list.at(-1)) !== canonical(rule)) return "the rule is not where it was written";
   const tools = b.participants[participant]!.tools!;
-  const without = list.length === 1 && !a.participants[participant]?.tools?.[kind] ? (({ [kind]: _drop, ...rest }) => rest)(tools) : { ...tools, [kind]: list.slice(0, -1) };
+  const without =
+    list.length === 1 && !a.participants[participant]?.tools?.[kind]
+      ? (({ [kind]: _drop, ...rest }) => rest)(tools)
+      : { ...tools, [kind]: list.slice(0, -1) };
   const bp = { ...b.participants[participant]!, tools: without };
   const ap = a.participants[participant]!;
   const apTools = ap.tools && Object.keys(ap.tools).length ? ap.tools : undefined;
   const bpTools = Object.keys(without).length ? without : undefined;
-  if (canonical({ ...ap, tools: apTools }) !== canonical({ ...bp, tools: bpTools })) return `participants.${participant} would change beyond the rule`;
-  if (canonical({ ...a, participants: { ...a.participants, [participant]: null } }) !== canonical({ ...b, participants: { ...b.participants, [participant]: null } })) return "the file would change beyond the rule";
+  if (canonical({ ...ap, tools: apTools }) !== canonical({ ...bp, tools: bpTools }))
+    return `participants.${participant} would change beyond the rule`;
+  if (
+    canonical({ ...a, participants: { ...a.participants, [participant]: null } }) !==
+    canonical({ ...b, participants: { ...b.participants, [participant]: null } })
+  )
+    return "the file would change beyond the rule";
   return undefined;
 }
 
 /** Adds the rule to `file` (checked, with a backup in `stateDir`). Throws with a reason a person can act on. */
-export async function writeRule(file: string, stateDir: string, env: NodeJS.ProcessEnv, participant: string, kind: RuleKind, rule: ToolRule): Promise<Written> {
+export async function writeRule(
+  file: string,
+  stateDir: string,
+  env: NodeJS.ProcessEnv,
+  participant: string,
+  kind: RuleKind,
+  rule: ToolRule,
+): Promise<Written> {
   const before = await readFile(file, "utf8");
   const after = addToolRule(before, participant, kind, rule);
   const wrong = sameButRule(before, after, file, env, participant, kind, rule);

@@ -42,7 +42,8 @@ export interface Fatigue {
   quick_ms: number;
 }
 
-const at = (sorted: number[], q: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]! : 0);
+const at = (sorted: number[], q: number) =>
+  sorted.length ? sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]! : 0;
 
 export function fatigue(calls: readonly PastCall[], opened: (proposal: string, person: string) => boolean): Fatigue {
   const people = new Map<string, { waits: number[]; first: number; last: number; approvals: number; quick: number }>();
@@ -62,7 +63,16 @@ export function fatigue(calls: readonly PastCall[], opened: (proposal: string, p
     }
     people.set(c.by, p);
     const key = `${c.proposer}\u0000${c.owner}/${c.tool}`;
-    const t = tools.get(key) ?? { proposer: c.proposer, tool: `${c.owner}/${c.tool}`, decided: 0, approved: 0, rejected: 0, edited: 0, rejection_rate: 0, edit_rate: 0 };
+    const t = tools.get(key) ?? {
+      proposer: c.proposer,
+      tool: `${c.owner}/${c.tool}`,
+      decided: 0,
+      approved: 0,
+      rejected: 0,
+      edited: 0,
+      rejection_rate: 0,
+      edit_rate: 0,
+    };
     t.decided++;
     t[c.said]++;
     tools.set(key, t);
@@ -73,7 +83,15 @@ export function fatigue(calls: readonly PastCall[], opened: (proposal: string, p
     people: [...people].map(([person, p]) => {
       const sorted = [...p.waits].sort((a, b) => a - b);
       const hours = Math.max(1, (p.last - p.first) / 3_600_000);
-      return { person, decisions: sorted.length, approvals: p.approvals, per_hour: round(sorted.length / hours), median_seconds: round(at(sorted, 0.5) / 1000), p90_seconds: round(at(sorted, 0.9) / 1000), quick_unopened: p.quick };
+      return {
+        person,
+        decisions: sorted.length,
+        approvals: p.approvals,
+        per_hour: round(sorted.length / hours),
+        median_seconds: round(at(sorted, 0.5) / 1000),
+        p90_seconds: round(at(sorted, 0.9) / 1000),
+        quick_unopened: p.quick,
+      };
     }),
     tools: [...tools.values()]
       .map((t) => ({ ...t, rejection_rate: round(t.rejected / t.decided), edit_rate: round(t.edited / t.decided) }))

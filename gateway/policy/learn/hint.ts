@@ -27,7 +27,11 @@ export function indexCalls(calls: readonly PastCall[]): Map<string, PastCall[]> 
   return index;
 }
 
-export function likeThis(index: Map<string, PastCall[]>, viewer: string, p: { id: string; proposer: string; owner: string; tool: string; args: Record<string, unknown> }): LikeThis | undefined {
+export function likeThis(
+  index: Map<string, PastCall[]>,
+  viewer: string,
+  p: { id: string; proposer: string; owner: string; tool: string; args: Record<string, unknown> },
+): LikeThis | undefined {
   const paths = Object.entries(p.args).filter((e): e is [string, string] => typeof e[1] === "string" && e[1].includes("/"));
   let approved = 0;
   let byYou = 0;
@@ -41,6 +45,9 @@ export function likeThis(index: Map<string, PastCall[]>, viewer: string, p: { id
     } else if (c.said === "rejected") rejected++;
   }
   if (approved + rejected === 0) return undefined;
-  const parts = [byYou ? `you approved ${byYou}${approved > byYou ? ` (people ${approved})` : ""}` : `people approved ${approved}`, ...(rejected ? [`rejected ${rejected}`] : [])];
+  const parts = [
+    byYou ? `you approved ${byYou}${approved > byYou ? ` (people ${approved})` : ""}` : `people approved ${approved}`,
+    ...(rejected ? [`rejected ${rejected}`] : []),
+  ];
   return { approved, by_you: byYou, rejected, text: `${parts.join(", ")} like this` };
 }

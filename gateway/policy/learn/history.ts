@@ -90,7 +90,16 @@ export function directCalls(entries: readonly AuditEntry[]): PastCall[] {
   for (const e of entries) {
     if (e.event !== "called" || e.method !== "tools/call" || typeof e.tool !== "string") continue;
     const request = typeof e.outcome === "string" && e.outcome.startsWith("request ") ? e.outcome.slice(8) : e.ts;
-    out.push({ id: `called:${request}`, ts: e.ts, proposer: e.proposer, owner: e.owner, tool: e.tool, args: argumentsOf(e), said: "undecided", direct: true });
+    out.push({
+      id: `called:${request}`,
+      ts: e.ts,
+      proposer: e.proposer,
+      owner: e.owner,
+      tool: e.tool,
+      args: argumentsOf(e),
+      said: "undecided",
+      direct: true,
+    });
   }
   return out;
 }

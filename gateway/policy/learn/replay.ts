@@ -45,7 +45,11 @@ export class Replayer {
     const registry = new Registry();
     const byOwner = new Map<string, KnownTool[]>();
     for (const t of tools) byOwner.set(t.participant, [...(byOwner.get(t.participant) ?? []), t]);
-    for (const [owner, list] of byOwner) registry.set(owner, list.map((t) => ({ name: t.tool, inputSchema: { type: "object" }, ...(t.annotations ? { annotations: t.annotations } : {}) })));
+    for (const [owner, list] of byOwner)
+      registry.set(
+        owner,
+        list.map((t) => ({ name: t.tool, inputSchema: { type: "object" }, ...(t.annotations ? { annotations: t.annotations } : {}) })),
+      );
     const grants: GrantBook = new GrantBook((id) => authority.configured(id));
     const authority: Authority = new Authority(config, grants, registry);
     this.authority = authority;
@@ -58,7 +62,11 @@ export class Replayer {
     if (!allows) this.allows.set(call.proposer, (allows = compileCapabilities(this.authority.configured(call.proposer))));
     const v = this.authority.call(call.proposer, allows, call.owner, "tools/call", { name: call.tool, arguments: call.args });
     const rule = v.reason?.match?.rule.key;
-    return { decision: v.decision, approvals: v.decision === "proposal" ? requiredApprovals(this.config, call.proposer, call.owner, call.tool) : 0, rule };
+    return {
+      decision: v.decision,
+      approvals: v.decision === "proposal" ? requiredApprovals(this.config, call.proposer, call.owner, call.tool) : 0,
+      rule,
+    };
   }
 }
 
@@ -114,12 +122,31 @@ export function loosens(c: Change): boolean {
 export const MAX_CHANGES_LISTED = 1000;
 
 /** A dry run as the API and the CLI show it: counts whole, calls listed up to MAX_CHANGES_LISTED. */
-export function dryRunView(current: SpaceConfig, next: SpaceConfig, calls: readonly PastCall[], tools: readonly KnownTool[]): Record<string, unknown> {
+export function dryRunView(
+  current: SpaceConfig,
+  next: SpaceConfig,
+  calls: readonly PastCall[],
+  tools: readonly KnownTool[],
+): Record<string, unknown> {
   const run = dryRun(new Replayer(current, tools), new Replayer(next, tools), calls);
   return {
     replayed: run.replayed,
     changed: run.changes.length,
     summary: run.summary,
-    changes: run.changes.slice(0, MAX_CHANGES_LISTED).map((c) => ({ id: c.call.id, ts: c.call.ts, proposer: c.call.proposer, tool: `${c.call.owner}/${c.call.tool}`, args: c.call.args, said: c.call.said, ...(c.call.direct ? { direct: true } : {}), ...(c.call.by ? { by: c.call.by } : {}), how: c.how, before: c.before, after: c.after })),
+    changes: run.changes
+      .slice(0, MAX_CHANGES_LISTED)
+      .map((c) => ({
+        id: c.call.id,
+        ts: c.call.ts,
+        proposer: c.call.proposer,
+        tool: `${c.call.owner}/${c.call.tool}`,
+        args: c.call.args,
+        said: c.call.said,
+        ...(c.call.direct ? { direct: true } : {}),
+        ...(c.call.by ? { by: c.call.by } : {}),
+        how: c.how,
+        before: c.before,
+        after: c.after,
+      })),
   };
 }

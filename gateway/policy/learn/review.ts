@@ -34,14 +34,22 @@ const RANK: Record<string, number> = { none: -1, low: 0, medium: 1, high: 2 };
 /** A reviewer's text as a person will read it. */
 export function cleanNote(text: unknown): string {
   const s = typeof text === "string" ? text : "";
-  const cleaned = s.normalize("NFC").replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g, "").replace(/\s+/g, " ").trim();
+  const cleaned = s
+    .normalize("NFC")
+    .replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g, "")
+    .replace(/\s+/g, " ")
+    .trim();
   return cleaned.length > NOTE_MAX ? `${cleaned.slice(0, NOTE_MAX - 1)}…` : cleaned;
 }
 
 /** Whether the reviewer's word may stand as an approval: the gateway's risk within `may`, a single approval needed. */
 export function mayApprove(may: "none" | "low" | "medium", gatewayRisk: RiskLevel, required: number): { ok: boolean; why?: string } {
   if (required > 1) return { ok: false, why: `it needs ${required} approvals: a reviewer never stands for people in a quorum` };
-  if (RANK[gatewayRisk]! > RANK[may]!) return { ok: false, why: `the gateway rates it ${gatewayRisk}; this reviewer may approve ${may === "none" ? "nothing by itself" : `up to ${may}`}` };
+  if (RANK[gatewayRisk]! > RANK[may]!)
+    return {
+      ok: false,
+      why: `the gateway rates it ${gatewayRisk}; this reviewer may approve ${may === "none" ? "nothing by itself" : `up to ${may}`}`,
+    };
   return { ok: true };
 }
 

@@ -45,16 +45,24 @@ const KIB = 1024;
 
 export function riskOf(f: RiskFacts): Risk {
   const reasons: RiskReason[] = [];
-  if (f.annotations?.["destructiveHint"] === true) reasons.push({ code: "destructive", level: "high", text: `${f.tool} says it is destructive` });
-  if (f.annotations?.["openWorldHint"] === true) reasons.push({ code: "open_world", level: "medium", text: `${f.tool} reaches outside the space (open-world)` });
-  if (f.definitionChanged) reasons.push({ code: "definition_changed", level: "high", text: `${f.tool}'s definition changed since it was confirmed` });
+  if (f.annotations?.["destructiveHint"] === true)
+    reasons.push({ code: "destructive", level: "high", text: `${f.tool} says it is destructive` });
+  if (f.annotations?.["openWorldHint"] === true)
+    reasons.push({ code: "open_world", level: "medium", text: `${f.tool} reaches outside the space (open-world)` });
+  if (f.definitionChanged)
+    reasons.push({ code: "definition_changed", level: "high", text: `${f.tool}'s definition changed since it was confirmed` });
   if (f.flagged) reasons.push({ code: "flagged", level: "high", text: `the gateway flagged ${f.tool}'s description` });
   const past = f.byTool.filter((c) => c.id !== f.id);
   // A use is a call that ran: approved as proposed or edited (a pending or withdrawn one is no use).
   const ran = (c: PastCall) => c.said === "approved" || c.said === "edited";
   if (!past.some(ran)) reasons.push({ code: "first_use", level: "medium", text: `the first call of ${f.tool} by ${f.proposer}` });
   const rejected = past.filter((c) => c.said === "rejected").length;
-  if (rejected) reasons.push({ code: "rejected_before", level: "medium", text: `people rejected ${rejected} call(s) of ${f.tool} by ${f.proposer} before` });
+  if (rejected)
+    reasons.push({
+      code: "rejected_before",
+      level: "medium",
+      text: `people rejected ${rejected} call(s) of ${f.tool} by ${f.proposer} before`,
+    });
   const history = f.byProposer.filter((c) => c.id !== f.id && ran(c));
   if (history.length >= 3) {
     const dirs = new Set<string>();
@@ -73,7 +81,12 @@ export function riskOf(f: RiskFacts): Risk {
   } catch {
     size = 0;
   }
-  if (size > 4 * KIB) reasons.push({ code: "large", level: size > 64 * KIB ? "high" : "medium", text: `its arguments are ${Math.round(size / KIB)} KiB to read` });
+  if (size > 4 * KIB)
+    reasons.push({
+      code: "large",
+      level: size > 64 * KIB ? "high" : "medium",
+      text: `its arguments are ${Math.round(size / KIB)} KiB to read`,
+    });
   const level: RiskLevel = reasons.some((r) => r.level === "high") ? "high" : reasons.length ? "medium" : "low";
   return { level, reasons };
 }

@@ -112,7 +112,11 @@ function commonDir(paths: readonly string[]): string {
 function shapeOf(calls: readonly PastCall[]): Shape | undefined {
   const keys = [...new Set(calls.flatMap((c) => Object.keys(c.args)))].sort();
   if (keys.some((k) => k.length > 128)) return undefined;
-  const out: Shape = { conjuncts: [`args.all(k, k in [${keys.map((k) => JSON.stringify(k)).join(", ")}])`], scope: [`only the arguments ${keys.length ? keys.join(", ") : "(none)"}`], constrains: keys.length === 0 };
+  const out: Shape = {
+    conjuncts: [`args.all(k, k in [${keys.map((k) => JSON.stringify(k)).join(", ")}])`],
+    scope: [`only the arguments ${keys.length ? keys.join(", ") : "(none)"}`],
+    constrains: keys.length === 0,
+  };
   for (const k of keys) {
     const values = calls.map((c) => c.args[k]);
     // A key absent from some call stays free: it may be left out.
@@ -134,7 +138,9 @@ function shapeOf(calls: readonly PastCall[]): Shape | undefined {
         const hidden = paths.some((p) => /(^|\/)\./.test(p.slice(dir.length)));
         const seg = hidden ? "[A-Za-z0-9._][A-Za-z0-9._ -]*" : "[A-Za-z0-9_][A-Za-z0-9._ -]*";
         const re = `^${dir.replace(/[.]/g, "\\.")}(${seg}/)*${seg}$`;
-        out.conjuncts.push(`${field(k)}.startsWith(${JSON.stringify(dir)}) && !${field(k)}.contains("..") && ${field(k)}.matches(${JSON.stringify(re)})`);
+        out.conjuncts.push(
+          `${field(k)}.startsWith(${JSON.stringify(dir)}) && !${field(k)}.contains("..") && ${field(k)}.matches(${JSON.stringify(re)})`,
+        );
         out.scope.push(`${k} under ${dir}${hidden ? "" : " (no hidden files)"}`);
         out.constrains = true;
         continue;
@@ -161,13 +167,24 @@ export function withRule(config: SpaceConfig, participant: string, kind: RuleKin
 }
 
 export function suggestionId(participant: string, kind: RuleKind, rule: ToolRule): string {
-  return createHash("sha256").update(JSON.stringify([participant, kind, rule])).digest("hex").slice(0, 16);
+  return createHash("sha256")
+    .update(JSON.stringify([participant, kind, rule]))
+    .digest("hex")
+    .slice(0, 16);
 }
 
 const EMPTY = (): Record<PeopleSaid, number> => ({ approved: 0, rejected: 0, edited: 0, undecided: 0 });
 
 function listed(c: PastCall): ListedCall {
-  return { id: c.id, ts: c.ts, proposer: c.proposer, tool: `${c.owner}/${c.tool}`, args: c.args, said: c.said, ...(c.by ? { by: c.by } : {}) };
+  return {
+    id: c.id,
+    ts: c.ts,
+    proposer: c.proposer,
+    tool: `${c.owner}/${c.tool}`,
+    args: c.args,
+    said: c.said,
+    ...(c.by ? { by: c.by } : {}),
+  };
 }
 
 /**
@@ -234,11 +251,24 @@ function condition(shape: Shape): string | undefined {
   return when;
 }
 
-function finish(config: SpaceConfig, current: Replayer, tools: readonly KnownTool[], c: Candidate, group: readonly PastCall[], why: string, notes: string[]): Suggestion | undefined {
+function finish(
+  config: SpaceConfig,
+  current: Replayer,
+  tools: readonly KnownTool[],
+  c: Candidate,
+  group: readonly PastCall[],
+  why: string,
+  notes: string[],
+): Suggestion | undefined {
   // Already in the file (accepted before, or written by hand): nothing to suggest.
   const existing = config.participants[c.participant]?.tools?.[c.kind] ?? [];
   const glob = typeof c.rule === "string" ? c.rule : c.rule.tool;
-  if (existing.some((r) => JSON.stringify(r) === JSON.stringify(c.rule) || (c.kind === "ask" && (typeof r === "string" ? r : r.tool) === glob))) return undefined;
+  if (
+    existing.some(
+      (r) => JSON.stringify(r) === JSON.stringify(c.rule) || (c.kind === "ask" && (typeof r === "string" ? r : r.tool) === glob),
+    )
+  )
+    return undefined;
   // Each call of the pattern decided under the file as it is and with the rule, by the one
   // decision point; the calls the new rule decides are those whose deciding rule is it (when
   // the participant's lists name no @group, whose rules are spelt out and renumbered: then its
@@ -246,7 +276,9 @@ function finish(config: SpaceConfig, current: Replayer, tools: readonly KnownToo
   const after = new Replayer(withRule(config, c.participant, c.kind, c.rule), tools);
   const key = `${c.kind}[${existing.length}]`;
   const lists = Object.values(config.participants[c.participant]?.tools ?? {}) as unknown[];
-  const spelt = lists.some((l) => Array.isArray(l) && l.some((r) => String(typeof r === "string" ? r : (r as { tool?: unknown })?.tool).startsWith("@")));
+  const spelt = lists.some(
+    (l) => Array.isArray(l) && l.some((r) => String(typeof r === "string" ? r : (r as { tool?: unknown })?.tool).startsWith("@")),
+  );
   const matched = spelt ? new Set(covered(c, group, config)) : undefined;
   const cover: PastCall[] = [];
   const changes: Change[] = [];
@@ -266,7 +298,14 @@ function finish(config: SpaceConfig, current: Replayer, tools: readonly KnownToo
     sum[call.said]++;
   }
   // Never loosens a deny or a quorum: no call leaves a deny, none needs fewer approvals.
-  if (changes.some((ch) => ch.before?.decision === "denied" || (ch.before?.decision === "proposal" && ch.after?.decision === "proposal" && ch.after.approvals < ch.before.approvals))) return undefined;
+  if (
+    changes.some(
+      (ch) =>
+        ch.before?.decision === "denied" ||
+        (ch.before?.decision === "proposal" && ch.after?.decision === "proposal" && ch.after.approvals < ch.before.approvals),
+    )
+  )
+    return undefined;
   if (c.kind === "deny" && changes.some(loosens)) return undefined;
   // A rule that would decide nothing (one above it already does) is no suggestion; a scoped ask states a pattern and may change nothing.
   if (c.kind !== "ask" && changes.length === 0) return undefined;
@@ -277,7 +316,14 @@ function finish(config: SpaceConfig, current: Replayer, tools: readonly KnownToo
     if (list[call.said].length < MAX_LISTED) list[call.said].push(listed(call));
   }
   // A rejected call its condition matches needs its rejecter's word, even one a rule above would decide today.
-  const rejectedCovered = c.kind === "allow" ? covered(c, group.filter((x) => x.said === "rejected"), config) : [];
+  const rejectedCovered =
+    c.kind === "allow"
+      ? covered(
+          c,
+          group.filter((x) => x.said === "rejected"),
+          config,
+        )
+      : [];
   return {
     id: suggestionId(c.participant, c.kind, c.rule),
     participant: c.participant,
@@ -289,11 +335,20 @@ function finish(config: SpaceConfig, current: Replayer, tools: readonly KnownToo
     covers,
     listed: list,
     changes: summary,
-    ...(rejectedCovered.length ? { confirm: { calls: rejectedCovered.map((x) => x.id), by: [...new Set(rejectedCovered.map((x) => x.by!))].sort() } } : {}),
+    ...(rejectedCovered.length
+      ? { confirm: { calls: rejectedCovered.map((x) => x.id), by: [...new Set(rejectedCovered.map((x) => x.by!))].sort() } }
+      : {}),
   };
 }
 
-function allowFor(config: SpaceConfig, current: Replayer, group: PastCall[], approved: PastCall[], annotations: Record<string, unknown> | undefined, tools: readonly KnownTool[]): Suggestion | undefined {
+function allowFor(
+  config: SpaceConfig,
+  current: Replayer,
+  group: PastCall[],
+  approved: PastCall[],
+  annotations: Record<string, unknown> | undefined,
+  tools: readonly KnownTool[],
+): Suggestion | undefined {
   const first = group[0]!;
   const glob = `${first.owner}/${first.tool}`;
   // Never loosens a quorum: a call that needs two people stays with two people.
@@ -307,20 +362,44 @@ function allowFor(config: SpaceConfig, current: Replayer, group: PastCall[], app
   const risky = isRiskyTool(annotations);
   const kind: RuleKind = risky ? "ask" : "allow";
   const notes: string[] = [];
-  if (risky) notes.push(`${glob} says it is ${annotations?.["destructiveHint"] === true ? "destructive" : "open-world"}: offered as a scoped ask (it keeps asking), never an allow`);
+  if (risky)
+    notes.push(
+      `${glob} says it is ${annotations?.["destructiveHint"] === true ? "destructive" : "open-world"}: offered as a scoped ask (it keeps asking), never an allow`,
+    );
   const people = [...new Set(approved.map((c) => c.by!))].sort();
   const why = `${people.join(", ")} approved ${approved.length} call(s) of ${glob} by ${first.proposer} like this`;
-  return finish(config, current, tools, { participant: first.proposer, kind, rule: { tool: glob, when }, when, scope: shape.scope }, group, why, notes);
+  return finish(
+    config,
+    current,
+    tools,
+    { participant: first.proposer, kind, rule: { tool: glob, when }, when, scope: shape.scope },
+    group,
+    why,
+    notes,
+  );
 }
 
-function denyFor(config: SpaceConfig, current: Replayer, group: PastCall[], rejected: PastCall[], tools: readonly KnownTool[]): Suggestion | undefined {
+function denyFor(
+  config: SpaceConfig,
+  current: Replayer,
+  group: PastCall[],
+  rejected: PastCall[],
+  tools: readonly KnownTool[],
+): Suggestion | undefined {
   const first = group[0]!;
   const glob = `${first.owner}/${first.tool}`;
   const people = [...new Set(rejected.map((c) => c.by!))].sort();
   const why = `${people.join(", ")} rejected ${rejected.length} call(s) of ${glob} by ${first.proposer} like this`;
   const approvedAny = group.some((c) => c.said === "approved" || c.said === "edited");
   let candidate: Candidate;
-  if (!approvedAny) candidate = { participant: first.proposer, kind: "deny", rule: glob, when: undefined, scope: [`every call of ${glob} by ${first.proposer}`] };
+  if (!approvedAny)
+    candidate = {
+      participant: first.proposer,
+      kind: "deny",
+      rule: glob,
+      when: undefined,
+      scope: [`every call of ${glob} by ${first.proposer}`],
+    };
   else {
     const shape = shapeOf(rejected);
     if (!shape || !shape.constrains) return undefined;

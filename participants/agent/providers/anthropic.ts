@@ -9,7 +9,15 @@
  */
 import * as z from "zod";
 import { postJson, trimBaseUrl, type RetryOptions } from "./http.js";
-import { ProviderError, type Message, type ModelRequest, type ModelResponse, type Provider, type StopReason, type ToolCall } from "./types.js";
+import {
+  ProviderError,
+  type Message,
+  type ModelRequest,
+  type ModelResponse,
+  type Provider,
+  type StopReason,
+  type ToolCall,
+} from "./types.js";
 
 export const ANTHROPIC_VERSION = "2023-06-01";
 /** Used when the request gives no `maxTokens`: the API requires a value. */
@@ -71,9 +79,13 @@ export class AnthropicProvider implements Provider {
   async complete(request: ModelRequest): Promise<ModelResponse> {
     const { apiKey } = this.opts;
     if (!apiKey) {
-      throw new ProviderError("missing_api_key", `${this.name}: no API key for ${this.url}: set ${this.opts.apiKeyEnv ?? "ANTHROPIC_API_KEY"}`, {
-        provider: this.name,
-      });
+      throw new ProviderError(
+        "missing_api_key",
+        `${this.name}: no API key for ${this.url}: set ${this.opts.apiKeyEnv ?? "ANTHROPIC_API_KEY"}`,
+        {
+          provider: this.name,
+        },
+      );
     }
     const raw = await postJson({
       provider: this.name,
@@ -146,7 +158,10 @@ export function parseMessageResponse(raw: unknown, provider = "anthropic"): Mode
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const where = issue?.path.length ? `${issue.path.join(".")}: ` : "";
-    throw new ProviderError("bad_response", `${provider}: unexpected response shape: ${where}${issue?.message ?? "invalid"}`, { provider, status: 200 });
+    throw new ProviderError("bad_response", `${provider}: unexpected response shape: ${where}${issue?.message ?? "invalid"}`, {
+      provider,
+      status: 200,
+    });
   }
   const texts: string[] = [];
   const toolCalls: ToolCall[] = [];

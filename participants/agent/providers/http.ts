@@ -103,10 +103,14 @@ export async function postJson(opts: PostJsonOptions): Promise<unknown> {
       });
       const asked = retryAfterMs(headers);
       if (asked !== undefined && Date.now() + asked > deadline) {
-        throw fail(code, `${what} (HTTP ${status}) by ${opts.url}: asked to retry after ${Math.ceil(asked / 1000)} s, beyond the retry budget: ${detail}`, {
-          status,
-          attempts: attempt,
-        });
+        throw fail(
+          code,
+          `${what} (HTTP ${status}) by ${opts.url}: asked to retry after ${Math.ceil(asked / 1000)} s, beyond the retry budget: ${detail}`,
+          {
+            status,
+            attempts: attempt,
+          },
+        );
       }
       if (!(await wait(asked))) break;
       continue;
@@ -134,7 +138,11 @@ export async function postJson(opts: PostJsonOptions): Promise<unknown> {
  * `maxDelayMs`, then drawn uniformly from its upper half, so clients that failed together
  * do not retry together.
  */
-export function backoffDelay(attempt: number, retry: Pick<Required<RetryOptions>, "baseDelayMs" | "maxDelayMs">, random: () => number = Math.random): number {
+export function backoffDelay(
+  attempt: number,
+  retry: Pick<Required<RetryOptions>, "baseDelayMs" | "maxDelayMs">,
+  random: () => number = Math.random,
+): number {
   const ceiling = Math.min(retry.maxDelayMs, retry.baseDelayMs * 2 ** Math.max(0, attempt - 1));
   return Math.round(ceiling / 2 + random() * (ceiling / 2));
 }

@@ -67,7 +67,9 @@ export async function createProvider(
     case "scripted": {
       const script = settings.script ?? [];
       const provider =
-        typeof script === "string" ? await ScriptedProvider.fromFile(path.resolve(opts.baseDir ?? ".", script)) : new ScriptedProvider(script);
+        typeof script === "string"
+          ? await ScriptedProvider.fromFile(path.resolve(opts.baseDir ?? ".", script))
+          : new ScriptedProvider(script);
       return { provider, options };
     }
   }

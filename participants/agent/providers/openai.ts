@@ -150,7 +150,10 @@ export function parseChatCompletion(raw: unknown, provider = "openai"): ModelRes
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const where = issue?.path.length ? `${issue.path.join(".")}: ` : "";
-    throw new ProviderError("bad_response", `${provider}: unexpected response shape: ${where}${issue?.message ?? "invalid"}`, { provider, status: 200 });
+    throw new ProviderError("bad_response", `${provider}: unexpected response shape: ${where}${issue?.message ?? "invalid"}`, {
+      provider,
+      status: 200,
+    });
   }
   const choice = parsed.data.choices[0]!;
   const content = choice.message.content;
@@ -209,5 +212,7 @@ export function isLocalUrl(url: string): boolean {
   } catch {
     return false;
   }
-  return host === "localhost" || host.endsWith(".localhost") || host === "[::1]" || host === "::1" || host === "0.0.0.0" || /^127\./.test(host);
+  return (
+    host === "localhost" || host.endsWith(".localhost") || host === "[::1]" || host === "::1" || host === "0.0.0.0" || /^127\./.test(host)
+  );
 }

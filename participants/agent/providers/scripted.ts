@@ -57,9 +57,7 @@ const WhenSchema = z.strictObject({
 const StepSchema = z.strictObject({
   when: WhenSchema.optional(),
   text: z.string().optional(),
-  tool_calls: z
-    .array(z.strictObject({ name: z.string().min(1), arguments: z.record(z.string(), z.unknown()).optional() }))
-    .optional(),
+  tool_calls: z.array(z.strictObject({ name: z.string().min(1), arguments: z.record(z.string(), z.unknown()).optional() })).optional(),
   repeat: z.boolean().optional(),
   delay_ms: z.number().int().min(0).max(600_000).optional(),
 });
@@ -190,9 +188,7 @@ function matches(step: ScriptStep, fresh: Fresh): boolean {
 }
 
 function fill(text: string, fresh: Fresh): string {
-  return text
-    .replaceAll("{{user}}", fresh.users.join("\n"))
-    .replaceAll("{{tool_results}}", fresh.results.map((r) => r.content).join("\n"));
+  return text.replaceAll("{{user}}", fresh.users.join("\n")).replaceAll("{{tool_results}}", fresh.results.map((r) => r.content).join("\n"));
 }
 
 /** `{{user}}` and `{{tool_results}}` in the string values of a tool call's arguments, as in `text`. */

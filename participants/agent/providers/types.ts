@@ -109,11 +109,7 @@ export class ProviderError extends Error {
   /** How many HTTP attempts were made (0 when none was). */
   readonly attempts: number;
 
-  constructor(
-    code: ProviderErrorCode,
-    message: string,
-    detail: { provider: string; status?: number; attempts?: number; cause?: unknown },
-  ) {
+  constructor(code: ProviderErrorCode, message: string, detail: { provider: string; status?: number; attempts?: number; cause?: unknown }) {
     super(message, detail.cause === undefined ? undefined : { cause: detail.cause });
     this.code = code;
     this.provider = detail.provider;
