@@ -10,7 +10,7 @@ import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { isMap, isSeq, LineCounter, parseDocument } from "yaml";
 import * as z from "zod";
-import { ConfigError, formatIssue, loadSpaceConfig, type ConfigIssue, type SpaceConfig } from "../gateway/index.js";
+import { ConfigError, formatIssue, type ConfigIssue, type SpaceConfig } from "../gateway/index.js";
 import { Authority, type Explanation } from "../gateway/index.js";
 import { checkPolicy, formatFinding } from "../gateway/index.js";
 import { GrantBook } from "../gateway/index.js";
@@ -184,7 +184,8 @@ export function runPolicyTest(
       throw new CliError(`${where}: ${issue.path.join(".")}: ${issue.message}`);
     }
     const spacePath = file ?? (parsed.data.space !== undefined ? resolve(dirname(casesFile), parsed.data.space) : spaceFile(undefined));
-    const config = await loadSpaceConfig(spacePath, io.env);
+    // The variables mewgate offers, as `policy check` reads them: a case does not depend on a path.
+    const { config } = await loadForCheck(spacePath, io.env);
     const errors = checkPolicy(config).filter((f) => f.severity === "error");
     if (errors.length) throw new CliError(errors.map(formatFinding).join("\n"));
     // Tools as the cases declare them (for their annotations); last word per tool wins.

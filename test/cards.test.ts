@@ -311,7 +311,8 @@ describe("the card in the terminal", () => {
     // v: every line of it.
     const all = allArguments(q.current!, PLAIN, 80).join("\n");
     expect(all).toContain("  six");
-    expect(all.replace(/\n {2}↪ /g, "")).toContain("long ".repeat(60).trim());
+    // Wrapped at words: each break took the space it stood on.
+    expect(all.replace(/\n {2}↪ /g, " ")).toContain("long ".repeat(60).trim());
     expect(alwaysScope("agent", "fs/write_file", PLAIN).join("\n")).toMatch(
       /participant: agent\n\s+tool:\s+fs\/write_file\n\s+arguments:\s+any/,
     );
@@ -376,7 +377,8 @@ describe("mewgate proposals show | decided | respond", () => {
     out.length = 0;
     expect(await runProposals("decided", undefined, common, io)).toBe(0);
     const decided = out.join("");
-    expect(decided).toMatch(/\[s2\] agent → fs\/write_file: approved by human at .* · tool error\n {4}Input validation error: content/);
-    expect(decided).toMatch(/\[s1-abcde\] agent → fs\/write_file: approved by human at .* · ok\n {4}wrote it/);
+    // The Decided list shows the arguments each was decided on, then the outcome.
+    expect(decided).toMatch(/\[s2\] agent → fs\/write_file: approved by human at .* · tool error\n {2}arguments: \{"path":"bad"\}\n {4}Input validation error: content/);
+    expect(decided).toMatch(/\[s1-abcde\] agent → fs\/write_file: approved by human at .* · ok\n {2}arguments: .*\n {4}wrote it/);
   });
 });

@@ -264,7 +264,13 @@ describe("the proposal card in the console", () => {
     await page!.keyboard.press("?");
     expect(await page!.locator("dialog.ask dl.keys").textContent()).toContain("approve the selected proposal");
     await page!.keyboard.press("Escape");
+    // The tool is destructive: `a` asks first, and Cancel approves nothing.
     await page!.keyboard.press("a");
+    const confirm = page!.locator("dialog.ask", { hasText: "Approve a destructive call?" });
+    await confirm.getByRole("button", { name: "Cancel" }).click();
+    expect((await api("GET", "proposals")).body.proposals.map((p: { id: string }) => p.id)).toEqual(["b2"]);
+    await page!.keyboard.press("a");
+    await confirm.getByRole("button", { name: "Approve once" }).click();
     await page!.locator('#decided li[data-decided="b2"] .outcome.ok').waitFor();
     expect(readFileSync(join(dir, "b2.txt"), "utf8")).toBe("2");
 

@@ -241,7 +241,8 @@ describe("the web console", () => {
     expect(await page!.locator("ul.always-scope li").allTextContents()).toEqual([
       "participant: agent",
       "tool: fs/write_file",
-      "arguments: any arguments (the whole tool)",
+      // The narrowest scope that fits comes preselected.
+      'arguments: only with exactly these arguments: {"path":"c.txt"}',
     ]);
     // It offers narrower scopes (these arguments exactly, the path's directory), said in words.
     expect(await page!.locator("fieldset.always-limits input[type=radio]").count()).toBeGreaterThanOrEqual(2);
