@@ -133,20 +133,18 @@ export function dryRunView(
     replayed: run.replayed,
     changed: run.changes.length,
     summary: run.summary,
-    changes: run.changes
-      .slice(0, MAX_CHANGES_LISTED)
-      .map((c) => ({
-        id: c.call.id,
-        ts: c.call.ts,
-        proposer: c.call.proposer,
-        tool: `${c.call.owner}/${c.call.tool}`,
-        args: c.call.args,
-        said: c.call.said,
-        ...(c.call.direct ? { direct: true } : {}),
-        ...(c.call.by ? { by: c.call.by } : {}),
-        how: c.how,
-        before: c.before,
-        after: c.after,
-      })),
+    changes: run.changes.slice(0, MAX_CHANGES_LISTED).map((c) => ({
+      id: c.call.id,
+      ts: c.call.ts,
+      proposer: c.call.proposer,
+      tool: `${c.call.owner}/${c.call.tool}`,
+      args: c.call.args,
+      said: c.call.said,
+      ...(c.call.direct ? { direct: true } : {}),
+      ...(c.call.by ? { by: c.call.by } : {}),
+      how: c.how,
+      before: c.before,
+      after: c.after,
+    })),
   };
 }
