@@ -111,7 +111,7 @@ export async function learnRoute(
     return { status: 200, body: { ok: true, dismissed: found.id } };
   }
   // A person who rejected a covered call may confirm it whether or not they may change the file.
-  if (found.confirm && found.confirm.by.includes(me) && body["confirm"] === true) memory(space).confirm(found.id, me);
+  if (found.confirm?.by.includes(me) && body["confirm"] === true) memory(space).confirm(found.id, me);
   if (!isOperator(space, me)) {
     if (found.confirm?.by.includes(me) && body["confirm"] === true)
       return { status: 202, body: { ok: true, confirmed: found.id, message: "your confirmation is kept; an operator accepts the rule" } };

@@ -63,8 +63,8 @@ class Deep {
   text(): string {
     const d = this.depth;
     if (this.shape === "array") return "[".repeat(d) + "]".repeat(d);
-    if (this.shape === "object") return '{"a":'.repeat(d) + "1" + "}".repeat(d);
-    return '[{"a":'.repeat(d / 2) + "0" + "}]".repeat(d / 2);
+    if (this.shape === "object") return `${'{"a":'.repeat(d)}1${"}".repeat(d)}`;
+    return `${'[{"a":'.repeat(d / 2)}0${"}]".repeat(d / 2)}`;
   }
 }
 

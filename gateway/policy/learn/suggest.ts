@@ -356,7 +356,7 @@ function allowFor(
   // Calls the file already lets through (a read-only tool, an allow) need no rule.
   if (approved.every((c) => current.decide(c)?.decision !== "proposal")) return undefined;
   const shape = shapeOf(approved);
-  if (!shape || !shape.constrains) return undefined;
+  if (!shape?.constrains) return undefined;
   const when = condition(shape);
   if (when === undefined) return undefined;
   const risky = isRiskyTool(annotations);
@@ -402,7 +402,7 @@ function denyFor(
     };
   else {
     const shape = shapeOf(rejected);
-    if (!shape || !shape.constrains) return undefined;
+    if (!shape?.constrains) return undefined;
     const when = condition(shape);
     if (when === undefined) return undefined;
     candidate = { participant: first.proposer, kind: "deny", rule: { tool: glob, when }, when, scope: shape.scope };
