@@ -106,7 +106,7 @@ export function runBridge(command: string[], opts: BridgeCommandOptions, io: Io 
     const oauth = opts.url ? bridgeOAuth(server, opts, target.loaded?.stateDir ?? o.stateDir, target.space, io.env) : undefined;
     const logger = createLogger({ file: opts.logFile ?? "-", level: opts.logLevel ?? "warn" });
     const signals = onSignals();
-    let bridge;
+    let bridge: Awaited<ReturnType<typeof import("../participants/bridge/bridge.js").startBridge>>;
     try {
       const { startBridge } = await import("../participants/bridge/bridge.js");
       bridge = await startBridge({ id, server, client: { url: target.url, space: target.space, token: target.token }, logger, oauth });

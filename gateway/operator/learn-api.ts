@@ -140,7 +140,7 @@ export async function learnRoute(
 async function accept(host: LearnHost, space: Space, me: string, s: Suggestion, env: NodeJS.ProcessEnv): Promise<Reply> {
   const file = space.config.file;
   return serialised(file, async () => {
-    let written;
+    let written: Awaited<ReturnType<typeof writeRule>>;
     try {
       written = await writeRule(file, space.config.gateway.state_dir, env, s.participant, s.kind, s.rule);
     } catch (err) {
