@@ -23,7 +23,12 @@ function onSignals(): { signalled: Promise<NodeJS.Signals>; off: () => void } {
   const signalled = new Promise<NodeJS.Signals>((r) => (resolve = r));
   const handler = (s: NodeJS.Signals) => resolve(s);
   for (const s of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(s, handler);
-  return { signalled, off: () => ["SIGINT", "SIGTERM", "SIGHUP"].forEach((s) => process.off(s, handler)) };
+  return {
+    signalled,
+    off: () => {
+      for (const s of ["SIGINT", "SIGTERM", "SIGHUP"]) process.off(s, handler);
+    },
+  };
 }
 
 export function runConnect(

@@ -316,7 +316,10 @@ async function refreshProposals() {
   const list = $("inbox");
   for (const id of state.selected) if (!proposals.some((p) => p.id === id)) state.selected.delete(id);
   // Calls of one agent turn together, under one heading (turns.js).
-  const selectAll = (ps) => (ps.forEach((p) => state.selected.add(p.id)), refreshProposals().catch(alertIn));
+  const selectAll = (ps) => {
+    for (const p of ps) state.selected.add(p.id);
+    return refreshProposals().catch(alertIn);
+  };
   list.replaceChildren(
     ...turnItems(proposals, (p) => proposalCard(p, decide, state.selected.has(p.id)), { el, reveal, select: selectAll }),
   );
@@ -397,7 +400,10 @@ function drawBatch() {
       ? el("button", {
           class: "select-low",
           text: `Select the ${low.length} low-risk`,
-          onclick: () => (low.forEach((p) => state.selected.add(p.id)), refreshProposals().catch(alertIn)),
+          onclick: () => {
+            for (const p of low) state.selected.add(p.id);
+            return refreshProposals().catch(alertIn);
+          },
         })
       : undefined,
     el("span", { text: `${picked.length} selected ` }),
