@@ -48,8 +48,7 @@ export class ApiClient {
           const { value, done } = await reader.read();
           if (done) return undefined;
           buf += decoder.decode(value, { stream: true });
-          let end: number;
-          while ((end = buf.indexOf("\n\n")) >= 0) {
+          for (let end = buf.indexOf("\n\n"); end >= 0; end = buf.indexOf("\n\n")) {
             const event = buf.slice(0, end);
             buf = buf.slice(end + 2);
             const data = /^data: (.*)$/m.exec(event)?.[1];

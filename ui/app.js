@@ -149,8 +149,7 @@ async function openStream() {
         const { value, done } = await reader.read();
         if (done) break;
         buf += decoder.decode(value, { stream: true });
-        let end;
-        while ((end = buf.indexOf("\n\n")) >= 0) {
+        for (let end = buf.indexOf("\n\n"); end >= 0; end = buf.indexOf("\n\n")) {
           const event = buf.slice(0, end);
           buf = buf.slice(end + 2);
           const data = /^data: (.*)$/m.exec(event);

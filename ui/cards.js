@@ -285,7 +285,10 @@ export async function confirmAlways(p) {
                 name: "always-limit",
                 value: String(i),
                 ...(i === 0 ? { checked: "" } : {}),
-                onchange: () => ((chosen = o.limit), (said.textContent = `arguments: ${reveal(o.text)}`)),
+                onchange: () => {
+                  chosen = o.limit;
+                  said.textContent = `arguments: ${reveal(o.text)}`;
+                },
               }),
               el("span", { text: ` ${reveal(o.text)}` }),
             ),

@@ -218,7 +218,10 @@ export class Outbox {
       this.emit(subject, q);
       q = undefined;
     }
-    if (!q) this.queued.set(subject, (q = { items: [], bytes: 0 }));
+    if (!q) {
+      q = { items: [], bytes: 0 };
+      this.queued.set(subject, q);
+    }
     q.items.push({ op, conn, seq, body });
     q.bytes += size;
     if (!this.scheduled) {

@@ -71,7 +71,8 @@ export class ConditionError extends Error {
 
 let env: CelEnv | undefined;
 function theEnv(): CelEnv {
-  return (env ??= celEnv({ funcs: strings }));
+  env ??= celEnv({ funcs: strings });
+  return env;
 }
 
 // The parts of the parsed tree this reads (cel.expr.Expr from @bufbuild/cel-spec).

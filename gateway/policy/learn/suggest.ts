@@ -293,7 +293,8 @@ function finish(
     else if (a && b && a.decision === "proposal" && a.approvals !== b.approvals) how = `approvals ${a.approvals} → ${b.approvals}`;
     if (how === undefined) continue;
     changes.push({ call, before: a, after: b, how });
-    const sum = (summary[how] ??= { total: 0, approved: 0, rejected: 0, edited: 0, undecided: 0 });
+    summary[how] ??= { total: 0, approved: 0, rejected: 0, edited: 0, undecided: 0 };
+    const sum = summary[how]!;
     sum.total++;
     sum[call.said]++;
   }
