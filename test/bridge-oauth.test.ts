@@ -418,8 +418,18 @@ describe("mewgate credentials", () => {
       let out = "";
       let err = "";
       const io = {
-        stdout: { write: (s: string) => ((out += s), true) },
-        stderr: { write: (s: string) => ((err += s), true) },
+        stdout: {
+          write: (s: string) => {
+            out += s;
+            return true;
+          },
+        },
+        stderr: {
+          write: (s: string) => {
+            err += s;
+            return true;
+          },
+        },
         env: {},
       } as never;
       const code = await runCredentials(action, server, { config: file, stateDir, ...opts }, io);

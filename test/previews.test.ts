@@ -138,7 +138,10 @@ describe("previews that must not work", () => {
     const id = await propose(agent, "svc", "write", { path: "a.txt", content: "x" });
     const started = Date.now();
     let previewDone = 0;
-    const preview = api(T.alice, "GET", `proposals/${id}/preview`).then((r) => ((previewDone = Date.now()), r));
+    const preview = api(T.alice, "GET", `proposals/${id}/preview`).then((r) => {
+      previewDone = Date.now();
+      return r;
+    });
     await waitFor(() => calls.some((c) => c.payload.params.name === "slow_read"), 5000, "the slow read");
     // Approving while the preview hangs: decided at once.
     const approved = await api(T.alice, "POST", `proposals/${id}/approve`, {});

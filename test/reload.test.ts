@@ -105,8 +105,18 @@ function io() {
   let err = "";
   return {
     io: {
-      stdout: { write: (s: string) => ((out += s), true) } as any,
-      stderr: { write: (s: string) => ((err += s), true) } as any,
+      stdout: {
+        write: (s: string) => {
+          out += s;
+          return true;
+        },
+      } as any,
+      stderr: {
+        write: (s: string) => {
+          err += s;
+          return true;
+        },
+      } as any,
       env: {},
     },
     out: () => out,

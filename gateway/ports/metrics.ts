@@ -41,7 +41,8 @@ export class SpaceMetrics {
     let h = this.operationSeconds.get(key);
     if (!h) {
       if (this.operationSeconds.size >= 256) return;
-      this.operationSeconds.set(key, (h = new Histogram(OPERATION_BUCKETS)));
+      h = new Histogram(OPERATION_BUCKETS);
+      this.operationSeconds.set(key, h);
     }
     h.observe(seconds);
   }
