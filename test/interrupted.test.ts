@@ -353,8 +353,18 @@ describe("an interrupted proposal", () => {
     });
     const out: string[] = [];
     const io = {
-      stdout: { write: (s: string) => (out.push(s), true) },
-      stderr: { write: (s: string) => (out.push(s), true) },
+      stdout: {
+        write: (s: string) => {
+          out.push(s);
+          return true;
+        },
+      },
+      stderr: {
+        write: (s: string) => {
+          out.push(s);
+          return true;
+        },
+      },
       env: {},
     } as never;
     const common = { gateway: `ws://127.0.0.1:${g.port}`, space: "intr", token: TOKEN("human") };

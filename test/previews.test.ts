@@ -316,8 +316,18 @@ describe("server-filesystem, built in", () => {
     expect((await askGateway(alice, "proposals/preview", { id: "nope" })).payload.error.code).toBe(-32602);
     const out: string[] = [];
     const io = {
-      stdout: { write: (s: string) => (out.push(s), true) },
-      stderr: { write: (s: string) => (out.push(s), true) },
+      stdout: {
+        write: (s: string) => {
+          out.push(s);
+          return true;
+        },
+      },
+      stderr: {
+        write: (s: string) => {
+          out.push(s);
+          return true;
+        },
+      },
       env: {},
     } as never;
     const common = { gateway: `ws://127.0.0.1:${gw!.port}`, space: "lab", token: T.alice };

@@ -203,7 +203,10 @@ participants:
     const calls: Env[] = [];
     sockets.push(
       await toolOwner(g, "term", T.fs, tools, {
-        onCall: (env, reply) => (calls.push(env), reply({ content: [{ type: "text", text: "written" }] })),
+        onCall: (env, reply) => {
+          calls.push(env);
+          return reply({ content: [{ type: "text", text: "written" }] });
+        },
       }),
     );
     const tokenFile = join(dir, "me.token");

@@ -408,7 +408,13 @@ function drawBatch() {
     el("span", { text: `${picked.length} selected ` }),
     el("button", { class: "approve", text: `Approve ${picked.length}`, onclick: () => batch(picked, "approve") }),
     el("button", { class: "reject", text: `Reject ${picked.length}`, onclick: () => reject(picked) }),
-    el("button", { text: "Clear", onclick: () => (state.selected.clear(), refreshProposals().catch(alertIn)) }),
+    el("button", {
+      text: "Clear",
+      onclick: () => {
+        state.selected.clear();
+        return refreshProposals().catch(alertIn);
+      },
+    }),
   );
 }
 
