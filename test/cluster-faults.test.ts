@@ -126,7 +126,6 @@ async function api(
  */
 type Fault =
   | { kind: "pause"; ms: number; until?: "taken" }
-  // biome-ignore lint/suspicious/noThenProperty: a fault step's next move, data that is never awaited
   | { kind: "freeze"; ms: number; until?: "taken"; then: "thaw" | "reset" }
   | { kind: "bus"; ms: number };
 

@@ -78,6 +78,7 @@ function theEnv(): CelEnv {
 // The parts of the parsed tree this reads (cel.expr.Expr from @bufbuild/cel-spec).
 interface Node {
   id: bigint;
+  // biome-ignore lint/suspicious/noExplicitAny: the CEL tree value differs per exprKind case; the reader switches on case
   exprKind: { case: string | undefined; value?: any };
 }
 
