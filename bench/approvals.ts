@@ -112,8 +112,7 @@ export async function benchApprovals(dir: string, progress: (s: string) => void)
         const { value, done } = await reader.read().catch(() => ({ value: undefined, done: true }));
         if (done) return;
         buffer += decoder.decode(value, { stream: true });
-        let end: number;
-        while ((end = buffer.indexOf("\n\n")) >= 0) {
+        for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
           const event = buffer.slice(0, end);
           buffer = buffer.slice(end + 2);
           if (!event.startsWith("event: envelope")) continue;

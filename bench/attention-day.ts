@@ -169,7 +169,11 @@ export function seededDay(seed = 36, calls = 2400, hours = 8): DayCall[] {
       continue;
     }
     let r = rnd() * total;
-    const chore = chores.find(([w]) => (r -= w) < 0) ?? chores[0]!;
+    const chore =
+      chores.find(([w]) => {
+        r -= w;
+        return r < 0;
+      }) ?? chores[0]!;
     out.push({ at, ...chore[1](), harmful: false });
   }
   return out;

@@ -125,7 +125,9 @@ export function benchDay(seed = 36): DayFigures {
 export function benchSuggest(n = 10_000, rounds = 5): { ms: number; suggestions: number } {
   const day = seededDay(7, n, 24);
   const audit: AuditEntry[] = [];
-  day.forEach((c, i) => audit.push(...entries(c, `s${i}`, !c.harmful)));
+  day.forEach((c, i) => {
+    audit.push(...entries(c, `s${i}`, !c.harmful));
+  });
   const config = parseSpaceConfig(DAY_SPACE, { file: "/bench/day.yaml", env: {} });
   const times: number[] = [];
   let count = 0;

@@ -56,7 +56,11 @@ export function benchConditions(opts: { blocks?: number; perBlock?: number } = {
         throw new Error("bench: the rule decided otherwise");
     return Number(process.hrtime.bigint() - t0) / 1000 / perBlock;
   };
-  for (let i = 0; i < 4; i++) time(plain), time(conditional); // warm up
+  // warm up
+  for (let i = 0; i < 4; i++) {
+    time(plain);
+    time(conditional);
+  }
   const p: number[] = [];
   const c: number[] = [];
   for (let i = 0; i < blocks; i++) {

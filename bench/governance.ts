@@ -50,6 +50,7 @@ function spaceYaml(): string {
 const text = (data: Buffer) => data.toString("utf8");
 
 /** Waits for `n` frames matching `pred` on `c`, bounded. */
+// biome-ignore lint/suspicious/noExplicitAny: untyped wire frames the bench reads by key; typing them is a follow-up
 function until(c: Client, pred: (env: Record<string, any>) => boolean, timeoutMs = 10_000): Promise<Record<string, any>> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${c.id}: timed out`)), timeoutMs);

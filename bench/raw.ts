@@ -185,7 +185,9 @@ export function pumpWindowed(
   for (const r of rx) r.onFrame = pump;
   pump();
   return {
-    stop: () => void (sending = false),
+    stop: () => {
+      sending = false;
+    },
     get sent() {
       return sent;
     },

@@ -15,14 +15,17 @@ export class ApiClient {
     this.base = `${http}/api/spaces/${encodeURIComponent(target.space)}/`;
   }
 
+  // biome-ignore lint/suspicious/noExplicitAny: the API answers untyped JSON; callers name the shape they read
   get<T = any>(path: string): Promise<T> {
     return this.call<T>("GET", path);
   }
 
+  // biome-ignore lint/suspicious/noExplicitAny: the API answers untyped JSON; callers name the shape they read
   post<T = any>(path: string, body: unknown): Promise<T> {
     return this.call<T>("POST", path, body);
   }
 
+  // biome-ignore lint/suspicious/noExplicitAny: the API answers untyped JSON; callers name the shape they read
   delete<T = any>(path: string): Promise<T> {
     return this.call<T>("DELETE", path);
   }
@@ -48,8 +51,7 @@ export class ApiClient {
           const { value, done } = await reader.read();
           if (done) return undefined;
           buf += decoder.decode(value, { stream: true });
-          let end: number;
-          while ((end = buf.indexOf("\n\n")) >= 0) {
+          for (let end = buf.indexOf("\n\n"); end >= 0; end = buf.indexOf("\n\n")) {
             const event = buf.slice(0, end);
             buf = buf.slice(end + 2);
             const data = /^data: (.*)$/m.exec(event)?.[1];
@@ -81,6 +83,7 @@ export class ApiClient {
       throw this.unreachable(err);
     });
     const text = await res.text();
+    // biome-ignore lint/suspicious/noExplicitAny: parsed JSON of any shape, read by key below
     let parsed: any;
     try {
       parsed = text ? JSON.parse(text) : undefined;
@@ -105,6 +108,7 @@ export class ApiClient {
 }
 
 /** A proposal awaiting a decision from the API (pending or interrupted), in the envelope shape the terminal's formatting reads. */
+// biome-ignore lint/suspicious/noExplicitAny: an API proposal as untyped JSON, read by key
 export function asEnvelope(p: Record<string, any>): Envelope {
   const tool = typeof p["tool"] === "string" ? (p["tool"] as string).slice(String(p["owner"]).length + 1) : undefined;
   return {

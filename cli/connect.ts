@@ -23,7 +23,12 @@ function onSignals(): { signalled: Promise<NodeJS.Signals>; off: () => void } {
   const signalled = new Promise<NodeJS.Signals>((r) => (resolve = r));
   const handler = (s: NodeJS.Signals) => resolve(s);
   for (const s of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(s, handler);
-  return { signalled, off: () => ["SIGINT", "SIGTERM", "SIGHUP"].forEach((s) => process.off(s, handler)) };
+  return {
+    signalled,
+    off: () => {
+      for (const s of ["SIGINT", "SIGTERM", "SIGHUP"]) process.off(s, handler);
+    },
+  };
 }
 
 export function runConnect(
@@ -106,7 +111,7 @@ export function runBridge(command: string[], opts: BridgeCommandOptions, io: Io 
     const oauth = opts.url ? bridgeOAuth(server, opts, target.loaded?.stateDir ?? o.stateDir, target.space, io.env) : undefined;
     const logger = createLogger({ file: opts.logFile ?? "-", level: opts.logLevel ?? "warn" });
     const signals = onSignals();
-    let bridge;
+    let bridge: Awaited<ReturnType<typeof import("../participants/bridge/bridge.js").startBridge>>;
     try {
       const { startBridge } = await import("../participants/bridge/bridge.js");
       bridge = await startBridge({ id, server, client: { url: target.url, space: target.space, token: target.token }, logger, oauth });

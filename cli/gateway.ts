@@ -56,7 +56,7 @@ export async function startGateway(opts: GatewayCommandOptions, env: NodeJS.Proc
   // the MCP machinery behind the route loads on its first request.
   mountHttp(gateway, { logger: log });
   const built = performance.now();
-  let address;
+  let address: Awaited<ReturnType<typeof gateway.listen>>;
   try {
     address = await gateway.listen();
   } catch (err) {

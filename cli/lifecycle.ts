@@ -185,6 +185,7 @@ export function runStatus(opts: StatusOptions, io: Io = processIo()): Promise<nu
     // human's terminal out or replace an in-process agent.
     const api = new ApiClient(target);
     let views: [
+      // biome-ignore lint/suspicious/noExplicitAny: API participants as untyped JSON, read by key
       { participants: Array<Record<string, any>> },
       { tools: Array<{ name: string; policy?: string; description?: string }> },
       { proposals: Array<Record<string, unknown>> },

@@ -75,7 +75,10 @@ export async function startNodes(opts: {
           new Promise<void>((resolve) => {
             if (n.child.exitCode !== null || n.child.signalCode !== null) return resolve();
             const t = setTimeout(() => n.child.kill("SIGKILL"), 6000);
-            n.child.once("exit", () => (clearTimeout(t), resolve()));
+            n.child.once("exit", () => {
+              clearTimeout(t);
+              return resolve();
+            });
             n.child.kill("SIGTERM");
           }),
       ),

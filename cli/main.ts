@@ -298,8 +298,14 @@ export function program(): Command {
     .option("--head <digest>", "verify: fail unless the chain still passes through this head (from audit head)")
     .option("--pinned <file>", "verify: the same, with the head read from a file holding audit head's output")
     .action(async (action: string | undefined, opts) => {
-      if (action === "verify") return void (process.exitCode = await (await import("./audit-verify.js")).runAuditVerify(opts));
-      if (action === "head") return void (process.exitCode = await (await import("./audit-verify.js")).runAuditHead(opts));
+      if (action === "verify") {
+        process.exitCode = await (await import("./audit-verify.js")).runAuditVerify(opts);
+        return;
+      }
+      if (action === "head") {
+        process.exitCode = await (await import("./audit-verify.js")).runAuditHead(opts);
+        return;
+      }
       if (action !== undefined) throw new InvalidArgumentError(`unknown action "${action}"; mewgate audit [verify|head]`);
       process.exitCode = await (await commands()).runAudit(opts);
     });

@@ -193,7 +193,8 @@ export function runPolicyTest(
     for (const c of parsed.data.cases) {
       const slash = c.tool.indexOf("/");
       const owner = c.tool.slice(0, slash);
-      (declared[owner] ??= new Map()).set(c.tool.slice(slash + 1), c.annotations ?? declared[owner]?.get(c.tool.slice(slash + 1)));
+      declared[owner] ??= new Map();
+      declared[owner]!.set(c.tool.slice(slash + 1), c.annotations ?? declared[owner]?.get(c.tool.slice(slash + 1)));
     }
     const authority = offlineAuthority(
       config,

@@ -205,11 +205,16 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
     const sayMoves = (id: string, client: ParticipantClient) => {
       if (!clusterNodes) return;
       let away = false; // said once per outage, not once per attempt
-      client.on(
-        "close",
-        (e) => e.reconnecting && !away && ((away = true), notice(`${id}: its node went away (${e.code}); joining through another`)),
-      );
-      client.on("welcome", (w) => w.reconnected && away && ((away = false), notice(`${id}: back in the space`)));
+      client.on("close", (e) => {
+        if (!e.reconnecting || away) return;
+        away = true;
+        notice(`${id}: its node went away (${e.code}); joining through another`);
+      });
+      client.on("welcome", (w) => {
+        if (!w.reconnected || !away) return;
+        away = false;
+        notice(`${id}: back in the space`);
+      });
     };
 
     // MCP servers first, so their tools are in the registry when the agents start.

@@ -123,8 +123,18 @@ function io() {
   let err = "";
   return {
     io: {
-      stdout: { write: (s: string) => ((out += s), true) } as any,
-      stderr: { write: (s: string) => ((err += s), true) } as any,
+      stdout: {
+        write: (s: string) => {
+          out += s;
+          return true;
+        },
+      } as any,
+      stderr: {
+        write: (s: string) => {
+          err += s;
+          return true;
+        },
+      } as any,
       env: {},
     },
     out: () => out,
@@ -251,7 +261,10 @@ describe("audit chain: tampering is named", () => {
     await someHistory(dir);
     const journal = join(dir, ".mewgate", "journal");
     // Strip every chain: what a gateway of the previous release wrote.
-    for (const f of framesOf(journal).reverse()) forge(journal, f.offset, (p) => p.r.forEach((r) => delete r.chain));
+    for (const f of framesOf(journal).reverse())
+      forge(journal, f.offset, (p) => {
+        for (const r of p.r) delete r.chain;
+      });
     const r = verifyHistory(join(dir, ".mewgate"), isHistoryRecord);
     expect(r).toMatchObject({ ok: true, records: r.unchained });
     expect(r.unchained).toBeGreaterThanOrEqual(7);

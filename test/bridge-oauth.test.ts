@@ -244,7 +244,7 @@ describe("bridge OAuth: hostile first", () => {
     const state = join(dir, "state");
     const vault = new CredentialVault(state, {});
     expect(statSync(vault.keyFile).mode & 0o777).toBe(0o600);
-    expect(vault.keyFile.startsWith(state + "/")).toBe(false);
+    expect(vault.keyFile.startsWith(`${state}/`)).toBe(false);
     vault.saveTokens("remote", "http://127.0.0.1:9", "space", {
       access_token: "at-secret-value-123",
       refresh_token: "rt-secret-value-456",
@@ -418,8 +418,18 @@ describe("mewgate credentials", () => {
       let out = "";
       let err = "";
       const io = {
-        stdout: { write: (s: string) => ((out += s), true) },
-        stderr: { write: (s: string) => ((err += s), true) },
+        stdout: {
+          write: (s: string) => {
+            out += s;
+            return true;
+          },
+        },
+        stderr: {
+          write: (s: string) => {
+            err += s;
+            return true;
+          },
+        },
         env: {},
       } as never;
       const code = await runCredentials(action, server, { config: file, stateDir, ...opts }, io);

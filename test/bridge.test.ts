@@ -79,7 +79,12 @@ function captureLog(): { logger: Logger; lines: Record<string, unknown>[]; text:
   const lines: Record<string, unknown>[] = [];
   const logger = pino(
     { level: "debug" },
-    { write: (s: string) => void (raw.push(s), lines.push(JSON.parse(s) as Record<string, unknown>)) },
+    {
+      write: (s: string) => {
+        raw.push(s);
+        lines.push(JSON.parse(s) as Record<string, unknown>);
+      },
+    },
   );
   return { logger, lines, text: () => raw.join("") };
 }

@@ -340,8 +340,18 @@ describe("mewgate proposals show | decided | respond", () => {
     await human.next((e) => e.kind === "mcp/proposal" && e.id === "s1-abcdef");
     const out: string[] = [];
     const io = {
-      stdout: { write: (s: string) => (out.push(s), true) },
-      stderr: { write: (s: string) => (out.push(s), true) },
+      stdout: {
+        write: (s: string) => {
+          out.push(s);
+          return true;
+        },
+      },
+      stderr: {
+        write: (s: string) => {
+          out.push(s);
+          return true;
+        },
+      },
       env: {},
     } as never;
     const common = { gateway: `ws://127.0.0.1:${gw!.port}`, space: "cards", token: T.human };

@@ -6,8 +6,8 @@ import * as z from "zod";
 import { connectInProcess } from "../gateway/space/inprocess.js";
 import type { Envelope } from "../gateway/wire/envelope.js";
 import { backoffDelay } from "../participants/client.js";
-import { ParticipantClient, ParticipantError, RpcError, type ClientOptions, type IncomingRequest } from "../participants/index.js";
-import { failure, sleep, startGateway, TestClient, type TestGateway, waitForTool } from "./helpers.js";
+import { ParticipantClient, type ParticipantError, RpcError, type ClientOptions, type IncomingRequest } from "../participants/index.js";
+import { failure, sleep, startGateway, type TestGateway, waitForTool } from "./helpers.js";
 
 const TOKENS = {
   alice: "alice-token-123",

@@ -180,7 +180,9 @@ describe("failover that keeps everyone", () => {
     }
     fs.ws.terminate();
     bot.ws.terminate();
-    MEMBERS.forEach((m, i) => riders.push(new Rider(m, nodes, i, "keep", i % 21)));
+    MEMBERS.forEach((m, i) => {
+      riders.push(new Rider(m, nodes, i, "keep", i % 21));
+    });
     for (const r of riders) await r.join();
     const survivors = nodes.filter((n) => n !== owner);
     // Those on the owner get 1006 at once; those on the others 1012 when their node sees the lease lapse.

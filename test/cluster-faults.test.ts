@@ -338,12 +338,15 @@ const FAULTS: Array<[string, Fault, number]> = [
   ],
   ["the owner paused for exactly its lease", { kind: "pause", ms: L }, 12],
   ["the owner paused for longer than its lease, resumed after the new owner's first write", { kind: "pause", ms: L, until: "taken" }, 13],
+  // biome-ignore lint/suspicious/noThenProperty: a fault step's next move, data that is never awaited
   ["the owner's NATS link frozen, then thawed before another node could take over", { kind: "freeze", ms: L - 100, then: "thaw" }, 14],
   [
     "the owner's NATS link frozen past a take-over, then thawed after the new owner's first write",
+    // biome-ignore lint/suspicious/noThenProperty: a fault step's next move, data that is never awaited
     { kind: "freeze", ms: L, until: "taken", then: "thaw" },
     15,
   ],
+  // biome-ignore lint/suspicious/noThenProperty: a fault step's next move, data that is never awaited
   ["the owner's NATS link frozen past a take-over, then reset", { kind: "freeze", ms: L, until: "taken", then: "reset" }, 16],
   ["nats-server paused for 2 s", { kind: "bus", ms: 2000 }, 17],
   ["nats-server paused for 7 s (the owner steps down during the stall)", { kind: "bus", ms: 7000 }, 18],

@@ -231,7 +231,10 @@ describe("a cluster over NATS", () => {
     expect(pending.has("k0")).toBe(false);
     const calls: Env[] = [];
     await toolOwner(next, "takeover", TOKEN("fs"), TOOLS, {
-      onCall: (env, reply) => (calls.push(env), reply({ content: [{ type: "text", text: "ok" }] })),
+      onCall: (env, reply) => {
+        calls.push(env);
+        return reply({ content: [{ type: "text", text: "ok" }] });
+      },
     }).then((c) => clients.push(c));
     const bot2 = await join(next, "takeover", "bot");
     bob2.send({ id: "d5", kind: "mcp/approve", correlation_id: ["k5"], payload: {} });

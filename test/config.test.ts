@@ -31,7 +31,7 @@ function errorOf(text: string, env: NodeJS.ProcessEnv = {}): string {
   throw new Error("expected a ConfigError");
 }
 
-const lines = (...ls: string[]) => ls.join("\n") + "\n";
+const lines = (...ls: string[]) => `${ls.join("\n")}\n`;
 const base = (...participantLines: string[]) => lines("space:", "  id: demo", "participants:", ...participantLines);
 
 describe("valid files", () => {

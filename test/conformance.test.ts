@@ -418,7 +418,7 @@ describe("/mcp/<participant> at 2026-07-28: hostile requests first", () => {
       body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/list", params: { _meta: envelope() } }),
     });
     expect(whole.status).toBe(200);
-    expect(((await answer(whole)).result?.["tools"] as { name: string }[]).map((t) => t.name)).toContain("conf__test_simple_text");
+    expect(((await answer(whole)).result!["tools"] as { name: string }[]).map((t) => t.name)).toContain("conf__test_simple_text");
     // A token that is nobody's gets nothing.
     const denied = await post(
       { jsonrpc: "2.0", id: 6, method: "tools/list", params: { _meta: envelope() } },

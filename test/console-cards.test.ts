@@ -17,7 +17,7 @@ import { startAgent, type AgentHandle } from "../participants/agent/participant.
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { ROOT, tempDir } from "./fixtures/cli/harness.js";
 import { ModelServer, openaiAgentBlock, openaiReply, openaiToolCall } from "./fixtures/agent/model-server.js";
-import { startGateway, TestClient, toolOwner, waitFor, type Env, type TestGateway } from "./helpers.js";
+import { startGateway, TestClient, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 
 const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
 const FILESYSTEM = createRequire(import.meta.url).resolve("@modelcontextprotocol/server-filesystem/dist/index.js");

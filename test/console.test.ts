@@ -77,7 +77,10 @@ async function setup(
   gw = started ?? (await startGateway(SPACE));
   const calls: Env[] = [];
   const fs = await toolOwner(gw, "web", T.fs, TOOLS, {
-    onCall: (env, reply) => (calls.push(env), reply({ content: [{ type: "text", text: "written" }] })),
+    onCall: (env, reply) => {
+      calls.push(env);
+      return reply({ content: [{ type: "text", text: "written" }] });
+    },
   });
   const agent = await TestClient.join(gw, "web", T.agent);
   clients.push(fs, agent);

@@ -73,7 +73,10 @@ async function join(g: { port: number }, id: string): Promise<TestClient> {
 async function owner(g: { port: number }, runs: Env[]): Promise<void> {
   clients.push(
     await toolOwner(g, "esc", TOKEN("fs"), TOOLS, {
-      onCall: (env, reply) => (runs.push(env), reply({ content: [{ type: "text", text: "ok" }] })),
+      onCall: (env, reply) => {
+        runs.push(env);
+        return reply({ content: [{ type: "text", text: "ok" }] });
+      },
     }),
   );
 }

@@ -313,7 +313,11 @@ export async function interruptedGateway(
 ): Promise<TestGateway> {
   const g1 = await startGateway(yaml, { dir });
   let reached = false;
-  const owner = await toolOwner(g1, p.space, p.ownerToken, p.tools, { onCall: () => void (reached = true) });
+  const owner = await toolOwner(g1, p.space, p.ownerToken, p.tools, {
+    onCall: () => {
+      reached = true;
+    },
+  });
   const proposer = await TestClient.join(g1, p.space, p.proposerToken);
   const approver = await TestClient.join(g1, p.space, p.approverToken);
   proposer.send({

@@ -94,7 +94,10 @@ beforeAll(async () => {
   gateway = new Gateway({ spaces, host: "127.0.0.1", port, env: SECRET_ENV });
   await gateway.listen();
   const fs = await toolOwner({ port }, "team", `team-${T.fs}`, TOOLS, {
-    onCall: (env, reply) => (calls.push(env), reply({ content: [{ type: "text", text: "written" }] })),
+    onCall: (env, reply) => {
+      calls.push(env);
+      return reply({ content: [{ type: "text", text: "written" }] });
+    },
   });
   clients.push(fs);
   browser = await chromium.launch({

@@ -65,7 +65,15 @@ interface Started {
 
 async function startWith(yaml: string, port = 0): Promise<Started> {
   const logs: string[] = [];
-  const log = pino({ level: "info" }, new Writable({ write: (c, _e, cb) => (logs.push(String(c)), cb()) }));
+  const log = pino(
+    { level: "info" },
+    new Writable({
+      write: (c, _e, cb) => {
+        logs.push(String(c));
+        return cb();
+      },
+    }),
+  );
   const config = parseSpaceConfig(yaml, { file: "/tmp/mewgate-identity-space.yaml", env: {} });
   config.gateway.state_dir = `/tmp/mewgate-identity-${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}`;
   const gateway = new Gateway({ spaces: [config], host: "127.0.0.1", port, env: {}, log });
@@ -101,7 +109,10 @@ beforeAll(async () => {
   gw = await startWith(spaceYaml(idp.issuer), port);
   mount = mountHttp(gw.gateway);
   fs = await toolOwner({ port: gw.port }, "team", T.fs, TOOLS, {
-    onCall: (env, reply) => (calls.push(env), reply({ content: [{ type: "text", text: "contents" }] })),
+    onCall: (env, reply) => {
+      calls.push(env);
+      return reply({ content: [{ type: "text", text: "contents" }] });
+    },
   });
 }, 30_000);
 

@@ -204,8 +204,10 @@ describe("MCP servers and clients", () => {
     clients.push(human);
     let tool: any;
     await waitFor(
-      async () =>
-        (tool = (await askGateway(human, "tools/list")).payload.result.tools.find((t: any) => t.name === "fs/weather")) !== undefined,
+      async () => {
+        tool = (await askGateway(human, "tools/list")).payload.result.tools.find((t: any) => t.name === "fs/weather");
+        return tool !== undefined;
+      },
       5000,
       "the SSE server's tool",
     );

@@ -206,7 +206,10 @@ describe("kill -9 within a millisecond of an approval", () => {
       if (last === "interrupted") expect(listed.get(id)?.payload["mewgate/interrupted"], `${id} is still interrupted`).toBeDefined();
     }
     expect(outcome.size, "every try ran within the time bound").toBe(TRIES);
-    const counts = [...outcome.values()].reduce<Record<string, number>>((acc, s) => ((acc[s] = (acc[s] ?? 0) + 1), acc), {});
+    const counts = [...outcome.values()].reduce<Record<string, number>>((acc, s) => {
+      acc[s] = (acc[s] ?? 0) + 1;
+      return acc;
+    }, {});
     console.log(
       `kill -9 after approval, ${TRIES} tries: ${JSON.stringify(counts)}; ran at the tool before the kill: ${[...runs.values()].filter((n) => n > 0).length}`,
     );
@@ -350,8 +353,18 @@ describe("an interrupted proposal", () => {
     });
     const out: string[] = [];
     const io = {
-      stdout: { write: (s: string) => (out.push(s), true) },
-      stderr: { write: (s: string) => (out.push(s), true) },
+      stdout: {
+        write: (s: string) => {
+          out.push(s);
+          return true;
+        },
+      },
+      stderr: {
+        write: (s: string) => {
+          out.push(s);
+          return true;
+        },
+      },
       env: {},
     } as never;
     const common = { gateway: `ws://127.0.0.1:${g.port}`, space: "intr", token: TOKEN("human") };

@@ -98,8 +98,18 @@ function io() {
   let err = "";
   return {
     io: {
-      stdout: { write: (x: string) => ((out += x), true) } as any,
-      stderr: { write: (x: string) => ((err += x), true) } as any,
+      stdout: {
+        write: (x: string) => {
+          out += x;
+          return true;
+        },
+      } as any,
+      stderr: {
+        write: (x: string) => {
+          err += x;
+          return true;
+        },
+      } as any,
       env: {},
     },
     out: () => out,
@@ -334,7 +344,10 @@ describe("direct calls in a dry run", () => {
     const changed = yaml.replace('tools: {allow: ["fs/write_file"]}', 'tools: {deny: ["fs/write_file"]}');
     let run: { status: number; body: any } = { status: 0, body: {} };
     await waitFor(
-      async () => (run = await api(g, "alice", "POST", "policy/dry-run", { yaml: changed })).body.changed === 5,
+      async () => {
+        run = await api(g, "alice", "POST", "policy/dry-run", { yaml: changed });
+        return run.body.changed === 5;
+      },
       10_000,
       "the five direct calls in the dry run",
     );

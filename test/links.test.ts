@@ -124,7 +124,7 @@ describe("links that must decide nothing", () => {
       `${v}.${flip(body!)}.${sig}`,
       `${v}.${forBob}.${sig}`,
       link.slice(0, -3),
-      "v2." + link.slice(3),
+      `v2.${link.slice(3)}`,
       "",
     ]) {
       const r = await api(T.bob, "POST", "links/open", { link: bad });

@@ -100,7 +100,7 @@ describe("a held call at 2026-07-28: hostile first", () => {
     const first = await s.call({ text: "hello" });
     expect(first.result?.["resultType"]).toBe("input_required");
     const ask = (
-      first.result?.["inputRequests"] as Record<string, { method: string; params: { mode: string; url: string; message: string } }>
+      first.result!["inputRequests"] as Record<string, { method: string; params: { mode: string; url: string; message: string } }>
     )["approval"]!;
     expect(ask.method).toBe("elicitation/create");
     expect(ask.params.mode).toBe("url");

@@ -405,8 +405,18 @@ describe("mewgate mcp-config", () => {
     let out = "";
     let err = "";
     const io = {
-      stdout: { write: (s: string) => ((out += s), true) },
-      stderr: { write: (s: string) => ((err += s), true) },
+      stdout: {
+        write: (s: string) => {
+          out += s;
+          return true;
+        },
+      },
+      stderr: {
+        write: (s: string) => {
+          err += s;
+          return true;
+        },
+      },
       env: {},
     } as never;
     const code = await runMcpConfig(participant, opts, io);

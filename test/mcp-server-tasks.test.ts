@@ -201,7 +201,8 @@ describe("a bridged server's own tasks: the happy paths", () => {
     expect(task.statusMessage).toContain(`ev/${RESEARCH}`);
     await waitFor(() => proposals.some((p) => p.id === task.taskId), 10_000, "the proposal");
     // Nothing runs at the server before the approval.
-    const before = (await new Promise((r) => setTimeout(r, 300)), await ev.experimental.tasks.getTask(task.taskId));
+    await new Promise((r) => setTimeout(r, 300));
+    const before = await ev.experimental.tasks.getTask(task.taskId);
     expect(before.status).toBe("input_required");
     alice.approve(task.taskId);
     const result = await ev.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema);

@@ -115,7 +115,7 @@ describe("tasks: hostile first", () => {
     expect(task.status).toBe("input_required");
     const other = await session(T.other);
     // The other seat may see the proposal in the space (visibility all), never as its task.
-    for (const id of [task.taskId, "forged-0000", "../" + task.taskId, "x".repeat(5000)]) {
+    for (const id of [task.taskId, "forged-0000", `../${task.taskId}`, "x".repeat(5000)]) {
       expect(await fails(other.experimental.tasks.getTask(id))).toMatch(/not found/i);
       expect(await fails(other.experimental.tasks.getTaskResult(id, CallToolResultSchema))).toMatch(/not found/i);
       expect(await fails(other.experimental.tasks.cancelTask(id))).toMatch(/not found/i);

@@ -70,7 +70,7 @@ function calculator(c: TestClient): void {
 
 describe("joining on / with the token in a header (spec §2)", () => {
   it("refuses a join frame naming a space the header's token does not belong to, and one with no space at all", async () => {
-    gw = await startGateway(SPACE + "\n");
+    gw = await startGateway(`${SPACE}\n`);
     const wrong = await rootJoin(T.human, { space: "no-such-space" });
     expect((await wrong.closed).code).toBe(4404);
     const none = await rootJoin(T.human, { participantId: "human" });
@@ -148,7 +148,7 @@ describe("a response whose JSON-RPC error code is not a number (spec §4.2)", ()
     calc.send({
       kind: "mcp/response",
       correlation_id: [req.id],
-      payload: { jsonrpc: "2.0", id: 7, error: { code: "NOT\u001b[2J_FOUND" + "x".repeat(5000), message: "Tool not found: invalid" } },
+      payload: { jsonrpc: "2.0", id: 7, error: { code: `NOT\u001b[2J_FOUND${"x".repeat(5000)}`, message: "Tool not found: invalid" } },
     });
     const res = await caller.next((e) => e.kind === "mcp/response", 3000);
     expect(res.payload.error.code).toBe(-32000);
@@ -175,8 +175,8 @@ describe("untargeted proposals and their fulfilment (spec §3.2, §3.2.1)", () =
   it("refuses a fulfilment by a participant whose policy denies the tool, and one of a proposal whose proposer's policy denies it there", async () => {
     gw = await startGateway(
       SPACE.replace('tools: {allow: ["*"]}}\n  stranger', 'tools: {allow: ["*"], deny: ["calculator/add"]}}\n  stranger').replace(
-        "stranger: {kind: agent, token: " + T.other + ", capabilities",
-        "stranger: {kind: agent, token: " + T.other + ', tools: {deny: ["calculator/*"]}, capabilities',
+        `stranger: {kind: agent, token: ${T.other}, capabilities`,
+        `stranger: {kind: agent, token: ${T.other}, tools: {deny: ["calculator/*"]}, capabilities`,
       ),
     );
     const calc = await join(T.calc);

@@ -88,8 +88,18 @@ describe("the outcome in a proposal's record", () => {
     await human.next((e) => e.kind === "mcp/proposal" && e.id === "q1");
     const out: string[] = [];
     const io = {
-      stdout: { write: (s: string) => (out.push(s), true) },
-      stderr: { write: (s: string) => (out.push(s), true) },
+      stdout: {
+        write: (s: string) => {
+          out.push(s);
+          return true;
+        },
+      },
+      stderr: {
+        write: (s: string) => {
+          out.push(s);
+          return true;
+        },
+      },
       env: {},
     } as never;
     const common = { gateway: `ws://127.0.0.1:${gw.port}`, space: "out", token: T.human };

@@ -77,7 +77,10 @@ async function setup(withHooks = false): Promise<{ dir: string; agent: TestClien
     receiver = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on("data", (c: Buffer) => chunks.push(c));
-      req.on("end", () => (hooks.push(JSON.parse(Buffer.concat(chunks).toString())), res.writeHead(200).end()));
+      req.on("end", () => {
+        hooks.push(JSON.parse(Buffer.concat(chunks).toString()));
+        return res.writeHead(200).end();
+      });
     });
     await new Promise<void>((r) => receiver!.listen(0, "127.0.0.1", () => r()));
     notify = `gateway: {notify: [{url: "http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook", events: [proposed]}]}`;

@@ -138,7 +138,10 @@ describe("previews that must not work", () => {
     const id = await propose(agent, "svc", "write", { path: "a.txt", content: "x" });
     const started = Date.now();
     let previewDone = 0;
-    const preview = api(T.alice, "GET", `proposals/${id}/preview`).then((r) => ((previewDone = Date.now()), r));
+    const preview = api(T.alice, "GET", `proposals/${id}/preview`).then((r) => {
+      previewDone = Date.now();
+      return r;
+    });
     await waitFor(() => calls.some((c) => c.payload.params.name === "slow_read"), 5000, "the slow read");
     // Approving while the preview hangs: decided at once.
     const approved = await api(T.alice, "POST", `proposals/${id}/approve`, {});
@@ -313,8 +316,18 @@ describe("server-filesystem, built in", () => {
     expect((await askGateway(alice, "proposals/preview", { id: "nope" })).payload.error.code).toBe(-32602);
     const out: string[] = [];
     const io = {
-      stdout: { write: (s: string) => (out.push(s), true) },
-      stderr: { write: (s: string) => (out.push(s), true) },
+      stdout: {
+        write: (s: string) => {
+          out.push(s);
+          return true;
+        },
+      },
+      stderr: {
+        write: (s: string) => {
+          out.push(s);
+          return true;
+        },
+      },
       env: {},
     } as never;
     const common = { gateway: `ws://127.0.0.1:${gw!.port}`, space: "lab", token: T.alice };

@@ -53,7 +53,10 @@ describe("a quorum counts only approvals that still stand when it completes", ()
     const runs: Env[] = [];
     clients.push(
       await toolOwner(g, "still", TOKEN("fs"), TOOLS, {
-        onCall: (env, reply) => (runs.push(env), reply({ content: [{ type: "text", text: "ok" }] })),
+        onCall: (env, reply) => {
+          runs.push(env);
+          return reply({ content: [{ type: "text", text: "ok" }] });
+        },
       }),
     );
     const identity = (groups: string[]) => ({ participant: "alice", groups, subject: "https://idp.invalid/alice" });

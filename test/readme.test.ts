@@ -15,7 +15,7 @@ const README = readFileSync(join(ROOT, "README.md"), "utf8");
 
 /** The bodies of the README's fenced blocks of one language. */
 function blocks(lang: string): string[] {
-  return [...README.matchAll(new RegExp("^```" + lang + "\\n([\\s\\S]*?)^```", "gm"))].map((m) => m[1]!);
+  return [...README.matchAll(new RegExp(`^\`\`\`${lang}\\n([\\s\\S]*?)^\`\`\``, "gm"))].map((m) => m[1]!);
 }
 
 /** One shell line as words: quotes group, a `#` after a space starts a comment. */

@@ -105,8 +105,18 @@ function io() {
   let err = "";
   return {
     io: {
-      stdout: { write: (s: string) => ((out += s), true) } as any,
-      stderr: { write: (s: string) => ((err += s), true) } as any,
+      stdout: {
+        write: (s: string) => {
+          out += s;
+          return true;
+        },
+      } as any,
+      stderr: {
+        write: (s: string) => {
+          err += s;
+          return true;
+        },
+      } as any,
       env: {},
     },
     out: () => out,
@@ -250,7 +260,7 @@ describe("reload: hostile first", () => {
   it("a participant removed from the file is closed with 4412; an added one can join at once", async () => {
     const { g, file, port } = await setup((p) => SPACE(p));
     const agent = await join(g, T("agent"));
-    writeFileSync(file, SPACE(port).replace(/  agent: .*\n/, "  carol: {kind: human, token: carol-token-0123456789abcdef}\n"));
+    writeFileSync(file, SPACE(port).replace(/ {2}agent: .*\n/, "  carol: {kind: human, token: carol-token-0123456789abcdef}\n"));
     const r = await api(g, T("human"), "POST", "reload");
     expect(r.body.reloaded[0]).toMatchObject({ added: ["carol"], removed: ["agent"], closed: ["agent"] });
     expect(await agent.closed).toMatchObject({ code: 4412 });
@@ -357,7 +367,7 @@ describe("SIGHUP against a real mewgate up", () => {
     await cli.waitLine((l) => l["event"] === "ready", "up ready");
     const g = { port };
     const agent = await join(g, T("agent"));
-    writeFileSync(file, SPACE(port).replace(/  agent: .*\n/, ""));
+    writeFileSync(file, SPACE(port).replace(/ {2}agent: .*\n/, ""));
     cli.child.kill("SIGHUP");
     expect(await agent.closed).toMatchObject({ code: 4412 });
     await poll("the reload said", () => /reloaded space rl/.test(cli.stderr + cli.stdout));

@@ -157,7 +157,16 @@ describe("reviewers as participants", () => {
     // Nothing left for it; answered once each. The CLI's one round agrees.
     expect(await reviewer.round()).toBe(0);
     let out = "";
-    const io = { stdout: { write: (x: string) => ((out += x), true) } as any, stderr: { write: () => true } as any, env: {} };
+    const io = {
+      stdout: {
+        write: (x: string) => {
+          out += x;
+          return true;
+        },
+      } as any,
+      stderr: { write: () => true } as any,
+      env: {},
+    };
     expect(await runReview({ gateway: gw!.url, space: "rv", token: T("bot"), once: true }, io)).toBe(0);
     expect(out).toBe("reviewed 0 proposal(s)\n");
   });

@@ -165,8 +165,18 @@ describe("scoped always: hostile", () => {
     });
     let out = "";
     const io = {
-      stdout: { write: (s: string) => ((out += s), true) },
-      stderr: { write: (s: string) => ((out += s), true) },
+      stdout: {
+        write: (s: string) => {
+          out += s;
+          return true;
+        },
+      },
+      stderr: {
+        write: (s: string) => {
+          out += s;
+          return true;
+        },
+      },
       env: {},
     } as never;
     const code = await runGrants("list", undefined, { gateway: `ws://127.0.0.1:${g.port}`, space: "scoped", token: TOKEN("alice") }, io);
@@ -214,8 +224,18 @@ describe("scoped always: hostile", () => {
     await alice.next((e) => e.kind === "mcp/proposal" && e.id === "c1");
     let out = "";
     const io = {
-      stdout: { write: (s: string) => ((out += s), true) },
-      stderr: { write: (s: string) => ((out += s), true) },
+      stdout: {
+        write: (s: string) => {
+          out += s;
+          return true;
+        },
+      },
+      stderr: {
+        write: (s: string) => {
+          out += s;
+          return true;
+        },
+      },
       env: {},
     } as never;
     const common = { gateway: `ws://127.0.0.1:${g.port}`, space: "scoped", token: TOKEN("alice"), waitMs: 5000 };

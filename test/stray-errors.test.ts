@@ -6,7 +6,7 @@
  * routed request, whose id it never saw.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { type Env, errorFor, startGateway, TestClient, type TestGateway, toolOwner, waitFor } from "./helpers.js";
+import { startGateway, TestClient, type TestGateway, toolOwner, waitFor } from "./helpers.js";
 
 const T = { human: "stray-human-tok1", agent: "stray-agent-tok1", fs: "stray-fs-token01" };
 const SPACE = (extra = "") => `

@@ -179,7 +179,12 @@ describe("participant_disabled on every path", () => {
   }, async () => {
     gw = await startGateway(PATHS);
     const calls: Env[] = [];
-    const fs = await toolOwner(gw, "paths", P.fs, FS_TOOLS, { onCall: (env, reply) => (calls.push(env), reply({ content: [] })) });
+    const fs = await toolOwner(gw, "paths", P.fs, FS_TOOLS, {
+      onCall: (env, reply) => {
+        calls.push(env);
+        return reply({ content: [] });
+      },
+    });
     const alice = await TestClient.join(gw, "paths", P.alice);
     const bot = await TestClient.join(gw, "paths", P.bot);
     raw.push(fs, alice, bot);
@@ -253,7 +258,12 @@ describe("participant_disabled on every path", () => {
   }, async () => {
     gw = await startGateway(PATHS);
     const calls: Env[] = [];
-    const fs = await toolOwner(gw, "paths", P.fs, FS_TOOLS, { onCall: (env, reply) => (calls.push(env), reply({ content: [] })) });
+    const fs = await toolOwner(gw, "paths", P.fs, FS_TOOLS, {
+      onCall: (env, reply) => {
+        calls.push(env);
+        return reply({ content: [] });
+      },
+    });
     const alice = await TestClient.join(gw, "paths", P.alice);
     raw.push(fs, alice);
     await waitFor(async () => (await names(alice)).length === 2, 5000, "fs's tools");

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { cleanEnv, DEMO, MAIN, poll, requireTmux, run, tempDir, Tmux } from "./fixtures/cli/harness.js";
 import { readAudit } from "../gateway/space/ledger.js";
-import { interruptedGateway, TestClient, toolOwner, type Env, type TestGateway } from "./helpers.js";
+import { interruptedGateway, type TestClient, toolOwner, type Env, type TestGateway } from "./helpers.js";
 
 const panes: Tmux[] = [];
 const gateways: TestGateway[] = [];
@@ -203,7 +203,10 @@ participants:
     const calls: Env[] = [];
     sockets.push(
       await toolOwner(g, "term", T.fs, tools, {
-        onCall: (env, reply) => (calls.push(env), reply({ content: [{ type: "text", text: "written" }] })),
+        onCall: (env, reply) => {
+          calls.push(env);
+          return reply({ content: [{ type: "text", text: "written" }] });
+        },
       }),
     );
     const tokenFile = join(dir, "me.token");

@@ -102,7 +102,10 @@ describe("one table, two copies", () => {
         expect(cleanText(clean)).toBe(clean);
         // Every character removed is one a hostile list names: ordinary text is never lost.
         const removed: string[] = [];
-        replaceHidden(s, (c) => (removed.push(c), ""));
+        replaceHidden(s, (c) => {
+          removed.push(c);
+          return "";
+        });
         for (const c of removed) expect(HOSTILE.includes(c) || /[\p{Cf}\p{Cc}]/u.test(c), JSON.stringify(c)).toBe(true);
       }),
       { numRuns: 2000, seed: 34 },

@@ -124,7 +124,7 @@ describe("traces of a call chain", () => {
   it("ignores a forged or oversized traceparent, and keeps serving when the receiver is down", async () => {
     // Nothing listens at the endpoint: export fails quietly, calls go on.
     gw = await startGateway(SPACE(`telemetry: {otlp_endpoint: "http://127.0.0.1:9/v1/traces"}`));
-    const { atC, answer } = await chain(`00-${"z".repeat(32)}-${"1".repeat(16)}-01` + "x".repeat(100_000));
+    const { atC, answer } = await chain(`00-${"z".repeat(32)}-${"1".repeat(16)}-01${"x".repeat(100_000)}`);
     expect(answer.payload.result.content[0].text).toBe("delegated");
     // A fresh, valid context was made rather than the forged one carried on.
     const tp = atC.payload.params._meta.traceparent as string;

@@ -130,7 +130,9 @@ describe("one agent turn, one card", () => {
       "ok",
       { id: "<b>", index: 0, count: 2 },
     ];
-    bad.forEach((turn, i) => call(agent, `notes/${i}.md`, { "mewgate/turn": turn }));
+    bad.forEach((turn, i) => {
+      call(agent, `notes/${i}.md`, { "mewgate/turn": turn });
+    });
     await waitFor(async () => (await api("GET", "proposals")).body.proposals.length === bad.length);
     for (const p of (await api("GET", "proposals")).body.proposals) expect(p.turn, JSON.stringify(p.arguments)).toBeUndefined();
   });

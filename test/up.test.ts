@@ -195,7 +195,7 @@ describe("mewgate up --detach, status, down and the one-shot commands", () => {
     const rotated = await run(["token", "rotate", "files", "--config", DEMO, "--state-dir", state]);
     expect(rotated.code).toBe(0);
     // The running gateway takes the new token at once (a reload), no restart.
-    expect(rotated.stdout).toMatch(/reloaded space demo\n(.*\n)*  tokens changed: files/);
+    expect(rotated.stdout).toMatch(/reloaded space demo\n(.*\n)* {2}tokens changed: files/);
 
     const tree = descendants(Number(pid));
     expect(tree.length).toBeGreaterThan(0);

@@ -60,7 +60,10 @@ describe("what runs in the console", () => {
     const runs: Env[] = [];
     clients.push(
       await toolOwner(gw, "wrc", TOKEN("fs"), TOOLS, {
-        onCall: (env, reply) => (runs.push(env), reply({ content: [{ type: "text", text: "ok" }] })),
+        onCall: (env, reply) => {
+          runs.push(env);
+          return reply({ content: [{ type: "text", text: "ok" }] });
+        },
       }),
     );
     const agent = await TestClient.join(gw, "wrc", TOKEN("agent"));

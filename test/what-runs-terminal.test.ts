@@ -44,7 +44,10 @@ describe("what runs in the terminal", () => {
     const runs: Env[] = [];
     clients.push(
       await toolOwner(gateway, "wrt", TOKEN("fs"), [{ name: "write_file", inputSchema: { type: "object" } }], {
-        onCall: (env, reply) => (runs.push(env), reply({ content: [{ type: "text", text: "ok" }] })),
+        onCall: (env, reply) => {
+          runs.push(env);
+          return reply({ content: [{ type: "text", text: "ok" }] });
+        },
       }),
     );
     const agent = await TestClient.join(gateway, "wrt", TOKEN("agent"));

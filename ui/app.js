@@ -149,8 +149,7 @@ async function openStream() {
         const { value, done } = await reader.read();
         if (done) break;
         buf += decoder.decode(value, { stream: true });
-        let end;
-        while ((end = buf.indexOf("\n\n")) >= 0) {
+        for (let end = buf.indexOf("\n\n"); end >= 0; end = buf.indexOf("\n\n")) {
           const event = buf.slice(0, end);
           buf = buf.slice(end + 2);
           const data = /^data: (.*)$/m.exec(event);
@@ -316,7 +315,10 @@ async function refreshProposals() {
   const list = $("inbox");
   for (const id of state.selected) if (!proposals.some((p) => p.id === id)) state.selected.delete(id);
   // Calls of one agent turn together, under one heading (turns.js).
-  const selectAll = (ps) => (ps.forEach((p) => state.selected.add(p.id)), refreshProposals().catch(alertIn));
+  const selectAll = (ps) => {
+    for (const p of ps) state.selected.add(p.id);
+    return refreshProposals().catch(alertIn);
+  };
   list.replaceChildren(
     ...turnItems(proposals, (p) => proposalCard(p, decide, state.selected.has(p.id)), { el, reveal, select: selectAll }),
   );
@@ -397,13 +399,22 @@ function drawBatch() {
       ? el("button", {
           class: "select-low",
           text: `Select the ${low.length} low-risk`,
-          onclick: () => (low.forEach((p) => state.selected.add(p.id)), refreshProposals().catch(alertIn)),
+          onclick: () => {
+            for (const p of low) state.selected.add(p.id);
+            return refreshProposals().catch(alertIn);
+          },
         })
       : undefined,
     el("span", { text: `${picked.length} selected ` }),
     el("button", { class: "approve", text: `Approve ${picked.length}`, onclick: () => batch(picked, "approve") }),
     el("button", { class: "reject", text: `Reject ${picked.length}`, onclick: () => reject(picked) }),
-    el("button", { text: "Clear", onclick: () => (state.selected.clear(), refreshProposals().catch(alertIn)) }),
+    el("button", {
+      text: "Clear",
+      onclick: () => {
+        state.selected.clear();
+        return refreshProposals().catch(alertIn);
+      },
+    }),
   );
 }
 

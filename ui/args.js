@@ -35,7 +35,7 @@ function isBase64(value, schema) {
 
 /** `obj[key]` only when `obj` holds `key` itself: `constructor` or `__proto__` is not a schema property because every object inherits one. */
 function own(obj, key) {
-  return obj !== null && typeof obj === "object" && Object.prototype.hasOwnProperty.call(obj, key) ? obj[key] : undefined;
+  return obj !== null && typeof obj === "object" && Object.hasOwn(obj, key) ? obj[key] : undefined;
 }
 
 /** Numbered lines of `text`, folded past `fold` lines behind a "show all" button. */
@@ -113,7 +113,7 @@ export function argumentsView(args, schema) {
   const props = schema && typeof schema.properties === "object" && schema.properties ? schema.properties : {};
   if (!args || typeof args !== "object" || Array.isArray(args)) return el("div", { class: "args" }, valueView(args, schema));
   // Own keys only, on both sides: every key that is sent is shown, whatever it is named.
-  const has = (o, k) => Object.prototype.hasOwnProperty.call(o, k);
+  const has = (o, k) => Object.hasOwn(o, k);
   const keys = [...Object.keys(props).filter((k) => has(args, k)), ...Object.keys(args).filter((k) => !has(props, k))];
   if (keys.length === 0) return el("p", { class: "args muted", text: "(no arguments)" });
   return el(

@@ -93,7 +93,7 @@ export function startCountdowns() {
 export function proposalCard(p, on, selected = false) {
   // Interrupted: approved before the gateway stopped; approving it again (same action) may run it a second time.
   const cut = p.state === "interrupted" ? (p.interrupted ?? {}) : undefined;
-  const args = (cut && cut.arguments) ?? p.arguments ?? {};
+  const args = cut?.arguments ?? p.arguments ?? {};
   // Buttons only for those who may decide (gateway/operator/deciders.ts); the others are told why.
   const mayNot = !p.mine && p.mayDecide === false;
   // "Always" would let one person's grant skip a second approver: not offered on a two-person rule.
@@ -285,7 +285,10 @@ export async function confirmAlways(p) {
                 name: "always-limit",
                 value: String(i),
                 ...(i === 0 ? { checked: "" } : {}),
-                onchange: () => ((chosen = o.limit), (said.textContent = `arguments: ${reveal(o.text)}`)),
+                onchange: () => {
+                  chosen = o.limit;
+                  said.textContent = `arguments: ${reveal(o.text)}`;
+                },
               }),
               el("span", { text: ` ${reveal(o.text)}` }),
             ),

@@ -62,7 +62,7 @@ export function diffView(before, after) {
 
 /** Whether a schema can be a form: an object whose properties are all plain values (or enums of them). */
 function formable(schema) {
-  if (!schema || schema.type !== "object" || !schema.properties || typeof schema.properties !== "object") return false;
+  if (schema?.type !== "object" || !schema.properties || typeof schema.properties !== "object") return false;
   const props = Object.values(schema.properties);
   return props.length > 0 && props.length <= 50 && props.every((p) => p && (PLAIN.includes(p.type) || Array.isArray(p.enum)));
 }

@@ -13,7 +13,7 @@ function problem(params) {
   if (params.message.length > MAX_MESSAGE) return "its message is too long";
   if (params.mode === "url") return /^https?:\/\//i.test(String(params.url ?? "")) ? undefined : "its address is not an http(s) URL";
   const s = params.requestedSchema;
-  if (!s || s.type !== "object" || typeof s.properties !== "object" || s.properties === null) return "its schema is not a flat object";
+  if (s?.type !== "object" || typeof s.properties !== "object" || s.properties === null) return "its schema is not a flat object";
   const entries = Object.entries(s.properties);
   if (entries.length > MAX_FIELDS) return `it has ${entries.length} fields`;
   for (const [name, p] of entries) {

@@ -71,7 +71,10 @@ export function showPreview(
 ): void {
   if (!p || !isRecord(p.payload) || p.payload["method"] !== "tools/call") return;
   let seen = asked.get(client);
-  if (!seen) asked.set(client, (seen = new Set()));
+  if (!seen) {
+    seen = new Set();
+    asked.set(client, seen);
+  }
   if (seen.has(p.id)) return;
   seen.add(p.id);
   if (seen.size > 1000) seen.delete(seen.values().next().value!);

@@ -367,7 +367,10 @@ export class Calls {
       if (b) this.breakers.delete(call.target);
       return;
     }
-    if (!b) this.breakers.set(call.target, (b = { failures: 0, openUntil: 0, trial: undefined }));
+    if (!b) {
+      b = { failures: 0, openUntil: 0, trial: undefined };
+      this.breakers.set(call.target, b);
+    }
     b.failures++;
     // A failed trial opens the breaker again; so do enough failures in a row.
     if (call.probe || b.failures >= this.limits.breaker_failures) b.openUntil = Date.now() + this.limits.breaker_cooldown_ms;

@@ -29,7 +29,10 @@ const ASCII = /^[\x20-\x7E]*$/;
 const entryKeys = new WeakMap<ToolEntry, readonly [string, string]>();
 function keysOfEntry(e: ToolEntry): readonly [string, string] {
   let keys = entryKeys.get(e);
-  if (keys === undefined) entryKeys.set(e, (keys = lookalikeKeys(e.name)));
+  if (keys === undefined) {
+    keys = lookalikeKeys(e.name);
+    entryKeys.set(e, keys);
+  }
   return keys;
 }
 

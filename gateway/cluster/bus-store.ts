@@ -71,7 +71,12 @@ export async function loadBusState<R extends { type: string }>(bus: Bus, space: 
   }
   const archive = await BusHistory.load<R>(bus, `${subject}.history`, opts.history ?? DEFAULT_BUS_RETENTION, opts.log);
   let from = 0;
-  for (let i = messages.length - 1; i >= 0; i--) if (messages[i]!.batch.snapshot) (from = i), (i = -1);
+  for (let i = messages.length - 1; i >= 0; i--) {
+    if (messages[i]!.batch.snapshot) {
+      from = i;
+      break;
+    }
+  }
   const ms = Math.round(performance.now() - t0);
   return (hooks: StoreHooks<R>) => {
     const history: R[] = [];

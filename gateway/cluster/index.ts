@@ -347,7 +347,7 @@ export class Cluster {
 
   private async learnHolder(slot: Slot): Promise<void> {
     const entry = await this.bus.leases.get(slot.config.space.id).catch(() => null);
-    if (!entry || entry.operation !== "PUT") return;
+    if (entry?.operation !== "PUT") return;
     slot.holder = JSON.parse(new TextDecoder().decode(entry.value)) as Holder;
     slot.seen = { rev: entry.revision, at: Date.now() };
   }

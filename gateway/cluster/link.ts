@@ -48,7 +48,7 @@ function* decodeRecord(data: Uint8Array): Generator<Wire> {
   const nl = data.indexOf(NL);
   if (nl < 0) return;
   const [, op, pairs] = dec.decode(data.subarray(0, nl)).split(" ");
-  if (!op || op.length !== 1 || !"FTBLX".includes(op) || !pairs) return;
+  if (op?.length !== 1 || !"FTBLX".includes(op) || !pairs) return;
   const body = data.subarray(nl + 1);
   for (const pair of pairs.split(",")) {
     const at = pair.lastIndexOf(":");
@@ -218,7 +218,10 @@ export class Outbox {
       this.emit(subject, q);
       q = undefined;
     }
-    if (!q) this.queued.set(subject, (q = { items: [], bytes: 0 }));
+    if (!q) {
+      q = { items: [], bytes: 0 };
+      this.queued.set(subject, q);
+    }
     q.items.push({ op, conn, seq, body });
     q.bytes += size;
     if (!this.scheduled) {

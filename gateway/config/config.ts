@@ -5,7 +5,7 @@
 // names a group (groups.ts).
 import { readFile } from "node:fs/promises";
 import path from "node:path";
-import { type Document, isScalar, LineCounter, parseDocument } from "yaml";
+import { type Document, LineCounter, parseDocument } from "yaml";
 import * as z from "zod";
 import { CallsSchema, DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits, LimitsSchema, QuotasSchema } from "./limits.js";
 import { boolean, defaultMessage, expected, int, kindOf, MAX_TIMER_MS, numeric, section, suggest } from "./schema.js";

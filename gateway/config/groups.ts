@@ -37,12 +37,14 @@ export function checkGroups(
   const names = [...Object.keys(groups), ...mapped];
   for (const [g, members] of Object.entries(groups)) {
     members.forEach((m, i) => {
-      if (m.startsWith("@"))
-        return ctx.addIssue({
+      if (m.startsWith("@")) {
+        ctx.addIssue({
           code: "custom",
           path: ["groups", g, i],
           message: `groups list participants, not other groups (${JSON.stringify(m)})`,
         });
+        return;
+      }
       if (ids.includes(m)) return;
       const near = suggest(m, ids);
       ctx.addIssue({
@@ -71,7 +73,9 @@ export function checkGroups(
     });
   };
   for (const [id, p] of Object.entries(participants)) {
-    p.approvers?.forEach((a, i) => a.startsWith("@") && checkRef(a, ["participants", id, "approvers", i]));
+    p.approvers?.forEach((a, i) => {
+      if (a.startsWith("@")) checkRef(a, ["participants", id, "approvers", i]);
+    });
     for (const [rule, list] of Object.entries(p.tools ?? {})) {
       (list ?? []).forEach((r, i) => {
         const glob = typeof r === "string" ? r : r && typeof r === "object" ? (r as { tool?: unknown }).tool : undefined;
@@ -79,7 +83,11 @@ export function checkGroups(
       });
     }
   }
-  escalate.forEach((stage, i) => stage.approvers.forEach((a, j) => checkRef(a, ["policy", "escalate", i, "approvers", j])));
+  escalate.forEach((stage, i) => {
+    stage.approvers.forEach((a, j) => {
+      checkRef(a, ["policy", "escalate", i, "approvers", j]);
+    });
+  });
   const widened = escalate.flatMap((s) => s.approvers);
   for (const [id, p] of Object.entries(participants)) {
     const need = maxApprovals(p.approvals);

@@ -42,7 +42,9 @@ export function substituteEnv(
       substituteEnv(pair.value, [...path, key], env, onError);
     }
   } else if (isSeq(node)) {
-    node.items.forEach((item, i) => substituteEnv(item, [...path, i], env, onError));
+    node.items.forEach((item, i) => {
+      substituteEnv(item, [...path, i], env, onError);
+    });
   } else if (isScalar(node) && typeof node.value === "string" && node.value.includes("$")) {
     const problems: string[] = [];
     node.value = substitute(node.value, env, problems);

@@ -55,7 +55,10 @@ export class Connection implements Peer {
    * when first used: an idle connection that never logs keeps no logger of its own.
    */
   get log(): Logger {
-    return this.admitted?.log ?? (this.ownLog ??= this.serverLog.child({ remote: this.remote }));
+    const admitted = this.admitted?.log;
+    if (admitted !== undefined) return admitted;
+    this.ownLog ??= this.serverLog.child({ remote: this.remote });
+    return this.ownLog;
   }
 
   awaitJoin(timeoutMs: number, onJoin: (join: Join) => void, need: "token" | "space" = "token"): void {

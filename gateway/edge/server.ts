@@ -423,7 +423,10 @@ export class Gateway {
       await Promise.race([
         left,
         new Promise<void>((r) =>
-          setTimeout(() => (this.log.warn("leaving the cluster took too long; stopping anyway"), r()), 2000).unref(),
+          setTimeout(() => {
+            this.log.warn("leaving the cluster took too long; stopping anyway");
+            return r();
+          }, 2000).unref(),
         ),
       ]);
     const flushed = [...this.spaces.values()].map((space) => space.closeAll(CloseCodes.goingAway, "gateway shutting down"));

@@ -152,7 +152,10 @@ export class SocketBook {
     const address = socket.remoteAddress ?? "unknown";
     const e: Entry = { socket, address, at: performance.now(), state: "half-open" };
     let group = this.byAddress.get(address);
-    if (!group) this.byAddress.set(address, (group = new Group()));
+    if (!group) {
+      group = new Group();
+      this.byAddress.set(address, group);
+    }
     this.entries.set(socket, e);
     group.count++;
     group.half.add(e);

@@ -52,7 +52,8 @@ export class AccessTokens {
 
   /** Verifies `token` for `surface`; `audiences` are this gateway's resource URLs as the request reached it. */
   async verify(token: string, surface: Surface, audiences: string[]): Promise<Verified> {
-    const { decodeProtectedHeader, errors, jwtVerify } = await (jose ??= import("jose"));
+    jose ??= import("jose");
+    const { decodeProtectedHeader, errors, jwtVerify } = await jose;
     // A token no key could make valid is refused before the provider is asked anything.
     let alg: unknown;
     try {
@@ -137,7 +138,8 @@ export class AccessTokens {
           `the discovery document names issuer ${JSON.stringify(String(doc.issuer).slice(0, 100))}, not ${this.config.issuer}`,
         );
       if (typeof doc.jwks_uri !== "string" || !/^https?:\/\//.test(doc.jwks_uri)) throw new Error("the discovery document has no jwks_uri");
-      const { createRemoteJWKSet } = await (jose ??= import("jose"));
+      jose ??= import("jose");
+      const { createRemoteJWKSet } = await jose;
       this.jwks = createRemoteJWKSet(new URL(doc.jwks_uri), {
         timeoutDuration: this.config.jwks_timeout_ms,
         cooldownDuration: JWKS_COOLDOWN_MS,

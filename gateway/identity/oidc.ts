@@ -107,8 +107,10 @@ export class ConsoleSignIn {
 
   private async client(): Promise<{ client: OidcClient; config: Configuration }> {
     if (!this.enabled) throw new SignInError("not_configured", "identity.client_id is not set: the console cannot sign people in");
-    const client = await (oidc ??= import("openid-client"));
-    const attempt = (this.discovered ??= this.discover(client));
+    oidc ??= import("openid-client");
+    const client = await oidc;
+    this.discovered ??= this.discover(client);
+    const attempt = this.discovered;
     try {
       return { client, config: await attempt };
     } catch (err) {

@@ -43,7 +43,10 @@ export interface LearnHost {
 const memories = new WeakMap<Space, SuggestionMemory>();
 function memory(space: Space): SuggestionMemory {
   let m = memories.get(space);
-  if (!m) memories.set(space, (m = new SuggestionMemory(space.config.gateway.state_dir)));
+  if (!m) {
+    m = new SuggestionMemory(space.config.gateway.state_dir);
+    memories.set(space, m);
+  }
   return m;
 }
 
@@ -111,7 +114,7 @@ export async function learnRoute(
     return { status: 200, body: { ok: true, dismissed: found.id } };
   }
   // A person who rejected a covered call may confirm it whether or not they may change the file.
-  if (found.confirm && found.confirm.by.includes(me) && body["confirm"] === true) memory(space).confirm(found.id, me);
+  if (found.confirm?.by.includes(me) && body["confirm"] === true) memory(space).confirm(found.id, me);
   if (!isOperator(space, me)) {
     if (found.confirm?.by.includes(me) && body["confirm"] === true)
       return { status: 202, body: { ok: true, confirmed: found.id, message: "your confirmation is kept; an operator accepts the rule" } };
@@ -140,7 +143,7 @@ export async function learnRoute(
 async function accept(host: LearnHost, space: Space, me: string, s: Suggestion, env: NodeJS.ProcessEnv): Promise<Reply> {
   const file = space.config.file;
   return serialised(file, async () => {
-    let written;
+    let written: Awaited<ReturnType<typeof writeRule>>;
     try {
       written = await writeRule(file, space.config.gateway.state_dir, env, s.participant, s.kind, s.rule);
     } catch (err) {
@@ -236,7 +239,8 @@ function indexes(space: Space, fresh = false): { index: Map<string, PastCall[]>;
     const calls = pastCalls(space.audit({}, LEARN_WINDOW));
     const byProposer = new Map<string, PastCall[]>();
     for (const c of calls) (byProposer.get(c.proposer) ?? byProposer.set(c.proposer, []).get(c.proposer)!).push(c);
-    hintIndex.set(space, (cached = { version, at: Date.now(), index: indexCalls(calls), byProposer }));
+    cached = { version, at: Date.now(), index: indexCalls(calls), byProposer };
+    hintIndex.set(space, cached);
   }
   return cached;
 }
@@ -280,7 +284,10 @@ const MAX_OPENED = 100_000;
 /** The console (or anyone) fetched `proposal`'s preview as `person`. */
 export function notePreviewOpened(space: Space, proposal: string, person: string): void {
   let set = opened.get(space);
-  if (!set) opened.set(space, (set = new Set()));
+  if (!set) {
+    set = new Set();
+    opened.set(space, set);
+  }
   // Oldest first out: a Set keeps insertion order.
   if (set.size >= MAX_OPENED) set.delete(set.values().next().value!);
   set.add(`${proposal}\u0000${person}`);
@@ -360,7 +367,10 @@ export function reviewNote(space: Space, proposal: string): ReviewNote | undefin
 
 export function setReviewNote(space: Space, proposal: string, note: ReviewNote): void {
   let m = reviewNotes.get(space);
-  if (!m) reviewNotes.set(space, (m = new Map()));
+  if (!m) {
+    m = new Map();
+    reviewNotes.set(space, m);
+  }
   // Notes of proposals no longer pending go first.
   if (m.size > 10_000) for (const id of m.keys()) if (!space.pendingProposals().some((p) => p.id === id)) m.delete(id);
   m.set(proposal, note);

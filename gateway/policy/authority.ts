@@ -362,7 +362,10 @@ export class Authority {
         this.grants.to(caller).some((g) => {
           if (!g.matches(shape)) return false;
           if (g.condition !== undefined && !conditionHolds(g.condition, isRecord(args) ? args : undefined)) return false;
-          if (!this.grantHolds(g, owner, tool, pin)) return !(grantSuspended = true);
+          if (!this.grantHolds(g, owner, tool, pin)) {
+            grantSuspended = true;
+            return false;
+          }
           const holds = !seen.has(g.from) && this.decideFrom(g.from, owner, tool, seen, confirming, args).decision === "direct";
           if (holds) grantUsed = { id: g.id, from: g.from };
           return holds;

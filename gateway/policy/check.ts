@@ -19,7 +19,7 @@ import { ConfigError, type ConfigIssue, formatIssue, rulePosition, type SpaceCon
 import { suggest } from "../config/schema.js";
 import { GATEWAY_ID } from "../wire/envelope.js";
 import { compileGlob } from "./capabilities.js";
-import { compileCondition, ConditionError } from "./conditions.js";
+import { compileCondition, type ConditionError } from "./conditions.js";
 import { ruleGlob } from "./rules.js";
 
 export type FindingCode = "unknown_participant" | "unknown_tool" | "shadowed" | "bad_condition" | "no_tool_part";

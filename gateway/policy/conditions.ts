@@ -71,12 +71,14 @@ export class ConditionError extends Error {
 
 let env: CelEnv | undefined;
 function theEnv(): CelEnv {
-  return (env ??= celEnv({ funcs: strings }));
+  env ??= celEnv({ funcs: strings });
+  return env;
 }
 
 // The parts of the parsed tree this reads (cel.expr.Expr from @bufbuild/cel-spec).
 interface Node {
   id: bigint;
+  // biome-ignore lint/suspicious/noExplicitAny: the CEL tree value differs per exprKind case; the reader switches on case
   exprKind: { case: string | undefined; value?: any };
 }
 

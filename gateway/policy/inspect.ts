@@ -64,8 +64,8 @@ const BIDI = /[\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C]/g;
 // Format characters (Cf) and controls (Cc but tab, LF, CR), Hangul fillers, the supplementary
 // variation selectors; bidi controls are Cf too and are reported on their own.
 const INVISIBLE =
+  // biome-ignore lint/suspicious/noMisleadingCharacterClass: the class lists single code points (combining marks, fillers) on purpose, to find them alone
   /(?![\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C])[\p{Cf}\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\u115F\u1160\u3164\uFFA0\u{E0100}-\u{E01EF}]/gu;
-const HIDDEN = /[\p{Cf}\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\u115F\u1160\u3164\uFFA0\u{E0100}-\u{E01EF}]/gu;
 
 const MARKUP: ReadonlyArray<[RegExp, string]> = [
   [/<!--/, "an HTML comment (<!-- … -->), which a rendered view hides"],

@@ -183,7 +183,12 @@ export class Lending {
       cascade_of: env.id,
     }));
     try {
-      await this.host.record({ records: [revoke, ...cascade], apply: () => [revoke, ...cascade].forEach((r) => this.grants.apply(r)) });
+      await this.host.record({
+        records: [revoke, ...cascade],
+        apply: () => {
+          for (const r of [revoke, ...cascade]) this.grants.apply(r);
+        },
+      });
     } catch (err) {
       return this.host.storeFailed(member, err, inbound.id, "the revoke was not recorded");
     }

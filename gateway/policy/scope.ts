@@ -46,7 +46,7 @@ export function conditionHolds(c: GrantCondition, args: Record<string, unknown> 
   const v = args[c.field];
   if (typeof v !== "string") return false;
   const path = normalisePath(v);
-  return path !== undefined && path.startsWith(c.value) && path.length > c.value.length;
+  return path?.startsWith(c.value) === true && path.length > c.value.length;
 }
 
 /**

@@ -63,6 +63,7 @@ export class Member {
    * hundred bytes a member.
    */
   get log(): Logger {
-    return (this.ownLog ??= this.spaceLog.child(this.via ? { participant: this.id, via: this.via } : { participant: this.id }));
+    this.ownLog ??= this.spaceLog.child(this.via ? { participant: this.id, via: this.via } : { participant: this.id });
+    return this.ownLog;
   }
 }

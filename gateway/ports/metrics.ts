@@ -41,7 +41,8 @@ export class SpaceMetrics {
     let h = this.operationSeconds.get(key);
     if (!h) {
       if (this.operationSeconds.size >= 256) return;
-      this.operationSeconds.set(key, (h = new Histogram(OPERATION_BUCKETS)));
+      h = new Histogram(OPERATION_BUCKETS);
+      this.operationSeconds.set(key, h);
     }
     h.observe(seconds);
   }
@@ -98,7 +99,9 @@ export function render(connections: number, spaces: SpaceSample[]): string {
     metric(name, "histogram", help);
     for (const s of spaces) {
       const h = pick(s.metrics);
-      h.buckets.forEach((b, i) => out.push(`${name}_bucket${label({ space: s.space, le: String(b) })} ${h.counts[i]}`));
+      h.buckets.forEach((b, i) => {
+        out.push(`${name}_bucket${label({ space: s.space, le: String(b) })} ${h.counts[i]}`);
+      });
       out.push(
         `${name}_bucket${label({ space: s.space, le: "+Inf" })} ${h.count}`,
         `${name}_sum${label({ space: s.space })} ${h.sum}`,
@@ -116,7 +119,9 @@ export function render(connections: number, spaces: SpaceSample[]): string {
       const [method, error] = key.split("\u0000") as [string, string];
       const l = (more: Record<string, string>) =>
         label({ space: s.space, mcp_method_name: method, ...(error ? { error_type: error } : {}), ...more });
-      h.buckets.forEach((b, i) => out.push(`${op}_bucket${l({ le: String(b) })} ${h.counts[i]}`));
+      h.buckets.forEach((b, i) => {
+        out.push(`${op}_bucket${l({ le: String(b) })} ${h.counts[i]}`);
+      });
       out.push(`${op}_bucket${l({ le: "+Inf" })} ${h.count}`, `${op}_sum${l({})} ${h.sum}`, `${op}_count${l({})} ${h.count}`);
     }
   }

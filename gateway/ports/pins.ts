@@ -178,7 +178,10 @@ export class Pins {
   /** A confirmed digest read back from the ledger (or just written). */
   apply(r: PinRecord): void {
     let kept = this.durable.get(r.owner);
-    if (!kept) this.durable.set(r.owner, (kept = new Map()));
+    if (!kept) {
+      kept = new Map();
+      this.durable.set(r.owner, kept);
+    }
     kept.set(r.tool, r.digest);
   }
 
@@ -199,7 +202,10 @@ export class Pins {
    */
   observe(participant: string, tools: Iterable<Definition>, at = Date.now()): DefinitionChange[] {
     let pins = this.byOwner.get(participant);
-    if (!pins) this.byOwner.set(participant, (pins = new Map()));
+    if (!pins) {
+      pins = new Map();
+      this.byOwner.set(participant, pins);
+    }
     const changes: DefinitionChange[] = [];
     const present = new Set<string>();
     for (const t of tools) {

@@ -60,7 +60,11 @@ type Parent = string | SpanContext | undefined;
 
 const propagator = new W3CTraceContextPropagator();
 const getter = { get: (c: Record<string, string>, k: string) => c[k], keys: (c: Record<string, string>) => Object.keys(c) };
-const setter = { set: (c: Record<string, string>, k: string, v: string) => void (c[k] = v) };
+const setter = {
+  set: (c: Record<string, string>, k: string, v: string) => {
+    c[k] = v;
+  },
+};
 
 /** How long a proposal's wait span is kept after it ends, for the call it routes to hang under. */
 const MAX_WAITS = 10_000;

@@ -505,7 +505,8 @@ export class ProposalBook {
 
   /** Keeps the pending counts as proposals come and go, so quotas cost nothing to check. */
   private count(p: Proposal, sign: 1 | -1): void {
-    const bytes = (p.bytes ??= Buffer.byteLength(JSON.stringify(p.envelope))) * sign;
+    p.bytes ??= Buffer.byteLength(JSON.stringify(p.envelope));
+    const bytes = p.bytes * sign;
     const mine = this.totals.get(p.proposer) ?? { count: 0, bytes: 0 };
     mine.count += sign;
     mine.bytes += bytes;

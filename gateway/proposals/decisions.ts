@@ -48,7 +48,7 @@ import {
   runningParams,
 } from "./book.js";
 import type { Member } from "../ports/member.js";
-import { approveOneOf, approversNow, fulfilmentBlocked, requiredApprovals, sameArguments } from "./approvals.js";
+import { approveOneOf, approversNow, requiredApprovals, sameArguments } from "./approvals.js";
 import { cannotRun, editOf } from "./runs.js";
 import { respondMark } from "./respond.js";
 import { dropFallenApprovals, fulfilmentStanding } from "./still-count.js";

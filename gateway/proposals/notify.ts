@@ -190,7 +190,11 @@ export class Notifier {
     // notices of proposals restored at start wait for it (at most ten seconds).
     if (this.consoleUrl() === undefined && this.queue.length > 0 && this.addressWaits < 200) {
       this.addressWaits++;
-      if (!this.addressTimer) this.addressTimer = setTimeout(() => ((this.addressTimer = undefined), this.pump()), 50).unref();
+      if (!this.addressTimer)
+        this.addressTimer = setTimeout(() => {
+          this.addressTimer = undefined;
+          this.pump();
+        }, 50).unref();
       return;
     }
     while (this.running < 4 && this.queue.length > 0) {
@@ -214,7 +218,8 @@ export class Notifier {
       ok: false,
     };
     try {
-      const body = typeof n.body === "string" ? n.body : (n.body = n.body());
+      if (typeof n.body !== "string") n.body = n.body();
+      const body = n.body;
       const key = this.keys.get(n.hook);
       // Signed at each attempt: the timestamp is when this one was sent.
       const signed = key ? signatureHeaders(key, n.id, body) : {};

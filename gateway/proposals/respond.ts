@@ -20,7 +20,7 @@ export function respondMark(
       ? (chat.payload as Record<string, unknown>)
       : undefined;
   if (payload === undefined) return chat;
-  const forged = Object.prototype.hasOwnProperty.call(payload, RESPOND_KEY);
+  const forged = Object.hasOwn(payload, RESPOND_KEY);
   const id = chat.correlation_id?.[0];
   const p = id === undefined ? undefined : proposal(id);
   const counts = p !== undefined && awaiting(p.state) && mayDecide(p);

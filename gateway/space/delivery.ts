@@ -53,14 +53,14 @@ export class Delivery {
     const everyone = toEveryone || env.kind === "system/presence";
     for (const m of this.members.values()) {
       if ((m === sender && !m.echo) || m.joinSeq > joinedBy) continue;
-      if (everyone || m.visibility === "all" || (to !== undefined && to.includes(m.id))) {
+      if (everyone || m.visibility === "all" || to?.includes(m.id)) {
         m.peer.send(bytes);
         this.metrics.envelopesOut++;
       }
     }
     // Operators watching through the API see what their participant may see.
     for (const w of this.watchers) {
-      if (everyone || w.visibility === "all" || (to !== undefined && to.includes(w.id))) w.peer.send(bytes);
+      if (everyone || w.visibility === "all" || to?.includes(w.id)) w.peer.send(bytes);
     }
   }
 

@@ -36,7 +36,7 @@ import { SpaceIdentity } from "../identity/provider.js";
 import { SpaceMetrics } from "../ports/metrics.js";
 import { Tracing } from "../ports/tracing.js";
 import { Notifier } from "../proposals/notify.js";
-import { describeCondition, type GrantCondition } from "../policy/scope.js";
+import { describeCondition } from "../policy/scope.js";
 import { Authority, type Verdict } from "../policy/authority.js";
 import { compileCapabilities } from "../policy/capabilities.js";
 import { GrantBook } from "../policy/grants.js";
@@ -50,16 +50,7 @@ import { Aids } from "../proposals/aids.js";
 import { Decisions } from "../proposals/decisions.js";
 import { RunsEnded } from "../proposals/runs-ended.js";
 import { StoreError, type StoreOpener } from "../store/index.js";
-import {
-  type Envelope,
-  CloseCodes,
-  ErrorCodes,
-  type ErrorCode,
-  GATEWAY_ID,
-  type InboundEnvelope,
-  parseFrame,
-  systemEnvelope,
-} from "../wire/envelope.js";
+import { type Envelope, CloseCodes, ErrorCodes, type ErrorCode, type InboundEnvelope, systemEnvelope } from "../wire/envelope.js";
 import { Delivery } from "./delivery.js";
 import type { Handlers } from "./kinds.js";
 import { Ledger, type StateRecord } from "./ledger.js";

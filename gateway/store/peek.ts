@@ -51,8 +51,8 @@ export function peekRecord(b: Buffer): Peeked {
         const k = memberKey(b, i, view);
         if (k === undefined) return INVALID;
         [i, key] = k;
-        continue value;
-      } else continue value;
+        continue;
+      } else continue;
       arrays.pop();
       views.pop();
     } else {

@@ -32,20 +32,23 @@ export function dropByOwner(segments: string[], maxBytes: number, owner: (r: unk
   });
   const queues = new Map<string, { items: Item[]; next: number; bytes: number }>();
   let total = 0;
-  frames.forEach((segFrames, seg) =>
-    segFrames.forEach((f, frame) =>
+  frames.forEach((segFrames, seg) => {
+    segFrames.forEach((f, frame) => {
       f.records.forEach((r, at) => {
         const bytes = Buffer.byteLength(JSON.stringify(r)) + 1;
         total += bytes;
         const who = r.type === "checkpoint" ? undefined : owner(r);
         if (who === undefined) return;
         let q = queues.get(who);
-        if (!q) queues.set(who, (q = { items: [], next: 0, bytes: 0 }));
+        if (!q) {
+          q = { items: [], next: 0, bytes: 0 };
+          queues.set(who, q);
+        }
         q.items.push({ seg, frame, at, bytes });
         q.bytes += bytes;
-      }),
-    ),
-  );
+      });
+    });
+  });
   const target = Math.floor(maxBytes * 0.75);
   const dropped = new Set<string>();
   const whose = new Map<string, string>();

@@ -68,7 +68,7 @@ export function firstProblem(schema: unknown, value: unknown, at = "arguments", 
 }
 
 function own(o: object, key: string): boolean {
-  return Object.prototype.hasOwnProperty.call(o, key);
+  return Object.hasOwn(o, key);
 }
 
 function same(a: unknown, b: unknown): boolean {

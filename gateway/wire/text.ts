@@ -23,6 +23,7 @@
  * a black flag: tags are never kept.
  */
 
+// biome-ignore lint/suspicious/noMisleadingCharacterClass: the class lists single code points (combining marks, fillers) on purpose, to find them alone
 const HIDDEN = /[\p{Cf}\p{Cc}\u034F\u115F\u1160\u3164\uFFA0\uFE00-\uFE0F\u{E0000}-\u{E007F}\u{E0100}-\u{E01EF}]/u;
 const SELECTOR = /[\uFE00-\uFE0F\u{E0100}-\u{E01EF}]/u;
 const PICTOGRAPH = /\p{Extended_Pictographic}/u;

@@ -170,6 +170,8 @@ export class Controls {
           }
           case "tool":
             return `[tool result${m.isError ? ", error" : ""}] ${clip(m.content, 2000)}`;
+          default:
+            return ""; // join() writes an unknown role's undefined as "" too
         }
       })
       .join("\n");

@@ -10,7 +10,7 @@
  */
 import type { Envelope } from "../../gateway/index.js";
 import type { ParticipantClient } from "../client.js";
-import { Conversation } from "./context.js";
+import type { Conversation } from "./context.js";
 import type { CallTool, TurnContext, TurnResult } from "./loop.js";
 import { ToolNameMap } from "./names.js";
 import type { ToolSet } from "./tools.js";

@@ -50,7 +50,7 @@ export class Forwarder {
   /** A request from the space, answered from the session or forwarded to the server. */
   handle(req: IncomingRequest): unknown {
     const up = this.host.link.upstream;
-    const ok = up !== undefined && up.ready && !up.lost;
+    const ok = up?.ready === true && !up.lost;
     if (req.method === "tools/list" && (this.host.status === "failed" || (ok && !up.client.getServerCapabilities()?.tools)))
       return { tools: [] };
     if (!ok) throw this.host.link.unavailable();

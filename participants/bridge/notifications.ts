@@ -87,7 +87,10 @@ export class ServerNotifications {
     const uri = isRecord(req.params) ? req.params["uri"] : undefined;
     if (typeof uri !== "string") return;
     let subs = this.subscribers.get(uri);
-    if (!subs) this.subscribers.set(uri, (subs = new Set()));
+    if (!subs) {
+      subs = new Set();
+      this.subscribers.set(uri, subs);
+    }
     subs.add(req.from);
   }
 

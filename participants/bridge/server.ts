@@ -165,7 +165,7 @@ export class ServerLink {
 
   available(): boolean {
     const up = this.upstream;
-    return up !== undefined && up.ready && !up.lost;
+    return up?.ready === true && !up.lost;
   }
 
   /** After a start or restart: tell the registry, renew subscriptions, tell listeners. */

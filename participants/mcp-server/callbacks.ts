@@ -58,7 +58,10 @@ export class Desk {
   subscribe(session: Session, uri: string): boolean {
     let subs = this.subscribed.get(uri);
     const first = subs === undefined;
-    if (!subs) this.subscribed.set(uri, (subs = new Set()));
+    if (!subs) {
+      subs = new Set();
+      this.subscribed.set(uri, subs);
+    }
     subs.add(session);
     return first;
   }
@@ -110,7 +113,10 @@ const desks = new WeakMap<ParticipantClient, Desk>();
 /** The desk of `client`, made on first use (it serves the client's requests from then on). */
 export function deskOf(client: ParticipantClient): Desk {
   let desk = desks.get(client);
-  if (!desk) desks.set(client, (desk = new Desk(client)));
+  if (!desk) {
+    desk = new Desk(client);
+    desks.set(client, desk);
+  }
   return desk;
 }
 

@@ -178,7 +178,8 @@ export class SpaceMcpServer extends Server {
     }));
     this.setRequestHandler(CallToolRequestSchema, (request, extra) => this.callTool(request.params, extra));
     // Resources and prompts of the space's MCP servers, through the gateway (resources.ts).
-    const resources = (this.resources = new SpaceResources(client, this.only));
+    const resources = new SpaceResources(client, this.only);
+    this.resources = resources;
     // What the space's tool servers ask back about this session's calls (callbacks.ts).
     this.desk = deskOf(client);
     this.leaveDesk = this.desk.add(this.session);

@@ -90,7 +90,7 @@ export class Reviewer {
 
   constructor(private readonly opts: ReviewerOptions) {}
 
-  private async call(method: string, path: string, body?: unknown): Promise<any> {
+  private async call(method: string, path: string, body?: unknown): Promise<unknown> {
     const res = await fetch(`${this.opts.base}/api/spaces/${encodeURIComponent(this.opts.space)}/${path}`, {
       method,
       headers: { authorization: `Bearer ${this.opts.token}`, "content-type": "application/json" },

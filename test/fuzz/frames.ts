@@ -63,8 +63,8 @@ class Deep {
   text(): string {
     const d = this.depth;
     if (this.shape === "array") return "[".repeat(d) + "]".repeat(d);
-    if (this.shape === "object") return '{"a":'.repeat(d) + "1" + "}".repeat(d);
-    return '[{"a":'.repeat(d / 2) + "0" + "}]".repeat(d / 2);
+    if (this.shape === "object") return `${'{"a":'.repeat(d)}1${"}".repeat(d)}`;
+    return `${'[{"a":'.repeat(d / 2)}0${"}]".repeat(d / 2)}`;
   }
 }
 
@@ -399,7 +399,9 @@ function render(value: Obj, dupe?: [string, unknown]): string {
     }
     return v;
   });
-  deep.forEach((d, i) => (text = text.replace(JSON.stringify(`\u0001DEEP${i}\u0001`), () => d.text())));
+  deep.forEach((d, i) => {
+    text = text.replace(JSON.stringify(`\u0001DEEP${i}\u0001`), () => d.text());
+  });
   // A repeated key: JSON.parse keeps the last one, other readers may keep the first.
   if (dupe && text.endsWith("}") && text.length > 2) text = `${text.slice(0, -1)},${JSON.stringify(dupe[0])}:${JSON.stringify(dupe[1])}}`;
   return text;

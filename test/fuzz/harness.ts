@@ -425,7 +425,10 @@ export async function shrink(all: readonly (readonly Frame[])[]): Promise<{ fram
   const flat = batches.flatMap((b, i) => b.map((f) => ({ f, b: i })));
   const chunked = (n: number) => {
     const out: Frame[][] = [];
-    for (const { f, b } of flat.slice(0, n)) (out[b] ??= []).push(f);
+    for (const { f, b } of flat.slice(0, n)) {
+      out[b] ??= [];
+      out[b]!.push(f);
+    }
     return out.filter(Boolean);
   };
   if (batches === all && (await replay(chunked(flat.length))).length === 0)

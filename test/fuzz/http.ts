@@ -6,7 +6,7 @@
  * a TCP socket, so that nothing a client library would refuse to send is left out.
  */
 import { connect } from "node:net";
-import { Rng } from "./frames.js";
+import type { Rng } from "./frames.js";
 import { TARGET, TOKENS } from "./harness.js";
 
 const API = "/api/spaces/fz/";

@@ -371,7 +371,7 @@ function failNextWrite(space: Space, run: Run): void {
     .journal;
   const real = journal.commit.bind(journal);
   run.faults.push(`${Date.now() - START} store-write-fails`);
-  journal.commit = (txn) => {
+  journal.commit = (_txn) => {
     journal.commit = real;
     return Promise.reject(
       Object.assign(new Error("ENOSPC: no space left on device (simulated)"), { code: "write_failed", errno: "ENOSPC" }),

@@ -52,7 +52,8 @@ export class SuggestionMemory {
   }
 
   confirm(id: string, by: string): void {
-    (this.state.confirmed[id] ??= {})[by] = new Date().toISOString();
+    this.state.confirmed[id] ??= {};
+    this.state.confirmed[id]![by] = new Date().toISOString();
     this.save();
   }
 

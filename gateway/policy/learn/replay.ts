@@ -59,7 +59,10 @@ export class Replayer {
   decide(call: Pick<PastCall, "proposer" | "owner" | "tool" | "args">): Outcome | undefined {
     if (!this.config.participants[call.proposer]) return undefined;
     let allows = this.allows.get(call.proposer);
-    if (!allows) this.allows.set(call.proposer, (allows = compileCapabilities(this.authority.configured(call.proposer))));
+    if (!allows) {
+      allows = compileCapabilities(this.authority.configured(call.proposer));
+      this.allows.set(call.proposer, allows);
+    }
     const v = this.authority.call(call.proposer, allows, call.owner, "tools/call", { name: call.tool, arguments: call.args });
     const rule = v.reason?.match?.rule.key;
     return {
@@ -104,7 +107,8 @@ export function dryRun(before: Replayer, after: Replayer, calls: readonly PastCa
     else if (a && b && a.decision === "proposal" && a.approvals !== b.approvals) how = `approvals ${a.approvals} → ${b.approvals}`;
     if (how === undefined) continue;
     changes.push({ call, before: a, after: b, how });
-    const s = (summary[how] ??= { total: 0, approved: 0, rejected: 0, edited: 0, undecided: 0 });
+    summary[how] ??= { total: 0, approved: 0, rejected: 0, edited: 0, undecided: 0 };
+    const s = summary[how]!;
     s.total++;
     s[call.said]++;
   }
@@ -133,20 +137,18 @@ export function dryRunView(
     replayed: run.replayed,
     changed: run.changes.length,
     summary: run.summary,
-    changes: run.changes
-      .slice(0, MAX_CHANGES_LISTED)
-      .map((c) => ({
-        id: c.call.id,
-        ts: c.call.ts,
-        proposer: c.call.proposer,
-        tool: `${c.call.owner}/${c.call.tool}`,
-        args: c.call.args,
-        said: c.call.said,
-        ...(c.call.direct ? { direct: true } : {}),
-        ...(c.call.by ? { by: c.call.by } : {}),
-        how: c.how,
-        before: c.before,
-        after: c.after,
-      })),
+    changes: run.changes.slice(0, MAX_CHANGES_LISTED).map((c) => ({
+      id: c.call.id,
+      ts: c.call.ts,
+      proposer: c.call.proposer,
+      tool: `${c.call.owner}/${c.call.tool}`,
+      args: c.call.args,
+      said: c.call.said,
+      ...(c.call.direct ? { direct: true } : {}),
+      ...(c.call.by ? { by: c.call.by } : {}),
+      how: c.how,
+      before: c.before,
+      after: c.after,
+    })),
   };
 }

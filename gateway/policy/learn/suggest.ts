@@ -293,7 +293,8 @@ function finish(
     else if (a && b && a.decision === "proposal" && a.approvals !== b.approvals) how = `approvals ${a.approvals} → ${b.approvals}`;
     if (how === undefined) continue;
     changes.push({ call, before: a, after: b, how });
-    const sum = (summary[how] ??= { total: 0, approved: 0, rejected: 0, edited: 0, undecided: 0 });
+    summary[how] ??= { total: 0, approved: 0, rejected: 0, edited: 0, undecided: 0 };
+    const sum = summary[how]!;
     sum.total++;
     sum[call.said]++;
   }
@@ -356,7 +357,7 @@ function allowFor(
   // Calls the file already lets through (a read-only tool, an allow) need no rule.
   if (approved.every((c) => current.decide(c)?.decision !== "proposal")) return undefined;
   const shape = shapeOf(approved);
-  if (!shape || !shape.constrains) return undefined;
+  if (!shape?.constrains) return undefined;
   const when = condition(shape);
   if (when === undefined) return undefined;
   const risky = isRiskyTool(annotations);
@@ -402,7 +403,7 @@ function denyFor(
     };
   else {
     const shape = shapeOf(rejected);
-    if (!shape || !shape.constrains) return undefined;
+    if (!shape?.constrains) return undefined;
     const when = condition(shape);
     if (when === undefined) return undefined;
     candidate = { participant: first.proposer, kind: "deny", rule: { tool: glob, when }, when, scope: shape.scope };
