@@ -388,7 +388,9 @@ describe("mewgate proposals show | decided | respond", () => {
     expect(await runProposals("decided", undefined, common, io)).toBe(0);
     const decided = out.join("");
     // The Decided list shows the arguments each was decided on, then the outcome.
-    expect(decided).toMatch(/\[s2\] agent → fs\/write_file: approved by human at .* · tool error\n {2}arguments: \{"path":"bad"\}\n {4}Input validation error: content/);
+    expect(decided).toMatch(
+      /\[s2\] agent → fs\/write_file: approved by human at .* · tool error\n {2}arguments: \{"path":"bad"\}\n {4}Input validation error: content/,
+    );
     expect(decided).toMatch(/\[s1-abcde\] agent → fs\/write_file: approved by human at .* · ok\n {2}arguments: .*\n {4}wrote it/);
   });
 });

@@ -212,7 +212,10 @@ describe("a space of two humans, from the command line", () => {
     const { preview, ...card } = shown;
     expect(preview.status).toBeDefined();
     // The same shape; a reviewer's note (`review`) may arrive between the two reads.
-    const shape = (o: Record<string, unknown>) => Object.keys(o).filter((k) => k !== "review").sort();
+    const shape = (o: Record<string, unknown>) =>
+      Object.keys(o)
+        .filter((k) => k !== "review")
+        .sort();
     expect(shape(card)).toEqual(shape(p));
 
     const rejected = await mewgate(["proposals", "reject", p.shortId, "--reason", "unsafe", "-c", "duo/space.yaml", "--as", "you"]);
