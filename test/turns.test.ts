@@ -4,8 +4,8 @@
  * a malformed mark is no mark), and the console groups them under one heading, where a
  * person selects them together and approves them in one action, each recorded on its own.
  */
-import { existsSync } from "node:fs";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium } from "./fixtures/chromium.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Conversation } from "../participants/agent/context.js";
 import { type CallTool, runTurn } from "../participants/agent/loop.js";
@@ -13,7 +13,6 @@ import { ScriptedProvider } from "../participants/agent/providers/scripted.js";
 import { buildToolSet } from "../participants/agent/tools.js";
 import { startGateway, TestClient, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 
-const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
 const T = { human: "human-token-1", agent: "agent-token-2", fs: "fs-token-3" };
 const SPACE = `space: {id: tn}
 participants:
@@ -27,18 +26,7 @@ let gw: TestGateway | undefined;
 let page: Page | undefined;
 const clients: TestClient[] = [];
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}`);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 }, 30_000);
 afterAll(async () => {
   await browser?.close();

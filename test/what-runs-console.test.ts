@@ -3,12 +3,11 @@
  * approver's card shows the arguments the first approver edited, and who edited them, and its
  * Approve confirms exactly those, so the call runs with what the card showed.
  */
-import { existsSync } from "node:fs";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium } from "./fixtures/chromium.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startGateway, TestClient, toolOwner, waitFor, type Env, type TestGateway } from "./helpers.js";
 
-const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
 const TOKEN = (id: string) => `${id}-token-0123456789`;
 const SPACE = `
 space: {id: wrc}
@@ -30,18 +29,7 @@ let page: Page | undefined;
 let gw: TestGateway | undefined;
 const clients: TestClient[] = [];
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}`);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 }, 30_000);
 afterAll(async () => {
   await browser?.close();
