@@ -94,7 +94,7 @@ ${notify}
 participants:
   alice: {kind: human, token: ${T.alice}}
   bob: {kind: human, token: ${T.bob}, tools: {deny: ["fs/read_text_file"]}}
-  agent: {kind: agent, token: ${T.agent}, tools: {ask: ["fs/write_file"]}}
+  agent: {kind: agent, token: ${T.agent}, tools: {ask: ["fs/write_file", "fs/edit_file"]}}
   fs: {kind: mcp, token: ${T.fs}}
 `);
   bridges.push(
@@ -120,9 +120,9 @@ participants:
   return { dir, agent, hooks };
 }
 
-function propose(agent: TestClient, args: Record<string, unknown>): string {
+function propose(agent: TestClient, args: Record<string, unknown>, name = "write_file"): string {
   const id = `p-${Math.random().toString(36).slice(2)}`;
-  agent.send({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: args } } });
+  agent.send({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name, arguments: args } } });
   return id;
 }
 
@@ -170,6 +170,43 @@ describe("previews in the console", () => {
     await page!.locator("#app").screenshot({ path: join(shots, "console-preview.png") });
     await shot("console-preview");
     expect(readFileSync(file, "utf8")).toBe(NOTES);
+  });
+
+  it("says what will happen: a write into a missing directory will fail, an identical one changes nothing, an edit names the file as the call did", async () => {
+    const { dir, agent } = await setup();
+    writeFileSync(join(dir, "same.txt"), "as it is\n");
+    writeFileSync(join(dir, "code.ts"), "const a = 1;\n");
+    const missing = propose(agent, { path: "drafts/\u202Eevil\x1b[2J/hello.txt", content: "hello\n" });
+    const same = propose(agent, { path: "same.txt", content: "as it is\n" });
+    const edit = propose(agent, { path: "code.ts", edits: [{ oldText: "const a = 1;", newText: "const a = 2;" }] }, "edit_file");
+    await page!.goto(`http://127.0.0.1:${gw!.port}/ui/#space=lab&token=${T.alice}`);
+    const fails = page!.locator(`li.card[data-id="${missing}"] section.preview[data-status=will_fail]`);
+    await fails.waitFor();
+    const failText = (await fails.textContent()) ?? "";
+    expect(failText).toContain("This call will fail");
+    expect(failText).toContain("does not exist, so the write will fail");
+    expect(failText).not.toContain("a new file");
+    // The name's bidi override and escape are shown as marks, never applied.
+    expect(failText).not.toMatch(/[\u202E\x1b]/);
+    expect(await fails.locator("pre").count()).toBe(0);
+
+    const unchanged = page!.locator(`li.card[data-id="${same}"] section.preview[data-status=ok][data-unchanged=true]`);
+    await unchanged.waitFor();
+    await expect(unchanged.locator("h4").textContent()).resolves.toBe(
+      "Preview: no change — the file already holds exactly this (fs/read_text_file)",
+    );
+    expect(await unchanged.locator("pre").count()).toBe(0);
+
+    const patch = page!.locator(`li.card[data-id="${edit}"] section.preview[data-status=ok] .preview-diff`);
+    await patch.waitFor();
+    const patchText = (await patch.textContent()) ?? "";
+    expect(patchText).toContain("--- code.ts\toriginal");
+    expect(patchText).toContain("+++ code.ts\tmodified");
+    expect(patchText).not.toContain(dir);
+    await expect(patch.locator(".add").allTextContents()).resolves.toEqual(["+const a = 2;\n"]);
+    await page!.locator(`li.card[data-id="${missing}"]`).scrollIntoViewIfNeeded();
+    await shot("console-preview-outcomes");
+    expect(readFileSync(join(dir, "code.ts"), "utf8")).toBe("const a = 1;\n");
   });
 
   it("a refused preview says so and the card can still be decided", async () => {
