@@ -9,16 +9,15 @@
  * tap (a signed, HttpOnly, SameSite=Strict cookie bound to the person and their token);
  * nothing overflows sideways at 390 px. Screenshots go to the test's temp dir.
  */
-import { existsSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { launchChromium, signInToLink } from "./fixtures/chromium.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { tempDir } from "./fixtures/cli/harness.js";
 import { startGateway, TestClient, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 
-const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
 const T = {
   alice: "alice-token-0001",
   bob: "bob-token-000002",
@@ -43,18 +42,7 @@ const clients: TestClient[] = [];
 const shots = tempDir("mewgate-day-shots-");
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}`);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 }, 30_000);
 afterAll(async () => {
   await browser?.close();
@@ -306,8 +294,7 @@ describe("the link page", () => {
     // l1: sign in once with the token; the card carries intent, hints and numbered arguments.
     const page = await open(path("l1"));
     await page.locator("#login:not([hidden])").waitFor();
-    await page.locator("#login-token").fill(T.alice);
-    await page.locator("#login-form button[type=submit]").click();
+    await signInToLink(page, T.alice);
     const card = page.locator('#card li.card[data-id="l1"]');
     await card.waitFor();
     expect(await card.locator(".intent").textContent()).toContain("Keeping your two lines.");

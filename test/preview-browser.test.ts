@@ -5,13 +5,14 @@
  * webhook opens its page, asks for the person's sign-in, and approves from there — once.
  * The card with its diff is screenshotted to the temp dir (and docs/ with UPDATE_SCREENSHOTS=1).
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium, signInToLink } from "./fixtures/chromium.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { ROOT, tempDir } from "./fixtures/cli/harness.js";
@@ -19,7 +20,6 @@ import { startGateway, TestClient, type TestGateway, waitFor } from "./helpers.j
 
 const require = createRequire(import.meta.url);
 const FILESYSTEM = require.resolve("@modelcontextprotocol/server-filesystem/dist/index.js");
-const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
 const T = { alice: "alice-token-1111", bob: "bob-token-22222", agent: "agent-token-333", fs: "fs-token-444444" };
 
 let browser: Browser;
@@ -32,19 +32,7 @@ const cleanups: Array<() => void> = [];
 const shots = tempDir("mewgate-preview-");
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}`);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 }, 30_000);
 afterAll(async () => {
   await browser?.close();
@@ -239,8 +227,7 @@ describe("a decision link in the browser", () => {
 
     // Bob signs in on alice's link: nothing to decide.
     await page!.goto(`${url}&do=approve`);
-    await page!.locator("#login-token").fill(T.bob);
-    await page!.getByRole("button", { name: "Sign in" }).click();
+    await signInToLink(page!, T.bob);
     await page!.locator("#problem:not(:empty)").waitFor();
     await expect(page!.locator("#problem").textContent()).resolves.toContain("made for alice");
     expect(await page!.locator(".actions button").count()).toBe(0);
@@ -250,8 +237,7 @@ describe("a decision link in the browser", () => {
     page.setDefaultTimeout(8000);
     await page.goto(`${url}&do=approve`);
     await expect(page.locator("#login-who").textContent()).resolves.toBe("alice");
-    await page.locator("#login-token").fill(T.alice);
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await signInToLink(page, T.alice);
     const card = page.locator(`li.card[data-id="${id}"]`);
     await card.locator("section.preview[data-status=ok] .preview-diff .add").waitFor();
     await expect(card.locator(".preview-diff .add").allTextContents()).resolves.toEqual(["+three\n"]);
