@@ -171,7 +171,7 @@ describe("previews in the console", () => {
     const fails = page!.locator(`li.card[data-id="${missing}"] section.preview[data-status=will_fail]`);
     await fails.waitFor();
     const failText = (await fails.textContent()) ?? "";
-    expect(failText).toContain("This call will fail");
+    expect(failText).toContain("This call will fail (fs/get_file_info)");
     expect(failText).toContain("does not exist, so the write will fail");
     expect(failText).not.toContain("a new file");
     // The name's bidi override and escape are shown as marks, never applied.
@@ -242,6 +242,8 @@ describe("a decision link in the browser", () => {
     await card.locator("section.preview[data-status=ok] .preview-diff .add").waitFor();
     await expect(card.locator(".preview-diff .add").allTextContents()).resolves.toEqual(["+three\n"]);
     await expect(page.locator("#message").textContent()).resolves.toContain("You chose approve");
+    // A phone's width, the diff's long lines included: nothing scrolls sideways.
+    expect(await page.evaluate("[window.innerWidth, document.documentElement.scrollWidth]")).toEqual([390, 390]);
     await shot("link-page");
     await card.getByRole("button", { name: "Approve" }).click();
     await page.locator("#message", { hasText: "Approved" }).waitFor();

@@ -273,7 +273,7 @@ describe("server-filesystem, built in", () => {
 
     // Out of the sandbox: the server refuses the path, so the write will fail; no sandbox path is shown.
     const out = await preview({ path: "../outside.txt", content: "x" });
-    expect(out).toMatchObject({ status: "will_fail" });
+    expect(out).toMatchObject({ status: "will_fail", tool: "fs/get_file_info" });
     expect(out.message).toBe("the server refuses this path (path outside allowed directories), so the write will fail");
     expect(out.text).toBeUndefined();
 
@@ -310,7 +310,7 @@ describe("server-filesystem, built in", () => {
     // The terminal says the same in a line each.
     expect(previewLines(same, PLAIN, 100)).toEqual(["preview: no change — the file already holds exactly this (fs/read_text_file)"]);
     expect(previewLines(out, PLAIN, 200)[0]).toBe(
-      "this call will fail (fs/read_text_file): the server refuses this path (path outside allowed directories), so the write will fail",
+      "this call will fail (fs/get_file_info): the server refuses this path (path outside allowed directories), so the write will fail",
     );
   });
 

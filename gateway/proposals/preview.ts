@@ -144,7 +144,9 @@ export class Previews {
       if (info.kind === "answer" && info.isError) {
         // The write would check its path the same way: say what it will do, not "a new file".
         const fails = await this.writeFails(viewer, plan, info.text);
-        if (typeof fails === "string") return done({ ...base, status: "will_fail", message: fails });
+        // Named by the companion that told (get_file_info), not the read the diff would have used.
+        const told = `${plan.sizeFirst.owner}/${plan.sizeFirst.tool}`;
+        if (typeof fails === "string") return done({ ...base, tool: told, status: "will_fail", message: fails });
         if (fails) return done({ ...base, ...outcome(fails) });
         if (missing(info.text)) proposedNew = true;
       } else if (info.kind === "answer") {
