@@ -304,6 +304,25 @@ describe("server-filesystem, built in", () => {
     const noop = await preview({ path: "same.txt", edits: [{ oldText: "exactly this", newText: "exactly this" }] }, "edit_file");
     expect(noop).toMatchObject({ status: "ok", render: "patch", unchanged: true, text: "" });
 
+    // An edit that cannot apply: its dry run's error is what the edit will do, the file named as the call did.
+    for (const [args, message] of [
+      [{ path: "gone.txt", edits: [{ oldText: "a", newText: "b" }] }, `the file "gone.txt" does not exist, so the edit will fail`],
+      [
+        { path: "../../etc/hosts", edits: [{ oldText: "a", newText: "b" }] },
+        "the server refuses this path (path outside allowed directories), so the edit will fail",
+      ],
+      [
+        { path: "same.txt", edits: [{ oldText: "not there", newText: "b" }] },
+        /^the edit will fail: Could not find exact match for edit:\s+not there/,
+      ],
+    ] as const) {
+      const r = await preview(args, "edit_file");
+      expect(r).toMatchObject({ status: "will_fail", tool: "fs/edit_file" });
+      if (typeof message === "string") expect(r.message).toBe(message);
+      else expect(r.message).toMatch(message);
+      expect(r.message).not.toContain(dir);
+    }
+
     // Nothing was written by any preview.
     expect(readdirSync(dir).sort()).toEqual(["notes", "plain.txt", "same.txt"]);
     expect(readdirSync(join(dir, "notes"))).toEqual([]);

@@ -17,7 +17,8 @@
  *                directory that does not exist (get_file_info of the parent), a path the
  *                server refuses;
  *   edit_file  → edit_file itself with `dryRun: true`, whose answer is the diff, its
- *                header naming the file as the call did, not by the server's absolute path.
+ *                header naming the file as the call did, not by the server's absolute path;
+ *                a dry run that fails says the edit will (`will_fail`), and why.
  */
 import { posix } from "node:path";
 import { createTwoFilesPatch } from "diff";
@@ -166,6 +167,9 @@ export class Previews {
       if (answer.kind !== "answer") return done({ ...base, ...outcome(answer) });
       if (answer.isError) {
         if (plan.render === "diff" && missing(answer.text)) proposedNew = true;
+        else if (plan.source === "builtin" && plan.render === "patch" && plan.label !== undefined)
+          // edit_file's dry run takes the path and edits as the edit itself will: its error is the edit's.
+          return done({ ...base, status: "will_fail", message: editFails(answer.text, plan.label) });
         else return done({ ...base, status: "failed", message: `${base.tool} answered with an error: ${cut(answer.text, 2000)}` });
       } else current = answer.text;
       if (answer.bytes > plan.maxBytes) {
@@ -389,6 +393,16 @@ function resultText(result: unknown, max: number): { text: string; bytes: number
 /** Whether an error text says the file is not there (Node's ENOENT, as server-filesystem passes it on). */
 function missing(text: string): boolean {
   return /ENOENT|no such file/i.test(text);
+}
+
+/** Why a built-in edit_file will fail, from its dry run's error, naming the file as the call did. */
+function editFails(error: string, path: string): string {
+  const shown = JSON.stringify(path);
+  const denied = /Access denied[^:\n]*/i.exec(error);
+  if (denied) return `the server refuses this path (${denied[0].replace(/^Access denied\s*-?\s*/i, "")}), so the edit will fail`;
+  if (missing(error) || /Parent directory does not exist/i.test(error)) return `the file ${shown} does not exist, so the edit will fail`;
+  if (/ENOTDIR/.test(error)) return `the path ${shown} goes through a file, so the edit will fail`;
+  return `the edit will fail: ${cut(error.replace(/^Error:\s*/, ""), 2000)}`;
 }
 
 /** A diff the companion wrapped in a Markdown fence (three backticks or more), without it. */
