@@ -148,7 +148,6 @@ export class Previews {
         // Named by the companion that told (get_file_info), not the read the diff would have used.
         const told = `${plan.sizeFirst.owner}/${plan.sizeFirst.tool}`;
         if (typeof fails === "string") return done({ ...base, tool: told, status: "will_fail", message: fails });
-        if (fails) return done({ ...base, ...outcome(fails) });
         if (missing(info.text)) proposedNew = true;
       } else if (info.kind === "answer") {
         const size = /^size:\s*(\d+)/im.exec(info.text)?.[1];
@@ -211,14 +210,10 @@ export class Previews {
   /**
    * Whether a built-in write_file is bound to fail, from get_file_info's error about its
    * path: the message that says so (a directory that does not exist, a path the server
-   * refuses), an outcome when the check itself could not be made, or undefined when the
-   * write would go ahead (a new file in a directory that exists).
+   * refuses), or undefined when the write would go ahead (a new file in a directory that
+   * exists) or the directory could not be asked about.
    */
-  private async writeFails(
-    viewer: string,
-    plan: Plan,
-    error: string,
-  ): Promise<string | Exclude<StepResult, { kind: "answer" }> | undefined> {
+  private async writeFails(viewer: string, plan: Plan, error: string): Promise<string | undefined> {
     const path = plan.label;
     if (plan.source !== "builtin" || !plan.sizeFirst || path === undefined) return undefined;
     const dir = posix.dirname(path);
@@ -229,7 +224,8 @@ export class Previews {
     if (/ENOTDIR/.test(error)) return `the directory ${shown} is, or goes through, a file, so the write will fail`;
     if (!missing(error)) return undefined;
     const parent = await this.step(viewer, { ...plan.sizeFirst, args: { path: dir } }, plan);
-    if (parent.kind !== "answer") return parent;
+    // Not known (the viewer may not ask about the directory, or it did not answer): a new file, as before.
+    if (parent.kind !== "answer") return undefined;
     if (parent.isError) {
       if (missing(parent.text) || /Parent directory does not exist/i.test(parent.text))
         return `the directory ${shown} does not exist, so the write will fail`;
