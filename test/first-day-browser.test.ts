@@ -7,7 +7,9 @@
  * narrowest scope; the link page says a spent link is spent before asking for a token,
  * draws the card like the console, and after one use opens the person's next link with one
  * tap (a signed, HttpOnly, SameSite=Strict cookie bound to the person and their token);
- * nothing overflows sideways at 390 px. Screenshots go to the test's temp dir.
+ * nothing overflows sideways at 390 px (measured on pages truly 390 px wide), a malformed or
+ * forged link included, which says so and shows nothing it claims. Screenshots go to the
+ * test's temp dir.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
