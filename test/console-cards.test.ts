@@ -11,7 +11,8 @@ import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync, writeFileSyn
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium, openConsoleAs } from "./fixtures/chromium.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startAgent, type AgentHandle } from "../participants/agent/participant.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
@@ -19,7 +20,6 @@ import { ROOT, tempDir } from "./fixtures/cli/harness.js";
 import { ModelServer, openaiAgentBlock, openaiReply, openaiToolCall } from "./fixtures/agent/model-server.js";
 import { startGateway, TestClient, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 
-const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
 const FILESYSTEM = createRequire(import.meta.url).resolve("@modelcontextprotocol/server-filesystem/dist/index.js");
 const T = {
   human: "human-token-0001",
@@ -41,18 +41,7 @@ const servers: ModelServer[] = [];
 const shots = tempDir("mewgate-cards-");
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}`);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 }, 30_000);
 afterAll(async () => {
   await browser?.close();
@@ -105,8 +94,7 @@ async function setup(opts: { model?: ModelServer; viewport?: { width: number; he
   );
   page = await browser.newPage({ viewport: opts.viewport ?? { width: 1280, height: 900 } });
   page.setDefaultTimeout(8000);
-  await page.goto(`http://127.0.0.1:${gw.port}/ui/#space=cards&token=${T.human}`);
-  await page.locator("#conn.live").waitFor();
+  await openConsoleAs(page, gw.port, "cards", T.human);
   return bot;
 }
 

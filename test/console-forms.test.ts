@@ -4,12 +4,11 @@
  * bad value is stopped in the browser; Accept sends typed values, Decline declines; a
  * withdrawn form leaves the page; the API answers only what was asked of the caller.
  */
-import { existsSync } from "node:fs";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium, openConsoleAs } from "./fixtures/chromium.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { errorFor, responseFor, startGateway, TestClient, type TestGateway } from "./helpers.js";
 
-const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
 const T = { human: "human-token-1", bob: "bob-token-0002", asker: "asker-token-3" };
 const SPACE = `
 space: {id: web}
@@ -26,19 +25,7 @@ let page: Page | undefined;
 const clients: TestClient[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM))
-    throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}; install Debian's chromium (.ci/run does)`);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 }, 30_000);
 afterAll(async () => {
   await browser?.close();
@@ -68,8 +55,7 @@ async function setup(): Promise<TestClient> {
 async function openConsole(): Promise<Page> {
   page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
   page.setDefaultTimeout(6000);
-  await page.goto(`http://127.0.0.1:${gw!.port}/ui/#space=web&token=${T.human}`);
-  await page.locator("#conn.live").waitFor();
+  await openConsoleAs(page, gw!.port, "web", T.human);
   return page;
 }
 

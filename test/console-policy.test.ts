@@ -3,12 +3,11 @@
  * headless Chromium against a real gateway: a typo'd rule is a warning with its line and
  * suggestion; text from space.yaml stays text, hidden characters shown; an agent sees none.
  */
-import { existsSync } from "node:fs";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium, openConsoleAs } from "./fixtures/chromium.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startGateway, type TestGateway } from "./helpers.js";
 
-const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
 const T = { human: "human-token-1", helper: "helper-token-2", files: "files-token-3" };
 // The second deny names a participant with a right-to-left override and markup in it.
 const SPACE = `space: {id: web}
@@ -28,19 +27,7 @@ let gw: TestGateway | undefined;
 let page: Page | undefined;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM))
-    throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}; install Debian's chromium (.ci/run does)`);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 }, 30_000);
 afterAll(async () => {
   await browser?.close();
@@ -58,8 +45,7 @@ async function openConsole(token: string, checked?: (status: number) => void): P
   page.on("response", (r) => {
     if (r.url().includes("/policy/check")) checked?.(r.status());
   });
-  await page.goto(`http://127.0.0.1:${gw!.port}/ui/#space=web&token=${token}`);
-  await page.locator("#conn.live").waitFor();
+  await openConsoleAs(page, gw!.port, "web", token);
   await page.locator('button[data-tab="people"]').click();
   return page;
 }

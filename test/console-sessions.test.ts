@@ -3,12 +3,11 @@
  * sees who is connected and from where and ends a session (the member is closed with 4413);
  * a participant that is not an operator sees none of it.
  */
-import { existsSync } from "node:fs";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium } from "./fixtures/chromium.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startGateway, TestClient, type TestGateway } from "./helpers.js";
 
-const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
 const T = { human: "human-token-1", agent: "agent-token-3" };
 const SPACE = `
 space: {id: web}
@@ -23,20 +22,7 @@ let page: Page | undefined;
 const clients: TestClient[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM))
-    throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}; install Debian's chromium (.ci/run does)`);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 }, 30_000);
 afterAll(async () => {
   await browser?.close();

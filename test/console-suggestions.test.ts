@@ -8,7 +8,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
-import { launchChromium } from "./fixtures/chromium.js";
+import { launchChromium, openConsoleAs } from "./fixtures/chromium.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startGateway, TestClient, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 
@@ -73,8 +73,7 @@ describe("the console's Suggestions view", () => {
     await waitFor(async () => (await api("GET", `proposals/${pending}`)).body.like_this?.approved === 3, 5000, "the card's history");
     page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
     page.setDefaultTimeout(6000);
-    await page.goto(`http://127.0.0.1:${gw.port}/ui/#space=sg&token=${T.human}`);
-    await page.locator("#conn.live").waitFor();
+    await openConsoleAs(page, gw.port, "sg", T.human);
     const hint = page.locator(`#inbox li.card .like-this`);
     await hint.waitFor();
     expect(await hint.textContent()).toBe("History: you approved 3 like this.");
@@ -154,8 +153,7 @@ describe("the console's Suggestions view", () => {
     );
     page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
     page.setDefaultTimeout(6000);
-    await page.goto(`http://127.0.0.1:${gw.port}/ui/#space=sg&token=${T.human}`);
-    await page.locator("#conn.live").waitFor();
+    await openConsoleAs(page, gw.port, "sg", T.human);
     await page.locator("#inbox li.card .risk").nth(2).waitFor();
     expect(await page.locator("#inbox li.card .risk").evaluateAll((xs) => xs.map((x) => x.getAttribute("data-risk")))).toEqual([
       "high",

@@ -5,14 +5,14 @@
  * token, a phone-sized screen. Screenshots of the inbox go to the test's temp dir (and to
  * docs/ with UPDATE_SCREENSHOTS=1) to be looked at.
  */
-import { existsSync, mkdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium } from "./fixtures/chromium.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ROOT, tempDir } from "./fixtures/cli/harness.js";
 import { interruptedGateway, sleep, startGateway, TestClient, toolOwner, type Env, type TestGateway, waitFor } from "./helpers.js";
 
-const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
 const T = { human: "human-token-1", agent: "agent-token-3", fs: "fs-token-4444" };
 const XSS_TOOL = `<img src=x onerror="window.__xss='tool'">`;
 const SPACE = `
@@ -44,20 +44,7 @@ const clients: TestClient[] = [];
 const shots = tempDir("mewgate-console-");
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM))
-    throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}; install Debian's chromium (.ci/run does)`);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 }, 30_000);
 afterAll(async () => {
   await browser?.close();

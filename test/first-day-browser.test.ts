@@ -7,18 +7,19 @@
  * narrowest scope; the link page says a spent link is spent before asking for a token,
  * draws the card like the console, and after one use opens the person's next link with one
  * tap (a signed, HttpOnly, SameSite=Strict cookie bound to the person and their token);
- * nothing overflows sideways at 390 px. Screenshots go to the test's temp dir.
+ * nothing overflows sideways at 390 px (measured on pages truly 390 px wide), a malformed or
+ * forged link included, which says so and shows nothing it claims. Screenshots go to the
+ * test's temp dir.
  */
-import { existsSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { launchChromium, signInToLink } from "./fixtures/chromium.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { tempDir } from "./fixtures/cli/harness.js";
 import { startGateway, TestClient, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 
-const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
 const T = {
   alice: "alice-token-0001",
   bob: "bob-token-000002",
@@ -43,18 +44,7 @@ const clients: TestClient[] = [];
 const shots = tempDir("mewgate-day-shots-");
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}`);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 }, 30_000);
 afterAll(async () => {
   await browser?.close();
@@ -136,9 +126,18 @@ async function open(path: string, viewport = { width: 1280, height: 900 }): Prom
   context ??= await browser.newContext({ viewport });
   const page = await context.newPage();
   page.setDefaultTimeout(8000);
+  // The context is kept (its cookies are the device session); each page gets the size asked for.
+  await page.setViewportSize(viewport);
   await page.goto(`http://127.0.0.1:${gw!.port}${path}`);
   return page;
 }
+
+/** The page's own width and how wide its document is: a phone page must not scroll sideways. */
+const widths = (page: Page) =>
+  page.evaluate("({ inner: window.innerWidth, scroll: document.documentElement.scrollWidth })") as Promise<{
+    inner: number;
+    scroll: number;
+  }>;
 
 const overflow = (page: Page) => page.evaluate("document.documentElement.scrollWidth - window.innerWidth") as Promise<number>;
 
@@ -254,12 +253,63 @@ describe("the card says who may decide", () => {
 });
 
 describe("the link page", () => {
+  it("a malformed link on a phone says so in words that fit: cut short, altered, huge, with controls, or none at all", {
+    timeout: 30_000,
+  }, async () => {
+    const { helper, links } = await setup();
+    helper.send(write("m1", "notes/m1.md"));
+    await waitFor(() => links.has("m1"), 5000, "the notice");
+    const real = new URL(links.get("m1")!["alice"]!);
+    const hash = real.hash.slice(3);
+    const [v, body, sig] = hash.split(".");
+    const forged = (claims: Record<string, unknown>) => Buffer.from(JSON.stringify(claims)).toString("base64url");
+    const forgedBody = forged({ s: "day", a: `${"x".repeat(500)}\u202Egnp.exe\u001b[2J`, p: "m1" });
+    const forgedSpace = forged({ s: `${"s".repeat(300)}\u202E`, a: "alice", p: "m1" });
+    const bad = [
+      hash.slice(0, hash.length / 2), // cut short
+      `${v}.${body}.${sig!.slice(0, -2)}AA`, // altered signature
+      `${v}.${forgedBody}.${sig}`, // a claim of its own, with a long unbroken name and controls
+      `${v}.${forgedSpace}.${sig}`, // a space of its own, as long
+      `v1.${"A".repeat(20_000)}.${"B".repeat(20_000)}`, // huge
+      "%1b%5b2J%e2%80%ae%00", // controls and bidi, percent-encoded
+      "", // none
+    ];
+    for (const [i, t] of bad.entries()) {
+      const page = await open(`${real.pathname}#t=${t}&do=approve`, { width: 390, height: 844 });
+      await page.locator("#problem:not(:empty)").waitFor();
+      const said = (await page.locator("#problem").textContent()) ?? "";
+      expect(said, `link ${i}`).toMatch(/^This is not a decision link( of this space)? \(it was cut short or altered\)\.$/);
+      // Nothing it claims is shown as if it were so.
+      expect(await page.locator("#who").textContent(), `link ${i}`).toBe("");
+      expect(await page.locator("#login").isHidden(), `link ${i}`).toBe(true);
+      expect(await page.locator("#card li").count()).toBe(0);
+      const w = await widths(page);
+      expect(w.inner).toBe(390);
+      expect(w.scroll, `link ${i}`).toBeLessThanOrEqual(390);
+      // What the link claims is shown as text, its controls as marks, never applied.
+      expect(await page.locator("header").textContent()).not.toMatch(/[\u202E\u001b]/);
+      if (i === 2 || i === 3) await page.screenshot({ path: join(shots, `link-malformed-${i}-390.png`), fullPage: true });
+      await page.close();
+    }
+    // None of them decided anything: m1 still waits.
+    expect((await api(T.alice, "GET", "proposals/m1")).status).toBe(200);
+  });
+
   it("says a spent link is spent before asking for a token; draws the card; after one use the next link is one tap", {
     timeout: 60_000,
   }, async () => {
     const { helper, links } = await setup();
     helper.send(write("l1", "notes/l1.md", "first\nsecond\n", "Keeping your two lines."));
-    helper.send(write("l2", "notes/l2.md"));
+    // l2 is read on a phone: a long unbroken name, line and reason must wrap, not widen the page.
+    const longName = `notes/${"a-very-long-file-name-without-breaks-".repeat(6)}.md`;
+    helper.send(
+      write(
+        "l2",
+        longName,
+        `${"x".repeat(400)}\nshort line\n`,
+        `Because ${"reasons".repeat(60)} and https://example.invalid/${"p".repeat(200)}`,
+      ),
+    );
     helper.send(write("l3", "notes/l3.md"));
     await waitFor(() => ["l1", "l2", "l3"].every((id) => links.has(id)), 5000, "the notices");
     const path = (id: string) => {
@@ -306,8 +356,7 @@ describe("the link page", () => {
     // l1: sign in once with the token; the card carries intent, hints and numbered arguments.
     const page = await open(path("l1"));
     await page.locator("#login:not([hidden])").waitFor();
-    await page.locator("#login-token").fill(T.alice);
-    await page.locator("#login-form button[type=submit]").click();
+    await signInToLink(page, T.alice);
     const card = page.locator('#card li.card[data-id="l1"]');
     await card.waitFor();
     expect(await card.locator(".intent").textContent()).toContain("Keeping your two lines.");
@@ -327,7 +376,17 @@ describe("the link page", () => {
     const card2 = next.locator('#card li.card[data-id="l2"]');
     await card2.waitFor();
     expect(await next.locator("#login").isHidden()).toBe(true);
-    expect(await overflow(next)).toBeLessThanOrEqual(0);
+    // Measured once the preview has answered (this tool has none: its box is hidden).
+    await next.locator("#card section.preview[aria-busy=false]").waitFor({ state: "attached" });
+    const phone = await widths(next);
+    expect(phone.inner).toBe(390);
+    expect(phone.scroll).toBeLessThanOrEqual(390);
+    // Every part of the card is inside the page's width, buttons included.
+    const right = await card2.evaluate((c: any) =>
+      Math.max(...[...c.querySelectorAll("*")].map((e: any) => e.getBoundingClientRect().right as number)),
+    );
+    expect(right).toBeLessThanOrEqual(390);
+    expect(await card2.getByRole("button", { name: "Approve" }).isVisible()).toBe(true);
     await next.screenshot({ path: join(shots, "link-card-390.png"), fullPage: true });
     await card2.getByRole("button", { name: "Approve" }).click();
     await next.locator("#message", { hasText: "Approved." }).waitFor();

@@ -6,17 +6,16 @@
  * sign out (the cookie stops working, the event stream ends); and an `@ops` member who is
  * not in space.yaml signs in and approves a proposal only `@ops` may decide.
  */
-import { existsSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { launchChromium } from "./fixtures/chromium.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parseSpaceConfig } from "../gateway/config/config.js";
 import { Gateway } from "../gateway/edge/server.js";
 import { type Idp, startIdp } from "./fixtures/idp.js";
 import { type Env, TestClient, toolOwner, waitFor } from "./helpers.js";
 
-const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
 const T = {
   alice: "alice-static-token-1",
   agent: "agent-token-3",
@@ -72,7 +71,6 @@ let evil: Server;
 let evilOrigin: string;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}`);
   port = await freePort();
   base = `http://127.0.0.1:${port}`;
   idp = await startIdp({
@@ -100,18 +98,7 @@ beforeAll(async () => {
     },
   });
   clients.push(fs);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
   // A page on another loopback port: the same site as the gateway, so a SameSite=Strict cookie would go with its requests.
   evil = createServer((_req, res) => {
     res.writeHead(200, { "content-type": "text/html" });

@@ -5,13 +5,14 @@
  * webhook opens its page, asks for the person's sign-in, and approves from there — once.
  * The card with its diff is screenshotted to the temp dir (and docs/ with UPDATE_SCREENSHOTS=1).
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium, signInToLink } from "./fixtures/chromium.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { ROOT, tempDir } from "./fixtures/cli/harness.js";
@@ -19,7 +20,6 @@ import { startGateway, TestClient, type TestGateway, waitFor } from "./helpers.j
 
 const require = createRequire(import.meta.url);
 const FILESYSTEM = require.resolve("@modelcontextprotocol/server-filesystem/dist/index.js");
-const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
 const T = { alice: "alice-token-1111", bob: "bob-token-22222", agent: "agent-token-333", fs: "fs-token-444444" };
 
 let browser: Browser;
@@ -32,19 +32,7 @@ const cleanups: Array<() => void> = [];
 const shots = tempDir("mewgate-preview-");
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}`);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 }, 30_000);
 afterAll(async () => {
   await browser?.close();
@@ -94,7 +82,7 @@ ${notify}
 participants:
   alice: {kind: human, token: ${T.alice}}
   bob: {kind: human, token: ${T.bob}, tools: {deny: ["fs/read_text_file"]}}
-  agent: {kind: agent, token: ${T.agent}, tools: {ask: ["fs/write_file"]}}
+  agent: {kind: agent, token: ${T.agent}, tools: {ask: ["fs/write_file", "fs/edit_file"]}}
   fs: {kind: mcp, token: ${T.fs}}
 `);
   bridges.push(
@@ -120,9 +108,9 @@ participants:
   return { dir, agent, hooks };
 }
 
-function propose(agent: TestClient, args: Record<string, unknown>): string {
+function propose(agent: TestClient, args: Record<string, unknown>, name = "write_file"): string {
   const id = `p-${Math.random().toString(36).slice(2)}`;
-  agent.send({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file", arguments: args } } });
+  agent.send({ id, kind: "mcp/proposal", to: ["fs"], payload: { method: "tools/call", params: { name, arguments: args } } });
   return id;
 }
 
@@ -172,6 +160,43 @@ describe("previews in the console", () => {
     expect(readFileSync(file, "utf8")).toBe(NOTES);
   });
 
+  it("says what will happen: a write into a missing directory will fail, an identical one changes nothing, an edit names the file as the call did", async () => {
+    const { dir, agent } = await setup();
+    writeFileSync(join(dir, "same.txt"), "as it is\n");
+    writeFileSync(join(dir, "code.ts"), "const a = 1;\n");
+    const missing = propose(agent, { path: "drafts/\u202Eevil\x1b[2J/hello.txt", content: "hello\n" });
+    const same = propose(agent, { path: "same.txt", content: "as it is\n" });
+    const edit = propose(agent, { path: "code.ts", edits: [{ oldText: "const a = 1;", newText: "const a = 2;" }] }, "edit_file");
+    await page!.goto(`http://127.0.0.1:${gw!.port}/ui/#space=lab&token=${T.alice}`);
+    const fails = page!.locator(`li.card[data-id="${missing}"] section.preview[data-status=will_fail]`);
+    await fails.waitFor();
+    const failText = (await fails.textContent()) ?? "";
+    expect(failText).toContain("This call will fail (fs/get_file_info)");
+    expect(failText).toContain("does not exist, so the write will fail");
+    expect(failText).not.toContain("a new file");
+    // The name's bidi override and escape are shown as marks, never applied.
+    expect(failText).not.toMatch(/[\u202E\x1b]/);
+    expect(await fails.locator("pre").count()).toBe(0);
+
+    const unchanged = page!.locator(`li.card[data-id="${same}"] section.preview[data-status=ok][data-unchanged=true]`);
+    await unchanged.waitFor();
+    await expect(unchanged.locator("h4").textContent()).resolves.toBe(
+      "Preview: no change — the file already holds exactly this (fs/read_text_file)",
+    );
+    expect(await unchanged.locator("pre").count()).toBe(0);
+
+    const patch = page!.locator(`li.card[data-id="${edit}"] section.preview[data-status=ok] .preview-diff`);
+    await patch.waitFor();
+    const patchText = (await patch.textContent()) ?? "";
+    expect(patchText).toContain("--- code.ts\toriginal");
+    expect(patchText).toContain("+++ code.ts\tmodified");
+    expect(patchText).not.toContain(dir);
+    await expect(patch.locator(".add").allTextContents()).resolves.toEqual(["+const a = 2;\n"]);
+    await page!.locator(`li.card[data-id="${missing}"]`).scrollIntoViewIfNeeded();
+    await shot("console-preview-outcomes");
+    expect(readFileSync(join(dir, "code.ts"), "utf8")).toBe("const a = 1;\n");
+  });
+
   it("a refused preview says so and the card can still be decided", async () => {
     const { dir, agent } = await setup();
     const file = join(dir, "secret.txt");
@@ -202,8 +227,7 @@ describe("a decision link in the browser", () => {
 
     // Bob signs in on alice's link: nothing to decide.
     await page!.goto(`${url}&do=approve`);
-    await page!.locator("#login-token").fill(T.bob);
-    await page!.getByRole("button", { name: "Sign in" }).click();
+    await signInToLink(page!, T.bob);
     await page!.locator("#problem:not(:empty)").waitFor();
     await expect(page!.locator("#problem").textContent()).resolves.toContain("made for alice");
     expect(await page!.locator(".actions button").count()).toBe(0);
@@ -213,12 +237,13 @@ describe("a decision link in the browser", () => {
     page.setDefaultTimeout(8000);
     await page.goto(`${url}&do=approve`);
     await expect(page.locator("#login-who").textContent()).resolves.toBe("alice");
-    await page.locator("#login-token").fill(T.alice);
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await signInToLink(page, T.alice);
     const card = page.locator(`li.card[data-id="${id}"]`);
     await card.locator("section.preview[data-status=ok] .preview-diff .add").waitFor();
     await expect(card.locator(".preview-diff .add").allTextContents()).resolves.toEqual(["+three\n"]);
     await expect(page.locator("#message").textContent()).resolves.toContain("You chose approve");
+    // A phone's width, the diff's long lines included: nothing scrolls sideways.
+    expect(await page.evaluate("[window.innerWidth, document.documentElement.scrollWidth]")).toEqual([390, 390]);
     await shot("link-page");
     await card.getByRole("button", { name: "Approve" }).click();
     await page.locator("#message", { hasText: "Approved" }).waitFor();

@@ -4,7 +4,7 @@
  * that hangs, answers of 10 MB — then a real server-filesystem over files that exist and
  * do not, through the API.
  */
-import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -254,6 +254,102 @@ describe("server-filesystem, built in", () => {
     );
     return { dir, agent };
   }
+
+  it("says what will happen, not what a header suggests: a path with a newline forges no line, `..` and a missing directory will fail, an identical write changes nothing", async () => {
+    const { dir, agent } = await fsSpace();
+    writeFileSync(join(dir, "same.txt"), "exactly this\n");
+    mkdirSync(join(dir, "notes"));
+    writeFileSync(join(dir, "plain.txt"), "x");
+    const preview = async (args: Record<string, unknown>, tool = "write_file") =>
+      (await api(T.alice, "GET", `proposals/${await propose(agent, "fs", tool, args)}/preview`)).body;
+
+    // A newline and an escape in the name: the header keeps them on its own line, escaped.
+    const forged = await preview({ path: "notes/a\n+rm -rf ~\x1b[2J.txt", content: "hi\n" });
+    expect(forged).toMatchObject({ status: "ok", render: "diff", new_file: true });
+    const lines = forged.text.split("\n");
+    expect(lines.filter((l: string) => l.startsWith("+") && !l.startsWith("+++"))).toEqual(["+hi"]);
+    expect(lines.slice(0, 2)).toEqual(["--- /dev/null\t(new file)", '+++ "notes/a\\n+rm -rf ~\\033[2J.txt"\tproposed']);
+    expect(forged.text).not.toMatch(/\x1b/);
+
+    // Out of the sandbox: the server refuses the path, so the write will fail; no sandbox path is shown.
+    const out = await preview({ path: "../outside.txt", content: "x" });
+    expect(out).toMatchObject({ status: "will_fail", tool: "fs/get_file_info" });
+    expect(out.message).toBe("the server refuses this path (path outside allowed directories), so the write will fail");
+    expect(out.text).toBeUndefined();
+
+    // A directory that is not there, at one level and two, relative and absolute.
+    for (const [path, shown] of [
+      ["drafts/hello.txt", "drafts"],
+      ["drafts/deeper/hello.txt", "drafts/deeper"],
+      [join(dir, "gone", "x.txt"), join(dir, "gone")],
+    ] as const) {
+      const r = await preview({ path, content: "hello\n" });
+      expect(r).toMatchObject({ status: "will_fail", message: `the directory "${shown}" does not exist, so the write will fail` });
+      expect(r.new_file).toBeUndefined();
+    }
+    // A file where a directory should be.
+    for (const path of ["plain.txt/x.txt", "plain.txt/deeper/x.txt"]) {
+      expect(await preview({ path, content: "y" })).toMatchObject({
+        status: "will_fail",
+        message: `the directory ${JSON.stringify(path.slice(0, path.lastIndexOf("/")))} is, or goes through, a file, so the write will fail`,
+      });
+    }
+    // A new file in a directory that exists is still a new file.
+    expect(await preview({ path: "notes/new.txt", content: "n\n" })).toMatchObject({ status: "ok", new_file: true });
+
+    // The same text again: no change, and no bare headers.
+    const same = await preview({ path: "same.txt", content: "exactly this\n" });
+    expect(same).toMatchObject({ status: "ok", render: "diff", unchanged: true, text: "" });
+    // An edit whose new text is the old one: no change either.
+    const noop = await preview({ path: "same.txt", edits: [{ oldText: "exactly this", newText: "exactly this" }] }, "edit_file");
+    expect(noop).toMatchObject({ status: "ok", render: "patch", unchanged: true, text: "" });
+
+    // An edit that cannot apply: its dry run's error is what the edit will do, the file named as the call did.
+    for (const [args, message] of [
+      [{ path: "gone.txt", edits: [{ oldText: "a", newText: "b" }] }, `the file "gone.txt" does not exist, so the edit will fail`],
+      [
+        { path: "../../etc/hosts", edits: [{ oldText: "a", newText: "b" }] },
+        "the server refuses this path (path outside allowed directories), so the edit will fail",
+      ],
+      [
+        { path: "same.txt", edits: [{ oldText: "not there", newText: "b" }] },
+        /^the edit will fail: Could not find exact match for edit:\s+not there/,
+      ],
+    ] as const) {
+      const r = await preview(args, "edit_file");
+      expect(r).toMatchObject({ status: "will_fail", tool: "fs/edit_file" });
+      if (typeof message === "string") expect(r.message).toBe(message);
+      else expect(r.message).toMatch(message);
+      expect(r.message).not.toContain(dir);
+    }
+
+    // Nothing was written by any preview.
+    expect(readdirSync(dir).sort()).toEqual(["notes", "plain.txt", "same.txt"]);
+    expect(readdirSync(join(dir, "notes"))).toEqual([]);
+    // The terminal says the same in a line each.
+    expect(previewLines(same, PLAIN, 100)).toEqual(["preview: no change — the file already holds exactly this (fs/read_text_file)"]);
+    expect(previewLines(out, PLAIN, 200)[0]).toBe(
+      "this call will fail (fs/get_file_info): the server refuses this path (path outside allowed directories), so the write will fail",
+    );
+  });
+
+  it("edit_file's dry run names the file as the call did, never the server's sandbox path, even for a file holding a code fence", async () => {
+    const { dir, agent } = await fsSpace();
+    writeFileSync(join(dir, "README.md"), "# Title\n\n```sh\nnpm test\n```\n");
+    const id = await propose(agent, "fs", "edit_file", { path: "README.md", edits: [{ oldText: "npm test", newText: "npm run check" }] });
+    const e = (await api(T.alice, "GET", `proposals/${id}/preview`)).body;
+    expect(e).toMatchObject({ status: "ok", render: "patch" });
+    expect(e.unchanged).toBeUndefined();
+    expect(e.text).not.toContain(dir);
+    expect(e.text).not.toMatch(/^Index:|^=+$/m);
+    expect(e.text).toMatch(/^--- README\.md\toriginal$/m);
+    expect(e.text).toMatch(/^\+\+\+ README\.md\tmodified$/m);
+    expect(e.text).toContain("-npm test\n+npm run check");
+    // The fence of four backticks the server chose around a text holding three is gone, the file's own kept.
+    expect(e.text).not.toContain("````");
+    expect(e.text).toMatch(/^ ```sh$/m);
+    expect(readFileSync(join(dir, "README.md"), "utf8")).toContain("npm test");
+  });
 
   it("write_file over a file that exists: a unified diff of what is on disk against the proposed content", async () => {
     const { dir, agent } = await fsSpace();

@@ -7,9 +7,9 @@
  * and the console card's argument view in a real headless Chromium, over generated
  * arguments whose keys include every prototype name.
  */
-import { existsSync } from "node:fs";
 import fc from "fast-check";
-import { chromium, type Browser } from "playwright-core";
+import type { Browser } from "playwright-core";
+import { launchChromium } from "./fixtures/chromium.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { cleanText, revealText, replaceHidden } from "../gateway/wire/text.js";
 import { pathToFileURL } from "node:url";
@@ -189,21 +189,9 @@ participants:
 });
 
 describe("the console card's argument view", () => {
-  const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
   let browser: Browser;
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`Chromium is required by the console tests and is not at ${CHROMIUM}`);
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
-    });
+    browser = await launchChromium();
   }, 30_000);
   afterAll(async () => {
     await browser?.close();

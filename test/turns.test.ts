@@ -5,7 +5,7 @@
  * person selects them together and approves them in one action, each recorded on its own.
  */
 import type { Browser, Page } from "playwright-core";
-import { launchChromium } from "./fixtures/chromium.js";
+import { launchChromium, openConsoleAs } from "./fixtures/chromium.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Conversation } from "../participants/agent/context.js";
 import { type CallTool, runTurn } from "../participants/agent/loop.js";
@@ -141,8 +141,7 @@ describe("one agent turn, one card", () => {
     ).toEqual([0, 1]);
     page = await browser!.newPage({ viewport: { width: 1100, height: 900 } });
     page.setDefaultTimeout(6000);
-    await page.goto(`http://127.0.0.1:${gw!.port}/ui/#space=tn&token=${T.human}`);
-    await page.locator("#conn.live").waitFor();
+    await openConsoleAs(page, gw!.port, "tn", T.human);
     const heading = page.locator("#inbox li.turn");
     await heading.waitFor();
     expect(await heading.textContent()).toMatch(/^One turn of agent: 2 calls, highest risk medium\. Select these 2$/);

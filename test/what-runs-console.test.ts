@@ -4,7 +4,7 @@
  * Approve confirms exactly those, so the call runs with what the card showed.
  */
 import type { Browser, Page } from "playwright-core";
-import { launchChromium } from "./fixtures/chromium.js";
+import { launchChromium, openConsoleAs } from "./fixtures/chromium.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startGateway, TestClient, toolOwner, waitFor, type Env, type TestGateway } from "./helpers.js";
 
@@ -58,8 +58,7 @@ describe("what runs in the console", () => {
     clients.push(agent);
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     page.setDefaultTimeout(8000);
-    await page.goto(`http://127.0.0.1:${gw.port}/ui/#space=wrc&token=${TOKEN("bob")}`);
-    await page.locator("#conn.live").waitFor();
+    await openConsoleAs(page, gw.port, "wrc", TOKEN("bob"));
     agent.send({
       id: "k1",
       kind: "mcp/proposal",

@@ -28,6 +28,12 @@ function claims() {
   }
 }
 
+/** A name the link claims, for the page's words: its hidden characters shown, at most 64 characters. */
+function named(v) {
+  const text = revealText(String(v ?? ""));
+  return text.length > 64 ? `${text.slice(0, 63)}…` : text;
+}
+
 async function api(method, path, body) {
   const res = await fetch(`/api/spaces/${encodeURIComponent(state.space)}/${path}`, {
     method,
@@ -144,7 +150,7 @@ function showDevice(until) {
   });
   $("device").replaceChildren(
     el("span", {
-      text: `This device opens links for ${claims()?.a ?? "you"} without a token until ${new Date(until).toLocaleTimeString()}. `,
+      text: `This device opens links for ${claims()?.a === undefined ? "you" : named(claims().a)} without a token until ${new Date(until).toLocaleTimeString()}. `,
     }),
     forget,
   );
@@ -166,9 +172,15 @@ async function start() {
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ link }),
     });
-    st = await res.json();
+    // A space this gateway does not have (404): the link was altered, or is another gateway's.
+    st = res.status === 404 ? { state: "invalid" } : await res.json();
   } catch {
     st = undefined;
+  }
+  if (st?.state === "invalid") {
+    // Nothing the link claims is shown once the gateway has said it is not one of its links.
+    $("space-name").textContent = "";
+    $("who").textContent = "";
   }
   if (st && st.state !== "usable") return problem(SPENT[st.state] ?? String(st.message ?? "This link cannot decide anything."));
   let creds;
@@ -184,7 +196,7 @@ async function start() {
 
 function signIn(message) {
   $("login").hidden = false;
-  $("login-who").textContent = claims()?.a ?? "the person this link was sent to";
+  $("login-who").textContent = claims()?.a === undefined ? "the person this link was sent to" : named(claims().a);
   problem(message || "");
 }
 
@@ -202,7 +214,7 @@ const c = claims();
 if (!link || !c || typeof c.s !== "string") problem("This is not a decision link (it was cut short or altered).");
 else {
   state.space = c.s;
-  $("space-name").textContent = `· ${c.s}`;
-  $("who").textContent = `for ${c.a}`;
+  $("space-name").textContent = `· ${named(c.s)}`;
+  $("who").textContent = `for ${named(c.a)}`;
   void start();
 }

@@ -25,6 +25,7 @@ const STATUS = {
   failed: "Preview failed",
   timeout: "Preview timed out",
   too_large: "No preview: too large",
+  will_fail: "This call will fail",
 };
 
 /** Most diff or text lines drawn before "show all". */
@@ -44,6 +45,11 @@ function draw(box, r) {
       node("h4", "preview-head", `${STATUS[r.status] ?? "No preview"}${tool}`),
       node("p", "preview-status", reveal(r.message ?? r.status)),
     );
+    return;
+  }
+  if (r.unchanged) {
+    box.dataset.unchanged = "true";
+    box.append(node("h4", "preview-head", `Preview: no change — the file already holds exactly this${tool}`));
     return;
   }
   const what =

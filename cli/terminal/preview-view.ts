@@ -16,6 +16,7 @@ const HEADS: Record<string, string> = {
   failed: "preview failed",
   timeout: "preview timed out",
   too_large: "no preview: too large",
+  will_fail: "this call will fail",
 };
 
 /** The preview as lines for a terminal `width` wide, at most `max` of its text. */
@@ -25,6 +26,7 @@ export function previewLines(preview: unknown, s: Style, width: number, max = PR
   const tool = typeof preview["tool"] === "string" ? ` (${preview["tool"]})` : "";
   if (status !== "ok")
     return [s.yellow(truncate(`${HEADS[status] ?? "no preview"}${tool}: ${String(preview["message"] ?? status)}`, width))];
+  if (preview["unchanged"] === true) return [s.cyan(truncate(`preview: no change — the file already holds exactly this${tool}`, width))];
   const render = preview["render"];
   const what =
     render === "diff"

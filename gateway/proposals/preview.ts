@@ -12,9 +12,15 @@
  * used), not by its name, which a space may choose freely:
  *   write_file → get_file_info for the size (a missing file is a new file; one over
  *                max_bytes is not read), then read_text_file, and a unified diff of the
- *                current text against the proposed `content`;
- *   edit_file  → edit_file itself with `dryRun: true`, whose answer is the diff.
+ *                current text against the proposed `content` ("unchanged" when they are
+ *                the same). A path the write cannot use is said as such (`will_fail`): a
+ *                directory that does not exist (get_file_info of the parent), a path the
+ *                server refuses;
+ *   edit_file  → edit_file itself with `dryRun: true`, whose answer is the diff, its
+ *                header naming the file as the call did, not by the server's absolute path;
+ *                a dry run that fails says the edit will (`will_fail`), and why.
  */
+import { posix } from "node:path";
 import { createTwoFilesPatch } from "diff";
 import type { PreviewRule } from "../config/previews.js";
 import { DEFAULT_PREVIEW_MAX_BYTES, DEFAULT_PREVIEW_TIMEOUT_MS } from "../config/previews.js";
@@ -25,7 +31,7 @@ import type { NotRouted } from "../ports/host.js";
 import type { Registry } from "../ports/registry.js";
 import { runningArguments, type Proposal } from "./book.js";
 
-export type PreviewStatus = "ok" | "none" | "refused" | "failed" | "timeout" | "too_large";
+export type PreviewStatus = "ok" | "none" | "refused" | "failed" | "timeout" | "too_large" | "will_fail";
 
 /** What the API serves and the cards show. Every string in it may come from a participant: shown as text. */
 export interface Preview {
@@ -39,8 +45,10 @@ export interface Preview {
   text?: string;
   /** diff: the file (or field) did not exist yet. */
   new_file?: boolean;
+  /** diff, patch: the call would leave the text exactly as it is. */
+  unchanged?: boolean;
   truncated?: boolean;
-  /** Why there is no preview: refused, failed, timed out, too large. */
+  /** Why there is no preview: refused, failed, timed out, too large; or why the call will fail (will_fail). */
   message?: string;
   code?: string;
   /** Time the preview took to make (0 when cached). */
@@ -134,8 +142,14 @@ export class Previews {
     if (plan.sizeFirst) {
       const info = await this.step(viewer, plan.sizeFirst, plan);
       if (info.kind === "refused" || info.kind === "timeout") return done({ ...base, ...outcome(info) });
-      if (info.kind === "answer" && info.isError && missing(info.text)) proposedNew = true;
-      else if (info.kind === "answer" && !info.isError) {
+      if (info.kind === "answer" && info.isError) {
+        // The write would check its path the same way: say what it will do, not "a new file".
+        const fails = await this.writeFails(viewer, plan, info.text);
+        // Named by the companion that told (get_file_info), not the read the diff would have used.
+        const told = `${plan.sizeFirst.owner}/${plan.sizeFirst.tool}`;
+        if (typeof fails === "string") return done({ ...base, tool: told, status: "will_fail", message: fails });
+        if (missing(info.text)) proposedNew = true;
+      } else if (info.kind === "answer") {
         const size = /^size:\s*(\d+)/im.exec(info.text)?.[1];
         if (size !== undefined && Number(size) > plan.maxBytes) {
           return done({
@@ -152,6 +166,9 @@ export class Previews {
       if (answer.kind !== "answer") return done({ ...base, ...outcome(answer) });
       if (answer.isError) {
         if (plan.render === "diff" && missing(answer.text)) proposedNew = true;
+        else if (plan.source === "builtin" && plan.render === "patch" && plan.label !== undefined)
+          // edit_file's dry run takes the path and edits as the edit itself will: its error is the edit's.
+          return done({ ...base, status: "will_fail", message: editFails(answer.text, plan.label) });
         else return done({ ...base, status: "failed", message: `${base.tool} answered with an error: ${cut(answer.text, 2000)}` });
       } else current = answer.text;
       if (answer.bytes > plan.maxBytes) {
@@ -164,7 +181,15 @@ export class Previews {
         return done({ ...base, status: "ok", text: cutBytes(current, plan.maxBytes), truncated: true });
       }
     }
-    if (plan.render !== "diff") return done({ ...base, status: "ok", text: plan.render === "patch" ? unfence(current) : current });
+    if (plan.render === "patch") {
+      const patch = unfence(current);
+      // A patch with no hunk changes nothing (an edit whose new text is the old one).
+      if (!patch.split("\n").some((l) => HUNK.test(l))) return done({ ...base, status: "ok", unchanged: true, text: "" });
+      if (plan.label === undefined) return done({ ...base, status: "ok", text: patch });
+      const name = quoted(plan.label);
+      return done({ ...base, status: "ok", text: relabel(patch, `${name}\toriginal`, `${name}\tmodified`) });
+    }
+    if (plan.render !== "diff") return done({ ...base, status: "ok", text: current });
     const proposed = plan.proposed ?? "";
     if (Buffer.byteLength(proposed) > plan.maxBytes)
       return done({
@@ -172,21 +197,42 @@ export class Previews {
         status: "too_large",
         message: `the proposed text is ${Buffer.byteLength(proposed)} bytes; previews diff at most ${plan.maxBytes}`,
       });
-    const label = plan.label ?? "text";
-    const diff = createTwoFilesPatch(
-      proposedNew ? "/dev/null" : label,
-      label,
-      current,
-      proposed,
-      proposedNew ? "(new file)" : "current",
-      "proposed",
-      { context: 3, timeout: DIFF_MS },
-    );
+    if (!proposedNew && current === proposed) return done({ ...base, status: "ok", unchanged: true, text: "" });
+    const label = quoted(plan.label ?? "text");
+    // Diffed under fixed names; the header, naming the file, is written here (relabel).
+    const diff = createTwoFilesPatch("a", "b", current, proposed, "", "", { context: 3, timeout: DIFF_MS });
     if (diff === undefined)
       return done({ ...base, status: "too_large", message: `the two texts are too different to diff within ${DIFF_MS} ms` });
-    // jsdiff heads a patch of one file with "Index:" and a rule; the ---/+++ lines say it already.
-    const text = diff.replace(/^Index: [^\n]*\n=+\n/, "");
+    const text = relabel(diff, proposedNew ? "/dev/null\t(new file)" : `${label}\tcurrent`, `${label}\tproposed`);
     return done({ ...base, status: "ok", text, ...(proposedNew ? { new_file: true } : {}) });
+  }
+
+  /**
+   * Whether a built-in write_file is bound to fail, from get_file_info's error about its
+   * path: the message that says so (a directory that does not exist, a path the server
+   * refuses), or undefined when the write would go ahead (a new file in a directory that
+   * exists) or the directory could not be asked about.
+   */
+  private async writeFails(viewer: string, plan: Plan, error: string): Promise<string | undefined> {
+    const path = plan.label;
+    if (plan.source !== "builtin" || !plan.sizeFirst || path === undefined) return undefined;
+    const dir = posix.dirname(path);
+    const shown = JSON.stringify(dir);
+    if (/Parent directory does not exist/i.test(error)) return `the directory ${shown} does not exist, so the write will fail`;
+    const denied = /Access denied[^:\n]*/i.exec(error);
+    if (denied) return `the server refuses this path (${denied[0].replace(/^Access denied\s*-?\s*/i, "")}), so the write will fail`;
+    if (/ENOTDIR/.test(error)) return `the directory ${shown} is, or goes through, a file, so the write will fail`;
+    if (!missing(error)) return undefined;
+    const parent = await this.step(viewer, { ...plan.sizeFirst, args: { path: dir } }, plan);
+    // Not known (the viewer may not ask about the directory, or it did not answer): a new file, as before.
+    if (parent.kind !== "answer") return undefined;
+    if (parent.isError) {
+      if (missing(parent.text) || /Parent directory does not exist/i.test(parent.text))
+        return `the directory ${shown} does not exist, so the write will fail`;
+      return undefined;
+    }
+    if (/^isDirectory:\s*false/im.test(parent.text)) return `the directory ${shown} is, or goes through, a file, so the write will fail`;
+    return undefined;
   }
 
   /** One companion call as `viewer`, under its policy; its answer's text, bounded. */
@@ -282,7 +328,13 @@ export class Previews {
       };
     }
     if (p.tool === "edit_file" && typeof args["path"] === "string") {
-      return { ...common, render: "patch", companion: { owner: p.owner, tool: "edit_file", args: { ...args, dryRun: true } } };
+      // The dry run's diff names the server's absolute path; the card shows the call's own.
+      return {
+        ...common,
+        render: "patch",
+        companion: { owner: p.owner, tool: "edit_file", args: { ...args, dryRun: true } },
+        label: args["path"],
+      };
     }
     return undefined;
   }
@@ -339,10 +391,44 @@ function missing(text: string): boolean {
   return /ENOENT|no such file/i.test(text);
 }
 
-/** A diff the companion wrapped in a Markdown fence, without it. */
+/** Why a built-in edit_file will fail, from its dry run's error, naming the file as the call did. */
+function editFails(error: string, path: string): string {
+  const shown = JSON.stringify(path);
+  const denied = /Access denied[^:\n]*/i.exec(error);
+  if (denied) return `the server refuses this path (${denied[0].replace(/^Access denied\s*-?\s*/i, "")}), so the edit will fail`;
+  if (missing(error) || /Parent directory does not exist/i.test(error)) return `the file ${shown} does not exist, so the edit will fail`;
+  if (/ENOTDIR/.test(error)) return `the path ${shown} goes through a file, so the edit will fail`;
+  return `the edit will fail: ${cut(error.replace(/^Error:\s*/, ""), 2000)}`;
+}
+
+/** A diff the companion wrapped in a Markdown fence (three backticks or more), without it. */
 function unfence(text: string): string {
-  const m = /^\s*```[a-z]*\n([\s\S]*?)\n```\s*$/.exec(text);
-  return m ? m[1]! : text;
+  const m = /^\s*(`{3,})[a-z]*\n([\s\S]*?)\n\1\s*$/.exec(text);
+  return m ? m[2]! : text;
+}
+
+/**
+ * A patch with its header made here: whatever came before its first hunk (jsdiff's "Index:"
+ * rule, the server's absolute path) replaced by a ---/+++ pair naming the file as the call
+ * did.
+ */
+function relabel(patch: string, from: string, to: string): string {
+  const lines = patch.split("\n");
+  const hunk = lines.findIndex((l) => HUNK.test(l));
+  return [`--- ${from}`, `+++ ${to}`, ...(hunk < 0 ? [""] : lines.slice(hunk))].join("\n");
+}
+
+const HUNK = /^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@/;
+
+/**
+ * A file name as a diff header carries it (git's quoting, as jsdiff writes it): one with a
+ * control character, a quote or a backslash in quotes with those escaped, so a name with a
+ * newline cannot start a line of its own (a forged "+" line under the header).
+ */
+function quoted(name: string): string {
+  if (!/[\x00-\x1f\x7f"\\]/.test(name)) return name;
+  const esc: Record<string, string> = { "\n": "\\n", "\t": "\\t", "\r": "\\r", '"': '\\"', "\\": "\\\\" };
+  return `"${name.replace(/[\x00-\x1f\x7f"\\]/g, (c) => esc[c] ?? `\\${c.charCodeAt(0).toString(8).padStart(3, "0")}`)}"`;
 }
 
 function at(obj: Record<string, unknown>, path: string): unknown {
