@@ -55,6 +55,7 @@ import {
   type OnlyParticipant,
 } from "./face.js";
 import { tasksOf, type SeatTasks } from "./tasks.js";
+import { askUnknownTool, ownToolsPage } from "./own-pages.js";
 
 /** Reported as `serverInfo.version`; kept in step with package.json by hand. */
 const SERVER_VERSION = "0.1.0";
@@ -173,9 +174,15 @@ export class SpaceMcpServer extends Server {
     this.ready.catch(() => {});
 
     // A client that takes tasks hears which calls may wait for a person as one.
-    this.setRequestHandler(ListToolsRequestSchema, async () => ({
-      tools: withTaskSupport((await this.currentTools()).tools, this.getClientCapabilities()),
-    }));
+    // Serving one participant, its server's own pages, order and cursors (own-pages.ts).
+    this.setRequestHandler(ListToolsRequestSchema, async (request) => {
+      const catalogue = await this.currentTools();
+      const page = this.only === undefined ? undefined : await ownToolsPage(client, this.only, request.params?.cursor, catalogue);
+      return {
+        tools: withTaskSupport(page?.tools ?? catalogue.tools, this.getClientCapabilities()),
+        ...(page?.nextCursor === undefined ? {} : { nextCursor: page.nextCursor }),
+      };
+    });
     this.setRequestHandler(CallToolRequestSchema, (request, extra) => this.callTool(request.params, extra));
     // Resources and prompts of the space's MCP servers, through the gateway (resources.ts).
     const resources = new SpaceResources(client, this.only);
@@ -371,6 +378,11 @@ export class SpaceMcpServer extends Server {
       this.lookup ??= this.refresh().finally(() => (this.lookup = undefined));
       await this.lookup.catch(() => undefined);
       entry = this.catalogue?.byName.get(params.name) ?? this.former.get(params.name);
+    }
+    if (!entry && this.only !== undefined) {
+      // Serving one participant as itself: its server says how it answers a tool it does not have.
+      const own = await askUnknownTool(this.client, this.only, params.name, params.arguments, extra.signal);
+      if (own) return own;
     }
     if (!entry)
       throw new McpError(ErrorCode.InvalidParams, `unknown tool: ${params.name} (list the tools again: the space's tools change)`);

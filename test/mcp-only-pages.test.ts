@@ -1,0 +1,170 @@
+/**
+ * `/mcp/<participant>` is the server, where a client could tell otherwise: tools come in
+ * the server's pages, order and cursors; an unknown tool is answered as the server
+ * answers it; a log line the server sends outside any call reaches the face's clients;
+ * and what the server asks back reaches only the client whose call it is about, and
+ * only when that client offered it. Against a real server bridged into a space
+ * (test/fixtures/bridge/pages.mjs), each answer compared with the same request sent to
+ * the server directly. Hostile first.
+ */
+import { join } from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { afterEach, describe, expect, it } from "vitest";
+import { connectInProcess } from "../gateway/space/inprocess.js";
+import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
+import { ParticipantClient } from "../participants/index.js";
+import { mountHttp } from "../participants/mcp-server/http.js";
+import { startGateway, waitForTool, type TestGateway } from "./helpers.js";
+
+const PAGES = join(import.meta.dirname, "fixtures", "bridge", "pages.mjs");
+const T = { alice: "alice-token-0001", claude: "claude-token-002", narrow: "narrow-token-003", pg: "pg-token-0000004" };
+const WIDE = "[{kind: chat}, {kind: mcp/proposal}, {kind: mcp/withdraw}, {kind: mcp/response}, {kind: mcp/request}]";
+
+const SPACE = `
+space: {id: lab}
+participants:
+  alice: {kind: human, token: ${T.alice}}
+  claude: {kind: agent, token: ${T.claude}, tools: {allow: ["pg/*"]}, capabilities: ${WIDE}}
+  narrow: {kind: agent, token: ${T.narrow}, tools: {allow: ["pg/alpha", "pg/caps"], deny: ["pg/zeta", "pg/mid", "pg/beta", "pg/omega", "pg/gamma", "pg/log-later"]}, capabilities: ${WIDE}}
+  pg: {kind: mcp, token: ${T.pg}}
+`;
+
+let gw: TestGateway | undefined;
+const bridges: Bridge[] = [];
+const closers: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const c of closers.splice(0).reverse()) await c().catch(() => {});
+  for (const b of bridges.splice(0)) await b.stop();
+  await gw?.stop();
+  gw = undefined;
+});
+
+async function setup(): Promise<void> {
+  gw = await startGateway(SPACE);
+  mountHttp(gw.gateway);
+  const space = gw.gateway.spaces.get("lab")!;
+  bridges.push(
+    await startBridge({
+      id: "pg",
+      server: { command: process.execPath, args: [PAGES] } as never,
+      client: { transport: () => connectInProcess(space, "pg"), reconnect: false },
+    }),
+  );
+  const alice = await ParticipantClient.connect({ url: gw.url, space: "lab", token: T.alice });
+  closers.push(() => alice.close());
+  await waitForTool(alice, "pg/caps", 15_000);
+}
+
+async function viaGateway(token: string, capabilities: Record<string, unknown> = {}): Promise<Client> {
+  const client = new Client({ name: "pages-test", version: "1.0.0" }, { capabilities });
+  const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw!.port}/mcp/pg`), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
+  await client.connect(transport);
+  closers.push(async () => {
+    await transport.terminateSession().catch(() => {});
+    await client.close();
+  });
+  return client;
+}
+
+async function direct(): Promise<Client> {
+  const client = new Client({ name: "pages-test", version: "1.0.0" }, { capabilities: {} });
+  await client.connect(new StdioClientTransport({ command: process.execPath, args: [PAGES], stderr: "ignore" }));
+  closers.push(() => client.close());
+  return client;
+}
+
+const fails = async (p: Promise<unknown>): Promise<string> => {
+  try {
+    return `resolved: ${JSON.stringify(await p)}`;
+  } catch (err) {
+    return (err as Error).message;
+  }
+};
+
+const text = (r: unknown) => ((r as CallToolResult).content ?? []).map((c) => (c.type === "text" ? c.text : "")).join("");
+
+/** Every page of `tools/list`, as names per page and the cursors that led on. */
+async function pages(client: Client, first?: string): Promise<{ names: string[][]; cursors: string[] }> {
+  const names: string[][] = [];
+  const cursors: string[] = [];
+  let cursor = first;
+  for (let i = 0; i < 10; i++) {
+    const page = await client.listTools(cursor === undefined ? {} : { cursor });
+    names.push(page.tools.map((t) => t.name));
+    if (page.nextCursor === undefined) break;
+    cursor = page.nextCursor;
+    cursors.push(cursor);
+  }
+  return { names, cursors };
+}
+
+describe("/mcp/<participant> is the server: hostile first", () => {
+  it("a cursor from another seat's session lists only what this seat may see; a forged or huge cursor is refused as the server refuses it", {
+    timeout: 60_000,
+  }, async () => {
+    await setup();
+    const claude = await viaGateway(T.claude);
+    const narrow = await viaGateway(T.narrow);
+    const first = await claude.listTools();
+    expect(first.nextCursor).toBeDefined();
+    // narrow follows claude's cursor: the same page of the server, cut to narrow's policy.
+    const theirs = await narrow.listTools({ cursor: first.nextCursor! });
+    const claudes = await claude.listTools({ cursor: first.nextCursor! });
+    expect(claudes.tools.map((t) => t.name)).toEqual(["beta", "omega", "gamma"]);
+    expect(theirs.tools.map((t) => t.name)).toEqual([]);
+    expect(theirs.nextCursor).toBe(claudes.nextCursor);
+    const last = await narrow.listTools({ cursor: claudes.nextCursor! });
+    expect(last.tools.map((t) => t.name)).toEqual(["caps"]);
+    // Nothing narrow may not call appears in any page it gets.
+    expect((await pages(narrow)).names.flat()).toEqual(["alpha", "caps"]);
+
+    // A forged cursor: the server's own refusal, as the server gives it directly.
+    const server = await direct();
+    const forged = Buffer.from("pages:99").toString("base64url");
+    const said = await fails(claude.listTools({ cursor: forged }));
+    expect(said).toBe(await fails(server.listTools({ cursor: forged })));
+    expect(said).toMatch(/-32602.*no such cursor/);
+    // One past any cursor a server would give, and control characters: refused, the face serves on.
+    expect(await fails(claude.listTools({ cursor: "x".repeat(5000) }))).toMatch(/cursor too long/);
+    expect(await fails(claude.listTools({ cursor: "\u0000\u001b[31m\u202e" }))).toMatch(/no such cursor/);
+    expect((await claude.listTools()).tools.map((t) => t.name)).toEqual(["zeta", "alpha", "mid"]);
+  });
+
+  it("a tool the policy denies the seat is not asked of the server when called by name", { timeout: 60_000 }, async () => {
+    await setup();
+    const narrow = await viaGateway(T.narrow);
+    // log-later exists at the server but is denied to narrow: the face's refusal, and nothing ran.
+    expect(await fails(narrow.callTool({ name: "log-later", arguments: {} }))).toMatch(/unknown tool: log-later/);
+    expect(await fails(narrow.callTool({ name: "zeta", arguments: {} }))).toMatch(/unknown tool: zeta/);
+  });
+});
+
+describe("/mcp/<participant> is the server", () => {
+  it("lists the tools in the server's pages, order and cursors", { timeout: 60_000 }, async () => {
+    await setup();
+    const face = await pages(await viaGateway(T.claude));
+    const server = await pages(await direct());
+    expect(face.names).toEqual([
+      ["zeta", "alpha", "mid"],
+      ["beta", "omega", "gamma"],
+      ["log-later", "caps"],
+    ]);
+    expect(face).toEqual(server);
+  });
+
+  it("answers an unknown tool as the server does", { timeout: 60_000 }, async () => {
+    await setup();
+    const face = await viaGateway(T.claude);
+    const server = await direct();
+    const viaFace = (await face.callTool({ name: "no-such-tool", arguments: {} })) as CallToolResult;
+    const itself = (await server.callTool({ name: "no-such-tool", arguments: {} })) as CallToolResult;
+    expect(viaFace.isError).toBe(true);
+    expect(text(viaFace)).toBe(text(itself));
+    expect(text(viaFace)).toBe("MCP error -32602: Tool no-such-tool not found");
+  });
+});
