@@ -11,13 +11,13 @@ import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { LoggingMessageNotificationSchema, type CallToolResult, type LoggingMessageNotification } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { connectInProcess } from "../gateway/space/inprocess.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { ParticipantClient } from "../participants/index.js";
 import { mountHttp } from "../participants/mcp-server/http.js";
-import { startGateway, waitForTool, type TestGateway } from "./helpers.js";
+import { startGateway, waitFor, waitForTool, type TestGateway } from "./helpers.js";
 
 const PAGES = join(import.meta.dirname, "fixtures", "bridge", "pages.mjs");
 const T = { alice: "alice-token-0001", claude: "claude-token-002", narrow: "narrow-token-003", pg: "pg-token-0000004" };
@@ -133,6 +133,44 @@ describe("/mcp/<participant> is the server: hostile first", () => {
     expect(await fails(claude.listTools({ cursor: "x".repeat(5000) }))).toMatch(/cursor too long/);
     expect(await fails(claude.listTools({ cursor: "\u0000\u001b[31m\u202e" }))).toMatch(/no such cursor/);
     expect((await claude.listTools()).tools.map((t) => t.name)).toEqual(["zeta", "alpha", "mid"]);
+  });
+
+  it("a log line the server sends outside a call reaches the clients that set a level, at that level, and no seat that did not ask", {
+    timeout: 60_000,
+  }, async () => {
+    await setup();
+    const heard = (c: Client) => {
+      const got: LoggingMessageNotification["params"][] = [];
+      c.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+        got.push(n.params);
+      });
+      return got;
+    };
+    const chatty = await viaGateway(T.claude);
+    const quiet = await viaGateway(T.claude);
+    const other = await viaGateway(T.narrow);
+    const [a, b, c] = [heard(chatty), heard(quiet), heard(other)];
+    await quiet.setLoggingLevel("error");
+    await chatty.setLoggingLevel("info");
+    await chatty.callTool({ name: "log-later", arguments: { level: "warning" } });
+    await waitFor(() => a.length >= 1, 10_000, "the warning line outside the call");
+    await chatty.callTool({ name: "log-later", arguments: { level: "error" } });
+    await waitFor(() => b.length >= 1 && a.length >= 2, 10_000, "the error line outside the call");
+    const lines = (got: LoggingMessageNotification["params"][]) =>
+      got.filter((p) => p.logger === "pages").map((p) => `${p.level} ${String(p.data)}`);
+    expect(lines(a)).toEqual(["warning pages: a warning line outside any call", "error pages: a error line outside any call"]);
+    // The session that asked for errors only hears the error (the same seat, another level).
+    expect(lines(b)).toEqual(["error pages: a error line outside any call"]);
+    // A seat that never asked for the server's log hears none of it.
+    expect(c).toEqual([]);
+
+    // As the server itself says it to a client that set a level.
+    const server = await direct();
+    const d = heard(server);
+    await server.setLoggingLevel("info");
+    await server.callTool({ name: "log-later", arguments: { level: "warning" } });
+    await waitFor(() => d.length >= 1, 10_000, "the line from the server directly");
+    expect(lines(d)).toEqual([lines(a)[0]]);
   });
 
   it("a tool the policy denies the seat is not asked of the server when called by name", { timeout: 60_000 }, async () => {

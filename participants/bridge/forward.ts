@@ -63,6 +63,10 @@ export class Forwarder {
           serverInfo: up.client.getServerVersion(),
           ...(up.client.getInstructions() === undefined ? {} : { instructions: up.client.getInstructions() }),
         };
+      case "logging/setLevel":
+        // The caller hears the server's log lines sent outside a call too (log-listeners.ts).
+        this.host.notifications.logListeners.asked(req.from, req.params);
+        break;
       case "resources/unsubscribe":
         if (this.host.notifications.release(req)) return {};
         break;

@@ -209,6 +209,11 @@ export class SpaceMcpServer extends Server {
     });
     this.setRequestHandler(SetLevelRequestSchema, async (request) => {
       this.logLevel = request.params.level;
+      // Serving one participant as itself: its server's level too, and its log lines outside a call reach this client.
+      if (this.only !== undefined && (only?.capabilities === undefined || only.capabilities.logging !== undefined))
+        await this.ready
+          .then(() => client.request(this.only!, "logging/setLevel", { level: request.params.level }, { timeoutMs: 10_000 }))
+          .catch((err: Error) => this.log?.debug({ err: err.message }, "could not set the server's log level"));
       return {};
     });
     // The client's roots changed: the tool servers that take their roots from here ask again.
@@ -515,14 +520,16 @@ export class SpaceMcpServer extends Server {
         return;
       }
       case "notifications/message": {
-        // A tool server's log line about one of this session's calls.
+        // A tool server's log line about one of this session's calls; serving one participant
+        // as itself, also one its server sent outside any call (to whoever set a level there).
         const about = (env.correlation_id ?? []).find((id) => this.made.has(id));
-        if (about === undefined || typeof params !== "object" || params === null) return;
+        const outside = this.only !== undefined && (env.correlation_id ?? []).length === 0;
+        if ((about === undefined && !outside) || typeof params !== "object" || params === null) return;
         const p = params as Record<string, unknown>;
         const level = LOG_LEVELS.includes(p["level"] as LoggingLevel) ? (p["level"] as LoggingLevel) : "info";
         const own = typeof p["logger"] === "string" ? p["logger"] : undefined;
         const logger = this.only !== undefined ? (own ?? from) : own !== undefined ? `${from}/${own}` : from;
-        this.sendLog(level, p["data"], this.made.get(about), logger);
+        this.sendLog(level, p["data"], about === undefined ? undefined : this.made.get(about), logger);
         return;
       }
     }
