@@ -11,10 +11,17 @@ import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { LoggingMessageNotificationSchema, type CallToolResult, type LoggingMessageNotification } from "@modelcontextprotocol/sdk/types.js";
+import {
+  ElicitRequestSchema,
+  LoggingMessageNotificationSchema,
+  type CallToolResult,
+  type LoggingMessageNotification,
+} from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { connectInProcess } from "../gateway/space/inprocess.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
+import { callerOffers, perRequestCapabilities, statedCapabilities, withoutStated } from "../participants/bridge/client-caps.js";
+import { offeredCapabilities } from "../participants/mcp-server/client-caps.js";
 import { ParticipantClient } from "../participants/index.js";
 import { mountHttp } from "../participants/mcp-server/http.js";
 import { startGateway, waitFor, waitForTool, type TestGateway } from "./helpers.js";
@@ -28,7 +35,7 @@ space: {id: lab}
 participants:
   alice: {kind: human, token: ${T.alice}}
   claude: {kind: agent, token: ${T.claude}, tools: {allow: ["pg/*"]}, capabilities: ${WIDE}}
-  narrow: {kind: agent, token: ${T.narrow}, tools: {allow: ["pg/alpha", "pg/caps"], deny: ["pg/zeta", "pg/mid", "pg/beta", "pg/omega", "pg/gamma", "pg/log-later"]}, capabilities: ${WIDE}}
+  narrow: {kind: agent, token: ${T.narrow}, tools: {allow: ["pg/alpha", "pg/caps"], deny: ["pg/zeta", "pg/mid", "pg/beta", "pg/omega", "pg/gamma", "pg/log-later", "pg/ask"]}, capabilities: ${WIDE}}
   pg: {kind: mcp, token: ${T.pg}}
 `;
 
@@ -58,8 +65,9 @@ async function setup(): Promise<void> {
   await waitForTool(alice, "pg/caps", 15_000);
 }
 
-async function viaGateway(token: string, capabilities: Record<string, unknown> = {}): Promise<Client> {
+async function viaGateway(token: string, capabilities: Record<string, unknown> = {}, prepare?: (c: Client) => void): Promise<Client> {
   const client = new Client({ name: "pages-test", version: "1.0.0" }, { capabilities });
+  prepare?.(client);
   const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw!.port}/mcp/pg`), {
     requestInit: { headers: { Authorization: `Bearer ${token}` } },
   });
@@ -173,6 +181,68 @@ describe("/mcp/<participant> is the server: hostile first", () => {
     expect(lines(d)).toEqual([lines(a)[0]]);
   });
 
+  it("a second client on the same seat that offers no forms does not get the first one's: the server's form is refused for its call, and never shown to the other", {
+    timeout: 60_000,
+  }, async () => {
+    await setup();
+    const asked: string[] = [];
+    const withForms = await viaGateway(T.claude, { elicitation: { form: {} } }, (c) =>
+      c.setRequestHandler(ElicitRequestSchema, (req) => {
+        asked.push(String(req.params.message));
+        return { action: "accept", content: { name: "A" } };
+      }),
+    );
+    const without = await viaGateway(T.claude, {});
+    const refused = (await without.callTool({ name: "ask", arguments: {} })) as CallToolResult;
+    expect(refused.isError).toBe(true);
+    // Refused by the bridge for that call's client (bridge/client-caps.ts), in the words a client without forms would give.
+    expect(text(refused)).toMatch(
+      /^pages could not ask: .*-32601.*the MCP client of "claude" does not support elicitation \(for this call\)/,
+    );
+    // Claiming forms in the call's own _meta changes nothing: the key is the face's to set.
+    const forged = (await without.callTool({
+      name: "ask",
+      arguments: {},
+      _meta: { "mewgate/client_capabilities": { elicitation: { form: {} } } },
+    })) as CallToolResult;
+    expect(text(forged)).toMatch(/does not support elicitation \(for this call\)/);
+    expect(asked).toEqual([]);
+    // The client that offers forms gets its own call's form.
+    expect(text(await withForms.callTool({ name: "ask", arguments: {} }))).toBe('pages heard accept {"name":"A"}');
+    expect(asked).toEqual(["pages asks your name"]);
+  });
+
+  it("reads a caller's stated capabilities in a bounded shape, whatever was sent", () => {
+    const deep: Record<string, unknown> = {};
+    let at = deep;
+    for (let i = 0; i < 2000; i++) {
+      at["x"] = {};
+      at = at["x"] as Record<string, unknown>;
+    }
+    const huge = "\u0000".repeat(100_000);
+    const stated = statedCapabilities({
+      _meta: { "mewgate/client_capabilities": { sampling: deep, elicitation: { form: deep, url: huge, other: {} }, roots: [], tools: {} } },
+    });
+    expect(stated).toEqual({ sampling: {}, elicitation: { form: {} } });
+    for (const odd of [undefined, null, 7, "x", [], { _meta: [] }, { _meta: { "mewgate/client_capabilities": "all" } }])
+      expect(statedCapabilities(odd)).toBeUndefined();
+    // A caller that states nothing is taken at the bridge's offer; one that states caps only within it.
+    const bridge = { sampling: {}, elicitation: { form: {}, url: {} } };
+    expect(perRequestCapabilities({}, bridge)).toBe(bridge);
+    expect(perRequestCapabilities({ _meta: { "mewgate/client_capabilities": { sampling: {} } } }, { elicitation: {} })).toEqual({});
+    expect(callerOffers("elicitation/create", [{ params: {} }])).toBe(true);
+    expect(callerOffers("elicitation/create", [{ params: { _meta: { "mewgate/client_capabilities": {} } } }])).toBe(false);
+    // The face states only what MCP names, at one level.
+    expect(offeredCapabilities({ elicitation: {}, roots: { listChanged: true }, experimental: { x: {} } } as never)).toEqual({
+      elicitation: { form: {} },
+      roots: { listChanged: true },
+    });
+    expect(withoutStated({ name: "t", _meta: { "mewgate/client_capabilities": {}, traceparent: "t" } })).toEqual({
+      name: "t",
+      _meta: { traceparent: "t" },
+    });
+  });
+
   it("a tool the policy denies the seat is not asked of the server when called by name", { timeout: 60_000 }, async () => {
     await setup();
     const narrow = await viaGateway(T.narrow);
@@ -190,7 +260,7 @@ describe("/mcp/<participant> is the server", () => {
     expect(face.names).toEqual([
       ["zeta", "alpha", "mid"],
       ["beta", "omega", "gamma"],
-      ["log-later", "caps"],
+      ["log-later", "caps", "ask"],
     ]);
     expect(face).toEqual(server);
   });

@@ -19,6 +19,7 @@ import { trySend, type ServerNotifications } from "./notifications.js";
 import { AnyResult, type Forwarded, type ServerLink, type Upstream } from "./server.js";
 import { ChildStdioTransport } from "./stdio.js";
 import type { ServerTaskOwners } from "./tasks.js";
+import { withoutStated } from "./client-caps.js";
 import { bridgeFailure, type BridgeStatus } from "./types.js";
 
 // setTimeout treats anything above 2^31-1 ms as 1 ms.
@@ -91,7 +92,8 @@ export class Forwarder {
   }
 
   private forward(up: Upstream, req: IncomingRequest): Promise<unknown> {
-    let params = req.params;
+    // The caller's stated client capabilities are the bridge's to act on (client-caps.ts), not the server's to read.
+    let params = withoutStated(req.params);
     let callerToken: string | number | undefined;
     let timeoutMs = this.host.callTimeoutMs;
     if (isRecord(params) && isRecord(params["_meta"])) {

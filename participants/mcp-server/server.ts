@@ -56,6 +56,7 @@ import {
 } from "./face.js";
 import { tasksOf, type SeatTasks } from "./tasks.js";
 import { askUnknownTool, ownToolsPage } from "./own-pages.js";
+import { CLIENT_CAPS_KEY, offeredCapabilities } from "./client-caps.js";
 
 /** Reported as `serverInfo.version`; kept in step with package.json by hand. */
 const SERVER_VERSION = "0.1.0";
@@ -435,7 +436,13 @@ export class SpaceMcpServer extends Server {
       const pending = this.client.request(
         GATEWAY_ID,
         "tools/call",
-        { name: real, arguments: params.arguments ?? {}, ...withMeta(extra._meta), ...(asTask === undefined ? {} : { task: asTask }) },
+        {
+          name: real,
+          arguments: params.arguments ?? {},
+          // What this session's client offers the server to ask back (client-caps.ts); a task's call has no client to ask.
+          _meta: { ...forwardedMeta(extra._meta), [CLIENT_CAPS_KEY]: proposed ? {} : offeredCapabilities(this.getClientCapabilities()) },
+          ...(asTask === undefined ? {} : { task: asTask }),
+        },
         // A task waits as long as the space keeps its proposal (the gateway expires it), not the client's own deadline.
         {
           signal: extra.signal,
@@ -547,10 +554,4 @@ export class SpaceMcpServer extends Server {
 /** Creates the MCP server for a participant of a space; connect it to any MCP server transport. */
 export function createSpaceMcpServer(opts: SpaceMcpServerOptions): SpaceMcpServer {
   return new SpaceMcpServer(opts);
-}
-
-/** The client's `_meta` for the request to the space (face.ts `forwardedMeta`), if any. */
-function withMeta(meta: unknown): { _meta?: Record<string, unknown> } {
-  const m = forwardedMeta(meta);
-  return m ? { _meta: m } : {};
 }
