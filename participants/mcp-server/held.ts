@@ -146,7 +146,7 @@ export interface HeldFace {
   seat: string;
   states: HeldStates;
   outcomes: HeldOutcomes<HeldEnd>;
-  /** Where a person decides the proposal. */
+  /** Where a person decides the proposal: a signed link for the one person who may, else its card in the console. */
   cardUrl(proposal: string): string;
   /** How long a request state resumes its call. */
   ttlMs: number;
@@ -158,9 +158,21 @@ export class HeldCalls {
   readonly outcomes = new HeldOutcomes<HeldEnd>();
 
   /** For a request of `seat` in `space`; the card's URL on the host the client reached. */
-  face(req: IncomingMessage, space: string, seat: string, proposalTtlMs: number): HeldFace {
+  face(
+    req: IncomingMessage,
+    space: string,
+    seat: string,
+    proposalTtlMs: number,
+    personLink?: (proposal: string) => string | undefined,
+  ): HeldFace {
     const origin = `http://${String(req.headers.host ?? "127.0.0.1").replace(/[^\w.:[\]-]/g, "")}`;
-    const cardUrl = (id: string) => `${origin}/ui/#space=${encodeURIComponent(space)}&proposal=${encodeURIComponent(id)}`;
+    // The one person who may decide it gets a signed link to its page (gateway/proposals/links.ts: their own
+    // session decides, once); else the console opens at the card for whoever signs in.
+    const cardUrl = (id: string) => {
+      const link = personLink?.(id);
+      if (link !== undefined) return `${origin}/ui/link.html#t=${link}`;
+      return `${origin}/ui/#space=${encodeURIComponent(space)}&proposal=${encodeURIComponent(id)}`;
+    };
     // A state outlives the proposal a little: a resumed request after an expiry reads the expiry.
     return { space, seat, states: this.states, outcomes: this.outcomes, cardUrl, ttlMs: proposalTtlMs + 60 * 60_000 };
   }

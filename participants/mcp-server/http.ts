@@ -456,7 +456,10 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
         req,
         res,
         read.body,
-        held.face(req, who.space.id, who.participant, who.space.config.policy.proposal_ttl_ms),
+        held.face(req, who.space.id, who.participant, who.space.config.policy.proposal_ttl_ms, (id) => {
+          const p = who.space.pendingProposals().find((x) => x.id === id);
+          return p ? who.space.aids.linkForOnePerson(p) : undefined;
+        }),
       );
     }
     const initializes = Array.isArray(read.body) ? read.body.some((msg) => m.isInitializeRequest(msg)) : m.isInitializeRequest(read.body);
