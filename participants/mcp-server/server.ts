@@ -13,25 +13,12 @@ import {
   CallToolResultSchema,
   ErrorCode,
   ListToolsRequestSchema,
-  ListResourcesRequestSchema,
-  ListResourceTemplatesRequestSchema,
-  ReadResourceRequestSchema,
-  ListPromptsRequestSchema,
-  GetPromptRequestSchema,
-  CompleteRequestSchema,
   McpError,
   RootsListChangedNotificationSchema,
   SetLevelRequestSchema,
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
-  type LoggingLevel,
   type CallToolRequest,
-  type CompleteResult,
-  type GetPromptResult,
-  type ListPromptsResult,
-  type ListResourcesResult,
-  type ListResourceTemplatesResult,
-  type ReadResourceResult,
   type CallToolResult,
   CreateTaskResultSchema,
   type CreateTaskResult,
@@ -57,6 +44,8 @@ import {
 import { tasksOf, type SeatTasks } from "./tasks.js";
 import { askUnknownTool, ownToolsPage } from "./own-pages.js";
 import { CLIENT_CAPS_KEY, offeredCapabilities } from "./client-caps.js";
+import { SessionLog } from "./session-log.js";
+import { serveReads } from "./read-handlers.js";
 
 /** Reported as `serverInfo.version`; kept in step with package.json by hand. */
 const SERVER_VERSION = "0.1.0";
@@ -65,8 +54,6 @@ const DEFAULT_APPROVAL_PROGRESS_MS = 2000;
 const TASK_WAIT_MS = 2_147_483_647;
 /** Most tool names kept after they left the catalogue (`former`). */
 const MAX_FORMER_TOOLS = 1024;
-/** MCP's log levels, least severe first. */
-const LOG_LEVELS: readonly LoggingLevel[] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
 
 export interface SpaceMcpServerOptions {
   /**
@@ -134,8 +121,8 @@ export class SpaceMcpServer extends Server {
   private readonly unsubscribe: (() => void)[] = [];
   /** Envelope ids of this session's calls still waiting (and their proposals) → the MCP request each serves. */
   private readonly made = new Map<string, Extra>();
-  /** Below this the MCP client hears no log messages (`logging/setLevel`). */
-  private logLevel: LoggingLevel = "info";
+  /** MCP logging of this session (session-log.ts). */
+  private readonly logs: SessionLog;
   private readonly desk: Desk;
   private readonly resources: SpaceResources;
   private readonly leaveDesk: () => string[];
@@ -170,6 +157,11 @@ export class SpaceMcpServer extends Server {
     this.log = opts.logger?.child({ component: "mcp-server" });
     this.approvalProgressMs = Math.max(10, opts.approvalProgressMs ?? DEFAULT_APPROVAL_PROGRESS_MS);
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
+    this.logs = new SessionLog(
+      () => this.initialized && !this.disposed,
+      (n) => this.notification(n),
+      (err) => this.log?.debug({ err: err.message }, "could not send a log message"),
+    );
     // connect() is idempotent: an open client answers at once, a connecting one shares its attempt.
     this.ready = client.connect().then(() => undefined);
     this.ready.catch(() => {});
@@ -209,7 +201,7 @@ export class SpaceMcpServer extends Server {
       return {};
     });
     this.setRequestHandler(SetLevelRequestSchema, async (request) => {
-      this.logLevel = request.params.level;
+      this.logs.level = request.params.level;
       // Serving one participant as itself: its server's level too, and its log lines outside a call reach this client.
       if (this.only !== undefined && (only?.capabilities === undefined || only.capabilities.logging !== undefined))
         await this.ready
@@ -224,38 +216,8 @@ export class SpaceMcpServer extends Server {
           this.client.notify(p.id, "notifications/roots/list_changed", {});
       }
     });
-    // The results are the owners' own, passed on as they came (the space's face prefixes names).
-    // Serving one participant, only what its server declared is offered.
-    if (capabilities.resources) {
-      this.setRequestHandler(ListResourcesRequestSchema, async () => {
-        await this.ready;
-        return (await resources.listResources()) as ListResourcesResult;
-      });
-      this.setRequestHandler(ListResourceTemplatesRequestSchema, async () => {
-        await this.ready;
-        return (await resources.listTemplates()) as ListResourceTemplatesResult;
-      });
-      this.setRequestHandler(ReadResourceRequestSchema, async (request) => {
-        await this.ready;
-        return (await resources.readResource(request.params.uri)) as ReadResourceResult;
-      });
-    }
-    if (capabilities.prompts) {
-      this.setRequestHandler(ListPromptsRequestSchema, async () => {
-        await this.ready;
-        return (await resources.listPrompts()) as ListPromptsResult;
-      });
-      this.setRequestHandler(GetPromptRequestSchema, async (request) => {
-        await this.ready;
-        return (await resources.getPrompt(request.params.name, request.params.arguments)) as GetPromptResult;
-      });
-    }
-    if (capabilities.completions) {
-      this.setRequestHandler(CompleteRequestSchema, async (request) => {
-        await this.ready;
-        return (await resources.complete(request.params as Record<string, unknown>)) as CompleteResult;
-      });
-    }
+    // Resources, prompts and completions, as the face's capabilities declare them (read-handlers.ts).
+    serveReads(this, resources, capabilities, this.ready);
     this.oninitialized = () => {
       this.initialized = true;
     };
@@ -279,7 +241,7 @@ export class SpaceMcpServer extends Server {
           const told = this.awaiting.get(id);
           if (!told) continue;
           told(env.from);
-          this.sendLog("info", `${env.from} approved the call`, this.made.get(id));
+          this.logs.send("info", `${env.from} approved the call`, this.made.get(id));
         }
       }),
       // Without the space there is nothing to serve: end the MCP connection too.
@@ -420,7 +382,7 @@ export class SpaceMcpServer extends Server {
       proposalId = proposal.id;
       this.made.set(proposal.id, extra);
       this.log?.info({ tool: real, proposal: proposal.id }, "call waits for approval");
-      this.sendLog("info", `${real} waits for approval in the space (proposal ${proposal.id})`, extra);
+      this.logs.send("info", `${real} waits for approval in the space (proposal ${proposal.id})`, extra);
       this.awaiting.set(proposal.id, (approver) => {
         clearInterval(ticker);
         relay?.tick(`approved by ${approver}; running ${real}`);
@@ -531,23 +493,11 @@ export class SpaceMcpServer extends Server {
         // as itself, also one its server sent outside any call (to whoever set a level there).
         const about = (env.correlation_id ?? []).find((id) => this.made.has(id));
         const outside = this.only !== undefined && (env.correlation_id ?? []).length === 0;
-        if ((about === undefined && !outside) || typeof params !== "object" || params === null) return;
-        const p = params as Record<string, unknown>;
-        const level = LOG_LEVELS.includes(p["level"] as LoggingLevel) ? (p["level"] as LoggingLevel) : "info";
-        const own = typeof p["logger"] === "string" ? p["logger"] : undefined;
-        const logger = this.only !== undefined ? (own ?? from) : own !== undefined ? `${from}/${own}` : from;
-        this.sendLog(level, p["data"], about === undefined ? undefined : this.made.get(about), logger);
+        if (about !== undefined || outside)
+          this.logs.fromServer(params, from, this.only, about === undefined ? undefined : this.made.get(about));
         return;
       }
     }
-  }
-
-  /** A log message to the MCP client, at or above the level it asked for, on the stream of the request it is about. */
-  private sendLog(level: LoggingLevel, data: unknown, about: Extra | undefined, logger = "mewgate"): void {
-    if (LOG_LEVELS.indexOf(level) < LOG_LEVELS.indexOf(this.logLevel) || !this.initialized || this.disposed) return;
-    const notification = { method: "notifications/message" as const, params: { level, logger, data } };
-    const sent = about ? about.sendNotification(notification) : this.notification(notification);
-    sent.catch((err: Error) => this.log?.debug({ err: err.message }, "could not send a log message"));
   }
 }
 

@@ -1,0 +1,60 @@
+/**
+ * The read side of a face: `resources/list`, `resources/templates/list`, `resources/read`,
+ * `prompts/list`, `prompts/get` and `completion/complete`, answered by the space's MCP
+ * servers through `SpaceResources` (resources.ts). The results are the owners' own, passed
+ * on as they came (the space's face prefixes names); serving one participant, only what its
+ * server declared is offered.
+ *
+ * Split from server.ts, which builds the face and calls this once.
+ */
+import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import {
+  CompleteRequestSchema,
+  GetPromptRequestSchema,
+  ListPromptsRequestSchema,
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ReadResourceRequestSchema,
+  type CompleteResult,
+  type GetPromptResult,
+  type ListPromptsResult,
+  type ListResourcesResult,
+  type ListResourceTemplatesResult,
+  type ReadResourceResult,
+  type ServerCapabilities,
+} from "@modelcontextprotocol/sdk/types.js";
+import type { SpaceResources } from "./resources.js";
+
+/** Installs the read handlers the face's `capabilities` declare; each waits for the space connection (`ready`). */
+export function serveReads(server: Server, resources: SpaceResources, capabilities: ServerCapabilities, ready: Promise<void>): void {
+  if (capabilities.resources) {
+    server.setRequestHandler(ListResourcesRequestSchema, async () => {
+      await ready;
+      return (await resources.listResources()) as ListResourcesResult;
+    });
+    server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => {
+      await ready;
+      return (await resources.listTemplates()) as ListResourceTemplatesResult;
+    });
+    server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
+      await ready;
+      return (await resources.readResource(request.params.uri)) as ReadResourceResult;
+    });
+  }
+  if (capabilities.prompts) {
+    server.setRequestHandler(ListPromptsRequestSchema, async () => {
+      await ready;
+      return (await resources.listPrompts()) as ListPromptsResult;
+    });
+    server.setRequestHandler(GetPromptRequestSchema, async (request) => {
+      await ready;
+      return (await resources.getPrompt(request.params.name, request.params.arguments)) as GetPromptResult;
+    });
+  }
+  if (capabilities.completions) {
+    server.setRequestHandler(CompleteRequestSchema, async (request) => {
+      await ready;
+      return (await resources.complete(request.params as Record<string, unknown>)) as CompleteResult;
+    });
+  }
+}
