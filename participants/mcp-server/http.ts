@@ -27,6 +27,7 @@ import { authenticateBearer, bearer, bearerChallenge, type Gateway, resourceUrls
 import type { ParticipantClient } from "../client.js";
 import { header, readJson, rpcError, RPC_INTERNAL_ERROR, RPC_PARSE_ERROR, RPC_SERVER_ERROR, RPC_SESSION_NOT_FOUND } from "./http-io.js";
 import type { SpaceMcpServer } from "./server.js";
+import { faceTrace } from "./face-trace.js";
 import { HeldCalls } from "./held.js";
 import { InnerPool, isModern, loadModernModules, serveModern, type Inner, type ModernModules } from "./modern.js";
 
@@ -278,6 +279,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
         approvalProgressMs: opts.approvalProgressMs,
         maxTasks: opts.maxTasks,
         only,
+        trace: faceTrace(space.tracing, space.id, participant, "tcp", "2026-07-28"),
       });
       return {
         mm,
@@ -333,6 +335,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       approvalProgressMs: opts.approvalProgressMs,
       maxTasks: opts.maxTasks,
       only,
+      trace: faceTrace(space.tracing, space.id, participant, "tcp"),
     });
     const session: Session = {
       id: undefined,

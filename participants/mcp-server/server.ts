@@ -46,6 +46,7 @@ import { askUnknownTool, ownToolsPage } from "./own-pages.js";
 import { CLIENT_CAPS_KEY, offeredCapabilities } from "./client-caps.js";
 import { SessionLog } from "./session-log.js";
 import { serveReads } from "./read-handlers.js";
+import { traced, type FaceTrace } from "./face-trace.js";
 
 /** Reported as `serverInfo.version`; kept in step with package.json by hand. */
 const SERVER_VERSION = "0.1.0";
@@ -78,6 +79,8 @@ export interface SpaceMcpServerOptions {
   only?: OnlyParticipant | undefined;
   /** Most tasks the seat holds at once (tasks.ts); default 1000. */
   maxTasks?: number | undefined;
+  /** A span for each tool call served, when the space exports traces (face-trace.ts). */
+  trace?: FaceTrace | undefined;
 }
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
@@ -126,6 +129,7 @@ export class SpaceMcpServer extends Server {
   private readonly desk: Desk;
   private readonly resources: SpaceResources;
   private readonly leaveDesk: () => string[];
+  private readonly trace: FaceTrace | undefined;
 
   constructor(opts: SpaceMcpServerOptions) {
     const owned = !(opts.client instanceof ParticipantClient);
@@ -151,6 +155,7 @@ export class SpaceMcpServer extends Server {
       },
     );
     this.only = only?.participant;
+    this.trace = opts.trace;
     this.tasks = tasks;
     this.client = client;
     this.owned = owned;
@@ -363,7 +368,11 @@ export class SpaceMcpServer extends Server {
       );
       return { task };
     }
-    return this.runCall(entry.real, params, extra);
+    const request = { method: "tools/call", tool: params.name, rpcId: extra.requestId, sessionId: extra.sessionId };
+    const version = extra.requestInfo?.headers["mcp-protocol-version"];
+    return traced(this.trace, { ...request, protocolVersion: typeof version === "string" ? version : undefined }, extra._meta, (tp) =>
+      this.runCall(entry.real, params, extra, undefined, undefined, tp),
+    );
   }
 
   private async runCall(
@@ -372,6 +381,7 @@ export class SpaceMcpServer extends Server {
     extra: Extra,
     proposed?: (proposal: Envelope) => void,
     asTask?: CallToolRequest["params"]["task"],
+    traceparent?: string,
   ): Promise<CallToolResult | CreateTaskResult> {
     const token = extra._meta?.progressToken;
     const relay = token === undefined ? undefined : new ProgressRelay(token, extra, this.log);
@@ -402,7 +412,12 @@ export class SpaceMcpServer extends Server {
           name: real,
           arguments: params.arguments ?? {},
           // What this session's client offers the server to ask back (client-caps.ts); a task's call has no client to ask.
-          _meta: { ...forwardedMeta(extra._meta), [CLIENT_CAPS_KEY]: proposed ? {} : offeredCapabilities(this.getClientCapabilities()) },
+          _meta: {
+            ...forwardedMeta(extra._meta),
+            // Under the face's span, when traced (face-trace.ts).
+            ...(traceparent === undefined ? {} : { traceparent }),
+            [CLIENT_CAPS_KEY]: proposed ? {} : offeredCapabilities(this.getClientCapabilities()),
+          },
           ...(asTask === undefined ? {} : { task: asTask }),
         },
         // A task waits as long as the space keeps its proposal (the gateway expires it), not the client's own deadline.
