@@ -453,17 +453,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       } catch (err) {
         return rpcError(res, 503, RPC_SERVER_ERROR, `could not join space "${who.space.id}": ${(err as Error).message}`, "unavailable");
       }
-      return serveModern(
-        mm,
-        inner,
-        req,
-        res,
-        read.body,
-        held.face(req, who.space.id, who.participant, who.space.config.policy.proposal_ttl_ms, (id) => {
-          const p = who.space.pendingProposals().find((x) => x.id === id);
-          return p ? who.space.aids.linkForOnePerson(p) : undefined;
-        }),
-      );
+      return serveModern(mm, inner, req, res, read.body, held.face(req, who.space, who.participant));
     }
     const initializes = Array.isArray(read.body) ? read.body.some((msg) => m.isInitializeRequest(msg)) : m.isInitializeRequest(read.body);
     if (!initializes) return rpcError(res, 400, RPC_SERVER_ERROR, "Bad Request: no session; send initialize first", "bad_request");
