@@ -265,6 +265,43 @@ describe("/mcp/<participant> is the server", () => {
     expect(face).toEqual(server);
   });
 
+  it("lists resources and prompts in the server's pages, order and cursors, and refuses a cursor as it does", {
+    timeout: 60_000,
+  }, async () => {
+    await setup();
+    const face = await viaGateway(T.claude);
+    const server = await direct();
+    const all = async (c: Client, list: (cursor?: string) => Promise<{ nextCursor?: string; items: string[] }>) => {
+      const pagesOf: string[][] = [];
+      let cursor: string | undefined;
+      for (let i = 0; i < 10; i++) {
+        const page = await list(cursor);
+        pagesOf.push(page.items);
+        cursor = page.nextCursor;
+        if (cursor === undefined) break;
+      }
+      return pagesOf;
+    };
+    const resources = (c: Client) =>
+      all(c, async (cursor) => {
+        const r = await c.listResources(cursor === undefined ? {} : { cursor });
+        return { nextCursor: r.nextCursor, items: r.resources.map((x) => x.name) };
+      });
+    const prompts = (c: Client) =>
+      all(c, async (cursor) => {
+        const r = await c.listPrompts(cursor === undefined ? {} : { cursor });
+        return { nextCursor: r.nextCursor, items: r.prompts.map((x) => x.name) };
+      });
+    expect(await resources(face)).toEqual([["r-z", "r-a"], ["r-m", "r-b"], ["r-y"]]);
+    expect(await resources(face)).toEqual(await resources(server));
+    expect(await prompts(face)).toEqual([["p-z", "p-a"], ["p-m"]]);
+    expect(await prompts(face)).toEqual(await prompts(server));
+    const forged = Buffer.from("resources:77").toString("base64url");
+    const said = await fails(face.listResources({ cursor: forged }));
+    expect(said).toBe(await fails(server.listResources({ cursor: forged })));
+    expect(said).toMatch(/-32602.*no such resources cursor/);
+  });
+
   it("answers an unknown tool as the server does", { timeout: 60_000 }, async () => {
     await setup();
     const face = await viaGateway(T.claude);

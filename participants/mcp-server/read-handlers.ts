@@ -3,7 +3,7 @@
  * `prompts/list`, `prompts/get` and `completion/complete`, answered by the space's MCP
  * servers through `SpaceResources` (resources.ts). The results are the owners' own, passed
  * on as they came (the space's face prefixes names); serving one participant, only what its
- * server declared is offered.
+ * server declared is offered, in its own pages with its own cursors.
  *
  * Split from server.ts, which builds the face and calls this once.
  */
@@ -28,13 +28,13 @@ import type { SpaceResources } from "./resources.js";
 /** Installs the read handlers the face's `capabilities` declare; each waits for the space connection (`ready`). */
 export function serveReads(server: Server, resources: SpaceResources, capabilities: ServerCapabilities, ready: Promise<void>): void {
   if (capabilities.resources) {
-    server.setRequestHandler(ListResourcesRequestSchema, async () => {
+    server.setRequestHandler(ListResourcesRequestSchema, async (request) => {
       await ready;
-      return (await resources.listResources()) as ListResourcesResult;
+      return (await resources.listResources(request.params?.cursor)) as ListResourcesResult;
     });
-    server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => {
+    server.setRequestHandler(ListResourceTemplatesRequestSchema, async (request) => {
       await ready;
-      return (await resources.listTemplates()) as ListResourceTemplatesResult;
+      return (await resources.listTemplates(request.params?.cursor)) as ListResourceTemplatesResult;
     });
     server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
       await ready;
@@ -42,9 +42,9 @@ export function serveReads(server: Server, resources: SpaceResources, capabiliti
     });
   }
   if (capabilities.prompts) {
-    server.setRequestHandler(ListPromptsRequestSchema, async () => {
+    server.setRequestHandler(ListPromptsRequestSchema, async (request) => {
       await ready;
-      return (await resources.listPrompts()) as ListPromptsResult;
+      return (await resources.listPrompts(request.params?.cursor)) as ListPromptsResult;
     });
     server.setRequestHandler(GetPromptRequestSchema, async (request) => {
       await ready;
