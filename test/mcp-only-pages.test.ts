@@ -302,6 +302,22 @@ describe("/mcp/<participant> is the server", () => {
     expect(said).toMatch(/-32602.*no such resources cursor/);
   });
 
+  it("passes the client's _meta on reads of resources and prompts, but no key of the gateway's", { timeout: 60_000 }, async () => {
+    await setup();
+    const face = await viaGateway(T.claude);
+    const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const _meta = { traceparent, "example.com/ticket": "T-9", "mewgate/for": { caller: "alice" }, progressToken: 7 };
+    const read = await face.readResource({ uri: "pages://r-a", _meta });
+    const atRead = JSON.parse((read.contents[0] as { text: string }).text) as Record<string, unknown>;
+    const prompt = await face.getPrompt({ name: "p-a", _meta });
+    const atPrompt = JSON.parse((prompt.messages[0]!.content as { text: string }).text) as Record<string, unknown>;
+    for (const at of [atRead, atPrompt]) {
+      expect(at).toMatchObject({ traceparent, "example.com/ticket": "T-9" });
+      expect(at["mewgate/for"]).toBeUndefined();
+      expect(at["progressToken"]).toBeUndefined();
+    }
+  });
+
   it("answers an unknown tool as the server does", { timeout: 60_000 }, async () => {
     await setup();
     const face = await viaGateway(T.claude);

@@ -23,6 +23,7 @@ import {
   type ReadResourceResult,
   type ServerCapabilities,
 } from "@modelcontextprotocol/sdk/types.js";
+import { forwardedMeta } from "./face.js";
 import type { SpaceResources } from "./resources.js";
 
 /** Installs the read handlers the face's `capabilities` declare; each waits for the space connection (`ready`). */
@@ -38,7 +39,7 @@ export function serveReads(server: Server, resources: SpaceResources, capabiliti
     });
     server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
       await ready;
-      return (await resources.readResource(request.params.uri)) as ReadResourceResult;
+      return (await resources.readResource(request.params.uri, forwardedMeta(request.params._meta))) as ReadResourceResult;
     });
   }
   if (capabilities.prompts) {
@@ -48,13 +49,20 @@ export function serveReads(server: Server, resources: SpaceResources, capabiliti
     });
     server.setRequestHandler(GetPromptRequestSchema, async (request) => {
       await ready;
-      return (await resources.getPrompt(request.params.name, request.params.arguments)) as GetPromptResult;
+      return (await resources.getPrompt(
+        request.params.name,
+        request.params.arguments,
+        forwardedMeta(request.params._meta),
+      )) as GetPromptResult;
     });
   }
   if (capabilities.completions) {
     server.setRequestHandler(CompleteRequestSchema, async (request) => {
       await ready;
-      return (await resources.complete(request.params as Record<string, unknown>)) as CompleteResult;
+      // The client's _meta as it may go on, not as it came (no progressToken, no key of the gateway's).
+      const { _meta, ...params } = request.params as Record<string, unknown>;
+      const meta = forwardedMeta(_meta);
+      return (await resources.complete({ ...params, ...(meta ? { _meta: meta } : {}) })) as CompleteResult;
     });
   }
 }

@@ -73,8 +73,9 @@ export class SpaceResources {
     return { resourceTemplates };
   }
 
-  async readResource(uri: string): Promise<Record<string, unknown>> {
-    return this.ask(await this.ownerOf(uri), "resources/read", { uri });
+  /** `meta`: the client's `_meta` as it may go on (face.ts `forwardedMeta`). */
+  async readResource(uri: string, meta?: Record<string, unknown>): Promise<Record<string, unknown>> {
+    return this.ask(await this.ownerOf(uri), "resources/read", { uri, ...(meta ? { _meta: meta } : {}) });
   }
 
   /** Subscribes to `uri` at the participant that owns it; returns that participant. */
@@ -133,13 +134,18 @@ export class SpaceResources {
     return { prompts };
   }
 
-  async getPrompt(name: string, args: Record<string, string> | undefined): Promise<Record<string, unknown>> {
-    if (this.only !== undefined) return this.ask(this.only, "prompts/get", { name, ...(args ? { arguments: args } : {}) });
+  async getPrompt(
+    name: string,
+    args: Record<string, string> | undefined,
+    meta?: Record<string, unknown>,
+  ): Promise<Record<string, unknown>> {
+    const passed = { ...(args ? { arguments: args } : {}), ...(meta ? { _meta: meta } : {}) };
+    if (this.only !== undefined) return this.ask(this.only, "prompts/get", { name, ...passed });
     const split = name.indexOf("__");
     const owner = split > 0 ? name.slice(0, split) : "";
     if (!this.servers().includes(owner))
       throw new McpError(ErrorCode.InvalidParams, `unknown prompt: ${name} (prompts are named participant__prompt)`);
-    return this.ask(owner, "prompts/get", { name: name.slice(split + 2), ...(args ? { arguments: args } : {}) });
+    return this.ask(owner, "prompts/get", { name: name.slice(split + 2), ...passed });
   }
 
   /**
