@@ -171,4 +171,27 @@ describe("traces through an MCP face", () => {
     // The gateway's own key is not the server's to read.
     expect(metaAtServer(r)["mewgate/client_capabilities"]).toBeUndefined();
   });
+
+  it("gives a resource read and a prompt their face spans too, with the URI and the prompt's name", { timeout: 60_000 }, async () => {
+    const otlp = await otlpReceiver();
+    const { client, transport } = await setup(otlp.url);
+    const read = await client.readResource({ uri: "pages://r-a", _meta: { traceparent: ROOT } });
+    const atServer = JSON.parse((read.contents[0] as { text: string }).text) as Record<string, unknown>;
+    await client.getPrompt({ name: "p-a", _meta: { traceparent: ROOT } });
+    await waitFor(
+      () => otlp.spans.filter((s) => s.traceId === TRACE && s.parentSpanId === ROOT_SPAN).length >= 2,
+      10_000,
+      "the face spans of the read and the prompt",
+    );
+    const faces = otlp.spans.filter((s) => s.traceId === TRACE && s.parentSpanId === ROOT_SPAN);
+    const readSpan = faces.find((s) => s.name === "resources/read")!;
+    expect(attr(readSpan, "mcp.resource.uri")).toBe("pages://r-a");
+    expect(attr(readSpan, "mcp.session.id")).toBe(transport.sessionId);
+    expect(attr(readSpan, "network.transport")).toBe("tcp");
+    const promptSpan = faces.find((s) => s.name === "prompts/get")!;
+    expect(attr(promptSpan, "gen_ai.prompt.name")).toBe("p-a");
+    // The read went on under the face's span: the server's context is of the same trace, not the client's span itself.
+    expect(String(atServer["traceparent"])).toMatch(new RegExp(`^00-${TRACE}-[0-9a-f]{16}-01$`));
+    expect(atServer["traceparent"]).not.toBe(ROOT);
+  });
 });

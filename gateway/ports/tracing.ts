@@ -72,6 +72,10 @@ export interface FaceCallInfo {
   protocolVersion?: string | undefined;
   /** `network.transport`: `tcp` for streamable HTTP, `pipe` for stdio. */
   transport: "tcp" | "pipe";
+  /** `resources/read`: the URI (`mcp.resource.uri`). */
+  resourceUri?: string | undefined;
+  /** `prompts/get`: the prompt's name (`gen_ai.prompt.name`). */
+  prompt?: string | undefined;
 }
 
 /** A request the bridge sends to its MCP server, for its CLIENT span. */
@@ -192,6 +196,8 @@ export class Tracing {
       ...(info.sessionId ? { "mcp.session.id": info.sessionId.slice(0, 256) } : {}),
       ...(info.protocolVersion ? { "mcp.protocol.version": info.protocolVersion.slice(0, 32) } : {}),
       ...(isTool ? { "gen_ai.tool.name": info.tool!.slice(0, 256), "gen_ai.operation.name": "execute_tool" } : {}),
+      ...(info.resourceUri ? { "mcp.resource.uri": info.resourceUri.slice(0, 1024) } : {}),
+      ...(info.prompt ? { "gen_ai.prompt.name": info.prompt.slice(0, 256) } : {}),
     });
   }
 

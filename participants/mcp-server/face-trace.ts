@@ -1,5 +1,6 @@
 /**
- * Traces of an MCP face: a SERVER span for each `tools/call` it serves, with the session,
+ * Traces of an MCP face: a SERVER span for each `tools/call`, `resources/read`,
+ * `prompts/get` and `completion/complete` it serves, with the session,
  * the protocol revision and the transport (`mcp.session.id`, `mcp.protocol.version`,
  * `network.transport`), under the client's own `traceparent`; the request to the space
  * carries the span's context, so the routed call, the bridge's call out to its server and
@@ -12,7 +13,21 @@
 import type { CallTrace, FaceCallInfo, Tracing } from "../../gateway/index.js";
 
 /** What a face knows of one request. */
-export type FaceRequest = Pick<FaceCallInfo, "method" | "tool" | "rpcId" | "sessionId" | "protocolVersion">;
+export type FaceRequest = Pick<FaceCallInfo, "method" | "tool" | "rpcId" | "sessionId" | "protocolVersion" | "resourceUri" | "prompt">;
+
+/** What a face knows of a request from the SDK's handler context: its id, session and (over HTTP) revision header. */
+export function requestOf(
+  method: string,
+  extra: { requestId: string | number; sessionId?: string | undefined; requestInfo?: { headers: Record<string, unknown> } | undefined },
+): FaceRequest {
+  const version = extra.requestInfo?.headers["mcp-protocol-version"];
+  return {
+    method,
+    rpcId: extra.requestId,
+    sessionId: extra.sessionId,
+    protocolVersion: typeof version === "string" ? version : undefined,
+  };
+}
 
 /** Starts a face's span for one request under the client's `traceparent`; `undefined` when traces are off. */
 export type FaceTrace = (request: FaceRequest, clientTraceparent: unknown) => CallTrace | undefined;

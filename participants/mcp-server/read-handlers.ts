@@ -24,10 +24,22 @@ import {
   type ServerCapabilities,
 } from "@modelcontextprotocol/sdk/types.js";
 import { forwardedMeta } from "./face.js";
+import { requestOf, traced, type FaceTrace } from "./face-trace.js";
 import type { SpaceResources } from "./resources.js";
 
 /** Installs the read handlers the face's `capabilities` declare; each waits for the space connection (`ready`). */
-export function serveReads(server: Server, resources: SpaceResources, capabilities: ServerCapabilities, ready: Promise<void>): void {
+export function serveReads(
+  server: Server,
+  resources: SpaceResources,
+  capabilities: ServerCapabilities,
+  ready: Promise<void>,
+  trace?: FaceTrace,
+): void {
+  // The client's _meta as it may go on (face.ts), under the face's span when traced (face-trace.ts).
+  const metaFor = (meta: unknown, traceparent: string | undefined) => {
+    const m = forwardedMeta(meta);
+    return traceparent === undefined ? m : { ...m, traceparent };
+  };
   if (capabilities.resources) {
     server.setRequestHandler(ListResourcesRequestSchema, async (request) => {
       await ready;
@@ -37,9 +49,12 @@ export function serveReads(server: Server, resources: SpaceResources, capabiliti
       await ready;
       return (await resources.listTemplates(request.params?.cursor)) as ListResourceTemplatesResult;
     });
-    server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
+    server.setRequestHandler(ReadResourceRequestSchema, async (request, extra) => {
       await ready;
-      return (await resources.readResource(request.params.uri, forwardedMeta(request.params._meta))) as ReadResourceResult;
+      const { uri, _meta } = request.params;
+      return (await traced(trace, { ...requestOf("resources/read", extra), resourceUri: uri }, _meta, (tp) =>
+        resources.readResource(uri, metaFor(_meta, tp)),
+      )) as ReadResourceResult;
     });
   }
   if (capabilities.prompts) {
@@ -47,22 +62,23 @@ export function serveReads(server: Server, resources: SpaceResources, capabiliti
       await ready;
       return (await resources.listPrompts(request.params?.cursor)) as ListPromptsResult;
     });
-    server.setRequestHandler(GetPromptRequestSchema, async (request) => {
+    server.setRequestHandler(GetPromptRequestSchema, async (request, extra) => {
       await ready;
-      return (await resources.getPrompt(
-        request.params.name,
-        request.params.arguments,
-        forwardedMeta(request.params._meta),
+      const { name, arguments: args, _meta } = request.params;
+      return (await traced(trace, { ...requestOf("prompts/get", extra), prompt: name }, _meta, (tp) =>
+        resources.getPrompt(name, args, metaFor(_meta, tp)),
       )) as GetPromptResult;
     });
   }
   if (capabilities.completions) {
-    server.setRequestHandler(CompleteRequestSchema, async (request) => {
+    server.setRequestHandler(CompleteRequestSchema, async (request, extra) => {
       await ready;
       // The client's _meta as it may go on, not as it came (no progressToken, no key of the gateway's).
       const { _meta, ...params } = request.params as Record<string, unknown>;
-      const meta = forwardedMeta(_meta);
-      return (await resources.complete({ ...params, ...(meta ? { _meta: meta } : {}) })) as CompleteResult;
+      return (await traced(trace, requestOf("completion/complete", extra), _meta, (tp) => {
+        const meta = metaFor(_meta, tp);
+        return resources.complete({ ...params, ...(meta ? { _meta: meta } : {}) });
+      })) as CompleteResult;
     });
   }
 }

@@ -46,7 +46,7 @@ import { askUnknownTool, ownToolsPage } from "./own-pages.js";
 import { CLIENT_CAPS_KEY, offeredCapabilities } from "./client-caps.js";
 import { SessionLog } from "./session-log.js";
 import { serveReads } from "./read-handlers.js";
-import { traced, type FaceTrace } from "./face-trace.js";
+import { requestOf, traced, type FaceTrace } from "./face-trace.js";
 
 /** Reported as `serverInfo.version`; kept in step with package.json by hand. */
 const SERVER_VERSION = "0.1.0";
@@ -222,7 +222,7 @@ export class SpaceMcpServer extends Server {
       }
     });
     // Resources, prompts and completions, as the face's capabilities declare them (read-handlers.ts).
-    serveReads(this, resources, capabilities, this.ready);
+    serveReads(this, resources, capabilities, this.ready, opts.trace);
     this.oninitialized = () => {
       this.initialized = true;
     };
@@ -368,9 +368,7 @@ export class SpaceMcpServer extends Server {
       );
       return { task };
     }
-    const request = { method: "tools/call", tool: params.name, rpcId: extra.requestId, sessionId: extra.sessionId };
-    const version = extra.requestInfo?.headers["mcp-protocol-version"];
-    return traced(this.trace, { ...request, protocolVersion: typeof version === "string" ? version : undefined }, extra._meta, (tp) =>
+    return traced(this.trace, { ...requestOf("tools/call", extra), tool: params.name }, extra._meta, (tp) =>
       this.runCall(entry.real, params, extra, undefined, undefined, tp),
     );
   }
