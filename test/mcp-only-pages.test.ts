@@ -20,6 +20,7 @@ import {
 import { afterEach, describe, expect, it } from "vitest";
 import { connectInProcess } from "../gateway/space/inprocess.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
+import { LogListeners } from "../participants/bridge/log-listeners.js";
 import { callerOffers, perRequestCapabilities, statedCapabilities, withoutStated } from "../participants/bridge/client-caps.js";
 import { offeredCapabilities } from "../participants/mcp-server/client-caps.js";
 import { ParticipantClient } from "../participants/index.js";
@@ -27,7 +28,13 @@ import { mountHttp } from "../participants/mcp-server/http.js";
 import { startGateway, waitFor, waitForTool, type TestGateway } from "./helpers.js";
 
 const PAGES = join(import.meta.dirname, "fixtures", "bridge", "pages.mjs");
-const T = { alice: "alice-token-0001", claude: "claude-token-002", narrow: "narrow-token-003", pg: "pg-token-0000004" };
+const T = {
+  alice: "alice-token-0001",
+  claude: "claude-token-002",
+  narrow: "narrow-token-003",
+  pg: "pg-token-0000004",
+  asker: "asker-token-0005",
+};
 const WIDE = "[{kind: chat}, {kind: mcp/proposal}, {kind: mcp/withdraw}, {kind: mcp/response}, {kind: mcp/request}]";
 
 const SPACE = `
@@ -36,6 +43,7 @@ participants:
   alice: {kind: human, token: ${T.alice}}
   claude: {kind: agent, token: ${T.claude}, tools: {allow: ["pg/*"]}, capabilities: ${WIDE}}
   narrow: {kind: agent, token: ${T.narrow}, tools: {allow: ["pg/alpha", "pg/caps"], deny: ["pg/zeta", "pg/mid", "pg/beta", "pg/omega", "pg/gamma", "pg/log-later", "pg/ask"]}, capabilities: ${WIDE}}
+  asker: {kind: agent, token: ${T.asker}, tools: {ask: ["pg/*"]}, capabilities: ${WIDE}}
   pg: {kind: mcp, token: ${T.pg}}
 `;
 
@@ -49,7 +57,7 @@ afterEach(async () => {
   gw = undefined;
 });
 
-async function setup(): Promise<void> {
+async function setup(): Promise<ParticipantClient> {
   gw = await startGateway(SPACE);
   mountHttp(gw.gateway);
   const space = gw.gateway.spaces.get("lab")!;
@@ -63,6 +71,7 @@ async function setup(): Promise<void> {
   const alice = await ParticipantClient.connect({ url: gw.url, space: "lab", token: T.alice });
   closers.push(() => alice.close());
   await waitForTool(alice, "pg/caps", 15_000);
+  return alice;
 }
 
 async function viaGateway(token: string, capabilities: Record<string, unknown> = {}, prepare?: (c: Client) => void): Promise<Client> {
@@ -241,6 +250,37 @@ describe("/mcp/<participant> is the server: hostile first", () => {
       name: "t",
       _meta: { traceparent: "t" },
     });
+  });
+
+  it("an unknown tool of a seat whose calls wait for approval makes no proposal and reaches no server", { timeout: 60_000 }, async () => {
+    const alice = await setup();
+    const proposals: string[] = [];
+    alice.on("proposal", (p) => proposals.push(p.id));
+    const asker = await viaGateway(T.asker);
+    expect(await fails(asker.callTool({ name: "no-such-tool", arguments: {} }))).toMatch(/unknown tool: no-such-tool/);
+    // A known tool of the same seat does wait: the proposal shows the seat's calls are held, and the unknown one was not.
+    const waiting = asker.callTool({ name: "zeta", arguments: {} }).catch(() => undefined);
+    await waitFor(() => proposals.length === 1, 10_000, "the proposal for zeta");
+    expect(proposals.length).toBe(1);
+    alice.reject(proposals[0]!, "not now");
+    await waiting;
+  });
+
+  it("keeps log listeners by a level MCP names, bounded in number, and drops one that leaves", () => {
+    const l = new LogListeners();
+    for (const odd of [undefined, null, "x", { level: "LOUD" }, { level: ["debug"] }, { level: "__proto__" }, { level: "\u0000debug" }])
+      l.asked("odd", odd);
+    expect(l.for("emergency")).toEqual([]);
+    l.asked("a", { level: "warning" });
+    l.asked("b", { level: "debug" });
+    expect(l.for("info")).toEqual(["b"]);
+    expect(l.for("error").sort()).toEqual(["a", "b"]);
+    // A line of a level MCP does not name counts as info.
+    expect(l.for("shouting")).toEqual(["b"]);
+    l.drop("b");
+    expect(l.for("debug")).toEqual([]);
+    for (let i = 0; i < 5000; i++) l.asked(`p${i}`, { level: "debug" });
+    expect(l.for("emergency").length).toBe(1000);
   });
 
   it("a tool the policy denies the seat is not asked of the server when called by name", { timeout: 60_000 }, async () => {
