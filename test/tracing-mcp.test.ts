@@ -6,6 +6,7 @@
  * context. Hostile first: a forged traceparent, huge or with control characters, starts a
  * trace of its own and is carried nowhere.
  */
+import { spawn, type ChildProcess } from "node:child_process";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -16,7 +17,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { connectInProcess } from "../gateway/space/inprocess.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { mountHttp } from "../participants/mcp-server/http.js";
-import { startGateway, waitFor, type TestGateway } from "./helpers.js";
+import { CLI_MAIN, startGateway, waitFor, type TestGateway } from "./helpers.js";
 
 const PAGES = join(import.meta.dirname, "fixtures", "bridge", "pages.mjs");
 const T = { claude: "claude-token-002", pg: "pg-token-0000004" };
@@ -69,8 +70,15 @@ const attr = (s: Span, key: string) => {
   return v === undefined ? undefined : (v["stringValue"] ?? v["intValue"] ?? v["boolValue"]);
 };
 
-/** A space exporting to `otlp`, the pages server bridged in beside the gateway (with its traces), and an MCP client at /mcp/pg. */
-async function setup(otlp: string): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+/**
+ * A space exporting to `otlp`, the pages server bridged in beside the gateway (with its
+ * traces) or by `mewgate bridge` in a process of its own (`process: true`, exporting by
+ * OTEL_*), and an MCP client at /mcp/pg.
+ */
+async function setup(
+  otlp: string,
+  opts: { process?: boolean } = {},
+): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
   gw = await startGateway(`
 space: {id: lab}
 gateway: {telemetry: {otlp_endpoint: "${otlp}", service_name: mewgate-test}}
@@ -80,14 +88,27 @@ participants:
 `);
   mountHttp(gw.gateway);
   const space = gw.gateway.spaces.get("lab")!;
-  bridges.push(
-    await startBridge({
-      id: "pg",
-      server: { command: process.execPath, args: [PAGES] } as never,
-      client: { transport: () => connectInProcess(space, "pg"), reconnect: false },
-      tracing: space.tracing,
-    }),
-  );
+  if (opts.process) {
+    const child: ChildProcess = spawn(
+      process.execPath,
+      [CLI_MAIN, "bridge", "--gateway", gw.url, "--space", "lab", "--as", "pg", "--", process.execPath, PAGES],
+      { env: { ...process.env, MEWGATE_TOKEN: T.pg, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlp }, stdio: ["ignore", "ignore", "pipe"] },
+    );
+    // SIGTERM: the bridge stops and flushes its spans.
+    closers.push(async () => {
+      child.kill("SIGTERM");
+      await new Promise((r) => child.once("exit", r));
+    });
+  } else {
+    bridges.push(
+      await startBridge({
+        id: "pg",
+        server: { command: process.execPath, args: [PAGES] } as never,
+        client: { transport: () => connectInProcess(space, "pg"), reconnect: false },
+        tracing: space.tracing,
+      }),
+    );
+  }
   await waitFor(
     async () =>
       (
@@ -170,6 +191,22 @@ describe("traces through an MCP face", () => {
     expect(metaAtServer(r)["traceparent"]).toBe(`00-${TRACE}-${out.spanId}-01`);
     // The gateway's own key is not the server's to read.
     expect(metaAtServer(r)["mewgate/client_capabilities"]).toBeUndefined();
+  });
+
+  it("a bridge in a process of its own exports its CLIENT span under the routed call, by the standard OTEL_* environment", {
+    timeout: 60_000,
+  }, async () => {
+    const otlp = await otlpReceiver();
+    const { client } = await setup(otlp.url, { process: true });
+    const r = await client.callTool({ name: "caps", arguments: {}, _meta: { traceparent: ROOT } });
+    await waitFor(() => otlp.spans.some((s) => s.traceId === TRACE && s.kind === 3), 15_000, "the bridge's CLIENT span");
+    await waitFor(() => otlp.spans.filter((s) => s.traceId === TRACE).length >= 3, 10_000, "the gateway's spans");
+    const ofTrace = otlp.spans.filter((s) => s.traceId === TRACE);
+    const out = ofTrace.find((s) => s.kind === 3)!;
+    const routed = ofTrace.find((s) => s.spanId === out.parentSpanId)!;
+    expect(attr(routed, "mewgate.target")).toBe("pg");
+    expect(ofTrace.find((s) => s.spanId === routed.parentSpanId)?.parentSpanId).toBe(ROOT_SPAN);
+    expect(metaAtServer(r)["traceparent"]).toBe(`00-${TRACE}-${out.spanId}-01`);
   });
 
   it("gives a resource read and a prompt their face spans too, with the URI and the prompt's name", { timeout: 60_000 }, async () => {
