@@ -110,13 +110,11 @@ async function askCaller(
   if ("why" in found) throw new RpcError(ErrorCode.InvalidRequest, `${method} from "${host.id}" cannot be routed: ${found.why}`);
   const { caller, calls } = found;
   // A face said its client offers no such thing (client-caps.ts): answered here, as that client would.
-  if (
-    !callerOffers(
-      method,
-      calls.map((c) => c.req),
-    )
-  )
-    throw new RpcError(ErrorCode.MethodNotFound, `the MCP client of "${caller}" does not support ${method.split("/")[0]} (for this call)`);
+  const served = calls.map((c) => c.req);
+  if (!callerOffers(method, served)) {
+    const what = method.split("/")[0];
+    throw new RpcError(ErrorCode.MethodNotFound, `the MCP client of "${caller}" does not support ${what} (for this call)`);
+  }
   // The caller's own envelope first (a SDK caller finds its call by it), then what it correlates to.
   const correlationId = [...new Set(calls.flatMap((c) => [c.req.envelope.id, ...(c.req.envelope.correlation_id ?? [])]))];
   const tool = calls.length === 1 ? toolOf(host.id, calls[0]!.req) : undefined;
