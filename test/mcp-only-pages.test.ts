@@ -12,6 +12,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import {
+  CreateMessageRequestSchema,
   ElicitRequestSchema,
   LoggingMessageNotificationSchema,
   type CallToolResult,
@@ -42,7 +43,7 @@ space: {id: lab}
 participants:
   alice: {kind: human, token: ${T.alice}}
   claude: {kind: agent, token: ${T.claude}, tools: {allow: ["pg/*"]}, capabilities: ${WIDE}}
-  narrow: {kind: agent, token: ${T.narrow}, tools: {allow: ["pg/alpha", "pg/caps"], deny: ["pg/zeta", "pg/mid", "pg/beta", "pg/omega", "pg/gamma", "pg/log-later", "pg/ask"]}, capabilities: ${WIDE}}
+  narrow: {kind: agent, token: ${T.narrow}, tools: {allow: ["pg/alpha", "pg/caps"], deny: ["pg/zeta", "pg/mid", "pg/beta", "pg/omega", "pg/gamma", "pg/log-later", "pg/ask", "pg/sample"]}, capabilities: ${WIDE}}
   asker: {kind: agent, token: ${T.asker}, tools: {ask: ["pg/*"]}, capabilities: ${WIDE}}
   pg: {kind: mcp, token: ${T.pg}}
 `;
@@ -221,6 +222,26 @@ describe("/mcp/<participant> is the server: hostile first", () => {
     expect(asked).toEqual(["pages asks your name"]);
   });
 
+  it("a second client on the same seat without sampling does not get the first one's model: refused for its call", {
+    timeout: 60_000,
+  }, async () => {
+    await setup();
+    const sampled: string[] = [];
+    const withModel = await viaGateway(T.claude, { sampling: {} }, (c) =>
+      c.setRequestHandler(CreateMessageRequestSchema, (req) => {
+        sampled.push(JSON.stringify(req.params.messages));
+        return { role: "assistant", content: { type: "text", text: "from A's model" }, model: "a-model" };
+      }),
+    );
+    const without = await viaGateway(T.claude, {});
+    const refused = (await without.callTool({ name: "sample", arguments: {} })) as CallToolResult;
+    expect(refused.isError).toBe(true);
+    expect(text(refused)).toMatch(/does not support sampling \(for this call\)/);
+    expect(sampled).toEqual([]);
+    expect(text(await withModel.callTool({ name: "sample", arguments: {} }))).toBe("pages sampled from A's model");
+    expect(sampled.length).toBe(1);
+  });
+
   it("reads a caller's stated capabilities in a bounded shape, whatever was sent", () => {
     const deep: Record<string, unknown> = {};
     let at = deep;
@@ -297,11 +318,7 @@ describe("/mcp/<participant> is the server", () => {
     await setup();
     const face = await pages(await viaGateway(T.claude));
     const server = await pages(await direct());
-    expect(face.names).toEqual([
-      ["zeta", "alpha", "mid"],
-      ["beta", "omega", "gamma"],
-      ["log-later", "caps", "ask"],
-    ]);
+    expect(face.names).toEqual([["zeta", "alpha", "mid"], ["beta", "omega", "gamma"], ["log-later", "caps", "ask"], ["sample"]]);
     expect(face).toEqual(server);
   });
 
