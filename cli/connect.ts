@@ -2,7 +2,7 @@
  * `mewgate connect`: the interactive terminal (or JSON lines) against a running gateway.
  * `mewgate bridge`: an MCP server plugged into a running space from the command line.
  */
-import { createLogger } from "../gateway/index.js";
+import { createLogger, Tracing } from "../gateway/index.js";
 import { ParticipantError } from "../participants/index.js";
 import { withEnvDefaults } from "./commands.js";
 import { guard, processIo, type Io } from "./lifecycle.js";
@@ -110,12 +110,16 @@ export function runBridge(command: string[], opts: BridgeCommandOptions, io: Io 
       : { command: command[0]!, args: command.slice(1), cwd: opts.cwd, env: pairs(opts.env, "=", "--env") };
     const oauth = opts.url ? bridgeOAuth(server, opts, target.loaded?.stateDir ?? o.stateDir, target.space, io.env) : undefined;
     const logger = createLogger({ file: opts.logFile ?? "-", level: opts.logLevel ?? "warn" });
+    // Its own process: CLIENT spans of its calls out to the server go where the space's traces go (space.yaml or OTEL_*).
+    const tracing = Tracing.from(target.loaded?.config.gateway.telemetry, io.env, logger);
     const signals = onSignals();
     let bridge: Awaited<ReturnType<typeof import("../participants/bridge/bridge.js").startBridge>>;
     try {
       const { startBridge } = await import("../participants/bridge/bridge.js");
-      bridge = await startBridge({ id, server, client: { url: target.url, space: target.space, token: target.token }, logger, oauth });
+      const client = { url: target.url, space: target.space, token: target.token };
+      bridge = await startBridge({ id, server, client, logger, oauth, ...(tracing.on ? { tracing } : {}) });
     } catch (err) {
+      await tracing.shutdown();
       signals.off();
       if (err instanceof ParticipantError) throw await explainConnectError(err, target);
       throw new CliError(`could not start the MCP server: ${(err as Error).message}`);
@@ -128,6 +132,7 @@ export function runBridge(command: string[], opts: BridgeCommandOptions, io: Io 
     } finally {
       signals.off();
       await bridge.stop();
+      await tracing.shutdown();
     }
   });
 }

@@ -233,6 +233,7 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
           logger: logFor(p.id),
           callTimeoutMs: config.calls.timeout_ms,
           oauth,
+          tracing: gw.spaces.get(config.space.id)?.tracing,
         });
         sayMoves(p.id, bridge.client);
         bridge.on("down", (d) => notice(`${p.id}: ${d.message}`, "error"));

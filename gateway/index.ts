@@ -24,6 +24,8 @@ export { CompiledPolicy } from "./policy/rules.js";
 export { limitOptions } from "./policy/scope.js";
 export type { AlwaysLimit } from "./policy/scope.js";
 export { Registry } from "./ports/registry.js";
+export { Tracing } from "./ports/tracing.js";
+export type { CallTrace, FaceCallInfo, OutboundCallInfo } from "./ports/tracing.js";
 export type { AuditEntry } from "./proposals/book.js";
 export { authenticateBearer } from "./space/bearer.js";
 export { connectInProcess } from "./space/inprocess.js";

@@ -286,8 +286,8 @@ describe("/mcp/<participant> answers as the server does (2025-11-25 sessions)", 
     const { direct, face } = await both();
     expect(direct.getInstructions()).toBeUndefined();
     expect(face.getInstructions()).toBeUndefined();
-    // The same tools; in the space's order (by name) rather than the server's, as docs/mcp.md says.
-    const names = async (c: Client) => (await c.listTools()).tools.map((t) => t.name).sort();
+    // The same tools, in the server's order.
+    const names = async (c: Client) => (await c.listTools()).tools.map((t) => t.name);
     expect(await names(face)).toEqual(await names(direct));
     const unknown = { name: "no_such_tool", arguments: {} };
     const code = await refusal(direct.callTool(unknown));

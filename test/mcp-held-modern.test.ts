@@ -23,6 +23,8 @@ participants:
   claude: {kind: agent, token: ${T.claude}}
   other: {kind: agent, token: ${T.other}}
 `;
+/** The same space with a second person who may decide: no one person to make a link for. */
+const TWO_PEOPLE = `${SPACE}  bob: {kind: human, token: bob-token-000001}\n`;
 
 let gw: TestGateway | undefined;
 let mount: McpHttpMount | undefined;
@@ -42,8 +44,8 @@ const envelope = (caps: Record<string, unknown> = { elicitation: { url: {} } }) 
 });
 type Answer = { result?: Record<string, unknown>; error?: { code: number; message: string } };
 
-async function setup() {
-  gw = await startGateway(SPACE);
+async function setup(yaml = SPACE) {
+  gw = await startGateway(yaml);
   let runs = 0;
   const notes = new McpServer({ name: "notes", version: "1.0.0" });
   notes.registerTool("write_note", { description: "Writes a note", inputSchema: { text: z.string() } }, async ({ text }) => {
@@ -105,7 +107,22 @@ describe("a held call at 2026-07-28: hostile first", () => {
     expect(ask.method).toBe("elicitation/create");
     expect(ask.params.mode).toBe("url");
     await waitFor(() => s.proposals.length === 1);
-    expect(ask.params.url).toContain(encodeURIComponent(s.proposals[0]!.id));
+    // The one person who may decide gets a signed link to its page: it opens for them, and for nobody else.
+    const url = new URL(ask.params.url);
+    expect(url.pathname).toBe("/ui/link.html");
+    const link = url.hash.replace(/^#t=/, "");
+    const open = (token: string) =>
+      fetch(`http://127.0.0.1:${gw!.port}/api/spaces/lab/links/open`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify({ link }),
+      });
+    const byClaude = await open(T.claude);
+    expect(byClaude.status).toBe(403);
+    expect(((await byClaude.json()) as { error: { code: string } }).error.code).toBe("link_not_yours");
+    const byHuman = await open(T.human);
+    expect(byHuman.status).toBe(200);
+    expect(((await byHuman.json()) as { proposal: { id: string } }).proposal.id).toBe(s.proposals[0]!.id);
     const state = stateOf(first);
 
     // Tampered: refused, and the call does not run.
@@ -136,6 +153,16 @@ describe("a held call at 2026-07-28: hostile first", () => {
     expect(replay.result?.["content"]).toEqual(done?.result?.["content"]);
     expect(s.runs()).toBe(1);
     expect(s.proposals.length).toBe(1);
+  });
+
+  it("with several people who may decide, the URL opens the console at the proposal's card", { timeout: 30_000 }, async () => {
+    const s = await setup(TWO_PEOPLE);
+    const first = await s.call({ text: "two" });
+    const ask = (first.result!["inputRequests"] as Record<string, { params: { url: string } }>)["approval"]!;
+    await waitFor(() => s.proposals.length === 1);
+    const url = new URL(ask.params.url);
+    expect(url.pathname).toBe("/ui/");
+    expect(Object.fromEntries(new URLSearchParams(url.hash.slice(1)))).toEqual({ space: "lab", proposal: s.proposals[0]!.id });
   });
 
   it("a client without URL elicitation gets the request state alone; a rejection answers as the face's tool error", {

@@ -153,9 +153,14 @@ describe("/mcp/<participant>: hostile first", () => {
     expect(tools).toContain("echo");
     expect(tools).not.toContain("get-env"); // denied to claude
     expect(tools.some((n) => n.includes("peek") || n.includes("__") || n.includes("/"))).toBe(false);
-    for (const name of ["peek", "notes__peek", "notes/peek", "ev/echo", "get-env"]) {
-      expect(await fails(ev.callTool({ name, arguments: {} }))).toMatch(/unknown tool/);
+    // Another participant's names reach ev only, which answers them as it would any tool it does not have.
+    for (const name of ["peek", "notes__peek", "notes/peek", "ev/echo"]) {
+      const said = await fails(ev.callTool({ name, arguments: {} }));
+      expect(said).toContain(`Tool ${name} not found`);
+      expect(said).not.toContain("notes-secret");
     }
+    // A tool the policy denies the seat is not asked of the server.
+    expect(await fails(ev.callTool({ name: "get-env", arguments: {} }))).toMatch(/unknown tool/);
     // Resources, templates and prompts of notes, by its URI, its template and its names.
     for (const uri of ["notes://secret", "notes://item/7"]) {
       const said = await fails(ev.readResource({ uri }));
@@ -374,7 +379,10 @@ describe("mewgate mcp --only (stdio)", () => {
     expect(client.getInstructions()).toContain("Notes server instructions.");
     expect((await client.listTools()).tools.map((t) => t.name)).toEqual(["peek"]);
     expect(text(await client.callTool({ name: "peek", arguments: {} }))).toBe("notes-secret peeked");
-    expect(await fails(client.callTool({ name: "read_text_file", arguments: { path: join(dir, "a.txt") } }))).toMatch(/unknown tool/);
+    // fs's tool is asked of notes only, which does not have it.
+    const other = await fails(client.callTool({ name: "read_text_file", arguments: { path: join(dir, "a.txt") } }));
+    expect(other).toContain("Tool read_text_file not found");
+    expect(other).not.toContain("hello from a");
     expect((await client.getPrompt({ name: "secret-prompt", arguments: { topic: "t" } })).messages[0]!.content).toMatchObject({
       text: "notes-secret prompt about t",
     });

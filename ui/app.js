@@ -33,6 +33,8 @@ const state = {
 
 function readFragment() {
   const params = new URLSearchParams(location.hash.slice(1));
+  // #…&proposal=ID (an MCP client's held call points here): that card is shown once it is drawn.
+  state.deepLink = params.get("proposal")?.slice(0, 200) || undefined;
   const space = params.get("space");
   const token = params.get("token");
   if (space && token) {
@@ -324,6 +326,7 @@ async function refreshProposals() {
   );
   drawBatch();
   keys.refocus();
+  if (state.deepLink && keys.show(state.deepLink)) state.deepLink = undefined;
   $("inbox-empty").hidden = proposals.length > 0;
   $("inbox-count").textContent = String(proposals.length);
   document.title = proposals.length ? `(${proposals.length}) mewgate · ${state.space}` : `mewgate · ${state.space}`;

@@ -85,5 +85,13 @@ export function installKeys({ cards, byId, on }) {
         );
     }
   });
-  return { refocus: () => focus(current() ?? undefined) };
+  return {
+    refocus: () => focus(current() ?? undefined),
+    // Focuses the card of proposal `id`, if it is drawn; whether it was.
+    show: (id) => {
+      const node = cards().find((c) => c.dataset.id === id);
+      if (node) focus(node);
+      return node !== undefined;
+    },
+  };
 }

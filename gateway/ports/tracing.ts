@@ -58,6 +58,38 @@ export interface CallInfo {
 
 type Parent = string | SpanContext | undefined;
 
+/** A request an MCP face of the space serves (participants/mcp-server), for its SERVER span. */
+export interface FaceCallInfo {
+  space: string;
+  /** The participant the client acts as. */
+  seat: string;
+  method: string;
+  tool?: string | undefined;
+  rpcId?: string | number | undefined;
+  /** `Mcp-Session-Id` (`mcp.session.id`), when the revision has sessions. */
+  sessionId?: string | undefined;
+  /** `mcp.protocol.version`. */
+  protocolVersion?: string | undefined;
+  /** `network.transport`: `tcp` for streamable HTTP, `pipe` for stdio. */
+  transport: "tcp" | "pipe";
+  /** `resources/read`: the URI (`mcp.resource.uri`). */
+  resourceUri?: string | undefined;
+  /** `prompts/get`: the prompt's name (`gen_ai.prompt.name`). */
+  prompt?: string | undefined;
+}
+
+/** A request the bridge sends to its MCP server, for its CLIENT span. */
+export interface OutboundCallInfo {
+  /** The bridged participant. */
+  server: string;
+  method: string;
+  tool?: string | undefined;
+  /** `network.transport`: `pipe` for a child's stdio, `tcp` for HTTP. */
+  transport: "tcp" | "pipe";
+  sessionId?: string | undefined;
+  protocolVersion?: string | undefined;
+}
+
 const propagator = new W3CTraceContextPropagator();
 const getter = { get: (c: Record<string, string>, k: string) => c[k], keys: (c: Record<string, string>) => Object.keys(c) };
 const setter = {
@@ -139,6 +171,64 @@ export class Tracing {
         if (error !== undefined) {
           span.setAttribute("error.type", error);
           // A JSON-RPC error's code is the response's status code too.
+          if (/^-?\d{1,6}$/.test(error)) span.setAttribute("rpc.response.status_code", error);
+          span.setStatus({ code: SpanStatusCode.ERROR });
+        }
+        span.end();
+      },
+    };
+  }
+
+  /**
+   * The SERVER span of a request an MCP face serves, under the client's own `traceparent`
+   * (checked: a forged or oversized one starts a new trace); its `traceparent` goes on in the
+   * request to the space, so the routed call hangs under it.
+   */
+  face(info: FaceCallInfo, clientTraceparent: string | undefined): CallTrace | undefined {
+    const isTool = info.method === "tools/call" && info.tool !== undefined;
+    return this.span(SpanKind.SERVER, isTool ? `${info.method} ${info.tool}` : info.method, clientTraceparent, {
+      "mcp.method.name": info.method,
+      "network.transport": info.transport,
+      ...(info.transport === "tcp" ? { "network.protocol.name": "http" } : {}),
+      "mewgate.space": info.space,
+      "mewgate.caller": info.seat,
+      ...(info.rpcId === undefined ? {} : { "jsonrpc.request.id": String(info.rpcId) }),
+      ...(info.sessionId ? { "mcp.session.id": info.sessionId.slice(0, 256) } : {}),
+      ...(info.protocolVersion ? { "mcp.protocol.version": info.protocolVersion.slice(0, 32) } : {}),
+      ...(isTool ? { "gen_ai.tool.name": info.tool!.slice(0, 256), "gen_ai.operation.name": "execute_tool" } : {}),
+      ...(info.resourceUri ? { "mcp.resource.uri": info.resourceUri.slice(0, 1024) } : {}),
+      ...(info.prompt ? { "gen_ai.prompt.name": info.prompt.slice(0, 256) } : {}),
+    });
+  }
+
+  /**
+   * The CLIENT span of a request the bridge sends to its MCP server, under the routed call's
+   * span (`traceparent` of the request it serves); its own `traceparent` goes to the server.
+   */
+  outbound(info: OutboundCallInfo, parent: string | undefined): CallTrace | undefined {
+    const isTool = info.method === "tools/call" && info.tool !== undefined;
+    return this.span(SpanKind.CLIENT, isTool ? `${info.method} ${info.tool}` : info.method, parent, {
+      "mcp.method.name": info.method,
+      "network.transport": info.transport,
+      ...(info.transport === "tcp" ? { "network.protocol.name": "http" } : {}),
+      "mewgate.target": info.server,
+      ...(info.sessionId ? { "mcp.session.id": info.sessionId.slice(0, 256) } : {}),
+      ...(info.protocolVersion ? { "mcp.protocol.version": info.protocolVersion.slice(0, 32) } : {}),
+      ...(isTool ? { "gen_ai.tool.name": info.tool!.slice(0, 256), "gen_ai.operation.name": "execute_tool" } : {}),
+    });
+  }
+
+  private span(kind: SpanKind, name: string, parent: string | undefined, attributes: Record<string, string>): CallTrace | undefined {
+    const tracer = this.tracer;
+    if (!tracer) return undefined;
+    const checked = traceparentIn({ traceparent: parent });
+    const span = tracer.startSpan(name.slice(0, 300), { kind, attributes }, contextOf(checked));
+    return {
+      traceparent: traceparentOf(span),
+      context: span.spanContext(),
+      end: (error) => {
+        if (error !== undefined) {
+          span.setAttribute("error.type", error);
           if (/^-?\d{1,6}$/.test(error)) span.setAttribute("rpc.response.status_code", error);
           span.setStatus({ code: SpanStatusCode.ERROR });
         }

@@ -40,16 +40,29 @@ export class Aids {
 
   /** A decision link for each person who may decide `p` (none when the space has no webhooks to carry them). */
   linksFor(p: Proposal): ApproverLink[] {
-    const { config, authority } = this.host;
+    const { config } = this.host;
     if (config.gateway.notify.length === 0) return [];
+    const base = (config.gateway.public_url ?? this.host.consoleUrl() ?? "").replace(/\/(ui\/)?$/, "");
+    return this.deciders(p).map((approver) => ({ approver, url: `${base}/ui/link.html#t=${this.links.mint(p, approver)}` }));
+  }
+
+  /**
+   * A decision link (the part after `#t=`) for the one person who may decide `p` now, for
+   * the MCP client whose call waits on it (participants/mcp-server/held.ts); none when
+   * nobody or several may. It decides nothing by itself: its page decides with that
+   * person's own session, once.
+   */
+  linkForOnePerson(p: Proposal): string | undefined {
+    const people = this.deciders(p);
+    return people.length === 1 ? this.links.mint(p, people[0]!) : undefined;
+  }
+
+  /** The people who may decide `p` now: the proposer's approvers (groups by their members) and the escalation stages reached. */
+  private deciders(p: Proposal): string[] {
+    const { config, authority } = this.host;
     const mayDecide = (id: string) =>
       !this.host.isDisabled(id) && authority.call(id, () => false, p.owner, p.method, p.params, true).decision === "direct";
-    const base = (config.gateway.public_url ?? this.host.consoleUrl() ?? "").replace(/\/(ui\/)?$/, "");
-    // Who may decide now: the proposer's approvers (groups by their members) and the escalation stages reached.
     const named = approversNow(config, p);
-    return linkApprovers(config.participants, p, named && ((id) => authority.groups.names(named, id)), mayDecide).map((approver) => ({
-      approver,
-      url: `${base}/ui/link.html#t=${this.links.mint(p, approver)}`,
-    }));
+    return linkApprovers(config.participants, p, named && ((id) => authority.groups.names(named, id)), mayDecide);
   }
 }

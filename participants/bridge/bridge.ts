@@ -125,6 +125,7 @@ class McpBridge implements Bridge {
       link: this.link,
       notifications: this.notifications,
       tasks: new ServerTaskOwners(),
+      tracing: opts.tracing,
     });
     this.client.onRequest((req) => this.forwarder.handle(req));
     this.client.on("welcome", (w) => {

@@ -28,6 +28,7 @@ import type { Logger } from "pino";
 import type { McpServerConfig } from "../../gateway/index.js";
 import type { IncomingRequest, ParticipantClient } from "../client.js";
 import { ParticipantError, RpcError } from "../errors.js";
+import { callerOffers } from "./client-caps.js";
 
 /** A person gets this long to answer a form (the gateway bounds it by `calls.max_timeout_ms`). */
 const ELICITATION_TIMEOUT_MS = 600_000;
@@ -108,6 +109,12 @@ async function askCaller(
   const found = soleCaller(host.inflight());
   if ("why" in found) throw new RpcError(ErrorCode.InvalidRequest, `${method} from "${host.id}" cannot be routed: ${found.why}`);
   const { caller, calls } = found;
+  // A face said its client offers no such thing (client-caps.ts): answered here, as that client would.
+  const served = calls.map((c) => c.req);
+  if (!callerOffers(method, served)) {
+    const what = method.split("/")[0];
+    throw new RpcError(ErrorCode.MethodNotFound, `the MCP client of "${caller}" does not support ${what} (for this call)`);
+  }
   // The caller's own envelope first (a SDK caller finds its call by it), then what it correlates to.
   const correlationId = [...new Set(calls.flatMap((c) => [c.req.envelope.id, ...(c.req.envelope.correlation_id ?? [])]))];
   const tool = calls.length === 1 ? toolOf(host.id, calls[0]!.req) : undefined;

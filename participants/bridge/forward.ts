@@ -13,12 +13,15 @@ import type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.j
 import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, McpError, type Progress, type Request } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
+import type { Tracing } from "../../gateway/index.js";
 import type { IncomingRequest, ParticipantClient } from "../client.js";
 import { RpcError, RpcErrorCodes } from "../errors.js";
 import { trySend, type ServerNotifications } from "./notifications.js";
 import { AnyResult, type Forwarded, type ServerLink, type Upstream } from "./server.js";
 import { ChildStdioTransport } from "./stdio.js";
 import type { ServerTaskOwners } from "./tasks.js";
+import { withoutStated } from "./client-caps.js";
+import { outboundSpan } from "./trace.js";
 import { bridgeFailure, type BridgeStatus } from "./types.js";
 
 // setTimeout treats anything above 2^31-1 ms as 1 ms.
@@ -38,6 +41,8 @@ export interface ForwardHost {
   readonly notifications: ServerNotifications;
   /** Who created which of the server's own tasks (tasks.ts). */
   readonly tasks: ServerTaskOwners;
+  /** The space's traces, when the bridge runs beside the gateway and it exports them (trace.ts). */
+  readonly tracing?: Tracing | undefined;
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -63,6 +68,10 @@ export class Forwarder {
           serverInfo: up.client.getServerVersion(),
           ...(up.client.getInstructions() === undefined ? {} : { instructions: up.client.getInstructions() }),
         };
+      case "logging/setLevel":
+        // The caller hears the server's log lines sent outside a call too (log-listeners.ts).
+        this.host.notifications.logListeners.asked(req.from, req.params);
+        break;
       case "resources/unsubscribe":
         if (this.host.notifications.release(req)) return {};
         break;
@@ -87,7 +96,15 @@ export class Forwarder {
   }
 
   private forward(up: Upstream, req: IncomingRequest): Promise<unknown> {
-    let params = req.params;
+    // A CLIENT span for the call out to the server, under the routed call's (trace.ts).
+    const span = outboundSpan(this.host.tracing, this.host.id, this.host.link.isHttp, up.transport, req.method, req.params);
+    const sent = this.send(up, req, span?.params ?? req.params);
+    return span ? span.around(sent) : sent;
+  }
+
+  private send(up: Upstream, req: IncomingRequest, outgoing: unknown): Promise<unknown> {
+    // The caller's stated client capabilities are the bridge's to act on (client-caps.ts), not the server's to read.
+    let params = withoutStated(outgoing);
     let callerToken: string | number | undefined;
     let timeoutMs = this.host.callTimeoutMs;
     if (isRecord(params) && isRecord(params["_meta"])) {

@@ -12,6 +12,7 @@ import type { Notification } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
 import type { IncomingRequest, ParticipantClient } from "../client.js";
 import { soleCaller } from "./callbacks.js";
+import { LogListeners } from "./log-listeners.js";
 import { AnyResult, type Upstream } from "./server.js";
 
 /** What the notifications need of the bridge. */
@@ -38,6 +39,8 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 export class ServerNotifications {
   /** Resource URI → participants subscribed to it through us. */
   private readonly subscribers = new Map<string, Set<string>>();
+  /** Who asked for the server's log lines sent outside a call (`logging/setLevel`). */
+  readonly logListeners = new LogListeners();
 
   constructor(private readonly host: NotificationHost) {}
 
@@ -74,6 +77,11 @@ export class ServerNotifications {
         if ("caller" in found && this.host.participant.status === "open") {
           const correlationId = found.calls.map((c) => c.req.envelope.id);
           trySend(this.host.log, () => this.host.participant.notify(found.caller, n.method, n.params, { correlationId }));
+        } else if (n.method === "notifications/message" && up.inflight.size === 0 && this.host.participant.status === "open") {
+          // Outside any call: whoever asked for the server's log (log-listeners.ts).
+          const level = isRecord(n.params) ? n.params["level"] : undefined;
+          for (const who of this.logListeners.for(level))
+            trySend(this.host.log, () => this.host.participant.notify(who, n.method, n.params));
         }
         return;
       }
@@ -96,6 +104,7 @@ export class ServerNotifications {
 
   /** A participant left: its subscriptions end, and the server's too when nobody else holds them. */
   dropSubscriber(who: string): void {
+    this.logListeners.drop(who);
     for (const [uri, subs] of this.subscribers) {
       if (!subs.delete(who) || subs.size > 0) continue;
       this.subscribers.delete(uri);

@@ -5,7 +5,7 @@
  */
 import type { Implementation } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
-import type { McpServerConfig } from "../../gateway/index.js";
+import type { McpServerConfig, Tracing } from "../../gateway/index.js";
 import { RpcErrors } from "../../gateway/index.js";
 import type { ClientOptions, ParticipantClient } from "../client.js";
 import { RpcError } from "../errors.js";
@@ -47,6 +47,11 @@ export interface BridgeOptions {
    * desk and callback URL (oauth-signin.ts). Without it a 401 fails the start.
    */
   oauth?: OAuthBridgeOptions | undefined;
+  /**
+   * The space's traces (`Space.tracing`), when the bridge runs in the gateway's process
+   * (`mewgate up`): a CLIENT span for each request to the server (trace.ts).
+   */
+  tracing?: Tracing | undefined;
 }
 
 export type BridgeStatus =

@@ -16,6 +16,7 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
+import type { Space } from "../../gateway/index.js";
 
 /** What a sealed state says. Short keys: it travels in every resumed request. */
 export interface HeldClaims {
@@ -146,7 +147,7 @@ export interface HeldFace {
   seat: string;
   states: HeldStates;
   outcomes: HeldOutcomes<HeldEnd>;
-  /** Where a person decides the proposal. */
+  /** Where a person decides the proposal: a signed link for the one person who may, else its card in the console. */
   cardUrl(proposal: string): string;
   /** How long a request state resumes its call. */
   ttlMs: number;
@@ -158,10 +159,18 @@ export class HeldCalls {
   readonly outcomes = new HeldOutcomes<HeldEnd>();
 
   /** For a request of `seat` in `space`; the card's URL on the host the client reached. */
-  face(req: IncomingMessage, space: string, seat: string, proposalTtlMs: number): HeldFace {
+  face(req: IncomingMessage, space: Space, seat: string): HeldFace {
     const origin = `http://${String(req.headers.host ?? "127.0.0.1").replace(/[^\w.:[\]-]/g, "")}`;
-    const cardUrl = (id: string) => `${origin}/ui/#space=${encodeURIComponent(space)}&proposal=${encodeURIComponent(id)}`;
+    // The one person who may decide it gets a signed link to its page (gateway/proposals/links.ts: their own
+    // session decides, once); else the console opens at the card for whoever signs in.
+    const cardUrl = (id: string) => {
+      const p = space.pendingProposals().find((x) => x.id === id);
+      const link = p ? space.aids.linkForOnePerson(p) : undefined;
+      if (link !== undefined) return `${origin}/ui/link.html#t=${link}`;
+      return `${origin}/ui/#space=${encodeURIComponent(space.id)}&proposal=${encodeURIComponent(id)}`;
+    };
     // A state outlives the proposal a little: a resumed request after an expiry reads the expiry.
-    return { space, seat, states: this.states, outcomes: this.outcomes, cardUrl, ttlMs: proposalTtlMs + 60 * 60_000 };
+    const ttlMs = space.config.policy.proposal_ttl_ms + 60 * 60_000;
+    return { space: space.id, seat, states: this.states, outcomes: this.outcomes, cardUrl, ttlMs };
   }
 }

@@ -27,6 +27,7 @@ import { authenticateBearer, bearer, bearerChallenge, type Gateway, resourceUrls
 import type { ParticipantClient } from "../client.js";
 import { header, readJson, rpcError, RPC_INTERNAL_ERROR, RPC_PARSE_ERROR, RPC_SERVER_ERROR, RPC_SESSION_NOT_FOUND } from "./http-io.js";
 import type { SpaceMcpServer } from "./server.js";
+import { faceTrace } from "./face-trace.js";
 import { HeldCalls } from "./held.js";
 import { InnerPool, isModern, loadModernModules, serveModern, type Inner, type ModernModules } from "./modern.js";
 
@@ -278,6 +279,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
         approvalProgressMs: opts.approvalProgressMs,
         maxTasks: opts.maxTasks,
         only,
+        trace: faceTrace(space.tracing, space.id, participant, "tcp", "2026-07-28"),
       });
       return {
         mm,
@@ -333,6 +335,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       approvalProgressMs: opts.approvalProgressMs,
       maxTasks: opts.maxTasks,
       only,
+      trace: faceTrace(space.tracing, space.id, participant, "tcp"),
     });
     const session: Session = {
       id: undefined,
@@ -450,14 +453,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       } catch (err) {
         return rpcError(res, 503, RPC_SERVER_ERROR, `could not join space "${who.space.id}": ${(err as Error).message}`, "unavailable");
       }
-      return serveModern(
-        mm,
-        inner,
-        req,
-        res,
-        read.body,
-        held.face(req, who.space.id, who.participant, who.space.config.policy.proposal_ttl_ms),
-      );
+      return serveModern(mm, inner, req, res, read.body, held.face(req, who.space, who.participant));
     }
     const initializes = Array.isArray(read.body) ? read.body.some((msg) => m.isInitializeRequest(msg)) : m.isInitializeRequest(read.body);
     if (!initializes) return rpcError(res, 400, RPC_SERVER_ERROR, "Bad Request: no session; send initialize first", "bad_request");

@@ -22,6 +22,8 @@ import { cleanTexts, flagNote } from "../agent/tools.js";
 const TIMEOUT_MS = 10_000;
 /** Most resources or prompts gathered from one participant. */
 const MAX_PER_OWNER = 1000;
+/** Longest cursor passed on either way. */
+const MAX_CURSOR = 4096;
 /** Longest URI matched against templates (the SDK's matcher is a regular expression). */
 const MAX_MATCH_URI = 4096;
 
@@ -39,7 +41,8 @@ export class SpaceResources {
     private readonly only?: string,
   ) {}
 
-  async listResources(): Promise<{ resources: Item[] }> {
+  async listResources(cursor?: string): Promise<{ resources: Item[]; nextCursor?: string }> {
+    if (this.only !== undefined) return this.page(this.only, "resources/list", "resources", cursor);
     const resources: Item[] = [];
     for (const owner of this.servers()) {
       for (const r of await this.gather(owner, "resources/list", "resources")) {
@@ -51,7 +54,8 @@ export class SpaceResources {
     return { resources };
   }
 
-  async listTemplates(): Promise<{ resourceTemplates: Item[] }> {
+  async listTemplates(cursor?: string): Promise<{ resourceTemplates: Item[]; nextCursor?: string }> {
+    if (this.only !== undefined) return this.page(this.only, "resources/templates/list", "resourceTemplates", cursor);
     const resourceTemplates: Item[] = [];
     const known: { owner: string; template: UriTemplate }[] = [];
     for (const owner of this.servers()) {
@@ -69,8 +73,9 @@ export class SpaceResources {
     return { resourceTemplates };
   }
 
-  async readResource(uri: string): Promise<Record<string, unknown>> {
-    return this.ask(await this.ownerOf(uri), "resources/read", { uri });
+  /** `meta`: the client's `_meta` as it may go on (face.ts `forwardedMeta`). */
+  async readResource(uri: string, meta?: Record<string, unknown>): Promise<Record<string, unknown>> {
+    return this.ask(await this.ownerOf(uri), "resources/read", { uri, ...(meta ? { _meta: meta } : {}) });
   }
 
   /** Subscribes to `uri` at the participant that owns it; returns that participant. */
@@ -110,7 +115,11 @@ export class SpaceResources {
     if (owner) await this.ask(owner, "resources/unsubscribe", { uri }).catch(() => {});
   }
 
-  async listPrompts(): Promise<{ prompts: Item[] }> {
+  async listPrompts(cursor?: string): Promise<{ prompts: Item[]; nextCursor?: string }> {
+    if (this.only !== undefined) {
+      const page = await this.page(this.only, "prompts/list", "prompts", cursor);
+      return { ...page, prompts: page.prompts.filter((p) => typeof p["name"] === "string").map(forModel) };
+    }
     const prompts: Item[] = [];
     for (const owner of this.servers()) {
       for (const p of await this.gather(owner, "prompts/list", "prompts")) {
@@ -125,13 +134,18 @@ export class SpaceResources {
     return { prompts };
   }
 
-  async getPrompt(name: string, args: Record<string, string> | undefined): Promise<Record<string, unknown>> {
-    if (this.only !== undefined) return this.ask(this.only, "prompts/get", { name, ...(args ? { arguments: args } : {}) });
+  async getPrompt(
+    name: string,
+    args: Record<string, string> | undefined,
+    meta?: Record<string, unknown>,
+  ): Promise<Record<string, unknown>> {
+    const passed = { ...(args ? { arguments: args } : {}), ...(meta ? { _meta: meta } : {}) };
+    if (this.only !== undefined) return this.ask(this.only, "prompts/get", { name, ...passed });
     const split = name.indexOf("__");
     const owner = split > 0 ? name.slice(0, split) : "";
     if (!this.servers().includes(owner))
       throw new McpError(ErrorCode.InvalidParams, `unknown prompt: ${name} (prompts are named participant__prompt)`);
-    return this.ask(owner, "prompts/get", { name: name.slice(split + 2), ...(args ? { arguments: args } : {}) });
+    return this.ask(owner, "prompts/get", { name: name.slice(split + 2), ...passed });
   }
 
   /**
@@ -166,6 +180,37 @@ export class SpaceResources {
   private servers(): string[] {
     if (this.only !== undefined) return [this.only];
     return [...this.client.participants.values()].filter((p) => p.kind === "mcp").map((p) => p.id);
+  }
+
+  /**
+   * One page of a list, as the one participant served as itself gave it (its order, size and
+   * cursor, passed through; its refusal of a cursor in its own words).
+   */
+  private async page<K extends string>(
+    owner: string,
+    method: string,
+    key: K,
+    cursor: string | undefined,
+  ): Promise<{ [k in K]: Item[] } & { nextCursor?: string }> {
+    if (cursor !== undefined && cursor.length > MAX_CURSOR) throw new RpcError(ErrorCode.InvalidParams, `${method}: cursor too long`);
+    let res: Record<string, unknown>;
+    try {
+      const r = await this.client.request(owner, method, cursor === undefined ? {} : { cursor }, { timeoutMs: TIMEOUT_MS });
+      res = typeof r === "object" && r !== null ? (r as Record<string, unknown>) : {};
+    } catch (err) {
+      if (!(err instanceof ParticipantError)) throw err;
+      // The server's own error as it gave it (a cursor it does not know).
+      if (err.code === "rpc_error") throw new RpcError(err.rpcCode ?? ErrorCode.InternalError, err.message, err.data);
+      // A seat the space does not let ask has nothing listed, as before.
+      if (cursor === undefined) return { [key]: [] } as unknown as { [k in K]: Item[] };
+      throw new RpcError(ErrorCode.InvalidRequest, `${owner}: ${err.message}`);
+    }
+    const list = Array.isArray(res[key]) ? (res[key] as unknown[]) : [];
+    const items = list.filter((x): x is Item => typeof x === "object" && x !== null && !Array.isArray(x)).slice(0, MAX_PER_OWNER);
+    const next = res["nextCursor"];
+    return { [key]: items, ...(typeof next === "string" && next.length > 0 && next.length <= MAX_CURSOR ? { nextCursor: next } : {}) } as {
+      [k in K]: Item[];
+    } & { nextCursor?: string };
   }
 
   /** Every page of a list from one participant; one that does not offer it contributes nothing. */

@@ -13,25 +13,12 @@ import {
   CallToolResultSchema,
   ErrorCode,
   ListToolsRequestSchema,
-  ListResourcesRequestSchema,
-  ListResourceTemplatesRequestSchema,
-  ReadResourceRequestSchema,
-  ListPromptsRequestSchema,
-  GetPromptRequestSchema,
-  CompleteRequestSchema,
   McpError,
   RootsListChangedNotificationSchema,
   SetLevelRequestSchema,
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
-  type LoggingLevel,
   type CallToolRequest,
-  type CompleteResult,
-  type GetPromptResult,
-  type ListPromptsResult,
-  type ListResourcesResult,
-  type ListResourceTemplatesResult,
-  type ReadResourceResult,
   type CallToolResult,
   CreateTaskResultSchema,
   type CreateTaskResult,
@@ -55,6 +42,11 @@ import {
   type OnlyParticipant,
 } from "./face.js";
 import { tasksOf, type SeatTasks } from "./tasks.js";
+import { askUnknownTool, ownToolsPage } from "./own-pages.js";
+import { CLIENT_CAPS_KEY, offeredCapabilities } from "./client-caps.js";
+import { SessionLog } from "./session-log.js";
+import { serveReads } from "./read-handlers.js";
+import { requestOf, traced, type FaceTrace } from "./face-trace.js";
 
 /** Reported as `serverInfo.version`; kept in step with package.json by hand. */
 const SERVER_VERSION = "0.1.0";
@@ -63,8 +55,6 @@ const DEFAULT_APPROVAL_PROGRESS_MS = 2000;
 const TASK_WAIT_MS = 2_147_483_647;
 /** Most tool names kept after they left the catalogue (`former`). */
 const MAX_FORMER_TOOLS = 1024;
-/** MCP's log levels, least severe first. */
-const LOG_LEVELS: readonly LoggingLevel[] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
 
 export interface SpaceMcpServerOptions {
   /**
@@ -89,6 +79,8 @@ export interface SpaceMcpServerOptions {
   only?: OnlyParticipant | undefined;
   /** Most tasks the seat holds at once (tasks.ts); default 1000. */
   maxTasks?: number | undefined;
+  /** A span for each tool call served, when the space exports traces (face-trace.ts). */
+  trace?: FaceTrace | undefined;
 }
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
@@ -132,11 +124,12 @@ export class SpaceMcpServer extends Server {
   private readonly unsubscribe: (() => void)[] = [];
   /** Envelope ids of this session's calls still waiting (and their proposals) → the MCP request each serves. */
   private readonly made = new Map<string, Extra>();
-  /** Below this the MCP client hears no log messages (`logging/setLevel`). */
-  private logLevel: LoggingLevel = "info";
+  /** MCP logging of this session (session-log.ts). */
+  private readonly logs: SessionLog;
   private readonly desk: Desk;
   private readonly resources: SpaceResources;
   private readonly leaveDesk: () => string[];
+  private readonly trace: FaceTrace | undefined;
 
   constructor(opts: SpaceMcpServerOptions) {
     const owned = !(opts.client instanceof ParticipantClient);
@@ -162,20 +155,32 @@ export class SpaceMcpServer extends Server {
       },
     );
     this.only = only?.participant;
+    this.trace = opts.trace;
     this.tasks = tasks;
     this.client = client;
     this.owned = owned;
     this.log = opts.logger?.child({ component: "mcp-server" });
     this.approvalProgressMs = Math.max(10, opts.approvalProgressMs ?? DEFAULT_APPROVAL_PROGRESS_MS);
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
+    this.logs = new SessionLog(
+      () => this.initialized && !this.disposed,
+      (n) => this.notification(n),
+      (err) => this.log?.debug({ err: err.message }, "could not send a log message"),
+    );
     // connect() is idempotent: an open client answers at once, a connecting one shares its attempt.
     this.ready = client.connect().then(() => undefined);
     this.ready.catch(() => {});
 
     // A client that takes tasks hears which calls may wait for a person as one.
-    this.setRequestHandler(ListToolsRequestSchema, async () => ({
-      tools: withTaskSupport((await this.currentTools()).tools, this.getClientCapabilities()),
-    }));
+    // Serving one participant, its server's own pages, order and cursors (own-pages.ts).
+    this.setRequestHandler(ListToolsRequestSchema, async (request) => {
+      const catalogue = await this.currentTools();
+      const page = this.only === undefined ? undefined : await ownToolsPage(client, this.only, request.params?.cursor, catalogue);
+      return {
+        tools: withTaskSupport(page?.tools ?? catalogue.tools, this.getClientCapabilities()),
+        ...(page?.nextCursor === undefined ? {} : { nextCursor: page.nextCursor }),
+      };
+    });
     this.setRequestHandler(CallToolRequestSchema, (request, extra) => this.callTool(request.params, extra));
     // Resources and prompts of the space's MCP servers, through the gateway (resources.ts).
     const resources = new SpaceResources(client, this.only);
@@ -201,7 +206,12 @@ export class SpaceMcpServer extends Server {
       return {};
     });
     this.setRequestHandler(SetLevelRequestSchema, async (request) => {
-      this.logLevel = request.params.level;
+      this.logs.level = request.params.level;
+      // Serving one participant as itself: its server's level too, and its log lines outside a call reach this client.
+      if (this.only !== undefined && (only?.capabilities === undefined || only.capabilities.logging !== undefined))
+        await this.ready
+          .then(() => client.request(this.only!, "logging/setLevel", { level: request.params.level }, { timeoutMs: 10_000 }))
+          .catch((err: Error) => this.log?.debug({ err: err.message }, "could not set the server's log level"));
       return {};
     });
     // The client's roots changed: the tool servers that take their roots from here ask again.
@@ -211,38 +221,8 @@ export class SpaceMcpServer extends Server {
           this.client.notify(p.id, "notifications/roots/list_changed", {});
       }
     });
-    // The results are the owners' own, passed on as they came (the space's face prefixes names).
-    // Serving one participant, only what its server declared is offered.
-    if (capabilities.resources) {
-      this.setRequestHandler(ListResourcesRequestSchema, async () => {
-        await this.ready;
-        return (await resources.listResources()) as ListResourcesResult;
-      });
-      this.setRequestHandler(ListResourceTemplatesRequestSchema, async () => {
-        await this.ready;
-        return (await resources.listTemplates()) as ListResourceTemplatesResult;
-      });
-      this.setRequestHandler(ReadResourceRequestSchema, async (request) => {
-        await this.ready;
-        return (await resources.readResource(request.params.uri)) as ReadResourceResult;
-      });
-    }
-    if (capabilities.prompts) {
-      this.setRequestHandler(ListPromptsRequestSchema, async () => {
-        await this.ready;
-        return (await resources.listPrompts()) as ListPromptsResult;
-      });
-      this.setRequestHandler(GetPromptRequestSchema, async (request) => {
-        await this.ready;
-        return (await resources.getPrompt(request.params.name, request.params.arguments)) as GetPromptResult;
-      });
-    }
-    if (capabilities.completions) {
-      this.setRequestHandler(CompleteRequestSchema, async (request) => {
-        await this.ready;
-        return (await resources.complete(request.params as Record<string, unknown>)) as CompleteResult;
-      });
-    }
+    // Resources, prompts and completions, as the face's capabilities declare them (read-handlers.ts).
+    serveReads(this, resources, capabilities, this.ready, opts.trace);
     this.oninitialized = () => {
       this.initialized = true;
     };
@@ -266,7 +246,7 @@ export class SpaceMcpServer extends Server {
           const told = this.awaiting.get(id);
           if (!told) continue;
           told(env.from);
-          this.sendLog("info", `${env.from} approved the call`, this.made.get(id));
+          this.logs.send("info", `${env.from} approved the call`, this.made.get(id));
         }
       }),
       // Without the space there is nothing to serve: end the MCP connection too.
@@ -372,6 +352,11 @@ export class SpaceMcpServer extends Server {
       await this.lookup.catch(() => undefined);
       entry = this.catalogue?.byName.get(params.name) ?? this.former.get(params.name);
     }
+    if (!entry && this.only !== undefined) {
+      // Serving one participant as itself: its server says how it answers a tool it does not have.
+      const own = await askUnknownTool(this.client, this.only, params.name, params.arguments, extra.signal);
+      if (own) return own;
+    }
     if (!entry)
       throw new McpError(ErrorCode.InvalidParams, `unknown tool: ${params.name} (list the tools again: the space's tools change)`);
     if (params.task !== undefined) {
@@ -383,7 +368,9 @@ export class SpaceMcpServer extends Server {
       );
       return { task };
     }
-    return this.runCall(entry.real, params, extra);
+    return traced(this.trace, { ...requestOf("tools/call", extra), tool: params.name }, extra._meta, (tp) =>
+      this.runCall(entry.real, params, extra, undefined, undefined, tp),
+    );
   }
 
   private async runCall(
@@ -392,6 +379,7 @@ export class SpaceMcpServer extends Server {
     extra: Extra,
     proposed?: (proposal: Envelope) => void,
     asTask?: CallToolRequest["params"]["task"],
+    traceparent?: string,
   ): Promise<CallToolResult | CreateTaskResult> {
     const token = extra._meta?.progressToken;
     const relay = token === undefined ? undefined : new ProgressRelay(token, extra, this.log);
@@ -402,7 +390,7 @@ export class SpaceMcpServer extends Server {
       proposalId = proposal.id;
       this.made.set(proposal.id, extra);
       this.log?.info({ tool: real, proposal: proposal.id }, "call waits for approval");
-      this.sendLog("info", `${real} waits for approval in the space (proposal ${proposal.id})`, extra);
+      this.logs.send("info", `${real} waits for approval in the space (proposal ${proposal.id})`, extra);
       this.awaiting.set(proposal.id, (approver) => {
         clearInterval(ticker);
         relay?.tick(`approved by ${approver}; running ${real}`);
@@ -418,7 +406,18 @@ export class SpaceMcpServer extends Server {
       const pending = this.client.request(
         GATEWAY_ID,
         "tools/call",
-        { name: real, arguments: params.arguments ?? {}, ...withMeta(extra._meta), ...(asTask === undefined ? {} : { task: asTask }) },
+        {
+          name: real,
+          arguments: params.arguments ?? {},
+          // What this session's client offers the server to ask back (client-caps.ts); a task's call has no client to ask.
+          _meta: {
+            ...forwardedMeta(extra._meta),
+            // Under the face's span, when traced (face-trace.ts).
+            ...(traceparent === undefined ? {} : { traceparent }),
+            [CLIENT_CAPS_KEY]: proposed ? {} : offeredCapabilities(this.getClientCapabilities()),
+          },
+          ...(asTask === undefined ? {} : { task: asTask }),
+        },
         // A task waits as long as the space keeps its proposal (the gateway expires it), not the client's own deadline.
         {
           signal: extra.signal,
@@ -503,35 +502,19 @@ export class SpaceMcpServer extends Server {
         return;
       }
       case "notifications/message": {
-        // A tool server's log line about one of this session's calls.
+        // A tool server's log line about one of this session's calls; serving one participant
+        // as itself, also one its server sent outside any call (to whoever set a level there).
         const about = (env.correlation_id ?? []).find((id) => this.made.has(id));
-        if (about === undefined || typeof params !== "object" || params === null) return;
-        const p = params as Record<string, unknown>;
-        const level = LOG_LEVELS.includes(p["level"] as LoggingLevel) ? (p["level"] as LoggingLevel) : "info";
-        const own = typeof p["logger"] === "string" ? p["logger"] : undefined;
-        const logger = this.only !== undefined ? (own ?? from) : own !== undefined ? `${from}/${own}` : from;
-        this.sendLog(level, p["data"], this.made.get(about), logger);
+        const outside = this.only !== undefined && (env.correlation_id ?? []).length === 0;
+        if (about !== undefined || outside)
+          this.logs.fromServer(params, from, this.only, about === undefined ? undefined : this.made.get(about));
         return;
       }
     }
-  }
-
-  /** A log message to the MCP client, at or above the level it asked for, on the stream of the request it is about. */
-  private sendLog(level: LoggingLevel, data: unknown, about: Extra | undefined, logger = "mewgate"): void {
-    if (LOG_LEVELS.indexOf(level) < LOG_LEVELS.indexOf(this.logLevel) || !this.initialized || this.disposed) return;
-    const notification = { method: "notifications/message" as const, params: { level, logger, data } };
-    const sent = about ? about.sendNotification(notification) : this.notification(notification);
-    sent.catch((err: Error) => this.log?.debug({ err: err.message }, "could not send a log message"));
   }
 }
 
 /** Creates the MCP server for a participant of a space; connect it to any MCP server transport. */
 export function createSpaceMcpServer(opts: SpaceMcpServerOptions): SpaceMcpServer {
   return new SpaceMcpServer(opts);
-}
-
-/** The client's `_meta` for the request to the space (face.ts `forwardedMeta`), if any. */
-function withMeta(meta: unknown): { _meta?: Record<string, unknown> } {
-  const m = forwardedMeta(meta);
-  return m ? { _meta: m } : {};
 }
