@@ -328,7 +328,7 @@ describe("/mcp/<participant> is the server", () => {
     await setup();
     const face = await viaGateway(T.claude);
     const server = await direct();
-    const all = async (c: Client, list: (cursor?: string) => Promise<{ nextCursor?: string; items: string[] }>) => {
+    const all = async (list: (cursor?: string) => Promise<{ nextCursor?: string; items: string[] }>) => {
       const pagesOf: string[][] = [];
       let cursor: string | undefined;
       for (let i = 0; i < 10; i++) {
@@ -340,12 +340,12 @@ describe("/mcp/<participant> is the server", () => {
       return pagesOf;
     };
     const resources = (c: Client) =>
-      all(c, async (cursor) => {
+      all(async (cursor) => {
         const r = await c.listResources(cursor === undefined ? {} : { cursor });
         return { nextCursor: r.nextCursor, items: r.resources.map((x) => x.name) };
       });
     const prompts = (c: Client) =>
-      all(c, async (cursor) => {
+      all(async (cursor) => {
         const r = await c.listPrompts(cursor === undefined ? {} : { cursor });
         return { nextCursor: r.nextCursor, items: r.prompts.map((x) => x.name) };
       });
