@@ -7,6 +7,7 @@ export { ConfigError, DEFAULT_LIMITS, formatIssue, loadSpaceConfig, parseSpaceCo
 export type { AgentConfig, ConfigIssue, McpServerConfig, OAuthConfig, ParticipantConfig, SpaceConfig } from "./config/config.js";
 export { addToolRule } from "./config/rule-edit.js";
 export { Gateway } from "./edge/server.js";
+export type { McpFaceHost, McpFaceSpace } from "./edge/mcp-face.js";
 export { TokenBook, readTokenMeta, tokenEnvName, tokenFile, writeTokenMeta } from "./identity/tokens.js";
 export type { TokenMeta } from "./identity/tokens.js";
 export { bearer, bearerChallenge, resourceUrls } from "./operator/http.js";
@@ -27,7 +28,6 @@ export { Registry } from "./ports/registry.js";
 export { Tracing } from "./ports/tracing.js";
 export type { CallTrace, FaceCallInfo, OutboundCallInfo } from "./ports/tracing.js";
 export type { AuditEntry } from "./proposals/book.js";
-export { authenticateBearer } from "./space/bearer.js";
 export { connectInProcess } from "./space/inprocess.js";
 export { isHistoryRecord, readAudit } from "./space/ledger.js";
 export type { ReloadReport } from "./space/reload.js";

@@ -215,6 +215,12 @@ describe("/mcp/<participant>: hostile first", () => {
     const nobody = await post("/mcp/nobody", init);
     expect(nobody.status).toBe(404);
     expect(((await nobody.json()) as { error: { data: { reason: string } } }).error.data.reason).toBe("unknown_participant");
+    // Names every object inherits are no participant of the file either.
+    for (const inherited of ["__proto__", "constructor", "toString"]) {
+      const r = await post(`/mcp/${inherited}`, init);
+      expect(r.status).toBe(404);
+      expect(((await r.json()) as { error: { data: { reason: string } } }).error.data.reason).toBe("unknown_participant");
+    }
     expect((await post("/mcp/ev/x", init)).status).toBe(404);
     const refused = await post("/mcp/ev", init, { authorization: "Bearer nope" });
     expect(refused.status).toBe(401);

@@ -33,6 +33,7 @@ import type { StoreOpener } from "../store/index.js";
 // Loaded only by a clustered gateway: the NATS client is not paid for at every start.
 import type { Cluster } from "../cluster/index.js";
 import { HOP_HEADER, passOn, spaceOfRequest } from "../cluster/proxy.js";
+import { mcpFaceHost, type McpFaceHost } from "./mcp-face.js";
 
 export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -319,6 +320,16 @@ export class Gateway {
     if (!prefix.endsWith("/") || this.prefixes.some(([p]) => p === prefix))
       throw new Error(`HTTP prefix ${prefix} is taken or does not end in /`);
     this.prefixes.push([prefix, handler]);
+  }
+
+  /** What the MCP faces over HTTP may use of this gateway (mcp-face.ts): they are mounted on its port without seeing it. */
+  mcpFace(): McpFaceHost {
+    return mcpFaceHost({
+      spaces: this.spaces,
+      limits: () => this.limits,
+      addRoute: (path, handler) => this.addHttpRoute(path, handler),
+      addPrefix: (prefix, handler) => this.addHttpPrefix(prefix, handler),
+    });
   }
 
   /** Starts listening; resolves once connections are accepted. */

@@ -16,7 +16,7 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
-import type { Space } from "../../gateway/index.js";
+import type { McpFaceSpace } from "../../gateway/index.js";
 
 /** What a sealed state says. Short keys: it travels in every resumed request. */
 export interface HeldClaims {
@@ -159,18 +159,17 @@ export class HeldCalls {
   readonly outcomes = new HeldOutcomes<HeldEnd>();
 
   /** For a request of `seat` in `space`; the card's URL on the host the client reached. */
-  face(req: IncomingMessage, space: Space, seat: string): HeldFace {
+  face(req: IncomingMessage, space: McpFaceSpace, seat: string): HeldFace {
     const origin = `http://${String(req.headers.host ?? "127.0.0.1").replace(/[^\w.:[\]-]/g, "")}`;
     // The one person who may decide it gets a signed link to its page (gateway/proposals/links.ts: their own
     // session decides, once); else the console opens at the card for whoever signs in.
     const cardUrl = (id: string) => {
-      const p = space.pendingProposals().find((x) => x.id === id);
-      const link = p ? space.aids.linkForOnePerson(p) : undefined;
+      const link = space.linkForOnePerson(id);
       if (link !== undefined) return `${origin}/ui/link.html#t=${link}`;
       return `${origin}/ui/#space=${encodeURIComponent(space.id)}&proposal=${encodeURIComponent(id)}`;
     };
     // A state outlives the proposal a little: a resumed request after an expiry reads the expiry.
-    const ttlMs = space.config.policy.proposal_ttl_ms + 60 * 60_000;
+    const ttlMs = space.proposalTtlMs + 60 * 60_000;
     return { space: space.id, seat, states: this.states, outcomes: this.outcomes, cardUrl, ttlMs };
   }
 }

@@ -2,6 +2,8 @@
  * The space as an MCP server over streamable HTTP, served by the gateway itself on one of
  * its HTTP routes (default `/mcp`).
  *
+ * - It sees the gateway only through `McpFaceHost` (gateway/edge/mcp-face.ts): the spaces,
+ *   their bearer check, an in-process seat, a session held to its token, its routes.
  * - Every request carries `Authorization: Bearer <participant token>`; the space's token
  *   book decides who it is, exactly as for a WebSocket connection. The space comes from
  *   `?space=ID` or the `Mcp-Space` header, or is the only space the gateway hosts.
@@ -23,7 +25,7 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { Logger } from "pino";
-import { authenticateBearer, bearer, bearerChallenge, type Gateway, resourceUrls, type Space } from "../../gateway/index.js";
+import { bearer, bearerChallenge, type McpFaceHost, type McpFaceSpace, resourceUrls } from "../../gateway/index.js";
 import type { ParticipantClient } from "../client.js";
 import { header, readJson, rpcError, RPC_INTERNAL_ERROR, RPC_PARSE_ERROR, RPC_SERVER_ERROR, RPC_SESSION_NOT_FOUND } from "./http-io.js";
 import type { SpaceMcpServer } from "./server.js";
@@ -41,7 +43,6 @@ import { InnerPool, isModern, loadModernModules, serveModern, type Inner, type M
 export interface McpHttpModules {
   StreamableHTTPServerTransport: typeof import("@modelcontextprotocol/sdk/server/streamableHttp.js").StreamableHTTPServerTransport;
   isInitializeRequest: typeof import("@modelcontextprotocol/sdk/types.js").isInitializeRequest;
-  connectInProcess: typeof import("../../gateway/space/inprocess.js").connectInProcess;
   ParticipantClient: typeof import("../client.js").ParticipantClient;
   createSpaceMcpServer: typeof import("./server.js").createSpaceMcpServer;
   describeParticipant: typeof import("./face.js").describeParticipant;
@@ -59,14 +60,12 @@ export function loadMcpHttpModules(): Promise<McpHttpModules> {
   const loading = Promise.all([
     import("@modelcontextprotocol/sdk/server/streamableHttp.js"),
     import("@modelcontextprotocol/sdk/types.js"),
-    import("../../gateway/space/inprocess.js"),
     import("../client.js"),
     import("./server.js"),
     import("./face.js"),
-  ]).then(([http, types, inprocess, client, server, face]) => ({
+  ]).then(([http, types, client, server, face]) => ({
     StreamableHTTPServerTransport: http.StreamableHTTPServerTransport,
     isInitializeRequest: types.isInitializeRequest,
-    connectInProcess: inprocess.connectInProcess,
     ParticipantClient: client.ParticipantClient,
     createSpaceMcpServer: server.createSpaceMcpServer,
     describeParticipant: face.describeParticipant,
@@ -128,7 +127,7 @@ interface Session {
 }
 
 type Who =
-  | { ok: true; space: Space; participant: string; digest?: string | undefined }
+  | { ok: true; space: McpFaceSpace; participant: string; digest?: string | undefined }
   | {
       ok: false;
       status: number;
@@ -147,10 +146,11 @@ const DEFAULT_MAX_BODY = 4 * 1024 * 1024;
  * requests wait for the same load). If they cannot be loaded, requests get a 500 saying
  * so and the failure is logged; the next request tries again.
  */
-export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpMount {
+export function mountHttp(gateway: { mcpFace(): McpFaceHost }, opts: McpHttpOptions = {}): McpHttpMount {
+  const host = gateway.mcpFace();
   const path = opts.path ?? "/mcp";
-  const idleMs = opts.idleTimeoutMs ?? gateway.limitsInForce.mcp_idle_ms ?? DEFAULT_IDLE_MS;
-  const maxSessions = opts.maxSessions ?? gateway.limitsInForce.mcp_sessions;
+  const idleMs = opts.idleTimeoutMs ?? host.limits.mcp_idle_ms ?? DEFAULT_IDLE_MS;
+  const maxSessions = opts.maxSessions ?? host.limits.mcp_sessions;
   /** Sessions being opened (their initialize is in progress): they count against the cap. */
   let opening = 0;
   const maxBody = opts.maxBodyBytes ?? DEFAULT_MAX_BODY;
@@ -198,10 +198,10 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
   /** Who presents the request at `resource` (this path: `/mcp` or `/mcp/<participant>`). */
   async function identify(req: IncomingMessage, url: URL, session: Session | undefined, resource: string): Promise<Who> {
     const named = url.searchParams.get("space") ?? header(req, "mcp-space");
-    const spaceId = named ?? session?.space ?? (gateway.spaces.size === 1 ? [...gateway.spaces.keys()][0] : undefined);
-    const known = spaceId === undefined ? undefined : gateway.spaces.get(spaceId);
+    const known = host.space(named ?? session?.space);
+    const spaceId = named ?? session?.space ?? known?.id;
     // The scope a token needs here (RFC 6750 `scope` on the 401), when the space takes the provider's tokens.
-    const scope = known?.identity?.config.required_scopes["mcp"];
+    const scope = known?.requiredScope;
     const token = bearer(req.headers.authorization);
     if (token === undefined)
       return {
@@ -222,7 +222,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     if (!space) return { ok: false, status: 404, reason: "unknown_space", message: `no space named "${spaceId.slice(0, 64)}"` };
     // A static token, or a JWT access token from the space's identity provider (which stops here: the space's tools never see it).
     // Its audience may be this path's own resource, as this path's RFC 9728 document names it.
-    const auth = await authenticateBearer(space, token, "mcp", resourceUrls(req, resource));
+    const auth = await space.authenticate(token, resourceUrls(req, resource));
     if (auth.ok) return { ok: true, space, participant: auth.id, digest: auth.digest };
     // 403 insufficient_scope only for a missing scope; an identity that is nobody in this space is a plain 403 saying so.
     const reason =
@@ -236,12 +236,12 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     return { ok: false, status: auth.http.status, reason, message: auth.reason, challenge: auth.http, ...(scope ? { scope } : {}) };
   }
 
-  async function acquire(m: McpHttpModules, space: Space, participant: string): Promise<Pooled> {
+  async function acquire(m: McpHttpModules, space: McpFaceSpace, participant: string): Promise<Pooled> {
     const key = `${space.id}\u0000${participant}`;
     let p = pool.get(key);
     if (!p || p.client.status === "closed") {
       const client = new m.ParticipantClient({
-        transport: () => m.connectInProcess(space, participant),
+        transport: () => space.connect(participant),
         reconnect: false,
         logger: opts.logger,
       });
@@ -268,7 +268,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
   /** 2026-07-28 requests (modern.ts): the SDK v2's modules, and one in-process client of the face per seat and path. */
   let modern: Promise<ModernModules> | undefined;
   const held = new HeldCalls();
-  const inners = new InnerPool(async (space: Space, participant: string, onlyId: string | undefined, mm: ModernModules) => {
+  const inners = new InnerPool(async (space: McpFaceSpace, participant: string, onlyId: string | undefined, mm: ModernModules) => {
     const m = await load();
     const pooled = await acquire(m, space, participant);
     try {
@@ -316,7 +316,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
 
   async function openSession(
     m: McpHttpModules,
-    space: Space,
+    space: McpFaceSpace,
     participant: string,
     onlyId: string | undefined,
     digest: string | undefined,
@@ -362,7 +362,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     session.transport.onclose = () => void closeSession(session);
     pooled.sessions.add(session);
     // The token that opened it revoked, rotated or expired: the session ends, its open stream with it.
-    if (digest !== undefined) session.unhold = space.sessions.hold(participant, digest, "MCP session", () => void closeSession(session));
+    if (digest !== undefined) session.unhold = space.hold(participant, digest, "MCP session", () => void closeSession(session));
     await server.connect(session.transport);
     return session;
   }
@@ -438,7 +438,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     const mm = await modern;
     if (isModern(mm, req, read.body)) {
       if (who.space.closed) return rpcError(res, 503, RPC_SERVER_ERROR, `space "${who.space.id}" has shut down`, "unavailable");
-      if (only !== undefined && who.space.config.participants[only] === undefined) {
+      if (only !== undefined && !who.space.declares(only)) {
         return rpcError(
           res,
           404,
@@ -458,7 +458,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
     const initializes = Array.isArray(read.body) ? read.body.some((msg) => m.isInitializeRequest(msg)) : m.isInitializeRequest(read.body);
     if (!initializes) return rpcError(res, 400, RPC_SERVER_ERROR, "Bad Request: no session; send initialize first", "bad_request");
     if (who.space.closed) return rpcError(res, 503, RPC_SERVER_ERROR, `space "${who.space.id}" has shut down`, "unavailable");
-    if (only !== undefined && who.space.config.participants[only] === undefined) {
+    if (only !== undefined && !who.space.declares(only)) {
       return rpcError(
         res,
         404,
@@ -536,8 +536,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
       else res.end();
     });
   };
-  gateway.addHttpRoute(path, route);
-  gateway.addHttpPrefix(`${path}/`, route);
+  host.route(path, `${path}/`, route);
 
   return {
     path,
