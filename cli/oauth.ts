@@ -2,10 +2,13 @@
  * What `up` gives its bridges to sign in to `url:` servers behind OAuth: the credential
  * vault of the state directory (its key beside it, or in MEWGATE_CREDENTIALS_KEY), the
  * gateway's callback route `/oauth/callback/<space>` and the URL of it the authorization
- * server sends a person back to (`gateway.public_url` when set, else where `up` listens).
+ * server sends a person back to (`gateway.public_url` when set, else where `up` listens),
+ * and the client ID metadata documents `/oauth/client/<space>/<server>.json` of its `url:`
+ * servers (participants/bridge/oauth-client-document.ts).
  */
 import type { McpServerConfig, SpaceConfig } from "../gateway/index.js";
 import type { Gateway } from "../gateway/index.js";
+import { CLIENT_DOCUMENT_PREFIX, clientDocumentHandler, clientDocumentUrl } from "../participants/bridge/oauth-client-document.js";
 import { ConsentDesk } from "../participants/bridge/oauth-consent.js";
 import type { OAuthBridgeOptions } from "../participants/bridge/oauth-signin.js";
 import { CredentialVault, VaultError } from "../participants/bridge/oauth-vault.js";
@@ -31,7 +34,19 @@ export function prepareOAuth(
   const desk = new ConsentDesk();
   gateway.addHttpPrefix("/oauth/callback/", desk.handler());
   const base = (config.gateway.public_url ?? url.replace(/^ws/, "http")).replace(/\/+$/, "");
-  return { vault, desk, space: config.space.id, redirectUri: `${base}${ConsentDesk.path(config.space.id)}` };
+  const space = config.space.id;
+  const redirectUri = `${base}${ConsentDesk.path(space)}`;
+  const servers = Object.values(config.participants)
+    .filter((p) => p.mcp?.url !== undefined && p.mcp.oauth !== false)
+    .map((p) => p.id);
+  gateway.addHttpPrefix(CLIENT_DOCUMENT_PREFIX, clientDocumentHandler(space, servers, base, redirectUri));
+  return {
+    vault,
+    desk,
+    space,
+    redirectUri,
+    clientMetadataUrl: (server) => (servers.includes(server) ? clientDocumentUrl(base, space, server) : undefined),
+  };
 }
 
 /**

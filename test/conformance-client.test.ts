@@ -9,10 +9,8 @@
  * The suite's CLI imports fs.globSync (Node 22): on Node 20 test/conformance/node20.mjs
  * gives that one import a stand-in. Needs the built tree (npm run build).
  *
- * Not listed, and why: auth/basic-cimd (mewgate serves no client ID metadata document yet:
- * it registers dynamically, which the suite passes with a warning), auth/client-credentials-jwt
- * (private_key_jwt is not supported), auth/cross-app-access-complete-flow (token exchange
- * with an identity provider is not supported).
+ * Not listed, and why: auth/cross-app-access-complete-flow (token exchange with an identity
+ * provider is not supported).
  */
 import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -40,6 +38,8 @@ const SCENARIOS = [
   "auth/resource-mismatch",
   "auth/pre-registration",
   "auth/client-credentials-basic",
+  "auth/client-credentials-jwt",
+  "auth/basic-cimd",
   "auth/token-endpoint-auth-basic",
   "auth/token-endpoint-auth-post",
   "auth/token-endpoint-auth-none",

@@ -26,12 +26,42 @@ export const OAuthSchema = section({
   grant: z.enum(["authorization_code", "client_credentials"]).default("authorization_code"),
   client_id: z.string().min(1).max(2048).optional(),
   client_secret: SecretSchema.optional(),
-  token_endpoint_auth_method: z.enum(["client_secret_basic", "client_secret_post", "none"]).optional(),
+  /** private_key_jwt (RFC 7523): the client's private key, PEM (PKCS #8), signing its token-endpoint assertions. */
+  private_key: SecretSchema.optional(),
+  /** The key's JWS algorithm (e.g. ES256, RS256); absent, the first the server lists that the key can make. */
+  signing_alg: z.string().min(1).max(16).optional(),
+  token_endpoint_auth_method: z.enum(["client_secret_basic", "client_secret_post", "private_key_jwt", "none"]).optional(),
+  /**
+   * A client ID metadata document published elsewhere (https), used as client_id where the
+   * authorization server accepts one; absent, the gateway's own
+   * `/oauth/client/<space>/<server>.json` is used when the gateway's address is https or loopback.
+   */
+  client_metadata_url: z
+    .string()
+    .max(2048)
+    .refine((u) => URL.canParse(u) && new URL(u).protocol === "https:" && new URL(u).pathname !== "/", {
+      error: "client_metadata_url must be an https URL with a path (a client ID metadata document)",
+    })
+    .optional(),
   /** Asked for when neither the server's 401 nor its metadata names scopes. */
   scope: z.string().max(4096).optional(),
 })
-  .refine((o) => o.grant !== "client_credentials" || (o.client_id !== undefined && o.client_secret !== undefined), {
-    error: "grant: client_credentials needs client_id and client_secret",
+  .refine(
+    (o) =>
+      o.grant !== "client_credentials" || (o.client_id !== undefined && (o.client_secret !== undefined || o.private_key !== undefined)),
+    { error: "grant: client_credentials needs client_id and client_secret (or private_key)" },
+  )
+  .refine(
+    (o) =>
+      (o.token_endpoint_auth_method === "private_key_jwt") === (o.private_key !== undefined) || o.token_endpoint_auth_method === undefined,
+    {
+      error: "token_endpoint_auth_method: private_key_jwt goes with private_key (and private_key with it)",
+      path: ["private_key"],
+    },
+  )
+  .refine((o) => o.private_key === undefined || o.client_id !== undefined, {
+    error: "private_key needs the client_id it was registered for",
+    path: ["private_key"],
   })
   // Refused rather than quietly served with the space's sign-in: a person's call must never run on someone else's upstream identity.
   .refine((o) => o.as !== "caller", {
@@ -65,4 +95,5 @@ export function allowSignInCards(
 /** A `secret_file` means a file next to the space.yaml, wherever mewgate is started from. */
 export function resolveSecretFile(oauth: OAuthConfig, dir: string): void {
   if (typeof oauth.client_secret === "object") oauth.client_secret.secret_file = path.resolve(dir, oauth.client_secret.secret_file);
+  if (typeof oauth.private_key === "object") oauth.private_key.secret_file = path.resolve(dir, oauth.private_key.secret_file);
 }

@@ -35,6 +35,8 @@ export interface OAuthBridgeOptions {
   desk?: ConsentDesk | undefined;
   /** The gateway's callback URL for this space (`<gateway>/oauth/callback/<space>`). */
   redirectUri?: string | undefined;
+  /** The URL of the gateway's client ID metadata document for a server (oauth-client-document.ts), if it may serve as a client_id. */
+  clientMetadataUrl?: ((server: string) => string | undefined) | undefined;
   /** Overrides space.yaml's `oauth.consent` (`mewgate bridge --oauth-consent auto`). */
   consent?: "link" | "auto" | undefined;
   fetch?: typeof fetch | undefined;
@@ -84,7 +86,9 @@ export class UpstreamAuth {
       config: this.config,
       vault: opts.vault,
       redirectUri: opts.redirectUri,
-      clientSecret: readSecret(this.config.client_secret),
+      clientSecret: readSecret(this.config.client_secret, "client_secret"),
+      privateKey: readSecret(this.config.private_key, "private_key"),
+      clientMetadataUrl: this.config.client_metadata_url ?? opts.clientMetadataUrl?.(host.id),
       log: host.log,
       fetch: this.base,
     });
@@ -299,13 +303,13 @@ function withBearer(init: RequestInit, token: string | undefined): RequestInit {
 }
 
 /** A client secret from space.yaml: text (after `${VAR}`), or the trimmed contents of its `secret_file`. */
-function readSecret(secret: string | { secret_file: string } | undefined): string | undefined {
+function readSecret(secret: string | { secret_file: string } | undefined, key: string): string | undefined {
   if (secret === undefined || typeof secret === "string") return secret;
   try {
     return readFileSync(secret.secret_file, "utf8").trim();
   } catch (err) {
     throw new OAuthFailure(
-      `cannot read oauth.client_secret's secret_file ${secret.secret_file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+      `cannot read oauth.${key}'s secret_file ${secret.secret_file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
     );
   }
 }

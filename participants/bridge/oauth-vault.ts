@@ -36,8 +36,8 @@ export interface StoredClient {
   client_id: string;
   client_secret?: string | undefined;
   token_endpoint_auth_method?: string | undefined;
-  /** How it came to be: configured in space.yaml, or registered dynamically (RFC 7591). */
-  origin: "configured" | "registered";
+  /** How it came to be: configured in space.yaml, registered dynamically (RFC 7591), or a client ID metadata document's URL. */
+  origin: "configured" | "registered" | "document";
 }
 
 /** Who a sign-in is for: the space as a whole, or one participant (a person). */

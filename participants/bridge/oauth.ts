@@ -6,8 +6,10 @@
  *   well-known locations; its `resource` must name this server, or nothing goes further.
  * - Authorization-server metadata (RFC 8414, then OpenID discovery, with the spec's
  *   fallbacks); its `issuer` must be the authorization server the resource named.
- * - A client identity: the one configured (`client_id`, `client_secret`), else one
- *   registered before and kept in the vault, else dynamic registration (RFC 7591).
+ * - A client identity: a client ID metadata document's URL where the authorization server
+ *   accepts one (oauth-client-document.ts), else the one configured (`client_id`, with
+ *   `client_secret` or a `private_key` for private_key_jwt, RFC 7523), else one registered
+ *   before and kept in the vault, else dynamic registration (RFC 7591).
  * - The code flow with PKCE S256, `state`, `resource` (RFC 8707) exactly as the resource
  *   published it; the authorization response's `iss` (RFC 9207) and `state` are checked
  *   before the code is exchanged; refresh tokens are used and their rotation kept;
@@ -27,6 +29,7 @@ import {
 } from "@modelcontextprotocol/sdk/client/auth.js";
 import { checkResourceAllowed } from "@modelcontextprotocol/sdk/shared/auth-utils.js";
 import type { OAuthMetadata, OAuthProtectedResourceMetadata } from "@modelcontextprotocol/sdk/shared/auth.js";
+import { importPKCS8 } from "jose";
 import * as oidc from "openid-client";
 import type { Logger } from "pino";
 import type { OAuthConfig } from "../../gateway/index.js";
@@ -85,6 +88,10 @@ export interface OAuthClientOptions {
   redirectUri: string | undefined;
   /** The client secret, read from space.yaml or its `secret_file` by the caller. */
   clientSecret: string | undefined;
+  /** private_key_jwt: the client's private key (PEM, PKCS #8), read by the caller. */
+  privateKey?: string | undefined;
+  /** A client ID metadata document's URL (https, or loopback), used as client_id where the authorization server accepts one. */
+  clientMetadataUrl?: string | undefined;
   log?: Logger | undefined;
   fetch?: typeof fetch | undefined;
 }
@@ -171,7 +178,10 @@ export class OAuthClient {
   private async configuration(d: Discovered): Promise<oidc.Configuration> {
     const { config, vault, server } = this.opts;
     let client: StoredClient | undefined;
-    if (config.client_id !== undefined) {
+    if (this.opts.clientMetadataUrl && config.grant === "authorization_code" && d.metadata.client_id_metadata_document_supported === true) {
+      // The spec's first choice: the authorization server reads who we are from the document's URL; nothing to register or keep.
+      client = { client_id: this.opts.clientMetadataUrl, token_endpoint_auth_method: "none", origin: "document" };
+    } else if (config.client_id !== undefined) {
       client = {
         client_id: config.client_id,
         client_secret: this.opts.clientSecret,
@@ -209,7 +219,11 @@ export class OAuthClient {
         this.opts.log?.info({ issuer: d.issuer }, "registered mewgate as a client of the authorization server");
       }
     }
-    const c = new oidc.Configuration(d.metadata as oidc.ServerMetadata, client.client_id, {}, clientAuth(client, d.metadata));
+    const auth =
+      client.origin !== "document" && this.opts.privateKey !== undefined
+        ? await privateKeyJwt(this.opts.privateKey, config.signing_alg, d.metadata)
+        : clientAuth(client, d.metadata);
+    const c = new oidc.Configuration(d.metadata as oidc.ServerMetadata, client.client_id, {}, auth);
     c[oidc.customFetch] = ((url: string, init: RequestInit) => this.fetchFn(url, init)) as never;
     if (new URL(d.issuer).protocol === "http:") oidc.allowInsecureRequests(c);
     return c;
@@ -331,6 +345,35 @@ function clientAuth(client: StoredClient, metadata: OAuthMetadata): oidc.ClientA
       `Basic ${Buffer.from(`${encodeURIComponent(c.client_id)}:${encodeURIComponent(secret)}`).toString("base64")}`,
     );
   };
+}
+
+/**
+ * private_key_jwt (RFC 7523 2.2): each token request carries a short-lived assertion signed
+ * with the configured key (iss and sub the client_id, aud the issuer; openid-client makes it).
+ * The algorithm: configured, else the first the server lists that the key can make.
+ */
+type SigningKey = Parameters<typeof oidc.PrivateKeyJwt>[0];
+
+async function privateKeyJwt(pem: string, configured: string | undefined, metadata: OAuthMetadata): Promise<oidc.ClientAuth> {
+  const listed = (metadata as { token_endpoint_auth_signing_alg_values_supported?: unknown })
+    .token_endpoint_auth_signing_alg_values_supported;
+  const candidates = configured
+    ? [configured]
+    : [...(Array.isArray(listed) ? listed.filter((a) => typeof a === "string") : []), "ES256", "RS256", "EdDSA"];
+  for (const alg of candidates) {
+    if (alg === "none" || alg.startsWith("HS")) continue;
+    try {
+      const key = await importPKCS8(pem, alg);
+      return oidc.PrivateKeyJwt(key as SigningKey);
+    } catch {
+      // Not this key's algorithm: try the next one.
+    }
+  }
+  throw new OAuthFailure(
+    configured
+      ? `oauth.private_key is not a PKCS #8 private key for ${JSON.stringify(clip(configured))}`
+      : "oauth.private_key is not a PKCS #8 private key for any algorithm the server lists; give oauth.signing_alg",
+  );
 }
 
 /** The 2025-03-26 defaults for a server with no metadata at all: the endpoints at its origin. */

@@ -4,7 +4,7 @@
 // and a person in the space who lists the tools and calls the first one through the
 // gateway. Exits 0 once the call is answered, 1 saying why otherwise.
 // Uses the built tree (npm run build): dist/.
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -28,7 +28,15 @@ if (typeof context.client_secret === "string") {
   env.CONFORMANCE_CLIENT_SECRET = context.client_secret;
   oauth.push('client_secret: "${CONFORMANCE_CLIENT_SECRET}"');
 }
+if (typeof context.private_key_pem === "string") {
+  // private_key_jwt: the key kept out of space.yaml, in a file beside it.
+  writeFileSync(join(dir, "client-key.pem"), context.private_key_pem, { mode: 0o600 });
+  oauth.push(`private_key: {secret_file: ${JSON.stringify(join(dir, "client-key.pem"))}}`, "token_endpoint_auth_method: private_key_jwt");
+  if (typeof context.signing_algorithm === "string") oauth.push(`signing_alg: ${JSON.stringify(context.signing_algorithm)}`);
+}
 if (scenario.startsWith("auth/client-credentials")) oauth.push("grant: client_credentials");
+// The suite's client ID metadata document: a URL it expects as client_id (its authorization server does not fetch it).
+if (scenario === "auth/basic-cimd") oauth.push('client_metadata_url: "https://conformance-test.local/client-metadata.json"');
 const yaml = `space: {id: conformance}
 gateway: {state_dir: ${JSON.stringify(join(dir, "state"))}}
 participants:
