@@ -9,11 +9,16 @@
  * `ServerHost`; serving and notifications reach the current run through `upstream`.
  */
 import { basename } from "node:path";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ErrorCode, McpError, type Implementation, type Notification } from "@modelcontextprotocol/sdk/types.js";
+import {
+  Client,
+  type Implementation,
+  type Transport as McpTransport,
+  type Notification,
+  ProtocolError,
+  SSEClientTransport,
+  StreamableHTTPClientTransport,
+  type VersionNegotiationOptions,
+} from "@modelcontextprotocol/client";
 import type { Logger } from "pino";
 import * as z from "zod";
 import type { McpServerConfig } from "../../gateway/index.js";
@@ -31,6 +36,24 @@ const STABLE_MS = 10_000;
 const PROBE_TIMEOUT_MS = 2000;
 /** Results travel as they are: no schema of ours between the server and the caller. */
 export const AnyResult = z.unknown();
+/**
+ * Rounds of `input_required` the bridge fulfils itself for one call (a caller that cannot
+ * take them: a 2025 session, an agent of the space) before the call fails: a server that
+ * asks for ever is cut off.
+ */
+export const MAX_INPUT_ROUNDS = 8;
+/**
+ * How the bridge finds the server's revision (MCP 2026-07-28 or a 2025-era session): a
+ * streamable HTTP server is probed with `server/discover` and falls back to `initialize`
+ * on a legacy answer; an SSE server is 2025-era by nature; a stdio server is probed in
+ * place, briefly (a legacy server that ignores the probe falls back once it times out).
+ */
+function negotiation(server: McpServerConfig): VersionNegotiationOptions {
+  if (server.url !== undefined) return server.type === "sse" ? { mode: "legacy" } : { mode: "auto" };
+  return { mode: "auto", probe: { timeoutMs: STDIO_PROBE_MS } };
+}
+/** A stdio server that answers `server/discover` with nothing in this long speaks 2025 only. */
+const STDIO_PROBE_MS = 1500;
 
 /** One connection to the server: a process and its `Client`, or an HTTP session. Replaced on restart. */
 export interface Upstream {
@@ -86,6 +109,8 @@ export class ServerLink {
   private restartTimer: NodeJS.Timeout | undefined;
   /** What happened to the server last, for `server_unavailable` messages. */
   private lastDown = "";
+  /** A stdio server that ended on the revision probe: started without one from then on. */
+  private legacyOnly = false;
 
   constructor(
     private readonly server: McpServerConfig,
@@ -134,7 +159,11 @@ export class ServerLink {
           cwd: this.server.cwd,
           onStderrLine: (line) => this.host.log?.info({ stream: "stderr" }, line),
         });
-    const client = new Client(CLIENT_INFO, { capabilities: clientCapabilities(this.server) });
+    const client = new Client(CLIENT_INFO, {
+      capabilities: clientCapabilities(this.server),
+      versionNegotiation: this.legacyOnly ? { mode: "legacy" } : negotiation(this.server),
+      inputRequired: { autoFulfill: true, maxRounds: MAX_INPUT_ROUNDS },
+    });
     installCallbacks(client, {
       id: this.host.id,
       participant: this.host.participant,
@@ -156,6 +185,9 @@ export class ServerLink {
       up.lost = true;
       if (this.upstream === up) this.upstream = undefined;
       await client.close().catch(() => {});
+      // A stdio server that died of the `server/discover` probe (SDKs that end on any request
+      // before `initialize`) is a 2025-era server: its next start skips the probe.
+      if (!this.isHttp && !this.legacyOnly && client.getProtocolEra() === undefined) this.legacyOnly = true;
       throw new Error(startFailure(transport, err), { cause: err });
     }
     up.ready = true;
@@ -286,7 +318,7 @@ export class ServerLink {
       (pingErr: unknown) => {
         up.probing = false;
         // Any JSON-RPC answer, even an error, means someone is there.
-        if (pingErr instanceof McpError && pingErr.code !== ErrorCode.RequestTimeout && pingErr.code !== ErrorCode.ConnectionClosed) return;
+        if (pingErr instanceof ProtocolError) return;
         this.down(up, `stopped answering (${err.message})`);
       },
     );
