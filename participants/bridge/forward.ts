@@ -100,7 +100,7 @@ export class Forwarder {
       const asked = meta["mewgate/timeout_ms"];
       if (typeof asked === "number" && asked > 0) timeoutMs = Math.min(asked, MAX_TIMER_MS);
       if (typeof progressToken === "string" || typeof progressToken === "number") callerToken = progressToken;
-      takesInput = takes === true && up.client.getProtocolEra() === "modern";
+      takesInput = takes === true && (up.modern ?? up.client).getProtocolEra() === "modern";
       // The SDK puts in a token of its own and maps the server's progress back to us; our flag is ours.
       if (callerToken !== undefined || takes !== undefined)
         params = Object.keys(meta).length > 0 ? { ...params, _meta: meta } : withoutKey(params, "_meta");
@@ -161,7 +161,15 @@ export class Forwarder {
           this.progress(req, token, progress);
         };
       }
-      up.client.request({ method: req.method, params } as Request, AnyResult, options).then(
+      // A caller at 2026-07-28 is served by the server at 2026-07-28; everyone else in the session (server.ts).
+      const client = takesInput ? (up.modern ?? up.client) : up.client;
+      // A tools/call at 2026-07-28 goes through callTool, which mirrors the arguments a tool
+      // marks with x-mcp-header into Mcp-Param-* headers, as the server checks (SEP-2243).
+      const sent =
+        takesInput && req.method === "tools/call" && isRecord(params) && typeof params["name"] === "string"
+          ? client.callTool(params as { name: string }, options)
+          : client.request({ method: req.method, params } as Request, AnyResult, options);
+      sent.then(
         (result) => {
           if (req.method === "resources/subscribe") this.host.notifications.subscribed(req);
           settle(() => resolve(result));
@@ -181,7 +189,13 @@ export class Forwarder {
     if (err instanceof SdkError && err.code === SdkErrorCode.InputRequiredRoundsExceeded) {
       const message = `MCP server "${this.host.id}" asked for input more than ${MAX_INPUT_ROUNDS} times in one ${call.req.method}; the call was stopped`;
       settle(() =>
-        reject(new RpcError(RpcErrorCodes.internalError, message, { reason: "input_rounds_exceeded", rounds: MAX_INPUT_ROUNDS })),
+        reject(
+          new RpcError(RpcErrorCodes.internalError, message, {
+            reason: "input_rounds_exceeded",
+            participant: this.host.id,
+            rounds: MAX_INPUT_ROUNDS,
+          }),
+        ),
       );
       return;
     }

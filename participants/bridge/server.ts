@@ -42,22 +42,13 @@ export const AnyResult = z.unknown();
  * asks for ever is cut off.
  */
 export const MAX_INPUT_ROUNDS = 8;
-/**
- * How the bridge finds the server's revision (MCP 2026-07-28 or a 2025-era session): a
- * streamable HTTP server is probed with `server/discover` and falls back to `initialize`
- * on a legacy answer; an SSE server is 2025-era by nature; a stdio server is probed in
- * place, briefly (a legacy server that ignores the probe falls back once it times out).
- */
-function negotiation(server: McpServerConfig): VersionNegotiationOptions {
-  if (server.url !== undefined) return server.type === "sse" ? { mode: "legacy" } : { mode: "auto" };
-  return { mode: "auto", probe: { timeoutMs: STDIO_PROBE_MS } };
-}
-/** A stdio server that answers `server/discover` with nothing in this long speaks 2025 only. */
-const STDIO_PROBE_MS = 1500;
 
 /** One connection to the server: a process and its `Client`, or an HTTP session. Replaced on restart. */
 export interface Upstream {
+  /** The session everyone is served through (2025-era, or 2026-07-28 for a server of that revision only). */
   client: Client;
+  /** Beside a 2025-era session, a client at 2026-07-28 for callers that speak it themselves (forward.ts). */
+  modern?: Client | undefined;
   transport: McpTransport;
   /** Initialized: calls may be forwarded, and its end is a crash. */
   ready: boolean;
@@ -109,8 +100,6 @@ export class ServerLink {
   private restartTimer: NodeJS.Timeout | undefined;
   /** What happened to the server last, for `server_unavailable` messages. */
   private lastDown = "";
-  /** A stdio server that ended on the revision probe: started without one from then on. */
-  private legacyOnly = false;
 
   constructor(
     private readonly server: McpServerConfig,
@@ -147,6 +136,51 @@ export class ServerLink {
   }
 
   private async connectOnce(): Promise<Upstream> {
+    let up: Upstream | undefined;
+    // A streamable HTTP server is probed first: one that speaks 2026-07-28 gets a second
+    // client, in a 2025-era session, for everyone else (a 2025 caller gets the server's
+    // 2025 behaviour: its own requests, subscriptions); one that does not is that session.
+    const probing = this.isHttp && this.server.type !== "sse";
+    const first = this.open(() => up, probing ? { mode: "auto" } : { mode: "legacy" });
+    let main = first;
+    let modern: Client | undefined;
+    try {
+      up = { client: first.client, transport: first.transport, ready: false, lost: false, readyAt: 0, probing: false, inflight: new Set() };
+      this.upstream = up;
+      await first.client.connect(first.transport, { timeout: this.startTimeoutMs });
+      if (first.client.getProtocolEra() === "modern") {
+        modern = first.client;
+        const legacy = this.open(() => up, { mode: "legacy" });
+        try {
+          await legacy.client.connect(legacy.transport, { timeout: this.startTimeoutMs, prior: { kind: "legacy" } });
+          main = legacy;
+          up.client = legacy.client;
+          up.transport = legacy.transport;
+        } catch (err) {
+          // A server of 2026-07-28 only: everyone is served through the one client.
+          this.host.log?.info({ err: (err as Error).message }, "the MCP server speaks 2026-07-28 only");
+          await legacy.client.close().catch(() => {});
+        }
+        if (main !== first) up.modern = modern;
+      }
+      if (up.lost) throw new Error("the connection ended right after initialization");
+    } catch (err) {
+      if (up) up.lost = true;
+      if (this.upstream === up) this.upstream = undefined;
+      await main.client.close().catch(() => {});
+      if (main !== first) await first.client.close().catch(() => {});
+      throw new Error(startFailure(main.transport, err), { cause: err });
+    }
+    up.ready = true;
+    up.readyAt = Date.now();
+    return up;
+  }
+
+  /** A client and its transport, with the server's requests answered through the space and the ends of the current main one watched. */
+  private open(
+    current: () => Upstream | undefined,
+    versionNegotiation: VersionNegotiationOptions,
+  ): { client: Client; transport: McpTransport } {
     const headers = { requestInit: { headers: this.server.headers ?? {} }, ...(this.auth ? { fetch: this.auth.fetch } : {}) };
     const transport: McpTransport = this.isHttp
       ? this.server.type === "sse"
@@ -161,7 +195,7 @@ export class ServerLink {
         });
     const client = new Client(CLIENT_INFO, {
       capabilities: clientCapabilities(this.server),
-      versionNegotiation: this.legacyOnly ? { mode: "legacy" } : negotiation(this.server),
+      versionNegotiation,
       inputRequired: { autoFulfill: true, maxRounds: MAX_INPUT_ROUNDS },
     });
     installCallbacks(client, {
@@ -169,30 +203,31 @@ export class ServerLink {
       participant: this.host.participant,
       server: this.server,
       log: this.host.log,
-      inflight: () => (up.lost ? [] : [...up.inflight]),
+      inflight: () => {
+        const up = current();
+        return !up || up.lost ? [] : [...up.inflight];
+      },
     });
-    const up: Upstream = { client, transport, ready: false, lost: false, readyAt: 0, probing: false, inflight: new Set() };
     // Installed before connect(): the SDK chains it before its own close handling, so we
     // fail pending calls with the exit status before the SDK fails them with "Connection closed".
-    transport.onclose = () => this.down(up);
-    client.onerror = (err) => this.transportError(up, err);
-    client.fallbackNotificationHandler = async (n) => this.host.notification(up, n);
-    this.upstream = up;
-    try {
-      await client.connect(transport, { timeout: this.startTimeoutMs });
-      if (up.lost) throw new Error("the connection ended right after initialization");
-    } catch (err) {
-      up.lost = true;
-      if (this.upstream === up) this.upstream = undefined;
-      await client.close().catch(() => {});
-      // A stdio server that died of the `server/discover` probe (SDKs that end on any request
-      // before `initialize`) is a 2025-era server: its next start skips the probe.
-      if (!this.isHttp && !this.legacyOnly && client.getProtocolEra() === undefined) this.legacyOnly = true;
-      throw new Error(startFailure(transport, err), { cause: err });
-    }
-    up.ready = true;
-    up.readyAt = Date.now();
-    return up;
+    // Only the main client's end is the server's end (a 2026-07-28 client beside it holds no connection).
+    const main = () => {
+      const up = current();
+      return up !== undefined && up.transport === transport ? up : undefined;
+    };
+    transport.onclose = () => {
+      const up = main();
+      if (up) this.down(up);
+    };
+    client.onerror = (err) => {
+      const up = main();
+      if (up) this.transportError(up, err);
+    };
+    client.fallbackNotificationHandler = async (n) => {
+      const up = current();
+      if (up) this.host.notification(up, n);
+    };
+    return { client, transport };
   }
 
   available(): boolean {
@@ -236,6 +271,7 @@ export class ServerLink {
 
   async close(up: Upstream): Promise<void> {
     this.failAll(up, this.unavailable());
+    await up.modern?.close().catch(() => {});
     await up.client.close().catch(() => {});
   }
 

@@ -278,6 +278,7 @@ export function mountHttp(gateway: Gateway, opts: McpHttpOptions = {}): McpHttpM
         approvalProgressMs: opts.approvalProgressMs,
         maxTasks: opts.maxTasks,
         only,
+        takesInput: true,
       });
       return {
         mm,

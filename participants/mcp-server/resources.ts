@@ -69,8 +69,9 @@ export class SpaceResources {
     return { resourceTemplates };
   }
 
-  async readResource(uri: string): Promise<Record<string, unknown>> {
-    return this.ask(await this.ownerOf(uri), "resources/read", { uri });
+  /** `more`: what a 2026-07-28 client's request carries on (server.ts `inputParams`). */
+  async readResource(uri: string, more: Record<string, unknown> = {}): Promise<Record<string, unknown>> {
+    return this.ask(await this.ownerOf(uri), "resources/read", { uri, ...more });
   }
 
   /** Subscribes to `uri` at the participant that owns it; returns that participant. */
@@ -125,13 +126,17 @@ export class SpaceResources {
     return { prompts };
   }
 
-  async getPrompt(name: string, args: Record<string, string> | undefined): Promise<Record<string, unknown>> {
-    if (this.only !== undefined) return this.ask(this.only, "prompts/get", { name, ...(args ? { arguments: args } : {}) });
+  async getPrompt(
+    name: string,
+    args: Record<string, string> | undefined,
+    more: Record<string, unknown> = {},
+  ): Promise<Record<string, unknown>> {
+    if (this.only !== undefined) return this.ask(this.only, "prompts/get", { name, ...(args ? { arguments: args } : {}), ...more });
     const split = name.indexOf("__");
     const owner = split > 0 ? name.slice(0, split) : "";
     if (!this.servers().includes(owner))
       throw new McpError(ErrorCode.InvalidParams, `unknown prompt: ${name} (prompts are named participant__prompt)`);
-    return this.ask(owner, "prompts/get", { name: name.slice(split + 2), ...(args ? { arguments: args } : {}) });
+    return this.ask(owner, "prompts/get", { name: name.slice(split + 2), ...(args ? { arguments: args } : {}), ...more });
   }
 
   /**

@@ -44,6 +44,7 @@ import { ParticipantClient, type ClientOptions } from "../client.js";
 import { ParticipantError, RpcError } from "../errors.js";
 import { buildCatalogue, failureResult, type Catalogue, type CatalogueEntry } from "./catalogue.js";
 import { askClient, deskOf, type Desk, type Session } from "./callbacks.js";
+import { carried, isInputRequired, serverError } from "./input.js";
 import { SpaceResources } from "./resources.js";
 import {
   faceCapabilities,
@@ -89,6 +90,8 @@ export interface SpaceMcpServerOptions {
   only?: OnlyParticipant | undefined;
   /** Most tasks the seat holds at once (tasks.ts); default 1000. */
   maxTasks?: number | undefined;
+  /** The client speaks 2026-07-28 (modern.ts): a server's `input_required` comes back to it as it came (input.ts). */
+  takesInput?: boolean | undefined;
 }
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
@@ -111,6 +114,7 @@ export class SpaceMcpServer extends Server {
   private readonly ready: Promise<void>;
   private readonly log: Logger | undefined;
   private readonly approvalProgressMs: number;
+  private readonly takesInput: boolean;
   private catalogue: Catalogue | undefined;
   /**
    * Tools this session offered that have left the catalogue since (their owner was switched
@@ -167,6 +171,7 @@ export class SpaceMcpServer extends Server {
     this.owned = owned;
     this.log = opts.logger?.child({ component: "mcp-server" });
     this.approvalProgressMs = Math.max(10, opts.approvalProgressMs ?? DEFAULT_APPROVAL_PROGRESS_MS);
+    this.takesInput = opts.takesInput === true;
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
     // connect() is idempotent: an open client answers at once, a connecting one shares its attempt.
     this.ready = client.connect().then(() => undefined);
@@ -224,7 +229,8 @@ export class SpaceMcpServer extends Server {
       });
       this.setRequestHandler(ReadResourceRequestSchema, async (request) => {
         await this.ready;
-        return (await resources.readResource(request.params.uri)) as ReadResourceResult;
+        const more = this.takesInput ? carried(request.params._meta) : {};
+        return (await resources.readResource(request.params.uri, more)) as ReadResourceResult;
       });
     }
     if (capabilities.prompts) {
@@ -234,7 +240,8 @@ export class SpaceMcpServer extends Server {
       });
       this.setRequestHandler(GetPromptRequestSchema, async (request) => {
         await this.ready;
-        return (await resources.getPrompt(request.params.name, request.params.arguments)) as GetPromptResult;
+        const more = this.takesInput ? carried(request.params._meta) : {};
+        return (await resources.getPrompt(request.params.name, request.params.arguments, more)) as GetPromptResult;
       });
     }
     if (capabilities.completions) {
@@ -418,7 +425,12 @@ export class SpaceMcpServer extends Server {
       const pending = this.client.request(
         GATEWAY_ID,
         "tools/call",
-        { name: real, arguments: params.arguments ?? {}, ...withMeta(extra._meta), ...(asTask === undefined ? {} : { task: asTask }) },
+        {
+          name: real,
+          arguments: params.arguments ?? {},
+          ...(this.takesInput ? carried(extra._meta) : withMeta(extra._meta)),
+          ...(asTask === undefined ? {} : { task: asTask }),
+        },
         // A task waits as long as the space keeps its proposal (the gateway expires it), not the client's own deadline.
         {
           signal: extra.signal,
@@ -434,6 +446,7 @@ export class SpaceMcpServer extends Server {
         const created = CreateTaskResultSchema.safeParse(result);
         if (created.success) return created.data;
       }
+      if (this.takesInput && isInputRequired(result)) return result as CallToolResult;
       const parsed = CallToolResultSchema.safeParse(result);
       if (parsed.success) return parsed.data;
       return { content: [{ type: "text", text: `${real} answered with something that is not an MCP tool result` }], isError: true };
@@ -445,6 +458,8 @@ export class SpaceMcpServer extends Server {
       // The owner's own JSON-RPC error goes through as one (invalid params, unknown method…).
       // (RpcError rather than McpError, whose message would gain a second "MCP error" prefix.)
       if (err.code === "rpc_error") throw new RpcError(err.rpcCode ?? ErrorCode.InternalError, err.message, err.data);
+      // At 2026-07-28 a server's own error whose data names a reason (a bad request state…) is the server's error (input.ts).
+      if (this.takesInput && serverError(err)) throw new RpcError(err.rpcCode ?? ErrorCode.InternalError, err.message, err.data);
       // Aborted by the MCP client: the SDK sends no answer to a cancelled request.
       if (err.code === "cancelled") throw err;
       if (err.code === "unknown_tool") void this.spaceToolsChanged();
