@@ -5,6 +5,12 @@
  * once, and the server restarted with exponential backoff and jitter until it runs stably
  * or `maxRestarts` is reached.
  *
+ * The client is the SDK v2's (`@modelcontextprotocol/client`). A streamable HTTP server is
+ * probed with `server/discover`: one that speaks 2026-07-28 keeps that client as `modern`
+ * (for callers at 2026-07-28, forward.ts) beside a 2025-era session everyone else is served
+ * through; one of 2026-07-28 only is served through the one client. SSE and stdio servers
+ * are 2025-era sessions (a stdio process is one connection; no probe on it yet).
+ *
  * Split from bridge.ts, which owns the status and the events and hands them over as
  * `ServerHost`; serving and notifications reach the current run through `upstream`.
  */
