@@ -49,8 +49,6 @@ const FACE_GAPS: Record<Leg, Record<string, string>> = {
   "2026-07-28": {
     // Everything else of server-stateless passes; subscriptions/listen on the face carries no change of the space yet (modern.ts).
     "server-stateless": "no notifications/tools/list_changed or prompts/list_changed on an open subscriptions/listen stream",
-    // The SDK v2 checks Mcp-Param-* headers against tools it defines itself; the face's tools are the space's, passed through.
-    "http-custom-header-server-validation": "Mcp-Param-* headers (x-mcp-header) are not checked against the tool's arguments",
   },
   default: {},
 };

@@ -23,6 +23,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { HeldFace } from "./held.js";
 import { isInputRequired, RETRY_META } from "./input.js";
+import { declarations, paramMismatch } from "./param-headers.js";
 
 /** What serving 2026-07-28 needs, loaded with the endpoint's other modules. */
 export interface ModernModules {
@@ -230,6 +231,19 @@ export async function serveModern(
     }
     return server;
   };
+  const mismatch = await paramHeadersOf(client, req, body);
+  if (mismatch !== undefined) {
+    const id = (body as { id?: unknown }).id ?? null;
+    res.writeHead(400, { "content-type": "application/json" });
+    res.end(
+      JSON.stringify({
+        jsonrpc: "2.0",
+        id,
+        error: { code: -32020, message: `Bad Request: the request headers and body disagree: ${mismatch}` },
+      }),
+    );
+    return;
+  }
   const handler = m.v2.createMcpHandler(factory, { legacy: "reject" });
   try {
     const abort = new AbortController();
@@ -361,4 +375,29 @@ function asServerGave(result: unknown): unknown {
   if (!isInputRequired(result)) return result;
   const { content, ...rest } = result;
   return Array.isArray(content) && content.length === 0 ? rest : result;
+}
+
+/** For a tools/call: why its Mcp-Param-* headers disagree with its arguments under the tool's schema (param-headers.ts), if they do. */
+async function paramHeadersOf(client: Client, req: IncomingMessage, body: unknown): Promise<string | undefined> {
+  const call = body as { method?: unknown; params?: { name?: unknown; arguments?: unknown } } | null;
+  if (call?.method !== "tools/call" || typeof call.params?.name !== "string") return undefined;
+  const name = call.params.name;
+  let cursor: string | undefined;
+  for (let page = 0; page < 20; page++) {
+    const list = (await client.listTools(cursor ? { cursor } : {}).catch(() => undefined)) as
+      | { tools: { name: string; inputSchema?: unknown }[]; nextCursor?: string }
+      | undefined;
+    const tool = list?.tools.find((t) => t.name === name);
+    if (tool) {
+      const decls = declarations(tool.inputSchema);
+      if (decls.length === 0) return undefined;
+      return paramMismatch(decls, call.params.arguments, (h) => {
+        const v = req.headers[h];
+        return Array.isArray(v) ? v[0] : v;
+      });
+    }
+    cursor = list?.nextCursor;
+    if (!cursor) return undefined;
+  }
+  return undefined;
 }
