@@ -168,16 +168,12 @@ function innerParams(params: unknown, ctx: Lifted): Record<string, unknown> {
 /** Our own progress message while a call waits (server.ts): its proposal id. */
 const WAITING = /^waiting for approval of .* \(proposal ([^()\s]{1,200})\)$/;
 
-/** Answers one 2026-07-28 request with the SDK v2, asking `inner` what the request asks. */
-export async function serveModern(
-  m: ModernModules,
-  inner: Inner,
-  req: IncomingMessage,
-  res: ServerResponse,
-  body: unknown,
-  held?: HeldFace,
-): Promise<void> {
-  const client = inner.client;
+/**
+ * The SDK v2 server of one 2026-07-28 exchange, asking `client` (an in-process client of the
+ * face) what each request asks: the HTTP faces make one per request, the stdio face one for
+ * its connection (stdio-modern.ts). Held calls answer input_required where `held` is given.
+ */
+export function modernServerFactory(m: ModernModules, client: Client, held?: HeldFace): () => InstanceType<ModernModules["v2"]["Server"]> {
   const info = client.getServerVersion() ?? { name: "mewgate", version: "0" };
   const caps = (client.getServerCapabilities() ?? {}) as Record<string, unknown>;
   const capabilities: Record<string, unknown> = {};
@@ -185,7 +181,7 @@ export async function serveModern(
     if (caps[cap] !== undefined)
       capabilities[cap] = cap === "resources" ? { listChanged: true } : cap === "completions" ? {} : { listChanged: true };
   const instructions = client.getInstructions();
-  const factory = () => {
+  return () => {
     const server = new m.v2.Server(
       { name: info.name, version: info.version, ...(info.title ? { title: info.title } : {}) },
       { capabilities: capabilities as never, ...(instructions ? { instructions } : {}) },
@@ -231,6 +227,19 @@ export async function serveModern(
     }
     return server;
   };
+}
+
+/** Answers one 2026-07-28 request with the SDK v2, asking `inner` what the request asks. */
+export async function serveModern(
+  m: ModernModules,
+  inner: Inner,
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: unknown,
+  held?: HeldFace,
+): Promise<void> {
+  const client = inner.client;
+  const factory = modernServerFactory(m, client, held);
   const mismatch = await paramHeadersOf(client, req, body);
   if (mismatch !== undefined) {
     const id = (body as { id?: unknown }).id ?? null;
