@@ -109,7 +109,8 @@ describe("mewgate mcp --only at 2026-07-28 over stdio: hostile first", () => {
     expect((byId.get(1)?.["result"] as { supportedVersions?: string[] } | undefined)?.supportedVersions).toContain("2026-07-28");
     expect(byId.get(2)?.["error"]).toBeDefined();
     expect(byId.get(2)?.["result"]).toBeUndefined();
-    const tools = (byId.get(3)?.["result"] as { tools: { name: string }[] }).tools.map((t) => t.name);
+    const listed = byId.get(3)?.["result"] as { tools: { name: string }[] } | undefined;
+    const tools = (listed?.tools ?? []).map((t) => t.name);
     expect(tools.sort()).toEqual(["peek", "write_note"]);
   });
 
