@@ -44,6 +44,8 @@ export {
   RejectPayloadSchema,
   RpcErrors,
   WithdrawPayloadSchema,
+  DEFAULT_MAX_DEPTH,
+  nestsWithin,
   parseMcpRequest,
   parseMcpResponse,
 } from "./wire/envelope.js";

@@ -63,6 +63,16 @@ function build(): McpServer {
       requestState: String(round + 1),
     });
   });
+  server.registerTool("ask_deep", { description: "Asks with a request nested past any bound", inputSchema: z.object({}) }, async () => {
+    let deep: Record<string, unknown> = { type: "string" };
+    for (let i = 0; i < 200; i++) deep = { type: "object", properties: { n: deep } };
+    return inputRequired({
+      inputRequests: {
+        deep: inputRequired.elicit({ message: "Deep", requestedSchema: { type: "object", properties: { d: deep } } as never }),
+      },
+      requestState: "deep",
+    });
+  });
   server.registerTool("show", { description: "Says what the retry carried", inputSchema: z.object({}) }, async (_a, ctx) =>
     text(
       JSON.stringify({
@@ -232,6 +242,17 @@ describe("a server's input_required through the bridge: hostile first", () => {
     const huge = await call("show", { requestState: "x".repeat(70_000) });
     expect(huge.result).toBeUndefined();
     expect(huge.error?.message).toMatch(/longer than 65536/);
+    const ok = await call("hello");
+    expect(JSON.stringify(ok.result)).toContain("hi");
+  });
+
+  it("refuses a server's input_required nested past the space's bound with a clear error, and serves the next call", {
+    timeout: 30_000,
+  }, async () => {
+    const deep = await call("ask_deep");
+    // The bridge's own failure, as a tool error the client can read (not a wait until some timeout).
+    expect(deep.result?.["isError"]).toBe(true);
+    expect(JSON.stringify(deep.result?.["content"])).toMatch(/nested more than 61 levels deep/);
     const ok = await call("hello");
     expect(JSON.stringify(ok.result)).toContain("hi");
   });
