@@ -21,6 +21,7 @@ import {
   type Transport as McpTransport,
   type Notification,
   ProtocolError,
+  SdkHttpError,
   SSEClientTransport,
   StreamableHTTPClientTransport,
   type VersionNegotiationOptions,
@@ -396,7 +397,7 @@ function startFailure(transport: McpTransport, err: unknown): string {
   if (exit?.signal) return `killed by ${exit.signal} while initializing`;
   if (exit) return `exited with code ${exit.code} while initializing`;
   // Without a sign-in (oauth: false, or `mewgate bridge` with no way to consent): say what the server wants.
-  if ((err as { code?: unknown } | undefined)?.code === 401)
+  if ((err instanceof SdkHttpError && err.status === 401) || (err as { code?: unknown } | undefined)?.code === 401)
     return "it answered 401 Unauthorized: it wants a sign-in (mewgate up signs in to it; or give a header with a token)";
   return err instanceof Error ? err.message : String(err);
 }
