@@ -214,6 +214,22 @@ describe("a server's input_required through the bridge: hostile first", () => {
     expect(ok.content[0]!.text).toBe("hi");
   });
 
+  it("refuses a method the server's revision has no word for as that request's error, and the server stays up", {
+    timeout: 30_000,
+  }, async () => {
+    const bot = clients.find((c) => c.id === "bot")!;
+    const err = await bot.request("up", "resources/subscribe", { uri: "x://y" }, { timeoutMs: 10_000 }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(ParticipantError);
+    expect((err as ParticipantError).rpcCode).toBe(-32601);
+    expect((err as ParticipantError).message).toMatch(/cannot be asked resources\/subscribe/);
+    expect(bridge!.status).toBe("running");
+    const ok = (await bot.request("system:gateway", "tools/call", { name: "up/hello", arguments: {} })) as { content: { text: string }[] };
+    expect(ok.content[0]!.text).toBe("hi");
+  });
+
   it("passes a 2026-07-28 client's retry to the server as it came, but no forged retry key or flag of the gateway's", {
     timeout: 30_000,
   }, async () => {

@@ -166,10 +166,16 @@ export class Forwarder {
       const client = takesInput ? (up.modern ?? up.client) : up.client;
       // A tools/call at 2026-07-28 goes through callTool, which mirrors the arguments a tool
       // marks with x-mcp-header into Mcp-Param-* headers, as the server checks (SEP-2243).
-      const sent =
-        takesInput && req.method === "tools/call" && isRecord(params) && typeof params["name"] === "string"
-          ? client.callTool(params as { name: string }, options)
-          : client.request({ method: req.method, params } as Request, AnyResult, options);
+      let sent: Promise<unknown>;
+      try {
+        sent =
+          takesInput && req.method === "tools/call" && isRecord(params) && typeof params["name"] === "string"
+            ? client.callTool(params as { name: string }, options)
+            : client.request({ method: req.method, params } as Request, AnyResult, options);
+      } catch (err) {
+        // The SDK refuses some requests before sending them (a method the revision lacks): the same path as any failure.
+        sent = Promise.reject(err);
+      }
       sent.then(
         (result) => {
           if (req.method === "resources/subscribe") this.host.notifications.subscribed(req);
@@ -204,6 +210,12 @@ export class Forwarder {
           }),
         ),
       );
+      return;
+    }
+    if (err instanceof SdkError && UNSPOKEN.has(err.code)) {
+      // A method the server's revision has no word for (resources/subscribe at 2026-07-28…): this request's refusal, not a dead server.
+      const message = `MCP server "${this.host.id}" cannot be asked ${call.req.method}: ${err.message}`;
+      settle(() => reject(new RpcError(RpcErrorCodes.methodNotFound, message, { reason: "not_in_revision", participant: this.host.id })));
       return;
     }
     if (err instanceof SdkError && INVALID_ANSWERS.has(err.code)) {
@@ -246,6 +258,9 @@ export const TAKES_INPUT = "mewgate/input_required";
 
 /** How deep a result may nest: a frame's limit less the envelope, payload and result around it. */
 const MAX_RESULT_DEPTH = DEFAULT_MAX_DEPTH - 3;
+
+/** SDK refusals to send a request the negotiated revision or the server's capabilities do not have. */
+const UNSPOKEN = new Set<string>([SdkErrorCode.MethodNotSupportedByProtocolVersion, SdkErrorCode.CapabilityNotSupported]);
 
 /** SDK failures that are about one answer, not about the connection. */
 const INVALID_ANSWERS = new Set<string>([SdkErrorCode.InvalidResult, SdkErrorCode.UnsupportedResultType]);
