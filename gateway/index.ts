@@ -46,6 +46,8 @@ export {
   RejectPayloadSchema,
   RpcErrors,
   WithdrawPayloadSchema,
+  DEFAULT_MAX_DEPTH,
+  nestsWithin,
   parseMcpRequest,
   parseMcpResponse,
 } from "./wire/envelope.js";

@@ -471,5 +471,6 @@ export class McpRouter implements CallRouter {
 /** JSON-RPC errors that say the request was wrong, not the target: invalid request, method not found, invalid params. */
 function callersFault(error: unknown): boolean {
   const code = typeof error === "object" && error !== null ? (error as { code?: unknown }).code : undefined;
-  return code === -32600 || code === -32601 || code === -32602;
+  // -32021: the request lacks a client capability the answer needs (MCP 2026-07-28), the caller's too.
+  return code === -32600 || code === -32601 || code === -32602 || code === -32021;
 }

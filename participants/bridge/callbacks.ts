@@ -15,15 +15,8 @@
  * (space.yaml `roots:`): a fixed list, or one participant to ask; without it the server
  * is not offered roots at all.
  */
-import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import {
-  type ClientCapabilities,
-  CreateMessageRequestSchema,
-  ElicitRequestSchema,
-  ErrorCode,
-  ListRootsRequestSchema,
-  McpError,
-} from "@modelcontextprotocol/sdk/types.js";
+import { type Client, type ClientCapabilities, ProtocolError } from "@modelcontextprotocol/client";
+import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
 import type { McpServerConfig } from "../../gateway/index.js";
 import type { IncomingRequest, ParticipantClient } from "../client.js";
@@ -66,22 +59,22 @@ export function installCallbacks(client: Client, host: CallbackHost): void {
   const { server } = host;
   if (server.sampling !== false) {
     client.setRequestHandler(
-      CreateMessageRequestSchema,
-      (request, extra) => askCaller(host, "sampling/createMessage", request.params, SAMPLING_TIMEOUT_MS, extra.signal) as never,
+      "sampling/createMessage",
+      (request, ctx) => askCaller(host, "sampling/createMessage", request.params, SAMPLING_TIMEOUT_MS, ctx.mcpReq.signal) as never,
     );
   }
   if (server.elicitation !== false) {
     client.setRequestHandler(
-      ElicitRequestSchema,
-      (request, extra) => askCaller(host, "elicitation/create", request.params, ELICITATION_TIMEOUT_MS, extra.signal) as never,
+      "elicitation/create",
+      (request, ctx) => askCaller(host, "elicitation/create", request.params, ELICITATION_TIMEOUT_MS, ctx.mcpReq.signal) as never,
     );
   }
   const roots = server.roots;
   if (roots !== undefined) {
-    client.setRequestHandler(ListRootsRequestSchema, async (_request, extra) => {
+    client.setRequestHandler("roots/list", async (_request, ctx) => {
       if (Array.isArray(roots)) return { roots: roots.map((r) => (typeof r === "string" ? { uri: r } : r)) };
       return (await relay(host, () =>
-        host.participant.request(roots.from, "roots/list", {}, { timeoutMs: ROOTS_TIMEOUT_MS, signal: extra.signal, chain: false }),
+        host.participant.request(roots.from, "roots/list", {}, { timeoutMs: ROOTS_TIMEOUT_MS, signal: ctx.mcpReq.signal, chain: false }),
       )) as never;
     });
   }
@@ -107,7 +100,7 @@ async function askCaller(
   signal: AbortSignal,
 ): Promise<unknown> {
   const found = soleCaller(host.inflight());
-  if ("why" in found) throw new RpcError(ErrorCode.InvalidRequest, `${method} from "${host.id}" cannot be routed: ${found.why}`);
+  if ("why" in found) throw new ProtocolError(ErrorCode.InvalidRequest, `${method} from "${host.id}" cannot be routed: ${found.why}`);
   const { caller, calls } = found;
   // A face said its client offers no such thing (client-caps.ts): answered here, as that client would.
   const served = calls.map((c) => c.req);
@@ -131,20 +124,20 @@ async function askCaller(
 }
 
 /**
- * The space's answer, or its refusal as the JSON-RPC error the server understands, in the
- * refuser's words: an RpcError (not an McpError, whose message carries an "MCP error
- * <code>: " prefix that the server's SDK would put before it a second time).
+ * The space's answer, or its refusal as the JSON-RPC error the server understands (the SDK
+ * v2's `ProtocolError`, which the client's SDK sends with its code and data), in the
+ * refuser's words: without the "MCP error <code>: " prefix an SDK v1 error carries.
  */
 async function relay(host: CallbackHost, ask: () => Promise<unknown>): Promise<unknown> {
   try {
     return await ask();
   } catch (err) {
-    if (err instanceof McpError) throw new RpcError(err.code, unprefixed(err), err.data);
-    if (err instanceof RpcError) throw err;
+    if (err instanceof McpError) throw new ProtocolError(err.code, unprefixed(err), err.data);
+    if (err instanceof RpcError) throw new ProtocolError(err.code, err.message, err.data);
     const e = err instanceof ParticipantError ? err : undefined;
     const code = e?.rpcCode ?? ErrorCode.InternalError;
     host.log?.info({ code: e?.code, err: (err as Error).message }, "the space did not answer the MCP server's request");
-    throw new RpcError(code, (err as Error).message, e?.data);
+    throw new ProtocolError(code, (err as Error).message, e?.data);
   }
 }
 

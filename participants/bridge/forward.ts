@@ -8,17 +8,21 @@
  *
  * Split from bridge.ts; what it needs comes as `ForwardHost`.
  */
-import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ErrorCode, McpError, type Progress, type Request } from "@modelcontextprotocol/sdk/types.js";
+import {
+  type Progress,
+  ProtocolError,
+  type Request,
+  type RequestOptions,
+  SdkError,
+  SdkErrorCode,
+  SdkHttpError,
+} from "@modelcontextprotocol/client";
 import type { Logger } from "pino";
-import type { Tracing } from "../../gateway/index.js";
+import { DEFAULT_MAX_DEPTH, nestsWithin, type Tracing } from "../../gateway/index.js";
 import type { IncomingRequest, ParticipantClient } from "../client.js";
 import { RpcError, RpcErrorCodes } from "../errors.js";
 import { trySend, type ServerNotifications } from "./notifications.js";
-import { AnyResult, type Forwarded, type ServerLink, type Upstream } from "./server.js";
-import { ChildStdioTransport } from "./stdio.js";
+import { AnyResult, type Forwarded, MAX_INPUT_ROUNDS, type ServerLink, type Upstream } from "./server.js";
 import type { ServerTaskOwners } from "./tasks.js";
 import { withoutStated } from "./client-caps.js";
 import { outboundSpan } from "./trace.js";
@@ -63,7 +67,7 @@ export class Forwarder {
       case "initialize":
         // The session is ours; a caller gets what the server told us.
         return {
-          protocolVersion: protocolVersionOf(up.transport),
+          protocolVersion: up.client.getNegotiatedProtocolVersion(),
           capabilities: up.client.getServerCapabilities() ?? {},
           serverInfo: up.client.getServerVersion(),
           ...(up.client.getInstructions() === undefined ? {} : { instructions: up.client.getInstructions() }),
@@ -107,15 +111,16 @@ export class Forwarder {
     let params = withoutStated(outgoing);
     let callerToken: string | number | undefined;
     let timeoutMs = this.host.callTimeoutMs;
+    let takesInput = false;
     if (isRecord(params) && isRecord(params["_meta"])) {
-      const { progressToken, ...meta } = params["_meta"];
+      const { progressToken, [TAKES_INPUT]: takes, ...meta } = params["_meta"];
       const asked = meta["mewgate/timeout_ms"];
       if (typeof asked === "number" && asked > 0) timeoutMs = Math.min(asked, MAX_TIMER_MS);
-      if (typeof progressToken === "string" || typeof progressToken === "number") {
-        callerToken = progressToken;
-        // The SDK puts in a token of its own and maps the server's progress back to us.
-        params = { ...params, _meta: meta };
-      }
+      if (typeof progressToken === "string" || typeof progressToken === "number") callerToken = progressToken;
+      takesInput = takes === true && (up.modern ?? up.client).getProtocolEra() === "modern";
+      // The SDK puts in a token of its own and maps the server's progress back to us; our flag is ours.
+      if (callerToken !== undefined || takes !== undefined)
+        params = Object.keys(meta).length > 0 ? { ...params, _meta: meta } : withoutKey(params, "_meta");
     }
     return new Promise((resolve, reject) => {
       const controller = new AbortController();
@@ -157,7 +162,14 @@ export class Forwarder {
       req.signal.addEventListener("abort", onCallerAbort, { once: true });
       arm();
       // Our own timer decides (it restarts on progress); the SDK's is only a backstop.
-      const options: RequestOptions = { signal: controller.signal, timeout: MAX_TIMER_MS };
+      // A caller at 2026-07-28 (the face) gets the server's input_required as it came, request
+      // state untouched, and answers it itself; for anyone else the bridge asks the caller
+      // through the space (callbacks.ts), a bounded number of rounds.
+      const options: RequestOptions = {
+        signal: controller.signal,
+        timeout: MAX_TIMER_MS,
+        ...(takesInput ? { allowInputRequired: true } : {}),
+      };
       if (callerToken !== undefined) {
         const token = callerToken;
         options.onprogress = (progress) => {
@@ -166,9 +178,29 @@ export class Forwarder {
           this.progress(req, token, progress);
         };
       }
-      up.client.request({ method: req.method, params } as Request, AnyResult, options).then(
+      // A caller at 2026-07-28 is served by the server at 2026-07-28; everyone else in the session (server.ts).
+      const client = takesInput ? (up.modern ?? up.client) : up.client;
+      // A tools/call at 2026-07-28 goes through callTool, which mirrors the arguments a tool
+      // marks with x-mcp-header into Mcp-Param-* headers, as the server checks (SEP-2243).
+      let sent: Promise<unknown>;
+      try {
+        sent =
+          takesInput && req.method === "tools/call" && isRecord(params) && typeof params["name"] === "string"
+            ? client.callTool(params as { name: string }, options)
+            : client.request({ method: req.method, params } as Request, AnyResult, options);
+      } catch (err) {
+        // The SDK refuses some requests before sending them (a method the revision lacks): the same path as any failure.
+        sent = Promise.reject(err);
+      }
+      sent.then(
         (result) => {
           if (req.method === "resources/subscribe") this.host.notifications.subscribed(req);
+          // An answer nested past what a frame of the space may carry would be refused on the way and leave the caller waiting.
+          if (typeof result === "object" && result !== null && !nestsWithin(result, MAX_RESULT_DEPTH)) {
+            const message = `MCP server "${this.host.id}" answered ${req.method} with a result nested more than ${MAX_RESULT_DEPTH} levels deep; it is not passed on`;
+            settle(() => reject(new RpcError(RpcErrorCodes.internalError, message, { reason: "too_deep", participant: this.host.id })));
+            return;
+          }
           settle(() => resolve(result));
         },
         (err: unknown) => this.forwardFailed(up, call, err, settle, reject),
@@ -178,13 +210,43 @@ export class Forwarder {
 
   private forwardFailed(up: Upstream, call: Forwarded, err: unknown, settle: Settle, reject: (e: unknown) => void): void {
     if (!up.inflight.has(call)) return;
-    if (err instanceof McpError && err.code !== ErrorCode.ConnectionClosed) {
+    if (err instanceof ProtocolError) {
       // The server's JSON-RPC error, passed on as it came.
-      settle(() => reject(new RpcError(err.code, unprefixed(err), err.data)));
+      settle(() => reject(new RpcError(err.code, err.message, err.data)));
+      return;
+    }
+    if (err instanceof SdkError && err.code === SdkErrorCode.InputRequiredRoundsExceeded) {
+      const message = `MCP server "${this.host.id}" asked for input more than ${MAX_INPUT_ROUNDS} times in one ${call.req.method}; the call was stopped`;
+      settle(() =>
+        reject(
+          new RpcError(RpcErrorCodes.internalError, message, {
+            reason: "input_rounds_exceeded",
+            participant: this.host.id,
+            rounds: MAX_INPUT_ROUNDS,
+          }),
+        ),
+      );
+      return;
+    }
+    if (err instanceof SdkError && UNSPOKEN.has(err.code)) {
+      // A method the server's revision has no word for (resources/subscribe at 2026-07-28…): this request's refusal, not a dead server.
+      const message = `MCP server "${this.host.id}" cannot be asked ${call.req.method}: ${err.message}`;
+      settle(() => reject(new RpcError(RpcErrorCodes.methodNotFound, message, { reason: "not_in_revision", participant: this.host.id })));
+      return;
+    }
+    if (err instanceof SdkError && INVALID_ANSWERS.has(err.code)) {
+      // An answer the SDK could not take (a malformed input_required, an unknown result type): this call's failure, not a dead server.
+      settle(() =>
+        reject(
+          new RpcError(RpcErrorCodes.internalError, `MCP server "${this.host.id}" answered badly: ${err.message}`, {
+            reason: "bad_answer",
+          }),
+        ),
+      );
       return;
     }
     if (this.host.link.isHttp) {
-      const status = err instanceof StreamableHTTPError ? err.code : undefined;
+      const status = err instanceof SdkHttpError ? err.status : undefined;
       // A refusal of this one request (auth, bad request) is not a dead server; 404 is a lost session.
       if (status !== undefined && status >= 400 && status < 500 && status !== 404) {
         settle(() => reject(new RpcError(RpcErrorCodes.internalError, (err as Error).message, { reason: "http_error", status })));
@@ -207,14 +269,19 @@ export class Forwarder {
   }
 }
 
-/** The SDK prefixes `MCP error <code>: ` to the server's message; the caller gets the server's own words. */
-function unprefixed(err: McpError): string {
-  const prefix = `MCP error ${err.code}: `;
-  return err.message.startsWith(prefix) ? err.message.slice(prefix.length) : err.message;
-}
+/** The `_meta` flag the face sets on a request from a 2026-07-28 client: it takes `input_required` itself. */
+export const TAKES_INPUT = "mewgate/input_required";
 
-function protocolVersionOf(transport: McpTransport): string | undefined {
-  if (transport instanceof ChildStdioTransport) return transport.protocolVersion;
-  if (transport instanceof StreamableHTTPClientTransport) return transport.protocolVersion;
-  return undefined;
+/** How deep a result may nest: a frame's limit less the envelope, payload and result around it. */
+const MAX_RESULT_DEPTH = DEFAULT_MAX_DEPTH - 3;
+
+/** SDK refusals to send a request the negotiated revision or the server's capabilities do not have. */
+const UNSPOKEN = new Set<string>([SdkErrorCode.MethodNotSupportedByProtocolVersion, SdkErrorCode.CapabilityNotSupported]);
+
+/** SDK failures that are about one answer, not about the connection. */
+const INVALID_ANSWERS = new Set<string>([SdkErrorCode.InvalidResult, SdkErrorCode.UnsupportedResultType]);
+
+function withoutKey(o: Record<string, unknown>, key: string): Record<string, unknown> {
+  const { [key]: _, ...rest } = o;
+  return rest;
 }

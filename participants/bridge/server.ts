@@ -5,15 +5,27 @@
  * once, and the server restarted with exponential backoff and jitter until it runs stably
  * or `maxRestarts` is reached.
  *
+ * The client is the SDK v2's (`@modelcontextprotocol/client`). A streamable HTTP server is
+ * probed with `server/discover`: one that speaks 2026-07-28 keeps that client as `modern`
+ * (for callers at 2026-07-28, forward.ts) beside a 2025-era session everyone else is served
+ * through; one of 2026-07-28 only is served through the one client. SSE and stdio servers
+ * are 2025-era sessions (a stdio process is one connection; no probe on it yet).
+ *
  * Split from bridge.ts, which owns the status and the events and hands them over as
  * `ServerHost`; serving and notifications reach the current run through `upstream`.
  */
 import { basename } from "node:path";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ErrorCode, McpError, type Implementation, type Notification } from "@modelcontextprotocol/sdk/types.js";
+import {
+  Client,
+  type Implementation,
+  type Transport as McpTransport,
+  type Notification,
+  ProtocolError,
+  SdkHttpError,
+  SSEClientTransport,
+  StreamableHTTPClientTransport,
+  type VersionNegotiationOptions,
+} from "@modelcontextprotocol/client";
 import type { Logger } from "pino";
 import * as z from "zod";
 import type { McpServerConfig } from "../../gateway/index.js";
@@ -31,10 +43,19 @@ const STABLE_MS = 10_000;
 const PROBE_TIMEOUT_MS = 2000;
 /** Results travel as they are: no schema of ours between the server and the caller. */
 export const AnyResult = z.unknown();
+/**
+ * Rounds of `input_required` the bridge fulfils itself for one call (a caller that cannot
+ * take them: a 2025 session, an agent of the space) before the call fails: a server that
+ * asks for ever is cut off.
+ */
+export const MAX_INPUT_ROUNDS = 8;
 
 /** One connection to the server: a process and its `Client`, or an HTTP session. Replaced on restart. */
 export interface Upstream {
+  /** The session everyone is served through (2025-era, or 2026-07-28 for a server of that revision only). */
   client: Client;
+  /** Beside a 2025-era session, a client at 2026-07-28 for callers that speak it themselves (forward.ts). */
+  modern?: Client | undefined;
   transport: McpTransport;
   /** Initialized: calls may be forwarded, and its end is a crash. */
   ready: boolean;
@@ -122,6 +143,51 @@ export class ServerLink {
   }
 
   private async connectOnce(): Promise<Upstream> {
+    let up: Upstream | undefined;
+    // A streamable HTTP server is probed first: one that speaks 2026-07-28 gets a second
+    // client, in a 2025-era session, for everyone else (a 2025 caller gets the server's
+    // 2025 behaviour: its own requests, subscriptions); one that does not is that session.
+    const probing = this.isHttp && this.server.type !== "sse";
+    const first = this.open(() => up, probing ? { mode: "auto" } : { mode: "legacy" });
+    let main = first;
+    let modern: Client | undefined;
+    try {
+      up = { client: first.client, transport: first.transport, ready: false, lost: false, readyAt: 0, probing: false, inflight: new Set() };
+      this.upstream = up;
+      await first.client.connect(first.transport, { timeout: this.startTimeoutMs });
+      if (first.client.getProtocolEra() === "modern") {
+        modern = first.client;
+        const legacy = this.open(() => up, { mode: "legacy" });
+        try {
+          await legacy.client.connect(legacy.transport, { timeout: this.startTimeoutMs, prior: { kind: "legacy" } });
+          main = legacy;
+          up.client = legacy.client;
+          up.transport = legacy.transport;
+        } catch (err) {
+          // A server of 2026-07-28 only: everyone is served through the one client.
+          this.host.log?.info({ err: (err as Error).message }, "the MCP server speaks 2026-07-28 only");
+          await legacy.client.close().catch(() => {});
+        }
+        if (main !== first) up.modern = modern;
+      }
+      if (up.lost) throw new Error("the connection ended right after initialization");
+    } catch (err) {
+      if (up) up.lost = true;
+      if (this.upstream === up) this.upstream = undefined;
+      await main.client.close().catch(() => {});
+      if (main !== first) await first.client.close().catch(() => {});
+      throw new Error(startFailure(main.transport, err), { cause: err });
+    }
+    up.ready = true;
+    up.readyAt = Date.now();
+    return up;
+  }
+
+  /** A client and its transport, with the server's requests answered through the space and the ends of the current main one watched. */
+  private open(
+    current: () => Upstream | undefined,
+    versionNegotiation: VersionNegotiationOptions,
+  ): { client: Client; transport: McpTransport } {
     const headers = { requestInit: { headers: this.server.headers ?? {} }, ...(this.auth ? { fetch: this.auth.fetch } : {}) };
     const transport: McpTransport = this.isHttp
       ? this.server.type === "sse"
@@ -134,33 +200,41 @@ export class ServerLink {
           cwd: this.server.cwd,
           onStderrLine: (line) => this.host.log?.info({ stream: "stderr" }, line),
         });
-    const client = new Client(CLIENT_INFO, { capabilities: clientCapabilities(this.server) });
+    const client = new Client(CLIENT_INFO, {
+      capabilities: clientCapabilities(this.server),
+      versionNegotiation,
+      inputRequired: { autoFulfill: true, maxRounds: MAX_INPUT_ROUNDS },
+    });
     installCallbacks(client, {
       id: this.host.id,
       participant: this.host.participant,
       server: this.server,
       log: this.host.log,
-      inflight: () => (up.lost ? [] : [...up.inflight]),
+      inflight: () => {
+        const up = current();
+        return !up || up.lost ? [] : [...up.inflight];
+      },
     });
-    const up: Upstream = { client, transport, ready: false, lost: false, readyAt: 0, probing: false, inflight: new Set() };
     // Installed before connect(): the SDK chains it before its own close handling, so we
     // fail pending calls with the exit status before the SDK fails them with "Connection closed".
-    transport.onclose = () => this.down(up);
-    client.onerror = (err) => this.transportError(up, err);
-    client.fallbackNotificationHandler = async (n) => this.host.notification(up, n);
-    this.upstream = up;
-    try {
-      await client.connect(transport, { timeout: this.startTimeoutMs });
-      if (up.lost) throw new Error("the connection ended right after initialization");
-    } catch (err) {
-      up.lost = true;
-      if (this.upstream === up) this.upstream = undefined;
-      await client.close().catch(() => {});
-      throw new Error(startFailure(transport, err), { cause: err });
-    }
-    up.ready = true;
-    up.readyAt = Date.now();
-    return up;
+    // Only the main client's end is the server's end (a 2026-07-28 client beside it holds no connection).
+    const main = () => {
+      const up = current();
+      return up !== undefined && up.transport === transport ? up : undefined;
+    };
+    transport.onclose = () => {
+      const up = main();
+      if (up) this.down(up);
+    };
+    client.onerror = (err) => {
+      const up = main();
+      if (up) this.transportError(up, err);
+    };
+    client.fallbackNotificationHandler = async (n) => {
+      const up = current();
+      if (up) this.host.notification(up, n);
+    };
+    return { client, transport };
   }
 
   available(): boolean {
@@ -204,6 +278,7 @@ export class ServerLink {
 
   async close(up: Upstream): Promise<void> {
     this.failAll(up, this.unavailable());
+    await up.modern?.close().catch(() => {});
     await up.client.close().catch(() => {});
   }
 
@@ -286,7 +361,7 @@ export class ServerLink {
       (pingErr: unknown) => {
         up.probing = false;
         // Any JSON-RPC answer, even an error, means someone is there.
-        if (pingErr instanceof McpError && pingErr.code !== ErrorCode.RequestTimeout && pingErr.code !== ErrorCode.ConnectionClosed) return;
+        if (pingErr instanceof ProtocolError) return;
         this.down(up, `stopped answering (${err.message})`);
       },
     );
@@ -322,7 +397,7 @@ function startFailure(transport: McpTransport, err: unknown): string {
   if (exit?.signal) return `killed by ${exit.signal} while initializing`;
   if (exit) return `exited with code ${exit.code} while initializing`;
   // Without a sign-in (oauth: false, or `mewgate bridge` with no way to consent): say what the server wants.
-  if ((err as { code?: unknown } | undefined)?.code === 401)
+  if ((err instanceof SdkHttpError && err.status === 401) || (err as { code?: unknown } | undefined)?.code === 401)
     return "it answered 401 Unauthorized: it wants a sign-in (mewgate up signs in to it; or give a header with a token)";
   return err instanceof Error ? err.message : String(err);
 }

@@ -48,6 +48,11 @@ export class HeldStates {
     return `${VERSION}.${body}.${this.mac(`${VERSION}.${body}`)}`;
   }
 
+  /** Whether `state` claims to be one of ours (its version prefix): only such a state is opened; any other is a server's. */
+  isOurs(state: unknown): boolean {
+    return typeof state === "string" && state.startsWith(`${VERSION}.`);
+  }
+
   /** Opens `state` for the seat `seat` of space `space`; what fails says why, in words a client can show. */
   open(state: unknown, space: string, seat: string, now = Date.now()): HeldOpen {
     const bad = (message: string): HeldOpen => ({ ok: false, message });

@@ -280,6 +280,7 @@ export function mountHttp(gateway: { mcpFace(): McpFaceHost }, opts: McpHttpOpti
         maxTasks: opts.maxTasks,
         only,
         trace: faceTrace(space.tracing, space.id, participant, "tcp", "2026-07-28"),
+        takesInput: true,
       });
       return {
         mm,

@@ -22,6 +22,8 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { HeldFace } from "./held.js";
+import { isInputRequired, RETRY_META } from "./input.js";
+import { declarations, paramMismatch } from "./param-headers.js";
 
 /** What serving 2026-07-28 needs, loaded with the endpoint's other modules. */
 export interface ModernModules {
@@ -133,30 +135,45 @@ export class InnerPool<S extends { id: string }> {
   }
 }
 
-/** Keys of this hop's envelope (the SDK read them): not passed on. */
-const ENVELOPE_PREFIX = "io.modelcontextprotocol/";
+/** Of this hop's envelope (the SDK lifted it), the client's capabilities go on: a server's input_required is checked against them (input.ts). */
+const CAPABILITIES = "io.modelcontextprotocol/clientCapabilities";
 
-function withoutEnvelope(params: unknown): Record<string, unknown> | undefined {
-  if (typeof params !== "object" || params === null) return undefined;
-  const { _meta, ...rest } = params as Record<string, unknown>;
-  if (typeof _meta !== "object" || _meta === null) return rest;
-  const meta = Object.fromEntries(Object.entries(_meta as Record<string, unknown>).filter(([k]) => !k.startsWith(ENVELOPE_PREFIX)));
+/** What the request's handler context carries beside its params (the SDK v2 lifts the envelope and a retry's fields out of them). */
+type Lifted = {
+  mcpReq: {
+    _meta?: Record<string, unknown>;
+    envelope?: Record<string, unknown>;
+    inputResponses?: Record<string, unknown>;
+    requestState?: () => unknown;
+  };
+};
+
+/**
+ * The params asked of the face: the request's own, its `_meta` (but the progress token,
+ * which the inner client replaces), the client's capabilities, and a retry's
+ * `inputResponses` and `requestState` (in `_meta` under RETRY_META: the face's SDK v1
+ * schemas drop keys they do not know; a client's own RETRY_META is replaced).
+ */
+function innerParams(params: unknown, ctx: Lifted): Record<string, unknown> {
+  const { _meta: _, ...rest } = typeof params === "object" && params !== null ? (params as Record<string, unknown>) : {};
+  const { progressToken: __, [RETRY_META]: ___, ...meta } = ctx.mcpReq._meta ?? {};
+  const caps = ctx.mcpReq.envelope?.[CAPABILITIES];
+  if (caps !== undefined) meta[CAPABILITIES] = caps;
+  const inputResponses = ctx.mcpReq.inputResponses;
+  const requestState = ctx.mcpReq.requestState?.();
+  if (inputResponses !== undefined || requestState !== undefined) meta[RETRY_META] = { inputResponses, requestState };
   return Object.keys(meta).length > 0 ? { ...rest, _meta: meta } : rest;
 }
 
 /** Our own progress message while a call waits (server.ts): its proposal id. */
 const WAITING = /^waiting for approval of .* \(proposal ([^()\s]{1,200})\)$/;
 
-/** Answers one 2026-07-28 request with the SDK v2, asking `inner` what the request asks. */
-export async function serveModern(
-  m: ModernModules,
-  inner: Inner,
-  req: IncomingMessage,
-  res: ServerResponse,
-  body: unknown,
-  held?: HeldFace,
-): Promise<void> {
-  const client = inner.client;
+/**
+ * The SDK v2 server of one 2026-07-28 exchange, asking `client` (an in-process client of the
+ * face) what each request asks: the HTTP faces make one per request, the stdio face one for
+ * its connection (stdio-modern.ts). Held calls answer input_required where `held` is given.
+ */
+export function modernServerFactory(m: ModernModules, client: Client, held?: HeldFace): () => InstanceType<ModernModules["v2"]["Server"]> {
   const info = client.getServerVersion() ?? { name: "mewgate", version: "0" };
   const caps = (client.getServerCapabilities() ?? {}) as Record<string, unknown>;
   const capabilities: Record<string, unknown> = {};
@@ -164,7 +181,7 @@ export async function serveModern(
     if (caps[cap] !== undefined)
       capabilities[cap] = cap === "resources" ? { listChanged: true } : cap === "completions" ? {} : { listChanged: true };
   const instructions = client.getInstructions();
-  const factory = () => {
+  return () => {
     const server = new m.v2.Server(
       { name: info.name, version: info.version, ...(info.title ? { title: info.title } : {}) },
       { capabilities: capabilities as never, ...(instructions ? { instructions } : {}) },
@@ -186,11 +203,13 @@ export async function serveModern(
                 : (p: { progress: number; total?: number; message?: string }) =>
                     void ctx.mcpReq.notify({ method: "notifications/progress", params: { ...p, progressToken: token } }).catch(() => {});
             try {
-              return await client.request({ method, params: withoutEnvelope(request.params) } as never, m.ResultSchema, {
-                ...(ctx.mcpReq.signal ? { signal: ctx.mcpReq.signal } : {}),
-                ...(onprogress ? { onprogress, resetTimeoutOnProgress: true } : {}),
-                timeout: 24 * 60 * 60_000,
-              });
+              return asServerGave(
+                await client.request({ method, params: innerParams(request.params, ctx as never) } as never, m.ResultSchema, {
+                  ...(ctx.mcpReq.signal ? { signal: ctx.mcpReq.signal } : {}),
+                  ...(onprogress ? { onprogress, resetTimeoutOnProgress: true } : {}),
+                  timeout: 24 * 60 * 60_000,
+                }),
+              );
             } catch (err) {
               if (err instanceof m.McpError) {
                 const prefix = `MCP error ${err.code}: `;
@@ -208,6 +227,32 @@ export async function serveModern(
     }
     return server;
   };
+}
+
+/** Answers one 2026-07-28 request with the SDK v2, asking `inner` what the request asks. */
+export async function serveModern(
+  m: ModernModules,
+  inner: Inner,
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: unknown,
+  held?: HeldFace,
+): Promise<void> {
+  const client = inner.client;
+  const factory = modernServerFactory(m, client, held);
+  const mismatch = await paramHeadersOf(client, req, body);
+  if (mismatch !== undefined) {
+    const id = (body as { id?: unknown }).id ?? null;
+    res.writeHead(400, { "content-type": "application/json" });
+    res.end(
+      JSON.stringify({
+        jsonrpc: "2.0",
+        id,
+        error: { code: -32020, message: `Bad Request: the request headers and body disagree: ${mismatch}` },
+      }),
+    );
+    return;
+  }
   const handler = m.v2.createMcpHandler(factory, { legacy: "reject" });
   try {
     const abort = new AbortController();
@@ -254,7 +299,8 @@ type HeldCtx = {
 async function callHeld(m: ModernModules, client: Client, held: HeldFace, request: { params?: unknown }, ctx: HeldCtx): Promise<unknown> {
   const raw = ctx.mcpReq.requestState?.();
   const name = String((request.params as { name?: unknown } | undefined)?.name ?? "");
-  if (raw !== undefined) {
+  // A state of ours (held.ts `h1.`) resumes a held call; any other is the server's, passed on untouched (input.ts).
+  if (raw !== undefined && held.states.isOurs(raw)) {
     const open = held.states.open(raw, held.space, held.seat);
     if (!open.ok) throw new m.v2.ProtocolError(-32602, open.message, { reason: "invalid_request_state" });
     if (open.claims.t !== name)
@@ -273,7 +319,7 @@ async function callHeld(m: ModernModules, client: Client, held: HeldFace, reques
   const token = ctx.mcpReq._meta?.progressToken;
   let proposal: ((id: string) => void) | undefined;
   const becameProposal = new Promise<string>((resolve) => (proposal = resolve));
-  const call = client.request({ method: "tools/call", params: withoutEnvelope(request.params) } as never, m.ResultSchema, {
+  const call = client.request({ method: "tools/call", params: innerParams(request.params, ctx as never) } as never, m.ResultSchema, {
     onprogress: (p: { progress: number; total?: number; message?: string }) => {
       const id = typeof p.message === "string" ? WAITING.exec(p.message)?.[1] : undefined;
       if (id !== undefined) return proposal?.(id);
@@ -291,7 +337,7 @@ async function callHeld(m: ModernModules, client: Client, held: HeldFace, reques
     ),
     becameProposal.then((id) => ({ id })),
   ]);
-  if ("result" in first) return first.result;
+  if ("result" in first) return asServerGave(first.result);
   if ("err" in first) throw asProtocolError(m, first.err);
   const id = first.id;
   held.outcomes.hold(id);
@@ -331,4 +377,36 @@ function asProtocolError(m: ModernModules, err: unknown): unknown {
   if (!(err instanceof m.McpError)) return err;
   const prefix = `MCP error ${err.code}: `;
   return new m.v2.ProtocolError(err.code, err.message.startsWith(prefix) ? err.message.slice(prefix.length) : err.message, err.data);
+}
+
+/** A server's input_required as it gave it: without the `content: []` the face's SDK v1 puts in every tool result. */
+function asServerGave(result: unknown): unknown {
+  if (!isInputRequired(result)) return result;
+  const { content, ...rest } = result;
+  return Array.isArray(content) && content.length === 0 ? rest : result;
+}
+
+/** For a tools/call: why its Mcp-Param-* headers disagree with its arguments under the tool's schema (param-headers.ts), if they do. */
+async function paramHeadersOf(client: Client, req: IncomingMessage, body: unknown): Promise<string | undefined> {
+  const call = body as { method?: unknown; params?: { name?: unknown; arguments?: unknown } } | null;
+  if (call?.method !== "tools/call" || typeof call.params?.name !== "string") return undefined;
+  const name = call.params.name;
+  let cursor: string | undefined;
+  for (let page = 0; page < 20; page++) {
+    const list = (await client.listTools(cursor ? { cursor } : {}).catch(() => undefined)) as
+      | { tools: { name: string; inputSchema?: unknown }[]; nextCursor?: string }
+      | undefined;
+    const tool = list?.tools.find((t) => t.name === name);
+    if (tool) {
+      const decls = declarations(tool.inputSchema);
+      if (decls.length === 0) return undefined;
+      return paramMismatch(decls, call.params.arguments, (h) => {
+        const v = req.headers[h];
+        return Array.isArray(v) ? v[0] : v;
+      });
+    }
+    cursor = list?.nextCursor;
+    if (!cursor) return undefined;
+  }
+  return undefined;
 }

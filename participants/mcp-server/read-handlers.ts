@@ -24,6 +24,7 @@ import {
   type ServerCapabilities,
 } from "@modelcontextprotocol/sdk/types.js";
 import { forwardedMeta } from "./face.js";
+import { retryParams, TAKES_INPUT } from "./input.js";
 import { requestOf, traced, type FaceTrace } from "./face-trace.js";
 import type { SpaceResources } from "./resources.js";
 
@@ -34,12 +35,16 @@ export function serveReads(
   capabilities: ServerCapabilities,
   ready: Promise<void>,
   trace?: FaceTrace,
+  takesInput = false,
 ): void {
-  // The client's _meta as it may go on (face.ts), under the face's span when traced (face-trace.ts).
+  // The client's _meta as it may go on (face.ts), under the face's span when traced (face-trace.ts); a 2026-07-28
+  // client takes a server's input_required itself, and its retry params go on as they came (input.ts).
   const metaFor = (meta: unknown, traceparent: string | undefined) => {
     const m = forwardedMeta(meta);
-    return traceparent === undefined ? m : { ...m, traceparent };
+    if (traceparent === undefined && !takesInput) return m;
+    return { ...m, ...(traceparent === undefined ? {} : { traceparent }), ...(takesInput ? { [TAKES_INPUT]: true } : {}) };
   };
+  const more = (meta: unknown) => (takesInput ? retryParams(meta) : {});
   if (capabilities.resources) {
     server.setRequestHandler(ListResourcesRequestSchema, async (request) => {
       await ready;
@@ -53,7 +58,7 @@ export function serveReads(
       await ready;
       const { uri, _meta } = request.params;
       return (await traced(trace, { ...requestOf("resources/read", extra), resourceUri: uri }, _meta, (tp) =>
-        resources.readResource(uri, metaFor(_meta, tp)),
+        resources.readResource(uri, metaFor(_meta, tp), more(_meta)),
       )) as ReadResourceResult;
     });
   }
@@ -66,7 +71,7 @@ export function serveReads(
       await ready;
       const { name, arguments: args, _meta } = request.params;
       return (await traced(trace, { ...requestOf("prompts/get", extra), prompt: name }, _meta, (tp) =>
-        resources.getPrompt(name, args, metaFor(_meta, tp)),
+        resources.getPrompt(name, args, metaFor(_meta, tp), more(_meta)),
       )) as GetPromptResult;
     });
   }

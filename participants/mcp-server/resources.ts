@@ -73,9 +73,9 @@ export class SpaceResources {
     return { resourceTemplates };
   }
 
-  /** `meta`: the client's `_meta` as it may go on (face.ts `forwardedMeta`). */
-  async readResource(uri: string, meta?: Record<string, unknown>): Promise<Record<string, unknown>> {
-    return this.ask(await this.ownerOf(uri), "resources/read", { uri, ...(meta ? { _meta: meta } : {}) });
+  /** `meta`: the client's `_meta` as it may go on (face.ts `forwardedMeta`); `more`: a 2026-07-28 client's retry params (input.ts `retryParams`). */
+  async readResource(uri: string, meta?: Record<string, unknown>, more: Record<string, unknown> = {}): Promise<Record<string, unknown>> {
+    return this.ask(await this.ownerOf(uri), "resources/read", { uri, ...more, ...(meta ? { _meta: meta } : {}) });
   }
 
   /** Subscribes to `uri` at the participant that owns it; returns that participant. */
@@ -138,8 +138,9 @@ export class SpaceResources {
     name: string,
     args: Record<string, string> | undefined,
     meta?: Record<string, unknown>,
+    more: Record<string, unknown> = {},
   ): Promise<Record<string, unknown>> {
-    const passed = { ...(args ? { arguments: args } : {}), ...(meta ? { _meta: meta } : {}) };
+    const passed = { ...(args ? { arguments: args } : {}), ...more, ...(meta ? { _meta: meta } : {}) };
     if (this.only !== undefined) return this.ask(this.only, "prompts/get", { name, ...passed });
     const split = name.indexOf("__");
     const owner = split > 0 ? name.slice(0, split) : "";

@@ -31,6 +31,7 @@ import { ParticipantClient, type ClientOptions } from "../client.js";
 import { ParticipantError, RpcError } from "../errors.js";
 import { buildCatalogue, failureResult, type Catalogue, type CatalogueEntry } from "./catalogue.js";
 import { askClient, deskOf, type Desk, type Session } from "./callbacks.js";
+import { isInputRequired, retryParams, serverError, TAKES_INPUT } from "./input.js";
 import { SpaceResources } from "./resources.js";
 import {
   faceCapabilities,
@@ -81,6 +82,8 @@ export interface SpaceMcpServerOptions {
   maxTasks?: number | undefined;
   /** A span for each tool call served, when the space exports traces (face-trace.ts). */
   trace?: FaceTrace | undefined;
+  /** The client speaks 2026-07-28 (modern.ts): a server's `input_required` comes back to it as it came (input.ts). */
+  takesInput?: boolean | undefined;
 }
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
@@ -103,6 +106,7 @@ export class SpaceMcpServer extends Server {
   private readonly ready: Promise<void>;
   private readonly log: Logger | undefined;
   private readonly approvalProgressMs: number;
+  private readonly takesInput: boolean;
   private catalogue: Catalogue | undefined;
   /**
    * Tools this session offered that have left the catalogue since (their owner was switched
@@ -161,6 +165,7 @@ export class SpaceMcpServer extends Server {
     this.owned = owned;
     this.log = opts.logger?.child({ component: "mcp-server" });
     this.approvalProgressMs = Math.max(10, opts.approvalProgressMs ?? DEFAULT_APPROVAL_PROGRESS_MS);
+    this.takesInput = opts.takesInput === true;
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
     this.logs = new SessionLog(
       () => this.initialized && !this.disposed,
@@ -222,7 +227,7 @@ export class SpaceMcpServer extends Server {
       }
     });
     // Resources, prompts and completions, as the face's capabilities declare them (read-handlers.ts).
-    serveReads(this, resources, capabilities, this.ready, opts.trace);
+    serveReads(this, resources, capabilities, this.ready, opts.trace, this.takesInput);
     this.oninitialized = () => {
       this.initialized = true;
     };
@@ -409,12 +414,16 @@ export class SpaceMcpServer extends Server {
         {
           name: real,
           arguments: params.arguments ?? {},
+          // A 2026-07-28 client's retry params go on as they came (input.ts).
+          ...(this.takesInput ? retryParams(extra._meta) : {}),
           // What this session's client offers the server to ask back (client-caps.ts); a task's call has no client to ask.
           _meta: {
             ...forwardedMeta(extra._meta),
             // Under the face's span, when traced (face-trace.ts).
             ...(traceparent === undefined ? {} : { traceparent }),
             [CLIENT_CAPS_KEY]: proposed ? {} : offeredCapabilities(this.getClientCapabilities()),
+            // The client takes a server's input_required itself (input.ts).
+            ...(this.takesInput ? { [TAKES_INPUT]: true } : {}),
           },
           ...(asTask === undefined ? {} : { task: asTask }),
         },
@@ -433,6 +442,7 @@ export class SpaceMcpServer extends Server {
         const created = CreateTaskResultSchema.safeParse(result);
         if (created.success) return created.data;
       }
+      if (this.takesInput && isInputRequired(result)) return result as CallToolResult;
       const parsed = CallToolResultSchema.safeParse(result);
       if (parsed.success) return parsed.data;
       return { content: [{ type: "text", text: `${real} answered with something that is not an MCP tool result` }], isError: true };
@@ -444,6 +454,8 @@ export class SpaceMcpServer extends Server {
       // The owner's own JSON-RPC error goes through as one (invalid params, unknown method…).
       // (RpcError rather than McpError, whose message would gain a second "MCP error" prefix.)
       if (err.code === "rpc_error") throw new RpcError(err.rpcCode ?? ErrorCode.InternalError, err.message, err.data);
+      // At 2026-07-28 a server's own error whose data names a reason (a bad request state…) is the server's error (input.ts).
+      if (this.takesInput && serverError(err)) throw new RpcError(err.rpcCode ?? ErrorCode.InternalError, err.message, err.data);
       // Aborted by the MCP client: the SDK sends no answer to a cancelled request.
       if (err.code === "cancelled") throw err;
       if (err.code === "unknown_tool") void this.spaceToolsChanged();

@@ -5,10 +5,10 @@
  * stdout carries MCP JSON-RPC and nothing else; logs go wherever the logger writes.
  */
 import type { Readable, Writable } from "node:stream";
-import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { ParticipantClient, type ClientOptions } from "../client.js";
 import type { ParticipantError } from "../errors.js";
-import { createSpaceMcpServer, type SpaceMcpServerOptions } from "./server.js";
+import { createSpaceMcpServer, type SpaceMcpServer, type SpaceMcpServerOptions } from "./server.js";
+import { OpeningTransport, opensModern, serveModernStdio } from "./stdio-modern.js";
 import { describeParticipant, type OnlyParticipant } from "./face.js";
 
 export interface StdioServeOptions extends SpaceMcpServerOptions {
@@ -53,21 +53,32 @@ export async function runStdio(opts: StdioServeOptions): Promise<void> {
   const offClose = client.on("close", (e) => {
     if (!e.reconnecting && e.error) failure = e.error;
   });
-  const server = createSpaceMcpServer({ ...opts, client, only });
+  // The opening message chooses the revision of the connection (stdio-modern.ts).
+  const transport = new OpeningTransport(stdin, stdout);
+  let stopModern: (() => Promise<void>) | undefined;
+  let server: SpaceMcpServer | undefined;
   const ended = new Promise<void>((resolve) => {
-    void server.closed.then(resolve);
     stdin.once("end", resolve);
     stdin.once("close", resolve);
     opts.signal?.addEventListener("abort", () => resolve(), { once: true });
     if (opts.signal?.aborted) resolve();
   });
   try {
-    await server.connect(new StdioServerTransport(stdin, stdout));
-    opts.logger?.info({ participant: client.id, space: client.welcome?.space?.id }, "serving the space over MCP stdio");
-    await ended;
+    const first = await Promise.race([transport.first, ended]);
+    if (first !== undefined) {
+      const modern = await opensModern(first);
+      server = createSpaceMcpServer({ ...opts, client, only, takesInput: modern });
+      void server.closed.then(() => void transport.close());
+      if (modern) stopModern = await serveModernStdio(server, transport);
+      else await server.connect(transport);
+      opts.logger?.info({ participant: client.id, space: client.welcome?.space?.id, modern }, "serving the space over MCP stdio");
+      await Promise.race([ended, server.closed]);
+    }
   } finally {
     offClose();
-    await server.close().catch(() => {});
+    await stopModern?.();
+    await transport.close();
+    await server?.close().catch(() => {});
     if (owned) await client.close("MCP client went away");
   }
   if (failure) throw failure;

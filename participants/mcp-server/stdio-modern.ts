@@ -1,0 +1,101 @@
+/**
+ * `mewgate mcp` (and `--only`) at MCP 2026-07-28: one stdio connection is one revision,
+ * chosen by its opening message. `OpeningTransport` reads stdin and holds what arrives until
+ * someone starts it, so stdio.ts can look at the first message: an `initialize` (or anything
+ * without the 2026-07-28 `_meta` envelope) opens a 2025-era session with the face as ever;
+ * `server/discover` or an enveloped request opens 2026-07-28, served by the SDK v2's
+ * `serveStdio` with the same factory the HTTP faces use (modern.ts), over an in-process
+ * client of a face that takes `input_required` as it came (input.ts). A held call at
+ * 2026-07-28 over stdio waits in its request (the connection stays open), with progress.
+ */
+import type { Readable, Writable } from "node:stream";
+import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
+import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { loadModernModules, modernServerFactory } from "./modern.js";
+import type { SpaceMcpServer } from "./server.js";
+
+/** A stdio transport whose messages wait, from the first, until it is started. */
+export class OpeningTransport {
+  onmessage?: (message: JSONRPCMessage) => void;
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  private readonly buffer = new ReadBuffer();
+  private readonly held: JSONRPCMessage[] = [];
+  private started = false;
+  private closed = false;
+  private firstArrived: ((m: JSONRPCMessage) => void) | undefined;
+  readonly first: Promise<JSONRPCMessage>;
+
+  constructor(
+    private readonly stdin: Readable,
+    private readonly stdout: Writable,
+  ) {
+    this.first = new Promise((resolve) => (this.firstArrived = resolve));
+    stdin.on("data", this.ondata);
+    stdin.on("error", this.onerr);
+  }
+
+  private readonly ondata = (chunk: Buffer) => {
+    this.buffer.append(chunk);
+    for (;;) {
+      let message: JSONRPCMessage | null;
+      try {
+        message = this.buffer.readMessage();
+      } catch (err) {
+        this.onerror?.(err as Error);
+        continue;
+      }
+      if (message === null) break;
+      this.firstArrived?.(message);
+      this.firstArrived = undefined;
+      if (this.started) this.onmessage?.(message);
+      else this.held.push(message);
+    }
+  };
+
+  private readonly onerr = (err: Error) => this.onerror?.(err);
+
+  async start(): Promise<void> {
+    this.started = true;
+    for (const m of this.held.splice(0)) this.onmessage?.(m);
+  }
+
+  send(message: JSONRPCMessage): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.stdout.write(serializeMessage(message))) resolve();
+      else this.stdout.once("drain", resolve);
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.stdin.off("data", this.ondata);
+    this.stdin.off("error", this.onerr);
+    this.buffer.clear();
+    this.onclose?.();
+  }
+}
+
+/** Whether a connection's opening message asks for 2026-07-28 (the SDK's own classification of a body). */
+export async function opensModern(message: JSONRPCMessage): Promise<boolean> {
+  if (!("method" in message)) return false;
+  if (message.method === "initialize") return false;
+  const m = await loadModernModules();
+  return m.v2.classifyInboundRequest({ httpMethod: "POST", body: message }).kind !== "legacy";
+}
+
+/** Serves the connection at 2026-07-28 through `face` (made with `takesInput`); resolves with a function that ends it. */
+export async function serveModernStdio(face: SpaceMcpServer, transport: OpeningTransport): Promise<() => Promise<void>> {
+  const m = await loadModernModules();
+  const { serveStdio } = await import("@modelcontextprotocol/server/stdio");
+  const [here, there] = m.InMemoryTransport.createLinkedPair();
+  await face.connect(there);
+  const inner = new m.Client({ name: "mewgate-2026-07-28", version: "1.0.0" }, { capabilities: {} });
+  await inner.connect(here);
+  const handle = serveStdio(modernServerFactory(m, inner) as never, { legacy: "reject", transport: transport as never });
+  return async () => {
+    await handle.close().catch(() => {});
+    await inner.close().catch(() => {});
+  };
+}
