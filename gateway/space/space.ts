@@ -177,9 +177,7 @@ export class Space implements SpaceHost {
       fail: (...a) => this.fail(...a),
       record: (...p) => this.record(...p),
       storeFailed: (...a) => this.storeFailed(...a),
-      changed: (id, disabled) => {
-        if (this.registry.setDisabled(id, disabled)) this.mcp?.catalogueChanged();
-      },
+      registry: this.registry,
     });
     // The call table is built first: conversations restored from the store name their calls,
     // opened again in it once the router exists (Conversations.resume).
@@ -188,7 +186,6 @@ export class Space implements SpaceHost {
       config,
       log,
       calls,
-      abort: (call, reason, message) => this.mcp.abort(call, reason, message),
       deliver: (e, s, t) => this.deliver(e, s, t),
       fail: (...a) => this.fail(...a),
       record: (...p) => this.record(...p),
@@ -212,8 +209,8 @@ export class Space implements SpaceHost {
       (p) => this.aids.linksFor(p),
       opts.env ?? process.env,
     );
-    const onDue = config.policy.expires_action === "keep" ? undefined : (p: Proposal) => void this.decisions.onDue(p);
-    this.proposals = new ProposalBook(onDue, (p, event, from) => this.proposalChanged(p, event, from));
+    this.proposals = new ProposalBook(config.policy.expires_action !== "keep");
+    this.proposals.changed.add((p, event, from) => this.proposalChanged(p, event, from, calls));
     this.ledger = Ledger.open(
       config,
       log,
@@ -229,7 +226,7 @@ export class Space implements SpaceHost {
       opts.store,
     );
     // Confirmed tool definitions outlive a restart: a tool that changed while the gateway was stopped is not trusted on sight.
-    this.registry.pins.persist = (r) => void this.note({ records: [r], apply: () => {} });
+    this.registry.pins.confirmed.add((r) => void this.note({ records: [r], apply: () => {} }));
     const { torn, migrated, records, bytes, ms } = this.ledger.report;
     if (torn) log.warn(torn, "the state journal ended in a torn record (a crash mid-write); it was cut off there");
     if (migrated?.length) log.info({ files: migrated }, "state migrated from the first wave's files");
@@ -237,6 +234,7 @@ export class Space implements SpaceHost {
     this.grants.revalidate();
     const runs = new RunsEnded(this.proposals, (plan) => this.note(plan));
     this.mcp = new McpRouter(this, calls, this.registry, this.proposals, (call, end) => runs.callEnded(call, end), this.conversations);
+    this.switches.catalogueChanged.add(() => this.mcp.catalogueChanged());
     this.decisions = new Decisions(this, this.proposals, calls, this.registry, this.mcp, runs, this.lending, (p, approvers) =>
       this.notifier.escalated(p, approvers),
     );
@@ -580,7 +578,7 @@ export class Space implements SpaceHost {
   }
 
   /** A proposal changed (proposals/book.ts): count it, time its decision, tell the webhooks. */
-  private proposalChanged(p: Proposal, event: string, from: string | undefined): void {
+  private proposalChanged(p: Proposal, event: string, from: string | undefined, calls: Calls): void {
     this.metrics.proposal(event);
     // Its wait for a person as a span, under the call its proposer is serving, if any.
     if (this.tracing.on)
@@ -589,12 +587,11 @@ export class Space implements SpaceHost {
         p,
         event,
         from,
-        () => this.mcp?.calls.serving(p.proposer, (p.envelope as { correlation_id?: string[] }).correlation_id)?.trace?.context,
+        () => calls.serving(p.proposer, (p.envelope as { correlation_id?: string[] }).correlation_id)?.trace?.context,
       );
     if (from === "pending" && (event === "approved" || event === "rejected"))
       this.metrics.decisionSeconds.observe((Date.now() - Date.parse(p.createdAt)) / 1000);
     this.notifier.proposal(p, event);
-    this.decisions?.escalations.arm(p);
   }
 
   // --- the way out (delivery.ts), as the `SpaceHost` the handlers act through ----------
