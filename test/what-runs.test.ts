@@ -448,10 +448,10 @@ describe("what runs: quorum and schema, hostile", () => {
     agent.send(propose("l1", { path: "a.txt" }));
     await alice.next((e) => e.kind === "mcp/proposal" && e.id === "l1");
     const sp = g.gateway.spaces.get("wr")!;
-    const before = sp.aids.links.mint(sp.pendingProposals().find((p) => p.id === "l1")!, "dave");
+    const before = sp.aids.links.mint(sp.proposals.pending().find((p) => p.id === "l1")!, "dave");
     await firstEdit(agent, alice, "l1", { path: "b.txt" });
     expect((await api(g, "dave", "POST", "links/open", { link: before })).body.error.code).toBe("link_stale");
-    const link = sp.aids.links.mint(sp.pendingProposals().find((p) => p.id === "l1")!, "dave");
+    const link = sp.aids.links.mint(sp.proposals.pending().find((p) => p.id === "l1")!, "dave");
     const open = await api(g, "dave", "POST", "links/open", { link });
     expect(open.body.proposal).toMatchObject({ arguments: { path: "b.txt" }, edited: { by: "alice" } });
     const decided = await api(g, "dave", "POST", "links/decide", { link, confirm: open.body.confirm, decision: "approve" });

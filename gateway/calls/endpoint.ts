@@ -84,6 +84,8 @@ export class GatewayEndpoint {
     private readonly router: CallRouter,
     /** A tools/call that needs approval is held as a proposal; a cancelled one is withdrawn. */
     private readonly decisions: Pick<ProposalDesk, "hold" | "withdrawn">,
+    /** A proposal's preview as `viewer` would see it (proposals/preview.ts): made as `viewer`, under its policy. */
+    private readonly previews: { of(p: Proposal, viewer: string): Promise<object> },
   ) {}
 
   onRequest(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload): Promise<void> | void {
@@ -129,7 +131,7 @@ export class GatewayEndpoint {
         const p = typeof id === "string" ? this.space.pendingProposals().find((x) => x.id === id) : undefined;
         if (!p || !maySee(member, p))
           return reply({ error: { code: INVALID_PARAMS, message: `no pending proposal "${clip(String(id))}" that you may see` } });
-        return this.space.aids.previews
+        return this.previews
           .of(p, member.id)
           .then((preview) => reply({ result: fitted(preview as Record<string, unknown>, frameBudget(this.space)) }));
       }

@@ -67,7 +67,7 @@ export function mountInjection(gateway: InjectHost): void {
         return send(res, 400, { error: "invalid_request", message: "message kind is required" });
       const envelopeId = typeof body["id"] === "string" && body["id"] ? body["id"] : `http-${randomUUID()}`;
       const replies: Envelope[] = [];
-      const errors = await s.act(id, { ...body, id: envelopeId }, { tellLive: true, replies });
+      const errors = await s.seats.act(id, { ...body, id: envelopeId }, { tellLive: true, replies });
       const e = errors[0];
       if (e) {
         const code = String(e["code"] ?? "error");

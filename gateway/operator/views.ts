@@ -106,7 +106,7 @@ function intentOf(
   if (typeof payload?.["intent"] === "string" && payload["intent"].trim() !== "")
     return { text: payload["intent"].slice(0, INTENT_MAX), source: "proposal" };
   const before = Date.parse(p.createdAt);
-  const said = space
+  const said = space.delivery
     .recentFor(viewer, LAST_MESSAGE_SCAN, (e) => e.kind === "chat" && e.from === p.proposer && Date.parse(e.ts) <= before + 1000)
     .at(-1);
   const text = (said?.payload as { text?: unknown } | undefined)?.text;

@@ -92,7 +92,7 @@ class InProcessPeer implements InProcessConnection {
       return this.reply(ErrorCodes.payloadTooLarge, `frame of ${Buffer.byteLength(text)} bytes exceeds the limit of ${limit} bytes`);
     }
     try {
-      this.space.handle(this.member, text);
+      this.space.pipeline.handle(this.member, text);
     } catch {
       // As on the socket path: a bug costs one frame, not the caller.
       this.reply(ErrorCodes.internal, "the gateway failed to handle this frame");
