@@ -37,12 +37,13 @@ import { type Proposal, ProposalBook, runningArguments } from "../proposals/book
 import { Decisions } from "../proposals/decisions.js";
 import { Notifier } from "../proposals/notify.js";
 import { RunsEnded } from "../proposals/runs-ended.js";
-import { StoreError, type OpenReport, type StoreOpener } from "../store/index.js";
+import { StoreError, type StoreOpener } from "../store/index.js";
 import { ErrorCodes } from "../wire/envelope.js";
 import { Delivery } from "./delivery.js";
 import type { Handlers } from "./kinds.js";
 import { Ledger, type StateRecord } from "./ledger.js";
 import { Pipeline } from "./pipeline.js";
+import { applyReload, type ReloadHost, type ReloadReport } from "./reload.js";
 import { Roster } from "./roster.js";
 import { Seats } from "./seats.js";
 import { Sessions } from "./sessions.js";
@@ -83,8 +84,6 @@ export interface SpaceParts {
   readonly conversations: Conversations;
   readonly proposals: ProposalBook;
   readonly ledger: Ledger;
-  /** What the store held, as it was opened (for the start-up log). */
-  readonly restored: OpenReport;
   /** mcp/request and mcp/response, the gateway endpoint, the catalogue. */
   readonly router: McpRouter;
   readonly aids: Aids;
@@ -98,6 +97,8 @@ export interface SpaceParts {
   recompile(member: Member): void;
   /** After a grant change: recompile the recipient and send it a fresh welcome. */
   refresh(recipient: string): void;
+  /** Takes a new space.yaml, parsed and validated, with its tokens (reload.ts); rejects, having changed nothing, if its audit record is not written. */
+  reload(next: SpaceConfig, tokens: TokenBook, by: string): Promise<ReloadReport>;
 }
 
 export function composeSpace(
@@ -183,7 +184,10 @@ export function composeSpace(
     note: (plan) => void ledger.note(plan),
     storeFailed,
   });
-  const restored = ledger.open({ proposals, grants, invites, switches, conversations, pins: registry.pins });
+  const { torn, migrated, records, bytes, ms } = ledger.open({ proposals, grants, invites, switches, conversations, pins: registry.pins });
+  if (torn) log.warn(torn, "the state journal ended in a torn record (a crash mid-write); it was cut off there");
+  if (migrated?.length) log.info({ files: migrated }, "state migrated from the first wave's files");
+  log.debug({ records, bytes, ms }, "state restored");
   // Confirmed tool definitions outlive a restart: a tool that changed while the gateway was stopped is not trusted on sight.
   registry.pins.confirmed.add((r) => void ledger.note({ records: [r], apply: () => {} }));
   grants.revalidate();
@@ -288,6 +292,22 @@ export function composeSpace(
     unreachable: (who) => router.unreachable(who),
   });
 
+  const reloading: ReloadHost = {
+    id,
+    config,
+    log,
+    tokens: own.tokens,
+    authority,
+    proposals,
+    members: () => delivery.members.values(),
+    record: host.record,
+    deliver: (e) => delivery.deliver(e),
+    refresh,
+    revalidateGrants: () => grants.revalidate(),
+    tokensChanged: () => sessions.revoke(),
+    verdict: host.verdictOf,
+  };
+
   interruptApproved(config, log, proposals, ledger);
   // Escalation timers, re-armed from each proposal's creation (proposals/escalation.ts).
   for (const p of proposals.pending()) decisions.escalations.arm(p);
@@ -307,7 +327,6 @@ export function composeSpace(
     conversations,
     proposals,
     ledger,
-    restored,
     router,
     aids,
     notifier,
@@ -318,6 +337,7 @@ export function composeSpace(
     seats,
     recompile,
     refresh,
+    reload: (next, tokens, by) => applyReload(reloading, next, tokens, by),
   };
 }
 

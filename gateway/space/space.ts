@@ -11,34 +11,17 @@
  * `space.pipeline.handle`, `space.host.deliver`); this class forwards nothing.
  */
 import type { Logger } from "pino";
-import type { Conversations } from "../agents/conversations.js";
-import type { Streams } from "../agents/streams.js";
-import type { Switches } from "../agents/switches.js";
-import type { McpRouter } from "../calls/router.js";
 import type { SpaceConfig } from "../config/config.js";
 import { SpaceIdentity } from "../identity/provider.js";
 import type { TokenBook } from "../identity/tokens.js";
-import type { Authority } from "../policy/authority.js";
 import { admitPolicy, type PolicyFinding } from "../policy/check.js";
-import type { GrantBook } from "../policy/grants.js";
-import { clip, type SpaceHost } from "../ports/host.js";
+import { clip } from "../ports/host.js";
 import { Member, type Peer } from "../ports/member.js";
-import type { SpaceMetrics } from "../ports/metrics.js";
-import type { Registry } from "../ports/registry.js";
-import type { Tracing } from "../ports/tracing.js";
-import type { Aids } from "../proposals/aids.js";
-import type { Proposal, ProposalBook } from "../proposals/book.js";
-import type { Decisions } from "../proposals/decisions.js";
-import type { Notifier } from "../proposals/notify.js";
+import type { Proposal } from "../proposals/book.js";
 import type { StoreOpener } from "../store/index.js";
 import { CloseCodes, ErrorCodes, systemEnvelope } from "../wire/envelope.js";
 import { composeSpace, grantsView, type SpaceParts } from "./compose.js";
-import type { Delivery } from "./delivery.js";
-import type { Ledger, StateRecord } from "./ledger.js";
-import type { Pipeline } from "./pipeline.js";
-import { applyReload, type ReloadHost, type ReloadReport } from "./reload.js";
-import type { Seats } from "./seats.js";
-import type { Sessions } from "./sessions.js";
+import type { StateRecord } from "./ledger.js";
 
 export { Member, type Peer, type Visibility } from "../ports/member.js";
 
@@ -46,44 +29,28 @@ export type AuthResult = { ok: true; id: string; digest?: string } | { ok: false
 
 export class Space {
   readonly id: string;
-  /** The port the handlers act on the space through (ports/host.ts): the way out, the ledger, the decision point. */
-  readonly host: SpaceHost;
-  readonly registry: Registry;
-  readonly proposals: ProposalBook;
-  /** mcp/request and mcp/response, the gateway endpoint, the catalogue (calls/router.ts). */
-  readonly mcp: McpRouter;
-  /** What happens to proposals (decisions.ts). */
-  readonly decisions: Decisions;
-  /** Members, watchers, presence, history, and the way out (delivery.ts). */
-  readonly delivery: Delivery;
-  /** Every inbound frame (pipeline.ts). */
-  readonly pipeline: Pipeline;
-  /** Acting and watching as a participant without joining (seats.ts). */
-  readonly seats: Seats;
-  /** Grants, and which still stand (grants.ts). */
-  readonly grants: GrantBook;
-  /** Where every change of proposals and grants is made durable, and the audit trail (ledger.ts). */
-  readonly ledger: Ledger;
-  /** Figures for /metrics. */
-  readonly metrics: SpaceMetrics;
-  /** Spans of call chains, exported over OTLP when configured (ports/tracing.ts). */
-  readonly tracing: Tracing;
-  /** Webhooks told of proposals (gateway.notify). */
-  readonly notifier: Notifier;
-  /** Previews and signed decision links: what helps a person decide (proposals/aids.ts). */
-  readonly aids: Aids;
-  /** The policy decision point (authority.ts). */
-  readonly authority: Authority;
-  /** MEW streams (streams.ts). */
-  readonly streams: Streams;
-  /** Participants switched off at runtime (switches.ts). */
-  readonly switches: Switches;
-  /** Who holds each person's conversation (conversations.ts). */
-  readonly conversations: Conversations;
-  /** Who is connected from where, and token expiry (sessions.ts). */
-  readonly sessions: Sessions;
-  /** After a grant change: recompile the recipient and send it a fresh welcome. */
-  readonly refresh: (recipient: string) => void;
+  // The modules, built by compose.ts: `SpaceParts` there says what each one does.
+  readonly host: SpaceParts["host"];
+  readonly registry: SpaceParts["registry"];
+  readonly proposals: SpaceParts["proposals"];
+  readonly mcp: SpaceParts["router"];
+  readonly decisions: SpaceParts["decisions"];
+  readonly delivery: SpaceParts["delivery"];
+  readonly pipeline: SpaceParts["pipeline"];
+  readonly seats: SpaceParts["seats"];
+  readonly grants: SpaceParts["grants"];
+  readonly ledger: SpaceParts["ledger"];
+  readonly metrics: SpaceParts["metrics"];
+  readonly tracing: SpaceParts["tracing"];
+  readonly notifier: SpaceParts["notifier"];
+  readonly aids: SpaceParts["aids"];
+  readonly authority: SpaceParts["authority"];
+  readonly streams: SpaceParts["streams"];
+  readonly switches: SpaceParts["switches"];
+  readonly conversations: SpaceParts["conversations"];
+  readonly sessions: SpaceParts["sessions"];
+  readonly refresh: SpaceParts["refresh"];
+  readonly reload: SpaceParts["reload"];
   private readonly parts: SpaceParts;
   /** The web console's address, once the gateway listens (for links in notices). */
   consoleUrl: string | undefined;
@@ -157,11 +124,8 @@ export class Space {
       conversations: this.conversations,
       sessions: this.sessions,
       refresh: this.refresh,
+      reload: this.reload,
     } = parts);
-    const { torn, migrated, records, bytes, ms } = parts.restored;
-    if (torn) log.warn(torn, "the state journal ended in a torn record (a crash mid-write); it was cut off there");
-    if (migrated?.length) log.info({ files: migrated }, "state migrated from the first wave's files");
-    log.debug({ records, bytes, ms }, "state restored");
   }
 
   get online(): number {
@@ -219,26 +183,6 @@ export class Space {
     if (config.kind === "mcp") this.mcp.refreshTools(id);
     if (opts.digest !== undefined) this.sessions.schedule();
     return member;
-  }
-
-  /** Takes a new space.yaml, parsed and validated, with its tokens (reload.ts); rejects, having changed nothing, if its audit record is not written. */
-  reload(next: SpaceConfig, tokens: TokenBook, by: string): Promise<ReloadReport> {
-    const ports: ReloadHost = {
-      id: this.id,
-      config: this.config,
-      log: this.log,
-      tokens: this.tokens,
-      authority: this.authority,
-      proposals: this.proposals,
-      members: () => this.delivery.members.values(),
-      record: this.host.record,
-      deliver: (e) => this.delivery.deliver(e),
-      refresh: this.refresh,
-      revalidateGrants: () => this.grants.revalidate(),
-      tokensChanged: () => this.sessions.revoke(),
-      verdict: this.host.verdictOf,
-    };
-    return applyReload(ports, next, tokens, by);
   }
 
   /**
@@ -332,10 +276,5 @@ export class Space {
   /** The space's tools as participant `id` sees them, connected or not. */
   toolsForId(id: string): Array<Record<string, unknown>> {
     return this.registry.list().map((t) => ({ ...t, policy: this.authority.tool(id, t.participant, t.tool) }));
-  }
-
-  /** The catalogue entry of `owner/tool`, if registered. */
-  toolEntry(owner: string, tool: string): Record<string, unknown> | undefined {
-    return this.registry.get(owner, tool) as Record<string, unknown> | undefined;
   }
 }
