@@ -5,7 +5,8 @@
  * one subscribes to (the book's `due` and `changed`, a conversation's `aborting`, a
  * switch's `catalogueChanged`, a confirmed pin), or is itself built first and opened later
  * (the ledger: the books are handed it to record their changes, and opening it reads the
- * store back into them).
+ * store back into them). The grant book and the decision point ask each other, so the
+ * decision point keeps the book (policy/authority.ts).
  *
  * What is the space's own (its members' identities, the findings of its policy, the
  * console's address, whether it has closed) stays in space.ts and comes in as `SpaceOwn`.
@@ -24,7 +25,7 @@ import type { TokenBook } from "../identity/tokens.js";
 import { Authority } from "../policy/authority.js";
 import { compileCapabilities } from "../policy/capabilities.js";
 import type { PolicyFinding } from "../policy/check.js";
-import { GrantBook } from "../policy/grants.js";
+import type { GrantBook } from "../policy/grants.js";
 import { Lending } from "../policy/lending.js";
 import { describeCondition } from "../policy/scope.js";
 import type { SpaceHost } from "../ports/host.js";
@@ -111,9 +112,8 @@ export function composeSpace(
   const registry = new Registry();
   const delivery = new Delivery(config, metrics, log);
   const sessions = new Sessions(() => delivery.members.values(), own.tokens);
-  // The grant book asks the decision point what space.yaml gives a participant; the decision point decides with the grants.
-  const grants: GrantBook = new GrantBook((who) => authority.configured(who));
-  const authority: Authority = new Authority(config, grants, registry);
+  const authority = new Authority(config, registry);
+  const grants = authority.grants;
   const ledger = new Ledger(config, log, (s) => metrics.storeWriteSeconds.observe(s), opts.store);
   const proposals = new ProposalBook(config.policy.expires_action !== "keep");
 
