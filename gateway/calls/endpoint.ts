@@ -42,7 +42,7 @@ const METHOD_NOT_FOUND = -32601;
 export const PROPOSAL_INLINE_BYTES = 8 * 1024;
 
 /** The byte budget of one answer: a frame, less room for the envelope around it. */
-export function frameBudget(host: SpaceHost): number {
+export function frameBudget(host: Pick<SpaceHost, "config">): number {
   // A floor, so a very small frame limit still leaves room to list something.
   return Math.max(2048, Math.floor(host.config.gateway.limits.max_payload_bytes * 0.9) - 4096);
 }
@@ -80,7 +80,8 @@ function fitted(preview: Record<string, unknown>, budget: number): Record<string
 
 export class GatewayEndpoint {
   constructor(
-    private readonly space: SpaceHost,
+    /** What it uses of the space (ports/host.ts). */
+    private readonly space: Pick<SpaceHost, "config" | "fail" | "grantsView" | "note" | "pendingProposals" | "sendTo">,
     private readonly router: CallRouter,
     /** A tools/call that needs approval is held as a proposal; a cancelled one is withdrawn. */
     private readonly decisions: Pick<ProposalDesk, "hold" | "withdrawn">,

@@ -285,7 +285,7 @@ export function composeSpace(
     config,
     log,
     delivery,
-    pipeline: () => pipeline,
+    pipeline,
     runtimeGroups: own.runtimeGroups,
     recompile,
     watching: host.watching,
