@@ -25,7 +25,7 @@
  *
  * Authenticated by a participant's token in `Authorization: Bearer` — never in the URL,
  * which gets logged. A call acts as that participant through the space's own pipeline
- * (`Space.act`), so every rule holds as on the wire: nobody decides on their own
+ * (`space.seats.act`), so every rule holds as on the wire: nobody decides on their own
  * proposal or revokes what they may not; and it never joins, so the participant's live
  * connection (a terminal, an agent) is not disturbed. Origin and Host are checked before
  * any of this, like every route (origin.ts); a browser page from elsewhere gets 403.

@@ -4,7 +4,7 @@
  * the body — for scripts, CI and systems that cannot hold a WebSocket. Also
  * `GET /participants?space=<space>`.
  *
- * The envelope goes through the space's whole pipeline as that participant (`Space.act`,
+ * The envelope goes through the space's whole pipeline as that participant (`space.seats.act`,
  * as the operator API does): `from` is the token's, never the body's; capabilities, tool
  * policy and proposals hold as on the wire. Answers as MEW's gateway does:
  * `{id, status: "accepted", timestamp}`, or an error with the wire's code.

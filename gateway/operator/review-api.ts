@@ -5,7 +5,7 @@
  *   POST proposals/<id>/review {verdict: approve|reject|escalate, risk: low|medium|high, reason}
  *
  * Only a reviewer the proposer's `review.by` names may answer, once per proposal. An
- * `approve` stands as the reviewer's own approval (through `Space.act`, the pipeline every
+ * `approve` stands as the reviewer's own approval (through `space.seats.act`, the pipeline every
  * approval takes) only when the gateway's risk is within `may_approve` and one approval is
  * needed; otherwise, and for every other verdict, the proposal waits for people with the
  * reviewer's cleaned note on its card.

@@ -44,7 +44,7 @@ export interface SpaceHost {
   /** Whether someone watches as this participant (the web console): it can answer what is asked of it. */
   watching(id: string): boolean;
   /**
-   * Routes an envelope by visibility, serialized once (see `Space.deliver`). `sender` does
+   * Routes an envelope by visibility, serialized once (see `Delivery.deliver`, space/delivery.ts). `sender` does
    * not get it back unless it asked for echo; `toEveryone` reaches `addressed` members too.
    */
   deliver(env: Envelope, sender?: Member, toEveryone?: boolean): void;

@@ -112,7 +112,7 @@ class InProcessPeer implements InProcessConnection {
   // --- space → client (the Peer) ---------------------------------------------------------
 
   /**
-   * Delivery is deferred to a microtask: the sender's `space.handle()` returns before any
+   * Delivery is deferred to a microtask: the sender's `space.pipeline.handle()` returns before any
    * recipient runs, so an in-process participant answering from its handler never
    * re-enters the space mid-routing, and per-connection order is kept (microtasks are FIFO).
    * No byte cap is needed here, unlike a socket: the queue drains before the event loop
