@@ -6,7 +6,6 @@
  */
 import { parseSpaceConfig } from "../gateway/index.js";
 import { Authority } from "../gateway/index.js";
-import { GrantBook } from "../gateway/index.js";
 import { Registry } from "../gateway/index.js";
 
 export interface ConditionFigures {
@@ -36,8 +35,7 @@ function authority(rule: string): Authority {
   const config = parseSpaceConfig(yaml(rule), { file: "space.yaml", env: {} });
   const registry = new Registry();
   registry.set("files", [{ name: "write_file", inputSchema: { type: "object" } }]);
-  const grants: GrantBook = new GrantBook((id) => a.configured(id));
-  const a: Authority = new Authority(config, grants, registry);
+  const a = new Authority(config, registry);
   return a;
 }
 

@@ -13,7 +13,6 @@ import * as z from "zod";
 import { ConfigError, formatIssue, type ConfigIssue, type SpaceConfig } from "../gateway/index.js";
 import { Authority, type Explanation } from "../gateway/index.js";
 import { checkPolicy, formatFinding } from "../gateway/index.js";
-import { GrantBook } from "../gateway/index.js";
 import { Registry } from "../gateway/index.js";
 import { withApi } from "./commands.js";
 import { guard, processIo, type Io } from "./lifecycle.js";
@@ -31,8 +30,7 @@ export function offlineAuthority(
       owner,
       list.map((t) => ({ name: t.name, inputSchema: { type: "object" }, ...(t.annotations ? { annotations: t.annotations } : {}) })),
     );
-  const grants: GrantBook = new GrantBook((id) => authority.configured(id));
-  const authority: Authority = new Authority(config, grants, registry);
+  const authority = new Authority(config, registry);
   return authority;
 }
 

@@ -343,7 +343,7 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
         exitOnEof: false,
         // Someone ran a one-shot command (status, send, …) as this human: take the seat back once it has left.
         reclaim: async () => {
-          await waitFor(() => space.member(humanId) === undefined, { timeoutMs: 24 * 3600_000, intervalMs: 200 });
+          await waitFor(() => space.delivery.members.get(humanId) === undefined, { timeoutMs: 24 * 3600_000, intervalMs: 200 });
           running.human = await connectHuman();
           return running.human;
         },

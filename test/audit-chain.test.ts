@@ -66,7 +66,7 @@ async function space(dir: string, extra = ""): Promise<{ g: TestGateway; human: 
   return { g, human, agent };
 }
 
-const pending = (g: TestGateway) => g.gateway.spaces.get("chain")!.pendingProposals().length;
+const pending = (g: TestGateway) => g.gateway.spaces.get("chain")!.proposals.pending().length;
 
 /** A few proposals: approved, rejected, withdrawn; then the gateway stops (its journal flushed). */
 async function someHistory(dir: string): Promise<void> {

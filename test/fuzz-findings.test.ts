@@ -138,7 +138,7 @@ describe("fuzz findings: HTTP", () => {
   });
 
   it("an envelope nested 10,000 or 100,000 deep, injected over HTTP, gets a 4xx and costs nothing else", async () => {
-    // Found by the HTTP fuzz (seed 77): the injection route answered 500 internal_error. Space.act
+    // Found by the HTTP fuzz (seed 77): the injection route answered 500 internal_error. seats.act
     // serialises the body before the pipeline parses it, so the bound must hold on this path too.
     space = await FuzzSpace.open();
     const auth = `Authorization: Bearer ${TOKENS.fuzz}\r\nContent-Type: application/json`;

@@ -421,7 +421,7 @@ describe("a welcome that always fits", () => {
     const errors = () => agent.received.filter((e) => e.kind === "system/error");
     // Until all six are written (on a busy machine that takes more than a moment), or one is refused.
     const space = gw.gateway.spaces.get("hard")!;
-    await waitFor(() => space.pendingProposals().length === 6 || errors().length > 0, 10_000, "six proposals written");
+    await waitFor(() => space.proposals.pending().length === 6 || errors().length > 0, 10_000, "six proposals written");
     expect(errors()).toEqual([]);
 
     // The human who would reject them gets in, with a welcome under the frame limit.

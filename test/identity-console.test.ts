@@ -159,7 +159,7 @@ function propose(c: TestClient, id: string): void {
 const pending = (id: string) =>
   gateway.spaces
     .get("team")!
-    .pendingProposals()
+    .proposals.pending()
     .some((p) => p.id === id);
 
 describe("hostile sign-ins and sessions", () => {
@@ -264,15 +264,17 @@ describe("signed in through the provider", () => {
     expect(answer.payload.result.content[0].text).toBe("written");
     const space = gateway.spaces.get("team")!;
     expect(
-      space.audit({}).some((e) => e.event === "approved" && JSON.stringify(e).includes("ok-1") && JSON.stringify(e).includes('"alice"')),
+      space.ledger
+        .audit({})
+        .some((e) => e.event === "approved" && JSON.stringify(e).includes("ok-1") && JSON.stringify(e).includes('"alice"')),
     ).toBe(true);
-    expect(space.watching("alice")).toBe(true);
+    expect(space.delivery.watching("alice")).toBe(true);
     const cookie = (await sessionCookie())!;
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.locator("#login").waitFor();
     expect(await page.locator("#login-error").textContent()).toBe("Signed out.");
     // Ended on the server: the stream it opened is closed, and the cookie, kept by anyone, works nowhere.
-    await waitFor(() => !space.watching("alice"), 5000, "the event stream to end");
+    await waitFor(() => !space.delivery.watching("alice"), 5000, "the event stream to end");
     const after = await fetch(`${base}/api/spaces/team/me`, { headers: { cookie: `${cookie.name}=${cookie.value}` } });
     expect(after.status).toBe(401);
     expect(after.headers.get("www-authenticate")).toContain("resource_metadata=");

@@ -160,7 +160,7 @@ describe("links that must decide nothing", () => {
     const { port, hooks } = await webhookReceiver();
     const { id } = await proposed(port, hooks);
     const sp = gw!.gateway.spaces.get("lab")!;
-    const p = sp.pendingProposals().find((x) => x.id === id)!;
+    const p = sp.proposals.pending().find((x) => x.id === id)!;
     const old = sp.aids.links.mint(p, "alice", Date.now() - 25 * 60 * 60 * 1000);
     const r = await api(T.alice, "POST", "links/open", { link: old });
     expect(r).toMatchObject({ status: 410, body: { error: { code: "link_expired" } } });

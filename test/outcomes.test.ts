@@ -57,7 +57,7 @@ describe("the outcome in a proposal's record", () => {
       await agent.next((e) => e.kind === "mcp/response" && e.correlation_id?.[0] === `p-${path}`);
     }
     const space = gw.gateway.spaces.get("out")!;
-    const answered = () => space.audit({}).filter((e) => e.event === "answered");
+    const answered = () => space.ledger.audit({}).filter((e) => e.event === "answered");
     await waitFor(() => answered().length === 3, 5000, "three answers in the audit trail");
     expect(Object.fromEntries(answered().map((e) => [e.proposal, e.outcome]))).toEqual({
       "p-good": "ok",
@@ -111,7 +111,7 @@ describe("the outcome in a proposal's record", () => {
     expect(
       gw.gateway.spaces
         .get("out")!
-        .pendingProposals()
+        .proposals.pending()
         .map((p) => p.id),
     ).toEqual(["q1"]);
 

@@ -140,13 +140,13 @@ describe("a tool whose definition changes after it was allowed", () => {
     await waitFor(
       () =>
         theSpace()
-          .audit({ tool: "notes/save" })
+          .ledger.audit({ tool: "notes/save" })
           .some((e) => e.event === "tool_changed"),
       5000,
       "the audit entry",
     );
     const entry = theSpace()
-      .audit({ tool: "notes/save" })
+      .ledger.audit({ tool: "notes/save" })
       .find((e) => e.event === "tool_changed")!;
     expect(entry).toMatchObject({ owner: "notes", tool: "save", previous: first, digest: second, count: 1 });
     expect(entry.changes).toContain("new argument `command` (required)");
@@ -252,7 +252,7 @@ describe("a tool whose definition changes after it was allowed", () => {
     await waitFor(
       () =>
         theSpace()
-          .audit({ tool: "notes/save" })
+          .ledger.audit({ tool: "notes/save" })
           .some((e) => e.event === "tool_changed"),
       5000,
       "the audit entry",
@@ -309,7 +309,7 @@ participants:
     expect(theSpace().registry.pins.state("notes", "save")?.confirmed).toBe(true);
     expect(
       theSpace()
-        .audit({ tool: "notes/save" })
+        .ledger.audit({ tool: "notes/save" })
         .filter((e) => e.event === "tool_changed"),
     ).toEqual([]);
     const ruled = await join(T.ruled);
@@ -349,13 +349,13 @@ participants:
     await waitFor(
       () =>
         theSpace()
-          .audit({ tool: "notes/save" })
+          .ledger.audit({ tool: "notes/save" })
           .some((e) => e.count === 1100),
       10_000,
       "the last audited change",
     );
     const audited = theSpace()
-      .audit({ tool: "notes/save" })
+      .ledger.audit({ tool: "notes/save" })
       .filter((e) => e.event === "tool_changed");
     expect(audited.length).toBe(20 + 11);
     // Back on the definition it was confirmed with: the allow rule holds.
@@ -444,7 +444,7 @@ participants:
     await waitFor(
       () =>
         theSpace()
-          .audit({})
+          .ledger.audit({})
           .some((e) => e.event === "tool_changed"),
       5000,
       "the change audited",
@@ -531,7 +531,7 @@ participants:
     expect(theSpace().authority.why("ruled", "notes", "save")).toBe("an allow rule matches notes/save");
     expect(
       theSpace()
-        .audit({ tool: "notes/save" })
+        .ledger.audit({ tool: "notes/save" })
         .filter((e) => e.event === "tool_changed"),
     ).toEqual([]);
     const list = await askGateway(ruled, "tools/list");

@@ -7,7 +7,6 @@ import { parseSpaceConfig } from "../gateway/config/config.js";
 import { Authority } from "../gateway/policy/authority.js";
 import { compileGlob } from "../gateway/policy/capabilities.js";
 import { compileCondition } from "../gateway/policy/conditions.js";
-import { GrantBook } from "../gateway/policy/grants.js";
 import { Registry } from "../gateway/ports/registry.js";
 import { startGateway, TestClient, toolCall, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 
@@ -79,8 +78,7 @@ function model(p: Policy, tool: string, a: Record<string, unknown>): "direct" | 
 
 function authorityFor(p: Policy): Authority {
   const config = parseSpaceConfig(yamlOf(p), { file: "space.yaml", env: {} });
-  const grants: GrantBook = new GrantBook((id) => authority.configured(id));
-  const authority: Authority = new Authority(config, grants, new Registry());
+  const authority = new Authority(config, new Registry());
   return authority;
 }
 

@@ -117,7 +117,7 @@ describe("a quorum counts only approvals that still stand when it completes", ()
     expect(droppedAgain.payload.dropped.map((d: { by: string }) => d.by)).toEqual(["alice"]);
     // Each drop is in the audit trail (read through its once-a-second cache).
     await waitFor(
-      () => space.audit({}, 100).filter((e) => e.event === "approval_dropped" && e.by === "alice").length === 2,
+      () => space.ledger.audit({}, 100).filter((e) => e.event === "approval_dropped" && e.by === "alice").length === 2,
       5000,
       "both drops audited",
     );

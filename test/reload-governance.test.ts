@@ -142,7 +142,7 @@ describe("reload is a start: hostile first", () => {
     await waitFor(() => space(g).registry.get("fs", "write_file") !== undefined, 5000, "the tool");
     agent.send(propose("secret", "secret/x"));
     agent.send(propose("plain", "notes.txt"));
-    await waitFor(() => space(g).pendingProposals().length === 2, 5000, "two proposals");
+    await waitFor(() => space(g).proposals.pending().length === 2, 5000, "two proposals");
     writeFileSync(
       file,
       SPACE(port, { rules: 'deny: [{tool: "fs/write_file", when: "args.path.startsWith(\\"secret/\\")"}], ask: ["fs/*"]' }),
@@ -157,7 +157,7 @@ describe("reload is a start: hostile first", () => {
     });
     expect(
       space(g)
-        .pendingProposals()
+        .proposals.pending()
         .map((p) => p.id),
     ).toEqual(["plain"]);
   });
@@ -176,7 +176,7 @@ describe("reload is a start: hostile first", () => {
     await agent.next((e) => e.kind === "system/approval" && e.correlation_id?.[0] === "two");
     expect(
       space(g)
-        .pendingProposals()[0]!
+        .proposals.pending()[0]!
         .approvals?.map((a) => a.by),
     ).toEqual(["bob"]);
     // Bob is removed from the space.
@@ -194,20 +194,20 @@ describe("reload is a start: hostile first", () => {
     // The card says so, and Bob's edit went with his approval.
     const card = (await api(g, T("human"), "GET", "proposals")).body.proposals.find((p: any) => p.id === "two");
     expect(card.approvals).toMatchObject({ count: 0, required: 2, dropped: [expect.objectContaining({ by: "bob" })] });
-    expect(space(g).pendingProposals()[0]!.editedArguments).toBeUndefined();
+    expect(space(g).proposals.pending()[0]!.editedArguments).toBeUndefined();
     // Carol approves: one of two now, nothing runs.
     carol.send({ kind: "mcp/approve", correlation_id: ["two"], payload: { scope: "once" } });
     await waitFor(
       () =>
         space(g)
-          .pendingProposals()[0]
+          .proposals.pending()[0]
           ?.approvals?.some((a) => a.by === "carol") === true,
       5000,
       "carol's approval",
     );
     expect(
       space(g)
-        .pendingProposals()
+        .proposals.pending()
         .map((p) => p.id),
     ).toEqual(["two"]);
     // The audit says what was dropped and why.
@@ -218,7 +218,7 @@ describe("reload is a start: hostile first", () => {
     // A second remaining person routes it, with the original arguments.
     const human = await join(g, T("human"));
     human.send({ kind: "mcp/approve", correlation_id: ["two"], payload: { scope: "once" } });
-    await waitFor(() => space(g).pendingProposals().length === 0, 5000, "routed");
+    await waitFor(() => space(g).proposals.pending().length === 0, 5000, "routed");
     expect(readAudit(pathJoin(g.dir, ".mewgate")).find((e) => e.proposal === "two" && e.event === "approved")).toMatchObject({
       by: "human",
       arguments: { path: "a.txt" },
@@ -244,7 +244,7 @@ describe("reload is a start: hostile first", () => {
     );
     const r = await api(g, T("human"), "POST", "reload");
     expect(r.body.reloaded[0].approvals_dropped).toEqual([expect.stringMatching(/^demo: bob \(bob may no longer make this call/)]);
-    expect(space(g).pendingProposals()[0]!.approvals ?? []).toEqual([]);
+    expect(space(g).proposals.pending()[0]!.approvals ?? []).toEqual([]);
   });
 });
 

@@ -203,7 +203,7 @@ describe("reload: hostile first", () => {
     expect((await refused(g, T("bob"))).code).toBe(4401);
     expect(
       space(g)
-        .pendingProposals()
+        .proposals.pending()
         .map((p) => p.id),
     ).toEqual(["p1"]);
     expect(
@@ -221,7 +221,7 @@ describe("reload: hostile first", () => {
     await waitFor(() => space(g).registry.get("fs", "write_file") !== undefined, 5000, "the tool");
     agent.send(propose("w1", "write_file"));
     agent.send(propose("r1", "read_file"));
-    await waitFor(() => space(g).pendingProposals().length === 2, 5000, "two proposals");
+    await waitFor(() => space(g).proposals.pending().length === 2, 5000, "two proposals");
     writeFileSync(file, SPACE(port, 'deny: ["fs/write_file"], allow: ["fs/read_file"]'));
     const r = await api(g, T("human"), "POST", "reload");
     expect(r.status).toBe(200);
@@ -241,7 +241,7 @@ describe("reload: hostile first", () => {
     // The read, now allowed directly, still waits for a person.
     expect(
       space(g)
-        .pendingProposals()
+        .proposals.pending()
         .map((p) => p.id),
     ).toEqual(["r1"]);
     expect(agent.closeCode).toBeUndefined();

@@ -99,7 +99,7 @@ describe("errors name only ids their receiver sent", () => {
           () =>
             !gw!.gateway.spaces
               .get("stray")!
-              .pendingProposals()
+              .proposals.pending()
               .some((p) => p.id === pid),
           2000,
           "the proposal to end",
@@ -110,7 +110,7 @@ describe("errors name only ids their receiver sent", () => {
         after++;
       }
       // The owner's leave is announced before the next round joins it again.
-      await waitFor(() => gw!.gateway.spaces.get("stray")!.member("fs") === undefined, 2000, "fs to leave");
+      await waitFor(() => gw!.gateway.spaces.get("stray")!.delivery.members.get("fs") === undefined, 2000, "fs to leave");
       noStrayErrors(agent);
       noStrayErrors(human);
     }

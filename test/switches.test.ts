@@ -238,7 +238,7 @@ describe("participant_disabled on every path", () => {
     const pending = () =>
       gw!.gateway.spaces
         .get("paths")!
-        .pendingProposals()
+        .proposals.pending()
         .map((p) => p.id);
     expect(pending()).toEqual(["held-1", "held-2"]);
     expect(calls).toEqual([]);

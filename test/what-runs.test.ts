@@ -16,7 +16,6 @@ import { offlineAuthority } from "../cli/policy.js";
 import fc from "fast-check";
 import { parseSpaceConfig } from "../gateway/config/config.js";
 import { Authority } from "../gateway/policy/authority.js";
-import { GrantBook } from "../gateway/policy/grants.js";
 import { Registry } from "../gateway/ports/registry.js";
 import { firstProblem } from "../gateway/wire/arguments-schema.js";
 import { ParticipantClient } from "../participants/index.js";
@@ -389,8 +388,8 @@ describe("what runs: quorum and schema, hostile", () => {
     const config = parseSpaceConfig(SPACE, { file: "space.yaml" });
     const registry = new Registry();
     registry.set("fs", TOOLS as never);
-    const grants: GrantBook = new GrantBook((id) => authority.configured(id));
-    const authority: Authority = new Authority(config, grants, registry);
+    const authority = new Authority(config, registry);
+    const grants = authority.grants;
     const cap = { kind: "mcp/request", to: ["fs"], payload: { method: "tools/call", params: { name: "write_file" } } };
     // As if recorded before `approvals: 2` was added: alice's grant to agent, and to solo (no quorum).
     grants.apply({
@@ -448,10 +447,10 @@ describe("what runs: quorum and schema, hostile", () => {
     agent.send(propose("l1", { path: "a.txt" }));
     await alice.next((e) => e.kind === "mcp/proposal" && e.id === "l1");
     const sp = g.gateway.spaces.get("wr")!;
-    const before = sp.aids.links.mint(sp.pendingProposals().find((p) => p.id === "l1")!, "dave");
+    const before = sp.aids.links.mint(sp.proposals.pending().find((p) => p.id === "l1")!, "dave");
     await firstEdit(agent, alice, "l1", { path: "b.txt" });
     expect((await api(g, "dave", "POST", "links/open", { link: before })).body.error.code).toBe("link_stale");
-    const link = sp.aids.links.mint(sp.pendingProposals().find((p) => p.id === "l1")!, "dave");
+    const link = sp.aids.links.mint(sp.proposals.pending().find((p) => p.id === "l1")!, "dave");
     const open = await api(g, "dave", "POST", "links/open", { link });
     expect(open.body.proposal).toMatchObject({ arguments: { path: "b.txt" }, edited: { by: "alice" } });
     const decided = await api(g, "dave", "POST", "links/decide", { link, confirm: open.body.confirm, decision: "approve" });

@@ -52,8 +52,6 @@ export interface ConversationHost {
   record(...plans: Plan[]): Promise<void>;
   note(plan: Plan): void;
   storeFailed(member: Member, err: unknown, correlationId: string | undefined, what: string): void;
-  /** Fails the call to its caller and cancels it at its target and down its chain. */
-  abort(call: Call, reason: string, message: string): void;
   deliver(env: Envelope, sender?: Member, toEveryone?: boolean): void;
   fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void;
 }
@@ -61,6 +59,11 @@ export interface ConversationHost {
 const STOP_WORDS = new Set(["cancel", "stop"]);
 
 export class Conversations {
+  /**
+   * Told when an unwound stack's bottom call must end: failed to its caller, cancelled at its
+   * target and down its chain. The router, built after this (it asks `holds`), subscribes.
+   */
+  readonly aborting = new Set<(call: Call, reason: string, message: string) => void>();
   private readonly stacks = new Map<string, Frame[]>();
   private readonly idle = new Map<string, NodeJS.Timeout>();
   /** The agents each person is talking with: those they last addressed (or the primary, for a message to nobody), and whoever answered that message. */
@@ -260,7 +263,7 @@ export class Conversations {
     const bottom = this.stacks.get(human)?.[0];
     const call = bottom ? this.host.calls.get(bottom.call) : undefined;
     this.host.log.info({ human, reason }, "conversation unwound");
-    if (call) this.host.abort(call, reason, `the conversation with ${human} was unwound: ${message}`);
+    if (call) for (const abort of this.aborting) abort(call, reason, `the conversation with ${human} was unwound: ${message}`);
     // A call already gone leaves its frames to be cleaned here.
     if (this.stacks.has(human)) {
       this.stacks.delete(human);

@@ -33,12 +33,17 @@ export interface SwitchHost {
   fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void;
   record(...plans: Plan[]): Promise<void>;
   storeFailed(member: Member, err: unknown, correlationId: string | undefined, what: string): void;
-  /** The set of disabled participants changed: re-announce the catalogue. */
-  changed(id: string, disabled: boolean): void;
+  /** The catalogue, built before this: it keeps who is switched off, so a listing leaves them out. */
+  readonly registry: { setDisabled(id: string, disabled: boolean): boolean };
 }
 
 export class Switches {
   private readonly disabled = new Set<string>();
+  /**
+   * Told when a switch changed what the catalogue lists. The router, built after this (the
+   * store's switches are read before it exists), subscribes to re-announce the catalogue.
+   */
+  readonly catalogueChanged = new Set<() => void>();
 
   constructor(private readonly host: SwitchHost) {}
 
@@ -55,7 +60,8 @@ export class Switches {
     const was = this.disabled.has(r.id);
     if (r.type === "disable") this.disabled.add(r.id);
     else this.disabled.delete(r.id);
-    if (was !== this.disabled.has(r.id)) this.host.changed(r.id, r.type === "disable");
+    if (was !== this.disabled.has(r.id) && this.host.registry.setDisabled(r.id, r.type === "disable"))
+      for (const hear of this.catalogueChanged) hear();
   }
 
   snapshot(): SwitchRecord[] {

@@ -31,7 +31,8 @@ export class Catalogue {
   private readonly toolFetches = new Map<string, number>();
 
   constructor(
-    private readonly space: SpaceHost,
+    /** What it uses of the space (ports/host.ts). */
+    private readonly space: Pick<SpaceHost, "config" | "deliver" | "fail" | "member" | "note" | "noteFindings">,
     private readonly registry: Registry,
   ) {}
 

@@ -42,7 +42,7 @@ const METHOD_NOT_FOUND = -32601;
 export const PROPOSAL_INLINE_BYTES = 8 * 1024;
 
 /** The byte budget of one answer: a frame, less room for the envelope around it. */
-export function frameBudget(host: SpaceHost): number {
+export function frameBudget(host: Pick<SpaceHost, "config">): number {
   // A floor, so a very small frame limit still leaves room to list something.
   return Math.max(2048, Math.floor(host.config.gateway.limits.max_payload_bytes * 0.9) - 4096);
 }
@@ -80,10 +80,13 @@ function fitted(preview: Record<string, unknown>, budget: number): Record<string
 
 export class GatewayEndpoint {
   constructor(
-    private readonly space: SpaceHost,
+    /** What it uses of the space (ports/host.ts). */
+    private readonly space: Pick<SpaceHost, "config" | "fail" | "grantsView" | "note" | "pendingProposals" | "sendTo">,
     private readonly router: CallRouter,
     /** A tools/call that needs approval is held as a proposal; a cancelled one is withdrawn. */
     private readonly decisions: Pick<ProposalDesk, "hold" | "withdrawn">,
+    /** A proposal's preview as `viewer` would see it (proposals/preview.ts): made as `viewer`, under its policy. */
+    private readonly previews: { of(p: Proposal, viewer: string): Promise<object> },
   ) {}
 
   onRequest(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload): Promise<void> | void {
@@ -129,7 +132,7 @@ export class GatewayEndpoint {
         const p = typeof id === "string" ? this.space.pendingProposals().find((x) => x.id === id) : undefined;
         if (!p || !maySee(member, p))
           return reply({ error: { code: INVALID_PARAMS, message: `no pending proposal "${clip(String(id))}" that you may see` } });
-        return this.space.aids.previews
+        return this.previews
           .of(p, member.id)
           .then((preview) => reply({ result: fitted(preview as Record<string, unknown>, frameBudget(this.space)) }));
       }

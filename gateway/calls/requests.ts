@@ -25,7 +25,8 @@ import type { McpRouter } from "./router.js";
 
 export class Requests {
   constructor(
-    private readonly space: SpaceHost,
+    /** What it uses of the space (ports/host.ts): the decision point, the way out, the ledger written behind. */
+    private readonly space: Pick<SpaceHost, "authority" | "capabilityViolation" | "deliver" | "fail" | "note">,
     private readonly router: Pick<McpRouter, "calls" | "authorize" | "refuse" | "route" | "cancel" | "refreshTools">,
     private readonly decisions: Pick<ProposalDesk, "onFulfil">,
     private readonly endpoint: GatewayEndpoint,

@@ -56,10 +56,17 @@ export class McpRouter implements CallRouter {
      * carries); a promise when a proposal moved, which an answer waits for.
      */
     private readonly callEnded: (call: Call, end: CallEnd) => Promise<void> | undefined,
-    /** Whether a call is held in a person's conversation (agents/conversations.ts): its holder may come back to answer it. */
-    private readonly conversations: { holds(callId: string): boolean },
+    /**
+     * Whether a call is held in a person's conversation (agents/conversations.ts): its holder
+     * may come back to answer it. An unwound conversation's call is aborted here.
+     */
+    private readonly conversations: {
+      holds(callId: string): boolean;
+      readonly aborting: Set<(call: Call, reason: string, message: string) => void>;
+    },
   ) {
     calls.onTimeout((call) => this.callTimedOut(call));
+    conversations.aborting.add((call, reason, message) => this.abort(call, reason, message));
     this.catalogue = new Catalogue(space, registry);
   }
 

@@ -152,7 +152,7 @@ export class OwnerDesk {
       (op, conn, seq, body) => this.outbox.send(subjects.node(req.node), op, conn, seq, body),
       (op, body) => {
         if (!member || !this.acting()) return;
-        if (op === "F") this.space.handle(member, dec.decode(body));
+        if (op === "F") this.space.pipeline.handle(member, dec.decode(body));
         else if (op === "T" || op === "B") this.space.streamFrame(member, Buffer.from(body), op === "B");
         else if (op === "L") this.drop(req.conn, dec.decode(body) || "disconnected");
       },

@@ -215,7 +215,7 @@ export class Gateway {
     const spaces = [...this.spaces.values()].map((s) => ({
       space: s.id,
       members: s.online,
-      pending: s.pendingProposals().length,
+      pending: s.proposals.pending().length,
       flagged: s.registry.list().filter((t) => t.findings).length,
       metrics: s.metrics,
     }));

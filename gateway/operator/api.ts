@@ -25,7 +25,7 @@
  *
  * Authenticated by a participant's token in `Authorization: Bearer` — never in the URL,
  * which gets logged. A call acts as that participant through the space's own pipeline
- * (`Space.act`), so every rule holds as on the wire: nobody decides on their own
+ * (`space.seats.act`), so every rule holds as on the wire: nobody decides on their own
  * proposal or revokes what they may not; and it never joins, so the participant's live
  * connection (a terminal, an agent) is not disturbed. Origin and Host are checked before
  * any of this, like every route (origin.ts); a browser page from elsewhere gets 403.
@@ -221,12 +221,12 @@ async function dispatch(
     case "GET notify":
       return ok({ deliveries: space.notifier.deliveries() });
     case "GET audit":
-      return ok({ entries: space.audit(auditQuery(q), limit(q)) });
+      return ok({ entries: space.ledger.audit(auditQuery(q), limit(q)) });
     case "GET proposals": {
       if (q.get("state") === "decided") return ok({ decided: decidedFor(c, q) });
       const pending = visible(c).map((p) => proposalView(space, c.id, p));
       if (q.get("state") !== "all") return ok({ proposals: pending });
-      return ok({ proposals: pending, past: space.audit(auditQuery(q), limit(q)).filter((e) => e.event !== "proposed") });
+      return ok({ proposals: pending, past: space.ledger.audit(auditQuery(q), limit(q)).filter((e) => e.event !== "proposed") });
     }
     case "GET proposals/:id": {
       const p = visible(c).find((x) => x.id === id);
@@ -242,18 +242,18 @@ async function dispatch(
     case "POST links/preview":
       return linkRoute(space, c.id, route === "POST links/open" ? "open" : route === "POST links/preview" ? "preview" : "decide", body);
     case "POST proposals/:id/approve": {
-      const errors = await space.act(c.id, {
+      const errors = await space.seats.act(c.id, {
         kind: "mcp/approve",
         correlation_id: [id],
         payload: pick(body, ["scope", "arguments", "reason", "limit"]),
       });
       // One of several approvals it needs: it still waits, and says how far it got.
-      const still = errors.length ? undefined : space.pendingProposals().find((x) => x.id === id && x.state === "pending");
+      const still = errors.length ? undefined : space.proposals.pending().find((x) => x.id === id && x.state === "pending");
       return acted(errors, still ? { state: "pending", ...proposalView(space, c.id, still) } : { state: "approved" });
     }
     case "POST proposals/:id/reject":
       return acted(
-        await space.act(c.id, {
+        await space.seats.act(c.id, {
           kind: "mcp/reject",
           correlation_id: [id],
           payload: { reason: "disagree", ...pick(body, ["reason", "text"]) },
@@ -272,18 +272,18 @@ async function dispatch(
       if (why) return fail(403, why.code, `you may not respond to proposal "${clip(p.id)}": ${why.message}`);
       const envId = crypto.randomUUID();
       return acted(
-        await space.act(c.id, { id: envId, kind: "chat", to: [p.proposer], correlation_id: [p.id], payload: { text: body["text"] } }),
+        await space.seats.act(c.id, { id: envId, kind: "chat", to: [p.proposer], correlation_id: [p.id], payload: { text: body["text"] } }),
         { id: envId },
       );
     }
     case "POST proposals/:id/withdraw":
-      return acted(await space.act(c.id, { kind: "mcp/withdraw", correlation_id: [id], payload: pick(body, ["reason"]) }), {
+      return acted(await space.seats.act(c.id, { kind: "mcp/withdraw", correlation_id: [id], payload: pick(body, ["reason"]) }), {
         state: "withdrawn",
       });
     case "DELETE grants/:id": {
       const g = space.grantById(id ?? "");
       if (!g) return fail(404, "unknown_grant", `no grant "${clip(id ?? "")}"`);
-      return acted(await space.act(c.id, { kind: "capability/revoke", payload: { recipient: g.recipient, grant_id: g.id } }), {
+      return acted(await space.seats.act(c.id, { kind: "capability/revoke", payload: { recipient: g.recipient, grant_id: g.id } }), {
         revoked: g.id,
       });
     }
@@ -292,7 +292,7 @@ async function dispatch(
         return fail(400, "invalid_payload", "chat: text must be a non-empty string");
       const to = Array.isArray(body["to"]) ? body["to"] : undefined;
       const envId = crypto.randomUUID();
-      return acted(await space.act(c.id, { id: envId, kind: "chat", ...(to ? { to } : {}), payload: { text: body["text"] } }), {
+      return acted(await space.seats.act(c.id, { id: envId, kind: "chat", ...(to ? { to } : {}), payload: { text: body["text"] } }), {
         id: envId,
       });
     }
@@ -300,12 +300,12 @@ async function dispatch(
     case "POST participants/:id/enable": {
       const kind = route.endsWith("disable") ? "space/disable" : "space/enable";
       const payload = { participant_id: id, ...pick(body, ["reason"]) };
-      return acted(await space.act(c.id, { kind, payload }), { participant: id, disabled: kind === "space/disable" });
+      return acted(await space.seats.act(c.id, { kind, payload }), { participant: id, disabled: kind === "space/disable" });
     }
     case "GET history":
-      return ok({ envelopes: space.recentFor(c.id, Math.min(limit(q), 500)) });
+      return ok({ envelopes: space.delivery.recentFor(c.id, Math.min(limit(q), 500)) });
     case "GET conversations":
-      return ok({ conversations: space.conversationsView() });
+      return ok({ conversations: space.conversations.view() });
     case "GET requests":
       return ok({ requests: space.requestsFor(c.id).filter((r) => r["method"] === "elicitation/create") });
     case "POST requests/:id/respond": {
@@ -314,7 +314,11 @@ async function dispatch(
       if (!r) return fail(404, "unknown_request", `nothing "${clip(id ?? "")}" is waiting for your answer`);
       const outcome = body["error"] !== undefined ? { error: body["error"] } : { result: body["result"] ?? {} };
       return acted(
-        await space.act(c.id, { kind: "mcp/response", correlation_id: [id], payload: { jsonrpc: "2.0", id: r["rpc_id"], ...outcome } }),
+        await space.seats.act(c.id, {
+          kind: "mcp/response",
+          correlation_id: [id],
+          payload: { jsonrpc: "2.0", id: r["rpc_id"], ...outcome },
+        }),
         { answered: id },
       );
     }
@@ -330,7 +334,7 @@ async function dispatch(
 /** Decided proposals the caller may see (as pending ones: all with visibility `all`, else its own and those it served), newest first. */
 function decidedFor(c: Caller, q: URLSearchParams): Array<Record<string, unknown>> {
   const all = c.space.config.participants[c.id]?.visibility === "all";
-  const entries = c.space
+  const entries = c.space.ledger
     .audit(auditQuery(q), 5000)
     .filter((e) => e.event !== "tool_changed" && (all || e.proposer === c.id || e.owner === c.id));
   return decidedView(c.space, entries, Math.min(limit(q), 500));
@@ -339,7 +343,7 @@ function decidedFor(c: Caller, q: URLSearchParams): Array<Record<string, unknown
 /** Proposals awaiting a decision (pending or interrupted) the caller may see: all with visibility `all`, else its own and those it would serve. */
 function visible(c: Caller): Proposal[] {
   const all = c.space.config.participants[c.id]?.visibility === "all";
-  return c.space.pendingProposals().filter((p) => all || p.proposer === c.id || p.owner === c.id);
+  return c.space.proposals.pending().filter((p) => all || p.proposer === c.id || p.owner === c.id);
 }
 
 /** The server-sent event stream of what the caller may see, until the client goes away. */
@@ -360,7 +364,7 @@ function events(c: Caller, req: IncomingMessage, res: ServerResponse): void {
     close: () => stop(),
   };
   let expiry: NodeJS.Timeout | undefined;
-  const unwatch = c.space.watch(c.id, peer);
+  const unwatch = c.space.seats.watch(c.id, peer);
   // Signing out ends the stream a session opened (sessions.ts), and so does the session's expiry.
   c.session?.closers.add(stop);
   expiry = c.session ? setTimeout(stop, Math.max(0, c.session.expiresAt - Date.now())) : undefined;

@@ -89,7 +89,7 @@ export function deviceParticipant(space: Space, req: IncomingMessage, now = Date
 export function linkState(space: Space, link: unknown): { state: string; for?: string; message: string } {
   const check = space.aids.links.check(link);
   if (!check.ok) return { state: check.code.replace(/^link_/, ""), message: check.message };
-  const pending = space.pendingProposals().some((p) => p.id === check.claims.p);
+  const pending = space.proposals.pending().some((p) => p.id === check.claims.p);
   if (!pending)
     return { state: "not_pending", for: check.claims.a, message: "the proposal this link decides is no longer waiting for a decision" };
   return { state: "usable", for: check.claims.a, message: "this link can decide once, by the person it was made for" };

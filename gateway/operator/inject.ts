@@ -4,7 +4,7 @@
  * the body — for scripts, CI and systems that cannot hold a WebSocket. Also
  * `GET /participants?space=<space>`.
  *
- * The envelope goes through the space's whole pipeline as that participant (`Space.act`,
+ * The envelope goes through the space's whole pipeline as that participant (`space.seats.act`,
  * as the operator API does): `from` is the token's, never the body's; capabilities, tool
  * policy and proposals hold as on the wire. Answers as MEW's gateway does:
  * `{id, status: "accepted", timestamp}`, or an error with the wire's code.
@@ -67,7 +67,7 @@ export function mountInjection(gateway: InjectHost): void {
         return send(res, 400, { error: "invalid_request", message: "message kind is required" });
       const envelopeId = typeof body["id"] === "string" && body["id"] ? body["id"] : `http-${randomUUID()}`;
       const replies: Envelope[] = [];
-      const errors = await s.act(id, { ...body, id: envelopeId }, { tellLive: true, replies });
+      const errors = await s.seats.act(id, { ...body, id: envelopeId }, { tellLive: true, replies });
       const e = errors[0];
       if (e) {
         const code = String(e["code"] ?? "error");

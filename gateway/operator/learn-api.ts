@@ -63,7 +63,7 @@ function isOperator(space: Space, id: string): boolean {
 
 /** The space's recorded calls and known tools. */
 export function learningInput(space: Space): { calls: PastCall[]; tools: KnownTool[] } {
-  const calls = pastCalls(space.audit({}, LEARN_WINDOW));
+  const calls = pastCalls(space.ledger.audit({}, LEARN_WINDOW));
   const tools = space.registry.list().map((t) => ({ participant: t.participant, tool: t.tool, annotations: t.annotations }));
   return { calls, tools };
 }
@@ -172,7 +172,7 @@ async function accept(host: LearnHost, space: Space, me: string, s: Suggestion, 
       },
     };
     try {
-      await space.record({ records: [record], apply: () => {} });
+      await space.ledger.record({ records: [record], apply: () => {} });
     } catch (err) {
       await restore(file, written);
       return fail(503, "store_failed", `space.yaml was put back: the audit trail could not record the accept (${(err as Error).message})`);
@@ -215,7 +215,7 @@ function dryRunRoute(space: Space, me: string, body: Record<string, unknown>, en
   }
   // The direct calls too (nobody saw them): a change that would now hold or deny them is listed.
   const { tools } = learningInput(space);
-  return { status: 200, body: dryRunView(space.config, next, replayedCalls(space.audit({}, LEARN_WINDOW)), tools) };
+  return { status: 200, body: dryRunView(space.config, next, replayedCalls(space.ledger.audit({}, LEARN_WINDOW)), tools) };
 }
 
 /**
@@ -236,7 +236,7 @@ function indexes(space: Space, fresh = false): { index: Map<string, PastCall[]>;
   for (const n of space.metrics.proposals.values()) version += n;
   let cached = hintIndex.get(space);
   if (!cached || (cached.version !== version && (fresh || Date.now() - cached.at >= REBUILD_MS))) {
-    const calls = pastCalls(space.audit({}, LEARN_WINDOW));
+    const calls = pastCalls(space.ledger.audit({}, LEARN_WINDOW));
     const byProposer = new Map<string, PastCall[]>();
     for (const c of calls) (byProposer.get(c.proposer) ?? byProposer.set(c.proposer, []).get(c.proposer)!).push(c);
     cached = { version, at: Date.now(), index: indexCalls(calls), byProposer };
@@ -296,7 +296,7 @@ export function notePreviewOpened(space: Space, proposal: string, person: string
 /** The space's decision figures (policy/learn/fatigue.ts). */
 export function fatigueOf(space: Space): Fatigue {
   const set = opened.get(space);
-  return fatigue(pastCalls(space.audit({}, LEARN_WINDOW)), (proposal, person) => set?.has(`${proposal}\u0000${person}`) === true);
+  return fatigue(pastCalls(space.ledger.audit({}, LEARN_WINDOW)), (proposal, person) => set?.has(`${proposal}\u0000${person}`) === true);
 }
 
 /** The decision figures of every space in Prometheus text, for /metrics. */
@@ -372,6 +372,6 @@ export function setReviewNote(space: Space, proposal: string, note: ReviewNote):
     reviewNotes.set(space, m);
   }
   // Notes of proposals no longer pending go first.
-  if (m.size > 10_000) for (const id of m.keys()) if (!space.pendingProposals().some((p) => p.id === id)) m.delete(id);
+  if (m.size > 10_000) for (const id of m.keys()) if (!space.proposals.pending().some((p) => p.id === id)) m.delete(id);
   m.set(proposal, note);
 }

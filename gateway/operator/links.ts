@@ -28,7 +28,7 @@ function usable(space: Space, caller: string, link: unknown): { claims: LinkClai
   const { claims } = check;
   if (claims.a !== caller)
     return fail(403, "link_not_yours", `this link was made for ${claims.a}; sign in as them, or decide in the console as yourself`);
-  const p = space.pendingProposals().find((x) => x.id === claims.p);
+  const p = space.proposals.pending().find((x) => x.id === claims.p);
   if (!p) return fail(410, "proposal_not_pending", "the proposal this link decides is no longer waiting for a decision");
   if (Links.digest(p) !== claims.d)
     return fail(409, "link_stale", "the call changed since this link was made (its arguments or tool); decide it in the console");
@@ -79,7 +79,7 @@ export async function linkRoute(
     decision === "approve"
       ? { kind: "mcp/approve", correlation_id: [p.id], payload: { scope: "once", reason: "approved by link", ...confirmed(p) } }
       : { kind: "mcp/reject", correlation_id: [p.id], payload: { reason: "disagree", ...(text ? { text } : {}) } };
-  const errors = await space.act(caller, frame);
+  const errors = await space.seats.act(caller, frame);
   const e = errors[0];
   if (e) return { status: 409, body: { error: { ...e, code: String(e["code"] ?? "error"), message: String(e["message"] ?? "refused") } } };
   return { status: 200, body: { ok: true, state: decision === "approve" ? "approved" : "rejected", proposal: p.id } };

@@ -5,7 +5,7 @@
  *   POST proposals/<id>/review {verdict: approve|reject|escalate, risk: low|medium|high, reason}
  *
  * Only a reviewer the proposer's `review.by` names may answer, once per proposal. An
- * `approve` stands as the reviewer's own approval (through `Space.act`, the pipeline every
+ * `approve` stands as the reviewer's own approval (through `space.seats.act`, the pipeline every
  * approval takes) only when the gateway's risk is within `may_approve` and one approval is
  * needed; otherwise, and for every other verdict, the proposal waits for people with the
  * reviewer's cleaned note on its card.
@@ -31,14 +31,14 @@ function reviews(space: Space, me: string, p: Proposal): boolean {
 
 export function reviewsRoute(space: Space, me: string): Reply {
   refreshLearning(space);
-  const list = space
-    .pendingProposals()
+  const list = space.proposals
+    .pending()
     .filter((p) => p.state === "pending" && p.method === "tools/call" && reviews(space, me, p) && !reviewNote(space, p.id));
   return { status: 200, body: { proposals: list.map((p) => proposalView(space, me, p)) } };
 }
 
 export async function reviewRoute(space: Space, me: string, id: string, body: Record<string, unknown>): Promise<Reply> {
-  const p = space.pendingProposals().find((x) => x.id === id && x.state === "pending");
+  const p = space.proposals.pending().find((x) => x.id === id && x.state === "pending");
   if (!p) return fail(404, "unknown_proposal", `no pending proposal "${id.slice(0, 64)}"`);
   if (!reviews(space, me, p)) return fail(403, "forbidden", `you do not review ${p.proposer}'s proposals`);
   if (reviewNote(space, p.id)) return fail(409, "already_reviewed", "this proposal was reviewed already");
@@ -61,7 +61,7 @@ export async function reviewRoute(space: Space, me: string, id: string, body: Re
     const bound = mayApprove(may, gatewayRisk, requiredApprovals(space.config, p.proposer, p.owner, p.tool));
     if (!bound.ok) note.why = bound.why;
     else {
-      const errors = await space.act(me, {
+      const errors = await space.seats.act(me, {
         kind: "mcp/approve",
         correlation_id: [p.id],
         payload: { scope: "once", reason: reason ? `review: ${reason}`.slice(0, 500) : "review" },

@@ -27,7 +27,7 @@ const LAST_MESSAGE_SCAN = 500;
  * Texts are as participants wrote them: every reader sanitises what it draws.
  */
 export function proposalView(space: Space, viewer: string, p: Proposal): Record<string, unknown> {
-  const entry = p.tool === undefined ? undefined : space.toolEntry(p.owner, p.tool);
+  const entry = p.tool === undefined ? undefined : (space.registry.get(p.owner, p.tool) as Record<string, unknown> | undefined);
   // What will run (book.ts `whatRuns`): an approver's edits, with who and when, else what was proposed.
   const runs = whatRuns(p);
   return {
@@ -106,7 +106,7 @@ function intentOf(
   if (typeof payload?.["intent"] === "string" && payload["intent"].trim() !== "")
     return { text: payload["intent"].slice(0, INTENT_MAX), source: "proposal" };
   const before = Date.parse(p.createdAt);
-  const said = space
+  const said = space.delivery
     .recentFor(viewer, LAST_MESSAGE_SCAN, (e) => e.kind === "chat" && e.from === p.proposer && Date.parse(e.ts) <= before + 1000)
     .at(-1);
   const text = (said?.payload as { text?: unknown } | undefined)?.text;

@@ -21,7 +21,7 @@ import { type Capability, compileCapabilities, compileGlob, covers, type Matcher
 import type { SpaceConfig } from "../config/config.js";
 import { deriveRulePositions } from "../config/rule-positions.js";
 import { ErrorCodes, type ErrorCode } from "../wire/envelope.js";
-import type { GrantBook } from "./grants.js";
+import { GrantBook } from "./grants.js";
 import {
   allowCapabilities,
   type CallFacts,
@@ -91,10 +91,14 @@ export class Authority {
   private readonly skips = new Map<string, { globs: readonly string[]; match: (tool: string) => boolean }>();
   /** Who is in which group (policy/groups.ts): space.yaml's, and what is learnt at run time. */
   readonly groups: Groups;
+  /**
+   * The grants this decision point decides with (grants.ts). It is theirs to keep, as a grant
+   * stands only while its granter holds what space.yaml gives it, which is asked of this.
+   */
+  readonly grants: GrantBook = new GrantBook((id) => this.configured(id));
 
   constructor(
     private readonly config: SpaceConfig,
-    private readonly grants: GrantBook,
     private readonly registry: Registry,
   ) {
     this.groups = new Groups(config);

@@ -5,9 +5,10 @@
  * calls/requests.ts (every mcp/request first), calls/router.ts (routing, responses, the tool
  * catalogue), calls/endpoint.ts (the gateway's own endpoint) and decisions.ts (what happens to a proposal). Those modules never see the member map,
  * the presence batch or a socket: they act on a space only through `SpaceHost`, which
- * `Space` implements; and on each other only through `CallRouter` and `ProposalDesk`
- * below. So the import graph has no circle, not even through types: space.ts imports
- * the modules, and they import this file, member.ts and the state modules.
+ * space/compose.ts builds from delivery and the ledger; and on each other only through
+ * `CallRouter` and `ProposalDesk` below. So the import graph has no circle, not even
+ * through types: compose.ts imports the modules, and they import this file, member.ts and
+ * the state modules.
  */
 import type { Logger } from "pino";
 import type { Authority, Verdict } from "../policy/authority.js";
@@ -43,7 +44,7 @@ export interface SpaceHost {
   /** Whether someone watches as this participant (the web console): it can answer what is asked of it. */
   watching(id: string): boolean;
   /**
-   * Routes an envelope by visibility, serialized once (see `Space.deliver`). `sender` does
+   * Routes an envelope by visibility, serialized once (see `Delivery.deliver`, space/delivery.ts). `sender` does
    * not get it back unless it asked for echo; `toEveryone` reaches `addressed` members too.
    */
   deliver(env: Envelope, sender?: Member, toEveryone?: boolean): void;
@@ -61,8 +62,6 @@ export interface SpaceHost {
   record(...plans: Plan[]): Promise<void>;
   /** Applies a plan now and writes it behind: for bookkeeping no decision waits on (a call's outcome). Resolves once written or failed; never rejects. */
   note(plan: Plan): Promise<void>;
-  /** A proposal's preview as `viewer` would see it (proposals/preview.ts): made as `viewer`, under its policy. */
-  readonly aids: { previews: { of(p: Proposal, viewer: string): Promise<object> } };
   /** Tells `member` that its change could not be recorded (the disk is full, say), and logs why. */
   storeFailed(member: Member, err: unknown, correlationId: string | undefined, what: string): void;
 }

@@ -170,10 +170,15 @@ export class Pins {
   /** Confirmed digests read back from the ledger: a tool first listed after a restart is compared with them. */
   private readonly durable = new Map<string, Map<string, string>>();
   /**
-   * Writes a confirmed digest behind (the space sets it to its ledger): each tool's first
-   * definition, and every one a person confirms. Unset, confirmations last until a restart.
+   * Told of each digest to keep (each tool's first definition, and every one a person
+   * confirms): the space's ledger, built after the registry it restores pins into, subscribes
+   * to write it behind. With no subscriber, confirmations last until a restart.
    */
-  persist: ((r: PinRecord) => void) | undefined;
+  readonly confirmed = new Set<(r: PinRecord) => void>();
+
+  private keep(r: PinRecord): void {
+    for (const write of this.confirmed) write(r);
+  }
 
   /** A confirmed digest read back from the ledger (or just written). */
   apply(r: PinRecord): void {
@@ -224,7 +229,7 @@ export class Pins {
           confirmed: kept ?? digest,
           count: kept === undefined || kept === digest ? 0 : 1,
         });
-        if (kept === undefined) this.persist?.({ type: "pin", owner: participant, tool: t.name, digest });
+        if (kept === undefined) this.keep({ type: "pin", owner: participant, tool: t.name, digest });
         else if (kept !== digest) {
           // What it was is not known any more, only that it was something else.
           changes.push({
@@ -285,7 +290,7 @@ export class Pins {
     if (!pin || pin.digest !== digest || pin.confirmed === digest) return false;
     pin.confirmed = digest;
     pin.confirmedDef = undefined;
-    this.persist?.({ type: "pin", owner: participant, tool, digest });
+    this.keep({ type: "pin", owner: participant, tool, digest });
     return true;
   }
 

@@ -282,14 +282,19 @@ export class ProposalBook {
   readonly results = new CallResults();
 
   /**
-   * `onDue`: a pending proposal's time is up; the caller records its expiry (`undefined`:
-   * proposals never expire — `policy.expires_action: keep`). `onChanged`: a change was
-   * applied (for notifications and metrics; not called while restoring).
+   * Told when a pending proposal's time is up; the listener records its expiry. Decisions,
+   * built after this book (it decides over it), subscribes.
    */
-  constructor(
-    private readonly onDue: ((p: Proposal) => void) | undefined,
-    private readonly onChanged: (p: Proposal, event: ProposalState | "proposed", from: ProposalState | undefined) => void = () => {},
-  ) {}
+  readonly due = new Set<(p: Proposal) => void>();
+  /** Told of every change applied (for notifications, metrics and escalation timers; not while restoring). */
+  readonly changed = new Set<(p: Proposal, event: ProposalState | "proposed", from: ProposalState | undefined) => void>();
+
+  /** `expires`: whether a proposal's time running out ends it (false: `policy.expires_action: keep`). */
+  constructor(private readonly expires: boolean) {}
+
+  private onChanged(p: Proposal, event: ProposalState | "proposed", from: ProposalState | undefined): void {
+    for (const hear of this.changed) hear(p, event, from);
+  }
 
   // --- restore ---------------------------------------------------------------------
 
@@ -523,12 +528,11 @@ export class ProposalBook {
 
   /** Arms (or re-arms, after a failed attempt to record it) an awaiting proposal's expiry. */
   arm(p: Proposal, afterMs = Math.max(0, p.expiresAt - Date.now())): void {
-    const onDue = this.onDue;
-    if (!onDue) return;
+    if (!this.expires) return;
     clearTimeout(this.timers.get(p.id));
     const timer = setTimeout(() => {
       this.timers.delete(p.id);
-      if (awaiting(p.state) && this.open.get(p.id) === p) onDue(p);
+      if (awaiting(p.state) && this.open.get(p.id) === p) for (const onDue of this.due) onDue(p);
     }, afterMs);
     timer.unref();
     this.timers.set(p.id, timer);

@@ -75,6 +75,9 @@ export class Decisions implements ProposalDesk {
     notify: (p: Proposal, approvers: readonly string[]) => void = () => {},
   ) {
     this.escalations = new Escalations(space, proposals, notify);
+    // The book is built first and tells this of its proposals' clocks and changes.
+    proposals.due.add((p) => void this.onDue(p));
+    proposals.changed.add((p) => this.escalations.arm(p));
   }
 
   /** The decision point's verdict for `member` calling `target`; `confirming`: the approver's bar (authority.ts). */

@@ -18,7 +18,8 @@ export class Escalations {
   private closed = false;
 
   constructor(
-    private readonly space: SpaceHost,
+    /** What it uses of the space (ports/host.ts). */
+    private readonly space: Pick<SpaceHost, "authority" | "config" | "log" | "record">,
     private readonly proposals: ProposalBook,
     /** Tells the webhooks (notify.ts), naming who may decide now. */
     private readonly notify: (p: Proposal, approvers: readonly string[]) => void,

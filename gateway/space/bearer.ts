@@ -73,6 +73,6 @@ export function adopt(space: Space, identity: Identity): void {
   space.runtimeGroups.set(id, identity.groups);
   // Who may decide asks the one place group membership is worked out (policy/groups.ts).
   space.authority.groups.setRuntime(id, identity.groups);
-  const member = space.member(id);
+  const member = space.delivery.members.get(id);
   if (member) member.groups = identity.groups;
 }

@@ -38,6 +38,12 @@ export class Delivery {
     private readonly log: Logger,
   ) {}
 
+  /** Whether someone watches as this participant (the web console): it can answer what is asked of it. */
+  watching(id: string): boolean {
+    for (const w of this.watchers) if (w.id === id) return true;
+    return false;
+  }
+
   /**
    * Serializes once and hands the same bytes to every recipient: `all` members see
    * everything, `addressed` members what names them, everyone sees presence (and what
@@ -117,7 +123,7 @@ export class Delivery {
    * The recent envelopes `viewer` may see, as a welcome would give them (its visibility),
    * oldest first, at most `limit`; `match` narrows them (the last chat of a proposer, say).
    */
-  recentFor(viewer: string, limit: number, match: (env: Envelope) => boolean): Envelope[] {
+  recentFor(viewer: string, limit: number, match: (env: Envelope) => boolean = () => true): Envelope[] {
     const all = this.config.participants[viewer]?.visibility === "all";
     const out: Envelope[] = [];
     for (let i = this.history.length - 1; i >= 0 && out.length < limit; i--) {

@@ -78,7 +78,7 @@ class LocalPort implements MemberPort {
   }
 
   handle(data: Buffer): void {
-    this.space.handle(this.member, data.toString("utf8"));
+    this.space.pipeline.handle(this.member, data.toString("utf8"));
   }
 
   streamFrame(data: Buffer, binary: boolean): void {

@@ -92,7 +92,7 @@ class InProcessPeer implements InProcessConnection {
       return this.reply(ErrorCodes.payloadTooLarge, `frame of ${Buffer.byteLength(text)} bytes exceeds the limit of ${limit} bytes`);
     }
     try {
-      this.space.handle(this.member, text);
+      this.space.pipeline.handle(this.member, text);
     } catch {
       // As on the socket path: a bug costs one frame, not the caller.
       this.reply(ErrorCodes.internal, "the gateway failed to handle this frame");
@@ -112,7 +112,7 @@ class InProcessPeer implements InProcessConnection {
   // --- space → client (the Peer) ---------------------------------------------------------
 
   /**
-   * Delivery is deferred to a microtask: the sender's `space.handle()` returns before any
+   * Delivery is deferred to a microtask: the sender's `space.pipeline.handle()` returns before any
    * recipient runs, so an in-process participant answering from its handler never
    * re-enters the space mid-routing, and per-connection order is kept (microtasks are FIFO).
    * No byte cap is needed here, unlike a socket: the queue drains before the event loop

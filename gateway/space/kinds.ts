@@ -33,7 +33,7 @@ export interface Handlers {
   readonly switches: Switches;
   readonly streams: Streams;
   readonly conversations: Conversations;
-  /** Routes an envelope by visibility (`Space.deliver`). */
+  /** Routes an envelope by visibility (`Delivery.deliver`, space/delivery.ts). */
   deliver(env: Envelope, sender?: Member): void;
 }
 

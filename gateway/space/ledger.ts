@@ -71,24 +71,36 @@ export const LEGACY: LegacyFile<StateRecord>[] = [
   { file: "audit.jsonl", wrap: (entry: unknown): StateRecord => ({ type: "audit", entry: entry as AuditEntry }) },
 ];
 
+/** The books a space's store holds the state of, read back into them when it opens. */
+export interface Books {
+  proposals: ProposalBook;
+  grants: GrantBook;
+  invites: Invites;
+  switches: Switches;
+  conversations: Conversations;
+  pins: Pins;
+}
+
+/**
+ * Built before the books it writes for (they are handed it to record their changes), and
+ * opened once they exist: opening reads the store back into them, and may compact it from
+ * them (a first start's migration). A write before it opens is refused, never lost.
+ */
 export class Ledger {
-  private constructor(
-    private readonly store: StateStore<StateRecord>,
-    readonly report: OpenReport,
+  private opened: { store: StateStore<StateRecord>; report: OpenReport } | undefined;
+
+  /** `opener` replaces the journal in `gateway.state_dir` (a cluster keeps a space's state on its bus). */
+  constructor(
+    private readonly config: SpaceConfig,
+    private readonly log: Logger,
+    private readonly onWrite?: (seconds: number) => void,
+    private readonly opener?: StoreOpener<StateRecord>,
   ) {}
 
-  /**
-   * Opens the space's store and folds what it holds into the books. Throws a `StoreError`
-   * on a corrupt journal. `opener` replaces the journal in `gateway.state_dir` (a cluster
-   * keeps a space's state on its bus).
-   */
-  static open(
-    config: SpaceConfig,
-    log: Logger,
-    books: { proposals: ProposalBook; grants: GrantBook; invites: Invites; switches: Switches; conversations: Conversations; pins: Pins },
-    onWrite?: (seconds: number) => void,
-    opener?: StoreOpener<StateRecord>,
-  ): Ledger {
+  /** Opens the space's store and folds what it holds into the books. Throws a `StoreError` on a corrupt journal; opens once. */
+  open(books: Books): OpenReport {
+    if (this.opened) throw new Error("the state store is already open");
+    const { config, log, onWrite } = this;
     const { proposals, grants, invites, switches, conversations, pins } = books;
     const hooks: StoreHooks<StateRecord> = {
       apply: (r) => {
@@ -111,7 +123,7 @@ export class Ledger {
       isHistory: (r) => r.type === "audit",
     };
     const { store, report } =
-      opener?.(hooks) ??
+      this.opener?.(hooks) ??
       openStore<StateRecord>(
         {
           dir: config.gateway.state_dir,
@@ -128,7 +140,8 @@ export class Ledger {
         hooks,
         LEGACY,
       );
-    return new Ledger(store, report);
+    this.opened = { store, report };
+    return report;
   }
 
   /**
@@ -136,8 +149,9 @@ export class Ledger {
    * with the store's error, having applied nothing, when the write fails.
    */
   async record(...plans: Plan[]): Promise<void> {
+    if (!this.opened) throw new Error("the state store is not open yet");
     try {
-      await this.store.commit(plans.flatMap((p) => p.records as StateRecord[]));
+      await this.opened.store.commit(plans.flatMap((p) => p.records as StateRecord[]));
     } catch (err) {
       for (const p of plans) p.undo?.();
       throw err;
@@ -147,13 +161,29 @@ export class Ledger {
     for (const p of plans) p.apply();
   }
 
+  /**
+   * Applies a plan now and writes it behind: for bookkeeping no decision waits on (a call's
+   * outcome). Resolves once written or failed; never rejects.
+   */
+  note(plan: Plan): Promise<void> {
+    plan.apply();
+    plan.done?.();
+    return this.record({ records: plan.records, apply: () => {} }).catch((err: unknown) => {
+      this.log.error(
+        { err: String(err) },
+        "could not write a call's outcome; after a restart it comes back interrupted if its call was in flight",
+      );
+    });
+  }
+
   /** Audit entries matching the filter, oldest first. */
   audit(q: AuditQuery = {}, limit = 10_000): AuditEntry[] {
-    return this.store.history((r) => r.type === "audit" && auditMatches(r.entry, q), { limit }).map((r) => (r as AuditRecord).entry);
+    if (!this.opened) return [];
+    return this.opened.store.history((r) => r.type === "audit" && auditMatches(r.entry, q), { limit }).map((r) => (r as AuditRecord).entry);
   }
 
   close(): Promise<void> {
-    return this.store.close();
+    return this.opened ? this.opened.store.close() : Promise.resolve();
   }
 }
 

@@ -16,7 +16,7 @@ export interface SeatsHost {
   readonly config: SpaceConfig;
   readonly log: Logger;
   readonly delivery: Delivery;
-  readonly pipeline: () => Pipeline;
+  readonly pipeline: Pipeline;
   /** Groups each participant's identity provider put it in (bearer.ts). */
   readonly runtimeGroups: ReadonlyMap<string, readonly string[]>;
   recompile(member: Member): void;
@@ -58,7 +58,7 @@ export class Seats {
     const actor = new Member(id, config, peer, config.visibility, false, h.log, h.delivery.joins, "api");
     actor.groups = h.runtimeGroups.get(id) ?? [];
     h.recompile(actor);
-    const pending = h.pipeline().run(actor, parseFrame(JSON.stringify(frame), h.config.gateway.limits.max_depth));
+    const pending = h.pipeline.run(actor, parseFrame(JSON.stringify(frame), h.config.gateway.limits.max_depth));
     if (pending) await pending;
     return errors;
   }

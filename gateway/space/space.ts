@@ -1,113 +1,59 @@
 /**
- * One space: it builds the modules that handle its traffic and wires them to ports.
+ * One space: its membership (join, leave, the token check), the views the operator API
+ * reads, and the modules that handle its traffic, each exposed as a field.
  *
  * The space never touches a socket. A connected participant is a `Peer` (send bytes,
- * close), so the WebSocket server and in-process participants plug in alike. What a space
- * does is spread over the files beside this one, each given only what it needs:
- *   pipeline.ts  every inbound frame, from text to the handler of its kind;
- *   kinds.ts     the table of which handler each kind goes to;
- *   delivery.ts  members, watchers, presence and history, and the one way bytes leave;
- *   roster.ts    how members are described, and each joiner's welcome;
- *   ledger.ts    where every change of durable state is written;
- *   seats.ts     acting and watching as a participant without joining (the operator API);
- *   reload.ts    a new space.yaml taken while the space runs; bearer.ts, tokens and JWTs.
- * The handlers live in their own folders (calls/, proposals/, policy/, agents/) and act back
- * on the space only through `SpaceHost` (ports/host.ts), which this class implements; none
- * of them imports this folder. This file keeps membership (join, leave, the token check),
- * the views the operator API reads, and the glue between the modules. It is past 500 lines
- * because it is that glue: the constructor wires some fifteen modules to one another, and
- * nearly every method is a line or two handing a port to one of them; what has a concern of
- * its own has its own file above.
+ * close), so the WebSocket server and in-process participants plug in alike. The modules
+ * are built by compose.ts, in dependency order, each given only the ports it uses; the
+ * handlers (calls/, proposals/, policy/, agents/) act back on the space only through
+ * `SpaceHost` (ports/host.ts), built there, and none of them imports this folder. Callers
+ * reach a module through its field (`space.seats.act`, `space.ledger.audit`,
+ * `space.pipeline.handle`, `space.host.deliver`); this class forwards nothing.
  */
 import type { Logger } from "pino";
-import { Conversations } from "../agents/conversations.js";
-import { Invites } from "../agents/invites.js";
-import { Streams } from "../agents/streams.js";
-import { Switches } from "../agents/switches.js";
-import { frameBudget, maySee } from "../calls/endpoint.js";
-import { Calls } from "../calls/calls.js";
-import { McpRouter } from "../calls/router.js";
-import { Requests } from "../calls/requests.js";
-import { GatewayEndpoint } from "../calls/endpoint.js";
 import type { SpaceConfig } from "../config/config.js";
-import { admitPolicy, type PolicyFinding } from "../policy/check.js";
-import type { TokenBook } from "../identity/tokens.js";
 import { SpaceIdentity } from "../identity/provider.js";
-import { SpaceMetrics } from "../ports/metrics.js";
-import { Tracing } from "../ports/tracing.js";
-import { Notifier } from "../proposals/notify.js";
-import { describeCondition } from "../policy/scope.js";
-import { Authority, type Verdict } from "../policy/authority.js";
-import { compileCapabilities } from "../policy/capabilities.js";
-import { GrantBook } from "../policy/grants.js";
-import { Lending } from "../policy/lending.js";
-import { clip, type SpaceHost } from "../ports/host.js";
+import type { TokenBook } from "../identity/tokens.js";
+import { admitPolicy, type PolicyFinding } from "../policy/check.js";
+import { clip } from "../ports/host.js";
 import { Member, type Peer } from "../ports/member.js";
-import type { Plan } from "../ports/plan.js";
-import { Registry } from "../ports/registry.js";
-import { type AuditEntry, type AuditQuery, type Proposal, ProposalBook, runningArguments } from "../proposals/book.js";
-import { Aids } from "../proposals/aids.js";
-import { Decisions } from "../proposals/decisions.js";
-import { RunsEnded } from "../proposals/runs-ended.js";
-import { StoreError, type StoreOpener } from "../store/index.js";
-import { type Envelope, CloseCodes, ErrorCodes, type ErrorCode, type InboundEnvelope, systemEnvelope } from "../wire/envelope.js";
-import { Delivery } from "./delivery.js";
-import type { Handlers } from "./kinds.js";
-import { Ledger, type StateRecord } from "./ledger.js";
-import { Pipeline } from "./pipeline.js";
-import { Seats } from "./seats.js";
-import { Roster } from "./roster.js";
-import { applyReload, type ReloadHost, type ReloadReport } from "./reload.js";
-import { Sessions } from "./sessions.js";
+import type { Proposal } from "../proposals/book.js";
+import type { StoreOpener } from "../store/index.js";
+import { CloseCodes, ErrorCodes, systemEnvelope } from "../wire/envelope.js";
+import { composeSpace, grantsView, type SpaceParts } from "./compose.js";
+import type { StateRecord } from "./ledger.js";
 
 export { Member, type Peer, type Visibility } from "../ports/member.js";
 
 export type AuthResult = { ok: true; id: string; digest?: string } | { ok: false; code: number; reason: string };
 
-export class Space implements SpaceHost {
+export class Space {
   readonly id: string;
-  readonly registry = new Registry();
-  readonly proposals: ProposalBook;
-  /** mcp/request and mcp/response, the gateway endpoint, the catalogue (calls/router.ts). */
-  private readonly mcp: McpRouter;
-  /** What happens to proposals (decisions.ts). */
-  private readonly decisions: Decisions;
-  /** Members, watchers, presence, history, and the way out (delivery.ts). */
-  private readonly delivery: Delivery;
-  /** Members' descriptions and welcomes (roster.ts). */
-  private readonly roster: Roster;
-  /** Every inbound frame (pipeline.ts). */
-  private readonly pipeline: Pipeline;
-  /** Acting and watching as a participant without joining (seats.ts). */
-  private readonly seats: Seats;
-  /** Grants, and which still stand (grants.ts). */
-  private readonly grants: GrantBook;
-  /** Where every change of proposals and grants is made durable (ledger.ts). */
-  private readonly ledger: Ledger;
-  /** Figures for /metrics. */
-  readonly metrics = new SpaceMetrics();
-  /** Spans of call chains, exported over OTLP when configured (ports/tracing.ts). */
-  readonly tracing: Tracing;
-  /** Webhooks told of proposals (gateway.notify). */
-  readonly notifier: Notifier;
-  /** Previews and signed decision links: what helps a person decide (proposals/aids.ts). */
-  readonly aids: Aids;
+  // The modules, built by compose.ts: `SpaceParts` there says what each one does.
+  readonly host: SpaceParts["host"];
+  readonly registry: SpaceParts["registry"];
+  readonly proposals: SpaceParts["proposals"];
+  readonly mcp: SpaceParts["router"];
+  readonly decisions: SpaceParts["decisions"];
+  readonly delivery: SpaceParts["delivery"];
+  readonly pipeline: SpaceParts["pipeline"];
+  readonly seats: SpaceParts["seats"];
+  readonly grants: SpaceParts["grants"];
+  readonly ledger: SpaceParts["ledger"];
+  readonly metrics: SpaceParts["metrics"];
+  readonly tracing: SpaceParts["tracing"];
+  readonly notifier: SpaceParts["notifier"];
+  readonly aids: SpaceParts["aids"];
+  readonly authority: SpaceParts["authority"];
+  readonly streams: SpaceParts["streams"];
+  readonly switches: SpaceParts["switches"];
+  readonly conversations: SpaceParts["conversations"];
+  readonly sessions: SpaceParts["sessions"];
+  readonly refresh: SpaceParts["refresh"];
+  readonly reload: SpaceParts["reload"];
+  private readonly parts: SpaceParts;
   /** The web console's address, once the gateway listens (for links in notices). */
   consoleUrl: string | undefined;
-  /** The policy decision point (authority.ts). */
-  readonly authority: Authority;
-  /** capability/grant and capability/revoke (lending.ts). */
-  private readonly lending: Lending;
-  /** MEW streams (streams.ts). */
-  private readonly streams: Streams;
-  /** Participants invited at runtime (invites.ts). */
-  private readonly invites: Invites;
-  /** Participants switched off at runtime (switches.ts). */
-  readonly switches: Switches;
-  /** Who holds each person's conversation (conversations.ts). */
-  private readonly conversations: Conversations;
-  /** Who is connected from where, and token expiry (sessions.ts). */
-  readonly sessions: Sessions;
   private isClosed = false;
   /** The space's identity provider, with `identity:` in space.yaml (space/bearer.ts uses it). */
   readonly identity: SpaceIdentity | undefined;
@@ -127,209 +73,63 @@ export class Space implements SpaceHost {
   ) {
     this.id = config.space.id;
     // Rules that match nothing, or a condition that does not compile, are found before anyone joins (policy/check.ts).
-    const findings = admitPolicy(config);
-    this.findings = findings;
-    for (const f of findings) log.warn({ code: f.code, at: `${f.file}:${f.line}:${f.column}`, rule: f.path }, f.message);
-    this.tracing = Tracing.from(config.gateway.telemetry, process.env, log);
-    const declared = (id: string) => Object.hasOwn(config.participants, id);
+    this.findings = admitPolicy(config);
+    for (const f of this.findings) log.warn({ code: f.code, at: `${f.file}:${f.line}:${f.column}`, rule: f.path }, f.message);
     this.identity =
       config.identity &&
       new SpaceIdentity(
         config.identity,
         this.id,
         Object.keys(config.participants),
-        declared,
+        (id: string) => Object.hasOwn(config.participants, id),
         log.child({ component: "identity" }),
         opts.env,
       );
-    this.delivery = new Delivery(config, this.metrics, log);
-    this.sessions = new Sessions(() => this.delivery.members.values(), tokens);
-    this.grants = new GrantBook((id) => this.authority.configured(id));
-    this.authority = new Authority(config, this.grants, this.registry);
-    this.lending = new Lending(this, this.grants);
-    this.streams = new Streams({
-      config,
-      log,
-      deliver: (e, s, t) => this.deliver(e, s, t),
-      fail: (...a) => this.fail(...a),
-      members: () => this.delivery.members.values(),
-    });
-    this.invites = new Invites(
+    const parts = composeSpace(
       {
+        id: this.id,
         config,
+        tokens,
         log,
-        member: (id) => this.delivery.members.get(id),
-        capabilitiesOf: (id) => this.grants.capabilitiesOf(id),
-        authority: { lendable: (...a) => this.authority.lendable(...a) },
-        deliver: (e, s) => this.deliver(e, s),
-        sendTo: (m, e) => this.sendTo(m, e),
-        fail: (...a) => this.fail(...a),
-        record: (...p) => this.record(...p),
-        storeFailed: (...a) => this.storeFailed(...a),
-        forget: (id) => this.authority.forget(id),
+        runtimeGroups: this.runtimeGroups,
+        consoleUrl: () => this.consoleUrl,
+        noteFindings: (found) => this.noteFindings(found),
+        closed: () => this.isClosed,
+        sameIdentity: (member, token, claimed) => {
+          const auth = this.authenticate(token, claimed);
+          return auth.ok && auth.id === member.id;
+        },
       },
-      tokens,
+      opts,
     );
-    this.switches = new Switches({
-      config,
-      log,
-      deliver: (e, s) => this.deliver(e, s),
-      fail: (...a) => this.fail(...a),
-      record: (...p) => this.record(...p),
-      storeFailed: (...a) => this.storeFailed(...a),
-      changed: (id, disabled) => {
-        if (this.registry.setDisabled(id, disabled)) this.mcp?.catalogueChanged();
-      },
-    });
-    // The call table is built first: conversations restored from the store name their calls,
-    // opened again in it once the router exists (Conversations.resume).
-    const calls = new Calls(config.calls);
-    this.conversations = new Conversations({
-      config,
-      log,
-      calls,
-      abort: (call, reason, message) => this.mcp.abort(call, reason, message),
-      deliver: (e, s, t) => this.deliver(e, s, t),
-      fail: (...a) => this.fail(...a),
-      record: (...p) => this.record(...p),
-      note: (p) => void this.note(p),
-      storeFailed: (...a) => this.storeFailed(...a),
-    });
-    this.aids = new Aids({
-      config,
+    this.parts = parts;
+    ({
+      host: this.host,
       registry: this.registry,
-      authority: this.authority,
-      isDisabled: (id) => this.switches.isDisabled(id),
-      callFor: (...a) => this.mcp.callFor(...a),
-      consoleUrl: () => this.consoleUrl,
-    });
-    this.notifier = new Notifier(
-      this.id,
-      config.gateway.notify,
-      log.child({ component: "notify" }),
-      () => this.consoleUrl,
-      (p) => (p.tool ? this.authority.why(p.proposer, p.owner, p.tool, runningArguments(p)) : undefined),
-      (p) => this.aids.linksFor(p),
-      opts.env ?? process.env,
-    );
-    const onDue = config.policy.expires_action === "keep" ? undefined : (p: Proposal) => void this.decisions.onDue(p);
-    this.proposals = new ProposalBook(onDue, (p, event, from) => this.proposalChanged(p, event, from));
-    this.ledger = Ledger.open(
-      config,
-      log,
-      {
-        proposals: this.proposals,
-        grants: this.grants,
-        invites: this.invites,
-        switches: this.switches,
-        conversations: this.conversations,
-        pins: this.registry.pins,
-      },
-      (s) => this.metrics.storeWriteSeconds.observe(s),
-      opts.store,
-    );
-    // Confirmed tool definitions outlive a restart: a tool that changed while the gateway was stopped is not trusted on sight.
-    this.registry.pins.persist = (r) => void this.note({ records: [r], apply: () => {} });
-    const { torn, migrated, records, bytes, ms } = this.ledger.report;
-    if (torn) log.warn(torn, "the state journal ended in a torn record (a crash mid-write); it was cut off there");
-    if (migrated?.length) log.info({ files: migrated }, "state migrated from the first wave's files");
-    log.debug({ records, bytes, ms }, "state restored");
-    this.grants.revalidate();
-    const runs = new RunsEnded(this.proposals, (plan) => this.note(plan));
-    this.mcp = new McpRouter(this, calls, this.registry, this.proposals, (call, end) => runs.callEnded(call, end), this.conversations);
-    this.decisions = new Decisions(this, this.proposals, calls, this.registry, this.mcp, runs, this.lending, (p, approvers) =>
-      this.notifier.escalated(p, approvers),
-    );
-    // Stacks that were held when the gateway stopped are held again, with their calls.
-    this.conversations.resume();
-    this.roster = new Roster(this.delivery, this.metrics, {
-      config,
-      isDisabled: (id) => this.switches.isDisabled(id),
-      tools: (m) => this.toolsFor(m),
-      proposals: (m) => this.proposals.pending().filter((p) => maySee(m, p)),
-      budget: () => frameBudget(this),
-      activeStreams: () => this.streams.active(),
-      conversations: () => this.conversations.view(),
-    });
-    // A request can be a decision (a MEW fulfilment, a gateway tools/call that needs
-    // approval): the handler of requests sits above the router and the decisions.
-    const requests = new Requests(this, this.mcp, this.decisions, new GatewayEndpoint(this, this.mcp, this.decisions), this.proposals);
-    const handlers: Handlers = {
-      mcp: this.mcp,
-      requests,
+      proposals: this.proposals,
+      router: this.mcp,
       decisions: this.decisions,
-      lending: this.lending,
-      invites: this.invites,
-      switches: this.switches,
-      streams: this.streams,
-      conversations: this.conversations,
-      deliver: (e, sender) => this.delivery.deliver(e, sender),
-    };
-    this.pipeline = new Pipeline({
-      config,
-      metrics: this.metrics,
-      handlers,
-      member: (id) => this.delivery.members.get(id),
-      closed: () => this.isClosed,
-      sameIdentity: (member, token, claimed) => {
-        const auth = this.authenticate(token, claimed);
-        return auth.ok && auth.id === member.id;
-      },
-      fail: (...a) => this.delivery.fail(...a),
-      capabilityViolation: (m, e) => this.delivery.capabilityViolation(m, e),
-    });
-    this.seats = new Seats({
-      id: this.id,
-      config,
-      log,
       delivery: this.delivery,
-      pipeline: () => this.pipeline,
-      runtimeGroups: this.runtimeGroups,
-      recompile: (m) => this.recompile(m),
-      watching: (id) => this.watching(id),
-      unreachable: (id) => this.mcp.unreachable(id),
-    });
-    // Approved before the gateway stopped, with no outcome written: the call may or may not
-    // have reached the tool, so it is never routed again on its own. It waits, interrupted,
-    // for a person to decide again, with a fresh TTL; its proposer hears it on joining.
-    for (const p of this.proposals.restored()) {
-      this.log.warn(
-        { proposal: p.id, proposer: p.proposer, approver: p.decidedBy },
-        "proposal was approved when the gateway stopped; marked interrupted until someone decides again",
-      );
-      // A two-person rule holds again: the call may have run, so running it again needs its approvers again.
-      const again = (p.required ?? 1) > 1 ? { approvals: [] } : {};
-      this.note(
-        this.proposals.planTransition(p, {
-          state: "interrupted",
-          reason: "gateway_restarted",
-          expiresAt: Date.now() + config.policy.proposal_ttl_ms,
-          ...again,
-        }),
-      );
-    }
-    // Escalation timers, re-armed from each proposal's creation (proposals/escalation.ts).
-    for (const p of this.proposals.pending()) this.decisions.escalations.arm(p);
+      pipeline: this.pipeline,
+      seats: this.seats,
+      grants: this.grants,
+      ledger: this.ledger,
+      metrics: this.metrics,
+      tracing: this.tracing,
+      notifier: this.notifier,
+      aids: this.aids,
+      authority: this.authority,
+      streams: this.streams,
+      switches: this.switches,
+      conversations: this.conversations,
+      sessions: this.sessions,
+      refresh: this.refresh,
+      reload: this.reload,
+    } = parts);
   }
 
   get online(): number {
     return this.delivery.members.size;
-  }
-
-  watching(id: string): boolean {
-    for (const w of this.delivery.watchers) if (w.id === id) return true;
-    return false;
-  }
-
-  /** Requests waiting on participant `id` to answer (a form asked of a person at the web console). */
-  requestsFor(id: string): Array<Record<string, unknown>> {
-    return this.mcp.calls
-      .toTarget(id)
-      .map((c) => ({ id: c.id, from: c.caller, method: c.method, rpc_id: c.rpcId, params: c.params, age_ms: Date.now() - c.openedAt }));
-  }
-
-  member(id: string): Member | undefined {
-    return this.delivery.members.get(id);
   }
 
   /**
@@ -365,7 +165,7 @@ export class Space implements SpaceHost {
     const member = new Member(id, config, peer, config.visibility, opts.echo ?? config.echo, this.log, ++this.delivery.joins);
     member.groups = this.runtimeGroups.get(id) ?? [];
     member.tokenDigest = opts.digest;
-    this.recompile(member);
+    this.parts.recompile(member);
     const previous = this.delivery.members.get(id);
     this.delivery.members.set(id, member);
     if (previous) {
@@ -375,35 +175,14 @@ export class Space implements SpaceHost {
       // Through the space's logger, so a member that never logs again never makes its own.
       this.log.info({ participant: id, visibility: member.visibility }, "joined");
     }
-    this.roster.send(member);
+    this.parts.roster.send(member);
     this.decisions.tellInterrupted(member);
     if (!previous) {
-      this.delivery.announce(systemEnvelope("system/presence", { event: "join", participant: this.roster.describe(member) }), member);
+      this.delivery.announce(systemEnvelope("system/presence", { event: "join", participant: this.parts.roster.describe(member) }), member);
     }
     if (config.kind === "mcp") this.mcp.refreshTools(id);
     if (opts.digest !== undefined) this.sessions.schedule();
     return member;
-  }
-
-  /** Takes a new space.yaml, parsed and validated, with its tokens (reload.ts); rejects, having changed nothing, if its audit record is not written. */
-  reload(next: SpaceConfig, tokens: TokenBook, by: string): Promise<ReloadReport> {
-    const ports: ReloadHost = {
-      id: this.id,
-      config: this.config,
-      log: this.log,
-      tokens: this.tokens,
-      authority: this.authority,
-      proposals: this.proposals,
-      members: () => this.delivery.members.values(),
-      record: (...p) => this.record(...p),
-      deliver: (e) => this.deliver(e),
-      refresh: (id) => this.refresh(id),
-      revalidateGrants: () => this.grants.revalidate(),
-      tokensChanged: () => this.sessions.revoke(),
-      verdict: (caller, owner, method, params, confirming) =>
-        this.authority.call(caller, compileCapabilities(this.grants.capabilitiesOf(caller)), owner, method, params, confirming),
-    };
-    return applyReload(ports, next, tokens, by);
   }
 
   /**
@@ -419,11 +198,6 @@ export class Space implements SpaceHost {
     this.streams.left(member.id);
     this.delivery.announce(systemEnvelope("system/presence", { event: "leave", participant: { id: member.id }, reason }));
     this.mcp.forgetTools(member.id);
-  }
-
-  /** One text frame from `member`, in the order it sent them (pipeline.ts). */
-  handle(member: Member, text: string): void {
-    this.pipeline.handle(member, text);
   }
 
   /** A raw stream frame (`#<id>#<data>`) from `member` (server.ts sends them here, not to `handle`). */
@@ -452,22 +226,6 @@ export class Space implements SpaceHost {
     return this.ledger.close().finally(() => flushed);
   }
 
-  /** Audit entries matching the filter, oldest first. */
-  audit(q: AuditQuery = {}, limit?: number): AuditEntry[] {
-    return this.ledger.audit(q, limit);
-  }
-
-  // --- acting and watching without joining (the operator API) ----------------------
-
-  /** Runs one frame through the whole pipeline as participant `id` without joining (seats.ts). */
-  act(
-    id: string,
-    frame: Record<string, unknown>,
-    opts: { tellLive?: boolean; replies?: Envelope[] } = {},
-  ): Promise<Array<Record<string, unknown>>> {
-    return this.seats.act(id, frame, opts);
-  }
-
   /** Findings made after the load (calls/catalogue.ts): each new one kept with the others and told to `findingListeners`. */
   noteFindings(found: PolicyFinding[]): void {
     for (const f of found) {
@@ -477,25 +235,12 @@ export class Space implements SpaceHost {
     }
   }
 
-  /** The decision point for `caller`, connected or not, with its capabilities as they stand (SpaceHost). */
-  verdictOf(caller: string, owner: string, method: string, params: Record<string, unknown>, confirming: boolean): Verdict {
-    return this.authority.call(caller, compileCapabilities(this.grants.capabilitiesOf(caller)), owner, method, params, confirming);
-  }
+  // --- the views the operator API reads ----------------------------------------------
 
   /** Why participant `id` may not decide proposal `p` (nor Respond to it), or undefined (decisions.ts `whyNotDecide`). */
   whyNotDecide(id: string, p: Proposal): { code: string; message: string } | undefined {
     const actor = this.seats.actor(id);
     return actor ? this.decisions.whyNotDecide(actor, p) : { code: ErrorCodes.unknownRecipient, message: `no participant "${clip(id)}"` };
-  }
-
-  /** Streams to `peer` what participant `id` may see, until the returned function is called (seats.ts). */
-  watch(id: string, peer: Peer): () => void {
-    return this.seats.watch(id, peer);
-  }
-
-  /** Who holds each person's conversation (conversations.ts). */
-  conversationsView(): Array<Record<string, unknown>> {
-    return this.conversations.view();
   }
 
   /** Every participant of the space, connected or not, as `viewer` may see it. */
@@ -511,16 +256,16 @@ export class Space implements SpaceHost {
     }));
   }
 
-  /** The recent envelopes `viewer` may see, oldest first, at most `limit` (delivery.ts). */
-  recentFor(viewer: string, limit: number, match: (env: Envelope) => boolean = () => true): Envelope[] {
-    return this.delivery.recentFor(viewer, limit, match);
-  }
-
   /** Grants held now, each with whether it stands (its granter still holds what it lent). */
   grantsView(): Array<Record<string, unknown>> {
-    return this.grants
-      .all()
-      .map((g) => ({ ...g, standing: this.grants.stands(g), ...(g.condition ? { limited_to: describeCondition(g.condition) } : {}) }));
+    return grantsView(this.grants);
+  }
+
+  /** Requests waiting on participant `id` to answer (a form asked of a person at the web console). */
+  requestsFor(id: string): Array<Record<string, unknown>> {
+    return this.mcp.calls
+      .toTarget(id)
+      .map((c) => ({ id: c.id, from: c.caller, method: c.method, rpc_id: c.rpcId, params: c.params, age_ms: Date.now() - c.openedAt }));
   }
 
   /** The grant with this id, if it is held. */
@@ -528,106 +273,8 @@ export class Space implements SpaceHost {
     return this.grants.all().find((g) => g.id === id);
   }
 
-  // --- durable changes (ledger.ts) ---------------------------------------------------
-
-  record(...plans: Plan[]): Promise<void> {
-    return this.ledger.record(...plans);
-  }
-
-  note(plan: Plan): Promise<void> {
-    plan.apply();
-    plan.done?.();
-    return this.ledger.record({ records: plan.records, apply: () => {} }).catch((err: unknown) => {
-      this.log.error(
-        { err: String(err) },
-        "could not write a call's outcome; after a restart it comes back interrupted if its call was in flight",
-      );
-    });
-  }
-
-  storeFailed(member: Member, err: unknown, correlationId: string | undefined, what: string): void {
-    const cause = err instanceof Error ? err.message : String(err);
-    this.log.error({ participant: member.id, err: cause }, `state store: ${what}`);
-    // The participant learns the cause (ENOSPC, say), not the server's paths.
-    const errno = err instanceof StoreError && err.errno ? err.errno : "an error";
-    this.fail(
-      member,
-      ErrorCodes.storeFailed,
-      `${what}: the gateway could not write its state (${errno}); nothing changed, try again later`,
-      correlationId,
-      { errno },
-    );
-  }
-
-  /** Proposals awaiting a decision (pending, and interrupted ones), oldest first. */
-  pendingProposals(): Proposal[] {
-    return this.proposals.pending();
-  }
-
   /** The space's tools as participant `id` sees them, connected or not. */
   toolsForId(id: string): Array<Record<string, unknown>> {
     return this.registry.list().map((t) => ({ ...t, policy: this.authority.tool(id, t.participant, t.tool) }));
-  }
-
-  /** The catalogue entry of `owner/tool`, if registered. */
-  toolEntry(owner: string, tool: string): Record<string, unknown> | undefined {
-    return this.registry.get(owner, tool) as Record<string, unknown> | undefined;
-  }
-
-  /** The space's tools as `member` sees them: each with the policy that applies to it (calls/router.ts). */
-  toolsFor(member: Member): Array<Record<string, unknown>> {
-    return this.mcp.toolsFor(member);
-  }
-
-  /** A proposal changed (proposals/book.ts): count it, time its decision, tell the webhooks. */
-  private proposalChanged(p: Proposal, event: string, from: string | undefined): void {
-    this.metrics.proposal(event);
-    // Its wait for a person as a span, under the call its proposer is serving, if any.
-    if (this.tracing.on)
-      this.tracing.proposal(
-        this.id,
-        p,
-        event,
-        from,
-        () => this.mcp?.calls.serving(p.proposer, (p.envelope as { correlation_id?: string[] }).correlation_id)?.trace?.context,
-      );
-    if (from === "pending" && (event === "approved" || event === "rejected"))
-      this.metrics.decisionSeconds.observe((Date.now() - Date.parse(p.createdAt)) / 1000);
-    this.notifier.proposal(p, event);
-    this.decisions?.escalations.arm(p);
-  }
-
-  // --- the way out (delivery.ts), as the `SpaceHost` the handlers act through ----------
-
-  deliver(env: Envelope, sender?: Member, toEveryone = false): void {
-    this.delivery.deliver(env, sender, toEveryone);
-  }
-
-  sendTo(member: Member, env: Envelope): void {
-    this.delivery.sendTo(member, env);
-  }
-
-  fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void {
-    this.delivery.fail(member, code, message, correlationId, extra);
-  }
-
-  capabilityViolation(member: Member, inbound: InboundEnvelope): void {
-    this.delivery.capabilityViolation(member, inbound);
-  }
-
-  // --- capabilities and grants ------------------------------------------------------
-
-  /** Compiles a member's capabilities; called on join and whenever grants change, never per message. */
-  private recompile(member: Member): void {
-    member.capabilities = this.grants.capabilitiesOf(member.id);
-    member.allows = compileCapabilities(member.capabilities);
-  }
-
-  /** After a grant change: recompile and send the recipient a fresh welcome. */
-  refresh(recipient: string): void {
-    const m = this.delivery.members.get(recipient);
-    if (!m) return;
-    this.recompile(m);
-    this.roster.send(m);
   }
 }

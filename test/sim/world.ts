@@ -144,9 +144,9 @@ export async function runWorld(seed: number): Promise<Run> {
       checkCalls(space, run);
     }
     run.simulatedMs = Date.now() - START;
-    const audit = space.audit({}, 100_000);
+    const audit = space.ledger.audit({}, 100_000);
     for (const [id, events] of run.proposals) for (const e of audit) if (e.proposal === id) events.push(e.event);
-    for (const p of space.pendingProposals()) run.proposals.get(p.id)?.push("pending");
+    for (const p of space.proposals.pending()) run.proposals.get(p.id)?.push("pending");
   } finally {
     for (const a of agents) await a.stop().catch(() => {});
     for (const c of clients) await c.close("end of run").catch(() => {});
@@ -351,7 +351,8 @@ class Network {
 
 /** Waits until the state store has nothing in flight, so real I/O cannot reorder the run. */
 async function settle(space: Space): Promise<void> {
-  const journal = (space as unknown as { ledger: { store: { journal: { queue: { idle: boolean } } } } }).ledger.store.journal;
+  const journal = (space as unknown as { ledger: { opened: { store: { journal: { queue: { idle: boolean } } } } } }).ledger.opened.store
+    .journal;
   // Bounded in real time, generously: a slow disk makes a run slower, never different or failed.
   const until = performance.now() + 60_000;
   while (performance.now() < until) {
@@ -367,8 +368,8 @@ async function settle(space: Space): Promise<void> {
 
 /** Storage fault: the next write of the store fails, as a full disk would make it. */
 function failNextWrite(space: Space, run: Run): void {
-  const journal = (space as unknown as { ledger: { store: { journal: { commit: (txn: unknown[]) => Promise<void> } } } }).ledger.store
-    .journal;
+  const journal = (space as unknown as { ledger: { opened: { store: { journal: { commit: (txn: unknown[]) => Promise<void> } } } } }).ledger
+    .opened.store.journal;
   const real = journal.commit.bind(journal);
   run.faults.push(`${Date.now() - START} store-write-fails`);
   journal.commit = (_txn) => {

@@ -12,7 +12,6 @@ import { requiredApprovals } from "../../proposals/approvals.js";
 import { Registry } from "../../ports/registry.js";
 import { Authority } from "../authority.js";
 import { compileCapabilities, type Matcher } from "../capabilities.js";
-import { GrantBook } from "../grants.js";
 import type { PastCall, PeopleSaid } from "./history.js";
 
 export type Decided = "direct" | "proposal" | "denied";
@@ -50,8 +49,7 @@ export class Replayer {
         owner,
         list.map((t) => ({ name: t.tool, inputSchema: { type: "object" }, ...(t.annotations ? { annotations: t.annotations } : {}) })),
       );
-    const grants: GrantBook = new GrantBook((id) => authority.configured(id));
-    const authority: Authority = new Authority(config, grants, registry);
+    const authority = new Authority(config, registry);
     this.authority = authority;
   }
 

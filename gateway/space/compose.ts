@@ -1,0 +1,373 @@
+/**
+ * How a space is built: every module it runs, in the order they depend on one another,
+ * each given the ports it uses. Read top to bottom, nothing here reaches a module not yet
+ * built: where two modules need each other, the one built first owns an event the later
+ * one subscribes to (the book's `due` and `changed`, a conversation's `aborting`, a
+ * switch's `catalogueChanged`, a confirmed pin), or is itself built first and opened later
+ * (the ledger: the books are handed it to record their changes, and opening it reads the
+ * store back into them). The grant book and the decision point ask each other, so the
+ * decision point keeps the book (policy/authority.ts).
+ *
+ * What is the space's own (its members' identities, the findings of its policy, the
+ * console's address, whether it has closed) stays in space.ts and comes in as `SpaceOwn`.
+ */
+import type { Logger } from "pino";
+import { Conversations } from "../agents/conversations.js";
+import { Invites } from "../agents/invites.js";
+import { Streams } from "../agents/streams.js";
+import { Switches } from "../agents/switches.js";
+import { Calls } from "../calls/calls.js";
+import { frameBudget, GatewayEndpoint, maySee } from "../calls/endpoint.js";
+import { Requests } from "../calls/requests.js";
+import { McpRouter } from "../calls/router.js";
+import type { SpaceConfig } from "../config/config.js";
+import type { TokenBook } from "../identity/tokens.js";
+import { Authority } from "../policy/authority.js";
+import { compileCapabilities } from "../policy/capabilities.js";
+import type { PolicyFinding } from "../policy/check.js";
+import type { GrantBook } from "../policy/grants.js";
+import { Lending } from "../policy/lending.js";
+import { describeCondition } from "../policy/scope.js";
+import type { SpaceHost } from "../ports/host.js";
+import type { Member } from "../ports/member.js";
+import { SpaceMetrics } from "../ports/metrics.js";
+import { Registry } from "../ports/registry.js";
+import { Tracing } from "../ports/tracing.js";
+import { Aids } from "../proposals/aids.js";
+import { type Proposal, ProposalBook, runningArguments } from "../proposals/book.js";
+import { Decisions } from "../proposals/decisions.js";
+import { Notifier } from "../proposals/notify.js";
+import { RunsEnded } from "../proposals/runs-ended.js";
+import { StoreError, type StoreOpener } from "../store/index.js";
+import { ErrorCodes } from "../wire/envelope.js";
+import { Delivery } from "./delivery.js";
+import type { Handlers } from "./kinds.js";
+import { Ledger, type StateRecord } from "./ledger.js";
+import { Pipeline } from "./pipeline.js";
+import { applyReload, type ReloadHost, type ReloadReport } from "./reload.js";
+import { Roster } from "./roster.js";
+import { Seats } from "./seats.js";
+import { Sessions } from "./sessions.js";
+
+/** What a space keeps itself and hands its modules. */
+export interface SpaceOwn {
+  readonly id: string;
+  readonly config: SpaceConfig;
+  readonly tokens: TokenBook;
+  readonly log: Logger;
+  /** Groups each participant's identity provider put it in when it last signed in (bearer.ts). */
+  readonly runtimeGroups: ReadonlyMap<string, readonly string[]>;
+  /** The web console's address, once the gateway listens. */
+  consoleUrl(): string | undefined;
+  /** Findings made after the load (calls/catalogue.ts). */
+  noteFindings(found: PolicyFinding[]): void;
+  /** Set once the space has closed: it routes nothing more. */
+  closed(): boolean;
+  /** Whether `token` (and the id it claims, if any) is `member`'s own: a join sent again after joining. */
+  sameIdentity(member: Member, token: string, claimed: string | undefined): boolean;
+}
+
+/** The modules of one space, built. */
+export interface SpaceParts {
+  /** The port the handlers act on the space through (ports/host.ts). */
+  readonly host: SpaceHost;
+  readonly metrics: SpaceMetrics;
+  readonly tracing: Tracing;
+  readonly registry: Registry;
+  /** Members, watchers, presence, history, and the way out. */
+  readonly delivery: Delivery;
+  readonly sessions: Sessions;
+  readonly grants: GrantBook;
+  readonly authority: Authority;
+  readonly streams: Streams;
+  readonly invites: Invites;
+  readonly switches: Switches;
+  readonly conversations: Conversations;
+  readonly proposals: ProposalBook;
+  readonly ledger: Ledger;
+  /** mcp/request and mcp/response, the gateway endpoint, the catalogue. */
+  readonly router: McpRouter;
+  readonly aids: Aids;
+  readonly notifier: Notifier;
+  readonly roster: Roster;
+  readonly lending: Lending;
+  readonly decisions: Decisions;
+  readonly pipeline: Pipeline;
+  readonly seats: Seats;
+  /** Compiles a member's capabilities; on join and whenever grants change, never per message. */
+  recompile(member: Member): void;
+  /** After a grant change: recompile the recipient and send it a fresh welcome. */
+  refresh(recipient: string): void;
+  /** Takes a new space.yaml, parsed and validated, with its tokens (reload.ts); rejects, having changed nothing, if its audit record is not written. */
+  reload(next: SpaceConfig, tokens: TokenBook, by: string): Promise<ReloadReport>;
+}
+
+export function composeSpace(
+  own: SpaceOwn,
+  opts: { store?: StoreOpener<StateRecord> | undefined; env?: NodeJS.ProcessEnv | undefined } = {},
+): SpaceParts {
+  const { id, config, log } = own;
+  const metrics = new SpaceMetrics();
+  const tracing = Tracing.from(config.gateway.telemetry, process.env, log);
+  const registry = new Registry();
+  const delivery = new Delivery(config, metrics, log);
+  const sessions = new Sessions(() => delivery.members.values(), own.tokens);
+  const authority = new Authority(config, registry);
+  const grants = authority.grants;
+  const ledger = new Ledger(config, log, (s) => metrics.storeWriteSeconds.observe(s), opts.store);
+  const proposals = new ProposalBook(config.policy.expires_action !== "keep");
+
+  const storeFailed = (member: Member, err: unknown, correlationId: string | undefined, what: string): void => {
+    const cause = err instanceof Error ? err.message : String(err);
+    log.error({ participant: member.id, err: cause }, `state store: ${what}`);
+    // The participant learns the cause (ENOSPC, say), not the server's paths.
+    const errno = err instanceof StoreError && err.errno ? err.errno : "an error";
+    delivery.fail(
+      member,
+      ErrorCodes.storeFailed,
+      `${what}: the gateway could not write its state (${errno}); nothing changed, try again later`,
+      correlationId,
+      { errno },
+    );
+  };
+  const host: SpaceHost = {
+    id,
+    config,
+    log,
+    authority,
+    metrics,
+    tracing,
+    noteFindings: (found) => own.noteFindings(found),
+    verdictOf: (caller, owner, method, params, confirming) =>
+      authority.call(caller, compileCapabilities(grants.capabilitiesOf(caller)), owner, method, params, confirming),
+    member: (who) => delivery.members.get(who),
+    watching: (who) => delivery.watching(who),
+    deliver: (env, sender, toEveryone) => delivery.deliver(env, sender, toEveryone),
+    sendTo: (member, env) => delivery.sendTo(member, env),
+    fail: (...a) => delivery.fail(...a),
+    capabilityViolation: (member, inbound) => delivery.capabilityViolation(member, inbound),
+    pendingProposals: () => proposals.pending(),
+    grantsView: () => grantsView(grants),
+    record: (...plans) => ledger.record(...plans),
+    note: (plan) => ledger.note(plan),
+    storeFailed,
+  };
+
+  const streams = new Streams({ config, log, deliver: host.deliver, fail: host.fail, members: () => delivery.members.values() });
+  const invites = new Invites(
+    {
+      config,
+      log,
+      member: host.member,
+      capabilitiesOf: (who) => grants.capabilitiesOf(who),
+      authority,
+      deliver: host.deliver,
+      sendTo: host.sendTo,
+      fail: host.fail,
+      record: host.record,
+      storeFailed,
+      forget: (who) => authority.forget(who),
+    },
+    own.tokens,
+  );
+  const switches = new Switches({ config, log, deliver: host.deliver, fail: host.fail, record: host.record, storeFailed, registry });
+  // The call table is built before the store is read: conversations restored from it name their calls,
+  // opened again in it once the router exists (Conversations.resume).
+  const calls = new Calls(config.calls);
+  const conversations = new Conversations({
+    config,
+    log,
+    calls,
+    deliver: host.deliver,
+    fail: host.fail,
+    record: host.record,
+    note: (plan) => void ledger.note(plan),
+    storeFailed,
+  });
+  const { torn, migrated, records, bytes, ms } = ledger.open({ proposals, grants, invites, switches, conversations, pins: registry.pins });
+  if (torn) log.warn(torn, "the state journal ended in a torn record (a crash mid-write); it was cut off there");
+  if (migrated?.length) log.info({ files: migrated }, "state migrated from the first wave's files");
+  log.debug({ records, bytes, ms }, "state restored");
+  // Confirmed tool definitions outlive a restart: a tool that changed while the gateway was stopped is not trusted on sight.
+  registry.pins.confirmed.add((r) => void ledger.note({ records: [r], apply: () => {} }));
+  grants.revalidate();
+
+  const runs = new RunsEnded(proposals, (plan) => ledger.note(plan));
+  const router = new McpRouter(host, calls, registry, proposals, (call, end) => runs.callEnded(call, end), conversations);
+  switches.catalogueChanged.add(() => router.catalogueChanged());
+  const aids = new Aids({
+    config,
+    registry,
+    authority,
+    isDisabled: (who) => switches.isDisabled(who),
+    callFor: (...a) => router.callFor(...a),
+    consoleUrl: own.consoleUrl,
+  });
+  const notifier = new Notifier(
+    id,
+    config.gateway.notify,
+    log.child({ component: "notify" }),
+    own.consoleUrl,
+    (p) => (p.tool ? authority.why(p.proposer, p.owner, p.tool, runningArguments(p)) : undefined),
+    (p) => aids.linksFor(p),
+    opts.env ?? process.env,
+  );
+  // Each change of a proposal is counted, timed, traced and told to the webhooks.
+  proposals.changed.add((p, event, from) => {
+    metrics.proposal(event);
+    // Its wait for a person as a span, under the call its proposer is serving, if any.
+    if (tracing.on)
+      tracing.proposal(
+        id,
+        p,
+        event,
+        from,
+        () => calls.serving(p.proposer, (p.envelope as { correlation_id?: string[] }).correlation_id)?.trace?.context,
+      );
+    if (from === "pending" && (event === "approved" || event === "rejected"))
+      metrics.decisionSeconds.observe((Date.now() - Date.parse(p.createdAt)) / 1000);
+    notifier.proposal(p, event);
+  });
+
+  const roster = new Roster(delivery, metrics, {
+    config,
+    isDisabled: (who) => switches.isDisabled(who),
+    tools: (m) => router.toolsFor(m),
+    proposals: (m) => proposals.pending().filter((p) => maySee(m, p)),
+    budget: () => frameBudget(host),
+    activeStreams: () => streams.active(),
+    conversations: () => conversations.view(),
+  });
+  const recompile = (member: Member): void => {
+    member.capabilities = grants.capabilitiesOf(member.id);
+    member.allows = compileCapabilities(member.capabilities);
+  };
+  const refresh = (recipient: string): void => {
+    const m = delivery.members.get(recipient);
+    if (!m) return;
+    recompile(m);
+    roster.send(m);
+  };
+  const lending = new Lending({ ...host, refresh }, grants);
+  const decisions = new Decisions(host, proposals, calls, registry, router, runs, lending, (p, approvers) =>
+    notifier.escalated(p, approvers),
+  );
+  // Stacks that were held when the gateway stopped are held again, with their calls.
+  conversations.resume();
+
+  // A request can be a decision (a MEW fulfilment, a gateway tools/call that needs
+  // approval): the handler of requests sits above the router and the decisions.
+  const endpoint = new GatewayEndpoint(host, router, decisions, aids.previews);
+  const requests = new Requests(host, router, decisions, endpoint, proposals);
+  const handlers: Handlers = {
+    mcp: router,
+    requests,
+    decisions,
+    lending,
+    invites,
+    switches,
+    streams,
+    conversations,
+    deliver: (e, sender) => delivery.deliver(e, sender),
+  };
+  const pipeline = new Pipeline({
+    config,
+    metrics,
+    handlers,
+    member: host.member,
+    closed: own.closed,
+    sameIdentity: own.sameIdentity,
+    fail: host.fail,
+    capabilityViolation: host.capabilityViolation,
+  });
+  const seats = new Seats({
+    id,
+    config,
+    log,
+    delivery,
+    pipeline,
+    runtimeGroups: own.runtimeGroups,
+    recompile,
+    watching: host.watching,
+    unreachable: (who) => router.unreachable(who),
+  });
+
+  const reloading: ReloadHost = {
+    id,
+    config,
+    log,
+    tokens: own.tokens,
+    authority,
+    proposals,
+    members: () => delivery.members.values(),
+    record: host.record,
+    deliver: (e) => delivery.deliver(e),
+    refresh,
+    revalidateGrants: () => grants.revalidate(),
+    tokensChanged: () => sessions.revoke(),
+    verdict: host.verdictOf,
+  };
+
+  interruptApproved(config, log, proposals, ledger);
+  // Escalation timers, re-armed from each proposal's creation (proposals/escalation.ts).
+  for (const p of proposals.pending()) decisions.escalations.arm(p);
+
+  return {
+    host,
+    metrics,
+    tracing,
+    registry,
+    delivery,
+    sessions,
+    grants,
+    authority,
+    streams,
+    invites,
+    switches,
+    conversations,
+    proposals,
+    ledger,
+    router,
+    aids,
+    notifier,
+    roster,
+    lending,
+    decisions,
+    pipeline,
+    seats,
+    recompile,
+    refresh,
+    reload: (next, tokens, by) => applyReload(reloading, next, tokens, by),
+  };
+}
+
+/**
+ * Approved before the gateway stopped, with no outcome written: the call may or may not
+ * have reached the tool, so it is never routed again on its own. It waits, interrupted,
+ * for a person to decide again, with a fresh TTL; its proposer hears it on joining.
+ */
+function interruptApproved(config: SpaceConfig, log: Logger, proposals: ProposalBook, ledger: Ledger): void {
+  for (const p of proposals.restored()) {
+    log.warn(
+      { proposal: p.id, proposer: p.proposer, approver: p.decidedBy },
+      "proposal was approved when the gateway stopped; marked interrupted until someone decides again",
+    );
+    // A two-person rule holds again: the call may have run, so running it again needs its approvers again.
+    const again: Partial<Proposal> = (p.required ?? 1) > 1 ? { approvals: [] } : {};
+    void ledger.note(
+      proposals.planTransition(p, {
+        state: "interrupted",
+        reason: "gateway_restarted",
+        expiresAt: Date.now() + config.policy.proposal_ttl_ms,
+        ...again,
+      }),
+    );
+  }
+}
+
+/** Grants held now, each with whether it stands (its granter still holds what it lent). */
+export function grantsView(grants: GrantBook): Array<Record<string, unknown>> {
+  return grants
+    .all()
+    .map((g) => ({ ...g, standing: grants.stands(g), ...(g.condition ? { limited_to: describeCondition(g.condition) } : {}) }));
+}
