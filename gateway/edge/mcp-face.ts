@@ -76,7 +76,7 @@ export function mcpFaceHost(src: McpFaceSource): McpFaceHost {
         connect: (participant) => connectInProcess(space, participant),
         hold: (participant, digest, what, close) => space.sessions.hold(participant, digest, what, close),
         linkForOnePerson: (id) => {
-          const p = space.pendingProposals().find((x) => x.id === id);
+          const p = space.proposals.pending().find((x) => x.id === id);
           return p ? space.aids.linkForOnePerson(p) : undefined;
         },
       };
