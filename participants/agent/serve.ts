@@ -30,6 +30,7 @@ import {
 import { runTurn, type CallTool, type LoopEvent, type TurnContext, type TurnResult } from "./loop.js";
 import { ProviderError, type ModelOptions, type Provider, type Usage } from "./providers/types.js";
 import { COMPLETE_NOTE, converse, Inbox } from "./takeover.js";
+import { isRecord } from "../../gateway/index.js";
 
 /** What the serving side needs of the agent. */
 export interface ServeHost {
@@ -509,10 +510,6 @@ export class AskServer {
 
 /** How long a caller waits on an interactive ask: the gateway's idle clock ends it sooner when nobody talks. */
 export const INTERACTIVE_WAIT_MS = 24 * 3_600_000;
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
 
 function plural(n: number, what: string): string {
   return `${n} ${what}${n === 1 ? "" : "s"}`;
