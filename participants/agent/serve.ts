@@ -6,10 +6,8 @@
  * Split from participant.ts, which keeps the chat side; this class reaches the agent's
  * model, tools and accounting only through `ServeHost`.
  */
-import type { Logger } from "pino";
-import type { AgentConfig } from "../../gateway/index.js";
 import type { Envelope } from "../../gateway/index.js";
-import type { IncomingRequest, OutboundEnvelope, ParticipantClient } from "../client.js";
+import type { IncomingRequest } from "../client.js";
 import { RpcError, RpcErrorCodes } from "../errors.js";
 import { answerSampling, passElicitationUp } from "./callbacks.js";
 import { Conversation } from "./context.js";
@@ -27,35 +25,23 @@ import {
   roundCost,
   type Spend,
 } from "./contract.js";
-import { runTurn, type CallTool, type LoopEvent, type TurnContext, type TurnResult } from "./loop.js";
-import { ProviderError, type ModelOptions, type Provider, type Usage } from "./providers/types.js";
+import { runTurn, type LoopEvent, type TurnResult } from "./loop.js";
+import { ProviderError, type Usage } from "./providers/types.js";
 import { Inbox } from "./takeover.js";
 import { holdConversation, requestTakeover, type HeldAskHost } from "./held-ask.js";
 import { isRecord } from "../../gateway/index.js";
 
-/** What the serving side needs of the agent. */
+/** What the serving side needs of the agent: what a held ask needs (held-ask.ts), and more. */
 export interface ServeHost extends HeldAskHost {
-  readonly id: string;
   readonly description: string | undefined;
-  readonly config: AgentConfig;
-  readonly client: ParticipantClient;
-  readonly provider: Provider;
-  readonly modelOptions: Omit<ModelOptions, "signal">;
-  readonly log: Logger | undefined;
   readonly callTimeoutMs: number;
   readonly stopped: boolean;
   readonly paused: boolean;
   /** The provider's cool-down, if it is in one. */
   readonly down: { until: number; error: ProviderError } | undefined;
   providerDown(): boolean;
-  providerFailed(error: ProviderError, tell: ((text: string) => void) | undefined): void;
   budget(): number;
-  toolsReady(): Promise<void>;
-  turnContext(): TurnContext;
-  callTool(deadline?: number, spend?: Spend, announce?: (text: string) => void, human?: string): CallTool;
-  account(turn: TurnResult, started: number): void;
   startReasoning(correlation: string, message: string): { onEvent: (e: LoopEvent) => void; conclude: (t: TurnResult) => void } | undefined;
-  send(env: OutboundEnvelope): string | undefined;
   setLatency(ms: number): void;
   addTokens(usage: Usage | undefined): void;
 }
