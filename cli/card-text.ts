@@ -3,7 +3,8 @@
  * for `mewgate proposals show ID` and `mewgate proposals decided`: the same model the console
  * draws, every participant's text sanitised, multi-line values as numbered lines, nothing cut.
  */
-import { isRecord, oneLine, sanitize, type Style } from "./terminal/format.js";
+import { oneLine, sanitize, type Style } from "./terminal/format.js";
+import { isRecord } from "../gateway/index.js";
 import { hintWords, wrapText } from "./terminal/proposal-view.js";
 import { wrapWords } from "./terminal/wrap-words.js";
 

@@ -41,3 +41,9 @@ export function selfCommand(main = process.argv[1] ?? "", cwd = process.cwd(), p
   const shown = rel.startsWith("..") && rel.split("/").filter((p) => p === "..").length > 2 ? main : rel;
   return `node ${/[\s'"$`\\]/.test(shown) ? JSON.stringify(shown) : shown}`;
 }
+
+/** `p` as a hint shows it: relative to the working directory when that is shorter and inside it. */
+export function shortPath(p: string): string {
+  const rel = relative(process.cwd(), p);
+  return rel && !rel.startsWith("..") && rel.length < p.length ? rel : p;
+}

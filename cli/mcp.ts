@@ -13,8 +13,9 @@
  * stdout carries MCP only; logs go to stderr (or `--log-file`), never a token.
  */
 import { InvalidArgumentError, type Command } from "commander";
-import { createLogger } from "../gateway/index.js";
-import { explainConnectError, resolveTarget, type RemoteOptions, type Target } from "./remote.js";
+// Types only here: main.ts registers this command at every start, so what it runs (the
+// gateway's surface, the space.yaml readers) loads when it runs, not for `mewgate --help`.
+import type { RemoteOptions, Target } from "./remote.js";
 
 export interface McpCommandOptions extends RemoteOptions {
   name?: string | undefined;
@@ -25,7 +26,8 @@ export interface McpCommandOptions extends RemoteOptions {
 }
 
 /** Resolves flags (and space.yaml) to a gateway address, space and token. Throws a `CliError` whose message says what to fix. */
-export function resolveMcpTarget(opts: McpCommandOptions, env: NodeJS.ProcessEnv = process.env): Promise<Target> {
+export async function resolveMcpTarget(opts: McpCommandOptions, env: NodeJS.ProcessEnv = process.env): Promise<Target> {
+  const { resolveTarget } = await import("./remote.js");
   return resolveTarget(opts, env, { actAsHuman: false, envToken: true });
 }
 
@@ -42,6 +44,8 @@ export async function runMcp(
     stderr.write(`mewgate mcp: ${(err as Error).message}\n`);
     return 1;
   }
+  const { createLogger } = await import("../gateway/index.js");
+  const { explainConnectError } = await import("./remote.js");
   const logger = createLogger({ file: opts.logFile ?? "-", level: opts.logLevel ?? "warn" });
   const stop = new AbortController();
   const onSignal = () => stop.abort();

@@ -18,8 +18,8 @@ import { guard, processIo, type Io } from "./lifecycle.js";
 import type { RemoteOptions } from "./remote.js";
 import { CliError, loadSpace, spaceFile } from "./space.js";
 import { sanitize } from "./terminal/format.js";
+import { clip } from "../gateway/index.js";
 
-const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
 const text = (v: unknown, n = 160) => clip(sanitize(typeof v === "string" ? v : JSON.stringify(v)), n);
 
 /** A suggestion for a person: the rule, why, what it covers, what it would have changed. */

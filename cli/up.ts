@@ -6,13 +6,10 @@
  * other nodes, so the loss of one does not take them with it. Ctrl-C (or SIGTERM, or
  * `mewgate down`) stops all of it, in reverse order.
  *
- * `--detach` runs the same thing in the background: the command starts itself again with
- * a hidden flag, waits until that process says it is ready, and exits.
+ * `--detach` runs the same thing in the background (up-detach.ts).
  */
-import { spawn } from "node:child_process";
-import { closeSync, mkdirSync, openSync } from "node:fs";
-import { dirname, join, relative, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { mkdirSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { ConfigError } from "../gateway/index.js";
 import { connectInProcess } from "../gateway/index.js";
 import { createLogger } from "../gateway/index.js";
@@ -23,16 +20,16 @@ import { ParticipantClient } from "../participants/index.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { spawnFailure } from "./failure.js";
 import { prepareOAuth } from "./oauth.js";
-import { sanitize } from "./terminal/format.js";
 import { findingLines, hearFindings, reloadOnSignal, startGateway, type RunningGateway } from "./gateway.js";
 import { type ClusterNode, memberRoute, startBus, startNodes } from "./local-cluster.js";
 import { exposedStateDir, greeted, planParticipants } from "./plan.js";
-import { selfCommand } from "./invocation.js";
-import { CliError, loadSpace, spaceFile, upFiles, type LoadedSpace } from "./space.js";
+import { shortPath } from "./invocation.js";
+import { CliError, loadSpace, spaceFile } from "./space.js";
 import { Supervisor, type SupervisorOptions } from "./supervisor.js";
 import { createTerminal, isJsonMode, type TerminalSession } from "./terminal/index.js";
 import type { TerminalInput, TerminalOutput } from "./terminal/session.js";
 import { refuseIfRunning, removeUpRecord, writeUpRecord } from "./up-record.js";
+import { runDetached } from "./up-detach.js";
 
 // The launch plan moved to plan.ts; `up` still answers for it (tests import it from here).
 export { exposedStateDir, planParticipants } from "./plan.js";
@@ -463,93 +460,4 @@ function bridgeFailure(mcp: unknown, err: Error): string {
   const code = (err as NodeJS.ErrnoException).code ?? /\bspawn \S+ (ENOENT|EACCES)\b/.exec(err.message)?.[1];
   if (command && (code === "ENOENT" || code === "EACCES")) return spawnFailure(command, Object.assign(new Error(err.message), { code }));
   return `could not start the MCP server: ${err.message}`;
-}
-
-function shortPath(p: string): string {
-  const rel = relative(process.cwd(), p);
-  return rel && !rel.startsWith("..") && rel.length < p.length ? rel : p;
-}
-
-// ---------------------------------------------------------------------------------------
-// --detach
-
-const MAIN = join(dirname(fileURLToPath(import.meta.url)), "main.js");
-
-async function runDetached(opts: UpOptions, io: UpIo): Promise<number> {
-  const file = resolve(spaceFile(opts.file));
-  // Read the file here too: a bad space.yaml is reported right away, not in a log.
-  const loaded: LoadedSpace = await loadSpace(file, { stateDir: opts.stateDir, env: io.env });
-  refuseIfRunning(loaded.stateDir);
-  const plan = planParticipants(loaded.config, opts.as, { terminal: false });
-  const args = [MAIN, "up", file, "--state-dir", loaded.stateDir, "--detached-child"];
-  if (opts.port !== undefined) args.push("--port", String(opts.port));
-  if (opts.host !== undefined) args.push("--host", opts.host);
-  if (opts.nodes !== undefined) args.push("--nodes", String(opts.nodes));
-  if (opts.as !== undefined) args.push("--as", opts.as);
-  if (opts.logLevel !== undefined) args.push("--log-level", opts.logLevel);
-  const log = upFiles(loaded.stateDir).log;
-  mkdirSync(dirname(log), { recursive: true, mode: 0o700 });
-  const fd = openSync(log, "a", 0o600);
-  const child = spawn(process.execPath, args, { detached: true, stdio: ["ignore", fd, fd, "ipc"], env: io.env, cwd: process.cwd() });
-  closeSync(fd);
-  const notices: string[] = [];
-  const outcome = await new Promise<{ ok: true; url: string; pid: number } | { ok: false; message: string }>((resolve) => {
-    const timer = setTimeout(
-      () => resolve({ ok: false, message: `the background process did not get ready within 60 s (log: ${log})` }),
-      60_000,
-    );
-    child.on("message", (m: { type?: string; url?: string; pid?: number; message?: string; text?: string; level?: string }) => {
-      // The warnings a foreground up prints (a state directory an MCP server can read, …).
-      // Printed once it is ready: a failure says it all in its own message.
-      if (m.type === "notice" && typeof m.text === "string")
-        return void notices.push(`mewgate: ${m.level === "error" ? "warning: " : ""}${sanitize(m.text)}\n`);
-      if (m.type === "ready") {
-        for (const n of notices) io.stderr.write(n);
-        clearTimeout(timer);
-        resolve({ ok: true, url: m.url!, pid: m.pid ?? child.pid! });
-      } else if (m.type === "error") {
-        clearTimeout(timer);
-        resolve({ ok: false, message: m.message ?? "failed" });
-      }
-    });
-    child.on("exit", (code) => {
-      clearTimeout(timer);
-      resolve({ ok: false, message: `the background process exited with code ${code} before it was ready (log: ${log})` });
-    });
-  });
-  if (!outcome.ok) {
-    if (child.exitCode === null && child.pid) {
-      try {
-        process.kill(child.pid, "SIGTERM");
-      } catch {
-        // gone
-      }
-    }
-    throw new CliError(outcome.message);
-  }
-  if (child.connected) child.disconnect();
-  child.unref();
-  const f = shortPath(file);
-  const sd = opts.stateDir ? ` --state-dir ${shortPath(loaded.stateDir)}` : "";
-  const me = selfCommand();
-  // Whose token signs in: the one named, the only human, or (several) the choice between them.
-  const humans = Object.values(loaded.config.participants)
-    .filter((p) => p.kind === "human")
-    .map((p) => p.id);
-  const who = plan.human?.id ?? (humans.length ? undefined : "<participant>");
-  const tokenHint = who
-    ? `the token from: ${me} token show ${who} -c ${f}${sd}`
-    : `the token of one of ${humans.join(", ")}: ${me} token show <id> -c ${f}${sd}`;
-  io.stdout.write(
-    [
-      `mewgate: space ${loaded.config.space.id} is running in the background (pid ${outcome.pid}) on ${outcome.url}/ws`,
-      `  join it:   ${me} connect --config ${f}${sd}${opts.as ? ` --as ${opts.as}` : who ? "" : " --as <id>"}`,
-      `  status:    ${me} status ${f}${sd}`,
-      `  console:   ${outcome.url.replace(/^ws/, "http")}/ui/  (sign in with ${tokenHint})`,
-      `  stop it:   ${me} down ${f}${sd}`,
-      `  logs:      ${shortPath(join(loaded.stateDir, "logs"))}/`,
-      "",
-    ].join("\n"),
-  );
-  return 0;
 }

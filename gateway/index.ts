@@ -55,3 +55,4 @@ export type { Capability, Envelope } from "./wire/envelope.js";
 export { replaceHidden } from "./wire/text.js";
 export { TURN_META_KEY } from "./wire/turn.js";
 export type { TurnMark } from "./wire/turn.js";
+export { clip, isRecord } from "./wire/values.js";

@@ -10,7 +10,7 @@
  * closed without its entry being removed (a stale entry), so the list only shrinks.
  *
  * The suite's CLI imports `fs.globSync` (Node 22); on Node 20 it runs under the small
- * module shim in fixtures/conformance (fs-shim*.mjs), which adds only that function.
+ * preload test/conformance/node20.mjs, which adds only that function (as for conformance-client).
  * The suite sends no Authorization header of its own: a loopback proxy adds the seat's
  * bearer token and passes everything else (Host included) as it came.
  */
@@ -32,7 +32,7 @@ import { startGateway, waitForTool, type TestGateway } from "./helpers.js";
 
 const require = createRequire(import.meta.url);
 const SUITE = require.resolve("@modelcontextprotocol/conformance/dist/index.js");
-const SHIM = join(import.meta.dirname, "fixtures", "conformance", "fs-shim-register.mjs");
+const SHIM = join(import.meta.dirname, "conformance", "node20.mjs");
 const FIXTURE = join(import.meta.dirname, "fixtures", "conformance", "server.mjs");
 const T = { alice: "alice-token-0001", seat: "seat-token-00002", conf: "conf-token-00003" };
 

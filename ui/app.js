@@ -15,6 +15,7 @@ import { byRisk, lowRisk } from "./risk.js";
 import { turnItems } from "./turns.js";
 import { fatiguePanel } from "./fatigue.js";
 import { el } from "./dom.js";
+import { apiCall } from "./api.js";
 
 const $ = (id) => document.getElementById(id);
 const state = {
@@ -111,26 +112,8 @@ $("login-form").addEventListener("submit", (e) => {
 
 // --- the API ---
 
-async function api(method, path, body) {
-  const res = await fetch(`/api/spaces/${encodeURIComponent(state.space)}/${path}`, {
-    method,
-    headers: { ...authHeaders(state), ...(body ? { "content-type": "application/json" } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const text = await res.text();
-  let data;
-  try {
-    data = text ? JSON.parse(text) : undefined;
-  } catch {
-    data = undefined;
-  }
-  if (!res.ok) {
-    const err = new Error(data?.error?.message || `HTTP ${res.status}`);
-    err.status = res.status;
-    err.code = data?.error?.code;
-    throw err;
-  }
-  return data;
+function api(method, path, body) {
+  return apiCall(state.space, authHeaders(state), method, path, body);
 }
 
 // --- live: the caller's event stream (fetch, since EventSource cannot send the token) ---

@@ -8,6 +8,7 @@
 
 import { previewBox } from "./preview.js";
 import { el } from "./dom.js";
+import { apiCall } from "./api.js";
 import { revealText } from "./text.js";
 import { argumentsView, reveal, textBlock } from "./args.js";
 import { hintBadges } from "./cards.js";
@@ -34,29 +35,9 @@ function named(v) {
   return text.length > 64 ? `${text.slice(0, 63)}…` : text;
 }
 
-async function api(method, path, body) {
-  const res = await fetch(`/api/spaces/${encodeURIComponent(state.space)}/${path}`, {
-    method,
-    // Without a token of this tab, the device session's cookie (if any) speaks for the person.
-    headers: {
-      ...(state.token ? { authorization: `Bearer ${state.token}` } : {}),
-      ...(body ? { "content-type": "application/json" } : {}),
-    },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  let data;
-  try {
-    data = await res.json();
-  } catch {
-    data = undefined;
-  }
-  if (!res.ok) {
-    const err = new Error(data?.error?.message || `HTTP ${res.status}`);
-    err.status = res.status;
-    err.code = data?.error?.code;
-    throw err;
-  }
-  return data;
+function api(method, path, body) {
+  // Without a token of this tab, the device session's cookie (if any) speaks for the person.
+  return apiCall(state.space, state.token ? { authorization: `Bearer ${state.token}` } : {}, method, path, body);
 }
 
 function problem(text) {

@@ -1,3 +1,4 @@
+import { isRecord } from "../../gateway/index.js";
 /**
  * A form someone in the space asks this person to fill in (MCP `elicitation/create`),
  * as the terminal walks through it: the request checked once, then one field at a time,
@@ -193,8 +194,4 @@ function pick(field: Field, t: string): string | undefined {
 
 function fail(error: string): { ok: false; error: string } {
   return { ok: false, error };
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

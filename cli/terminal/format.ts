@@ -7,6 +7,7 @@ import type { Envelope } from "../../gateway/index.js";
 import { CompiledPolicy } from "../../gateway/index.js";
 import type { ToolInfo } from "../../participants/index.js";
 import { replaceHidden } from "../../gateway/index.js";
+import { isRecord } from "../../gateway/index.js";
 
 export const GATEWAY = "system:gateway";
 
@@ -31,10 +32,6 @@ export const ANSI: Style = {
 };
 const id = (s: string) => s;
 export const PLAIN: Style = { bold: id, dim: id, red: id, green: id, yellow: id, cyan: id };
-
-export function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
 
 /** Escape sequences a terminal acts on: CSI (cursor moves, erases, SGR), OSC (titles, OSC 52 clipboard writes), DCS/SOS/PM/APC strings, and two-byte ESC forms. */
 const ESCAPES =

@@ -19,7 +19,7 @@
 import { createInterface, type Interface } from "node:readline";
 import type { Envelope } from "../../gateway/index.js";
 import type { OutboundEnvelope, WelcomeInfo } from "../../participants/index.js";
-import { isRecord } from "./format.js";
+import { isRecord } from "../../gateway/index.js";
 import { TerminalSession, type Ask, type TerminalOptions } from "./session.js";
 
 export class JsonTerminal extends TerminalSession {

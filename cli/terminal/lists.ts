@@ -5,7 +5,8 @@
  */
 import type { SpaceConfig } from "../../gateway/index.js";
 import type { ParticipantClient } from "../../participants/index.js";
-import { GATEWAY, isRecord, oneLine, shortId, truncate, type Style } from "./format.js";
+import { GATEWAY, oneLine, shortId, truncate, type Style } from "./format.js";
+import { isRecord } from "../../gateway/index.js";
 
 export interface ListsPort {
   /** The connection now: it is replaced when the terminal takes its seat back. */

@@ -6,7 +6,8 @@
  */
 import type { Envelope } from "../../gateway/index.js";
 import type { ParticipantClient } from "../../participants/index.js";
-import { isRecord, sanitize, shortId, truncate, type Style } from "./format.js";
+import { sanitize, shortId, truncate, type Style } from "./format.js";
+import { isRecord } from "../../gateway/index.js";
 
 /** Lines of a preview shown under the proposal before "more". */
 const PREVIEW_LINES = 30;

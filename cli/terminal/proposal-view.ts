@@ -6,19 +6,8 @@
 import type { SpaceConfig } from "../../gateway/index.js";
 import type { Envelope } from "../../gateway/index.js";
 import type { ToolInfo } from "../../participants/index.js";
-import {
-  callShape,
-  fit,
-  interruption,
-  isRecord,
-  oneLine,
-  sanitize,
-  shortId,
-  truncate,
-  whyApproval,
-  wrapJson,
-  type Style,
-} from "./format.js";
+import { callShape, fit, interruption, oneLine, sanitize, shortId, truncate, whyApproval, wrapJson, type Style } from "./format.js";
+import { isRecord } from "../../gateway/index.js";
 import type { ProposalQueue } from "./queue.js";
 import { wrapWords } from "./wrap-words.js";
 

@@ -8,7 +8,8 @@ import type { Envelope } from "../../gateway/index.js";
 import type { ClientCloseEvent, IncomingRequest, ParticipantClient, WelcomeInfo } from "../../participants/index.js";
 import { RpcError, RpcErrorCodes } from "../../participants/errors.js";
 import { parseForm, type Form } from "./elicit.js";
-import { callShape, GATEWAY, isRecord, type SeenCall } from "./format.js";
+import { callShape, GATEWAY, type SeenCall } from "./format.js";
+import { isRecord } from "../../gateway/index.js";
 import { ProposalQueue } from "./queue.js";
 import type { ApproveOptions } from "../../participants/client/types.js";
 

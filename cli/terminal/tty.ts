@@ -24,7 +24,6 @@ import {
   callShape,
   formatEnvelope,
   interruption,
-  isRecord,
   oneLine,
   PLAIN,
   shortId,
@@ -33,6 +32,7 @@ import {
   type Style,
   type ViewContext,
 } from "./format.js";
+import { isRecord } from "../../gateway/index.js";
 import { FormWalk } from "./form.js";
 import { LineEditor, type Key } from "./line.js";
 import { SpaceLists } from "./lists.js";

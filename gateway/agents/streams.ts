@@ -18,6 +18,7 @@ import type { Logger } from "pino";
 import { type Envelope, type ErrorCode, type InboundEnvelope, stamp, systemEnvelope } from "../wire/envelope.js";
 import { clip } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
+import { isRecord } from "../wire/values.js";
 
 interface Stream {
   id: string;
@@ -215,8 +216,4 @@ export class Streams {
     }
     return s;
   }
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

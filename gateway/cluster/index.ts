@@ -24,6 +24,12 @@
  * a new term, named in the lease: the new owner's first write to the state is a
  * take-over record (bus-store.ts), so a stale owner's next write is refused by the bus,
  * and edges that see a new term — the same node's included — re-admit their members.
+ *
+ * Past 500 lines because it is one concern, the lease of each space on this node: observing,
+ * renewing, taking over and stepping down all read and write the same slots, and the door
+ * asks the same fence. What stands alone already does: the fence (fence.ts), links (link.ts),
+ * the edge and owner sides (edge.ts, owner.ts), state on the bus (bus-store.ts), HTTP passed
+ * on (proxy.ts).
  */
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";

@@ -54,3 +54,39 @@ export function spaceOfRequest(req: IncomingMessage, spaces: readonly string[]):
   if (named) return named;
   return spaces.length === 1 ? spaces[0] : undefined;
 }
+
+/** Where a space's owner serves HTTP, as the cluster knows it (cluster/index.ts). */
+export interface OwnerLookup {
+  owner(id: string): { http: string; node: string } | undefined;
+}
+
+/**
+ * A request about a space another node owns goes to that node; true when this answered it
+ * (passed on, or a 503 while nobody owns the space). `configured` are the spaces this gateway
+ * serves, `local` those this node owns now.
+ */
+export function passToOwner(
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+  configured: readonly { space: { id: string } }[],
+  local: ReadonlyMap<string, unknown>,
+  cluster: OwnerLookup,
+  log: Logger,
+): boolean {
+  if (path === "/health" || path === "/healthz" || path === "/metrics" || path === "/ui" || path.startsWith("/ui/")) return false;
+  const id = spaceOfRequest(
+    req,
+    configured.map((c) => c.space.id),
+  );
+  if (id === undefined || local.has(id)) return false;
+  const owner = cluster.owner(id);
+  if (!owner || req.headers[HOP_HEADER] !== undefined) {
+    if (!configured.some((c) => c.space.id === id)) return false;
+    res.writeHead(503, { "content-type": "text/plain", "retry-after": "1" });
+    res.end(`no node serves space "${id.slice(0, 64)}" right now (a take-over is under way); try again\n`);
+    return true;
+  }
+  passOn(req, res, owner.http, owner.node, log);
+  return true;
+}

@@ -6,7 +6,7 @@
  * flood that filled the table. So the gateway reads its limit at start and keeps every
  * socket ceiling below it, leaving headroom for the descriptors that are not sockets of
  * its port. Limits are only ever lowered here, never raised, and the gateway warns with
- * the numbers when it lowers them (server.ts).
+ * the numbers when it lowers them (`fitToDescriptors`, which server.ts calls at start).
  *
  * Node has no getrlimit. On Linux the soft limit is in /proc/self/limits ("Max open
  * files"); elsewhere on a POSIX system a shell started by this process inherits its
@@ -15,6 +15,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
+import type { Logger } from "pino";
 import type { Limits, SpaceConfig } from "../config/config.js";
 
 /** Assumed when the limit cannot be read: the most common soft limit. */
@@ -140,4 +141,36 @@ export function fitLimits(configured: Limits, budget: number): Fit {
   };
   const lowered = (Object.keys(limits) as Array<keyof Limits>).filter((k) => limits[k] !== configured[k]);
   return { limits, sockets, configured: want, budget, lowered };
+}
+
+/** The socket limits a warning about lowering shows. */
+const SOCKET_LIMITS = ["max_connections", "operator_reserve", "mcp_sessions", "max_per_address", "max_unauthenticated"] as const;
+
+/**
+ * The configured limits fitted below the process's descriptor limit, with a warning that
+ * gives the numbers when they had to be lowered.
+ */
+export function fitToDescriptors(
+  configured: Limits,
+  spaces: readonly SpaceConfig[],
+  clustered: boolean,
+  log: Logger,
+): { limits: Limits; sockets: number; descriptors: number; headroom: number } {
+  const { limit, source } = descriptorLimit();
+  const inUse = descriptorsInUse();
+  const headroom = headroomFor(spaces, clustered);
+  const fit = fitLimits(configured, limit - inUse - headroom);
+  if (fit.lowered.length > 0) {
+    const shown = (l: Limits, sockets: number) => ({ sockets, ...Object.fromEntries(SOCKET_LIMITS.map((k) => [k, l[k]])) });
+    log.warn(
+      {
+        descriptors: { limit, source, in_use: inUse, headroom, budget: fit.budget },
+        configured: shown(configured, fit.configured),
+        effective: shown(fit.limits, fit.sockets),
+        lowered: fit.lowered,
+      },
+      `the configured connection limits need ${fit.configured} sockets, more than the ${fit.budget} this process has descriptors for (ulimit -n ${limit}, ${inUse} in use, ${headroom} kept free); lowered them to fit: raise the descriptor limit (ulimit -n, LimitNOFILE=) or lower gateway.limits`,
+    );
+  }
+  return { limits: fit.limits, sockets: fit.sockets, descriptors: limit, headroom };
 }

@@ -2,6 +2,11 @@
  * The HTTP + WebSocket server. It owns everything about connections — authentication at
  * the door, size and rate limits, heartbeats, outbound backpressure (each connection's
  * share is in connection.ts) — and hands each authenticated frame to its space's door.
+ *
+ * Past 500 lines because it is one concern, a connection's way from the port to a door:
+ * what it routes elsewhere is already elsewhere (/metrics in operator/metrics-route.ts, a
+ * cluster's passing on in cluster/proxy.ts, the descriptor budget in descriptors.ts, each
+ * connection's share in connection.ts and sockets.ts); what is left shares the server's state.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
@@ -16,10 +21,9 @@ import { createLogger } from "../operator/log.js";
 import { Space } from "../space/space.js";
 import { type Admission, localDoor, type SpaceDoor } from "../space/door.js";
 import { Connection } from "./connection.js";
-import { descriptorLimit, descriptorsInUse, fitLimits, headroomFor } from "./descriptors.js";
+import { fitToDescriptors } from "./descriptors.js";
 import { type Evictions, SocketBook } from "./sockets.js";
-import { render as renderMetrics } from "../ports/metrics.js";
-import { fatigueMetrics } from "../operator/learn-api.js";
+import { serveMetrics } from "../operator/metrics-route.js";
 import { mountOperatorApi } from "../operator/api.js";
 import { mountConsole } from "../operator/console.js";
 import { mountInjection } from "../operator/inject.js";
@@ -32,7 +36,7 @@ import type { StateRecord } from "../space/ledger.js";
 import type { StoreOpener } from "../store/index.js";
 // Loaded only by a clustered gateway: the NATS client is not paid for at every start.
 import type { Cluster } from "../cluster/index.js";
-import { HOP_HEADER, passOn, spaceOfRequest } from "../cluster/proxy.js";
+import { passToOwner } from "../cluster/proxy.js";
 import { mcpFaceHost, type McpFaceHost } from "./mcp-face.js";
 
 export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -59,8 +63,6 @@ export interface GatewayOptions {
 /** ws refuses (closing with 1009) frames beyond this many times the soft limit; below it a too-large frame is answered with an error and the connection is kept. */
 const HARD_PAYLOAD_FACTOR = 4;
 const HARD_PAYLOAD_CEILING = 64 * 1024 * 1024;
-/** The limits fitted to the descriptor budget, as the start warning shows them. */
-const SOCKET_LIMITS = ["max_connections", "operator_reserve", "mcp_sessions", "max_per_address", "max_unauthenticated"] as const;
 /** A space's lease in a cluster: how soon another node takes it over when its owner dies. */
 const DEFAULT_LEASE_MS = 1500;
 
@@ -102,7 +104,7 @@ export class Gateway {
       if (!this.clustered) this.spaces.set(config.space.id, this.openSpace(config));
     }
     // Once the spaces' journals are open: what is in use now is counted, the rest kept as headroom.
-    const fitted = this.fitToDescriptors(first.gateway.limits);
+    const fitted = fitToDescriptors(first.gateway.limits, opts.spaces, this.clustered, this.log);
     this.limits = fitted.limits;
     this.fit = { ceiling: fitted.sockets, descriptors: Number.isFinite(fitted.descriptors) ? fitted.descriptors : "unlimited" };
     this.guard = new OriginGuard({
@@ -134,13 +136,13 @@ export class Gateway {
         return;
       }
       const path = (req.url ?? "/").split("?", 1)[0]!;
-      if (this.cluster && this.passOn(req, res, path)) return;
+      if (this.cluster && passToOwner(req, res, path, this.opts.spaces, this.spaces, this.cluster, this.log)) return;
       const route = this.routes.get(path) ?? this.prefixes.find(([prefix]) => path.startsWith(prefix))?.[1];
       if (route) {
         route(req, res);
         return;
       }
-      if (req.method === "GET" && path === "/metrics") return this.metrics(req, res);
+      if (req.method === "GET" && path === "/metrics") return serveMetrics(req, res, [...this.spaces.values()], this.connections.size);
       // /health is MEW's name for it; its scenarios and tools poll it.
       if (req.method === "GET" && (path === "/healthz" || path === "/health")) {
         // Nothing secret: no participant ids, no tokens.
@@ -198,31 +200,6 @@ export class Gateway {
     });
   }
 
-  /**
-   * `/metrics` in Prometheus text: open to loopback (a scraper on this machine; a web page
-   * cannot read it, the Origin check stands first), otherwise for a participant's token.
-   */
-  private metrics(req: IncomingMessage, res: ServerResponse): void {
-    const remote = req.socket.remoteAddress ?? "";
-    const loopback = remote === "::1" || remote.startsWith("127.") || remote.startsWith("::ffff:127.");
-    const token = bearer(req.headers.authorization);
-    const authorized = loopback || (token !== undefined && [...this.spaces.values()].some((s) => s.authenticate(token).ok));
-    if (!authorized) {
-      res.writeHead(401, { "content-type": "text/plain", "www-authenticate": 'Bearer realm="mewgate"' });
-      res.end("metrics: send a participant's token as Authorization: Bearer, or scrape from loopback\n");
-      return;
-    }
-    const spaces = [...this.spaces.values()].map((s) => ({
-      space: s.id,
-      members: s.online,
-      pending: s.proposals.pending().length,
-      flagged: s.registry.list().filter((t) => t.findings).length,
-      metrics: s.metrics,
-    }));
-    res.writeHead(200, { "content-type": "text/plain; version=0.0.4", "cache-control": "no-store" });
-    res.end(renderMetrics(this.connections.size, spaces) + fatigueMetrics([...this.spaces.values()]));
-  }
-
   private openSpace(config: SpaceConfig, store?: StoreOpener<StateRecord>): Space {
     const { book } = TokenBook.load(Object.entries(config.participants), {
       stateDir: config.gateway.state_dir,
@@ -236,25 +213,6 @@ export class Gateway {
 
   private get clustered(): boolean {
     return this.opts.cluster !== undefined;
-  }
-
-  /** A request about a space another node owns goes to that node (cluster/proxy.ts). */
-  private passOn(req: IncomingMessage, res: ServerResponse, path: string): boolean {
-    if (path === "/health" || path === "/healthz" || path === "/metrics" || path === "/ui" || path.startsWith("/ui/")) return false;
-    const id = spaceOfRequest(
-      req,
-      this.opts.spaces.map((c) => c.space.id),
-    );
-    if (id === undefined || this.spaces.has(id)) return false;
-    const owner = this.cluster!.owner(id);
-    if (!owner || req.headers[HOP_HEADER] !== undefined) {
-      if (!this.opts.spaces.some((c) => c.space.id === id)) return false;
-      res.writeHead(503, { "content-type": "text/plain", "retry-after": "1" });
-      res.end(`no node serves space "${id.slice(0, 64)}" right now (a take-over is under way); try again\n`);
-      return true;
-    }
-    passOn(req, res, owner.http, owner.node, this.log);
-    return true;
   }
 
   /** This node's part in a cluster, once it listens. */
@@ -533,30 +491,6 @@ export class Gateway {
       conn.log.warn({ err: String(err) }, "admission failed");
       conn.close(CloseCodes.tryAgain, "the space is not reachable right now; try again");
     });
-  }
-
-  /**
-   * The configured limits fitted below the process's descriptor limit (descriptors.ts),
-   * with a warning that gives the numbers when they had to be lowered.
-   */
-  private fitToDescriptors(configured: Limits): { limits: Limits; sockets: number; descriptors: number; headroom: number } {
-    const { limit, source } = descriptorLimit();
-    const inUse = descriptorsInUse();
-    const headroom = headroomFor(this.opts.spaces, this.clustered);
-    const fit = fitLimits(configured, limit - inUse - headroom);
-    if (fit.lowered.length > 0) {
-      const shown = (l: Limits, sockets: number) => ({ sockets, ...Object.fromEntries(SOCKET_LIMITS.map((k) => [k, l[k]])) });
-      this.log.warn(
-        {
-          descriptors: { limit, source, in_use: inUse, headroom, budget: fit.budget },
-          configured: shown(configured, fit.configured),
-          effective: shown(fit.limits, fit.sockets),
-          lowered: fit.lowered,
-        },
-        `the configured connection limits need ${fit.configured} sockets, more than the ${fit.budget} this process has descriptors for (ulimit -n ${limit}, ${inUse} in use, ${headroom} kept free); lowered them to fit: raise the descriptor limit (ulimit -n, LimitNOFILE=) or lower gateway.limits`,
-      );
-    }
-    return { limits: fit.limits, sockets: fit.sockets, descriptors: limit, headroom };
   }
 
   /** Once a second at most: what was evicted to make room, and from where. */

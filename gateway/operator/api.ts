@@ -31,6 +31,7 @@
  * any of this, like every route (origin.ts); a browser page from elsewhere gets 403.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { clip } from "../ports/host.js";
 import type { Peer } from "../ports/member.js";
 import type { Proposal } from "../proposals/book.js";
 import type { Space } from "../space/space.js";
@@ -440,8 +441,4 @@ function decodePath(path: string): string[] | undefined {
   } catch {
     return undefined;
   }
-}
-
-function clip(s: string): string {
-  return s.length > 64 ? `${s.slice(0, 61)}...` : s;
 }

@@ -17,6 +17,7 @@ import { fileURLToPath } from "node:url";
 const FILES: Record<string, string> = {
   "index.html": "text/html; charset=utf-8",
   "app.js": "text/javascript; charset=utf-8",
+  "api.js": "text/javascript; charset=utf-8",
   "elicit.js": "text/javascript; charset=utf-8",
   "signin.js": "text/javascript; charset=utf-8",
   "args.js": "text/javascript; charset=utf-8",

@@ -38,6 +38,7 @@ import type { PinState } from "../ports/pins.js";
 import { expandRuleGlob, Groups } from "./groups.js";
 import { conditionHolds } from "./scope.js";
 import { quorumBypass, requiredApprovals } from "./quorum.js";
+import { isRecord } from "../wire/values.js";
 
 /** The outcome for one call: go ahead, go through a proposal, or a refusal to send back. */
 export type Verdict = (
@@ -488,8 +489,4 @@ function withGroups<T extends Record<string, unknown> | undefined>(
   }
   deriveRulePositions(tools, out, from);
   return out as T;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

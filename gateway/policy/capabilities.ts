@@ -28,6 +28,7 @@
 
 // The type is declared beside its schema (config/config.ts), the lowest floor that names it.
 import type { Capability } from "../config/config.js";
+import { isRecord } from "../wire/values.js";
 export type { Capability };
 
 export type Matcher = (envelope: { kind: string; payload?: unknown; [k: string]: unknown }) => boolean;
@@ -45,10 +46,6 @@ const never: Test = () => false;
 const present: Test = (v) => v !== undefined;
 const matchAll: Matcher = () => true;
 const matchNone: Matcher = () => false;
-
-function isRecord(v: unknown): v is Rec {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
 
 function own(v: Rec, k: string): unknown {
   return hasOwn(v, k) ? v[k] : undefined;

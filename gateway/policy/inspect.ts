@@ -29,6 +29,7 @@
  * no more than `MAX_SCAN` characters of a text are read, so a megabyte costs milliseconds.
  */
 import { cleanText } from "../wire/text.js";
+import { isRecord } from "../wire/values.js";
 
 export const FINDING_CODES = [
   "invisible_characters",
@@ -210,10 +211,6 @@ function codepoints(chars: readonly string[]): string {
   const distinct = [...new Set(chars)].slice(0, 4);
   const names = distinct.map((c) => `U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")}`);
   return new Set(chars).size > 4 ? `${names.join(", ")}, …` : names.join(", ");
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 /** One line for a person or a model: "invisible characters, model instructions". */

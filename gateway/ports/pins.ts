@@ -14,6 +14,7 @@
  * and age (quotas.audit_max_*).
  */
 import { createHash } from "node:crypto";
+import { isRecord } from "../wire/values.js";
 
 /** The fields of a tool that make up its definition: what is hashed and compared. */
 export interface Definition {
@@ -110,7 +111,6 @@ export function digestOf(def: Definition): string {
     .digest("hex");
 }
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 /** A server-given name, short and printable, for a sentence about it. */
 const named = (s: string): string => {
   const clean = s.replace(/[^\p{L}\p{N}_.:/-]/gu, "?");

@@ -6,6 +6,7 @@
 import * as z from "zod";
 import type { Finding } from "../policy/inspect.js";
 import { type DefinitionChange, Pins } from "./pins.js";
+import { isRecord } from "../wire/values.js";
 
 /** What we keep of an MCP tool definition. Unknown fields are dropped. */
 export const McpToolSchema = z.looseObject({
@@ -43,8 +44,6 @@ export interface ToolEntry {
 
 /** Most tools a single participant may register; more is almost certainly a bug or abuse. */
 export const MAX_TOOLS_PER_PARTICIPANT = 5_000;
-
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 export class Registry {
   private readonly byOwner = new Map<string, Map<string, ToolEntry>>();

@@ -8,6 +8,7 @@
 import { randomUUID } from "node:crypto";
 import * as z from "zod";
 import { type Capability, CapabilitySchema } from "../config/config.js";
+import { type ErrorCode, ErrorCodes } from "./error-codes.js";
 
 export const PROTOCOL = "mew/v0.4";
 /** The sender id of everything the gateway itself says. */
@@ -140,15 +141,6 @@ export const RejectPayloadSchema = z.object({
 
 export const WithdrawPayloadSchema = z.object({ reason: z.string().max(128).optional() });
 
-/** JSON-RPC error codes of the errors the gateway itself answers calls with. */
-export const RpcErrors = {
-  timeout: -32001,
-  targetLeft: -32002,
-  failed: -32003,
-  cancelled: -32004,
-  methodNotFound: -32601,
-} as const;
-
 /**
  * The MEW first-frame join, either bare (`{"type":"join",...}`) or as a `system/join` payload.
  * Its token is optional only to the schema: a client that authenticated at the door
@@ -163,62 +155,8 @@ export const JoinSchema = z.object({
 export type Join = z.infer<typeof JoinSchema>;
 
 export { CloseCodes } from "./close-codes.js";
-
-/** Stable codes of `system/error` payloads. Tests and clients match on these. */
-export const ErrorCodes = {
-  invalidJson: "invalid_json",
-  invalidEnvelope: "invalid_envelope",
-  invalidPayload: "invalid_payload",
-  payloadTooLarge: "payload_too_large",
-  tooDeep: "too_deep",
-  fromMismatch: "from_mismatch",
-  reservedKind: "reserved_kind",
-  capabilityViolation: "capability_violation",
-  unknownRecipient: "unknown_recipient",
-  rateLimited: "rate_limited",
-  grantExceedsHeld: "grant_exceeds_held",
-  unknownGrant: "unknown_grant",
-  revokeNotAllowed: "revoke_not_allowed",
-  grantExceedsPolicy: "grant_exceeds_policy",
-  quotaExceeded: "quota_exceeded",
-  duplicateId: "duplicate_id",
-  lookalikeId: "lookalike_id",
-  alreadyJoined: "already_joined",
-  // tools, policy and calls
-  unknownTool: "unknown_tool",
-  proposalRequired: "proposal_required",
-  denied: "denied",
-  toolFlagged: "tool_flagged",
-  targetOffline: "target_offline",
-  cycleDetected: "cycle_detected",
-  depthExceeded: "depth_exceeded",
-  circuitOpen: "circuit_open",
-  tooManyPending: "too_many_pending",
-  forgedResponse: "forged_response",
-  noPendingCall: "no_pending_call",
-  notCaller: "not_caller",
-  participantDisabled: "participant_disabled",
-  lookalikeTool: "lookalike_tool",
-  hiddenCharacters: "hidden_characters",
-  // proposals
-  unknownProposal: "unknown_proposal",
-  proposalNotPending: "proposal_not_pending",
-  selfApproval: "self_approval",
-  notAnApprover: "not_an_approver",
-  /** The sender already approved a proposal that needs more approvers (proposals/approvals.ts). */
-  alreadyApproved: "already_approved",
-  /** A later approver sent arguments other than those the first approver approved. */
-  approvalMismatch: "approval_mismatch",
-  /** A MEW fulfilment of a proposal that still needs other approvals first. */
-  approvalsNeeded: "approvals_needed",
-  approverLacksCapability: "approver_lacks_capability",
-  notProposer: "not_proposer",
-  fulfilmentMismatch: "fulfilment_mismatch",
-  toolChanged: "tool_changed",
-  storeFailed: "store_failed",
-  internal: "internal_error",
-} as const;
-export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
+export { ErrorCodes, RpcErrors } from "./error-codes.js";
+export type { ErrorCode } from "./error-codes.js";
 
 export type ParsedFrame =
   | { ok: true; envelope: InboundEnvelope }

@@ -13,6 +13,7 @@ import { ErrorCode } from "@modelcontextprotocol/sdk/types.js";
 import type { IncomingRequest, ParticipantClient } from "../client.js";
 import { RpcError } from "../errors.js";
 import type { Message, ModelOptions, Provider, Usage } from "./providers/types.js";
+import { isRecord } from "../../gateway/index.js";
 
 /** Output tokens a sampling request gets when neither it nor the agent's config bounds them lower. */
 const MAX_SAMPLING_TOKENS = 4096;
@@ -103,8 +104,4 @@ function textOf(content: unknown): string {
       return `[${typeof b["type"] === "string" ? b["type"].slice(0, 40) : "content"} omitted]`;
     })
     .join("\n");
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

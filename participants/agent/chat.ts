@@ -19,6 +19,7 @@ import type { Message, ModelOptions, Provider } from "./providers/types.js";
 import type { Reasoning } from "./reasoning.js";
 import type { Inbox } from "./takeover.js";
 import { HopTracker, mentioned, mentionPattern } from "./triggers.js";
+import { isRecord } from "../../gateway/index.js";
 
 const MAX_QUEUE = 16;
 
@@ -51,10 +52,6 @@ interface Trigger {
   env: Envelope;
   text: string;
   hops: number;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 function plural(n: number, what: string): string {

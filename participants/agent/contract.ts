@@ -14,6 +14,7 @@
  */
 import * as z from "zod";
 import type { Usage } from "./providers/types.js";
+import { isRecord } from "../../gateway/index.js";
 
 export const PRIORITIES = ["HIGH", "NORMAL", "LOW"] as const;
 export type Priority = (typeof PRIORITIES)[number];
@@ -247,8 +248,4 @@ export class AskQueue {
       this.waiting.shift()!.start();
     }
   }
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

@@ -15,6 +15,7 @@ import type { Summarize } from "./context.js";
 import type { ProviderHealth } from "./health.js";
 import { ProviderError, type ModelOptions, type Provider } from "./providers/types.js";
 import type { AskServer } from "./serve.js";
+import { isRecord, clip } from "../../gateway/index.js";
 
 /** What the controls act on. */
 export interface ControlHost {
@@ -31,14 +32,6 @@ export interface ControlHost {
   /** The agent's status without its id, as `participant/status` carries it. */
   statusPayload(): Record<string, unknown>;
   stop(reason: "shutdown"): Promise<unknown>;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-function clip(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
 export class Controls {

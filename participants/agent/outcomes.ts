@@ -9,10 +9,7 @@
  */
 import { ParticipantError } from "../errors.js";
 import type { ToolFailure, ToolFailureCode, ToolOutcome } from "./loop.js";
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
+import { isRecord } from "../../gateway/index.js";
 
 /** The text of an MCP `CallToolResult` (text blocks joined; other blocks summarized). */
 export function resultText(result: unknown): { text: string; isError: boolean } {

@@ -6,6 +6,7 @@
  */
 import type { OutboundEnvelope } from "../client.js";
 import type { LoopEvent, TurnResult } from "./loop.js";
+import { clip } from "../../gateway/index.js";
 
 /** One turn's reporter: fed the loop's events, then told how the turn ended. */
 export interface Reasoning {
@@ -18,10 +19,6 @@ export interface ReasoningHost {
   send(env: OutboundEnvelope): string | undefined;
   /** The space's name of a tool the model called by its function name. */
   toolName(functionName: string): string;
-}
-
-function clip(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
 /** Opens a reasoning context for a turn answering `correlation`; undefined when it could not be sent. */

@@ -1,15 +1,13 @@
 /**
  * What an agent serves to the space: its `<id>/ask` tool (delegation, with the contract of
- * contract.ts and, when interactive, the takeover of takeover.ts), and the callbacks of
+ * contract.ts and, when interactive, the held conversation of held-ask.ts), and the callbacks of
  * callbacks.ts (a sampling request answered with its model, a form passed up).
  *
  * Split from participant.ts, which keeps the chat side; this class reaches the agent's
  * model, tools and accounting only through `ServeHost`.
  */
-import type { Logger } from "pino";
-import type { AgentConfig } from "../../gateway/index.js";
 import type { Envelope } from "../../gateway/index.js";
-import type { IncomingRequest, OutboundEnvelope, ParticipantClient } from "../client.js";
+import type { IncomingRequest } from "../client.js";
 import { RpcError, RpcErrorCodes } from "../errors.js";
 import { answerSampling, passElicitationUp } from "./callbacks.js";
 import { Conversation } from "./context.js";
@@ -27,33 +25,23 @@ import {
   roundCost,
   type Spend,
 } from "./contract.js";
-import { runTurn, type CallTool, type LoopEvent, type TurnContext, type TurnResult } from "./loop.js";
-import { ProviderError, type ModelOptions, type Provider, type Usage } from "./providers/types.js";
-import { COMPLETE_NOTE, converse, Inbox } from "./takeover.js";
+import { runTurn, type LoopEvent, type TurnResult } from "./loop.js";
+import { ProviderError, type Usage } from "./providers/types.js";
+import { Inbox } from "./takeover.js";
+import { holdConversation, requestTakeover, type HeldAskHost } from "./held-ask.js";
+import { isRecord } from "../../gateway/index.js";
 
-/** What the serving side needs of the agent. */
-export interface ServeHost {
-  readonly id: string;
+/** What the serving side needs of the agent: what a held ask needs (held-ask.ts), and more. */
+export interface ServeHost extends HeldAskHost {
   readonly description: string | undefined;
-  readonly config: AgentConfig;
-  readonly client: ParticipantClient;
-  readonly provider: Provider;
-  readonly modelOptions: Omit<ModelOptions, "signal">;
-  readonly log: Logger | undefined;
   readonly callTimeoutMs: number;
   readonly stopped: boolean;
   readonly paused: boolean;
   /** The provider's cool-down, if it is in one. */
   readonly down: { until: number; error: ProviderError } | undefined;
   providerDown(): boolean;
-  providerFailed(error: ProviderError, tell: ((text: string) => void) | undefined): void;
   budget(): number;
-  toolsReady(): Promise<void>;
-  turnContext(): TurnContext;
-  callTool(deadline?: number, spend?: Spend, announce?: (text: string) => void, human?: string): CallTool;
-  account(turn: TurnResult, started: number): void;
   startReasoning(correlation: string, message: string): { onEvent: (e: LoopEvent) => void; conclude: (t: TurnResult) => void } | undefined;
-  send(env: OutboundEnvelope): string | undefined;
   setLatency(ms: number): void;
   addTokens(usage: Usage | undefined): void;
 }
@@ -368,26 +356,10 @@ export class AskServer {
 
   /** Asks the gateway to let this agent hold `human`'s conversation for `req`; true once it does. */
   private takeOver(req: IncomingRequest, human: string): Promise<boolean> {
-    return new Promise((resolve) => {
-      let id: string | undefined;
-      const done = (ok: boolean, why?: string) => {
-        off();
-        clearTimeout(timer);
-        if (!ok) this.host.log?.info({ human, why }, "could not take the conversation over; working on the task without it");
-        resolve(ok);
-      };
-      const off = this.host.client.on("envelope", (env) => {
-        if (id === undefined || !env.correlation_id?.includes(id)) return;
-        if (env.kind === "space/conversation" && isRecord(env.payload) && env.payload["holder"] === this.host.id) done(true);
-        else if (env.kind === "system/error") done(false, isRecord(env.payload) ? String(env.payload["message"]) : "refused");
-      });
-      const timer = setTimeout(() => done(false, "no answer from the gateway"), 5000);
-      id = this.host.send({ kind: "space/takeover", payload: { human, call: req.envelope.id } });
-      if (!id) done(false, "not connected");
-    });
+    return requestTakeover(this.host, req, human);
   }
 
-  /** Holds `human`'s conversation until the model calls complete (takeover.ts); the result answers `req`. */
+  /** Holds `human`'s conversation until the model calls complete (held-ask.ts); the result answers the ask. */
   private async converseWith(
     from: string,
     human: string,
@@ -399,78 +371,8 @@ export class AskServer {
   ): Promise<unknown> {
     const inbox = new Inbox();
     this.inboxes.set(human, inbox);
-    const note = `\n\n## This task\n${from} handed you a task for ${human}.${COMPLETE_NOTE}`;
     try {
-      await this.host.toolsReady();
-      const end = await converse({
-        client: this.host.client,
-        human,
-        conversation,
-        inbox,
-        signal,
-        waitFirst,
-        context: () => {
-          const c = this.host.turnContext();
-          return { system: c.system + note, tools: c.tools };
-        },
-        // Handing on is said to the person, in plain words.
-        callTool: this.host.callTool(
-          undefined,
-          spend,
-          (text) => void this.host.send({ kind: "chat", to: [human], payload: { text, format: "plain" } }),
-          human,
-        ),
-        turn: async (o) => {
-          const started = Date.now();
-          const t = await runTurn({
-            provider: this.host.provider,
-            conversation,
-            context: o.context,
-            callTool: o.callTool,
-            options: this.host.modelOptions,
-            maxIterations: this.host.config.max_iterations,
-            signal: o.signal,
-          });
-          this.host.account(t, started);
-          addUsage(spend, t.usage, this.host.modelOptions.model, this.host.config.prices ?? {});
-          return t;
-        },
-        say: (text) => void this.host.send({ kind: "chat", to: [human], payload: { text, format: "markdown" } }),
-      });
-      this.done++;
-      if (end.how === "complete") {
-        const read = readAnswer(end.result);
-        return askResult({
-          status: read.warnings.length ? "partial" : "success",
-          answer: read.answer || end.result,
-          confidence: read.confidence,
-          warnings: read.warnings,
-          metadata: metadata(),
-        });
-      }
-      if (end.why === "aborted")
-        return askResult({
-          status: "error",
-          error_code: "CANCELLED",
-          answer: `${this.host.id} stopped: the conversation with ${human} was ended.`,
-          metadata: metadata(),
-        });
-      if (end.why === "error") {
-        if (end.last?.error) this.host.providerFailed(end.last.error, undefined);
-        return askResult({
-          status: "error",
-          error_code: "MODEL_ERROR",
-          answer: `${this.host.id} could not go on: ${end.last?.error?.message ?? "error"}`,
-          metadata: metadata(),
-        });
-      }
-      return askResult({
-        status: "partial",
-        answer: end.last?.text.trim() || "(no answer)",
-        confidence: "low",
-        warnings: [`${this.host.id} stopped before finishing the conversation with ${human}`],
-        metadata: metadata(),
-      });
+      return await holdConversation(this.host, { from, human, conversation, inbox, signal, spend, metadata, waitFirst }, () => this.done++);
     } finally {
       this.inboxes.delete(human);
     }
@@ -509,10 +411,6 @@ export class AskServer {
 
 /** How long a caller waits on an interactive ask: the gateway's idle clock ends it sooner when nobody talks. */
 export const INTERACTIVE_WAIT_MS = 24 * 3_600_000;
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
 
 function plural(n: number, what: string): string {
   return `${n} ${what}${n === 1 ? "" : "s"}`;

@@ -13,6 +13,7 @@ import type { ToolInfo } from "../wire.js";
 import type { TurnContext } from "./loop.js";
 import { buildSystemPrompt } from "./prompt.js";
 import { buildToolSet, forModel, SpaceToolSchema, type SpaceTool, type ToolSet } from "./tools.js";
+import { isRecord } from "../../gateway/index.js";
 
 /** What the view needs of the agent. */
 export interface SpaceViewHost {
@@ -22,10 +23,6 @@ export interface SpaceViewHost {
   readonly client: ParticipantClient;
   readonly log: Logger | undefined;
   readonly stopped: boolean;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 export class SpaceView {

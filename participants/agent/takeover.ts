@@ -14,6 +14,7 @@ import type { Conversation } from "./context.js";
 import type { CallTool, TurnContext, TurnResult } from "./loop.js";
 import { ToolNameMap } from "./names.js";
 import type { ToolSet } from "./tools.js";
+import { isRecord } from "../../gateway/index.js";
 
 export const COMPLETE = "complete";
 /** Turns (a reply and the person's answer) one takeover may take. */
@@ -165,8 +166,4 @@ export async function converse(deps: InteractiveDeps): Promise<InteractiveEnd> {
     deps.conversation.append({ role: "user", text: `${deps.human}: ${answer}` });
   }
   return { how: "ended", last, why: "exchanges" };
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

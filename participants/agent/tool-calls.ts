@@ -13,20 +13,13 @@ import { addDelegated, contractLine, type Spend } from "./contract.js";
 import type { CallTool } from "./loop.js";
 import { failureOutcome, successOutcome } from "./outcomes.js";
 import { INTERACTIVE_WAIT_MS } from "./serve.js";
+import { isRecord, clip } from "../../gateway/index.js";
 
 /** What the calls need of the agent. */
 export interface ToolCallHost {
   readonly client: ParticipantClient;
   /** The space's tool of this name, as listed. */
   tool(name: string): ToolInfo | undefined;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-function clip(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
 export class ToolCaller {

@@ -13,6 +13,7 @@ import { ParticipantError } from "../errors.js";
 import { parseMcpResponse, RejectPayloadSchema, WithdrawPayloadSchema, type RpcId } from "../wire.js";
 import type { Connection } from "./connection.js";
 import type { ApproveOptions, CallOptions, OutboundEnvelope, PendingCall, TypedCallOptions } from "./types.js";
+import { isRecord } from "../../gateway/index.js";
 
 /** One call of mine awaiting its answer. */
 export interface Pending {
@@ -437,8 +438,4 @@ export class Calls {
     }
     return undefined;
   }
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

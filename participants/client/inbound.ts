@@ -21,6 +21,7 @@ import type { Calls } from "./calls.js";
 import type { Connection } from "./connection.js";
 import { outsideServing, type Serving } from "./serving.js";
 import type { CallOptions, ClientEvents, IncomingNotification, NotificationHandler, WelcomeInfo } from "./types.js";
+import { isRecord } from "../../gateway/index.js";
 
 const ToolsPageSchema = z.looseObject({ tools: z.array(ToolInfoSchema), nextCursor: z.string().optional() });
 const ProposalsPageSchema = z.looseObject({
@@ -303,10 +304,6 @@ export class Inbound {
     if (mine.length) this.heldCalls.set(human, mine);
     else this.heldCalls.delete(human);
   }
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 /** A cheap header check: the gateway has already validated every envelope it routes. */

@@ -14,6 +14,7 @@ import type { RpcId } from "../wire.js";
 import type { Calls, Pending } from "./calls.js";
 import type { Connection } from "./connection.js";
 import type { IncomingRequest, RequestHandler } from "./types.js";
+import { isRecord } from "../../gateway/index.js";
 
 /** Which served request (if any) the current async context is running for. */
 interface ServingContext {
@@ -231,10 +232,6 @@ export class Serving {
       this.conn.log?.warn({ err: (err as Error).message }, "could not send");
     }
   }
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 function toRpcError(err: unknown): { code: number; message: string; data?: unknown } {

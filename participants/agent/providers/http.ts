@@ -9,6 +9,7 @@
  * and quotes the provider's own error message, with the API key removed.
  */
 import { ProviderError, type ProviderErrorCode } from "./types.js";
+import { isRecord } from "../../../gateway/index.js";
 
 export interface RetryOptions {
   /** Attempts in all, the first included. Default 4. */
@@ -206,10 +207,6 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
     const timer = setTimeout(done, ms);
     signal?.addEventListener("abort", done, { once: true });
   });
-}
-
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /** `https://host/v1/` → `https://host/v1`, so paths can be appended with one `/`. */

@@ -8,7 +8,8 @@
  * become `invalidArguments` on that one call, never an exception.
  */
 import * as z from "zod";
-import { isRecord, postJson, trimBaseUrl, type RetryOptions } from "./http.js";
+import { postJson, trimBaseUrl, type RetryOptions } from "./http.js";
+import { isRecord } from "../../../gateway/index.js";
 import {
   ProviderError,
   type Message,
