@@ -132,8 +132,13 @@ describe("mewgate up: the interactive terminal", () => {
     pane.keys("C-u");
     pane.type('{"path":"edited.txt","content":"changed by you\\n"}');
     pane.keys("Enter");
-    await poll("both writes", () => existsSync(join(state, "sandbox", "note-2.txt")) && existsSync(join(state, "sandbox", "edited.txt")));
-    expect(readFileSync(join(state, "sandbox", "edited.txt"), "utf8")).toBe("changed by you\n");
+    // The server creates a file before it writes its content: wait for the content, not the name.
+    const edited = join(state, "sandbox", "edited.txt");
+    await poll(
+      "both writes",
+      () => existsSync(join(state, "sandbox", "note-2.txt")) && existsSync(edited) && readFileSync(edited, "utf8") !== "",
+    );
+    expect(readFileSync(edited, "utf8")).toBe("changed by you\n");
     expect(existsSync(join(state, "sandbox", "note-1.txt"))).toBe(false);
     await pane.waitFor(/no proposals waiting/);
 
