@@ -23,7 +23,7 @@ space: {id: per}
 participants:
   alice: {kind: human, token: ${T.alice}}
   bob: {kind: human, token: ${T.bob}}
-  agent: {kind: agent, token: ${T.agent}}
+  agent: {kind: agent, token: ${T.agent}, capabilities: [{kind: mcp/proposal}, {kind: mcp/request, to: [gh], payload: {method: tools/call}}]}
   gh: {kind: mcp, token: ${T.gh}}
   plain: {kind: mcp, token: ${T.plain}}
 `;
@@ -94,6 +94,10 @@ describe("the person stamp on a routed call", () => {
     bob.send({ kind: "mcp/approve", correlation_id: ["p1"], payload: { scope: "once" } });
     await agent.next((e) => e.kind === "mcp/response" && e.correlation_id?.[0] === "p1");
 
+    // The agent calls directly, claiming alice: the call acts for nobody (an agent is not a person).
+    agent.send(forged("g1", "gh", "alice"));
+    await agent.next((e) => e.kind === "mcp/response" && e.correlation_id?.[0] === "g1");
+
     // A server that does not sign in per person never sees the key, forged or not.
     alice.send(forged("a3", "plain", "bob"));
     await alice.next((e) => e.kind === "mcp/response" && e.correlation_id?.[0] === "a3");
@@ -102,7 +106,8 @@ describe("the person stamp on a routed call", () => {
     expect(metaOf("a1")).toEqual({ other: 1, [KEY]: "alice" });
     expect(metaOf("a2")).toEqual({ other: 1, [KEY]: "alice" });
     expect(metaOf("p1")).toEqual({ [KEY]: "bob" });
+    expect(metaOf("g1")).toEqual({ other: 1 });
     expect(metaOf("a3")).toEqual({ other: 1 });
-    expect(seen.map((s) => s.server)).toEqual(["gh", "gh", "gh", "plain"]);
+    expect(seen.map((s) => s.server)).toEqual(["gh", "gh", "gh", "gh", "plain"]);
   });
 });
