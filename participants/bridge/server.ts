@@ -396,7 +396,9 @@ function startFailure(transport: McpTransport, err: unknown): string {
   if (exit?.signal) return `killed by ${exit.signal} while initializing`;
   if (exit) return `exited with code ${exit.code} while initializing`;
   // Without a sign-in (oauth: false, or `mewgate bridge` with no way to consent): say what the server wants.
-  if ((err as { code?: unknown } | undefined)?.code === 401)
+  // The v1 SDK's error carries the status as `code`, the v2 client's (SdkHttpError) as `status`.
+  const failed = err as { code?: unknown; status?: unknown } | undefined;
+  if (failed?.code === 401 || failed?.status === 401)
     return "it answered 401 Unauthorized: it wants a sign-in (mewgate up signs in to it; or give a header with a token)";
   return err instanceof Error ? err.message : String(err);
 }
