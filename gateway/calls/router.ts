@@ -18,6 +18,7 @@
 import { randomUUID } from "node:crypto";
 import { CALLBACK_METHODS, type Call, type CallEnd, type Calls } from "./calls.js";
 import type { CallTrace } from "../ports/tracing.js";
+import { personFor, stampPerson, wantsPerson } from "./person.js";
 import {
   type Envelope,
   ErrorCodes,
@@ -147,6 +148,10 @@ export class McpRouter implements CallRouter {
     const chain = proposal ? proposal.chain : served ? served.chain : parent ? [...parent.chain, env.from] : [env.from];
     const refusal = this.calls.refuse(env.from, target, chain, served);
     if (refusal) return { code: refusal.code, message: refusal.message, extra: { chain: [...chain, target] } };
+    // The person the call acts for is the gateway's word alone (person.ts): a participant's own stamp is dropped.
+    const person = wantsPerson(this.space.config, target) ? personFor(this.space.config, env.from, proposal?.decidedBy) : undefined;
+    const stamped = stampPerson(payload, person);
+    if (stamped !== payload) env.payload = payload = stamped;
     const meta = payload.params?.["_meta"] as Record<string, unknown> | undefined;
     const traced = this.space.tracing.on ? this.trace(env, payload, extra.proposalId, parent) : undefined;
     this.calls.open(
