@@ -245,6 +245,17 @@ describe("a server's input_required through the bridge: hostile first", () => {
     expect(seen.state).toBeNull();
     expect(seen.responses).toBeNull();
     expect(seen.meta.filter((k) => k.startsWith("mewgate/"))).toEqual([]);
+    // Asked through the space, the gateway's own keys (a timeout, the person a call acts for) stay with the bridge too.
+    const bot = clients.find((c) => c.id === "bot") ?? (await ParticipantClient.connect({ url: gw!.url, space: "lab", token: T.bot }));
+    if (!clients.includes(bot)) clients.push(bot);
+    const direct = (await bot.request("system:gateway", "tools/call", {
+      name: "up/show",
+      arguments: {},
+      _meta: { "mewgate/timeout_ms": 20_000, "mewgate/person": "alice", "example.com/ticket": "T-9" },
+    })) as { content: { text: string }[] };
+    const heard = JSON.parse(direct.content[0]!.text) as { meta: string[] };
+    expect(heard.meta).toContain("example.com/ticket");
+    expect(heard.meta.filter((k) => k.startsWith("mewgate/"))).toEqual([]);
     // A real retry: its state and responses arrive untouched.
     const retry = await call("show", { requestState: "opaque-state-Ω", inputResponses: { q: { action: "accept", content: { v: 1 } } } });
     const got = JSON.parse((retry.result!["content"] as { text: string }[])[0]!.text) as { state: unknown; responses: unknown };

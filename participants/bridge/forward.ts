@@ -118,9 +118,12 @@ export class Forwarder {
       if (typeof asked === "number" && asked > 0) timeoutMs = Math.min(asked, MAX_TIMER_MS);
       if (typeof progressToken === "string" || typeof progressToken === "number") callerToken = progressToken;
       takesInput = takes === true && (up.modern ?? up.client).getProtocolEra() === "modern";
-      // The SDK puts in a token of its own and maps the server's progress back to us; our flag is ours.
-      if (callerToken !== undefined || takes !== undefined)
-        params = Object.keys(meta).length > 0 ? { ...params, _meta: meta } : withoutKey(params, "_meta");
+      // The SDK puts in a token of its own and maps the server's progress back to us; the gateway's keys
+      // (mewgate/…: a timeout, the person a call acts for) are ours to read, not the server's.
+      const passed = Object.fromEntries(Object.entries(meta).filter(([key]) => !key.startsWith("mewgate/")));
+      const kept = Object.keys(passed).length;
+      if (callerToken !== undefined || takes !== undefined || kept !== Object.keys(meta).length)
+        params = kept > 0 ? { ...params, _meta: passed } : withoutKey(params, "_meta");
     }
     return new Promise((resolve, reject) => {
       const controller = new AbortController();
