@@ -167,6 +167,7 @@ async function walkThrough(cwd: string, mewgate: Mewgate): Promise<void> {
 const dirs: string[] = [];
 const pids: number[] = [];
 
+// A fresh clone holds a whole node_modules: removing it takes a while on a loaded machine.
 afterEach(() => {
   for (const pid of pids.splice(0)) {
     try {
@@ -176,7 +177,7 @@ afterEach(() => {
     }
   }
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+}, 180_000);
 
 describe("the README", () => {
   it("keeps its two commands", () => {
