@@ -6,7 +6,8 @@
  *   their bearer check, an in-process seat, a session held to its token, its routes.
  * - Every request carries `Authorization: Bearer <participant token>`; the space's token
  *   book decides who it is, exactly as for a WebSocket connection. The space comes from
- *   `?space=ID` or the `Mcp-Space` header, or is the only space the gateway hosts.
+ *   `?space=ID` or the `Mcp-Space` header, or is the only space the gateway hosts
+ *   (http-who.ts: who presents a request, what it addresses, the answer to a refusal).
  * - `initialize` opens a stateful MCP session (`Mcp-Session-Id`) with its own SDK transport
  *   and its own `SpaceMcpServer`. Later requests must present the same participant's token.
  * - All sessions of one participant share one in-process connection to the space: a
@@ -25,11 +26,12 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { Logger } from "pino";
-import { bearer, bearerChallenge, type McpFaceHost, type McpFaceSpace, resourceUrls } from "../../gateway/index.js";
+import type { McpFaceHost, McpFaceSpace } from "../../gateway/index.js";
 import type { ParticipantClient } from "../client.js";
 import { header, readJson, rpcError, RPC_INTERNAL_ERROR, RPC_PARSE_ERROR, RPC_SERVER_ERROR, RPC_SESSION_NOT_FOUND } from "./http-io.js";
 import type { SpaceMcpServer } from "./server.js";
 import { faceTrace } from "./face-trace.js";
+import { identify, onlyOf, refuse } from "./http-who.js";
 import { HeldCalls } from "./held.js";
 import { InnerPool, isModern, loadModernModules, serveModern, type Inner, type ModernModules } from "./modern.js";
 
@@ -126,17 +128,6 @@ interface Session {
   unhold?: (() => void) | undefined;
 }
 
-type Who =
-  | { ok: true; space: McpFaceSpace; participant: string; digest?: string | undefined }
-  | {
-      ok: false;
-      status: number;
-      reason: string;
-      message: string;
-      challenge?: { error: string; description?: string; scope?: string };
-      scope?: string;
-    };
-
 const DEFAULT_IDLE_MS = 30 * 60_000;
 const DEFAULT_MAX_BODY = 4 * 1024 * 1024;
 
@@ -194,47 +185,6 @@ export function mountHttp(gateway: { mcpFace(): McpFaceHost }, opts: McpHttpOpti
     Math.max(250, Math.min(60_000, Math.floor(idleMs / 2))),
   );
   sweeper.unref();
-
-  /** Who presents the request at `resource` (this path: `/mcp` or `/mcp/<participant>`). */
-  async function identify(req: IncomingMessage, url: URL, session: Session | undefined, resource: string): Promise<Who> {
-    const named = url.searchParams.get("space") ?? header(req, "mcp-space");
-    const known = host.space(named ?? session?.space);
-    const spaceId = named ?? session?.space ?? known?.id;
-    // The scope a token needs here (RFC 6750 `scope` on the 401), when the space takes the provider's tokens.
-    const scope = known?.requiredScope;
-    const token = bearer(req.headers.authorization);
-    if (token === undefined)
-      return {
-        ok: false,
-        status: 401,
-        reason: "unauthorized",
-        message: "missing token: send Authorization: Bearer <participant token>",
-        ...(scope ? { scope } : {}),
-      };
-    if (spaceId === undefined)
-      return {
-        ok: false,
-        status: 400,
-        reason: "bad_request",
-        message: "which space? add ?space=ID to the URL or send an Mcp-Space header",
-      };
-    const space = known;
-    if (!space) return { ok: false, status: 404, reason: "unknown_space", message: `no space named "${spaceId.slice(0, 64)}"` };
-    // A static token, or a JWT access token from the space's identity provider (which stops here: the space's tools never see it).
-    // Its audience may be this path's own resource, as this path's RFC 9728 document names it.
-    const auth = await space.authenticate(token, resourceUrls(req, resource));
-    if (auth.ok) return { ok: true, space, participant: auth.id, digest: auth.digest };
-    // 403 insufficient_scope only for a missing scope; an identity that is nobody in this space is a plain 403 saying so.
-    const reason =
-      auth.http.status === 403
-        ? auth.http.error === "insufficient_scope"
-          ? "insufficient_scope"
-          : "forbidden"
-        : auth.http.status === 503
-          ? "unavailable"
-          : "unauthorized";
-    return { ok: false, status: auth.http.status, reason, message: auth.reason, challenge: auth.http, ...(scope ? { scope } : {}) };
-  }
 
   async function acquire(m: McpHttpModules, space: McpFaceSpace, participant: string): Promise<Pooled> {
     const key = `${space.id}\u0000${participant}`;
@@ -385,24 +335,14 @@ export function mountHttp(gateway: { mcpFace(): McpFaceHost }, opts: McpHttpOpti
   async function handle(m: McpHttpModules, req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (closing) return rpcError(res, 503, RPC_SERVER_ERROR, "the MCP endpoint is shutting down", "closing");
     const url = new URL(req.url ?? "/", "http://gateway");
-    const only = onlyOf(url.pathname);
+    const only = onlyOf(path, url.pathname);
     if (only === null)
       return rpcError(res, 404, RPC_SERVER_ERROR, `not found: serve one participant at ${path}/<participant>`, "not_found");
     const sid = header(req, "mcp-session-id");
     const session = sid === undefined ? undefined : sessions.get(sid);
     const suffix = only === undefined ? path : `${path}/${encodeURIComponent(only)}`;
-    const who = await identify(req, url, session, suffix);
-    if (!who.ok) {
-      // RFC 9728: tell the client where this path's protected-resource metadata is (and, RFC 6750, what was wrong with its token
-      // and the scope it needs). Not for an identity that is nobody here: no token would do better.
-      const challenge = who.status === 401 || (who.status === 403 && who.reason === "insufficient_scope");
-      const headers: Record<string, string> | undefined = challenge
-        ? { "www-authenticate": bearerChallenge(req, suffix, who.challenge, who.scope) }
-        : who.status === 503
-          ? { "retry-after": "5" }
-          : undefined;
-      return rpcError(res, who.status, RPC_SERVER_ERROR, who.message, who.reason, headers);
-    }
+    const who = await identify(host, req, url, session?.space, suffix);
+    if (!who.ok) return refuse(req, res, who, suffix);
     if (sid !== undefined) {
       // 404 tells an MCP client to start a new session (the spec's rule for unknown ids).
       if (!session) return rpcError(res, 404, RPC_SESSION_NOT_FOUND, "session not found: initialize a new one", "unknown_session");
@@ -517,18 +457,6 @@ export function mountHttp(gateway: { mcpFace(): McpFaceHost }, opts: McpHttpOpti
   }
 
   // RFC 9728 protected-resource metadata for this path is served by the gateway (gateway/operator/resource.ts).
-
-  /** `/mcp` → undefined (the space), `/mcp/fs` → "fs", anything else under it → null. */
-  function onlyOf(pathname: string): string | undefined | null {
-    if (pathname === path) return undefined;
-    let id: string;
-    try {
-      id = decodeURIComponent(pathname.slice(path.length + 1));
-    } catch {
-      return null;
-    }
-    return /^[A-Za-z0-9_.:-]{1,128}$/.test(id) ? id : null;
-  }
 
   const route = (req: IncomingMessage, res: ServerResponse) => {
     (mods ? handle(mods, req, res) : handleFirst(req, res)).catch((err: Error) => {

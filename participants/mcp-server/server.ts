@@ -29,7 +29,7 @@ import type { Logger } from "pino";
 import { GATEWAY_ID, type Envelope } from "../../gateway/index.js";
 import { ParticipantClient, type ClientOptions } from "../client.js";
 import { ParticipantError, RpcError } from "../errors.js";
-import { buildCatalogue, failureResult, type Catalogue, type CatalogueEntry } from "./catalogue.js";
+import { failureResult, type Catalogue } from "./catalogue.js";
 import { askClient, deskOf, type Desk, type Session } from "./callbacks.js";
 import { isInputRequired, retryParams, serverError, TAKES_INPUT } from "./input.js";
 import { SpaceResources } from "./resources.js";
@@ -46,6 +46,7 @@ import { tasksOf, type SeatTasks } from "./tasks.js";
 import { askUnknownTool, ownToolsPage } from "./own-pages.js";
 import { CLIENT_CAPS_KEY, offeredCapabilities } from "./client-caps.js";
 import { SessionLog } from "./session-log.js";
+import { SessionTools } from "./session-tools.js";
 import { serveReads } from "./read-handlers.js";
 import { requestOf, traced, type FaceTrace } from "./face-trace.js";
 
@@ -54,8 +55,6 @@ const SERVER_VERSION = "0.1.0";
 const DEFAULT_APPROVAL_PROGRESS_MS = 2000;
 /** How long a call made as a task may wait, at most: the longest timer Node keeps. */
 const TASK_WAIT_MS = 2_147_483_647;
-/** Most tool names kept after they left the catalogue (`former`). */
-const MAX_FORMER_TOOLS = 1024;
 
 export interface SpaceMcpServerOptions {
   /**
@@ -107,19 +106,8 @@ export class SpaceMcpServer extends Server {
   private readonly log: Logger | undefined;
   private readonly approvalProgressMs: number;
   private readonly takesInput: boolean;
-  private catalogue: Catalogue | undefined;
-  /**
-   * Tools this session offered that have left the catalogue since (their owner was switched
-   * off, or left), bounded: a client calling one from a list it still holds is answered by
-   * the gateway, which says why (`participant_disabled`, `unknown_tool`), not by a bare "unknown".
-   */
-  private readonly former = new Map<string, CatalogueEntry>();
-  private fetchSeq = 0;
-  /** The fetch that calls naming a tool not in the list wait on. */
-  private lookup: Promise<Catalogue> | undefined;
-  private appliedSeq = 0;
-  private refreshing = false;
-  private refreshAgain = false;
+  /** The space's tools as this session lists them (session-tools.ts). */
+  private readonly tools: SessionTools;
   private initialized = false;
   private disposed = false;
   private resolveClosed!: () => void;
@@ -166,6 +154,13 @@ export class SpaceMcpServer extends Server {
     this.log = opts.logger?.child({ component: "mcp-server" });
     this.approvalProgressMs = Math.max(10, opts.approvalProgressMs ?? DEFAULT_APPROVAL_PROGRESS_MS);
     this.takesInput = opts.takesInput === true;
+    this.tools = new SessionTools(
+      client,
+      this.only,
+      this.log,
+      () => (this.initialized && this.transport && !this.disposed ? this.sendToolListChanged() : undefined),
+      () => this.disposed,
+    );
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
     this.logs = new SessionLog(
       () => this.initialized && !this.disposed,
@@ -243,7 +238,7 @@ export class SpaceMcpServer extends Server {
       client.onNotification((n) => this.spaceNotification(n.method, n.params, n.from, n.envelope)),
       // A grant changes policies (a tool stops needing approval); a reconnect may find another catalogue.
       client.on("welcome", (w) => {
-        if (w.refreshed || w.reconnected) void this.spaceToolsChanged();
+        if (w.refreshed || w.reconnected) void this.tools.changed();
       }),
       client.on("envelope", (env) => {
         if (env.kind !== "mcp/approve") return;
@@ -274,10 +269,11 @@ export class SpaceMcpServer extends Server {
   async currentTools(): Promise<Catalogue> {
     try {
       await this.ready;
-      return await this.refresh();
+      return await this.tools.refresh();
     } catch (err) {
       // Between reconnects the last known list is still the best answer.
-      if (this.catalogue) return this.catalogue;
+      const last = this.tools.current;
+      if (last) return last;
       throw new McpError(ErrorCode.InternalError, `cannot list the space's tools: ${(err as Error).message}`);
     }
   }
@@ -293,70 +289,14 @@ export class SpaceMcpServer extends Server {
     this.resolveClosed();
   }
 
-  /** Fetches the tools; a slower, older answer never overwrites a newer one. */
-  private async refresh(): Promise<Catalogue> {
-    const seq = ++this.fetchSeq;
-    const infos = await this.client.listTools();
-    if (seq > this.appliedSeq) {
-      const next = buildCatalogue(infos, this.client.id, this.only);
-      if (next.fingerprint !== this.catalogue?.fingerprint) {
-        for (const s of next.skipped) this.log?.warn({ tool: s.name }, `not offered over MCP: ${s.why}`);
-      }
-      this.appliedSeq = seq;
-      for (const [name, entry] of this.catalogue?.byName ?? []) if (!next.byName.has(name)) this.former.set(name, entry);
-      for (const name of next.byName.keys()) this.former.delete(name);
-      for (const name of this.former.keys()) {
-        if (this.former.size <= MAX_FORMER_TOOLS) break;
-        this.former.delete(name);
-      }
-      this.catalogue = next;
-    }
-    return this.catalogue!;
-  }
-
-  /** The space said its catalogue changed: refresh, and tell the MCP client if what it sees changed. Coalesces bursts. */
-  private async spaceToolsChanged(): Promise<void> {
-    if (this.refreshing) {
-      this.refreshAgain = true;
-      return;
-    }
-    this.refreshing = true;
-    try {
-      do {
-        this.refreshAgain = false;
-        const before = this.catalogue?.fingerprint;
-        let after: string;
-        try {
-          after = (await this.refresh()).fingerprint;
-        } catch (err) {
-          this.log?.warn({ err: (err as Error).message }, "could not refresh the space's tools");
-          return;
-        }
-        if (before !== after && this.initialized && this.transport && !this.disposed) {
-          await this.sendToolListChanged().catch((err: Error) =>
-            this.log?.debug({ err: err.message }, "could not send tools/list_changed"),
-          );
-        }
-      } while (this.refreshAgain && !this.disposed);
-    } finally {
-      this.refreshing = false;
-    }
-  }
-
   private async callTool(params: CallToolRequest["params"], extra: Extra): Promise<CallToolResult | CreateTaskResult> {
     try {
       await this.ready;
     } catch (err) {
       return { content: [{ type: "text", text: `not connected to the space: ${(err as Error).message}` }], isError: true };
     }
-    let entry = this.catalogue?.byName.get(params.name);
-    if (!entry) {
-      // The client may know a tool from a list we have not fetched (or one that just appeared).
-      // Calls arriving together share one fetch: a burst of calls is not a burst of tools/list.
-      this.lookup ??= this.refresh().finally(() => (this.lookup = undefined));
-      await this.lookup.catch(() => undefined);
-      entry = this.catalogue?.byName.get(params.name) ?? this.former.get(params.name);
-    }
+    // Not in the list: a fresh one, or a tool that left it since (session-tools.ts).
+    const entry = await this.tools.find(params.name);
     if (!entry && this.only !== undefined) {
       // Serving one participant as itself: its server says how it answers a tool it does not have.
       const own = await askUnknownTool(this.client, this.only, params.name, params.arguments, extra.signal);
@@ -458,7 +398,7 @@ export class SpaceMcpServer extends Server {
       if (this.takesInput && serverError(err)) throw new RpcError(err.rpcCode ?? ErrorCode.InternalError, err.message, err.data);
       // Aborted by the MCP client: the SDK sends no answer to a cancelled request.
       if (err.code === "cancelled") throw err;
-      if (err.code === "unknown_tool") void this.spaceToolsChanged();
+      if (err.code === "unknown_tool") void this.tools.changed();
       return failureResult(real, err);
     } finally {
       clearInterval(ticker);
@@ -486,7 +426,7 @@ export class SpaceMcpServer extends Server {
   };
 
   private spaceNotification(method: string, params: unknown, from: string, env: Envelope): void {
-    if (method === "notifications/tools/list_changed" && from === GATEWAY_ID) return void this.spaceToolsChanged();
+    if (method === "notifications/tools/list_changed" && from === GATEWAY_ID) return void this.tools.changed();
     if (!this.initialized || this.disposed) return;
     // Serving one participant: nothing another one says reaches the client.
     if (this.only !== undefined && from !== this.only) return;

@@ -20,34 +20,24 @@
  *
  * A tool whose server runs tasks (`execution.taskSupport` `required`/`optional`) is called
  * as one once any approval is given, and the server's task followed behind ours (`tasks/get`
- * at most once per poll interval, `tasks/result` once it ended, `tasks/cancel` passed on),
- * asked as this seat, whose bridge answers for the seat's own tasks only (bridge/tasks.ts).
+ * at most once per poll interval, `tasks/result` once it ended, `tasks/cancel` passed on:
+ * server-task.ts), asked as this seat, whose bridge answers for the seat's own tasks only
+ * (bridge/tasks.ts).
  * Made without a wait, its id is `<participant>:<server's task id>`, found again from a new
  * session by asking that participant; a face serving one participant (`view`) sees its own.
  */
 import { randomUUID } from "node:crypto";
 import type { TaskStore } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js";
-import {
-  CreateTaskResultSchema,
-  ErrorCode,
-  GetTaskResultSchema,
-  type CallToolResult,
-  type CreateTaskResult,
-  type Result,
-  type Task,
-} from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, type CallToolResult, type CreateTaskResult, type Result, type Task } from "@modelcontextprotocol/sdk/types.js";
 import { GATEWAY_ID, type Envelope } from "../../gateway/index.js";
 import type { ParticipantClient } from "../client.js";
-import { stripHidden } from "../../gateway/index.js";
 import { ParticipantError, RpcError } from "../errors.js";
 import { failureResult } from "./catalogue.js";
+import { DEFAULT_TTL_MS, type Followed, POLL_MS, ServerTaskFollower, serverTask, TERMINAL } from "./server-task.js";
 
 /** Most tasks one seat holds at once (open or finished and not yet expired); past it a new one is refused. */
 export const DEFAULT_MAX_TASKS = 1000;
-/** How long a finished task is kept for `tasks/get` / `tasks/result` when the client asks for no TTL. */
-const DEFAULT_TTL_MS = 60 * 60_000;
 const MAX_TTL_MS = 24 * 60 * 60_000;
-const POLL_MS = 1000;
 const PAGE = 100;
 /**
  * Unknown task ids looked up at the gateway per second, at most: each is a request on the
@@ -56,27 +46,13 @@ const PAGE = 100;
  */
 const ADOPT_PER_SECOND = 20;
 
-interface Rec {
-  task: Task;
+interface Rec extends Followed {
   result?: Result | undefined;
   proposal?: string | undefined;
-  /** The tool, as the space names it. */
-  real: string;
-  /** The participant whose tool it is. */
-  owner: string;
-  expires?: number | undefined;
-  /** The server's own task behind this one, where `tasks/get`, `tasks/result` and `tasks/cancel` go. */
-  upstream?: { participant: string; taskId: string } | undefined;
-  polled?: number | undefined; // when the server's task was last asked about, and (below) the asking under way
-  polling?: Promise<void> | undefined;
 }
 
 /** What starting the call gives back: its result, and the proposal when it became one. */
 export type RunCall = (signal: AbortSignal, onProposal: (proposal: Envelope) => void) => Promise<CallToolResult | CreateTaskResult>;
-
-const TERMINAL = new Set<Task["status"]>(["completed", "failed", "cancelled"]);
-/** Failures that say nothing about the task: the connection to the space went, or the answer was slow. */
-const TRANSIENT = new Set(["disconnected", "closed", "connect_failed", "timeout"]);
 
 export class SeatTasks implements TaskStore {
   private readonly recs = new Map<string, Rec>();
@@ -86,11 +62,18 @@ export class SeatTasks implements TaskStore {
   private starting = 0;
   private adoptBudget = ADOPT_PER_SECOND;
   private adoptRefilled = Date.now();
+  /** Follows the server's own task behind one of ours. */
+  private readonly follower: ServerTaskFollower;
 
   constructor(
     private readonly client: ParticipantClient,
     private readonly maxTasks = DEFAULT_MAX_TASKS,
   ) {
+    this.follower = new ServerTaskFollower(client, {
+      set: (rec, status, statusMessage) => this.set(rec, status, statusMessage),
+      // The follower is only ever handed this store's own records.
+      finish: (rec, status, result) => this.finish(rec as Rec, status, result),
+    });
     client.on("envelope", (env) => this.envelope(env));
   }
 
@@ -166,7 +149,7 @@ export class SeatTasks implements TaskStore {
     this.sweep();
     const rec = this.recs.get(taskId) ?? (await this.adopt(taskId, only));
     if (!rec || (only !== undefined && rec.owner !== only)) return undefined;
-    await this.poll(rec);
+    await this.follower.poll(rec);
     return rec;
   }
 
@@ -200,7 +183,7 @@ export class SeatTasks implements TaskStore {
   async getTaskResult(taskId: string): Promise<Result> {
     const rec = this.recs.get(taskId);
     if (rec?.upstream && rec.result === undefined && TERMINAL.has(rec.task.status))
-      rec.result = await this.upstreamResult(rec, rec.upstream);
+      rec.result = await this.follower.result(rec, rec.upstream);
     if (!rec?.result) throw new RpcError(ErrorCode.InvalidParams, `task ${taskId.slice(0, 64)} has no result yet`);
     return rec.result;
   }
@@ -214,7 +197,7 @@ export class SeatTasks implements TaskStore {
     if (!rec) throw new RpcError(ErrorCode.InvalidParams, `Task not found: ${taskId.slice(0, 64)}`);
     if (status !== "cancelled") return this.set(rec, status, statusMessage);
     if (TERMINAL.has(rec.task.status)) return;
-    if (rec.upstream) return this.cancelUpstream(rec, rec.upstream);
+    if (rec.upstream) return this.follower.cancel(rec, rec.upstream);
     if (rec.task.status === "working" || rec.proposal === undefined) {
       throw new RpcError(ErrorCode.InvalidParams, `the call was already approved and runs; it cannot be cancelled now`, {
         reason: "already_approved",
@@ -284,7 +267,7 @@ export class SeatTasks implements TaskStore {
     rec.expires = Date.now() + (rec.task.ttl ?? DEFAULT_TTL_MS);
   }
 
-  private set(rec: Rec, status: Task["status"], statusMessage: string | undefined): void {
+  private set(rec: Followed, status: Task["status"], statusMessage: string | undefined): void {
     if (TERMINAL.has(rec.task.status)) return;
     const { statusMessage: _old, ...rest } = rec.task;
     rec.task = { ...rest, status, lastUpdatedAt: new Date().toISOString(), ...(statusMessage ? { statusMessage } : {}) };
@@ -384,109 +367,27 @@ export class SeatTasks implements TaskStore {
     return rec;
   }
 
-  // --- the server's own task behind one of ours --------------------------------------------
+  // --- the server's own task behind one of ours (server-task.ts) --------------------------
 
   /** The call came back as the server's own task: ours follows it from now on. */
   private link(rec: Rec, upstream: Task): void {
-    rec.upstream = { participant: rec.owner, taskId: upstream.taskId };
-    rec.polled = Date.now();
     this.aborts.delete(rec.task.taskId);
-    this.mirror(rec, upstream);
-  }
-
-  /** The server's task as it said it is; a change (and only a change) is told to the sessions. */
-  private mirror(rec: Rec, upstream: Task): void {
-    if (TERMINAL.has(rec.task.status)) return;
-    const message = upstream.statusMessage === undefined ? undefined : stripHidden(upstream.statusMessage).slice(0, 500);
-    if (upstream.status === rec.task.status && message === rec.task.statusMessage) return;
-    this.set(rec, upstream.status, message);
-    if (TERMINAL.has(upstream.status)) rec.expires = Date.now() + (rec.task.ttl ?? DEFAULT_TTL_MS);
-  }
-
-  /** Asks the server how its task stands, when it was last asked a poll interval ago or more. */
-  private poll(rec: Rec): Promise<void> {
-    const up = rec.upstream;
-    if (!up || TERMINAL.has(rec.task.status)) return Promise.resolve();
-    if (rec.polling) return rec.polling;
-    if (Date.now() - (rec.polled ?? 0) < POLL_MS / 2) return Promise.resolve();
-    rec.polling = (async () => {
-      try {
-        const parsed = GetTaskResultSchema.safeParse(
-          await this.client.request(up.participant, "tasks/get", { taskId: up.taskId }, { timeoutMs: 10_000 }),
-        );
-        if (parsed.success) this.mirror(rec, parsed.data);
-      } catch (err) {
-        // The server (or its bridge) no longer knows the task, or will not say: it cannot end well.
-        // A lost connection is not that: the next poll asks again.
-        if (err instanceof ParticipantError && !TRANSIENT.has(err.code)) {
-          this.finish(rec, "failed", {
-            content: [
-              { type: "text", text: `${rec.real}: the server's task ${up.taskId.slice(0, 64)} cannot be followed: ${err.message}` },
-            ],
-            isError: true,
-          });
-        }
-      } finally {
-        rec.polled = Date.now();
-        rec.polling = undefined;
-      }
-    })();
-    return rec.polling;
-  }
-
-  /** The result of the server's task, once it ended; why not, as an error result, when it has none. */
-  private async upstreamResult(rec: Rec, up: { participant: string; taskId: string }): Promise<Result> {
-    try {
-      const res = await this.client.request(up.participant, "tasks/result", { taskId: up.taskId }, { timeoutMs: 30_000 });
-      if (typeof res === "object" && res !== null) return res as Result;
-    } catch (err) {
-      if (err instanceof ParticipantError && TRANSIENT.has(err.code))
-        throw new RpcError(ErrorCode.InternalError, `${rec.real}: could not fetch the result: ${err.message}`);
-      return {
-        content: [
-          {
-            type: "text",
-            text: `${rec.real} ${rec.task.status}${rec.task.statusMessage ? `: ${rec.task.statusMessage}` : ""} (${(err as Error).message})`,
-          },
-        ],
-        isError: true,
-      };
-    }
-    return { content: [], isError: true };
-  }
-
-  /** `tasks/cancel` of a task the server runs: passed on to the server, whose answer says how it stands. */
-  private async cancelUpstream(rec: Rec, up: { participant: string; taskId: string }): Promise<void> {
-    let res: unknown;
-    try {
-      res = await this.client.request(up.participant, "tasks/cancel", { taskId: up.taskId }, { timeoutMs: 10_000 });
-    } catch (err) {
-      if (err instanceof ParticipantError)
-        throw new RpcError(err.code === "rpc_error" ? (err.rpcCode ?? ErrorCode.InvalidParams) : ErrorCode.InternalError, err.message, {
-          reason: err.code,
-        });
-      throw err;
-    }
-    const parsed = GetTaskResultSchema.safeParse(res);
-    if (parsed.success) this.mirror(rec, parsed.data);
-    if (!TERMINAL.has(rec.task.status)) this.set(rec, "cancelled", "cancelled by the MCP client (tasks/cancel)");
-    rec.expires = Date.now() + (rec.task.ttl ?? DEFAULT_TTL_MS);
+    this.follower.link(rec, upstream);
   }
 
   /** `<participant>:<id>` from a new session or process: the server's task, if that participant's bridge says it is the seat's. */
   private async adoptUpstream(taskId: string, participant: string, upstreamId: string): Promise<Rec | undefined> {
-    let res: unknown;
+    let upstream: Task | undefined;
     try {
-      res = await this.client.request(participant, "tasks/get", { taskId: upstreamId }, { timeoutMs: 10_000 });
+      upstream = await this.follower.lookUp(participant, upstreamId);
     } catch {
       return undefined;
     }
-    const parsed = GetTaskResultSchema.safeParse(res);
-    if (!parsed.success || parsed.data.taskId !== upstreamId || this.recs.has(taskId)) return this.recs.get(taskId);
+    if (!upstream || this.recs.has(taskId)) return this.recs.get(taskId);
     const rec = this.add(taskId, `${participant}/?`, DEFAULT_TTL_MS, undefined);
     rec.real = `the task of ${participant}`;
-    rec.task = { ...rec.task, createdAt: parsed.data.createdAt };
-    this.link(rec, parsed.data);
+    rec.task = { ...rec.task, createdAt: upstream.createdAt };
+    this.link(rec, upstream);
     return rec;
   }
 
@@ -545,14 +446,6 @@ export class SeatTasks implements TaskStore {
 
 function waiting(real: string, proposal: string): string {
   return `waiting for a person in the space to approve ${real} (proposal ${proposal.slice(0, 8)}, id ${proposal}); they approve it in the console or with: mewgate proposals approve ${proposal.slice(0, 8)}`;
-}
-
-/** A call's answer that is the server's own task (`CreateTaskResult`), not its result. */
-function serverTask(result: unknown): Task | undefined {
-  // A tool's result (which has content) is never taken for one, whatever else it carries.
-  if (typeof result !== "object" || result === null || !("task" in result) || "content" in result) return undefined;
-  const parsed = CreateTaskResultSchema.safeParse(result);
-  return parsed.success ? parsed.data.task : undefined;
 }
 
 /** `participant` of `participant/tool`. */
