@@ -425,6 +425,18 @@ describe("bridge OAuth: each person's own sign-in (as: caller)", () => {
     expect(r.cards).toHaveLength(2);
     expect(bobCards).toHaveLength(2);
 
+    // Bob's sign-in revoked at the server: his call fails saying so, a card asks bob alone, and nobody else's token stands in.
+    const bobs = r.vault.tokens("remote", r.up.issuer, "caller:bob")!;
+    r.up.refused.add(bobs.access_token);
+    await (await r.up.provider.RefreshToken.find(bobs.refresh_token)).destroy();
+    await expect(callTool(bob, "remote/whoami")).rejects.toThrow(`remote needs a sign-in at ${r.up.issuer}; a card asks bob`);
+    await waitFor(() => bobCards.length === 3, 10_000, "bob's card asking again");
+    expect(r.cards).toHaveLength(2);
+    expect(r.vault.tokens("remote", r.up.issuer, "caller:bob")).toBeUndefined();
+    r.up.signInAs = "bob";
+    expect((await consentFromCard(r, bobCards[2]!)).status).toBe(200);
+    await waitFor(async () => (await callTool(bob, "remote/whoami").catch(() => "")) === "bob", 10_000, "bob's new sign-in");
+
     // Each person's tokens are kept apart, and none reaches a participant or the log.
     expect(
       r.vault
@@ -436,7 +448,7 @@ describe("bridge OAuth: each person's own sign-in (as: caller)", () => {
     const secrets = secretsIn(r);
     expect(secrets.length).toBeGreaterThanOrEqual(3);
     const log = readFileSync(r.logFile, "utf8");
-    for (const s of secrets) {
+    for (const s of [...secrets, bobs.access_token, bobs.refresh_token!]) {
       expect(seen.join("\n")).not.toContain(s);
       expect(log).not.toContain(s);
     }
