@@ -43,7 +43,7 @@ interface Rig {
   bridge(extra?: { consent?: "link" | "auto" }): Promise<Bridge>;
 }
 
-async function rig(oauthYaml = "", opts: { up?: Upstream } = {}): Promise<Rig> {
+async function rig(oauthYaml = "", opts: { up?: Upstream; extra?: string } = {}): Promise<Rig> {
   const up = opts.up ?? (await startUpstream());
   if (!opts.up) cleanups.push(() => up.close());
   const gw = await startGateway(`
@@ -52,7 +52,7 @@ participants:
   alice: {kind: human, token: ${ALICE}, tools: {allow: ["remote/*"]}}
   bob: {kind: human, token: ${BOB}, tools: {allow: ["remote/*"]}}
   remote: {kind: mcp, token: remote-token-0123456789, mcp: {url: "${up.url}"${oauthYaml ? `, oauth: ${oauthYaml}` : ""}}}
-`);
+${opts.extra ?? ""}`);
   cleanups.push(() => gw.stop());
   const desk = new ConsentDesk();
   gw.gateway.addHttpPrefix("/oauth/callback/", desk.handler());
@@ -363,6 +363,98 @@ describe("bridge OAuth: signing in", () => {
   });
 });
 
+const AGENT = "agent-token-0123456789";
+
+describe("bridge OAuth: each person's own sign-in (as: caller)", () => {
+  it("runs a call bob approved on bob's token, never alice's; refuses a call for someone not signed in, with a card to them only; shows no token to anyone", async () => {
+    const r = await rig("{as: caller}", {
+      extra: `  agent: {kind: agent, token: ${AGENT}, capabilities: [{kind: mcp/proposal}, {kind: mcp/request, to: [remote], payload: {method: tools/call}}]}`,
+    });
+    const seen: string[] = [];
+    r.alice.on("envelope", (e) => seen.push(JSON.stringify(e)));
+    const bob = new ParticipantClient({ url: r.gw.url, space: "lab", token: BOB, reconnect: false });
+    const bobCards: IncomingRequest[] = [];
+    bob.onRequest(async (req) => {
+      bobCards.push(req);
+      return { action: "accept" };
+    });
+    bob.on("envelope", (e) => seen.push(JSON.stringify(e)));
+    await bob.connect();
+    cleanups.push(() => bob.close());
+    const agent = new ParticipantClient({ url: r.gw.url, space: "lab", token: AGENT, reconnect: false });
+    agent.on("envelope", (e) => seen.push(JSON.stringify(e)));
+    await agent.connect();
+    cleanups.push(() => agent.close());
+
+    // The connection (the tools list) is signed in once for the space: alice answers the card.
+    const started = r.bridge();
+    await waitFor(() => r.cards.length === 1 && bobCards.length === 1, 10_000, "the space's cards");
+    expect((await consentFromCard(r, r.cards[0]!)).status).toBe(200);
+    await started;
+    await waitFor(async () => (await bob.listTools()).some((t) => t.name === "remote/whoami"), 10_000, "the tools");
+
+    // Bob has not signed in as himself: his call is refused at once, saying so, and a card goes to bob alone.
+    await expect(callTool(bob, "remote/whoami")).rejects.toThrow(
+      `remote signs in as each person (oauth as: caller), and bob has not signed in at ${r.up.issuer}; a card asks bob to sign in, then call again`,
+    );
+    await waitFor(() => bobCards.length === 2, 10_000, "bob's card");
+    expect((bobCards[1]!.params as { message: string }).message).toBe(`remote needs you to sign in at ${r.up.issuer}`);
+    expect(r.cards).toHaveLength(1);
+    r.up.signInAs = "bob";
+    expect((await consentFromCard(r, bobCards[1]!)).status).toBe(200);
+    expect(await callTool(bob, "remote/whoami")).toBe("bob");
+
+    // Alice's sign-in for the connection is not hers to call with: her call is refused too, her card hers only.
+    await expect(callTool(r.alice, "remote/whoami")).rejects.toThrow(/and alice has not signed in at .*; a card asks alice to sign in/);
+    await waitFor(() => r.cards.length === 2, 10_000, "alice's card");
+    expect(bobCards).toHaveLength(2);
+    r.up.signInAs = "alice";
+    expect((await consentFromCard(r, r.cards[1]!)).status).toBe(200);
+    expect(await callTool(r.alice, "remote/whoami")).toBe("alice");
+
+    // The agent proposes; bob approves: the server sees bob, though alice is signed in too and the space's sign-in is hers.
+    const proposed = agent.propose("remote", "tools/call", { name: "whoami", arguments: {} }, { timeoutMs: 10_000 });
+    await waitFor(() => seen.some((e) => e.includes('"mcp/proposal"') && e.includes(proposed.id)), 10_000, "the proposal");
+    bob.approve(proposed.id);
+    expect(((await proposed) as { content: Array<{ text: string }> }).content[0]!.text).toBe("bob");
+
+    // The agent's own unheld call acts for nobody: refused, and nobody is asked to sign in for it.
+    await expect(agent.request("remote", "tools/call", { name: "whoami", arguments: {} }, { timeoutMs: 10_000 })).rejects.toThrow(
+      /remote signs in as each person \(oauth as: caller\), and this tools\/call acts for nobody/,
+    );
+    expect(r.cards).toHaveLength(2);
+    expect(bobCards).toHaveLength(2);
+
+    // Bob's sign-in revoked at the server: his call fails saying so, a card asks bob alone, and nobody else's token stands in.
+    const bobs = r.vault.tokens("remote", r.up.issuer, "caller:bob")!;
+    r.up.refused.add(bobs.access_token);
+    await (await r.up.provider.RefreshToken.find(bobs.refresh_token)).destroy();
+    await expect(callTool(bob, "remote/whoami")).rejects.toThrow(`remote needs a sign-in at ${r.up.issuer}; a card asks bob`);
+    await waitFor(() => bobCards.length === 3, 10_000, "bob's card asking again");
+    expect(r.cards).toHaveLength(2);
+    expect(r.vault.tokens("remote", r.up.issuer, "caller:bob")).toBeUndefined();
+    r.up.signInAs = "bob";
+    expect((await consentFromCard(r, bobCards[2]!)).status).toBe(200);
+    await waitFor(async () => (await callTool(bob, "remote/whoami").catch(() => "")) === "bob", 10_000, "bob's new sign-in");
+
+    // Each person's tokens are kept apart, and none reaches a participant or the log.
+    expect(
+      r.vault
+        .list()
+        .map((l) => l.subject)
+        .filter((s) => s !== "client")
+        .sort(),
+    ).toEqual(["caller:alice", "caller:bob", "space"]);
+    const secrets = secretsIn(r);
+    expect(secrets.length).toBeGreaterThanOrEqual(3);
+    const log = readFileSync(r.logFile, "utf8");
+    for (const s of [...secrets, bobs.access_token, bobs.refresh_token!]) {
+      expect(seen.join("\n")).not.toContain(s);
+      expect(log).not.toContain(s);
+    }
+  });
+});
+
 describe("bridge OAuth: space.yaml", () => {
   const parse = (mcp: string) =>
     parseSpaceConfig(`space: {id: lab}\nparticipants:\n  alice: {kind: human, token: ${ALICE}}\nmcpServers:\n  remote: ${mcp}\n`, {
@@ -375,7 +467,13 @@ describe("bridge OAuth: space.yaml", () => {
     expect(() => parse(`{url: "http://127.0.0.1:1/mcp", oauth: {grant: client_credentials, client_id: x}}`)).toThrow(
       /needs client_id and client_secret/,
     );
-    expect(() => parse(`{url: "http://127.0.0.1:1/mcp", oauth: {as: caller}}`)).toThrow(/as: caller .* is not available yet/);
+    expect(() =>
+      parse(`{url: "http://127.0.0.1:1/mcp", oauth: {as: caller, grant: client_credentials, client_id: x, client_secret: y}}`),
+    ).toThrow(/as: caller \(each person's own sign-in\) goes with grant: authorization_code, not a service account/);
+    expect((parse(`{url: "http://127.0.0.1:1/mcp", oauth: {as: caller}}`).participants["remote"]!.mcp!.oauth as { as: string }).as).toBe(
+      "caller",
+    );
+    expect((parse(`{url: "http://127.0.0.1:1/mcp", oauth: {}}`).participants["remote"]!.mcp!.oauth as { as: string }).as).toBe("space");
     expect(() => parse(`{url: "http://127.0.0.1:1/mcp", oauth: {consent: sometimes}}`)).toThrow(/consent/);
     expect(() => parse(`{url: "http://127.0.0.1:1/mcp", oauth: {client_secret: {secret_file: ""}}}`)).toThrow(/secret/);
   });

@@ -63,9 +63,9 @@ export const OAuthSchema = section({
     error: "private_key needs the client_id it was registered for",
     path: ["private_key"],
   })
-  // Refused rather than quietly served with the space's sign-in: a person's call must never run on someone else's upstream identity.
-  .refine((o) => o.as !== "caller", {
-    error: "as: caller (each person's own upstream identity) is not available yet; use as: space",
+  // A service account is nobody's own identity: it cannot stand for each person.
+  .refine((o) => o.as !== "caller" || o.grant !== "client_credentials", {
+    error: "as: caller (each person's own sign-in) goes with grant: authorization_code, not a service account",
     path: ["as"],
   });
 export type OAuthConfig = z.output<typeof OAuthSchema>;

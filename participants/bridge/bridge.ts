@@ -126,6 +126,7 @@ class McpBridge implements Bridge {
       notifications: this.notifications,
       tasks: new ServerTaskOwners(),
       tracing: opts.tracing,
+      auth: this.auth,
     });
     this.client.onRequest((req) => this.forwarder.handle(req));
     this.client.on("welcome", (w) => {

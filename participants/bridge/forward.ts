@@ -23,6 +23,7 @@ import type { IncomingRequest, ParticipantClient } from "../client.js";
 import { RpcError, RpcErrorCodes } from "../errors.js";
 import { trySend, type ServerNotifications } from "./notifications.js";
 import { AnyResult, type Forwarded, MAX_INPUT_ROUNDS, type ServerLink, type Upstream } from "./server.js";
+import type { UpstreamAuth } from "./oauth-signin.js";
 import type { ServerTaskOwners } from "./tasks.js";
 import { withoutStated } from "./client-caps.js";
 import { outboundSpan } from "./trace.js";
@@ -47,6 +48,8 @@ export interface ForwardHost {
   readonly tasks: ServerTaskOwners;
   /** The space's traces, when the bridge runs beside the gateway and it exports them (trace.ts). */
   readonly tracing?: Tracing | undefined;
+  /** A `url:` server behind OAuth: whose credentials each request uses (oauth-signin.ts). */
+  readonly auth?: UpstreamAuth | undefined;
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -112,9 +115,12 @@ export class Forwarder {
     let callerToken: string | number | undefined;
     let timeoutMs = this.host.callTimeoutMs;
     let takesInput = false;
+    let person: unknown;
     if (isRecord(params) && isRecord(params["_meta"])) {
       const { progressToken, [TAKES_INPUT]: takes, ...meta } = params["_meta"];
       const asked = meta["mewgate/timeout_ms"];
+      // The person the call acts for: the gateway's stamp (gateway/calls/person.ts), for `oauth: {as: caller}`.
+      person = meta["mewgate/person"];
       if (typeof asked === "number" && asked > 0) timeoutMs = Math.min(asked, MAX_TIMER_MS);
       if (typeof progressToken === "string" || typeof progressToken === "number") callerToken = progressToken;
       takesInput = takes === true && (up.modern ?? up.client).getProtocolEra() === "modern";
@@ -125,6 +131,14 @@ export class Forwarder {
       if (callerToken !== undefined || takes !== undefined || kept !== Object.keys(meta).length)
         params = kept > 0 ? { ...params, _meta: passed } : withoutKey(params, "_meta");
     }
+    // Whose upstream credentials this request uses; a call for nobody, or for a person not signed in, goes no further.
+    const auth = this.host.auth;
+    const acting = auth?.actingFor(req.method, person);
+    if (acting && "refusal" in acting)
+      return Promise.reject(
+        new RpcError(RpcErrorCodes.internalError, acting.refusal, { reason: "sign_in_needed", participant: this.host.id }),
+      );
+    const asSubject = <T>(request: () => T): T => (auth && acting ? auth.run(acting.subject, request) : request());
     return new Promise((resolve, reject) => {
       const controller = new AbortController();
       let timer: NodeJS.Timeout | undefined;
@@ -187,10 +201,11 @@ export class Forwarder {
       // marks with x-mcp-header into Mcp-Param-* headers, as the server checks (SEP-2243).
       let sent: Promise<unknown>;
       try {
-        sent =
+        sent = asSubject(() =>
           takesInput && req.method === "tools/call" && isRecord(params) && typeof params["name"] === "string"
             ? client.callTool(params as { name: string }, options)
-            : client.request({ method: req.method, params } as Request, AnyResult, options);
+            : client.request({ method: req.method, params } as Request, AnyResult, options),
+        );
       } catch (err) {
         // The SDK refuses some requests before sending them (a method the revision lacks): the same path as any failure.
         sent = Promise.reject(err);

@@ -11,7 +11,14 @@
  * sign-in runs at a time; a call that meets a 401 while the server runs fails saying so and
  * starts one (at most one at a time, never a loop). Headless consent (`consent: auto`,
  * loopback issuers only) follows the link itself, for tests.
+ *
+ * `as: caller`: each request from the space runs (`run`, an AsyncLocalStorage the fetch
+ * reads) as the person the gateway stamped it with, on that person's tokens only; the
+ * connection and the listings the gateway makes for nobody go as the space. A call for
+ * nobody, or for a person not signed in, is refused before it is sent (`actingFor`), and
+ * that person alone gets a card.
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { Logger } from "pino";
@@ -25,6 +32,12 @@ import type { CredentialVault, Subject } from "./oauth-vault.js";
 const MAX_ROUNDS = 3;
 /** A card stays in an inbox this long. */
 const CARD_TIMEOUT_MS = 600_000;
+/**
+ * With `as: caller`, what only lists what the server offers goes as the connection does (the
+ * space's sign-in): the gateway asks for the tools itself, for nobody. Anything else acts,
+ * and acts for a person or not at all.
+ */
+const LISTING = new Set(["ping", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "logging/setLevel"]);
 
 /** What the bridge is given to sign in with (from `up` or `mewgate bridge`). */
 export interface OAuthBridgeOptions {
@@ -67,7 +80,10 @@ export class UpstreamAuth {
   private readonly consent: "link" | "auto";
   private need: Need | undefined;
   private connecting = 0;
-  private signing: Promise<void> | undefined;
+  /** One sign-in at a time per subject (the space, or one person with `as: caller`). */
+  private readonly signing = new Map<Subject, Promise<void>>();
+  /** The subject of the request under way (`run`): a person's call; outside any, the space (the connection). */
+  private readonly acting = new AsyncLocalStorage<Subject>();
   private readonly stopped = new AbortController();
   private readonly base: typeof fetch;
 
@@ -94,9 +110,40 @@ export class UpstreamAuth {
     });
   }
 
-  /** Whose credentials a request uses: the space's (config refuses `as: caller` until each person gets an upstream session of their own). */
+  /** Whose credentials a request uses: the person's whose call is under way (`run`), else the space's (the connection). */
   private subject(): Subject {
-    return "space";
+    return this.acting.getStore() ?? "space";
+  }
+
+  /**
+   * Whose credentials a request from the space uses. `as: space`: the space's. `as: caller`:
+   * the person the gateway stamped it with (`_meta["mewgate/person"]`), and theirs only; a
+   * call for nobody, or for a person who has not signed in, is refused at once, and in the
+   * second case a card asks that person (and nobody else) to sign in, so their next call works.
+   */
+  actingFor(method: string, person: unknown): { subject: Subject } | { refusal: string } {
+    if (this.config.as !== "caller" || LISTING.has(method)) return { subject: "space" };
+    if (typeof person !== "string" || person === "")
+      return {
+        refusal: `${this.host.id} signs in as each person (oauth as: caller), and this ${printable(method)} acts for nobody (an agent's call that no person approved); hold the tool in policy so that its approver's sign-in is used`,
+      };
+    const subject: Subject = `caller:${person}`;
+    // Unattended (headless consent, tests), the request's own 401 signs the person in (fetch).
+    if (this.client.tokens(subject) || this.unattended) return { subject };
+    void this.signIn({}, subject).catch((err) => this.host.log?.warn({ err: (err as Error).message }, "sign-in failed"));
+    return {
+      refusal: `${this.host.id} signs in as each person (oauth as: caller), and ${printable(person)} has not signed in${this.where()}; a card asks ${printable(person)} to sign in, then call again`,
+    };
+  }
+
+  /** Runs `request` (one request to the server) with `subject`'s credentials. */
+  run<T>(subject: Subject, request: () => T): T {
+    return this.acting.run(subject, request);
+  }
+
+  /** Who a sign-in card goes to: the people in the space, or the one person whose sign-in it is. */
+  private asks(subject: Subject): string {
+    return subject === "space" ? "the people in the space" : printable(subject.slice("caller:".length));
   }
 
   /**
@@ -140,9 +187,9 @@ export class UpstreamAuth {
       return scoped
         ? this.saying(
             res,
-            `${this.host.id} needs a sign-in with more scope (${printable(need.challenge.scope ?? "")})${this.where()}; a card asks the people in the space`,
+            `${this.host.id} needs a sign-in with more scope (${printable(need.challenge.scope ?? "")})${this.where()}; a card asks ${this.asks(subject)}`,
           )
-        : this.saying(res, `${this.host.id} needs a sign-in${this.where()}; a card asks the people in the space`);
+        : this.saying(res, `${this.host.id} needs a sign-in${this.where()}; a card asks ${this.asks(subject)}`);
     }
   };
 
@@ -182,14 +229,16 @@ export class UpstreamAuth {
 
   /** A 401 or 403 that only a sign-in mends: a connection attempt waits for it; a call fails and a sign-in starts. */
   private needs(need: Need): void {
-    this.need ??= need;
+    const subject = this.subject();
+    // A person's call is not the connection: a start under way waits for the space's sign-in only.
+    if (subject === "space") this.need ??= need;
     if (need.fatal) {
       this.host.log?.warn({ err: need.fatal.message }, "cannot sign in to the MCP server");
       return;
     }
     // Unattended, the request itself already tried (fetch); a person is asked once, in the background.
-    if (this.connecting === 0 && !this.unattended)
-      void this.signIn(need.challenge).catch((err) => this.host.log?.warn({ err: (err as Error).message }, "sign-in failed"));
+    if ((this.connecting === 0 || subject !== "space") && !this.unattended)
+      void this.signIn(need.challenge, subject).catch((err) => this.host.log?.warn({ err: (err as Error).message }, "sign-in failed"));
   }
 
   /** Runs `attempt` (a connection); after a 401 or 403 a person signs in, and it is tried again. */
@@ -213,15 +262,19 @@ export class UpstreamAuth {
     }
   }
 
-  /** One sign-in at a time: a card (or headless consent), then the callback. */
-  signIn(challenge: Challenge): Promise<void> {
-    this.signing ??= this.runSignIn(challenge).finally(() => (this.signing = undefined));
-    return this.signing;
+  /** One sign-in at a time per subject: a card (or headless consent), then the callback. */
+  signIn(challenge: Challenge, subject: Subject = this.subject()): Promise<void> {
+    let running = this.signing.get(subject);
+    if (!running) {
+      running = this.runSignIn(challenge, subject).finally(() => this.signing.delete(subject));
+      this.signing.set(subject, running);
+    }
+    return running;
   }
 
-  private async runSignIn(challenge: Challenge): Promise<void> {
+  private async runSignIn(challenge: Challenge, subject: Subject): Promise<void> {
     if (this.config.grant === "client_credentials") return this.client.clientCredentials(challenge);
-    const pending = await this.client.begin(this.subject(), challenge);
+    const pending = await this.client.begin(subject, challenge);
     let settle!: { resolve: () => void; reject: (e: Error) => void };
     const done = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
     // Headless consent reports a failed callback itself; this one is awaited only once it could matter.
@@ -238,29 +291,41 @@ export class UpstreamAuth {
     const cards = new AbortController();
     const onStop = () => settle.reject(new Error("the bridge stopped while waiting for a sign-in"));
     this.stopped.signal.addEventListener("abort", onStop, { once: true });
+    // A person's card left unanswered ends with it, so that their next call asks again.
+    const expiry =
+      subject === "space"
+        ? undefined
+        : setTimeout(() => settle.reject(new Error("the sign-in card was not answered in time")), CARD_TIMEOUT_MS);
+    expiry?.unref();
     try {
       if (this.consent === "auto") {
         const back = await followConsent(pending.authorizationUrl, pending.redirectUri, this.base);
         const r = await this.desk.deliver(this.opts.space, back);
         if (!r.ok) throw new OAuthFailure(r.message);
       } else {
-        this.host.log?.info({ issuer: pending.issuer }, "the MCP server needs a sign-in; asking the people in the space");
-        this.host.onSignIn({ issuer: pending.issuer, url: pending.authorizationUrl.href });
-        this.opts.onSignIn?.({ server: this.host.id, issuer: pending.issuer, url: pending.authorizationUrl.href });
-        this.cards(pending.issuer, pending.authorizationUrl.href, cards.signal);
+        this.host.log?.info({ issuer: pending.issuer, subject }, "the MCP server needs a sign-in; asking with a card");
+        // A person's own link goes to that person only: not to the terminal, not to anyone else's inbox.
+        if (subject === "space") {
+          this.host.onSignIn({ issuer: pending.issuer, url: pending.authorizationUrl.href });
+          this.opts.onSignIn?.({ server: this.host.id, issuer: pending.issuer, url: pending.authorizationUrl.href });
+        }
+        this.cards(pending.issuer, pending.authorizationUrl.href, cards.signal, subject);
       }
       await done;
-      this.host.log?.info({ issuer: pending.issuer }, "signed in to the MCP server");
+      this.host.log?.info({ issuer: pending.issuer, subject }, "signed in to the MCP server");
     } finally {
+      clearTimeout(expiry);
       unexpect();
       cards.abort();
       this.stopped.signal.removeEventListener("abort", onStop);
     }
   }
 
-  /** The card, to every person present and to whoever comes while it is open. */
-  private cards(issuer: string, url: string, signal: AbortSignal): void {
+  /** The card, to every person present and to whoever comes while it is open; a person's own sign-in to that person only. */
+  private cards(issuer: string, url: string, signal: AbortSignal, subject: Subject): void {
     const { participant } = this.host;
+    const only = subject === "space" ? undefined : subject.slice("caller:".length);
+    const isFor = (p: { id: string; kind?: string | undefined }) => p.kind === "human" && (only === undefined || p.id === only);
     const message = `${this.host.id} needs you to sign in at ${safe(issuer)}`;
     const asked = new Set<string>();
     const ask = (id: string) => {
@@ -274,8 +339,8 @@ export class UpstreamAuth {
         },
       );
     };
-    for (const p of participant.participants.values()) if (p.kind === "human") ask(p.id);
-    const off = participant.on("presence", (e) => e.event === "join" && e.participant.kind === "human" && ask(e.participant.id));
+    for (const p of participant.participants.values()) if (isFor(p)) ask(p.id);
+    const off = participant.on("presence", (e) => e.event === "join" && isFor(e.participant) && ask(e.participant.id));
     signal.addEventListener("abort", () => off(), { once: true });
   }
 
