@@ -109,7 +109,9 @@ async function relay(port: number): Promise<{ port: number; cut(): void; open():
       refusing = true;
       for (const s of sockets) s.destroy();
     },
-    open: () => void (refusing = false),
+    open: () => {
+      refusing = false;
+    },
     close: () => {
       for (const s of sockets) s.destroy();
       return new Promise((resolve) => server.close(() => resolve()));
