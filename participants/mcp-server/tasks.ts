@@ -249,9 +249,16 @@ export class SeatTasks implements TaskStore {
       (err: unknown) => {
         if (!(err instanceof ParticipantError))
           return this.finish(rec, "failed", { content: [{ type: "text", text: String(err) }], isError: true });
-        // The connection to the space went (this process or the gateway stops): the proposal
-        // may still be pending, so the task stays as it is, to be adopted again.
-        if (err.code === "disconnected" || err.code === "closed" || err.code === "connect_failed") return;
+        // The connection to the space went (this process or the gateway stops). Approved, the
+        // call failed only once a new welcome no longer listed it: its answer went to the old
+        // connection, and nobody will say more. Otherwise the proposal may still be pending:
+        // the task stays as it is, adopted (no call waits for it any more), and what the
+        // space says of the proposal (`envelope`) settles it.
+        if (err.code === "disconnected" || err.code === "closed" || err.code === "connect_failed") {
+          if (rec.task.status === "working") return this.finish(rec, "failed", failureResult(rec.real, err));
+          this.aborts.delete(rec.task.taskId);
+          return;
+        }
         const cancelled = err.code === "rejected" || err.code === "withdrawn" || err.code === "expired" || err.code === "cancelled";
         this.finish(rec, cancelled ? "cancelled" : "failed", failureResult(rec.real, err));
       },
