@@ -22,6 +22,7 @@ import type { McpServerConfig } from "../../gateway/index.js";
 import type { IncomingRequest, ParticipantClient } from "../client.js";
 import { ParticipantError, RpcError } from "../errors.js";
 import { callerOffers } from "./client-caps.js";
+import { isRecord } from "../../gateway/index.js";
 
 /** A person gets this long to answer a form (the gateway bounds it by `calls.max_timeout_ms`). */
 const ELICITATION_TIMEOUT_MS = 600_000;
@@ -150,8 +151,4 @@ function unprefixed(err: McpError): string {
 function toolOf(owner: string, req: IncomingRequest): string | undefined {
   const name = req.method === "tools/call" && isRecord(req.params) ? req.params["name"] : undefined;
   return typeof name === "string" ? `${owner}/${name}` : undefined;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

@@ -13,6 +13,7 @@
  * own offer, as before. What is stated is read in a bounded shape, never copied as sent.
  */
 import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
+import { isRecord } from "../../gateway/index.js";
 
 export const CLIENT_CAPS_KEY = "mewgate/client_capabilities";
 
@@ -21,10 +22,6 @@ const NEEDS: Readonly<Record<string, "sampling" | "elicitation">> = {
   "sampling/createMessage": "sampling",
   "elicitation/create": "elicitation",
 };
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
 
 /** What the caller of a request stated its client offers; `undefined` when it stated nothing. */
 export function statedCapabilities(params: unknown): ClientCapabilities | undefined {

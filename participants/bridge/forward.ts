@@ -18,7 +18,7 @@ import {
   SdkHttpError,
 } from "@modelcontextprotocol/client";
 import type { Logger } from "pino";
-import { DEFAULT_MAX_DEPTH, nestsWithin, type Tracing } from "../../gateway/index.js";
+import { DEFAULT_MAX_DEPTH, nestsWithin, type Tracing, isRecord } from "../../gateway/index.js";
 import type { IncomingRequest, ParticipantClient } from "../client.js";
 import { RpcError, RpcErrorCodes } from "../errors.js";
 import { trySend, type ServerNotifications } from "./notifications.js";
@@ -50,10 +50,6 @@ export interface ForwardHost {
   readonly tracing?: Tracing | undefined;
   /** A `url:` server behind OAuth: whose credentials each request uses (oauth-signin.ts). */
   readonly auth?: UpstreamAuth | undefined;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 export class Forwarder {

@@ -14,6 +14,7 @@ import type { IncomingRequest, ParticipantClient } from "../client.js";
 import { soleCaller } from "./callbacks.js";
 import { LogListeners } from "./log-listeners.js";
 import { AnyResult, type Upstream } from "./server.js";
+import { isRecord } from "../../gateway/index.js";
 
 /** What the notifications need of the bridge. */
 export interface NotificationHost {
@@ -30,10 +31,6 @@ export function trySend(log: Logger | undefined, send: () => unknown): void {
   } catch (err) {
     log?.debug({ err: (err as Error).message }, "could not send");
   }
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 export class ServerNotifications {

@@ -14,6 +14,7 @@
  */
 import { ErrorCode } from "@modelcontextprotocol/sdk/types.js";
 import { RpcError } from "../errors.js";
+import { isRecord } from "../../gateway/index.js";
 
 /** Most server tasks remembered at once; past it the oldest are forgotten (and answer "not found"). */
 const MAX_TASKS = 10_000;
@@ -54,8 +55,4 @@ export class ServerTaskOwners {
     const tasks = result["tasks"].filter((t) => isRecord(t) && typeof t["taskId"] === "string" && this.owners.get(t["taskId"]) === caller);
     return { ...result, tasks };
   }
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

@@ -10,10 +10,7 @@
  */
 import type { Transport as McpTransport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { CallTrace, Tracing } from "../../gateway/index.js";
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
+import { isRecord } from "../../gateway/index.js";
 
 export interface OutboundSpan {
   /** The request's params, carrying this span's `traceparent`. */

@@ -5,7 +5,7 @@
  * returned and what a failed call rejected with.
  */
 import { ToolSchema, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
-import { GATEWAY_ID } from "../../gateway/index.js";
+import { GATEWAY_ID, isRecord } from "../../gateway/index.js";
 import { ToolNameMap } from "../agent/names.js";
 import { forModel } from "../agent/tools.js";
 import type { ParticipantError } from "../errors.js";
@@ -114,7 +114,7 @@ function toMcpTool(fn: string, info: ToolInfo, policy: ExposedPolicy, participan
     inputSchema: objectSchema(info.inputSchema) ?? { type: "object" },
     // The server's own _meta (MCP Apps UI resources, …) passes through beside ours.
     _meta: {
-      ...(isObject(info["_meta"]) ? info["_meta"] : {}),
+      ...(isRecord(info["_meta"]) ? info["_meta"] : {}),
       "mewgate/name": real,
       "mewgate/participant": participant,
       "mewgate/policy": policy,
@@ -137,11 +137,7 @@ function toMcpTool(fn: string, info: ToolInfo, policy: ExposedPolicy, participan
 
 function taskSupportOf(info: ToolInfo): string | undefined {
   const execution = info["execution"];
-  return isObject(execution) && typeof execution["taskSupport"] === "string" ? execution["taskSupport"] : undefined;
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
+  return isRecord(execution) && typeof execution["taskSupport"] === "string" ? execution["taskSupport"] : undefined;
 }
 
 /** A JSON Schema for an object, with `type: "object"` as MCP requires; `undefined` for anything else. */
