@@ -47,7 +47,22 @@ export class McpRouter implements CallRouter {
   private readonly catalogue: Catalogue;
 
   constructor(
-    private readonly space: SpaceHost,
+    private readonly space: Pick<
+      SpaceHost,
+      | "authority"
+      | "config"
+      | "deliver"
+      | "fail"
+      | "id"
+      | "member"
+      | "metrics"
+      | "sendTo"
+      | "tracing"
+      | "watching"
+      // The catalogue it keeps (catalogue.ts) tells of findings and writes them behind.
+      | "note"
+      | "noteFindings"
+    >,
     /** The call table, built before the router (the store's conversations name calls in it). */
     readonly calls: Calls,
     readonly registry: Registry,

@@ -114,7 +114,7 @@ export function sameArguments(a: unknown, b: unknown): boolean {
  * the arguments that will run.
  */
 export async function approveOneOf(
-  space: SpaceHost,
+  space: Pick<SpaceHost, "deliver" | "fail" | "record" | "storeFailed">,
   proposals: ProposalBook,
   member: Member,
   p: Proposal,

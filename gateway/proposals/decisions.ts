@@ -61,7 +61,22 @@ export class Decisions implements ProposalDesk {
   readonly escalations: Escalations;
 
   constructor(
-    private readonly space: SpaceHost,
+    private readonly space: Pick<
+      SpaceHost,
+      | "authority"
+      | "config"
+      | "deliver"
+      | "fail"
+      | "id"
+      | "log"
+      | "member"
+      | "metrics"
+      | "note"
+      | "record"
+      | "sendTo"
+      | "storeFailed"
+      | "verdictOf"
+    >,
     private readonly proposals: ProposalBook,
     /** The call table and the catalogue, built before this (the decision point is the space's `authority`). */
     private readonly calls: Calls,

@@ -13,8 +13,11 @@ import { approvedBy, fulfilmentBlocked } from "./approvals.js";
 import { type Proposal, type ProposalBook, runningArguments, whatRuns } from "./book.js";
 import { fallenApprovals } from "./standing.js";
 
+/** What dropping approvals that no longer count uses of the space. */
+export type StandingHost = Pick<SpaceHost, "authority" | "config" | "deliver" | "log" | "record" | "verdictOf">;
+
 /** Drops the approvals of `p` that no longer count; resolves with how many were dropped (throws, having changed nothing, if not written). */
-export async function dropFallenApprovals(space: SpaceHost, proposals: ProposalBook, p: Proposal): Promise<number> {
+export async function dropFallenApprovals(space: StandingHost, proposals: ProposalBook, p: Proposal): Promise<number> {
   const fallen = fallenApprovals({ config: space.config, groups: space.authority.groups, verdict: (...a) => space.verdictOf(...a) }, p);
   if (fallen.length === 0) return 0;
   const before = approvedBy(p);
@@ -42,7 +45,7 @@ export async function dropFallenApprovals(space: SpaceHost, proposals: ProposalB
 }
 
 /** `dropFallenApprovals` when one more approval would complete `p`'s quorum; else nothing (0). */
-export function dropBeforeLast(space: SpaceHost, proposals: ProposalBook, p: Proposal): Promise<number> {
+export function dropBeforeLast(space: StandingHost, proposals: ProposalBook, p: Proposal): Promise<number> {
   const required = p.required ?? 1;
   return required > 1 && approvedBy(p).length + 1 >= required ? dropFallenApprovals(space, proposals, p) : Promise.resolve(0);
 }
@@ -52,7 +55,7 @@ export function dropBeforeLast(space: SpaceHost, proposals: ProposalBook, p: Pro
  * fulfilment the last one: fewer remaining block it.
  */
 export async function fulfilmentStanding(
-  space: SpaceHost,
+  space: StandingHost,
   proposals: ProposalBook,
   fulfiller: string,
   p: Proposal,
