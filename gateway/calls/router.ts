@@ -33,7 +33,7 @@ import {
   stamp,
   systemEnvelope,
 } from "../wire/envelope.js";
-import { type CallRouter, clip, disabledRefusal, type NotRouted, type SpaceHost } from "../ports/host.js";
+import { type CallRouter, clip, disabledRefusal, type NotRouted, type RouterHost } from "../ports/host.js";
 import type { Verdict } from "../policy/authority.js";
 import type { Decision } from "../policy/rules.js";
 import type { ProposalBook } from "../proposals/book.js";
@@ -47,22 +47,7 @@ export class McpRouter implements CallRouter {
   private readonly catalogue: Catalogue;
 
   constructor(
-    private readonly space: Pick<
-      SpaceHost,
-      | "authority"
-      | "config"
-      | "deliver"
-      | "fail"
-      | "id"
-      | "member"
-      | "metrics"
-      | "sendTo"
-      | "tracing"
-      | "watching"
-      // The catalogue it keeps (catalogue.ts) tells of findings and writes them behind.
-      | "note"
-      | "noteFindings"
-    >,
+    private readonly space: RouterHost,
     /** The call table, built before the router (the store's conversations name calls in it). */
     readonly calls: Calls,
     readonly registry: Registry,

@@ -66,6 +66,12 @@ export interface SpaceHost {
   storeFailed(member: Member, err: unknown, correlationId: string | undefined, what: string): void;
 }
 
+/** What the MCP router (calls/router.ts) uses of the space, the catalogue it keeps included (its findings, written behind). */
+export type RouterHost = Pick<
+  SpaceHost,
+  "authority" | "config" | "deliver" | "fail" | "id" | "member" | "metrics" | "note" | "noteFindings" | "sendTo" | "tracing" | "watching"
+>;
+
 /**
  * What decisions.ts and endpoint.ts need of the MCP router (calls/router.ts): the decision point,
  * routing, cancellation and the catalogue. Named here so that neither imports calls/router.ts.
