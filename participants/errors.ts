@@ -37,6 +37,8 @@ export type ParticipantErrorCode =
   | "cancelled"
   /** The answer did not have the expected shape (`mcp/response` not JSON-RPC, or `schema` failed). */
   | "invalid_response"
+  /** The envelope is larger or nests deeper than the space takes (its welcome's `space.limits`): it was not sent. */
+  | "too_large"
   /** The outbound buffer is over `maxBufferedBytes`; the gateway is not keeping up. */
   | "backpressure"
   /** Connecting failed: see `closeCode`. Auth refusals have their own codes below. */

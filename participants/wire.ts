@@ -41,7 +41,18 @@ export const WelcomePayloadSchema = z.looseObject({
     capabilities: z.array(CapabilityItem).default([]),
     visibility: z.string().optional(),
   }),
-  space: z.looseObject({ id: z.string(), name: z.string().optional(), description: z.string().optional() }).optional(),
+  space: z
+    .looseObject({
+      id: z.string(),
+      name: z.string().optional(),
+      description: z.string().optional(),
+      /** The largest frame the space takes, and how deep it may nest (an older gateway does not say). */
+      limits: z
+        .object({ max_payload_bytes: z.number().int().positive(), max_depth: z.number().int().positive() })
+        .optional()
+        .catch(undefined),
+    })
+    .optional(),
   participants: z.array(ParticipantInfoSchema).default([]),
   tools: z.array(ToolInfoSchema).default([]),
   proposals: z.array(EnvelopeLike).default([]),

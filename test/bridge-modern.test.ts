@@ -279,7 +279,7 @@ describe("a server's input_required through the bridge: hostile first", () => {
     const deep = await call("ask_deep");
     // The bridge's own failure, as a tool error the client can read (not a wait until some timeout).
     expect(deep.result?.["isError"]).toBe(true);
-    expect(JSON.stringify(deep.result?.["content"])).toMatch(/nested more than 61 levels deep/);
+    expect(JSON.stringify(deep.result?.["content"])).toMatch(/nested more than 62 levels deep/);
     const ok = await call("hello");
     expect(JSON.stringify(ok.result)).toContain("hi");
   });

@@ -91,7 +91,13 @@ export class Roster {
     return buildWelcome({
       to: member.id,
       you: { ...this.describe(member), visibility: member.visibility },
-      space: { id: config.space.id, name: config.space.name, description: config.space.description },
+      space: {
+        id: config.space.id,
+        name: config.space.name,
+        description: config.space.description,
+        // What a frame may be here, so a participant can refuse to send one that would not arrive (an answer too big, too deep).
+        limits: { max_payload_bytes: config.gateway.limits.max_payload_bytes, max_depth: config.gateway.limits.max_depth },
+      },
       participants: [...this.delivery.members.values()].filter((m) => m !== member).map((m) => this.describe(m)),
       participantBytes: (d) => this.describedBytes(d),
       tools: this.sources.tools(member),

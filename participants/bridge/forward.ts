@@ -18,7 +18,7 @@ import {
   SdkHttpError,
 } from "@modelcontextprotocol/client";
 import type { Logger } from "pino";
-import { DEFAULT_MAX_DEPTH, nestsWithin, type Tracing, isRecord } from "../../gateway/index.js";
+import { type Tracing, isRecord } from "../../gateway/index.js";
 import type { IncomingRequest, ParticipantClient } from "../client.js";
 import { RpcError, RpcErrorCodes } from "../errors.js";
 import { trySend, type ServerNotifications } from "./notifications.js";
@@ -209,12 +209,6 @@ export class Forwarder {
       sent.then(
         (result) => {
           if (req.method === "resources/subscribe") this.host.notifications.subscribed(req);
-          // An answer nested past what a frame of the space may carry would be refused on the way and leave the caller waiting.
-          if (typeof result === "object" && result !== null && !nestsWithin(result, MAX_RESULT_DEPTH)) {
-            const message = `MCP server "${this.host.id}" answered ${req.method} with a result nested more than ${MAX_RESULT_DEPTH} levels deep; it is not passed on`;
-            settle(() => reject(new RpcError(RpcErrorCodes.internalError, message, { reason: "too_deep", participant: this.host.id })));
-            return;
-          }
           settle(() => resolve(result));
         },
         (err: unknown) => this.forwardFailed(up, call, err, settle, reject),
@@ -285,9 +279,6 @@ export class Forwarder {
 
 /** The `_meta` flag the face sets on a request from a 2026-07-28 client: it takes `input_required` itself. */
 export const TAKES_INPUT = "mewgate/input_required";
-
-/** How deep a result may nest: a frame's limit less the envelope, payload and result around it. */
-const MAX_RESULT_DEPTH = DEFAULT_MAX_DEPTH - 3;
 
 /** SDK refusals to send a request the negotiated revision or the server's capabilities do not have. */
 const UNSPOKEN = new Set<string>([SdkErrorCode.MethodNotSupportedByProtocolVersion, SdkErrorCode.CapabilityNotSupported]);

@@ -7,11 +7,11 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
-import { CloseCodes, PROTOCOL } from "../../gateway/index.js";
+import { CloseCodes, nestsWithin, PROTOCOL } from "../../gateway/index.js";
 import { ParticipantError, type ParticipantErrorCode } from "../errors.js";
 import type { CloseInfo, Transport, TransportFactory } from "../transport.js";
 import { webSocketTransport } from "../websocket.js";
-import type { ClientEvents, ClientOptions, ClientStatus, OutboundEnvelope, ReconnectOptions, WelcomeInfo } from "./types.js";
+import type { ClientEvents, ClientOptions, ClientStatus, FrameLimits, OutboundEnvelope, ReconnectOptions, WelcomeInfo } from "./types.js";
 
 /** Close codes after which reconnecting cannot help, with the error code the owner gets. */
 const FINAL_CLOSES = new Map<number, ParticipantErrorCode>([
@@ -249,7 +249,10 @@ export class Connection {
     if (envelope.correlation_id !== undefined && envelope.correlation_id.length > 0) out["correlation_id"] = envelope.correlation_id;
     if (envelope.context !== undefined) out["context"] = envelope.context;
     out["payload"] = envelope.payload ?? {};
-    t.send(JSON.stringify(out));
+    const text = JSON.stringify(out);
+    const over = overLimits(this.ports.welcome()?.space?.limits, out, text);
+    if (over) throw new ParticipantError("too_large", over.message, { data: over });
+    t.send(text);
     return id;
   }
 
@@ -275,4 +278,32 @@ export class Connection {
     this.connecting?.resolve(info);
     this.connecting = undefined;
   }
+}
+
+/**
+ * Why the space would refuse this frame (larger than `max_payload_bytes`, or nesting deeper
+ * than `max_depth`), if it would: the gateway answers such a frame with an error nobody's
+ * call is correlated to, so a request or an answer sent anyway would leave its caller waiting.
+ */
+export function overLimits(
+  limits: FrameLimits | undefined,
+  frame: object,
+  text: string,
+): { reason: "too_large" | "too_deep"; message: string; bytes?: number; limit: number } | undefined {
+  if (!limits) return undefined;
+  const bytes = Buffer.byteLength(text);
+  if (bytes > limits.max_payload_bytes)
+    return {
+      reason: "too_large",
+      message: `a frame of ${bytes} bytes is more than the space takes (${limits.max_payload_bytes} bytes: gateway.limits.max_payload_bytes)`,
+      bytes,
+      limit: limits.max_payload_bytes,
+    };
+  if (!nestsWithin(frame, limits.max_depth))
+    return {
+      reason: "too_deep",
+      message: `a frame nesting more than ${limits.max_depth} levels deep is more than the space takes (gateway.limits.max_depth)`,
+      limit: limits.max_depth,
+    };
+  return undefined;
 }

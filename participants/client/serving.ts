@@ -31,6 +31,8 @@ export function outsideServing(fn: () => void): void {
 interface Served {
   from: string;
   rpcId: RpcId;
+  /** What was asked (unknown for a call adopted after a restart): named when the answer cannot be sent. */
+  method?: string | undefined;
   abort: (reason: string) => void;
   /** The calls of ours this request is a callback of: their clocks restart when it ends. */
   holds?: Pending[] | undefined;
@@ -140,7 +142,7 @@ export class Serving {
   /** An `mcp/request` addressed to me: the MCP server or the handler answers it. */
   serve(env: Envelope, rpcId: RpcId, method: string, params: unknown): void {
     if (this.served.has(env.id)) return;
-    this.holdCallers(env, rpcId);
+    this.holdCallers(env, rpcId, method);
     const mcp = this.mcp;
     if (mcp) {
       this.served.get(env.id)!.abort = (reason) => mcp.cancel(env.id, reason);
@@ -173,9 +175,9 @@ export class Serving {
    * something about it (a form, a completion) — that call's clock stands still until we
    * answer: the target is waiting on us, not late.
    */
-  private holdCallers(env: Envelope, rpcId: RpcId): void {
+  private holdCallers(env: Envelope, rpcId: RpcId, method: string): void {
     const holds = this.calls.hold(env);
-    this.served.set(env.id, { from: env.from, rpcId, abort: () => {}, holds: holds.length > 0 ? holds : undefined });
+    this.served.set(env.id, { from: env.from, rpcId, method, abort: () => {}, holds: holds.length > 0 ? holds : undefined });
   }
 
   /** Stops serving `envelopeId`; the calls it held get their clocks back. */
@@ -187,18 +189,41 @@ export class Serving {
     return s;
   }
 
-  /** Answers a served request, unless it was cancelled meanwhile. */
+  /**
+   * Answers a served request, unless it was cancelled meanwhile. An answer the space would
+   * refuse (larger or deeper than its frames: connection.ts `overLimits`) goes as an error
+   * saying so (a tool error for `tools/call`), so the caller learns at once rather than when
+   * its call times out.
+   */
   private respond(envelopeId: string, outcome: { result: unknown } | { error: { code: number; message: string; data?: unknown } }): void {
     const s = this.endServing(envelopeId);
     if (!s) return;
-    this.trySend(() =>
+    const send = (o: typeof outcome) =>
       this.conn.send({
         kind: "mcp/response",
         to: [s.from],
         correlation_id: [envelopeId],
-        payload: { jsonrpc: "2.0", id: s.rpcId, ...outcome },
-      }),
-    );
+        payload: { jsonrpc: "2.0", id: s.rpcId, ...o },
+      });
+    this.trySend(() => {
+      try {
+        send(outcome);
+      } catch (err) {
+        if (!(err instanceof ParticipantError) || err.code !== "too_large") throw err;
+        const over = err.data as { reason: string; bytes?: number; limit: number };
+        const what = `"${this.me() ?? "this participant"}" answered ${s.method ?? "the call"}`;
+        const message =
+          over.reason === "too_deep"
+            ? `${what} with an answer nested more than ${over.limit - 2} levels deep (gateway.limits.max_depth); it is not passed on`
+            : `${what} with ${over.bytes} bytes, more than a frame of the space carries (${over.limit} bytes: gateway.limits.max_payload_bytes); it is not passed on`;
+        // A tool's failure is a tool error the caller's model can read; any other answer, a JSON-RPC error.
+        send(
+          s.method === "tools/call"
+            ? { result: { content: [{ type: "text", text: message }], isError: true } }
+            : { error: { code: RpcErrorCodes.internalError, message, data: { reason: over.reason, limit: over.limit } } },
+        );
+      }
+    });
   }
 
   /** A `notifications/cancelled` names the request by the caller's JSON-RPC id; the envelope id, when correlated, is exact. */

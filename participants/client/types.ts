@@ -58,12 +58,26 @@ export type ClientOptions = WebSocketClientOptions | TransportClientOptions;
 export type ClientStatus = "idle" | "connecting" | "open" | "reconnecting" | "closed";
 
 /** What a welcome told this participant. */
+/** What a frame may be in the space (its `gateway.limits`), as the welcome says. */
+export interface FrameLimits {
+  max_payload_bytes: number;
+  max_depth: number;
+}
+
 export interface WelcomeInfo {
   id: string;
   kind: string | undefined;
   capabilities: Capability[];
   visibility: string | undefined;
-  space: { id: string; name?: string | undefined; description?: string | undefined } | undefined;
+  space:
+    | {
+        id: string;
+        name?: string | undefined;
+        description?: string | undefined;
+        /** The largest frame the space takes and how deep it may nest; `send` refuses a frame past them. */
+        limits?: FrameLimits | undefined;
+      }
+    | undefined;
   /** The others present at that moment. */
   participants: ParticipantInfo[];
   /** The space's tools with the policy that applies to this participant (may be empty). */
