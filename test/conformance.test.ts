@@ -46,10 +46,7 @@ type Leg = "2026-07-28" | "default";
  * Remove an entry when its gap closes (the test says so).
  */
 const FACE_GAPS: Record<Leg, Record<string, string>> = {
-  "2026-07-28": {
-    // Everything else of server-stateless passes; subscriptions/listen on the face carries no change of the space yet (modern.ts).
-    "server-stateless": "no notifications/tools/list_changed or prompts/list_changed on an open subscriptions/listen stream",
-  },
+  "2026-07-28": {},
   default: {},
 };
 

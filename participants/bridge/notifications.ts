@@ -1,7 +1,7 @@
 /**
  * What the MCP server tells the space outside any call: `tools/list_changed` to the
- * registry (which lists the tools again), `resources/` and `prompts/list_changed` to
- * everyone, resource updates to the participants subscribed through this bridge, and its
+ * registry (which lists the tools again) and to everyone (a face serving the server as
+ * itself passes it on), `resources/` and `prompts/list_changed` to everyone, resource updates to the participants subscribed through this bridge, and its
  * log lines and finished URL flows to the caller they are about. Owns those resource
  * subscriptions: who holds which, renewed at a restarted server, dropped when the last
  * holder leaves.
@@ -46,7 +46,11 @@ export class ServerNotifications {
     if (up.lost) return;
     switch (n.method) {
       case "notifications/tools/list_changed":
-        if (this.host.participant.status === "open") this.host.participant.announceTools();
+        if (this.host.participant.status !== "open") return;
+        // The gateway lists the tools again (and tells the space if the catalogue changed); a
+        // face serving this server as itself (/mcp/<participant>) passes on the server's own word.
+        this.host.participant.announceTools();
+        trySend(this.host.log, () => this.host.participant.notify(undefined, n.method, n.params));
         return;
       case "notifications/resources/list_changed":
       case "notifications/prompts/list_changed":

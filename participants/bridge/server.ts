@@ -56,6 +56,8 @@ export interface Upstream {
   client: Client;
   /** Beside a 2025-era session, a client at 2026-07-28 for callers that speak it themselves (forward.ts). */
   modern?: Client | undefined;
+  /** A server at 2026-07-28 tells its list changes only on a `subscriptions/listen` stream: the one the bridge holds open. */
+  listening?: { close(): Promise<void> } | undefined;
   transport: McpTransport;
   /** Initialized: calls may be forwarded, and its end is a crash. */
   ready: boolean;
@@ -180,6 +182,14 @@ export class ServerLink {
     }
     up.ready = true;
     up.readyAt = Date.now();
+    const at2026 = up.modern ?? (first.client.getProtocolEra() === "modern" ? first.client : undefined);
+    // In the background: a server slow to acknowledge the stream does not hold up the start.
+    if (at2026)
+      void listenForChanges(at2026, this.host.log).then(async (sub) => {
+        if (!sub) return;
+        if (up.lost) await sub.close().catch(() => {});
+        else up.listening = sub;
+      });
     return up;
   }
 
@@ -278,6 +288,7 @@ export class ServerLink {
 
   async close(up: Upstream): Promise<void> {
     this.failAll(up, this.unavailable());
+    await up.listening?.close().catch(() => {});
     await up.modern?.close().catch(() => {});
     await up.client.close().catch(() => {});
   }
@@ -415,5 +426,31 @@ function safeUrl(url: string): string {
     return `${u.origin}${u.pathname}`;
   } catch {
     return "(invalid URL)";
+  }
+}
+
+/**
+ * Opens the stream on which a server at 2026-07-28 tells its tool, prompt and resource list
+ * changes (it has no session to send them on); they reach the client's notification
+ * handlers as a 2025-era session's would (notifications.ts). Nothing when the server
+ * declares no list that changes, or refuses the stream (logged: its lists are then fetched
+ * when the space asks, as before).
+ */
+/** How long a server may take to acknowledge the bridge's listen stream. */
+const LISTEN_ACK_MS = 10_000;
+
+async function listenForChanges(client: Client, log: Logger | undefined): Promise<{ close(): Promise<void> } | undefined> {
+  const caps = client.getServerCapabilities() ?? {};
+  const filter = {
+    ...(caps.tools?.listChanged ? { toolsListChanged: true } : {}),
+    ...(caps.prompts?.listChanged ? { promptsListChanged: true } : {}),
+    ...(caps.resources?.listChanged ? { resourcesListChanged: true } : {}),
+  };
+  if (Object.keys(filter).length === 0) return undefined;
+  try {
+    return await client.listen(filter, { timeout: LISTEN_ACK_MS });
+  } catch (err) {
+    log?.info({ err: (err as Error).message }, "the MCP server does not keep a subscriptions/listen stream open");
+    return undefined;
   }
 }

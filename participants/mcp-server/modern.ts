@@ -15,14 +15,16 @@
  * sealed by held.ts) and goes on waiting in the gateway; the resumed request reads what it
  * ended with. The proposal is seen from the face's own progress message while it waits.
  *
+ * A `subscriptions/listen` stream carries the changes the seat sees (listen.ts).
+ *
  * Not yet: the client's capabilities of each request are not offered to the server (the
- * face's own client declares none, so a server's form or sampling request is refused), and
- * `subscriptions/listen` carries no change of the space.
+ * face's own client declares none, so a server's form or sampling request is refused).
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { HeldFace } from "./held.js";
 import { isInputRequired, RETRY_META } from "./input.js";
+import { ListenFeed, type ListenSchemas } from "./listen.js";
 import { declarations, paramMismatch } from "./param-headers.js";
 
 /** What serving 2026-07-28 needs, loaded with the endpoint's other modules. */
@@ -32,6 +34,8 @@ export interface ModernModules {
   InMemoryTransport: typeof import("@modelcontextprotocol/sdk/inMemory.js").InMemoryTransport;
   ResultSchema: typeof import("@modelcontextprotocol/sdk/types.js").ResultSchema;
   McpError: typeof import("@modelcontextprotocol/sdk/types.js").McpError;
+  /** The change notifications a listen stream carries (listen.ts). */
+  listen: ListenSchemas;
 }
 
 export function loadModernModules(): Promise<ModernModules> {
@@ -46,6 +50,7 @@ export function loadModernModules(): Promise<ModernModules> {
     InMemoryTransport: memory.InMemoryTransport,
     ResultSchema: types.ResultSchema,
     McpError: types.McpError,
+    listen: types,
   }));
 }
 
@@ -77,6 +82,8 @@ const PASSED = [
 /** An in-process client of the face, for one seat at one path. */
 export interface Inner {
   client: Client;
+  /** What the seat's `subscriptions/listen` streams carry. */
+  feed: ListenFeed;
   close(): Promise<void>;
 }
 
@@ -104,10 +111,12 @@ export class InnerPool<S extends { id: string }> {
       const o = await this.open(space, participant, only, mm);
       const [here, there] = mm.InMemoryTransport.createLinkedPair();
       const client = new mm.Client({ name: "mewgate-2026-07-28", version: "1.0.0" }, { capabilities: {} });
+      const feed = new ListenFeed(new mm.v2.InMemoryServerEventBus(), client, mm.listen);
       let closed = false;
       const close = async () => {
         if (closed) return;
         closed = true;
+        feed.end();
         if (this.inners.get(key) === inner) this.inners.delete(key);
         await client.close().catch(() => {});
         await o.server.close().catch(() => {});
@@ -122,7 +131,7 @@ export class InnerPool<S extends { id: string }> {
         await close();
         throw err;
       }
-      return { client, close };
+      return { client, feed, close };
     })();
     this.inners.set(key, inner);
     inner.catch(() => this.inners.get(key) === inner && this.inners.delete(key));
@@ -179,7 +188,12 @@ export function modernServerFactory(m: ModernModules, client: Client, held?: Hel
   const capabilities: Record<string, unknown> = {};
   for (const [cap] of PASSED)
     if (caps[cap] !== undefined)
-      capabilities[cap] = cap === "resources" ? { listChanged: true } : cap === "completions" ? {} : { listChanged: true };
+      capabilities[cap] =
+        cap === "resources"
+          ? { listChanged: true, ...((caps["resources"] as { subscribe?: unknown }).subscribe ? { subscribe: true } : {}) }
+          : cap === "completions"
+            ? {}
+            : { listChanged: true };
   const instructions = client.getInstructions();
   return () => {
     const server = new m.v2.Server(
@@ -253,10 +267,23 @@ export async function serveModern(
     );
     return;
   }
-  const handler = m.v2.createMcpHandler(factory, { legacy: "reject" });
+  const listen = (body as { method?: unknown }).method === "subscriptions/listen";
+  // A listen stream holds its resource subscriptions (listen.ts) until it ends; the seat's streams are bounded there.
+  const hold = listen ? await inner.feed.open((body as { params?: unknown }).params) : undefined;
+  if (hold && !("release" in hold)) {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(JSON.stringify({ jsonrpc: "2.0", id: (body as { id?: unknown }).id ?? null, error: hold }));
+    return;
+  }
+  const handler = m.v2.createMcpHandler(factory, { legacy: "reject", bus: inner.feed.bus });
+  const unlisten = hold ? inner.feed.onEnd(() => void handler.close().catch(() => {})) : undefined;
   try {
     const abort = new AbortController();
-    res.once("close", () => abort.abort());
+    res.once("close", () => {
+      abort.abort();
+      // A listen stream whose client went away ends now, its subscriptions with it (finally below).
+      if (listen) void handler.close().catch(() => {});
+    });
     const headers = new Headers();
     for (const [k, v] of Object.entries(req.headers))
       if (v !== undefined && k !== "authorization" && k !== "cookie") headers.set(k, Array.isArray(v) ? v.join(", ") : v);
@@ -271,14 +298,24 @@ export async function serveModern(
     if (response.body) {
       for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
         if (res.destroyed) break;
+        // A client that does not read (a listen stream lives long) is cut rather than buffered without bound.
+        if (res.writableLength > MAX_UNREAD) {
+          res.destroy();
+          break;
+        }
         res.write(chunk);
       }
     }
     res.end();
   } finally {
+    unlisten?.();
+    if (hold && "release" in hold) hold.release();
     await handler.close().catch(() => {});
   }
 }
+
+/** Bytes a response may have waiting for its client before the client is cut. */
+const MAX_UNREAD = 1024 * 1024;
 
 type HeldCtx = {
   mcpReq: {

@@ -438,6 +438,10 @@ export class SpaceMcpServer extends Server {
         if (typeof uri === "string" && this.desk.subscribers(uri).includes(this.session)) send(this.sendResourceUpdated({ uri }));
         return;
       }
+      case "notifications/tools/list_changed":
+        // The server's own word, to a face serving it as itself (the whole space's face hears the gateway's).
+        if (this.only !== undefined) send(this.sendToolListChanged());
+        return;
       case "notifications/resources/list_changed":
         return send(this.sendResourceListChanged());
       case "notifications/prompts/list_changed":

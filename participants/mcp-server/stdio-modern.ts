@@ -93,7 +93,26 @@ export async function serveModernStdio(face: SpaceMcpServer, transport: OpeningT
   await face.connect(there);
   const inner = new m.Client({ name: "mewgate-2026-07-28", version: "1.0.0" }, { capabilities: {} });
   await inner.connect(here);
-  const handle = serveStdio(modernServerFactory(m, inner) as never, { legacy: "reject", transport: transport as never });
+  // The connection's one server instance: the face's list changes go out through it to the
+  // connection's listen streams, which the SDK's stdio entry filters and stamps.
+  const make = modernServerFactory(m, inner);
+  let instance: ReturnType<typeof make> | undefined;
+  const tell = (send: (s: ReturnType<typeof make>) => Promise<void>) => () => {
+    if (instance) void send(instance).catch(() => {});
+  };
+  inner.setNotificationHandler(
+    m.listen.ToolListChangedNotificationSchema as never,
+    tell((s) => s.sendToolListChanged()),
+  );
+  inner.setNotificationHandler(
+    m.listen.PromptListChangedNotificationSchema as never,
+    tell((s) => s.sendPromptListChanged()),
+  );
+  inner.setNotificationHandler(
+    m.listen.ResourceListChangedNotificationSchema as never,
+    tell((s) => s.sendResourceListChanged()),
+  );
+  const handle = serveStdio((() => (instance = make())) as never, { legacy: "reject", transport: transport as never });
   return async () => {
     await handle.close().catch(() => {});
     await inner.close().catch(() => {});
