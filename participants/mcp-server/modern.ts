@@ -25,6 +25,7 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { HeldFace } from "./held.js";
 import { isInputRequired, RETRY_META } from "./input.js";
 import { ListenFeed, type ListenSchemas } from "./listen.js";
+import { callAsTask, declaresTasks, serveTaskMethod, TASKS_EXTENSION } from "./task-ext.js";
 import { declarations, paramMismatch } from "./param-headers.js";
 
 /** What serving 2026-07-28 needs, loaded with the endpoint's other modules. */
@@ -164,7 +165,8 @@ type Lifted = {
  * schemas drop keys they do not know; a client's own RETRY_META is replaced).
  */
 function innerParams(params: unknown, ctx: Lifted): Record<string, unknown> {
-  const { _meta: _, ...rest } = typeof params === "object" && params !== null ? (params as Record<string, unknown>) : {};
+  // A legacy `task` param is tolerated and never makes a task (task-ext.ts makes one for the extension).
+  const { _meta: _, task: _task, ...rest } = typeof params === "object" && params !== null ? (params as Record<string, unknown>) : {};
   const { progressToken: __, [RETRY_META]: ___, ...meta } = ctx.mcpReq._meta ?? {};
   const caps = ctx.mcpReq.envelope?.[CAPABILITIES];
   if (caps !== undefined) meta[CAPABILITIES] = caps;
@@ -194,6 +196,8 @@ export function modernServerFactory(m: ModernModules, client: Client, held?: Hel
           : cap === "completions"
             ? {}
             : { listChanged: true };
+  // Held calls as tasks (task-ext.ts), where calls can be held.
+  if (held && caps["tools"] !== undefined) capabilities["extensions"] = { [TASKS_EXTENSION]: {} };
   const instructions = client.getInstructions();
   return () => {
     const server = new m.v2.Server(
@@ -209,6 +213,15 @@ export function modernServerFactory(m: ModernModules, client: Client, held?: Hel
             request: { params?: unknown },
             ctx: { mcpReq: { _meta?: { progressToken?: string | number }; signal?: AbortSignal; notify(n: unknown): Promise<void> } },
           ) => {
+            if (
+              held &&
+              method === "tools/call" &&
+              declaresTasks((ctx as unknown as Lifted).mcpReq.envelope) &&
+              (await mayWait(client, request.params))
+            )
+              return callAsTask(m, client, innerParams(request.params, ctx as never)).catch((err: unknown) => {
+                throw asProtocolError(m, err);
+              });
             if (held && method === "tools/call") return callHeld(m, client, held, request, ctx as never);
             const token = ctx.mcpReq._meta?.progressToken;
             const onprogress =
@@ -253,6 +266,17 @@ export async function serveModern(
   held?: HeldFace,
 ): Promise<void> {
   const client = inner.client;
+  const header = (name: string) => {
+    const v = req.headers[name];
+    return Array.isArray(v) ? v[0] : v;
+  };
+  // tasks/* of the tasks extension, which the SDK v2 does not route (task-ext.ts).
+  const tasks = await serveTaskMethod(m, client, held, body, header);
+  if (tasks) {
+    res.writeHead(tasks.status, { "content-type": "application/json" });
+    res.end(JSON.stringify(tasks.body));
+    return;
+  }
   const factory = modernServerFactory(m, client, held);
   const mismatch = await paramHeadersOf(client, req, body);
   if (mismatch !== undefined) {
@@ -427,23 +451,40 @@ function asServerGave(result: unknown): unknown {
 async function paramHeadersOf(client: Client, req: IncomingMessage, body: unknown): Promise<string | undefined> {
   const call = body as { method?: unknown; params?: { name?: unknown; arguments?: unknown } } | null;
   if (call?.method !== "tools/call" || typeof call.params?.name !== "string") return undefined;
-  const name = call.params.name;
+  const tool = await findTool(client, call.params.name);
+  const decls = declarations(tool?.inputSchema);
+  if (decls.length === 0) return undefined;
+  return paramMismatch(decls, call.params.arguments, (h) => {
+    const v = req.headers[h];
+    return Array.isArray(v) ? v[0] : v;
+  });
+}
+
+type Listed = { name: string; inputSchema?: unknown; execution?: { taskSupport?: unknown }; _meta?: Record<string, unknown> };
+
+/** The tool `name` as the face lists it to the seat (at most 20 pages), if it does. */
+async function findTool(client: Client, name: string): Promise<Listed | undefined> {
   let cursor: string | undefined;
   for (let page = 0; page < 20; page++) {
     const list = (await client.listTools(cursor ? { cursor } : {}).catch(() => undefined)) as
-      | { tools: { name: string; inputSchema?: unknown }[]; nextCursor?: string }
+      | { tools: Listed[]; nextCursor?: string }
       | undefined;
     const tool = list?.tools.find((t) => t.name === name);
-    if (tool) {
-      const decls = declarations(tool.inputSchema);
-      if (decls.length === 0) return undefined;
-      return paramMismatch(decls, call.params.arguments, (h) => {
-        const v = req.headers[h];
-        return Array.isArray(v) ? v[0] : v;
-      });
-    }
+    if (tool) return tool;
     cursor = list?.nextCursor;
     if (!cursor) return undefined;
   }
   return undefined;
+}
+
+/**
+ * Whether a call of `name` may wait (a person's approval, or its server's own task): only
+ * such a call is made a task for the tasks extension, so calls that never wait keep no task.
+ */
+async function mayWait(client: Client, params: unknown): Promise<boolean> {
+  const name = (params as { name?: unknown } | undefined)?.name;
+  if (typeof name !== "string") return false;
+  const tool = await findTool(client, name);
+  const support = tool?.execution?.taskSupport;
+  return tool?._meta?.["mewgate/policy"] === "proposal" || support === "optional" || support === "required";
 }
