@@ -28,6 +28,7 @@ export { Registry } from "./ports/registry.js";
 export { Tracing } from "./ports/tracing.js";
 export type { CallTrace, FaceCallInfo, OutboundCallInfo } from "./ports/tracing.js";
 export type { AuditEntry } from "./proposals/book.js";
+export { TASK_TTL_META_KEY } from "./proposals/unheard.js";
 export { connectInProcess } from "./space/inprocess.js";
 export { isHistoryRecord, readAudit } from "./space/ledger.js";
 export type { ReloadReport } from "./space/reload.js";

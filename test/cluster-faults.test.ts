@@ -7,7 +7,13 @@
  * or paused — so they are handled the moment it resumes. Whatever happens, each approved
  * call runs at most once, every proposal ends answered once people approve again what
  * came back pending or interrupted, two nodes never both say they own the space, and a
- * member left connected is not deaf.
+ * member left connected is not deaf. And a member admitted through an edge whose bus link
+ * stalls past an attach attempt is admitted once: the owner may admit the attempt and its
+ * retry both, and the retry's replacing the first must not close the socket as "replaced"
+ * (a close the SDK takes as final: the member never came back, and its calls ended failed).
+ *
+ * Under load no wall-clock bound here is tight: a node gets a minute to start, and a member
+ * "hears" the space when any of the chats sent to it arrives, however late.
  *
  * Seeded: each run prints its seed on failure; MEWGATE_FAULT_SEEDS=1,2,3 runs those seeds
  * for every fault (default: one seed each, chosen so the suite stays short).
@@ -77,7 +83,7 @@ async function node(space: string, name: string, url: string): Promise<Node> {
   dirs.push(dir);
   const file = pathJoin(dir, "space.yaml");
   writeFileSync(file, SPACE(space));
-  const proc = await spawnGateway(file, { args: ["--cluster", url, "--node", name] });
+  const proc = await spawnGateway(file, { args: ["--cluster", url, "--node", name, "--log-file", "-"], startMs: 60_000 });
   procs.push(proc);
   return { name, proc, port: proc.port };
 }
@@ -269,10 +275,20 @@ async function run(seed: number, fault: Fault): Promise<Outcome> {
     const answered = new Set(entries.filter((e) => e.event === "answered").map((e) => e.proposal));
     if (!ids.includes(late) && entries.some((e) => e.event === "proposed" && e.proposal === late)) ids.push(late);
     if (ids.every((id) => answered.has(id))) break;
-    if (Date.now() > deadline)
-      throw new Error(
-        `not every proposal was answered: ${ids.filter((id) => !answered.has(id)).join(", ")}; runs ${JSON.stringify([...runs])}`,
+    if (Date.now() > deadline) {
+      const unanswered = ids.filter((id) => !answered.has(id));
+      const trails = unanswered.map(
+        (id) =>
+          `${id}: ${entries
+            .filter((e) => e.proposal === id)
+            .map((e) => e.event)
+            .join(" → ")}`,
       );
+      const logs = nodes.map((n) => `--- ${n.name} ---\n${n.proc.stderr().slice(-6000)}`).join("\n");
+      throw new Error(
+        `not every proposal was answered: ${trails.join("; ")}; runs ${JSON.stringify([...runs])}; owners ${JSON.stringify(o)}\n${logs}`,
+      );
+    }
     const waiting = await api(asked, space, "proposals").catch(() => undefined);
     for (const p of (waiting?.body?.proposals ?? []) as Array<{ id: string; state: string }>) {
       if (p.state === "pending" || p.state === "interrupted")
@@ -295,28 +311,30 @@ async function run(seed: number, fault: Fault): Promise<Outcome> {
     ["carol", carol],
   ] as const) {
     if (c.closeCode !== undefined) continue;
-    const heard = await (async () => {
-      for (let i = 0; i < 10 && c.closeCode === undefined; i++) {
-        const id = `hello-${i}-${Math.random()}`;
-        speaker.send({ id, kind: "chat", payload: { text: "still there?" } });
-        if (
-          await c
-            .next((e) => e.id === id, 1000)
-            .then(
-              () => true,
-              () => false,
-            )
-        )
-          return true;
-      }
-      return c.closeCode !== undefined;
-    })();
+    const heard = (await hears(speaker, c)) !== "deaf";
     expect({ seed, who, heard }).toEqual({ seed, who, heard: true });
   }
   watching = false;
   await watcher;
   expect(both, `moments at which two nodes said they owned the space: ${JSON.stringify(both.slice(0, 3))}`).toEqual([]);
   return { runs, proposals: total, late: ids.includes(late) };
+}
+
+/**
+ * Whether `listener` hears `speaker`: a chat sent each second (any of them arriving counts,
+ * however late) until one arrives, `listener` is closed, or `ms` pass.
+ */
+async function hears(speaker: TestClient, listener: TestClient, ms = 20_000): Promise<"heard" | "closed" | "deaf"> {
+  const sent = new Set<string>();
+  const heard = () => listener.received.some((e) => sent.has(e.id));
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline && !heard() && listener.closeCode === undefined) {
+    const id = `hello-${sent.size}-${Math.random()}`;
+    sent.add(id);
+    speaker.send({ id, kind: "chat", payload: { text: "still there?" } });
+    await listener.next((e) => sent.has(e.id), 1000).catch(() => undefined);
+  }
+  return heard() ? "heard" : listener.closeCode !== undefined ? "closed" : "deaf";
 }
 
 function exactlyOnce(seed: number, fault: Fault, o: Outcome): void {
@@ -368,4 +386,39 @@ describe("faults that are not a clean death: each approved call runs once", () =
       }
     });
   }
+});
+
+describe("a member admitted through an edge whose link to the bus stalls", () => {
+  it("is admitted once: an attach attempt answered late never closes it as replaced by its own retry", { timeout: 60_000 }, async () => {
+    const space = `stall${++spaces}`;
+    // n2 owns the space on a direct bus link; n1, an edge, reaches the bus through a relay.
+    const n2 = await node(space, "n2", nats.url);
+    await waitFor(async () => (await owners([n2], space)).length === 1, 15_000, "n2 to own the space");
+    const relay = await Relay.start(nats.port);
+    relays.push(relay);
+    const n1 = await node(space, "n1", relay.url);
+    const alice = await TestClient.join(n2, space, TOKEN("alice"));
+    stops.push(() => alice.ws.terminate());
+
+    // n1's bus link hangs while carol is being admitted there: its first attach attempt times
+    // out (1 s) and a second is sent; both reach the owner at once when the link comes back.
+    relay.freeze();
+    const carol = TestClient.connect(n1, `space=${space}`, { authorization: `Bearer ${TOKEN("carol")}` });
+    stops.push(() => carol.ws.terminate());
+    await sleep(2500);
+    relay.thaw();
+    await carol.next((e) => e.kind === "system/welcome", 15_000);
+
+    // Never closed as replaced (a close the participant SDK takes as final): it stays, and hears the space.
+    const heard = await hears(alice, carol);
+    expect({ closeCode: carol.closeCode, closeReason: carol.closeReason, heard }).toEqual({
+      closeCode: undefined,
+      closeReason: "",
+      heard: "heard",
+    });
+    // And a while later still: whatever the late attempt's admission set off has played out.
+    await sleep(1000);
+    expect(await hears(alice, carol)).toBe("heard");
+    expect(carol.closeCode).toBeUndefined();
+  });
 });

@@ -5,7 +5,8 @@
  *   tools/list       the catalogue with the policy that applies to the caller, in pages
  *   tools/call       `participant/tool`, routed directly or proposed on the caller's behalf
  *   proposals/list   pending proposals the caller may see, in pages (large arguments elided)
- *   proposals/get    one pending proposal in full
+ *   proposals/get    one pending proposal in full; to its proposer, one that ended while it was
+ *                    away, with how it ended (proposals/unheard.ts)
  *   proposals/preview {id}  what the call would change, read as the caller (proposals/preview.ts)
  *   grants/list      the grants the caller may see (always-approvals among them)
  *   ping
@@ -32,6 +33,7 @@ import { type CallRouter, clip, type ProposalDesk, type SpaceHost } from "../por
 import { jsonBytes, readCursor, takePage } from "../wire/paging.js";
 import { cleanTexts, cleanText } from "../wire/text.js";
 import { type Proposal, shownEnvelope } from "../proposals/book.js";
+import { runningView, unheardView } from "../proposals/unheard.js";
 import type { Member } from "../ports/member.js";
 
 /** JSON-RPC's "invalid params". */
@@ -87,6 +89,14 @@ export class GatewayEndpoint {
     private readonly decisions: Pick<ProposalDesk, "hold" | "withdrawn">,
     /** A proposal's preview as `viewer` would see it (proposals/preview.ts): made as `viewer`, under its policy. */
     private readonly previews: { of(p: Proposal, viewer: string): Promise<object> },
+    /**
+     * For a proposer asking about its own proposal that no longer waits for a decision: its
+     * end, kept while it was away (proposals/unheard.ts), or the proposal if its call runs now.
+     */
+    private readonly own?: {
+      ended(id: unknown, proposer: string): Proposal | undefined;
+      running(id: unknown, proposer: string): Proposal | undefined;
+    },
   ) {}
 
   onRequest(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload): Promise<void> | void {
@@ -123,6 +133,12 @@ export class GatewayEndpoint {
       case "proposals/get": {
         const id = params["id"];
         const p = typeof id === "string" ? this.space.pendingProposals().find((x) => x.id === id) : undefined;
+        // Its proposer asks about one that ended while it was away: how it ended, the answer with it;
+        // or about one approved whose call runs now.
+        const kept = p ? undefined : this.own?.ended(id, member.id);
+        if (kept) return reply({ result: unheardView(kept, frameBudget(this.space)) });
+        const running = p || kept ? undefined : this.own?.running(id, member.id);
+        if (running) return reply({ result: runningView(running) });
         if (!p || !maySee(member, p))
           return reply({ error: { code: INVALID_PARAMS, message: `no pending proposal "${clip(String(id))}" that you may see` } });
         return reply({ result: { proposal: shownEnvelope(p) } });

@@ -6,7 +6,12 @@
  * Each attempt to have a connection admitted has a link id of its own, so two owners (a
  * stale one answering late, and the one after it) can never admit the same id: what one
  * of them sends or closes never reaches a member the other admitted. A late admission
- * by an attempt given up on is told to leave. A member whose frames no owner
+ * by an attempt given up on is told to leave. An owner may admit two attempts of the same
+ * socket (the first answered after the edge gave up waiting and asked again: a bus link
+ * that stalled); the second replaces the first, and the close that replacement sends on
+ * the first attempt's link only ends that attempt, never the socket: until the admission
+ * is settled, no attempt's close reaches the client (it would read "replaced", which a
+ * client takes as final, and never come back). A member whose frames no owner
  * acknowledges for `noAnswerMs` is closed with 1013 (try again) rather than left
  * connected and deaf.
  */
@@ -26,6 +31,8 @@ interface EdgeConn {
   peer: Peer;
   /** The owner (node and run) that admitted it, once it has. */
   owner?: string;
+  /** The attempt the admission kept: until then an owner's close ends the attempt, not the socket. */
+  settled?: boolean;
 }
 
 const enc = new TextEncoder();
@@ -69,6 +76,8 @@ export class Edge {
     // Out of band (sequence 0): the owner does not know this connection any more.
     if (w.op === "X" && w.seq === 0) {
       this.forget(w.conn);
+      // One attempt of an admission still under way: the others, or a new try, decide.
+      if (!c.settled) return;
       const text = dec.decode(w.body);
       const code = Number(text.slice(0, text.indexOf(" ")));
       return code === CloseCodes.slowConsumer
@@ -91,7 +100,10 @@ export class Edge {
           else if (op === "X") {
             const text = dec.decode(body);
             const at = text.indexOf(" ");
+            const settled = this.conns.get(conn)?.settled === true;
             this.forget(conn);
+            // Closed while the admission is under way (its own later attempt replaced it): only this attempt ends.
+            if (!settled) return;
             peer.close(Number(text.slice(0, at)) || CloseCodes.goingAway, text.slice(at + 1));
           }
         },
@@ -137,6 +149,7 @@ export class Edge {
       return { ok: false, code: CloseCodes.moved, reason: "the space moved to another node; reconnect" };
     }
     c.owner = reply.owner;
+    c.settled = true;
     const link = c.link;
     const log = this.log.child({ participant: reply.id, conn });
     const port: MemberPort = {

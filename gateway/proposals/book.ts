@@ -35,6 +35,7 @@ import type { DefinitionChange } from "../ports/pins.js";
 import type { Plan } from "../ports/plan.js";
 import { EDITED_KEY } from "../wire/envelope.js";
 import { CallResults, type CallOutcome } from "./outcomes.js";
+import { type Answer, Unheard, type UnheardEnd } from "./unheard.js";
 
 export type ProposalState =
   | "pending"
@@ -106,6 +107,8 @@ export interface Proposal {
   escalated?: number[] | undefined;
   /** Approvals that no longer count: their approver was removed, or may no longer decide, after a reload (proposals/standing.ts). */
   droppedApprovals?: Array<{ by: string; why: string; ts: string }> | undefined;
+  /** It ended while its proposer was away: how that end is kept for it (unheard.ts). */
+  unheard?: UnheardEnd | undefined;
 }
 
 /** One approver's "yes" on a proposal that needs more than one (proposals/approvals.ts). */
@@ -280,6 +283,10 @@ export class ProposalBook {
   private readonly busy = new Set<string>();
   /** The last approved calls' results as text, for the Decided list (memory only). */
   readonly results = new CallResults();
+  /** Ends of proposals whose proposer was away, kept for it to ask for (unheard.ts). */
+  readonly unheard = new Unheard<Proposal>();
+  /** Whether a participant is connected to hear what becomes of its proposals; the space sets it. */
+  hears: (participant: string) => boolean = () => true;
 
   /**
    * Told when a pending proposal's time is up; the listener records its expiry. Decisions,
@@ -331,6 +338,7 @@ export class ProposalBook {
       if (NEXT[p.state].length === 0) {
         this.open.delete(p.id);
         this.remember(p.id, p.state);
+        this.unheard.keep(p);
       } else if (awaiting(p.state)) {
         this.count(p, 1);
         this.arm(p);
@@ -343,6 +351,7 @@ export class ProposalBook {
   snapshot(): ProposalRecord[] {
     const records: ProposalRecord[] = [...this.open.values()].map((p) => ({ type: "proposed", proposal: p }));
     if (this.ended.size) records.push({ type: "ended", ended: [...this.ended] });
+    for (const p of this.unheard.live()) records.push({ type: "proposed", proposal: p });
     return records;
   }
 
@@ -401,11 +410,13 @@ export class ProposalBook {
   /**
    * Moves a proposal on. Throws on a transition the state machine does not allow, or on
    * a proposal that is busy: callers check `state` and `isBusy` first and answer with a
-   * clear error.
+   * clear error. An end its proposer is not connected to hear is kept for it (unheard.ts),
+   * with `answer`, the call's, if it ran.
    */
-  planTransition(p: Proposal, patch: Patch): Plan<ProposalRecord | AuditRecord> {
+  planTransition(p: Proposal, patch: Patch, answer?: Answer): Plan<ProposalRecord | AuditRecord> {
     if (!NEXT[p.state].includes(patch.state)) throw new Error(`proposal ${p.id}: ${p.state} → ${patch.state} is not a transition`);
     if (this.busy.has(p.id)) throw new Error(`proposal ${p.id} is busy`);
+    if (NEXT[patch.state].length === 0 && !this.hears(p.proposer)) patch = { ...patch, unheard: this.unheard.mark(p, answer) };
     this.busy.add(p.id);
     const after = { ...p, ...patch };
     return {
@@ -499,6 +510,7 @@ export class ProposalBook {
     if (NEXT[p.state].length === 0) {
       this.open.delete(p.id);
       this.remember(p.id, p.state);
+      this.unheard.keep(p);
     }
     this.onChanged(p, p.state, from);
   }

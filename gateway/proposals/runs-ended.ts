@@ -3,13 +3,15 @@
  * moves a proposal, whichever way it ended. The router reports each end once (`CallEnd`,
  * calls/calls.ts): an answer from the target, or a failure with the gateway's reason (a
  * timeout, the target left, a cancellation, a route refused after the approval was written).
- * The result is kept for the Decided list and the transition is noted (written behind, as
+ * The result is kept for the Decided list (and, with the proposal's end, for a proposer that
+ * is away: unheard.ts) and the transition is noted (written behind, as
  * nobody waits on it but the proposer's answer, which the router sends once it is applied).
  */
 import type { Call, CallEnd } from "../calls/calls.js";
 import type { Plan } from "../ports/plan.js";
 import type { ProposalBook } from "./book.js";
 import { answerOutcome, failureOutcome, resultText } from "./outcomes.js";
+import { RpcErrors } from "../wire/envelope.js";
 
 export class RunsEnded {
   constructor(
@@ -30,11 +32,21 @@ export class RunsEnded {
       const outcome = answerOutcome(end.response);
       // The audit trail has the outcome by the time the proposer hears it.
       this.proposals.results.add(p.id, outcome, resultText(end.response));
-      return this.note(this.proposals.planTransition(p, { state: "answered", outcome }));
+      // Its proposer away, the answer is kept for it with the proposal's end (unheard.ts).
+      return this.note(this.proposals.planTransition(p, { state: "answered", outcome }, end.response));
     }
     if (p.state !== "routed" && p.state !== "approved") return undefined;
     const outcome = failureOutcome(end.reason);
     this.proposals.results.add(p.id, outcome, end.message);
-    return this.note(this.proposals.planTransition(p, { state: "failed", reason: end.reason, outcome }));
+    const code =
+      end.reason === "timeout"
+        ? RpcErrors.timeout
+        : end.reason === "target_left"
+          ? RpcErrors.targetLeft
+          : end.reason === "cancelled"
+            ? RpcErrors.cancelled
+            : RpcErrors.failed;
+    const error = { code, message: end.message, data: { reason: end.reason } };
+    return this.note(this.proposals.planTransition(p, { state: "failed", reason: end.reason, outcome }, { error }));
   }
 }

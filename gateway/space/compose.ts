@@ -116,6 +116,8 @@ export function composeSpace(
   const grants = authority.grants;
   const ledger = new Ledger(config, log, (s) => metrics.storeWriteSeconds.observe(s), opts.store);
   const proposals = new ProposalBook(config.policy.expires_action !== "keep");
+  // A proposal that ends while its proposer is away keeps its end for it (proposals/unheard.ts).
+  proposals.hears = (who) => delivery.members.has(who);
 
   const storeFailed = (member: Member, err: unknown, correlationId: string | undefined, what: string): void => {
     const cause = err instanceof Error ? err.message : String(err);
@@ -257,7 +259,13 @@ export function composeSpace(
 
   // A request can be a decision (a MEW fulfilment, a gateway tools/call that needs
   // approval): the handler of requests sits above the router and the decisions.
-  const endpoint = new GatewayEndpoint(host, router, decisions, aids.previews);
+  const endpoint = new GatewayEndpoint(host, router, decisions, aids.previews, {
+    ended: (pid, who) => proposals.unheard.of(pid, who),
+    running: (pid, who) => {
+      const p = typeof pid === "string" ? proposals.get(pid) : undefined;
+      return p?.proposer === who && (p.state === "approved" || p.state === "routed") ? p : undefined;
+    },
+  });
   const requests = new Requests(host, router, decisions, endpoint, proposals);
   const handlers: Handlers = {
     mcp: router,

@@ -26,7 +26,7 @@ import {
   type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
-import { GATEWAY_ID, type Envelope } from "../../gateway/index.js";
+import { GATEWAY_ID, TASK_TTL_META_KEY, type Envelope } from "../../gateway/index.js";
 import { ParticipantClient, type ClientOptions } from "../client.js";
 import { ParticipantError, RpcError } from "../errors.js";
 import { failureResult, type Catalogue } from "./catalogue.js";
@@ -43,6 +43,7 @@ import {
   type OnlyParticipant,
 } from "./face.js";
 import { tasksOf, type SeatTasks } from "./tasks.js";
+import { DEFAULT_TTL_MS } from "./server-task.js";
 import { askUnknownTool, ownToolsPage } from "./own-pages.js";
 import { CLIENT_CAPS_KEY, offeredCapabilities } from "./client-caps.js";
 import { SessionLog } from "./session-log.js";
@@ -308,8 +309,10 @@ export class SpaceMcpServer extends Server {
       // Answered at once; the call goes on past this request (tasks.ts), with no progress relayed.
       // A tool its server runs as a task is called as one (once approved), and its server's task followed (tasks.ts).
       const asTask = entry.taskSupport === "required" || entry.taskSupport === "optional" ? params.task : undefined;
+      // The gateway keeps the end for the seat as long as the task is kept, should it end while the seat is away.
+      const keep = { [TASK_TTL_META_KEY]: params.task.ttl ?? DEFAULT_TTL_MS };
       const task = await this.tasks.start(entry.real, params.task.ttl, (signal, onProposal) =>
-        this.runCall(entry.real, params, { ...extra, signal, _meta: {} }, onProposal, asTask),
+        this.runCall(entry.real, params, { ...extra, signal, _meta: {} }, onProposal, asTask, undefined, keep),
       );
       return { task };
     }
@@ -325,6 +328,7 @@ export class SpaceMcpServer extends Server {
     proposed?: (proposal: Envelope) => void,
     asTask?: CallToolRequest["params"]["task"],
     traceparent?: string,
+    keep?: Record<string, number>,
   ): Promise<CallToolResult | CreateTaskResult> {
     const token = extra._meta?.progressToken;
     const relay = token === undefined ? undefined : new ProgressRelay(token, extra, this.log);
@@ -364,6 +368,7 @@ export class SpaceMcpServer extends Server {
             [CLIENT_CAPS_KEY]: proposed ? {} : offeredCapabilities(this.getClientCapabilities()),
             // The client takes a server's input_required itself (input.ts).
             ...(this.takesInput ? { [TAKES_INPUT]: true } : {}),
+            ...keep,
           },
           ...(asTask === undefined ? {} : { task: asTask }),
         },

@@ -12,11 +12,20 @@
  * Durable with the proposal: a task waiting for approval has the proposal's id as its
  * task id, so the proposal the gateway journals is the task↔proposal mapping. After a
  * restart (of the gateway, or of this process) a task id this store does not know is
- * looked up with `proposals/get` on `system:gateway`: a proposal still pending whose
- * proposer is this seat is adopted again, and its approval and answer (which the gateway
- * routes to the proposer, correlated to the proposal) complete it. A call that settles
+ * looked up with `proposals/get` on `system:gateway`: a proposal of this seat's still
+ * pending (or interrupted) is adopted again, and its approval and answer (which the gateway
+ * routes to the proposer, correlated to the proposal) complete it; one that ended while the
+ * seat was away is adopted ended, as the gateway kept it. A call that settles
  * without a proposal (it needed none, or was refused at once) is a task with a fresh id,
  * kept in memory only.
+ *
+ * A face that stays up while its connection to the space goes (or the gateway restarts)
+ * asks again, at the next welcome, about each task whose call it no longer waits on: a
+ * proposal interrupted (approved, then the gateway stopped before the call's outcome was
+ * written) makes its task wait for a person again (`input_required`, saying the call may or
+ * may not have run), and a new approval's answer, or the rejection, ends it; one that ended
+ * while the seat was away ends as the gateway kept it for the seat (task-ends.ts,
+ * gateway/proposals/unheard.ts), answer included.
  *
  * A tool whose server runs tasks (`execution.taskSupport` `required`/`optional`) is called
  * as one once any approval is given, and the server's task followed behind ours (`tasks/get`
@@ -34,6 +43,7 @@ import type { ParticipantClient } from "../client.js";
 import { ParticipantError, RpcError } from "../errors.js";
 import { failureResult } from "./catalogue.js";
 import { DEFAULT_TTL_MS, type Followed, POLL_MS, ServerTaskFollower, serverTask, TERMINAL } from "./server-task.js";
+import { approver, fromSpace, heard, interrupted, type Reading, Rechecks, readProposal, realOf, waiting } from "./task-ends.js";
 
 /** Most tasks one seat holds at once (open or finished and not yet expired); past it a new one is refused. */
 export const DEFAULT_MAX_TASKS = 1000;
@@ -75,6 +85,14 @@ export class SeatTasks implements TaskStore {
       finish: (rec, status, result) => this.finish(rec as Rec, status, result),
     });
     client.on("envelope", (env) => this.envelope(env));
+    // A new connection: the tasks no call waits for any more are asked about again (task-ends.ts).
+    const rechecks = new Rechecks(client, { adopted: () => this.adopted(), apply: (rec, r) => this.apply(rec, r) }, ADOPT_PER_SECOND);
+    client.on("welcome", (w) => {
+      if (!w.reconnected) return;
+      rechecks.relisted(w.proposals);
+      // After the calls this welcome ended have settled (their rejections come first).
+      setTimeout(() => void rechecks.recheck(w.proposals), 0).unref();
+    });
   }
 
   /** Hears every status change of the seat's tasks (each session sends `notifications/tasks/status`). Returns how to stop. */
@@ -249,13 +267,17 @@ export class SeatTasks implements TaskStore {
       (err: unknown) => {
         if (!(err instanceof ParticipantError))
           return this.finish(rec, "failed", { content: [{ type: "text", text: String(err) }], isError: true });
-        // The connection to the space went (this process or the gateway stops). Approved, the
-        // call failed only once a new welcome no longer listed it: its answer went to the old
-        // connection, and nobody will say more. Otherwise the proposal may still be pending:
-        // the task stays as it is, adopted (no call waits for it any more), and what the
-        // space says of the proposal (`envelope`) settles it.
+        // Approved, then the gateway stopped before the call's outcome was written: the
+        // proposal waits for a person again, and so does the task; a new approval's answer
+        // (or the rejection) ends it (`envelope`).
+        if (err.code === "interrupted" && fromSpace(err)) {
+          this.aborts.delete(rec.task.taskId);
+          return this.set(rec, "input_required", interrupted(rec.real, rec.task.taskId, approver(err.data)));
+        }
+        // The connection to the space went (this process or the gateway stops): the task stays
+        // as it is, adopted (no call waits for it any more); what the space says of the proposal
+        // (`envelope`), or asked at the next welcome (`recheck`), settles it.
         if (err.code === "disconnected" || err.code === "closed" || err.code === "connect_failed") {
-          if (rec.task.status === "working") return this.finish(rec, "failed", failureResult(rec.real, err));
           this.aborts.delete(rec.task.taskId);
           return;
         }
@@ -289,53 +311,10 @@ export class SeatTasks implements TaskStore {
       if (!rec || TERMINAL.has(rec.task.status)) continue;
       // Calls this process still waits on settle through `follow`; an adopted one only hears these.
       const adopted = !this.aborts.has(id);
-      switch (env.kind) {
-        case "mcp/approve":
-          this.set(rec, "working", `approved by ${env.from}; running ${rec.real}`);
-          break;
-        case "mcp/reject":
-          if (adopted)
-            this.finish(
-              rec,
-              "cancelled",
-              failureResult(
-                rec.real,
-                new ParticipantError("rejected", "rejected", {
-                  envelope: env,
-                  reason: str(env.payload, "reason"),
-                  text: str(env.payload, "text"),
-                }),
-              ),
-            );
-          break;
-        case "mcp/withdraw":
-          if (adopted)
-            this.finish(
-              rec,
-              "cancelled",
-              failureResult(
-                rec.real,
-                new ParticipantError("withdrawn", "withdrawn", { envelope: env, reason: str(env.payload, "reason") }),
-              ),
-            );
-          break;
-        case "mcp/response": {
-          if (!adopted) break;
-          const p = (env.payload ?? {}) as Record<string, unknown>;
-          if (p["error"] !== undefined) {
-            const e = p["error"] as Record<string, unknown>;
-            this.finish(rec, "failed", {
-              content: [{ type: "text", text: `${rec.real} failed: ${String(e["message"] ?? "error")}` }],
-              isError: true,
-            });
-          } else {
-            const result = (p["result"] ?? {}) as CallToolResult;
-            const upstream = serverTask(result);
-            if (upstream) this.link(rec, upstream);
-            else this.finish(rec, result.isError ? "failed" : "completed", result);
-          }
-          break;
-        }
+      if (env.kind === "mcp/approve") this.set(rec, "working", `approved by ${env.from}; running ${rec.real}`);
+      else if (adopted) {
+        const reading = heard(rec.real, id, env);
+        if (reading) this.apply(rec, reading);
       }
     }
   }
@@ -364,14 +343,32 @@ export class SeatTasks implements TaskStore {
     const proposal = (res as { proposal?: Record<string, unknown> } | undefined)?.proposal;
     // Only the seat's own proposals: another participant's is not its task, whoever may see it.
     if (!proposal || proposal["from"] !== this.client.id || this.recs.has(taskId)) return this.recs.get(taskId);
-    const payload = (proposal["payload"] ?? {}) as Record<string, unknown>;
-    const params = (payload["params"] ?? {}) as Record<string, unknown>;
-    const to = Array.isArray(proposal["to"]) ? String(proposal["to"][0] ?? "") : "";
-    const real =
-      typeof params["name"] === "string" ? (params["name"].includes("/") ? params["name"] : `${to}/${params["name"]}`) : "the call";
+    const real = realOf(proposal);
+    const reading = readProposal(real, taskId, this.client.id, res);
+    if (!reading) return undefined;
     const rec = this.add(taskId, real, DEFAULT_TTL_MS, taskId);
     if (typeof proposal["ts"] === "string") rec.task = { ...rec.task, createdAt: proposal["ts"] };
+    this.apply(rec, reading);
     return rec;
+  }
+
+  /** What the space says of a task's proposal, as the task's status (task-ends.ts). */
+  private apply(rec: Rec, reading: Reading): void {
+    if (!("result" in reading)) {
+      if (reading.status !== rec.task.status || reading.statusMessage !== rec.task.statusMessage)
+        this.set(rec, reading.status, reading.statusMessage);
+      return;
+    }
+    const upstream = serverTask(reading.result);
+    if (upstream) this.link(rec, upstream);
+    else this.finish(rec, reading.status, reading.result);
+  }
+
+  /** Tasks this process no longer waits on a call for, waiting for the space to say how they end. */
+  private adopted(): Rec[] {
+    return [...this.recs.values()].filter(
+      (r) => r.proposal !== undefined && !r.upstream && !TERMINAL.has(r.task.status) && !this.aborts.has(r.proposal),
+    );
   }
 
   // --- the server's own task behind one of ours (server-task.ts) --------------------------
@@ -451,19 +448,10 @@ export class SeatTasks implements TaskStore {
   }
 }
 
-function waiting(real: string, proposal: string): string {
-  return `waiting for a person in the space to approve ${real} (proposal ${proposal.slice(0, 8)}, id ${proposal}); they approve it in the console or with: mewgate proposals approve ${proposal.slice(0, 8)}`;
-}
-
 /** `participant` of `participant/tool`. */
 function ownerOf(real: string): string {
   const slash = real.indexOf("/");
   return slash > 0 ? real.slice(0, slash) : real;
-}
-
-function str(payload: unknown, key: string): string | undefined {
-  const v = typeof payload === "object" && payload !== null ? (payload as Record<string, unknown>)[key] : undefined;
-  return typeof v === "string" ? v : undefined;
 }
 
 const seats = new WeakMap<ParticipantClient, SeatTasks>();
