@@ -138,3 +138,57 @@ describe("mewgate mcp --only at 2026-07-28 over stdio: hostile first", () => {
     expect(text(await old.callTool({ name: "peek", arguments: {} }))).toBe("peeked");
   });
 });
+
+describe("mewgate mcp --only at 2026-07-28 with the tasks extension", () => {
+  it("a held call is a task; tasks/* without the extension is refused; approved, tasks/get inlines the result, and the tool ran once", {
+    timeout: 60_000,
+  }, async () => {
+    const s = await setup();
+    const child = spawn(process.execPath, args(), { env: env(), stdio: ["pipe", "pipe", "pipe"] });
+    closers.push(async () => child.kill("SIGTERM"));
+    const out: Record<string, any>[] = [];
+    let buf = "";
+    child.stdout.on("data", (d: Buffer) => {
+      buf += d.toString();
+      for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        if (line.trim()) out.push(JSON.parse(line) as Record<string, any>);
+      }
+    });
+    const withTasks = {
+      ...envelope,
+      "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } },
+    };
+    let id = 0;
+    const ask = async (method: string, params: Record<string, unknown>, meta: unknown = withTasks) => {
+      const n = ++id;
+      child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id: n, method, params: { ...params, _meta: meta } })}\n`);
+      await waitFor(() => out.some((m) => m["id"] === n), 20_000, `the answer to ${method}`);
+      return out.find((m) => m["id"] === n)!;
+    };
+    const created = await ask("tools/call", { name: "write_note", arguments: { text: "stdio" } });
+    expect(created["result"]?.resultType).toBe("task");
+    const taskId = created["result"]?.taskId as string;
+    await waitFor(() => s.proposals.length === 1);
+    expect(taskId).toBe(s.proposals[0]!.id);
+    // Hostile: without the extension, another id, a removed method.
+    expect((await ask("tasks/get", { taskId }, envelope))["error"]?.code).toBe(-32021);
+    expect((await ask("tasks/get", { taskId: "forged" }))["error"]?.code).toBe(-32602);
+    expect((await ask("tasks/result", { taskId }))["error"]?.code).toBe(-32601);
+    expect((await ask("tasks/get", { taskId }))["result"]?.status).toBe("input_required");
+    expect(s.writes()).toBe(0);
+    s.human.approve(taskId);
+    let done: Record<string, any> | undefined;
+    await waitFor(
+      async () => {
+        done = await ask("tasks/get", { taskId });
+        return done["result"]?.status === "completed";
+      },
+      20_000,
+      "completed",
+    );
+    expect(JSON.stringify(done?.["result"]?.result)).toContain("wrote: stdio");
+    expect(s.writes()).toBe(1);
+  });
+});

@@ -184,7 +184,14 @@ const WAITING = /^waiting for approval of .* \(proposal ([^()\s]{1,200})\)$/;
  * face) what each request asks: the HTTP faces make one per request, the stdio face one for
  * its connection (stdio-modern.ts). Held calls answer input_required where `held` is given.
  */
-export function modernServerFactory(m: ModernModules, client: Client, held?: HeldFace): () => InstanceType<ModernModules["v2"]["Server"]> {
+export function modernServerFactory(
+  m: ModernModules,
+  client: Client,
+  held?: HeldFace,
+  /** Serve held calls as tasks of the tasks extension where `held` is not given (the stdio face). */
+  opts: { tasks?: boolean } = {},
+): () => InstanceType<ModernModules["v2"]["Server"]> {
+  const asTasks = held !== undefined || opts.tasks === true;
   const info = client.getServerVersion() ?? { name: "mewgate", version: "0" };
   const caps = (client.getServerCapabilities() ?? {}) as Record<string, unknown>;
   const capabilities: Record<string, unknown> = {};
@@ -197,7 +204,7 @@ export function modernServerFactory(m: ModernModules, client: Client, held?: Hel
             ? {}
             : { listChanged: true };
   // Held calls as tasks (task-ext.ts), where calls can be held.
-  if (held && caps["tools"] !== undefined) capabilities["extensions"] = { [TASKS_EXTENSION]: {} };
+  if (asTasks && caps["tools"] !== undefined) capabilities["extensions"] = { [TASKS_EXTENSION]: {} };
   const instructions = client.getInstructions();
   return () => {
     const server = new m.v2.Server(
@@ -214,7 +221,7 @@ export function modernServerFactory(m: ModernModules, client: Client, held?: Hel
             ctx: { mcpReq: { _meta?: { progressToken?: string | number }; signal?: AbortSignal; notify(n: unknown): Promise<void> } },
           ) => {
             if (
-              held &&
+              asTasks &&
               method === "tools/call" &&
               declaresTasks((ctx as unknown as Lifted).mcpReq.envelope) &&
               (await mayWait(client, request.params))

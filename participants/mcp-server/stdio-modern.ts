@@ -12,6 +12,7 @@ import type { Readable, Writable } from "node:stream";
 import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { loadModernModules, modernServerFactory } from "./modern.js";
+import { serveTaskMethod } from "./task-ext.js";
 import type { SpaceMcpServer } from "./server.js";
 
 /** A stdio transport whose messages wait, from the first, until it is started. */
@@ -19,6 +20,8 @@ export class OpeningTransport {
   onmessage?: (message: JSONRPCMessage) => void;
   onclose?: () => void;
   onerror?: (error: Error) => void;
+  /** Sees each message before the SDK does; true takes it (the tasks extension's methods, which the SDK does not route). */
+  intercept?: (message: JSONRPCMessage) => boolean;
   private readonly buffer = new ReadBuffer();
   private readonly held: JSONRPCMessage[] = [];
   private started = false;
@@ -48,7 +51,7 @@ export class OpeningTransport {
       if (message === null) break;
       this.firstArrived?.(message);
       this.firstArrived = undefined;
-      if (this.started) this.onmessage?.(message);
+      if (this.started) this.deliver(message);
       else this.held.push(message);
     }
   };
@@ -57,7 +60,12 @@ export class OpeningTransport {
 
   async start(): Promise<void> {
     this.started = true;
-    for (const m of this.held.splice(0)) this.onmessage?.(m);
+    for (const m of this.held.splice(0)) this.deliver(m);
+  }
+
+  private deliver(message: JSONRPCMessage): void {
+    if (this.intercept?.(message)) return;
+    this.onmessage?.(message);
   }
 
   send(message: JSONRPCMessage): Promise<void> {
@@ -95,7 +103,17 @@ export async function serveModernStdio(face: SpaceMcpServer, transport: OpeningT
   await inner.connect(here);
   // The connection's one server instance: the face's list changes go out through it to the
   // connection's listen streams, which the SDK's stdio entry filters and stamps.
-  const make = modernServerFactory(m, inner);
+  const make = modernServerFactory(m, inner, undefined, { tasks: true });
+  // tasks/* of the tasks extension, answered before the SDK (task-ext.ts); stdio has no Mcp-* headers to check.
+  transport.intercept = (message) => {
+    const method = (message as { method?: unknown }).method;
+    if (typeof method !== "string" || !method.startsWith("tasks/") || !("id" in message)) return false;
+    const taskId = (message as { params?: { taskId?: unknown } }).params?.taskId;
+    const header = (name: string) =>
+      name === "mcp-method" ? method : name === "mcp-name" && typeof taskId === "string" ? taskId : undefined;
+    void serveTaskMethod(m, inner, undefined, message, header).then((w) => (w ? transport.send(w.body as never) : undefined));
+    return true;
+  };
   let instance: ReturnType<typeof make> | undefined;
   const tell = (send: (s: ReturnType<typeof make>) => Promise<void>) => () => {
     if (instance) void send(instance).catch(() => {});
