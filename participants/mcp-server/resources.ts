@@ -111,7 +111,8 @@ export class SpaceResources {
 
   /** Ends the subscription to `uri` at its owner (best effort: the owner may be gone). */
   async unsubscribe(uri: string): Promise<void> {
-    const owner = this.owners.get(uri);
+    // Serving one participant as itself, that one (its URIs are never gathered into `owners`).
+    const owner = this.only ?? this.owners.get(uri);
     if (owner) await this.ask(owner, "resources/unsubscribe", { uri }).catch(() => {});
   }
 
