@@ -15,7 +15,7 @@
  * bearer token and passes everything else (Host included) as it came.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer, request as httpRequest, type Server } from "node:http";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -67,6 +67,8 @@ interface Scenario {
   name: string;
   passed: number;
   failed: number;
+  /** The ids of the checks that failed, with the suite's words (from its output directory). */
+  failing?: string[];
 }
 
 let fixture: ChildProcess | undefined;
@@ -121,12 +123,13 @@ async function bearerProxy(target: URL, token: string): Promise<{ server: Server
   return { server, port: (server.address() as { port: number }).port };
 }
 
-/** Runs the suite's server scenarios against `url`; returns each scenario's counts. */
-async function runSuite(url: string, leg: Leg): Promise<Map<string, Scenario>> {
+/** Runs the suite's server scenarios (or one of them) against `url`; returns each scenario's counts. */
+async function runSuite(url: string, leg: Leg, scenario?: string): Promise<Map<string, Scenario>> {
   const out = mkdtempSync(join(tmpdir(), "mewgate-conformance-"));
   dirs.push(out);
   const args = ["--import", SHIM, SUITE, "server", "--url", url, "--output-dir", out, "--timeout", "20000"];
-  if (leg === "2026-07-28") args.push("--requirements", "2026-07-28");
+  if (scenario !== undefined) args.push("--scenario", scenario, ...(leg === "2026-07-28" ? ["--spec-version", "2026-07-28"] : []));
+  else if (leg === "2026-07-28") args.push("--requirements", "2026-07-28");
   const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
   let log = "";
   child.stdout!.on("data", (d: Buffer) => (log += d.toString()));
@@ -138,9 +141,25 @@ async function runSuite(url: string, leg: Leg): Promise<Map<string, Scenario>> {
       resolve(c);
     });
   });
+  /** A scenario's checks as the suite saved them. */
+  const checks = (name: string) =>
+    readdirSync(out)
+      .filter((d) => d.startsWith(`server-${name}-`) && existsSync(join(out, d, "checks.json")))
+      .flatMap(
+        (d) => JSON.parse(readFileSync(join(out, d, "checks.json"), "utf8")) as { id: string; status: string; errorMessage?: string }[],
+      );
+  const failing = (name: string) =>
+    checks(name)
+      .filter((c) => c.status === "FAILURE")
+      .map((c) => `${c.id}: ${String(c.errorMessage ?? "").slice(0, 200)}`);
   const results = new Map<string, Scenario>();
-  for (const m of log.matchAll(/^[✓✗] (\S+): (\d+) passed, (\d+) failed/gmu)) {
-    results.set(m[1]!, { name: m[1]!, passed: Number(m[2]), failed: Number(m[3]) });
+  for (const m of log.matchAll(/^[✓✗] (\S+): (\d+) passed, (\d+) failed/gmu))
+    results.set(m[1]!, { name: m[1]!, passed: Number(m[2]), failed: Number(m[3]), failing: failing(m[1]!) });
+  // One scenario alone prints its checks, not a summary line: count them from what it saved.
+  if (scenario !== undefined && results.size === 0 && checks(scenario).length > 0) {
+    const all = checks(scenario);
+    const count = (status: string) => all.filter((c) => c.status === status).length;
+    results.set(scenario, { name: scenario, passed: count("SUCCESS"), failed: count("FAILURE"), failing: failing(scenario) });
   }
   if (results.size === 0) throw new Error(`the suite reported no scenario (exit ${code}):\n${log.slice(-4000)}`);
   return results;
@@ -202,13 +221,20 @@ describe.each<Leg>(["2026-07-28", "default"])("conformance suite, server scenari
       const gaps = FACE_GAPS[leg];
       const unexpected: string[] = [];
       const stale: string[] = [];
+      const passes = (s: Scenario, through: Scenario | undefined) =>
+        through !== undefined && through.failed === 0 && through.passed >= s.passed;
       for (const s of scored(direct)) {
         if (s.failed > 0) continue;
-        const through = face.get(s.name);
-        const passes = through !== undefined && through.failed === 0 && through.passed >= s.passed;
-        if (!passes && !(s.name in gaps))
-          unexpected.push(`${s.name} (${through ? `${through.passed} passed, ${through.failed} failed` : "not run"})`);
-        if (passes && s.name in gaps) stale.push(s.name);
+        let through = face.get(s.name);
+        // The suite waits for some notifications within 800 ms: a scenario that misses once on a
+        // loaded machine is run again alone, and counts as failing only if it fails again.
+        if (!passes(s, through) && !(s.name in gaps)) through = (await runSuite(faceUrl, leg, s.name)).get(s.name) ?? through;
+        const ok = passes(s, through);
+        if (!ok && !(s.name in gaps))
+          unexpected.push(
+            `${s.name} (${through ? `${through.passed} passed, ${through.failed} failed: ${(through.failing ?? []).join("; ")}` : "not run"})`,
+          );
+        if (ok && s.name in gaps) stale.push(s.name);
       }
       // unexpected: scenarios the server passes and the face does not; stale: gaps that are closed (remove them from FACE_GAPS).
       expect({ unexpected, stale }).toEqual({ unexpected: [], stale: [] });
