@@ -19,6 +19,7 @@ export { GrantBook } from "./policy/grants.js";
 export { inspectTool, stripHidden } from "./policy/inspect.js";
 export { pastCalls, replayedCalls } from "./policy/learn/history.js";
 export { Replayer, dryRunView } from "./policy/learn/replay.js";
+export type { KnownTool } from "./policy/learn/replay.js";
 export { suggest } from "./policy/learn/suggest.js";
 export type { Suggestion } from "./policy/learn/suggest.js";
 export { CompiledPolicy } from "./policy/rules.js";
