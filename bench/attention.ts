@@ -16,7 +16,7 @@
  */
 import { parseSpaceConfig, type SpaceConfig } from "../gateway/index.js";
 import { addToolRule } from "../gateway/index.js";
-import { pastCalls } from "../gateway/index.js";
+import { pastCalls, personIn } from "../gateway/index.js";
 import { type KnownTool, Replayer } from "../gateway/index.js";
 import { suggest } from "../gateway/index.js";
 import type { AuditEntry } from "../gateway/index.js";
@@ -98,7 +98,7 @@ export function replayLayout(day: readonly DayCall[], layout: Layout, learn: boo
     while (out.days.length <= d) out.days.push({ decisions: 0, harmfulRan: 0, ran: [] });
     if (learn && call.at >= nextLearn) {
       while (nextLearn <= call.at) nextLearn += LEARN_EVERY_MS;
-      for (const s of suggest(config, pastCalls(audit), layout.tools)) {
+      for (const s of suggest(config, pastCalls(audit, personIn(config)), layout.tools)) {
         const clean =
           s.kind === "deny"
             ? s.covers.approved === 0 && s.covers.edited === 0
@@ -165,7 +165,7 @@ export function benchSuggest(n = 10_000, rounds = 5): { ms: number; suggestions:
   let count = 0;
   for (let r = 0; r < rounds; r++) {
     const t0 = performance.now();
-    count = suggest(config, pastCalls(audit), DAY_TOOLS).length;
+    count = suggest(config, pastCalls(audit, personIn(config)), DAY_TOOLS).length;
     times.push(performance.now() - t0);
   }
   return { ms: median(times), suggestions: count };

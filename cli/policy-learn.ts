@@ -9,7 +9,7 @@
  * a call a read-only hint lets through is counted as the rules alone decide it.
  * What participants wrote (arguments, ids) is sanitised before it reaches the terminal.
  */
-import { replayedCalls } from "../gateway/index.js";
+import { personIn, replayedCalls } from "../gateway/index.js";
 import { dryRunView } from "../gateway/index.js";
 import type { Suggestion } from "../gateway/index.js";
 import { readAudit } from "../gateway/index.js";
@@ -86,7 +86,7 @@ export function runPolicyDryRun(
   return guard(io, async () => {
     const current = await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env: io.env });
     const next = (await loadSpace(changed, { stateDir: current.stateDir, env: io.env })).config;
-    const calls = replayedCalls(readAudit(current.stateDir, {}, 100_000));
+    const calls = replayedCalls(readAudit(current.stateDir, {}, 100_000), personIn(current.config));
     const view = dryRunView(current.config, next, calls, []) as {
       replayed: number;
       changed: number;

@@ -23,7 +23,7 @@ function hasMergeKey(map: YAMLMap): boolean {
 }
 
 /** `text` with `rule` appended to the participant's `kind` list. Throws a `RuleEditError` saying where, if it cannot be done in place. */
-export function addToolRule(text: string, participant: string, kind: "allow" | "ask" | "deny", rule: ToolRule): string {
+export function addToolRule(text: string, participant: string, kind: "allow" | "ask" | "deny" | "except", rule: ToolRule): string {
   const doc = parseDocument(text);
   if (doc.errors.length) throw new RuleEditError(`the file does not parse: ${doc.errors[0]!.message.replace(/\s+/g, " ")}`);
   if (!isMap(doc.contents)) throw new RuleEditError("the file is not a mapping");

@@ -16,7 +16,7 @@ import { type SpaceConfig, parseSpaceConfig } from "../config/config.js";
 import { RuleEditError } from "../config/rule-edit.js";
 import { compileCapabilities } from "../policy/capabilities.js";
 import { restore, serialised, writeRule } from "../policy/learn/accept.js";
-import { type PastCall, pastCalls, replayedCalls } from "../policy/learn/history.js";
+import { type PastCall, pastCalls, personIn, replayedCalls } from "../policy/learn/history.js";
 import { indexCalls, type LikeThis, likeThis } from "../policy/learn/hint.js";
 import { type Risk, riskOf } from "../policy/learn/risk.js";
 import { type Fatigue, fatigue } from "../policy/learn/fatigue.js";
@@ -63,7 +63,7 @@ function isOperator(space: Space, id: string): boolean {
 
 /** The space's recorded calls and known tools. */
 export function learningInput(space: Space): { calls: PastCall[]; tools: KnownTool[] } {
-  const calls = pastCalls(space.ledger.audit({}, LEARN_WINDOW));
+  const calls = pastCalls(space.ledger.audit({}, LEARN_WINDOW), personIn(space.config));
   const tools = space.registry.list().map((t) => ({ participant: t.participant, tool: t.tool, annotations: t.annotations }));
   return { calls, tools };
 }
@@ -215,7 +215,10 @@ function dryRunRoute(space: Space, me: string, body: Record<string, unknown>, en
   }
   // The direct calls too (nobody saw them): a change that would now hold or deny them is listed.
   const { tools } = learningInput(space);
-  return { status: 200, body: dryRunView(space.config, next, replayedCalls(space.ledger.audit({}, LEARN_WINDOW)), tools) };
+  return {
+    status: 200,
+    body: dryRunView(space.config, next, replayedCalls(space.ledger.audit({}, LEARN_WINDOW), personIn(space.config)), tools),
+  };
 }
 
 /**
@@ -236,7 +239,7 @@ function indexes(space: Space, fresh = false): { index: Map<string, PastCall[]>;
   for (const n of space.metrics.proposals.values()) version += n;
   let cached = hintIndex.get(space);
   if (!cached || (cached.version !== version && (fresh || Date.now() - cached.at >= REBUILD_MS))) {
-    const calls = pastCalls(space.ledger.audit({}, LEARN_WINDOW));
+    const calls = pastCalls(space.ledger.audit({}, LEARN_WINDOW), personIn(space.config));
     const byProposer = new Map<string, PastCall[]>();
     for (const c of calls) (byProposer.get(c.proposer) ?? byProposer.set(c.proposer, []).get(c.proposer)!).push(c);
     cached = { version, at: Date.now(), index: indexCalls(calls), byProposer };
@@ -296,7 +299,10 @@ export function notePreviewOpened(space: Space, proposal: string, person: string
 /** The space's decision figures (policy/learn/fatigue.ts). */
 export function fatigueOf(space: Space): Fatigue {
   const set = opened.get(space);
-  return fatigue(pastCalls(space.ledger.audit({}, LEARN_WINDOW)), (proposal, person) => set?.has(`${proposal}\u0000${person}`) === true);
+  return fatigue(
+    pastCalls(space.ledger.audit({}, LEARN_WINDOW), personIn(space.config)),
+    (proposal, person) => set?.has(`${proposal}\u0000${person}`) === true,
+  );
 }
 
 /** The decision figures of every space in Prometheus text, for /metrics. */
