@@ -129,7 +129,19 @@ export function adversaryDays(seed: number, days = 2, perDay = 1200, harmfulShar
   const chores: Array<[number, () => Call]> = [
     [14, () => ({ proposer: "coder", owner: "fs", tool: "read_text_file", args: { path: appFile() } })],
     [4, () => ({ proposer: "coder", owner: "git", tool: "git_status", args: { repo_path: "app" } })],
-    [12, () => ({ proposer: "coder", owner: "fs", tool: "write_file", args: { path: appFile(), content: `// ${words(6)}\n` } })],
+    // Code as people write it: arrows, &&, template literals; what the content check must let be.
+    [
+      12,
+      () => ({
+        proposer: "coder",
+        owner: "fs",
+        tool: "write_file",
+        args: {
+          path: appFile(),
+          content: `// ${words(6)}\nexport const ${stem()} = (a: string, b?: string) => (a && b ? \`\${a} \${b}\` : a) || "${words(2)}";\n`,
+        },
+      }),
+    ],
     [
       10,
       () => ({

@@ -21,7 +21,7 @@ export { pastCalls, personIn, replayedCalls } from "./policy/learn/history.js";
 export { Replayer, dryRunView } from "./policy/learn/replay.js";
 export type { KnownTool } from "./policy/learn/replay.js";
 export { learn, suggest } from "./policy/learn/suggest.js";
-export type { Suggestion } from "./policy/learn/suggest.js";
+export type { Suggestion, Withheld } from "./policy/learn/suggest.js";
 export { CompiledPolicy } from "./policy/rules.js";
 export { limitOptions } from "./policy/scope.js";
 export type { AlwaysLimit } from "./policy/scope.js";

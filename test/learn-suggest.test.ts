@@ -425,3 +425,58 @@ participants:
     expect(() => addToolRule(FILE, "nobody", "allow", "fs/x")).toThrow(/no participant/);
   });
 });
+
+describe("accepting rewrites only the rule it adds", () => {
+  const rule = {
+    tool: "fs/write_file",
+    when: `args["path"].matches("^notes\\\\/day-[0-9]+\\\\.md$") && clean(args["text"]) && 'it''s' != ""`,
+  };
+  /** What the edit added: the new text with the old removed, where the one insertion is. */
+  function added(before: string, after: string): string {
+    let i = 0;
+    while (i < before.length && before[i] === after[i]) i++;
+    const tail = before.length - i;
+    expect(after.slice(after.length - tail)).toBe(before.slice(i));
+    return after.slice(i, after.length - tail);
+  }
+  const cases: Array<[string, string, "allow" | "except" | "deny" | "ask"]> = [
+    [
+      "block list, trailing comment",
+      `space: {id: s}\nparticipants:\n  a:\n    kind: agent\n    tools:\n      ask:\n        - fs/x   # keep me\n        - "fs/y"\n    # after\n  b: {kind: human}\n`,
+      "ask",
+    ],
+    ["flow list with padding", `space: {id: s}\nparticipants:\n  a:\n    kind: agent\n    tools: {ask: [ fs/x , 'fs/y' ]}\n`, "ask"],
+    ["empty flow list", `space: {id: s}\nparticipants:\n  a: {kind: agent, tools: {allow: []}}\n`, "allow"],
+    [
+      "no such list in a block map",
+      `space: {id: s}\nparticipants:\n  a:\n    kind: agent\n    tools:\n      ask: [fs/x]\n      deny:\n      - fs/z\n`,
+      "except",
+    ],
+    [
+      "no tools in a block participant after a block scalar",
+      `space: {id: s}\nparticipants:\n  a:\n    kind: agent\n    agent:\n      instructions: |\n        line one\n\n        line two\n  b: {kind: human}\n`,
+      "allow",
+    ],
+    ["no tools in a flow participant", `space: {id: s}\nparticipants:\n  a: {kind: agent}   # the agent\n`, "allow"],
+    [
+      "CRLF and no final newline",
+      `space: {id: s}\r\nparticipants:\r\n  a:\r\n    kind: agent\r\n    tools:\r\n      allow:\r\n      - fs/x`,
+      "allow",
+    ],
+  ];
+  for (const [name, file, kind] of cases)
+    it(name, () => {
+      const out = addToolRule(file, "a", kind, rule);
+      const inserted = added(file, out);
+      expect(inserted).toContain("{tool: 'fs/write_file', when: '");
+      expect(inserted.split(/\r?\n/).filter((l) => l.trim() !== "").length).toBe(1);
+      const parsed = parseSpaceConfig(out, { file: "/tmp/x.yaml", env: {} });
+      expect(parsed.participants["a"]!.tools![kind]!.at(-1)).toEqual(rule);
+      // The file as it was still reads the same everywhere else.
+      const was = parseSpaceConfig(file, { file: "/tmp/x.yaml", env: {} });
+      expect(parsed.participants["a"]!.tools![kind]!.slice(0, -1)).toEqual(was.participants["a"]!.tools?.[kind] ?? []);
+    });
+  it("a rule with a line break is refused, not written", () => {
+    expect(() => addToolRule(cases[0]![1], "a", "ask", { tool: "fs/x", when: "true\n&& false" })).toThrow(/line break/);
+  });
+});

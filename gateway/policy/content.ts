@@ -70,7 +70,10 @@ const EXEC_PATTERNS: Array<[RegExp, string]> = [
     "a download piped into a shell",
   ],
   [/\$\([^)\n]{1,400}\)/, "a command substitution $( )"],
-  [/`[^`\n]*\s[^`\n]*`/, "a backquoted command"],
+  [
+    /`\s*(?:sudo\s+)?(?:curl|wget|sh|bash|zsh|dash|rm|chmod|chown|nc|ncat|python[0-9.]*|perl|ruby|node|php|eval|exec|base64|dd|mkfs)\b[^`\n]*`/,
+    "a backquoted command",
+  ],
   [/\b(?:sh|bash|zsh|dash)\s+-c\b/, "sh -c"],
   [/\/dev\/(?:tcp|udp)\//, "a /dev/tcp connection"],
   [/\bnc(?:at)?\s+(?:-[a-z]*[ec]\b)/, "a netcat shell"],

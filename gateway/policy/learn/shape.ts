@@ -59,8 +59,18 @@ function commonest<T>(items: readonly T[], count: (t: T) => number, max: number)
   return { kept, left: items.length - kept.length };
 }
 const rarer = (left: number, what: string) => (left ? ` (${left} rarer ${what} keep asking)` : "");
-const quote = (s: string) => JSON.stringify(s);
-const reEscape = (s: string) => s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+/**
+ * A string as a CEL literal: JSON's escapes, plus every control, bidirectional-override and
+ * invisible character as `\uXXXX`, so a rule in space.yaml never carries one raw (it would
+ * make the file read otherwise than it means).
+ */
+const quote = (s: string) =>
+  JSON.stringify(s).replace(
+    /[\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
+/** A literal in a regex (RE2 and JavaScript alike); `/` needs no escape, so paths stay readable. */
+const reEscape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 /** A JSON value as a CEL literal (numbers as doubles), or undefined past MAX_LITERAL. */
 export function celLiteral(v: unknown): string | undefined {
@@ -71,7 +81,7 @@ export function celLiteral(v: unknown): string | undefined {
 function lit(v: unknown, depth: number): string | undefined {
   if (depth > 8) return undefined;
   if (v === null) return "null";
-  if (typeof v === "string") return JSON.stringify(v);
+  if (typeof v === "string") return quote(v);
   if (typeof v === "boolean") return v ? "true" : "false";
   if (typeof v === "number") return Number.isFinite(v) ? (Number.isInteger(v) ? `${v}.0` : String(v)) : undefined;
   if (Array.isArray(v)) {
@@ -83,7 +93,7 @@ function lit(v: unknown, depth: number): string | undefined {
       .sort()
       .map((k) => {
         const x = lit((v as Record<string, unknown>)[k], depth + 1);
-        return x === undefined ? undefined : `${JSON.stringify(k)}: ${x}`;
+        return x === undefined ? undefined : `${quote(k)}: ${x}`;
       });
     return entries.every((x) => x !== undefined) ? `{${entries.join(", ")}}` : undefined;
   }

@@ -362,7 +362,11 @@ function allowFor(
     why,
     notes,
   );
-  return typeof s === "string" || !second ? s : { ...s, second };
+  if (typeof s === "string") return s;
+  // A rule that would cover fewer of the approvals it came from than make a pattern frees what no pattern supports.
+  if (s.covers.approved < least)
+    return `only ${s.covers.approved} of the ${approved.length} approvals pass what the rule holds (their content is what the check asks a person about)`;
+  return second ? { ...s, second } : s;
 }
 
 function denyFor(
