@@ -110,7 +110,7 @@ describe("the console's Suggestions view", () => {
     for (const width of [1280, 390]) {
       await page.setViewportSize({ width, height: 900 });
       await page.screenshot({ path: join(shots, `suggestions-${width}.png`), fullPage: true });
-      const over = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+      const over = (await page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")) as number;
       expect(over, `horizontal overflow at ${width} px`).toBeLessThanOrEqual(0);
     }
     await page.setViewportSize({ width: 1100, height: 900 });
