@@ -196,8 +196,8 @@ export interface AdversaryFigures {
 }
 
 /** Two days of the adversary under a layout, without learning and with. */
-export function benchAdversary(layout: Layout, seed: number): AdversaryFigures {
-  const days = adversaryDays(seed);
+export function benchAdversary(layout: Layout, seed: number, perDay = 1200): AdversaryFigures {
+  const days = adversaryDays(seed, 2, perDay);
   const without = replayLayout(days, layout, false, ["pat", "sam"]);
   const learning = replayLayout(days, layout, true, ["pat", "sam"]);
   return {

@@ -221,9 +221,12 @@ describe("out of sample: a harmful call shaped like an approved chore still asks
     expect(decide({ path: "notes/day-1.md.sh", text: "more" })).toBe("proposal");
   });
 
-  it("the adversary's days: no harmful call runs without a person in any layout (the bench's figures, one seed)", () => {
+  // Replays two days under three layouts with learning: seconds of CPU, so a generous bound (never a figure).
+  it("the adversary's days: no harmful call runs without a person in any layout (the bench's, smaller days, one seed)", {
+    timeout: 120_000,
+  }, () => {
     for (const layout of adversaryLayouts()) {
-      const f = benchAdversary(layout, 11);
+      const f = benchAdversary(layout, 11, 600);
       expect(f.ran, layout.name).toEqual([0, 0]);
       expect(f.withLearning, layout.name).toBeLessThan(f.without);
     }
