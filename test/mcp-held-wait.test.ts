@@ -71,8 +71,8 @@ async function setup(hold: HoldOptions = {}) {
     );
     if (opts.urlElicitation) {
       const shown = opts.urlElicitation;
-      c.setRequestHandler("elicitation/create", async (req: { params: { url?: string } }) => {
-        shown(String(req.params.url));
+      c.setRequestHandler("elicitation/create", async (req) => {
+        shown(String((req.params as { url?: string }).url));
         return { action: "accept" };
       });
     }

@@ -193,12 +193,20 @@ export type HeldEnd = { result: unknown } | { error: { code: number; message: st
  * told to ask again. Entries end when the call does.
  */
 export class HeldRuns {
-  private readonly runs = new Map<string, { abort: AbortController; abandon?: NodeJS.Timeout | undefined }>();
+  private readonly runs = new Map<
+    string,
+    { abort: AbortController; route?: HeldRoute | undefined; abandon?: NodeJS.Timeout | undefined }
+  >();
   /** Requests held open now, on the whole mount (bounded in modern-held.ts). */
   holding = 0;
 
-  add(id: string, abort: AbortController): void {
-    this.runs.set(id, { abort });
+  add(id: string, abort: AbortController, route?: HeldRoute): void {
+    this.runs.set(id, { abort, route });
+  }
+
+  /** Where the call's log lines go (modern-logs.ts), re-pointed to each request that waits on it. */
+  route(id: string): HeldRoute | undefined {
+    return this.runs.get(id)?.route;
   }
 
   ended(id: string): void {
@@ -231,6 +239,11 @@ export class HeldRuns {
   get size(): number {
     return this.runs.size;
   }
+}
+
+/** A held call's log route (modern-logs.ts `LogRoute`), as held.ts needs it. */
+export interface HeldRoute {
+  to(log: ((level: never, data: unknown, logger?: string) => Promise<void>) | undefined): void;
 }
 
 /** What answering a held call needs: the seat, its sealed states, recorded outcomes, the calls running, and how long to hold. */

@@ -20,13 +20,15 @@
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { HeldFace } from "./held.js";
-import { isInputRequired, RETRY_META } from "./input.js";
+import { isInputRequired, LOG_ROUTE, RETRY_META } from "./input.js";
+import { type LogRoute, logRoute, type RequestLog } from "./modern-logs.js";
 
 /** What a held call needs of the SDK modules (modern.ts `ModernModules`). */
 export interface HeldModules {
   v2: typeof import("@modelcontextprotocol/server");
   ResultSchema: typeof import("@modelcontextprotocol/sdk/types.js").ResultSchema;
   McpError: typeof import("@modelcontextprotocol/sdk/types.js").McpError;
+  LoggingMessageNotificationSchema: typeof import("@modelcontextprotocol/sdk/types.js").LoggingMessageNotificationSchema;
 }
 
 /** Requests held on one proposal at once (a client sending its state many times over), and on one mount. */
@@ -35,6 +37,8 @@ const MAX_HOLDING = 1024;
 
 /** Of this hop's envelope (the SDK lifted it), the client's capabilities go on: a server's input_required is checked against them (input.ts). */
 const CAPABILITIES = "io.modelcontextprotocol/clientCapabilities";
+/** And the log level it asked for: a server of 2026-07-28 behind the bridge logs to it at that level. */
+const LOG_LEVEL = "io.modelcontextprotocol/logLevel";
 
 /** What the request's handler context carries beside its params (the SDK v2 lifts the envelope and a retry's fields out of them). */
 export type Lifted = {
@@ -43,7 +47,9 @@ export type Lifted = {
     envelope?: Record<string, unknown>;
     inputResponses?: Record<string, unknown>;
     requestState?: () => unknown;
+    log?: RequestLog;
   };
+  http?: { req?: { headers?: { get(name: string): string | null } } | undefined } | undefined;
 };
 
 /**
@@ -52,12 +58,21 @@ export type Lifted = {
  * `inputResponses` and `requestState` (in `_meta` under RETRY_META: the face's SDK v1
  * schemas drop keys they do not know; a client's own RETRY_META is replaced).
  */
-export function innerParams(params: unknown, ctx: Lifted): Record<string, unknown> {
+export function innerParams(params: unknown, ctx: Lifted, route?: LogRoute): Record<string, unknown> {
   // A legacy `task` param is tolerated and never makes a task (task-ext.ts makes one for the extension).
   const { _meta: _, task: _task, ...rest } = typeof params === "object" && params !== null ? (params as Record<string, unknown>) : {};
-  const { progressToken: __, [RETRY_META]: ___, ...meta } = ctx.mcpReq._meta ?? {};
+  const { progressToken: __, [RETRY_META]: ___, [LOG_ROUTE]: ____, ...meta } = ctx.mcpReq._meta ?? {};
   const caps = ctx.mcpReq.envelope?.[CAPABILITIES];
   if (caps !== undefined) meta[CAPABILITIES] = caps;
+  const level = ctx.mcpReq.envelope?.[LOG_LEVEL];
+  if (level !== undefined) meta[LOG_LEVEL] = level;
+  if (route !== undefined) meta[LOG_ROUTE] = route.id;
+  // A client's trace context sent as an HTTP header only (W3C Trace Context) goes on as a `_meta` one would.
+  const header = (name: string) => ctx.http?.req?.headers?.get(name) ?? undefined;
+  if (meta["traceparent"] === undefined && header("traceparent") !== undefined) {
+    meta["traceparent"] = header("traceparent");
+    if (meta["tracestate"] === undefined && header("tracestate") !== undefined) meta["tracestate"] = header("tracestate");
+  }
   const inputResponses = ctx.mcpReq.inputResponses;
   const requestState = ctx.mcpReq.requestState?.();
   if (inputResponses !== undefined || requestState !== undefined) meta[RETRY_META] = { inputResponses, requestState };
@@ -73,6 +88,7 @@ type HeldCtx = {
     envelope?: Record<string, unknown>;
     _meta?: { progressToken?: string | number };
     signal?: AbortSignal;
+    log?: RequestLog;
     notify(n: unknown): Promise<void>;
   };
 };
@@ -111,9 +127,14 @@ export async function callHeld(
   const token = ctx.mcpReq._meta?.progressToken;
   let proposal: ((id: string) => void) | undefined;
   const becameProposal = new Promise<string>((resolve) => (proposal = resolve));
-  // The call goes on past this request (a resumed one reads its end); aborted only when its client leaves it.
+  // The call goes on past this request (a resumed one reads its end); aborted when its client leaves it:
+  // a call that needed nobody with its request (a cancellation), a held one as holdOn says.
   const abort = new AbortController();
-  const call = client.request({ method: "tools/call", params: innerParams(request.params, ctx as never) } as never, m.ResultSchema, {
+  const dropped = () => abort.abort(ctx.mcpReq.signal?.reason);
+  ctx.mcpReq.signal?.addEventListener("abort", dropped, { once: true });
+  // Its log lines go to the request waiting on it (modern-logs.ts).
+  const route = logRoute(m.LoggingMessageNotificationSchema, client, ctx.mcpReq.log);
+  const call = client.request({ method: "tools/call", params: innerParams(request.params, ctx as never, route) } as never, m.ResultSchema, {
     signal: abort.signal,
     onprogress: (p: { progress: number; total?: number; message?: string }) => {
       const id = typeof p.message === "string" ? WAITING.exec(p.message)?.[1] : undefined;
@@ -132,11 +153,13 @@ export async function callHeld(
     ),
     becameProposal.then((id) => ({ id })),
   ]);
+  ctx.mcpReq.signal?.removeEventListener("abort", dropped);
+  if (!("id" in first)) route.end();
   if ("result" in first) return asServerGave(first.result);
   if ("err" in first) throw asProtocolError(m, first.err);
   const id = first.id;
   held.outcomes.hold(id);
-  held.runs.add(id, abort);
+  held.runs.add(id, abort, route);
   call
     .then(
       (result) => held.outcomes.settle(id, { result }),
@@ -151,11 +174,15 @@ export async function callHeld(
         });
       },
     )
-    .finally(() => held.runs.ended(id));
+    .finally(() => {
+      held.runs.ended(id);
+      route.end();
+    });
   const state = held.states.seal({ s: held.space, w: held.seat, p: id, t: name, e: Date.now() + held.ttlMs });
   // A client that takes URL elicitation is shown the card once, now; it then asks again and waits.
   const caps = ctx.mcpReq.envelope?.[CAPABILITIES] as { elicitation?: { url?: unknown } } | undefined;
-  if (caps?.elicitation?.url !== undefined)
+  if (caps?.elicitation?.url !== undefined) {
+    route.to(undefined);
     return m.v2.inputRequired({
       inputRequests: {
         approval: m.v2.inputRequired.elicitUrl({
@@ -165,6 +192,7 @@ export async function callHeld(
       },
       requestState: state,
     });
+  }
   return holdOn(m, held, id, state, ctx);
 }
 
@@ -176,6 +204,9 @@ async function holdOn(m: HeldModules, held: HeldFace, id: string, state: string,
   };
   if (held.runs.holding >= MAX_HOLDING || held.outcomes.waiting(id) >= MAX_PER_PROPOSAL) return again();
   held.runs.holding++;
+  // The call's log lines go to this request while it is held.
+  const route = held.runs.route(id);
+  route?.to(ctx.mcpReq.log);
   const token = ctx.mcpReq._meta?.progressToken;
   let n = 0;
   const tick = () =>
@@ -204,6 +235,7 @@ async function holdOn(m: HeldModules, held: HeldFace, id: string, state: string,
   } finally {
     clearInterval(ticker);
     held.runs.holding--;
+    if (held.outcomes.waiting(id) === 0) route?.to(undefined);
   }
 }
 

@@ -24,6 +24,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { HeldFace } from "./held.js";
 import { asProtocolError, asServerGave, callHeld, innerParams, type Lifted } from "./modern-held.js";
+import { logRoute } from "./modern-logs.js";
 import { ListenFeed, type ListenSchemas } from "./listen.js";
 import { callAsTask, declaresTasks, serveTaskMethod, TASKS_EXTENSION } from "./task-ext.js";
 import { declarations, paramMismatch } from "./param-headers.js";
@@ -35,6 +36,8 @@ export interface ModernModules {
   InMemoryTransport: typeof import("@modelcontextprotocol/sdk/inMemory.js").InMemoryTransport;
   ResultSchema: typeof import("@modelcontextprotocol/sdk/types.js").ResultSchema;
   McpError: typeof import("@modelcontextprotocol/sdk/types.js").McpError;
+  /** The face's log lines, routed to the request they are about (modern-logs.ts). */
+  LoggingMessageNotificationSchema: typeof import("@modelcontextprotocol/sdk/types.js").LoggingMessageNotificationSchema;
   /** The change notifications a listen stream carries (listen.ts). */
   listen: ListenSchemas;
 }
@@ -51,6 +54,7 @@ export function loadModernModules(): Promise<ModernModules> {
     InMemoryTransport: memory.InMemoryTransport,
     ResultSchema: types.ResultSchema,
     McpError: types.McpError,
+    LoggingMessageNotificationSchema: types.LoggingMessageNotificationSchema,
     listen: types,
   }));
 }
@@ -169,6 +173,8 @@ export function modernServerFactory(
           : cap === "completions"
             ? {}
             : { listChanged: true };
+  // The face logs (its waits and approvals, its servers' lines about a call): to each request's client, at the level it asked (modern-logs.ts).
+  if (caps["logging"] !== undefined) capabilities["logging"] = {};
   // Held calls as tasks (task-ext.ts), where calls can be held.
   if (asTasks && caps["tools"] !== undefined) capabilities["extensions"] = { [TASKS_EXTENSION]: {} };
   const instructions = client.getInstructions();
@@ -197,6 +203,7 @@ export function modernServerFactory(
               });
             if (held && method === "tools/call") return callHeld(m, client, held, request, ctx as never);
             const token = ctx.mcpReq._meta?.progressToken;
+            const route = logRoute(m.LoggingMessageNotificationSchema, client, (ctx as unknown as Lifted).mcpReq.log);
             const onprogress =
               token === undefined
                 ? undefined
@@ -204,7 +211,7 @@ export function modernServerFactory(
                     void ctx.mcpReq.notify({ method: "notifications/progress", params: { ...p, progressToken: token } }).catch(() => {});
             try {
               return asServerGave(
-                await client.request({ method, params: innerParams(request.params, ctx as never) } as never, m.ResultSchema, {
+                await client.request({ method, params: innerParams(request.params, ctx as never, route) } as never, m.ResultSchema, {
                   ...(ctx.mcpReq.signal ? { signal: ctx.mcpReq.signal } : {}),
                   ...(onprogress ? { onprogress, resetTimeoutOnProgress: true } : {}),
                   timeout: 24 * 60 * 60_000,
@@ -220,6 +227,8 @@ export function modernServerFactory(
                 );
               }
               throw err;
+            } finally {
+              route.end();
             }
           }) as never,
         );
