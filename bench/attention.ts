@@ -16,11 +16,12 @@
  */
 import { parseSpaceConfig, type SpaceConfig } from "../gateway/index.js";
 import { addToolRule } from "../gateway/index.js";
-import { pastCalls } from "../gateway/index.js";
-import { Replayer } from "../gateway/index.js";
+import { pastCalls, personIn } from "../gateway/index.js";
+import { type KnownTool, Replayer } from "../gateway/index.js";
 import { suggest } from "../gateway/index.js";
 import type { AuditEntry } from "../gateway/index.js";
 import { DAY_SPACE, DAY_TOOLS, type DayCall, seededDay } from "./attention-day.js";
+import { ASK_SPACE, adversaryDays, adversaryTools, FALLBACK_SPACE } from "./attention-adversary.js";
 import { benchApprovals } from "./approvals.js";
 import { type Row, row } from "./report.js";
 import type { Context } from "./scenarios.js";
@@ -41,7 +42,7 @@ export interface DayFigures {
   denied: number;
 }
 
-function entries(call: DayCall, id: string, approve: boolean): AuditEntry[] {
+function entries(call: DayCall, id: string, approve: boolean, by = "pat"): AuditEntry[] {
   const ts = new Date(Date.UTC(2026, 10, 28, 8) + call.at).toISOString();
   const base = {
     ts,
@@ -54,54 +55,85 @@ function entries(call: DayCall, id: string, approve: boolean): AuditEntry[] {
   };
   return [
     { ...base, event: "proposed" },
-    approve ? { ...base, event: "approved", by: "pat", scope: "once" } : { ...base, event: "rejected", by: "pat", reason: "unsafe" },
+    approve ? { ...base, event: "approved", by, scope: "once" } : { ...base, event: "rejected", by, reason: "unsafe" },
   ];
 }
 
-/** Replays the day: `learn` false keeps the file as written. */
-export function replayDay(
-  day: readonly DayCall[],
-  learn: boolean,
-): { decisions: number; harmfulRan: number; accepted: string[]; denied: number; held: number } {
-  let text = DAY_SPACE;
-  let config: SpaceConfig = parseSpaceConfig(text, { file: "/bench/day.yaml", env: {} });
-  let replayer = new Replayer(config, DAY_TOOLS);
+/** A space to replay a day in: its file as written and its tools' hints. */
+export interface Layout {
+  name: string;
+  yaml: string;
+  tools: readonly KnownTool[];
+}
+
+/** What a replay counted, per day (index 0 the first day). */
+export interface Replayed {
+  decisions: number;
+  harmfulRan: number;
+  accepted: string[];
+  denied: number;
+  held: number;
+  /** Per day: decisions, and harmful calls that ran without a person. */
+  days: Array<{ decisions: number; harmfulRan: number; ran: string[] }>;
+}
+
+const DAY_MS = 24 * 3_600_000;
+
+/**
+ * Replays the calls: `learn` false keeps the file as written; true accepts, every 30 simulated
+ * minutes, each suggestion a careful operator would: one whose dry run shows no rejected call
+ * (an allow or ask covering none; a deny covering no approved one). People decide each held
+ * call by the truth (the harmless approved, the harmful rejected), `people` taking turns.
+ */
+export function replayLayout(day: readonly DayCall[], layout: Layout, learn: boolean, people: readonly string[] = ["pat"]): Replayed {
+  let text = layout.yaml;
+  const file = `/bench/${layout.name}.yaml`;
+  let config: SpaceConfig = parseSpaceConfig(text, { file, env: {} });
+  let replayer = new Replayer(config, layout.tools);
   const audit: AuditEntry[] = [];
-  let decisions = 0;
-  let harmfulRan = 0;
-  let denied = 0;
-  let held = 0;
+  const out: Replayed = { decisions: 0, harmfulRan: 0, accepted: [], denied: 0, held: 0, days: [] };
   let nextLearn = LEARN_EVERY_MS;
-  const accepted: string[] = [];
   day.forEach((call, i) => {
+    const d = Math.floor(call.at / DAY_MS);
+    while (out.days.length <= d) out.days.push({ decisions: 0, harmfulRan: 0, ran: [] });
     if (learn && call.at >= nextLearn) {
-      nextLearn += LEARN_EVERY_MS;
-      for (const s of suggest(config, pastCalls(audit), DAY_TOOLS)) {
+      while (nextLearn <= call.at) nextLearn += LEARN_EVERY_MS;
+      for (const s of suggest(config, pastCalls(audit, personIn(config)), layout.tools)) {
         const clean =
           s.kind === "deny"
             ? s.covers.approved === 0 && s.covers.edited === 0
             : s.covers.rejected === 0 && !Object.values(s.changes).some((c) => c.rejected > 0);
         if (!clean) continue;
         text = addToolRule(text, s.participant, s.kind, s.rule);
-        accepted.push(`${s.kind} ${s.participant} ${typeof s.rule === "string" ? s.rule : s.rule.tool}`);
+        out.accepted.push(`${s.kind} ${s.participant} ${typeof s.rule === "string" ? s.rule : s.rule.tool}`);
       }
-      config = parseSpaceConfig(text, { file: "/bench/day.yaml", env: {} });
-      replayer = new Replayer(config, DAY_TOOLS);
+      config = parseSpaceConfig(text, { file, env: {} });
+      replayer = new Replayer(config, layout.tools);
     }
-    const out = replayer.decide(call)!;
-    if (out.decision === "denied") {
-      denied++;
+    const decided = replayer.decide(call)!;
+    if (decided.decision === "denied") {
+      out.denied++;
       return;
     }
-    if (out.decision === "direct") {
-      if (call.harmful) harmfulRan++;
+    if (decided.decision === "direct") {
+      if (call.harmful) {
+        out.harmfulRan++;
+        out.days[d]!.harmfulRan++;
+        out.days[d]!.ran.push(`${call.proposer} ${call.owner}/${call.tool} ${JSON.stringify(call.args).slice(0, 120)}`);
+      }
       return;
     }
-    held++;
-    decisions++;
-    audit.push(...entries(call, `d${i}`, !call.harmful));
+    out.held++;
+    out.decisions++;
+    out.days[d]!.decisions++;
+    audit.push(...entries(call, `d${i}`, !call.harmful, people[i % people.length]!));
   });
-  return { decisions, harmfulRan, accepted, denied, held };
+  return out;
+}
+
+/** Replays the day: `learn` false keeps the file as written. */
+export function replayDay(day: readonly DayCall[], learn: boolean): Replayed {
+  return replayLayout(day, { name: "day", yaml: DAY_SPACE, tools: DAY_TOOLS }, learn);
 }
 
 export function benchDay(seed = 36): DayFigures {
@@ -133,16 +165,88 @@ export function benchSuggest(n = 10_000, rounds = 5): { ms: number; suggestions:
   let count = 0;
   for (let r = 0; r < rounds; r++) {
     const t0 = performance.now();
-    count = suggest(config, pastCalls(audit), DAY_TOOLS).length;
+    count = suggest(config, pastCalls(audit, personIn(config)), DAY_TOOLS).length;
     times.push(performance.now() - t0);
   }
   return { ms: median(times), suggestions: count };
+}
+
+/** The adversary's layouts: as people write them, the tools hinted as their servers declare. */
+export function adversaryLayouts(): Layout[] {
+  return [
+    { name: "fallback: ask, hints as published", yaml: FALLBACK_SPACE, tools: adversaryTools(false) },
+    { name: "fallback: ask, writes unannotated", yaml: FALLBACK_SPACE, tools: adversaryTools(true) },
+    { name: "explicit ask: for every write", yaml: ASK_SPACE, tools: adversaryTools(false) },
+  ];
+}
+
+export interface AdversaryFigures {
+  layout: string;
+  seed: number;
+  /** Day-2 decisions without learning, and with. */
+  without: number;
+  withLearning: number;
+  harmful: number;
+  /** Harmful calls that ran without a person, with learning, per day. */
+  ran: number[];
+  /** And without learning (the file as written lets them through). */
+  ranWithout: number[];
+  examples: string[];
+  accepted: number;
+}
+
+/** Two days of the adversary under a layout, without learning and with. */
+export function benchAdversary(layout: Layout, seed: number): AdversaryFigures {
+  const days = adversaryDays(seed);
+  const without = replayLayout(days, layout, false, ["pat", "sam"]);
+  const learning = replayLayout(days, layout, true, ["pat", "sam"]);
+  return {
+    layout: layout.name,
+    seed,
+    without: without.days[1]?.decisions ?? 0,
+    withLearning: learning.days[1]?.decisions ?? 0,
+    harmful: days.filter((c) => c.harmful).length,
+    ran: learning.days.map((d) => d.harmfulRan),
+    ranWithout: without.days.map((d) => d.harmfulRan),
+    examples: learning.days.flatMap((d) => d.ran).slice(0, 4),
+    accepted: learning.accepted.length,
+  };
+}
+
+/** The seeds the learner was never tuned on are all but the first; every one is printed. */
+export const ADVERSARY_SEEDS = [11, 12, 13];
+
+export function adversaryRows(): Row[] {
+  return adversaryLayouts().map((layout) => {
+    const figs = ADVERSARY_SEEDS.map((seed) => benchAdversary(layout, seed));
+    const without = figs.reduce((s, f) => s + f.without, 0);
+    const withLearning = figs.reduce((s, f) => s + f.withLearning, 0);
+    const ran = figs.reduce((s, f) => s + f.ran.reduce((a, b) => a + b, 0), 0);
+    const fewest = Math.min(...figs.map((f) => 1 - f.withLearning / Math.max(1, f.without)));
+    return row({
+      scenario: "attention",
+      label: `adversary, ${layout.name}: day-2 decisions (learning vs not)`,
+      unit: "",
+      gateway: withLearning,
+      naive: without,
+      goal: { text: ">= 70% fewer on every seed, 0 harmful run", met: fewest >= 0.7 && ran === 0 },
+      details: [
+        ...figs.map(
+          (f) =>
+            `seed ${f.seed}: day 2 ${f.without} → ${f.withLearning} decisions (${Math.round((1 - f.withLearning / Math.max(1, f.without)) * 100)}% fewer); harmful run without a person: day 1 ${f.ran[0] ?? 0}, day 2 ${f.ran[1] ?? 0} of ${f.harmful} (the file as written: ${f.ranWithout.join(" + ")}); ${f.accepted} rule(s) accepted`,
+        ),
+        ...figs.flatMap((f) => f.examples.map((e) => `  ran (seed ${f.seed}): ${e}`)).slice(0, 6),
+      ],
+    });
+  });
 }
 
 export async function attention(ctx: Context): Promise<Row[]> {
   ctx.progress("attention: a seeded day of 2,400 calls, without learning and with");
   const d = benchDay();
   const fewer = 1 - d.decisionsLearning / d.decisions;
+  ctx.progress("attention: the adversary's days, three layouts, three seeds");
+  const adversary = adversaryRows();
   ctx.progress("attention: suggestions over 10,000 recorded calls");
   const s = benchSuggest();
   ctx.progress("attention: proposal → card at 100/s");
@@ -163,6 +267,7 @@ export async function attention(ctx: Context): Promise<Row[]> {
         `rules accepted: ${d.accepted.length} (${d.accepted.join("; ")})`,
       ],
     }),
+    ...adversary,
     row({
       scenario: "attention",
       label: "suggestions over 10,000 recorded calls",

@@ -9,9 +9,9 @@
  * a call a read-only hint lets through is counted as the rules alone decide it.
  * What participants wrote (arguments, ids) is sanitised before it reaches the terminal.
  */
-import { replayedCalls } from "../gateway/index.js";
+import { personIn, replayedCalls } from "../gateway/index.js";
 import { dryRunView } from "../gateway/index.js";
-import type { Suggestion } from "../gateway/index.js";
+import type { Suggestion, Withheld } from "../gateway/index.js";
 import { readAudit } from "../gateway/index.js";
 import { withApi } from "./commands.js";
 import { guard, processIo, type Io } from "./lifecycle.js";
@@ -22,10 +22,13 @@ import { clip } from "../gateway/index.js";
 
 const text = (v: unknown, n = 160) => clip(sanitize(typeof v === "string" ? v : JSON.stringify(v)), n);
 
-/** A suggestion for a person: the rule, why, what it covers, what it would have changed. */
-export function suggestionText(s: Suggestion & { confirmed?: string[] }): string {
-  const lines = [`[${s.id}] ${s.kind} for ${text(s.participant, 64)}: ${text(s.rule, 400)}`, `  why: ${text(s.why, 300)}`];
-  for (const sc of s.scope) lines.push(`  scope: ${text(sc, 300)}`);
+type Shown = Suggestion & { confirmed?: string[]; seconded?: string[] };
+
+/** A suggestion for a person: what it lets through in words, why, what it would have changed; the rule itself last. */
+export function suggestionText(s: Shown): string {
+  const lines = [`[${s.id}] ${text(s.summary, 600)}`, `  why: ${text(s.why, 300)}`];
+  lines.push("  allows, field by field:");
+  for (const sc of s.scope) lines.push(`    - ${text(sc, 300)}`);
   for (const n of s.notes) lines.push(`  note: ${text(n, 300)}`);
   lines.push(
     `  covers: ${s.covers.approved} approved, ${s.covers.rejected} rejected, ${s.covers.edited} edited, ${s.covers.undecided} undecided`,
@@ -38,6 +41,11 @@ export function suggestionText(s: Suggestion & { confirmed?: string[] }): string
     lines.push(
       `  needs confirmation from ${s.confirm.by.map((b) => text(b, 40)).join(", ")} (each rejected a call it covers)${s.confirmed?.length ? `; confirmed by ${s.confirmed.join(", ")}` : ""}`,
     );
+  if (s.second && s.second.people.length > 1)
+    lines.push(
+      `  needs a second person's word: one of ${s.second.people.map((b) => text(b, 40)).join(", ")} besides whoever accepts${s.seconded?.length ? `; given by ${s.seconded.join(", ")}` : ""}`,
+    );
+  lines.push(`  the rule (tools.${s.kind} of ${text(s.participant, 64)}): ${text(s.rule, 1200)}`);
   return lines.join("\n");
 }
 
@@ -50,14 +58,22 @@ export function runPolicySuggest(
   return guard(io, async () => {
     if (action === undefined || action === "list") {
       const body = await withApi(opts, io, (api) =>
-        api.get<{ suggestions: Array<Suggestion & { confirmed?: string[] }>; dismissed: number; calls: number }>("policy/suggestions"),
+        api.get<{ suggestions: Shown[]; withheld?: Withheld[]; dismissed: number; calls: number }>("policy/suggestions"),
       );
-      if (opts.json) io.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
-      else if (!body.suggestions.length)
+      if (opts.json) {
+        io.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
+        return 0;
+      }
+      if (!body.suggestions.length)
         io.stdout.write(`no suggestions from ${body.calls} recorded call(s)${body.dismissed ? ` (${body.dismissed} dismissed)` : ""}\n`);
       else
         io.stdout.write(
           `${body.suggestions.map(suggestionText).join("\n\n")}\n\naccept one: mewgate policy suggest accept <id>; dismiss: mewgate policy suggest dismiss <id>\n`,
+        );
+      const withheld = body.withheld ?? [];
+      if (withheld.length)
+        io.stdout.write(
+          `\nrepeated, with no suggestion:\n${withheld.map((w) => `  ${text(w.participant, 64)} → ${text(w.tool, 120)} (${w.approved} approved): ${text(w.why, 300)}`).join("\n")}\n`,
         );
       return 0;
     }
@@ -86,7 +102,7 @@ export function runPolicyDryRun(
   return guard(io, async () => {
     const current = await loadSpace(spaceFile(opts.config), { stateDir: opts.stateDir, env: io.env });
     const next = (await loadSpace(changed, { stateDir: current.stateDir, env: io.env })).config;
-    const calls = replayedCalls(readAudit(current.stateDir, {}, 100_000));
+    const calls = replayedCalls(readAudit(current.stateDir, {}, 100_000), personIn(current.config));
     const view = dryRunView(current.config, next, calls, []) as {
       replayed: number;
       changed: number;

@@ -6,6 +6,11 @@
  *
  * Each child leads its own process group, so stopping it also stops whatever it started,
  * and a Ctrl-C at the terminal reaches `up` alone, which then stops everyone in order.
+ *
+ * Should `up` itself be killed (kill -9 leaves it no time to stop anyone), a watchdog stops
+ * the children: a small process of its own group, reading on its stdin which groups are
+ * running; the kernel closes that pipe when `up` dies, however it dies, and the watchdog
+ * then stops each group (SIGTERM, SIGKILL after a moment) and exits.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { closeSync, mkdirSync, openSync, writeSync } from "node:fs";
@@ -46,8 +51,39 @@ interface Supervised {
   exited: Promise<void> | undefined;
 }
 
+/** The watchdog (run with `node -e`): `+pid` / `-pid` lines name the running groups; at end of input, stop them all. */
+const WATCHDOG = `
+const groups = new Set();
+let buf = "", done = false;
+const kill = (sig) => { for (const g of groups) { try { process.kill(-g, sig); } catch {} } };
+const end = () => {
+  if (done) return;
+  done = true;
+  kill("SIGTERM");
+  setTimeout(() => { kill("SIGKILL"); process.exit(0); }, groups.size ? 2000 : 0);
+};
+process.stdin.setEncoding("utf8");
+process.stdin.on("data", (d) => {
+  buf += d;
+  for (let i = buf.indexOf("\\n"); i >= 0; i = buf.indexOf("\\n")) {
+    const line = buf.slice(0, i);
+    buf = buf.slice(i + 1);
+    const pid = Number(line.slice(1));
+    if (!Number.isInteger(pid) || pid <= 1) continue;
+    if (line[0] === "+") groups.add(pid);
+    else groups.delete(pid);
+  }
+});
+process.stdin.on("end", end);
+process.stdin.on("close", end);
+process.stdin.on("error", end);
+const parent = process.ppid;
+setInterval(() => { if (process.ppid !== parent) end(); }, 500);
+`;
+
 export class Supervisor {
   private readonly children = new Map<string, Supervised>();
+  private watchdog: ChildProcess | undefined;
   private stopping = false;
   private readonly o: Required<Omit<SupervisorOptions, "onNotice">> & Pick<SupervisorOptions, "onNotice">;
   /** Last resort if `up` exits without `stop()`: never leave a process group behind. */
@@ -97,6 +133,7 @@ export class Supervisor {
     }
     s.child = child;
     s.startedAt = Date.now();
+    if (child.pid) this.tellWatchdog(`+${child.pid}`);
     s.exited = new Promise((resolve) => {
       let settled = false;
       const done = (code: number | null, signal: NodeJS.Signals | null, error?: Error) => {
@@ -113,6 +150,7 @@ export class Supervisor {
   private exited(s: Supervised, child: ChildProcess, code: number | null, signal: NodeJS.Signals | null, error: Error | undefined): void {
     if (s.child !== child) return;
     s.child = undefined;
+    if (child.pid) this.tellWatchdog(`-${child.pid}`);
     // Whatever it started dies with it; a restart starts afresh.
     if (child.pid) killGroup(child.pid, "SIGKILL", false);
     if (this.stopping) return;
@@ -138,6 +176,23 @@ export class Supervisor {
       "error",
     );
     s.timer = setTimeout(() => this.launch(s), delay);
+  }
+
+  /** Tells the watchdog of a group started (`+pid`) or gone (`-pid`), starting it the first time. */
+  private tellWatchdog(line: string): void {
+    if (!this.watchdog) {
+      try {
+        this.watchdog = spawn(process.execPath, ["-e", WATCHDOG], { stdio: ["pipe", "ignore", "ignore"], detached: true });
+      } catch {
+        return;
+      }
+      this.watchdog.on("error", () => {});
+      this.watchdog.stdin?.on("error", () => {});
+      // Neither keeps `up` running.
+      this.watchdog.unref();
+      (this.watchdog.stdin as unknown as { unref?: () => void } | null)?.unref?.();
+    }
+    this.watchdog.stdin?.write(`${line}\n`);
   }
 
   /** Stops every child: SIGTERM to its process group, SIGKILL after the grace period; resolves when all have exited. */
@@ -168,6 +223,7 @@ export class Supervisor {
       );
     }
     await Promise.all(waits);
+    this.watchdog?.stdin?.end();
     process.off("exit", this.onExit);
   }
 }

@@ -21,6 +21,8 @@ participants:
   fs: {kind: mcp, token: ${T.fs}}
 `;
 
+/** Neither destructive nor open-world: a familiar call of it can be low, and three approvals teach. */
+const PLAIN = { destructiveHint: false, openWorldHint: false };
 let browser: Browser;
 let gw: TestGateway | undefined;
 let page: Page | undefined;
@@ -59,16 +61,17 @@ function propose(agent: TestClient, args: Record<string, unknown>): string {
 describe("the console's Suggestions view", () => {
   it("a card says how often you approved calls like it; the view shows the rule and its dry run as text; Accept writes it", async () => {
     gw = await startGateway(SPACE);
-    clients.push(await toolOwner(gw, "sg", T.fs, [{ name: "write_file", inputSchema: { type: "object" } }]));
+    clients.push(await toolOwner(gw, "sg", T.fs, [{ name: "write_file", inputSchema: { type: "object" }, annotations: PLAIN }]));
     const agent = await TestClient.join(gw, "sg", T.agent);
     clients.push(agent);
     // The content carries markup and a right-to-left override: it must stay text.
+    // The title, the same each time, is held exactly: the view names it, the override made visible.
     for (const x of ["a", "b", "c"]) {
-      const id = propose(agent, { path: `notes/${x}.md`, content: `<img src=x onerror=alert(1)>\u202E${x}` });
+      const id = propose(agent, { path: `notes/${x}.md`, content: `<img src=x onerror=alert(1)> ${x}`, title: "\u202Ereport" });
       await waitFor(async () => (await api("GET", `proposals/${id}`)).status === 200);
       expect((await api("POST", `proposals/${id}/approve`, { scope: "once" })).status).toBe(200);
     }
-    const pending = propose(agent, { path: "notes/d.md", content: "d" });
+    const pending = propose(agent, { path: "notes/d.md", content: "d", title: "\u202Ereport" });
     // A card's history follows the trail within a second (learn-api.ts): wait until it has the three.
     await waitFor(async () => (await api("GET", `proposals/${pending}`)).body.like_this?.approved === 3, 5000, "the card's history");
     page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
@@ -90,10 +93,15 @@ describe("the console's Suggestions view", () => {
     expect(await person.locator("meter").count()).toBe(1);
     const whole = (await card.textContent()) ?? "";
     expect(whole).toContain("human approved 3 call(s) of fs/write_file by agent like this");
-    expect(whole).toContain("path under notes/ (no hidden files)");
+    // Words first: what it lets through, field by field; the rule as written only when opened.
+    expect(await card.locator("h3").textContent()).toMatch(/^agent may call fs\/write_file without asking when /);
+    expect(whole).toContain("path: path is a .md file directly in notes/ (seen 3 times); nothing hidden or secret-like");
+    expect(whole).toMatch(/content: any text without secrets, shell syntax, URLs or sensitive paths/);
+    expect(await card.locator("details.rule code").isVisible()).toBe(false);
     expect(whole).toContain("proposal → direct: 4 recorded call(s) — 3 approved, 0 rejected by a person");
-    await card.locator("details summary").click();
-    expect(await card.locator("details li").first().textContent()).toContain("⟨U+202E⟩");
+    expect(whole).toContain('title is "⟨U+202E⟩report"');
+    await card.locator("details:not(.rule) summary").click();
+    expect(await card.locator("details:not(.rule) li").first().textContent()).toContain("<img src=x onerror=alert(1)> a");
     expect(await page.locator("#suggestions img").count()).toBe(0);
     await card.locator("button.approve").click();
     await page.locator("#suggestions-note", { hasText: /^No suggestions from \d+ recorded call/ }).waitFor();
@@ -112,7 +120,7 @@ describe("the console's Suggestions view", () => {
         jsonrpc: "2.0",
         id,
         method: "tools/call",
-        params: { name: "write_file", arguments: { path: "notes/e.md", content: "e" } },
+        params: { name: "write_file", arguments: { path: "notes/e.md", content: "e", title: "\u202Ereport" } },
       },
     });
     const answer = await agent.next(
@@ -125,7 +133,7 @@ describe("the console's Suggestions view", () => {
     gw = await startGateway(SPACE);
     clients.push(
       await toolOwner(gw, "sg", T.fs, [
-        { name: "write_file", inputSchema: { type: "object" } },
+        { name: "write_file", inputSchema: { type: "object" }, annotations: PLAIN },
         { name: "delete_file", inputSchema: { type: "object" }, annotations: { destructiveHint: true } },
       ]),
     );
@@ -162,7 +170,7 @@ describe("the console's Suggestions view", () => {
     ]);
     expect(await page.locator("#inbox li.card").first().getAttribute("data-id")).toBe(id);
     expect(await page.locator("#inbox li.card .risk").first().textContent()).toMatch(
-      /^Risk: high — fs\/delete_file says it is destructive; the first call of fs\/delete_file by agent\.$/,
+      /^Risk: high — fs\/delete_file says it is destructive; fs\/delete_file may reach outside the space \(open-world\); the first call of fs\/delete_file by agent\.$/,
     );
     await page.locator("button.select-low").click();
     await page.locator("#batch button.approve", { hasText: "Approve 2" }).click();

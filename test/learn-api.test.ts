@@ -5,7 +5,10 @@
  * records the accept in the audit trail and reloads, after which the agent's next call of
  * that pattern runs without a person, and one outside it still waits. Hostile first: an
  * agent may not read or accept suggestions, a rejected call covered needs its rejecter's
- * confirmation, an accept during a reload lands, a dismissal holds across a restart.
+ * confirmation for that very call (a new rejection asks again), a destructive tool's rule a
+ * second person's word, an accept during a reload lands, a dismissal holds across a restart.
+ * Then the configs people write: an explicit `ask:` narrowed by an `except` that takes
+ * effect, a file using `${VAR}` without a default, the file changed by one line only.
  */
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
@@ -49,9 +52,13 @@ participants:
     token: ${T("agent")}
     approvers: *people # either of us
 `;
+// Hinted as neither destructive nor open-world: the plain bar (three approvals, no second person).
+const PLAIN = { destructiveHint: false, openWorldHint: false };
 const TOOLS = [
-  { name: "write_file", inputSchema: { type: "object" } },
-  { name: "commit", inputSchema: { type: "object" } },
+  { name: "write_file", inputSchema: { type: "object" }, annotations: PLAIN },
+  { name: "commit", inputSchema: { type: "object" }, annotations: PLAIN },
+  // No hints: destructive and open-world by MCP's defaults.
+  { name: "append", inputSchema: { type: "object" } },
 ];
 
 async function setup(): Promise<{ g: TestGateway; file: string; port: number; dir: string }> {
@@ -161,7 +168,7 @@ describe("suggested rules over the API: hostile first", () => {
     for (const x of ["a", "b", "c"]) await decided(g, agent, "write_file", { path: `notes/${x}.md`, content: x }, "approve");
     const evil = await decided(g, agent, "write_file", { path: "notes/evil.md", content: "rm" }, "reject", "bob");
     const s = (await api(g, "alice", "GET", "policy/suggestions")).body.suggestions.find((x: any) => x.kind === "allow");
-    expect(s.confirm).toEqual({ calls: [evil], by: ["bob"] });
+    expect(s.confirm).toEqual({ calls: [evil], by: ["bob"], rejected: { bob: [evil] } });
     const before = readFileSync(file, "utf8");
     const waiting = await api(g, "alice", "POST", `policy/suggestions/${s.id}/accept`, { confirm: true });
     expect(waiting.status).toBe(409);
@@ -232,7 +239,8 @@ describe("suggested rules over the API", () => {
     // The CLI lists it, sanitised, with its dry run.
     const cli = io();
     expect(await runPolicySuggest("list", undefined, { config: file, as: "alice" }, cli.io)).toBe(0);
-    expect(cli.out()).toContain(`[${s.id}] allow for agent`);
+    expect(cli.out()).toContain(`[${s.id}] agent may call fs/write_file without asking when `);
+    expect(cli.out()).toMatch(/the rule \(tools\.allow of agent\)/);
     expect(cli.out()).toMatch(/would change: proposal → direct for 4 recorded call\(s\) \(4 approved, 0 rejected/);
     const before = readFileSync(file, "utf8");
     const accepted = await api(g, "alice", "POST", `policy/suggestions/${s.id}/accept`, {});
@@ -314,6 +322,107 @@ describe("suggested rules over the API", () => {
     expect(readdirSync(pathJoin(dir, ".mewgate")).includes("suggestions.json")).toBe(true);
     writeFileSync(pathJoin(dir, ".mewgate", "suggestions.json"), "{broken");
     expect((await api(again, "alice", "GET", "policy/suggestions")).body.suggestions).toHaveLength(0);
+  });
+});
+
+describe("suggested rules over the API: words bound to calls, and a second person", () => {
+  it("a confirmation covers the calls it named: a new rejection of a covered call asks its rejecter again", async () => {
+    const { g, file } = await setup();
+    const agent = await ready(g);
+    for (const x of ["a", "b", "c"]) await decided(g, agent, "write_file", { path: `notes/${x}.md`, content: x }, "approve");
+    const first = await decided(g, agent, "write_file", { path: "notes/no.md", content: "no" }, "reject", "bob");
+    const s1 = (await api(g, "alice", "GET", "policy/suggestions")).body.suggestions.find((x: any) => x.kind === "allow");
+    expect((await api(g, "bob", "POST", `policy/suggestions/${s1.id}/accept`, { confirm: true })).status).toBe(200);
+    // That accept landed (bob is an operator); now a fresh pattern in another directory, confirmed, then rejected again.
+    for (const x of ["a", "b", "c"]) await decided(g, agent, "write_file", { path: `drafts/${x}.md`, content: `draft ${x}` }, "approve");
+    await decided(g, agent, "write_file", { path: "drafts/no.md", content: "no" }, "reject", "carol");
+    const s2 = (await api(g, "alice", "GET", "policy/suggestions")).body.suggestions.find((x: any) => x.kind === "allow");
+    expect(s2.confirm, JSON.stringify(s2)).toBeDefined();
+    expect((await api(g, "carol", "POST", `policy/suggestions/${s2.id}/accept`, { confirm: true })).status).toBe(202);
+    const again = await decided(g, agent, "write_file", { path: "drafts/no2.md", content: "no" }, "reject", "carol");
+    const s3 = (await api(g, "alice", "GET", "policy/suggestions")).body.suggestions.find((x: any) => x.kind === "allow");
+    expect(s3.confirm.rejected.carol).toContain(again);
+    expect(s3.confirmed ?? []).not.toContain("carol");
+    const before = readFileSync(file, "utf8");
+    const waiting = await api(g, "alice", "POST", `policy/suggestions/${s3.id}/accept`, {});
+    // Carol is asked again for her new rejection (bob too: this is another rule than the one he confirmed).
+    expect(waiting.body.error.code).toBe("needs_confirmation");
+    expect(waiting.body.error.waiting).toContain("carol");
+    expect(waiting.body.error.calls).toEqual(expect.arrayContaining([first, again]));
+    expect(readFileSync(file, "utf8")).toBe(before);
+  });
+
+  it("a tool with no hints is destructive: five approvals, and a second person's word before the rule stands", async () => {
+    const { g, file } = await setup();
+    const agent = await ready(g);
+    for (const x of [1, 2, 3, 4]) await decided(g, agent, "append", { path: `notes/day-${x}.md`, text: `done ${x}` }, "approve");
+    const early = (await api(g, "alice", "GET", "policy/suggestions")).body;
+    expect(early.suggestions).toEqual([]);
+    expect(early.withheld).toEqual([
+      expect.objectContaining({
+        participant: "agent",
+        tool: "fs/append",
+        approved: 4,
+        why: expect.stringMatching(/1 more approval.*destructive/),
+      }),
+    ]);
+    await decided(g, agent, "append", { path: "notes/day-5.md", text: "done 5" }, "approve", "bob");
+    const s = (await api(g, "alice", "GET", "policy/suggestions")).body.suggestions[0];
+    expect(s.second.people).toEqual(["alice", "bob", "carol"]);
+    const before = readFileSync(file, "utf8");
+    const alone = await api(g, "alice", "POST", `policy/suggestions/${s.id}/accept`, { confirm: true });
+    expect(alone.status).toBe(409);
+    expect(alone.body.error.code).toBe("needs_second_person");
+    expect(readFileSync(file, "utf8")).toBe(before);
+    expect((await api(g, "carol", "POST", `policy/suggestions/${s.id}/accept`, { confirm: true })).status).toBe(202);
+    const accepted = await api(g, "alice", "POST", `policy/suggestions/${s.id}/accept`, {});
+    expect(accepted.status, JSON.stringify(accepted.body)).toBe(200);
+    const id = `d-${++seq}`;
+    agent.send({
+      id,
+      kind: "mcp/request",
+      to: ["fs"],
+      payload: {
+        jsonrpc: "2.0",
+        id,
+        method: "tools/call",
+        params: { name: "append", arguments: { path: "notes/day-9.md", text: "AKIAIOSFODNN7EXAMPLE" } },
+      },
+    });
+    const e = await agent.next((x) => x.correlation_id?.includes(id) === true);
+    expect(e.kind).not.toBe("mcp/response");
+  });
+});
+
+describe("suggested rules for the configs people write", () => {
+  it("under an explicit ask, with ${VAR} and no default: the accept adds one line, an except that takes effect", async () => {
+    const dir = mkdtempSync(pathJoin(tmpdir(), "mewgate-learn-"));
+    dirs.push(dir);
+    const port = await freePort();
+    const yaml = SPACE(port)
+      .replace("    kind: agent\n", "    kind: agent\n    tools:\n      ask: [fs/write_file, fs/commit] # every change waits\n")
+      .replace("state_dir: .mewgate", 'state_dir: "${MEWGATE_TEST_STATE}"');
+    const env = { MEWGATE_TEST_STATE: pathJoin(dir, ".mewgate") };
+    const g = await startGateway(yaml, { dir, port, env });
+    gateways.push(g);
+    const file = pathJoin(dir, "space.yaml");
+    const agent = await ready(g);
+    expect(await direct(agent, { path: "notes/x.md", content: "1" })).toBe("refused");
+    for (const x of ["a", "b", "c"]) await decided(g, agent, "write_file", { path: `notes/${x}.md`, content: x }, "approve");
+    const s = (await api(g, "alice", "GET", "policy/suggestions")).body.suggestions[0];
+    expect(s.kind).toBe("except");
+    expect(s.notes.join(" ")).toMatch(/narrows the ask rule ask\[0\] at line \d+/);
+    const before = readFileSync(file, "utf8");
+    const accepted = await api(g, "alice", "POST", `policy/suggestions/${s.id}/accept`, {});
+    expect(accepted.status, JSON.stringify(accepted.body)).toBe(200);
+    const after = readFileSync(file, "utf8");
+    // One line added, nothing else touched.
+    expect(after.split("\n").length).toBe(before.split("\n").length + 1);
+    expect(after.replace(/\n[^\n]*except: \[[^\n]*/, "")).toBe(before);
+    expect(after).toContain("${MEWGATE_TEST_STATE}");
+    expect(await direct(agent, { path: "notes/new.md", content: "hello" })).toBe("ran");
+    expect(await direct(agent, { path: "notes/new.md", content: "key AKIAIOSFODNN7EXAMPLE" })).toBe("refused");
+    expect(await direct(agent, { path: "elsewhere/new.md", content: "hello" })).toBe("refused");
   });
 });
 

@@ -40,6 +40,23 @@ describe("mewgate up without a terminal (JSON lines)", () => {
     expect(cli.lines().some((l) => l["kind"] === "system/welcome")).toBe(true);
     const proposal = await cli.waitLine(isProposal, "the assistant's proposal");
     expect(proposal).toMatchObject({ from: "assistant", to: ["files"], payload: { method: "tools/call", params: { name: "write_file" } } });
+    // The demo's scripted reviewer (started by up, run:) leaves its note on the card; may_approve: none, so it still waits for you.
+    const you = readFileSync(join(state, "tokens", "you.token"), "utf8").trim();
+    const card = async () =>
+      (await (
+        await fetch(`${String(ready["url"]).replace(/^ws:/, "http:")}/api/spaces/demo/proposals/${proposal["id"]}`, {
+          headers: { authorization: `Bearer ${you}` },
+        })
+      ).json()) as Record<string, any>;
+    await poll("the reviewer's note on the card", async () => (await card())["review"] !== undefined, 20_000);
+    const reviewed = await card();
+    expect(reviewed["review"]).toMatchObject({
+      by: "reviewer",
+      verdict: expect.stringMatching(/^(approve|escalate)$/),
+      reason: expect.any(String),
+    });
+    expect(reviewed["review"]["outcome"]).toBe("to_people");
+    expect(reviewed["state"]).toBe("pending");
 
     cli.send({ approve: proposal["id"], scope: "once", arguments: { path: "approved.txt", content: "from a script\n" } });
     await cli.waitLine((l) => l["kind"] === "mcp/response" && l["correlation_id"]?.includes(proposal["id"]), "the call's response");

@@ -23,6 +23,11 @@ export function riskLine(p, el, reveal) {
     "p",
     { class: `risk risk-${level}`, "data-risk": level },
     el("strong", { text: `Risk: ${level}` }),
-    el("span", { text: reasons.length ? ` — ${reasons.join("; ")}.` : " — a pattern people approved, on a tool that says it is safe." }),
+    // Low says which: nothing new (a call like ones that ran) and nothing dangerous found in it.
+    el("span", {
+      text: reasons.length
+        ? ` — ${reasons.join("; ")}.`
+        : ` — ${reveal(String(p.risk.summary ?? "low: nothing new and nothing dangerous").replace(/^low: /, ""))}.`,
+    }),
   );
 }

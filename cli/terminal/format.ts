@@ -420,6 +420,7 @@ export function whyApproval(
       annotations: tool?.annotations,
     });
     if (rule === "ask") return `policy: proposal — ${proposal.from}'s tools.ask matches ${call.label}${hint}`;
+    if (rule === "except") return `policy: proposal — ${proposal.from}'s tools.except covers ${call.label}, yet it was held${hint}`;
     if (rule === undefined) {
       const fallback = opts.config.policy.fallback;
       return `policy: proposal — no rule of ${proposal.from} covers ${call.label} and it is not read-only, so the space's fallback "${fallback}" applies${hint}`;

@@ -155,6 +155,8 @@ const ToolPolicySchema = section({
   allow: z.array(ToolRuleSchema).optional(),
   ask: z.array(ToolRuleSchema).optional(),
   deny: z.array(ToolRuleSchema).optional(),
+  /** Calls that skip the `ask` rules (an accepted suggestion narrowing them): decided after `deny` and grants, before `ask`. */
+  except: z.array(ToolRuleSchema).optional(),
 });
 export type ToolPolicy = z.output<typeof ToolPolicySchema>;
 

@@ -6,7 +6,7 @@
 import { type Document, isScalar, type LineCounter } from "yaml";
 import { locate } from "./yaml.js";
 
-type Rules = Partial<Record<"allow" | "ask" | "deny", ReadonlyArray<string | { tool: string; when: string }>>>;
+type Rules = Partial<Record<"allow" | "ask" | "deny" | "except", ReadonlyArray<string | { tool: string; when: string }>>>;
 
 /** Where a rule, or the `when` expression of one, starts in the file. */
 export interface RulePosition {
@@ -22,7 +22,7 @@ const RULE_POSITIONS = new WeakMap<object, Record<string, RulePosition>>();
 /** Records where each of participant `id`'s tool rules is, for `rulePosition`. */
 export function recordRulePositions(doc: Document, counter: LineCounter, file: string, id: string, tools: Rules): void {
   const out: Record<string, RulePosition> = {};
-  for (const kind of ["deny", "ask", "allow"] as const) {
+  for (const kind of ["deny", "except", "ask", "allow"] as const) {
     tools[kind]?.forEach((rule, i) => {
       const base = ["participants", id, "tools", kind, i];
       const node = locate(doc, base, false);

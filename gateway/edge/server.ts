@@ -396,6 +396,11 @@ export class Gateway {
     return () => this.reloadListeners.delete(listener);
   }
 
+  /** The environment space.yaml is read with, by a reload and by an accepted suggestion's check. */
+  configEnv(): NodeJS.ProcessEnv {
+    return this.opts.env ?? process.env;
+  }
+
   /** Graceful shutdown: tell every participant, give sockets a moment to close, then stop. */
   async close(): Promise<void> {
     if (this.closing) return;

@@ -1,29 +1,36 @@
 /**
  * The operator API's routes for rules learnt from decisions (gateway/policy/learn/):
  *
- *   GET  policy/suggestions                     the suggested rules, each with its dry run
- *   POST policy/suggestions/<id>/accept {confirm?}  write it into space.yaml, record, reload
+ *   GET  policy/suggestions                     the suggested rules, each with its dry run, and
+ *                                               the repeated patterns with none, each saying why
+ *   POST policy/suggestions/<id>/accept {confirm?}  write it into space.yaml, record, reload; or,
+ *                                               with confirm, a rejecter's word for the calls
+ *                                               they rejected, or a second person's word
  *   POST policy/suggestions/<id>/dismiss        never show it again (remembered in the state dir)
  *   POST policy/dry-run {yaml}                  every recorded call a changed space.yaml would decide otherwise
  *
  * A human reads suggestions and dismisses them; accepting one and a dry run of a whole file
  * are an operator's (capabilities allowing `space/reload`): the first changes the file, the
- * second reads one with the gateway's environment. An accept is checked again at the time:
- * the suggestion must still be made from the trail as it is now, and a rejected call it
- * would cover must have been confirmed by each person who rejected it.
+ * second reads one with the gateway's environment (the one its reload reads the file with,
+ * so `${MEWGATE_SANDBOX}` and the like resolve as they do for a reload). An accept is checked
+ * again at the time: the suggestion must still be made from the trail as it is now; each
+ * rejected call it would cover must have been confirmed, that very call, by the person who
+ * rejected it; and a destructive or open-world tool's rule must have a second person's word
+ * (one of those who decide the proposer's calls, not the one accepting), where there is one.
  */
 import { type SpaceConfig, parseSpaceConfig } from "../config/config.js";
 import { RuleEditError } from "../config/rule-edit.js";
 import { compileCapabilities } from "../policy/capabilities.js";
 import { restore, serialised, writeRule } from "../policy/learn/accept.js";
-import { type PastCall, pastCalls, replayedCalls } from "../policy/learn/history.js";
-import { indexCalls, type LikeThis, likeThis } from "../policy/learn/hint.js";
-import { type Risk, riskOf } from "../policy/learn/risk.js";
+import { type PastCall, personIn, replayedCalls } from "../policy/learn/history.js";
+import { type LikeThis, likeThis } from "../policy/learn/hint.js";
+import type { Risk } from "../policy/learn/risk.js";
+import { LEARN_WINDOW } from "../policy/learn/recorded.js";
 import { type Fatigue, fatigue } from "../policy/learn/fatigue.js";
 import type { ReviewNote } from "../policy/learn/review.js";
 import { SuggestionMemory } from "../policy/learn/remembered.js";
 import { dryRunView, type KnownTool } from "../policy/learn/replay.js";
-import { type Suggestion, suggest } from "../policy/learn/suggest.js";
+import { learn, type Suggestion, type Withheld } from "../policy/learn/suggest.js";
 import { type AuditRecord, type Proposal, runningArguments } from "../proposals/book.js";
 import type { ReloadReport } from "../space/reload.js";
 import type { Space } from "../space/space.js";
@@ -31,13 +38,13 @@ import type { Space } from "../space/space.js";
 type Reply = { status: number; body: unknown };
 const fail = (status: number, code: string, message: string): Reply => ({ status, body: { error: { code, message } } });
 
-/** How many audit entries are read to learn from. */
-export const LEARN_WINDOW = 100_000;
 /** The largest space.yaml a dry run takes, in characters. */
 const MAX_YAML = 512 * 1024;
 
 export interface LearnHost {
   reload?(opts: { space?: string | undefined; by: string }): Promise<ReloadReport[]>;
+  /** The environment the gateway reads space.yaml with (its reload's). */
+  configEnv?(): NodeJS.ProcessEnv;
 }
 
 const memories = new WeakMap<Space, SuggestionMemory>();
@@ -63,23 +70,39 @@ function isOperator(space: Space, id: string): boolean {
 
 /** The space's recorded calls and known tools. */
 export function learningInput(space: Space): { calls: PastCall[]; tools: KnownTool[] } {
-  const calls = pastCalls(space.ledger.audit({}, LEARN_WINDOW));
+  const calls = space.recorded.calls();
   const tools = space.registry.list().map((t) => ({ participant: t.participant, tool: t.tool, annotations: t.annotations }));
   return { calls, tools };
 }
 
-/** The suggestions not dismissed, each saying who confirmed what. */
+export type SuggestionView = Suggestion & { confirmed?: string[]; seconded?: string[] };
+
+/** The suggestions not dismissed, each saying who confirmed what; the patterns with none, and why. */
 export function currentSuggestions(space: Space): {
-  suggestions: Array<Suggestion & { confirmed?: string[] }>;
+  suggestions: SuggestionView[];
+  withheld: Withheld[];
   dismissed: number;
   calls: number;
 } {
   const { calls, tools } = learningInput(space);
   const m = memory(space);
-  const suggestions = suggest(space.config, calls, tools)
+  const learned = learn(space.config, calls, tools);
+  const suggestions = learned.suggestions
     .filter((s) => !m.isDismissed(s.id))
-    .map((s) => (s.confirm ? { ...s, confirmed: m.confirmedBy(s.id) } : s));
-  return { suggestions, dismissed: m.dismissedCount(), calls: calls.length };
+    .map((s) => ({
+      ...s,
+      ...(s.confirm ? { confirmed: m.confirmedBy(s.id, s.confirm.rejected) } : {}),
+      ...(s.second ? { seconded: m.secondedBy(s.id) } : {}),
+    }));
+  return { suggestions, withheld: learned.withheld, dismissed: m.dismissedCount(), calls: calls.length };
+}
+
+/** Who must still give their word before `s` may be accepted by `me`: rejecters, and a second person. */
+function waitingFor(s: SuggestionView, me: string): { rejecters: string[]; second: string[] } {
+  const rejecters = (s.confirm?.by ?? []).filter((p) => !(s.confirmed ?? []).includes(p));
+  const others = (s.second?.people ?? []).filter((p) => p !== me);
+  const seconded = (s.seconded ?? []).some((p) => p !== me && others.includes(p));
+  return { rejecters, second: s.second && others.length && !seconded ? others : [] };
 }
 
 export async function learnRoute(
@@ -89,7 +112,7 @@ export async function learnRoute(
   method: string,
   rest: string[],
   body: Record<string, unknown>,
-  env: NodeJS.ProcessEnv = process.env,
+  env: NodeJS.ProcessEnv = host.configEnv?.() ?? process.env,
 ): Promise<Reply> {
   const [what, sid, action] = rest;
   if (what === "dry-run" && method === "POST" && rest.length === 1) return dryRunRoute(space, me, body, env);
@@ -113,31 +136,52 @@ export async function learnRoute(
     memory(space).dismiss(found.id, me);
     return { status: 200, body: { ok: true, dismissed: found.id } };
   }
-  // A person who rejected a covered call may confirm it whether or not they may change the file.
-  if (found.confirm?.by.includes(me) && body["confirm"] === true) memory(space).confirm(found.id, me);
+  // A person who rejected a covered call may confirm it (those very calls), and one who decides
+  // the proposer's calls may give a destructive tool's rule the second word, whether or not
+  // they may change the file.
+  let gave: string | undefined;
+  if (body["confirm"] === true) {
+    const mine = found.confirm?.rejected[me];
+    if (mine) {
+      memory(space).confirm(found.id, me, mine);
+      gave = `you confirmed the ${mine.length} call(s) you rejected that it covers`;
+    }
+    if (found.second?.people.includes(me)) {
+      memory(space).second(found.id, me);
+      gave = gave ? `${gave}, and gave your word as a second person` : "you gave your word as a second person";
+    }
+  }
   if (!isOperator(space, me)) {
-    if (found.confirm?.by.includes(me) && body["confirm"] === true)
-      return { status: 202, body: { ok: true, confirmed: found.id, message: "your confirmation is kept; an operator accepts the rule" } };
+    if (gave) return { status: 202, body: { ok: true, confirmed: found.id, message: `${gave}; an operator accepts the rule` } };
     return fail(403, "capability_violation", "only an operator may change space.yaml: your capabilities do not allow space/reload");
   }
   if (!host.reload) return fail(501, "not_supported", "this gateway cannot reload");
-  if (found.confirm) {
-    const waiting = found.confirm.by.filter((p) => !memory(space).confirmedBy(found.id).includes(p));
-    if (waiting.length) {
-      return {
-        status: 409,
-        body: {
-          error: {
-            code: "needs_confirmation",
-            message: `this rule would allow ${found.confirm.calls.length} call(s) a person rejected; each of ${waiting.join(", ")} must accept it with {"confirm": true} first`,
-            waiting,
-            calls: found.confirm.calls,
-          },
+  const now = currentSuggestions(space).suggestions.find((s) => s.id === sid) ?? found;
+  const waiting = waitingFor(now, me);
+  if (waiting.rejecters.length)
+    return {
+      status: 409,
+      body: {
+        error: {
+          code: "needs_confirmation",
+          message: `this rule would allow ${now.confirm!.calls.length} call(s) a person rejected; each of ${waiting.rejecters.join(", ")} must accept it with {"confirm": true} first, for the calls they rejected`,
+          waiting: waiting.rejecters,
+          calls: now.confirm!.calls,
         },
-      };
-    }
-  }
-  return accept(host, space, me, found, env);
+      },
+    };
+  if (waiting.second.length)
+    return {
+      status: 409,
+      body: {
+        error: {
+          code: "needs_second_person",
+          message: `${typeof now.rule === "string" ? now.rule : now.rule.tool} is destructive or open-world: one of ${waiting.second.join(", ")} (not the one accepting) must confirm it with {"confirm": true} before it stands`,
+          waiting: waiting.second,
+        },
+      },
+    };
+  return accept(host, space, me, now, env);
 }
 
 async function accept(host: LearnHost, space: Space, me: string, s: Suggestion, env: NodeJS.ProcessEnv): Promise<Reply> {
@@ -215,44 +259,15 @@ function dryRunRoute(space: Space, me: string, body: Record<string, unknown>, en
   }
   // The direct calls too (nobody saw them): a change that would now hold or deny them is listed.
   const { tools } = learningInput(space);
-  return { status: 200, body: dryRunView(space.config, next, replayedCalls(space.ledger.audit({}, LEARN_WINDOW)), tools) };
+  return {
+    status: 200,
+    body: dryRunView(space.config, next, replayedCalls(space.ledger.audit({}, LEARN_WINDOW), personIn(space.config)), tools),
+  };
 }
 
 /**
- * The indexes a card's hint and risk read, rebuilt when a proposal changed since (the space's
- * proposal counters move), at most once per REBUILD_MS: reading the trail costs in proportion
- * to its length, and a console refreshing at every proposal of a busy space must not pay it
- * each time. A card's history may so lag the trail by that much; what bounds a reviewer
- * (`fresh`) never does.
- */
-const hintIndex = new WeakMap<
-  Space,
-  { version: number; at: number; index: Map<string, PastCall[]>; byProposer: Map<string, PastCall[]> }
->();
-const REBUILD_MS = 1000;
-
-function indexes(space: Space, fresh = false): { index: Map<string, PastCall[]>; byProposer: Map<string, PastCall[]> } {
-  let version = 0;
-  for (const n of space.metrics.proposals.values()) version += n;
-  let cached = hintIndex.get(space);
-  if (!cached || (cached.version !== version && (fresh || Date.now() - cached.at >= REBUILD_MS))) {
-    const calls = pastCalls(space.ledger.audit({}, LEARN_WINDOW));
-    const byProposer = new Map<string, PastCall[]>();
-    for (const c of calls) (byProposer.get(c.proposer) ?? byProposer.set(c.proposer, []).get(c.proposer)!).push(c);
-    cached = { version, at: Date.now(), index: indexCalls(calls), byProposer };
-    hintIndex.set(space, cached);
-  }
-  return cached;
-}
-
-/** Brings the cards' history up to the trail now (a reviewer's list reads it fresh). */
-export function refreshLearning(space: Space): void {
-  indexes(space, true);
-}
-
-/**
- * What a card shows from the recorded calls: "you approved 5 like this" (hint.ts) and the
- * proposal's risk with its reasons (risk.ts).
+ * What a card shows from the recorded calls (policy/learn/recorded.ts): "you approved 5 like
+ * this" (hint.ts) and the proposal's risk with its reasons (risk.ts).
  */
 export function learnView(
   space: Space,
@@ -262,18 +277,11 @@ export function learnView(
   fresh = false,
 ): { like_this?: LikeThis; risk?: Risk } {
   if (p.method !== "tools/call" || p.tool === undefined) return {};
-  const { index, byProposer } = indexes(space, fresh);
+  const { index } = space.recorded.indexes(fresh);
   const args = runningArguments(p);
-  const like = likeThis(index, viewer, { id: p.id, proposer: p.proposer, owner: p.owner, tool: p.tool, args });
-  const risk = riskOf({
-    id: p.id,
-    proposer: p.proposer,
-    tool: `${p.owner}/${p.tool}`,
-    args,
-    ...facts,
-    byProposer: byProposer.get(p.proposer) ?? [],
-    byTool: index.get(`${p.proposer}\u0000${p.owner}/${p.tool}`) ?? [],
-  });
+  const subject = { id: p.id, proposer: p.proposer, owner: p.owner, tool: p.tool, args };
+  const like = likeThis(index, viewer, subject);
+  const risk = space.recorded.riskOf({ ...subject, ...facts });
   return { ...(like ? { like_this: like } : {}), risk };
 }
 
@@ -296,7 +304,7 @@ export function notePreviewOpened(space: Space, proposal: string, person: string
 /** The space's decision figures (policy/learn/fatigue.ts). */
 export function fatigueOf(space: Space): Fatigue {
   const set = opened.get(space);
-  return fatigue(pastCalls(space.ledger.audit({}, LEARN_WINDOW)), (proposal, person) => set?.has(`${proposal}\u0000${person}`) === true);
+  return fatigue(space.recorded.calls(), (proposal, person) => set?.has(`${proposal}\u0000${person}`) === true);
 }
 
 /** The decision figures of every space in Prometheus text, for /metrics. */

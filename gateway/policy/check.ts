@@ -7,7 +7,7 @@
  * - a rule whose tool part matches none of its participant's registered tools: a warning
  *   (tools register when their owner joins, so this is known only then; router.ts logs it).
  * - a rule that can never decide anything, since a rule before it in the fixed order
- *   deny → grant → ask → allow (or earlier in the same list) covers every call it covers.
+ *   deny → grant → except → ask → allow (or earlier in the same list) covers every call it covers.
  * - a `when` condition that does not compile (conditions.ts): an error, at its line and column.
  *
  * The same findings at load — a start (space/space.ts) and a reload (edge/reload.ts) both go
@@ -41,7 +41,7 @@ export interface ToolList {
   list(): readonly { participant: string; tool: string }[];
 }
 
-const KINDS = ["deny", "ask", "allow"] as const;
+const KINDS = ["deny", "except", "ask", "allow"] as const;
 
 /** Every finding about the space's tool rules, errors and warnings, in file order. */
 export function checkPolicy(config: SpaceConfig, tools?: ToolList): PolicyFinding[] {

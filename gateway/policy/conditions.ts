@@ -18,8 +18,9 @@
  *
  * policy/rules.ts uses this for `{tool, when}` rules; grants with conditions may use it too.
  */
-import { celEnv, isCelError, parse, plan, type CelEnv, type CelInput } from "@bufbuild/cel";
+import { CelScalar, celEnv, celFunc, isCelError, isCelList, isCelMap, parse, plan, type CelEnv, type CelInput } from "@bufbuild/cel";
 import { strings } from "@bufbuild/cel/ext";
+import { isClean, isPlainPath } from "./content.js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 
 /** The longest expression accepted, in characters. */
@@ -69,9 +70,32 @@ export class ConditionError extends Error {
   }
 }
 
+/** A CEL value back as plain JSON-like data, for the content functions. */
+function fromCel(v: unknown): unknown {
+  if (isCelMap(v)) {
+    const out: Record<string, unknown> = {};
+    for (const [k, x] of v) out[String(k)] = fromCel(x);
+    return out;
+  }
+  if (isCelList(v)) return [...v].map(fromCel);
+  return typeof v === "bigint" ? Number(v) : v;
+}
+
+/**
+ * The gateway's own functions, beside CEL's standard ones and the strings extension:
+ *   clean(value)       no signal at any depth (policy/content.ts: no secret, shell syntax or
+ *                      download-and-run, URL, secret-like, hidden or system path, traversal,
+ *                      control characters, nothing past 8 KiB): a learned rule's free text;
+ *   plain_path(string) a path with none of those and no `..`, hidden part, `~` or backslash.
+ */
+const OWN_FUNCS = [
+  celFunc("clean", [CelScalar.DYN], CelScalar.BOOL, (v) => isClean(fromCel(v))),
+  celFunc("plain_path", [CelScalar.STRING], CelScalar.BOOL, (p) => isPlainPath(p)),
+];
+
 let env: CelEnv | undefined;
 function theEnv(): CelEnv {
-  env ??= celEnv({ funcs: strings });
+  env ??= celEnv({ funcs: [...strings, ...OWN_FUNCS] });
   return env;
 }
 

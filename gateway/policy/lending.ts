@@ -5,6 +5,7 @@
  * grant that was lent on from what it takes back. Which grants stand is grants.ts's
  * business; this module acts on the space only through `LendingHost`.
  */
+import { reviewerBound } from "./learn/review.js";
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import type { Authority } from "./authority.js";
@@ -71,6 +72,14 @@ export class Lending {
     }
     if (recipient === member.id)
       return this.host.fail(member, ErrorCodes.invalidPayload, "capability/grant: you cannot grant to yourself", inbound.id);
+    // A reviewer lends nothing to those it reviews: a loan would make their calls direct, past its bound.
+    if (reviewerBound(this.host.config, this.host.authority.groups, recipient, member.id))
+      return this.host.fail(
+        member,
+        ErrorCodes.reviewerBound,
+        `you review ${clip(recipient)}'s proposals: a reviewer lends nothing to those it reviews`,
+        inbound.id,
+      );
     // Holding the pattern is not enough for a tool: the granter's own policy must let it
     // call the tool directly (the same check as an invite's, at the decision point).
     const refused = this.host.authority.lendable(member.id, this.grants.capabilitiesOf(member.id), capabilities);

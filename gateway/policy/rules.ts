@@ -2,17 +2,18 @@
  * Tool policy: may this participant call `participant/tool` directly, only through a
  * proposal, or not at all?
  *
- * A participant's `tools: {allow, ask, deny}` globs are compiled once. The decision for a
- * `tools/call`, first that applies:
+ * A participant's `tools: {allow, ask, deny, except}` globs are compiled once. The decision
+ * for a `tools/call`, first that applies:
  *   1. a `deny` glob matches                      → denied
  *   2. a capability granted at runtime matches     → direct   (an "always" approval)
- *   3. an `ask` glob matches                       → proposal
- *   4. an `allow` glob or a configured capability  → direct
- *   5. the tool's annotations: readOnlyHint        → direct
+ *   3. an `except` rule matches                    → direct   (it narrows the asks below)
+ *   4. an `ask` glob matches                       → proposal
+ *   5. an `allow` glob or a configured capability  → direct
+ *   6. the tool's annotations: readOnlyHint        → direct
  *      or its server's autoApprove list (mcpServers) names it → direct
- *   6. the space's fallback                        → proposal (default), direct or denied
+ *   7. the space's fallback                        → proposal (default), direct or denied
  * A tool whose definition changed since it was confirmed (ports/pins.ts) is called directly
- * by none of 4–6 until a person approves a call of it, and only by grants given on its
+ * by none of 3 and 5–7 until a person approves a call of it, and only by grants given on its
  * current digest (authority.ts).
  * Grants sit above `ask` so that approving "always" really stops the asking; `deny` stays
  * above everything, since it is the operator's explicit word.
@@ -34,7 +35,10 @@ import { type Condition, compileCondition, type ConditionInput } from "./conditi
 
 export type Decision = "direct" | "proposal" | "denied";
 export type Fallback = "allow" | "ask" | "deny";
-export type Rule = "allow" | "ask" | "deny";
+export type Rule = "allow" | "ask" | "deny" | "except";
+
+/** Rules whose condition must hold for them to apply: one that cannot say lets nothing through. */
+const opens = (r: Rule) => r === "allow" || r === "except";
 
 /** One rule as compiled: its kind, its place in its list (`deny[2]`), its glob and condition. */
 export interface CompiledRule {
@@ -89,8 +93,8 @@ export class CompiledPolicy {
   private readonly conditional: boolean;
 
   constructor(policy: ToolPolicy | undefined) {
-    // Order of the list is the precedence: deny, then ask, then allow.
-    for (const rule of ["deny", "ask", "allow"] as const) {
+    // Order of the list is the precedence: deny, then except, then ask, then allow.
+    for (const rule of ["deny", "except", "ask", "allow"] as const) {
       (policy?.[rule] ?? []).forEach((r, i) => {
         const key = `${rule}[${i}]`;
         const glob = ruleGlob(r);
@@ -120,8 +124,8 @@ export class CompiledPolicy {
       if (!facts) continue;
       const said = this.ask(r, name, facts);
       trace?.push(said);
-      // Fail closed: a condition that cannot say makes a deny or an ask apply, never an allow.
-      if (said.result === "true" || (said.result === "error" && r.rule !== "allow")) return { rule: r, condition: said };
+      // Fail closed: a condition that cannot say makes a deny or an ask apply, never an allow or an except.
+      if (said.result === "true" || (said.result === "error" && !opens(r.rule))) return { rule: r, condition: said };
     }
     return undefined;
   }
@@ -172,7 +176,7 @@ export interface DecisionInput {
 }
 
 /** Which step of the order decided. */
-export type Step = "deny" | "grant" | "ask" | "allow" | "capability" | "read-only" | "auto-approve" | "fallback";
+export type Step = "deny" | "grant" | "except" | "ask" | "allow" | "capability" | "read-only" | "auto-approve" | "fallback";
 
 /** A decision with its reason: in words for a person, and as data for explain. */
 export interface Reasoned {
@@ -203,7 +207,8 @@ function ruleWords(m: RuleMatch, name: string): string {
       : m.condition.result === "true"
         ? ` (when ${r.when} holds)`
         : ` (its condition ${r.when} could not be evaluated, which counts as a match: ${m.condition.error ?? "error"})`;
-  return `${r.rule === "deny" ? "a deny" : r.rule === "ask" ? "an ask" : "an allow"} rule matches ${name}${cond}`;
+  const kind = r.rule === "deny" ? "a deny" : r.rule === "ask" ? "an ask" : r.rule === "except" ? "an except" : "an allow";
+  return `${kind} rule matches ${name}${cond}${r.rule === "except" ? ", so no ask applies" : ""}`;
 }
 
 /** The decision and, in words for a person, the rule that made it. */
@@ -216,11 +221,12 @@ export function decideWhy(input: DecisionInput): Reasoned {
   if (rule === "deny") return out("denied", ruleWords(match!, name), "deny", match);
   const shape = toolCallShape(input.owner, input.tool);
   if (input.granted(shape)) return out("direct", "a grant (an always-approval) covers it", "grant");
-  if (rule === "ask") return out("proposal", ruleWords(match!, name), "ask", match);
   const direct = (why: string, step: Step, m?: RuleMatch): Reasoned =>
     input.unconfirmed
       ? out("proposal", `${DEFINITION_CHANGED} (${why}); approving a call confirms the new definition`, step, m)
       : out("direct", why, step, m);
+  if (rule === "except") return direct(ruleWords(match!, name), "except", match);
+  if (rule === "ask") return out("proposal", ruleWords(match!, name), "ask", match);
   if (rule === "allow") return direct(ruleWords(match!, name), "allow", match);
   if (input.configured(shape)) return direct("the participant's capabilities allow it", "capability");
   if (input.annotations?.readOnlyHint === true) return direct("the tool says it is read-only", "read-only");

@@ -55,6 +55,7 @@ import { dropFallenApprovals, fulfilmentStanding } from "./still-count.js";
 import { conditionFor, describeCondition, type GrantCondition } from "../policy/scope.js";
 import { Escalations } from "./escalation.js";
 import type { RunsEnded } from "./runs-ended.js";
+import { type ReviewerDesk, reviewerRefusal, reviews } from "./reviewer-bound.js";
 
 export class Decisions implements ProposalDesk {
   /** `policy.escalate`'s timers (escalation.ts); the space arms them as proposals change. */
@@ -88,6 +89,8 @@ export class Decisions implements ProposalDesk {
     private readonly grants: GrantDesk,
     /** Tells the webhooks a proposal escalated (notify.ts), with the stage's approvers. */
     notify: (p: Proposal, approvers: readonly string[]) => void = () => {},
+    /** What bounds a reviewer (reviewer-bound.ts): the recorded calls its risk is read over. */
+    private readonly reviewers?: ReviewerDesk,
   ) {
     this.escalations = new Escalations(space, proposals, notify);
     // The book is built first and tells this of its proposals' clocks and changes.
@@ -322,6 +325,16 @@ export class Decisions implements ProposalDesk {
   whyNotDecide(member: Member, p: Proposal, approving = false): { code: ErrorCode; message: string } | undefined {
     if (member.id === p.proposer)
       return { code: ErrorCodes.selfApproval, message: "you cannot decide on your own proposal (withdraw it instead)" };
+    // A reviewer of the proposer is bounded by what it is, not by the approvers list or its own
+    // capabilities: it never rejects, and its approval is held to its bound (`reviewerBar`).
+    if (this.reviewers && reviews(this.reviewers, member.id, p)) {
+      if (!approving) return reviewerRefusal(this.reviewers, member.id, p, { approving: false });
+      if (p.method === "tools/call" && this.registry.isDisabled(p.owner)) {
+        const off = disabledRefusal(p.owner);
+        return { code: off.code, message: `${off.message}; the proposal stays ${p.state}` };
+      }
+      return undefined;
+    }
     // The proposer's approvers (ids and @groups: space.yaml's, and those the identity provider
     // put members in), widened by escalation stages reached (approvals.ts).
     const approvers = approversNow(this.space.config, p);
@@ -351,6 +364,13 @@ export class Decisions implements ProposalDesk {
       (id) => this.proposals.get(id),
       (p) => this.whyNotDecide(member, p) === undefined,
     );
+  }
+
+  /** A reviewer's approval within its bound, or it is told why not (reviewer-bound.ts); anyone else passes. */
+  private reviewerBar(member: Member, p: Proposal, act: Parameters<typeof reviewerRefusal>[3], inboundId: string | undefined): boolean {
+    const why = this.reviewers && reviewerRefusal(this.reviewers, member.id, p, act);
+    if (why) this.space.fail(member, why.code, why.message, inboundId);
+    return why === undefined;
   }
 
   /** The approver's bar for the call with `args` instead of the proposed arguments. */
@@ -400,6 +420,8 @@ export class Decisions implements ProposalDesk {
     // Edited arguments are a new call: they must fit the tool, and the approver must be able to make it directly.
     const cannot = cannotRun(this.space.authority, this.registry, p, p.owner, edited ?? running, edited !== undefined);
     if (cannot) return this.space.fail(member, cannot.code, cannot.message, inbound.id, cannot.extra);
+    const limited = parsed.data.limit !== undefined && parsed.data.limit !== "tool";
+    if (!this.reviewerBar(member, p, { approving: true, scope, edited: edited !== undefined, limited, args: running }, inbound.id)) return;
     if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
     // A scoped "always" holds only for the approved arguments, or a path under theirs (policy/scope.ts).
     let condition: GrantCondition | undefined;
@@ -489,6 +511,7 @@ export class Decisions implements ProposalDesk {
     const { running, edited } = editOf(p, given);
     const cannot = cannotRun(this.space.authority, this.registry, p, target, edited ?? running, edited !== undefined);
     if (cannot) return void this.space.fail(member, cannot.code, cannot.message, inbound.id, cannot.extra);
+    if (!this.reviewerBar(member, q, { approving: true, scope: "once", edited: edited !== undefined, args: running }, inbound.id)) return;
     if (edited !== undefined && !this.mayCallWith(member, q, edited, inbound.id)) return;
     // A fulfilment routes the call: it is the last approval a proposal needs, or none.
     const blocked = await fulfilmentStanding(this.space, this.proposals, member.id, p, edited, given !== undefined);

@@ -36,6 +36,8 @@ import { Tracing } from "../ports/tracing.js";
 import { Aids } from "../proposals/aids.js";
 import { type Proposal, ProposalBook, runningArguments } from "../proposals/book.js";
 import { Decisions } from "../proposals/decisions.js";
+import { personIn } from "../policy/learn/history.js";
+import { LEARN_WINDOW, Recorded } from "../policy/learn/recorded.js";
 import { Notifier } from "../proposals/notify.js";
 import { RunsEnded } from "../proposals/runs-ended.js";
 import { StoreError, type StoreOpener } from "../store/index.js";
@@ -85,6 +87,8 @@ export interface SpaceParts {
   readonly conversations: Conversations;
   readonly proposals: ProposalBook;
   readonly ledger: Ledger;
+  /** The recorded calls people decided, for risk, the cards' history and what bounds a reviewer (policy/learn/recorded.ts). */
+  readonly recorded: Recorded;
   /** mcp/request and mcp/response, the gateway endpoint, the catalogue. */
   readonly router: McpRouter;
   readonly aids: Aids;
@@ -252,8 +256,25 @@ export function composeSpace(
     roster.send(m);
   };
   const lending = new Lending({ ...host, refresh }, grants);
-  const decisions = new Decisions(host, proposals, calls, registry, router, runs, lending, (p, approvers) =>
-    notifier.escalated(p, approvers),
+  const recorded = new Recorded(
+    () => ledger.audit({}, LEARN_WINDOW),
+    () => {
+      let version = 0;
+      for (const n of metrics.proposals.values()) version += n;
+      return version;
+    },
+    personIn(config),
+  );
+  const decisions = new Decisions(
+    host,
+    proposals,
+    calls,
+    registry,
+    router,
+    runs,
+    lending,
+    (p, approvers) => notifier.escalated(p, approvers),
+    { config, groups: authority.groups, recorded, registry },
   );
   // Stacks that were held when the gateway stopped are held again, with their calls.
   conversations.resume();
@@ -336,6 +357,7 @@ export function composeSpace(
     conversations,
     proposals,
     ledger,
+    recorded,
     router,
     aids,
     notifier,

@@ -40,6 +40,7 @@ export class Space {
   readonly seats: SpaceParts["seats"];
   readonly grants: SpaceParts["grants"];
   readonly ledger: SpaceParts["ledger"];
+  readonly recorded: SpaceParts["recorded"];
   readonly metrics: SpaceParts["metrics"];
   readonly tracing: SpaceParts["tracing"];
   readonly notifier: SpaceParts["notifier"];
@@ -114,6 +115,7 @@ export class Space {
       seats: this.seats,
       grants: this.grants,
       ledger: this.ledger,
+      recorded: this.recorded,
       metrics: this.metrics,
       tracing: this.tracing,
       notifier: this.notifier,

@@ -62,6 +62,8 @@ export const ErrorCodes = {
   /** A MEW fulfilment of a proposal that still needs other approvals first. */
   approvalsNeeded: "approvals_needed",
   approverLacksCapability: "approver_lacks_capability",
+  /** A reviewer decided outside its bound (review.may_approve, once, a single approval, never a rejection). */
+  reviewerBound: "reviewer_bound",
   notProposer: "not_proposer",
   fulfilmentMismatch: "fulfilment_mismatch",
   toolChanged: "tool_changed",

@@ -6,8 +6,10 @@
  * `may_approve` against the gateway's own risk, so a wrong or manipulated reviewer hands
  * cards to people, it does not let calls through.
  *
- * A card's texts come from the proposer: the model reads them as data (JSON, clipped), and
- * an answer that is not the expected JSON is an `escalate`.
+ * A card's texts come from the proposer: the model reads them as data (JSON), and an answer
+ * that is not the expected JSON is an `escalate`. The model sees everything it could approve:
+ * a card whose arguments or intent are longer than it is shown whole (MODEL_MAX) is escalated
+ * unread, never judged by a part (a long note that ends in `curl … | sh`).
  */
 import type { ModelRequest, Provider } from "../agent/providers/types.js";
 
@@ -30,10 +32,8 @@ const SYSTEM = `You review tool calls before a person decides them. You get one 
 Answer with one JSON object and nothing else: {"verdict": "approve" | "reject" | "escalate", "risk": "low" | "medium" | "high", "reason": "<one sentence for the person>"}.
 Approve only a routine call you would vouch for; escalate anything unusual; reject what looks harmful (the person still decides).`;
 
-const clip = (v: unknown, n: number): unknown => {
-  const s = JSON.stringify(v) ?? "";
-  return s.length > n ? `${s.slice(0, n)}… (${s.length - n} more characters)` : v;
-};
+/** The most characters of a card (arguments and intent, as JSON) a model is shown; past it, the card goes to people unread. */
+export const MODEL_MAX = 16_000;
 
 /** A reviewer that asks `provider`'s model; an answer it cannot read is an escalation. */
 export function modelDecide(provider: Provider, model: string): Decide {
@@ -41,12 +41,19 @@ export function modelDecide(provider: Provider, model: string): Decide {
     const data = {
       proposer: card["proposer"],
       tool: card["tool"],
-      intent: clip(card["intent"], 2000),
-      arguments: clip(card["arguments"], 4000),
+      intent: card["intent"],
+      arguments: card["arguments"],
       risk: card["risk"],
       like_this: card["like_this"],
       hints: card["hints"],
     };
+    const size = (JSON.stringify(data.arguments) ?? "").length + (JSON.stringify(data.intent) ?? "").length;
+    if (size > MODEL_MAX)
+      return {
+        verdict: "escalate",
+        risk: "medium",
+        reason: `its arguments are ${Math.round(size / 1024)} KiB, more than this reviewer reads whole: a person should`,
+      };
     const request: ModelRequest = {
       system: SYSTEM,
       messages: [{ role: "user", text: JSON.stringify(data) }],

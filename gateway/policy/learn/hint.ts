@@ -4,6 +4,7 @@
  * (a string with a `/`) in the same directory as this call's.
  */
 import type { PastCall } from "./history.js";
+import { indexKey } from "./recorded.js";
 
 export interface LikeThis {
   approved: number;
@@ -15,18 +16,6 @@ export interface LikeThis {
 
 const dir = (v: string) => v.slice(0, v.lastIndexOf("/") + 1);
 
-/** Past calls grouped by proposer and tool, for `likeThis`. */
-export function indexCalls(calls: readonly PastCall[]): Map<string, PastCall[]> {
-  const index = new Map<string, PastCall[]>();
-  for (const c of calls) {
-    const key = `${c.proposer}\u0000${c.owner}/${c.tool}`;
-    const list = index.get(key);
-    if (list) list.push(c);
-    else index.set(key, [c]);
-  }
-  return index;
-}
-
 export function likeThis(
   index: Map<string, PastCall[]>,
   viewer: string,
@@ -36,7 +25,7 @@ export function likeThis(
   let approved = 0;
   let byYou = 0;
   let rejected = 0;
-  for (const c of index.get(`${p.proposer}\u0000${p.owner}/${p.tool}`) ?? []) {
+  for (const c of index.get(indexKey(p.proposer, p.owner, p.tool)) ?? []) {
     if (c.id === p.id) continue;
     if (!paths.every(([k, v]) => typeof c.args[k] === "string" && dir(c.args[k] as string) === dir(v))) continue;
     if (c.said === "approved") {

@@ -4,8 +4,10 @@
  * people decided — approved, rejected, edited, or nobody (withdrawn, expired, cancelled by
  * the gateway).
  *
- * Only a person's decision counts as one: a rejection by `system:gateway` (a reload that
- * cancelled a proposal) is nobody's word. An approval that changed the arguments is kept
+ * Only a person's decision counts as one (`isPerson`: a `kind: human` participant): a
+ * rejection by `system:gateway` (a reload that cancelled a proposal) is nobody's word, and an
+ * approval by an agent or a reviewer is no person's, so nothing learns from it and fatigue
+ * does not count it. An approval that changed the arguments is kept
  * apart (`edited`): the person did not approve what was proposed, so nothing learns "allow"
  * from it.
  */
@@ -44,8 +46,13 @@ export function argumentsOf(e: Pick<AuditEntry, "arguments">): Record<string, un
   return typeof a === "object" && a !== null && !Array.isArray(a) ? (a as Record<string, unknown>) : {};
 }
 
-/** The recorded tool calls in `entries` (oldest first), folded per proposal. */
-export function pastCalls(entries: readonly AuditEntry[]): PastCall[] {
+/** Who is a person in a space: a `kind: human` participant (space.yaml's, or one admitted at run time). */
+export function personIn(config: { participants: Readonly<Record<string, { kind: string }>> }): (id: string) => boolean {
+  return (id) => Object.hasOwn(config.participants, id) && config.participants[id]!.kind === "human";
+}
+
+/** The recorded tool calls in `entries` (oldest first), folded per proposal; only `isPerson`'s decisions count. */
+export function pastCalls(entries: readonly AuditEntry[], isPerson: (id: string) => boolean): PastCall[] {
   const byId = new Map<string, PastCall>();
   const out: PastCall[] = [];
   for (const e of entries) {
@@ -59,7 +66,7 @@ export function pastCalls(entries: readonly AuditEntry[]): PastCall[] {
       continue;
     }
     if (!c) continue;
-    const person = e.by !== undefined && e.by !== GATEWAY_ID && e.by !== e.proposer;
+    const person = e.by !== undefined && e.by !== GATEWAY_ID && e.by !== e.proposer && isPerson(e.by);
     if (e.event === "approved" && person && c.said === "undecided") {
       c.by = e.by;
       c.decidedAt = e.ts;
@@ -105,6 +112,6 @@ export function directCalls(entries: readonly AuditEntry[]): PastCall[] {
 }
 
 /** What a dry run replays: the proposed calls (`pastCalls`) and the direct ones (`directCalls`), oldest first. */
-export function replayedCalls(entries: readonly AuditEntry[]): PastCall[] {
-  return [...pastCalls(entries), ...directCalls(entries)].sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : 0));
+export function replayedCalls(entries: readonly AuditEntry[], isPerson: (id: string) => boolean): PastCall[] {
+  return [...pastCalls(entries, isPerson), ...directCalls(entries)].sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : 0));
 }

@@ -1,21 +1,44 @@
 /**
  * A proposal's risk, stated: a level (low, medium, high) from facts the gateway holds, with
  * each reason in words, so a person sees why a card is in front of them and which deserve a
- * closer look. The facts:
- *   - the tool's hints: destructive (high), open-world (medium);
+ * closer look. The facts, from the first call on, at every depth of the arguments:
+ *   - the tool's hints, with MCP's defaults where it declares none: destructive (high) unless
+ *     it says it is read-only or not destructive, open-world (medium) unless it says not;
  *   - its definition changed since it was confirmed (high), or the gateway flagged its texts (high);
- *   - a path-like argument outside every directory this proposer's calls that ran touched (medium);
+ *   - what the arguments hold (policy/content.ts): a secret, shell syntax in a command or a
+ *     download-and-run anywhere, a `..` or escape, control characters, a secret-like or system
+ *     path (high); a hidden or home path (medium);
+ *   - a URL to a host none of this proposer's calls that ran went to (medium);
+ *   - a path outside every directory this proposer's calls that ran touched (medium);
  *   - the first call of this tool by this proposer (none of its earlier ones ran) (medium);
  *   - a person rejected calls like this before (medium);
  *   - large arguments, so a large change to read (medium past 4 KiB, high past 64 KiB).
- * Low means none of these: a pattern people have approved, on a tool that says it is safe.
+ * Low means none of these: nothing new and nothing dangerous, and `summary` says both.
  */
+import { isCommandTool, type Signal, signalsOf } from "../content.js";
 import type { PastCall } from "./history.js";
 
 export type RiskLevel = "low" | "medium" | "high";
 
+export type RiskCode =
+  | "destructive"
+  | "open_world"
+  | "definition_changed"
+  | "flagged"
+  | "secret"
+  | "shell"
+  | "sensitive_path"
+  | "hidden_path"
+  | "traversal"
+  | "control"
+  | "new_host"
+  | "new_path"
+  | "first_use"
+  | "rejected_before"
+  | "large";
+
 export interface RiskReason {
-  code: "destructive" | "open_world" | "definition_changed" | "flagged" | "new_path" | "first_use" | "rejected_before" | "large";
+  code: RiskCode;
   level: Exclude<RiskLevel, "low">;
   text: string;
 }
@@ -23,6 +46,8 @@ export interface RiskReason {
 export interface Risk {
   level: RiskLevel;
   reasons: RiskReason[];
+  /** The level in words: what is new or dangerous, or that nothing is. */
+  summary: string;
 }
 
 export interface RiskFacts {
@@ -40,18 +65,77 @@ export interface RiskFacts {
   id: string;
 }
 
-const dirOf = (v: string) => v.slice(0, v.lastIndexOf("/") + 1);
+/** What a tool's hints say, MCP's defaults filling in what it does not (destructive and open-world unless read-only). */
+export interface Traits {
+  readOnly: boolean;
+  destructive: boolean;
+  openWorld: boolean;
+  /** Whether it declares any hint at all. */
+  declared: boolean;
+}
+
+export function traitsOf(a: Record<string, unknown> | undefined): Traits {
+  const readOnly = a?.["readOnlyHint"] === true;
+  return {
+    readOnly,
+    destructive: !readOnly && a?.["destructiveHint"] !== false,
+    openWorld: !readOnly && a?.["openWorldHint"] !== false,
+    declared: a !== undefined && Object.keys(a).some((k) => k.endsWith("Hint")),
+  };
+}
+
 const KIB = 1024;
+const SIGNAL_REASON: Record<Signal["kind"], { code: RiskCode; level: "medium" | "high" } | undefined> = {
+  secret: { code: "secret", level: "high" },
+  shell: { code: "shell", level: "high" },
+  sensitive: { code: "sensitive_path", level: "high" },
+  traversal: { code: "traversal", level: "high" },
+  control: { code: "control", level: "high" },
+  hidden: { code: "hidden_path", level: "medium" },
+  url: undefined,
+  // Arguments past what the reading takes (a value nested or numerous beyond its bounds); size alone is `large` below.
+  large: { code: "large", level: "medium" },
+};
+
+/** Every path-looking string in a value (a `/`, no space, not a URL), at every depth, bounded. */
+function pathsIn(v: unknown, out: string[] = [], budget = { left: 2000 }): string[] {
+  if (--budget.left < 0) return out;
+  if (typeof v === "string") {
+    if (v.includes("/") && !/\s/.test(v) && !v.includes("://") && v.length <= 4096) out.push(v);
+  } else if (Array.isArray(v)) for (const x of v) pathsIn(x, out, budget);
+  else if (typeof v === "object" && v !== null) for (const x of Object.values(v)) pathsIn(x, out, budget);
+  return out;
+}
+
+const dirOf = (v: string) => v.slice(0, v.lastIndexOf("/") + 1);
+/** A directory a past path counts for: never the root, never empty. */
+const touched = (d: string) => d !== "" && d !== "/" && !d.split("/").includes("..");
 
 export function riskOf(f: RiskFacts): Risk {
   const reasons: RiskReason[] = [];
-  if (f.annotations?.["destructiveHint"] === true)
-    reasons.push({ code: "destructive", level: "high", text: `${f.tool} says it is destructive` });
-  if (f.annotations?.["openWorldHint"] === true)
-    reasons.push({ code: "open_world", level: "medium", text: `${f.tool} reaches outside the space (open-world)` });
+  const traits = traitsOf(f.annotations);
+  const undeclared = traits.declared ? "" : " (it declares no hints: MCP's default)";
+  if (traits.destructive)
+    reasons.push({
+      code: "destructive",
+      level: "high",
+      text: f.annotations?.["destructiveHint"] === true ? `${f.tool} says it is destructive` : `${f.tool} may be destructive${undeclared}`,
+    });
+  if (traits.openWorld)
+    reasons.push({ code: "open_world", level: "medium", text: `${f.tool} may reach outside the space (open-world)${undeclared}` });
   if (f.definitionChanged)
     reasons.push({ code: "definition_changed", level: "high", text: `${f.tool}'s definition changed since it was confirmed` });
   if (f.flagged) reasons.push({ code: "flagged", level: "high", text: `the gateway flagged ${f.tool}'s description` });
+  const signals = signalsOf(f.args, isCommandTool(f.tool));
+  const said = new Set<string>();
+  for (const s of signals) {
+    const r = SIGNAL_REASON[s.kind];
+    if (!r) continue;
+    const text = `${s.field} holds ${s.detail}`;
+    if (said.has(text)) continue;
+    said.add(text);
+    reasons.push({ code: r.code, level: r.level, text });
+  }
   const past = f.byTool.filter((c) => c.id !== f.id);
   // A use is a call that ran: approved as proposed or edited (a pending or withdrawn one is no use).
   const ran = (c: PastCall) => c.said === "approved" || c.said === "edited";
@@ -64,16 +148,31 @@ export function riskOf(f: RiskFacts): Risk {
       text: `people rejected ${rejected} call(s) of ${f.tool} by ${f.proposer} before`,
     });
   const history = f.byProposer.filter((c) => c.id !== f.id && ran(c));
-  if (history.length >= 3) {
-    const dirs = new Set<string>();
-    for (const c of history) for (const v of Object.values(c.args)) if (typeof v === "string" && v.includes("/")) dirs.add(dirOf(v));
-    for (const [k, v] of Object.entries(f.args)) {
-      if (typeof v !== "string" || !v.includes("/")) continue;
-      const d = dirOf(v);
-      if (d.includes("..") || ![...dirs].some((seen) => d.startsWith(seen) && seen !== "")) {
-        reasons.push({ code: "new_path", level: "medium", text: `${k} is outside every directory ${f.proposer} touched before` });
-      }
-    }
+  const hosts = new Set<string>();
+  const dirs = new Set<string>();
+  for (const c of history) {
+    for (const s of signalsOf(c.args)) if (s.host) hosts.add(s.host);
+    for (const p of pathsIn(c.args)) if (touched(dirOf(p))) dirs.add(dirOf(p));
+  }
+  for (const s of signals) {
+    if (s.kind === "url" && s.host !== undefined && !hosts.has(s.host))
+      reasons.push({
+        code: "new_host",
+        level: "medium",
+        text: `${s.field} goes to ${s.host}, where none of ${f.proposer}'s calls went before`,
+      });
+  }
+  const seenPaths = new Set<string>();
+  for (const p of pathsIn(f.args)) {
+    const d = dirOf(p);
+    if (seenPaths.has(d)) continue;
+    seenPaths.add(d);
+    if (!touched(d) || ![...dirs].some((seen) => d.startsWith(seen)))
+      reasons.push({
+        code: "new_path",
+        level: "medium",
+        text: `${JSON.stringify(p.slice(0, 80))} is outside every directory ${f.proposer} touched before${dirs.size ? "" : " (none yet)"}`,
+      });
   }
   let size = 0;
   try {
@@ -88,5 +187,13 @@ export function riskOf(f: RiskFacts): Risk {
       text: `its arguments are ${Math.round(size / KIB)} KiB to read`,
     });
   const level: RiskLevel = reasons.some((r) => r.level === "high") ? "high" : reasons.length ? "medium" : "low";
-  return { level, reasons };
+  const summary =
+    level === "low"
+      ? `low: nothing new (${f.proposer} has run ${past.filter(ran).length} call(s) of ${f.tool}, in places it used before) and nothing dangerous found (no secret, shell syntax, unseen host or sensitive path)`
+      : `${level}: ${reasons
+          .filter((r) => r.level === level)
+          .map((r) => r.text)
+          .slice(0, 3)
+          .join("; ")}`;
+  return { level, reasons, summary };
 }

@@ -2,44 +2,47 @@
  * Suggested rules: the narrowest rule that covers a repeated pattern in what people
  * decided, each with its dry run over every recorded call.
  *
- * A pattern is one proposer calling one tool. From its approvals (at least MIN_REPEAT, an
- * approval that edited the arguments does not count) an `allow` is drawn whose CEL condition
- * holds only for what was seen:
- *   - every argument key is one that was seen (`args.all(k, k in [...])`);
- *   - a value the same in every approval is required exactly (`args["branch"] == "main"`);
- *   - a value seen in a few forms, each more than once, is required to be one of them (`in [...]`);
- *   - a path seen in several forms is required under the deepest directory common to them
- *     all (never its parent, never a sibling: the prefix ends in `/`), in plain characters
- *     only, with no `..` and no hidden segment unless one was approved;
- *   - any other value (a file's content) is free, and only if something else constrains.
- * A pattern with nothing to constrain gets no `allow`: that would widen past what was seen.
- * From repeated rejections the same way, a `deny` (the whole tool, when its proposer never
- * had a call of it approved).
+ * A pattern is one proposer calling one tool. From its approvals by people (at least
+ * MIN_REPEAT; an approval that edited the arguments does not count, nor one by an agent or a
+ * reviewer: history.ts) a rule is drawn whose CEL condition frees nothing that was not seen
+ * (shape.ts says how each argument is held, and refuses where it cannot be). Where an `ask`
+ * rule holds the tool, the rule is an `except`, narrowing that ask (an `allow` below it could
+ * never fire); elsewhere an `allow`. From repeated rejections the same way, a `deny` (the
+ * whole tool, when its proposer never had a call of it approved).
+ *
+ * A tool that is destructive or open-world — as it says, or by MCP's defaults when it says
+ * nothing and is not read-only — needs more: MIN_REPEAT_RISKY approvals, directories seen
+ * several times, file names of the seen shape, and a second person's confirmation before
+ * the rule is accepted (`second`), where a second person may decide the proposer's calls.
  *
  * What a suggestion never does: cover a call a person rejected unless each such person
- * confirms (`confirm`); allow a tool whose hints say destructive or open-world (it becomes a
- * scoped `ask`, which states the pattern and keeps asking); change a call a `deny` decides
- * or one that needs more than one approval (quorum); or decide nothing (a rule above it
- * already does). Each is checked by replaying the recorded calls (replay.ts), not assumed.
+ * confirms (`confirm`, per rejected call); change a call a `deny` decides or one that needs
+ * more than one approval (quorum); or decide nothing. Each is checked by replaying the
+ * recorded calls (replay.ts), not assumed. A repeated pattern with no suggestion says why
+ * (`withheld`).
  */
 import { createHash } from "node:crypto";
-import type { SpaceConfig, ToolRule } from "../../config/config.js";
+import { rulePosition, type SpaceConfig, type ToolRule } from "../../config/config.js";
 import { requiredApprovals } from "../../proposals/approvals.js";
 import { compileCondition, MAX_SOURCE } from "../conditions.js";
-import { normalisePath } from "../scope.js";
+import { isCommandTool } from "../content.js";
+import { Groups } from "../groups.js";
 import type { PastCall, PeopleSaid } from "./history.js";
 import { type Change, type KnownTool, loosens, Replayer } from "./replay.js";
+import { traitsOf } from "./risk.js";
+import { canonicalJson } from "../scope.js";
+import { celLiteral, MAX_SET, shapeOf, type Shape } from "./shape.js";
 
-/** How many like decisions make a pattern. */
+export { MAX_SET };
+
+/** How many like approvals make a pattern. */
 export const MIN_REPEAT = 3;
-/** At most this many distinct values of a field are listed (`in [...]`); more, and the field is free or a path prefix. */
-export const MAX_SET = 5;
-/** The longest value a rule names exactly. */
-const MAX_VALUE = 256;
+/** How many for a destructive or open-world tool. */
+export const MIN_REPEAT_RISKY = 5;
 /** How many calls a suggestion lists in each part of its dry run (the counts are always whole). */
 export const MAX_LISTED = 200;
 
-export type RuleKind = "allow" | "ask" | "deny";
+export type RuleKind = "allow" | "except" | "deny";
 
 /** A call as a suggestion lists it. */
 export interface ListedCall {
@@ -60,9 +63,11 @@ export interface Suggestion {
   rule: ToolRule;
   /** The pattern, in words. */
   why: string;
-  /** What the rule covers and how, in words (`path under notes/2026/`, `branch is "main"`). */
+  /** What accepting it does, in one sentence. */
+  summary: string;
+  /** Field by field, what the rule lets through (`path is a .md file directly in notes/`, `text: any text without …`). */
   scope: string[];
-  /** Notes: why it is an `ask`, what it does not cover. */
+  /** Notes: what it narrows, what it needs, what it does not cover. */
   notes: string[];
   /** Every recorded call the rule's glob and condition cover, by what people decided. */
   covers: Record<PeopleSaid, number>;
@@ -70,93 +75,24 @@ export interface Suggestion {
   listed: Record<PeopleSaid, ListedCall[]>;
   /** Every recorded call whose decision would change, by how (`proposal → direct`). */
   changes: Record<string, Record<PeopleSaid | "total", number>>;
-  /** Rejected calls it would cover: each rejecter must confirm before it can be accepted. */
-  confirm?: { calls: string[]; by: string[] } | undefined;
+  /** Rejected calls it would cover: each rejecter must confirm, for these very calls, before it can be accepted. */
+  confirm?: { calls: string[]; by: string[]; rejected: Record<string, string[]> } | undefined;
+  /** A destructive or open-world tool: one of these people, besides whoever accepts, confirms it first. */
+  second?: { people: string[] } | undefined;
 }
 
-interface Shape {
-  conjuncts: string[];
-  scope: string[];
-  /** Whether something besides the key list constrains the call. */
-  constrains: boolean;
+/** A repeated pattern with no suggestion, and why. */
+export interface Withheld {
+  participant: string;
+  tool: string;
+  approved: number;
+  why: string;
 }
 
-const SAFE_PATH = /^[A-Za-z0-9._/ -]+$/;
-
-function celValue(v: unknown): string | undefined {
-  if (typeof v === "string") return v.length <= MAX_VALUE ? JSON.stringify(v) : undefined;
-  if (typeof v === "boolean") return v ? "true" : "false";
-  // Conditions see every number as a double (conditions.ts).
-  if (typeof v === "number" && Number.isFinite(v)) return Number.isInteger(v) ? `${v}.0` : String(v);
-  return undefined;
+export interface Learned {
+  suggestions: Suggestion[];
+  withheld: Withheld[];
 }
-
-const field = (k: string) => `args[${JSON.stringify(k)}]`;
-
-/** The directory of a normal relative or absolute path (`notes/a.md` → `notes/`), or "" for none. */
-function dirOf(p: string): string {
-  const i = p.lastIndexOf("/");
-  return i < 0 ? "" : p.slice(0, i + 1);
-}
-
-/** The deepest directory (ending in `/`) every path is under, or "" for none. */
-function commonDir(paths: readonly string[]): string {
-  let common = dirOf(paths[0]!);
-  for (const p of paths.slice(1)) {
-    while (common !== "" && !p.startsWith(common)) common = dirOf(common.slice(0, -1));
-  }
-  return common === "/" ? "" : common;
-}
-
-/** The narrowest condition over arguments that holds for every one of `calls`' arguments. */
-function shapeOf(calls: readonly PastCall[]): Shape | undefined {
-  const keys = [...new Set(calls.flatMap((c) => Object.keys(c.args)))].sort();
-  if (keys.some((k) => k.length > 128)) return undefined;
-  const out: Shape = {
-    conjuncts: [`args.all(k, k in [${keys.map((k) => JSON.stringify(k)).join(", ")}])`],
-    scope: [`only the arguments ${keys.length ? keys.join(", ") : "(none)"}`],
-    constrains: keys.length === 0,
-  };
-  for (const k of keys) {
-    const values = calls.map((c) => c.args[k]);
-    // A key absent from some call stays free: it may be left out.
-    if (values.some((v) => v === undefined)) continue;
-    const literals = values.map(celValue);
-    const distinct = [...new Set(literals)];
-    if (distinct.length === 1 && distinct[0] !== undefined) {
-      out.conjuncts.push(`${field(k)} == ${distinct[0]}`);
-      out.scope.push(`${k} is ${distinct[0]}`);
-      out.constrains = true;
-      continue;
-    }
-    if (values.every((v) => typeof v === "string")) {
-      const paths = values as string[];
-      const normal = paths.every((p) => SAFE_PATH.test(p) && normalisePath(p) === p && !p.endsWith("/"));
-      const dir = normal ? commonDir(paths) : "";
-      if (dir !== "" && dir.length <= MAX_VALUE) {
-        // Each segment under the prefix in plain characters; none hidden (nor `..`) unless a hidden one was approved.
-        const hidden = paths.some((p) => /(^|\/)\./.test(p.slice(dir.length)));
-        const seg = hidden ? "[A-Za-z0-9._][A-Za-z0-9._ -]*" : "[A-Za-z0-9_][A-Za-z0-9._ -]*";
-        const re = `^${dir.replace(/[.]/g, "\\.")}(${seg}/)*${seg}$`;
-        out.conjuncts.push(
-          `${field(k)}.startsWith(${JSON.stringify(dir)}) && !${field(k)}.contains("..") && ${field(k)}.matches(${JSON.stringify(re)})`,
-        );
-        out.scope.push(`${k} under ${dir}${hidden ? "" : " (no hidden files)"}`);
-        out.constrains = true;
-        continue;
-      }
-    }
-    // A set only of values that repeat: a value seen once each time is free (a message, a file's content).
-    if (distinct.length <= MAX_SET && distinct.length * 2 <= values.length && distinct.every((d) => d !== undefined)) {
-      out.conjuncts.push(`${field(k)} in [${distinct.join(", ")}]`);
-      out.scope.push(`${k} is one of ${distinct.join(", ")}`);
-      out.constrains = true;
-    }
-  }
-  return out;
-}
-
-const isRiskyTool = (a: Record<string, unknown> | undefined) => a?.["destructiveHint"] === true || a?.["openWorldHint"] === true;
 
 /** The space.yaml with `rule` added at the end of `participant`'s `kind` list (nothing else changed). */
 export function withRule(config: SpaceConfig, participant: string, kind: RuleKind, rule: ToolRule): SpaceConfig {
@@ -187,11 +123,18 @@ function listed(c: PastCall): ListedCall {
   };
 }
 
+/** The people who may decide `proposer`'s calls: its approvers (groups spelt out) that are people, else every person. */
+export function deciders(config: SpaceConfig, proposer: string): string[] {
+  const named = config.participants[proposer]?.approvers;
+  const ids = named ? new Groups(config).expand(named) : Object.keys(config.participants);
+  return ids.filter((id) => id !== proposer && config.participants[id]?.kind === "human").sort();
+}
+
 /**
- * The suggestions for a space: its policy as it is, what it has recorded, the tools it knows.
- * Oldest pattern first; each with its dry run.
+ * The suggestions for a space and the repeated patterns it offers none for: its policy as it
+ * is, what it has recorded, the tools it knows. Oldest pattern first; each with its dry run.
  */
-export function suggest(config: SpaceConfig, calls: readonly PastCall[], tools: readonly KnownTool[] = []): Suggestion[] {
+export function learn(config: SpaceConfig, calls: readonly PastCall[], tools: readonly KnownTool[] = []): Learned {
   const annotations = new Map(tools.map((t) => [`${t.participant}/${t.tool}`, t.annotations]));
   const groups = new Map<string, PastCall[]>();
   for (const c of calls) {
@@ -201,22 +144,29 @@ export function suggest(config: SpaceConfig, calls: readonly PastCall[], tools: 
     else groups.set(key, [c]);
   }
   const current = new Replayer(config, tools);
-  const out: Suggestion[] = [];
+  const out: Learned = { suggestions: [], withheld: [] };
   for (const group of groups.values()) {
     const first = group[0]!;
     if (!config.participants[first.proposer] || first.owner === "" || /[*?{}[\]!@]/.test(first.owner + first.tool)) continue;
     const approved = group.filter((c) => c.said === "approved");
     const rejected = group.filter((c) => c.said === "rejected");
-    if (approved.length >= MIN_REPEAT) {
+    if (approved.length >= 2) {
       const s = allowFor(config, current, group, approved, annotations.get(`${first.owner}/${first.tool}`), tools);
-      if (s) out.push(s);
+      if (typeof s === "string")
+        out.withheld.push({ participant: first.proposer, tool: `${first.owner}/${first.tool}`, approved: approved.length, why: s });
+      else if (s) out.suggestions.push(s);
     }
     if (rejected.length >= MIN_REPEAT) {
       const s = denyFor(config, current, group, rejected, tools);
-      if (s) out.push(s);
+      if (s && typeof s !== "string") out.suggestions.push(s);
     }
   }
   return out;
+}
+
+/** The suggestions alone (`learn`). */
+export function suggest(config: SpaceConfig, calls: readonly PastCall[], tools: readonly KnownTool[] = []): Suggestion[] {
+  return learn(config, calls, tools).suggestions;
 }
 
 interface Candidate {
@@ -235,8 +185,8 @@ function covered(c: Candidate, group: readonly PastCall[], config: SpaceConfig):
   const caller = { id: c.participant, kind: p?.kind ?? "service", groups: [] as string[] };
   return group.filter((call) => {
     const r = cond.evaluate({ args: call.args, caller, tool: { name: `${call.owner}/${call.tool}` } });
-    // As rules.ts: an allow whose condition cannot say does not apply; a deny or an ask does.
-    return r.ok ? r.value : c.kind !== "allow";
+    // As rules.ts: an allow or except whose condition cannot say does not apply; a deny does.
+    return r.ok ? r.value : c.kind === "deny";
   });
 }
 
@@ -251,6 +201,14 @@ function condition(shape: Shape): string | undefined {
   return when;
 }
 
+/** Where a rule is, for a person: `the ask at line 12` (or its key when the file does not say). */
+function ruleAt(config: SpaceConfig, participant: string, key: string): string {
+  const tools = config.participants[participant]?.tools;
+  const at = tools && rulePosition(tools, key);
+  const kind = key.slice(0, key.indexOf("["));
+  return `the ${kind} rule ${key}${at ? ` at line ${at.line}` : ""}`;
+}
+
 function finish(
   config: SpaceConfig,
   current: Replayer,
@@ -259,16 +217,10 @@ function finish(
   group: readonly PastCall[],
   why: string,
   notes: string[],
-): Suggestion | undefined {
+): Suggestion | string {
   // Already in the file (accepted before, or written by hand): nothing to suggest.
   const existing = config.participants[c.participant]?.tools?.[c.kind] ?? [];
-  const glob = typeof c.rule === "string" ? c.rule : c.rule.tool;
-  if (
-    existing.some(
-      (r) => JSON.stringify(r) === JSON.stringify(c.rule) || (c.kind === "ask" && (typeof r === "string" ? r : r.tool) === glob),
-    )
-  )
-    return undefined;
+  if (existing.some((r) => JSON.stringify(r) === JSON.stringify(c.rule))) return "the rule is in space.yaml already";
   // Each call of the pattern decided under the file as it is and with the rule, by the one
   // decision point; the calls the new rule decides are those whose deciding rule is it (when
   // the participant's lists name no @group, whose rules are spelt out and renumbered: then its
@@ -299,17 +251,23 @@ function finish(
     sum[call.said]++;
   }
   // Never loosens a deny or a quorum: no call leaves a deny, none needs fewer approvals.
+  const fromDeny = changes.find((ch) => ch.before?.decision === "denied");
+  if (fromDeny)
+    return `${ruleAt(config, c.participant, fromDeny.before?.rule ?? "deny[?]")} refuses some of these calls; a learned rule never overrides a deny`;
   if (
     changes.some(
-      (ch) =>
-        ch.before?.decision === "denied" ||
-        (ch.before?.decision === "proposal" && ch.after?.decision === "proposal" && ch.after.approvals < ch.before.approvals),
+      (ch) => ch.before?.decision === "proposal" && ch.after?.decision === "proposal" && ch.after.approvals < ch.before.approvals,
     )
   )
-    return undefined;
-  if (c.kind === "deny" && changes.some(loosens)) return undefined;
-  // A rule that would decide nothing (one above it already does) is no suggestion; a scoped ask states a pattern and may change nothing.
-  if (c.kind !== "ask" && changes.length === 0) return undefined;
+    return "it would lower a quorum";
+  if (c.kind === "deny" && changes.some(loosens)) return "a deny here would let something through";
+  // A rule that would decide nothing (one above it already does) is no suggestion.
+  if (changes.length === 0) {
+    const decider = group.map((call) => current.decide(call)?.rule).find((r) => r !== undefined);
+    return decider
+      ? `${ruleAt(config, c.participant, decider)} decides these calls before any rule learnt here could`
+      : "it would change nothing";
+  }
   const covers = EMPTY();
   const list: Record<PeopleSaid, ListedCall[]> = { approved: [], rejected: [], edited: [], undecided: [] };
   for (const call of cover) {
@@ -318,27 +276,33 @@ function finish(
   }
   // A rejected call its condition matches needs its rejecter's word, even one a rule above would decide today.
   const rejectedCovered =
-    c.kind === "allow"
+    c.kind !== "deny"
       ? covered(
           c,
           group.filter((x) => x.said === "rejected"),
           config,
         )
       : [];
+  const rejected: Record<string, string[]> = {};
+  for (const x of rejectedCovered) {
+    rejected[x.by!] ??= [];
+    rejected[x.by!]!.push(x.id);
+  }
+  const verb = c.kind === "deny" ? "may never call" : "may call";
+  const glob = typeof c.rule === "string" ? c.rule : c.rule.tool;
   return {
     id: suggestionId(c.participant, c.kind, c.rule),
     participant: c.participant,
     kind: c.kind,
     rule: c.rule,
     why,
+    summary: `${c.participant} ${verb} ${glob}${c.kind === "deny" ? "" : " without asking"}${c.when === undefined ? "" : ` when ${c.scope.join("; ")}`}`,
     scope: c.scope,
     notes,
     covers,
     listed: list,
     changes: summary,
-    ...(rejectedCovered.length
-      ? { confirm: { calls: rejectedCovered.map((x) => x.id), by: [...new Set(rejectedCovered.map((x) => x.by!))].sort() } }
-      : {}),
+    ...(rejectedCovered.length ? { confirm: { calls: rejectedCovered.map((x) => x.id), by: Object.keys(rejected).sort(), rejected } } : {}),
   };
 }
 
@@ -349,35 +313,60 @@ function allowFor(
   approved: PastCall[],
   annotations: Record<string, unknown> | undefined,
   tools: readonly KnownTool[],
-): Suggestion | undefined {
+): Suggestion | string | undefined {
   const first = group[0]!;
   const glob = `${first.owner}/${first.tool}`;
-  // Never loosens a quorum: a call that needs two people stays with two people.
-  if (requiredApprovals(config, first.proposer, first.owner, first.tool) > 1) return undefined;
   // Calls the file already lets through (a read-only tool, an allow) need no rule.
-  if (approved.every((c) => current.decide(c)?.decision !== "proposal")) return undefined;
-  const shape = shapeOf(approved);
-  if (!shape?.constrains) return undefined;
-  const when = condition(shape);
-  if (when === undefined) return undefined;
-  const risky = isRiskyTool(annotations);
-  const kind: RuleKind = risky ? "ask" : "allow";
+  const decided = approved.map((c) => current.decide(c));
+  if (decided.every((d) => d?.decision !== "proposal")) return undefined;
+  // Never loosens a quorum: a call that needs two people stays with two people.
+  const needs = requiredApprovals(config, first.proposer, first.owner, first.tool);
+  if (needs > 1) return `it needs ${needs} approvals: a learned rule never stands in for a second person`;
+  const traits = traitsOf(annotations);
+  const risky = traits.destructive || traits.openWorld;
+  const what = traits.destructive ? "destructive" : "open-world";
+  const how = traits.declared ? "" : " (it declares no hints, so MCP's defaults apply)";
+  const least = risky ? MIN_REPEAT_RISKY : MIN_REPEAT;
+  if (approved.length < least)
+    return `${least - approved.length} more approval(s) like these${risky ? `: ${glob} is ${what}${how}, so a rule needs ${least}` : ""}`;
+  const shaped = shapeOf(approved, { destructive: risky, command: isCommandTool(glob) });
+  if (!shaped.ok) return shaped.why;
+  const when = condition(shaped.shape);
+  if (when === undefined) return "the rule it would take is too long to read";
+  // Where an ask holds these calls, an allow below it could never fire: the rule narrows the ask.
+  const asks = [...new Set(decided.map((d) => d?.rule).filter((r): r is string => r?.startsWith("ask[") === true))];
+  const kind: RuleKind = asks.length ? "except" : "allow";
   const notes: string[] = [];
-  if (risky)
+  if (asks.length)
+    notes.push(`narrows ${asks.map((k) => ruleAt(config, first.proposer, k)).join(" and ")}: the calls it covers are no longer asked`);
+  if (shaped.shape.free.length)
+    notes.push(`${shaped.shape.free.join(", ")} may be any text that passes the content check at each call; anything else is asked`);
+  let second: Suggestion["second"];
+  if (risky) {
+    const people = deciders(config, first.proposer);
+    second = { people };
     notes.push(
-      `${glob} says it is ${annotations?.["destructiveHint"] === true ? "destructive" : "open-world"}: offered as a scoped ask (it keeps asking), never an allow`,
+      people.length > 1
+        ? `${glob} is ${what}${how}: a second person (${people.join(", ")}, besides whoever accepts) must confirm before it stands`
+        : `${glob} is ${what}${how}; only ${people[0] ?? "the operator"} decides ${first.proposer}'s calls, so their accept stands alone`,
     );
+  }
   const people = [...new Set(approved.map((c) => c.by!))].sort();
   const why = `${people.join(", ")} approved ${approved.length} call(s) of ${glob} by ${first.proposer} like this`;
-  return finish(
+  const s = finish(
     config,
     current,
     tools,
-    { participant: first.proposer, kind, rule: { tool: glob, when }, when, scope: shape.scope },
+    { participant: first.proposer, kind, rule: { tool: glob, when }, when, scope: shaped.shape.scope },
     group,
     why,
     notes,
   );
+  if (typeof s === "string") return s;
+  // A rule that would cover fewer of the approvals it came from than make a pattern frees what no pattern supports.
+  if (s.covers.approved < least)
+    return `only ${s.covers.approved} of the ${approved.length} approvals pass what the rule holds (their content is what the check asks a person about)`;
+  return second ? { ...s, second } : s;
 }
 
 function denyFor(
@@ -386,7 +375,7 @@ function denyFor(
   group: PastCall[],
   rejected: PastCall[],
   tools: readonly KnownTool[],
-): Suggestion | undefined {
+): Suggestion | string | undefined {
   const first = group[0]!;
   const glob = `${first.owner}/${first.tool}`;
   const people = [...new Set(rejected.map((c) => c.by!))].sort();
@@ -402,11 +391,20 @@ function denyFor(
       scope: [`every call of ${glob} by ${first.proposer}`],
     };
   else {
-    const shape = shapeOf(rejected);
-    if (!shape?.constrains) return undefined;
-    const when = condition(shape);
-    if (when === undefined) return undefined;
-    candidate = { participant: first.proposer, kind: "deny", rule: { tool: glob, when }, when, scope: shape.scope };
+    // Only what was rejected, exactly (a map's equality takes its keys too): the harmless rest keeps asking.
+    const distinct = [...new Map(rejected.map((c) => [canonicalJson(c.args), c.args])).values()];
+    if (distinct.length > MAX_SET) return undefined;
+    const literals = distinct.map(celLiteral);
+    if (literals.some((l) => l === undefined)) return undefined;
+    const when = literals.map((l) => `args == ${l}`).join(" || ");
+    if (when.length > MAX_SOURCE) return undefined;
+    candidate = {
+      participant: first.proposer,
+      kind: "deny",
+      rule: { tool: glob, when },
+      when,
+      scope: [`exactly the arguments rejected (${distinct.length} form${distinct.length === 1 ? "" : "s"})`],
+    };
   }
   // A deny that would refuse a call a person approved is no pattern of rejections.
   if (covered(candidate, group, config).some((c) => c.said === "approved" || c.said === "edited")) return undefined;
