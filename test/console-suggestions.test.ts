@@ -5,7 +5,8 @@
  * hostile argument text staying text (hidden characters shown, no markup); Accept writes the
  * rule, after which the view is empty and the agent's next call of the pattern runs directly.
  */
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { launchChromium, openConsoleAs } from "./fixtures/chromium.js";
@@ -23,6 +24,8 @@ participants:
 
 /** Neither destructive nor open-world: a familiar call of it can be low, and three approvals teach. */
 const PLAIN = { destructiveHint: false, openWorldHint: false };
+/** Where the screenshots go (printed by the test, for a person to look at). */
+const shots = process.env["MEWGATE_SHOTS"] ?? mkdtempSync(join(tmpdir(), "mewgate-suggestions-"));
 let browser: Browser;
 let gw: TestGateway | undefined;
 let page: Page | undefined;
@@ -94,7 +97,7 @@ describe("the console's Suggestions view", () => {
     const whole = (await card.textContent()) ?? "";
     expect(whole).toContain("human approved 3 call(s) of fs/write_file by agent like this");
     // Words first: what it lets through, field by field; the rule as written only when opened.
-    expect(await card.locator("h3").textContent()).toMatch(/^agent may call fs\/write_file without asking when /);
+    expect(await card.locator("h3").textContent()).toMatch(/^agent may call fs\/write_file without asking, only as follows$/);
     expect(whole).toContain("path: path is a .md file directly in notes/ (seen 3 times); nothing hidden or secret-like");
     expect(whole).toMatch(/content: any text without secrets, shell syntax, URLs or sensitive paths/);
     expect(await card.locator("details.rule code").isVisible()).toBe(false);
@@ -103,6 +106,14 @@ describe("the console's Suggestions view", () => {
     await card.locator("details:not(.rule) summary").click();
     expect(await card.locator("details:not(.rule) li").first().textContent()).toContain("<img src=x onerror=alert(1)> a");
     expect(await page.locator("#suggestions img").count()).toBe(0);
+    // Looked at, desktop and phone: the words wrap, nothing is wider than the page.
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.screenshot({ path: join(shots, `suggestions-${width}.png`), fullPage: true });
+      const over = (await page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")) as number;
+      expect(over, `horizontal overflow at ${width} px`).toBeLessThanOrEqual(0);
+    }
+    await page.setViewportSize({ width: 1100, height: 900 });
     await card.locator("button.approve").click();
     await page.locator("#suggestions-note", { hasText: /^No suggestions from \d+ recorded call/ }).waitFor();
     expect(await page.locator("#suggestions li.suggestion").count()).toBe(0);

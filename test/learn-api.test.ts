@@ -239,7 +239,7 @@ describe("suggested rules over the API", () => {
     // The CLI lists it, sanitised, with its dry run.
     const cli = io();
     expect(await runPolicySuggest("list", undefined, { config: file, as: "alice" }, cli.io)).toBe(0);
-    expect(cli.out()).toContain(`[${s.id}] agent may call fs/write_file without asking when `);
+    expect(cli.out()).toContain(`[${s.id}] agent may call fs/write_file without asking, only as follows`);
     expect(cli.out()).toMatch(/the rule \(tools\.allow of agent\)/);
     expect(cli.out()).toMatch(/would change: proposal → direct for 4 recorded call\(s\) \(4 approved, 0 rejected/);
     const before = readFileSync(file, "utf8");

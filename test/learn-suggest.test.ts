@@ -340,7 +340,7 @@ describe("suggestions", () => {
     expect(a.id).toBe(b.id);
     expect(a.scope).toContain('branch is "main"');
     expect(a.scope.some((x) => x.startsWith("message: any text"))).toBe(true);
-    expect(a.summary).toMatch(/^agent may call fs\/commit without asking when /);
+    expect(a.summary).toMatch(/^agent may call fs\/commit without asking, only as follows$/);
   });
 
   it("a seeded day, learning as the bench does: no harmful call runs, fewer decisions", () => {

@@ -68,7 +68,12 @@ function call(agent: TestClient, path: string, meta: Record<string, unknown>): s
 
 async function ready(): Promise<TestClient> {
   gw = await startGateway(SPACE);
-  clients.push(await toolOwner(gw, "tn", T.fs, [{ name: "write_file", inputSchema: { type: "object" } }]));
+  // Hinted neither destructive nor open-world (a tool with no hints is both, by MCP's defaults, and so high).
+  clients.push(
+    await toolOwner(gw, "tn", T.fs, [
+      { name: "write_file", inputSchema: { type: "object" }, annotations: { destructiveHint: false, openWorldHint: false } },
+    ]),
+  );
   const agent = await TestClient.join(gw, "tn", T.agent);
   clients.push(agent);
   return agent;

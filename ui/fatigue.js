@@ -51,7 +51,8 @@ export function fatiguePanel({ api, el, box, reveal }) {
       people.length
         ? el("ul", { class: "plain fatigue-people" }, ...people)
         : el("p", { class: "muted", text: "No decisions recorded yet." }),
-      tools.length ? el("ul", { class: "plain fatigue-tools" }, ...tools) : undefined,
+      // replaceChildren would print an undefined as text: only what there is.
+      ...(tools.length ? [el("ul", { class: "plain fatigue-tools" }, ...tools)] : []),
     );
   }
   return { refresh };

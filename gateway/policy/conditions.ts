@@ -106,8 +106,21 @@ interface Node {
   exprKind: { case: string | undefined; value?: any };
 }
 
+/** Conditions compiled lately, by source: a compiled condition holds no state, so one serves every rule that spells it. */
+const compiled = new Map<string, Condition>();
+const COMPILED_MAX = 512;
+
 /** Compiles `source`, or throws a ConditionError saying where it is wrong. */
 export function compileCondition(source: string): Condition {
+  const known = compiled.get(source);
+  if (known) return known;
+  const made = compileFresh(source);
+  if (compiled.size >= COMPILED_MAX) compiled.delete(compiled.keys().next().value!);
+  compiled.set(source, made);
+  return made;
+}
+
+function compileFresh(source: string): Condition {
   if (source.length > MAX_SOURCE) throw new ConditionError(`the expression is ${source.length} characters; at most ${MAX_SOURCE}`, 1, 1);
   if (source.trim() === "") throw new ConditionError("the expression is empty", 1, 1);
   let parsed: ReturnType<typeof parse>;

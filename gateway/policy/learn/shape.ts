@@ -408,7 +408,7 @@ export function shapeOf(calls: readonly PastCall[], opts: { destructive: boolean
   if (keys.some((k) => k.length > 128)) return { ok: false, why: "an argument name is over 128 characters" };
   const shape: Shape = {
     conjuncts: [`args.all(k, k in [${keys.map(quote).join(", ")}])`],
-    scope: [keys.length ? `no arguments but ${keys.join(", ")}` : "no arguments"],
+    scope: [keys.length ? `only the arguments ${keys.join(", ")}` : "no arguments"],
     free: [],
   };
   for (const k of keys) {

@@ -296,7 +296,7 @@ function finish(
     kind: c.kind,
     rule: c.rule,
     why,
-    summary: `${c.participant} ${verb} ${glob}${c.kind === "deny" ? "" : " without asking"}${c.when === undefined ? "" : ` when ${c.scope.join("; ")}`}`,
+    summary: `${c.participant} ${verb} ${glob}${c.kind === "deny" ? "" : " without asking"}${c.when === undefined ? "" : ", only as follows"}`,
     scope: c.scope,
     notes,
     covers,
