@@ -13,7 +13,7 @@ import { dirname, join } from "node:path";
 import { ConfigError } from "../gateway/index.js";
 import { connectInProcess } from "../gateway/index.js";
 import { createLogger } from "../gateway/index.js";
-import type { Space } from "../gateway/index.js";
+import type { ParticipantConfig, Space } from "../gateway/index.js";
 import { TokenBook } from "../gateway/index.js";
 import { startAgent, type AgentHandle } from "../participants/agent/participant.js";
 import { ParticipantClient } from "../participants/index.js";
@@ -221,29 +221,28 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
       ...signIn,
       onSignIn: (s: { server: string; issuer: string; url: string }) => notice(`${s.server} needs you to sign in at ${s.issuer}: ${s.url}`),
     };
-    const bridgeResults = await Promise.allSettled(
-      plan.bridges.map(async (p) => {
-        const bridge = await startBridge({
-          id: p.id,
-          server: p.mcp!,
-          client: joinAs(p.id),
-          logger: logFor(p.id),
-          callTimeoutMs: config.calls.timeout_ms,
-          oauth,
-          tracing: gw.spaces.get(config.space.id)?.tracing,
-        });
-        sayMoves(p.id, bridge.client);
-        bridge.on("down", (d) => notice(`${p.id}: ${d.message}`, "error"));
-        bridge.on("ready", (r) => r.restarts > 0 && notice(`${p.id}: MCP server restarted (${r.restarts})`));
-        bridge.on(
-          "status",
-          (s) =>
-            s === "failed" &&
-            notice(`${p.id}: gave up restarting the MCP server (log: ${shortPath(join(stateDir, "logs", `${p.id}.log`))})`, "error"),
-        );
-        return bridge;
-      }),
-    );
+    const startOne = async (p: ParticipantConfig) => {
+      const bridge = await startBridge({
+        id: p.id,
+        server: p.mcp!,
+        client: joinAs(p.id),
+        logger: logFor(p.id),
+        callTimeoutMs: config.calls.timeout_ms,
+        oauth,
+        tracing: gw.spaces.get(config.space.id)?.tracing,
+      });
+      sayMoves(p.id, bridge.client);
+      bridge.on("down", (d) => notice(`${p.id}: ${d.message}`, "error"));
+      bridge.on("ready", (r) => r.restarts > 0 && notice(`${p.id}: MCP server restarted (${r.restarts})`));
+      bridge.on(
+        "status",
+        (s) =>
+          s === "failed" &&
+          notice(`${p.id}: gave up restarting the MCP server (log: ${shortPath(join(stateDir, "logs", `${p.id}.log`))})`, "error"),
+      );
+      return bridge;
+    };
+    const bridgeResults = await Promise.allSettled(plan.bridges.map(startOne));
     bridgeResults.forEach((r, i) => {
       if (r.status === "fulfilled") running.bridges.push(r.value);
       else
@@ -251,6 +250,29 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
           `${plan.bridges[i]!.id}: ${bridgeFailure(plan.bridges[i]!.mcp, r.reason as Error)} (log: ${shortPath(join(stateDir, "logs", `${plan.bridges[i]!.id}.log`))})`,
           "error",
         );
+    });
+    // A reload (mewgate reload, SIGHUP, the console) that adds an MCP server starts it; one that removes it stops it.
+    gw.onReload((reports) => {
+      const now = gw.spaces.get(config.space.id)?.config;
+      for (const r of reports.filter((x) => x.space === config.space.id)) {
+        for (const id of r.removed) {
+          const i = running.bridges.findIndex((b) => b.id === id);
+          if (i < 0) continue;
+          const [gone] = running.bridges.splice(i, 1);
+          void gone!.stop().then(() => notice(`${id}: MCP server stopped (removed from the space)`));
+        }
+        for (const id of r.added) {
+          const p = now?.participants[id];
+          if (!p?.mcp || p.run || p.agent || running.bridges.some((b) => b.id === id)) continue;
+          startOne(p).then(
+            (b) => {
+              running.bridges.push(b);
+              notice(`${id}: MCP server started (added by a reload)`);
+            },
+            (err: Error) => notice(`${id}: ${bridgeFailure(p.mcp, err)} (log: ${shortPath(join(stateDir, "logs", `${id}.log`))})`, "error"),
+          );
+        }
+      }
     });
 
     const agentResults = await Promise.allSettled(

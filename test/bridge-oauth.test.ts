@@ -17,7 +17,7 @@ import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { ConsentDesk, followConsent } from "../participants/bridge/oauth-consent.js";
 import { CredentialVault, KEY_ENV, keyFileFor } from "../participants/bridge/oauth-vault.js";
 import { ParticipantClient, type IncomingRequest } from "../participants/index.js";
-import { startUpstream, type Upstream } from "./fixtures/oauth-upstream.js";
+import { Browser, startUpstream, type Upstream } from "./fixtures/oauth-upstream.js";
 import { startGateway, waitFor, type TestGateway } from "./helpers.js";
 
 const ALICE = "alice-token-0123456789";
@@ -103,8 +103,7 @@ ${opts.extra ?? ""}`);
 async function consentFromCard(r: Rig, card: IncomingRequest): Promise<Response> {
   const params = card.params as { mode: string; url: string; message: string };
   expect(params.mode).toBe("url");
-  const back = await followConsent(new URL(params.url), r.redirectUri);
-  return fetch(back);
+  return new Browser().signIn(params.url, r.redirectUri);
 }
 
 async function callTool(c: ParticipantClient, name: string, args: Record<string, unknown> = {}): Promise<string> {
@@ -178,20 +177,21 @@ describe("bridge OAuth: hostile first", () => {
     const started = r.bridge();
     await waitFor(() => r.cards.length === 1, 10_000, "the sign-in card");
     const card = r.cards[0]!;
-    const back = await followConsent(new URL((card.params as { url: string }).url), r.redirectUri);
+    const browser = new Browser();
+    const back = await followConsent(new URL((card.params as { url: string }).url), r.redirectUri, fetch, browser.jar);
     // A forged state.
     const forged = new URL(back);
     forged.searchParams.set("state", "not-the-state");
-    const f = await fetch(forged);
+    const f = await browser.land(forged);
     expect(f.status).toBe(400);
     const text = await f.text();
     expect(text).toMatch(/unknown or was already used/);
     expect(text).not.toContain(back.searchParams.get("code")!);
     expect(r.up.counts.token).toBe(0);
     // The real one signs in; the same one again is stale.
-    expect((await fetch(back)).status).toBe(200);
+    expect((await browser.land(back)).status).toBe(200);
     await started;
-    const replay = await fetch(back);
+    const replay = await browser.land(back);
     expect(replay.status).toBe(400);
     expect(await replay.text()).toMatch(/unknown or was already used/);
     // Another space's path does not finish this space's sign-ins either.
@@ -303,7 +303,14 @@ describe("bridge OAuth: signing in", () => {
     await waitFor(() => r.cards.length === 1 && bobSeen.length === 1, 10_000, "the cards");
     const card = r.cards[0]!.params as { mode: string; message: string; url: string };
     expect(card.message).toBe(`remote needs you to sign in at ${r.up.issuer}`);
-    const link = new URL(card.url);
+    // The card carries the gateway's single-use start link, which sends the browser on to the authorization server.
+    const start = new URL(card.url);
+    expect(start.origin).toBe(r.base);
+    expect(start.pathname).toBe("/oauth/callback/lab/start");
+    const browser = new Browser();
+    const opened = await browser.open(start);
+    expect(opened.status).toBe(302);
+    const link = new URL(opened.headers.get("location")!);
     expect(link.origin).toBe(r.up.issuer);
     expect(link.searchParams.get("code_challenge_method")).toBe("S256");
     expect(link.searchParams.get("resource")).toBe(r.up.url);
@@ -311,7 +318,7 @@ describe("bridge OAuth: signing in", () => {
     expect(link.searchParams.get("scope")).toBe("mcp:tools");
     expect(link.searchParams.get("state")!.length).toBeGreaterThan(20);
     expect(r.up.counts.register).toBe(1);
-    const page = await consentFromCard(r, r.cards[0]!);
+    const page = await browser.signIn(start, r.redirectUri);
     expect(page.status).toBe(200);
     expect(await page.text()).toMatch(/Signed in/);
     const bridge = await started;
@@ -323,8 +330,12 @@ describe("bridge OAuth: signing in", () => {
       /remote needs a sign-in with more scope \(mcp:tools mcp:admin\)/,
     );
     await waitFor(() => r.cards.length === 2, 10_000, "the step-up card");
-    expect(new URL((r.cards[1]!.params as { url: string }).url).searchParams.get("scope")).toBe("mcp:tools mcp:admin");
-    expect((await consentFromCard(r, r.cards[1]!)).status).toBe(200);
+    const stepBrowser = new Browser();
+    const stepLink = (r.cards[1]!.params as { url: string }).url;
+    const stepUp = await stepBrowser.open(stepLink);
+    expect(new URL(stepUp.headers.get("location")!).searchParams.get("scope")).toBe("mcp:tools mcp:admin");
+    // The browser that opened it may open it again.
+    expect((await stepBrowser.signIn(stepLink, r.redirectUri)).status).toBe(200);
     await waitFor(
       async () => (await callTool(r.alice, "remote/echo", { text: "hi" }).catch(() => "")) === "hi",
       10_000,
@@ -430,7 +441,15 @@ describe("bridge OAuth: each person's own sign-in (as: caller)", () => {
     r.up.refused.add(bobs.access_token);
     await (await r.up.provider.RefreshToken.find(bobs.refresh_token)).destroy();
     await expect(callTool(bob, "remote/whoami")).rejects.toThrow(`remote needs a sign-in at ${r.up.issuer}; a card asks bob`);
-    await waitFor(() => bobCards.length === 3, 10_000, "bob's card asking again");
+    await waitFor(() => bobCards.length === 3, 10_000, "bob's card asking again").catch((e) => {
+      throw new Error(
+        `${e.message}: ${bobCards.length} ${readFileSync(r.logFile, "utf8")
+          .split("\n")
+          .filter((l) => /card|sign/.test(l))
+          .slice(-8)
+          .join("\n")}`,
+      );
+    });
     expect(r.cards).toHaveLength(2);
     expect(r.vault.tokens("remote", r.up.issuer, "caller:bob")).toBeUndefined();
     r.up.signInAs = "bob";

@@ -143,6 +143,37 @@ describe("forms at the web console", () => {
   });
 });
 
+describe("a link asked of someone at the console (a sign-in card)", () => {
+  it("reaches them alone, keeps a very long address inside the card at 1280 and 390 px, and counts in the Inbox badge", async () => {
+    const asker = await setup();
+    const bob = await TestClient.join(gw!, "web", T.bob);
+    clients.push(bob);
+    const p = await openConsole();
+    await p.setViewportSize({ width: 1280, height: 900 });
+    await expect.poll(() => p.locator("#inbox-count").textContent()).toBe("0");
+    const url = `https://auth.example.com/authorize?${"state=".padEnd(3000, "x")}&next=${"y".repeat(400)}`;
+    asker.send(ask("signin", { mode: "url", message: "asker needs you to sign in", url, elicitationId: "e1" }));
+    const card = p.locator('li.card[data-request="signin"]');
+    await card.waitFor();
+    await expect.poll(() => p.locator("#inbox-count").textContent()).toBe("1");
+    expect(await p.title()).toMatch(/^\(1\) mewgate/);
+    const overflow = async () => (await p.evaluate("document.documentElement.scrollWidth - window.innerWidth")) as number;
+    expect(await overflow()).toBeLessThanOrEqual(0);
+    expect(await card.locator("pre.url").textContent()).toBe(url);
+    await p.setViewportSize({ width: 390, height: 844 });
+    expect(await overflow()).toBeLessThanOrEqual(0);
+    const box = await card.boundingBox();
+    expect(box!.x + box!.width).toBeLessThanOrEqual(390);
+    // A URL elicitation is its addressee's alone: bob, who sees only what names him, and nobody else got it.
+    await new Promise((r) => setTimeout(r, 100));
+    expect(bob.received.some((e) => e.kind === "mcp/request" && e.payload?.method === "elicitation/create")).toBe(false);
+    // Answered: out of the inbox, and the badge goes back.
+    await card.getByRole("button", { name: "Decline" }).click();
+    expect((await responseFor(asker, "signin")).payload.result).toEqual({ action: "decline" });
+    await expect.poll(() => p.locator("#inbox-count").textContent()).toBe("0");
+  });
+});
+
 describe("a form asked of someone whose last console closes", () => {
   it("fails at once with target_left instead of waiting for its timeout", async () => {
     const asker = await setup();

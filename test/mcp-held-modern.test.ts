@@ -1,7 +1,8 @@
 /**
- * A held call at MCP 2026-07-28 on /mcp (participants/mcp-server/modern.ts, held.ts): the
- * call answers `input_required` with a URL elicitation to the proposal's card and sealed
- * request state; a resumed request reads what the call ended with. Hostile first: a state
+ * A held call at MCP 2026-07-28 on /mcp (participants/mcp-server/modern-held.ts, held.ts):
+ * the call answers `input_required` with a URL elicitation to the proposal's card and sealed
+ * request state (at once to a client that takes URL elicitation, else after holding the
+ * request a while); a resumed request reads what the call ended with. Hostile first: a state
  * tampered with, a state of another seat, a state for another tool, a replay after the
  * decision (the tool ran once); then approval and rejection.
  */
@@ -61,7 +62,8 @@ async function setup(yaml = SPACE) {
   const proposals: Envelope[] = [];
   human.on("proposal", (p) => proposals.push(p));
   await waitForTool(human, "notes/write_note");
-  mount = mountHttp(gw.gateway);
+  // A held request waits a short while here, then answers input_required (modern-held.ts; 55 s by default).
+  mount = mountHttp(gw.gateway, { hold: { legMs: 300 } });
   const port = gw.port;
   let id = 0;
   const call = async (

@@ -382,3 +382,36 @@ describe("SIGHUP against a real mewgate up", () => {
     expect((await cli.exited).code).toBe(0);
   });
 });
+
+describe("a reload that adds or removes an MCP server under mewgate up", () => {
+  it("starts the one it adds (its tools are in the space at once) and stops the one it removes", { timeout: 60_000 }, async () => {
+    const dir = tempDir();
+    const port = await freePort();
+    const file = pathJoin(dir, "space.yaml");
+    const echo = pathJoin(import.meta.dirname, "fixtures", "bridge", "echo.mjs");
+    writeFileSync(file, SPACE(port));
+    const cli = new Cli(["up", file, "--port", String(port), "--as", "human"], { stdin: "pipe" });
+    clis.push(cli);
+    await cli.waitLine((l) => l["event"] === "ready", "up ready");
+    const g = { port };
+    const toolsOf = async (who: string) =>
+      ((await api(g, T("human"), "GET", "tools")).body.tools as Array<{ participant: string }>).filter((t) => t.participant === who);
+    expect(await toolsOf("pg")).toEqual([]);
+    const added = `${SPACE(port)}  pg: {kind: mcp, token: ${T("pg")}, mcp: {command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(echo)}]}}\n`;
+    writeFileSync(file, added);
+    const reload = await run(["reload", file, "--as", "human"]);
+    expect(reload.code, reload.stderr).toBe(0);
+    expect(reload.stdout).toMatch(/participants added: pg/);
+    await poll("pg's tools in the space", async () => ((await toolsOf("pg")).length > 0 ? true : undefined), 20_000, 200);
+    await poll("the start said", () => /pg: MCP server started \(added by a reload\)/.test(cli.stderr + cli.stdout));
+    // Removed: stopped, and its tools leave the space.
+    writeFileSync(file, SPACE(port));
+    expect((await run(["reload", file, "--as", "human"])).code).toBe(0);
+    await poll("pg's tools gone", async () => ((await toolsOf("pg")).length === 0 ? true : undefined), 20_000, 200).catch((e) => {
+      throw new Error(`${e.message}\n${cli.stderr.slice(-1500)}\n${cli.stdout.slice(-1500)}`);
+    });
+    await poll("the stop said", () => /pg: MCP server stopped \(removed from the space\)/.test(cli.stderr + cli.stdout));
+    cli.child.kill("SIGTERM");
+    expect((await cli.exited).code).toBe(0);
+  });
+});

@@ -77,7 +77,7 @@ const attr = (s: Span, key: string) => {
  */
 async function setup(
   otlp: string,
-  opts: { process?: boolean } = {},
+  opts: { process?: boolean; headers?: Record<string, string> } = {},
 ): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
   gw = await startGateway(`
 space: {id: lab}
@@ -121,7 +121,7 @@ participants:
   );
   const client = new Client({ name: "trace-test", version: "1.0.0" }, { capabilities: {} });
   const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gw.port}/mcp/pg`), {
-    requestInit: { headers: { Authorization: `Bearer ${T.claude}` } },
+    requestInit: { headers: { Authorization: `Bearer ${T.claude}`, ...opts.headers } },
   });
   await client.connect(transport);
   closers.push(async () => {
@@ -191,6 +191,19 @@ describe("traces through an MCP face", () => {
     expect(metaAtServer(r)["traceparent"]).toBe(`00-${TRACE}-${out.spanId}-01`);
     // The gateway's own key is not the server's to read.
     expect(metaAtServer(r)["mewgate/client_capabilities"]).toBeUndefined();
+  });
+
+  it("continues a trace whose traceparent came as an HTTP header only, and a _meta one wins over it", { timeout: 60_000 }, async () => {
+    const otlp = await otlpReceiver();
+    const { client } = await setup(otlp.url, { headers: { traceparent: ROOT } });
+    const r = await client.callTool({ name: "caps", arguments: {} });
+    await waitFor(() => otlp.spans.filter((s) => s.traceId === TRACE).length >= 3, 10_000, "the client's trace from its header");
+    const face = otlp.spans.find((s) => s.traceId === TRACE && s.kind === 2 && s.parentSpanId === ROOT_SPAN);
+    expect(face?.name).toBe("tools/call caps");
+    expect(String(metaAtServer(r)["traceparent"])).toMatch(new RegExp(`^00-${TRACE}-[0-9a-f]{16}-01$`));
+    const other = "0af7651916cd43dd8448eb211c80319c";
+    const r2 = await client.callTool({ name: "caps", arguments: {}, _meta: { traceparent: `00-${other}-${ROOT_SPAN}-01` } });
+    expect(String(metaAtServer(r2)["traceparent"])).toMatch(new RegExp(`^00-${other}-`));
   });
 
   it("a bridge in a process of its own exports its CLIENT span under the routed call, by the standard OTEL_* environment", {

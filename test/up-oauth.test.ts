@@ -8,11 +8,10 @@
 import { cpSync, existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { followConsent } from "../participants/bridge/oauth-consent.js";
 import { ParticipantClient } from "../participants/index.js";
 import { keyFileFor } from "../participants/bridge/oauth-vault.js";
 import { Cli, cleanEnv, poll, run, tempDir } from "./fixtures/cli/harness.js";
-import { startUpstream, type Upstream } from "./fixtures/oauth-upstream.js";
+import { Browser, startUpstream, type Upstream } from "./fixtures/oauth-upstream.js";
 import { startGateway } from "./helpers.js";
 
 const started: Cli[] = [];
@@ -48,10 +47,10 @@ describe("mewgate up with a server behind OAuth", () => {
       throw new Error(`${(e as Error).message}\n--- stdout:\n${cli.stdout.slice(-2000)}\n--- stderr:\n${cli.stderr.slice(-2000)}`);
     });
     expect(link.issuer).toBe(upstream.issuer);
-    const redirect = link.url.searchParams.get("redirect_uri")!;
-    expect(redirect).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/oauth\/callback\/hosted$/);
-    const back = await followConsent(link.url, redirect);
-    const page = await fetch(back);
+    // The gateway's single-use start link, which sends the browser on to the authorization server.
+    expect(link.url.href).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/oauth\/callback\/hosted\/start\?k=[\w-]{43}$/);
+    const redirect = `${link.url.origin}/oauth/callback/hosted`;
+    const page = await new Browser().signIn(link.url, redirect);
     expect(page.status).toBe(200);
     await cli.waitLine((l) => l["event"] === "ready", "up to be ready", 30_000);
     const tools = await poll(

@@ -290,7 +290,23 @@ function showHolder(holder) {
 }
 
 // Forms asked of me (elicitation), above the proposals in the inbox.
-const forms = formCards({ api, el, list: $("forms"), onCount: () => {} });
+// The Inbox badge, the title and the icon count both: what waits for my decision and what is asked of me.
+const waiting = { proposals: 0, forms: 0 };
+function drawCount() {
+  const n = waiting.proposals + waiting.forms;
+  $("inbox-count").textContent = String(n);
+  document.title = n ? `(${n}) mewgate · ${state.space}` : `mewgate · ${state.space}`;
+  drawFavicon(n);
+}
+const forms = formCards({
+  api,
+  el,
+  list: $("forms"),
+  onCount: (n) => {
+    waiting.forms = n;
+    drawCount();
+  },
+});
 
 async function refreshProposals() {
   const { proposals } = await api("GET", "proposals");
@@ -311,9 +327,8 @@ async function refreshProposals() {
   keys.refocus();
   if (state.deepLink && keys.show(state.deepLink)) state.deepLink = undefined;
   $("inbox-empty").hidden = proposals.length > 0;
-  $("inbox-count").textContent = String(proposals.length);
-  document.title = proposals.length ? `(${proposals.length}) mewgate · ${state.space}` : `mewgate · ${state.space}`;
-  drawFavicon(proposals.length);
+  waiting.proposals = proposals.length;
+  drawCount();
   for (const p of proposals) {
     if (state.seen.has(p.id)) continue;
     state.seen.add(p.id);

@@ -41,6 +41,7 @@ import { answerOutcome } from "../proposals/outcomes.js";
 import type { Registry } from "../ports/registry.js";
 import type { Member } from "../ports/member.js";
 import { Catalogue } from "./catalogue.js";
+import { askedAgain, callersFault, isPrivate } from "./whose.js";
 
 export class McpRouter implements CallRouter {
   /** Each participant's tools, fetched and screened (catalogue.ts). */
@@ -172,7 +173,9 @@ export class McpRouter implements CallRouter {
       },
       this.calls.timeoutFor(meta?.["mewgate/timeout_ms"]),
     );
-    this.space.deliver(env, caller);
+    // A link only its person may follow (a sign-in) reaches that person alone, never by visibility.
+    if (isPrivate(payload)) this.space.deliverOnly(env, target);
+    else this.space.deliver(env, caller);
     return undefined;
   }
 
@@ -279,6 +282,18 @@ export class McpRouter implements CallRouter {
       });
     }
     this.space.deliver({ ...env, to: [f.id], correlation_id: [f.envelopeId, call.proposalId] }, sender);
+  }
+
+  /**
+   * `member` replaced its earlier connection (the others saw no leave or join): what was
+   * asked of it and waits for its answer (a form, a sign-in card) was delivered to the
+   * connection it left, so it is shown again on this one, which may answer it.
+   */
+  reoffer(member: Member): void {
+    for (const call of this.calls.toTarget(member.id)) {
+      if (!CALLBACK_METHODS.has(call.method) || call.method === "ping" || call.params === undefined || call.internal) continue;
+      this.space.sendTo(member, askedAgain(call, member.id));
+    }
   }
 
   /**
@@ -478,11 +493,4 @@ export class McpRouter implements CallRouter {
       { tool: name },
     );
   }
-}
-
-/** JSON-RPC errors that say the request was wrong, not the target: invalid request, method not found, invalid params. */
-function callersFault(error: unknown): boolean {
-  const code = typeof error === "object" && error !== null ? (error as { code?: unknown }).code : undefined;
-  // -32021: the request lacks a client capability the answer needs (MCP 2026-07-28), the caller's too.
-  return code === -32600 || code === -32601 || code === -32602 || code === -32021;
 }

@@ -91,6 +91,7 @@ export class Gateway {
   private closing = false;
   /** Reloads run one after another (`reload`). */
   private reloading: Promise<unknown> = Promise.resolve();
+  private readonly reloadListeners = new Set<(reports: ReloadReport[]) => void>();
 
   constructor(private readonly opts: GatewayOptions) {
     const first = opts.spaces[0];
@@ -373,9 +374,26 @@ export class Gateway {
       opts.space === undefined ? [...this.spaces.values()] : [this.spaces.get(opts.space)].filter((s): s is Space => s !== undefined);
     if (opts.space !== undefined && targets.length === 0)
       return Promise.reject(new Error(`no space "${opts.space.slice(0, 64)}" runs in this process`));
-    const run = this.reloading.then(() => reloadSpaces(targets, this.opts.env ?? process.env, opts.by));
+    const run = this.reloading
+      .then(() => reloadSpaces(targets, this.opts.env ?? process.env, opts.by))
+      .then((reports) => {
+        for (const listener of this.reloadListeners) {
+          try {
+            listener(reports);
+          } catch (err) {
+            this.log.error({ err: String(err) }, "a reload listener failed");
+          }
+        }
+        return reports;
+      });
     this.reloading = run.catch(() => {});
     return run;
+  }
+
+  /** Hears each reload once it applied (`mewgate up` starts and stops the MCP servers it adds and removes). Returns the unsubscribe. */
+  onReload(listener: (reports: ReloadReport[]) => void): () => void {
+    this.reloadListeners.add(listener);
+    return () => this.reloadListeners.delete(listener);
   }
 
   /** The environment space.yaml is read with, by a reload and by an accepted suggestion's check. */

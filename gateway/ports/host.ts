@@ -48,6 +48,8 @@ export interface SpaceHost {
    * not get it back unless it asked for echo; `toEveryone` reaches `addressed` members too.
    */
   deliver(env: Envelope, sender?: Member, toEveryone?: boolean): void;
+  /** To participant `id` alone (its connection and consoles), never by visibility nor into a welcome's history. */
+  deliverOnly(env: Envelope, id: string): void;
   /** Sends one envelope to one member, whatever its visibility. */
   sendTo(member: Member, env: Envelope): void;
   /** Answers `member` with a `system/error`. */
@@ -69,7 +71,19 @@ export interface SpaceHost {
 /** What the MCP router (calls/router.ts) uses of the space, the catalogue it keeps included (its findings, written behind). */
 export type RouterHost = Pick<
   SpaceHost,
-  "authority" | "config" | "deliver" | "fail" | "id" | "member" | "metrics" | "note" | "noteFindings" | "sendTo" | "tracing" | "watching"
+  | "authority"
+  | "config"
+  | "deliver"
+  | "deliverOnly"
+  | "fail"
+  | "id"
+  | "member"
+  | "metrics"
+  | "note"
+  | "noteFindings"
+  | "sendTo"
+  | "tracing"
+  | "watching"
 >;
 
 /**

@@ -88,6 +88,9 @@ export interface OutboundCallInfo {
   transport: "tcp" | "pipe";
   sessionId?: string | undefined;
   protocolVersion?: string | undefined;
+  /** Over HTTP, the server's host and port (`server.address`, `server.port`). */
+  serverAddress?: string | undefined;
+  serverPort?: number | undefined;
 }
 
 const propagator = new W3CTraceContextPropagator();
@@ -212,13 +215,20 @@ export class Tracing {
       "network.transport": info.transport,
       ...(info.transport === "tcp" ? { "network.protocol.name": "http" } : {}),
       "mewgate.target": info.server,
+      ...(info.serverAddress ? { "server.address": info.serverAddress.slice(0, 256) } : {}),
+      ...(info.serverPort !== undefined ? { "server.port": info.serverPort } : {}),
       ...(info.sessionId ? { "mcp.session.id": info.sessionId.slice(0, 256) } : {}),
       ...(info.protocolVersion ? { "mcp.protocol.version": info.protocolVersion.slice(0, 32) } : {}),
       ...(isTool ? { "gen_ai.tool.name": info.tool!.slice(0, 256), "gen_ai.operation.name": "execute_tool" } : {}),
     });
   }
 
-  private span(kind: SpanKind, name: string, parent: string | undefined, attributes: Record<string, string>): CallTrace | undefined {
+  private span(
+    kind: SpanKind,
+    name: string,
+    parent: string | undefined,
+    attributes: Record<string, string | number>,
+  ): CallTrace | undefined {
     const tracer = this.tracer;
     if (!tracer) return undefined;
     const checked = traceparentIn({ traceparent: parent });

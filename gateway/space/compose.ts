@@ -149,6 +149,7 @@ export function composeSpace(
     member: (who) => delivery.members.get(who),
     watching: (who) => delivery.watching(who),
     deliver: (env, sender, toEveryone) => delivery.deliver(env, sender, toEveryone),
+    deliverOnly: (env, id) => delivery.deliverOnly(env, id),
     sendTo: (member, env) => delivery.sendTo(member, env),
     fail: (...a) => delivery.fail(...a),
     capabilityViolation: (member, inbound) => delivery.capabilityViolation(member, inbound),

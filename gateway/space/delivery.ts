@@ -88,6 +88,21 @@ export class Delivery {
     for (const { env, subject, joinedBy } of batch) this.deliver(env, subject, false, joinedBy);
   }
 
+  /**
+   * To participant `id` alone, wherever it is (its connection and its consoles), whatever
+   * anyone's visibility, and kept out of the history a welcome replays: for what only that
+   * person may read (a sign-in link, calls/router.ts `isPrivate`).
+   */
+  deliverOnly(env: Envelope, id: string): void {
+    const bytes = Buffer.from(JSON.stringify(env));
+    const m = this.members.get(id);
+    if (m) {
+      m.peer.send(bytes);
+      this.metrics.envelopesOut++;
+    }
+    for (const w of this.watchers) if (w.id === id) w.peer.send(bytes);
+  }
+
   sendTo(member: Member, env: Envelope): void {
     this.metrics.envelopesOut++;
     member.peer.send(Buffer.from(JSON.stringify(env)));

@@ -125,9 +125,15 @@ class InProcessPeer implements InProcessConnection {
     });
   }
 
-  /** The space closes us: replaced (4409) or gateway shutdown (1001). */
+  /**
+   * The space closes us: replaced (4409), removed or its token revoked (4412), gateway
+   * shutdown (1001). As a socket's end does, it leaves the space (a replaced member is left
+   * alone there): a member closed by a reload would otherwise stay, its tools listed.
+   */
   private closedBySpace(code: number, reason: string): void {
-    if (this.state === "open") this.end(code, reason);
+    if (this.state !== "open") return;
+    if (this.member) this.space.leave(this.member, "closed by the space");
+    this.end(code, reason);
   }
 
   /** Stops accepting, lets already queued deliveries run, then reports the close. */

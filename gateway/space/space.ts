@@ -179,6 +179,8 @@ export class Space {
     }
     this.parts.roster.send(member);
     this.decisions.tellInterrupted(member);
+    // What was asked of the connection it replaced waits for an answer from this one.
+    if (previous) this.mcp.reoffer(member);
     if (!previous) {
       this.delivery.announce(systemEnvelope("system/presence", { event: "join", participant: this.parts.roster.describe(member) }), member);
     }

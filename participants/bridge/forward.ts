@@ -100,9 +100,29 @@ export class Forwarder {
 
   private forward(up: Upstream, req: IncomingRequest): Promise<unknown> {
     // A CLIENT span for the call out to the server, under the routed call's (trace.ts).
-    const span = outboundSpan(this.host.tracing, this.host.id, this.host.link.isHttp, up.transport, req.method, req.params);
+    const client = this.clientFor(up, req.params);
+    const span = outboundSpan(
+      this.host.tracing,
+      this.host.id,
+      {
+        http: this.host.link.isHttp,
+        address: this.host.link.address,
+        // A 2026-07-28 request has no session.
+        sessionId: client === up.client ? sessionOf(up.transport) : undefined,
+        protocolVersion: client.getNegotiatedProtocolVersion(),
+      },
+      req.method,
+      req.params,
+    );
     const sent = this.send(up, req, span?.params ?? req.params);
     return span ? span.around(sent) : sent;
+  }
+
+  /** The client a request goes out on: the 2026-07-28 one for a caller that takes input_required itself (send, below), else the session. */
+  private clientFor(up: Upstream, params: unknown): Upstream["client"] {
+    const meta = isRecord(params) && isRecord(params["_meta"]) ? params["_meta"] : undefined;
+    const takes = meta?.[TAKES_INPUT] === true && (up.modern ?? up.client).getProtocolEra() === "modern";
+    return takes ? (up.modern ?? up.client) : up.client;
   }
 
   private send(up: Upstream, req: IncomingRequest, outgoing: unknown): Promise<unknown> {
@@ -289,4 +309,9 @@ const INVALID_ANSWERS = new Set<string>([SdkErrorCode.InvalidResult, SdkErrorCod
 function withoutKey(o: Record<string, unknown>, key: string): Record<string, unknown> {
   const { [key]: _, ...rest } = o;
   return rest;
+}
+
+function sessionOf(transport: unknown): string | undefined {
+  const id = (transport as { sessionId?: unknown }).sessionId;
+  return typeof id === "string" ? id : undefined;
 }

@@ -30,6 +30,8 @@ import type { CredentialVault, Subject } from "./oauth-vault.js";
 
 /** Sign-ins one connection attempt may go through before it fails. */
 const MAX_ROUNDS = 3;
+/** A person is asked again (their next call, after the card was answered or not delivered) at most this often. */
+const REASK_MS = 2000;
 /** A card stays in an inbox this long. */
 const CARD_TIMEOUT_MS = 600_000;
 /**
@@ -82,6 +84,8 @@ export class UpstreamAuth {
   private connecting = 0;
   /** One sign-in at a time per subject (the space, or one person with `as: caller`). */
   private readonly signing = new Map<Subject, Promise<void>>();
+  /** A person's sign-in under way: shows its card again where it is not shown (oauth-signin `cards`). */
+  private readonly reasks = new Map<Subject, () => void>();
   /** The subject of the request under way (`run`): a person's call; outside any, the space (the connection). */
   private readonly acting = new AsyncLocalStorage<Subject>();
   private readonly stopped = new AbortController();
@@ -130,6 +134,7 @@ export class UpstreamAuth {
     const subject: Subject = `caller:${person}`;
     // Unattended (headless consent, tests), the request's own 401 signs the person in (fetch).
     if (this.client.tokens(subject) || this.unattended) return { subject };
+    this.reasks.get(subject)?.();
     void this.signIn({}, subject).catch((err) => this.host.log?.warn({ err: (err as Error).message }, "sign-in failed"));
     return {
       refusal: `${this.host.id} signs in as each person (oauth as: caller), and ${printable(person)} has not signed in${this.where()}; a card asks ${printable(person)} to sign in, then call again`,
@@ -237,12 +242,19 @@ export class UpstreamAuth {
       return;
     }
     // Unattended, the request itself already tried (fetch); a person is asked once, in the background.
+    if (subject !== "space") this.reasks.get(subject)?.();
     if ((this.connecting === 0 || subject !== "space") && !this.unattended)
       void this.signIn(need.challenge, subject).catch((err) => this.host.log?.warn({ err: (err as Error).message }, "sign-in failed"));
   }
 
   /** Runs `attempt` (a connection); after a 401 or 403 a person signs in, and it is tried again. */
-  async around<T>(attempt: () => Promise<T>): Promise<T> {
+  around<T>(attempt: () => Promise<T>): Promise<T> {
+    // A connection is the space's, never a person's: a restart scheduled while a person's call
+    // was under way (a 401 that broke the transport) would otherwise run on that person's tokens.
+    return this.acting.run("space", () => this.attempts(attempt));
+  }
+
+  private async attempts<T>(attempt: () => Promise<T>): Promise<T> {
     this.connecting++;
     try {
       for (let round = 0; ; round++) {
@@ -279,15 +291,20 @@ export class UpstreamAuth {
     const done = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
     // Headless consent reports a failed callback itself; this one is awaited only once it could matter.
     done.catch(() => {});
-    const unexpect = this.desk.expect(this.opts.space, pending.state, async (url) => {
-      try {
-        await this.client.complete(pending, url);
-        settle.resolve();
-      } catch (err) {
-        settle.reject(err as Error);
-        throw err;
-      }
-    });
+    const expected = this.desk.expect(
+      this.opts.space,
+      pending.state,
+      async (url) => {
+        try {
+          await this.client.complete(pending, url);
+          settle.resolve();
+        } catch (err) {
+          settle.reject(err as Error);
+          throw err;
+        }
+      },
+      { authorizationUrl: pending.authorizationUrl, redirectUri: pending.redirectUri },
+    );
     const cards = new AbortController();
     const onStop = () => settle.reject(new Error("the bridge stopped while waiting for a sign-in"));
     this.stopped.signal.addEventListener("abort", onStop, { once: true });
@@ -299,49 +316,84 @@ export class UpstreamAuth {
     expiry?.unref();
     try {
       if (this.consent === "auto") {
+        // Headless: this process followed the authorization URL itself; nobody else held a link.
         const back = await followConsent(pending.authorizationUrl, pending.redirectUri, this.base);
         const r = await this.desk.deliver(this.opts.space, back);
         if (!r.ok) throw new OAuthFailure(r.message);
       } else {
         this.host.log?.info({ issuer: pending.issuer, subject }, "the MCP server needs a sign-in; asking with a card");
+        // The card carries the desk's single-use start link, never the authorization URL (oauth-consent.ts).
         // A person's own link goes to that person only: not to the terminal, not to anyone else's inbox.
         if (subject === "space") {
-          this.host.onSignIn({ issuer: pending.issuer, url: pending.authorizationUrl.href });
-          this.opts.onSignIn?.({ server: this.host.id, issuer: pending.issuer, url: pending.authorizationUrl.href });
+          this.host.onSignIn({ issuer: pending.issuer, url: expected.link });
+          this.opts.onSignIn?.({ server: this.host.id, issuer: pending.issuer, url: expected.link });
         }
-        this.cards(pending.issuer, pending.authorizationUrl.href, cards.signal, subject);
+        this.cards(pending.issuer, expected.link, cards.signal, subject);
       }
       await done;
       this.host.log?.info({ issuer: pending.issuer, subject }, "signed in to the MCP server");
     } finally {
       clearTimeout(expiry);
-      unexpect();
+      expected.forget();
       cards.abort();
       this.stopped.signal.removeEventListener("abort", onStop);
     }
   }
 
-  /** The card, to every person present and to whoever comes while it is open; a person's own sign-in to that person only. */
+  /**
+   * The card, to every person present and to whoever comes while it is open; a person's own
+   * sign-in to that person only, wherever they are: connected, or with only the web console
+   * open (the gateway lets a console answer what is asked of it). It is a URL elicitation,
+   * which the gateway delivers to its addressee alone, whatever anyone's visibility. Asked
+   * again when the person connects anew (the card went to the connection they left) and when
+   * they call again while it is unanswered or was not delivered (`reask`).
+   */
   private cards(issuer: string, url: string, signal: AbortSignal, subject: Subject): void {
     const { participant } = this.host;
     const only = subject === "space" ? undefined : subject.slice("caller:".length);
     const isFor = (p: { id: string; kind?: string | undefined }) => p.kind === "human" && (only === undefined || p.id === only);
     const message = `${this.host.id} needs you to sign in at ${safe(issuer)}`;
-    const asked = new Set<string>();
-    const ask = (id: string) => {
-      if (asked.has(id) || signal.aborted) return;
-      asked.add(id);
+    const asked = new Map<string, AbortController>();
+    const last = new Map<string, number>();
+    const ask = (id: string, again = false) => {
+      if (signal.aborted) return;
+      const had = asked.get(id);
+      // Shown, or just answered: a flood of calls (or of 401s) asks at most once a while.
+      if (!again && (had || Date.now() - (last.get(id) ?? 0) < REASK_MS)) return;
+      last.set(id, Date.now());
+      had?.abort();
+      const mine = new AbortController();
+      asked.set(id, mine);
       const params = { mode: "url", message, url, elicitationId: randomUUID() };
-      participant.request(id, "elicitation/create", params, { timeoutMs: CARD_TIMEOUT_MS, signal, chain: false }).then(
-        () => {},
-        (err: Error) => {
-          if (!signal.aborted) this.host.log?.info({ to: id, err: err.message }, "the sign-in card was not shown");
-        },
-      );
+      participant
+        .request(id, "elicitation/create", params, {
+          timeoutMs: CARD_TIMEOUT_MS,
+          signal: AbortSignal.any([signal, mine.signal]),
+          chain: false,
+        })
+        .then(
+          () => {},
+          (err: Error) => {
+            if (!signal.aborted && !mine.signal.aborted)
+              this.host.log?.info({ to: id, err: err.message }, "the sign-in card was not shown");
+          },
+        )
+        // Answered, declined or undelivered: the person's next call (or connection) asks again.
+        .finally(() => asked.get(id) === mine && asked.delete(id));
     };
     for (const p of participant.participants.values()) if (isFor(p)) ask(p.id);
-    const off = participant.on("presence", (e) => e.event === "join" && isFor(e.participant) && ask(e.participant.id));
-    signal.addEventListener("abort", () => off(), { once: true });
+    // Not connected, perhaps at the web console: asked all the same (refused when nowhere).
+    if (only !== undefined) ask(only);
+    const off = participant.on("presence", (e) => e.event === "join" && isFor(e.participant) && ask(e.participant.id, true));
+    if (only !== undefined) this.reasks.set(subject, () => ask(only));
+    signal.addEventListener(
+      "abort",
+      () => {
+        off();
+        if (only !== undefined) this.reasks.delete(subject);
+      },
+      { once: true },
+    );
   }
 
   stop(): void {

@@ -99,6 +99,8 @@ export class ServerLink {
   readonly isHttp: boolean;
   /** The command or URL, for messages: never the env, the headers, or a URL's query. */
   readonly label: string;
+  /** Over HTTP, the server's host and port (`server.address`, `server.port` of the bridge's CLIENT spans). */
+  readonly address: { host: string; port: number } | undefined;
   private readonly restartOpts: Required<{ [K in keyof RestartOptions]: number }>;
   private readonly startTimeoutMs: number;
   private readonly auth: UpstreamAuth | undefined;
@@ -117,6 +119,7 @@ export class ServerLink {
   ) {
     this.isHttp = server.url !== undefined;
     this.label = this.isHttp ? safeUrl(server.url!) : commandLabel(server.command!, server.args);
+    this.address = this.isHttp ? hostAndPort(server.url!) : undefined;
     this.restartOpts = {
       initialDelayMs: opts.restart?.initialDelayMs ?? 250,
       maxDelayMs: opts.restart?.maxDelayMs ?? 30_000,
@@ -451,6 +454,16 @@ async function listenForChanges(client: Client, log: Logger | undefined): Promis
     return await client.listen(filter, { timeout: LISTEN_ACK_MS });
   } catch (err) {
     log?.info({ err: (err as Error).message }, "the MCP server does not keep a subscriptions/listen stream open");
+    return undefined;
+  }
+}
+
+/** The host and port a URL names (the scheme's default port when it names none). */
+function hostAndPort(url: string): { host: string; port: number } | undefined {
+  try {
+    const u = new URL(url);
+    return { host: u.hostname.replace(/^\[|\]$/g, ""), port: u.port ? Number(u.port) : u.protocol === "https:" ? 443 : 80 };
+  } catch {
     return undefined;
   }
 }

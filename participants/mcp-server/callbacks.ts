@@ -97,6 +97,12 @@ export class Desk {
       }
     }
     if (!session && req.method === "roots/list") session = [...this.sessions].reverse().find((s) => s.offers("roots/list"));
+    // A link for this person about no call (a sign-in card): to a session whose client takes URL elicitation, else it
+    // waits, in the person's inbox (`GET requests`, the web console), to be answered there.
+    if (!session && req.method === "elicitation/create" && isUrlMode(req.params)) {
+      session = [...this.sessions].reverse().find((s) => s.offers("elicitation/create#url"));
+      if (!session) return answeredElsewhere(req);
+    }
     if (!session)
       throw new RpcError(
         ErrorCode.InvalidRequest,
@@ -106,6 +112,29 @@ export class Desk {
       throw new RpcError(ErrorCode.MethodNotFound, `the MCP client of "${this.client.id}" does not support ${capability}`);
     return session.ask(req, about);
   }
+}
+
+function isUrlMode(params: unknown): boolean {
+  return typeof params === "object" && params !== null && (params as { mode?: unknown }).mode === "url";
+}
+
+/** Longest a card waits here for its person to answer it elsewhere, unless its asker says (the gateway bounds that too). */
+const ELSEWHERE_MS = 300_000;
+
+/** A card left for its person to answer at the console: no answer from here; it ends when its asker or the gateway ends it. */
+function answeredElsewhere(req: IncomingRequest): Promise<unknown> {
+  const meta = (req.params as { _meta?: Record<string, unknown> } | undefined)?._meta;
+  const asked = meta?.["mewgate/timeout_ms"];
+  const ms = typeof asked === "number" && asked > 0 && asked < ELSEWHERE_MS ? asked : ELSEWHERE_MS;
+  return new Promise((_, reject) => {
+    const done = () => {
+      clearTimeout(timer);
+      reject(new RpcError(ErrorCode.InvalidRequest, "the card was not answered"));
+    };
+    const timer = setTimeout(done, ms);
+    timer.unref();
+    req.signal.addEventListener("abort", done, { once: true });
+  });
 }
 
 const desks = new WeakMap<ParticipantClient, Desk>();

@@ -12,8 +12,10 @@
  */
 import type { CallTrace, FaceCallInfo, Tracing } from "../../gateway/index.js";
 
-/** What a face knows of one request. */
-export type FaceRequest = Pick<FaceCallInfo, "method" | "tool" | "rpcId" | "sessionId" | "protocolVersion" | "resourceUri" | "prompt">;
+/** What a face knows of one request; `headerTraceparent`: a W3C `traceparent` HTTP header, used when `_meta` has none. */
+export type FaceRequest = Pick<FaceCallInfo, "method" | "tool" | "rpcId" | "sessionId" | "protocolVersion" | "resourceUri" | "prompt"> & {
+  headerTraceparent?: string | undefined;
+};
 
 /** What a face knows of a request from the SDK's handler context: its id, session and (over HTTP) revision header. */
 export function requestOf(
@@ -21,11 +23,13 @@ export function requestOf(
   extra: { requestId: string | number; sessionId?: string | undefined; requestInfo?: { headers: Record<string, unknown> } | undefined },
 ): FaceRequest {
   const version = extra.requestInfo?.headers["mcp-protocol-version"];
+  const traceparent = extra.requestInfo?.headers["traceparent"];
   return {
     method,
     rpcId: extra.requestId,
     sessionId: extra.sessionId,
     protocolVersion: typeof version === "string" ? version : undefined,
+    ...(typeof traceparent === "string" ? { headerTraceparent: traceparent } : {}),
   };
 }
 
@@ -41,7 +45,7 @@ export function faceTrace(
   protocolVersion?: string,
 ): FaceTrace | undefined {
   if (!tracing.on) return undefined;
-  return (request, clientTraceparent) =>
+  return ({ headerTraceparent: _, ...request }, clientTraceparent) =>
     tracing.face(
       { space, seat, transport, ...request, protocolVersion: request.protocolVersion ?? protocolVersion },
       typeof clientTraceparent === "string" ? clientTraceparent : undefined,
@@ -59,9 +63,12 @@ export async function traced<T>(
   meta: unknown,
   run: (traceparent: string | undefined) => Promise<T>,
 ): Promise<T> {
-  const clientTraceparent = typeof meta === "object" && meta !== null ? (meta as Record<string, unknown>)["traceparent"] : undefined;
+  const inMeta = typeof meta === "object" && meta !== null ? (meta as Record<string, unknown>)["traceparent"] : undefined;
+  // A client may send its trace context as an HTTP header alone (W3C Trace Context): it counts as the `_meta` one.
+  const clientTraceparent = inMeta ?? request.headerTraceparent;
   const span = trace?.(request, clientTraceparent);
-  if (!span) return run(undefined);
+  // Untraced here, the header's context still goes on to the space (the gateway checks it), as a `_meta` one does.
+  if (!span) return run(inMeta === undefined ? request.headerTraceparent : undefined);
   try {
     const result = await run(span.traceparent);
     const isError = typeof result === "object" && result !== null && (result as Record<string, unknown>)["isError"] === true;

@@ -12,7 +12,8 @@
  *
  * `HeldCalls` is what one HTTP mount keeps (its key lives as long as the process: after a
  * restart a state resumes nothing, and the call's proposal is decided in the space as
- * ever); modern.ts answers with it.
+ * ever); modern-held.ts answers with it. `HeldRuns` are the held calls still running in the
+ * gateway: each can be withdrawn, and is when its client leaves it (modern-held.ts).
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
@@ -103,6 +104,8 @@ export type HeldOutcome<R> = { status: "pending" } | { status: "done"; result: R
  */
 export class HeldOutcomes<R> {
   private readonly entries = new Map<string, HeldOutcome<R>>();
+  /** Requests waiting for a proposal's outcome (`until`), woken when it settles. */
+  private readonly waiters = new Map<string, Set<() => void>>();
 
   constructor(private readonly max = 10_000) {}
 
@@ -118,7 +121,41 @@ export class HeldOutcomes<R> {
     if (had?.status === "done") return false;
     this.entries.set(id, { status: "done", result });
     this.trim();
+    const woken = this.waiters.get(id);
+    this.waiters.delete(id);
+    for (const wake of woken ?? []) wake();
     return true;
+  }
+
+  /** Waits until proposal `id` is settled (or is no longer kept), `ms` passed, or `signal` aborted. */
+  until(id: string, ms: number, signal?: AbortSignal): Promise<"settled" | "timeout" | "aborted"> {
+    if (this.read(id).status !== "pending") return Promise.resolve("settled");
+    return new Promise((resolve) => {
+      let set = this.waiters.get(id);
+      if (!set) {
+        set = new Set();
+        this.waiters.set(id, set);
+      }
+      const mine = set;
+      const done = (how: "settled" | "timeout" | "aborted") => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", aborted);
+        mine.delete(wake);
+        if (mine.size === 0 && this.waiters.get(id) === mine) this.waiters.delete(id);
+        resolve(how);
+      };
+      const wake = () => done("settled");
+      const aborted = () => done("aborted");
+      const timer = setTimeout(() => done("timeout"), ms);
+      mine.add(wake);
+      if (signal?.aborted) aborted();
+      else signal?.addEventListener("abort", aborted, { once: true });
+    });
+  }
+
+  /** Requests waiting on proposal `id` now. */
+  waiting(id: string): number {
+    return this.waiters.get(id)?.size ?? 0;
   }
 
   read(id: string): HeldOutcome<R> {
@@ -139,6 +176,9 @@ export class HeldOutcomes<R> {
     for (const id of this.entries.keys()) {
       if (this.entries.size <= this.max) break;
       this.entries.delete(id);
+      const woken = this.waiters.get(id);
+      this.waiters.delete(id);
+      for (const wake of woken ?? []) wake();
     }
   }
 }
@@ -146,22 +186,114 @@ export class HeldOutcomes<R> {
 /** What a held call ended with: its result, or the error the face gave. */
 export type HeldEnd = { result: unknown } | { error: { code: number; message: string; data?: unknown } };
 
-/** What answering a held call with `input_required` needs: the seat, its sealed states and recorded outcomes. */
+/**
+ * The held calls of a mount still running in the gateway, by proposal: each can be withdrawn
+ * (its inner call aborted: the face withdraws the proposal), and is when its client leaves
+ * it — a request dropped while it waited, or no request again within a while after it was
+ * told to ask again. Entries end when the call does.
+ */
+export class HeldRuns {
+  private readonly runs = new Map<
+    string,
+    { abort: AbortController; route?: HeldRoute | undefined; abandon?: NodeJS.Timeout | undefined }
+  >();
+  /** Requests held open now, on the whole mount (bounded in modern-held.ts). */
+  holding = 0;
+
+  add(id: string, abort: AbortController, route?: HeldRoute): void {
+    this.runs.set(id, { abort, route });
+  }
+
+  /** Where the call's log lines go (modern-logs.ts), re-pointed to each request that waits on it. */
+  route(id: string): HeldRoute | undefined {
+    return this.runs.get(id)?.route;
+  }
+
+  ended(id: string): void {
+    clearTimeout(this.runs.get(id)?.abandon);
+    this.runs.delete(id);
+  }
+
+  /** The client asked again: it has not left. */
+  resumed(id: string): void {
+    const r = this.runs.get(id);
+    if (r) clearTimeout(r.abandon);
+  }
+
+  /** Answered `input_required`: a client that does not ask again within `ms` has left, and the call is withdrawn. */
+  expectBack(id: string, ms: number): void {
+    const r = this.runs.get(id);
+    if (!r) return;
+    clearTimeout(r.abandon);
+    r.abandon = setTimeout(() => this.withdraw(id, `the MCP client did not ask for the result again within ${ms} ms`), ms);
+    r.abandon.unref();
+  }
+
+  withdraw(id: string, reason: string): void {
+    const r = this.runs.get(id);
+    if (!r) return;
+    clearTimeout(r.abandon);
+    r.abort.abort(new Error(reason));
+  }
+
+  get size(): number {
+    return this.runs.size;
+  }
+}
+
+/** A held call's log route (modern-logs.ts `LogRoute`), as held.ts needs it. */
+export interface HeldRoute {
+  to(log: ((level: never, data: unknown, logger?: string) => Promise<void>) | undefined): void;
+}
+
+/** What answering a held call needs: the seat, its sealed states, recorded outcomes, the calls running, and how long to hold. */
 export interface HeldFace {
   space: string;
   seat: string;
   states: HeldStates;
   outcomes: HeldOutcomes<HeldEnd>;
+  runs: HeldRuns;
   /** Where a person decides the proposal: a signed link for the one person who may, else its card in the console. */
   cardUrl(proposal: string): string;
   /** How long a request state resumes its call. */
   ttlMs: number;
+  /** How long one request is held open waiting for the decision before it answers `input_required` (within a client's own timeout). */
+  legMs: number;
+  /** How long after such an answer the client has to ask again before its call is withdrawn. */
+  abandonMs: number;
+  /** Progress while a request is held, when it asked for progress. */
+  progressMs: number;
+  /** SSE keep-alive comments while a request is held. */
+  keepAliveMs: number;
+}
+
+/** How the held requests of a mount wait (McpHttpOptions). */
+export interface HoldOptions {
+  /** Default 55 000: under the MCP SDK's own 60 s request timeout, so a plain client's request is answered before it gives up. */
+  legMs?: number | undefined;
+  /** Default 60 000. */
+  abandonMs?: number | undefined;
+  /** Default 2000. */
+  progressMs?: number | undefined;
+  /** Default 15 000. */
+  keepAliveMs?: number | undefined;
 }
 
 /** The held calls of one HTTP mount: one key, one record of outcomes, a face per request. */
 export class HeldCalls {
   readonly states = new HeldStates(randomBytes(32));
   readonly outcomes = new HeldOutcomes<HeldEnd>();
+  readonly runs = new HeldRuns();
+  private readonly hold: Required<{ [K in keyof HoldOptions]: number }>;
+
+  constructor(opts: HoldOptions = {}) {
+    this.hold = {
+      legMs: opts.legMs ?? 55_000,
+      abandonMs: opts.abandonMs ?? 60_000,
+      progressMs: opts.progressMs ?? 2000,
+      keepAliveMs: opts.keepAliveMs ?? 15_000,
+    };
+  }
 
   /** For a request of `seat` in `space`; the card's URL on the host the client reached. */
   face(req: IncomingMessage, space: McpFaceSpace, seat: string): HeldFace {
@@ -175,6 +307,6 @@ export class HeldCalls {
     };
     // A state outlives the proposal a little: a resumed request after an expiry reads the expiry.
     const ttlMs = space.proposalTtlMs + 60 * 60_000;
-    return { space: space.id, seat, states: this.states, outcomes: this.outcomes, cardUrl, ttlMs };
+    return { space: space.id, seat, states: this.states, outcomes: this.outcomes, runs: this.runs, cardUrl, ttlMs, ...this.hold };
   }
 }

@@ -20,6 +20,13 @@ export const TAKES_INPUT = "mewgate/input_required";
 /** Where modern.ts puts a retry's `inputResponses` and `requestState` for the face (set there only; a client's own is dropped). */
 export const RETRY_META = "mewgate/retry";
 
+/**
+ * Where modern.ts names the 2026-07-28 request a call to the face serves (modern-logs.ts): the
+ * face's log lines about that call carry it back in their `_meta`, so they reach that request's
+ * client. Set there only (a client's own is replaced).
+ */
+export const LOG_ROUTE = "mewgate/log_route";
+
 export const MAX_STATE = 65_536;
 export const MAX_RESPONSES_BYTES = 1_048_576;
 

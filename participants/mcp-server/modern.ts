@@ -11,9 +11,9 @@
  * in-process SDK v1 client, one per seat and path, kept while the seat's requests come
  * (the v1 pieces stay: the face is written on the v1 `Server`).
  *
- * A tools/call that becomes a proposal answers `input_required` (callHeld below, the state
- * sealed by held.ts) and goes on waiting in the gateway; the resumed request reads what it
- * ended with. The proposal is seen from the face's own progress message while it waits.
+ * A tools/call that becomes a proposal waits in its request for the decision, a bounded
+ * while at a time, then answers `input_required` with sealed state the client resumes it
+ * with (modern-held.ts, held.ts). The proposal is seen from the face's own progress message.
  *
  * A `subscriptions/listen` stream carries the changes the seat sees (listen.ts).
  *
@@ -23,7 +23,8 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { HeldFace } from "./held.js";
-import { isInputRequired, RETRY_META } from "./input.js";
+import { asProtocolError, asServerGave, callHeld, innerParams, type Lifted } from "./modern-held.js";
+import { logRoute } from "./modern-logs.js";
 import { ListenFeed, type ListenSchemas } from "./listen.js";
 import { callAsTask, declaresTasks, serveTaskMethod, TASKS_EXTENSION } from "./task-ext.js";
 import { declarations, paramMismatch } from "./param-headers.js";
@@ -35,6 +36,8 @@ export interface ModernModules {
   InMemoryTransport: typeof import("@modelcontextprotocol/sdk/inMemory.js").InMemoryTransport;
   ResultSchema: typeof import("@modelcontextprotocol/sdk/types.js").ResultSchema;
   McpError: typeof import("@modelcontextprotocol/sdk/types.js").McpError;
+  /** The face's log lines, routed to the request they are about (modern-logs.ts). */
+  LoggingMessageNotificationSchema: typeof import("@modelcontextprotocol/sdk/types.js").LoggingMessageNotificationSchema;
   /** The change notifications a listen stream carries (listen.ts). */
   listen: ListenSchemas;
 }
@@ -51,6 +54,7 @@ export function loadModernModules(): Promise<ModernModules> {
     InMemoryTransport: memory.InMemoryTransport,
     ResultSchema: types.ResultSchema,
     McpError: types.McpError,
+    LoggingMessageNotificationSchema: types.LoggingMessageNotificationSchema,
     listen: types,
   }));
 }
@@ -145,40 +149,6 @@ export class InnerPool<S extends { id: string }> {
   }
 }
 
-/** Of this hop's envelope (the SDK lifted it), the client's capabilities go on: a server's input_required is checked against them (input.ts). */
-const CAPABILITIES = "io.modelcontextprotocol/clientCapabilities";
-
-/** What the request's handler context carries beside its params (the SDK v2 lifts the envelope and a retry's fields out of them). */
-type Lifted = {
-  mcpReq: {
-    _meta?: Record<string, unknown>;
-    envelope?: Record<string, unknown>;
-    inputResponses?: Record<string, unknown>;
-    requestState?: () => unknown;
-  };
-};
-
-/**
- * The params asked of the face: the request's own, its `_meta` (but the progress token,
- * which the inner client replaces), the client's capabilities, and a retry's
- * `inputResponses` and `requestState` (in `_meta` under RETRY_META: the face's SDK v1
- * schemas drop keys they do not know; a client's own RETRY_META is replaced).
- */
-function innerParams(params: unknown, ctx: Lifted): Record<string, unknown> {
-  // A legacy `task` param is tolerated and never makes a task (task-ext.ts makes one for the extension).
-  const { _meta: _, task: _task, ...rest } = typeof params === "object" && params !== null ? (params as Record<string, unknown>) : {};
-  const { progressToken: __, [RETRY_META]: ___, ...meta } = ctx.mcpReq._meta ?? {};
-  const caps = ctx.mcpReq.envelope?.[CAPABILITIES];
-  if (caps !== undefined) meta[CAPABILITIES] = caps;
-  const inputResponses = ctx.mcpReq.inputResponses;
-  const requestState = ctx.mcpReq.requestState?.();
-  if (inputResponses !== undefined || requestState !== undefined) meta[RETRY_META] = { inputResponses, requestState };
-  return Object.keys(meta).length > 0 ? { ...rest, _meta: meta } : rest;
-}
-
-/** Our own progress message while a call waits (server.ts): its proposal id. */
-const WAITING = /^waiting for approval of .* \(proposal ([^()\s]{1,200})\)$/;
-
 /**
  * The SDK v2 server of one 2026-07-28 exchange, asking `client` (an in-process client of the
  * face) what each request asks: the HTTP faces make one per request, the stdio face one for
@@ -203,6 +173,8 @@ export function modernServerFactory(
           : cap === "completions"
             ? {}
             : { listChanged: true };
+  // The face logs (its waits and approvals, its servers' lines about a call): to each request's client, at the level it asked (modern-logs.ts).
+  if (caps["logging"] !== undefined) capabilities["logging"] = {};
   // Held calls as tasks (task-ext.ts), where calls can be held.
   if (asTasks && caps["tools"] !== undefined) capabilities["extensions"] = { [TASKS_EXTENSION]: {} };
   const instructions = client.getInstructions();
@@ -231,6 +203,7 @@ export function modernServerFactory(
               });
             if (held && method === "tools/call") return callHeld(m, client, held, request, ctx as never);
             const token = ctx.mcpReq._meta?.progressToken;
+            const route = logRoute(m.LoggingMessageNotificationSchema, client, (ctx as unknown as Lifted).mcpReq.log);
             const onprogress =
               token === undefined
                 ? undefined
@@ -238,7 +211,7 @@ export function modernServerFactory(
                     void ctx.mcpReq.notify({ method: "notifications/progress", params: { ...p, progressToken: token } }).catch(() => {});
             try {
               return asServerGave(
-                await client.request({ method, params: innerParams(request.params, ctx as never) } as never, m.ResultSchema, {
+                await client.request({ method, params: innerParams(request.params, ctx as never, route) } as never, m.ResultSchema, {
                   ...(ctx.mcpReq.signal ? { signal: ctx.mcpReq.signal } : {}),
                   ...(onprogress ? { onprogress, resetTimeoutOnProgress: true } : {}),
                   timeout: 24 * 60 * 60_000,
@@ -254,6 +227,8 @@ export function modernServerFactory(
                 );
               }
               throw err;
+            } finally {
+              route.end();
             }
           }) as never,
         );
@@ -285,7 +260,11 @@ export async function serveModern(
     return;
   }
   const factory = modernServerFactory(m, client, held);
-  const mismatch = await paramHeadersOf(client, req, body);
+  // The tool a tools/call names, as the seat sees it: its Mcp-Param-* headers are checked against it, and one that may wait for a person is answered over SSE.
+  const named = body as { method?: unknown; params?: { name?: unknown } } | null;
+  const tool =
+    named?.method === "tools/call" && typeof named.params?.name === "string" ? await findTool(client, named.params.name) : undefined;
+  const mismatch = tool === undefined ? undefined : paramHeadersOf(tool, req, body);
   if (mismatch !== undefined) {
     const id = (body as { id?: unknown }).id ?? null;
     res.writeHead(400, { "content-type": "application/json" });
@@ -306,7 +285,13 @@ export async function serveModern(
     res.end(JSON.stringify({ jsonrpc: "2.0", id: (body as { id?: unknown }).id ?? null, error: hold }));
     return;
   }
-  const handler = m.v2.createMcpHandler(factory, { legacy: "reject", bus: inner.feed.bus });
+  // A call that may wait for a person streams from the start, with keep-alive comments while it is held (modern-held.ts).
+  const mayHold = held !== undefined && tool?._meta?.["mewgate/policy"] === "proposal";
+  const handler = m.v2.createMcpHandler(factory, {
+    legacy: "reject",
+    bus: inner.feed.bus,
+    ...(mayHold ? { responseMode: "sse" as const, keepAliveMs: held.keepAliveMs } : {}),
+  });
   const unlisten = hold ? inner.feed.onEnd(() => void handler.close().catch(() => {})) : undefined;
   try {
     const abort = new AbortController();
@@ -348,120 +333,12 @@ export async function serveModern(
 /** Bytes a response may have waiting for its client before the client is cut. */
 const MAX_UNREAD = 1024 * 1024;
 
-type HeldCtx = {
-  mcpReq: {
-    requestState?: () => unknown;
-    envelope?: Record<string, unknown>;
-    _meta?: { progressToken?: string | number };
-    notify(n: unknown): Promise<void>;
-  };
-};
-
-/**
- * A tools/call at 2026-07-28: asked of the face; when it becomes a proposal the request
- * answers `input_required` at once (a URL elicitation to the proposal's card, when the
- * client can take one, and sealed request state) while the call waits in the gateway; a
- * resumed request reads what it ended with. The call runs once, when it is approved: a
- * resumed request never asks the face again.
- */
-async function callHeld(m: ModernModules, client: Client, held: HeldFace, request: { params?: unknown }, ctx: HeldCtx): Promise<unknown> {
-  const raw = ctx.mcpReq.requestState?.();
-  const name = String((request.params as { name?: unknown } | undefined)?.name ?? "");
-  // A state of ours (held.ts `h1.`) resumes a held call; any other is the server's, passed on untouched (input.ts).
-  if (raw !== undefined && held.states.isOurs(raw)) {
-    const open = held.states.open(raw, held.space, held.seat);
-    if (!open.ok) throw new m.v2.ProtocolError(-32602, open.message, { reason: "invalid_request_state" });
-    if (open.claims.t !== name)
-      throw new m.v2.ProtocolError(-32602, `the request state resumes a call of ${open.claims.t.slice(0, 200)}, not of this tool`, {
-        reason: "invalid_request_state",
-      });
-    const o = held.outcomes.read(open.claims.p);
-    if (o.status === "pending") return waitingAnswer(m, held, open.claims.p, raw as string, ctx);
-    if (o.status === "unknown")
-      throw new m.v2.ProtocolError(-32602, `the outcome of proposal ${open.claims.p} is no longer kept here; the call is not run again`, {
-        reason: "invalid_request_state",
-      });
-    if ("error" in o.result) throw new m.v2.ProtocolError(o.result.error.code, o.result.error.message, o.result.error.data);
-    return o.result.result;
-  }
-  const token = ctx.mcpReq._meta?.progressToken;
-  let proposal: ((id: string) => void) | undefined;
-  const becameProposal = new Promise<string>((resolve) => (proposal = resolve));
-  const call = client.request({ method: "tools/call", params: innerParams(request.params, ctx as never) } as never, m.ResultSchema, {
-    onprogress: (p: { progress: number; total?: number; message?: string }) => {
-      const id = typeof p.message === "string" ? WAITING.exec(p.message)?.[1] : undefined;
-      if (id !== undefined) return proposal?.(id);
-      // The server's own progress of a call that needed nobody goes to the client, when it asked for progress.
-      if (token !== undefined)
-        void ctx.mcpReq.notify({ method: "notifications/progress", params: { ...p, progressToken: token } }).catch(() => {});
-    },
-    resetTimeoutOnProgress: true,
-    timeout: 24 * 60 * 60_000,
-  });
-  const first = await Promise.race([
-    call.then(
-      (result) => ({ result }),
-      (err: unknown) => ({ err }),
-    ),
-    becameProposal.then((id) => ({ id })),
-  ]);
-  if ("result" in first) return asServerGave(first.result);
-  if ("err" in first) throw asProtocolError(m, first.err);
-  const id = first.id;
-  held.outcomes.hold(id);
-  // The call goes on in the gateway whatever the client does; what it ends with is kept for the resumed request.
-  call.then(
-    (result) => held.outcomes.settle(id, { result }),
-    (err: unknown) => {
-      const e = asProtocolError(m, err) as { code?: unknown; message?: unknown; data?: unknown };
-      held.outcomes.settle(id, {
-        error: {
-          code: typeof e.code === "number" ? e.code : -32603,
-          message: String(e.message ?? err),
-          ...(e.data !== undefined ? { data: e.data } : {}),
-        },
-      });
-    },
-  );
-  const state = held.states.seal({ s: held.space, w: held.seat, p: id, t: name, e: Date.now() + held.ttlMs });
-  return waitingAnswer(m, held, id, state, ctx);
-}
-
-function waitingAnswer(m: ModernModules, held: HeldFace, proposal: string, requestState: string, ctx: HeldCtx): unknown {
-  const caps = ctx.mcpReq.envelope?.["io.modelcontextprotocol/clientCapabilities"] as { elicitation?: { url?: unknown } } | undefined;
-  if (caps?.elicitation?.url === undefined) return m.v2.inputRequired({ requestState });
-  return m.v2.inputRequired({
-    inputRequests: {
-      approval: m.v2.inputRequired.elicitUrl({
-        message: `This call waits for approval in the space (proposal ${proposal}). Open the card to see it; send the request again once it is decided.`,
-        url: held.cardUrl(proposal),
-      }),
-    },
-    requestState,
-  });
-}
-
-function asProtocolError(m: ModernModules, err: unknown): unknown {
-  if (!(err instanceof m.McpError)) return err;
-  const prefix = `MCP error ${err.code}: `;
-  return new m.v2.ProtocolError(err.code, err.message.startsWith(prefix) ? err.message.slice(prefix.length) : err.message, err.data);
-}
-
-/** A server's input_required as it gave it: without the `content: []` the face's SDK v1 puts in every tool result. */
-function asServerGave(result: unknown): unknown {
-  if (!isInputRequired(result)) return result;
-  const { content, ...rest } = result;
-  return Array.isArray(content) && content.length === 0 ? rest : result;
-}
-
 /** For a tools/call: why its Mcp-Param-* headers disagree with its arguments under the tool's schema (param-headers.ts), if they do. */
-async function paramHeadersOf(client: Client, req: IncomingMessage, body: unknown): Promise<string | undefined> {
-  const call = body as { method?: unknown; params?: { name?: unknown; arguments?: unknown } } | null;
-  if (call?.method !== "tools/call" || typeof call.params?.name !== "string") return undefined;
-  const tool = await findTool(client, call.params.name);
+function paramHeadersOf(tool: Listed | undefined, req: IncomingMessage, body: unknown): string | undefined {
+  const call = body as { params?: { arguments?: unknown } };
   const decls = declarations(tool?.inputSchema);
   if (decls.length === 0) return undefined;
-  return paramMismatch(decls, call.params.arguments, (h) => {
+  return paramMismatch(decls, call.params?.arguments, (h) => {
     const v = req.headers[h];
     return Array.isArray(v) ? v[0] : v;
   });

@@ -423,6 +423,7 @@ export class SpaceMcpServer extends Server {
     offers: (method) => {
       const caps = this.getClientCapabilities();
       if (method === "elicitation/create") return caps?.elicitation !== undefined;
+      if (method === "elicitation/create#url") return caps?.elicitation?.url !== undefined;
       if (method === "sampling/createMessage") return caps?.sampling !== undefined;
       if (method === "roots/list") return caps?.roots !== undefined;
       return false;

@@ -8,11 +8,17 @@
  * Split from server.ts, which owns the session and says when it may send.
  */
 import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
+import { LOG_ROUTE } from "./input.js";
 
 /** MCP's log levels, least severe first. */
 const LOG_LEVELS: readonly LoggingLevel[] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
 
-type Notify = (n: { method: "notifications/message"; params: { level: LoggingLevel; logger: string; data: unknown } }) => Promise<void>;
+type Notify = (n: {
+  method: "notifications/message";
+  params: { level: LoggingLevel; logger: string; data: unknown; _meta?: Record<string, unknown> };
+}) => Promise<void>;
+/** The request a line is about: its stream, and its `_meta`. */
+type About = { sendNotification: Notify; _meta?: Record<string, unknown> | undefined };
 
 export class SessionLog {
   /** Below this the MCP client hears no log messages. */
@@ -27,9 +33,14 @@ export class SessionLog {
   ) {}
 
   /** A line to the client, at or above its level, on the stream of the request it is about (`about`), else the session's. */
-  send(level: LoggingLevel, data: unknown, about: { sendNotification: Notify } | undefined, logger = "mewgate"): void {
+  send(level: LoggingLevel, data: unknown, about: About | undefined, logger = "mewgate"): void {
     if (LOG_LEVELS.indexOf(level) < LOG_LEVELS.indexOf(this.level) || !this.open()) return;
-    const notification = { method: "notifications/message" as const, params: { level, logger, data } };
+    // The route of the 2026-07-28 request it is about, when a 2026-07-28 face asked (modern-logs.ts).
+    const route = about?._meta?.[LOG_ROUTE];
+    const notification = {
+      method: "notifications/message" as const,
+      params: { level, logger, data, ...(typeof route === "string" ? { _meta: { [LOG_ROUTE]: route } } : {}) },
+    };
     (about ? about.sendNotification(notification) : this.notify(notification)).catch(this.debug);
   }
 
@@ -37,7 +48,7 @@ export class SessionLog {
    * A tool server's `notifications/message` from `from`: passed on under the server's own
    * logger name when serving it as itself (`only`), else prefixed with who sent it.
    */
-  fromServer(params: unknown, from: string, only: string | undefined, about: { sendNotification: Notify } | undefined): void {
+  fromServer(params: unknown, from: string, only: string | undefined, about: About | undefined): void {
     if (typeof params !== "object" || params === null) return;
     const p = params as Record<string, unknown>;
     const level = LOG_LEVELS.includes(p["level"] as LoggingLevel) ? (p["level"] as LoggingLevel) : "info";
