@@ -3,6 +3,8 @@
  *
  *   GET    me | participants | tools | grants | audit | proposals[?state=all|decided] | proposals/<id>
  *   GET    proposals/<id>/preview (what the call would change, read as the caller: proposals/preview.ts)
+ *   GET    proposals/<id>/receipt (its approval's signed receipt: proposals/receipts.ts)
+ *   GET    receipts/jwks.json     (the keys receipts are checked with; no sign-in)
  *   GET    history[?limit=N]      (recent envelopes the caller may see: chat and activity on open)
  *   POST   proposals/<id>/approve {scope?, arguments?, reason?}
  *   POST   proposals/<id>/reject  {reason, text?}
@@ -137,6 +139,9 @@ async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerRespons
       read.ok ? { status: 200, body: linkState(space, read.body["link"]) } : fail(read.status, "invalid_payload", read.message),
     );
   }
+  // The public keys approval receipts are checked with (proposals/receipts.ts): anyone may fetch them.
+  if (req.method === "GET" && rest.length === 2 && rest[0] === "receipts" && rest[1] === "jwks.json")
+    return send(res, { status: 200, body: space.receipts.jwks() }, { "cache-control": "max-age=300" });
   const device = linkPath !== undefined && req.headers.authorization === undefined ? deviceParticipant(space, req) : undefined;
   const caller = device ? { space, id: device.id } : await authenticate(space, req, res);
   if (!caller) return;
@@ -232,6 +237,19 @@ async function dispatch(
     case "GET proposals/:id": {
       const p = visible(c).find((x) => x.id === id);
       return p ? ok(proposalView(space, c.id, p)) : fail(404, "unknown_proposal", `no pending proposal "${clip(id ?? "")}"`);
+    }
+    case "GET proposals/:id/receipt": {
+      // The signed receipt of its approval, from the audit trail (every approval of it: an interrupted one may have two).
+      const entries = space.ledger.audit({}).filter((e) => e.proposal === id && e.event === "approved" && e.receipt !== undefined);
+      if (!entries.length) return fail(404, "no_receipt", `no approval receipt for proposal "${clip(id ?? "")}"`);
+      const last = entries[entries.length - 1]!;
+      return ok({
+        proposal: id,
+        receipt: last.receipt,
+        decision: last.decision,
+        receipts: entries.map((e) => ({ receipt: e.receipt, decision: e.decision, ts: e.ts })),
+        jwks: `/api/spaces/${encodeURIComponent(space.id)}/receipts/jwks.json`,
+      });
     }
     case "GET proposals/:id/preview": {
       const p = visible(c).find((x) => x.id === id);

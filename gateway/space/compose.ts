@@ -34,6 +34,7 @@ import { SpaceMetrics } from "../ports/metrics.js";
 import { Registry } from "../ports/registry.js";
 import { Tracing } from "../ports/tracing.js";
 import { Aids } from "../proposals/aids.js";
+import { ReceiptKeys } from "../proposals/receipts.js";
 import { type Proposal, ProposalBook, runningArguments } from "../proposals/book.js";
 import { Decisions } from "../proposals/decisions.js";
 import { personIn } from "../policy/learn/history.js";
@@ -92,6 +93,8 @@ export interface SpaceParts {
   /** mcp/request and mcp/response, the gateway endpoint, the catalogue. */
   readonly router: McpRouter;
   readonly aids: Aids;
+  /** The key that signs approval receipts and the JWKS that checks them (proposals/receipts.ts). */
+  readonly receipts: ReceiptKeys;
   readonly notifier: Notifier;
   readonly roster: Roster;
   readonly lending: Lending;
@@ -265,6 +268,9 @@ export function composeSpace(
     },
     personIn(config),
   );
+  // Each approval's signed receipt (proposals/receipts.ts), under the space's key in the state directory.
+  const receipts = new ReceiptKeys(id, config.gateway.state_dir);
+  void receipts.ready().catch((err: unknown) => log.error({ err: String(err) }, "the approval receipt key could not be read"));
   const decisions = new Decisions(
     host,
     proposals,
@@ -275,6 +281,7 @@ export function composeSpace(
     lending,
     (p, approvers) => notifier.escalated(p, approvers),
     { config, groups: authority.groups, recorded, registry },
+    receipts,
   );
   // Stacks that were held when the gateway stopped are held again, with their calls.
   conversations.resume();
@@ -360,6 +367,7 @@ export function composeSpace(
     recorded,
     router,
     aids,
+    receipts,
     notifier,
     roster,
     lending,
@@ -368,7 +376,11 @@ export function composeSpace(
     seats,
     recompile,
     refresh,
-    reload: (next, tokens, by) => applyReload(reloading, next, tokens, by),
+    reload: (next, tokens, by) => {
+      // A receipt key rotated since (mewgate audit receipts rotate-key) signs from now on.
+      receipts.reload();
+      return applyReload(reloading, next, tokens, by);
+    },
   };
 }
 

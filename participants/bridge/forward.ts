@@ -141,8 +141,9 @@ export class Forwarder {
       if (typeof progressToken === "string" || typeof progressToken === "number") callerToken = progressToken;
       takesInput = takes === true && (up.modern ?? up.client).getProtocolEra() === "modern";
       // The SDK puts in a token of its own and maps the server's progress back to us; the gateway's keys
-      // (mewgate/…: a timeout, the person a call acts for) are ours to read, not the server's.
-      const passed = Object.fromEntries(Object.entries(meta).filter(([key]) => !key.startsWith("mewgate/")));
+      // (mewgate/…: a timeout, the person a call acts for) are ours to read, not the server's — but for
+      // the approval's signed receipt, which is the server's to check (docs/security.md, receipts).
+      const passed = Object.fromEntries(Object.entries(meta).filter(([key]) => !key.startsWith("mewgate/") || key === RECEIPT_KEY));
       const kept = Object.keys(passed).length;
       if (callerToken !== undefined || takes !== undefined || kept !== Object.keys(meta).length)
         params = kept > 0 ? { ...params, _meta: passed } : withoutKey(params, "_meta");
@@ -296,6 +297,9 @@ export class Forwarder {
     );
   }
 }
+
+/** The approval receipt the gateway stamps on an approved call (gateway/calls/person.ts), passed to the server. */
+const RECEIPT_KEY = "mewgate/receipt";
 
 /** The `_meta` flag the face sets on a request from a 2026-07-28 client: it takes `input_required` itself. */
 export const TAKES_INPUT = "mewgate/input_required";
