@@ -14,6 +14,9 @@ import { canonical } from "../store/chain.js";
 import type { AuditRecord } from "../proposals/book.js";
 import type { Plan } from "../ports/plan.js";
 import type { Reasoned } from "../policy/rules.js";
+import type { SpaceMetrics } from "../ports/metrics.js";
+import type { CallTrace, Tracing } from "../ports/tracing.js";
+import { newDecisionId } from "../proposals/receipts.js";
 
 /** Largest canonical JSON of arguments written into a `called` record whole. */
 export const INLINE_ARGUMENTS = 4096;
@@ -28,6 +31,31 @@ export function allowedBy(reason: Reasoned | undefined): string {
   return `${reason.step ?? "policy"}: ${reason.why}`;
 }
 
+/** Who allowed a direct call, by kind (ports/tracing.ts `DecisionFacts`): an `except` rule is one a person accepted as learned (policy/learn/). */
+export function directDecider(reason: Reasoned | undefined): "learned_rule" | "rule" | "grant" | "capability" {
+  if (reason?.grant) return "grant";
+  const key = reason?.match?.rule.key;
+  if (key !== undefined) return key.startsWith("except") ? "learned_rule" : "rule";
+  return "capability";
+}
+
+/**
+ * A tool call policy allowed and the router routed: a decision like a person's (ports/tracing.ts
+ * `DecisionFacts`), counted by decider and put on the call's span when the space exports
+ * traces. Returns its decision id, which the call's `called` entry keeps.
+ */
+export function allowedDecision(
+  space: { metrics: SpaceMetrics; tracing: Pick<Tracing, "on"> },
+  trace: CallTrace | undefined,
+  reason: Reasoned | undefined,
+): string {
+  const id = newDecisionId();
+  const decider = directDecider(reason);
+  space.metrics.decision("allowed", decider);
+  if (space.tracing.on) trace?.decided?.({ id, outcome: "allowed", decider, rule: allowedBy(reason) });
+  return id;
+}
+
 export function directCallPlan(
   call: {
     id: string;
@@ -36,6 +64,8 @@ export function directCallPlan(
     method: string;
     params: Record<string, unknown> | undefined;
     reason: Reasoned | undefined;
+    /** The decision id (router.ts `allowed`), shared with the call's span. */
+    decision?: string | undefined;
   },
   now = new Date(),
 ): Plan<AuditRecord> {
@@ -61,6 +91,7 @@ export function directCallPlan(
         : {}),
     scope: allowedBy(call.reason).slice(0, 512),
     outcome: `request ${call.id.slice(0, 200)}`,
+    ...(call.decision !== undefined ? { decision: call.decision } : {}),
   };
   return { records: [{ type: "audit", entry }], apply() {} };
 }

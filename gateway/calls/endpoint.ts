@@ -17,7 +17,7 @@
  * the rest is, and the pages here are how a client fetches it.
  */
 import type { Call } from "./calls.js";
-import { directCallPlan } from "./direct-audit.js";
+import { allowedDecision, directCallPlan } from "./direct-audit.js";
 import {
   type Envelope,
   ErrorCodes,
@@ -83,7 +83,10 @@ function fitted(preview: Record<string, unknown>, budget: number): Record<string
 export class GatewayEndpoint {
   constructor(
     /** What it uses of the space (ports/host.ts). */
-    private readonly space: Pick<SpaceHost, "config" | "fail" | "grantsView" | "note" | "pendingProposals" | "sendTo">,
+    private readonly space: Pick<
+      SpaceHost,
+      "config" | "fail" | "grantsView" | "metrics" | "note" | "pendingProposals" | "sendTo" | "tracing"
+    >,
     private readonly router: CallRouter,
     /** A tools/call that needs approval is held as a proposal; a cancelled one is withdrawn. */
     private readonly decisions: Pick<ProposalDesk, "hold" | "withdrawn">,
@@ -216,6 +219,7 @@ export class GatewayEndpoint {
             method: "tools/call",
             params,
             reason: verdict.reason,
+            decision: allowedDecision(this.space, this.router.calls.get(env.id)?.trace, verdict.reason),
           }),
         );
       return;

@@ -19,14 +19,14 @@ import {
   stamp,
 } from "../wire/envelope.js";
 import { CALLBACK_METHODS } from "./calls.js";
-import { directCallPlan } from "./direct-audit.js";
+import { allowedDecision, directCallPlan } from "./direct-audit.js";
 import type { GatewayEndpoint } from "./endpoint.js";
 import type { McpRouter } from "./router.js";
 
 export class Requests {
   constructor(
     /** What it uses of the space (ports/host.ts): the decision point, the way out, the ledger written behind. */
-    private readonly space: Pick<SpaceHost, "authority" | "capabilityViolation" | "deliver" | "fail" | "note">,
+    private readonly space: Pick<SpaceHost, "authority" | "capabilityViolation" | "deliver" | "fail" | "metrics" | "note" | "tracing">,
     private readonly router: Pick<McpRouter, "calls" | "authorize" | "refuse" | "route" | "cancel" | "refreshTools">,
     private readonly decisions: Pick<ProposalDesk, "onFulfil">,
     private readonly endpoint: GatewayEndpoint,
@@ -98,7 +98,15 @@ export class Requests {
     // A direct tool call is audited with what allowed it (direct-audit.ts), written behind it.
     if (routed && !served && payload.method === "tools/call")
       void this.space.note(
-        directCallPlan({ id: env.id, caller: member.id, target, method: payload.method, params: payload.params, reason: verdict.reason }),
+        directCallPlan({
+          id: env.id,
+          caller: member.id,
+          target,
+          method: payload.method,
+          params: payload.params,
+          reason: verdict.reason,
+          decision: allowedDecision(this.space, this.router.calls.get(env.id)?.trace, verdict.reason),
+        }),
       );
   }
 

@@ -35,7 +35,8 @@ import { Registry } from "../ports/registry.js";
 import { Tracing } from "../ports/tracing.js";
 import { Aids } from "../proposals/aids.js";
 import { ReceiptKeys } from "../proposals/receipts.js";
-import { type Proposal, ProposalBook, runningArguments } from "../proposals/book.js";
+import { decisionOf } from "../proposals/telemetry.js";
+import { DEFINITION_CHANGED_KEY, OPEN_OWNER, type Proposal, ProposalBook, runningArguments } from "../proposals/book.js";
 import { Decisions } from "../proposals/decisions.js";
 import { personIn } from "../policy/learn/history.js";
 import { LEARN_WINDOW, Recorded } from "../policy/learn/recorded.js";
@@ -225,6 +226,9 @@ export function composeSpace(
   // Each change of a proposal is counted, timed, traced and told to the webhooks.
   proposals.changed.add((p, event, from) => {
     metrics.proposal(event);
+    // A decision (proposals/telemetry.ts) is counted by outcome and decider, and put on the wait's span.
+    const decided = decisionOf(p, event, from, (who, q) => decisions.deciderKind(who, q));
+    if (decided) metrics.decision(decided.outcome, decided.decider);
     // Its wait for a person as a span, under the call its proposer is serving, if any.
     if (tracing.on)
       tracing.proposal(
@@ -233,11 +237,31 @@ export function composeSpace(
         event,
         from,
         () => calls.serving(p.proposer, (p.envelope as { correlation_id?: string[] }).correlation_id)?.trace?.context,
+        () => decided && { ...decided, ...decisionContext(p) },
       );
     if (from === "pending" && (event === "approved" || event === "rejected"))
       metrics.decisionSeconds.observe((Date.now() - Date.parse(p.createdAt)) / 1000);
     notifier.proposal(p, event);
   });
+
+  /** The rule that asked for a person and the gateway's risk of what ran, for a decision's span. */
+  const decisionContext = (p: Proposal): { rule?: string; risk?: string } => {
+    if (p.tool === undefined || p.owner === OPEN_OWNER) return {};
+    const args = runningArguments(p);
+    const entry = registry.get(p.owner, p.tool);
+    const payload = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload;
+    const risk = recorded.riskOf({
+      id: p.id,
+      proposer: p.proposer,
+      owner: p.owner,
+      tool: p.tool,
+      args,
+      annotations: entry?.annotations,
+      definitionChanged: payload?.[DEFINITION_CHANGED_KEY] !== undefined,
+      flagged: (entry?.findings?.length ?? 0) > 0,
+    });
+    return { rule: authority.why(p.proposer, p.owner, p.tool, args), risk: risk.level };
+  };
 
   const roster = new Roster(delivery, metrics, {
     config,
