@@ -53,9 +53,13 @@ async function otlpReceiver(): Promise<{ url: string; spans: Span[] }> {
 const attrs = (list: Span["attributes"] | undefined): Record<string, unknown> =>
   Object.fromEntries((list ?? []).map((a) => [a.key, a.value["stringValue"] ?? a.value["intValue"] ?? a.value["boolValue"]]));
 /** The `mewgate.decision` event of the span that has one with this decision id. */
-const decisionEvent = (spans: Span[], id: string) =>
+const decisionEvent = (spans: Span[], id: string): (Record<string, unknown> & { span: Span }) | undefined =>
   spans
-    .flatMap((s) => (s.events ?? []).filter((e) => e.name === "mewgate.decision").map((e) => ({ span: s, ...attrs(e.attributes) })))
+    .flatMap((s) =>
+      (s.events ?? [])
+        .filter((e) => e.name === "mewgate.decision")
+        .map((e): Record<string, unknown> & { span: Span } => ({ ...attrs(e.attributes), span: s })),
+    )
     .find((e) => e["mewgate.decision.id"] === id);
 
 const SPACE = (url: string, ttl = 600_000) => `space: {id: dt}
