@@ -36,7 +36,7 @@ const MAIN = join(dirname(fileURLToPath(import.meta.url)), "main.js");
 export async function runDetached(opts: DetachOptions, io: DetachIo): Promise<number> {
   const file = resolve(spaceFile(opts.file));
   // Read the file here too: a bad space.yaml is reported right away, not in a log.
-  const loaded: LoadedSpace = await loadSpace(file, { stateDir: opts.stateDir, env: io.env });
+  const loaded: LoadedSpace = await loadSpace(file, { stateDir: opts.stateDir, env: io.env, signs: true });
   refuseIfRunning(loaded.stateDir);
   const plan = planParticipants(loaded.config, opts.as, { terminal: false });
   const args = [MAIN, "up", file, "--state-dir", loaded.stateDir, "--detached-child"];

@@ -99,7 +99,7 @@ interface Running {
 
 async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
   const file = spaceFile(opts.file);
-  const loaded = await loadSpace(file, { stateDir: opts.stateDir, env: io.env });
+  const loaded = await loadSpace(file, { stateDir: opts.stateDir, env: io.env, signs: true });
   const { config, stateDir } = loaded;
   refuseIfRunning(stateDir);
   const plan = planParticipants(config, opts.as, { terminal: !opts.detachedChild });
