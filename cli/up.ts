@@ -17,7 +17,7 @@ import type { ParticipantConfig, Space } from "../gateway/index.js";
 import { TokenBook } from "../gateway/index.js";
 import { startAgent, type AgentHandle } from "../participants/agent/participant.js";
 import { ParticipantClient } from "../participants/index.js";
-import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
+import { openBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { spawnFailure } from "./failure.js";
 import { prepareOAuth } from "./oauth.js";
 import { findingLines, hearFindings, reloadOnSignal, startGateway, type RunningGateway } from "./gateway.js";
@@ -76,7 +76,7 @@ export async function runUp(opts: UpOptions, io: UpIo = defaultIo()): Promise<nu
     return await runForeground(opts, io);
   } catch (e) {
     const message = e instanceof ConfigError || e instanceof CliError ? e.message : (e as Error).message;
-    if (opts.detachedChild) process.send?.({ type: "error", message });
+    if (opts.detachedChild && process.connected) process.send?.({ type: "error", message });
     err(message);
     return e instanceof CliError ? e.exitCode : 1;
   }
@@ -84,6 +84,9 @@ export async function runUp(opts: UpOptions, io: UpIo = defaultIo()): Promise<nu
 
 // ---------------------------------------------------------------------------------------
 // Foreground
+
+/** A signal (or a stop) came while the space was still starting: everything started so far stops. */
+class StoppedDuringStart extends Error {}
 
 interface Running {
   gateway: RunningGateway | undefined;
@@ -117,6 +120,8 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
     files: undefined,
     cluster: undefined,
   };
+  /** Bridges whose start has not ended (a sign-in may be waited for). */
+  const starting = new Set<Bridge>();
   let notify: (text: string, level: "info" | "error") => void = (text, level) => {
     say(level === "error" ? `! ${text}` : `· ${text}`);
     // In the background half of --detach, the foreground half prints them too, until it leaves.
@@ -124,9 +129,17 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
   };
   const notice = (text: string, level: "info" | "error" = "info") => notify(text, level);
 
-  // Signals stop everything; installed first so a Ctrl-C during start-up still cleans up.
+  // Signals stop everything; installed first so a Ctrl-C during start-up still cleans up:
+  // each wait of the start (a sign-in nobody completes, say) gives way to it (`untilStopped`).
   let stopRequested: (why: string) => void = () => {};
   const stopped = new Promise<string>((resolve) => (stopRequested = resolve));
+  const untilStopped = <T>(p: Promise<T>): Promise<T> =>
+    Promise.race([
+      p,
+      stopped.then((why) => {
+        throw new StoppedDuringStart(why);
+      }),
+    ]);
   const onSignal = (signal: NodeJS.Signals) => stopRequested(signal);
   for (const s of ["SIGINT", "SIGTERM"] as const) process.on(s, onSignal);
   // SIGHUP reloads the space.yaml and tokens (gateway/space/reload.ts); before the gateway runs, it stops.
@@ -215,14 +228,25 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
     };
 
     // MCP servers first, so their tools are in the registry when the agents start.
+    // Recorded before anything that may wait (a sign-in): `down` and `status` find this run from here on.
+    running.files = writeUpRecord(stateDir, {
+      url,
+      config,
+      file,
+      nodes: clusterNodes && [{ name: "n1", url }, ...clusterNodes.map((n) => ({ name: n.name, url: n.url }))],
+    });
     const signIn = prepareOAuth(config, stateDir, gw, url, loaded.env);
-    // A start waits for its sign-in: the link is shown from the start, not once the bridge is up.
+    // A start waits for its sign-in: the link is shown from the start, not once the bridge is up;
+    // in the background half of --detach it goes to the foreground half, which prints it and returns.
     const oauth = signIn && {
       ...signIn,
-      onSignIn: (s: { server: string; issuer: string; url: string }) => notice(`${s.server} needs you to sign in at ${s.issuer}: ${s.url}`),
+      onSignIn: (s: { server: string; issuer: string; url: string }) => {
+        notice(`${s.server} needs you to sign in at ${s.issuer}: ${s.url}`);
+        if (opts.detachedChild && process.connected) process.send?.({ type: "signin", ...s, gateway: url, pid: process.pid });
+      },
     };
     const startOne = async (p: ParticipantConfig) => {
-      const bridge = await startBridge({
+      const opened = openBridge({
         id: p.id,
         server: p.mcp!,
         client: joinAs(p.id),
@@ -231,6 +255,9 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
         oauth,
         tracing: gw.spaces.get(config.space.id)?.tracing,
       });
+      // Held from the start, so a stop while it waits stops it too.
+      starting.add(opened.bridge);
+      const bridge = await opened.started.finally(() => starting.delete(opened.bridge));
       sayMoves(p.id, bridge.client);
       bridge.on("down", (d) => notice(`${p.id}: ${d.message}`, "error"));
       bridge.on("ready", (r) => r.restarts > 0 && notice(`${p.id}: MCP server restarted (${r.restarts})`));
@@ -242,7 +269,7 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
       );
       return bridge;
     };
-    const bridgeResults = await Promise.allSettled(plan.bridges.map(startOne));
+    const bridgeResults = await untilStopped(Promise.allSettled(plan.bridges.map(startOne)));
     bridgeResults.forEach((r, i) => {
       if (r.status === "fulfilled") running.bridges.push(r.value);
       else
@@ -275,18 +302,20 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
       }
     });
 
-    const agentResults = await Promise.allSettled(
-      plan.agents.map((p) =>
-        startAgent({
-          id: p.id,
-          config: p.agent!,
-          description: p.description,
-          client: joinAs(p.id),
-          env: loaded.env,
-          logger: logFor(p.id),
-          baseDir: dirname(config.file),
-          callTimeoutMs: config.calls.timeout_ms,
-        }),
+    const agentResults = await untilStopped(
+      Promise.allSettled(
+        plan.agents.map((p) =>
+          startAgent({
+            id: p.id,
+            config: p.agent!,
+            description: p.description,
+            client: joinAs(p.id),
+            env: loaded.env,
+            logger: logFor(p.id),
+            baseDir: dirname(config.file),
+            callTimeoutMs: config.calls.timeout_ms,
+          }),
+        ),
       ),
     );
     agentResults.forEach((r, i) => {
@@ -332,13 +361,8 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
     ];
     if (opts.detachedChild && failedToStart.length)
       throw new CliError(`could not start ${failedToStart.join("; ")} (logs: ${shortPath(join(stateDir, "logs"))}/)`);
-    running.files = writeUpRecord(stateDir, {
-      url,
-      config,
-      file,
-      nodes: clusterNodes && [{ name: "n1", url }, ...clusterNodes.map((n) => ({ name: n.name, url: n.url }))],
-    });
-    if (opts.detachedChild) {
+    // The foreground half may have left already (it returns once it printed a sign-in link).
+    if (opts.detachedChild && process.connected) {
       process.send?.({ type: "ready", url, pid: process.pid });
       process.disconnect?.();
     }
@@ -409,7 +433,12 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
       return 1;
     }
     return 0;
+  } catch (e) {
+    if (e instanceof StoppedDuringStart) return 0;
+    throw e;
   } finally {
+    // Bridges still starting (waiting for a sign-in) stop with the rest.
+    running.bridges.push(...starting);
     for (const s of ["SIGINT", "SIGTERM"] as const) process.off(s, onSignal);
     process.off("SIGHUP", onHup);
     notify = (text, level) => say(level === "error" ? `! ${text}` : `· ${text}`);
