@@ -87,6 +87,30 @@ export function startCountdowns() {
 }
 
 /**
+ * Who may decide it (gateway/operator/deciders.ts): the people who may approve and reject it,
+ * then any reviewer who may approve it within its bound, or, while nobody may approve it, who
+ * may reject it. Only those the gateway would heed now.
+ */
+export function decidersLine(p) {
+  if (!Array.isArray(p.deciders)) return undefined;
+  const ids = (xs) => (Array.isArray(xs) ? xs.filter((x) => typeof x === "string").map((x) => reveal(x)) : []);
+  const reviewers = ids(p.reviewers);
+  const people = ids(p.deciders).filter((id) => !reviewers.includes(id));
+  const rejecters = ids(p.rejecters);
+  const words = people.length
+    ? `Who may decide: ${people.join(", ")}.`
+    : reviewers.length
+      ? "No person may decide it as things stand."
+      : rejecters.length
+        ? `Nobody may approve it as things stand; ${rejecters.join(", ")} may reject it.`
+        : "Nobody in the space may decide it as things stand.";
+  const review = reviewers.length
+    ? ` ${reviewers.length === 1 ? "Reviewer" : "Reviewers"} ${reviewers.join(", ")} may approve it once (never reject it).`
+    : "";
+  return el("p", { class: "deciders", text: `${words}${review}` });
+}
+
+/**
  * The card of a proposal awaiting a decision. `on`: {approve, always, edit, respond, reject,
  * withdraw, select(p, checked)}; `selected`: whether its box is ticked.
  */
@@ -96,8 +120,11 @@ export function proposalCard(p, on, selected = false) {
   const args = cut?.arguments ?? p.arguments ?? {};
   // Buttons only for those who may decide (gateway/operator/deciders.ts); the others are told why.
   const mayNot = !p.mine && p.mayDecide === false;
+  // A reviewer approves once and never rejects; while approving is closed, one may only reject.
+  const only = p.mayOnly === "approve" || p.mayOnly === "reject" ? p.mayOnly : undefined;
   // "Always" would let one person's grant skip a second approver: not offered on a two-person rule.
   const twoPerson = p.approvals && p.approvals.required > 1;
+  const respond = el("button", { text: "Respond", title: "answer the proposer without deciding", onclick: () => on.respond(p) });
   const actions = p.mine
     ? el("div", { class: "actions" }, el("button", { text: "Withdraw", onclick: () => on.withdraw(p) }))
     : mayNot
@@ -109,22 +136,34 @@ export function proposalCard(p, on, selected = false) {
             role: "note",
             text: `You cannot decide this one: ${reveal(p.mayNotDecide ?? "not yours to decide")}.`,
           }),
-          el("button", { text: "Respond", title: "answer the proposer without deciding", onclick: () => on.respond(p) }),
+          respond,
         )
       : el(
           "div",
           { class: "actions" },
-          el("button", { class: "approve", text: cut ? "Approve again" : "Approve", title: "a", onclick: () => on.approve(p) }),
-          twoPerson
+          only
+            ? el("p", {
+                class: "may-only muted",
+                role: "note",
+                text:
+                  only === "approve"
+                    ? `You review ${reveal(p.proposer)}'s proposals: you may approve this one once, as proposed; never reject it.`
+                    : "Nobody may approve it as things stand; you may reject it.",
+              })
+            : undefined,
+          only === "reject"
+            ? undefined
+            : el("button", { class: "approve", text: cut ? "Approve again" : "Approve", title: "a", onclick: () => on.approve(p) }),
+          twoPerson || only
             ? undefined
             : el("button", {
                 text: "Always…",
                 title: "approve, and let the proposer call this tool without asking from now on (asks you to confirm)",
                 onclick: () => on.always(p),
               }),
-          el("button", { text: "Edit", title: "e", onclick: () => on.edit(p) }),
-          el("button", { text: "Respond", title: "answer the proposer without deciding", onclick: () => on.respond(p) }),
-          el("button", { class: "reject", text: "Reject", title: "r", onclick: () => on.reject(p) }),
+          only ? undefined : el("button", { text: "Edit", title: "e", onclick: () => on.edit(p) }),
+          respond,
+          only === "approve" ? undefined : el("button", { class: "reject", text: "Reject", title: "r", onclick: () => on.reject(p) }),
         );
   const intent = p.intent && typeof p.intent.text === "string" ? p.intent : undefined;
   const proposed = Date.parse(p.createdAt);
@@ -223,12 +262,7 @@ export function proposalCard(p, on, selected = false) {
           text: `Arguments edited by ${reveal(p.edited.by ?? "an approver")}${p.edited.at ? ` at ${new Date(p.edited.at).toLocaleTimeString()}` : ""}: approving runs these, not those proposed.`,
         })
       : undefined,
-    Array.isArray(p.deciders)
-      ? el("p", {
-          class: "deciders",
-          text: p.deciders.length ? `Who may decide: ${p.deciders.join(", ")}.` : "Nobody in the space may decide it as things stand.",
-        })
-      : undefined,
+    decidersLine(p),
     argumentsView(args, p.inputSchema),
     // What the call would change (a diff against the file on disk, …), beside the arguments.
     on.preview ? previewBox(p, () => on.preview(p)) : undefined,
