@@ -2,16 +2,24 @@
  * What the person deciding sees on a card, in a real headless Chromium against a real
  * gateway, at 1280 px and at 390 px (a phone), screenshotted to the test's temp dir:
  * "who may decide" names only those the gateway would heed and the buttons follow the
- * viewer's right (a reviewer approves, never rejects; one who may not gets none). Nothing
- * is wider than the page, and what participants wrote is drawn as text.
+ * viewer's right (a reviewer approves, never rejects; one who may not gets none); a turn reads
+ * as one unit, its intent once, its calls in order, each preview made after the earlier
+ * calls (a write, then an edit of the same file, with the real server-filesystem); the batch
+ * bar says what it selects and how many, and offers only low-risk calls the viewer may
+ * approve. Nothing is wider than the page, and what participants wrote is drawn as text.
  */
+import { mkdtempSync, realpathSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { launchChromium, openConsoleAs } from "./fixtures/chromium.js";
 import { tempDir } from "./fixtures/cli/harness.js";
 import { startGateway, TestClient, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 
+const FILESYSTEM = createRequire(import.meta.url).resolve("@modelcontextprotocol/server-filesystem/dist/index.js");
 const T = (id: string) => `${id}-token-0123456789abcdef`;
 const AGENT_CAPS = `capabilities: [{kind: "mcp/approve"}, {kind: "mcp/reject"}, {kind: "mcp/request"}, {kind: "chat"}]`;
 const HOSTILE = `<img src=x onerror="window.__xss=1">\u202Eexe.txt\u202C`;
@@ -20,6 +28,8 @@ let browser: Browser;
 let gw: TestGateway | undefined;
 const pages: Page[] = [];
 const clients: TestClient[] = [];
+const bridges: Bridge[] = [];
+const dirs: string[] = [];
 const shots = tempDir("mewgate-card-parts-");
 
 beforeAll(async () => {
@@ -31,8 +41,10 @@ afterAll(async () => {
 afterEach(async () => {
   await Promise.all(pages.splice(0).map((p) => p.close()));
   for (const c of clients.splice(0)) c.ws.terminate();
+  await Promise.all(bridges.splice(0).map((b) => b.stop()));
   await gw?.stop();
   gw = undefined;
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
 async function api(who: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
@@ -55,7 +67,7 @@ async function open(who: string, width = 1280): Promise<Page> {
 
 /** A full-page screenshot into the temp dir; the page must not be wider than its window. */
 async function shot(page: Page, name: string): Promise<string> {
-  const fits = await page.evaluate(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth);
+  const fits = await page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth");
   expect(fits, `${name}: the page scrolls sideways`).toBe(true);
   const path = join(shots, `${name}.png`);
   await page.screenshot({ path, fullPage: true });
@@ -64,12 +76,12 @@ async function shot(page: Page, name: string): Promise<string> {
 
 /** Every element of the inbox at most as wide as the window (its right edge inside it). */
 async function nothingWider(page: Page): Promise<string[]> {
-  return page.evaluate(() => {
+  return page.evaluate(`(() => {
     const w = document.documentElement.clientWidth;
     return [...document.querySelectorAll("#inbox *")]
       .filter((n) => n.getBoundingClientRect().width > 0 && n.getBoundingClientRect().right > w + 0.5)
-      .map((n) => `${n.tagName.toLowerCase()}.${n.className}`);
-  });
+      .map((n) => n.tagName.toLowerCase() + "." + n.className);
+  })()`);
 }
 
 let n = 0;
@@ -167,5 +179,160 @@ describe("who may decide, as the card says it", () => {
     await shot(r, "deciders-reviewer-1280");
     await rLow.getByRole("button", { name: "Approve", exact: true }).click();
     await waitFor(async () => (await api("alice", "GET", `proposals/${low}`)).status === 404, 5000, "the reviewer's approval to stand");
+  });
+});
+
+/** A gateway with the real server-filesystem over a fresh folder, `extra` participants, and a joined `agent`. */
+async function withFilesystem(extra = ""): Promise<{ dir: string; agent: TestClient }> {
+  const dir = realpathSync(mkdtempSync(join(tmpdir(), "mewgate-card-parts-fs-")));
+  dirs.push(dir);
+  gw = await startGateway(`space: {id: cp}
+policy: {proposal_ttl_ms: 600000}
+participants:
+  alice: {kind: human, token: ${T("alice")}}
+  bob: {kind: human, token: ${T("bob")}}
+  agent: {kind: agent, token: ${T("agent")}, tools: {ask: ["fs/*"]}}
+  fs: {kind: mcp, token: ${T("fs")}}
+${extra}`);
+  bridges.push(
+    await startBridge({
+      id: "fs",
+      server: { command: process.execPath, args: [FILESYSTEM, dir] },
+      client: { url: gw.url, space: "cp", token: T("fs") },
+      restart: { initialDelayMs: 50, maxDelayMs: 200 },
+    }),
+  );
+  await waitFor(async () => (await api("alice", "GET", "tools")).body.tools.some((t: any) => t.name === "fs/edit_file"), 10_000, "fs");
+  const agent = await TestClient.join(gw, "cp", T("agent"));
+  clients.push(agent);
+  return { dir, agent };
+}
+
+const turnMeta = (id: string, index: number, count: number) => ({ _meta: { "mewgate/turn": { id, index, count } } });
+
+async function turnCall(from: TestClient, tool: string, args: Record<string, unknown>, turn: [string, number, number], intent?: string) {
+  const id = `c-${++n}`;
+  from.send({
+    id,
+    kind: "mcp/proposal",
+    to: ["fs"],
+    payload: {
+      method: "tools/call",
+      params: { name: tool, arguments: args, ...turnMeta(...turn) },
+      ...(intent ? { intent } : {}),
+    },
+  });
+  await waitFor(async () => (await api("alice", "GET", `proposals/${id}`)).status === 200);
+  return id;
+}
+
+describe("a turn reads as one unit", () => {
+  it("the intent once, the calls in order, an edit previewed after the write before it; a call's own different intent is shown", {
+    timeout: 60_000,
+  }, async () => {
+    const { dir, agent } = await withFilesystem();
+    const path = join(dir, "notes.md");
+    const intent = "Create the notes file, then fix its second line.";
+    const write = await turnCall(agent, "write_file", { path, content: "one\ntwo\nthree\n" }, ["turn-a", 0, 3], intent);
+    const edit = await turnCall(agent, "edit_file", { path, edits: [{ oldText: "two", newText: "TWO" }] }, ["turn-a", 1, 3], intent);
+    // The last call says something else: a turn's first words never speak for it.
+    const other = await turnCall(agent, "write_file", { path: join(dir, "x.md"), content: "x" }, ["turn-a", 2, 3], HOSTILE);
+
+    const page = await open("alice");
+    const turn = page.locator("#inbox li.turn");
+    await turn.locator(`li.card[data-id="${other}"]`).waitFor();
+    expect(await turn.locator(".turn-head strong").textContent()).toBe("One turn of agent: 3 calls, in the order it asked for them");
+    // The intent once, at the top; the calls in order, each with its place.
+    expect(await turn.locator(":scope > blockquote.intent").textContent()).toBe(`Why agent wants them:1${intent}`);
+    expect(await turn.locator("li.card").evaluateAll((xs) => xs.map((x) => x.getAttribute("data-id")))).toEqual([write, edit, other]);
+    expect(await turn.locator(`li.card[data-id="${write}"] .intent, li.card[data-id="${edit}"] .intent`).count()).toBe(0);
+    const own = turn.locator(`li.card[data-id="${other}"] blockquote.intent`);
+    expect(await own.locator(".intent-label").textContent()).toBe("This call's own reason:");
+    expect(await own.locator(".tx").textContent()).toBe(`<img src=x onerror="window.__xss=1">⟨U+202E⟩exe.txt⟨U+202C⟩`);
+    expect(await page.evaluate("window.__xss")).toBeUndefined();
+    // The edit's preview: against what the write would leave, not a file that is not there yet.
+    const box = turn.locator(`li.card[data-id="${edit}"] section.preview`);
+    await box.locator(".preview-head").waitFor();
+    expect(await box.getAttribute("data-status")).toBe("ok");
+    expect(await box.locator(".preview-head").textContent()).toBe(
+      "Preview: changes against what call 1 (write_file) of this turn would leave",
+    );
+    expect(await box.locator(".preview-diff .del").allTextContents()).toEqual(["-two\n"]);
+    expect(await box.locator(".preview-diff .add").allTextContents()).toEqual(["+TWO\n"]);
+    expect(await box.locator(".preview-note").textContent()).toMatch(/^Shown as if call 1 \(write_file\) runs first/);
+    await shot(page, "turn-1280");
+    await page.setViewportSize({ width: 390, height: 844 });
+    expect(await nothingWider(page)).toEqual([]);
+    await shot(page, "turn-390");
+
+    // Ticked together, approved in order: the file holds what the preview said.
+    await turn.locator("button.select-turn").click();
+    await page.locator("#batch button.approve", { hasText: "Approve 3 selected" }).click();
+    await waitFor(async () => (await api("alice", "GET", "proposals")).body.proposals.length === 0, 10_000, "all three to run");
+    const { readFileSync } = await import("node:fs");
+    expect(readFileSync(path, "utf8")).toBe("one\nTWO\nthree\n");
+  });
+});
+
+describe("the batch bar", () => {
+  it("says what it selects and how many, and offers only low-risk calls the viewer may approve", { timeout: 60_000 }, async () => {
+    // helper's calls are bob's to decide: alice may not approve them, however low their risk.
+    gw = await startGateway(`space: {id: cp}
+policy: {proposal_ttl_ms: 600000}
+participants:
+  alice: {kind: human, token: ${T("alice")}}
+  bob: {kind: human, token: ${T("bob")}}
+  agent: {kind: agent, token: ${T("agent")}}
+  helper: {kind: agent, token: ${T("helper")}, approvers: [bob]}
+  fs: {kind: mcp, token: ${T("fs")}}
+`);
+    // A tool that says it is neither destructive nor open-world: a familiar call of it can be low.
+    clients.push(
+      await toolOwner(gw, "cp", T("fs"), [
+        { name: "write_file", inputSchema: { type: "object" }, annotations: { destructiveHint: false, openWorldHint: false } },
+      ]),
+    );
+    const agent = await TestClient.join(gw, "cp", T("agent"));
+    const helper = await TestClient.join(gw!, "cp", T("helper"));
+    clients.push(agent, helper);
+    const dir = "notes";
+    const write = (from: TestClient, name: string) => propose(from, "write_file", { path: join(dir, name), content: `${name}\n` });
+    // A first call of each, approved by its approver: the next ones alike are low.
+    expect((await api("alice", "POST", `proposals/${await write(agent, "a0.md")}/approve`, { scope: "once" })).status).toBe(200);
+    expect((await api("bob", "POST", `proposals/${await write(helper, "h0.md")}/approve`, { scope: "once" })).status).toBe(200);
+    const lows = [await write(agent, "a1.md"), await write(agent, "a2.md")];
+    const notMine = await write(helper, "h1.md");
+    const risky = await propose(agent, "write_file", { path: join(dir, ".env"), content: "AWS_SECRET=AKIAIOSFODNN7EXAMPLE\n" });
+    for (const id of [...lows, notMine])
+      await waitFor(async () => (await api("bob", "GET", `proposals/${id}`)).body.risk?.level === "low", 5000, `${id} low`);
+    expect((await api("alice", "GET", `proposals/${risky}`)).body.risk.level).not.toBe("low");
+
+    const page = await open("alice");
+    const select = page.locator("#batch button.select-low");
+    await select.waitFor();
+    expect(await select.textContent()).toBe("Select the 2 low-risk calls to approve together");
+    expect(await page.locator(`#inbox li.card[data-id="${notMine}"] input.pick`).count()).toBe(0);
+    await shot(page, "batch-1280");
+    await select.click();
+    await page.locator("#batch .picked", { hasText: "2 selected" }).waitFor();
+    const ticked = await page
+      .locator("#inbox input.pick:checked")
+      .evaluateAll((xs) => xs.map((x) => x.closest("li.card")?.getAttribute("data-id")));
+    expect(ticked.sort()).toEqual([...lows].sort());
+    expect(await page.locator("#batch button.approve").textContent()).toBe("Approve 2 selected");
+    // Readable: its text not the colour of its background (it was white on white).
+    const [fg, bg] = (await page.evaluate(
+      `(() => { const s = getComputedStyle(document.querySelector("#batch button.approve")); return [s.color, s.backgroundColor]; })()`,
+    )) as string[];
+    expect(fg).not.toBe(bg);
+    await page.setViewportSize({ width: 390, height: 844 });
+    expect(await nothingWider(page)).toEqual([]);
+    await shot(page, "batch-390");
+    await page.locator("#batch button.approve").click();
+    await waitFor(async () => (await api("alice", "GET", "proposals")).body.proposals.length === 2, 10_000, "the two low ones to run");
+    expect((await api("alice", "GET", "proposals")).body.proposals.map((p: any) => p.id).sort()).toEqual([notMine, risky].sort());
+    // One low call left that alice may approve: no offer to select "1 together".
+    await page.locator(`#inbox li.card[data-id="${lows[0]}"]`).waitFor({ state: "detached" });
+    expect(await page.locator("#batch button.select-low").count()).toBe(0);
   });
 });

@@ -110,11 +110,27 @@ export function decidersLine(p) {
   return el("p", { class: "deciders", text: `${words}${review}` });
 }
 
+/** Why the proposer wants it, as a quote (its intent, or its last message), or that it gave no reason. */
+export function intentQuote(p, label) {
+  const intent = p.intent && typeof p.intent.text === "string" ? p.intent : undefined;
+  if (!intent) return el("p", { class: "intent none muted", text: `${reveal(p.proposer)} gave no reason.` });
+  return el(
+    "blockquote",
+    { class: "intent" },
+    el("span", {
+      class: "intent-label",
+      text: label ?? (intent.source === "proposal" ? `Why ${reveal(p.proposer)} wants it:` : `${reveal(p.proposer)}'s last message:`),
+    }),
+    textBlock(intent.text, { fold: 8, label: "intent" }),
+  );
+}
+
 /**
  * The card of a proposal awaiting a decision. `on`: {approve, always, edit, respond, reject,
- * withdraw, select(p, checked)}; `selected`: whether its box is ticked.
+ * withdraw, select(p, checked)}; `selected`: whether its box is ticked; `turn`: its place in
+ * an agent turn drawn as one unit (turns.js): {call, count, sameIntent}.
  */
-export function proposalCard(p, on, selected = false) {
+export function proposalCard(p, on, selected = false, turn = undefined) {
   // Interrupted: approved before the gateway stopped; approving it again (same action) may run it a second time.
   const cut = p.state === "interrupted" ? (p.interrupted ?? {}) : undefined;
   const args = cut?.arguments ?? p.arguments ?? {};
@@ -165,15 +181,15 @@ export function proposalCard(p, on, selected = false) {
           respond,
           only === "approve" ? undefined : el("button", { class: "reject", text: "Reject", title: "r", onclick: () => on.reject(p) }),
         );
-  const intent = p.intent && typeof p.intent.text === "string" ? p.intent : undefined;
   const proposed = Date.parse(p.createdAt);
   return el(
     "li",
     { class: cut ? "card interrupted" : "card", "data-id": p.id, tabindex: "-1" },
+    turn ? el("p", { class: "turn-step muted", text: `Call ${turn.call} of ${turn.count} in this turn` }) : undefined,
     el(
       "div",
       { class: "card-head" },
-      p.mine || mayNot
+      p.mine || p.mayDecide !== true
         ? undefined
         : el("input", {
             type: "checkbox",
@@ -208,17 +224,8 @@ export function proposalCard(p, on, selected = false) {
         ]
       : []),
     ...(p.definitionChanged ? [definitionChange(p.definitionChanged)] : []),
-    intent
-      ? el(
-          "blockquote",
-          { class: "intent" },
-          el("span", {
-            class: "intent-label",
-            text: intent.source === "proposal" ? `Why ${p.proposer} wants it:` : `${p.proposer}'s last message:`,
-          }),
-          textBlock(intent.text, { fold: 8, label: "intent" }),
-        )
-      : el("p", { class: "intent none muted", text: `${p.proposer} gave no reason.` }),
+    // In a turn whose heading says the intent, a call says its own only where it differs (turns.js).
+    turn?.sameIntent ? undefined : intentQuote(p, turn ? "This call's own reason:" : undefined),
     el(
       "p",
       { class: "why" },
