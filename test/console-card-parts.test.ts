@@ -336,3 +336,80 @@ participants:
     expect(await page.locator("#batch button.select-low").count()).toBe(0);
   });
 });
+
+/** How far below a card's top its Approve button ends, in px. */
+async function reach(card: ReturnType<Page["locator"]>): Promise<number> {
+  const top = (await card.boundingBox())!.y;
+  const approve = (await card.getByRole("button", { name: "Approve", exact: true }).boundingBox())!;
+  return approve.y + approve.height - top;
+}
+
+describe("a card on a phone", () => {
+  it("folds long arguments and a long preview behind a disclosure that says what it holds; nothing is wider than the screen; the buttons are near", {
+    timeout: 60_000,
+  }, async () => {
+    const { dir, agent } = await withFilesystem();
+    const { writeFileSync } = await import("node:fs");
+    const name = `${"a".repeat(180)}.md`;
+    writeFileSync(join(dir, name), Array.from({ length: 300 }, (_, i) => `old line ${i}`).join("\n"));
+    const content = Array.from({ length: 300 }, (_, i) => (i % 50 === 0 ? `x${"y".repeat(900)}` : `new line ${i}`)).join("\n");
+    const deep = JSON.parse(`${"[".repeat(40)}"${"z".repeat(300)}"${"]".repeat(40)}`);
+    const id = await propose(
+      agent,
+      "write_file",
+      { path: join(dir, name), content, [`k${"e".repeat(150)}`]: deep },
+      { intent: `Because ${"w".repeat(600)} ${HOSTILE}` },
+    );
+    const page = await open("alice", 390);
+    const card = page.locator(`#inbox li.card[data-id="${id}"]`);
+    await card.locator("section.preview .preview-head").waitFor();
+    expect(await page.evaluate("window.__xss")).toBeUndefined();
+    expect(await nothingWider(page)).toEqual([]);
+    // The arguments, folded: the summary says each, the long ones by their size.
+    const args = card.locator("details.args-fold");
+    expect(await args.getAttribute("open")).toBeNull();
+    const said = (await args.locator("summary").textContent()) ?? "";
+    expect(said).toContain(`path: ${join(dir, name)}`);
+    expect(said).toContain("content: 300 line(s), ");
+    expect(said).toMatch(/k(e){150}: \[\[\[/);
+    // The preview, folded too, its heading and size in sight.
+    const fold = card.locator("section.preview details.preview-fold");
+    expect(await fold.getAttribute("open")).toBeNull();
+    expect(await card.locator("section.preview .preview-head").textContent()).toBe(
+      "Preview: changes against what is there now (fs/read_text_file)",
+    );
+    expect(await fold.locator("summary").textContent()).toMatch(/^Show the diff: \d+ lines \(\+\d+ −\d+\)$/);
+    // One enormous line of intent folds too, and says how much there is.
+    expect(await card.locator("blockquote.intent .show-all").textContent()).toMatch(/^Show all 1 line \(6\d\d characters\)$/);
+    // Every part of this card is as hostile as it gets, and still the Approve button is within a screen and a half of its top.
+    expect(await reach(card)).toBeLessThan(844 * 1.5);
+    await shot(page, "phone-card-folded-390");
+    await shot(page, "phone-card-folded-390");
+    // Opened, everything is there, and still nothing is wider than the screen.
+    await args.locator("summary").click();
+    await fold.locator("summary").click();
+    expect(await args.locator("dl.args dt").count()).toBe(3);
+    expect(await fold.locator(".preview-diff span").count()).toBeGreaterThan(300);
+    expect(await nothingWider(page)).toEqual([]);
+    await shot(page, "phone-card-open-390");
+    // A plausible long write (its path and reason ordinary, its content 300 lines): the buttons within one screen.
+    const plain = await propose(
+      agent,
+      "write_file",
+      { path: join(dir, "notes.md"), content },
+      { intent: "Rewriting the notes as you asked." },
+    );
+    const plainCard = page.locator(`#inbox li.card[data-id="${plain}"]`);
+    await plainCard.locator("section.preview .preview-head").waitFor();
+    expect(await reach(plainCard)).toBeLessThan(844);
+    await plainCard.scrollIntoViewIfNeeded();
+    await page.screenshot({ path: join(shots, "phone-card-plain-390.png") });
+    // At 1280 px a short card is not folded at all.
+    const short = await propose(agent, "write_file", { path: join(dir, "s.md"), content: "one line" });
+    const wide = await open("alice", 1280);
+    const s = wide.locator(`#inbox li.card[data-id="${short}"]`);
+    await s.locator("section.preview .preview-head").waitFor();
+    expect(await s.locator("details.args-fold, details.preview-fold").count()).toBe(0);
+    await shot(wide, "phone-card-1280");
+  });
+});

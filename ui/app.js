@@ -4,7 +4,7 @@
 import { formCards } from "./elicit.js";
 import { authHeaders, offerProvider, sessionFor, wireSignOut } from "./signin.js";
 import { reveal } from "./args.js";
-import { askResponse, confirmAlways, flagged, intentQuote, proposalCard, startCountdowns } from "./cards.js";
+import { NARROW, askResponse, confirmAlways, flagged, intentQuote, proposalCard, startCountdowns } from "./cards.js";
 import { decidedList } from "./decided.js";
 import { editArguments, editJson } from "./edit.js";
 import { installKeys } from "./keys.js";
@@ -567,6 +567,10 @@ const keys = installKeys({
   on: decide,
 });
 startCountdowns();
+// Cards fold long arguments and previews sooner on a phone (cards.js): drawn again when the width crosses over.
+matchMedia(NARROW).addEventListener("change", () => {
+  if (state.space) refreshProposals().catch(alertIn);
+});
 
 const creds = readFragment();
 if (creds) signIn(creds);

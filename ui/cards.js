@@ -4,7 +4,7 @@
 // countdown), a short id, and its arguments drawn by their schema (args.js). Every string a
 // participant wrote goes on the page with textContent, control and bidi characters shown.
 
-import { argumentsView, reveal, textBlock } from "./args.js";
+import { argsHeight, argsInBrief, argumentsView, reveal, textBlock } from "./args.js";
 import { el } from "./dom.js";
 
 export { el };
@@ -121,7 +121,8 @@ export function intentQuote(p, label) {
       class: "intent-label",
       text: label ?? (intent.source === "proposal" ? `Why ${reveal(p.proposer)} wants it:` : `${reveal(p.proposer)}'s last message:`),
     }),
-    textBlock(intent.text, { fold: 8, label: "intent" }),
+    // Folded at 8 lines, or fewer characters on a phone: one enormous line folds too.
+    textBlock(intent.text, { fold: 8, label: "intent", chars: narrowNow() ? 320 : 1600 }),
   );
 }
 
@@ -270,11 +271,39 @@ export function proposalCard(p, on, selected = false, turn = undefined) {
         })
       : undefined,
     decidersLine(p),
-    argumentsView(args, p.inputSchema),
+    foldedArguments(args, p.inputSchema),
     // What the call would change (a diff against the file on disk, …), beside the arguments.
     on.preview ? previewBox(p, () => on.preview(p)) : undefined,
     el("p", { class: "error", role: "alert" }),
     actions,
+  );
+}
+
+/** A phone's width (app.css's breakpoint): cards fold sooner there. */
+export const NARROW = "(max-width: 600px)";
+
+/** Whether the console is as narrow as a phone now. */
+const narrowNow = () => typeof matchMedia === "function" && matchMedia(NARROW).matches;
+
+/** Lines of arguments a card shows before folding them, on a phone and wider. */
+const ARGS_ROWS = { narrow: 12, wide: 60 };
+
+/**
+ * The arguments, drawn by their schema, folded behind a disclosure when they would take more
+ * than a screenful (fewer lines on a phone), so the buttons are not pages below the risk
+ * line. Its summary says every argument in brief: a short value as it is, a long one by
+ * its lines and size; opened, all of it is there.
+ */
+export function foldedArguments(args, schema) {
+  const narrow = narrowNow();
+  const rows = argsHeight(args, narrow ? 40 : 140);
+  const view = argumentsView(args, schema);
+  if (rows <= (narrow ? ARGS_ROWS.narrow : ARGS_ROWS.wide)) return view;
+  return el(
+    "details",
+    { class: "args-fold" },
+    el("summary", { text: `Arguments (about ${rows} lines; open to read them all): ${clip(argsInBrief(args, 300), 1000)}` }),
+    view,
   );
 }
 

@@ -30,6 +30,8 @@ const STATUS = {
 
 /** Most diff or text lines drawn before "show all". */
 const FOLD = 400;
+/** Lines of a preview a phone shows before folding it behind a disclosure. */
+const PHONE_LINES = 12;
 
 /** Earlier calls of the card's turn, as the gateway lists them: "call 1 (write_file)", "calls 1 (write_file) and 2 (edit_file)". */
 function calls(list) {
@@ -118,7 +120,18 @@ function draw(box, r) {
     );
   };
   fill(FOLD);
-  box.append(pre);
+  // On a phone a long preview is folded behind a disclosure saying its size: the buttons stay near.
+  const narrow = typeof matchMedia === "function" && matchMedia("(max-width: 600px)").matches;
+  let into = box;
+  if (narrow && lines.length > PHONE_LINES) {
+    const added = lines.filter((l) => l.startsWith("+") && !l.startsWith("+++")).length;
+    const removed = lines.filter((l) => l.startsWith("-") && !l.startsWith("---")).length;
+    const size = r.render === "text" ? `${lines.length} lines` : `${lines.length} lines (+${added} −${removed})`;
+    into = node("details", "preview-fold");
+    into.append(node("summary", "", `Show the ${r.render === "text" ? "text" : "diff"}: ${size}`));
+    box.append(into);
+  }
+  into.append(pre);
   if (lines.length > FOLD) {
     const more = node("button", "preview-more", `Show all ${lines.length} lines`);
     more.type = "button";
@@ -126,7 +139,7 @@ function draw(box, r) {
       fill(lines.length);
       more.remove();
     });
-    box.append(more);
+    into.append(more);
   }
 }
 
