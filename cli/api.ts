@@ -3,6 +3,7 @@
  * `grants`): they act as a participant without joining, so a human's live terminal, or
  * an in-process agent with the same identity, is never logged out by them.
  */
+import { selfCommand } from "./invocation.js";
 import type { Envelope } from "../gateway/index.js";
 import type { Target } from "./remote.js";
 import { CliError } from "./space.js";
@@ -102,7 +103,7 @@ export class ApiClient {
   private unreachable(err: Error): CliError {
     const cause = (err as { cause?: { code?: string } }).cause?.code;
     return new CliError(
-      `cannot reach the gateway at ${this.target.url}${cause ? ` (${cause})` : ""}: is it running? (mewgate up, or mewgate status)`,
+      `cannot reach the gateway at ${this.target.url}${cause ? ` (${cause})` : ""}: is it running? (${selfCommand()} up, or ${selfCommand()} status)`,
     );
   }
 }

@@ -10,6 +10,7 @@
  * --head <digest>` (or `--pinned <file>`, a file holding that output) then fails unless the
  * chain still passes through that head. State repairs (gateway/space/repair.ts) are listed.
  */
+import { selfCommand } from "./invocation.js";
 import { readFileSync } from "node:fs";
 import { isHistoryRecord, readAudit } from "../gateway/index.js";
 import { verifyHistory } from "../gateway/index.js";
@@ -42,7 +43,7 @@ export function chainBreak(stateDir: string): string | undefined {
 function pinnedHead(opts: VerifyOptions): string | undefined {
   if (opts.head !== undefined) {
     if (!/^([0-9a-f]{64})?$/.test(opts.head))
-      throw new CliError(`--head "${opts.head.slice(0, 80)}": expected a 64-character hex digest (from mewgate audit head)`);
+      throw new CliError(`--head "${opts.head.slice(0, 80)}": expected a 64-character hex digest (from ${selfCommand()} audit head)`);
     return opts.head;
   }
   if (opts.pinned === undefined) return undefined;
@@ -53,7 +54,7 @@ function pinnedHead(opts: VerifyOptions): string | undefined {
     throw new CliError(`--pinned ${opts.pinned}: ${(err as Error).message}`);
   }
   const m = /\b[0-9a-f]{64}\b/.exec(text);
-  if (!m) throw new CliError(`--pinned ${opts.pinned}: no head digest in it (write it with: mewgate audit head > ${opts.pinned})`);
+  if (!m) throw new CliError(`--pinned ${opts.pinned}: no head digest in it (write it with: ${selfCommand()} audit head > ${opts.pinned})`);
   return m[0];
 }
 

@@ -2,6 +2,7 @@
  * One-shot commands against a running space: `tools`, `send`, `proposals`, and `audit`
  * (which only reads the state directory).
  */
+import { selfCommand } from "./invocation.js";
 import { existsSync, statSync } from "node:fs";
 import type { AuditEntry } from "../gateway/index.js";
 import { readAudit } from "../gateway/index.js";
@@ -169,11 +170,11 @@ export function runProposals(
     const verb = action ?? "list";
     if (!["list", "show", "decided", "approve", "reject", "respond"].includes(verb)) {
       throw new CliError(
-        `unknown action "${verb}": mewgate proposals [list | show <id> | decided | approve <id> | reject <id> --reason <code> | respond <id> --text <words>]`,
+        `unknown action "${verb}": ${selfCommand()} proposals [list | show <id> | decided | approve <id> | reject <id> --reason <code> | respond <id> --text <words>]`,
       );
     }
     if (verb !== "list" && verb !== "decided" && !ref)
-      throw new CliError(`mewgate proposals ${verb} <id>: which proposal? (mewgate proposals lists them)`);
+      throw new CliError(`${selfCommand()} proposals ${verb} <id>: which proposal? (${selfCommand()} proposals lists them)`);
     let edited: Record<string, unknown> | undefined;
     if (opts.args !== undefined) {
       let parsed: unknown;
@@ -213,7 +214,7 @@ export function runProposals(
           else io.stdout.write(all.length ? `${all.map(proposalLine).join("\n")}\n` : "no proposals waiting\n");
           return 0;
         }
-        const found = queue.resolve(ref, "mewgate proposals list");
+        const found = queue.resolve(ref, `${selfCommand()} proposals list`);
         // Not waiting: perhaps decided already, which `show` draws and a decision names.
         if (!found.ok) return decidedAlready(api, ref!, verb, found.message, io, opts, width);
         const p = found.proposal;
@@ -323,7 +324,7 @@ export function runGrants(
 ): Promise<number> {
   return guard(io, async () => {
     const verb = action ?? "list";
-    if (!["list", "revoke"].includes(verb)) throw new CliError(`unknown action "${verb}": mewgate grants [list | revoke <id>]`);
+    if (!["list", "revoke"].includes(verb)) throw new CliError(`unknown action "${verb}": ${selfCommand()} grants [list | revoke <id>]`);
     return withApi(
       opts,
       io,
@@ -356,13 +357,13 @@ export function runGrants(
           }
           return 0;
         }
-        if (!ref) throw new CliError("mewgate grants revoke <id>: which grant? (mewgate grants lists them)");
+        if (!ref) throw new CliError(`${selfCommand()} grants revoke <id>: which grant? (${selfCommand()} grants lists them)`);
         const matches = grants.filter((g) => g.id === ref || g.id.startsWith(ref));
         if (matches.length !== 1)
           throw new CliError(
             matches.length
               ? `"${ref}" matches ${matches.length} grants; give more of the id`
-              : `no grant "${ref}" (mewgate grants lists them)`,
+              : `no grant "${ref}" (${selfCommand()} grants lists them)`,
           );
         const g = matches[0]!;
         await api.delete(`grants/${encodeURIComponent(g.id)}`);
@@ -418,7 +419,7 @@ export function runAudit(opts: AuditOptions, io: Io = processIo()): Promise<numb
     } else io.stdout.write(`${entries.map(auditLine).join("\n")}\n`);
     if (broken) {
       io.stderr.write(
-        `mewgate: ${broken}; the entries above stop short of it or cannot be trusted past it (mewgate audit verify says more)\n`,
+        `mewgate: ${broken}; the entries above stop short of it or cannot be trusted past it (${selfCommand()} audit verify says more)\n`,
       );
       return 1;
     }
@@ -455,7 +456,7 @@ export function runStateRepair(
         io.stdout.write(
           `mewgate: ${r.ended.length} proposal(s) whose later records were dropped end as failed rather than come back pending: ${r.ended.slice(0, 20).join(", ")}${r.ended.length > 20 ? ", …" : ""}\n`,
         );
-      io.stdout.write("mewgate: the repair is in the audit trail (mewgate audit verify lists it)\n");
+      io.stdout.write(`mewgate: the repair is in the audit trail (${selfCommand()} audit verify lists it)\n`);
     }
     return 0;
   });

@@ -8,6 +8,7 @@
  * encrypts the same data under a new key (a new key file; or, with the key in
  * MEWGATE_CREDENTIALS_KEY, prints the new key once for the operator to set).
  */
+import { selfCommand } from "./invocation.js";
 import { CredentialVault, KEY_ENV, VaultError, type Subject } from "../participants/bridge/oauth-vault.js";
 import { guard, processIo, type Io } from "./lifecycle.js";
 import { sanitize } from "./terminal/format.js";
@@ -23,7 +24,7 @@ export interface CredentialsOptions {
   json?: boolean | undefined;
 }
 
-const ACTIONS = "mewgate credentials list | revoke <server> [--subject space|<participant>] [--client] | rotate-key";
+const ACTIONS = `${selfCommand()} credentials list | revoke <server> [--subject space|<participant>] [--client] | rotate-key`;
 
 export function runCredentials(
   action: string,

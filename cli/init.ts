@@ -53,7 +53,7 @@ export function runInit(dirArg: string | undefined, opts: { example?: string | u
     const clashes = files.filter((f) => existsSync(join(target, f)));
     if (clashes.length) {
       throw new CliError(
-        `not overwriting ${clashes.map((f) => join(relative(process.cwd(), target) || ".", f)).join(", ")}; pick an empty directory (mewgate init <dir>)`,
+        `not overwriting ${clashes.map((f) => join(relative(process.cwd(), target) || ".", f)).join(", ")}; pick an empty directory (${selfCommand()} init <dir>)`,
       );
     }
     const where = relative(process.cwd(), target) || ".";

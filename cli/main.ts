@@ -2,6 +2,7 @@
 /**
  * The `mewgate` command: commander wiring only. Each command calls a tested module.
  */
+import { selfCommand } from "./invocation.js";
 import { readFileSync } from "node:fs";
 import { Command, InvalidArgumentError, Option } from "commander";
 // Light: the MCP machinery behind `mewgate mcp` loads when that command runs.
@@ -277,7 +278,7 @@ export function program(): Command {
     .argument("[space.yaml|dir]", "space file (default: ./space.yaml), or the state directory itself")
     .option("--state-dir <dir>", "state directory, if not the default")
     .action(async (action: string, file: string | undefined, opts) => {
-      if (action !== "repair") throw new InvalidArgumentError(`unknown action "${action}"; mewgate state repair`);
+      if (action !== "repair") throw new InvalidArgumentError(`unknown action "${action}"; ${selfCommand()} state repair`);
       process.exitCode = await (await commands()).runStateRepair({ ...opts, config: file });
     });
 
@@ -306,7 +307,7 @@ export function program(): Command {
         const mod = await import("./audit-receipts.js");
         if (sub === "verify") process.exitCode = await mod.runReceiptsVerify(receipt, opts);
         else if (sub === "rotate-key") process.exitCode = await mod.runReceiptsRotate(opts);
-        else throw new InvalidArgumentError(`unknown action "receipts ${sub ?? ""}"; mewgate audit receipts verify|rotate-key`);
+        else throw new InvalidArgumentError(`unknown action "receipts ${sub ?? ""}"; ${selfCommand()} audit receipts verify|rotate-key`);
         return;
       }
       if (action === "verify") {
@@ -317,7 +318,7 @@ export function program(): Command {
         process.exitCode = await (await import("./audit-verify.js")).runAuditHead(opts);
         return;
       }
-      if (action !== undefined) throw new InvalidArgumentError(`unknown action "${action}"; mewgate audit [verify|head|receipts]`);
+      if (action !== undefined) throw new InvalidArgumentError(`unknown action "${action}"; ${selfCommand()} audit [verify|head|receipts]`);
       process.exitCode = await (await commands()).runAudit(opts);
     });
 

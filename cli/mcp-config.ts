@@ -11,6 +11,7 @@
  * the way the gateway does; the HTTP form puts a reference to `MEWGATE_TOKEN` (or VS Code's
  * password prompt) in an `Authorization` header, never in a URL.
  */
+import { selfCommand } from "./invocation.js";
 import { resolve } from "node:path";
 import { guard, processIo, type Io } from "./lifecycle.js";
 import { CliError, gatewayUrlFor, loadSpace, spaceFile } from "./space.js";
@@ -47,7 +48,7 @@ export function runMcpConfig(participant: string, opts: McpConfigOptions, io: Io
     const seatHelp =
       `declare a seat for your MCP client in ${file} first, e.g.\n` +
       `  participants:\n    ide:\n      kind: agent\n      description: my MCP client\n      tools: {allow: ["${participant}/read_*"], ask: ["${participant}/*"]}\n` +
-      `then: mewgate mcp-config ${participant} --as ide`;
+      `then: ${selfCommand()} mcp-config ${participant} --as ide`;
     if (opts.as === undefined)
       throw new CliError(`--as <seat> is required: the participant your MCP client acts as (never the space's human). ${seatHelp}`);
     const seat = config.participants[opts.as];
@@ -91,7 +92,7 @@ export function runMcpConfig(participant: string, opts: McpConfigOptions, io: Io
 /** The snippet for one client (`json`, for stdout) and where it goes (`note`, `#` lines for stderr). */
 export function snippet(client: McpClientName, e: Entry, http: boolean, seat: string): { note: string; json: string } {
   const out = (note: string, v: unknown) => ({ note, json: `${JSON.stringify(v, null, 2)}\n` });
-  const tokenNote = `# the token of "${seat}": mewgate token show ${seat}  (keep it out of files you share)\n`;
+  const tokenNote = `# the token of "${seat}": ${selfCommand()} token show ${seat}  (keep it out of files you share)\n`;
   switch (client) {
     case "claude-desktop":
       return out(`# claude_desktop_config.json (Settings → Developer → Edit Config), under "mcpServers":\n`, {

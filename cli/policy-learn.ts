@@ -9,6 +9,7 @@
  * a call a read-only hint lets through is counted as the rules alone decide it.
  * What participants wrote (arguments, ids) is sanitised before it reaches the terminal.
  */
+import { selfCommand } from "./invocation.js";
 import { personIn, replayedCalls } from "../gateway/index.js";
 import { dryRunView } from "../gateway/index.js";
 import type { Suggestion, Withheld } from "../gateway/index.js";
@@ -68,7 +69,7 @@ export function runPolicySuggest(
         io.stdout.write(`no suggestions from ${body.calls} recorded call(s)${body.dismissed ? ` (${body.dismissed} dismissed)` : ""}\n`);
       else
         io.stdout.write(
-          `${body.suggestions.map(suggestionText).join("\n\n")}\n\naccept one: mewgate policy suggest accept <id>; dismiss: mewgate policy suggest dismiss <id>\n`,
+          `${body.suggestions.map(suggestionText).join("\n\n")}\n\naccept one: ${selfCommand()} policy suggest accept <id>; dismiss: ${selfCommand()} policy suggest dismiss <id>\n`,
         );
       const withheld = body.withheld ?? [];
       if (withheld.length)
@@ -78,7 +79,7 @@ export function runPolicySuggest(
       return 0;
     }
     if (action !== "accept" && action !== "dismiss")
-      throw new CliError(`unknown action "${action}"; mewgate policy suggest [list | accept <id> | dismiss <id>]`);
+      throw new CliError(`unknown action "${action}"; ${selfCommand()} policy suggest [list | accept <id> | dismiss <id>]`);
     if (!id) throw new CliError(`give the suggestion's id: mewgate policy suggest ${action} <id>`);
     const body = await withApi(opts, io, (api) =>
       api.post<Record<string, unknown>>(`policy/suggestions/${encodeURIComponent(id)}/${action}`, opts.confirm ? { confirm: true } : {}),

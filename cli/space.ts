@@ -58,7 +58,10 @@ export interface LoadedSpace {
  * `--state-dir` wins over `gateway.state_dir`. The state directory is not known before the
  * file is read, so the file is read again in the rare case where the first guess was wrong.
  */
-export async function loadSpace(file: string, opts: { stateDir?: string | undefined; env?: NodeJS.ProcessEnv } = {}): Promise<LoadedSpace> {
+export async function loadSpace(
+  file: string,
+  opts: { stateDir?: string | undefined; env?: NodeJS.ProcessEnv; signs?: boolean } = {},
+): Promise<LoadedSpace> {
   const base = opts.env ?? process.env;
   const spaceDir = dirname(resolve(file));
   const withDirs = (stateDir: string): NodeJS.ProcessEnv => ({
@@ -71,11 +74,13 @@ export async function loadSpace(file: string, opts: { stateDir?: string | undefi
   });
   const guess = opts.stateDir ? resolve(opts.stateDir) : resolve(spaceDir, ".mewgate");
   let env = withDirs(guess);
-  let config = await loadSpaceConfig(file, env);
+  // Only a command that runs the gateway signs webhook notices, so only it needs their secrets (`signs`).
+  const signs = opts.signs ?? false;
+  let config = await loadSpaceConfig(file, env, signs);
   const stateDir = opts.stateDir ? resolve(opts.stateDir) : config.gateway.state_dir;
   if (stateDir !== guess) {
     env = withDirs(stateDir);
-    config = await loadSpaceConfig(file, env);
+    config = await loadSpaceConfig(file, env, signs);
   }
   config.gateway.state_dir = stateDir;
   return { config, env, stateDir, sandbox: join(stateDir, "sandbox") };

@@ -9,6 +9,7 @@
  * change), so the change takes effect at once: sessions using a token no longer accepted
  * are closed (4412), and a rotation's `--grace` keeps the old token working until then.
  */
+import { selfCommand } from "./invocation.js";
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
@@ -70,7 +71,7 @@ export function runToken(action: string, id: string, opts: TokenOptions, io: Io 
 
     const grace = opts.grace ? parseDuration(opts.grace, "--grace") : 0;
     const expires = opts.expires ? parseDuration(opts.expires, "--expires") : undefined;
-    if (action === "expire" && expires === undefined) throw new CliError(`mewgate token expire ${id} --expires <duration>`);
+    if (action === "expire" && expires === undefined) throw new CliError(`${selfCommand()} token expire ${id} --expires <duration>`);
     // The operator's token as it is now: after the change it may no longer be accepted until the gateway reloads.
     const operator = await gatewayTarget(opts, io);
     const meta = readTokenMeta(stateDir, id);

@@ -2,7 +2,10 @@
  * `mewgate up --detach`: the same space in the background. This command starts itself again
  * (`up … --detached-child`, its output to the space's up log), waits until that process says
  * over IPC that it is ready (or why it is not, within 60 s), prints the warnings it sent and
- * how to join, watch and stop it, and exits. The background half is `up.ts`'s foreground run.
+ * how to join, watch and stop it, and exits. A server behind OAuth that waits for a person
+ * to sign in ends the wait too: the link is printed with the rest, and the background half
+ * finishes starting once the sign-in is done (`down` stops it meanwhile). The background
+ * half is `up.ts`'s foreground run.
  */
 import { spawn } from "node:child_process";
 import { closeSync, mkdirSync, openSync } from "node:fs";
@@ -36,7 +39,7 @@ const MAIN = join(dirname(fileURLToPath(import.meta.url)), "main.js");
 export async function runDetached(opts: DetachOptions, io: DetachIo): Promise<number> {
   const file = resolve(spaceFile(opts.file));
   // Read the file here too: a bad space.yaml is reported right away, not in a log.
-  const loaded: LoadedSpace = await loadSpace(file, { stateDir: opts.stateDir, env: io.env });
+  const loaded: LoadedSpace = await loadSpace(file, { stateDir: opts.stateDir, env: io.env, signs: true });
   refuseIfRunning(loaded.stateDir);
   const plan = planParticipants(loaded.config, opts.as, { terminal: false });
   const args = [MAIN, "up", file, "--state-dir", loaded.stateDir, "--detached-child"];
@@ -51,7 +54,8 @@ export async function runDetached(opts: DetachOptions, io: DetachIo): Promise<nu
   const child = spawn(process.execPath, args, { detached: true, stdio: ["ignore", fd, fd, "ipc"], env: io.env, cwd: process.cwd() });
   closeSync(fd);
   const notices: string[] = [];
-  const outcome = await new Promise<{ ok: true; url: string; pid: number } | { ok: false; message: string }>((resolve) => {
+  const signIns: string[] = [];
+  const outcome = await new Promise<{ ok: true; url: string; pid: number; waiting?: true } | { ok: false; message: string }>((resolve) => {
     const timer = setTimeout(
       () => resolve({ ok: false, message: `the background process did not get ready within 60 s (log: ${log})` }),
       60_000,
@@ -61,6 +65,14 @@ export async function runDetached(opts: DetachOptions, io: DetachIo): Promise<nu
       // Printed once it is ready: a failure says it all in its own message.
       if (m.type === "notice" && typeof m.text === "string")
         return void notices.push(`mewgate: ${m.level === "error" ? "warning: " : ""}${sanitize(m.text)}\n`);
+      // A sign-in to wait for: nobody would see it in the log, so it is printed, and this half returns.
+      const s = m as { type?: string; server?: string; url?: string; gateway?: string; pid?: number };
+      if (s.type === "signin" && typeof s.url === "string" && typeof s.gateway === "string") {
+        signIns.push(`  sign in:   ${sanitize(String(s.server))} waits for you to sign in: ${sanitize(s.url)}`);
+        for (const n of notices) io.stderr.write(n);
+        clearTimeout(timer);
+        return resolve({ ok: true, url: s.gateway, pid: s.pid ?? child.pid!, waiting: true });
+      }
       if (m.type === "ready") {
         for (const n of notices) io.stderr.write(n);
         clearTimeout(timer);
@@ -106,6 +118,8 @@ export async function runDetached(opts: DetachOptions, io: DetachIo): Promise<nu
       `  console:   ${outcome.url.replace(/^ws/, "http")}/ui/  (sign in with ${tokenHint})`,
       `  stop it:   ${me} down ${f}${sd}`,
       `  logs:      ${shortPath(join(loaded.stateDir, "logs"))}/`,
+      ...signIns,
+      ...(outcome.waiting ? ["  (it finishes starting once you have signed in)"] : []),
       "",
     ].join("\n"),
   );

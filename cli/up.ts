@@ -13,12 +13,10 @@ import { dirname, join } from "node:path";
 import { ConfigError } from "../gateway/index.js";
 import { connectInProcess } from "../gateway/index.js";
 import { createLogger } from "../gateway/index.js";
-import type { ParticipantConfig, Space } from "../gateway/index.js";
+import type { Space } from "../gateway/index.js";
 import { TokenBook } from "../gateway/index.js";
 import { startAgent, type AgentHandle } from "../participants/agent/participant.js";
 import { ParticipantClient } from "../participants/index.js";
-import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
-import { spawnFailure } from "./failure.js";
 import { prepareOAuth } from "./oauth.js";
 import { findingLines, hearFindings, reloadOnSignal, startGateway, type RunningGateway } from "./gateway.js";
 import { type ClusterNode, memberRoute, startBus, startNodes } from "./local-cluster.js";
@@ -30,6 +28,7 @@ import { createTerminal, isJsonMode, type TerminalSession } from "./terminal/ind
 import type { TerminalInput, TerminalOutput } from "./terminal/session.js";
 import { refuseIfRunning, removeUpRecord, writeUpRecord } from "./up-record.js";
 import { runDetached } from "./up-detach.js";
+import { UpServers } from "./up-servers.js";
 
 // The launch plan moved to plan.ts; `up` still answers for it (tests import it from here).
 export { exposedStateDir, planParticipants } from "./plan.js";
@@ -76,7 +75,7 @@ export async function runUp(opts: UpOptions, io: UpIo = defaultIo()): Promise<nu
     return await runForeground(opts, io);
   } catch (e) {
     const message = e instanceof ConfigError || e instanceof CliError ? e.message : (e as Error).message;
-    if (opts.detachedChild) process.send?.({ type: "error", message });
+    if (opts.detachedChild && process.connected) process.send?.({ type: "error", message });
     err(message);
     return e instanceof CliError ? e.exitCode : 1;
   }
@@ -85,9 +84,13 @@ export async function runUp(opts: UpOptions, io: UpIo = defaultIo()): Promise<nu
 // ---------------------------------------------------------------------------------------
 // Foreground
 
+/** A signal (or a stop) came while the space was still starting: everything started so far stops. */
+class StoppedDuringStart extends Error {}
+
 interface Running {
   gateway: RunningGateway | undefined;
-  bridges: Bridge[];
+  /** The MCP servers (up-servers.ts), once they start. */
+  servers: UpServers | undefined;
   agents: AgentHandle[];
   supervisor: Supervisor | undefined;
   human: ParticipantClient | undefined;
@@ -99,7 +102,7 @@ interface Running {
 
 async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
   const file = spaceFile(opts.file);
-  const loaded = await loadSpace(file, { stateDir: opts.stateDir, env: io.env });
+  const loaded = await loadSpace(file, { stateDir: opts.stateDir, env: io.env, signs: true });
   const { config, stateDir } = loaded;
   refuseIfRunning(stateDir);
   const plan = planParticipants(config, opts.as, { terminal: !opts.detachedChild });
@@ -109,7 +112,7 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
 
   const running: Running = {
     gateway: undefined,
-    bridges: [],
+    servers: undefined,
     agents: [],
     supervisor: undefined,
     human: undefined,
@@ -124,9 +127,17 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
   };
   const notice = (text: string, level: "info" | "error" = "info") => notify(text, level);
 
-  // Signals stop everything; installed first so a Ctrl-C during start-up still cleans up.
+  // Signals stop everything; installed first so a Ctrl-C during start-up still cleans up:
+  // each wait of the start (a sign-in nobody completes, say) gives way to it (`untilStopped`).
   let stopRequested: (why: string) => void = () => {};
   const stopped = new Promise<string>((resolve) => (stopRequested = resolve));
+  const untilStopped = <T>(p: Promise<T>): Promise<T> =>
+    Promise.race([
+      p,
+      stopped.then((why) => {
+        throw new StoppedDuringStart(why);
+      }),
+    ]);
   const onSignal = (signal: NodeJS.Signals) => stopRequested(signal);
   for (const s of ["SIGINT", "SIGTERM"] as const) process.on(s, onSignal);
   // SIGHUP reloads the space.yaml and tokens (gateway/space/reload.ts); before the gateway runs, it stops.
@@ -215,78 +226,52 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
     };
 
     // MCP servers first, so their tools are in the registry when the agents start.
+    // Recorded before anything that may wait (a sign-in): `down` and `status` find this run from here on.
+    running.files = writeUpRecord(stateDir, {
+      url,
+      config,
+      file,
+      nodes: clusterNodes && [{ name: "n1", url }, ...clusterNodes.map((n) => ({ name: n.name, url: n.url }))],
+    });
     const signIn = prepareOAuth(config, stateDir, gw, url, loaded.env);
-    // A start waits for its sign-in: the link is shown from the start, not once the bridge is up.
+    // A start waits for its sign-in: the link is shown from the start, not once the bridge is up;
+    // in the background half of --detach it goes to the foreground half, which prints it and returns.
     const oauth = signIn && {
       ...signIn,
-      onSignIn: (s: { server: string; issuer: string; url: string }) => notice(`${s.server} needs you to sign in at ${s.issuer}: ${s.url}`),
+      onSignIn: (s: { server: string; issuer: string; url: string }) => {
+        notice(`${s.server} needs you to sign in at ${s.issuer}: ${s.url}`);
+        if (opts.detachedChild && process.connected) process.send?.({ type: "signin", ...s, gateway: url, pid: process.pid });
+      },
     };
-    const startOne = async (p: ParticipantConfig) => {
-      const bridge = await startBridge({
-        id: p.id,
-        server: p.mcp!,
-        client: joinAs(p.id),
-        logger: logFor(p.id),
-        callTimeoutMs: config.calls.timeout_ms,
-        oauth,
-        tracing: gw.spaces.get(config.space.id)?.tracing,
-      });
-      sayMoves(p.id, bridge.client);
-      bridge.on("down", (d) => notice(`${p.id}: ${d.message}`, "error"));
-      bridge.on("ready", (r) => r.restarts > 0 && notice(`${p.id}: MCP server restarted (${r.restarts})`));
-      bridge.on(
-        "status",
-        (s) =>
-          s === "failed" &&
-          notice(`${p.id}: gave up restarting the MCP server (log: ${shortPath(join(stateDir, "logs", `${p.id}.log`))})`, "error"),
-      );
-      return bridge;
-    };
-    const bridgeResults = await Promise.allSettled(plan.bridges.map(startOne));
-    bridgeResults.forEach((r, i) => {
-      if (r.status === "fulfilled") running.bridges.push(r.value);
-      else
-        notice(
-          `${plan.bridges[i]!.id}: ${bridgeFailure(plan.bridges[i]!.mcp, r.reason as Error)} (log: ${shortPath(join(stateDir, "logs", `${plan.bridges[i]!.id}.log`))})`,
-          "error",
-        );
+    const servers = new UpServers({
+      space: config.space.id,
+      stateDir,
+      callTimeoutMs: config.calls.timeout_ms,
+      joinAs,
+      logger: logFor,
+      oauth,
+      tracing: () => gw.spaces.get(config.space.id)?.tracing,
+      notice,
+      sayMoves,
     });
-    // A reload (mewgate reload, SIGHUP, the console) that adds an MCP server starts it; one that removes it stops it.
-    gw.onReload((reports) => {
-      const now = gw.spaces.get(config.space.id)?.config;
-      for (const r of reports.filter((x) => x.space === config.space.id)) {
-        for (const id of r.removed) {
-          const i = running.bridges.findIndex((b) => b.id === id);
-          if (i < 0) continue;
-          const [gone] = running.bridges.splice(i, 1);
-          void gone!.stop().then(() => notice(`${id}: MCP server stopped (removed from the space)`));
-        }
-        for (const id of r.added) {
-          const p = now?.participants[id];
-          if (!p?.mcp || p.run || p.agent || running.bridges.some((b) => b.id === id)) continue;
-          startOne(p).then(
-            (b) => {
-              running.bridges.push(b);
-              notice(`${id}: MCP server started (added by a reload)`);
-            },
-            (err: Error) => notice(`${id}: ${bridgeFailure(p.mcp, err)} (log: ${shortPath(join(stateDir, "logs", `${id}.log`))})`, "error"),
-          );
-        }
-      }
-    });
+    running.servers = servers;
+    const bridgeResults = await untilStopped(servers.startAll(plan.bridges));
+    servers.followReloads(gw);
 
-    const agentResults = await Promise.allSettled(
-      plan.agents.map((p) =>
-        startAgent({
-          id: p.id,
-          config: p.agent!,
-          description: p.description,
-          client: joinAs(p.id),
-          env: loaded.env,
-          logger: logFor(p.id),
-          baseDir: dirname(config.file),
-          callTimeoutMs: config.calls.timeout_ms,
-        }),
+    const agentResults = await untilStopped(
+      Promise.allSettled(
+        plan.agents.map((p) =>
+          startAgent({
+            id: p.id,
+            config: p.agent!,
+            description: p.description,
+            client: joinAs(p.id),
+            env: loaded.env,
+            logger: logFor(p.id),
+            baseDir: dirname(config.file),
+            callTimeoutMs: config.calls.timeout_ms,
+          }),
+        ),
       ),
     );
     agentResults.forEach((r, i) => {
@@ -326,19 +311,14 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
     // start fails `up --detach` with its error, rather than a success that is not one.
     const failedToStart = [
       ...bridgeResults.flatMap((r, i) =>
-        r.status === "rejected" ? [`${plan.bridges[i]!.id}: ${bridgeFailure(plan.bridges[i]!.mcp, r.reason as Error)}`] : [],
+        r.status === "rejected" ? [`${plan.bridges[i]!.id}: ${servers.failure(plan.bridges[i]!, r.reason as Error)}`] : [],
       ),
       ...agentResults.flatMap((r, i) => (r.status === "rejected" ? [`agent ${plan.agents[i]!.id}: ${(r.reason as Error).message}`] : [])),
     ];
     if (opts.detachedChild && failedToStart.length)
       throw new CliError(`could not start ${failedToStart.join("; ")} (logs: ${shortPath(join(stateDir, "logs"))}/)`);
-    running.files = writeUpRecord(stateDir, {
-      url,
-      config,
-      file,
-      nodes: clusterNodes && [{ name: "n1", url }, ...clusterNodes.map((n) => ({ name: n.name, url: n.url }))],
-    });
-    if (opts.detachedChild) {
+    // The foreground half may have left already (it returns once it printed a sign-in link).
+    if (opts.detachedChild && process.connected) {
       process.send?.({ type: "ready", url, pid: process.pid });
       process.disconnect?.();
     }
@@ -384,7 +364,7 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
       if (opts.greet !== false && agents.length > 0) {
         await toolsRegistered(
           space,
-          running.bridges.map((b) => b.id),
+          servers.running.map((b) => b.id),
         );
         if (!terminal.isEnded) {
           try {
@@ -409,6 +389,9 @@ async function runForeground(opts: UpOptions, io: UpIo): Promise<number> {
       return 1;
     }
     return 0;
+  } catch (e) {
+    if (e instanceof StoppedDuringStart) return 0;
+    throw e;
   } finally {
     for (const s of ["SIGINT", "SIGTERM"] as const) process.off(s, onSignal);
     process.off("SIGHUP", onHup);
@@ -443,7 +426,8 @@ async function shutdown(r: Running, say: (text: string) => void): Promise<void> 
   await quietly(r.human?.close());
   await Promise.all(r.agents.map((a) => quietly(a.stop())));
   await quietly(r.supervisor?.stop());
-  await Promise.all(r.bridges.map((b) => quietly(b.stop())));
+  // Bridges still starting (waiting for a sign-in) stop with the rest.
+  await Promise.all((r.servers?.all() ?? []).map((b) => quietly(b.stop())));
   await quietly(r.cluster?.stopNodes());
   await quietly(r.gateway.stop());
   await quietly(r.cluster?.bus.stop());
@@ -473,13 +457,4 @@ function waitFor(cond: () => boolean, o: { timeoutMs: number; intervalMs: number
       }
     }, o.intervalMs);
   });
-}
-
-/** Why an MCP server did not start, in one line: a missing command named as such. */
-function bridgeFailure(mcp: unknown, err: Error): string {
-  const command = mcp && typeof mcp === "object" && "command" in mcp && typeof mcp.command === "string" ? mcp.command : undefined;
-  // The code, or (wrapped on the way by the MCP SDK) node's own words for it.
-  const code = (err as NodeJS.ErrnoException).code ?? /\bspawn \S+ (ENOENT|EACCES)\b/.exec(err.message)?.[1];
-  if (command && (code === "ENOENT" || code === "EACCES")) return spawnFailure(command, Object.assign(new Error(err.message), { code }));
-  return `could not start the MCP server: ${err.message}`;
 }

@@ -152,7 +152,7 @@ describe("the card says who may decide", () => {
 
     // The API says it first: bob may not decide helper's proposal (its approvers are alice).
     const h1 = (await api(T.bob, "GET", "proposals/h1")).body;
-    expect(h1).toMatchObject({ deciders: ["alice"], mayDecide: false, mayNotDecide: "proposals of helper are decided by alice" });
+    expect(h1).toMatchObject({ deciders: ["alice"], mayDecide: false, mayNotDecide: 'proposals of "helper" are decided by alice' });
     expect((await api(T.alice, "GET", "proposals/h1")).body).toMatchObject({ mayDecide: true });
     expect((await api(T.helper, "GET", "proposals/h1")).body).toMatchObject({
       mayDecide: false,
@@ -164,7 +164,7 @@ describe("the card says who may decide", () => {
     const card = page.locator('#inbox li.card[data-id="h1"]');
     await card.waitFor();
     expect(await card.locator(".deciders").textContent()).toBe("Who may decide: alice.");
-    expect(await card.locator(".may-not").textContent()).toBe("You cannot decide this one: proposals of helper are decided by alice.");
+    expect(await card.locator(".may-not").textContent()).toBe('You cannot decide this one: proposals of "helper" are decided by alice.');
     expect(await card.getByRole("button", { name: "Approve", exact: true }).count()).toBe(0);
     expect(await card.getByRole("button", { name: "Reject" }).count()).toBe(0);
     expect(await card.locator("input.pick").count()).toBe(0);

@@ -1,8 +1,9 @@
 /**
  * One agent turn, one card: the agent loop marks the calls a model asked for in one reply
  * (`_meta["mewgate/turn"]`), the gateway shows the mark on each proposal (strictly read:
- * a malformed mark is no mark), and the console groups them under one heading, where a
- * person selects them together and approves them in one action, each recorded on its own.
+ * a malformed mark is no mark), and the console draws them as one unit (its heading, then its
+ * cards in order), where a person selects them together and approves them in one action,
+ * each recorded on its own.
  */
 import type { Browser, Page } from "playwright-core";
 import { launchChromium, openConsoleAs } from "./fixtures/chromium.js";
@@ -149,18 +150,18 @@ describe("one agent turn, one card", () => {
     await openConsoleAs(page, gw!.port, "tn", T.human);
     const heading = page.locator("#inbox li.turn");
     await heading.waitFor();
-    expect(await heading.textContent()).toMatch(/^One turn of agent: 2 calls, highest risk medium\. Select these 2$/);
-    // The two cards of the turn follow its heading, in the order the model asked for them.
+    // A tool that declares no hints is destructive by MCP's defaults: high.
+    expect(await heading.locator(".turn-head").textContent()).toBe(
+      "One turn of agent: 2 calls, in the order it asked for them — highest risk high. Select these 2",
+    );
+    // The two cards of the turn are inside it, in the order the model asked for them; the other call is not.
     const pathOf = new Map<string, string>(listed.map((p: any) => [p.id, p.arguments.path]));
-    const order = (
-      await page
-        .locator("#inbox > li")
-        .evaluateAll((xs) => xs.map((x) => (x.classList.contains("turn") ? "turn" : (x.getAttribute("data-id") ?? "?"))))
-    ).map((x) => (x === "turn" ? x : pathOf.get(x)));
-    expect(order.indexOf("turn")).toBe(order.indexOf("notes/a.md") - 1);
-    expect(order.indexOf("notes/b.md")).toBe(order.indexOf("notes/a.md") + 1);
+    const inTurn = await heading.locator("li.card").evaluateAll((xs) => xs.map((x) => x.getAttribute("data-id") ?? "?"));
+    expect(inTurn.map((id) => pathOf.get(id))).toEqual(["notes/a.md", "notes/b.md"]);
+    expect(await heading.locator("li.card .turn-step").allTextContents()).toEqual(["Call 1 of 2 in this turn", "Call 2 of 2 in this turn"]);
+    expect(await page.locator("#inbox > li.card").count()).toBe(1);
     await heading.locator("button.select-turn").click();
-    await page.locator("#batch button.approve", { hasText: "Approve 2" }).click();
+    await page.locator("#batch button.approve", { hasText: "Approve 2 selected" }).click();
     await waitFor(async () => (await api("GET", "proposals")).body.proposals.length === 1);
     const approved = (await api("GET", "audit")).body.entries.filter((e: any) => e.event === "approved");
     expect(approved).toHaveLength(2);

@@ -134,3 +134,77 @@ describe("mewgate bridge --url with a server behind OAuth", () => {
     expect(readFileSync(join(state, "credentials.enc"), "utf8")).not.toContain("access_token");
   }, 90_000);
 });
+describe("mewgate up --detach with a server behind OAuth", () => {
+  it("prints the link and returns; down stops the run that waits for the sign-in; signing in finishes the start; nothing crashes", {
+    timeout: 90_000,
+  }, async () => {
+    const upstream = await startUpstream();
+    upstreams.push(upstream);
+    const dir = tempDir();
+    const file = join(dir, "space.yaml");
+    const state = join(dir, "state");
+    writeFileSync(
+      file,
+      `space: {id: hosted}\nparticipants:\n  you: {kind: human, tools: {allow: ["remote/*"]}}\nmcpServers:\n  remote: {url: "${upstream.url}"}\n`,
+    );
+    // Hostile first: nobody signs in; the command still returns, and down stops the waiting run.
+    const waiting = await run(["up", file, "--state-dir", state, "--port", "0", "--detach"], { env: cleanEnv() });
+    expect(waiting.code, waiting.stderr).toBe(0);
+    expect(waiting.stdout).toMatch(
+      /sign in: +remote waits for you to sign in: http:\/\/127\.0\.0\.1:\d+\/oauth\/callback\/hosted\/start\?k=/,
+    );
+    expect(waiting.stdout).toMatch(/stop it: /);
+    const pid = Number(/pid (\d+)/.exec(waiting.stdout)![1]);
+    const down = await run(["down", file, "--state-dir", state], { env: cleanEnv() });
+    expect(down.code, down.stderr + down.stdout).toBe(0);
+    await poll("the waiting run to stop", () => !alive(pid) || undefined, 15_000);
+    const log = readFileSync(join(state, "logs", "up.log"), "utf8");
+    expect(log).not.toMatch(/ERR_IPC_CHANNEL_CLOSED|Unhandled|TypeError/);
+    // Then: started again, the person signs in at the link it printed, and the run finishes starting.
+    const again = await run(["up", file, "--state-dir", state, "--port", "0", "--detach"], { env: cleanEnv() });
+    expect(again.code, again.stderr).toBe(0);
+    const link = new URL(/waits for you to sign in: (\S+)/.exec(again.stdout)![1]!);
+    stops.push(() => run(["down", file, "--state-dir", state], { env: cleanEnv() }));
+    const page = await new Browser().signIn(link, `${link.origin}/oauth/callback/hosted`);
+    expect(page.status).toBe(200);
+    await poll(
+      "the server's tools once signed in",
+      async () => {
+        const r = await run(["tools", "-c", file, "--state-dir", state, "--json"], { env: cleanEnv() });
+        return r.code === 0 && r.stdout.includes("remote/whoami") ? true : undefined;
+      },
+      30_000,
+      300,
+    );
+    expect(readFileSync(join(state, "logs", "up.log"), "utf8")).not.toMatch(/ERR_IPC_CHANNEL_CLOSED|Unhandled/);
+  });
+});
+
+describe("a start that waits for a sign-in gives way to a signal", () => {
+  it("SIGTERM while up waits for nobody's sign-in stops it, and its record goes", { timeout: 60_000 }, async () => {
+    const upstream = await startUpstream();
+    upstreams.push(upstream);
+    const dir = tempDir();
+    const file = join(dir, "space.yaml");
+    const state = join(dir, "state");
+    writeFileSync(file, `space: {id: hosted}\nparticipants:\n  you: {kind: human}\nmcpServers:\n  remote: {url: "${upstream.url}"}\n`);
+    const cli = new Cli(["up", file, "--state-dir", state, "--port", "0", "--json"], { stdin: "pipe", env: cleanEnv() });
+    started.push(cli);
+    await poll("the sign-in link", () => /remote needs you to sign in at/.test(cli.stderr) || undefined, 30_000);
+    // The record is there while it waits: status finds the run.
+    expect(existsSync(join(state, "up.json"))).toBe(true);
+    cli.kill("SIGTERM");
+    const { code } = await cli.exited;
+    expect(code).toBe(0);
+    expect(existsSync(join(state, "up.json"))).toBe(false);
+  });
+});
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -13,6 +13,11 @@ import { ConfigError, parseSpaceConfig } from "../gateway/config/config.js";
 import { readAudit } from "../gateway/space/ledger.js";
 import { startGateway, TestClient, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 import { join as pathJoin } from "node:path";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { runPolicyCheck } from "../cli/policy.js";
+import { runStatus } from "../cli/lifecycle.js";
+import { loadSpace } from "../cli/space.js";
 
 const TOKEN = (id: string) => `${id}-token-0123456789`;
 const SECRET = `whsec_${Buffer.alloc(32, 7).toString("base64")}`;
@@ -128,6 +133,38 @@ describe("signed webhooks: hostile first", () => {
       expect((err as Error).message).toMatch(re);
       // The value is never echoed.
       if (env["HOOK_SECRET"]) expect((err as Error).message).not.toContain(env["HOOK_SECRET"]);
+    }
+  });
+
+  it("a command that only reads the file (policy check, status) needs no secret it does not sign with; up still refuses without it", async () => {
+    const dir = mkdtempSync(pathJoin(tmpdir(), "mewgate-wh-cli-"));
+    try {
+      const file = pathJoin(dir, "space.yaml");
+      writeFileSync(file, SPACE("http://127.0.0.1:9/hook"));
+      let out = "";
+      let err = "";
+      const io = {
+        stdout: {
+          write: (x: string) => {
+            out += x;
+            return true;
+          },
+        } as any,
+        stderr: {
+          write: (x: string) => {
+            err += x;
+            return true;
+          },
+        } as any,
+        env: {},
+      };
+      expect(await runPolicyCheck(file, {}, io), err).toBe(0);
+      expect(await runStatus({ file }, io), err).not.toBe(2);
+      expect(err).not.toMatch(/HOOK_SECRET/);
+      expect(out).not.toMatch(/HOOK_SECRET/);
+      await expect(loadSpace(file, { env: {}, signs: true })).rejects.toThrow(/HOOK_SECRET is not set/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

@@ -4,14 +4,15 @@
 import { formCards } from "./elicit.js";
 import { authHeaders, offerProvider, sessionFor, wireSignOut } from "./signin.js";
 import { reveal } from "./args.js";
-import { askResponse, confirmAlways, flagged, proposalCard, startCountdowns } from "./cards.js";
+import { NARROW, askResponse, confirmAlways, flagged, intentQuote, proposalCard, startCountdowns } from "./cards.js";
 import { decidedList } from "./decided.js";
 import { editArguments, editJson } from "./edit.js";
 import { installKeys } from "./keys.js";
 import { policyFindings } from "./policy.js";
 import { sessionsPanel } from "./sessions.js";
 import { suggestionsPanel } from "./suggestions.js";
-import { byRisk, lowRisk } from "./risk.js";
+import { byRisk, mayPick } from "./risk.js";
+import { drawBatchBar } from "./batch.js";
 import { turnItems } from "./turns.js";
 import { fatiguePanel } from "./fatigue.js";
 import { el } from "./dom.js";
@@ -314,14 +315,21 @@ async function refreshProposals() {
   proposals.sort(byRisk);
   state.proposals = proposals;
   const list = $("inbox");
-  for (const id of state.selected) if (!proposals.some((p) => p.id === id)) state.selected.delete(id);
+  // A tick stays only on a card the viewer may still decide.
+  for (const id of state.selected) if (!proposals.some((p) => p.id === id && mayPick(p))) state.selected.delete(id);
   // Calls of one agent turn together, under one heading (turns.js).
   const selectAll = (ps) => {
     for (const p of ps) state.selected.add(p.id);
     return refreshProposals().catch(alertIn);
   };
   list.replaceChildren(
-    ...turnItems(proposals, (p) => proposalCard(p, decide, state.selected.has(p.id)), { el, reveal, select: selectAll }),
+    ...turnItems(proposals, (p, turn) => proposalCard(p, decide, state.selected.has(p.id), turn), {
+      el,
+      reveal,
+      select: selectAll,
+      intent: intentQuote,
+      decidable: mayPick,
+    }),
   );
   drawBatch();
   keys.refocus();
@@ -392,31 +400,19 @@ function drawBatch() {
     bar = el("div", { id: "batch", class: "batch", role: "toolbar", "aria-label": "selected proposals" });
     $("inbox").before(bar);
   }
-  const picked = state.proposals.filter((p) => state.selected.has(p.id));
-  const low = lowRisk(state.proposals).filter((p) => !state.selected.has(p.id));
-  bar.hidden = picked.length === 0 && low.length < 2;
-  bar.replaceChildren(
-    low.length >= 2
-      ? el("button", {
-          class: "select-low",
-          text: `Select the ${low.length} low-risk`,
-          onclick: () => {
-            for (const p of low) state.selected.add(p.id);
-            return refreshProposals().catch(alertIn);
-          },
-        })
-      : undefined,
-    el("span", { text: `${picked.length} selected ` }),
-    el("button", { class: "approve", text: `Approve ${picked.length}`, onclick: () => batch(picked, "approve") }),
-    el("button", { class: "reject", text: `Reject ${picked.length}`, onclick: () => reject(picked) }),
-    el("button", {
-      text: "Clear",
-      onclick: () => {
-        state.selected.clear();
-        return refreshProposals().catch(alertIn);
-      },
-    }),
-  );
+  const reselect = (change) => {
+    change(state.selected);
+    return refreshProposals().catch(alertIn);
+  };
+  drawBatchBar(bar, state.proposals, state.selected, {
+    selectAll: (list) =>
+      reselect((s) => {
+        for (const p of list) s.add(p.id);
+      }),
+    approve: (list) => batch(list, "approve"),
+    reject: (list) => reject(list),
+    clear: () => reselect((s) => s.clear()),
+  });
 }
 
 async function batch(list, verb, body) {
@@ -586,6 +582,10 @@ const keys = installKeys({
   on: decide,
 });
 startCountdowns();
+// Cards fold long arguments and previews sooner on a phone (cards.js): drawn again when the width crosses over.
+matchMedia(NARROW).addEventListener("change", () => {
+  if (state.space) refreshProposals().catch(alertIn);
+});
 
 const creds = readFragment();
 if (creds) signIn(creds);

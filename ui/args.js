@@ -38,32 +38,51 @@ function own(obj, key) {
   return obj !== null && typeof obj === "object" && Object.hasOwn(obj, key) ? obj[key] : undefined;
 }
 
-/** Numbered lines of `text`, folded past `fold` lines behind a "show all" button. */
-export function textBlock(text, { fold = FOLD_LINES, label = "" } = {}) {
+/**
+ * Numbered lines of `text`, folded past `fold` lines — or past `chars` characters, the last
+ * line shown cut with an ellipsis, so one enormous line folds too — behind a "show all" button.
+ */
+export function textBlock(text, { fold = FOLD_LINES, label = "", chars = Number.POSITIVE_INFINITY } = {}) {
   // CRLF is a line end; a lone CR is shown (it could hide what comes before it on a terminal).
   const lines = String(text).replace(/\r\n/g, "\n").split("\n");
   const body = el("div", { class: "block", role: "group", ...(label ? { "aria-label": label } : {}) });
-  const draw = (upto) => {
+  // How many lines fit, and where the last of them is cut (undefined: whole).
+  let upto = Math.min(fold, lines.length);
+  let cutAt;
+  let budget = chars;
+  for (let i = 0; i < upto; i++) {
+    if (lines[i].length > budget) {
+      upto = i + 1;
+      cutAt = Math.max(0, budget);
+      break;
+    }
+    budget -= lines[i].length;
+  }
+  const draw = (n, cut) => {
     body.replaceChildren(
       ...lines
-        .slice(0, upto)
+        .slice(0, n)
         .map((l, i) =>
           el(
             "div",
             { class: "line" },
             el("span", { class: "ln", text: String(i + 1), "aria-hidden": "true" }),
-            el("span", { class: "tx", text: reveal(l) || " " }),
+            el("span", { class: "tx", text: reveal(i === n - 1 && cut !== undefined ? l.slice(0, cut) : l) || " " }),
+            i === n - 1 && cut !== undefined ? el("span", { class: "cut muted", text: "…" }) : undefined,
           ),
         ),
     );
   };
-  const folded = lines.length > fold;
-  draw(folded ? fold : lines.length);
+  const folded = upto < lines.length || cutAt !== undefined;
+  draw(upto, cutAt);
   if (!folded) return body;
   const more = el("button", {
     type: "button",
     class: "show-all",
-    text: `Show all ${lines.length} lines (${lines.length - fold} more)`,
+    text:
+      cutAt === undefined
+        ? `Show all ${lines.length} lines (${lines.length - upto} more)`
+        : `Show all ${lines.length} line${lines.length === 1 ? "" : "s"} (${String(text).length.toLocaleString()} characters)`,
     onclick: () => {
       draw(lines.length);
       more.remove();
@@ -132,4 +151,49 @@ export function argumentsView(args, schema) {
       ];
     }),
   );
+}
+
+/**
+ * The arguments in one short line: each key with a value of one line up to `inline`
+ * characters as it is, a longer one by its lines and size (the Decided list, a folded card).
+ */
+export function argsInBrief(args, inline = 40) {
+  if (!args || typeof args !== "object" || Array.isArray(args))
+    return args === undefined ? "(not kept)" : reveal(JSON.stringify(args) ?? "").slice(0, 80);
+  const parts = Object.entries(args).map(([k, v]) => {
+    if (typeof v === "string")
+      return v.includes("\n") || v.length > inline ? `${k}: ${v.split("\n").length} line(s), ${v.length} chars` : `${k}: ${v}`;
+    const json = JSON.stringify(v) ?? String(v);
+    return `${k}: ${json.length > 40 ? `${json.slice(0, 39)}…` : json}`;
+  });
+  return parts.length ? reveal(parts.join(" · ")) : "(none)";
+}
+
+/**
+ * About how many lines of `width` characters the arguments take drawn (argumentsView): each
+ * text line, wrapped, and a long value's fold; so that a card can fold them when they would
+ * push its buttons pages down. Bounded work, whatever the arguments.
+ */
+export function argsHeight(args, width) {
+  const rows = (text) => {
+    let n = 0;
+    for (const line of String(text)
+      .slice(0, 200_000)
+      .split("\n", FOLD_LINES + 1)
+      .slice(0, FOLD_LINES))
+      n += Math.max(1, Math.ceil(line.length / width));
+    return n + (String(text).split("\n", FOLD_LINES + 2).length > FOLD_LINES ? 1 : 0);
+  };
+  if (!args || typeof args !== "object" || Array.isArray(args)) return rows(JSON.stringify(args) ?? "");
+  let n = 0;
+  for (const [k, v] of Object.entries(args).slice(0, 500)) {
+    let text;
+    try {
+      text = typeof v === "string" ? v : JSON.stringify(v, null, 2);
+    } catch {
+      text = String(v);
+    }
+    n += rows(k) + rows(text ?? "");
+  }
+  return n;
 }

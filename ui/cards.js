@@ -4,7 +4,7 @@
 // countdown), a short id, and its arguments drawn by their schema (args.js). Every string a
 // participant wrote goes on the page with textContent, control and bidi characters shown.
 
-import { argumentsView, reveal, textBlock } from "./args.js";
+import { argsHeight, argsInBrief, argumentsView, reveal, textBlock } from "./args.js";
 import { el } from "./dom.js";
 
 export { el };
@@ -87,17 +87,61 @@ export function startCountdowns() {
 }
 
 /**
- * The card of a proposal awaiting a decision. `on`: {approve, always, edit, respond, reject,
- * withdraw, select(p, checked)}; `selected`: whether its box is ticked.
+ * Who may decide it (gateway/operator/deciders.ts): the people who may approve and reject it,
+ * then any reviewer who may approve it within its bound, or, while nobody may approve it, who
+ * may reject it. Only those the gateway would heed now.
  */
-export function proposalCard(p, on, selected = false) {
+export function decidersLine(p) {
+  if (!Array.isArray(p.deciders)) return undefined;
+  const ids = (xs) => (Array.isArray(xs) ? xs.filter((x) => typeof x === "string").map((x) => reveal(x)) : []);
+  const reviewers = ids(p.reviewers);
+  const people = ids(p.deciders).filter((id) => !reviewers.includes(id));
+  const rejecters = ids(p.rejecters);
+  const words = people.length
+    ? `Who may decide: ${people.join(", ")}.`
+    : reviewers.length
+      ? "No person may decide it as things stand."
+      : rejecters.length
+        ? `Nobody may approve it as things stand; ${rejecters.join(", ")} may reject it.`
+        : "Nobody in the space may decide it as things stand.";
+  const review = reviewers.length
+    ? ` ${reviewers.length === 1 ? "Reviewer" : "Reviewers"} ${reviewers.join(", ")} may approve it once (never reject it).`
+    : "";
+  return el("p", { class: "deciders", text: `${words}${review}` });
+}
+
+/** Why the proposer wants it, as a quote (its intent, or its last message), or that it gave no reason. */
+export function intentQuote(p, label) {
+  const intent = p.intent && typeof p.intent.text === "string" ? p.intent : undefined;
+  if (!intent) return el("p", { class: "intent none muted", text: `${reveal(p.proposer)} gave no reason.` });
+  return el(
+    "blockquote",
+    { class: "intent" },
+    el("span", {
+      class: "intent-label",
+      text: label ?? (intent.source === "proposal" ? `Why ${reveal(p.proposer)} wants it:` : `${reveal(p.proposer)}'s last message:`),
+    }),
+    // Folded at 8 lines, or fewer characters on a phone: one enormous line folds too.
+    textBlock(intent.text, { fold: 8, label: "intent", chars: narrowNow() ? 320 : 1600 }),
+  );
+}
+
+/**
+ * The card of a proposal awaiting a decision. `on`: {approve, always, edit, respond, reject,
+ * withdraw, select(p, checked)}; `selected`: whether its box is ticked; `turn`: its place in
+ * an agent turn drawn as one unit (turns.js): {call, count, sameIntent}.
+ */
+export function proposalCard(p, on, selected = false, turn = undefined) {
   // Interrupted: approved before the gateway stopped; approving it again (same action) may run it a second time.
   const cut = p.state === "interrupted" ? (p.interrupted ?? {}) : undefined;
   const args = cut?.arguments ?? p.arguments ?? {};
   // Buttons only for those who may decide (gateway/operator/deciders.ts); the others are told why.
   const mayNot = !p.mine && p.mayDecide === false;
+  // A reviewer approves once and never rejects; while approving is closed, one may only reject.
+  const only = p.mayOnly === "approve" || p.mayOnly === "reject" ? p.mayOnly : undefined;
   // "Always" would let one person's grant skip a second approver: not offered on a two-person rule.
   const twoPerson = p.approvals && p.approvals.required > 1;
+  const respond = el("button", { text: "Respond", title: "answer the proposer without deciding", onclick: () => on.respond(p) });
   const actions = p.mine
     ? el("div", { class: "actions" }, el("button", { text: "Withdraw", onclick: () => on.withdraw(p) }))
     : mayNot
@@ -109,32 +153,44 @@ export function proposalCard(p, on, selected = false) {
             role: "note",
             text: `You cannot decide this one: ${reveal(p.mayNotDecide ?? "not yours to decide")}.`,
           }),
-          el("button", { text: "Respond", title: "answer the proposer without deciding", onclick: () => on.respond(p) }),
+          respond,
         )
       : el(
           "div",
           { class: "actions" },
-          el("button", { class: "approve", text: cut ? "Approve again" : "Approve", title: "a", onclick: () => on.approve(p) }),
-          twoPerson
+          only
+            ? el("p", {
+                class: "may-only muted",
+                role: "note",
+                text:
+                  only === "approve"
+                    ? `You review ${reveal(p.proposer)}'s proposals: you may approve this one once, as proposed; never reject it.`
+                    : "Nobody may approve it as things stand; you may reject it.",
+              })
+            : undefined,
+          only === "reject"
+            ? undefined
+            : el("button", { class: "approve", text: cut ? "Approve again" : "Approve", title: "a", onclick: () => on.approve(p) }),
+          twoPerson || only
             ? undefined
             : el("button", {
                 text: "Always…",
                 title: "approve, and let the proposer call this tool without asking from now on (asks you to confirm)",
                 onclick: () => on.always(p),
               }),
-          el("button", { text: "Edit", title: "e", onclick: () => on.edit(p) }),
-          el("button", { text: "Respond", title: "answer the proposer without deciding", onclick: () => on.respond(p) }),
-          el("button", { class: "reject", text: "Reject", title: "r", onclick: () => on.reject(p) }),
+          only ? undefined : el("button", { text: "Edit", title: "e", onclick: () => on.edit(p) }),
+          respond,
+          only === "approve" ? undefined : el("button", { class: "reject", text: "Reject", title: "r", onclick: () => on.reject(p) }),
         );
-  const intent = p.intent && typeof p.intent.text === "string" ? p.intent : undefined;
   const proposed = Date.parse(p.createdAt);
   return el(
     "li",
     { class: cut ? "card interrupted" : "card", "data-id": p.id, tabindex: "-1" },
+    turn ? el("p", { class: "turn-step muted", text: `Call ${turn.call} of ${turn.count} in this turn` }) : undefined,
     el(
       "div",
       { class: "card-head" },
-      p.mine || mayNot
+      p.mine || p.mayDecide !== true
         ? undefined
         : el("input", {
             type: "checkbox",
@@ -169,17 +225,8 @@ export function proposalCard(p, on, selected = false) {
         ]
       : []),
     ...(p.definitionChanged ? [definitionChange(p.definitionChanged)] : []),
-    intent
-      ? el(
-          "blockquote",
-          { class: "intent" },
-          el("span", {
-            class: "intent-label",
-            text: intent.source === "proposal" ? `Why ${p.proposer} wants it:` : `${p.proposer}'s last message:`,
-          }),
-          textBlock(intent.text, { fold: 8, label: "intent" }),
-        )
-      : el("p", { class: "intent none muted", text: `${p.proposer} gave no reason.` }),
+    // In a turn whose heading says the intent, a call says its own only where it differs (turns.js).
+    turn?.sameIntent ? undefined : intentQuote(p, turn ? "This call's own reason:" : undefined),
     el(
       "p",
       { class: "why" },
@@ -223,17 +270,40 @@ export function proposalCard(p, on, selected = false) {
           text: `Arguments edited by ${reveal(p.edited.by ?? "an approver")}${p.edited.at ? ` at ${new Date(p.edited.at).toLocaleTimeString()}` : ""}: approving runs these, not those proposed.`,
         })
       : undefined,
-    Array.isArray(p.deciders)
-      ? el("p", {
-          class: "deciders",
-          text: p.deciders.length ? `Who may decide: ${p.deciders.join(", ")}.` : "Nobody in the space may decide it as things stand.",
-        })
-      : undefined,
-    argumentsView(args, p.inputSchema),
+    decidersLine(p),
+    foldedArguments(args, p.inputSchema),
     // What the call would change (a diff against the file on disk, …), beside the arguments.
     on.preview ? previewBox(p, () => on.preview(p)) : undefined,
     el("p", { class: "error", role: "alert" }),
     actions,
+  );
+}
+
+/** A phone's width (app.css's breakpoint): cards fold sooner there. */
+export const NARROW = "(max-width: 600px)";
+
+/** Whether the console is as narrow as a phone now. */
+const narrowNow = () => typeof matchMedia === "function" && matchMedia(NARROW).matches;
+
+/** Lines of arguments a card shows before folding them, on a phone and wider. */
+const ARGS_ROWS = { narrow: 12, wide: 60 };
+
+/**
+ * The arguments, drawn by their schema, folded behind a disclosure when they would take more
+ * than a screenful (fewer lines on a phone), so the buttons are not pages below the risk
+ * line. Its summary says every argument in brief: a short value as it is, a long one by
+ * its lines and size; opened, all of it is there.
+ */
+export function foldedArguments(args, schema) {
+  const narrow = narrowNow();
+  const rows = argsHeight(args, narrow ? 40 : 140);
+  const view = argumentsView(args, schema);
+  if (rows <= (narrow ? ARGS_ROWS.narrow : ARGS_ROWS.wide)) return view;
+  return el(
+    "details",
+    { class: "args-fold" },
+    el("summary", { text: `Arguments (about ${rows} lines; open to read them all): ${clip(argsInBrief(args, 300), 1000)}` }),
+    view,
   );
 }
 

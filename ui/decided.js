@@ -2,7 +2,7 @@
 // arguments or not, and the call's outcome (ok, tool_error, error, timeout, cancelled,
 // not_routed) with its result's text, folded. Text only, as everywhere in the console.
 
-import { argumentsView, reveal, textBlock } from "./args.js";
+import { argsInBrief, argumentsView, reveal, textBlock } from "./args.js";
 import { el } from "./cards.js";
 
 const OUTCOME_WORDS = {
@@ -13,19 +13,6 @@ const OUTCOME_WORDS = {
   cancelled: "cancelled",
   not_routed: "not routed",
 };
-
-/** The arguments in one short line: each key with a short value, a line count, or a size. */
-function argsInBrief(args) {
-  if (!args || typeof args !== "object" || Array.isArray(args))
-    return args === undefined ? "(not kept)" : reveal(JSON.stringify(args) ?? "").slice(0, 80);
-  const parts = Object.entries(args).map(([k, v]) => {
-    if (typeof v === "string")
-      return v.includes("\n") || v.length > 40 ? `${k}: ${v.split("\n").length} line(s), ${v.length} chars` : `${k}: ${v}`;
-    const json = JSON.stringify(v) ?? String(v);
-    return `${k}: ${json.length > 40 ? `${json.slice(0, 39)}…` : json}`;
-  });
-  return parts.length ? reveal(parts.join(" · ")) : "(none)";
-}
 
 function decidedCard(d) {
   const when = new Date(d.decidedAt).toLocaleTimeString();

@@ -13,8 +13,8 @@ export const SHORTCUTS = [
   ["?", "this help"],
 ];
 
-/** Whether the keys may decide `p`: not one's own, and one the card offers buttons for. */
-const decidable = (p) => p !== undefined && !p.mine && p.mayDecide !== false;
+/** Whether the keys may decide `p`: not one's own, and one the card offers buttons for (`how`: approve, reject or edit). */
+const decidable = (p, how) => p !== undefined && !p.mine && p.mayDecide !== false && (p.mayOnly === undefined || p.mayOnly === how);
 
 /** `a` on a call the tool declares destructive: said, and confirmed with a button. */
 async function confirmDestructive(p) {
@@ -53,15 +53,15 @@ export function installKeys({ cards, byId, on }) {
       case "k":
         return focus(list[Math.max(0, at - 1)] ?? list[0]);
       case "a":
-        if (!decidable(p)) return;
+        if (!decidable(p, "approve")) return;
         // A destructive call is never one key: it asks first.
         if (p.hints?.destructiveHint === true) return void confirmDestructive(p).then((yes) => yes && on.approve(p));
         return void on.approve(p);
       case "r":
-        if (decidable(p)) on.reject(p);
+        if (decidable(p, "reject")) on.reject(p);
         return;
       case "e":
-        if (decidable(p)) on.edit(p);
+        if (decidable(p, "edit")) on.edit(p);
         return;
       case "x": {
         const box = current()?.querySelector("input.pick");

@@ -30,6 +30,18 @@ const STATUS = {
 
 /** Most diff or text lines drawn before "show all". */
 const FOLD = 400;
+/** Lines of a preview a phone shows before folding it behind a disclosure. */
+const PHONE_LINES = 12;
+
+/** Earlier calls of the card's turn, as the gateway lists them: "call 1 (write_file)", "calls 1 (write_file) and 2 (edit_file)". */
+function calls(list) {
+  const each = (Array.isArray(list) ? list : [])
+    .filter((c) => c && Number.isInteger(c.call) && typeof c.tool === "string")
+    .slice(0, 64)
+    .map((c) => `${c.call} (${reveal(c.tool)})`);
+  if (each.length === 0) return "";
+  return `${each.length === 1 ? "call" : "calls"} ${each.length === 1 ? each[0] : `${each.slice(0, -1).join(", ")} and ${each.at(-1)}`}`;
+}
 
 function draw(box, r) {
   box.replaceChildren();
@@ -40,27 +52,51 @@ function draw(box, r) {
   }
   box.dataset.status = r.status;
   const tool = typeof r.tool === "string" ? ` (${reveal(r.tool)})` : "";
+  // Made after earlier calls of the same turn, or not reflecting some: said, with their place in the turn.
+  const after = calls(r.after_turn);
+  if (after) box.dataset.afterTurn = "true";
+  const skipped = calls(r.not_reflected);
+  const note = skipped ? node("p", "preview-note", `Not reflected here: ${skipped} of this turn, which may change files too.`) : undefined;
   if (r.status !== "ok") {
     box.append(
       node("h4", "preview-head", `${STATUS[r.status] ?? "No preview"}${tool}`),
       node("p", "preview-status", reveal(r.message ?? r.status)),
     );
+    if (note) box.append(note);
     return;
   }
+  if (note) box.append(note);
   if (r.unchanged) {
     box.dataset.unchanged = "true";
-    box.append(node("h4", "preview-head", `Preview: no change — the file already holds exactly this${tool}`));
+    box.prepend(
+      node(
+        "h4",
+        "preview-head",
+        after
+          ? `Preview: no change — ${after} of this turn would leave exactly this${tool}`
+          : `Preview: no change — the file already holds exactly this${tool}`,
+      ),
+    );
     return;
   }
-  const what =
-    r.render === "diff"
+  const what = after
+    ? `changes against what ${after} of this turn would leave`
+    : r.render === "diff"
       ? r.new_file
         ? "a new file"
         : "changes against what is there now"
       : r.render === "patch"
         ? "the tool's own dry run"
         : "what is there now";
-  box.append(node("h4", "preview-head", `Preview: ${what}${tool}${r.truncated ? " — cut short" : ""}`));
+  box.prepend(node("h4", "preview-head", `Preview: ${what}${tool}${r.truncated ? " — cut short" : ""}`));
+  if (after)
+    box.append(
+      node(
+        "p",
+        "preview-note muted",
+        `Shown as if ${after} runs first, as the agent asked; if this call is approved first, it meets the file as it is now.`,
+      ),
+    );
   const lines = reveal(r.text ?? "").split("\n");
   if (lines.length && lines[lines.length - 1] === "") lines.pop();
   const pre = node("pre", r.render === "text" ? "preview-text" : "preview-diff");
@@ -84,7 +120,18 @@ function draw(box, r) {
     );
   };
   fill(FOLD);
-  box.append(pre);
+  // On a phone a long preview is folded behind a disclosure saying its size: the buttons stay near.
+  const narrow = typeof matchMedia === "function" && matchMedia("(max-width: 600px)").matches;
+  let into = box;
+  if (narrow && lines.length > PHONE_LINES) {
+    const added = lines.filter((l) => l.startsWith("+") && !l.startsWith("+++")).length;
+    const removed = lines.filter((l) => l.startsWith("-") && !l.startsWith("---")).length;
+    const size = r.render === "text" ? `${lines.length} lines` : `${lines.length} lines (+${added} −${removed})`;
+    into = node("details", "preview-fold");
+    into.append(node("summary", "", `Show the ${r.render === "text" ? "text" : "diff"}: ${size}`));
+    box.append(into);
+  }
+  into.append(pre);
   if (lines.length > FOLD) {
     const more = node("button", "preview-more", `Show all ${lines.length} lines`);
     more.type = "button";
@@ -92,7 +139,7 @@ function draw(box, r) {
       fill(lines.length);
       more.remove();
     });
-    box.append(more);
+    into.append(more);
   }
 }
 

@@ -9,9 +9,36 @@ export function byRisk(a, b) {
   return (RANK[a.risk?.level] ?? 3) - (RANK[b.risk?.level] ?? 3);
 }
 
-/** The proposals a person may approve together: low risk, not their own. */
+/** Whether the viewer may tick `p` for a batch decision: not its own, and one the gateway says it may decide (gateway/operator/deciders.ts). */
+export function mayPick(p) {
+  return p !== undefined && p !== null && !p.mine && p.mayDecide === true;
+}
+
+/** Whether the viewer may approve `p` (not only reject it). */
+export function mayApprove(p) {
+  return mayPick(p) && p.mayOnly !== "reject";
+}
+
+/** Whether the viewer may reject `p` (a reviewer only approves). */
+export function mayReject(p) {
+  return mayPick(p) && p.mayOnly !== "approve";
+}
+
+/**
+ * The proposals the batch bar offers to approve together: low risk as the gateway rates it
+ * (nothing new, nothing dangerous), pending, ones the viewer may approve, and nothing that
+ * asks more of a person than the risk says (a changed tool definition, a flagged tool, arguments an approver edited).
+ */
 export function lowRisk(proposals) {
-  return proposals.filter((p) => p.risk?.level === "low" && !p.mine && p.state === "pending");
+  return proposals.filter(
+    (p) =>
+      p.risk?.level === "low" &&
+      p.state === "pending" &&
+      mayApprove(p) &&
+      !p.definitionChanged &&
+      !p.edited &&
+      !(Array.isArray(p.findings) && p.findings.length > 0),
+  );
 }
 
 /** The card's risk line: the level, then each reason. */

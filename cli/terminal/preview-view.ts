@@ -20,6 +20,16 @@ const HEADS: Record<string, string> = {
   will_fail: "this call will fail",
 };
 
+/** Earlier calls of a turn as the gateway lists them (proposals/turn-preview.ts), in words, sanitised. */
+function turnCalls(list: unknown): string {
+  const each = (Array.isArray(list) ? list : [])
+    .filter((c): c is { call: number; tool: string } => isRecord(c) && Number.isInteger(c["call"]) && typeof c["tool"] === "string")
+    .slice(0, 64)
+    .map((c) => `${c.call} (${sanitize(c.tool)})`);
+  if (each.length === 0) return "";
+  return `${each.length === 1 ? "call" : "calls"} ${each.length === 1 ? each[0] : `${each.slice(0, -1).join(", ")} and ${each.at(-1)}`}`;
+}
+
 /** The preview as lines for a terminal `width` wide, at most `max` of its text. */
 export function previewLines(preview: unknown, s: Style, width: number, max = PREVIEW_LINES): string[] {
   if (!isRecord(preview) || preview["status"] === "none" || typeof preview["status"] !== "string") return [];
@@ -29,8 +39,10 @@ export function previewLines(preview: unknown, s: Style, width: number, max = PR
     return [s.yellow(truncate(`${HEADS[status] ?? "no preview"}${tool}: ${String(preview["message"] ?? status)}`, width))];
   if (preview["unchanged"] === true) return [s.cyan(truncate(`preview: no change — the file already holds exactly this${tool}`, width))];
   const render = preview["render"];
-  const what =
-    render === "diff"
+  const after = turnCalls(preview["after_turn"]);
+  const what = after
+    ? `changes against what ${after} of this turn would leave`
+    : render === "diff"
       ? preview["new_file"]
         ? "a new file"
         : "changes against what is there now"
@@ -40,6 +52,8 @@ export function previewLines(preview: unknown, s: Style, width: number, max = PR
   const lines = sanitize(String(preview["text"] ?? "")).split("\n");
   if (lines[lines.length - 1] === "") lines.pop();
   const out = [s.cyan(truncate(`preview: ${what}${tool}${preview["truncated"] ? " — cut short" : ""}`, width))];
+  const skipped = turnCalls(preview["not_reflected"]);
+  if (skipped) out.push(s.yellow(truncate(`  not reflected: ${skipped} of this turn, which may change files too`, width)));
   const colour = (l: string) =>
     render === "text"
       ? l

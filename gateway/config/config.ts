@@ -520,7 +520,13 @@ export type SpaceConfig = z.output<typeof SpaceConfigSchema>;
 // ---------------------------------------------------------------------------------------------
 // Entry points
 
-export function parseSpaceConfig(text: string, opts: { file: string; env?: NodeJS.ProcessEnv }): SpaceConfig {
+/**
+ * `signs`: the file is read by what signs webhook notices (a gateway: the default), so each
+ * signing webhook's secret must be in the environment now. A command that only reads the
+ * file (`policy check`, `status`, `proposals`) passes false: it signs nothing, and a secret
+ * held only where the gateway runs must not stop it.
+ */
+export function parseSpaceConfig(text: string, opts: { file: string; env?: NodeJS.ProcessEnv; signs?: boolean }): SpaceConfig {
   const { file, env = process.env } = opts;
   const lineCounter = new LineCounter();
   const at = (offset: number | undefined, path: string, message: string): ConfigIssue => {
@@ -592,13 +598,14 @@ export function parseSpaceConfig(text: string, opts: { file: string; env?: NodeJ
   }
   for (const [id, p] of Object.entries(config.participants)) if (p.tools) recordRulePositions(doc, lineCounter, file, id, p.tools);
   // A webhook that signs its notices has its secret in the environment now, or the file is refused.
-  for (const [where, error] of webhookSecretIssues(config.gateway.notify, env))
-    issues.push(at(locate(doc, where, false)?.range?.[0], formatPath(where), error));
+  if (opts.signs !== false)
+    for (const [where, error] of webhookSecretIssues(config.gateway.notify, env))
+      issues.push(at(locate(doc, where, false)?.range?.[0], formatPath(where), error));
   if (issues.length) return fail(issues);
   return config;
 }
 
-export async function loadSpaceConfig(file: string, env: NodeJS.ProcessEnv = process.env): Promise<SpaceConfig> {
+export async function loadSpaceConfig(file: string, env: NodeJS.ProcessEnv = process.env, signs = true): Promise<SpaceConfig> {
   let text: string;
   try {
     text = await readFile(file, "utf8");
@@ -608,5 +615,5 @@ export async function loadSpaceConfig(file: string, env: NodeJS.ProcessEnv = pro
       e.code === "ENOENT" ? "no such file" : e.code === "EISDIR" ? "is a directory" : e.code === "EACCES" ? "permission denied" : e.message;
     throw new ConfigError([{ file, line: 0, column: 0, path: "", message: `cannot read: ${reason}` }]);
   }
-  return parseSpaceConfig(text, { file, env });
+  return parseSpaceConfig(text, { file, env, signs });
 }

@@ -31,6 +31,7 @@ const FILES: Record<string, string> = {
   "suggestions.js": "text/javascript; charset=utf-8",
   "risk.js": "text/javascript; charset=utf-8",
   "turns.js": "text/javascript; charset=utf-8",
+  "batch.js": "text/javascript; charset=utf-8",
   "fatigue.js": "text/javascript; charset=utf-8",
   "preview.js": "text/javascript; charset=utf-8",
   "preview.css": "text/css; charset=utf-8",

@@ -1,44 +1,54 @@
 /**
- * Who may decide a proposal, for its card: the participants who pass the bar decisions.ts
- * holds an approver to (not the proposer; one of its approvers, with @groups and the
- * escalation stages reached, if it names any; able to make the call itself; for a
- * two-person rule, not one who approved already), and whether the viewer is one of them,
- * with the reason when not. The console and the terminal draw their buttons from this, so
- * a person who may not decide learns it before clicking, not after.
+ * Who may decide a proposal, for its card: each participant asked the very bar its decision
+ * would meet (space.ts `decidingRight`: decisions.ts `whyNotDecide` and `whyNotApprove`) —
+ * not the proposer; one of its approvers, @groups expanded, with the escalation stages
+ * reached; able to make the call itself with the arguments that will run; not switched
+ * off; a reviewer of the proposer only within its bound (proposals/reviewer-bound.ts), as
+ * one who approves and never rejects; for a two-person rule, not one who approved already.
+ * And whether the viewer is one of them, with the gateway's reason when not. The console and
+ * the terminal draw their buttons from this, so a person learns before clicking, not after.
  */
 import type { Proposal } from "../proposals/book.js";
-import { approvedBy, approversNow } from "../proposals/approvals.js";
+import { approvedBy } from "../proposals/approvals.js";
 import type { Space } from "../space/space.js";
 
 export interface Deciders {
-  /** Who may decide it now (ids), in space.yaml's order. */
+  /** Who may approve it now (ids, in space.yaml's order): people, who may reject it too, and reviewers within their bound. */
   deciders: string[];
+  /** Of `deciders`, the reviewers: they approve once, and never reject. */
+  reviewers?: string[];
+  /** Who may reject it but not approve it as things stand (its server switched off, say). */
+  rejecters?: string[];
   /** Whether the viewer may approve or reject it. */
   mayDecide: boolean;
+  /** The viewer may only approve (a reviewer) or only reject it. */
+  mayOnly?: "approve" | "reject";
   /** Why not, in words, when `mayDecide` is false. */
   mayNotDecide?: string;
 }
 
 export function decidersOf(space: Space, viewer: string, p: Proposal): Deciders {
-  const approvers = approversNow(space.config, p);
   const already = approvedBy(p);
-  // The approver's bar: could it make this call itself (the tool policy, directly, or only
-  // because the gateway flagged the tool).
-  const mayCall = (id: string) => {
-    const v = space.authority.call(id, () => false, p.owner, p.method, p.params, true);
-    return v.decision === "direct" || (v.decision === "proposal" && v.flagged === true);
-  };
-  const named = (id: string) => approvers === undefined || space.authority.groups.names(approvers, id);
-  const able = (id: string) => id !== p.proposer && named(id) && mayCall(id);
-  const deciders = Object.keys(space.config.participants).filter((id) => able(id) && !already.includes(id));
-  if (deciders.includes(viewer)) return { deciders, mayDecide: true };
+  const deciders: string[] = [];
+  const reviewers: string[] = [];
+  const rejecters: string[] = [];
+  let mine: ReturnType<Space["decidingRight"]> | undefined;
+  for (const id of Object.keys(space.config.participants)) {
+    if (id === p.proposer || already.includes(id)) continue;
+    const right = space.decidingRight(id, p);
+    if (id === viewer) mine = right;
+    if (right.approve) deciders.push(id);
+    if (right.approve && !right.reject) reviewers.push(id);
+    if (right.reject && !right.approve) rejecters.push(id);
+  }
+  const lists = { deciders, ...(reviewers.length ? { reviewers } : {}), ...(rejecters.length ? { rejecters } : {}) };
+  if (mine && (mine.approve || mine.reject))
+    return { ...lists, mayDecide: true, ...(mine.approve && mine.reject ? {} : { mayOnly: mine.approve ? "approve" : "reject" }) };
   const why =
     viewer === p.proposer
       ? "it is your own proposal (you may withdraw it)"
-      : !named(viewer)
-        ? `proposals of ${p.proposer} are decided by ${approvers!.join(", ")}`
-        : already.includes(viewer)
-          ? "you approved it already; it waits for another approver"
-          : "you may not make this call yourself, so you cannot approve or reject it";
-  return { deciders, mayDecide: false, mayNotDecide: why };
+      : already.includes(viewer)
+        ? "you approved it already; it waits for another approver"
+        : (mine?.why?.message ?? "you may not decide it");
+  return { ...lists, mayDecide: false, mayNotDecide: why };
 }

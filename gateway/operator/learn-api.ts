@@ -24,7 +24,7 @@ import { compileCapabilities } from "../policy/capabilities.js";
 import { restore, serialised, writeRule } from "../policy/learn/accept.js";
 import { type PastCall, personIn, replayedCalls } from "../policy/learn/history.js";
 import { type LikeThis, likeThis } from "../policy/learn/hint.js";
-import type { Risk } from "../policy/learn/risk.js";
+import type { Risk, RiskCode } from "../policy/learn/risk.js";
 import { LEARN_WINDOW } from "../policy/learn/recorded.js";
 import { type Fatigue, fatigue } from "../policy/learn/fatigue.js";
 import type { ReviewNote } from "../policy/learn/review.js";
@@ -280,10 +280,28 @@ export function learnView(
   const { index } = space.recorded.indexes(fresh);
   const args = runningArguments(p);
   const subject = { id: p.id, proposer: p.proposer, owner: p.owner, tool: p.tool, args };
-  const like = likeThis(index, viewer, subject);
   const risk = space.recorded.riskOf({ ...subject, ...facts });
+  // "You approved 36 like this" is no comfort for a call that holds what those did not (a
+  // secret, shell syntax, a sensitive path, a host or place never seen): the card says the
+  // reasons instead.
+  const unlike = risk.reasons.some((r) => NEW_OR_DANGEROUS.has(r.code));
+  const like = unlike ? undefined : likeThis(index, viewer, subject);
   return { ...(like ? { like_this: like } : {}), risk };
 }
+
+/** Risk reasons that make a call unlike the ones people approved, whatever its directory. */
+const NEW_OR_DANGEROUS = new Set<RiskCode>([
+  "secret",
+  "shell",
+  "sensitive_path",
+  "hidden_path",
+  "traversal",
+  "control",
+  "new_host",
+  "new_path",
+  "definition_changed",
+  "flagged",
+]);
 
 /** Previews opened, by proposal and person, since the gateway started: what "approved without reading" is measured against. */
 const opened = new WeakMap<Space, Set<string>>();

@@ -16,6 +16,8 @@ export interface AidsHost {
   registry: Registry;
   authority: Pick<Authority, "call" | "groups">;
   isDisabled(id: string): boolean;
+  /** The proposals that have not ended, for the earlier calls of a turn (preview.ts). */
+  unended(): readonly Proposal[];
   callFor: PreviewHost["call"];
   /** The web console's address once the gateway listens (the links' default base). */
   consoleUrl(): string | undefined;
@@ -34,6 +36,7 @@ export class Aids {
       // A preview is a direct call of the viewer's: the tool policy decides it, as for any call.
       verdict: (viewer, owner, tool, args) => authority.call(viewer, () => false, owner, "tools/call", { name: tool, arguments: args }),
       isDisabled: (id) => host.isDisabled(id),
+      unended: () => host.unended(),
       call: (...a) => host.callFor(...a),
     });
   }

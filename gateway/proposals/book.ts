@@ -379,6 +379,11 @@ export class ProposalBook {
     return this.busy.has(id);
   }
 
+  /** Proposals that have not ended: awaiting a decision, or approved and in flight. */
+  unended(): Proposal[] {
+    return [...this.open.values()];
+  }
+
   /** Proposals awaiting a person's decision, oldest first: pending ones, and interrupted ones waiting to be decided again. */
   pending(): Proposal[] {
     return [...this.open.values()].filter((p) => awaiting(p.state));

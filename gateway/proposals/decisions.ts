@@ -328,6 +328,9 @@ export class Decisions implements ProposalDesk {
   whyNotDecide(member: Member, p: Proposal, approving = false): { code: ErrorCode; message: string } | undefined {
     if (member.id === p.proposer)
       return { code: ErrorCodes.selfApproval, message: "you cannot decide on your own proposal (withdraw it instead)" };
+    // Switched off, it offers nothing to the space, its word on others' calls included.
+    if (this.registry.isDisabled(member.id))
+      return { code: disabledRefusal(member.id).code, message: "you are switched off in this space, so you may not decide proposals" };
     // A reviewer of the proposer is bounded by what it is, not by the approvers list or its own
     // capabilities: it never rejects, and its approval is held to its bound (`reviewerBar`).
     if (this.reviewers && reviews(this.reviewers, member.id, p)) {
@@ -357,6 +360,17 @@ export class Decisions implements ProposalDesk {
       code: ErrorCodes.approverLacksCapability,
       message: `you may not make this call yourself (with the arguments that will run), so you cannot approve or reject it`,
     };
+  }
+
+  /**
+   * Why `member` may not approve `p` once, as it stands, with the arguments that will run:
+   * `whyNotDecide`, then a reviewer's bound (reviewer-bound.ts). The bar "who may decide"
+   * lists are drawn from (operator/deciders.ts), so a card names only those the gateway would heed.
+   */
+  whyNotApprove(member: Member, p: Proposal): { code: ErrorCode; message: string } | undefined {
+    const why = this.whyNotDecide(member, p, true);
+    if (why || !this.reviewers) return why;
+    return reviewerRefusal(this.reviewers, member.id, p, { approving: true, scope: "once", args: runningArguments(p) });
   }
 
   /** A chat correlated to a proposal, marked as a Respond only if `member` may decide it (respond.ts). */

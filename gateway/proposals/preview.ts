@@ -30,6 +30,7 @@ import type { Verdict } from "../policy/authority.js";
 import type { NotRouted } from "../ports/host.js";
 import type { Registry } from "../ports/registry.js";
 import { runningArguments, type Proposal } from "./book.js";
+import { afterTurn, bearingOn, type Earlier, earlierOf, needsDisk, type TurnCall } from "./turn-preview.js";
 
 export type PreviewStatus = "ok" | "none" | "refused" | "failed" | "timeout" | "too_large" | "will_fail";
 
@@ -51,6 +52,10 @@ export interface Preview {
   /** Why there is no preview: refused, failed, timed out, too large; or why the call will fail (will_fail). */
   message?: string;
   code?: string;
+  /** Made after these earlier calls of the call's turn, still waiting or in flight (turn-preview.ts). */
+  after_turn?: TurnCall[];
+  /** Earlier calls of the turn to the same server that may change files, which the preview does not reflect. */
+  not_reflected?: TurnCall[];
   /** Time the preview took to make (0 when cached). */
   ms: number;
   cached?: boolean;
@@ -64,6 +69,8 @@ export interface PreviewHost {
   verdict(viewer: string, owner: string, tool: string, args: Record<string, unknown>): Verdict;
   /** Whether `viewer` is switched off in the space. */
   isDisabled(viewer: string): boolean;
+  /** The proposals that have not ended (book.ts `unended`): a turn's earlier calls are among them. */
+  unended?(): readonly Proposal[];
   /** Sends the call as `viewer`; `done` gets the answer, or undefined and why not. */
   call(
     viewer: string,
@@ -113,11 +120,13 @@ export class Previews {
   /** The preview of `p` for `viewer`: made, or reused from a moment ago. */
   of(p: Proposal, viewer: string): Promise<Preview> {
     const args = shownArguments(p);
-    const key = `${p.id}\0${viewer}\0${JSON.stringify(args)}`;
+    // The earlier calls of its turn change what it would do: they are part of what is cached.
+    const earlier = this.host.unended ? earlierOf(p, this.host.unended()) : [];
+    const key = `${p.id}\0${viewer}\0${JSON.stringify(args)}\0${JSON.stringify(earlier)}`;
     const now = Date.now();
     const hit = this.cache.get(key);
     if (hit && now - hit.at < CACHE_MS) return hit.preview.then((r) => ({ ...r, ms: 0, cached: true }));
-    const preview = this.make(p, viewer, args);
+    const preview = this.withTurn(p, viewer, args, earlier);
     this.cache.set(key, { at: now, preview });
     if (this.cache.size > CACHE_MAX) {
       for (const [k, v] of this.cache) if (now - v.at >= CACHE_MS || this.cache.size > CACHE_MAX) this.cache.delete(k);
@@ -128,6 +137,37 @@ export class Previews {
   /** Whether `p` has a preview at all (a rule or the built-in applies). */
   applies(p: Proposal): boolean {
     return this.plan(p, shownArguments(p)) !== undefined;
+  }
+
+  /**
+   * The preview after the earlier calls of `p`'s turn (turn-preview.ts): a built-in write or
+   * edit of a file an earlier call writes or edits is shown against the text those would
+   * leave; earlier calls it cannot replay are named as not reflected.
+   */
+  private async withTurn(p: Proposal, viewer: string, args: Record<string, unknown>, earlier: Earlier[]): Promise<Preview> {
+    if (earlier.length === 0) return this.make(p, viewer, args);
+    const plan = this.plan(p, args);
+    const path = plan?.source === "builtin" ? plan.label : undefined;
+    const turn = bearingOn(earlier, path, (tool) => this.host.registry.get(p.owner, tool)?.annotations?.["readOnlyHint"] === true);
+    const notReflected = turn.unknown.length ? { not_reflected: turn.unknown } : {};
+    if (!plan || path === undefined || turn.replay.length === 0 || this.host.isDisabled(viewer)) {
+      const r = await this.make(p, viewer, args);
+      return r.status === "none" ? r : { ...r, ...notReflected };
+    }
+    const started = performance.now();
+    const read = { owner: p.owner, tool: "read_text_file", args: { path } };
+    const label = quoted(path);
+    const r = await afterTurn(p.tool!, args, path, turn.replay, {
+      maxBytes: plan.maxBytes,
+      read: () => this.step(viewer, read, plan),
+      diff: (before, after, from) => {
+        const d = createTwoFilesPatch("a", "b", before, after, "", "", { context: 3, timeout: DIFF_MS });
+        return d === undefined ? undefined : relabel(d, `${label}\t${from}`, `${label}\tproposed`);
+      },
+    });
+    // Named by the companion it called: the read of the file, when no earlier write set its text.
+    const tool = needsDisk(turn.replay) ? { tool: `${read.owner}/${read.tool}` } : {};
+    return { proposal: p.id, ...tool, source: "builtin", ...r, ...notReflected, ms: Math.round(performance.now() - started) };
   }
 
   private async make(p: Proposal, viewer: string, args: Record<string, unknown>): Promise<Preview> {

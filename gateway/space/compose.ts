@@ -211,6 +211,7 @@ export function composeSpace(
     registry,
     authority,
     isDisabled: (who) => switches.isDisabled(who),
+    unended: () => proposals.unended(),
     callFor: (...a) => router.callFor(...a),
     consoleUrl: own.consoleUrl,
   });

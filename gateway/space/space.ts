@@ -249,6 +249,20 @@ export class Space {
     return actor ? this.decisions.whyNotDecide(actor, p) : { code: ErrorCodes.unknownRecipient, message: `no participant "${clip(id)}"` };
   }
 
+  /**
+   * What participant `id` may do with proposal `p` now, for "who may decide" (operator/deciders.ts):
+   * approve it (decisions.ts `whyNotApprove`, a reviewer's bound included), reject it
+   * (`whyNotDecide`), and why not when it may do neither.
+   */
+  decidingRight(id: string, p: Proposal): { approve: boolean; reject: boolean; why?: { code: string; message: string } } {
+    const actor = this.seats.actor(id);
+    if (!actor)
+      return { approve: false, reject: false, why: { code: ErrorCodes.unknownRecipient, message: `no participant "${clip(id)}"` } };
+    const notApprove = this.decisions.whyNotApprove(actor, p);
+    const notReject = this.decisions.whyNotDecide(actor, p);
+    return { approve: !notApprove, reject: !notReject, ...(notApprove && notReject ? { why: notApprove } : {}) };
+  }
+
   /** Every participant of the space, connected or not, as `viewer` may see it. */
   participantsView(): Array<Record<string, unknown>> {
     return Object.values(this.config.participants).map((p) => ({

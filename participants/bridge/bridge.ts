@@ -66,9 +66,17 @@ export {
 
 /** Starts the server, joins the space, and resolves once both are up. Rejects if either fails the first time. */
 export async function startBridge(opts: BridgeOptions): Promise<Bridge> {
+  return openBridge(opts).started;
+}
+
+/**
+ * The bridge at once, and its start: a caller that may have to stop before the start ends
+ * (a sign-in nobody completes) holds the bridge to stop it. `started` settles as
+ * `startBridge` does.
+ */
+export function openBridge(opts: BridgeOptions): { bridge: Bridge; started: Promise<Bridge> } {
   const bridge = new McpBridge(opts);
-  await bridge.start();
-  return bridge;
+  return { bridge, started: bridge.start().then(() => bridge) };
 }
 
 // ---------------------------------------------------------------------------------------
