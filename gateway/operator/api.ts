@@ -5,6 +5,7 @@
  *   GET    proposals/<id>/preview (what the call would change, read as the caller: proposals/preview.ts)
  *   GET    proposals/<id>/receipt (its approval's signed receipt: proposals/receipts.ts)
  *   GET    receipts/jwks.json     (the keys receipts are checked with; no sign-in)
+ *   GET    passkeys · POST passkeys/options|register · GET proposals/<id>/passkey   (passkey-api.ts)
  *   GET    history[?limit=N]      (recent envelopes the caller may see: chat and activity on open)
  *   POST   proposals/<id>/approve {scope?, arguments?, reason?}
  *   POST   proposals/<id>/reject  {reason, text?}
@@ -45,6 +46,7 @@ import { checkRoute, explainRoute } from "./policy-api.js";
 import { linkRoute } from "./links.js";
 import { learnRoute, notePreviewOpened } from "./learn-api.js";
 import { reviewRoute, reviewsRoute } from "./review-api.js";
+import { passkeyRoute } from "./passkey-api.js";
 import { clearDeviceCookie, deviceCookie, deviceParticipant, DEVICE_SESSION_MS, linkState } from "./device-session.js";
 import type { ReloadReport } from "../space/reload.js";
 import { compileCapabilities } from "../policy/capabilities.js";
@@ -157,6 +159,8 @@ async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerRespons
   if (route === "POST reload" || route === "GET sessions" || route === "DELETE sessions/:id")
     return send(res, await operate(gateway, caller, route, rest[1]));
   if (route === "GET reviews") return send(res, reviewsRoute(space, caller.id));
+  const passkey = await passkeyRoute(space, caller.id, route, rest[1], body, header(req, "host"));
+  if (passkey) return send(res, passkey);
   if (route === "POST proposals/:id/review") return send(res, await reviewRoute(space, caller.id, rest[1] ?? "", body));
   if (rest[0] === "policy" && (rest[1] === "suggestions" || rest[1] === "dry-run" || rest[1] === "fatigue"))
     return send(res, await learnRoute(gateway, space, caller.id, req.method ?? "GET", rest.slice(1), body));
@@ -264,7 +268,7 @@ async function dispatch(
       const errors = await space.seats.act(c.id, {
         kind: "mcp/approve",
         correlation_id: [id],
-        payload: pick(body, ["scope", "arguments", "reason", "limit"]),
+        payload: pick(body, ["scope", "arguments", "reason", "limit", "passkey"]),
       });
       // One of several approvals it needs: it still waits, and says how far it got.
       const still = errors.length ? undefined : space.proposals.pending().find((x) => x.id === id && x.state === "pending");

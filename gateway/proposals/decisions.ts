@@ -57,6 +57,7 @@ import { Escalations } from "./escalation.js";
 import type { RunsEnded } from "./runs-ended.js";
 import { type ReviewerDesk, reviewerRefusal, reviews } from "./reviewer-bound.js";
 import { argumentsDigest, type DeciderKind, newDecisionId, policyDigest, type ReceiptKeys } from "./receipts.js";
+import type { PasskeyBar, PasskeyProof } from "./passkey-bar.js";
 
 export class Decisions implements ProposalDesk {
   /** `policy.escalate`'s timers (escalation.ts); the space arms them as proposals change. */
@@ -94,6 +95,8 @@ export class Decisions implements ProposalDesk {
     private readonly reviewers?: ReviewerDesk,
     /** Signs each approval's receipt (receipts.ts); without it approvals carry none. */
     private readonly receipts?: ReceiptKeys,
+    /** Which approvals need the approver's passkey, and checks it (passkey-bar.ts). */
+    readonly passkeys?: PasskeyBar,
   ) {
     this.escalations = new Escalations(space, proposals, notify);
     // The book is built first and tells this of its proposals' clocks and changes.
@@ -449,21 +452,44 @@ export class Decisions implements ProposalDesk {
         return this.space.fail(member, ErrorCodes.invalidPayload, `cannot limit the grant: ${made.error}`, inbound.id);
       condition = made.condition;
     }
-    const env = stamp(inbound, member.id);
-    env.to ??= [p.proposer];
-    if ((p.required ?? 1) > 1 && awaiting(p.state)) {
-      return approveOneOf(
-        this.space,
-        this.proposals,
-        member,
-        p,
-        { scope, edited, confirmed, reason },
-        inbound.id,
-        (last) => this.approve(member, p, { scope: "once", edited: last, reason }, inbound.id, env),
-        (q) => dropFallenApprovals(this.space, this.proposals, q),
+    const go = (passkey?: PasskeyProof): Promise<void> | void => {
+      const env = stamp(inbound, member.id);
+      env.to ??= [p.proposer];
+      if ((p.required ?? 1) > 1 && awaiting(p.state)) {
+        return approveOneOf(
+          this.space,
+          this.proposals,
+          member,
+          p,
+          { scope, edited, confirmed, reason },
+          inbound.id,
+          (last) => this.approve(member, p, { scope: "once", edited: last, reason, passkey }, inbound.id, env),
+          (q) => dropFallenApprovals(this.space, this.proposals, q),
+        );
+      }
+      return this.approve(member, p, { scope, edited, reason, condition, passkey }, inbound.id, env);
+    };
+    // A call policy says needs the approver's passkey: its assertion over this very call first (passkey-bar.ts).
+    const bar = this.passkeys;
+    if (bar?.needs(p)) {
+      const state = p.state;
+      return bar.check(p, member.id, parsed.data.passkey, edited ?? running).then(
+        (proof) => {
+          if (p.state !== state || this.proposals.isBusy(p.id) || this.proposals.get(p.id) !== p)
+            return this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(p.id)}" was decided meanwhile`, inbound.id);
+          return go(proof);
+        },
+        (err: unknown) =>
+          this.space.fail(
+            member,
+            ErrorCodes.passkeyRequired,
+            `${(err as Error).message}; a person confirms this approval with their passkey at ${bar.where(p)}`,
+            inbound.id,
+            { reason: "passkey_required", url: bar.where(p) },
+          ),
       );
     }
-    return this.approve(member, p, { scope, edited, reason, condition }, inbound.id, env);
+    return go();
   }
 
   /**
@@ -522,6 +548,15 @@ export class Decisions implements ProposalDesk {
         );
     }
     if (!this.mayDecide(member, q, inbound.id, true)) return;
+    // A fulfilment carries no passkey: a call that needs one is approved with it (mcp/approve), then runs.
+    if (this.passkeys?.needs(q))
+      return void this.space.fail(
+        member,
+        ErrorCodes.passkeyRequired,
+        `approving this call needs a person's passkey; it cannot be fulfilled: approve it at ${this.passkeys.where(q)}`,
+        inbound.id,
+        { reason: "passkey_required", url: this.passkeys.where(q) },
+      );
     const args = payload.params?.["arguments"];
     // Only a difference from what runs is an edit (the proposed arguments after an edit are one).
     const given = args && typeof args === "object" && !Array.isArray(args) ? (args as Record<string, unknown>) : undefined;
@@ -555,6 +590,8 @@ export class Decisions implements ProposalDesk {
       edited: Record<string, unknown> | undefined;
       reason: string | undefined;
       condition?: GrantCondition | undefined;
+      /** The approver's passkey confirmation (passkey-bar.ts), recorded in the receipt. */
+      passkey?: PasskeyProof | undefined;
     },
     sentId: string | undefined,
     announce: Envelope | undefined,
@@ -593,7 +630,7 @@ export class Decisions implements ProposalDesk {
     if (this.receipts) {
       const state = p.state;
       try {
-        receipt = await this.receipts.sign(this.receiptClaims(approver.id, p, owner, args ?? {}, decision));
+        receipt = await this.receipts.sign({ ...this.receiptClaims(approver.id, p, owner, args ?? {}, decision), passkey: d.passkey });
       } catch (err) {
         this.space.log.error({ proposal: p.id, err: String(err) }, "could not sign an approval receipt");
         return this.space.fail(approver, ErrorCodes.storeFailed, `the approval's receipt could not be signed; ${stays}`, sentId);

@@ -36,6 +36,8 @@ import { Tracing } from "../ports/tracing.js";
 import { Aids } from "../proposals/aids.js";
 import { ReceiptKeys } from "../proposals/receipts.js";
 import { decisionOf } from "../proposals/telemetry.js";
+import { PasskeyBar } from "../proposals/passkey-bar.js";
+import { Passkeys, type PasskeyPlace } from "../identity/passkeys.js";
 import { DEFINITION_CHANGED_KEY, OPEN_OWNER, type Proposal, ProposalBook, runningArguments } from "../proposals/book.js";
 import { Decisions } from "../proposals/decisions.js";
 import { personIn } from "../policy/learn/history.js";
@@ -96,6 +98,9 @@ export interface SpaceParts {
   readonly aids: Aids;
   /** The key that signs approval receipts and the JWKS that checks them (proposals/receipts.ts). */
   readonly receipts: ReceiptKeys;
+  /** People's passkeys (identity/passkeys.ts) and which approvals need them (proposals/passkey-bar.ts). */
+  readonly passkeys: Passkeys;
+  readonly passkeyBar: PasskeyBar;
   readonly notifier: Notifier;
   readonly roster: Roster;
   readonly lending: Lending;
@@ -296,6 +301,32 @@ export function composeSpace(
   // Each approval's signed receipt (proposals/receipts.ts), under the space's key in the state directory.
   const receipts = new ReceiptKeys(id, config.gateway.state_dir);
   void receipts.ready().catch((err: unknown) => log.error({ err: String(err) }, "the approval receipt key could not be read"));
+  // Approvals confirmed with the approver's passkey, where policy.passkey asks (proposals/passkey-bar.ts).
+  const passkeys = new Passkeys(id, config.gateway.state_dir);
+  const passkeyBar = new PasskeyBar({
+    space: id,
+    config: () => host.config,
+    risk: (p) => {
+      if (p.tool === undefined || p.owner === OPEN_OWNER) return "high";
+      const entry = registry.get(p.owner, p.tool);
+      const payload = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload;
+      return recorded.riskOf(
+        {
+          id: p.id,
+          proposer: p.proposer,
+          owner: p.owner,
+          tool: p.tool,
+          args: runningArguments(p),
+          annotations: entry?.annotations,
+          definitionChanged: payload?.[DEFINITION_CHANGED_KEY] !== undefined,
+          flagged: (entry?.findings?.length ?? 0) > 0,
+        },
+        true,
+      ).level;
+    },
+    place: () => passkeyPlace(host.config.gateway.public_url, own.consoleUrl()),
+    passkeys,
+  });
   const decisions = new Decisions(
     host,
     proposals,
@@ -307,6 +338,7 @@ export function composeSpace(
     (p, approvers) => notifier.escalated(p, approvers),
     { config, groups: authority.groups, recorded, registry },
     receipts,
+    passkeyBar,
   );
   // Stacks that were held when the gateway stopped are held again, with their calls.
   conversations.resume();
@@ -393,6 +425,8 @@ export function composeSpace(
     router,
     aids,
     receipts,
+    passkeys,
+    passkeyBar,
     notifier,
     roster,
     lending,
@@ -438,4 +472,18 @@ export function grantsView(grants: GrantBook): Array<Record<string, unknown>> {
   return grants
     .all()
     .map((g) => ({ ...g, standing: grants.stands(g), ...(g.condition ? { limited_to: describeCondition(g.condition) } : {}) }));
+}
+
+/** Where people's browsers reach the console: the public URL's origin, and the listening address's (with its `localhost` twin). */
+export function passkeyPlace(publicUrl: string | undefined, consoleUrl: string | undefined): PasskeyPlace {
+  const origins = new Set<string>();
+  for (const u of [publicUrl, consoleUrl]) {
+    if (!u) continue;
+    const url = new URL(u);
+    origins.add(url.origin);
+    if (url.hostname === "127.0.0.1" || url.hostname === "[::1]")
+      origins.add(`${url.protocol}//localhost${url.port ? `:${url.port}` : ""}`);
+  }
+  const list = [...origins];
+  return { origins: list, rpIds: [...new Set(list.map((o) => new URL(o).hostname))] };
 }

@@ -46,6 +46,8 @@ export class Space {
   readonly notifier: SpaceParts["notifier"];
   readonly aids: SpaceParts["aids"];
   readonly receipts: SpaceParts["receipts"];
+  readonly passkeys: SpaceParts["passkeys"];
+  readonly passkeyBar: SpaceParts["passkeyBar"];
   readonly authority: SpaceParts["authority"];
   readonly streams: SpaceParts["streams"];
   readonly switches: SpaceParts["switches"];
@@ -122,6 +124,8 @@ export class Space {
       notifier: this.notifier,
       aids: this.aids,
       receipts: this.receipts,
+      passkeys: this.passkeys,
+      passkeyBar: this.passkeyBar,
       authority: this.authority,
       streams: this.streams,
       switches: this.switches,
