@@ -54,7 +54,8 @@ export class PasskeyBar {
 
   /** Where a person confirms: the console's passkey page at this proposal. */
   where(p: Proposal): string {
-    return `/ui/passkey.html#space=${encodeURIComponent(this.host.space)}&proposal=${encodeURIComponent(p.id)}`;
+    const origin = this.host.place().origins[0] ?? "";
+    return `${origin}/ui/passkey.html#space=${encodeURIComponent(this.host.space)}&proposal=${encodeURIComponent(p.id)}`;
   }
 
   private challenge(p: Proposal, approver: string, args: Record<string, unknown>, nonce: string): string {
