@@ -201,6 +201,111 @@ describe("passkey confirmation: hostile first", () => {
     expect(calls).toHaveLength(1);
   });
 
+  it("a program holding the session of a person who has a passkey cannot enrol a key of its own; the person adds one with theirs", {
+    timeout: 60_000,
+  }, async () => {
+    await setup();
+    await register();
+    // The program's own authenticator, in a browser of its own, with alice's token: a genuine key, made for her options.
+    const rogue = await browser!.newContext();
+    try {
+      const rp = await rogue.newPage();
+      const cdp = await rogue.newCDPSession(rp);
+      await cdp.send("WebAuthn.enable");
+      await cdp.send("WebAuthn.addVirtualAuthenticator", {
+        options: {
+          protocol: "ctap2",
+          transport: "internal",
+          hasResidentKey: true,
+          hasUserVerification: true,
+          isUserVerified: true,
+          automaticPresenceSimulation: true,
+        },
+      });
+      await rp.goto(`${base()}/ui/passkey.html#space=pk&token=${T.alice}`);
+      const tries = await rp.evaluate(async (token) => {
+        const w = globalThis as unknown as {
+          fetch: typeof fetch;
+          navigator: {
+            credentials: { create(o: unknown): Promise<{ toJSON(): unknown }>; get(o: unknown): Promise<{ toJSON(): unknown }> };
+          };
+          PublicKeyCredential: { parseCreationOptionsFromJSON(o: unknown): unknown };
+        };
+        const call = async (path: string, body: unknown) => {
+          const r = await w.fetch(`/api/spaces/pk/${path}`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+            body: JSON.stringify(body),
+          });
+          return { status: r.status, body: (await r.json()) as { confirm?: unknown; error?: { code: string; message: string } } };
+        };
+        const out: Array<{ status: number; code?: string; message?: string; asked: boolean }> = [];
+        // Without a confirmation, then with its own new key's word for it (not one of hers).
+        for (const withConfirm of [false, true]) {
+          const asked = await call("passkeys/options", {});
+          const { confirm, ...options } = asked.body;
+          const made = await w.navigator.credentials.create({ publicKey: w.PublicKeyCredential.parseCreationOptionsFromJSON(options) });
+          const response = made.toJSON() as { id: string };
+          const r = await call("passkeys/register", { response, ...(withConfirm ? { confirm: response } : {}) });
+          out.push({ status: r.status, code: r.body.error?.code, message: r.body.error?.message, asked: confirm !== undefined });
+        }
+        return out;
+      }, T.alice);
+      for (const t of tries) expect(t).toMatchObject({ status: 400, code: "passkey_invalid", asked: true });
+      expect(tries[0]!.message).toMatch(/adding another needs one you have/);
+      expect(tries[1]!.message).toMatch(/not one of yours/);
+    } finally {
+      await rogue.close();
+    }
+    expect((await api(T.alice, "GET", "passkeys")).body.passkeys).toHaveLength(1);
+
+    // The person adds a second on another authenticator of hers, confirming with the first.
+    const cdp: CDPSession = await page!.context().newCDPSession(page!);
+    await cdp.send("WebAuthn.enable");
+    const { authenticatorId } = await cdp.send("WebAuthn.addVirtualAuthenticator", {
+      options: { protocol: "ctap2", transport: "usb", hasResidentKey: true, hasUserVerification: true, isUserVerified: true },
+    });
+    expect(authenticatorId).toBeTruthy();
+    await page!.getByRole("button", { name: "Register a passkey" }).click();
+    // The list redrawn with the second (the message already said "registered" of the first).
+    await page!.locator("#keys li").nth(1).waitFor();
+    expect(await page!.locator("#message").textContent()).toBe("Passkey registered.");
+    expect((await api(T.alice, "GET", "passkeys")).body.passkeys).toHaveLength(2);
+  });
+
+  it("a passkey approves one call: no grant is made with one; the card leads to the page, which shows what runs", {
+    timeout: 60_000,
+  }, async () => {
+    const { calls, agent } = await setup();
+    await register();
+    const id = await propose(agent, "transfer", { amount: 70, to: "carol" });
+    // A valid assertion for this very call, offered for an "always": refused, no grant, nothing runs.
+    const always = await api(T.alice, "POST", `proposals/${id}/approve`, { scope: "always", passkey: await sign(id) });
+    expect(always.status).toBeGreaterThanOrEqual(400);
+    expect(always.body.error.message).toMatch(/for this call alone: approve it once/);
+    expect((await api(T.alice, "GET", "grants")).body.grants ?? []).toHaveLength(0);
+    expect(calls).toHaveLength(0);
+
+    // The console's card, at the address `up` prints (an IP, where passkeys do not work): no
+    // "Always…", a link to the passkey page at this proposal, at localhost.
+    await page!.goto(`http://127.0.0.1:${gw!.port}/ui/#space=pk&token=${T.alice}`);
+    await page!.locator("#conn.live").waitFor();
+    const card = page!.locator(`li.card[data-id="${id}"]`);
+    await card.waitFor();
+    expect(await card.getByRole("button", { name: "Always…" }).count()).toBe(0);
+    const link = card.getByRole("link", { name: "approve it with your passkey" });
+    expect(await link.getAttribute("href")).toBe(`${base()}/ui/passkey.html#space=pk&proposal=${id}`);
+    // Followed: the page speaks with the console tab's token (carried over, then out of the address bar), and shows the arguments that will run.
+    await link.click();
+    await page!.getByText(/agent asks to call notes\/transfer with:/).waitFor();
+    expect(page!.url()).toBe(`${base()}/ui/passkey.html#space=pk&proposal=${id}`);
+    expect(await page!.locator("#arguments").textContent()).toMatch(/amount[\s\S]*70[\s\S]*to[\s\S]*carol/);
+    await page!.getByRole("button", { name: "Approve with passkey" }).click();
+    await page!.getByText("Approved with your passkey.").waitFor();
+    await waitFor(() => calls.length === 1);
+    expect(calls[0]!.payload.params.arguments).toEqual({ amount: 70, to: "carol" });
+  });
+
   it("a passkey is a person's: an agent cannot register one", { timeout: 30_000 }, async () => {
     await setup();
     const r = await api(T.agent, "POST", "passkeys/options", {});

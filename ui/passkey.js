@@ -5,18 +5,31 @@
 // Everything from participants is set as text.
 
 import { apiCall } from "./api.js";
+import { argumentsView } from "./args.js";
+import { sessionFor } from "./signin.js";
 import { revealText } from "./text.js";
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.hash.slice(1));
 const space = params.get("space") || "";
-const token = params.get("token") || "";
+let token = params.get("token") || "";
 const proposal = params.get("proposal") || "";
-// The token stays in this tab only: out of the address bar, out of history.
-if (token)
+// The token stays in this tab only: out of the address bar, out of history; kept as the console keeps it.
+if (token) {
+  sessionStorage.setItem("mewgate", JSON.stringify({ space, token }));
   history.replaceState(null, "", `#space=${encodeURIComponent(space)}${proposal ? `&proposal=${encodeURIComponent(proposal)}` : ""}`);
+} else {
+  // A card's link from the console in this tab: the token the console holds for this space.
+  try {
+    const stored = JSON.parse(sessionStorage.getItem("mewgate") || "null");
+    if (stored?.space === space && typeof stored.token === "string") token = stored.token;
+  } catch {}
+}
+// Signed in through the space's identity provider instead: the session's CSRF value speaks with its cookie.
+let csrf = "";
 
-const api = (method, path, body) => apiCall(space, token ? { authorization: `Bearer ${token}` } : {}, method, path, body);
+const headers = () => (token ? { authorization: `Bearer ${token}` } : csrf ? { "x-csrf-token": csrf } : {});
+const api = (method, path, body) => apiCall(space, headers(), method, path, body);
 const say = (text) => {
   $("message").textContent = revealText(String(text));
 };
@@ -39,9 +52,14 @@ async function listKeys() {
 
 async function register() {
   try {
-    const options = await api("POST", "passkeys/options");
+    const { confirm, ...options } = await api("POST", "passkeys/options");
+    // Adding to the passkeys one has: one of them confirms it first (gateway/identity/passkeys.ts).
+    if (confirm) say("You have a passkey already: confirm with it, then make the new one.");
+    const confirmed = confirm
+      ? (await navigator.credentials.get({ publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(confirm) })).toJSON()
+      : undefined;
     const credential = await navigator.credentials.create({ publicKey: PublicKeyCredential.parseCreationOptionsFromJSON(options) });
-    await api("POST", "passkeys/register", { response: credential.toJSON() });
+    await api("POST", "passkeys/register", { response: credential.toJSON(), ...(confirmed ? { confirm: confirmed } : {}) });
     say("Passkey registered.");
     await listKeys();
   } catch (err) {
@@ -68,6 +86,7 @@ async function approve() {
 
 async function start() {
   $("space-name").textContent = revealText(space);
+  if (!token) csrf = (await sessionFor(space).catch(() => null))?.csrf ?? "";
   try {
     const me = await api("GET", "me");
     $("who").textContent = revealText(me?.id ?? "");
@@ -82,7 +101,9 @@ async function start() {
     $("what").textContent = revealText(proposal);
     try {
       const p = await api("GET", `proposals/${encodeURIComponent(proposal)}`);
-      $("proposal-line").textContent = revealText(`${p.proposer ?? ""} asks to call ${p.tool ?? ""}`);
+      $("proposal-line").textContent = revealText(`${p.proposer ?? ""} asks to call ${p.tool ?? ""} with:`);
+      // What the passkey approves: the arguments that will run, as the console's card draws them.
+      $("arguments").replaceChildren(argumentsView(p.arguments ?? {}, p.inputSchema));
     } catch (err) {
       $("proposal-line").textContent = revealText(err.message);
     }

@@ -11,7 +11,10 @@
  * in one well-tested library than written again here.
  *
  * Registration challenges live in memory for five minutes, one per person; a registration
- * needs the person's own session (the API), never an agent's token. An assertion is checked
+ * needs the person's own session (the API), never an agent's token. A person who has a
+ * passkey adds another only with an assertion by one they have (over a challenge made with
+ * the registration's options): a program holding their session cannot enrol a key of its own
+ * and approve with it. (Their first passkey asks only the session.) An assertion is checked
  * against the one challenge the caller says it signed, which the caller derives and keeps
  * single-use; a counter that does not move forward (a cloned authenticator, a replay) fails.
  */
@@ -49,7 +52,8 @@ const ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 
 export class Passkeys {
   private readonly memory = new Map<string, StoredPasskey[]>();
-  private readonly registering = new Map<string, { challenge: string; until: number }>();
+  /** A registration under way: its challenge, and the one an existing passkey must sign to confirm it. */
+  private readonly registering = new Map<string, { challenge: string; confirm?: string | undefined; until: number }>();
 
   /** `dir`: the state directory; without one (a cluster's bus store) passkeys live in memory. */
   constructor(
@@ -88,8 +92,12 @@ export class Passkeys {
     renameSync(tmp, file);
   }
 
-  /** Options for `who` to register a passkey (navigator.credentials.create). */
-  async registrationOptions(who: string, place: PasskeyPlace, rpId = place.rpIds[0]!): Promise<unknown> {
+  /**
+   * Options for `who` to register a passkey (navigator.credentials.create); when they have one
+   * already, `confirm` too: options for one of theirs to sign (navigator.credentials.get),
+   * without which `register` refuses.
+   */
+  async registrationOptions(who: string, place: PasskeyPlace, rpId = place.rpIds[0]!): Promise<Record<string, unknown>> {
     const have = this.of(who);
     if (have.length >= MAX_PER_PERSON) throw new PasskeyError(`you have ${have.length} passkeys, the most one person may keep`);
     const options = await generateRegistrationOptions({
@@ -101,15 +109,25 @@ export class Passkeys {
       excludeCredentials: have.map((k) => ({ id: k.id, ...(k.transports ? { transports: k.transports } : {}) })),
       authenticatorSelection: { residentKey: "preferred", userVerification: "required" },
     });
-    this.registering.set(who, { challenge: options.challenge, until: Date.now() + CHALLENGE_MS });
-    return options;
+    const confirm = have.length ? Passkeys.nonce() : undefined;
+    this.registering.set(who, { challenge: options.challenge, confirm, until: Date.now() + CHALLENGE_MS });
+    return confirm === undefined ? { ...options } : { ...options, confirm: await this.assertionOptions(who, confirm, rpId) };
   }
 
-  /** Keeps the passkey `who` made with the options last given them, once it verifies. */
-  async register(who: string, response: unknown, place: PasskeyPlace): Promise<StoredPasskey> {
+  /**
+   * Keeps the passkey `who` made with the options last given them, once it verifies — and,
+   * when they had one already, once `confirm` (an assertion by one of theirs over the
+   * options' `confirm` challenge) verifies too.
+   */
+  async register(who: string, response: unknown, place: PasskeyPlace, confirm?: unknown): Promise<StoredPasskey> {
     const pending = this.registering.get(who);
     this.registering.delete(who);
     if (!pending || pending.until < Date.now()) throw new PasskeyError("no registration is under way for you (ask for options again)");
+    if (pending.confirm !== undefined) {
+      if (confirm === undefined)
+        throw new PasskeyError("you have a passkey already: adding another needs one you have to confirm it (confirm)");
+      await this.verify(who, confirm, pending.confirm, place);
+    }
     let verified: Awaited<ReturnType<typeof verifyRegistrationResponse>>;
     try {
       verified = await verifyRegistrationResponse({

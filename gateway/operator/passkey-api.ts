@@ -2,8 +2,10 @@
  * Passkeys in the operator API (identity/passkeys.ts, proposals/passkey-bar.ts):
  *
  *   GET  passkeys                    the caller's registered passkeys (ids and dates)
- *   POST passkeys/options            options to register one (navigator.credentials.create); people only
- *   POST passkeys/register {response}  keeps it once its attestation verifies
+ *   POST passkeys/options            options to register one (navigator.credentials.create); people only;
+ *                                    with `confirm` (options for navigator.credentials.get) when they have one
+ *   POST passkeys/register {response, confirm?}  keeps it once its attestation verifies, and `confirm`
+ *                                    (an assertion by a passkey they have) when they had one
  *   GET  proposals/<id>/passkey      whether approving needs one, where, and the options to sign
  *                                    this call (navigator.credentials.get), challenge and all
  *
@@ -37,7 +39,7 @@ export async function passkeyRoute(
       try {
         if (route === "POST passkeys/options")
           return { status: 200, body: await space.passkeys.registrationOptions(caller, place(), bar.rpId(host)) };
-        const key = await space.passkeys.register(caller, body["response"], place());
+        const key = await space.passkeys.register(caller, body["response"], place(), body["confirm"]);
         space.log.info({ participant: caller, passkey: key.id.slice(0, 16) }, "passkey registered");
         return { status: 200, body: { id: key.id, createdAt: key.createdAt } };
       } catch (err) {

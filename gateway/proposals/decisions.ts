@@ -430,6 +430,15 @@ export class Decisions implements ProposalDesk {
         inbound.id,
       );
     }
+    // A passkey confirms one call (passkey-bar.ts): a grant would let later calls run with none.
+    if (scope === "always" && this.passkeys?.needs(p))
+      return this.space.fail(
+        member,
+        ErrorCodes.invalidPayload,
+        `approving this call needs your passkey, for this call alone: approve it once (scope "once") at ${this.passkeys.where(p)}`,
+        inbound.id,
+        { reason: "passkey_once", url: this.passkeys.where(p) },
+      );
     if (scope === "always") {
       const over = this.grants.quota(member.id);
       if (over)

@@ -480,9 +480,10 @@ export function passkeyPlace(publicUrl: string | undefined, consoleUrl: string |
   for (const u of [publicUrl, consoleUrl]) {
     if (!u) continue;
     const url = new URL(u);
-    origins.add(url.origin);
+    // A browser refuses an IP address as an RP ID: at a loopback address, localhost comes first (the page `where` names).
     if (url.hostname === "127.0.0.1" || url.hostname === "[::1]")
       origins.add(`${url.protocol}//localhost${url.port ? `:${url.port}` : ""}`);
+    origins.add(url.origin);
   }
   const list = [...origins];
   return { origins: list, rpIds: [...new Set(list.map((o) => new URL(o).hostname))] };
