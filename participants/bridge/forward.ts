@@ -278,7 +278,10 @@ export class Forwarder {
       const status = err instanceof SdkHttpError ? err.status : undefined;
       // A refusal of this one request (auth, bad request) is not a dead server; 404 is a lost session.
       if (status !== undefined && status >= 400 && status < 500 && status !== 404) {
-        settle(() => reject(new RpcError(RpcErrorCodes.internalError, (err as Error).message, { reason: "http_error", status })));
+        // Our own refusal of it (oauth-signin.ts): a sign-in, or one with more scope, is the caller's to make.
+        const signIn = (status === 401 || status === 403) && this.host.auth?.refusalOf((err as Error).message);
+        const data = signIn ? { reason: signIn, participant: this.host.id, status } : { reason: "http_error", status };
+        settle(() => reject(new RpcError(RpcErrorCodes.internalError, (err as Error).message, data)));
         return;
       }
       this.host.link.down(up, `could not be reached (${(err as Error).message})`);

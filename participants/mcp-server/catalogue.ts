@@ -151,8 +151,14 @@ function objectSchema(schema: unknown): Record<string, unknown> | undefined {
 
 /** A failed call as the tool result an MCP client (and the model behind it) reads. */
 export function failureResult(real: string, err: ParticipantError): CallToolResult {
-  // A refusal by a person or the policy carries the structured denial's envelope (denials.ts): decided, nothing to do.
-  const refused = err.code === "rejected" || err.code === "expired" || err.code === "denied";
+  // A refusal by a person or the policy carries the structured denial's envelope (denials.ts): decided, nothing to do;
+  // a sign-in the caller must make (or one with more scope) too: theirs to make, then call again.
+  const refused =
+    err.code === "rejected" ||
+    err.code === "expired" ||
+    err.code === "denied" ||
+    err.code === "sign_in_needed" ||
+    err.code === "step_up_needed";
   return {
     content: [{ type: "text", text: failureText(real, err) }],
     isError: true,

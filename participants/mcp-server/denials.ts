@@ -10,7 +10,7 @@
  *   remediationHints        [{type: "url", url}] where to act (the card, the console's
  *                           sign-in), [{type: "task"}] for a task the client polls
  *   mewgate/why             the gateway's own reason code (held, denied, rejected, expired,
- *                           sign_in_needed, passkey_required, …): ours, additive
+ *                           sign_in_needed, step_up_needed, passkey_required, …): ours, additive
  *
  * The context id is sealed (HMAC-SHA256 under the mount's key, like held.ts's states) over
  * the space, the seat, the tool and the SHA-256 of the arguments, with an expiry. A client
@@ -37,7 +37,7 @@ export interface Denial {
 }
 
 /** Reasons a client can act on: someone may still make the call run. */
-const AVAILABLE = new Set(["held", "sign_in_needed", "passkey_required"]);
+const AVAILABLE = new Set(["held", "sign_in_needed", "step_up_needed", "passkey_required"]);
 
 export function denial(why: string, opts: { url?: string | undefined; task?: boolean; contextId?: string | undefined } = {}): Denial {
   const hints: NonNullable<Denial["remediationHints"]> = [];

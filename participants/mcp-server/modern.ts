@@ -357,12 +357,18 @@ function contextFor(held: HeldFace, params: unknown): string {
   return held.contexts.mint(held.space, held.seat, String(p.name ?? ""), p.arguments ?? {});
 }
 
-/** A tool result that carries a denial's envelope (a rejection, a policy's denial) gets its context id. */
+/**
+ * A tool result that carries a denial's envelope (a rejection, a policy's denial, a sign-in
+ * needed) gets its context id; one a person can still mend (a sign-in), the console as where.
+ */
 function denialContext(held: HeldFace, params: unknown, result: unknown): unknown {
   const meta = (result as { _meta?: Record<string, unknown> } | null)?._meta;
   const env = meta?.[AUTHZ_KEY] as Record<string, unknown> | undefined;
   if (!env || env["authorizationContextId"] !== undefined) return result;
-  return { ...(result as object), _meta: { ...meta, [AUTHZ_KEY]: { ...env, authorizationContextId: contextFor(held, params) } } };
+  const where =
+    env["remediation"] === "available" && env["remediationHints"] === undefined ? [{ type: "url", url: held.consoleUrl }] : undefined;
+  const next = { ...env, authorizationContextId: contextFor(held, params), ...(where ? { remediationHints: where } : {}) };
+  return { ...(result as object), _meta: { ...meta, [AUTHZ_KEY]: next } };
 }
 
 /** A refusal a client can act on (a sign-in the call's person must make) carries the denial envelope in its error's data. */
@@ -370,7 +376,8 @@ function withDenial(m: ModernModules, held: HeldFace | undefined, params: unknow
   const e = err as { code?: unknown; message?: unknown; data?: unknown };
   const data = e.data as Record<string, unknown> | undefined;
   const reason = data?.["reason"];
-  if (typeof e.code !== "number" || (reason !== "sign_in_needed" && reason !== "passkey_required")) return err;
+  if (typeof e.code !== "number" || (reason !== "sign_in_needed" && reason !== "step_up_needed" && reason !== "passkey_required"))
+    return err;
   const envelope = denial(reason, held ? { url: held.consoleUrl, contextId: contextFor(held, params) } : {});
   return new m.v2.ProtocolError(e.code, String(e.message ?? ""), { ...data, [AUTHZ_KEY]: envelope });
 }
