@@ -306,6 +306,38 @@ describe("passkey confirmation: hostile first", () => {
     expect(calls[0]!.payload.params.arguments).toEqual({ amount: 70, to: "carol" });
   });
 
+  it("by risk: a call the gateway rates high needs the passkey, whatever its tool; a low one does not", { timeout: 30_000 }, async () => {
+    gw = await startGateway(SPACE.replace('policy: {passkey: {tools: ["notes/transfer"]}}', "policy: {passkey: {tools: [], risk: high}}"));
+    const calls: Env[] = [];
+    const notes = await toolOwner(
+      gw,
+      "pk",
+      T.notes,
+      [
+        // No hints: destructive by MCP's defaults (high).
+        { name: "wipe", inputSchema: { type: "object" } },
+        { name: "look", inputSchema: { type: "object" }, annotations: { readOnlyHint: true, openWorldHint: false } },
+      ],
+      {
+        onCall: (env, reply) => {
+          calls.push(env);
+          reply({ content: [{ type: "text", text: "done" }] });
+        },
+      },
+    );
+    const agent = await TestClient.join(gw, "pk", T.agent);
+    clients.push(notes, agent);
+    const wipe = await propose(agent, "wipe", { all: true });
+    expect((await api(T.alice, "GET", `proposals/${wipe}`)).body.risk?.level).toBe("high");
+    const refused = await api(T.alice, "POST", `proposals/${wipe}/approve`, {});
+    expect(refused.body.error?.code).toBe("passkey_required");
+    const look = await propose(agent, "look", { n: 1 });
+    expect((await api(T.alice, "GET", `proposals/${look}/passkey`)).body).toEqual({ required: false });
+    expect((await api(T.alice, "POST", `proposals/${look}/approve`, {})).status).toBe(200);
+    await waitFor(() => calls.length === 1);
+    expect(calls.map((c) => c.payload.params.name)).toEqual(["look"]);
+  });
+
   it("a passkey is a person's: an agent cannot register one", { timeout: 30_000 }, async () => {
     await setup();
     const r = await api(T.agent, "POST", "passkeys/options", {});
