@@ -331,6 +331,28 @@ describe("passkey confirmation: hostile first", () => {
     expect((await api(T.alice, "GET", `proposals/${wipe}`)).body.risk?.level).toBe("high");
     const refused = await api(T.alice, "POST", `proposals/${wipe}/approve`, {});
     expect(refused.body.error?.code).toBe("passkey_required");
+    // The terminal says so before and when one tries, and where: the card, then the refusal.
+    const { runProposals } = await import("../cli/commands.js");
+    let out = "";
+    const sink = {
+      write: (t: string) => {
+        out += t;
+        return true;
+      },
+    };
+    const io = { stdout: sink, stderr: sink, env: {} } as never;
+    const common = { gateway: `ws://127.0.0.1:${gw.port}`, space: "pk", token: T.alice };
+    const page = `/ui/passkey.html#space=pk&proposal=${wipe}`;
+    expect(await runProposals("show", wipe, common, io)).toBe(0);
+    expect(out).toMatch(
+      new RegExp(
+        `approving needs your passkey, for this call alone: in a browser at http://localhost:\\d+${page.replace(/[.?#&]/g, "\\$&")}`,
+      ),
+    );
+    out = "";
+    expect(await runProposals("approve", wipe, { ...common, waitMs: 500 }, io)).not.toBe(0);
+    expect(out).toContain(page);
+    expect(calls).toHaveLength(0);
     const look = await propose(agent, "look", { n: 1 });
     expect((await api(T.alice, "GET", `proposals/${look}/passkey`)).body).toEqual({ required: false });
     expect((await api(T.alice, "POST", `proposals/${look}/approve`, {})).status).toBe(200);
