@@ -38,6 +38,16 @@ export interface ServerProc {
 
 const live = new Set<ChildProcess>();
 
+/**
+ * CPU time (user + system, ms) the gateway processes this bench started used, read from
+ * /proc just before each is stopped: what `--against` prints for each build (bench/against.ts).
+ */
+let gatewayCpuTotal = 0;
+
+export function gatewayCpuMs(): number {
+  return gatewayCpuTotal;
+}
+
 /** Last resort on an abnormal exit of the bench: no server outlives it. */
 process.on("exit", () => {
   for (const child of live) child.kill("SIGKILL");
@@ -138,6 +148,13 @@ function startServer(kind: ServerKind, args: string[], timeoutMs = 15_000, env?:
 
   const stop = async (): Promise<void> => {
     if (child.exitCode !== null || child.signalCode !== null) return;
+    if (kind === "gateway") {
+      try {
+        gatewayCpuTotal += cpuMs(child.pid!);
+      } catch {
+        // Gone between the check and the read: its CPU is not counted.
+      }
+    }
     child.kill("SIGTERM");
     // The gateway gives its sockets up to 2 s to close; past 6 s it is killed.
     const killed = await Promise.race([exited.then(() => false), sleep(6000).then(() => true)]);
