@@ -19,8 +19,8 @@
  * A scenario the ref cannot run (its gateway lacks what the scenario uses) prints as failed
  * for that side; the other side's figures still print.
  */
-import { execFileSync, spawn } from "node:child_process";
-import { cpSync, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { cpSync, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -107,10 +107,30 @@ export function buildRef(sha: string, log: (s: string) => void): string {
   return dir;
 }
 
+/**
+ * This tree's build as it is now, copied aside: a rebuild while the run goes on (the next
+ * change being made) must not change what "this" measures half-way. What the bench reads
+ * beside dist/ (node_modules, the test fixtures a scenario starts) is linked, not copied.
+ */
+function snapshotThis(): string {
+  const dir = join(tmpdir(), `mewgate-bench-this-${process.pid}`);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir);
+  cpSync(join(ROOT, "dist"), join(dir, "dist"), { recursive: true });
+  cpSync(join(ROOT, "package.json"), join(dir, "package.json"));
+  for (const name of ["node_modules", "test", "ui", "spaces"])
+    if (existsSync(join(ROOT, name))) symlinkSync(join(ROOT, name), join(dir, name));
+  return dir;
+}
+
+/** The side running now, stopped if this process is interrupted. */
+let current: ChildProcess | undefined;
+
 /** Runs one scenario on one side in a child process: its progress goes to stderr, its report comes back. */
 function runSide(side: Side, scenario: string): Promise<SideRun> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [side.runJs, scenario, "--child"], { stdio: ["ignore", "pipe", "pipe"] });
+    current = child;
     let stdout = "";
     let tail = "";
     child.stdout.setEncoding("utf8");
@@ -125,6 +145,7 @@ function runSide(side: Side, scenario: string): Promise<SideRun> {
     const timer = setTimeout(() => child.kill("SIGTERM"), CHILD_TIMEOUT_MS);
     child.once("exit", (code, signal) => {
       clearTimeout(timer);
+      current = undefined;
       const last = stdout.trim().split("\n").pop() ?? "";
       try {
         const report = JSON.parse(last) as ChildReport;
@@ -273,8 +294,16 @@ export async function against(ref: string, scenarios: readonly string[], opts: {
   const overlay = join(refDir, "dist", `bench-against-${process.pid}`);
   rmSync(overlay, { recursive: true, force: true });
   cpSync(HERE, overlay, { recursive: true });
+  const snapshot = snapshotThis();
+  const cleanUp = () => {
+    current?.kill("SIGTERM");
+    rmSync(overlay, { recursive: true, force: true });
+    rmSync(snapshot, { recursive: true, force: true });
+  };
+  // Interrupted, the process exits (procs.ts turns SIGINT and SIGTERM into an exit): the side running stops too.
+  process.once("exit", cleanUp);
   const sides: [Side, Side] = [
-    { name: "this", runJs: join(HERE, "run.js") },
+    { name: "this", runJs: join(snapshot, "dist", "bench", "run.js") },
     { name: ref, runJs: join(overlay, "run.js") },
   ];
   const names: [string, string] = [sides[0].name, sides[1].name];
@@ -283,7 +312,7 @@ export async function against(ref: string, scenarios: readonly string[], opts: {
   const began = performance.now();
   try {
     out(`mewgate bench --against ${ref}: node ${process.version}, ${opts.rounds} rounds of each scenario on each side, alternating`);
-    out(`this: ${ROOT} at ${head}${dirty ? " with uncommitted changes" : ""} (its dist/)`);
+    out(`this: ${ROOT} at ${head}${dirty ? " with uncommitted changes" : ""} (its dist/ as it was at the start, copied aside)`);
     out(`${ref}: ${sha.slice(0, 12)}, built in ${refDir}`);
     out(`both sides run this tree's bench code; "× base" is a figure's ratio to the baseline its scenario measured in the same run`);
     for (const scenario of scenarios) {
@@ -313,7 +342,8 @@ export async function against(ref: string, scenarios: readonly string[], opts: {
     out(`\n(${((performance.now() - began) / 1000).toFixed(0)} s)`);
     if (opts.json) process.stdout.write(`${JSON.stringify({ this: head, against: { ref, sha }, rows: merged }, null, 2)}\n`);
   } finally {
-    rmSync(overlay, { recursive: true, force: true });
+    cleanUp();
+    process.off("exit", cleanUp);
   }
   return code;
 }
