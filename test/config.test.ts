@@ -44,6 +44,7 @@ describe("valid files", () => {
         host: "0.0.0.0",
         port: 7420,
         state_dir: path.join(FIXTURES, "state"),
+        audit_flush_ms: 20,
         limits: {
           max_payload_bytes: 2048,
           max_depth: 32,
@@ -143,6 +144,7 @@ describe("valid files", () => {
       host: "127.0.0.1",
       port: 7420,
       state_dir: path.join(FIXTURES, ".mewgate"),
+      audit_flush_ms: 50,
       limits: DEFAULT_LIMITS,
       allowed_origins: [],
       allowed_hosts: [],

@@ -14,6 +14,7 @@ import { canonical } from "../store/chain.js";
 import type { AuditRecord } from "../proposals/book.js";
 import type { Plan } from "../ports/plan.js";
 import type { Reasoned } from "../policy/rules.js";
+import { isoTime } from "../wire/envelope.js";
 
 /** Largest canonical JSON of arguments written into a `called` record whole. */
 export const INLINE_ARGUMENTS = 4096;
@@ -37,14 +38,15 @@ export function directCallPlan(
     params: Record<string, unknown> | undefined;
     reason: Reasoned | undefined;
   },
-  now = new Date(),
+  /** When the call was routed, ms since the epoch. */
+  at = Date.now(),
 ): Plan<AuditRecord> {
   const name = call.params?.["name"];
   const args = call.params?.["arguments"];
   const text = args === undefined ? undefined : canonical(args);
   const inline = text !== undefined && text.length <= INLINE_ARGUMENTS;
   const entry: AuditRecord["entry"] = {
-    ts: now.toISOString(),
+    ts: isoTime(at),
     event: "called",
     proposal: "",
     proposer: call.caller,

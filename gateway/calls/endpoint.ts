@@ -83,7 +83,7 @@ function fitted(preview: Record<string, unknown>, budget: number): Record<string
 export class GatewayEndpoint {
   constructor(
     /** What it uses of the space (ports/host.ts). */
-    private readonly space: Pick<SpaceHost, "config" | "fail" | "grantsView" | "note" | "pendingProposals" | "sendTo">,
+    private readonly space: Pick<SpaceHost, "config" | "fail" | "grantsView" | "later" | "pendingProposals" | "sendTo">,
     private readonly router: CallRouter,
     /** A tools/call that needs approval is held as a proposal; a cancelled one is withdrawn. */
     private readonly decisions: Pick<ProposalDesk, "hold" | "withdrawn">,
@@ -207,17 +207,11 @@ export class GatewayEndpoint {
     if (verdict.decision === "direct") {
       const env = stamp({ ...inbound, to: [entry.participant], payload: call }, member.id);
       // Audited like a call sent to its owner directly (direct-audit.ts): every routed call is in the trail.
-      if (this.router.route(member, env, call, inbound.id))
-        void this.space.note(
-          directCallPlan({
-            id: env.id,
-            caller: member.id,
-            target: entry.participant,
-            method: "tools/call",
-            params,
-            reason: verdict.reason,
-          }),
-        );
+      if (this.router.route(member, env, call, inbound.id)) {
+        const audited = { id: env.id, caller: member.id, target: entry.participant, method: "tools/call", params, reason: verdict.reason };
+        const at = Date.now();
+        this.space.later(() => directCallPlan(audited, at));
+      }
       return;
     }
     // A call that could never be routed is refused now, not held for someone to approve

@@ -293,6 +293,9 @@ const ParticipantSchema = section({
   run: RunSchema.optional(),
 });
 
+/** The default of `gateway.audit_flush_ms`: how long a direct call's audit record may wait for company. */
+export const DEFAULT_AUDIT_FLUSH_MS = 50;
+
 const SpaceConfigSchema = section({
   space: section({
     id: z.string({ error: expected("a space id") }).regex(SPACE_ID, {
@@ -312,6 +315,11 @@ const SpaceConfigSchema = section({
       .min(1)
       .default(DEFAULT_STATE_DIR),
     limits: LimitsSchema.prefault({}),
+    /**
+     * How long the record of a call that went straight through (event "called") may wait to
+     * be written together with others (space/ledger.ts `later`); 0 writes each at once.
+     */
+    audit_flush_ms: int(0, 1000).default(DEFAULT_AUDIT_FLUSH_MS),
     /** Web origins (besides loopback and the gateway's own) whose pages may reach the gateway. */
     allowed_origins: z.array(z.string().url({ error: expected("an origin like https://console.example.com") })).default([]),
     /** Host names (besides loopback, IP literals and the configured host) the gateway answers to. */

@@ -62,6 +62,11 @@ export interface SpaceHost {
   record(...plans: Plan[]): Promise<void>;
   /** Applies a plan now and writes it behind: for bookkeeping no decision waits on (a call's outcome). Resolves once written or failed; never rejects. */
   note(plan: Plan): Promise<void>;
+  /**
+   * Writes a plan behind, coalesced with others, made when its batch goes (off the call's path): the record
+   * of a call that went straight through (ledger.ts `later`: on disk within `gateway.audit_flush_ms` and a batch's write).
+   */
+  later(make: () => Plan): void;
   /** Tells `member` that its change could not be recorded (the disk is full, say), and logs why. */
   storeFailed(member: Member, err: unknown, correlationId: string | undefined, what: string): void;
 }

@@ -152,6 +152,7 @@ export function composeSpace(
     grantsView: () => grantsView(grants),
     record: (...plans) => ledger.record(...plans),
     note: (plan) => ledger.note(plan),
+    later: (make) => ledger.later(make),
     storeFailed,
   };
 
