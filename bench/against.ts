@@ -231,12 +231,17 @@ function verdict(m: MergedRow): string {
   return m.ratio < 1 === (m.better === "lower") ? "better" : "worse";
 }
 
+/** A figure given as text (a scenario's "not run: …") kept to a column's width. */
+function clipCell(s: string): string {
+  return s.length > 48 ? `${s.slice(0, 47)}…` : s;
+}
+
 /** The side-by-side table: figure on each side (with its ratio to its own baseline), this / ref, and which way. */
 export function sideBySide(rows: MergedRow[], sides: [string, string]): string {
   const cell = (m: MergedRow, side: string): string => {
     const med = m.median[side];
     const rounds = m.rounds[side]!;
-    if (med === undefined) return rounds.length ? String(rounds[0]) : "failed";
+    if (med === undefined) return rounds.length ? clipCell(String(rounds[0])) : "failed";
     const base = m.baseRatios[side]!;
     return `${fmt(med, m.unit)}${base.length ? ` (${median(base).toFixed(2)}× base)` : ""}`;
   };
@@ -257,7 +262,7 @@ export function sideBySide(rows: MergedRow[], sides: [string, string]): string {
   const lines = [line(head)];
   rows.forEach((m, i) => {
     lines.push(line(cells[i]!));
-    const each = sides.map((s) => `${s} ${m.rounds[s]!.map((v) => (typeof v === "number" ? fmt(v, "") : v)).join(" / ")}`);
+    const each = sides.map((s) => `${s} ${m.rounds[s]!.map((v) => (typeof v === "number" ? fmt(v, "") : clipCell(v))).join(" / ")}`);
     lines.push(`    rounds: ${each.join("; ")}`);
   });
   return lines.join("\n");

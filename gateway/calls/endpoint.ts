@@ -31,7 +31,7 @@ import {
 } from "../wire/envelope.js";
 import { type CallRouter, clip, type ProposalDesk, type SpaceHost } from "../ports/host.js";
 import { jsonBytes, readCursor, takePage } from "../wire/paging.js";
-import { cleanTexts, cleanText } from "../wire/text.js";
+import { randomUUID } from "node:crypto";
 import { type Proposal, shownEnvelope } from "../proposals/book.js";
 import { runningView, unheardView } from "../proposals/unheard.js";
 import type { Member } from "../ports/member.js";
@@ -83,7 +83,7 @@ function fitted(preview: Record<string, unknown>, budget: number): Record<string
 export class GatewayEndpoint {
   constructor(
     /** What it uses of the space (ports/host.ts). */
-    private readonly space: Pick<SpaceHost, "config" | "fail" | "grantsView" | "later" | "pendingProposals" | "sendTo">,
+    private readonly space: Pick<SpaceHost, "config" | "fail" | "grantsView" | "later" | "pendingProposals" | "sendBytes" | "sendTo">,
     private readonly router: CallRouter,
     /** A tools/call that needs approval is held as a proposal; a cancelled one is withdrawn. */
     private readonly decisions: Pick<ProposalDesk, "hold" | "withdrawn">,
@@ -120,8 +120,14 @@ export class GatewayEndpoint {
         const start = readCursor(params["cursor"]);
         if (start === null) return reply({ error: { code: INVALID_PARAMS, message: "tools/list: unknown cursor" } });
         // What other agents read of a tool goes through the one table (wire/text.ts): no hidden or bidi characters.
-        const page = takePage(this.router.toolsFor(member).map(readable), start ?? 0, frameBudget(this.space), jsonBytes);
-        return reply({ result: { tools: page.items, ...(page.next ? { nextCursor: page.next } : {}) } });
+        // The page comes serialised (tool-listing.ts, made once per catalogue change) and is set into the answer as it is.
+        const page = this.router.toolsPage(member, start ?? 0, frameBudget(this.space));
+        const env = systemEnvelope(
+          "mcp/response",
+          { jsonrpc: "2.0", id: rpcId, result: { tools: RAW, ...(page.next ? { nextCursor: page.next } : {}) } },
+          { to: [member.id], ...correlation },
+        );
+        return this.space.sendBytes(member, withRaw(JSON.stringify(env), page.parts));
       }
       case "proposals/list": {
         const start = readCursor(params["cursor"]);
@@ -281,13 +287,16 @@ function liftIntent(
   return { ok: true, params: Object.keys(rest).length ? { ...others, _meta: rest } : others, intent: checked.data };
 }
 
-/** A catalogue entry as another participant reads it: title, description and schema texts cleaned; the name is the id and is left whole. */
-function readable<T extends { description?: unknown; title?: unknown; inputSchema?: unknown; annotations?: unknown }>(t: T): T {
-  return {
-    ...t,
-    ...(typeof t.title === "string" ? { title: cleanText(t.title) } : {}),
-    ...(typeof t.description === "string" ? { description: cleanText(t.description) } : {}),
-    ...(t.inputSchema !== undefined ? { inputSchema: cleanTexts(t.inputSchema) } : {}),
-    ...(t.annotations !== undefined ? { annotations: cleanTexts(t.annotations) } : {}),
-  };
+/**
+ * Stands in an envelope for a part serialised before (`withRaw`). Random per process, so no
+ * text a participant sends (an id, say) can hold it.
+ */
+const RAW = `mewgate-raw-${randomUUID()}`;
+const RAW_JSON = JSON.stringify(RAW);
+
+/** `json` (an envelope holding RAW once) as bytes, with RAW's place taken by a JSON array of `parts` (each already JSON). */
+function withRaw(json: string, parts: Buffer[]): Buffer {
+  const at = json.indexOf(RAW_JSON);
+  if (at < 0 || json.indexOf(RAW_JSON, at + 1) >= 0) throw new Error("the placeholder of a serialised part is not there exactly once");
+  return Buffer.concat([Buffer.from(`${json.slice(0, at)}[`), ...parts, Buffer.from(`]${json.slice(at + RAW_JSON.length)}`)]);
 }

@@ -41,10 +41,12 @@ import { answerOutcome } from "../proposals/outcomes.js";
 import type { Registry } from "../ports/registry.js";
 import type { Member } from "../ports/member.js";
 import { Catalogue } from "./catalogue.js";
+import { ToolListing, type ToolsPage } from "./tool-listing.js";
 
 export class McpRouter implements CallRouter {
   /** Each participant's tools, fetched and screened (catalogue.ts). */
   private readonly catalogue: Catalogue;
+  private readonly listing = new ToolListing();
 
   constructor(
     private readonly space: RouterHost,
@@ -460,6 +462,12 @@ export class McpRouter implements CallRouter {
   }
 
   // --- tool policy, as it applies to one member ---------------------------------------
+
+  /** One page of `tools/list` for `member` (tool-listing.ts): the cleaned catalogue, serialised once per change, with each tool's policy for it. */
+  toolsPage(member: Member, start: number, budget: number): ToolsPage {
+    const authority = this.space.authority;
+    return this.listing.page(this.registry.list(), start, budget, (t) => authority.tool(member.id, t.participant, t.tool));
+  }
 
   /** The space's tools as `member` sees them: each with the policy that applies to it. */
   toolsFor(member: Member): Array<Record<string, unknown>> {

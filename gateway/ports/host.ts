@@ -50,6 +50,8 @@ export interface SpaceHost {
   deliver(env: Envelope, sender?: Member, toEveryone?: boolean): void;
   /** Sends one envelope to one member, whatever its visibility. */
   sendTo(member: Member, env: Envelope): void;
+  /** `sendTo` for an envelope the caller serialised itself (a large answer put together from parts made before). */
+  sendBytes(member: Member, bytes: Buffer): void;
   /** Answers `member` with a `system/error`. */
   fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void;
   /** The `capability_violation` error, worded the same wherever a capability check fails. */
@@ -113,6 +115,8 @@ export interface CallRouter {
   cancel(call: Call, reason: string, notifyTarget: boolean): void;
   refreshTools(id: string): void;
   toolsFor(member: Member): Array<Record<string, unknown>>;
+  /** One page of `tools/list` for `member`: its tools as the bytes of a JSON array's members (texts cleaned, each with its policy), and where the next page starts. */
+  toolsPage(member: Member, start: number, budget: number): { parts: Buffer[]; next?: string };
 }
 
 /** What calls/requests.ts and endpoint.ts need of decisions.ts: requests that are really proposal decisions. */

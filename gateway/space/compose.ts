@@ -146,6 +146,7 @@ export function composeSpace(
     watching: (who) => delivery.watching(who),
     deliver: (env, sender, toEveryone) => delivery.deliver(env, sender, toEveryone),
     sendTo: (member, env) => delivery.sendTo(member, env),
+    sendBytes: (member, bytes) => delivery.sendBytes(member, bytes),
     fail: (...a) => delivery.fail(...a),
     capabilityViolation: (member, inbound) => delivery.capabilityViolation(member, inbound),
     pendingProposals: () => proposals.pending(),

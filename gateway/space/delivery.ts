@@ -89,8 +89,12 @@ export class Delivery {
   }
 
   sendTo(member: Member, env: Envelope): void {
+    this.sendBytes(member, Buffer.from(JSON.stringify(env)));
+  }
+
+  sendBytes(member: Member, bytes: Buffer): void {
     this.metrics.envelopesOut++;
-    member.peer.send(Buffer.from(JSON.stringify(env)));
+    member.peer.send(bytes);
   }
 
   fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void {
