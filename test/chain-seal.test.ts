@@ -6,7 +6,8 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { Chain, canonical, digestOf } from "../gateway/store/chain.js";
+import { directCallPlan } from "../gateway/calls/direct-audit.js";
+import { Chain, canonical, digestOf, IN_ORDER } from "../gateway/store/chain.js";
 
 const history = () => true;
 
@@ -70,5 +71,37 @@ describe("a sealed record's JSON", () => {
     expect(Object.keys(JSON.parse(canonical(o)))).toEqual([...keys].sort().filter((k) => !/^\d+$/.test(k)));
     const many = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`z${50 - i}`, i]));
     expect(Object.keys(JSON.parse(canonical(many)))).toEqual(Object.keys(many).sort());
+  });
+});
+
+describe("a direct call's record, made in canonical order", () => {
+  it("serialises to its canonical JSON, and seals to what verifies, whatever the arguments", () => {
+    fc.assert(
+      fc.property(
+        fc.option(
+          fc.oneof(fc.dictionary(fc.oneof(fc.string(), fc.constantFrom("__proto__", "7", "b", "a")), fc.jsonValue()), fc.jsonValue()),
+          {
+            nil: undefined,
+          },
+        ),
+        fc.option(fc.string(), { nil: undefined }),
+        (args, name) => {
+          const params: Record<string, unknown> = {};
+          if (args !== undefined) params["arguments"] = args;
+          if (name !== undefined) params["name"] = name;
+          const { records } = directCallPlan({ id: "r1", caller: "bot", target: "fs", method: "tools/call", params, reason: undefined }, 0);
+          const record = records[0]!;
+          const marked = (record as unknown as Record<symbol, unknown>)[IN_ORDER] === true;
+          if (marked) expect(JSON.stringify(record)).toBe(canonical(record));
+          const { json } = new Chain("p").seal([record], () => true);
+          const read = JSON.parse(json[0]!);
+          expect(canonical(read)).toBe(json[0]);
+          expect(digestOf("p", read)).toBe(read.chain.d);
+          expect(read.entry.event).toBe("called");
+          if (args !== undefined && canonical(args).length <= 4096) expect(read.entry.arguments).toEqual(JSON.parse(canonical(args)));
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });

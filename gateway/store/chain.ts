@@ -59,6 +59,20 @@ export function canonical(value: unknown): string {
 }
 
 const NOT_SORTABLE = Symbol("not sortable");
+
+/**
+ * Marks a history record whose keys were written in canonical order at every depth (its
+ * maker built it so: calls/direct-audit.ts), so that `JSON.stringify` of it is its
+ * canonical JSON and sealing it skips the sorted copy. Left off any record it does not hold for.
+ */
+export const IN_ORDER: unique symbol = Symbol("keys in canonical order");
+
+/** `v` with every object's keys in canonical order, or undefined where that cannot be (an integer-like key, an own "__proto__"). */
+export function inCanonicalOrder(v: unknown): unknown {
+  if (v === null || typeof v !== "object") return v;
+  const sorted = sortedCopy(v);
+  return sorted === NOT_SORTABLE ? undefined : sorted;
+}
 const INDEX = /^(?:0|[1-9]\d*)$/;
 
 /** Sorts `keys` in place as `Array.prototype.sort()` would (by UTF-16 code units). */
@@ -208,6 +222,22 @@ function canonicalWithLink(rest: Record<string, unknown>): { text: string; withL
   };
 }
 
+function withoutChain(r: Record<string, unknown>): Record<string, unknown> {
+  const { chain: _chain, ...rest } = r;
+  void _chain;
+  return rest;
+}
+
+/** `canonicalWithLink` for a record marked IN_ORDER whose keys all sort after "chain": its JSON is already canonical. */
+function inOrder(r: unknown): { text: string; withLink: (member: string) => string } | undefined {
+  const o = r as Record<string | symbol, unknown>;
+  if (o[IN_ORDER] !== true || "chain" in o) return undefined;
+  const first = Object.keys(o)[0];
+  if (first === undefined || first < "chain") return undefined;
+  const text = JSON.stringify(o);
+  return { text, withLink: (member) => (text === "{}" ? `{${member}}` : `{${member},${text.slice(1)}`) };
+}
+
 /** The head of the chain: the digest the next history record links to. */
 export class Chain {
   constructor(public head = "") {}
@@ -225,9 +255,7 @@ export class Chain {
     const records = txn.map((r, i) => {
       if (!isHistory(r)) return r;
       any = true;
-      const { chain: _chain, ...rest } = r as { chain?: unknown };
-      void _chain;
-      const { text, withLink } = canonicalWithLink(rest);
+      const { text, withLink } = inOrder(r) ?? canonicalWithLink(withoutChain(r as Record<string, unknown>));
       const d = digestText(this.head, text);
       const link: ChainLink = { p: this.head, d };
       const sealed = { ...r, chain: link } as R;
