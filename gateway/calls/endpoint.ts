@@ -9,6 +9,7 @@
  *                    away, with how it ended (proposals/unheard.ts)
  *   proposals/preview {id}  what the call would change, read as the caller (proposals/preview.ts)
  *   grants/list      the grants the caller may see (always-approvals among them)
+ *   participants/list who is connected, in pages: presence on request (a large space sends summaries, config/limits.ts)
  *   ping
  *   notifications/cancelled          the caller gives up on one of its own calls
  *   notifications/tools/list_changed the caller's tools changed
@@ -96,6 +97,8 @@ export class GatewayEndpoint {
     private readonly own?: {
       ended(id: unknown, proposer: string): Proposal | undefined;
       running(id: unknown, proposer: string): Proposal | undefined;
+      /** The connected members other than `viewer`, described as a welcome describes them. */
+      participants?(viewer: Member): Array<Record<string, unknown>>;
     },
   ) {}
 
@@ -128,6 +131,13 @@ export class GatewayEndpoint {
           { to: [member.id], ...correlation },
         );
         return this.space.sendBytes(member, withRaw(JSON.stringify(env), page.parts));
+      }
+      case "participants/list": {
+        const start = readCursor(params["cursor"]);
+        if (start === null) return reply({ error: { code: INVALID_PARAMS, message: "participants/list: unknown cursor" } });
+        const all = this.own?.participants?.(member) ?? [];
+        const page = takePage(all, start ?? 0, frameBudget(this.space), jsonBytes);
+        return reply({ result: { participants: page.items, total: all.length, ...(page.next ? { nextCursor: page.next } : {}) } });
       }
       case "proposals/list": {
         const start = readCursor(params["cursor"]);

@@ -7,7 +7,17 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { type Document, LineCounter, parseDocument } from "yaml";
 import * as z from "zod";
-import { CallsSchema, DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits, LimitsSchema, QuotasSchema } from "./limits.js";
+import {
+  CallsSchema,
+  DEFAULT_CALLS,
+  DEFAULT_LIMITS,
+  DEFAULT_PRESENCE,
+  DEFAULT_QUOTAS,
+  type Limits,
+  LimitsSchema,
+  PresenceSchema,
+  QuotasSchema,
+} from "./limits.js";
 import { boolean, defaultMessage, expected, int, kindOf, MAX_TIMER_MS, numeric, section, suggest } from "./schema.js";
 import { formatPath, locate, substituteEnv } from "./yaml.js";
 import { recordRulePositions } from "./rule-positions.js";
@@ -22,7 +32,7 @@ import { allowSignInCards, OAuthSchema, resolveSecretFile } from "./oauth.js";
 export type { OAuthConfig, SecretValue } from "./oauth.js";
 import { checkGroups, nullProto } from "./groups.js";
 
-export { DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits };
+export { DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_PRESENCE, DEFAULT_QUOTAS, type Limits };
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -344,6 +354,8 @@ const SpaceConfigSchema = section({
   /** USD per million input and output tokens, by model name: what agents' requests cost, totalled per request. */
   prices: z.record(z.string(), PriceSchema).default({}),
   quotas: QuotasSchema.prefault({}),
+  /** How joins and leaves are told: each to everyone in a small space, summed up in a large one (limits.ts `DEFAULT_PRESENCE`). */
+  presence: PresenceSchema.prefault({}),
   /** Read-only companion calls shown beside a proposal's arguments (config/previews.ts). */
   previews: PreviewsSchema,
   defaults: section({
@@ -467,45 +479,48 @@ const SpaceConfigSchema = section({
       if (!pathOf.has(id)) pathOf.set(id, path);
     }
   })
-  .transform(({ space, gateway, policy, groups, calls, quotas, defaults, participants, mcpServers, prices, identity, previews }) => {
-    // Null prototype: ids like "constructor" are legal and must not hit Object.prototype.
-    const resolved: Record<string, ParticipantConfig> = Object.create(null);
-    // A pasted mcpServers entry is an `mcp` participant with every default.
-    const fromMcpServers = Object.entries(mcpServers ?? {})
-      .filter(([, m]) => !m.disabled)
-      .map(([id, m]): [string, z.output<typeof ParticipantSchema>] => [
-        id,
-        { kind: "mcp", echo: false, description: m.description, mcp: m },
-      ]);
-    for (const [id, p] of [...Object.entries(participants), ...fromMcpServers]) {
-      resolved[id] = {
-        id,
-        ...p,
-        visibility: p.visibility ?? defaults?.visibility ?? defaultVisibility(p.kind),
-        capabilities: p.capabilities ?? structuredClone(defaults?.capabilities) ?? defaultCapabilities(p.kind),
-        ...(p.agent ? { agent: { ...p.agent, prices: { ...prices, ...p.agent.prices } } } : {}),
+  .transform(
+    ({ space, gateway, policy, groups, calls, quotas, presence, defaults, participants, mcpServers, prices, identity, previews }) => {
+      // Null prototype: ids like "constructor" are legal and must not hit Object.prototype.
+      const resolved: Record<string, ParticipantConfig> = Object.create(null);
+      // A pasted mcpServers entry is an `mcp` participant with every default.
+      const fromMcpServers = Object.entries(mcpServers ?? {})
+        .filter(([, m]) => !m.disabled)
+        .map(([id, m]): [string, z.output<typeof ParticipantSchema>] => [
+          id,
+          { kind: "mcp", echo: false, description: m.description, mcp: m },
+        ]);
+      for (const [id, p] of [...Object.entries(participants), ...fromMcpServers]) {
+        resolved[id] = {
+          id,
+          ...p,
+          visibility: p.visibility ?? defaults?.visibility ?? defaultVisibility(p.kind),
+          capabilities: p.capabilities ?? structuredClone(defaults?.capabilities) ?? defaultCapabilities(p.kind),
+          ...(p.agent ? { agent: { ...p.agent, prices: { ...prices, ...p.agent.prices } } } : {}),
+        };
+        // The operator named where the server's roots come from: asking there is allowed, and only that.
+        const rootsFrom = p.mcp?.roots !== undefined && !Array.isArray(p.mcp.roots) ? p.mcp.roots.from : undefined;
+        if (rootsFrom !== undefined)
+          resolved[id]!.capabilities.push({ kind: "mcp/request", to: [rootsFrom], payload: { method: "roots/list" } });
+      }
+      allowSignInCards(resolved);
+      // `file` is set by parseSpaceConfig once the path is known.
+      return {
+        file: "",
+        space: { ...space, name: space.name ?? space.id },
+        gateway,
+        policy,
+        groups: nullProto(groups),
+        calls,
+        quotas,
+        presence,
+        defaults,
+        participants: resolved,
+        ...(identity ? { identity } : {}),
+        previews,
       };
-      // The operator named where the server's roots come from: asking there is allowed, and only that.
-      const rootsFrom = p.mcp?.roots !== undefined && !Array.isArray(p.mcp.roots) ? p.mcp.roots.from : undefined;
-      if (rootsFrom !== undefined)
-        resolved[id]!.capabilities.push({ kind: "mcp/request", to: [rootsFrom], payload: { method: "roots/list" } });
-    }
-    allowSignInCards(resolved);
-    // `file` is set by parseSpaceConfig once the path is known.
-    return {
-      file: "",
-      space: { ...space, name: space.name ?? space.id },
-      gateway,
-      policy,
-      groups: nullProto(groups),
-      calls,
-      quotas,
-      defaults,
-      participants: resolved,
-      ...(identity ? { identity } : {}),
-      previews,
-    };
-  });
+    },
+  );
 
 export type ParticipantConfig = Omit<z.output<typeof ParticipantSchema>, "capabilities" | "visibility"> & {
   /** The key under `participants`, repeated here for convenience. */

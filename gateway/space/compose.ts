@@ -267,6 +267,11 @@ export function composeSpace(
       const p = typeof pid === "string" ? proposals.get(pid) : undefined;
       return p?.proposer === who && (p.state === "approved" || p.state === "routed") ? p : undefined;
     },
+    participants: (viewer) => {
+      const out: Array<Record<string, unknown>> = [];
+      for (const m of delivery.members.values()) if (m !== viewer) out.push(roster.describe(m));
+      return out;
+    },
   });
   const requests = new Requests(host, router, decisions, endpoint, proposals);
   const handlers: Handlers = {
