@@ -92,6 +92,18 @@ describe("presence in a large space", () => {
     const bad = await watcher.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes("bad") === true);
     expect(bad.payload.error.code).toBe(-32602);
 
+    // A welcome in a large space lists the first few and counts everyone.
+    const late = await join("agent");
+    const welcome = late.received.find((e) => e.kind === "system/welcome")!;
+    expect((welcome.payload.participants as unknown[]).length).toBeLessThanOrEqual(EACH_UP_TO);
+    expect(welcome.payload.participants_total).toBe(online);
+    late.ws.terminate();
+    await waitFor(
+      () => summaries(watcher).some((e) => (e.payload.left as string[]).includes("agent")),
+      10_000,
+      "the late joiner's leave summed up",
+    );
+
     // A flood of leaves: summed up the same way.
     const before = watcher.received.length;
     for (const c of flood.slice(0, 40)) c.ws.terminate();

@@ -186,7 +186,7 @@ export class Space {
       );
     }
     if (config.kind === "mcp") this.mcp.refreshTools(id);
-    if (opts.digest !== undefined) this.sessions.schedule();
+    if (opts.digest !== undefined) this.sessions.joined(member);
     return member;
   }
 
