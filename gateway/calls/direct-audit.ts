@@ -10,7 +10,7 @@
  * recorded: listings and pings change nothing and would flood the trail.
  */
 import { createHash } from "node:crypto";
-import { canonical, IN_ORDER, inCanonicalOrder } from "../store/chain.js";
+import { CANONICAL, canonical, inCanonicalOrder } from "../store/chain.js";
 import type { AuditRecord } from "../proposals/book.js";
 import type { Plan } from "../ports/plan.js";
 import type { Reasoned } from "../policy/rules.js";
@@ -40,10 +40,10 @@ export function allowedBy(reason: Reasoned | undefined): string {
 
 /**
  * The `called` record of a direct call. Made (ledger.ts `later`) when its batch goes to the
- * journal, from what the call captured when it was routed. Its keys are written in canonical
- * order, its arguments copied in that order too, so the chain serialises it with one
- * JSON.stringify (store/chain.ts `IN_ORDER`); arguments that cannot be so ordered are
- * recorded the same, just not marked.
+ * journal, from what the call captured when it was routed. Its keys are added in canonical
+ * order, so its canonical JSON for the chain (store/chain.ts `CANONICAL`) is one
+ * JSON.stringify with the arguments' sorted copy in their place; the record itself keeps the
+ * arguments as they were sent. Arguments that cannot be so ordered leave the chain to make it.
  */
 export function directCallPlan(
   call: {
@@ -65,7 +65,7 @@ export function directCallPlan(
   const digest = text !== undefined && !inline ? createHash("sha256").update(text).digest("hex") : undefined;
   // Added in key order, each only when it has a value (a deleted key would slow the object down).
   const entry = {} as AuditRecord["entry"];
-  if (inline) entry.arguments = ordered ?? args;
+  if (inline) entry.arguments = args;
   if (digest !== undefined) entry.arguments_digest = digest;
   entry.event = "called";
   entry.method = call.method;
@@ -77,7 +77,11 @@ export function directCallPlan(
   entry.scope = allowedBy(call.reason).slice(0, 512);
   if (typeof name === "string") entry.tool = name.slice(0, 512);
   entry.ts = isoTime(at);
-  const record: AuditRecord = { entry, type: "audit" };
-  if (!inline || ordered !== undefined) Object.defineProperty(record, IN_ORDER, { value: true });
+  const record: AuditRecord = { type: "audit", entry };
+  // Its canonical JSON for the chain: the same members in the same (sorted) order, the arguments' copy sorted too.
+  if (!inline || ordered !== undefined) {
+    const made = JSON.stringify({ entry: inline ? { ...entry, arguments: ordered } : entry, type: "audit" });
+    Object.defineProperty(record, CANONICAL, { value: made });
+  }
   return { records: [record], apply() {} };
 }

@@ -61,11 +61,12 @@ export function canonical(value: unknown): string {
 const NOT_SORTABLE = Symbol("not sortable");
 
 /**
- * Marks a history record whose keys were written in canonical order at every depth (its
- * maker built it so: calls/direct-audit.ts), so that `JSON.stringify` of it is its
- * canonical JSON and sealing it skips the sorted copy. Left off any record it does not hold for.
+ * A history record's canonical JSON (without its `chain`), made by whoever made the record
+ * when that was cheaper there (calls/direct-audit.ts): sealing then hashes it as it is.
+ * Non-enumerable, so neither JSON nor a copy carries it. test/chain-seal.test.ts holds a
+ * maker to `canonical` of the record.
  */
-export const IN_ORDER: unique symbol = Symbol("keys in canonical order");
+export const CANONICAL: unique symbol = Symbol("canonical JSON");
 
 /** `v` with every object's keys in canonical order, or undefined where that cannot be (an integer-like key, an own "__proto__"). */
 export function inCanonicalOrder(v: unknown): unknown {
@@ -185,57 +186,14 @@ export function nextPrev(record: { type: string; chain?: ChainLink; to?: string 
   return record.type === "checkpoint" && typeof record.to === "string" ? record.to : record.chain.d;
 }
 
-/**
- * A record's canonical JSON (its `chain` left out), and a way to make the canonical JSON of
- * the record with its `chain` member: the same text with the member slipped in where its key
- * sorts. Records' own keys ("entry", "type", "ts", …) sort after "chain", so this is
- * usually "{" + member + "," + the rest.
- */
-function canonicalWithLink(rest: Record<string, unknown>): { text: string; withLink: (member: string) => string } {
-  const sorted = sortedCopy(rest);
-  if (sorted !== NOT_SORTABLE) {
-    const first = Object.keys(sorted as object)[0];
-    if (first === undefined || first > "chain") {
-      const text = JSON.stringify(sorted);
-      // (Members that JSON leaves out, undefined ones, may have been all there was.)
-      return { text, withLink: (member) => (text === "{}" ? `{${member}}` : `{${member},${text.slice(1)}`) };
-    }
-  }
-  const pairs = canonicalPairs(rest);
-  let body = "";
-  for (let j = 1; j < pairs.length; j += 2) body += `${j > 1 ? "," : ""}${pairs[j]}`;
-  return {
-    text: `{${body}}`,
-    withLink: (member) => {
-      const parts: string[] = [];
-      let placed = false;
-      for (let j = 0; j < pairs.length; j += 2) {
-        if (!placed && pairs[j]! > "chain") {
-          parts.push(member);
-          placed = true;
-        }
-        parts.push(pairs[j + 1]!);
-      }
-      if (!placed) parts.push(member);
-      return `{${parts.join(",")}}`;
-    },
-  };
-}
-
-function withoutChain(r: Record<string, unknown>): Record<string, unknown> {
-  const { chain: _chain, ...rest } = r;
-  void _chain;
-  return rest;
-}
-
-/** `canonicalWithLink` for a record marked IN_ORDER whose keys all sort after "chain": its JSON is already canonical. */
-function inOrder(r: unknown): { text: string; withLink: (member: string) => string } | undefined {
+/** The canonical JSON its maker already made of a record (`CANONICAL`), else made here; its `chain` left out either way. */
+function canonicalOf(r: unknown): string {
   const o = r as Record<string | symbol, unknown>;
-  if (o[IN_ORDER] !== true || "chain" in o) return undefined;
-  const first = Object.keys(o)[0];
-  if (first === undefined || first < "chain") return undefined;
-  const text = JSON.stringify(o);
-  return { text, withLink: (member) => (text === "{}" ? `{${member}}` : `{${member},${text.slice(1)}`) };
+  const made = o[CANONICAL];
+  if (typeof made === "string" && !("chain" in o)) return made;
+  const { chain: _chain, ...rest } = o as Record<string, unknown>;
+  void _chain;
+  return canonical(rest);
 }
 
 /** The head of the chain: the digest the next history record links to. */
@@ -244,26 +202,22 @@ export class Chain {
 
   /**
    * Returns `txn` with each history record replaced by a chained copy (the caller's
-   * objects are left alone), moving the head on. `undo` puts the head back. `json[i]` is
-   * record i's JSON when sealing made it already (a history record: its canonical JSON,
-   * the text its digest covers with the link slipped in), for the frame to use as it is.
+   * objects are left alone), moving the head on. `undo` puts the head back. The copy is
+   * written as it is (its members in their order: a person reading the trail sees the
+   * arguments as they were sent); only its digest is over the canonical JSON.
    */
-  seal<R>(txn: R[], isHistory: (r: R) => boolean): { records: R[]; json: Array<string | undefined>; undo: () => void } {
+  seal<R>(txn: R[], isHistory: (r: R) => boolean): { records: R[]; undo: () => void } {
     const before = this.head;
     let any = false;
-    const json: Array<string | undefined> = new Array(txn.length);
-    const records = txn.map((r, i) => {
+    const records = txn.map((r) => {
       if (!isHistory(r)) return r;
       any = true;
-      const { text, withLink } = inOrder(r) ?? canonicalWithLink(withoutChain(r as Record<string, unknown>));
-      const d = digestText(this.head, text);
-      const link: ChainLink = { p: this.head, d };
-      const sealed = { ...r, chain: link } as R;
-      json[i] = withLink(`"chain":{"d":${JSON.stringify(d)},"p":${JSON.stringify(link.p)}}`);
+      const d = digestText(this.head, canonicalOf(r));
+      const sealed = { ...r, chain: { p: this.head, d } } as R;
       this.head = nextPrev(sealed as { type: string; chain: ChainLink }) ?? d;
       return sealed;
     });
-    return { records: any ? records : txn, json, undo: () => (this.head = before) };
+    return { records: any ? records : txn, undo: () => (this.head = before) };
   }
 
   /** Follows a record already written (on open): the head moves to it. */

@@ -34,12 +34,8 @@ export type ReadEnd = { kind: "end" } | { kind: "torn" | "corrupt"; offset: numb
 /** What a snapshot's frames aim at: big enough to cost few writes, far below `MAX_FRAME`. */
 export const SNAPSHOT_FRAME = 4 * 1024 * 1024;
 
-/** One transaction's frame; `json[i]`, where given, is record i already serialized (the chain's canonical JSON of a history record). */
-export function encodeFrame(seq: number, records: unknown[], json?: ReadonlyArray<string | undefined>): Buffer {
-  if (!json) return framePayload(JSON.stringify({ n: seq, r: records }));
-  const parts = new Array<string>(records.length);
-  for (let i = 0; i < records.length; i++) parts[i] = json[i] ?? JSON.stringify(records[i]) ?? "null";
-  return snapshotFrame(seq, parts);
+export function encodeFrame(seq: number, records: unknown[]): Buffer {
+  return framePayload(JSON.stringify({ n: seq, r: records }));
 }
 
 /**

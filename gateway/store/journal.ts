@@ -87,7 +87,7 @@ export class Journal<R> {
     const sealed = batch.map((p) => this.chain.seal(p.txn, (r) => this.owner.isHistory(r)));
     const unseal = () => sealed[0]?.undo();
     try {
-      bytes = Buffer.concat(sealed.map((s) => encodeFrame(++this.seq, s.records, s.json)));
+      bytes = Buffer.concat(sealed.map((s) => encodeFrame(++this.seq, s.records)));
     } catch (err) {
       this.seq -= batch.length;
       unseal();
