@@ -57,20 +57,21 @@ export class Delivery {
    */
   deliver(env: Envelope, sender?: Member, toEveryone = false, joinedBy = Infinity): void {
     if (this.presence.length) this.flushPresence();
-    const bytes = Buffer.from(JSON.stringify(env));
+    const json = JSON.stringify(env);
+    const bytes = Buffer.from(json);
     this.remember(env, bytes.length);
     const to = env.to;
     const everyone = toEveryone || env.kind === "system/presence";
     for (const m of this.members.values()) {
       if ((m === sender && !m.echo) || m.joinSeq > joinedBy) continue;
       if (everyone || m.visibility === "all" || to?.includes(m.id)) {
-        m.peer.send(bytes);
+        m.peer.send(bytes, json);
         this.metrics.envelopesOut++;
       }
     }
     // Operators watching through the API see what their participant may see.
     for (const w of this.watchers) {
-      if (everyone || w.visibility === "all" || to?.includes(w.id)) w.peer.send(bytes);
+      if (everyone || w.visibility === "all" || to?.includes(w.id)) w.peer.send(bytes, json);
     }
   }
 
@@ -128,7 +129,9 @@ export class Delivery {
   }
 
   sendTo(member: Member, env: Envelope): void {
-    this.sendBytes(member, Buffer.from(JSON.stringify(env)));
+    const json = JSON.stringify(env);
+    this.metrics.envelopesOut++;
+    member.peer.send(Buffer.from(json), json);
   }
 
   sendBytes(member: Member, bytes: Buffer): void {
