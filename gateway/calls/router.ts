@@ -36,7 +36,7 @@ import type { Registry } from "../ports/registry.js";
 import type { Member } from "../ports/member.js";
 import { Catalogue } from "./catalogue.js";
 import { askedAgain, callersFault, isPrivate } from "./whose.js";
-import { ToolListing, type ToolsPage } from "./tool-listing.js";
+import { readable, ToolListing, type ToolsPage } from "./tool-listing.js";
 
 export class McpRouter implements CallRouter {
   /** Each participant's tools, fetched and screened (catalogue.ts). */
@@ -481,7 +481,7 @@ export class McpRouter implements CallRouter {
   /** The space's tools as `member` sees them: each with the policy that applies to it. */
   toolsFor(member: Member): Array<Record<string, unknown>> {
     const authority = this.space.authority;
-    return this.registry.list().map((t) => ({ ...t, policy: authority.tool(member.id, t.participant, t.tool) }));
+    return this.registry.list().map((t) => ({ ...readable(t), policy: authority.tool(member.id, t.participant, t.tool) }));
   }
 
   refuseTool(member: Member, decision: Exclude<Decision, "direct">, name: string, correlationId: string | undefined): void {
