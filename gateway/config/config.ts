@@ -7,7 +7,17 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { type Document, LineCounter, parseDocument } from "yaml";
 import * as z from "zod";
-import { CallsSchema, DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits, LimitsSchema, QuotasSchema } from "./limits.js";
+import {
+  CallsSchema,
+  DEFAULT_CALLS,
+  DEFAULT_LIMITS,
+  DEFAULT_PRESENCE,
+  DEFAULT_QUOTAS,
+  type Limits,
+  LimitsSchema,
+  PresenceSchema,
+  QuotasSchema,
+} from "./limits.js";
 import { boolean, defaultMessage, expected, int, kindOf, MAX_TIMER_MS, numeric, section, suggest } from "./schema.js";
 import { formatPath, locate, substituteEnv } from "./yaml.js";
 import { recordRulePositions } from "./rule-positions.js";
@@ -22,7 +32,7 @@ import { allowSignInCards, OAuthSchema, resolveSecretFile } from "./oauth.js";
 export type { OAuthConfig, SecretValue } from "./oauth.js";
 import { checkGroups, nullProto } from "./groups.js";
 
-export { DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits };
+export { DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_PRESENCE, DEFAULT_QUOTAS, type Limits };
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -300,6 +310,9 @@ const ParticipantSchema = section({
   run: RunSchema.optional(),
 });
 
+/** The default of `gateway.audit_flush_ms`: how long a direct call's audit record may wait for company. */
+export const DEFAULT_AUDIT_FLUSH_MS = 50;
+
 const SpaceConfigSchema = section({
   space: section({
     id: z.string({ error: expected("a space id") }).regex(SPACE_ID, {
@@ -319,6 +332,11 @@ const SpaceConfigSchema = section({
       .min(1)
       .default(DEFAULT_STATE_DIR),
     limits: LimitsSchema.prefault({}),
+    /**
+     * How long the record of a call that went straight through (event "called") may wait to
+     * be written together with others (space/ledger.ts `later`); 0 writes each at once.
+     */
+    audit_flush_ms: int(0, 1000).default(DEFAULT_AUDIT_FLUSH_MS),
     /** Web origins (besides loopback and the gateway's own) whose pages may reach the gateway. */
     allowed_origins: z.array(z.string().url({ error: expected("an origin like https://console.example.com") })).default([]),
     /** Host names (besides loopback, IP literals and the configured host) the gateway answers to. */
@@ -343,6 +361,8 @@ const SpaceConfigSchema = section({
   /** USD per million input and output tokens, by model name: what agents' requests cost, totalled per request. */
   prices: z.record(z.string(), PriceSchema).default({}),
   quotas: QuotasSchema.prefault({}),
+  /** How joins and leaves are told: each to everyone in a small space, summed up in a large one (limits.ts `DEFAULT_PRESENCE`). */
+  presence: PresenceSchema.prefault({}),
   /** Read-only companion calls shown beside a proposal's arguments (config/previews.ts). */
   previews: PreviewsSchema,
   defaults: section({
@@ -466,45 +486,48 @@ const SpaceConfigSchema = section({
       if (!pathOf.has(id)) pathOf.set(id, path);
     }
   })
-  .transform(({ space, gateway, policy, groups, calls, quotas, defaults, participants, mcpServers, prices, identity, previews }) => {
-    // Null prototype: ids like "constructor" are legal and must not hit Object.prototype.
-    const resolved: Record<string, ParticipantConfig> = Object.create(null);
-    // A pasted mcpServers entry is an `mcp` participant with every default.
-    const fromMcpServers = Object.entries(mcpServers ?? {})
-      .filter(([, m]) => !m.disabled)
-      .map(([id, m]): [string, z.output<typeof ParticipantSchema>] => [
-        id,
-        { kind: "mcp", echo: false, description: m.description, mcp: m },
-      ]);
-    for (const [id, p] of [...Object.entries(participants), ...fromMcpServers]) {
-      resolved[id] = {
-        id,
-        ...p,
-        visibility: p.visibility ?? defaults?.visibility ?? defaultVisibility(p.kind),
-        capabilities: p.capabilities ?? structuredClone(defaults?.capabilities) ?? defaultCapabilities(p.kind),
-        ...(p.agent ? { agent: { ...p.agent, prices: { ...prices, ...p.agent.prices } } } : {}),
+  .transform(
+    ({ space, gateway, policy, groups, calls, quotas, presence, defaults, participants, mcpServers, prices, identity, previews }) => {
+      // Null prototype: ids like "constructor" are legal and must not hit Object.prototype.
+      const resolved: Record<string, ParticipantConfig> = Object.create(null);
+      // A pasted mcpServers entry is an `mcp` participant with every default.
+      const fromMcpServers = Object.entries(mcpServers ?? {})
+        .filter(([, m]) => !m.disabled)
+        .map(([id, m]): [string, z.output<typeof ParticipantSchema>] => [
+          id,
+          { kind: "mcp", echo: false, description: m.description, mcp: m },
+        ]);
+      for (const [id, p] of [...Object.entries(participants), ...fromMcpServers]) {
+        resolved[id] = {
+          id,
+          ...p,
+          visibility: p.visibility ?? defaults?.visibility ?? defaultVisibility(p.kind),
+          capabilities: p.capabilities ?? structuredClone(defaults?.capabilities) ?? defaultCapabilities(p.kind),
+          ...(p.agent ? { agent: { ...p.agent, prices: { ...prices, ...p.agent.prices } } } : {}),
+        };
+        // The operator named where the server's roots come from: asking there is allowed, and only that.
+        const rootsFrom = p.mcp?.roots !== undefined && !Array.isArray(p.mcp.roots) ? p.mcp.roots.from : undefined;
+        if (rootsFrom !== undefined)
+          resolved[id]!.capabilities.push({ kind: "mcp/request", to: [rootsFrom], payload: { method: "roots/list" } });
+      }
+      allowSignInCards(resolved);
+      // `file` is set by parseSpaceConfig once the path is known.
+      return {
+        file: "",
+        space: { ...space, name: space.name ?? space.id },
+        gateway,
+        policy,
+        groups: nullProto(groups),
+        calls,
+        quotas,
+        presence,
+        defaults,
+        participants: resolved,
+        ...(identity ? { identity } : {}),
+        previews,
       };
-      // The operator named where the server's roots come from: asking there is allowed, and only that.
-      const rootsFrom = p.mcp?.roots !== undefined && !Array.isArray(p.mcp.roots) ? p.mcp.roots.from : undefined;
-      if (rootsFrom !== undefined)
-        resolved[id]!.capabilities.push({ kind: "mcp/request", to: [rootsFrom], payload: { method: "roots/list" } });
-    }
-    allowSignInCards(resolved);
-    // `file` is set by parseSpaceConfig once the path is known.
-    return {
-      file: "",
-      space: { ...space, name: space.name ?? space.id },
-      gateway,
-      policy,
-      groups: nullProto(groups),
-      calls,
-      quotas,
-      defaults,
-      participants: resolved,
-      ...(identity ? { identity } : {}),
-      previews,
-    };
-  });
+    },
+  );
 
 export type ParticipantConfig = Omit<z.output<typeof ParticipantSchema>, "capabilities" | "visibility"> & {
   /** The key under `participants`, repeated here for convenience. */

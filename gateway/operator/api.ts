@@ -379,10 +379,10 @@ function events(c: Caller, req: IncomingMessage, res: ServerResponse): void {
   });
   res.write(`event: hello\ndata: ${JSON.stringify({ you: c.id, space: c.space.id })}\n\n`);
   const peer: Peer = {
-    send: (bytes) => {
+    send: (bytes, text) => {
       // A reader that does not keep up is cut off rather than buffered for.
       if (res.writableLength > 8 * 1024 * 1024) return stop();
-      res.write(`event: envelope\ndata: ${bytes.toString("utf8")}\n\n`);
+      res.write(`event: envelope\ndata: ${text ?? bytes.toString("utf8")}\n\n`);
     },
     close: () => stop(),
   };

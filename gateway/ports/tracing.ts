@@ -7,7 +7,8 @@
  *
  * Off unless `gateway.telemetry` or the standard `OTEL_*` environment names an OTLP
  * endpoint. Off, `Tracing.off` is used: every method returns at once, no span object
- * is made, and nothing is added to payloads. On, each space has its own provider (tests
+ * is made, nothing is added to payloads, and the OpenTelemetry packages are never loaded
+ * (`otel()`: they were the larger part of the code a start loaded). On, each space has its own provider (tests
  * run several gateways in one process; nothing global is registered) exporting OTLP/HTTP
  * JSON in batches, flushed when the space closes.
  *
@@ -16,11 +17,9 @@
  * `mcp.resource.uri`, `gen_ai.prompt.name`, `error.type` and, for a JSON-RPC error,
  * `rpc.response.status_code`; the gateway's own under `mewgate.*`.
  */
-import { ROOT_CONTEXT, type Span, type SpanContext, SpanKind, SpanStatusCode, type Tracer, trace } from "@opentelemetry/api";
-import { W3CTraceContextPropagator } from "@opentelemetry/core";
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
-import { resourceFromAttributes } from "@opentelemetry/resources";
-import { BasicTracerProvider, BatchSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import { createRequire } from "node:module";
+import type { Span, SpanContext, Tracer } from "@opentelemetry/api";
+import type { BasicTracerProvider } from "@opentelemetry/sdk-trace-base";
 import type { Logger } from "pino";
 import type { Proposal } from "../proposals/book.js";
 
@@ -124,7 +123,37 @@ export interface OutboundCallInfo {
   serverPort?: number | undefined;
 }
 
-const propagator = new W3CTraceContextPropagator();
+/** The OpenTelemetry API and SDK, loaded (synchronously, from node_modules) the first time a space traces. */
+interface Otel {
+  api: typeof import("@opentelemetry/api");
+  propagator: import("@opentelemetry/core").W3CTraceContextPropagator;
+  OTLPTraceExporter: typeof import("@opentelemetry/exporter-trace-otlp-http").OTLPTraceExporter;
+  resourceFromAttributes: typeof import("@opentelemetry/resources").resourceFromAttributes;
+  BasicTracerProvider: typeof import("@opentelemetry/sdk-trace-base").BasicTracerProvider;
+  BatchSpanProcessor: typeof import("@opentelemetry/sdk-trace-base").BatchSpanProcessor;
+}
+
+let loaded: Otel | undefined;
+
+function otel(): Otel {
+  if (!loaded) {
+    // Not `import`: a bundle would load the SDK with the rest of the gateway, tracing or not.
+    const load = createRequire(import.meta.url);
+    const core = load("@opentelemetry/core") as typeof import("@opentelemetry/core");
+    const base = load("@opentelemetry/sdk-trace-base") as typeof import("@opentelemetry/sdk-trace-base");
+    loaded = {
+      api: load("@opentelemetry/api") as typeof import("@opentelemetry/api"),
+      propagator: new core.W3CTraceContextPropagator(),
+      OTLPTraceExporter: (load("@opentelemetry/exporter-trace-otlp-http") as typeof import("@opentelemetry/exporter-trace-otlp-http"))
+        .OTLPTraceExporter,
+      resourceFromAttributes: (load("@opentelemetry/resources") as typeof import("@opentelemetry/resources")).resourceFromAttributes,
+      BasicTracerProvider: base.BasicTracerProvider,
+      BatchSpanProcessor: base.BatchSpanProcessor,
+    };
+  }
+  return loaded;
+}
+
 const getter = { get: (c: Record<string, string>, k: string) => c[k], keys: (c: Record<string, string>) => Object.keys(c) };
 const setter = {
   set: (c: Record<string, string>, k: string, v: string) => {
@@ -164,6 +193,7 @@ export class Tracing {
     const url = config?.otlp_endpoint ?? env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] ?? (base ? `${base}/v1/traces` : undefined);
     if (!url) return Tracing.off;
     const service = config?.service_name ?? env["OTEL_SERVICE_NAME"] ?? "mewgate";
+    const { OTLPTraceExporter, BasicTracerProvider, BatchSpanProcessor, resourceFromAttributes } = otel();
     const exporter = new OTLPTraceExporter({ url, ...(config?.headers ? { headers: config.headers } : {}), timeoutMillis: 5000 });
     const provider = new BasicTracerProvider({
       resource: resourceFromAttributes({ "service.name": service }),
@@ -182,7 +212,7 @@ export class Tracing {
     const span = tracer.startSpan(
       isTool ? `${info.method} ${info.tool}` : info.method,
       {
-        kind: SpanKind.SERVER,
+        kind: otel().api.SpanKind.SERVER,
         attributes: {
           "mcp.method.name": info.method,
           "jsonrpc.request.id": String(info.rpcId),
@@ -206,7 +236,7 @@ export class Tracing {
           span.setAttribute("error.type", error);
           // A JSON-RPC error's code is the response's status code too.
           if (/^-?\d{1,6}$/.test(error)) span.setAttribute("rpc.response.status_code", error);
-          span.setStatus({ code: SpanStatusCode.ERROR });
+          span.setStatus({ code: otel().api.SpanStatusCode.ERROR });
         }
         span.end();
       },
@@ -225,7 +255,7 @@ export class Tracing {
    */
   face(info: FaceCallInfo, clientTraceparent: string | undefined): CallTrace | undefined {
     const isTool = info.method === "tools/call" && info.tool !== undefined;
-    return this.span(SpanKind.SERVER, isTool ? `${info.method} ${info.tool}` : info.method, clientTraceparent, {
+    return this.span(otel().api.SpanKind.SERVER, isTool ? `${info.method} ${info.tool}` : info.method, clientTraceparent, {
       "mcp.method.name": info.method,
       "network.transport": info.transport,
       ...(info.transport === "tcp" ? { "network.protocol.name": "http" } : {}),
@@ -246,7 +276,7 @@ export class Tracing {
    */
   outbound(info: OutboundCallInfo, parent: string | undefined): CallTrace | undefined {
     const isTool = info.method === "tools/call" && info.tool !== undefined;
-    return this.span(SpanKind.CLIENT, isTool ? `${info.method} ${info.tool}` : info.method, parent, {
+    return this.span(otel().api.SpanKind.CLIENT, isTool ? `${info.method} ${info.tool}` : info.method, parent, {
       "mcp.method.name": info.method,
       "network.transport": info.transport,
       ...(info.transport === "tcp" ? { "network.protocol.name": "http" } : {}),
@@ -260,7 +290,7 @@ export class Tracing {
   }
 
   private span(
-    kind: SpanKind,
+    kind: import("@opentelemetry/api").SpanKind,
     name: string,
     parent: string | undefined,
     attributes: Record<string, string | number>,
@@ -276,7 +306,7 @@ export class Tracing {
         if (error !== undefined) {
           span.setAttribute("error.type", error);
           if (/^-?\d{1,6}$/.test(error)) span.setAttribute("rpc.response.status_code", error);
-          span.setStatus({ code: SpanStatusCode.ERROR });
+          span.setStatus({ code: otel().api.SpanStatusCode.ERROR });
         }
         span.end();
       },
@@ -330,7 +360,7 @@ export class Tracing {
     const span = tracer.startSpan(
       `await approval ${info.tool ?? info.method}`,
       {
-        kind: SpanKind.INTERNAL,
+        kind: otel().api.SpanKind.INTERNAL,
         attributes: {
           "mewgate.space": info.space,
           "mewgate.proposal.id": info.id,
@@ -386,14 +416,16 @@ export function traceparentIn(meta: unknown): string | undefined {
 }
 
 function contextOf(parent: Parent) {
-  if (parent === undefined) return ROOT_CONTEXT;
-  if (typeof parent === "string") return propagator.extract(ROOT_CONTEXT, { traceparent: parent }, getter);
-  return trace.setSpanContext(ROOT_CONTEXT, parent);
+  const { api, propagator } = otel();
+  if (parent === undefined) return api.ROOT_CONTEXT;
+  if (typeof parent === "string") return propagator.extract(api.ROOT_CONTEXT, { traceparent: parent }, getter);
+  return api.trace.setSpanContext(api.ROOT_CONTEXT, parent);
 }
 
 function traceparentOf(span: Span): string {
   const carrier: Record<string, string> = {};
-  propagator.inject(trace.setSpan(ROOT_CONTEXT, span), carrier, setter);
+  const { api, propagator } = otel();
+  propagator.inject(api.trace.setSpan(api.ROOT_CONTEXT, span), carrier, setter);
   return carrier["traceparent"]!;
 }
 

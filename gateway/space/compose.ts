@@ -160,12 +160,14 @@ export function composeSpace(
     deliver: (env, sender, toEveryone) => delivery.deliver(env, sender, toEveryone),
     deliverOnly: (env, id) => delivery.deliverOnly(env, id),
     sendTo: (member, env) => delivery.sendTo(member, env),
+    sendBytes: (member, bytes) => delivery.sendBytes(member, bytes),
     fail: (...a) => delivery.fail(...a),
     capabilityViolation: (member, inbound) => delivery.capabilityViolation(member, inbound),
     pendingProposals: () => proposals.pending(),
     grantsView: () => grantsView(grants),
     record: (...plans) => ledger.record(...plans),
     note: (plan) => ledger.note(plan),
+    later: (make) => ledger.later(make),
     storeFailed,
   };
 
@@ -350,6 +352,11 @@ export function composeSpace(
     running: (pid, who) => {
       const p = typeof pid === "string" ? proposals.get(pid) : undefined;
       return p?.proposer === who && (p.state === "approved" || p.state === "routed") ? p : undefined;
+    },
+    participants: (viewer) => {
+      const out: Array<Record<string, unknown>> = [];
+      for (const m of delivery.members.values()) if (m !== viewer) out.push(roster.describe(m));
+      return out;
     },
   });
   const requests = new Requests(host, router, decisions, endpoint, proposals);
