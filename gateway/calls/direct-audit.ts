@@ -14,6 +14,9 @@ import { CANONICAL, canonical, inCanonicalOrder } from "../store/chain.js";
 import type { AuditRecord } from "../proposals/book.js";
 import type { Plan } from "../ports/plan.js";
 import type { Reasoned } from "../policy/rules.js";
+import type { SpaceMetrics } from "../ports/metrics.js";
+import type { CallTrace, Tracing } from "../ports/tracing.js";
+import { newDecisionId } from "../proposals/receipts.js";
 import { isoTime } from "../wire/envelope.js";
 
 /** Largest canonical JSON of arguments written into a `called` record whole. */
@@ -38,6 +41,31 @@ export function allowedBy(reason: Reasoned | undefined): string {
   return `${reason.step ?? "policy"}: ${reason.why}`;
 }
 
+/** Who allowed a direct call, by kind (ports/tracing.ts `DecisionFacts`): an `except` rule is one a person accepted as learned (policy/learn/). */
+export function directDecider(reason: Reasoned | undefined): "learned_rule" | "rule" | "grant" | "capability" {
+  if (reason?.grant) return "grant";
+  const key = reason?.match?.rule.key;
+  if (key !== undefined) return key.startsWith("except") ? "learned_rule" : "rule";
+  return "capability";
+}
+
+/**
+ * A tool call policy allowed and the router routed: a decision like a person's (ports/tracing.ts
+ * `DecisionFacts`), counted by decider and put on the call's span when the space exports
+ * traces. Returns its decision id, which the call's `called` entry keeps.
+ */
+export function allowedDecision(
+  space: { metrics: SpaceMetrics; tracing: Pick<Tracing, "on"> },
+  trace: CallTrace | undefined,
+  reason: Reasoned | undefined,
+): string {
+  const id = newDecisionId();
+  const decider = directDecider(reason);
+  space.metrics.decision("allowed", decider);
+  if (space.tracing.on) trace?.decided?.({ id, outcome: "allowed", decider, rule: allowedBy(reason) });
+  return id;
+}
+
 /**
  * The `called` record of a direct call. Made (ledger.ts `later`) when its batch goes to the
  * journal, from what the call captured when it was routed. Its keys are added in canonical
@@ -53,6 +81,8 @@ export function directCallPlan(
     method: string;
     params: Record<string, unknown> | undefined;
     reason: Reasoned | undefined;
+    /** The decision id (router.ts `allowed`), shared with the call's span. */
+    decision?: string | undefined;
   },
   /** When the call was routed, ms since the epoch. */
   at = Date.now(),
@@ -67,6 +97,7 @@ export function directCallPlan(
   const entry = {} as AuditRecord["entry"];
   if (inline) entry.arguments = args;
   if (digest !== undefined) entry.arguments_digest = digest;
+  if (call.decision !== undefined) entry.decision = call.decision;
   entry.event = "called";
   entry.method = call.method;
   entry.outcome = `request ${call.id.slice(0, 200)}`;

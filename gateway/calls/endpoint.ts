@@ -18,7 +18,7 @@
  * the rest is, and the pages here are how a client fetches it.
  */
 import type { Call } from "./calls.js";
-import { directCallPlan } from "./direct-audit.js";
+import { allowedDecision, directCallPlan } from "./direct-audit.js";
 import {
   type Envelope,
   ErrorCodes,
@@ -84,7 +84,10 @@ function fitted(preview: Record<string, unknown>, budget: number): Record<string
 export class GatewayEndpoint {
   constructor(
     /** What it uses of the space (ports/host.ts). */
-    private readonly space: Pick<SpaceHost, "config" | "fail" | "grantsView" | "later" | "pendingProposals" | "sendBytes" | "sendTo">,
+    private readonly space: Pick<
+      SpaceHost,
+      "config" | "fail" | "grantsView" | "later" | "metrics" | "pendingProposals" | "sendBytes" | "sendTo" | "tracing"
+    >,
     private readonly router: CallRouter,
     /** A tools/call that needs approval is held as a proposal; a cancelled one is withdrawn. */
     private readonly decisions: Pick<ProposalDesk, "hold" | "withdrawn">,
@@ -224,7 +227,17 @@ export class GatewayEndpoint {
       const env = stamp({ ...inbound, to: [entry.participant], payload: call }, member.id);
       // Audited like a call sent to its owner directly (direct-audit.ts): every routed call is in the trail.
       if (this.router.route(member, env, call, inbound.id)) {
-        const audited = { id: env.id, caller: member.id, target: entry.participant, method: "tools/call", params, reason: verdict.reason };
+        // The decision is made now (its count, its span); its `called` entry is written behind, coalesced.
+        const decision = allowedDecision(this.space, this.router.calls.get(env.id)?.trace, verdict.reason);
+        const audited = {
+          id: env.id,
+          caller: member.id,
+          target: entry.participant,
+          method: "tools/call",
+          params,
+          reason: verdict.reason,
+          decision,
+        };
         const at = Date.now();
         this.space.later(() => directCallPlan(audited, at));
       }

@@ -128,7 +128,7 @@ export class McpRouter implements CallRouter {
     caller: Member,
     env: Envelope,
     payload: McpRequestPayload,
-    extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor" | "anonymous"> = {},
+    extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor" | "anonymous"> & { receipt?: string | undefined } = {},
   ): NotRouted | undefined {
     const target = env.to![0]!;
     // A person with only the web console open is there too, for what they can answer.
@@ -147,7 +147,7 @@ export class McpRouter implements CallRouter {
     if (refusal) return { code: refusal.code, message: refusal.message, extra: { chain: [...chain, target] } };
     // The person the call acts for is the gateway's word alone (person.ts): a participant's own stamp is dropped.
     const person = wantsPerson(this.space.config, target) ? personFor(this.space.config, env.from, proposal?.decidedBy) : undefined;
-    const stamped = stampPerson(payload, person);
+    const stamped = stampPerson(payload, person, extra.receipt);
     if (stamped !== payload) env.payload = payload = stamped;
     const meta = payload.params?.["_meta"] as Record<string, unknown> | undefined;
     const traced = this.space.tracing.on ? this.trace(env, payload, extra.proposalId, parent) : undefined;

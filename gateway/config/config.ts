@@ -147,6 +147,11 @@ const PolicySchema = section({
     .default([]),
   /** Whether a rule naming a participant that is not in the space (policy/check.ts) stops the space from loading, rather than being a warning. */
   strict: boolean().optional(),
+  /** Approvals confirmed with the approver's passkey (proposals/passkey-bar.ts): calls of these `owner/tool` globs, and calls the gateway rates at or above `risk`. */
+  passkey: section({
+    tools: z.array(z.string().min(1)).max(256).default([]),
+    risk: z.enum(["medium", "high"]).optional(),
+  }).optional(),
 });
 
 /** A tool rule: a `participant/tool` glob, or `{tool: glob, when: CEL expression}` (policy/conditions.ts). */

@@ -37,6 +37,8 @@ const FILES: Record<string, string> = {
   "preview.css": "text/css; charset=utf-8",
   "link.html": "text/html; charset=utf-8",
   "link.js": "text/javascript; charset=utf-8",
+  "passkey.html": "text/html; charset=utf-8",
+  "passkey.js": "text/javascript; charset=utf-8",
   "sessions.js": "text/javascript; charset=utf-8",
   "app.css": "text/css; charset=utf-8",
 };

@@ -123,7 +123,8 @@ export interface CallRouter {
     caller: Member,
     env: Envelope,
     payload: McpRequestPayload,
-    extra?: Pick<Call, "proposalId" | "fulfiller">,
+    /** `receipt`: an approved call's signed receipt, stamped into its `_meta` (calls/person.ts). */
+    extra?: Pick<Call, "proposalId" | "fulfiller"> & { receipt?: string | undefined },
   ): NotRouted | undefined;
   /** Ends a call its caller gave up on, down its delegation chain. */
   cancel(call: Call, reason: string, notifyTarget: boolean): void;

@@ -39,6 +39,37 @@ export interface CallTrace {
   readonly context: SpanContext;
   /** Ends the span; `error` is its `error.type` (`timeout`, `tool_error`, a JSON-RPC code, …). */
   end(error?: string): void;
+  /** What allowed the call (a rule, a learned rule, a grant): its attributes and a `mewgate.decision` event. */
+  decided?(facts: DecisionFacts): void;
+}
+
+/**
+ * One decision on a call, as telemetry tells it (OpenTelemetry has no approval conventions
+ * yet: these are mewgate's own names). `id` is the opaque decision id the audit entry and the
+ * receipt carry too (proposals/receipts.ts).
+ */
+export interface DecisionFacts {
+  id: string;
+  outcome: "approved" | "rejected" | "expired" | "withdrawn" | "allowed";
+  /** Who decided, by kind: a person, an agent, a reviewer; a learned rule, a rule, a grant, the caller's capabilities; the clock; the proposer. */
+  decider: "person" | "agent" | "reviewer" | "learned_rule" | "rule" | "grant" | "capability" | "timeout" | "proposer";
+  by?: string | undefined;
+  /** The rule that asked for a person, or allowed the call, in words. */
+  rule?: string | undefined;
+  /** The gateway's risk level of the call (policy/learn/risk.ts). */
+  risk?: string | undefined;
+}
+
+/** A decision's span attributes (and event attributes): `mewgate.decision.*`. */
+export function decisionAttributes(f: DecisionFacts): Record<string, string> {
+  return {
+    "mewgate.decision.id": f.id,
+    "mewgate.decision.outcome": f.outcome,
+    "mewgate.decision.decider": f.decider,
+    ...(f.by !== undefined ? { "mewgate.decision.by": f.by } : {}),
+    ...(f.rule !== undefined ? { "mewgate.decision.rule": f.rule.slice(0, 256) } : {}),
+    ...(f.risk !== undefined ? { "mewgate.decision.risk": f.risk } : {}),
+  };
 }
 
 export interface CallInfo {
@@ -209,6 +240,11 @@ export class Tracing {
         }
         span.end();
       },
+      decided: (facts) => {
+        const attrs = decisionAttributes(facts);
+        span.setAttributes(attrs);
+        span.addEvent("mewgate.decision", attrs);
+      },
     };
   }
 
@@ -300,13 +336,20 @@ export class Tracing {
    * under the proposer's `_meta.traceparent`, else the call it is serving (`serving`), and
    * ends with the decision and who made it.
    */
-  proposal(space: string, p: Proposal, event: string, from: string | undefined, serving: () => SpanContext | undefined): void {
+  proposal(
+    space: string,
+    p: Proposal,
+    event: string,
+    from: string | undefined,
+    serving: () => SpanContext | undefined,
+    facts?: () => DecisionFacts | undefined,
+  ): void {
     if (!this.tracer) return;
     if (event === "proposed") {
       const tool = p.tool === undefined ? undefined : `${p.owner || "*"}/${p.tool}`;
       this.waitStarted({ space, id: p.id, proposer: p.proposer, tool, method: p.method }, traceparentIn(p.params["_meta"]) ?? serving());
     } else if ((from === "pending" || from === "interrupted") && event !== "interrupted") {
-      this.waitEnded(p.id, event, p.decidedBy);
+      this.waitEnded(p.id, event, p.decidedBy, facts?.());
     }
   }
 
@@ -332,12 +375,18 @@ export class Tracing {
   }
 
   /** A proposal stopped waiting: decided (`approved`, `rejected`), withdrawn or expired. */
-  waitEnded(id: string, decision: string, by: string | undefined): void {
+  waitEnded(id: string, decision: string, by: string | undefined, facts?: DecisionFacts): void {
     const span = this.waits.get(id);
     if (!span) return;
     this.waits.delete(id);
     span.setAttribute("mewgate.proposal.decision", decision);
     if (by !== undefined) span.setAttribute("mewgate.proposal.decided_by", by);
+    // Every decision, a rejection or an expiry too, leaves its id, its decider and the rule and risk on the wait's span.
+    if (facts) {
+      const attrs = decisionAttributes(facts);
+      span.setAttributes(attrs);
+      span.addEvent("mewgate.decision", attrs);
+    }
     span.end();
     if (decision === "approved") {
       if (this.decided.size >= MAX_WAITS) this.decided.delete(this.decided.keys().next().value!);

@@ -45,6 +45,9 @@ export class Space {
   readonly tracing: SpaceParts["tracing"];
   readonly notifier: SpaceParts["notifier"];
   readonly aids: SpaceParts["aids"];
+  readonly receipts: SpaceParts["receipts"];
+  readonly passkeys: SpaceParts["passkeys"];
+  readonly passkeyBar: SpaceParts["passkeyBar"];
   readonly authority: SpaceParts["authority"];
   readonly streams: SpaceParts["streams"];
   readonly switches: SpaceParts["switches"];
@@ -120,6 +123,9 @@ export class Space {
       tracing: this.tracing,
       notifier: this.notifier,
       aids: this.aids,
+      receipts: this.receipts,
+      passkeys: this.passkeys,
+      passkeyBar: this.passkeyBar,
       authority: this.authority,
       streams: this.streams,
       switches: this.switches,

@@ -132,6 +132,8 @@ export const ApprovePayloadSchema = z.object({
     .optional(),
   arguments: Params.optional(),
   reason: z.string().max(2000).optional(),
+  /** A WebAuthn assertion (AuthenticationResponseJSON) confirming this approval, where policy asks for one. */
+  passkey: z.record(z.string(), z.unknown()).optional(),
 });
 
 export const RejectPayloadSchema = z.object({

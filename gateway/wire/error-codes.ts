@@ -64,6 +64,8 @@ export const ErrorCodes = {
   approverLacksCapability: "approver_lacks_capability",
   /** A reviewer decided outside its bound (review.may_approve, once, a single approval, never a rejection). */
   reviewerBound: "reviewer_bound",
+  /** The approval must be confirmed with the approver's passkey (proposals/passkey-bar.ts), and was not, or not for this call. */
+  passkeyRequired: "passkey_required",
   notProposer: "not_proposer",
   fulfilmentMismatch: "fulfilment_mismatch",
   toolChanged: "tool_changed",
