@@ -13,6 +13,7 @@
  */
 import type { SpaceConfig } from "../config/config.js";
 import type { McpRequestPayload } from "../wire/envelope.js";
+import { isRecord } from "../wire/values.js";
 
 export const PERSON_META_KEY = "mewgate/person";
 
@@ -36,9 +37,9 @@ export function personFor(config: SpaceConfig, caller: string, approver: string 
 export function stampPerson(payload: McpRequestPayload, person: string | undefined): McpRequestPayload {
   const params = payload.params;
   const meta = params?.["_meta"];
-  const forged = meta !== null && typeof meta === "object" && !Array.isArray(meta) && Object.hasOwn(meta, PERSON_META_KEY);
+  const forged = isRecord(meta) && Object.hasOwn(meta, PERSON_META_KEY);
   if (!forged && person === undefined) return payload;
-  const rest: Record<string, unknown> = { ...(meta !== null && typeof meta === "object" && !Array.isArray(meta) ? meta : {}) };
+  const rest: Record<string, unknown> = { ...(isRecord(meta) ? meta : {}) };
   delete rest[PERSON_META_KEY];
   if (person !== undefined) rest[PERSON_META_KEY] = person;
   const nextParams: Record<string, unknown> = { ...(params ?? {}) };
