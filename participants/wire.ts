@@ -6,8 +6,9 @@
  */
 import * as z from "zod";
 import type { Capability } from "../gateway/index.js";
+import { isRecord } from "../gateway/index.js";
 
-const CapabilityItem = z.custom<Capability>((v) => typeof v === "object" && v !== null && !Array.isArray(v), "a capability pattern");
+const CapabilityItem = z.custom<Capability>((v) => isRecord(v), "a capability pattern");
 
 export const ParticipantInfoSchema = z.looseObject({
   id: z.string(),

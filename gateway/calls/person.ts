@@ -13,6 +13,7 @@
  */
 import type { SpaceConfig } from "../config/config.js";
 import type { McpRequestPayload } from "../wire/envelope.js";
+import { isRecord } from "../wire/values.js";
 
 export const PERSON_META_KEY = "mewgate/person";
 
@@ -39,7 +40,7 @@ export const RECEIPT_META_KEY = "mewgate/receipt";
 export function stampPerson(payload: McpRequestPayload, person: string | undefined, receipt?: string): McpRequestPayload {
   const params = payload.params;
   const meta = params?.["_meta"];
-  const isMeta = meta !== null && typeof meta === "object" && !Array.isArray(meta);
+  const isMeta = isRecord(meta);
   const forged = isMeta && (Object.hasOwn(meta, PERSON_META_KEY) || Object.hasOwn(meta, RECEIPT_META_KEY));
   if (!forged && person === undefined && receipt === undefined) return payload;
   const rest: Record<string, unknown> = { ...(isMeta ? meta : {}) };

@@ -36,6 +36,7 @@ import type { Plan } from "../ports/plan.js";
 import { EDITED_KEY } from "../wire/envelope.js";
 import { CallResults, type CallOutcome } from "./outcomes.js";
 import { type Answer, Unheard, type UnheardEnd } from "./unheard.js";
+import { isRecord } from "../wire/values.js";
 
 export type ProposalState =
   | "pending"
@@ -139,7 +140,7 @@ export interface WhatRuns {
 export function whatRuns(p: Proposal): WhatRuns {
   if (p.editedArguments !== undefined) return { arguments: p.editedArguments, edited: { by: p.editedBy, at: p.editedAt } };
   const a = p.params["arguments"];
-  return { arguments: typeof a === "object" && a !== null && !Array.isArray(a) ? (a as Record<string, unknown>) : {} };
+  return { arguments: isRecord(a) ? (a as Record<string, unknown>) : {} };
 }
 
 /** The arguments that will run if `p` is approved now (`whatRuns(p).arguments`). */

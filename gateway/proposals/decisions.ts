@@ -34,7 +34,6 @@ import {
 import { type CallRouter, clip, disabledRefusal, type GrantDesk, type ProposalDesk, type SpaceHost } from "../ports/host.js";
 import type { Calls } from "../calls/calls.js";
 import type { Registry } from "../ports/registry.js";
-import type { Verdict } from "../policy/authority.js";
 import { DEFINITION_CHANGED, toolGrant } from "../policy/rules.js";
 import type { Plan } from "../ports/plan.js";
 import {
@@ -58,6 +57,7 @@ import type { RunsEnded } from "./runs-ended.js";
 import { type ReviewerDesk, reviewerRefusal, reviews } from "./reviewer-bound.js";
 import { argumentsDigest, type DeciderKind, newDecisionId, policyDigest, type ReceiptKeys } from "./receipts.js";
 import type { PasskeyBar, PasskeyProof } from "./passkey-bar.js";
+import { isRecord } from "../wire/values.js";
 
 export class Decisions implements ProposalDesk {
   /** `policy.escalate`'s timers (escalation.ts); the space arms them as proposals change. */
@@ -85,7 +85,7 @@ export class Decisions implements ProposalDesk {
     private readonly calls: Calls,
     private readonly registry: Registry,
     /** Where an approved call is routed (calls/router.ts). */
-    private readonly router: Pick<CallRouter, "tryRoute" | "unknownTool" | "catalogueChanged">,
+    private readonly router: Pick<CallRouter, "authorize" | "tryRoute" | "unknownTool" | "catalogueChanged">,
     private readonly runs: RunsEnded,
     /** Where an "always" approval's grant is made (policy/lending.ts). */
     private readonly grants: GrantDesk,
@@ -102,17 +102,6 @@ export class Decisions implements ProposalDesk {
     // The book is built first and tells this of its proposals' clocks and changes.
     proposals.due.add((p) => void this.onDue(p));
     proposals.changed.add((p) => this.escalations.arm(p));
-  }
-
-  /** The decision point's verdict for `member` calling `target`; `confirming`: the approver's bar (authority.ts). */
-  private authorize(
-    member: Member,
-    target: string,
-    method: string,
-    params: Record<string, unknown> | undefined,
-    confirming = false,
-  ): Verdict {
-    return this.space.authority.call(member.id, member.allows, target, method, params, confirming);
   }
 
   onProposal(member: Member, inbound: InboundEnvelope): Promise<void> | void {
@@ -158,7 +147,7 @@ export class Decisions implements ProposalDesk {
     }
     // A proposal asks for what policy would let the proposer have with approval: one that
     // is denied outright, or over the argument quota, is refused before anyone sees it.
-    const verdict = this.authorize(member, to[0]!, method, params);
+    const verdict = this.router.authorize(member, to[0]!, method, params);
     if (verdict.decision === "denied" && (method === "tools/call" || verdict.code !== ErrorCodes.capabilityViolation)) {
       return this.space.fail(member, verdict.code, verdict.message, inbound.id, verdict.extra);
     }
@@ -357,7 +346,7 @@ export class Decisions implements ProposalDesk {
       const off = disabledRefusal(p.owner);
       return { code: off.code, message: `${off.message}; the proposal stays ${p.state}` };
     }
-    const verdict = this.authorize(member, p.owner, p.method, runningParams(p), true);
+    const verdict = this.router.authorize(member, p.owner, p.method, runningParams(p), true);
     if (verdict.decision === "direct" || (verdict.decision === "proposal" && verdict.flagged === true)) return undefined;
     return {
       code: ErrorCodes.approverLacksCapability,
@@ -395,7 +384,7 @@ export class Decisions implements ProposalDesk {
 
   /** The approver's bar for the call with `args` instead of the proposed arguments. */
   private mayCallWith(member: Member, p: Proposal, args: Record<string, unknown>, inboundId: string | undefined): boolean {
-    const verdict = this.authorize(member, p.owner, p.method, { ...p.params, arguments: args }, true);
+    const verdict = this.router.authorize(member, p.owner, p.method, { ...p.params, arguments: args }, true);
     if (verdict.decision === "direct" || (verdict.decision === "proposal" && verdict.flagged === true)) return true;
     if (verdict.decision === "denied") this.space.fail(member, verdict.code, verdict.message, inboundId, verdict.extra);
     else
@@ -546,7 +535,7 @@ export class Decisions implements ProposalDesk {
           inbound.id,
         );
       // What the proposer could have with approval, at this target: the same bar as a targeted proposal's.
-      const verdict = this.authorize(proposer, target, p.method, p.params);
+      const verdict = this.router.authorize(proposer, target, p.method, p.params);
       if (verdict.decision === "denied")
         return void this.space.fail(
           member,
@@ -568,7 +557,7 @@ export class Decisions implements ProposalDesk {
       );
     const args = payload.params?.["arguments"];
     // Only a difference from what runs is an edit (the proposed arguments after an edit are one).
-    const given = args && typeof args === "object" && !Array.isArray(args) ? (args as Record<string, unknown>) : undefined;
+    const given = isRecord(args) ? args : undefined;
     const { running, edited } = editOf(p, given);
     const cannot = cannotRun(this.space.authority, this.registry, p, target, edited ?? running, edited !== undefined);
     if (cannot) return void this.space.fail(member, cannot.code, cannot.message, inbound.id, cannot.extra);

@@ -7,6 +7,7 @@
  */
 import { type Envelope, RESPOND_KEY } from "../wire/envelope.js";
 import { awaiting, type Proposal } from "./book.js";
+import { isRecord } from "../wire/values.js";
 
 /** `chat` as delivered: marked when `from` may decide the proposal it names (`mayDecide`), any forged mark taken off. */
 export function respondMark(
@@ -15,10 +16,7 @@ export function respondMark(
   proposal: (id: string) => Proposal | undefined,
   mayDecide: (p: Proposal) => boolean,
 ): Envelope {
-  const payload =
-    typeof chat.payload === "object" && chat.payload !== null && !Array.isArray(chat.payload)
-      ? (chat.payload as Record<string, unknown>)
-      : undefined;
+  const payload = isRecord(chat.payload) ? (chat.payload as Record<string, unknown>) : undefined;
   if (payload === undefined) return chat;
   const forged = Object.hasOwn(payload, RESPOND_KEY);
   const id = chat.correlation_id?.[0];

@@ -7,7 +7,7 @@
  * `planDropApprovals`: written, with an audit entry, before the card or the count changes),
  * and the proposer and the approvers learn where it stands.
  */
-import { ErrorCodes, systemEnvelope } from "../wire/envelope.js";
+import { type Envelope, ErrorCodes, systemEnvelope } from "../wire/envelope.js";
 import type { SpaceHost } from "../ports/host.js";
 import { approvedBy, fulfilmentBlocked } from "./approvals.js";
 import { type Proposal, type ProposalBook, runningArguments, whatRuns } from "./book.js";
@@ -23,9 +23,24 @@ export async function dropFallenApprovals(space: StandingHost, proposals: Propos
   const before = approvedBy(p);
   await space.record(proposals.planDropApprovals(p, fallen));
   space.log.warn({ proposal: p.id, dropped: fallen }, "approvals that no longer count dropped before the last approval");
+  space.deliver(droppedNotice(p, before, fallen, space.config.participants));
+  return fallen.length;
+}
+
+/**
+ * The notice that approvals of `p` were dropped (here, or by a reload): the count now, who no
+ * longer counts and why, to the proposer and those who had approved (`before`) still in the space.
+ */
+export function droppedNotice(
+  p: Proposal,
+  before: readonly string[],
+  fallen: ReadonlyArray<{ by: string; why: string }>,
+  present: Readonly<Record<string, unknown>>,
+): Envelope {
   const by = approvedBy(p);
   const required = p.required ?? 1;
-  const text = `${by.length} of ${required}; the approval${fallen.length > 1 ? "s" : ""} of ${fallen.map((f) => f.by).join(", ")} no longer count${fallen.length > 1 ? "" : "s"}: ${fallen.map((f) => f.why).join("; ")}`;
+  const many = fallen.length > 1;
+  const text = `${by.length} of ${required}; the approval${many ? "s" : ""} of ${fallen.map((f) => f.by).join(", ")} no longer count${many ? "" : "s"}: ${fallen.map((f) => f.why).join("; ")}`;
   const payload = {
     proposal: p.id,
     required,
@@ -35,13 +50,10 @@ export async function dropFallenApprovals(space: StandingHost, proposals: Propos
     dropped: fallen,
     ...(whatRuns(p).edited ? { arguments: runningArguments(p) } : {}),
   };
-  space.deliver(
-    systemEnvelope("system/approval", payload, {
-      to: [...new Set([p.proposer, ...before])].filter((id) => Object.hasOwn(space.config.participants, id)),
-      correlation_id: [p.id],
-    }),
-  );
-  return fallen.length;
+  return systemEnvelope("system/approval", payload, {
+    to: [...new Set([p.proposer, ...before])].filter((id) => Object.hasOwn(present, id)),
+    correlation_id: [p.id],
+  });
 }
 
 /** `dropFallenApprovals` when one more approval would complete `p`'s quorum; else nothing (0). */

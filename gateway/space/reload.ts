@@ -38,10 +38,11 @@ import type { Authority } from "../policy/authority.js";
 import { canonical } from "../store/chain.js";
 import type { Member } from "../ports/member.js";
 import type { Plan } from "../ports/plan.js";
-import { type AuditRecord, type ProposalBook, runningArguments, whatRuns } from "../proposals/book.js";
+import type { AuditRecord, ProposalBook } from "../proposals/book.js";
 import type { Verdict } from "../policy/authority.js";
 import { approvedBy } from "../proposals/approvals.js";
 import { cancelReason, fallenApprovals, type StandingHost } from "../proposals/standing.js";
+import { droppedNotice } from "../proposals/still-count.js";
 import { CloseCodes, type Envelope, systemEnvelope } from "../wire/envelope.js";
 
 export interface ReloadHost {
@@ -214,25 +215,7 @@ export async function applyReload(host: ReloadHost, next: SpaceConfig, tokens: T
       continue;
     }
     for (const f of fallen) report.approvals_dropped.push(`${p.id}: ${f.by} (${f.why})`);
-    const by = approvedBy(p);
-    const required = p.required ?? 1;
-    const text = `${by.length} of ${required}; the approval${fallen.length > 1 ? "s" : ""} of ${fallen.map((f) => f.by).join(", ")} no longer count${fallen.length > 1 ? "" : "s"}: ${fallen.map((f) => f.why).join("; ")}`;
-    const payload = {
-      proposal: p.id,
-      required,
-      approvals: by.length,
-      by,
-      text,
-      dropped: fallen,
-      ...(whatRuns(p).edited ? { arguments: runningArguments(p) } : {}),
-    };
-    // The proposer and those who approved (the dropped ones too, if still here) learn where it stands.
-    host.deliver(
-      systemEnvelope("system/approval", payload, {
-        to: [...new Set([p.proposer, ...before])].filter((id) => Object.hasOwn(cur.participants, id)),
-        correlation_id: [p.id],
-      }),
-    );
+    host.deliver(droppedNotice(p, before, fallen, cur.participants));
   }
   report.closed.push(...host.tokensChanged());
   host.log.info({ ...report }, "space reloaded");

@@ -15,6 +15,7 @@
 import { closeSync, openSync, readSync } from "node:fs";
 import { join } from "node:path";
 import { peekRecord } from "./peek.js";
+import { isRecord } from "../wire/values.js";
 
 export interface LegacyFile<R> {
   file: string;
@@ -77,7 +78,7 @@ export function readLegacy<R>(dir: string, files: LegacyFile<R>[], owner: Legacy
       log?.warn({ file, line: n, offset }, "a line of the old state file does not parse (a torn write?); it is not migrated");
     /** The record `value` makes, or undefined (reported) when it is not one. */
     const record = (value: unknown, n: number, offset: number): R | undefined => {
-      const r = typeof value === "object" && value !== null && !Array.isArray(value) ? (l.wrap ? l.wrap(value) : (value as R)) : undefined;
+      const r = isRecord(value) ? (l.wrap ? l.wrap(value) : (value as R)) : undefined;
       if (typeof (r as { type?: unknown } | undefined)?.type === "string") return r;
       log?.warn({ file, line: n, offset }, "a line of the old state file is not a record; it is not migrated");
       return undefined;

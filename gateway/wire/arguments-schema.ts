@@ -8,6 +8,7 @@
  * value through. Keys are own keys only: `constructor` or `__proto__` never pass for a
  * declared property, nor count as present.
  */
+import { isRecord } from "./values.js";
 type Schema = Record<string, unknown>;
 
 /** How deep a schema and value are followed: a tool's schema is not a reason to recurse without end. */
@@ -40,7 +41,7 @@ export function firstProblem(schema: unknown, value: unknown, at = "arguments", 
   if (Array.isArray(s["enum"]) && !s["enum"].some((e) => same(e, value)))
     return bad(`must be one of ${s["enum"].map((e) => JSON.stringify(e)).join(", ")}`);
   if (own(s, "const") && !same(s["const"], value)) return bad(`must be ${JSON.stringify(s["const"])}`);
-  if (typeof value === "object" && value !== null && !Array.isArray(value)) {
+  if (isRecord(value)) {
     const obj = value as Record<string, unknown>;
     const props = (typeof s["properties"] === "object" && s["properties"] !== null ? s["properties"] : {}) as Record<string, unknown>;
     for (const key of Array.isArray(s["required"]) ? s["required"] : []) {
@@ -78,7 +79,7 @@ function same(a: unknown, b: unknown): boolean {
 function ofType(type: string, v: unknown): boolean {
   switch (type) {
     case "object":
-      return typeof v === "object" && v !== null && !Array.isArray(v);
+      return isRecord(v);
     case "array":
       return Array.isArray(v);
     case "string":

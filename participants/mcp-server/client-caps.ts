@@ -13,6 +13,7 @@
  * copied on.
  */
 import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
+import { isRecord } from "../../gateway/index.js";
 
 export const CLIENT_CAPS_KEY = "mewgate/client_capabilities";
 
@@ -32,7 +33,7 @@ export function offeredCapabilities(caps: ClientCapabilities | undefined): Recor
     const stated: Record<string, unknown> = {};
     for (const sub of subs) {
       const v = (own as Record<string, unknown>)[sub];
-      if (typeof v === "object" && v !== null && !Array.isArray(v)) stated[sub] = {};
+      if (isRecord(v)) stated[sub] = {};
     }
     if (name === "roots" && (own as Record<string, unknown>)["listChanged"] === true) stated["listChanged"] = true;
     // A client that says `elicitation: {}` offers forms (MCP's reading of an empty elicitation capability).

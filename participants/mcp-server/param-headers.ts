@@ -7,6 +7,7 @@
  * then sees what the body says. The SDK v2 checks this only for tools it defines itself;
  * the faces' tools are the space's, so the check is here (modern.ts calls it).
  */
+import { isRecord } from "../../gateway/index.js";
 
 /** One marked property: where it sits in the arguments, its header's name, its JSON type. */
 export interface ParamDeclaration {
@@ -35,8 +36,7 @@ export function declarations(schema: unknown): ParamDeclaration[] {
     if (path.length > 0 && typeof header === "string" && TOKEN.test(header))
       out.push({ path, header, type: typeof n["type"] === "string" ? n["type"] : undefined });
     const props = n["properties"];
-    if (typeof props === "object" && props !== null && !Array.isArray(props))
-      for (const [k, child] of Object.entries(props as Record<string, unknown>)) visit(child, [...path, k]);
+    if (isRecord(props)) for (const [k, child] of Object.entries(props as Record<string, unknown>)) visit(child, [...path, k]);
   };
   visit(schema, []);
   return out;

@@ -16,7 +16,7 @@ import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import type { ParticipantClient } from "../client.js";
 import { ParticipantError, RpcError } from "../errors.js";
-import { inspectTool, stripHidden } from "../../gateway/index.js";
+import { inspectTool, stripHidden, isRecord } from "../../gateway/index.js";
 import { cleanTexts, flagNote } from "../agent/tools.js";
 
 const TIMEOUT_MS = 10_000;
@@ -208,7 +208,7 @@ export class SpaceResources {
       throw new RpcError(ErrorCode.InvalidRequest, `${owner}: ${err.message}`);
     }
     const list = Array.isArray(res[key]) ? (res[key] as unknown[]) : [];
-    const items = list.filter((x): x is Item => typeof x === "object" && x !== null && !Array.isArray(x)).slice(0, MAX_PER_OWNER);
+    const items = list.filter((x): x is Item => isRecord(x)).slice(0, MAX_PER_OWNER);
     const next = res["nextCursor"];
     return { [key]: items, ...(typeof next === "string" && next.length > 0 && next.length <= MAX_CURSOR ? { nextCursor: next } : {}) } as {
       [k in K]: Item[];

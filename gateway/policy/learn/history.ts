@@ -13,6 +13,7 @@
  */
 import type { AuditEntry } from "../../proposals/book.js";
 import { GATEWAY_ID } from "../../wire/envelope.js";
+import { isRecord } from "../../wire/values.js";
 
 export type PeopleSaid = "approved" | "rejected" | "edited" | "undecided";
 
@@ -43,7 +44,7 @@ export interface PastCall {
  */
 export function argumentsOf(e: Pick<AuditEntry, "arguments">): Record<string, unknown> {
   const a = e.arguments;
-  return typeof a === "object" && a !== null && !Array.isArray(a) ? (a as Record<string, unknown>) : {};
+  return isRecord(a) ? (a as Record<string, unknown>) : {};
 }
 
 /** Who is a person in a space: a `kind: human` participant (space.yaml's, or one admitted at run time). */

@@ -8,6 +8,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { isRecord } from "../../wire/values.js";
 
 export interface Remembered {
   dismissed: Record<string, { by: string; at: string }>;
@@ -22,7 +23,7 @@ const MAX = 5_000;
 /** The most calls one confirmation names. */
 const MAX_CALLS = 1_000;
 
-const obj = (v: unknown) => (typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
+const obj = (v: unknown) => (isRecord(v) ? (v as Record<string, unknown>) : {});
 
 export class SuggestionMemory {
   private state: Remembered;

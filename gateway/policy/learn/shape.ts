@@ -24,6 +24,7 @@
 import { isCommandKey, isPlainPath } from "../content.js";
 import { canonicalJson, normalisePath } from "../scope.js";
 import type { PastCall } from "./history.js";
+import { isRecord } from "../../wire/values.js";
 
 /** At most this many distinct values of a field are listed (`in [...]`). */
 export const MAX_SET = 5;
@@ -379,7 +380,7 @@ function holdField(
       if (strings.some(looksLikePath)) return `${k} held paths and other text`;
       return { cond: `${size} && ${x}.all(s, clean(s))`, words: `${k}: at most ${most} items, ${FREE_WORDS}`, free: true };
     }
-    if (items.every((i) => typeof i === "object" && i !== null && !Array.isArray(i))) {
+    if (items.every((i) => isRecord(i))) {
       const recs = items as Record<string, unknown>[];
       const keys = [...new Set(recs.flatMap((r) => Object.keys(r)))].sort();
       if (recs.some((r) => Object.keys(r).length !== keys.length)) return `${k}: its items have different keys`;

@@ -18,6 +18,7 @@ import {
   type StopReason,
   type ToolCall,
 } from "./types.js";
+import { isRecord } from "../../../gateway/index.js";
 
 export const ANTHROPIC_VERSION = "2023-06-01";
 /** Used when the request gives no `maxTokens`: the API requires a value. */
@@ -170,7 +171,7 @@ export function parseMessageResponse(raw: unknown, provider = "anthropic"): Mode
     if (block.type === "tool_use") {
       const call: ToolCall = { id: block.id || `toolu_${i}`, name: block.name ?? "", arguments: {} };
       const input = block.input ?? {};
-      if (typeof input === "object" && input !== null && !Array.isArray(input)) call.arguments = input as Record<string, unknown>;
+      if (isRecord(input)) call.arguments = input as Record<string, unknown>;
       else call.invalidArguments = "tool input must be a JSON object";
       toolCalls.push(call);
     }
