@@ -4,7 +4,7 @@
 // (ARCHITECTURE.md), gateway/ imports nothing from participants/ or cli/, cli/, participants/ and
 // bench/ reach gateway/ only through its public surface (gateway/index.ts; a lazy `import()` of
 // one module is left alone, since loading the whole surface would defeat it), and every file past
-// 500 lines says at its top why it is one concern all the same.
+// 500 lines says at its top why it is one concern all the same. The console's ui/*.js is read too.
 // Exits 1 on a circle or a wrong-way import; files past 500 lines without a reason are printed.
 // Usage: node .ci/shape.mjs [ROOT]
 import fs from "node:fs";
@@ -33,6 +33,8 @@ const files = [];
     const p = path.join(dir, e.name);
     if (e.isDirectory()) walk(p);
     else if (/\.(ts|mts)$/.test(e.name) && !e.name.endsWith(".d.ts")) files.push(p);
+    // The console's plain JavaScript (no build step) is held to the same shape.
+    else if (e.name.endsWith(".js") && path.relative(root, dir).split(path.sep)[0] === "ui") files.push(p);
   }
 })(root);
 
@@ -50,8 +52,9 @@ for (const f of files) {
     long.push(`${rel(f)} (${lines} lines)`);
   const out = new Set();
   for (const m of src.matchAll(SPEC)) {
-    const base = path.resolve(path.dirname(f), m[1] ?? m[2]).replace(/\.m?js$/, "");
-    const target = [`${base}.ts`, `${base}.mts`, path.join(base, "index.ts")].find((c) => known.has(c));
+    const spec = path.resolve(path.dirname(f), m[1] ?? m[2]);
+    const base = spec.replace(/\.m?js$/, "");
+    const target = [`${base}.ts`, `${base}.mts`, path.join(base, "index.ts"), spec].find((c) => known.has(c));
     if (!target) continue;
     out.add(target);
     const [fromTop, fromDir] = rel(f).split(path.sep);
