@@ -20,7 +20,7 @@
  */
 import { CelScalar, celEnv, celFunc, isCelError, isCelList, isCelMap, parse, plan, type CelEnv, type CelInput } from "@bufbuild/cel";
 import { strings } from "@bufbuild/cel/ext";
-import { isClean, isPlainPath } from "./content.js";
+import { isClean, isPlainPath } from "./content/signals.js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 
 /** The longest expression accepted, in characters. */

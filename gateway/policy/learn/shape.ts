@@ -21,7 +21,7 @@
  * Anything else (an object that varies, mixed types, a path or command past what can be
  * held) gives no rule, and says why.
  */
-import { isCommandKey, isPlainPath } from "../content.js";
+import { isCommandKey, isPlainPath } from "../content/signals.js";
 import { canonicalJson, normalisePath } from "../scope.js";
 import type { PastCall } from "./history.js";
 
