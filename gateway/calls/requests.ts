@@ -98,7 +98,15 @@ export class Requests {
     // A direct tool call is audited with what allowed it (direct-audit.ts), written behind it.
     if (routed && !served && payload.method === "tools/call")
       void this.space.note(
-        directCallPlan({ id: env.id, caller: member.id, target, method: payload.method, params: payload.params, reason: verdict.reason }),
+        // What went out: the guards may have redacted the arguments on the way (router.ts).
+        directCallPlan({
+          id: env.id,
+          caller: member.id,
+          target,
+          method: payload.method,
+          params: (env.payload as McpRequestPayload).params,
+          reason: verdict.reason,
+        }),
       );
   }
 

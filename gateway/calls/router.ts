@@ -14,6 +14,8 @@
  * hands one that is really a decision (a MEW fulfilment, a gateway tools/call that needs
  * approval) to proposals/decisions.ts, built after this and routing approved calls through
  * `tryRoute` here. It reports each call's end once (`callEnded`); proposals/ moves the proposal.
+ * Past 500 lines because it is one concern: the way out of every call and the way back of every
+ * answer (the guards' redactions carried out on both, guarded.ts), and the calls the gateway makes itself.
  */
 import { randomUUID } from "node:crypto";
 import { CALLBACK_METHODS, type Call, type CallEnd, type Calls } from "./calls.js";
@@ -42,6 +44,7 @@ import type { Registry } from "../ports/registry.js";
 import type { Member } from "../ports/member.js";
 import { Catalogue } from "./catalogue.js";
 import { askedAgain, callersFault, isPrivate } from "./whose.js";
+import { guardArguments, heldRefusal, screenResult } from "./guarded.js";
 
 export class McpRouter implements CallRouter {
   /** Each participant's tools, fetched and screened (catalogue.ts). */
@@ -93,7 +96,11 @@ export class McpRouter implements CallRouter {
       const off = disabledRefusal(target);
       return this.space.fail(member, off.code, off.message, correlationId);
     }
-    this.refuseTool(member, "proposal", `${target}/${String(payload.params?.["name"])}`, correlationId);
+    const name = `${target}/${String(payload.params?.["name"])}`;
+    // Held by a guard: the caller learns what was found (masked), and that a person must see it.
+    const held = verdict.guard?.action === "hold" ? heldRefusal(name, verdict.guard) : undefined;
+    if (held) return this.space.fail(member, ErrorCodes.proposalRequired, held.message, correlationId, held.extra);
+    this.refuseTool(member, "proposal", name, correlationId);
   }
 
   /**
@@ -153,6 +160,11 @@ export class McpRouter implements CallRouter {
     const person = wantsPerson(this.space.config, target) ? personFor(this.space.config, env.from, proposal?.decidedBy) : undefined;
     const stamped = stampPerson(payload, person);
     if (stamped !== payload) env.payload = payload = stamped;
+    // The guards' redaction, whichever way the call came (guarded.ts; the decision point decided the rest).
+    const tool = payload.method === "tools/call" && typeof payload.params?.["name"] === "string" ? payload.params["name"] : undefined;
+    const out = tool === undefined ? payload : guardArguments(this.space, env, payload, target, tool, extra.proposalId);
+    if ("code" in out) return out;
+    payload = out;
     const meta = payload.params?.["_meta"] as Record<string, unknown> | undefined;
     const traced = this.space.tracing.on ? this.trace(env, payload, extra.proposalId, parent) : undefined;
     this.calls.open(
@@ -162,6 +174,7 @@ export class McpRouter implements CallRouter {
         target,
         rpcId: payload.id!,
         method: payload.method,
+        tool,
         chain,
         parent: parent?.id,
         params: CALLBACK_METHODS.has(payload.method) ? payload.params : undefined,
@@ -208,7 +221,8 @@ export class McpRouter implements CallRouter {
     call.trace?.end(error);
   }
 
-  onResponse(member: Member, inbound: InboundEnvelope): Promise<void> | void {
+  onResponse(member: Member, received: InboundEnvelope): Promise<void> | void {
+    let inbound = received;
     const parsed = parseMcpResponse(inbound.payload);
     if (!parsed.success)
       return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/response: ${describeIssue(parsed.error)}`, inbound.id);
@@ -238,6 +252,9 @@ export class McpRouter implements CallRouter {
       call,
       answered ? (outcome === "ok" ? undefined : "tool_error") : String((parsed.data.error as { code?: unknown }).code ?? "error"),
     );
+    // The guards read the result before anyone gets it: the caller, a preview's viewer, the audit.
+    const screened = screenResult(this.space, call, parsed.data);
+    if (screened) [parsed.data, inbound] = [screened as typeof parsed.data, { ...inbound, payload: screened }];
     if (call.internal) return call.internal(parsed.data);
     const env = stamp(inbound, member.id);
     // An error in MEW's loose shape (a string code) reaches the caller as one it can read.
@@ -431,6 +448,7 @@ export class McpRouter implements CallRouter {
         target,
         rpcId: id,
         method,
+        ...(method === "tools/call" && typeof params["name"] === "string" ? { tool: params["name"] } : {}),
         chain: [caller],
         internal: (response, reason) => {
           if (reason === "timeout") this.cancelAtTarget(call, "timed out");

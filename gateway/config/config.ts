@@ -21,6 +21,8 @@ import { identitySchema } from "./identity.js";
 import { allowSignInCards, OAuthSchema, resolveSecretFile } from "./oauth.js";
 export type { OAuthConfig, SecretValue } from "./oauth.js";
 import { checkGroups, nullProto } from "./groups.js";
+import { CapsSchema, CostsSchema, GuardsSchema } from "./guards.js";
+export type { CapConfig, GuardConfig } from "./guards.js";
 
 export { DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits };
 
@@ -332,6 +334,12 @@ const SpaceConfigSchema = section({
     telemetry: TelemetrySchema.optional(),
   }).prefault({}),
   policy: PolicySchema.prefault({}),
+  /** What every call's arguments and results are read for, and what a find does (config/guards.ts, policy/guards.ts). */
+  guards: GuardsSchema,
+  /** Calls (and cost) per minute, per person, agent, tool or caller, counted across the cluster (policy/caps.ts). */
+  caps: CapsSchema,
+  /** The cost of one call, by tool glob (for caps' cost_per_minute). */
+  costs: CostsSchema,
   /** Named groups of participants, usable as `@name` wherever participants are named (policy/groups.ts). */
   groups: z.record(z.string().regex(PARTICIPANT_ID, { error: expected("a group name") }), z.array(z.string())).default({}),
   calls: CallsSchema.prefault({}),
@@ -461,45 +469,66 @@ const SpaceConfigSchema = section({
       if (!pathOf.has(id)) pathOf.set(id, path);
     }
   })
-  .transform(({ space, gateway, policy, groups, calls, quotas, defaults, participants, mcpServers, prices, identity, previews }) => {
-    // Null prototype: ids like "constructor" are legal and must not hit Object.prototype.
-    const resolved: Record<string, ParticipantConfig> = Object.create(null);
-    // A pasted mcpServers entry is an `mcp` participant with every default.
-    const fromMcpServers = Object.entries(mcpServers ?? {})
-      .filter(([, m]) => !m.disabled)
-      .map(([id, m]): [string, z.output<typeof ParticipantSchema>] => [
-        id,
-        { kind: "mcp", echo: false, description: m.description, mcp: m },
-      ]);
-    for (const [id, p] of [...Object.entries(participants), ...fromMcpServers]) {
-      resolved[id] = {
-        id,
-        ...p,
-        visibility: p.visibility ?? defaults?.visibility ?? defaultVisibility(p.kind),
-        capabilities: p.capabilities ?? structuredClone(defaults?.capabilities) ?? defaultCapabilities(p.kind),
-        ...(p.agent ? { agent: { ...p.agent, prices: { ...prices, ...p.agent.prices } } } : {}),
-      };
-      // The operator named where the server's roots come from: asking there is allowed, and only that.
-      const rootsFrom = p.mcp?.roots !== undefined && !Array.isArray(p.mcp.roots) ? p.mcp.roots.from : undefined;
-      if (rootsFrom !== undefined)
-        resolved[id]!.capabilities.push({ kind: "mcp/request", to: [rootsFrom], payload: { method: "roots/list" } });
-    }
-    allowSignInCards(resolved);
-    // `file` is set by parseSpaceConfig once the path is known.
-    return {
-      file: "",
-      space: { ...space, name: space.name ?? space.id },
+  .transform(
+    ({
+      space,
       gateway,
       policy,
-      groups: nullProto(groups),
+      guards,
+      caps,
+      costs,
+      groups,
       calls,
       quotas,
       defaults,
-      participants: resolved,
-      ...(identity ? { identity } : {}),
+      participants,
+      mcpServers,
+      prices,
+      identity,
       previews,
-    };
-  });
+    }) => {
+      // Null prototype: ids like "constructor" are legal and must not hit Object.prototype.
+      const resolved: Record<string, ParticipantConfig> = Object.create(null);
+      // A pasted mcpServers entry is an `mcp` participant with every default.
+      const fromMcpServers = Object.entries(mcpServers ?? {})
+        .filter(([, m]) => !m.disabled)
+        .map(([id, m]): [string, z.output<typeof ParticipantSchema>] => [
+          id,
+          { kind: "mcp", echo: false, description: m.description, mcp: m },
+        ]);
+      for (const [id, p] of [...Object.entries(participants), ...fromMcpServers]) {
+        resolved[id] = {
+          id,
+          ...p,
+          visibility: p.visibility ?? defaults?.visibility ?? defaultVisibility(p.kind),
+          capabilities: p.capabilities ?? structuredClone(defaults?.capabilities) ?? defaultCapabilities(p.kind),
+          ...(p.agent ? { agent: { ...p.agent, prices: { ...prices, ...p.agent.prices } } } : {}),
+        };
+        // The operator named where the server's roots come from: asking there is allowed, and only that.
+        const rootsFrom = p.mcp?.roots !== undefined && !Array.isArray(p.mcp.roots) ? p.mcp.roots.from : undefined;
+        if (rootsFrom !== undefined)
+          resolved[id]!.capabilities.push({ kind: "mcp/request", to: [rootsFrom], payload: { method: "roots/list" } });
+      }
+      allowSignInCards(resolved);
+      // `file` is set by parseSpaceConfig once the path is known.
+      return {
+        file: "",
+        space: { ...space, name: space.name ?? space.id },
+        gateway,
+        policy,
+        guards,
+        caps,
+        costs: nullProto(costs),
+        groups: nullProto(groups),
+        calls,
+        quotas,
+        defaults,
+        participants: resolved,
+        ...(identity ? { identity } : {}),
+        previews,
+      };
+    },
+  );
 
 export type ParticipantConfig = Omit<z.output<typeof ParticipantSchema>, "capabilities" | "visibility"> & {
   /** The key under `participants`, repeated here for convenience. */

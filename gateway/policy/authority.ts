@@ -39,6 +39,7 @@ import { expandRuleGlob, Groups } from "./groups.js";
 import { conditionHolds } from "./scope.js";
 import { quorumBypass, requiredApprovals } from "./quorum.js";
 import { isRecord } from "../wire/values.js";
+import { type GuardVerdict, guarded, Guards } from "./guards.js";
 
 /** The outcome for one call: go ahead, go through a proposal, or a refusal to send back. */
 export type Verdict = (
@@ -47,6 +48,7 @@ export type Verdict = (
         | "direct"
         | "proposal" /** a proposal only because the gateway flagged the tool (`tool_checks: ask`): whoever may call it otherwise may approve it */;
       flagged?: true;
+      /** What a guard found: held for a person, or redacted (`guard.redacted`) on the way out. */ guard?: GuardVerdict;
     }
   | { decision: "denied"; code: ErrorCode; message: string; extra?: Record<string, unknown> }
 ) & {
@@ -97,18 +99,22 @@ export class Authority {
    * stands only while its granter holds what space.yaml gives it, which is asked of this.
    */
   readonly grants: GrantBook = new GrantBook((id) => this.configured(id));
+  /** space.yaml's `guards:` compiled (guards.ts): every tools/call's arguments read here, its result by the router. */
+  guards: Guards;
 
   constructor(
     private readonly config: SpaceConfig,
     private readonly registry: Registry,
   ) {
     this.groups = new Groups(config);
+    this.guards = new Guards(config, this.groups);
   }
 
   /** Drops everything compiled from the rules: the space's config was reloaded (space/reload.ts). Add here any cache of config this class grows. */
   reset(): void {
     this.rules.clear();
     this.skips.clear();
+    this.guards = new Guards(this.config, this.groups);
   }
 
   /** Drops what was compiled from a participant's rules (it was invited or removed at runtime). */
@@ -281,7 +287,8 @@ export class Authority {
       if (typeof name !== "string")
         return { decision: "denied", code: ErrorCodes.invalidPayload, message: "tools/call: params.name must be a string" };
       // A call always has arguments for the rules' conditions: none given is an empty mapping.
-      return this.checked(caller, target, name, params?.["arguments"] ?? {}, confirming);
+      const args = params?.["arguments"] ?? {};
+      return guarded(this.guards, this.checked(caller, target, name, args, confirming), caller, target, name, args, confirming);
     }
     if (allows({ kind: "mcp/request", to: [target], payload: { method, params } })) return { decision: "direct" };
     return {

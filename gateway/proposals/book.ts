@@ -154,6 +154,8 @@ export function awaiting(state: ProposalState): boolean {
 }
 
 /** The payload key of a proposal whose tool changed since it was confirmed: what changed, in words (ports/pins.ts). */
+/** Where a held proposal carries what the space's guards found in its arguments (masked) and their action (policy/guards.ts). */
+export const GUARDS_KEY = "mewgate/guards";
 export const DEFINITION_CHANGED_KEY = "mewgate/definition_changed";
 
 /** What a person is told of an interrupted proposal, wherever it is shown. */
@@ -230,7 +232,8 @@ export interface AuditEntry {
     | "escalated"
     | "rule_accepted"
     | "repaired"
-    | "called";
+    | "called"
+    | "guarded";
   proposal: string;
   proposer: string;
   owner: string;
@@ -254,6 +257,10 @@ export interface AuditEntry {
   digest?: string | undefined;
   previous?: string | undefined;
   changes?: string[] | undefined;
+  /** For `guarded`: what the space's guards found (masked) and did (policy/guards.ts); `scope` says where (arguments or result). */
+  findings?:
+    | Array<{ guard: string; action: string; detector: string; what: string; field: string; masked: string; encoding?: string }>
+    | undefined;
   /** For `tool_changed`: how many times the tool has changed since the gateway first saw it. */
   count?: number | undefined;
   /** For `escalated`: the stage's index, and who may decide from then on (groups resolved to their members). */
