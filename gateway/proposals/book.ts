@@ -156,6 +156,15 @@ export function awaiting(state: ProposalState): boolean {
 /** The payload key of a proposal whose tool changed since it was confirmed: what changed, in words (ports/pins.ts). */
 /** Where a held proposal carries what the space's guards found in its arguments (masked) and their action (policy/guards.ts). */
 export const GUARDS_KEY = "mewgate/guards";
+
+/** The findings, in words and masked, of a guard that holds a proposal for a person (its payload's GUARDS_KEY), if one does. */
+export function heldFindings(payload: Record<string, unknown> | undefined): string[] | undefined {
+  const mark = payload?.[GUARDS_KEY] as { findings?: Array<{ action?: unknown; text?: unknown }> } | undefined;
+  const held = Array.isArray(mark?.findings)
+    ? mark.findings.filter((f) => f?.action === "hold" && typeof f.text === "string").map((f) => String(f.text))
+    : [];
+  return held.length ? held : undefined;
+}
 export const DEFINITION_CHANGED_KEY = "mewgate/definition_changed";
 
 /** What a person is told of an interrupted proposal, wherever it is shown. */

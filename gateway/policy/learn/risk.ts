@@ -61,6 +61,8 @@ export interface RiskFacts {
   annotations?: Record<string, unknown> | undefined;
   definitionChanged?: boolean | undefined;
   flagged?: boolean | undefined;
+  /** What a guard of the space that holds the call found (policy/guards.ts), in words, masked. */
+  guarded?: readonly string[] | undefined;
   /** This proposer's recorded calls, every tool. */
   byProposer: readonly PastCall[];
   /** This proposer's recorded calls of this tool. */
@@ -131,6 +133,7 @@ export function riskOf(f: RiskFacts): Risk {
   if (f.definitionChanged)
     reasons.push({ code: "definition_changed", level: "high", text: `${f.tool}'s definition changed since it was confirmed` });
   if (f.flagged) reasons.push({ code: "flagged", level: "high", text: `the gateway flagged ${f.tool}'s description` });
+  for (const g of f.guarded?.slice(0, 8) ?? []) reasons.push({ code: "guard", level: "high", text: `a guard holds it for a person: ${g}` });
   const signals = signalsOf(f.args, isCommandTool(f.tool));
   const said = new Set<string>();
   for (const s of signals) {
