@@ -122,6 +122,12 @@ export function explanationText(e: Explanation): string {
       `  rule: ${e.rule.key}${e.rule.file ? ` at ${e.rule.file}:${e.rule.line}:${e.rule.column}` : ""}: ${JSON.stringify(e.rule.when === undefined ? e.rule.tool : { tool: e.rule.tool, when: e.rule.when })}`,
     );
   if (e.grant) lines.push(`  grant: ${e.grant.id} from ${e.grant.from}`);
+  if (e.guards) {
+    lines.push(
+      `  guards: ${e.guards.applying.join(", ")}${e.guards.action ? ` (${e.guards.action})` : " (nothing found in these arguments)"}`,
+    );
+    for (const f of e.guards.findings ?? []) lines.push(`    ${f.guard}: ${f.text} → ${f.action}`);
+  }
   for (const c of e.conditions) lines.push(`  condition ${c.key}: ${c.when} → ${c.result}${c.error ? ` (${c.error})` : ""}`);
   if (e.decision === "proposal")
     lines.push(`  approvers: ${e.approvers.length ? e.approvers.join(", ") : "nobody in the space could approve it"}`);
@@ -147,6 +153,8 @@ const CaseSchema = z.strictObject({
   approvers: z.array(z.string()).optional(),
   /** The tool's MCP annotations, as its server would declare them (`{readOnlyHint: true}`). */
   annotations: z.record(z.string(), z.unknown()).optional(),
+  /** What the guards do with these arguments: `none` (nothing found), `hold`, `deny` or `redact`. */
+  guard: z.enum(["none", "hold", "deny", "redact"]).optional(),
   name: z.string().optional(),
 });
 const CasesSchema = z.strictObject({ space: z.string().optional(), cases: z.array(CaseSchema).min(1) });
@@ -211,6 +219,8 @@ export function runPolicyTest(
       const problems: string[] = [];
       if (e.decision !== EXPECT[c.expect])
         problems.push(`expected ${c.expect}, got ${Object.entries(EXPECT).find(([, v]) => v === e.decision)?.[0] ?? e.decision}`);
+      const guardDid = e.guards?.action ?? "none";
+      if (c.guard !== undefined && c.guard !== guardDid) problems.push(`expected the guards to ${c.guard}, got ${guardDid}`);
       const approvals = e.approvals ?? (e.decision === "proposal" ? 1 : 0);
       if (c.approvals !== undefined && c.approvals !== approvals) problems.push(`expected ${c.approvals} approval(s), got ${approvals}`);
       const wanted = c.approvers === undefined ? undefined : authority.groups.expand(c.approvers).filter((id) => id !== c.caller);

@@ -111,3 +111,103 @@ describe("guards and learning, hostile first", () => {
     expect(personal.reasons.find((r) => r.code === "personal")?.text).toBe("to holds an email address (bob@…(20))");
   });
 });
+
+describe("policy explain, test and dry-run understand guards", () => {
+  const GUARDED = `
+space: {id: pol}
+guards:
+  - {name: no-secrets, detect: secrets, action: hold, on: arguments}
+  - {name: no-paste, detect: egress, hosts: [api.github.com], action: deny, tools: ["fs/fetch"]}
+  - {name: mask-mail, detect: personal, personal: [email], action: redact}
+participants:
+  alice: {kind: human}
+  fs: {kind: mcp}
+  agent: {kind: agent, tools: {allow: ["fs/*"]}}
+`;
+
+  it("explain names the guards that apply, what they found (masked) and what they do, in the decision's words", async () => {
+    const cfg = parseSpaceConfig(GUARDED, { file: "/tmp/pol.yaml", env: {} });
+    const authority = new Authority(cfg, new Registry());
+    const held = authority.explain("agent", "fs", "send", { note: `key ${GH}` });
+    expect(held.decision).toBe("proposal");
+    expect(held.why).toMatch(/an allow rule matches fs\/send; and a guard holds it for a person: a GitHub token in note/);
+    expect(held.guards).toMatchObject({ applying: ["no-secrets", "mask-mail"], action: "hold" });
+    expect(JSON.stringify(held)).not.toContain(GH.slice(6));
+    const denied = authority.explain("agent", "fs", "fetch", { url: "https://paste.example/u" });
+    expect(denied).toMatchObject({ decision: "denied", code: "guard_denied", guards: { action: "deny" } });
+    const redacted = authority.explain("agent", "fs", "send", { to: "bob@corp.example.org" });
+    expect(redacted).toMatchObject({ decision: "direct", guards: { action: "redact" } });
+    expect(authority.explain("agent", "fs", "send", { note: "plain" }).guards).toEqual({ applying: ["no-secrets", "mask-mail"] });
+    const { explanationText } = await import("../cli/policy.js");
+    expect(explanationText(held)).toMatch(
+      /guards: no-secrets, mask-mail \(hold\)\n {4}no-secrets: note holds a GitHub token \(ghp_…\(40\)\) → hold/,
+    );
+  });
+
+  it("policy test checks what the guards do; dry-run lists the calls a new guard would hold, masked", async () => {
+    const { mkdtempSync, writeFileSync, mkdirSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const { join } = await import("node:path");
+    const { runPolicyTest } = await import("../cli/policy.js");
+    const { runPolicyDryRun } = await import("../cli/policy-learn.js");
+    const dir = mkdtempSync(join(tmpdir(), "guard-policy-"));
+    const file = join(dir, "space.yaml");
+    writeFileSync(file, GUARDED);
+    writeFileSync(
+      join(dir, "cases.yaml"),
+      `cases:
+  - {caller: agent, tool: fs/send, args: {note: "key ${GH}"}, expect: ask, guard: hold}
+  - {caller: agent, tool: fs/fetch, args: {url: "https://paste.example/u"}, expect: deny, guard: deny}
+  - {caller: agent, tool: fs/send, args: {to: "bob@corp.example.org"}, expect: direct, guard: redact}
+  - {caller: agent, tool: fs/send, args: {note: plain}, expect: direct, guard: none}
+  - {name: wrong on purpose, caller: agent, tool: fs/send, args: {note: "key ${GH}"}, expect: ask, guard: none}
+`,
+    );
+    let out = "";
+    const write = (x: string) => {
+      out += x;
+      return true;
+    };
+    const io = { stdout: { write }, stderr: { write: () => true }, env: {} } as never;
+    expect(await runPolicyTest(join(dir, "cases.yaml"), file, {}, io)).toBe(1);
+    expect(out).toMatch(/4 of 5 case\(s\) pass; 1 fail/);
+    expect(out).toMatch(/wrong on purpose.*expected the guards to none, got hold/);
+    // Dry-run: the trail of a space without guards, replayed under one with them.
+    const plain = GUARDED.replace(/guards:[\s\S]*?participants:/, "participants:");
+    const state = join(dir, ".mewgate");
+    mkdirSync(state, { recursive: true });
+    writeFileSync(file, plain);
+    const cfgPlain = parseSpaceConfig(plain, { file, env: {} });
+    const { Gateway } = await import("../gateway/edge/server.js");
+    const gw = new Gateway({ spaces: [cfgPlain], host: "127.0.0.1", port: 0, env: {} });
+    await gw.listen();
+    const space = gw.spaces.get("pol")!;
+    const { directCallPlan } = await import("../gateway/calls/direct-audit.js");
+    await space.ledger.record(
+      directCallPlan({
+        id: "r1",
+        caller: "agent",
+        target: "fs",
+        method: "tools/call",
+        params: { name: "send", arguments: { note: `key ${GH}` } },
+        reason: undefined,
+      }),
+      directCallPlan({
+        id: "r2",
+        caller: "agent",
+        target: "fs",
+        method: "tools/call",
+        params: { name: "send", arguments: { note: "plain" } },
+        reason: undefined,
+      }),
+    );
+    await gw.close();
+    const changed = join(dir, "guarded.yaml");
+    writeFileSync(changed, GUARDED);
+    out = "";
+    expect(await runPolicyDryRun(changed, { config: file }, io)).toBe(0);
+    expect(out).toMatch(/2 recorded call\(s\) replayed; 1 would be decided otherwise/);
+    expect(out).toMatch(/direct → proposal.*guard hold: a GitHub token in note/);
+    expect(out).not.toContain(GH.slice(6));
+  });
+});

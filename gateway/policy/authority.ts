@@ -16,6 +16,8 @@
  * such root grants nothing, and a `deny` of the granter's own takes effect at once. The
  * capabilities an invited participant was given are the same kind of loan, from its
  * inviter: an invite cannot make a puppet that calls what its maker may not.
+ * Past 500 lines because it is one concern: the one decision (rules, grants, loans, guards),
+ * and its explanation, which asks the same path so the two cannot disagree.
  */
 import { type Capability, compileCapabilities, compileGlob, covers, type Matcher } from "./capabilities.js";
 import type { SpaceConfig } from "../config/config.js";
@@ -39,7 +41,7 @@ import { expandRuleGlob, Groups } from "./groups.js";
 import { conditionHolds } from "./scope.js";
 import { quorumBypass, requiredApprovals } from "./quorum.js";
 import { isRecord } from "../wire/values.js";
-import { type GuardVerdict, guarded, Guards } from "./guards.js";
+import { explainGuards, type GuardVerdict, guarded, Guards } from "./guards.js";
 
 /** The outcome for one call: go ahead, go through a proposal, or a refusal to send back. */
 export type Verdict = (
@@ -81,6 +83,8 @@ export interface Explanation {
   approvers: string[];
   /** How many distinct approvers a proposal of the call needs (`approvals:`), when it would be one. */
   approvals?: number;
+  /** The guards that read this call (by name), and what they found in these arguments (masked) and do (guards.ts). */
+  guards?: NonNullable<ReturnType<typeof explainGuards>>["view"];
 }
 
 interface Rules {
@@ -409,13 +413,14 @@ export class Authority {
     const verdict = this.call(caller, allows, owner, "tools/call", params);
     const reason = verdict.reason ?? { decision: verdict.decision, why: verdict.decision === "denied" ? verdict.message : "" };
     const m = reason.match;
+    const guards = explainGuards(this.guards, caller, owner, tool, verdict);
     return {
       caller,
       tool: `${owner}/${tool}`,
       decision: verdict.decision,
       ...(verdict.decision === "denied" ? { code: verdict.code, message: verdict.message } : {}),
       ...(verdict.decision === "proposal" && verdict.flagged ? { flagged: true } : {}),
-      why: reason.why,
+      why: guards?.said ? `${reason.why}; ${guards.said}` : reason.why,
       ...(reason.step ? { step: reason.step } : {}),
       ...(m
         ? {
@@ -433,6 +438,7 @@ export class Authority {
       conditions: reason.conditions ?? [],
       approvers: verdict.decision === "proposal" ? this.approvers(caller, owner, params) : [],
       ...(verdict.decision === "proposal" ? { approvals: requiredApprovals(this.config, caller, owner, tool) } : {}),
+      ...(guards ? { guards: guards.view } : {}),
     };
   }
 

@@ -198,3 +198,31 @@ export function guarded<V extends VerdictLike>(
   if (guard.action === "hold" && !confirming) return { ...verdict, decision: "proposal", guard };
   return { ...verdict, guard };
 }
+
+/** The findings a verdict carries from the guards: those of a hold or redaction, or of a guard's denial. */
+export function findingsOf(verdict: VerdictLike): GuardFinding[] | undefined {
+  if (verdict.decision !== "denied") return verdict.guard?.findings;
+  return verdict.code === ErrorCodes.guardDenied ? (verdict.extra?.["findings"] as GuardFinding[] | undefined) : undefined;
+}
+
+/** What explain says of the guards: those that apply to the call (by name), what they found in its arguments and what they do. */
+export function explainGuards(
+  guards: Guards,
+  caller: string,
+  owner: string,
+  tool: string,
+  verdict: VerdictLike,
+): { view: { applying: string[]; action?: GuardAction; findings?: GuardFinding[] }; said: string } | undefined {
+  const applying = [
+    ...new Set(
+      [...guards.applying(caller, owner, tool, "arguments"), ...guards.applying(caller, owner, tool, "results")].map((g) => g.name),
+    ),
+  ];
+  if (!applying.length) return undefined;
+  const findings = findingsOf(verdict);
+  if (!findings?.length) return { view: { applying }, said: "" };
+  const action: GuardAction =
+    verdict.decision === "denied" ? "deny" : verdict.decision === "proposal" && verdict.guard ? verdict.guard.action : "redact";
+  const did = action === "deny" ? "denies it" : action === "hold" ? "holds it for a person" : "redacts what it found before the call";
+  return { view: { applying, action, findings }, said: `and a guard ${did}: ${summary(findings)}` };
+}

@@ -13,6 +13,9 @@ import { Registry } from "../../ports/registry.js";
 import { Authority } from "../authority.js";
 import { compileCapabilities, type Matcher } from "../capabilities.js";
 import type { PastCall, PeopleSaid } from "./history.js";
+import { findingsOf, summary } from "../guards.js";
+import { PERSONAL_KINDS } from "../content/personal.js";
+import { redact, type ScanOptions, scan } from "../content/scan.js";
 
 export type Decided = "direct" | "proposal" | "denied";
 
@@ -23,6 +26,8 @@ export interface Outcome {
   approvals: number;
   /** The rule that decided (`allow[2]`), if a rule did. */
   rule?: string | undefined;
+  /** What a guard did with the call (`hold: a GitHub token in message`), if one found something. */
+  guard?: string | undefined;
 }
 
 /** A tool's annotations, as its server declared them. */
@@ -63,7 +68,14 @@ export class Replayer {
     }
     const v = this.authority.call(call.proposer, allows, call.owner, "tools/call", { name: call.tool, arguments: call.args });
     const rule = v.reason?.match?.rule.key;
+    // A guard's part in it (policy/guards.ts): what it did, in words, masked.
+    const found = findingsOf(v);
     return {
+      ...(found?.length
+        ? {
+            guard: `${v.decision === "denied" ? "deny" : v.decision === "proposal" && v.guard ? v.guard.action : "redact"}: ${summary(found)}`,
+          }
+        : {}),
       decision: v.decision,
       approvals: v.decision === "proposal" ? requiredApprovals(this.config, call.proposer, call.owner, call.tool) : 0,
       rule,
@@ -120,6 +132,14 @@ export function loosens(c: Change): boolean {
   return c.before?.decision === "proposal" && c.after?.decision === "proposal" && c.after.approvals < c.before.approvals;
 }
 
+const EVERYTHING: ScanOptions = { secrets: true, personal: new Set(PERSONAL_KINDS) };
+/** `args` with every secret and piece of personal data replaced, for a listing. */
+function masked(args: Record<string, unknown>): unknown {
+  const read = scan(args, EVERYTHING);
+  if (read.found.length === 0 && read.unread === undefined) return args;
+  return (read.unread === undefined && redact(args, read.found)) || { "mewgate/not_shown": "arguments too large or deep to mask" };
+}
+
 /** How many changed calls a dry run lists (its counts are always whole). */
 export const MAX_CHANGES_LISTED = 1000;
 
@@ -140,7 +160,8 @@ export function dryRunView(
       ts: c.call.ts,
       proposer: c.call.proposer,
       tool: `${c.call.owner}/${c.call.tool}`,
-      args: c.call.args,
+      // Listed for a person, secrets and personal data masked as the guards would (content/scan.ts).
+      args: masked(c.call.args),
       said: c.call.said,
       ...(c.call.direct ? { direct: true } : {}),
       ...(c.call.by ? { by: c.call.by } : {}),
