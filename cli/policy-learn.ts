@@ -95,10 +95,10 @@ export function runPolicySuggest(
   });
 }
 
-/** A guard's part in a replayed decision, for the listing (`  guard hold: a GitHub token in message`). */
+/** A guard's and a cap's part in a replayed decision, for the listing (`  guard hold: a GitHub token in message`). */
 function guardOf(o: unknown): string {
-  const g = (o as { guard?: unknown } | undefined)?.guard;
-  return typeof g === "string" ? `  guard ${text(g, 200)}` : "";
+  const { guard: g, cap: c } = (o ?? {}) as { guard?: unknown; cap?: unknown };
+  return `${typeof g === "string" ? `  guard ${text(g, 200)}` : ""}${typeof c === "string" ? `  cap ${text(c, 200)}` : ""}`;
 }
 
 export function runPolicyDryRun(

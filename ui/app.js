@@ -8,7 +8,7 @@ import { NARROW, askResponse, confirmAlways, flagged, intentQuote, proposalCard,
 import { decidedList } from "./decided.js";
 import { editArguments, editJson } from "./edit.js";
 import { installKeys } from "./keys.js";
-import { policyFindings } from "./policy.js";
+import { capsView, policyFindings } from "./policy.js";
 import { sessionsPanel } from "./sessions.js";
 import { suggestionsPanel } from "./suggestions.js";
 import { byRisk, mayPick } from "./risk.js";
@@ -462,9 +462,11 @@ async function refreshPeople() {
     ),
   );
   await policyView.refresh();
+  await capsList.refresh();
 }
 
 const policyView = policyFindings({ api: (...a) => api(...a), el, list: $("policy-findings"), heading: $("policy-heading"), reveal });
+const capsList = capsView({ api: (...a) => api(...a), el, list: $("caps"), heading: $("caps-heading"), reveal });
 
 async function refreshGrants() {
   const { grants } = await api("GET", "grants");
@@ -544,6 +546,8 @@ for (const b of document.querySelectorAll("nav button")) {
     for (const tab of document.querySelectorAll(".tab")) tab.hidden = tab.id !== `tab-${b.dataset.tab}`;
     if (b.dataset.tab === "audit") refreshAudit().catch(alertIn);
     if (b.dataset.tab === "grants") refreshGrants().catch(alertIn);
+    // The caps count by the minute: opening the tab reads them afresh.
+    if (b.dataset.tab === "people") capsList.refresh();
     if (b.dataset.tab === "sessions")
       sessionsPanel({ api, list: $("sessions"), note: $("sessions-note"), reveal, onError: alertIn }).refresh();
     if (b.dataset.tab === "suggestions")

@@ -4,20 +4,44 @@
  * answer comes in through `onResponse`, whichever path it took (a request, `system:gateway`,
  * an approval, a fulfilment, a grant), so these two are where a redaction is applied. The
  * decision (hold, deny) is the decision point's (policy/authority.ts); this only carries out
- * what it says, and writes what it did into the audit (guard-audit.ts).
+ * what it says, and writes what it did into the audit (guard-audit.ts). The caps
+ * (policy/caps.ts) meet an approved call here too: a cap that refuses still refuses it.
  */
 import type { Call } from "./calls.js";
 import { guardPlan } from "./guard-audit.js";
 import { summary } from "../policy/guards.js";
 import type { GuardVerdict } from "../policy/guards.js";
+import type { CapBreach, Caps } from "../policy/caps.js";
 import { clip, type NotRouted, type RouterHost } from "../ports/host.js";
 import { type Envelope, ErrorCodes, GATEWAY_ID, type McpRequestPayload, RpcErrors } from "../wire/envelope.js";
 
-/** What a caller is told of a call a guard holds for a person: the message and its findings (masked). */
-export function heldRefusal(name: string, guard: GuardVerdict): { message: string; extra: Record<string, unknown> } {
+/** The refusal of an approved call that a cap refusing (`action: refuse`) does not let leave: counted for `approver` where it counts persons. */
+export function capRefusal(caps: Caps, caller: string, owner: string, tool: string, approver: string | undefined): NotRouted | undefined {
+  const breach = caps.over(caller, owner, tool, { approver, only: "refuse" });
+  if (!breach) return undefined;
   return {
-    message: `${clip(name)} needs approval: a guard of the space holds it for a person (${summary(guard.findings)}); send it as an mcp/proposal (same method and params), or call it through ${GATEWAY_ID}, which proposes it for you`,
-    extra: { tool: name, findings: guard.findings },
+    code: ErrorCodes.capExceeded,
+    message: `a cap of the space is reached (${breach.text}); an approval does not lift a cap that refuses: try again next minute`,
+    extra: { tool: `${owner}/${tool}`, cap: breach },
+  };
+}
+
+/** What a caller is told of a call a guard (or a cap) holds for a person: the message and the findings (masked). */
+export function heldRefusal(
+  name: string,
+  held: { guard?: GuardVerdict | undefined; cap?: CapBreach | undefined },
+): { message: string; extra: Record<string, unknown> } {
+  const why =
+    held.guard?.action === "hold"
+      ? `a guard of the space holds it for a person (${summary(held.guard.findings)})`
+      : `a cap of the space is reached (${held.cap?.text}), so it waits for a person`;
+  return {
+    message: `${clip(name)} needs approval: ${why}; send it as an mcp/proposal (same method and params), or call it through ${GATEWAY_ID}, which proposes it for you`,
+    extra: {
+      tool: name,
+      ...(held.guard?.action === "hold" ? { findings: held.guard.findings } : {}),
+      ...(held.cap ? { cap: held.cap } : {}),
+    },
   };
 }
 

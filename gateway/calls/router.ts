@@ -44,7 +44,7 @@ import type { Registry } from "../ports/registry.js";
 import type { Member } from "../ports/member.js";
 import { Catalogue } from "./catalogue.js";
 import { askedAgain, callersFault, isPrivate } from "./whose.js";
-import { guardArguments, heldRefusal, screenResult } from "./guarded.js";
+import { capRefusal, guardArguments, heldRefusal, screenResult } from "./guarded.js";
 
 export class McpRouter implements CallRouter {
   /** Each participant's tools, fetched and screened (catalogue.ts). */
@@ -98,7 +98,7 @@ export class McpRouter implements CallRouter {
     }
     const name = `${target}/${String(payload.params?.["name"])}`;
     // Held by a guard: the caller learns what was found (masked), and that a person must see it.
-    const held = verdict.guard?.action === "hold" ? heldRefusal(name, verdict.guard) : undefined;
+    const held = verdict.guard?.action === "hold" || verdict.cap ? heldRefusal(name, verdict) : undefined;
     if (held) return this.space.fail(member, ErrorCodes.proposalRequired, held.message, correlationId, held.extra);
     this.refuseTool(member, "proposal", name, correlationId);
   }
@@ -162,9 +162,17 @@ export class McpRouter implements CallRouter {
     if (stamped !== payload) env.payload = payload = stamped;
     // The guards' redaction, whichever way the call came (guarded.ts; the decision point decided the rest).
     const tool = payload.method === "tools/call" && typeof payload.params?.["name"] === "string" ? payload.params["name"] : undefined;
+    // An approved call meets the caps that refuse here, counted for its approver: a person's
+    // approval lifts a hold, never a refusal (the decision point asked the rest, policy/caps.ts).
+    const capped =
+      proposal && tool !== undefined ? capRefusal(this.space.authority.caps, env.from, target, tool, proposal.decidedBy) : undefined;
+    if (capped) return capped;
     const out = tool === undefined ? payload : guardArguments(this.space, env, payload, target, tool, extra.proposalId);
     if ("code" in out) return out;
     payload = out;
+    // Counted against the space's caps as it leaves (policy/caps.ts), for the person who approved it if one did.
+    const counted = tool === undefined ? undefined : this.space.authority.caps.plan(env.from, target, tool, proposal?.decidedBy);
+    if (counted) void this.space.note(counted);
     const meta = payload.params?.["_meta"] as Record<string, unknown> | undefined;
     const traced = this.space.tracing.on ? this.trace(env, payload, extra.proposalId, parent) : undefined;
     this.calls.open(

@@ -156,6 +156,8 @@ export function awaiting(state: ProposalState): boolean {
 /** The payload key of a proposal whose tool changed since it was confirmed: what changed, in words (ports/pins.ts). */
 /** Where a held proposal carries what the space's guards found in its arguments (masked) and their action (policy/guards.ts). */
 export const GUARDS_KEY = "mewgate/guards";
+/** Where a proposal held because a cap of the space was reached carries which (policy/caps.ts). */
+export const CAP_KEY = "mewgate/cap";
 
 /** The findings, in words and masked, of a guard that holds a proposal for a person (its payload's GUARDS_KEY), if one does. */
 export function heldFindings(payload: Record<string, unknown> | undefined): string[] | undefined {

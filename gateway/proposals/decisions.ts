@@ -41,6 +41,7 @@ import {
   awaiting,
   DEFINITION_CHANGED_KEY,
   GUARDS_KEY,
+  CAP_KEY,
   INTERRUPTED_TEXT,
   OPEN_OWNER,
   type Proposal,
@@ -220,6 +221,10 @@ export class Decisions implements ProposalDesk {
         ? undefined
         : this.space.authority.guards.screen(member.id, owner, tool, params["arguments"] ?? {}, "arguments");
     let shown: Envelope | undefined;
+    // A cap reached holds it for a person too: the card says which (policy/caps.ts).
+    const cap = tool === undefined || owner === OPEN_OWNER ? undefined : this.space.authority.caps.over(member.id, owner, tool);
+    if (cap?.action === "hold" && typeof env.payload === "object" && env.payload !== null)
+      env.payload = { ...(env.payload as Record<string, unknown>), [CAP_KEY]: cap };
     if (guard && typeof env.payload === "object" && env.payload !== null) {
       env.payload = { ...(env.payload as Record<string, unknown>), [GUARDS_KEY]: { action: guard.action, findings: guard.findings } };
       const masked = guard.shown ?? guard.redacted;
@@ -346,14 +351,32 @@ export class Decisions implements ProposalDesk {
     // Switched off, it offers nothing to the space, its word on others' calls included.
     if (this.registry.isDisabled(member.id))
       return { code: disabledRefusal(member.id).code, message: "you are switched off in this space, so you may not decide proposals" };
-    // A guard held it for a person: an agent or a service does not stand in (policy/guards.ts).
-    const guarded = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload?.[GUARDS_KEY] as
-      | { action?: string }
-      | undefined;
-    if (guarded?.action === "hold" && this.space.config.participants[member.id]?.kind !== "human")
+    // A guard or a cap held it for a person: an agent or a service does not stand in (policy/guards.ts, caps.ts).
+    const marks = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload;
+    // A cap that holds, reached since it was proposed, holds it as well when it is approved.
+    const capHeld =
+      approving && p.tool !== undefined && p.owner !== OPEN_OWNER
+        ? this.space.authority.caps.over(p.proposer, p.owner, p.tool, { only: "hold" })
+        : undefined;
+    const held =
+      (marks?.[GUARDS_KEY] as { action?: string } | undefined)?.action === "hold" ||
+      marks?.[CAP_KEY] !== undefined ||
+      capHeld !== undefined;
+    if (held && this.space.config.participants[member.id]?.kind !== "human")
       return {
         code: ErrorCodes.guardHeld,
-        message: "a guard of the space holds this call for a person; only a human participant may decide it",
+        message: "a guard or a cap of the space holds this call for a person; only a human participant may decide it",
+      };
+    // A cap that refuses is not lifted by an approval: the proposal waits for the next minute
+    // (the router asks again as the call leaves, calls/guarded.ts `capRefusal`).
+    const refused =
+      approving && p.tool !== undefined && p.owner !== OPEN_OWNER
+        ? this.space.authority.caps.over(p.proposer, p.owner, p.tool, { approver: member.id, only: "refuse" })
+        : undefined;
+    if (refused)
+      return {
+        code: ErrorCodes.capExceeded,
+        message: `a cap of the space is reached (${refused.text}); the proposal stays pending: approve it again next minute`,
       };
     // A reviewer of the proposer is bounded by what it is, not by the approvers list or its own
     // capabilities: it never rejects, and its approval is held to its bound (`reviewerBar`).
