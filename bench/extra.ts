@@ -6,6 +6,7 @@
 import { benchAgentOverhead } from "./agent-overhead.js";
 import { benchBridgeLatency } from "./bridge-latency.js";
 import { benchConditions } from "./conditions.js";
+import { benchGuards } from "./guards.js";
 import { benchGovernance } from "./governance.js";
 import { type Row, row } from "./report.js";
 import type { Context } from "./scenarios.js";
@@ -55,6 +56,37 @@ export async function governance(ctx: Context): Promise<Row[]> {
       details: [`p99 ${g.toolsList.p99.toFixed(0)} µs; response ${(g.toolsListBytes / 1024).toFixed(0)} KiB`],
     }),
     conditionRow(),
+    ...guardRows(),
+  ];
+}
+
+/** The default guards on 4 KiB of arguments (per decision) and on a 1 MiB result, against the same space without them (bench/guards.ts). */
+function guardRows(): Row[] {
+  const g = benchGuards();
+  return [
+    row({
+      scenario: "governance",
+      label: "a decision with the default guards on 4 KiB of arguments vs none, median",
+      unit: "µs",
+      gateway: Number(g.guarded.toFixed(2)),
+      naive: Number(g.plain.toFixed(2)),
+      goal: { text: "added <= 50 µs", met: g.added <= 50 },
+      details: [
+        `added ${g.added.toFixed(2)} µs per call (median of side-by-side blocks; fastest blocks ${g.fastest.guarded.toFixed(2)} vs ${g.fastest.plain.toFixed(2)} µs); "naive" is the same space without guards`,
+        `${g.decisions.toLocaleString("en-US")} decisions each through the decision point, in interleaved blocks: secrets (hold), personal data (redact), egress to a host list (deny), nothing found`,
+      ],
+    }),
+    row({
+      scenario: "governance",
+      label: "the default guards reading a 1 MiB result, median",
+      unit: "µs",
+      gateway: Math.round(g.result.guarded),
+      naive: Number(g.result.plain.toFixed(2)),
+      ratio: false,
+      details: [
+        `fastest ${Math.round(g.result.fastest)} µs over ${g.result.results} results; "naive" is the same space without guards (nothing read); the router reads a result once before the caller gets it`,
+      ],
+    }),
   ];
 }
 
