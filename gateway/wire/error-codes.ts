@@ -68,7 +68,7 @@ export const ErrorCodes = {
   approverLacksCapability: "approver_lacks_capability",
   /** A reviewer decided outside its bound (review.may_approve, once, a single approval, never a rejection). */
   reviewerBound: "reviewer_bound",
-  /** A guard holds the call for a person: an agent or service may not approve it. */
+  /** A guard or a cap holds the call for a person: an agent or service may not approve it. */
   guardHeld: "guard_held",
   notProposer: "not_proposer",
   fulfilmentMismatch: "fulfilment_mismatch",
