@@ -10,7 +10,7 @@
  * moment the proposer sends: on loopback the frame reaches the gateway within microseconds,
  * and counting it in only makes the figure larger.
  */
-import { writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { join as pathJoin } from "node:path";
 import { type Client, closeAll, join, SPACE, type Target, tokenFor } from "./clients.js";
 import { calm, othersUserMs, startGateway } from "./procs.js";
@@ -58,9 +58,13 @@ export interface ApprovalFigures {
 }
 
 export async function benchApprovals(dir: string, progress: (s: string) => void): Promise<ApprovalFigures> {
-  const file = pathJoin(dir, "approvals.yaml");
+  // A directory of its own each run: the attention scenario runs this again in the same bench
+  // directory, and a gateway reopening the first run's state found its proposal ids taken
+  // (every proposal refused as a duplicate, no card seen: the "NaN ms" row).
+  const own = mkdtempSync(pathJoin(dir, "approvals-"));
+  const file = pathJoin(own, "approvals.yaml");
   writeFileSync(file, spaceYaml());
-  const server = await startGateway(file, pathJoin(dir, "approvals"));
+  const server = await startGateway(file, own);
   const target: Target = { kind: "gateway", base: server.base };
   const http = server.base.replace(/^ws:/, "http:");
   const clients: Client[] = [];

@@ -3,10 +3,6 @@
  * run: governance (tracked calls against plain routing, proposals, the catalogue), the MCP
  * bridge (bridged against a direct MCP SDK call), and the agent's own work per turn.
  */
-import { benchAgentOverhead } from "./agent-overhead.js";
-import { benchBridgeLatency } from "./bridge-latency.js";
-import { benchConditions } from "./conditions.js";
-import { benchGuards } from "./guards.js";
 import { benchGovernance } from "./governance.js";
 import { type Row, row } from "./report.js";
 import type { Context } from "./scenarios.js";
@@ -55,18 +51,61 @@ export async function governance(ctx: Context): Promise<Row[]> {
       ratio: false,
       details: [`p99 ${g.toolsList.p99.toFixed(0)} µs; response ${(g.toolsListBytes / 1024).toFixed(0)} KiB`],
     }),
-    conditionRow(),
-    ...guardRows(),
+    ...(await conditionRow()),
+    ...(await guardRows()),
+  ];
+}
+
+/** A rule with a CEL condition against the same rule as a plain glob, per decision (bench/conditions.ts). */
+async function conditionRow(): Promise<Row[]> {
+  // Loaded here, not above: it runs the decision point in this process, through gateway/index.js,
+  // which a build older than that surface lacks (under --against); the rows above need only a gateway process.
+  let benchConditions: typeof import("./conditions.js").benchConditions;
+  try {
+    ({ benchConditions } = await import("./conditions.js"));
+  } catch (err) {
+    return [
+      row({
+        scenario: "governance",
+        label: "a decision with a CEL rule condition vs a plain glob, median",
+        unit: "µs",
+        gateway: `not run: ${(err as Error).message.slice(0, 120)}`,
+      }),
+    ];
+  }
+  const c = benchConditions();
+  const added = c.added;
+  return [
+    row({
+      scenario: "governance",
+      label: "a decision with a CEL rule condition vs a plain glob, median",
+      unit: "µs",
+      gateway: Number(c.conditional.toFixed(2)),
+      naive: Number(c.plain.toFixed(2)),
+      goal: { text: "added <= 5 µs", met: added <= 5 },
+      details: [
+        `added ${added.toFixed(2)} µs per decision (median of side-by-side blocks; fastest blocks ${c.fastest.conditional.toFixed(2)} vs ${c.fastest.plain.toFixed(2)} µs); "naive" is the same rule as a plain glob`,
+        `${c.decisions.toLocaleString("en-US")} decisions each through the decision point (policy/authority.ts), in interleaved blocks: a write outside notes/ with a 1 KiB content argument`,
+      ],
+    }),
   ];
 }
 
 /** The default guards on 4 KiB of arguments (per decision) and on a 1 MiB result, against the same space without them (bench/guards.ts). */
-function guardRows(): Row[] {
+async function guardRows(): Promise<Row[]> {
+  const label = "a decision with the default guards on 4 KiB of arguments vs none, median";
+  // Loaded here, as conditionRow's is: a build without guards (under --against) has no such surface.
+  let benchGuards: typeof import("./guards.js").benchGuards;
+  try {
+    ({ benchGuards } = await import("./guards.js"));
+  } catch (err) {
+    return [row({ scenario: "governance", label, unit: "µs", gateway: `not run: ${(err as Error).message.slice(0, 120)}` })];
+  }
   const g = benchGuards();
   return [
     row({
       scenario: "governance",
-      label: "a decision with the default guards on 4 KiB of arguments vs none, median",
+      label,
       unit: "µs",
       gateway: Number(g.guarded.toFixed(2)),
       naive: Number(g.plain.toFixed(2)),
@@ -90,26 +129,9 @@ function guardRows(): Row[] {
   ];
 }
 
-/** A rule with a CEL condition against the same rule as a plain glob, per decision (bench/conditions.ts). */
-function conditionRow(): Row {
-  const c = benchConditions();
-  const added = c.added;
-  return row({
-    scenario: "governance",
-    label: "a decision with a CEL rule condition vs a plain glob, median",
-    unit: "µs",
-    gateway: Number(c.conditional.toFixed(2)),
-    naive: Number(c.plain.toFixed(2)),
-    goal: { text: "added <= 5 µs", met: added <= 5 },
-    details: [
-      `added ${added.toFixed(2)} µs per decision (median of side-by-side blocks; fastest blocks ${c.fastest.conditional.toFixed(2)} vs ${c.fastest.plain.toFixed(2)} µs); "naive" is the same rule as a plain glob`,
-      `${c.decisions.toLocaleString("en-US")} decisions each through the decision point (policy/authority.ts), in interleaved blocks: a write outside notes/ with a 1 KiB content argument`,
-    ],
-  });
-}
-
 export async function bridge(ctx: Context): Promise<Row[]> {
   ctx.progress("bridge: 1,000 calls each way, interleaved in blocks");
+  const { benchBridgeLatency } = await import("./bridge-latency.js");
   const r = await benchBridgeLatency({ bridgeTransport: "in-process" });
   const added = (r.bridged.p50 - r.direct.p50) / 1000;
   return [
@@ -131,6 +153,7 @@ export async function bridge(ctx: Context): Promise<Row[]> {
 
 export async function agent(ctx: Context): Promise<Row[]> {
   ctx.progress("agent: 400 turns with 200 tools in the space");
+  const { benchAgentOverhead } = await import("./agent-overhead.js");
   const r = await benchAgentOverhead();
   return [
     row({

@@ -38,10 +38,22 @@ export interface ServerProc {
 
 const live = new Set<ChildProcess>();
 
+/**
+ * CPU time (user + system, ms) the gateway processes this bench started used, read from
+ * /proc just before each is stopped: what `--against` prints for each build (bench/against.ts).
+ */
+let gatewayCpuTotal = 0;
+
+export function gatewayCpuMs(): number {
+  return gatewayCpuTotal;
+}
+
 /** Last resort on an abnormal exit of the bench: no server outlives it. */
 process.on("exit", () => {
   for (const child of live) child.kill("SIGKILL");
 });
+// Interrupted (Ctrl-C, or `--against` stopping one of its sides): exit, so that the above runs.
+for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => process.exit(signal === "SIGINT" ? 130 : 143));
 
 /**
  * Pinning: each server gets the last core to itself and the load clients (this process,
@@ -81,6 +93,10 @@ export interface StartOptions {
   args?: string[];
   /** More environment (`OTEL_*`). */
   env?: NodeJS.ProcessEnv;
+  /** Another build's dist/cli/main.js (bench/profile.ts). */
+  main?: string;
+  /** A command the node process runs under (`valgrind --tool=callgrind …`). */
+  wrap?: string[];
 }
 
 const INSPECT = "--inspect=127.0.0.1:0";
@@ -89,7 +105,7 @@ export function startGateway(configFile: string, dir: string, opts: StartOptions
   const args = [
     ...(opts.inspect ? [INSPECT] : []),
     ...gatewayNodeArgs(),
-    GATEWAY_MAIN,
+    opts.main ?? GATEWAY_MAIN,
     "gateway",
     "--config",
     configFile,
@@ -101,7 +117,7 @@ export function startGateway(configFile: string, dir: string, opts: StartOptions
     join(dir, "state"),
     ...(opts.args ?? []),
   ];
-  return startServer("gateway", args, undefined, opts.env);
+  return startServer("gateway", args, opts.wrap ? 120_000 : undefined, opts.env, opts.wrap);
 }
 
 export function startNaive(opts: StartOptions & { stamp?: boolean } = {}): Promise<ServerProc> {
@@ -119,11 +135,17 @@ export function startNaive(opts: StartOptions & { stamp?: boolean } = {}): Promi
  * Spawns a server and resolves once it has printed its ws:// line and answered /healthz.
  * The clock starts just before spawn(), so the figure includes node's own start-up.
  */
-function startServer(kind: ServerKind, args: string[], timeoutMs = 15_000, env?: NodeJS.ProcessEnv): Promise<ServerProc> {
+function startServer(
+  kind: ServerKind,
+  args: string[],
+  timeoutMs = 15_000,
+  env?: NodeJS.ProcessEnv,
+  wrap: string[] = [],
+): Promise<ServerProc> {
   const t0 = performance.now();
-  // taskset execs node in place, so the child's pid is node's own.
-  const [cmd, argv] =
-    serverCpu === undefined ? [process.execPath, args] : ["taskset", ["-c", String(serverCpu), process.execPath, ...args]];
+  // taskset (and valgrind) exec node in place, so the child's pid is node's own.
+  const command = [...wrap, process.execPath, ...args];
+  const [cmd, argv] = serverCpu === undefined ? [command[0]!, command.slice(1)] : ["taskset", ["-c", String(serverCpu), ...command]];
   const child = spawn(cmd, argv, { stdio: ["ignore", "pipe", "pipe"], ...(env ? { env: { ...process.env, ...env } } : {}) });
   live.add(child);
   let stderr = "";
@@ -138,9 +160,16 @@ function startServer(kind: ServerKind, args: string[], timeoutMs = 15_000, env?:
 
   const stop = async (): Promise<void> => {
     if (child.exitCode !== null || child.signalCode !== null) return;
+    if (kind === "gateway") {
+      try {
+        gatewayCpuTotal += cpuMs(child.pid!);
+      } catch {
+        // Gone between the check and the read: its CPU is not counted.
+      }
+    }
     child.kill("SIGTERM");
     // The gateway gives its sockets up to 2 s to close; past 6 s it is killed.
-    const killed = await Promise.race([exited.then(() => false), sleep(6000).then(() => true)]);
+    const killed = await Promise.race([exited.then(() => false), sleep(wrap.length ? 60_000 : 6000).then(() => true)]);
     if (killed) {
       child.kill("SIGKILL");
       await exited;
@@ -226,36 +255,52 @@ export interface HeapFigures {
  * garbage-filled heap that new connections can fill without RSS moving at all.
  */
 export async function collectGarbage(server: ServerProc, timeoutMs = 10_000): Promise<HeapFigures> {
-  if (!server.inspector) throw new Error(`${server.kind} was not started with the inspector`);
-  const ws = new WebSocket(server.inspector, { perMessageDeflate: false });
+  const session = await inspectorSession(server, timeoutMs);
   try {
-    await new Promise<void>((resolve, reject) => {
-      ws.once("open", () => resolve());
-      ws.once("error", reject);
-    });
-    let nextId = 0;
-    const call = (method: string, params?: unknown) =>
-      new Promise<{ result?: { result?: { value?: unknown } } }>((resolve, reject) => {
+    await session.call("HeapProfiler.collectGarbage");
+    const res = (await session.call("Runtime.evaluate", { expression: "JSON.stringify(process.memoryUsage())", returnByValue: true })) as {
+      result?: { value?: unknown };
+    };
+    const usage = JSON.parse(String(res.result?.value)) as HeapFigures;
+    return { heapUsed: usage.heapUsed, external: usage.external, arrayBuffers: usage.arrayBuffers };
+  } finally {
+    session.close();
+  }
+}
+
+export interface InspectorSession {
+  /** One inspector protocol method; resolves to its result. */
+  call(method: string, params?: unknown): Promise<unknown>;
+  close(): void;
+}
+
+/** A session on the inspector of a server started with `inspect` (GC, the CPU profiler). */
+export async function inspectorSession(server: ServerProc, timeoutMs = 10_000): Promise<InspectorSession> {
+  if (!server.inspector) throw new Error(`${server.kind} was not started with the inspector`);
+  const ws = new WebSocket(server.inspector, { perMessageDeflate: false, maxPayload: 1024 * 1024 * 1024 });
+  await new Promise<void>((resolve, reject) => {
+    ws.once("open", () => resolve());
+    ws.once("error", reject);
+  });
+  let nextId = 0;
+  return {
+    call: (method, params) =>
+      new Promise((resolve, reject) => {
         const id = ++nextId;
         const timer = setTimeout(() => reject(new Error(`inspector: ${method} timed out`)), timeoutMs);
         const onMessage = (data: Buffer) => {
-          const msg = JSON.parse(data.toString("utf8")) as { id?: number; error?: { message: string } };
+          const msg = JSON.parse(data.toString("utf8")) as { id?: number; error?: { message: string }; result?: unknown };
           if (msg.id !== id) return;
           clearTimeout(timer);
           ws.off("message", onMessage);
           if (msg.error) reject(new Error(`inspector: ${method}: ${msg.error.message}`));
-          else resolve(msg as { result?: { result?: { value?: unknown } } });
+          else resolve(msg.result);
         };
         ws.on("message", onMessage);
         ws.send(JSON.stringify({ id, method, params }));
-      });
-    await call("HeapProfiler.collectGarbage");
-    const res = await call("Runtime.evaluate", { expression: "JSON.stringify(process.memoryUsage())", returnByValue: true });
-    const usage = JSON.parse(String(res.result?.result?.value)) as HeapFigures;
-    return { heapUsed: usage.heapUsed, external: usage.external, arrayBuffers: usage.arrayBuffers };
-  } finally {
-    ws.terminate();
-  }
+      }),
+    close: () => ws.terminate(),
+  };
 }
 
 /** Resident set size in bytes (VmRSS of /proc/<pid>/status). */

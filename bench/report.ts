@@ -77,7 +77,31 @@ export function table(rows: readonly Row[], withDetails = true): string {
   return out.join("\n");
 }
 
-export function toJson(rows: readonly Row[]): unknown {
+/** A row as `--json` prints it. */
+export interface JsonRow {
+  scenario: string;
+  label: string;
+  unit: Unit;
+  gateway: number | string;
+  naive: number | string | null;
+  ratio: number | null;
+  goal: string | null;
+  met: boolean | null;
+  details: string[];
+}
+
+/** What one side of an `--against` run hands back (bench/against.ts reads it). */
+export interface ChildReport {
+  rows: JsonRow[];
+  /** CPU the gateway processes used, summed (procs.ts). */
+  gatewayCpuMs: number;
+  /** CPU of the bench process itself: the load clients, and the gateways a scenario runs in-process. */
+  benchCpuMs: number;
+  noise: number;
+  failed: boolean;
+}
+
+export function toJson(rows: readonly Row[]): JsonRow[] {
   return rows.map((r) => ({
     scenario: r.scenario,
     label: r.label,

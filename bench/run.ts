@@ -11,31 +11,44 @@
  *   BENCH_IDLE_CONNECT_S     how long the idle scenario may spend joining (default 30)
  *   BENCH_PIN=0              do not pin servers and clients to separate cores
  *
+ * `--against <git-ref> [--rounds N]`: this build beside that commit's, interleaved (bench/against.ts).
+ *
  * Both servers run as child processes on 127.0.0.1; the load clients run in this process,
  * the same code for both.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
-import { DEFAULT_LIMITS } from "../gateway/index.js";
-import { pinCores } from "./procs.js";
-import { type Row, table, toJson } from "./report.js";
-import { agent, bridge, governance } from "./extra.js";
-import { fanout } from "./fanout.js";
-import { idle } from "./idle.js";
-import { rtt } from "./rtt.js";
+import { gatewayCpuMs, pinCores } from "./procs.js";
+import { type ChildReport, type Row, table, toJson } from "./report.js";
 import type { Context } from "./scenarios.js";
-import { slow } from "./slow.js";
-import { start } from "./start.js";
 import { benchSpaceYaml, smallSpaceYaml } from "./spaces.js";
-import { storeRows } from "./store.js";
-import { cluster } from "./cluster.js";
-import { approvals } from "./approvals.js";
-import { attention } from "./attention.js";
 
-const store = (ctx: Context): Promise<Row[]> => storeRows(ctx.dir, ctx.progress);
-const SCENARIOS = { fanout, rtt, idle, start, slow, governance, store, bridge, agent, cluster, approvals, attention } as const;
-type Scenario = keyof typeof SCENARIOS;
+type Run = (ctx: Context) => Promise<Row[]>;
+/**
+ * Each scenario's module is loaded when it runs, not before: under `--against` this code
+ * runs against an older build's gateway, which may lack what one scenario imports, and
+ * that should cost that scenario, not the whole run.
+ */
+const SCENARIOS = {
+  fanout: async () => (await import("./fanout.js")).fanout,
+  rtt: async () => (await import("./rtt.js")).rtt,
+  idle: async () => (await import("./idle.js")).idle,
+  start: async () => (await import("./start.js")).start,
+  slow: async () => (await import("./slow.js")).slow,
+  governance: async () => (await import("./extra.js")).governance,
+  store: async (): Promise<Run> => {
+    const { storeRows } = await import("./store.js");
+    return (ctx) => storeRows(ctx.dir, ctx.progress);
+  },
+  bridge: async () => (await import("./extra.js")).bridge,
+  agent: async () => (await import("./extra.js")).agent,
+  cluster: async () => (await import("./cluster.js")).cluster,
+  approvals: async () => (await import("./approvals.js")).approvals,
+  attention: async () => (await import("./attention.js")).attention,
+} satisfies Record<string, () => Promise<Run>>;
+export type Scenario = keyof typeof SCENARIOS;
+export const SCENARIO_NAMES = Object.keys(SCENARIOS) as Scenario[];
 const TITLES: Record<Scenario, string> = {
   fanout: "1. chat fan-out, 100-byte text (deliveries per second, summed over receivers)",
   rtt: "2. mcp/request -> mcp/response round trip, concurrency 1",
@@ -51,24 +64,57 @@ const TITLES: Record<Scenario, string> = {
   attention: "12. attention: a person's decisions over a seeded day, with and without learnt rules",
 };
 
-function parseArgs(argv: string[]): { scenarios: Scenario[]; json: boolean } {
+interface Args {
+  scenarios: Scenario[];
+  json: boolean;
+  /** `--against <git-ref>`: this build against that one, interleaved (bench/against.ts). */
+  against?: string | undefined;
+  /** `--rounds N` with `--against`: runs of each scenario on each build (default 2). */
+  rounds?: number | undefined;
+  /** `--child`: one side of an `--against` run; prints rows and CPU as one JSON object. */
+  child: boolean;
+}
+
+function usage(why: string): never {
+  process.stderr.write(
+    `bench: ${why}\nusage: node dist/bench/run.js [${SCENARIO_NAMES.join("] [")}] [--json] [--against <git-ref> [--rounds N]]\n`,
+  );
+  process.exit(2);
+}
+
+function parseArgs(argv: string[]): Args {
   const scenarios: Scenario[] = [];
-  let json = false;
-  for (const arg of argv) {
-    if (arg === "--json") json = true;
-    else if (arg in SCENARIOS) scenarios.push(arg as Scenario);
-    else {
-      process.stderr.write(
-        `bench: unknown argument "${arg}"\nusage: node dist/bench/run.js [${Object.keys(SCENARIOS).join("] [")}] [--json]\n`,
-      );
-      process.exit(2);
-    }
+  const args: Args = { scenarios, json: false, child: false };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === "--json") args.json = true;
+    else if (arg === "--child") args.child = true;
+    else if (arg === "--against" || arg === "--rounds") {
+      const v = argv[++i];
+      if (v === undefined || v.startsWith("--")) usage(`${arg} needs a value`);
+      if (arg === "--against") args.against = v;
+      else {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 1 || n > 20) usage(`--rounds takes a whole number from 1 to 20, not "${v}"`);
+        args.rounds = n;
+      }
+    } else if (arg in SCENARIOS) scenarios.push(arg as Scenario);
+    else usage(`unknown argument "${arg}"`);
   }
-  return { scenarios: scenarios.length ? scenarios : (Object.keys(SCENARIOS) as Scenario[]), json };
+  if (args.rounds !== undefined && args.against === undefined) usage("--rounds goes with --against");
+  if (!scenarios.length) scenarios.push(...SCENARIO_NAMES);
+  return args;
 }
 
 async function main(): Promise<void> {
-  const { scenarios, json } = parseArgs(process.argv.slice(2));
+  const args = parseArgs(process.argv.slice(2));
+  if (args.against !== undefined) {
+    const { against } = await import("./against.js");
+    process.exitCode = await against(args.against, args.scenarios, { rounds: args.rounds ?? 2, json: args.json });
+    return;
+  }
+  const { scenarios, child } = args;
+  const json = args.json || child;
   // In --json mode stdout carries only the JSON.
   const out = (s: string) => (json ? process.stderr : process.stdout).write(`${s}\n`);
   const dir = mkdtempSync(join(tmpdir(), "mewgate-bench-"));
@@ -82,7 +128,6 @@ async function main(): Promise<void> {
     dir,
     benchYaml: write("space.yaml", benchSpaceYaml({ participants: 5100, maxBufferedBytes: 64 * 1024 * 1024 })),
     slowYaml: write("slow-space.yaml", benchSpaceYaml({ participants: 2 })),
-    slowBufferedBytes: DEFAULT_LIMITS.max_buffered_bytes,
     smallYaml: write("small-space.yaml", smallSpaceYaml()),
     progress: (line) => process.stderr.write(`  .. ${line}\n`),
     noise: (cores) => {
@@ -101,7 +146,7 @@ async function main(): Promise<void> {
     for (const name of scenarios) {
       out(`\n${TITLES[name]}`);
       try {
-        const got = await SCENARIOS[name](ctx);
+        const got = await (await SCENARIOS[name]())(ctx);
         rows.push(...got);
         out(table(got));
       } catch (err) {
@@ -123,7 +168,17 @@ async function main(): Promise<void> {
       `note: other processes kept up to ${Math.round(maxNoise * 100)}% of a core busy during some measurements; figures on a shared machine are noisy, rerun on a quiet one to confirm.`,
     );
   }
-  if (json) process.stdout.write(`${JSON.stringify(toJson(rows), null, 2)}\n`);
+  if (child) {
+    const self = process.cpuUsage();
+    const report: ChildReport = {
+      rows: toJson(rows),
+      gatewayCpuMs: gatewayCpuMs(),
+      benchCpuMs: (self.user + self.system) / 1000,
+      noise: maxNoise,
+      failed,
+    };
+    process.stdout.write(`${JSON.stringify(report)}\n`);
+  } else if (json) process.stdout.write(`${JSON.stringify(toJson(rows), null, 2)}\n`);
   if (failed) process.exitCode = 1;
 }
 

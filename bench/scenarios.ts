@@ -15,7 +15,6 @@ export interface Context {
   benchYaml: string;
   /** The same, but with the gateway's default max_buffered_bytes. */
   slowYaml: string;
-  slowBufferedBytes: number;
   /** A three-participant space with default limits. */
   smallYaml: string;
   progress(line: string): void;

@@ -64,6 +64,9 @@ export function cardLines(card: Record<string, unknown>, s: Style, width: number
   );
   if (card["state"] === "interrupted")
     lines.push(s.red("INTERRUPTED: the gateway stopped after it was approved; it may or may not have run"));
+  // Approving it needs the approver's passkey (policy.passkey): not from a terminal, at the passkey page.
+  const passkey = isRecord(card["passkey"]) && card["passkey"]["required"] === true ? card["passkey"] : undefined;
+  if (passkey) lines.push(s.red(`approving needs your passkey, for this call alone: in a browser at ${sanitize(str(passkey["where"]))}`));
   const args = isRecord(card["arguments"]) ? card["arguments"] : {};
   lines.push("arguments:");
   if (Object.keys(args).length === 0) lines.push(s.dim("  (none)"));

@@ -298,7 +298,18 @@ export function program(): Command {
     .option("--json", "JSON lines")
     .option("--head <digest>", "verify: fail unless the chain still passes through this head (from audit head)")
     .option("--pinned <file>", "verify: the same, with the head read from a file holding audit head's output")
-    .action(async (action: string | undefined, opts) => {
+    .argument("[sub]", "receipts: verify | rotate-key")
+    .argument("[receipt]", "receipts verify: one receipt (a JWS, a file holding one, or - for stdin); default: every receipt in the trail")
+    .option("--jwks <file>", "receipts verify: the public keys (saved from the gateway's JWKS URL), if not the state directory's")
+    .option("--arguments <json>", "receipts verify: fail unless the receipt approves exactly these arguments")
+    .action(async (action: string | undefined, sub: string | undefined, receipt: string | undefined, opts) => {
+      if (action === "receipts") {
+        const mod = await import("./audit-receipts.js");
+        if (sub === "verify") process.exitCode = await mod.runReceiptsVerify(receipt, opts);
+        else if (sub === "rotate-key") process.exitCode = await mod.runReceiptsRotate(opts);
+        else throw new InvalidArgumentError(`unknown action "receipts ${sub ?? ""}"; ${selfCommand()} audit receipts verify|rotate-key`);
+        return;
+      }
       if (action === "verify") {
         process.exitCode = await (await import("./audit-verify.js")).runAuditVerify(opts);
         return;
@@ -307,7 +318,7 @@ export function program(): Command {
         process.exitCode = await (await import("./audit-verify.js")).runAuditHead(opts);
         return;
       }
-      if (action !== undefined) throw new InvalidArgumentError(`unknown action "${action}"; ${selfCommand()} audit [verify|head]`);
+      if (action !== undefined) throw new InvalidArgumentError(`unknown action "${action}"; ${selfCommand()} audit [verify|head|receipts]`);
       process.exitCode = await (await commands()).runAudit(opts);
     });
 

@@ -71,6 +71,16 @@ export const PresencePayloadSchema = z.looseObject({
 });
 export type PresencePayload = z.infer<typeof PresencePayloadSchema>;
 
+/** A large space's presence (`presence.each_up_to` exceeded): who joined and left since the last one, the first 100 of each. */
+export const PresenceSummarySchema = z.looseObject({
+  event: z.literal("summary"),
+  joined: z.array(z.string()).max(10_000),
+  left: z.array(z.string()).max(10_000),
+  joined_more: z.number().optional(),
+  left_more: z.number().optional(),
+  online: z.number().optional(),
+});
+
 export const SystemErrorPayloadSchema = z.looseObject({
   code: z.string().optional(),
   error: z.string().optional(),

@@ -17,6 +17,7 @@ import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { ConsentDesk, followConsent } from "../participants/bridge/oauth-consent.js";
 import { CredentialVault, KEY_ENV, keyFileFor } from "../participants/bridge/oauth-vault.js";
 import { ParticipantClient, type IncomingRequest } from "../participants/index.js";
+import { mountHttp } from "../participants/mcp-server.js";
 import { Browser, startUpstream, type Upstream } from "./fixtures/oauth-upstream.js";
 import { startGateway, waitFor, type TestGateway } from "./helpers.js";
 
@@ -213,9 +214,11 @@ describe("bridge OAuth: hostile first", () => {
     const rt = await r.up.provider.RefreshToken.find(held.refresh_token);
     await rt.destroy();
     const tokenBefore = r.up.counts.token;
-    await expect(callTool(r.alice, "remote/whoami")).rejects.toThrow(
-      `remote needs a sign-in at ${r.up.issuer}; a card asks the people in the space`,
-    );
+    // Said as a sign-in needed (a caller can act on it: a structured denial at the MCP face), not a bare HTTP error.
+    await expect(callTool(r.alice, "remote/whoami")).rejects.toMatchObject({
+      code: "sign_in_needed",
+      message: expect.stringContaining(`remote needs a sign-in at ${r.up.issuer}; a card asks the people in the space`),
+    });
     await waitFor(() => r.cards.length === 2, 10_000, "the card asking again");
     expect((r.cards[1]!.params as { message: string }).message).toBe(`remote needs you to sign in at ${r.up.issuer}`);
     // One refresh attempt, then nothing more while nobody signs in.
@@ -326,9 +329,11 @@ describe("bridge OAuth: signing in", () => {
     await waitFor(async () => (await r.alice.listTools()).some((t) => t.name === "remote/whoami"), 10_000, "the tools");
     expect(await callTool(r.alice, "remote/whoami")).toBe("alice");
     // Step-up on 403 insufficient_scope: the call fails saying why, and a card asks for the wider scope.
-    await expect(callTool(r.alice, "remote/echo", { text: "hi" })).rejects.toThrow(
-      /remote needs a sign-in with more scope \(mcp:tools mcp:admin\)/,
-    );
+    // Said as a step-up (a caller can act on it: a structured denial at the MCP face), not a bare HTTP error.
+    await expect(callTool(r.alice, "remote/echo", { text: "hi" })).rejects.toMatchObject({
+      code: "step_up_needed",
+      message: expect.stringMatching(/remote needs a sign-in with more scope \(mcp:tools mcp:admin\)/),
+    });
     await waitFor(() => r.cards.length === 2, 10_000, "the step-up card");
     const stepBrowser = new Browser();
     const stepLink = (r.cards[1]!.params as { url: string }).url;
@@ -471,6 +476,79 @@ describe("bridge OAuth: each person's own sign-in (as: caller)", () => {
       expect(seen.join("\n")).not.toContain(s);
       expect(log).not.toContain(s);
     }
+  });
+});
+
+describe("bridge OAuth: a sign-in needed, as a structured denial at MCP 2026-07-28", () => {
+  it("a person's call over /mcp before they signed in is refused with the denial envelope; once signed in, the retry under its context id runs, another operation under it does not", async () => {
+    const r = await rig("{as: caller}");
+    const started = r.bridge();
+    await waitFor(() => r.cards.length === 1, 10_000, "the space's card");
+    expect((await consentFromCard(r, r.cards[0]!)).status).toBe(200);
+    await started;
+    await waitFor(async () => (await r.alice.listTools()).some((t) => t.name === "remote/whoami"), 10_000, "the tools");
+    const mount = mountHttp(r.gw.gateway);
+    cleanups.push(() => mount.close());
+    let n = 0;
+    const call = async (name: string, meta: Record<string, unknown> = {}) => {
+      const res = await fetch(`${r.base}/mcp`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${BOB}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          "mcp-protocol-version": "2026-07-28",
+          "mcp-method": "tools/call",
+          "mcp-name": name,
+        },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: ++n,
+          method: "tools/call",
+          params: {
+            name,
+            arguments: {},
+            _meta: {
+              "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+              "io.modelcontextprotocol/clientInfo": { name: "t", version: "1" },
+              "io.modelcontextprotocol/clientCapabilities": {},
+              ...meta,
+            },
+          },
+        }),
+      });
+      const text = await res.text();
+      return JSON.parse(text.startsWith("{") ? text : (/^data: (.*)$/m.exec(text)?.[1] ?? "{}")) as {
+        result?: { content?: Array<{ text: string }>; isError?: boolean; _meta?: Record<string, any> };
+        error?: { code: number; message: string; data?: Record<string, any> };
+      };
+    };
+    // Bob, from an MCP client, has not signed in as himself: refused, with where to act and a context id.
+    const refused = await call("remote__whoami");
+    expect(refused.result?.isError).toBe(true);
+    expect(refused.result?.content?.[0]?.text).toMatch(/bob has not signed in at/);
+    const env = refused.result?._meta?.["io.modelcontextprotocol/authorization"];
+    expect(env).toMatchObject({ reason: "insufficient_authorization", remediation: "available", "mewgate/why": "sign_in_needed" });
+    expect(new URL(env.remediationHints[0].url).pathname).toBe("/ui/");
+    const ctx = env.authorizationContextId as string;
+    expect(ctx).toMatch(/^authzctx_/);
+    // He comes to the space (the console the hint names): the card is his; he signs in from it.
+    const bob = new ParticipantClient({ url: r.gw.url, space: "lab", token: BOB, reconnect: false });
+    const bobCards: IncomingRequest[] = [];
+    bob.onRequest(async (req) => {
+      bobCards.push(req);
+      return { action: "accept" };
+    });
+    await bob.connect();
+    cleanups.push(() => bob.close());
+    await waitFor(() => bobCards.some((c) => /sign in/.test((c.params as { message: string }).message)), 10_000, "bob's card");
+    r.up.signInAs = "bob";
+    expect((await consentFromCard(r, bobCards.at(-1)!)).status).toBe(200);
+    // The retry echoing the id: another operation under it is refused; the same one runs, as bob.
+    const CTX = "io.modelcontextprotocol/authorization-context-id";
+    const other = await call("remote__echo", { [CTX]: ctx });
+    expect(other.error?.data?.["reason"]).toBe("authorization_context_mismatch");
+    expect((await call("remote__whoami", { [CTX]: ctx })).result?.content?.[0]?.text).toBe("bob");
   });
 });
 

@@ -145,7 +145,8 @@ describe("a proposal's intent", () => {
     expect(Date.parse(card.expiresAt)).toBeGreaterThan(Date.parse(card.createdAt));
     human.send({ kind: "mcp/approve", correlation_id: ["c1"], payload: { scope: "once" } });
     await waitFor(() => seen.length === 1, 5000, "the call at the tool");
-    expect(seen[0]!.payload.params._meta).toEqual({ other: 1 });
+    // The approved call carries the gateway's signed receipt beside the proposer's own keys (test/receipts.test.ts).
+    expect(seen[0]!.payload.params._meta).toEqual({ other: 1, "mewgate/receipt": expect.any(String) });
     expect(JSON.stringify(seen[0])).not.toContain("mewgate/intent");
   });
 

@@ -7,6 +7,7 @@ import {
   ConfigError,
   DEFAULT_CAPABILITIES,
   DEFAULT_LIMITS,
+  DEFAULT_PRESENCE,
   DEFAULT_QUOTAS,
   DEFAULT_CALLS,
   defaultCapabilities,
@@ -44,6 +45,7 @@ describe("valid files", () => {
         host: "0.0.0.0",
         port: 7420,
         state_dir: path.join(FIXTURES, "state"),
+        audit_flush_ms: 20,
         limits: {
           max_payload_bytes: 2048,
           max_depth: 32,
@@ -95,6 +97,7 @@ describe("valid files", () => {
         audit_max_bytes: 2097152,
         audit_max_age_days: 7,
       },
+      presence: { each_up_to: 50, summary_ms: 250 },
       defaults: { visibility: "addressed" },
       participants: {
         alice: {
@@ -146,6 +149,7 @@ describe("valid files", () => {
       host: "127.0.0.1",
       port: 7420,
       state_dir: path.join(FIXTURES, ".mewgate"),
+      audit_flush_ms: 50,
       limits: DEFAULT_LIMITS,
       allowed_origins: [],
       allowed_hosts: [],
@@ -160,6 +164,7 @@ describe("valid files", () => {
     });
     expect(config.calls).toEqual(DEFAULT_CALLS);
     expect(config.quotas).toEqual(DEFAULT_QUOTAS);
+    expect(config.presence).toEqual(DEFAULT_PRESENCE);
     expect(config.defaults).toBeUndefined();
     const { me, helper, files, cron } = config.participants;
     expect(me).toEqual({ id: "me", kind: "human", echo: false, visibility: "all", capabilities: [{ kind: "*" }] });
@@ -303,7 +308,7 @@ describe("errors", () => {
 
   it("lists the known keys when nothing is close", () => {
     expect(errorOf(base("  a:", "colour: red"))).toBe(
-      "space.yaml:5:1: colour: unknown key; expected one of space, gateway, policy, guards, caps, costs, groups, calls, prices, quotas, previews, defaults, mcpServers, participants, identity",
+      "space.yaml:5:1: colour: unknown key; expected one of space, gateway, policy, guards, caps, costs, groups, calls, prices, quotas, presence, previews, defaults, mcpServers, participants, identity",
     );
     expect(errorOf(base("  a:", "participant: x"))).toBe('space.yaml:5:1: participant: unknown key; did you mean "participants"?');
   });

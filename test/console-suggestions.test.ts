@@ -74,13 +74,18 @@ describe("the console's Suggestions view", () => {
       await waitFor(async () => (await api("GET", `proposals/${id}`)).status === 200);
       expect((await api("POST", `proposals/${id}/approve`, { scope: "once" })).status).toBe(200);
     }
+    // Its title carries the override too: the card says so, and shows no "you approved 3 like this" (its risk speaks instead).
     const pending = propose(agent, { path: "notes/d.md", content: "d", title: "\u202Ereport" });
-    // A card's history follows the trail within a second (learn-api.ts): wait until it has the three.
-    await waitFor(async () => (await api("GET", `proposals/${pending}`)).body.like_this?.approved === 3, 5000, "the card's history");
+    // One without it has its history; a card's history follows the trail within a second (learn-api.ts).
+    const familiar = propose(agent, { path: "notes/g.md", content: "g", title: "report" });
+    await waitFor(async () => (await api("GET", `proposals/${familiar}`)).body.like_this?.approved === 3, 5000, "the card's history");
+    const odd = (await api("GET", `proposals/${pending}`)).body;
+    expect(odd.like_this).toBeUndefined();
+    expect(odd.risk.reasons.map((r: any) => r.code)).toContain("control");
     page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
     page.setDefaultTimeout(6000);
     await openConsoleAs(page, gw.port, "sg", T.human);
-    const hint = page.locator(`#inbox li.card .like-this`);
+    const hint = page.locator(`#inbox li.card[data-id="${familiar}"] .like-this`);
     await hint.waitFor();
     expect(await hint.textContent()).toBe("History: you approved 3 like this.");
     await page.locator('button[data-tab="suggestions"]').click();

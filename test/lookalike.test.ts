@@ -238,6 +238,34 @@ describe("tool names that read alike or hide characters", () => {
   });
 });
 
+describe("hidden characters in a tool's texts", () => {
+  it("never reach another participant: the welcome's tool list is as clean as tools/list", { timeout: 20_000 }, async () => {
+    gw = await startGateway(SPACE);
+    const hostile = {
+      name: "read",
+      title: "Re\u200Bad",
+      description: "reads a file\u202E gnp.exe\u202C\u0007 quietly\u200B",
+      inputSchema: { type: "object", properties: { path: { type: "string", description: "where\u202E ereh" } } },
+    };
+    const files = await toolOwner(gw, "look", T.files, [hostile]);
+    clients.push(files);
+    const human = await TestClient.join(gw, "look", T.human);
+    clients.push(human);
+    await waitFor(async () => names(await askGateway(human, "tools/list")).length === 1);
+    const listed = JSON.stringify((await askGateway(human, "tools/list")).payload.result.tools);
+    const agent = await TestClient.join(gw, "look", T.agent);
+    clients.push(agent);
+    const welcome = agent.received.find((e) => e.kind === "system/welcome")!;
+    const tools = welcome.payload.tools as Array<Record<string, unknown>>;
+    expect(tools.map((t) => t["name"])).toEqual(["files/read"]);
+    const shown = JSON.stringify(tools);
+    for (const text of [shown, listed]) expect(text).not.toMatch(/[\u200B\u202E\u202C\u0007]/);
+    // The words survive, and the welcome says what tools/list says.
+    expect(tools[0]!["description"]).toContain("reads a file");
+    expect(tools[0]!["description"]).toBe(JSON.parse(listed)[0].description);
+  });
+});
+
 describe("screenToolNames across participants", () => {
   const entry = (participant: string, name: string): ToolEntry => ({
     name: `${participant}/${name}`,

@@ -105,7 +105,8 @@ describe("the person stamp on a routed call", () => {
     const metaOf = (id: string) => seen.find((s) => s.id === id)?.meta;
     expect(metaOf("a1")).toEqual({ other: 1, [KEY]: "alice" });
     expect(metaOf("a2")).toEqual({ other: 1, [KEY]: "alice" });
-    expect(metaOf("p1")).toEqual({ [KEY]: "bob" });
+    // An approved call also carries its signed receipt (proposals/receipts.ts; test/receipts.test.ts).
+    expect(metaOf("p1")).toEqual({ [KEY]: "bob", "mewgate/receipt": expect.stringMatching(/^[\w-]+\.[\w-]+\.[\w-]+$/) });
     expect(metaOf("g1")).toEqual({ other: 1 });
     expect(metaOf("a3")).toEqual({ other: 1 });
     expect(seen.map((s) => s.server)).toEqual(["gh", "gh", "gh", "gh", "plain"]);

@@ -150,9 +150,9 @@ describe("one agent turn, one card", () => {
     await openConsoleAs(page, gw!.port, "tn", T.human);
     const heading = page.locator("#inbox li.turn");
     await heading.waitFor();
-    // A tool that declares no hints is destructive by MCP's defaults: high.
+    // The tool says it is neither destructive nor open-world; a first use is medium.
     expect(await heading.locator(".turn-head").textContent()).toBe(
-      "One turn of agent: 2 calls, in the order it asked for them — highest risk high. Select these 2",
+      "One turn of agent: 2 calls, in the order it asked for them — highest risk medium. Select these 2",
     );
     // The two cards of the turn are inside it, in the order the model asked for them; the other call is not.
     const pathOf = new Map<string, string>(listed.map((p: any) => [p.id, p.arguments.path]));

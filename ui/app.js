@@ -208,6 +208,16 @@ function onEnvelope(env, replay = false) {
       );
       return;
     case "system/presence":
+      if (env.payload?.event === "summary") {
+        // A large space tells joins and leaves as a summary (presence.each_up_to).
+        const n = (list, more) => (Array.isArray(list) ? list.length : 0) + (typeof more === "number" ? more : 0);
+        addLog(
+          "activity",
+          "space",
+          `${n(env.payload.joined, env.payload.joined_more)} joined, ${n(env.payload.left, env.payload.left_more)} left`,
+        );
+        return refreshPeople();
+      }
       addLog(
         "activity",
         env.payload?.participant?.id ?? "?",
@@ -238,7 +248,7 @@ function logOnly(env) {
   if (env.kind === "mcp/proposal") return addLog("activity", env.from, `proposes ${callLabel(env)}`);
   if (env.kind === "mcp/approve") return addLog("activity", env.from, `approved ${short(env.correlation_id?.[0])}`);
   if (env.kind === "mcp/reject") return addLog("activity", env.from, `rejected ${short(env.correlation_id?.[0])}`);
-  if (env.kind === "system/presence")
+  if (env.kind === "system/presence" && env.payload?.event !== "summary")
     return addLog("activity", env.payload?.participant?.id ?? "?", env.payload?.event === "join" ? "joined" : "left");
 }
 

@@ -141,6 +141,8 @@ export function proposalCard(p, on, selected = false, turn = undefined) {
   const only = p.mayOnly === "approve" || p.mayOnly === "reject" ? p.mayOnly : undefined;
   // "Always" would let one person's grant skip a second approver: not offered on a two-person rule.
   const twoPerson = p.approvals && p.approvals.required > 1;
+  // A passkey confirms one call (gateway/proposals/passkey-bar.ts): no "Always", and the card says where.
+  const passkey = p.passkey?.required === true;
   const respond = el("button", { text: "Respond", title: "answer the proposer without deciding", onclick: () => on.respond(p) });
   const actions = p.mine
     ? el("div", { class: "actions" }, el("button", { text: "Withdraw", onclick: () => on.withdraw(p) }))
@@ -171,7 +173,7 @@ export function proposalCard(p, on, selected = false, turn = undefined) {
           only === "reject"
             ? undefined
             : el("button", { class: "approve", text: cut ? "Approve again" : "Approve", title: "a", onclick: () => on.approve(p) }),
-          twoPerson || only
+          twoPerson || only || passkey
             ? undefined
             : el("button", {
                 text: "Always…",
@@ -271,11 +273,54 @@ export function proposalCard(p, on, selected = false, turn = undefined) {
         })
       : undefined,
     decidersLine(p),
+    passkey && !p.mine && !mayNot ? passkeyLine(p.passkey.where) : undefined,
     foldedArguments(args, p.inputSchema),
     // What the call would change (a diff against the file on disk, …), beside the arguments.
     on.preview ? previewBox(p, () => on.preview(p)) : undefined,
     el("p", { class: "error", role: "alert" }),
     actions,
+  );
+}
+
+/** A host a browser will not take as a passkey's RP ID: an IP address. */
+const ipHost = (host) => /^\d+\.\d+\.\d+\.\d+$/.test(host) || host.includes(":") || host.startsWith("[");
+
+/**
+ * Approving needs the approver's passkey: where they give it (the passkey page, at this
+ * proposal). At a host name, the page on this origin, where this tab's sign-in holds; at an IP
+ * address (where passkeys do not work), the gateway's address for it, this tab's token carried
+ * in the fragment on the click (the page takes it out of the address bar at once).
+ */
+function passkeyLine(where) {
+  let url;
+  try {
+    url = new URL(String(where));
+  } catch {
+    url = undefined;
+  }
+  if (url && url.protocol !== "http:" && url.protocol !== "https:") url = undefined;
+  if (url && !ipHost(location.hostname)) url = new URL(url.pathname + url.hash, location.origin);
+  const follow = (e) => {
+    if (!url || url.origin === location.origin) return;
+    let creds = null;
+    try {
+      creds = JSON.parse(sessionStorage.getItem("mewgate") || "null");
+    } catch {
+      creds = null;
+    }
+    const space = new URLSearchParams(url.hash.slice(1)).get("space");
+    if (!creds?.token || creds.space !== space) return;
+    e.preventDefault();
+    location.assign(`${url.href}&token=${encodeURIComponent(creds.token)}`);
+  };
+  return el(
+    "p",
+    { class: "passkey", role: "note" },
+    el("span", { text: "Approving this call needs your passkey, for this call alone: " }),
+    url
+      ? el("a", { href: url.href, onclick: follow, text: "approve it with your passkey" })
+      : el("span", { text: "open the passkey page" }),
+    el("span", { text: "." }),
   );
 }
 

@@ -331,6 +331,15 @@ export function formatEnvelope(env: Envelope, ctx: ViewContext): string[] {
         ),
       ];
     case "system/presence": {
+      if (payload["event"] === "summary") {
+        // A large space's presence (presence.each_up_to): counts, the ids not spelled out.
+        const count = (list: unknown, more: unknown) => (Array.isArray(list) ? list.length : 0) + (typeof more === "number" ? more : 0);
+        return [
+          s.dim(
+            `* ${count(payload["joined"], payload["joined_more"])} joined, ${count(payload["left"], payload["left_more"])} left${typeof payload["online"] === "number" ? ` (${payload["online"]} online)` : ""}`,
+          ),
+        ];
+      }
       const p = isRecord(payload["participant"]) ? payload["participant"] : {};
       const pid = String(p["id"] ?? "?");
       if (payload["event"] === "join") return [s.dim(`* ${pid} joined${p["kind"] ? ` (${String(p["kind"])})` : ""}`)];

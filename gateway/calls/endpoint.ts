@@ -9,6 +9,7 @@
  *                    away, with how it ended (proposals/unheard.ts)
  *   proposals/preview {id}  what the call would change, read as the caller (proposals/preview.ts)
  *   grants/list      the grants the caller may see (always-approvals among them)
+ *   participants/list who is connected, in pages: presence on request (a large space sends summaries, config/limits.ts)
  *   ping
  *   notifications/cancelled          the caller gives up on one of its own calls
  *   notifications/tools/list_changed the caller's tools changed
@@ -17,7 +18,7 @@
  * the rest is, and the pages here are how a client fetches it.
  */
 import type { Call } from "./calls.js";
-import { directCallPlan } from "./direct-audit.js";
+import { allowedDecision, directCallPlan } from "./direct-audit.js";
 import {
   type Envelope,
   ErrorCodes,
@@ -31,7 +32,7 @@ import {
 } from "../wire/envelope.js";
 import { type CallRouter, clip, type ProposalDesk, type SpaceHost } from "../ports/host.js";
 import { jsonBytes, readCursor, takePage } from "../wire/paging.js";
-import { cleanTexts, cleanText } from "../wire/text.js";
+import { randomUUID } from "node:crypto";
 import { type Proposal, shownEnvelope } from "../proposals/book.js";
 import { runningView, unheardView } from "../proposals/unheard.js";
 import type { Member } from "../ports/member.js";
@@ -83,7 +84,10 @@ function fitted(preview: Record<string, unknown>, budget: number): Record<string
 export class GatewayEndpoint {
   constructor(
     /** What it uses of the space (ports/host.ts). */
-    private readonly space: Pick<SpaceHost, "config" | "fail" | "grantsView" | "note" | "pendingProposals" | "sendTo">,
+    private readonly space: Pick<
+      SpaceHost,
+      "config" | "fail" | "grantsView" | "later" | "metrics" | "pendingProposals" | "sendBytes" | "sendTo" | "tracing"
+    >,
     private readonly router: CallRouter,
     /** A tools/call that needs approval is held as a proposal; a cancelled one is withdrawn. */
     private readonly decisions: Pick<ProposalDesk, "hold" | "withdrawn">,
@@ -96,6 +100,8 @@ export class GatewayEndpoint {
     private readonly own?: {
       ended(id: unknown, proposer: string): Proposal | undefined;
       running(id: unknown, proposer: string): Proposal | undefined;
+      /** The connected members other than `viewer`, described as a welcome describes them. */
+      participants?(viewer: Member): Array<Record<string, unknown>>;
     },
   ) {}
 
@@ -120,8 +126,21 @@ export class GatewayEndpoint {
         const start = readCursor(params["cursor"]);
         if (start === null) return reply({ error: { code: INVALID_PARAMS, message: "tools/list: unknown cursor" } });
         // What other agents read of a tool goes through the one table (wire/text.ts): no hidden or bidi characters.
-        const page = takePage(this.router.toolsFor(member).map(readable), start ?? 0, frameBudget(this.space), jsonBytes);
-        return reply({ result: { tools: page.items, ...(page.next ? { nextCursor: page.next } : {}) } });
+        // The page comes serialised (tool-listing.ts, made once per catalogue change) and is set into the answer as it is.
+        const page = this.router.toolsPage(member, start ?? 0, frameBudget(this.space));
+        const env = systemEnvelope(
+          "mcp/response",
+          { jsonrpc: "2.0", id: rpcId, result: { tools: RAW, ...(page.next ? { nextCursor: page.next } : {}) } },
+          { to: [member.id], ...correlation },
+        );
+        return this.space.sendBytes(member, withRaw(JSON.stringify(env), page.parts));
+      }
+      case "participants/list": {
+        const start = readCursor(params["cursor"]);
+        if (start === null) return reply({ error: { code: INVALID_PARAMS, message: "participants/list: unknown cursor" } });
+        const all = this.own?.participants?.(member) ?? [];
+        const page = takePage(all, start ?? 0, frameBudget(this.space), jsonBytes);
+        return reply({ result: { participants: page.items, total: all.length, ...(page.next ? { nextCursor: page.next } : {}) } });
       }
       case "proposals/list": {
         const start = readCursor(params["cursor"]);
@@ -207,18 +226,22 @@ export class GatewayEndpoint {
     if (verdict.decision === "direct") {
       const env = stamp({ ...inbound, to: [entry.participant], payload: call }, member.id);
       // Audited like a call sent to its owner directly (direct-audit.ts): every routed call is in the trail.
-      if (this.router.route(member, env, call, inbound.id))
-        void this.space.note(
-          directCallPlan({
-            id: env.id,
-            caller: member.id,
-            target: entry.participant,
-            method: "tools/call",
-            // What went out: the guards may have redacted the arguments on the way (router.ts).
-            params: (env.payload as McpRequestPayload).params,
-            reason: verdict.reason,
-          }),
-        );
+      if (this.router.route(member, env, call, inbound.id)) {
+        // The decision is made now (its count, its span); its `called` entry is written behind, coalesced.
+        const decision = allowedDecision(this.space, this.router.calls.get(env.id)?.trace, verdict.reason);
+        const audited = {
+          id: env.id,
+          caller: member.id,
+          target: entry.participant,
+          method: "tools/call",
+          // What went out: the guards may have redacted the arguments on the way (router.ts).
+          params: (env.payload as McpRequestPayload).params,
+          reason: verdict.reason,
+          decision,
+        };
+        const at = Date.now();
+        this.space.later(() => directCallPlan(audited, at));
+      }
       return;
     }
     // A call that could never be routed is refused now, not held for someone to approve
@@ -288,13 +311,16 @@ function liftIntent(
   return { ok: true, params: Object.keys(rest).length ? { ...others, _meta: rest } : others, intent: checked.data };
 }
 
-/** A catalogue entry as another participant reads it: title, description and schema texts cleaned; the name is the id and is left whole. */
-function readable<T extends { description?: unknown; title?: unknown; inputSchema?: unknown; annotations?: unknown }>(t: T): T {
-  return {
-    ...t,
-    ...(typeof t.title === "string" ? { title: cleanText(t.title) } : {}),
-    ...(typeof t.description === "string" ? { description: cleanText(t.description) } : {}),
-    ...(t.inputSchema !== undefined ? { inputSchema: cleanTexts(t.inputSchema) } : {}),
-    ...(t.annotations !== undefined ? { annotations: cleanTexts(t.annotations) } : {}),
-  };
+/**
+ * Stands in an envelope for a part serialised before (`withRaw`). Random per process, so no
+ * text a participant sends (an id, say) can hold it.
+ */
+const RAW = `mewgate-raw-${randomUUID()}`;
+const RAW_JSON = JSON.stringify(RAW);
+
+/** `json` (an envelope holding RAW once) as bytes, with RAW's place taken by a JSON array of `parts` (each already JSON). */
+function withRaw(json: string, parts: Buffer[]): Buffer {
+  const at = json.indexOf(RAW_JSON);
+  if (at < 0 || json.indexOf(RAW_JSON, at + 1) >= 0) throw new Error("the placeholder of a serialised part is not there exactly once");
+  return Buffer.concat([Buffer.from(`${json.slice(0, at)}[`), ...parts, Buffer.from(`]${json.slice(at + RAW_JSON.length)}`)]);
 }

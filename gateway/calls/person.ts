@@ -28,19 +28,25 @@ export function personFor(config: SpaceConfig, caller: string, approver: string 
   return config.participants[who]?.kind === "human" ? who : undefined;
 }
 
+/** The `_meta` key of an approved call's signed receipt (proposals/receipts.ts): the gateway's to set, like the person. */
+export const RECEIPT_META_KEY = "mewgate/receipt";
+
 /**
- * `payload` with any `mewgate/person` a participant put in its `_meta` dropped, and, when
- * `person` is given, the gateway's own stamp in its place. Unchanged (same object) when
- * there is nothing to drop or add.
+ * `payload` with any `mewgate/person` or `mewgate/receipt` a participant put in its `_meta`
+ * dropped, and the gateway's own stamps (`person`, `receipt`) in their place when given.
+ * Unchanged (same object) when there is nothing to drop or add.
  */
-export function stampPerson(payload: McpRequestPayload, person: string | undefined): McpRequestPayload {
+export function stampPerson(payload: McpRequestPayload, person: string | undefined, receipt?: string): McpRequestPayload {
   const params = payload.params;
   const meta = params?.["_meta"];
-  const forged = meta !== null && typeof meta === "object" && !Array.isArray(meta) && Object.hasOwn(meta, PERSON_META_KEY);
-  if (!forged && person === undefined) return payload;
-  const rest: Record<string, unknown> = { ...(meta !== null && typeof meta === "object" && !Array.isArray(meta) ? meta : {}) };
+  const isMeta = meta !== null && typeof meta === "object" && !Array.isArray(meta);
+  const forged = isMeta && (Object.hasOwn(meta, PERSON_META_KEY) || Object.hasOwn(meta, RECEIPT_META_KEY));
+  if (!forged && person === undefined && receipt === undefined) return payload;
+  const rest: Record<string, unknown> = { ...(isMeta ? meta : {}) };
   delete rest[PERSON_META_KEY];
+  delete rest[RECEIPT_META_KEY];
   if (person !== undefined) rest[PERSON_META_KEY] = person;
+  if (receipt !== undefined) rest[RECEIPT_META_KEY] = receipt;
   const nextParams: Record<string, unknown> = { ...(params ?? {}) };
   if (Object.keys(rest).length > 0) nextParams["_meta"] = rest;
   else delete nextParams["_meta"];

@@ -19,14 +19,14 @@ import {
   stamp,
 } from "../wire/envelope.js";
 import { CALLBACK_METHODS } from "./calls.js";
-import { directCallPlan } from "./direct-audit.js";
+import { allowedDecision, directCallPlan } from "./direct-audit.js";
 import type { GatewayEndpoint } from "./endpoint.js";
 import type { McpRouter } from "./router.js";
 
 export class Requests {
   constructor(
     /** What it uses of the space (ports/host.ts): the decision point, the way out, the ledger written behind. */
-    private readonly space: Pick<SpaceHost, "authority" | "capabilityViolation" | "deliver" | "fail" | "note">,
+    private readonly space: Pick<SpaceHost, "authority" | "capabilityViolation" | "deliver" | "fail" | "later" | "metrics" | "tracing">,
     private readonly router: Pick<McpRouter, "calls" | "authorize" | "refuse" | "route" | "cancel" | "refreshTools">,
     private readonly decisions: Pick<ProposalDesk, "onFulfil">,
     private readonly endpoint: GatewayEndpoint,
@@ -95,19 +95,22 @@ export class Requests {
     const anonymous = inbound.id === undefined ? ({ anonymous: true } as const) : {};
     const env = stamp({ ...inbound, payload }, member.id);
     const routed = this.router.route(member, env, payload, inbound.id, served ? { callbackFor: served.id, ...anonymous } : anonymous);
-    // A direct tool call is audited with what allowed it (direct-audit.ts), written behind it.
-    if (routed && !served && payload.method === "tools/call")
-      void this.space.note(
+    // A direct tool call is audited with what allowed it (direct-audit.ts), written behind it, coalesced; its decision is made now.
+    if (routed && !served && payload.method === "tools/call") {
+      const decision = allowedDecision(this.space, this.router.calls.get(env.id)?.trace, verdict.reason);
+      const call = {
+        id: env.id,
+        caller: member.id,
+        target,
+        method: payload.method,
         // What went out: the guards may have redacted the arguments on the way (router.ts).
-        directCallPlan({
-          id: env.id,
-          caller: member.id,
-          target,
-          method: payload.method,
-          params: (env.payload as McpRequestPayload).params,
-          reason: verdict.reason,
-        }),
-      );
+        params: (env.payload as McpRequestPayload).params,
+        reason: verdict.reason,
+        decision,
+      };
+      const at = Date.now();
+      this.space.later(() => directCallPlan(call, at));
+    }
   }
 
   /**

@@ -1,21 +1,15 @@
 /**
  * MCP traffic through a space: requests routed between participants and tracked as calls,
  * their answers, cancellation and timeouts; and the tool catalogue, fetched from each
- * participant that offers tools.
+ * participant that offers tools. The space's pipeline validates an envelope and dispatches
+ * on its kind; this module decides and talks back only through `SpaceHost` (deliver, sendTo,
+ * fail). In-flight calls live in calls.ts, the catalogue in registry.ts (kept by catalogue.ts).
  *
- * This is the part of the governance that every MCP envelope passes through, split out of
- * space.ts so that the space keeps members, routing, visibility and presence. The space's
- * pipeline validates an envelope and dispatches on its kind; from there this module
- * decides, and talks back only through `SpaceHost` (deliver, sendTo, fail). The state it
- * works on lives next door: in-flight calls in calls.ts, the catalogue in registry.ts (kept
- * up to date by catalogue.ts), proposals in proposals/book.ts.
- *
- * It knows nothing of decisions: an `mcp/request` reaches it through requests.ts, which
- * hands one that is really a decision (a MEW fulfilment, a gateway tools/call that needs
- * approval) to proposals/decisions.ts, built after this and routing approved calls through
- * `tryRoute` here. It reports each call's end once (`callEnded`); proposals/ moves the proposal.
- * Past 500 lines because it is one concern: the way out of every call and the way back of every
- * answer (the guards' redactions carried out on both, guarded.ts), and the calls the gateway makes itself.
+ * It knows nothing of decisions: requests.ts hands an `mcp/request` that is really a decision
+ * to proposals/decisions.ts, which routes approved calls through `tryRoute` here. Each call's
+ * end is reported once (`callEnded`); proposals/ moves the proposal. The guards' redactions are
+ * carried out on the way out and back (guarded.ts), and each call counted against the caps as it leaves.
+ * Past 500 lines because it is one concern: the way out of every call and the way back of every answer.
  */
 import { randomUUID } from "node:crypto";
 import { CALLBACK_METHODS, type Call, type CallEnd, type Calls } from "./calls.js";
@@ -45,10 +39,12 @@ import type { Member } from "../ports/member.js";
 import { Catalogue } from "./catalogue.js";
 import { askedAgain, callersFault, isPrivate } from "./whose.js";
 import { capRefusal, guardArguments, heldRefusal, screenResult } from "./guarded.js";
+import { readable, ToolListing, type ToolsPage } from "./tool-listing.js";
 
 export class McpRouter implements CallRouter {
   /** Each participant's tools, fetched and screened (catalogue.ts). */
   private readonly catalogue: Catalogue;
+  private readonly listing = new ToolListing();
 
   constructor(
     private readonly space: RouterHost,
@@ -139,7 +135,7 @@ export class McpRouter implements CallRouter {
     caller: Member,
     env: Envelope,
     payload: McpRequestPayload,
-    extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor" | "anonymous"> = {},
+    extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor" | "anonymous"> & { receipt?: string | undefined } = {},
   ): NotRouted | undefined {
     const target = env.to![0]!;
     // A person with only the web console open is there too, for what they can answer.
@@ -158,7 +154,7 @@ export class McpRouter implements CallRouter {
     if (refusal) return { code: refusal.code, message: refusal.message, extra: { chain: [...chain, target] } };
     // The person the call acts for is the gateway's word alone (person.ts): a participant's own stamp is dropped.
     const person = wantsPerson(this.space.config, target) ? personFor(this.space.config, env.from, proposal?.decidedBy) : undefined;
-    const stamped = stampPerson(payload, person);
+    const stamped = stampPerson(payload, person, extra.receipt);
     if (stamped !== payload) env.payload = payload = stamped;
     // The guards' redaction, whichever way the call came (guarded.ts; the decision point decided the rest).
     const tool = payload.method === "tools/call" && typeof payload.params?.["name"] === "string" ? payload.params["name"] : undefined;
@@ -502,10 +498,16 @@ export class McpRouter implements CallRouter {
 
   // --- tool policy, as it applies to one member ---------------------------------------
 
+  /** One page of `tools/list` for `member` (tool-listing.ts): the cleaned catalogue, serialised once per change, with each tool's policy for it. */
+  toolsPage(member: Member, start: number, budget: number): ToolsPage {
+    const authority = this.space.authority;
+    return this.listing.page(this.registry.list(), start, budget, (t) => authority.tool(member.id, t.participant, t.tool));
+  }
+
   /** The space's tools as `member` sees them: each with the policy that applies to it. */
   toolsFor(member: Member): Array<Record<string, unknown>> {
     const authority = this.space.authority;
-    return this.registry.list().map((t) => ({ ...t, policy: authority.tool(member.id, t.participant, t.tool) }));
+    return this.registry.list().map((t) => ({ ...readable(t), policy: authority.tool(member.id, t.participant, t.tool) }));
   }
 
   refuseTool(member: Member, decision: Exclude<Decision, "direct">, name: string, correlationId: string | undefined): void {

@@ -26,9 +26,10 @@ export function callersFault(error: unknown): boolean {
   const code = typeof error === "object" && error !== null ? (error as { code?: unknown }).code : undefined;
   // -32021: the request lacks a client capability the answer needs (MCP 2026-07-28), the caller's too.
   if (code === -32600 || code === -32601 || code === -32602 || code === -32021) return true;
-  // The caller has not signed in at the target's server (a bridge's per-person sign-in): theirs, not the target's health.
+  // The caller has not signed in at the target's server, or not with the scope it asks (a bridge's sign-in): theirs, not the target's health.
   const data = (error as { data?: unknown }).data;
-  return typeof data === "object" && data !== null && (data as { reason?: unknown }).reason === "sign_in_needed";
+  const reason = typeof data === "object" && data !== null ? (data as { reason?: unknown }).reason : undefined;
+  return reason === "sign_in_needed" || reason === "step_up_needed";
 }
 
 /**

@@ -7,7 +7,17 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { type Document, LineCounter, parseDocument } from "yaml";
 import * as z from "zod";
-import { CallsSchema, DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits, LimitsSchema, QuotasSchema } from "./limits.js";
+import {
+  CallsSchema,
+  DEFAULT_CALLS,
+  DEFAULT_LIMITS,
+  DEFAULT_PRESENCE,
+  DEFAULT_QUOTAS,
+  type Limits,
+  LimitsSchema,
+  PresenceSchema,
+  QuotasSchema,
+} from "./limits.js";
 import { boolean, defaultMessage, expected, int, kindOf, MAX_TIMER_MS, numeric, section, suggest } from "./schema.js";
 import { formatPath, locate, substituteEnv } from "./yaml.js";
 import { recordRulePositions } from "./rule-positions.js";
@@ -24,7 +34,7 @@ import { checkGroups, nullProto } from "./groups.js";
 import { CapsSchema, CostsSchema, GuardsSchema } from "./guards.js";
 export type { CapConfig, GuardConfig } from "./guards.js";
 
-export { DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_QUOTAS, type Limits };
+export { DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_PRESENCE, DEFAULT_QUOTAS, type Limits };
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -139,6 +149,11 @@ const PolicySchema = section({
     .default([]),
   /** Whether a rule naming a participant that is not in the space (policy/check.ts) stops the space from loading, rather than being a warning. */
   strict: boolean().optional(),
+  /** Approvals confirmed with the approver's passkey (proposals/passkey-bar.ts): calls of these `owner/tool` globs, and calls the gateway rates at or above `risk`. */
+  passkey: section({
+    tools: z.array(z.string().min(1)).max(256).default([]),
+    risk: z.enum(["medium", "high"]).optional(),
+  }).optional(),
 });
 
 /** A tool rule: a `participant/tool` glob, or `{tool: glob, when: CEL expression}` (policy/conditions.ts). */
@@ -297,6 +312,9 @@ const ParticipantSchema = section({
   run: RunSchema.optional(),
 });
 
+/** The default of `gateway.audit_flush_ms`: how long a direct call's audit record may wait for company. */
+export const DEFAULT_AUDIT_FLUSH_MS = 50;
+
 const SpaceConfigSchema = section({
   space: section({
     id: z.string({ error: expected("a space id") }).regex(SPACE_ID, {
@@ -316,6 +334,11 @@ const SpaceConfigSchema = section({
       .min(1)
       .default(DEFAULT_STATE_DIR),
     limits: LimitsSchema.prefault({}),
+    /**
+     * How long the record of a call that went straight through (event "called") may wait to
+     * be written together with others (space/ledger.ts `later`); 0 writes each at once.
+     */
+    audit_flush_ms: int(0, 1000).default(DEFAULT_AUDIT_FLUSH_MS),
     /** Web origins (besides loopback and the gateway's own) whose pages may reach the gateway. */
     allowed_origins: z.array(z.string().url({ error: expected("an origin like https://console.example.com") })).default([]),
     /** Host names (besides loopback, IP literals and the configured host) the gateway answers to. */
@@ -346,6 +369,8 @@ const SpaceConfigSchema = section({
   /** USD per million input and output tokens, by model name: what agents' requests cost, totalled per request. */
   prices: z.record(z.string(), PriceSchema).default({}),
   quotas: QuotasSchema.prefault({}),
+  /** How joins and leaves are told: each to everyone in a small space, summed up in a large one (limits.ts `DEFAULT_PRESENCE`). */
+  presence: PresenceSchema.prefault({}),
   /** Read-only companion calls shown beside a proposal's arguments (config/previews.ts). */
   previews: PreviewsSchema,
   defaults: section({
@@ -480,6 +505,7 @@ const SpaceConfigSchema = section({
       groups,
       calls,
       quotas,
+      presence,
       defaults,
       participants,
       mcpServers,
@@ -522,6 +548,7 @@ const SpaceConfigSchema = section({
         groups: nullProto(groups),
         calls,
         quotas,
+        presence,
         defaults,
         participants: resolved,
         ...(identity ? { identity } : {}),

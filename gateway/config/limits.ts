@@ -114,3 +114,21 @@ export const QuotasSchema = section({
   audit_max_bytes: int(1024 * 1024).default(DEFAULT_QUOTAS.audit_max_bytes),
   audit_max_age_days: int(1, 36_500).default(DEFAULT_QUOTAS.audit_max_age_days),
 });
+
+/**
+ * How joins and leaves are told (space/delivery.ts). MEW tells every member of every join
+ * and leave; in a space of thousands that is quadratic, and nobody reads it. While at most
+ * `each_up_to` members are connected, every join and leave goes to everyone as MEW sends it;
+ * past that, each member hears one `system/presence` summary (`event: "summary"`: who
+ * joined and left, the first 100 of each, and how many are online) at most every
+ * `summary_ms`, and asks `system:gateway` for `participants/list` when it wants the roster.
+ */
+export const DEFAULT_PRESENCE = Object.freeze({
+  each_up_to: 200,
+  summary_ms: 1000,
+});
+
+export const PresenceSchema = section({
+  each_up_to: int(0, 10_000_000).default(DEFAULT_PRESENCE.each_up_to),
+  summary_ms: int(10, 60_000).default(DEFAULT_PRESENCE.summary_ms),
+});

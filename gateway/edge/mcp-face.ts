@@ -34,6 +34,11 @@ export interface McpFaceSpace {
   hold(participant: string, digest: string, what: string, close: () => void): () => void;
   /** The signed decision link of a pending proposal that exactly one person may decide, else undefined. */
   linkForOnePerson(proposal: string): string | undefined;
+  /** Where a pending proposal of `proposer` stands: how many approvals it needs, whose it has, who may still decide. */
+  approvalOf(
+    proposal: string,
+    proposer: string,
+  ): { required: number; approvedBy: string[]; waitingFor: string[]; escalated: number[] } | undefined;
 }
 
 /** The gateway as a face sees it. */
@@ -78,6 +83,17 @@ export function mcpFaceHost(src: McpFaceSource): McpFaceHost {
         linkForOnePerson: (id) => {
           const p = space.proposals.pending().find((x) => x.id === id);
           return p ? space.aids.linkForOnePerson(p) : undefined;
+        },
+        approvalOf: (id, proposer) => {
+          const p = space.proposals.get(id);
+          if (!p || p.proposer !== proposer) return undefined;
+          const approvedBy = [...new Set((p.approvals ?? []).map((a) => a.by))];
+          return {
+            required: p.required ?? 1,
+            approvedBy,
+            waitingFor: space.aids.deciders(p).filter((who) => !approvedBy.includes(who)),
+            escalated: [...(p.escalated ?? [])],
+          };
         },
       };
       views.set(space, v);

@@ -3,6 +3,9 @@
  *
  *   GET    me | participants | tools | grants | audit | proposals[?state=all|decided] | proposals/<id>
  *   GET    proposals/<id>/preview (what the call would change, read as the caller: proposals/preview.ts)
+ *   GET    proposals/<id>/receipt (its approval's signed receipt: proposals/receipts.ts)
+ *   GET    receipts/jwks.json     (the keys receipts are checked with; no sign-in)
+ *   GET    passkeys · POST passkeys/options|register · GET proposals/<id>/passkey   (passkey-api.ts)
  *   GET    history[?limit=N]      (recent envelopes the caller may see: chat and activity on open)
  *   POST   proposals/<id>/approve {scope?, arguments?, reason?}
  *   POST   proposals/<id>/reject  {reason, text?}
@@ -43,6 +46,7 @@ import { capsRoute, checkRoute, explainRoute } from "./policy-api.js";
 import { linkRoute } from "./links.js";
 import { learnRoute, notePreviewOpened } from "./learn-api.js";
 import { reviewRoute, reviewsRoute } from "./review-api.js";
+import { passkeyRoute } from "./passkey-api.js";
 import { clearDeviceCookie, deviceCookie, deviceParticipant, DEVICE_SESSION_MS, linkState } from "./device-session.js";
 import type { ReloadReport } from "../space/reload.js";
 import { compileCapabilities } from "../policy/capabilities.js";
@@ -137,6 +141,9 @@ async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerRespons
       read.ok ? { status: 200, body: linkState(space, read.body["link"]) } : fail(read.status, "invalid_payload", read.message),
     );
   }
+  // The public keys approval receipts are checked with (proposals/receipts.ts): anyone may fetch them.
+  if (req.method === "GET" && rest.length === 2 && rest[0] === "receipts" && rest[1] === "jwks.json")
+    return send(res, { status: 200, body: space.receipts.jwks() }, { "cache-control": "max-age=300" });
   const device = linkPath !== undefined && req.headers.authorization === undefined ? deviceParticipant(space, req) : undefined;
   const caller = device ? { space, id: device.id } : await authenticate(space, req, res);
   if (!caller) return;
@@ -152,6 +159,8 @@ async function handle(gateway: ApiHost, req: IncomingMessage, res: ServerRespons
   if (route === "POST reload" || route === "GET sessions" || route === "DELETE sessions/:id")
     return send(res, await operate(gateway, caller, route, rest[1]));
   if (route === "GET reviews") return send(res, reviewsRoute(space, caller.id));
+  const passkey = await passkeyRoute(space, caller.id, route, rest[1], body, header(req, "host"));
+  if (passkey) return send(res, passkey);
   if (route === "POST proposals/:id/review") return send(res, await reviewRoute(space, caller.id, rest[1] ?? "", body));
   if (rest[0] === "policy" && (rest[1] === "suggestions" || rest[1] === "dry-run" || rest[1] === "fatigue"))
     return send(res, await learnRoute(gateway, space, caller.id, req.method ?? "GET", rest.slice(1), body));
@@ -233,6 +242,19 @@ async function dispatch(
       const p = visible(c).find((x) => x.id === id);
       return p ? ok(proposalView(space, c.id, p)) : fail(404, "unknown_proposal", `no pending proposal "${clip(id ?? "")}"`);
     }
+    case "GET proposals/:id/receipt": {
+      // The signed receipt of its approval, from the audit trail (every approval of it: an interrupted one may have two).
+      const entries = space.ledger.audit({}).filter((e) => e.proposal === id && e.event === "approved" && e.receipt !== undefined);
+      if (!entries.length) return fail(404, "no_receipt", `no approval receipt for proposal "${clip(id ?? "")}"`);
+      const last = entries[entries.length - 1]!;
+      return ok({
+        proposal: id,
+        receipt: last.receipt,
+        decision: last.decision,
+        receipts: entries.map((e) => ({ receipt: e.receipt, decision: e.decision, ts: e.ts })),
+        jwks: `/api/spaces/${encodeURIComponent(space.id)}/receipts/jwks.json`,
+      });
+    }
     case "GET proposals/:id/preview": {
       const p = visible(c).find((x) => x.id === id);
       if (p) notePreviewOpened(space, p.id, c.id);
@@ -246,7 +268,7 @@ async function dispatch(
       const errors = await space.seats.act(c.id, {
         kind: "mcp/approve",
         correlation_id: [id],
-        payload: pick(body, ["scope", "arguments", "reason", "limit"]),
+        payload: pick(body, ["scope", "arguments", "reason", "limit", "passkey"]),
       });
       // One of several approvals it needs: it still waits, and says how far it got.
       const still = errors.length ? undefined : space.proposals.pending().find((x) => x.id === id && x.state === "pending");
@@ -359,10 +381,10 @@ function events(c: Caller, req: IncomingMessage, res: ServerResponse): void {
   });
   res.write(`event: hello\ndata: ${JSON.stringify({ you: c.id, space: c.space.id })}\n\n`);
   const peer: Peer = {
-    send: (bytes) => {
+    send: (bytes, text) => {
       // A reader that does not keep up is cut off rather than buffered for.
       if (res.writableLength > 8 * 1024 * 1024) return stop();
-      res.write(`event: envelope\ndata: ${bytes.toString("utf8")}\n\n`);
+      res.write(`event: envelope\ndata: ${text ?? bytes.toString("utf8")}\n\n`);
     },
     close: () => stop(),
   };

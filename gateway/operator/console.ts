@@ -37,6 +37,8 @@ const FILES: Record<string, string> = {
   "preview.css": "text/css; charset=utf-8",
   "link.html": "text/html; charset=utf-8",
   "link.js": "text/javascript; charset=utf-8",
+  "passkey.html": "text/html; charset=utf-8",
+  "passkey.js": "text/javascript; charset=utf-8",
   "sessions.js": "text/javascript; charset=utf-8",
   "app.css": "text/css; charset=utf-8",
 };
@@ -82,13 +84,19 @@ export interface ConsoleHost {
 }
 
 export function mountConsole(gateway: ConsoleHost): void {
-  const root = findUi();
-  // Read once: three small files, served from memory.
-  const files = new Map<string, Buffer>();
-  if (root) for (const name of Object.keys(FILES)) files.set(name, readFileSync(join(root, name)));
-  // The line diff the edit dialog shows is the `diff` package's own browser build, not a copy.
-  const diffJs = vendorDiff();
-  if (diffJs) files.set(VENDOR_DIFF, diffJs);
+  // Read once, when the console is first asked for (not at start: most starts never serve it), and served from memory.
+  let loaded: Map<string, Buffer> | undefined;
+  const load = (): Map<string, Buffer> => {
+    if (loaded) return loaded;
+    const files = new Map<string, Buffer>();
+    const root = findUi();
+    if (root) for (const name of Object.keys(FILES)) files.set(name, readFileSync(join(root, name)));
+    // The line diff the edit dialog shows is the `diff` package's own browser build, not a copy.
+    const diffJs = vendorDiff();
+    if (diffJs) files.set(VENDOR_DIFF, diffJs);
+    loaded = files;
+    return files;
+  };
   gateway.addHttpRoute("/ui", (_req, res) => {
     res.writeHead(301, { location: "/ui/" });
     res.end();
@@ -96,14 +104,14 @@ export function mountConsole(gateway: ConsoleHost): void {
   gateway.addHttpPrefix("/ui/", (req, res) => {
     const path = (req.url ?? "/").split("?", 1)[0]!;
     const name = path === "/ui/" ? "index.html" : path.slice("/ui/".length);
-    const body = files.get(name);
+    const body = load().get(name);
     if (req.method !== "GET" && req.method !== "HEAD") {
       res.writeHead(405, { allow: "GET, HEAD" });
       return res.end();
     }
     if (!body) {
       res.writeHead(404, { "content-type": "text/plain" });
-      return res.end(root ? "not found\n" : "the web console's files are not installed (ui/ is missing)\n");
+      return res.end(findUi() ? "not found\n" : "the web console's files are not installed (ui/ is missing)\n");
     }
     res.writeHead(200, {
       "content-type": FILES[name] ?? "text/javascript; charset=utf-8",

@@ -78,6 +78,8 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
           hints: hintsOf(entry["annotations"]),
         }
       : {}),
+    // Approving it needs the approver's passkey (proposals/passkey-bar.ts), and where to give it.
+    ...(space.passkeyBar.needs(p) ? { passkey: { required: true, where: space.passkeyBar.where(p) } } : {}),
     // What the gateway found wrong with the tool's texts (policy/inspect.ts): the card shows it.
     ...(entry?.["findings"] ? { findings: entry["findings"] } : {}),
     // Whether the viewer may decide: not its own, and it could make the call itself.

@@ -18,10 +18,46 @@
  *
  * policy/rules.ts uses this for `{tool, when}` rules; grants with conditions may use it too.
  */
-import { CelScalar, celEnv, celFunc, isCelError, isCelList, isCelMap, parse, plan, type CelEnv, type CelInput } from "@bufbuild/cel";
-import { strings } from "@bufbuild/cel/ext";
+import { createRequire } from "node:module";
+import type { CelEnv, CelInput } from "@bufbuild/cel";
 import { isClean, isPlainPath } from "./content/signals.js";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+
+/** @bufbuild/cel, loaded (synchronously, from node_modules) when the first condition is compiled: a space without one never loads it. */
+interface Cel {
+  celEnv: typeof import("@bufbuild/cel").celEnv;
+  celFunc: typeof import("@bufbuild/cel").celFunc;
+  CelScalar: typeof import("@bufbuild/cel").CelScalar;
+  isCelList: typeof import("@bufbuild/cel").isCelList;
+  isCelMap: typeof import("@bufbuild/cel").isCelMap;
+  isCelError: typeof import("@bufbuild/cel").isCelError;
+  parse: typeof import("@bufbuild/cel").parse;
+  plan: typeof import("@bufbuild/cel").plan;
+  strings: typeof import("@bufbuild/cel/ext").strings;
+  timestampFromDate: typeof import("@bufbuild/protobuf/wkt").timestampFromDate;
+}
+
+let loadedCel: Cel | undefined;
+
+function cel(): Cel {
+  if (!loadedCel) {
+    // Not `import`: a bundle would load CEL (and protobuf, and RE2) with the rest of the gateway.
+    const load = createRequire(import.meta.url);
+    const main = load("@bufbuild/cel") as typeof import("@bufbuild/cel");
+    loadedCel = {
+      celEnv: main.celEnv,
+      celFunc: main.celFunc,
+      CelScalar: main.CelScalar,
+      isCelList: main.isCelList,
+      isCelMap: main.isCelMap,
+      isCelError: main.isCelError,
+      parse: main.parse,
+      plan: main.plan,
+      strings: (load("@bufbuild/cel/ext") as typeof import("@bufbuild/cel/ext")).strings,
+      timestampFromDate: (load("@bufbuild/protobuf/wkt") as typeof import("@bufbuild/protobuf/wkt")).timestampFromDate,
+    };
+  }
+  return loadedCel;
+}
 
 /** The longest expression accepted, in characters. */
 export const MAX_SOURCE = 2048;
@@ -72,6 +108,7 @@ export class ConditionError extends Error {
 
 /** A CEL value back as plain JSON-like data, for the content functions. */
 function fromCel(v: unknown): unknown {
+  const { isCelList, isCelMap } = cel();
   if (isCelMap(v)) {
     const out: Record<string, unknown> = {};
     for (const [k, x] of v) out[String(k)] = fromCel(x);
@@ -88,14 +125,17 @@ function fromCel(v: unknown): unknown {
  *                      control characters, nothing past 8 KiB): a learned rule's free text;
  *   plain_path(string) a path with none of those and no `..`, hidden part, `~` or backslash.
  */
-const OWN_FUNCS = [
-  celFunc("clean", [CelScalar.DYN], CelScalar.BOOL, (v) => isClean(fromCel(v))),
-  celFunc("plain_path", [CelScalar.STRING], CelScalar.BOOL, (p) => isPlainPath(p)),
-];
+function ownFuncs() {
+  const { celFunc, CelScalar } = cel();
+  return [
+    celFunc("clean", [CelScalar.DYN], CelScalar.BOOL, (v) => isClean(fromCel(v))),
+    celFunc("plain_path", [CelScalar.STRING], CelScalar.BOOL, (p) => isPlainPath(p)),
+  ];
+}
 
 let env: CelEnv | undefined;
 function theEnv(): CelEnv {
-  env ??= celEnv({ funcs: [...strings, ...OWN_FUNCS] });
+  env ??= cel().celEnv({ funcs: [...cel().strings, ...ownFuncs()] });
   return env;
 }
 
@@ -123,9 +163,9 @@ export function compileCondition(source: string): Condition {
 function compileFresh(source: string): Condition {
   if (source.length > MAX_SOURCE) throw new ConditionError(`the expression is ${source.length} characters; at most ${MAX_SOURCE}`, 1, 1);
   if (source.trim() === "") throw new ConditionError("the expression is empty", 1, 1);
-  let parsed: ReturnType<typeof parse>;
+  let parsed: ReturnType<Cel["parse"]>;
   try {
-    parsed = parse(source);
+    parsed = cel().parse(source);
   } catch (err) {
     const e = err as { rawMessage?: string; message?: string; location?: { start?: { line: number; column: number } } };
     // Deep nesting overflows the parser's stack before it can say more.
@@ -219,7 +259,7 @@ function compileFresh(source: string): Condition {
   walk(parsed.expr as unknown as Node, 0, new Set(), false);
   let run: (ctx: Record<string, CelInput>) => unknown;
   try {
-    run = plan(theEnv(), parsed) as unknown as typeof run;
+    run = cel().plan(theEnv(), parsed) as unknown as typeof run;
   } catch (err) {
     throw new ConditionError((err as Error).message, 1, 1);
   }
@@ -244,7 +284,7 @@ function compileFresh(source: string): Condition {
             ["annotations", input.tool.annotations === undefined ? new Map() : toCel(input.tool.annotations, 0, budget)],
           ]);
         }
-        if (used.has("now")) bindings["now"] = timestampFromDate(input.now ?? new Date());
+        if (used.has("now")) bindings["now"] = cel().timestampFromDate(input.now ?? new Date());
       } catch (err) {
         return { ok: false, error: (err as Error).message };
       }
@@ -255,7 +295,7 @@ function compileFresh(source: string): Condition {
         // The library returns its errors; anything thrown (a stack overflow) is an error too.
         return { ok: false, error: (err as Error).message ?? String(err) };
       }
-      if (isCelError(out)) return { ok: false, error: out.message };
+      if (cel().isCelError(out)) return { ok: false, error: out.message };
       if (typeof out !== "boolean") return { ok: false, error: `the expression gave ${describe(out)}, not true or false` };
       return { ok: true, value: out };
     },

@@ -52,6 +52,8 @@ export interface SpaceHost {
   deliverOnly(env: Envelope, id: string): void;
   /** Sends one envelope to one member, whatever its visibility. */
   sendTo(member: Member, env: Envelope): void;
+  /** `sendTo` for an envelope the caller serialised itself (a large answer put together from parts made before). */
+  sendBytes(member: Member, bytes: Buffer): void;
   /** Answers `member` with a `system/error`. */
   fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void;
   /** The `capability_violation` error, worded the same wherever a capability check fails. */
@@ -64,6 +66,11 @@ export interface SpaceHost {
   record(...plans: Plan[]): Promise<void>;
   /** Applies a plan now and writes it behind: for bookkeeping no decision waits on (a call's outcome). Resolves once written or failed; never rejects. */
   note(plan: Plan): Promise<void>;
+  /**
+   * Writes a plan behind, coalesced with others, made when its batch goes (off the call's path): the record
+   * of a call that went straight through (ledger.ts `later`: on disk within `gateway.audit_flush_ms` and a batch's write).
+   */
+  later(make: () => Plan): void;
   /** Tells `member` that its change could not be recorded (the disk is full, say), and logs why. */
   storeFailed(member: Member, err: unknown, correlationId: string | undefined, what: string): void;
 }
@@ -116,12 +123,15 @@ export interface CallRouter {
     caller: Member,
     env: Envelope,
     payload: McpRequestPayload,
-    extra?: Pick<Call, "proposalId" | "fulfiller">,
+    /** `receipt`: an approved call's signed receipt, stamped into its `_meta` (calls/person.ts). */
+    extra?: Pick<Call, "proposalId" | "fulfiller"> & { receipt?: string | undefined },
   ): NotRouted | undefined;
   /** Ends a call its caller gave up on, down its delegation chain. */
   cancel(call: Call, reason: string, notifyTarget: boolean): void;
   refreshTools(id: string): void;
   toolsFor(member: Member): Array<Record<string, unknown>>;
+  /** One page of `tools/list` for `member`: its tools as the bytes of a JSON array's members (texts cleaned, each with its policy), and where the next page starts. */
+  toolsPage(member: Member, start: number, budget: number): { parts: Buffer[]; next?: string };
 }
 
 /** What calls/requests.ts and endpoint.ts need of decisions.ts: requests that are really proposal decisions. */

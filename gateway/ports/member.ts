@@ -10,8 +10,11 @@ import type { ParsedFrame } from "../wire/envelope.js";
 
 /** A connected participant, seen from the space: a place to put bytes. */
 export interface Peer {
-  /** Queues one serialized envelope. A peer that cannot keep up drops itself. */
-  send(bytes: Buffer): void;
+  /**
+   * Queues one serialized envelope. A peer that cannot keep up drops itself. `text` is the same
+   * envelope as a string, when the sender has it: an in-process peer takes it rather than decode the bytes.
+   */
+  send(bytes: Buffer, text?: string): void;
   /** A raw stream frame (`#<id>#<data>`), as text or binary; peers without streams leave it out. */
   sendFrame?(data: Buffer, binary: boolean): void;
   close(code: number, reason: string): void;

@@ -30,6 +30,8 @@ export class SpaceMetrics {
   envelopesOut = 0;
   readonly proposals = new Map<string, number>();
   readonly calls = new Map<string, number>();
+  /** Decisions on calls, by outcome and kind of decider (`outcome\u0000decider`; both from short fixed lists). */
+  readonly decisions = new Map<string, number>();
   readonly decisionSeconds = new Histogram(DECISION_BUCKETS);
   readonly storeWriteSeconds = new Histogram(WRITE_BUCKETS);
   /** How long each routed MCP request took, by method and error type ("" when it succeeded). */
@@ -53,6 +55,12 @@ export class SpaceMetrics {
 
   call(outcome: string): void {
     this.calls.set(outcome, (this.calls.get(outcome) ?? 0) + 1);
+  }
+
+  /** A decision on a call (proposals/telemetry.ts): `approved`, `rejected`, `expired`, `withdrawn`, `allowed`, `denied`, by whom. */
+  decision(outcome: string, decider: string): void {
+    const key = `${outcome}\u0000${decider}`;
+    this.decisions.set(key, (this.decisions.get(key) ?? 0) + 1);
   }
 }
 
@@ -95,6 +103,12 @@ export function render(connections: number, spaces: SpaceSample[]): string {
   metric("mewgate_calls_total", "counter", "Calls routed by the gateway, by outcome");
   for (const s of spaces)
     for (const [outcome, n] of s.metrics.calls) out.push(`mewgate_calls_total${label({ space: s.space, outcome })} ${n}`);
+  metric("mewgate_decisions_total", "counter", "Decisions on calls, by outcome and the kind of decider");
+  for (const s of spaces)
+    for (const [key, n] of s.metrics.decisions) {
+      const [outcome, decider] = key.split("\u0000");
+      out.push(`mewgate_decisions_total${label({ space: s.space, outcome: outcome!, decider: decider! })} ${n}`);
+    }
   const histogram = (name: string, help: string, pick: (m: SpaceMetrics) => Histogram) => {
     metric(name, "histogram", help);
     for (const s of spaces) {

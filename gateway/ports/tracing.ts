@@ -7,7 +7,8 @@
  *
  * Off unless `gateway.telemetry` or the standard `OTEL_*` environment names an OTLP
  * endpoint. Off, `Tracing.off` is used: every method returns at once, no span object
- * is made, and nothing is added to payloads. On, each space has its own provider (tests
+ * is made, nothing is added to payloads, and the OpenTelemetry packages are never loaded
+ * (`otel()`: they were the larger part of the code a start loaded). On, each space has its own provider (tests
  * run several gateways in one process; nothing global is registered) exporting OTLP/HTTP
  * JSON in batches, flushed when the space closes.
  *
@@ -16,11 +17,9 @@
  * `mcp.resource.uri`, `gen_ai.prompt.name`, `error.type` and, for a JSON-RPC error,
  * `rpc.response.status_code`; the gateway's own under `mewgate.*`.
  */
-import { ROOT_CONTEXT, type Span, type SpanContext, SpanKind, SpanStatusCode, type Tracer, trace } from "@opentelemetry/api";
-import { W3CTraceContextPropagator } from "@opentelemetry/core";
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
-import { resourceFromAttributes } from "@opentelemetry/resources";
-import { BasicTracerProvider, BatchSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import { createRequire } from "node:module";
+import type { Span, SpanContext, Tracer } from "@opentelemetry/api";
+import type { BasicTracerProvider } from "@opentelemetry/sdk-trace-base";
 import type { Logger } from "pino";
 import type { Proposal } from "../proposals/book.js";
 
@@ -40,6 +39,37 @@ export interface CallTrace {
   readonly context: SpanContext;
   /** Ends the span; `error` is its `error.type` (`timeout`, `tool_error`, a JSON-RPC code, …). */
   end(error?: string): void;
+  /** What allowed the call (a rule, a learned rule, a grant): its attributes and a `mewgate.decision` event. */
+  decided?(facts: DecisionFacts): void;
+}
+
+/**
+ * One decision on a call, as telemetry tells it (OpenTelemetry has no approval conventions
+ * yet: these are mewgate's own names). `id` is the opaque decision id the audit entry and the
+ * receipt carry too (proposals/receipts.ts).
+ */
+export interface DecisionFacts {
+  id: string;
+  outcome: "approved" | "rejected" | "expired" | "withdrawn" | "allowed";
+  /** Who decided, by kind: a person, an agent, a reviewer; a learned rule, a rule, a grant, the caller's capabilities; the clock; the proposer. */
+  decider: "person" | "agent" | "reviewer" | "learned_rule" | "rule" | "grant" | "capability" | "timeout" | "proposer";
+  by?: string | undefined;
+  /** The rule that asked for a person, or allowed the call, in words. */
+  rule?: string | undefined;
+  /** The gateway's risk level of the call (policy/learn/risk.ts). */
+  risk?: string | undefined;
+}
+
+/** A decision's span attributes (and event attributes): `mewgate.decision.*`. */
+export function decisionAttributes(f: DecisionFacts): Record<string, string> {
+  return {
+    "mewgate.decision.id": f.id,
+    "mewgate.decision.outcome": f.outcome,
+    "mewgate.decision.decider": f.decider,
+    ...(f.by !== undefined ? { "mewgate.decision.by": f.by } : {}),
+    ...(f.rule !== undefined ? { "mewgate.decision.rule": f.rule.slice(0, 256) } : {}),
+    ...(f.risk !== undefined ? { "mewgate.decision.risk": f.risk } : {}),
+  };
 }
 
 export interface CallInfo {
@@ -93,7 +123,37 @@ export interface OutboundCallInfo {
   serverPort?: number | undefined;
 }
 
-const propagator = new W3CTraceContextPropagator();
+/** The OpenTelemetry API and SDK, loaded (synchronously, from node_modules) the first time a space traces. */
+interface Otel {
+  api: typeof import("@opentelemetry/api");
+  propagator: import("@opentelemetry/core").W3CTraceContextPropagator;
+  OTLPTraceExporter: typeof import("@opentelemetry/exporter-trace-otlp-http").OTLPTraceExporter;
+  resourceFromAttributes: typeof import("@opentelemetry/resources").resourceFromAttributes;
+  BasicTracerProvider: typeof import("@opentelemetry/sdk-trace-base").BasicTracerProvider;
+  BatchSpanProcessor: typeof import("@opentelemetry/sdk-trace-base").BatchSpanProcessor;
+}
+
+let loaded: Otel | undefined;
+
+function otel(): Otel {
+  if (!loaded) {
+    // Not `import`: a bundle would load the SDK with the rest of the gateway, tracing or not.
+    const load = createRequire(import.meta.url);
+    const core = load("@opentelemetry/core") as typeof import("@opentelemetry/core");
+    const base = load("@opentelemetry/sdk-trace-base") as typeof import("@opentelemetry/sdk-trace-base");
+    loaded = {
+      api: load("@opentelemetry/api") as typeof import("@opentelemetry/api"),
+      propagator: new core.W3CTraceContextPropagator(),
+      OTLPTraceExporter: (load("@opentelemetry/exporter-trace-otlp-http") as typeof import("@opentelemetry/exporter-trace-otlp-http"))
+        .OTLPTraceExporter,
+      resourceFromAttributes: (load("@opentelemetry/resources") as typeof import("@opentelemetry/resources")).resourceFromAttributes,
+      BasicTracerProvider: base.BasicTracerProvider,
+      BatchSpanProcessor: base.BatchSpanProcessor,
+    };
+  }
+  return loaded;
+}
+
 const getter = { get: (c: Record<string, string>, k: string) => c[k], keys: (c: Record<string, string>) => Object.keys(c) };
 const setter = {
   set: (c: Record<string, string>, k: string, v: string) => {
@@ -133,6 +193,7 @@ export class Tracing {
     const url = config?.otlp_endpoint ?? env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] ?? (base ? `${base}/v1/traces` : undefined);
     if (!url) return Tracing.off;
     const service = config?.service_name ?? env["OTEL_SERVICE_NAME"] ?? "mewgate";
+    const { OTLPTraceExporter, BasicTracerProvider, BatchSpanProcessor, resourceFromAttributes } = otel();
     const exporter = new OTLPTraceExporter({ url, ...(config?.headers ? { headers: config.headers } : {}), timeoutMillis: 5000 });
     const provider = new BasicTracerProvider({
       resource: resourceFromAttributes({ "service.name": service }),
@@ -151,7 +212,7 @@ export class Tracing {
     const span = tracer.startSpan(
       isTool ? `${info.method} ${info.tool}` : info.method,
       {
-        kind: SpanKind.SERVER,
+        kind: otel().api.SpanKind.SERVER,
         attributes: {
           "mcp.method.name": info.method,
           "jsonrpc.request.id": String(info.rpcId),
@@ -175,9 +236,14 @@ export class Tracing {
           span.setAttribute("error.type", error);
           // A JSON-RPC error's code is the response's status code too.
           if (/^-?\d{1,6}$/.test(error)) span.setAttribute("rpc.response.status_code", error);
-          span.setStatus({ code: SpanStatusCode.ERROR });
+          span.setStatus({ code: otel().api.SpanStatusCode.ERROR });
         }
         span.end();
+      },
+      decided: (facts) => {
+        const attrs = decisionAttributes(facts);
+        span.setAttributes(attrs);
+        span.addEvent("mewgate.decision", attrs);
       },
     };
   }
@@ -189,7 +255,7 @@ export class Tracing {
    */
   face(info: FaceCallInfo, clientTraceparent: string | undefined): CallTrace | undefined {
     const isTool = info.method === "tools/call" && info.tool !== undefined;
-    return this.span(SpanKind.SERVER, isTool ? `${info.method} ${info.tool}` : info.method, clientTraceparent, {
+    return this.span(otel().api.SpanKind.SERVER, isTool ? `${info.method} ${info.tool}` : info.method, clientTraceparent, {
       "mcp.method.name": info.method,
       "network.transport": info.transport,
       ...(info.transport === "tcp" ? { "network.protocol.name": "http" } : {}),
@@ -210,7 +276,7 @@ export class Tracing {
    */
   outbound(info: OutboundCallInfo, parent: string | undefined): CallTrace | undefined {
     const isTool = info.method === "tools/call" && info.tool !== undefined;
-    return this.span(SpanKind.CLIENT, isTool ? `${info.method} ${info.tool}` : info.method, parent, {
+    return this.span(otel().api.SpanKind.CLIENT, isTool ? `${info.method} ${info.tool}` : info.method, parent, {
       "mcp.method.name": info.method,
       "network.transport": info.transport,
       ...(info.transport === "tcp" ? { "network.protocol.name": "http" } : {}),
@@ -224,7 +290,7 @@ export class Tracing {
   }
 
   private span(
-    kind: SpanKind,
+    kind: import("@opentelemetry/api").SpanKind,
     name: string,
     parent: string | undefined,
     attributes: Record<string, string | number>,
@@ -240,7 +306,7 @@ export class Tracing {
         if (error !== undefined) {
           span.setAttribute("error.type", error);
           if (/^-?\d{1,6}$/.test(error)) span.setAttribute("rpc.response.status_code", error);
-          span.setStatus({ code: SpanStatusCode.ERROR });
+          span.setStatus({ code: otel().api.SpanStatusCode.ERROR });
         }
         span.end();
       },
@@ -270,13 +336,20 @@ export class Tracing {
    * under the proposer's `_meta.traceparent`, else the call it is serving (`serving`), and
    * ends with the decision and who made it.
    */
-  proposal(space: string, p: Proposal, event: string, from: string | undefined, serving: () => SpanContext | undefined): void {
+  proposal(
+    space: string,
+    p: Proposal,
+    event: string,
+    from: string | undefined,
+    serving: () => SpanContext | undefined,
+    facts?: () => DecisionFacts | undefined,
+  ): void {
     if (!this.tracer) return;
     if (event === "proposed") {
       const tool = p.tool === undefined ? undefined : `${p.owner || "*"}/${p.tool}`;
       this.waitStarted({ space, id: p.id, proposer: p.proposer, tool, method: p.method }, traceparentIn(p.params["_meta"]) ?? serving());
     } else if ((from === "pending" || from === "interrupted") && event !== "interrupted") {
-      this.waitEnded(p.id, event, p.decidedBy);
+      this.waitEnded(p.id, event, p.decidedBy, facts?.());
     }
   }
 
@@ -287,7 +360,7 @@ export class Tracing {
     const span = tracer.startSpan(
       `await approval ${info.tool ?? info.method}`,
       {
-        kind: SpanKind.INTERNAL,
+        kind: otel().api.SpanKind.INTERNAL,
         attributes: {
           "mewgate.space": info.space,
           "mewgate.proposal.id": info.id,
@@ -302,12 +375,18 @@ export class Tracing {
   }
 
   /** A proposal stopped waiting: decided (`approved`, `rejected`), withdrawn or expired. */
-  waitEnded(id: string, decision: string, by: string | undefined): void {
+  waitEnded(id: string, decision: string, by: string | undefined, facts?: DecisionFacts): void {
     const span = this.waits.get(id);
     if (!span) return;
     this.waits.delete(id);
     span.setAttribute("mewgate.proposal.decision", decision);
     if (by !== undefined) span.setAttribute("mewgate.proposal.decided_by", by);
+    // Every decision, a rejection or an expiry too, leaves its id, its decider and the rule and risk on the wait's span.
+    if (facts) {
+      const attrs = decisionAttributes(facts);
+      span.setAttributes(attrs);
+      span.addEvent("mewgate.decision", attrs);
+    }
     span.end();
     if (decision === "approved") {
       if (this.decided.size >= MAX_WAITS) this.decided.delete(this.decided.keys().next().value!);
@@ -337,14 +416,16 @@ export function traceparentIn(meta: unknown): string | undefined {
 }
 
 function contextOf(parent: Parent) {
-  if (parent === undefined) return ROOT_CONTEXT;
-  if (typeof parent === "string") return propagator.extract(ROOT_CONTEXT, { traceparent: parent }, getter);
-  return trace.setSpanContext(ROOT_CONTEXT, parent);
+  const { api, propagator } = otel();
+  if (parent === undefined) return api.ROOT_CONTEXT;
+  if (typeof parent === "string") return propagator.extract(api.ROOT_CONTEXT, { traceparent: parent }, getter);
+  return api.trace.setSpanContext(api.ROOT_CONTEXT, parent);
 }
 
 function traceparentOf(span: Span): string {
   const carrier: Record<string, string> = {};
-  propagator.inject(trace.setSpan(ROOT_CONTEXT, span), carrier, setter);
+  const { api, propagator } = otel();
+  propagator.inject(api.trace.setSpan(api.ROOT_CONTEXT, span), carrier, setter);
   return carrier["traceparent"]!;
 }
 

@@ -61,7 +61,7 @@ export class Aids {
   }
 
   /** The people who may decide `p` now: the proposer's approvers (groups by their members) and the escalation stages reached. */
-  private deciders(p: Proposal): string[] {
+  deciders(p: Proposal): string[] {
     const { config, authority } = this.host;
     const mayDecide = (id: string) =>
       !this.host.isDisabled(id) && authority.call(id, () => false, p.owner, p.method, p.params, true).decision === "direct";

@@ -109,6 +109,10 @@ export interface Proposal {
   droppedApprovals?: Array<{ by: string; why: string; ts: string }> | undefined;
   /** It ended while its proposer was away: how that end is kept for it (unheard.ts). */
   unheard?: UnheardEnd | undefined;
+  /** The opaque id of the decision that ended its wait (receipts.ts): shared by its audit entries, its receipt and its span. */
+  decision?: string | undefined;
+  /** The signed receipt of its approval (receipts.ts), a compact JWS. */
+  receipt?: string | undefined;
 }
 
 /** One approver's "yes" on a proposal that needs more than one (proposals/approvals.ts). */
@@ -277,6 +281,10 @@ export interface AuditEntry {
   /** For `escalated`: the stage's index, and who may decide from then on (groups resolved to their members). */
   stage?: number | undefined;
   approvers?: string[] | undefined;
+  /** The opaque id of the decision (receipts.ts): the same in the receipt, the span and every entry of that decision. */
+  decision?: string | undefined;
+  /** For `approved`: the signed receipt (receipts.ts). */
+  receipt?: string | undefined;
 }
 
 export type AuditRecord = { type: "audit"; entry: AuditEntry };
@@ -611,6 +619,8 @@ function audit(p: Proposal, event: AuditEntry["event"]): AuditRecord {
       reason: p.reason,
       text: p.text,
       outcome: p.outcome,
+      decision: event === "proposed" || event === "approval" || event === "escalated" ? undefined : p.decision,
+      receipt: event === "approved" ? p.receipt : undefined,
     },
   };
 }

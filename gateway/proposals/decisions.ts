@@ -58,6 +58,8 @@ import { conditionFor, describeCondition, type GrantCondition } from "../policy/
 import { Escalations } from "./escalation.js";
 import type { RunsEnded } from "./runs-ended.js";
 import { type ReviewerDesk, reviewerRefusal, reviews } from "./reviewer-bound.js";
+import { argumentsDigest, type DeciderKind, newDecisionId, policyDigest, type ReceiptKeys } from "./receipts.js";
+import type { PasskeyBar, PasskeyProof } from "./passkey-bar.js";
 
 export class Decisions implements ProposalDesk {
   /** `policy.escalate`'s timers (escalation.ts); the space arms them as proposals change. */
@@ -93,6 +95,10 @@ export class Decisions implements ProposalDesk {
     notify: (p: Proposal, approvers: readonly string[]) => void = () => {},
     /** What bounds a reviewer (reviewer-bound.ts): the recorded calls its risk is read over. */
     private readonly reviewers?: ReviewerDesk,
+    /** Signs each approval's receipt (receipts.ts); without it approvals carry none. */
+    private readonly receipts?: ReceiptKeys,
+    /** Which approvals need the approver's passkey, and checks it (passkey-bar.ts). */
+    readonly passkeys?: PasskeyBar,
   ) {
     this.escalations = new Escalations(space, proposals, notify);
     // The book is built first and tells this of its proposals' clocks and changes.
@@ -474,6 +480,15 @@ export class Decisions implements ProposalDesk {
         inbound.id,
       );
     }
+    // A passkey confirms one call (passkey-bar.ts): a grant would let later calls run with none.
+    if (scope === "always" && this.passkeys?.needs(p))
+      return this.space.fail(
+        member,
+        ErrorCodes.invalidPayload,
+        `approving this call needs your passkey, for this call alone: approve it once (scope "once") at ${this.passkeys.where(p)}`,
+        inbound.id,
+        { reason: "passkey_once", url: this.passkeys.where(p) },
+      );
     if (scope === "always") {
       const over = this.grants.quota(member.id);
       if (over)
@@ -496,21 +511,44 @@ export class Decisions implements ProposalDesk {
         return this.space.fail(member, ErrorCodes.invalidPayload, `cannot limit the grant: ${made.error}`, inbound.id);
       condition = made.condition;
     }
-    const env = stamp(inbound, member.id);
-    env.to ??= [p.proposer];
-    if ((p.required ?? 1) > 1 && awaiting(p.state)) {
-      return approveOneOf(
-        this.space,
-        this.proposals,
-        member,
-        p,
-        { scope, edited, confirmed, reason },
-        inbound.id,
-        (last) => this.approve(member, p, { scope: "once", edited: last, reason }, inbound.id, env),
-        (q) => dropFallenApprovals(this.space, this.proposals, q),
+    const go = (passkey?: PasskeyProof): Promise<void> | void => {
+      const env = stamp(inbound, member.id);
+      env.to ??= [p.proposer];
+      if ((p.required ?? 1) > 1 && awaiting(p.state)) {
+        return approveOneOf(
+          this.space,
+          this.proposals,
+          member,
+          p,
+          { scope, edited, confirmed, reason },
+          inbound.id,
+          (last) => this.approve(member, p, { scope: "once", edited: last, reason, passkey }, inbound.id, env),
+          (q) => dropFallenApprovals(this.space, this.proposals, q),
+        );
+      }
+      return this.approve(member, p, { scope, edited, reason, condition, passkey }, inbound.id, env);
+    };
+    // A call policy says needs the approver's passkey: its assertion over this very call first (passkey-bar.ts).
+    const bar = this.passkeys;
+    if (bar?.needs(p)) {
+      const state = p.state;
+      return bar.check(p, member.id, parsed.data.passkey, edited ?? running).then(
+        (proof) => {
+          if (p.state !== state || this.proposals.isBusy(p.id) || this.proposals.get(p.id) !== p)
+            return this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(p.id)}" was decided meanwhile`, inbound.id);
+          return go(proof);
+        },
+        (err: unknown) =>
+          this.space.fail(
+            member,
+            ErrorCodes.passkeyRequired,
+            `${(err as Error).message}; a person confirms this approval with their passkey at ${bar.where(p)}`,
+            inbound.id,
+            { reason: "passkey_required", url: bar.where(p) },
+          ),
       );
     }
-    return this.approve(member, p, { scope, edited, reason, condition }, inbound.id, env);
+    return go();
   }
 
   /**
@@ -569,6 +607,15 @@ export class Decisions implements ProposalDesk {
         );
     }
     if (!this.mayDecide(member, q, inbound.id, true)) return;
+    // A fulfilment carries no passkey: a call that needs one is approved with it (mcp/approve), then runs.
+    if (this.passkeys?.needs(q))
+      return void this.space.fail(
+        member,
+        ErrorCodes.passkeyRequired,
+        `approving this call needs a person's passkey; it cannot be fulfilled: approve it at ${this.passkeys.where(q)}`,
+        inbound.id,
+        { reason: "passkey_required", url: this.passkeys.where(q) },
+      );
     const args = payload.params?.["arguments"];
     // Only a difference from what runs is an edit (the proposed arguments after an edit are one).
     const given = args && typeof args === "object" && !Array.isArray(args) ? (args as Record<string, unknown>) : undefined;
@@ -602,6 +649,8 @@ export class Decisions implements ProposalDesk {
       edited: Record<string, unknown> | undefined;
       reason: string | undefined;
       condition?: GrantCondition | undefined;
+      /** The approver's passkey confirmation (passkey-bar.ts), recorded in the receipt. */
+      passkey?: PasskeyProof | undefined;
     },
     sentId: string | undefined,
     announce: Envelope | undefined,
@@ -634,6 +683,23 @@ export class Decisions implements ProposalDesk {
       d.edited === undefined || (p.editedArguments !== undefined && sameArguments(d.edited, p.editedArguments))
         ? { editedArguments: p.editedArguments, editedBy: p.editedBy, editedAt: p.editedAt }
         : { editedArguments: d.edited, editedBy: approver.id, editedAt: now() };
+    // The receipt is signed before the approval is written, so its audit entry carries it.
+    const decision = newDecisionId();
+    let receipt: string | undefined;
+    if (this.receipts) {
+      const state = p.state;
+      try {
+        receipt = await this.receipts.sign({ ...this.receiptClaims(approver.id, p, owner, args ?? {}, decision), passkey: d.passkey });
+      } catch (err) {
+        this.space.log.error({ proposal: p.id, err: String(err) }, "could not sign an approval receipt");
+        return this.space.fail(approver, ErrorCodes.storeFailed, `the approval's receipt could not be signed; ${stays}`, sentId);
+      }
+      // Someone else may have decided it while the receipt was signed.
+      if (p.state !== state || this.proposals.isBusy(p.id) || this.proposals.get(p.id) !== p)
+        return this.space.fail(approver, ErrorCodes.proposalNotPending, `proposal "${clip(p.id)}" was decided meanwhile`, sentId, {
+          state: this.proposals.isBusy(p.id) ? "deciding" : p.state,
+        });
+    }
     // The decision and the grant an "always" makes are one transaction: both or neither.
     const target = owner === p.owner ? {} : { owner };
     const several =
@@ -647,6 +713,8 @@ export class Decisions implements ProposalDesk {
         ...edit,
         ...target,
         ...several,
+        decision,
+        ...(receipt !== undefined ? { receipt } : {}),
       }),
     ];
     if (d.scope === "always" && p.tool !== undefined) {
@@ -703,7 +771,7 @@ export class Decisions implements ProposalDesk {
     // them ever saw.
     const caller = fulfiller ? approver : (this.space.member(p.proposer) ?? approver);
     const answered = fulfiller && { id: fulfiller.id, envelopeId: fulfiller.envelopeId, proposer: p.proposer, proposerRpcId: p.rpcId };
-    const refused = this.router.tryRoute(caller, env, payload, { proposalId: p.id, fulfiller: answered });
+    const refused = this.router.tryRoute(caller, env, payload, { proposalId: p.id, fulfiller: answered, receipt });
     if (refused) {
       this.space.metrics.call("not_routed");
       void this.runs.callEnded({ proposalId: p.id }, { how: "failed", reason: "not_routed", message: refused.message });
@@ -722,6 +790,33 @@ export class Decisions implements ProposalDesk {
     }
   }
 
+  /** What kind of decider `id` is for `p`: a reviewer of its proposer, else a person or an agent by its kind. */
+  deciderKind(id: string, p: Proposal): DeciderKind {
+    if (this.reviewers && reviews(this.reviewers, id, p)) return "reviewer";
+    return this.space.config.participants[id]?.kind === "human" ? "person" : "agent";
+  }
+
+  /** What the receipt of `approver`'s approval of `p` binds (receipts.ts). */
+  private receiptClaims(approver: string, p: Proposal, owner: string, args: Record<string, unknown>, decision: string) {
+    const approvers = [...new Set([...(p.approvals ?? []).map((a) => a.by), approver])];
+    return {
+      space: this.space.id,
+      proposal: p.id,
+      decision,
+      proposer: p.proposer,
+      owner,
+      tool: p.tool === undefined ? p.method : `${owner}/${p.tool}`,
+      method: p.method,
+      approvers,
+      decider: this.deciderKind(approver, p),
+      args: argumentsDigest(args),
+      definition: p.digest ?? "",
+      policy: policyDigest(this.space.config),
+      proposed_at: p.createdAt,
+      decided_at: now(),
+    };
+  }
+
   async onReject(member: Member, inbound: InboundEnvelope): Promise<void> {
     const parsed = RejectPayloadSchema.safeParse(inbound.payload ?? {});
     if (!parsed.success)
@@ -730,7 +825,13 @@ export class Decisions implements ProposalDesk {
     if (!p || !this.mayDecide(member, p, inbound.id)) return;
     try {
       await this.space.record(
-        this.proposals.planTransition(p, { state: "rejected", decidedBy: member.id, reason: parsed.data.reason, text: parsed.data.text }),
+        this.proposals.planTransition(p, {
+          state: "rejected",
+          decidedBy: member.id,
+          reason: parsed.data.reason,
+          text: parsed.data.text,
+          decision: newDecisionId(),
+        }),
       );
     } catch (err) {
       return this.space.storeFailed(member, err, inbound.id, `the rejection was not recorded; the proposal stays ${p.state}`);
@@ -751,7 +852,12 @@ export class Decisions implements ProposalDesk {
       return this.space.fail(member, ErrorCodes.notProposer, `only "${p.proposer}" may withdraw this proposal`, inbound.id);
     try {
       await this.space.record(
-        this.proposals.planTransition(p, { state: "withdrawn", decidedBy: member.id, reason: parsed.data.reason ?? "no_longer_needed" }),
+        this.proposals.planTransition(p, {
+          state: "withdrawn",
+          decidedBy: member.id,
+          reason: parsed.data.reason ?? "no_longer_needed",
+          decision: newDecisionId(),
+        }),
       );
     } catch (err) {
       return this.space.storeFailed(member, err, inbound.id, `the withdrawal was not recorded; the proposal stays ${p.state}`);
@@ -763,7 +869,9 @@ export class Decisions implements ProposalDesk {
   async withdrawn(member: Member, p: Proposal, reason: string): Promise<void> {
     if (!awaiting(p.state) || this.proposals.isBusy(p.id)) return;
     try {
-      await this.space.record(this.proposals.planTransition(p, { state: "withdrawn", decidedBy: member.id, reason }));
+      await this.space.record(
+        this.proposals.planTransition(p, { state: "withdrawn", decidedBy: member.id, reason, decision: newDecisionId() }),
+      );
     } catch (err) {
       return this.space.storeFailed(member, err, p.id, "the withdrawal was not recorded; the proposal stays pending");
     }
@@ -778,7 +886,7 @@ export class Decisions implements ProposalDesk {
   async onDue(p: Proposal): Promise<void> {
     if (this.proposals.isBusy(p.id)) return this.proposals.arm(p, 1000);
     try {
-      await this.space.record(this.proposals.planTransition(p, { state: "expired", reason: "timeout" }));
+      await this.space.record(this.proposals.planTransition(p, { state: "expired", reason: "timeout", decision: newDecisionId() }));
     } catch (err) {
       this.space.log.error({ proposal: p.id, err: String(err) }, "could not record an expiry; trying again in 5 s");
       return this.proposals.arm(p, 5000);

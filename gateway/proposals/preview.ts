@@ -21,7 +21,6 @@
  *                a dry run that fails says the edit will (`will_fail`), and why.
  */
 import { posix } from "node:path";
-import { createTwoFilesPatch } from "diff";
 import type { PreviewRule } from "../config/previews.js";
 import { DEFAULT_PREVIEW_MAX_BYTES, DEFAULT_PREVIEW_TIMEOUT_MS } from "../config/previews.js";
 import type { SpaceConfig } from "../config/config.js";
@@ -155,6 +154,7 @@ export class Previews {
       return r.status === "none" ? r : { ...r, ...notReflected };
     }
     const started = performance.now();
+    const { createTwoFilesPatch } = await import("diff");
     const read = { owner: p.owner, tool: "read_text_file", args: { path } };
     const label = quoted(path);
     const r = await afterTurn(p.tool!, args, path, turn.replay, {
@@ -240,6 +240,8 @@ export class Previews {
     if (!proposedNew && current === proposed) return done({ ...base, status: "ok", unchanged: true, text: "" });
     const label = quoted(plan.label ?? "text");
     // Diffed under fixed names; the header, naming the file, is written here (relabel).
+    // Loaded with the first diff, not with the gateway: most spaces never show one.
+    const { createTwoFilesPatch } = await import("diff");
     const diff = createTwoFilesPatch("a", "b", current, proposed, "", "", { context: 3, timeout: DIFF_MS });
     if (diff === undefined)
       return done({ ...base, status: "too_large", message: `the two texts are too different to diff within ${DIFF_MS} ms` });

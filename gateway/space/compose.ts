@@ -34,7 +34,11 @@ import { SpaceMetrics } from "../ports/metrics.js";
 import { Registry } from "../ports/registry.js";
 import { Tracing } from "../ports/tracing.js";
 import { Aids } from "../proposals/aids.js";
-import { type Proposal, ProposalBook, runningArguments } from "../proposals/book.js";
+import { ReceiptKeys } from "../proposals/receipts.js";
+import { decisionOf } from "../proposals/telemetry.js";
+import { PasskeyBar } from "../proposals/passkey-bar.js";
+import { Passkeys, type PasskeyPlace } from "../identity/passkeys.js";
+import { DEFINITION_CHANGED_KEY, OPEN_OWNER, type Proposal, ProposalBook, runningArguments } from "../proposals/book.js";
 import { Decisions } from "../proposals/decisions.js";
 import { personIn } from "../policy/learn/history.js";
 import { LEARN_WINDOW, Recorded } from "../policy/learn/recorded.js";
@@ -92,6 +96,11 @@ export interface SpaceParts {
   /** mcp/request and mcp/response, the gateway endpoint, the catalogue. */
   readonly router: McpRouter;
   readonly aids: Aids;
+  /** The key that signs approval receipts and the JWKS that checks them (proposals/receipts.ts). */
+  readonly receipts: ReceiptKeys;
+  /** People's passkeys (identity/passkeys.ts) and which approvals need them (proposals/passkey-bar.ts). */
+  readonly passkeys: Passkeys;
+  readonly passkeyBar: PasskeyBar;
   readonly notifier: Notifier;
   readonly roster: Roster;
   readonly lending: Lending;
@@ -151,12 +160,14 @@ export function composeSpace(
     deliver: (env, sender, toEveryone) => delivery.deliver(env, sender, toEveryone),
     deliverOnly: (env, id) => delivery.deliverOnly(env, id),
     sendTo: (member, env) => delivery.sendTo(member, env),
+    sendBytes: (member, bytes) => delivery.sendBytes(member, bytes),
     fail: (...a) => delivery.fail(...a),
     capabilityViolation: (member, inbound) => delivery.capabilityViolation(member, inbound),
     pendingProposals: () => proposals.pending(),
     grantsView: () => grantsView(grants),
     record: (...plans) => ledger.record(...plans),
     note: (plan) => ledger.note(plan),
+    later: (make) => ledger.later(make),
     storeFailed,
   };
 
@@ -191,15 +202,8 @@ export function composeSpace(
     note: (plan) => void ledger.note(plan),
     storeFailed,
   });
-  const { torn, migrated, records, bytes, ms } = ledger.open({
-    proposals,
-    grants,
-    invites,
-    switches,
-    conversations,
-    pins: registry.pins,
-    caps: authority.caps,
-  });
+  const books = { proposals, grants, invites, switches, conversations, pins: registry.pins, caps: authority.caps };
+  const { torn, migrated, records, bytes, ms } = ledger.open(books);
   if (torn) log.warn(torn, "the state journal ended in a torn record (a crash mid-write); it was cut off there");
   if (migrated?.length) log.info({ files: migrated }, "state migrated from the first wave's files");
   log.debug({ records, bytes, ms }, "state restored");
@@ -231,6 +235,9 @@ export function composeSpace(
   // Each change of a proposal is counted, timed, traced and told to the webhooks.
   proposals.changed.add((p, event, from) => {
     metrics.proposal(event);
+    // A decision (proposals/telemetry.ts) is counted by outcome and decider, and put on the wait's span.
+    const decided = decisionOf(p, event, from, (who, q) => decisions.deciderKind(who, q));
+    if (decided) metrics.decision(decided.outcome, decided.decider);
     // Its wait for a person as a span, under the call its proposer is serving, if any.
     if (tracing.on)
       tracing.proposal(
@@ -239,11 +246,31 @@ export function composeSpace(
         event,
         from,
         () => calls.serving(p.proposer, (p.envelope as { correlation_id?: string[] }).correlation_id)?.trace?.context,
+        () => decided && { ...decided, ...decisionContext(p) },
       );
     if (from === "pending" && (event === "approved" || event === "rejected"))
       metrics.decisionSeconds.observe((Date.now() - Date.parse(p.createdAt)) / 1000);
     notifier.proposal(p, event);
   });
+
+  /** The rule that asked for a person and the gateway's risk of what ran, for a decision's span. */
+  const decisionContext = (p: Proposal): { rule?: string; risk?: string } => {
+    if (p.tool === undefined || p.owner === OPEN_OWNER) return {};
+    const args = runningArguments(p);
+    const entry = registry.get(p.owner, p.tool);
+    const payload = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload;
+    const risk = recorded.riskOf({
+      id: p.id,
+      proposer: p.proposer,
+      owner: p.owner,
+      tool: p.tool,
+      args,
+      annotations: entry?.annotations,
+      definitionChanged: payload?.[DEFINITION_CHANGED_KEY] !== undefined,
+      flagged: (entry?.findings?.length ?? 0) > 0,
+    });
+    return { rule: authority.why(p.proposer, p.owner, p.tool, args), risk: risk.level };
+  };
 
   const roster = new Roster(delivery, metrics, {
     config,
@@ -274,6 +301,35 @@ export function composeSpace(
     },
     personIn(config),
   );
+  // Each approval's signed receipt (proposals/receipts.ts), under the space's key in the state directory.
+  const receipts = new ReceiptKeys(id, config.gateway.state_dir);
+  void receipts.ready().catch((err: unknown) => log.error({ err: String(err) }, "the approval receipt key could not be read"));
+  // Approvals confirmed with the approver's passkey, where policy.passkey asks (proposals/passkey-bar.ts).
+  const passkeys = new Passkeys(id, config.gateway.state_dir);
+  const passkeyBar = new PasskeyBar({
+    space: id,
+    config: () => host.config,
+    risk: (p) => {
+      if (p.tool === undefined || p.owner === OPEN_OWNER) return "high";
+      const entry = registry.get(p.owner, p.tool);
+      const payload = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload;
+      return recorded.riskOf(
+        {
+          id: p.id,
+          proposer: p.proposer,
+          owner: p.owner,
+          tool: p.tool,
+          args: runningArguments(p),
+          annotations: entry?.annotations,
+          definitionChanged: payload?.[DEFINITION_CHANGED_KEY] !== undefined,
+          flagged: (entry?.findings?.length ?? 0) > 0,
+        },
+        true,
+      ).level;
+    },
+    place: () => passkeyPlace(host.config.gateway.public_url, own.consoleUrl()),
+    passkeys,
+  });
   const decisions = new Decisions(
     host,
     proposals,
@@ -284,6 +340,8 @@ export function composeSpace(
     lending,
     (p, approvers) => notifier.escalated(p, approvers),
     { config, groups: authority.groups, recorded, registry },
+    receipts,
+    passkeyBar,
   );
   // Stacks that were held when the gateway stopped are held again, with their calls.
   conversations.resume();
@@ -295,6 +353,11 @@ export function composeSpace(
     running: (pid, who) => {
       const p = typeof pid === "string" ? proposals.get(pid) : undefined;
       return p?.proposer === who && (p.state === "approved" || p.state === "routed") ? p : undefined;
+    },
+    participants: (viewer) => {
+      const out: Array<Record<string, unknown>> = [];
+      for (const m of delivery.members.values()) if (m !== viewer) out.push(roster.describe(m));
+      return out;
     },
   });
   const requests = new Requests(host, router, decisions, endpoint, proposals);
@@ -369,6 +432,9 @@ export function composeSpace(
     recorded,
     router,
     aids,
+    receipts,
+    passkeys,
+    passkeyBar,
     notifier,
     roster,
     lending,
@@ -377,7 +443,11 @@ export function composeSpace(
     seats,
     recompile,
     refresh,
-    reload: (next, tokens, by) => applyReload(reloading, next, tokens, by),
+    reload: (next, tokens, by) => {
+      // A receipt key rotated since (mewgate audit receipts rotate-key) signs from now on.
+      receipts.reload();
+      return applyReload(reloading, next, tokens, by);
+    },
   };
 }
 
@@ -410,4 +480,19 @@ export function grantsView(grants: GrantBook): Array<Record<string, unknown>> {
   return grants
     .all()
     .map((g) => ({ ...g, standing: grants.stands(g), ...(g.condition ? { limited_to: describeCondition(g.condition) } : {}) }));
+}
+
+/** Where people's browsers reach the console: the public URL's origin, and the listening address's (with its `localhost` twin). */
+export function passkeyPlace(publicUrl: string | undefined, consoleUrl: string | undefined): PasskeyPlace {
+  const origins = new Set<string>();
+  for (const u of [publicUrl, consoleUrl]) {
+    if (!u) continue;
+    const url = new URL(u);
+    // A browser refuses an IP address as an RP ID: at a loopback address, localhost comes first (the page `where` names).
+    if (url.hostname === "127.0.0.1" || url.hostname === "[::1]")
+      origins.add(`${url.protocol}//localhost${url.port ? `:${url.port}` : ""}`);
+    origins.add(url.origin);
+  }
+  const list = [...origins];
+  return { origins: list, rpIds: [...new Set(list.map((o) => new URL(o).hostname))] };
 }

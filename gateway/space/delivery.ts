@@ -10,11 +10,13 @@ import type { Logger } from "pino";
 import type { SpaceConfig } from "../config/config.js";
 import type { SpaceMetrics } from "../ports/metrics.js";
 import type { Member, Peer, Visibility } from "../ports/member.js";
-import { type Envelope, type ErrorCode, ErrorCodes, errorEnvelope, type InboundEnvelope } from "../wire/envelope.js";
+import { type Envelope, type ErrorCode, ErrorCodes, errorEnvelope, type InboundEnvelope, systemEnvelope } from "../wire/envelope.js";
 import { WELCOME_HISTORY_BYTES } from "./welcome.js";
 
 /** How long presence may wait to be sent together with more presence. */
 const PRESENCE_BATCH_MS = 10;
+/** Ids a presence summary names, of those who joined and of those who left; past that it counts them. */
+export const SUMMARY_IDS = 100;
 
 /** An operator API event stream (operator/api.ts): it sees, it does not act. */
 export interface Watcher {
@@ -29,6 +31,8 @@ export class Delivery {
   /** Recent envelopes, oldest first, for welcomes. */
   readonly history: { env: Envelope; size: number }[] = [];
   private presence: { env: Envelope; subject: Member | undefined; joinedBy: number }[] = [];
+  /** Joins and leaves waiting for the next summary (a large space: `presence.each_up_to`). */
+  private summary: { joined: string[]; left: string[]; joinedMore: number; leftMore: number } | undefined;
   /** Joins so far; each member remembers its number. */
   joins = 0;
 
@@ -53,20 +57,21 @@ export class Delivery {
    */
   deliver(env: Envelope, sender?: Member, toEveryone = false, joinedBy = Infinity): void {
     if (this.presence.length) this.flushPresence();
-    const bytes = Buffer.from(JSON.stringify(env));
+    const json = JSON.stringify(env);
+    const bytes = Buffer.from(json);
     this.remember(env, bytes.length);
     const to = env.to;
     const everyone = toEveryone || env.kind === "system/presence";
     for (const m of this.members.values()) {
       if ((m === sender && !m.echo) || m.joinSeq > joinedBy) continue;
       if (everyone || m.visibility === "all" || to?.includes(m.id)) {
-        m.peer.send(bytes);
+        m.peer.send(bytes, json);
         this.metrics.envelopesOut++;
       }
     }
     // Operators watching through the API see what their participant may see.
     for (const w of this.watchers) {
-      if (everyone || w.visibility === "all" || to?.includes(w.id)) w.peer.send(bytes);
+      if (everyone || w.visibility === "all" || to?.includes(w.id)) w.peer.send(bytes, json);
     }
   }
 
@@ -80,6 +85,41 @@ export class Delivery {
   announce(env: Envelope, subject?: Member): void {
     // Whoever joins after this moment learns the news from its welcome instead.
     if (this.presence.push({ env, subject, joinedBy: this.joins }) === 1) setTimeout(() => this.flushPresence(), PRESENCE_BATCH_MS).unref();
+  }
+
+  /**
+   * A member joined or left. While at most `presence.each_up_to` members are connected it is
+   * announced to everyone, each event on its own as MEW sends it (`announce`); past that it
+   * goes into the next summary, which everyone hears once per `presence.summary_ms`: a join
+   * is no longer a frame to each of thousands of members. A summary waiting when the space is
+   * small again is sent first, so events are heard in order.
+   */
+  presenceOf(event: "join" | "leave", id: string, env: Envelope, subject?: Member): void {
+    const { each_up_to, summary_ms } = this.config.presence;
+    if (this.members.size <= each_up_to) {
+      if (this.summary) this.flushSummary();
+      return this.announce(env, subject);
+    }
+    if (!this.summary) {
+      this.summary = { joined: [], left: [], joinedMore: 0, leftMore: 0 };
+      setTimeout(() => this.flushSummary(), summary_ms).unref();
+    }
+    const s = this.summary;
+    if (event === "join") {
+      if (s.joined.length < SUMMARY_IDS) s.joined.push(id);
+      else s.joinedMore++;
+    } else if (s.left.length < SUMMARY_IDS) s.left.push(id);
+    else s.leftMore++;
+  }
+
+  private flushSummary(): void {
+    const s = this.summary;
+    if (!s) return;
+    this.summary = undefined;
+    const payload: Record<string, unknown> = { event: "summary", joined: s.joined, left: s.left, online: this.members.size };
+    if (s.joinedMore) payload["joined_more"] = s.joinedMore;
+    if (s.leftMore) payload["left_more"] = s.leftMore;
+    this.deliver(systemEnvelope("system/presence", payload), undefined, true);
   }
 
   private flushPresence(): void {
@@ -104,8 +144,14 @@ export class Delivery {
   }
 
   sendTo(member: Member, env: Envelope): void {
+    const json = JSON.stringify(env);
     this.metrics.envelopesOut++;
-    member.peer.send(Buffer.from(JSON.stringify(env)));
+    member.peer.send(Buffer.from(json), json);
+  }
+
+  sendBytes(member: Member, bytes: Buffer): void {
+    this.metrics.envelopesOut++;
+    member.peer.send(bytes);
   }
 
   fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void {

@@ -50,7 +50,7 @@ class InProcessPeer implements InProcessConnection {
   private member: Member | undefined;
   /** What the space sees: its own object, since `Peer.send` takes bytes and ours takes text. */
   private readonly peer: Peer = {
-    send: (bytes) => this.deliver(bytes),
+    send: (bytes, text) => this.deliver(bytes, text),
     close: (code, reason) => this.closedBySpace(code, reason),
   };
 
@@ -118,10 +118,10 @@ class InProcessPeer implements InProcessConnection {
    * No byte cap is needed here, unlike a socket: the queue drains before the event loop
    * does anything else, so it holds at most what one synchronous burst produced.
    */
-  private deliver(bytes: Buffer): void {
+  private deliver(bytes: Buffer, text?: string): void {
     if (this.state !== "open") return;
     queueMicrotask(() => {
-      if (this.state === "open" || this.state === "closing") this.onmessage?.(bytes.toString("utf8"));
+      if (this.state === "open" || this.state === "closing") this.onmessage?.(text ?? bytes.toString("utf8"));
     });
   }
 

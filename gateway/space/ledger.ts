@@ -46,6 +46,8 @@ export type StateRecord = ProposalRecord | GrantRecord | AuditRecord | InviteRec
 export type { Plan } from "../ports/plan.js";
 
 const DAY_MS = 86_400_000;
+/** Records written behind (`later`) that are handed to the store at once, whatever `audit_flush_ms` says. */
+export const LATER_BATCH = 1024;
 
 /** States a proposal ends in (proposals/book.ts): an ended first-wave proposal is only remembered, not migrated. */
 const ENDED = new Set<string>(["answered", "rejected", "withdrawn", "expired", "failed"]);
@@ -91,6 +93,9 @@ export interface Books {
  */
 export class Ledger {
   private opened: { store: StateStore<StateRecord>; report: OpenReport } | undefined;
+  /** Plans of `later`, in the order they came, waiting for their batch. */
+  private pending: Array<() => Plan> = [];
+  private timer: NodeJS.Timeout | undefined;
 
   /** `opener` replaces the journal in `gateway.state_dir` (a cluster keeps a space's state on its bus). */
   constructor(
@@ -155,6 +160,9 @@ export class Ledger {
    */
   async record(...plans: Plan[]): Promise<void> {
     if (!this.opened) throw new Error("the state store is not open yet");
+    // What was written behind goes first, in the same batch: a change acknowledged after a
+    // call was routed never reaches the disk before that call's record.
+    this.flushLater();
     try {
       await this.opened.store.commit(plans.flatMap((p) => p.records as StateRecord[]));
     } catch (err) {
@@ -181,13 +189,65 @@ export class Ledger {
     });
   }
 
+  /**
+   * Writes a plan behind, coalesced: for the direct calls' `called` records
+   * (calls/direct-audit.ts), one per call, which nobody waits on. The plan is made (and
+   * applied) when its batch goes, off the call's path; `make` must capture what it needs
+   * (the time, the arguments) when it is made. Plans are handed to the store together
+   * `gateway.audit_flush_ms` after the first of them came, or once `LATER_BATCH` have
+   * gathered, or with the next change written for any other reason (`record`), whichever
+   * is first, as one transaction in the store's next batch (one write, one fdatasync), in
+   * order and chained like any other record. So a record is on disk within
+   * `audit_flush_ms` plus the time the disk takes for the batch before it and its own; a
+   * crash later than that loses none of them. With `audit_flush_ms: 0` each goes at once.
+   */
+  later(make: () => Plan): void {
+    if (!this.opened) {
+      this.log.error("a record written behind came before the state store was open; it is lost");
+      return;
+    }
+    this.pending.push(make);
+    const ms = this.config.gateway.audit_flush_ms;
+    if (ms === 0 || this.pending.length >= LATER_BATCH) this.flushLater();
+    else this.timer ??= setTimeout(() => this.flushLater(), ms);
+  }
+
+  /** Makes what `later` gathered and hands it to the store as one transaction (it then waits for the store's next batch). */
+  private flushLater(): void {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    if (this.pending.length === 0 || !this.opened) return;
+    const makes = this.pending;
+    this.pending = [];
+    const records: StateRecord[] = [];
+    for (const make of makes) {
+      try {
+        const plan = make();
+        plan.apply();
+        plan.done?.();
+        for (const r of plan.records) records.push(r as StateRecord);
+      } catch (err) {
+        // A bug in making one record costs that record, not the others of its batch.
+        this.log.error({ err: String(err) }, "could not make the record of a call that went straight through");
+      }
+    }
+    if (records.length === 0) return;
+    this.opened.store.commit(records).catch((err: unknown) => {
+      this.log.error({ err: String(err), records: records.length }, "could not write the records of calls that went straight through");
+    });
+  }
+
   /** Audit entries matching the filter, oldest first. */
   audit(q: AuditQuery = {}, limit = 10_000): AuditEntry[] {
     if (!this.opened) return [];
     return this.opened.store.history((r) => r.type === "audit" && auditMatches(r.entry, q), { limit }).map((r) => (r as AuditRecord).entry);
   }
 
+  /** Writes what waits behind, then closes the store once everything queued is written. */
   close(): Promise<void> {
+    this.flushLater();
     return this.opened ? this.opened.store.close() : Promise.resolve();
   }
 }

@@ -84,6 +84,23 @@ export class Roster {
     );
   }
 
+  /**
+   * The members a welcome to `member` lists: all the others in a small space; in a large
+   * one (past `presence.each_up_to`) the first that many to have joined, with how many there
+   * are — the roster is a request away (`participants/list`), and a wave of joins must not
+   * describe everyone to each joiner.
+   */
+  private others(member: Member): { participants: Record<string, unknown>[]; participantsTotal: number } {
+    const limit = this.sources.config.presence.each_up_to;
+    const members = this.delivery.members;
+    const participants: Record<string, unknown>[] = [];
+    for (const m of members.values()) {
+      if (participants.length >= limit) break;
+      if (m !== member) participants.push(this.describe(m));
+    }
+    return { participants, participantsTotal: members.size - (members.get(member.id) === member ? 1 : 0) };
+  }
+
   private welcome(member: Member): Envelope {
     const { config } = this.sources;
     const history = this.delivery.history;
@@ -98,7 +115,7 @@ export class Roster {
         // What a frame may be here, so a participant can refuse to send one that would not arrive (an answer too big, too deep).
         limits: { max_payload_bytes: config.gateway.limits.max_payload_bytes, max_depth: config.gateway.limits.max_depth },
       },
-      participants: [...this.delivery.members.values()].filter((m) => m !== member).map((m) => this.describe(m)),
+      ...this.others(member),
       participantBytes: (d) => this.describedBytes(d),
       tools: this.sources.tools(member),
       proposals: this.sources.proposals(member),

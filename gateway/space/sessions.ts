@@ -84,7 +84,22 @@ export class Sessions {
     return out;
   }
 
-  /** A member joined, or the tokens changed: the timer is set for the earliest expiry. */
+  /**
+   * A member joined: the timer moves earlier if its token expires before what it waits for.
+   * Only this member is looked at — a wave of joins must not scan everyone for each — since
+   * the timer already covers everyone else (a member that left meanwhile only makes a sweep
+   * find nothing).
+   */
+  joined(member: Member): void {
+    const at = member.tokenDigest === undefined ? undefined : this.tokens.expiresAt(member.tokenDigest);
+    if (at === undefined || (this.timer && at >= this.due)) return;
+    clearTimeout(this.timer);
+    this.due = at;
+    this.timer = setTimeout(() => this.sweep(), Math.min(MAX_DELAY, Math.max(0, at - Date.now())));
+    this.timer.unref();
+  }
+
+  /** The tokens changed, or a sweep is done: the timer is set for the earliest expiry of all. */
   schedule(): void {
     let next = Infinity;
     for (const h of this.holds) {

@@ -45,6 +45,9 @@ export class Space {
   readonly tracing: SpaceParts["tracing"];
   readonly notifier: SpaceParts["notifier"];
   readonly aids: SpaceParts["aids"];
+  readonly receipts: SpaceParts["receipts"];
+  readonly passkeys: SpaceParts["passkeys"];
+  readonly passkeyBar: SpaceParts["passkeyBar"];
   readonly authority: SpaceParts["authority"];
   readonly streams: SpaceParts["streams"];
   readonly switches: SpaceParts["switches"];
@@ -120,6 +123,9 @@ export class Space {
       tracing: this.tracing,
       notifier: this.notifier,
       aids: this.aids,
+      receipts: this.receipts,
+      passkeys: this.passkeys,
+      passkeyBar: this.passkeyBar,
       authority: this.authority,
       streams: this.streams,
       switches: this.switches,
@@ -182,10 +188,15 @@ export class Space {
     // What was asked of the connection it replaced waits for an answer from this one.
     if (previous) this.mcp.reoffer(member);
     if (!previous) {
-      this.delivery.announce(systemEnvelope("system/presence", { event: "join", participant: this.parts.roster.describe(member) }), member);
+      this.delivery.presenceOf(
+        "join",
+        id,
+        systemEnvelope("system/presence", { event: "join", participant: this.parts.roster.describe(member) }),
+        member,
+      );
     }
     if (config.kind === "mcp") this.mcp.refreshTools(id);
-    if (opts.digest !== undefined) this.sessions.schedule();
+    if (opts.digest !== undefined) this.sessions.joined(member);
     return member;
   }
 
@@ -200,7 +211,11 @@ export class Space {
     // In this order: its calls' waiters hear first, then the leave, then the catalogue change.
     this.mcp.settle(member.id);
     this.streams.left(member.id);
-    this.delivery.announce(systemEnvelope("system/presence", { event: "leave", participant: { id: member.id }, reason }));
+    this.delivery.presenceOf(
+      "leave",
+      member.id,
+      systemEnvelope("system/presence", { event: "leave", participant: { id: member.id }, reason }),
+    );
     this.mcp.forgetTools(member.id);
   }
 

@@ -22,6 +22,8 @@ export interface WelcomeParts {
   you: Record<string, unknown>;
   space: Record<string, unknown>;
   participants: Record<string, unknown>[];
+  /** How many participants there are when `participants` lists only some of them (a large space). */
+  participantsTotal?: number | undefined;
   /** The JSON size of one participant entry, when the caller knows it already. Default: serialize it. */
   participantBytes?: ((p: Record<string, unknown>) => number) | undefined;
   tools: Record<string, unknown>[];
@@ -51,7 +53,8 @@ export function buildWelcome(w: WelcomeParts): Envelope {
   const participantBytes = w.participantBytes ?? jsonBytes;
   const participants = takePage(w.participants, 0, Math.floor(left / 2), participantBytes);
   payload["participants"] = participants.items;
-  if (participants.next) payload["participants_total"] = w.participants.length;
+  const total = Math.max(w.participantsTotal ?? 0, w.participants.length);
+  if (participants.next || total > participants.items.length) payload["participants_total"] = total;
   left -= participants.items.reduce((n, p) => n + participantBytes(p), 2);
 
   const proposals = takePage(w.proposals.map(listed), 0, Math.floor(left / 3), jsonBytes);

@@ -132,6 +132,8 @@ export const ApprovePayloadSchema = z.object({
     .optional(),
   arguments: Params.optional(),
   reason: z.string().max(2000).optional(),
+  /** A WebAuthn assertion (AuthenticationResponseJSON) confirming this approval, where policy asks for one. */
+  passkey: z.record(z.string(), z.unknown()).optional(),
 });
 
 export const RejectPayloadSchema = z.object({
@@ -188,6 +190,19 @@ export function nestsWithin(value: object, max: number, depth = 1): boolean {
 }
 
 /**
+ * Whether `text` holds at most `max` opening brackets: then nothing parsed from it can nest
+ * deeper than `max` (each level opens with one; those inside strings only count too many),
+ * and the walk over what was parsed (`nestsWithin`) can be skipped. Native searches, no
+ * more than `max + 1` of them: an envelope has a dozen brackets, a limit is 8 or more.
+ */
+function fewBrackets(text: string, max: number): boolean {
+  let n = 0;
+  for (let at = text.indexOf("{"); at >= 0; at = text.indexOf("{", at + 1)) if (++n > max) return false;
+  for (let at = text.indexOf("["); at >= 0; at = text.indexOf("[", at + 1)) if (++n > max) return false;
+  return true;
+}
+
+/**
  * Parses one text frame. Never throws: a bad frame yields an error code and a message
  * naming the first offending field. A frame nesting deeper than `maxDepth` is refused
  * here, before anything can register, store or serialize it.
@@ -203,7 +218,7 @@ export function parseFrame(text: string, maxDepth = DEFAULT_MAX_DEPTH): ParsedFr
     return { ok: false, code: ErrorCodes.invalidEnvelope, message: "frame must be a JSON object (a MEW envelope)" };
   }
   const obj = raw as Record<string, unknown>;
-  if (!nestsWithin(obj, maxDepth)) {
+  if (!fewBrackets(text, maxDepth) && !nestsWithin(obj, maxDepth)) {
     const id = typeof obj["id"] === "string" && obj["id"].length <= 256 ? obj["id"] : undefined;
     return {
       ok: false,
@@ -403,9 +418,31 @@ export function now(): string {
   const ms = Date.now();
   if (ms !== lastMs) {
     lastMs = ms;
-    lastIso = new Date(ms).toISOString();
+    lastIso = isoTime(ms);
   }
   return lastIso;
+}
+
+let minuteStart = Number.NaN;
+let minutePrefix = "";
+/**
+ * `new Date(ms).toISOString()`, with the date, hour and minute ("2026-07-28T10:15:") made
+ * once a minute and the seconds and milliseconds written by hand: toISOString formats the
+ * whole date each time, and a call stamps two or three envelopes and records.
+ */
+export function isoTime(ms: number): string {
+  const into = ms - minuteStart;
+  if (!(into >= 0 && into < 60_000)) {
+    const iso = new Date(ms).toISOString();
+    // Years past 9999 (or before 0) are written longer: those are formatted whole, every time.
+    if (iso.length !== 24) return iso;
+    minuteStart = ms - (((ms % 60_000) + 60_000) % 60_000);
+    minutePrefix = iso.slice(0, 17);
+    return iso;
+  }
+  const s = Math.floor(into / 1000);
+  const m = into - s * 1000;
+  return `${minutePrefix}${s < 10 ? "0" : ""}${s}.${m < 10 ? "00" : m < 100 ? "0" : ""}${m}Z`;
 }
 
 /** Stamps the header fields the gateway owns onto a validated inbound envelope. */

@@ -70,6 +70,8 @@ export const ErrorCodes = {
   reviewerBound: "reviewer_bound",
   /** A guard or a cap holds the call for a person: an agent or service may not approve it. */
   guardHeld: "guard_held",
+  /** The approval must be confirmed with the approver's passkey (proposals/passkey-bar.ts), and was not, or not for this call. */
+  passkeyRequired: "passkey_required",
   notProposer: "not_proposer",
   fulfilmentMismatch: "fulfilment_mismatch",
   toolChanged: "tool_changed",

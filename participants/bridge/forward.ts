@@ -141,8 +141,9 @@ export class Forwarder {
       if (typeof progressToken === "string" || typeof progressToken === "number") callerToken = progressToken;
       takesInput = takes === true && (up.modern ?? up.client).getProtocolEra() === "modern";
       // The SDK puts in a token of its own and maps the server's progress back to us; the gateway's keys
-      // (mewgate/…: a timeout, the person a call acts for) are ours to read, not the server's.
-      const passed = Object.fromEntries(Object.entries(meta).filter(([key]) => !key.startsWith("mewgate/")));
+      // (mewgate/…: a timeout, the person a call acts for) are ours to read, not the server's — but for
+      // the approval's signed receipt, which is the server's to check (docs/security.md, receipts).
+      const passed = Object.fromEntries(Object.entries(meta).filter(([key]) => !key.startsWith("mewgate/") || key === RECEIPT_KEY));
       const kept = Object.keys(passed).length;
       if (callerToken !== undefined || takes !== undefined || kept !== Object.keys(meta).length)
         params = kept > 0 ? { ...params, _meta: passed } : withoutKey(params, "_meta");
@@ -277,7 +278,10 @@ export class Forwarder {
       const status = err instanceof SdkHttpError ? err.status : undefined;
       // A refusal of this one request (auth, bad request) is not a dead server; 404 is a lost session.
       if (status !== undefined && status >= 400 && status < 500 && status !== 404) {
-        settle(() => reject(new RpcError(RpcErrorCodes.internalError, (err as Error).message, { reason: "http_error", status })));
+        // Our own refusal of it (oauth-signin.ts): a sign-in, or one with more scope, is the caller's to make.
+        const signIn = (status === 401 || status === 403) && this.host.auth?.refusalOf((err as Error).message);
+        const data = signIn ? { reason: signIn, participant: this.host.id, status } : { reason: "http_error", status };
+        settle(() => reject(new RpcError(RpcErrorCodes.internalError, (err as Error).message, data)));
         return;
       }
       this.host.link.down(up, `could not be reached (${(err as Error).message})`);
@@ -296,6 +300,9 @@ export class Forwarder {
     );
   }
 }
+
+/** The approval receipt the gateway stamps on an approved call (gateway/calls/person.ts), passed to the server. */
+const RECEIPT_KEY = "mewgate/receipt";
 
 /** The `_meta` flag the face sets on a request from a 2026-07-28 client: it takes `input_required` itself. */
 export const TAKES_INPUT = "mewgate/input_required";

@@ -42,6 +42,9 @@ const CARD_TIMEOUT_MS = 600_000;
 const LISTING = new Set(["ping", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "logging/setLevel"]);
 
 /** What the bridge is given to sign in with (from `up` or `mewgate bridge`). */
+/** A refusal only a person's sign-in mends: none held (or it failed), or one with more scope. */
+export type SignInRefusal = "sign_in_needed" | "step_up_needed";
+
 export interface OAuthBridgeOptions {
   vault: CredentialVault;
   /** The space's id: the callback route names it. */
@@ -141,6 +144,19 @@ export class UpstreamAuth {
     };
   }
 
+  /** The refusals this fetch wrote lately (`saying`), by their words: what forward.ts asks `refusalOf`. */
+  private readonly said = new Map<string, SignInRefusal>();
+
+  /**
+   * Whether a failed request's error (the transport puts the body in its message) is a
+   * refusal this fetch wrote, and which: a sign-in needed, or a sign-in with more scope
+   * (step-up). A caller can act on either (a structured denial at the MCP face).
+   */
+  refusalOf(message: string): SignInRefusal | undefined {
+    for (const [text, kind] of this.said) if (message.includes(text)) return kind;
+    return undefined;
+  }
+
   /** Runs `request` (one request to the server) with `subject`'s credentials. */
   run<T>(subject: Subject, request: () => T): T {
     return this.acting.run(subject, request);
@@ -181,7 +197,11 @@ export class UpstreamAuth {
           await this.signIn(need.challenge);
         } catch (err) {
           this.host.log?.warn({ err: (err as Error).message }, "sign-in failed");
-          return this.saying(res, `${this.host.id}: the sign-in${this.where()} failed: ${printable((err as Error).message)}`);
+          return this.saying(
+            res,
+            `${this.host.id}: the sign-in${this.where()} failed: ${printable((err as Error).message)}`,
+            "sign_in_needed",
+          );
         }
         await res.body?.cancel().catch(() => {});
         held = this.client.tokens(subject);
@@ -193,8 +213,9 @@ export class UpstreamAuth {
         ? this.saying(
             res,
             `${this.host.id} needs a sign-in with more scope (${printable(need.challenge.scope ?? "")})${this.where()}; a card asks ${this.asks(subject)}`,
+            "step_up_needed",
           )
-        : this.saying(res, `${this.host.id} needs a sign-in${this.where()}; a card asks ${this.asks(subject)}`);
+        : this.saying(res, `${this.host.id} needs a sign-in${this.where()}; a card asks ${this.asks(subject)}`, "sign_in_needed");
     }
   };
 
@@ -209,7 +230,9 @@ export class UpstreamAuth {
   }
 
   /** The refusal with our words as its body (the transport puts the body in the error a caller reads; the server's may say anything). */
-  private async saying(res: Response, text: string): Promise<Response> {
+  private async saying(res: Response, text: string, kind: SignInRefusal): Promise<Response> {
+    if (this.said.size >= 64) this.said.delete(this.said.keys().next().value!);
+    this.said.set(text, kind);
     await res.body?.cancel().catch(() => {});
     return new Response(text, { status: res.status, statusText: res.statusText, headers: { "content-type": "text/plain" } });
   }

@@ -253,6 +253,11 @@ export class ParticipantClient {
     return this.inbound.listProposals(opts);
   }
 
+  /** Everyone connected, asked of the gateway (`participants/list`, all pages); `participants` is set from it. */
+  listParticipants(opts: CallOptions = {}): Promise<ParticipantInfo[]> {
+    return this.inbound.listParticipants(opts);
+  }
+
   // --- serving ----------------------------------------------------------------------------
 
   /**

@@ -10,7 +10,9 @@ import { EDITED_KEY, GATEWAY_ID, type Capability, type Envelope } from "../../ga
 import { ParticipantError } from "../errors.js";
 import {
   parseMcpRequest,
+  ParticipantInfoSchema,
   PresencePayloadSchema,
+  PresenceSummarySchema,
   SystemErrorPayloadSchema,
   ToolInfoSchema,
   WelcomePayloadSchema,
@@ -24,6 +26,7 @@ import type { CallOptions, ClientEvents, IncomingNotification, NotificationHandl
 import { isRecord } from "../../gateway/index.js";
 
 const ToolsPageSchema = z.looseObject({ tools: z.array(ToolInfoSchema), nextCursor: z.string().optional() });
+const ParticipantsPageSchema = z.looseObject({ participants: z.array(ParticipantInfoSchema), nextCursor: z.string().optional() });
 const ProposalsPageSchema = z.looseObject({
   proposals: z.array(z.looseObject({ id: z.string(), kind: z.string() })),
   nextCursor: z.string().optional(),
@@ -217,7 +220,49 @@ export class Inbound {
     if (first && this.serving.servesMcp) this.serving.announceTools();
   }
 
+  /** Everyone connected, all pages of `participants/list`: `others` is set from it (a large space sends summaries rather than each join). */
+  async listParticipants(opts: CallOptions = {}): Promise<ParticipantInfo[]> {
+    const all: ParticipantInfo[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < 1000; page++) {
+      const res = await this.calls.request(GATEWAY_ID, "participants/list", cursor === undefined ? {} : { cursor }, {
+        ...opts,
+        schema: ParticipantsPageSchema,
+      });
+      all.push(...res.participants);
+      cursor = res.nextCursor;
+      if (cursor === undefined) break;
+    }
+    this.others.clear();
+    for (const p of all) this.others.set(p.id, p);
+    return all;
+  }
+
+  /**
+   * A large space's presence: each id it names joins or leaves `others` and is raised as a
+   * presence event of its own (a joiner described by its id alone); when it only counted
+   * some, the whole list is fetched again.
+   */
+  private onSummary(env: Envelope): void {
+    const parsed = PresenceSummarySchema.safeParse(env.payload);
+    if (!parsed.success) return;
+    const { joined, left, joined_more, left_more } = parsed.data;
+    for (const id of left) {
+      this.others.delete(id);
+      this.ports.emit("presence", { event: "leave", participant: { id }, reason: undefined, envelope: env });
+    }
+    for (const id of joined) {
+      if (id === this.lastWelcome?.id) continue;
+      const participant = this.others.get(id) ?? { id };
+      this.others.set(id, participant);
+      this.ports.emit("presence", { event: "join", participant, reason: undefined, envelope: env });
+    }
+    if (joined_more || left_more)
+      this.listParticipants().catch((err: unknown) => this.conn.log?.warn({ err }, "could not fetch the participants present"));
+  }
+
   private onPresence(env: Envelope): void {
+    if (isRecord(env.payload) && env.payload["event"] === "summary") return this.onSummary(env);
     const parsed = PresencePayloadSchema.safeParse(env.payload);
     if (!parsed.success) return;
     const { event, participant, reason } = parsed.data;

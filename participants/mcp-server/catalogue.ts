@@ -4,6 +4,7 @@
  * Pure functions: the server (server.ts) feeds them what `tools/list` on `system:gateway`
  * returned and what a failed call rejected with.
  */
+import { AUTHZ_KEY, denial } from "./denials.js";
 import { ToolSchema, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { GATEWAY_ID, isRecord } from "../../gateway/index.js";
 import { ToolNameMap } from "../agent/names.js";
@@ -150,7 +151,19 @@ function objectSchema(schema: unknown): Record<string, unknown> | undefined {
 
 /** A failed call as the tool result an MCP client (and the model behind it) reads. */
 export function failureResult(real: string, err: ParticipantError): CallToolResult {
-  return { content: [{ type: "text", text: failureText(real, err) }], isError: true };
+  // A refusal by a person or the policy carries the structured denial's envelope (denials.ts): decided, nothing to do;
+  // a sign-in the caller must make (or one with more scope) too: theirs to make, then call again.
+  const refused =
+    err.code === "rejected" ||
+    err.code === "expired" ||
+    err.code === "denied" ||
+    err.code === "sign_in_needed" ||
+    err.code === "step_up_needed";
+  return {
+    content: [{ type: "text", text: failureText(real, err) }],
+    isError: true,
+    ...(refused ? { _meta: { [AUTHZ_KEY]: denial(err.code) } } : {}),
+  };
 }
 
 export function failureText(real: string, err: ParticipantError): string {

@@ -18,6 +18,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import type { McpFaceSpace } from "../../gateway/index.js";
+import { AuthzContexts } from "./denials.js";
 
 /** What a sealed state says. Short keys: it travels in every resumed request. */
 export interface HeldClaims {
@@ -241,6 +242,16 @@ export class HeldRuns {
   }
 }
 
+/** Where a pending proposal stands (gateway/edge/mcp-face.ts `approvalOf`): the multi-party profile's facts. */
+export interface ApprovalProgress {
+  required: number;
+  approvedBy: string[];
+  /** Who may still decide it now (ids, groups by their members), escalation stages included. */
+  waitingFor: string[];
+  /** The `policy.escalate` stages reached. */
+  escalated: number[];
+}
+
 /** A held call's log route (modern-logs.ts `LogRoute`), as held.ts needs it. */
 export interface HeldRoute {
   to(log: ((level: never, data: unknown, logger?: string) => Promise<void>) | undefined): void;
@@ -255,6 +266,12 @@ export interface HeldFace {
   runs: HeldRuns;
   /** Where a person decides the proposal: a signed link for the one person who may, else its card in the console. */
   cardUrl(proposal: string): string;
+  /** The console of the space, where a person signs in or decides (a structured denial's remediation). */
+  consoleUrl: string;
+  /** Context ids of structured denials (denials.ts), bound to the operation refused. */
+  contexts: AuthzContexts;
+  /** Where a pending proposal of the seat stands, for the multi-party profile (docs/mcp.md). */
+  approvalOf(proposal: string): ApprovalProgress | undefined;
   /** How long a request state resumes its call. */
   ttlMs: number;
   /** How long one request is held open waiting for the decision before it answers `input_required` (within a client's own timeout). */
@@ -282,6 +299,7 @@ export interface HoldOptions {
 /** The held calls of one HTTP mount: one key, one record of outcomes, a face per request. */
 export class HeldCalls {
   readonly states = new HeldStates(randomBytes(32));
+  readonly contexts = new AuthzContexts();
   readonly outcomes = new HeldOutcomes<HeldEnd>();
   readonly runs = new HeldRuns();
   private readonly hold: Required<{ [K in keyof HoldOptions]: number }>;
@@ -307,6 +325,18 @@ export class HeldCalls {
     };
     // A state outlives the proposal a little: a resumed request after an expiry reads the expiry.
     const ttlMs = space.proposalTtlMs + 60 * 60_000;
-    return { space: space.id, seat, states: this.states, outcomes: this.outcomes, runs: this.runs, cardUrl, ttlMs, ...this.hold };
+    return {
+      space: space.id,
+      seat,
+      states: this.states,
+      outcomes: this.outcomes,
+      runs: this.runs,
+      cardUrl,
+      consoleUrl: `${origin}/ui/#space=${encodeURIComponent(space.id)}`,
+      contexts: this.contexts,
+      approvalOf: (id) => space.approvalOf(id, seat),
+      ttlMs,
+      ...this.hold,
+    };
   }
 }

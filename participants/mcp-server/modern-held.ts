@@ -22,6 +22,7 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { HeldFace } from "./held.js";
 import { isInputRequired, LOG_ROUTE, RETRY_META } from "./input.js";
 import { type LogRoute, logRoute, type RequestLog } from "./modern-logs.js";
+import { AUTHZ_KEY, CONTEXT_ID_KEY, denial } from "./denials.js";
 
 /** What a held call needs of the SDK modules (modern.ts `ModernModules`). */
 export interface HeldModules {
@@ -61,7 +62,8 @@ export type Lifted = {
 export function innerParams(params: unknown, ctx: Lifted, route?: LogRoute): Record<string, unknown> {
   // A legacy `task` param is tolerated and never makes a task (task-ext.ts makes one for the extension).
   const { _meta: _, task: _task, ...rest } = typeof params === "object" && params !== null ? (params as Record<string, unknown>) : {};
-  const { progressToken: __, [RETRY_META]: ___, [LOG_ROUTE]: ____, ...meta } = ctx.mcpReq._meta ?? {};
+  // A structured denial's context id is the face's to check (denials.ts), not the server's to read.
+  const { progressToken: __, [RETRY_META]: ___, [LOG_ROUTE]: ____, [CONTEXT_ID_KEY]: _____, ...meta } = ctx.mcpReq._meta ?? {};
   const caps = ctx.mcpReq.envelope?.[CAPABILITIES];
   if (caps !== undefined) meta[CAPABILITIES] = caps;
   const level = ctx.mcpReq.envelope?.[LOG_LEVEL];
@@ -183,15 +185,21 @@ export async function callHeld(
   const caps = ctx.mcpReq.envelope?.[CAPABILITIES] as { elicitation?: { url?: unknown } } | undefined;
   if (caps?.elicitation?.url !== undefined) {
     route.to(undefined);
-    return m.v2.inputRequired({
-      inputRequests: {
-        approval: m.v2.inputRequired.elicitUrl({
-          message: `This call waits for approval in the space (proposal ${id}). Open the card to see it; the call goes on waiting for the decision.`,
-          url: held.cardUrl(id),
-        }),
-      },
-      requestState: state,
-    });
+    const url = held.cardUrl(id);
+    const args = (request.params as { arguments?: unknown } | undefined)?.arguments ?? {};
+    return {
+      ...m.v2.inputRequired({
+        inputRequests: {
+          approval: m.v2.inputRequired.elicitUrl({
+            message: `This call waits for approval in the space (proposal ${id}). Open the card to see it; the call goes on waiting for the decision.`,
+            url,
+          }),
+        },
+        requestState: state,
+      }),
+      // The structured denial (denials.ts): held, remediable at the card, bound to this very call.
+      _meta: { [AUTHZ_KEY]: denial("held", { url, contextId: held.contexts.mint(held.space, held.seat, name, args) }) },
+    };
   }
   return holdOn(m, held, id, state, ctx);
 }

@@ -26,7 +26,8 @@ import type { HeldFace } from "./held.js";
 import { asProtocolError, asServerGave, callHeld, innerParams, type Lifted } from "./modern-held.js";
 import { logRoute } from "./modern-logs.js";
 import { ListenFeed, type ListenSchemas } from "./listen.js";
-import { callAsTask, declaresTasks, serveTaskMethod, TASKS_EXTENSION } from "./task-ext.js";
+import { callAsTask, declaresTasks, declaresToolApproval, serveTaskMethod, TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION } from "./task-ext.js";
+import { AUTHZ_KEY, CONTEXT_ID_KEY, denial } from "./denials.js";
 import { declarations, paramMismatch } from "./param-headers.js";
 
 /** What serving 2026-07-28 needs, loaded with the endpoint's other modules. */
@@ -176,7 +177,7 @@ export function modernServerFactory(
   // The face logs (its waits and approvals, its servers' lines about a call): to each request's client, at the level it asked (modern-logs.ts).
   if (caps["logging"] !== undefined) capabilities["logging"] = {};
   // Held calls as tasks (task-ext.ts), where calls can be held.
-  if (asTasks && caps["tools"] !== undefined) capabilities["extensions"] = { [TASKS_EXTENSION]: {} };
+  if (asTasks && caps["tools"] !== undefined) capabilities["extensions"] = { [TASKS_EXTENSION]: {}, [TOOL_APPROVAL_EXTENSION]: {} };
   const instructions = client.getInstructions();
   return () => {
     const server = new m.v2.Server(
@@ -192,16 +193,24 @@ export function modernServerFactory(
             request: { params?: unknown },
             ctx: { mcpReq: { _meta?: { progressToken?: string | number }; signal?: AbortSignal; notify(n: unknown): Promise<void> } },
           ) => {
-            if (
-              asTasks &&
-              method === "tools/call" &&
-              declaresTasks((ctx as unknown as Lifted).mcpReq.envelope) &&
-              (await mayWait(client, request.params))
-            )
-              return callAsTask(m, client, innerParams(request.params, ctx as never)).catch((err: unknown) => {
-                throw asProtocolError(m, err);
+            const envelope = (ctx as unknown as Lifted).mcpReq.envelope;
+            if (method === "tools/call" && held) checkContext(m, held, request.params, (ctx as unknown as Lifted).mcpReq._meta);
+            if (asTasks && method === "tools/call" && declaresTasks(envelope) && (await mayWait(client, request.params)))
+              return callAsTask(
+                m,
+                client,
+                innerParams(request.params, ctx as never),
+                declaresToolApproval(envelope) ? { held } : undefined,
+              ).catch((err: unknown) => {
+                throw withDenial(m, held, request.params, asProtocolError(m, err));
               });
-            if (held && method === "tools/call") return callHeld(m, client, held, request, ctx as never);
+            if (held && method === "tools/call")
+              return callHeld(m, client, held, request, ctx as never).then(
+                (r) => denialContext(held, request.params, r),
+                (err: unknown) => {
+                  throw withDenial(m, held, request.params, err);
+                },
+              );
             const token = ctx.mcpReq._meta?.progressToken;
             const route = logRoute(m.LoggingMessageNotificationSchema, client, (ctx as unknown as Lifted).mcpReq.log);
             const onprogress =
@@ -328,6 +337,49 @@ export async function serveModern(
     if (hold && "release" in hold) hold.release();
     await handler.close().catch(() => {});
   }
+}
+
+/**
+ * A retry echoing a structured denial's context id (denials.ts): refused when the id opens
+ * but names another operation; an id that does not open is ignored (it is never authority).
+ */
+function checkContext(m: ModernModules, held: HeldFace, params: unknown, meta: Record<string, unknown> | undefined): void {
+  const id = meta?.[CONTEXT_ID_KEY];
+  if (id === undefined) return;
+  const p = (params ?? {}) as { name?: unknown; arguments?: unknown };
+  const r = held.contexts.check(id, held.space, held.seat, String(p.name ?? ""), p.arguments ?? {});
+  if (!r.ok && !r.ignored) throw new m.v2.ProtocolError(-32602, r.message, { reason: "authorization_context_mismatch" });
+}
+
+/** A context id bound to this call, for a denial's envelope. */
+function contextFor(held: HeldFace, params: unknown): string {
+  const p = (params ?? {}) as { name?: unknown; arguments?: unknown };
+  return held.contexts.mint(held.space, held.seat, String(p.name ?? ""), p.arguments ?? {});
+}
+
+/**
+ * A tool result that carries a denial's envelope (a rejection, a policy's denial, a sign-in
+ * needed) gets its context id; one a person can still mend (a sign-in), the console as where.
+ */
+function denialContext(held: HeldFace, params: unknown, result: unknown): unknown {
+  const meta = (result as { _meta?: Record<string, unknown> } | null)?._meta;
+  const env = meta?.[AUTHZ_KEY] as Record<string, unknown> | undefined;
+  if (!env || env["authorizationContextId"] !== undefined) return result;
+  const where =
+    env["remediation"] === "available" && env["remediationHints"] === undefined ? [{ type: "url", url: held.consoleUrl }] : undefined;
+  const next = { ...env, authorizationContextId: contextFor(held, params), ...(where ? { remediationHints: where } : {}) };
+  return { ...(result as object), _meta: { ...meta, [AUTHZ_KEY]: next } };
+}
+
+/** A refusal a client can act on (a sign-in the call's person must make) carries the denial envelope in its error's data. */
+function withDenial(m: ModernModules, held: HeldFace | undefined, params: unknown, err: unknown): unknown {
+  const e = err as { code?: unknown; message?: unknown; data?: unknown };
+  const data = e.data as Record<string, unknown> | undefined;
+  const reason = data?.["reason"];
+  if (typeof e.code !== "number" || (reason !== "sign_in_needed" && reason !== "step_up_needed" && reason !== "passkey_required"))
+    return err;
+  const envelope = denial(reason, held ? { url: held.consoleUrl, contextId: contextFor(held, params) } : {});
+  return new m.v2.ProtocolError(e.code, String(e.message ?? ""), { ...data, [AUTHZ_KEY]: envelope });
 }
 
 /** Bytes a response may have waiting for its client before the client is cut. */

@@ -22,7 +22,8 @@
  * shape; a task id that is not the seat's is "not found" (-32602), as one that never was.
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { HeldFace } from "./held.js";
+import type { ApprovalProgress, HeldFace } from "./held.js";
+import { AUTHZ_KEY, denial } from "./denials.js";
 
 /** What of the SDKs this needs (modern.ts loads them with the face's other modules). */
 type Modules = {
@@ -31,6 +32,12 @@ type Modules = {
 };
 
 export const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
+/** The community's draft SEP-2848: a held call is a requestable denial answered with a `working` task (docs/mcp.md). */
+export const TOOL_APPROVAL_EXTENSION = "io.modelcontextprotocol/tool-approval";
+export const DISPOSITION_KEY = "io.modelcontextprotocol/tool-approval-disposition";
+const IMMEDIATE_KEY = "io.modelcontextprotocol/model-immediate-response";
+/** Our multi-party profile of the extension (docs/mcp.md): who approved, who may still decide. */
+export const APPROVAL_PROFILE_KEY = "mewgate/approval";
 const CAPABILITIES = "io.modelcontextprotocol/clientCapabilities";
 const VERSION = "io.modelcontextprotocol/protocolVersion";
 /** Task ids are the face's: a proposal id, or `<participant>:<server's id>`. */
@@ -40,6 +47,49 @@ const MAX_TASK_ID = 512;
 export function declaresTasks(meta: Record<string, unknown> | undefined): boolean {
   const caps = meta?.[CAPABILITIES] as { extensions?: Record<string, unknown> } | undefined;
   return typeof caps?.extensions === "object" && caps.extensions !== null && Object.hasOwn(caps.extensions, TASKS_EXTENSION);
+}
+
+/** Whether the request's client capabilities declare the tool-approval extension beside the tasks extension it builds on. */
+export function declaresToolApproval(meta: Record<string, unknown> | undefined): boolean {
+  const caps = meta?.[CAPABILITIES] as { extensions?: Record<string, unknown> } | undefined;
+  return declaresTasks(meta) && Object.hasOwn(caps!.extensions!, TOOL_APPROVAL_EXTENSION);
+}
+
+/** The multi-party profile's object for a task waiting on proposal `id`, and the status line saying whom it waits for. */
+function profile(id: string, p: ApprovalProgress | undefined): { meta: Record<string, unknown>; waiting: string } {
+  if (!p) return { meta: { proposal: id }, waiting: `This call waits for approval in the space (proposal ${id}).` };
+  const who = p.waitingFor.length ? p.waitingFor.slice(0, 20).join(", ") : "someone who may decide it";
+  const left = p.required - p.approvedBy.length;
+  const waiting =
+    p.required > 1
+      ? `This call waits for ${left} more approval${left === 1 ? "" : "s"} of ${p.required} (approved by ${p.approvedBy.join(", ") || "nobody yet"}), from ${who} (proposal ${id}).`
+      : `This call waits for approval by ${who} (proposal ${id}).`;
+  return {
+    meta: {
+      proposal: id,
+      required: p.required,
+      approved_by: p.approvedBy,
+      waiting_for: p.waitingFor.slice(0, 100),
+      ...(p.escalated.length ? { escalated: p.escalated } : {}),
+    },
+    waiting,
+  };
+}
+
+/** A task waiting for a person, as the tool-approval extension shows it: `working`, the denial envelope, where to act. */
+function pending(flatTask: Record<string, unknown>, held: HeldFace | undefined): Record<string, unknown> {
+  const id = String(flatTask["taskId"]);
+  const p = profile(id, held?.approvalOf(id));
+  return {
+    ...flatTask,
+    status: "working",
+    statusMessage: p.waiting,
+    _meta: {
+      [AUTHZ_KEY]: denial("held", { task: true, url: held?.cardUrl(id) }),
+      [IMMEDIATE_KEY]: `${p.waiting} It has not run. Go on with other work and check the task later.`,
+      [APPROVAL_PROFILE_KEY]: p.meta,
+    },
+  };
 }
 
 type Task = {
@@ -70,12 +120,19 @@ function flat(task: Task): Record<string, unknown> {
  * A `tools/call` of a client that declares the extension: the face runs it as a task. What
  * waits is answered as a `CreateTaskResult`; what ended at once, with its result (or error).
  */
-export async function callAsTask(m: Modules, client: Client, params: Record<string, unknown>): Promise<unknown> {
+export async function callAsTask(
+  m: Modules,
+  client: Client,
+  params: Record<string, unknown>,
+  /** The client speaks the tool-approval extension: a task waiting for a person is shown as that extension says. */
+  approval?: { held: HeldFace | undefined },
+): Promise<unknown> {
   const created = (await client.request({ method: "tools/call", params: { ...params, task: {} } } as never, m.ResultSchema)) as {
     task?: Task;
   };
   const task = created.task;
   if (!task) return created;
+  if (approval && task.status === "input_required") return { resultType: "task", ...pending(flat(task), approval.held) };
   if (!TERMINAL.has(task.status)) return { resultType: "task", ...flat(task) };
   // Ended without a wait: the result itself, as a call without the extension gets it.
   return client.request({ method: "tasks/result", params: { taskId: task.taskId } } as never, m.ResultSchema);
@@ -134,6 +191,7 @@ export async function serveTaskMethod(
     if (!TERMINAL.has(task.status)) await ask("tasks/cancel").catch(() => undefined);
     return ok({});
   }
+  if (declaresToolApproval(meta)) return ok(await approvalView(ask, flat(task), held));
   const detailed: Record<string, unknown> = flat(task);
   if (task.status === "input_required" && held)
     detailed["inputRequests"] = {
@@ -160,4 +218,53 @@ export async function serveTaskMethod(
     }
   }
   return ok(detailed);
+}
+
+/**
+ * `tasks/get` for a client of the tool-approval extension: a wait for a person is `working`
+ * with the denial envelope repeated; an approved call that ran is `completed` with its result
+ * and the disposition `approved-executed` (`execution-error` when the tool said it failed);
+ * a rejected or expired one is `completed`, `isError`, saying it did not run, with
+ * `denied-not-executed` and the envelope (`unavailable`); one the client withdrew is
+ * `cancelled`; `failed` is the space's failure, inlined as for the tasks extension alone.
+ */
+async function approvalView(
+  ask: (what: string) => Promise<unknown>,
+  task: Record<string, unknown>,
+  held: HeldFace | undefined,
+): Promise<Record<string, unknown>> {
+  const status = task["status"];
+  if (status === "input_required") return pending(task, held);
+  if (status === "working") return { ...task, statusMessage: "Approved in the space; the call is running." };
+  let result: Record<string, unknown>;
+  try {
+    result = (await ask("tasks/result")) as Record<string, unknown>;
+  } catch (err) {
+    const e = err as { code?: unknown; message?: unknown; data?: unknown };
+    return {
+      ...task,
+      status: "failed",
+      error: {
+        code: typeof e.code === "number" ? e.code : -32603,
+        message: String(e.message ?? err).replace(/^MCP error -?\d+: /, ""),
+        ...(e.data !== undefined ? { data: e.data } : {}),
+      },
+    };
+  }
+  const { _meta: _, ...rest } = result;
+  if (status === "cancelled") {
+    const text = String((rest["content"] as Array<{ text?: unknown }> | undefined)?.[0]?.text ?? "");
+    const why = / was not run: rejected by /.test(text) ? "rejected" : / was not run: nobody approved /.test(text) ? "expired" : undefined;
+    if (why === undefined) return task;
+    return {
+      ...task,
+      status: "completed",
+      result: { ...rest, isError: true, _meta: { [DISPOSITION_KEY]: "denied-not-executed", [AUTHZ_KEY]: denial(why) } },
+    };
+  }
+  return {
+    ...task,
+    status: "completed",
+    result: { ...rest, _meta: { [DISPOSITION_KEY]: rest["isError"] === true ? "execution-error" : "approved-executed" } },
+  };
 }

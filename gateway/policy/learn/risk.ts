@@ -14,7 +14,12 @@
  *   - a path outside every directory this proposer's calls that ran touched (medium);
  *   - the first call of this tool by this proposer (none of its earlier ones ran) (medium);
  *   - a person rejected calls like this before (medium);
- *   - large arguments, so a large change to read (medium past 4 KiB, high past 64 KiB).
+ *   - large arguments, so a large change to read (medium past 4 KiB, high past 64 KiB);
+ *   - what the server says of the tool's risk (SEP-2793's annotations, `serverRisk`): its
+ *     `riskLevel` (high or critical: high; medium: medium), `reversibility` (none: high;
+ *     manual: medium), `blastRadius` (organization or global: high; cluster or namespace:
+ *     medium), `approvalRecommendation: multi` (medium). Read only to add a reason: a server
+ *     that calls its tool low-risk lowers nothing, and a value outside the vocabulary is ignored.
  * Low means none of these: nothing new and nothing dangerous, and `summary` says both.
  */
 import { isCommandTool, type Signal, signalsOf } from "../content/signals.js";
@@ -39,7 +44,11 @@ export type RiskCode =
   | "new_path"
   | "first_use"
   | "rejected_before"
-  | "large";
+  | "large"
+  | "server_risk"
+  | "irreversible"
+  | "blast_radius"
+  | "multi_approval";
 
 export interface RiskReason {
   code: RiskCode;
@@ -90,6 +99,36 @@ export function traitsOf(a: Record<string, unknown> | undefined): Traits {
   };
 }
 
+/**
+ * What a server says of its tool's risk in the annotations SEP-2793 proposes (`riskLevel`,
+ * `reversibility`, `blastRadius`, `approvalRecommendation`), as reasons: only values of the
+ * draft's vocabulary, and only those that raise the risk.
+ */
+export function serverRisk(tool: string, a: Record<string, unknown> | undefined): RiskReason[] {
+  if (!a) return [];
+  const out: RiskReason[] = [];
+  const said = (k: string): string | undefined => (typeof a[k] === "string" ? (a[k] as string) : undefined);
+  const level = said("riskLevel");
+  if (level === "high" || level === "critical")
+    out.push({ code: "server_risk", level: "high", text: `its server says ${tool}'s risk is ${level}` });
+  else if (level === "medium") out.push({ code: "server_risk", level: "medium", text: `its server says ${tool}'s risk is medium` });
+  const undo = said("reversibility");
+  if (undo === "none") out.push({ code: "irreversible", level: "high", text: `its server says ${tool} cannot be undone` });
+  else if (undo === "manual") out.push({ code: "irreversible", level: "medium", text: `its server says ${tool} is undone only by hand` });
+  const blast = said("blastRadius");
+  if (blast === "organization" || blast === "global")
+    out.push({
+      code: "blast_radius",
+      level: "high",
+      text: `its server says ${tool} reaches a whole ${blast === "global" ? "world" : "organization"}`,
+    });
+  else if (blast === "cluster" || blast === "namespace")
+    out.push({ code: "blast_radius", level: "medium", text: `its server says ${tool} reaches a whole ${blast}` });
+  if (said("approvalRecommendation") === "multi")
+    out.push({ code: "multi_approval", level: "medium", text: `its server recommends more than one approver for ${tool}` });
+  return out;
+}
+
 const KIB = 1024;
 const SIGNAL_REASON: Record<Signal["kind"], { code: RiskCode; level: "medium" | "high" } | undefined> = {
   secret: { code: "secret", level: "high" },
@@ -134,6 +173,7 @@ export function riskOf(f: RiskFacts): Risk {
     reasons.push({ code: "definition_changed", level: "high", text: `${f.tool}'s definition changed since it was confirmed` });
   if (f.flagged) reasons.push({ code: "flagged", level: "high", text: `the gateway flagged ${f.tool}'s description` });
   for (const g of f.guarded?.slice(0, 8) ?? []) reasons.push({ code: "guard", level: "high", text: `a guard holds it for a person: ${g}` });
+  reasons.push(...serverRisk(f.tool, f.annotations));
   const signals = signalsOf(f.args, isCommandTool(f.tool));
   const said = new Set<string>();
   for (const s of signals) {
