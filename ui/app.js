@@ -2,13 +2,13 @@
 // Everything a participant wrote is put on the page with textContent, never as HTML.
 
 import { formCards } from "./elicit.js";
-import { authHeaders, offerProvider, sessionFor, wireSignOut } from "./signin.js";
+import { authHeaders, offerProvider, readCredentials, sessionFor, wireSignOut } from "./signin.js";
 import { reveal } from "./args.js";
 import { NARROW, askResponse, confirmAlways, intentQuote, proposalCard, startCountdowns } from "./cards.js";
 import { decidedList } from "./decided.js";
 import { editArguments, editJson } from "./edit.js";
 import { installKeys } from "./keys.js";
-import { policyFindings } from "./policy.js";
+import { capsView, policyFindings } from "./policy.js";
 import { sessionsPanel } from "./sessions.js";
 import { suggestionsPanel } from "./suggestions.js";
 import { byRisk, mayPick } from "./risk.js";
@@ -35,29 +35,6 @@ const state = {
 };
 
 // --- sign-in: #space=S&token=T once (then dropped from the address bar), or the form ---
-
-function readFragment() {
-  const params = new URLSearchParams(location.hash.slice(1));
-  // #…&proposal=ID (an MCP client's held call points here): that card is shown once it is drawn.
-  state.deepLink = params.get("proposal")?.slice(0, 200) || undefined;
-  const space = params.get("space");
-  const token = params.get("token");
-  if (space && token) {
-    sessionStorage.setItem("mewgate", JSON.stringify({ space, token }));
-    // The token must not stay in the address bar, the history or a bookmark.
-    history.replaceState(null, "", location.pathname);
-    return { space, token };
-  }
-  let stored = null;
-  try {
-    stored = JSON.parse(sessionStorage.getItem("mewgate") || "null");
-  } catch {
-    stored = null;
-  }
-  // #space=S alone: a token this tab holds for S, else the space's identity provider may have signed this browser in (signin.js).
-  if (space && stored?.space !== space) return { space, sso: true };
-  return stored;
-}
 
 async function signIn(creds) {
   state.space = creds.space;
@@ -436,7 +413,13 @@ function reject(list) {
 // --- participants, tools, grants, audit (tables.js) ---
 
 const policyView = policyFindings({ api: (...a) => api(...a), el, list: $("policy-findings"), heading: $("policy-heading"), reveal });
-const tables = spaceTables({ api, me: () => state.me, afterPeople: () => policyView.refresh(), onError: (err) => alertIn(err) });
+const capsList = capsView({ api: (...a) => api(...a), el, list: $("caps"), heading: $("caps-heading"), reveal });
+const tables = spaceTables({
+  api,
+  me: () => state.me,
+  afterPeople: () => policyView.refresh().then(() => capsList.refresh()),
+  onError: (err) => alertIn(err),
+});
 const refreshPeople = () => tables.people();
 const refreshGrants = () => tables.grants();
 const refreshAudit = () => tables.audit();
@@ -469,6 +452,8 @@ for (const b of document.querySelectorAll("nav button")) {
     for (const tab of document.querySelectorAll(".tab")) tab.hidden = tab.id !== `tab-${b.dataset.tab}`;
     if (b.dataset.tab === "audit") refreshAudit().catch(alertIn);
     if (b.dataset.tab === "grants") refreshGrants().catch(alertIn);
+    // The caps count by the minute: opening the tab reads them afresh.
+    if (b.dataset.tab === "people") capsList.refresh();
     if (b.dataset.tab === "sessions")
       sessionsPanel({ api, list: $("sessions"), note: $("sessions-note"), reveal, onError: alertIn }).refresh();
     if (b.dataset.tab === "suggestions")
@@ -494,6 +479,7 @@ matchMedia(NARROW).addEventListener("change", () => {
   if (state.space) refreshProposals().catch(alertIn);
 });
 
-const creds = readFragment();
+const { creds, deepLink } = readCredentials();
+state.deepLink = deepLink;
 if (creds) signIn(creds);
 else showLogin("");

@@ -234,7 +234,8 @@ export class GatewayEndpoint {
           caller: member.id,
           target: entry.participant,
           method: "tools/call",
-          params,
+          // What went out: the guards may have redacted the arguments on the way (router.ts).
+          params: (env.payload as McpRequestPayload).params,
           reason: verdict.reason,
           decision,
         };

@@ -103,7 +103,8 @@ export class Requests {
         caller: member.id,
         target,
         method: payload.method,
-        params: payload.params,
+        // What went out: the guards may have redacted the arguments on the way (router.ts).
+        params: (env.payload as McpRequestPayload).params,
         reason: verdict.reason,
         decision,
       };

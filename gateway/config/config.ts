@@ -31,6 +31,8 @@ import { identitySchema } from "./identity.js";
 import { allowSignInCards, OAuthSchema, resolveSecretFile } from "./oauth.js";
 export type { OAuthConfig, SecretValue } from "./oauth.js";
 import { checkGroups, nullProto } from "./groups.js";
+import { CapsSchema, CostsSchema, GuardsSchema } from "./guards.js";
+export type { CapConfig, GuardConfig } from "./guards.js";
 
 export { DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_PRESENCE, DEFAULT_QUOTAS, type Limits };
 
@@ -355,6 +357,12 @@ const SpaceConfigSchema = section({
     telemetry: TelemetrySchema.optional(),
   }).prefault({}),
   policy: PolicySchema.prefault({}),
+  /** What every call's arguments and results are read for, and what a find does (config/guards.ts, policy/guards.ts). */
+  guards: GuardsSchema,
+  /** Calls (and cost) per minute, per person, agent, tool or caller, counted across the cluster (policy/caps.ts). */
+  caps: CapsSchema,
+  /** The cost of one call, by tool glob (for caps' cost_per_minute). */
+  costs: CostsSchema,
   /** Named groups of participants, usable as `@name` wherever participants are named (policy/groups.ts). */
   groups: z.record(z.string().regex(PARTICIPANT_ID, { error: expected("a group name") }), z.array(z.string())).default({}),
   calls: CallsSchema.prefault({}),
@@ -487,7 +495,24 @@ const SpaceConfigSchema = section({
     }
   })
   .transform(
-    ({ space, gateway, policy, groups, calls, quotas, presence, defaults, participants, mcpServers, prices, identity, previews }) => {
+    ({
+      space,
+      gateway,
+      policy,
+      guards,
+      caps,
+      costs,
+      groups,
+      calls,
+      quotas,
+      presence,
+      defaults,
+      participants,
+      mcpServers,
+      prices,
+      identity,
+      previews,
+    }) => {
       // Null prototype: ids like "constructor" are legal and must not hit Object.prototype.
       const resolved: Record<string, ParticipantConfig> = Object.create(null);
       // A pasted mcpServers entry is an `mcp` participant with every default.
@@ -517,6 +542,9 @@ const SpaceConfigSchema = section({
         space: { ...space, name: space.name ?? space.id },
         gateway,
         policy,
+        guards,
+        caps,
+        costs: nullProto(costs),
         groups: nullProto(groups),
         calls,
         quotas,

@@ -273,7 +273,12 @@ export function learnView(
   space: Space,
   viewer: string,
   p: Proposal,
-  facts: { annotations?: Record<string, unknown> | undefined; definitionChanged: boolean; flagged: boolean },
+  facts: {
+    annotations?: Record<string, unknown> | undefined;
+    definitionChanged: boolean;
+    flagged: boolean;
+    guarded?: readonly string[] | undefined;
+  },
   fresh = false,
 ): { like_this?: LikeThis; risk?: Risk } {
   if (p.method !== "tools/call" || p.tool === undefined) return {};
@@ -301,6 +306,8 @@ const NEW_OR_DANGEROUS = new Set<RiskCode>([
   "new_path",
   "definition_changed",
   "flagged",
+  "guard",
+  "personal",
 ]);
 
 /** Previews opened, by proposal and person, since the gateway started: what "approved without reading" is measured against. */

@@ -1,7 +1,16 @@
 /**
  * What the operator API shows of a space's state, and how its errors map to HTTP.
  */
-import { type AuditEntry, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal, runningParams, whatRuns } from "../proposals/book.js";
+import {
+  type AuditEntry,
+  DEFINITION_CHANGED_KEY,
+  GUARDS_KEY,
+  heldFindings,
+  INTERRUPTED_TEXT,
+  type Proposal,
+  runningParams,
+  whatRuns,
+} from "../proposals/book.js";
 import type { Space } from "../space/space.js";
 import { approversNow, approvalsView } from "../proposals/approvals.js";
 import { limitOptions } from "../policy/scope.js";
@@ -57,6 +66,8 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
         }
       : {}),
     ...definitionChanged(p),
+    // What the space's guards found in the arguments (masked), and what they do (policy/guards.ts).
+    ...guardsOf(p),
     createdAt: p.createdAt,
     expiresAt: new Date(p.expiresAt).toISOString(),
     ...(entry
@@ -91,6 +102,7 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
       annotations: entry?.["annotations"] as Record<string, unknown> | undefined,
       definitionChanged: definitionChanged(p)["definitionChanged"] !== undefined,
       flagged: Boolean((entry?.["findings"] as unknown[] | undefined)?.length),
+      guarded: heldFindings((p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload),
     }),
   };
 }
@@ -188,6 +200,12 @@ function definitionChanged(p: Proposal): Record<string, unknown> {
   const payload = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload;
   const mark = payload?.[DEFINITION_CHANGED_KEY];
   return mark && typeof mark === "object" ? { definitionChanged: mark } : {};
+}
+
+/** What the guards found in a proposal's arguments, and their action (proposals/decisions.ts records it when it holds one). */
+function guardsOf(p: Proposal): Record<string, unknown> {
+  const mark = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload?.[GUARDS_KEY];
+  return mark && typeof mark === "object" ? { guards: mark } : {};
 }
 
 /** The HTTP status for a `system/error` code an API action earned. */

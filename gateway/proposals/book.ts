@@ -159,6 +159,19 @@ export function awaiting(state: ProposalState): boolean {
 }
 
 /** The payload key of a proposal whose tool changed since it was confirmed: what changed, in words (ports/pins.ts). */
+/** Where a held proposal carries what the space's guards found in its arguments (masked) and their action (policy/guards.ts). */
+export const GUARDS_KEY = "mewgate/guards";
+/** Where a proposal held because a cap of the space was reached carries which (policy/caps.ts). */
+export const CAP_KEY = "mewgate/cap";
+
+/** The findings, in words and masked, of a guard that holds a proposal for a person (its payload's GUARDS_KEY), if one does. */
+export function heldFindings(payload: Record<string, unknown> | undefined): string[] | undefined {
+  const mark = payload?.[GUARDS_KEY] as { findings?: Array<{ action?: unknown; text?: unknown }> } | undefined;
+  const held = Array.isArray(mark?.findings)
+    ? mark.findings.filter((f) => f?.action === "hold" && typeof f.text === "string").map((f) => String(f.text))
+    : [];
+  return held.length ? held : undefined;
+}
 export const DEFINITION_CHANGED_KEY = "mewgate/definition_changed";
 
 /** What a person is told of an interrupted proposal, wherever it is shown. */
@@ -235,7 +248,8 @@ export interface AuditEntry {
     | "escalated"
     | "rule_accepted"
     | "repaired"
-    | "called";
+    | "called"
+    | "guarded";
   proposal: string;
   proposer: string;
   owner: string;
@@ -259,6 +273,10 @@ export interface AuditEntry {
   digest?: string | undefined;
   previous?: string | undefined;
   changes?: string[] | undefined;
+  /** For `guarded`: what the space's guards found (masked) and did (policy/guards.ts); `scope` says where (arguments or result). */
+  findings?:
+    | Array<{ guard: string; action: string; detector: string; what: string; field: string; masked: string; encoding?: string }>
+    | undefined;
   /** For `tool_changed`: how many times the tool has changed since the gateway first saw it. */
   count?: number | undefined;
   /** For `escalated`: the stage's index, and who may decide from then on (groups resolved to their members). */

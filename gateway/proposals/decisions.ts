@@ -39,6 +39,8 @@ import type { Plan } from "../ports/plan.js";
 import {
   awaiting,
   DEFINITION_CHANGED_KEY,
+  GUARDS_KEY,
+  CAP_KEY,
   INTERRUPTED_TEXT,
   OPEN_OWNER,
   type Proposal,
@@ -207,6 +209,23 @@ export class Decisions implements ProposalDesk {
         },
       };
     }
+    // What the space's guards found in the arguments goes on the card, masked (policy/guards.ts);
+    // everyone but the proposer sees the arguments with it replaced.
+    const guard =
+      tool === undefined || owner === OPEN_OWNER
+        ? undefined
+        : this.space.authority.guards.screen(member.id, owner, tool, params["arguments"] ?? {}, "arguments");
+    let shown: Envelope | undefined;
+    // A cap reached holds it for a person too: the card says which (policy/caps.ts).
+    const cap = tool === undefined || owner === OPEN_OWNER ? undefined : this.space.authority.caps.over(member.id, owner, tool);
+    if (cap?.action === "hold" && typeof env.payload === "object" && env.payload !== null)
+      env.payload = { ...(env.payload as Record<string, unknown>), [CAP_KEY]: cap };
+    if (guard && typeof env.payload === "object" && env.payload !== null) {
+      env.payload = { ...(env.payload as Record<string, unknown>), [GUARDS_KEY]: { action: guard.action, findings: guard.findings } };
+      const masked = guard.shown ?? guard.redacted;
+      if (masked !== undefined)
+        shown = { ...env, payload: { ...(env.payload as Record<string, unknown>), params: { ...params, arguments: masked } } };
+    }
     // The two-person rule is fixed when the proposal is held (proposals/approvals.ts).
     const required = requiredApprovals(this.space.config, member.id, owner, tool);
     if (required > 1 && env.payload && typeof env.payload === "object") {
@@ -235,7 +254,11 @@ export class Decisions implements ProposalDesk {
       return this.space.storeFailed(member, err, sentId, "your proposal was not held");
     }
     member.log.info({ proposal: env.id, owner, method }, "proposal held");
-    this.space.deliver(env, opts.tellProposer ? undefined : member);
+    if (shown) {
+      // The proposer has its own arguments; the others get them masked (the book keeps what runs).
+      if (opts.tellProposer) this.space.sendTo(member, env);
+      this.space.deliver(shown, member);
+    } else this.space.deliver(env, opts.tellProposer ? undefined : member);
   }
 
   /**
@@ -323,6 +346,33 @@ export class Decisions implements ProposalDesk {
     // Switched off, it offers nothing to the space, its word on others' calls included.
     if (this.registry.isDisabled(member.id))
       return { code: disabledRefusal(member.id).code, message: "you are switched off in this space, so you may not decide proposals" };
+    // A guard or a cap held it for a person: an agent or a service does not stand in (policy/guards.ts, caps.ts).
+    const marks = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload;
+    // A cap that holds, reached since it was proposed, holds it as well when it is approved.
+    const capHeld =
+      approving && p.tool !== undefined && p.owner !== OPEN_OWNER
+        ? this.space.authority.caps.over(p.proposer, p.owner, p.tool, { only: "hold" })
+        : undefined;
+    const held =
+      (marks?.[GUARDS_KEY] as { action?: string } | undefined)?.action === "hold" ||
+      marks?.[CAP_KEY] !== undefined ||
+      capHeld !== undefined;
+    if (held && this.space.config.participants[member.id]?.kind !== "human")
+      return {
+        code: ErrorCodes.guardHeld,
+        message: "a guard or a cap of the space holds this call for a person; only a human participant may decide it",
+      };
+    // A cap that refuses is not lifted by an approval: the proposal waits for the next minute
+    // (the router asks again as the call leaves, calls/guarded.ts `capRefusal`).
+    const refused =
+      approving && p.tool !== undefined && p.owner !== OPEN_OWNER
+        ? this.space.authority.caps.over(p.proposer, p.owner, p.tool, { approver: member.id, only: "refuse" })
+        : undefined;
+    if (refused)
+      return {
+        code: ErrorCodes.capExceeded,
+        message: `a cap of the space is reached (${refused.text}); the proposal stays pending: approve it again next minute`,
+      };
     // A reviewer of the proposer is bounded by what it is, not by the approvers list or its own
     // capabilities: it never rejects, and its approval is held to its bound (`reviewerBar`).
     if (this.reviewers && reviews(this.reviewers, member.id, p)) {

@@ -11,7 +11,7 @@ import type { Recorded } from "../policy/learn/recorded.js";
 import { mayApprove, reviewerBound } from "../policy/learn/review.js";
 import type { Registry } from "../ports/registry.js";
 import { type ErrorCode, ErrorCodes } from "../wire/envelope.js";
-import { DEFINITION_CHANGED_KEY, type Proposal } from "./book.js";
+import { DEFINITION_CHANGED_KEY, heldFindings, type Proposal } from "./book.js";
 
 export interface ReviewerDesk {
   config: SpaceConfig;
@@ -58,6 +58,7 @@ export function reviewerRefusal(desk: ReviewerDesk, id: string, p: Proposal, act
       annotations: entry?.annotations,
       definitionChanged: payload?.[DEFINITION_CHANGED_KEY] !== undefined,
       flagged: (entry?.findings?.length ?? 0) > 0,
+      guarded: heldFindings(payload),
     },
     true,
   );

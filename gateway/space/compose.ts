@@ -202,7 +202,8 @@ export function composeSpace(
     note: (plan) => void ledger.note(plan),
     storeFailed,
   });
-  const { torn, migrated, records, bytes, ms } = ledger.open({ proposals, grants, invites, switches, conversations, pins: registry.pins });
+  const books = { proposals, grants, invites, switches, conversations, pins: registry.pins, caps: authority.caps };
+  const { torn, migrated, records, bytes, ms } = ledger.open(books);
   if (torn) log.warn(torn, "the state journal ended in a torn record (a crash mid-write); it was cut off there");
   if (migrated?.length) log.info({ files: migrated }, "state migrated from the first wave's files");
   log.debug({ records, bytes, ms }, "state restored");

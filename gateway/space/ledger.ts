@@ -21,6 +21,7 @@ import type { InviteRecord, Invites } from "../agents/invites.js";
 import type { SwitchRecord, Switches } from "../agents/switches.js";
 import type { Conversations, FrameRecord } from "../agents/conversations.js";
 import type { PinRecord, Pins } from "../ports/pins.js";
+import type { CapRecord, Caps } from "../policy/caps.js";
 import type { Plan } from "../ports/plan.js";
 import {
   type AuditEntry,
@@ -41,7 +42,7 @@ import {
   type StoreOpener,
 } from "../store/index.js";
 
-export type StateRecord = ProposalRecord | GrantRecord | AuditRecord | InviteRecord | SwitchRecord | FrameRecord | PinRecord;
+export type StateRecord = ProposalRecord | GrantRecord | AuditRecord | InviteRecord | SwitchRecord | FrameRecord | PinRecord | CapRecord;
 export type { Plan } from "../ports/plan.js";
 
 const DAY_MS = 86_400_000;
@@ -81,6 +82,8 @@ export interface Books {
   switches: Switches;
   conversations: Conversations;
   pins: Pins;
+  /** This minute's counts against the space's caps (policy/caps.ts): kept here so a restart or a failover keeps them. */
+  caps?: Caps;
 }
 
 /**
@@ -114,6 +117,7 @@ export class Ledger {
         else if (r.type === "disable" || r.type === "enable") switches.apply(r);
         else if (r.type === "frame" || r.type === "unframe") conversations.apply(r);
         else if (r.type === "pin") pins.apply(r);
+        else if (r.type === "cap") books.caps?.apply(r);
         else if (r.type !== "audit") proposals.applyRecord(r);
       },
       // Invited participants first: grants and proposals may name them.
@@ -124,6 +128,7 @@ export class Ledger {
         ...proposals.snapshot(),
         ...grants.all().map((g): StateRecord => ({ type: "grant", ...g })),
         ...pins.snapshot(),
+        ...(books.caps?.snapshot() ?? []),
       ],
       isHistory: (r) => r.type === "audit",
     };

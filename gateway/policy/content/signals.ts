@@ -3,9 +3,11 @@
  * included: the signals a person would want pointed out before approving, and that nothing
  * may approve in their stead.
  *
- *   secret     a credential: a known key format (`AKIA…`, `ghp_…`, `xox…-`, `sk-…`, a PEM
- *              private key, a JWT, …), a `password=`-style assignment, or a long token of
- *              high entropy; base64 runs are decoded once and read again;
+ *   secret     a credential (secrets.ts): a known key format (`AKIA…`, `ghp_…`, `xox…-`, `sk-…`,
+ *              a PEM private key, a JWT, …, and secretlint's recommended rules), a
+ *              `password=`-style assignment, or a long token of high entropy; base64 runs are
+ *              decoded and read again;
+ *   personal   an email address, a phone number, a payment card number (personal.ts);
  *   shell      shell control syntax in a command-like value (`;`, `&&`, `||`, `|`, a backquote,
  *              `$(`, `${`, a redirection, a newline), or in any text a download piped into
  *              an interpreter, a command substitution, `sh -c`, a reverse shell;
@@ -23,7 +25,12 @@
  * must be, checked at each call (conditions.ts registers it for CEL).
  */
 
-export type SignalKind = "secret" | "shell" | "sensitive" | "hidden" | "traversal" | "url" | "control" | "large";
+import { type PersonalKind, PERSONAL_KINDS, personalHits } from "./personal.js";
+import { mask, secretIn } from "./secrets.js";
+
+export { mask, secretIn };
+
+export type SignalKind = "secret" | "personal" | "shell" | "sensitive" | "hidden" | "traversal" | "url" | "control" | "large";
 
 export interface Signal {
   kind: SignalKind;
@@ -42,24 +49,7 @@ const MAX_DEPTH = 64;
 /** At most this many signals are kept (the rest would only repeat the point). */
 const MAX_SIGNALS = 32;
 
-const KEY_FORMATS: Array<[RegExp, string]> = [
-  [/\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA)[A-Z0-9]{16}\b/, "an AWS access key"],
-  [/\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}/, "a GitHub token"],
-  [/\bgithub_pat_[A-Za-z0-9_]{22,}/, "a GitHub token"],
-  [/\bglpat-[A-Za-z0-9_-]{20,}/, "a GitLab token"],
-  [/\bxox[abposr]-[A-Za-z0-9-]{10,}/, "a Slack token"],
-  [/hooks\.slack\.com\/services\/[A-Za-z0-9/]{20,}/, "a Slack webhook"],
-  [/-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----/, "a private key"],
-  [/\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}/, "an API secret key"],
-  [/\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}/, "a Stripe key"],
-  [/\bAIza[0-9A-Za-z_-]{35}/, "a Google API key"],
-  [/\bnpm_[A-Za-z0-9]{36}\b/, "an npm token"],
-  [/\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/, "a JSON Web Token"],
-  [
-    /(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?key|auth[_-]?token|private[_-]?key)\s*[:=]\s*["']?[^\s"']{6,}/i,
-    "a credential assignment",
-  ],
-];
+const ALL_PERSONAL: ReadonlySet<PersonalKind> = new Set(PERSONAL_KINDS);
 
 /** Shell control syntax: what makes a command into more than one, or into something else. */
 const CONTROL_SYNTAX = /;|&&|\|\||\||`|\$\(|\$\{|>|<|\n|\r|&\s*$|(?:^|\s)&(?:\s|$)/;
@@ -95,43 +85,6 @@ const URL = /\b[a-z][a-z0-9+.-]{1,15}:\/\/([^\s/?#"'<>`]+)[^\s"'<>`]*/gi;
 const TOKEN_SPLIT = /[\s"'=,;:()[\]{}<>|&@`]+/;
 const KEY_LIKE = /^(?:command|cmd|commandline|command_line|script|shell|exec|argv|run|line|entrypoint)$/i;
 
-/** Masks a secret for a person to read: its first four characters and its length. */
-export function mask(s: string): string {
-  return `${s.slice(0, 4)}…(${s.length})`;
-}
-
-function entropy(s: string): number {
-  const counts = new Map<string, number>();
-  for (const ch of s) counts.set(ch, (counts.get(ch) ?? 0) + 1);
-  let h = 0;
-  for (const n of counts.values()) {
-    const p = n / s.length;
-    h -= p * Math.log2(p);
-  }
-  return h;
-}
-
-/** A credential in `s`, in words with the value masked, if there is one. */
-export function secretIn(s: string): string | undefined {
-  for (const [re, what] of KEY_FORMATS) {
-    const m = re.exec(s);
-    if (m) return `${what} (${mask(m[0])})`;
-  }
-  // Long tokens of many distinct characters: letters and digits mixed, not a plain hex digest or a path.
-  for (const m of s.matchAll(/[A-Za-z0-9+/_=-]{24,}/g)) {
-    const t = m[0];
-    if (/^[0-9a-f-]+$/i.test(t) || /^[A-Za-z]+$/.test(t) || !/[0-9]/.test(t) || !/[A-Za-z]/.test(t)) continue;
-    if ((t.match(/\//g)?.length ?? 0) > 3) continue;
-    // Base64 of a key format: decoded once and read again.
-    if (/^[A-Za-z0-9+/]+=*$/.test(t) && t.length % 4 === 0) {
-      const decoded = Buffer.from(t, "base64").toString("latin1");
-      for (const [re, what] of KEY_FORMATS) if (re.test(decoded)) return `${what}, base64-encoded (${mask(t)})`;
-    }
-    if (entropy(t) >= 4.2) return `a high-entropy token (${mask(t)})`;
-  }
-  return undefined;
-}
-
 /** Why a path is sensitive, hidden or escapes, if it is. */
 function pathSignal(p: string): { kind: SignalKind; detail: string } | undefined {
   if (/\\|%2e|%2f|%5c/i.test(p))
@@ -165,6 +118,7 @@ export function stringSignals(s: string, field: string, command: boolean, out: S
   if (INVISIBLE.test(s)) push("control", "control or invisible characters");
   const secret = secretIn(s);
   if (secret) push("secret", secret);
+  for (const h of personalHits(s, ALL_PERSONAL, 2)) push("personal", `${h.what} (${mask(s.slice(h.start, h.end))})`);
   if (command) {
     const m = CONTROL_SYNTAX.exec(s);
     if (m) push("shell", `shell control syntax (${JSON.stringify(m[0])})`);
