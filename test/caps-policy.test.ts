@@ -15,7 +15,7 @@ import { Caps } from "../gateway/policy/caps.js";
 import { Groups } from "../gateway/policy/groups.js";
 import type { PastCall } from "../gateway/policy/learn/history.js";
 import { dryRun, Replayer } from "../gateway/policy/learn/replay.js";
-import { Registry } from "../gateway/ports/registry.js";
+import { Registry } from "../gateway/tools/registry.js";
 import { capMetrics } from "../gateway/operator/policy-api.js";
 
 const BASE = `

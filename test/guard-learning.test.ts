@@ -12,8 +12,8 @@ import { type PastCall, pastCalls, personIn } from "../gateway/policy/learn/hist
 import { Replayer } from "../gateway/policy/learn/replay.js";
 import { riskOf } from "../gateway/policy/learn/risk.js";
 import { suggest } from "../gateway/policy/learn/suggest.js";
-import type { AuditEntry } from "../gateway/proposals/book.js";
-import { Registry } from "../gateway/ports/registry.js";
+import type { AuditEntry } from "../gateway/audit/entry.js";
+import { Registry } from "../gateway/tools/registry.js";
 
 const GH = "ghp_x7Qk2mZ9vR4tL8wN3pJ6sF1yH5cD0bG2aE4u";
 const space = (extra = "", rules = "") =>

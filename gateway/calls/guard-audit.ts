@@ -4,8 +4,8 @@
  * or the result, with the request (and the proposal it carries out, if any). Written behind
  * the call (`note`), in the same journal and retention as the rest of the trail.
  */
-import type { AuditRecord } from "../proposals/book.js";
-import type { Plan } from "../ports/plan.js";
+import type { AuditRecord } from "../audit/entry.js";
+import type { Plan } from "../store/plan.js";
 import type { GuardOn, GuardVerdict } from "../policy/guards.js";
 
 export function guardPlan(

@@ -34,7 +34,7 @@ import type { Verdict } from "../policy/authority.js";
 import type { Decision } from "../policy/rules.js";
 import type { ProposalBook } from "../proposals/book.js";
 import { answerOutcome } from "../proposals/outcomes.js";
-import type { Registry } from "../ports/registry.js";
+import type { Registry } from "../tools/registry.js";
 import type { Member } from "../ports/member.js";
 import { Catalogue } from "./catalogue.js";
 import { askedAgain, callersFault, isPrivate } from "./whose.js";

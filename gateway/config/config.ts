@@ -26,7 +26,7 @@ export { rulePosition, type RulePosition } from "./rule-positions.js";
 import { PreviewsSchema } from "./previews.js";
 import { ClusterSchema, TelemetrySchema, WebhookSchema } from "./gateway.js";
 import { webhookSecretIssues } from "./webhook-secret.js";
-import { Lookalikes } from "../identity/confusables.js";
+import { Lookalikes } from "./confusables.js";
 import { identitySchema } from "./identity.js";
 import { allowSignInCards, OAuthSchema, resolveSecretFile } from "./oauth.js";
 export type { OAuthConfig, SecretValue } from "./oauth.js";
@@ -132,7 +132,7 @@ const PolicySchema = section({
   proposal_ttl_ms: int(1, MAX_TIMER_MS).default(600_000),
   /** What an unanswered proposal becomes at its TTL: rejected (the safe default), or kept pending until someone decides. */
   expires_action: z.enum(["reject", "keep"]).default("reject"),
-  /** What a tool whose texts the gateway flagged (policy/inspect.ts) gets: shown with its findings, called only with approval, or refused. */
+  /** What a tool whose texts the gateway flagged (tools/inspect.ts) gets: shown with its findings, called only with approval, or refused. */
   tool_checks: z.enum(["warn", "ask", "deny"]).default("warn"),
   /** Who else may decide, and who is told again, when a proposal waits unanswered: stages, each `after_ms` from a proposal's creation (proposals/escalation.ts). */
   escalate: z
@@ -303,7 +303,7 @@ const ParticipantSchema = section({
   approvals: z
     .union([int(1, 16), z.record(z.string().min(1), int(1, 16))], { error: expected("a number from 1 to 16, or {tool glob: number}") })
     .optional(),
-  /** Whether a change to this participant's tool definitions suspends what was allowed on the old one (ports/pins.ts): `false` for none of its tools, `{skip: [globs]}` for some. */
+  /** Whether a change to this participant's tool definitions suspends what was allowed on the old one (tools/pins.ts): `false` for none of its tools, `{skip: [globs]}` for some. */
   pin: z
     .union([boolean(), section({ skip: z.array(z.string().min(1)) })], { error: expected("true, false, or {skip: [tool globs]}") })
     .optional(),
@@ -472,7 +472,7 @@ const SpaceConfigSchema = section({
       Object.values(identity?.groups ?? {}).map((g) => g.replace(/^@/, "")),
     );
     // Ids that read alike (`files`, `fiIes`, `fi1es`, `Files`) could pass for each other on every
-    // screen that names a participant or its tools (identity/confusables.ts). Reported at the
+    // screen that names a participant or its tools (config/confusables.ts). Reported at the
     // later key, naming the earlier one and where it is (`see`, resolved in parseSpaceConfig).
     const alike = new Lookalikes();
     const pathOf = new Map<string, string[]>();

@@ -31,7 +31,8 @@ import type { ReviewNote } from "../policy/learn/review.js";
 import { SuggestionMemory } from "../policy/learn/remembered.js";
 import { dryRunView, type KnownTool } from "../policy/learn/replay.js";
 import { learn, type Suggestion, type Withheld } from "../policy/learn/suggest.js";
-import { type AuditRecord, type Proposal, runningArguments } from "../proposals/book.js";
+import { type Proposal, runningArguments } from "../proposals/book.js";
+import type { AuditRecord } from "../audit/entry.js";
 import type { ReloadReport } from "../space/reload.js";
 import type { Space } from "../space/space.js";
 

@@ -2,7 +2,6 @@
  * What the operator API shows of a space's state, and how its errors map to HTTP.
  */
 import {
-  type AuditEntry,
   DEFINITION_CHANGED_KEY,
   GUARDS_KEY,
   heldFindings,
@@ -11,6 +10,7 @@ import {
   runningParams,
   whatRuns,
 } from "../proposals/book.js";
+import type { AuditEntry } from "../audit/entry.js";
 import type { Space } from "../space/space.js";
 import { approversNow, approvalsView } from "../proposals/approvals.js";
 import { limitOptions } from "../policy/scope.js";
@@ -80,7 +80,7 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
       : {}),
     // Approving it needs the approver's passkey (proposals/passkey-bar.ts), and where to give it.
     ...(space.passkeyBar.needs(p) ? { passkey: { required: true, where: space.passkeyBar.where(p) } } : {}),
-    // What the gateway found wrong with the tool's texts (policy/inspect.ts): the card shows it.
+    // What the gateway found wrong with the tool's texts (tools/inspect.ts): the card shows it.
     ...(entry?.["findings"] ? { findings: entry["findings"] } : {}),
     // Whether the viewer may decide: not its own, and it could make the call itself.
     mine: p.proposer === viewer,
@@ -195,7 +195,7 @@ export function decidedView(space: Space, entries: AuditEntry[], max: number): A
   return out.slice(0, max);
 }
 
-/** A proposal made while its tool's definition was unconfirmed carries what changed (ports/pins.ts). */
+/** A proposal made while its tool's definition was unconfirmed carries what changed (tools/pins.ts). */
 function definitionChanged(p: Proposal): Record<string, unknown> {
   const payload = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload;
   const mark = payload?.[DEFINITION_CHANGED_KEY];

@@ -34,9 +34,9 @@ import {
   type Reasoned,
   specificTool,
 } from "./rules.js";
-import type { Registry } from "../ports/registry.js";
-import { summary } from "./inspect.js";
-import type { PinState } from "../ports/pins.js";
+import type { Registry } from "../tools/registry.js";
+import { summary } from "../tools/inspect.js";
+import type { PinState } from "../tools/pins.js";
 import { expandRuleGlob, Groups } from "./groups.js";
 import { conditionHolds } from "./scope.js";
 import { quorumBypass, requiredApprovals } from "./quorum.js";
@@ -229,7 +229,7 @@ export class Authority {
   }
 
   /**
-   * The pin of `owner/tool` when its definition changes count (ports/pins.ts): undefined for
+   * The pin of `owner/tool` when its definition changes count (tools/pins.ts): undefined for
    * a tool not in the catalogue, or one its owner's `pin` setting leaves out.
    */
   pin(owner: string, tool: string): PinState | undefined {

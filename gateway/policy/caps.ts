@@ -20,8 +20,8 @@
  */
 import type { SpaceConfig } from "../config/config.js";
 import type { CapConfig } from "../config/guards.js";
-import type { Plan } from "../ports/plan.js";
-import type { Registry } from "../ports/registry.js";
+import type { Plan } from "../store/plan.js";
+import type { Registry } from "../tools/registry.js";
 import { compileGlob } from "./capabilities.js";
 import { expandRuleGlob, type Groups } from "./groups.js";
 import { type ErrorCode, ErrorCodes } from "../wire/error-codes.js";

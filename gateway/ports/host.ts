@@ -20,9 +20,9 @@ import type { Envelope, ErrorCode, InboundEnvelope, McpRequestPayload } from "..
 import type { Proposal } from "../proposals/book.js";
 import type { Call, Calls } from "../calls/calls.js";
 import type { SpaceMetrics } from "./metrics.js";
-import type { Plan } from "./plan.js";
+import type { Plan } from "../store/plan.js";
 import type { Member } from "./member.js";
-import type { Registry } from "./registry.js";
+import type { Registry } from "../tools/registry.js";
 import type { Tracing } from "./tracing.js";
 
 export interface SpaceHost {
@@ -148,7 +148,7 @@ export interface ProposalDesk {
   withdrawn(member: Member, p: Proposal, reason: string): Promise<void>;
 }
 
-/** What decisions.ts needs of grants (policy/lending.ts): an "always" approval makes one, in the approval's transaction. */
+/** What decisions.ts needs of grants (agents/lending.ts): an "always" approval makes one, in the approval's transaction. */
 export interface GrantDesk {
   /** Why `granter` may not make one more grant (its quota or the space's), if it may not. */
   quota(granter: string): string | undefined;

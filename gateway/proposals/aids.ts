@@ -4,7 +4,7 @@
  */
 import type { SpaceConfig } from "../config/config.js";
 import type { Authority } from "../policy/authority.js";
-import type { Registry } from "../ports/registry.js";
+import type { Registry } from "../tools/registry.js";
 import type { Proposal } from "./book.js";
 import { approversNow } from "./approvals.js";
 import { linkApprovers, Links } from "./links.js";

@@ -33,9 +33,9 @@ import {
 } from "../wire/envelope.js";
 import { type CallRouter, clip, disabledRefusal, type GrantDesk, type ProposalDesk, type SpaceHost } from "../ports/host.js";
 import type { Calls } from "../calls/calls.js";
-import type { Registry } from "../ports/registry.js";
+import type { Registry } from "../tools/registry.js";
 import { DEFINITION_CHANGED, toolGrant } from "../policy/rules.js";
-import type { Plan } from "../ports/plan.js";
+import type { Plan } from "../store/plan.js";
 import {
   awaiting,
   DEFINITION_CHANGED_KEY,
@@ -49,7 +49,8 @@ import {
   runningParams,
 } from "./book.js";
 import type { Member } from "../ports/member.js";
-import { approveOneOf, approversNow, requiredApprovals, sameArguments } from "./approvals.js";
+import { approveOneOf, approversNow, sameArguments } from "./approvals.js";
+import { requiredApprovals } from "../policy/quorum.js";
 import { cannotRun, editOf } from "./runs.js";
 import { respondMark } from "./respond.js";
 import { dropFallenApprovals, fulfilmentStanding } from "./still-count.js";
@@ -89,7 +90,7 @@ export class Decisions implements ProposalDesk {
     /** Where an approved call is routed (calls/router.ts). */
     private readonly router: Pick<CallRouter, "authorize" | "tryRoute" | "unknownTool" | "catalogueChanged">,
     private readonly runs: RunsEnded,
-    /** Where an "always" approval's grant is made (policy/lending.ts). */
+    /** Where an "always" approval's grant is made (agents/lending.ts). */
     private readonly grants: GrantDesk,
     /** Tells the webhooks a proposal escalated (notify.ts), with the stage's approvers. */
     notify: (p: Proposal, approvers: readonly string[]) => void = () => {},
@@ -192,7 +193,7 @@ export class Decisions implements ProposalDesk {
     const now = Date.now();
     const tool = method === "tools/call" ? (params["name"] as string) : undefined;
     const digest = tool === undefined || owner === OPEN_OWNER ? undefined : this.registry.pins.state(owner, tool)?.digest;
-    // A tool changed since it was confirmed: the card shows what changed (ports/pins.ts).
+    // A tool changed since it was confirmed: the card shows what changed (tools/pins.ts).
     const changed =
       tool !== undefined && owner !== OPEN_OWNER && this.space.authority.pin(owner, tool)?.confirmed === false
         ? this.registry.pins.unconfirmed(owner, tool)
@@ -729,7 +730,7 @@ export class Decisions implements ProposalDesk {
     }
     approver.log.info({ proposal: p.id, proposer: p.proposer, scope: d.scope }, "proposal approved");
     // A person approved a call of this definition: rules and annotations let it be called
-    // directly again, if it is still the tool's definition (ports/pins.ts).
+    // directly again, if it is still the tool's definition (tools/pins.ts).
     if (p.tool !== undefined && p.digest !== undefined && this.registry.pins.confirm(p.owner, p.tool, p.digest)) {
       approver.log.info({ tool: `${p.owner}/${p.tool}`, digest: p.digest }, "tool definition confirmed");
       this.router.catalogueChanged();

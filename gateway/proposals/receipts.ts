@@ -54,7 +54,7 @@ export interface ReceiptClaims {
   decider: DeciderKind;
   /** SHA-256 (hex) of the canonical JSON of the arguments that ran. */
   args: string;
-  /** The tool definition's pinned digest (ports/pins.ts) the approver was shown; "" when none was pinned. */
+  /** The tool definition's pinned digest (tools/pins.ts) the approver was shown; "" when none was pinned. */
   definition: string;
   /** SHA-256 (hex) of the policy in force (`policyDigest`). */
   policy: string;

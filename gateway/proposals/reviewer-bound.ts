@@ -9,7 +9,7 @@ import type { SpaceConfig } from "../config/config.js";
 import type { Groups } from "../policy/groups.js";
 import type { Recorded } from "../policy/learn/recorded.js";
 import { mayApprove, reviewerBound } from "../policy/learn/review.js";
-import type { Registry } from "../ports/registry.js";
+import type { Registry } from "../tools/registry.js";
 import { type ErrorCode, ErrorCodes } from "../wire/envelope.js";
 import { DEFINITION_CHANGED_KEY, heldFindings, type Proposal } from "./book.js";
 

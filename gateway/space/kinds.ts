@@ -18,7 +18,7 @@ import type { Streams } from "../agents/streams.js";
 import type { Switches } from "../agents/switches.js";
 import type { McpRouter } from "../calls/router.js";
 import type { Requests } from "../calls/requests.js";
-import type { Lending } from "../policy/lending.js";
+import type { Lending } from "../agents/lending.js";
 import type { Member } from "../ports/member.js";
 import type { Decisions } from "../proposals/decisions.js";
 import { type Envelope, type InboundEnvelope, stamp } from "../wire/envelope.js";

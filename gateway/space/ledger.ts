@@ -20,18 +20,11 @@ import type { GrantBook, GrantRecord } from "../policy/grants.js";
 import type { InviteRecord, Invites } from "../agents/invites.js";
 import type { SwitchRecord, Switches } from "../agents/switches.js";
 import type { Conversations, FrameRecord } from "../agents/conversations.js";
-import type { PinRecord, Pins } from "../ports/pins.js";
+import type { PinRecord, Pins } from "../tools/pins.js";
 import type { CapRecord, Caps } from "../policy/caps.js";
-import type { Plan } from "../ports/plan.js";
-import {
-  type AuditEntry,
-  type AuditQuery,
-  type AuditRecord,
-  auditMatches,
-  type ProposalBook,
-  type ProposalRecord,
-  type ProposalState,
-} from "../proposals/book.js";
+import type { Plan } from "../store/plan.js";
+import type { ProposalBook, ProposalRecord } from "../proposals/book.js";
+import { type AuditEntry, type AuditQuery, type AuditRecord, auditMatches, type ProposalState } from "../audit/entry.js";
 import {
   type LegacyFile,
   type OpenReport,
@@ -43,7 +36,7 @@ import {
 } from "../store/index.js";
 
 export type StateRecord = ProposalRecord | GrantRecord | AuditRecord | InviteRecord | SwitchRecord | FrameRecord | PinRecord | CapRecord;
-export type { Plan } from "../ports/plan.js";
+export type { Plan } from "../store/plan.js";
 
 const DAY_MS = 86_400_000;
 /** Records written behind (`later`) that are handed to the store at once, whatever `audit_flush_ms` says. */

@@ -65,7 +65,7 @@ export function buildCatalogue(infos: readonly ToolInfo[], self: string | undefi
   for (const { info, participant, policy } of visible) {
     const fn = names.functionName(info.name);
     if (fn === undefined) continue;
-    // An MCP client hands these to its model: hidden characters out, a flag stated (gateway/policy/inspect.ts).
+    // An MCP client hands these to its model: hidden characters out, a flag stated (gateway/tools/inspect.ts).
     const tool = toMcpTool(fn, forModel(info), policy, participant);
     if (!tool) {
       skipped.push({ name: info.name, why: "its definition is not a valid MCP tool" });

@@ -261,7 +261,7 @@ function matches(template: UriTemplate, uri: string): boolean {
 
 /**
  * A prompt as an MCP client's model may read it. The gateway's catalogue keeps tools only,
- * so prompts are inspected here, as they pass (gateway/policy/inspect.ts): hidden characters
+ * so prompts are inspected here, as they pass (gateway/tools/inspect.ts): hidden characters
  * out of the title, description and argument descriptions, and a flag stated when found.
  */
 function forModel(p: Item): Item {

@@ -9,7 +9,7 @@
  * `riskOf` is a proposal's risk (risk.ts) over this history: what a card shows and what
  * bounds a reviewer's approval, on whichever path it comes.
  */
-import type { AuditEntry } from "../../proposals/book.js";
+import type { AuditEntry } from "../../audit/entry.js";
 import { pastCalls, type PastCall } from "./history.js";
 import { type Risk, riskOf } from "./risk.js";
 

@@ -9,8 +9,8 @@
  * they did (`replay`): a dry run that adds a cap lists the calls it would have refused or held.
  */
 import type { SpaceConfig } from "../../config/config.js";
-import { requiredApprovals } from "../../proposals/approvals.js";
-import { Registry } from "../../ports/registry.js";
+import { requiredApprovals } from "../quorum.js";
+import { Registry } from "../../tools/registry.js";
 import { Authority } from "../authority.js";
 import { compileCapabilities, type Matcher } from "../capabilities.js";
 import type { PastCall, PeopleSaid } from "./history.js";

@@ -5,11 +5,11 @@
  * grant that was lent on from what it takes back. Which grants stand is grants.ts's
  * business; this module acts on the space only through `LendingHost`.
  */
-import { reviewerBound } from "./learn/review.js";
+import { reviewerBound } from "../policy/learn/review.js";
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
-import type { Authority } from "./authority.js";
-import { type Capability, covers } from "./capabilities.js";
+import type { Authority } from "../policy/authority.js";
+import { type Capability, covers } from "../policy/capabilities.js";
 import type { SpaceConfig } from "../config/config.js";
 import {
   type Envelope,
@@ -23,11 +23,11 @@ import {
   stamp,
   systemEnvelope,
 } from "../wire/envelope.js";
-import type { GrantBook, GrantRecord } from "./grants.js";
-import type { GrantCondition } from "./scope.js";
+import type { GrantBook, GrantRecord } from "../policy/grants.js";
+import type { GrantCondition } from "../policy/scope.js";
 import { clip } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
-import type { Plan } from "../ports/plan.js";
+import type { Plan } from "../store/plan.js";
 
 /** What lending needs of the space. */
 export interface LendingHost {

@@ -4,7 +4,7 @@
  * The registry only stores; calls/router.ts fetches (`tools/list`, all pages) and decides when.
  */
 import * as z from "zod";
-import type { Finding } from "../policy/inspect.js";
+import type { Finding } from "./inspect.js";
 import { type DefinitionChange, Pins } from "./pins.js";
 import { isRecord } from "../wire/values.js";
 
@@ -38,7 +38,7 @@ export interface ToolEntry {
   icons?: unknown;
   execution?: unknown;
   _meta?: Record<string, unknown> | undefined;
-  /** What the gateway found wrong with its texts when it took it in (policy/inspect.ts); absent when nothing. */
+  /** What the gateway found wrong with its texts when it took it in (tools/inspect.ts); absent when nothing. */
   findings?: readonly Finding[] | undefined;
 }
 
