@@ -4,7 +4,7 @@
  * Pure functions: the server (server.ts) feeds them what `tools/list` on `system:gateway`
  * returned and what a failed call rejected with.
  */
-import { AUTHZ_KEY, denial } from "./denials.js";
+import { AUTHZ_KEY, denial } from "./held/denials.js";
 import { ToolSchema, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { GATEWAY_ID, isRecord } from "../../gateway/index.js";
 import { ToolNameMap } from "../agent/names.js";
@@ -151,7 +151,7 @@ function objectSchema(schema: unknown): Record<string, unknown> | undefined {
 
 /** A failed call as the tool result an MCP client (and the model behind it) reads. */
 export function failureResult(real: string, err: ParticipantError): CallToolResult {
-  // A refusal by a person or the policy carries the structured denial's envelope (denials.ts): decided, nothing to do;
+  // A refusal by a person or the policy carries the structured denial's envelope (held/denials.ts): decided, nothing to do;
   // a sign-in the caller must make (or one with more scope) too: theirs to make, then call again.
   const refused =
     err.code === "rejected" ||

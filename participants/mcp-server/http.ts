@@ -32,7 +32,7 @@ import { header, readJson, rpcError, RPC_INTERNAL_ERROR, RPC_PARSE_ERROR, RPC_SE
 import type { SpaceMcpServer } from "./server.js";
 import { faceTrace } from "./face-trace.js";
 import { identify, onlyOf, refuse } from "./http-who.js";
-import { HeldCalls, type HoldOptions } from "./held.js";
+import { HeldCalls, type HoldOptions } from "./held/held.js";
 import { InnerPool, isModern, loadModernModules, serveModern, type Inner, type ModernModules } from "./modern.js";
 
 /*
@@ -91,7 +91,7 @@ export interface McpHttpOptions {
   approvalProgressMs?: number | undefined;
   /** Most tasks one participant holds at once (tasks.ts). Default 1000. */
   maxTasks?: number | undefined;
-  /** How a 2026-07-28 request that waits for a person is held (held.ts, modern-held.ts). */
+  /** How a 2026-07-28 request that waits for a person is held (held/held.ts, modern-held.ts). */
   hold?: HoldOptions | undefined;
   logger?: Logger | undefined;
   /** How the endpoint's modules are loaded on its first request. Default `loadMcpHttpModules` (tests replace it). */

@@ -13,7 +13,7 @@
  *
  * A tools/call that becomes a proposal waits in its request for the decision, a bounded
  * while at a time, then answers `input_required` with sealed state the client resumes it
- * with (modern-held.ts, held.ts). The proposal is seen from the face's own progress message.
+ * with (modern-held.ts, held/held.ts). The proposal is seen from the face's own progress message.
  *
  * A `subscriptions/listen` stream carries the changes the seat sees (listen.ts).
  *
@@ -22,12 +22,12 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { HeldFace } from "./held.js";
+import type { HeldFace } from "./held/held.js";
 import { asProtocolError, asServerGave, callHeld, innerParams, type Lifted } from "./modern-held.js";
 import { logRoute } from "./modern-logs.js";
 import { ListenFeed, type ListenSchemas } from "./listen.js";
 import { callAsTask, declaresTasks, declaresToolApproval, serveTaskMethod, TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION } from "./task-ext.js";
-import { AUTHZ_KEY, CONTEXT_ID_KEY, denial } from "./denials.js";
+import { AUTHZ_KEY, CONTEXT_ID_KEY, denial } from "./held/denials.js";
 import { declarations, paramMismatch } from "./param-headers.js";
 
 /** What serving 2026-07-28 needs, loaded with the endpoint's other modules. */
@@ -340,7 +340,7 @@ export async function serveModern(
 }
 
 /**
- * A retry echoing a structured denial's context id (denials.ts): refused when the id opens
+ * A retry echoing a structured denial's context id (held/denials.ts): refused when the id opens
  * but names another operation; an id that does not open is ignored (it is never authority).
  */
 function checkContext(m: ModernModules, held: HeldFace, params: unknown, meta: Record<string, unknown> | undefined): void {

@@ -73,7 +73,7 @@ export class SpaceResources {
     return { resourceTemplates };
   }
 
-  /** `meta`: the client's `_meta` as it may go on (face.ts `forwardedMeta`); `more`: a 2026-07-28 client's retry params (input.ts `retryParams`). */
+  /** `meta`: the client's `_meta` as it may go on (face.ts `forwardedMeta`); `more`: a 2026-07-28 client's retry params (held/input.ts `retryParams`). */
   async readResource(uri: string, meta?: Record<string, unknown>, more: Record<string, unknown> = {}): Promise<Record<string, unknown>> {
     return this.ask(await this.ownerOf(uri), "resources/read", { uri, ...more, ...(meta ? { _meta: meta } : {}) });
   }

@@ -30,8 +30,8 @@ import { GATEWAY_ID, TASK_TTL_META_KEY, type Envelope } from "../../gateway/inde
 import { ParticipantClient, type ClientOptions } from "../client.js";
 import { ParticipantError, RpcError } from "../errors.js";
 import { failureResult, type Catalogue } from "./catalogue.js";
-import { askClient, deskOf, type Desk, type Session } from "./callbacks.js";
-import { isInputRequired, retryParams, serverError, TAKES_INPUT } from "./input.js";
+import { askClient, deskOf, type Desk, type Session } from "./held/callbacks.js";
+import { isInputRequired, retryParams, serverError, TAKES_INPUT } from "./held/input.js";
 import { SpaceResources } from "./resources.js";
 import {
   faceCapabilities,
@@ -82,7 +82,7 @@ export interface SpaceMcpServerOptions {
   maxTasks?: number | undefined;
   /** A span for each tool call served, when the space exports traces (face-trace.ts). */
   trace?: FaceTrace | undefined;
-  /** The client speaks 2026-07-28 (modern.ts): a server's `input_required` comes back to it as it came (input.ts). */
+  /** The client speaks 2026-07-28 (modern.ts): a server's `input_required` comes back to it as it came (held/input.ts). */
   takesInput?: boolean | undefined;
 }
 
@@ -186,7 +186,7 @@ export class SpaceMcpServer extends Server {
     // Resources and prompts of the space's MCP servers, through the gateway (resources.ts).
     const resources = new SpaceResources(client, this.only);
     this.resources = resources;
-    // What the space's tool servers ask back about this session's calls (callbacks.ts).
+    // What the space's tool servers ask back about this session's calls (held/callbacks.ts).
     this.desk = deskOf(client);
     this.leaveDesk = this.desk.add(this.session);
     this.setRequestHandler(SubscribeRequestSchema, async (request) => {
@@ -358,7 +358,7 @@ export class SpaceMcpServer extends Server {
         {
           name: real,
           arguments: params.arguments ?? {},
-          // A 2026-07-28 client's retry params go on as they came (input.ts).
+          // A 2026-07-28 client's retry params go on as they came (held/input.ts).
           ...(this.takesInput ? retryParams(extra._meta) : {}),
           // What this session's client offers the server to ask back (client-caps.ts); a task's call has no client to ask.
           _meta: {
@@ -366,7 +366,7 @@ export class SpaceMcpServer extends Server {
             // Under the face's span, when traced (face-trace.ts).
             ...(traceparent === undefined ? {} : { traceparent }),
             [CLIENT_CAPS_KEY]: proposed ? {} : offeredCapabilities(this.getClientCapabilities()),
-            // The client takes a server's input_required itself (input.ts).
+            // The client takes a server's input_required itself (held/input.ts).
             ...(this.takesInput ? { [TAKES_INPUT]: true } : {}),
             ...keep,
           },
@@ -399,7 +399,7 @@ export class SpaceMcpServer extends Server {
       // The owner's own JSON-RPC error goes through as one (invalid params, unknown method…).
       // (RpcError rather than McpError, whose message would gain a second "MCP error" prefix.)
       if (err.code === "rpc_error") throw new RpcError(err.rpcCode ?? ErrorCode.InternalError, err.message, err.data);
-      // At 2026-07-28 a server's own error whose data names a reason (a bad request state…) is the server's error (input.ts).
+      // At 2026-07-28 a server's own error whose data names a reason (a bad request state…) is the server's error (held/input.ts).
       if (this.takesInput && serverError(err)) throw new RpcError(err.rpcCode ?? ErrorCode.InternalError, err.message, err.data);
       // Aborted by the MCP client: the SDK sends no answer to a cancelled request.
       if (err.code === "cancelled") throw err;
@@ -417,7 +417,7 @@ export class SpaceMcpServer extends Server {
 
   // --- what the space tells or asks this session ----------------------------------------
 
-  /** This session as the desk sees it (callbacks.ts). */
+  /** This session as the desk sees it (held/callbacks.ts). */
   private readonly session: Session = {
     made: (ids) => ids.find((id) => this.made.has(id)),
     offers: (method) => {

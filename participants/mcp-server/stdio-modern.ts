@@ -5,7 +5,7 @@
  * without the 2026-07-28 `_meta` envelope) opens a 2025-era session with the face as ever;
  * `server/discover` or an enveloped request opens 2026-07-28, served by the SDK v2's
  * `serveStdio` with the same factory the HTTP faces use (modern.ts), over an in-process
- * client of a face that takes `input_required` as it came (input.ts). A held call at
+ * client of a face that takes `input_required` as it came (held/input.ts). A held call at
  * 2026-07-28 over stdio waits in its request (the connection stays open), with progress.
  */
 import type { Readable, Writable } from "node:stream";

@@ -17,7 +17,7 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
-import type { McpFaceSpace } from "../../gateway/index.js";
+import type { McpFaceSpace } from "../../../gateway/index.js";
 import { AuthzContexts } from "./denials.js";
 
 /** What a sealed state says. Short keys: it travels in every resumed request. */

@@ -11,8 +11,8 @@
  * MAX_RESPONSES_BYTES are refused with a message that says so.
  */
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
-import { GATEWAY_ID } from "../../gateway/index.js";
-import type { ParticipantError } from "../errors.js";
+import { GATEWAY_ID } from "../../../gateway/index.js";
+import type { ParticipantError } from "../../errors.js";
 
 /** The `_meta` flag: this request's client takes `input_required` itself. The gateway's own (a client's `mewgate/` keys are dropped, face.ts). */
 export const TAKES_INPUT = "mewgate/input_required";
