@@ -21,7 +21,7 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { HeldFace } from "./held/held.js";
 import { isInputRequired, LOG_ROUTE, RETRY_META } from "./held/input.js";
-import { type LogRoute, logRoute, type RequestLog } from "./modern-logs.js";
+import { type LogRoute, logRoute, type RequestLog } from "./logs/modern-logs.js";
 import { AUTHZ_KEY, CONTEXT_ID_KEY, denial } from "./held/denials.js";
 
 /** What a held call needs of the SDK modules (modern.ts `ModernModules`). */
@@ -134,7 +134,7 @@ export async function callHeld(
   const abort = new AbortController();
   const dropped = () => abort.abort(ctx.mcpReq.signal?.reason);
   ctx.mcpReq.signal?.addEventListener("abort", dropped, { once: true });
-  // Its log lines go to the request waiting on it (modern-logs.ts).
+  // Its log lines go to the request waiting on it (logs/modern-logs.ts).
   const route = logRoute(m.LoggingMessageNotificationSchema, client, ctx.mcpReq.log);
   const call = client.request({ method: "tools/call", params: innerParams(request.params, ctx as never, route) } as never, m.ResultSchema, {
     signal: abort.signal,

@@ -24,7 +24,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { HeldFace } from "./held/held.js";
 import { asProtocolError, asServerGave, callHeld, innerParams, type Lifted } from "./modern-held.js";
-import { logRoute } from "./modern-logs.js";
+import { logRoute } from "./logs/modern-logs.js";
 import { ListenFeed, type ListenSchemas } from "./listen.js";
 import { callAsTask, declaresTasks, declaresToolApproval, serveTaskMethod, TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION } from "./task-ext.js";
 import { AUTHZ_KEY, CONTEXT_ID_KEY, denial } from "./held/denials.js";
@@ -37,7 +37,7 @@ export interface ModernModules {
   InMemoryTransport: typeof import("@modelcontextprotocol/sdk/inMemory.js").InMemoryTransport;
   ResultSchema: typeof import("@modelcontextprotocol/sdk/types.js").ResultSchema;
   McpError: typeof import("@modelcontextprotocol/sdk/types.js").McpError;
-  /** The face's log lines, routed to the request they are about (modern-logs.ts). */
+  /** The face's log lines, routed to the request they are about (logs/modern-logs.ts). */
   LoggingMessageNotificationSchema: typeof import("@modelcontextprotocol/sdk/types.js").LoggingMessageNotificationSchema;
   /** The change notifications a listen stream carries (listen.ts). */
   listen: ListenSchemas;
@@ -174,7 +174,7 @@ export function modernServerFactory(
           : cap === "completions"
             ? {}
             : { listChanged: true };
-  // The face logs (its waits and approvals, its servers' lines about a call): to each request's client, at the level it asked (modern-logs.ts).
+  // The face logs (its waits and approvals, its servers' lines about a call): to each request's client, at the level it asked (logs/modern-logs.ts).
   if (caps["logging"] !== undefined) capabilities["logging"] = {};
   // Held calls as tasks (task-ext.ts), where calls can be held.
   if (asTasks && caps["tools"] !== undefined) capabilities["extensions"] = { [TASKS_EXTENSION]: {}, [TOOL_APPROVAL_EXTENSION]: {} };

@@ -46,7 +46,7 @@ import { tasksOf, type SeatTasks } from "./tasks.js";
 import { DEFAULT_TTL_MS } from "./server-task.js";
 import { askUnknownTool, ownToolsPage } from "./own-pages.js";
 import { CLIENT_CAPS_KEY, offeredCapabilities } from "./client-caps.js";
-import { SessionLog } from "./session-log.js";
+import { SessionLog } from "./logs/session-log.js";
 import { SessionTools } from "./session-tools.js";
 import { serveReads } from "./read-handlers.js";
 import { requestOf, traced, type FaceTrace } from "./face-trace.js";
@@ -117,7 +117,7 @@ export class SpaceMcpServer extends Server {
   private readonly unsubscribe: (() => void)[] = [];
   /** Envelope ids of this session's calls still waiting (and their proposals) → the MCP request each serves. */
   private readonly made = new Map<string, Extra>();
-  /** MCP logging of this session (session-log.ts). */
+  /** MCP logging of this session (logs/session-log.ts). */
   private readonly logs: SessionLog;
   private readonly desk: Desk;
   private readonly resources: SpaceResources;

@@ -205,7 +205,7 @@ export class HeldRuns {
     this.runs.set(id, { abort, route });
   }
 
-  /** Where the call's log lines go (modern-logs.ts), re-pointed to each request that waits on it. */
+  /** Where the call's log lines go (logs/modern-logs.ts), re-pointed to each request that waits on it. */
   route(id: string): HeldRoute | undefined {
     return this.runs.get(id)?.route;
   }
@@ -252,7 +252,7 @@ export interface ApprovalProgress {
   escalated: number[];
 }
 
-/** A held call's log route (modern-logs.ts `LogRoute`), as held.ts needs it. */
+/** A held call's log route (logs/modern-logs.ts `LogRoute`), as held.ts needs it. */
 export interface HeldRoute {
   to(log: ((level: never, data: unknown, logger?: string) => Promise<void>) | undefined): void;
 }

@@ -21,7 +21,7 @@ export const TAKES_INPUT = "mewgate/input_required";
 export const RETRY_META = "mewgate/retry";
 
 /**
- * Where modern.ts names the 2026-07-28 request a call to the face serves (modern-logs.ts): the
+ * Where modern.ts names the 2026-07-28 request a call to the face serves (logs/modern-logs.ts): the
  * face's log lines about that call carry it back in their `_meta`, so they reach that request's
  * client. Set there only (a client's own is replaced).
  */

@@ -8,7 +8,7 @@
  * Split from server.ts, which owns the session and says when it may send.
  */
 import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
-import { LOG_ROUTE } from "./held/input.js";
+import { LOG_ROUTE } from "../held/input.js";
 
 /** MCP's log levels, least severe first. */
 const LOG_LEVELS: readonly LoggingLevel[] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];

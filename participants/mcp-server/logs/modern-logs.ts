@@ -8,7 +8,7 @@
  * and not at all when it asked for none.
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { LOG_ROUTE } from "./held/input.js";
+import { LOG_ROUTE } from "../held/input.js";
 
 /** What sends one line to a 2026-07-28 request's client (the SDK v2's `ctx.mcpReq.log`). */
 export type RequestLog = (level: never, data: unknown, logger?: string) => Promise<void>;
