@@ -29,7 +29,7 @@ import type { Logger } from "pino";
 import { GATEWAY_ID, TASK_TTL_META_KEY, type Envelope } from "../../gateway/index.js";
 import { ParticipantClient, type ClientOptions } from "../client.js";
 import { ParticipantError, RpcError } from "../errors.js";
-import { failureResult, type Catalogue } from "./catalogue.js";
+import { failureResult, type Catalogue } from "./tools/catalogue.js";
 import { askClient, deskOf, type Desk, type Session } from "./held/callbacks.js";
 import { isInputRequired, retryParams, serverError, TAKES_INPUT } from "./held/input.js";
 import { SpaceResources } from "./resources.js";
@@ -44,10 +44,10 @@ import {
 } from "./face.js";
 import { tasksOf, type SeatTasks } from "./tasks.js";
 import { DEFAULT_TTL_MS } from "./server-task.js";
-import { askUnknownTool, ownToolsPage } from "./own-pages.js";
+import { askUnknownTool, ownToolsPage } from "./tools/own-pages.js";
 import { CLIENT_CAPS_KEY, offeredCapabilities } from "./client-caps.js";
 import { SessionLog } from "./logs/session-log.js";
-import { SessionTools } from "./session-tools.js";
+import { SessionTools } from "./tools/session-tools.js";
 import { serveReads } from "./read-handlers.js";
 import { requestOf, traced, type FaceTrace } from "./face-trace.js";
 
@@ -107,7 +107,7 @@ export class SpaceMcpServer extends Server {
   private readonly log: Logger | undefined;
   private readonly approvalProgressMs: number;
   private readonly takesInput: boolean;
-  /** The space's tools as this session lists them (session-tools.ts). */
+  /** The space's tools as this session lists them (tools/session-tools.ts). */
   private readonly tools: SessionTools;
   private initialized = false;
   private disposed = false;
@@ -173,7 +173,7 @@ export class SpaceMcpServer extends Server {
     this.ready.catch(() => {});
 
     // A client that takes tasks hears which calls may wait for a person as one.
-    // Serving one participant, its server's own pages, order and cursors (own-pages.ts).
+    // Serving one participant, its server's own pages, order and cursors (tools/own-pages.ts).
     this.setRequestHandler(ListToolsRequestSchema, async (request) => {
       const catalogue = await this.currentTools();
       const page = this.only === undefined ? undefined : await ownToolsPage(client, this.only, request.params?.cursor, catalogue);
@@ -296,7 +296,7 @@ export class SpaceMcpServer extends Server {
     } catch (err) {
       return { content: [{ type: "text", text: `not connected to the space: ${(err as Error).message}` }], isError: true };
     }
-    // Not in the list: a fresh one, or a tool that left it since (session-tools.ts).
+    // Not in the list: a fresh one, or a tool that left it since (tools/session-tools.ts).
     const entry = await this.tools.find(params.name);
     if (!entry && this.only !== undefined) {
       // Serving one participant as itself: its server says how it answers a tool it does not have.

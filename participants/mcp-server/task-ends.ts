@@ -17,7 +17,7 @@ import type { CallToolResult, Result, Task } from "@modelcontextprotocol/sdk/typ
 import { type Envelope, GATEWAY_ID, isRecord } from "../../gateway/index.js";
 import type { ParticipantClient } from "../client.js";
 import { ParticipantError } from "../errors.js";
-import { failureResult } from "./catalogue.js";
+import { failureResult } from "./tools/catalogue.js";
 
 /** What asking again needs of one of the seat's tasks. */
 export interface Open {

@@ -41,7 +41,7 @@ import { ErrorCode, type CallToolResult, type CreateTaskResult, type Result, typ
 import { GATEWAY_ID, type Envelope } from "../../gateway/index.js";
 import type { ParticipantClient } from "../client.js";
 import { ParticipantError, RpcError } from "../errors.js";
-import { failureResult } from "./catalogue.js";
+import { failureResult } from "./tools/catalogue.js";
 import { DEFAULT_TTL_MS, type Followed, POLL_MS, ServerTaskFollower, serverTask, TERMINAL } from "./server-task.js";
 import { approver, fromSpace, heard, interrupted, type Reading, Rechecks, readProposal, realOf, waiting } from "./task-ends.js";
 

@@ -4,13 +4,13 @@
  * Pure functions: the server (server.ts) feeds them what `tools/list` on `system:gateway`
  * returned and what a failed call rejected with.
  */
-import { AUTHZ_KEY, denial } from "./held/denials.js";
+import { AUTHZ_KEY, denial } from "../held/denials.js";
 import { ToolSchema, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
-import { GATEWAY_ID, isRecord } from "../../gateway/index.js";
-import { ToolNameMap } from "../agent/names.js";
-import { forModel } from "../agent/tools.js";
-import type { ParticipantError } from "../errors.js";
-import type { ToolInfo } from "../wire.js";
+import { GATEWAY_ID, isRecord } from "../../../gateway/index.js";
+import { ToolNameMap } from "../../agent/names.js";
+import { forModel } from "../../agent/tools.js";
+import type { ParticipantError } from "../../errors.js";
+import type { ToolInfo } from "../../wire.js";
 
 /** What a space tool needs from this participant: called directly, or proposed and approved first. */
 export type ExposedPolicy = "direct" | "proposal";

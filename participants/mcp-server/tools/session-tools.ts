@@ -8,7 +8,7 @@
  * says why, rather than by a bare "unknown".
  */
 import type { Logger } from "pino";
-import type { ParticipantClient } from "../client.js";
+import type { ParticipantClient } from "../../client.js";
 import { buildCatalogue, type Catalogue, type CatalogueEntry } from "./catalogue.js";
 
 /** Most tool names kept after they left the catalogue (`former`). */
