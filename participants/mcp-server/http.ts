@@ -89,7 +89,7 @@ export interface McpHttpOptions {
   /** Largest `initialize` body read before a session exists. Default 4 MiB (the SDK's own limit for later requests). */
   maxBodyBytes?: number | undefined;
   approvalProgressMs?: number | undefined;
-  /** Most tasks one participant holds at once (tasks.ts). Default 1000. */
+  /** Most tasks one participant holds at once (tasks/tasks.ts). Default 1000. */
   maxTasks?: number | undefined;
   /** How a 2026-07-28 request that waits for a person is held (held/held.ts, modern-held.ts). */
   hold?: HoldOptions | undefined;

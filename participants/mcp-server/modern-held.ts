@@ -60,7 +60,7 @@ export type Lifted = {
  * schemas drop keys they do not know; a client's own RETRY_META is replaced).
  */
 export function innerParams(params: unknown, ctx: Lifted, route?: LogRoute): Record<string, unknown> {
-  // A legacy `task` param is tolerated and never makes a task (task-ext.ts makes one for the extension).
+  // A legacy `task` param is tolerated and never makes a task (tasks/task-ext.ts makes one for the extension).
   const { _meta: _, task: _task, ...rest } = typeof params === "object" && params !== null ? (params as Record<string, unknown>) : {};
   // A structured denial's context id is the face's to check (held/denials.ts), not the server's to read.
   const { progressToken: __, [RETRY_META]: ___, [LOG_ROUTE]: ____, [CONTEXT_ID_KEY]: _____, ...meta } = ctx.mcpReq._meta ?? {};

@@ -26,7 +26,14 @@ import type { HeldFace } from "./held/held.js";
 import { asProtocolError, asServerGave, callHeld, innerParams, type Lifted } from "./modern-held.js";
 import { logRoute } from "./logs/modern-logs.js";
 import { ListenFeed, type ListenSchemas } from "./listen.js";
-import { callAsTask, declaresTasks, declaresToolApproval, serveTaskMethod, TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION } from "./task-ext.js";
+import {
+  callAsTask,
+  declaresTasks,
+  declaresToolApproval,
+  serveTaskMethod,
+  TASKS_EXTENSION,
+  TOOL_APPROVAL_EXTENSION,
+} from "./tasks/task-ext.js";
 import { AUTHZ_KEY, CONTEXT_ID_KEY, denial } from "./held/denials.js";
 import { declarations, paramMismatch } from "./param-headers.js";
 
@@ -176,7 +183,7 @@ export function modernServerFactory(
             : { listChanged: true };
   // The face logs (its waits and approvals, its servers' lines about a call): to each request's client, at the level it asked (logs/modern-logs.ts).
   if (caps["logging"] !== undefined) capabilities["logging"] = {};
-  // Held calls as tasks (task-ext.ts), where calls can be held.
+  // Held calls as tasks (tasks/task-ext.ts), where calls can be held.
   if (asTasks && caps["tools"] !== undefined) capabilities["extensions"] = { [TASKS_EXTENSION]: {}, [TOOL_APPROVAL_EXTENSION]: {} };
   const instructions = client.getInstructions();
   return () => {
@@ -261,7 +268,7 @@ export async function serveModern(
     const v = req.headers[name];
     return Array.isArray(v) ? v[0] : v;
   };
-  // tasks/* of the tasks extension, which the SDK v2 does not route (task-ext.ts).
+  // tasks/* of the tasks extension, which the SDK v2 does not route (tasks/task-ext.ts).
   const tasks = await serveTaskMethod(m, client, held, body, header);
   if (tasks) {
     res.writeHead(tasks.status, { "content-type": "application/json" });

@@ -42,8 +42,8 @@ import {
   withTaskSupport,
   type OnlyParticipant,
 } from "./face.js";
-import { tasksOf, type SeatTasks } from "./tasks.js";
-import { DEFAULT_TTL_MS } from "./server-task.js";
+import { tasksOf, type SeatTasks } from "./tasks/tasks.js";
+import { DEFAULT_TTL_MS } from "./tasks/server-task.js";
 import { askUnknownTool, ownToolsPage } from "./tools/own-pages.js";
 import { CLIENT_CAPS_KEY, offeredCapabilities } from "./client-caps.js";
 import { SessionLog } from "./logs/session-log.js";
@@ -78,7 +78,7 @@ export interface SpaceMcpServerOptions {
    * else's, and its own server name and instructions (face.ts `describeParticipant`).
    */
   only?: OnlyParticipant | undefined;
-  /** Most tasks the seat holds at once (tasks.ts); default 1000. */
+  /** Most tasks the seat holds at once (tasks/tasks.ts); default 1000. */
   maxTasks?: number | undefined;
   /** A span for each tool call served, when the space exports traces (face-trace.ts). */
   trace?: FaceTrace | undefined;
@@ -130,7 +130,7 @@ export class SpaceMcpServer extends Server {
     const welcome = client.welcome;
     const only = opts.only;
     const capabilities = faceCapabilities(only);
-    // Approvals as tasks: the seat's store, shared by its sessions (tasks.ts).
+    // Approvals as tasks: the seat's store, shared by its sessions (tasks/tasks.ts).
     const tasks = tasksOf(client, opts.maxTasks);
     // Serving one participant, the seat's tasks of that participant's tools only.
     const taskView = tasks.view(only?.participant);
@@ -306,8 +306,8 @@ export class SpaceMcpServer extends Server {
     if (!entry)
       throw new McpError(ErrorCode.InvalidParams, `unknown tool: ${params.name} (list the tools again: the space's tools change)`);
     if (params.task !== undefined) {
-      // Answered at once; the call goes on past this request (tasks.ts), with no progress relayed.
-      // A tool its server runs as a task is called as one (once approved), and its server's task followed (tasks.ts).
+      // Answered at once; the call goes on past this request (tasks/tasks.ts), with no progress relayed.
+      // A tool its server runs as a task is called as one (once approved), and its server's task followed (tasks/tasks.ts).
       const asTask = entry.taskSupport === "required" || entry.taskSupport === "optional" ? params.task : undefined;
       // The gateway keeps the end for the seat as long as the task is kept, should it end while the seat is away.
       const keep = { [TASK_TTL_META_KEY]: params.task.ttl ?? DEFAULT_TTL_MS };
@@ -394,7 +394,7 @@ export class SpaceMcpServer extends Server {
     } catch (err) {
       if (!(err instanceof ParticipantError)) throw err;
       this.log?.info({ tool: real, proposal: proposalId, code: err.code }, "call failed");
-      // A task says how it ended by its status (tasks.ts): it wants the failure itself.
+      // A task says how it ended by its status (tasks/tasks.ts): it wants the failure itself.
       if (proposed) throw err;
       // The owner's own JSON-RPC error goes through as one (invalid params, unknown method…).
       // (RpcError rather than McpError, whose message would gain a second "MCP error" prefix.)

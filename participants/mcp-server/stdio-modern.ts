@@ -12,7 +12,7 @@ import type { Readable, Writable } from "node:stream";
 import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { loadModernModules, modernServerFactory } from "./modern.js";
-import { serveTaskMethod } from "./task-ext.js";
+import { serveTaskMethod } from "./tasks/task-ext.js";
 import type { SpaceMcpServer } from "./server.js";
 
 /** A stdio transport whose messages wait, from the first, until it is started. */
@@ -104,7 +104,7 @@ export async function serveModernStdio(face: SpaceMcpServer, transport: OpeningT
   // The connection's one server instance: the face's list changes go out through it to the
   // connection's listen streams, which the SDK's stdio entry filters and stamps.
   const make = modernServerFactory(m, inner, undefined, { tasks: true });
-  // tasks/* of the tasks extension, answered before the SDK (task-ext.ts); stdio has no Mcp-* headers to check.
+  // tasks/* of the tasks extension, answered before the SDK (tasks/task-ext.ts); stdio has no Mcp-* headers to check.
   transport.intercept = (message) => {
     const method = (message as { method?: unknown }).method;
     if (typeof method !== "string" || !method.startsWith("tasks/") || !("id" in message)) return false;

@@ -20,7 +20,7 @@ export interface CatalogueEntry {
   real: string;
   participant: string;
   policy: ExposedPolicy;
-  /** The server's own `execution.taskSupport`: a call made as a task goes to it as one (tasks.ts) when `optional` or `required`. */
+  /** The server's own `execution.taskSupport`: a call made as a task goes to it as one (tasks/tasks.ts) when `optional` or `required`. */
   taskSupport?: string | undefined;
 }
 

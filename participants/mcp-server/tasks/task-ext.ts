@@ -22,8 +22,8 @@
  * shape; a task id that is not the seat's is "not found" (-32602), as one that never was.
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { ApprovalProgress, HeldFace } from "./held/held.js";
-import { AUTHZ_KEY, denial } from "./held/denials.js";
+import type { ApprovalProgress, HeldFace } from "../held/held.js";
+import { AUTHZ_KEY, denial } from "../held/denials.js";
 
 /** What of the SDKs this needs (modern.ts loads them with the face's other modules). */
 type Modules = {
