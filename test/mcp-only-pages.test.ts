@@ -23,7 +23,7 @@ import { connectInProcess } from "../gateway/space/inprocess.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { LogListeners } from "../participants/bridge/log-listeners.js";
 import { callerOffers, perRequestCapabilities, statedCapabilities, withoutStated } from "../participants/bridge/client-caps.js";
-import { offeredCapabilities } from "../participants/mcp-server/client-caps.js";
+import { offeredCapabilities } from "../participants/mcp-server/face/client-caps.js";
 import { ParticipantClient } from "../participants/index.js";
 import { mountHttp } from "../participants/mcp-server/http.js";
 import { startGateway, waitFor, waitForTool, type TestGateway } from "./helpers.js";

@@ -14,7 +14,7 @@
  *   second connection under the same id would replace the first (close 4409), and an MCP
  *   client often opens a new session before the old one is gone. The participant leaves
  *   the space when its last session ends.
- * - `<path>/<participant>` (`/mcp/fs`) serves that one participant as itself (face.ts,
+ * - `<path>/<participant>` (`/mcp/fs`) serves that one participant as itself (face/face.ts,
  *   `OnlyParticipant`), to the same tokens, under the same policy. A session belongs to
  *   the path that opened it: presented at another, it is refused.
  * - A session ends on `DELETE`, after `idleTimeoutMs` without any request (an open GET
@@ -29,8 +29,8 @@ import type { Logger } from "pino";
 import type { McpFaceHost, McpFaceSpace } from "../../gateway/index.js";
 import type { ParticipantClient } from "../client.js";
 import { header, readJson, rpcError, RPC_INTERNAL_ERROR, RPC_PARSE_ERROR, RPC_SERVER_ERROR, RPC_SESSION_NOT_FOUND } from "./http-io.js";
-import type { SpaceMcpServer } from "./server.js";
-import { faceTrace } from "./face-trace.js";
+import type { SpaceMcpServer } from "./face/server.js";
+import { faceTrace } from "./face/face-trace.js";
 import { identify, onlyOf, refuse } from "./http-who.js";
 import { HeldCalls, type HoldOptions } from "./held/held.js";
 import { InnerPool, isModern, loadModernModules, serveModern, type Inner, type ModernModules } from "./modern.js";
@@ -46,8 +46,8 @@ export interface McpHttpModules {
   StreamableHTTPServerTransport: typeof import("@modelcontextprotocol/sdk/server/streamableHttp.js").StreamableHTTPServerTransport;
   isInitializeRequest: typeof import("@modelcontextprotocol/sdk/types.js").isInitializeRequest;
   ParticipantClient: typeof import("../client.js").ParticipantClient;
-  createSpaceMcpServer: typeof import("./server.js").createSpaceMcpServer;
-  describeParticipant: typeof import("./face.js").describeParticipant;
+  createSpaceMcpServer: typeof import("./face/server.js").createSpaceMcpServer;
+  describeParticipant: typeof import("./face/face.js").describeParticipant;
 }
 
 let shared: Promise<McpHttpModules> | undefined;
@@ -63,8 +63,8 @@ export function loadMcpHttpModules(): Promise<McpHttpModules> {
     import("@modelcontextprotocol/sdk/server/streamableHttp.js"),
     import("@modelcontextprotocol/sdk/types.js"),
     import("../client.js"),
-    import("./server.js"),
-    import("./face.js"),
+    import("./face/server.js"),
+    import("./face/face.js"),
   ]).then(([http, types, client, server, face]) => ({
     StreamableHTTPServerTransport: http.StreamableHTTPServerTransport,
     isInitializeRequest: types.isInitializeRequest,

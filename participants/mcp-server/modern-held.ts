@@ -81,7 +81,7 @@ export function innerParams(params: unknown, ctx: Lifted, route?: LogRoute): Rec
   return Object.keys(meta).length > 0 ? { ...rest, _meta: meta } : rest;
 }
 
-/** Our own progress message while a call waits (server.ts): its proposal id. */
+/** Our own progress message while a call waits (face/server.ts): its proposal id. */
 const WAITING = /^waiting for approval of .* \(proposal ([^()\s]{1,200})\)$/;
 
 type HeldCtx = {

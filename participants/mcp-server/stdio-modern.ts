@@ -13,7 +13,7 @@ import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/s
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { loadModernModules, modernServerFactory } from "./modern.js";
 import { serveTaskMethod } from "./tasks/task-ext.js";
-import type { SpaceMcpServer } from "./server.js";
+import type { SpaceMcpServer } from "./face/server.js";
 
 /** A stdio transport whose messages wait, from the first, until it is started. */
 export class OpeningTransport {

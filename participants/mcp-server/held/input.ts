@@ -14,7 +14,7 @@ import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { GATEWAY_ID } from "../../../gateway/index.js";
 import type { ParticipantError } from "../../errors.js";
 
-/** The `_meta` flag: this request's client takes `input_required` itself. The gateway's own (a client's `mewgate/` keys are dropped, face.ts). */
+/** The `_meta` flag: this request's client takes `input_required` itself. The gateway's own (a client's `mewgate/` keys are dropped, face/face.ts). */
 export const TAKES_INPUT = "mewgate/input_required";
 
 /** Where modern.ts puts a retry's `inputResponses` and `requestState` for the face (set there only; a client's own is dropped). */

@@ -1,5 +1,5 @@
 /**
- * Log lines through a 2026-07-28 face: the face (server.ts) sends its own lines and a tool
+ * Log lines through a 2026-07-28 face: the face (face/server.ts) sends its own lines and a tool
  * server's about a call on the call's own request, to the in-process client that asked
  * (modern.ts); that client has one connection for every request of a seat, so each request
  * is given a route (LOG_ROUTE in its `_meta`), the face's lines carry it back, and here they

@@ -1,7 +1,7 @@
 /**
  * The space's tools as one MCP server's `tools/list`, and failures as tool results.
  *
- * Pure functions: the server (server.ts) feeds them what `tools/list` on `system:gateway`
+ * Pure functions: the server (face/server.ts) feeds them what `tools/list` on `system:gateway`
  * returned and what a failed call rejected with.
  */
 import { AUTHZ_KEY, denial } from "../held/denials.js";

@@ -26,12 +26,12 @@ import {
   type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
-import { GATEWAY_ID, TASK_TTL_META_KEY, type Envelope } from "../../gateway/index.js";
-import { ParticipantClient, type ClientOptions } from "../client.js";
-import { ParticipantError, RpcError } from "../errors.js";
-import { failureResult, type Catalogue } from "./tools/catalogue.js";
-import { askClient, deskOf, type Desk, type Session } from "./held/callbacks.js";
-import { isInputRequired, retryParams, serverError, TAKES_INPUT } from "./held/input.js";
+import { GATEWAY_ID, TASK_TTL_META_KEY, type Envelope } from "../../../gateway/index.js";
+import { ParticipantClient, type ClientOptions } from "../../client.js";
+import { ParticipantError, RpcError } from "../../errors.js";
+import { failureResult, type Catalogue } from "../tools/catalogue.js";
+import { askClient, deskOf, type Desk, type Session } from "../held/callbacks.js";
+import { isInputRequired, retryParams, serverError, TAKES_INPUT } from "../held/input.js";
 import { SpaceResources } from "./resources.js";
 import {
   faceCapabilities,
@@ -42,12 +42,12 @@ import {
   withTaskSupport,
   type OnlyParticipant,
 } from "./face.js";
-import { tasksOf, type SeatTasks } from "./tasks/tasks.js";
-import { DEFAULT_TTL_MS } from "./tasks/server-task.js";
-import { askUnknownTool, ownToolsPage } from "./tools/own-pages.js";
+import { tasksOf, type SeatTasks } from "../tasks/tasks.js";
+import { DEFAULT_TTL_MS } from "../tasks/server-task.js";
+import { askUnknownTool, ownToolsPage } from "../tools/own-pages.js";
 import { CLIENT_CAPS_KEY, offeredCapabilities } from "./client-caps.js";
-import { SessionLog } from "./logs/session-log.js";
-import { SessionTools } from "./tools/session-tools.js";
+import { SessionLog } from "../logs/session-log.js";
+import { SessionTools } from "../tools/session-tools.js";
 import { serveReads } from "./read-handlers.js";
 import { requestOf, traced, type FaceTrace } from "./face-trace.js";
 

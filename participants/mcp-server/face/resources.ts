@@ -14,10 +14,10 @@
  */
 import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
-import type { ParticipantClient } from "../client.js";
-import { ParticipantError, RpcError } from "../errors.js";
-import { inspectTool, stripHidden, isRecord } from "../../gateway/index.js";
-import { cleanTexts, flagNote } from "../agent/tools.js";
+import type { ParticipantClient } from "../../client.js";
+import { ParticipantError, RpcError } from "../../errors.js";
+import { inspectTool, stripHidden, isRecord } from "../../../gateway/index.js";
+import { cleanTexts, flagNote } from "../../agent/tools.js";
 
 const TIMEOUT_MS = 10_000;
 /** Most resources or prompts gathered from one participant. */

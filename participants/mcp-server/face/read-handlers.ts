@@ -24,7 +24,7 @@ import {
   type ServerCapabilities,
 } from "@modelcontextprotocol/sdk/types.js";
 import { forwardedMeta } from "./face.js";
-import { retryParams, TAKES_INPUT } from "./held/input.js";
+import { retryParams, TAKES_INPUT } from "../held/input.js";
 import { requestOf, traced, type FaceTrace } from "./face-trace.js";
 import type { SpaceResources } from "./resources.js";
 
