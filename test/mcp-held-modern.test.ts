@@ -1,5 +1,5 @@
 /**
- * A held call at MCP 2026-07-28 on /mcp (participants/mcp-server/modern-held.ts, held.ts):
+ * A held call at MCP 2026-07-28 on /mcp (participants/mcp-server/modern/modern-held.ts, held.ts):
  * the call answers `input_required` with a URL elicitation to the proposal's card and sealed
  * request state (at once to a client that takes URL elicitation, else after holding the
  * request a while); a resumed request reads what the call ended with. Hostile first: a state

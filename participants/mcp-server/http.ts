@@ -33,7 +33,7 @@ import type { SpaceMcpServer } from "./face/server.js";
 import { faceTrace } from "./face/face-trace.js";
 import { identify, onlyOf, refuse } from "./http-who.js";
 import { HeldCalls, type HoldOptions } from "./held/held.js";
-import { InnerPool, isModern, loadModernModules, serveModern, type Inner, type ModernModules } from "./modern.js";
+import { InnerPool, isModern, loadModernModules, serveModern, type Inner, type ModernModules } from "./modern/modern.js";
 
 /*
  * Only type imports above: this module is on the gateway's start path (`mewgate gateway`
@@ -91,7 +91,7 @@ export interface McpHttpOptions {
   approvalProgressMs?: number | undefined;
   /** Most tasks one participant holds at once (tasks/tasks.ts). Default 1000. */
   maxTasks?: number | undefined;
-  /** How a 2026-07-28 request that waits for a person is held (held/held.ts, modern-held.ts). */
+  /** How a 2026-07-28 request that waits for a person is held (held/held.ts, modern/modern-held.ts). */
   hold?: HoldOptions | undefined;
   logger?: Logger | undefined;
   /** How the endpoint's modules are loaded on its first request. Default `loadMcpHttpModules` (tests replace it). */
@@ -217,7 +217,7 @@ export function mountHttp(gateway: { mcpFace(): McpFaceHost }, opts: McpHttpOpti
     return p;
   }
 
-  /** 2026-07-28 requests (modern.ts): the SDK v2's modules, and one in-process client of the face per seat and path. */
+  /** 2026-07-28 requests (modern/modern.ts): the SDK v2's modules, and one in-process client of the face per seat and path. */
   let modern: Promise<ModernModules> | undefined;
   const held = new HeldCalls({ progressMs: opts.approvalProgressMs, ...opts.hold });
   const inners = new InnerPool(async (space: McpFaceSpace, participant: string, onlyId: string | undefined, mm: ModernModules) => {
@@ -376,7 +376,7 @@ export function mountHttp(gateway: { mcpFace(): McpFaceHost }, opts: McpHttpOpti
         read.status === 413 ? { connection: "close" } : undefined,
       );
     }
-    // A 2026-07-28 request: stateless, answered at once (modern.ts).
+    // A 2026-07-28 request: stateless, answered at once (modern/modern.ts).
     modern ??= loadModernModules();
     const mm = await modern;
     if (isModern(mm, req, read.body)) {

@@ -4,14 +4,14 @@
  * someone starts it, so stdio.ts can look at the first message: an `initialize` (or anything
  * without the 2026-07-28 `_meta` envelope) opens a 2025-era session with the face as ever;
  * `server/discover` or an enveloped request opens 2026-07-28, served by the SDK v2's
- * `serveStdio` with the same factory the HTTP faces use (modern.ts), over an in-process
+ * `serveStdio` with the same factory the HTTP faces use (modern/modern.ts), over an in-process
  * client of a face that takes `input_required` as it came (held/input.ts). A held call at
  * 2026-07-28 over stdio waits in its request (the connection stays open), with progress.
  */
 import type { Readable, Writable } from "node:stream";
 import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { loadModernModules, modernServerFactory } from "./modern.js";
+import { loadModernModules, modernServerFactory } from "./modern/modern.js";
 import { serveTaskMethod } from "./tasks/task-ext.js";
 import type { SpaceMcpServer } from "./face/server.js";
 

@@ -82,7 +82,7 @@ export interface SpaceMcpServerOptions {
   maxTasks?: number | undefined;
   /** A span for each tool call served, when the space exports traces (face-trace.ts). */
   trace?: FaceTrace | undefined;
-  /** The client speaks 2026-07-28 (modern.ts): a server's `input_required` comes back to it as it came (held/input.ts). */
+  /** The client speaks 2026-07-28 (modern/modern.ts): a server's `input_required` comes back to it as it came (held/input.ts). */
   takesInput?: boolean | undefined;
 }
 

@@ -12,8 +12,8 @@
  *
  * `HeldCalls` is what one HTTP mount keeps (its key lives as long as the process: after a
  * restart a state resumes nothing, and the call's proposal is decided in the space as
- * ever); modern-held.ts answers with it. `HeldRuns` are the held calls still running in the
- * gateway: each can be withdrawn, and is when its client leaves it (modern-held.ts).
+ * ever); modern/modern-held.ts answers with it. `HeldRuns` are the held calls still running in the
+ * gateway: each can be withdrawn, and is when its client leaves it (modern/modern-held.ts).
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
@@ -198,7 +198,7 @@ export class HeldRuns {
     string,
     { abort: AbortController; route?: HeldRoute | undefined; abandon?: NodeJS.Timeout | undefined }
   >();
-  /** Requests held open now, on the whole mount (bounded in modern-held.ts). */
+  /** Requests held open now, on the whole mount (bounded in modern/modern-held.ts). */
   holding = 0;
 
   add(id: string, abort: AbortController, route?: HeldRoute): void {

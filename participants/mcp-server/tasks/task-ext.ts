@@ -25,7 +25,7 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { ApprovalProgress, HeldFace } from "../held/held.js";
 import { AUTHZ_KEY, denial } from "../held/denials.js";
 
-/** What of the SDKs this needs (modern.ts loads them with the face's other modules). */
+/** What of the SDKs this needs (modern/modern.ts loads them with the face's other modules). */
 type Modules = {
   v2: typeof import("@modelcontextprotocol/server");
   ResultSchema: typeof import("@modelcontextprotocol/sdk/types.js").ResultSchema;

@@ -19,10 +19,10 @@
  * the whole mount; past them a request answers `input_required` at once.
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { HeldFace } from "./held/held.js";
-import { isInputRequired, LOG_ROUTE, RETRY_META } from "./held/input.js";
-import { type LogRoute, logRoute, type RequestLog } from "./logs/modern-logs.js";
-import { AUTHZ_KEY, CONTEXT_ID_KEY, denial } from "./held/denials.js";
+import type { HeldFace } from "../held/held.js";
+import { isInputRequired, LOG_ROUTE, RETRY_META } from "../held/input.js";
+import { type LogRoute, logRoute, type RequestLog } from "../logs/modern-logs.js";
+import { AUTHZ_KEY, CONTEXT_ID_KEY, denial } from "../held/denials.js";
 
 /** What a held call needs of the SDK modules (modern.ts `ModernModules`). */
 export interface HeldModules {

@@ -22,9 +22,9 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { HeldFace } from "./held/held.js";
+import type { HeldFace } from "../held/held.js";
 import { asProtocolError, asServerGave, callHeld, innerParams, type Lifted } from "./modern-held.js";
-import { logRoute } from "./logs/modern-logs.js";
+import { logRoute } from "../logs/modern-logs.js";
 import { ListenFeed, type ListenSchemas } from "./listen.js";
 import {
   callAsTask,
@@ -33,8 +33,8 @@ import {
   serveTaskMethod,
   TASKS_EXTENSION,
   TOOL_APPROVAL_EXTENSION,
-} from "./tasks/task-ext.js";
-import { AUTHZ_KEY, CONTEXT_ID_KEY, denial } from "./held/denials.js";
+} from "../tasks/task-ext.js";
+import { AUTHZ_KEY, CONTEXT_ID_KEY, denial } from "../held/denials.js";
 import { declarations, paramMismatch } from "./param-headers.js";
 
 /** What serving 2026-07-28 needs, loaded with the endpoint's other modules. */
