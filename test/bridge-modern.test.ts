@@ -15,7 +15,7 @@ import { connectInProcess } from "../gateway/space/inprocess.js";
 import type { Envelope } from "../gateway/wire/envelope.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { ParticipantClient, ParticipantError } from "../participants/index.js";
-import { mountHttp } from "../participants/mcp-server/http.js";
+import { mountHttp } from "../participants/mcp-server/http/http.js";
 import { startGateway, type TestGateway, waitFor, waitForTool } from "./helpers.js";
 
 const T = { human: "human-token-0001", seat: "seat-token-00002", up: "up-token-0000003", bot: "bot-token-000004" };

@@ -7,7 +7,7 @@
  * the server itself continue the client's trace (gateway/ports/tracing.ts).
  *
  * Given to a face by whoever serves it: the HTTP faces have the space's `Tracing`
- * (http.ts); `mewgate mcp` (stdio, another process) has none, and its calls hang under the
+ * (http/http.ts); `mewgate mcp` (stdio, another process) has none, and its calls hang under the
  * client's `traceparent` at the gateway as before.
  */
 import type { CallTrace, FaceCallInfo, Tracing } from "../../../gateway/index.js";

@@ -1,7 +1,7 @@
 /**
  * MCP 2026-07-28 requests on the HTTP faces (`/mcp`, `/mcp/<participant>`): stateless (no
  * `initialize`, no session id, the `_meta` envelope on every request, `server/discover`,
- * the `Mcp-Method`/`Mcp-Name` headers), beside the 2025-era sessions of http.ts on the same
+ * the `Mcp-Method`/`Mcp-Name` headers), beside the 2025-era sessions of http/http.ts on the same
  * endpoint.
  *
  * The SDK v2 (`@modelcontextprotocol/server`, `createMcpHandler`) answers the request: it

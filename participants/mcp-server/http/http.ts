@@ -26,14 +26,14 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { Logger } from "pino";
-import type { McpFaceHost, McpFaceSpace } from "../../gateway/index.js";
-import type { ParticipantClient } from "../client.js";
+import type { McpFaceHost, McpFaceSpace } from "../../../gateway/index.js";
+import type { ParticipantClient } from "../../client.js";
 import { header, readJson, rpcError, RPC_INTERNAL_ERROR, RPC_PARSE_ERROR, RPC_SERVER_ERROR, RPC_SESSION_NOT_FOUND } from "./http-io.js";
-import type { SpaceMcpServer } from "./face/server.js";
-import { faceTrace } from "./face/face-trace.js";
+import type { SpaceMcpServer } from "../face/server.js";
+import { faceTrace } from "../face/face-trace.js";
 import { identify, onlyOf, refuse } from "./http-who.js";
-import { HeldCalls, type HoldOptions } from "./held/held.js";
-import { InnerPool, isModern, loadModernModules, serveModern, type Inner, type ModernModules } from "./modern/modern.js";
+import { HeldCalls, type HoldOptions } from "../held/held.js";
+import { InnerPool, isModern, loadModernModules, serveModern, type Inner, type ModernModules } from "../modern/modern.js";
 
 /*
  * Only type imports above: this module is on the gateway's start path (`mewgate gateway`
@@ -45,9 +45,9 @@ import { InnerPool, isModern, loadModernModules, serveModern, type Inner, type M
 export interface McpHttpModules {
   StreamableHTTPServerTransport: typeof import("@modelcontextprotocol/sdk/server/streamableHttp.js").StreamableHTTPServerTransport;
   isInitializeRequest: typeof import("@modelcontextprotocol/sdk/types.js").isInitializeRequest;
-  ParticipantClient: typeof import("../client.js").ParticipantClient;
-  createSpaceMcpServer: typeof import("./face/server.js").createSpaceMcpServer;
-  describeParticipant: typeof import("./face/face.js").describeParticipant;
+  ParticipantClient: typeof import("../../client.js").ParticipantClient;
+  createSpaceMcpServer: typeof import("../face/server.js").createSpaceMcpServer;
+  describeParticipant: typeof import("../face/face.js").describeParticipant;
 }
 
 let shared: Promise<McpHttpModules> | undefined;
@@ -62,9 +62,9 @@ export function loadMcpHttpModules(): Promise<McpHttpModules> {
   const loading = Promise.all([
     import("@modelcontextprotocol/sdk/server/streamableHttp.js"),
     import("@modelcontextprotocol/sdk/types.js"),
-    import("../client.js"),
-    import("./face/server.js"),
-    import("./face/face.js"),
+    import("../../client.js"),
+    import("../face/server.js"),
+    import("../face/face.js"),
   ]).then(([http, types, client, server, face]) => ({
     StreamableHTTPServerTransport: http.StreamableHTTPServerTransport,
     isInitializeRequest: types.isInitializeRequest,
