@@ -28,7 +28,7 @@
  *   policies) changes what it would list.
  */
 export { createSpaceMcpServer, SpaceMcpServer, type SpaceMcpServerOptions } from "./mcp-server/face/server.js";
-export { runStdio, type StdioServeOptions } from "./mcp-server/stdio.js";
+export { runStdio, type StdioServeOptions } from "./mcp-server/stdio/stdio.js";
 export { mountHttp, type McpHttpMount, type McpHttpOptions } from "./mcp-server/http/http.js";
 export { buildCatalogue, failureText, type Catalogue, type CatalogueEntry } from "./mcp-server/tools/catalogue.js";
 export { describeParticipant, type OnlyParticipant } from "./mcp-server/face/face.js";

@@ -160,7 +160,7 @@ export class InnerPool<S extends { id: string }> {
 /**
  * The SDK v2 server of one 2026-07-28 exchange, asking `client` (an in-process client of the
  * face) what each request asks: the HTTP faces make one per request, the stdio face one for
- * its connection (stdio-modern.ts). Held calls answer input_required where `held` is given.
+ * its connection (stdio/stdio-modern.ts). Held calls answer input_required where `held` is given.
  */
 export function modernServerFactory(
   m: ModernModules,

@@ -1,6 +1,6 @@
 /**
  * A held call as a task at MCP 2026-07-28: the `io.modelcontextprotocol/tasks` extension on
- * the HTTP faces and the stdio faces (stdio-modern.ts). The SDK v2 has no tasks extension (it answers `tasks/*` "method not
+ * the HTTP faces and the stdio faces (stdio/stdio-modern.ts). The SDK v2 has no tasks extension (it answers `tasks/*` "method not
  * found"), so this is ours, written over the face's own 2025-era tasks (tasks.ts): a request
  * that declares the extension in its client capabilities and whose `tools/call` becomes a
  * proposal is answered with a task whose id is the proposal's, kept, scoped to the seat and

@@ -11,9 +11,9 @@
 import type { Readable, Writable } from "node:stream";
 import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { loadModernModules, modernServerFactory } from "./modern/modern.js";
-import { serveTaskMethod } from "./tasks/task-ext.js";
-import type { SpaceMcpServer } from "./face/server.js";
+import { loadModernModules, modernServerFactory } from "../modern/modern.js";
+import { serveTaskMethod } from "../tasks/task-ext.js";
+import type { SpaceMcpServer } from "../face/server.js";
 
 /** A stdio transport whose messages wait, from the first, until it is started. */
 export class OpeningTransport {
