@@ -13,7 +13,7 @@
  * copied on.
  */
 import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
-import { isRecord } from "../../gateway/index.js";
+import { isRecord } from "../../../gateway/index.js";
 
 export const CLIENT_CAPS_KEY = "mewgate/client_capabilities";
 

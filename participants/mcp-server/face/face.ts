@@ -16,9 +16,9 @@ import {
   type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
-import { stripHidden } from "../../gateway/index.js";
-import type { ParticipantClient } from "../client.js";
-import { ParticipantError } from "../errors.js";
+import { stripHidden } from "../../../gateway/index.js";
+import type { ParticipantClient } from "../../client.js";
+import { ParticipantError } from "../../errors.js";
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 

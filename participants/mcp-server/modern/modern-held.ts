@@ -7,7 +7,7 @@
  * 60 s, and its multi-round-trip driver allows 10 `input_required` rounds), so a request is
  * held open for at most `legMs` (55 s by default, with progress when it asked for progress
  * and SSE keep-alive comments), then answers `input_required` with sealed request state
- * alone (held.ts); the client asks again at once and is held again. A person's minutes
+ * alone (held/held.ts); the client asks again at once and is held again. A person's minutes
  * take a round each, not the client's rounds in a few seconds. A client that declares URL
  * elicitation is shown the proposal's card once, at the start (its first answer); never
  * again. The call runs once, when it is approved: a resumed request never asks the face
@@ -19,10 +19,10 @@
  * the whole mount; past them a request answers `input_required` at once.
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { HeldFace } from "./held.js";
-import { isInputRequired, LOG_ROUTE, RETRY_META } from "./input.js";
-import { type LogRoute, logRoute, type RequestLog } from "./modern-logs.js";
-import { AUTHZ_KEY, CONTEXT_ID_KEY, denial } from "./denials.js";
+import type { HeldFace } from "../held/held.js";
+import { isInputRequired, LOG_ROUTE, RETRY_META } from "../held/input.js";
+import { type LogRoute, logRoute, type RequestLog } from "../logs/modern-logs.js";
+import { AUTHZ_KEY, CONTEXT_ID_KEY, denial } from "../held/denials.js";
 
 /** What a held call needs of the SDK modules (modern.ts `ModernModules`). */
 export interface HeldModules {
@@ -36,7 +36,7 @@ export interface HeldModules {
 const MAX_PER_PROPOSAL = 4;
 const MAX_HOLDING = 1024;
 
-/** Of this hop's envelope (the SDK lifted it), the client's capabilities go on: a server's input_required is checked against them (input.ts). */
+/** Of this hop's envelope (the SDK lifted it), the client's capabilities go on: a server's input_required is checked against them (held/input.ts). */
 const CAPABILITIES = "io.modelcontextprotocol/clientCapabilities";
 /** And the log level it asked for: a server of 2026-07-28 behind the bridge logs to it at that level. */
 const LOG_LEVEL = "io.modelcontextprotocol/logLevel";
@@ -60,9 +60,9 @@ export type Lifted = {
  * schemas drop keys they do not know; a client's own RETRY_META is replaced).
  */
 export function innerParams(params: unknown, ctx: Lifted, route?: LogRoute): Record<string, unknown> {
-  // A legacy `task` param is tolerated and never makes a task (task-ext.ts makes one for the extension).
+  // A legacy `task` param is tolerated and never makes a task (tasks/task-ext.ts makes one for the extension).
   const { _meta: _, task: _task, ...rest } = typeof params === "object" && params !== null ? (params as Record<string, unknown>) : {};
-  // A structured denial's context id is the face's to check (denials.ts), not the server's to read.
+  // A structured denial's context id is the face's to check (held/denials.ts), not the server's to read.
   const { progressToken: __, [RETRY_META]: ___, [LOG_ROUTE]: ____, [CONTEXT_ID_KEY]: _____, ...meta } = ctx.mcpReq._meta ?? {};
   const caps = ctx.mcpReq.envelope?.[CAPABILITIES];
   if (caps !== undefined) meta[CAPABILITIES] = caps;
@@ -81,7 +81,7 @@ export function innerParams(params: unknown, ctx: Lifted, route?: LogRoute): Rec
   return Object.keys(meta).length > 0 ? { ...rest, _meta: meta } : rest;
 }
 
-/** Our own progress message while a call waits (server.ts): its proposal id. */
+/** Our own progress message while a call waits (face/server.ts): its proposal id. */
 const WAITING = /^waiting for approval of .* \(proposal ([^()\s]{1,200})\)$/;
 
 type HeldCtx = {
@@ -108,7 +108,7 @@ export async function callHeld(
 ): Promise<unknown> {
   const raw = ctx.mcpReq.requestState?.();
   const name = String((request.params as { name?: unknown } | undefined)?.name ?? "");
-  // A state of ours (held.ts `h1.`) resumes a held call; any other is the server's, passed on untouched (input.ts).
+  // A state of ours (held/held.ts `h1.`) resumes a held call; any other is the server's, passed on untouched (held/input.ts).
   if (raw !== undefined && held.states.isOurs(raw)) {
     const open = held.states.open(raw, held.space, held.seat);
     if (!open.ok) throw new m.v2.ProtocolError(-32602, open.message, { reason: "invalid_request_state" });
@@ -134,7 +134,7 @@ export async function callHeld(
   const abort = new AbortController();
   const dropped = () => abort.abort(ctx.mcpReq.signal?.reason);
   ctx.mcpReq.signal?.addEventListener("abort", dropped, { once: true });
-  // Its log lines go to the request waiting on it (modern-logs.ts).
+  // Its log lines go to the request waiting on it (logs/modern-logs.ts).
   const route = logRoute(m.LoggingMessageNotificationSchema, client, ctx.mcpReq.log);
   const call = client.request({ method: "tools/call", params: innerParams(request.params, ctx as never, route) } as never, m.ResultSchema, {
     signal: abort.signal,
@@ -197,7 +197,7 @@ export async function callHeld(
         },
         requestState: state,
       }),
-      // The structured denial (denials.ts): held, remediable at the card, bound to this very call.
+      // The structured denial (held/denials.ts): held, remediable at the card, bound to this very call.
       _meta: { [AUTHZ_KEY]: denial("held", { url, contextId: held.contexts.mint(held.space, held.seat, name, args) }) },
     };
   }

@@ -11,9 +11,9 @@
  * seat's store, which this reaches through `FollowerHost`.
  */
 import { CreateTaskResultSchema, ErrorCode, GetTaskResultSchema, type Result, type Task } from "@modelcontextprotocol/sdk/types.js";
-import { stripHidden } from "../../gateway/index.js";
-import type { ParticipantClient } from "../client.js";
-import { ParticipantError, RpcError } from "../errors.js";
+import { stripHidden } from "../../../gateway/index.js";
+import type { ParticipantClient } from "../../client.js";
+import { ParticipantError, RpcError } from "../../errors.js";
 
 /** How often a client is told to poll a task, and at most how often the server's task is asked about. */
 export const POLL_MS = 1000;

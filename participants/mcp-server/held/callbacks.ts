@@ -14,8 +14,8 @@ import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import { ErrorCode, McpError, type ServerNotification, type ServerRequest } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
-import type { IncomingRequest, ParticipantClient } from "../client.js";
-import { RpcError } from "../errors.js";
+import type { IncomingRequest, ParticipantClient } from "../../client.js";
+import { RpcError } from "../../errors.js";
 
 /** One MCP session, as the desk sees it. */
 export interface Session {

@@ -1,6 +1,6 @@
 /**
  * A held call as a task at MCP 2026-07-28: the `io.modelcontextprotocol/tasks` extension on
- * the HTTP faces and the stdio faces (stdio-modern.ts). The SDK v2 has no tasks extension (it answers `tasks/*` "method not
+ * the HTTP faces and the stdio faces (stdio/stdio-modern.ts). The SDK v2 has no tasks extension (it answers `tasks/*` "method not
  * found"), so this is ours, written over the face's own 2025-era tasks (tasks.ts): a request
  * that declares the extension in its client capabilities and whose `tools/call` becomes a
  * proposal is answered with a task whose id is the proposal's, kept, scoped to the seat and
@@ -22,10 +22,10 @@
  * shape; a task id that is not the seat's is "not found" (-32602), as one that never was.
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { ApprovalProgress, HeldFace } from "./held.js";
-import { AUTHZ_KEY, denial } from "./denials.js";
+import type { ApprovalProgress, HeldFace } from "../held/held.js";
+import { AUTHZ_KEY, denial } from "../held/denials.js";
 
-/** What of the SDKs this needs (modern.ts loads them with the face's other modules). */
+/** What of the SDKs this needs (modern/modern.ts loads them with the face's other modules). */
 type Modules = {
   v2: typeof import("@modelcontextprotocol/server");
   ResultSchema: typeof import("@modelcontextprotocol/sdk/types.js").ResultSchema;

@@ -15,8 +15,8 @@
  * SDK servers) rather than one of ours.
  */
 import { CallToolResultSchema, ErrorCode, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
-import type { ParticipantClient } from "../client.js";
-import { ParticipantError, RpcError } from "../errors.js";
+import type { ParticipantClient } from "../../client.js";
+import { ParticipantError, RpcError } from "../../errors.js";
 import type { Catalogue } from "./catalogue.js";
 
 const TIMEOUT_MS = 10_000;

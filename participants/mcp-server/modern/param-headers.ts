@@ -7,7 +7,7 @@
  * then sees what the body says. The SDK v2 checks this only for tools it defines itself;
  * the faces' tools are the space's, so the check is here (modern.ts calls it).
  */
-import { isRecord } from "../../gateway/index.js";
+import { isRecord } from "../../../gateway/index.js";
 
 /** One marked property: where it sits in the arguments, its header's name, its JSON type. */
 export interface ParamDeclaration {

@@ -7,10 +7,10 @@
  * the server itself continue the client's trace (gateway/ports/tracing.ts).
  *
  * Given to a face by whoever serves it: the HTTP faces have the space's `Tracing`
- * (http.ts); `mewgate mcp` (stdio, another process) has none, and its calls hang under the
+ * (http/http.ts); `mewgate mcp` (stdio, another process) has none, and its calls hang under the
  * client's `traceparent` at the gateway as before.
  */
-import type { CallTrace, FaceCallInfo, Tracing } from "../../gateway/index.js";
+import type { CallTrace, FaceCallInfo, Tracing } from "../../../gateway/index.js";
 
 /** What a face knows of one request; `headerTraceparent`: a W3C `traceparent` HTTP header, used when `_meta` has none. */
 export type FaceRequest = Pick<FaceCallInfo, "method" | "tool" | "rpcId" | "sessionId" | "protocolVersion" | "resourceUri" | "prompt"> & {

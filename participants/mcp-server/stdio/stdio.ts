@@ -5,11 +5,11 @@
  * stdout carries MCP JSON-RPC and nothing else; logs go wherever the logger writes.
  */
 import type { Readable, Writable } from "node:stream";
-import { ParticipantClient, type ClientOptions } from "../client.js";
-import type { ParticipantError } from "../errors.js";
-import { createSpaceMcpServer, type SpaceMcpServer, type SpaceMcpServerOptions } from "./server.js";
+import { ParticipantClient, type ClientOptions } from "../../client.js";
+import type { ParticipantError } from "../../errors.js";
+import { createSpaceMcpServer, type SpaceMcpServer, type SpaceMcpServerOptions } from "../face/server.js";
 import { OpeningTransport, opensModern, serveModernStdio } from "./stdio-modern.js";
-import { describeParticipant, type OnlyParticipant } from "./face.js";
+import { describeParticipant, type OnlyParticipant } from "../face/face.js";
 
 export interface StdioServeOptions extends SpaceMcpServerOptions {
   /** Where MCP messages come from. Default `process.stdin`. */

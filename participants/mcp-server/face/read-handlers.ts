@@ -24,7 +24,7 @@ import {
   type ServerCapabilities,
 } from "@modelcontextprotocol/sdk/types.js";
 import { forwardedMeta } from "./face.js";
-import { retryParams, TAKES_INPUT } from "./input.js";
+import { retryParams, TAKES_INPUT } from "../held/input.js";
 import { requestOf, traced, type FaceTrace } from "./face-trace.js";
 import type { SpaceResources } from "./resources.js";
 
@@ -38,7 +38,7 @@ export function serveReads(
   takesInput = false,
 ): void {
   // The client's _meta as it may go on (face.ts), under the face's span when traced (face-trace.ts); a 2026-07-28
-  // client takes a server's input_required itself, and its retry params go on as they came (input.ts).
+  // client takes a server's input_required itself, and its retry params go on as they came (held/input.ts).
   const metaFor = (meta: unknown, traceparent: string | undefined) => {
     const m = forwardedMeta(meta);
     if (traceparent === undefined && !takesInput) return m;

@@ -14,10 +14,10 @@
  * proposals only, and every text a person reads was the gateway's or the tool's.
  */
 import type { CallToolResult, Result, Task } from "@modelcontextprotocol/sdk/types.js";
-import { type Envelope, GATEWAY_ID, isRecord } from "../../gateway/index.js";
-import type { ParticipantClient } from "../client.js";
-import { ParticipantError } from "../errors.js";
-import { failureResult } from "./catalogue.js";
+import { type Envelope, GATEWAY_ID, isRecord } from "../../../gateway/index.js";
+import type { ParticipantClient } from "../../client.js";
+import { ParticipantError } from "../../errors.js";
+import { failureResult } from "../tools/catalogue.js";
 
 /** What asking again needs of one of the seat's tasks. */
 export interface Open {

@@ -7,7 +7,7 @@
  * RFC 9728 / RFC 6750 challenge that tells a client what was wrong and where to look.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { bearer, bearerChallenge, type McpFaceHost, type McpFaceSpace, resourceUrls } from "../../gateway/index.js";
+import { bearer, bearerChallenge, type McpFaceHost, type McpFaceSpace, resourceUrls } from "../../../gateway/index.js";
 import { header, rpcError, RPC_SERVER_ERROR } from "./http-io.js";
 
 export type Who =

@@ -5,10 +5,10 @@
  * server sent outside any call, which the bridge sends to whoever set a level there:
  * bridge/log-listeners.ts).
  *
- * Split from server.ts, which owns the session and says when it may send.
+ * Split from face/server.ts, which owns the session and says when it may send.
  */
 import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
-import { LOG_ROUTE } from "./input.js";
+import { LOG_ROUTE } from "../held/input.js";
 
 /** MCP's log levels, least severe first. */
 const LOG_LEVELS: readonly LoggingLevel[] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];

@@ -1,5 +1,5 @@
 /**
- * The space's tools as one MCP session lists them (server.ts): the catalogue fetched from
+ * The space's tools as one MCP session lists them (face/server.ts): the catalogue fetched from
  * the gateway, a slower, older answer never overwriting a newer one; a burst of the space's
  * "tools changed" coalesced into one refresh, the client told only when what it sees
  * changed; the tool a call names found, with one shared fetch for calls naming a tool not
@@ -8,7 +8,7 @@
  * says why, rather than by a bare "unknown".
  */
 import type { Logger } from "pino";
-import type { ParticipantClient } from "../client.js";
+import type { ParticipantClient } from "../../client.js";
 import { buildCatalogue, type Catalogue, type CatalogueEntry } from "./catalogue.js";
 
 /** Most tool names kept after they left the catalogue (`former`). */

@@ -11,17 +11,17 @@
  * MAX_RESPONSES_BYTES are refused with a message that says so.
  */
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
-import { GATEWAY_ID } from "../../gateway/index.js";
-import type { ParticipantError } from "../errors.js";
+import { GATEWAY_ID } from "../../../gateway/index.js";
+import type { ParticipantError } from "../../errors.js";
 
-/** The `_meta` flag: this request's client takes `input_required` itself. The gateway's own (a client's `mewgate/` keys are dropped, face.ts). */
+/** The `_meta` flag: this request's client takes `input_required` itself. The gateway's own (a client's `mewgate/` keys are dropped, face/face.ts). */
 export const TAKES_INPUT = "mewgate/input_required";
 
-/** Where modern.ts puts a retry's `inputResponses` and `requestState` for the face (set there only; a client's own is dropped). */
+/** Where modern/modern.ts puts a retry's `inputResponses` and `requestState` for the face (set there only; a client's own is dropped). */
 export const RETRY_META = "mewgate/retry";
 
 /**
- * Where modern.ts names the 2026-07-28 request a call to the face serves (modern-logs.ts): the
+ * Where modern/modern.ts names the 2026-07-28 request a call to the face serves (logs/modern-logs.ts): the
  * face's log lines about that call carry it back in their `_meta`, so they reach that request's
  * client. Set there only (a client's own is replaced).
  */

@@ -38,10 +38,10 @@
 import { randomUUID } from "node:crypto";
 import type { TaskStore } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js";
 import { ErrorCode, type CallToolResult, type CreateTaskResult, type Result, type Task } from "@modelcontextprotocol/sdk/types.js";
-import { GATEWAY_ID, type Envelope } from "../../gateway/index.js";
-import type { ParticipantClient } from "../client.js";
-import { ParticipantError, RpcError } from "../errors.js";
-import { failureResult } from "./catalogue.js";
+import { GATEWAY_ID, type Envelope } from "../../../gateway/index.js";
+import type { ParticipantClient } from "../../client.js";
+import { ParticipantError, RpcError } from "../../errors.js";
+import { failureResult } from "../tools/catalogue.js";
 import { DEFAULT_TTL_MS, type Followed, POLL_MS, ServerTaskFollower, serverTask, TERMINAL } from "./server-task.js";
 import { approver, fromSpace, heard, interrupted, type Reading, Rechecks, readProposal, realOf, waiting } from "./task-ends.js";
 

@@ -26,12 +26,12 @@ import {
   type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
-import { GATEWAY_ID, TASK_TTL_META_KEY, type Envelope } from "../../gateway/index.js";
-import { ParticipantClient, type ClientOptions } from "../client.js";
-import { ParticipantError, RpcError } from "../errors.js";
-import { failureResult, type Catalogue } from "./catalogue.js";
-import { askClient, deskOf, type Desk, type Session } from "./callbacks.js";
-import { isInputRequired, retryParams, serverError, TAKES_INPUT } from "./input.js";
+import { GATEWAY_ID, TASK_TTL_META_KEY, type Envelope } from "../../../gateway/index.js";
+import { ParticipantClient, type ClientOptions } from "../../client.js";
+import { ParticipantError, RpcError } from "../../errors.js";
+import { failureResult, type Catalogue } from "../tools/catalogue.js";
+import { askClient, deskOf, type Desk, type Session } from "../held/callbacks.js";
+import { isInputRequired, retryParams, serverError, TAKES_INPUT } from "../held/input.js";
 import { SpaceResources } from "./resources.js";
 import {
   faceCapabilities,
@@ -42,12 +42,12 @@ import {
   withTaskSupport,
   type OnlyParticipant,
 } from "./face.js";
-import { tasksOf, type SeatTasks } from "./tasks.js";
-import { DEFAULT_TTL_MS } from "./server-task.js";
-import { askUnknownTool, ownToolsPage } from "./own-pages.js";
+import { tasksOf, type SeatTasks } from "../tasks/tasks.js";
+import { DEFAULT_TTL_MS } from "../tasks/server-task.js";
+import { askUnknownTool, ownToolsPage } from "../tools/own-pages.js";
 import { CLIENT_CAPS_KEY, offeredCapabilities } from "./client-caps.js";
-import { SessionLog } from "./session-log.js";
-import { SessionTools } from "./session-tools.js";
+import { SessionLog } from "../logs/session-log.js";
+import { SessionTools } from "../tools/session-tools.js";
 import { serveReads } from "./read-handlers.js";
 import { requestOf, traced, type FaceTrace } from "./face-trace.js";
 
@@ -78,11 +78,11 @@ export interface SpaceMcpServerOptions {
    * else's, and its own server name and instructions (face.ts `describeParticipant`).
    */
   only?: OnlyParticipant | undefined;
-  /** Most tasks the seat holds at once (tasks.ts); default 1000. */
+  /** Most tasks the seat holds at once (tasks/tasks.ts); default 1000. */
   maxTasks?: number | undefined;
   /** A span for each tool call served, when the space exports traces (face-trace.ts). */
   trace?: FaceTrace | undefined;
-  /** The client speaks 2026-07-28 (modern.ts): a server's `input_required` comes back to it as it came (input.ts). */
+  /** The client speaks 2026-07-28 (modern/modern.ts): a server's `input_required` comes back to it as it came (held/input.ts). */
   takesInput?: boolean | undefined;
 }
 
@@ -107,7 +107,7 @@ export class SpaceMcpServer extends Server {
   private readonly log: Logger | undefined;
   private readonly approvalProgressMs: number;
   private readonly takesInput: boolean;
-  /** The space's tools as this session lists them (session-tools.ts). */
+  /** The space's tools as this session lists them (tools/session-tools.ts). */
   private readonly tools: SessionTools;
   private initialized = false;
   private disposed = false;
@@ -117,7 +117,7 @@ export class SpaceMcpServer extends Server {
   private readonly unsubscribe: (() => void)[] = [];
   /** Envelope ids of this session's calls still waiting (and their proposals) → the MCP request each serves. */
   private readonly made = new Map<string, Extra>();
-  /** MCP logging of this session (session-log.ts). */
+  /** MCP logging of this session (logs/session-log.ts). */
   private readonly logs: SessionLog;
   private readonly desk: Desk;
   private readonly resources: SpaceResources;
@@ -130,7 +130,7 @@ export class SpaceMcpServer extends Server {
     const welcome = client.welcome;
     const only = opts.only;
     const capabilities = faceCapabilities(only);
-    // Approvals as tasks: the seat's store, shared by its sessions (tasks.ts).
+    // Approvals as tasks: the seat's store, shared by its sessions (tasks/tasks.ts).
     const tasks = tasksOf(client, opts.maxTasks);
     // Serving one participant, the seat's tasks of that participant's tools only.
     const taskView = tasks.view(only?.participant);
@@ -173,7 +173,7 @@ export class SpaceMcpServer extends Server {
     this.ready.catch(() => {});
 
     // A client that takes tasks hears which calls may wait for a person as one.
-    // Serving one participant, its server's own pages, order and cursors (own-pages.ts).
+    // Serving one participant, its server's own pages, order and cursors (tools/own-pages.ts).
     this.setRequestHandler(ListToolsRequestSchema, async (request) => {
       const catalogue = await this.currentTools();
       const page = this.only === undefined ? undefined : await ownToolsPage(client, this.only, request.params?.cursor, catalogue);
@@ -186,7 +186,7 @@ export class SpaceMcpServer extends Server {
     // Resources and prompts of the space's MCP servers, through the gateway (resources.ts).
     const resources = new SpaceResources(client, this.only);
     this.resources = resources;
-    // What the space's tool servers ask back about this session's calls (callbacks.ts).
+    // What the space's tool servers ask back about this session's calls (held/callbacks.ts).
     this.desk = deskOf(client);
     this.leaveDesk = this.desk.add(this.session);
     this.setRequestHandler(SubscribeRequestSchema, async (request) => {
@@ -296,7 +296,7 @@ export class SpaceMcpServer extends Server {
     } catch (err) {
       return { content: [{ type: "text", text: `not connected to the space: ${(err as Error).message}` }], isError: true };
     }
-    // Not in the list: a fresh one, or a tool that left it since (session-tools.ts).
+    // Not in the list: a fresh one, or a tool that left it since (tools/session-tools.ts).
     const entry = await this.tools.find(params.name);
     if (!entry && this.only !== undefined) {
       // Serving one participant as itself: its server says how it answers a tool it does not have.
@@ -306,8 +306,8 @@ export class SpaceMcpServer extends Server {
     if (!entry)
       throw new McpError(ErrorCode.InvalidParams, `unknown tool: ${params.name} (list the tools again: the space's tools change)`);
     if (params.task !== undefined) {
-      // Answered at once; the call goes on past this request (tasks.ts), with no progress relayed.
-      // A tool its server runs as a task is called as one (once approved), and its server's task followed (tasks.ts).
+      // Answered at once; the call goes on past this request (tasks/tasks.ts), with no progress relayed.
+      // A tool its server runs as a task is called as one (once approved), and its server's task followed (tasks/tasks.ts).
       const asTask = entry.taskSupport === "required" || entry.taskSupport === "optional" ? params.task : undefined;
       // The gateway keeps the end for the seat as long as the task is kept, should it end while the seat is away.
       const keep = { [TASK_TTL_META_KEY]: params.task.ttl ?? DEFAULT_TTL_MS };
@@ -358,7 +358,7 @@ export class SpaceMcpServer extends Server {
         {
           name: real,
           arguments: params.arguments ?? {},
-          // A 2026-07-28 client's retry params go on as they came (input.ts).
+          // A 2026-07-28 client's retry params go on as they came (held/input.ts).
           ...(this.takesInput ? retryParams(extra._meta) : {}),
           // What this session's client offers the server to ask back (client-caps.ts); a task's call has no client to ask.
           _meta: {
@@ -366,7 +366,7 @@ export class SpaceMcpServer extends Server {
             // Under the face's span, when traced (face-trace.ts).
             ...(traceparent === undefined ? {} : { traceparent }),
             [CLIENT_CAPS_KEY]: proposed ? {} : offeredCapabilities(this.getClientCapabilities()),
-            // The client takes a server's input_required itself (input.ts).
+            // The client takes a server's input_required itself (held/input.ts).
             ...(this.takesInput ? { [TAKES_INPUT]: true } : {}),
             ...keep,
           },
@@ -394,12 +394,12 @@ export class SpaceMcpServer extends Server {
     } catch (err) {
       if (!(err instanceof ParticipantError)) throw err;
       this.log?.info({ tool: real, proposal: proposalId, code: err.code }, "call failed");
-      // A task says how it ended by its status (tasks.ts): it wants the failure itself.
+      // A task says how it ended by its status (tasks/tasks.ts): it wants the failure itself.
       if (proposed) throw err;
       // The owner's own JSON-RPC error goes through as one (invalid params, unknown method…).
       // (RpcError rather than McpError, whose message would gain a second "MCP error" prefix.)
       if (err.code === "rpc_error") throw new RpcError(err.rpcCode ?? ErrorCode.InternalError, err.message, err.data);
-      // At 2026-07-28 a server's own error whose data names a reason (a bad request state…) is the server's error (input.ts).
+      // At 2026-07-28 a server's own error whose data names a reason (a bad request state…) is the server's error (held/input.ts).
       if (this.takesInput && serverError(err)) throw new RpcError(err.rpcCode ?? ErrorCode.InternalError, err.message, err.data);
       // Aborted by the MCP client: the SDK sends no answer to a cancelled request.
       if (err.code === "cancelled") throw err;
@@ -417,7 +417,7 @@ export class SpaceMcpServer extends Server {
 
   // --- what the space tells or asks this session ----------------------------------------
 
-  /** This session as the desk sees it (callbacks.ts). */
+  /** This session as the desk sees it (held/callbacks.ts). */
   private readonly session: Session = {
     made: (ids) => ids.find((id) => this.made.has(id)),
     offers: (method) => {

@@ -14,7 +14,7 @@
  *   second connection under the same id would replace the first (close 4409), and an MCP
  *   client often opens a new session before the old one is gone. The participant leaves
  *   the space when its last session ends.
- * - `<path>/<participant>` (`/mcp/fs`) serves that one participant as itself (face.ts,
+ * - `<path>/<participant>` (`/mcp/fs`) serves that one participant as itself (face/face.ts,
  *   `OnlyParticipant`), to the same tokens, under the same policy. A session belongs to
  *   the path that opened it: presented at another, it is refused.
  * - A session ends on `DELETE`, after `idleTimeoutMs` without any request (an open GET
@@ -26,14 +26,14 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { Logger } from "pino";
-import type { McpFaceHost, McpFaceSpace } from "../../gateway/index.js";
-import type { ParticipantClient } from "../client.js";
+import type { McpFaceHost, McpFaceSpace } from "../../../gateway/index.js";
+import type { ParticipantClient } from "../../client.js";
 import { header, readJson, rpcError, RPC_INTERNAL_ERROR, RPC_PARSE_ERROR, RPC_SERVER_ERROR, RPC_SESSION_NOT_FOUND } from "./http-io.js";
-import type { SpaceMcpServer } from "./server.js";
-import { faceTrace } from "./face-trace.js";
+import type { SpaceMcpServer } from "../face/server.js";
+import { faceTrace } from "../face/face-trace.js";
 import { identify, onlyOf, refuse } from "./http-who.js";
-import { HeldCalls, type HoldOptions } from "./held.js";
-import { InnerPool, isModern, loadModernModules, serveModern, type Inner, type ModernModules } from "./modern.js";
+import { HeldCalls, type HoldOptions } from "../held/held.js";
+import { InnerPool, isModern, loadModernModules, serveModern, type Inner, type ModernModules } from "../modern/modern.js";
 
 /*
  * Only type imports above: this module is on the gateway's start path (`mewgate gateway`
@@ -45,9 +45,9 @@ import { InnerPool, isModern, loadModernModules, serveModern, type Inner, type M
 export interface McpHttpModules {
   StreamableHTTPServerTransport: typeof import("@modelcontextprotocol/sdk/server/streamableHttp.js").StreamableHTTPServerTransport;
   isInitializeRequest: typeof import("@modelcontextprotocol/sdk/types.js").isInitializeRequest;
-  ParticipantClient: typeof import("../client.js").ParticipantClient;
-  createSpaceMcpServer: typeof import("./server.js").createSpaceMcpServer;
-  describeParticipant: typeof import("./face.js").describeParticipant;
+  ParticipantClient: typeof import("../../client.js").ParticipantClient;
+  createSpaceMcpServer: typeof import("../face/server.js").createSpaceMcpServer;
+  describeParticipant: typeof import("../face/face.js").describeParticipant;
 }
 
 let shared: Promise<McpHttpModules> | undefined;
@@ -62,9 +62,9 @@ export function loadMcpHttpModules(): Promise<McpHttpModules> {
   const loading = Promise.all([
     import("@modelcontextprotocol/sdk/server/streamableHttp.js"),
     import("@modelcontextprotocol/sdk/types.js"),
-    import("../client.js"),
-    import("./server.js"),
-    import("./face.js"),
+    import("../../client.js"),
+    import("../face/server.js"),
+    import("../face/face.js"),
   ]).then(([http, types, client, server, face]) => ({
     StreamableHTTPServerTransport: http.StreamableHTTPServerTransport,
     isInitializeRequest: types.isInitializeRequest,
@@ -89,9 +89,9 @@ export interface McpHttpOptions {
   /** Largest `initialize` body read before a session exists. Default 4 MiB (the SDK's own limit for later requests). */
   maxBodyBytes?: number | undefined;
   approvalProgressMs?: number | undefined;
-  /** Most tasks one participant holds at once (tasks.ts). Default 1000. */
+  /** Most tasks one participant holds at once (tasks/tasks.ts). Default 1000. */
   maxTasks?: number | undefined;
-  /** How a 2026-07-28 request that waits for a person is held (held.ts, modern-held.ts). */
+  /** How a 2026-07-28 request that waits for a person is held (held/held.ts, modern/modern-held.ts). */
   hold?: HoldOptions | undefined;
   logger?: Logger | undefined;
   /** How the endpoint's modules are loaded on its first request. Default `loadMcpHttpModules` (tests replace it). */
@@ -217,7 +217,7 @@ export function mountHttp(gateway: { mcpFace(): McpFaceHost }, opts: McpHttpOpti
     return p;
   }
 
-  /** 2026-07-28 requests (modern.ts): the SDK v2's modules, and one in-process client of the face per seat and path. */
+  /** 2026-07-28 requests (modern/modern.ts): the SDK v2's modules, and one in-process client of the face per seat and path. */
   let modern: Promise<ModernModules> | undefined;
   const held = new HeldCalls({ progressMs: opts.approvalProgressMs, ...opts.hold });
   const inners = new InnerPool(async (space: McpFaceSpace, participant: string, onlyId: string | undefined, mm: ModernModules) => {
@@ -376,7 +376,7 @@ export function mountHttp(gateway: { mcpFace(): McpFaceHost }, opts: McpHttpOpti
         read.status === 413 ? { connection: "close" } : undefined,
       );
     }
-    // A 2026-07-28 request: stateless, answered at once (modern.ts).
+    // A 2026-07-28 request: stateless, answered at once (modern/modern.ts).
     modern ??= loadModernModules();
     const mm = await modern;
     if (isModern(mm, req, read.body)) {

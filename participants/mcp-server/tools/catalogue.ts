@@ -1,16 +1,16 @@
 /**
  * The space's tools as one MCP server's `tools/list`, and failures as tool results.
  *
- * Pure functions: the server (server.ts) feeds them what `tools/list` on `system:gateway`
+ * Pure functions: the server (face/server.ts) feeds them what `tools/list` on `system:gateway`
  * returned and what a failed call rejected with.
  */
-import { AUTHZ_KEY, denial } from "./denials.js";
+import { AUTHZ_KEY, denial } from "../held/denials.js";
 import { ToolSchema, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
-import { GATEWAY_ID, isRecord } from "../../gateway/index.js";
-import { ToolNameMap } from "../agent/names.js";
-import { forModel } from "../agent/tools.js";
-import type { ParticipantError } from "../errors.js";
-import type { ToolInfo } from "../wire.js";
+import { GATEWAY_ID, isRecord } from "../../../gateway/index.js";
+import { ToolNameMap } from "../../agent/names.js";
+import { forModel } from "../../agent/tools.js";
+import type { ParticipantError } from "../../errors.js";
+import type { ToolInfo } from "../../wire.js";
 
 /** What a space tool needs from this participant: called directly, or proposed and approved first. */
 export type ExposedPolicy = "direct" | "proposal";
@@ -20,7 +20,7 @@ export interface CatalogueEntry {
   real: string;
   participant: string;
   policy: ExposedPolicy;
-  /** The server's own `execution.taskSupport`: a call made as a task goes to it as one (tasks.ts) when `optional` or `required`. */
+  /** The server's own `execution.taskSupport`: a call made as a task goes to it as one (tasks/tasks.ts) when `optional` or `required`. */
   taskSupport?: string | undefined;
 }
 
@@ -151,7 +151,7 @@ function objectSchema(schema: unknown): Record<string, unknown> | undefined {
 
 /** A failed call as the tool result an MCP client (and the model behind it) reads. */
 export function failureResult(real: string, err: ParticipantError): CallToolResult {
-  // A refusal by a person or the policy carries the structured denial's envelope (denials.ts): decided, nothing to do;
+  // A refusal by a person or the policy carries the structured denial's envelope (held/denials.ts): decided, nothing to do;
   // a sign-in the caller must make (or one with more scope) too: theirs to make, then call again.
   const refused =
     err.code === "rejected" ||

@@ -12,12 +12,12 @@
  *
  * `HeldCalls` is what one HTTP mount keeps (its key lives as long as the process: after a
  * restart a state resumes nothing, and the call's proposal is decided in the space as
- * ever); modern-held.ts answers with it. `HeldRuns` are the held calls still running in the
- * gateway: each can be withdrawn, and is when its client leaves it (modern-held.ts).
+ * ever); modern/modern-held.ts answers with it. `HeldRuns` are the held calls still running in the
+ * gateway: each can be withdrawn, and is when its client leaves it (modern/modern-held.ts).
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
-import type { McpFaceSpace } from "../../gateway/index.js";
+import type { McpFaceSpace } from "../../../gateway/index.js";
 import { AuthzContexts } from "./denials.js";
 
 /** What a sealed state says. Short keys: it travels in every resumed request. */
@@ -198,14 +198,14 @@ export class HeldRuns {
     string,
     { abort: AbortController; route?: HeldRoute | undefined; abandon?: NodeJS.Timeout | undefined }
   >();
-  /** Requests held open now, on the whole mount (bounded in modern-held.ts). */
+  /** Requests held open now, on the whole mount (bounded in modern/modern-held.ts). */
   holding = 0;
 
   add(id: string, abort: AbortController, route?: HeldRoute): void {
     this.runs.set(id, { abort, route });
   }
 
-  /** Where the call's log lines go (modern-logs.ts), re-pointed to each request that waits on it. */
+  /** Where the call's log lines go (logs/modern-logs.ts), re-pointed to each request that waits on it. */
   route(id: string): HeldRoute | undefined {
     return this.runs.get(id)?.route;
   }
@@ -252,7 +252,7 @@ export interface ApprovalProgress {
   escalated: number[];
 }
 
-/** A held call's log route (modern-logs.ts `LogRoute`), as held.ts needs it. */
+/** A held call's log route (logs/modern-logs.ts `LogRoute`), as held.ts needs it. */
 export interface HeldRoute {
   to(log: ((level: never, data: unknown, logger?: string) => Promise<void>) | undefined): void;
 }

@@ -1,14 +1,14 @@
 /**
- * Log lines through a 2026-07-28 face: the face (server.ts) sends its own lines and a tool
+ * Log lines through a 2026-07-28 face: the face (face/server.ts) sends its own lines and a tool
  * server's about a call on the call's own request, to the in-process client that asked
- * (modern.ts); that client has one connection for every request of a seat, so each request
+ * (modern/modern.ts); that client has one connection for every request of a seat, so each request
  * is given a route (LOG_ROUTE in its `_meta`), the face's lines carry it back, and here they
  * reach the 2026-07-28 request they are about, through its `ctx.mcpReq.log`, which sends
  * them at or above the level that request's client asked for (its envelope's `logLevel`),
  * and not at all when it asked for none.
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { LOG_ROUTE } from "./input.js";
+import { LOG_ROUTE } from "../held/input.js";
 
 /** What sends one line to a 2026-07-28 request's client (the SDK v2's `ctx.mcpReq.log`). */
 export type RequestLog = (level: never, data: unknown, logger?: string) => Promise<void>;

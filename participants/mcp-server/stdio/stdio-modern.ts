@@ -4,16 +4,16 @@
  * someone starts it, so stdio.ts can look at the first message: an `initialize` (or anything
  * without the 2026-07-28 `_meta` envelope) opens a 2025-era session with the face as ever;
  * `server/discover` or an enveloped request opens 2026-07-28, served by the SDK v2's
- * `serveStdio` with the same factory the HTTP faces use (modern.ts), over an in-process
- * client of a face that takes `input_required` as it came (input.ts). A held call at
+ * `serveStdio` with the same factory the HTTP faces use (modern/modern.ts), over an in-process
+ * client of a face that takes `input_required` as it came (held/input.ts). A held call at
  * 2026-07-28 over stdio waits in its request (the connection stays open), with progress.
  */
 import type { Readable, Writable } from "node:stream";
 import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { loadModernModules, modernServerFactory } from "./modern.js";
-import { serveTaskMethod } from "./task-ext.js";
-import type { SpaceMcpServer } from "./server.js";
+import { loadModernModules, modernServerFactory } from "../modern/modern.js";
+import { serveTaskMethod } from "../tasks/task-ext.js";
+import type { SpaceMcpServer } from "../face/server.js";
 
 /** A stdio transport whose messages wait, from the first, until it is started. */
 export class OpeningTransport {
@@ -104,7 +104,7 @@ export async function serveModernStdio(face: SpaceMcpServer, transport: OpeningT
   // The connection's one server instance: the face's list changes go out through it to the
   // connection's listen streams, which the SDK's stdio entry filters and stamps.
   const make = modernServerFactory(m, inner, undefined, { tasks: true });
-  // tasks/* of the tasks extension, answered before the SDK (task-ext.ts); stdio has no Mcp-* headers to check.
+  // tasks/* of the tasks extension, answered before the SDK (tasks/task-ext.ts); stdio has no Mcp-* headers to check.
   transport.intercept = (message) => {
     const method = (message as { method?: unknown }).method;
     if (typeof method !== "string" || !method.startsWith("tasks/") || !("id" in message)) return false;

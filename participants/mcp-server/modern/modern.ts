@@ -1,7 +1,7 @@
 /**
  * MCP 2026-07-28 requests on the HTTP faces (`/mcp`, `/mcp/<participant>`): stateless (no
  * `initialize`, no session id, the `_meta` envelope on every request, `server/discover`,
- * the `Mcp-Method`/`Mcp-Name` headers), beside the 2025-era sessions of http.ts on the same
+ * the `Mcp-Method`/`Mcp-Name` headers), beside the 2025-era sessions of http/http.ts on the same
  * endpoint.
  *
  * The SDK v2 (`@modelcontextprotocol/server`, `createMcpHandler`) answers the request: it
@@ -13,7 +13,7 @@
  *
  * A tools/call that becomes a proposal waits in its request for the decision, a bounded
  * while at a time, then answers `input_required` with sealed state the client resumes it
- * with (modern-held.ts, held.ts). The proposal is seen from the face's own progress message.
+ * with (modern-held.ts, held/held.ts). The proposal is seen from the face's own progress message.
  *
  * A `subscriptions/listen` stream carries the changes the seat sees (listen.ts).
  *
@@ -22,12 +22,19 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { HeldFace } from "./held.js";
+import type { HeldFace } from "../held/held.js";
 import { asProtocolError, asServerGave, callHeld, innerParams, type Lifted } from "./modern-held.js";
-import { logRoute } from "./modern-logs.js";
+import { logRoute } from "../logs/modern-logs.js";
 import { ListenFeed, type ListenSchemas } from "./listen.js";
-import { callAsTask, declaresTasks, declaresToolApproval, serveTaskMethod, TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION } from "./task-ext.js";
-import { AUTHZ_KEY, CONTEXT_ID_KEY, denial } from "./denials.js";
+import {
+  callAsTask,
+  declaresTasks,
+  declaresToolApproval,
+  serveTaskMethod,
+  TASKS_EXTENSION,
+  TOOL_APPROVAL_EXTENSION,
+} from "../tasks/task-ext.js";
+import { AUTHZ_KEY, CONTEXT_ID_KEY, denial } from "../held/denials.js";
 import { declarations, paramMismatch } from "./param-headers.js";
 
 /** What serving 2026-07-28 needs, loaded with the endpoint's other modules. */
@@ -37,7 +44,7 @@ export interface ModernModules {
   InMemoryTransport: typeof import("@modelcontextprotocol/sdk/inMemory.js").InMemoryTransport;
   ResultSchema: typeof import("@modelcontextprotocol/sdk/types.js").ResultSchema;
   McpError: typeof import("@modelcontextprotocol/sdk/types.js").McpError;
-  /** The face's log lines, routed to the request they are about (modern-logs.ts). */
+  /** The face's log lines, routed to the request they are about (logs/modern-logs.ts). */
   LoggingMessageNotificationSchema: typeof import("@modelcontextprotocol/sdk/types.js").LoggingMessageNotificationSchema;
   /** The change notifications a listen stream carries (listen.ts). */
   listen: ListenSchemas;
@@ -153,7 +160,7 @@ export class InnerPool<S extends { id: string }> {
 /**
  * The SDK v2 server of one 2026-07-28 exchange, asking `client` (an in-process client of the
  * face) what each request asks: the HTTP faces make one per request, the stdio face one for
- * its connection (stdio-modern.ts). Held calls answer input_required where `held` is given.
+ * its connection (stdio/stdio-modern.ts). Held calls answer input_required where `held` is given.
  */
 export function modernServerFactory(
   m: ModernModules,
@@ -174,9 +181,9 @@ export function modernServerFactory(
           : cap === "completions"
             ? {}
             : { listChanged: true };
-  // The face logs (its waits and approvals, its servers' lines about a call): to each request's client, at the level it asked (modern-logs.ts).
+  // The face logs (its waits and approvals, its servers' lines about a call): to each request's client, at the level it asked (logs/modern-logs.ts).
   if (caps["logging"] !== undefined) capabilities["logging"] = {};
-  // Held calls as tasks (task-ext.ts), where calls can be held.
+  // Held calls as tasks (tasks/task-ext.ts), where calls can be held.
   if (asTasks && caps["tools"] !== undefined) capabilities["extensions"] = { [TASKS_EXTENSION]: {}, [TOOL_APPROVAL_EXTENSION]: {} };
   const instructions = client.getInstructions();
   return () => {
@@ -261,7 +268,7 @@ export async function serveModern(
     const v = req.headers[name];
     return Array.isArray(v) ? v[0] : v;
   };
-  // tasks/* of the tasks extension, which the SDK v2 does not route (task-ext.ts).
+  // tasks/* of the tasks extension, which the SDK v2 does not route (tasks/task-ext.ts).
   const tasks = await serveTaskMethod(m, client, held, body, header);
   if (tasks) {
     res.writeHead(tasks.status, { "content-type": "application/json" });
@@ -340,7 +347,7 @@ export async function serveModern(
 }
 
 /**
- * A retry echoing a structured denial's context id (denials.ts): refused when the id opens
+ * A retry echoing a structured denial's context id (held/denials.ts): refused when the id opens
  * but names another operation; an id that does not open is ignored (it is never authority).
  */
 function checkContext(m: ModernModules, held: HeldFace, params: unknown, meta: Record<string, unknown> | undefined): void {

@@ -14,10 +14,10 @@
  */
 import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
-import type { ParticipantClient } from "../client.js";
-import { ParticipantError, RpcError } from "../errors.js";
-import { inspectTool, stripHidden, isRecord } from "../../gateway/index.js";
-import { cleanTexts, flagNote } from "../agent/tools.js";
+import type { ParticipantClient } from "../../client.js";
+import { ParticipantError, RpcError } from "../../errors.js";
+import { inspectTool, stripHidden, isRecord } from "../../../gateway/index.js";
+import { cleanTexts, flagNote } from "../../agent/tools.js";
 
 const TIMEOUT_MS = 10_000;
 /** Most resources or prompts gathered from one participant. */
@@ -73,7 +73,7 @@ export class SpaceResources {
     return { resourceTemplates };
   }
 
-  /** `meta`: the client's `_meta` as it may go on (face.ts `forwardedMeta`); `more`: a 2026-07-28 client's retry params (input.ts `retryParams`). */
+  /** `meta`: the client's `_meta` as it may go on (face.ts `forwardedMeta`); `more`: a 2026-07-28 client's retry params (held/input.ts `retryParams`). */
   async readResource(uri: string, meta?: Record<string, unknown>, more: Record<string, unknown> = {}): Promise<Record<string, unknown>> {
     return this.ask(await this.ownerOf(uri), "resources/read", { uri, ...more, ...(meta ? { _meta: meta } : {}) });
   }
