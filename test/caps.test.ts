@@ -6,7 +6,8 @@
  * counting from where the dead one stopped. The console's API and /metrics show the counts.
  *
  * A cap counts whole minutes of the clock: a test that would straddle one waits for the next
- * to start (at most `MARGIN_MS`), so no assertion depends on where in a minute it runs.
+ * to start (at most `MARGIN_MS`, so each test is given a minute), and no assertion depends on
+ * where in a minute it runs.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -77,7 +78,7 @@ async function burst(c: TestClient, prefix: string, n: number): Promise<{ ok: nu
   return { ok, codes };
 }
 
-describe("caps on one gateway, hostile first", () => {
+describe("caps on one gateway, hostile first", { timeout: 60_000 }, () => {
   it("a flood at once lets exactly the cap through; a restart keeps the minute's count", async () => {
     await freshMinute();
     // Our own directory, so that stopping the first gateway leaves its state for the second.
@@ -162,7 +163,7 @@ const errorTo = (c: TestClient, id: string) => c.next((e) => e.kind === "system/
 const answerOf = (c: TestClient, proposal: string) =>
   c.next((e) => e.kind === "mcp/response" && e.correlation_id?.includes(proposal) === true);
 
-describe("caps and approvals, hostile first", () => {
+describe("caps and approvals, hostile first", { timeout: 60_000 }, () => {
   it("an approval lifts no cap that refuses: past a person's cap their approval is refused and the proposal waits; another person's runs it", async () => {
     await freshMinute();
     gw = await startGateway(APPROVALS);
@@ -211,7 +212,7 @@ describe("caps and approvals, hostile first", () => {
   });
 });
 
-describe("caps across a cluster", () => {
+describe("caps across a cluster", { timeout: 60_000 }, () => {
   const bin = natsServerPath();
   if (!bin) throw new Error("the cluster tests need nats-server (apt-get install nats-server); npm test installs it when it can");
   let nats: NatsServer;

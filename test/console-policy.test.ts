@@ -99,7 +99,7 @@ participants:`,
     owner.close();
   }
 
-  it("a person sees each cap's use, a full one marked, hostile names as text", async () => {
+  it("a person sees each cap's use, a full one marked, hostile names as text", { timeout: 45_000 }, async () => {
     // A minute's edge between the calls and the look would empty the counts: start clear of it.
     const left = 60_000 - (Date.now() % 60_000);
     if (left < 15_000) await new Promise((r) => setTimeout(r, left + 50));
@@ -114,7 +114,7 @@ participants:`,
     expect(await p.locator("#caps b").count()).toBe(0);
   });
 
-  it("an agent sees its own row and the caps that count it, not the others", async () => {
+  it("an agent sees its own row and the caps that count it, not the others", { timeout: 45_000 }, async () => {
     const left = 60_000 - (Date.now() % 60_000);
     if (left < 15_000) await new Promise((r) => setTimeout(r, left + 50));
     gw = await startGateway(CAPPED);

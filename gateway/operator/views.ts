@@ -202,7 +202,7 @@ function definitionChanged(p: Proposal): Record<string, unknown> {
   return mark && typeof mark === "object" ? { definitionChanged: mark } : {};
 }
 
-/** What the guards found in a proposal's arguments, and their action (proposals/decisions.ts records it when it holds one). */
+/** What the guards found in a proposal's arguments, and their action (proposals/propose.ts records it when it holds one). */
 function guardsOf(p: Proposal): Record<string, unknown> {
   const mark = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload?.[GUARDS_KEY];
   return mark && typeof mark === "object" ? { guards: mark } : {};

@@ -425,7 +425,7 @@ export class Authority {
     const guards = explainGuards(this.guards, caller, owner, tool, verdict);
     const caps = explainCaps(this.caps, caller, owner, tool, verdict);
     const said = [reason.why, guards?.said, caps?.said].filter(Boolean).join("; ");
-    // Held by a guard or a cap: only a person may approve it (proposals/decisions.ts).
+    // Held by a guard or a cap: only a person may approve it (proposals/deciders.ts).
     const people = verdict.decision === "proposal" && (verdict.guard?.action === "hold" || verdict.cap !== undefined);
     return {
       caller,
@@ -462,7 +462,7 @@ export class Authority {
   /**
    * Who could approve `caller`'s proposal of this call: not the caller, one of its
    * `approvers` if it names them (an `@group` names each of its members, groups.ts, as at a
-   * decision), and able to make the call itself (proposals/decisions.ts's bar).
+   * decision), and able to make the call itself (proposals/deciders.ts's bar).
    */
   approvers(caller: string, owner: string, params: Record<string, unknown>): string[] {
     const named = this.config.participants[caller]?.approvers;

@@ -3,7 +3,7 @@
  *
  * space.ts keeps members, routing, visibility and presence; the MCP side lives beside it:
  * calls/requests.ts (every mcp/request first), calls/router.ts (routing, responses, the tool
- * catalogue), calls/endpoint.ts (the gateway's own endpoint) and decisions.ts (what happens to a proposal). Those modules never see the member map,
+ * catalogue), calls/endpoint.ts (the gateway's own endpoint) and proposals/ (what happens to a proposal). Those modules never see the member map,
  * the presence batch or a socket: they act on a space only through `SpaceHost`, which
  * space/compose.ts builds from delivery and the ledger; and on each other only through
  * `CallRouter` and `ProposalDesk` below. So the import graph has no circle, not even
@@ -94,7 +94,7 @@ export type RouterHost = Pick<
 >;
 
 /**
- * What decisions.ts and endpoint.ts need of the MCP router (calls/router.ts): the decision point,
+ * What proposals/ and endpoint.ts need of the MCP router (calls/router.ts): the decision point,
  * routing, cancellation and the catalogue. Named here so that neither imports calls/router.ts.
  * The router is built before both, and needs neither.
  */
@@ -134,7 +134,7 @@ export interface CallRouter {
   toolsPage(member: Member, start: number, budget: number): { parts: Buffer[]; next?: string };
 }
 
-/** What calls/requests.ts and endpoint.ts need of decisions.ts: requests that are really proposal decisions. */
+/** What calls/requests.ts and endpoint.ts need of proposals/: requests that are really proposal decisions (held: propose.ts, fulfilled: decisions.ts, given up: ends.ts). */
 export interface ProposalDesk {
   onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Promise<void> | void;
   hold(

@@ -7,7 +7,7 @@
  *   `{tool glob: N}` that matches `owner/tool`), fixed when it is held (`Proposal.required`),
  *   so a later change of space.yaml does not move the bar under a proposal already shown.
  * - Approvals are distinct by participant id: two connections of one participant are one
- *   approver. The proposer never counts (decisions.ts refuses it before it gets here).
+ *   approver. The proposer never counts (deciders.ts refuses it before it gets here).
  * - Edits: only the first approval may edit the arguments (what runs is then the edited ones,
  *   book.ts `whatRuns`); an edit after a first approval is refused (`approval_mismatch`), and
  *   once the arguments were edited every later approver must send them (`arguments`, as its

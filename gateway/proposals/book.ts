@@ -3,7 +3,7 @@
  * vocabulary is audit/entry.ts). Past 500 lines because each change is a record, its fold on
  * restart and its audit entry, kept together.
  * Which transition an envelope asks for, and whether its sender may make it, is decided
- * in decisions.ts; calls/router.ts moves a routed proposal on when its call ends.
+ * in propose.ts, deciders.ts, decisions.ts and ends.ts; calls/router.ts moves a routed proposal on when its call ends.
  *
  *   pending → approved → routed → answered
  *   pending → rejected | withdrawn | expired

@@ -1,5 +1,5 @@
 /**
- * A reviewer's word where every decision passes (decisions.ts): whatever route it takes — the
+ * A reviewer's word where every decision passes (deciders.ts): whatever route it takes — the
  * wire, the operator API, the console, a link, a MEW fulfilment — an approval by a reviewer
  * of the proposer (policy/learn/review.ts says who is one) stands only within its bound, and
  * it never rejects. Checked with the arguments that will run, against the gateway's own risk
