@@ -3,7 +3,7 @@
  * when it serves one participant as itself (`/mcp/<participant>`, `mewgate mcp --only`),
  * and progress toward one MCP request.
  *
- * Split from server.ts, which builds the SDK `Server` from these.
+ * server.ts builds the SDK `Server` from these.
  */
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import {

@@ -5,7 +5,7 @@
  * on as they came (the space's face prefixes names); serving one participant, only what its
  * server declared is offered, in its own pages with its own cursors.
  *
- * Split from server.ts, which builds the face and calls this once.
+ * server.ts builds the face and installs these once.
  */
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import {

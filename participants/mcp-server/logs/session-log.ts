@@ -5,7 +5,7 @@
  * server sent outside any call, which the bridge sends to whoever set a level there:
  * bridge/log-listeners.ts).
  *
- * Split from face/server.ts, which owns the session and says when it may send.
+ * face/server.ts owns the session and says when it may send.
  */
 import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
 import { LOG_ROUTE } from "../held/input.js";
