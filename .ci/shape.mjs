@@ -14,18 +14,17 @@ const root = path.resolve(process.argv[2] ?? path.join(path.dirname(new URL(impo
 const MAX_LINES = 500;
 /** A file past MAX_LINES names the limit in its opening comment, with the reason (e.g. "past 500 lines because ..."). */
 const REASON = /\b(past|over|longer than|beyond) 500 lines\b/i;
-/**
- * gateway/'s floors, top to bottom, one folder each: a folder may import its own floor and those
- * below. calls/, proposals/ and ports/ still share one: the space's ports name a proposal and a
- * call, and an approval becomes a call through the router while the router reads the book.
- */
+/** gateway/'s floors, top to bottom, one folder each: a folder may import its own floor and those below. */
 const FLOORS = [
   ["edge"],
   ["cluster"],
   ["operator"],
   ["space"],
   ["agents"],
-  ["calls", "proposals", "ports"],
+  ["requests"],
+  ["proposals"],
+  ["calls"],
+  ["ports"],
   ["policy"],
   ["audit"],
   ["tools"],

@@ -4,6 +4,7 @@
  * passes through (which most entries name). Below everything that writes or reads the trail:
  * the proposal book, a direct call's record, the guards, the tool catalogue, learning.
  */
+import { randomBytes } from "node:crypto";
 import type { DefinitionChange } from "../tools/pins.js";
 
 export type ProposalState =
@@ -109,4 +110,9 @@ export function auditMatches(e: AuditEntry, q: AuditQuery): boolean {
   if (q.since && t < q.since.getTime()) return false;
   if (q.until && t > q.until.getTime()) return false;
   return true;
+}
+
+/** A fresh opaque decision id: the same in the audit entries, the span and the receipt of one decision. */
+export function newDecisionId(): string {
+  return `dec_${randomBytes(16).toString("base64url")}`;
 }

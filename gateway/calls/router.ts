@@ -29,11 +29,11 @@ import {
   stamp,
   systemEnvelope,
 } from "../wire/envelope.js";
-import { type CallRouter, clip, disabledRefusal, type NotRouted, type RouterHost } from "../ports/host.js";
+import { clip, disabledRefusal, type NotRouted, type RouterHost } from "../ports/host.js";
+import type { CallRouter } from "./routing.js";
 import type { Verdict } from "../policy/authority.js";
 import type { Decision } from "../policy/rules.js";
-import type { ProposalBook } from "../proposals/book.js";
-import { answerOutcome } from "../proposals/outcomes.js";
+import { answerOutcome } from "./outcomes.js";
 import type { Registry } from "../tools/registry.js";
 import type { Member } from "../ports/member.js";
 import { Catalogue } from "./catalogue.js";
@@ -51,7 +51,6 @@ export class McpRouter implements CallRouter {
     /** The call table, built before the router (the store's conversations name calls in it). */
     readonly calls: Calls,
     readonly registry: Registry,
-    private readonly proposals: ProposalBook,
     /**
      * Told once of every routed call's end (proposals/runs-ended.ts moves the proposal it
      * carries); a promise when a proposal moved, which an answer waits for.
@@ -135,7 +134,11 @@ export class McpRouter implements CallRouter {
     caller: Member,
     env: Envelope,
     payload: McpRequestPayload,
-    extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor" | "anonymous"> & { receipt?: string | undefined } = {},
+    extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor" | "anonymous"> & {
+      receipt?: string | undefined;
+      /** For an approved proposal's call: its chain when proposed, and who approved it last. */
+      approved?: { chain: string[]; decidedBy: string | undefined } | undefined;
+    } = {},
   ): NotRouted | undefined {
     const target = env.to![0]!;
     // A person with only the web console open is there too, for what they can answer.
@@ -143,7 +146,7 @@ export class McpRouter implements CallRouter {
       return { code: ErrorCodes.targetOffline, message: `"${target}" is not connected` };
     }
     if (this.calls.get(env.id)) return { code: ErrorCodes.duplicateId, message: `a call with id "${clip(env.id)}" is already pending` };
-    const proposal = extra.proposalId ? this.proposals.get(extra.proposalId) : undefined;
+    const proposal = extra.approved;
     // A switched-off participant serves nobody, whichever way the call came (switches.ts).
     if (payload.method === "tools/call" && this.registry.isDisabled(target)) return disabledRefusal(target);
     // A callback goes back along its call's chain: it joins that call, not a longer chain.

@@ -143,7 +143,7 @@ export function hintsOf(annotations: unknown): Record<string, boolean> {
 /**
  * Decided proposals, newest first, from the audit trail (durable: who decided, when, with
  * edited arguments or not, the call's outcome) and, while the gateway remembers it, the
- * call's result as text (proposals/outcomes.ts).
+ * call's result as text (calls/outcomes.ts).
  */
 export function decidedView(space: Space, entries: AuditEntry[], max: number): Array<Record<string, unknown>> {
   const byId = new Map<string, AuditEntry[]>();

@@ -34,7 +34,7 @@ import { createHash } from "node:crypto";
 import { canonical } from "../store/chain.js";
 import type { Plan } from "../store/plan.js";
 import { EDITED_KEY } from "../wire/envelope.js";
-import { CallResults, type CallOutcome } from "./outcomes.js";
+import { CallResults, type CallOutcome } from "../calls/outcomes.js";
 import { type Answer, Unheard, type UnheardEnd } from "./unheard.js";
 import { isRecord } from "../wire/values.js";
 import type { AuditEntry, AuditRecord, ProposalState } from "../audit/entry.js";

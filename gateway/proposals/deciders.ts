@@ -1,5 +1,6 @@
 import { type Envelope, type ErrorCode, ErrorCodes, type InboundEnvelope } from "../wire/envelope.js";
-import { type CallRouter, clip, disabledRefusal, type SpaceHost } from "../ports/host.js";
+import { clip, disabledRefusal, type SpaceHost } from "../ports/host.js";
+import type { CallRouter } from "../calls/routing.js";
 import type { Registry } from "../tools/registry.js";
 import { awaiting, GUARDS_KEY, CAP_KEY, OPEN_OWNER, type Proposal, type ProposalBook, runningArguments, runningParams } from "./book.js";
 import type { Member } from "../ports/member.js";

@@ -21,7 +21,8 @@ import {
   stamp,
   systemEnvelope,
 } from "../wire/envelope.js";
-import { type CallRouter, clip, type GrantDesk, type SpaceHost } from "../ports/host.js";
+import { clip, type GrantDesk, type SpaceHost } from "../ports/host.js";
+import type { CallRouter } from "../calls/routing.js";
 import type { Calls } from "../calls/calls.js";
 import type { Registry } from "../tools/registry.js";
 import { toolGrant } from "../policy/rules.js";
@@ -33,7 +34,8 @@ import { cannotRun, editOf } from "./runs.js";
 import { dropFallenApprovals, fulfilmentStanding } from "./still-count.js";
 import { conditionFor, describeCondition, type GrantCondition } from "../policy/scope.js";
 import type { RunsEnded } from "./runs-ended.js";
-import { argumentsDigest, newDecisionId, policyDigest, type ReceiptKeys } from "./receipts.js";
+import { argumentsDigest, policyDigest, type ReceiptKeys } from "./receipts.js";
+import { newDecisionId } from "../audit/entry.js";
 import type { PasskeyBar, PasskeyProof } from "./passkey-bar.js";
 import { isRecord } from "../wire/values.js";
 import type { Deciders } from "./deciders.js";
@@ -386,7 +388,8 @@ export class Decisions {
     // them ever saw.
     const caller = fulfiller ? approver : (this.space.member(p.proposer) ?? approver);
     const answered = fulfiller && { id: fulfiller.id, envelopeId: fulfiller.envelopeId, proposer: p.proposer, proposerRpcId: p.rpcId };
-    const refused = this.router.tryRoute(caller, env, payload, { proposalId: p.id, fulfiller: answered, receipt });
+    const approved = { chain: p.chain, decidedBy: p.decidedBy };
+    const refused = this.router.tryRoute(caller, env, payload, { proposalId: p.id, fulfiller: answered, receipt, approved });
     if (refused) {
       this.space.metrics.call("not_routed");
       void this.runs.callEnded({ proposalId: p.id }, { how: "failed", reason: "not_routed", message: refused.message });

@@ -11,7 +11,7 @@ import {
 import type { SpaceHost } from "../ports/host.js";
 import { awaiting, INTERRUPTED_TEXT, type Proposal, type ProposalBook } from "./book.js";
 import type { Member } from "../ports/member.js";
-import { newDecisionId } from "./receipts.js";
+import { newDecisionId } from "../audit/entry.js";
 import type { Deciders } from "./deciders.js";
 
 /** What ending a proposal uses of the space. */

@@ -7,7 +7,8 @@ import {
   describeIssue,
   stamp,
 } from "../wire/envelope.js";
-import { type CallRouter, clip, disabledRefusal, type SpaceHost } from "../ports/host.js";
+import { clip, disabledRefusal, type SpaceHost } from "../ports/host.js";
+import type { CallRouter } from "../calls/routing.js";
 import type { Calls } from "../calls/calls.js";
 import type { Registry } from "../tools/registry.js";
 import { DEFINITION_CHANGED } from "../policy/rules.js";

@@ -10,7 +10,7 @@
 import type { Call, CallEnd } from "../calls/calls.js";
 import type { Plan } from "../store/plan.js";
 import type { ProposalBook } from "./book.js";
-import { answerOutcome, failureOutcome, resultText } from "./outcomes.js";
+import { answerOutcome, failureOutcome, resultText } from "../calls/outcomes.js";
 import { RpcErrors } from "../wire/envelope.js";
 
 export class RunsEnded {

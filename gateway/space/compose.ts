@@ -17,8 +17,8 @@ import { Invites } from "../agents/invites.js";
 import { Streams } from "../agents/streams.js";
 import { Switches } from "../agents/switches.js";
 import { Calls } from "../calls/calls.js";
-import { frameBudget, GatewayEndpoint, maySee } from "../calls/endpoint.js";
-import { Requests } from "../calls/requests.js";
+import { frameBudget, GatewayEndpoint, maySee } from "../requests/endpoint.js";
+import { Requests } from "../requests/requests.js";
 import { McpRouter } from "../calls/router.js";
 import type { SpaceConfig } from "../config/config.js";
 import type { TokenBook } from "../identity/tokens.js";
@@ -173,7 +173,6 @@ export function composeSpace(
     sendBytes: (member, bytes) => delivery.sendBytes(member, bytes),
     fail: (...a) => delivery.fail(...a),
     capabilityViolation: (member, inbound) => delivery.capabilityViolation(member, inbound),
-    pendingProposals: () => proposals.pending(),
     grantsView: () => grantsView(grants),
     record: (...plans) => ledger.record(...plans),
     note: (plan) => ledger.note(plan),
@@ -222,7 +221,7 @@ export function composeSpace(
   grants.revalidate();
 
   const runs = new RunsEnded(proposals, (plan) => ledger.note(plan));
-  const router = new McpRouter(host, calls, registry, proposals, (call, end) => runs.callEnded(call, end), conversations);
+  const router = new McpRouter(host, calls, registry, (call, end) => runs.callEnded(call, end), conversations);
   switches.catalogueChanged.add(() => router.catalogueChanged());
   const aids = new Aids({
     config,
@@ -338,7 +337,7 @@ export function composeSpace(
   const endpoint = new GatewayEndpoint(
     host,
     router,
-    { hold: (...a) => proposing.hold(...a), withdrawn: (...a) => ends.withdrawn(...a) },
+    { hold: (...a) => proposing.hold(...a), withdrawn: (...a) => ends.withdrawn(...a), pending: () => proposals.pending() },
     aids.previews,
     {
       ended: (pid, who) => proposals.unheard.of(pid, who),

@@ -17,7 +17,7 @@ import type { Invites } from "../agents/invites.js";
 import type { Streams } from "../agents/streams.js";
 import type { Switches } from "../agents/switches.js";
 import type { McpRouter } from "../calls/router.js";
-import type { Requests } from "../calls/requests.js";
+import type { Requests } from "../requests/requests.js";
 import type { Lending } from "../agents/lending.js";
 import type { Member } from "../ports/member.js";
 import type { Decisions } from "../proposals/decisions.js";
@@ -56,7 +56,7 @@ export const deliverAsIs: Handler = (h, member, inbound) => h.deliver(stamp(inbo
 
 /** A Map, not an object: a kind such as `constructor` or `__proto__` must find no route. */
 export const ROUTES: ReadonlyMap<string, Route> = new Map<string, Route>([
-  // An mcp/request is checked once its payload is parsed (calls/requests.ts): tools/call by the
+  // An mcp/request is checked once its payload is parsed (requests/requests.ts): tools/call by the
   // tool policy, the rest by capability.
   ["mcp/request", { handle: (h, m, e) => h.requests.onRequest(m, e), checksItself: true }],
   ["mcp/response", { handle: (h, m, e) => h.mcp.onResponse(m, e) }],

@@ -7,7 +7,8 @@
  * refused; any other is checked by policy and routed.
  */
 import type { ProposalBook } from "../proposals/book.js";
-import { clip, type ProposalDesk, type SpaceHost } from "../ports/host.js";
+import { clip, type SpaceHost } from "../ports/host.js";
+import type { ProposalDesk } from "./desk.js";
 import type { Member } from "../ports/member.js";
 import {
   describeIssue,
@@ -18,10 +19,10 @@ import {
   parseMcpRequest,
   stamp,
 } from "../wire/envelope.js";
-import { CALLBACK_METHODS } from "./calls.js";
-import { allowedDecision, directCallPlan } from "./direct-audit.js";
+import { CALLBACK_METHODS } from "../calls/calls.js";
+import { allowedDecision, directCallPlan } from "../calls/direct-audit.js";
 import type { GatewayEndpoint } from "./endpoint.js";
-import type { McpRouter } from "./router.js";
+import type { McpRouter } from "../calls/router.js";
 
 export class Requests {
   constructor(

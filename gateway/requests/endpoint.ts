@@ -17,8 +17,8 @@
  * Answers are sized to fit one frame: the welcome carries only what fits and says where
  * the rest is, and the pages here are how a client fetches it.
  */
-import type { Call } from "./calls.js";
-import { allowedDecision, directCallPlan } from "./direct-audit.js";
+import type { Call } from "../calls/calls.js";
+import { allowedDecision, directCallPlan } from "../calls/direct-audit.js";
 import {
   type Envelope,
   ErrorCodes,
@@ -30,7 +30,9 @@ import {
   stamp,
   systemEnvelope,
 } from "../wire/envelope.js";
-import { type CallRouter, clip, type ProposalDesk, type SpaceHost } from "../ports/host.js";
+import { clip, type SpaceHost } from "../ports/host.js";
+import type { CallRouter } from "../calls/routing.js";
+import type { ProposalDesk } from "./desk.js";
 import { jsonBytes, readCursor, takePage } from "../wire/paging.js";
 import { randomUUID } from "node:crypto";
 import { type Proposal, shownEnvelope } from "../proposals/book.js";
@@ -84,13 +86,10 @@ function fitted(preview: Record<string, unknown>, budget: number): Record<string
 export class GatewayEndpoint {
   constructor(
     /** What it uses of the space (ports/host.ts). */
-    private readonly space: Pick<
-      SpaceHost,
-      "config" | "fail" | "grantsView" | "later" | "metrics" | "pendingProposals" | "sendBytes" | "sendTo" | "tracing"
-    >,
+    private readonly space: Pick<SpaceHost, "config" | "fail" | "grantsView" | "later" | "metrics" | "sendBytes" | "sendTo" | "tracing">,
     private readonly router: CallRouter,
     /** A tools/call that needs approval is held as a proposal; a cancelled one is withdrawn. */
-    private readonly decisions: Pick<ProposalDesk, "hold" | "withdrawn">,
+    private readonly decisions: Pick<ProposalDesk, "hold" | "withdrawn" | "pending">,
     /** A proposal's preview as `viewer` would see it (proposals/preview.ts): made as `viewer`, under its policy. */
     private readonly previews: { of(p: Proposal, viewer: string): Promise<object> },
     /**
@@ -145,13 +144,13 @@ export class GatewayEndpoint {
       case "proposals/list": {
         const start = readCursor(params["cursor"]);
         if (start === null) return reply({ error: { code: INVALID_PARAMS, message: "proposals/list: unknown cursor" } });
-        const visible = this.space.pendingProposals().filter((p) => maySee(member, p));
+        const visible = this.decisions.pending().filter((p) => maySee(member, p));
         const page = takePage(visible.map(listed), start ?? 0, frameBudget(this.space), jsonBytes);
         return reply({ result: { proposals: page.items, total: visible.length, ...(page.next ? { nextCursor: page.next } : {}) } });
       }
       case "proposals/get": {
         const id = params["id"];
-        const p = typeof id === "string" ? this.space.pendingProposals().find((x) => x.id === id) : undefined;
+        const p = typeof id === "string" ? this.decisions.pending().find((x) => x.id === id) : undefined;
         // Its proposer asks about one that ended while it was away: how it ended, the answer with it;
         // or about one approved whose call runs now.
         const kept = p ? undefined : this.own?.ended(id, member.id);
@@ -164,7 +163,7 @@ export class GatewayEndpoint {
       }
       case "proposals/preview": {
         const id = params["id"];
-        const p = typeof id === "string" ? this.space.pendingProposals().find((x) => x.id === id) : undefined;
+        const p = typeof id === "string" ? this.decisions.pending().find((x) => x.id === id) : undefined;
         if (!p || !maySee(member, p))
           return reply({ error: { code: INVALID_PARAMS, message: `no pending proposal "${clip(String(id))}" that you may see` } });
         return this.previews
@@ -278,8 +277,8 @@ export class GatewayEndpoint {
     const reason = typeof params["reason"] === "string" ? clip(params["reason"]) : "cancelled by the caller";
     const calls: Call[] = this.router.calls.ofCaller(member.id, inbound.correlation_id, requestId);
     for (const call of calls) this.router.cancel(call, reason, true);
-    const waiting = this.space
-      .pendingProposals()
+    const waiting = this.decisions
+      .pending()
       .filter(
         (p) => p.proposer === member.id && (inbound.correlation_id?.includes(p.id) || (requestId !== undefined && p.rpcId === requestId)),
       );
