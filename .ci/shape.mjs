@@ -4,7 +4,7 @@
 // (ARCHITECTURE.md), gateway/ imports nothing from participants/ or cli/, cli/, participants/ and
 // bench/ reach gateway/ only through its public surface (gateway/index.ts; a lazy `import()` of
 // one module is left alone, since loading the whole surface would defeat it), and every file past
-// 500 lines says at its top why it is one concern all the same.
+// 500 lines says at its top why it is one concern all the same. The console's ui/*.js is read too.
 // Exits 1 on a circle or a wrong-way import; files past 500 lines without a reason are printed.
 // Usage: node .ci/shape.mjs [ROOT]
 import fs from "node:fs";
@@ -14,14 +14,24 @@ const root = path.resolve(process.argv[2] ?? path.join(path.dirname(new URL(impo
 const MAX_LINES = 500;
 /** A file past MAX_LINES names the limit in its opening comment, with the reason (e.g. "past 500 lines because ..."). */
 const REASON = /\b(past|over|longer than|beyond) 500 lines\b/i;
-/** gateway/'s floors, top to bottom: a folder may import its own floor and those below. */
+/** gateway/'s floors, top to bottom, one folder each: a folder may import its own floor and those below. */
 const FLOORS = [
   ["edge"],
-  ["cluster", "operator"],
+  ["cluster"],
+  ["operator"],
   ["space"],
-  ["agents", "calls", "proposals", "policy", "ports"],
+  ["agents"],
+  ["requests"],
+  ["proposals"],
+  ["calls"],
+  ["ports"],
+  ["policy"],
+  ["audit"],
+  ["tools"],
   ["store"],
-  ["config", "identity", "wire"],
+  ["identity"],
+  ["wire"],
+  ["config"],
 ];
 const floorOf = new Map(FLOORS.flatMap((names, i) => names.map((n) => [n, FLOORS.length - i])));
 
@@ -33,6 +43,8 @@ const files = [];
     const p = path.join(dir, e.name);
     if (e.isDirectory()) walk(p);
     else if (/\.(ts|mts)$/.test(e.name) && !e.name.endsWith(".d.ts")) files.push(p);
+    // The console's plain JavaScript (no build step) is held to the same shape.
+    else if (e.name.endsWith(".js") && path.relative(root, dir).split(path.sep)[0] === "ui") files.push(p);
   }
 })(root);
 
@@ -50,8 +62,9 @@ for (const f of files) {
     long.push(`${rel(f)} (${lines} lines)`);
   const out = new Set();
   for (const m of src.matchAll(SPEC)) {
-    const base = path.resolve(path.dirname(f), m[1] ?? m[2]).replace(/\.m?js$/, "");
-    const target = [`${base}.ts`, `${base}.mts`, path.join(base, "index.ts")].find((c) => known.has(c));
+    const spec = path.resolve(path.dirname(f), m[1] ?? m[2]);
+    const base = spec.replace(/\.m?js$/, "");
+    const target = [`${base}.ts`, `${base}.mts`, path.join(base, "index.ts"), spec].find((c) => known.has(c));
     if (!target) continue;
     out.add(target);
     const [fromTop, fromDir] = rel(f).split(path.sep);

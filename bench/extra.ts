@@ -52,6 +52,7 @@ export async function governance(ctx: Context): Promise<Row[]> {
       details: [`p99 ${g.toolsList.p99.toFixed(0)} µs; response ${(g.toolsListBytes / 1024).toFixed(0)} KiB`],
     }),
     ...(await conditionRow()),
+    ...(await guardRows()),
   ];
 }
 
@@ -85,6 +86,44 @@ async function conditionRow(): Promise<Row[]> {
       details: [
         `added ${added.toFixed(2)} µs per decision (median of side-by-side blocks; fastest blocks ${c.fastest.conditional.toFixed(2)} vs ${c.fastest.plain.toFixed(2)} µs); "naive" is the same rule as a plain glob`,
         `${c.decisions.toLocaleString("en-US")} decisions each through the decision point (policy/authority.ts), in interleaved blocks: a write outside notes/ with a 1 KiB content argument`,
+      ],
+    }),
+  ];
+}
+
+/** The default guards on 4 KiB of arguments (per decision) and on a 1 MiB result, against the same space without them (bench/guards.ts). */
+async function guardRows(): Promise<Row[]> {
+  const label = "a decision with the default guards on 4 KiB of arguments vs none, median";
+  // Loaded here, as conditionRow's is: a build without guards (under --against) has no such surface.
+  let benchGuards: typeof import("./guards.js").benchGuards;
+  try {
+    ({ benchGuards } = await import("./guards.js"));
+  } catch (err) {
+    return [row({ scenario: "governance", label, unit: "µs", gateway: `not run: ${(err as Error).message.slice(0, 120)}` })];
+  }
+  const g = benchGuards();
+  return [
+    row({
+      scenario: "governance",
+      label,
+      unit: "µs",
+      gateway: Number(g.guarded.toFixed(2)),
+      naive: Number(g.plain.toFixed(2)),
+      goal: { text: "added <= 50 µs", met: g.added <= 50 },
+      details: [
+        `added ${g.added.toFixed(2)} µs per call (median of side-by-side blocks; fastest blocks ${g.fastest.guarded.toFixed(2)} vs ${g.fastest.plain.toFixed(2)} µs); "naive" is the same space without guards`,
+        `${g.decisions.toLocaleString("en-US")} decisions each through the decision point, in interleaved blocks: secrets (hold), personal data (redact), egress to a host list (deny), nothing found`,
+      ],
+    }),
+    row({
+      scenario: "governance",
+      label: "the default guards reading a 1 MiB result, median",
+      unit: "µs",
+      gateway: Math.round(g.result.guarded),
+      naive: Number(g.result.plain.toFixed(2)),
+      ratio: false,
+      details: [
+        `fastest ${Math.round(g.result.fastest)} µs over ${g.result.results} results; "naive" is the same space without guards (nothing read); the router reads a result once before the caller gets it`,
       ],
     }),
   ];

@@ -464,7 +464,7 @@ export function runStateRepair(
 
 export function auditLine(e: AuditEntry): string {
   const tool = e.tool ? `${e.owner}/${e.tool}` : `${e.owner}: ${e.method}`;
-  // A tool's definition changed (ports/pins.ts): no proposal, its owner announced it.
+  // A tool's definition changed (tools/pins.ts): no proposal, its owner announced it.
   if (e.event === "tool_changed") return [e.ts, e.event, tool, oneLine((e.changes ?? []).join("; "), 160)].join("  ");
   if (e.event === "rule_accepted")
     return [e.ts, e.event, `by ${e.proposer}`, `for ${e.owner}`, oneLine((e.changes ?? []).join("; "), 240)].join("  ");

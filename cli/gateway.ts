@@ -7,8 +7,8 @@ import { createLogger } from "../gateway/index.js";
 import { formatFinding } from "../gateway/index.js";
 import { Gateway } from "../gateway/index.js";
 // Not the participants/mcp-server.js barrel: that loads the MCP SDK, which this command
-// must not pay for at start. http.js loads it on the first /mcp request.
-import { mountHttp } from "../participants/mcp-server/http.js";
+// must not pay for at start. http/http.js loads it on the first /mcp request.
+import { mountHttp } from "../participants/mcp-server/http/http.js";
 
 export interface GatewayCommandOptions {
   config: string[];

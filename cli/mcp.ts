@@ -52,7 +52,7 @@ export async function runMcp(
   process.once("SIGINT", onSignal);
   process.once("SIGTERM", onSignal);
   try {
-    const { runStdio } = await import("../participants/mcp-server/stdio.js");
+    const { runStdio } = await import("../participants/mcp-server/stdio/stdio.js");
     await runStdio({
       client: { url: target.url, space: target.space, token: target.token, participantId: target.participant, logger },
       logger,

@@ -95,6 +95,12 @@ export function runPolicySuggest(
   });
 }
 
+/** A guard's and a cap's part in a replayed decision, for the listing (`  guard hold: a GitHub token in message`). */
+function guardOf(o: unknown): string {
+  const { guard: g, cap: c } = (o ?? {}) as { guard?: unknown; cap?: unknown };
+  return `${typeof g === "string" ? `  guard ${text(g, 200)}` : ""}${typeof c === "string" ? `  cap ${text(c, 200)}` : ""}`;
+}
+
 export function runPolicyDryRun(
   changed: string,
   opts: { config?: string; stateDir?: string; json?: boolean },
@@ -121,7 +127,7 @@ export function runPolicyDryRun(
       );
     for (const c of view.changes)
       io.stdout.write(
-        `${text(c["ts"], 30)}  ${text(c["how"], 40)}  ${text(c["proposer"], 40)} → ${text(c["tool"], 80)}  people: ${c["direct"] ? "never asked (direct)" : text(c["said"], 12)}${c["by"] ? ` by ${text(c["by"], 40)}` : ""}  ${text(c["args"], 100)}\n`,
+        `${text(c["ts"], 30)}  ${text(c["how"], 40)}  ${text(c["proposer"], 40)} → ${text(c["tool"], 80)}  people: ${c["direct"] ? "never asked (direct)" : text(c["said"], 12)}${c["by"] ? ` by ${text(c["by"], 40)}` : ""}  ${text(c["args"], 100)}${guardOf(c["after"])}\n`,
       );
     return 0;
   });

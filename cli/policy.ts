@@ -122,6 +122,16 @@ export function explanationText(e: Explanation): string {
       `  rule: ${e.rule.key}${e.rule.file ? ` at ${e.rule.file}:${e.rule.line}:${e.rule.column}` : ""}: ${JSON.stringify(e.rule.when === undefined ? e.rule.tool : { tool: e.rule.tool, when: e.rule.when })}`,
     );
   if (e.grant) lines.push(`  grant: ${e.grant.id} from ${e.grant.from}`);
+  if (e.guards) {
+    lines.push(
+      `  guards: ${e.guards.applying.join(", ")}${e.guards.action ? ` (${e.guards.action})` : " (nothing found in these arguments)"}`,
+    );
+    for (const f of e.guards.findings ?? []) lines.push(`    ${f.guard}: ${f.text} → ${f.action}`);
+  }
+  if (e.caps)
+    lines.push(
+      `  caps: ${e.caps.applying.join(", ")}${e.caps.breach ? ` (${e.caps.breach.action}: ${e.caps.breach.text})` : " (none reached this minute)"}`,
+    );
   for (const c of e.conditions) lines.push(`  condition ${c.key}: ${c.when} → ${c.result}${c.error ? ` (${c.error})` : ""}`);
   if (e.decision === "proposal")
     lines.push(`  approvers: ${e.approvers.length ? e.approvers.join(", ") : "nobody in the space could approve it"}`);
@@ -147,6 +157,12 @@ const CaseSchema = z.strictObject({
   approvers: z.array(z.string()).optional(),
   /** The tool's MCP annotations, as its server would declare them (`{readOnlyHint: true}`). */
   annotations: z.record(z.string(), z.unknown()).optional(),
+  /** What the guards do with these arguments: `none` (nothing found), `hold`, `deny` or `redact`. */
+  guard: z.enum(["none", "hold", "deny", "redact"]).optional(),
+  /** How many calls of this tool the caller has made this minute already, counted against the caps first (default 0). */
+  calls_this_minute: z.int().min(0).max(1_000_000).optional(),
+  /** What the caps do with one more call: `none` (no cap reached), `hold` or `refuse`. */
+  cap: z.enum(["none", "hold", "refuse"]).optional(),
   name: z.string().optional(),
 });
 const CasesSchema = z.strictObject({ space: z.string().optional(), cases: z.array(CaseSchema).min(1) });
@@ -207,10 +223,20 @@ export function runPolicyTest(
         return;
       }
       const slash = c.tool.indexOf("/");
-      const e = authority.explain(c.caller, c.tool.slice(0, slash), c.tool.slice(slash + 1), c.args ?? {});
+      const [owner, tool] = [c.tool.slice(0, slash), c.tool.slice(slash + 1)];
+      // Each case counts from nothing but the calls it says were made this minute.
+      authority.caps.clear();
+      const n = c.calls_this_minute ?? 0;
+      for (const r of (n > 0 && authority.caps.plan(c.caller, owner, tool)?.records) || [])
+        authority.caps.apply({ ...r, calls: n, cost: r.cost * n });
+      const e = authority.explain(c.caller, owner, tool, c.args ?? {});
       const problems: string[] = [];
       if (e.decision !== EXPECT[c.expect])
         problems.push(`expected ${c.expect}, got ${Object.entries(EXPECT).find(([, v]) => v === e.decision)?.[0] ?? e.decision}`);
+      const guardDid = e.guards?.action ?? "none";
+      if (c.guard !== undefined && c.guard !== guardDid) problems.push(`expected the guards to ${c.guard}, got ${guardDid}`);
+      const capDid = e.caps?.breach?.action ?? "none";
+      if (c.cap !== undefined && c.cap !== capDid) problems.push(`expected the caps to ${c.cap}, got ${capDid}`);
       const approvals = e.approvals ?? (e.decision === "proposal" ? 1 : 0);
       if (c.approvals !== undefined && c.approvals !== approvals) problems.push(`expected ${c.approvals} approval(s), got ${approvals}`);
       const wanted = c.approvers === undefined ? undefined : authority.groups.expand(c.approvers).filter((id) => id !== c.caller);

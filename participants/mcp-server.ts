@@ -23,12 +23,12 @@
  *   reason and the text). The owner's own JSON-RPC errors stay JSON-RPC errors. Cancelling
  *   the MCP request cancels the call, or withdraws its proposal.
  * - `/mcp/<participant>` and `mewgate mcp --only`: the same face for one participant,
- *   under its server's own names, info and instructions (`only`, face.ts).
+ *   under its server's own names, info and instructions (`only`, face/face.ts).
  * - `notifications/tools/list_changed` when the space's catalogue (or this participant's
  *   policies) changes what it would list.
  */
-export { createSpaceMcpServer, SpaceMcpServer, type SpaceMcpServerOptions } from "./mcp-server/server.js";
-export { runStdio, type StdioServeOptions } from "./mcp-server/stdio.js";
-export { mountHttp, type McpHttpMount, type McpHttpOptions } from "./mcp-server/http.js";
-export { buildCatalogue, failureText, type Catalogue, type CatalogueEntry } from "./mcp-server/catalogue.js";
-export { describeParticipant, type OnlyParticipant } from "./mcp-server/face.js";
+export { createSpaceMcpServer, SpaceMcpServer, type SpaceMcpServerOptions } from "./mcp-server/face/server.js";
+export { runStdio, type StdioServeOptions } from "./mcp-server/stdio/stdio.js";
+export { mountHttp, type McpHttpMount, type McpHttpOptions } from "./mcp-server/http/http.js";
+export { buildCatalogue, failureText, type Catalogue, type CatalogueEntry } from "./mcp-server/tools/catalogue.js";
+export { describeParticipant, type OnlyParticipant } from "./mcp-server/face/face.js";

@@ -1,6 +1,6 @@
 /**
  * The bridge at MCP 2026-07-28 (participants/bridge/server.ts, forward.ts) and a server's
- * input_required through /mcp/<participant> (participants/mcp-server/input.ts), against a
+ * input_required through /mcp/<participant> (participants/mcp-server/held/input.ts), against a
  * server of 2026-07-28 only, written with the SDK v2 on loopback. Hostile first: a server
  * that asks for input for ever (bounded rounds, a clear error, the bridge keeps serving); a
  * client that forges the face's own retry key or the flag that takes input_required; a
@@ -15,7 +15,7 @@ import { connectInProcess } from "../gateway/space/inprocess.js";
 import type { Envelope } from "../gateway/wire/envelope.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { ParticipantClient, ParticipantError } from "../participants/index.js";
-import { mountHttp } from "../participants/mcp-server/http.js";
+import { mountHttp } from "../participants/mcp-server/http/http.js";
 import { startGateway, type TestGateway, waitFor, waitForTool } from "./helpers.js";
 
 const T = { human: "human-token-0001", seat: "seat-token-00002", up: "up-token-0000003", bot: "bot-token-000004" };

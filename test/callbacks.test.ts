@@ -19,7 +19,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { connectInProcess } from "../gateway/space/inprocess.js";
 import { startAgent, type AgentHandle } from "../participants/agent/index.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
-import { mountHttp } from "../participants/mcp-server/http.js";
+import { mountHttp } from "../participants/mcp-server/http/http.js";
 import { ModelServer, openaiReply } from "./fixtures/agent/model-server.js";
 import {
   errorFor,

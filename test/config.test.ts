@@ -136,6 +136,9 @@ describe("valid files", () => {
         },
       },
       previews: {},
+      guards: [],
+      caps: [],
+      costs: {},
     } satisfies SpaceConfig);
   });
 
@@ -305,7 +308,7 @@ describe("errors", () => {
 
   it("lists the known keys when nothing is close", () => {
     expect(errorOf(base("  a:", "colour: red"))).toBe(
-      "space.yaml:5:1: colour: unknown key; expected one of space, gateway, policy, groups, calls, prices, quotas, presence, previews, defaults, mcpServers, participants, identity",
+      "space.yaml:5:1: colour: unknown key; expected one of space, gateway, policy, guards, caps, costs, groups, calls, prices, quotas, presence, previews, defaults, mcpServers, participants, identity",
     );
     expect(errorOf(base("  a:", "participant: x"))).toBe('space.yaml:5:1: participant: unknown key; did you mean "participants"?');
   });

@@ -27,7 +27,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connectInProcess } from "../gateway/space/inprocess.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { ParticipantClient } from "../participants/index.js";
-import { mountHttp } from "../participants/mcp-server/http.js";
+import { mountHttp } from "../participants/mcp-server/http/http.js";
 import { startGateway, waitForTool, type TestGateway } from "./helpers.js";
 
 const require = createRequire(import.meta.url);

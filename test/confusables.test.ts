@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { foldedSkeleton, hiddenCharacters, Lookalikes, readAlike, skeleton } from "../gateway/identity/confusables.js";
+import { foldedSkeleton, hiddenCharacters, Lookalikes, readAlike, skeleton } from "../gateway/config/confusables.js";
 
 describe("confusable skeletons", () => {
   // [a, b]: names a person reads as the same.

@@ -1,7 +1,7 @@
 /**
  * The console opened at one proposal's card (`/ui/#space=S&proposal=ID`, the URL an MCP
  * client's held call points at when no one person can be given a signed link:
- * participants/mcp-server/held.ts), in a real headless Chromium against a real gateway.
+ * participants/mcp-server/held/held.ts), in a real headless Chromium against a real gateway.
  * Hostile first: an id that is markup or no proposal at all focuses nothing and runs nothing.
  */
 import type { Browser, Page } from "playwright-core";

@@ -7,7 +7,7 @@
  * `plain_path` as a rule's condition sees them.
  */
 import { describe, expect, it } from "vitest";
-import { isClean, isPlainPath, mask, secretIn, signalsOf } from "../gateway/policy/content.js";
+import { isClean, isPlainPath, mask, secretIn, signalsOf } from "../gateway/policy/content/signals.js";
 import { compileCondition } from "../gateway/policy/conditions.js";
 
 const kinds = (v: unknown, command = false) => [...new Set(signalsOf(v, command).map((s) => s.kind))].sort();

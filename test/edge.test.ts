@@ -8,7 +8,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
-import { mountHttp, type McpHttpMount } from "../participants/mcp-server/http.js";
+import { mountHttp, type McpHttpMount } from "../participants/mcp-server/http/http.js";
 import { sleep, startGateway, TestClient, waitFor, type TestGateway } from "./helpers.js";
 
 const T = { human: "human-token-1", ops: "ops-token-22", agent: "agent-token-3", bot: "bot-token-44", other: "other-token-5" };

@@ -1,11 +1,11 @@
 /**
- * The sealed request state of a held call at MCP 2026-07-28 (participants/mcp-server/held.ts):
+ * The sealed request state of a held call at MCP 2026-07-28 (participants/mcp-server/held/held.ts):
  * hostile first — a state tampered with, a state of another seat or space, odd shapes, a
  * huge one, an expired one, another key — then what a replay after the decision reads.
  */
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { HeldOutcomes, HeldStates } from "../participants/mcp-server/held.js";
+import { HeldOutcomes, HeldStates } from "../participants/mcp-server/held/held.js";
 
 const key = randomBytes(32);
 const states = new HeldStates(key);

@@ -12,7 +12,7 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { inspectTool, stripHidden } from "../gateway/policy/inspect.js";
+import { inspectTool, stripHidden } from "../gateway/tools/inspect.js";
 import type { Envelope } from "../gateway/wire/envelope.js";
 import { parseSpaceConfig } from "../gateway/config/config.js";
 import { PLAIN, ProposalQueue } from "../cli/terminal/index.js";

@@ -13,7 +13,7 @@ import { WebSocket } from "ws";
 import { parseSpaceConfig } from "../gateway/config/config.js";
 import { connectInProcess } from "../gateway/space/inprocess.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
-import { mountHttp } from "../participants/mcp-server/http.js";
+import { mountHttp } from "../participants/mcp-server/http/http.js";
 import { askGateway, sleep, startGateway, TestClient, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 
 const T = { human: "human-token-1", mew: "mew-token-222", fs: "fs-token-4444" };

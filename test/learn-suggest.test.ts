@@ -14,7 +14,7 @@ import { addToolRule, RuleEditError } from "../gateway/config/rule-edit.js";
 import { type PastCall, pastCalls, personIn } from "../gateway/policy/learn/history.js";
 import { Replayer } from "../gateway/policy/learn/replay.js";
 import { learn, MIN_REPEAT_RISKY, type Suggestion, suggest, withRule } from "../gateway/policy/learn/suggest.js";
-import type { AuditEntry } from "../gateway/proposals/book.js";
+import type { AuditEntry } from "../gateway/audit/entry.js";
 import { adversaryLayouts, benchAdversary, replayDay } from "../bench/attention.js";
 import { seededDay } from "../bench/attention-day.js";
 

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { screenToolNames } from "../gateway/calls/tool-names.js";
-import type { ToolEntry } from "../gateway/ports/registry.js";
+import type { ToolEntry } from "../gateway/tools/registry.js";
 import {
   askGateway,
   CLI_MAIN,

@@ -15,7 +15,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import * as z from "zod";
 import { connectInProcess } from "../gateway/space/inprocess.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
-import { mountHttp } from "../participants/mcp-server/http.js";
+import { mountHttp } from "../participants/mcp-server/http/http.js";
 import { startGateway, type TestGateway, waitFor } from "./helpers.js";
 
 const T = { claude: "claude-token-0001", up: "up-token-00000002" };

@@ -1,5 +1,5 @@
 /**
- * A held call at MCP 2026-07-28 on /mcp (participants/mcp-server/modern-held.ts, held.ts):
+ * A held call at MCP 2026-07-28 on /mcp (participants/mcp-server/modern/modern-held.ts, held/held.ts):
  * the call answers `input_required` with a URL elicitation to the proposal's card and sealed
  * request state (at once to a client that takes URL elicitation, else after holding the
  * request a while); a resumed request reads what the call ended with. Hostile first: a state
@@ -62,7 +62,7 @@ async function setup(yaml = SPACE) {
   const proposals: Envelope[] = [];
   human.on("proposal", (p) => proposals.push(p));
   await waitForTool(human, "notes/write_note");
-  // A held request waits a short while here, then answers input_required (modern-held.ts; 55 s by default).
+  // A held request waits a short while here, then answers input_required (participants/mcp-server/modern/modern-held.ts; 55 s by default).
   mount = mountHttp(gw.gateway, { hold: { legMs: 300 } });
   const port = gw.port;
   let id = 0;

@@ -14,7 +14,7 @@ import * as z from "zod";
 import type { Envelope } from "../gateway/wire/envelope.js";
 import { ParticipantClient } from "../participants/index.js";
 import { mountHttp, type McpHttpMount } from "../participants/mcp-server.js";
-import type { HoldOptions } from "../participants/mcp-server/held.js";
+import type { HoldOptions } from "../participants/mcp-server/held/held.js";
 import { startGateway, type TestGateway, waitFor, waitForTool } from "./helpers.js";
 
 const T = { human: "human-token-1234", notes: "notes-token-5678", claude: "claude-token-9012" } as const;

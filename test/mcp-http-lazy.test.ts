@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
-import { loadMcpHttpModules, mountHttp, type McpHttpMount, type McpHttpModules } from "../participants/mcp-server/http.js";
+import { loadMcpHttpModules, mountHttp, type McpHttpMount, type McpHttpModules } from "../participants/mcp-server/http/http.js";
 import { sleep, startGateway, type TestGateway } from "./helpers.js";
 
 const MAIN = join(import.meta.dirname, "..", "dist", "cli", "main.js");

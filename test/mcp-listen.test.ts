@@ -1,5 +1,5 @@
 /**
- * `subscriptions/listen` at MCP 2026-07-28 on the HTTP faces (participants/mcp-server/listen.ts):
+ * `subscriptions/listen` at MCP 2026-07-28 on the HTTP faces (participants/mcp-server/modern/listen.ts):
  * the changes a seat sees reach its open streams, filtered as each asked. Hostile first: a
  * listen with a bad filter, too many or too long URIs, control characters, a flood of
  * streams from one seat; then a change of the seat's tools reaching an open stream, and a
@@ -10,7 +10,7 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { afterEach, describe, expect, it } from "vitest";
 import * as z from "zod";
 import { ParticipantClient } from "../participants/index.js";
-import { MAX_STREAMS, MAX_URI, MAX_URIS } from "../participants/mcp-server/listen.js";
+import { MAX_STREAMS, MAX_URI, MAX_URIS } from "../participants/mcp-server/modern/listen.js";
 import { mountHttp, type McpHttpMount } from "../participants/mcp-server.js";
 import { startGateway, type TestGateway, waitFor, waitForTool } from "./helpers.js";
 

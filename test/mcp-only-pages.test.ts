@@ -23,9 +23,9 @@ import { connectInProcess } from "../gateway/space/inprocess.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { LogListeners } from "../participants/bridge/log-listeners.js";
 import { callerOffers, perRequestCapabilities, statedCapabilities, withoutStated } from "../participants/bridge/client-caps.js";
-import { offeredCapabilities } from "../participants/mcp-server/client-caps.js";
+import { offeredCapabilities } from "../participants/mcp-server/face/client-caps.js";
 import { ParticipantClient } from "../participants/index.js";
-import { mountHttp } from "../participants/mcp-server/http.js";
+import { mountHttp } from "../participants/mcp-server/http/http.js";
 import { startGateway, waitFor, waitForTool, type TestGateway } from "./helpers.js";
 
 const PAGES = join(import.meta.dirname, "fixtures", "bridge", "pages.mjs");

@@ -26,7 +26,7 @@ import { MCP_CLIENTS, runMcpConfig, type McpConfigOptions } from "../cli/mcp-con
 import { connectInProcess } from "../gateway/space/inprocess.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { ParticipantClient } from "../participants/index.js";
-import { mountHttp } from "../participants/mcp-server/http.js";
+import { mountHttp } from "../participants/mcp-server/http/http.js";
 import { CLI_MAIN, startGateway, waitFor, waitForTool, type TestGateway } from "./helpers.js";
 
 const require = createRequire(import.meta.url);

@@ -1,5 +1,5 @@
 /**
- * `mewgate mcp --only` at MCP 2026-07-28 over stdio (participants/mcp-server/stdio-modern.ts),
+ * `mewgate mcp --only` at MCP 2026-07-28 over stdio (participants/mcp-server/stdio/stdio-modern.ts),
  * with a real client process: the SDK v2 client pinned to 2026-07-28 spawns the command.
  * Hostile first: a connection that opens at 2026-07-28 and then sends `initialize` is
  * refused, and a call the seat's policy holds is still held; then the happy path, and a

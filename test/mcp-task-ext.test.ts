@@ -1,6 +1,6 @@
 /**
  * A held call as a task at MCP 2026-07-28: the `io.modelcontextprotocol/tasks` extension on
- * /mcp (participants/mcp-server/task-ext.ts). Hostile first: tasks/* without the extension,
+ * /mcp (participants/mcp-server/tasks/task-ext.ts). Hostile first: tasks/* without the extension,
  * another seat's or a forged task id, a task id in the wrong header, a legacy `task` param,
  * the removed tasks/result and tasks/list, a cancel racing nothing but itself; then a held
  * call made a task, approved by a person over the real WebSocket, its result inlined. A real

@@ -1,7 +1,7 @@
 /**
  * The tool-approval extension (the community's draft SEP-2848) and structured denials (draft
  * SEP-2643) at MCP 2026-07-28 on /mcp and /mcp/<participant> (participants/mcp-server/
- * task-ext.ts, denials.ts). Hostile first: a retry with another operation under a denial's
+ * tasks/task-ext.ts, held/denials.ts). Hostile first: a retry with another operation under a denial's
  * context id, one from another seat, an altered id; then a held call answered as a `working`
  * task with the denial envelope and whom it waits for (two approvers: the multi-party
  * profile), approved and run once with its disposition, one rejected that says it did not

@@ -1,10 +1,10 @@
 /**
- * Mcp-Param-* headers against a tool's x-mcp-header properties (participants/mcp-server/param-headers.ts):
+ * Mcp-Param-* headers against a tool's x-mcp-header properties (participants/mcp-server/modern/param-headers.ts):
  * hostile shapes first — a schema nested past the bound, marks where only `properties` may
  * carry them, bad header names, non-canonical Base64, a header left out, a value changed.
  */
 import { describe, expect, it } from "vitest";
-import { declarations, paramMismatch } from "../participants/mcp-server/param-headers.js";
+import { declarations, paramMismatch } from "../participants/mcp-server/modern/param-headers.js";
 
 const headers = (h: Record<string, string>) => (name: string) => h[name];
 

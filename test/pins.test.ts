@@ -13,7 +13,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { PLAIN, ProposalQueue } from "../cli/terminal/index.js";
 import { queueBlock } from "../cli/terminal/proposal-view.js";
-import { describeChange } from "../gateway/ports/pins.js";
+import { describeChange } from "../gateway/tools/pins.js";
 import type { Envelope } from "../gateway/wire/envelope.js";
 import { parseSpaceConfig } from "../gateway/config/config.js";
 import { auditLine } from "../cli/commands.js";

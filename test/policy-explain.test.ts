@@ -7,7 +7,7 @@ import { parseSpaceConfig } from "../gateway/config/config.js";
 import { Authority } from "../gateway/policy/authority.js";
 import { compileGlob } from "../gateway/policy/capabilities.js";
 import { compileCondition } from "../gateway/policy/conditions.js";
-import { Registry } from "../gateway/ports/registry.js";
+import { Registry } from "../gateway/tools/registry.js";
 import { startGateway, TestClient, toolCall, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 
 const GLOBS = ["files/*", "files/write_file", "files/read_file", "shell/run", "shell/*", "*", "*/write_*"];

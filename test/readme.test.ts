@@ -225,6 +225,8 @@ describe("the README", () => {
       npm_config_audit: "false",
       npm_config_fund: "false",
       npm_config_update_notifier: "false",
+      // The machine's own trust for the registry (a proxy's CA), as a person's shell would have it.
+      ...Object.fromEntries(["NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE"].flatMap((k) => (process.env[k] ? [[k, process.env[k]]] : []))),
     });
     // The first screen's install, as written (its `npm start` is the interactive demo, run by the walk-through's `up` instead).
     const install = words(blocks("sh")[0]!.split("\n")[0]!.split("&&")[0]!);

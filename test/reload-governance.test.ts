@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join as pathJoin } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { runToken } from "../cli/token.js";
-import { mountHttp } from "../participants/mcp-server/http.js";
+import { mountHttp } from "../participants/mcp-server/http/http.js";
 import { readAudit } from "../gateway/space/ledger.js";
 import { Cli, poll } from "./fixtures/cli/harness.js";
 import { startGateway, TestClient, toolOwner, waitFor, type Env, type TestGateway } from "./helpers.js";

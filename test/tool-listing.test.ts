@@ -9,7 +9,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { readable, ToolListing } from "../gateway/calls/tool-listing.js";
 import type { Decision } from "../gateway/policy/rules.js";
-import type { ToolEntry } from "../gateway/ports/registry.js";
+import type { ToolEntry } from "../gateway/tools/registry.js";
 import { jsonBytes, takePage } from "../gateway/wire/paging.js";
 
 const json = (page: { parts: Buffer[] }) => `[${Buffer.concat(page.parts).toString("utf8")}]`;

@@ -16,7 +16,7 @@ import { offlineAuthority } from "../cli/policy.js";
 import fc from "fast-check";
 import { parseSpaceConfig } from "../gateway/config/config.js";
 import { Authority } from "../gateway/policy/authority.js";
-import { Registry } from "../gateway/ports/registry.js";
+import { Registry } from "../gateway/tools/registry.js";
 import { firstProblem } from "../gateway/wire/arguments-schema.js";
 import { ParticipantClient } from "../participants/index.js";
 import { ToolCaller } from "../participants/agent/tool-calls.js";

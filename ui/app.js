@@ -2,13 +2,13 @@
 // Everything a participant wrote is put on the page with textContent, never as HTML.
 
 import { formCards } from "./elicit.js";
-import { authHeaders, offerProvider, sessionFor, wireSignOut } from "./signin.js";
+import { authHeaders, offerProvider, readCredentials, sessionFor, wireSignOut } from "./signin.js";
 import { reveal } from "./args.js";
-import { NARROW, askResponse, confirmAlways, flagged, intentQuote, proposalCard, startCountdowns } from "./cards.js";
+import { NARROW, askResponse, confirmAlways, intentQuote, proposalCard, startCountdowns } from "./cards.js";
 import { decidedList } from "./decided.js";
 import { editArguments, editJson } from "./edit.js";
 import { installKeys } from "./keys.js";
-import { policyFindings } from "./policy.js";
+import { capsView, policyFindings } from "./policy.js";
 import { sessionsPanel } from "./sessions.js";
 import { suggestionsPanel } from "./suggestions.js";
 import { byRisk, mayPick } from "./risk.js";
@@ -17,6 +17,9 @@ import { turnItems } from "./turns.js";
 import { fatiguePanel } from "./fatigue.js";
 import { el } from "./dom.js";
 import { apiCall } from "./api.js";
+import { drawFavicon } from "./favicon.js";
+import { followEvents } from "./stream.js";
+import { spaceTables } from "./tables.js";
 
 const $ = (id) => document.getElementById(id);
 const state = {
@@ -32,29 +35,6 @@ const state = {
 };
 
 // --- sign-in: #space=S&token=T once (then dropped from the address bar), or the form ---
-
-function readFragment() {
-  const params = new URLSearchParams(location.hash.slice(1));
-  // #…&proposal=ID (an MCP client's held call points here): that card is shown once it is drawn.
-  state.deepLink = params.get("proposal")?.slice(0, 200) || undefined;
-  const space = params.get("space");
-  const token = params.get("token");
-  if (space && token) {
-    sessionStorage.setItem("mewgate", JSON.stringify({ space, token }));
-    // The token must not stay in the address bar, the history or a bookmark.
-    history.replaceState(null, "", location.pathname);
-    return { space, token };
-  }
-  let stored = null;
-  try {
-    stored = JSON.parse(sessionStorage.getItem("mewgate") || "null");
-  } catch {
-    stored = null;
-  }
-  // #space=S alone: a token this tab holds for S, else the space's identity provider may have signed this browser in (signin.js).
-  if (space && stored?.space !== space) return { space, sso: true };
-  return stored;
-}
 
 async function signIn(creds) {
   state.space = creds.space;
@@ -117,38 +97,25 @@ function api(method, path, body) {
   return apiCall(state.space, authHeaders(state), method, path, body);
 }
 
-// --- live: the caller's event stream (fetch, since EventSource cannot send the token) ---
+// --- live: the caller's event stream (stream.js) ---
 
-async function openStream() {
+function openStream() {
   const conn = $("conn");
-  for (let attempt = 0; attempt < 1000 && !state.stopped; attempt++) {
-    try {
-      const res = await fetch(`/api/spaces/${encodeURIComponent(state.space)}/events`, { headers: authHeaders(state) });
-      if (!res.ok) throw new Error(`HTTP ${res.status}`);
+  return followEvents({
+    url: `/api/spaces/${encodeURIComponent(state.space)}/events`,
+    headers: () => authHeaders(state),
+    stopped: () => state.stopped,
+    opened: async () => {
       await refreshAll().catch(alertIn);
       conn.textContent = "live";
       conn.className = "conn live";
-      const reader = res.body.getReader();
-      const decoder = new TextDecoder();
-      let buf = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buf += decoder.decode(value, { stream: true });
-        for (let end = buf.indexOf("\n\n"); end >= 0; end = buf.indexOf("\n\n")) {
-          const event = buf.slice(0, end);
-          buf = buf.slice(end + 2);
-          const data = /^data: (.*)$/m.exec(event);
-          if (event.startsWith("event: envelope") && data) onEnvelope(JSON.parse(data[1]));
-        }
-      }
-    } catch {
-      // fall through to reconnect
-    }
-    conn.textContent = "reconnecting…";
-    conn.className = "conn";
-    await new Promise((r) => setTimeout(r, Math.min(10_000, 500 * 2 ** Math.min(attempt, 5))));
-  }
+    },
+    lost: () => {
+      conn.textContent = "reconnecting…";
+      conn.className = "conn";
+    },
+    onEnvelope: (env) => onEnvelope(env),
+  });
 }
 
 function onEnvelope(env, replay = false) {
@@ -307,7 +274,7 @@ function drawCount() {
   const n = waiting.proposals + waiting.forms;
   $("inbox-count").textContent = String(n);
   document.title = n ? `(${n}) mewgate · ${state.space}` : `mewgate · ${state.space}`;
-  drawFavicon(n);
+  drawFavicon($("favicon"), n);
 }
 const forms = formCards({
   api,
@@ -443,91 +410,22 @@ function reject(list) {
   dialog.showModal();
 }
 
-// --- participants, tools, grants, audit ---
-
-async function refreshPeople() {
-  const [{ participants }, { tools }] = await Promise.all([api("GET", "participants"), api("GET", "tools")]);
-  $("people").replaceChildren(
-    // You, signed in here, are present through this page even with no WebSocket session of your own.
-    ...participants.map((p) => {
-      const here = p.id === state.me;
-      const on = p.online || here;
-      return el(
-        "li",
-        {},
-        el("span", { class: on ? "online" : "offline", text: on ? "● " : "○ " }),
-        el("span", { text: `${p.id} (${p.kind})${here ? " — you, in this console" : ""}${p.description ? ` — ${p.description}` : ""}` }),
-      );
-    }),
-  );
-  $("tools").tBodies[0].replaceChildren(
-    ...tools.map((t) =>
-      el(
-        "tr",
-        {},
-        el("td", { text: t.name }, t.findings?.length ? el("span", { class: "badge flag", text: "flagged" }) : undefined),
-        el("td", { text: t.policy }),
-        el("td", { text: reveal(t.description ?? "") }, flagged(t.findings, "Flagged by the gateway")),
-      ),
-    ),
-  );
-  await policyView.refresh();
-}
+// --- participants, tools, grants, audit (tables.js) ---
 
 const policyView = policyFindings({ api: (...a) => api(...a), el, list: $("policy-findings"), heading: $("policy-heading"), reveal });
-
-async function refreshGrants() {
-  const { grants } = await api("GET", "grants");
-  $("grants-empty").hidden = grants.length > 0;
-  $("grants").replaceChildren(
-    ...grants.map((g) =>
-      el(
-        "li",
-        {},
-        el("span", {
-          text: `${g.from} → ${g.recipient}: ${JSON.stringify(g.capabilities)}${g.limited_to ? ` [${g.limited_to}]` : ""}${g.reason ? ` (${g.reason})` : ""}${g.standing ? "" : " [not standing]"} `,
-        }),
-        el("button", {
-          text: "Revoke",
-          onclick: () => api("DELETE", `grants/${encodeURIComponent(g.id)}`).then(refreshGrants, (err) => alertIn(err)),
-        }),
-      ),
-    ),
-  );
-}
+const capsList = capsView({ api: (...a) => api(...a), el, list: $("caps"), heading: $("caps-heading"), reveal });
+const tables = spaceTables({
+  api,
+  me: () => state.me,
+  afterPeople: () => policyView.refresh().then(() => capsList.refresh()),
+  onError: (err) => alertIn(err),
+});
+const refreshPeople = () => tables.people();
+const refreshGrants = () => tables.grants();
+const refreshAudit = () => tables.audit();
 
 function alertIn(err) {
   addLog("activity", "console", `error: ${err.message}`);
-}
-
-async function refreshAudit() {
-  const q = new URLSearchParams();
-  if ($("audit-participant").value) q.set("participant", $("audit-participant").value);
-  if ($("audit-tool").value) q.set("tool", $("audit-tool").value);
-  if ($("audit-since").value) q.set("since", $("audit-since").value);
-  q.set("limit", "500");
-  const { entries } = await api("GET", `audit?${q}`);
-  $("audit").tBodies[0].replaceChildren(
-    ...entries
-      .slice()
-      .reverse()
-      .map((e) =>
-        el(
-          "tr",
-          {},
-          el("td", { text: new Date(e.ts).toLocaleString() }),
-          el("td", { text: e.event }),
-          el("td", { text: short(e.proposal) }),
-          el("td", { text: e.by ? `${e.proposer} / ${e.by}` : e.proposer }),
-          el("td", { text: e.tool ? `${e.owner}/${e.tool}` : `${e.owner}: ${e.method}` }),
-          el("td", {
-            text: [e.scope, e.reason, e.text, e.edited ? "edited" : "", e.outcome, ...(Array.isArray(e.changes) ? e.changes : [])]
-              .filter(Boolean)
-              .join(" · "),
-          }),
-        ),
-      ),
-  );
 }
 
 $("audit-form").addEventListener("submit", (e) => {
@@ -554,6 +452,8 @@ for (const b of document.querySelectorAll("nav button")) {
     for (const tab of document.querySelectorAll(".tab")) tab.hidden = tab.id !== `tab-${b.dataset.tab}`;
     if (b.dataset.tab === "audit") refreshAudit().catch(alertIn);
     if (b.dataset.tab === "grants") refreshGrants().catch(alertIn);
+    // The caps count by the minute: opening the tab reads them afresh.
+    if (b.dataset.tab === "people") capsList.refresh();
     if (b.dataset.tab === "sessions")
       sessionsPanel({ api, list: $("sessions"), note: $("sessions-note"), reveal, onError: alertIn }).refresh();
     if (b.dataset.tab === "suggestions")
@@ -561,24 +461,6 @@ for (const b of document.querySelectorAll("nav button")) {
         .refresh()
         .then(() => fatiguePanel({ api, el, box: $("fatigue"), reveal }).refresh());
   });
-}
-
-/** The favicon shows how many proposals wait. */
-function drawFavicon(n) {
-  const c = document.createElement("canvas");
-  c.width = c.height = 32;
-  const g = c.getContext("2d");
-  if (!g) return;
-  g.fillStyle = n ? "#9a6700" : "#2a5bd7";
-  g.beginPath();
-  g.arc(16, 16, 15, 0, Math.PI * 2);
-  g.fill();
-  g.fillStyle = "#fff";
-  g.font = "bold 18px sans-serif";
-  g.textAlign = "center";
-  g.textBaseline = "middle";
-  g.fillText(n ? String(Math.min(n, 99)) : "m", 16, 17);
-  $("favicon").href = c.toDataURL("image/png");
 }
 
 // The Decided list, under the pending ones in the inbox (decided.js).
@@ -597,6 +479,7 @@ matchMedia(NARROW).addEventListener("change", () => {
   if (state.space) refreshProposals().catch(alertIn);
 });
 
-const creds = readFragment();
+const { creds, deepLink } = readCredentials();
+state.deepLink = deepLink;
 if (creds) signIn(creds);
 else showLogin("");

@@ -1,6 +1,7 @@
-// Sign-in through the space's identity provider (`identity:` in space.yaml): the session is an
-// HttpOnly cookie the page never sees; the page holds only the session's CSRF value, which
-// every request that changes something carries. Spaces without `identity:` keep the token form.
+// How the console signs in: a space and token from the address (once) or the form, kept for the
+// tab; or through the space's identity provider (`identity:` in space.yaml), where the session is
+// an HttpOnly cookie the page never sees and the page holds only the session's CSRF value, which
+// every request that changes something carries.
 
 const $ = (id) => document.getElementById(id);
 
@@ -49,4 +50,31 @@ export function wireSignOut(state, done) {
     b.hidden = true;
     done();
   };
+}
+
+/**
+ * What this tab signs in with: `#space=S&token=T` once (kept for the tab, then dropped from the
+ * address bar), the tab's stored pair, or `#space=S` alone for the space's identity provider;
+ * and `#…&proposal=ID`, the card to show first (an MCP client's held call points there).
+ */
+export function readCredentials() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const deepLink = params.get("proposal")?.slice(0, 200) || undefined;
+  const space = params.get("space");
+  const token = params.get("token");
+  if (space && token) {
+    sessionStorage.setItem("mewgate", JSON.stringify({ space, token }));
+    // The token must not stay in the address bar, the history or a bookmark.
+    history.replaceState(null, "", location.pathname);
+    return { creds: { space, token }, deepLink };
+  }
+  let stored = null;
+  try {
+    stored = JSON.parse(sessionStorage.getItem("mewgate") || "null");
+  } catch {
+    stored = null;
+  }
+  // #space=S alone: a token this tab holds for S, else the space's identity provider may have signed this browser in (sessionFor).
+  if (space && stored?.space !== space) return { creds: { space, sso: true }, deepLink };
+  return { creds: stored, deepLink };
 }

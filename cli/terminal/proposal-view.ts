@@ -63,7 +63,7 @@ export function queueBlock(
     if (said.length > INTENT_LINES)
       lines.push(s.dim(`  ⋯ ${said.length - INTENT_LINES} more line${said.length - INTENT_LINES === 1 ? "" : "s"} — v shows them all`));
   }
-  // The gateway flagged the tool's texts (gateway/policy/inspect.ts): the reasons, before anything else is decided.
+  // The gateway flagged the tool's texts (gateway/tools/inspect.ts): the reasons, before anything else is decided.
   const findings = flaggedReasons(why.tools?.find((t) => t.name === call.label));
   if (findings.length) {
     lines.push(s.red(truncate(`⚠ the gateway flagged ${call.label}:`, w)));

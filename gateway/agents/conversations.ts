@@ -30,7 +30,7 @@ import type { SpaceConfig } from "../config/config.js";
 import { type Envelope, ErrorCodes, type ErrorCode, type InboundEnvelope, systemEnvelope } from "../wire/envelope.js";
 import { clip } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
-import type { Plan } from "../ports/plan.js";
+import type { Plan } from "../store/plan.js";
 
 export interface Frame {
   agent: string;

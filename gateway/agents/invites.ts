@@ -16,9 +16,9 @@ import type { ParticipantConfig, SpaceConfig } from "../config/config.js";
 import { CloseCodes, type Envelope, ErrorCodes, type ErrorCode, type InboundEnvelope, stamp, systemEnvelope } from "../wire/envelope.js";
 import { clip } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
-import type { Plan } from "../ports/plan.js";
+import type { Plan } from "../store/plan.js";
 import { TokenBook } from "../identity/tokens.js";
-import { Lookalikes } from "../identity/confusables.js";
+import { Lookalikes } from "../config/confusables.js";
 
 export type InviteRecord =
   | { type: "invite"; id: string; by: string; capabilities: Capability[]; digest: string; ts: string; reason?: string | undefined }
@@ -100,7 +100,7 @@ export class Invites {
       return this.host.fail(member, ErrorCodes.duplicateId, `"${clip(id)}" is already a participant of the space`, inbound.id, {
         reason: "already_exists",
       });
-    // `fiIes` beside `files` (or `fi1es`, `Files`) would pass for it on every screen (identity/confusables.ts).
+    // `fiIes` beside `files` (or `fi1es`, `Files`) would pass for it on every screen (config/confusables.ts).
     const like = new Lookalikes([...Object.keys(this.host.config.participants), "gateway"]).clash(id);
     if (like !== undefined) {
       return this.host.fail(

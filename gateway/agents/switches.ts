@@ -16,7 +16,7 @@ import type { SpaceConfig } from "../config/config.js";
 import { type Envelope, ErrorCodes, type ErrorCode, type InboundEnvelope, stamp } from "../wire/envelope.js";
 import { clip } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
-import type { Plan } from "../ports/plan.js";
+import type { Plan } from "../store/plan.js";
 
 interface SwitchFields {
   id: string;

@@ -41,6 +41,8 @@ export interface Call {
   target: string;
   rpcId: string | number;
   method: string;
+  /** For a tools/call: the tool's name at its target, which the guards on its result go by (policy/guards.ts). */
+  tool?: string | undefined;
   /** Participants waiting on this call, root caller first, this call's caller last. */
   chain: string[];
   /** The call its caller was serving when it made this one: cancelling that one cancels this. */
@@ -262,6 +264,7 @@ export class Calls {
       target: call.target,
       rpcId: call.rpcId,
       method: call.method,
+      tool: call.tool,
       chain: call.chain,
       parent: call.parent,
       timer: undefined as unknown as NodeJS.Timeout,

@@ -1,19 +1,19 @@
 /**
  * The space's tool catalogue, kept up to date: each participant that offers tools is asked
  * for them (every page of `tools/list`), and what it answers is screened before it goes into
- * the registry (ports/registry.ts) — malformed or oversized tools skipped, names with hidden
+ * the registry (tools/registry.ts) — malformed or oversized tools skipped, names with hidden
  * characters or that read like another tool's refused (tool-names.ts), texts inspected
- * (policy/inspect.ts), a changed definition written to the audit trail — and everyone is
+ * (tools/inspect.ts), a changed definition written to the audit trail — and everyone is
  * told when the catalogue changed. The router (router.ts) asks it, and lends it the way to
  * send the gateway's own requests.
  */
 import { describeIssue, systemEnvelope } from "../wire/envelope.js";
 import type { SpaceHost } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
-import { auditable, type DefinitionChange } from "../ports/pins.js";
-import { McpToolSchema, type McpTool, type Registry, ToolsListResultSchema, MAX_TOOLS_PER_PARTICIPANT } from "../ports/registry.js";
-import { toolChangeAudit } from "../proposals/book.js";
-import { inspectTool } from "../policy/inspect.js";
+import { auditable, type DefinitionChange } from "../tools/pins.js";
+import { McpToolSchema, type McpTool, type Registry, ToolsListResultSchema, MAX_TOOLS_PER_PARTICIPANT } from "../tools/registry.js";
+import { toolChangeAudit } from "../audit/entry.js";
+import { inspectTool } from "../tools/inspect.js";
 import { unmatchedRules } from "../policy/check.js";
 import type { Call } from "./calls.js";
 import { screenToolNames } from "./tool-names.js";

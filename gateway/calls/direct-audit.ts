@@ -11,12 +11,12 @@
  */
 import { createHash } from "node:crypto";
 import { CANONICAL, canonical, inCanonicalOrder } from "../store/chain.js";
-import type { AuditRecord } from "../proposals/book.js";
-import type { Plan } from "../ports/plan.js";
+import type { AuditRecord } from "../audit/entry.js";
+import type { Plan } from "../store/plan.js";
 import type { Reasoned } from "../policy/rules.js";
 import type { SpaceMetrics } from "../ports/metrics.js";
 import type { CallTrace, Tracing } from "../ports/tracing.js";
-import { newDecisionId } from "../proposals/receipts.js";
+import { newDecisionId } from "../audit/entry.js";
 import { isoTime } from "../wire/envelope.js";
 
 /** Largest canonical JSON of arguments written into a `called` record whole. */

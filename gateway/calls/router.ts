@@ -7,7 +7,9 @@
  *
  * It knows nothing of decisions: requests.ts hands an `mcp/request` that is really a decision
  * to proposals/decisions.ts, which routes approved calls through `tryRoute` here. Each call's
- * end is reported once (`callEnded`); proposals/ moves the proposal.
+ * end is reported once (`callEnded`); proposals/ moves the proposal. The guards' redactions are
+ * carried out on the way out and back (guarded.ts), and each call counted against the caps as it leaves.
+ * Past 500 lines because it is one concern: the way out of every call and the way back of every answer.
  */
 import { randomUUID } from "node:crypto";
 import { CALLBACK_METHODS, type Call, type CallEnd, type Calls } from "./calls.js";
@@ -27,15 +29,16 @@ import {
   stamp,
   systemEnvelope,
 } from "../wire/envelope.js";
-import { type CallRouter, clip, disabledRefusal, type NotRouted, type RouterHost } from "../ports/host.js";
+import { clip, disabledRefusal, type NotRouted, type RouterHost } from "../ports/host.js";
+import type { CallRouter } from "./routing.js";
 import type { Verdict } from "../policy/authority.js";
 import type { Decision } from "../policy/rules.js";
-import type { ProposalBook } from "../proposals/book.js";
-import { answerOutcome } from "../proposals/outcomes.js";
-import type { Registry } from "../ports/registry.js";
+import { answerOutcome } from "./outcomes.js";
+import type { Registry } from "../tools/registry.js";
 import type { Member } from "../ports/member.js";
 import { Catalogue } from "./catalogue.js";
 import { askedAgain, callersFault, isPrivate } from "./whose.js";
+import { capRefusal, guardArguments, heldRefusal, screenResult } from "./guarded.js";
 import { readable, ToolListing, type ToolsPage } from "./tool-listing.js";
 
 export class McpRouter implements CallRouter {
@@ -48,7 +51,6 @@ export class McpRouter implements CallRouter {
     /** The call table, built before the router (the store's conversations name calls in it). */
     readonly calls: Calls,
     readonly registry: Registry,
-    private readonly proposals: ProposalBook,
     /**
      * Told once of every routed call's end (proposals/runs-ended.ts moves the proposal it
      * carries); a promise when a proposal moved, which an answer waits for.
@@ -89,7 +91,11 @@ export class McpRouter implements CallRouter {
       const off = disabledRefusal(target);
       return this.space.fail(member, off.code, off.message, correlationId);
     }
-    this.refuseTool(member, "proposal", `${target}/${String(payload.params?.["name"])}`, correlationId);
+    const name = `${target}/${String(payload.params?.["name"])}`;
+    // Held by a guard: the caller learns what was found (masked), and that a person must see it.
+    const held = verdict.guard?.action === "hold" || verdict.cap ? heldRefusal(name, verdict) : undefined;
+    if (held) return this.space.fail(member, ErrorCodes.proposalRequired, held.message, correlationId, held.extra);
+    this.refuseTool(member, "proposal", name, correlationId);
   }
 
   /**
@@ -128,7 +134,11 @@ export class McpRouter implements CallRouter {
     caller: Member,
     env: Envelope,
     payload: McpRequestPayload,
-    extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor" | "anonymous"> & { receipt?: string | undefined } = {},
+    extra: Pick<Call, "proposalId" | "fulfiller" | "callbackFor" | "anonymous"> & {
+      receipt?: string | undefined;
+      /** For an approved proposal's call: its chain when proposed, and who approved it last. */
+      approved?: { chain: string[]; decidedBy: string | undefined } | undefined;
+    } = {},
   ): NotRouted | undefined {
     const target = env.to![0]!;
     // A person with only the web console open is there too, for what they can answer.
@@ -136,7 +146,7 @@ export class McpRouter implements CallRouter {
       return { code: ErrorCodes.targetOffline, message: `"${target}" is not connected` };
     }
     if (this.calls.get(env.id)) return { code: ErrorCodes.duplicateId, message: `a call with id "${clip(env.id)}" is already pending` };
-    const proposal = extra.proposalId ? this.proposals.get(extra.proposalId) : undefined;
+    const proposal = extra.approved;
     // A switched-off participant serves nobody, whichever way the call came (switches.ts).
     if (payload.method === "tools/call" && this.registry.isDisabled(target)) return disabledRefusal(target);
     // A callback goes back along its call's chain: it joins that call, not a longer chain.
@@ -149,6 +159,19 @@ export class McpRouter implements CallRouter {
     const person = wantsPerson(this.space.config, target) ? personFor(this.space.config, env.from, proposal?.decidedBy) : undefined;
     const stamped = stampPerson(payload, person, extra.receipt);
     if (stamped !== payload) env.payload = payload = stamped;
+    // The guards' redaction, whichever way the call came (guarded.ts; the decision point decided the rest).
+    const tool = payload.method === "tools/call" && typeof payload.params?.["name"] === "string" ? payload.params["name"] : undefined;
+    // An approved call meets the caps that refuse here, counted for its approver: a person's
+    // approval lifts a hold, never a refusal (the decision point asked the rest, policy/caps.ts).
+    const capped =
+      proposal && tool !== undefined ? capRefusal(this.space.authority.caps, env.from, target, tool, proposal.decidedBy) : undefined;
+    if (capped) return capped;
+    const out = tool === undefined ? payload : guardArguments(this.space, env, payload, target, tool, extra.proposalId);
+    if ("code" in out) return out;
+    payload = out;
+    // Counted against the space's caps as it leaves (policy/caps.ts), for the person who approved it if one did.
+    const counted = tool === undefined ? undefined : this.space.authority.caps.plan(env.from, target, tool, proposal?.decidedBy);
+    if (counted) void this.space.note(counted);
     const meta = payload.params?.["_meta"] as Record<string, unknown> | undefined;
     const traced = this.space.tracing.on ? this.trace(env, payload, extra.proposalId, parent) : undefined;
     this.calls.open(
@@ -158,6 +181,7 @@ export class McpRouter implements CallRouter {
         target,
         rpcId: payload.id!,
         method: payload.method,
+        tool,
         chain,
         parent: parent?.id,
         params: CALLBACK_METHODS.has(payload.method) ? payload.params : undefined,
@@ -204,7 +228,8 @@ export class McpRouter implements CallRouter {
     call.trace?.end(error);
   }
 
-  onResponse(member: Member, inbound: InboundEnvelope): Promise<void> | void {
+  onResponse(member: Member, received: InboundEnvelope): Promise<void> | void {
+    let inbound = received;
     const parsed = parseMcpResponse(inbound.payload);
     if (!parsed.success)
       return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/response: ${describeIssue(parsed.error)}`, inbound.id);
@@ -234,6 +259,9 @@ export class McpRouter implements CallRouter {
       call,
       answered ? (outcome === "ok" ? undefined : "tool_error") : String((parsed.data.error as { code?: unknown }).code ?? "error"),
     );
+    // The guards read the result before anyone gets it: the caller, a preview's viewer, the audit.
+    const screened = screenResult(this.space, call, parsed.data);
+    if (screened) [parsed.data, inbound] = [screened as typeof parsed.data, { ...inbound, payload: screened }];
     if (call.internal) return call.internal(parsed.data);
     const env = stamp(inbound, member.id);
     // An error in MEW's loose shape (a string code) reaches the caller as one it can read.
@@ -427,6 +455,7 @@ export class McpRouter implements CallRouter {
         target,
         rpcId: id,
         method,
+        ...(method === "tools/call" && typeof params["name"] === "string" ? { tool: params["name"] } : {}),
         chain: [caller],
         internal: (response, reason) => {
           if (reason === "timeout") this.cancelAtTarget(call, "timed out");

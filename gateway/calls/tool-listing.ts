@@ -2,12 +2,12 @@
  * `tools/list` of `system:gateway` as the catalogue's readers get it, made once per
  * catalogue change rather than per request: each tool with its title, description and
  * schema texts cleaned (wire/text.ts: no hidden or bidi characters reach another
- * participant) and serialised, kept until the registry's list changes (ports/registry.ts
+ * participant) and serialised, kept until the registry's list changes (tools/registry.ts
  * makes a new one on every change). A request then adds only what depends on its caller —
  * the policy that applies to it, decided afresh each time — and the page's bytes.
  */
 import type { Decision } from "../policy/rules.js";
-import type { ToolEntry } from "../ports/registry.js";
+import type { ToolEntry } from "../tools/registry.js";
 import { cleanText, cleanTexts } from "../wire/text.js";
 
 /** One tool, serialised: `head` is its JSON without the closing brace, in UTF-8. */

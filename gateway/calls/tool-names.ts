@@ -1,6 +1,6 @@
 /**
  * Tool names a participant may not bring into the catalogue: a name holding invisible, bidi
- * or control characters, and a name that reads like another (identity/confusables.ts) —
+ * or control characters, and a name that reads like another (config/confusables.ts) —
  * `wrіte_file` (Cyrillic і) beside `write_file`, or `fs/fiIes` beside another participant's
  * `fs/files` — which a person approving a call, or a model choosing one, would take for the other.
  *
@@ -8,9 +8,9 @@
  * stays; failing that, the one spelled in plain ASCII; failing that, the one listed first.
  * Between participants, the tool already in the catalogue stays.
  */
-import { hiddenCharacters, lookalikeKeys, Lookalikes, shown } from "../identity/confusables.js";
+import { hiddenCharacters, lookalikeKeys, Lookalikes, shown } from "../config/confusables.js";
 import { clip } from "../ports/host.js";
-import type { McpTool, ToolEntry } from "../ports/registry.js";
+import type { McpTool, ToolEntry } from "../tools/registry.js";
 import { ErrorCodes } from "../wire/envelope.js";
 
 export interface RefusedTool {

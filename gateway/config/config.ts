@@ -26,11 +26,13 @@ export { rulePosition, type RulePosition } from "./rule-positions.js";
 import { PreviewsSchema } from "./previews.js";
 import { ClusterSchema, TelemetrySchema, WebhookSchema } from "./gateway.js";
 import { webhookSecretIssues } from "./webhook-secret.js";
-import { Lookalikes } from "../identity/confusables.js";
+import { Lookalikes } from "./confusables.js";
 import { identitySchema } from "./identity.js";
 import { allowSignInCards, OAuthSchema, resolveSecretFile } from "./oauth.js";
 export type { OAuthConfig, SecretValue } from "./oauth.js";
 import { checkGroups, nullProto } from "./groups.js";
+import { CapsSchema, CostsSchema, GuardsSchema } from "./guards.js";
+export type { CapConfig, GuardConfig } from "./guards.js";
 
 export { DEFAULT_CALLS, DEFAULT_LIMITS, DEFAULT_PRESENCE, DEFAULT_QUOTAS, type Limits };
 
@@ -130,7 +132,7 @@ const PolicySchema = section({
   proposal_ttl_ms: int(1, MAX_TIMER_MS).default(600_000),
   /** What an unanswered proposal becomes at its TTL: rejected (the safe default), or kept pending until someone decides. */
   expires_action: z.enum(["reject", "keep"]).default("reject"),
-  /** What a tool whose texts the gateway flagged (policy/inspect.ts) gets: shown with its findings, called only with approval, or refused. */
+  /** What a tool whose texts the gateway flagged (tools/inspect.ts) gets: shown with its findings, called only with approval, or refused. */
   tool_checks: z.enum(["warn", "ask", "deny"]).default("warn"),
   /** Who else may decide, and who is told again, when a proposal waits unanswered: stages, each `after_ms` from a proposal's creation (proposals/escalation.ts). */
   escalate: z
@@ -301,7 +303,7 @@ const ParticipantSchema = section({
   approvals: z
     .union([int(1, 16), z.record(z.string().min(1), int(1, 16))], { error: expected("a number from 1 to 16, or {tool glob: number}") })
     .optional(),
-  /** Whether a change to this participant's tool definitions suspends what was allowed on the old one (ports/pins.ts): `false` for none of its tools, `{skip: [globs]}` for some. */
+  /** Whether a change to this participant's tool definitions suspends what was allowed on the old one (tools/pins.ts): `false` for none of its tools, `{skip: [globs]}` for some. */
   pin: z
     .union([boolean(), section({ skip: z.array(z.string().min(1)) })], { error: expected("true, false, or {skip: [tool globs]}") })
     .optional(),
@@ -355,6 +357,12 @@ const SpaceConfigSchema = section({
     telemetry: TelemetrySchema.optional(),
   }).prefault({}),
   policy: PolicySchema.prefault({}),
+  /** What every call's arguments and results are read for, and what a find does (config/guards.ts, policy/guards.ts). */
+  guards: GuardsSchema,
+  /** Calls (and cost) per minute, per person, agent, tool or caller, counted across the cluster (policy/caps.ts). */
+  caps: CapsSchema,
+  /** The cost of one call, by tool glob (for caps' cost_per_minute). */
+  costs: CostsSchema,
   /** Named groups of participants, usable as `@name` wherever participants are named (policy/groups.ts). */
   groups: z.record(z.string().regex(PARTICIPANT_ID, { error: expected("a group name") }), z.array(z.string())).default({}),
   calls: CallsSchema.prefault({}),
@@ -464,7 +472,7 @@ const SpaceConfigSchema = section({
       Object.values(identity?.groups ?? {}).map((g) => g.replace(/^@/, "")),
     );
     // Ids that read alike (`files`, `fiIes`, `fi1es`, `Files`) could pass for each other on every
-    // screen that names a participant or its tools (identity/confusables.ts). Reported at the
+    // screen that names a participant or its tools (config/confusables.ts). Reported at the
     // later key, naming the earlier one and where it is (`see`, resolved in parseSpaceConfig).
     const alike = new Lookalikes();
     const pathOf = new Map<string, string[]>();
@@ -487,7 +495,24 @@ const SpaceConfigSchema = section({
     }
   })
   .transform(
-    ({ space, gateway, policy, groups, calls, quotas, presence, defaults, participants, mcpServers, prices, identity, previews }) => {
+    ({
+      space,
+      gateway,
+      policy,
+      guards,
+      caps,
+      costs,
+      groups,
+      calls,
+      quotas,
+      presence,
+      defaults,
+      participants,
+      mcpServers,
+      prices,
+      identity,
+      previews,
+    }) => {
       // Null prototype: ids like "constructor" are legal and must not hit Object.prototype.
       const resolved: Record<string, ParticipantConfig> = Object.create(null);
       // A pasted mcpServers entry is an `mcp` participant with every default.
@@ -517,6 +542,9 @@ const SpaceConfigSchema = section({
         space: { ...space, name: space.name ?? space.id },
         gateway,
         policy,
+        guards,
+        caps,
+        costs: nullProto(costs),
         groups: nullProto(groups),
         calls,
         quotas,

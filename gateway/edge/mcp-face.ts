@@ -1,5 +1,5 @@
 /**
- * What the MCP faces over HTTP (`participants/mcp-server/http.ts`: `/mcp` and
+ * What the MCP faces over HTTP (`participants/mcp-server/http/http.ts`: `/mcp` and
  * `/mcp/<participant>`) may use of the gateway that serves them, and the one adapter that
  * gives it. The faces are a participant's code mounted on the gateway's port: they see no
  * `Gateway` or `Space`, only this port: find a space, authenticate a bearer token as the

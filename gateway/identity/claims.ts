@@ -8,7 +8,7 @@
  * (names without the `@`; policy's group membership joins these with space.yaml's groups).
  */
 import type { IdentityConfig } from "../config/identity.js";
-import { Lookalikes } from "./confusables.js";
+import { Lookalikes } from "../config/confusables.js";
 
 export interface Identity {
   /** The participant id this person or client acts as. */

@@ -18,7 +18,7 @@
  *   GET    requests               (forms asked of the caller: elicitation/create waiting on it)
  *   POST   requests/<id>/respond  {result} or {error: {code, message}}: the caller's answer
  *   GET    events                 (server-sent events: every envelope the caller may see)
- *   GET    policy/explain?caller&tool&args · policy/check   (policy-api.ts)
+ *   GET    policy/explain?caller&tool&args · policy/check · policy/caps   (policy-api.ts)
  *   GET    reviews · POST proposals/<id>/review {verdict, risk, reason}   (a reviewer before the human: review-api.ts)
  *   GET    policy/suggestions · POST policy/suggestions/<id>/accept|dismiss · POST policy/dry-run · GET policy/fatigue (learn-api.ts)
  *   POST   links/open {link} · links/decide {link, confirm, decision}  (decision links: links.ts)
@@ -42,7 +42,7 @@ import { Sessions, type Session } from "../identity/sessions.js";
 import { adopt, authenticateBearer } from "../space/bearer.js";
 import { bearer, bearerChallenge, cookie, header, readJsonObject, resourceUrls, sendJson, sessionCookieName } from "./http.js";
 import { decidedView, proposalView, statusOf } from "./views.js";
-import { checkRoute, explainRoute } from "./policy-api.js";
+import { capsRoute, checkRoute, explainRoute } from "./policy-api.js";
 import { linkRoute } from "./links.js";
 import { learnRoute, notePreviewOpened } from "./learn-api.js";
 import { reviewRoute, reviewsRoute } from "./review-api.js";
@@ -349,6 +349,8 @@ async function dispatch(
       return explainRoute(space, c.id, q);
     case "GET policy/check":
       return checkRoute(space, c.id);
+    case "GET policy/caps":
+      return capsRoute(space, c.id);
     default:
       return fail(404, "not_found", `no such route: ${clip(route)}; see docs/operator-api.md`);
   }

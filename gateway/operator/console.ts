@@ -40,6 +40,9 @@ const FILES: Record<string, string> = {
   "passkey.html": "text/html; charset=utf-8",
   "passkey.js": "text/javascript; charset=utf-8",
   "sessions.js": "text/javascript; charset=utf-8",
+  "tables.js": "text/javascript; charset=utf-8",
+  "stream.js": "text/javascript; charset=utf-8",
+  "favicon.js": "text/javascript; charset=utf-8",
   "app.css": "text/css; charset=utf-8",
 };
 

@@ -1,6 +1,6 @@
 /**
  * Who may decide a proposal, for its card: each participant asked the very bar its decision
- * would meet (space.ts `decidingRight`: decisions.ts `whyNotDecide` and `whyNotApprove`) —
+ * would meet (space.ts `decidingRight`: deciders.ts `whyNotDecide` and `whyNotApprove`) —
  * not the proposer; one of its approvers, @groups expanded, with the escalation stages
  * reached; able to make the call itself with the arguments that will run; not switched
  * off; a reviewer of the proposer only within its bound (proposals/reviewer-bound.ts), as

@@ -31,7 +31,8 @@ import type { ReviewNote } from "../policy/learn/review.js";
 import { SuggestionMemory } from "../policy/learn/remembered.js";
 import { dryRunView, type KnownTool } from "../policy/learn/replay.js";
 import { learn, type Suggestion, type Withheld } from "../policy/learn/suggest.js";
-import { type AuditRecord, type Proposal, runningArguments } from "../proposals/book.js";
+import { type Proposal, runningArguments } from "../proposals/book.js";
+import type { AuditRecord } from "../audit/entry.js";
 import type { ReloadReport } from "../space/reload.js";
 import type { Space } from "../space/space.js";
 
@@ -273,7 +274,12 @@ export function learnView(
   space: Space,
   viewer: string,
   p: Proposal,
-  facts: { annotations?: Record<string, unknown> | undefined; definitionChanged: boolean; flagged: boolean },
+  facts: {
+    annotations?: Record<string, unknown> | undefined;
+    definitionChanged: boolean;
+    flagged: boolean;
+    guarded?: readonly string[] | undefined;
+  },
   fresh = false,
 ): { like_this?: LikeThis; risk?: Risk } {
   if (p.method !== "tools/call" || p.tool === undefined) return {};
@@ -301,6 +307,8 @@ const NEW_OR_DANGEROUS = new Set<RiskCode>([
   "new_path",
   "definition_changed",
   "flagged",
+  "guard",
+  "personal",
 ]);
 
 /** Previews opened, by proposal and person, since the gateway started: what "approved without reading" is measured against. */

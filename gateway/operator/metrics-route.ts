@@ -9,6 +9,7 @@ import { render as renderMetrics } from "../ports/metrics.js";
 import type { Space } from "../space/space.js";
 import { bearer } from "./http.js";
 import { fatigueMetrics } from "./learn-api.js";
+import { capMetrics } from "./policy-api.js";
 
 /** Answers `/metrics` for `spaces`, with `connections` the gateway's open WebSocket connections. */
 export function serveMetrics(req: IncomingMessage, res: ServerResponse, spaces: readonly Space[], connections: number): void {
@@ -29,5 +30,5 @@ export function serveMetrics(req: IncomingMessage, res: ServerResponse, spaces: 
     metrics: s.metrics,
   }));
   res.writeHead(200, { "content-type": "text/plain; version=0.0.4", "cache-control": "no-store" });
-  res.end(renderMetrics(connections, figures) + fatigueMetrics(spaces));
+  res.end(renderMetrics(connections, figures) + fatigueMetrics(spaces) + capMetrics(spaces));
 }

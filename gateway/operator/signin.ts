@@ -15,7 +15,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { SignInError } from "../identity/oidc.js";
 import { Sessions } from "../identity/sessions.js";
-import { stripHidden } from "../policy/inspect.js";
+import { stripHidden } from "../tools/inspect.js";
 import { adopt } from "../space/bearer.js";
 import type { Space } from "../space/space.js";
 import { cookie, header, requestOrigin, sendJson, sessionCookieName } from "./http.js";

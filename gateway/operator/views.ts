@@ -1,7 +1,16 @@
 /**
  * What the operator API shows of a space's state, and how its errors map to HTTP.
  */
-import { type AuditEntry, DEFINITION_CHANGED_KEY, INTERRUPTED_TEXT, type Proposal, runningParams, whatRuns } from "../proposals/book.js";
+import {
+  DEFINITION_CHANGED_KEY,
+  GUARDS_KEY,
+  heldFindings,
+  INTERRUPTED_TEXT,
+  type Proposal,
+  runningParams,
+  whatRuns,
+} from "../proposals/book.js";
+import type { AuditEntry } from "../audit/entry.js";
 import type { Space } from "../space/space.js";
 import { approversNow, approvalsView } from "../proposals/approvals.js";
 import { limitOptions } from "../policy/scope.js";
@@ -57,6 +66,8 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
         }
       : {}),
     ...definitionChanged(p),
+    // What the space's guards found in the arguments (masked), and what they do (policy/guards.ts).
+    ...guardsOf(p),
     createdAt: p.createdAt,
     expiresAt: new Date(p.expiresAt).toISOString(),
     ...(entry
@@ -69,7 +80,7 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
       : {}),
     // Approving it needs the approver's passkey (proposals/passkey-bar.ts), and where to give it.
     ...(space.passkeyBar.needs(p) ? { passkey: { required: true, where: space.passkeyBar.where(p) } } : {}),
-    // What the gateway found wrong with the tool's texts (policy/inspect.ts): the card shows it.
+    // What the gateway found wrong with the tool's texts (tools/inspect.ts): the card shows it.
     ...(entry?.["findings"] ? { findings: entry["findings"] } : {}),
     // Whether the viewer may decide: not its own, and it could make the call itself.
     mine: p.proposer === viewer,
@@ -91,6 +102,7 @@ export function proposalView(space: Space, viewer: string, p: Proposal): Record<
       annotations: entry?.["annotations"] as Record<string, unknown> | undefined,
       definitionChanged: definitionChanged(p)["definitionChanged"] !== undefined,
       flagged: Boolean((entry?.["findings"] as unknown[] | undefined)?.length),
+      guarded: heldFindings((p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload),
     }),
   };
 }
@@ -131,7 +143,7 @@ export function hintsOf(annotations: unknown): Record<string, boolean> {
 /**
  * Decided proposals, newest first, from the audit trail (durable: who decided, when, with
  * edited arguments or not, the call's outcome) and, while the gateway remembers it, the
- * call's result as text (proposals/outcomes.ts).
+ * call's result as text (calls/outcomes.ts).
  */
 export function decidedView(space: Space, entries: AuditEntry[], max: number): Array<Record<string, unknown>> {
   const byId = new Map<string, AuditEntry[]>();
@@ -183,11 +195,17 @@ export function decidedView(space: Space, entries: AuditEntry[], max: number): A
   return out.slice(0, max);
 }
 
-/** A proposal made while its tool's definition was unconfirmed carries what changed (ports/pins.ts). */
+/** A proposal made while its tool's definition was unconfirmed carries what changed (tools/pins.ts). */
 function definitionChanged(p: Proposal): Record<string, unknown> {
   const payload = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload;
   const mark = payload?.[DEFINITION_CHANGED_KEY];
   return mark && typeof mark === "object" ? { definitionChanged: mark } : {};
+}
+
+/** What the guards found in a proposal's arguments, and their action (proposals/propose.ts records it when it holds one). */
+function guardsOf(p: Proposal): Record<string, unknown> {
+  const mark = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload?.[GUARDS_KEY];
+  return mark && typeof mark === "object" ? { guards: mark } : {};
 }
 
 /** The HTTP status for a `system/error` code an API action earned. */

@@ -16,6 +16,8 @@
  * such root grants nothing, and a `deny` of the granter's own takes effect at once. The
  * capabilities an invited participant was given are the same kind of loan, from its
  * inviter: an invite cannot make a puppet that calls what its maker may not.
+ * Past 500 lines because it is one concern: the one decision (rules, grants, loans, guards, caps),
+ * and its explanation, which asks the same path so the two cannot disagree.
  */
 import { type Capability, compileCapabilities, compileGlob, covers, type Matcher } from "./capabilities.js";
 import type { SpaceConfig } from "../config/config.js";
@@ -32,13 +34,15 @@ import {
   type Reasoned,
   specificTool,
 } from "./rules.js";
-import type { Registry } from "../ports/registry.js";
-import { summary } from "./inspect.js";
-import type { PinState } from "../ports/pins.js";
+import type { Registry } from "../tools/registry.js";
+import { summary } from "../tools/inspect.js";
+import type { PinState } from "../tools/pins.js";
 import { expandRuleGlob, Groups } from "./groups.js";
 import { conditionHolds } from "./scope.js";
 import { quorumBypass, requiredApprovals } from "./quorum.js";
 import { isRecord } from "../wire/values.js";
+import { explainGuards, type GuardVerdict, guarded, Guards } from "./guards.js";
+import { type CapBreach, Caps, capped, explainCaps } from "./caps.js";
 
 /** The outcome for one call: go ahead, go through a proposal, or a refusal to send back. */
 export type Verdict = (
@@ -47,6 +51,8 @@ export type Verdict = (
         | "direct"
         | "proposal" /** a proposal only because the gateway flagged the tool (`tool_checks: ask`): whoever may call it otherwise may approve it */;
       flagged?: true;
+      /** What a guard found: held for a person, or redacted (`guard.redacted`) on the way out. */ guard?: GuardVerdict;
+      /** A cap (caps.ts) this call would break: it waits for a person. */ cap?: CapBreach;
     }
   | { decision: "denied"; code: ErrorCode; message: string; extra?: Record<string, unknown> }
 ) & {
@@ -79,6 +85,10 @@ export interface Explanation {
   approvers: string[];
   /** How many distinct approvers a proposal of the call needs (`approvals:`), when it would be one. */
   approvals?: number;
+  /** The guards that read this call (by name), and what they found in these arguments (masked) and do (guards.ts). */
+  guards?: NonNullable<ReturnType<typeof explainGuards>>["view"];
+  /** The caps that count this call (by name), and the one it would break this minute (caps.ts). */
+  caps?: NonNullable<ReturnType<typeof explainCaps>>["view"];
 }
 
 interface Rules {
@@ -97,18 +107,26 @@ export class Authority {
    * stands only while its granter holds what space.yaml gives it, which is asked of this.
    */
   readonly grants: GrantBook = new GrantBook((id) => this.configured(id));
+  /** space.yaml's `guards:` compiled (guards.ts): every tools/call's arguments read here, its result by the router. */
+  guards: Guards;
+  /** space.yaml's `caps:` and their counts this minute (caps.ts): asked here, counted by the router. */
+  readonly caps: Caps;
 
   constructor(
     private readonly config: SpaceConfig,
     private readonly registry: Registry,
   ) {
     this.groups = new Groups(config);
+    this.guards = new Guards(config, this.groups);
+    this.caps = new Caps(config, this.groups, registry);
   }
 
   /** Drops everything compiled from the rules: the space's config was reloaded (space/reload.ts). Add here any cache of config this class grows. */
   reset(): void {
     this.rules.clear();
     this.skips.clear();
+    this.guards = new Guards(this.config, this.groups);
+    this.caps.reset();
   }
 
   /** Drops what was compiled from a participant's rules (it was invited or removed at runtime). */
@@ -211,7 +229,7 @@ export class Authority {
   }
 
   /**
-   * The pin of `owner/tool` when its definition changes count (ports/pins.ts): undefined for
+   * The pin of `owner/tool` when its definition changes count (tools/pins.ts): undefined for
    * a tool not in the catalogue, or one its owner's `pin` setting leaves out.
    */
   pin(owner: string, tool: string): PinState | undefined {
@@ -281,7 +299,9 @@ export class Authority {
       if (typeof name !== "string")
         return { decision: "denied", code: ErrorCodes.invalidPayload, message: "tools/call: params.name must be a string" };
       // A call always has arguments for the rules' conditions: none given is an empty mapping.
-      return this.checked(caller, target, name, params?.["arguments"] ?? {}, confirming);
+      const args = params?.["arguments"] ?? {};
+      const v = guarded(this.guards, this.checked(caller, target, name, args, confirming), caller, target, name, args, confirming);
+      return capped(this.caps, v, caller, target, name, confirming);
     }
     if (allows({ kind: "mcp/request", to: [target], payload: { method, params } })) return { decision: "direct" };
     return {
@@ -402,13 +422,18 @@ export class Authority {
     const verdict = this.call(caller, allows, owner, "tools/call", params);
     const reason = verdict.reason ?? { decision: verdict.decision, why: verdict.decision === "denied" ? verdict.message : "" };
     const m = reason.match;
+    const guards = explainGuards(this.guards, caller, owner, tool, verdict);
+    const caps = explainCaps(this.caps, caller, owner, tool, verdict);
+    const said = [reason.why, guards?.said, caps?.said].filter(Boolean).join("; ");
+    // Held by a guard or a cap: only a person may approve it (proposals/deciders.ts).
+    const people = verdict.decision === "proposal" && (verdict.guard?.action === "hold" || verdict.cap !== undefined);
     return {
       caller,
       tool: `${owner}/${tool}`,
       decision: verdict.decision,
       ...(verdict.decision === "denied" ? { code: verdict.code, message: verdict.message } : {}),
       ...(verdict.decision === "proposal" && verdict.flagged ? { flagged: true } : {}),
-      why: reason.why,
+      why: said,
       ...(reason.step ? { step: reason.step } : {}),
       ...(m
         ? {
@@ -424,15 +449,20 @@ export class Authority {
       ...(m?.condition ? { condition: m.condition } : {}),
       ...(reason.grant ? { grant: reason.grant } : {}),
       conditions: reason.conditions ?? [],
-      approvers: verdict.decision === "proposal" ? this.approvers(caller, owner, params) : [],
+      approvers:
+        verdict.decision !== "proposal"
+          ? []
+          : this.approvers(caller, owner, params).filter((id) => !people || this.config.participants[id]?.kind === "human"),
       ...(verdict.decision === "proposal" ? { approvals: requiredApprovals(this.config, caller, owner, tool) } : {}),
+      ...(guards ? { guards: guards.view } : {}),
+      ...(caps ? { caps: caps.view } : {}),
     };
   }
 
   /**
    * Who could approve `caller`'s proposal of this call: not the caller, one of its
    * `approvers` if it names them (an `@group` names each of its members, groups.ts, as at a
-   * decision), and able to make the call itself (proposals/decisions.ts's bar).
+   * decision), and able to make the call itself (proposals/deciders.ts's bar).
    */
   approvers(caller: string, owner: string, params: Record<string, unknown>): string[] {
     const named = this.config.participants[caller]?.approvers;

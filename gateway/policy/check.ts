@@ -36,7 +36,7 @@ export function formatFinding(f: PolicyFinding): string {
   return `${f.severity}: ${formatIssue(f)}`;
 }
 
-/** What is known of the tools registered so far (ports/registry.ts's list). */
+/** What is known of the tools registered so far (tools/registry.ts's list). */
 export interface ToolList {
   list(): readonly { participant: string; tool: string }[];
 }

@@ -20,7 +20,7 @@
  */
 import { createRequire } from "node:module";
 import type { CelEnv, CelInput } from "@bufbuild/cel";
-import { isClean, isPlainPath } from "./content.js";
+import { isClean, isPlainPath } from "./content/signals.js";
 
 /** @bufbuild/cel, loaded (synchronously, from node_modules) when the first condition is compiled: a space without one never loads it. */
 interface Cel {

@@ -23,7 +23,7 @@ export interface Grant {
   reason?: string | undefined;
   ts: string;
   /**
-   * `owner/tool` → the digest of the tool's definition when it was granted (ports/pins.ts):
+   * `owner/tool` → the digest of the tool's definition when it was granted (tools/pins.ts):
    * the grant lets that tool be called directly only while its definition is this one.
    */
   pins?: Record<string, string> | undefined;

@@ -12,7 +12,7 @@
  *   6. the tool's annotations: readOnlyHint        → direct
  *      or its server's autoApprove list (mcpServers) names it → direct
  *   7. the space's fallback                        → proposal (default), direct or denied
- * A tool whose definition changed since it was confirmed (ports/pins.ts) is called directly
+ * A tool whose definition changed since it was confirmed (tools/pins.ts) is called directly
  * by none of 3 and 5–7 until a person approves a call of it, and only by grants given on its
  * current digest (authority.ts).
  * Grants sit above `ask` so that approving "always" really stops the asking; `deny` stays
@@ -164,7 +164,7 @@ export interface DecisionInput {
   autoApproved?: boolean | undefined;
   fallback: Fallback;
   /**
-   * The tool's definition changed since it was last confirmed (ports/pins.ts): no rule,
+   * The tool's definition changed since it was last confirmed (tools/pins.ts): no rule,
    * capability, annotation or fallback lets it be called directly until a person approves
    * a call of the new one. Grants are checked against their digest by the caller.
    */

@@ -2,13 +2,13 @@
  * The seam between a space and the modules that handle its MCP traffic.
  *
  * space.ts keeps members, routing, visibility and presence; the MCP side lives beside it:
- * calls/requests.ts (every mcp/request first), calls/router.ts (routing, responses, the tool
- * catalogue), calls/endpoint.ts (the gateway's own endpoint) and decisions.ts (what happens to a proposal). Those modules never see the member map,
- * the presence batch or a socket: they act on a space only through `SpaceHost`, which
- * space/compose.ts builds from delivery and the ledger; and on each other only through
- * `CallRouter` and `ProposalDesk` below. So the import graph has no circle, not even
- * through types: compose.ts imports the modules, and they import this file, member.ts and
- * the state modules.
+ * requests/requests.ts (every mcp/request first), calls/router.ts (routing, responses, the tool
+ * catalogue), requests/endpoint.ts (the gateway's own endpoint) and proposals/ (what happens to a proposal).
+ * Those modules never see the member map, the presence batch or a socket: they act on a space
+ * only through `SpaceHost`, which space/compose.ts builds from delivery and the ledger; and on
+ * each other through the interface of the one below (calls/routing.ts `CallRouter`,
+ * requests/desk.ts `ProposalDesk`). This file names none of their types, so every arrow
+ * between them points down a floor.
  */
 import type { Logger } from "pino";
 import type { Authority, Verdict } from "../policy/authority.js";
@@ -16,13 +16,10 @@ import type { Capability } from "../policy/capabilities.js";
 import type { GrantCondition } from "../policy/scope.js";
 import type { SpaceConfig } from "../config/config.js";
 import type { PolicyFinding } from "../policy/check.js";
-import type { Envelope, ErrorCode, InboundEnvelope, McpRequestPayload } from "../wire/envelope.js";
-import type { Proposal } from "../proposals/book.js";
-import type { Call, Calls } from "../calls/calls.js";
+import type { Envelope, ErrorCode, InboundEnvelope } from "../wire/envelope.js";
 import type { SpaceMetrics } from "./metrics.js";
-import type { Plan } from "./plan.js";
+import type { Plan } from "../store/plan.js";
 import type { Member } from "./member.js";
-import type { Registry } from "./registry.js";
 import type { Tracing } from "./tracing.js";
 
 export interface SpaceHost {
@@ -58,8 +55,6 @@ export interface SpaceHost {
   fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void;
   /** The `capability_violation` error, worded the same wherever a capability check fails. */
   capabilityViolation(member: Member, inbound: InboundEnvelope): void;
-  /** Proposals awaiting a decision, oldest first: pending ones and interrupted ones (proposals/book.ts). */
-  pendingProposals(): Proposal[];
   /** Grants held now, each with whether it stands. */
   grantsView(): Array<Record<string, unknown>>;
   /** Writes the plans as one durable transaction, then applies them (ledger.ts). Rejects, having changed nothing, if the write fails. */
@@ -93,62 +88,7 @@ export type RouterHost = Pick<
   | "watching"
 >;
 
-/**
- * What decisions.ts and endpoint.ts need of the MCP router (calls/router.ts): the decision point,
- * routing, cancellation and the catalogue. Named here so that neither imports calls/router.ts.
- * The router is built before both, and needs neither.
- */
-export interface CallRouter {
-  readonly calls: Calls;
-  readonly registry: Registry;
-  /**
-   * The policy decision point's verdict for `member` calling `target`. `confirming`: the
-   * approver's bar, which a changed tool definition does not raise (authority.ts).
-   */
-  authorize(member: Member, target: string, method: string, params: Record<string, unknown> | undefined, confirming?: boolean): Verdict;
-  /** Governance, tracking, delivery of a request to a participant; false if it was refused (the caller was told, correlated to `sentId`, the id it sent). */
-  route(
-    caller: Member,
-    env: Envelope,
-    payload: McpRequestPayload,
-    sentId: string | undefined,
-    extra?: Pick<Call, "proposalId" | "fulfiller">,
-  ): boolean;
-  /** Why `participant/tool` is not in the catalogue: `participant_disabled` or `unknown_tool`. */
-  unknownTool(name: string): NotRouted;
-  /** Tells everyone the catalogue's policies changed (a tool's definition was confirmed), so they list it again. */
-  catalogueChanged(): void;
-  /** `route`, telling no one of a refusal: why not comes back instead (undefined: routed). */
-  tryRoute(
-    caller: Member,
-    env: Envelope,
-    payload: McpRequestPayload,
-    /** `receipt`: an approved call's signed receipt, stamped into its `_meta` (calls/person.ts). */
-    extra?: Pick<Call, "proposalId" | "fulfiller"> & { receipt?: string | undefined },
-  ): NotRouted | undefined;
-  /** Ends a call its caller gave up on, down its delegation chain. */
-  cancel(call: Call, reason: string, notifyTarget: boolean): void;
-  refreshTools(id: string): void;
-  toolsFor(member: Member): Array<Record<string, unknown>>;
-  /** One page of `tools/list` for `member`: its tools as the bytes of a JSON array's members (texts cleaned, each with its policy), and where the next page starts. */
-  toolsPage(member: Member, start: number, budget: number): { parts: Buffer[]; next?: string };
-}
-
-/** What calls/requests.ts and endpoint.ts need of decisions.ts: requests that are really proposal decisions. */
-export interface ProposalDesk {
-  onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Promise<void> | void;
-  hold(
-    member: Member,
-    env: Envelope,
-    method: string,
-    params: Record<string, unknown>,
-    rpcId: string | number,
-    opts: { tellProposer?: boolean; sentId: string | undefined },
-  ): Promise<void>;
-  withdrawn(member: Member, p: Proposal, reason: string): Promise<void>;
-}
-
-/** What decisions.ts needs of grants (policy/lending.ts): an "always" approval makes one, in the approval's transaction. */
+/** What decisions.ts needs of grants (agents/lending.ts): an "always" approval makes one, in the approval's transaction. */
 export interface GrantDesk {
   /** Why `granter` may not make one more grant (its quota or the space's), if it may not. */
   quota(granter: string): string | undefined;

@@ -68,7 +68,7 @@ export interface SpaceSample {
   space: string;
   members: number;
   pending: number;
-  /** Tools in the catalogue the gateway flagged (policy/inspect.ts). */
+  /** Tools in the catalogue the gateway flagged (tools/inspect.ts). */
   flagged?: number;
   metrics: SpaceMetrics;
 }

@@ -21,7 +21,6 @@ import { createRequire } from "node:module";
 import type { Span, SpanContext, Tracer } from "@opentelemetry/api";
 import type { BasicTracerProvider } from "@opentelemetry/sdk-trace-base";
 import type { Logger } from "pino";
-import type { Proposal } from "../proposals/book.js";
 
 /** `gateway.telemetry` in space.yaml. */
 export interface TelemetryConfig {
@@ -121,6 +120,17 @@ export interface OutboundCallInfo {
   /** Over HTTP, the server's host and port (`server.address`, `server.port`). */
   serverAddress?: string | undefined;
   serverPort?: number | undefined;
+}
+
+/** What a proposal's wait span reads of it (proposals/book.ts `Proposal`). */
+export interface WaitingProposal {
+  id: string;
+  proposer: string;
+  owner: string;
+  tool?: string | undefined;
+  method: string;
+  params: Record<string, unknown>;
+  decidedBy?: string | undefined;
 }
 
 /** The OpenTelemetry API and SDK, loaded (synchronously, from node_modules) the first time a space traces. */
@@ -338,7 +348,7 @@ export class Tracing {
    */
   proposal(
     space: string,
-    p: Proposal,
+    p: WaitingProposal,
     event: string,
     from: string | undefined,
     serving: () => SpanContext | undefined,

@@ -4,7 +4,7 @@
  */
 import type { SpaceConfig } from "../config/config.js";
 import type { Authority } from "../policy/authority.js";
-import type { Registry } from "../ports/registry.js";
+import type { Registry } from "../tools/registry.js";
 import type { Proposal } from "./book.js";
 import { approversNow } from "./approvals.js";
 import { linkApprovers, Links } from "./links.js";
@@ -51,7 +51,7 @@ export class Aids {
 
   /**
    * A decision link (the part after `#t=`) for the one person who may decide `p` now, for
-   * the MCP client whose call waits on it (participants/mcp-server/held.ts); none when
+   * the MCP client whose call waits on it (participants/mcp-server/held/held.ts); none when
    * nobody or several may. It decides nothing by itself: its page decides with that
    * person's own session, once.
    */

@@ -7,7 +7,7 @@
  *   `{tool glob: N}` that matches `owner/tool`), fixed when it is held (`Proposal.required`),
  *   so a later change of space.yaml does not move the bar under a proposal already shown.
  * - Approvals are distinct by participant id: two connections of one participant are one
- *   approver. The proposer never counts (decisions.ts refuses it before it gets here).
+ *   approver. The proposer never counts (deciders.ts refuses it before it gets here).
  * - Edits: only the first approval may edit the arguments (what runs is then the edited ones,
  *   book.ts `whatRuns`); an edit after a first approval is refused (`approval_mismatch`), and
  *   once the arguments were edited every later approver must send them (`arguments`, as its
@@ -15,7 +15,7 @@
  *   card before the edit. So no approver's "yes" is silently moved onto arguments it never saw.
  * - "always" on a proposal that needs more than one approval is refused: a grant by one
  *   person would let every later call skip the second person; so is a `capability/grant` of
- *   such a tool to the proposer (policy/lending.ts), and a grant never makes such a call direct
+ *   such a tool to the proposer (agents/lending.ts), and a grant never makes such a call direct
  *   (policy/authority.ts), whenever it was made.
  * - Escalation (`policy.escalate`): once a stage's `after_ms` has passed since the proposal
  *   was made, the stage's `approvers` may decide too, besides the proposer's own; it is a
@@ -25,7 +25,6 @@
  * but the last (the last approves the call as a single approval would, decisions.ts), and
  * `fulfilmentBlocked` says when a MEW fulfilment may not be the last one.
  */
-import { requiredApprovals } from "../policy/quorum.js";
 import type { Groups } from "../policy/groups.js";
 import type { SpaceConfig } from "../config/config.js";
 import { awaiting, type Proposal, type ProposalBook, whatRuns } from "./book.js";
@@ -35,7 +34,6 @@ import { clip, type SpaceHost } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
 
 /** How many distinct approvers a call needs: policy/quorum.ts, where grants are held to it too. */
-export { requiredApprovals };
 
 /** The escalation stages reached by now, in order. */
 export function stagesReached(config: SpaceConfig, p: Proposal, now = Date.now()): number[] {

@@ -1,8 +1,9 @@
 /**
- * Proposals held by the gateway: the state machine and its audit trail. Past 500 lines
- * because each change is a record, its fold on restart and its audit entry, kept together.
+ * Proposals held by the gateway: the state machine and the audit entry of each change (their
+ * vocabulary is audit/entry.ts). Past 500 lines because each change is a record, its fold on
+ * restart and its audit entry, kept together.
  * Which transition an envelope asks for, and whether its sender may make it, is decided
- * in decisions.ts; calls/router.ts moves a routed proposal on when its call ends.
+ * in propose.ts, deciders.ts, decisions.ts and ends.ts; calls/router.ts moves a routed proposal on when its call ends.
  *
  *   pending → approved → routed → answered
  *   pending → rejected | withdrawn | expired
@@ -31,23 +32,12 @@
  */
 import { createHash } from "node:crypto";
 import { canonical } from "../store/chain.js";
-import type { DefinitionChange } from "../ports/pins.js";
-import type { Plan } from "../ports/plan.js";
+import type { Plan } from "../store/plan.js";
 import { EDITED_KEY } from "../wire/envelope.js";
-import { CallResults, type CallOutcome } from "./outcomes.js";
+import { CallResults, type CallOutcome } from "../calls/outcomes.js";
 import { type Answer, Unheard, type UnheardEnd } from "./unheard.js";
 import { isRecord } from "../wire/values.js";
-
-export type ProposalState =
-  | "pending"
-  | "approved"
-  | "routed"
-  | "answered"
-  | "rejected"
-  | "withdrawn"
-  | "expired"
-  | "failed"
-  | "interrupted";
+import type { AuditEntry, AuditRecord, ProposalState } from "../audit/entry.js";
 
 const NEXT: Record<ProposalState, readonly ProposalState[]> = {
   pending: ["approved", "rejected", "withdrawn", "expired"],
@@ -98,7 +88,7 @@ export interface Proposal {
   envelope: unknown;
   /** Size of the envelope as JSON, counted against the pending quotas. */
   bytes?: number | undefined;
-  /** For tools/call: the digest of the tool's definition when it was proposed (ports/pins.ts), which approving confirms. */
+  /** For tools/call: the digest of the tool's definition when it was proposed (tools/pins.ts), which approving confirms. */
   digest?: string | undefined;
   /** How many distinct approvers it needs (proposals/approvals.ts); 1 when absent. */
   required?: number | undefined;
@@ -158,7 +148,20 @@ export function awaiting(state: ProposalState): boolean {
   return state === "pending" || state === "interrupted";
 }
 
-/** The payload key of a proposal whose tool changed since it was confirmed: what changed, in words (ports/pins.ts). */
+/** The payload key of a proposal whose tool changed since it was confirmed: what changed, in words (tools/pins.ts). */
+/** Where a held proposal carries what the space's guards found in its arguments (masked) and their action (policy/guards.ts). */
+export const GUARDS_KEY = "mewgate/guards";
+/** Where a proposal held because a cap of the space was reached carries which (policy/caps.ts). */
+export const CAP_KEY = "mewgate/cap";
+
+/** The findings, in words and masked, of a guard that holds a proposal for a person (its payload's GUARDS_KEY), if one does. */
+export function heldFindings(payload: Record<string, unknown> | undefined): string[] | undefined {
+  const mark = payload?.[GUARDS_KEY] as { findings?: Array<{ action?: unknown; text?: unknown }> } | undefined;
+  const held = Array.isArray(mark?.findings)
+    ? mark.findings.filter((f) => f?.action === "hold" && typeof f.text === "string").map((f) => String(f.text))
+    : [];
+  return held.length ? held : undefined;
+}
 export const DEFINITION_CHANGED_KEY = "mewgate/definition_changed";
 
 /** What a person is told of an interrupted proposal, wherever it is shown. */
@@ -219,65 +222,6 @@ export type ProposalRecord =
   | { type: "escalated"; id: string; stage: number; ts: string }
   /** Ids of ended proposals, so a late decision still hears "already rejected" after a compaction. */
   | { type: "ended"; ended: Array<[string, ProposalState]> };
-
-export interface AuditEntry {
-  ts: string;
-  /** `tool_changed`: a tool's definition differs from the one pinned for it (ports/pins.ts); `proposal` is then empty. */
-  /** `reloaded`: the space took a new space.yaml (space/reload.ts); `changes` says what changed, `proposer` who asked. `approval`: one of several a proposal needs. */
-  /** `approval_dropped`: an approval that no longer counts (`by`, and why in `text`); `escalated`: a stage of `policy.escalate` fired (`stage`, `approvers`); `rule_accepted`: a person accepted a suggested rule (policy/learn/); `arguments` holds the rule, `changes` its dry run; `repaired`: `state repair` cut the journal (`changes`); `called`: a call routed without a proposal (`scope` says what allowed it). */
-  event:
-    | ProposalState
-    | "proposed"
-    | "tool_changed"
-    | "approval"
-    | "reloaded"
-    | "approval_dropped"
-    | "escalated"
-    | "rule_accepted"
-    | "repaired"
-    | "called";
-  proposal: string;
-  proposer: string;
-  owner: string;
-  tool?: string | undefined;
-  method: string;
-  arguments?: unknown;
-  /**
-   * For a proposal that ended undecided (withdrawn, expired): the SHA-256 of its arguments
-   * (canonical JSON) instead of a second copy of them — they are in its `proposed` record.
-   */
-  arguments_digest?: string | undefined;
-  /** Whether the approver changed the arguments (`arguments` are then the edited ones). */
-  edited?: boolean | undefined;
-  by?: string | undefined;
-  scope?: string | undefined;
-  reason?: string | undefined;
-  /** A rejecter's words to the proposer. */
-  text?: string | undefined;
-  outcome?: string | undefined;
-  /** For `tool_changed`: the digests before and after, and what changed in words. */
-  digest?: string | undefined;
-  previous?: string | undefined;
-  changes?: string[] | undefined;
-  /** For `tool_changed`: how many times the tool has changed since the gateway first saw it. */
-  count?: number | undefined;
-  /** For `escalated`: the stage's index, and who may decide from then on (groups resolved to their members). */
-  stage?: number | undefined;
-  approvers?: string[] | undefined;
-  /** The opaque id of the decision (receipts.ts): the same in the receipt, the span and every entry of that decision. */
-  decision?: string | undefined;
-  /** For `approved`: the signed receipt (receipts.ts). */
-  receipt?: string | undefined;
-}
-
-export type AuditRecord = { type: "audit"; entry: AuditEntry };
-
-export interface AuditQuery {
-  participant?: string | undefined;
-  tool?: string | undefined;
-  since?: Date | undefined;
-  until?: Date | undefined;
-}
 
 /** How many ended proposals are remembered, so a late decision gets "already rejected" rather than "unknown". */
 const ENDED_MEMORY = 10_000;
@@ -606,34 +550,4 @@ function audit(p: Proposal, event: AuditEntry["event"]): AuditRecord {
       receipt: event === "approved" ? p.receipt : undefined,
     },
   };
-}
-
-/** The audit record of a tool's definition changing: its owner announced it, nobody decided it. */
-export function toolChangeAudit(c: DefinitionChange): AuditRecord {
-  return {
-    type: "audit",
-    entry: {
-      ts: c.ts,
-      event: "tool_changed",
-      proposal: "",
-      proposer: c.participant,
-      owner: c.participant,
-      tool: c.tool,
-      method: "tools/list",
-      digest: c.to,
-      previous: c.from,
-      changes: c.changes,
-      count: c.count,
-    },
-  };
-}
-
-/** Whether an audit entry matches the filter: a participant in any role, a tool (`owner/tool` or bare name), a time range. */
-export function auditMatches(e: AuditEntry, q: AuditQuery): boolean {
-  if (q.participant && e.proposer !== q.participant && e.by !== q.participant && e.owner !== q.participant) return false;
-  if (q.tool && `${e.owner}/${e.tool}` !== q.tool && e.tool !== q.tool) return false;
-  const t = Date.parse(e.ts);
-  if (q.since && t < q.since.getTime()) return false;
-  if (q.until && t > q.until.getTime()) return false;
-  return true;
 }

@@ -1,68 +1,46 @@
 /**
- * What happens to a proposal: held, approved (or fulfilled, MEW-style), rejected,
- * withdrawn, or expired — each decision in one place.
- *
- * proposals/book.ts is the state machine and its persistence; this module decides which
- * transition an envelope asks for and whether its sender may make it: only a participant
- * that could make the call itself, named in the proposer's `approvers` if set, and never
- * the proposer. It was split out of space.ts (members, routing, visibility, presence),
- * and acts on the space only through `SpaceHost`. An approved proposal becomes a call,
- * routed through calls/router.ts on the proposer's behalf; the call table and the catalogue
- * are built before this module and handed to it, and it never reaches through the router.
- * Past 500 lines because it is one concern: every input of one state machine (propose,
- * approve, fulfil, reject, withdraw, expire), each beside the checks it shares with the others.
+ * A proposal approved, and its call made: `mcp/approve` (once, or "always" with a grant, with
+ * edited arguments, one of several a quorum needs, confirmed with a passkey where policy asks)
+ * or a MEW fulfilment (a request correlated to the proposal, which names the target of one
+ * held open). Who may do it is deciders.ts's; once written, the call is routed through
+ * calls/router.ts on the proposer's behalf, with the approval's signed receipt. Holding a
+ * proposal is propose.ts's, the other ends ends.ts's.
  */
 import { randomUUID } from "node:crypto";
 import {
   ApprovePayloadSchema,
   type Envelope,
-  type ErrorCode,
   ErrorCodes,
   GATEWAY_ID,
   type InboundEnvelope,
   type McpRequestPayload,
   PROTOCOL,
-  ProposalPayloadSchema,
-  RejectPayloadSchema,
   RpcErrors,
-  WithdrawPayloadSchema,
   describeIssue,
   now,
   stamp,
   systemEnvelope,
 } from "../wire/envelope.js";
-import { type CallRouter, clip, disabledRefusal, type GrantDesk, type ProposalDesk, type SpaceHost } from "../ports/host.js";
+import { clip, type GrantDesk, type SpaceHost } from "../ports/host.js";
+import type { CallRouter } from "../calls/routing.js";
 import type { Calls } from "../calls/calls.js";
-import type { Registry } from "../ports/registry.js";
-import { DEFINITION_CHANGED, toolGrant } from "../policy/rules.js";
-import type { Plan } from "../ports/plan.js";
-import {
-  awaiting,
-  DEFINITION_CHANGED_KEY,
-  INTERRUPTED_TEXT,
-  OPEN_OWNER,
-  type Proposal,
-  type ProposalBook,
-  runningArguments,
-  runningParams,
-} from "./book.js";
+import type { Registry } from "../tools/registry.js";
+import { toolGrant } from "../policy/rules.js";
+import type { Plan } from "../store/plan.js";
+import { awaiting, OPEN_OWNER, type Proposal, type ProposalBook, runningArguments } from "./book.js";
 import type { Member } from "../ports/member.js";
-import { approveOneOf, approversNow, requiredApprovals, sameArguments } from "./approvals.js";
+import { approveOneOf, sameArguments } from "./approvals.js";
 import { cannotRun, editOf } from "./runs.js";
-import { respondMark } from "./respond.js";
 import { dropFallenApprovals, fulfilmentStanding } from "./still-count.js";
 import { conditionFor, describeCondition, type GrantCondition } from "../policy/scope.js";
-import { Escalations } from "./escalation.js";
 import type { RunsEnded } from "./runs-ended.js";
-import { type ReviewerDesk, reviewerRefusal, reviews } from "./reviewer-bound.js";
-import { argumentsDigest, type DeciderKind, newDecisionId, policyDigest, type ReceiptKeys } from "./receipts.js";
+import { argumentsDigest, policyDigest, type ReceiptKeys } from "./receipts.js";
+import { newDecisionId } from "../audit/entry.js";
 import type { PasskeyBar, PasskeyProof } from "./passkey-bar.js";
 import { isRecord } from "../wire/values.js";
+import type { Deciders } from "./deciders.js";
 
-export class Decisions implements ProposalDesk {
-  /** `policy.escalate`'s timers (escalation.ts); the space arms them as proposals change. */
-  readonly escalations: Escalations;
-
+export class Decisions {
   constructor(
     private readonly space: Pick<
       SpaceHost,
@@ -87,327 +65,27 @@ export class Decisions implements ProposalDesk {
     /** Where an approved call is routed (calls/router.ts). */
     private readonly router: Pick<CallRouter, "authorize" | "tryRoute" | "unknownTool" | "catalogueChanged">,
     private readonly runs: RunsEnded,
-    /** Where an "always" approval's grant is made (policy/lending.ts). */
+    /** Where an "always" approval's grant is made (agents/lending.ts). */
     private readonly grants: GrantDesk,
-    /** Tells the webhooks a proposal escalated (notify.ts), with the stage's approvers. */
-    notify: (p: Proposal, approvers: readonly string[]) => void = () => {},
-    /** What bounds a reviewer (reviewer-bound.ts): the recorded calls its risk is read over. */
-    private readonly reviewers?: ReviewerDesk,
+    /** Who may decide (deciders.ts). */
+    private readonly deciders: Pick<Deciders, "pendingProposal" | "mayDecide" | "reviewerBar" | "mayCallWith" | "deciderKind">,
     /** Signs each approval's receipt (receipts.ts); without it approvals carry none. */
     private readonly receipts?: ReceiptKeys,
     /** Which approvals need the approver's passkey, and checks it (passkey-bar.ts). */
     readonly passkeys?: PasskeyBar,
-  ) {
-    this.escalations = new Escalations(space, proposals, notify);
-    // The book is built first and tells this of its proposals' clocks and changes.
-    proposals.due.add((p) => void this.onDue(p));
-    proposals.changed.add((p) => this.escalations.arm(p));
-  }
-
-  onProposal(member: Member, inbound: InboundEnvelope): Promise<void> | void {
-    const parsed = ProposalPayloadSchema.safeParse(inbound.payload);
-    if (!parsed.success)
-      return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/proposal: ${describeIssue(parsed.error)}`, inbound.id);
-    let { method, params = {} } = parsed.data;
-    const intent = parsed.data.intent;
-    let to = inbound.to ?? [];
-    if (to.length === 1 && to[0] === GATEWAY_ID && method === "tools/call") {
-      const entry = typeof params["name"] === "string" ? this.registry.resolve(params["name"]) : undefined;
-      if (!entry) {
-        const why = this.router.unknownTool(String(params["name"]));
-        return this.space.fail(member, why.code, why.message, inbound.id);
-      }
-      to = [entry.participant];
-      params = { ...params, name: entry.tool };
-    }
-    // MEW lets a proposal name no one: whoever fulfils it picks the target (§3.2). The
-    // gateway holds it for the one participant that offers the tool, if there is one, so
-    // approval and policy work as for any other; otherwise it is held open, and policy is
-    // applied when a fulfilment names the target (onFulfil).
-    if (to.length === 0 && method === "tools/call" && typeof params["name"] === "string") {
-      const owners = this.registry.ownersOf(params["name"]);
-      const off = owners.length === 0 ? this.registry.ownersOf(params["name"], true) : [];
-      if (owners.length === 1) to = owners;
-      else if (off.length > 0) {
-        const why = disabledRefusal(off.join(", "));
-        return this.space.fail(member, why.code, why.message, inbound.id);
-      } else {
-        const env = stamp({ ...inbound, to: undefined, payload: { method, params } }, member.id);
-        delete env.to;
-        return this.hold(member, env, method, params, env.id, { sentId: inbound.id, owner: OPEN_OWNER });
-      }
-    }
-    if (to.length !== 1 || to[0] === GATEWAY_ID) {
-      return this.space.fail(
-        member,
-        ErrorCodes.invalidEnvelope,
-        "an mcp/proposal names exactly one participant that would serve it (to: [id])",
-        inbound.id,
-      );
-    }
-    // A proposal asks for what policy would let the proposer have with approval: one that
-    // is denied outright, or over the argument quota, is refused before anyone sees it.
-    const verdict = this.router.authorize(member, to[0]!, method, params);
-    if (verdict.decision === "denied" && (method === "tools/call" || verdict.code !== ErrorCodes.capabilityViolation)) {
-      return this.space.fail(member, verdict.code, verdict.message, inbound.id, verdict.extra);
-    }
-    // Nobody could approve a call to a switched-off participant into running: refused now.
-    if (method === "tools/call" && this.registry.isDisabled(to[0]!)) {
-      const off = disabledRefusal(to[0]!);
-      return this.space.fail(member, off.code, off.message, inbound.id);
-    }
-    // A proposal that could never be routed (a call back into its own chain) is refused now.
-    const chain = this.calls.chainFor(member.id, inbound.correlation_id);
-    if (chain.includes(to[0]!))
-      return this.space.fail(member, ErrorCodes.cycleDetected, `call cycle: ${[...chain, to[0]!].join(" → ")}`, inbound.id, {
-        chain: [...chain, to[0]!],
-      });
-    const env = stamp({ ...inbound, to, payload: { method, params, ...(intent !== undefined ? { intent } : {}) } }, member.id);
-    return this.hold(member, env, method, params, env.id, { sentId: inbound.id });
-  }
-
-  /**
-   * Holds a proposal. `tellProposer`: the gateway made it from a tools/call, so the caller
-   * learns that its call now waits for approval. `sentId`: the id of the envelope the
-   * proposer sent, if it gave one, which a refusal correlates to (`env.id` is made up when it gave none).
-   */
-  async hold(
-    member: Member,
-    env: Envelope,
-    method: string,
-    params: Record<string, unknown>,
-    rpcId: string | number,
-    opts: { tellProposer?: boolean; sentId: string | undefined; owner?: string },
-  ): Promise<void> {
-    const sentId = opts.sentId;
-    if (this.proposals.get(env.id) || this.proposals.isBusy(env.id) || this.proposals.endedAs(env.id) || this.calls.get(env.id)) {
-      return this.space.fail(member, ErrorCodes.duplicateId, `id "${clip(env.id)}" is already in use`, sentId);
-    }
-    const bytes = Buffer.byteLength(JSON.stringify(env));
-    const over = this.overQuota(member.id, bytes);
-    if (over) return this.space.fail(member, ErrorCodes.quotaExceeded, over.message, sentId, { quota: over.quota, limit: over.limit });
-    const owner = opts.owner ?? env.to![0]!;
-    const now = Date.now();
-    const tool = method === "tools/call" ? (params["name"] as string) : undefined;
-    const digest = tool === undefined || owner === OPEN_OWNER ? undefined : this.registry.pins.state(owner, tool)?.digest;
-    // A tool changed since it was confirmed: the card shows what changed (ports/pins.ts).
-    const changed =
-      tool !== undefined && owner !== OPEN_OWNER && this.space.authority.pin(owner, tool)?.confirmed === false
-        ? this.registry.pins.unconfirmed(owner, tool)
-        : undefined;
-    if (changed && typeof env.payload === "object" && env.payload !== null) {
-      env.payload = {
-        ...(env.payload as Record<string, unknown>),
-        [DEFINITION_CHANGED_KEY]: {
-          tool: `${owner}/${tool}`,
-          message: DEFINITION_CHANGED,
-          previous: changed.from,
-          digest: changed.to,
-          changes: changed.changes,
-        },
-      };
-    }
-    // The two-person rule is fixed when the proposal is held (proposals/approvals.ts).
-    const required = requiredApprovals(this.space.config, member.id, owner, tool);
-    if (required > 1 && env.payload && typeof env.payload === "object") {
-      env.payload = { ...(env.payload as Record<string, unknown>), "mewgate/approvals": { required, by: [] } };
-    }
-    const plan = this.proposals.planAdd({
-      id: env.id,
-      proposer: member.id,
-      owner,
-      method,
-      params,
-      tool,
-      digest,
-      rpcId,
-      chain: this.calls.chainFor(member.id, env.correlation_id),
-      state: "pending",
-      createdAt: new Date(now).toISOString(),
-      expiresAt: now + this.space.config.policy.proposal_ttl_ms,
-      envelope: env,
-      bytes,
-      ...(required > 1 ? { required, approvals: [] } : {}),
-    });
-    try {
-      await this.space.record(plan);
-    } catch (err) {
-      return this.space.storeFailed(member, err, sentId, "your proposal was not held");
-    }
-    member.log.info({ proposal: env.id, owner, method }, "proposal held");
-    this.space.deliver(env, opts.tellProposer ? undefined : member);
-  }
-
-  /**
-   * Every pending proposal is held in memory, written to disk and shown to every approver,
-   * so each participant, and the space as a whole, may have only so many, of only so many
-   * bytes, pending at once. The first quota a proposal of `bytes` would break, if any.
-   */
-  private overQuota(proposer: string, bytes: number): { quota: string; limit: number; message: string } | undefined {
-    const q = this.space.config.quotas;
-    const mine = this.proposals.pendingOf(proposer);
-    const all = this.proposals.pendingTotal();
-    const checks: Array<[string, number, number, string]> = [
-      [
-        "pending_proposals",
-        mine.count + 1,
-        q.pending_proposals,
-        `${q.pending_proposals} proposals of yours are already pending; wait for decisions or withdraw some`,
-      ],
-      [
-        "pending_bytes",
-        mine.bytes + bytes,
-        q.pending_bytes,
-        `your pending proposals would hold ${mine.bytes + bytes} bytes; you may have ${q.pending_bytes} pending`,
-      ],
-      [
-        "space_pending_proposals",
-        all.count + 1,
-        q.space_pending_proposals,
-        `the space already holds ${all.count} pending proposals, its limit; try again once some are decided`,
-      ],
-      [
-        "space_pending_bytes",
-        all.bytes + bytes,
-        q.space_pending_bytes,
-        `the space's pending proposals would hold ${all.bytes + bytes} bytes, over its ${q.space_pending_bytes}`,
-      ],
-    ];
-    const broken = checks.find(([, value, limit]) => value > limit);
-    return broken && { quota: broken[0], limit: broken[2], message: `${broken[3]} (quotas.${broken[0]})` };
-  }
-
-  /**
-   * The proposal an `mcp/approve` / `mcp/reject` / `mcp/withdraw` names, if it still awaits
-   * a decision (pending, or interrupted: approved before the gateway stopped, waiting to be
-   * decided again); otherwise the sender is told exactly why not.
-   */
-  private pendingProposal(member: Member, inbound: InboundEnvelope, verb: string): Proposal | undefined {
-    const id = inbound.correlation_id?.[0];
-    if (id === undefined) {
-      this.space.fail(member, ErrorCodes.invalidEnvelope, `${verb}: correlation_id must name the proposal`, inbound.id);
-      return undefined;
-    }
-    const p = this.proposals.get(id);
-    if (p && awaiting(p.state) && this.proposals.isBusy(id)) {
-      this.space.fail(member, ErrorCodes.proposalNotPending, `a decision on proposal "${clip(id)}" is being recorded`, inbound.id, {
-        state: "deciding",
-      });
-      return undefined;
-    }
-    if (p && awaiting(p.state)) return p;
-    const ended = p?.state ?? this.proposals.endedAs(id);
-    if (ended)
-      this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(id)}" is already ${ended}`, inbound.id, { state: ended });
-    else this.space.fail(member, ErrorCodes.unknownProposal, `no proposal "${clip(id)}" in space "${this.space.id}"`, inbound.id);
-    return undefined;
-  }
-
-  /** Whether `member` may decide `p` (`whyNotDecide`); if not, it is told why. */
-  private mayDecide(member: Member, p: Proposal, inboundId: string | undefined, approving = false): boolean {
-    const why = this.whyNotDecide(member, p, approving);
-    if (why) this.space.fail(member, why.code, why.message, inboundId);
-    return why === undefined;
-  }
-
-  /**
-   * Who may approve or reject: not the proposer, one of its `approvers` if set, and able to
-   * make the call itself, with the arguments that will run. `approving`: nor may anyone approve
-   * a call to a participant switched off since it was proposed (the proposal stays as it is);
-   * asked before the approver's capability, which may rest on the tool's annotations, hidden
-   * while it is off. Also the bar for a Respond to count as an answer (`respondMark`).
-   */
-  whyNotDecide(member: Member, p: Proposal, approving = false): { code: ErrorCode; message: string } | undefined {
-    if (member.id === p.proposer)
-      return { code: ErrorCodes.selfApproval, message: "you cannot decide on your own proposal (withdraw it instead)" };
-    // Switched off, it offers nothing to the space, its word on others' calls included.
-    if (this.registry.isDisabled(member.id))
-      return { code: disabledRefusal(member.id).code, message: "you are switched off in this space, so you may not decide proposals" };
-    // A reviewer of the proposer is bounded by what it is, not by the approvers list or its own
-    // capabilities: it never rejects, and its approval is held to its bound (`reviewerBar`).
-    if (this.reviewers && reviews(this.reviewers, member.id, p)) {
-      if (!approving) return reviewerRefusal(this.reviewers, member.id, p, { approving: false });
-      if (p.method === "tools/call" && this.registry.isDisabled(p.owner)) {
-        const off = disabledRefusal(p.owner);
-        return { code: off.code, message: `${off.message}; the proposal stays ${p.state}` };
-      }
-      return undefined;
-    }
-    // The proposer's approvers (ids and @groups: space.yaml's, and those the identity provider
-    // put members in), widened by escalation stages reached (approvals.ts).
-    const approvers = approversNow(this.space.config, p);
-    if (approvers && !this.space.authority.groups.names(approvers, member.id)) {
-      return { code: ErrorCodes.notAnApprover, message: `proposals of "${p.proposer}" are decided by ${approvers.join(", ")}` };
-    }
-    // Nobody can tell whether a rejecter could make an open proposal's call before a target
-    // is named: rejecting runs nothing, so the approvers' list is the bar. Fulfilling names one.
-    if (p.owner === OPEN_OWNER && !approving) return undefined;
-    if (approving && p.method === "tools/call" && this.registry.isDisabled(p.owner)) {
-      const off = disabledRefusal(p.owner);
-      return { code: off.code, message: `${off.message}; the proposal stays ${p.state}` };
-    }
-    const verdict = this.router.authorize(member, p.owner, p.method, runningParams(p), true);
-    if (verdict.decision === "direct" || (verdict.decision === "proposal" && verdict.flagged === true)) return undefined;
-    return {
-      code: ErrorCodes.approverLacksCapability,
-      message: `you may not make this call yourself (with the arguments that will run), so you cannot approve or reject it`,
-    };
-  }
-
-  /**
-   * Why `member` may not approve `p` once, as it stands, with the arguments that will run:
-   * `whyNotDecide`, then a reviewer's bound (reviewer-bound.ts). The bar "who may decide"
-   * lists are drawn from (operator/deciders.ts), so a card names only those the gateway would heed.
-   */
-  whyNotApprove(member: Member, p: Proposal): { code: ErrorCode; message: string } | undefined {
-    const why = this.whyNotDecide(member, p, true);
-    if (why || !this.reviewers) return why;
-    return reviewerRefusal(this.reviewers, member.id, p, { approving: true, scope: "once", args: runningArguments(p) });
-  }
-
-  /** A chat correlated to a proposal, marked as a Respond only if `member` may decide it (respond.ts). */
-  respondMark(member: Member, chat: Envelope): Envelope {
-    return respondMark(
-      chat,
-      member.id,
-      (id) => this.proposals.get(id),
-      (p) => this.whyNotDecide(member, p) === undefined,
-    );
-  }
-
-  /** A reviewer's approval within its bound, or it is told why not (reviewer-bound.ts); anyone else passes. */
-  private reviewerBar(member: Member, p: Proposal, act: Parameters<typeof reviewerRefusal>[3], inboundId: string | undefined): boolean {
-    const why = this.reviewers && reviewerRefusal(this.reviewers, member.id, p, act);
-    if (why) this.space.fail(member, why.code, why.message, inboundId);
-    return why === undefined;
-  }
-
-  /** The approver's bar for the call with `args` instead of the proposed arguments. */
-  private mayCallWith(member: Member, p: Proposal, args: Record<string, unknown>, inboundId: string | undefined): boolean {
-    const verdict = this.router.authorize(member, p.owner, p.method, { ...p.params, arguments: args }, true);
-    if (verdict.decision === "direct" || (verdict.decision === "proposal" && verdict.flagged === true)) return true;
-    if (verdict.decision === "denied") this.space.fail(member, verdict.code, verdict.message, inboundId, verdict.extra);
-    else
-      this.space.fail(
-        member,
-        ErrorCodes.approverLacksCapability,
-        "you may not make this call yourself, so you cannot approve or reject it",
-        inboundId,
-      );
-    return false;
-  }
+  ) {}
 
   onApprove(member: Member, inbound: InboundEnvelope): Promise<void> | void {
     const parsed = ApprovePayloadSchema.safeParse(inbound.payload ?? {});
     if (!parsed.success)
       return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/approve: ${describeIssue(parsed.error)}`, inbound.id);
-    const p = this.pendingProposal(member, inbound, "mcp/approve");
+    const p = this.deciders.pendingProposal(member, inbound, "mcp/approve");
     if (!p) return;
     if (p.owner === OPEN_OWNER) {
       const how = `proposal "${clip(p.id)}" names no participant to serve it: fulfil it with an mcp/request to the one that should (to: [id], correlation_id: ["${clip(p.id)}"]), or reject it`;
       return this.space.fail(member, ErrorCodes.invalidEnvelope, how, inbound.id);
     }
-    if (!this.mayDecide(member, p, inbound.id, true)) return;
+    if (!this.deciders.mayDecide(member, p, inbound.id, true)) return;
     const { scope, reason } = parsed.data;
     // Approving without arguments approves what runs (book.ts `whatRuns`, an interrupted one's edits included).
     const { running, edited, confirmed } = editOf(p, parsed.data.arguments);
@@ -439,8 +117,9 @@ export class Decisions implements ProposalDesk {
     const cannot = cannotRun(this.space.authority, this.registry, p, p.owner, edited ?? running, edited !== undefined);
     if (cannot) return this.space.fail(member, cannot.code, cannot.message, inbound.id, cannot.extra);
     const limited = parsed.data.limit !== undefined && parsed.data.limit !== "tool";
-    if (!this.reviewerBar(member, p, { approving: true, scope, edited: edited !== undefined, limited, args: running }, inbound.id)) return;
-    if (edited !== undefined && !this.mayCallWith(member, p, edited, inbound.id)) return;
+    if (!this.deciders.reviewerBar(member, p, { approving: true, scope, edited: edited !== undefined, limited, args: running }, inbound.id))
+      return;
+    if (edited !== undefined && !this.deciders.mayCallWith(member, p, edited, inbound.id)) return;
     // A scoped "always" holds only for the approved arguments, or a path under theirs (policy/scope.ts).
     let condition: GrantCondition | undefined;
     if (parsed.data.limit !== undefined && parsed.data.limit !== "tool") {
@@ -489,7 +168,6 @@ export class Decisions implements ProposalDesk {
     }
     return go();
   }
-
   /**
    * A MEW fulfilment: a request correlated to a pending proposal counts as a one-time
    * approval. For a proposal held open (it named no target, and the gateway knows no one
@@ -545,7 +223,7 @@ export class Decisions implements ProposalDesk {
           verdict.extra,
         );
     }
-    if (!this.mayDecide(member, q, inbound.id, true)) return;
+    if (!this.deciders.mayDecide(member, q, inbound.id, true)) return;
     // A fulfilment carries no passkey: a call that needs one is approved with it (mcp/approve), then runs.
     if (this.passkeys?.needs(q))
       return void this.space.fail(
@@ -561,8 +239,9 @@ export class Decisions implements ProposalDesk {
     const { running, edited } = editOf(p, given);
     const cannot = cannotRun(this.space.authority, this.registry, p, target, edited ?? running, edited !== undefined);
     if (cannot) return void this.space.fail(member, cannot.code, cannot.message, inbound.id, cannot.extra);
-    if (!this.reviewerBar(member, q, { approving: true, scope: "once", edited: edited !== undefined, args: running }, inbound.id)) return;
-    if (edited !== undefined && !this.mayCallWith(member, q, edited, inbound.id)) return;
+    if (!this.deciders.reviewerBar(member, q, { approving: true, scope: "once", edited: edited !== undefined, args: running }, inbound.id))
+      return;
+    if (edited !== undefined && !this.deciders.mayCallWith(member, q, edited, inbound.id)) return;
     // A fulfilment routes the call: it is the last approval a proposal needs, or none.
     const blocked = await fulfilmentStanding(this.space, this.proposals, member.id, p, edited, given !== undefined);
     if (blocked) return void this.space.fail(member, blocked.code, blocked.message, inbound.id, blocked.extra);
@@ -574,7 +253,6 @@ export class Decisions implements ProposalDesk {
     const fulfilment = { id: member.id, envelopeId: env.id, rpcId: payload.id ?? env.id, target };
     return this.approve(member, p, { scope: "once", edited, reason: "fulfilled" }, inbound.id, undefined, fulfilment);
   }
-
   /**
    * Records an approval (or a fulfilment), then routes the call. A refusal before the record
    * goes to the approver, correlated to `sentId`, the id of what it sent (if it gave one);
@@ -679,7 +357,7 @@ export class Decisions implements ProposalDesk {
     }
     approver.log.info({ proposal: p.id, proposer: p.proposer, scope: d.scope }, "proposal approved");
     // A person approved a call of this definition: rules and annotations let it be called
-    // directly again, if it is still the tool's definition (ports/pins.ts).
+    // directly again, if it is still the tool's definition (tools/pins.ts).
     if (p.tool !== undefined && p.digest !== undefined && this.registry.pins.confirm(p.owner, p.tool, p.digest)) {
       approver.log.info({ tool: `${p.owner}/${p.tool}`, digest: p.digest }, "tool definition confirmed");
       this.router.catalogueChanged();
@@ -710,7 +388,8 @@ export class Decisions implements ProposalDesk {
     // them ever saw.
     const caller = fulfiller ? approver : (this.space.member(p.proposer) ?? approver);
     const answered = fulfiller && { id: fulfiller.id, envelopeId: fulfiller.envelopeId, proposer: p.proposer, proposerRpcId: p.rpcId };
-    const refused = this.router.tryRoute(caller, env, payload, { proposalId: p.id, fulfiller: answered, receipt });
+    const approved = { chain: p.chain, decidedBy: p.decidedBy };
+    const refused = this.router.tryRoute(caller, env, payload, { proposalId: p.id, fulfiller: answered, receipt, approved });
     if (refused) {
       this.space.metrics.call("not_routed");
       void this.runs.callEnded({ proposalId: p.id }, { how: "failed", reason: "not_routed", message: refused.message });
@@ -728,13 +407,6 @@ export class Decisions implements ProposalDesk {
       }
     }
   }
-
-  /** What kind of decider `id` is for `p`: a reviewer of its proposer, else a person or an agent by its kind. */
-  deciderKind(id: string, p: Proposal): DeciderKind {
-    if (this.reviewers && reviews(this.reviewers, id, p)) return "reviewer";
-    return this.space.config.participants[id]?.kind === "human" ? "person" : "agent";
-  }
-
   /** What the receipt of `approver`'s approval of `p` binds (receipts.ts). */
   private receiptClaims(approver: string, p: Proposal, owner: string, args: Record<string, unknown>, decision: string) {
     const approvers = [...new Set([...(p.approvals ?? []).map((a) => a.by), approver])];
@@ -747,111 +419,12 @@ export class Decisions implements ProposalDesk {
       tool: p.tool === undefined ? p.method : `${owner}/${p.tool}`,
       method: p.method,
       approvers,
-      decider: this.deciderKind(approver, p),
+      decider: this.deciders.deciderKind(approver, p),
       args: argumentsDigest(args),
       definition: p.digest ?? "",
       policy: policyDigest(this.space.config),
       proposed_at: p.createdAt,
       decided_at: now(),
     };
-  }
-
-  async onReject(member: Member, inbound: InboundEnvelope): Promise<void> {
-    const parsed = RejectPayloadSchema.safeParse(inbound.payload ?? {});
-    if (!parsed.success)
-      return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/reject: ${describeIssue(parsed.error)}`, inbound.id);
-    const p = this.pendingProposal(member, inbound, "mcp/reject");
-    if (!p || !this.mayDecide(member, p, inbound.id)) return;
-    try {
-      await this.space.record(
-        this.proposals.planTransition(p, {
-          state: "rejected",
-          decidedBy: member.id,
-          reason: parsed.data.reason,
-          text: parsed.data.text,
-          decision: newDecisionId(),
-        }),
-      );
-    } catch (err) {
-      return this.space.storeFailed(member, err, inbound.id, `the rejection was not recorded; the proposal stays ${p.state}`);
-    }
-    member.log.info({ proposal: p.id, proposer: p.proposer, reason: parsed.data.reason }, "proposal rejected");
-    const env = stamp(inbound, member.id);
-    env.to ??= [p.proposer];
-    this.space.deliver(env, member);
-  }
-
-  async onWithdraw(member: Member, inbound: InboundEnvelope): Promise<void> {
-    const parsed = WithdrawPayloadSchema.safeParse(inbound.payload ?? {});
-    if (!parsed.success)
-      return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/withdraw: ${describeIssue(parsed.error)}`, inbound.id);
-    const p = this.pendingProposal(member, inbound, "mcp/withdraw");
-    if (!p) return;
-    if (p.proposer !== member.id)
-      return this.space.fail(member, ErrorCodes.notProposer, `only "${p.proposer}" may withdraw this proposal`, inbound.id);
-    try {
-      await this.space.record(
-        this.proposals.planTransition(p, {
-          state: "withdrawn",
-          decidedBy: member.id,
-          reason: parsed.data.reason ?? "no_longer_needed",
-          decision: newDecisionId(),
-        }),
-      );
-    } catch (err) {
-      return this.space.storeFailed(member, err, inbound.id, `the withdrawal was not recorded; the proposal stays ${p.state}`);
-    }
-    this.space.deliver(stamp(inbound, member.id), member);
-  }
-
-  /** The proposer gave up on a proposal some other way (it cancelled the call behind it): everyone hears it withdrawn. */
-  async withdrawn(member: Member, p: Proposal, reason: string): Promise<void> {
-    if (!awaiting(p.state) || this.proposals.isBusy(p.id)) return;
-    try {
-      await this.space.record(
-        this.proposals.planTransition(p, { state: "withdrawn", decidedBy: member.id, reason, decision: newDecisionId() }),
-      );
-    } catch (err) {
-      return this.space.storeFailed(member, err, p.id, "the withdrawal was not recorded; the proposal stays pending");
-    }
-    this.space.deliver(systemEnvelope("mcp/withdraw", { reason }, { to: [p.proposer, p.owner], correlation_id: [p.id] }));
-  }
-
-  /**
-   * A pending (or interrupted) proposal's time is up: record its expiry, then tell the
-   * proposer. If a decision is being written, or the write fails, try again shortly; until
-   * then it stays as it was, and nothing is lost either way.
-   */
-  async onDue(p: Proposal): Promise<void> {
-    if (this.proposals.isBusy(p.id)) return this.proposals.arm(p, 1000);
-    try {
-      await this.space.record(this.proposals.planTransition(p, { state: "expired", reason: "timeout", decision: newDecisionId() }));
-    } catch (err) {
-      this.space.log.error({ proposal: p.id, err: String(err) }, "could not record an expiry; trying again in 5 s");
-      return this.proposals.arm(p, 5000);
-    }
-    const seconds = Math.round(this.space.config.policy.proposal_ttl_ms / 1000);
-    this.space.log.info({ proposal: p.id, proposer: p.proposer }, "proposal expired");
-    const payload = { reason: "timeout", text: `no decision within ${seconds}s; the proposal expired` };
-    this.space.deliver(systemEnvelope("mcp/reject", payload, { to: [p.proposer], correlation_id: [p.id] }));
-  }
-
-  /**
-   * `member` joined (or came back): each of its proposals that is interrupted ends its call
-   * with a JSON-RPC error of reason `interrupted`, correlated to the proposal as its answer
-   * would be, so a proposer still waiting — or a MEW client matching correlation_id[0] —
-   * learns the call may or may not have run. The proposal still waits for a person: a new
-   * approval routes it again and its answer comes the same way.
-   */
-  tellInterrupted(member: Member): void {
-    for (const p of this.proposals.pending()) {
-      if (p.state !== "interrupted" || p.proposer !== member.id) continue;
-      const data = { reason: "interrupted", proposal: p.id, state: p.state, approved_by: p.decidedBy, target: p.owner };
-      const error = { code: RpcErrors.failed, message: `${INTERRUPTED_TEXT}; it waits for someone to approve it again or reject it`, data };
-      this.space.sendTo(
-        member,
-        systemEnvelope("mcp/response", { jsonrpc: "2.0", id: p.rpcId, error }, { to: [p.proposer], correlation_id: [p.id] }),
-      );
-    }
   }
 }

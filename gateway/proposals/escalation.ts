@@ -7,8 +7,8 @@
  * proposal's `createdAt`, so a restart re-arms it where it was (a stage that fell due while
  * the gateway was down fires at once). A fired stage is recorded on the proposal
  * (`escalated`, written through the journal, with an audit entry naming the stage and the
- * people it lets decide) before anyone is told, so a restart does not tell the webhooks twice. The caller (decisions.ts) records and notifies; this module only
- * keeps time.
+ * people it lets decide) before anyone is told, so a restart does not tell the webhooks twice (space/compose.ts
+ * hands it the notifier and arms it as proposals change).
  */
 import type { SpaceHost } from "../ports/host.js";
 import { awaiting, type Proposal, type ProposalBook } from "./book.js";

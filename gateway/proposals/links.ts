@@ -194,7 +194,7 @@ export class Links {
  * The people a link is made for: humans other than the proposer, named by its approvers now
  * if it has any (`named`: ids and `@group`s, with the escalation stages reached — each member
  * of a group gets a link of their own), who may make the call themselves (`mayCall`: the
- * approver's bar, decisions.ts). Only tool calls get links; anything else is decided in the
+ * approver's bar, deciders.ts). Only tool calls get links; anything else is decided in the
  * console or the terminal.
  */
 export function linkApprovers(

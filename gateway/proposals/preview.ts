@@ -27,7 +27,7 @@ import type { SpaceConfig } from "../config/config.js";
 import { compileGlob } from "../policy/capabilities.js";
 import type { Verdict } from "../policy/authority.js";
 import type { NotRouted } from "../ports/host.js";
-import type { Registry } from "../ports/registry.js";
+import type { Registry } from "../tools/registry.js";
 import { runningArguments, type Proposal } from "./book.js";
 import { afterTurn, bearingOn, type Earlier, earlierOf, needsDisk, type TurnCall } from "./turn-preview.js";
 

@@ -16,7 +16,7 @@
  * it without being able to make one. Only a public-key signature gives that, and a JWS with
  * a published JWKS is what such a party already knows how to check.
  */
-import { createHash, createPrivateKey, generateKeyPairSync, type KeyObject, randomBytes } from "node:crypto";
+import { createHash, createPrivateKey, generateKeyPairSync, type KeyObject } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { calculateJwkThumbprint, type JWK, SignJWT } from "jose";
@@ -54,7 +54,7 @@ export interface ReceiptClaims {
   decider: DeciderKind;
   /** SHA-256 (hex) of the canonical JSON of the arguments that ran. */
   args: string;
-  /** The tool definition's pinned digest (ports/pins.ts) the approver was shown; "" when none was pinned. */
+  /** The tool definition's pinned digest (tools/pins.ts) the approver was shown; "" when none was pinned. */
   definition: string;
   /** SHA-256 (hex) of the policy in force (`policyDigest`). */
   policy: string;
@@ -69,11 +69,6 @@ export function argumentsDigest(args: unknown): string {
   return createHash("sha256")
     .update(canonical(args ?? {}))
     .digest("hex");
-}
-
-/** A fresh opaque decision id. */
-export function newDecisionId(): string {
-  return `dec_${randomBytes(16).toString("base64url")}`;
 }
 
 const policyDigests = new WeakMap<SpaceConfig, string>();

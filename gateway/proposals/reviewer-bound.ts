@@ -1,5 +1,5 @@
 /**
- * A reviewer's word where every decision passes (decisions.ts): whatever route it takes — the
+ * A reviewer's word where every decision passes (deciders.ts): whatever route it takes — the
  * wire, the operator API, the console, a link, a MEW fulfilment — an approval by a reviewer
  * of the proposer (policy/learn/review.ts says who is one) stands only within its bound, and
  * it never rejects. Checked with the arguments that will run, against the gateway's own risk
@@ -9,9 +9,9 @@ import type { SpaceConfig } from "../config/config.js";
 import type { Groups } from "../policy/groups.js";
 import type { Recorded } from "../policy/learn/recorded.js";
 import { mayApprove, reviewerBound } from "../policy/learn/review.js";
-import type { Registry } from "../ports/registry.js";
+import type { Registry } from "../tools/registry.js";
 import { type ErrorCode, ErrorCodes } from "../wire/envelope.js";
-import { DEFINITION_CHANGED_KEY, type Proposal } from "./book.js";
+import { DEFINITION_CHANGED_KEY, heldFindings, type Proposal } from "./book.js";
 
 export interface ReviewerDesk {
   config: SpaceConfig;
@@ -58,6 +58,7 @@ export function reviewerRefusal(desk: ReviewerDesk, id: string, p: Proposal, act
       annotations: entry?.annotations,
       definitionChanged: payload?.[DEFINITION_CHANGED_KEY] !== undefined,
       flagged: (entry?.findings?.length ?? 0) > 0,
+      guarded: heldFindings(payload),
     },
     true,
   );

@@ -8,9 +8,9 @@
  * nobody waits on it but the proposer's answer, which the router sends once it is applied).
  */
 import type { Call, CallEnd } from "../calls/calls.js";
-import type { Plan } from "../ports/plan.js";
+import type { Plan } from "../store/plan.js";
 import type { ProposalBook } from "./book.js";
-import { answerOutcome, failureOutcome, resultText } from "./outcomes.js";
+import { answerOutcome, failureOutcome, resultText } from "../calls/outcomes.js";
 import { RpcErrors } from "../wire/envelope.js";
 
 export class RunsEnded {

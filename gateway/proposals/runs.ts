@@ -6,7 +6,7 @@
  * stops the call. A refusal approves nothing: the proposal stays as it was.
  */
 import type { Authority } from "../policy/authority.js";
-import type { Registry } from "../ports/registry.js";
+import type { Registry } from "../tools/registry.js";
 import { firstProblem } from "../wire/arguments-schema.js";
 import { type ErrorCode, ErrorCodes } from "../wire/envelope.js";
 import { runningArguments, type Proposal } from "./book.js";

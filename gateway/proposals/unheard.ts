@@ -5,7 +5,7 @@
  * approvals as tasks) would find it "not found" from its next session, although the call
  * may have run. So such an end is written with the proposal's last record (`unheard` on the
  * proposal: book.ts), the call's answer with it, and kept for the proposer alone to ask
- * for (`proposals/get` on `system:gateway`, calls/endpoint.ts) for as long as its
+ * for (`proposals/get` on `system:gateway`, requests/endpoint.ts) for as long as its
  * `tools/call` asked (`_meta["mewgate/task_ttl_ms"]`, the task's TTL: between a minute and a
  * day, an hour when it did not say). It is durable like the rest of the book: a restart
  * keeps it, a compaction writes it again until its time is up.

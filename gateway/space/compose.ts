@@ -17,8 +17,8 @@ import { Invites } from "../agents/invites.js";
 import { Streams } from "../agents/streams.js";
 import { Switches } from "../agents/switches.js";
 import { Calls } from "../calls/calls.js";
-import { frameBudget, GatewayEndpoint, maySee } from "../calls/endpoint.js";
-import { Requests } from "../calls/requests.js";
+import { frameBudget, GatewayEndpoint, maySee } from "../requests/endpoint.js";
+import { Requests } from "../requests/requests.js";
 import { McpRouter } from "../calls/router.js";
 import type { SpaceConfig } from "../config/config.js";
 import type { TokenBook } from "../identity/tokens.js";
@@ -26,12 +26,12 @@ import { Authority } from "../policy/authority.js";
 import { compileCapabilities } from "../policy/capabilities.js";
 import type { PolicyFinding } from "../policy/check.js";
 import type { GrantBook } from "../policy/grants.js";
-import { Lending } from "../policy/lending.js";
+import { Lending } from "../agents/lending.js";
 import { describeCondition } from "../policy/scope.js";
 import type { SpaceHost } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
 import { SpaceMetrics } from "../ports/metrics.js";
-import { Registry } from "../ports/registry.js";
+import { Registry } from "../tools/registry.js";
 import { Tracing } from "../ports/tracing.js";
 import { Aids } from "../proposals/aids.js";
 import { ReceiptKeys } from "../proposals/receipts.js";
@@ -40,6 +40,11 @@ import { PasskeyBar } from "../proposals/passkey-bar.js";
 import { Passkeys, type PasskeyPlace } from "../identity/passkeys.js";
 import { DEFINITION_CHANGED_KEY, OPEN_OWNER, type Proposal, ProposalBook, runningArguments } from "../proposals/book.js";
 import { Decisions } from "../proposals/decisions.js";
+import { Deciders } from "../proposals/deciders.js";
+import { proposalRisk } from "../proposals/passkey-bar.js";
+import { Proposing } from "../proposals/propose.js";
+import { Ends } from "../proposals/ends.js";
+import { Escalations } from "../proposals/escalation.js";
 import { personIn } from "../policy/learn/history.js";
 import { LEARN_WINDOW, Recorded } from "../policy/learn/recorded.js";
 import { Notifier } from "../proposals/notify.js";
@@ -104,7 +109,12 @@ export interface SpaceParts {
   readonly notifier: Notifier;
   readonly roster: Roster;
   readonly lending: Lending;
+  /** A proposal held, who may decide it, its approval and call, its other ends; the escalation timers. */
+  readonly proposing: Proposing;
+  readonly deciders: Deciders;
   readonly decisions: Decisions;
+  readonly ends: Ends;
+  readonly escalations: Escalations;
   readonly pipeline: Pipeline;
   readonly seats: Seats;
   /** Compiles a member's capabilities; on join and whenever grants change, never per message. */
@@ -163,7 +173,6 @@ export function composeSpace(
     sendBytes: (member, bytes) => delivery.sendBytes(member, bytes),
     fail: (...a) => delivery.fail(...a),
     capabilityViolation: (member, inbound) => delivery.capabilityViolation(member, inbound),
-    pendingProposals: () => proposals.pending(),
     grantsView: () => grantsView(grants),
     record: (...plans) => ledger.record(...plans),
     note: (plan) => ledger.note(plan),
@@ -202,7 +211,8 @@ export function composeSpace(
     note: (plan) => void ledger.note(plan),
     storeFailed,
   });
-  const { torn, migrated, records, bytes, ms } = ledger.open({ proposals, grants, invites, switches, conversations, pins: registry.pins });
+  const books = { proposals, grants, invites, switches, conversations, pins: registry.pins, caps: authority.caps };
+  const { torn, migrated, records, bytes, ms } = ledger.open(books);
   if (torn) log.warn(torn, "the state journal ended in a torn record (a crash mid-write); it was cut off there");
   if (migrated?.length) log.info({ files: migrated }, "state migrated from the first wave's files");
   log.debug({ records, bytes, ms }, "state restored");
@@ -211,7 +221,7 @@ export function composeSpace(
   grants.revalidate();
 
   const runs = new RunsEnded(proposals, (plan) => ledger.note(plan));
-  const router = new McpRouter(host, calls, registry, proposals, (call, end) => runs.callEnded(call, end), conversations);
+  const router = new McpRouter(host, calls, registry, (call, end) => runs.callEnded(call, end), conversations);
   switches.catalogueChanged.add(() => router.catalogueChanged());
   const aids = new Aids({
     config,
@@ -235,7 +245,7 @@ export function composeSpace(
   proposals.changed.add((p, event, from) => {
     metrics.proposal(event);
     // A decision (proposals/telemetry.ts) is counted by outcome and decider, and put on the wait's span.
-    const decided = decisionOf(p, event, from, (who, q) => decisions.deciderKind(who, q));
+    const decided = decisionOf(p, event, from, (who, q) => deciders.deciderKind(who, q));
     if (decided) metrics.decision(decided.outcome, decided.decider);
     // Its wait for a person as a span, under the call its proposer is serving, if any.
     if (tracing.on)
@@ -308,62 +318,48 @@ export function composeSpace(
   const passkeyBar = new PasskeyBar({
     space: id,
     config: () => host.config,
-    risk: (p) => {
-      if (p.tool === undefined || p.owner === OPEN_OWNER) return "high";
-      const entry = registry.get(p.owner, p.tool);
-      const payload = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload;
-      return recorded.riskOf(
-        {
-          id: p.id,
-          proposer: p.proposer,
-          owner: p.owner,
-          tool: p.tool,
-          args: runningArguments(p),
-          annotations: entry?.annotations,
-          definitionChanged: payload?.[DEFINITION_CHANGED_KEY] !== undefined,
-          flagged: (entry?.findings?.length ?? 0) > 0,
-        },
-        true,
-      ).level;
-    },
+    risk: (p) => proposalRisk(p, registry, recorded),
     place: () => passkeyPlace(host.config.gateway.public_url, own.consoleUrl()),
     passkeys,
   });
-  const decisions = new Decisions(
-    host,
-    proposals,
-    calls,
-    registry,
-    router,
-    runs,
-    lending,
-    (p, approvers) => notifier.escalated(p, approvers),
-    { config, groups: authority.groups, recorded, registry },
-    receipts,
-    passkeyBar,
-  );
+  const reviewers = { config, groups: authority.groups, recorded, registry };
+  const deciders = new Deciders(host, proposals, registry, router, reviewers);
+  const proposing = new Proposing(host, proposals, calls, registry, router);
+  const decisions = new Decisions(host, proposals, calls, registry, router, runs, lending, deciders, receipts, passkeyBar);
+  const ends = new Ends(host, proposals, deciders);
+  const escalations = new Escalations(host, proposals, (p, approvers) => notifier.escalated(p, approvers));
+  proposals.changed.add((p) => escalations.arm(p));
   // Stacks that were held when the gateway stopped are held again, with their calls.
   conversations.resume();
 
   // A request can be a decision (a MEW fulfilment, a gateway tools/call that needs
   // approval): the handler of requests sits above the router and the decisions.
-  const endpoint = new GatewayEndpoint(host, router, decisions, aids.previews, {
-    ended: (pid, who) => proposals.unheard.of(pid, who),
-    running: (pid, who) => {
-      const p = typeof pid === "string" ? proposals.get(pid) : undefined;
-      return p?.proposer === who && (p.state === "approved" || p.state === "routed") ? p : undefined;
+  const endpoint = new GatewayEndpoint(
+    host,
+    router,
+    { hold: (...a) => proposing.hold(...a), withdrawn: (...a) => ends.withdrawn(...a), pending: () => proposals.pending() },
+    aids.previews,
+    {
+      ended: (pid, who) => proposals.unheard.of(pid, who),
+      running: (pid, who) => {
+        const p = typeof pid === "string" ? proposals.get(pid) : undefined;
+        return p?.proposer === who && (p.state === "approved" || p.state === "routed") ? p : undefined;
+      },
+      participants: (viewer) => {
+        const out: Array<Record<string, unknown>> = [];
+        for (const m of delivery.members.values()) if (m !== viewer) out.push(roster.describe(m));
+        return out;
+      },
     },
-    participants: (viewer) => {
-      const out: Array<Record<string, unknown>> = [];
-      for (const m of delivery.members.values()) if (m !== viewer) out.push(roster.describe(m));
-      return out;
-    },
-  });
+  );
   const requests = new Requests(host, router, decisions, endpoint, proposals);
   const handlers: Handlers = {
     mcp: router,
     requests,
+    proposing,
+    deciders,
     decisions,
+    ends,
     lending,
     invites,
     switches,
@@ -411,7 +407,7 @@ export function composeSpace(
 
   interruptApproved(config, log, proposals, ledger);
   // Escalation timers, re-armed from each proposal's creation (proposals/escalation.ts).
-  for (const p of proposals.pending()) decisions.escalations.arm(p);
+  for (const p of proposals.pending()) escalations.arm(p);
 
   return {
     host,
@@ -437,7 +433,11 @@ export function composeSpace(
     notifier,
     roster,
     lending,
+    proposing,
+    deciders,
     decisions,
+    ends,
+    escalations,
     pipeline,
     seats,
     recompile,

@@ -17,17 +17,23 @@ import type { Invites } from "../agents/invites.js";
 import type { Streams } from "../agents/streams.js";
 import type { Switches } from "../agents/switches.js";
 import type { McpRouter } from "../calls/router.js";
-import type { Requests } from "../calls/requests.js";
-import type { Lending } from "../policy/lending.js";
+import type { Requests } from "../requests/requests.js";
+import type { Lending } from "../agents/lending.js";
 import type { Member } from "../ports/member.js";
 import type { Decisions } from "../proposals/decisions.js";
+import type { Deciders } from "../proposals/deciders.js";
+import type { Proposing } from "../proposals/propose.js";
+import type { Ends } from "../proposals/ends.js";
 import { type Envelope, type InboundEnvelope, stamp } from "../wire/envelope.js";
 
 /** What a handler may use: the space's modules, and delivery. */
 export interface Handlers {
   readonly mcp: McpRouter;
   readonly requests: Requests;
+  readonly proposing: Proposing;
+  readonly deciders: Deciders;
   readonly decisions: Decisions;
+  readonly ends: Ends;
   readonly lending: Lending;
   readonly invites: Invites;
   readonly switches: Switches;
@@ -50,14 +56,14 @@ export const deliverAsIs: Handler = (h, member, inbound) => h.deliver(stamp(inbo
 
 /** A Map, not an object: a kind such as `constructor` or `__proto__` must find no route. */
 export const ROUTES: ReadonlyMap<string, Route> = new Map<string, Route>([
-  // An mcp/request is checked once its payload is parsed (calls/requests.ts): tools/call by the
+  // An mcp/request is checked once its payload is parsed (requests/requests.ts): tools/call by the
   // tool policy, the rest by capability.
   ["mcp/request", { handle: (h, m, e) => h.requests.onRequest(m, e), checksItself: true }],
   ["mcp/response", { handle: (h, m, e) => h.mcp.onResponse(m, e) }],
-  ["mcp/proposal", { handle: (h, m, e) => h.decisions.onProposal(m, e) }],
+  ["mcp/proposal", { handle: (h, m, e) => h.proposing.onProposal(m, e) }],
   ["mcp/approve", { handle: (h, m, e) => h.decisions.onApprove(m, e) }],
-  ["mcp/reject", { handle: (h, m, e) => h.decisions.onReject(m, e) }],
-  ["mcp/withdraw", { handle: (h, m, e) => h.decisions.onWithdraw(m, e) }],
+  ["mcp/reject", { handle: (h, m, e) => h.ends.onReject(m, e) }],
+  ["mcp/withdraw", { handle: (h, m, e) => h.ends.onWithdraw(m, e) }],
   ["capability/grant", { handle: (h, m, e) => h.lending.onGrant(m, e) }],
   ["capability/revoke", { handle: (h, m, e) => h.lending.onRevoke(m, e) }],
   ["space/invite", { handle: (h, m, e) => h.invites.onInvite(m, e) }],
@@ -76,8 +82,8 @@ export const ROUTES: ReadonlyMap<string, Route> = new Map<string, Route>([
     {
       handle(h, member, inbound) {
         // Who is talking with whom, idle clocks, and "stop" (conversations.ts). A chat tied to a
-        // proposal is a Respond only from someone who may decide it (decisions.ts respondMark).
-        const chat = h.decisions.respondMark(member, stamp(inbound, member.id));
+        // proposal is a Respond only from someone who may decide it (deciders.ts respondMark).
+        const chat = h.deciders.respondMark(member, stamp(inbound, member.id));
         h.conversations.onChat(member, chat);
         h.deliver(chat, member);
       },

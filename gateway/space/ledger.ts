@@ -20,17 +20,11 @@ import type { GrantBook, GrantRecord } from "../policy/grants.js";
 import type { InviteRecord, Invites } from "../agents/invites.js";
 import type { SwitchRecord, Switches } from "../agents/switches.js";
 import type { Conversations, FrameRecord } from "../agents/conversations.js";
-import type { PinRecord, Pins } from "../ports/pins.js";
-import type { Plan } from "../ports/plan.js";
-import {
-  type AuditEntry,
-  type AuditQuery,
-  type AuditRecord,
-  auditMatches,
-  type ProposalBook,
-  type ProposalRecord,
-  type ProposalState,
-} from "../proposals/book.js";
+import type { PinRecord, Pins } from "../tools/pins.js";
+import type { CapRecord, Caps } from "../policy/caps.js";
+import type { Plan } from "../store/plan.js";
+import type { ProposalBook, ProposalRecord } from "../proposals/book.js";
+import { type AuditEntry, type AuditQuery, type AuditRecord, auditMatches, type ProposalState } from "../audit/entry.js";
 import {
   type LegacyFile,
   type OpenReport,
@@ -41,8 +35,8 @@ import {
   type StoreOpener,
 } from "../store/index.js";
 
-export type StateRecord = ProposalRecord | GrantRecord | AuditRecord | InviteRecord | SwitchRecord | FrameRecord | PinRecord;
-export type { Plan } from "../ports/plan.js";
+export type StateRecord = ProposalRecord | GrantRecord | AuditRecord | InviteRecord | SwitchRecord | FrameRecord | PinRecord | CapRecord;
+export type { Plan } from "../store/plan.js";
 
 const DAY_MS = 86_400_000;
 /** Records written behind (`later`) that are handed to the store at once, whatever `audit_flush_ms` says. */
@@ -81,6 +75,8 @@ export interface Books {
   switches: Switches;
   conversations: Conversations;
   pins: Pins;
+  /** This minute's counts against the space's caps (policy/caps.ts): kept here so a restart or a failover keeps them. */
+  caps?: Caps;
 }
 
 /**
@@ -114,6 +110,7 @@ export class Ledger {
         else if (r.type === "disable" || r.type === "enable") switches.apply(r);
         else if (r.type === "frame" || r.type === "unframe") conversations.apply(r);
         else if (r.type === "pin") pins.apply(r);
+        else if (r.type === "cap") books.caps?.apply(r);
         else if (r.type !== "audit") proposals.applyRecord(r);
       },
       // Invited participants first: grants and proposals may name them.
@@ -124,6 +121,7 @@ export class Ledger {
         ...proposals.snapshot(),
         ...grants.all().map((g): StateRecord => ({ type: "grant", ...g })),
         ...pins.snapshot(),
+        ...(books.caps?.snapshot() ?? []),
       ],
       isHistory: (r) => r.type === "audit",
     };

@@ -15,7 +15,8 @@
  * proposals were ended. `audit verify` lists it.
  */
 import { repairStore } from "../store/index.js";
-import { type AuditRecord, awaiting, type Proposal, type ProposalState } from "../proposals/book.js";
+import { awaiting, type Proposal } from "../proposals/book.js";
+import type { AuditRecord, ProposalState } from "../audit/entry.js";
 import type { StateRecord } from "./ledger.js";
 
 /** Most proposal ids a repair names in its audit record; past it, the count. */

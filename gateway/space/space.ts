@@ -34,7 +34,9 @@ export class Space {
   readonly registry: SpaceParts["registry"];
   readonly proposals: SpaceParts["proposals"];
   readonly mcp: SpaceParts["router"];
-  readonly decisions: SpaceParts["decisions"];
+  readonly deciders: SpaceParts["deciders"];
+  readonly ends: SpaceParts["ends"];
+  readonly escalations: SpaceParts["escalations"];
   readonly delivery: SpaceParts["delivery"];
   readonly pipeline: SpaceParts["pipeline"];
   readonly seats: SpaceParts["seats"];
@@ -112,7 +114,9 @@ export class Space {
       registry: this.registry,
       proposals: this.proposals,
       router: this.mcp,
-      decisions: this.decisions,
+      deciders: this.deciders,
+      ends: this.ends,
+      escalations: this.escalations,
       delivery: this.delivery,
       pipeline: this.pipeline,
       seats: this.seats,
@@ -184,7 +188,7 @@ export class Space {
       this.log.info({ participant: id, visibility: member.visibility }, "joined");
     }
     this.parts.roster.send(member);
-    this.decisions.tellInterrupted(member);
+    this.ends.tellInterrupted(member);
     // What was asked of the connection it replaced waits for an answer from this one.
     if (previous) this.mcp.reoffer(member);
     if (!previous) {
@@ -240,7 +244,7 @@ export class Space {
     this.conversations.close();
     this.proposals.close();
     this.notifier.close();
-    this.decisions.escalations.close();
+    this.escalations.close();
     const flushed = this.tracing.shutdown();
     return this.ledger.close().finally(() => flushed);
   }
@@ -256,23 +260,23 @@ export class Space {
 
   // --- the views the operator API reads ----------------------------------------------
 
-  /** Why participant `id` may not decide proposal `p` (nor Respond to it), or undefined (decisions.ts `whyNotDecide`). */
+  /** Why participant `id` may not decide proposal `p` (nor Respond to it), or undefined (deciders.ts `whyNotDecide`). */
   whyNotDecide(id: string, p: Proposal): { code: string; message: string } | undefined {
     const actor = this.seats.actor(id);
-    return actor ? this.decisions.whyNotDecide(actor, p) : { code: ErrorCodes.unknownRecipient, message: `no participant "${clip(id)}"` };
+    return actor ? this.deciders.whyNotDecide(actor, p) : { code: ErrorCodes.unknownRecipient, message: `no participant "${clip(id)}"` };
   }
 
   /**
    * What participant `id` may do with proposal `p` now, for "who may decide" (operator/deciders.ts):
-   * approve it (decisions.ts `whyNotApprove`, a reviewer's bound included), reject it
+   * approve it (deciders.ts `whyNotApprove`, a reviewer's bound included), reject it
    * (`whyNotDecide`), and why not when it may do neither.
    */
   decidingRight(id: string, p: Proposal): { approve: boolean; reject: boolean; why?: { code: string; message: string } } {
     const actor = this.seats.actor(id);
     if (!actor)
       return { approve: false, reject: false, why: { code: ErrorCodes.unknownRecipient, message: `no participant "${clip(id)}"` } };
-    const notApprove = this.decisions.whyNotApprove(actor, p);
-    const notReject = this.decisions.whyNotDecide(actor, p);
+    const notApprove = this.deciders.whyNotApprove(actor, p);
+    const notReject = this.deciders.whyNotDecide(actor, p);
     return { approve: !notApprove, reject: !notReject, ...(notApprove && notReject ? { why: notApprove } : {}) };
   }
 

@@ -10,7 +10,7 @@
  * history is newest first until its share is spent.
  */
 import { type Envelope, systemEnvelope } from "../wire/envelope.js";
-import { listed } from "../calls/endpoint.js";
+import { listed } from "../requests/endpoint.js";
 import { jsonBytes, takePage } from "../wire/paging.js";
 import type { Proposal } from "../proposals/book.js";
 

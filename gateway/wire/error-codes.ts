@@ -39,6 +39,10 @@ export const ErrorCodes = {
   proposalRequired: "proposal_required",
   denied: "denied",
   toolFlagged: "tool_flagged",
+  /** A guard of the space (space.yaml `guards:`) found what it denies in the call's arguments (`findings`, masked). */
+  guardDenied: "guard_denied",
+  /** A cap of the space (space.yaml `caps:`) is reached: too many calls, or too much cost, this minute. */
+  capExceeded: "cap_exceeded",
   targetOffline: "target_offline",
   cycleDetected: "cycle_detected",
   depthExceeded: "depth_exceeded",
@@ -64,6 +68,8 @@ export const ErrorCodes = {
   approverLacksCapability: "approver_lacks_capability",
   /** A reviewer decided outside its bound (review.may_approve, once, a single approval, never a rejection). */
   reviewerBound: "reviewer_bound",
+  /** A guard or a cap holds the call for a person: an agent or service may not approve it. */
+  guardHeld: "guard_held",
   /** The approval must be confirmed with the approver's passkey (proposals/passkey-bar.ts), and was not, or not for this call. */
   passkeyRequired: "passkey_required",
   notProposer: "not_proposer",

@@ -4,7 +4,7 @@
  * at a time, with the reply sent to the sender. The rules are in participant.ts's opening
  * comment.
  *
- * Split from participant.ts, which routes the chats here and drives pause, restart and
+ * participant.ts routes the chats here and drives pause, restart and
  * stop through the few methods at the end; what it needs of the agent comes as `ChatHost`.
  */
 import type { Logger } from "pino";

@@ -4,8 +4,7 @@
  * restart and shutdown, each answered to its sender. The rules are in participant.ts's
  * opening comment; the gateway has already checked that the sender may send them.
  *
- * Split from participant.ts, which owns the pieces these act on and hands them over as
- * `ControlHost`.
+ * participant.ts owns the pieces these act on and hands them over as `ControlHost`.
  */
 import type { Logger } from "pino";
 import type { Envelope } from "../../gateway/index.js";

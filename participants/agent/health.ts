@@ -3,8 +3,8 @@
  * provider cannot serve now" starts a cool-down in which triggers do not call it again;
  * turns, tokens and the last turn's latency feed `participant/status`.
  *
- * Split from participant.ts; the chat turns, the ask server and the control messages
- * share this one object.
+ * The chat turns, the ask server and the control messages share this one object
+ * (participant.ts builds it).
  */
 import type { Logger } from "pino";
 import type { TurnResult } from "./loop.js";

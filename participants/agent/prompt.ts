@@ -101,7 +101,7 @@ function toolLine(t: SpaceTool): string {
 }
 
 function oneLine(text: string): string {
-  // Nothing hidden reaches the model through the prompt (gateway/policy/inspect.ts).
+  // Nothing hidden reaches the model through the prompt (gateway/tools/inspect.ts).
   return stripHidden(text).replace(/\s+/g, " ").trim();
 }
 

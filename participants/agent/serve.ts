@@ -3,7 +3,7 @@
  * contract.ts and, when interactive, the held conversation of held-ask.ts), and the callbacks of
  * callbacks.ts (a sampling request answered with its model, a form passed up).
  *
- * Split from participant.ts, which keeps the chat side; this class reaches the agent's
+ * participant.ts keeps the chat side; this class reaches the agent's
  * model, tools and accounting only through `ServeHost`.
  */
 import type { Envelope } from "../../gateway/index.js";

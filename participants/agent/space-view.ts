@@ -3,7 +3,7 @@
  * says they changed), the participants not switched off, and the system prompt built from
  * both, rebuilt only when one of them changed.
  *
- * Split from participant.ts, which tells it what arrived (welcome, presence, switches).
+ * participant.ts tells it what arrived (welcome, presence, switches).
  */
 import type { Logger } from "pino";
 import type { AgentConfig } from "../../gateway/index.js";

@@ -3,7 +3,7 @@
  * or holds it as a proposal; whoever approves a proposal of ours is remembered so the model
  * hears who let it through.
  *
- * Split from participant.ts; used by the chat turns and the ask server alike.
+ * Used by the chat turns and the ask server alike.
  */
 import { GATEWAY_ID, INTENT_MAX, INTENT_META_KEY, RESPOND_KEY, type Envelope } from "../../gateway/index.js";
 import { TURN_META_KEY } from "../../gateway/index.js";

@@ -84,7 +84,7 @@ export function compare(a: string, b: string): number {
 }
 
 /**
- * A tool as the model may read it (tool poisoning, gateway/policy/inspect.ts): its title,
+ * A tool as the model may read it (tool poisoning, gateway/tools/inspect.ts): its title,
  * description and argument texts without invisible or bidi characters, and — when the
  * gateway flagged it — the flag stated first, so a hidden instruction never reaches the
  * model unseen and a visible one comes marked as the tool's text, not the space's.

@@ -1,7 +1,7 @@
 /**
  * The capabilities of the MCP client at the other end of a call, as a face of the space
  * states them for one session (`_meta["mewgate/client_capabilities"]`,
- * mcp-server/client-caps.ts): what the bridged server may ask back about that call. The
+ * mcp-server/face/client-caps.ts): what the bridged server may ask back about that call. The
  * bridge holds one session with its server for the whole space, so at 2025-era revisions
  * the server was offered the bridge's capabilities at `initialize`; per call, the bridge
  * then answers a form or a sampling request itself ("not supported") when

@@ -11,7 +11,7 @@
  * apart (`edited`): the person did not approve what was proposed, so nothing learns "allow"
  * from it.
  */
-import type { AuditEntry } from "../../proposals/book.js";
+import type { AuditEntry } from "../../audit/entry.js";
 import { GATEWAY_ID } from "../../wire/envelope.js";
 import { isRecord } from "../../wire/values.js";
 

@@ -9,7 +9,7 @@
  * `riskOf` is a proposal's risk (risk.ts) over this history: what a card shows and what
  * bounds a reviewer's approval, on whichever path it comes.
  */
-import type { AuditEntry } from "../../proposals/book.js";
+import type { AuditEntry } from "../../audit/entry.js";
 import { pastCalls, type PastCall } from "./history.js";
 import { type Risk, riskOf } from "./risk.js";
 
@@ -34,6 +34,8 @@ export interface RiskSubject {
   annotations?: Record<string, unknown> | undefined;
   definitionChanged?: boolean | undefined;
   flagged?: boolean | undefined;
+  /** What a guard that holds the call found, in words, masked (policy/guards.ts). */
+  guarded?: readonly string[] | undefined;
 }
 
 export const indexKey = (proposer: string, owner: string, tool: string) => `${proposer}\u0000${owner}/${tool}`;
@@ -85,6 +87,7 @@ export class Recorded {
       annotations: p.annotations,
       definitionChanged: p.definitionChanged,
       flagged: p.flagged,
+      guarded: p.guarded,
       byProposer: byProposer.get(p.proposer) ?? [],
       byTool: index.get(indexKey(p.proposer, p.owner, p.tool)) ?? [],
     });

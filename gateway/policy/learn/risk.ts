@@ -5,9 +5,11 @@
  *   - the tool's hints, with MCP's defaults where it declares none: destructive (high) unless
  *     it says it is read-only or not destructive, open-world (medium) unless it says not;
  *   - its definition changed since it was confirmed (high), or the gateway flagged its texts (high);
- *   - what the arguments hold (policy/content.ts): a secret, shell syntax in a command or a
+ *   - what the arguments hold (policy/content/): a secret, shell syntax in a command or a
  *     download-and-run anywhere, a `..` or escape, control characters, a secret-like or system
- *     path (high); a hidden or home path (medium);
+ *     path (high); a hidden or home path, personal data (an email, a phone or card number) (medium);
+ *   - a guard of the space holds the call (policy/guards.ts): what it found (high), so no
+ *     reviewer's bound lets it through without a person;
  *   - a URL to a host none of this proposer's calls that ran went to (medium);
  *   - a path outside every directory this proposer's calls that ran touched (medium);
  *   - the first call of this tool by this proposer (none of its earlier ones ran) (medium);
@@ -20,7 +22,7 @@
  *     that calls its tool low-risk lowers nothing, and a value outside the vocabulary is ignored.
  * Low means none of these: nothing new and nothing dangerous, and `summary` says both.
  */
-import { isCommandTool, type Signal, signalsOf } from "../content.js";
+import { isCommandTool, type Signal, signalsOf } from "../content/signals.js";
 import type { PastCall } from "./history.js";
 
 export type RiskLevel = "low" | "medium" | "high";
@@ -31,6 +33,8 @@ export type RiskCode =
   | "definition_changed"
   | "flagged"
   | "secret"
+  | "personal"
+  | "guard"
   | "shell"
   | "sensitive_path"
   | "hidden_path"
@@ -66,6 +70,8 @@ export interface RiskFacts {
   annotations?: Record<string, unknown> | undefined;
   definitionChanged?: boolean | undefined;
   flagged?: boolean | undefined;
+  /** What a guard of the space that holds the call found (policy/guards.ts), in words, masked. */
+  guarded?: readonly string[] | undefined;
   /** This proposer's recorded calls, every tool. */
   byProposer: readonly PastCall[];
   /** This proposer's recorded calls of this tool. */
@@ -126,6 +132,7 @@ export function serverRisk(tool: string, a: Record<string, unknown> | undefined)
 const KIB = 1024;
 const SIGNAL_REASON: Record<Signal["kind"], { code: RiskCode; level: "medium" | "high" } | undefined> = {
   secret: { code: "secret", level: "high" },
+  personal: { code: "personal", level: "medium" },
   shell: { code: "shell", level: "high" },
   sensitive: { code: "sensitive_path", level: "high" },
   traversal: { code: "traversal", level: "high" },
@@ -165,6 +172,7 @@ export function riskOf(f: RiskFacts): Risk {
   if (f.definitionChanged)
     reasons.push({ code: "definition_changed", level: "high", text: `${f.tool}'s definition changed since it was confirmed` });
   if (f.flagged) reasons.push({ code: "flagged", level: "high", text: `the gateway flagged ${f.tool}'s description` });
+  for (const g of f.guarded?.slice(0, 8) ?? []) reasons.push({ code: "guard", level: "high", text: `a guard holds it for a person: ${g}` });
   reasons.push(...serverRisk(f.tool, f.annotations));
   const signals = signalsOf(f.args, isCommandTool(f.tool));
   const said = new Set<string>();

@@ -15,13 +15,15 @@
  *   - an array of paths or of text, or of records of text: each item held as above;
  *   - a number that varies: within the range seen;
  *   - free text (a message, a note, a file's content): `clean` at each call (no secret,
- *     shell syntax, URL or sensitive path: policy/content.ts);
+ *     personal data, shell syntax, URL or sensitive path: policy/content/signals.ts);
+ *   - a value that holds a secret or personal data is never named exactly (space.yaml would
+ *     hold it): it is held as free text, which `clean` then refuses;
  *   - a key seen in only some approvals: held as above whenever present;
  *   - a key never seen: refused (`args.all(k, k in [...])`).
  * Anything else (an object that varies, mixed types, a path or command past what can be
  * held) gives no rule, and says why.
  */
-import { isCommandKey, isPlainPath } from "../content.js";
+import { isCommandKey, isPlainPath, signalsOf } from "../content/signals.js";
 import { canonicalJson, normalisePath } from "../scope.js";
 import type { PastCall } from "./history.js";
 import { isRecord } from "../../wire/values.js";
@@ -317,7 +319,9 @@ function holdField(
   values: readonly unknown[],
   opts: { destructive: boolean; command: boolean },
 ): { cond: string; words: string; free?: boolean } | string {
-  const literals = values.map(celLiteral);
+  // A secret or personal data is never written into a rule (space.yaml would hold it, and a rule
+  // naming it would let it through): such values are what the guards read, never what a rule frees.
+  const literals = values.map((v) => (signalsOf(v).some((s) => s.kind === "secret" || s.kind === "personal") ? undefined : celLiteral(v)));
   const distinct = [...new Set(literals)];
   if (distinct.length === 1 && distinct[0] !== undefined) return { cond: `${x} == ${distinct[0]}`, words: `${k} is ${show(values[0])}` };
   const repeating = distinct.length <= MAX_SET && distinct.length * 2 <= values.length && distinct.every((d) => d !== undefined);

@@ -23,9 +23,9 @@
  */
 import { createHash } from "node:crypto";
 import { rulePosition, type SpaceConfig, type ToolRule } from "../../config/config.js";
-import { requiredApprovals } from "../../proposals/approvals.js";
+import { requiredApprovals } from "../quorum.js";
 import { compileCondition, MAX_SOURCE } from "../conditions.js";
-import { isCommandTool } from "../content.js";
+import { isCommandTool } from "../content/signals.js";
 import { Groups } from "../groups.js";
 import type { PastCall, PeopleSaid } from "./history.js";
 import { type Change, type KnownTool, loosens, Replayer } from "./replay.js";
