@@ -9,7 +9,9 @@
 import { describe, expect, it } from "vitest";
 import { hostAllowlist } from "../gateway/policy/content/hosts.js";
 import { luhn } from "../gateway/policy/content/personal.js";
-import { redact, scan, type ScanOptions } from "../gateway/policy/content/scan.js";
+import { redact, scan, scanAll, type ScanOptions } from "../gateway/policy/content/scan.js";
+import { SECRETLINT_NEEDS, secretlintIn } from "../gateway/policy/content/secretlint.js";
+import { rules as presetRules } from "@secretlint/secretlint-rule-preset-recommend";
 
 const ALL: ScanOptions = {
   secrets: true,
@@ -78,6 +80,70 @@ describe("guards read, hostile first", () => {
     expect(pg.length).toBeGreaterThan(0);
     expect(whats({ t: `sk-ant-api03-${"Ab1".repeat(31)}AA` }, { secrets: true }).join()).toMatch(/secret key|anthropic/);
     expect(whats({ t: "DB_PASSWORD=hunter2xyz" }, { secrets: true })).toEqual(["a credential assignment"]);
+  });
+
+  it("one walk for several guards gives each what its own reading gives, on every hostile form", () => {
+    const lists: ScanOptions[] = [
+      { secrets: true },
+      { personal: new Set(["email"]) },
+      { personal: new Set(["card", "phone"]) },
+      { allowed: hostAllowlist(["api.github.com"]) },
+      { allowed: hostAllowlist(["*.example.com", "paste.example"]) },
+      ALL,
+    ];
+    const values: unknown[] = [
+      { message: `deploy: use ${AWS}`, note: `my token ${GH}`, to: "alice.smith@corp.example.org" },
+      { blob: Buffer.from(`token ${GH} to bob@corp.example.org via https://paste.example/u`).toString("base64") },
+      { q: encodeURIComponent(`key=${GH}&next=https://evil.test/x`), t: `\\u0067hp_${GH.slice(4)}` },
+      { a: GH.slice(0, 12), b: GH.slice(12, 26), c: GH.slice(26), d: ["4111", "1111", "1111", "1111"] },
+      { c: "card 5555-5555-5555-4444, call +44 20 7946 0958", host: "files.example.com", url: "https://api.github.com/x" },
+      { z: `${GH.slice(0, 9)}\u200b${GH.slice(9)}`, u: "postgres://deploy:pa55word-x9@db.internal.example.com/app" },
+    ];
+    for (const v of values) {
+      const together = scanAll(v, lists);
+      for (const [i, o] of lists.entries()) expect(together[i], JSON.stringify(v)).toEqual(scan(v, o));
+    }
+  });
+
+  it("a key anywhere in a long line, or in base64 inside prose, is found however little else the text holds", () => {
+    const prose = "The build runs the unit tests first, then the integration suite. ".repeat(60);
+    for (const at of [0, 1000, prose.length]) {
+      const t = `${prose.slice(0, at)}${GH}${prose.slice(at)}`;
+      expect(whats({ t }, { secrets: true }), `at ${at}`).toEqual(["a GitHub token"]);
+      const b64 = `${prose.slice(0, at)} ${Buffer.from(`key ${AWS}`).toString("base64")} ${prose.slice(at)}`;
+      expect(JSON.stringify(found({ t: b64 }, { secrets: true }).found), `base64 at ${at}`).toContain("base64-encoded");
+    }
+    // Glued to words on both sides, inside one long run of token characters.
+    expect(whats({ t: `path/to/x${"ab".repeat(200)}:${GH}` }, { secrets: true }).join()).toMatch(/GitHub|high-entropy|secretlint/);
+  });
+
+  it("every rule of the installed secretlint preset says what it needs, and is asked of text that holds it", () => {
+    const ids = presetRules.map((r) => r.meta.id).filter((id) => id !== "@secretlint/secretlint-rule-filter-comments");
+    for (const id of ids) expect(SECRETLINT_NEEDS[id], id).toBeDefined();
+    // Keys only secretlint's rules know (made up, in their formats), amid prose and with other windows around.
+    const samples: Array<[string, string]> = [
+      ["sendgrid", "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"],
+      ["aws", "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLXKE"],
+      ["database-connection-string", "mongodb://admin:s3cr3tPa55w0rd@mongo.internal.example.com:27017/app"],
+      ["hashicorp-vault", `hvs.${"CAESIJ1a2b3c4d5e6f7g8h9i0j".repeat(4).slice(0, 95)}`],
+      ["docker", "dckr_pat_a1B2c3D4e5F6g7H8i9J0k1L2m3N"],
+      ["figma", "figd_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3A"],
+      ["shopify", "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"],
+    ];
+    for (const [rule, key] of samples) {
+      const s = `see https://api.github.com/repos/acme/widgets/pulls/1742 then ${key} and build 20240512`;
+      const start = s.indexOf(key);
+      const hits = secretlintIn(s, [
+        [0, 60],
+        [Math.max(60, start - 48), s.length],
+      ]);
+      expect(
+        hits.some((h) => h.what.includes(rule)),
+        rule,
+      ).toBe(true);
+    }
+    // Ordinary text asks no rule at all.
+    expect(secretlintIn("see https://api.github.com/repos/acme/widgets/pulls/1742 for release 4.2.1", [[0, 60]])).toEqual([]);
   });
 
   it("what cannot be read whole is a finding, and cannot be redacted", () => {
