@@ -113,6 +113,9 @@ describe("guards read, hostile first", () => {
       const b64 = `${prose.slice(0, at)} ${Buffer.from(`key ${AWS}`).toString("base64")} ${prose.slice(at)}`;
       expect(JSON.stringify(found({ t: b64 }, { secrets: true }).found), `base64 at ${at}`).toContain("base64-encoded");
     }
+    // Past the first 4,096 words of a long result (where reading once stopped, silently).
+    const long = `${"release notes mention widgets often ".repeat(3000)}${GH} tail`;
+    expect(whats({ t: long }, { secrets: true })).toEqual(["a GitHub token"]);
     // Glued to words on both sides, inside one long run of token characters.
     expect(whats({ t: `path/to/x${"ab".repeat(200)}:${GH}` }, { secrets: true }).join()).toMatch(/GitHub|high-entropy|secretlint/);
   });

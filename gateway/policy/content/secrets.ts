@@ -81,14 +81,14 @@ for (let c = 0; c < 128; c++) TOKEN_CHAR[c] = isTokenChar(c) ? 1 : 0;
 /** A run of token characters: [start, end). */
 export type Run = [number, number];
 
-/** The runs of token characters in `s` at least `min` long, in one pass; at most `max` of them. */
-export function runs(s: string, min: number, max = 4096): Run[] {
+/** The runs of token characters in `s` at least `min` long, in one pass; at most `max` of them (all, unless told). */
+export function runs(s: string, min: number, max = Number.POSITIVE_INFINITY): Run[] {
   const out: Run[] = [];
+  const n = s.length;
   let start = -1;
-  for (let i = 0; i <= s.length; i++) {
-    const c = i < s.length ? s.charCodeAt(i) : 0;
-    const tok = c < 128 && TOKEN_CHAR[c] === 1;
-    if (tok) {
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 128 && TOKEN_CHAR[c] === 1) {
       if (start < 0) start = i;
     } else if (start >= 0) {
       if (i - start >= min) {
@@ -98,6 +98,7 @@ export function runs(s: string, min: number, max = 4096): Run[] {
       start = -1;
     }
   }
+  if (start >= 0 && n - start >= min) out.push([start, n]);
   return out;
 }
 
