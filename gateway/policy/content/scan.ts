@@ -19,7 +19,7 @@
  */
 import { hostHits } from "./hosts.js";
 import { type PersonalKind, personalHits } from "./personal.js";
-import { base64Spans, fromBase64, mask as maskText, runs, secretHits } from "./secrets.js";
+import { base64Spans, fromBase64, HAS, mask as maskText, runs, secretHits } from "./secrets.js";
 
 export type Detector = "secrets" | "personal" | "egress";
 
@@ -222,7 +222,8 @@ export function scanAll(value: unknown, list: readonly ScanOptions[]): Scan[] {
     if (level >= 2) return;
     // Encodings: each decoded run is read again; what it holds covers the run (or the outer spot).
     if (s.includes("%")) {
-      for (const [a, b] of tokenRuns) {
+      for (const [a, b, bits] of tokenRuns) {
+        if ((bits & HAS.percent) === 0) continue;
         const run = s.slice(a, b);
         if (!/%[0-9a-fA-F]{2}/.test(run)) continue;
         const decoded = percentDecode(run);

@@ -74,31 +74,56 @@ export function isTokenChar(c: number): boolean {
   );
 }
 
-/** `isTokenChar` as a table (the runs are read a character at a time). */
-const TOKEN_CHAR = new Uint8Array(128);
-for (let c = 0; c < 128; c++) TOKEN_CHAR[c] = isTokenChar(c) ? 1 : 0;
+/** What a run holds, a bit each: a digit, a lower-case letter, an upper-case one, `+`, `/`, `=`, `:`, `@`, `%`; other token characters 512. */
+export const HAS = { digit: 1, lower: 2, upper: 4, plus: 8, slash: 16, equals: 32, colon: 64, at: 128, percent: 256, other: 512 } as const;
+/** `isTokenChar` as a table of what each character adds to a run's bits (0: not a token character). */
+const CHAR_BITS = new Uint16Array(128);
+for (let c = 0; c < 128; c++) {
+  if (!isTokenChar(c)) continue;
+  const ch = String.fromCharCode(c);
+  CHAR_BITS[c] = /[0-9]/.test(ch)
+    ? HAS.digit
+    : /[a-z]/.test(ch)
+      ? HAS.lower
+      : /[A-Z]/.test(ch)
+        ? HAS.upper
+        : (({ "+": HAS.plus, "/": HAS.slash, "=": HAS.equals, ":": HAS.colon, "@": HAS.at, "%": HAS.percent } as Record<string, number>)[
+            ch
+          ] ?? HAS.other);
+}
 
-/** A run of token characters: [start, end). */
+/** A span of a string: [start, end). */
 export type Run = [number, number];
+/** A run of token characters: [start, end, what it holds (`HAS` bits)]. */
+export type TokenRun = [number, number, number];
 
-/** The runs of token characters in `s` at least `min` long, in one pass; at most `max` of them (all, unless told). */
-export function runs(s: string, min: number, max = Number.POSITIVE_INFINITY): Run[] {
-  const out: Run[] = [];
+/**
+ * The runs of token characters in `s` at least `min` long, with what each holds, in one pass;
+ * at most `max` of them (all, unless told).
+ */
+export function runs(s: string, min: number, max = Number.POSITIVE_INFINITY): TokenRun[] {
+  const out: TokenRun[] = [];
   const n = s.length;
   let start = -1;
+  let bits = 0;
   for (let i = 0; i < n; i++) {
     const c = s.charCodeAt(i);
-    if (c < 128 && TOKEN_CHAR[c] === 1) {
-      if (start < 0) start = i;
+    const b = c < 128 ? CHAR_BITS[c]! : 0;
+    if (b !== 0) {
+      if (start < 0) {
+        start = i;
+        bits = 0;
+      }
+      bits |= b;
     } else if (start >= 0) {
       if (i - start >= min) {
-        out.push([start, i]);
+        out.push([start, i, bits]);
         if (out.length >= max) return out;
       }
       start = -1;
     }
   }
-  if (start >= 0 && n - start >= min) out.push([start, n]);
+  if (start >= 0 && n - start >= min) out.push([start, n, bits]);
   return out;
 }
 
@@ -200,28 +225,10 @@ function highEntropy(s: string, from: number, to: number): [number, number] | un
   return undefined;
 }
 
-/** Mixes at least two of lower case, upper case and digits: what a key looks like, and prose does not. */
-function mixed(s: string, from: number, to: number): boolean {
-  let lower = 0;
-  let upper = 0;
-  let digit = 0;
-  for (let i = from; i < to; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 97 && c <= 122) lower = 1;
-    else if (c >= 65 && c <= 90) upper = 1;
-    else if (c >= 48 && c <= 57) digit = 1;
-    if (lower + upper + digit >= 2) return true;
-  }
-  return false;
-}
-
-/** Whether `s[a, b)` holds a digit. */
-function hasDigit(s: string, a: number, b: number): boolean {
-  for (let i = a; i < b; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 48 && c <= 57) return true;
-  }
-  return false;
+/** Mixes at least two of lower case, upper case and digits (a run's `HAS` bits): what a key looks like, and prose does not. */
+function mixed(bits: number): boolean {
+  const classes = bits & (HAS.digit | HAS.lower | HAS.upper);
+  return classes !== 0 && (classes & (classes - 1)) !== 0;
 }
 
 /** Whether the run at `a` follows a `:` or `=` (spaces and one quote between), as an assigned value does. */
@@ -279,14 +286,6 @@ export function fromBase64(t: string): string | undefined {
   return printable >= text.length * 0.9 ? text : undefined;
 }
 
-/** Where the first `=` or `:` at or after `from` is in `s` (`s.length`: none). */
-function nextOf(s: string, from: number): number {
-  const eq = s.indexOf("=", from);
-  const colon = s.indexOf(":", from);
-  if (eq < 0) return colon < 0 ? s.length : colon;
-  return colon < 0 ? eq : Math.min(eq, colon);
-}
-
 /** How many times an encoded run is decoded and read again (base64 of base64 of a key). */
 const MAX_DECODE_DEPTH = 2;
 
@@ -295,7 +294,7 @@ const MAX_DECODE_DEPTH = 2;
  * `s` at least 6 long, if the caller has them already. A run that reads as base64 is decoded
  * and read again for a key format (`…, base64-encoded`, the whole run is where it is).
  */
-export function secretHits(s: string, max = 16, runsOf?: Run[], depth = 0): Hit[] {
+export function secretHits(s: string, max = 16, runsOf?: TokenRun[], depth = 0): Hit[] {
   const out: Hit[] = [];
   const add = (h: Hit) => {
     if (out.length < max && !out.some((o) => o.start < h.end && h.start < o.end)) out.push(h);
@@ -319,9 +318,7 @@ export function secretHits(s: string, max = 16, runsOf?: Run[], depth = 0): Hit[
     else steps.push(h);
   };
   let windowEnd = 0;
-  /** Where the next `=` or `:` is, at or after the run read (`s.length`: none). */
-  let nextSign = -1;
-  for (const [a, b] of rs) {
+  for (const [a, b, bits] of rs) {
     if (windows.length === 0 && out.length >= max) break;
     // A short value after `password=`: the assignment says what it is (asked only after a `:` or `=`).
     if (assignedBefore(s, a) && ASSIGNED.test(s.slice(Math.max(0, a - 40), a))) {
@@ -329,8 +326,7 @@ export function secretHits(s: string, max = 16, runsOf?: Run[], depth = 0): Hit[
       continue;
     }
     // Most runs are short words: one with no `=` or `:` and under 16 characters is done here.
-    if (nextSign < a) nextSign = nextOf(s, a);
-    const signed = nextSign < b;
+    const signed = (bits & (HAS.equals | HAS.colon)) !== 0;
     if (!signed && b - a < 16) continue;
     const run = s.slice(a, b);
     if (signed) {
@@ -354,8 +350,8 @@ export function secretHits(s: string, max = 16, runsOf?: Run[], depth = 0): Hit[
           break;
         }
       }
-    const digits = hasDigit(s, a, b);
-    if (!known && depth < MAX_DECODE_DEPTH && (digits || run.includes("+") || run.includes("/"))) {
+    const digits = (bits & HAS.digit) !== 0;
+    if (!known && depth < MAX_DECODE_DEPTH && (bits & (HAS.digit | HAS.plus | HAS.slash)) !== 0) {
       for (const [from, to] of base64Spans(s, a, b)) {
         const decoded = fromBase64(s.slice(from, to));
         const inner = decoded === undefined ? undefined : secretHits(decoded, 1, undefined, depth + 1)[0];
@@ -366,13 +362,14 @@ export function secretHits(s: string, max = 16, runsOf?: Run[], depth = 0): Hit[
         }
       }
     }
-    if (!known) {
+    // A high-entropy token mixes letters and digits: a run without both holds none.
+    if (!known && b - a >= 24 && digits && (bits & (HAS.lower | HAS.upper)) !== 0) {
       const h = highEntropy(s, a, b);
       if (h) hit({ what: "a high-entropy token", start: h[0], end: h[1] });
     }
     // secretlint's rules, around the run (merged with the last window where they meet).
     // Keys mix letters and digits; a run with neither digits nor a URL's `@` is an identifier or a word.
-    if (b - a <= 4 * MAX_KEY && (digits || run.includes("@")) && mixed(s, a, b)) {
+    if (b - a <= 4 * MAX_KEY && (bits & (HAS.digit | HAS.at)) !== 0 && mixed(bits)) {
       const from = Math.max(a - LOOK_BEHIND, windowEnd);
       const to = Math.min(s.length, b + 2);
       if (to > from) {
