@@ -19,7 +19,7 @@
  */
 import { hostHits } from "./hosts.js";
 import { type PersonalKind, personalHits } from "./personal.js";
-import { base64Spans, fromBase64, HAS, mask as maskText, runs, secretHits } from "./secrets.js";
+import { base64Spans, HAS, mask as maskText, runs, secretHits, spanFromBase64 } from "./secrets.js";
 
 export type Detector = "secrets" | "personal" | "egress";
 
@@ -260,7 +260,7 @@ export function scanAll(value: unknown, list: readonly ScanOptions[]): Scan[] {
       for (const [a, b] of tokenRuns) {
         if (b - a < 16) continue;
         for (const [from, to] of base64Spans(s, a, b)) {
-          const decoded = fromBase64(s.slice(from, to));
+          const decoded = spanFromBase64(s, from, to);
           if (decoded === undefined) continue;
           readString(
             decoded,

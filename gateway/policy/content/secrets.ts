@@ -233,11 +233,13 @@ function mixed(bits: number): boolean {
 
 /** Whether the run at `a` follows a `:` or `=` (spaces and one quote between), as an assigned value does. */
 function assignedBefore(s: string, a: number): boolean {
+  // By character code: this is asked before every run of the text.
   let i = a - 1;
-  while (i >= 0 && (s[i] === " " || s[i] === "\t")) i--;
-  if (i >= 0 && (s[i] === '"' || s[i] === "'")) i--;
-  while (i >= 0 && (s[i] === " " || s[i] === "\t")) i--;
-  return i >= 0 && (s[i] === ":" || s[i] === "=");
+  let c = i >= 0 ? s.charCodeAt(i) : 0;
+  while (c === 32 || c === 9) c = --i >= 0 ? s.charCodeAt(i) : 0;
+  if (c === 34 || c === 39) c = --i >= 0 ? s.charCodeAt(i) : 0;
+  while (c === 32 || c === 9) c = --i >= 0 ? s.charCodeAt(i) : 0;
+  return c === 58 || c === 61;
 }
 
 /** How far before a run secretlint's window reaches (`aws_secret_access_key = "`). */
@@ -258,12 +260,12 @@ B64_VALUE[95] = 63; // _
  * or a tab, newline or return) only when that character's value is 2, 3 or 8 to 31. More such
  * bytes out than a tenth of all bytes, and the decoded text would be thrown away anyway.
  */
-function mayBeText(t: string): boolean {
-  const eq = t.indexOf("=");
-  const chars = eq < 0 ? t.length : eq;
-  const allowed = Math.ceil((chars * 3) / 4) * 0.1;
+function mayBeText(t: string, from = 0, to = t.length): boolean {
+  const eq = t.indexOf("=", from);
+  const end = eq < 0 || eq > to ? to : eq;
+  const allowed = Math.ceil(((end - from) * 3) / 4) * 0.1;
   let out = 0;
-  for (let i = 0; i + 1 < chars; i += 4) {
+  for (let i = from; i + 1 < end; i += 4) {
     const v = B64_VALUE[t.charCodeAt(i)]!;
     if (v < 2 || (v > 3 && v < 8) || v > 31) {
       out++;
@@ -271,6 +273,13 @@ function mayBeText(t: string): boolean {
     }
   }
   return true;
+}
+
+/** `fromBase64` of s[from, to), a span `base64Spans` gave: what cannot give text is turned away before the span is cut out. */
+export function spanFromBase64(s: string, from: number, to: number): string | undefined {
+  const n = to - from;
+  if (n < 16 || n > 64 * 1024 || n % 4 === 1 || !mayBeText(s, from, to)) return undefined;
+  return fromBase64(s.slice(from, to));
 }
 
 /** A run that reads as base64 (or base64url), decoded; undefined if it does not, or decodes to binary. */
@@ -338,7 +347,8 @@ export function secretHits(s: string, max = 16, runsOf?: TokenRun[], depth = 0):
       }
     }
     if (b - a < 16) continue;
-    const cred = URL_CREDENTIALS.exec(run);
+    // `scheme://user:password@`: only a run holding both `:` and `@`.
+    const cred = (bits & (HAS.colon | HAS.at)) === (HAS.colon | HAS.at) ? URL_CREDENTIALS.exec(run) : null;
     if (cred) hit({ what: "credentials in a URL", start: a, end: a + cred[0].length });
     let known = false;
     if (ANY_FORMAT.test(run))
@@ -353,7 +363,7 @@ export function secretHits(s: string, max = 16, runsOf?: TokenRun[], depth = 0):
     const digits = (bits & HAS.digit) !== 0;
     if (!known && depth < MAX_DECODE_DEPTH && (bits & (HAS.digit | HAS.plus | HAS.slash)) !== 0) {
       for (const [from, to] of base64Spans(s, a, b)) {
-        const decoded = fromBase64(s.slice(from, to));
+        const decoded = spanFromBase64(s, from, to);
         const inner = decoded === undefined ? undefined : secretHits(decoded, 1, undefined, depth + 1)[0];
         if (inner && inner.what !== "a high-entropy token") {
           hit({ what: `${inner.what.replace(/, base64-encoded$/, "")}, base64-encoded`, start: from, end: to });
