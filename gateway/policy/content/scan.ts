@@ -222,8 +222,10 @@ export function scanAll(value: unknown, list: readonly ScanOptions[]): Scan[] {
     if (level >= 2) return;
     // Encodings: each decoded run is read again; what it holds covers the run (or the outer spot).
     if (s.includes("%")) {
-      for (const [a, b, bits] of tokenRuns) {
-        if ((bits & HAS.percent) === 0) continue;
+      for (let r = 0; r < tokenRuns.length; r += 3) {
+        const a = tokenRuns[r]!;
+        const b = tokenRuns[r + 1]!;
+        if ((tokenRuns[r + 2]! & HAS.percent) === 0) continue;
         const run = s.slice(a, b);
         if (!/%[0-9a-fA-F]{2}/.test(run)) continue;
         const decoded = percentDecode(run);
@@ -257,7 +259,9 @@ export function scanAll(value: unknown, list: readonly ScanOptions[]): Scan[] {
     // Base64 is read for personal data and hosts here (secrets.ts reads it for keys itself).
     const wide = mask & wideMask;
     if (wide) {
-      for (const [a, b] of tokenRuns) {
+      for (let r = 0; r < tokenRuns.length; r += 3) {
+        const a = tokenRuns[r]!;
+        const b = tokenRuns[r + 1]!;
         if (b - a < 16) continue;
         for (const [from, to] of base64Spans(s, a, b)) {
           const decoded = spanFromBase64(s, from, to);

@@ -78,31 +78,30 @@ export function isTokenChar(c: number): boolean {
 export const HAS = { digit: 1, lower: 2, upper: 4, plus: 8, slash: 16, equals: 32, colon: 64, at: 128, percent: 256, other: 512 } as const;
 /** `isTokenChar` as a table of what each character adds to a run's bits (0: not a token character). */
 const CHAR_BITS = new Uint16Array(128);
+const SIGN_BITS: Record<string, number> = { "+": HAS.plus, "/": HAS.slash, "=": HAS.equals, ":": HAS.colon, "@": HAS.at, "%": HAS.percent };
 for (let c = 0; c < 128; c++) {
   if (!isTokenChar(c)) continue;
-  const ch = String.fromCharCode(c);
-  CHAR_BITS[c] = /[0-9]/.test(ch)
-    ? HAS.digit
-    : /[a-z]/.test(ch)
-      ? HAS.lower
-      : /[A-Z]/.test(ch)
-        ? HAS.upper
-        : (({ "+": HAS.plus, "/": HAS.slash, "=": HAS.equals, ":": HAS.colon, "@": HAS.at, "%": HAS.percent } as Record<string, number>)[
-            ch
-          ] ?? HAS.other);
+  if (c >= 48 && c <= 57) CHAR_BITS[c] = HAS.digit;
+  else if (c >= 97 && c <= 122) CHAR_BITS[c] = HAS.lower;
+  else if (c >= 65 && c <= 90) CHAR_BITS[c] = HAS.upper;
+  else CHAR_BITS[c] = SIGN_BITS[String.fromCharCode(c)] ?? HAS.other;
 }
 
 /** A span of a string: [start, end). */
 export type Run = [number, number];
-/** A run of token characters: [start, end, what it holds (`HAS` bits)]. */
-export type TokenRun = [number, number, number];
+/**
+ * The runs of token characters of a string, flat, three numbers a run: start, end, and what it
+ * holds (`HAS` bits). Flat, not a small array a run: a text has a run per word, and each would
+ * be an allocation (the garbage collector took a tenth of a guarded call).
+ */
+export type TokenRuns = number[];
 
 /**
  * The runs of token characters in `s` at least `min` long, with what each holds, in one pass;
  * at most `max` of them (all, unless told).
  */
-export function runs(s: string, min: number, max = Number.POSITIVE_INFINITY): TokenRun[] {
-  const out: TokenRun[] = [];
+export function runs(s: string, min: number, max = Number.POSITIVE_INFINITY): TokenRuns {
+  const out: TokenRuns = [];
   const n = s.length;
   let start = -1;
   let bits = 0;
@@ -117,13 +116,13 @@ export function runs(s: string, min: number, max = Number.POSITIVE_INFINITY): To
       bits |= b;
     } else if (start >= 0) {
       if (i - start >= min) {
-        out.push([start, i, bits]);
-        if (out.length >= max) return out;
+        out.push(start, i, bits);
+        if (out.length >= max * 3) return out;
       }
       start = -1;
     }
   }
-  if (start >= 0 && n - start >= min) out.push([start, n, bits]);
+  if (start >= 0 && n - start >= min) out.push(start, n, bits);
   return out;
 }
 
@@ -303,7 +302,7 @@ const MAX_DECODE_DEPTH = 2;
  * `s` at least 6 long, if the caller has them already. A run that reads as base64 is decoded
  * and read again for a key format (`…, base64-encoded`, the whole run is where it is).
  */
-export function secretHits(s: string, max = 16, runsOf?: TokenRun[], depth = 0): Hit[] {
+export function secretHits(s: string, max = 16, runsOf?: TokenRuns, depth = 0): Hit[] {
   const out: Hit[] = [];
   const add = (h: Hit) => {
     if (out.length < max && !out.some((o) => o.start < h.end && h.start < o.end)) out.push(h);
@@ -327,7 +326,10 @@ export function secretHits(s: string, max = 16, runsOf?: TokenRun[], depth = 0):
     else steps.push(h);
   };
   let windowEnd = 0;
-  for (const [a, b, bits] of rs) {
+  for (let r = 0; r < rs.length; r += 3) {
+    const a = rs[r]!;
+    const b = rs[r + 1]!;
+    const bits = rs[r + 2]!;
     if (windows.length === 0 && out.length >= max) break;
     // A short value after `password=`: the assignment says what it is (asked only after a `:` or `=`).
     if (assignedBefore(s, a) && ASSIGNED.test(s.slice(Math.max(0, a - 40), a))) {
