@@ -6,6 +6,8 @@
  * linear on inputs built for backtracking. Then what must pass: prose, code, dates, versions,
  * addresses, numbers that fail the card checksum; and redaction that leaves the rest alone.
  */
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { hostAllowlist } from "../gateway/policy/content/hosts.js";
 import { luhn } from "../gateway/policy/content/personal.js";
@@ -147,6 +149,37 @@ describe("guards read, hostile first", () => {
     }
     // Ordinary text asks no rule at all.
     expect(secretlintIn("see https://api.github.com/repos/acme/widgets/pulls/1742 for release 4.2.1", [[0, 60]])).toEqual([]);
+  });
+
+  it("a gateway whose space has no guards never loads secretlint's rules; the first read for secrets does", () => {
+    // In a process of its own (what this one loaded says nothing), from the build (npm test builds first).
+    const dist = (p: string) => JSON.stringify(fileURLToPath(new URL(`../dist/gateway/${p}`, import.meta.url)));
+    // An ES import of the preset passes the loader's resolve hook; the lazy `require` lands in require's cache.
+    const hook = encodeURIComponent(
+      "let port; export function initialize(d) { port = d.port; } " +
+        "export async function resolve(s, c, next) { const r = await next(s, c); if (r.url.includes('secretlint-rule-preset')) port.postMessage(r.url); return r; }",
+    );
+    const script = `
+      import { createRequire, register } from "node:module";
+      import { MessageChannel } from "node:worker_threads";
+      const imported = [];
+      const { port1, port2 } = new MessageChannel();
+      port1.on("message", (m) => imported.push(m));
+      port1.unref();
+      register("data:text/javascript,${hook}", { data: { port: port2 }, transferList: [port2] });
+      const g = await import(${dist("index.js")});
+      const config = g.parseSpaceConfig("space: {id: s}\\nparticipants:\\n  alice: {kind: human, token: alice-token-1}\\n", { file: "space.yaml", env: {} });
+      const authority = new g.Authority(config, new g.Registry());
+      authority.call("alice", () => false, "alice", "tools/call", { name: "x", arguments: { t: "see https://x.example/1742" } });
+      await new Promise((r) => setTimeout(r, 100));
+      const loaded = () => imported.length > 0 || Object.keys(createRequire(import.meta.url).cache).some((k) => k.includes("secretlint-rule-preset"));
+      const before = loaded();
+      const { scan } = await import(${dist("policy/content/scan.js")});
+      const found = scan({ t: "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" }, { secrets: true }).found.length;
+      console.log(JSON.stringify({ before, after: loaded(), found }));`;
+    const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8", timeout: 30_000 });
+    expect(r.stderr).toBe("");
+    expect(JSON.parse(r.stdout)).toEqual({ before: false, after: true, found: 1 });
   });
 
   it("what cannot be read whole is a finding, and cannot be redacted", () => {
