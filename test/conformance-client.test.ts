@@ -9,8 +9,9 @@
  * The suite's CLI imports fs.globSync (Node 22): on Node 20 test/conformance/node20.mjs
  * gives that one import a stand-in. Needs the built tree (npm run build).
  *
- * Not listed, and why: auth/cross-app-access-complete-flow (token exchange with an identity
- * provider is not supported).
+ * Not listed, and why: auth/enterprise-managed-authorization and
+ * auth/cross-app-access-complete-flow (the identity assertion grant, a token exchange with the
+ * person's identity provider, is not supported: docs/security.md, "Upstream credentials").
  */
 import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -28,6 +29,9 @@ afterAll(() => rmSync(results, { recursive: true, force: true }));
 
 const SCENARIOS = [
   "auth/metadata-default",
+  "auth/metadata-var1",
+  "auth/metadata-var2",
+  "auth/metadata-var3",
   "auth/2025-03-26-oauth-metadata-backcompat",
   "auth/2025-03-26-oauth-endpoint-fallback",
   "auth/scope-from-www-authenticate",
@@ -46,6 +50,15 @@ const SCENARIOS = [
   // Their server speaks only MCP 2026-07-28 (it refuses a request without MCP-Protocol-Version): the bridge probes and speaks it.
   "auth/offline-access-scope",
   "auth/offline-access-not-supported",
+  // The authorization response's issuer (RFC 9207) and an authorization server that moves.
+  "auth/iss-supported",
+  "auth/iss-not-advertised",
+  "auth/iss-supported-missing",
+  "auth/iss-wrong-issuer",
+  "auth/iss-unexpected",
+  "auth/iss-normalized",
+  "auth/metadata-issuer-mismatch",
+  "auth/authorization-server-migration",
 ];
 
 function run(scenario: string): Promise<{ code: number; output: string }> {

@@ -6,10 +6,14 @@
  * linear on inputs built for backtracking. Then what must pass: prose, code, dates, versions,
  * addresses, numbers that fail the card checksum; and redaction that leaves the rest alone.
  */
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { hostAllowlist } from "../gateway/policy/content/hosts.js";
 import { luhn } from "../gateway/policy/content/personal.js";
-import { redact, scan, type ScanOptions } from "../gateway/policy/content/scan.js";
+import { redact, scan, scanAll, type ScanOptions } from "../gateway/policy/content/scan.js";
+import { SECRETLINT_NEEDS, secretlintIn } from "../gateway/policy/content/secretlint.js";
+import { rules as presetRules } from "@secretlint/secretlint-rule-preset-recommend";
 
 const ALL: ScanOptions = {
   secrets: true,
@@ -78,6 +82,104 @@ describe("guards read, hostile first", () => {
     expect(pg.length).toBeGreaterThan(0);
     expect(whats({ t: `sk-ant-api03-${"Ab1".repeat(31)}AA` }, { secrets: true }).join()).toMatch(/secret key|anthropic/);
     expect(whats({ t: "DB_PASSWORD=hunter2xyz" }, { secrets: true })).toEqual(["a credential assignment"]);
+  });
+
+  it("one walk for several guards gives each what its own reading gives, on every hostile form", () => {
+    const lists: ScanOptions[] = [
+      { secrets: true },
+      { personal: new Set(["email"]) },
+      { personal: new Set(["card", "phone"]) },
+      { allowed: hostAllowlist(["api.github.com"]) },
+      { allowed: hostAllowlist(["*.example.com", "paste.example"]) },
+      ALL,
+    ];
+    const values: unknown[] = [
+      { message: `deploy: use ${AWS}`, note: `my token ${GH}`, to: "alice.smith@corp.example.org" },
+      { blob: Buffer.from(`token ${GH} to bob@corp.example.org via https://paste.example/u`).toString("base64") },
+      { q: encodeURIComponent(`key=${GH}&next=https://evil.test/x`), t: `\\u0067hp_${GH.slice(4)}` },
+      { a: GH.slice(0, 12), b: GH.slice(12, 26), c: GH.slice(26), d: ["4111", "1111", "1111", "1111"] },
+      { c: "card 5555-5555-5555-4444, call +44 20 7946 0958", host: "files.example.com", url: "https://api.github.com/x" },
+      { z: `${GH.slice(0, 9)}\u200b${GH.slice(9)}`, u: "postgres://deploy:pa55word-x9@db.internal.example.com/app" },
+    ];
+    for (const v of values) {
+      const together = scanAll(v, lists);
+      for (const [i, o] of lists.entries()) expect(together[i], JSON.stringify(v)).toEqual(scan(v, o));
+    }
+  });
+
+  it("a key anywhere in a long line, or in base64 inside prose, is found however little else the text holds", () => {
+    const prose = "The build runs the unit tests first, then the integration suite. ".repeat(60);
+    for (const at of [0, 1000, prose.length]) {
+      const t = `${prose.slice(0, at)}${GH}${prose.slice(at)}`;
+      expect(whats({ t }, { secrets: true }), `at ${at}`).toEqual(["a GitHub token"]);
+      const b64 = `${prose.slice(0, at)} ${Buffer.from(`key ${AWS}`).toString("base64")} ${prose.slice(at)}`;
+      expect(JSON.stringify(found({ t: b64 }, { secrets: true }).found), `base64 at ${at}`).toContain("base64-encoded");
+    }
+    // Past the first 4,096 words of a long result (where reading once stopped, silently).
+    const long = `${"release notes mention widgets often ".repeat(3000)}${GH} tail`;
+    expect(whats({ t: long }, { secrets: true })).toEqual(["a GitHub token"]);
+    // Glued to words on both sides, inside one long run of token characters.
+    expect(whats({ t: `path/to/x${"ab".repeat(200)}:${GH}` }, { secrets: true }).join()).toMatch(/GitHub|high-entropy|secretlint/);
+  });
+
+  it("every rule of the installed secretlint preset says what it needs, and is asked of text that holds it", () => {
+    const ids = presetRules.map((r) => r.meta.id).filter((id) => id !== "@secretlint/secretlint-rule-filter-comments");
+    for (const id of ids) expect(SECRETLINT_NEEDS[id], id).toBeDefined();
+    // Keys only secretlint's rules know (made up, in their formats), amid prose and with other windows around.
+    const samples: Array<[string, string]> = [
+      ["sendgrid", "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"],
+      ["aws", "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLXKE"],
+      ["database-connection-string", "mongodb://admin:s3cr3tPa55w0rd@mongo.internal.example.com:27017/app"],
+      ["hashicorp-vault", `hvs.${"CAESIJ1a2b3c4d5e6f7g8h9i0j".repeat(4).slice(0, 95)}`],
+      ["docker", "dckr_pat_a1B2c3D4e5F6g7H8i9J0k1L2m3N"],
+      ["figma", "figd_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3A"],
+      ["shopify", "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"],
+    ];
+    for (const [rule, key] of samples) {
+      const s = `see https://api.github.com/repos/acme/widgets/pulls/1742 then ${key} and build 20240512`;
+      const start = s.indexOf(key);
+      const hits = secretlintIn(s, [
+        [0, 60],
+        [Math.max(60, start - 48), s.length],
+      ]);
+      expect(
+        hits.some((h) => h.what.includes(rule)),
+        rule,
+      ).toBe(true);
+    }
+    // Ordinary text asks no rule at all.
+    expect(secretlintIn("see https://api.github.com/repos/acme/widgets/pulls/1742 for release 4.2.1", [[0, 60]])).toEqual([]);
+  });
+
+  it("a gateway whose space has no guards never loads secretlint's rules; the first read for secrets does", () => {
+    // In a process of its own (what this one loaded says nothing), from the build (npm test builds first).
+    const dist = (p: string) => JSON.stringify(fileURLToPath(new URL(`../dist/gateway/${p}`, import.meta.url)));
+    // An ES import of the preset passes the loader's resolve hook; the lazy `require` lands in require's cache.
+    const hook = encodeURIComponent(
+      "let port; export function initialize(d) { port = d.port; } " +
+        "export async function resolve(s, c, next) { const r = await next(s, c); if (r.url.includes('secretlint-rule-preset')) port.postMessage(r.url); return r; }",
+    );
+    const script = `
+      import { createRequire, register } from "node:module";
+      import { MessageChannel } from "node:worker_threads";
+      const imported = [];
+      const { port1, port2 } = new MessageChannel();
+      port1.on("message", (m) => imported.push(m));
+      port1.unref();
+      register("data:text/javascript,${hook}", { data: { port: port2 }, transferList: [port2] });
+      const g = await import(${dist("index.js")});
+      const config = g.parseSpaceConfig("space: {id: s}\\nparticipants:\\n  alice: {kind: human, token: alice-token-1}\\n", { file: "space.yaml", env: {} });
+      const authority = new g.Authority(config, new g.Registry());
+      authority.call("alice", () => false, "alice", "tools/call", { name: "x", arguments: { t: "see https://x.example/1742" } });
+      await new Promise((r) => setTimeout(r, 100));
+      const loaded = () => imported.length > 0 || Object.keys(createRequire(import.meta.url).cache).some((k) => k.includes("secretlint-rule-preset"));
+      const before = loaded();
+      const { scan } = await import(${dist("policy/content/scan.js")});
+      const found = scan({ t: "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" }, { secrets: true }).found.length;
+      console.log(JSON.stringify({ before, after: loaded(), found }));`;
+    const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8", timeout: 30_000 });
+    expect(r.stderr).toBe("");
+    expect(JSON.parse(r.stdout)).toEqual({ before: false, after: true, found: 1 });
   });
 
   it("what cannot be read whole is a finding, and cannot be redacted", () => {

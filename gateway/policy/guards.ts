@@ -22,7 +22,7 @@ import { compileGlob } from "./capabilities.js";
 import { expandRuleGlob, type Groups } from "./groups.js";
 import { hostAllowlist } from "./content/hosts.js";
 import type { PersonalKind } from "./content/personal.js";
-import { describe, type Finding, type Found, redact, type ScanOptions, scan } from "./content/scan.js";
+import { describe, type Finding, type Found, redact, type ScanOptions, scanAll } from "./content/scan.js";
 
 export type GuardAction = GuardConfig["action"];
 export type GuardOn = "arguments" | "results";
@@ -129,13 +129,17 @@ export class Guards {
     const findings: GuardFinding[] = [];
     const found: Found[] = [];
     let action: GuardAction | undefined;
-    const scans = new Map<string, ReturnType<typeof scan>>();
-    for (const g of guards) {
-      let s = scans.get(g.key);
-      if (!s) {
-        s = scan(value, g.options);
-        scans.set(g.key, s);
+    // One walk of the value for all the guards; guards with the same options share a reading.
+    const keys: string[] = [];
+    const options: ScanOptions[] = [];
+    for (const g of guards)
+      if (!keys.includes(g.key)) {
+        keys.push(g.key);
+        options.push(g.options);
       }
+    const read = scanAll(value, options);
+    for (const g of guards) {
+      const s = read[keys.indexOf(g.key)]!;
       // Nobody is left to hold a result for: the call ran; it is redacted instead.
       const act: GuardAction = on === "results" && g.config.action === "hold" ? "redact" : g.config.action;
       const hits: Found[] = [...s.found];

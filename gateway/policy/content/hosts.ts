@@ -35,11 +35,15 @@ export function normaliseHost(authority: string): string {
 /** The hosts `s` points at: each URL's, and `s` itself when `key` names a host and it reads as one. */
 export function hostHits(s: string, key?: string): HostHit[] {
   const out: HostHit[] = [];
-  if (s.includes("://")) {
-    for (const m of s.matchAll(URL_RE)) {
-      out.push({ host: normaliseHost(m[1]!), start: m.index, end: m.index + m[0].length });
-      if (out.length >= 32) break;
-    }
+  // The pattern is asked from just before each `://` (a scheme is at most 16 characters), not
+  // at every position of the text: what it finds is the same.
+  let from = 0;
+  for (let at = s.indexOf("://"); at >= 0 && out.length < 32; at = s.indexOf("://", from)) {
+    URL_RE.lastIndex = Math.max(from, at - 17);
+    const m = URL_RE.exec(s);
+    if (!m) break;
+    out.push({ host: normaliseHost(m[1]!), start: m.index, end: m.index + m[0].length });
+    from = m.index + m[0].length;
   }
   if (out.length === 0 && key !== undefined && HOST_KEY.test(key)) {
     const t = s.trim();

@@ -19,7 +19,7 @@
  */
 import { hostHits } from "./hosts.js";
 import { type PersonalKind, personalHits } from "./personal.js";
-import { fromBase64, mask, runs, secretHits } from "./secrets.js";
+import { base64Spans, HAS, mask as maskText, runs, secretHits, spanFromBase64 } from "./secrets.js";
 
 export type Detector = "secrets" | "personal" | "egress";
 
@@ -97,30 +97,73 @@ export interface Scan {
 
 /** Every finding in `value` under `opts`. */
 export function scan(value: unknown, opts: ScanOptions): Scan {
-  const found: Found[] = [];
-  const seen = new Set<string>();
+  return scanAll(value, [opts])[0]!;
+}
+
+/** How many option sets one walk serves (a bit each). */
+const PER_WALK = 30;
+
+/**
+ * Every finding in `value` under each of `list` (one Scan per entry, as `scan` would give it),
+ * in one walk: each string is read once for each detector any entry asks for, and each hit is
+ * given to the entries that ask for it. `mask`s below are sets of entries, a bit each.
+ */
+export function scanAll(value: unknown, list: readonly ScanOptions[]): Scan[] {
+  if (list.length > PER_WALK) return [...scanAll(value, list.slice(0, PER_WALK)), ...scanAll(value, list.slice(PER_WALK))];
+  const found: Found[][] = list.map(() => []);
+  const seen = list.map(() => new Set<string>());
+  let secretsMask = 0;
+  let hostsMask = 0;
+  /** Entries that read base64 for personal data and hosts (as `scan` reads it itself, not only for keys). */
+  let wideMask = 0;
+  /** The personal kinds asked for, one reading per distinct set, and who asked. */
+  const personal: Array<{ kinds: ReadonlySet<PersonalKind>; mask: number }> = [];
+  let cardMask = 0;
+  list.forEach((o, i) => {
+    const bit = 1 << i;
+    if (o.secrets) secretsMask |= bit;
+    if (o.allowed) hostsMask |= bit;
+    if (o.personal?.size || o.allowed) wideMask |= bit;
+    if (o.personal?.size) {
+      const same = personal.find((p) => p.kinds.size === o.personal!.size && [...p.kinds].every((k) => o.personal!.has(k)));
+      if (same) same.mask |= bit;
+      else personal.push({ kinds: o.personal, mask: bit });
+      if (o.personal.has("card")) cardMask |= bit;
+    }
+  });
+  const anyMask = secretsMask | hostsMask | personal.reduce((m, p) => m | p.mask, 0);
+  let open = list.length;
   let nodes = 0;
   let chars = 0;
   let unread: string | undefined;
-  const add = (f: Found) => {
-    if (found.length >= MAX_FOUND) return;
+  const add = (mask: number, f: Found) => {
+    if (mask === 0) return;
     // Once per thing and place: a decoded run read twice (for keys, then for the rest) is one finding.
     const key = `${f.detector}\u0000${f.what}\u0000${f.field}\u0000${f.spots.length ? JSON.stringify(f.spots) : f.masked}`;
-    if (seen.has(key)) return;
-    seen.add(key);
-    found.push(f);
+    for (let i = 0; i < list.length; i++) {
+      if (!(mask & (1 << i)) || found[i]!.length >= MAX_FOUND || seen[i]!.has(key)) continue;
+      seen[i]!.add(key);
+      found[i]!.push(f);
+      if (found[i]!.length >= MAX_FOUND) open--;
+    }
   };
 
-  /** Reads one string; `outer`: the spot a decoded string stands for (findings cover it whole). */
+  /**
+   * Reads one string for the entries in `mask`; `outer`: the spot a decoded string stands for
+   * (findings cover it whole).
+   */
   const readString = (
     s: string,
     path: ReadonlyArray<string | number>,
     key: string | undefined,
+    mask: number,
     encoding?: string,
     outer?: Spot,
     level = 0,
   ) => {
-    const field = label(path);
+    if ((mask & anyMask) === 0) return;
+    let field: string | undefined;
+    const fieldOf = () => (field ??= label(path));
     const spot = (start: number, end: number): Spot => outer ?? { path, start, end };
     const how = encoding ? { encoding } : {};
     if (INVISIBLE_IN_TOKEN.test(s) && level < 2) {
@@ -128,6 +171,7 @@ export function scan(value: unknown, opts: ScanOptions): Scan {
         s.replace(INVISIBLE_ALL, ""),
         path,
         key,
+        mask,
         encoding ?? "with invisible characters inside",
         outer ?? { path, start: 0, end: -1 },
         level + 1,
@@ -135,30 +179,39 @@ export function scan(value: unknown, opts: ScanOptions): Scan {
       return;
     }
     const tokenRuns = runs(s, 6);
-    if (opts.secrets) {
+    if (mask & secretsMask) {
       for (const h of secretHits(s, 16, tokenRuns)) {
         const based = h.what.endsWith(", base64-encoded");
-        add({
+        add(mask & secretsMask, {
           detector: "secrets",
           what: based ? h.what.slice(0, -", base64-encoded".length) : h.what,
-          field,
-          masked: mask(s.slice(h.start, h.end)),
+          field: fieldOf(),
+          masked: maskText(s.slice(h.start, h.end)),
           ...(based ? { encoding: encoding ? `${encoding}, base64-encoded` : "base64-encoded" } : how),
           spots: [spot(h.start, h.end)],
         });
       }
     }
-    if (opts.personal?.size) {
-      for (const h of personalHits(s, opts.personal))
-        add({ detector: "personal", what: h.what, field, masked: mask(s.slice(h.start, h.end)), ...how, spots: [spot(h.start, h.end)] });
+    for (const p of personal) {
+      if (!(mask & p.mask)) continue;
+      for (const h of personalHits(s, p.kinds))
+        add(mask & p.mask, {
+          detector: "personal",
+          what: h.what,
+          field: fieldOf(),
+          masked: maskText(s.slice(h.start, h.end)),
+          ...how,
+          spots: [spot(h.start, h.end)],
+        });
     }
-    if (opts.allowed) {
+    if (mask & hostsMask) {
       for (const h of hostHits(s, key)) {
-        if (opts.allowed(h.host)) continue;
-        add({
+        let to = 0;
+        for (let i = 0; i < list.length; i++) if (mask & hostsMask & (1 << i) && !list[i]!.allowed!(h.host)) to |= 1 << i;
+        add(to, {
           detector: "egress",
           what: "a URL or host not on the list",
-          field,
+          field: fieldOf(),
           masked: h.host.slice(0, 80),
           host: h.host,
           ...how,
@@ -169,7 +222,10 @@ export function scan(value: unknown, opts: ScanOptions): Scan {
     if (level >= 2) return;
     // Encodings: each decoded run is read again; what it holds covers the run (or the outer spot).
     if (s.includes("%")) {
-      for (const [a, b] of tokenRuns) {
+      for (let r = 0; r < tokenRuns.length; r += 3) {
+        const a = tokenRuns[r]!;
+        const b = tokenRuns[r + 1]!;
+        if ((tokenRuns[r + 2]! & HAS.percent) === 0) continue;
         const run = s.slice(a, b);
         if (!/%[0-9a-fA-F]{2}/.test(run)) continue;
         const decoded = percentDecode(run);
@@ -178,6 +234,7 @@ export function scan(value: unknown, opts: ScanOptions): Scan {
             decoded,
             path,
             key,
+            mask,
             encoding ? `${encoding}, URL-encoded` : "URL-encoded",
             outer ?? { path, start: a, end: b },
             level + 1,
@@ -189,22 +246,33 @@ export function scan(value: unknown, opts: ScanOptions): Scan {
         String.fromCharCode(Number.parseInt(u ?? x!, 16)),
       );
       if (decoded !== s)
-        readString(decoded, path, key, encoding ? `${encoding}, escaped` : "escaped", outer ?? { path, start: 0, end: -1 }, level + 1);
+        readString(
+          decoded,
+          path,
+          key,
+          mask,
+          encoding ? `${encoding}, escaped` : "escaped",
+          outer ?? { path, start: 0, end: -1 },
+          level + 1,
+        );
     }
     // Base64 is read for personal data and hosts here (secrets.ts reads it for keys itself).
-    if (opts.personal?.size || opts.allowed) {
-      for (const [a, b] of tokenRuns) {
+    const wide = mask & wideMask;
+    if (wide) {
+      for (let r = 0; r < tokenRuns.length; r += 3) {
+        const a = tokenRuns[r]!;
+        const b = tokenRuns[r + 1]!;
         if (b - a < 16) continue;
-        for (const m of s.slice(a, b).matchAll(/[A-Za-z0-9+/_-]{16,}={0,2}/g)) {
-          const decoded = fromBase64(m[0]);
+        for (const [from, to] of base64Spans(s, a, b)) {
+          const decoded = spanFromBase64(s, from, to);
           if (decoded === undefined) continue;
-          const at = a + m.index;
           readString(
             decoded,
             path,
             key,
+            wide,
             encoding ? `${encoding}, base64-encoded` : "base64-encoded",
-            outer ?? { path, start: at, end: at + m[0].length },
+            outer ?? { path, start: from, end: to },
             level + 1,
           );
         }
@@ -214,7 +282,7 @@ export function scan(value: unknown, opts: ScanOptions): Scan {
 
   /** The strings of one object or array, joined, read for a secret or card number split across them. */
   const readSplit = (parts: Array<{ path: Array<string | number>; s: string }>, path: Array<string | number>) => {
-    if (parts.length < 2) return;
+    if (parts.length < 2 || (secretsMask | cardMask) === 0) return;
     let joined = "";
     const starts: number[] = [];
     for (const p of parts) {
@@ -229,26 +297,26 @@ export function scan(value: unknown, opts: ScanOptions): Scan {
       });
       return hit;
     };
-    const report = (detector: Detector, what: string, start: number, end: number) => {
+    const report = (to: number, detector: Detector, what: string, start: number, end: number) => {
       const hit = across(start, end);
       if (hit.length < 2) return; // whole in one part: read there already
       const names = hit.map((p) => label(p.path)).join(", ");
-      add({
+      add(to, {
         detector,
         what,
         field: label(path),
-        masked: mask(joined.slice(start, end)),
+        masked: maskText(joined.slice(start, end)),
         encoding: `split across fields ${names.slice(0, 200)}`,
         spots: hit.map((p) => ({ path: p.path, start: 0, end: -1 })),
       });
     };
-    if (opts.secrets)
-      for (const h of secretHits(joined, 4)) if (h.what !== "a high-entropy token") report("secrets", h.what, h.start, h.end);
-    if (opts.personal?.has("card")) for (const h of personalHits(joined, new Set(["card"]), 4)) report("personal", h.what, h.start, h.end);
+    if (secretsMask)
+      for (const h of secretHits(joined, 4)) if (h.what !== "a high-entropy token") report(secretsMask, "secrets", h.what, h.start, h.end);
+    if (cardMask) for (const h of personalHits(joined, CARD, 4)) report(cardMask, "personal", h.what, h.start, h.end);
   };
 
   const walk = (v: unknown, path: Array<string | number>, key: string | undefined, depth: number): void => {
-    if (unread !== undefined || found.length >= MAX_FOUND) return;
+    if (unread !== undefined || open <= 0) return;
     if (++nodes > MAX_NODES) {
       unread = `more than ${MAX_NODES} values`;
       return;
@@ -263,7 +331,7 @@ export function scan(value: unknown, opts: ScanOptions): Scan {
         unread = `more than ${MAX_CHARS} characters`;
         return;
       }
-      readString(v, path, key);
+      readString(v, path, key, ALL(list.length));
       return;
     }
     if (typeof v !== "object" || v === null) return;
@@ -281,8 +349,11 @@ export function scan(value: unknown, opts: ScanOptions): Scan {
     readSplit(parts, path);
   };
   walk(value, [], undefined, 0);
-  return unread === undefined ? { found } : { found, unread };
+  return found.map((f) => (unread === undefined ? { found: f } : { found: f, unread }));
 }
+
+const ALL = (n: number) => (n >= 31 ? -1 : (1 << n) - 1);
+const CARD: ReadonlySet<PersonalKind> = new Set(["card"]);
 
 /** The words of a finding for a person: `message holds a GitHub token (ghp_…(40)), base64-encoded`. */
 export function describe(f: Finding): string {
