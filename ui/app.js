@@ -12,7 +12,7 @@ import { capsView, policyFindings } from "./policy.js";
 import { sessionsPanel } from "./sessions.js";
 import { suggestionsPanel } from "./suggestions.js";
 import { byRisk, mayPick } from "./risk.js";
-import { drawBatchBar } from "./batch.js";
+import { callEnded, drawBatchBar } from "./batch.js";
 import { turnItems } from "./turns.js";
 import { fatiguePanel } from "./fatigue.js";
 import { el } from "./dom.js";
@@ -393,8 +393,12 @@ function drawBatch() {
 }
 
 async function batch(list, verb, body) {
-  for (const p of list) {
-    if (await act(p, verb, body ?? approveBody(p), false)) state.selected.delete(p.id);
+  for (const [i, p] of list.entries()) {
+    if (!(await act(p, verb, body ?? approveBody(p), false))) continue;
+    state.selected.delete(p.id);
+    // A turn's calls run in its order, as its previews showed them: the next waits for this one's call to end.
+    const next = list[i + 1];
+    if (verb === "approve" && p.turn && next?.turn?.id === p.turn.id && next.proposer === p.proposer) await callEnded(api, p.id);
   }
   await refreshProposals();
 }

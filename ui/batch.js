@@ -2,7 +2,9 @@
 // rejected, and recorded, on its own. It offers to select the low-risk calls the viewer may
 // approve (risk.js `lowRisk`) — saying what it does and how many — and, once some are
 // ticked, a button for each thing the viewer may do with them, counting only those it may
-// do it to (gateway/operator/deciders.ts). Text only.
+// do it to (gateway/operator/deciders.ts). The calls of one agent turn approved together run
+// in the turn's order, each after the one before it ended (`callEnded`), as their previews
+// showed them. Text only.
 
 import { el } from "./dom.js";
 import { lowRisk, mayApprove, mayPick, mayReject } from "./risk.js";
@@ -47,4 +49,14 @@ export function drawBatchBar(bar, proposals, selected, on) {
   ];
   // replaceChildren would draw an undefined as the word "undefined".
   bar.replaceChildren(...parts.filter(Boolean));
+}
+
+/** Until the call of approved proposal `id` has ended (answered or failed), at most 30 s; at once if it still waits for approvals. */
+export async function callEnded(api, id) {
+  for (let i = 0; i < 150; i++) {
+    const { decided } = await api("GET", "proposals?state=decided").catch(() => ({ decided: [] }));
+    const d = decided.find((x) => x.id === id);
+    if (!d || (d.state !== "approved" && d.state !== "routed")) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }
