@@ -1,3 +1,11 @@
+/**
+ * Who may decide a proposal, asked wherever one is decided (mcp/approve, a fulfilment,
+ * mcp/reject, the operator API, the console, a link): never its proposer, one of its
+ * `approvers` if set (widened by escalation), able to make the call itself with the arguments
+ * that will run, a person where a guard or a cap holds it, and a reviewer only within its
+ * bound (reviewer-bound.ts). Each refusal says why; the cards' "who may decide" lists are
+ * drawn from the same answers (operator/deciders.ts).
+ */
 import { type Envelope, type ErrorCode, ErrorCodes, type InboundEnvelope } from "../wire/envelope.js";
 import { clip, disabledRefusal, type SpaceHost } from "../ports/host.js";
 import type { CallRouter } from "../calls/routing.js";

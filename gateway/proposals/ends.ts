@@ -1,3 +1,8 @@
+/**
+ * How a proposal ends without running: rejected by someone who may decide it, withdrawn by its
+ * proposer (or given up when the call behind it was cancelled), expired when its time is up;
+ * and, for one interrupted by a restart, its proposer told that the call may or may not have run.
+ */
 import {
   ErrorCodes,
   type InboundEnvelope,

@@ -1,3 +1,10 @@
+/**
+ * A call held for a person: an `mcp/proposal` (or a tools/call through system:gateway that
+ * policy says needs approval) checked — a target, not denied outright, not to a switched-off
+ * participant, no call cycle, within the pending quotas — then written, marked with what a
+ * card must show (a changed definition, a guard's findings, a cap, how many approvals it needs)
+ * and delivered to those who may see it.
+ */
 import {
   type Envelope,
   ErrorCodes,
