@@ -5,7 +5,7 @@
  * on its kind; this module decides and talks back only through `SpaceHost` (deliver, sendTo,
  * fail). In-flight calls live in calls.ts, the catalogue in registry.ts (kept by catalogue.ts).
  *
- * It knows nothing of decisions: requests.ts hands an `mcp/request` that is really a decision
+ * It knows nothing of decisions: requests/requests.ts hands an `mcp/request` that is really a decision
  * to proposals/decisions.ts, which routes approved calls through `tryRoute` here. Each call's
  * end is reported once (`callEnded`); proposals/ moves the proposal. The guards' redactions are
  * carried out on the way out and back (guarded.ts), and each call counted against the caps as it leaves.
@@ -332,7 +332,7 @@ export class McpRouter implements CallRouter {
       // person's idle clock bounds the wait instead (conversations.ts).
       if (this.conversations.holds(call.id)) continue;
       this.calls.close(call, false);
-      // The gateway answers with a JSON-RPC error: an `error` outcome (outcomes.ts), its reason target_left.
+      // The gateway answers with a JSON-RPC error: an `error` outcome (calls/outcomes.ts), its reason target_left.
       if (!call.internal) this.space.metrics.call("error");
       this.ended(call, "target_left");
       this.failCall(call, RpcErrors.targetLeft, "target_left", `"${left}" left the space before answering`);

@@ -48,5 +48,3 @@ export interface CallRouter {
   /** One page of `tools/list` for `member`: its tools as the bytes of a JSON array's members (texts cleaned, each with its policy), and where the next page starts. */
   toolsPage(member: Member, start: number, budget: number): { parts: Buffer[]; next?: string };
 }
-
-/** What requests/requests.ts and endpoint.ts need of proposals/: requests that are really proposal decisions (held: propose.ts, fulfilled: decisions.ts, given up: ends.ts). */

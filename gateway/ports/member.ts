@@ -1,7 +1,7 @@
 /**
  * A participant as a space sees it once it has joined: its identity, configuration,
  * compiled capabilities, and the peer its bytes go to. Kept apart from space.ts so the
- * modules that act on members (calls/router.ts, decisions.ts, endpoint.ts) need not import the space.
+ * modules that act on members (calls/router.ts, proposals/, requests/endpoint.ts) need not import the space.
  */
 import type { Logger } from "pino";
 import type { Capability, Matcher } from "../policy/capabilities.js";

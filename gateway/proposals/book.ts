@@ -82,7 +82,7 @@ export interface Proposal {
   /** Who edited the arguments, and when (with `editedArguments`). */
   editedBy?: string | undefined;
   editedAt?: string | undefined;
-  /** What became of the call (outcomes.ts): set when an approved proposal is answered or fails. */
+  /** What became of the call (calls/outcomes.ts): set when an approved proposal is answered or fails. */
   outcome?: CallOutcome | undefined;
   /** The original proposal envelope, for welcomes. */
   envelope: unknown;

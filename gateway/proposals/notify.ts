@@ -7,7 +7,7 @@
  *
  * With `secret_env`, every notice is signed (signing.ts, the Standard Webhooks headers). A
  * notice of what became of an approved call (`proposal.answered`, `proposal.failed`, with
- * the "decided" ones) carries its outcome (outcomes.ts).
+ * the "decided" ones) carries its outcome (calls/outcomes.ts).
  *
  * A webhook never slows the space: a delivery runs after the change it reports, off the
  * message path, with a timeout, a few retries with backoff, and a bounded queue (past it,
@@ -162,7 +162,7 @@ export class Notifier {
         arguments: args,
         arguments_truncated: truncated || undefined,
         decided_by: p.decidedBy,
-        // What became of the call, once it ended (outcomes.ts): ok, tool_error, error, timeout, cancelled, not_routed.
+        // What became of the call, once it ended (calls/outcomes.ts): ok, tool_error, error, timeout, cancelled, not_routed.
         outcome: p.outcome,
         reason: p.reason === undefined ? undefined : revealText(p.reason),
         text: p.text === undefined ? undefined : revealText(p.text),
