@@ -21,14 +21,11 @@
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import {
-  type AuthenticationResponseJSON,
-  generateAuthenticationOptions,
-  generateRegistrationOptions,
-  type RegistrationResponseJSON,
-  verifyAuthenticationResponse,
-  verifyRegistrationResponse,
-} from "@simplewebauthn/server";
+import type { AuthenticationResponseJSON, RegistrationResponseJSON } from "@simplewebauthn/server";
+
+/** `@simplewebauthn/server` and its ASN.1 and CBOR readers (1.8 MB bundled), loaded by the first passkey asked for, not with the gateway. */
+let webauthn: Promise<typeof import("@simplewebauthn/server")> | undefined;
+const lib = () => (webauthn ??= import("@simplewebauthn/server"));
 
 export interface StoredPasskey {
   id: string;
@@ -100,7 +97,7 @@ export class Passkeys {
   async registrationOptions(who: string, place: PasskeyPlace, rpId = place.rpIds[0]!): Promise<Record<string, unknown>> {
     const have = this.of(who);
     if (have.length >= MAX_PER_PERSON) throw new PasskeyError(`you have ${have.length} passkeys, the most one person may keep`);
-    const options = await generateRegistrationOptions({
+    const options = await (await lib()).generateRegistrationOptions({
       rpName: `mewgate ${this.space}`,
       rpID: rpId,
       userName: who,
@@ -128,9 +125,9 @@ export class Passkeys {
         throw new PasskeyError("you have a passkey already: adding another needs one you have to confirm it (confirm)");
       await this.verify(who, confirm, pending.confirm, place);
     }
-    let verified: Awaited<ReturnType<typeof verifyRegistrationResponse>>;
+    let verified: Awaited<ReturnType<typeof import("@simplewebauthn/server").verifyRegistrationResponse>>;
     try {
-      verified = await verifyRegistrationResponse({
+      verified = await (await lib()).verifyRegistrationResponse({
         response: response as RegistrationResponseJSON,
         expectedChallenge: pending.challenge,
         expectedOrigin: place.origins,
@@ -158,7 +155,7 @@ export class Passkeys {
   async assertionOptions(who: string, challenge: string, rpId: string): Promise<unknown | undefined> {
     const have = this.of(who);
     if (!have.length) return undefined;
-    return generateAuthenticationOptions({
+    return (await lib()).generateAuthenticationOptions({
       rpID: rpId,
       challenge: Buffer.from(challenge, "base64url"),
       allowCredentials: have.map((k) => ({ id: k.id, ...(k.transports ? { transports: k.transports } : {}) })),
@@ -177,9 +174,9 @@ export class Passkeys {
     const keys = this.of(who);
     const key = keys.find((k) => k.id === r.id);
     if (!key) throw new PasskeyError("that passkey is not one of yours in this space");
-    let verified: Awaited<ReturnType<typeof verifyAuthenticationResponse>>;
+    let verified: Awaited<ReturnType<typeof import("@simplewebauthn/server").verifyAuthenticationResponse>>;
     try {
-      verified = await verifyAuthenticationResponse({
+      verified = await (await lib()).verifyAuthenticationResponse({
         response: r as AuthenticationResponseJSON,
         expectedChallenge: challenge,
         expectedOrigin: place.origins,

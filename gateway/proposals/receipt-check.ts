@@ -6,7 +6,6 @@
  * tool, the space; and, when it keeps the decision ids it has seen, that this one is new
  * (a replay of a receipt with a second call is refused). Reads nothing: the keys are given.
  */
-import { createLocalJWKSet, errors, jwtVerify } from "jose";
 import { argumentsDigest, type PublicJwk, RECEIPT_ALG, RECEIPT_TYP, type ReceiptClaims } from "./receipts.js";
 
 /** What the checker knows of the call the receipt came with. */
@@ -64,6 +63,8 @@ function shapeProblem(c: Record<string, unknown>): string | undefined {
 
 /** Checks `jws` against `jwks` and, as far as `expect` says, against the call it came with. */
 export async function verifyReceipt(jws: unknown, jwks: { keys: PublicJwk[] }, expect: ReceiptExpect = {}): Promise<ReceiptCheck> {
+  // jose is loaded by the first receipt checked, not with every gateway that could check one.
+  const { createLocalJWKSet, errors, jwtVerify } = await import("jose");
   if (typeof jws !== "string" || jws.length > 16_384 || !/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(jws))
     return { ok: false, code: "receipt_invalid", message: "not a compact JWS" };
   let claims: ReceiptClaims;

@@ -19,7 +19,7 @@
 import { createHash, createPrivateKey, generateKeyPairSync, type KeyObject, sign as cryptoSign } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { calculateJwkThumbprint, type JWK } from "jose";
+import type { JWK } from "jose";
 import type { SpaceConfig } from "../config/config.js";
 import { canonical } from "../store/chain.js";
 
@@ -115,7 +115,10 @@ function publicOf(jwk: JWK, kid: string): PublicJwk {
 async function makeKey(): Promise<KeyFile> {
   const { privateKey } = generateKeyPairSync("ed25519");
   const jwk = privateKey.export({ format: "jwk" }) as JWK;
-  const kid = await calculateJwkThumbprint({ kty: jwk.kty!, crv: jwk.crv!, x: jwk.x! });
+  // The key's RFC 7638 thumbprint: SHA-256 over its required members in order (for OKP: crv, kty, x).
+  const kid = createHash("sha256")
+    .update(JSON.stringify({ crv: jwk.crv, kty: jwk.kty, x: jwk.x }))
+    .digest("base64url");
   return { kid, jwk };
 }
 
