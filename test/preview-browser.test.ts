@@ -236,7 +236,8 @@ describe("a decision link in the browser", () => {
     page = await browser.newPage({ viewport: { width: 390, height: 844 } });
     page.setDefaultTimeout(8000);
     await page.goto(`${url}&do=approve`);
-    await expect(page.locator("#login-who").textContent()).resolves.toBe("alice");
+    // The name is filled in by the page's script: wait for it rather than read the empty span.
+    await page.locator("#login-who", { hasText: /^alice$/ }).waitFor();
     await signInToLink(page, T.alice);
     const card = page.locator(`li.card[data-id="${id}"]`);
     await card.locator("section.preview[data-status=ok] .preview-diff .add").waitFor();
