@@ -246,6 +246,8 @@ describe("the proposal card in the console", () => {
     await page!.locator('#decided li[data-decided="b1"] .outcome.ok').waitFor();
     expect(existsSync(join(dir, "b1.txt")) && existsSync(join(dir, "b3.txt"))).toBe(true);
     expect((await api("GET", "proposals")).body.proposals.map((p: { id: string }) => p.id)).toEqual(["b2"]);
+    // `j` moves over the cards drawn on the page: wait until the inbox is drawn without the two approved.
+    for (const n of [1, 3]) await page!.locator(`#inbox li.card[data-id="b${n}"]`).waitFor({ state: "detached" });
 
     await page!.keyboard.press("j");
     expect(await page!.locator("#inbox li.card.focused").getAttribute("data-id")).toBe("b2");
