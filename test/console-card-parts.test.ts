@@ -65,8 +65,14 @@ async function open(who: string, width = 1280): Promise<Page> {
   return page;
 }
 
+/** Until every preview on the page has answered (its box no longer busy): what is measured is the page as it stays. */
+async function settled(page: Page): Promise<void> {
+  await page.waitForFunction(`[...document.querySelectorAll("section.preview")].every((s) => s.getAttribute("aria-busy") === "false")`);
+}
+
 /** A full-page screenshot into the temp dir; the page must not be wider than its window. */
 async function shot(page: Page, name: string): Promise<string> {
+  await settled(page);
   const fits = await page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth");
   expect(fits, `${name}: the page scrolls sideways`).toBe(true);
   const path = join(shots, `${name}.png`);
@@ -76,6 +82,7 @@ async function shot(page: Page, name: string): Promise<string> {
 
 /** Every element of the inbox at most as wide as the window (its right edge inside it). */
 async function nothingWider(page: Page): Promise<string[]> {
+  await settled(page);
   return page.evaluate(`(() => {
     const w = document.documentElement.clientWidth;
     return [...document.querySelectorAll("#inbox *")]

@@ -391,6 +391,8 @@ describe("the proposal card in the console", () => {
     );
     const card = page!.locator('#inbox li.card[data-id="m1"]');
     await card.waitFor();
+    // Measured once the preview (its diff has the long line) has answered, not before it is drawn.
+    await card.locator("section.preview[aria-busy=false]").waitFor({ state: "attached" });
     expect((await page!.evaluate("document.documentElement.scrollWidth - window.innerWidth")) as number).toBeLessThanOrEqual(0);
     await shot("console-phone");
     await card.getByRole("button", { name: "Approve", exact: true }).click();

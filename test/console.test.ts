@@ -323,6 +323,8 @@ describe("the web console", () => {
     agent.send(propose("m1", "write_file", { path: "phone.txt", content: "x".repeat(2000) }));
     const card = page!.locator('li.card[data-id="m1"]');
     await card.waitFor();
+    // Measured once the card's preview has answered (drawn, or hidden when there is none).
+    await card.locator("section.preview[aria-busy=false]").waitFor({ state: "attached" });
     const overflow = (await page!.evaluate("document.documentElement.scrollWidth - window.innerWidth")) as number;
     expect(overflow).toBeLessThanOrEqual(0);
     // (console-cards.test.ts takes docs/console-phone.png, with a card that has everything on it.)

@@ -247,6 +247,8 @@ describe("the card says who may decide", () => {
     await link.screenshot({ path: join(shots, "link-signin-390.png"), fullPage: true });
     const inbox = await open(`/ui/#space=day&token=${T.alice}`, phone);
     await inbox.locator('#inbox li.card[data-id="h3"]').waitFor();
+    // Measured once the card's preview has answered, as on the link page below.
+    await inbox.locator('#inbox li.card[data-id="h3"] section.preview[aria-busy=false]').waitFor({ state: "attached" });
     expect(await overflow(inbox)).toBeLessThanOrEqual(0);
     await inbox.screenshot({ path: join(shots, "console-390.png"), fullPage: true });
   });
