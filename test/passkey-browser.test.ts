@@ -188,6 +188,8 @@ describe("passkey confirmation: hostile first", () => {
     // The person, on the passkey page, approves the small one.
     await page!.goto("about:blank");
     await page!.goto(`${base()}/ui/passkey.html#space=pk&token=${T.alice}&proposal=${small}`);
+    // What the passkey approves is drawn first (the page reads the proposal): approve once it is there, as a person would.
+    await page!.getByText(/agent asks to call notes\/transfer with:/).waitFor();
     await page!.getByRole("button", { name: "Approve with passkey" }).click();
     await page!.getByText("Approved with your passkey.").waitFor();
     await waitFor(() => calls.length === 1);
