@@ -95,7 +95,9 @@ async function start() {
     say(`Sign in first (open the console): ${err.message}`);
     return;
   }
+  // The buttons come disabled (passkey.html) and work from here: never one that ignores a press.
   $("register").addEventListener("click", register);
+  $("register").disabled = false;
   if (proposal) {
     $("confirm").hidden = false;
     $("what").textContent = revealText(proposal);
@@ -107,7 +109,9 @@ async function start() {
     } catch (err) {
       $("proposal-line").textContent = revealText(err.message);
     }
+    // Only once the page shows what the passkey approves.
     $("approve").addEventListener("click", approve);
+    $("approve").disabled = false;
   }
 }
 
