@@ -44,6 +44,18 @@ import { isRecord } from "../wire/values.js";
 import { explainGuards, type GuardVerdict, guarded, Guards } from "./guards.js";
 import { type CapBreach, Caps, capped, explainCaps } from "./caps.js";
 
+/** What policy says of one approval (`Authority.approval`). */
+export interface ApprovalVerdict {
+  /** The proposer's verdict on its call with the arguments that will run (not asked for an approver's side only). */
+  proposer: Verdict | undefined;
+  /** The approver's verdict, were it to make that call itself. */
+  approver: Verdict;
+  /** A cap that holds such a call for a person: only a human may approve it. */
+  capHolds: CapBreach | undefined;
+  /** A cap such a call breaks this minute, counted for this approver: no approval lifts it. */
+  capRefuses: CapBreach | undefined;
+}
+
 /** The outcome for one call: go ahead, go through a proposal, or a refusal to send back. */
 export type Verdict = (
   | {
@@ -309,6 +321,38 @@ export class Authority {
       code: ErrorCodes.capabilityViolation,
       message: `your capabilities do not allow ${method} to "${target}"`,
       extra: { attempted_kind: "mcp/request", method },
+    };
+  }
+
+  /**
+   * One approval, asked once: everything policy says of `approver` approving `proposer`'s call
+   * of `method` on `owner` with `params` (the arguments that will run). The proposer's own
+   * verdict now (its rules with these arguments; for a method other than tools/call, its
+   * capability, when `proposer.allows` is given, else nothing to ask); the approver's, as if it
+   * made the call itself; and the caps that hold such a call for a person, or refuse it this
+   * minute whoever approves (caps.ts). The approval's check (proposals/approval.ts) reads it
+   * whole, so no rule is asked twice about one approval.
+   */
+  approval(
+    proposer: { id: string; allows?: Matcher | undefined },
+    approver: { id: string; allows: Matcher },
+    owner: string,
+    method: string,
+    params: Record<string, unknown>,
+    /** Only the approver's side: a card's list of who may decide asks this of every candidate, and runs nothing. */
+    approverOnly = false,
+  ): ApprovalVerdict {
+    const tool = method === "tools/call" && typeof params["name"] === "string" ? params["name"] : undefined;
+    const own: Verdict | undefined = approverOnly
+      ? undefined
+      : tool !== undefined || proposer.allows
+        ? this.call(proposer.id, proposer.allows ?? (() => false), owner, method, params, true)
+        : { decision: "direct" };
+    return {
+      proposer: own,
+      approver: this.call(approver.id, approver.allows, owner, method, params, true),
+      capHolds: tool === undefined ? undefined : this.caps.over(proposer.id, owner, tool, { only: "hold" }),
+      capRefuses: tool === undefined ? undefined : this.caps.over(proposer.id, owner, tool, { approver: approver.id, only: "refuse" }),
     };
   }
 

@@ -108,12 +108,25 @@ export interface GrantDesk {
   ): Plan;
 }
 
-/** Why a request was not routed: an error code for a `system/error`, or for an approved proposal's outcome. */
-export interface NotRouted {
+/**
+ * Why something asked was refused: the error code and words of the `system/error` the asker
+ * gets (a handler returns it, and the pipeline sends it once), or of an approved proposal's outcome.
+ */
+export interface Refusal {
   code: ErrorCode;
   message: string;
   extra?: Record<string, unknown> | undefined;
 }
+
+/** Why a request was not routed. */
+export type NotRouted = Refusal;
+
+/**
+ * What a handler of a frame returns: the refusal its sender is sent (the pipeline sends it,
+ * correlated to the frame, once), or nothing; a promise when the frame changes durable state.
+ */
+// biome-ignore lint/suspicious/noConfusingVoidType: a handler that never refuses returns what it did, a Promise<void> or nothing.
+export type Answer = Refusal | undefined | void | Promise<Refusal | undefined | void>;
 
 /** The refusal of a call to a switched-off participant (agents/switches.ts), worded the same on every path. */
 export function disabledRefusal(target: string): NotRouted {

@@ -21,9 +21,10 @@
  *   was made, the stage's `approvers` may decide too, besides the proposer's own; it is a
  *   function of the time, so it holds across a restart with no state of its own.
  *
- * The rules and their use are one concern, kept whole here: `approveOneOf` records each approval
- * but the last (the last approves the call as a single approval would, decisions.ts), and
- * `fulfilmentBlocked` says when a MEW fulfilment may not be the last one.
+ * The rules and their use are one concern, kept whole here: `quorumRefusal` is the check an
+ * approval of several meets (approval.ts), `recordOneOf` records each but the last (the last
+ * approves the call as a single approval would, decisions.ts), and `fulfilmentBlocked` says
+ * when a MEW fulfilment may not be the last one.
  */
 import type { Groups } from "../policy/groups.js";
 import type { SpaceConfig } from "../config/config.js";
@@ -106,68 +107,56 @@ export function sameArguments(a: unknown, b: unknown): boolean {
 // --- each approval of a proposal that needs several ----------------------------------
 
 /**
- * One approval of `p` by `member`. `d.edited`: arguments that differ from those that will run
- * (book.ts `whatRuns`); `d.confirmed`: the approver sent exactly those. `last(edited)`: approve
- * and route it, with `edited` this approval's own edits (only a first approval has any), else
- * the arguments that will run.
+ * Why `approver`'s approval of `p`, which needs several, may not count, if it may not: it
+ * approved already, it asks "always" (a grant by one would let later calls skip the others),
+ * or it does not match what earlier approvers approved (`laterApprovalMismatch`). `d.edited`:
+ * arguments that differ from those that will run; `d.confirmed`: it sent exactly those.
  */
-export async function approveOneOf(
-  space: Pick<SpaceHost, "deliver" | "fail" | "record" | "storeFailed">,
+export function quorumRefusal(
+  approver: string,
+  p: Proposal,
+  d: { scope: "once" | "always"; edited: Record<string, unknown> | undefined; confirmed: boolean },
+): { code: ErrorCode; message: string; extra?: Record<string, unknown> } | undefined {
+  const required = p.required ?? 1;
+  const by = approvedBy(p);
+  if (by.includes(approver))
+    return {
+      code: ErrorCodes.alreadyApproved,
+      message: `you already approved proposal "${clip(p.id)}" (${by.length} of ${required}); it needs another approver`,
+      extra: { approvals: by.length, required },
+    };
+  if (d.scope === "always")
+    return {
+      code: ErrorCodes.invalidPayload,
+      message: `proposal "${clip(p.id)}" needs ${required} approvers, so it cannot be approved "always" (a grant would let later calls skip the others); approve once`,
+    };
+  return laterApprovalMismatch(p, by, d.edited, d.confirmed);
+}
+
+/** Whether one more approval completes `p`'s quorum, as its approvals stand. */
+export function completesQuorum(p: Proposal): boolean {
+  return approvedBy(p).length + 1 >= (p.required ?? 1);
+}
+
+/**
+ * Records `member`'s approval of `p` as one of several, and tells the proposer and the approver
+ * how far it got; the proposal waits for more. Throws, having changed nothing, if not written.
+ */
+export async function recordOneOf(
+  space: Pick<SpaceHost, "deliver" | "record">,
   proposals: ProposalBook,
   member: Member,
   p: Proposal,
-  d: { scope: "once" | "always"; edited: Record<string, unknown> | undefined; confirmed: boolean; reason: string | undefined },
-  sentId: string | undefined,
-  last: (edited: Record<string, unknown> | undefined) => Promise<void>,
-  /** Drops the earlier approvals that no longer count (still-count.ts), saying how many. */
-  dropFallen: (p: Proposal) => Promise<number>,
+  d: { edited: Record<string, unknown> | undefined; reason: string | undefined },
 ): Promise<void> {
-  const required = p.required ?? 1;
-  const by = approvedBy(p);
-  if (by.includes(member.id)) {
-    return space.fail(
-      member,
-      ErrorCodes.alreadyApproved,
-      `you already approved proposal "${clip(p.id)}" (${by.length} of ${required}); it needs another approver`,
-      sentId,
-      { approvals: by.length, required },
-    );
-  }
-  if (d.scope === "always") {
-    return space.fail(
-      member,
-      ErrorCodes.invalidPayload,
-      `proposal "${clip(p.id)}" needs ${required} approvers, so it cannot be approved "always" (a grant would let later calls skip the others); approve once`,
-      sentId,
-    );
-  }
-  const mismatch = laterApprovalMismatch(p, by, d.edited, d.confirmed);
-  if (mismatch) return space.fail(member, mismatch.code, mismatch.message, sentId, mismatch.extra);
-  const stays = `the proposal stays ${p.state}`;
-  if (by.length + 1 >= required) {
-    // The approval that would complete the quorum: the earlier ones must still count (still-count.ts).
-    try {
-      if ((await dropFallen(p)) === 0) return last(d.edited);
-    } catch (err) {
-      return space.storeFailed(member, err, sentId, `approvals that no longer count could not be dropped; ${stays}`);
-    }
-    const left = approvedBy(p);
-    const again = laterApprovalMismatch(p, left, d.edited, d.confirmed);
-    if (again) return space.fail(member, again.code, again.message, sentId, again.extra);
-    if (left.length + 1 >= required) return last(d.edited);
-    // Too few remain: this approval is recorded as one of several, and the proposal waits.
-  }
   const approval = {
     by: member.id,
     ts: now(),
     ...(d.edited !== undefined ? { arguments: d.edited } : {}),
     ...(d.reason !== undefined ? { reason: d.reason } : {}),
   };
-  try {
-    await space.record(proposals.planApproval(p, approval));
-  } catch (err) {
-    return space.storeFailed(member, err, sentId, `the approval was not recorded; ${stays}`);
-  }
+  await space.record(proposals.planApproval(p, approval));
+  const required = p.required ?? 1;
   const after = approvedBy(p);
   member.log.info(
     { proposal: p.id, proposer: p.proposer, approvals: after.length, required },

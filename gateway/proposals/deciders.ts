@@ -6,26 +6,31 @@
  * bound (reviewer-bound.ts). Each refusal says why; the cards' "who may decide" lists are
  * drawn from the same answers (operator/deciders.ts).
  */
-import { type Envelope, type ErrorCode, ErrorCodes, type InboundEnvelope } from "../wire/envelope.js";
-import { clip, disabledRefusal, type SpaceHost } from "../ports/host.js";
-import type { CallRouter } from "../calls/routing.js";
+import { type Envelope, ErrorCodes, type InboundEnvelope } from "../wire/envelope.js";
+import { clip, disabledRefusal, type Refusal, type SpaceHost } from "../ports/host.js";
+import type { ApprovalVerdict } from "../policy/authority.js";
 import type { Registry } from "../tools/registry.js";
 import { awaiting, GUARDS_KEY, CAP_KEY, OPEN_OWNER, type Proposal, type ProposalBook, runningArguments, runningParams } from "./book.js";
 import type { Member } from "../ports/member.js";
 import { approversNow } from "./approvals.js";
 import { respondMark as markRespond } from "./respond.js";
-import { type ReviewerDesk, reviewerRefusal, reviews } from "./reviewer-bound.js";
+import { type Act, type Bound, boundOf, type ReviewerDesk, reviewerRefusal, reviews } from "./reviewer-bound.js";
 import type { DeciderKind } from "./receipts.js";
 
 /** What deciding who may decide uses of the space. */
-export type DecidersHost = Pick<SpaceHost, "authority" | "config" | "fail" | "id">;
+export type DecidersHost = Pick<SpaceHost, "authority" | "config" | "id">;
+
+/** What an approval brings to the bar: policy's one answer on it, and whether it edits the arguments. */
+export interface Asked {
+  verdict: ApprovalVerdict;
+  edited: boolean;
+}
 
 export class Deciders {
   constructor(
     private readonly space: DecidersHost,
     private readonly proposals: ProposalBook,
     private readonly registry: Registry,
-    private readonly router: Pick<CallRouter, "authorize">,
     /** What bounds a reviewer (reviewer-bound.ts): the recorded calls its risk is read over. */
     private readonly reviewers?: ReviewerDesk,
   ) {}
@@ -33,33 +38,23 @@ export class Deciders {
   /**
    * The proposal an `mcp/approve` / `mcp/reject` / `mcp/withdraw` names, if it still awaits
    * a decision (pending, or interrupted: approved before the gateway stopped, waiting to be
-   * decided again); otherwise the sender is told exactly why not.
+   * decided again); otherwise why not, for the sender.
    */
-  pendingProposal(member: Member, inbound: InboundEnvelope, verb: string): Proposal | undefined {
+  awaitingProposal(inbound: InboundEnvelope, verb: string): Proposal | Refusal {
     const id = inbound.correlation_id?.[0];
-    if (id === undefined) {
-      this.space.fail(member, ErrorCodes.invalidEnvelope, `${verb}: correlation_id must name the proposal`, inbound.id);
-      return undefined;
-    }
+    if (id === undefined) return { code: ErrorCodes.invalidEnvelope, message: `${verb}: correlation_id must name the proposal` };
     const p = this.proposals.get(id);
-    if (p && awaiting(p.state) && this.proposals.isBusy(id)) {
-      this.space.fail(member, ErrorCodes.proposalNotPending, `a decision on proposal "${clip(id)}" is being recorded`, inbound.id, {
-        state: "deciding",
-      });
-      return undefined;
-    }
+    if (p && awaiting(p.state) && this.proposals.isBusy(id))
+      return {
+        code: ErrorCodes.proposalNotPending,
+        message: `a decision on proposal "${clip(id)}" is being recorded`,
+        extra: { state: "deciding" },
+      };
     if (p && awaiting(p.state)) return p;
     const ended = p?.state ?? this.proposals.endedAs(id);
     if (ended)
-      this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(id)}" is already ${ended}`, inbound.id, { state: ended });
-    else this.space.fail(member, ErrorCodes.unknownProposal, `no proposal "${clip(id)}" in space "${this.space.id}"`, inbound.id);
-    return undefined;
-  }
-  /** Whether `member` may decide `p` (`whyNotDecide`); if not, it is told why. */
-  mayDecide(member: Member, p: Proposal, inboundId: string | undefined, approving = false): boolean {
-    const why = this.whyNotDecide(member, p, approving);
-    if (why) this.space.fail(member, why.code, why.message, inboundId);
-    return why === undefined;
+      return { code: ErrorCodes.proposalNotPending, message: `proposal "${clip(id)}" is already ${ended}`, extra: { state: ended } };
+    return { code: ErrorCodes.unknownProposal, message: `no proposal "${clip(id)}" in space "${this.space.id}"` };
   }
   /**
    * Who may approve or reject: not the proposer, one of its `approvers` if set, and able to
@@ -67,24 +62,28 @@ export class Deciders {
    * a call to a participant switched off since it was proposed (the proposal stays as it is);
    * asked before the approver's capability, which may rest on the tool's annotations, hidden
    * while it is off. Also the bar for a Respond to count as an answer (`respondMark`).
+   * `asked`: policy's one answer on this approval (policy/authority.ts `approval`) over the
+   * arguments that will run, and whether the approver edited them; asked here with those that
+   * run now when an approval does not bring it.
    */
-  whyNotDecide(member: Member, p: Proposal, approving = false): { code: ErrorCode; message: string } | undefined {
+  whyNotDecide(member: Member, p: Proposal, approving = false, asked?: Asked): Refusal | undefined {
+    return this.decide(member, p, approving, asked, this.reviewers && boundOf(this.reviewers, member.id, p));
+  }
+  /** `whyNotDecide`, with `bound` the member's bound if it reviews the proposer. */
+  private decide(member: Member, p: Proposal, approving: boolean, asked: Asked | undefined, bound: Bound | undefined): Refusal | undefined {
     if (member.id === p.proposer)
       return { code: ErrorCodes.selfApproval, message: "you cannot decide on your own proposal (withdraw it instead)" };
     // Switched off, it offers nothing to the space, its word on others' calls included.
     if (this.registry.isDisabled(member.id))
-      return { code: disabledRefusal(member.id).code, message: "you are switched off in this space, so you may not decide proposals" };
+      return { code: ErrorCodes.participantDisabled, message: "you are switched off in this space, so you may not decide proposals" };
+    const answer = approving && p.owner !== OPEN_OWNER ? (asked?.verdict ?? this.askApproval(member, p)) : undefined;
     // A guard or a cap held it for a person: an agent or a service does not stand in (policy/guards.ts, caps.ts).
-    const marks = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload;
     // A cap that holds, reached since it was proposed, holds it as well when it is approved.
-    const capHeld =
-      approving && p.tool !== undefined && p.owner !== OPEN_OWNER
-        ? this.space.authority.caps.over(p.proposer, p.owner, p.tool, { only: "hold" })
-        : undefined;
+    const marks = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload;
     const held =
       (marks?.[GUARDS_KEY] as { action?: string } | undefined)?.action === "hold" ||
       marks?.[CAP_KEY] !== undefined ||
-      capHeld !== undefined;
+      answer?.capHolds !== undefined;
     if (held && this.space.config.participants[member.id]?.kind !== "human")
       return {
         code: ErrorCodes.guardHeld,
@@ -92,24 +91,16 @@ export class Deciders {
       };
     // A cap that refuses is not lifted by an approval: the proposal waits for the next minute
     // (the router asks again as the call leaves, calls/guarded.ts `capRefusal`).
-    const refused =
-      approving && p.tool !== undefined && p.owner !== OPEN_OWNER
-        ? this.space.authority.caps.over(p.proposer, p.owner, p.tool, { approver: member.id, only: "refuse" })
-        : undefined;
-    if (refused)
+    if (answer?.capRefuses)
       return {
         code: ErrorCodes.capExceeded,
-        message: `a cap of the space is reached (${refused.text}); the proposal stays pending: approve it again next minute`,
+        message: `a cap of the space is reached (${answer.capRefuses.text}); the proposal stays pending: approve it again next minute`,
       };
     // A reviewer of the proposer is bounded by what it is, not by the approvers list or its own
-    // capabilities: it never rejects, and its approval is held to its bound (`reviewerBar`).
-    if (this.reviewers && reviews(this.reviewers, member.id, p)) {
-      if (!approving) return reviewerRefusal(this.reviewers, member.id, p, { approving: false });
-      if (p.method === "tools/call" && this.registry.isDisabled(p.owner)) {
-        const off = disabledRefusal(p.owner);
-        return { code: off.code, message: `${off.message}; the proposal stays ${p.state}` };
-      }
-      return undefined;
+    // capabilities: it never rejects, and its approval is held to its bound (`whyNotApprove`).
+    if (this.reviewers && bound) {
+      if (!approving) return reviewerRefusal(this.reviewers, member.id, p, { approving: false }, bound);
+      return this.ownerOff(p, approving);
     }
     // The proposer's approvers (ids and @groups: space.yaml's, and those the identity provider
     // put members in), widened by escalation stages reached (approvals.ts).
@@ -120,26 +111,28 @@ export class Deciders {
     // Nobody can tell whether a rejecter could make an open proposal's call before a target
     // is named: rejecting runs nothing, so the approvers' list is the bar. Fulfilling names one.
     if (p.owner === OPEN_OWNER && !approving) return undefined;
-    if (approving && p.method === "tools/call" && this.registry.isDisabled(p.owner)) {
-      const off = disabledRefusal(p.owner);
-      return { code: off.code, message: `${off.message}; the proposal stays ${p.state}` };
-    }
-    const verdict = this.router.authorize(member, p.owner, p.method, runningParams(p), true);
+    const off = this.ownerOff(p, approving);
+    if (off) return off;
+    const verdict = answer?.approver ?? this.space.authority.call(member.id, member.allows, p.owner, p.method, runningParams(p), true);
     if (verdict.decision === "direct" || (verdict.decision === "proposal" && verdict.flagged === true)) return undefined;
+    // Edited arguments the approver may not send at all (over a quota, say) are refused as they would be sent.
+    if (verdict.decision === "denied" && asked?.edited) return { code: verdict.code, message: verdict.message, extra: verdict.extra };
     return {
       code: ErrorCodes.approverLacksCapability,
       message: `you may not make this call yourself (with the arguments that will run), so you cannot approve or reject it`,
     };
   }
   /**
-   * Why `member` may not approve `p` once, as it stands, with the arguments that will run:
-   * `whyNotDecide`, then a reviewer's bound (reviewer-bound.ts). The bar "who may decide"
-   * lists are drawn from (operator/deciders.ts), so a card names only those the gateway would heed.
+   * Why `member` may not approve `p` as `act` asks: `whyNotDecide`, then a reviewer's bound
+   * (reviewer-bound.ts). Without an act, the bar for approving it once as it stands: the one
+   * "who may decide" lists are drawn from (operator/deciders.ts), so a card names only those
+   * the gateway would heed.
    */
-  whyNotApprove(member: Member, p: Proposal): { code: ErrorCode; message: string } | undefined {
-    const why = this.whyNotDecide(member, p, true);
-    if (why || !this.reviewers) return why;
-    return reviewerRefusal(this.reviewers, member.id, p, { approving: true, scope: "once", args: runningArguments(p) });
+  whyNotApprove(member: Member, p: Proposal, asked?: Asked, act?: Act): Refusal | undefined {
+    const bound = this.reviewers && boundOf(this.reviewers, member.id, p);
+    const why = this.decide(member, p, true, asked, bound);
+    if (why || !this.reviewers || !bound) return why;
+    return reviewerRefusal(this.reviewers, member.id, p, act ?? { approving: true, scope: "once", args: runningArguments(p) }, bound);
   }
   /** A chat correlated to a proposal, marked as a Respond only if `member` may decide it (respond.ts). */
   respondMark(member: Member, chat: Envelope): Envelope {
@@ -150,25 +143,15 @@ export class Deciders {
       (p) => this.whyNotDecide(member, p) === undefined,
     );
   }
-  /** A reviewer's approval within its bound, or it is told why not (reviewer-bound.ts); anyone else passes. */
-  reviewerBar(member: Member, p: Proposal, act: Parameters<typeof reviewerRefusal>[3], inboundId: string | undefined): boolean {
-    const why = this.reviewers && reviewerRefusal(this.reviewers, member.id, p, act);
-    if (why) this.space.fail(member, why.code, why.message, inboundId);
-    return why === undefined;
+  /** Policy's answer on `member` approving `p` with the arguments that run now: its side only, what "who may decide" needs. */
+  private askApproval(member: Member, p: Proposal): ApprovalVerdict {
+    return this.space.authority.approval({ id: p.proposer }, member, p.owner, p.method, runningParams(p), true);
   }
-  /** The approver's bar for the call with `args` instead of the proposed arguments. */
-  mayCallWith(member: Member, p: Proposal, args: Record<string, unknown>, inboundId: string | undefined): boolean {
-    const verdict = this.router.authorize(member, p.owner, p.method, { ...p.params, arguments: args }, true);
-    if (verdict.decision === "direct" || (verdict.decision === "proposal" && verdict.flagged === true)) return true;
-    if (verdict.decision === "denied") this.space.fail(member, verdict.code, verdict.message, inboundId, verdict.extra);
-    else
-      this.space.fail(
-        member,
-        ErrorCodes.approverLacksCapability,
-        "you may not make this call yourself, so you cannot approve or reject it",
-        inboundId,
-      );
-    return false;
+  /** Approving a tool call of a participant switched off since it was proposed: refused, and the proposal stays. */
+  private ownerOff(p: Proposal, approving: boolean): Refusal | undefined {
+    if (!approving || p.method !== "tools/call" || !this.registry.isDisabled(p.owner)) return undefined;
+    const off = disabledRefusal(p.owner);
+    return { code: off.code, message: `${off.message}; the proposal stays ${p.state}` };
   }
   /** What kind of decider `id` is for `p`: a reviewer of its proposer, else a person or an agent by its kind. */
   deciderKind(id: string, p: Proposal): DeciderKind {

@@ -2,9 +2,10 @@
  * A proposal approved, and its call made: `mcp/approve` (once, or "always" with a grant, with
  * edited arguments, one of several a quorum needs, confirmed with a passkey where policy asks)
  * or a MEW fulfilment (a request correlated to the proposal, which names the target of one
- * held open). Who may do it is deciders.ts's; once written, the call is routed through
- * calls/router.ts on the proposer's behalf, with the approval's signed receipt. Holding a
- * proposal is propose.ts's, the other ends ends.ts's.
+ * held open). Each is checked first, changing nothing (approval.ts `checkApproval`, where the
+ * decision point is asked once), and a refusal goes back for the pipeline to send; then a short
+ * commit: the passkey and the receipt, the record, the note, the route through calls/router.ts
+ * on the proposer's behalf. Holding a proposal is propose.ts's, the other ends ends.ts's.
  */
 import { randomUUID } from "node:crypto";
 import {
@@ -21,152 +22,64 @@ import {
   stamp,
   systemEnvelope,
 } from "../wire/envelope.js";
-import { clip, type GrantDesk, type SpaceHost } from "../ports/host.js";
+import { clip, type GrantDesk, type Refusal, type SpaceHost } from "../ports/host.js";
 import type { CallRouter } from "../calls/routing.js";
 import type { Calls } from "../calls/calls.js";
 import type { Registry } from "../tools/registry.js";
 import { toolGrant } from "../policy/rules.js";
 import type { Plan } from "../store/plan.js";
-import { awaiting, OPEN_OWNER, type Proposal, type ProposalBook, runningArguments } from "./book.js";
+import { awaiting, OPEN_OWNER, type Proposal, type ProposalBook } from "./book.js";
 import type { Member } from "../ports/member.js";
-import { approveOneOf, sameArguments } from "./approvals.js";
-import { cannotRun, editOf } from "./runs.js";
-import { dropFallenApprovals, fulfilmentStanding } from "./still-count.js";
-import { conditionFor, describeCondition, type GrantCondition } from "../policy/scope.js";
+import { completesQuorum, fulfilmentBlocked, quorumRefusal, recordOneOf, sameArguments } from "./approvals.js";
+import { dropFallenApprovals } from "./still-count.js";
+import { editOf } from "./runs.js";
+import { describeCondition } from "../policy/scope.js";
 import type { RunsEnded } from "./runs-ended.js";
 import { argumentsDigest, policyDigest, type ReceiptKeys } from "./receipts.js";
 import { newDecisionId } from "../audit/entry.js";
 import type { PasskeyBar, PasskeyProof } from "./passkey-bar.js";
 import { isRecord } from "../wire/values.js";
 import type { Deciders } from "./deciders.js";
+import { type Approval, type ApprovalDesk, checkApproval, stillStands } from "./approval.js";
 
 export class Decisions {
+  /** What checking an approval reads (approval.ts). */
+  private readonly desk: ApprovalDesk;
+
   constructor(
     private readonly space: Pick<
       SpaceHost,
-      | "authority"
-      | "config"
-      | "deliver"
-      | "fail"
-      | "id"
-      | "log"
-      | "member"
-      | "metrics"
-      | "note"
-      | "record"
-      | "sendTo"
-      | "storeFailed"
-      | "verdictOf"
+      "authority" | "config" | "deliver" | "id" | "log" | "member" | "metrics" | "note" | "record" | "storeFailed" | "verdictOf"
     >,
     private readonly proposals: ProposalBook,
     /** The call table and the catalogue, built before this (the decision point is the space's `authority`). */
     private readonly calls: Calls,
-    private readonly registry: Registry,
+    registry: Registry,
     /** Where an approved call is routed (calls/router.ts). */
-    private readonly router: Pick<CallRouter, "authorize" | "tryRoute" | "unknownTool" | "catalogueChanged">,
+    private readonly router: Pick<CallRouter, "tryRoute" | "catalogueChanged">,
     private readonly runs: RunsEnded,
     /** Where an "always" approval's grant is made (agents/lending.ts). */
     private readonly grants: GrantDesk,
     /** Who may decide (deciders.ts). */
-    private readonly deciders: Pick<Deciders, "pendingProposal" | "mayDecide" | "reviewerBar" | "mayCallWith" | "deciderKind">,
+    private readonly deciders: Pick<Deciders, "awaitingProposal" | "whyNotApprove" | "deciderKind">,
     /** Signs each approval's receipt (receipts.ts); without it approvals carry none. */
     private readonly receipts?: ReceiptKeys,
     /** Which approvals need the approver's passkey, and checks it (passkey-bar.ts). */
     readonly passkeys?: PasskeyBar,
-  ) {}
+  ) {
+    this.desk = { space, calls, registry, deciders, grants, passkeys };
+  }
 
-  onApprove(member: Member, inbound: InboundEnvelope): Promise<void> | void {
+  onApprove(member: Member, inbound: InboundEnvelope): Refusal | Promise<Refusal | undefined> {
     const parsed = ApprovePayloadSchema.safeParse(inbound.payload ?? {});
-    if (!parsed.success)
-      return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/approve: ${describeIssue(parsed.error)}`, inbound.id);
-    const p = this.deciders.pendingProposal(member, inbound, "mcp/approve");
-    if (!p) return;
-    if (p.owner === OPEN_OWNER) {
-      const how = `proposal "${clip(p.id)}" names no participant to serve it: fulfil it with an mcp/request to the one that should (to: [id], correlation_id: ["${clip(p.id)}"]), or reject it`;
-      return this.space.fail(member, ErrorCodes.invalidEnvelope, how, inbound.id);
-    }
-    if (!this.deciders.mayDecide(member, p, inbound.id, true)) return;
-    const { scope, reason } = parsed.data;
-    // Approving without arguments approves what runs (book.ts `whatRuns`, an interrupted one's edits included).
-    const { running, edited, confirmed } = editOf(p, parsed.data.arguments);
-    if (scope === "always" && (p.tool === undefined || /[*!]/.test(p.tool))) {
-      return this.space.fail(
-        member,
-        ErrorCodes.invalidPayload,
-        'scope "always" applies to a tools/call of a tool whose name has no * or !',
-        inbound.id,
-      );
-    }
-    // A passkey confirms one call (passkey-bar.ts): a grant would let later calls run with none.
-    if (scope === "always" && this.passkeys?.needs(p))
-      return this.space.fail(
-        member,
-        ErrorCodes.invalidPayload,
-        `approving this call needs your passkey, for this call alone: approve it once (scope "once") at ${this.passkeys.where(p)}`,
-        inbound.id,
-        { reason: "passkey_once", url: this.passkeys.where(p) },
-      );
-    if (scope === "always") {
-      const over = this.grants.quota(member.id);
-      if (over)
-        return this.space.fail(member, ErrorCodes.quotaExceeded, `${over}; approve once instead, or revoke a grant`, inbound.id, {
-          quota: "grants",
-        });
-    }
-    // Edited arguments are a new call: they must fit the tool, and the approver must be able to make it directly.
-    const cannot = cannotRun(this.space.authority, this.registry, p, p.owner, edited ?? running, edited !== undefined);
-    if (cannot) return this.space.fail(member, cannot.code, cannot.message, inbound.id, cannot.extra);
-    const limited = parsed.data.limit !== undefined && parsed.data.limit !== "tool";
-    if (!this.deciders.reviewerBar(member, p, { approving: true, scope, edited: edited !== undefined, limited, args: running }, inbound.id))
-      return;
-    if (edited !== undefined && !this.deciders.mayCallWith(member, p, edited, inbound.id)) return;
-    // A scoped "always" holds only for the approved arguments, or a path under theirs (policy/scope.ts).
-    let condition: GrantCondition | undefined;
-    if (parsed.data.limit !== undefined && parsed.data.limit !== "tool") {
-      if (scope !== "always") return this.space.fail(member, ErrorCodes.invalidPayload, 'limit applies to scope "always" only', inbound.id);
-      const made = conditionFor(parsed.data.limit, edited ?? running);
-      if (made.error !== undefined)
-        return this.space.fail(member, ErrorCodes.invalidPayload, `cannot limit the grant: ${made.error}`, inbound.id);
-      condition = made.condition;
-    }
-    const go = (passkey?: PasskeyProof): Promise<void> | void => {
-      const env = stamp(inbound, member.id);
-      env.to ??= [p.proposer];
-      if ((p.required ?? 1) > 1 && awaiting(p.state)) {
-        return approveOneOf(
-          this.space,
-          this.proposals,
-          member,
-          p,
-          { scope, edited, confirmed, reason },
-          inbound.id,
-          (last) => this.approve(member, p, { scope: "once", edited: last, reason, passkey }, inbound.id, env),
-          (q) => dropFallenApprovals(this.space, this.proposals, q),
-        );
-      }
-      return this.approve(member, p, { scope, edited, reason, condition, passkey }, inbound.id, env);
-    };
-    // A call policy says needs the approver's passkey: its assertion over this very call first (passkey-bar.ts).
-    const bar = this.passkeys;
-    if (bar?.needs(p)) {
-      const state = p.state;
-      return bar.check(p, member.id, parsed.data.passkey, edited ?? running).then(
-        (proof) => {
-          if (p.state !== state || this.proposals.isBusy(p.id) || this.proposals.get(p.id) !== p)
-            return this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(p.id)}" was decided meanwhile`, inbound.id);
-          return go(proof);
-        },
-        (err: unknown) =>
-          this.space.fail(
-            member,
-            ErrorCodes.passkeyRequired,
-            `${(err as Error).message}; a person confirms this approval with their passkey at ${bar.where(p)}`,
-            inbound.id,
-            { reason: "passkey_required", url: bar.where(p) },
-          ),
-      );
-    }
-    return go();
+    if (!parsed.success) return { code: ErrorCodes.invalidPayload, message: `mcp/approve: ${describeIssue(parsed.error)}` };
+    const p = this.deciders.awaitingProposal(inbound, "mcp/approve");
+    if (!("id" in p)) return p;
+    const approval = checkApproval(this.desk, member, p, parsed.data);
+    if ("code" in approval) return approval;
+    const announce = stamp(inbound, member.id);
+    announce.to ??= [p.proposer];
+    return this.commit(approval, inbound.id, parsed.data.passkey, announce);
   }
   /**
    * A MEW fulfilment: a request correlated to a pending proposal counts as a one-time
@@ -174,16 +87,13 @@ export class Decisions {
    * tool owner), the fulfilment names the target, and the proposer's policy for that
    * target is applied now.
    */
-  async onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Promise<void> {
-    if (!awaiting(p.state))
-      return void this.space.fail(member, ErrorCodes.proposalNotPending, `proposal "${clip(p.id)}" is already ${p.state}`, inbound.id);
-    if (this.proposals.isBusy(p.id))
-      return void this.space.fail(
-        member,
-        ErrorCodes.proposalNotPending,
-        `a decision on proposal "${clip(p.id)}" is being recorded`,
-        inbound.id,
-      );
+  onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Refusal | Promise<Refusal | undefined> {
+    const busy = this.proposals.isBusy(p.id);
+    if (!awaiting(p.state) || busy)
+      return {
+        code: ErrorCodes.proposalNotPending,
+        message: busy ? `a decision on proposal "${clip(p.id)}" is being recorded` : `proposal "${clip(p.id)}" is already ${p.state}`,
+      };
     // The fulfiller carries out the proposal, not a call of its own choosing.
     const to = inbound.to ?? [];
     const name = payload.params?.["name"];
@@ -195,178 +105,164 @@ export class Decisions {
         : p.tool === undefined
           ? `${p.method} to "${p.owner}"`
           : `${p.owner}/${p.tool}`;
-      return void this.space.fail(
-        member,
-        ErrorCodes.fulfilmentMismatch,
-        `a fulfilment of proposal "${clip(p.id)}" must call ${asked}, which it proposes`,
-        inbound.id,
-      );
+      return {
+        code: ErrorCodes.fulfilmentMismatch,
+        message: `a fulfilment of proposal "${clip(p.id)}" must call ${asked}, which it proposes`,
+      };
     }
-    const q = open ? { ...p, owner: target } : p;
-    if (open) {
-      const proposer = this.space.member(p.proposer);
-      if (!proposer)
-        return void this.space.fail(
-          member,
-          ErrorCodes.targetOffline,
-          `"${p.proposer}", who proposed it, is not connected, so its policy for "${clip(target)}" cannot be checked; the proposal stays ${p.state}`,
-          inbound.id,
-        );
-      // What the proposer could have with approval, at this target: the same bar as a targeted proposal's.
-      const verdict = this.router.authorize(proposer, target, p.method, p.params);
-      if (verdict.decision === "denied")
-        return void this.space.fail(
-          member,
-          verdict.code,
-          `${verdict.message} (policy of "${p.proposer}", who proposed it)`,
-          inbound.id,
-          verdict.extra,
-        );
-    }
-    if (!this.deciders.mayDecide(member, q, inbound.id, true)) return;
-    // A fulfilment carries no passkey: a call that needs one is approved with it (mcp/approve), then runs.
-    if (this.passkeys?.needs(q))
-      return void this.space.fail(
-        member,
-        ErrorCodes.passkeyRequired,
-        `approving this call needs a person's passkey; it cannot be fulfilled: approve it at ${this.passkeys.where(q)}`,
-        inbound.id,
-        { reason: "passkey_required", url: this.passkeys.where(q) },
-      );
-    const args = payload.params?.["arguments"];
-    // Only a difference from what runs is an edit (the proposed arguments after an edit are one).
-    const given = isRecord(args) ? args : undefined;
-    const { running, edited } = editOf(p, given);
-    const cannot = cannotRun(this.space.authority, this.registry, p, target, edited ?? running, edited !== undefined);
-    if (cannot) return void this.space.fail(member, cannot.code, cannot.message, inbound.id, cannot.extra);
-    if (!this.deciders.reviewerBar(member, q, { approving: true, scope: "once", edited: edited !== undefined, args: running }, inbound.id))
-      return;
-    if (edited !== undefined && !this.deciders.mayCallWith(member, q, edited, inbound.id)) return;
-    // A fulfilment routes the call: it is the last approval a proposal needs, or none.
-    const blocked = await fulfilmentStanding(this.space, this.proposals, member.id, p, edited, given !== undefined);
-    if (blocked) return void this.space.fail(member, blocked.code, blocked.message, inbound.id, blocked.extra);
     const env = stamp(inbound, member.id);
     // The routed request is the fulfiller's own (its envelope id and JSON-RPC id), so the
     // target answers it as any request: its id must not name a call already pending.
-    if (this.calls.get(env.id))
-      return void this.space.fail(member, ErrorCodes.duplicateId, `a call with id "${clip(env.id)}" is already pending`, inbound.id);
-    const fulfilment = { id: member.id, envelopeId: env.id, rpcId: payload.id ?? env.id, target };
-    return this.approve(member, p, { scope: "once", edited, reason: "fulfilled" }, inbound.id, undefined, fulfilment);
+    if (this.calls.get(env.id)) return { code: ErrorCodes.duplicateId, message: `a call with id "${clip(env.id)}" is already pending` };
+    const args = payload.params?.["arguments"];
+    // Only a difference from what runs is an edit (the proposed arguments after an edit are one).
+    const given = isRecord(args) ? args : undefined;
+    // A fulfilment routes the call: it is the last approval a proposal needs, or none.
+    const blocked = fulfilmentBlocked(member.id, p, editOf(p, given).edited, given !== undefined);
+    if (blocked) return blocked;
+    const fulfiller = { id: member.id, envelopeId: env.id, rpcId: payload.id ?? env.id, target };
+    const approval = checkApproval(this.desk, member, p, { scope: "once", reason: "fulfilled", arguments: given, fulfiller });
+    if ("code" in approval) return approval;
+    // A fulfilment carries no passkey: a call that needs one is approved with it (mcp/approve), then runs.
+    if (approval.passkey) {
+      const url = this.passkeys!.where(approval.p);
+      return {
+        code: ErrorCodes.passkeyRequired,
+        message: `approving this call needs a person's passkey; it cannot be fulfilled: approve it at ${url}`,
+        extra: { reason: "passkey_required", url },
+      };
+    }
+    return this.commit(approval, inbound.id);
   }
   /**
-   * Records an approval (or a fulfilment), then routes the call. A refusal before the record
-   * goes to the approver, correlated to `sentId`, the id of what it sent (if it gave one);
-   * one after it goes into the proposal's outcome.
+   * Commits an approval `checkApproval` let through: the approver's passkey over this very call
+   * where policy asks for one, the earlier approvals asked again when it completes a quorum,
+   * then the record (with its signed receipt, and the grant an "always" makes), and the call
+   * routed. A refusal before the record goes back to the approver, for the pipeline to send
+   * correlated to `sentId`; one after it goes into the proposal's outcome.
    */
-  private async approve(
-    approver: Member,
-    p: Proposal,
-    d: {
-      scope: "once" | "always";
-      edited: Record<string, unknown> | undefined;
-      reason: string | undefined;
-      condition?: GrantCondition | undefined;
-      /** The approver's passkey confirmation (passkey-bar.ts), recorded in the receipt. */
-      passkey?: PasskeyProof | undefined;
-    },
-    sentId: string | undefined,
-    announce: Envelope | undefined,
-    fulfiller?: { id: string; envelopeId: string; rpcId: string | number; target: string },
-  ): Promise<void> {
-    // An open proposal's target is the one its fulfilment named; it is recorded with the approval.
-    const owner = fulfiller?.target ?? p.owner;
-    // Everything that could stop the call is checked before the decision is recorded, so a
-    // refused approval leaves the proposal pending (or interrupted) for a later try.
-    // (A participant switched off is refused with who may decide, mayDecide.)
-    const stays = `the proposal stays ${p.state}`;
-    if (this.space.member(owner) === undefined)
-      return this.space.fail(approver, ErrorCodes.targetOffline, `"${owner}" is not connected; ${stays}`, sentId);
-    const refusal = this.calls.refuse(fulfiller?.id ?? p.proposer, owner, p.chain);
-    if (refusal) return this.space.fail(approver, refusal.code, `${refusal.message}; ${stays}`, sentId);
-    // The tool changed again after it was proposed: the card showed another definition.
-    const pinned = p.tool === undefined || p.digest === undefined ? undefined : this.space.authority.pin(p.owner, p.tool);
-    if (pinned && pinned.digest !== p.digest) {
-      const message = `the definition of ${p.owner}/${p.tool} changed after this was proposed, so approving it would run what nobody was shown; ${stays} (reject it, and it can be proposed again)`;
-      return this.space.fail(approver, ErrorCodes.toolChanged, message, sentId, { previous: p.digest, digest: pinned.digest });
+  private async commit(a: Approval, sentId: string | undefined, passkey?: unknown, announce?: Envelope): Promise<Refusal | undefined> {
+    const { p, approver } = a;
+    const state = p.state;
+    const stays = `the proposal stays ${state}`;
+    let proof: PasskeyProof | undefined;
+    if (a.passkey) {
+      const bar = this.passkeys!;
+      try {
+        proof = await bar.check(p, approver.id, passkey, a.args ?? {});
+      } catch (err) {
+        const url = bar.where(p);
+        const message = `${(err as Error).message}; a person confirms this approval with their passkey at ${url}`;
+        return { code: ErrorCodes.passkeyRequired, message, extra: { reason: "passkey_required", url } };
+      }
+      const moved = this.moved(a, state);
+      if (moved) return moved;
     }
-    // What runs (this approval's edits, else book.ts `whatRuns`), checked against the proposer's rules again.
-    const args =
-      p.method === "tools/call"
-        ? (d.edited ?? runningArguments(p))
-        : (d.edited ?? (p.params["arguments"] as Record<string, unknown> | undefined));
-    const cannot = cannotRun(this.space.authority, this.registry, p, owner, args ?? {}, false);
-    if (cannot) return this.space.fail(approver, cannot.code, cannot.message, sentId, cannot.extra);
-    const edit =
-      d.edited === undefined || (p.editedArguments !== undefined && sameArguments(d.edited, p.editedArguments))
-        ? { editedArguments: p.editedArguments, editedBy: p.editedBy, editedAt: p.editedAt }
-        : { editedArguments: d.edited, editedBy: approver.id, editedAt: now() };
+    let counts = a.counts;
+    if (counts === "last") {
+      // The approval that would complete the quorum: the earlier ones must still count (still-count.ts).
+      let dropped: number;
+      try {
+        dropped = await dropFallenApprovals(this.space, this.proposals, p);
+      } catch (err) {
+        this.space.storeFailed(approver, err, sentId, `approvals that no longer count could not be dropped; ${stays}`);
+        return undefined;
+      }
+      if (dropped > 0) {
+        const again = a.fulfiller ? fulfilmentBlocked(a.fulfiller.id, p, a.edited, a.confirmed) : quorumRefusal(approver.id, p, a);
+        if (again) return again;
+        // Too few remain: this approval is recorded as one of several, and the proposal waits.
+        if (!completesQuorum(p)) counts = "one-of";
+      }
+    }
+    if (counts === "one-of") {
+      try {
+        await recordOneOf(this.space, this.proposals, approver, p, a);
+      } catch (err) {
+        this.space.storeFailed(approver, err, sentId, `the approval was not recorded; ${stays}`);
+      }
+      return undefined;
+    }
     // The receipt is signed before the approval is written, so its audit entry carries it.
     const decision = newDecisionId();
     let receipt: string | undefined;
     if (this.receipts) {
-      const state = p.state;
       try {
-        receipt = await this.receipts.sign({ ...this.receiptClaims(approver.id, p, owner, args ?? {}, decision), passkey: d.passkey });
+        receipt = await this.receipts.sign({ ...this.receiptClaims(a, decision), passkey: proof });
       } catch (err) {
         this.space.log.error({ proposal: p.id, err: String(err) }, "could not sign an approval receipt");
-        return this.space.fail(approver, ErrorCodes.storeFailed, `the approval's receipt could not be signed; ${stays}`, sentId);
+        return { code: ErrorCodes.storeFailed, message: `the approval's receipt could not be signed; ${stays}` };
       }
-      // Someone else may have decided it while the receipt was signed.
-      if (p.state !== state || this.proposals.isBusy(p.id) || this.proposals.get(p.id) !== p)
-        return this.space.fail(approver, ErrorCodes.proposalNotPending, `proposal "${clip(p.id)}" was decided meanwhile`, sentId, {
-          state: this.proposals.isBusy(p.id) ? "deciding" : p.state,
-        });
     }
-    // The decision and the grant an "always" makes are one transaction: both or neither.
-    const target = owner === p.owner ? {} : { owner };
-    const several =
-      (p.required ?? 1) > 1 && awaiting(p.state) ? { approvals: [...(p.approvals ?? []), { by: approver.id, ts: now() }] } : {};
-    const plans: Plan[] = [
-      this.proposals.planTransition(p, {
-        state: "approved",
-        decidedBy: approver.id,
-        scope: d.scope,
-        reason: d.reason,
-        ...edit,
-        ...target,
-        ...several,
-        decision,
-        ...(receipt !== undefined ? { receipt } : {}),
-      }),
-    ];
-    if (d.scope === "always" && p.tool !== undefined) {
-      // On the definition the approver was shown: a change since suspends it again.
-      const pins = p.digest === undefined ? undefined : { [`${p.owner}/${p.tool}`]: p.digest };
-      const limited = d.condition ? `, ${describeCondition(d.condition)}` : "";
-      plans.push(
-        this.grants.plan(
-          approver.id,
-          p.proposer,
-          [toolGrant(p.owner, p.tool)],
-          `always approve ${p.owner}/${p.tool}${limited} (proposal ${p.id})`,
-          undefined,
-          pins,
-          d.condition,
-        ),
-      );
-    }
+    // Someone else may have decided it, or the target gone, while it waited.
+    const moved = this.moved(a, state);
+    if (moved) return moved;
     try {
-      await this.space.record(...plans);
+      await this.space.record(...this.plans(a, counts === "last", decision, receipt));
     } catch (err) {
-      return this.space.storeFailed(approver, err, sentId, `the approval was not recorded; ${stays}`);
+      this.space.storeFailed(approver, err, sentId, `the approval was not recorded; ${stays}`);
+      return undefined;
     }
-    approver.log.info({ proposal: p.id, proposer: p.proposer, scope: d.scope }, "proposal approved");
+    approver.log.info({ proposal: p.id, proposer: p.proposer, scope: a.scope }, "proposal approved");
     // A person approved a call of this definition: rules and annotations let it be called
     // directly again, if it is still the tool's definition (tools/pins.ts).
-    if (p.tool !== undefined && p.digest !== undefined && this.registry.pins.confirm(p.owner, p.tool, p.digest)) {
+    if (p.tool !== undefined && p.digest !== undefined && this.desk.registry.pins.confirm(p.owner, p.tool, p.digest)) {
       approver.log.info({ tool: `${p.owner}/${p.tool}`, digest: p.digest }, "tool definition confirmed");
       this.router.catalogueChanged();
     }
     if (announce) this.space.deliver(announce, approver);
-    const params = args === undefined ? p.params : { ...p.params, arguments: args };
-    // Approved, the call is the proposer's, routed on its behalf under a new id. Fulfilled
-    // (§3.2.1), it is the fulfiller's own request — its envelope id, its JSON-RPC id — so
-    // the target answers it as any request, and the proposer gets a copy of the answer.
+    this.route(a, receipt, sentId);
+    return undefined;
+  }
+  /** Why `a` no longer stands after a wait, if it does not: its proposal decided meanwhile, or what it rests on gone (approval.ts). */
+  private moved(a: Approval, state: Proposal["state"]): Refusal | undefined {
+    const { p } = a;
+    const busy = this.proposals.isBusy(p.id);
+    if (p.state !== state || busy || this.proposals.get(p.id) !== p)
+      return {
+        code: ErrorCodes.proposalNotPending,
+        message: `proposal "${clip(p.id)}" was decided meanwhile`,
+        extra: { state: busy ? "deciding" : p.state },
+      };
+    return stillStands(this.desk, p, a.owner, a.fulfiller?.id);
+  }
+  /** What the approval writes, as one transaction: the decision, and the grant an "always" makes. */
+  private plans(a: Approval, last: boolean, decision: string, receipt: string | undefined): Plan[] {
+    const { p, approver } = a;
+    const edit =
+      a.edited === undefined || (p.editedArguments !== undefined && sameArguments(a.edited, p.editedArguments))
+        ? { editedArguments: p.editedArguments, editedBy: p.editedBy, editedAt: p.editedAt }
+        : { editedArguments: a.edited, editedBy: approver.id, editedAt: now() };
+    const plans: Plan[] = [
+      this.proposals.planTransition(p, {
+        state: "approved",
+        decidedBy: approver.id,
+        scope: a.scope,
+        reason: a.reason,
+        ...edit,
+        ...(a.owner === p.owner ? {} : { owner: a.owner }),
+        ...(last ? { approvals: [...(p.approvals ?? []), { by: approver.id, ts: now() }] } : {}),
+        decision,
+        ...(receipt !== undefined ? { receipt } : {}),
+      }),
+    ];
+    if (a.scope === "always" && p.tool !== undefined) {
+      // On the definition the approver was shown: a change since suspends it again.
+      const pins = p.digest === undefined ? undefined : { [`${p.owner}/${p.tool}`]: p.digest };
+      const limited = a.condition ? `, ${describeCondition(a.condition)}` : "";
+      const why = `always approve ${p.owner}/${p.tool}${limited} (proposal ${p.id})`;
+      plans.push(this.grants.plan(approver.id, p.proposer, [toolGrant(p.owner, p.tool)], why, undefined, pins, a.condition));
+    }
+    return plans;
+  }
+  /**
+   * Routes the approved call. Approved, the call is the proposer's, routed on its behalf under
+   * a new id. Fulfilled (§3.2.1), it is the fulfiller's own request (its envelope id, its
+   * JSON-RPC id), so the target answers it as any request, and the proposer gets a copy of the answer.
+   */
+  private route(a: Approval, receipt: string | undefined, sentId: string | undefined): void {
+    const { p, approver, fulfiller, owner } = a;
+    const params = a.args === undefined ? p.params : { ...p.params, arguments: a.args };
     const payload: McpRequestPayload = { jsonrpc: "2.0", id: fulfiller?.rpcId ?? p.rpcId, method: p.method, params };
     const env: Envelope = {
       protocol: PROTOCOL,
@@ -390,26 +286,26 @@ export class Decisions {
     const answered = fulfiller && { id: fulfiller.id, envelopeId: fulfiller.envelopeId, proposer: p.proposer, proposerRpcId: p.rpcId };
     const approved = { chain: p.chain, decidedBy: p.decidedBy };
     const refused = this.router.tryRoute(caller, env, payload, { proposalId: p.id, fulfiller: answered, receipt, approved });
-    if (refused) {
-      this.space.metrics.call("not_routed");
-      void this.runs.callEnded({ proposalId: p.id }, { how: "failed", reason: "not_routed", message: refused.message });
-      const error = {
-        code: RpcErrors.failed,
-        message: `the approved call could not be routed: ${refused.message}`,
-        data: { reason: "not_routed", code: refused.code, target: owner },
-      };
-      this.space.deliver(
-        systemEnvelope("mcp/response", { jsonrpc: "2.0", id: p.rpcId, error }, { to: [p.proposer], correlation_id: [p.id] }),
-      );
-      if (fulfiller) {
-        const to = sentId !== undefined ? { correlation_id: [sentId, p.id] } : { correlation_id: [p.id] };
-        this.space.deliver(systemEnvelope("mcp/response", { jsonrpc: "2.0", id: fulfiller.rpcId, error }, { to: [fulfiller.id], ...to }));
-      }
+    if (!refused) return;
+    this.space.metrics.call("not_routed");
+    void this.runs.callEnded({ proposalId: p.id }, { how: "failed", reason: "not_routed", message: refused.message });
+    const error = {
+      code: RpcErrors.failed,
+      message: `the approved call could not be routed: ${refused.message}`,
+      data: { reason: "not_routed", code: refused.code, target: owner },
+    };
+    this.space.deliver(
+      systemEnvelope("mcp/response", { jsonrpc: "2.0", id: p.rpcId, error }, { to: [p.proposer], correlation_id: [p.id] }),
+    );
+    if (fulfiller) {
+      const to = sentId !== undefined ? { correlation_id: [sentId, p.id] } : { correlation_id: [p.id] };
+      this.space.deliver(systemEnvelope("mcp/response", { jsonrpc: "2.0", id: fulfiller.rpcId, error }, { to: [fulfiller.id], ...to }));
     }
   }
-  /** What the receipt of `approver`'s approval of `p` binds (receipts.ts). */
-  private receiptClaims(approver: string, p: Proposal, owner: string, args: Record<string, unknown>, decision: string) {
-    const approvers = [...new Set([...(p.approvals ?? []).map((a) => a.by), approver])];
+  /** What the receipt of approval `a` binds (receipts.ts). */
+  private receiptClaims(a: Approval, decision: string) {
+    const { p, approver, owner } = a;
+    const approvers = [...new Set([...(p.approvals ?? []).map((x) => x.by), approver.id])];
     return {
       space: this.space.id,
       proposal: p.id,
@@ -419,8 +315,8 @@ export class Decisions {
       tool: p.tool === undefined ? p.method : `${owner}/${p.tool}`,
       method: p.method,
       approvers,
-      decider: this.deciders.deciderKind(approver, p),
-      args: argumentsDigest(args),
+      decider: this.deciders.deciderKind(approver.id, p),
+      args: argumentsDigest(a.args ?? {}),
       definition: p.digest ?? "",
       policy: policyDigest(this.space.config),
       proposed_at: p.createdAt,

@@ -13,31 +13,32 @@ import {
   stamp,
   systemEnvelope,
 } from "../wire/envelope.js";
-import type { SpaceHost } from "../ports/host.js";
+import type { Refusal, SpaceHost } from "../ports/host.js";
 import { awaiting, INTERRUPTED_TEXT, type Proposal, type ProposalBook } from "./book.js";
 import type { Member } from "../ports/member.js";
 import { newDecisionId } from "../audit/entry.js";
 import type { Deciders } from "./deciders.js";
 
 /** What ending a proposal uses of the space. */
-export type EndsHost = Pick<SpaceHost, "config" | "deliver" | "fail" | "log" | "record" | "sendTo" | "storeFailed">;
+export type EndsHost = Pick<SpaceHost, "config" | "deliver" | "log" | "record" | "sendTo" | "storeFailed">;
 
 export class Ends {
   constructor(
     private readonly space: EndsHost,
     private readonly proposals: ProposalBook,
-    private readonly deciders: Pick<Deciders, "pendingProposal" | "mayDecide">,
+    private readonly deciders: Pick<Deciders, "awaitingProposal" | "whyNotDecide">,
   ) {
     // The book is built first and tells this when a proposal's time is up.
     proposals.due.add((p) => void this.onDue(p));
   }
 
-  async onReject(member: Member, inbound: InboundEnvelope): Promise<void> {
+  async onReject(member: Member, inbound: InboundEnvelope): Promise<Refusal | undefined> {
     const parsed = RejectPayloadSchema.safeParse(inbound.payload ?? {});
-    if (!parsed.success)
-      return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/reject: ${describeIssue(parsed.error)}`, inbound.id);
-    const p = this.deciders.pendingProposal(member, inbound, "mcp/reject");
-    if (!p || !this.deciders.mayDecide(member, p, inbound.id)) return;
+    if (!parsed.success) return { code: ErrorCodes.invalidPayload, message: `mcp/reject: ${describeIssue(parsed.error)}` };
+    const p = this.deciders.awaitingProposal(inbound, "mcp/reject");
+    if (!("id" in p)) return p;
+    const why = this.deciders.whyNotDecide(member, p);
+    if (why) return why;
     try {
       await this.space.record(
         this.proposals.planTransition(p, {
@@ -49,21 +50,21 @@ export class Ends {
         }),
       );
     } catch (err) {
-      return this.space.storeFailed(member, err, inbound.id, `the rejection was not recorded; the proposal stays ${p.state}`);
+      this.space.storeFailed(member, err, inbound.id, `the rejection was not recorded; the proposal stays ${p.state}`);
+      return undefined;
     }
     member.log.info({ proposal: p.id, proposer: p.proposer, reason: parsed.data.reason }, "proposal rejected");
     const env = stamp(inbound, member.id);
     env.to ??= [p.proposer];
     this.space.deliver(env, member);
+    return undefined;
   }
-  async onWithdraw(member: Member, inbound: InboundEnvelope): Promise<void> {
+  async onWithdraw(member: Member, inbound: InboundEnvelope): Promise<Refusal | undefined> {
     const parsed = WithdrawPayloadSchema.safeParse(inbound.payload ?? {});
-    if (!parsed.success)
-      return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/withdraw: ${describeIssue(parsed.error)}`, inbound.id);
-    const p = this.deciders.pendingProposal(member, inbound, "mcp/withdraw");
-    if (!p) return;
-    if (p.proposer !== member.id)
-      return this.space.fail(member, ErrorCodes.notProposer, `only "${p.proposer}" may withdraw this proposal`, inbound.id);
+    if (!parsed.success) return { code: ErrorCodes.invalidPayload, message: `mcp/withdraw: ${describeIssue(parsed.error)}` };
+    const p = this.deciders.awaitingProposal(inbound, "mcp/withdraw");
+    if (!("id" in p)) return p;
+    if (p.proposer !== member.id) return { code: ErrorCodes.notProposer, message: `only "${p.proposer}" may withdraw this proposal` };
     try {
       await this.space.record(
         this.proposals.planTransition(p, {
@@ -74,9 +75,11 @@ export class Ends {
         }),
       );
     } catch (err) {
-      return this.space.storeFailed(member, err, inbound.id, `the withdrawal was not recorded; the proposal stays ${p.state}`);
+      this.space.storeFailed(member, err, inbound.id, `the withdrawal was not recorded; the proposal stays ${p.state}`);
+      return undefined;
     }
     this.space.deliver(stamp(inbound, member.id), member);
+    return undefined;
   }
   /** The proposer gave up on a proposal some other way (it cancelled the call behind it): everyone hears it withdrawn. */
   async withdrawn(member: Member, p: Proposal, reason: string): Promise<void> {

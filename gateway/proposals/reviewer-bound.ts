@@ -31,14 +31,27 @@ export interface Act {
   args?: Record<string, unknown> | undefined;
 }
 
-/** Whether `id` reviews `p`'s proposer as a reviewer (and so decides under its bound). */
-export function reviews(desk: ReviewerDesk, id: string, p: Proposal): boolean {
-  return reviewerBound(desk.config, desk.groups, p.proposer, id) !== undefined;
+/** The bound `id` decides `p` under, if it reviews `p`'s proposer as a reviewer (policy/learn/review.ts). */
+export type Bound = NonNullable<ReturnType<typeof reviewerBound>>;
+
+/** The bound `id` decides `p` under, if it reviews `p`'s proposer; else undefined. */
+export function boundOf(desk: ReviewerDesk, id: string, p: Proposal): Bound | undefined {
+  return reviewerBound(desk.config, desk.groups, p.proposer, id);
 }
 
-/** Why reviewer `id` may not make this decision of `p`, if it is a reviewer and may not. */
-export function reviewerRefusal(desk: ReviewerDesk, id: string, p: Proposal, act: Act): { code: ErrorCode; message: string } | undefined {
-  const bound = reviewerBound(desk.config, desk.groups, p.proposer, id);
+/** Whether `id` reviews `p`'s proposer as a reviewer (and so decides under its bound). */
+export function reviews(desk: ReviewerDesk, id: string, p: Proposal): boolean {
+  return boundOf(desk, id, p) !== undefined;
+}
+
+/** Why reviewer `id` may not make this decision of `p`, if it is a reviewer and may not (`bound`: its bound, when already known). */
+export function reviewerRefusal(
+  desk: ReviewerDesk,
+  id: string,
+  p: Proposal,
+  act: Act,
+  bound = boundOf(desk, id, p),
+): { code: ErrorCode; message: string } | undefined {
   if (!bound) return undefined;
   const refuse = (why: string) => ({ code: ErrorCodes.reviewerBound, message: `you review ${p.proposer}'s proposals: ${why}` });
   if (!act.approving) return refuse("a reviewer does not reject; its doubts go to people (POST proposals/<id>/review with escalate)");

@@ -1,31 +1,30 @@
 /**
  * Whether a proposal's call may run with the arguments that will run (book.ts `whatRuns`),
- * asked at every approval (decisions.ts): edited arguments must fit the tool's input schema
- * (wire/arguments-schema.ts, the one checker), and the proposer's own tool rules are asked
- * again with what runs, so a rule with a `when:` that denies them now (an edit, a reload)
- * stops the call. A refusal approves nothing: the proposal stays as it was.
+ * asked at every approval (approval.ts): edited arguments must fit the tool's input schema
+ * (wire/arguments-schema.ts, the one checker), and the proposer's own tool rules, asked again
+ * with what runs (policy/authority.ts `approval`), must not deny them, so a rule with a `when:`
+ * that denies them now (an edit, a reload) stops the call. A refusal approves nothing: the
+ * proposal stays as it was.
  */
-import type { Authority } from "../policy/authority.js";
+import type { Verdict } from "../policy/authority.js";
+import type { Refusal } from "../ports/host.js";
 import type { Registry } from "../tools/registry.js";
 import { firstProblem } from "../wire/arguments-schema.js";
-import { type ErrorCode, ErrorCodes } from "../wire/envelope.js";
+import { ErrorCodes } from "../wire/envelope.js";
 import { runningArguments, type Proposal } from "./book.js";
 import { sameArguments } from "./approvals.js";
 
-export interface Refusal {
-  code: ErrorCode;
-  message: string;
-  extra?: Record<string, unknown>;
-}
-
-/** Why `p`'s call to `owner` may not run with `args` (`edited`: they are an approver's edits), if it may not. */
+/**
+ * Why `p`'s call to `owner` may not run with `args` (`edited`: they are an approver's edits),
+ * given `verdict`, the proposer's own on that call with them, if it may not.
+ */
 export function cannotRun(
-  authority: Authority,
   registry: Registry,
   p: Proposal,
   owner: string,
   args: Record<string, unknown>,
   edited: boolean,
+  verdict: Verdict,
 ): Refusal | undefined {
   if (p.method !== "tools/call" || p.tool === undefined) return undefined;
   const stays = `nothing was approved; the proposal stays ${p.state}`;
@@ -38,8 +37,7 @@ export function cannotRun(
         extra: { field: problem.field },
       };
   }
-  // Confirming: a changed definition is checked on its own (decisions.ts), not here.
-  const verdict = authority.call(p.proposer, () => false, owner, p.method, { ...p.params, arguments: args }, true);
+  // Asked as confirming: a changed definition is checked on its own (approval.ts), not here.
   if (verdict.decision === "denied") {
     return {
       code: verdict.code,

@@ -7,9 +7,9 @@
  * `planDropApprovals`: written, with an audit entry, before the card or the count changes),
  * and the proposer and the approvers learn where it stands.
  */
-import { type Envelope, ErrorCodes, systemEnvelope } from "../wire/envelope.js";
+import { type Envelope, systemEnvelope } from "../wire/envelope.js";
 import type { SpaceHost } from "../ports/host.js";
-import { approvedBy, fulfilmentBlocked } from "./approvals.js";
+import { approvedBy } from "./approvals.js";
 import { type Proposal, type ProposalBook, runningArguments, whatRuns } from "./book.js";
 import { fallenApprovals } from "./standing.js";
 
@@ -54,35 +54,4 @@ export function droppedNotice(
     to: [...new Set([p.proposer, ...before])].filter((id) => Object.hasOwn(present, id)),
     correlation_id: [p.id],
   });
-}
-
-/** `dropFallenApprovals` when one more approval would complete `p`'s quorum; else nothing (0). */
-export function dropBeforeLast(space: StandingHost, proposals: ProposalBook, p: Proposal): Promise<number> {
-  const required = p.required ?? 1;
-  return required > 1 && approvedBy(p).length + 1 >= required ? dropFallenApprovals(space, proposals, p) : Promise.resolve(0);
-}
-
-/**
- * `fulfilmentBlocked`, after dropping the earlier approvals that no longer count were this
- * fulfilment the last one: fewer remaining block it.
- */
-export async function fulfilmentStanding(
-  space: StandingHost,
-  proposals: ProposalBook,
-  fulfiller: string,
-  p: Proposal,
-  edited: Record<string, unknown> | undefined,
-  carried: boolean,
-): Promise<ReturnType<typeof fulfilmentBlocked>> {
-  try {
-    await dropBeforeLast(space, proposals, p);
-  } catch (err) {
-    space.log.error({ proposal: p.id, err: String(err) }, "could not record dropped approvals");
-    return {
-      code: ErrorCodes.storeFailed,
-      message: `approvals that no longer count could not be dropped; the proposal stays ${p.state}`,
-      extra: {},
-    };
-  }
-  return fulfilmentBlocked(fulfiller, p, edited, carried);
 }

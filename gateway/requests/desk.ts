@@ -4,11 +4,13 @@
  * (ends.ts) — and the proposals a request may ask about. space/compose.ts hands them over.
  */
 import type { Member } from "../ports/member.js";
+import type { Answer } from "../ports/host.js";
 import type { Proposal } from "../proposals/book.js";
 import type { Envelope, InboundEnvelope, McpRequestPayload } from "../wire/envelope.js";
 
 export interface ProposalDesk {
-  onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Promise<void> | void;
+  /** A request that fulfils `p`: the refusal to send its sender, if refused (proposals/decisions.ts). */
+  onFulfil(member: Member, inbound: InboundEnvelope, payload: McpRequestPayload, p: Proposal): Answer;
   hold(
     member: Member,
     env: Envelope,

@@ -7,7 +7,7 @@
  * refused; any other is checked by policy and routed.
  */
 import type { ProposalBook } from "../proposals/book.js";
-import { clip, type SpaceHost } from "../ports/host.js";
+import { type Answer, clip, type SpaceHost } from "../ports/host.js";
 import type { ProposalDesk } from "./desk.js";
 import type { Member } from "../ports/member.js";
 import {
@@ -40,7 +40,7 @@ export class Requests {
    * request to the gateway by the gateway's own rules, and a fulfilment by the bar for
    * deciding on its proposal.
    */
-  onRequest(member: Member, inbound: InboundEnvelope): Promise<void> | void {
+  onRequest(member: Member, inbound: InboundEnvelope): Answer {
     const parsed = parseMcpRequest(inbound.payload);
     if (!parsed.success)
       return this.space.fail(member, ErrorCodes.invalidPayload, `mcp/request: ${describeIssue(parsed.error)}`, inbound.id);

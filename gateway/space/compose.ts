@@ -323,7 +323,7 @@ export function composeSpace(
     passkeys,
   });
   const reviewers = { config, groups: authority.groups, recorded, registry };
-  const deciders = new Deciders(host, proposals, registry, router, reviewers);
+  const deciders = new Deciders(host, proposals, registry, reviewers);
   const proposing = new Proposing(host, proposals, calls, registry, router);
   const decisions = new Decisions(host, proposals, calls, registry, router, runs, lending, deciders, receipts, passkeyBar);
   const ends = new Ends(host, proposals, deciders);

@@ -20,6 +20,7 @@ import type { McpRouter } from "../calls/router.js";
 import type { Requests } from "../requests/requests.js";
 import type { Lending } from "../agents/lending.js";
 import type { Member } from "../ports/member.js";
+import type { Answer } from "../ports/host.js";
 import type { Decisions } from "../proposals/decisions.js";
 import type { Deciders } from "../proposals/deciders.js";
 import type { Proposing } from "../proposals/propose.js";
@@ -43,7 +44,8 @@ export interface Handlers {
   deliver(env: Envelope, sender?: Member): void;
 }
 
-export type Handler = (h: Handlers, member: Member, inbound: InboundEnvelope) => Promise<void> | void;
+/** A handler: the refusal it returns is sent to the sender by the pipeline (ports/host.ts `Answer`). */
+export type Handler = (h: Handlers, member: Member, inbound: InboundEnvelope) => Answer;
 
 export interface Route {
   readonly handle: Handler;

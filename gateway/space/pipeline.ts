@@ -10,7 +10,7 @@
  */
 import type { SpaceConfig } from "../config/config.js";
 import type { SpaceMetrics } from "../ports/metrics.js";
-import { clip } from "../ports/host.js";
+import { type Answer, clip } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
 import { ErrorCodes, type ErrorCode, GATEWAY_ID, type InboundEnvelope, parseFrame, type ParsedFrame } from "../wire/envelope.js";
 import { deliverAsIs, type Handlers, ROUTES } from "./kinds.js";
@@ -156,6 +156,12 @@ export class Pipeline {
     }
     const route = ROUTES.get(inbound.kind);
     if (!route?.checksItself && !member.allows(inbound)) return space.capabilityViolation(member, inbound);
-    return (route?.handle ?? deliverAsIs)(space.handlers, member, inbound);
+    return this.answer(member, inbound.id, (route?.handle ?? deliverAsIs)(space.handlers, member, inbound));
+  }
+
+  /** Sends the refusal a handler returned, correlated to the frame it refused: once, here. */
+  private answer(member: Member, sentId: string | undefined, out: Answer): Promise<void> | void {
+    if (out instanceof Promise) return out.then((refusal) => this.answer(member, sentId, refusal));
+    if (out) this.space.fail(member, out.code, out.message, sentId, out.extra);
   }
 }

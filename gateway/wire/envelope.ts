@@ -135,6 +135,7 @@ export const ApprovePayloadSchema = z.object({
   /** A WebAuthn assertion (AuthenticationResponseJSON) confirming this approval, where policy asks for one. */
   passkey: z.record(z.string(), z.unknown()).optional(),
 });
+export type ApprovePayload = z.infer<typeof ApprovePayloadSchema>;
 
 export const RejectPayloadSchema = z.object({
   reason: z.string().max(128).default("disagree"),
