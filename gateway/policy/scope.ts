@@ -16,6 +16,7 @@
  * `notes-private/`. What the path names on disk (a symlink under `notes/`) is the tool's
  * business, not the gateway's: grant prefixes only over trees you trust.
  */
+import { canonical } from "../store/chain.js";
 
 export type GrantCondition = { op: "exact"; args: unknown } | { op: "prefix"; field: string; value: string };
 
@@ -41,7 +42,7 @@ export function normalisePath(value: string): string | undefined {
 /** Whether a call with `args` meets the grant's condition. */
 export function conditionHolds(c: GrantCondition, args: Record<string, unknown> | undefined): boolean {
   if (args === undefined) return false;
-  if (c.op === "exact") return canonicalJson(args) === canonicalJson(c.args);
+  if (c.op === "exact") return canonical(args) === canonical(c.args);
   if (!Object.hasOwn(args, c.field)) return false;
   const v = args[c.field];
   if (typeof v !== "string") return false;
@@ -87,7 +88,7 @@ export function conditionFor(
 /** The condition in words, for grants lists and confirmations. */
 export function describeCondition(c: GrantCondition | undefined): string {
   if (c === undefined) return "any arguments";
-  if (c.op === "exact") return `only with exactly these arguments: ${truncate(canonicalJson(c.args), 200)}`;
+  if (c.op === "exact") return `only with exactly these arguments: ${truncate(canonical(c.args), 200)}`;
   return `only when ${c.field} is under ${c.value}`;
 }
 
@@ -102,19 +103,6 @@ export function limitOptions(args: Record<string, unknown> | undefined): Array<{
     if (made.condition) out.push({ limit: { field }, text: describeCondition(made.condition) });
   }
   return out;
-}
-
-/** JSON with object keys sorted, so two equal argument objects compare equal as text. */
-export function canonicalJson(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(",")}]`;
-  if (v !== null && typeof v === "object") {
-    const o = v as Record<string, unknown>;
-    return `{${Object.keys(o)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`)
-      .join(",")}}`;
-  }
-  return JSON.stringify(v) ?? "null";
 }
 
 function truncate(s: string, n: number): string {

@@ -29,7 +29,7 @@
 import type { Groups } from "../policy/groups.js";
 import type { SpaceConfig } from "../config/config.js";
 import { awaiting, type Proposal, type ProposalBook, whatRuns } from "./book.js";
-import { canonicalJson } from "../policy/scope.js";
+import { canonical } from "../store/chain.js";
 import { type ErrorCode, ErrorCodes, now, systemEnvelope } from "../wire/envelope.js";
 import { clip, type SpaceHost } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
@@ -101,7 +101,7 @@ export function approvalsView(
 
 /** Whether two argument objects are the same JSON (key order aside). */
 export function sameArguments(a: unknown, b: unknown): boolean {
-  return canonicalJson(a) === canonicalJson(b);
+  return canonical(a) === canonical(b);
 }
 
 // --- each approval of a proposal that needs several ----------------------------------

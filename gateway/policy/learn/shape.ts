@@ -24,7 +24,8 @@
  * held) gives no rule, and says why.
  */
 import { isCommandKey, isPlainPath, signalsOf } from "../content/signals.js";
-import { canonicalJson, normalisePath } from "../scope.js";
+import { normalisePath } from "../scope.js";
+import { canonical } from "../../store/chain.js";
 import type { PastCall } from "./history.js";
 import { isRecord } from "../../wire/values.js";
 
@@ -104,7 +105,7 @@ function lit(v: unknown, depth: number): string | undefined {
 }
 
 const show = (v: unknown) => {
-  const s = typeof v === "string" ? JSON.stringify(v) : canonicalJson(v);
+  const s = typeof v === "string" ? JSON.stringify(v) : canonical(v);
   return s.length > 80 ? `${s.slice(0, 79)}…` : s;
 };
 

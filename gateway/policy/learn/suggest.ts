@@ -30,7 +30,7 @@ import { Groups } from "../groups.js";
 import type { PastCall, PeopleSaid } from "./history.js";
 import { type Change, type KnownTool, loosens, Replayer } from "./replay.js";
 import { traitsOf } from "./risk.js";
-import { canonicalJson } from "../scope.js";
+import { canonical } from "../../store/chain.js";
 import { celLiteral, MAX_SET, shapeOf, type Shape } from "./shape.js";
 
 export { MAX_SET };
@@ -392,7 +392,7 @@ function denyFor(
     };
   else {
     // Only what was rejected, exactly (a map's equality takes its keys too): the harmless rest keeps asking.
-    const distinct = [...new Map(rejected.map((c) => [canonicalJson(c.args), c.args])).values()];
+    const distinct = [...new Map(rejected.map((c) => [canonical(c.args), c.args])).values()];
     if (distinct.length > MAX_SET) return undefined;
     const literals = distinct.map(celLiteral);
     if (literals.some((l) => l === undefined)) return undefined;
