@@ -181,6 +181,70 @@ describe("reading back", () => {
 });
 
 describe("compaction and history", () => {
+  it("archives what it kept as it wrote it: the same bytes as a compaction that reads the journal back, odd records and all", async () => {
+    // Hostile history first: control characters, lone surrogates, an own "__proto__", deep nesting, a long string.
+    let deep: unknown = "bottom";
+    for (let i = 0; i < 200; i++) deep = { d: deep };
+    const odd: Rec[] = [
+      { type: "audit", pad: "\u0000\u0007\u001b[31m\u202e\ud800 tail \udfff" },
+      JSON.parse('{"type":"audit","__proto__":{"polluted":true},"n":1}') as Rec,
+      { type: "audit", pad: "x".repeat(300_000) },
+      { type: "audit", n: -0, pad: JSON.stringify(deep) },
+      { type: "audit", k: "😀 \u2028\u2029", v: 1e21 },
+    ];
+    const writes = (i: number): Rec[] => [
+      { type: "set", k: `k${i % 7}`, v: i },
+      i < odd.length ? odd[i]! : { type: "audit", n: i, pad: "a".repeat(100) },
+    ];
+    const segmentsOf = (dir: string) => {
+      const h = join(dir, "history");
+      return readdirSync(h)
+        .sort()
+        .map((f) => readFileSync(join(h, f)));
+    };
+    const N = 400;
+    // One store keeps each batch's history as written; the other is reopened halfway, so its
+    // journal holds history it did not write this time, and its compaction reads it back.
+    const kept = tempDir();
+    const readBack = tempDir();
+    for (const [dir, reopenAt] of [
+      [kept, -1],
+      [readBack, N / 2],
+    ] as const) {
+      let owner = kv();
+      let { store } = openStore<Rec>({ dir, compactBytes: 1024 * 1024 * 1024, fsync: false }, owner.hooks);
+      for (let i = 0; i < N; i++) {
+        if (i === reopenAt) {
+          await store.close();
+          owner = kv();
+          ({ store } = openStore<Rec>({ dir, compactBytes: 1024 * 1024 * 1024, fsync: false }, owner.hooks));
+        }
+        const txn = writes(i);
+        await store.commit(txn);
+        owner.hooks.apply(txn[0]!);
+      }
+      // Past 2× the snapshot, with the threshold out of reach: compact by lowering it once.
+      const journal = (store as unknown as { journal: { opts: { compactBytes: number }; written?: unknown[] } }).journal;
+      // The first keeps the history it wrote; the reopened one cannot know what came before.
+      expect(Array.isArray(journal.written), dir).toBe(reopenAt === -1);
+      journal.opts.compactBytes = 1;
+      await store.commit([{ type: "set", k: "last", v: 0 }]);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(store.stats.compactions, dir).toBe(1);
+      const history = store.history((r) => r.type === "audit");
+      expect(history).toHaveLength(N);
+      expect(history.slice(0, odd.length).map(({ chain, ...r }: Rec & { chain?: unknown }) => r)).toEqual(
+        odd.map((r) => JSON.parse(JSON.stringify(r))),
+      );
+      await store.close();
+    }
+    const a = segmentsOf(kept);
+    const b = segmentsOf(readBack);
+    expect(a.length).toBeGreaterThan(0);
+    expect(a.map((x) => x.length)).toEqual(b.map((x) => x.length));
+    expect(Buffer.concat(a).equals(Buffer.concat(b))).toBe(true);
+  });
+
   it("keeps the journal bounded by the live state, moves history to the archive, and restarts reading only what is live", {
     timeout: 60_000,
   }, async () => {

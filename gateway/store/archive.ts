@@ -11,7 +11,7 @@ import { closeSync, existsSync, fdatasyncSync, fstatSync, mkdirSync, openSync, r
 import { join } from "node:path";
 import { Chain } from "./chain.js";
 import { dropByOwner } from "./retain.js";
-import { encodeFrame, MAGIC, readFrames, writeAllSync } from "./frame.js";
+import { frameOf, MAGIC, readFrames, writeAllSync } from "./frame.js";
 
 const SEGMENT = /^(\d{8})\.log$/;
 
@@ -32,6 +32,15 @@ export interface ArchiveMark {
   segments: string[];
   newestBytes: number;
 }
+
+/**
+ * One journal frame's history, by the frame's sequence number: its records, or their JSON as
+ * the journal wrote it (journal.ts keeps that since its last compaction, so compacting need not
+ * read the journal back). `bytes`: the journal frame's size, when known.
+ */
+export type HistoryFrame<R> = { seq: number; bytes?: number | undefined } & ({ records: readonly R[] } | { json: readonly string[] });
+
+const countOf = (f: HistoryFrame<unknown>): number => ("json" in f ? f.json.length : f.records.length);
 
 export class Archive<R> {
   readonly dir: string;
@@ -72,8 +81,8 @@ export class Archive<R> {
    * Appends history taken from journal frames (by their sequence numbers), durably, then
    * applies retention. Frames at or below `lastSeq` are already here and skipped.
    */
-  append(frames: Array<{ seq: number; records: R[]; bytes?: number }>): void {
-    const fresh = frames.filter((f) => f.seq > this.lastSeq && f.records.length > 0);
+  append(frames: ReadonlyArray<HistoryFrame<R>>): void {
+    const fresh = frames.filter((f) => f.seq > this.lastSeq && countOf(f) > 0);
     if (fresh.length === 0) return;
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     const segs = this.segments();
@@ -90,19 +99,19 @@ export class Archive<R> {
       // and carrying that frame's sequence number: a frame is archived whole or not at all.
       // A frame's size is its journal frame's when known (a guess from the count when not),
       // so that frames of large records are not merged past the limit.
-      let chunk: R[] = [];
+      let chunk: string[] = [];
       let bytes = 0;
       for (const [i, f] of fresh.entries()) {
-        const next = f.bytes ?? f.records.length * 64;
+        const next = f.bytes ?? countOf(f) * 64;
         if (chunk.length && bytes + next > 64 * 1024 * 1024) {
-          writeAllSync(fd, encodeFrame(fresh[i - 1]!.seq, chunk));
+          writeAllSync(fd, frameOf(fresh[i - 1]!.seq, chunk));
           chunk = [];
           bytes = 0;
         }
-        chunk.push(...f.records);
+        for (const json of "json" in f ? f.json : f.records.map((r) => JSON.stringify(r))) chunk.push(json);
         bytes += next;
         if (bytes >= 1024 * 1024 || i === fresh.length - 1) {
-          writeAllSync(fd, encodeFrame(f.seq, chunk));
+          writeAllSync(fd, frameOf(f.seq, chunk));
           chunk = [];
           bytes = 0;
         }

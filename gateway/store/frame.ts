@@ -53,7 +53,7 @@ export function* snapshotFrames(seq: number, records: Iterable<unknown>, always 
     const json = JSON.stringify(r);
     const size = Buffer.byteLength(json) + 1;
     if (parts.length && bytes + size > SNAPSHOT_FRAME) {
-      yield snapshotFrame(seq, parts);
+      yield frameOf(seq, parts);
       any = true;
       parts = [];
       bytes = 0;
@@ -61,11 +61,12 @@ export function* snapshotFrames(seq: number, records: Iterable<unknown>, always 
     parts.push(json);
     bytes += size;
   }
-  if (parts.length || (always && !any)) yield snapshotFrame(seq, parts);
+  if (parts.length || (always && !any)) yield frameOf(seq, parts);
 }
 
 /** The frame `encodeFrame(seq, records)` makes, from its records already serialized. */
-function snapshotFrame(seq: number, parts: string[]): Buffer {
+/** A frame of `seq` whose records are `parts`, each one's JSON already made: the bytes `encodeFrame` makes of them. */
+export function frameOf(seq: number, parts: readonly string[]): Buffer {
   return framePayload(`{"n":${JSON.stringify(seq)},"r":[${parts.join(",")}]}`);
 }
 

@@ -147,6 +147,7 @@ export function openStore<R extends { type: string }>(
   const fold = report.migrated === undefined;
   // The history chain goes on from the last history record written: the journal's, else the archive's.
   const chain = new Chain(archive.chain.head);
+  let unarchived = false;
   const end = readFrames<R>(file, (f) => {
     seq = Math.max(seq, f.seq);
     good = f.offset + f.size;
@@ -155,7 +156,10 @@ export function openStore<R extends { type: string }>(
     for (const r of f.records) {
       if (!hooks.isHistory(r)) {
         if (fold) hooks.apply(r);
-      } else if (f.seq > archive.lastSeq) chain.follow(r);
+      } else if (f.seq > archive.lastSeq) {
+        chain.follow(r);
+        unarchived = true;
+      }
     }
   });
   if (end.kind === "corrupt") {
@@ -182,6 +186,7 @@ export function openStore<R extends { type: string }>(
     { snapshot: hooks.snapshot, isHistory: hooks.isHistory, log: opts.log, onWrite: opts.onWrite },
     { fsync: opts.fsync !== false, compactBytes: opts.compactBytes ?? 16 * 1024 * 1024 },
     Math.max(first, good / 2),
+    !unarchived,
   );
   journal.chain = chain;
   return { store: new Store(journal, archive), report };

@@ -18,10 +18,13 @@
  */
 import { closeSync, fdatasync, fdatasyncSync, fsyncSync, ftruncate, openSync, renameSync, rmSync, write } from "node:fs";
 import { dirname } from "node:path";
-import type { Archive } from "./archive.js";
+import type { Archive, HistoryFrame } from "./archive.js";
 import { Chain } from "./chain.js";
-import { encodeFrame, MAGIC, readFrames, snapshotFrames, writeAllSync } from "./frame.js";
+import { frameOf, MAGIC, readFrames, snapshotFrames, writeAllSync } from "./frame.js";
 import { CommitQueue, type Pending } from "./queue.js";
+
+/** The most journal bytes whose history is kept as written for the next compaction (see `Journal.written`). */
+const WRITTEN_MAX = 64 * 1024 * 1024;
 
 export class StoreError extends Error {
   constructor(
@@ -54,6 +57,14 @@ export class Journal<R> {
   readonly stats = { journalBytes: 0, commits: 0, batches: 0, syncs: 0, compactions: 0 };
   /** The history chain (chain.ts): each batch's history records are linked as it is encoded. */
   chain = new Chain();
+  /**
+   * The history of every frame written since the journal was last compacted (or opened with
+   * none unarchived), as the JSON written: what the next compaction archives, without reading
+   * the journal back and parsing it on the event loop. Undefined when not known (opened with
+   * unarchived history, or past `WRITTEN_MAX`): compaction then reads the file.
+   */
+  private written: HistoryFrame<R>[] | undefined;
+  private writtenBytes = 0;
 
   constructor(
     readonly file: string,
@@ -64,7 +75,10 @@ export class Journal<R> {
     private readonly owner: JournalOwner<R>,
     private readonly opts: { fsync: boolean; compactBytes: number },
     private snapshotBytes: number,
+    /** The journal holds no history the archive lacks: what is written from now on is all there is to archive. */
+    historyArchived = false,
   ) {
+    if (historyArchived) this.written = [];
     this.fd = openSync(file, "r+");
     this.stats.journalBytes = size;
   }
@@ -86,8 +100,18 @@ export class Journal<R> {
     // Linked in the order they are written; a batch that does not reach the disk gives its links back.
     const sealed = batch.map((p) => this.chain.seal(p.txn, (r) => this.owner.isHistory(r)));
     const unseal = () => sealed[0]?.undo();
+    // Each record's JSON is made once: for its frame, and, if it is history, kept for compaction.
+    const history: HistoryFrame<R>[] = [];
     try {
-      bytes = Buffer.concat(sealed.map((s) => encodeFrame(++this.seq, s.records)));
+      const frames = sealed.map((s) => {
+        const seq = ++this.seq;
+        const json = s.records.map((r) => JSON.stringify(r));
+        const frame = frameOf(seq, json);
+        const kept = json.filter((_, i) => this.owner.isHistory(s.records[i]!));
+        if (kept.length) history.push({ seq, json: kept, bytes: frame.length });
+        return frame;
+      });
+      bytes = frames.length === 1 ? frames[0]! : Buffer.concat(frames);
     } catch (err) {
       this.seq -= batch.length;
       unseal();
@@ -131,6 +155,7 @@ export class Journal<R> {
     }
     this.size = start + bytes.length;
     this.stats.journalBytes = this.size;
+    this.keep(history, bytes.length);
     this.stats.batches++;
     this.owner.onWrite?.((performance.now() - began) / 1000);
     for (const p of batch) p.resolve();
@@ -155,15 +180,8 @@ export class Journal<R> {
   private compactNow(): void {
     const tmp = `${this.file}.compact`;
     try {
-      const history: Array<{ seq: number; records: R[]; bytes: number }> = [];
-      const end = readFrames<R>(
-        this.file,
-        (f) => history.push({ seq: f.seq, records: f.records.filter((r) => this.owner.isHistory(r)), bytes: f.size }),
-        { upTo: this.size },
-      );
-      if (end.kind !== "end") throw new Error(`journal unreadable at ${end.offset}: ${end.reason}`);
       // History first: once the new journal replaces the old, the archive must hold it.
-      this.archive.append(history);
+      this.archive.append(this.written ?? this.readHistory());
       const live = this.owner.snapshot();
       // The snapshot's frames carry the current sequence number: history of later
       // frames is newer than anything archived.
@@ -176,6 +194,8 @@ export class Journal<R> {
       this.snapshotBytes = size;
       this.stats.journalBytes = size;
       this.stats.compactions++;
+      this.written = [];
+      this.writtenBytes = 0;
       this.owner.log?.info({ file: this.file, bytes: size, records: live.length }, "state journal compacted");
     } catch (err) {
       rmSync(tmp, { force: true });
@@ -186,6 +206,27 @@ export class Journal<R> {
         "state journal compaction failed; the journal is used as it is",
       );
     }
+  }
+
+  /** Keeps a written batch's history for the next compaction, while that stays within bounds. */
+  private keep(history: HistoryFrame<R>[], bytes: number): void {
+    if (!this.written) return;
+    this.writtenBytes += bytes;
+    // Past this the journal is read back instead: memory for a journal that outgrew its threshold many times over.
+    if (this.writtenBytes > WRITTEN_MAX) this.written = undefined;
+    else for (const f of history) this.written.push(f);
+  }
+
+  /** The journal's history read back from the file: what compaction archives when it was not kept as written. */
+  private readHistory(): HistoryFrame<R>[] {
+    const history: HistoryFrame<R>[] = [];
+    const end = readFrames<R>(
+      this.file,
+      (f) => history.push({ seq: f.seq, records: f.records.filter((r) => this.owner.isHistory(r)), bytes: f.size }),
+      { upTo: this.size },
+    );
+    if (end.kind !== "end") throw new Error(`journal unreadable at ${end.offset}: ${end.reason}`);
+    return history;
   }
 
   /** History records still in the journal (not yet archived), oldest first. */
