@@ -1,6 +1,8 @@
 /**
- * At the approval that would complete a quorum, the earlier approvals are asked again whether
- * they still count (standing.ts `fallenApprovals`): an approver's runtime groups (from the
+ * Whether what waits on a person still stands, planned here and nowhere else: after a reload
+ * (`standAfterReload`: a proposal the new rules no longer allow is cancelled, approvals that no
+ * longer count are dropped), and at the approval that would complete a quorum, when the earlier
+ * approvals are asked again whether they still count (standing.ts `fallenApprovals`): an approver's runtime groups (from the
  * identity provider, space.ts `runtimeGroups`) or capabilities can shrink without a reload,
  * and a call that needs two people is never routed on the word of one who may still decide.
  * Those that no longer count are dropped exactly as a reload drops them (book.ts
@@ -11,7 +13,7 @@ import { type Envelope, systemEnvelope } from "../wire/envelope.js";
 import type { SpaceHost } from "../ports/host.js";
 import { approvedBy } from "./approvals.js";
 import { type Proposal, type ProposalBook, runningArguments, whatRuns } from "./book.js";
-import { fallenApprovals } from "./standing.js";
+import { cancelReason, fallenApprovals, type StandingHost as StandingRules } from "./standing.js";
 
 /** What dropping approvals that no longer count uses of the space. */
 export type StandingHost = Pick<SpaceHost, "authority" | "config" | "deliver" | "log" | "record" | "verdictOf">;
@@ -54,4 +56,47 @@ export function droppedNotice(
     to: [...new Set([p.proposer, ...before])].filter((id) => Object.hasOwn(present, id)),
     correlation_id: [p.id],
   });
+}
+
+/**
+ * After a reload (space/reload.ts): each proposal waiting on a person that the new rules no
+ * longer allow is rejected (`policy_changed`, standing.ts `cancelReason`), and the approvals
+ * that no longer count are dropped; each written before anyone is told. One that cannot be
+ * written stays as it was, and the log says so. Returns what it did, for the reload's report.
+ */
+export async function standAfterReload(
+  space: Pick<SpaceHost, "deliver" | "log" | "record">,
+  proposals: ProposalBook,
+  standing: StandingRules,
+): Promise<{ cancelled: string[]; dropped: string[] }> {
+  const cancelled: string[] = [];
+  const dropped: string[] = [];
+  for (const p of proposals.pending()) {
+    const why = cancelReason(standing, p);
+    if (why === undefined || proposals.isBusy(p.id)) continue;
+    try {
+      await space.record(
+        proposals.planTransition(p, { state: "rejected", reason: "policy_changed", text: why, decidedBy: "system:gateway" }),
+      );
+    } catch (err) {
+      space.log.error({ proposal: p.id, err: String(err) }, "reload: could not record a cancelled proposal; it stays pending");
+      continue;
+    }
+    cancelled.push(p.id);
+    space.deliver(systemEnvelope("mcp/reject", { reason: "policy_changed", text: why }, { to: [p.proposer], correlation_id: [p.id] }));
+  }
+  for (const p of proposals.pending()) {
+    const fallen = fallenApprovals(standing, p);
+    if (fallen.length === 0 || proposals.isBusy(p.id)) continue;
+    const before = approvedBy(p);
+    try {
+      await space.record(proposals.planDropApprovals(p, fallen));
+    } catch (err) {
+      space.log.error({ proposal: p.id, err: String(err) }, "reload: could not record dropped approvals");
+      continue;
+    }
+    for (const f of fallen) dropped.push(`${p.id}: ${f.by} (${f.why})`);
+    space.deliver(droppedNotice(p, before, fallen, standing.config.participants));
+  }
+  return { cancelled, dropped };
 }

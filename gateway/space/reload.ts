@@ -41,9 +41,8 @@ import type { Plan } from "../store/plan.js";
 import type { ProposalBook } from "../proposals/book.js";
 import type { AuditRecord } from "../audit/entry.js";
 import type { Verdict } from "../policy/authority.js";
-import { approvedBy } from "../proposals/approvals.js";
-import { cancelReason, fallenApprovals, type StandingHost } from "../proposals/standing.js";
-import { droppedNotice } from "../proposals/still-count.js";
+import type { StandingHost } from "../proposals/standing.js";
+import { standAfterReload } from "../proposals/still-count.js";
 import { CloseCodes, type Envelope, systemEnvelope } from "../wire/envelope.js";
 
 export interface ReloadHost {
@@ -189,35 +188,11 @@ export async function applyReload(host: ReloadHost, next: SpaceConfig, tokens: T
     );
   }
 
+  // What the new rules mean for proposals waiting on a person is proposals/'s to plan (still-count.ts).
   const standing: StandingHost = { config: cur, groups: host.authority.groups, verdict: (...a) => host.verdict(...a) };
-  for (const p of host.proposals.pending()) {
-    const why = cancelReason(standing, p);
-    if (why === undefined) continue;
-    if (host.proposals.isBusy(p.id)) continue;
-    try {
-      await host.record(
-        host.proposals.planTransition(p, { state: "rejected", reason: "policy_changed", text: why, decidedBy: "system:gateway" }),
-      );
-    } catch (err) {
-      host.log.error({ proposal: p.id, err: String(err) }, "reload: could not record a cancelled proposal; it stays pending");
-      continue;
-    }
-    report.cancelled.push(p.id);
-    host.deliver(systemEnvelope("mcp/reject", { reason: "policy_changed", text: why }, { to: [p.proposer], correlation_id: [p.id] }));
-  }
-  for (const p of host.proposals.pending()) {
-    const fallen = fallenApprovals(standing, p);
-    if (fallen.length === 0 || host.proposals.isBusy(p.id)) continue;
-    const before = approvedBy(p);
-    try {
-      await host.record(host.proposals.planDropApprovals(p, fallen));
-    } catch (err) {
-      host.log.error({ proposal: p.id, err: String(err) }, "reload: could not record dropped approvals");
-      continue;
-    }
-    for (const f of fallen) report.approvals_dropped.push(`${p.id}: ${f.by} (${f.why})`);
-    host.deliver(droppedNotice(p, before, fallen, cur.participants));
-  }
+  const after = await standAfterReload(host, host.proposals, standing);
+  report.cancelled.push(...after.cancelled);
+  report.approvals_dropped.push(...after.dropped);
   report.closed.push(...host.tokensChanged());
   host.log.info({ ...report }, "space reloaded");
   return report;
