@@ -18,6 +18,9 @@ import { awaiting, INTERRUPTED_TEXT, type Proposal, type ProposalBook } from "./
 import type { Member } from "../ports/member.js";
 import { newDecisionId } from "../audit/entry.js";
 import type { Deciders } from "./deciders.js";
+import type { SpaceConfig } from "../config/config.js";
+import type { Plan } from "../store/plan.js";
+import type { Logger } from "pino";
 
 /** What ending a proposal uses of the space. */
 export type EndsHost = Pick<SpaceHost, "config" | "deliver" | "log" | "record" | "sendTo" | "storeFailed">;
@@ -128,5 +131,36 @@ export class Ends {
         systemEnvelope("mcp/response", { jsonrpc: "2.0", id: p.rpcId, error }, { to: [p.proposer], correlation_id: [p.id] }),
       );
     }
+  }
+}
+
+/**
+ * Approved before the gateway stopped, with no outcome written: the call may or may not
+ * have reached the tool, so it is never routed again on its own. It waits, interrupted,
+ * for a person to decide again, with a fresh TTL; its proposer hears it on joining
+ * (`Ends.tellInterrupted`). Asked once, as the space starts (space/compose.ts); each change is
+ * noted, not awaited: after another crash it would be interrupted again, as it is now.
+ */
+export function interruptApproved(
+  config: Pick<SpaceConfig, "policy">,
+  log: Pick<Logger, "warn">,
+  proposals: ProposalBook,
+  note: (plan: Plan) => void,
+): void {
+  for (const p of proposals.restored()) {
+    log.warn(
+      { proposal: p.id, proposer: p.proposer, approver: p.decidedBy },
+      "proposal was approved when the gateway stopped; marked interrupted until someone decides again",
+    );
+    // A two-person rule holds again: the call may have run, so running it again needs its approvers again.
+    const again: Partial<Proposal> = (p.required ?? 1) > 1 ? { approvals: [] } : {};
+    note(
+      proposals.planTransition(p, {
+        state: "interrupted",
+        reason: "gateway_restarted",
+        expiresAt: Date.now() + config.policy.proposal_ttl_ms,
+        ...again,
+      }),
+    );
   }
 }

@@ -43,7 +43,7 @@ import { Decisions } from "../proposals/decisions.js";
 import { Deciders } from "../proposals/deciders.js";
 import { proposalRisk } from "../proposals/passkey-bar.js";
 import { Proposing } from "../proposals/propose.js";
-import { Ends } from "../proposals/ends.js";
+import { Ends, interruptApproved } from "../proposals/ends.js";
 import { Escalations } from "../proposals/escalation.js";
 import { personIn } from "../policy/learn/history.js";
 import { LEARN_WINDOW, Recorded } from "../policy/learn/recorded.js";
@@ -405,7 +405,7 @@ export function composeSpace(
     verdict: host.verdictOf,
   };
 
-  interruptApproved(config, log, proposals, ledger);
+  interruptApproved(config, log, proposals, (plan) => void ledger.note(plan));
   // Escalation timers, re-armed from each proposal's creation (proposals/escalation.ts).
   for (const p of proposals.pending()) escalations.arm(p);
 
@@ -448,30 +448,6 @@ export function composeSpace(
       return applyReload(reloading, next, tokens, by);
     },
   };
-}
-
-/**
- * Approved before the gateway stopped, with no outcome written: the call may or may not
- * have reached the tool, so it is never routed again on its own. It waits, interrupted,
- * for a person to decide again, with a fresh TTL; its proposer hears it on joining.
- */
-function interruptApproved(config: SpaceConfig, log: Logger, proposals: ProposalBook, ledger: Ledger): void {
-  for (const p of proposals.restored()) {
-    log.warn(
-      { proposal: p.id, proposer: p.proposer, approver: p.decidedBy },
-      "proposal was approved when the gateway stopped; marked interrupted until someone decides again",
-    );
-    // A two-person rule holds again: the call may have run, so running it again needs its approvers again.
-    const again: Partial<Proposal> = (p.required ?? 1) > 1 ? { approvals: [] } : {};
-    void ledger.note(
-      proposals.planTransition(p, {
-        state: "interrupted",
-        reason: "gateway_restarted",
-        expiresAt: Date.now() + config.policy.proposal_ttl_ms,
-        ...again,
-      }),
-    );
-  }
 }
 
 /** Grants held now, each with whether it stands (its granter still holds what it lent). */
