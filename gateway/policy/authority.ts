@@ -312,7 +312,9 @@ export class Authority {
         return { decision: "denied", code: ErrorCodes.invalidPayload, message: "tools/call: params.name must be a string" };
       // A call always has arguments for the rules' conditions: none given is an empty mapping.
       const args = params?.["arguments"] ?? {};
-      const v = guarded(this.guards, this.checked(caller, target, name, args, confirming), caller, target, name, args, confirming);
+      // The rules and grants, then the guards over the arguments, then the caps: each may only tighten what came before.
+      const ruled = this.checked(caller, target, name, args, confirming);
+      const v = guarded(this.guards, ruled, caller, target, name, args, confirming);
       return capped(this.caps, v, caller, target, name, confirming);
     }
     if (allows({ kind: "mcp/request", to: [target], payload: { method, params } })) return { decision: "direct" };
