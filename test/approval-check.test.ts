@@ -4,10 +4,14 @@
  * id, the proposer's own, an approver who may not make the call, "always" where it cannot be,
  * a huge and control-character reason) each get exactly one error, correlated to what was
  * sent, and leave the proposal pending with nothing routed; two approvers racing route one
- * call; then the decision point is asked once per approval, and the approved call runs.
+ * call; a reload landing while an approval waits writes nothing; then the decision point is
+ * asked once per approval, and the approved call runs.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { Authority } from "../gateway/policy/authority.js";
+import { ReceiptKeys } from "../gateway/proposals/receipts.js";
 import { type Env, errorFor, sleep, startGateway, TestClient, type TestGateway, toolOwner, waitFor } from "./helpers.js";
 
 const T = (id: string) => `${id}-token-0123456789`;
@@ -129,6 +133,34 @@ describe("an approval refused by its check", () => {
     const refusedOnes = errorsOf();
     expect(refusedOnes.length).toBe(1);
     expect(refusedOnes[0]!.payload.code).toBe("proposal_not_pending");
+  });
+
+  it("writes nothing when the space's rules change while the approval is on its way, and takes it when sent again", async () => {
+    const { calls, agent, alice } = await setup();
+    propose(agent, "p4");
+    await waitFor(() => proposalState("p4") === "pending", 5000, "the proposal held");
+    // A reload lands while the approval's receipt is being signed (a wait between check and record).
+    writeFileSync(join(gw!.dir, "space.yaml"), `${SPACE}  dave: {kind: human, token: ${T("dave")}}\n`);
+    const sign = ReceiptKeys.prototype.sign;
+    let reloaded = false;
+    vi.spyOn(ReceiptKeys.prototype, "sign").mockImplementation(async function (
+      this: ReceiptKeys,
+      ...args: Parameters<ReceiptKeys["sign"]>
+    ) {
+      if (!reloaded) {
+        reloaded = true;
+        await gw!.gateway.reload({ space: "ac", by: "test" });
+      }
+      return sign.apply(this, args);
+    });
+    alice.send({ id: "w1", kind: "mcp/approve", correlation_id: ["p4"], payload: {} });
+    const refused = await errorFor(alice, "w1");
+    expect(refused.payload.code).toBe("policy_changed");
+    expect(reloaded).toBe(true);
+    expect(proposalState("p4")).toBe("pending");
+    expect(calls).toEqual([]);
+    alice.send({ id: "w2", kind: "mcp/approve", correlation_id: ["p4"], payload: {} });
+    await waitFor(() => calls.length === 1, 5000, "the call, approved again");
   });
 });
 

@@ -133,8 +133,19 @@ export class Authority {
     this.caps = new Caps(config, this.groups, registry);
   }
 
+  /**
+   * Which rules are in force: it moves whenever they change (a reload, a participant invited or
+   * removed). A decision taken under one revision and carried out after a wait (an approval
+   * that waited for a passkey, proposals/decisions.ts) asks whether it still is the one.
+   */
+  get rulesRevision(): number {
+    return this.revision;
+  }
+  private revision = 0;
+
   /** Drops everything compiled from the rules: the space's config was reloaded (space/reload.ts). Add here any cache of config this class grows. */
   reset(): void {
+    this.revision++;
     this.rules.clear();
     this.skips.clear();
     this.guards = new Guards(this.config, this.groups);
@@ -143,6 +154,7 @@ export class Authority {
 
   /** Drops what was compiled from a participant's rules (it was invited or removed at runtime). */
   forget(id: string): void {
+    this.revision++;
     this.rules.delete(id);
   }
 

@@ -54,6 +54,8 @@ export interface Approval {
   /** The approver confirms it with a passkey over this very call before it is written (passkey-bar.ts). */
   readonly passkey: boolean;
   readonly fulfiller: Fulfiller | undefined;
+  /** The rules it was checked under (policy/authority.ts `rulesRevision`): changed before it is written, it is checked again. */
+  readonly rules: number;
 }
 
 /** What checking an approval reads. */
@@ -130,6 +132,7 @@ export function checkApproval(desk: ApprovalDesk, member: Member, p: Proposal, a
     counts: !several ? "alone" : completesQuorum(p) ? "last" : "one-of",
     passkey: desk.passkeys?.needs(q) ?? false,
     fulfiller,
+    rules: authority.rulesRevision,
   };
 }
 

@@ -224,6 +224,13 @@ export class Decisions {
         message: `proposal "${clip(p.id)}" was decided meanwhile`,
         extra: { state: busy ? "deciding" : p.state },
       };
+    // The rules changed while it waited (a reload): what was checked may no longer hold, so nothing is written.
+    if (this.space.authority.rulesRevision !== a.rules)
+      return {
+        code: ErrorCodes.policyChanged,
+        message: `the space's rules changed while this approval was on its way; nothing was approved: approve proposal "${clip(p.id)}" again`,
+        extra: { state: p.state },
+      };
     return stillStands(this.desk, p, a.owner, a.fulfiller?.id);
   }
   /** What the approval writes, as one transaction: the decision, and the grant an "always" makes. */

@@ -75,6 +75,8 @@ export const ErrorCodes = {
   notProposer: "not_proposer",
   fulfilmentMismatch: "fulfilment_mismatch",
   toolChanged: "tool_changed",
+  /** The space's rules changed (a reload) while an approval waited to be written: nothing was approved; approve again. */
+  policyChanged: "policy_changed",
   storeFailed: "store_failed",
   internal: "internal_error",
 } as const;
