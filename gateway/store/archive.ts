@@ -42,6 +42,39 @@ export type HistoryFrame<R> = { seq: number; bytes?: number | undefined } & ({ r
 
 const countOf = (f: HistoryFrame<unknown>): number => ("json" in f ? f.json.length : f.records.length);
 
+/**
+ * History gathered into archive frames of about a MiB, each ending at a journal frame's
+ * boundary and carrying that frame's sequence number, so a frame is archived whole or not at
+ * all. A journal frame's size counts toward the MiB (its own when known, a guess from its record
+ * count when not), so frames of large records are not merged past 64 MiB. `append` gathers what
+ * it is given; the journal gathers as it writes (journal.ts), so a compaction finds its frames built.
+ */
+export class HistoryChunks {
+  private parts: string[] = [];
+  private bytes = 0;
+  private seq = 0;
+  /** The archive frames built, each with the sequence number of the journal frame it ends at. */
+  readonly built: Array<{ seq: number; frame: Buffer }> = [];
+
+  /** Adds journal frame `seq`'s history records (their JSON); `bytes`: the journal frame's size. */
+  add(seq: number, json: readonly string[], bytes: number): void {
+    if (json.length === 0) return;
+    if (this.parts.length && this.bytes + bytes > 64 * 1024 * 1024) this.flush();
+    for (const j of json) this.parts.push(j);
+    this.bytes += bytes;
+    this.seq = seq;
+    if (this.bytes >= 1024 * 1024) this.flush();
+  }
+
+  /** Builds what is gathered so far into a frame of its own, however small. */
+  flush(): void {
+    if (this.parts.length === 0) return;
+    this.built.push({ seq: this.seq, frame: frameOf(this.seq, this.parts) });
+    this.parts = [];
+    this.bytes = 0;
+  }
+}
+
 export class Archive<R> {
   readonly dir: string;
   /** Highest journal sequence whose history is archived. */
@@ -82,7 +115,19 @@ export class Archive<R> {
    * applies retention. Frames at or below `lastSeq` are already here and skipped.
    */
   append(frames: ReadonlyArray<HistoryFrame<R>>): void {
-    const fresh = frames.filter((f) => f.seq > this.lastSeq && countOf(f) > 0);
+    const chunks = new HistoryChunks();
+    for (const f of frames) {
+      if (f.seq <= this.lastSeq) continue;
+      chunks.add(f.seq, "json" in f ? f.json : f.records.map((r) => JSON.stringify(r)), f.bytes ?? countOf(f) * 64);
+    }
+    this.appendChunks(chunks);
+  }
+
+  /** Appends history already gathered into frames (`HistoryChunks`), durably, then applies retention. */
+  appendChunks(chunks: HistoryChunks): void {
+    chunks.flush();
+    // Built at journal frames' boundaries: one at or below `lastSeq` is here already, whole.
+    const fresh = chunks.built.filter((c) => c.seq > this.lastSeq);
     if (fresh.length === 0) return;
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     const segs = this.segments();
@@ -95,27 +140,7 @@ export class Archive<R> {
     const fd = openSync(file, "a", 0o600);
     try {
       if (fstatSync(fd).size === 0) writeAllSync(fd, MAGIC);
-      // History goes in frames of about a MiB, each ending at a journal frame's boundary
-      // and carrying that frame's sequence number: a frame is archived whole or not at all.
-      // A frame's size is its journal frame's when known (a guess from the count when not),
-      // so that frames of large records are not merged past the limit.
-      let chunk: string[] = [];
-      let bytes = 0;
-      for (const [i, f] of fresh.entries()) {
-        const next = f.bytes ?? countOf(f) * 64;
-        if (chunk.length && bytes + next > 64 * 1024 * 1024) {
-          writeAllSync(fd, frameOf(fresh[i - 1]!.seq, chunk));
-          chunk = [];
-          bytes = 0;
-        }
-        for (const json of "json" in f ? f.json : f.records.map((r) => JSON.stringify(r))) chunk.push(json);
-        bytes += next;
-        if (bytes >= 1024 * 1024 || i === fresh.length - 1) {
-          writeAllSync(fd, frameOf(f.seq, chunk));
-          chunk = [];
-          bytes = 0;
-        }
-      }
+      for (const c of fresh) writeAllSync(fd, c.frame);
       fdatasyncSync(fd);
     } finally {
       closeSync(fd);

@@ -18,7 +18,7 @@
  */
 import { closeSync, fdatasync, fdatasyncSync, fsyncSync, ftruncate, openSync, renameSync, rmSync, write } from "node:fs";
 import { dirname } from "node:path";
-import type { Archive, HistoryFrame } from "./archive.js";
+import { type Archive, type HistoryFrame, HistoryChunks } from "./archive.js";
 import { Chain } from "./chain.js";
 import { frameOf, MAGIC, readFrames, snapshotFrames, writeAllSync } from "./frame.js";
 import { CommitQueue, type Pending } from "./queue.js";
@@ -59,11 +59,12 @@ export class Journal<R> {
   chain = new Chain();
   /**
    * The history of every frame written since the journal was last compacted (or opened with
-   * none unarchived), as the JSON written: what the next compaction archives, without reading
-   * the journal back and parsing it on the event loop. Undefined when not known (opened with
+   * none unarchived), as the JSON written, built into the archive's frames a MiB at a time as
+   * it comes: what the next compaction archives, without reading the journal back and parsing
+   * it, or building 16 MiB of frames, on the event loop. Undefined when not known (opened with
    * unarchived history, or past `WRITTEN_MAX`): compaction then reads the file.
    */
-  private written: HistoryFrame<R>[] | undefined;
+  private written: HistoryChunks | undefined;
   private writtenBytes = 0;
 
   constructor(
@@ -78,7 +79,7 @@ export class Journal<R> {
     /** The journal holds no history the archive lacks: what is written from now on is all there is to archive. */
     historyArchived = false,
   ) {
-    if (historyArchived) this.written = [];
+    if (historyArchived) this.written = new HistoryChunks();
     this.fd = openSync(file, "r+");
     this.stats.journalBytes = size;
   }
@@ -181,7 +182,8 @@ export class Journal<R> {
     const tmp = `${this.file}.compact`;
     try {
       // History first: once the new journal replaces the old, the archive must hold it.
-      this.archive.append(this.written ?? this.readHistory());
+      if (this.written) this.archive.appendChunks(this.written);
+      else this.archive.append(this.readHistory());
       const live = this.owner.snapshot();
       // The snapshot's frames carry the current sequence number: history of later
       // frames is newer than anything archived.
@@ -194,7 +196,7 @@ export class Journal<R> {
       this.snapshotBytes = size;
       this.stats.journalBytes = size;
       this.stats.compactions++;
-      this.written = [];
+      this.written = new HistoryChunks();
       this.writtenBytes = 0;
       this.owner.log?.info({ file: this.file, bytes: size, records: live.length }, "state journal compacted");
     } catch (err) {
@@ -214,7 +216,7 @@ export class Journal<R> {
     this.writtenBytes += bytes;
     // Past this the journal is read back instead: memory for a journal that outgrew its threshold many times over.
     if (this.writtenBytes > WRITTEN_MAX) this.written = undefined;
-    else for (const f of history) this.written.push(f);
+    else for (const f of history) if ("json" in f) this.written.add(f.seq, f.json, f.bytes ?? 0);
   }
 
   /** The journal's history read back from the file: what compaction archives when it was not kept as written. */
