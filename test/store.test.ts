@@ -247,6 +247,35 @@ describe("compaction and history", () => {
     expect(Buffer.concat(a).equals(Buffer.concat(b))).toBe(true);
   });
 
+  it("keeps what it kept through a compaction that fails, and archives every record once when the next one succeeds", async () => {
+    const dir = tempDir();
+    const owner = kv();
+    const { store } = openStore<Rec>({ dir, compactBytes: 1024 * 1024 * 1024, fsync: false }, owner.hooks);
+    const journal = (store as unknown as { journal: { opts: { compactBytes: number } } }).journal;
+    const write = async (from: number, to: number) => {
+      for (let i = from; i < to; i++) {
+        const set: Rec = { type: "set", k: `k${i % 5}`, v: i };
+        await store.commit([set, { type: "audit", n: i, pad: "b".repeat(6000) }]);
+        owner.hooks.apply(set);
+      }
+    };
+    await write(0, 300);
+    // The archive's directory cannot be made (a file stands in its place): the compaction fails, the journal is used on.
+    writeFileSync(join(dir, "history"), "not a directory");
+    journal.opts.compactBytes = 1;
+    await write(300, 301);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(store.stats.compactions).toBe(0);
+    rmSync(join(dir, "history"));
+    // Twice the journal's size again before it tries once more (journal.ts), then it succeeds.
+    await write(301, 1000);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(store.stats.compactions).toBeGreaterThan(0);
+    const history = store.history((r) => r.type === "audit");
+    await store.close();
+    expect(history.map((r) => r.n)).toEqual(Array.from({ length: 1000 }, (_, i) => i));
+  });
+
   it("keeps the journal bounded by the live state, moves history to the archive, and restarts reading only what is live", {
     timeout: 60_000,
   }, async () => {
