@@ -242,6 +242,8 @@ describe("a decision link in the browser", () => {
     const card = page.locator(`li.card[data-id="${id}"]`);
     await card.locator("section.preview[data-status=ok] .preview-diff .add").waitFor();
     await expect(card.locator(".preview-diff .add").allTextContents()).resolves.toEqual(["+three\n"]);
+    // The gateway's risk, as on the console's card: a destructive write the agent never made before.
+    await expect(card.locator("p.risk").textContent()).resolves.toMatch(/^Risk: high — .*destructive/);
     await expect(page.locator("#message").textContent()).resolves.toContain("You chose approve");
     // A phone's width, the diff's long lines included: nothing scrolls sideways.
     expect(await page.evaluate("[window.innerWidth, document.documentElement.scrollWidth]")).toEqual([390, 390]);

@@ -12,6 +12,7 @@ import { apiCall } from "./api.js";
 import { revealText } from "./text.js";
 import { argumentsView, reveal, textBlock } from "./args.js";
 import { hintBadges } from "./cards.js";
+import { riskLine } from "./risk.js";
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.hash.slice(1));
@@ -99,6 +100,8 @@ async function open() {
         class: "why",
         text: `${p.why ? `Needs approval: ${revealText(p.why)}. ` : ""}Expires ${new Date(p.expiresAt).toLocaleString()}.`,
       }),
+      // The risk the gateway states, with its reasons, as the console's card shows it (risk.js).
+      riskLine(p, el, reveal),
       p.approvals
         ? el("p", {
             class: "approvals",
