@@ -251,6 +251,9 @@ describe("approval receipts", () => {
     expect((await api("proposals/nope/receipt", T.alice)).status).toBe(404);
     const served = await api("proposals/p-a/receipt", T.alice);
     expect(served.body).toMatchObject({ receipt: entry.receipt, decision: sc.decision });
+    // Written once, in the approval's audit entry: the proposal's own record does not copy it.
+    const journal = readFileSync(join(stateDir, "journal"), "latin1");
+    expect(journal.split(entry.receipt!).length - 1).toBe(1);
     expect(statSync(join(stateDir, "receipts", "key.jwk")).mode & 0o777).toBe(0o600);
     expect(readFileSync(join(stateDir, "receipts", "jwks.json"), "utf8")).not.toContain('"d"');
 

@@ -102,8 +102,6 @@ export interface Proposal {
   unheard?: UnheardEnd | undefined;
   /** The opaque id of the decision that ended its wait (receipts.ts): shared by its audit entries, its receipt and its span. */
   decision?: string | undefined;
-  /** The signed receipt of its approval (receipts.ts), a compact JWS. */
-  receipt?: string | undefined;
 }
 
 /** One approver's "yes" on a proposal that needs more than one (proposals/approvals.ts). */
@@ -369,16 +367,17 @@ export class ProposalBook {
    * Moves a proposal on. Throws on a transition the state machine does not allow, or on
    * a proposal that is busy: callers check `state` and `isBusy` first and answer with a
    * clear error. An end its proposer is not connected to hear is kept for it (unheard.ts),
-   * with `answer`, the call's, if it ran.
+   * with `answer`, the call's, if it ran. An approval's signed `receipt` is written once, in
+   * its audit entry (where `GET …/receipt` reads it), not kept on the proposal.
    */
-  planTransition(p: Proposal, patch: Patch, answer?: Answer): Plan<ProposalRecord | AuditRecord> {
+  planTransition(p: Proposal, patch: Patch, answer?: Answer, receipt?: string): Plan<ProposalRecord | AuditRecord> {
     if (!NEXT[p.state].includes(patch.state)) throw new Error(`proposal ${p.id}: ${p.state} → ${patch.state} is not a transition`);
     if (this.busy.has(p.id)) throw new Error(`proposal ${p.id} is busy`);
     if (NEXT[patch.state].length === 0 && !this.hears(p.proposer)) patch = { ...patch, unheard: this.unheard.mark(p, answer) };
     this.busy.add(p.id);
     const after = { ...p, ...patch };
     return {
-      records: [{ type: "state", id: p.id, ts: new Date().toISOString(), patch }, audit(after, patch.state)],
+      records: [{ type: "state", id: p.id, ts: new Date().toISOString(), patch }, audit(after, patch.state, receipt)],
       apply: () => this.move(p, patch),
       done: () => this.busy.delete(p.id),
     };
@@ -523,7 +522,7 @@ function dropApprovals(p: Proposal, dropped: Array<{ by: string; why: string; ts
 }
 
 /** The audit record of `p` reaching `event`. */
-function audit(p: Proposal, event: AuditEntry["event"]): AuditRecord {
+function audit(p: Proposal, event: AuditEntry["event"], receipt?: string): AuditRecord {
   const args = p.editedArguments ?? p.params["arguments"];
   // Nobody decided these: the arguments are those proposed, recorded once, so a propose/withdraw loop cannot double the trail.
   const once = (event === "withdrawn" || event === "expired") && p.editedArguments === undefined && args !== undefined;
@@ -547,7 +546,7 @@ function audit(p: Proposal, event: AuditEntry["event"]): AuditRecord {
       text: p.text,
       outcome: p.outcome,
       decision: event === "proposed" || event === "approval" || event === "escalated" ? undefined : p.decision,
-      receipt: event === "approved" ? p.receipt : undefined,
+      receipt,
     },
   };
 }

@@ -241,17 +241,21 @@ export class Decisions {
         ? { editedArguments: p.editedArguments, editedBy: p.editedBy, editedAt: p.editedAt }
         : { editedArguments: a.edited, editedBy: approver.id, editedAt: now() };
     const plans: Plan[] = [
-      this.proposals.planTransition(p, {
-        state: "approved",
-        decidedBy: approver.id,
-        scope: a.scope,
-        reason: a.reason,
-        ...edit,
-        ...(a.owner === p.owner ? {} : { owner: a.owner }),
-        ...(last ? { approvals: [...(p.approvals ?? []), { by: approver.id, ts: now() }] } : {}),
-        decision,
-        ...(receipt !== undefined ? { receipt } : {}),
-      }),
+      this.proposals.planTransition(
+        p,
+        {
+          state: "approved",
+          decidedBy: approver.id,
+          scope: a.scope,
+          reason: a.reason,
+          ...edit,
+          ...(a.owner === p.owner ? {} : { owner: a.owner }),
+          ...(last ? { approvals: [...(p.approvals ?? []), { by: approver.id, ts: now() }] } : {}),
+          decision,
+        },
+        undefined,
+        receipt,
+      ),
     ];
     if (a.scope === "always" && p.tool !== undefined) {
       // On the definition the approver was shown: a change since suspends it again.
