@@ -9,6 +9,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
+import { newDecisionId } from "../gateway/audit/entry.js";
 import { riskOf, serverRisk } from "../gateway/policy/learn/risk.js";
 import { startGateway, TestClient, type TestGateway, toolOwner, waitFor } from "./helpers.js";
 
@@ -122,6 +123,13 @@ const auditOf = (proposal: string, event: string) =>
     .find((e) => e.proposal === proposal && e.event === event);
 
 describe("decision telemetry", () => {
+  it("decision ids stay unique and opaque across refills of their random pool", () => {
+    // 1,000 ids: the pool (256 ids) is refilled three times on the way.
+    const ids = Array.from({ length: 1000 }, () => newDecisionId());
+    for (const id of ids) expect(id).toMatch(/^dec_[A-Za-z0-9_-]{22}$/);
+    expect(new Set(ids).size).toBe(1000);
+  });
+
   it("a rejected, a withdrawn, a reviewer's and a learned rule's decision each leave one id in the audit entry, the span and the receipt; /metrics counts them", async () => {
     const { otlp, agent } = await ready();
 

@@ -4,7 +4,7 @@
  * passes through (which most entries name). Below everything that writes or reads the trail:
  * the proposal book, a direct call's record, the guards, the tool catalogue, learning.
  */
-import { randomBytes } from "node:crypto";
+import { randomFillSync } from "node:crypto";
 import type { DefinitionChange } from "../tools/pins.js";
 
 export type ProposalState =
@@ -112,7 +112,19 @@ export function auditMatches(e: AuditEntry, q: AuditQuery): boolean {
   return true;
 }
 
-/** A fresh opaque decision id: the same in the audit entries, the span and the receipt of one decision. */
+/**
+ * A fresh opaque decision id: the same in the audit entries, the span and the receipt of one
+ * decision. 16 random bytes, taken from a pool filled 256 ids at a time: `randomBytes(16)` on
+ * its own cost a direct call ~6 µs in the kernel and OpenSSL (as `randomUUID` pools too).
+ */
 export function newDecisionId(): string {
-  return `dec_${randomBytes(16).toString("base64url")}`;
+  if (idPoolAt >= idPool.length) {
+    randomFillSync(idPool);
+    idPoolAt = 0;
+  }
+  const id = idPool.toString("base64url", idPoolAt, idPoolAt + 16);
+  idPoolAt += 16;
+  return `dec_${id}`;
 }
+const idPool = Buffer.alloc(16 * 256);
+let idPoolAt = idPool.length;
