@@ -5,7 +5,7 @@
  * grant that was lent on from what it takes back. Which grants stand is grants.ts's
  * business; this module acts on the space only through `LendingHost`.
  */
-import { reviewerBound } from "../policy/learn/review.js";
+import { reviewerBound } from "../proposals/reviewer-bound.js";
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import type { Authority } from "../policy/authority.js";

@@ -297,7 +297,7 @@ const ParticipantSchema = section({
   echo: boolean().default(false),
   tools: ToolPolicySchema.optional(),
   approvers: z.array(z.string()).optional(),
-  /** A first-stage reviewer of this participant's proposals (policy/learn/review.ts): `by` a participant or `@group`; it approves by itself only up to `may_approve` risk, else hands the card to people with its note. */
+  /** A first-stage reviewer of this participant's proposals (proposals/reviewer-bound.ts): `by` a participant or `@group`; it approves by itself only up to `may_approve` risk, else hands the card to people with its note. */
   review: section({ by: z.string().min(1), may_approve: z.enum(["none", "low", "medium"]).default("none") }).optional(),
   /** How many distinct approvers (never the proposer) a proposal of this participant needs: a number, or `{tool glob: number}` (the first glob that matches; 1 otherwise). */
   approvals: z

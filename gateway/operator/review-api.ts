@@ -1,5 +1,5 @@
 /**
- * A reviewer before the human, over the operator API (policy/learn/review.ts says the rules):
+ * A reviewer before the human, over the operator API (proposals/reviewer-bound.ts says the rules):
  *
  *   GET  reviews                      the pending proposals the caller reviews, as cards
  *   POST proposals/<id>/review {verdict: approve|reject|escalate, risk: low|medium|high, reason}
@@ -13,7 +13,8 @@
  * on its card, and why.
  */
 import type { Proposal } from "../proposals/book.js";
-import { cleanNote, reviewerBound, type ReviewNote, type Verdict } from "../policy/learn/review.js";
+import { cleanNote, type ReviewNote, type Verdict } from "../policy/learn/review.js";
+import { reviewerBound } from "../proposals/reviewer-bound.js";
 import type { RiskLevel } from "../policy/learn/risk.js";
 import type { Space } from "../space/space.js";
 import { reviewNote, setReviewNote } from "./learn-api.js";

@@ -18,6 +18,7 @@ import { completesQuorum, quorumRefusal } from "./approvals.js";
 import { cannotRun, editOf } from "./runs.js";
 import type { Deciders } from "./deciders.js";
 import type { PasskeyBar } from "./passkey-bar.js";
+import { argumentsDigest } from "./receipts.js";
 
 /** A MEW fulfilment: who sent it, under which ids, and the target it names. */
 export interface Fulfiller {
@@ -42,6 +43,8 @@ export interface Approval {
   readonly condition: GrantCondition | undefined;
   /** The arguments that will run: this approval's edits, else book.ts `whatRuns`. */
   readonly args: Record<string, unknown> | undefined;
+  /** Their digest (receipts.ts `argumentsDigest`, of `{}` when there are none): what the passkey and the receipt bind, the same for both. */
+  readonly digest: string;
   /** This approval's own edits, when it sent arguments that differ from those that run. */
   readonly edited: Record<string, unknown> | undefined;
   /** It sent exactly the arguments that run: a later approver confirming an edit it saw (approvals.ts). */
@@ -127,6 +130,7 @@ export function checkApproval(desk: ApprovalDesk, member: Member, p: Proposal, a
     reason: ask.reason,
     condition,
     args,
+    digest: argumentsDigest(args ?? {}),
     edited,
     confirmed,
     counts: !several ? "alone" : completesQuorum(p) ? "last" : "one-of",

@@ -10,11 +10,11 @@ import { type Envelope, ErrorCodes, type InboundEnvelope } from "../wire/envelop
 import { clip, disabledRefusal, type Refusal, type SpaceHost } from "../ports/host.js";
 import type { ApprovalVerdict } from "../policy/authority.js";
 import type { Registry } from "../tools/registry.js";
-import { awaiting, GUARDS_KEY, CAP_KEY, OPEN_OWNER, type Proposal, type ProposalBook, runningArguments, runningParams } from "./book.js";
+import { awaiting, GUARDS_KEY, CAP_KEY, OPEN_OWNER, type Proposal, type ProposalBook, runningParams } from "./book.js";
 import type { Member } from "../ports/member.js";
 import { approversNow } from "./approvals.js";
 import { respondMark as markRespond } from "./respond.js";
-import { type Act, type Bound, boundOf, type ReviewerDesk, reviewerRefusal, reviews } from "./reviewer-bound.js";
+import { type Act, type ReviewerDesk, reviewerBound, reviewerRefusal, reviews } from "./reviewer-bound.js";
 import type { DeciderKind } from "./receipts.js";
 
 /** What deciding who may decide uses of the space. */
@@ -57,20 +57,30 @@ export class Deciders {
     return { code: ErrorCodes.unknownProposal, message: `no proposal "${clip(id)}" in space "${this.space.id}"` };
   }
   /**
-   * Who may approve or reject: not the proposer, one of its `approvers` if set, and able to
-   * make the call itself, with the arguments that will run. `approving`: nor may anyone approve
-   * a call to a participant switched off since it was proposed (the proposal stays as it is);
-   * asked before the approver's capability, which may rest on the tool's annotations, hidden
-   * while it is off. Also the bar for a Respond to count as an answer (`respondMark`).
-   * `asked`: policy's one answer on this approval (policy/authority.ts `approval`) over the
-   * arguments that will run, and whether the approver edited them; asked here with those that
-   * run now when an approval does not bring it.
+   * Who may reject `p` (or Respond to it): the bar `whyNotApprove` sets, without what only an
+   * approval asks (the owner switched on, policy's verdict on what runs, a reviewer's risk).
    */
-  whyNotDecide(member: Member, p: Proposal, approving = false, asked?: Asked): Refusal | undefined {
-    return this.decide(member, p, approving, asked, this.reviewers && boundOf(this.reviewers, member.id, p));
+  whyNotDecide(member: Member, p: Proposal): Refusal | undefined {
+    return this.decide(member, p, { approving: false });
   }
-  /** `whyNotDecide`, with `bound` the member's bound if it reviews the proposer. */
-  private decide(member: Member, p: Proposal, approving: boolean, asked: Asked | undefined, bound: Bound | undefined): Refusal | undefined {
+  /**
+   * Why `member` may not approve `p` as `act` asks: not the proposer, one of its `approvers` if
+   * set, and able to make the call itself with the arguments that will run; nor may anyone
+   * approve a call to a participant switched off since it was proposed (the proposal stays as
+   * it is), asked before the approver's capability, which may rest on the tool's annotations,
+   * hidden while it is off. A reviewer of the proposer decides within its bound instead
+   * (reviewer-bound.ts). `asked`: policy's one answer on this approval (policy/authority.ts
+   * `approval`) over the arguments that will run, and whether the approver edited them; asked
+   * here with those that run now when an approval does not bring it. Without an act, the bar
+   * for approving it once as it stands: the one "who may decide" lists are drawn from
+   * (operator/deciders.ts), so a card names only those the gateway would heed.
+   */
+  whyNotApprove(member: Member, p: Proposal, asked?: Asked, act: Act = { approving: true, scope: "once" }): Refusal | undefined {
+    return this.decide(member, p, act, asked);
+  }
+  /** The one bar both ask, in the order its refusals are given. */
+  private decide(member: Member, p: Proposal, act: Act, asked?: Asked): Refusal | undefined {
+    const approving = act.approving;
     if (member.id === p.proposer)
       return { code: ErrorCodes.selfApproval, message: "you cannot decide on your own proposal (withdraw it instead)" };
     // Switched off, it offers nothing to the space, its word on others' calls included.
@@ -96,12 +106,10 @@ export class Deciders {
         code: ErrorCodes.capExceeded,
         message: `a cap of the space is reached (${answer.capRefuses.text}); the proposal stays pending: approve it again next minute`,
       };
-    // A reviewer of the proposer is bounded by what it is, not by the approvers list or its own
-    // capabilities: it never rejects, and its approval is held to its bound (`whyNotApprove`).
-    if (this.reviewers && bound) {
-      if (!approving) return reviewerRefusal(this.reviewers, member.id, p, { approving: false }, bound);
-      return this.ownerOff(p, approving);
-    }
+    // A reviewer of the proposer is bounded by what it is, not by the approvers list or its own capabilities.
+    const reviewer = this.reviewers;
+    const bound = reviewer && reviewerBound(reviewer.config, reviewer.groups, p.proposer, member.id);
+    if (bound) return this.ownerOff(p, approving) ?? reviewerRefusal(reviewer, p, act, bound);
     // The proposer's approvers (ids and @groups: space.yaml's, and those the identity provider
     // put members in), widened by escalation stages reached (approvals.ts).
     const approvers = approversNow(this.space.config, p);
@@ -121,18 +129,6 @@ export class Deciders {
       code: ErrorCodes.approverLacksCapability,
       message: `you may not make this call yourself (with the arguments that will run), so you cannot approve or reject it`,
     };
-  }
-  /**
-   * Why `member` may not approve `p` as `act` asks: `whyNotDecide`, then a reviewer's bound
-   * (reviewer-bound.ts). Without an act, the bar for approving it once as it stands: the one
-   * "who may decide" lists are drawn from (operator/deciders.ts), so a card names only those
-   * the gateway would heed.
-   */
-  whyNotApprove(member: Member, p: Proposal, asked?: Asked, act?: Act): Refusal | undefined {
-    const bound = this.reviewers && boundOf(this.reviewers, member.id, p);
-    const why = this.decide(member, p, true, asked, bound);
-    if (why || !this.reviewers || !bound) return why;
-    return reviewerRefusal(this.reviewers, member.id, p, act ?? { approving: true, scope: "once", args: runningArguments(p) }, bound);
   }
   /** A chat correlated to a proposal, marked as a Respond only if `member` may decide it (respond.ts). */
   respondMark(member: Member, chat: Envelope): Envelope {

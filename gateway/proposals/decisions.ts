@@ -35,7 +35,7 @@ import { dropFallenApprovals } from "./still-count.js";
 import { editOf } from "./runs.js";
 import { describeCondition } from "../policy/scope.js";
 import type { RunsEnded } from "./runs-ended.js";
-import { argumentsDigest, policyDigest, type ReceiptKeys } from "./receipts.js";
+import { policyDigest, type ReceiptKeys } from "./receipts.js";
 import { newDecisionId } from "../audit/entry.js";
 import type { PasskeyBar, PasskeyProof } from "./passkey-bar.js";
 import { isRecord } from "../wire/values.js";
@@ -149,7 +149,7 @@ export class Decisions {
     if (a.passkey) {
       const bar = this.passkeys!;
       try {
-        proof = await bar.check(p, approver.id, passkey, a.args ?? {});
+        proof = await bar.check(p, approver.id, passkey, a.digest);
       } catch (err) {
         const url = bar.where(p);
         const message = `${(err as Error).message}; a person confirms this approval with their passkey at ${url}`;
@@ -327,7 +327,7 @@ export class Decisions {
       method: p.method,
       approvers,
       decider: this.deciders.deciderKind(approver.id, p),
-      args: argumentsDigest(a.args ?? {}),
+      args: a.digest,
       definition: p.digest ?? "",
       policy: policyDigest(this.space.config),
       proposed_at: p.createdAt,

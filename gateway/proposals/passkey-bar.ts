@@ -80,14 +80,15 @@ export class PasskeyBar {
     return `${origin}/ui/passkey.html#space=${encodeURIComponent(this.host.space)}&proposal=${encodeURIComponent(p.id)}`;
   }
 
-  private challenge(p: Proposal, approver: string, args: Record<string, unknown>, nonce: string): string {
+  /** The challenge for `approver` approving `p` with the arguments whose digest is `args` (receipts.ts `argumentsDigest`). */
+  private challenge(p: Proposal, approver: string, args: string, nonce: string): string {
     const bound = {
       v: "mewgate-passkey-1",
       space: this.host.space,
       proposal: p.id,
       approver,
       tool: `${p.owner}/${p.tool ?? p.method}`,
-      args: argumentsDigest(args),
+      args,
       definition: p.digest ?? "",
       nonce,
     };
@@ -100,7 +101,11 @@ export class PasskeyBar {
     const key = `${p.id}\u0000${approver}`;
     if (this.nonces.size > 10_000) this.nonces.clear();
     this.nonces.set(key, { nonce, until: Date.now() + NONCE_MS });
-    return this.host.passkeys.assertionOptions(approver, this.challenge(p, approver, runningArguments(p), nonce), this.rpId(host));
+    return this.host.passkeys.assertionOptions(
+      approver,
+      this.challenge(p, approver, argumentsDigest(runningArguments(p)), nonce),
+      this.rpId(host),
+    );
   }
 
   /** The RP ID for a browser at `host` (the request's Host header): its name when the place lists it, else the first. */
@@ -110,8 +115,8 @@ export class PasskeyBar {
     return name !== undefined && place.rpIds.includes(name) ? name : place.rpIds[0]!;
   }
 
-  /** Checks `approver`'s assertion for approving `p` with `args`; the nonce is used up either way. */
-  async check(p: Proposal, approver: string, assertion: unknown, args: Record<string, unknown>): Promise<PasskeyProof> {
+  /** Checks `approver`'s assertion for approving `p` with the arguments whose digest is `args`; the nonce is used up either way. */
+  async check(p: Proposal, approver: string, assertion: unknown, args: string): Promise<PasskeyProof> {
     const key = `${p.id}\u0000${approver}`;
     const issued = this.nonces.get(key);
     this.nonces.delete(key);

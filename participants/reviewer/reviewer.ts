@@ -2,7 +2,7 @@
  * A reviewer before the human, as a participant: it asks the gateway which proposals it
  * reviews (GET reviews), decides each — with a model, or by a script for the offline demo —
  * and answers (POST proposals/<id>/review). What its answer may do is the gateway's to bound
- * (gateway/policy/learn/review.ts): an approval stands only within the proposer's
+ * (gateway/proposals/reviewer-bound.ts): an approval stands only within the proposer's
  * `may_approve` against the gateway's own risk, so a wrong or manipulated reviewer hands
  * cards to people, it does not let calls through.
  *
