@@ -362,6 +362,36 @@ describe("passkey confirmation: hostile first", () => {
     expect(calls.map((c) => c.payload.params.name)).toEqual(["look"]);
   });
 
+  it("by risk: what a guard holds a call for counts, as on its card: a read-only call holding an email address needs the passkey", {
+    timeout: 30_000,
+  }, async () => {
+    const held = "policy: {passkey: {tools: [], risk: high}}\nguards:\n  - {name: personal, detect: personal, action: hold, on: arguments}";
+    gw = await startGateway(SPACE.replace('policy: {passkey: {tools: ["notes/transfer"]}}', held));
+    const calls: Env[] = [];
+    const notes = await toolOwner(
+      gw,
+      "pk",
+      T.notes,
+      [{ name: "look", inputSchema: { type: "object" }, annotations: { readOnlyHint: true, openWorldHint: false } }],
+      {
+        onCall: (env, reply) => {
+          calls.push(env);
+          reply({ content: [{ type: "text", text: "done" }] });
+        },
+      },
+    );
+    const agent = await TestClient.join(gw, "pk", T.agent);
+    clients.push(notes, agent);
+    // Unheld, an email address in a read-only call is medium (personal data, a first use).
+    const look = await propose(agent, "look", { to: "carol@example.com" });
+    const card = (await api(T.alice, "GET", `proposals/${look}`)).body;
+    expect(card.risk?.level).toBe("high");
+    expect(card.risk?.reasons.map((r: { code: string }) => r.code)).toContain("guard");
+    expect((await api(T.alice, "GET", `proposals/${look}/passkey`)).body).toMatchObject({ required: true });
+    expect((await api(T.alice, "POST", `proposals/${look}/approve`, {})).body.error?.code).toBe("passkey_required");
+    expect(calls).toHaveLength(0);
+  });
+
   it("a passkey is a person's: an agent cannot register one", { timeout: 30_000 }, async () => {
     await setup();
     const r = await api(T.agent, "POST", "passkeys/options", {});

@@ -17,10 +17,11 @@ import { type PasskeyPlace, Passkeys } from "../identity/passkeys.js";
 import type { RiskLevel } from "../policy/learn/risk.js";
 import { compileGlob } from "../policy/capabilities.js";
 import { canonical } from "../store/chain.js";
-import { DEFINITION_CHANGED_KEY, OPEN_OWNER, type Proposal, runningArguments } from "./book.js";
+import { OPEN_OWNER, type Proposal, runningArguments } from "./book.js";
 import type { Recorded } from "../policy/learn/recorded.js";
 import type { Registry } from "../tools/registry.js";
 import { argumentsDigest } from "./receipts.js";
+import { proposalRisk } from "./risk.js";
 
 export interface PasskeyProof {
   credential: string;
@@ -40,24 +41,10 @@ export interface PasskeyHost {
 const NONCE_MS = 5 * 60_000;
 const ORDER: Record<RiskLevel, number> = { low: 0, medium: 1, high: 2 };
 
-/** The gateway's risk of what `p` will run, over the recorded calls (policy/learn/): "high" for a call held open or not of a tool. */
-export function proposalRisk(p: Proposal, registry: Registry, recorded: Pick<Recorded, "riskOf">): RiskLevel {
-  if (p.tool === undefined || p.owner === OPEN_OWNER) return "high";
-  const entry = registry.get(p.owner, p.tool);
-  const payload = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload;
-  return recorded.riskOf(
-    {
-      id: p.id,
-      proposer: p.proposer,
-      owner: p.owner,
-      tool: p.tool,
-      args: runningArguments(p),
-      annotations: entry?.annotations,
-      definitionChanged: payload?.[DEFINITION_CHANGED_KEY] !== undefined,
-      flagged: (entry?.findings?.length ?? 0) > 0,
-    },
-    true,
-  ).level;
+/** The gateway's risk of what `p` will run (risk.ts), as the passkey bar weighs it: "high" for a call held open or not of a tool. */
+export function passkeyRisk(p: Proposal, registry: Registry, recorded: Pick<Recorded, "riskOf">): RiskLevel {
+  if (p.owner === OPEN_OWNER) return "high";
+  return proposalRisk(p, registry, recorded, { fresh: true })?.level ?? "high";
 }
 
 export class PasskeyBar {

@@ -19,7 +19,8 @@ import type { Recorded } from "../policy/learn/recorded.js";
 import type { RiskLevel } from "../policy/learn/risk.js";
 import type { Registry } from "../tools/registry.js";
 import { type ErrorCode, ErrorCodes } from "../wire/envelope.js";
-import { DEFINITION_CHANGED_KEY, heldFindings, type Proposal, runningArguments } from "./book.js";
+import type { Proposal } from "./book.js";
+import { proposalRisk } from "./risk.js";
 
 export interface ReviewerDesk {
   config: SpaceConfig;
@@ -68,23 +69,8 @@ export function reviewerRefusal(desk: ReviewerDesk, p: Proposal, act: Act, bound
   if (!act.approving) return refuse("a reviewer does not reject; its doubts go to people (POST proposals/<id>/review with escalate)");
   if (act.scope === "always" || act.limited) return refuse('a reviewer approves once, never "always"');
   if (act.edited) return refuse("a reviewer approves what was proposed, never edited arguments");
-  if (p.method !== "tools/call" || p.tool === undefined) return refuse("a reviewer approves tool calls only");
-  const entry = desk.registry.get(p.owner, p.tool);
-  const payload = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload;
-  const risk = desk.recorded.riskOf(
-    {
-      id: p.id,
-      proposer: p.proposer,
-      owner: p.owner,
-      tool: p.tool,
-      args: act.args ?? runningArguments(p),
-      annotations: entry?.annotations,
-      definitionChanged: payload?.[DEFINITION_CHANGED_KEY] !== undefined,
-      flagged: (entry?.findings?.length ?? 0) > 0,
-      guarded: heldFindings(payload),
-    },
-    true,
-  );
+  const risk = proposalRisk(p, desk.registry, desk.recorded, { args: act.args, fresh: true });
+  if (!risk) return refuse("a reviewer approves tool calls only");
   const required = p.required ?? 1;
   const may = bound.may;
   if (required > 1) return refuse(`it needs ${required} approvals: a reviewer never stands for people in a quorum (${risk.summary})`);

@@ -38,10 +38,11 @@ import { ReceiptKeys } from "../proposals/receipts.js";
 import { decisionOf } from "../proposals/telemetry.js";
 import { PasskeyBar } from "../proposals/passkey-bar.js";
 import { Passkeys, type PasskeyPlace } from "../identity/passkeys.js";
-import { DEFINITION_CHANGED_KEY, OPEN_OWNER, type Proposal, ProposalBook, runningArguments } from "../proposals/book.js";
+import { OPEN_OWNER, type Proposal, ProposalBook, runningArguments } from "../proposals/book.js";
 import { Decisions } from "../proposals/decisions.js";
 import { Deciders } from "../proposals/deciders.js";
-import { proposalRisk } from "../proposals/passkey-bar.js";
+import { passkeyRisk } from "../proposals/passkey-bar.js";
+import { proposalRisk } from "../proposals/risk.js";
 import { Proposing } from "../proposals/propose.js";
 import { Ends, interruptApproved } from "../proposals/ends.js";
 import { Escalations } from "../proposals/escalation.js";
@@ -266,19 +267,8 @@ export function composeSpace(
   const decisionContext = (p: Proposal): { rule?: string; risk?: string } => {
     if (p.tool === undefined || p.owner === OPEN_OWNER) return {};
     const args = runningArguments(p);
-    const entry = registry.get(p.owner, p.tool);
-    const payload = (p.envelope as { payload?: Record<string, unknown> } | undefined)?.payload;
-    const risk = recorded.riskOf({
-      id: p.id,
-      proposer: p.proposer,
-      owner: p.owner,
-      tool: p.tool,
-      args,
-      annotations: entry?.annotations,
-      definitionChanged: payload?.[DEFINITION_CHANGED_KEY] !== undefined,
-      flagged: (entry?.findings?.length ?? 0) > 0,
-    });
-    return { rule: authority.why(p.proposer, p.owner, p.tool, args), risk: risk.level };
+    const risk = proposalRisk(p, registry, recorded, { args });
+    return { rule: authority.why(p.proposer, p.owner, p.tool, args), ...(risk ? { risk: risk.level } : {}) };
   };
 
   const roster = new Roster(delivery, metrics, {
@@ -318,7 +308,7 @@ export function composeSpace(
   const passkeyBar = new PasskeyBar({
     space: id,
     config: () => host.config,
-    risk: (p) => proposalRisk(p, registry, recorded),
+    risk: (p) => passkeyRisk(p, registry, recorded),
     place: () => passkeyPlace(host.config.gateway.public_url, own.consoleUrl()),
     passkeys,
   });
