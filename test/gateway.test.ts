@@ -429,8 +429,25 @@ participants:
     lead.send({ kind: "capability/revoke", payload: { recipient: "newbie", capabilities: [{ kind: "reasoning/*" }] } });
     const after = await newbie.nextNew((e) => e.kind === "system/welcome");
     expect(after.payload.you.capabilities).toEqual([{ kind: "chat" }, { kind: "mcp/proposal" }]);
-    lead.send({ kind: "capability/revoke", payload: { recipient: "newbie", grant_id: "nope" } });
-    expect((await lead.nextNew((e) => e.kind === "system/error")).payload.code).toBe("unknown_grant");
+    lead.send({ id: "rv-1", kind: "capability/revoke", payload: { recipient: "newbie", grant_id: "nope" } });
+    const unknownGrant = await lead.nextNew((e) => e.kind === "system/error");
+    expect([unknownGrant.payload.code, unknownGrant.correlation_id]).toEqual(["unknown_grant", ["rv-1"]]);
+    // A refused grant gets its error correlated to the frame it refuses, once.
+    const refusedGrant = async (id: string, payload: Record<string, unknown>) => {
+      const error = lead.nextNew((e) => e.kind === "system/error");
+      lead.send({ id, kind: "capability/grant", payload });
+      return await error;
+    };
+    const nobody = await refusedGrant("gr-1", { recipient: "nobody", capabilities: [{ kind: "chat" }] });
+    expect([nobody.payload.code, nobody.payload.message, nobody.correlation_id]).toEqual([
+      "unknown_recipient",
+      'no participant "nobody" in space "lab"',
+      ["gr-1"],
+    ]);
+    const malformed = await refusedGrant("gr-2", { recipient: "newbie" });
+    expect([malformed.payload.code, malformed.correlation_id]).toEqual(["invalid_payload", ["gr-2"]]);
+    await sleep(100);
+    expect(lead.received.filter((e) => e.kind === "system/error" && e.correlation_id?.[0]?.startsWith("gr-"))).toHaveLength(2);
   });
 });
 

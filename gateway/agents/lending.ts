@@ -14,7 +14,6 @@ import type { SpaceConfig } from "../config/config.js";
 import {
   type Envelope,
   ErrorCodes,
-  type ErrorCode,
   GATEWAY_ID,
   GrantPayloadSchema,
   type InboundEnvelope,
@@ -25,7 +24,7 @@ import {
 } from "../wire/envelope.js";
 import type { GrantBook, GrantRecord } from "../policy/grants.js";
 import type { GrantCondition } from "../policy/scope.js";
-import { clip } from "../ports/host.js";
+import { clip, type Refusal } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
 import type { Plan } from "../store/plan.js";
 
@@ -35,7 +34,6 @@ export interface LendingHost {
   readonly config: SpaceConfig;
   readonly log: Logger;
   readonly authority: Authority;
-  fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void;
   deliver(env: Envelope, sender?: Member): void;
   record(...plans: Plan[]): Promise<void>;
   storeFailed(member: Member, err: unknown, correlationId: string | undefined, what: string): void;
@@ -57,48 +55,42 @@ export class Lending {
     return undefined;
   }
 
-  async onGrant(member: Member, inbound: InboundEnvelope): Promise<void> {
+  /** A `capability/grant`: checked, then recorded and delivered; a refusal goes back for the pipeline to send (ports/host.ts `Answer`). */
+  async onGrant(member: Member, inbound: InboundEnvelope): Promise<Refusal | undefined> {
     const parsed = GrantPayloadSchema.safeParse(inbound.payload);
-    if (!parsed.success)
-      return this.host.fail(member, ErrorCodes.invalidPayload, `capability/grant: ${describeIssue(parsed.error)}`, inbound.id);
+    if (!parsed.success) return { code: ErrorCodes.invalidPayload, message: `capability/grant: ${describeIssue(parsed.error)}` };
     const { recipient, capabilities, reason } = parsed.data;
-    if (!(recipient in this.host.config.participants)) {
-      return this.host.fail(
-        member,
-        ErrorCodes.unknownRecipient,
-        `no participant "${clip(recipient)}" in space "${this.host.id}"`,
-        inbound.id,
-      );
-    }
-    if (recipient === member.id)
-      return this.host.fail(member, ErrorCodes.invalidPayload, "capability/grant: you cannot grant to yourself", inbound.id);
+    if (!(recipient in this.host.config.participants)) return this.noParticipant(recipient);
+    if (recipient === member.id) return { code: ErrorCodes.invalidPayload, message: "capability/grant: you cannot grant to yourself" };
     // A reviewer lends nothing to those it reviews: a loan would make their calls direct, past its bound.
     if (reviewerBound(this.host.config, this.host.authority.groups, recipient, member.id))
-      return this.host.fail(
-        member,
-        ErrorCodes.reviewerBound,
-        `you review ${clip(recipient)}'s proposals: a reviewer lends nothing to those it reviews`,
-        inbound.id,
-      );
+      return {
+        code: ErrorCodes.reviewerBound,
+        message: `you review ${clip(recipient)}'s proposals: a reviewer lends nothing to those it reviews`,
+      };
     // Holding the pattern is not enough for a tool: the granter's own policy must let it
     // call the tool directly (the same check as an invite's, at the decision point).
     const refused = this.host.authority.lendable(member.id, this.grants.capabilitiesOf(member.id), capabilities);
-    if (refused?.decision === "denied") return this.host.fail(member, refused.code, refused.message, inbound.id, refused.extra);
+    if (refused?.decision === "denied") return { code: refused.code, message: refused.message, extra: refused.extra };
     // A tool the recipient needs several approvers for is not one person's to lend (policy/quorum.ts).
     const bypass = this.host.authority.quorumBypass(recipient, capabilities);
     if (bypass)
-      return this.host.fail(member, ErrorCodes.grantExceedsPolicy, `${bypass}; approve its proposals instead`, inbound.id, {
-        quorum: true,
-      });
+      return { code: ErrorCodes.grantExceedsPolicy, message: `${bypass}; approve its proposals instead`, extra: { quorum: true } };
     const over = this.quota(member.id);
-    if (over) return this.host.fail(member, ErrorCodes.quotaExceeded, over, inbound.id, { quota: "grants" });
+    if (over) return { code: ErrorCodes.quotaExceeded, message: over, extra: { quota: "grants" } };
     const env = stamp(inbound, member.id);
     try {
       await this.host.record(this.plan(member.id, recipient, capabilities, reason, env));
     } catch (err) {
-      return this.host.storeFailed(member, err, inbound.id, "the grant was not recorded");
+      this.host.storeFailed(member, err, inbound.id, "the grant was not recorded");
+      return undefined;
     }
     this.host.deliver(env, member);
+    return undefined;
+  }
+
+  private noParticipant(recipient: string): Refusal {
+    return { code: ErrorCodes.unknownRecipient, message: `no participant "${clip(recipient)}" in space "${this.host.id}"` };
   }
 
   /**
@@ -138,42 +130,30 @@ export class Lending {
     };
   }
 
-  async onRevoke(member: Member, inbound: InboundEnvelope): Promise<void> {
+  /** A `capability/revoke`, with the grants lent on from what it takes back; a refusal goes back for the pipeline to send. */
+  async onRevoke(member: Member, inbound: InboundEnvelope): Promise<Refusal | undefined> {
     const parsed = RevokePayloadSchema.safeParse(inbound.payload);
-    if (!parsed.success)
-      return this.host.fail(member, ErrorCodes.invalidPayload, `capability/revoke: ${describeIssue(parsed.error)}`, inbound.id);
+    if (!parsed.success) return { code: ErrorCodes.invalidPayload, message: `capability/revoke: ${describeIssue(parsed.error)}` };
     const { recipient, grant_id, capabilities } = parsed.data;
     const held = this.grants.capabilitiesOf(member.id);
     if (grant_id !== undefined) {
       const g = this.grants.to(recipient).find((x) => x.id === grant_id);
-      if (!g) return this.host.fail(member, ErrorCodes.unknownGrant, `no grant "${clip(grant_id)}" to "${clip(recipient)}"`, inbound.id);
+      if (!g) return { code: ErrorCodes.unknownGrant, message: `no grant "${clip(grant_id)}" to "${clip(recipient)}"` };
       // The granter may take back its grant; anyone else must hold what it lent.
-      if (g.from !== member.id && !g.capabilities.every((c) => covers(held, c))) {
-        return this.host.fail(
-          member,
-          ErrorCodes.revokeNotAllowed,
-          "you may revoke only grants you made or capabilities you hold",
-          inbound.id,
-        );
-      }
+      if (g.from !== member.id && !g.capabilities.every((c) => covers(held, c)))
+        return { code: ErrorCodes.revokeNotAllowed, message: "you may revoke only grants you made or capabilities you hold" };
     } else if (!capabilities!.every((c) => covers(held, c))) {
-      if (!(recipient in this.host.config.participants)) {
-        return this.host.fail(
-          member,
-          ErrorCodes.unknownRecipient,
-          `no participant "${clip(recipient)}" in space "${this.host.id}"`,
-          inbound.id,
-        );
-      }
+      if (!(recipient in this.host.config.participants)) return this.noParticipant(recipient);
       // Spec §3.6.2 asks only for the capability/revoke capability. A revoke that would take
       // away nothing anyone holds harms nobody: it is delivered as the no-op it is. One that
       // would take something away still needs the revoker to hold it.
       if (!this.removesAny(recipient, capabilities!)) {
         const env = stamp(inbound, member.id);
         this.host.log.info({ revoke: env.id, from: member.id, recipient }, "capability revoke matched no grant; delivered as a no-op");
-        return this.host.deliver(env, member);
+        this.host.deliver(env, member);
+        return undefined;
       }
-      return this.host.fail(member, ErrorCodes.revokeNotAllowed, "you may revoke only capabilities you hold", inbound.id);
+      return { code: ErrorCodes.revokeNotAllowed, message: "you may revoke only capabilities you hold" };
     }
     const env = stamp(inbound, member.id);
     const revoke: GrantRecord = { type: "revoke", id: env.id, from: member.id, recipient, grant_id, capabilities, ts: env.ts };
@@ -199,7 +179,8 @@ export class Lending {
         },
       });
     } catch (err) {
-      return this.host.storeFailed(member, err, inbound.id, "the revoke was not recorded");
+      this.host.storeFailed(member, err, inbound.id, "the revoke was not recorded");
+      return undefined;
     }
     this.grants.revalidate();
     this.host.log.info({ revoke: env.id, from: member.id, recipient }, "capability revoked");
@@ -210,6 +191,7 @@ export class Lending {
       this.host.deliver(systemEnvelope("capability/revoke", payload, { to: [g.recipient, g.from] }));
     }
     for (const id of new Set([recipient, ...fell.map((g) => g.recipient)])) this.host.refresh(id);
+    return undefined;
   }
 
   /** Whether revoking `patterns` from `recipient` would remove any capability it was granted. */
