@@ -4,7 +4,7 @@
  * from the first wave's files. Write failures on a full disk are tested through the
  * gateway (durability.test.ts).
  */
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -46,6 +46,7 @@ function kv() {
 }
 
 const COMMITTER = join(import.meta.dirname, "..", "dist", "test", "fixtures", "store", "committer.js");
+const FILLER = join(import.meta.dirname, "..", "dist", "test", "fixtures", "store", "archive-filler.js");
 
 describe("kill -9 during a burst of group commits", () => {
   it("keeps every acknowledged transaction, each whole, in order, through compactions too", { timeout: 90_000 }, async () => {
@@ -274,6 +275,54 @@ describe("compaction and history", () => {
     const history = store.history((r) => r.type === "audit");
     await store.close();
     expect(history.map((r) => r.n)).toEqual(Array.from({ length: 1000 }, (_, i) => i));
+  });
+
+  it("leaves nothing of an archive append the disk cut short: history written after it stays readable, every record once", {
+    timeout: 60_000,
+  }, async () => {
+    const dir = tempDir();
+    // A file-size limit (the soft one, which the test may lift) stands in for a disk that fills
+    // part way through an append and is then given room again, in the same process.
+    const child = spawn("sh", ["-c", `ulimit -S -f 1024; trap '' XFSZ; exec "${process.execPath}" "${FILLER}" "${dir}"`], {
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let out = "";
+    let stderr = "";
+    child.stderr.on("data", (d) => (stderr += d));
+    const line = (pattern: RegExp) =>
+      new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no "${pattern}" from the filler within 30 s: ${out} ${stderr}`)), 30_000);
+        const look = () => {
+          const m = pattern.exec(out);
+          if (m) {
+            clearTimeout(timer);
+            child.stdout.off("data", onData);
+            resolve(m[0]);
+          }
+        };
+        const onData = (d: Buffer) => {
+          out += d;
+          look();
+        };
+        child.stdout.on("data", onData);
+        look();
+      });
+    try {
+      expect(await line(/failed\n|never failed.*\n/)).toBe("failed\n");
+      // The newest segment ends in a torn frame now, or was cut back; either way the disk has room again.
+      execFileSync("prlimit", ["--pid", String(child.pid), "--fsize=unlimited"]);
+      child.stdin.write("go\n");
+      const done = await line(/done (\d+) (\d+)\n/);
+      const [, written, compactions] = /done (\d+) (\d+)/.exec(done)!.map(Number);
+      // Compactions after the limit was lifted appended to the segment the failed one tore.
+      expect(compactions).toBeGreaterThanOrEqual(2);
+      const { store } = openStore<Rec>({ dir, fsync: false }, kv().hooks);
+      const history = store.history((r) => r.type === "audit");
+      await store.close();
+      expect(history.map((r) => r.n)).toEqual(Array.from({ length: written! }, (_, i) => i));
+    } finally {
+      child.kill("SIGKILL");
+    }
   });
 
   it("keeps the journal bounded by the live state, moves history to the archive, and restarts reading only what is live", {

@@ -7,7 +7,19 @@
  * journal frame its records came from, so moving history twice (a crash between moving
  * it and replacing the journal) is detected and the second copy skipped.
  */
-import { closeSync, existsSync, fdatasyncSync, fstatSync, mkdirSync, openSync, readdirSync, rmSync, statSync, truncateSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  fdatasyncSync,
+  fstatSync,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  truncateSync,
+} from "node:fs";
 import { join } from "node:path";
 import { Chain } from "./chain.js";
 import { dropByOwner } from "./retain.js";
@@ -138,10 +150,23 @@ export class Archive<R> {
       file = join(this.dir, `${String(next).padStart(8, "0")}.log`);
     }
     const fd = openSync(file, "a", 0o600);
+    let before = 0;
     try {
-      if (fstatSync(fd).size === 0) writeAllSync(fd, MAGIC);
+      before = fstatSync(fd).size;
+      if (before === 0) writeAllSync(fd, MAGIC);
       for (const c of fresh) writeAllSync(fd, c.frame);
       fdatasyncSync(fd);
+    } catch (err) {
+      // Nothing of a failed append stays (a disk that filled part way through): the next
+      // compaction appends the same frames again, whole, where this one began. Were the torn
+      // frame left, every frame appended after it would be unreadable. If the segment cannot
+      // be cut back, the next append starts a new one.
+      try {
+        ftruncateSync(fd, before);
+      } catch {
+        this.damaged = file;
+      }
+      throw err;
     } finally {
       closeSync(fd);
     }
