@@ -14,7 +14,7 @@ import { parseSpaceConfig } from "../gateway/config/config.js";
 import { connectInProcess } from "../gateway/space/inprocess.js";
 import { startBridge, type Bridge } from "../participants/bridge/bridge.js";
 import { mountHttp } from "../participants/mcp-server/http/http.js";
-import { askGateway, sleep, startGateway, TestClient, toolOwner, waitFor, type TestGateway } from "./helpers.js";
+import { askGateway, errorFor, sleep, startGateway, TestClient, toolOwner, waitFor, type TestGateway } from "./helpers.js";
 
 const T = { human: "human-token-1", mew: "mew-token-222", fs: "fs-token-4444" };
 
@@ -343,8 +343,14 @@ describe("space/invite and space/kick", () => {
       const boss = await TestClient.join(gw, "mew", T.human);
       const back = await TestClient.join(gw, "mew", token);
       clients.push(boss, back);
+      // A kick of nobody, or of oneself, is refused once, correlated to the frame it refuses.
+      boss.send({ id: "kick-nobody", kind: "space/kick", payload: { participant_id: "nobody" } });
+      expect((await errorFor(boss, "kick-nobody")).payload.code).toBe("unknown_recipient");
+      boss.send({ id: "kick-self", kind: "space/kick", payload: { participant_id: "human" } });
+      expect((await errorFor(boss, "kick-self")).payload.message).toMatch(/cannot remove yourself/);
       boss.send({ id: "kick", kind: "space/kick", payload: { participant_id: "helper", reason: "done" } });
       const { code } = await back.closed;
+      expect(boss.received.filter((e) => e.kind === "system/error" && e.correlation_id?.[0]?.startsWith("kick-"))).toHaveLength(2);
       expect(code).toBe(4401);
       const refused = TestClient.connect(gw, "space=mew", { authorization: `Bearer ${token}` });
       clients.push(refused);

@@ -13,8 +13,8 @@ import type { Logger } from "pino";
 import type { Authority } from "../policy/authority.js";
 import type { Capability } from "../policy/capabilities.js";
 import type { ParticipantConfig, SpaceConfig } from "../config/config.js";
-import { CloseCodes, type Envelope, ErrorCodes, type ErrorCode, type InboundEnvelope, stamp, systemEnvelope } from "../wire/envelope.js";
-import { clip } from "../ports/host.js";
+import { CloseCodes, type Envelope, ErrorCodes, type InboundEnvelope, stamp, systemEnvelope } from "../wire/envelope.js";
+import { clip, type Refusal } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
 import type { Plan } from "../store/plan.js";
 import { TokenBook } from "../identity/tokens.js";
@@ -37,7 +37,6 @@ export interface InviteHost {
   readonly authority: Pick<Authority, "lendable">;
   deliver(env: Envelope, sender?: Member): void;
   sendTo(member: Member, env: Envelope): void;
-  fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void;
   record(...plans: Plan[]): Promise<void>;
   storeFailed(member: Member, err: unknown, correlationId: string | undefined, what: string): void;
   /** A participant's rules changed or it is gone: forget what was derived from them. */
@@ -82,52 +81,50 @@ export class Invites {
     return this.invited.has(id);
   }
 
-  async onInvite(member: Member, inbound: InboundEnvelope): Promise<void> {
+  /** `space/invite`: a puppet participant made, with a loan of the inviter's capabilities; a refusal goes back for the pipeline to send. */
+  async onInvite(member: Member, inbound: InboundEnvelope): Promise<Refusal | undefined> {
     const payload = (inbound.payload ?? {}) as Record<string, unknown>;
     const id = payload["participant_id"];
     const caps = payload["initial_capabilities"] ?? [];
-    if (typeof id !== "string")
-      return this.host.fail(member, ErrorCodes.invalidPayload, "space/invite: payload.participant_id is required", inbound.id);
+    if (typeof id !== "string") return { code: ErrorCodes.invalidPayload, message: "space/invite: payload.participant_id is required" };
     if (!PARTICIPANT_ID.test(id))
-      return this.host.fail(
-        member,
-        ErrorCodes.invalidPayload,
-        "space/invite: participant_id has invalid characters (a letter or digit, then letters, digits, _ . -; at most 64)",
-        inbound.id,
-      );
+      return {
+        code: ErrorCodes.invalidPayload,
+        message: "space/invite: participant_id has invalid characters (a letter or digit, then letters, digits, _ . -; at most 64)",
+      };
     // `reason: already_exists` is MEW's word for it, which its clients look for.
     if (id in this.host.config.participants || id === "gateway")
-      return this.host.fail(member, ErrorCodes.duplicateId, `"${clip(id)}" is already a participant of the space`, inbound.id, {
-        reason: "already_exists",
-      });
+      return {
+        code: ErrorCodes.duplicateId,
+        message: `"${clip(id)}" is already a participant of the space`,
+        extra: { reason: "already_exists" },
+      };
     // `fiIes` beside `files` (or `fi1es`, `Files`) would pass for it on every screen (config/confusables.ts).
     const like = new Lookalikes([...Object.keys(this.host.config.participants), "gateway"]).clash(id);
     if (like !== undefined) {
-      return this.host.fail(
-        member,
-        ErrorCodes.lookalikeId,
-        `"${clip(id)}" reads like participant "${clip(like)}", so it could pass for it: choose an id that reads differently`,
-        inbound.id,
-        { existing: like, reason: "lookalike" },
-      );
+      return {
+        code: ErrorCodes.lookalikeId,
+        message: `"${clip(id)}" reads like participant "${clip(like)}", so it could pass for it: choose an id that reads differently`,
+        extra: { existing: like, reason: "lookalike" },
+      };
     }
     if (!Array.isArray(caps) || !caps.every((c) => typeof c === "object" && c !== null && typeof (c as Capability).kind === "string")) {
-      return this.host.fail(
-        member,
-        ErrorCodes.invalidPayload,
-        'space/invite: initial_capabilities must be a list of capabilities like {kind: "chat"}',
-        inbound.id,
-      );
+      return {
+        code: ErrorCodes.invalidPayload,
+        message: 'space/invite: initial_capabilities must be a list of capabilities like {kind: "chat"}',
+      };
     }
     const capabilities = caps as Capability[];
     // An invite lends the inviter's capabilities as a grant does, checked the same way, and
     // stays a loan: the puppet may call a tool only while its inviter may (policy/authority.ts).
     const refused = this.host.authority.lendable(member.id, this.host.capabilitiesOf(member.id), capabilities);
-    if (refused?.decision === "denied") return this.host.fail(member, refused.code, refused.message, inbound.id, refused.extra);
+    if (refused?.decision === "denied") return { code: refused.code, message: refused.message, extra: refused.extra };
     if (this.invited.size >= MAX_INVITED)
-      return this.host.fail(member, ErrorCodes.quotaExceeded, `the space has ${MAX_INVITED} invited participants, its limit`, inbound.id, {
-        quota: "invited",
-      });
+      return {
+        code: ErrorCodes.quotaExceeded,
+        message: `the space has ${MAX_INVITED} invited participants, its limit`,
+        extra: { quota: "invited" },
+      };
     const token = randomBytes(24).toString("base64url");
     const env = stamp(inbound, member.id);
     const record: InviteRecord = {
@@ -142,7 +139,8 @@ export class Invites {
     try {
       await this.host.record({ records: [record], apply: () => this.apply(record) });
     } catch (err) {
-      return this.host.storeFailed(member, err, inbound.id, "the invitation was not recorded");
+      this.host.storeFailed(member, err, inbound.id, "the invitation was not recorded");
+      return undefined;
     }
     this.host.log.info({ invited: id, by: member.id }, "participant invited");
     // Everyone sees the invitation (and, as MEW's presence event "invited", who joins the
@@ -159,15 +157,16 @@ export class Invites {
         { to: [member.id], correlation_id: [env.id] },
       ),
     );
+    return undefined;
   }
 
-  async onKick(member: Member, inbound: InboundEnvelope): Promise<void> {
+  /** `space/kick`: a participant removed (an invited one for good); a refusal goes back for the pipeline to send. */
+  async onKick(member: Member, inbound: InboundEnvelope): Promise<Refusal | undefined> {
     const payload = (inbound.payload ?? {}) as Record<string, unknown>;
     const id = payload["participant_id"];
     if (typeof id !== "string" || !(id in this.host.config.participants))
-      return this.host.fail(member, ErrorCodes.unknownRecipient, `no participant "${clip(String(id))}" in the space`, inbound.id);
-    if (id === member.id)
-      return this.host.fail(member, ErrorCodes.invalidPayload, "space/kick: you cannot remove yourself (leave instead)", inbound.id);
+      return { code: ErrorCodes.unknownRecipient, message: `no participant "${clip(String(id))}" in the space` };
+    if (id === member.id) return { code: ErrorCodes.invalidPayload, message: "space/kick: you cannot remove yourself (leave instead)" };
     const env = stamp(inbound, member.id);
     const reason = typeof payload["reason"] === "string" ? payload["reason"] : undefined;
     if (this.invited.has(id)) {
@@ -175,11 +174,13 @@ export class Invites {
       try {
         await this.host.record({ records: [record], apply: () => this.apply(record) });
       } catch (err) {
-        return this.host.storeFailed(member, err, inbound.id, "the removal was not recorded");
+        this.host.storeFailed(member, err, inbound.id, "the removal was not recorded");
+        return undefined;
       }
     }
     this.host.log.info({ kicked: id, by: member.id, invited: !this.invited.has(id) }, "participant removed");
     this.host.deliver(env, member);
     this.host.member(id)?.peer.close(CloseCodes.unauthorized, `removed from the space by ${member.id}${reason ? `: ${clip(reason)}` : ""}`);
+    return undefined;
   }
 }

@@ -13,8 +13,8 @@
  */
 import type { Logger } from "pino";
 import type { SpaceConfig } from "../config/config.js";
-import { type Envelope, ErrorCodes, type ErrorCode, type InboundEnvelope, stamp } from "../wire/envelope.js";
-import { clip } from "../ports/host.js";
+import { type Envelope, ErrorCodes, type InboundEnvelope, stamp } from "../wire/envelope.js";
+import { clip, type Refusal } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
 import type { Plan } from "../store/plan.js";
 
@@ -30,7 +30,6 @@ export interface SwitchHost {
   readonly config: SpaceConfig;
   readonly log: Logger;
   deliver(env: Envelope, sender?: Member): void;
-  fail(member: Member, code: ErrorCode, message: string, correlationId?: string, extra?: Record<string, unknown>): void;
   record(...plans: Plan[]): Promise<void>;
   storeFailed(member: Member, err: unknown, correlationId: string | undefined, what: string): void;
   /** The catalogue, built before this: it keeps who is switched off, so a listing leaves them out. */
@@ -68,26 +67,20 @@ export class Switches {
     return [...this.disabled].map((id) => ({ type: "disable", id, by: "snapshot", ts: new Date(0).toISOString() }));
   }
 
-  async onSwitch(member: Member, inbound: InboundEnvelope, type: "disable" | "enable"): Promise<void> {
+  /** `space/disable` or `space/enable`: recorded, then delivered; a refusal goes back for the pipeline to send (ports/host.ts `Answer`). */
+  async onSwitch(member: Member, inbound: InboundEnvelope, type: "disable" | "enable"): Promise<Refusal | undefined> {
     const payload = (inbound.payload ?? {}) as Record<string, unknown>;
     const id = payload["participant_id"];
     const target = typeof id === "string" ? this.host.config.participants[id] : undefined;
     if (typeof id !== "string" || !target)
-      return this.host.fail(member, ErrorCodes.unknownRecipient, `no participant "${clip(String(id))}" in the space`, inbound.id);
+      return { code: ErrorCodes.unknownRecipient, message: `no participant "${clip(String(id))}" in the space` };
     if (target.kind === "human")
-      return this.host.fail(
-        member,
-        ErrorCodes.invalidPayload,
-        `${inbound.kind}: "${clip(id)}" is a person; only agents, services and tool servers can be switched off`,
-        inbound.id,
-      );
+      return {
+        code: ErrorCodes.invalidPayload,
+        message: `${inbound.kind}: "${clip(id)}" is a person; only agents, services and tool servers can be switched off`,
+      };
     if (target.agent?.primary)
-      return this.host.fail(
-        member,
-        ErrorCodes.invalidPayload,
-        `${inbound.kind}: "${clip(id)}" is the space's primary agent and is always on`,
-        inbound.id,
-      );
+      return { code: ErrorCodes.invalidPayload, message: `${inbound.kind}: "${clip(id)}" is the space's primary agent and is always on` };
     const env = stamp(inbound, member.id);
     if ((type === "disable") !== this.disabled.has(id)) {
       const reason = typeof payload["reason"] === "string" ? clip(payload["reason"]) : undefined;
@@ -95,11 +88,13 @@ export class Switches {
       try {
         await this.host.record({ records: [record], apply: () => this.apply(record) });
       } catch (err) {
-        return this.host.storeFailed(member, err, inbound.id, `"${clip(id)}" was not ${type}d`);
+        this.host.storeFailed(member, err, inbound.id, `"${clip(id)}" was not ${type}d`);
+        return undefined;
       }
       this.host.log.info({ participant: id, by: member.id }, `participant ${type}d`);
     }
     // Said whether or not it changed anything: the sender learns the state it asked for holds.
     this.host.deliver(env, member);
+    return undefined;
   }
 }

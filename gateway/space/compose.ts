@@ -191,14 +191,13 @@ export function composeSpace(
       authority,
       deliver: host.deliver,
       sendTo: host.sendTo,
-      fail: host.fail,
       record: host.record,
       storeFailed,
       forget: (who) => authority.forget(who),
     },
     own.tokens,
   );
-  const switches = new Switches({ config, log, deliver: host.deliver, fail: host.fail, record: host.record, storeFailed, registry });
+  const switches = new Switches({ config, log, deliver: host.deliver, record: host.record, storeFailed, registry });
   // The call table is built before the store is read: conversations restored from it name their calls,
   // opened again in it once the router exists (Conversations.resume).
   const calls = new Calls(config.calls);
