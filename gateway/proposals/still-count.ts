@@ -1,13 +1,13 @@
 /**
  * Whether what waits on a person still stands, planned here and nowhere else: after a reload
  * (`standAfterReload`: a proposal the new rules no longer allow is cancelled, approvals that no
- * longer count are dropped), and at the approval that would complete a quorum, when the earlier
- * approvals are asked again whether they still count (standing.ts `fallenApprovals`): an approver's runtime groups (from the
- * identity provider, space.ts `runtimeGroups`) or capabilities can shrink without a reload,
- * and a call that needs two people is never routed on the word of one who may still decide.
- * Those that no longer count are dropped exactly as a reload drops them (book.ts
- * `planDropApprovals`: written, with an audit entry, before the card or the count changes),
- * and the proposer and the approvers learn where it stands.
+ * longer count are dropped), and at the approval that would complete a quorum, when the
+ * earlier approvals are asked again whether they still count (standing.ts `fallenApprovals`):
+ * an approver's runtime groups (from the identity provider, space.ts `runtimeGroups`) or
+ * capabilities can shrink without a reload, and a call that needs two people is never routed
+ * on the word of one who may no longer decide. Those that no longer count are dropped exactly
+ * as a reload drops them (book.ts `planDropApprovals`: written, with an audit entry, before the
+ * card or the count changes), and the proposer and the approvers learn where it stands.
  */
 import { type Envelope, systemEnvelope } from "../wire/envelope.js";
 import type { SpaceHost } from "../ports/host.js";

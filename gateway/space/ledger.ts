@@ -43,7 +43,7 @@ const DAY_MS = 86_400_000;
  * Records written behind (`later`) that are handed to the store at once, whatever
  * `audit_flush_ms` says. Making, chaining and framing a batch of them runs on the event
  * loop in one go: 1,024 at a time stalled every participant ~1 ms each time and tripled
- * the round trip's p99 (`npm run bench rtt`); 32 keeps each stall under ~0.1 ms and still
+ * the round trip's p99 (`npm run bench -- rtt`); 32 keeps each stall under ~0.1 ms and still
  * writes one batch for dozens of calls.
  */
 export const LATER_BATCH = 32;

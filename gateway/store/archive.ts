@@ -91,7 +91,7 @@ export class Archive<R> {
   readonly dir: string;
   /** Highest journal sequence whose history is archived. */
   lastSeq = 0;
-  /** A segment whose end could not be read (a crash while appending): appends go to a new one. */
+  /** A segment whose end could not be read (a crash while appending), or a failed append could not be cut from: appends go to a new one. */
   private damaged: string | undefined;
   /** Where the history chain stands at the archive's end (chain.ts). */
   readonly chain = new Chain();
@@ -159,10 +159,11 @@ export class Archive<R> {
     } catch (err) {
       // Nothing of a failed append stays (a disk that filled part way through): the next
       // compaction appends the same frames again, whole, where this one began. Were the torn
-      // frame left, every frame appended after it would be unreadable. If the segment cannot
-      // be cut back, the next append starts a new one.
+      // frame left, every frame appended after it would be unreadable. A segment this append
+      // began goes whole; one that cannot be cut back is left, and the next append starts a new one.
       try {
-        ftruncateSync(fd, before);
+        if (before === 0) rmSync(file, { force: true });
+        else ftruncateSync(fd, before);
       } catch {
         this.damaged = file;
       }

@@ -108,8 +108,10 @@ export class Journal<R> {
         const seq = ++this.seq;
         const json = s.records.map((r) => JSON.stringify(r));
         const frame = frameOf(seq, json);
-        const kept = json.filter((_, i) => this.owner.isHistory(s.records[i]!));
-        if (kept.length) history.push({ seq, json: kept, bytes: frame.length });
+        if (this.written) {
+          const kept = json.filter((_, i) => this.owner.isHistory(s.records[i]!));
+          if (kept.length) history.push({ seq, json: kept, bytes: frame.length });
+        }
         return frame;
       });
       bytes = frames.length === 1 ? frames[0]! : Buffer.concat(frames);
