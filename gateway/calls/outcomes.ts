@@ -12,6 +12,7 @@
  * And, for the Decided list, the last few approved calls' results as text (folded by the
  * readers): kept in memory only, bounded in count and size; the audit trail keeps the rest.
  */
+import { now } from "../wire/envelope.js";
 
 export type CallOutcome = "ok" | "tool_error" | "error" | "timeout" | "cancelled" | "not_routed";
 
@@ -74,7 +75,7 @@ export class CallResults {
   add(id: string, outcome: CallOutcome, text: string): void {
     const cut = text.length > MAX_TEXT ? text.length - MAX_TEXT : 0;
     this.byId.delete(id);
-    this.byId.set(id, { outcome, text: cut ? text.slice(0, MAX_TEXT) : text, ...(cut ? { cut } : {}), at: new Date().toISOString() });
+    this.byId.set(id, { outcome, text: cut ? text.slice(0, MAX_TEXT) : text, ...(cut ? { cut } : {}), at: now() });
     if (this.byId.size > MAX_RESULTS) this.byId.delete(this.byId.keys().next().value!);
   }
 

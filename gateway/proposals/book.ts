@@ -33,7 +33,7 @@
 import { createHash } from "node:crypto";
 import { canonical } from "../store/chain.js";
 import type { Plan } from "../store/plan.js";
-import { EDITED_KEY } from "../wire/envelope.js";
+import { EDITED_KEY, now } from "../wire/envelope.js";
 import { CallResults, type CallOutcome } from "../calls/outcomes.js";
 import { type Answer, Unheard, type UnheardEnd } from "./unheard.js";
 import { isRecord } from "../wire/values.js";
@@ -375,9 +375,8 @@ export class ProposalBook {
     if (this.busy.has(p.id)) throw new Error(`proposal ${p.id} is busy`);
     if (NEXT[patch.state].length === 0 && !this.hears(p.proposer)) patch = { ...patch, unheard: this.unheard.mark(p, answer) };
     this.busy.add(p.id);
-    const after = { ...p, ...patch };
     return {
-      records: [{ type: "state", id: p.id, ts: new Date().toISOString(), patch }, audit(after, patch.state, receipt)],
+      records: [{ type: "state", id: p.id, ts: now(), patch }, audit(p, patch.state, receipt, patch)],
       apply: () => this.move(p, patch),
       done: () => this.busy.delete(p.id),
     };
@@ -391,10 +390,11 @@ export class ProposalBook {
     if (!awaiting(p.state)) throw new Error(`proposal ${p.id} is ${p.state}, not awaiting a decision`);
     if (this.busy.has(p.id)) throw new Error(`proposal ${p.id} is busy`);
     this.busy.add(p.id);
-    const entry = audit(
-      { ...p, decidedBy: approval.by, reason: approval.reason, editedArguments: approval.arguments ?? p.editedArguments },
-      "approval",
-    );
+    const entry = audit(p, "approval", undefined, {
+      decidedBy: approval.by,
+      reason: approval.reason,
+      editedArguments: approval.arguments ?? p.editedArguments,
+    });
     return {
       records: [{ type: "approval", id: p.id, approval }, entry],
       apply: () => {
@@ -414,10 +414,10 @@ export class ProposalBook {
     if (!awaiting(p.state)) throw new Error(`proposal ${p.id} is ${p.state}, not awaiting a decision`);
     if (this.busy.has(p.id)) throw new Error(`proposal ${p.id} is busy`);
     this.busy.add(p.id);
-    const ts = new Date().toISOString();
+    const ts = now();
     const stamped = dropped.map((d) => ({ ...d, ts }));
     const entries = stamped.map((d): AuditRecord => {
-      const a = audit({ ...p, decidedBy: d.by, reason: "approver_removed", text: d.why }, "approval_dropped");
+      const a = audit(p, "approval_dropped", undefined, { decidedBy: d.by, reason: "approver_removed", text: d.why });
       return { ...a, entry: { ...a.entry, arguments: undefined, edited: undefined, scope: undefined } };
     });
     return {
@@ -448,7 +448,7 @@ export class ProposalBook {
       },
     };
     return {
-      records: [{ type: "escalated", id: p.id, stage, ts: new Date().toISOString() }, entry],
+      records: [{ type: "escalated", id: p.id, stage, ts: now() }, entry],
       apply: () => {
         if (!p.escalated?.includes(stage)) p.escalated = [...(p.escalated ?? []), stage];
       },
@@ -521,31 +521,37 @@ function dropApprovals(p: Proposal, dropped: Array<{ by: string; why: string; ts
   if (p.approvals.length === 0) Object.assign(p, { editedArguments: undefined, editedBy: undefined, editedAt: undefined });
 }
 
-/** The audit record of `p` reaching `event`. */
-function audit(p: Proposal, event: AuditEntry["event"], receipt?: string): AuditRecord {
-  const args = p.editedArguments ?? p.params["arguments"];
+/**
+ * The audit entry of `p` as it is once `patch` applies (a transition's, or what one approval
+ * changes): read through the patch, so no copy of the whole proposal is made for it. A member
+ * the patch names wins even when it is undefined, as it would once applied.
+ */
+function audit(p: Proposal, event: AuditEntry["event"], receipt?: string, patch?: Partial<Proposal>): AuditRecord {
+  const at = <K extends keyof Proposal>(k: K): Proposal[K] => (patch !== undefined && k in patch ? patch[k] : p[k]) as Proposal[K];
+  const edited = at("editedArguments");
+  const args = edited ?? at("params")["arguments"];
   // Nobody decided these: the arguments are those proposed, recorded once, so a propose/withdraw loop cannot double the trail.
-  const once = (event === "withdrawn" || event === "expired") && p.editedArguments === undefined && args !== undefined;
+  const once = (event === "withdrawn" || event === "expired") && edited === undefined && args !== undefined;
   return {
     type: "audit",
     entry: {
-      ts: new Date().toISOString(),
+      ts: now(),
       event,
-      proposal: p.id,
-      proposer: p.proposer,
-      owner: p.owner,
-      tool: p.tool,
-      method: p.method,
+      proposal: at("id"),
+      proposer: at("proposer"),
+      owner: at("owner"),
+      tool: at("tool"),
+      method: at("method"),
       arguments: once ? undefined : args,
       arguments_digest: once ? createHash("sha256").update(canonical(args)).digest("hex") : undefined,
-      edited: p.editedArguments !== undefined ? true : undefined,
+      edited: edited !== undefined ? true : undefined,
       // An interruption is nobody's decision; the approval before it names its approver.
-      by: event === "proposed" || event === "interrupted" ? undefined : p.decidedBy,
-      scope: p.scope,
-      reason: p.reason,
-      text: p.text,
-      outcome: p.outcome,
-      decision: event === "proposed" || event === "approval" || event === "escalated" ? undefined : p.decision,
+      by: event === "proposed" || event === "interrupted" ? undefined : at("decidedBy"),
+      scope: at("scope"),
+      reason: at("reason"),
+      text: at("text"),
+      outcome: at("outcome"),
+      decision: event === "proposed" || event === "approval" || event === "escalated" ? undefined : at("decision"),
       receipt,
     },
   };

@@ -13,6 +13,7 @@ import {
   ProposalPayloadSchema,
   describeIssue,
   stamp,
+  isoTime,
 } from "../wire/envelope.js";
 import { clip, disabledRefusal, type SpaceHost } from "../ports/host.js";
 import type { CallRouter } from "../calls/routing.js";
@@ -170,7 +171,7 @@ export class Proposing {
       rpcId,
       chain: this.calls.chainFor(member.id, env.correlation_id),
       state: "pending",
-      createdAt: new Date(now).toISOString(),
+      createdAt: isoTime(now),
       expiresAt: now + this.space.config.policy.proposal_ttl_ms,
       envelope: env,
       bytes,
