@@ -10,10 +10,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
-import { MAGIC } from "../gateway/store/frame.js";
+import { encodeFrame, FRAME_HEADER, MAGIC, SNAPSHOT_FRAME, snapshotFrames } from "../gateway/store/frame.js";
 import { peekRecord } from "../gateway/store/peek.js";
 import { openStore, readHistory, repairStore, StoreError } from "../gateway/store/index.js";
-import { seeded } from "./helpers.js";
+import { seeded, waitFor } from "./helpers.js";
 
 type Rec = { type: string; lane?: number; n?: number; part?: number; of?: number; pad?: string; k?: string; v?: number };
 
@@ -182,6 +182,30 @@ describe("reading back", () => {
 });
 
 describe("compaction and history", () => {
+  it("writes a snapshot's frames byte for byte as a transaction of the same records, split where they would pass the frame size", () => {
+    const odd = [
+      { type: "set", k: "\u0000\u001b[31m\u202e\ud800 tail \udfff", v: 1 },
+      JSON.parse('{"type":"set","__proto__":{"polluted":true},"k":"p"}'),
+      { type: "set", k: "😀 \u2028\u2029 é", v: -0 },
+    ];
+    const big = Array.from({ length: 5 }, (_, i) => ({ type: "set", k: `big${i}`, pad: "ü".repeat(SNAPSHOT_FRAME / 4) }));
+    const records = [...odd, ...big];
+    const frames = [...snapshotFrames(42, records)];
+    expect(frames.length).toBeGreaterThan(1);
+    let next = 0;
+    for (const frame of frames) {
+      expect(frame.length).toBeLessThanOrEqual(FRAME_HEADER + SNAPSHOT_FRAME);
+      const { n, r } = JSON.parse(frame.subarray(FRAME_HEADER).toString("utf8")) as { n: number; r: unknown[] };
+      expect(n).toBe(42);
+      expect(frame.equals(encodeFrame(42, records.slice(next, next + r.length)))).toBe(true);
+      next += r.length;
+    }
+    expect(next).toBe(records.length);
+    // No records: one empty frame when asked for (it carries the sequence number), else none.
+    expect([...snapshotFrames(7, [], true)].map((f) => f.equals(encodeFrame(7, [])))).toEqual([true]);
+    expect([...snapshotFrames(7, [])]).toEqual([]);
+  });
+
   it("archives what it kept as it wrote it: the same bytes as a compaction that reads the journal back, odd records and all", async () => {
     // Hostile history first: control characters, lone surrogates, an own "__proto__", deep nesting, a long string.
     let deep: unknown = "bottom";
@@ -230,7 +254,8 @@ describe("compaction and history", () => {
       expect(journal.written !== undefined, dir).toBe(reopenAt === -1);
       journal.opts.compactBytes = 1;
       await store.commit([{ type: "set", k: "last", v: 0 }]);
-      await new Promise((r) => setTimeout(r, 50));
+      // The snapshot is written while commits go on (journal.ts): the files are swapped once it is durable.
+      await waitFor(() => store.stats.compactions > 0, 10_000, "the compaction");
       expect(store.stats.compactions, dir).toBe(1);
       const history = store.history((r) => r.type === "audit");
       expect(history).toHaveLength(N);
@@ -270,8 +295,7 @@ describe("compaction and history", () => {
     rmSync(join(dir, "history"));
     // Twice the journal's size again before it tries once more (journal.ts), then it succeeds.
     await write(301, 1000);
-    await new Promise((r) => setTimeout(r, 50));
-    expect(store.stats.compactions).toBeGreaterThan(0);
+    await waitFor(() => store.stats.compactions > 0, 10_000, "the compaction");
     const history = store.history((r) => r.type === "audit");
     await store.close();
     expect(history.map((r) => r.n)).toEqual(Array.from({ length: 1000 }, (_, i) => i));
@@ -360,6 +384,50 @@ describe("compaction and history", () => {
     console.log(`restart after ${N} transactions: read ${report.records} records, ${report.bytes} bytes, in ${report.ms} ms`);
     // And read without opening (mewgate audit while a gateway runs).
     expect(readHistory<Rec>(dir, (r) => r.type === "audit", { limit: 10 }).map((r) => r.n)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  });
+
+  it("goes on committing while a compaction writes its snapshot: what is written meanwhile follows it into the new file", {
+    timeout: 60_000,
+  }, async () => {
+    const dir = tempDir();
+    const owner = kv();
+    const compacted: Array<{ tail: number }> = [];
+    const log = {
+      info: (o: object, msg: string) => void (msg === "state journal compacted" && compacted.push(o as { tail: number })),
+      warn: () => undefined,
+      error: (o: object, msg: string) => {
+        throw new Error(`${msg}: ${JSON.stringify(o)}`);
+      },
+    };
+    // A live state of about 4 MiB, synced: its snapshot takes a while to write, and the committers do not wait for it.
+    const { store } = openStore<Rec>({ dir, compactBytes: 1024 * 1024, log }, owner.hooks);
+    const keys = Array.from({ length: 1000 }, (_, i) => `k${i}-${"s".repeat(4000)}`);
+    let n = 0;
+    const lane = async () => {
+      // Bounded in count and time: until two compactions, one of them with batches written while its snapshot was.
+      const deadline = Date.now() + 40_000;
+      while (n < 40_000 && Date.now() < deadline && !(store.stats.compactions >= 2 && compacted.some((c) => c.tail > 0))) {
+        const i = n++;
+        const set: Rec = { type: "set", k: keys[i % keys.length]!, v: i };
+        await store.commit([set, { type: "audit", n: i }]);
+        owner.state.set(set.k!, set.v!);
+      }
+    };
+    await Promise.all(Array.from({ length: 16 }, lane));
+    const history = store.history((r) => r.type === "audit", { limit: 100_000 });
+    await store.close();
+    expect(store.stats.compactions).toBeGreaterThanOrEqual(2);
+    expect(compacted.some((c) => c.tail > 0)).toBe(true);
+    expect(readdirSync(dir)).not.toContain("journal.compact");
+    // Every acknowledged commit is there after a reopen: the state, and the history once each, in order.
+    expect(history.map((r) => r.n)).toEqual(Array.from({ length: n }, (_, i) => i));
+    const again = kv();
+    const { store: s2 } = openStore<Rec>({ dir }, again.hooks);
+    await s2.close();
+    expect(again.state).toEqual(owner.state);
+    expect(readHistory<Rec>(dir, (r) => r.type === "audit", { limit: 100_000 }).map((r) => r.n)).toEqual(
+      Array.from({ length: n }, (_, i) => i),
+    );
   });
 
   it("drops the oldest history segments over the size limit", { timeout: 30_000 }, async () => {

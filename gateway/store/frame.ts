@@ -46,28 +46,48 @@ export function encodeFrame(seq: number, records: unknown[]): Buffer {
  * `always`: yield an (empty) frame even when there are no records, to carry `seq`.
  */
 export function* snapshotFrames(seq: number, records: Iterable<unknown>, always = false): Generator<Buffer> {
-  let parts: string[] = [];
+  let parts: Buffer[] = [];
   let bytes = 0;
   let any = false;
   for (const r of records) {
-    const json = JSON.stringify(r);
-    const size = Buffer.byteLength(json) + 1;
-    if (parts.length && bytes + size > SNAPSHOT_FRAME) {
-      yield frameOf(seq, parts);
+    // Encoded once, as it will be written: the frame is the parts copied into place, not joined and encoded again.
+    const json = Buffer.from(JSON.stringify(r), "utf8");
+    if (parts.length && bytes + json.length + 1 > SNAPSHOT_FRAME) {
+      yield frameOfBytes(seq, parts);
       any = true;
       parts = [];
       bytes = 0;
     }
     parts.push(json);
-    bytes += size;
+    bytes += json.length + 1;
   }
-  if (parts.length || (always && !any)) yield frameOf(seq, parts);
+  if (parts.length || (always && !any)) yield frameOfBytes(seq, parts);
 }
 
-/** The frame `encodeFrame(seq, records)` makes, from its records already serialized. */
 /** A frame of `seq` whose records are `parts`, each one's JSON already made: the bytes `encodeFrame` makes of them. */
 export function frameOf(seq: number, parts: readonly string[]): Buffer {
   return framePayload(`{"n":${JSON.stringify(seq)},"r":[${parts.join(",")}]}`);
+}
+
+const COMMA = 0x2c;
+const CLOSE = Buffer.from("]}", "latin1");
+
+/** `frameOf` for parts already encoded (UTF-8): the same bytes, made with one copy of each. */
+function frameOfBytes(seq: number, parts: readonly Buffer[]): Buffer {
+  const open = Buffer.from(`{"n":${JSON.stringify(seq)},"r":[`, "latin1");
+  let length = open.length + CLOSE.length + Math.max(0, parts.length - 1);
+  for (const p of parts) length += p.length;
+  if (length > MAX_FRAME) throw new RangeError(`a transaction of ${length} bytes is over the ${MAX_FRAME}-byte limit`);
+  const frame = Buffer.allocUnsafe(FRAME_HEADER + length);
+  let at = FRAME_HEADER + open.copy(frame, FRAME_HEADER);
+  parts.forEach((p, i) => {
+    if (i) frame[at++] = COMMA;
+    at += p.copy(frame, at);
+  });
+  CLOSE.copy(frame, at);
+  frame.writeUInt32LE(length, 0);
+  frame.writeUInt32LE(crc32(frame.subarray(FRAME_HEADER)), 4);
+  return frame;
 }
 
 function framePayload(json: string): Buffer {
@@ -172,10 +192,10 @@ function zeroFrom(fd: number, offset: number, size: number): boolean {
   return true;
 }
 
-/** Writes all of `bytes` at the file's position; a short write is followed by the rest. */
-export function writeAllSync(fd: number, bytes: Buffer): void {
+/** Writes all of `bytes` at the file's position, or at `position`; a short write is followed by the rest. */
+export function writeAllSync(fd: number, bytes: Buffer, position?: number): void {
   for (let done = 0; done < bytes.length; ) {
-    const n = writeSync(fd, bytes, done, bytes.length - done);
+    const n = writeSync(fd, bytes, done, bytes.length - done, position === undefined ? null : position + done);
     if (n <= 0) throw new Error("write made no progress");
     done += n;
   }

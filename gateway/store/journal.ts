@@ -12,11 +12,16 @@
  * the dirty pages and will not say which, so the journal stops accepting commits until it
  * is reopened (and reads what really is on disk).
  *
- * When the journal outgrows its threshold it is compacted between batches: the live state
- * (the owner's snapshot) goes into a new file, history records move to the archive, and
- * the new file replaces the old with an atomic rename.
+ * When the journal outgrows its threshold it is compacted, without stopping the commits:
+ * between two batches, history records move to the archive and the live state (the owner's
+ * snapshot) is serialised; the snapshot is then written and synced beside the journal while
+ * batches go on being written to the journal as before, each also kept in memory once it is
+ * durable; between two later batches, those are appended to the new file, it is synced, and
+ * it replaces the old with an atomic rename. Until that rename the old journal holds
+ * everything, so a crash at any point loses nothing acknowledged (test/store.test.ts kills
+ * a committer mid-compaction); a compaction that fails is dropped and the journal used on.
  */
-import { closeSync, fdatasync, fdatasyncSync, fsyncSync, ftruncate, openSync, renameSync, rmSync, write } from "node:fs";
+import { close, closeSync, fdatasync, fdatasyncSync, fsyncSync, ftruncate, openSync, renameSync, rmSync, write } from "node:fs";
 import { dirname } from "node:path";
 import { type Archive, type HistoryFrame, HistoryChunks } from "./archive.js";
 import { Chain } from "./chain.js";
@@ -66,6 +71,8 @@ export class Journal<R> {
    */
   private written: HistoryChunks | undefined;
   private writtenBytes = 0;
+  /** The compaction under way, from its snapshot's serialisation to the rename. */
+  private compacting: Compaction | undefined;
 
   constructor(
     readonly file: string,
@@ -162,11 +169,17 @@ export class Journal<R> {
     this.stats.batches++;
     this.owner.onWrite?.((performance.now() - began) / 1000);
     for (const p of batch) p.resolve();
-    if (this.size > Math.max(this.opts.compactBytes, 2 * this.snapshotBytes)) {
+    const c = this.compacting;
+    if (c) {
+      // Durable in the journal, so it follows the snapshot in the new file.
+      c.tail.push(bytes);
+      c.tailBytes += bytes.length;
+      if (c.ready) this.finishCompaction(c);
+    } else if (this.size > Math.max(this.opts.compactBytes, 2 * this.snapshotBytes)) {
       // The owner applies a transaction when its commit resolves; let every one of this
       // batch be applied before the snapshot is taken, and write nothing meanwhile.
       await new Promise((r) => setImmediate(r));
-      this.compactNow();
+      this.startCompaction();
     }
   }
 
@@ -176,40 +189,120 @@ export class Journal<R> {
   }
 
   /**
-   * Replaces the journal with the live state and moves its history to the archive. Runs
-   * between batches, synchronously, so nothing is written meanwhile. On any failure the
-   * old journal stays as it was and is simply used on.
+   * Between batches: moves the journal's history to the archive, serialises the live state
+   * (as it is now: the owner changes it once the next commits resolve), and starts writing it
+   * beside the journal. The commits go on meanwhile; `finishCompaction` swaps the files.
    */
-  private compactNow(): void {
+  private startCompaction(): void {
+    const began = performance.now();
     const tmp = `${this.file}.compact`;
+    let frames: Buffer[];
+    let fd: number;
+    let archived = 0;
     try {
       // History first: once the new journal replaces the old, the archive must hold it.
       if (this.written) this.archive.appendChunks(this.written);
       else this.archive.append(this.readHistory());
-      const live = this.owner.snapshot();
-      // The snapshot's frames carry the current sequence number: history of later
-      // frames is newer than anything archived.
-      const size = writeStateFile(tmp, this.seq, live, true);
-      renameSync(tmp, this.file);
-      syncDir(dirname(this.file));
-      closeSync(this.fd);
-      this.fd = openSync(this.file, "r+");
-      this.size = size;
-      this.snapshotBytes = size;
-      this.stats.journalBytes = size;
-      this.stats.compactions++;
+      archived = performance.now() - began;
+      // The archive holds all history up to here; what is written from now on is kept for the next one.
       this.written = new HistoryChunks();
       this.writtenBytes = 0;
-      this.owner.log?.info({ file: this.file, bytes: size, records: live.length }, "state journal compacted");
+      // The snapshot's frames carry the current sequence number: history of later frames is newer than anything archived.
+      frames = [MAGIC, ...snapshotFrames(this.seq, this.owner.snapshot(), true)];
+      fd = openSync(tmp, "w", 0o600);
     } catch (err) {
-      rmSync(tmp, { force: true });
-      // Try again only after as much growth again.
-      this.snapshotBytes = this.size;
-      this.owner.log?.error(
-        { file: this.file, err: (err as Error).message },
-        "state journal compaction failed; the journal is used as it is",
-      );
+      this.compactionFailed(err as Error, tmp);
+      return;
     }
+    const snapshot = frames.reduce((n, f) => n + f.length, 0);
+    const c: Compaction = { tmp, fd, snapshot, tail: [], tailBytes: 0, ready: false, began, archived, paused: performance.now() - began };
+    this.compacting = c;
+    c.writing = (async () => {
+      let at = 0;
+      for (const f of frames) {
+        await writeAll(fd, f, at);
+        at += f.length;
+      }
+      await sync(fd);
+    })().then(
+      () => {
+        c.ready = true;
+        // Nothing is being written: swap now. Else the batch on its way does, once it is durable.
+        if (!this.queue.writing && this.compacting === c) this.finishCompaction(c);
+      },
+      (err: Error) => {
+        if (this.compacting === c) this.compacting = undefined;
+        this.compactionFailed(err, tmp, fd);
+      },
+    );
+  }
+
+  /**
+   * Between batches, once the snapshot is durable: appends the batches written since it was
+   * taken, syncs, and renames the new file over the journal.
+   */
+  private finishCompaction(c: Compaction): void {
+    this.compacting = undefined;
+    // The journal stopped (a failed fdatasync): what it holds on disk is not known, so it is not copied.
+    if (this.failure) {
+      this.compactionFailed(undefined, c.tmp, c.fd);
+      return;
+    }
+    const began = performance.now();
+    try {
+      let at = c.snapshot;
+      for (const b of c.tail) {
+        writeAllSync(c.fd, b, at);
+        at += b.length;
+      }
+      if (c.tail.length) fdatasyncSync(c.fd);
+      renameSync(c.tmp, this.file);
+    } catch (err) {
+      this.compactionFailed(err as Error, c.tmp, c.fd);
+      return;
+    }
+    // Renamed: from here every batch goes to the new file, whatever else fails. The old one is
+    // closed off the event loop: its last close frees its blocks, which can take a while.
+    closeSync(c.fd);
+    close(this.fd, () => undefined);
+    this.fd = openSync(this.file, "r+");
+    this.size = c.snapshot + c.tailBytes;
+    this.snapshotBytes = c.snapshot;
+    this.stats.journalBytes = this.size;
+    this.stats.compactions++;
+    try {
+      syncDir(dirname(this.file));
+    } catch (err) {
+      // The rename may not survive a crash, and the old journal lacks what comes next: stop, as after a failed fdatasync.
+      this.fail(new StoreError("failed", `could not make the compacted ${this.file} durable: ${(err as Error).message}`, this.file));
+      return;
+    }
+    const paused = c.paused + (performance.now() - began);
+    this.owner.log?.info(
+      {
+        file: this.file,
+        bytes: this.size,
+        tail: c.tail.length,
+        ms: Math.round(performance.now() - c.began),
+        // What held the event loop: the archive's append and the snapshot's serialisation, then the swap.
+        paused_ms: { archive: Math.round(c.archived), snapshot: Math.round(c.paused - c.archived), swap: Math.round(paused - c.paused) },
+      },
+      "state journal compacted",
+    );
+  }
+
+  /** A compaction that could not be done: its file removed, the journal used on, tried again only after as much growth again. */
+  private compactionFailed(err: Error | undefined, tmp: string, fd?: number): void {
+    if (fd !== undefined) {
+      try {
+        closeSync(fd);
+      } catch {
+        // A descriptor that will not close changes nothing here: the file is removed either way.
+      }
+    }
+    rmSync(tmp, { force: true });
+    this.snapshotBytes = this.size;
+    if (err) this.owner.log?.error({ file: this.file, err: err.message }, "state journal compaction failed; the journal is used as it is");
   }
 
   /** Keeps a written batch's history for the next compaction, while that stays within bounds. */
@@ -251,8 +344,34 @@ export class Journal<R> {
     if (this.closed) return;
     this.closed = true;
     await this.queue.drain();
+    const c = this.compacting;
+    if (c) {
+      await c.writing;
+      // Ready, but left for a batch that never came: swap now, between batches as ever.
+      if (this.compacting === c) this.finishCompaction(c);
+    }
     closeSync(this.fd);
   }
+}
+
+/** A compaction under way (`Journal.startCompaction`). */
+interface Compaction {
+  /** The new file, and its descriptor. */
+  tmp: string;
+  fd: number;
+  /** Bytes of the snapshot (header included): where the batches written since it go. */
+  snapshot: number;
+  /** The batches written to the journal since the snapshot was taken, as written, once durable. */
+  tail: Buffer[];
+  tailBytes: number;
+  /** The snapshot is written and synced: the files are swapped between two batches. */
+  ready: boolean;
+  /** Settles once the snapshot's write ends and what follows from it is done. */
+  writing?: Promise<void>;
+  /** When it began; how long the archive's append, and all it did before writing, held the event loop (ms). */
+  began: number;
+  archived: number;
+  paused: number;
 }
 
 function writeAll(fd: number, bytes: Buffer, position: number): Promise<void> {

@@ -34,6 +34,11 @@ export class CommitQueue<T> {
     });
   }
 
+  /** A batch is being written: whoever would change the file under it waits for the batch to end. */
+  get writing(): boolean {
+    return this.flushing;
+  }
+
   /** Nothing queued, scheduled or being written. */
   get idle(): boolean {
     return !this.flushing && !this.scheduled && this.queue.length === 0;
