@@ -64,7 +64,13 @@ async function pendingIds(c: TestClient): Promise<Set<string>> {
   let cursor: string | undefined;
   for (let page = 0; page < 100; page++) {
     const res = await askGateway(c, "proposals/list", cursor ? { cursor } : {});
-    for (const p of res.payload.result.proposals) if (!p.payload?.["mewgate/interrupted"]) ids.add(p.id);
+    for (const p of res.payload.result.proposals) {
+      // Read back from the journal, each of the burst's carries the call it proposed (its id ends in the argument sent).
+      const burst = /^r\d+-.+-(\d+)$/.exec(p.id);
+      if (burst)
+        expect(p.payload?.params, `${p.id}'s call after a restart`).toEqual({ name: "write_file", arguments: { n: Number(burst[1]) } });
+      if (!p.payload?.["mewgate/interrupted"]) ids.add(p.id);
+    }
     cursor = res.payload.result.nextCursor;
     if (!cursor) break;
   }

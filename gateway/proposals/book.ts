@@ -209,8 +209,29 @@ export function shownEnvelope(p: Proposal): unknown {
   return { ...env, payload: { ...env.payload, ...progress, ...edited, "mewgate/interrupted": mark } };
 }
 
+/**
+ * The record that stores `p`. Its envelope's `payload.params` is, as held, the very object
+ * that is `p.params` (propose.ts): written out twice, every proposal's arguments would take
+ * twice the room in the journal and twice the time in each compaction's snapshot. So they are
+ * written once, in `params`, and put back into the envelope when the record is read.
+ */
+function proposedRecord(p: Proposal): ProposalRecord {
+  const env = p.envelope;
+  if (!isRecord(env) || !isRecord(env["payload"]) || env["payload"]["params"] !== p.params) return { type: "proposed", proposal: p };
+  const { params: _shared, ...payload } = env["payload"];
+  return { type: "proposed", proposal: { ...p, envelope: { ...env, payload } }, paramsShared: true };
+}
+
+/** `p` read from a record that wrote its envelope's params once (`proposedRecord`): the envelope given them back. */
+function withSharedParams(p: Proposal): Proposal {
+  const env = p.envelope;
+  if (isRecord(env) && isRecord(env["payload"])) env["payload"] = { ...env["payload"], params: p.params };
+  return p;
+}
+
 export type ProposalRecord =
-  | { type: "proposed"; proposal: Proposal }
+  /** `paramsShared`: the envelope's `payload.params` was the proposal's `params`, written once, there (`proposedRecord`). */
+  | { type: "proposed"; proposal: Proposal; paramsShared?: true }
   | { type: "state"; id: string; ts: string; patch: Patch }
   /** One approval of a proposal that needs more than one; it stays as it was otherwise. */
   | { type: "approval"; id: string; approval: Approval }
@@ -258,7 +279,7 @@ export class ProposalBook {
 
   /** Folds one stored record in (on start, before anything is armed). */
   applyRecord(r: ProposalRecord): void {
-    if (r.type === "proposed") this.open.set(r.proposal.id, r.proposal);
+    if (r.type === "proposed") this.open.set(r.proposal.id, r.paramsShared ? withSharedParams(r.proposal) : r.proposal);
     else if (r.type === "ended") for (const [id, state] of r.ended) this.remember(id, state);
     else if (r.type === "escalated") {
       const p = this.open.get(r.id);
@@ -300,9 +321,9 @@ export class ProposalBook {
 
   /** The records that rebuild the book now: what a compaction writes. */
   snapshot(): ProposalRecord[] {
-    const records: ProposalRecord[] = [...this.open.values()].map((p) => ({ type: "proposed", proposal: p }));
+    const records: ProposalRecord[] = [...this.open.values()].map(proposedRecord);
     if (this.ended.size) records.push({ type: "ended", ended: [...this.ended] });
-    for (const p of this.unheard.live()) records.push({ type: "proposed", proposal: p });
+    for (const p of this.unheard.live()) records.push(proposedRecord(p));
     return records;
   }
 
@@ -352,7 +373,7 @@ export class ProposalBook {
     this.busy.add(p.id);
     this.count(p, 1);
     return {
-      records: [{ type: "proposed", proposal: p }, audit(p, "proposed")],
+      records: [proposedRecord(p), audit(p, "proposed")],
       apply: () => {
         this.open.set(p.id, p);
         this.arm(p);
