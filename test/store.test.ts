@@ -430,6 +430,53 @@ describe("compaction and history", () => {
     );
   });
 
+  it("drops a compaction whose snapshot the disk cannot hold, and loses nothing acknowledged", { timeout: 60_000 }, async () => {
+    const dir = tempDir();
+    // A 4.5 MiB disk: the journal reaches 3 MiB, then its 2 MiB snapshot does not fit beside it.
+    try {
+      execFileSync("mount", ["-t", "tmpfs", "-o", "size=4608k", "tmpfs", dir], { stdio: "ignore" });
+    } catch (err) {
+      throw new Error(`this test fills a small disk: it mounts a tmpfs, which needs root (${(err as Error).message})`);
+    }
+    try {
+      const owner = kv();
+      const failed: string[] = [];
+      const log = {
+        info: () => undefined,
+        warn: () => undefined,
+        error: (o: object, msg: string) => void failed.push(`${msg}: ${(o as { err?: string }).err}`),
+      };
+      const { store } = openStore<Rec>({ dir, compactBytes: 3 * 1024 * 1024, log }, owner.hooks);
+      const keys = Array.from({ length: 100 }, (_, i) => `k${i}-${"s".repeat(20_000)}`);
+      let refused = 0;
+      // Bounded: until the compaction failed and the journal itself is refused a write, or 2,000 commits.
+      for (let i = 0; i < 2000 && !(failed.some((f) => f.startsWith("state journal compaction failed")) && refused > 0); i++) {
+        const set: Rec = { type: "set", k: keys[i % keys.length]!, v: i };
+        try {
+          await store.commit([set]);
+          owner.state.set(set.k!, set.v!);
+        } catch (err) {
+          expect((err as StoreError).errno).toBe("ENOSPC");
+          refused++;
+        }
+      }
+      await store.close();
+      expect(
+        failed.find((f) => f.startsWith("state journal compaction failed")),
+        failed.join("\n"),
+      ).toMatch(/ENOSPC/);
+      expect(store.stats.compactions).toBe(0);
+      expect(readdirSync(dir)).not.toContain("journal.compact");
+      // Everything acknowledged is there, and nothing refused.
+      const again = kv();
+      const { store: s2 } = openStore<Rec>({ dir }, again.hooks);
+      await s2.close();
+      expect(again.state).toEqual(owner.state);
+    } finally {
+      execFileSync("umount", ["-l", dir], { stdio: "ignore" });
+    }
+  });
+
   it("drops the oldest history segments over the size limit", { timeout: 30_000 }, async () => {
     const dir = tempDir();
     const { store } = openStore<Rec>(
