@@ -441,7 +441,7 @@ participants:
     const nobody = await refusedGrant("gr-1", { recipient: "nobody", capabilities: [{ kind: "chat" }] });
     expect([nobody.payload.code, nobody.payload.message, nobody.correlation_id]).toEqual([
       "unknown_recipient",
-      'no participant "nobody" in space "lab"',
+      'no participant "nobody" in the space',
       ["gr-1"],
     ]);
     const malformed = await refusedGrant("gr-2", { recipient: "newbie" });

@@ -14,7 +14,7 @@ import type { Authority } from "../policy/authority.js";
 import type { Capability } from "../policy/capabilities.js";
 import type { ParticipantConfig, SpaceConfig } from "../config/config.js";
 import { CloseCodes, type Envelope, ErrorCodes, type InboundEnvelope, stamp, systemEnvelope } from "../wire/envelope.js";
-import { clip, type Refusal } from "../ports/host.js";
+import { clip, noParticipantRefusal, type Refusal } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
 import type { Plan } from "../store/plan.js";
 import { TokenBook } from "../identity/tokens.js";
@@ -164,8 +164,7 @@ export class Invites {
   async onKick(member: Member, inbound: InboundEnvelope): Promise<Refusal | undefined> {
     const payload = (inbound.payload ?? {}) as Record<string, unknown>;
     const id = payload["participant_id"];
-    if (typeof id !== "string" || !(id in this.host.config.participants))
-      return { code: ErrorCodes.unknownRecipient, message: `no participant "${clip(String(id))}" in the space` };
+    if (typeof id !== "string" || !(id in this.host.config.participants)) return noParticipantRefusal(id);
     if (id === member.id) return { code: ErrorCodes.invalidPayload, message: "space/kick: you cannot remove yourself (leave instead)" };
     const env = stamp(inbound, member.id);
     const reason = typeof payload["reason"] === "string" ? payload["reason"] : undefined;

@@ -24,13 +24,12 @@ import {
 } from "../wire/envelope.js";
 import type { GrantBook, GrantRecord } from "../policy/grants.js";
 import type { GrantCondition } from "../policy/scope.js";
-import { clip, type Refusal } from "../ports/host.js";
+import { clip, noParticipantRefusal, type Refusal } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
 import type { Plan } from "../store/plan.js";
 
 /** What lending needs of the space. */
 export interface LendingHost {
-  readonly id: string;
   readonly config: SpaceConfig;
   readonly log: Logger;
   readonly authority: Authority;
@@ -60,7 +59,7 @@ export class Lending {
     const parsed = GrantPayloadSchema.safeParse(inbound.payload);
     if (!parsed.success) return { code: ErrorCodes.invalidPayload, message: `capability/grant: ${describeIssue(parsed.error)}` };
     const { recipient, capabilities, reason } = parsed.data;
-    if (!(recipient in this.host.config.participants)) return this.noParticipant(recipient);
+    if (!(recipient in this.host.config.participants)) return noParticipantRefusal(recipient);
     if (recipient === member.id) return { code: ErrorCodes.invalidPayload, message: "capability/grant: you cannot grant to yourself" };
     // A reviewer lends nothing to those it reviews: a loan would make their calls direct, past its bound.
     if (reviewerBound(this.host.config, this.host.authority.groups, recipient, member.id))
@@ -87,10 +86,6 @@ export class Lending {
     }
     this.host.deliver(env, member);
     return undefined;
-  }
-
-  private noParticipant(recipient: string): Refusal {
-    return { code: ErrorCodes.unknownRecipient, message: `no participant "${clip(recipient)}" in space "${this.host.id}"` };
   }
 
   /**
@@ -143,7 +138,7 @@ export class Lending {
       if (g.from !== member.id && !g.capabilities.every((c) => covers(held, c)))
         return { code: ErrorCodes.revokeNotAllowed, message: "you may revoke only grants you made or capabilities you hold" };
     } else if (!capabilities!.every((c) => covers(held, c))) {
-      if (!(recipient in this.host.config.participants)) return this.noParticipant(recipient);
+      if (!(recipient in this.host.config.participants)) return noParticipantRefusal(recipient);
       // Spec §3.6.2 asks only for the capability/revoke capability. A revoke that would take
       // away nothing anyone holds harms nobody: it is delivered as the no-op it is. One that
       // would take something away still needs the revoker to hold it.

@@ -14,7 +14,7 @@
 import type { Logger } from "pino";
 import type { SpaceConfig } from "../config/config.js";
 import { type Envelope, ErrorCodes, type InboundEnvelope, stamp } from "../wire/envelope.js";
-import { clip, type Refusal } from "../ports/host.js";
+import { clip, noParticipantRefusal, type Refusal } from "../ports/host.js";
 import type { Member } from "../ports/member.js";
 import type { Plan } from "../store/plan.js";
 
@@ -72,8 +72,7 @@ export class Switches {
     const payload = (inbound.payload ?? {}) as Record<string, unknown>;
     const id = payload["participant_id"];
     const target = typeof id === "string" ? this.host.config.participants[id] : undefined;
-    if (typeof id !== "string" || !target)
-      return { code: ErrorCodes.unknownRecipient, message: `no participant "${clip(String(id))}" in the space` };
+    if (typeof id !== "string" || !target) return noParticipantRefusal(id);
     if (target.kind === "human")
       return {
         code: ErrorCodes.invalidPayload,

@@ -136,6 +136,11 @@ export function disabledRefusal(target: string): NotRouted {
   };
 }
 
+/** The refusal of something asked of a participant the space does not have, worded the same by every handler. */
+export function noParticipantRefusal(id: unknown): Refusal {
+  return { code: "unknown_recipient", message: `no participant "${clip(String(id))}" in the space` };
+}
+
 /** Keeps client-supplied strings in messages short. */
 export function clip(s: string): string {
   return s.length > 64 ? `${s.slice(0, 61)}...` : s;
