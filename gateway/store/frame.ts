@@ -77,26 +77,34 @@ function frameOfBytes(seq: number, parts: readonly Buffer[]): Buffer {
   const open = Buffer.from(`{"n":${JSON.stringify(seq)},"r":[`, "latin1");
   let length = open.length + CLOSE.length + Math.max(0, parts.length - 1);
   for (const p of parts) length += p.length;
-  if (length > MAX_FRAME) throw new RangeError(`a transaction of ${length} bytes is over the ${MAX_FRAME}-byte limit`);
-  const frame = Buffer.allocUnsafe(FRAME_HEADER + length);
+  const frame = frameBuffer(length);
   let at = FRAME_HEADER + open.copy(frame, FRAME_HEADER);
   parts.forEach((p, i) => {
     if (i) frame[at++] = COMMA;
     at += p.copy(frame, at);
   });
   CLOSE.copy(frame, at);
-  frame.writeUInt32LE(length, 0);
-  frame.writeUInt32LE(crc32(frame.subarray(FRAME_HEADER)), 4);
-  return frame;
+  return sealed(frame);
 }
 
+/** A frame of `json`: its payload encoded straight into the frame's buffer, not into one and then copied. */
 function framePayload(json: string): Buffer {
-  const payload = Buffer.from(json, "utf8");
-  if (payload.length > MAX_FRAME) throw new RangeError(`a transaction of ${payload.length} bytes is over the ${MAX_FRAME}-byte limit`);
-  const head = Buffer.allocUnsafe(FRAME_HEADER);
-  head.writeUInt32LE(payload.length, 0);
-  head.writeUInt32LE(crc32(payload), 4);
-  return Buffer.concat([head, payload]);
+  const frame = frameBuffer(Buffer.byteLength(json, "utf8"));
+  frame.write(json, FRAME_HEADER, "utf8");
+  return sealed(frame);
+}
+
+/** A buffer for a frame of `length` payload bytes; a transaction over the limit is refused. */
+function frameBuffer(length: number): Buffer {
+  if (length > MAX_FRAME) throw new RangeError(`a transaction of ${length} bytes is over the ${MAX_FRAME}-byte limit`);
+  return Buffer.allocUnsafe(FRAME_HEADER + length);
+}
+
+/** `frame` with its header written: the payload's length and CRC32. */
+function sealed(frame: Buffer): Buffer {
+  frame.writeUInt32LE(frame.length - FRAME_HEADER, 0);
+  frame.writeUInt32LE(crc32(frame.subarray(FRAME_HEADER)), 4);
+  return frame;
 }
 
 /**
