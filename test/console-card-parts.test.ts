@@ -67,7 +67,9 @@ async function open(who: string, width = 1280): Promise<Page> {
 
 /** Until every preview on the page has answered (its box no longer busy): what is measured is the page as it stays. */
 async function settled(page: Page): Promise<void> {
-  await page.waitForFunction(`[...document.querySelectorAll("section.preview")].every((s) => s.getAttribute("aria-busy") === "false")`);
+  // Asked from here, not polled in the page: the console's CSP refuses the eval a string predicate of waitForFunction needs.
+  const busy = `[...document.querySelectorAll("section.preview")].every((s) => s.getAttribute("aria-busy") === "false")`;
+  await waitFor(async () => (await page.evaluate(busy)) === true, 10_000, "every preview to answer");
 }
 
 /** A full-page screenshot into the temp dir; the page must not be wider than its window. */

@@ -72,7 +72,8 @@ describe("tool rule findings in the console's Tools view", () => {
     const statuses: number[] = [];
     const p = await openConsole(T.helper, (s) => statuses.push(s));
     // The console asked, was refused, and shows nothing.
-    await p.waitForFunction("document.querySelectorAll('#people li').length > 0");
+    // A locator's wait, not waitForFunction's string predicate, which the console's CSP refuses to eval.
+    await p.locator("#people li").first().waitFor();
     await expect.poll(() => statuses.length, { timeout: 6000 }).toBeGreaterThan(0);
     expect(statuses.every((s) => s === 403)).toBe(true);
     expect(await p.locator("#policy-heading").isHidden()).toBe(true);
